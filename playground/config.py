@@ -1,0 +1,210 @@
+"""Model configuration: a frozen, validated dataclass, named presets, and a memory estimate.
+
+Field names follow the textbook (LLMs-from-scratch): ``vocab_size, context_length, emb_dim, n_heads,
+n_layers, drop_rate, qkv_bias``. The extra fields choose between the architecture variants that the
+tutorials disagree on, so one model class can show all of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass
+
+GPT2_VOCAB_SIZE = 50257  # tokens in the GPT-2 BPE (50,000 merges + 256 bytes + <|endoftext|>)
+
+POS_ENCODINGS = ("learned", "sinusoidal")
+ACTIVATIONS = ("gelu_tanh", "gelu", "relu")
+NORM_PLACEMENTS = ("pre", "post")
+ATTENTION_IMPLS = ("fused", "per_head")
+
+_BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+
+
+class ConfigError(ValueError):
+    """A config that cannot be built; the message is written to be shown to a user as it is."""
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int = GPT2_VOCAB_SIZE
+    context_length: int = 1024
+    emb_dim: int = 768
+    n_heads: int = 12
+    n_layers: int = 12
+    drop_rate: float = 0.0
+    qkv_bias: bool = True
+    tie_weights: bool = True
+    pos_encoding: str = "learned"  # learned table (GPT-2) | fixed sinusoids (Vaswani et al.)
+    activation: str = "gelu_tanh"  # GELU tanh approximation (GPT-2) | exact GELU | ReLU
+    norm_placement: str = "pre"  # LayerNorm before each sub-layer (GPT-2) | after the residual add
+    attention_impl: str = "fused"  # one projection split into heads | a list of single-head modules
+    ln_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be a whole number, got {value!r}.")
+            if value <= 0:
+                raise ConfigError(f"{name} must be positive, got {value}.")
+        if self.emb_dim % self.n_heads:
+            raise ConfigError(
+                f"emb_dim ({self.emb_dim}) must be divisible by n_heads ({self.n_heads}): "
+                f"each head gets emb_dim / n_heads dimensions. Try n_heads in "
+                f"{_divisors_near(self.emb_dim, self.n_heads)}."
+            )
+        if isinstance(self.drop_rate, bool) or not isinstance(self.drop_rate, (int, float)):
+            raise ConfigError(f"drop_rate must be a number, got {self.drop_rate!r}.")
+        if not (0.0 <= self.drop_rate < 1.0) or math.isnan(self.drop_rate):
+            raise ConfigError(f"drop_rate must be in [0, 1), got {self.drop_rate}.")
+        if self.vocab_size < GPT2_VOCAB_SIZE:
+            raise ConfigError(
+                f"vocab_size ({self.vocab_size}) is smaller than the GPT-2 tokenizer's "
+                f"{GPT2_VOCAB_SIZE} tokens; some token ids would have no embedding."
+            )
+        for name, allowed in (
+            ("pos_encoding", POS_ENCODINGS),
+            ("activation", ACTIVATIONS),
+            ("norm_placement", NORM_PLACEMENTS),
+            ("attention_impl", ATTENTION_IMPLS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}.")
+        if self.pos_encoding == "sinusoidal" and self.emb_dim % 2:
+            raise ConfigError(f"sinusoidal positions need an even emb_dim, got {self.emb_dim}.")
+        if not (0 < self.ln_eps < 1):
+            raise ConfigError(f"ln_eps must be in (0, 1), got {self.ln_eps}.")
+
+    @property
+    def head_dim(self) -> int:
+        return self.emb_dim // self.n_heads
+
+    def replace(self, **changes) -> "GPTConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GPTConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}.")
+        return cls(**data)
+
+
+def _divisors_near(n: int, target: int) -> list[int]:
+    divisors = [d for d in range(1, min(n, 64) + 1) if n % d == 0]
+    return sorted(divisors, key=lambda d: (abs(d - target), d))[:4]
+
+
+# Presets. Counts in comments are the figures tests assert on the built models.
+PRESETS: dict[str, GPTConfig] = {
+    # OpenAI's GPT-2 family: qkv bias, tied input/output embeddings.
+    "gpt2-small (124M)": GPTConfig(),  # 124,439,808
+    "gpt2-medium (355M)": GPTConfig(emb_dim=1024, n_heads=16, n_layers=24),  # 354,823,168
+    "gpt2-large (774M)": GPTConfig(emb_dim=1280, n_heads=20, n_layers=36),  # 774,030,080
+    "gpt2-xl (1558M)": GPTConfig(emb_dim=1600, n_heads=25, n_layers=48),  # 1,557,611,200
+    # The textbook's GPT_CONFIG_124M as written: no qkv bias, separate output head -> 163,009,536.
+    "textbook GPT_CONFIG_124M": GPTConfig(drop_rate=0.1, qkv_bias=False, tie_weights=False),
+    "textbook 124M, 8 heads": GPTConfig(n_heads=8, drop_rate=0.1, qkv_bias=False, tie_weights=False),
+    # The decoder-only tutorial model: sinusoidal positions, ReLU, d=512, 8 heads, 6 blocks.
+    "decoder-only tutorial (d512)": GPTConfig(
+        context_length=512, emb_dim=512, n_heads=8, n_layers=6, drop_rate=0.1,
+        pos_encoding="sinusoidal", activation="relu", tie_weights=True,
+    ),
+    # Small enough to build and generate in well under a second on a laptop CPU.
+    "tiny (4 layers, d128)": GPTConfig(context_length=256, emb_dim=128, n_heads=4, n_layers=4),
+    "nano (2 layers, d64)": GPTConfig(context_length=128, emb_dim=64, n_heads=4, n_layers=2),
+}
+
+DEFAULT_PRESET = "tiny (4 layers, d128)"
+
+
+def get_preset(name: str) -> GPTConfig:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}.") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Memory: estimated from the config alone, so that a too-large model is refused before allocating.
+
+
+def bytes_per_element(dtype: str) -> int:
+    try:
+        return _BYTES_PER_ELEMENT[dtype.replace("torch.", "")]
+    except KeyError:
+        raise ConfigError(f"unknown dtype {dtype!r}; use one of {', '.join(_BYTES_PER_ELEMENT)}.") from None
+
+
+def count_parameters_analytic(cfg: GPTConfig) -> int:
+    """The parameter count from the formulas (inspection.parameter_breakdown shows each term)."""
+    d, V, L, C = cfg.emb_dim, cfg.vocab_size, cfg.n_layers, cfg.context_length
+    per_block = (3 * d * d + (3 * d if cfg.qkv_bias else 0)) + (d * d + d) + (8 * d * d + 5 * d) + 4 * d
+    total = V * d + L * per_block
+    if cfg.pos_encoding == "learned":
+        total += C * d
+    if cfg.norm_placement == "pre":
+        total += 2 * d  # final_norm
+    if not cfg.tie_weights:
+        total += V * d
+    return total
+
+
+def estimate_memory_bytes(cfg: GPTConfig, dtype: str = "float32", batch_size: int = 1) -> int:
+    """Weights + a full-context KV cache + the largest activations of one inference forward pass."""
+    b = bytes_per_element(dtype)
+    weights = count_parameters_analytic(cfg) * b
+    kv_cache = 2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * b * batch_size
+    # Largest transient tensors: the logits of a full-context forward (kept in float32) and one
+    # layer's attention scores.
+    logits = batch_size * cfg.context_length * cfg.vocab_size * 4
+    scores = batch_size * cfg.n_heads * cfg.context_length**2 * 4
+    hidden = batch_size * cfg.context_length * cfg.emb_dim * 4 * 8
+    return weights + kv_cache + logits + scores + hidden
+
+
+def default_memory_budget_bytes() -> int:
+    """``PLAYGROUND_MEMORY_BUDGET_GB`` if set, else 60% of this machine's RAM."""
+    env = os.environ.get("PLAYGROUND_MEMORY_BUDGET_GB")
+    if env:
+        try:
+            return int(float(env) * 2**30)
+        except ValueError:
+            raise ConfigError(f"PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {env!r}.") from None
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 8 * 2**30
+    return int(total * 0.6)
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | None = None) -> int:
+    """Raise ConfigError if the estimate exceeds the budget; return the estimate otherwise."""
+    budget = default_memory_budget_bytes() if budget_bytes is None else budget_bytes
+    estimate = estimate_memory_bytes(cfg, dtype)
+    if estimate > budget:
+        raise ConfigError(
+            f"This model needs about {format_bytes(estimate)} in {dtype} "
+            f"({count_parameters_analytic(cfg):,} parameters), more than the memory budget of "
+            f"{format_bytes(budget)}. Make it smaller (fewer layers, a smaller emb_dim or context) "
+            f"or raise PLAYGROUND_MEMORY_BUDGET_GB."
+        )
+    return estimate

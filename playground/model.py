@@ -1,0 +1,354 @@
+"""A GPT-2-style model written from scratch, in the textbook's names, built to be looked inside.
+
+Classes come in the order they are used: LayerNorm -> GELU -> FeedForward -> attention (fused and
+per-head) -> TransformerBlock -> GPTModel. Attention maps are never stored on modules: pass
+``return_attention=True`` and the forward hands back an ``AttentionTrace`` holding each layer's
+queries and keys, from which the probabilities are computed only for the layers someone looks at.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import GPTConfig, check_memory
+
+# ----------------------------------------------------------------------------------------------
+# Building blocks
+
+
+class LayerNorm(nn.Module):
+    """(x - mean) / sqrt(var + eps) * scale + shift, over the last dimension (biased variance)."""
+
+    def __init__(self, emb_dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.scale = nn.Parameter(torch.ones(emb_dim))
+        self.shift = nn.Parameter(torch.zeros(emb_dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # One fused kernel computing exactly the formula above (tests check it against the formula
+        # written out); on a 1-token decode step the per-op overhead is what costs.
+        return F.layer_norm(x, x.shape[-1:], self.scale, self.shift, self.eps)
+
+    def forward_explicit(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.scale + self.shift
+
+
+class GELU(nn.Module):
+    """GELU; ``approximate="tanh"`` is GPT-2's 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+
+    def __init__(self, approximate: str = "tanh"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.approximate == "tanh":
+            return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def make_activation(name: str) -> nn.Module:
+    if name == "gelu_tanh":
+        return GELU("tanh")
+    if name == "gelu":
+        return GELU("none")
+    return nn.ReLU()
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Linear(cfg.emb_dim, 4 * cfg.emb_dim),
+            make_activation(cfg.activation),
+            nn.Linear(4 * cfg.emb_dim, cfg.emb_dim),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+# ----------------------------------------------------------------------------------------------
+# Attention
+
+
+def causal_mask(q_len: int, k_len: int, device=None) -> torch.Tensor:
+    """True where a query may NOT look: the queries are the last ``q_len`` of ``k_len`` positions."""
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
+
+
+def attention_probs(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """softmax(Q·Kᵀ/√d + causal mask) in float32: (B, H, Tq, hd), (B, H, Tk, hd) -> (B, H, Tq, Tk)."""
+    scores = q.float() @ k.float().transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
+    scores = scores.masked_fill(causal_mask(q.size(-2), k.size(-2), q.device), float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+class AttentionTrace:
+    """Per-layer queries and keys from one forward; attention probabilities computed on request.
+
+    Holding Q and K costs 2·T·emb_dim numbers a layer, where the maps themselves cost n_heads·T²:
+    for a full 1024-token GPT-2 small context that is 75 MB against 600 MB.
+    """
+
+    def __init__(self) -> None:
+        self.queries: list[torch.Tensor] = []  # each (B, n_heads, Tq, head_dim)
+        self.keys: list[torch.Tensor] = []  # each (B, n_heads, Tk, head_dim)
+
+    def record(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        self.queries.append(q.detach())
+        self.keys.append(k.detach())
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.queries)
+
+    def layer(self, i: int) -> torch.Tensor:
+        """Attention probabilities of layer ``i``: (B, n_heads, Tq, Tk), float32, rows sum to 1."""
+        return attention_probs(self.queries[i], self.keys[i])
+
+    def all_layers(self) -> list[torch.Tensor]:
+        return [self.layer(i) for i in range(self.n_layers)]
+
+
+def _attend(q, k, v, dropout_p: float) -> torch.Tensor:
+    """The fast path: fused scaled-dot-product attention with the causal mask for Tq <= Tk."""
+    q_len, k_len = q.size(-2), k.size(-2)
+    if q_len == 1:  # one new token sees every cached position
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    if q_len == k_len:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    allowed = ~causal_mask(q_len, k_len, q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)
+
+
+class MultiHeadAttention(nn.Module):
+    """Causal multi-head attention, "logical split": one d->d projection each for Q, K and V,
+    viewed as n_heads slices of head_dim."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        d = cfg.emb_dim
+        self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        self.W_query = nn.Linear(d, d, bias=cfg.qkv_bias)
+        self.W_key = nn.Linear(d, d, bias=cfg.qkv_bias)
+        self.W_value = nn.Linear(d, d, bias=cfg.qkv_bias)
+        self.out_proj = nn.Linear(d, d)
+        self.dropout = cfg.drop_rate
+
+    def project_qkv(self, x: torch.Tensor):
+        B, T, _ = x.shape
+        q = self.W_query(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        k = self.W_key(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        v = self.W_value(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        return q, k, v
+
+    def forward(self, x, layer_cache=None, trace: AttentionTrace | None = None):
+        B, T, d = x.shape
+        q, k, v = self.project_qkv(x)
+        if layer_cache is not None:
+            k, v = layer_cache.append(k, v)  # (B, H, T_cached + T, hd)
+        if trace is not None:
+            trace.record(q, k)
+        ctx = _attend(q, k, v, self.dropout if self.training else 0.0)  # (B, H, T, hd)
+        ctx = ctx.transpose(1, 2).reshape(B, T, d)  # (B, T, emb_dim)
+        return self.out_proj(ctx)
+
+
+class CausalAttention(nn.Module):
+    """One attention head with its own W_query / W_key / W_value (emb_dim -> head_dim)."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.W_query = nn.Linear(cfg.emb_dim, cfg.head_dim, bias=cfg.qkv_bias)
+        self.W_key = nn.Linear(cfg.emb_dim, cfg.head_dim, bias=cfg.qkv_bias)
+        self.W_value = nn.Linear(cfg.emb_dim, cfg.head_dim, bias=cfg.qkv_bias)
+
+
+class MultiHeadAttentionWrapper(MultiHeadAttention):
+    """Causal multi-head attention, "physical split": a list of single-head modules whose outputs
+    are concatenated. Same maths and parameter count as the fused version."""
+
+    def __init__(self, cfg: GPTConfig):
+        nn.Module.__init__(self)
+        self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        self.heads = nn.ModuleList(CausalAttention(cfg) for _ in range(cfg.n_heads))
+        self.out_proj = nn.Linear(cfg.emb_dim, cfg.emb_dim)
+        self.dropout = cfg.drop_rate
+
+    def project_qkv(self, x: torch.Tensor):
+        q = torch.stack([h.W_query(x) for h in self.heads], dim=1)  # (B, H, T, hd)
+        k = torch.stack([h.W_key(x) for h in self.heads], dim=1)  # (B, H, T, hd)
+        v = torch.stack([h.W_value(x) for h in self.heads], dim=1)  # (B, H, T, hd)
+        return q, k, v
+
+
+# ----------------------------------------------------------------------------------------------
+# KV cache
+
+
+class LayerKVCache:
+    def __init__(self, owner: "KVCache", index: int):
+        self.owner, self.index = owner, index
+
+    def append(self, k: torch.Tensor, v: torch.Tensor):
+        start = self.owner.length
+        end = start + k.size(-2)
+        self.owner.k[self.index, :, :, start:end] = k
+        self.owner.v[self.index, :, :, start:end] = v
+        return self.owner.k[self.index, :, :, :end], self.owner.v[self.index, :, :, :end]
+
+
+class KVCache:
+    """Preallocated keys and values for every layer: (n_layers, B, n_heads, context_length, head_dim).
+
+    The model writes new positions in place and advances ``length`` once per forward, so a decode
+    step costs one new row per layer instead of re-running the whole sequence.
+    """
+
+    def __init__(self, cfg: GPTConfig, batch_size: int = 1, device=None, dtype=torch.float32):
+        shape = (cfg.n_layers, batch_size, cfg.n_heads, cfg.context_length, cfg.head_dim)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.length = 0
+        self.capacity = cfg.context_length
+        self.layers = [LayerKVCache(self, i) for i in range(cfg.n_layers)]
+
+    def reset(self) -> None:
+        self.length = 0
+
+    def nbytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes
+
+
+# ----------------------------------------------------------------------------------------------
+# Transformer block and the model
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.att = MultiHeadAttentionWrapper(cfg) if cfg.attention_impl == "per_head" else MultiHeadAttention(cfg)
+        self.ff = FeedForward(cfg)
+        self.norm1 = LayerNorm(cfg.emb_dim, cfg.ln_eps)
+        self.norm2 = LayerNorm(cfg.emb_dim, cfg.ln_eps)
+        self.drop_shortcut = nn.Dropout(cfg.drop_rate)
+        self.pre_norm = cfg.norm_placement == "pre"
+
+    def forward(self, x, layer_cache=None, trace=None):
+        if self.pre_norm:  # GPT-2: normalise the input of each sub-layer, keep the residual clean
+            x = x + self.drop_shortcut(self.att(self.norm1(x), layer_cache, trace))
+            x = x + self.drop_shortcut(self.ff(self.norm2(x)))
+        else:  # the original Transformer: normalise after each residual add
+            x = self.norm1(x + self.drop_shortcut(self.att(x, layer_cache, trace)))
+            x = self.norm2(x + self.drop_shortcut(self.ff(x)))
+        return x
+
+
+class SinusoidalPositionalEmbedding(nn.Module):
+    """Fixed sin/cos positions (Vaswani et al.): no parameters, a buffer rebuilt from the config."""
+
+    def __init__(self, context_length: int, emb_dim: int):
+        super().__init__()
+        pos = torch.arange(context_length, dtype=torch.float32).unsqueeze(1)  # (C, 1)
+        freq = torch.exp(torch.arange(0, emb_dim, 2, dtype=torch.float32) * (-math.log(10000.0) / emb_dim))
+        table = torch.zeros(context_length, emb_dim)
+        table[:, 0::2] = torch.sin(pos * freq)
+        table[:, 1::2] = torch.cos(pos * freq)
+        self.register_buffer("table", table, persistent=False)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.table[positions]
+
+
+class GPTModel(nn.Module):
+    """``GPTModel(cfg)(idx)`` -> logits (batch, seq, vocab_size).
+
+    ``memory_budget`` (bytes) refuses a config whose estimated memory is larger, before any
+    allocation; ``None`` uses the default budget, ``False`` skips the check (meta-device builds).
+    """
+
+    def __init__(self, cfg: GPTConfig, memory_budget: int | None | bool = None):
+        super().__init__()
+        if not isinstance(cfg, GPTConfig):
+            raise TypeError(f"GPTModel needs a GPTConfig, got {type(cfg).__name__}")
+        if memory_budget is not False:
+            check_memory(cfg, "float32", None if memory_budget is None else int(memory_budget))
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
+        if cfg.pos_encoding == "learned":
+            self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
+        else:
+            self.pos_emb = SinusoidalPositionalEmbedding(cfg.context_length, cfg.emb_dim)
+        self.drop_emb = nn.Dropout(cfg.drop_rate)
+        self.trf_blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
+        # Post-norm blocks already end in a LayerNorm; a final one would normalise twice.
+        self.final_norm = LayerNorm(cfg.emb_dim, cfg.ln_eps) if cfg.norm_placement == "pre" else nn.Identity()
+        self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
+        self.reset_parameters()
+        if cfg.tie_weights:
+            self.out_head.weight = self.tok_emb.weight
+
+    def reset_parameters(self) -> None:
+        """GPT-2's initialisation: N(0, 0.02), zero biases, residual projections scaled by 1/√(2L)."""
+        residual_std = 0.02 / math.sqrt(2 * self.cfg.n_layers)
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear):
+                std = residual_std if name.endswith(("out_proj", "layers.2")) else 0.02
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    @property
+    def device(self) -> torch.device:
+        return self.tok_emb.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.tok_emb.weight.dtype
+
+    def new_kv_cache(self, batch_size: int = 1) -> KVCache:
+        return KVCache(self.cfg, batch_size, self.device, self.dtype)
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        kv_cache: KVCache | None = None,
+        return_attention: bool = False,
+        last_token_only: bool = False,
+    ):
+        """idx (B, T) token ids -> logits (B, T, vocab_size), or (logits, AttentionTrace).
+
+        With ``kv_cache`` the ids continue the cached sequence. ``last_token_only`` computes the
+        output head for the final position only (all that sampling needs).
+        """
+        if idx.dim() != 2:
+            raise ValueError(f"idx must be (batch, seq) token ids, got shape {tuple(idx.shape)}")
+        B, T = idx.shape
+        start = kv_cache.length if kv_cache is not None else 0
+        if T == 0:
+            raise ValueError("idx has no tokens")
+        if start + T > self.cfg.context_length:
+            raise ValueError(
+                f"sequence of {start + T} tokens exceeds the context length {self.cfg.context_length}"
+            )
+        positions = torch.arange(start, start + T, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(positions).to(self.dtype)  # (B, T, emb_dim)
+        x = self.drop_emb(x)
+        trace = AttentionTrace() if return_attention else None
+        for i, block in enumerate(self.trf_blocks):
+            x = block(x, kv_cache.layers[i] if kv_cache is not None else None, trace)
+        if kv_cache is not None:
+            kv_cache.length += T
+        if last_token_only:
+            x = x[:, -1:, :]  # (B, 1, emb_dim)
+        logits = self.out_head(self.final_norm(x))  # (B, T, vocab_size)
+        return (logits, trace) if return_attention else logits

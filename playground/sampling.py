@@ -1,0 +1,254 @@
+"""Sampling: temperature / top-k / top-p as pure functions on logits, and ``generate`` yielding steps.
+
+Each stage is its own function so the UI can show how a distribution is reshaped knob by knob:
+raw softmax -> after temperature -> after top-k -> after top-p.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .model import GPTModel
+
+STAGES = ("raw", "temperature", "top_k", "top_p")
+
+
+def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size=None) -> None:
+    """Raise ValueError with a message a UI can show as it is."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ValueError(f"Temperature must be a number, got {temperature!r}.")
+    if math.isnan(temperature) or math.isinf(temperature):
+        raise ValueError(f"Temperature must be a finite number, got {temperature}.")
+    if temperature < 0:
+        raise ValueError(f"Temperature must be 0 (greedy) or positive, got {temperature}.")
+    if top_k is not None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int) and not (isinstance(top_k, float) and top_k.is_integer()):
+            raise ValueError(f"top-k must be a whole number (0 or empty = off), got {top_k!r}.")
+        if top_k < 0:
+            raise ValueError(f"top-k must be 0 (off) or a positive whole number, got {int(top_k)}.")
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or math.isnan(top_p):
+            raise ValueError(f"top-p must be a number in (0, 1], got {top_p!r}.")
+        if not (0 < top_p <= 1):
+            raise ValueError(f"top-p must be in (0, 1] (1 = off), got {top_p}.")
+    if max_new_tokens is not None:
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+            raise ValueError(f"The number of new tokens must be a whole number, got {max_new_tokens!r}.")
+        if max_new_tokens <= 0:
+            raise ValueError(f"Ask for at least one new token (got {max_new_tokens}).")
+
+
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Divide logits by T; T = 0 (greedy) leaves them as they are, the argmax is taken later."""
+    return logits / temperature if temperature > 0 else logits
+
+
+def apply_top_k(logits: torch.Tensor, top_k: int | None) -> torch.Tensor:
+    """Keep the k largest logits (ties at the k-th value kept too), the rest -> -inf. 0/None = off."""
+    if not top_k or top_k >= logits.size(-1):
+        return logits
+    kth = torch.topk(logits, int(top_k), dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def apply_top_p(logits: torch.Tensor, top_p: float | None) -> torch.Tensor:
+    """Nucleus filter: keep the smallest set of most likely tokens whose mass reaches p.
+    The most likely token always survives. None/1 = off."""
+    if top_p is None or top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+    probs = torch.softmax(sorted_logits, dim=-1)
+    mass_before = torch.cumsum(probs, dim=-1) - probs  # mass of strictly more likely tokens
+    drop_sorted = mass_before >= top_p
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sampling_distribution(logits, temperature, top_k=None, top_p=None) -> dict[str, torch.Tensor]:
+    """Probabilities after each stage, float32: {"raw", "temperature", "top_k", "top_p"}."""
+    logits = logits.float()
+    t = apply_temperature(logits, temperature)
+    k = apply_top_k(t, top_k)
+    p = apply_top_p(k, top_p)
+    return {name: torch.softmax(x, dim=-1) for name, x in zip(STAGES, (logits, t, k, p))}
+
+
+def entropy_bits(probs: torch.Tensor) -> float:
+    p = probs[probs > 0]
+    return float(-(p * torch.log2(p)).sum())
+
+
+@dataclass
+class GenerationStep:
+    """One generated token, with what the UI needs to explain the choice."""
+
+    index: int  # 0 for the first new token
+    position: int  # its position in the full sequence (prompt + generated)
+    token_id: int
+    prob: float  # probability under the final sampling distribution
+    raw_prob: float  # probability under the plain softmax of the logits
+    rank: int  # 1 = the most likely token under the plain softmax
+    entropy: float  # bits, of the final sampling distribution
+    raw_entropy: float  # bits, of the plain softmax
+    top: list[tuple[int, float]]  # most likely alternatives under the sampling distribution
+    candidates: list[int]  # ids shown in the stage view: raw top-n plus the chosen token
+    stages: dict[str, list[float]]  # stage -> probability of each candidate
+    context_start: int = 0  # tokens dropped from the left when the window was full
+    attention: list[torch.Tensor] | None = None  # per layer (n_heads, k_len), this step's query row
+    kept_tokens: int = 0  # how many tokens survive top-k and top-p
+
+
+@dataclass
+class Generation:
+    """Iterate to get ``GenerationStep``s. ``n_cropped`` prompt tokens were dropped from the left to
+    fit the context window (said, never silent)."""
+
+    model: GPTModel
+    prompt_ids: list[int]
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    capture_attention: bool = False
+    n_top: int = 10
+    use_cache: bool = True
+    n_cropped: int = 0
+    steps: list[GenerationStep] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        validate_sampling(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
+        self.temperature = float(self.temperature)
+        self.top_k = int(self.top_k) if self.top_k else None
+        self.top_p = float(self.top_p) if self.top_p is not None else None
+        ids = [int(i) for i in self.prompt_ids]
+        if not ids:
+            raise ValueError("The prompt is empty: type some text to continue.")
+        vocab = self.model.cfg.vocab_size
+        bad = [i for i in ids if not 0 <= i < vocab]
+        if bad:
+            raise ValueError(f"Token id {bad[0]} is outside the vocabulary (0..{vocab - 1}).")
+        context = self.model.cfg.context_length
+        self.n_cropped = max(0, len(ids) - context)
+        self.prompt_ids = ids[self.n_cropped :]
+        self._iter = self._run()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> GenerationStep:
+        return next(self._iter)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [s.token_id for s in self.steps]
+
+    @torch.no_grad()
+    def _run(self):
+        model = self.model
+        was_training = model.training
+        model.eval()
+        device, context = model.device, model.cfg.context_length
+        gen = None
+        if self.seed is not None:
+            gen = torch.Generator(device="cpu").manual_seed(int(self.seed))
+        seq = list(self.prompt_ids)
+        cache = model.new_kv_cache() if self.use_cache else None
+        window_start = 0  # first sequence position inside the model's window
+        try:
+            for index in range(self.max_new_tokens):
+                logits, attention = self._next_logits(seq, cache, window_start)
+                step = self._choose(logits, gen, index, len(seq), window_start)
+                if attention is not None:
+                    step.attention = attention
+                self.steps.append(step)
+                seq.append(step.token_id)
+                if len(seq) - window_start > context:
+                    window_start = len(seq) - context
+                yield step
+        finally:
+            model.train(was_training)
+
+    def _next_logits(self, seq, cache, window_start):
+        model = self.model
+        window = seq[window_start:]
+        if cache is None or cache.length == 0 or window_start > 0:
+            # First step, no cache, or a full window that slid: run the whole window. With learned
+            # positions every token's position changes when the window slides, so the cache
+            # cannot simply be shifted.
+            if cache is not None:
+                cache.reset()
+            idx = torch.tensor([window], dtype=torch.long, device=model.device)
+        else:
+            idx = torch.tensor([window[cache.length :]], dtype=torch.long, device=model.device)
+        out = model(idx, kv_cache=cache, return_attention=self.capture_attention, last_token_only=True)
+        if self.capture_attention:
+            logits, trace = out
+            # Only the newest query row is this step's attention: (n_heads, k_len) per layer.
+            attention = [
+                _last_row_probs(q, k) for q, k in zip(trace.queries, trace.keys)
+            ]
+            return logits[0, -1].float(), attention
+        return out[0, -1].float(), None
+
+    def _choose(self, logits, gen, index, position, window_start) -> GenerationStep:
+        dists = sampling_distribution(logits, self.temperature, self.top_k, self.top_p)
+        final = dists["top_p"]
+        if self.temperature == 0:
+            token_id = int(torch.argmax(final))
+        else:
+            token_id = int(torch.multinomial(final.cpu(), 1, generator=gen))
+        raw = dists["raw"]
+        raw_prob = float(raw[token_id])
+        rank = int((raw > raw[token_id]).sum()) + 1
+        n = min(self.n_top, final.numel())
+        top_p_vals, top_ids = torch.topk(final, n)
+        raw_top = torch.topk(raw, min(self.n_top, raw.numel())).indices.tolist()
+        candidates = raw_top if token_id in raw_top else raw_top + [token_id]
+        cand = torch.tensor(candidates, device=raw.device)
+        return GenerationStep(
+            index=index,
+            position=position,
+            token_id=token_id,
+            prob=float(final[token_id]),
+            raw_prob=raw_prob,
+            rank=rank,
+            entropy=entropy_bits(final),
+            raw_entropy=entropy_bits(raw),
+            top=[(int(i), float(p)) for i, p in zip(top_ids.tolist(), top_p_vals.tolist())],
+            candidates=candidates,
+            stages={name: dists[name][cand].tolist() for name in STAGES},
+            context_start=window_start,
+            kept_tokens=int((final > 0).sum()),
+        )
+
+
+def _last_row_probs(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """The newest query's attention over all keys: (n_heads, k_len), float32, on the CPU."""
+    q_last = q[0, :, -1:, :].float()  # (H, 1, hd)
+    scores = q_last @ k[0].float().transpose(-2, -1) / math.sqrt(q.size(-1))  # (H, 1, Tk)
+    return torch.softmax(scores, dim=-1)[:, 0, :].cpu()
+
+
+def generate(
+    model: GPTModel,
+    prompt_ids,
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    capture_attention: bool = False,
+    n_top: int = 10,
+    use_cache: bool = True,
+) -> Generation:
+    """Yield one ``GenerationStep`` per new token. Parameters are checked at the call, so bad
+    values raise ValueError before anything runs. Temperature 0 is greedy."""
+    return Generation(
+        model, list(prompt_ids), max_new_tokens, temperature, top_k, top_p, seed,
+        capture_attention, n_top, use_cache,
+    )

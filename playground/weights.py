@@ -1,0 +1,420 @@
+"""Weights in and out: OpenAI GPT-2 in the Hugging Face layout, and the project's own checkpoints.
+
+Everything is safetensors (no pickle). The GPT-2 import is one table of key pairs plus a short list
+of Conv1D weights to transpose; every tensor is shape-checked against the model we build, and what
+does not fit is reported by name instead of failing deep inside ``load_state_dict``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+
+from .config import ConfigError, GPTConfig, check_memory
+from .model import GPTModel
+
+CHECKPOINT_FORMAT = "gpt-playground/1"
+HUB_MODELS = {
+    "gpt2 (124M)": "openai-community/gpt2",
+    "gpt2-medium (355M)": "openai-community/gpt2-medium",
+    "gpt2-large (774M)": "openai-community/gpt2-large",
+    "gpt2-xl (1558M)": "openai-community/gpt2-xl",
+}
+DEFAULT_MAX_CHECKPOINT_BYTES = 2 * 1024**3
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class WeightLoadError(ValueError):
+    """Weights that cannot be loaded; the message says what is wrong, by key and shape."""
+
+
+@dataclass
+class LoadReport:
+    missing: list[str] = field(default_factory=list)  # model keys the file does not provide
+    unexpected: list[str] = field(default_factory=list)  # file keys the model has no place for
+    mismatched: list[tuple[str, tuple, tuple]] = field(default_factory=list)  # (key, file, model)
+    skipped: list[str] = field(default_factory=list)  # known buffers deliberately ignored
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.mismatched)
+
+    def summary(self, limit: int = 5) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f"{len(self.missing)} missing ({', '.join(self.missing[:limit])}{'…' if len(self.missing) > limit else ''})")
+        if self.mismatched:
+            shown = ", ".join(f"{k}: file {list(a)} vs model {list(b)}" for k, a, b in self.mismatched[:limit])
+            parts.append(f"{len(self.mismatched)} with the wrong shape ({shown})")
+        if self.unexpected:
+            parts.append(f"{len(self.unexpected)} unexpected ({', '.join(self.unexpected[:limit])}{'…' if len(self.unexpected) > limit else ''})")
+        return "; ".join(parts) or "all tensors matched"
+
+
+def resolve_dtype(dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return _DTYPES[str(dtype).replace("torch.", "")]
+    except KeyError:
+        raise ValueError(f"unsupported dtype {dtype!r}; use float32, bfloat16 or float16") from None
+
+
+def default_device() -> torch.device:
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def expected_shapes(cfg: GPTConfig) -> dict[str, tuple]:
+    """Every tensor a model of this config stores, built on the meta device (no memory)."""
+    with torch.device("meta"):
+        model = GPTModel(cfg, memory_budget=False)
+    return {k: tuple(v.shape) for k, v in _storable_state(model).items()}
+
+
+def _storable_state(model: GPTModel) -> dict[str, torch.Tensor]:
+    state = model.state_dict()
+    if model.cfg.tie_weights:
+        state.pop("out_head.weight", None)  # the same tensor as tok_emb.weight; re-tied on load
+    return state
+
+
+def assign_weights(model: GPTModel, tensors: dict[str, torch.Tensor], report: LoadReport) -> None:
+    """Copy named tensors into the model with shape checks; raise WeightLoadError naming any problem."""
+    expected = _storable_state(model)
+    for key in sorted(tensors.keys() - expected.keys()):
+        report.unexpected.append(key)
+    for key in sorted(expected.keys() - tensors.keys()):
+        report.missing.append(key)
+    for key in sorted(expected.keys() & tensors.keys()):
+        if tuple(tensors[key].shape) != tuple(expected[key].shape):
+            report.mismatched.append((key, tuple(tensors[key].shape), tuple(expected[key].shape)))
+    if not report.ok:
+        raise WeightLoadError(f"The weights do not fit this model: {report.summary()}.")
+    with torch.no_grad():
+        for key, target in expected.items():
+            target.copy_(tensors[key].to(target.dtype))
+
+
+# ----------------------------------------------------------------------------------------------
+# Fused <-> per-head attention layouts (same numbers, different module structure)
+
+
+def fused_to_per_head(tensors: dict[str, torch.Tensor], cfg: GPTConfig) -> dict[str, torch.Tensor]:
+    out = {}
+    pattern = re.compile(r"^(trf_blocks\.\d+\.att)\.(W_query|W_key|W_value)\.(weight|bias)$")
+    for key, value in tensors.items():
+        m = pattern.match(key)
+        if not m:
+            out[key] = value
+            continue
+        prefix, proj, kind = m.groups()
+        for h, chunk in enumerate(value.split(cfg.head_dim, dim=0)):  # rows of a head
+            out[f"{prefix}.heads.{h}.{proj}.{kind}"] = chunk.clone()
+    return out
+
+
+def per_head_to_fused(tensors: dict[str, torch.Tensor], cfg: GPTConfig) -> dict[str, torch.Tensor]:
+    out, grouped = {}, {}
+    pattern = re.compile(r"^(trf_blocks\.\d+\.att)\.heads\.(\d+)\.(W_query|W_key|W_value)\.(weight|bias)$")
+    for key, value in tensors.items():
+        m = pattern.match(key)
+        if m:
+            prefix, h, proj, kind = m.groups()
+            grouped.setdefault(f"{prefix}.{proj}.{kind}", {})[int(h)] = value
+        else:
+            out[key] = value
+    for key, heads in grouped.items():
+        out[key] = torch.cat([heads[h] for h in sorted(heads)], dim=0)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# OpenAI GPT-2 (Hugging Face layout)
+
+# HF key (per layer, "{i}" = layer) -> our key; Conv1D weights are stored [in, out] and transposed.
+_GPT2_KEY_MAP = {
+    "wte.weight": "tok_emb.weight",
+    "wpe.weight": "pos_emb.weight",
+    "ln_f.weight": "final_norm.scale",
+    "ln_f.bias": "final_norm.shift",
+    "h.{i}.ln_1.weight": "trf_blocks.{i}.norm1.scale",
+    "h.{i}.ln_1.bias": "trf_blocks.{i}.norm1.shift",
+    "h.{i}.ln_2.weight": "trf_blocks.{i}.norm2.scale",
+    "h.{i}.ln_2.bias": "trf_blocks.{i}.norm2.shift",
+    "h.{i}.attn.c_proj.weight": "trf_blocks.{i}.att.out_proj.weight",
+    "h.{i}.attn.c_proj.bias": "trf_blocks.{i}.att.out_proj.bias",
+    "h.{i}.mlp.c_fc.weight": "trf_blocks.{i}.ff.layers.0.weight",
+    "h.{i}.mlp.c_fc.bias": "trf_blocks.{i}.ff.layers.0.bias",
+    "h.{i}.mlp.c_proj.weight": "trf_blocks.{i}.ff.layers.2.weight",
+    "h.{i}.mlp.c_proj.bias": "trf_blocks.{i}.ff.layers.2.bias",
+}
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+_SKIPPED_BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+
+
+def config_from_hf(hf: dict) -> GPTConfig:
+    try:
+        activation = _ACTIVATIONS[hf.get("activation_function", "gelu_new")]
+    except KeyError:
+        raise WeightLoadError(f"unsupported activation_function {hf.get('activation_function')!r}") from None
+    try:
+        return GPTConfig(
+            vocab_size=int(hf["vocab_size"]),
+            context_length=int(hf.get("n_positions", hf.get("n_ctx", 1024))),
+            emb_dim=int(hf["n_embd"]),
+            n_heads=int(hf["n_head"]),
+            n_layers=int(hf["n_layer"]),
+            drop_rate=0.0,
+            qkv_bias=True,
+            tie_weights=bool(hf.get("tie_word_embeddings", True)),
+            activation=activation,
+            ln_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
+        )
+    except KeyError as e:
+        raise WeightLoadError(f"config.json lacks the GPT-2 field {e.args[0]!r}") from None
+
+
+def convert_gpt2_state(hf_tensors: dict[str, torch.Tensor], cfg: GPTConfig, report: LoadReport) -> dict:
+    """HF GPT-2 tensors (with or without the ``transformer.`` prefix) -> our names and layouts."""
+    out: dict[str, torch.Tensor] = {}
+    templates = {}
+    for hf_key, ours in _GPT2_KEY_MAP.items():
+        if "{i}" in hf_key:
+            for i in range(cfg.n_layers):
+                templates[hf_key.format(i=i)] = ours.format(i=i)
+        else:
+            templates[hf_key] = ours
+    d = cfg.emb_dim
+    for raw_key, value in hf_tensors.items():
+        key = raw_key.removeprefix("transformer.")
+        if _SKIPPED_BUFFERS.match(key):
+            report.skipped.append(raw_key)
+            continue
+        if key == "lm_head.weight":
+            if cfg.tie_weights:
+                report.skipped.append(raw_key)  # the same numbers as wte.weight
+            else:
+                out["out_head.weight"] = value
+            continue
+        if key.endswith(_CONV1D) and value.dim() == 2:
+            value = value.t()
+        m = re.match(r"^h\.(\d+)\.attn\.c_attn\.(weight|bias)$", key)
+        if m:
+            i, kind = m.groups()
+            if value.shape[0] != 3 * d:
+                report.mismatched.append((raw_key, tuple(value.shape), (3 * d,) + tuple(value.shape[1:])))
+                continue
+            q, k, v = value.split(d, dim=0)
+            for name, part in (("W_query", q), ("W_key", k), ("W_value", v)):
+                out[f"trf_blocks.{i}.att.{name}.{kind}"] = part.contiguous()
+            continue
+        if key in templates:
+            out[templates[key]] = value.contiguous()
+        else:
+            report.unexpected.append(raw_key)
+    if cfg.attention_impl == "per_head":
+        out = fused_to_per_head(out, cfg)
+    return out
+
+
+def _read_safetensors(path: Path, max_bytes: int | None = None) -> tuple[dict[str, torch.Tensor], dict]:
+    """All tensors and the metadata of a safetensors file; WeightLoadError on anything malformed."""
+    size = path.stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise WeightLoadError(
+            f"{path.name} is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.0f} MB limit for checkpoints."
+        )
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise WeightLoadError(f"{path.name} is not a readable safetensors file ({e}).") from None
+    return tensors, metadata
+
+
+def _download(repo_id: str, filename: str, cache_dir, local_files_only: bool, tqdm_class) -> Path:
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(
+            hf_hub_download(
+                repo_id, filename, cache_dir=cache_dir, local_files_only=local_files_only, tqdm_class=tqdm_class
+            )
+        )
+    except FileNotFoundError as e:  # LocalEntryNotFoundError: offline and not cached
+        raise WeightLoadError(
+            f"Cannot get {filename} of {repo_id}: the Hugging Face hub is not reachable and the file is "
+            f"not in the local cache. Connect to the network once, or download {repo_id} "
+            f"(config.json + model.safetensors) into a folder and load that folder."
+        ) from e
+    except Exception as e:  # network errors, unknown repos, gated repos...
+        raise WeightLoadError(f"Cannot download {filename} of {repo_id}: {type(e).__name__}: {e}") from e
+
+
+def load_pretrained(
+    source: str | os.PathLike,
+    *,
+    dtype="float32",
+    device=None,
+    memory_budget: int | None = None,
+    cache_dir=None,
+    local_files_only: bool | None = None,
+    tqdm_class=None,
+    attention_impl: str = "fused",
+) -> GPTModel:
+    """OpenAI GPT-2 weights in the Hugging Face layout, from a folder or a hub repo id.
+
+    The config is read first and the memory estimate checked before the weights are fetched or
+    allocated. The returned model has a ``load_report`` (what was skipped, unexpected, ...).
+    """
+    folder = Path(source)
+    if folder.is_dir():
+        config_path, weights_path = folder / "config.json", folder / "model.safetensors"
+        for p in (config_path, weights_path):
+            if not p.is_file():
+                raise WeightLoadError(f"{folder} has no {p.name}; a GPT-2 folder needs config.json and model.safetensors.")
+    else:
+        repo_id = str(source)
+        if local_files_only is None:
+            local_files_only = os.environ.get("HF_HUB_OFFLINE", "0") in ("1", "true", "True")
+        config_path = _download(repo_id, "config.json", cache_dir, local_files_only, tqdm_class)
+    try:
+        hf_config = json.loads(Path(config_path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise WeightLoadError(f"config.json is not readable JSON ({e}).") from None
+    cfg = config_from_hf(hf_config)
+    if attention_impl != "fused":
+        cfg = cfg.replace(attention_impl=attention_impl)
+    torch_dtype = resolve_dtype(dtype)
+    check_memory(cfg, str(torch_dtype).replace("torch.", ""), memory_budget)
+    if not folder.is_dir():
+        weights_path = _download(repo_id, "model.safetensors", cache_dir, local_files_only, tqdm_class)
+    hf_tensors, _ = _read_safetensors(Path(weights_path))
+    report = LoadReport()
+    tensors = convert_gpt2_state(hf_tensors, cfg, report)
+    del hf_tensors
+    model = GPTModel(cfg, memory_budget=False)  # already checked above, in the requested dtype
+    assign_weights(model, tensors, report)
+    model = model.to(device=device or default_device(), dtype=torch_dtype).eval()
+    model.load_report = report
+    return model
+
+
+# ----------------------------------------------------------------------------------------------
+# The project's own checkpoints
+
+
+def save_checkpoint(model: GPTModel, path, *, dtype=None, metadata: dict | None = None) -> Path:
+    """Safetensors with the config in the header. Tied weights are stored once and re-tied on load.
+    ``dtype`` (e.g. "bfloat16") stores a smaller copy; the model itself is not changed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store = resolve_dtype(dtype) if dtype is not None else None
+    tensors = {
+        k: (v.detach().to(store) if store is not None else v.detach()).cpu().contiguous()
+        for k, v in _storable_state(model).items()
+    }
+    header = {"format": CHECKPOINT_FORMAT, "config": model.cfg.to_json()}
+    for k, v in (metadata or {}).items():
+        header[str(k)] = v if isinstance(v, str) else json.dumps(v)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata=header)
+    os.replace(tmp, path)  # a crash mid-write never leaves a half checkpoint under the real name
+    return path
+
+
+def read_checkpoint_metadata(path) -> dict:
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return dict(f.metadata() or {})
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise WeightLoadError(f"{Path(path).name} is not a readable safetensors file ({e}).") from None
+
+
+def load_checkpoint(
+    path,
+    *,
+    dtype="float32",
+    device=None,
+    memory_budget: int | None = None,
+    max_bytes: int | None = DEFAULT_MAX_CHECKPOINT_BYTES,
+) -> GPTModel:
+    """A checkpoint written by ``save_checkpoint`` (or a bare HF GPT-2 ``model.safetensors``, whose
+    config is then inferred from the shapes, assuming GPT-2's 64-dimensional heads)."""
+    path = Path(path)
+    if not path.is_file():
+        raise WeightLoadError(f"No checkpoint at {path}.")
+    tensors, metadata = _read_safetensors(path, max_bytes)
+    report = LoadReport()
+    if "config" in metadata:
+        try:
+            cfg = GPTConfig.from_dict(json.loads(metadata["config"]))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise WeightLoadError(f"The checkpoint's config is not valid JSON ({e}).") from None
+        except ConfigError as e:
+            raise WeightLoadError(f"The checkpoint's config is invalid: {e}") from None
+    elif any(k.removeprefix("transformer.") == "wte.weight" for k in tensors):
+        cfg = _infer_gpt2_config(tensors)
+        tensors = convert_gpt2_state(tensors, cfg, report)
+    else:
+        raise WeightLoadError(
+            "This safetensors file has no GPT Playground config and is not a GPT-2 checkpoint; "
+            "save it with playground.save_checkpoint (or the app's export)."
+        )
+    torch_dtype = resolve_dtype(dtype)
+    check_memory(cfg, str(torch_dtype).replace("torch.", ""), memory_budget)
+    model = GPTModel(cfg, memory_budget=False)
+    assign_weights(model, tensors, report)
+    model = model.to(device=device or default_device(), dtype=torch_dtype).eval()
+    model.load_report = report
+    model.checkpoint_metadata = {k: v for k, v in metadata.items() if k not in ("config", "format")}
+    return model
+
+
+def _infer_gpt2_config(tensors: dict[str, torch.Tensor]) -> GPTConfig:
+    plain = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    try:
+        vocab, d = plain["wte.weight"].shape
+        context = plain["wpe.weight"].shape[0]
+    except (KeyError, ValueError):
+        raise WeightLoadError("GPT-2 checkpoint without wte/wpe embeddings of rank 2.") from None
+    layers = {int(m.group(1)) for k in plain if (m := re.match(r"^h\.(\d+)\.", k))}
+    if not layers:
+        raise WeightLoadError("GPT-2 checkpoint without any transformer layer (h.N.*).")
+    try:
+        return GPTConfig(
+            vocab_size=int(vocab), context_length=int(context), emb_dim=int(d),
+            n_heads=max(1, int(d) // 64), n_layers=max(layers) + 1,
+            tie_weights="lm_head.weight" not in plain,
+        )
+    except ConfigError as e:
+        raise WeightLoadError(f"GPT-2 checkpoint with an unusable shape: {e}") from None
+
+
+def hf_progress_tqdm(callback: Callable[[float, str], None]):
+    """A tqdm class for ``hf_hub_download`` that reports (fraction, description) to ``callback``."""
+    from tqdm.auto import tqdm
+
+    class _Reporter(tqdm):
+        def update(self, n=1):
+            out = super().update(n)
+            if self.total:
+                callback(min(1.0, self.n / self.total), str(self.desc or "downloading"))
+            return out
+
+    return _Reporter
