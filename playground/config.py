@@ -75,6 +75,8 @@ class GPTConfig:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}.")
         if self.pos_encoding == "sinusoidal" and self.emb_dim % 2:
             raise ConfigError(f"sinusoidal positions need an even emb_dim, got {self.emb_dim}.")
+        if isinstance(self.ln_eps, bool) or not isinstance(self.ln_eps, (int, float)):
+            raise ConfigError(f"ln_eps must be a number, got {self.ln_eps!r}.")
         if not (0 < self.ln_eps < 1):
             raise ConfigError(f"ln_eps must be in (0, 1), got {self.ln_eps}.")
 
