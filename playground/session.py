@@ -202,14 +202,16 @@ def tree_table(model: GPTModel, max_depth: int = 10) -> list[list]:
         name = r.name or "GPTModel"
         indent = "\u2003" * r.depth  # em spaces survive HTML whitespace collapsing
         tied = f"tied → {r.tied_to}" if r.tied_to else ""
-        rows.append([indent + name.split(".")[-1] if r.name else name, r.type, r.shape, r.own_params, r.total_params, tied, r.name])
+        rows.append([indent + name.split(".")[-1] if r.name else name, r.type, r.shape, f"{r.own_params:,}",
+                     f"{r.total_params:,}", tied, r.name])
     return rows
 
 
 def breakdown_table(model_or_cfg) -> tuple[list[list], object]:
     b = parameter_breakdown(model_or_cfg)
-    rows = [[r.component, r.formula, r.formula_value, r.measured, "✓" if r.agrees else "✗"] for r in b.rows]
-    rows.append(["total", "", b.total_formula, b.total_measured, "✓" if b.total_formula == b.total_measured else "✗"])
+    rows = [[r.component, r.formula, f"{r.formula_value:,}", f"{r.measured:,}", "✓" if r.agrees else "✗"] for r in b.rows]
+    rows.append(["total", "", f"{b.total_formula:,}", f"{b.total_measured:,}",
+                 "✓" if b.total_formula == b.total_measured else "✗"])
     return rows, b
 
 

@@ -108,9 +108,9 @@ def model_views(model, recipe: dict, depth: int = 3):
         figures.parameter_treemap(tree_items(model), title="Parameters by module (tied weights counted once)"),
         figures.memory_bars(
             {**breakdown.memory,
-             f"KV cache, full context ({cfg.context_length} tokens, fp32)":
+             f"KV cache ({cfg.context_length} tokens, fp32)":
                  breakdown.kv_cache_bytes_per_token["float32"] * cfg.context_length},
-            title=f"Memory · {breakdown.flops_per_token / 1e6:,.1f} MFLOPs per token ({breakdown.flops_formula})",
+            title=f"Memory · {breakdown.flops_per_token / 1e6:,.1f} MFLOPs per token at a full context",
         ),
         tree_table(model, int(depth)),
         gr.update(maximum=cfg.n_layers - 1, value=0),
@@ -176,11 +176,10 @@ def token_chips(run: Run) -> list[tuple[str, str]]:
 
 
 def chip_colors(run: Run) -> dict[str, str]:
-    colors = {f"#{i}": "#e5e7eb" for i in run.prompt_ids}
+    """Prompt tokens grey; generated tokens by how sure the model was (dark enough for white labels)."""
+    colors = {f"#{i}": "#6b7280" for i in run.prompt_ids}
     for s in run.steps:
-        # darker = more confident; a learner sees at a glance where the model was unsure
-        shade = int(235 - 150 * min(1.0, s.prob))
-        colors[f"{s.token_id} · {s.prob:.0%}"] = f"rgb({shade}, {shade + 10 if shade < 245 else 245}, 255)"
+        colors[f"{s.token_id} · {s.prob:.0%}"] = "#1d4ed8" if s.prob >= 0.5 else "#b45309" if s.prob >= 0.1 else "#b91c1c"
     return colors
 
 
@@ -438,9 +437,8 @@ def build_demo() -> gr.Blocks:
                         tying_md = gr.Markdown()
                         breakdown_df = gr.Dataframe(headers=["component", "formula", "formula value", "measured", "agree"],
                                                     label=T("breakdown"), interactive=False, wrap=True)
-                        with gr.Row():
-                            treemap = gr.Plot(label="treemap", show_label=False)
-                            memory_plot = gr.Plot(label="memory", show_label=False)
+                        treemap = gr.Plot(label="treemap", show_label=False)
+                        memory_plot = gr.Plot(label="memory", show_label=False)
                         tree_depth = gr.Slider(1, 6, value=3, step=1, label=T("tree_depth"))
                         tree_df = gr.Dataframe(headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
                                                label=T("tree"), interactive=False, max_height=420, wrap=True)
@@ -462,6 +460,9 @@ def build_demo() -> gr.Blocks:
                             gen_btn = gr.Button(T("generate"), variant="primary")
                             stop_btn = gr.Button(T("stop"), variant="stop")
                         status = gr.HTML()
+                        gr.Markdown("Grey: prompt tokens (with their ids). Generated tokens show id · probability: "
+                                    "<span style='color:#1d4ed8'>■</span> ≥ 50% · <span style='color:#b45309'>■</span> 10–50% · "
+                                    "<span style='color:#b91c1c'>■</span> < 10%.")
                         chips = gr.HighlightedText(label=T("tokens"), show_legend=False, show_inline_category=True,
                                                    combine_adjacent=False, elem_id="pg-chips")
                         step_slider = gr.Slider(0, 1, value=0, step=1, label=T("step"))
