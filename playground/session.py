@@ -86,14 +86,20 @@ def describe_recipe(recipe: dict) -> str:
     return f"checkpoint: {recipe.get('label', 'file')}"
 
 
+_INIT_LOCK = threading.Lock()
+
+
 def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
     """Build the model a recipe names. Raises ConfigError / WeightLoadError with user-facing text."""
     dtype = recipe.get("dtype", "float32")
     kind = recipe.get("kind")
     if kind == "random":
         cfg = GPTConfig.from_dict(recipe["config"])
-        torch.manual_seed(int(recipe["seed"]))
-        model = GPTModel(cfg)  # refuses configs over the memory budget before allocating
+        # Initialisation draws from torch's global generator: hold it so that two users building at
+        # the same moment both get the weights their seed promises.
+        with _INIT_LOCK:
+            torch.manual_seed(int(recipe["seed"]))
+            model = GPTModel(cfg)  # refuses configs over the memory budget before allocating
         return model.to(_torch_dtype(dtype)).eval()
     if kind == "bundled":
         if not BUNDLED_CHECKPOINT.is_file():
