@@ -1,0 +1,224 @@
+"""UI handlers as plain functions: widget values in, figures / messages / state out."""
+
+import json
+
+import gradio as gr
+import numpy as np
+import pytest
+import torch
+
+from playground import PRESETS, count_parameters
+from playground.config import ConfigError
+from playground.session import CACHE, random_recipe
+from playground import ui
+
+NANO = PRESETS["nano (2 layers, d64)"]
+
+
+def fields_of(cfg):
+    return [getattr(cfg, f) for f in ui.FIELDS]
+
+
+def nano_state(seed=0):
+    return {"recipe": random_recipe(NANO, seed=seed), "run": None}
+
+
+def run_generation(state, prompt="Hello, I am", n=6, **kw):
+    args = dict(temperature=0.0, top_k=0, top_p=1.0, seed=1, greedy=True) | kw
+    outs = list(ui.generate_tokens(state, prompt, args["temperature"], args["top_k"], args["top_p"], n,
+                                   args["seed"], args["greedy"]))
+    return outs[-1]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"emb_dim": ""}, "emb_dim is empty"),
+        ({"n_layers": "abc"}, "n_layers must be a whole number"),
+        ({"n_heads": 2.5}, "n_heads must be a whole number"),
+        ({"n_heads": 3}, "divisible by n_heads"),
+        ({"n_layers": 0}, "n_layers must be positive"),
+        ({"drop_rate": "x"}, "drop_rate must be a number"),
+        ({"drop_rate": 1.0}, "drop_rate must be in [0, 1)"),
+        ({"vocab_size": 1000}, "smaller than the GPT-2 tokenizer"),
+    ],
+)
+def test_config_form_errors_are_specific(change, message):
+    values = dict(zip(ui.FIELDS, fields_of(NANO))) | change
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace(")", r"\)").replace("(", r"\(")):
+        ui.config_from_fields(*[values[f] for f in ui.FIELDS])
+
+
+def test_config_form_accepts_float_integers_from_number_widgets():
+    values = [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in fields_of(NANO)]
+    assert ui.config_from_fields(*values) == NANO
+
+
+def test_build_rejects_bad_config_and_keeps_the_previous_model():
+    state = nano_state()
+    bad = dict(zip(ui.FIELDS, fields_of(NANO))) | {"n_heads": 5}
+    out = ui.build_model(state, "random init", 0, "gpt2 (124M)", None, "float32", *[bad[f] for f in ui.FIELDS])
+    assert out[0] is state
+    assert "divisible by n_heads" in out[1] and "⚠️" in out[1]
+    assert all(isinstance(o, type(gr.skip())) for o in out[2:])
+
+
+def test_build_refuses_a_model_over_the_memory_budget(monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "1")
+    state = nano_state()
+    xl = PRESETS["gpt2-xl (1558M)"]
+    out = ui.build_model(state, "random init", 0, "gpt2 (124M)", None, "float32", *fields_of(xl))
+    assert out[0] is state
+    assert "memory budget" in out[1] and "1,557,611,200 parameters" in out[1]
+
+
+def test_build_random_model_reports_live_counts():
+    out = ui.build_model(nano_state(), "random init", 5, "gpt2 (124M)", None, "float32", *fields_of(NANO))
+    state, message, summary, tying, table = out[:5]
+    model = CACHE.get(state["recipe"])
+    assert "Ready" in message
+    assert f"{count_parameters(model):,} parameters" in summary
+    assert table[-1][2] == table[-1][3] == f"{count_parameters(model):,}"
+    assert all(row[4] == "✓" for row in table)
+    treemap = out[5]
+    assert sum(v for v, p in zip(treemap.data[0].values, treemap.data[0].parents) if p == "") == count_parameters(model)
+
+
+def test_tying_explanation_uses_the_configs_numbers():
+    text = ui.preset_fields("textbook GPT_CONFIG_124M")[-1]
+    assert "163,009,536" in text and "124,412,160" in text and "38,597,376" in text
+
+
+def test_generate_streams_and_ends_with_views():
+    state = nano_state()
+    final = run_generation(state, n=6)
+    new_state, chips, status = final[:3]
+    run = new_state["run"]
+    assert len(run.steps) == 6
+    assert "Done: 6 tokens" in status
+    chip_values = chips["value"]
+    assert len(chip_values) == len(run.prompt_ids) + 6
+    assert chip_values[0] == ("Hello", "#15496")
+    assert chip_values[-1][1].startswith(f"{run.steps[-1].token_id} · ")
+    heatmap = final[3]
+    assert heatmap.data[0].type == "heatmap"
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"temperature": -1, "greedy": False}, "Temperature must be 0 (greedy) or positive"),
+        ({"temperature": float("nan"), "greedy": False}, "finite"),
+        ({"top_k": -3}, "top-k must be 0 (off) or a positive"),
+        ({"top_p": 0}, "top-p must be in (0, 1]"),
+        ({"top_p": 1.5}, "top-p must be in (0, 1]"),
+        ({"seed": "abc"}, "Seed must be a number"),
+    ],
+)
+def test_bad_sampling_values_get_a_message_and_keep_the_last_run(kw, message):
+    state = nano_state()
+    good = run_generation(state, n=3)[0]
+    final = run_generation(good, n=3, **kw)
+    assert final[0] is good  # state untouched: the last results stay
+    assert message in final[2]
+
+
+def test_prompt_limits():
+    state = nano_state()
+    assert "prompt is empty" in run_generation(state, prompt="")[2]
+    assert "prompt is empty" in run_generation(state, prompt=" \n\t ")[2]
+    assert "limit is 20,000" in run_generation(state, prompt="a" * 20_001)[2]
+    assert "at most 512" in run_generation(state, n=100_000)[2]
+    assert "at least one new token" in run_generation(state, n=0)[2]
+
+
+def test_long_prompt_is_cropped_and_said():
+    state = nano_state()
+    from playground import load_tokenizer
+
+    prompt = "word " * 400
+    final = run_generation(state, prompt=prompt, n=2)
+    expected = len(load_tokenizer().encode(prompt)) - NANO.context_length
+    assert expected > 0
+    assert final[0]["run"].n_cropped == expected
+    assert f"cropped by {expected} tokens" in final[2]
+
+
+def test_inspect_step_and_select_token():
+    state = run_generation(nano_state(), n=5, greedy=False, temperature=1.0, top_k=20, top_p=0.9)[0]
+    run = state["run"]
+    bars, stages, text = ui.inspect_step(state, 2)
+    step = run.steps[2]
+    shown = sorted(np.asarray(bars.data[0].x, dtype=float).tolist(), reverse=True)
+    expected = sorted([p for _, p in step.top], reverse=True)
+    assert shown == pytest.approx(expected) or shown == pytest.approx([100 * p for p in expected])
+    assert f"rank **{step.rank}**" in text and f"{step.prob:.2%}" in text
+    evt = gr.SelectData(None, {"index": len(run.prompt_ids) + 2, "value": None})
+    selected = ui.select_token(state, evt)
+    assert selected[0]["value"] == 2
+    evt = gr.SelectData(None, {"index": 0, "value": None})
+    assert "part of the prompt" in ui.select_token(state, evt)[-1]
+
+
+@pytest.mark.parametrize("view", ui.VIEWS)
+def test_every_attention_view_draws(view):
+    state = run_generation(nano_state(), n=4)[0]
+    fig, query_fig, query_update = ui.attention_views(state, view, 1, 3, True, 2)
+    assert len(fig.data) >= 1
+    assert query_update["maximum"] == len(state["run"].token_ids) - 1
+    row = np.asarray(query_fig.data[0].y, dtype=float)
+    assert row.sum() == pytest.approx(1.0, abs=1e-4)
+
+
+def test_attention_data_matches_a_direct_forward():
+    state = run_generation(nano_state(), n=4)[0]
+    data = ui.attention_data(state, 1, 2)
+    model = CACHE.get(state["recipe"])
+    with torch.no_grad():
+        _, trace = model(torch.tensor([data["token_ids"]]), return_attention=True)
+    assert np.allclose(data["attention"], trace.layer(1)[0, 2].numpy(), atol=1e-6)
+    assert "error" in ui.attention_data(state, 7, 0)
+
+
+def test_exports_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_WORK_DIR", str(tmp_path))
+    state = run_generation(nano_state(seed=4), n=3)[0]
+    path, msg = ui.export_run_file(state, "json")
+    data = json.loads(open(path).read())
+    T = len(state["run"].token_ids)
+    att = np.array(data["attention"])
+    assert att.shape == (NANO.n_layers, NANO.n_heads, T, T)
+    assert np.allclose(att.sum(-1), 1, atol=1e-3)
+    path, _ = ui.export_run_file(state, "npz")
+    npz = np.load(path)
+    assert npz["attention"].shape == (NANO.n_layers, NANO.n_heads, T, T)
+    assert npz["token_ids"].tolist() == state["run"].token_ids
+    model_path, msg = ui.export_model_file(state)
+    assert "upload box accepts it back" in msg
+    out = ui.build_model(state, "uploaded checkpoint", 0, "gpt2 (124M)", model_path, "float32", *fields_of(NANO))
+    assert "Ready" in out[1]
+    original, reloaded = CACHE.get(state["recipe"]), CACHE.get(out[0]["recipe"])
+    ids = torch.tensor([state["run"].token_ids])
+    with torch.no_grad():
+        assert torch.equal(original(ids), reloaded(ids))
+
+
+def test_upload_of_a_non_safetensors_file_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_WORK_DIR", str(tmp_path / "work"))
+    bad = tmp_path / "evil.safetensors"
+    torch.save({"x": torch.zeros(2)}, bad)  # a pickle in disguise
+    state = nano_state()
+    out = ui.build_model(state, "uploaded checkpoint", 0, "gpt2 (124M)", str(bad), "float32", *fields_of(NANO))
+    assert out[0] is state
+    assert "not a readable safetensors file" in out[1]
+    out = ui.build_model(state, "uploaded checkpoint", 0, "gpt2 (124M)", None, "float32", *fields_of(NANO))
+    assert "Choose a .safetensors file" in out[1]
+
+
+def test_hub_offline_message(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    state = nano_state()
+    out = ui.build_model(state, "OpenAI GPT-2 (hub)", 0, "gpt2 (124M)", None, "float32", *fields_of(NANO))
+    assert out[0] is state
+    assert "not reachable" in out[1] and "openai-community/gpt2" in out[1]
