@@ -1,0 +1,560 @@
+"""Training: AdamW, linear warm-up then cosine decay, gradient clipping, held-out validation loss.
+
+``Trainer`` is built to be driven step by step (a UI thread calls ``step()`` / ``evaluate()``, or
+``run()`` with a callback and a stop flag), and every random choice is a function of the seed and
+the step number, so the same seed gives the same losses and a resumed run continues exactly where
+the saved one stopped. Checkpoints are safetensors only: the model with ``save_checkpoint`` and,
+next to it, the optimizer's moments as a second safetensors file.
+
+    python -m playground.train --config "nano (2 layers, d64)" --data input.txt --steps 500 --out runs/nano
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from .config import GPT2_VOCAB_SIZE, ConfigError, GPTConfig, PRESETS, default_memory_budget_bytes, format_bytes
+from .corpus import CorpusError, check_corpus_length, prepare_corpus, text_from_upload
+from .model import GPTModel
+from .weights import WeightLoadError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
+
+ADAMW_BETAS = (0.9, 0.95)  # nanoGPT / GPT-3: a shorter second-moment memory than Adam's 0.999
+TRAIN_DTYPES = ("float32", "bfloat16")
+CLI_MAX_CORPUS_BYTES = 512 * 1024 * 1024  # the command line trusts its user more than the web app does
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 500
+    batch_size: int = 8
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0  # max global gradient norm; 0 turns clipping off
+    eval_interval: int = 50
+    eval_batches: int = 4
+    seed: int = 1337
+    block_size: int | None = None  # tokens per training window; None = the model's context_length
+    dtype: str = "float32"  # compute dtype; bfloat16 runs the forward under autocast, weights stay float32
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_interval", "eval_batches"):
+            _check_int(name, getattr(self, name), minimum=1)
+        _check_int("warmup_steps", self.warmup_steps, minimum=0)
+        _check_int("seed", self.seed, minimum=0)
+        if self.block_size is not None:
+            _check_int("block_size", self.block_size, minimum=1)
+        for name in ("lr", "min_lr", "weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}.")
+            if value < 0:
+                raise ConfigError(f"{name} must not be negative, got {value}.")
+        if self.lr == 0:
+            raise ConfigError("lr (the learning rate) must be positive; with 0 nothing is learned.")
+        if self.lr > 1:
+            raise ConfigError(f"lr {self.lr} is far too large for AdamW (typical: 1e-4 to 3e-3).")
+        if self.min_lr > self.lr:
+            raise ConfigError(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr}).")
+        if self.dtype not in TRAIN_DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(TRAIN_DTYPES)}, got {self.dtype!r}.")
+
+    def replace(self, **changes) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown training field(s): {', '.join(unknown)}.")
+        return cls(**data)
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}.")
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}.")
+
+
+def lr_at(step: int, tcfg: TrainConfig) -> float:
+    """Learning rate of update ``step`` (0-based): linear warm-up to ``lr``, then half a cosine
+    down to ``min_lr``, reached exactly at the last step and held after it."""
+    if step < tcfg.warmup_steps:
+        return tcfg.lr * (step + 1) / tcfg.warmup_steps
+    decay_steps = tcfg.steps - 1 - tcfg.warmup_steps
+    if decay_steps <= 0:  # no room left for a decay: the warm-up ended on (or after) the last step
+        return tcfg.min_lr
+    progress = min(1.0, (step - tcfg.warmup_steps) / decay_steps)
+    return tcfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (tcfg.lr - tcfg.min_lr)
+
+
+def _step_seed(seed: int, step: int) -> int:
+    # A different, reproducible stream for every step: resuming at step k needs no saved RNG state.
+    return (seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + 1) % (2**63)
+
+
+def build_model(cfg: GPTConfig, seed: int = 1337, memory_budget=None) -> GPTModel:
+    """A freshly initialised model whose weights depend only on ``seed`` (the global RNG is restored)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return GPTModel(cfg, memory_budget=memory_budget)
+
+
+# ----------------------------------------------------------------------------------------------
+# Losses: the model on held-out windows, and the two baselines it must beat
+
+
+def evaluation_starts(n_tokens: int, block_size: int, n_windows: int | None) -> torch.Tensor:
+    """Window starts for evaluation, fixed for a given split: ``n_windows`` evenly spaced across it,
+    or (None) every non-overlapping window."""
+    last = n_tokens - block_size - 1  # a window needs block_size inputs + 1 more target
+    if last < 0:
+        raise CorpusError(f"{n_tokens} tokens cannot fill one window of {block_size} + 1.")
+    if n_windows is None:
+        return torch.arange(0, last + 1, block_size)
+    return torch.linspace(0, last, n_windows).round().long()
+
+
+@torch.no_grad()
+def evaluate_loss(
+    model: GPTModel,
+    ids,
+    block_size: int | None = None,
+    n_windows: int | None = 64,
+    batch_size: int = 8,
+    dtype: str = "float32",
+) -> float:
+    """Mean next-token cross-entropy (nats) of ``model`` over fixed windows of ``ids``."""
+    ids = torch.as_tensor(ids, dtype=torch.long).flatten()
+    block_size = block_size or model.cfg.context_length
+    starts = evaluation_starts(len(ids), block_size, n_windows)
+    offsets = torch.arange(block_size + 1)
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    try:
+        for chunk in starts.split(batch_size):
+            window = ids[chunk[:, None] + offsets].to(model.device)  # (b, block_size + 1)
+            with _autocast(dtype):
+                logits = model(window[:, :-1])  # (b, block_size, vocab)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), window[:, 1:].flatten(), reduction="sum")
+            total += float(loss)
+            count += window[:, 1:].numel()
+    finally:
+        model.train(was_training)
+    return total / count
+
+
+def random_init_loss(
+    cfg: GPTConfig, val_ids, *, seed: int = 0, block_size: int | None = None, n_windows: int | None = 64,
+    batch_size: int = 8,
+) -> float:
+    """Validation loss of an untrained model of the same config (about ln(vocab_size) = 10.8 nats)."""
+    model = build_model(cfg, seed, memory_budget=False)
+    return evaluate_loss(model, val_ids, block_size, n_windows, batch_size)
+
+
+def unigram_loss(train_ids, val_ids, vocab_size: int = GPT2_VOCAB_SIZE) -> float:
+    """Cross-entropy (nats) on the held-out tokens of the add-one smoothed token frequencies of the
+    training tokens: what a model that ignores all context can reach."""
+    train_ids = torch.as_tensor(train_ids, dtype=torch.long).flatten()
+    val_ids = torch.as_tensor(val_ids, dtype=torch.long).flatten()
+    counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0
+    log_probs = counts.log() - counts.sum().log()
+    return float(-log_probs[val_ids].mean())
+
+
+# ----------------------------------------------------------------------------------------------
+# Memory: training holds weights, gradients and two AdamW moments, plus activations for backward
+
+
+def estimate_training_memory_bytes(cfg: GPTConfig, tcfg: TrainConfig) -> int:
+    from .config import count_parameters_analytic
+
+    params = count_parameters_analytic(cfg)
+    B, T = tcfg.batch_size, tcfg.block_size or cfg.context_length
+    state = 4 * params * 4  # weights, gradients, exp_avg, exp_avg_sq in float32
+    # Saved activations per layer (~16 emb-sized tensors and the attention maps), and the logits,
+    # their softmax and their gradient: the vocabulary makes that last term the big one.
+    activations = cfg.n_layers * (16 * B * T * cfg.emb_dim + 2 * B * cfg.n_heads * T * T) * 4
+    logits = 3 * B * T * cfg.vocab_size * 4
+    return state + activations + logits
+
+
+def check_training_memory(cfg: GPTConfig, tcfg: TrainConfig, budget_bytes: int | None = None) -> int:
+    """ConfigError (with the estimate) if training this config would exceed the memory budget."""
+    budget = default_memory_budget_bytes() if budget_bytes is None else budget_bytes
+    estimate = estimate_training_memory_bytes(cfg, tcfg)
+    if estimate > budget:
+        raise ConfigError(
+            f"Training this model needs about {format_bytes(estimate)} (weights, gradients, AdamW state "
+            f"and activations for a batch of {tcfg.batch_size} × {tcfg.block_size or cfg.context_length} "
+            f"tokens), more than the memory budget of {format_bytes(budget)}. Use a smaller model, "
+            f"batch or context."
+        )
+    return estimate
+
+
+# ----------------------------------------------------------------------------------------------
+# The trainer
+
+
+@dataclass(frozen=True)
+class TrainEvent:
+    """What ``Trainer.run`` reports: kind is "step", "eval" or "done"."""
+
+    kind: str
+    step: int  # updates done so far
+    total_steps: int
+    loss: float | None = None  # training loss of the batch of this step
+    lr: float | None = None
+    val_loss: float | None = None
+    tokens_seen: int = 0
+    elapsed_s: float = 0.0
+    stopped: bool = False  # on "done": True when should_stop() ended the run early
+
+    @property
+    def progress(self) -> float:
+        return min(1.0, self.step / self.total_steps)
+
+
+def _autocast(dtype: str):
+    if dtype == "bfloat16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+class Trainer:
+    """Trains ``model`` in place on ``train_ids`` and reports the loss on ``val_ids``.
+
+    ``step()`` does one update and returns dict(step, loss, lr, grad_norm); ``evaluate()`` returns
+    the validation loss on fixed windows; ``run()`` loops to ``tcfg.steps``. ``step_count`` is the
+    number of updates done, including those of a resumed checkpoint.
+    """
+
+    def __init__(self, model: GPTModel, train_ids, val_ids, tcfg: TrainConfig | None = None):
+        self.tcfg = tcfg or TrainConfig()
+        self.model = model
+        self.block_size = self.tcfg.block_size or model.cfg.context_length
+        if self.block_size > model.cfg.context_length:
+            raise ConfigError(
+                f"block_size ({self.block_size}) exceeds the model's context_length ({model.cfg.context_length})."
+            )
+        if model.dtype != torch.float32:
+            model.float()  # AdamW needs float32 master weights; half-precision updates underflow
+        device = model.device
+        self.train_ids = torch.as_tensor(train_ids, dtype=torch.long).flatten().to(device)
+        self.val_ids = torch.as_tensor(val_ids, dtype=torch.long).flatten().to(device)
+        check_corpus_length(self.train_ids, self.val_ids, self.block_size)
+        for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
+            if int(ids.min()) < 0 or int(ids.max()) >= model.cfg.vocab_size:
+                raise CorpusError(f"The {name} tokens contain ids outside the vocabulary of {model.cfg.vocab_size}.")
+        self.optimizer = self._make_optimizer()
+        self.step_count = 0
+        self.tokens_seen = 0
+        self.elapsed_s = 0.0  # training time, summed over sessions of a resumed run
+        self.history: list[dict] = []  # one dict(step, loss, lr, grad_norm) per update
+        self.val_history: list[tuple[int, float]] = []  # (step, val_loss)
+
+    def _make_optimizer(self) -> torch.optim.AdamW:
+        # Weight decay on matrices (incl. the embedding) only: decaying biases and LayerNorm gains
+        # towards 0 just fights the normalisation.
+        decay, no_decay = [], []
+        for name, p in self.model.named_parameters():  # a tied weight is listed once
+            (decay if p.dim() >= 2 else no_decay).append(p)
+        groups = [
+            {"params": decay, "weight_decay": self.tcfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        return torch.optim.AdamW(groups, lr=self.tcfg.lr, betas=ADAMW_BETAS, eps=1e-8)
+
+    def get_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and targets (batch_size, block_size) for update ``step``: random windows whose
+        positions depend only on (seed, step)."""
+        gen = torch.Generator().manual_seed(_step_seed(self.tcfg.seed, step))
+        starts = torch.randint(len(self.train_ids) - self.block_size, (self.tcfg.batch_size,), generator=gen)
+        offsets = torch.arange(self.block_size + 1)
+        window = self.train_ids[(starts[:, None] + offsets).to(self.train_ids.device)]  # (B, block_size + 1)
+        return window[:, :-1], window[:, 1:]
+
+    def _dropout_rng(self, step: int):
+        if self.model.cfg.drop_rate == 0:
+            return contextlib.nullcontext()
+        # Dropout draws from the global RNG; fork it so masks depend on (seed, step) only and the
+        # caller's random state is left as it was.
+        fork = torch.random.fork_rng(devices=[])
+
+        @contextlib.contextmanager
+        def seeded():
+            with fork:
+                torch.manual_seed(_step_seed(self.tcfg.seed + 1, step))
+                yield
+
+        return seeded()
+
+    def step(self) -> dict:
+        started = time.perf_counter()
+        step = self.step_count
+        lr = lr_at(step, self.tcfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        x, y = self.get_batch(step)
+        self.model.train()
+        with self._dropout_rng(step), _autocast(self.tcfg.dtype):
+            logits = self.model(x)  # (B, T, vocab)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"The loss became {float(loss)} at step {step + 1}: training diverged. Lower the learning rate."
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = None
+        if self.tcfg.grad_clip > 0:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tcfg.grad_clip))
+        self.optimizer.step()
+        self.step_count += 1
+        self.tokens_seen += x.numel()
+        self.elapsed_s += time.perf_counter() - started
+        record = {"step": self.step_count, "loss": float(loss.detach()), "lr": lr, "grad_norm": grad_norm}
+        self.history.append(record)
+        return record
+
+    def evaluate(self, n_windows: int | None = None) -> float:
+        """Validation loss on fixed, evenly spaced windows (eval_batches × batch_size of them)."""
+        n = n_windows or self.tcfg.eval_batches * self.tcfg.batch_size
+        val = evaluate_loss(self.model, self.val_ids, self.block_size, n, self.tcfg.batch_size, self.tcfg.dtype)
+        self.val_history.append((self.step_count, val))
+        return val
+
+    def run(
+        self,
+        callback: Callable[[TrainEvent], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> TrainEvent:
+        """Train up to ``tcfg.steps`` updates. ``callback`` gets a TrainEvent after every step, every
+        evaluation and at the end; when ``should_stop()`` turns true the loop ends after the current
+        step, with everything learned so far kept in the model. Returns the "done" event."""
+        notify = callback or (lambda event: None)
+        stop = should_stop or (lambda: False)
+        total = self.tcfg.steps
+
+        def event(kind, **kw) -> TrainEvent:
+            return TrainEvent(kind, self.step_count, total, tokens_seen=self.tokens_seen,
+                              elapsed_s=self.elapsed_s, **kw)
+
+        if self.step_count == 0 and not self.val_history:  # the curve's starting point
+            notify(event("eval", val_loss=self.evaluate()))
+        stopped = False
+        while self.step_count < total:
+            if stop():
+                stopped = True
+                break
+            record = self.step()
+            notify(event("step", loss=record["loss"], lr=record["lr"]))
+            if self.step_count % self.tcfg.eval_interval == 0 or self.step_count == total:
+                notify(event("eval", val_loss=self.evaluate()))
+        last_val = self.val_history[-1][1] if self.val_history else None
+        last_loss = self.history[-1]["loss"] if self.history else None
+        done = event("done", loss=last_loss, val_loss=last_val, stopped=stopped)
+        notify(done)
+        return done
+
+    def snapshot_model(self) -> GPTModel:
+        """A copy of the model in eval mode, safe to hand to Generate while training continues."""
+        return copy.deepcopy(self.model).eval()
+
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    def save(self, path) -> Path:
+        """``path`` (model, float32, with config, step and train config in the header) and
+        ``optimizer_path(path)`` (the AdamW moments, keyed by parameter name)."""
+        path = Path(path)
+        meta = {
+            "step": self.step_count,
+            "tokens_seen": self.tokens_seen,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "train_config": self.tcfg.to_dict(),
+            "val_history": self.val_history,
+        }
+        save_checkpoint(self.model, path, metadata=meta)
+        names = {id(p): name for name, p in self.model.named_parameters()}
+        tensors = {}
+        for p, state in self.optimizer.state.items():
+            for key, value in state.items():  # step, exp_avg, exp_avg_sq
+                tensors[f"{names[id(p)]}.{key}"] = torch.as_tensor(value).detach().cpu().contiguous()
+        opt_path = optimizer_path(path)
+        tmp = opt_path.with_name(opt_path.name + ".tmp")
+        save_file(tensors, str(tmp), metadata={"step": str(self.step_count), "betas": json.dumps(ADAMW_BETAS)})
+        tmp.replace(opt_path)
+        return path
+
+    def load_state(self, path) -> None:
+        """Continue from a checkpoint written by ``save``: the weights, the AdamW moments and the step
+        count. The model's config must be the checkpoint's."""
+        path = Path(path)
+        saved = load_checkpoint(path, device=self.model.device, max_bytes=None)
+        if saved.cfg != self.model.cfg:
+            raise WeightLoadError("The checkpoint was trained with a different model config; it cannot be resumed here.")
+        self.model.load_state_dict(saved.state_dict())
+        meta = saved.checkpoint_metadata
+        moments = load_file(str(optimizer_path(path)))
+        params = dict(self.model.named_parameters())
+        expected = {f"{name}.{key}" for name in params for key in ("step", "exp_avg", "exp_avg_sq")}
+        if set(moments) != expected:
+            raise WeightLoadError(f"{optimizer_path(path).name} does not match this model's parameters.")
+        for name, p in params.items():
+            self.optimizer.state[p] = {
+                "step": moments[f"{name}.step"].float(),
+                "exp_avg": moments[f"{name}.exp_avg"].to(p.device),
+                "exp_avg_sq": moments[f"{name}.exp_avg_sq"].to(p.device),
+            }
+        self.step_count = int(meta.get("step", 0))
+        self.tokens_seen = int(meta.get("tokens_seen", 0))
+        self.elapsed_s = float(meta.get("elapsed_s", 0.0))
+        self.val_history = [tuple(v) for v in json.loads(meta.get("val_history", "[]"))]
+
+    @classmethod
+    def from_checkpoint(cls, path, train_ids, val_ids, tcfg: TrainConfig | None = None) -> "Trainer":
+        """A trainer that resumes ``path``; ``tcfg`` defaults to the train config stored in it."""
+        meta = read_checkpoint_metadata(path)
+        if tcfg is None:
+            tcfg = TrainConfig.from_dict(json.loads(meta.get("train_config", "{}")))
+        model = load_checkpoint(path, max_bytes=None)
+        trainer = cls(model, train_ids, val_ids, tcfg)
+        trainer.load_state(path)
+        return trainer
+
+
+def optimizer_path(model_path) -> Path:
+    model_path = Path(model_path)
+    return model_path.with_name(model_path.stem + ".optim.safetensors")
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+
+
+def parse_model_config(spec: str) -> GPTConfig:
+    """A preset name, a JSON object of GPTConfig fields (``"preset"`` may name a base), or a path to
+    a JSON file holding one."""
+    if spec in PRESETS:
+        return PRESETS[spec]
+    text = spec
+    if not spec.lstrip().startswith("{"):
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError(f"--config {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a JSON file.")
+        text = path.read_text()
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--config is not valid JSON: {e}") from None
+    if not isinstance(fields, dict):
+        raise ConfigError("--config JSON must be an object of GPTConfig fields.")
+    base = PRESETS.get(fields.pop("preset", None) or "", GPTConfig())
+    return GPTConfig.from_dict({**base.to_dict(), **fields})
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m playground.train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="nano (2 layers, d64)", help="preset name, JSON object, or JSON file")
+    p.add_argument("--data", required=True, help="a UTF-8 text file (the last 10%% is held out)")
+    p.add_argument("--out", required=True, help="output folder: model.safetensors, model.optim.safetensors, log.jsonl")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/model.safetensors")
+    defaults = TrainConfig()
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kind = {"float": float, "int": int}.get(str(f.type).split(" ")[0], str)
+        if f.name == "block_size":
+            kind = int
+        p.add_argument(flag, type=kind, default=None, help=f"default {getattr(defaults, f.name)!r}")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--save-every", type=int, default=0, help="also checkpoint every N steps (0: only at the end)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
+                 if getattr(args, f.name) is not None}
+    out = Path(args.out)
+    model_path = out / "model.safetensors"
+    try:
+        text = text_from_upload(args.data, max_bytes=CLI_MAX_CORPUS_BYTES)
+        if args.resume:
+            if not model_path.is_file():
+                raise WeightLoadError(f"Nothing to resume: {model_path} does not exist.")
+            meta = read_checkpoint_metadata(model_path)
+            tcfg = TrainConfig.from_dict({**json.loads(meta.get("train_config", "{}")), **overrides})
+            cfg = GPTConfig.from_dict(json.loads(meta["config"]))
+        else:
+            tcfg = TrainConfig(**overrides)
+            cfg = parse_model_config(args.config)
+        check_training_memory(cfg, tcfg)
+        corpus = prepare_corpus(text, tcfg.block_size or cfg.context_length, name=Path(args.data).name)
+        if args.resume:
+            trainer = Trainer.from_checkpoint(model_path, corpus.train_ids, corpus.val_ids, tcfg)
+        else:
+            trainer = Trainer(build_model(cfg, tcfg.seed), corpus.train_ids, corpus.val_ids, tcfg)
+    except (ValueError, OSError) as e:  # ConfigError, CorpusError, WeightLoadError are ValueErrors
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(corpus.describe())
+    print(f"model: {cfg.to_json()}")
+    print(f"training: {tcfg.to_json()}" + (f" (resuming at step {trainer.step_count})" if args.resume else ""))
+    out.mkdir(parents=True, exist_ok=True)
+    log = (out / "log.jsonl").open("a")
+    started = time.perf_counter()
+
+    def report(ev: TrainEvent) -> None:
+        log.write(json.dumps(dataclasses.asdict(ev)) + "\n")
+        if ev.kind == "eval":
+            print(f"step {ev.step:>6}/{ev.total_steps} | val loss {ev.val_loss:.4f}", flush=True)
+        elif ev.kind == "step" and (ev.step % 10 == 0 or ev.step == 1):
+            rate = trainer.tokens_seen / max(trainer.elapsed_s, 1e-9)
+            print(f"step {ev.step:>6}/{ev.total_steps} | loss {ev.loss:.4f} | lr {ev.lr:.2e} | "
+                  f"{rate:,.0f} tok/s | {time.perf_counter() - started:,.0f} s", flush=True)
+        if ev.kind == "step" and args.save_every and ev.step % args.save_every == 0:
+            trainer.save(model_path)
+
+    try:
+        done = trainer.run(report)
+    except KeyboardInterrupt:
+        print("interrupted: saving what was learned", file=sys.stderr)
+        done = None
+    finally:
+        trainer.save(model_path)
+        log.close()
+    print(f"saved {model_path} at step {trainer.step_count}"
+          + (f", val loss {done.val_loss:.4f}" if done and done.val_loss is not None else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
