@@ -91,8 +91,11 @@ def _storable_state(model: GPTModel) -> dict[str, torch.Tensor]:
     return state
 
 
-def assign_weights(model: GPTModel, tensors: dict[str, torch.Tensor], report: LoadReport) -> None:
-    """Copy named tensors into the model with shape checks; raise WeightLoadError naming any problem."""
+def assign_weights(
+    model: GPTModel, tensors: dict[str, torch.Tensor], report: LoadReport, allow_unexpected: bool = True
+) -> None:
+    """Copy named tensors into the model with shape checks; raise WeightLoadError naming any problem.
+    Unexpected tensors are only reported, unless ``allow_unexpected`` is False (untrusted uploads)."""
     expected = _storable_state(model)
     for key in sorted(tensors.keys() - expected.keys()):
         report.unexpected.append(key)
@@ -101,7 +104,7 @@ def assign_weights(model: GPTModel, tensors: dict[str, torch.Tensor], report: Lo
     for key in sorted(expected.keys() & tensors.keys()):
         if tuple(tensors[key].shape) != tuple(expected[key].shape):
             report.mismatched.append((key, tuple(tensors[key].shape), tuple(expected[key].shape)))
-    if not report.ok:
+    if not report.ok or (report.unexpected and not allow_unexpected):
         raise WeightLoadError(f"The weights do not fit this model: {report.summary()}.")
     with torch.no_grad():
         for key, target in expected.items():
@@ -167,6 +170,12 @@ _ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu
 
 
 def config_from_hf(hf: dict) -> GPTConfig:
+    # Options of transformers' GPT2Config that change the attention maths this model implements.
+    if hf.get("scale_attn_by_inverse_layer_idx", False) or not hf.get("scale_attn_weights", True):
+        raise WeightLoadError(
+            "config.json sets scale_attn_by_inverse_layer_idx or scale_attn_weights=false: this "
+            "attention scaling is not GPT-2's, and the playground's model does not implement it."
+        )
     try:
         activation = _ACTIVATIONS[hf.get("activation_function", "gelu_new")]
     except KeyError:
@@ -379,7 +388,7 @@ def load_checkpoint(
     torch_dtype = resolve_dtype(dtype)
     check_memory(cfg, str(torch_dtype).replace("torch.", ""), memory_budget)
     model = GPTModel(cfg, memory_budget=False)
-    assign_weights(model, tensors, report)
+    assign_weights(model, tensors, report, allow_unexpected=False)
     model = model.to(device=device or default_device(), dtype=torch_dtype).eval()
     model.load_report = report
     model.checkpoint_metadata = {k: v for k, v in metadata.items() if k not in ("config", "format")}
