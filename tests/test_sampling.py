@@ -131,6 +131,7 @@ def test_missing_max_new_tokens_is_a_value_error_at_the_call(model):
 
 @pytest.mark.xfail(
     strict=True,
+    raises=RuntimeError,
     reason="sampling.py bug: logits / T overflows float32 for a tiny positive temperature (e.g. 1e-39), "
     "softmax gives NaN and torch.multinomial raises RuntimeError instead of behaving like greedy",
 )
