@@ -71,6 +71,13 @@ def hf_ids(length=12, seed=0):
     return torch.randint(0, 50257, (2, length), generator=torch.Generator().manual_seed(seed))
 
 
+def assert_same_logits(model, hf, tolerance=1e-4):
+    ids = hf_ids()
+    with torch.no_grad():
+        diff = (model(ids) - hf(ids).logits).abs().max().item()
+    assert diff <= tolerance, diff
+
+
 # ---------------------------------------------------------------------------------------------
 # Parity with transformers
 
@@ -106,9 +113,7 @@ def test_hf_parity_per_head_layout(hf_small):
     folder, hf = hf_small
     model = load_pretrained(folder, device="cpu", attention_impl="per_head")
     assert model.cfg.attention_impl == "per_head"
-    ids = hf_ids()
-    with torch.no_grad():
-        assert (model(ids) - hf(ids).logits).abs().max().item() <= 1e-4
+    assert_same_logits(model, hf)
 
 
 def test_hf_untied_lm_head(tmp_path):
@@ -121,23 +126,32 @@ def test_hf_untied_lm_head(tmp_path):
     assert "lm_head.weight" in read_tensors(tmp_path / "model.safetensors")[0]
     model = load_pretrained(tmp_path, device="cpu")
     assert model.cfg.tie_weights is False and model.out_head.weight is not model.tok_emb.weight
-    ids = hf_ids()
-    with torch.no_grad():
-        assert (model(ids) - hf(ids).logits).abs().max().item() <= 1e-4
+    assert_same_logits(model, hf)
+
+
+def _rewrite(folder, dest, change):
+    """A copy of an HF folder whose tensors went through ``change`` (editing the dict or returning a new one)."""
+    tensors, metadata = read_tensors(folder / "model.safetensors")
+    changed = change(tensors)
+    tensors = changed if isinstance(changed, dict) else tensors
+    dest.mkdir(exist_ok=True)
+    save_file(tensors, str(dest / "model.safetensors"), metadata=metadata)
+    shutil.copy(folder / "config.json", dest / "config.json")
+    return dest
 
 
 def hub_layout_copy(folder, dest):
     """The hub files' layout: no ``transformer.`` prefix, plus each layer's causal-mask buffer."""
-    tensors, metadata = read_tensors(folder / "model.safetensors")
     config = json.loads((folder / "config.json").read_text())
-    plain = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     n = config["n_positions"]
-    for i in range(config["n_layer"]):
-        plain[f"h.{i}.attn.bias"] = torch.ones(n, n).tril().view(1, 1, n, n)
-    dest.mkdir(exist_ok=True)
-    save_file(plain, str(dest / "model.safetensors"), metadata=metadata)
-    shutil.copy(folder / "config.json", dest / "config.json")
-    return dest
+
+    def to_hub(tensors):
+        plain = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+        for i in range(config["n_layer"]):
+            plain[f"h.{i}.attn.bias"] = torch.ones(n, n).tril().view(1, 1, n, n)
+        return plain
+
+    return _rewrite(folder, dest, to_hub)
 
 
 def test_hub_key_layout_without_prefix(hf_folder, tmp_path):
@@ -145,9 +159,7 @@ def test_hub_key_layout_without_prefix(hf_folder, tmp_path):
     copy = hub_layout_copy(folder, tmp_path / "hub")
     assert not any(k.startswith("transformer.") for k in read_tensors(copy / "model.safetensors")[0])
     model = load_pretrained(copy, device="cpu")
-    ids = hf_ids()
-    with torch.no_grad():
-        assert (model(ids) - hf(ids).logits).abs().max().item() <= 1e-4
+    assert_same_logits(model, hf)
     assert sorted(model.load_report.skipped) == sorted(f"h.{i}.attn.bias" for i in range(hf.config.n_layer))
 
 
@@ -156,18 +168,7 @@ def test_bare_hf_file_through_load_checkpoint(tmp_path_factory):
     folder, hf = _hf_model("d256", tmp_path_factory)
     model = load_checkpoint(folder / "model.safetensors", device="cpu")
     assert (model.cfg.n_heads, model.cfg.n_layers, model.cfg.emb_dim) == (4, 3, 256)
-    ids = hf_ids()
-    with torch.no_grad():
-        assert (model(ids) - hf(ids).logits).abs().max().item() <= 1e-4
-
-
-def _rewrite(folder, dest, change):
-    tensors, metadata = read_tensors(folder / "model.safetensors")
-    change(tensors)
-    dest.mkdir(exist_ok=True)
-    save_file(tensors, str(dest / "model.safetensors"), metadata=metadata)
-    shutil.copy(folder / "config.json", dest / "config.json")
-    return dest
+    assert_same_logits(model, hf)
 
 
 def test_hf_wrong_shape_names_key_and_shapes(hf_small, tmp_path):
@@ -216,34 +217,23 @@ def test_hf_folder_missing_files(tmp_path):
         load_pretrained(tmp_path)
 
 
-def test_hf_config_problems(hf_small, tmp_path):
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: "{not json", "config.json is not readable JSON"),
+        (lambda c: json.dumps({k: v for k, v in c.items() if k != "n_head"}), "config.json lacks the GPT-2 field 'n_head'"),
+        (lambda c: json.dumps(c | {"activation_function": "swish"}), "unsupported activation_function 'swish'"),
+        # Options that change the attention maths would load and silently give wrong logits.
+        (lambda c: json.dumps(c | {"scale_attn_by_inverse_layer_idx": True}), "scale_attn_by_inverse_layer_idx"),
+        (lambda c: json.dumps(c | {"scale_attn_weights": False}), "scale_attn_weights=false"),
+    ],
+)
+def test_hf_config_problems(hf_small, tmp_path, edit, message):
     folder, _ = hf_small
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    shutil.copy(folder / "model.safetensors", bad / "model.safetensors")
-    (bad / "config.json").write_text("{not json")
-    with pytest.raises(WeightLoadError, match="config.json is not readable JSON"):
-        load_pretrained(bad)
-    config = json.loads((folder / "config.json").read_text())
-    (bad / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "n_head"}))
-    with pytest.raises(WeightLoadError, match="config.json lacks the GPT-2 field 'n_head'"):
-        load_pretrained(bad)
-    (bad / "config.json").write_text(json.dumps(config | {"activation_function": "swish"}))
-    with pytest.raises(WeightLoadError, match="unsupported activation_function 'swish'"):
-        load_pretrained(bad)
-
-
-def test_hf_config_with_different_attention_maths_is_refused(hf_small, tmp_path):
-    """A GPT-2 config that scales attention differently would load and silently give wrong logits."""
-    folder, _ = hf_small
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    shutil.copy(folder / "model.safetensors", bad / "model.safetensors")
-    config = json.loads((folder / "config.json").read_text())
-    for change in ({"scale_attn_by_inverse_layer_idx": True}, {"scale_attn_weights": False}):
-        (bad / "config.json").write_text(json.dumps(config | change))
-        with pytest.raises(WeightLoadError, match=next(iter(change))):
-            load_pretrained(bad)
+    shutil.copy(folder / "model.safetensors", tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(edit(json.loads((folder / "config.json").read_text())))
+    with pytest.raises(WeightLoadError, match=message):
+        load_pretrained(tmp_path)
 
 
 def test_hf_bfloat16_load(hf_small):
@@ -299,9 +289,7 @@ def test_hub_download_flow(hf_small, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
     model = load_pretrained("someone/tiny-gpt2", device="cpu", local_files_only=False)
     assert fake.calls == [("someone/tiny-gpt2", "config.json"), ("someone/tiny-gpt2", "model.safetensors")]
-    ids = hf_ids()
-    with torch.no_grad():
-        assert (model(ids) - hf(ids).logits).abs().max().item() <= 1e-4
+    assert_same_logits(model, hf)
 
 
 def test_hub_too_large_config_refused_before_weights_are_fetched(tmp_path, monkeypatch):
@@ -490,33 +478,25 @@ def test_oversize_file_is_refused_before_reading(tmp_path, good_checkpoint, monk
         load_checkpoint(good_checkpoint, max_bytes=10**6)
 
 
-def test_wrong_shape_is_named(tmp_path, good_checkpoint):
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda t: t.update({"trf_blocks.1.att.W_key.weight": torch.zeros(32, 16)}),
+            r"1 with the wrong shape \(trf_blocks\.1\.att\.W_key\.weight: file \[32, 16\] vs model \[32, 32\]\)",
+        ),
+        (lambda t: t.pop("final_norm.shift"), r"1 missing \(final_norm\.shift\)"),
+        # An uploaded checkpoint with a tensor the model has no place for is refused, not ignored.
+        (lambda t: t.update({"trf_blocks.0.att.backdoor": torch.zeros(3)}), r"1 unexpected \(trf_blocks\.0\.att\.backdoor\)"),
+    ],
+    ids=["wrong-shape", "missing-key", "extra-key"],
+)
+def test_tensors_that_do_not_fit_are_named(tmp_path, good_checkpoint, edit, message):
     tensors, metadata = read_tensors(good_checkpoint)
-    tensors["trf_blocks.1.att.W_key.weight"] = torch.zeros(32, 16)
-    path = tmp_path / "shape.safetensors"
+    edit(tensors)
+    path = tmp_path / "edited.safetensors"
     save_file(tensors, str(path), metadata=metadata)
-    with pytest.raises(
-        WeightLoadError,
-        match=r"1 with the wrong shape \(trf_blocks\.1\.att\.W_key\.weight: file \[32, 16\] vs model \[32, 32\]\)",
-    ):
-        load_checkpoint(path)
-
-
-def test_missing_key_is_named(tmp_path, good_checkpoint):
-    tensors, metadata = read_tensors(good_checkpoint)
-    del tensors["final_norm.shift"]
-    path = tmp_path / "missing.safetensors"
-    save_file(tensors, str(path), metadata=metadata)
-    with pytest.raises(WeightLoadError, match=r"1 missing \(final_norm\.shift\)"):
-        load_checkpoint(path)
-
-
-def test_extra_key_is_refused(tmp_path, good_checkpoint):
-    tensors, metadata = read_tensors(good_checkpoint)
-    tensors["trf_blocks.0.att.backdoor"] = torch.zeros(3)
-    path = tmp_path / "extra.safetensors"
-    save_file(tensors, str(path), metadata=metadata)
-    with pytest.raises(WeightLoadError, match=r"1 unexpected \(trf_blocks\.0\.att\.backdoor\)"):
+    with pytest.raises(WeightLoadError, match="The weights do not fit this model: " + message):
         load_checkpoint(path)
 
 
@@ -555,3 +535,17 @@ def test_load_report_summary():
     text = report.summary(limit=3)
     assert "7 missing (k0, k1, k2…)" in text and "1 with the wrong shape (w: file [1, 2] vs model [2, 1])" in text
     assert not report.ok and LoadReport().ok and LoadReport().summary() == "all tensors matched"
+
+
+def test_public_names_are_importable_from_the_package():
+    import playground
+
+    names = [
+        "GPTConfig", "PRESETS", "ConfigError", "GPTModel", "KVCache", "AttentionTrace", "load_tokenizer",
+        "generate", "Generation", "GenerationStep", "count_parameters", "module_tree", "parameter_breakdown",
+        "load_pretrained", "save_checkpoint", "load_checkpoint", "WeightLoadError", "LoadReport",
+    ]
+    missing = [n for n in names if not hasattr(playground, n)]
+    assert not missing, missing
+    assert set(names) <= set(playground.__all__)
+    assert playground.load_pretrained is load_pretrained
