@@ -138,6 +138,33 @@ def test_post_norm_blocks_end_normalised_and_have_no_final_norm():
     torch.testing.assert_close(out.var(-1, unbiased=False), torch.ones(1, 6), atol=1e-3, rtol=0)
 
 
+@pytest.mark.parametrize("norm_placement", ["pre", "post"])
+@pytest.mark.parametrize("activation", ["gelu", "relu"])
+def test_block_matches_torch_transformer_encoder_layer(norm_placement, activation):
+    """A block is a causal nn.TransformerEncoderLayer (norm_first = pre-norm) with the same weights."""
+    model = make_model(norm_placement=norm_placement, activation=activation)
+    block = model.trf_blocks[0]
+    ref = nn.TransformerEncoderLayer(
+        32, 4, dim_feedforward=128, dropout=0.0, activation=activation, batch_first=True,
+        norm_first=norm_placement == "pre", layer_norm_eps=1e-5,
+    ).eval()
+    att, ff = block.att, block.ff.layers
+    with torch.no_grad():
+        ref.self_attn.in_proj_weight.copy_(torch.cat([att.W_query.weight, att.W_key.weight, att.W_value.weight]))
+        ref.self_attn.in_proj_bias.copy_(torch.cat([att.W_query.bias, att.W_key.bias, att.W_value.bias]))
+        ref.self_attn.out_proj.weight.copy_(att.out_proj.weight)
+        ref.self_attn.out_proj.bias.copy_(att.out_proj.bias)
+        for ours, theirs in ((ff[0], ref.linear1), (ff[2], ref.linear2)):
+            theirs.weight.copy_(ours.weight)
+            theirs.bias.copy_(ours.bias)
+        for ours, theirs in ((block.norm1, ref.norm1), (block.norm2, ref.norm2)):
+            theirs.weight.copy_(ours.scale)
+            theirs.bias.copy_(ours.shift)
+        x = torch.randn(2, 9, 32, generator=torch.Generator().manual_seed(0))
+        mask = nn.Transformer.generate_square_subsequent_mask(9)
+        torch.testing.assert_close(block(x), ref(x, src_mask=mask, is_causal=True), atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize(
     "bad, error",
     [
