@@ -42,8 +42,9 @@ def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Divide logits by T; T = 0 (greedy) leaves them as they are, the argmax is taken later."""
-    return logits / temperature if temperature > 0 else logits
+    """Divide logits by T; T = 0 (greedy) leaves them as they are, the argmax is taken later.
+    (T = 1 returns the same tensor: x / 1 is x, and later stages can then skip recomputing it.)"""
+    return logits / temperature if temperature > 0 and temperature != 1 else logits
 
 
 def apply_top_k(logits: torch.Tensor, top_k: int | None) -> torch.Tensor:
@@ -73,12 +74,19 @@ def sampling_distribution(logits, temperature, top_k=None, top_p=None) -> dict[s
     t = apply_temperature(logits, temperature)
     k = apply_top_k(t, top_k)
     p = apply_top_p(k, top_p)
-    return {name: torch.softmax(x, dim=-1) for name, x in zip(STAGES, (logits, t, k, p))}
+    # A stage that is switched off returns its input tensor itself; its softmax is computed once
+    # and shared (at temperature 0 with no filters all four stages are one softmax over the vocab).
+    softmaxes: dict[int, torch.Tensor] = {}
+    for x in (logits, t, k, p):
+        if id(x) not in softmaxes:
+            softmaxes[id(x)] = torch.softmax(x, dim=-1)
+    return {name: softmaxes[id(x)] for name, x in zip(STAGES, (logits, t, k, p))}
 
 
 def entropy_bits(probs: torch.Tensor) -> float:
-    p = probs[probs > 0]
-    return float(-(p * torch.log2(p)).sum())
+    """-sum p·log2 p, with 0·log 0 = 0. ``special.entr`` is -p·ln p with that convention built in:
+    one pass over the vocabulary instead of masking out the zeros first."""
+    return float(torch.special.entr(probs).sum() / math.log(2))
 
 
 @dataclass
@@ -206,9 +214,17 @@ class Generation:
         rank = int((raw > raw[token_id]).sum()) + 1
         n = min(self.n_top, final.numel())
         top_p_vals, top_ids = torch.topk(final, n)
-        raw_top = torch.topk(raw, min(self.n_top, raw.numel())).indices.tolist()
+        if raw is final:  # no stage changed anything (e.g. greedy): one top-k and one entropy
+            raw_top = top_ids.tolist()
+        else:
+            raw_top = torch.topk(raw, min(self.n_top, raw.numel())).indices.tolist()
         candidates = raw_top if token_id in raw_top else raw_top + [token_id]
         cand = torch.tensor(candidates, device=raw.device)
+        entropy = entropy_bits(final)
+        stage_rows: dict[int, list[float]] = {}  # stages that share a tensor share the row
+        for name in STAGES:
+            if id(dists[name]) not in stage_rows:
+                stage_rows[id(dists[name])] = dists[name][cand].tolist()
         return GenerationStep(
             index=index,
             position=position,
@@ -216,11 +232,11 @@ class Generation:
             prob=float(final[token_id]),
             raw_prob=raw_prob,
             rank=rank,
-            entropy=entropy_bits(final),
-            raw_entropy=entropy_bits(raw),
-            top=[(int(i), float(p)) for i, p in zip(top_ids.tolist(), top_p_vals.tolist())],
+            entropy=entropy,
+            raw_entropy=entropy if raw is final else entropy_bits(raw),
+            top=list(zip(top_ids.tolist(), top_p_vals.tolist())),
             candidates=candidates,
-            stages={name: dists[name][cand].tolist() for name in STAGES},
+            stages={name: list(stage_rows[id(dists[name])]) for name in STAGES},
             context_start=window_start,
             kept_tokens=int((final > 0).sum()),
         )

@@ -1,0 +1,8 @@
+"""Benchmarks that print ratios against peers: ``python -m bench`` (``--quick`` for a short run).
+
+decode.py    tokens/s at batch 1 for GPT-2 small: this project, Hugging Face ``transformers``, the
+             tutorial loop that re-runs the whole sequence, and the memory-bandwidth limit
+memory.py    time to first token and peak memory for a 1024-token prompt (run in a subprocess)
+serving.py   cold start of ``python app.py`` and concurrent users through the app's API
+report.py    the table, the targets of issue 5, and results/latest.json
+"""

@@ -1,0 +1,150 @@
+"""``python -m bench [--quick]``: decode speed against peers, memory, the app; prints a table and
+checks the targets of issue 5, writes bench/results/latest.json."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from . import decode, memory, report, serving  # noqa: E402
+from .timing import copy_bandwidth, read_bandwidth  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer tokens and rounds (about a minute)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--reps", type=int, default=None, help="rounds of the fast variants (default 5, quick 2)")
+    ap.add_argument("--new-tokens", type=int, default=None, help="default 128, quick 32")
+    ap.add_argument("--prompt-tokens", type=int, default=32)
+    ap.add_argument("--api-name", default="/generate", help="the app's generation endpoint")
+    ap.add_argument("--ready-api", default="/load_session", help="endpoint that builds the default model")
+    ap.add_argument("--users", type=int, default=4)
+    ap.add_argument("--skip-app", action="store_true", help="no cold start / concurrent users")
+    ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--out", default=None, help="JSON path (default bench/results/latest.json)")
+    args = ap.parse_args(argv)
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    reps = args.reps or (2 if args.quick else 5)
+    n_new = args.new_tokens or (32 if args.quick else 128)
+    rerun_reps = 1 if args.quick else 2  # ~25 s a round at 128 tokens: the ratio target has a wide margin
+
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        print("transformers is not installed: it is the peer this benchmark compares with.", file=sys.stderr)
+        return 2
+
+    training = _training_running()
+    result = {"date": report.now(), "machine": report.machine(), "quick": args.quick,
+              "config": {"model": "gpt2-small (124M), random weights", "prompt_tokens": args.prompt_tokens,
+                         "new_tokens": n_new, "reps": reps, "rerun_reps": rerun_reps, "batch": 1, "greedy": True},
+              "concurrent_load": {"training_running": training, "loadavg_start": os.getloadavg()}}
+    if training:
+        print("note: a playground.train run is using the CPU; ratios are measured in the same run, "
+              "absolute numbers will be low.")
+
+    print("Building GPT-2 small (Hugging Face init -> save_pretrained -> playground.load_pretrained) ...")
+    peers = decode.build_peers(seed=0)
+    prompt = decode.prompt_ids(args.prompt_tokens, seed=0)
+
+    print("Memory bandwidth ...")
+    copy_bw, read_bw = copy_bandwidth(), read_bandwidth()
+    result["bandwidth"] = {
+        "copy_gb_s": copy_bw / 1e9, "read_gb_s": read_bw / 1e9, "weight_bytes": peers.weight_bytes,
+        "limit_tok_s": {dt: copy_bw / b for dt, b in peers.weight_bytes.items()},
+    }
+
+    print(f"Decoding {n_new} tokens, {reps} rounds (re-run loop: {rerun_reps}) ...")
+    t0 = time.perf_counter()
+    dec = decode.measure_decode(peers, prompt, n_new, reps, rerun_reps)
+    result["decode_tok_s"] = dec.medians()
+    result["decode_spread"] = {k: (min(v), max(v)) for k, v in dec.rates.items()}
+    result["decode_rates"] = dec.rates
+    result["decode_seconds"] = time.perf_counter() - t0
+
+    print("bfloat16 vs float32 greedy agreement ...")
+    agreement = [decode.agreement_report(
+        "random GPT-2 small (ours)", peers.ours["float32"], peers.ours["bfloat16"], prompt,
+        dec.tokens["ours float32"], dec.tokens["ours bfloat16"])]
+    agreement.append(decode.agreement_report(
+        "random GPT-2 small (transformers)", peers.hf["float32"], peers.hf["bfloat16"], prompt,
+        dec.tokens["transformers float32"], dec.tokens["transformers bfloat16"]))
+    bundled = _bundled_agreement(prompt, n_new)
+    if bundled:
+        agreement.append(bundled)
+    result["agreement"] = agreement
+    result["ours_vs_transformers_float32_tokens_identical"] = dec.tokens["ours float32"] == dec.tokens["transformers float32"]
+    del peers
+
+    if not args.skip_memory:
+        print("1024-token prompt with attention views (subprocess) ...")
+        result["memory"] = {}
+        for dt in ("float32", "bfloat16"):
+            try:
+                result["memory"][dt] = memory.measure_in_subprocess(dt, 1024, args.threads)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                result["memory"][dt] = {"dtype": dt, "error": str(e)}
+    if not args.skip_app:
+        print("Cold start of app.py ...")
+        result["cold_start"] = serving.cold_start(args.ready_api)
+        print(f"{args.users} concurrent users via {args.api_name} ...")
+        result["concurrent_users"] = serving.concurrent_users(
+            args.users, args.api_name, args.ready_api, max_new_tokens=32 if args.quick else 64)
+    result["concurrent_load"]["loadavg_end"] = os.getloadavg()
+    result["concurrent_load"]["training_running_end"] = _training_running()
+
+    checks = report.targets(result)
+    result["targets"] = [c.__dict__ for c in checks]
+    print()
+    print(report.table(result))
+    print()
+    print("Targets (issue 5):")
+    for c in checks:
+        print(c.row())
+    path = report.write_json(result, args.out and os.path.abspath(args.out))
+    print(f"\nwrote {path}")
+    return 0
+
+
+def _training_running() -> bool:
+    try:
+        return subprocess.run(["pgrep", "-f", "playground.train"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+def _bundled_agreement(prompt_ids, n_new) -> dict | None:
+    """The same comparison on the bundled model, if this copy of the app has one."""
+    try:
+        from playground.session import BUNDLED_CHECKPOINT
+        from playground.weights import load_checkpoint
+    except ImportError:
+        return None
+    if not BUNDLED_CHECKPOINT.is_file():
+        return None
+    from playground.tokenizer import load_tokenizer
+
+    prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
+    m32 = load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu")
+    m16 = load_checkpoint(BUNDLED_CHECKPOINT, dtype="bfloat16", device="cpu")
+    t32 = decode.run_ours(m32, prompt, n_new)[1]
+    t16 = decode.run_ours(m16, prompt, n_new)[1]
+    return decode.agreement_report(f"bundled ({BUNDLED_CHECKPOINT.name})", m32, m16, prompt, t32, t16)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Decode tokens/s at batch 1 for GPT-2 small, with the same random weights in every peer.
+
+The weights come from Hugging Face's own ``GPT2LMHeadModel`` initialisation, written with
+``save_pretrained`` and read back by this project's ``load_pretrained`` -- so the peers compute
+the same function and the import path is exercised on the way.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from playground.sampling import generate
+from playground.weights import load_pretrained
+
+from .timing import decode_rate, median
+
+GPT2_EOT = 50256
+
+
+def prompt_ids(n: int, seed: int = 0) -> list[int]:
+    """``n`` token ids drawn uniformly from the GPT-2 vocabulary (no end-of-text), reproducibly."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, GPT2_EOT, (n,), generator=gen).tolist()
+
+
+@dataclass
+class Peers:
+    ours: dict  # dtype name -> GPTModel
+    hf: dict  # dtype name -> GPT2LMHeadModel
+    weight_bytes: dict  # dtype name -> bytes of one copy of the weights (tied head counted once)
+
+
+def build_peers(seed: int = 0) -> Peers:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    hf32 = GPT2LMHeadModel(GPT2Config()).eval()
+    with tempfile.TemporaryDirectory(prefix="bench-gpt2-") as folder:
+        hf32.save_pretrained(folder)  # config.json + model.safetensors, the hub layout
+        ours = {dt: load_pretrained(folder, dtype=dt, device="cpu") for dt in ("float32", "bfloat16")}
+    hf = {"float32": hf32, "bfloat16": copy.deepcopy(hf32).to(torch.bfloat16)}
+    n_params = sum(p.numel() for p in ours["float32"].parameters())  # parameters() skips the tied copy
+    return Peers(ours, hf, {"float32": 4 * n_params, "bfloat16": 2 * n_params})
+
+
+# ----------------------------------------------------------------------------------------------
+# One generation of each kind -> (timestamps of the new tokens, their ids)
+
+
+def run_ours(model, prompt: list[int], n_new: int, capture: bool = False):
+    times, tokens = [], []
+    for step in generate(model, prompt, max_new_tokens=n_new, temperature=0, capture_attention=capture):
+        times.append(time.perf_counter())
+        tokens.append(step.token_id)
+    return times, tokens
+
+
+def run_hf(model, prompt: list[int], n_new: int):
+    from transformers.generation.streamers import BaseStreamer
+
+    class Clock(BaseStreamer):
+        """generate() pushes the prompt first, then each new token as soon as it is chosen."""
+
+        def __init__(self):
+            self.seen_prompt, self.times = False, []
+
+        def put(self, value):
+            if self.seen_prompt:
+                self.times.append(time.perf_counter())
+            self.seen_prompt = True
+
+        def end(self):
+            pass
+
+    ids = torch.tensor([prompt])
+    clock = Clock()
+    with torch.inference_mode():
+        out = model.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, min_new_tokens=n_new,
+            do_sample=False, pad_token_id=GPT2_EOT, streamer=clock,
+        )
+    return clock.times, out[0, len(prompt):].tolist()
+
+
+def run_rerun(model, prompt: list[int], n_new: int):
+    """The tutorial loop (generate_text_simple): the whole sequence through the model, full logits,
+    for every new token -- no KV cache."""
+    idx = torch.tensor([prompt])
+    context = model.cfg.context_length
+    times = []
+    with torch.no_grad():
+        for _ in range(n_new):
+            logits = model(idx[:, -context:])[:, -1, :]  # (1, vocab_size)
+            next_id = torch.argmax(logits, dim=-1, keepdim=True)  # (1, 1)
+            idx = torch.cat([idx, next_id], dim=1)
+            times.append(time.perf_counter())
+    return times, idx[0, len(prompt):].tolist()
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DecodeResult:
+    rates: dict[str, list[float]] = field(default_factory=dict)  # variant -> tok/s of each rep
+    tokens: dict[str, list[int]] = field(default_factory=dict)  # variant -> greedy ids (last rep)
+
+    def medians(self) -> dict[str, float]:
+        return {name: median(r) for name, r in self.rates.items()}
+
+
+def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, rerun_reps: int,
+                   log=print) -> DecodeResult:
+    """Every variant once per round, rounds repeated: a burst of load from other processes then
+    hits all peers alike instead of one of them."""
+    variants = {
+        "ours float32": lambda: run_ours(peers.ours["float32"], prompt, n_new),
+        "ours float32 + attention": lambda: run_ours(peers.ours["float32"], prompt, n_new, capture=True),
+        "ours bfloat16": lambda: run_ours(peers.ours["bfloat16"], prompt, n_new),
+        "ours bfloat16 + attention": lambda: run_ours(peers.ours["bfloat16"], prompt, n_new, capture=True),
+        "transformers float32": lambda: run_hf(peers.hf["float32"], prompt, n_new),
+        "transformers bfloat16": lambda: run_hf(peers.hf["bfloat16"], prompt, n_new),
+    }
+    rerun = {"re-run loop float32": lambda: run_rerun(peers.ours["float32"], prompt, n_new)}
+    result = DecodeResult()
+    for name, fn in {**variants, **rerun}.items():  # warm-up: allocator, oneDNN/MKL kernels, caches
+        if name in rerun:
+            run_rerun(peers.ours["float32"], prompt, 4)
+        else:
+            fn()
+    for rep in range(max(reps, rerun_reps)):
+        todo = {**(variants if rep < reps else {}), **(rerun if rep < rerun_reps else {})}
+        for name, fn in todo.items():
+            times, tokens = fn()
+            result.rates.setdefault(name, []).append(decode_rate(times))
+            result.tokens[name] = tokens
+        log(f"  round {rep + 1}: " + ", ".join(f"{n} {result.rates[n][-1]:.1f}" for n in todo))
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# bfloat16 vs float32 greedy choices
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first differing token, None if the sequences agree everywhere."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def teacher_forced_agreement(model_a, model_b, prompt: list[int], continuation: list[int]) -> float:
+    """Fraction of positions where both models' argmax agree when both read the same sequence
+    (the prompt and ``continuation``): free-running greedy decoding diverges at the first
+    disagreement, this counts every position."""
+    seq = torch.tensor([prompt + continuation])
+    with torch.no_grad():
+        la = _logits(model_a, seq)[0, len(prompt) - 1 : -1].float()  # (n, vocab)
+        lb = _logits(model_b, seq)[0, len(prompt) - 1 : -1].float()
+    return float((la.argmax(-1) == lb.argmax(-1)).float().mean())
+
+
+def _logits(model, seq):
+    out = model(seq)
+    return out.logits if hasattr(out, "logits") else out
+
+
+def agreement_report(name: str, model32, model16, prompt, tokens32, tokens16) -> dict:
+    return {
+        "model": name,
+        "greedy_tokens": len(tokens32),
+        "identical": tokens32 == tokens16,
+        "first_divergence": first_divergence(tokens32, tokens16),
+        "teacher_forced_agreement": teacher_forced_agreement(model32, model16, prompt, tokens32),
+    }
