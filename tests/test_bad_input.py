@@ -132,7 +132,7 @@ def test_through_the_running_app():
                            headers={"content-type": "application/json"}, timeout=60).json()["event_id"]
         with httpx.stream("GET", url + f"gradio_api/call/generate/{event}", timeout=60) as stream:
             assert "Done: 5 tokens" in "".join(stream.iter_text())
-        for index, value, message in [(2, 100, "divisible by n_heads"), (4, 0, "n_layers must be positive"),
+        for index, value, message in [(3, 3, "divisible by n_heads"), (4, 0, "n_layers must be positive"),
                                       (2, None, "emb_dim is empty"), (4, 10**7, "memory budget")]:
             fields = list(base)
             fields[index] = value
