@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer tokens and rounds (about a minute)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    ap.add_argument("--reps", type=int, default=None, help="rounds of the fast variants (default 5, quick 2)")
+    ap.add_argument("--reps", type=int, default=None, help="rounds, every variant once a round (default 5, quick 3)")
     ap.add_argument("--new-tokens", type=int, default=None, help="default 128, quick 32")
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--api-name", default="/generate", help="the app's generation endpoint")
@@ -35,9 +35,8 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    reps = args.reps or (2 if args.quick else 5)
+    reps = args.reps or (3 if args.quick else 5)
     n_new = args.new_tokens or (32 if args.quick else 128)
-    rerun_reps = 1 if args.quick else 2  # ~25 s a round at 128 tokens: the ratio target has a wide margin
 
     try:
         from transformers.utils import logging as hf_logging
@@ -51,7 +50,7 @@ def main(argv=None) -> int:
     training = _training_running()
     result = {"date": report.now(), "machine": report.machine(), "quick": args.quick,
               "config": {"model": "gpt2-small (124M), random weights", "prompt_tokens": args.prompt_tokens,
-                         "new_tokens": n_new, "reps": reps, "rerun_reps": rerun_reps, "batch": 1, "greedy": True},
+                         "new_tokens": n_new, "reps": reps, "batch": 1, "greedy": True},
               "concurrent_load": {"training_running": training, "loadavg_start": os.getloadavg()}}
     if training:
         print("note: a playground.train run is using the CPU; ratios are measured in the same run, "
@@ -68,12 +67,13 @@ def main(argv=None) -> int:
         "limit_tok_s": {dt: copy_bw / b for dt, b in peers.weight_bytes.items()},
     }
 
-    print(f"Decoding {n_new} tokens, {reps} rounds (re-run loop: {rerun_reps}) ...")
+    print(f"Decoding {n_new} tokens, {reps} rounds ...")
     t0 = time.perf_counter()
-    dec = decode.measure_decode(peers, prompt, n_new, reps, rerun_reps)
+    dec = decode.measure_decode(peers, prompt, n_new, reps)
     result["decode_tok_s"] = dec.medians()
     result["decode_spread"] = {k: (min(v), max(v)) for k, v in dec.rates.items()}
     result["decode_rates"] = dec.rates
+    result["decode_step_median_tok_s"] = dec.step_medians()
     result["decode_seconds"] = time.perf_counter() - t0
 
     print("bfloat16 vs float32 greedy agreement ...")

@@ -17,7 +17,7 @@ import torch
 from playground.sampling import generate
 from playground.weights import load_pretrained
 
-from .timing import decode_rate, median
+from .timing import decode_rate, median, step_times
 
 GPT2_EOT = 50256
 
@@ -108,38 +108,44 @@ def run_rerun(model, prompt: list[int], n_new: int):
 @dataclass
 class DecodeResult:
     rates: dict[str, list[float]] = field(default_factory=dict)  # variant -> tok/s of each rep
+    steps: dict[str, list[float]] = field(default_factory=dict)  # variant -> every step's seconds
     tokens: dict[str, list[int]] = field(default_factory=dict)  # variant -> greedy ids (last rep)
 
     def medians(self) -> dict[str, float]:
         return {name: median(r) for name, r in self.rates.items()}
 
+    def step_medians(self) -> dict[str, float]:
+        """1 / the median time between two tokens over all rounds: on a shared CPU, bursts of other
+        work slow some steps 2x; this figure shows the speed of the undisturbed steps."""
+        return {name: 1 / median(s) for name, s in self.steps.items()}
 
-def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, rerun_reps: int,
-                   log=print) -> DecodeResult:
+
+def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=print) -> DecodeResult:
     """Every variant once per round, rounds repeated: a burst of load from other processes then
     hits all peers alike instead of one of them."""
+    ours, hf = peers.ours, peers.hf
     variants = {
-        "ours float32": lambda: run_ours(peers.ours["float32"], prompt, n_new),
-        "ours float32 + attention": lambda: run_ours(peers.ours["float32"], prompt, n_new, capture=True),
-        "ours bfloat16": lambda: run_ours(peers.ours["bfloat16"], prompt, n_new),
-        "ours bfloat16 + attention": lambda: run_ours(peers.ours["bfloat16"], prompt, n_new, capture=True),
-        "transformers float32": lambda: run_hf(peers.hf["float32"], prompt, n_new),
-        "transformers bfloat16": lambda: run_hf(peers.hf["bfloat16"], prompt, n_new),
+        "ours float32": lambda: run_ours(ours["float32"], prompt, n_new),
+        "ours float32 + attention": lambda: run_ours(ours["float32"], prompt, n_new, capture=True),
+        "ours bfloat16": lambda: run_ours(ours["bfloat16"], prompt, n_new),
+        "ours bfloat16 + attention": lambda: run_ours(ours["bfloat16"], prompt, n_new, capture=True),
+        "transformers float32": lambda: run_hf(hf["float32"], prompt, n_new),
+        "transformers bfloat16": lambda: run_hf(hf["bfloat16"], prompt, n_new),
+        "re-run loop float32": lambda: run_rerun(ours["float32"], prompt, n_new),
     }
-    rerun = {"re-run loop float32": lambda: run_rerun(peers.ours["float32"], prompt, n_new)}
-    result = DecodeResult()
-    for name, fn in {**variants, **rerun}.items():  # warm-up: allocator, oneDNN/MKL kernels, caches
-        if name in rerun:
-            run_rerun(peers.ours["float32"], prompt, 4)
+    for name, fn in variants.items():  # warm-up: allocator, oneDNN/MKL kernels, caches
+        if name.startswith("re-run"):
+            run_rerun(ours["float32"], prompt, 4)
         else:
             fn()
-    for rep in range(max(reps, rerun_reps)):
-        todo = {**(variants if rep < reps else {}), **(rerun if rep < rerun_reps else {})}
-        for name, fn in todo.items():
+    result = DecodeResult()
+    for rep in range(reps):
+        for name, fn in variants.items():
             times, tokens = fn()
             result.rates.setdefault(name, []).append(decode_rate(times))
+            result.steps.setdefault(name, []).extend(step_times(times))
             result.tokens[name] = tokens
-        log(f"  round {rep + 1}: " + ", ".join(f"{n} {result.rates[n][-1]:.1f}" for n in todo))
+        log(f"  round {rep + 1}/{reps}: " + ", ".join(f"{n} {r[-1]:.1f}" for n, r in result.rates.items()))
     return result
 
 

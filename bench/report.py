@@ -98,15 +98,17 @@ def table(r: dict) -> str:
         f"GPT-2 small, batch 1, {r['config']['prompt_tokens']}-token prompt, {r['config']['new_tokens']} new tokens, greedy; "
         f"median of {r['config']['reps']} rounds, {r['machine']['torch_threads']} threads",
         "",
-        "| variant | tok/s (median) | min–max | × transformers (same dtype) | × re-run loop | of bandwidth limit |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| variant | tok/s (median) | min–max | × transformers (same dtype) | × re-run loop | of bandwidth limit | 1 / median step |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
+    steady = r.get("decode_step_median_tok_s", {})
     for name, rate in d.items():
         dt = "bfloat16" if "bfloat16" in name else "float32"
         lo, hi = spread[name]
         cells = [
             name, f"{rate:.1f}", f"{lo:.1f}–{hi:.1f}",
             _fmt(_ratio(rate, hf[dt])), _fmt(_ratio(rate, rerun)), f"{rate / limit[dt]:.0%}",
+            f"{steady[name]:.1f}" if name in steady else "—",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     bw = r["bandwidth"]

@@ -16,6 +16,11 @@ def decode_rate(timestamps: list[float]) -> float:
     return (len(timestamps) - 1) / (timestamps[-1] - timestamps[0])
 
 
+def step_times(timestamps: list[float]) -> list[float]:
+    """Seconds between consecutive new tokens."""
+    return [b - a for a, b in zip(timestamps, timestamps[1:])]
+
+
 def median(values: list[float]) -> float:
     return float(statistics.median(values))
 
