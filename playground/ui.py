@@ -386,6 +386,96 @@ def export_model_file(state):
 
 
 # ----------------------------------------------------------------------------------------------
+# Train tab handlers
+
+CORPUS_CHOICES = ["Tiny Shakespeare (downloaded once, then cached)", "upload a .txt", "paste text"]
+
+
+def corpus_text(source, upload, pasted) -> tuple[str, str]:
+    from .corpus import load_tiny_shakespeare, text_from_paste, text_from_upload
+
+    if source == CORPUS_CHOICES[1]:
+        return text_from_upload(upload), "your upload"
+    if source == CORPUS_CHOICES[2]:
+        return text_from_paste(pasted), "pasted text"
+    return load_tiny_shakespeare(), "Tiny Shakespeare"
+
+
+def _loss_figure(job):
+    import math
+
+    return figures.loss_curve(
+        job.train_points, job.val_points, title="Loss (cross-entropy, nats): training batches and held-out tenth",
+        baselines={"unigram (ignores context)": job.unigram, "uniform guess (ln V)": math.log(job.cfg.vocab_size)},
+    )
+
+
+def _progress_html(job) -> str:
+    ev = job.last_event
+    step = ev.step if ev else 0
+    total = job.tcfg.steps
+    elapsed = ev.elapsed_s if ev else 0.0
+    rate = (ev.tokens_seen / elapsed) if ev and elapsed > 0 else 0.0
+    val = f" · validation loss {job.val_points[-1][1]:.3f}" if job.val_points else ""
+    return (f"<progress value='{step}' max='{total}' style='width:100%;height:18px'></progress>"
+            f"<div>step {step:,} / {total:,} · {ev.tokens_seen if ev else 0:,} tokens · {elapsed:.1f} s · "
+            f"{rate:,.0f} tokens/s{val}</div>")
+
+
+def train_model(train_state, preset_name, source, upload, pasted, steps, lr):
+    """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
+    from .session import JOBS, TrainingJob
+
+    try:
+        if preset_name not in PRESETS:
+            raise ValueError(f"Unknown model {preset_name!r}.")
+        text, name = corpus_text(source, upload, pasted)
+        job = TrainingJob(PRESETS[preset_name], text, name, steps=steps, lr=lr).start()
+    except Exception as e:
+        yield train_state, gr.skip(), gr.skip(), _fail(e)
+        return
+    train_state = {"job": job.id, "recipe": None}
+    started = _ok(f"Training {preset_name} on {job.corpus.describe()}.")
+    try:
+        while not job.done.wait(0.5):
+            yield train_state, _loss_figure(job), _progress_html(job), started
+    finally:
+        if not job.done.is_set():
+            job.stop()  # the user left or cancelled: end the thread after its current step
+    JOBS.pop(job.id, None)
+    if job.error:
+        yield train_state, _loss_figure(job), _progress_html(job), _warn(f"Training failed: {job.error}")
+        return
+    train_state = {"job": job.id, "recipe": job.result_recipe()}
+    how = "Stopped" if job.stopped else "Finished"
+    yield (train_state, _loss_figure(job), _progress_html(job),
+           _ok(f"{how} after {job.trainer.step_count:,} steps. Press “Use the trained model” to generate with it."))
+
+
+def stop_training(train_state):
+    from .session import JOBS
+
+    job = JOBS.get((train_state or {}).get("job") or "")
+    if job is None:
+        return _warn("No training is running in this session.")
+    job.stop()
+    return _ok("Stopping after the current step; what was learned so far is kept.")
+
+
+def use_trained(state, train_state):
+    recipe = (train_state or {}).get("recipe")
+    if not recipe:
+        return (state, _warn("Train a model first (or wait for training to finish or stop).")) + (gr.skip(),) * 10
+    try:
+        model = CACHE.get(recipe)
+    except Exception as e:
+        return (state, _fail(e)) + (gr.skip(),) * 10
+    state = {"recipe": recipe, "run": None}
+    return (state, _ok(f"Now using {describe_recipe(recipe)}.")) + model_views(model, recipe) + (
+        figures.empty_figure("Generate to see attention"), [])
+
+
+# ----------------------------------------------------------------------------------------------
 # Layout and wiring
 
 CSS = """
@@ -487,6 +577,25 @@ def build_demo() -> gr.Blocks:
                         export_msg = gr.HTML()
                         attention_json = gr.JSON(visible=False)
                         run_json = gr.JSON(visible=False)
+            with gr.Tab(T("tab_train"), id="train"):
+                train_state = gr.State({"job": None, "recipe": None})
+                with gr.Row():
+                    with gr.Column(scale=2, min_width=320):
+                        train_preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)", label=T("train_config"))
+                        corpus_source = gr.Radio(CORPUS_CHOICES, value=CORPUS_CHOICES[0], label=T("corpus"))
+                        corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath")
+                        corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_length=2_000_000)
+                        with gr.Row():
+                            train_steps = gr.Number(200, label=T("steps"), precision=0, minimum=1, maximum=5000)
+                            train_lr = gr.Number(2e-3, label=T("lr"), minimum=0, maximum=1)
+                        with gr.Row():
+                            train_btn = gr.Button(T("train"), variant="primary")
+                            train_stop = gr.Button(T("stop"), variant="stop")
+                        use_btn = gr.Button(T("use_trained"))
+                        train_msg = gr.HTML()
+                    with gr.Column(scale=3):
+                        train_progress = gr.HTML()
+                        loss_plot = gr.Plot(show_label=False)
 
         # ---- wiring ----
         model_outputs = [summary, tying_md, breakdown_df, treemap, memory_plot, tree_df, layer, head]
@@ -524,6 +633,14 @@ def build_demo() -> gr.Blocks:
         run_btn.click(run_data, state, run_json, api_name="run_data")
         view_btn = gr.Button(visible=False)
         view_btn.click(attention_views, att_inputs, [heatmap, query_plot, query], api_name="attention")
+        # Training: one at a time on this server (it uses every core); generation keeps its own queue.
+        train_btn.click(train_model, [train_state, train_preset, corpus_source, corpus_file, corpus_paste,
+                                      train_steps, train_lr],
+                        [train_state, loss_plot, train_progress, train_msg], api_name="train",
+                        concurrency_id="train", concurrency_limit=1)
+        train_stop.click(stop_training, train_state, train_msg, api_name="stop_training")
+        use_btn.click(use_trained, [state, train_state], [state, train_msg] + model_outputs + [heatmap, chips],
+                      api_name="use_trained")
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo
 
