@@ -20,7 +20,7 @@ def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size
     """Raise ValueError with a message a UI can show as it is."""
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
         raise ValueError(f"Temperature must be a number, got {temperature!r}.")
-    if math.isnan(temperature) or math.isinf(temperature):
+    if not _is_finite(temperature):
         raise ValueError(f"Temperature must be a finite number, got {temperature}.")
     if temperature < 0:
         raise ValueError(f"Temperature must be 0 (greedy) or positive, got {temperature}.")
@@ -30,7 +30,7 @@ def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size
         if top_k < 0:
             raise ValueError(f"top-k must be 0 (off) or a positive whole number, got {int(top_k)}.")
     if top_p is not None:
-        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or math.isnan(top_p):
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not _is_finite(top_p):
             raise ValueError(f"top-p must be a number in (0, 1], got {top_p!r}.")
         if not (0 < top_p <= 1):
             raise ValueError(f"top-p must be in (0, 1] (1 = off), got {top_p}.")
@@ -41,10 +41,21 @@ def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size
             raise ValueError(f"Ask for at least one new token (got {max_new_tokens}).")
 
 
+def _is_finite(x) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int too large for a float, e.g. 10**400
+        return False
+
+
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Divide logits by T; T = 0 (greedy) leaves them as they are, the argmax is taken later.
-    (T = 1 returns the same tensor: x / 1 is x, and later stages can then skip recomputing it.)"""
-    return logits / temperature if temperature > 0 and temperature != 1 else logits
+    (T = 1 returns the same tensor: x / 1 is x, and later stages can then skip recomputing it.)
+    The maximum is subtracted first (softmax does not change), so a tiny T sends every other logit
+    to -inf instead of overflowing to inf - inf = NaN: the distribution tends to greedy, as it should."""
+    if temperature > 0 and temperature != 1:
+        return (logits - logits.max(dim=-1, keepdim=True).values) / temperature
+    return logits
 
 
 def apply_top_k(logits: torch.Tensor, top_k: int | None) -> torch.Tensor:
@@ -128,6 +139,8 @@ class Generation:
     steps: list[GenerationStep] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if self.max_new_tokens is None:
+            raise ValueError("The number of new tokens must be a whole number, got None.")
         validate_sampling(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
         self.temperature = float(self.temperature)
         self.top_k = int(self.top_k) if self.top_k else None
