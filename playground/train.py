@@ -300,20 +300,16 @@ class Trainer:
         window = self.train_ids[(starts[:, None] + offsets).to(self.train_ids.device)]  # (B, block_size + 1)
         return window[:, :-1], window[:, 1:]
 
+    @contextlib.contextmanager
     def _dropout_rng(self, step: int):
+        """Dropout draws from the global RNG: fork it so that the masks depend on (seed, step) only
+        and the caller's random state is left as it was."""
         if self.model.cfg.drop_rate == 0:
-            return contextlib.nullcontext()
-        # Dropout draws from the global RNG; fork it so masks depend on (seed, step) only and the
-        # caller's random state is left as it was.
-        fork = torch.random.fork_rng(devices=[])
-
-        @contextlib.contextmanager
-        def seeded():
-            with fork:
-                torch.manual_seed(_step_seed(self.tcfg.seed + 1, step))
-                yield
-
-        return seeded()
+            yield
+            return
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(_step_seed(self.tcfg.seed + 1, step))
+            yield
 
     def step(self) -> dict:
         started = time.perf_counter()

@@ -117,13 +117,17 @@ def test_same_seed_same_losses_other_seed_different(tiny_corpus):
     assert runs[0] != runs[2]
 
 
-def test_global_rng_is_left_alone(tiny_corpus):
+def test_dropout_is_reproducible_and_leaves_the_global_rng_alone(tiny_corpus):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    trainer = make_trainer(tiny_corpus, steps=2)
-    trainer.step()
-    trainer.evaluate()
+    runs = []
+    for _ in range(2):
+        trainer = Trainer(build_model(TINY.replace(drop_rate=0.2), seed=1), tiny_corpus.train_ids,
+                          tiny_corpus.val_ids, TrainConfig(steps=3, batch_size=2))
+        runs.append([trainer.step()["loss"] for _ in range(3)])
+        trainer.evaluate()
+    assert runs[0] == runs[1]
     assert torch.equal(torch.rand(3), expected)
 
 
