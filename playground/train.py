@@ -27,7 +27,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from .config import GPT2_VOCAB_SIZE, ConfigError, GPTConfig, PRESETS, default_memory_budget_bytes, format_bytes
+from .config import (
+    GPT2_VOCAB_SIZE, PRESETS, ConfigError, GPTConfig, count_parameters_analytic, default_memory_budget_bytes,
+    format_bytes,
+)
 from .corpus import CorpusError, check_corpus_length, prepare_corpus, text_from_upload
 from .model import GPTModel
 from .weights import WeightLoadError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
@@ -192,8 +195,6 @@ def unigram_loss(train_ids, val_ids, vocab_size: int = GPT2_VOCAB_SIZE) -> float
 
 
 def estimate_training_memory_bytes(cfg: GPTConfig, tcfg: TrainConfig) -> int:
-    from .config import count_parameters_analytic
-
     params = count_parameters_analytic(cfg)
     B, T = tcfg.batch_size, tcfg.block_size or cfg.context_length
     state = 4 * params * 4  # weights, gradients, exp_avg, exp_avg_sq in float32
