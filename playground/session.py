@@ -254,6 +254,7 @@ class Run:
     settings: dict
     steps: list[GenerationStep] = field(default_factory=list)
     stopped: bool = False
+    elapsed: float = 0.0  # seconds spent generating so far
     _trace_cache: tuple | None = None  # (sequence length, window start, [per-layer (q, k)])
 
     @property

@@ -43,6 +43,21 @@ EXAMPLES = [
 ]
 
 
+def head_examples() -> list[list]:
+    """Prompts paired with the bundled model's measured heads (assets/bundled/facts.json)."""
+    import json
+
+    facts_path = BUNDLED_CHECKPOINT.with_name("facts.json")
+    if not facts_path.is_file():
+        return []
+    heads = json.loads(facts_path.read_text()).get("attention_heads", {})
+    prompts = {
+        "line_break": "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n",
+        "duplicate_token": "the king, the queen, the king, the prince, the king and the queen",
+    }
+    return [[prompts[name], VIEWS[0], h["layer"], h["head"]] for name, h in heads.items() if name in prompts]
+
+
 def _warn(message: str) -> str:
     return f"<div class='pg-msg pg-error'>⚠️ {message}</div>"
 
@@ -197,7 +212,8 @@ def _status(run: Run, elapsed: float, done: bool) -> str:
     return " · ".join(parts)
 
 
-def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, seed, greedy):
+def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, seed, greedy,
+                    view=VIEWS[0], layer=0, head=0, log_scale=True):
     """Stream tokens; at the end show the attention and the last step's distribution."""
     from .session import start_run
 
@@ -215,12 +231,13 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     for step in gen:
         run.steps.append(step)
         now = time.perf_counter()
+        run.elapsed = now - t0
         if now - last_yield > 0.05:  # stream at most ~20 updates a second
             last_yield = now
             yield (state, gr.update(value=token_chips(run), color_map=chip_colors(run)),
                    _status(run, now - t0, False)) + (gr.skip(),) * n_after
     yield (state, gr.update(value=token_chips(run), color_map=chip_colors(run)),
-           _status(run, time.perf_counter() - t0, True)) + after_run_views(state)
+           _status(run, time.perf_counter() - t0, True)) + after_run_views(state, view, layer, head, log_scale)
 
 
 def after_run_views(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
@@ -231,12 +248,12 @@ def after_run_views(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
     return (heat, query_fig, gr.update(maximum=max(0, n_steps - 1), value=max(0, n_steps - 1))) + tuple(step_outputs)
 
 
-def stop_generation(state):
+def stop_generation(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
     run = state.get("run")
     if run is None:
         return (state, gr.skip()) + (gr.skip(),) * 6
     run.stopped = True
-    return (state, _status(run, 0.0, True)) + after_run_views(state)
+    return (state, _status(run, run.elapsed, True)) + after_run_views(state, view, layer, head, log_scale)
 
 
 def inspect_step(state, step_index):
@@ -488,8 +505,9 @@ CSS = """
 
 
 def build_demo() -> gr.Blocks:
-    CACHE.get(default_recipe())  # warm: the first page load is instant
-    default_cfg = PRESETS[DEFAULT_PRESET]
+    default_model = CACHE.get(default_recipe())  # warm: the first page load is instant
+    default_cfg = PRESETS[DEFAULT_PRESET]  # what the config form starts from
+    model_cfg = default_model.cfg  # what the attention sliders start from
     with gr.Blocks(title="GPT Playground") as demo:
         state = gr.State(new_state())
         gr.Markdown(f"# {EN['title']} · {ZH['title']}\n{EN['subtitle']}")
@@ -564,9 +582,13 @@ def build_demo() -> gr.Blocks:
                             view = gr.Dropdown(VIEWS, value=VIEWS[0], label=T("view"))
                             log_scale = gr.Checkbox(True, label=T("log_scale"))
                         with gr.Row():
-                            layer = gr.Slider(0, max(1, default_cfg.n_layers - 1), value=0, step=1, label=T("layer"))
-                            head = gr.Slider(0, max(1, default_cfg.n_heads - 1), value=0, step=1, label=T("head"))
+                            layer = gr.Slider(0, max(1, model_cfg.n_layers - 1), value=0, step=1, label=T("layer"))
+                            head = gr.Slider(0, max(1, model_cfg.n_heads - 1), value=0, step=1, label=T("head"))
                             query = gr.Slider(0, 1, value=0, step=1, label=T("query"))
+                        if head_examples():
+                            gr.Examples(head_examples(), inputs=[prompt, view, layer, head],
+                                        label="Heads with a pattern in the bundled model (measured; see README): "
+                                              "pick one, then Generate")
                         heatmap = gr.Plot(show_label=False, elem_id="pg-heatmap")
                         query_plot = gr.Plot(show_label=False)
                         with gr.Row():
@@ -607,15 +629,17 @@ def build_demo() -> gr.Blocks:
         tree_depth.release(show_tree, [state, tree_depth], tree_df, api_name="module_tree")
 
         after = [heatmap, query_plot, step_slider, prob_plot, stages_plot, step_md]
+        gen_inputs = [state, prompt, temperature, top_k, top_p, max_new, seed, greedy, view, layer, head, log_scale]
         gen_event = gen_btn.click(
-            generate_tokens, [state, prompt, temperature, top_k, top_p, max_new, seed, greedy],
+            generate_tokens, gen_inputs,
             [state, chips, status] + after, api_name="generate", concurrency_id="generate", concurrency_limit=4,
         )
         prompt.submit(
-            generate_tokens, [state, prompt, temperature, top_k, top_p, max_new, seed, greedy],
+            generate_tokens, gen_inputs,
             [state, chips, status] + after, api_visibility="private", concurrency_id="generate",
         )
-        stop_btn.click(stop_generation, state, [state, status] + after, cancels=[gen_event], api_name="stop")
+        stop_btn.click(stop_generation, [state, view, layer, head, log_scale], [state, status] + after,
+                       cancels=[gen_event], api_name="stop")
         step_slider.release(inspect_step, [state, step_slider], [prob_plot, stages_plot, step_md], api_name="inspect_step")
         chips.select(select_token, state, [step_slider, prob_plot, stages_plot, step_md], api_visibility="private")
         att_inputs = [state, view, layer, head, log_scale, query]
