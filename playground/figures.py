@@ -79,7 +79,7 @@ def _as_2d(probs, name: str = "probs") -> np.ndarray:
 
 
 def _format_bytes(n: float) -> str:
-    # Decimal units, as playground.config.format_bytes uses.
+    # Same as playground.config.format_bytes (decimal units); repeated so this module loads on its own.
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
@@ -251,9 +251,10 @@ def attention_grid(
             showgrid=False, zeroline=False, tickangle=-60, **_ticks(key_pos, keys, max_ticks=6), row=r, col=c
         )
         fig.update_yaxes(
-            showgrid=False, zeroline=False, autorange="reversed", **_ticks(query_pos, queries, max_ticks=6), row=r, col=c
+            showgrid=False, zeroline=False, autorange="reversed", **_ticks(query_pos, queries, max_ticks=6),
+            row=r, col=c,
         )
-    row_height = max(160, min(230, 700 // rows))  # the whole grid fits a laptop screen
+    row_height = max(160, min(320, 700 // rows))  # the whole grid fits a laptop screen
     full_title = " · ".join(t for t in (title, note) if t)
     _layout(fig, full_title, 90 + rows * row_height, coloraxis=_colour_axis(log_scale, log_floor))
     fig.update_annotations(font_size=FONT_SIZE)  # the subplot titles
@@ -281,7 +282,7 @@ def attention_overview(
             xgap=1, ygap=1,
         )
     )
-    _layout(fig, title, min(720, 130 + 34 * L))
+    _layout(fig, title, max(260, min(720, 130 + 34 * L)))
     fig.update_xaxes(title_text="head", showgrid=False, **_ticks(range(H), head_labels))
     fig.update_yaxes(title_text="layer", autorange="reversed", showgrid=False, **_ticks(range(L), layer_labels))
     return fig
