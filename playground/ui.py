@@ -58,6 +58,15 @@ def head_examples() -> list[list]:
     return [[prompts[name], VIEWS[0], h["layer"], h["head"]] for name, h in heads.items() if name in prompts]
 
 
+def head_example_labels() -> list[str]:
+    import json
+
+    heads = json.loads(BUNDLED_CHECKPOINT.with_name("facts.json").read_text()).get("attention_heads", {})
+    names = {"line_break": "line-break head", "duplicate_token": "duplicate-token head"}
+    return [f"{names[n]}: layer {h['layer']}, head {h['head']} ({h['ratio']:.1f}× an even spread)"
+            for n, h in heads.items() if n in names]
+
+
 def _warn(message: str) -> str:
     return f"<div class='pg-msg pg-error'>⚠️ {message}</div>"
 
@@ -217,7 +226,7 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     """Stream tokens; at the end show the attention and the last step's distribution."""
     from .session import start_run
 
-    n_after = 6  # heatmap, query bars, step slider, prob bars, stages, step text
+    n_after = 7  # heatmap, query bars, step slider, prob bars, stages, step text, query slider
     try:
         model = _model(state)
         run, gen = start_run(model, state["recipe"], prompt, max_new_tokens=max_new_tokens,
@@ -243,15 +252,16 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
 def after_run_views(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
     run = state["run"]
     n_steps = len(run.steps)
-    heat, query_fig, _ = attention_views(state, view, layer, head, log_scale, None)
+    heat, query_fig, query_update = attention_views(state, view, layer, head, log_scale, None)
     step_outputs = inspect_step(state, n_steps - 1) if n_steps else (gr.skip(),) * 3
-    return (heat, query_fig, gr.update(maximum=max(0, n_steps - 1), value=max(0, n_steps - 1))) + tuple(step_outputs)
+    return ((heat, query_fig, gr.update(maximum=max(0, n_steps - 1), value=max(0, n_steps - 1)))
+            + tuple(step_outputs) + (query_update,))
 
 
 def stop_generation(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
     run = state.get("run")
     if run is None:
-        return (state, gr.skip()) + (gr.skip(),) * 6
+        return (state, gr.skip()) + (gr.skip(),) * 7
     run.stopped = True
     return (state, _status(run, run.elapsed, True)) + after_run_views(state, view, layer, head, log_scale)
 
@@ -587,6 +597,7 @@ def build_demo() -> gr.Blocks:
                             query = gr.Slider(0, 1, value=0, step=1, label=T("query"))
                         if head_examples():
                             gr.Examples(head_examples(), inputs=[prompt, view, layer, head],
+                                        example_labels=head_example_labels(),
                                         label="Heads with a pattern in the bundled model (measured; see README): "
                                               "pick one, then Generate")
                         heatmap = gr.Plot(show_label=False, elem_id="pg-heatmap")
@@ -606,7 +617,7 @@ def build_demo() -> gr.Blocks:
                         train_preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)", label=T("train_config"))
                         corpus_source = gr.Radio(CORPUS_CHOICES, value=CORPUS_CHOICES[0], label=T("corpus"))
                         corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath")
-                        corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_length=2_000_000)
+                        corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000)
                         with gr.Row():
                             train_steps = gr.Number(200, label=T("steps"), precision=0, minimum=1, maximum=5000)
                             train_lr = gr.Number(2e-3, label=T("lr"), minimum=0, maximum=1)
@@ -628,7 +639,7 @@ def build_demo() -> gr.Blocks:
                         api_name="build_model", concurrency_id="models", concurrency_limit=2)
         tree_depth.release(show_tree, [state, tree_depth], tree_df, api_name="module_tree")
 
-        after = [heatmap, query_plot, step_slider, prob_plot, stages_plot, step_md]
+        after = [heatmap, query_plot, step_slider, prob_plot, stages_plot, step_md, query]
         gen_inputs = [state, prompt, temperature, top_k, top_p, max_new, seed, greedy, view, layer, head, log_scale]
         gen_event = gen_btn.click(
             generate_tokens, gen_inputs,
