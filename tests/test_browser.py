@@ -47,8 +47,11 @@ def test_generate_draws_chips_and_heatmap(page_url):
     with sync_playwright() as p:
         browser = _launch(p)
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        errors = []
+        errors, external = [], []
         page.on("pageerror", lambda e: errors.append(str(e)))
+        # `python app.py` must work with no network: no CDN scripts, fonts or analytics.
+        page.on("request", lambda r: external.append(r.url)
+                if not r.url.startswith(page_url.rstrip("/")) and not r.url.startswith(("data:", "blob:")) else None)
         page.goto(page_url)
         page.get_by_text("parameters", exact=False).first.wait_for(timeout=60_000)
         page.get_by_role("tab", name="Generate").click()
@@ -77,6 +80,7 @@ def test_generate_draws_chips_and_heatmap(page_url):
         assert box["width"] > 300 and box["height"] > 300
         page.screenshot(path=str(ARTIFACTS / "generate.png"), full_page=True)
         assert not errors, errors
+        assert not external, external
         browser.close()
 
 
