@@ -27,8 +27,31 @@ class ConfigError(ValueError):
     """A config that cannot be built; the message is written to be shown to a user as it is."""
 
 
+class SerializableConfig:
+    """replace / to_dict / to_json / from_dict for the frozen config dataclasses (model, training)."""
+
+    _kind = "config"  # how the error for an unknown field names the fields
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown {cls._kind} field(s): {', '.join(unknown)}.")
+        return cls(**data)
+
+
 @dataclass(frozen=True)
-class GPTConfig:
+class GPTConfig(SerializableConfig):
     vocab_size: int = GPT2_VOCAB_SIZE
     context_length: int = 1024
     emb_dim: int = 768
@@ -84,22 +107,6 @@ class GPTConfig:
     def head_dim(self) -> int:
         return self.emb_dim // self.n_heads
 
-    def replace(self, **changes) -> "GPTConfig":
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "GPTConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}.")
-        return cls(**data)
 
 
 def _divisors_near(n: int, target: int) -> list[int]:

@@ -172,7 +172,7 @@ class Generation:
         model = self.model
         was_training = model.training
         model.eval()
-        device, context = model.device, model.cfg.context_length
+        context = model.cfg.context_length
         gen = None
         if self.seed is not None:
             gen = torch.Generator(device="cpu").manual_seed(int(self.seed))

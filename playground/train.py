@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from .config import (
-    GPT2_VOCAB_SIZE, PRESETS, ConfigError, GPTConfig, count_parameters_analytic, default_memory_budget_bytes,
-    format_bytes,
+    GPT2_VOCAB_SIZE, PRESETS, ConfigError, GPTConfig, SerializableConfig, count_parameters_analytic,
+    default_memory_budget_bytes, format_bytes,
 )
 from .corpus import CorpusError, check_corpus_length, prepare_corpus, text_from_upload
 from .model import GPTModel
@@ -41,7 +41,8 @@ CLI_MAX_CORPUS_BYTES = 512 * 1024 * 1024  # the command line trusts its user mor
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(SerializableConfig):
+    _kind = "training"
     steps: int = 500
     batch_size: int = 8
     lr: float = 1e-3
@@ -77,22 +78,6 @@ class TrainConfig:
         if self.dtype not in TRAIN_DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(TRAIN_DTYPES)}, got {self.dtype!r}.")
 
-    def replace(self, **changes) -> "TrainConfig":
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown training field(s): {', '.join(unknown)}.")
-        return cls(**data)
 
 
 def _check_int(name: str, value, minimum: int) -> None:

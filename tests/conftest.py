@@ -12,3 +12,19 @@ if str(ROOT) not in sys.path:
 
 SHARED = ROOT.parent / "shared"
 TINY_SHAKESPEARE = SHARED / "data" / "tinyshakespeare.txt"
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    """The real app on a free local port for the tests of one module; closed afterwards."""
+    from playground.ui import build_demo, launch_kwargs
+
+    demo = build_demo()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs())
+    try:
+        yield url
+    finally:
+        demo.close()

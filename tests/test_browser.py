@@ -24,16 +24,9 @@ def _chromium_or_skip():
 
 
 @pytest.fixture(scope="module")
-def page_url():
+def page_url(app_url):
     _chromium_or_skip()
-    from playground.ui import build_demo, launch_kwargs
-
-    demo = build_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs())
-    try:
-        yield url
-    finally:
-        demo.close()
+    return app_url
 
 
 def _launch(p):

@@ -14,18 +14,6 @@ pytestmark = pytest.mark.slow
 PRESETS_USED = ["nano (2 layers, d64)", "tiny (4 layers, d128)"]
 
 
-@pytest.fixture(scope="module")
-def app_url():
-    from playground.ui import build_demo, launch_kwargs
-
-    demo = build_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs())
-    try:
-        yield url
-    finally:
-        demo.close()
-
-
 def _fields(name):
     cfg = PRESETS[name]
     return [cfg.vocab_size, cfg.context_length, cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.drop_rate,

@@ -43,16 +43,9 @@ def test_space_front_matter():
 
 
 @pytest.mark.slow
-def test_gradio_client_example_runs():
-    from playground.ui import build_demo, launch_kwargs
-
+def test_gradio_client_example_runs(app_url):
     code = re.search(r"```python\n(from gradio_client import Client.*?)```", README, re.S).group(1)
-    demo = build_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs())
-    try:
-        scope = {}
-        exec(code.replace('"http://127.0.0.1:7860/"', repr(url)), scope)
-        assert len(scope["run"]["steps"]) == 20
-        assert len(scope["att"]["attention"]) == len(scope["run"]["token_ids"])
-    finally:
-        demo.close()
+    scope = {}
+    exec(code.replace('"http://127.0.0.1:7860/"', repr(app_url)), scope)
+    assert len(scope["run"]["steps"]) == 20
+    assert len(scope["att"]["attention"]) == len(scope["run"]["token_ids"])

@@ -1,10 +1,7 @@
 """The Train tab's handlers: corpus choices, live curve, stop keeps what was learned, use the result."""
 
-import threading
-import time
 
 import pytest
-import torch
 
 from playground import ui
 from playground.session import CACHE, JOBS
