@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import platform
 import threading
 
 import torch
@@ -306,7 +307,7 @@ class _OneRowBfloat16Switch:
 
     @contextlib.contextmanager
     def __call__(self, dtype: torch.dtype, device: torch.device, rows: int):
-        if dtype != torch.bfloat16 or device.type != "cpu":
+        if dtype != torch.bfloat16 or device.type != "cpu" or not _X86:  # measured on x86 only
             yield
             return
         one_row = rows == 1
@@ -329,6 +330,7 @@ class _OneRowBfloat16Switch:
         torch.backends.mkldnn.enabled = self._user_setting and not off
 
 
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 one_row_bfloat16_switch = _OneRowBfloat16Switch()
 
 

@@ -17,10 +17,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.config import GPTConfig
-from playground.model import GELU, GPTModel, _attend, attention_probs, one_row_bfloat16_switch, use_fast_weight_layout
+from playground.model import _X86, GELU, GPTModel, _attend, attention_probs, one_row_bfloat16_switch, use_fast_weight_layout
 from playground.sampling import STAGES, apply_temperature, apply_top_k, apply_top_p, entropy_bits, generate, sampling_distribution
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
+x86_only = pytest.mark.skipif(not _X86, reason="the oneDNN switch is only used (and measured) on x86")
 
 
 def make_model(seed=0, std=0.1, dtype=torch.float32, **changes) -> GPTModel:
@@ -224,6 +225,7 @@ def test_one_row_bfloat16_linear_paths_agree_on_gpt2_shapes():
     assert ((onednn - exact).abs() <= ulp).all()
 
 
+@x86_only
 def test_switch_turns_onednn_off_only_while_nothing_larger_runs():
     switch = one_row_bfloat16_switch
     bf16, cpu = torch.bfloat16, torch.device("cpu")
@@ -244,6 +246,7 @@ def test_switch_turns_onednn_off_only_while_nothing_larger_runs():
     assert torch.backends.mkldnn.enabled  # restored on errors too
 
 
+@x86_only
 def test_switch_respects_a_user_who_turned_onednn_off():
     switch = one_row_bfloat16_switch
     try:
