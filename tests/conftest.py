@@ -27,4 +27,31 @@ def app_url():
     try:
         yield url
     finally:
+        wait_for_app_threads()
         demo.close()
+
+
+def wait_for_app_threads(timeout: float = 60.0) -> None:
+    """Let requests still running in server threads finish (a page that was just closed may have
+    left one). The interpreter kills daemon threads at exit, and one killed inside a torch call
+    aborts the whole process ("terminate called without an active exception")."""
+    import threading
+    import time
+
+    package = str(ROOT / "playground")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        frames = sys._current_frames()
+        busy = False
+        for thread in threading.enumerate():
+            frame = frames.get(thread.ident)
+            if thread is threading.current_thread() or frame is None:
+                continue
+            while frame is not None:
+                if frame.f_code.co_filename.startswith(package):
+                    busy = True
+                    break
+                frame = frame.f_back
+        if not busy:
+            return
+        time.sleep(0.1)

@@ -85,6 +85,8 @@ def test_chinese_interface(page_url):
         page = browser.new_page(locale="zh-CN", viewport={"width": 1400, "height": 1000})
         page.goto(page_url)
         page.get_by_role("tab", name="生成与注意力").wait_for(timeout=60_000)
-        assert page.get_by_text("构建模型").count() >= 1
+        page.get_by_role("button", name="构建模型").wait_for(timeout=60_000)
+        page.get_by_text("parameters", exact=False).first.wait_for(timeout=60_000)  # the session has loaded
+        assert page.get_by_role("button", name="Build model").count() == 0
         page.screenshot(path=str(ARTIFACTS / "zh.png"))
         browser.close()
