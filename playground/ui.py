@@ -704,4 +704,8 @@ def build_demo() -> gr.Blocks:
 
 
 def launch_kwargs() -> dict:
-    return {"i18n": I18N, "css": CSS, "footer_links": ["api", "settings"], "theme": gr.themes.Soft()}
+    from .session import MAX_UPLOAD_BYTES
+
+    # Uploads larger than the checkpoint limit are refused by the server before they are stored.
+    return {"i18n": I18N, "css": CSS, "footer_links": ["api", "settings"], "theme": gr.themes.Soft(),
+            "max_file_size": MAX_UPLOAD_BYTES}

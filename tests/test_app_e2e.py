@@ -95,3 +95,28 @@ def test_two_clients_do_not_share_state(app_url):
     assert ra["prompt_ids"] == load_tokenizer().encode("Alpha")
     assert rb["prompt_ids"] == load_tokenizer().encode("Beta")
     assert CACHE.get(random_recipe(PRESETS[PRESET], seed=1)) is not CACHE.get(random_recipe(PRESETS[PRESET], seed=2))
+
+
+def test_exports_download_and_the_model_loads_back(app_url):
+    import json
+
+    from gradio_client import Client, handle_file
+
+    client = Client(app_url, verbose=False)
+    _build(client, seed=5)
+    list(client.submit("Hello, I am", 0, 0, 1.0, 4, 0, True, api_name="/generate"))
+    run_path, message = client.predict(api_name="/export_run_json")
+    assert "exported" in message
+    exported = json.loads(open(run_path).read())
+    assert exported["token_ids"] == client.predict(api_name="/run_data")["token_ids"]
+    model_path, _ = client.predict(api_name="/export_model")
+    cfg = PRESETS[PRESET]
+    fields = [getattr(cfg, f) for f in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers",
+                                          "drop_rate", "qkv_bias", "tie_weights", "pos_encoding", "activation",
+                                          "norm_placement", "attention_impl")]
+    out = client.predict("uploaded checkpoint", 0, "gpt2 (124M)", handle_file(model_path), "float32", *fields,
+                         api_name="/build_model")
+    assert "Ready" in out[0] and "3,324,736 parameters" in out[1]
+    list(client.submit("Hello, I am", 0, 0, 1.0, 4, 0, True, api_name="/generate"))
+    again = client.predict(api_name="/run_data")
+    assert again["token_ids"] == exported["token_ids"]  # the reloaded model is the same model
