@@ -165,7 +165,7 @@ def _fmt(x):
 
 
 def write_json(r: dict, path: Path | None = None) -> Path:
-    path = path or RESULTS / "latest.json"
+    path = Path(path) if path else RESULTS / "latest.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(r, indent=2, default=str))
