@@ -15,7 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from . import decode, memory, report, serving  # noqa: E402
-from .timing import copy_bandwidth, read_bandwidth  # noqa: E402
+from .timing import median  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -60,16 +60,15 @@ def main(argv=None) -> int:
     peers = decode.build_peers(seed=0)
     prompt = decode.prompt_ids(args.prompt_tokens, seed=0)
 
-    print("Memory bandwidth ...")
-    copy_bw, read_bw = copy_bandwidth(), read_bandwidth()
+    print(f"Decoding {n_new} tokens, {reps} rounds (memory bandwidth measured in each round) ...")
+    t0 = time.perf_counter()
+    dec = decode.measure_decode(peers, prompt, n_new, reps)
+    copy_bw, read_bw = median(dec.copy_bw), median(dec.read_bw)
     result["bandwidth"] = {
         "copy_gb_s": copy_bw / 1e9, "read_gb_s": read_bw / 1e9, "weight_bytes": peers.weight_bytes,
         "limit_tok_s": {dt: copy_bw / b for dt, b in peers.weight_bytes.items()},
+        "copy_gb_s_rounds": [b / 1e9 for b in dec.copy_bw], "read_gb_s_rounds": [b / 1e9 for b in dec.read_bw],
     }
-
-    print(f"Decoding {n_new} tokens, {reps} rounds ...")
-    t0 = time.perf_counter()
-    dec = decode.measure_decode(peers, prompt, n_new, reps)
     result["decode_tok_s"] = dec.medians()
     result["decode_spread"] = {k: (min(v), max(v)) for k, v in dec.rates.items()}
     result["decode_rates"] = dec.rates

@@ -17,7 +17,7 @@ import torch
 from playground.sampling import generate
 from playground.weights import load_pretrained
 
-from .timing import decode_rate, median, step_times
+from .timing import copy_bandwidth, decode_rate, median, read_bandwidth, step_times
 
 GPT2_EOT = 50256
 
@@ -110,6 +110,8 @@ class DecodeResult:
     rates: dict[str, list[float]] = field(default_factory=dict)  # variant -> tok/s of each rep
     steps: dict[str, list[float]] = field(default_factory=dict)  # variant -> every step's seconds
     tokens: dict[str, list[int]] = field(default_factory=dict)  # variant -> greedy ids (last rep)
+    copy_bw: list[float] = field(default_factory=list)  # bytes/s, measured once a round
+    read_bw: list[float] = field(default_factory=list)
 
     def medians(self) -> dict[str, float]:
         return {name: median(r) for name, r in self.rates.items()}
@@ -140,12 +142,17 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
             fn()
     result = DecodeResult()
     for rep in range(reps):
+        # The bandwidth of a shared (virtual) machine drifts with its neighbours' load: measure it in
+        # every round, next to the decoding it is the limit of.
+        result.copy_bw.append(copy_bandwidth(reps=3))
+        result.read_bw.append(read_bandwidth(reps=3))
         for name, fn in variants.items():
             times, tokens = fn()
             result.rates.setdefault(name, []).append(decode_rate(times))
             result.steps.setdefault(name, []).extend(step_times(times))
             result.tokens[name] = tokens
-        log(f"  round {rep + 1}/{reps}: " + ", ".join(f"{n} {r[-1]:.1f}" for n, r in result.rates.items()))
+        log(f"  round {rep + 1}/{reps}: copy {result.copy_bw[-1] / 1e9:.1f} GB/s, "
+            + ", ".join(f"{n} {r[-1]:.1f}" for n, r in result.rates.items()))
     return result
 
 

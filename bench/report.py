@@ -123,7 +123,7 @@ def table(r: dict) -> str:
     bw = r["bandwidth"]
     lines += [
         "",
-        f"Memory bandwidth: copy {bw['copy_gb_s']:.1f} GB/s (read + write), read {bw['read_gb_s']:.1f} GB/s. "
+        f"Memory bandwidth (median of the rounds): copy {bw['copy_gb_s']:.1f} GB/s (read + write), read {bw['read_gb_s']:.1f} GB/s. "
         f"Weights {bw['weight_bytes']['float32'] / GB:.3f} GB float32, {bw['weight_bytes']['bfloat16'] / GB:.3f} GB bfloat16 "
         f"-> limit {limit['float32']:.0f} tok/s float32, {limit['bfloat16']:.0f} tok/s bfloat16 (copy bandwidth / weight bytes).",
     ]
