@@ -145,6 +145,8 @@ class MultiHeadAttention(nn.Module):
     """Causal multi-head attention, "logical split": one d->d projection each for Q, K and V,
     viewed as n_heads slices of head_dim."""
 
+    _stacked: tuple | None = None  # (version key, weight, bias): see stacked_qkv
+
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         d = cfg.emb_dim
@@ -157,10 +159,35 @@ class MultiHeadAttention(nn.Module):
 
     def project_qkv(self, x: torch.Tensor):
         B, T, _ = x.shape
+        if x.dtype == torch.bfloat16 and not torch.is_grad_enabled():
+            # Inference in bfloat16: Q, K and V from one product with the three weights stacked --
+            # one kernel instead of three, ~4% faster decoding (bench/). Training and float32
+            # (no measurable gain) use the three modules as written below.
+            qkv = F.linear(x, *self.stacked_qkv())  # (B, T, 3 * emb_dim)
+            q, k, v = qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
+            return q, k, v
         q = self.W_query(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         k = self.W_key(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         v = self.W_value(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         return q, k, v
+
+    def stacked_qkv(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """W_query, W_key, W_value stacked along the output dimension: (3 * emb_dim, emb_dim) and the
+        biases (3 * emb_dim,). A copy, rebuilt whenever one of them changes: every in-place update
+        (optimiser step, load_state_dict, init) bumps a tensor's version, .to() gives new storage."""
+        linears = (self.W_query, self.W_key, self.W_value)
+        tensors = [t for m in linears for t in (m.weight, m.bias) if t is not None]
+        key = tuple((t.data_ptr(), t._version, t.dtype) for t in tensors)
+        if self._stacked is None or self._stacked[0] != key:
+            with torch.no_grad():
+                weight = torch.cat([m.weight for m in linears])
+                bias = torch.cat([m.bias for m in linears]) if self.W_query.bias is not None else None
+            self._stacked = (key, weight, bias)
+        return self._stacked[1], self._stacked[2]
+
+    def _apply(self, fn, recurse=True):
+        self._stacked = None  # .to() and friends: the stacked copy would be of the old tensors
+        return super()._apply(fn, recurse)
 
     def forward(self, x, layer_cache=None, trace: AttentionTrace | None = None):
         B, T, d = x.shape

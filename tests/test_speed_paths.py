@@ -289,6 +289,65 @@ def test_prompt_forward_keeps_onednn_while_other_threads_decode():
 
 
 # ---------------------------------------------------------------------------------------------
+# bfloat16 inference: Q, K and V from one product with the stacked weights
+
+
+def separate_qkv(att, x):
+    """The three projections as written (what training uses)."""
+    B, T, _ = x.shape
+    return [lin(x).view(B, T, att.n_heads, att.head_dim).transpose(1, 2) for lin in (att.W_query, att.W_key, att.W_value)]
+
+
+@pytest.mark.parametrize("qkv_bias", [True, False])
+def test_stacked_qkv_gives_the_three_projections(qkv_bias):
+    model = make_model(dtype=torch.bfloat16, qkv_bias=qkv_bias)
+    att = model.trf_blocks[0].att
+    x = torch.randn(2, 5, 64).to(torch.bfloat16)
+    with torch.no_grad():
+        stacked = att.project_qkv(x)
+        plain = separate_qkv(att, x)
+    for got, want in zip(stacked, plain):
+        assert got.shape == want.shape == (2, 4, 5, 16)
+        # Each output is the same dot product, rounded to bfloat16 once: at most one bf16 ulp apart.
+        assert ((got.float() - want.float()).abs() <= want.float().abs() * 2**-7 + 1e-6).all()
+
+
+def test_stacked_qkv_follows_every_change_of_the_weights():
+    model = make_model(dtype=torch.bfloat16)
+    att = model.trf_blocks[1].att
+    x = torch.randn(1, 3, 64).to(torch.bfloat16)
+
+    def check():
+        with torch.no_grad():
+            for got, want in zip(att.project_qkv(x), separate_qkv(att, x)):
+                torch.testing.assert_close(got.float(), want.float(), atol=0.02, rtol=0.02)
+
+    check()
+    with torch.no_grad():
+        att.W_key.weight.mul_(-2.0)  # an in-place update, as an optimiser step does
+        att.W_value.bias.add_(1.0)
+    check()
+    model.load_state_dict(make_model(seed=7, dtype=torch.bfloat16).state_dict())
+    check()
+    model.float().bfloat16()
+    assert att._stacked is None  # .to() drops the copy of the old tensors
+    check()
+
+
+def test_training_and_float32_use_the_three_modules():
+    model = make_model(dtype=torch.bfloat16)
+    model(random_ids(1, 4))  # grad enabled: the parameters themselves must be in the graph
+    assert all(b.att._stacked is None for b in model.trf_blocks)
+    model32 = make_model()
+    with torch.no_grad():
+        model32(random_ids(1, 4))
+    assert all(b.att._stacked is None for b in model32.trf_blocks)
+    with torch.no_grad():
+        model(random_ids(1, 4))
+    assert all(b.att._stacked is not None for b in model.trf_blocks)
+
+
+# ---------------------------------------------------------------------------------------------
 # A single bfloat16 query, attended in float32
 
 
