@@ -48,28 +48,26 @@ EXAMPLES = [
 ]
 
 
-def head_examples() -> list[list]:
-    """Prompts paired with the bundled model's measured heads (assets/bundled/facts.json)."""
+HEAD_PATTERNS = {  # pattern name in facts.json -> (label, a prompt that shows it)
+    "line_break": ("line-break head",
+                   "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n"),
+    "duplicate_token": ("duplicate-token head", "the king, the queen, the king, the prince, the king and the queen"),
+}
+
+
+def head_examples() -> tuple[list[list], list[str]]:
+    """(examples, labels): prompts paired with the bundled model's measured heads (assets/bundled/facts.json)."""
     import json
 
     facts_path = BUNDLED_CHECKPOINT.with_name("facts.json")
     if not facts_path.is_file():
-        return []
+        return [], []
     heads = json.loads(facts_path.read_text()).get("attention_heads", {})
-    prompts = {
-        "line_break": "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n",
-        "duplicate_token": "the king, the queen, the king, the prince, the king and the queen",
-    }
-    return [[prompts[name], VIEWS[0], h["layer"], h["head"]] for name, h in heads.items() if name in prompts]
-
-
-def head_example_labels() -> list[str]:
-    import json
-
-    heads = json.loads(BUNDLED_CHECKPOINT.with_name("facts.json").read_text()).get("attention_heads", {})
-    names = {"line_break": "line-break head", "duplicate_token": "duplicate-token head"}
-    return [f"{names[n]}: layer {h['layer']}, head {h['head']} ({h['ratio']:.1f}× an even spread)"
-            for n, h in heads.items() if n in names]
+    found = [(HEAD_PATTERNS[name], h) for name, h in heads.items() if name in HEAD_PATTERNS]
+    examples = [[prompt, VIEWS[0], h["layer"], h["head"]] for (_, prompt), h in found]
+    labels = [f"{label}: layer {h['layer']}, head {h['head']} ({h['ratio']:.1f}× an even spread)"
+              for (label, _), h in found]
+    return examples, labels
 
 
 def _warn(message: str) -> str:
@@ -169,10 +167,14 @@ def build_model(state, weights, seed, hub_name, upload, dtype, *fields, progress
         elapsed = time.perf_counter() - t0
     except Exception as e:  # the previous model and run stay as they were
         return (state, _fail(e)) + (gr.skip(),) * (n_views + 2)
-    state = {"recipe": recipe, "run": None}
     report = getattr(model, "load_report", None)
     extra = f" Loaded weights: {report.summary()}." if report is not None else ""
-    message = _ok(f"Ready: {describe_recipe(recipe)} in {elapsed:.2f} s.{extra}")
+    return switch_model(model, recipe, _ok(f"Ready: {describe_recipe(recipe)} in {elapsed:.2f} s.{extra}"))
+
+
+def switch_model(model, recipe: dict, message: str):
+    """A session's new model: fresh state (the old run belonged to the old model) and its views."""
+    state = {"recipe": recipe, "run": None}
     return (state, message) + model_views(model, recipe) + (figures.empty_figure("Generate to see attention"), [])
 
 
@@ -520,9 +522,7 @@ def use_trained(state, train_state):
         model = CACHE.get(recipe)
     except Exception as e:
         return (state, _fail(e)) + (gr.skip(),) * 10
-    state = {"recipe": recipe, "run": None}
-    return (state, _ok(f"Now using {describe_recipe(recipe)}.")) + model_views(model, recipe) + (
-        figures.empty_figure("Generate to see attention"), [])
+    return switch_model(model, recipe, _ok(f"Now using {describe_recipe(recipe)}."))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -618,9 +618,10 @@ def build_demo() -> gr.Blocks:
                             layer = gr.Slider(0, max(1, model_cfg.n_layers - 1), value=0, step=1, label=T("layer"))
                             head = gr.Slider(0, max(1, model_cfg.n_heads - 1), value=0, step=1, label=T("head"))
                             query = gr.Slider(0, 1, value=0, step=1, label=T("query"))
-                        if head_examples():
-                            gr.Examples(head_examples(), inputs=[prompt, view, layer, head],
-                                        example_labels=head_example_labels(),
+                        head_rows, head_labels = head_examples()
+                        if head_rows:
+                            gr.Examples(head_rows, inputs=[prompt, view, layer, head],
+                                        example_labels=head_labels,
                                         label="Heads with a pattern in the bundled model (measured; see README): "
                                               "pick one, then Generate")
                         heatmap = gr.Plot(show_label=False, elem_id="pg-heatmap")

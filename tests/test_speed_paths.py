@@ -8,7 +8,6 @@
 - sampling: shared softmaxes / one top-k / entr-based entropy against the stage-by-stage recipe.
 """
 
-import math
 import threading
 
 import pytest
