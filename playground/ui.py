@@ -586,21 +586,21 @@ def build_demo() -> gr.Blocks:
             with gr.Tab(T("tab_generate"), id="generate"):
                 with gr.Row():
                     with gr.Column(scale=2, min_width=340):
-                        prompt = gr.Textbox(EXAMPLES[0][0], label=T("prompt"), lines=3, max_length=20_000)
+                        prompt = gr.Textbox(EXAMPLES[0][0], label=T("prompt"), lines=3, max_length=20_000, elem_id="pg-prompt")
                         gr.Examples(EXAMPLES, inputs=[prompt], label=T("examples"))
                         with gr.Row():
                             temperature = gr.Slider(0, 2, value=0.8, step=0.05, label=T("temperature"))
                             top_k = gr.Slider(0, 200, value=40, step=1, label=T("top_k"))
                         with gr.Row():
                             top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p"))
-                            max_new = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label=T("max_new_tokens"))
+                            max_new = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label=T("max_new_tokens"), elem_id="pg-max-new")
                         with gr.Row():
                             seed = gr.Number(42, label=T("seed"), precision=0, min_width=100)
                             greedy = gr.Checkbox(False, label=T("greedy"))
                         with gr.Row():
-                            gen_btn = gr.Button(T("generate"), variant="primary")
-                            stop_btn = gr.Button(T("stop"), variant="stop")
-                        status = gr.HTML()
+                            gen_btn = gr.Button(T("generate"), variant="primary", elem_id="pg-generate")
+                            stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-stop")
+                        status = gr.HTML(elem_id="pg-status")
                         gr.Markdown("Grey: prompt tokens (with their ids). Generated tokens show id · probability: "
                                     "<span style='color:#1d4ed8'>■</span> ≥ 50% · <span style='color:#b45309'>■</span> 10–50% · "
                                     "<span style='color:#b91c1c'>■</span> < 10%.")
@@ -612,12 +612,12 @@ def build_demo() -> gr.Blocks:
                         stages_plot = gr.Plot(show_label=False)
                     with gr.Column(scale=3):
                         with gr.Row():
-                            view = gr.Dropdown(VIEWS, value=VIEWS[0], label=T("view"))
+                            view = gr.Dropdown(VIEWS, value=VIEWS[0], label=T("view"), elem_id="pg-view")
                             log_scale = gr.Checkbox(True, label=T("log_scale"))
                         with gr.Row():
                             layer = gr.Slider(0, max(1, model_cfg.n_layers - 1), value=0, step=1, label=T("layer"))
                             head = gr.Slider(0, max(1, model_cfg.n_heads - 1), value=0, step=1, label=T("head"))
-                            query = gr.Slider(0, 1, value=0, step=1, label=T("query"))
+                            query = gr.Slider(0, 1, value=0, step=1, label=T("query"), elem_id="pg-query")
                         head_rows, head_labels = head_examples()
                         if head_rows:
                             gr.Examples(head_rows, inputs=[prompt, view, layer, head],
