@@ -44,6 +44,10 @@ STAGE_NAMES = {
 def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
     fig.update_layout(
         template=TEMPLATE,
+        # Transparent: the page's light or dark theme shows through (the app's CSS recolours text
+        # and grid lines in dark mode), so one figure serves both.
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
         title=dict(text=title, x=0.01, xanchor="left", font=dict(size=FONT_SIZE + 2)),
         font=dict(size=FONT_SIZE),
         height=height,
@@ -53,22 +57,49 @@ def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
     return fig
 
 
+def format_prob(p: float) -> str:
+    """A probability as a percentage with two significant digits below 10%, so a sampled token
+    never reads "0%": 0.45 -> "45%", 0.045 -> "4.5%", 0.00045 -> "0.045%"; only 0 is "0%"."""
+    p = float(p)
+    if not math.isfinite(p):
+        return "–"
+    if p <= 0:
+        return "0%"
+    if p >= 1:
+        return "100%"
+    pct = p * 100
+    if pct >= 10:
+        for decimals in range(6):  # 99.96% is not certainty: add decimals until it stays under 100
+            text = f"{pct:.{decimals}f}"
+            if float(text) < 100:
+                return text + "%"
+        return ">99.9999%"
+    return np.format_float_positional(pct, precision=2, unique=False, fractional=False, trim="-") + "%"
+
+
 def _short(label: str, limit: int = MAX_TICK_CHARS) -> str:
     label = str(label)
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
-def _ticks(positions, labels, max_ticks: int = MAX_TICKS, max_chars: int = MAX_TICK_CHARS) -> dict:
-    """Tick every position when they fit, else every k-th one (always including the last)."""
+def _ticks(positions, labels, max_ticks: int | None = MAX_TICKS, max_chars: int = MAX_TICK_CHARS,
+           font_size: int = TICK_FONT_SIZE) -> dict:
+    """Tick every position when they fit (max_ticks None: always), else every k-th one (always
+    including the last)."""
     positions, labels = list(positions), [str(x) for x in labels]
-    step = max(1, math.ceil(len(positions) / max_ticks))
+    step = 1 if max_ticks is None else max(1, math.ceil(len(positions) / max_ticks))
     keep = list(range(len(positions) - 1, -1, -step))[::-1]  # anchored on the newest token
     return dict(
         tickmode="array",
         tickvals=[positions[i] for i in keep],
         ticktext=[_short(labels[i], max_chars) for i in keep],
-        tickfont=dict(size=TICK_FONT_SIZE),
+        tickfont=dict(size=font_size),
     )
+
+
+def token_tick_font(n_tokens: int) -> int:
+    """Every token gets its label on a heatmap axis: the font shrinks with the count instead."""
+    return TICK_FONT_SIZE if n_tokens <= 24 else 11 if n_tokens <= 40 else 9
 
 
 def _as_2d(probs, name: str = "probs") -> np.ndarray:
@@ -101,7 +132,7 @@ def _index_of(chosen, labels) -> int | None:
 # Attention maps
 
 
-def _attention_window(probs: np.ndarray, labels, query_labels, max_tokens):
+def _attention_window(probs: np.ndarray, labels, query_labels, max_tokens, offset: int = 0):
     """Cut a [Tq, Tk] map to its last ``max_tokens`` key positions (and the queries among them).
 
     Returns (probs, key_pos, query_pos, labels, query_labels, note). Query row i sits at sequence
@@ -114,16 +145,16 @@ def _attention_window(probs: np.ndarray, labels, query_labels, max_tokens):
     query_labels = labels[Tk - Tq :] if query_labels is None else [str(x) for x in query_labels]
     if len(query_labels) != Tq:
         raise ValueError(f"{len(query_labels)} query labels for {Tq} query rows")
-    key_pos = np.arange(Tk)
-    query_pos = np.arange(Tk - Tq, Tk)
+    key_pos = np.arange(Tk) + offset
+    query_pos = np.arange(Tk - Tq, Tk) + offset
     note = ""
     if max_tokens is not None and Tk > max_tokens:
         start = Tk - int(max_tokens)
-        rows = query_pos >= start
+        rows = query_pos >= start + offset
         probs, query_pos = probs[rows][:, start:], query_pos[rows]
         query_labels = [q for q, keep in zip(query_labels, rows) if keep]
         key_pos, labels = key_pos[start:], labels[start:]
-        note = f"showing positions {start}–{Tk - 1} of {Tk} (earlier keys cut)"
+        note = f"showing positions {start + offset}–{Tk - 1 + offset} of {Tk + offset} (earlier keys cut)"
     return probs, key_pos, query_pos, labels, query_labels, note
 
 
@@ -161,17 +192,23 @@ def attention_heatmap(
     highlight_query: int | None = None,
     max_tokens: int | None = None,
     log_floor: float = LOG_FLOOR,
-    height: int = 560,
+    height: int | None = None,
+    offset: int = 0,
 ) -> go.Figure:
-    """One attention map: rows are queries (position 0 at the top), columns the keys they look at.
+    """One attention map: rows are queries (earliest at the top), columns the keys they look at.
 
     probs: [Tq, Tk]; labels: the Tk key tokens; query_labels defaults to the last Tq labels.
-    highlight_query is a sequence position: its row gets a box.
+    offset: the sequence position of key 0 (a window that starts later is numbered as in the
+    whole sequence). highlight_query is a sequence position: its row gets a box. Every token in
+    the window is labelled on both axes.
     """
     probs = _as_2d(probs)
     probs, key_pos, query_pos, labels, query_labels, note = _attention_window(
-        probs, labels, query_labels, max_tokens
+        probs, labels, query_labels, max_tokens, offset
     )
+    n = len(key_pos)
+    font = token_tick_font(n)
+    height = height or int(min(780, max(520, 11 * n + 220)))
     z, masked = _colour_values(probs, key_pos, query_pos, log_scale, log_floor)
     # Hover text per cell (blank for masked cells): "query 3·the → key 1·cat: p=0.123".
     hover = [
@@ -201,11 +238,13 @@ def attention_heatmap(
     full_title = " · ".join(t for t in (title, note) if t)
     _layout(fig, full_title, height, coloraxis=_colour_axis(log_scale, log_floor))
     fig.update_xaxes(
-        title_text="key (looked at)", tickangle=-60, showgrid=False, zeroline=False, **_ticks(key_pos, labels)
+        title_text="key position (looked at)", tickangle=-90, showgrid=False, zeroline=False,
+        **_ticks(key_pos, labels, max_ticks=None, font_size=font),
     )
     fig.update_yaxes(
-        title_text="query (looking)", autorange="reversed", showgrid=False, zeroline=False,
-        scaleanchor="x", scaleratio=1, constrain="domain", **_ticks(query_pos, query_labels),
+        title_text="query position (looking)", autorange="reversed", showgrid=False, zeroline=False,
+        scaleanchor="x", scaleratio=1, constrain="domain",
+        **_ticks(query_pos, query_labels, max_ticks=None, font_size=font),
     )
     return fig
 
@@ -219,8 +258,11 @@ def attention_grid(
     max_tokens: int | None = None,
     cols: int | None = None,
     log_floor: float = LOG_FLOOR,
+    offset: int = 0,
 ) -> go.Figure:
-    """All heads of one layer as small multiples ([H, Tq, Tk]), on one shared colour scale."""
+    """All heads of one layer as small multiples ([H, Tq, Tk]), on one shared colour scale.
+
+    Every token is labelled on the outer axes (left column, bottom row); inner panels share them."""
     heads = np.asarray(probs_heads, dtype=np.float64)
     if heads.ndim != 3:
         raise ValueError(f"probs_heads must be 3-D [heads, queries, keys], got shape {heads.shape}")
@@ -234,7 +276,7 @@ def attention_grid(
     note = ""
     p_value = "customdata" if log_scale else "z"
     for h in range(H):
-        p, key_pos, query_pos, keys, queries, note = _attention_window(heads[h], labels, None, max_tokens)
+        p, key_pos, query_pos, keys, queries, note = _attention_window(heads[h], labels, None, max_tokens, offset)
         z, _ = _colour_values(p, key_pos, query_pos, log_scale, log_floor)
         r, c = h // cols + 1, h % cols + 1
         fig.add_trace(
@@ -246,15 +288,17 @@ def attention_grid(
             ),
             row=r, col=c,
         )
-        # Sparse tick labels: a small multiple has room for a handful.
+        outer_x = r == rows or h + cols >= H  # nothing below this panel
+        font = max(7, token_tick_font(len(key_pos)) - 2)
         fig.update_xaxes(
-            showgrid=False, zeroline=False, tickangle=-60, **_ticks(key_pos, keys, max_ticks=6), row=r, col=c
+            showgrid=False, zeroline=False, tickangle=-90, showticklabels=outer_x,
+            **_ticks(key_pos, keys, max_ticks=None, font_size=font), row=r, col=c,
         )
         fig.update_yaxes(
-            showgrid=False, zeroline=False, autorange="reversed", **_ticks(query_pos, queries, max_ticks=6),
-            row=r, col=c,
+            showgrid=False, zeroline=False, autorange="reversed", showticklabels=c == 1,
+            **_ticks(query_pos, queries, max_ticks=None, font_size=font), row=r, col=c,
         )
-    row_height = max(160, min(320, 700 // rows))  # the whole grid fits a laptop screen
+    row_height = max(170, min(320, 700 // rows))  # the whole grid fits a laptop screen
     full_title = " · ".join(t for t in (title, note) if t)
     _layout(fig, full_title, 90 + rows * row_height, coloraxis=_colour_axis(log_scale, log_floor))
     fig.update_annotations(font_size=FONT_SIZE)  # the subplot titles
@@ -262,15 +306,22 @@ def attention_grid(
 
 
 def attention_overview(
-    values, *, metric_name: str = "", layer_labels=None, head_labels=None, title: str = ""
+    values, *, metric_name: str = "", layer_labels=None, head_labels=None, title: str = "",
+    zrange: tuple[float, float] | None = None,
 ) -> go.Figure:
-    """A [L, H] statistic per head (layer rows from the top, head columns), values printed if few."""
+    """A [L, H] statistic per head (layer rows from the top, head columns), values printed if few.
+
+    zrange fixes the colour scale (0–1 for masses, 0–log2(T) for entropy) so a small spread does
+    not look dramatic; without it the scale spans the data."""
     values = _as_2d(values, "values")
     L, H = values.shape
     layer_labels = [f"L{i}" for i in range(L)] if layer_labels is None else [str(x) for x in layer_labels]
     head_labels = [f"H{h}" for h in range(H)] if head_labels is None else [str(x) for x in head_labels]
     finite = values[np.isfinite(values)]
-    zmin, zmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if zrange is not None:
+        zmin, zmax = float(zrange[0]), float(zrange[1])
+    else:
+        zmin, zmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     annotate = L * H <= ANNOTATE_CELLS
     fig = go.Figure(
         go.Heatmap(
@@ -355,22 +406,22 @@ def attention_rollout(probs_layers, *, add_residual: bool = True) -> np.ndarray:
 # Bars: one query's attention, next-token alternatives, sampling stages
 
 
-def query_attention_bars(row, labels, *, query_label: str = "", title: str = "") -> go.Figure:
-    """Where one query looked: a bar per key position."""
+def query_attention_bars(row, labels, *, query_label: str = "", title: str = "", offset: int = 0) -> go.Figure:
+    """Where one query looked: a bar per key position (numbered from ``offset``, as in the sequence)."""
     row = np.asarray(row, dtype=np.float64).ravel()
     labels = [str(x) for x in labels]
     if len(labels) != len(row):
         raise ValueError(f"{len(labels)} labels for {len(row)} attention weights")
-    pos = np.arange(len(row))
+    pos = np.arange(len(row)) + offset
     fig = go.Figure(
         go.Bar(
-            x=pos, y=row, marker_color=BAR_COLOR, customdata=labels,
-            hovertemplate="key %{x:d}·%{customdata}: p=%{y:.3f}<extra></extra>",
+            x=pos, y=row, marker_color=BAR_COLOR, customdata=[[lab, format_prob(p)] for lab, p in zip(labels, row)],
+            hovertemplate="key %{x:d}·%{customdata[0]}: %{customdata[1]}<extra></extra>",
         )
     )
     title = title or (f"where “{query_label}” looked" if query_label else "")
     _layout(fig, title, 360, showlegend=False)
-    fig.update_xaxes(title_text="key position", tickangle=-60, **_ticks(pos, labels))
+    fig.update_xaxes(title_text="key position", tickangle=-90, **_ticks(pos, labels))
     fig.update_yaxes(title_text="attention", tickformat=".0%", rangemode="tozero")
     return fig
 
@@ -389,9 +440,10 @@ def token_probability_bars(labels, probs, *, chosen=None, title: str = "") -> go
     colours = [HIGHLIGHT if i == k else BAR_COLOR for i in pos]
     fig = go.Figure(
         go.Bar(
-            x=probs, y=pos, orientation="h", marker_color=colours, customdata=labels,
-            text=[f"{p:.1%}" for p in probs], textposition="outside", cliponaxis=False,
-            hovertemplate="%{customdata}: %{x:.2%}<extra></extra>",
+            x=probs, y=pos, orientation="h", marker_color=colours,
+            customdata=[[lab, format_prob(p)] for lab, p in zip(labels, probs)],
+            text=[format_prob(p) for p in probs], textposition="outside", cliponaxis=False,
+            hovertemplate="%{customdata[0]}: %{customdata[1]}<extra></extra>",
         )
     )
     _layout(fig, title, max(260, 90 + 30 * len(labels)), showlegend=False)
@@ -427,11 +479,13 @@ def sampling_stages_figure(labels, stages, *, chosen=None, stage_names=None, tit
         removed = (v == 0) & (before > 0)
         fig.add_trace(
             go.Bar(
-                x=v, y=pos, orientation="h", name=stage_title, customdata=labels,
+                x=v, y=pos, orientation="h", name=stage_title,
+                customdata=[[lab, format_prob(p)] for lab, p in zip(labels, v)],
                 marker_color=[HIGHLIGHT if i == k else BAR_COLOR for i in pos],
-                text=["" if removed[i] else f"{p:.0%}" if p >= 0.005 else "" for i, p in enumerate(v)],
+                # Every kept candidate gets its number (the chosen one can be tiny, never "0%").
+                text=["" if removed[i] or (p == 0 and i != k) else format_prob(p) for i, p in enumerate(v)],
                 textposition="outside", cliponaxis=False,
-                hovertemplate=f"{stage_title}<br>%{{customdata}}: %{{x:.2%}}<extra></extra>",
+                hovertemplate=f"{stage_title}<br>%{{customdata[0]}}: %{{customdata[1]}}<extra></extra>",
             ),
             row=1, col=c,
         )

@@ -119,13 +119,28 @@ def test_heatmap_rejects_mismatched_labels():
         F.attention_heatmap(causal_attention(2, 8), LABELS)
 
 
-def test_long_labels_are_shortened_and_many_ticks_thinned():
-    T = 100
+def test_every_token_is_labelled_and_long_labels_shortened():
+    """Up to the window size, every position has its tick label (never every other one)."""
+    T = 64
     labels = [f"␣averyveryverylongtoken{i}" for i in range(T)]
-    fig = F.attention_heatmap(causal_attention(1, T)[0], labels)
-    ticks = list(fig.layout.xaxis.tickvals)
-    assert len(ticks) <= F.MAX_TICKS and ticks[-1] == T - 1
+    fig = F.attention_heatmap(causal_attention(1, T)[0], labels, max_tokens=64)
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert list(axis.tickvals) == list(range(T))
+        assert len(axis.ticktext) == T
+        assert axis.tickfont.size == F.token_tick_font(T) < F.TICK_FONT_SIZE
     assert all(len(t) <= F.MAX_TICK_CHARS for t in fig.layout.xaxis.ticktext)
+
+
+def test_offset_numbers_positions_as_in_the_sequence():
+    """A window that starts at position 300 is drawn and labelled 300.., and its query highlighted there."""
+    T = 10
+    labels = [f"w{i}" for i in range(T)]
+    fig = F.attention_heatmap(causal_attention(1, T)[0], labels, offset=300, highlight_query=305)
+    assert list(fig.data[0].x) == list(range(300, 310)) and list(fig.layout.yaxis.tickvals) == list(range(300, 310))
+    (box,) = fig.layout.shapes
+    assert (box.y0, box.y1) == (304.5, 305.5)
+    bars = F.query_attention_bars(causal_attention(1, T)[0][5], labels, offset=300)
+    assert list(bars.data[0].x) == list(range(300, 310))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -148,6 +163,14 @@ def test_grid_has_one_subplot_per_head_with_its_data():
     assert len({t.xaxis for t in fig.data}) == H  # separate panels, not overlaid
 
 
+def test_format_prob_never_rounds_a_real_chance_to_zero():
+    cases = {0.0: "0%", 1.0: "100%", 0.45: "45%", 0.045: "4.5%", 0.00045: "0.045%", 0.0000123: "0.0012%",
+             0.996: "99.6%", 0.9996: "99.96%"}
+    for p, text in cases.items():
+        assert F.format_prob(p) == text, p
+    assert F.format_prob(1e-9) != "0%"
+
+
 def test_grid_log_scale_and_window():
     A = causal_attention(3, 20)
     fig = F.attention_grid(A, [f"t{i}" for i in range(20)], log_scale=True, max_tokens=5, cols=2)
@@ -157,6 +180,14 @@ def test_grid_log_scale_and_window():
         np.testing.assert_allclose(np.asarray(trace.customdata, dtype=float), A[h, 15:, 15:], rtol=1e-6)
         lower = np.tril(np.ones((5, 5), dtype=bool))
         np.testing.assert_allclose(z_of(trace)[lower], np.log10(np.maximum(A[h, 15:, 15:], 1e-4))[lower], rtol=1e-5)
+
+
+def test_overview_colour_scale_can_be_fixed():
+    values = np.array([[0.40, 0.42], [0.41, 0.43]])
+    fig = F.attention_overview(values, zrange=(0.0, 1.0))
+    assert (fig.data[0].zmin, fig.data[0].zmax) == (0.0, 1.0)  # a 0.03 spread stays a small one
+    free = F.attention_overview(values)
+    assert (free.data[0].zmin, free.data[0].zmax) == (0.40, 0.43)
 
 
 def test_overview_is_layer_by_head_with_integer_axes_and_values_printed():
@@ -247,7 +278,7 @@ def test_token_probability_bars_highlight_the_chosen_token():
     for chosen in (1, "␣a"):
         (bar,) = F.token_probability_bars(labels, probs, chosen=chosen).data
         np.testing.assert_array_equal(np.asarray(bar.x), probs)
-        assert list(bar.text) == ["50.0%", "30.0%", "20.0%"]
+        assert list(bar.text) == ["50%", "30%", "20%"]
         colours = list(bar.marker.color)
         assert colours[1] == F.HIGHLIGHT and colours[0] == colours[2] != F.HIGHLIGHT
     assert F.HIGHLIGHT not in F.token_probability_bars(labels, probs).data[0].marker.color

@@ -11,6 +11,7 @@ from playground import PRESETS, count_parameters
 from playground.config import ConfigError
 from playground.session import CACHE, random_recipe
 from playground import ui
+from playground.figures import format_prob
 
 NANO = PRESETS["nano (2 layers, d64)"]
 
@@ -20,14 +21,33 @@ def fields_of(cfg):
 
 
 def nano_state(seed=0):
-    return {"recipe": random_recipe(NANO, seed=seed), "run": None}
+    return {"recipe": random_recipe(NANO, seed=seed), "run": None, "run_id": None}
+
+
+def run_outputs(state, prompt="Hello, I am", n=6, **kw):
+    args = dict(temperature=0.0, top_k=0, top_p=1.0, seed=1, greedy=True) | kw
+    return list(ui.generate_tokens(state, prompt, args["temperature"], args["top_k"], args["top_p"], n,
+                                   args["seed"], args["greedy"]))
 
 
 def run_generation(state, prompt="Hello, I am", n=6, **kw):
-    args = dict(temperature=0.0, top_k=0, top_p=1.0, seed=1, greedy=True) | kw
-    outs = list(ui.generate_tokens(state, prompt, args["temperature"], args["top_k"], args["top_p"], n,
-                                   args["seed"], args["greedy"]))
-    return outs[-1]
+    """The last update that carries the status (a finished run: the one before the figures)."""
+    outs = run_outputs(state, prompt, n, **kw)
+    with_status = [o for o in outs if isinstance(o[2], str)]
+    return with_status[-1]
+
+
+def chip_list(html_text):
+    """(text, label, data-step or None) of every chip in the chips HTML."""
+    import re
+    from html import unescape
+
+    chips = []
+    for part in html_text.split("<span class='pg-chip ")[1:]:
+        step = re.search(r"data-step='(\d+)'", part.split(">", 1)[0])
+        text, label = re.match(r"[^>]*>(.*?)<small>(.*?)</small>", part, re.S).groups()
+        chips.append((unescape(text), unescape(label), int(step.group(1)) if step else None))
+    return chips
 
 
 @pytest.mark.parametrize(
@@ -91,17 +111,29 @@ def test_tying_explanation_uses_the_configs_numbers():
 
 def test_generate_streams_and_ends_with_views():
     state = nano_state()
-    final = run_generation(state, n=6)
+    outs = run_outputs(state, n=6)
+    final, views = outs[-2], outs[-1]
     new_state, chips, status = final[:3]
     run = new_state["run"]
     assert len(run.steps) == 6
-    assert "Done: 6 tokens" in status
-    chip_values = chips["value"]
+    assert "Done: 6 tokens" in status and "data-state='done'" in status and "data-tokens='6'" in status
+    chip_values = chip_list(chips)
     assert len(chip_values) == len(run.prompt_ids) + 6
-    assert chip_values[0] == ("Hello", "#15496")
+    assert chip_values[0] == ("Hello", "#15496", None)
     assert chip_values[-1][1].startswith(f"{run.steps[-1].token_id} · ")
-    heatmap = final[3]
+    assert [c[2] for c in chip_values[len(run.prompt_ids):]] == list(range(6))
+    heatmap = views[3]
     assert heatmap.data[0].type == "heatmap"
+
+
+def test_streamed_chips_only_grow():
+    """Every streamed chips value extends the previous one, so Gradio sends it as an append."""
+    state = nano_state()
+    outs = run_outputs(state, n=30)
+    chips = [o[1] for o in outs if isinstance(o[1], str)]
+    assert len(chips) >= 2
+    for before, after in zip(chips, chips[1:]):
+        assert after.startswith(before)
 
 
 @pytest.mark.parametrize(
@@ -112,7 +144,10 @@ def test_generate_streams_and_ends_with_views():
         ({"top_k": -3}, "top-k must be 0 (off) or a positive"),
         ({"top_p": 0}, "top-p must be in (0, 1]"),
         ({"top_p": 1.5}, "top-p must be in (0, 1]"),
-        ({"seed": "abc"}, "Seed must be a number"),
+        ({"seed": "abc"}, "Sampling seed must be a whole number"),
+        ({"seed": 2**63}, "Sampling seed must be between 0 and"),
+        ({"seed": -1}, "Sampling seed must be between 0 and"),
+        ({"greedy": "maybe"}, "Greedy must be true or false"),
     ],
 )
 def test_bad_sampling_values_get_a_message_and_keep_the_last_run(kw, message):
@@ -150,21 +185,29 @@ def test_inspect_step_and_select_token():
     bars, stages, text = ui.inspect_step(state, 2)
     step = run.steps[2]
     assert np.asarray(bars.data[0].x, dtype=float).tolist() == pytest.approx([p for _, p in step.top])
-    assert f"rank **{step.rank}**" in text and f"{step.prob:.2%}" in text
-    evt = gr.SelectData(None, {"index": len(run.prompt_ids) + 2, "value": None})
-    selected = ui.select_token(state, evt)
-    assert selected[0]["value"] == 2
-    evt = gr.SelectData(None, {"index": 0, "value": None})
-    assert "part of the prompt" in ui.select_token(state, evt)[-1]
+    assert f"rank **{step.rank}**" in text and f"p = **{format_prob(step.prob)}**" in text
+    position = len(run.prompt_ids) + 2
+    picked = ui.pick_token(state, ui.VIEWS[0], 1, 0, True, gr.EventData(None, {"position": position}))
+    step_update, bars, stages, text, heat, query_fig, query_update, msg = picked
+    assert step_update["value"] == 2 and "**Step 2**" in text
+    assert query_update["value"] == position  # the attention query follows the chosen token
+    assert f"Where position {position}" in query_fig["value"].layout.title.text
+    picked = ui.pick_token(state, ui.VIEWS[0], 1, 0, True, gr.EventData(None, {"position": 0}))
+    assert "part of the prompt" in picked[3] and picked[6]["value"] == 0
+    bad = ui.pick_token(state, ui.VIEWS[0], 1, 0, True, gr.EventData(None, {"position": float("nan")}))
+    assert "Token position must be a whole number" in bad[-1]
 
 
 @pytest.mark.parametrize("view", ui.VIEWS)
 def test_every_attention_view_draws(view):
     state = run_generation(nano_state(), n=4)[0]
-    fig, query_fig, query_update = ui.attention_views(state, view, 1, 3, True, 2)
-    assert len(fig.data) >= 1
+    fig, query_fig, query_update, msg = ui.attention_views(state, view, 1, 3, True, 2)
+    assert len(fig.data) >= 1 and msg == ""
     assert query_update["maximum"] == len(state["run"].token_ids) - 1
-    row = np.asarray(query_fig.data[0].y, dtype=float)
+    if view.startswith("overview"):  # about every head and position: no single-query chart
+        assert query_fig["visible"] is False
+        return
+    row = np.asarray(query_fig["value"].data[0].y, dtype=float)
     assert row.sum() == pytest.approx(1.0, abs=1e-4)
 
 

@@ -1,0 +1,115 @@
+"""The attention half of "Generate & attention": one head, all heads, head average, rollout, and
+the layer × head overview, for the run's last context window.
+
+Positions are numbered as in the whole sequence everywhere (status line, titles, axes, the query
+slider): a window that starts at position 300 shows 300, 301, … and not 0, 1, ….
+"""
+
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+import numpy as np
+
+from .. import figures
+from ..session import layer_attention, run_attention
+from ..tokenizer import load_tokenizer
+from .common import parse_choice, parse_whole, session_model, warn
+
+VIEWS = ["one head", "all heads of the layer", "head average", "rollout across layers",
+         "overview: previous-token mass", "overview: first-token mass", "overview: entropy"]
+OVERVIEW_METRICS = {"overview: previous-token mass": "previous-token", "overview: first-token mass": "first-token",
+                    "overview: entropy": "entropy"}
+HEATMAP_MAX_TOKENS = 64  # beyond this the newest positions are shown, and the title says so
+GRID_MAX_TOKENS = 24
+
+
+def _window(state):
+    """(model, run, window start, per-layer q/k, token labels of the window)."""
+    run = state["run"]
+    model = session_model(state)
+    start, qk = run_attention(model, run)
+    ids = run.token_ids[start:]
+    labels = [p.display for p in load_tokenizer().pieces(ids)]
+    return model, run, start, qk, labels
+
+
+def attention_views(state, view, layer, head, log_scale, query):
+    """The chosen attention figure, where one query looked (hidden for overviews), the query
+    slider's range (absolute positions of the window) and a message (empty when all is well)."""
+    run = (state or {}).get("run")
+    if run is None:
+        empty = figures.empty_figure("Generate to see attention")
+        return empty, gr.update(value=empty, visible=True), gr.skip(), ""
+    try:
+        view = parse_choice(view, VIEWS, "Attention view")
+        log_scale = bool(log_scale) if isinstance(log_scale, (bool, int)) else str(log_scale).lower() == "true"
+        model, run, start, qk, labels = _window(state)
+        T_len = len(labels)
+        end = start + T_len - 1
+        layer = parse_whole(layer, "Layer", 0, len(qk) - 1)
+        head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
+        query = end if query is None else parse_whole(query, "Query position", 0, end)
+    except ValueError as e:
+        return gr.skip(), gr.skip(), gr.skip(), warn(str(e))
+    message = ""
+    if query < start:
+        message = warn(f"Position {query} is outside the model's last context window ({start}–{end}); "
+                       f"showing position {start}.")
+        query = start
+    q = query - start  # row in the window
+    note = f" (window: positions {start}–{end})" if start else ""
+    probs_layer = layer_attention(qk, layer)  # (H, T, T)
+    heatmap = dict(log_scale=log_scale, highlight_query=query, max_tokens=HEATMAP_MAX_TOKENS, offset=start)
+    row = None
+    if view == "all heads of the layer":
+        fig = figures.attention_grid(probs_layer, labels, title=f"Layer {layer}: every head{note}",
+                                     log_scale=log_scale, max_tokens=GRID_MAX_TOKENS, offset=start)
+        row = probs_layer.mean(axis=0)[q]
+    elif view == "head average":
+        avg = probs_layer.mean(axis=0)
+        fig = figures.attention_heatmap(avg, labels, title=f"Layer {layer}: average over heads{note}", **heatmap)
+        row = avg[q]
+    elif view == "rollout across layers":
+        rolled = figures.attention_rollout([layer_attention(qk, i) for i in range(len(qk))])
+        fig = figures.attention_heatmap(rolled, labels, title=f"Attention rollout through all {len(qk)} layers{note}",
+                                        **heatmap)
+        row = rolled[q]
+    elif view in OVERVIEW_METRICS:
+        metric = OVERVIEW_METRICS[view]
+        stats = figures.head_stats([layer_attention(qk, i) for i in range(len(qk))])
+        if metric == "entropy":
+            top = math.log2(T_len) if T_len > 1 else 1.0
+            zrange, scale = (0.0, top), f"colour scale 0–log2({T_len}) = {top:.2f} bits"
+        else:
+            zrange, scale = (0.0, 1.0), "colour scale 0–1"
+        fig = figures.attention_overview(
+            stats[metric], metric_name=metric + (" (bits)" if metric == "entropy" else ""), zrange=zrange,
+            title=f"Every layer × head: {metric}, averaged over positions {start + 1}–{end}{note} · {scale}")
+    else:
+        fig = figures.attention_heatmap(probs_layer[head], labels, title=f"Layer {layer}, head {head}{note}",
+                                        **heatmap)
+        row = probs_layer[head][q]
+    query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
+    if row is None:  # an overview is about every head and position, not one query
+        return fig, gr.update(visible=False), query_update, message
+    query_fig = figures.query_attention_bars(np.asarray(row), labels, query_label=labels[q], offset=start,
+                                             title=f"Where position {query} ({labels[q]}) looked")
+    return fig, gr.update(value=query_fig, visible=True), query_update, message
+
+
+def attention_data(state, layer, head):
+    """API: the raw attention matrix of one head for the current run, with its tokens."""
+    run = (state or {}).get("run")
+    if run is None:
+        return {"error": "Generate first."}
+    model, run, start, qk, labels = _window(state)
+    try:
+        layer = parse_whole(layer, "layer", 0, len(qk) - 1)
+        head = parse_whole(head, "head", 0, model.cfg.n_heads - 1)
+    except ValueError as e:
+        return {"error": f"{e} (layer must be 0..{len(qk) - 1} and head 0..{model.cfg.n_heads - 1})"}
+    probs = layer_attention(qk, layer)[head]
+    return {"layer": layer, "head": head, "window_start": start, "token_ids": run.token_ids[start:],
+            "tokens": labels, "attention": probs.tolist()}

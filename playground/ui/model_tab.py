@@ -1,0 +1,187 @@
+"""The Model tab: build or load a model from the form, and show where its parameters live.
+
+The form always tells the truth about the model the session is using: after the page loads, a
+build, or "Use the trained model", the weights choice, preset, config fields and precision are set
+from the loaded model itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import gradio as gr
+
+from .. import figures
+from ..config import PRESETS, ConfigError, GPTConfig
+from ..session import (
+    BUNDLED_CHECKPOINT, CACHE, breakdown_table, bundled_recipe, describe_recipe, hub_recipe, import_upload,
+    random_recipe, summary_line, tree_items, tree_table, tying_explanation,
+)
+from ..weights import HUB_MODELS
+from .common import fail, new_state, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
+    session_model, slider_range
+
+FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate", "qkv_bias",
+          "tie_weights", "pos_encoding", "activation", "norm_placement", "attention_impl")
+INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
+WEIGHT_CHOICES = ["bundled (Tiny Shakespeare)", "random init", "OpenAI GPT-2 (hub)", "uploaded checkpoint",
+                  "trained in the Train tab"]
+CUSTOM = "custom (the fields below)"
+PRESET_CHOICES = list(PRESETS) + [CUSTOM]
+DTYPES = ("float32", "bfloat16")
+
+HEAD_PATTERNS = {  # pattern name in facts.json -> (label, a prompt that shows it)
+    "line_break": ("line-break head",
+                   "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n"),
+    "duplicate_token": ("duplicate-token head", "the king, the queen, the king, the prince, the king and the queen"),
+}
+
+
+def head_examples(view_name: str) -> tuple[list[list], list[str]]:
+    """(examples, labels): prompts paired with the bundled model's measured heads (assets/bundled/facts.json)."""
+    facts_path = BUNDLED_CHECKPOINT.with_name("facts.json")
+    if not facts_path.is_file():
+        return [], []
+    heads = json.loads(facts_path.read_text()).get("attention_heads", {})
+    found = [(HEAD_PATTERNS[name], h) for name, h in heads.items() if name in HEAD_PATTERNS]
+    examples = [[prompt, view_name, h["layer"], h["head"]] for (_, prompt), h in found]
+    labels = [f"{label}: layer {h['layer']}, head {h['head']} ({h['ratio']:.1f}× an even spread)"
+              for (label, _), h in found]
+    return examples, labels
+
+
+def config_from_fields(*values) -> GPTConfig:
+    data = dict(zip(FIELDS, values))
+    for name in INT_FIELDS:
+        value = data[name]
+        if value is None or value == "":
+            raise ConfigError(f"{name} is empty: enter a whole number.")
+        try:
+            data[name] = parse_whole(value, name)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    try:
+        data["drop_rate"] = parse_number(data["drop_rate"], "drop_rate")
+        data["qkv_bias"] = parse_bool(data["qkv_bias"], "qkv_bias")
+        data["tie_weights"] = parse_bool(data["tie_weights"], "tie_weights")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return GPTConfig(**data)
+
+
+def preset_fields(name: str):
+    """Fill the config form from a preset (and preview the tying explanation); "custom" keeps the form."""
+    if name not in PRESETS:
+        return [gr.skip()] * (len(FIELDS) + 1)
+    cfg = PRESETS[name]
+    return [getattr(cfg, f) for f in FIELDS] + [tying_explanation(cfg)]
+
+
+def preset_name(cfg: GPTConfig) -> str:
+    return next((name for name, preset in PRESETS.items() if preset == cfg), CUSTOM)
+
+
+def form_values(model, recipe: dict) -> tuple:
+    """The form as it describes the loaded model: weights, preset, init seed, hub choice, precision, fields."""
+    kind = recipe.get("kind")
+    weights = {"bundled": WEIGHT_CHOICES[0], "random": WEIGHT_CHOICES[1], "hub": WEIGHT_CHOICES[2]}.get(kind)
+    if kind == "file":
+        weights = WEIGHT_CHOICES[4] if str(recipe.get("label", "")).startswith("trained") else WEIGHT_CHOICES[3]
+    hub = next((name for name, repo in HUB_MODELS.items() if repo == recipe.get("repo")), None)
+    cfg = model.cfg
+    return ((weights or gr.skip()), preset_name(cfg), recipe.get("seed", gr.skip()), hub or gr.skip(),
+            recipe.get("dtype", "float32")) + tuple(getattr(cfg, f) for f in FIELDS)
+
+
+def model_views(model, recipe: dict, depth: int = 3):
+    """Summary, tying text, tables and figures of the model, then the layer/head slider ranges."""
+    rows, breakdown = breakdown_table(model)
+    cfg = model.cfg
+    return (
+        summary_line(model, recipe),
+        tying_explanation(cfg),
+        rows,
+        figures.parameter_treemap(tree_items(model), title="Parameters by module (tied weights counted once)"),
+        figures.memory_bars(
+            {**breakdown.memory,
+             f"KV cache ({cfg.context_length} tokens, fp32)":
+                 breakdown.kv_cache_bytes_per_token["float32"] * cfg.context_length},
+            title=f"Memory · {breakdown.flops_per_token / 1e6:,.1f} MFLOPs per token at a full context",
+        ),
+        tree_table(model, int(depth)),
+        slider_range(cfg.n_layers - 1),
+        slider_range(cfg.n_heads - 1),
+    )
+
+
+N_VIEWS = 8  # what model_views returns
+N_FORM = 5 + len(FIELDS)  # what form_values returns
+
+
+def switch_model(model, recipe: dict, message: str):
+    """A session's new model: fresh state (the old run belonged to the old model), its views, the
+    form describing it, and the bundled model's head examples only while it is the one loaded.
+
+    Outputs: state, message, model views, form values, heatmap, chips, head examples' visibility."""
+    state = {**new_state(), "recipe": recipe}
+    return ((state, message) + model_views(model, recipe) + form_values(model, recipe)
+            + (figures.empty_figure("Generate to see attention"), "", gr.update(visible=recipe["kind"] == "bundled")))
+
+
+N_SWITCH = 2 + N_VIEWS + N_FORM + 3
+
+
+def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_state=None, progress=gr.Progress()):
+    """Build or load the model the form describes; on any problem the previous model stays."""
+    try:
+        weights = parse_choice(weights, WEIGHT_CHOICES, "Weights")
+        dtype = parse_choice(dtype, DTYPES, "Precision")
+        if weights == "random init":
+            cfg = config_from_fields(*fields)
+            init_seed = parse_seed(seed, "Init seed")
+            recipe = random_recipe(cfg, seed=init_seed or 0, dtype=dtype)
+        elif weights == "OpenAI GPT-2 (hub)":
+            recipe = hub_recipe(hub_name, dtype)
+        elif weights == "uploaded checkpoint":
+            if not upload:
+                raise ValueError("Choose a .safetensors file to upload first.")
+            path = upload if isinstance(upload, str) else getattr(upload, "name", None)
+            recipe = {**import_upload(path), "dtype": dtype}
+        elif weights == "trained in the Train tab":
+            trained = (train_state or {}).get("recipe")
+            if not trained:
+                raise ValueError("Train a model in the Train tab first (or wait for training to finish or stop).")
+            recipe = {**trained, "dtype": dtype}
+        else:
+            recipe = bundled_recipe(dtype)
+        t0 = time.perf_counter()
+        model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
+        elapsed = time.perf_counter() - t0
+    except Exception as e:  # the previous model and run stay as they were
+        return (state, fail(e)) + (gr.skip(),) * (N_SWITCH - 2)
+    report = getattr(model, "load_report", None)
+    extra = f" Loaded weights: {report.summary()}." if report is not None else ""
+    return switch_model(model, recipe, ok(f"Ready: {describe_recipe(recipe)} in {elapsed:.2f} s.{extra}"))
+
+
+def build_from_form(state, train_state, weights, seed, hub_name, upload, dtype, *fields, progress=gr.Progress()):
+    """The Build button: the form plus the session's training state (for "trained in the Train tab")."""
+    return build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_state=train_state,
+                       progress=progress)
+
+
+def show_tree(state, depth):
+    try:
+        return tree_table(session_model(state), parse_whole(depth, "Tree depth", 1, 10))
+    except Exception as e:
+        return gr.skip()
+
+
+def load_session(state=None):
+    """Page load: a fresh session on the default model, with the form describing it."""
+    state = new_state()
+    model = session_model(state)
+    recipe = state["recipe"]
+    return (state,) + model_views(model, recipe) + form_values(model, recipe) + (
+        gr.update(visible=recipe["kind"] == "bundled"),)

@@ -1,0 +1,98 @@
+"""The Train tab: train a small model on a corpus in a background thread, watch the loss live,
+stop at any time keeping what was learned, then use the result in the other tabs."""
+
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+
+from .. import figures
+from ..config import PRESETS
+from ..session import CACHE, describe_recipe
+from .common import fail as _fail, ok as _ok, warn as _warn
+from .model_tab import N_SWITCH, switch_model
+
+CORPUS_CHOICES = ["Tiny Shakespeare (downloaded once, then cached)", "upload a .txt", "paste text"]
+
+
+def corpus_text(source, upload, pasted) -> tuple[str, str]:
+    from ..corpus import load_tiny_shakespeare, text_from_paste, text_from_upload
+
+    if source == CORPUS_CHOICES[1]:
+        return text_from_upload(upload), "your upload"
+    if source == CORPUS_CHOICES[2]:
+        return text_from_paste(pasted), "pasted text"
+    return load_tiny_shakespeare(), "Tiny Shakespeare"
+
+
+def _loss_figure(job):
+    return figures.loss_curve(
+        job.train_points, job.val_points, title="Loss (cross-entropy, nats): training batches and held-out tenth",
+        baselines={"unigram (ignores context)": job.unigram, "uniform guess (ln V)": math.log(job.cfg.vocab_size)},
+    )
+
+
+def _progress_html(job) -> str:
+    ev = job.last_event
+    step = ev.step if ev else 0
+    total = job.tcfg.steps
+    elapsed = ev.elapsed_s if ev else 0.0
+    rate = (ev.tokens_seen / elapsed) if ev and elapsed > 0 else 0.0
+    val = f" · validation loss {job.val_points[-1][1]:.3f}" if job.val_points else ""
+    return (f"<progress value='{step}' max='{total}' style='width:100%;height:18px'></progress>"
+            f"<div>step {step:,} / {total:,} · {ev.tokens_seen if ev else 0:,} tokens · {elapsed:.1f} s · "
+            f"{rate:,.0f} tokens/s{val}</div>")
+
+
+def train_model(train_state, preset_name, source, upload, pasted, steps, lr):
+    """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
+    from ..session import JOBS, TrainingJob
+
+    try:
+        if preset_name not in PRESETS:
+            raise ValueError(f"Unknown model {preset_name!r}.")
+        text, name = corpus_text(source, upload, pasted)
+        job = TrainingJob(PRESETS[preset_name], text, name, steps=steps, lr=lr).start()
+    except Exception as e:
+        yield train_state, gr.skip(), gr.skip(), _fail(e)
+        return
+    train_state = {"job": job.id, "recipe": None}
+    started = _ok(f"Training {preset_name} on {job.corpus.describe()}.")
+    try:
+        while not job.done.wait(0.5):
+            yield train_state, _loss_figure(job), _progress_html(job), started
+    finally:
+        if not job.done.is_set():
+            job.stop()  # the user left or cancelled: end the thread after its current step
+    JOBS.pop(job.id, None)
+    if job.error:
+        yield train_state, _loss_figure(job), _progress_html(job), _warn(f"Training failed: {job.error}")
+        return
+    train_state = {"job": job.id, "recipe": job.result_recipe()}
+    how = "Stopped" if job.stopped else "Finished"
+    yield (train_state, _loss_figure(job), _progress_html(job),
+           _ok(f"{how} after {job.trainer.step_count:,} steps. Press “Use the trained model” to generate with it."))
+
+
+def stop_training(train_state):
+    from ..session import JOBS
+
+    job = JOBS.get((train_state or {}).get("job") or "")
+    if job is None:
+        return _warn("No training is running in this session.")
+    job.stop()
+    return _ok("Stopping after the current step; what was learned so far is kept.")
+
+
+def use_trained(state, train_state):
+    recipe = (train_state or {}).get("recipe")
+    if not recipe:
+        return (state, _warn("Train a model first (or wait for training to finish or stop).")) + (gr.skip(),) * (N_SWITCH - 2)
+    try:
+        model = CACHE.get(recipe)
+    except Exception as e:
+        return (state, _fail(e)) + (gr.skip(),) * (N_SWITCH - 2)
+    return switch_model(model, recipe, _ok(f"Now using {describe_recipe(recipe)}."))
+
+
