@@ -123,7 +123,7 @@ def test_through_the_running_app(app_url):
     # A browser can send a lone surrogate as an escaped JSON string.
     import httpx
 
-    body = '{"data": ["lone \\ud800 here", 0.8, 40, 1.0, 5, 0, false, "one head", 0, 0, true]}'
+    body = '{"data": ["lone \\ud800 here", 0.8, 40, 1.0, 5, 0, false]}'
     event = httpx.post(url + "gradio_api/call/generate", content=body,
                        headers={"content-type": "application/json"}, timeout=60).json()["event_id"]
     with httpx.stream("GET", url + f"gradio_api/call/generate/{event}", timeout=60) as stream:

@@ -11,7 +11,9 @@ from playground import PRESETS, count_parameters
 from playground.config import ConfigError
 from playground.session import CACHE, random_recipe
 from playground import ui
+from playground.ui import model_tab  # noqa: F401  (ui.model_tab below)
 from playground.figures import format_prob
+from playground.ui.chips import RESET, all_chips
 
 NANO = PRESETS["nano (2 layers, d64)"]
 
@@ -31,10 +33,8 @@ def run_outputs(state, prompt="Hello, I am", n=6, **kw):
 
 
 def run_generation(state, prompt="Hello, I am", n=6, **kw):
-    """The last update that carries the status (a finished run: the one before the figures)."""
     outs = run_outputs(state, prompt, n, **kw)
-    with_status = [o for o in outs if isinstance(o[2], str)]
-    return with_status[-1]
+    return outs[-1]
 
 
 def chip_list(html_text):
@@ -112,9 +112,13 @@ def test_tying_explanation_uses_the_configs_numbers():
 def test_generate_streams_and_ends_with_views():
     state = nano_state()
     outs = run_outputs(state, n=6)
-    final, views = outs[-2], outs[-1]
+    final = outs[-1]
+    assert len(final) == 3  # state, chips, status: no figure is re-sent while a run streams
+    views = ui.after_run(final[0])
+    last = ui.last_step(final[0])
     new_state, chips, status = final[:3]
     run = new_state["run"]
+    chips = all_chips(run)
     assert len(run.steps) == 6
     assert "Done: 6 tokens" in status and "data-state='done'" in status and "data-tokens='6'" in status
     chip_values = chip_list(chips)
@@ -122,18 +126,23 @@ def test_generate_streams_and_ends_with_views():
     assert chip_values[0] == ("Hello", "#15496", None)
     assert chip_values[-1][1].startswith(f"{run.steps[-1].token_id} · ")
     assert [c[2] for c in chip_values[len(run.prompt_ids):]] == list(range(6))
-    heatmap = views[3]
+    heatmap = views[0]
     assert heatmap.data[0].type == "heatmap"
+    assert views[2]["value"] == len(run.token_ids) - 1  # the query on the newest token
+    assert last[0]["maximum"] == 5 and last[0]["value"] == 5  # the step slider on the last step
+    assert "**Step 5**" in last[3]
 
 
-def test_streamed_chips_only_grow():
-    """Every streamed chips value extends the previous one, so Gradio sends it as an append."""
+def test_streamed_chips_are_deltas_that_add_up_to_the_run():
+    """Each streamed update carries only the chips made since the previous one (O(new) per update);
+    the first starts with RESET, and together they are every chip of the run, in order."""
     state = nano_state()
     outs = run_outputs(state, n=30)
-    chips = [o[1] for o in outs if isinstance(o[1], str)]
-    assert len(chips) >= 2
-    for before, after in zip(chips, chips[1:]):
-        assert after.startswith(before)
+    deltas = [o[1] for o in outs if isinstance(o[1], str)]
+    assert len(deltas) >= 2
+    assert deltas[0].startswith(RESET) and not any(d.startswith(RESET) for d in deltas[1:])
+    assert "".join(deltas) == all_chips(outs[-1][0]["run"])
+    assert max(len(d) for d in deltas[1:]) < len(all_chips(outs[-1][0]["run"])) / 2
 
 
 @pytest.mark.parametrize(
@@ -187,15 +196,18 @@ def test_inspect_step_and_select_token():
     assert np.asarray(bars.data[0].x, dtype=float).tolist() == pytest.approx([p for _, p in step.top])
     assert f"rank **{step.rank}**" in text and f"p = **{format_prob(step.prob)}**" in text
     position = len(run.prompt_ids) + 2
-    picked = ui.pick_token(state, ui.VIEWS[0], 1, 0, True, gr.EventData(None, {"position": position}))
-    step_update, bars, stages, text, heat, query_fig, query_update, msg = picked
+    evt = gr.EventData(None, {"position": position})
+    step_update, bars, stages, text = ui.pick_token(state, evt)
     assert step_update["value"] == 2 and "**Step 2**" in text
+    heat, query_fig, query_update, msg = ui.pick_query(state, ui.VIEWS[0], 1, 0, True, evt)
     assert query_update["value"] == position  # the attention query follows the chosen token
     assert f"Where position {position}" in query_fig["value"].layout.title.text
-    picked = ui.pick_token(state, ui.VIEWS[0], 1, 0, True, gr.EventData(None, {"position": 0}))
-    assert "part of the prompt" in picked[3] and picked[6]["value"] == 0
-    bad = ui.pick_token(state, ui.VIEWS[0], 1, 0, True, gr.EventData(None, {"position": float("nan")}))
-    assert "Token position must be a whole number" in bad[-1]
+    prompt_evt = gr.EventData(None, {"position": 0})
+    assert "part of the prompt" in ui.pick_token(state, prompt_evt)[3]
+    assert ui.pick_query(state, ui.VIEWS[0], 1, 0, True, prompt_evt)[2]["value"] == 0
+    bad = gr.EventData(None, {"position": float("nan")})
+    assert "Token position must be a whole number" in ui.pick_token(state, bad)[3]
+    assert "Query position must be a whole number" in ui.pick_query(state, ui.VIEWS[0], 1, 0, True, bad)[3]
 
 
 @pytest.mark.parametrize("view", ui.VIEWS)
@@ -225,16 +237,18 @@ def test_exports_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_WORK_DIR", str(tmp_path))
     state = run_generation(nano_state(seed=4), n=3)[0]
     path, msg = ui.export_run_file(state, "json")
+    path = path["value"]
     data = json.loads(open(path).read())
     T = len(state["run"].token_ids)
     att = np.array(data["attention"])
     assert att.shape == (NANO.n_layers, NANO.n_heads, T, T)
     assert np.allclose(att.sum(-1), 1, atol=1e-3)
-    path, _ = ui.export_run_file(state, "npz")
+    path = ui.export_run_file(state, "npz")[0]["value"]
     npz = np.load(path)
     assert npz["attention"].shape == (NANO.n_layers, NANO.n_heads, T, T)
     assert npz["token_ids"].tolist() == state["run"].token_ids
     model_path, msg = ui.export_model_file(state)
+    model_path = model_path["value"]
     assert "upload box accepts it back" in msg
     out = ui.build_model(state, "uploaded checkpoint", 0, "gpt2 (124M)", model_path, "float32", *fields_of(NANO))
     assert "Ready" in out[1]
@@ -263,3 +277,60 @@ def test_hub_offline_message(monkeypatch, tmp_path):
     out = ui.build_model(state, "OpenAI GPT-2 (hub)", 0, "gpt2 (124M)", None, "float32", *fields_of(NANO))
     assert out[0] is state
     assert "not reachable" in out[1] and "openai-community/gpt2" in out[1]
+
+
+def _form(outputs, start):
+    weights, preset, seed, hub, dtype, *fields = outputs[start:start + 5 + len(ui.FIELDS)]
+    return weights, preset, seed, hub, dtype, fields
+
+
+def test_the_form_describes_the_loaded_model():
+    """Page load, a build and "use the trained model" all set the Model tab's form from the model itself."""
+    out = ui.load_session()
+    model = CACHE.get(out[0]["recipe"])
+    weights, preset, _, _, dtype, fields = _form(out, 1 + 8)
+    assert weights == ui.WEIGHT_CHOICES[0] and dtype == "float32"
+    assert fields == [getattr(model.cfg, f) for f in ui.FIELDS]  # 6 layers × d64, not the default preset
+    assert out[-1]["visible"] is True  # the bundled model's head examples
+    out = ui.build_model(nano_state(), "random init", 7, "gpt2 (124M)", None, "bfloat16", *fields_of(NANO))
+    weights, preset, seed, _, dtype, fields = _form(out, 2 + 8)
+    assert (weights, preset, seed, dtype) == ("random init", "nano (2 layers, d64)", 7, "bfloat16")
+    assert fields == fields_of(NANO)
+    assert out[-1]["visible"] is False  # head examples belong to the bundled model only
+    trained = {"kind": "file", "path": "unused", "label": "trained 2L d64, 5 steps on pasted text", "dtype": "float32"}
+    assert ui.WEIGHT_CHOICES[4] == ui.model_tab.form_values(CACHE.get(out[0]["recipe"]), trained)[0]
+
+
+def test_one_layer_one_head_and_one_token_models_work():
+    """Gradio refuses a slider whose minimum equals its maximum: single choices hide the slider."""
+    one = NANO.replace(n_layers=1, n_heads=1, emb_dim=32)
+    out = ui.build_model(nano_state(), "random init", 0, "gpt2 (124M)", None, "float32", *fields_of(one))
+    assert "Ready" in out[1]
+    layer_update, head_update = out[2 + 6], out[2 + 7]
+    assert layer_update["visible"] is False and head_update["visible"] is False
+    assert layer_update["maximum"] > layer_update["minimum"]
+    state = run_generation(out[0], n=1)[0]
+    step_update = ui.last_step(state)[0]
+    assert step_update["visible"] is False and step_update["maximum"] > step_update["minimum"]
+    fig, _, query_update, msg = ui.after_run(state)
+    assert fig.data[0].type == "heatmap" and msg == ""
+
+
+@pytest.mark.parametrize("layer, head, query, view, message", [
+    (float("nan"), 0, 2, ui.VIEWS[0], "Layer must be a whole number"),
+    (0, float("inf"), 2, ui.VIEWS[0], "Head must be a whole number"),
+    (0, 0, float("nan"), ui.VIEWS[0], "Query position must be a whole number"),
+    (9, 0, 2, ui.VIEWS[0], "Layer must be between 0 and 1"),
+    (0, 0, 2, None, "Attention view must be one of"),
+    (0, 0, 2, "<img src=x onerror=alert(1)>", "&lt;img src=x"),
+])
+def test_attention_inputs_get_specific_messages(layer, head, query, view, message):
+    state = run_generation(nano_state(), n=3)[0]
+    fig, query_fig, query_update, msg = ui.attention_views(state, view, layer, head, True, query)
+    assert message in msg and "<img" not in msg
+
+
+def test_step_inputs_get_specific_messages():
+    state = run_generation(nano_state(), n=3)[0]
+    assert "Step must be a whole number" in ui.inspect_step(state, float("nan"))[2]
+    assert "Step must be between 0 and 2" in ui.inspect_step(state, 7)[2]

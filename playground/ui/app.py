@@ -12,7 +12,7 @@ from . import attention_view as av
 from . import generate_tab as gt
 from . import model_tab as mt
 from . import train_tab as tt
-from .chips import CHIPS_JS, LEGEND
+from .chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND
 from .common import I18N, T, new_state
 
 EXAMPLES = [
@@ -130,7 +130,7 @@ def build_demo() -> gr.Blocks:
                         status = gr.HTML(elem_id="pg-status")
                         gr.HTML(LEGEND)
                         chips = gr.HTML("", label=T("tokens"), elem_id="pg-chips", js_on_load=CHIPS_JS,
-                                        html_template="<div class='pg-chipbox'>${value}</div>")
+                                        html_template=CHIPS_TEMPLATE)
                         step_slider = gr.Slider(0, 1, value=0, step=1, label=T("step"), visible=False,
                                                 elem_id="pg-step")
                         step_md = gr.Markdown(elem_id="pg-step-md")
@@ -160,7 +160,8 @@ def build_demo() -> gr.Blocks:
                             exp_npz = gr.Button(T("export_npz"), size="sm")
                             exp_model = gr.Button(T("export_model"), size="sm")
                         export_msg = gr.HTML()
-                        export_file = gr.File(label=T("download"), interactive=False, height=80)
+                        # Hidden until there is something to download (an empty box only takes room).
+                        export_file = gr.File(label=T("download"), interactive=False, visible=False)
                         attention_json = gr.JSON(visible=False)
                         run_json = gr.JSON(visible=False)
             with gr.Tab(T("tab_train"), id="train") as train_tab:
@@ -196,13 +197,16 @@ def build_demo() -> gr.Blocks:
             tab.select(None, None, None, js=RESIZE_JS)
 
         # ---- wiring: Generate & attention ----
-        after = [heatmap, query_plot, step_slider, prob_plot, stages_plot, step_md, query, att_msg]
-        gen_inputs = [state, prompt, temperature, top_k, top_p, max_new, seed, greedy, view, layer, head, log_scale]
-        gen_outputs = [state, chips, status] + after
-        gen_btn.click(gt.generate_tokens, gen_inputs, gen_outputs, api_name="generate",
-                      concurrency_id="generate", concurrency_limit=4)
-        prompt.submit(gt.generate_tokens, gen_inputs, gen_outputs, api_visibility="private",
-                      concurrency_id="generate")
+        att_outputs = [heatmap, query_plot, query, att_msg]
+        step_outputs = [step_slider, prob_plot, stages_plot, step_md]
+        gen_inputs = [state, prompt, temperature, top_k, top_p, max_new, seed, greedy]
+        gen_outputs = [state, chips, status]
+        after_inputs = [state, view, layer, head, log_scale]
+        # The stream updates only chips and status; the figures follow once it ends (see generate_tab).
+        for trigger, api in ((gen_btn.click, {"api_name": "generate"}), (prompt.submit, {"api_visibility": "private"})):
+            trigger(gt.generate_tokens, gen_inputs, gen_outputs, concurrency_id="generate", concurrency_limit=4, **api,
+                    ).then(gt.after_run, after_inputs, att_outputs, api_visibility="private",
+                           ).then(gt.last_step, state, step_outputs, api_visibility="private")
         # Stop only raises a flag: it never waits behind generation or model builds.
         stop_btn.click(gt.stop_generation, state, None, api_name="stop", concurrency_id="stop",
                        concurrency_limit=None)
@@ -211,11 +215,9 @@ def build_demo() -> gr.Blocks:
             slider.input(None, slider, input_msg, js=range_note_js(name, slider.minimum, slider.maximum))
         step_slider.input(gt.inspect_step, [state, step_slider], [prob_plot, stages_plot, step_md],
                           api_name="inspect_step", trigger_mode="always_last")
-        chips.pick(gt.pick_token, [state, view, layer, head, log_scale],
-                   [step_slider, prob_plot, stages_plot, step_md, heatmap, query_plot, query, att_msg],
-                   api_visibility="private", trigger_mode="always_last")
+        chips.pick(gt.pick_token, state, step_outputs, api_visibility="private", trigger_mode="always_last",
+                   ).then(gt.pick_query, after_inputs, att_outputs, api_visibility="private")
         att_inputs = [state, view, layer, head, log_scale, query]
-        att_outputs = [heatmap, query_plot, query, att_msg]
         for control in (view, log_scale):
             control.input(av.attention_views, att_inputs, att_outputs, api_visibility="private",
                           trigger_mode="always_last")

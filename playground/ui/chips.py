@@ -1,9 +1,10 @@
-"""Token chips and the status line as HTML that only grows while a run streams.
+"""Token chips and the status line; while a run streams, each update carries only the new chips.
 
-Gradio sends a streamed output as a diff against the previous one, and a string that extends
-the previous string travels as an "append" of the new part. So the chips are one HTML string
-built in order: each update costs the network and the browser the new chips, not the whole run
-(a HighlightedText resent and re-laid-out every chip on every token: quadratic in the run).
+The chips component's value is a *delta*: the HTML of the chips made since the last update (the
+first one of a run starts with RESET, which clears the box). A few lines of JavaScript in the page
+append each delta to the box, so an update costs the network and the browser the new chips, not
+the whole run. (A HighlightedText resent and re-laid-out every chip on every token: quadratic in
+the run's length; even an HTML string that only grows is re-parsed and re-compared whole by gr.HTML.)
 """
 
 from __future__ import annotations
@@ -42,20 +43,31 @@ def step_chip(step) -> str:
     )
 
 
+RESET = "<!--reset-->"  # a delta that starts a new run: the page clears the box first
+
+
 class ChipStream:
     """The chips of one run, extended a step at a time (each chip is formatted once)."""
 
     def __init__(self, prompt_ids: list[int]):
-        self._parts = [prompt_chips(prompt_ids)]
+        self._parts = [RESET + prompt_chips(prompt_ids)]
+        self._sent = 0
 
     def add(self, step) -> None:
         self._parts.append(step_chip(step))
+
+    def delta(self) -> str:
+        """The chips not sent yet (the first delta of a run starts with RESET)."""
+        new = "".join(self._parts[self._sent:])
+        self._sent = len(self._parts)
+        return new
 
     def html(self) -> str:
         return "".join(self._parts)
 
 
 def all_chips(run) -> str:
+    """Every chip of a run as one value (RESET first): what the page shows for a finished run."""
     stream = ChipStream(run.prompt_ids)
     for step in run.steps:
         stream.add(step)
@@ -87,36 +99,44 @@ LEGEND = (
     f"<span class='pg-swatch' style='background:{SURPRISE}'></span> < 10%. Click a token to inspect it."
 )
 
-# Runs in the browser once: a click on a chip marks it, keeps the marking across re-renders, and
-# sends its position to the server ("pick" event). While a run streams, the box follows the
-# newest chip unless the reader has scrolled up.
+CHIPS_TEMPLATE = "<div class='pg-chipbox'></div>"  # static: the script below fills it
+
+# Runs in the browser once per page. Each new value is a delta: appended to the box (after clearing
+# it when the delta starts a new run); chips already there are never re-parsed. A click on a chip
+# marks it and sends its position to the server ("pick" event). While a run streams, the box
+# follows the newest chip unless the reader has scrolled up.
 CHIPS_JS = """
-let selected = null;
 let follow = true;
-const box = () => element.querySelector('.pg-chipbox') || element;
-function mark() {
-  element.querySelectorAll('.pg-chip.pg-selected').forEach(c => c.classList.remove('pg-selected'));
-  if (selected === null) return;
-  const chip = element.querySelector(`.pg-chip[data-pos="${selected}"]`);
-  if (chip) chip.classList.add('pg-selected');
+let lastPos = -1;
+const box = () => element.querySelector('.pg-chipbox');
+function apply(delta) {
+  const b = box();
+  if (!b) return;
+  if (!delta) return;  // nothing new since the last update
+  if (delta.startsWith('RESET')) { b.replaceChildren(); lastPos = -1; follow = true; }
+  const t = document.createElement('template');
+  t.innerHTML = delta;
+  const fresh = [];
+  for (const chip of t.content.querySelectorAll('.pg-chip')) {
+    const pos = Number(chip.dataset.pos);
+    if (pos > lastPos) { fresh.push(chip); lastPos = pos; }  // a value delivered twice adds nothing
+  }
+  b.append(...fresh);
+  if (follow) b.scrollTop = b.scrollHeight;
 }
 element.addEventListener('scroll', () => {
   const b = box();
-  follow = b.scrollTop + b.clientHeight >= b.scrollHeight - 24;
+  if (b) follow = b.scrollTop + b.clientHeight >= b.scrollHeight - 24;
 }, true);
 element.addEventListener('click', (event) => {
   const chip = event.target.closest('.pg-chip');
   if (!chip) return;
-  selected = Number(chip.dataset.pos);
-  mark();
-  trigger('pick', {position: selected});
+  element.querySelectorAll('.pg-chip.pg-selected').forEach(c => c.classList.remove('pg-selected'));
+  chip.classList.add('pg-selected');
+  trigger('pick', {position: Number(chip.dataset.pos)});
   const details = document.getElementById('pg-step-md');
   if (details) details.scrollIntoView({block: 'nearest', behavior: 'smooth'});
 });
-watch('value', () => {
-  if (!element.querySelector('.pg-gen')) selected = null;  // a new run
-  mark();
-  const b = box();
-  if (follow) b.scrollTop = b.scrollHeight;
-});
-"""
+watch('value', () => apply(props.value));
+apply(props.value);
+""".replace("RESET", RESET)

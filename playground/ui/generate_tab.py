@@ -3,6 +3,10 @@
 The streaming loop is the heart of the app. Its costs are bounded per update (the chips grow by
 appending; figures are drawn once the run ends or when asked), updates are paced across users,
 and Stop is a flag the loop reads between two steps, so it takes effect within one decode step.
+
+The streaming event outputs only the state, the chips and the status line: the browser re-applies
+every output of an event on every streamed update, and a figure among them would be re-laid-out by
+plotly each time. The figures come from a second event (``after_run``) chained after the stream.
 """
 
 from __future__ import annotations
@@ -24,14 +28,10 @@ DECODE_LOCK = threading.Lock()
 ACTIVE_STREAMS: set = set()  # one token per generation in flight, to pace the streamed updates
 STOP_FLAGS: dict[str, threading.Event] = {}  # run id -> set by Stop; removed when the run ends
 STREAM_INTERVAL_S = 0.08
-# Outputs after the chips and status: heatmap, query bars, step slider, prob bars, stages, step text,
-# query slider, attention message.
-N_AFTER = 8
 
 
-def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, seed, greedy,
-                    view=VIEWS[0], layer=0, head=0, log_scale=True):
-    """Stream tokens; at the end show the attention and the last step's distribution."""
+def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, seed, greedy):
+    """Stream tokens as chips with a status line (outputs: state, chips, status)."""
     try:
         greedy = parse_bool(greedy, "Greedy")
         seed = parse_seed(seed, "Sampling seed")
@@ -43,7 +43,7 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
         run, gen = start_run(model, state["recipe"], prompt, max_new_tokens=max_new_tokens,
                              temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, greedy=greedy)
     except Exception as e:
-        yield (state, gr.skip(), fail(e)) + (gr.skip(),) * N_AFTER
+        yield state, gr.skip(), fail(e)
         return
     run_id = os.urandom(8).hex()
     stop = STOP_FLAGS[run_id] = threading.Event()
@@ -51,17 +51,16 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     token = object()
     ACTIVE_STREAMS.add(token)
     try:
-        yield from _stream(state, run, iter(gen), stop, view, layer, head, log_scale)
+        yield from _stream(state, run, iter(gen), stop)
     finally:
         ACTIVE_STREAMS.discard(token)
         STOP_FLAGS.pop(run_id, None)
 
 
-def _stream(state, run, steps, stop, view, layer, head, log_scale):
+def _stream(state, run, steps, stop):
     chips = ChipStream(run.prompt_ids)
     t0 = time.perf_counter()
-    skip = (gr.skip(),) * N_AFTER
-    yield (state, chips.html(), status_html(run, 0.0, "running")) + skip  # the prompt's chips at once
+    yield state, chips.delta(), status_html(run, 0.0, "running")  # the prompt's chips at once
     last_yield = time.perf_counter()
     while not stop.is_set():
         # One decode step at a time across all users: steps interleave fairly, and the cores are
@@ -79,22 +78,29 @@ def _stream(state, run, steps, stop, view, layer, head, log_scale):
         # pacing by the number of active generations keeps the whole server near 12 updates/s.
         if now - last_yield > STREAM_INTERVAL_S * max(1, len(ACTIVE_STREAMS)):
             last_yield = now
-            yield (state, chips.html(), status_html(run, run.elapsed, "running")) + skip
+            yield state, chips.delta(), status_html(run, run.elapsed, "running")
     run.stopped = stop.is_set()
     run.elapsed = time.perf_counter() - t0
-    final = status_html(run, run.elapsed, "stopped" if run.stopped else "done")
-    # The final chips and status first (Stop is answered now), then the figures, which take longer.
-    yield (state, chips.html(), final) + skip
-    yield (state, gr.skip(), gr.skip()) + after_run_views(state, view, layer, head, log_scale)
+    yield state, chips.delta(), status_html(run, run.elapsed, "stopped" if run.stopped else "done")
 
 
-def after_run_views(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
-    run = state["run"]
-    n_steps = len(run.steps)
-    heat, query_fig, query_update, att_msg = attention_views(state, view, layer, head, log_scale, None)
-    step_outputs = inspect_step(state, n_steps - 1) if n_steps else (gr.skip(),) * 3
-    step_update = gr.update(minimum=0, maximum=max(1, n_steps - 1), value=max(0, n_steps - 1), visible=n_steps > 1)
-    return (heat, query_fig, step_update) + tuple(step_outputs) + (query_update, att_msg)
+def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
+    """Once a run has ended: its attention (outputs: heatmap, query bars, query slider, message)."""
+    if (state or {}).get("run") is None:
+        return (gr.skip(),) * 4
+    return attention_views(state, view, layer, head, log_scale, None)
+
+
+def last_step(state):
+    """Once a run has ended: the step slider on its last step, and that step's distribution
+    (outputs: step slider, prob bars, stages, step text). A separate event from ``after_run`` so the
+    browser draws the figures in two tasks, not one long one."""
+    run = (state or {}).get("run")
+    if run is None or not run.steps:
+        return (gr.skip(),) * 4
+    n = len(run.steps)
+    step_update = gr.update(minimum=0, maximum=max(1, n - 1), value=n - 1, visible=n > 1)
+    return (step_update,) + tuple(inspect_step(state, n - 1))
 
 
 def stop_generation(state):
@@ -145,25 +151,28 @@ def _index_of(top, token_id):
     return None
 
 
-def pick_token(state, view, layer, head, log_scale, evt: gr.EventData):
-    """A click on a chip: the query moves to that token, and a generated token opens its step.
-
-    Outputs: step slider, prob bars, stages, step text, heatmap, query bars, query slider, message."""
+def pick_token(state, evt: gr.EventData):
+    """A click on a chip: a generated token opens its step (outputs: step slider, prob bars, stages,
+    step text); ``pick_query`` then moves the attention query to the same token."""
     run = (state or {}).get("run")
-    data = getattr(evt, "_data", None) or {}
     if run is None:
-        return (gr.skip(),) * 8
+        return (gr.skip(),) * 4
     try:
-        position = parse_whole(data.get("position"), "Token position", 0, len(run.token_ids) - 1)
+        position = parse_whole((getattr(evt, "_data", None) or {}).get("position"), "Token position",
+                               0, len(run.token_ids) - 1)
     except ValueError as e:
-        return (gr.skip(),) * 7 + (warn(str(e)),)
-    heat, query_fig, query_update, att_msg = attention_views(state, view, layer, head, log_scale, position)
+        return (gr.skip(),) * 3 + (f"⚠️ {e}",)
     step = position - len(run.prompt_ids)
     if step < 0:
-        text = (f"Position {position} is part of the prompt: the model read it, it did not choose it. "
-                "The attention view now shows where it looked.")
-        return (gr.skip(), gr.skip(), gr.skip(), text, heat, query_fig, query_update, att_msg)
-    return (gr.update(value=step),) + tuple(inspect_step(state, step)) + (heat, query_fig, query_update, att_msg)
+        return (gr.skip(),) * 3 + (f"Position {position} is part of the prompt: the model read it, it did not "
+                                   "choose it. The attention view now shows where it looked.",)
+    return (gr.update(value=step),) + tuple(inspect_step(state, step))
+
+
+def pick_query(state, view, layer, head, log_scale, evt: gr.EventData):
+    """The attention views with the query on the clicked chip's position."""
+    position = (getattr(evt, "_data", None) or {}).get("position")
+    return attention_views(state, view, layer, head, log_scale, position)
 
 
 def export_run_file(state, fmt):
@@ -172,14 +181,16 @@ def export_run_file(state, fmt):
         return gr.skip(), warn("Generate something first; there is no run to export yet.")
     try:
         fmt = parse_choice(fmt, ("json", "npz"), "Export format")
-        return str(export_run(run, session_model(state), fmt)), ok(f"Run exported as .{fmt}.")
+        path = export_run(run, session_model(state), fmt)
+        return gr.update(value=str(path), visible=True), ok(f"Run exported as .{fmt}.")
     except Exception as e:
         return gr.skip(), fail(e)
 
 
 def export_model_file(state):
     try:
-        return str(export_model(session_model(state), state["recipe"])), ok("Model exported; the upload box accepts it back.")
+        path = export_model(session_model(state), state["recipe"])
+        return gr.update(value=str(path), visible=True), ok("Model exported; the upload box accepts it back.")
     except Exception as e:
         return gr.skip(), fail(e)
 

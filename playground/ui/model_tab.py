@@ -19,6 +19,7 @@ from ..session import (
     random_recipe, summary_line, tree_items, tree_table, tying_explanation,
 )
 from ..weights import HUB_MODELS
+from .chips import RESET
 from .common import fail, new_state, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
     session_model, slider_range
 
@@ -126,7 +127,7 @@ def switch_model(model, recipe: dict, message: str):
     Outputs: state, message, model views, form values, heatmap, chips, head examples' visibility."""
     state = {**new_state(), "recipe": recipe}
     return ((state, message) + model_views(model, recipe) + form_values(model, recipe)
-            + (figures.empty_figure("Generate to see attention"), "", gr.update(visible=recipe["kind"] == "bundled")))
+            + (figures.empty_figure("Generate to see attention"), RESET, gr.update(visible=recipe["kind"] == "bundled")))
 
 
 N_SWITCH = 2 + N_VIEWS + N_FORM + 3
