@@ -49,18 +49,16 @@ def test_generate_draws_chips_and_heatmap(page_url):
         page.get_by_text("parameters", exact=False).first.wait_for(timeout=60_000)
         page.get_by_role("tab", name="Generate").click()
         page.get_by_role("button", name="Generate", exact=True).click()
-        page.get_by_text("Done:", exact=False).wait_for(timeout=120_000)
+        page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
         page.wait_for_function(
             "() => { const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
             " return g && g.data && g.data.length > 0 && g.querySelector('.hm image, .heatmaplayer image'); }",
             timeout=60_000,
         )
         # Chips: every prompt token and every generated token is drawn with its label.
-        chip_labels = page.locator("#pg-chips .category-label, #pg-chips .label").all_inner_texts()
-        prompt_chips = [c for c in chip_labels if c.strip().startswith("#")]
-        generated_chips = [c for c in chip_labels if "%" in c]
-        assert len(prompt_chips) >= 5, chip_labels[:10]
-        assert len(generated_chips) == 40, chip_labels
+        assert page.locator("#pg-chips .pg-prompt").count() >= 5
+        assert page.locator("#pg-chips .pg-gen").count() == 40
+        assert all("%" in t for t in page.locator("#pg-chips .pg-gen small").all_inner_texts())
         # The heatmap holds a square causal matrix: as many rows as tokens in the window.
         shape = page.evaluate(
             "() => { const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
@@ -89,4 +87,150 @@ def test_chinese_interface(page_url):
         page.get_by_text("parameters", exact=False).first.wait_for(timeout=60_000)  # the session has loaded
         assert page.get_by_role("button", name="Build model").count() == 0
         page.screenshot(path=str(ARTIFACTS / "zh.png"))
+        browser.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# Issue 9: the core loop in a real page (functional checks; timings live in `python -m bench --browser`)
+
+
+def _generate_page(p, page_url, **context):
+    browser = _launch(p)
+    page = browser.new_page(viewport={"width": 1600, "height": 1000}, **context)
+    page.goto(page_url)
+    page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
+    page.locator("button[role=tab]").nth(1).click()
+    page.locator("#pg-generate").wait_for()
+    return browser, page
+
+
+def _set_number(page, elem_id, value):
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def _heatmap_title(page):
+    return page.evaluate("() => { const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
+                         " return g && g.layout && g.layout.title ? g.layout.title.text : null; }")
+
+
+def test_stop_mid_run_keeps_fewer_tokens_and_says_how_many(page_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _generate_page(p, page_url)
+        _set_number(page, "pg-max-new", 512)
+        page.locator("#pg-generate").click()
+        page.wait_for_function("() => document.querySelectorAll('#pg-chips .pg-gen').length >= 10", timeout=60_000)
+        page.locator("#pg-stop").click()
+        status = page.locator("#pg-status [data-state=stopped]")
+        status.wait_for(timeout=60_000)
+        made = int(status.get_attribute("data-tokens"))
+        assert 10 <= made < 512
+        assert f"after {made} of 512 tokens" in status.inner_text()
+        page.wait_for_timeout(1000)
+        assert page.locator("#pg-chips .pg-gen").count() == made  # nothing arrives after the stop
+        # A run that ended before the click stays "done".
+        _set_number(page, "pg-max-new", 3)
+        page.locator("#pg-generate").click()
+        page.locator("#pg-status [data-state=done][data-tokens='3']").wait_for(timeout=60_000)
+        page.locator("#pg-stop").click()
+        page.wait_for_timeout(1000)
+        assert page.locator("#pg-status [data-state=done]").count() == 1
+        browser.close()
+
+
+def test_chip_click_moves_the_query_and_opens_the_step(page_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _generate_page(p, page_url)
+        _set_number(page, "pg-max-new", 12)
+        page.locator("#pg-generate").click()
+        page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
+        page.wait_for_function("() => (document.querySelector('#pg-step-md') || {}).innerText?.includes('Step 11')",
+                               timeout=60_000)
+        chip = page.locator("#pg-chips .pg-gen").nth(4)
+        position = chip.get_attribute("data-pos")
+        chip.click()
+        assert "pg-selected" in chip.get_attribute("class")
+        page.wait_for_function("() => document.querySelector('#pg-step-md').innerText.includes('Step 4 chose')",
+                               timeout=30_000)
+        query = page.locator("#pg-query input[type=number]")
+        page.wait_for_function(f"() => document.querySelector('#pg-query input[type=number]').value === '{position}'",
+                               timeout=30_000)
+        assert query.input_value() == position
+        page.wait_for_function(f"() => (document.querySelector('#pg-query-plot .js-plotly-plot')?.layout?.title?.text"
+                               f" || '').startsWith('Where position {position} ')", timeout=30_000)
+        # The step details are on screen after the click.
+        box = page.locator("#pg-step-md").bounding_box()
+        assert box and 0 <= box["y"] < 1000
+        browser.close()
+
+
+def test_keyboard_on_sliders_updates_the_heatmap_and_every_token_is_labelled(page_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _generate_page(p, page_url)
+        _set_number(page, "pg-max-new", 20)
+        page.locator("#pg-generate").click()
+        page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
+        page.wait_for_function("() => (document.querySelector('#pg-heatmap .js-plotly-plot')?.layout?.title?.text"
+                               " || '').startsWith('Layer 0, head 0')", timeout=60_000)
+        # Typing in the layer slider's number box (no drag, no release) redraws the heatmap.
+        page.locator("#pg-layer input[type=number]").fill("2")
+        page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot').layout.title.text"
+                               ".startsWith('Layer 2, head 0')", timeout=30_000)
+        # Arrow keys on the head slider's range do the same.
+        page.locator("#pg-head input[type=range]").focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot').layout.title.text"
+                               ".startsWith('Layer 2, head 1')", timeout=30_000)
+        # Every token of the window has its own tick label on both axes.
+        ticks = page.evaluate("() => { const l = document.querySelector('#pg-heatmap .js-plotly-plot')._fullLayout;"
+                              " const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
+                              " return [l.xaxis.tickvals.length, l.yaxis.tickvals.length, g._fullData[0].z.length,"
+                              " g.querySelectorAll('.xtick').length]; }")
+        n_tokens = ticks[2]
+        assert n_tokens > 20 and ticks[0] == ticks[1] == n_tokens and ticks[3] == n_tokens
+        browser.close()
+
+
+def _luminance(rgb):
+    def channel(c):
+        c = c / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (channel(c) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _contrast(a, b):
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_dark_mode_chips_and_figures_are_readable(page_url):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser, page = _generate_page(p, page_url, color_scheme="dark")
+        page.locator("#pg-generate").click()
+        page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
+        page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick text')", timeout=60_000)
+        assert page.evaluate("() => document.body.classList.contains('dark')")
+        colours = page.evaluate("""() => [...document.querySelectorAll('#pg-chips .pg-chip')].map(c => {
+            const s = getComputedStyle(c); return [s.color, s.backgroundColor]; })""")
+        parse = lambda text: [int(float(x)) for x in text[text.index("(") + 1:text.index(")")].split(",")[:3]]
+        ratios = [_contrast(parse(fg), parse(bg)) for fg, bg in colours]
+        assert len(ratios) > 40 and min(ratios) >= 4.5, min(ratios)
+        # Figure text follows the theme: light tick labels on the dark page.
+        fill = page.evaluate("() => getComputedStyle(document.querySelector("
+                             "'#pg-heatmap .js-plotly-plot .xtick text')).fill")
+        page_bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        assert _contrast(parse(fill), parse(page_bg)) >= 4.5
+        page.screenshot(path=str(ARTIFACTS / "generate-dark.png"))
         browser.close()

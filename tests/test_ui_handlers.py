@@ -197,17 +197,15 @@ def test_inspect_step_and_select_token():
     assert f"rank **{step.rank}**" in text and f"p = **{format_prob(step.prob)}**" in text
     position = len(run.prompt_ids) + 2
     evt = gr.EventData(None, {"position": position})
-    step_update, bars, stages, text = ui.pick_token(state, evt)
+    step_update, bars, stages, text, query_update = ui.pick_token(state, evt)
     assert step_update["value"] == 2 and "**Step 2**" in text
-    heat, query_fig, query_update, msg = ui.pick_query(state, ui.VIEWS[0], 1, 0, True, evt)
     assert query_update["value"] == position  # the attention query follows the chosen token
+    heat, query_fig, _, msg = ui.attention_views(state, ui.VIEWS[0], 1, 0, True, query_update["value"])
     assert f"Where position {position}" in query_fig["value"].layout.title.text
-    prompt_evt = gr.EventData(None, {"position": 0})
-    assert "part of the prompt" in ui.pick_token(state, prompt_evt)[3]
-    assert ui.pick_query(state, ui.VIEWS[0], 1, 0, True, prompt_evt)[2]["value"] == 0
-    bad = gr.EventData(None, {"position": float("nan")})
-    assert "Token position must be a whole number" in ui.pick_token(state, bad)[3]
-    assert "Query position must be a whole number" in ui.pick_query(state, ui.VIEWS[0], 1, 0, True, bad)[3]
+    prompt_pick = ui.pick_token(state, gr.EventData(None, {"position": 0}))
+    assert "part of the prompt" in prompt_pick[3] and prompt_pick[4]["value"] == 0
+    bad = ui.pick_token(state, gr.EventData(None, {"position": float("nan")}))
+    assert "Token position must be a whole number" in bad[3]
 
 
 @pytest.mark.parametrize("view", ui.VIEWS)

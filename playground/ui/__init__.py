@@ -12,7 +12,7 @@ from .attention_view import GRID_MAX_TOKENS, HEATMAP_MAX_TOKENS, VIEWS, attentio
 from .chips import all_chips, status_html
 from .common import I18N, fail, new_state, ok, warn
 from .generate_tab import (
-    after_run, export_model_file, export_run_file, generate_tokens, inspect_step, last_step, pick_query, pick_token, run_data, stop_generation,
+    after_run, export_model_file, export_run_file, generate_tokens, inspect_step, last_step, pick_token, run_data, stop_generation,
 )
 from .model_tab import (
     FIELDS, WEIGHT_CHOICES, build_model, config_from_fields, head_examples, load_session, model_views,
@@ -24,7 +24,7 @@ __all__ = [
     "CORPUS_CHOICES", "CSS", "EXAMPLES", "FIELDS", "GRID_MAX_TOKENS", "HEATMAP_MAX_TOKENS", "I18N", "VIEWS",
     "WEIGHT_CHOICES", "after_run", "all_chips", "attention_data", "attention_views", "build_demo", "build_model",
     "config_from_fields", "corpus_text", "export_model_file", "export_run_file", "fail", "generate_tokens",
-    "head_examples", "inspect_step", "last_step", "pick_query", "launch_kwargs", "load_session", "model_views", "new_state", "ok",
+    "head_examples", "inspect_step", "last_step", "launch_kwargs", "load_session", "model_views", "new_state", "ok",
     "pick_token", "preset_fields", "run_data", "status_html", "stop_generation", "stop_training", "switch_model",
     "train_model", "use_trained", "warn",
 ]

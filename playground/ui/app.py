@@ -215,9 +215,9 @@ def build_demo() -> gr.Blocks:
             slider.input(None, slider, input_msg, js=range_note_js(name, slider.minimum, slider.maximum))
         step_slider.input(gt.inspect_step, [state, step_slider], [prob_plot, stages_plot, step_md],
                           api_name="inspect_step", trigger_mode="always_last")
-        chips.pick(gt.pick_token, state, step_outputs, api_visibility="private", trigger_mode="always_last",
-                   ).then(gt.pick_query, after_inputs, att_outputs, api_visibility="private")
         att_inputs = [state, view, layer, head, log_scale, query]
+        chips.pick(gt.pick_token, state, step_outputs + [query], api_visibility="private", trigger_mode="always_last",
+                   ).then(av.attention_views, att_inputs, att_outputs, api_visibility="private")
         for control in (view, log_scale):
             control.input(av.attention_views, att_inputs, att_outputs, api_visibility="private",
                           trigger_mode="always_last")

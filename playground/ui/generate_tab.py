@@ -152,27 +152,29 @@ def _index_of(top, token_id):
 
 
 def pick_token(state, evt: gr.EventData):
-    """A click on a chip: a generated token opens its step (outputs: step slider, prob bars, stages,
-    step text); ``pick_query`` then moves the attention query to the same token."""
+    """A click on a chip: a generated token opens its step, and the attention query moves to the
+    token (outputs: step slider, prob bars, stages, step text, query slider); the attention views
+    follow in a chained event that reads the query slider."""
     run = (state or {}).get("run")
     if run is None:
-        return (gr.skip(),) * 4
+        return (gr.skip(),) * 5
     try:
         position = parse_whole((getattr(evt, "_data", None) or {}).get("position"), "Token position",
                                0, len(run.token_ids) - 1)
     except ValueError as e:
-        return (gr.skip(),) * 3 + (f"⚠️ {e}",)
+        return (gr.skip(),) * 3 + (f"⚠️ {e}", gr.skip())
+    start, _ = run.window(session_model(state).cfg.context_length)
+    note = ""
+    if position < start:
+        note = (f" Position {position} is outside the model's last context window (positions {start}–"
+                f"{len(run.token_ids) - 1}), so the attention view shows position {start}.")
+    query = gr.update(value=max(position, start))
     step = position - len(run.prompt_ids)
     if step < 0:
-        return (gr.skip(),) * 3 + (f"Position {position} is part of the prompt: the model read it, it did not "
-                                   "choose it. The attention view now shows where it looked.",)
-    return (gr.update(value=step),) + tuple(inspect_step(state, step))
-
-
-def pick_query(state, view, layer, head, log_scale, evt: gr.EventData):
-    """The attention views with the query on the clicked chip's position."""
-    position = (getattr(evt, "_data", None) or {}).get("position")
-    return attention_views(state, view, layer, head, log_scale, position)
+        text = f"Position {position} is part of the prompt: the model read it, it did not choose it." + note
+        return (gr.skip(), gr.skip(), gr.skip(), text, query)
+    bars, stages, text = inspect_step(state, step)
+    return (gr.update(value=step), bars, stages, text + note, query)
 
 
 def export_run_file(state, fmt):
