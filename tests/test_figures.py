@@ -73,11 +73,16 @@ def test_heatmap_log_scale_floors_and_labels_colourbar_in_probability():
     assert list(axis.colorbar.ticktext) == ["≤0.0001", "0.001", "0.01", "0.1", "1"]
 
 
-def test_heatmap_hover_names_positions_tokens_and_probability():
+def test_heatmap_hover_names_positions_and_probability():
+    """Hover reads p from numeric customdata (no string per cell: it doubles the browser's work);
+    the tokens are the tick labels of the same row and column."""
     p = causal_attention(1, 8)[0]
-    text = F.attention_heatmap(p, LABELS).data[0].text
-    assert text[4][2] == f"query 4·␣the → key 2·␣the: p={p[4, 2]:.3g}"
-    assert text[1][5] == ""  # masked cells say nothing
+    for log_scale in (False, True):
+        trace = F.attention_heatmap(p, LABELS, log_scale=log_scale).data[0]
+        assert trace.text is None
+        assert "query %{y:d} → key %{x:d}" in trace.hovertemplate and "%{customdata:.3g}" in trace.hovertemplate
+        np.testing.assert_allclose(np.asarray(trace.customdata, dtype=float), p, rtol=1e-6)
+        assert trace.hoverongaps is False  # masked (future) cells say nothing
 
 
 def test_heatmap_window_shows_last_positions_and_says_so():

@@ -204,7 +204,10 @@ def build_demo() -> gr.Blocks:
         after_inputs = [state, view, layer, head, log_scale]
         # The stream updates only chips and status; the figures follow once it ends (see generate_tab).
         for trigger, api in ((gen_btn.click, {"api_name": "generate"}), (prompt.submit, {"api_visibility": "private"})):
-            trigger(gt.generate_tokens, gen_inputs, gen_outputs, concurrency_id="generate", concurrency_limit=4, **api,
+            # show_progress hidden: the status line says what is happening, and Gradio's own progress
+            # overlay would be re-rendered on every streamed update.
+            trigger(gt.generate_tokens, gen_inputs, gen_outputs, concurrency_id="generate", concurrency_limit=4,
+                    show_progress="hidden", **api,
                     ).then(gt.after_run, after_inputs, att_outputs, api_visibility="private",
                            ).then(gt.last_step, state, step_outputs, api_visibility="private")
         # Stop only raises a flag: it never waits behind generation or model builds.
