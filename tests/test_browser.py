@@ -234,3 +234,28 @@ def test_dark_mode_chips_and_figures_are_readable(page_url):
         assert _contrast(parse(fill), parse(page_bg)) >= 4.5
         page.screenshot(path=str(ARTIFACTS / "generate-dark.png"))
         browser.close()
+
+
+def test_values_the_widgets_would_clamp_or_round_are_said(page_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _generate_page(p, page_url)
+        page.locator("#pg-max-new input[type=number]").fill("9999")
+        message = page.locator("#pg-input-msg")
+        page.wait_for_function("() => document.querySelector('#pg-input-msg').innerText.includes('9999')",
+                               timeout=30_000)
+        assert "Max new tokens: 9999 is outside 1–512; the slider sets it to 512" in message.inner_text()
+        page.locator("#pg-max-new input[type=number]").fill("30")
+        page.wait_for_function("() => document.querySelector('#pg-input-msg').innerText.trim() === ''", timeout=30_000)
+        # The Model tab: 2.5 layers is refused with a message, not rounded.
+        page.locator("button[role=tab]").nth(0).click()
+        page.get_by_text("random init").click()
+        page.get_by_text("Config fields", exact=False).click()
+        layers = page.get_by_label("n_layers", exact=True)
+        layers.fill("2.5")
+        page.locator("#pg-build").click()
+        page.wait_for_function("() => document.querySelector('#pg-build-msg').innerText.includes('n_layers')",
+                               timeout=60_000)
+        assert "n_layers must be a whole number, got 2.5" in page.locator("#pg-build-msg").inner_text()
+        browser.close()
