@@ -332,3 +332,25 @@ def test_step_inputs_get_specific_messages():
     state = run_generation(nano_state(), n=3)[0]
     assert "Step must be a whole number" in ui.inspect_step(state, float("nan"))[2]
     assert "Step must be between 0 and 2" in ui.inspect_step(state, 7)[2]
+
+
+def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
+    """A failure at some step (e.g. non-finite logits) ends the stream with a message, not a crash."""
+    import playground.ui.generate_tab as gt
+
+    real_start = gt.start_run
+
+    def failing_start(*args, **kwargs):
+        run, gen = real_start(*args, **kwargs)
+
+        def steps():
+            yield from (step for _, step in zip(range(2), gen))
+            raise ValueError("Step 3: the model produced NaN logits; generation stopped.")
+
+        return run, steps()
+
+    monkeypatch.setattr(gt, "start_run", failing_start)
+    final = run_generation(nano_state(), n=6)
+    assert len(final[0]["run"].steps) == 2
+    assert "data-state='error'" in final[2] and "Ended early: 2 tokens" in final[2]
+    assert "Step 3: the model produced NaN logits" in final[2]

@@ -75,10 +75,10 @@ def all_chips(run) -> str:
 
 
 def status_html(run, elapsed: float, state: str) -> str:
-    """state: running | done | stopped. The element carries it (and the count) for tests and tools."""
+    """state: running | done | stopped | error. The element carries it (and the count) for tests and tools."""
     n = len(run.steps)
     rate = n / elapsed if elapsed > 0 else 0.0
-    head = {"running": "Generating", "done": "Done", "stopped": "Stopped by you"}[state]
+    head = {"running": "Generating", "done": "Done", "stopped": "Stopped by you", "error": "Ended early"}[state]
     parts = [f"{head}: {n} token{'s' if n != 1 else ''} · {rate:.1f} tokens/s"]
     if state == "stopped":
         asked = run.settings.get("max_new_tokens")

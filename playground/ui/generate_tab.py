@@ -65,12 +65,17 @@ def _stream(state, run, steps, stop):
     t0 = time.perf_counter()
     yield state, chips.delta(), status_html(run, 0.0, "running")  # the prompt's chips at once
     last_yield = time.perf_counter()
+    error = None
     while not stop.is_set():
         # One decode step at a time across all users: steps interleave fairly, and the cores are
         # not oversubscribed by several forwards each asking for every core (bench/: with 4 users
         # and no lock, the aggregate rate fell to half of one user's).
-        with DECODE_LOCK:
-            step = next(steps, None)
+        try:
+            with DECODE_LOCK:
+                step = next(steps, None)
+        except Exception as e:  # e.g. NaN logits at some step: keep the tokens made so far, say why
+            error = e
+            break
         if step is None:
             break
         run.steps.append(step)
@@ -83,7 +88,10 @@ def _stream(state, run, steps, stop):
             yield state, chips.delta(), status_html(run, run.elapsed, "running")
     run.stopped = stop.is_set()
     run.elapsed = time.perf_counter() - t0
-    yield state, chips.delta(), status_html(run, run.elapsed, "stopped" if run.stopped else "done")
+    final = status_html(run, run.elapsed, "stopped" if run.stopped else "done")
+    if error is not None:
+        final = status_html(run, run.elapsed, "error") + fail(error)
+    yield state, chips.delta(), final
 
 
 def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
