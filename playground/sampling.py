@@ -179,6 +179,8 @@ class Generation:
         ids = [int(i) for i in self.prompt_ids]
         if not ids:
             raise ValueError("The prompt is empty: type some text to continue.")
+        if self.seed is not None and not -(2**63) <= int(self.seed) < 2**64:
+            raise ValueError(f"The seed must be a whole number between -2^63 and 2^64 - 1, got {self.seed}.")
         vocab = self.model.cfg.vocab_size
         bad = [i for i in ids if not 0 <= i < vocab]
         if bad:

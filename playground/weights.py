@@ -321,6 +321,23 @@ def _stream_weights(model: GPTModel, path: Path, header: CheckpointHeader, layou
         raise WeightLoadError(f"{header.name}: {_first(sorted(targets.keys() - filled))} not filled.")
 
 
+def check_file_finite(path, header: CheckpointHeader) -> None:
+    """check_finite on a file, one tensor in memory at a time (for checking an upload before keeping
+    it). Names the file's own keys."""
+    bad = []
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            for key in f.keys():
+                value = f.get_tensor(key)
+                if not bool(torch.isfinite(value).all()):
+                    count = int((~torch.isfinite(value)).sum())
+                    bad.append(f"{key} ({count:,} value{'s' if count != 1 else ''})")
+                del value
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise WeightLoadError(f"{header.name} is not a readable safetensors file ({e}).") from None
+    _refuse_non_finite(bad, header.name)
+
+
 def check_finite(model: GPTModel, name: str = "The weights") -> None:
     """Refuse weights holding NaN or ±inf (they would turn every logit into NaN), naming each tensor
     and how many of its values are bad. One pass over the parameters, in their final dtype."""
@@ -330,6 +347,10 @@ def check_finite(model: GPTModel, name: str = "The weights") -> None:
             if value.is_floating_point() and not bool(torch.isfinite(value).all()):
                 count = int((~torch.isfinite(value)).sum())
                 bad.append(f"{key} ({count:,} value{'s' if count != 1 else ''})")
+    _refuse_non_finite(bad, name)
+
+
+def _refuse_non_finite(bad: list[str], name: str) -> None:
     if bad:
         raise WeightLoadError(
             f"{name}: {len(bad)} tensor{'s contain' if len(bad) > 1 else ' contains'} NaN or infinity: "

@@ -1,0 +1,495 @@
+"""Files the server writes and reads: run and model exports, uploads, trained checkpoints, and a
+disk budget over all of them (no gradio here; the UI passes paths in and gets paths back).
+
+Three rules, each from a measured failure:
+- an export's size is known *before* it is written, and refused over ``PLAYGROUND_MAX_EXPORT_MB``;
+  the attention is streamed map by map, never gathered into Python lists (a 1024-token GPT-2 small
+  run once took 3 minutes, 2.1 GB and 13 GB of RAM as JSON);
+- a file is stored once: exports are written inside Gradio's cache folder, which Gradio serves as it
+  is (a returned path anywhere else is copied there first), and uploads are checked where Gradio put
+  them, then hard-linked (not copied) into the work dir, or deleted at once when refused;
+- the work dir and Gradio's cache stay under ``PLAYGROUND_DISK_BUDGET_GB``: after every write the
+  least recently used files go first, never a protected one (``protect()`` registers who decides).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import torch
+
+from .config import ConfigError, check_memory
+from .model import GPTModel, attention_probs
+from .tokenizer import load_tokenizer
+from .weights import WeightLoadError, check_file_finite, check_header, checkpoint_config, read_header, save_checkpoint
+
+MAX_UPLOAD_BYTES = int(float(os.environ.get("PLAYGROUND_MAX_UPLOAD_MB", "700")) * 1e6)
+DEFAULT_MAX_EXPORT_MB = 1000  # a full 1024-token GPT-2 small run is 756 MB as JSON, 604 MB as .npz
+DEFAULT_DISK_BUDGET_GB = 5
+JSON_DECIMALS = 5
+
+
+class ExportTooLarge(ValueError):
+    """An export refused before anything was written. ``size`` and ``limit`` are bytes; ``options``
+    maps a smaller choice (keyword arguments of ``export_run``) to its size."""
+
+    def __init__(self, message: str, size: int, limit: int, options: dict[str, tuple[dict, int]]):
+        super().__init__(message)
+        self.size, self.limit, self.options = size, limit, options
+
+
+def max_export_bytes() -> int:
+    return int(float(os.environ.get("PLAYGROUND_MAX_EXPORT_MB", DEFAULT_MAX_EXPORT_MB)) * 1e6)
+
+
+def disk_budget_bytes() -> int:
+    return int(float(os.environ.get("PLAYGROUND_DISK_BUDGET_GB", DEFAULT_DISK_BUDGET_GB)) * 1e9)
+
+
+# ----------------------------------------------------------------------------------------------
+# Where files live
+
+
+def work_dir() -> Path:
+    """Server-side folder for checkpoints the app itself keeps (uploads by content hash, trained
+    models). Names inside are always generated, never taken from user input."""
+    base = Path(os.environ.get("PLAYGROUND_WORK_DIR", Path(tempfile.gettempdir()) / "gpt-playground"))
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def gradio_cache_dir() -> Path:
+    """The folder Gradio 6 keeps uploads in and serves files from: ``GRADIO_TEMP_DIR``, else
+    ``<tmp>/gradio`` (gradio.utils.get_upload_folder). A handler's returned path that is already
+    inside it is served as is; any other path is first copied into it (processing_utils.
+    save_file_to_cache), so a file written elsewhere is stored twice."""
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio").resolve()
+
+
+def exports_dir() -> Path:
+    """Where exports are written: ``PLAYGROUND_EXPORT_DIR``, else a folder inside Gradio's cache."""
+    base = Path(os.environ.get("PLAYGROUND_EXPORT_DIR") or gradio_cache_dir() / "gpt-playground-exports")
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        Path(path).resolve().relative_to(Path(folder).resolve())
+        return True
+    except (ValueError, OSError):
+        return False
+
+
+def _touch(path: Path) -> None:
+    """Mark a file as just used: the disk budget evicts the least recently used first."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _write_atomically(path: Path, write: Callable[[Path], None]) -> Path:
+    """``write(tmp)`` then rename: a crash or a refusal mid-write never leaves a partial file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+# ----------------------------------------------------------------------------------------------
+# Disk budget
+
+_PROTECTORS: list[Callable[[], Iterable]] = []
+_IN_PROGRESS_SECONDS = 600  # temp files younger than this may still be being written
+
+
+def protect(paths_in_use: Callable[[], Iterable]) -> Callable[[], Iterable]:
+    """Register a callable returning paths the disk budget must never delete (e.g. the checkpoints
+    of live recipes). Usable as a decorator."""
+    _PROTECTORS.append(paths_in_use)
+    return paths_in_use
+
+
+def protected_paths(extra: Iterable = ()) -> set[Path]:
+    paths = {Path(p).resolve() for p in extra if p}
+    for fn in list(_PROTECTORS):
+        paths.update(Path(p).resolve() for p in fn() if p)
+    return paths
+
+
+def enforce_disk_budget(
+    budget_bytes: int | None = None, *, protected: Iterable = (), dirs: Sequence | None = None
+) -> list[Path]:
+    """Delete the least recently used files (oldest mtime) under ``dirs`` (default: the work dir
+    and Gradio's cache) until their total is within the budget; return what was deleted.
+
+    Hard links count once and go together (an upload linked into the work dir frees nothing unless
+    both names go). Never deleted: protected paths (``protected`` and every ``protect()`` callable),
+    and temporary files that may still be being written.
+    """
+    budget = disk_budget_bytes() if budget_bytes is None else int(budget_bytes)
+    roots = [Path(d) for d in (dirs if dirs is not None else (work_dir(), gradio_cache_dir()))]
+    keep = protected_paths(protected)
+    now = time.time()
+    inodes: dict[tuple[int, int], dict] = {}
+    for root in roots:
+        for folder, _, names in os.walk(root):
+            for name in names:
+                path = Path(folder) / name
+                try:
+                    st = path.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                entry = inodes.setdefault((st.st_dev, st.st_ino), {"size": st.st_size, "mtime": 0.0, "paths": set(), "keep": False})
+                entry["mtime"] = max(entry["mtime"], st.st_mtime)
+                entry["paths"].add(path)
+                in_progress = (name.startswith(".") or name.endswith(".tmp")) and now - st.st_mtime < _IN_PROGRESS_SECONDS
+                if in_progress or path.resolve() in keep:
+                    entry["keep"] = True
+    total = sum(e["size"] for e in inodes.values())
+    deleted: list[Path] = []
+    for entry in sorted(inodes.values(), key=lambda e: e["mtime"]):
+        if total <= budget:
+            break
+        if entry["keep"]:
+            continue
+        for path in entry["paths"]:
+            try:
+                path.unlink()
+                deleted.append(path)
+            except OSError:
+                pass
+            _remove_empty_parents(path.parent, roots)
+        total -= entry["size"]
+    return deleted
+
+
+def _remove_empty_parents(folder: Path, roots: list[Path]) -> None:
+    """Gradio keeps each file in a folder named by its hash: drop the folder once it is empty."""
+    resolved_roots = {r.resolve() for r in roots}
+    while folder.resolve() not in resolved_roots and any(_inside(folder, r) for r in roots):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+# ----------------------------------------------------------------------------------------------
+# Run export: sizes first, then attention streamed map by map
+
+
+def json_attention_bytes(n_layers: int, n_heads: int, T: int, decimals: int = JSON_DECIMALS) -> int:
+    """Exact size of the "attention" array as ``_write_json_attention`` writes it: a visible
+    (causal) probability is ``0.ddddd`` (decimals + 2 characters), a masked one is ``0``."""
+    visible = T * (T + 1) // 2
+    row_chars = visible * (decimals + 2) + (T * T - visible) + T * (T - 1) + 2 * T  # values, commas, []
+    map_chars = row_chars + (T - 1) + 2
+    layer_chars = n_heads * map_chars + (n_heads - 1) + 2
+    return n_layers * layer_chars + max(n_layers - 1, 0) + 2
+
+
+def npz_attention_bytes(n_layers: int, n_heads: int, T: int, dtype: str = "float32") -> int:
+    """Upper bound of the attention in a .npz: its raw size (deflate only ever makes it smaller)."""
+    return n_layers * n_heads * T * T * np.dtype(dtype).itemsize + 4096
+
+
+@functools.lru_cache(maxsize=2)
+def _json_row_mask(T: int, width: int) -> np.ndarray:
+    """Which bytes of a row template to keep: all of a visible cell, only ``0`` and the separator of
+    a masked (future) one."""
+    cell = np.zeros((T, T, width), bool)
+    visible = np.tril(np.ones((T, T), bool))
+    cell[visible] = True
+    cell[~visible, 0] = True
+    cell[~visible, width - 1] = True
+    keep = np.ones((T, 1 + T * width + 1), bool)
+    keep[:, 1:-1] = cell.reshape(T, T * width)
+    return keep
+
+
+def _json_map_bytes(probs: np.ndarray, decimals: int = JSON_DECIMALS) -> bytes:
+    """One (T, T) causal attention map as a JSON array of rows, formatted with numpy alone: each
+    value becomes ``d.ddddd`` from its rounded integer, digit by digit (no Python float repr)."""
+    T = probs.shape[0]
+    width = decimals + 3  # "0" "." digits separator
+    scaled = np.rint(probs * np.float32(10**decimals)).astype(np.int32)
+    np.clip(scaled, 0, 10**decimals, out=scaled)
+    scaled[np.triu_indices(T, 1)] = 0
+    rows = np.empty((T, 1 + T * width + 1), np.uint8)
+    rows[:, 0] = ord("[")
+    rows[:, -1] = ord(",")
+    cells = rows[:, 1:-1].reshape(T, T, width)  # a view: the digits are written in place
+    for i in range(decimals - 1, -1, -1):
+        scaled, digit = np.divmod(scaled, 10)
+        cells[..., 2 + i] = digit
+        cells[..., 2 + i] += ord("0")
+    cells[..., 0] = scaled  # 0, or 1 for a probability that rounds to 1
+    cells[..., 0] += ord("0")
+    cells[..., 1] = ord(".")
+    cells[..., -1] = ord(",")
+    cells[:, -1, -1] = ord("]")
+    return rows[_json_row_mask(T, width)][:-1].tobytes()  # the last row has no trailing comma
+
+
+def _finite_json(value):
+    """Metadata with NaN/inf replaced by null: the file stays valid JSON whatever the model did."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value
+
+
+def _window_attention(model: GPTModel, run, layers: Sequence[int]):
+    """(window start, T, a function layer -> (H, T, T) float32 numpy): one forward now, each layer's
+    probabilities computed only when it is written."""
+    start, window = run.window(model.cfg.context_length)
+    with torch.no_grad():
+        idx = torch.tensor([window], dtype=torch.long, device=model.device)
+        _, trace = model(idx, return_attention=True, last_token_only=True)
+    qk = [(trace.queries[i], trace.keys[i]) for i in layers]
+    del trace
+
+    def layer(i: int) -> np.ndarray:
+        q, k = qk[i]
+        probs = attention_probs(q, k)[0].cpu().numpy()  # (H, T, T)
+        if not np.isfinite(probs).all():
+            raise ValueError(
+                f"Layer {layers[i]}'s attention contains NaN or infinity (the model's numbers overflow); "
+                f"the export is refused."
+            )
+        return probs
+
+    return start, len(window), layer
+
+
+def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
+    from .session import describe_recipe  # session imports this module
+
+    tok = load_tokenizer()
+    steps = [
+        {"index": s.index, "token_id": s.token_id, "token": tok.decode([s.token_id]), "prob": s.prob,
+         "raw_prob": s.raw_prob, "rank": s.rank, "entropy_bits": s.entropy, "top": [[i, p] for i, p in s.top]}
+        for s in run.steps
+    ]
+    return _finite_json({
+        "model": describe_recipe(run.recipe), "config": model.cfg.to_dict(), "settings": run.settings,
+        "prompt_ids": run.prompt_ids, "prompt_tokens_cropped": run.n_cropped, "token_ids": run.token_ids,
+        "tokens": [p.display for p in tok.pieces(run.token_ids)], "steps": steps,
+        "attention_window_start": start, "attention_layers": layers,
+    })
+
+
+def _check_export_size(size: int, fmt: str, n_layers: int, n_heads: int, T: int, options: dict) -> None:
+    limit = max_export_bytes()
+    if size <= limit:
+        return
+    fits = {name: (kwargs, s) for name, (kwargs, s) in options.items() if s <= limit}
+    advice = "; ".join(f"{name}: {s / 1e6:,.0f} MB" for name, (_, s) in fits.items())
+    raise ExportTooLarge(
+        f"This export would be {size / 1e6:,.0f} MB as .{fmt} ({n_layers} layers × {n_heads} heads × "
+        f"{T:,}×{T:,} attention values), over the {limit / 1e6:,.0f} MB limit (PLAYGROUND_MAX_EXPORT_MB). "
+        + (f"Smaller choices that fit: {advice}." if fits else "Generate a shorter run to export it."),
+        size, limit, fits,
+    )
+
+
+def export_run(run, model: GPTModel, fmt: str = "json", *, layers: Sequence[int] | None = None,
+               dtype: str = "float32", decimals: int = JSON_DECIMALS) -> Path:
+    """Write the run (tokens, probabilities, attention of the chosen layers, default all) to a file
+    named by its content, inside Gradio's cache (served without a second copy); return its path.
+
+    The size is computed first and ExportTooLarge (a ValueError) raised over the limit, before
+    anything is written. JSON attention is ``[layer][head][query][key]`` probabilities with
+    ``decimals`` decimals (masked future positions are exactly ``0``); ``.npz`` stores it in
+    ``dtype`` (float32 or float16) with deflate. The same export asked twice is written once.
+    """
+    if fmt not in ("json", "npz"):
+        raise ValueError(f"Unknown export format {fmt!r}; use json or npz.")
+    if dtype not in ("float32", "float16"):
+        raise ValueError(f"Unknown attention dtype {dtype!r}; use float32 or float16.")
+    if not 1 <= int(decimals) <= 8:
+        raise ValueError(f"decimals must be between 1 and 8, got {decimals}.")
+    cfg = model.cfg
+    chosen = list(range(cfg.n_layers)) if layers is None else sorted({int(i) for i in layers})
+    if not chosen or not all(0 <= i < cfg.n_layers for i in chosen):
+        raise ValueError(f"Choose layers between 0 and {cfg.n_layers - 1}, got {list(layers or [])}.")
+    L, H, T = len(chosen), cfg.n_heads, len(run.window(cfg.context_length)[1])
+    if fmt == "json":
+        size = json_attention_bytes(L, H, T, decimals)
+        per_layer = json_attention_bytes(1, H, T, decimals)
+        options = {".npz (float16)": ({"fmt": "npz", "dtype": "float16"}, npz_attention_bytes(L, H, T, "float16")),
+                   ".npz": ({"fmt": "npz"}, npz_attention_bytes(L, H, T)),
+                   "3 decimals": ({"decimals": 3}, json_attention_bytes(L, H, T, 3))}
+    else:
+        size = npz_attention_bytes(L, H, T, dtype)
+        per_layer = npz_attention_bytes(1, H, T, dtype)
+        options = {"float16": ({"fmt": "npz", "dtype": "float16"}, npz_attention_bytes(L, H, T, "float16"))}
+    n_fit = int(max_export_bytes() // max(per_layer, 1))
+    if 0 < n_fit < L:
+        options[f"layers {chosen[0]}–{chosen[n_fit - 1]} only"] = ({"layers": chosen[:n_fit]}, n_fit * per_layer)
+    _check_export_size(size, fmt, L, H, T, options)
+
+    start, T, layer_probs = _window_attention(model, run, chosen)
+    meta = _run_metadata(run, model, start, chosen)
+    stem = hashlib.sha256(json.dumps([meta, fmt, dtype, decimals], sort_keys=True).encode()).hexdigest()[:16]
+    path = exports_dir() / f"run-{stem}.{fmt}"
+    if path.is_file():
+        _touch(path)
+        return path
+    if fmt == "json":
+        _write_atomically(path, lambda tmp: _write_json(tmp, meta, L, layer_probs, decimals))
+    else:
+        _write_atomically(path, lambda tmp: _write_npz(tmp, meta, run.token_ids, L, H, T, layer_probs, dtype))
+    enforce_disk_budget(protected=[path])
+    return path
+
+
+def _write_json(path: Path, meta: dict, n_layers: int, layer_probs, decimals: int) -> None:
+    head = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+    with open(path, "wb") as f:
+        f.write(head[:-1].encode() + b',"attention":[')
+        for i in range(n_layers):
+            probs = layer_probs(i)
+            f.write(b"," if i else b"")
+            f.write(b"[")
+            for h in range(probs.shape[0]):
+                if h:
+                    f.write(b",")
+                f.write(b"[" + _json_map_bytes(probs[h], decimals) + b"]")
+            f.write(b"]")
+            del probs
+        f.write(b"]}")
+
+
+def _write_npz(path: Path, meta: dict, token_ids, n_layers, n_heads, T, layer_probs, dtype: str) -> None:
+    """A .npz numpy.load reads as usual, but written layer by layer into its zip member."""
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+              "shape": (n_layers, n_heads, T, T)}
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        with zf.open("attention.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_2_0(member, header)
+            for i in range(n_layers):
+                member.write(np.ascontiguousarray(layer_probs(i), dtype=dtype).tobytes())
+        for name, array in (("token_ids", np.array(token_ids)), ("metadata", np.array(json.dumps(meta)))):
+            with zf.open(f"{name}.npy", "w") as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# Model export, uploads, trained checkpoints
+
+
+def export_model(model: GPTModel, recipe: dict) -> Path:
+    """The model as a safetensors checkpoint the upload box accepts back, inside Gradio's cache."""
+    from .session import describe_recipe, recipe_key
+
+    stem = hashlib.sha256(recipe_key(recipe).encode()).hexdigest()[:16]
+    path = exports_dir() / f"model-{stem}.safetensors"
+    if path.is_file():
+        _touch(path)
+        return path
+    save_checkpoint(model, path, metadata={"source": describe_recipe(recipe)})
+    enforce_disk_budget(protected=[path])
+    return path
+
+
+def validate_checkpoint(path, name: str | None = None, *, max_bytes: int | None = None,
+                        memory_budget: int | None = None) -> None:
+    """Everything ``load_checkpoint`` would refuse, without building the model: the size, the header
+    (dtypes, config, keys, shapes), the memory budget, then NaN/inf, one tensor at a time.
+    Messages call the file ``name``."""
+    header = read_header(path, max_bytes=MAX_UPLOAD_BYTES if max_bytes is None else max_bytes, name=name)
+    cfg, layout = checkpoint_config(header)
+    check_header(header, cfg, layout, allow_unexpected=False)
+    check_memory(cfg, "float32", memory_budget)
+    check_file_finite(path, header)
+
+
+def import_upload(upload_path: str, original_name: str | None = None) -> dict:
+    """Check an uploaded checkpoint where Gradio stored it, then keep it in the work dir under its
+    content hash (a hard link: no second copy) and return its recipe.
+
+    A refused file raises WeightLoadError / ConfigError naming the user's file (``original_name``,
+    else the upload's own name: Gradio keeps it as the basename of the path it passes) and is
+    deleted at once if it lies in Gradio's upload folder.
+    """
+    from .session import file_recipe
+
+    src = Path(upload_path)
+    if not src.is_file():
+        raise WeightLoadError("The upload did not arrive; try again.")
+    label = Path(original_name or src.name).name[:80]
+    try:
+        size = src.stat().st_size
+        if size > MAX_UPLOAD_BYTES:
+            raise WeightLoadError(f"{label} is {size / 1e6:.0f} MB; the upload limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB.")
+        if size == 0:
+            raise WeightLoadError(f"{label} is empty.")
+        validate_checkpoint(src, label)
+    except (WeightLoadError, ConfigError):
+        discard_upload(src)
+        raise
+    digest = hashlib.sha256()
+    with open(src, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    dest_dir = work_dir() / "uploads"
+    dest_dir.mkdir(exist_ok=True)
+    dest = dest_dir / f"{digest.hexdigest()[:32]}.safetensors"
+    if dest.exists():
+        _touch(dest)
+    else:
+        _write_atomically(dest, lambda tmp: _link_or_copy(src, tmp))
+    enforce_disk_budget(protected=[dest])
+    return file_recipe(dest, label)
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    try:
+        os.link(src, dest)  # same file system (Gradio's cache and the work dir both under /tmp)
+    except OSError:
+        shutil.copyfile(src, dest)
+
+
+def discard_upload(path) -> bool:
+    """Delete a refused upload if it is ours to delete: a file in Gradio's upload folder (not an
+    export) or in the work dir's uploads, and not protected. Returns whether it was deleted."""
+    path = Path(path)
+    ours = (_inside(path, gradio_cache_dir()) and not _inside(path, exports_dir())) or _inside(path, work_dir() / "uploads")
+    if not ours or not path.is_file() or path.resolve() in protected_paths():
+        return False
+    path.unlink(missing_ok=True)
+    if _inside(path, gradio_cache_dir()):
+        _remove_empty_parents(path.parent, [gradio_cache_dir()])
+    return True
+
+
+def save_trained(model: GPTModel, label: str) -> dict:
+    """Give a trained model a recipe: its checkpoint on the server under a generated name."""
+    from .session import file_recipe
+
+    out_dir = work_dir() / "trained"
+    out_dir.mkdir(exist_ok=True)
+    stem = hashlib.sha256(os.urandom(16)).hexdigest()[:16]
+    path = save_checkpoint(model, out_dir / f"trained-{stem}.safetensors")
+    enforce_disk_budget(protected=[path])
+    return file_recipe(path, label)
