@@ -18,7 +18,7 @@ from playground.files import (
     ExportTooLarge, discard_upload, enforce_disk_budget, export_model, export_run, exports_dir, import_upload,
     json_attention_bytes, protect, save_trained,
 )
-from playground.model import GPTModel
+from playground.model import GPTModel, attention_probs
 from playground.session import Run, random_recipe, start_run
 from playground.weights import CHECKPOINT_FORMAT, WeightLoadError, save_checkpoint
 
@@ -165,7 +165,7 @@ class PeakRSS:
     def _watch(self):
         while not self._stop.is_set():
             self.peak = max(self.peak, self.proc.memory_info().rss)
-            time.sleep(0.002)
+            time.sleep(0.01)
 
     def stop(self) -> int:
         self._stop.set()
@@ -174,8 +174,11 @@ class PeakRSS:
 
 
 @pytest.mark.slow
-def test_a_1024_token_gpt2_small_run_exports_as_json_within_twice_its_size_in_memory():
-    cfg = PRESETS["gpt2-small (124M)"]
+def test_a_1024_token_gpt2_small_shaped_run_exports_as_json_within_twice_its_size_in_memory():
+    """12 layers × 12 heads × 1024 tokens, as GPT-2 small: a 756 MB file (it used to be 2.1 GB, 3
+    minutes and +13 GB of RAM). A narrower model (d=192) keeps the forward cheap; the export is the
+    same size."""
+    cfg = PRESETS["gpt2-small (124M)"].replace(emb_dim=192)
     torch.manual_seed(0)
     model = GPTModel(cfg).eval()
     ids = torch.randint(0, cfg.vocab_size, (1024,), generator=torch.Generator().manual_seed(0)).tolist()
@@ -185,28 +188,24 @@ def test_a_1024_token_gpt2_small_run_exports_as_json_within_twice_its_size_in_me
     extra = watch.stop()
     size = path.stat().st_size
     L, H, T = 12, 12, 1024
-    assert size - json_attention_bytes(L, H, T) < 100_000  # metadata: the tokens
+    assert 0 < size - json_attention_bytes(L, H, T) < 100_000  # the rest is metadata: tokens, config
     assert extra <= 2 * size + 100e6, f"peak +{extra / 1e6:.0f} MB for a {size / 1e6:.0f} MB file"
     # Parsing 151 M numbers into Python would take GBs: check the frame, and two whole maps.
     raw = path.read_bytes()
-    start = raw.index(b'"attention":[') + len(b'"attention":[')
-    meta = strict_json(raw[: start - len(b',"attention":[')] + b"}")
+    start = raw.index(b',"attention":[')
+    meta = strict_json(raw[:start] + b"}")
     assert meta["token_ids"] == ids and raw.endswith(b"]]]]}")
-    map_len = (json_attention_bytes(1, 1, T) - 4)  # one map, without the layer and list brackets
+    start += len(b',"attention":[')
+    map_len = json_attention_bytes(1, 1, T) - 4  # one map without the layer's and the list's brackets
     layer_len = H * (map_len + 1) + 1
-    direct = None
+    with torch.no_grad():
+        _, trace = model(torch.tensor([ids]), return_attention=True, last_token_only=True)
     for layer, head in [(0, 0), (11, 11)]:
         at = start + layer * (layer_len + 1) + 1 + head * (map_len + 1)
         m = np.array(strict_json(raw[at : at + map_len]))
         assert m.shape == (T, T) and np.allclose(m.sum(-1), 1, atol=2e-3)
-        if direct is None:
-            with torch.no_grad():
-                _, trace = model(torch.tensor([ids]), return_attention=True, last_token_only=True)
-        q, k = trace.queries[layer], trace.keys[layer]
-        from playground.model import attention_probs
-
-        assert np.abs(m - attention_probs(q, k)[0, head].numpy()).max() <= 5.01e-6
-        direct = True
+        direct = attention_probs(trace.queries[layer], trace.keys[layer])[0, head].numpy()
+        assert np.abs(m - direct).max() <= 5.01e-6
 
 
 # ---------------------------------------------------------------------------------------------
