@@ -132,18 +132,26 @@ def protected_paths(extra: Iterable = ()) -> set[Path]:
     return paths
 
 
+def managed_dirs() -> list[Path]:
+    """The folders the disk budget covers: what this app writes in the work dir (only its own
+    subfolders: PLAYGROUND_WORK_DIR may be a folder holding other things), the exports, and Gradio's
+    cache, where every upload lands first."""
+    dirs = [work_dir() / "uploads", work_dir() / "trained", exports_dir(), gradio_cache_dir()]
+    return [d for d in dirs if d.is_dir()]
+
+
 def enforce_disk_budget(
     budget_bytes: int | None = None, *, protected: Iterable = (), dirs: Sequence | None = None
 ) -> list[Path]:
-    """Delete the least recently used files (oldest mtime) under ``dirs`` (default: the work dir
-    and Gradio's cache) until their total is within the budget; return what was deleted.
+    """Delete the least recently used files (oldest mtime) under ``dirs`` (default:
+    ``managed_dirs()``) until their total is within the budget; return what was deleted.
 
     Hard links count once and go together (an upload linked into the work dir frees nothing unless
     both names go). Never deleted: protected paths (``protected`` and every ``protect()`` callable),
     and temporary files that may still be being written.
     """
     budget = disk_budget_bytes() if budget_bytes is None else int(budget_bytes)
-    roots = [Path(d) for d in (dirs if dirs is not None else (work_dir(), gradio_cache_dir()))]
+    roots = [Path(d) for d in (dirs if dirs is not None else managed_dirs())]
     keep = protected_paths(protected)
     now = time.time()
     inodes: dict[tuple[int, int], dict] = {}

@@ -337,9 +337,11 @@ def test_disk_budget_counts_hard_links_once_and_keeps_files_being_written(dirs):
 
 
 def test_writes_run_the_budget(dirs, monkeypatch):
-    old = _file(dirs / "work" / "exports-old" / "x.bin", 5_000_000, age=1000)
+    old = _file(dirs / "work" / "uploads" / "x.safetensors", 5_000_000, age=1000)
+    other = _file(dirs / "work" / "notes" / "mine.txt", 5_000_000, age=2000)
     monkeypatch.setenv("PLAYGROUND_DISK_BUDGET_GB", "0.004")
     model = nano_model()
     recipe = save_trained(model, "trained nano")
     assert not old.exists() and os.path.exists(recipe["path"])
     assert load_file(recipe["path"])  # the new checkpoint itself is never evicted
+    assert other.exists()  # only the app's own folders of the work dir are managed
