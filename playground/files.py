@@ -203,7 +203,7 @@ def _remove_empty_parents(folder: Path, roots: list[Path]) -> None:
 
 
 def json_attention_bytes(n_layers: int, n_heads: int, T: int, decimals: int = JSON_DECIMALS) -> int:
-    """Exact size of the "attention" array as ``_write_json_attention`` writes it: a visible
+    """Exact size of the "attention" array as ``_write_json`` writes it: a visible
     (causal) probability is ``0.ddddd`` (decimals + 2 characters), a masked one is ``0``."""
     visible = T * (T + 1) // 2
     row_chars = visible * (decimals + 2) + (T * T - visible) + T * (T - 1) + 2 * T  # values, commas, []
@@ -266,10 +266,9 @@ def _finite_json(value):
     return value
 
 
-def _window_attention(model: GPTModel, run, layers: Sequence[int]):
-    """(window start, T, a function layer -> (H, T, T) float32 numpy): one forward now, each layer's
-    probabilities computed only when it is written."""
-    start, window = run.window(model.cfg.context_length)
+def _window_attention(model: GPTModel, window: list[int], layers: Sequence[int]):
+    """A function i -> (H, T, T) float32 probabilities of ``layers[i]``: one forward now, each
+    layer's maps computed only when they are written."""
     with torch.no_grad():
         idx = torch.tensor([window], dtype=torch.long, device=model.device)
         _, trace = model(idx, return_attention=True, last_token_only=True)
@@ -286,7 +285,7 @@ def _window_attention(model: GPTModel, run, layers: Sequence[int]):
             )
         return probs
 
-    return start, len(window), layer
+    return layer
 
 
 def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
@@ -306,15 +305,16 @@ def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
     })
 
 
-def _check_export_size(size: int, fmt: str, n_layers: int, n_heads: int, T: int, options: dict) -> None:
-    limit = max_export_bytes()
-    if size <= limit:
-        return
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f} MB" if n >= 10e6 else f"{n / 1e6:.2f} MB"
+
+
+def _check_export_size(size: int, limit: int, fmt: str, n_layers: int, n_heads: int, T: int, options: dict) -> None:
     fits = {name: (kwargs, s) for name, (kwargs, s) in options.items() if s <= limit}
-    advice = "; ".join(f"{name}: {s / 1e6:,.0f} MB" for name, (_, s) in fits.items())
+    advice = "; ".join(f"{name}: {_mb(s)}" for name, (_, s) in fits.items())
     raise ExportTooLarge(
-        f"This export would be {size / 1e6:,.0f} MB as .{fmt} ({n_layers} layers × {n_heads} heads × "
-        f"{T:,}×{T:,} attention values), over the {limit / 1e6:,.0f} MB limit (PLAYGROUND_MAX_EXPORT_MB). "
+        f"This export would be {_mb(size)} as .{fmt} ({n_layers} layers × {n_heads} heads × "
+        f"{T:,}×{T:,} attention values), over the {_mb(limit)} limit (PLAYGROUND_MAX_EXPORT_MB). "
         + (f"Smaller choices that fit: {advice}." if fits else "Generate a shorter run to export it."),
         size, limit, fits,
     )
@@ -340,41 +340,52 @@ def export_run(run, model: GPTModel, fmt: str = "json", *, layers: Sequence[int]
     chosen = list(range(cfg.n_layers)) if layers is None else sorted({int(i) for i in layers})
     if not chosen or not all(0 <= i < cfg.n_layers for i in chosen):
         raise ValueError(f"Choose layers between 0 and {cfg.n_layers - 1}, got {list(layers or [])}.")
-    L, H, T = len(chosen), cfg.n_heads, len(run.window(cfg.context_length)[1])
-    if fmt == "json":
-        size = json_attention_bytes(L, H, T, decimals)
-        per_layer = json_attention_bytes(1, H, T, decimals)
-        options = {".npz (float16)": ({"fmt": "npz", "dtype": "float16"}, npz_attention_bytes(L, H, T, "float16")),
-                   ".npz": ({"fmt": "npz"}, npz_attention_bytes(L, H, T)),
-                   "3 decimals": ({"decimals": 3}, json_attention_bytes(L, H, T, 3))}
-    else:
-        size = npz_attention_bytes(L, H, T, dtype)
-        per_layer = npz_attention_bytes(1, H, T, dtype)
-        options = {"float16": ({"fmt": "npz", "dtype": "float16"}, npz_attention_bytes(L, H, T, "float16"))}
-    n_fit = int(max_export_bytes() // max(per_layer, 1))
-    if 0 < n_fit < L:
-        options[f"layers {chosen[0]}–{chosen[n_fit - 1]} only"] = ({"layers": chosen[:n_fit]}, n_fit * per_layer)
-    _check_export_size(size, fmt, L, H, T, options)
+    start, window = run.window(cfg.context_length)
+    L, H, T = len(chosen), cfg.n_heads, len(window)
 
-    start, T, layer_probs = _window_attention(model, run, chosen)
-    meta = _run_metadata(run, model, start, chosen)
+    def plan(fmt, layers, dtype="float32", decimals=JSON_DECIMALS) -> tuple[int, dict, bytes]:
+        """(file size in bytes, metadata, its JSON): exact for JSON, an upper bound for .npz."""
+        meta = _run_metadata(run, model, start, layers)
+        head = json.dumps(meta, ensure_ascii=False, allow_nan=False).encode()
+        if fmt == "json":
+            return len(head) + len(b',"attention":') + json_attention_bytes(len(layers), H, T, decimals), meta, head
+        return len(head) + 8 * len(run.token_ids) + npz_attention_bytes(len(layers), H, T, dtype), meta, head
+
+    size, meta, head = plan(fmt, chosen, dtype, decimals)
+    limit = max_export_bytes()
+    if size > limit:
+        choices = {".npz (float16)": {"fmt": "npz", "dtype": "float16"}}
+        if fmt == "json":
+            choices |= {".npz": {"fmt": "npz"}, "3 decimals": {"fmt": "json", "decimals": 3}}
+        options = {name: (kw, plan(kw["fmt"], chosen, kw.get("dtype", "float32"), kw.get("decimals", JSON_DECIMALS))[0])
+                   for name, kw in choices.items() if kw != {"fmt": fmt, "dtype": dtype}}
+        n_fit = L - 1
+        while n_fit > 0 and plan(fmt, chosen[:n_fit], dtype, decimals)[0] > limit:
+            n_fit -= 1
+        if n_fit:
+            options[f"layers {chosen[0]}–{chosen[n_fit - 1]} only"] = (
+                {"fmt": fmt, "layers": chosen[:n_fit], "dtype": dtype, "decimals": decimals},
+                plan(fmt, chosen[:n_fit], dtype, decimals)[0])
+        _check_export_size(size, limit, fmt, L, H, T, options)
+
     stem = hashlib.sha256(json.dumps([meta, fmt, dtype, decimals], sort_keys=True).encode()).hexdigest()[:16]
     path = exports_dir() / f"run-{stem}.{fmt}"
     if path.is_file():
         _touch(path)
         return path
+    layer_probs = _window_attention(model, window, chosen)
     if fmt == "json":
-        _write_atomically(path, lambda tmp: _write_json(tmp, meta, L, layer_probs, decimals))
+        _write_atomically(path, lambda tmp: _write_json(tmp, head, L, layer_probs, decimals))
     else:
         _write_atomically(path, lambda tmp: _write_npz(tmp, meta, run.token_ids, L, H, T, layer_probs, dtype))
     enforce_disk_budget(protected=[path])
     return path
 
 
-def _write_json(path: Path, meta: dict, n_layers: int, layer_probs, decimals: int) -> None:
-    head = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+def _write_json(path: Path, head: bytes, n_layers: int, layer_probs, decimals: int) -> None:
+    """``head`` is the metadata object as JSON: the attention goes in as its last member."""
     with open(path, "wb") as f:
-        f.write(head[:-1].encode() + b',"attention":[')
+        f.write(head[:-1] + b',"attention":[')
         for i in range(n_layers):
             probs = layer_probs(i)
             f.write(b"," if i else b"")

@@ -125,19 +125,27 @@ def test_too_large_an_export_is_refused_before_anything_is_written(monkeypatch):
     model = nano_model()
     run = small_run(model, n_new=20)
     T = len(run.token_ids)
-    size = json_attention_bytes(NANO.n_layers, NANO.n_heads, T)
-    limit_mb = size * 0.6 / 1e6
+    attention = json_attention_bytes(NANO.n_layers, NANO.n_heads, T)
+    monkeypatch.setenv("PLAYGROUND_MAX_EXPORT_MB", "0.000001")
+    with pytest.raises(ExportTooLarge) as info:
+        export_run(run, model, "json")
+    size = info.value.size  # the whole file: metadata + attention
+    limit_mb = (size - attention / 4) / 1e6  # room for one of the two layers
     monkeypatch.setenv("PLAYGROUND_MAX_EXPORT_MB", str(limit_mb))
     with pytest.raises(ExportTooLarge) as info:
         export_run(run, model, "json")
     err = info.value
-    assert err.size >= size and err.limit == int(limit_mb * 1e6)
-    assert f"{err.size / 1e6:,.0f} MB as .json" in str(err) and "PLAYGROUND_MAX_EXPORT_MB" in str(err)
+    assert err.size == size > attention and err.limit == int(limit_mb * 1e6)
+    assert f"would be {size / 1e6:.2f} MB as .json (2 layers × 4 heads × {T}×{T} attention values), over the " in str(err)
+    assert "PLAYGROUND_MAX_EXPORT_MB" in str(err)
     assert "layers 0–0 only" in err.options and ".npz (float16)" in err.options
     assert list(exports_dir().iterdir()) == []  # nothing written, not even a temporary file
     kwargs, fitted = err.options["layers 0–0 only"]
-    assert fitted <= err.limit
-    assert strict_json(export_run(run, model, **kwargs).read_text())["attention_layers"] == [0]
+    one_layer = export_run(run, model, **kwargs)
+    assert one_layer.stat().st_size == fitted <= err.limit  # sizes are exact, not estimates
+    assert strict_json(one_layer.read_text())["attention_layers"] == [0]
+    monkeypatch.delenv("PLAYGROUND_MAX_EXPORT_MB")
+    assert export_run(run, model, "json").stat().st_size == err.size
 
 
 def test_non_finite_attention_is_refused_and_metadata_stays_json():
