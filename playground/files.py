@@ -218,41 +218,44 @@ def npz_attention_bytes(n_layers: int, n_heads: int, T: int, dtype: str = "float
 
 
 @functools.lru_cache(maxsize=2)
-def _json_row_mask(T: int, width: int) -> np.ndarray:
-    """Which bytes of a row template to keep: all of a visible cell, only ``0`` and the separator of
-    a masked (future) one."""
-    cell = np.zeros((T, T, width), bool)
-    visible = np.tril(np.ones((T, T), bool))
-    cell[visible] = True
-    cell[~visible, 0] = True
-    cell[~visible, width - 1] = True
-    keep = np.ones((T, 1 + T * width + 1), bool)
-    keep[:, 1:-1] = cell.reshape(T, T * width)
-    return keep
+def _json_map_layout(T: int, decimals: int) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """The bytes of a (T, T) causal map with every visible value ``0.00000`` and every masked one
+    ``0``, where each visible value starts, and the indices of the visible values (once per T)."""
+    width = decimals + 2  # "0." and the digits; a separator follows every value
+    template = np.empty(json_attention_bytes(1, 1, T, decimals) - 6, np.uint8)  # without [[[ ]]]
+    starts = np.empty(T * (T + 1) // 2, np.int64)
+    at = done = 0
+    for i in range(T):
+        n = i + 1  # row i sees keys 0..i
+        row = template[at : at + 1 + n * (width + 1) + (T - n) * 2]
+        row[0] = ord("[")
+        visible = row[1 : 1 + n * (width + 1)].reshape(n, width + 1)
+        visible[:, 0], visible[:, 1], visible[:, 2:width], visible[:, width] = ord("0"), ord("."), ord("0"), ord(",")
+        masked = row[1 + n * (width + 1) :].reshape(T - n, 2)
+        masked[:, 0], masked[:, 1] = ord("0"), ord(",")
+        row[-1] = ord("]")  # replaces the last value's separator
+        starts[done : done + n] = at + 1 + np.arange(n) * (width + 1)
+        at, done = at + len(row), done + n
+        if i < T - 1:
+            template[at] = ord(",")
+            at += 1
+    assert at == len(template), "json_attention_bytes and the layout disagree"
+    return template, starts, np.tril_indices(T)
 
 
 def _json_map_bytes(probs: np.ndarray, decimals: int = JSON_DECIMALS) -> bytes:
-    """One (T, T) causal attention map as a JSON array of rows, formatted with numpy alone: each
-    value becomes ``d.ddddd`` from its rounded integer, digit by digit (no Python float repr)."""
-    T = probs.shape[0]
-    width = decimals + 3  # "0" "." digits separator
-    scaled = np.rint(probs * np.float32(10**decimals)).astype(np.int32)
+    """One (T, T) causal attention map as a JSON array of rows, formatted by numpy alone: the
+    template of ``_json_map_layout`` with each visible value's digits written in place from its
+    rounded integer (no Python float repr; masked future positions stay exactly ``0``)."""
+    template, starts, visible = _json_map_layout(probs.shape[0], decimals)
+    out = template.copy()
+    scaled = np.rint(probs[visible] * np.float32(10**decimals)).astype(np.int32)
     np.clip(scaled, 0, 10**decimals, out=scaled)
-    scaled[np.triu_indices(T, 1)] = 0
-    rows = np.empty((T, 1 + T * width + 1), np.uint8)
-    rows[:, 0] = ord("[")
-    rows[:, -1] = ord(",")
-    cells = rows[:, 1:-1].reshape(T, T, width)  # a view: the digits are written in place
     for i in range(decimals - 1, -1, -1):
         scaled, digit = np.divmod(scaled, 10)
-        cells[..., 2 + i] = digit
-        cells[..., 2 + i] += ord("0")
-    cells[..., 0] = scaled  # 0, or 1 for a probability that rounds to 1
-    cells[..., 0] += ord("0")
-    cells[..., 1] = ord(".")
-    cells[..., -1] = ord(",")
-    cells[:, -1, -1] = ord("]")
-    return rows[_json_row_mask(T, width)][:-1].tobytes()  # the last row has no trailing comma
+        out[starts + 2 + i] = digit + ord("0")
+    out[starts] = scaled + ord("0")  # 0, or 1 for a probability that rounds to 1
+    return out.tobytes()
 
 
 def _finite_json(value):
