@@ -269,18 +269,18 @@ def _finite_json(value):
     return value
 
 
-def _window_attention(model: GPTModel, window: list[int], layers: Sequence[int]):
-    """A function i -> (H, T, T) float32 probabilities of ``layers[i]``: one forward now, each
-    layer's maps computed only when they are written."""
-    with torch.no_grad():
-        idx = torch.tensor([window], dtype=torch.long, device=model.device)
-        _, trace = model(idx, return_attention=True, last_token_only=True)
-    qk = [(trace.queries[i], trace.keys[i]) for i in layers]
-    del trace
+def _window_attention(model: GPTModel, run, layers: Sequence[int]):
+    """A function i -> (H, T, T) float32 probabilities of ``layers[i]``. Queries and keys come from
+    ``session.run_attention``: the run's cached trace when the attention views already computed it
+    (as they do after every generation), else one forward. Each layer's maps are computed only when
+    they are written."""
+    from .session import run_attention  # session imports this module
+
+    _, qk = run_attention(model, run)
 
     def layer(i: int) -> np.ndarray:
-        q, k = qk[i]
-        probs = attention_probs(q, k)[0].cpu().numpy()  # (H, T, T)
+        q, k = qk[layers[i]]  # (H, T, head_dim) each
+        probs = attention_probs(q.unsqueeze(0), k.unsqueeze(0))[0].numpy()  # (H, T, T)
         if not np.isfinite(probs).all():
             raise ValueError(
                 f"Layer {layers[i]}'s attention contains NaN or infinity (the model's numbers overflow); "
@@ -376,7 +376,7 @@ def export_run(run, model: GPTModel, fmt: str = "json", *, layers: Sequence[int]
     if path.is_file():
         _touch(path)
         return path
-    layer_probs = _window_attention(model, window, chosen)
+    layer_probs = _window_attention(model, run, chosen)
     if fmt == "json":
         _write_atomically(path, lambda tmp: _write_json(tmp, head, L, layer_probs, decimals))
     else:

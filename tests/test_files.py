@@ -156,9 +156,9 @@ def test_non_finite_attention_is_refused_and_metadata_stays_json():
     assert data["steps"][0]["entropy_bits"] is None
     with torch.no_grad():
         model.trf_blocks[0].att.W_query.weight.fill_(float("nan"))
-    run.steps[0].entropy = 1.0  # another export than the one above (which is simply handed back)
+    fresh = Run(run.recipe, run.token_ids, 0, {})  # not the run above, whose attention is cached
     with pytest.raises(ValueError, match="Layer 0's attention contains NaN or infinity"):
-        export_run(run, model, "json")
+        export_run(fresh, model, "json")
     assert len(list(exports_dir().iterdir())) == 1  # the refused one left nothing behind
 
 
