@@ -14,22 +14,19 @@ Three rules, each from a measured failure:
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import math
 import os
 import shutil
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
-import torch
 
 from .config import ConfigError, check_memory
+from .export_formats import JSON_DECIMALS, finite_json, json_attention_bytes, npz_attention_bytes, write_json, write_npz
 from .model import GPTModel, attention_probs
 from .tokenizer import load_tokenizer
 from .weights import WeightLoadError, check_file_finite, check_header, checkpoint_config, read_header, save_checkpoint
@@ -37,7 +34,6 @@ from .weights import WeightLoadError, check_file_finite, check_header, checkpoin
 MAX_UPLOAD_BYTES = int(float(os.environ.get("PLAYGROUND_MAX_UPLOAD_MB", "700")) * 1e6)
 DEFAULT_MAX_EXPORT_MB = 1000  # a full 1024-token GPT-2 small run is 756 MB as JSON, 604 MB as .npz
 DEFAULT_DISK_BUDGET_GB = 5
-JSON_DECIMALS = 5
 
 
 class ExportTooLarge(ValueError):
@@ -202,73 +198,6 @@ def _remove_empty_parents(folder: Path, roots: list[Path]) -> None:
 # Run export: sizes first, then attention streamed map by map
 
 
-def json_attention_bytes(n_layers: int, n_heads: int, T: int, decimals: int = JSON_DECIMALS) -> int:
-    """Exact size of the "attention" array as ``_write_json`` writes it: a visible
-    (causal) probability is ``0.ddddd`` (decimals + 2 characters), a masked one is ``0``."""
-    visible = T * (T + 1) // 2
-    row_chars = visible * (decimals + 2) + (T * T - visible) + T * (T - 1) + 2 * T  # values, commas, []
-    map_chars = row_chars + (T - 1) + 2
-    layer_chars = n_heads * map_chars + (n_heads - 1) + 2
-    return n_layers * layer_chars + max(n_layers - 1, 0) + 2
-
-
-def npz_attention_bytes(n_layers: int, n_heads: int, T: int, dtype: str = "float32") -> int:
-    """Upper bound of the attention in a .npz: its raw size (deflate only ever makes it smaller)."""
-    return n_layers * n_heads * T * T * np.dtype(dtype).itemsize + 4096
-
-
-@functools.lru_cache(maxsize=2)
-def _json_map_layout(T: int, decimals: int) -> tuple[np.ndarray, np.ndarray, tuple]:
-    """The bytes of a (T, T) causal map with every visible value ``0.00000`` and every masked one
-    ``0``, where each visible value starts, and the indices of the visible values (once per T)."""
-    width = decimals + 2  # "0." and the digits; a separator follows every value
-    template = np.empty(json_attention_bytes(1, 1, T, decimals) - 6, np.uint8)  # without [[[ ]]]
-    starts = np.empty(T * (T + 1) // 2, np.int64)
-    at = done = 0
-    for i in range(T):
-        n = i + 1  # row i sees keys 0..i
-        row = template[at : at + 1 + n * (width + 1) + (T - n) * 2]
-        row[0] = ord("[")
-        visible = row[1 : 1 + n * (width + 1)].reshape(n, width + 1)
-        visible[:, 0], visible[:, 1], visible[:, 2:width], visible[:, width] = ord("0"), ord("."), ord("0"), ord(",")
-        masked = row[1 + n * (width + 1) :].reshape(T - n, 2)
-        masked[:, 0], masked[:, 1] = ord("0"), ord(",")
-        row[-1] = ord("]")  # replaces the last value's separator
-        starts[done : done + n] = at + 1 + np.arange(n) * (width + 1)
-        at, done = at + len(row), done + n
-        if i < T - 1:
-            template[at] = ord(",")
-            at += 1
-    assert at == len(template), "json_attention_bytes and the layout disagree"
-    return template, starts, np.tril_indices(T)
-
-
-def _json_map_bytes(probs: np.ndarray, decimals: int = JSON_DECIMALS) -> bytes:
-    """One (T, T) causal attention map as a JSON array of rows, formatted by numpy alone: the
-    template of ``_json_map_layout`` with each visible value's digits written in place from its
-    rounded integer (no Python float repr; masked future positions stay exactly ``0``)."""
-    template, starts, visible = _json_map_layout(probs.shape[0], decimals)
-    out = template.copy()
-    scaled = np.rint(probs[visible] * np.float32(10**decimals)).astype(np.int32)
-    np.clip(scaled, 0, 10**decimals, out=scaled)
-    for i in range(decimals - 1, -1, -1):
-        scaled, digit = np.divmod(scaled, 10)
-        out[starts + 2 + i] = digit + ord("0")
-    out[starts] = scaled + ord("0")  # 0, or 1 for a probability that rounds to 1
-    return out.tobytes()
-
-
-def _finite_json(value):
-    """Metadata with NaN/inf replaced by null: the file stays valid JSON whatever the model did."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_json(v) for v in value]
-    return value
-
-
 def _window_attention(model: GPTModel, run, layers: Sequence[int]):
     """A function i -> (H, T, T) float32 probabilities of ``layers[i]``. Queries and keys come from
     ``session.run_attention``: the run's cached trace when the attention views already computed it
@@ -300,7 +229,7 @@ def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
          "raw_prob": s.raw_prob, "rank": s.rank, "entropy_bits": s.entropy, "top": [[i, p] for i, p in s.top]}
         for s in run.steps
     ]
-    return _finite_json({
+    return finite_json({
         "model": describe_recipe(run.recipe), "config": model.cfg.to_dict(), "settings": run.settings,
         "prompt_ids": run.prompt_ids, "prompt_tokens_cropped": run.n_cropped, "token_ids": run.token_ids,
         "tokens": [p.display for p in tok.pieces(run.token_ids)], "steps": steps,
@@ -378,42 +307,11 @@ def export_run(run, model: GPTModel, fmt: str = "json", *, layers: Sequence[int]
         return path
     layer_probs = _window_attention(model, run, chosen)
     if fmt == "json":
-        _write_atomically(path, lambda tmp: _write_json(tmp, head, L, layer_probs, decimals))
+        _write_atomically(path, lambda tmp: write_json(tmp, head, L, layer_probs, decimals))
     else:
-        _write_atomically(path, lambda tmp: _write_npz(tmp, meta, run.token_ids, L, H, T, layer_probs, dtype))
+        _write_atomically(path, lambda tmp: write_npz(tmp, meta, run.token_ids, L, H, T, layer_probs, dtype))
     enforce_disk_budget(protected=[path])
     return path
-
-
-def _write_json(path: Path, head: bytes, n_layers: int, layer_probs, decimals: int) -> None:
-    """``head`` is the metadata object as JSON: the attention goes in as its last member."""
-    with open(path, "wb") as f:
-        f.write(head[:-1] + b',"attention":[')
-        for i in range(n_layers):
-            probs = layer_probs(i)
-            f.write(b"," if i else b"")
-            f.write(b"[")
-            for h in range(probs.shape[0]):
-                if h:
-                    f.write(b",")
-                f.write(b"[" + _json_map_bytes(probs[h], decimals) + b"]")
-            f.write(b"]")
-            del probs
-        f.write(b"]}")
-
-
-def _write_npz(path: Path, meta: dict, token_ids, n_layers, n_heads, T, layer_probs, dtype: str) -> None:
-    """A .npz numpy.load reads as usual, but written layer by layer into its zip member."""
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
-              "shape": (n_layers, n_heads, T, T)}
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        with zf.open("attention.npy", "w", force_zip64=True) as member:
-            np.lib.format.write_array_header_2_0(member, header)
-            for i in range(n_layers):
-                member.write(np.ascontiguousarray(layer_probs(i), dtype=dtype).tobytes())
-        for name, array in (("token_ids", np.array(token_ids)), ("metadata", np.array(json.dumps(meta)))):
-            with zf.open(f"{name}.npy", "w") as member:
-                np.lib.format.write_array(member, array, allow_pickle=False)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from .inspection import count_parameters, module_tree, parameter_breakdown
 from .model import GPTModel, attention_probs
 from .sampling import Generation, GenerationStep, generate
 from .tokenizer import load_tokenizer
-from .weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained, save_checkpoint
+from .weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
 # Files the server writes and reads moved to files.py; imported here so old imports keep working.
 from .files import MAX_UPLOAD_BYTES, export_model, export_run, import_upload, save_trained, work_dir  # noqa: E402,F401
 
