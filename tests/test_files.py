@@ -83,6 +83,21 @@ def test_json_export_is_strict_json_equal_to_the_attention_and_exactly_the_predi
     assert len(raw) - raw.index(b'"attention":') - len(b'"attention":') - 1 == json_attention_bytes(NANO.n_layers, NANO.n_heads, T)
 
 
+@pytest.mark.parametrize("T, decimals", [(1, 5), (2, 5), (9, 3), (33, 8)])
+def test_json_writer_is_exact_for_any_length_and_precision(tmp_path, T, decimals):
+    from playground.export_formats import write_json
+
+    rng = np.random.default_rng(T)
+    layers = [np.tril(rng.random((3, T, T), dtype=np.float32)) for _ in range(2)]
+    layers[0][0, -1, 0] = 1.0  # rounds to "1.000…"
+    layers[1][2, -1, -1] = 0.999999999  # rounds up to 1 at every precision here
+    path = tmp_path / "a.json"
+    write_json(path, b'{"x":1}', 2, lambda i: layers[i], decimals)
+    data = strict_json(path.read_text())
+    assert data["x"] == 1 and path.stat().st_size == len(b'{"x":1,"attention":') + json_attention_bytes(2, 3, T, decimals) + len(b'}')
+    assert np.abs(np.array(data["attention"]) - np.stack(layers)).max() <= 0.5 * 10.0**-decimals + 1e-7
+
+
 def test_npz_export_streams_the_same_attention():
     model = nano_model()
     run = small_run(model)
