@@ -7,6 +7,7 @@ raw softmax -> after temperature -> after top-k -> after top-p.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -14,6 +15,30 @@ import torch
 from .model import GPTModel
 
 STAGES = ("raw", "temperature", "top_k", "top_p")
+
+
+class NonFiniteError(ValueError):
+    """The model produced NaN or infinite logits: no token can be chosen, so generation stops.
+    ``step`` is the 1-based number of the token that could not be generated."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
+
+
+def check_logits(logits: torch.Tensor, step: int) -> None:
+    """Raise NonFiniteError if one row of logits holds NaN or ±inf (one reduction, checked per step)."""
+    if bool(torch.isfinite(logits).all()):
+        return
+    counts = [(int(torch.isnan(logits).sum()), "NaN"), (int(torch.isposinf(logits).sum()), "+inf"),
+              (int(torch.isneginf(logits).sum()), "-inf")]
+    found = ", ".join(f"{n:,} {kind}" for n, kind in counts if n)
+    raise NonFiniteError(
+        f"Step {step}: the model produced NaN/infinite logits ({found} of {logits.numel():,}); generation "
+        f"stopped. The weights or settings overflow the number format: try float32 instead of bfloat16, "
+        f"or load other weights.",
+        step,
+    )
 
 
 def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size=None) -> None:
@@ -123,7 +148,12 @@ class GenerationStep:
 @dataclass
 class Generation:
     """Iterate to get ``GenerationStep``s. ``n_cropped`` prompt tokens were dropped from the left to
-    fit the context window (said, never silent)."""
+    fit the context window (said, never silent).
+
+    Sampling draws from a private ``torch.Generator``, never torch's global one, so runs of different
+    users never disturb each other. ``seed_used`` is the seed it was given, or, without one, the seed
+    drawn from ``os.urandom``: passing it back as ``seed`` reproduces the run.
+    Raises NonFiniteError (a ValueError) at the step whose logits are NaN or infinite."""
 
     model: GPTModel
     prompt_ids: list[int]
@@ -137,6 +167,7 @@ class Generation:
     use_cache: bool = True
     n_cropped: int = 0
     steps: list[GenerationStep] = field(default_factory=list)
+    seed_used: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens is None:
@@ -148,6 +179,8 @@ class Generation:
         ids = [int(i) for i in self.prompt_ids]
         if not ids:
             raise ValueError("The prompt is empty: type some text to continue.")
+        if self.seed is not None and not -(2**63) <= int(self.seed) < 2**64:
+            raise ValueError(f"The seed must be a whole number between -2^63 and 2^64 - 1, got {self.seed}.")
         vocab = self.model.cfg.vocab_size
         bad = [i for i in ids if not 0 <= i < vocab]
         if bad:
@@ -155,6 +188,8 @@ class Generation:
         context = self.model.cfg.context_length
         self.n_cropped = max(0, len(ids) - context)
         self.prompt_ids = ids[self.n_cropped :]
+        # 32 random bits: short enough to type back into a seed box, exact in a JavaScript number.
+        self.seed_used = int(self.seed) if self.seed is not None else int.from_bytes(os.urandom(4), "little")
         self._iter = self._run()
 
     def __iter__(self):
@@ -173,9 +208,7 @@ class Generation:
         was_training = model.training
         model.eval()
         context = model.cfg.context_length
-        gen = None
-        if self.seed is not None:
-            gen = torch.Generator(device="cpu").manual_seed(int(self.seed))
+        gen = torch.Generator(device="cpu").manual_seed(self.seed_used)
         seq = list(self.prompt_ids)
         cache = model.new_kv_cache() if self.use_cache else None
         window_start = 0  # first sequence position inside the model's window
@@ -216,6 +249,7 @@ class Generation:
         return out[0, -1].float(), None
 
     def _choose(self, logits, gen, index, position, window_start) -> GenerationStep:
+        check_logits(logits, index + 1)
         dists = sampling_distribution(logits, self.temperature, self.top_k, self.top_p)
         final = dists["top_p"]
         if self.temperature == 0:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -26,21 +24,14 @@ from .inspection import count_parameters, module_tree, parameter_breakdown
 from .model import GPTModel, attention_probs
 from .sampling import Generation, GenerationStep, generate
 from .tokenizer import load_tokenizer
-from .weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained, save_checkpoint
+from .weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
+# Files the server writes and reads moved to files.py; imported here so old imports keep working.
+from .files import MAX_UPLOAD_BYTES, export_model, export_run, import_upload, save_trained, work_dir  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_CHECKPOINT = ROOT / "assets" / "bundled" / "shakespeare.safetensors"
-MAX_UPLOAD_BYTES = int(float(os.environ.get("PLAYGROUND_MAX_UPLOAD_MB", "700")) * 1e6)
 MAX_PROMPT_CHARS = 20_000
 MAX_NEW_TOKENS = 512
-
-
-def work_dir() -> Path:
-    """Server-side folder for checkpoints the app itself writes (uploads copied by hash, trained
-    models, exports). Names inside are always generated, never taken from user input."""
-    base = Path(os.environ.get("PLAYGROUND_WORK_DIR", Path(tempfile.gettempdir()) / "gpt-playground"))
-    base.mkdir(parents=True, exist_ok=True)
-    return base
 
 
 # ----------------------------------------------------------------------------------------------
@@ -324,75 +315,6 @@ def layer_attention(qk: list, layer: int) -> np.ndarray:
     """(n_heads, T, T) float32 probabilities for one layer."""
     q, k = qk[layer]
     return attention_probs(q.unsqueeze(0), k.unsqueeze(0))[0].numpy()
-
-
-def export_run(run: Run, model: GPTModel, fmt: str = "json") -> Path:
-    """Write the run (tokens, probabilities, attention of every layer) to a generated file name."""
-    tok = load_tokenizer()
-    start, qk = run_attention(model, run)
-    attention = np.stack([layer_attention(qk, i) for i in range(len(qk))])  # (L, H, T, T)
-    pieces = tok.pieces(run.token_ids)
-    steps = [
-        {"index": s.index, "token_id": s.token_id, "token": tok.decode([s.token_id]), "prob": s.prob,
-         "raw_prob": s.raw_prob, "rank": s.rank, "entropy_bits": s.entropy,
-         "top": [[i, p] for i, p in s.top]}
-        for s in run.steps
-    ]
-    meta = {"model": describe_recipe(run.recipe), "config": model.cfg.to_dict(), "settings": run.settings,
-            "prompt_ids": run.prompt_ids, "prompt_tokens_cropped": run.n_cropped,
-            "token_ids": run.token_ids, "tokens": [p.display for p in pieces], "steps": steps,
-            "attention_window_start": start}
-    out_dir = work_dir() / "exports"
-    out_dir.mkdir(exist_ok=True)
-    stem = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
-    if fmt == "npz":
-        path = out_dir / f"run-{stem}.npz"
-        np.savez_compressed(path, attention=attention.astype(np.float32), token_ids=np.array(run.token_ids),
-                            metadata=np.array(json.dumps(meta)))
-    else:
-        path = out_dir / f"run-{stem}.json"
-        meta["attention"] = np.round(attention, 5).tolist()  # (layer, head, query, key)
-        path.write_text(json.dumps(meta, ensure_ascii=False))
-    return path
-
-
-def export_model(model: GPTModel, recipe: dict) -> Path:
-    out_dir = work_dir() / "exports"
-    out_dir.mkdir(exist_ok=True)
-    stem = hashlib.sha256(recipe_key(recipe).encode()).hexdigest()[:16]
-    return save_checkpoint(model, out_dir / f"model-{stem}.safetensors", metadata={"source": describe_recipe(recipe)})
-
-
-def import_upload(upload_path: str, original_name: str | None = None) -> dict:
-    """Copy an uploaded checkpoint into the work dir under its content hash and check it loads."""
-    src = Path(upload_path)
-    if not src.is_file():
-        raise WeightLoadError("The upload did not arrive; try again.")
-    size = src.stat().st_size
-    if size > MAX_UPLOAD_BYTES:
-        raise WeightLoadError(f"The file is {size / 1e6:.0f} MB; the upload limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB.")
-    if size == 0:
-        raise WeightLoadError("The uploaded file is empty.")
-    digest = hashlib.sha256()
-    with open(src, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    dest_dir = work_dir() / "uploads"
-    dest_dir.mkdir(exist_ok=True)
-    dest = dest_dir / f"{digest.hexdigest()[:32]}.safetensors"
-    if not dest.exists():
-        shutil.copyfile(src, dest)
-    label = Path(original_name or src.name).name[:80]
-    return file_recipe(dest, label)
-
-
-def save_trained(model: GPTModel, label: str) -> dict:
-    """Give a trained model a recipe: its checkpoint on the server under a generated name."""
-    out_dir = work_dir() / "trained"
-    out_dir.mkdir(exist_ok=True)
-    stem = hashlib.sha256(os.urandom(16)).hexdigest()[:16]
-    path = save_checkpoint(model, out_dir / f"trained-{stem}.safetensors")
-    return file_recipe(path, label)
 
 
 __all__ = [
