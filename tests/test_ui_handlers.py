@@ -133,16 +133,19 @@ def test_generate_streams_and_ends_with_views():
     assert "**Step 5**" in last[3]
 
 
-def test_streamed_chips_are_deltas_that_add_up_to_the_run():
+def test_streamed_chips_are_deltas_that_add_up_to_the_run(monkeypatch):
     """Each streamed update carries only the chips made since the previous one (O(new) per update);
     the first starts with RESET, and together they are every chip of the run, in order."""
-    state = nano_state()
-    outs = run_outputs(state, n=30)
-    deltas = [o[1] for o in outs if isinstance(o[1], str)]
-    assert len(deltas) >= 2
+    import playground.ui.generate_tab as gt
+
+    monkeypatch.setattr(gt, "STREAM_INTERVAL_S", 0.0)  # an update after every token
+    outs = run_outputs(nano_state(), n=30)
+    deltas = [o[1] for o in outs]
+    run = outs[-1][0]["run"]
     assert deltas[0].startswith(RESET) and not any(d.startswith(RESET) for d in deltas[1:])
-    assert "".join(deltas) == all_chips(outs[-1][0]["run"])
-    assert max(len(d) for d in deltas[1:]) < len(all_chips(outs[-1][0]["run"])) / 2
+    assert "".join(deltas) == all_chips(run)
+    per_update = [d.count("class='pg-chip") for d in deltas[1:]]
+    assert per_update == [1] * 30 + [0]  # one new chip per token, then the final status
 
 
 @pytest.mark.parametrize(
@@ -343,11 +346,14 @@ def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
     def failing_start(*args, **kwargs):
         run, gen = real_start(*args, **kwargs)
 
-        def steps():
-            yield from (step for _, step in zip(range(2), gen))
-            raise ValueError("Step 3: the model produced NaN logits; generation stopped.")
+        class Failing:  # the generation, failing at its third step
+            seed_used = gen.seed_used
 
-        return run, steps()
+            def __iter__(self):
+                yield from (step for _, step in zip(range(2), gen))
+                raise ValueError("Step 3: the model produced NaN logits; generation stopped.")
+
+        return run, Failing()
 
     monkeypatch.setattr(gt, "start_run", failing_start)
     final = run_generation(nano_state(), n=6)

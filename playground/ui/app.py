@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from .. import files
 from ..config import ACTIVATIONS, ATTENTION_IMPLS, DEFAULT_PRESET, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS
 from ..session import BUNDLED_CHECKPOINT, CACHE, MAX_NEW_TOKENS, default_recipe
 from ..translations import EN, ZH
@@ -58,7 +59,15 @@ def range_note_js(name: str, lo: float, hi: float) -> str:
             f"the slider sets it to ${{Math.min(Math.max(v, {lo}), {hi})}}.</div>`")
 
 
+def _checkpoints_in_use() -> list[str]:
+    """Checkpoint files of the models the server holds: the disk budget never deletes these."""
+    import json
+
+    return [json.loads(key).get("path") for key in CACHE.keys()]
+
+
 def build_demo() -> gr.Blocks:
+    files.protect(_checkpoints_in_use)
     default_model = CACHE.get(default_recipe())  # warm: the first page load is instant
     default_cfg = PRESETS[DEFAULT_PRESET]  # the config form starts here; load_session fills in the real model
     model_cfg = default_model.cfg

@@ -48,6 +48,8 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     except Exception as e:
         yield state, gr.skip(), fail(e)
         return
+    # An unseeded run draws its own seed: recorded, so the run can be repeated by typing it in.
+    run.settings["seed_used"] = gen.seed_used
     run_id = os.urandom(8).hex()
     stop = STOP_FLAGS[run_id] = threading.Event()
     state = {**state, "run": run, "run_id": run_id}
@@ -149,7 +151,9 @@ def inspect_step(state, step_index):
         f"rank **{s.rank}** of {tok.n_vocab:,}. "
         f"Entropy {s.entropy:.2f} bits after the filters ({s.raw_entropy:.2f} bits raw); "
         f"{s.kept_tokens:,} tokens could have been drawn. Settings: temperature {settings['temperature']}, "
-        f"top-k {settings['top_k'] or 'off'}, top-p {top_p}."
+        f"top-k {settings['top_k'] or 'off'}, top-p {top_p}, "
+        + (f"seed {settings['seed']}." if settings.get("seed") is not None else
+           f"no seed given: this run drew seed {settings.get('seed_used')} (type it in to repeat the run).")
     )
     return bars, stages, text
 

@@ -18,6 +18,7 @@ from ..session import (
     BUNDLED_CHECKPOINT, CACHE, breakdown_table, bundled_recipe, describe_recipe, hub_recipe, import_upload,
     random_recipe, summary_line, tree_items, tree_table, tying_explanation,
 )
+from ..files import discard_upload
 from ..weights import HUB_MODELS
 from .chips import RESET
 from .common import fail, new_state, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
@@ -147,8 +148,8 @@ def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_st
         elif weights == "uploaded checkpoint":
             if not upload:
                 raise ValueError("Choose a .safetensors file to upload first.")
-            path = upload if isinstance(upload, str) else getattr(upload, "name", None)
-            recipe = {**import_upload(path), "dtype": dtype}
+            upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
+            recipe = {**import_upload(upload_path), "dtype": dtype}
         elif weights == "trained in the Train tab":
             trained = (train_state or {}).get("recipe")
             if not trained:
@@ -157,7 +158,13 @@ def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_st
         else:
             recipe = bundled_recipe(dtype)
         t0 = time.perf_counter()
-        model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
+        try:
+            model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
+        except Exception:
+            if weights == "uploaded checkpoint":  # a refused upload is not kept on disk
+                discard_upload(recipe["path"])
+                discard_upload(upload_path)
+            raise
         elapsed = time.perf_counter() - t0
     except Exception as e:  # the previous model and run stay as they were
         return (state, fail(e)) + (gr.skip(),) * (N_SWITCH - 2)
