@@ -42,6 +42,58 @@ def _build(weights="random init", seed=0, dtype="float32", **fields):
     return call
 
 
+def _upload(make, name):
+    """Build from an uploaded checkpoint that ``make(path)`` writes (under the file name a user chose)."""
+
+    def call(state):
+        import tempfile
+        from pathlib import Path
+
+        from playground import PRESETS, ui
+
+        folder = Path(tempfile.mkdtemp(prefix="pg-upload-"))
+        path = folder / name
+        make(path)
+        fields = [PRESETS["nano (2 layers, d64)"].to_dict()[f] for f in ui.FIELDS]
+        return ui.build_model(state, "uploaded checkpoint", 0, "gpt2 (124M)", str(path), "float32", *fields)[1]
+
+    return call
+
+
+def _nano_checkpoint(poison=None):
+    def make(path):
+        import torch
+
+        from playground import PRESETS, GPTModel
+        from playground.weights import save_checkpoint
+
+        model = GPTModel(PRESETS["nano (2 layers, d64)"])
+        if poison is not None:
+            with torch.no_grad():
+                model.trf_blocks[0].att.W_query.weight[0, :3] = poison
+        save_checkpoint(model, path)
+
+    return make
+
+
+def _xl_header_one_tensor(path):
+    """A tiny file whose header declares a gpt2-xl config and holds one tensor."""
+    import torch
+    from safetensors.torch import save_file
+
+    from playground import PRESETS
+    from playground.weights import CHECKPOINT_FORMAT
+
+    save_file({"final_norm.scale": torch.ones(4)}, str(path),
+              metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl (1558M)"].to_json()})
+
+
+def _pickle(path):
+    import torch
+
+    torch.save({"x": torch.zeros(2)}, path)
+
+
 def _attention(view="one head", layer=0, head=0, query=1, log_scale=True):
     def call(state):
         from playground import ui
@@ -191,6 +243,16 @@ CASES = [
     ("build", "uploaded checkpoint with no file", _build(weights="uploaded checkpoint"), "Choose a .safetensors file"),
     ("build", "trained model before any training", _build(weights="trained in the Train tab"),
      "Train a model in the Train tab first"),
+    # --- Model tab: uploaded checkpoints
+    ("upload", "a pickle renamed .safetensors", _upload(_pickle, "evil.safetensors"), "evil.safetensors"),
+    ("upload", "an empty file", _upload(lambda p: p.write_bytes(b""), "empty.safetensors"), "empty.safetensors is empty"),
+    ("upload", "random bytes", _upload(lambda p: p.write_bytes(bytes(range(256)) * 40), "noise.safetensors"),
+     "noise.safetensors"),
+    ("upload", "header declares gpt2-xl, holds one tensor", _upload(_xl_header_one_tensor, "xl.safetensors"),
+     "missing"),
+    ("upload", "NaN in W_query", _upload(_nano_checkpoint(float("nan")), "nan.safetensors"), "NaN or infinity"),
+    ("upload", "+inf in W_query", _upload(_nano_checkpoint(float("inf")), "inf.safetensors"), "NaN or infinity"),
+    ("upload", "a good checkpoint", _upload(_nano_checkpoint(), "mine.safetensors"), "Ready"),
     # --- Attention views
     ("attention", "layer NaN", _attention(layer=NAN), "Layer must be a whole number"),
     ("attention", "layer 9 of 2", _attention(layer=9), "Layer must be between 0 and 1"),
