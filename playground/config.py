@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from dataclasses import dataclass
+
+from .memory import format_bytes
 
 GPT2_VOCAB_SIZE = 50257  # tokens in the GPT-2 BPE (50,000 merges + 256 bytes + <|endoftext|>)
 
@@ -183,31 +184,50 @@ def estimate_memory_bytes(cfg: GPTConfig, dtype: str = "float32", batch_size: in
 
 
 def default_memory_budget_bytes() -> int:
-    """``PLAYGROUND_MEMORY_BUDGET_GB`` if set, else 60% of this machine's RAM."""
-    env = os.environ.get("PLAYGROUND_MEMORY_BUDGET_GB")
-    if env:
-        try:
-            return int(float(env) * 2**30)
-        except ValueError:
-            raise ConfigError(f"PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {env!r}.") from None
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 8 * 2**30
-    return int(total * 0.6)
+    """The process-wide budget's size (playground.memory states the rule)."""
+    from .memory import default_budget_bytes
+
+    return default_budget_bytes()
 
 
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
+# Build size caps. The memory check alone lets through configs that fit in RAM but take minutes
+# to build and to run (10,000 layers of d128 is 10.6 GB and gave no answer in 300 s): every layer
+# adds a fixed cost to the build and to each generated token, and every parameter must be drawn
+# and then streamed once per token. Measured on the 2-core machine of docs/benchmarks.md (see
+# tests/test_memory_budget.py and the README): GPT-2 XL (48 x 1600, 1.56 B parameters) builds in
+# ~10 s, the caps below in under a minute.
+MAX_LAYERS = 256
+MAX_EMB_DIM = 8192
+MAX_PARAMETERS = 2_500_000_000
+
+
+def check_build_size(cfg: GPTConfig) -> None:
+    """ConfigError if a config is too slow to build and run on a shared server."""
+    n_params = count_parameters_analytic(cfg)
+    for value, cap, name, hint in (
+        (cfg.n_layers, MAX_LAYERS, "n_layers", "layers"),
+        (cfg.emb_dim, MAX_EMB_DIM, "emb_dim", "a width"),
+        (n_params, MAX_PARAMETERS, "parameters", "parameters"),
+    ):
+        if value > cap:
+            raise ConfigError(
+                f"{value:,} {name} is more than this server builds (at most {cap:,} {hint}; GPT-2 XL has "
+                f"48 layers, emb_dim 1600 and 1,557,611,200 parameters): a model this size would take "
+                f"minutes to build and to generate, and hold up everyone else. Make it smaller."
+            )
 
 
 def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | None = None) -> int:
-    """Raise ConfigError if the estimate exceeds the budget; return the estimate otherwise."""
-    budget = default_memory_budget_bytes() if budget_bytes is None else budget_bytes
+    """Raise ConfigError if the estimate exceeds the budget, or the config is over the build caps;
+    return the estimate otherwise.
+
+    With ``budget_bytes`` None the budget is the process-wide one (playground.memory.BUDGET): a
+    model bigger than the whole budget is a ConfigError; one that fits the budget but not what is
+    free now raises MemoryBudgetError (a MemoryError) naming what holds the memory.
+    """
+    from .memory import BUDGET
+
+    budget = BUDGET.total if budget_bytes is None else budget_bytes
     estimate = estimate_memory_bytes(cfg, dtype)
     if estimate > budget:
         raise ConfigError(
@@ -216,4 +236,7 @@ def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | Non
             f"{format_bytes(budget)}. Make it smaller (fewer layers, a smaller emb_dim or context) "
             f"or raise PLAYGROUND_MEMORY_BUDGET_GB."
         )
+    check_build_size(cfg)
+    if budget_bytes is None:
+        BUDGET.check(estimate, f"a model of {count_parameters_analytic(cfg):,} parameters in {dtype}")
     return estimate
