@@ -121,12 +121,14 @@ ADVICE = ("Try a smaller model or bfloat16, wait for other generations or traini
 class MemoryBudget:
     """What the process holds, against a byte budget.
 
-    - ``register(obj, nbytes, what, kind)``: ``obj`` holds ``nbytes`` until it is garbage
-      collected (weakref.finalize); registering the same object again changes nothing, so a model
-      shared by many sessions is counted once.
+    - ``register(obj, nbytes, what, kind, reclaim=None)``: ``obj`` holds ``nbytes`` until it is
+      garbage collected (weakref.finalize); registering the same object again changes nothing, so
+      a model shared by many sessions is counted once. Holdings that can be recomputed (a run's
+      attention) pass ``reclaim``, and are dropped, oldest first, before a request is refused.
     - ``reserve(nbytes, what, kind)``: a context manager holding ``nbytes`` while a request
-      allocates (after ``check``). Checks made by the same thread inside it count its reservation
-      as available, so nested checks (a loader checking the model it is about to build) pass.
+      allocates (after ``check``). Checks made by the same thread inside it pass (only the
+      whole-budget limit applies): a loader checking the model it is about to build was already
+      accounted for by the reservation.
     - ``check(nbytes, what)``: raise ``MemoryBudgetError`` naming the holders if it does not fit.
     - ``usage()`` / ``describe()``: the holders, largest first / in one sentence.
     """
@@ -136,6 +138,7 @@ class MemoryBudget:
         self._lock = threading.RLock()
         self._held: dict[int, Holding] = {}
         self._finalizers: dict[int, weakref.finalize] = {}
+        self._reclaimers: dict[int, object] = {}  # key -> callable dropping it, oldest first
         self._next = 0
         self._local = threading.local()
 
@@ -164,7 +167,7 @@ class MemoryBudget:
         for kind, items in groups.items():
             one, many = KIND_LABELS.get(kind, (kind, kind + "s"))
             names = "; ".join(h.what for h in items[:3]) + ("; …" if len(items) > 3 else "")
-            label = one if len(items) == 1 else f"{len(items)} {many}"
+            label = f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
             parts.append(f"{label} ({names}: {format_bytes(sum(h.nbytes for h in items))})")
         return ", ".join(parts)
 
@@ -173,19 +176,35 @@ class MemoryBudget:
 
     def check(self, nbytes: int, what: str) -> None:
         total = self.total
+        if nbytes <= total:
+            self._reclaim(nbytes)
         if nbytes > total:
             raise MemoryBudgetError(
                 f"{what[:1].upper() + what[1:]} needs about {format_bytes(nbytes)}, more than the whole memory "
                 f"budget of {format_bytes(total)}. Make it smaller, or raise PLAYGROUND_MEMORY_BUDGET_GB."
             )
+        if self._own_reserved():
+            return  # inside this thread's reservation: what it allocates was checked when it reserved
         with self._lock:
-            free = total - self.used() + self._own_reserved()
+            free = total - self.used()
             if nbytes > free:
                 raise MemoryBudgetError(
                     f"Not enough memory for {what} (about {format_bytes(nbytes)}): "
                     f"{format_bytes(total - free)} of the {format_bytes(total)} memory budget is in use "
                     f"by {self.describe()}. {ADVICE}"
                 )
+
+    def _reclaim(self, nbytes: int) -> None:
+        """Drop reclaimable holdings (caches that can be recomputed), oldest first, until ``nbytes``
+        fit or none is left."""
+        while True:
+            with self._lock:
+                free = self.total - self.used()
+                if nbytes <= free or not self._reclaimers:
+                    return
+                key = next(iter(self._reclaimers))
+                reclaim = self._reclaimers.pop(key)
+            reclaim()
 
     def _add(self, holding: Holding) -> int:
         with self._lock:
@@ -197,6 +216,7 @@ class MemoryBudget:
         with self._lock:
             holding = self._held.pop(key, None)
             self._finalizers.pop(key, None)
+            self._reclaimers.pop(key, None)
         if holding is not None and holding.nbytes >= TRIM_AFTER_BYTES:
             trim()
 
@@ -214,7 +234,9 @@ class MemoryBudget:
             stack.pop()
             self._forget(key)
 
-    def register(self, obj, nbytes: int, what: str, kind: str = "model") -> None:
+    def register(self, obj, nbytes: int, what: str, kind: str = "model", reclaim=None) -> None:
+        """Count ``obj`` until it is freed. ``reclaim`` (optional, no arguments) drops the last
+        reference to it: the budget calls it, oldest first, when a request would not fit otherwise."""
         with self._lock:
             for fin in list(self._finalizers.values()):
                 if fin.peek() is not None and fin.peek()[0] is obj:
@@ -223,6 +245,8 @@ class MemoryBudget:
             fin = weakref.finalize(obj, self._forget, key)
             fin.atexit = False  # nothing to give back when the process ends
             self._finalizers[key] = fin
+            if reclaim is not None:
+                self._reclaimers[key] = reclaim
 
     def is_registered(self, obj) -> bool:
         with self._lock:

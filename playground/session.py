@@ -377,11 +377,7 @@ class Run:
 
     def touch(self) -> None:
         if self.released:
-            minutes = IDLE_SECONDS / 60
-            raise RunReleasedError(
-                f"This run was released after {minutes:g} minute{'s' if minutes != 1 else ''} idle to free "
-                f"memory; generate again."
-            )
+            raise RunReleasedError(released_message())
         self.last_access = time.monotonic()
 
     @property
@@ -410,6 +406,9 @@ class Run:
         self._trace_cache = None
         with _RUNS_LOCK:
             RUNS.pop(self.id, None)
+            _RELEASED[self.id] = None
+            while len(_RELEASED) > 10_000:
+                _RELEASED.pop(next(iter(_RELEASED)))
 
     def __repr__(self) -> str:
         state = "released" if self.released else f"{len(self._steps)} steps"
@@ -424,7 +423,14 @@ class _Trace:
 
 
 RUNS: dict[str, Run] = {}
+_RELEASED: dict[str, None] = {}  # ids of released runs (the newest 10,000), for the message
 _RUNS_LOCK = threading.Lock()
+
+
+def released_message() -> str:
+    minutes = IDLE_SECONDS / 60
+    return (f"This run was released after {minutes:g} minute{'' if minutes == 1 else 's'} idle to free memory; "
+            f"generate again.")
 _SWEEPER: threading.Thread | None = None
 
 
@@ -435,10 +441,9 @@ def get_run(run_id: str | None) -> Run:
     if run is None:
         if not run_id:
             raise ValueError("Generate first: there is no run yet.")
-        raise RunReleasedError(
-            f"This run was released after {IDLE_SECONDS / 60:g} minutes idle to free memory (or the server "
-            f"restarted); generate again."
-        )
+        if run_id in _RELEASED:
+            raise RunReleasedError(released_message())
+        raise RunReleasedError("This run is no longer on the server (it restarted); generate again.")
     run.touch()
     return run
 
@@ -482,11 +487,12 @@ def memory_status() -> str:
 
 
 def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, temperature, top_k, top_p, seed,
-              greedy=False) -> tuple[Run, Generation]:
+              greedy=False, replaces: "Run | str | None" = None) -> tuple[Run, Generation]:
     """Validate everything a user typed, then return the run and its (not yet started) generation.
 
-    The generation's KV cache is counted in the memory budget (refused here if it does not fit)
-    until the generation object is gone."""
+    ``replaces``: the session's previous run (or its id), released now rather than after the idle
+    timeout. The generation's KV cache is counted in the memory budget (refused here if it does
+    not fit) until the generation object is gone."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -500,6 +506,10 @@ def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, tem
     top_p = _number(top_p, "top-p") if top_p not in (None, "") else None
     if greedy:
         temperature = 0.0
+    if replaces is not None:
+        old = replaces if isinstance(replaces, Run) else RUNS.get(replaces)
+        if old is not None:
+            old.release()
     tok = load_tokenizer()
     ids = tok.encode(prompt)
     need = generation_bytes(model, len(ids))
@@ -562,9 +572,17 @@ def run_attention(model: GPTModel, run: Run) -> tuple[int, list[tuple[torch.Tens
         qk = [(q[0].cpu(), k[0].cpu()) for q, k in zip(trace.queries, trace.keys)]  # (H, T, hd) each
         del trace
         cached = _Trace(len(run.token_ids), start, qk)
-        BUDGET.register(cached, keep, what, "attention")
+        run_ref = weakref.ref(run)
+        # recomputed on the next view if the budget needs the room first
+        BUDGET.register(cached, keep, what, "attention", reclaim=lambda: _drop_attention(run_ref))
     run._trace_cache = cached
     return start, qk
+
+
+def _drop_attention(run_ref) -> None:
+    run = run_ref()
+    if run is not None:
+        run._trace_cache = None
 
 
 def layer_attention(qk: list, layer: int) -> np.ndarray:
