@@ -16,6 +16,7 @@ import threading
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from .config import GPTConfig, check_memory
 
@@ -391,6 +392,16 @@ def use_fast_weight_layout(model: nn.Module) -> None:
                 w.data = w.data.t().contiguous().t() if want_in_out else w.data.contiguous()
 
 
+class _skip_default_init(TorchFunctionMode):
+    """Inside: nn.init's fills (kaiming_uniform_, normal_, ...) and the random in-place ops leave
+    tensors as they are."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.Tensor.uniform_, torch.Tensor.normal_) or getattr(func, "__module__", "") == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
 class GPTModel(nn.Module):
     """``GPTModel(cfg)(idx)`` -> logits (batch, seq, vocab_size).
 
@@ -409,10 +420,10 @@ class GPTModel(nn.Module):
         if memory_budget is not False:
             check_memory(cfg, "float32", None if memory_budget is None else int(memory_budget))
         self.cfg = cfg
-        # The modules are made on the meta device (no memory, no random numbers: nn.Linear's own
-        # init would draw from the global generator), then allocated once and initialised below.
-        target = torch.get_default_device()
-        with torch.device("meta"):
+        # nn.Linear and nn.Embedding initialise themselves from torch's global generator; that
+        # first init is skipped (and replaced by reset_parameters below), so building a model
+        # never touches the global generator and fills each weight once.
+        with _skip_default_init():
             self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
             if cfg.pos_encoding == "learned":
                 self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
@@ -423,8 +434,6 @@ class GPTModel(nn.Module):
             # Post-norm blocks already end in a LayerNorm; a final one would normalise twice.
             self.final_norm = LayerNorm(cfg.emb_dim, cfg.ln_eps) if cfg.norm_placement == "pre" else nn.Identity()
             self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
-        if target.type != "meta":
-            self.to_empty(device=target)
         if cfg.tie_weights:
             self.out_head.weight = self.tok_emb.weight
         self.reset_parameters(generator)
