@@ -198,22 +198,23 @@ def default_memory_budget_bytes() -> int:
 # ~10 s, the caps below in under a minute.
 MAX_LAYERS = 256
 MAX_EMB_DIM = 8192
-MAX_PARAMETERS = 2_500_000_000
+MAX_PARAMETERS = 2_000_000_000
 
 
 def check_build_size(cfg: GPTConfig) -> None:
     """ConfigError if a config is too slow to build and run on a shared server."""
     n_params = count_parameters_analytic(cfg)
-    for value, cap, name, hint in (
-        (cfg.n_layers, MAX_LAYERS, "n_layers", "layers"),
-        (cfg.emb_dim, MAX_EMB_DIM, "emb_dim", "a width"),
-        (n_params, MAX_PARAMETERS, "parameters", "parameters"),
+    for name, value, cap, unit in (
+        ("n_layers", cfg.n_layers, MAX_LAYERS, "layers"),
+        ("emb_dim", cfg.emb_dim, MAX_EMB_DIM, "dimensions"),
+        ("parameters", n_params, MAX_PARAMETERS, "parameters"),
     ):
         if value > cap:
+            what = unit if name == unit else f"{unit} ({name})"
             raise ConfigError(
-                f"{value:,} {name} is more than this server builds (at most {cap:,} {hint}; GPT-2 XL has "
-                f"48 layers, emb_dim 1600 and 1,557,611,200 parameters): a model this size would take "
-                f"minutes to build and to generate, and hold up everyone else. Make it smaller."
+                f"This model has {value:,} {what}; this server builds at most {cap:,} {unit} (GPT-2 XL: 48 "
+                f"layers, emb_dim 1600, 1,557,611,200 parameters). A model this size takes minutes to build "
+                f"and to generate, and would hold up everyone else: make it smaller."
             )
 
 
