@@ -198,7 +198,7 @@ def default_memory_budget_bytes() -> int:
 # ~10 s, the caps below in under a minute.
 MAX_LAYERS = 256
 MAX_EMB_DIM = 8192
-MAX_PARAMETERS = 2_000_000_000
+MAX_PARAMETERS = 1_700_000_000
 
 
 def check_build_size(cfg: GPTConfig) -> None:

@@ -13,11 +13,14 @@ Memory (playground.memory.BUDGET, one budget for the whole process):
   (a MemoryError) says what holds the memory. A model evicted while a session still uses it stays
   counted, and is handed out again instead of being built twice. Idle models are kept up to
   ``PLAYGROUND_CACHE_BUDGET_GB`` (default 4).
-- Runs live in ``RUNS`` under a random id. ``start_run`` returns ``(run, generation)`` as before;
-  keep ``run.id`` in the session and get the run back with ``get_run(run_id)``. A run untouched for
-  ``PLAYGROUND_IDLE_MINUTES`` (default 15) is released by a sweeper thread (its tokens and its
-  attention are dropped); using it afterwards raises ``RunReleasedError`` (a ValueError) with a
-  message for the user. ``run_attention`` / ``layer_attention`` work as before.
+- Runs are registered in ``RUNS`` under a random ``run.id``. ``start_run`` returns
+  ``(run, generation)`` as before. Called with ``replaces=<the session's previous run id, or
+  None>``, the server keeps the run (the session state then only needs ``run.id``; get it back with
+  ``get_run(run_id)``) and the previous one is released at once. Called without ``replaces`` (the
+  old way, the state holding the Run), the run lives as long as the state holds it. Either way a run
+  untouched for ``PLAYGROUND_IDLE_MINUTES`` (default 15) is released by a sweeper thread (its tokens
+  and attention are dropped); using it afterwards raises ``RunReleasedError`` (a ValueError) whose
+  message is for the user. ``run_attention`` / ``layer_attention`` work as before.
 - ``memory_status()`` is one sentence on what the server holds, for a status line.
 """
 
@@ -356,7 +359,7 @@ class RunReleasedError(ValueError):
 class Run:
     """A prompt, the tokens generated from it, and (cached) what the model saw.
 
-    Runs are kept in ``RUNS`` under ``run.id``; every use of its tokens counts as an access. After
+    Runs are registered in ``RUNS`` under ``run.id``; every use of its tokens counts as an access. After
     ``IDLE_SECONDS`` without one, ``release_idle_runs`` drops the tokens and the attention, and any
     later use raises ``RunReleasedError``.
     """
@@ -374,6 +377,12 @@ class Run:
         with _RUNS_LOCK:
             RUNS[self.id] = self
         _start_sweeper()
+
+    def keep(self) -> "Run":
+        """Let the server hold this run (until it is released), so a session can keep just its id."""
+        with _RUNS_LOCK:
+            _KEPT[self.id] = self
+        return self
 
     def touch(self) -> None:
         if self.released:
@@ -406,6 +415,7 @@ class Run:
         self._trace_cache = None
         with _RUNS_LOCK:
             RUNS.pop(self.id, None)
+            _KEPT.pop(self.id, None)
             _RELEASED[self.id] = None
             while len(_RELEASED) > 10_000:
                 _RELEASED.pop(next(iter(_RELEASED)))
@@ -422,7 +432,8 @@ class _Trace:
         self.n_tokens, self.start, self.qk = n_tokens, start, qk
 
 
-RUNS: dict[str, Run] = {}
+RUNS: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()  # every live run, for the sweeper
+_KEPT: dict[str, Run] = {}  # runs the server holds for sessions that keep only the id
 _RELEASED: dict[str, None] = {}  # ids of released runs (the newest 10,000), for the message
 _RUNS_LOCK = threading.Lock()
 
@@ -453,7 +464,7 @@ def release_idle_runs(idle_seconds: float | None = None) -> int:
     limit = IDLE_SECONDS if idle_seconds is None else idle_seconds
     now = time.monotonic()
     with _RUNS_LOCK:
-        idle = [r for r in RUNS.values() if now - r.last_access > limit]
+        idle = [r for r in list(RUNS.values()) if now - r.last_access > limit]
     for run in idle:
         run.release()
     if idle:
@@ -486,13 +497,18 @@ def memory_status() -> str:
             f"{BUDGET.describe()}.")
 
 
+_NOT_GIVEN = object()
+
+
 def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, temperature, top_k, top_p, seed,
-              greedy=False, replaces: "Run | str | None" = None) -> tuple[Run, Generation]:
+              greedy=False, replaces=_NOT_GIVEN) -> tuple[Run, Generation]:
     """Validate everything a user typed, then return the run and its (not yet started) generation.
 
-    ``replaces``: the session's previous run (or its id), released now rather than after the idle
-    timeout. The generation's KV cache is counted in the memory budget (refused here if it does
-    not fit) until the generation object is gone."""
+    ``replaces`` (the session's previous run or run id, or None for its first): the server keeps
+    the new run under ``run.id`` and releases the previous one now rather than after the idle
+    timeout. Without it, whoever holds the returned Run keeps it alive. The generation's KV cache
+    is counted in the memory budget (refused here if it does not fit) until the generation object
+    is gone."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -506,7 +522,7 @@ def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, tem
     top_p = _number(top_p, "top-p") if top_p not in (None, "") else None
     if greedy:
         temperature = 0.0
-    if replaces is not None:
+    if replaces is not _NOT_GIVEN and replaces is not None:
         old = replaces if isinstance(replaces, Run) else RUNS.get(replaces)
         if old is not None:
             old.release()
@@ -520,7 +536,10 @@ def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, tem
     BUDGET.register(gen, need, what, "generation")
     release_idle_runs()  # on-access sweep, besides the sweeper thread
     settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    return Run(recipe, gen.prompt_ids, gen.n_cropped, settings), gen
+    run = Run(recipe, gen.prompt_ids, gen.n_cropped, settings)
+    if replaces is not _NOT_GIVEN:
+        run.keep()
+    return run, gen
 
 
 def generation_bytes(model: GPTModel, n_prompt_tokens: int) -> int:

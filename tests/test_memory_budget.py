@@ -210,7 +210,7 @@ def test_a_generation_counts_its_kv_cache_until_it_is_gone():
 # Runs released when idle
 
 
-def test_idle_runs_release_their_tokens_and_attention(monkeypatch):
+def test_idle_runs_release_their_tokens_and_attention():
     model = build_from_recipe(random_recipe(NANO, seed=0))
     run, gen = start_run(model, random_recipe(NANO), "To be", max_new_tokens=4, temperature=1.0, top_k=None,
                          top_p=None, seed=3)
@@ -219,9 +219,8 @@ def test_idle_runs_release_their_tokens_and_attention(monkeypatch):
     run_attention(model, run)
     attention = [h for h in BUDGET.usage() if h.kind == "attention" and "a run of" in h.what]
     assert attention
-    monkeypatch.setattr(session, "IDLE_SECONDS", 0.05)
     time.sleep(0.1)
-    assert release_idle_runs() >= 1
+    assert release_idle_runs(idle_seconds=0.05) >= 1  # the app's timeout, shortened
     assert run.released and run.id not in session.RUNS
     with pytest.raises(RunReleasedError, match="released after .* idle to free memory; generate again"):
         get_run(run.id)
@@ -234,14 +233,29 @@ def test_idle_runs_release_their_tokens_and_attention(monkeypatch):
     assert len([h for h in BUDGET.usage() if h.kind == "attention" and "a run of" in h.what]) < len(attention)
 
 
-def test_a_run_in_use_is_not_released_and_a_new_run_replaces_the_old():
+def test_runs_kept_by_id_live_on_the_server_and_a_new_run_replaces_the_old():
     model = build_from_recipe(random_recipe(NANO, seed=0))
-    first, _ = start_run(model, random_recipe(NANO), "A", max_new_tokens=1, temperature=1.0, top_k=None,
-                         top_p=None, seed=0)
-    assert release_idle_runs(idle_seconds=60) == 0 or not first.released
-    second, _ = start_run(model, random_recipe(NANO), "B", max_new_tokens=1, temperature=1.0, top_k=None,
-                          top_p=None, seed=0, replaces=first.id)
-    assert first.released and not second.released and get_run(second.id) is second
+    kw = dict(max_new_tokens=1, temperature=1.0, top_k=None, top_p=None, seed=0)
+    first_id = start_run(model, random_recipe(NANO), "A", replaces=None, **kw)[0].id  # the state keeps the id only
+    gc.collect()
+    first = get_run(first_id)
+    release_idle_runs(idle_seconds=60)
+    assert not first.released  # in use a moment ago
+    second, _ = start_run(model, random_recipe(NANO), "B", replaces=first_id, **kw)
+    assert first.released and get_run(second.id) is second
+    with pytest.raises(RunReleasedError, match="generate again"):
+        get_run(first_id)
+
+
+def test_a_run_held_only_by_the_old_style_state_goes_with_it():
+    model = build_from_recipe(random_recipe(NANO, seed=0))
+    state = {"run": start_run(model, random_recipe(NANO), "A", max_new_tokens=1, temperature=1.0, top_k=None,
+                              top_p=None, seed=0)[0]}
+    run_id = state["run"].id
+    assert get_run(run_id) is state["run"]
+    state = {"run": None}  # the next generation replaced it
+    gc.collect()
+    assert run_id not in session.RUNS
 
 
 def test_reclaimable_attention_makes_room_before_a_refusal():
