@@ -598,6 +598,27 @@ def run_attention(model: GPTModel, run: Run) -> tuple[int, list[tuple[torch.Tens
     return start, qk
 
 
+def all_layers_attention_bytes(cfg: GPTConfig, n_tokens: int) -> int:
+    """Probabilities of every layer and head, (L, H, T, T) float32: what the rollout and overview
+    views and a run export build at once (3 GB for gpt2-large at 1,024 tokens)."""
+    T = min(n_tokens, cfg.context_length)
+    return cfg.n_layers * cfg.n_heads * T * T * 4
+
+
+def export_bytes(cfg: GPTConfig, n_tokens: int, fmt: str = "json") -> int:
+    """Peak of exporting a run: the stacked attention, plus for JSON its Python lists (~32 bytes
+    a number) and text, for .npz a float32 copy and the compressor's buffers."""
+    cells = all_layers_attention_bytes(cfg, n_tokens) // 4
+    return cells * (48 if fmt == "json" else 12)
+
+
+def reserve_export(model: GPTModel, run: Run, fmt: str = "json"):
+    """``with reserve_export(model, run, fmt): export_run(run, model, fmt)`` -- refused before
+    anything is allocated if the export does not fit in the memory budget."""
+    n = len(run.token_ids)
+    return BUDGET.reserve(export_bytes(model.cfg, n, fmt), f"exporting a run of {n:,} tokens as .{fmt}", "export")
+
+
 def _drop_attention(run_ref) -> None:
     run = run_ref()
     if run is not None:
