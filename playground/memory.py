@@ -176,8 +176,6 @@ class MemoryBudget:
 
     def check(self, nbytes: int, what: str) -> None:
         total = self.total
-        if nbytes <= total:
-            self._reclaim(nbytes)
         if nbytes > total:
             raise MemoryBudgetError(
                 f"{what[:1].upper() + what[1:]} needs about {format_bytes(nbytes)}, more than the whole memory "
@@ -185,6 +183,7 @@ class MemoryBudget:
             )
         if self._own_reserved():
             return  # inside this thread's reservation: what it allocates was checked when it reserved
+        self._reclaim(nbytes)
         with self._lock:
             free = total - self.used()
             if nbytes > free:
