@@ -110,7 +110,10 @@ def describe_recipe(recipe: dict) -> str:
 
 def model_label(recipe: dict) -> str:
     """Short name for messages about memory: "gpt2-large (774M) random init (seed 1)"."""
-    if recipe.get("kind") == "random":
+    kind = recipe.get("kind")
+    if kind not in ("random", "bundled", "hub", "file"):
+        return "a model"
+    if kind == "random":
         cfg = recipe["config"]
         name = next((n for n, p in PRESETS.items() if p.to_dict() == cfg),
                     f"{cfg['n_layers']}-layer d{cfg['emb_dim']}")
