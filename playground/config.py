@@ -218,8 +218,7 @@ def check_build_size(cfg: GPTConfig) -> None:
 
 
 def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | None = None) -> int:
-    """Raise ConfigError if the estimate exceeds the budget, or the config is over the build caps;
-    return the estimate otherwise.
+    """Raise ConfigError if the estimate exceeds the budget; return the estimate otherwise.
 
     With ``budget_bytes`` None the budget is the process-wide one (playground.memory.BUDGET): a
     model bigger than the whole budget is a ConfigError; one that fits the budget but not what is
@@ -234,7 +233,6 @@ def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | Non
             f"{format_bytes(budget)}. Make it smaller (fewer layers, a smaller emb_dim or context) "
             f"or raise PLAYGROUND_MEMORY_BUDGET_GB."
         )
-    check_build_size(cfg)
     if budget_bytes is None:
         BUDGET.check(estimate, f"a model of {count_parameters_analytic(cfg):,} parameters in {dtype}")
     return estimate

@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from .config import GPTConfig, check_memory
+from .config import GPTConfig, check_build_size, check_memory
 
 # ----------------------------------------------------------------------------------------------
 # Building blocks
@@ -407,9 +407,10 @@ class GPTModel(nn.Module):
 
     ``memory_budget`` (bytes) refuses a config whose estimated memory is larger, before any
     allocation; ``None`` checks against the process-wide budget (playground.memory), ``False``
-    skips the check (meta-device builds). ``generator`` makes the initialisation draw from that
-    ``torch.Generator`` instead of torch's global one, so building never disturbs anyone else's
-    random numbers (the app always passes one).
+    skips the check (meta-device builds). Configs over the build size caps
+    (``config.check_build_size``) are refused too, unless ``memory_budget`` is False.
+    ``generator`` makes the initialisation draw from that ``torch.Generator`` instead of torch's
+    global one, so building never disturbs anyone else's random numbers (the app always passes one).
     """
 
     def __init__(self, cfg: GPTConfig, memory_budget: int | None | bool = None, *,
@@ -419,6 +420,7 @@ class GPTModel(nn.Module):
             raise TypeError(f"GPTModel needs a GPTConfig, got {type(cfg).__name__}")
         if memory_budget is not False:
             check_memory(cfg, "float32", None if memory_budget is None else int(memory_budget))
+            check_build_size(cfg)
         self.cfg = cfg
         # nn.Linear and nn.Embedding initialise themselves from torch's global generator; that
         # first init is skipped (and replaced by reset_parameters below), so building a model

@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import (DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, check_memory, count_parameters_analytic,
-                     format_bytes)
+from .config import (DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, check_build_size, check_memory,
+                     count_parameters_analytic, format_bytes)
 from .inspection import count_parameters, module_tree, parameter_breakdown
 from .memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
 from .model import GPTModel, attention_probs
@@ -237,7 +237,9 @@ class ModelCache:
     def _build(self, recipe: dict, progress) -> GPTModel:
         label = model_label(recipe)
         if recipe.get("kind") == "random":  # too big for the whole budget, or over the build caps?
-            check_memory(GPTConfig.from_dict(recipe["config"]), recipe.get("dtype", "float32"), self.memory.total)
+            cfg = GPTConfig.from_dict(recipe["config"])
+            check_memory(cfg, recipe.get("dtype", "float32"), self.memory.total)
+            check_build_size(cfg)
         peak = build_peak_bytes(recipe)
         self.make_room(peak)
         with self.memory.reserve(peak, f"building {label}"):  # refused here if it cannot fit
@@ -445,6 +447,8 @@ def released_message() -> str:
     minutes = IDLE_SECONDS / 60
     return (f"This run was released after {minutes:g} minute{'' if minutes == 1 else 's'} idle to free memory; "
             f"generate again.")
+
+
 _SWEEPER: threading.Thread | None = None
 
 

@@ -274,7 +274,7 @@ def test_reclaimable_attention_makes_room_before_a_refusal():
 def test_thousands_of_layers_are_refused_by_the_build_caps():
     cfg = GPTConfig(context_length=1024, emb_dim=128, n_heads=4, n_layers=10_000)  # 10.6 GB: under many budgets
     with pytest.raises(ConfigError, match=f"at most {MAX_LAYERS:,} layers"):
-        check_memory(cfg, "float32", budget_bytes=10**13)
+        GPTModel(cfg, memory_budget=10**13)  # fits that budget: the cap is what refuses, before allocating
     with pytest.raises(ConfigError, match="this server builds at most"):
         ModelCache(budget=MemoryBudget(10**13)).get(random_recipe(cfg, seed=0))
 
