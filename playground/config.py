@@ -192,9 +192,9 @@ def default_memory_budget_bytes() -> int:
 # to build and to run (10,000 layers of d128 gave no answer in 300 s; 3,000 layers took 83 s):
 # every layer adds a fixed cost to the build and to each generated token, and every parameter is
 # drawn once and then read once per token. Measured on this project's 2-core machine while other
-# jobs shared it (load 6-8): GPT-2 XL (1.56 B parameters) built in 38 s, 62 layers of d1600
-# (1.99 B) in 96 s, 256 layers of d128 in 1.5 s. The caps keep GPT-2 XL, tied or untied, and a
-# little more.
+# jobs shared it (load 6-8): GPT-2 XL (1.56 B parameters) built in 26-38 s, 52 layers of d1600
+# (1.68 B, just under the cap) in 28 s, 62 layers (1.99 B) in 96 s, 256 layers of d128 in 1.5 s.
+# The caps keep GPT-2 XL, tied or untied, and a little more.
 MAX_LAYERS = 256
 MAX_EMB_DIM = 8192
 MAX_PARAMETERS = 1_700_000_000
