@@ -349,3 +349,16 @@ def test_idle_sessions_of_the_running_app_release_their_runs(app_url):
     # a session that comes back simply generates again
     list(clients[0].submit("Back again", 0.8, 40, 1.0, 3, 0, False, api_name="/generate"))
     assert len(clients[0].predict(api_name="/run_data")["steps"]) == 3
+
+
+def test_a_training_job_is_counted_until_it_is_gone():
+    from playground.train import estimate_training_memory_bytes
+
+    text = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
+    job = session.TrainingJob(NANO, text, "pasted", steps=2, lr=1e-3)
+    mine = [h for h in BUDGET.usage() if h.kind == "training"]
+    assert len(mine) == 1 and mine[0].nbytes == estimate_training_memory_bytes(NANO, job.tcfg)
+    assert "training a 2-layer d64 model" in BUDGET.describe()
+    del job, mine
+    gc.collect()
+    assert not [h for h in BUDGET.usage() if h.kind == "training"]
