@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from dataclasses import dataclass
+
+from .memory import BUDGET, default_budget_bytes, format_bytes
 
 GPT2_VOCAB_SIZE = 50257  # tokens in the GPT-2 BPE (50,000 merges + 256 bytes + <|endoftext|>)
 
@@ -183,31 +184,47 @@ def estimate_memory_bytes(cfg: GPTConfig, dtype: str = "float32", batch_size: in
 
 
 def default_memory_budget_bytes() -> int:
-    """``PLAYGROUND_MEMORY_BUDGET_GB`` if set, else 60% of this machine's RAM."""
-    env = os.environ.get("PLAYGROUND_MEMORY_BUDGET_GB")
-    if env:
-        try:
-            return int(float(env) * 2**30)
-        except ValueError:
-            raise ConfigError(f"PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {env!r}.") from None
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 8 * 2**30
-    return int(total * 0.6)
+    """The process-wide budget's size (playground.memory states the rule)."""
+    return default_budget_bytes()
 
 
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
+# Build size caps. The memory check alone lets through configs that fit in RAM but take minutes
+# to build and to run (10,000 layers of d128 gave no answer in 300 s; 3,000 layers took 83 s):
+# every layer adds a fixed cost to the build and to each generated token, and every parameter is
+# drawn once and then read once per token. Measured on this project's 2-core machine while other
+# jobs shared it (load 6-8): GPT-2 XL (1.56 B parameters) built in 26-38 s, 52 layers of d1600
+# (1.68 B, just under the cap) in 28 s, 62 layers (1.99 B) in 96 s, 256 layers of d128 in 1.5 s.
+# The caps keep GPT-2 XL, tied or untied, and a little more.
+MAX_LAYERS = 256
+MAX_EMB_DIM = 8192
+MAX_PARAMETERS = 1_700_000_000
+
+
+def check_build_size(cfg: GPTConfig) -> None:
+    """ConfigError if a config is too slow to build and run on a shared server."""
+    n_params = count_parameters_analytic(cfg)
+    for name, value, cap, unit in (
+        ("n_layers", cfg.n_layers, MAX_LAYERS, "layers"),
+        ("emb_dim", cfg.emb_dim, MAX_EMB_DIM, "dimensions"),
+        ("parameters", n_params, MAX_PARAMETERS, "parameters"),
+    ):
+        if value > cap:
+            what = unit if name == unit else f"{unit} ({name})"
+            raise ConfigError(
+                f"This model has {value:,} {what}; this server builds at most {cap:,} {unit} (GPT-2 XL: 48 "
+                f"layers, emb_dim 1600, 1,557,611,200 parameters). A model this size takes minutes to build "
+                f"and to generate, and would hold up everyone else: make it smaller."
+            )
 
 
 def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | None = None) -> int:
-    """Raise ConfigError if the estimate exceeds the budget; return the estimate otherwise."""
-    budget = default_memory_budget_bytes() if budget_bytes is None else budget_bytes
+    """Raise ConfigError if the estimate exceeds the budget; return the estimate otherwise.
+
+    With ``budget_bytes`` None the budget is the process-wide one (playground.memory.BUDGET): a
+    model bigger than the whole budget is a ConfigError; one that fits the budget but not what is
+    free now raises MemoryBudgetError (a MemoryError) naming what holds the memory.
+    """
+    budget = BUDGET.total if budget_bytes is None else budget_bytes
     estimate = estimate_memory_bytes(cfg, dtype)
     if estimate > budget:
         raise ConfigError(
@@ -216,4 +233,6 @@ def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | Non
             f"{format_bytes(budget)}. Make it smaller (fewer layers, a smaller emb_dim or context) "
             f"or raise PLAYGROUND_MEMORY_BUDGET_GB."
         )
+    if budget_bytes is None:
+        BUDGET.check(estimate, f"a model of {count_parameters_analytic(cfg):,} parameters in {dtype}")
     return estimate

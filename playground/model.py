@@ -16,8 +16,9 @@ import threading
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
-from .config import GPTConfig, check_memory
+from .config import GPTConfig, check_build_size, check_memory
 
 # ----------------------------------------------------------------------------------------------
 # Building blocks
@@ -31,6 +32,11 @@ class LayerNorm(nn.Module):
         self.eps = eps
         self.scale = nn.Parameter(torch.ones(emb_dim))
         self.shift = nn.Parameter(torch.zeros(emb_dim))
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.scale.fill_(1.0)
+            self.shift.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # One fused kernel computing exactly the formula above (tests check it against the formula
@@ -299,12 +305,17 @@ class SinusoidalPositionalEmbedding(nn.Module):
 
     def __init__(self, context_length: int, emb_dim: int):
         super().__init__()
-        pos = torch.arange(context_length, dtype=torch.float32).unsqueeze(1)  # (C, 1)
-        freq = torch.exp(torch.arange(0, emb_dim, 2, dtype=torch.float32) * (-math.log(10000.0) / emb_dim))
-        table = torch.zeros(context_length, emb_dim)
-        table[:, 0::2] = torch.sin(pos * freq)
-        table[:, 1::2] = torch.cos(pos * freq)
-        self.register_buffer("table", table, persistent=False)
+        self.register_buffer("table", torch.zeros(context_length, emb_dim), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        context_length, emb_dim = self.table.shape
+        device = self.table.device
+        pos = torch.arange(context_length, dtype=torch.float32, device=device).unsqueeze(1)  # (C, 1)
+        freq = torch.exp(torch.arange(0, emb_dim, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / emb_dim))
+        with torch.no_grad():
+            self.table[:, 0::2] = torch.sin(pos * freq).to(self.table.dtype)
+            self.table[:, 1::2] = torch.cos(pos * freq).to(self.table.dtype)
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         return self.table[positions]
@@ -381,46 +392,73 @@ def use_fast_weight_layout(model: nn.Module) -> None:
                 w.data = w.data.t().contiguous().t() if want_in_out else w.data.contiguous()
 
 
+class _skip_default_init(TorchFunctionMode):
+    """Inside: nn.init's fills (kaiming_uniform_, normal_, ...) and the random in-place ops leave
+    tensors as they are."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.Tensor.uniform_, torch.Tensor.normal_) or getattr(func, "__module__", "") == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
 class GPTModel(nn.Module):
     """``GPTModel(cfg)(idx)`` -> logits (batch, seq, vocab_size).
 
     ``memory_budget`` (bytes) refuses a config whose estimated memory is larger, before any
-    allocation; ``None`` uses the default budget, ``False`` skips the check (meta-device builds).
+    allocation; ``None`` checks against the process-wide budget (playground.memory), ``False``
+    skips the check (meta-device builds). Configs over the build size caps
+    (``config.check_build_size``) are refused too, unless ``memory_budget`` is False.
+    ``generator`` makes the initialisation draw from that ``torch.Generator`` instead of torch's
+    global one, so building never disturbs anyone else's random numbers (the app always passes one).
     """
 
-    def __init__(self, cfg: GPTConfig, memory_budget: int | None | bool = None):
+    def __init__(self, cfg: GPTConfig, memory_budget: int | None | bool = None, *,
+                 generator: torch.Generator | None = None):
         super().__init__()
         if not isinstance(cfg, GPTConfig):
             raise TypeError(f"GPTModel needs a GPTConfig, got {type(cfg).__name__}")
         if memory_budget is not False:
             check_memory(cfg, "float32", None if memory_budget is None else int(memory_budget))
+            check_build_size(cfg)
         self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
-        if cfg.pos_encoding == "learned":
-            self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
-        else:
-            self.pos_emb = SinusoidalPositionalEmbedding(cfg.context_length, cfg.emb_dim)
-        self.drop_emb = nn.Dropout(cfg.drop_rate)
-        self.trf_blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
-        # Post-norm blocks already end in a LayerNorm; a final one would normalise twice.
-        self.final_norm = LayerNorm(cfg.emb_dim, cfg.ln_eps) if cfg.norm_placement == "pre" else nn.Identity()
-        self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
-        self.reset_parameters()
+        # nn.Linear and nn.Embedding initialise themselves from torch's global generator; that
+        # first init is skipped (and replaced by reset_parameters below), so building a model
+        # never touches the global generator and fills each weight once.
+        with _skip_default_init():
+            self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
+            if cfg.pos_encoding == "learned":
+                self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
+            else:
+                self.pos_emb = SinusoidalPositionalEmbedding(cfg.context_length, cfg.emb_dim)
+            self.drop_emb = nn.Dropout(cfg.drop_rate)
+            self.trf_blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
+            # Post-norm blocks already end in a LayerNorm; a final one would normalise twice.
+            self.final_norm = LayerNorm(cfg.emb_dim, cfg.ln_eps) if cfg.norm_placement == "pre" else nn.Identity()
+            self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.out_head.weight = self.tok_emb.weight
+        self.reset_parameters(generator)
         use_fast_weight_layout(self)
 
-    def reset_parameters(self) -> None:
-        """GPT-2's initialisation: N(0, 0.02), zero biases, residual projections scaled by 1/√(2L)."""
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """GPT-2's initialisation: N(0, 0.02), zero biases, residual projections scaled by 1/√(2L);
+        LayerNorm scale 1 and shift 0. Draws from ``generator`` (torch's global one if None)."""
+        if self.tok_emb.weight.is_meta:
+            return  # shapes only: nothing to fill
         residual_std = 0.02 / math.sqrt(2 * self.cfg.n_layers)
         for name, module in self.named_modules():
             if isinstance(module, nn.Linear):
+                if module.weight is self.tok_emb.weight:
+                    continue  # the tied output head: initialised as the embedding
                 std = residual_std if name.endswith(("out_proj", "layers.2")) else 0.02
-                nn.init.normal_(module.weight, mean=0.0, std=std)
+                nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
+            elif isinstance(module, (LayerNorm, SinusoidalPositionalEmbedding)):
+                module.reset_parameters()
 
     def _apply(self, fn, recurse=True):
         # .to(), .float(), .bfloat16(), .cuda() all pass through here: the best layout depends on

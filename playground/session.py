@@ -1,26 +1,48 @@
-"""Per-user state and the shared model cache: the facade the UI calls (no gradio here).
+"""Per-user state, the shared model cache and the runs: the facade the UI calls (no gradio here).
 
 A model is named by a *recipe* (a small JSON-able dict: random init of a config with a seed, the
 bundled checkpoint, a hub repo, or a checkpoint file the server wrote). The recipe is what a
-session keeps; the cache maps recipes to built models within a memory budget, so switching back to
-a model is instant and an evicted one is simply rebuilt. Sessions share nothing else.
+session keeps; the cache maps recipes to built models, so switching back to a model is instant and
+an evicted one is simply rebuilt. Sessions share nothing else.
+
+Memory (playground.memory.BUDGET, one budget for the whole process):
+
+- ``CACHE.get(recipe)`` builds through ONE build queue (``PLAYGROUND_MAX_BUILDS``, default 1),
+  whoever asks (/build_model, a /generate after an eviction, "use the trained model"). Before a
+  build it evicts idle models to make room; if the model still does not fit, ``MemoryBudgetError``
+  (a MemoryError) says what holds the memory. A model evicted while a session still uses it stays
+  counted, and is handed out again instead of being built twice. Idle models are kept up to
+  ``PLAYGROUND_CACHE_BUDGET_GB`` (default 4).
+- Runs are registered in ``RUNS`` under a random ``run.id``. ``start_run`` returns
+  ``(run, generation)`` as before. Called with ``replaces=<the session's previous run id, or
+  None>``, the server keeps the run (the session state then only needs ``run.id``; get it back with
+  ``get_run(run_id)``) and the previous one is released at once. Called without ``replaces`` (the
+  old way, the state holding the Run), the run lives as long as the state holds it. Either way a run
+  untouched for ``PLAYGROUND_IDLE_MINUTES`` (default 15) is released by a sweeper thread (its tokens
+  and attention are dropped); using it afterwards raises ``RunReleasedError`` (a ValueError) whose
+  message is for the user. ``run_attention`` / ``layer_attention`` work as before.
+- ``memory_status()`` is one sentence on what the server holds, for a status line.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import threading
+import time
+import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .config import DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, format_bytes
+from .config import (DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, check_build_size, check_memory,
+                     count_parameters_analytic, format_bytes)
 from .inspection import count_parameters, module_tree, parameter_breakdown
+from .memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
 from .model import GPTModel, attention_probs
 from .sampling import Generation, GenerationStep, generate
 from .tokenizer import load_tokenizer
@@ -77,7 +99,17 @@ def describe_recipe(recipe: dict) -> str:
     return f"checkpoint: {recipe.get('label', 'file')}"
 
 
-_INIT_LOCK = threading.Lock()
+def model_label(recipe: dict) -> str:
+    """Short name for messages about memory: "gpt2-large (774M) random init (seed 1)"."""
+    kind = recipe.get("kind")
+    if kind not in ("random", "bundled", "hub", "file"):
+        return "a model"
+    if kind == "random":
+        cfg = recipe["config"]
+        name = next((n for n, p in PRESETS.items() if p.to_dict() == cfg),
+                    f"{cfg['n_layers']}-layer d{cfg['emb_dim']}")
+        return f"{name} {describe_recipe(recipe)}"
+    return describe_recipe(recipe)
 
 
 def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
@@ -86,11 +118,10 @@ def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
     kind = recipe.get("kind")
     if kind == "random":
         cfg = GPTConfig.from_dict(recipe["config"])
-        # Initialisation draws from torch's global generator: hold it so that two users building at
-        # the same moment both get the weights their seed promises.
-        with _INIT_LOCK:
-            torch.manual_seed(int(recipe["seed"]))
-            model = GPTModel(cfg)  # refuses configs over the memory budget before allocating
+        # A generator of its own: torch's global one is what other users' unseeded sampling draws
+        # from, and reseeding it here would make their tokens repeat.
+        generator = torch.Generator().manual_seed(int(recipe["seed"]))
+        model = GPTModel(cfg, generator=generator)  # refuses configs over the memory budget before allocating
         return model.to(_torch_dtype(dtype)).eval()
     if kind == "bundled":
         if not BUNDLED_CHECKPOINT.is_file():
@@ -108,6 +139,29 @@ def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
     raise ValueError(f"unknown model recipe {recipe!r}")
 
 
+def build_peak_bytes(recipe: dict) -> int:
+    """What building a recipe holds at its peak, reserved before the build starts.
+
+    Random init: float32 weights (+ the converted copy for bfloat16). Loading a checkpoint: the
+    file's tensors, the float32 model they are copied into, and the converted copy.
+    """
+    dtype = recipe.get("dtype", "float32")
+    target = 2 if dtype == "bfloat16" else 4
+    kind = recipe.get("kind")
+    if kind == "random":
+        n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))
+        return n * 4 + (n * target if target != 4 else 0)
+    if kind == "hub":
+        name = next((k for k, v in HUB_MODELS.items() if v == recipe["repo"]), "gpt2 (124M)")
+        preset = next((p for n, p in PRESETS.items() if n.split(" ")[0] == name.split(" ")[0]), PRESETS[DEFAULT_PRESET])
+        n = count_parameters_analytic(preset)
+        return n * 4 * 2 + (n * target if target != 4 else 0)
+    path = BUNDLED_CHECKPOINT if kind == "bundled" else Path(recipe.get("path", ""))
+    size = path.stat().st_size if path.is_file() else 0
+    # the file's tensors, then a float32 model (twice the file for float16 files such as the bundled one)
+    return 3 * size + (size * target // 2 if target != 4 else 0)
+
+
 def _torch_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
 
@@ -121,43 +175,96 @@ def model_bytes(model: GPTModel) -> int:
 
 
 class ModelCache:
-    """Recipe -> built model, least recently used evicted first, within a byte budget.
+    """Recipe -> built model, least recently used evicted first, inside the process-wide budget.
 
     Models in the cache are only read (eval mode, no_grad), so sessions can share them; training
-    always works on a fresh copy.
+    always works on a fresh copy. ``budget_bytes`` caps the idle models kept
+    (``PLAYGROUND_CACHE_BUDGET_GB``, default 4); ``budget`` is the memory account every build is
+    checked and registered against (the process's ``BUDGET`` unless given); ``max_builds`` builds
+    run at once (``PLAYGROUND_MAX_BUILDS``, default 1), the rest wait their turn.
     """
 
-    def __init__(self, budget_bytes: int | None = None):
+    def __init__(self, budget_bytes: int | None = None, *, budget: MemoryBudget | None = None,
+                 max_builds: int | None = None):
         if budget_bytes is None:
             budget_bytes = int(float(os.environ.get("PLAYGROUND_CACHE_BUDGET_GB", "4")) * 2**30)
+        if max_builds is None:
+            max_builds = int(os.environ.get("PLAYGROUND_MAX_BUILDS", "1"))
         self.budget_bytes = budget_bytes
+        self.memory = BUDGET if budget is None else budget
         self._models: OrderedDict[str, tuple[GPTModel, int]] = OrderedDict()
+        # Models evicted while someone still uses them: handed out again rather than built twice.
+        self._alive: weakref.WeakValueDictionary[str, GPTModel] = weakref.WeakValueDictionary()
         self._lock = threading.RLock()
         self._building: dict[str, threading.Lock] = {}
+        self._build_slots = threading.BoundedSemaphore(max(1, max_builds))
 
-    def get(self, recipe: dict, *, progress=None) -> GPTModel:
-        key = recipe_key(recipe)
+    def _lookup(self, key: str) -> GPTModel | None:
         with self._lock:
             if key in self._models:
                 self._models.move_to_end(key)
                 return self._models[key][0]
+            model = self._alive.get(key)
+        if model is not None:
+            self.put(key, model)
+        return model
+
+    def get(self, recipe: dict, *, progress=None) -> GPTModel:
+        key = recipe_key(recipe)
+        model = self._lookup(key)
+        if model is not None:
+            return model
+        with self._lock:
             build_lock = self._building.setdefault(key, threading.Lock())
         with build_lock:  # two users asking for the same model build it once
-            with self._lock:
-                if key in self._models:
-                    self._models.move_to_end(key)
-                    return self._models[key][0]
-            model = build_from_recipe(recipe, progress=progress)
+            model = self._lookup(key)
+            if model is not None:
+                return model
+            with self._build_slots:  # all builds, whoever asks, wait their turn here
+                model = self._build(recipe, progress)
             self.put(key, model)
             return model
+
+    def _build(self, recipe: dict, progress) -> GPTModel:
+        label = model_label(recipe)
+        if recipe.get("kind") == "random":  # too big for the whole budget, or over the build caps?
+            cfg = GPTConfig.from_dict(recipe["config"])
+            check_memory(cfg, recipe.get("dtype", "float32"), self.memory.total)
+            check_build_size(cfg)
+        peak = build_peak_bytes(recipe)
+        self.make_room(peak)
+        with self.memory.reserve(peak, f"building {label}"):  # refused here if it cannot fit
+            model = build_from_recipe(recipe, progress=progress)
+            self.memory.register(model, model_bytes(model), label, "model")
+        return model
+
+    def make_room(self, nbytes: int) -> None:
+        """Evict idle models, least recently used first, until ``nbytes`` fit in the budget (or
+        nothing idle is left: the reservation that follows then refuses with the holders)."""
+        if self.memory.available() >= nbytes:
+            return
+        gc.collect()  # a traceback cycle may be all that keeps an old model alive
+        with self._lock:
+            for key in list(self._models):
+                if self.memory.available() >= nbytes:
+                    break
+                model, size = self._models.pop(key)
+                ref = weakref.ref(model)
+                del model
+                if ref() is not None:  # in use by a session: evicting it frees nothing
+                    self._models[key] = (ref(), size)
+                    self._models.move_to_end(key, last=False)
 
     def put(self, key: str, model: GPTModel) -> None:
         size = model_bytes(model)
         with self._lock:
             self._models[key] = (model, size)
             self._models.move_to_end(key)
+            self._alive[key] = model
             while self.total_bytes() > self.budget_bytes and len(self._models) > 1:
-                self._models.popitem(last=False)  # a session holding a reference keeps it alive
+                self._models.popitem(last=False)  # still counted by the budget while in use
+        del model
+        trim()
 
     def total_bytes(self) -> int:
         return sum(size for _, size in self._models.values())
@@ -169,6 +276,7 @@ class ModelCache:
     def clear(self) -> None:
         with self._lock:
             self._models.clear()
+        trim()
 
 
 CACHE = ModelCache()
@@ -237,16 +345,55 @@ def tree_items(model: GPTModel) -> list[tuple[str, int]]:
 # A run: prompt + generated tokens + what the model saw
 
 
-@dataclass
+IDLE_SECONDS = float(os.environ.get("PLAYGROUND_IDLE_MINUTES", "15")) * 60
+
+
+class RunReleasedError(ValueError):
+    """The run was released after being idle; the message is written for the user."""
+
+
 class Run:
-    recipe: dict
-    prompt_ids: list[int]
-    n_cropped: int
-    settings: dict
-    steps: list[GenerationStep] = field(default_factory=list)
-    stopped: bool = False
-    elapsed: float = 0.0  # seconds spent generating so far
-    _trace_cache: tuple | None = None  # (sequence length, window start, [per-layer (q, k)])
+    """A prompt, the tokens generated from it, and (cached) what the model saw.
+
+    Runs are registered in ``RUNS`` under ``run.id``; every use of its tokens counts as an access. After
+    ``IDLE_SECONDS`` without one, ``release_idle_runs`` drops the tokens and the attention, and any
+    later use raises ``RunReleasedError``.
+    """
+
+    def __init__(self, recipe: dict, prompt_ids: list[int], n_cropped: int, settings: dict,
+                 steps: list[GenerationStep] | None = None, stopped: bool = False, elapsed: float = 0.0):
+        self.id = hashlib.sha256(os.urandom(16)).hexdigest()[:16]
+        self.recipe, self.prompt_ids, self.n_cropped, self.settings = recipe, prompt_ids, n_cropped, settings
+        self._steps = [] if steps is None else steps
+        self.stopped = stopped
+        self.elapsed = elapsed  # seconds spent generating so far
+        self._trace_cache: _Trace | None = None
+        self.last_access = time.monotonic()
+        self.released = False
+        with _RUNS_LOCK:
+            RUNS[self.id] = self
+        _start_sweeper()
+
+    def keep(self) -> "Run":
+        """Let the server hold this run (until it is released), so a session can keep just its id."""
+        with _RUNS_LOCK:
+            _KEPT[self.id] = self
+        return self
+
+    def touch(self) -> None:
+        if self.released:
+            raise RunReleasedError(released_message())
+        self.last_access = time.monotonic()
+
+    @property
+    def steps(self) -> list[GenerationStep]:
+        self.touch()
+        return self._steps
+
+    @steps.setter
+    def steps(self, value: list[GenerationStep]) -> None:
+        self.touch()
+        self._steps = value
 
     @property
     def token_ids(self) -> list[int]:
@@ -257,10 +404,109 @@ class Run:
         start = max(0, len(ids) - context_length)
         return start, ids[start:]
 
+    def release(self) -> None:
+        """Drop the tokens and the attention (the light fields stay, for the message)."""
+        self.released = True
+        self._steps = []
+        self._trace_cache = None
+        with _RUNS_LOCK:
+            RUNS.pop(self.id, None)
+            _KEPT.pop(self.id, None)
+            _RELEASED[self.id] = None
+            while len(_RELEASED) > 10_000:
+                _RELEASED.pop(next(iter(_RELEASED)))
+
+    def __repr__(self) -> str:
+        state = "released" if self.released else f"{len(self._steps)} steps"
+        return f"Run(id={self.id!r}, {describe_recipe(self.recipe)}, {state})"
+
+
+class _Trace:
+    """A run's per-layer (queries, keys) for its last window: one object, so the budget can count it."""
+
+    def __init__(self, n_tokens: int, start: int, qk: list[tuple[torch.Tensor, torch.Tensor]]):
+        self.n_tokens, self.start, self.qk = n_tokens, start, qk
+
+
+RUNS: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()  # every live run, for the sweeper
+_KEPT: dict[str, Run] = {}  # runs the server holds for sessions that keep only the id
+_RELEASED: dict[str, None] = {}  # ids of released runs (the newest 10,000), for the message
+_RUNS_LOCK = threading.Lock()
+
+
+def released_message() -> str:
+    minutes = IDLE_SECONDS / 60
+    return (f"This run was released after {minutes:g} minute{'' if minutes == 1 else 's'} idle to free memory; "
+            f"generate again.")
+
+
+_SWEEPER: threading.Thread | None = None
+
+
+def get_run(run_id: str | None) -> Run:
+    """The run a session's state names; RunReleasedError if it was released or is unknown."""
+    with _RUNS_LOCK:
+        run = RUNS.get(run_id or "")
+    if run is None:
+        if not run_id:
+            raise ValueError("Generate first: there is no run yet.")
+        if run_id in _RELEASED:
+            raise RunReleasedError(released_message())
+        raise RunReleasedError("This run is no longer on the server (it restarted); generate again.")
+    run.touch()
+    return run
+
+
+def release_idle_runs(idle_seconds: float | None = None) -> int:
+    """Release every run untouched for ``idle_seconds`` (default ``IDLE_SECONDS``); how many."""
+    limit = IDLE_SECONDS if idle_seconds is None else idle_seconds
+    now = time.monotonic()
+    with _RUNS_LOCK:
+        idle = [r for r in list(RUNS.values()) if now - r.last_access > limit]
+    for run in idle:
+        run.release()
+    if idle:
+        gc.collect()
+        trim()
+    return len(idle)
+
+
+def _sweep_forever() -> None:
+    while True:
+        time.sleep(max(1.0, min(60.0, IDLE_SECONDS / 4)))
+        try:
+            release_idle_runs()
+        except Exception:  # never let the sweeper die; the next round tries again
+            pass
+
+
+def _start_sweeper() -> None:
+    global _SWEEPER
+    if _SWEEPER is None:
+        with _RUNS_LOCK:
+            if _SWEEPER is None:
+                _SWEEPER = threading.Thread(target=_sweep_forever, name="run-sweeper", daemon=True)
+                _SWEEPER.start()
+
+
+def memory_status() -> str:
+    """One sentence on the process-wide budget, for a status line or a log."""
+    return (f"{format_bytes(BUDGET.used())} of the {format_bytes(BUDGET.total)} memory budget in use: "
+            f"{BUDGET.describe()}.")
+
+
+_NOT_GIVEN = object()
+
 
 def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, temperature, top_k, top_p, seed,
-              greedy=False) -> tuple[Run, Generation]:
-    """Validate everything a user typed, then return the run and its (not yet started) generation."""
+              greedy=False, replaces=_NOT_GIVEN) -> tuple[Run, Generation]:
+    """Validate everything a user typed, then return the run and its (not yet started) generation.
+
+    ``replaces`` (the session's previous run or run id, or None for its first): the server keeps
+    the new run under ``run.id`` and releases the previous one now rather than after the idle
+    timeout. Without it, whoever holds the returned Run keeps it alive. The generation's KV cache
+    is counted in the memory budget (refused here if it does not fit) until the generation object
+    is gone."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -274,12 +520,39 @@ def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, tem
     top_p = _number(top_p, "top-p") if top_p not in (None, "") else None
     if greedy:
         temperature = 0.0
+    if replaces is not _NOT_GIVEN and replaces is not None:
+        old = replaces if isinstance(replaces, Run) else RUNS.get(replaces)
+        if old is not None:
+            old.release()
     tok = load_tokenizer()
     ids = tok.encode(prompt)
+    need = generation_bytes(model, len(ids))
+    what = f"a generation with {model_label(recipe)}"
+    BUDGET.check(need, what)
     gen = generate(model, ids, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k or None,
                    top_p=top_p, seed=seed)
+    BUDGET.register(gen, need, what, "generation")
+    release_idle_runs()  # on-access sweep, besides the sweeper thread
     settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    return Run(recipe, gen.prompt_ids, gen.n_cropped, settings), gen
+    run = Run(recipe, gen.prompt_ids, gen.n_cropped, settings)
+    if replaces is not _NOT_GIVEN:
+        run.keep()
+    return run, gen
+
+
+def generation_bytes(model: GPTModel, n_prompt_tokens: int) -> int:
+    """A generation's KV cache (preallocated for the whole context) and its prompt forward."""
+    cfg = model.cfg
+    elem = torch.finfo(model.dtype).bits // 8
+    kv = 2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * elem
+    T = min(n_prompt_tokens, cfg.context_length)
+    forward = T * cfg.emb_dim * 4 * 8 + cfg.n_heads * T * T * 4 + cfg.vocab_size * 4 * 4
+    return kv + forward
+
+
+def attention_bytes(cfg: GPTConfig, n_tokens: int, elem: int = 4) -> int:
+    """Queries and keys of every layer for ``n_tokens`` (what a run keeps for its views)."""
+    return 2 * cfg.n_layers * min(n_tokens, cfg.context_length) * cfg.emb_dim * elem
 
 
 def _number(value, name: str) -> float:
@@ -299,16 +572,55 @@ def _whole(value, name: str) -> int:
 
 
 def run_attention(model: GPTModel, run: Run) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]]]:
-    """Queries and keys of every layer for the run's last context window (one forward, cached)."""
+    """Queries and keys of every layer for the run's last context window (one forward, cached and
+    counted in the memory budget until the run is released or generates again)."""
     start, window = run.window(model.cfg.context_length)
-    if run._trace_cache and run._trace_cache[0] == len(run.token_ids):
-        return run._trace_cache[1], run._trace_cache[2]
-    with torch.no_grad():
+    cached = run._trace_cache
+    if cached is not None and cached.n_tokens == len(run.token_ids):
+        return cached.start, cached.qk
+    run._trace_cache = None  # the old window's attention goes before the new one is made
+    elem = torch.finfo(model.dtype).bits // 8
+    keep = attention_bytes(model.cfg, len(window), elem)
+    forward = generation_bytes(model, len(window)) - 2 * model.cfg.n_layers * model.cfg.context_length * model.cfg.emb_dim * elem
+    what = f"the attention of a run of {len(window):,} tokens ({model_label(run.recipe)})"
+    with BUDGET.reserve(keep + forward, what, "attention"), torch.no_grad():
         idx = torch.tensor([window], dtype=torch.long, device=model.device)
         _, trace = model(idx, return_attention=True, last_token_only=True)
-    qk = [(q[0].cpu(), k[0].cpu()) for q, k in zip(trace.queries, trace.keys)]  # (H, T, hd) each
-    run._trace_cache = (len(run.token_ids), start, qk)
+        qk = [(q[0].cpu(), k[0].cpu()) for q, k in zip(trace.queries, trace.keys)]  # (H, T, hd) each
+        del trace
+        cached = _Trace(len(run.token_ids), start, qk)
+        run_ref = weakref.ref(run)
+        # recomputed on the next view if the budget needs the room first
+        BUDGET.register(cached, keep, what, "attention", reclaim=lambda: _drop_attention(run_ref))
+    run._trace_cache = cached
     return start, qk
+
+
+def all_layers_attention_bytes(cfg: GPTConfig, n_tokens: int) -> int:
+    """Probabilities of every layer and head, (L, H, T, T) float32: what the rollout and overview
+    views and a run export build at once (3 GB for gpt2-large at 1,024 tokens)."""
+    T = min(n_tokens, cfg.context_length)
+    return cfg.n_layers * cfg.n_heads * T * T * 4
+
+
+def export_bytes(cfg: GPTConfig, n_tokens: int, fmt: str = "json") -> int:
+    """Peak of exporting a run: the stacked attention, plus for JSON its Python lists (~32 bytes
+    a number) and text, for .npz a float32 copy and the compressor's buffers."""
+    cells = all_layers_attention_bytes(cfg, n_tokens) // 4
+    return cells * (48 if fmt == "json" else 12)
+
+
+def reserve_export(model: GPTModel, run: Run, fmt: str = "json"):
+    """``with reserve_export(model, run, fmt): export_run(run, model, fmt)`` -- refused before
+    anything is allocated if the export does not fit in the memory budget."""
+    n = len(run.token_ids)
+    return BUDGET.reserve(export_bytes(model.cfg, n, fmt), f"exporting a run of {n:,} tokens as .{fmt}", "export")
+
+
+def _drop_attention(run_ref) -> None:
+    run = run_ref()
+    if run is not None:
+        run._trace_cache = None
 
 
 def layer_attention(qk: list, layer: int) -> np.ndarray:
@@ -318,9 +630,10 @@ def layer_attention(qk: list, layer: int) -> np.ndarray:
 
 
 __all__ = [
-    "CACHE", "ConfigError", "ModelCache", "Run", "WeightLoadError", "breakdown_table", "build_from_recipe",
-    "bundled_recipe", "default_recipe", "describe_recipe", "export_model", "export_run", "file_recipe",
-    "hub_recipe", "import_upload", "layer_attention", "random_recipe", "recipe_key", "run_attention",
+    "BUDGET", "CACHE", "ConfigError", "MemoryBudgetError", "ModelCache", "RUNS", "Run", "RunReleasedError",
+    "WeightLoadError", "breakdown_table", "build_from_recipe", "bundled_recipe", "default_recipe",
+    "describe_recipe", "export_model", "export_run", "file_recipe", "get_run", "hub_recipe", "import_upload",
+    "layer_attention", "memory_status", "random_recipe", "recipe_key", "release_idle_runs", "run_attention",
     "save_trained", "start_run", "summary_line", "tree_items", "tree_table", "tying_explanation",
 ]
 
@@ -337,7 +650,8 @@ class TrainingJob:
     """Trains a fresh copy of a config on a corpus in a background thread.
 
     The UI polls ``snapshot()``; ``stop()`` ends the loop after the current step, and the model
-    keeps everything learned so far. Jobs live in ``JOBS`` under a random id, so the Stop button
+    keeps everything learned so far. The job's memory (model, gradients, AdamW state, activations)
+    is counted in the process-wide budget until the job object is gone. Jobs live in ``JOBS`` under a random id, so the Stop button
     of the same session can reach the thread without the state holding it.
     """
 
@@ -356,11 +670,15 @@ class TrainingJob:
         tcfg = TrainConfig(steps=steps, lr=lr, min_lr=lr / 10, warmup_steps=max(1, min(100, steps // 10)),
                            batch_size=batch_size, block_size=block, eval_interval=max(5, steps // 20),
                            eval_batches=4, seed=seed)
-        check_training_memory(cfg, tcfg)  # refused before anything is allocated
-        self.corpus = prepare_corpus(text, block, name=corpus_name)
-        self.unigram = unigram_loss(self.corpus.train_ids, self.corpus.val_ids, cfg.vocab_size)
-        self.cfg, self.tcfg = cfg, tcfg
-        self.trainer = Trainer(build_model(cfg, seed=seed), self.corpus.train_ids, self.corpus.val_ids, tcfg)
+        need = check_training_memory(cfg, tcfg, BUDGET.total)  # refused before anything is allocated
+        what = f"training a {cfg.n_layers}-layer d{cfg.emb_dim} model"
+        with BUDGET.reserve(need, what, "training"):  # ... also if other holders leave too little now
+            self.corpus = prepare_corpus(text, block, name=corpus_name)
+            self.unigram = unigram_loss(self.corpus.train_ids, self.corpus.val_ids, cfg.vocab_size)
+            self.cfg, self.tcfg = cfg, tcfg
+            self.trainer = Trainer(build_model(cfg, seed=seed), self.corpus.train_ids, self.corpus.val_ids, tcfg)
+            # model, gradients, AdamW state and activations: counted until the job is gone
+            BUDGET.register(self, need, what, "training")
         self.id = hashlib.sha256(os.urandom(16)).hexdigest()[:16]
         self.train_points: list[tuple[int, float]] = []
         self.val_points: list[tuple[int, float]] = []

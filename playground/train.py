@@ -105,10 +105,9 @@ def _step_seed(seed: int, step: int) -> int:
 
 
 def build_model(cfg: GPTConfig, seed: int = 1337, memory_budget=None) -> GPTModel:
-    """A freshly initialised model whose weights depend only on ``seed`` (the global RNG is restored)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return GPTModel(cfg, memory_budget=memory_budget)
+    """A freshly initialised model whose weights depend only on ``seed`` (drawn from a generator of
+    its own: torch's global one, which other users' sampling may use, is never touched)."""
+    return GPTModel(cfg, memory_budget=memory_budget, generator=torch.Generator().manual_seed(seed))
 
 
 # ----------------------------------------------------------------------------------------------

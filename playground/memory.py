@@ -1,0 +1,264 @@
+"""The process-wide memory budget: one account of everything big the server holds.
+
+Every model the cache built (counted once however many sessions use it, and until it is really
+freed, also after the cache evicted it), the KV cache of every generation in flight, the attention
+kept for the views of each run, training jobs and exports in flight hold a share of ONE budget. A
+request that would go over it is refused *before* anything is allocated, with a message saying
+what holds the memory.
+
+The budget is ``PLAYGROUND_MEMORY_BUDGET_GB`` (GiB) if set, else 60% of this machine's physical
+RAM minus 1 GiB for what is never counted here (the interpreter, torch, gradio, the tokenizer,
+short-lived tensors). It is read at every check, so changing the variable takes effect at once.
+
+Freed memory is handed back to the operating system (glibc ``malloc_trim``), so the process's
+resident size follows what it holds instead of its peak.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+
+GiB = 2**30
+RAM_SHARE = 0.6
+BASELINE_BYTES = 1 * GiB
+TRIM_AFTER_BYTES = 16 * 2**20  # smaller releases are not worth a malloc_trim
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def physical_ram_bytes() -> int:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except Exception:  # psutil missing or unsupported: the POSIX figure, then a guess
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return 8 * GiB
+
+
+def default_budget_bytes() -> int:
+    """``PLAYGROUND_MEMORY_BUDGET_GB`` (GiB) if set, else 60% of physical RAM minus 1 GiB."""
+    env = os.environ.get("PLAYGROUND_MEMORY_BUDGET_GB")
+    if env:
+        try:
+            return int(float(env) * GiB)
+        except ValueError:
+            from .config import ConfigError  # config imports this module: import at use
+
+            raise ConfigError(f"PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {env!r}.") from None
+    return max(GiB // 2, int(physical_ram_bytes() * RAM_SHARE) - BASELINE_BYTES)
+
+
+# ----------------------------------------------------------------------------------------------
+# Giving freed memory back to the OS (glibc only; a no-op elsewhere)
+
+_libc = None
+if os.name == "posix":
+    try:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        _libc.malloc_trim  # noqa: B018 -- glibc has it, musl and macOS do not
+    except (OSError, AttributeError):
+        _libc = None
+
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 1 << 20
+if _libc is not None:
+    # Blocks of 1 MiB and more (every weight matrix) get their own mapping, returned to the OS the
+    # moment they are freed. glibc's default threshold would rise to 32 MiB after the first big
+    # free and put later tensors on the heap, where a freed model leaves holes only a trim returns.
+    _libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+
+
+def trim() -> bool:
+    """Return free heap pages to the OS; True if glibc released something."""
+    if _libc is None:
+        return False
+    return bool(_libc.malloc_trim(0))
+
+
+# ----------------------------------------------------------------------------------------------
+# The budget
+
+
+class MemoryBudgetError(MemoryError):
+    """A request that does not fit in the memory budget; the message is written for the user."""
+
+
+@dataclass(frozen=True)
+class Holding:
+    what: str  # e.g. "gpt2-large (774M) random init (seed 1)"
+    nbytes: int
+    kind: str  # model | generation | attention | training | export | build
+
+
+KIND_LABELS = {  # kind -> (one, many)
+    "model": ("model", "models"),
+    "generation": ("generation's KV cache", "generations' KV caches"),
+    "attention": ("run's attention", "runs' attention"),
+    "training": ("training job", "training jobs"),
+    "export": ("export", "exports"),
+    "build": ("build in progress", "builds in progress"),
+}
+
+ADVICE = ("Try a smaller model or bfloat16, wait for other generations or trainings to finish, "
+          "or raise PLAYGROUND_MEMORY_BUDGET_GB.")
+
+
+class MemoryBudget:
+    """What the process holds, against a byte budget.
+
+    - ``register(obj, nbytes, what, kind, reclaim=None)``: ``obj`` holds ``nbytes`` until it is
+      garbage collected (weakref.finalize); registering the same object again changes nothing, so
+      a model shared by many sessions is counted once. Holdings that can be recomputed (a run's
+      attention) pass ``reclaim``, and are dropped, oldest first, before a request is refused.
+    - ``reserve(nbytes, what, kind)``: a context manager holding ``nbytes`` while a request
+      allocates (after ``check``). Checks made by the same thread inside it pass (only the
+      whole-budget limit applies): a loader checking the model it is about to build was already
+      accounted for by the reservation.
+    - ``check(nbytes, what)``: raise ``MemoryBudgetError`` naming the holders if it does not fit.
+    - ``usage()`` / ``describe()``: the holders, largest first / in one sentence.
+    """
+
+    def __init__(self, total_bytes: int | None = None):
+        self._total = total_bytes
+        self._lock = threading.RLock()
+        self._held: dict[int, Holding] = {}
+        self._finalizers: dict[int, weakref.finalize] = {}
+        self._reclaimers: dict[int, object] = {}  # key -> callable dropping it, oldest first
+        self._next = 0
+        self._local = threading.local()
+
+    @property
+    def total(self) -> int:
+        return default_budget_bytes() if self._total is None else int(self._total)
+
+    def used(self) -> int:
+        with self._lock:
+            return sum(h.nbytes for h in self._held.values())
+
+    def available(self) -> int:
+        return self.total - self.used()
+
+    def usage(self) -> list[Holding]:
+        with self._lock:
+            return sorted(self._held.values(), key=lambda h: -h.nbytes)
+
+    def describe(self) -> str:
+        groups: dict[str, list[Holding]] = {}
+        for h in self.usage():
+            groups.setdefault(h.kind, []).append(h)
+        if not groups:
+            return "nothing is held"
+        parts = []
+        for kind, items in groups.items():
+            one, many = KIND_LABELS.get(kind, (kind, kind + "s"))
+            names = "; ".join(h.what for h in items[:3]) + ("; …" if len(items) > 3 else "")
+            label = f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
+            parts.append(f"{label} ({names}: {format_bytes(sum(h.nbytes for h in items))})")
+        return ", ".join(parts)
+
+    def _own_reserved(self) -> int:
+        return sum(getattr(self._local, "reserved", ()))
+
+    def check(self, nbytes: int, what: str) -> None:
+        total = self.total
+        if nbytes > total:
+            raise MemoryBudgetError(
+                f"{what[:1].upper() + what[1:]} needs about {format_bytes(nbytes)}, more than the whole memory "
+                f"budget of {format_bytes(total)}. Make it smaller, or raise PLAYGROUND_MEMORY_BUDGET_GB."
+            )
+        if self._own_reserved():
+            return  # inside this thread's reservation: what it allocates was checked when it reserved
+        self._reclaim(nbytes)
+        with self._lock:
+            free = total - self.used()
+            if nbytes > free:
+                raise MemoryBudgetError(
+                    f"Not enough memory for {what} (about {format_bytes(nbytes)}): "
+                    f"{format_bytes(total - free)} of the {format_bytes(total)} memory budget is in use "
+                    f"by {self.describe()}. {ADVICE}"
+                )
+
+    def _reclaim(self, nbytes: int) -> None:
+        """Drop reclaimable holdings (caches that can be recomputed), oldest first, until ``nbytes``
+        fit or none is left."""
+        while True:
+            with self._lock:
+                free = self.total - self.used()
+                if nbytes <= free or not self._reclaimers:
+                    return
+                key = next(iter(self._reclaimers))
+                reclaim = self._reclaimers.pop(key)
+            reclaim()
+
+    def _add(self, holding: Holding) -> int:
+        with self._lock:
+            self._next += 1
+            self._held[self._next] = holding
+            return self._next
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            holding = self._held.pop(key, None)
+            self._finalizers.pop(key, None)
+            self._reclaimers.pop(key, None)
+        if holding is not None and holding.nbytes >= TRIM_AFTER_BYTES:
+            trim()
+
+    @contextlib.contextmanager
+    def reserve(self, nbytes: int, what: str, kind: str = "build"):
+        nbytes = int(nbytes)
+        with self._lock:
+            self.check(nbytes, what)
+            key = self._add(Holding(what, nbytes, kind))
+        stack = self._local.__dict__.setdefault("reserved", [])
+        stack.append(nbytes)
+        try:
+            yield
+        finally:
+            stack.pop()
+            self._forget(key)
+
+    def register(self, obj, nbytes: int, what: str, kind: str = "model", reclaim=None) -> None:
+        """Count ``obj`` until it is freed. ``reclaim`` (optional, no arguments) drops the last
+        reference to it: the budget calls it, oldest first, when a request would not fit otherwise."""
+        with self._lock:
+            for fin in list(self._finalizers.values()):
+                if fin.peek() is not None and fin.peek()[0] is obj:
+                    return  # already counted
+            key = self._add(Holding(what, int(nbytes), kind))
+            fin = weakref.finalize(obj, self._forget, key)
+            fin.atexit = False  # nothing to give back when the process ends
+            self._finalizers[key] = fin
+            if reclaim is not None:
+                self._reclaimers[key] = reclaim
+
+    def is_registered(self, obj) -> bool:
+        with self._lock:
+            return any(f.peek() is not None and f.peek()[0] is obj for f in list(self._finalizers.values()))
+
+    def release(self, obj) -> None:
+        """Stop counting ``obj`` now (its memory was freed another way)."""
+        with self._lock:
+            keys = [k for k, f in list(self._finalizers.items()) if f.peek() is not None and f.peek()[0] is obj]
+        for key in keys:
+            fin = self._finalizers.get(key)
+            if fin is not None:
+                fin()  # runs _forget once and detaches
+
+
+BUDGET = MemoryBudget()
