@@ -322,7 +322,14 @@ def export_model(model: GPTModel, recipe: dict) -> Path:
     """The model as a safetensors checkpoint the upload box accepts back, inside Gradio's cache."""
     from .session import describe_recipe, recipe_key
 
-    stem = hashlib.sha256(recipe_key(recipe).encode()).hexdigest()[:16]
+    # The recipe names the model, and a sample of every tensor identifies the weights themselves: an
+    # export written by an earlier version of the code (another initialisation) is never handed out.
+    digest = hashlib.sha256(recipe_key(recipe).encode())
+    for name, tensor in model.state_dict().items():
+        flat = tensor.detach().reshape(-1)
+        digest.update(name.encode() + str(tuple(tensor.shape)).encode())
+        digest.update(flat[:64].float().cpu().numpy().tobytes() + flat[-64:].float().cpu().numpy().tobytes())
+    stem = digest.hexdigest()[:16]
     path = exports_dir() / f"model-{stem}.safetensors"
     if path.is_file():
         _touch(path)

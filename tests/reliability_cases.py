@@ -24,7 +24,8 @@ def _gen(**kw):
     def call(state):
         from playground import ui
 
-        outs = list(ui.generate_tokens(state, args["prompt"], args["temperature"], args["top_k"], args["top_p"],
+        # A copy without the run id: this generation must not replace the run the other cases use.
+        outs = list(ui.generate_tokens({**state, "run_id": None}, args["prompt"], args["temperature"], args["top_k"], args["top_p"],
                                        args["max_new_tokens"], args["seed"], args["greedy"]))
         return outs[-1][2]
 
@@ -157,7 +158,7 @@ def _no_run(fn):
     """The same handler on a session that has not generated anything yet."""
 
     def call(state):
-        return fn({**state, "run": None, "run_id": None})
+        return fn({**state, "run_id": None})
 
     return call
 

@@ -355,10 +355,13 @@ def test_a_training_job_is_counted_until_it_is_gone():
     from playground.train import estimate_training_memory_bytes
 
     text = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
+    gc.collect()
+    before = [h for h in BUDGET.usage() if h.kind == "training"]  # jobs of other tests still finishing
     job = session.TrainingJob(NANO, text, "pasted", steps=2, lr=1e-3)
     mine = [h for h in BUDGET.usage() if h.kind == "training"]
-    assert len(mine) == 1 and mine[0].nbytes == estimate_training_memory_bytes(NANO, job.tcfg)
+    assert len(mine) == len(before) + 1
+    assert estimate_training_memory_bytes(NANO, job.tcfg) in [h.nbytes for h in mine]
     assert "training a 2-layer d64 model" in BUDGET.describe()
     del job, mine
     gc.collect()
-    assert not [h for h in BUDGET.usage() if h.kind == "training"]
+    assert len([h for h in BUDGET.usage() if h.kind == "training"]) <= len(before)

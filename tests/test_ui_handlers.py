@@ -9,7 +9,7 @@ import torch
 
 from playground import PRESETS, count_parameters
 from playground.config import ConfigError
-from playground.session import CACHE, random_recipe
+from playground.session import CACHE, get_run, random_recipe
 from playground import ui
 from playground.ui import model_tab  # noqa: F401  (ui.model_tab below)
 from playground.figures import format_prob
@@ -23,7 +23,12 @@ def fields_of(cfg):
 
 
 def nano_state(seed=0):
-    return {"recipe": random_recipe(NANO, seed=seed), "run": None, "run_id": None}
+    return {"recipe": random_recipe(NANO, seed=seed), "run_id": None}
+
+
+def run_of(state):
+    """The run a session's state names (the server keeps runs; the state holds only the id)."""
+    return get_run(state["run_id"])
 
 
 def run_outputs(state, prompt="Hello, I am", n=6, **kw):
@@ -117,7 +122,7 @@ def test_generate_streams_and_ends_with_views():
     views = ui.after_run(final[0])
     last = ui.last_step(final[0])
     new_state, chips, status = final[:3]
-    run = new_state["run"]
+    run = run_of(new_state)
     chips = all_chips(run)
     assert len(run.steps) == 6
     assert "Done: 6 tokens" in status and "data-state='done'" in status and "data-tokens='6'" in status
@@ -141,7 +146,7 @@ def test_streamed_chips_are_deltas_that_add_up_to_the_run(monkeypatch):
     monkeypatch.setattr(gt, "STREAM_INTERVAL_S", 0.0)  # an update after every token
     outs = run_outputs(nano_state(), n=30)
     deltas = [o[1] for o in outs]
-    run = outs[-1][0]["run"]
+    run = run_of(outs[-1][0])
     assert deltas[0].startswith(RESET) and not any(d.startswith(RESET) for d in deltas[1:])
     assert "".join(deltas) == all_chips(run)
     per_update = [d.count("class='pg-chip") for d in deltas[1:]]
@@ -187,13 +192,13 @@ def test_long_prompt_is_cropped_and_said():
     final = run_generation(state, prompt=prompt, n=2)
     expected = len(load_tokenizer().encode(prompt)) - NANO.context_length
     assert expected > 0
-    assert final[0]["run"].n_cropped == expected
+    assert run_of(final[0]).n_cropped == expected
     assert f"cropped by {expected} tokens" in final[2]
 
 
 def test_inspect_step_and_select_token():
     state = run_generation(nano_state(), n=5, greedy=False, temperature=1.0, top_k=20, top_p=0.9)[0]
-    run = state["run"]
+    run = run_of(state)
     bars, stages, text = ui.inspect_step(state, 2)
     step = run.steps[2]
     assert np.asarray(bars.data[0].x, dtype=float).tolist() == pytest.approx([p for _, p in step.top])
@@ -216,7 +221,7 @@ def test_every_attention_view_draws(view):
     state = run_generation(nano_state(), n=4)[0]
     fig, query_fig, query_update, msg = ui.attention_views(state, view, 1, 3, True, 2)
     assert len(fig.data) >= 1 and msg == ""
-    assert query_update["maximum"] == len(state["run"].token_ids) - 1
+    assert query_update["maximum"] == len(run_of(state).token_ids) - 1
     if view.startswith("overview"):  # about every head and position: no single-query chart
         assert query_fig["visible"] is False
         return
@@ -240,21 +245,21 @@ def test_exports_round_trip(tmp_path, monkeypatch):
     path, msg = ui.export_run_file(state, "json")
     path = path["value"]
     data = json.loads(open(path).read())
-    T = len(state["run"].token_ids)
+    T = len(run_of(state).token_ids)
     att = np.array(data["attention"])
     assert att.shape == (NANO.n_layers, NANO.n_heads, T, T)
     assert np.allclose(att.sum(-1), 1, atol=1e-3)
     path = ui.export_run_file(state, "npz")[0]["value"]
     npz = np.load(path)
     assert npz["attention"].shape == (NANO.n_layers, NANO.n_heads, T, T)
-    assert npz["token_ids"].tolist() == state["run"].token_ids
+    assert npz["token_ids"].tolist() == run_of(state).token_ids
     model_path, msg = ui.export_model_file(state)
     model_path = model_path["value"]
     assert "upload box accepts it back" in msg
     out = ui.build_model(state, "uploaded checkpoint", 0, "gpt2 (124M)", model_path, "float32", *fields_of(NANO))
     assert "Ready" in out[1]
     original, reloaded = CACHE.get(state["recipe"]), CACHE.get(out[0]["recipe"])
-    ids = torch.tensor([state["run"].token_ids])
+    ids = torch.tensor([run_of(state).token_ids])
     with torch.no_grad():
         assert torch.equal(original(ids), reloaded(ids))
 
@@ -357,6 +362,6 @@ def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
 
     monkeypatch.setattr(gt, "start_run", failing_start)
     final = run_generation(nano_state(), n=6)
-    assert len(final[0]["run"].steps) == 2
+    assert len(run_of(final[0]).steps) == 2
     assert "data-state='error'" in final[2] and "Ended early: 2 tokens" in final[2]
     assert "Step 3: the model produced NaN logits" in final[2]

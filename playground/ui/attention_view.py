@@ -13,9 +13,10 @@ import gradio as gr
 import numpy as np
 
 from .. import figures
-from ..session import layer_attention, run_attention
+from ..memory import BUDGET
+from ..session import all_layers_attention_bytes, layer_attention, run_attention
 from ..tokenizer import load_tokenizer
-from .common import parse_choice, parse_whole, session_model, warn
+from .common import parse_choice, parse_whole, session_model, session_run, warn
 
 VIEWS = ["one head", "all heads of the layer", "head average", "rollout across layers",
          "overview: previous-token mass", "overview: first-token mass", "overview: entropy"]
@@ -25,34 +26,58 @@ HEATMAP_MAX_TOKENS = 64  # beyond this the newest positions are shown, and the t
 GRID_MAX_TOKENS = 24
 
 
-def _window(state):
-    """(model, run, window start, per-layer q/k, token labels of the window)."""
-    run = state["run"]
+def _window(state, run):
+    """(model, window start, per-layer q/k, token labels of the window)."""
     model = session_model(state)
     start, qk = run_attention(model, run)
     ids = run.token_ids[start:]
     labels = [p.display for p in load_tokenizer().pieces(ids)]
-    return model, run, start, qk, labels
+    return model, start, qk, labels
 
 
 def attention_views(state, view, layer, head, log_scale, query):
     """The chosen attention figure, where one query looked (hidden for overviews), the query
     slider's range (absolute positions of the window) and a message (empty when all is well)."""
-    run = (state or {}).get("run")
-    if run is None:
-        empty = figures.empty_figure("Generate to see attention")
-        return empty, gr.update(value=empty, visible=True), gr.skip(), ""
     try:
+        run = session_run(state)
+        if run is None:
+            empty = figures.empty_figure("Generate to see attention")
+            return empty, gr.update(value=empty, visible=True), gr.skip(), ""
         view = parse_choice(view, VIEWS, "Attention view")
         log_scale = bool(log_scale) if isinstance(log_scale, (bool, int)) else str(log_scale).lower() == "true"
-        model, run, start, qk, labels = _window(state)
+        model, start, qk, labels = _window(state, run)
         T_len = len(labels)
         end = start + T_len - 1
         layer = parse_whole(layer, "Layer", 0, len(qk) - 1)
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
         query = end if query is None else parse_whole(query, "Query position", 0, end)
-    except ValueError as e:
+    except (ValueError, MemoryError) as e:
         return gr.skip(), gr.skip(), gr.skip(), warn(str(e))
+    try:
+        fig, row, message = _figure(view, model, qk, labels, start, layer, head, query, log_scale)
+    except MemoryError as e:  # the all-layer views did not fit in the memory budget
+        return gr.skip(), gr.skip(), gr.skip(), warn(str(e))
+    end = start + len(labels) - 1
+    query = max(query, start)
+    query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
+    if row is None:  # an overview is about every head and position, not one query
+        return fig, gr.update(visible=False), query_update, message
+    q = query - start
+    query_fig = figures.query_attention_bars(np.asarray(row), labels, query_label=labels[q], offset=start,
+                                             title=f"Where position {query} ({labels[q]}) looked")
+    return fig, gr.update(value=query_fig, visible=True), query_update, message
+
+
+def _all_layers_reserved(model, T: int, what: str):
+    """The memory of every layer's (H, T, T) probabilities and the float64 copies the statistics
+    make, held in the budget while a view computes them: refused with a message, not an OOM."""
+    return BUDGET.reserve(4 * all_layers_attention_bytes(model.cfg, T), what, "attention")
+
+
+def _figure(view, model, qk, labels, start, layer, head, query, log_scale):
+    """(figure, the query's attention row or None, message) for one view."""
+    T_len = len(labels)
+    end = start + T_len - 1
     message = ""
     if query < start:
         message = warn(f"Position {query} is outside the model's last context window ({start}–{end}); "
@@ -72,13 +97,15 @@ def attention_views(state, view, layer, head, log_scale, query):
         fig = figures.attention_heatmap(avg, labels, title=f"Layer {layer}: average over heads{note}", **heatmap)
         row = avg[q]
     elif view == "rollout across layers":
-        rolled = figures.attention_rollout([layer_attention(qk, i) for i in range(len(qk))])
+        with _all_layers_reserved(model, T_len, "attention rollout through every layer"):
+            rolled = figures.attention_rollout([layer_attention(qk, i) for i in range(len(qk))])
         fig = figures.attention_heatmap(rolled, labels, title=f"Attention rollout through all {len(qk)} layers{note}",
                                         **heatmap)
         row = rolled[q]
     elif view in OVERVIEW_METRICS:
         metric = OVERVIEW_METRICS[view]
-        stats = figures.head_stats([layer_attention(qk, i) for i in range(len(qk))])
+        with _all_layers_reserved(model, T_len, "the layer × head overview"):
+            stats = figures.head_stats([layer_attention(qk, i) for i in range(len(qk))])
         if metric == "entropy":
             top = math.log2(T_len) if T_len > 1 else 1.0
             zrange, scale = (0.0, top), f"colour scale 0–log2({T_len}) = {top:.2f} bits"
@@ -91,20 +118,18 @@ def attention_views(state, view, layer, head, log_scale, query):
         fig = figures.attention_heatmap(probs_layer[head], labels, title=f"Layer {layer}, head {head}{note}",
                                         **heatmap)
         row = probs_layer[head][q]
-    query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
-    if row is None:  # an overview is about every head and position, not one query
-        return fig, gr.update(visible=False), query_update, message
-    query_fig = figures.query_attention_bars(np.asarray(row), labels, query_label=labels[q], offset=start,
-                                             title=f"Where position {query} ({labels[q]}) looked")
-    return fig, gr.update(value=query_fig, visible=True), query_update, message
+    return fig, row, message
 
 
 def attention_data(state, layer, head):
     """API: the raw attention matrix of one head for the current run, with its tokens."""
-    run = (state or {}).get("run")
+    try:
+        run = session_run(state)
+    except ValueError as e:
+        return {"error": str(e)}
     if run is None:
         return {"error": "Generate first."}
-    model, run, start, qk, labels = _window(state)
+    model, start, qk, labels = _window(state, run)
     try:
         layer = parse_whole(layer, "layer", 0, len(qk) - 1)
         head = parse_whole(head, "head", 0, model.cfg.n_heads - 1)

@@ -14,7 +14,7 @@ import traceback
 import gradio as gr
 
 from ..config import ConfigError
-from ..session import CACHE, default_recipe
+from ..session import CACHE, default_recipe, get_run
 from ..translations import EN, ZH
 from ..weights import WeightLoadError
 
@@ -41,11 +41,20 @@ def fail(e: Exception) -> str:
 
 
 def new_state() -> dict:
-    return {"recipe": default_recipe(), "run": None, "run_id": None}
+    """A session holds names, not objects: its model's recipe and its current run's id (the server
+    keeps the run, and releases it after the idle timeout)."""
+    return {"recipe": default_recipe(), "run_id": None}
 
 
 def session_model(state: dict):
     return CACHE.get(state["recipe"])
+
+
+def session_run(state: dict | None):
+    """The session's current run, or None before its first. A run the server released (idle
+    timeout) raises RunReleasedError, a ValueError whose message is for the user."""
+    run_id = (state or {}).get("run_id")
+    return get_run(run_id) if run_id else None
 
 
 # ----------------------------------------------------------------------------------------------

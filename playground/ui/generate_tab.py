@@ -11,18 +11,17 @@ plotly each time. The figures come from a second event (``after_run``) chained a
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
 import gradio as gr
 
 from .. import figures
-from ..session import MAX_NEW_TOKENS, export_model, export_run, start_run
+from ..session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
 from ..tokenizer import load_tokenizer
 from .attention_view import VIEWS, attention_views
-from .chips import ChipStream, all_chips, status_html
-from .common import fail, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, warn
+from .chips import ChipStream, status_html
+from .common import fail, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
 
 DECODE_LOCK = threading.Lock()
 ACTIVE_STREAMS: set = set()  # one token per generation in flight, to pace the streamed updates
@@ -43,16 +42,18 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
             raise ValueError(f"Max new tokens is {max_new_tokens:,}; this app generates at most "
                              f"{MAX_NEW_TOKENS} per run.")
         model = session_model(state)
+        # replaces: the server keeps the new run under its id and lets the session's previous one go.
         run, gen = start_run(model, state["recipe"], prompt, max_new_tokens=max_new_tokens,
-                             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, greedy=greedy)
+                             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, greedy=greedy,
+                             replaces=(state or {}).get("run_id"))
     except Exception as e:
         yield state, gr.skip(), fail(e)
         return
     # An unseeded run draws its own seed: recorded, so the run can be repeated by typing it in.
     run.settings["seed_used"] = gen.seed_used
-    run_id = os.urandom(8).hex()
+    run_id = run.id
     stop = STOP_FLAGS[run_id] = threading.Event()
-    state = {**state, "run": run, "run_id": run_id}
+    state = {**state, "run_id": run_id}
     token = object()
     ACTIVE_STREAMS.add(token)
     try:
@@ -98,7 +99,7 @@ def _stream(state, run, steps, stop):
 
 def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
     """Once a run has ended: its attention (outputs: heatmap, query bars, query slider, message)."""
-    if (state or {}).get("run") is None:
+    if not (state or {}).get("run_id"):
         return (gr.skip(),) * 4
     return attention_views(state, view, layer, head, log_scale, None)
 
@@ -107,7 +108,10 @@ def last_step(state):
     """Once a run has ended: the step slider on its last step, and that step's distribution
     (outputs: step slider, prob bars, stages, step text). A separate event from ``after_run`` so the
     browser draws the figures in two tasks, not one long one."""
-    run = (state or {}).get("run")
+    try:
+        run = session_run(state)
+    except ValueError as e:
+        return gr.skip(), gr.skip(), gr.skip(), f"⚠️ {e}"
     if run is None or not run.steps:
         return (gr.skip(),) * 4
     n = len(run.steps)
@@ -126,7 +130,10 @@ def stop_generation(state):
 
 def inspect_step(state, step_index):
     """Probability bars, the stage-by-stage reshaping, and a sentence about one generated token."""
-    run = (state or {}).get("run")
+    try:
+        run = session_run(state)
+    except ValueError as e:
+        return gr.skip(), gr.skip(), f"⚠️ {e}"
     if run is None or not run.steps:
         empty = figures.empty_figure("Generate first")
         return empty, empty, "Generate some tokens, then pick one."
@@ -169,7 +176,10 @@ def pick_token(state, evt: gr.EventData):
     """A click on a chip: a generated token opens its step, and the attention query moves to the
     token (outputs: step slider, prob bars, stages, step text, query slider); the attention views
     follow in a chained event that reads the query slider."""
-    run = (state or {}).get("run")
+    try:
+        run = session_run(state)
+    except ValueError as e:
+        return (gr.skip(),) * 3 + (f"⚠️ {e}", gr.skip())
     if run is None:
         return (gr.skip(),) * 5
     try:
@@ -192,12 +202,14 @@ def pick_token(state, evt: gr.EventData):
 
 
 def export_run_file(state, fmt):
-    run = (state or {}).get("run")
-    if run is None:
-        return gr.skip(), warn("Generate something first; there is no run to export yet.")
     try:
+        run = session_run(state)
+        if run is None:
+            return gr.skip(), warn("Generate something first; there is no run to export yet.")
         fmt = parse_choice(fmt, ("json", "npz"), "Export format")
-        path = export_run(run, session_model(state), fmt)
+        model = session_model(state)
+        with reserve_export(model, run, fmt):  # refused before anything is allocated if it does not fit
+            path = export_run(run, model, fmt)
         return gr.update(value=str(path), visible=True), ok(f"Run exported as .{fmt}.")
     except Exception as e:
         return gr.skip(), fail(e)
@@ -215,7 +227,10 @@ def run_data(state):
     """API: the current run's tokens with their probabilities."""
     from ..session import describe_recipe
 
-    run = (state or {}).get("run")
+    try:
+        run = session_run(state)
+    except ValueError as e:
+        return {"error": str(e)}
     if run is None:
         return {"error": "Generate first."}
     tok = load_tokenizer()
@@ -229,6 +244,3 @@ def run_data(state):
     }
 
 
-def chips_of_run(state) -> str:
-    run = (state or {}).get("run")
-    return all_chips(run) if run is not None else ""

@@ -65,7 +65,7 @@ def train_model(train_state, preset_name, source, upload, pasted, steps, lr):
     finally:
         if not job.done.is_set():
             job.stop()  # the user left or cancelled: end the thread after its current step
-    JOBS.pop(job.id, None)
+        JOBS.pop(job.id, None)  # also when the tab closed: the job (and its memory) can then go
     if job.error:
         yield train_state, _loss_figure(job), _progress_html(job), _warn(f"Training failed: {job.error}")
         return
