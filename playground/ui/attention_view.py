@@ -27,12 +27,16 @@ GRID_MAX_TOKENS = 24
 
 
 def _window(state, run):
-    """(model, window start, per-layer q/k, token labels of the window)."""
+    """(model, window start, per-layer q/k, token ids and labels of the window).
+
+    The tokens are read for exactly the positions the forward saw: a run that is still streaming
+    may have grown by a token since (a chip clicked mid-run), and its labels must not shift."""
     model = session_model(state)
     start, qk = run_attention(model, run)
-    ids = run.token_ids[start:]
+    T = qk[0][0].shape[1]  # (H, T, head_dim)
+    ids = run.token_ids[start:start + T]
     labels = [p.display for p in load_tokenizer().pieces(ids)]
-    return model, start, qk, labels
+    return model, start, qk, ids, labels
 
 
 def attention_views(state, view, layer, head, log_scale, query):
@@ -45,7 +49,7 @@ def attention_views(state, view, layer, head, log_scale, query):
             return empty, gr.update(value=empty, visible=True), gr.skip(), ""
         view = parse_choice(view, VIEWS, "Attention view")
         log_scale = bool(log_scale) if isinstance(log_scale, (bool, int)) else str(log_scale).lower() == "true"
-        model, start, qk, labels = _window(state, run)
+        model, start, qk, _, labels = _window(state, run)
         T_len = len(labels)
         end = start + T_len - 1
         layer = parse_whole(layer, "Layer", 0, len(qk) - 1)
@@ -129,12 +133,12 @@ def attention_data(state, layer, head):
         return {"error": str(e)}
     if run is None:
         return {"error": "Generate first."}
-    model, start, qk, labels = _window(state, run)
+    model, start, qk, ids, labels = _window(state, run)
     try:
         layer = parse_whole(layer, "layer", 0, len(qk) - 1)
         head = parse_whole(head, "head", 0, model.cfg.n_heads - 1)
     except ValueError as e:
         return {"error": f"{e} (layer must be 0..{len(qk) - 1} and head 0..{model.cfg.n_heads - 1})"}
     probs = layer_attention(qk, layer)[head]
-    return {"layer": layer, "head": head, "window_start": start, "token_ids": run.token_ids[start:],
+    return {"layer": layer, "head": head, "window_start": start, "token_ids": ids,
             "tokens": labels, "attention": probs.tolist()}
