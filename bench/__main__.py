@@ -150,9 +150,11 @@ def _browser(args) -> int:
     if training:
         print("note: a playground.train run is using the CPU; compare ratios, not absolute times.")
     print(f"Browser benchmark: app.py + headless Chromium, per-run timeout {args.run_timeout:.0f} s ...")
+    out = os.path.abspath(args.out) if args.out else report.RESULTS / "browser-latest.json"
     result = browser.run(quick=args.quick, run_timeout=args.run_timeout, models=split(args.models), tokens=tokens,
                          prompts=prompts, stop=not args.no_stop, profile=args.profile,
-                         trace_path=args.trace_out and os.path.abspath(args.trace_out))
+                         trace_path=args.trace_out and os.path.abspath(args.trace_out),
+                         checkpoint=lambda r: report.write_json({**r, "partial": True}, out))
     result["training_running"] = [training, _training_running()]
     print()
     print(browser.table(result))
@@ -160,7 +162,7 @@ def _browser(args) -> int:
     print("Targets (issue 9):")
     for t in browser.targets(result):
         print(t.row())
-    path = report.write_json(result, os.path.abspath(args.out) if args.out else report.RESULTS / "browser-latest.json")
+    path = report.write_json(result, out)
     print(f"\nwrote {path}")
     return 0
 

@@ -229,6 +229,18 @@ class Bench:
         self.chromium_version = self.browser.version
         self._clients: dict = {}
 
+    def ensure_app(self) -> str | None:
+        """Restart ``app.py`` if it has exited (on a shared machine something may end it); returns
+        a note saying so, or None."""
+        code = self.app.proc.poll()
+        if code is None:
+            return None
+        self.app.close()
+        self.app = serving.App(timeout=120.0, log_path=Path(os.environ.get("BENCH_APP_LOG", os.devnull)))
+        self.url = self.app.url
+        self._clients.clear()
+        return f"app.py had exited (code {code}); restarted it"
+
     def close(self):
         for closer in (lambda: self.browser.close(), lambda: self._pw.stop(), lambda: self.app.close()):
             try:
@@ -408,7 +420,8 @@ class Bench:
     def _collect(self, page) -> dict:
         return page.evaluate("() => { const p = window.__pg; p.record();"
                              " return {timeline: p.timeline, longtasks: p.longtasks, msgs: p.msgs, clicks: p.clicks,"
-                             " errors: [p.longtask_error, p.stream_error, p.fetch_error].filter(Boolean)}; }")
+                             " errors: [p.longtask_error, p.stream_error, p.fetch_error].filter(Boolean),"
+                             " toasts: [...document.querySelectorAll('.toast-body')].map(t => t.textContent.trim().slice(0, 200))}; }")
 
     def browser_run(self, model: str, prompt: str, max_new: int, r: RunResult, view_switch: bool = True):
         context, page, cdp, net, errors = self.open_page(model)
@@ -452,6 +465,8 @@ class Bench:
             self._fill_page_figures(r, data, t0, t_stop, net)
             if errors:
                 r.notes.append(f"page errors: {errors[:3]}")
+            if data.get("toasts"):
+                r.notes.append(f"toasts: {data['toasts'][:3]}")
             if finished and view_switch and r.error is None:
                 self._view_switch(page, r)
         finally:
@@ -564,6 +579,8 @@ class Bench:
             out["longest_task_s"] = max((lt["dur"] for lt in tasks), default=0.0) / 1000
             if errors:
                 out["page_errors"] = errors[:3]
+            if data.get("toasts"):
+                out["toasts"] = data["toasts"][:3]
             return out
         finally:
             context.close()
@@ -639,7 +656,9 @@ def summarize_trace(trace: bytes, top: int = 15) -> list[dict]:
 
 
 def run(quick: bool = False, run_timeout: float = 300.0, models=None, tokens=None, prompts=None,
-        stop: bool = True, profile: bool = False, trace_path: Path | None = None, log=print) -> dict:
+        stop: bool = True, profile: bool = False, trace_path: Path | None = None, log=print,
+        checkpoint=None) -> dict:
+    """Every run; ``checkpoint(result)`` is called after each one (partial results survive a crash)."""
     from . import report
 
     models = models or list(MODELS)
@@ -659,6 +678,10 @@ def run(quick: bool = False, run_timeout: float = 300.0, models=None, tokens=Non
             for max_new in tokens:
                 for pname in prompts:
                     r = RunResult(model=model, prompt=pname, max_new=max_new)
+                    restarted = bench.ensure_app()
+                    if restarted:
+                        r.notes.append(restarted)
+                        log(f"  note: {restarted}")
                     text = prompt_texts[pname]
                     log(f"  {model}, {pname} prompt, {max_new} tokens: API ...", end="", flush=True)
                     try:
@@ -676,17 +699,25 @@ def run(quick: bool = False, run_timeout: float = 300.0, models=None, tokens=Non
                         r.notes.append(f"the server stayed busy for {waited:.1f} s after the page closed")
                     log(" " + ("timed out" if r.timed_out_s else _s(r.browser_s)) + (f" ({r.error})" if r.error else ""))
                     result["runs"].append({**r.__dict__, "ratio": r.ratio})
+                    if checkpoint:
+                        checkpoint(result)
             if stop:
                 log(f"  {model}: Stop after 3 s of a 512-token run ...", end="", flush=True)
+                restarted = bench.ensure_app()
                 try:
                     s = bench.stop_run(model, 512, 3.0)
                 except Exception as e:
                     s = {"model": model, "error": f"{type(e).__name__}: {e}"[:300]}
                 bench.wait_server_idle()
-                log(f" {_s(s.get('stop_s'))}")
+                if restarted:
+                    s["note_app"] = restarted
+                log(f" {_s(s.get('stop_s'))}" + (f" ({s['note']})" if s.get("note") else ""))
                 result["stop"].append(s)
+                if checkpoint:
+                    checkpoint(result)
         if profile:
             log(f"  profile: {models[0]}, 300-word prompt, 200 tokens (Chrome trace + V8 CPU profile) ...")
+            bench.ensure_app()
             try:
                 result["profile"] = bench.profile_run(models[0], prompt_texts["300 words"], 200, trace_path)
             except Exception as e:
