@@ -1,5 +1,7 @@
 """``python -m bench --browser``: the core loop as a learner meets it, in headless Chromium (issue 9).
 
+The app is started as ``python -m bench.browser --serve`` (what app.py does, under another name).
+
 For each model (the bundled one the page loads with, and GPT-2-small-shaped random weights built
 through the page's Model tab) × max new tokens × prompt (short, and a 300-word English paragraph),
 one greedy run is timed twice, back to back on the same server: in the browser (click Generate →
@@ -175,6 +177,44 @@ INIT_SCRIPT = r"""
 """
 
 
+class AppServer(serving.App):
+    """The app as ``python app.py`` builds and launches it, but started as ``python -m bench.browser
+    --serve``: on a shared machine, other people's clean-ups that end processes named ``app.py``
+    then leave the benchmark's server alone."""
+
+    def __init__(self, timeout: float = 120.0, log_path: Path | None = None):
+        import subprocess
+        import sys
+
+        self.port = serving.free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        env = {**os.environ, "GRADIO_SERVER_PORT": str(self.port), "GRADIO_SERVER_NAME": "127.0.0.1",
+               "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+        self.log_path = log_path or Path(os.devnull)
+        self._log = open(self.log_path, "a")
+        self.t_spawn = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.browser", "--serve"], cwd=serving.ROOT, env=env,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.page_s = None
+        deadline = self.t_spawn + timeout
+        while time.perf_counter() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the app exited with code {self.proc.returncode} before serving the page")
+            if serving._http_ok(self.url):
+                self.page_s = time.perf_counter() - self.t_spawn
+                return
+            time.sleep(0.05)
+        self.close()
+        raise TimeoutError(f"the app did not serve {self.url} within {timeout:.0f} s")
+
+
+def serve() -> None:
+    """What ``app.py`` does: build the demo and launch it (port from GRADIO_SERVER_PORT)."""
+    from playground.ui import build_demo, launch_kwargs
+
+    build_demo().launch(**launch_kwargs())
+
+
 @dataclass
 class RunResult:
     model: str
@@ -222,7 +262,7 @@ class Bench:
 
         self.run_timeout = run_timeout
         self.log = log
-        self.app = serving.App(timeout=120.0, log_path=Path(os.environ.get("BENCH_APP_LOG", os.devnull)))
+        self.app = AppServer(timeout=120.0, log_path=Path(os.environ.get("BENCH_APP_LOG", os.devnull)))
         self.url = self.app.url
         self._pw = sync_playwright().start()
         self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -236,10 +276,10 @@ class Bench:
         if code is None:
             return None
         self.app.close()
-        self.app = serving.App(timeout=120.0, log_path=Path(os.environ.get("BENCH_APP_LOG", os.devnull)))
+        self.app = AppServer(timeout=120.0, log_path=Path(os.environ.get("BENCH_APP_LOG", os.devnull)))
         self.url = self.app.url
         self._clients.clear()
-        return f"app.py had exited (code {code}); restarted it"
+        return f"the app server had exited (code {code}); restarted it"
 
     def close(self):
         for closer in (lambda: self.browser.close(), lambda: self._pw.stop(), lambda: self.app.close()):
@@ -298,11 +338,16 @@ class Bench:
         first = None
         n = 0
         job = client.submit(**kwargs, api_name="/generate")
-        for _ in job:
-            n += 1
-            if first is None:
+        deadline = t0 + self.run_timeout
+        while not job.done():  # polled, so that a server that died cannot hang the benchmark
+            if first is None and job.outputs():
                 first = time.perf_counter() - t0
-        out = job.result(timeout=self.run_timeout)
+            if time.perf_counter() > deadline or self.app.proc.poll() is not None:
+                job.cancel()
+                raise TimeoutError(f"/generate did not finish within {self.run_timeout:.0f} s")
+            time.sleep(0.01)
+        out = job.result(timeout=10)
+        n = len(job.outputs())
         total = time.perf_counter() - t0
         status = next((o for o in out if isinstance(o, str) and ("Done" in o or "⚠" in o)), "") \
             if isinstance(out, (list, tuple)) else ""
@@ -824,3 +869,13 @@ def _n(x, digits):
 
 def _b(x):
     return "—" if x is None else f"{x:,.0f}"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--serve"]:
+        os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+        serve()
+    else:
+        sys.exit("python -m bench --browser runs the benchmark; this module's own entry point is --serve")
