@@ -563,9 +563,9 @@ class Bench:
         try:
             page.wait_for_function(
                 "([before]) => { const h = window.__pg.snapshot().heat; return h && h !== before && /average/.test(h); }",
-                arg=[before], timeout=60_000, polling="raf")
+                arg=[before], timeout=120_000, polling=100)
         except Exception:
-            r.notes.append("view switch: the heatmap did not change within 60 s")
+            r.notes.append("view switch: the heatmap did not change within 120 s")
             return
         data = self._collect(page)
         changed = next((e for e in data["timeline"] if e["t"] >= t_issue and e["heat"] and "average" in e["heat"]), None)
