@@ -788,8 +788,10 @@ def targets(result: dict) -> list:
             continue
         name = f"browser / API, {r['model']}, {r['prompt']} prompt, {r['max_new']} tokens"
         if r["timed_out_s"]:
-            out.append(Target(name + f" (browser timed out after {r['timed_out_s']:.0f} s)",
-                              None if not r["api_s"] else r["timed_out_s"] / r["api_s"], f"<= {RATIO_TARGET}", False))
+            seen = r["browser_s"] if r["browser_s"] else r["timed_out_s"]
+            how = f"done at {seen:.0f} s" if r["browser_s"] else "at least"
+            out.append(Target(name + f" (browser timed out after {r['timed_out_s']:.0f} s; {how})",
+                              None if not r["api_s"] else seen / r["api_s"], f"<= {RATIO_TARGET}", False))
         else:
             ratio = r.get("ratio")
             out.append(Target(name, ratio, f"<= {RATIO_TARGET}", None if ratio is None else ratio <= RATIO_TARGET))
@@ -825,7 +827,11 @@ def table(result: dict) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["runs"]:
-        if r["timed_out_s"]:
+        if r["timed_out_s"] and r["browser_s"] and r["api_s"]:
+            # the page could only be read once its main thread was free: that is when it finished
+            browser = f"timed out after {r['timed_out_s']:.0f}; done at {r['browser_s']:.1f}"
+            ratio = f"{r['browser_s'] / r['api_s']:.2f}×"
+        elif r["timed_out_s"]:
             browser = f"timed out after {r['timed_out_s']:.0f}"
             ratio = f"> {r['timed_out_s'] / r['api_s']:.1f}×" if r["api_s"] else "—"
         else:
