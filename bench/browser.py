@@ -164,13 +164,28 @@ INIT_SCRIPT = r"""
     if (key !== last) { last = key; s.t = now(); pg.timeline.push(s); }
   }
   pg.record = record;
-  pg.watch = () => {
-    if (pg.observer) return true;
-    const targets = ['#pg-chips', '#pg-status', '#pg-heatmap'].map(s => document.querySelector(s));
-    if (targets.some(t => !t)) return false;
+  const find = () => ['#pg-chips', '#pg-status', '#pg-heatmap'].map(s => document.querySelector(s));
+  function observe(targets) {
+    if (pg.observer) pg.observer.disconnect();
     pg.observer = new MutationObserver(record);
     for (const t of targets) pg.observer.observe(t, {childList: true, subtree: true, characterData: true, attributes: true});
+    pg.targets = targets;
+  }
+  pg.watch = () => {
+    if (pg.observer) return true;
+    const targets = find();
+    if (targets.some(t => !t)) return false;
+    observe(targets);
     record();
+    // A UI that replaces the observed elements themselves would leave the observer on detached
+    // nodes: re-attach, and record a change the observer missed (at most 250 ms late).
+    setInterval(() => {
+      if (pg.targets.some(t => !t.isConnected)) {
+        const fresh = find();
+        if (!fresh.some(t => !t)) { observe(fresh); pg.reattached = (pg.reattached || 0) + 1; }
+      }
+      record();
+    }, 250);
     return true;
   };
 })();
