@@ -1,5 +1,7 @@
 """``python -m bench [--quick]``: decode speed against peers, memory, the app; prints a table and
-checks the targets of issue 5, writes bench/results/latest.json."""
+checks the targets of issue 5, writes bench/results/latest.json.
+``python -m bench --browser [--quick]``: the app in headless Chromium against the same runs through
+gradio_client (issue 9); writes bench/results/browser-latest.json."""
 
 from __future__ import annotations
 
@@ -30,8 +32,22 @@ def main(argv=None) -> int:
     ap.add_argument("--users", type=int, default=4)
     ap.add_argument("--skip-app", action="store_true", help="no cold start / concurrent users")
     ap.add_argument("--skip-memory", action="store_true")
-    ap.add_argument("--out", default=None, help="JSON path (default bench/results/latest.json)")
+    ap.add_argument("--out", default=None, help="JSON path (default bench/results/latest.json, "
+                                                "with --browser bench/results/browser-latest.json)")
+    br = ap.add_argument_group("browser (issue 9)")
+    br.add_argument("--browser", action="store_true",
+                    help="time the app in headless Chromium against gradio_client (quick: 40 and 200 tokens)")
+    br.add_argument("--run-timeout", type=float, default=300.0, help="seconds a browser run may take (default 300)")
+    br.add_argument("--models", default=None, help="comma-separated: bundled,gpt2-small (default both)")
+    br.add_argument("--max-new", default=None, help="comma-separated max new tokens (default 40,200,512; quick 40,200)")
+    br.add_argument("--prompts", default=None, help='comma-separated: short,long (default both)')
+    br.add_argument("--no-stop", action="store_true", help="skip the Stop-latency runs")
+    br.add_argument("--profile", action="store_true",
+                    help="also trace one 200-token run (Chrome trace + V8 CPU profile) and summarise the main thread")
+    br.add_argument("--trace-out", default=None, help="where to save that Chrome trace (default: not saved)")
     args = ap.parse_args(argv)
+    if args.browser:
+        return _browser(args)
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -115,6 +131,38 @@ def main(argv=None) -> int:
     for c in checks:
         print(c.row())
     path = report.write_json(result, args.out and os.path.abspath(args.out))
+    print(f"\nwrote {path}")
+    return 0
+
+
+def _browser(args) -> int:
+    from . import browser
+
+    if not os.path.exists(browser.CHROMIUM):
+        print(f"no Chromium at {browser.CHROMIUM} (set PLAYGROUND_CHROMIUM)", file=sys.stderr)
+        return 2
+    split = lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None  # noqa: E731
+    prompts = split(args.prompts)
+    if prompts:
+        prompts = ["300 words" if p in ("long", "300", "300 words") else p for p in prompts]
+    tokens = [int(x) for x in split(args.max_new)] if args.max_new else None
+    training = _training_running()
+    if training:
+        print("note: a playground.train run is using the CPU; compare ratios, not absolute times.")
+    print(f"Browser benchmark: app.py + headless Chromium, per-run timeout {args.run_timeout:.0f} s ...")
+    out = os.path.abspath(args.out) if args.out else report.RESULTS / "browser-latest.json"
+    result = browser.run(quick=args.quick, run_timeout=args.run_timeout, models=split(args.models), tokens=tokens,
+                         prompts=prompts, stop=not args.no_stop, profile=args.profile,
+                         trace_path=args.trace_out and os.path.abspath(args.trace_out),
+                         checkpoint=lambda r: report.write_json({**r, "partial": True}, out))
+    result["training_running"] = [training, _training_running()]
+    print()
+    print(browser.table(result))
+    print()
+    print("Targets (issue 9):")
+    for t in browser.targets(result):
+        print(t.row())
+    path = report.write_json(result, out)
     print(f"\nwrote {path}")
     return 0
 
