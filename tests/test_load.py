@@ -87,3 +87,83 @@ def test_cancelled_generation_stops(app_url, monkeypatch):
     first = len(chosen)
     time.sleep(1.5)
     assert len(chosen) == first < 512
+
+
+def test_stop_endpoint_ends_the_run_and_says_how_many(app_url):
+    """/stop raises the run's flag: the stream ends after its current step, with the count."""
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    client.predict("random init", 0, "gpt2 (124M)", None, "float32", *_fields("tiny (4 layers, d128)"),
+                   api_name="/build_model")
+    job = client.submit("Once upon a time", 1.0, 0, 1.0, 512, 0, False, api_name="/generate")
+    while len(job.outputs()) < 2:
+        time.sleep(0.02)
+    client.predict(api_name="/stop")
+    status = job.result()[1]
+    made = int(status.split("data-tokens='")[1].split("'")[0])
+    assert "data-state='stopped'" in status and f"Stopped by you after {made} of 512 tokens" in status
+    assert made < 512 and len(client.predict(api_name="/run_data")["steps"]) == made
+
+
+def test_four_sessions_of_big_models_are_refused_not_killed(app_url, monkeypatch):
+    """Issue 10, scaled to this machine: four sessions each build a different GPT-2-small-sized random
+    model under a budget that holds about two, then all generate at once. Builds and generations
+    that do not fit are refused with a message naming the holders; the process's RSS stays within the
+    budget (plus the baseline and slack), and a well-behaved client is served afterwards."""
+    import gc
+
+    from gradio_client import Client
+
+    from playground.session import CACHE
+
+    CACHE.clear()
+    gc.collect()
+    process = psutil.Process(os.getpid())
+    baseline = process.memory_info().rss
+    budget = 1.3 * 2**30  # GPT-2 small in float32 is 0.5 GB
+    monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", str(budget / 2**30))
+    peak, stop_sampling = [baseline], threading.Event()
+
+    def sample():
+        while not stop_sampling.is_set():
+            peak.append(process.memory_info().rss)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    messages, failures = [], []
+
+    def user(i):
+        try:
+            client = Client(app_url, verbose=False)
+            msg = client.predict("random init", i + 1, "gpt2 (124M)", None, "float32", *_fields("gpt2-small (124M)"),
+                                 api_name="/build_model")[0]
+            messages.append(msg)
+            start.wait()
+            status = list(client.submit("Hello", 0, 0, 1.0, 4, 0, True, api_name="/generate"))[-1][1]
+            messages.append(status)
+        except Exception as e:
+            failures.append(f"user {i}: {type(e).__name__}: {e}")
+
+    start = threading.Event()
+    threads = [threading.Thread(target=user, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    start.set()  # generations start as soon as each build has answered
+    for t in threads:
+        t.join(timeout=300)
+    stop_sampling.set()
+    sampler.join()
+    assert not failures, failures
+    assert all("Ready" in m or "Done: 4 tokens" in m or "memory budget" in m for m in messages), messages
+    assert sum("Done: 4 tokens" in m for m in messages) >= 1
+    grown = max(peak) - baseline
+    assert grown < budget + 0.5 * 2**30, f"RSS grew by {grown / 2**30:.2f} GB over a {budget / 2**30:.1f} GB budget"
+    # The server is alive and serves a small model to a new client.
+    monkeypatch.delenv("PLAYGROUND_MEMORY_BUDGET_GB")
+    client = Client(app_url, verbose=False)
+    assert "Ready" in client.predict("random init", 0, "gpt2 (124M)", None, "float32", *_fields(PRESETS_USED[0]),
+                                     api_name="/build_model")[0]
+    assert "Done: 3 tokens" in list(client.submit("Hi", 0, 0, 1.0, 3, 0, True, api_name="/generate"))[-1][1]
