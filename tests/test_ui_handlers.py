@@ -243,18 +243,16 @@ def test_exports_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_WORK_DIR", str(tmp_path))
     state = run_generation(nano_state(seed=4), n=3)[0]
     path, msg = ui.export_run_file(state, "json")
-    path = path["value"]
     data = json.loads(open(path).read())
     T = len(run_of(state).token_ids)
     att = np.array(data["attention"])
     assert att.shape == (NANO.n_layers, NANO.n_heads, T, T)
     assert np.allclose(att.sum(-1), 1, atol=1e-3)
-    path = ui.export_run_file(state, "npz")[0]["value"]
+    path = ui.export_run_file(state, "npz")[0]
     npz = np.load(path)
     assert npz["attention"].shape == (NANO.n_layers, NANO.n_heads, T, T)
     assert npz["token_ids"].tolist() == run_of(state).token_ids
     model_path, msg = ui.export_model_file(state)
-    model_path = model_path["value"]
     assert "upload box accepts it back" in msg
     out = ui.build_model(state, "uploaded checkpoint", 0, "gpt2 (124M)", model_path, "float32", *fields_of(NANO))
     assert "Ready" in out[1]

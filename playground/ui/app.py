@@ -236,9 +236,12 @@ def build_demo() -> gr.Blocks:
         for control in (layer, head, query):  # dragging, typing in the number box, arrow keys
             control.input(av.attention_views, att_inputs, att_outputs, api_visibility="private",
                           trigger_mode="always_last")
-        exp_json.click(lambda s: gt.export_run_file(s, "json"), state, [export_file, export_msg], api_name="export_run_json")
-        exp_npz.click(lambda s: gt.export_run_file(s, "npz"), state, [export_file, export_msg], api_name="export_run_npz")
-        exp_model.click(gt.export_model_file, state, [export_file, export_msg], api_name="export_model")
+        for button, handler, api in ((exp_json, lambda s: gt.export_run_file(s, "json"), "export_run_json"),
+                                     (exp_npz, lambda s: gt.export_run_file(s, "npz"), "export_run_npz"),
+                                     (exp_model, gt.export_model_file, "export_model")):
+            # The API returns the file's path; the page then shows the (until now hidden) download box.
+            button.click(handler, state, [export_file, export_msg], api_name=api).then(
+                lambda f: gr.update(visible=bool(f)), export_file, export_file, api_visibility="private")
         # API-only endpoints: raw numbers for gradio_client users.
         gr.Button(visible=False).click(av.attention_data, [state, layer, head], attention_json, api_name="attention_data")
         gr.Button(visible=False).click(gt.run_data, state, run_json, api_name="run_data")

@@ -210,7 +210,7 @@ def export_run_file(state, fmt):
         model = session_model(state)
         with reserve_export(model, run, fmt):  # refused before anything is allocated if it does not fit
             path = export_run(run, model, fmt)
-        return gr.update(value=str(path), visible=True), ok(f"Run exported as .{fmt}.")
+        return str(path), ok(f"Run exported as .{fmt}.")
     except Exception as e:
         return gr.skip(), fail(e)
 
@@ -218,7 +218,7 @@ def export_run_file(state, fmt):
 def export_model_file(state):
     try:
         path = export_model(session_model(state), state["recipe"])
-        return gr.update(value=str(path), visible=True), ok("Model exported; the upload box accepts it back.")
+        return str(path), ok("Model exported; the upload box accepts it back.")
     except Exception as e:
         return gr.skip(), fail(e)
 
