@@ -16,7 +16,7 @@ from .. import figures
 from ..memory import BUDGET
 from ..session import all_layers_attention_bytes, layer_attention, run_attention
 from ..tokenizer import load_tokenizer
-from .common import parse_choice, parse_whole, session_model, session_run, warn
+from .common import api_run, parse_choice, parse_whole, session_model, session_run, warn
 
 VIEWS = ["one head", "all heads of the layer", "head average", "rollout across layers",
          "overview: previous-token mass", "overview: first-token mass", "overview: entropy"]
@@ -127,12 +127,9 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale):
 
 def attention_data(state, layer, head):
     """API: the raw attention matrix of one head for the current run, with its tokens."""
-    try:
-        run = session_run(state)
-    except ValueError as e:
-        return {"error": str(e)}
-    if run is None:
-        return {"error": "Generate first."}
+    run, error = api_run(state)
+    if error:
+        return error
     model, start, qk, ids, labels = _window(state, run)
     try:
         layer = parse_whole(layer, "layer", 0, len(qk) - 1)

@@ -50,6 +50,15 @@ def session_model(state: dict):
     return CACHE.get(state["recipe"])
 
 
+def api_run(state: dict | None):
+    """(run, None), or (None, {"error": message}) for the raw-data API endpoints."""
+    try:
+        run = session_run(state)
+    except ValueError as e:
+        return None, {"error": str(e)}
+    return (run, None) if run is not None else (None, {"error": "Generate first."})
+
+
 def session_run(state: dict | None):
     """The session's current run, or None before its first. A run the server released (idle
     timeout) raises RunReleasedError, a ValueError whose message is for the user."""

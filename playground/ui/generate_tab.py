@@ -21,7 +21,7 @@ from ..session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, 
 from ..tokenizer import load_tokenizer
 from .attention_view import VIEWS, attention_views
 from .chips import ChipStream, status_html
-from .common import fail, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
+from .common import api_run, fail, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
 
 DECODE_LOCK = threading.Lock()
 ACTIVE_STREAMS: set = set()  # one token per generation in flight, to pace the streamed updates
@@ -227,12 +227,9 @@ def run_data(state):
     """API: the current run's tokens with their probabilities."""
     from ..session import describe_recipe
 
-    try:
-        run = session_run(state)
-    except ValueError as e:
-        return {"error": str(e)}
-    if run is None:
-        return {"error": "Generate first."}
+    run, error = api_run(state)
+    if error:
+        return error
     tok = load_tokenizer()
     return {
         "model": describe_recipe(run.recipe), "settings": run.settings, "prompt_ids": run.prompt_ids,
