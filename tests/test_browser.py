@@ -259,3 +259,23 @@ def test_values_the_widgets_would_clamp_or_round_are_said(page_url):
                                timeout=60_000)
         assert "n_layers must be a whole number, got 2.5" in page.locator("#pg-build-msg").inner_text()
         browser.close()
+
+
+def test_charts_keep_full_width_after_a_build_from_another_tab(page_url):
+    """A figure redrawn while its tab was hidden is re-measured when the tab shows again."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _generate_page(p, page_url)
+        page.locator("#pg-generate").click()
+        page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
+        page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick')", timeout=60_000)
+        full = page.locator("#pg-heatmap").bounding_box()["width"]
+        page.locator("button[role=tab]").nth(0).click()
+        page.locator("#pg-build").click()  # the bundled model again: the heatmap is reset while hidden
+        page.locator("#pg-build-msg").get_by_text("Ready", exact=False).wait_for(timeout=60_000)
+        page.locator("button[role=tab]").nth(1).click()
+        page.wait_for_timeout(1500)
+        drawn = page.evaluate("() => document.querySelector('#pg-heatmap .js-plotly-plot .main-svg').getBoundingClientRect().width")
+        assert drawn >= 0.9 * full, (drawn, full)
+        browser.close()
