@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .config import ConfigError, check_memory
+from .config import ConfigError, check_build_size, check_memory
 from .export_formats import JSON_DECIMALS, finite_json, json_attention_bytes, npz_attention_bytes, write_json, write_npz
 from .model import GPTModel, attention_probs
 from .tokenizer import load_tokenizer
@@ -342,10 +342,11 @@ def export_model(model: GPTModel, recipe: dict) -> Path:
 def validate_checkpoint(path, name: str | None = None, *, max_bytes: int | None = None,
                         memory_budget: int | None = None) -> None:
     """Everything ``load_checkpoint`` would refuse, without building the model: the size, the header
-    (dtypes, config, keys, shapes), the memory budget, then NaN/inf, one tensor at a time.
-    Messages call the file ``name``."""
+    (dtypes, config, keys, shapes), the server's build caps and memory budget, then NaN/inf, one tensor
+    at a time. Messages call the file ``name``."""
     header = read_header(path, max_bytes=MAX_UPLOAD_BYTES if max_bytes is None else max_bytes, name=name)
     cfg, layout = checkpoint_config(header)
+    check_build_size(cfg)  # an upload is held to the same caps as a build from the form
     check_header(header, cfg, layout, allow_unexpected=False)
     check_memory(cfg, "float32", memory_budget)
     check_file_finite(path, header)

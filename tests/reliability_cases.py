@@ -90,6 +90,23 @@ def _xl_header_one_tensor(path):
               metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl (1558M)"].to_json()})
 
 
+def _header_of(cfg_changes):
+    """A tiny file whose header declares a nano config with ``cfg_changes`` and holds one tensor."""
+
+    def make(path):
+        import torch
+        from safetensors.torch import save_file
+
+        from playground import PRESETS
+        from playground.weights import CHECKPOINT_FORMAT
+
+        cfg = PRESETS["nano (2 layers, d64)"].replace(**cfg_changes)
+        save_file({"final_norm.scale": torch.ones(4)}, str(path),
+                  metadata={"format": CHECKPOINT_FORMAT, "config": cfg.to_json()})
+
+    return make
+
+
 def _pickle(path):
     import torch
 
@@ -257,6 +274,8 @@ CASES = [
      "noise.safetensors"),
     ("upload", "header declares gpt2-xl, holds one tensor", _upload(_xl_header_one_tensor, "xl.safetensors"),
      "missing"),
+    ("upload", "header declares 300 layers", _upload(_header_of({"n_layers": 300}), "deep.safetensors"),
+     "at most 256 layers"),
     ("upload", "NaN in W_query", _upload(_nano_checkpoint(float("nan")), "nan.safetensors"), "NaN or infinity"),
     ("upload", "+inf in W_query", _upload(_nano_checkpoint(float("inf")), "inf.safetensors"), "NaN or infinity"),
     ("upload", "a good checkpoint", _upload(_nano_checkpoint(), "mine.safetensors"), "Ready"),
