@@ -17,7 +17,7 @@ import time
 import gradio as gr
 
 from .. import figures
-from ..session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
+from ..session import export_model, export_run, reserve_export, start_run
 from ..tokenizer import load_tokenizer
 from .attention_view import VIEWS, attention_views
 from .chips import ChipStream, status_html
@@ -26,8 +26,8 @@ from .common import api_run, fail, ok, parse_bool, parse_choice, parse_seed, par
 DECODE_LOCK = threading.Lock()
 ACTIVE_STREAMS: set = set()  # one token per generation in flight, to pace the streamed updates
 STOP_FLAGS: dict[str, threading.Event] = {}  # run id -> set by Stop; removed when the run ends
-# Every streamed message costs the page a fixed ~20–60 ms of Gradio bookkeeping whatever it carries
-# (Chromium profile), so updates come at most 5 times a second (per server, shared by the users
+# Every streamed message costs the page a fixed amount of Gradio bookkeeping whatever it carries
+# (20–60 ms on a loaded 2-core machine, Chromium profile), so updates come at most 5 times a second (per server, shared by the users
 # generating): a run still reads as live, and a slow machine's page never falls behind the server.
 STREAM_INTERVAL_S = 0.2
 
@@ -37,10 +37,7 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     try:
         greedy = parse_bool(greedy, "Greedy")
         seed = parse_seed(seed, "Sampling seed")
-        max_new_tokens = parse_whole(max_new_tokens, "Max new tokens")
-        if max_new_tokens > MAX_NEW_TOKENS:
-            raise ValueError(f"Max new tokens is {max_new_tokens:,}; this app generates at most "
-                             f"{MAX_NEW_TOKENS} per run.")
+        max_new_tokens = parse_whole(max_new_tokens, "Max new tokens")  # start_run checks the range
         model = session_model(state)
         # replaces: the server keeps the new run under its id and lets the session's previous one go.
         run, gen = start_run(model, state["recipe"], prompt, max_new_tokens=max_new_tokens,
