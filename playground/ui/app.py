@@ -230,10 +230,8 @@ def build_demo() -> gr.Blocks:
         att_inputs = [state, view, layer, head, log_scale, query]
         chips.pick(gt.pick_token, state, step_outputs + [query], api_visibility="private", trigger_mode="always_last",
                    ).then(av.attention_views, att_inputs, att_outputs, api_visibility="private")
-        for control in (view, log_scale):
-            control.input(av.attention_views, att_inputs, att_outputs, api_visibility="private",
-                          trigger_mode="always_last")
-        for control in (layer, head, query):  # dragging, typing in the number box, arrow keys
+        # .input: a slider's dragging, typing in its number box and arrow keys alike (not .release).
+        for control in (view, log_scale, layer, head, query):
             control.input(av.attention_views, att_inputs, att_outputs, api_visibility="private",
                           trigger_mode="always_last")
         for button, handler, api in ((exp_json, lambda s: gt.export_run_file(s, "json"), "export_run_json"),
