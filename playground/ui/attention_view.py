@@ -57,12 +57,15 @@ def attention_views(state, view, layer, head, log_scale, query):
         query = end if query is None else parse_whole(query, "Query position", 0, end)
     except (ValueError, MemoryError) as e:
         return gr.skip(), gr.skip(), gr.skip(), warn(str(e))
+    message = ""
+    if query < start:
+        message = warn(f"Position {query} is outside the model's last context window ({start}–{end}); "
+                       f"showing position {start}.")
+        query = start
     try:
-        fig, row, message = _figure(view, model, qk, labels, start, layer, head, query, log_scale)
+        fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
         return gr.skip(), gr.skip(), gr.skip(), warn(str(e))
-    end = start + len(labels) - 1
-    query = max(query, start)
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
     if row is None:  # an overview is about every head and position, not one query
         return fig, gr.update(visible=False), query_update, message
@@ -79,14 +82,9 @@ def _all_layers_reserved(model, T: int, what: str):
 
 
 def _figure(view, model, qk, labels, start, layer, head, query, log_scale):
-    """(figure, the query's attention row or None, message) for one view."""
+    """(figure, the query's attention row or None) for one view; ``query`` lies in the window."""
     T_len = len(labels)
     end = start + T_len - 1
-    message = ""
-    if query < start:
-        message = warn(f"Position {query} is outside the model's last context window ({start}–{end}); "
-                       f"showing position {start}.")
-        query = start
     q = query - start  # row in the window
     note = f" (window: positions {start}–{end})" if start else ""
     probs_layer = layer_attention(qk, layer)  # (H, T, T)
@@ -122,7 +120,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale):
         fig = figures.attention_heatmap(probs_layer[head], labels, title=f"Layer {layer}, head {head}{note}",
                                         **heatmap)
         row = probs_layer[head][q]
-    return fig, row, message
+    return fig, row
 
 
 def attention_data(state, layer, head):
