@@ -411,6 +411,11 @@ def discard_upload(path) -> bool:
     return True
 
 
+def is_trained_checkpoint(path) -> bool:
+    """Whether a checkpoint is one the Train tab wrote (not an upload, whatever its name)."""
+    return _inside(Path(path), work_dir() / "trained")
+
+
 def save_trained(model: GPTModel, label: str) -> dict:
     """Give a trained model a recipe: its checkpoint on the server under a generated name."""
     from .session import file_recipe

@@ -301,8 +301,14 @@ def test_the_form_describes_the_loaded_model():
     assert (weights, preset, seed, dtype) == ("random init", "nano (2 layers, d64)", 7, "bfloat16")
     assert fields == fields_of(NANO)
     assert out[-1]["visible"] is False  # head examples belong to the bundled model only
-    trained = {"kind": "file", "path": "unused", "label": "trained 2L d64, 5 steps on pasted text", "dtype": "float32"}
-    assert ui.WEIGHT_CHOICES[4] == ui.model_tab.form_values(CACHE.get(out[0]["recipe"]), trained)[0]
+    from playground.files import work_dir
+
+    model = CACHE.get(out[0]["recipe"])
+    trained = {"kind": "file", "path": str(work_dir() / "trained" / "t.safetensors"), "label": "mine", "dtype": "float32"}
+    assert ui.WEIGHT_CHOICES[4] == ui.model_tab.form_values(model, trained)[0]
+    # An upload is an upload, even one its owner named "trained…".
+    upload = {**trained, "path": str(work_dir() / "uploads" / "u.safetensors"), "label": "trained-by-me.safetensors"}
+    assert ui.WEIGHT_CHOICES[3] == ui.model_tab.form_values(model, upload)[0]
 
 
 def test_one_layer_one_head_and_one_token_models_work():

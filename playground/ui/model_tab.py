@@ -18,7 +18,7 @@ from ..session import (
     BUNDLED_CHECKPOINT, CACHE, breakdown_table, bundled_recipe, describe_recipe, hub_recipe, import_upload,
     random_recipe, summary_line, tree_items, tree_table, tying_explanation,
 )
-from ..files import discard_upload
+from ..files import discard_upload, is_trained_checkpoint
 from ..weights import HUB_MODELS
 from .chips import RESET
 from .common import fail, new_state, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
@@ -89,7 +89,7 @@ def form_values(model, recipe: dict) -> tuple:
     kind = recipe.get("kind")
     weights = {"bundled": WEIGHT_CHOICES[0], "random": WEIGHT_CHOICES[1], "hub": WEIGHT_CHOICES[2]}.get(kind)
     if kind == "file":
-        weights = WEIGHT_CHOICES[4] if str(recipe.get("label", "")).startswith("trained") else WEIGHT_CHOICES[3]
+        weights = WEIGHT_CHOICES[4] if is_trained_checkpoint(recipe.get("path", "")) else WEIGHT_CHOICES[3]
     hub = next((name for name, repo in HUB_MODELS.items() if repo == recipe.get("repo")), None)
     cfg = model.cfg
     return ((weights or gr.skip()), preset_name(cfg), recipe.get("seed", gr.skip()), hub or gr.skip(),
