@@ -533,7 +533,9 @@ def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, tem
                    top_p=top_p, seed=seed)
     BUDGET.register(gen, need, what, "generation")
     release_idle_runs()  # on-access sweep, besides the sweeper thread
-    settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    # seed_used: the seed an unseeded run drew for itself, so it can be repeated by typing it in.
+    settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                    seed_used=gen.seed_used)
     run = Run(recipe, gen.prompt_ids, gen.n_cropped, settings)
     if replaces is not _NOT_GIVEN:
         run.keep()

@@ -356,8 +356,6 @@ def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
         run, gen = real_start(*args, **kwargs)
 
         class Failing:  # the generation, failing at its third step
-            seed_used = gen.seed_used
-
             def __iter__(self):
                 yield from (step for _, step in zip(range(2), gen))
                 raise ValueError("Step 3: the model produced NaN logits; generation stopped.")

@@ -46,8 +46,6 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     except Exception as e:
         yield state, gr.skip(), fail(e)
         return
-    # An unseeded run draws its own seed: recorded, so the run can be repeated by typing it in.
-    run.settings["seed_used"] = gen.seed_used
     run_id = run.id
     stop = STOP_FLAGS[run_id] = threading.Event()
     state = {**state, "run_id": run_id}
