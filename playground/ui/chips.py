@@ -79,10 +79,9 @@ def status_html(run, elapsed: float, state: str) -> str:
     n = len(run.steps)
     rate = n / elapsed if elapsed > 0 else 0.0
     head = {"running": "Generating", "done": "Done", "stopped": "Stopped by you", "error": "Ended early"}[state]
-    parts = [f"{head}: {n} token{'s' if n != 1 else ''} · {rate:.1f} tokens/s"]
-    if state == "stopped":
-        asked = run.settings.get("max_new_tokens")
-        parts[0] = f"{head} after {n} of {asked} tokens · {rate:.1f} tokens/s"
+    count = (f"after {n} of {run.settings.get('max_new_tokens')} tokens" if state == "stopped"
+             else f"{n} token{'s' if n != 1 else ''}")
+    parts = [f"{head}{' ' if state == 'stopped' else ': '}{count} · {rate:.1f} tokens/s"]
     if run.n_cropped:
         parts.append(f"the prompt was cropped by {run.n_cropped} tokens from the left to fit the "
                      f"{len(run.prompt_ids)}-token context window")
