@@ -58,6 +58,15 @@ EN = {
     "train": "Train",
     "use_trained": "Use the trained model",
     "train_config": "Model to train",
+    # Tokenizer tab, whole-run heatmaps, Train estimate (issue 12, classroom)
+    "tab_tokenizer": "4 · Tokenizer",
+    "tok_text": "Text to tokenize",
+    "tok_button": "Tokenize",
+    "tok_table": "Every token: its id, its bytes, and the character a fragment belongs to",
+    "tok_word": "Word to replay (BPE merges from vocab.bpe)",
+    "tok_word_info": "Pick one of the text's words, or type your own: GPT-2 merges its bytes, lowest rank first",
+    "heatmap_range": "Heatmap range",
+    "train_estimate": "Estimated time",
 }
 
 ZH = {
@@ -118,6 +127,15 @@ ZH = {
     "train": "开始训练",
     "use_trained": "使用训练好的模型",
     "train_config": "要训练的模型",
+    # Tokenizer tab, whole-run heatmaps, Train estimate (issue 12, classroom)
+    "tab_tokenizer": "4 · 分词器",
+    "tok_text": "要分词的文本",
+    "tok_button": "分词",
+    "tok_table": "每个 token：编号、字节，以及字节片段所属的字符",
+    "tok_word": "要回放的词（按 vocab.bpe 的合并规则）",
+    "tok_word_info": "从文本中选一个词，或自己输入：GPT-2 按合并排名从低到高合并它的字节",
+    "heatmap_range": "热力图范围",
+    "train_estimate": "预计用时",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"

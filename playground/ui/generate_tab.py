@@ -89,7 +89,7 @@ def _stream(state, run, steps, stop):
     final = status_html(run, run.elapsed, "stopped" if run.stopped else "done")
     if error is not None:
         final = status_html(run, run.elapsed, "error") + fail(error)
-    yield state, chips.delta(), final
+    yield state, chips.delta(final=True), final
 
 
 def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
