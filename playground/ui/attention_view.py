@@ -13,6 +13,7 @@ import gradio as gr
 import numpy as np
 
 from .. import figures
+from ..attention_stats import attention_rollout, head_stats
 from ..memory import BUDGET
 from ..session import all_layers_attention_bytes, layer_attention, run_attention
 from ..tokenizer import load_tokenizer
@@ -100,14 +101,14 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale):
         row = avg[q]
     elif view == "rollout across layers":
         with _all_layers_reserved(model, T_len, "attention rollout through every layer"):
-            rolled = figures.attention_rollout([layer_attention(qk, i) for i in range(len(qk))])
+            rolled = attention_rollout([layer_attention(qk, i) for i in range(len(qk))])
         fig = figures.attention_heatmap(rolled, labels, title=f"Attention rollout through all {len(qk)} layers{note}",
                                         **heatmap)
         row = rolled[q]
     elif view in OVERVIEW_METRICS:
         metric = OVERVIEW_METRICS[view]
         with _all_layers_reserved(model, T_len, "the layer × head overview"):
-            stats = figures.head_stats([layer_attention(qk, i) for i in range(len(qk))])
+            stats = head_stats([layer_attention(qk, i) for i in range(len(qk))])
         if metric == "entropy":
             top = math.log2(T_len) if T_len > 1 else 1.0
             zrange, scale = (0.0, top), f"colour scale 0–log2({T_len}) = {top:.2f} bits"
