@@ -10,19 +10,25 @@ from __future__ import annotations
 import numpy as np
 
 
-def _stack_layers(probs_layers) -> np.ndarray:
-    """list of per-layer [H, T, T] (or [1, H, T, T]) -> [L, H, T, T] float64."""
-    layers = []
+def _layers(probs_layers):
+    """Each per-layer [H, T, T] (or [1, H, T, T]) map, checked, one at a time.
+
+    A generator of layers works too: the views of a 1,024-token GPT-2 run then hold one layer's
+    maps (50 MB) instead of all twelve (600 MB, and twice that as float64). float32 input stays
+    float32; sums are taken in float64."""
+    n = 0
     for i, a in enumerate(probs_layers):
-        a = np.asarray(a, dtype=np.float64)
+        a = np.asarray(a)
+        if not np.issubdtype(a.dtype, np.floating):
+            a = a.astype(np.float64)
         if a.ndim == 4 and a.shape[0] == 1:
             a = a[0]  # a batch of one
         if a.ndim != 3 or a.shape[1] != a.shape[2]:
             raise ValueError(f"layer {i}: expected [heads, T, T] attention, got shape {a.shape}")
-        layers.append(a)
-    if not layers:
+        n += 1
+        yield a
+    if not n:
         raise ValueError("no attention layers given")
-    return np.stack(layers)
 
 
 def head_stats(probs_layers) -> dict[str, np.ndarray]:
@@ -35,21 +41,24 @@ def head_stats(probs_layers) -> dict[str, np.ndarray]:
       self:           mass on the query's own position (the diagonal)
       entropy:        row entropy in bits (0 = looks at one token; log2(t+1) = uniform)
     """
-    A = _stack_layers(probs_layers)  # [L, H, T, T]
-    T = A.shape[-1]
-    if T < 2:
-        nan = np.full(A.shape[:2], np.nan)
-        return {"previous-token": nan, "first-token": nan.copy(), "self": nan.copy(), "entropy": nan.copy()}
-    t = np.arange(1, T)
-    rows = A[:, :, 1:, :]  # [L, H, T-1, T]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        plogp = np.where(rows > 0, rows * np.log2(rows), 0.0)
-    return {
-        "previous-token": A[:, :, t, t - 1].mean(-1),
-        "first-token": A[:, :, 1:, 0].mean(-1),
-        "self": A[:, :, t, t].mean(-1),
-        "entropy": (-plogp.sum(-1)).mean(-1),
-    }
+    names = ("previous-token", "first-token", "self", "entropy")
+    rows_out = {k: [] for k in names}
+    for A in _layers(probs_layers):  # [H, T, T]
+        T = A.shape[-1]
+        if T < 2:
+            for k in names:
+                rows_out[k].append(np.full(A.shape[0], np.nan))
+            continue
+        t = np.arange(1, T)
+        rows = A[:, 1:, :]  # [H, T-1, T]
+        log2 = np.zeros_like(rows)
+        np.log2(rows, out=log2, where=rows > 0)  # 0·log 0 = 0; no temporary of the full map's size but this one
+        log2 *= rows
+        rows_out["previous-token"].append(A[:, t, t - 1].mean(-1, dtype=np.float64))
+        rows_out["first-token"].append(A[:, 1:, 0].mean(-1, dtype=np.float64))
+        rows_out["self"].append(A[:, t, t].mean(-1, dtype=np.float64))
+        rows_out["entropy"].append((-log2.sum(-1, dtype=np.float64)).mean(-1))
+    return {k: np.stack(v) for k, v in rows_out.items()}
 
 
 def attention_rollout(probs_layers, *, add_residual: bool = True) -> np.ndarray:
@@ -58,12 +67,12 @@ def attention_rollout(probs_layers, *, add_residual: bool = True) -> np.ndarray:
 
     Each layer's heads are averaged; the residual stream is modelled as 0.5·A + 0.5·I.
     """
-    A = _stack_layers(probs_layers).mean(axis=1)  # [L, T, T]
-    T = A.shape[-1]
-    rollout = np.eye(T)
-    for layer in A:
+    rollout = None
+    for A in _layers(probs_layers):
+        layer = A.mean(axis=0, dtype=np.float64)  # [T, T]
+        T = layer.shape[-1]
         if add_residual:
             layer = 0.5 * layer + 0.5 * np.eye(T)
-        layer = layer / layer.sum(axis=-1, keepdims=True)
-        rollout = layer @ rollout  # later layers act on what earlier ones mixed
+        layer /= layer.sum(axis=-1, keepdims=True)
+        rollout = layer if rollout is None else layer @ rollout  # later layers act on what earlier ones mixed
     return rollout

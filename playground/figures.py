@@ -28,6 +28,9 @@ LOG_FLOOR = 1e-4  # log-scale colours stop here: smaller weights are "nothing" f
 MAX_TICKS = 40  # more tick labels than this overlap on a laptop screen
 MAX_TICK_CHARS = 12
 ANNOTATE_CELLS = 300  # print values in overview cells up to this many cells
+# Up to this many positions every token labels its row and column; a larger map (a whole long run)
+# gets numbered axes whose ticks follow the zoom instead, since a 9 px label per cell would overlap.
+LABEL_EVERY_TOKEN_MAX = 96
 
 def __getattr__(name: str):
     """head_stats and attention_rollout moved to attention_stats (the numbers apart from the
@@ -259,14 +262,18 @@ def attention_heatmap(
     full_title = " · ".join(t for t in (title, note) if t)
     _layout(fig, full_title, height, coloraxis=_colour_axis(log_scale, log_floor))
     _fixed_margins(fig, left=LABEL_MARGIN, bottom=LABEL_MARGIN)
+    if n <= LABEL_EVERY_TOKEN_MAX:
+        x_ticks = _ticks(key_pos, labels, max_ticks=None, font_size=font)
+        y_ticks = _ticks(query_pos, query_labels, max_ticks=None, font_size=font)
+    else:  # positions as numbers: plotly picks ticks that follow zoom and pan
+        x_ticks = y_ticks = dict(tickmode="auto", nticks=16, tickfont=dict(size=TICK_FONT_SIZE))
     fig.update_xaxes(
-        title_text="key position (looked at)", tickangle=-90, showgrid=False, zeroline=False,
-        **_ticks(key_pos, labels, max_ticks=None, font_size=font),
+        title_text="key position (looked at)", tickangle=-90 if n <= LABEL_EVERY_TOKEN_MAX else 0,
+        showgrid=False, zeroline=False, **x_ticks,
     )
     fig.update_yaxes(
         title_text="query position (looking)", autorange="reversed", showgrid=False, zeroline=False,
-        scaleanchor="x", scaleratio=1, constrain="domain",
-        **_ticks(query_pos, query_labels, max_ticks=None, font_size=font),
+        scaleanchor="x", scaleratio=1, constrain="domain", **y_ticks,
     )
     return fig
 

@@ -151,6 +151,7 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             view = gr.Dropdown(av.VIEWS, value=av.VIEWS[0], label=T("view"), elem_id="pg-view")
                             log_scale = gr.Checkbox(True, label=T("log_scale"))
+                            span = gr.Radio(av.SPANS, value=av.SPANS[0], label=T("heatmap_range"), elem_id="pg-span")
                         with gr.Row():
                             layer = gr.Slider(0, max(1, model_cfg.n_layers - 1), value=0, step=1, label=T("layer"),
                                               visible=model_cfg.n_layers > 1, elem_id="pg-layer")
@@ -214,7 +215,7 @@ def build_demo() -> gr.Blocks:
         step_outputs = [step_slider, prob_plot, stages_plot, step_md]
         gen_inputs = [state, prompt, temperature, top_k, top_p, max_new, seed, greedy]
         gen_outputs = [state, chips, status]
-        after_inputs = [state, view, layer, head, log_scale]
+        after_inputs = [state, view, layer, head, log_scale, span]
         # The stream updates only chips and status; the figures follow once it ends (see generate_tab).
         for trigger, api in ((gen_btn.click, {"api_name": "generate"}), (prompt.submit, {"api_visibility": "private"})):
             # show_progress hidden: the status line says what is happening, and Gradio's own progress
@@ -231,11 +232,11 @@ def build_demo() -> gr.Blocks:
             slider.input(None, slider, input_msg, js=range_note_js(name, slider.minimum, slider.maximum))
         step_slider.input(gt.inspect_step, [state, step_slider], [prob_plot, stages_plot, step_md],
                           api_name="inspect_step", trigger_mode="always_last")
-        att_inputs = [state, view, layer, head, log_scale, query]
+        att_inputs = [state, view, layer, head, log_scale, query, span]
         chips.pick(gt.pick_token, state, step_outputs + [query], api_visibility="private", trigger_mode="always_last",
                    ).then(av.attention_views, att_inputs, att_outputs, api_visibility="private")
         # .input: a slider's dragging, typing in its number box and arrow keys alike (not .release).
-        for control in (view, log_scale, layer, head, query):
+        for control in (view, log_scale, layer, head, query, span):
             control.input(av.attention_views, att_inputs, att_outputs, api_visibility="private",
                           trigger_mode="always_last")
         for button, handler, api in ((exp_json, lambda s: gt.export_run_file(s, "json"), "export_run_json"),

@@ -19,7 +19,7 @@ import gradio as gr
 from .. import figures
 from ..session import export_model, export_run, reserve_export, start_run
 from ..tokenizer import load_tokenizer
-from .attention_view import VIEWS, attention_views
+from .attention_view import SPANS, VIEWS, attention_views
 from .chips import ChipStream, status_html
 from .common import api_run, fail, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
 
@@ -92,11 +92,11 @@ def _stream(state, run, steps, stop):
     yield state, chips.delta(final=True), final
 
 
-def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
+def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True, span=SPANS[0]):
     """Once a run has ended: its attention (outputs: heatmap, query bars, query slider, message)."""
     if not (state or {}).get("run_id"):
         return (gr.skip(),) * 4
-    return attention_views(state, view, layer, head, log_scale, None)
+    return attention_views(state, view, layer, head, log_scale, None, span)
 
 
 def last_step(state):
