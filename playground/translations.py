@@ -67,6 +67,7 @@ EN = {
     "tok_word_info": "Pick one of the text's words, or type your own: GPT-2 merges its bytes, lowest rank first",
     "heatmap_range": "Heatmap range",
     "train_estimate": "Estimated time",
+    "train_batch": "Batch (windows of 128 tokens)",
 }
 
 ZH = {
@@ -136,6 +137,7 @@ ZH = {
     "tok_word_info": "从文本中选一个词，或自己输入：GPT-2 按合并排名从低到高合并它的字节",
     "heatmap_range": "热力图范围",
     "train_estimate": "预计用时",
+    "train_batch": "批大小（每个窗口 128 个 token）",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"

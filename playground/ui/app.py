@@ -177,23 +177,7 @@ def build_demo() -> gr.Blocks:
                         attention_json = gr.JSON(visible=False)
                         run_json = gr.JSON(visible=False)
             with gr.Tab(T("tab_train"), id="train") as train_tab:
-                with gr.Row():
-                    with gr.Column(scale=2, min_width=320):
-                        train_preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)", label=T("train_config"))
-                        corpus_source = gr.Radio(tt.CORPUS_CHOICES, value=tt.CORPUS_CHOICES[0], label=T("corpus"))
-                        corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath")
-                        corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000)
-                        with gr.Row():
-                            train_steps = gr.Number(200, label=T("steps"), precision=0, minimum=1, maximum=5000)
-                            train_lr = gr.Number(2e-3, label=T("lr"), minimum=0, maximum=1)
-                        with gr.Row():
-                            train_btn = gr.Button(T("train"), variant="primary")
-                            train_stop = gr.Button(T("stop"), variant="stop")
-                        use_btn = gr.Button(T("use_trained"))
-                        train_msg = gr.HTML()
-                    with gr.Column(scale=3):
-                        train_progress = gr.HTML()
-                        loss_plot = gr.Plot(show_label=False)
+                use_btn, train_msg = tt.build(train_state, tab=train_tab)
             with gr.Tab(T("tab_tokenizer"), id="tokenizer"):
                 tokenizer_tab.build()
 
@@ -250,13 +234,7 @@ def build_demo() -> gr.Blocks:
         gr.Button(visible=False).click(gt.run_data, state, run_json, api_name="run_data")
         gr.Button(visible=False).click(av.attention_views, att_inputs, att_outputs, api_name="attention")
 
-        # ---- wiring: Train tab ----
-        # Training: one at a time on this server (it uses every core); generation keeps its own queue.
-        train_btn.click(tt.train_model, [train_state, train_preset, corpus_source, corpus_file, corpus_paste,
-                                         train_steps, train_lr],
-                        [train_state, loss_plot, train_progress, train_msg], api_name="train",
-                        concurrency_id="train", concurrency_limit=1)
-        train_stop.click(tt.stop_training, train_state, train_msg, api_name="stop_training")
+        # ---- wiring: Train tab (its own events are in train_tab.build) ----
         use_btn.click(tt.use_trained, [state, train_state], [state, train_msg] + switch_outputs[2:],
                       api_name="use_trained")
     demo.queue(default_concurrency_limit=2, max_size=64)
