@@ -113,7 +113,7 @@ def format_duration(seconds: float) -> str:
         return "–"
     seconds = max(0.0, seconds)
     if seconds < 60:
-        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s" if seconds >= 1 else f"{seconds:.2f} s"
     if seconds < 3600:
         m, s = divmod(int(round(seconds)), 60)
         return f"{m} min {s:02d} s"
