@@ -166,7 +166,7 @@ def test_tab_shows_groups_table_and_the_most_split_word(tok):
     chars = re.findall(r"data-chars='([^']*)'", chips)
     assert [html.unescape(c) for c in chars] == ["从"]
     assert chips.count("class='pg-tok'") == len(ids)
-    assert word["value"] == "Unbelievable" and ("␣从", " 从") in word["choices"]
+    assert word["value"] == "Unbelievable" and ("␣从", " 从") in word["choices"]  # 9 merges against 0
     assert "data-tokens='4'" in merges and "Un + bel" not in merges  # 4 tokens: Un, bel, iev, able
     assert re.findall(r"data-rank='(\d+)'", merges)
     summary, *rest = show_tokens(3)

@@ -11,12 +11,14 @@ import html
 
 import gradio as gr
 
-from ..bpe import MAX_REPLAY_BYTES, TokenizerViewError, hex_bytes, part_display, pretokens, replay_text, tokenize_view
+from ..bpe import (
+    MAX_REPLAY_BYTES, TokenizerViewError, hex_bytes, part_display, pretokens, replay_text, replay_word, tokenize_view,
+)
 from ..session import MAX_PROMPT_CHARS
 from ..tokenizer import display_text, load_tokenizer
 from .common import T, warn
 
-DEFAULT_TEXT = "Unbelievable! 从前有一座山 🦙 tokenization"
+DEFAULT_TEXT = "An unbelievable tokenization: 从前有一座山 🦙"
 MAX_SHOWN_TOKENS = 2000  # chips and table rows drawn; the API returns every token
 # Neighbouring tokens alternate colours so a token's edges show; white text on each is at least
 # 4.5:1 (WCAG AA).
@@ -104,13 +106,13 @@ def summary_html(text: str, view) -> str:
 
 def word_choices(text: str) -> tuple[list[tuple[str, str]], str | None]:
     """The text's distinct words as (label with a visible space, word); the default is the one
-    split into the most tokens (the most interesting replay)."""
-    tok = load_tokenizer()
+    with the longest replay (most merges), e.g. " unbelievable" (12) before 从前 (3 merges, 4 tokens)."""
     words = [w for w in dict.fromkeys(pretokens(text)) if w.strip() and len(w.encode("utf-8")) <= MAX_REPLAY_BYTES]
     if not words:
         return [], None
-    best = max(words, key=lambda w: (len(tok.encode(w)), len(w)))
-    return [(display_text(w), w) for w in words[:200]], best
+    words = words[:200]
+    best = max(words, key=lambda w: (len(replay_word(w).steps), len(w)))
+    return [(display_text(w), w) for w in words], best
 
 
 def _parts_html(parts, highlight=None) -> str:
@@ -197,7 +199,7 @@ CSS = """
 .pg-tok { display: inline-block; margin: 2px 1px; padding: 1px 6px; border-radius: 6px; font-size: 18px;
           color: #fff; white-space: pre; font-family: ui-monospace, monospace; }
 .pg-tok small { font-size: 11px; margin-left: 4px; font-family: system-ui, sans-serif; }
-.pg-tgroup { display: inline-flex; flex-direction: column; align-items: center; vertical-align: bottom;
+.pg-tgroup { display: inline-flex; flex-direction: column; align-items: center; vertical-align: top;
              border: 2px solid #fbbf24; border-top: none; border-radius: 0 0 8px 8px; margin: 0 3px; padding: 0 2px; }
 .pg-tchar { font-size: 22px; line-height: 1.3; }
 .pg-tgroup-tokens { white-space: nowrap; }
@@ -226,6 +228,7 @@ def build() -> None:
             table = gr.Dataframe(table_rows(view), headers=[MESSAGES[k] for k in ("col_pos", "col_id", "col_bytes",
                                                                                    "col_text", "col_char")],
                                  label=T("tok_table"), interactive=False, max_height=360, wrap=True,
+                                 column_widths=["10%", "12%", "18%", "20%", "40%"],
                                  elem_id="pg-tok-table")
         with gr.Column(scale=2, min_width=300):
             word = gr.Dropdown(choices, value=best, allow_custom_value=True, label=T("tok_word"),
@@ -234,7 +237,8 @@ def build() -> None:
     outputs = [summary, chips, table, word, merges]
     tok_btn.click(show_tokens, text, outputs, api_visibility="private")
     text.submit(show_tokens, text, outputs, api_visibility="private")
-    word.input(show_merges, word, merges, api_visibility="private", trigger_mode="always_last")
+    # .change: a picked choice and a typed word (set on Enter or blur) alike; the replay is cheap
+    word.change(show_merges, word, merges, api_visibility="private", trigger_mode="always_last")
     # API-only endpoints: plain numbers for gradio_client users.
     tokens_json, merges_json = gr.JSON(visible=False), gr.JSON(visible=False)
     gr.Button(visible=False).click(tokenize_api, text, tokens_json, api_name="tokenize")
