@@ -1,13 +1,14 @@
 """The Tokenizer tab: what GPT-2 reads. Each token of a text with its id and bytes, byte fragments
 grouped under the character they build, and a word's BPE merges replayed from ``vocab.bpe``.
 
-Layout and wiring both live here: ``build()`` is called inside the tab's ``with gr.Tab`` block.
+Layout and wiring both live here: ``layout()`` inside the tab's ``with gr.Tab`` block, then ``wire(page)``.
 The page's events are private; ``tokenize`` and ``bpe_merges`` are the API's plain-number views.
 """
 
 from __future__ import annotations
 
 import html
+from types import SimpleNamespace
 
 import gradio as gr
 
@@ -214,32 +215,36 @@ CSS = """
 """
 
 
-def build() -> None:
-    """The tab's components and events (call inside ``with gr.Tab(...)``)."""
+def layout() -> SimpleNamespace:
+    """The tab's components (built inside its ``gr.Tab``), showing the default text already."""
+    c = SimpleNamespace()
     view = tokenize_view(DEFAULT_TEXT)
     choices, best = word_choices(DEFAULT_TEXT)
     with gr.Row():
         with gr.Column(scale=3, min_width=320):
-            text = gr.Textbox(DEFAULT_TEXT, label=T("tok_text"), lines=3, max_length=MAX_PROMPT_CHARS,
-                              elem_id="pg-tok-text")
-            tok_btn = gr.Button(T("tok_button"), variant="primary", elem_id="pg-tok-btn")
-            summary = gr.HTML(summary_html(DEFAULT_TEXT, view), elem_id="pg-tok-summary")
-            chips = gr.HTML(chips_html(view), elem_id="pg-tok-chips", css_template=CSS, js_on_load=None)
-            table = gr.Dataframe(table_rows(view), headers=[MESSAGES[k] for k in ("col_pos", "col_id", "col_bytes",
-                                                                                   "col_text", "col_char")],
-                                 label=T("tok_table"), interactive=False, max_height=360, wrap=True,
-                                 column_widths=["10%", "12%", "18%", "20%", "40%"],
-                                 elem_id="pg-tok-table")
+            c.text = gr.Textbox(DEFAULT_TEXT, label=T("tok_text"), lines=3, max_length=MAX_PROMPT_CHARS,
+                                elem_id="pg-tok-text")
+            c.tok_btn = gr.Button(T("tok_button"), variant="primary", elem_id="pg-tok-btn")
+            c.summary = gr.HTML(summary_html(DEFAULT_TEXT, view), elem_id="pg-tok-summary")
+            c.chips = gr.HTML(chips_html(view), elem_id="pg-tok-chips", css_template=CSS, js_on_load=None)
+            c.table = gr.Dataframe(table_rows(view), headers=[MESSAGES[k] for k in ("col_pos", "col_id", "col_bytes",
+                                                                                     "col_text", "col_char")],
+                                   label=T("tok_table"), interactive=False, max_height=360, wrap=True,
+                                   column_widths=["10%", "12%", "18%", "20%", "40%"], elem_id="pg-tok-table")
         with gr.Column(scale=2, min_width=300):
-            word = gr.Dropdown(choices, value=best, allow_custom_value=True, label=T("tok_word"),
-                               info=T("tok_word_info"), elem_id="pg-tok-word")
-            merges = gr.HTML(show_merges(best), elem_id="pg-tok-merges", css_template=CSS, js_on_load=None)
-    outputs = [summary, chips, table, word, merges]
-    tok_btn.click(show_tokens, text, outputs, api_visibility="private")
-    text.submit(show_tokens, text, outputs, api_visibility="private")
+            c.word = gr.Dropdown(choices, value=best, allow_custom_value=True, label=T("tok_word"),
+                                 info=T("tok_word_info"), elem_id="pg-tok-word")
+            c.merges = gr.HTML(show_merges(best), elem_id="pg-tok-merges", css_template=CSS, js_on_load=None)
+    return c
+
+
+def wire(page) -> None:
+    c = page.tokenizer
+    outputs = [c.summary, c.chips, c.table, c.word, c.merges]
+    c.tok_btn.click(show_tokens, c.text, outputs, api_visibility="private")
+    c.text.submit(show_tokens, c.text, outputs, api_visibility="private")
     # .change: a picked choice and a typed word (set on Enter or blur) alike; the replay is cheap
-    word.change(show_merges, word, merges, api_visibility="private", trigger_mode="always_last")
+    c.word.change(show_merges, c.word, c.merges, api_visibility="private", trigger_mode="always_last")
     # API-only endpoints: plain numbers for gradio_client users.
-    tokens_json, merges_json = gr.JSON(visible=False), gr.JSON(visible=False)
-    gr.Button(visible=False).click(tokenize_api, text, tokens_json, api_name="tokenize")
-    gr.Button(visible=False).click(bpe_merges_api, word, merges_json, api_name="bpe_merges")
+    gr.Button(visible=False).click(tokenize_api, c.text, gr.JSON(visible=False), api_name="tokenize")
+    gr.Button(visible=False).click(bpe_merges_api, c.word, gr.JSON(visible=False), api_name="bpe_merges")

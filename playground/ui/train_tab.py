@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+from types import SimpleNamespace
 
 import gradio as gr
 
@@ -18,7 +19,7 @@ from .. import figures
 from ..config import PRESETS
 from ..session import CACHE, describe_recipe
 from .common import T, fail as _fail, ok as _ok, parse_whole, warn as _warn
-from .model_tab import N_SWITCH, switch_model
+from .model_tab import N_SWITCH, switch_model, switch_outputs
 
 # The indices of "upload" (1) and "paste" (2) are what API callers and tests pass; the bundled
 # text comes first as the default because it needs no network.
@@ -185,54 +186,60 @@ def use_trained(state, train_state):
     return switch_model(model, recipe, _ok(f"Now using {describe_recipe(recipe)}."))
 
 
-
-
 # ----------------------------------------------------------------------------------------------
 # Layout and wiring
 
 
-def build(train_state, tab=None):
-    """The tab's components and its own events (call inside ``with gr.Tab(...)``; ``tab`` is that
-    tab, whose first opening measures the estimate). Returns the components app.py wires to the
-    other tabs: (use button, message)."""
+def new_train_state() -> dict:
+    return {"job": None, "recipe": None}
+
+
+def layout() -> SimpleNamespace:
+    c = SimpleNamespace()
     with gr.Row():
         with gr.Column(scale=2, min_width=320):
-            train_preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label=T("train_config"),
-                                       elem_id="pg-train-preset")
-            corpus_source = gr.Radio(CORPUS_CHOICES, value=CORPUS_CHOICES[0], label=T("corpus"))
+            c.preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label=T("train_config"), elem_id="pg-train-preset")
+            c.corpus_source = gr.Radio(CORPUS_CHOICES, value=CORPUS_CHOICES[0], label=T("corpus"))
             # Only the chosen source's box is shown: an empty upload area pushed the Train button
             # (and its messages) below the fold on a 768-pixel-high projector.
-            corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
-            corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000,
-                                      visible=False)
+            c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
+            c.corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000,
+                                        visible=False)
             with gr.Row():
-                train_steps = gr.Number(DEFAULT_STEPS, label=T("steps"), precision=0, minimum=1, maximum=5000,
-                                        elem_id="pg-train-steps")
-                train_lr = gr.Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1)
-                batch = gr.Number(DEFAULT_BATCH, label=T("train_batch"), precision=0, minimum=1, maximum=MAX_BATCH)
+                c.steps = gr.Number(DEFAULT_STEPS, label=T("steps"), precision=0, minimum=1, maximum=5000,
+                                    elem_id="pg-train-steps")
+                c.lr = gr.Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1)
+                c.batch = gr.Number(DEFAULT_BATCH, label=T("train_batch"), precision=0, minimum=1, maximum=MAX_BATCH)
             with gr.Row():
-                train_btn = gr.Button(T("train"), variant="primary", elem_id="pg-train")
-                train_stop = gr.Button(T("stop"), variant="stop")
-            estimate_box = gr.HTML(elem_id="pg-train-estimate")
-            train_msg = gr.HTML(elem_id="pg-train-msg")
-            use_btn = gr.Button(T("use_trained"))
+                c.train_btn = gr.Button(T("train"), variant="primary", elem_id="pg-train")
+                c.stop_btn = gr.Button(T("stop"), variant="stop")
+            # Messages where the user is looking: right under the Train button.
+            c.estimate = gr.HTML(elem_id="pg-train-estimate")
+            c.msg = gr.HTML(elem_id="pg-train-msg")
+            c.use_btn = gr.Button(T("use_trained"))
         with gr.Column(scale=3):
-            train_progress = gr.HTML(elem_id="pg-train-progress")
-            loss_plot = gr.Plot(show_label=False)
+            c.progress = gr.HTML(elem_id="pg-train-progress")
+            c.loss_plot = gr.Plot(show_label=False)
+    return c
 
-    corpus_source.change(lambda s: (gr.update(visible=s == CORPUS_CHOICES[1]), gr.update(visible=s == CORPUS_CHOICES[2])),
-                         corpus_source, [corpus_file, corpus_paste], api_visibility="private")
-    # The estimate: timed once per config and batch on this server (one at a time), then arithmetic.
-    estimate_inputs = [train_preset, train_steps, batch]
-    for trigger in (train_preset.change, train_steps.change, batch.change) + ((tab.select,) if tab else ()):
-        trigger(estimate_html, estimate_inputs, estimate_box, api_visibility="private", concurrency_id="estimate",
+
+def wire(page) -> None:
+    t, train_state = page.train, page.train_state
+    t.corpus_source.change(lambda s: (gr.update(visible=s == CORPUS_CHOICES[1]), gr.update(visible=s == CORPUS_CHOICES[2])),
+                           t.corpus_source, [t.corpus_file, t.corpus_paste], api_visibility="private")
+    # The estimate: timed once per config and batch on this server (one at a time), then arithmetic;
+    # first shown when the tab is opened.
+    estimate_inputs = [t.preset, t.steps, t.batch]
+    for trigger in (t.preset.change, t.steps.change, t.batch.change, page.train_tab.select):
+        trigger(estimate_html, estimate_inputs, t.estimate, api_visibility="private", concurrency_id="estimate",
                 concurrency_limit=1, trigger_mode="always_last", show_progress="minimal")
     gr.Button(visible=False).click(estimate_api, estimate_inputs, gr.JSON(visible=False), api_name="train_estimate",
                                    concurrency_id="estimate", concurrency_limit=1)
     # Training: one at a time on this server (it uses every core); generation keeps its own queue.
-    train_btn.click(train_model, [train_state, train_preset, corpus_source, corpus_file, corpus_paste,
-                                  train_steps, train_lr, batch],
-                    [train_state, loss_plot, train_progress, train_msg], api_name="train",
-                    concurrency_id="train", concurrency_limit=1)
-    train_stop.click(stop_training, train_state, train_msg, api_name="stop_training")
-    return use_btn, train_msg
+    t.train_btn.click(train_model, [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr,
+                                    t.batch],
+                      [train_state, t.loss_plot, t.progress, t.msg], api_name="train",
+                      concurrency_id="train", concurrency_limit=1)
+    t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
+    t.use_btn.click(use_trained, [page.state, train_state], [page.state, t.msg] + switch_outputs(page)[2:],
+                    api_name="use_trained")
