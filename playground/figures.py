@@ -247,8 +247,12 @@ def attention_heatmap(
             z=z,
             x=key_pos,
             y=query_pos,
-            customdata=probs.astype(np.float32),
-            hovertemplate="query %{y:d} → key %{x:d}<br>p = %{customdata:.3g}<extra></extra>",
+            # A big map (a whole long run) sends z only: its hover reads log10 p on a log scale, which
+            # halves what the browser receives (12 MB -> 6 MB for 1,048 × 1,048, measured).
+            customdata=None if n > LABEL_EVERY_TOKEN_MAX else probs.astype(np.float32),
+            hovertemplate="query %{y:d} → key %{x:d}<br>" + (
+                "p = %{customdata:.3g}" if n <= LABEL_EVERY_TOKEN_MAX
+                else "log₁₀ p = %{z:.2f}" if log_scale else "p = %{z:.3g}") + "<extra></extra>",
             hoverongaps=False,
             coloraxis="coloraxis",
         )
@@ -269,7 +273,7 @@ def attention_heatmap(
         x_ticks = y_ticks = dict(tickmode="auto", nticks=16, tickfont=dict(size=TICK_FONT_SIZE))
     fig.update_xaxes(
         title_text="key position (looked at)", tickangle=-90 if n <= LABEL_EVERY_TOKEN_MAX else 0,
-        showgrid=False, zeroline=False, **x_ticks,
+        showgrid=False, zeroline=False, constrain="domain", **x_ticks,  # square cells shrink the axis, never widen its range
     )
     fig.update_yaxes(
         title_text="query position (looking)", autorange="reversed", showgrid=False, zeroline=False,

@@ -44,6 +44,7 @@ def test_whole_run_has_every_cell_of_the_live_model(long_run):
     title = fig.layout.title.text
     assert f"whole run, {T}×{T}" in title and "earlier keys cut" not in title
     assert T > F.LABEL_EVERY_TOKEN_MAX and fig.layout.xaxis.tickmode == "auto"  # numbered axes that follow the zoom
+    assert fig.data[0].customdata is None and "p = %{z:.3g}" in fig.data[0].hovertemplate  # z only: half the bytes
     # the sink column is there: position 0 is a key of every row
     assert np.all(z[:, 0] > 0)
 
