@@ -140,9 +140,13 @@ def score_ids(model: GPTModel, ids, *, stride: int | None = None, max_tokens: in
     cfg = model.cfg
     W = cfg.context_length
     stride = default_stride(W) if stride in (None, "", 0) else stride
-    if isinstance(stride, bool) or not float(stride).is_integer() or not 1 <= int(stride) <= W:
+    try:
+        whole = not isinstance(stride, bool) and float(stride).is_integer() and 1 <= int(stride) <= W
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole:
         raise ScoringError(f"The stride must be a whole number of tokens between 1 and the window ({W}), got {stride!r}.")
-    stride = int(stride)
+    stride = int(float(stride))
     truncated_from = None
     if len(ids) > max_tokens:
         truncated_from, ids = len(ids), ids[:max_tokens]
