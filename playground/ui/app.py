@@ -10,6 +10,8 @@ from ..config import ACTIVATIONS, ATTENTION_IMPLS, DEFAULT_PRESET, NORM_PLACEMEN
 from ..session import BUNDLED_CHECKPOINT, CACHE, MAX_NEW_TOKENS, default_recipe
 from ..translations import EN, ZH
 from . import attention_view as av
+from . import compare_tab as ct
+from . import compare_views as cv
 from . import generate_tab as gt
 from . import model_tab as mt
 from . import train_tab as tt
@@ -76,7 +78,7 @@ def build_demo() -> gr.Blocks:
         train_state = gr.State({"job": None, "recipe": None})
         gr.Markdown(f"# {EN['title']} · {ZH['title']}\n{EN['subtitle']}")
         summary = gr.Markdown(elem_id="pg-summary")
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab(T("tab_model"), id="model") as model_tab:
                 with gr.Row():
                     with gr.Column(scale=2, min_width=320):
@@ -191,6 +193,9 @@ def build_demo() -> gr.Blocks:
                     with gr.Column(scale=3):
                         train_progress = gr.HTML()
                         loss_plot = gr.Plot(show_label=False)
+            with gr.Tab(T("tab_compare"), id="compare") as compare_tab:
+                ct.build(demo, state, train_state, {"prompt": prompt, "temperature": temperature, "top_k": top_k,
+                         "top_p": top_p, "max_new": max_new, "seed": seed, "greedy": greedy}, tabs, input_msg)
 
         # ---- wiring: Model tab ----
         model_outputs = [summary, tying_md, breakdown_df, treemap, memory_plot, tree_df, layer, head]
@@ -202,7 +207,7 @@ def build_demo() -> gr.Blocks:
                         [state, train_state, weights, seed_init, hub_name, upload, dtype] + fields, switch_outputs,
                         api_name="build_model", concurrency_id="models", concurrency_limit=2)
         tree_depth.release(mt.show_tree, [state, tree_depth], tree_df, api_name="module_tree")
-        for tab in (model_tab, generate_tab, train_tab):
+        for tab in (model_tab, generate_tab, train_tab, compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
 
         # ---- wiring: Generate & attention ----
@@ -262,5 +267,5 @@ def launch_kwargs() -> dict:
     from ..session import MAX_UPLOAD_BYTES
 
     # Uploads larger than the checkpoint limit are refused by the server before they are stored.
-    return {"i18n": I18N, "css": CSS, "footer_links": ["api", "settings"], "theme": gr.themes.Soft(),
+    return {"i18n": I18N, "css": CSS + cv.CSS, "footer_links": ["api", "settings"], "theme": gr.themes.Soft(),
             "max_file_size": MAX_UPLOAD_BYTES}
