@@ -87,6 +87,8 @@ def receipt(step) -> Receipt:
     probs = dict(step.top)
     rows = []
     for i, lo, hi in step.intervals:
+        if hi <= lo and i != step.token_id:
+            continue  # removed by top-k / top-p: an empty slice u can never fall into
         rows.append((i, probs.get(i, hi - lo), lo, hi))
     rows.sort(key=lambda r: (-r[1], r[0]))
     chosen = next(((lo, hi) for i, _, lo, hi in rows if i == step.token_id), None)

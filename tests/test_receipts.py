@@ -89,3 +89,11 @@ def test_pick_never_lands_in_an_empty_slice():
     cdf = torch.cumsum(torch.tensor([0.0, 0.25, 0.0, 0.75, 0.0], dtype=torch.float64), 0)
     assert pick(cdf, 0.0) == 1 and pick(cdf, 0.2499) == 1 and pick(cdf, 0.25) == 3
     assert pick(cdf, np.nextafter(1.0, 0.0)) == 3
+
+
+def test_receipt_lists_only_tokens_that_could_be_drawn(model):
+    steps = list(generate(model, load_tokenizer().encode(PROMPT), max_new_tokens=5, temperature=1.0, top_k=2, seed=4))
+    for step in steps:
+        r = receipt(step)
+        assert 1 <= len(r.slices) <= 2 and all(hi > lo for _, _, lo, hi in r.slices)
+        assert sum(p for _, p, _, _ in r.slices) == pytest.approx(1.0, abs=1e-6)

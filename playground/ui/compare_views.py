@@ -94,12 +94,15 @@ def surprisal_figure(*scores, smooth: int = 16) -> go.Figure:
     fig = go.Figure()
     for s in scores:
         y = s.surprisal_bits
-        k = max(1, min(smooth, len(y)))
+        k = max(1, min(smooth, len(y) // 4))  # a short text is drawn token by token
         mean = np.convolve(y, np.ones(k) / k, mode="valid")
-        fig.add_trace(go.Scatter(x=np.arange(k, len(y) + 1), y=mean, mode="lines", name=f"{s.label}"))
-    fig.update_layout(title=f"Surprisal along the text (bits, mean of {smooth} tokens)", xaxis_title="position",
-                      yaxis_title="bits", height=300, margin=dict(l=50, r=20, t=40, b=40),
-                      paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", legend=dict(orientation="h"))
+        fig.add_trace(go.Scatter(x=np.arange(k, len(y) + 1), y=mean, mode="lines+markers" if k == 1 else "lines",
+                                 name=f"{s.label}"))
+    k = max(1, min(smooth, len(scores[0].surprisal_bits) // 4))
+    fig.update_layout(title="Surprisal along the text (bits" + (f", mean of {k} tokens)" if k > 1 else ")"), xaxis_title="position",
+                      yaxis_title="bits", height=320, margin=dict(l=50, r=20, t=70, b=40),
+                      paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
+                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
     return fig
 
 
