@@ -66,3 +66,15 @@ def test_two_settings_side_by_side_and_receipt_and_replay(client, tmp_path):
     bad.write_text(json.dumps(other))
     report_html, report = client.predict(handle_file(str(bad)), api_name="/replay")
     assert "my model" in report_html and "weights sha256 0000000000000000" in report_html and "error" in report
+
+
+def test_readme_scoring_example_runs(app_url, capsys):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    code = re.search(r"```python\n(from gradio_client import Client, handle_file.*?)```", readme, re.S).group(1)
+    scope = {}
+    exec(code.replace('"http://127.0.0.1:7860/"', repr(app_url)), scope)
+    assert scope["scores"]["a"]["loss_nats_per_token"] < scope["scores"]["b"]["loss_nats_per_token"]
+    assert scope["report"]["identical"] and "Identical: all 20 steps" in capsys.readouterr().out
