@@ -3,7 +3,7 @@ two models or two settings side by side, read a step's sampling receipt, replay 
 
 Model A is always the session's current model (Model tab); model B is named by a recipe kept in
 this tab's own state and built through the shared cache and the memory budget like any model.
-Layout and wiring are both in ``build``; handlers are plain functions (tests call them directly).
+``layout()`` builds the components, ``wire(page)`` connects them; handlers are plain functions.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 
@@ -257,101 +258,108 @@ def _esc(text: str) -> str:
 # Layout and wiring
 
 
-def build(demo, state, train_state, gen: dict, tabs, input_msg) -> None:
-    """The tab's layout and events. ``gen`` holds the Generate tab's controls (prompt, temperature,
-    top_k, top_p, max_new, seed, greedy), which a link's query parameters fill on page load."""
-    cmp_state = gr.State({"recipe": None})
+def layout() -> SimpleNamespace:
+    """Model B's form, then the score, side-by-side, receipt and replay sections."""
+    c = SimpleNamespace()
+    c.cmp_state = gr.State({"recipe": None})
     gr.Markdown(T("compare_intro"))
     with gr.Accordion(T("model_b"), open=False):
         with gr.Row():
-            b_weights = gr.Radio(mt.WEIGHT_CHOICES, value="random init", label=T("weights"))
-            b_preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS
-                                   else DEFAULT_PRESET, label=T("preset"))
+            c.b_weights = gr.Radio(mt.WEIGHT_CHOICES, value="random init", label=T("weights"))
+            c.b_preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS
+                                     else DEFAULT_PRESET, label=T("preset"))
         with gr.Row():
-            b_seed = gr.Number(0, label=T("seed_init"), min_width=100)
-            b_hub = gr.Dropdown(list(mt.HUB_MODELS), value=list(mt.HUB_MODELS)[0], label=T("hub_model"))
-            b_dtype = gr.Radio(list(mt.DTYPES), value="float32", label=T("dtype"))
-        b_upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
-        b_btn = gr.Button(T("load_b"), elem_id="pg-load-b")
-        b_msg = gr.HTML(elem_id="pg-b-msg")
+            c.b_seed = gr.Number(0, label=T("seed_init"), min_width=100)
+            c.b_hub = gr.Dropdown(list(mt.HUB_MODELS), value=list(mt.HUB_MODELS)[0], label=T("hub_model"))
+            c.b_dtype = gr.Radio(list(mt.DTYPES), value="float32", label=T("dtype"))
+        c.b_upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
+        c.b_btn = gr.Button(T("load_b"), elem_id="pg-load-b")
+        c.b_msg = gr.HTML(elem_id="pg-b-msg")
     with gr.Accordion(T("score_section"), open=True):
         with gr.Row():
             with gr.Column(scale=2, min_width=320):
-                source = gr.Radio(list(SOURCES), value=SOURCES[0], label=T("text_source"))
-                text = gr.Textbox(label=T("text_to_score"), lines=5, max_length=200_000, elem_id="pg-score-text")
-                upload = gr.File(label=T("text_upload"), file_types=[".txt"], type="filepath")
+                c.source = gr.Radio(list(SOURCES), value=SOURCES[0], label=T("text_source"))
+                c.text = gr.Textbox(label=T("text_to_score"), lines=5, max_length=200_000, elem_id="pg-score-text")
+                c.upload = gr.File(label=T("text_upload"), file_types=[".txt"], type="filepath")
                 with gr.Row():
-                    replace = gr.Checkbox(False, label=T("replace_bytes"))
-                    stride = gr.Number(0, label=T("stride"), precision=0, minimum=0)
+                    c.replace = gr.Checkbox(False, label=T("replace_bytes"))
+                    c.stride = gr.Number(0, label=T("stride"), precision=0, minimum=0)
                 with gr.Row():
-                    score_btn = gr.Button(T("score_a"), variant="primary", elem_id="pg-score")
-                    score_ab_btn = gr.Button(T("score_ab"), elem_id="pg-score-ab")
-                score_msg = gr.HTML(elem_id="pg-score-msg")
-                table = gr.Markdown(elem_id="pg-score-table")
+                    c.score_btn = gr.Button(T("score_a"), variant="primary", elem_id="pg-score")
+                    c.score_ab_btn = gr.Button(T("score_ab"), elem_id="pg-score-ab")
+                c.score_msg = gr.HTML(elem_id="pg-score-msg")
+                c.table = gr.Markdown(elem_id="pg-score-table")
             with gr.Column(scale=3):
                 gr.HTML(cv.surprisal_legend())
-                chips_a = gr.HTML(elem_id="pg-score-a")
-                chips_b = gr.HTML(elem_id="pg-score-b")
-                diff = gr.HTML(elem_id="pg-score-diff")
-                figure = gr.Plot(show_label=False, elem_id="pg-score-plot")
-                score_json = gr.JSON(visible=False)
+                c.chips_a = gr.HTML(elem_id="pg-score-a")
+                c.chips_b = gr.HTML(elem_id="pg-score-b")
+                c.diff = gr.HTML(elem_id="pg-score-diff")
+                c.figure = gr.Plot(show_label=False, elem_id="pg-score-plot")
+                c.score_json = gr.JSON(visible=False)
     with gr.Accordion(T("side_section"), open=True):
         with gr.Row():
-            s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
-            s_seed = gr.Number(42, label=T("seed"), min_width=100)
-            s_max = gr.Slider(1, MAX_COMPARE_NEW, value=40, step=1, label=T("max_new_tokens"))
+            c.s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
+            c.s_seed = gr.Number(42, label=T("seed"), min_width=100)
+            c.s_max = gr.Slider(1, MAX_COMPARE_NEW, value=40, step=1, label=T("max_new_tokens"))
         with gr.Row():
-            t_a = gr.Slider(0, 2, value=0.7, step=0.05, label=T("temp_a"))
-            k_a = gr.Slider(0, 200, value=0, step=1, label=T("top_k_a"))
-            p_a = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_a"))
+            c.t_a = gr.Slider(0, 2, value=0.7, step=0.05, label=T("temp_a"))
+            c.k_a = gr.Slider(0, 200, value=0, step=1, label=T("top_k_a"))
+            c.p_a = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_a"))
         with gr.Row():
-            t_b = gr.Slider(0, 2, value=1.5, step=0.05, label=T("temp_b"))
-            k_b = gr.Slider(0, 200, value=0, step=1, label=T("top_k_b"))
-            p_b = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_b"))
+            c.t_b = gr.Slider(0, 2, value=1.5, step=0.05, label=T("temp_b"))
+            c.k_b = gr.Slider(0, 200, value=0, step=1, label=T("top_k_b"))
+            c.p_b = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_b"))
         with gr.Row():
-            two_models_btn = gr.Button(T("two_models"), elem_id="pg-two-models")
-            two_settings_btn = gr.Button(T("two_settings"), variant="primary", elem_id="pg-two-settings")
-        side_msg = gr.HTML(elem_id="pg-side-msg")
-        side = gr.HTML(elem_id="pg-side")
+            c.two_models_btn = gr.Button(T("two_models"), elem_id="pg-two-models")
+            c.two_settings_btn = gr.Button(T("two_settings"), variant="primary", elem_id="pg-two-settings")
+        c.side_msg = gr.HTML(elem_id="pg-side-msg")
+        c.side = gr.HTML(elem_id="pg-side")
     with gr.Accordion(T("receipt_section"), open=False):
         with gr.Row():
-            r_step = gr.Number(0, label=T("step"), precision=0, minimum=0)
-            r_btn = gr.Button(T("show_receipt"), elem_id="pg-receipt-btn")
-        r_html = gr.HTML(elem_id="pg-receipt")
-        r_json = gr.JSON(visible=False)
+            c.r_step = gr.Number(0, label=T("step"), precision=0, minimum=0)
+            c.r_btn = gr.Button(T("show_receipt"), elem_id="pg-receipt-btn")
+        c.r_html = gr.HTML(elem_id="pg-receipt")
+        c.r_json = gr.JSON(visible=False)
     with gr.Accordion(T("replay_section"), open=False):
         with gr.Row():
             with gr.Column():
-                r_file = gr.File(label=T("replay_upload"), file_types=[".json", ".npz"], type="filepath")
-                replay_btn = gr.Button(T("replay"), elem_id="pg-replay")
-                replay_out = gr.HTML(elem_id="pg-replay-msg")
-                replay_json = gr.JSON(visible=False)
+                c.r_file = gr.File(label=T("replay_upload"), file_types=[".json", ".npz"], type="filepath")
+                c.replay_btn = gr.Button(T("replay"), elem_id="pg-replay")
+                c.replay_out = gr.HTML(elem_id="pg-replay-msg")
+                c.replay_json = gr.JSON(visible=False)
             with gr.Column():
-                export_btn = gr.Button(T("export_replay"))
-                export_msg = gr.HTML()
-                export_out = gr.File(label=T("download"), interactive=False)
-                link_btn = gr.Button(T("share_link"))
-                link = gr.Textbox(label=T("link"), buttons=["copy"], interactive=False, elem_id="pg-share-link")
+                c.export_btn = gr.Button(T("export_replay"))
+                c.export_msg = gr.HTML()
+                c.export_out = gr.File(label=T("download"), interactive=False)
+                c.link_btn = gr.Button(T("share_link"))
+                c.link = gr.Textbox(label=T("link"), buttons=["copy"], interactive=False, elem_id="pg-share-link")
+    return c
 
-    # ---- wiring (each action has an api_name) ----
-    b_btn.click(load_model_b, [cmp_state, train_state, b_weights, b_preset, b_seed, b_hub, b_upload, b_dtype],
-                [cmp_state, b_msg], api_name="second_model", concurrency_id="models", concurrency_limit=2)
-    score_inputs = [state, cmp_state, source, text, upload, replace, stride]
-    score_outputs = [score_msg, table, chips_a, chips_b, diff, figure, score_json]
-    score_btn.click(score_a, score_inputs, score_outputs, api_name="score_text", concurrency_id="score",
-                    concurrency_limit=2)
-    score_ab_btn.click(score_ab, score_inputs, score_outputs, api_name="score_compare", concurrency_id="score",
-                       concurrency_limit=2)
-    two_models_btn.click(generate_two_models, [state, cmp_state, s_prompt, s_seed, s_max, t_a, k_a, p_a],
-                         [side_msg, side], api_name="generate_two_models", concurrency_id="generate",
-                         concurrency_limit=4, show_progress="hidden")
-    two_settings_btn.click(generate_two_settings, [state, s_prompt, s_seed, s_max, t_a, k_a, p_a, t_b, k_b, p_b],
-                           [side_msg, side], api_name="generate_two_settings", concurrency_id="generate",
+
+def wire(page) -> None:
+    """Every action has an api_name. A link's query parameters fill the Generate tab on page load."""
+    c, state, g = page.compare, page.state, page.generate
+    c.b_btn.click(load_model_b, [c.cmp_state, page.train_state, c.b_weights, c.b_preset, c.b_seed, c.b_hub, c.b_upload,
+                                 c.b_dtype], [c.cmp_state, c.b_msg], api_name="second_model", concurrency_id="models",
+                  concurrency_limit=2)
+    score_inputs = [state, c.cmp_state, c.source, c.text, c.upload, c.replace, c.stride]
+    score_outputs = [c.score_msg, c.table, c.chips_a, c.chips_b, c.diff, c.figure, c.score_json]
+    c.score_btn.click(score_a, score_inputs, score_outputs, api_name="score_text", concurrency_id="score",
+                      concurrency_limit=2)
+    c.score_ab_btn.click(score_ab, score_inputs, score_outputs, api_name="score_compare", concurrency_id="score",
+                         concurrency_limit=2)
+    c.two_models_btn.click(generate_two_models, [state, c.cmp_state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a],
+                           [c.side_msg, c.side], api_name="generate_two_models", concurrency_id="generate",
                            concurrency_limit=4, show_progress="hidden")
-    r_btn.click(show_receipt, [state, r_step], [r_html, r_json], api_name="sampling_receipt")
-    replay_btn.click(replay_file, [state, r_file], [replay_out, replay_json], api_name="replay",
-                     concurrency_id="generate", concurrency_limit=4)
-    export_btn.click(export_replay, state, [export_out, export_msg], api_name="export_replay")
-    gen_controls = [gen[name] for name in share.ORDER]
-    link_btn.click(share.share_link, gen_controls, link, api_name="share_link")
-    demo.load(share.prefill_from_url, None, gen_controls + [tabs, input_msg], api_visibility="private")
+    c.two_settings_btn.click(generate_two_settings, [state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a, c.t_b,
+                                                     c.k_b, c.p_b],
+                             [c.side_msg, c.side], api_name="generate_two_settings", concurrency_id="generate",
+                             concurrency_limit=4, show_progress="hidden")
+    c.r_btn.click(show_receipt, [state, c.r_step], [c.r_html, c.r_json], api_name="sampling_receipt")
+    c.replay_btn.click(replay_file, [state, c.r_file], [c.replay_out, c.replay_json], api_name="replay",
+                       concurrency_id="generate", concurrency_limit=4)
+    c.export_btn.click(export_replay, state, [c.export_out, c.export_msg], api_name="export_replay")
+    gen_controls = [getattr(g, name) for name in share.ORDER]
+    c.link_btn.click(share.share_link, gen_controls, c.link, api_name="share_link")
+    # A separate load event from the Model tab's load_session: it only touches the Generate controls.
+    page.demo.load(share.prefill_from_url, None, gen_controls + [page.tabs, g.input_msg], api_visibility="private")
