@@ -164,8 +164,10 @@ def needs_message(record: dict, detail: str = "") -> str:
             "checkpoint), then replay again.")
 
 
-def replay(record: dict, model: GPTModel) -> ReplayReport:
-    """Generate again with ``model`` and compare with the record, step by step."""
+def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
+    """Generate again with ``model`` and compare with the record, step by step. ``step_lock`` (a
+    context manager) is held around each decode step only, so a long replay interleaves with
+    other users' generations instead of holding the CPU for its whole length."""
     record = check_record(record)
     cfg = model.cfg
     if max(record["prompt_ids"] + record["token_ids"]) >= cfg.vocab_size:
@@ -185,7 +187,13 @@ def replay(record: dict, model: GPTModel) -> ReplayReport:
         reasons.append(f"other machine: recorded on {record['machine']}, replayed on {machine()}")
     first = None
     ids, probs = [], []
-    for step, want_id, want_p in zip(gen, record["token_ids"], record["probs"]):
+    steps = iter(gen)
+    for want_id, want_p in zip(record["token_ids"], record["probs"]):
+        if step_lock is not None:
+            with step_lock:
+                step = next(steps)
+        else:
+            step = next(steps)
         ids.append(step.token_id)
         probs.append(step.prob)
         if first is None and (step.token_id != want_id or step.prob != want_p):

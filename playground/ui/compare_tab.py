@@ -234,8 +234,7 @@ def replay_file(state, upload):
         record = read_record(path)
         model, recipe = model_for(record, (session_model(state), state["recipe"]))
         need = record["token_ids"]
-        with DECODE_LOCK:
-            report = replay(record, model)
+        report = replay(record, model, step_lock=DECODE_LOCK)
     except Exception as e:
         return fail(e), {"error": str(e)}
     tok = load_tokenizer()
