@@ -49,7 +49,9 @@ def score_chips(scores, elem_class: str = "") -> str:
                      f"data-bits='{bits:.4f}' title='{html.escape(title, quote=True)}'>{html.escape(_piece(ids[t]))}</span>")
     more = (f"<div class='pg-note'>Chips for the first {MAX_CHIPS:,} of {len(ids):,} tokens; the figures cover "
             f"all of them.</div>") if len(ids) > MAX_CHIPS else ""
-    return f"<div class='pg-chipbox pg-scorebox {elem_class}'>{''.join(parts)}</div>{more}"
+    head = (f"<div class='pg-note'><b>{html.escape(scores.label)}</b> · {scores.loss_nats:.3f} nats/token · "
+            f"{scores.bits_per_byte:.3f} bits/byte</div>") if scores.label else ""
+    return f"{head}<div class='pg-chipbox pg-scorebox {elem_class}'>{''.join(parts)}</div>{more}"
 
 
 def difference_chips(comparison) -> str:
@@ -84,8 +86,9 @@ def figures_table(*scores) -> str:
         notes.append(f"The text has {s.truncated_from:,} tokens; only the first {len(s.token_ids):,} were scored "
                      f"(the cap).")
     notes += s.notes
-    notes.append(f"Each token is scored once, with at least {s.window - s.stride + 1} tokens of left context once past "
-                 f"the first window; the first token has nothing before it and is not scored.")
+    least = " and ".join(f"{x.window - x.stride + 1} ({x.label.split(':')[0]})" for x in scores)
+    notes.append(f"Each token is scored once, with at least {least} tokens of left context once past the first "
+                 f"window; the first token has nothing before it and is not scored.")
     return "\n".join(rows) + "\n\n" + " ".join(notes)
 
 
