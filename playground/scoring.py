@@ -195,9 +195,7 @@ def _score_windows(model, ids, W, stride, progress):
         for begin, first, end in _windows(n, W, stride):
             n_windows += 1
             # Rows first-1 .. end-2 predict the targets first .. end-1; rows before them are context only.
-            # One plain forward of the window: running the context through the KV cache first and the
-            # head on the scored rows only was measured slower (two calls, a masked attention kernel).
-            logits = model(ids_t[begin : end - 1].to(model.device)[None])[0, first - 1 - begin :].float()
+            logits = _logits_of_rows(model, ids_t[begin : end - 1].to(model.device)[None], first - 1 - begin)
             targets = ids_t[first:end].to(logits.device)
             parts.append(_token_figures(logits, targets) + (torch.arange(first, end) - begin,))
             if progress is not None:
@@ -207,6 +205,19 @@ def _score_windows(model, ids, W, stride, progress):
     cols = [torch.cat([p[i] for p in parts]).cpu().numpy() for i in range(5)]
     surprisal, prob, rank, top, context = cols
     return surprisal.astype(np.float64), prob.astype(np.float64), rank, top, context, n_windows
+
+
+def _logits_of_rows(model: GPTModel, idx: torch.Tensor, start: int) -> torch.Tensor:
+    """Float32 logits of rows ``start``.. of one window: the plain forward's steps, with the output
+    head (V × d, the largest product in a small model) applied only to the rows being scored -- about
+    half the head's work at the default stride. tests/test_scoring.py holds this to ``model(idx)``.
+    (Running the context through the KV cache and the scored rows after it was measured slower:
+    two calls and a masked attention kernel.)"""
+    positions = torch.arange(idx.size(1), device=idx.device)
+    x = model.drop_emb(model.tok_emb(idx) + model.pos_emb(positions).to(model.dtype))
+    for block in model.trf_blocks:
+        x = block(x)
+    return model.out_head(model.final_norm(x[0, start:])).float()
 
 
 def _token_figures(logits: torch.Tensor, targets: torch.Tensor):

@@ -145,3 +145,19 @@ def test_uploads_that_are_not_utf8_are_said_and_can_be_replaced():
 def test_compare_needs_the_same_tokens(small):
     with pytest.raises(ScoringError, match="same text"):
         compare_scores(score_text(small, TEXT), score_text(small, TEXT + " more"))
+
+
+@pytest.mark.parametrize("changes, dtype", [
+    (dict(pos_encoding="sinusoidal", activation="relu"), torch.float32),
+    (dict(norm_placement="post", attention_impl="per_head"), torch.float32),
+    ({}, torch.bfloat16),
+])
+def test_scored_rows_are_the_plain_forwards_rows(changes, dtype):
+    """Scoring applies the head to the scored rows only; those rows equal model(idx)'s, whatever the variant."""
+    from playground.scoring import _logits_of_rows
+
+    cfg = GPTConfig(vocab_size=50257, context_length=16, emb_dim=32, n_heads=2, n_layers=2, **changes)
+    model = GPTModel(cfg, generator=torch.Generator().manual_seed(1)).to(dtype).eval()
+    idx = torch.randint(0, 50257, (1, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(_logits_of_rows(model, idx, 5), model(idx)[0, 5:].float(), atol=1e-5, rtol=1e-5)
