@@ -395,6 +395,7 @@ def load_pretrained(
     ``device`` ("cpu", "cuda", "cuda:1", "mps"; default ``PLAYGROUND_DEVICE``, see playground.devices)
     is where the model is put; a device this machine lacks raises DeviceError (a ValueError).
     """
+    target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first
     folder = Path(source)
     if folder.is_dir():
         config_path, weights_path = folder / "config.json", folder / "model.safetensors"
@@ -421,7 +422,7 @@ def load_pretrained(
     report = check_header(header, cfg, "gpt2", allow_unexpected=True)
     model = GPTModel(cfg, memory_budget=False)  # already checked above, in the requested dtype
     _stream_weights(model, Path(weights_path), header, "gpt2")
-    model = model.to(device=resolve_device(device) if device is not None else default_device(), dtype=torch_dtype).eval()
+    model = model.to(device=target, dtype=torch_dtype).eval()
     check_finite(model, f"{repo_id if not folder.is_dir() else folder.name}")
     model.load_report = report
     return model
@@ -475,6 +476,7 @@ def load_checkpoint(
     built and the tensors streamed in one at a time; finally NaN/inf are refused. ``name`` is what
     messages call the file (an upload's original name; default: the file's own name). ``device`` as
     for ``load_pretrained`` (default ``PLAYGROUND_DEVICE``)."""
+    target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first
     path = Path(path)
     if not path.is_file():
         raise WeightLoadError(f"No checkpoint at {path}.")
@@ -485,7 +487,7 @@ def load_checkpoint(
     check_memory(cfg, str(torch_dtype).replace("torch.", ""), memory_budget)
     model = GPTModel(cfg, memory_budget=False)
     _stream_weights(model, path, header, layout)
-    model = model.to(device=resolve_device(device) if device is not None else default_device(), dtype=torch_dtype).eval()
+    model = model.to(device=target, dtype=torch_dtype).eval()
     check_finite(model, header.name)
     model.load_report = report
     model.checkpoint_metadata = {k: v for k, v in header.metadata.items() if k not in ("config", "format")}
