@@ -59,7 +59,10 @@ def parse_model_config(spec: str) -> GPTConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m playground.train", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m playground.train",
+        description="Train a GPT on a text file: in one process, or with DistributedDataParallel in each process "
+                    "torchrun starts (torchrun --nproc_per_node=N -m playground.train ...).")
     p.add_argument("--config", default="nano (2 layers, d64)", help="preset name, JSON object, or JSON file")
     p.add_argument("--data", required=True, help="a UTF-8 text file (the last 10%% is held out)")
     p.add_argument("--out", required=True, help="output folder: model.safetensors, model.optim.safetensors, log.jsonl")
