@@ -41,12 +41,12 @@ import torch
 
 from .config import (DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, check_build_size, check_memory,
                      count_parameters_analytic, format_bytes)
+from .devices import default_device, describe_device
 from .inspection import count_parameters, module_tree, parameter_breakdown
 from .memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
 from .model import GPTModel, attention_probs
 from .sampling import Generation, GenerationStep, generate
 from .tokenizer import load_tokenizer
-from .devices import default_device, describe_device
 from .weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
 # Files the server writes and reads moved to files.py; imported here so old imports keep working.
 from .files import MAX_UPLOAD_BYTES, export_model, export_run, import_upload, save_trained, work_dir  # noqa: E402,F401
