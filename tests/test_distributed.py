@@ -69,10 +69,13 @@ def assert_same_tensors(path_a, path_b) -> None:
 @pytest.fixture(scope="module")
 def reference(corpus, tmp_path_factory):
     """One process: 4 steps, and 8 steps, with the same settings."""
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()  # --threads 1 sets it for the whole process
     base = tmp_path_factory.mktemp("reference")
-    for steps in (4, 8):
-        assert main(["--data", str(corpus), "--out", str(base / f"s{steps}"), "--steps", str(steps), *COMMON]) == 0
+    try:
+        for steps in (4, 8):
+            assert main(["--data", str(corpus), "--out", str(base / f"s{steps}"), "--steps", str(steps), *COMMON]) == 0
+    finally:
+        torch.set_num_threads(threads)
     return base
 
 
@@ -102,7 +105,11 @@ def test_two_processes_follow_one_and_only_rank_0_writes(corpus, reference, tmp_
     assert sorted(p.name for p in out.iterdir()) == ["log.jsonl", "model.optim.safetensors", "model.safetensors"]
 
     # The 2-process checkpoint, resumed by ONE process, continues the one-process curve.
-    assert main(["--data", str(corpus), "--out", str(out), "--steps", "8", "--resume", *COMMON]) == 0
+    threads = torch.get_num_threads()
+    try:
+        assert main(["--data", str(corpus), "--out", str(out), "--steps", "8", "--resume", *COMMON]) == 0
+    finally:
+        torch.set_num_threads(threads)
     losses, _ = log_of(out)
     assert losses == pytest.approx(log_of(reference / "s8")[0], **LOSS_TOL)
     assert_same_tensors(out / "model.safetensors", reference / "s8" / "model.safetensors")
