@@ -55,8 +55,9 @@ def physical_ram_bytes() -> int:
             return 8 * GiB
 
 
-def default_budget_bytes() -> int:
-    """``PLAYGROUND_MEMORY_BUDGET_GB`` (GiB) if set, else 60% of physical RAM minus 1 GiB."""
+def default_budget_bytes(device=None) -> int:
+    """``PLAYGROUND_MEMORY_BUDGET_GB`` (GiB) if set, else 60% of physical RAM minus 1 GiB, or 85% of
+    the GPU's memory for models on a CUDA ``device`` (default: where the app puts its models)."""
     env = os.environ.get("PLAYGROUND_MEMORY_BUDGET_GB")
     if env:
         try:
@@ -65,18 +66,18 @@ def default_budget_bytes() -> int:
             from .config import ConfigError  # config imports this module: import at use
 
             raise ConfigError(f"PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {env!r}.") from None
-    accelerator = accelerator_bytes()
+    accelerator = accelerator_bytes(device)
     if accelerator is not None:
         return int(accelerator * DEVICE_SHARE)
     return max(GiB // 2, int(physical_ram_bytes() * RAM_SHARE) - BASELINE_BYTES)
 
 
-def accelerator_bytes() -> int | None:
-    """Total memory of the GPU the models live on, or None when they live in RAM (CPU, and Apple's
-    MPS, whose GPU shares the machine's RAM)."""
+def accelerator_bytes(device=None) -> int | None:
+    """Total memory of the GPU the models live on (``device``, default: the app's), or None when they
+    live in RAM (CPU, and Apple's MPS, whose GPU shares the machine's RAM)."""
     from .devices import default_device  # config imports this module: import at use
 
-    return _device_total(default_device())
+    return _device_total(str(device) if device is not None else str(default_device()))
 
 
 @functools.cache

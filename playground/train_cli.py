@@ -28,6 +28,7 @@ from .corpus import prepare_corpus, text_from_upload
 from .devices import CHOICES as DEVICE_CHOICES
 from .devices import ENV_VAR as DEVICE_ENV_VAR
 from .devices import DeviceError, describe_device, resolve_device
+from .memory import default_budget_bytes, format_bytes
 from .train import (
     TrainConfig, TrainEvent, Trainer, build_model, check_training_memory, estimate_training_memory_bytes,
 )
@@ -215,14 +216,12 @@ def _check_memory(cfg: GPTConfig, tcfg: TrainConfig, launch: Launch) -> None:
     """Each process holds the model, its gradients and AdamW state, and activations for its slice of
     the batch. On CPU the processes of one machine share its RAM; each GPU has its own memory."""
     local = dataclasses.replace(tcfg, batch_size=max(1, tcfg.batch_size // launch.world_size))
+    budget = default_budget_bytes(launch.device)  # the GPU's memory when training on one
     sharing = launch.local_world_size if launch.device.type == "cpu" else 1
     if sharing == 1:
-        check_training_memory(cfg, local)
+        check_training_memory(cfg, local, budget)
         return
-    from .config import default_memory_budget_bytes, format_bytes
-
     need = sharing * estimate_training_memory_bytes(cfg, local)
-    budget = default_memory_budget_bytes()
     if need > budget:
         raise ConfigError(
             f"{sharing} training processes on this machine need about {format_bytes(need)} together, more "

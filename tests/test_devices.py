@@ -98,6 +98,7 @@ def test_the_memory_budget_is_the_gpus_when_models_live_there(probes, monkeypatc
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: asked.append(device) or (total // 3, total))
     assert memory.default_budget_bytes() == int(0.85 * total)
     assert asked and torch.device(asked[0]).type == "cuda"
+    assert memory.default_budget_bytes("cpu") == ram_budget  # e.g. training with --device cpu on a GPU machine
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "2")
     assert memory.default_budget_bytes() == 2 * memory.GiB  # the variable still wins
 
