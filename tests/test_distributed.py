@@ -152,3 +152,16 @@ def test_two_gpus_follow_one_gpu(corpus, tmp_path):
                     "-m", "playground.train", "--out", str(tmp_path / "two"), *args],
                    cwd=ROOT, env=env, check=True, timeout=600)
     assert log_of(tmp_path / "two")[0] == pytest.approx(log_of(tmp_path / "one")[0], rel=1e-4, abs=1e-4)
+
+
+def test_amp_bf16_is_bfloat16_autocast(corpus, tmp_path):
+    from playground.weights import read_checkpoint_metadata
+
+    threads = torch.get_num_threads()
+    try:
+        assert main(["--data", str(corpus), "--out", str(tmp_path / "amp"), "--steps", "1", *COMMON, "--amp", "bf16"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    meta = read_checkpoint_metadata(tmp_path / "amp" / "model.safetensors")
+    assert json.loads(meta["train_config"])["dtype"] == "bfloat16"
+    assert meta["processes"] == "1"
