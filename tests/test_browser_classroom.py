@@ -118,3 +118,28 @@ def test_whole_run_heatmap_in_the_page(page_url):
         print(f"whole-run heatmap of {n}×{n} shown {shown_ms:.0f} ms after the click")
         assert not errors, errors
         browser.close()
+
+
+def test_train_tab_estimate_and_messages_are_beside_the_button(page_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = _launch(p)
+        page = browser.new_page(viewport={"width": 1024, "height": 768})
+        page.goto(page_url)
+        page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
+        page.get_by_role("tab", name="Train").click()
+        estimate = page.locator("#pg-train-estimate .pg-estimate")
+        estimate.wait_for(timeout=180_000)  # a few real steps of nano are timed the first time
+        assert float(estimate.get_attribute("data-seconds")) > 0
+        assert "80 steps" in estimate.inner_text()
+        # the estimate and the Train button are on the first screen of a 1024×768 projector
+        for selector in ("#pg-train", "#pg-train-estimate"):
+            box = page.locator(selector).bounding_box()
+            assert box and box["y"] + box["height"] <= 768, (selector, box)
+        page.locator("#pg-train-steps input").fill("160")
+        page.locator("#pg-train-steps input").press("Enter")
+        page.wait_for_function("() => document.querySelector('#pg-train-estimate').innerText.includes('160 steps')",
+                               timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "train.png"))
+        browser.close()

@@ -33,7 +33,7 @@ MAX_BATCH = 64
 
 # Sentences built in handlers, kept together so they can be translated as a set.
 MESSAGES = {
-    "estimate": "⏱ About {total} on this machine: {steps:,} steps × {step} + {evals} evaluations × {eval} "
+    "estimate": "About {total} on this machine: {steps:,} steps × {step} + {evals} evaluations × {eval} "
                 "(from {n} real steps of this model timed on this server, {batch} × {block} tokens a step).",
     "estimate_busy": " Another training run was using the CPU while this was timed, so it is probably high.",
     "left": "about {left} left",
@@ -199,12 +199,6 @@ def layout() -> SimpleNamespace:
     with gr.Row():
         with gr.Column(scale=2, min_width=320):
             c.preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label=T("train_config"), elem_id="pg-train-preset")
-            c.corpus_source = gr.Radio(CORPUS_CHOICES, value=CORPUS_CHOICES[0], label=T("corpus"))
-            # Only the chosen source's box is shown: an empty upload area pushed the Train button
-            # (and its messages) below the fold on a 768-pixel-high projector.
-            c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
-            c.corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000,
-                                        visible=False)
             with gr.Row():
                 c.steps = gr.Number(DEFAULT_STEPS, label=T("steps"), precision=0, minimum=1, maximum=5000,
                                     elem_id="pg-train-steps")
@@ -217,6 +211,13 @@ def layout() -> SimpleNamespace:
             c.estimate = gr.HTML(elem_id="pg-train-estimate")
             c.msg = gr.HTML(elem_id="pg-train-msg")
             c.use_btn = gr.Button(T("use_trained"))
+            # The corpus comes after the button: its default needs no choice, and the Train button,
+            # the estimate and the messages then fit the first screen of a 1024×768 projector. Only
+            # the chosen source's box is shown (an empty upload area took a third of the screen).
+            c.corpus_source = gr.Radio(CORPUS_CHOICES, value=CORPUS_CHOICES[0], label=T("corpus"))
+            c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
+            c.corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000,
+                                        visible=False)
         with gr.Column(scale=3):
             c.progress = gr.HTML(elem_id="pg-train-progress")
             c.loss_plot = gr.Plot(show_label=False)
