@@ -145,8 +145,8 @@ def lens_cell(model, ids, layer: int, position: int, k: int = TOP_K,
     position = _position(position, len(ids))
     _, cache = run_with_hooks(model, ids[:position + 1] if not (intervention and intervention.changes_causality)
                               else ids, intervention, last_token_only=True)
-    logp = torch.log_softmax(_read_out(model, cache.resid[layer][0, position]), dim=-1).double()
-    final = torch.log_softmax(_read_out(model, cache.resid[-1][0, position]), dim=-1).double()
+    logp = torch.log_softmax(_read_out(model, cache.resid[layer][0, position]).double(), dim=-1)
+    final = torch.log_softmax(_read_out(model, cache.resid[-1][0, position]).double(), dim=-1)
     kl = float((final.exp() * (final - logp)).sum())
     p, i = logp.exp().topk(k)
     return {"layer": layer, "position": position, "top": [[int(t), float(q)] for t, q in zip(i, p)],
