@@ -12,6 +12,7 @@ from ..translations import EN, ZH
 from . import attention_view as av
 from . import generate_tab as gt
 from . import model_tab as mt
+from . import inside_tab as it
 from . import train_tab as tt
 from .chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND
 from .common import I18N, T, new_state
@@ -173,6 +174,8 @@ def build_demo() -> gr.Blocks:
                         export_file = gr.File(label=T("download"), interactive=False, visible=False)
                         attention_json = gr.JSON(visible=False)
                         run_json = gr.JSON(visible=False)
+            with gr.Tab(T("tab_inside"), id="inside") as inside_tab:
+                it.build(state, inside_tab)
             with gr.Tab(T("tab_train"), id="train") as train_tab:
                 with gr.Row():
                     with gr.Column(scale=2, min_width=320):
@@ -202,7 +205,7 @@ def build_demo() -> gr.Blocks:
                         [state, train_state, weights, seed_init, hub_name, upload, dtype] + fields, switch_outputs,
                         api_name="build_model", concurrency_id="models", concurrency_limit=2)
         tree_depth.release(mt.show_tree, [state, tree_depth], tree_df, api_name="module_tree")
-        for tab in (model_tab, generate_tab, train_tab):
+        for tab in (model_tab, generate_tab, inside_tab, train_tab):
             tab.select(None, None, None, js=RESIZE_JS)
 
         # ---- wiring: Generate & attention ----

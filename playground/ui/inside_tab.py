@@ -1,0 +1,510 @@
+"""The Inside tab: logit lens, direct logit attribution, attention maths step by step, and
+interventions, for the session's current run (prompt + generated tokens, its last context window).
+
+Each view has a data function (``*_data``: plain numbers, also an API endpoint) and a view handler
+that draws it. Positions are absolute (as in the Generate tab): a run longer than the context
+shows its last window, and the lens heatmap shows LENS_WINDOW positions at a time, scrolled by a
+slider (said on screen).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+
+import gradio as gr
+
+from .. import lens_figures as lf
+from .. import lenses
+from ..interventions import Intervention
+from ..session import recipe_key
+from ..tokenizer import load_tokenizer
+from .common import T, fail, parse_bool, parse_number, parse_whole, session_model, session_run, warn
+
+LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps; a slider scrolls through the rest
+
+# Every sentence the handlers build, in one place (translatable: i18n is done in parallel).
+MSG = {
+    "no_run": "Generate first (tab 2): the Inside views look at the current run.",
+    "window": "Showing positions {a}–{b} of {lo}–{hi}. Drag “Scroll” to move the window.",
+    "window_all": "All {n} positions shown.",
+    "cropped": " The run is longer than the model's context: only its last {n} tokens (from position {lo}) are used.",
+    "cell": ("**{layer}, position {pos}** ({tok}): top-10 read through `final_norm` and `out_head`. "
+             "KL(final ‖ this layer) = **{kl:.3f} nats**."),
+    "dla": ("Target **{tok}** at position {pos}. Parts sum to **{total:.4f}**; the model's logit is "
+            "**{logit:.4f}** (difference {diff:.1e}). Approximation: the final LayerNorm's σ is frozen at its value "
+            "for this position (σ = {sigma:.3f}), which makes the norm linear; each part is centred and read along "
+            "out_head[target] ⊙ γ / σ, and the norm's shift adds w·β = {shift:+.3f}."),
+    "maths": ("Layer {layer}, head {head}, query position {pos} ({tok}); head_dim = {hd}, √d = {sq:.3f}.\n\n"
+              "q = {q}\n\nΣ softmax_j · v_j = {wv}\n\n(the model's own output for this head here: {ctx})"),
+    "compare": ("{what}. Mean loss on the run's own tokens: **{lb:.3f} → {la:.3f} nats** "
+                "({d:+.3f}). Next-token distribution at position {pos} ({tok})."),
+    "nothing": "no intervention (before = after)",
+    "dose": "log p({tok}) at position {pos} as head {head} of layer {layer} is scaled by α from 0 to 2.",
+    "sweep": ("Zeroing each head in turn: Δ mean loss (nats) on the run's {n} tokens; base loss {base:.3f}. "
+              "{s:.1f} s (estimated {e:.1f} s). Most harmful: head {h} of layer {l} ({dl:+.3f})."),
+    "sweep_refused": "{e}",
+    "heads_field": "{name}: write heads as layer.head separated by commas (e.g. 0.1, 2.3); could not read {bad!r}.",
+    "layers_field": "{name}: write layer numbers separated by commas (e.g. 0, 2); could not read {bad!r}.",
+}
+
+_LENS_CACHE: OrderedDict = OrderedDict()  # (recipe, run id, n tokens, intervention) -> lens, the newest few
+_LENS_LOCK = threading.Lock()
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared parsing
+
+
+def _context(state):
+    """(model, run, window start, window ids, token labels); ValueError when there is no run."""
+    run = session_run(state)
+    if run is None:
+        raise ValueError(MSG["no_run"])
+    model = session_model(state)
+    start, ids = run.window(model.cfg.context_length)
+    labels = [p.display for p in load_tokenizer().pieces(ids)]
+    return model, run, start, ids, labels
+
+
+def _position(value, start: int, ids, name: str = "Position", default: int | None = None) -> int:
+    """An absolute position typed by the user -> index in the window (blank: ``default``)."""
+    if value in (None, "") and default is not None:
+        return default
+    return parse_whole(value, name, start, start + len(ids) - 1) - start
+
+
+def parse_heads(text, name: str) -> tuple[tuple[int, int], ...]:
+    if text in (None, ""):
+        return ()
+    out = []
+    for part in re.split(r"[,;\s]+", str(text).strip()):
+        if not part:
+            continue
+        m = re.fullmatch(r"[Ll]?(\d+)\s*[.:/Hh]\s*(\d+)", part)
+        if not m:
+            raise ValueError(MSG["heads_field"].format(name=name, bad=part))
+        out.append((int(m.group(1)), int(m.group(2))))
+    return tuple(dict.fromkeys(out))
+
+
+def parse_layers(text, name: str) -> tuple[int, ...]:
+    if text in (None, ""):
+        return ()
+    out = []
+    for part in re.split(r"[,;\s]+", str(text).strip()):
+        if part:
+            if not part.isdigit():
+                raise ValueError(MSG["layers_field"].format(name=name, bad=part))
+            out.append(int(part))
+    return tuple(dict.fromkeys(out))
+
+
+def parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos) -> Intervention:
+    scaled = parse_heads(scale_head, "Scale head")
+    if len(scaled) > 1:
+        raise ValueError("Scale head: one head only (layer.head).")
+    scale = None
+    if scaled:
+        scale = (*scaled[0], parse_number(alpha, "α"))
+    return Intervention(zero_heads=parse_heads(zero_heads, "Zero-ablate heads"),
+                        mean_heads=parse_heads(mean_heads, "Mean-ablate heads"), scale_head=scale,
+                        skip_mlps=parse_layers(skip_mlps, "Skip MLPs"),
+                        unmasked_layers=parse_layers(unmasked, "No causal mask"),
+                        drop_pos_emb=parse_bool(drop_pos, "Drop positional embedding"))
+
+
+def _target(value, model, ids, p: int) -> int | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return lenses.check_target(model, int(value))
+    return lenses.resolve_target(load_tokenizer(), str(value))
+
+
+def _describe(spec: Intervention) -> str:
+    if spec.is_empty:
+        return MSG["nothing"]
+    parts = []
+    if spec.zero_heads:
+        parts.append("zero " + ", ".join(f"L{a}H{b}" for a, b in spec.zero_heads))
+    if spec.mean_heads:
+        parts.append("mean " + ", ".join(f"L{a}H{b}" for a, b in spec.mean_heads))
+    if spec.scale_head:
+        parts.append(f"L{spec.scale_head[0]}H{spec.scale_head[1]} × {spec.scale_head[2]:g}")
+    if spec.skip_mlps:
+        parts.append("skip MLP " + ", ".join(map(str, spec.skip_mlps)))
+    if spec.unmasked_layers:
+        parts.append("no mask in layer " + ", ".join(map(str, spec.unmasked_layers)))
+    if spec.drop_pos_emb:
+        parts.append("no positional embedding")
+    return "; ".join(parts)
+
+
+def _lens(model, state, run, ids, spec: Intervention | None = None) -> dict:
+    key = (recipe_key(state["recipe"]), run.id, len(ids), ids[0], None if spec is None else repr(spec))
+    with _LENS_LOCK:
+        if key in _LENS_CACHE:
+            _LENS_CACHE.move_to_end(key)
+            return _LENS_CACHE[key]
+    lens = lenses.logit_lens(model, ids, spec)
+    with _LENS_LOCK:
+        _LENS_CACHE[key] = lens
+        while len(_LENS_CACHE) > 16:
+            _LENS_CACHE.popitem(last=False)
+    return lens
+
+
+# ----------------------------------------------------------------------------------------------
+# Data (API endpoints): plain numbers
+
+
+def _with_tokens(d: dict, start: int, labels) -> dict:
+    return {"window_start": start, "tokens": labels, **d}
+
+
+def lens_data(state):
+    try:
+        model, run, start, ids, labels = _context(state)
+        lens = _lens(model, state, run, ids)
+    except Exception as e:
+        return {"error": str(e)}
+    tok = load_tokenizer()
+    return _with_tokens({**lens, "top_token": [[tok.piece(t).display for t in row] for row in lens["top_id"]]},
+                        start, labels)
+
+
+def lens_cell_data(state, layer, position):
+    try:
+        model, _, start, ids, labels = _context(state)
+        layer = parse_whole(layer, "Lens layer", 0, model.cfg.n_layers)
+        cell = lenses.lens_cell(model, ids, layer, _position(position, start, ids))
+    except Exception as e:
+        return {"error": str(e)}
+    tok = load_tokenizer()
+    cell["position"] += start
+    cell["top"] = [[t, tok.piece(t).display, p] for t, p in cell["top"]]
+    return cell
+
+
+def attribution_data(state, position, target=None):
+    try:
+        model, _, start, ids, labels = _context(state)
+        p = _position(position, start, ids, default=max(0, len(ids) - 2))
+        d = lenses.logit_attribution(model, ids, p, _target(target, model, ids, p))
+    except Exception as e:
+        return {"error": str(e)}
+    d["position"] += start
+    d["target"] = load_tokenizer().piece(d["target_id"]).display
+    return d
+
+
+def maths_data(state, layer, head, position):
+    try:
+        model, _, start, ids, labels = _context(state)
+        p = _position(position, start, ids, "Query position", default=len(ids) - 1)
+        layer = parse_whole(layer, "Layer", 0, model.cfg.n_layers - 1)
+        head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
+        d = lenses.attention_maths(model, ids, layer, head, p)
+    except Exception as e:
+        return {"error": str(e)}
+    d["position"] += start
+    return _with_tokens(d, start, labels)
+
+
+def intervene_data(state, zero_heads="", mean_heads="", scale_head="", alpha=1.0, skip_mlps="", unmasked="",
+                   drop_pos=False, position=None):
+    try:
+        model, run, start, ids, labels = _context(state)
+        spec = parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos)
+        p = _position(position, start, ids, default=len(ids) - 1)
+        d = lenses.compare(model, ids, spec, p, lens=False)
+        d["lens_after"] = _lens(model, state, run, ids, spec.validate(model.cfg))
+    except Exception as e:
+        return {"error": str(e)}
+    tok = load_tokenizer()
+    d["position"] += start
+    d["token_labels"] = [tok.piece(t).display for t in d["tokens"]]
+    return _with_tokens(d, start, labels)
+
+
+def dose_data(state, scale_head="", position=None, target=None):
+    try:
+        model, _, start, ids, labels = _context(state)
+        heads = parse_heads(scale_head, "Scale head")
+        if len(heads) != 1:
+            raise ValueError("Scale head: name one head as layer.head (e.g. 1.2) for the dose–response curve.")
+        layer, head = heads[0]
+        p = _position(position, start, ids, default=max(0, len(ids) - 2))
+        d = lenses.dose_response(model, ids, layer, head, p, _target(target, model, ids, p))
+    except Exception as e:
+        return {"error": str(e)}
+    d["position"] += start
+    d["target"] = load_tokenizer().piece(d["target_id"]).display
+    return d
+
+
+def sweep_data(state, progress=gr.Progress()):
+    try:
+        model, _, start, ids, _ = _context(state)
+        d = lenses.head_sweep(model, ids, progress=lambda f, text: progress(f, desc=text))
+    except lenses.SweepTooLongError as e:
+        return {"error": str(e), "estimate_s": e.estimate_s}
+    except Exception as e:
+        return {"error": str(e)}
+    d["window_start"] = start
+    return d
+
+
+# ----------------------------------------------------------------------------------------------
+# Views (figures + messages)
+
+
+def _error(e, n: int):
+    text = e.get("error") if isinstance(e, dict) else None
+    return (gr.skip(),) * n + (warn(text) if text else fail(e),)
+
+
+def lens_view(state, scroll, layer, position):
+    """(heatmap, window note, scroll slider, top-10 bars, cell text, message)."""
+    d = lens_data(state)
+    if "error" in d:
+        return _error(d, 5)
+    start, labels, L1 = d["window_start"], d["tokens"], len(d["layers"])
+    T = len(labels)
+    lo = start
+    first = T - LENS_WINDOW if scroll in (None, "") else parse_whole_or(scroll, T - LENS_WINDOW + start) - start
+    first = max(0, min(first, max(0, T - LENS_WINDOW)))
+    cols = range(first, min(T, first + LENS_WINDOW))
+    cell_layer = L1 - 1 if layer in (None, "") else parse_whole_or(layer, L1 - 1)
+    cell_layer = max(0, min(cell_layer, L1 - 1))
+    cell_pos = (start + T - 1) if position in (None, "") else parse_whole_or(position, start + T - 1)
+    cell_pos = max(start, min(cell_pos, start + T - 1))
+    fig = lf.lens_heatmap(d["layers"], [start + j for j in cols], [labels[j] for j in cols],
+                          [[row[j] for j in cols] for row in d["top_token"]],
+                          [[row[j] for j in cols] for row in d["top_prob"]],
+                          [[row[j] for j in cols] for row in d["next_prob"]],
+                          title="Logit lens: top token (text) and p(actual next token) (colour) per layer",
+                          selected=(cell_layer, cell_pos) if first <= cell_pos - start < first + LENS_WINDOW else None)
+    if T > LENS_WINDOW:
+        note = MSG["window"].format(a=start + first, b=start + cols[-1], lo=lo, hi=start + T - 1)
+    else:
+        note = MSG["window_all"].format(n=T)
+    if start:
+        note += MSG["cropped"].format(n=T, lo=start)
+    scroll_update = gr.update(minimum=start, maximum=max(start + 1, start + T - LENS_WINDOW), value=start + first,
+                              visible=T > LENS_WINDOW)
+    cell = lens_cell_data(state, cell_layer, cell_pos)
+    if "error" in cell:
+        return fig, note, scroll_update, gr.skip(), "", warn(cell["error"])
+    bars = lf.top_bars([f"{t} ({i})" for i, t, _ in cell["top"]], [p for _, _, p in cell["top"]],
+                       title=f"{d['layers'][cell_layer]}, position {cell_pos}: top-10")
+    text = MSG["cell"].format(layer=d["layers"][cell_layer], pos=cell_pos, tok=labels[cell_pos - start],
+                              kl=cell["kl_to_final_nats"])
+    return fig, note, scroll_update, bars, text, ""
+
+
+def parse_whole_or(value, fallback: int) -> int:
+    try:
+        return int(parse_number(value, "value"))
+    except ValueError:
+        return fallback
+
+
+def attribution_view(state, position, target):
+    """(layer × head heatmap, waterfall, text, message)."""
+    d = attribution_data(state, position, target)
+    if "error" in d:
+        return _error(d, 3)
+    L = len(d["heads"])
+    heat = lf.attribution_heatmap(d["heads"], d["mlp"],
+                                  title=f"Direct logit attribution to {d['target']} at position {d['position']}")
+    names, values = ["tok_emb", "pos_emb"], [d["tok_emb"], d["pos_emb"]]
+    for i in range(L):
+        names += [f"L{i} attn", f"L{i} MLP"]
+        values += [sum(d["heads"][i]) + d["attn_bias"][i], d["mlp"][i]]
+    names.append("final_norm shift")
+    values.append(d["final_norm_shift"])
+    fall = lf.attribution_waterfall(names, values, d["total"], title="From the embeddings to the final logit "
+                                                                    "(attn = its heads + out_proj bias)")
+    text = MSG["dla"].format(tok=d["target"], pos=d["position"], total=d["total"], logit=d["model_logit"],
+                             diff=abs(d["total"] - d["model_logit"]), sigma=d["final_norm_sigma"],
+                             shift=d["final_norm_shift"])
+    return heat, fall, text, ""
+
+
+def _vec(values, n: int = 8) -> str:
+    shown = ", ".join(f"{v:+.3f}" for v in values[:n])
+    return f"[{shown}{', …' if len(values) > n else ''}] ({len(values)} numbers)"
+
+
+def maths_view(state, layer, head, position):
+    """(table, bars, text, message)."""
+    d = maths_data(state, layer, head, position)
+    if "error" in d:
+        return _error(d, 3)
+    start, labels, p = d["window_start"], d["tokens"], d["position"] - d["window_start"]
+    rows = []
+    for j in range(len(labels)):
+        masked = d["masked"][j]
+        rows.append([start + j, labels[j], round(d["scores"][j], 4), round(d["scaled"][j], 4),
+                     "−∞ (future)" if masked is None else round(masked, 4), round(d["softmax"][j], 6)])
+    fig = lf.attention_steps_figure([start + j for j in range(len(labels))], labels, d["masked"], d["softmax"],
+                                    title=f"Layer {d['layer']}, head {d['head']}, query {d['position']}")
+    text = MSG["maths"].format(layer=d["layer"], head=d["head"], pos=d["position"], tok=labels[p],
+                               hd=d["head_dim"], sq=d["sqrt_head_dim"], q=_vec(d["q"]), wv=_vec(d["weighted_v"]),
+                               ctx=_vec(d["ctx"]))
+    return rows, fig, text, ""
+
+
+def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position):
+    """(before/after bars, loss lines, lens after, text, message)."""
+    d = intervene_data(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position)
+    if "error" in d:
+        return _error(d, 4)
+    start, labels = d["window_start"], d["tokens"]
+    T = len(labels)
+    spec = Intervention.from_dict(d["intervention"])
+    bars = lf.before_after_bars(d["token_labels"], d["before"], d["after"],
+                                title=f"Next token after position {d['position']}: before vs after")
+    loss = lf.loss_lines(list(range(start, start + T - 1)), labels[:-1], d["loss_before"], d["loss_after"],
+                         title="Loss on the run's own next tokens, per position")
+    lens = d["lens_after"]
+    tok = load_tokenizer()
+    cols = range(max(0, T - LENS_WINDOW), T)
+    lens_fig = lf.lens_heatmap(lens["layers"], [start + j for j in cols], [labels[j] for j in cols],
+                               [[tok.piece(row[j]).display for j in cols] for row in lens["top_id"]],
+                               [[row[j] for j in cols] for row in lens["top_prob"]],
+                               [[row[j] for j in cols] for row in lens["next_prob"]],
+                               title=f"Logit lens after the intervention (last {len(cols)} positions)")
+    text = MSG["compare"].format(what=_describe(spec).capitalize(), lb=d["mean_loss_before"],
+                                 la=d["mean_loss_after"], d=d["mean_loss_after"] - d["mean_loss_before"],
+                                 pos=d["position"], tok=labels[d["position"] - start])
+    return bars, loss, lens_fig, text, ""
+
+
+def dose_view(state, scale_head, position, target):
+    d = dose_data(state, scale_head, position, target)
+    if "error" in d:
+        return _error(d, 1)
+    fig = lf.dose_curve(d["alphas"], d["logprob"], title=MSG["dose"].format(
+        tok=d["target"], pos=d["position"], head=d["head"], layer=d["layer"]))
+    return fig, ""
+
+
+def sweep_view(state, progress=gr.Progress()):
+    d = sweep_data(state, progress)
+    if "error" in d:
+        return _error(d, 2)
+    delta = d["delta_loss"]
+    l, h = max(((i, j) for i in range(len(delta)) for j in range(len(delta[0]))), key=lambda ij: delta[ij[0]][ij[1]])
+    text = MSG["sweep"].format(n=d["n_tokens"], base=d["base_loss"], s=d["seconds"], e=d["estimate_s"], h=h, l=l,
+                               dl=delta[l][h])
+    return lf.sweep_heatmap(delta, title="Head importance: Δloss when the head is zeroed"), text, ""
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def build(state, tab=None) -> None:
+    """The tab's layout and events; call inside ``with gr.Tab(...)``."""
+    gr.Markdown(T("inside_intro"))
+    msg = gr.HTML(elem_id="pg-inside-msg")
+    with gr.Tabs():
+        with gr.Tab(T("inside_lens"), id="inside-lens"):
+            with gr.Row():
+                lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
+                lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0)
+                lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+            lens_note = gr.Markdown(elem_id="pg-lens-note")
+            lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
+            lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
+            with gr.Row():
+                cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
+                cell_md = gr.Markdown()
+        with gr.Tab(T("inside_dla"), id="inside-dla"):
+            with gr.Row():
+                dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
+                dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
+            dla_md = gr.Markdown(elem_id="pg-dla-md")
+            with gr.Row():
+                dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
+                dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
+        with gr.Tab(T("inside_maths"), id="inside-maths"):
+            with gr.Row():
+                m_layer = gr.Number(0, label=T("layer"), precision=0, minimum=0)
+                m_head = gr.Number(0, label=T("head"), precision=0, minimum=0)
+                m_pos = gr.Number(None, label=T("inside_query_position"), precision=0, minimum=0)
+                m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
+            m_md = gr.Markdown(elem_id="pg-maths-md")
+            with gr.Row():
+                m_table = gr.Dataframe(headers=["key position", "token", "q·k", "÷√d", "masked", "softmax"],
+                                       interactive=False, max_height=420, elem_id="pg-maths-table")
+                m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot")
+        with gr.Tab(T("inside_interventions"), id="inside-intervene"):
+            with gr.Row():
+                i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder="0.1, 2.3", max_length=2000)
+                i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder="1.0", max_length=2000)
+                i_scale = gr.Textbox("", label=T("inside_scale_head"), placeholder="1.2", max_length=50)
+                i_alpha = gr.Slider(0, 2, value=0.0, step=0.1, label=T("inside_alpha"))
+            with gr.Row():
+                i_mlps = gr.Textbox("", label=T("inside_skip_mlps"), placeholder="0, 3", max_length=500)
+                i_unmask = gr.Textbox("", label=T("inside_unmask"), placeholder="0", max_length=500)
+                i_drop = gr.Checkbox(False, label=T("inside_drop_pos"))
+                i_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                i_target = gr.Textbox("", label=T("inside_target"), max_length=200)
+            with gr.Row():
+                i_btn = gr.Button(T("inside_run_intervention"), variant="primary", elem_id="pg-intervene-btn")
+                dose_btn = gr.Button(T("inside_dose"), elem_id="pg-dose-btn")
+                sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
+            i_md = gr.Markdown(elem_id="pg-intervene-md")
+            with gr.Row():
+                i_bars = gr.Plot(show_label=False, elem_id="pg-intervene-bars")
+                i_loss = gr.Plot(show_label=False, elem_id="pg-intervene-loss")
+            i_lens = gr.Plot(show_label=False, elem_id="pg-intervene-lens")
+            with gr.Row():
+                dose_plot = gr.Plot(show_label=False, elem_id="pg-dose")
+                with gr.Column():
+                    sweep_md = gr.Markdown(elem_id="pg-sweep-md")
+                    sweep_plot = gr.Plot(show_label=False, elem_id="pg-sweep")
+
+    # ---- views ----
+    lens_inputs = [state, lens_scroll, lens_layer, lens_pos]
+    lens_outputs = [lens_plot, lens_note, lens_scroll, cell_plot, cell_md, msg]
+    lens_btn.click(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
+    for control in (lens_layer, lens_pos):
+        control.submit(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
+    lens_scroll.release(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside",
+                        trigger_mode="always_last")
+    if tab is not None:
+        tab.select(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
+    dla_btn.click(attribution_view, [state, dla_pos, dla_target], [dla_heat, dla_fall, dla_md, msg],
+                  api_visibility="private", concurrency_id="inside")
+    m_btn.click(maths_view, [state, m_layer, m_head, m_pos], [m_table, m_plot, m_md, msg],
+                api_visibility="private", concurrency_id="inside")
+    i_inputs = [state, i_zero, i_mean, i_scale, i_alpha, i_mlps, i_unmask, i_drop, i_pos]
+    i_btn.click(intervene_view, i_inputs, [i_bars, i_loss, i_lens, i_md, msg], api_visibility="private",
+                concurrency_id="inside")
+    dose_btn.click(dose_view, [state, i_scale, i_pos, i_target], [dose_plot, msg], api_visibility="private",
+                   concurrency_id="inside")
+    # One sweep at a time on this server: it keeps every core busy for up to a minute.
+    sweep_btn.click(sweep_view, state, [sweep_plot, sweep_md, msg], api_visibility="private",
+                    concurrency_id="inside_sweep", concurrency_limit=1)
+
+    # ---- API: plain numbers ----
+    out = gr.JSON(visible=False)
+    hidden = lambda: gr.Button(visible=False)  # noqa: E731
+    hidden().click(lens_data, state, out, api_name="logit_lens", concurrency_id="inside")
+    hidden().click(lens_cell_data, [state, lens_layer, lens_pos], out, api_name="lens_cell", concurrency_id="inside")
+    hidden().click(attribution_data, [state, dla_pos, dla_target], out, api_name="logit_attribution",
+                   concurrency_id="inside")
+    hidden().click(maths_data, [state, m_layer, m_head, m_pos], out, api_name="attention_maths",
+                   concurrency_id="inside")
+    hidden().click(intervene_data, i_inputs, out, api_name="intervene", concurrency_id="inside")
+    hidden().click(dose_data, [state, i_scale, i_pos, i_target], out, api_name="dose_response",
+                   concurrency_id="inside")
+    hidden().click(sweep_data, state, out, api_name="head_sweep", concurrency_id="inside_sweep",
+                   concurrency_limit=1)
