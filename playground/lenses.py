@@ -272,7 +272,7 @@ def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_
         shown = list(dict.fromkeys(pb.topk(k).indices.tolist() + pa.topk(k).indices.tolist()))
         shown.sort(key=lambda t: -max(float(pb[t]), float(pa[t])))
         out = {"position": position, "intervention": intervention.to_dict(),
-               "tokens": shown, "before": [float(pb[t]) for t in shown], "after": [float(pa[t]) for t in shown],
+               "shown_ids": shown, "before": [float(pb[t]) for t in shown], "after": [float(pa[t]) for t in shown],
                "loss_before": token_losses(before, ids) if T > 1 else [],
                "loss_after": token_losses(after, ids) if T > 1 else []}
         del before, after

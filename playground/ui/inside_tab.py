@@ -225,7 +225,7 @@ def intervene_data(state, zero_heads="", mean_heads="", scale_head="", alpha=1.0
         return {"error": str(e)}
     tok = load_tokenizer()
     d["position"] += start
-    d["token_labels"] = [tok.piece(t).display for t in d["tokens"]]
+    d["token_labels"] = [tok.piece(t).display for t in d["shown_ids"]]
     return _with_tokens(d, start, labels)
 
 
@@ -305,6 +305,23 @@ def lens_view(state, scroll, layer, position):
     return fig, note, scroll_update, bars, text, ""
 
 
+def open_tab(state, seen_run, scroll, layer, position):
+    """Opening the tab draws the lens. For a run not seen before, every position field starts
+    where it says something: the lens cell at the final layer × last position, attribution and
+    interventions at the last position with a next token, the attention maths at the prompt's last
+    token (its keys after it are masked). Outputs: the lens view's, then those fields, seen run."""
+    try:
+        model, run, start, ids, _ = _context(state)
+    except Exception as e:
+        return (gr.skip(),) * 5 + (warn(str(e)),) + (gr.skip(),) * 6
+    if run.id == seen_run:
+        return lens_view(state, scroll, layer, position) + (gr.skip(),) * 6
+    T, L = len(ids), model.cfg.n_layers
+    last, before_last = start + T - 1, start + max(0, T - 2)
+    prompt_end = max(start, min(last, len(run.prompt_ids) - 1))
+    return lens_view(state, None, L, last) + (L, last, before_last, prompt_end, before_last, run.id)
+
+
 def parse_whole_or(value, fallback: int) -> int:
     try:
         return int(parse_number(value, "value"))
@@ -378,7 +395,7 @@ def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, 
                                [[row[j] for j in cols] for row in lens["top_prob"]],
                                [[row[j] for j in cols] for row in lens["next_prob"]],
                                title=f"Logit lens after the intervention (last {len(cols)} positions)")
-    text = MSG["compare"].format(what=_describe(spec).capitalize(), lb=d["mean_loss_before"],
+    text = MSG["compare"].format(what=_describe(spec)[:1].upper() + _describe(spec)[1:], lb=d["mean_loss_before"],
                                  la=d["mean_loss_after"], d=d["mean_loss_after"] - d["mean_loss_before"],
                                  pos=d["position"], tok=labels[d["position"] - start])
     return bars, loss, lens_fig, text, ""
@@ -412,6 +429,7 @@ def build(state, tab=None) -> None:
     """The tab's layout and events; call inside ``with gr.Tab(...)``."""
     gr.Markdown(T("inside_intro"))
     msg = gr.HTML(elem_id="pg-inside-msg")
+    seen_run = gr.State(None)  # the run whose defaults the position fields hold
     with gr.Tabs():
         with gr.Tab(T("inside_lens"), id="inside-lens"):
             with gr.Row():
@@ -480,7 +498,9 @@ def build(state, tab=None) -> None:
     lens_scroll.release(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside",
                         trigger_mode="always_last")
     if tab is not None:
-        tab.select(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
+        tab.select(open_tab, [state, seen_run, lens_scroll, lens_layer, lens_pos],
+                   lens_outputs + [lens_layer, lens_pos, dla_pos, m_pos, i_pos, seen_run],
+                   api_visibility="private", concurrency_id="inside")
     dla_btn.click(attribution_view, [state, dla_pos, dla_target], [dla_heat, dla_fall, dla_md, msg],
                   api_visibility="private", concurrency_id="inside")
     m_btn.click(maths_view, [state, m_layer, m_head, m_pos], [m_table, m_plot, m_md, msg],
