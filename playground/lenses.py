@@ -105,36 +105,50 @@ def layer_names(model) -> list[str]:
 # Logit lens
 
 
-def logit_lens(model, ids, intervention: Intervention | None = None) -> dict:
-    """Top token and p(actual next token) for every layer × position.
+def logit_lens(model, ids, intervention: Intervention | None = None, first: int = 0,
+               stop: int | None = None) -> dict:
+    """Top token and p(actual next token) for every layer × position in [first, stop).
 
-    Returns ``top_id``, ``top_prob`` and ``next_prob`` as (n_layers + 1) × T lists (``next_prob``
-    is None at the last position, whose next token is not known), and ``layers`` names.
+    Returns ``top_id``, ``top_prob`` and ``next_prob`` as (n_layers + 1) × (stop − first) lists
+    (``next_prob`` is None at the run's last position, whose next token is not known), ``layers``
+    names and ``first``. Reading a row out costs a product with the whole vocabulary -- for GPT-2
+    and 256 positions that is 5× the forward itself -- so the tab asks for the window it shows.
     """
     ids = _ids(ids)
-    T, L1 = len(ids), model.cfg.n_layers + 1
-    rows = max(1, min(L1 * T, LENS_CHUNK_ROWS))
-    with _reserve_logits(model, rows, f"the logit lens of {T:,} tokens"):
-        _, cache = run_with_hooks(model, ids, intervention, last_token_only=True)
-        stream = torch.cat([r[0] for r in cache.resid])  # ((L+1)·T, d): every layer's rows, layer-major
-        nxt = torch.cat([torch.tensor(ids[1:] + [0], dtype=torch.long)] * L1)  # row r's next token
-        top_id, top_prob, next_prob = [], [], []
-        # One product per chunk of rows instead of a (T, V) softmax per layer: argmax needs no
-        # softmax, and p = exp(logit − logsumexp) needs only the two reductions.
-        for start in range(0, stream.size(0), rows):
-            logits = _read_out(model, stream[start:start + rows])  # (rows, V)
-            lse = torch.logsumexp(logits, dim=-1)
-            best, best_id = logits.max(dim=-1)
-            chosen = logits.gather(1, nxt[start:start + rows, None])[:, 0]
-            top_id += best_id.tolist()
-            top_prob += torch.exp(best - lse).tolist()
-            next_prob += torch.exp(chosen - lse).tolist()
-            del logits
-    top_id = [top_id[i * T:(i + 1) * T] for i in range(L1)]
-    top_prob = [top_prob[i * T:(i + 1) * T] for i in range(L1)]
-    next_prob = [next_prob[i * T:i * T + T - 1] + [None] for i in range(L1)]
-    return {"layers": layer_names(model), "token_ids": ids, "top_id": top_id, "top_prob": top_prob,
-            "next_prob": next_prob}
+    T = len(ids)
+    stop = T if stop is None else stop
+    if isinstance(first, bool) or not isinstance(first, int) or not isinstance(stop, int) or not 0 <= first < stop <= T:
+        raise LensError(f"The lens window must lie in positions 0–{T - 1}, got {first!r}–{stop!r}.")
+    causal = not (intervention and intervention.changes_causality)
+    with _reserve_logits(model, min(LENS_CHUNK_ROWS, (model.cfg.n_layers + 1) * (stop - first)),
+                         f"the logit lens of {T:,} tokens"):
+        _, cache = run_with_hooks(model, ids[:stop] if causal else ids, intervention, last_token_only=True)
+        out = lens_from_cache(model, cache, ids, first, stop)
+    return out
+
+
+def lens_from_cache(model, cache, ids, first: int, stop: int) -> dict:
+    L1, n = len(cache.resid), stop - first
+    stream = torch.cat([r[0, first:stop] for r in cache.resid])  # ((L+1)·n, d): layer-major rows
+    nxt = torch.cat([torch.tensor((ids + [0])[first + 1:stop + 1], dtype=torch.long)] * L1)  # each row's next token
+    top_id, top_prob, next_prob = [], [], []
+    rows = LENS_CHUNK_ROWS
+    # One product per chunk of rows instead of a (T, V) softmax per layer: argmax needs no
+    # softmax, and p = exp(logit − logsumexp) needs only the two reductions.
+    for start in range(0, stream.size(0), rows):
+        logits = _read_out(model, stream[start:start + rows])  # (rows, V)
+        lse = torch.logsumexp(logits, dim=-1)
+        best, best_id = logits.max(dim=-1)
+        chosen = logits.gather(1, nxt[start:start + rows, None])[:, 0]
+        top_id += best_id.tolist()
+        top_prob += torch.exp(best - lse).tolist()
+        next_prob += torch.exp(chosen - lse).tolist()
+        del logits
+    known = min(n, len(ids) - 1 - first)  # positions whose next token exists
+    return {"layers": layer_names(model), "token_ids": ids, "first": first,
+            "top_id": [top_id[i * n:(i + 1) * n] for i in range(L1)],
+            "top_prob": [top_prob[i * n:(i + 1) * n] for i in range(L1)],
+            "next_prob": [next_prob[i * n:i * n + known] + [None] * (n - known) for i in range(L1)]}
 
 
 def lens_cell(model, ids, layer: int, position: int, k: int = TOP_K,
@@ -255,10 +269,12 @@ def token_losses(logits: torch.Tensor, ids: list[int]) -> list[float]:
     return F.cross_entropy(logits[0, :-1].float(), target, reduction="none").tolist()
 
 
-def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_K, lens: bool = True) -> dict:
+def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_K, lens: bool = True,
+            lens_window: tuple[int, int] | None = None) -> dict:
     """The same tokens with and without the intervention: the next-token distribution at
     ``position`` (the top-k of either, with both probabilities), the per-position loss on the
-    run's own tokens, and (``lens``) the logit lens after the intervention."""
+    run's own tokens, and (``lens``) the logit lens after the intervention over ``lens_window``
+    (first, stop) positions (default: all), read from the same forward."""
     ids = _ids(ids)
     position = _position(position, len(ids))
     intervention = (intervention or Intervention()).validate(model.cfg)
@@ -266,7 +282,7 @@ def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_
     with _reserve_logits(model, 2 * T, f"an intervention on {T:,} tokens"), torch.no_grad():
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
         before = model(idx).float()
-        after, _ = run_with_hooks(model, idx, intervention, capture=False)
+        after, cache = run_with_hooks(model, idx, intervention, capture=lens)
         after = after.float()
         pb, pa = torch.softmax(before[0, position], -1), torch.softmax(after[0, position], -1)
         shown = list(dict.fromkeys(pb.topk(k).indices.tolist() + pa.topk(k).indices.tolist()))
@@ -276,11 +292,15 @@ def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_
                "loss_before": token_losses(before, ids) if T > 1 else [],
                "loss_after": token_losses(after, ids) if T > 1 else []}
         del before, after
+        if lens:
+            first, stop = lens_window or (0, T)
+            if not 0 <= first < stop <= T:
+                raise LensError(f"The lens window must lie in positions 0–{T - 1}, got {first!r}–{stop!r}.")
+            out["lens_after"] = lens_from_cache(model, cache, ids, first, stop)
+        del cache
     n = max(1, T - 1)
     out["mean_loss_before"] = sum(out["loss_before"]) / n
     out["mean_loss_after"] = sum(out["loss_after"]) / n
-    if lens:
-        out["lens_after"] = logit_lens(model, ids, intervention)
     return out
 
 

@@ -55,6 +55,19 @@ def test_last_lens_row_is_the_models_own_output(bundled, ids):
     assert mean(lens["next_prob"][-1]) > mean(lens["next_prob"][0])
 
 
+def test_a_lens_window_is_the_same_slice_of_the_whole_lens(bundled, ids):
+    whole = lenses.logit_lens(bundled, ids)
+    part = lenses.logit_lens(bundled, ids, first=5, stop=len(ids))
+    assert part["first"] == 5
+    assert part["top_id"] == [row[5:] for row in whole["top_id"]]
+    assert part["next_prob"] == [row[5:] for row in whole["next_prob"]]  # None at the last position too
+    mid = lenses.logit_lens(bundled, ids, first=2, stop=9)
+    # a shorter forward (the model is causal: positions up to 8 only) gives the same numbers
+    assert all(r == pytest.approx(w[2:9], rel=1e-5) for r, w in zip(mid["top_prob"], whole["top_prob"]))
+    with pytest.raises(lenses.LensError, match="lens window"):
+        lenses.logit_lens(bundled, ids, first=4, stop=4)
+
+
 def test_lens_cell_top10_and_kl(bundled, ids):
     pos, L = 9, bundled.cfg.n_layers
     final = lenses.lens_cell(bundled, ids, L, pos)

@@ -142,13 +142,13 @@ def _describe(spec: Intervention) -> str:
     return "; ".join(parts)
 
 
-def _lens(model, state, run, ids, spec: Intervention | None = None) -> dict:
-    key = (recipe_key(state["recipe"]), run.id, len(ids), ids[0], None if spec is None else repr(spec))
+def _lens(model, state, run, ids, first: int, stop: int) -> dict:
+    key = (recipe_key(state["recipe"]), run.id, len(ids), ids[0], first, stop)
     with _LENS_LOCK:
         if key in _LENS_CACHE:
             _LENS_CACHE.move_to_end(key)
             return _LENS_CACHE[key]
-    lens = lenses.logit_lens(model, ids, spec)
+    lens = lenses.logit_lens(model, ids, first=first, stop=stop)
     with _LENS_LOCK:
         _LENS_CACHE[key] = lens
         while len(_LENS_CACHE) > 16:
@@ -164,14 +164,18 @@ def _with_tokens(d: dict, start: int, labels) -> dict:
     return {"window_start": start, "tokens": labels, **d}
 
 
-def lens_data(state):
+def lens_data(state, first=None, last=None):
+    """The lens over absolute positions first..last (blank: the whole window)."""
     try:
         model, run, start, ids, labels = _context(state)
-        lens = _lens(model, state, run, ids)
+        end = start + len(ids) - 1
+        a = start if first in (None, "") else parse_whole(first, "First position", start, end)
+        b = end if last in (None, "") else parse_whole(last, "Last position", a, end)
+        lens = _lens(model, state, run, ids, a - start, b - start + 1)
     except Exception as e:
         return {"error": str(e)}
     tok = load_tokenizer()
-    return _with_tokens({**lens, "top_token": [[tok.piece(t).display for t in row] for row in lens["top_id"]]},
+    return _with_tokens({**lens, "first": a, "top_token": [[tok.piece(t).display for t in row] for row in lens["top_id"]]},
                         start, labels)
 
 
@@ -219,12 +223,13 @@ def intervene_data(state, zero_heads="", mean_heads="", scale_head="", alpha=1.0
         model, run, start, ids, labels = _context(state)
         spec = parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos)
         p = _position(position, start, ids, default=len(ids) - 1)
-        d = lenses.compare(model, ids, spec, p, lens=False)
-        d["lens_after"] = _lens(model, state, run, ids, spec.validate(model.cfg))
+        T = len(ids)
+        d = lenses.compare(model, ids, spec, p, lens_window=(max(0, T - LENS_WINDOW), T))
     except Exception as e:
         return {"error": str(e)}
     tok = load_tokenizer()
     d["position"] += start
+    d["lens_after"]["first"] += start
     d["token_labels"] = [tok.piece(t).display for t in d["shown_ids"]]
     return _with_tokens(d, start, labels)
 
@@ -268,32 +273,33 @@ def _error(e, n: int):
 
 def lens_view(state, scroll, layer, position):
     """(heatmap, window note, scroll slider, top-10 bars, cell text, message)."""
-    d = lens_data(state)
+    try:
+        model, _, start, ids, labels = _context(state)
+    except Exception as e:
+        return (gr.skip(),) * 5 + (fail(e),)
+    T, L1 = len(ids), model.cfg.n_layers + 1
+    newest = max(0, T - LENS_WINDOW)
+    first = newest if scroll in (None, "") else parse_whole_or(scroll, start + newest) - start
+    first = max(0, min(first, newest))
+    d = lens_data(state, start + first, start + min(T, first + LENS_WINDOW) - 1)
     if "error" in d:
         return _error(d, 5)
-    start, labels, L1 = d["window_start"], d["tokens"], len(d["layers"])
-    T = len(labels)
-    lo = start
-    first = T - LENS_WINDOW if scroll in (None, "") else parse_whole_or(scroll, T - LENS_WINDOW + start) - start
-    first = max(0, min(first, max(0, T - LENS_WINDOW)))
     cols = range(first, min(T, first + LENS_WINDOW))
     cell_layer = L1 - 1 if layer in (None, "") else parse_whole_or(layer, L1 - 1)
     cell_layer = max(0, min(cell_layer, L1 - 1))
     cell_pos = (start + T - 1) if position in (None, "") else parse_whole_or(position, start + T - 1)
     cell_pos = max(start, min(cell_pos, start + T - 1))
-    fig = lf.lens_heatmap(d["layers"], [start + j for j in cols], [labels[j] for j in cols],
-                          [[row[j] for j in cols] for row in d["top_token"]],
-                          [[row[j] for j in cols] for row in d["top_prob"]],
-                          [[row[j] for j in cols] for row in d["next_prob"]],
+    fig = lf.lens_heatmap(d["layers"], [start + j for j in cols], [labels[j] for j in cols], d["top_token"],
+                          d["top_prob"], d["next_prob"],
                           title="Logit lens: top token (text) and p(actual next token) (colour) per layer",
                           selected=(cell_layer, cell_pos) if first <= cell_pos - start < first + LENS_WINDOW else None)
     if T > LENS_WINDOW:
-        note = MSG["window"].format(a=start + first, b=start + cols[-1], lo=lo, hi=start + T - 1)
+        note = MSG["window"].format(a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
     else:
         note = MSG["window_all"].format(n=T)
     if start:
         note += MSG["cropped"].format(n=T, lo=start)
-    scroll_update = gr.update(minimum=start, maximum=max(start + 1, start + T - LENS_WINDOW), value=start + first,
+    scroll_update = gr.update(minimum=start, maximum=max(start + 1, start + newest), value=start + first,
                               visible=T > LENS_WINDOW)
     cell = lens_cell_data(state, cell_layer, cell_pos)
     if "error" in cell:
@@ -389,11 +395,10 @@ def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, 
                          title="Loss on the run's own next tokens, per position")
     lens = d["lens_after"]
     tok = load_tokenizer()
-    cols = range(max(0, T - LENS_WINDOW), T)
+    cols = range(lens["first"] - start, T)
     lens_fig = lf.lens_heatmap(lens["layers"], [start + j for j in cols], [labels[j] for j in cols],
-                               [[tok.piece(row[j]).display for j in cols] for row in lens["top_id"]],
-                               [[row[j] for j in cols] for row in lens["top_prob"]],
-                               [[row[j] for j in cols] for row in lens["next_prob"]],
+                               [[tok.piece(t).display for t in row] for row in lens["top_id"]],
+                               lens["top_prob"], lens["next_prob"],
                                title=f"Logit lens after the intervention (last {len(cols)} positions)")
     text = MSG["compare"].format(what=_describe(spec)[:1].upper() + _describe(spec)[1:], lb=d["mean_loss_before"],
                                  la=d["mean_loss_after"], d=d["mean_loss_after"] - d["mean_loss_before"],
@@ -517,7 +522,8 @@ def build(state, tab=None) -> None:
     # ---- API: plain numbers ----
     out = gr.JSON(visible=False)
     hidden = lambda: gr.Button(visible=False)  # noqa: E731
-    hidden().click(lens_data, state, out, api_name="logit_lens", concurrency_id="inside")
+    api_first, api_last = gr.Number(None, visible=False), gr.Number(None, visible=False)
+    hidden().click(lens_data, [state, api_first, api_last], out, api_name="logit_lens", concurrency_id="inside")
     hidden().click(lens_cell_data, [state, lens_layer, lens_pos], out, api_name="lens_cell", concurrency_id="inside")
     hidden().click(attribution_data, [state, dla_pos, dla_target], out, api_name="logit_attribution",
                    concurrency_id="inside")
