@@ -204,3 +204,54 @@ def test_head_sweep_matches_single_ablations_and_refuses_long_sweeps(bundled, id
     with pytest.raises(lenses.SweepTooLongError, match="would take about") as e:
         lenses.head_sweep(bundled, ids, limit_s=1e-6)
     assert e.value.estimate_s > 0
+
+
+def test_readme_worked_example(bundled):
+    """The numbers README's "Inside the model" section states, recomputed."""
+    from conftest import TINY_SHAKESPEARE
+
+    if not TINY_SHAKESPEARE.is_file():
+        pytest.skip("Tiny Shakespeare is not on this machine")
+    text = TINY_SHAKESPEARE.read_text(encoding="utf-8")
+    tok = load_tokenizer()
+    ids = tok.encode(text[int(len(text) * 0.9):])[:256]
+    newline = tok.encode("\n")[0]
+    breaks = [t for t in range(len(ids) - 1) if ids[t + 1] == newline]
+    others = [t for t in range(len(ids) - 1) if ids[t + 1] != newline]
+    assert len(breaks) == 32
+    # Every head zeroed in turn, four at a time in one batched forward (as head_sweep does).
+    from playground.interventions import run_with_hooks
+
+    target = torch.tensor(ids[1:])
+    heads = [(layer, head) for layer in range(bundled.cfg.n_layers) for head in range(bundled.cfg.n_heads)]
+    base = lenses.token_losses(logits_of(bundled, ids)[None], ids)
+    delta = {}
+    for start in range(0, len(heads), 4):
+        chunk = heads[start:start + 4]
+        gain = torch.ones(bundled.cfg.n_layers, len(chunk), bundled.cfg.n_heads)
+        for row, (layer, head) in enumerate(chunk):
+            gain[layer, row, head] = 0.0
+        logits, _ = run_with_hooks(bundled, torch.tensor([ids] * len(chunk)), capture=False, head_gain=gain)
+        for row, key in enumerate(chunk):
+            after = F.cross_entropy(logits[row, :-1].float(), target, reduction="none").tolist()
+            delta[key] = [sum(after[t] - base[t] for t in ts) / len(ts) for ts in (breaks, others)]
+    ranked = sorted(delta, key=lambda k: -delta[k][0])
+    assert ranked[:3] == [(3, 0), (4, 1), (1, 1)] and ranked[-1] == (5, 0)
+    assert round(delta[3, 0][0], 3) == 0.142 and round(delta[3, 0][1], 3) == -0.005
+    assert round(delta[4, 1][0], 3) == 0.089 and round(delta[1, 1][0], 3) == 0.059
+    assert round(delta[5, 0][0], 3) == -0.235
+
+
+def test_readme_python_example_runs():
+    import re
+    from pathlib import Path
+
+    if not BUNDLED_CHECKPOINT.is_file():
+        pytest.skip("no bundled model in this copy")
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    code = re.search(r"```python\n(from playground import lenses.*?)```", readme, re.S).group(1)
+    scope = {}
+    exec(code, scope)
+    ids = scope["ids"]
+    assert ids[11] == load_tokenizer().encode("?")[0] and ids[12] == load_tokenizer().encode("\n")[0]
+    assert len(scope["dose"]["logprob"]) == 11 and len(scope["sweep"]["delta_loss"]) == 6
