@@ -86,9 +86,13 @@ def resolve_target(tokenizer, text: str) -> int:
     return ids[0]
 
 
-def _reserve_logits(model, rows: int, what: str):
-    """A few copies of ``rows`` float32 logit rows (softmax, log-softmax) held while a view computes."""
-    return BUDGET.reserve(4 * rows * model.cfg.vocab_size * 4, what, "lens")
+def _reserve_logits(model, rows: int, what: str, captured_tokens: int = 0):
+    """Held in the memory budget while a view computes: a few copies of ``rows`` float32 logit
+    rows (softmax, log-softmax), and what a capturing forward of ``captured_tokens`` keeps (the
+    residual stream of every layer, each layer's head outputs and MLP outputs: 3·(L+1)·T·d)."""
+    cfg = model.cfg
+    capture = 3 * (cfg.n_layers + 1) * captured_tokens * cfg.emb_dim * 4
+    return BUDGET.reserve(4 * rows * cfg.vocab_size * 4 + capture, what, "lens")
 
 
 def _read_out(model, resid: torch.Tensor) -> torch.Tensor:
@@ -121,7 +125,7 @@ def logit_lens(model, ids, intervention: Intervention | None = None, first: int 
         raise LensError(f"The lens window must lie in positions 0–{T - 1}, got {first!r}–{stop!r}.")
     causal = not (intervention and intervention.changes_causality)
     with _reserve_logits(model, min(LENS_CHUNK_ROWS, (model.cfg.n_layers + 1) * (stop - first)),
-                         f"the logit lens of {T:,} tokens"):
+                         f"the logit lens of {T:,} tokens", T):
         _, cache = run_with_hooks(model, ids[:stop] if causal else ids, intervention, last_token_only=True)
         out = lens_from_cache(model, cache, ids, first, stop)
     return out
@@ -157,8 +161,9 @@ def lens_cell(model, ids, layer: int, position: int, k: int = TOP_K,
     ids = _ids(ids)
     layer = _layer(layer, model.cfg.n_layers + 1, "Lens layer")
     position = _position(position, len(ids))
-    _, cache = run_with_hooks(model, ids[:position + 1] if not (intervention and intervention.changes_causality)
-                              else ids, intervention, last_token_only=True)
+    with _reserve_logits(model, 2, "a logit-lens cell", len(ids)):
+        _, cache = run_with_hooks(model, ids[:position + 1] if not (intervention and intervention.changes_causality)
+                                  else ids, intervention, last_token_only=True)
     logp = torch.log_softmax(_read_out(model, cache.resid[layer][0, position]).double(), dim=-1)
     final = torch.log_softmax(_read_out(model, cache.resid[-1][0, position]).double(), dim=-1)
     kl = float((final.exp() * (final - logp)).sum())
@@ -195,7 +200,8 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
             raise LensError("The last position has no next token: type a target token.")
         target_id = ids[position + 1]
     target_id = check_target(model, target_id)
-    logits, cache = run_with_hooks(model, ids[:position + 1], last_token_only=True)
+    with _reserve_logits(model, 1, "a logit attribution", position + 1):
+        logits, cache = run_with_hooks(model, ids[:position + 1], last_token_only=True)
     cfg, p = model.cfg, position
     dd = torch.float64
     x = cache.resid[-1][0, p].to(dd)
@@ -242,7 +248,8 @@ def attention_maths(model, ids, layer: int, head: int, position: int) -> dict:
     layer = _layer(layer, cfg.n_layers)
     head = _layer(head, cfg.n_heads, "Head")
     position = _position(position, len(ids), "Query position")
-    _, cache = run_with_hooks(model, ids, capture=True, capture_qkv=(layer,), last_token_only=True)
+    with _reserve_logits(model, 1, "the attention maths", len(ids)):
+        _, cache = run_with_hooks(model, ids, capture=True, capture_qkv=(layer,), last_token_only=True)
     q, k, v = (t[0, head].double() for t in cache.qkv[layer])  # (T, hd) each
     qp = q[position]
     scores = k @ qp  # (T,)
@@ -279,7 +286,7 @@ def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_
     position = _position(position, len(ids))
     intervention = (intervention or Intervention()).validate(model.cfg)
     T = len(ids)
-    with _reserve_logits(model, 2 * T, f"an intervention on {T:,} tokens"), torch.no_grad():
+    with _reserve_logits(model, 2 * T, f"an intervention on {T:,} tokens", T if lens else 0), torch.no_grad():
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
         before = model(idx).float()
         after, cache = run_with_hooks(model, idx, intervention, capture=lens)
