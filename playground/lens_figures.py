@@ -110,7 +110,8 @@ def before_after_bars(labels, before, after, *, title: str) -> go.Figure:
 
 def loss_lines(positions, labels, before, after, *, title: str) -> go.Figure:
     fig = go.Figure([go.Scatter(x=list(positions), y=list(before), mode="lines+markers", name="before"),
-                     go.Scatter(x=list(positions), y=list(after), mode="lines+markers", name="after")])
+                     go.Scatter(x=list(positions), y=list(after), mode="lines+markers", name="after",
+                                line=dict(dash="dash"))])
     fig.update_xaxes(tickmode="array", tickvals=list(positions), ticktext=[_short(x) for x in labels],
                      tickangle=-60, title="position (predicting the next token)")
     fig.update_yaxes(title="loss (nats)")

@@ -69,8 +69,8 @@ def test_each_inside_view_is_drawn(app_url):
         page.screenshot(path=str(ARTIFACTS / "inside-maths.png"), full_page=True)
 
         page.get_by_role("tab", name="Interventions").click()
-        page.get_by_label("Zero-ablate heads", exact=False).fill("2.3")
-        page.get_by_label("Scale one head", exact=False).fill("2.3")
+        page.get_by_label("Zero-ablate heads", exact=False).fill("3.0")
+        page.get_by_label("Scale one head", exact=False).fill("3.0")
         page.locator("#pg-intervene-btn").click()
         _plot_ready(page, "pg-intervene-bars")
         _plot_ready(page, "pg-intervene-loss")
