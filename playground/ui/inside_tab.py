@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from types import SimpleNamespace
 
 import gradio as gr
 
@@ -430,8 +431,8 @@ def sweep_view(state, progress=gr.Progress()):
 # Layout and wiring
 
 
-def build(state, tab=None) -> None:
-    """The tab's layout and events; call inside ``with gr.Tab(...)``."""
+def layout() -> SimpleNamespace:
+    """The tab's components (built inside its ``gr.Tab``)."""
     gr.Markdown(T("inside_intro"))
     msg = gr.HTML(elem_id="pg-inside-msg")
     seen_run = gr.State(None)  # the run whose defaults the position fields hold
@@ -493,44 +494,50 @@ def build(state, tab=None) -> None:
                 with gr.Column():
                     sweep_md = gr.Markdown(elem_id="pg-sweep-md")
                     sweep_plot = gr.Plot(show_label=False, elem_id="pg-sweep")
+    # API-only endpoints (plain numbers): their hidden buttons and output, and the lens window bounds
+    api_out = gr.JSON(visible=False)
+    api_first, api_last = gr.Number(None, visible=False), gr.Number(None, visible=False)
+    api_buttons = [gr.Button(visible=False) for _ in range(7)]
+    return SimpleNamespace(**{k: v for k, v in locals().items()})
 
+
+def wire(page) -> None:
+    """The tab's events; ``page.inside`` holds its components, ``page.state`` the session."""
+    c, state = page.inside, page.state
     # ---- views ----
-    lens_inputs = [state, lens_scroll, lens_layer, lens_pos]
-    lens_outputs = [lens_plot, lens_note, lens_scroll, cell_plot, cell_md, msg]
-    lens_btn.click(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
-    for control in (lens_layer, lens_pos):
+    lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos]
+    lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
+    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
+    for control in (c.lens_layer, c.lens_pos):
         control.submit(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
-    lens_scroll.release(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside",
-                        trigger_mode="always_last")
-    if tab is not None:
-        tab.select(open_tab, [state, seen_run, lens_scroll, lens_layer, lens_pos],
-                   lens_outputs + [lens_layer, lens_pos, dla_pos, m_pos, i_pos, seen_run],
-                   api_visibility="private", concurrency_id="inside")
-    dla_btn.click(attribution_view, [state, dla_pos, dla_target], [dla_heat, dla_fall, dla_md, msg],
+    c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside",
+                          trigger_mode="always_last")
+    page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos],
+                           lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
+                           api_visibility="private", concurrency_id="inside")
+    c.dla_btn.click(attribution_view, [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
+                    api_visibility="private", concurrency_id="inside")
+    c.m_btn.click(maths_view, [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
                   api_visibility="private", concurrency_id="inside")
-    m_btn.click(maths_view, [state, m_layer, m_head, m_pos], [m_table, m_plot, m_md, msg],
-                api_visibility="private", concurrency_id="inside")
-    i_inputs = [state, i_zero, i_mean, i_scale, i_alpha, i_mlps, i_unmask, i_drop, i_pos]
-    i_btn.click(intervene_view, i_inputs, [i_bars, i_loss, i_lens, i_md, msg], api_visibility="private",
-                concurrency_id="inside")
-    dose_btn.click(dose_view, [state, i_scale, i_pos, i_target], [dose_plot, msg], api_visibility="private",
-                   concurrency_id="inside")
+    i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
+    c.i_btn.click(intervene_view, i_inputs, [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+                  api_visibility="private", concurrency_id="inside")
+    c.dose_btn.click(dose_view, [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
+                     api_visibility="private", concurrency_id="inside")
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
-    sweep_btn.click(sweep_view, state, [sweep_plot, sweep_md, msg], api_visibility="private",
-                    concurrency_id="inside_sweep", concurrency_limit=1)
+    c.sweep_btn.click(sweep_view, state, [c.sweep_plot, c.sweep_md, c.msg], api_visibility="private",
+                      concurrency_id="inside_sweep", concurrency_limit=1)
 
     # ---- API: plain numbers ----
-    out = gr.JSON(visible=False)
-    hidden = lambda: gr.Button(visible=False)  # noqa: E731
-    api_first, api_last = gr.Number(None, visible=False), gr.Number(None, visible=False)
-    hidden().click(lens_data, [state, api_first, api_last], out, api_name="logit_lens", concurrency_id="inside")
-    hidden().click(lens_cell_data, [state, lens_layer, lens_pos], out, api_name="lens_cell", concurrency_id="inside")
-    hidden().click(attribution_data, [state, dla_pos, dla_target], out, api_name="logit_attribution",
+    out, hidden = c.api_out, iter(c.api_buttons).__next__
+    hidden().click(lens_data, [state, c.api_first, c.api_last], out, api_name="logit_lens", concurrency_id="inside")
+    hidden().click(lens_cell_data, [state, c.lens_layer, c.lens_pos], out, api_name="lens_cell", concurrency_id="inside")
+    hidden().click(attribution_data, [state, c.dla_pos, c.dla_target], out, api_name="logit_attribution",
                    concurrency_id="inside")
-    hidden().click(maths_data, [state, m_layer, m_head, m_pos], out, api_name="attention_maths",
+    hidden().click(maths_data, [state, c.m_layer, c.m_head, c.m_pos], out, api_name="attention_maths",
                    concurrency_id="inside")
     hidden().click(intervene_data, i_inputs, out, api_name="intervene", concurrency_id="inside")
-    hidden().click(dose_data, [state, i_scale, i_pos, i_target], out, api_name="dose_response",
+    hidden().click(dose_data, [state, c.i_scale, c.i_pos, c.i_target], out, api_name="dose_response",
                    concurrency_id="inside")
     hidden().click(sweep_data, state, out, api_name="head_sweep", concurrency_id="inside_sweep",
                    concurrency_limit=1)
