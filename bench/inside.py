@@ -154,11 +154,13 @@ def targets(r: dict) -> list[Target]:
 
 
 def table(r: dict) -> str:
-    lines = [f"{'view':48} {'median s':>9} {'min s':>8} {'max s':>8}"]
+    lines = [f"{'view':48} {'median s':>9} {'min s':>8} {'max s':>8} {'x forward':>10}"]
     for run, rows in r["views"].items():
-        lines.append(f"-- {run} (one plain forward: {r['forward_s'].get(run, float('nan')) * 1000:.0f} ms)")
+        forward = r["forward_s"].get(run, float("nan"))
+        lines.append(f"-- {run} (one plain forward: {forward * 1000:.0f} ms)")
         for name, t in rows.items():
-            lines.append(f"{name:48} {t['median_s']:9.3f} {t['min_s']:8.3f} {t['max_s']:8.3f}")
+            lines.append(f"{name:48} {t['median_s']:9.3f} {t['min_s']:8.3f} {t['max_s']:8.3f} "
+                         f"{t['median_s'] / forward:9.1f}x")
     if r.get("gpt2_sweep_refused"):
         lines.append(f"gpt2-small 256-token sweep (144 heads): refused, estimate {r['gpt2_sweep_estimate_s']:.0f} s")
     ab = r.get("decode_ab")
