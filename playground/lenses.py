@@ -22,7 +22,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .interventions import Intervention, InterventionError, check_alpha, run_with_hooks
+from .interventions import Hooks, Intervention, InterventionError, check_alpha, run_with_hooks
 from .memory import BUDGET
 from .model import LayerNorm, causal_mask
 
@@ -315,7 +315,9 @@ def dose_response(model, ids, layer: int, head: int, position: int, target_id: i
                   alphas=None) -> dict:
     """log p(target) at ``position`` as one head's output is scaled by α (default 0, 0.2, …, 2).
 
-    All α run as one batch, and only the tokens up to ``position`` (the model is causal)."""
+    Only the tokens up to ``position`` are run (the model is causal), the blocks before ``layer``
+    once (they do not depend on α), and the rest with every α as one batch, resumed from the
+    residual stream captured at ``layer`` -- TransformerLens's "start at layer"."""
     ids = _ids(ids)
     cfg = model.cfg
     layer = _layer(layer, cfg.n_layers)
@@ -329,9 +331,14 @@ def dose_response(model, ids, layer: int, head: int, position: int, target_id: i
     alphas = [round(0.2 * i, 10) for i in range(11)] if alphas is None else [check_alpha(a) for a in alphas]
     gain = torch.ones(cfg.n_layers, len(alphas), cfg.n_heads)
     gain[layer, :, head] = torch.tensor(alphas)
-    idx = torch.tensor([ids[:position + 1]] * len(alphas), dtype=torch.long)
-    with _reserve_logits(model, len(alphas), "a dose-response curve"):
-        logits, _ = run_with_hooks(model, idx, capture=False, head_gain=gain, last_token_only=True)
+    with _reserve_logits(model, len(alphas), "a dose-response curve", (len(alphas) + 1) * (position + 1)):
+        _, cache = run_with_hooks(model, ids[:position + 1], last_token_only=True)
+        hooks = Hooks(cfg, capture=False, head_gain=gain)
+        with torch.no_grad():
+            x = cache.resid[layer].expand(len(alphas), -1, -1)  # (n_alphas, position + 1, d)
+            for i in range(layer, cfg.n_layers):
+                x = model.trf_blocks[i](x, None, None, hooks.layer(i))
+            logits = model.out_head(model.final_norm(x[:, -1:]))  # (n_alphas, 1, V)
         logp = torch.log_softmax(logits[:, -1].float(), dim=-1)[:, target_id]
     return {"layer": layer, "head": head, "position": position, "target_id": target_id,
             "alphas": alphas, "logprob": logp.tolist()}

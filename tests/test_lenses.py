@@ -189,6 +189,15 @@ def test_dose_response_ends_match_plain_and_zeroed(bundled, ids):
     assert d["logprob"][5] == pytest.approx(float(plain), abs=1e-4)  # α = 1
     zeroed = lenses.compare(bundled, ids, Intervention(zero_heads=((layer, head),)), pos, lens=False)
     assert d["logprob"][0] == pytest.approx(-zeroed["loss_after"][pos], abs=1e-4)  # α = 0
+    # every α against its own full forward with that head scaled (not resumed mid-way)
+    for i in (3, 8, 10):
+        alpha = d["alphas"][i]
+        full = lenses.compare(bundled, ids, Intervention(scale_head=(layer, head, alpha)), pos, lens=False)
+        assert d["logprob"][i] == pytest.approx(-full["loss_after"][pos], abs=1e-4)
+    for first_or_last in (0, bundled.cfg.n_layers - 1):
+        edge = lenses.dose_response(bundled, ids, first_or_last, 3, pos, alphas=[1.6])
+        full = lenses.compare(bundled, ids, Intervention(scale_head=(first_or_last, 3, 1.6)), pos, lens=False)
+        assert edge["logprob"][0] == pytest.approx(-full["loss_after"][pos], abs=1e-4)
     with pytest.raises(ValueError, match="α must be"):
         lenses.dose_response(bundled, ids, layer, head, pos, alphas=[0, 3])
 
