@@ -26,6 +26,7 @@ from .timing import decode_rate, median
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+WINDOW = 32  # positions the tab's lens shows at once (playground.ui.inside_data.LENS_WINDOW)
 
 
 def _ids(n: int) -> list[int]:
@@ -42,12 +43,14 @@ def views(model, ids) -> dict:
     T, L, H = len(ids), model.cfg.n_layers, model.cfg.n_heads
     p = T - 2
     spec = Intervention(zero_heads=((L // 2, 0), (L - 1, H - 1)))
+    first = max(0, T - WINDOW)  # the tab reads out the 32 positions it shows (and scrolls)
     return {
-        "logit lens": lambda: lenses.logit_lens(model, ids),
+        "logit lens (32-position window)": lambda: lenses.logit_lens(model, ids, first=first),
         "lens cell (top-10 + KL)": lambda: lenses.lens_cell(model, ids, L // 2, p),
         "logit attribution": lambda: lenses.logit_attribution(model, ids, p),
         "attention maths": lambda: lenses.attention_maths(model, ids, L // 2, 1, p),
-        "intervention before/after (+ lens after)": lambda: lenses.compare(model, ids, spec, p),
+        "intervention before/after (+ lens window after)": lambda: lenses.compare(model, ids, spec, p,
+                                                                                  lens_window=(first, T)),
         "dose-response (11 α)": lambda: lenses.dose_response(model, ids, L // 2, 0, p),
     }
 
