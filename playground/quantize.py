@@ -173,6 +173,22 @@ def int8_bytes(model: nn.Module, activations: torch.dtype = torch.bfloat16) -> i
     return total
 
 
+def float_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """An int8 model's state_dict with nn.Linear / nn.Embedding's keys and float values (each
+    weight dequantized to the activations' dtype; the scales folded in)."""
+    state = {}
+    for key, value in model.state_dict().items():
+        module_name, _, leaf = key.rpartition(".")
+        module = model.get_submodule(module_name) if module_name else model
+        if isinstance(module, (Int8Linear, Int8Embedding)):
+            if leaf == "scale":
+                continue
+            if leaf == "weight":
+                value = (value.float() * module.scale.float()[:, None]).to(module.scale.dtype)
+        state[key] = value
+    return state
+
+
 def model_bytes(model: nn.Module) -> int:
     """Bytes the model holds: every parameter and buffer once (tied tensors counted once)."""
     seen, total = set(), 0

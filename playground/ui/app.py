@@ -102,7 +102,7 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             seed_init = gr.Number(0, label=T("seed_init"), min_width=100)
                             dtype = gr.Radio(list(mt.DTYPES), value="float32", label=T("dtype"),
-                                             info="bfloat16 halves memory and is faster on most CPUs; float32 is exact.")
+                                             info=T("dtype_info"))
                         hub_name = gr.Dropdown(list(mt.HUB_MODELS), value=list(mt.HUB_MODELS)[0], label=T("hub_model"))
                         upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
                         build_btn = gr.Button(T("build"), variant="primary", elem_id="pg-build")
@@ -113,6 +113,8 @@ def build_demo() -> gr.Blocks:
                                                     label=T("breakdown"), interactive=False, wrap=True)
                         treemap = gr.Plot(label="treemap", show_label=False)
                         memory_plot = gr.Plot(label="memory", show_label=False)
+                        with gr.Accordion(T("kernels"), open=False):
+                            kernels_md = gr.Markdown(elem_id="pg-kernels")
                         tree_depth = gr.Slider(1, 6, value=3, step=1, label=T("tree_depth"))
                         tree_df = gr.Dataframe(headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
                                                label=T("tree"), interactive=False, max_height=420, wrap=True)
@@ -193,7 +195,7 @@ def build_demo() -> gr.Blocks:
                         loss_plot = gr.Plot(show_label=False)
 
         # ---- wiring: Model tab ----
-        model_outputs = [summary, tying_md, breakdown_df, treemap, memory_plot, tree_df, layer, head]
+        model_outputs = [summary, tying_md, breakdown_df, treemap, memory_plot, tree_df, layer, head, kernels_md]
         form = [weights, preset, seed_init, hub_name, dtype] + fields
         switch_outputs = [state, build_msg] + model_outputs + form + [heatmap, chips, head_box]
         demo.load(mt.load_session, None, [state] + model_outputs + form + [head_box], api_name="load_session")

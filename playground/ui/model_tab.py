@@ -12,7 +12,7 @@ import time
 
 import gradio as gr
 
-from .. import figures
+from .. import figures, kernels
 from ..config import PRESETS, ConfigError, GPTConfig
 from ..session import (
     BUNDLED_CHECKPOINT, CACHE, breakdown_table, bundled_recipe, describe_recipe, hub_recipe, import_upload,
@@ -31,7 +31,7 @@ WEIGHT_CHOICES = ["bundled (Tiny Shakespeare)", "random init", "OpenAI GPT-2 (hu
                   "trained in the Train tab"]
 CUSTOM = "custom (the fields below)"
 PRESET_CHOICES = list(PRESETS) + [CUSTOM]
-DTYPES = ("float32", "bfloat16")
+DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.quantize)
 
 HEAD_PATTERNS = {  # pattern name in facts.json -> (label, a prompt that shows it)
     "line_break": ("line-break head",
@@ -114,10 +114,31 @@ def model_views(model, recipe: dict, depth: int = 3):
         tree_table(model, int(depth)),
         slider_range(cfg.n_layers - 1),
         slider_range(cfg.n_heads - 1),
+        kernels_table(),
     )
 
 
-N_VIEWS = 8  # what model_views returns
+KERNEL_TEXT = {  # templates of the kernels box (kept together for translation)
+    "head": "| decision | chosen | measured (median of one pass over the working set) |\n|---|---|---|",
+    "none": "Nothing measured yet in this process.",
+    "note": "Each choice times its candidates on this machine once per process and weight shape "
+            "(`playground.kernels`); `PLAYGROUND_KERNELS=default` turns the measurements off.",
+}
+
+
+def kernels_table() -> str:
+    """Every kernel/layout decision this process made, with the figures it was made on."""
+    choices = kernels.measured()
+    if not choices:
+        return KERNEL_TEXT["none"]
+    rows = [KERNEL_TEXT["head"]]
+    for c in choices:
+        figures_ms = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in c.seconds.items()) or "—"
+        rows.append(f"| {c.decision} | **{c.winner}** | {figures_ms} |")
+    return "\n".join(rows) + "\n\n" + KERNEL_TEXT["note"]
+
+
+N_VIEWS = 9  # what model_views returns
 N_FORM = 5 + len(FIELDS)  # what form_values returns
 
 
