@@ -47,6 +47,7 @@ from .model import GPTModel, attention_probs
 from .quantize import is_int8, quantize_int8
 from .quantize import model_bytes as int8_model_bytes
 from .sampling import Generation, GenerationStep, generate
+from .threads import as_background_work
 from .tokenizer import load_tokenizer
 from .weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
 # Files the server writes and reads moved to files.py; imported here so old imports keep working.
@@ -714,6 +715,7 @@ class TrainingJob:
                 self.val_points.append((ev.step, ev.val_loss))
             self.last_event = ev
 
+        as_background_work()  # generation first: lower priority, one thread fewer (playground.threads)
         try:
             self.trainer.run(callback=on_event, should_stop=self._stop.is_set)
         except Exception as e:  # reported to the user by the polling handler
