@@ -45,9 +45,12 @@ def _dequantize(x2d, q, scale, bias):
     return F.linear(x2d, q.to(x2d.dtype) * scale[:, None], bias)
 
 
+_KERNELS = {"dequantize": _dequantize, "int8pack": _int8pack}
+
+
 def int8_linear_kernels() -> dict:
     """Candidate kernels, the plain one (dequantize, then an ordinary product) first."""
-    return {"dequantize": _dequantize, "int8pack": _int8pack}
+    return dict(_KERNELS)
 
 
 class Int8Linear(nn.Module):
@@ -71,7 +74,7 @@ class Int8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         x2d = x.reshape(-1, self.in_features).to(self.scale.dtype).contiguous()
-        out = int8_linear_kernels()[self.kernel](x2d, self.weight, self.scale, self.bias)
+        out = _KERNELS[self.kernel](x2d, self.weight, self.scale, self.bias)
         return out.view(*shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
