@@ -4,7 +4,9 @@
 - ``generate_tab``: streaming generation, Stop, step inspection, exports (with ``chips``)
 - ``attention_view``: the attention figures for the current run
 - ``train_tab``: training in the background with a live loss curve
-- ``app``: the page layout and the wiring of every event; ``common``: messages and input parsing
+- ``app``: ``build_demo``, the page composed of the tabs (each tab module has ``layout()`` and ``wire(page)``)
+- shared pieces: ``messages`` (warn/ok/fail), ``state`` (the session), ``parsing`` (widget values),
+  ``i18n`` (languages), ``style`` (CSS); ``common`` gathers them in one import
 """
 
 from .app import CSS, EXAMPLES, build_demo, launch_kwargs

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import gradio as gr
 
 from .. import figures, kernels
-from ..config import PRESETS, ConfigError, GPTConfig
+from ..config import (
+    ACTIVATIONS, ATTENTION_IMPLS, DEFAULT_PRESET, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, ConfigError, GPTConfig,
+)
 from ..session import (
     BUNDLED_CHECKPOINT, CACHE, breakdown_table, bundled_recipe, describe_recipe, hub_recipe, import_upload,
     random_recipe, summary_line, tree_items, tree_table, tying_explanation,
@@ -21,7 +24,7 @@ from ..session import (
 from ..files import discard_upload, is_trained_checkpoint
 from ..weights import HUB_MODELS
 from .chips import RESET
-from .common import fail, new_state, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
+from .common import T, fail, new_state, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
     session_model, slider_range
 
 FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate", "qkv_bias",
@@ -214,3 +217,78 @@ def load_session(state=None):
     recipe = state["recipe"]
     return (state,) + model_views(model, recipe) + form_values(model, recipe) + (
         gr.update(visible=recipe["kind"] == "bundled"),)
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def layout() -> SimpleNamespace:
+    """The tab's components: the form on the left, the model's tables and figures on the right."""
+    cfg = PRESETS[DEFAULT_PRESET]  # the form starts here; load_session fills in the real model
+    c = SimpleNamespace()
+    with gr.Row():
+        with gr.Column(scale=2, min_width=320):
+            c.weights = gr.Radio(WEIGHT_CHOICES, label=T("weights"),
+                                 value=WEIGHT_CHOICES[0] if BUNDLED_CHECKPOINT.is_file() else "random init")
+            c.preset = gr.Dropdown(PRESET_CHOICES, value=DEFAULT_PRESET, label=T("preset"))
+            with gr.Accordion(T("config_fields"), open=False):
+                # Integers are checked by the handler (2.5 layers is refused and said), not rounded by the widget.
+                c.fields = [
+                    gr.Number(cfg.vocab_size, label=T("vocab_size")),
+                    gr.Number(cfg.context_length, label=T("context_length")),
+                    gr.Number(cfg.emb_dim, label=T("emb_dim")),
+                    gr.Number(cfg.n_heads, label=T("n_heads")),
+                    gr.Number(cfg.n_layers, label=T("n_layers")),
+                    gr.Number(cfg.drop_rate, label=T("drop_rate")),
+                    gr.Checkbox(cfg.qkv_bias, label=T("qkv_bias")),
+                    gr.Checkbox(cfg.tie_weights, label=T("tie_weights")),
+                    gr.Dropdown(list(POS_ENCODINGS), value=cfg.pos_encoding, label=T("pos_encoding")),
+                    gr.Dropdown(list(ACTIVATIONS), value=cfg.activation, label=T("activation")),
+                    gr.Dropdown(list(NORM_PLACEMENTS), value=cfg.norm_placement, label=T("norm_placement")),
+                    gr.Dropdown(list(ATTENTION_IMPLS), value=cfg.attention_impl, label=T("attention_impl")),
+                ]
+            with gr.Row():
+                c.seed_init = gr.Number(0, label=T("seed_init"), min_width=100)
+                c.dtype = gr.Radio(list(DTYPES), value="float32", label=T("dtype"),
+                                   info=T("dtype_info"))
+            c.hub_name = gr.Dropdown(list(HUB_MODELS), value=list(HUB_MODELS)[0], label=T("hub_model"))
+            c.upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
+            c.build_btn = gr.Button(T("build"), variant="primary", elem_id="pg-build")
+            c.build_msg = gr.HTML(elem_id="pg-build-msg")
+        with gr.Column(scale=3):
+            c.tying_md = gr.Markdown()
+            c.breakdown_df = gr.Dataframe(headers=["component", "formula", "formula value", "measured", "agree"],
+                                          label=T("breakdown"), interactive=False, wrap=True)
+            c.treemap = gr.Plot(label="treemap", show_label=False)
+            c.memory_plot = gr.Plot(label="memory", show_label=False)
+            with gr.Accordion(T("kernels"), open=False):
+                c.kernels_md = gr.Markdown(elem_id="pg-kernels")
+            c.tree_depth = gr.Slider(1, 6, value=3, step=1, label=T("tree_depth"))
+            c.tree_df = gr.Dataframe(headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
+                                     label=T("tree"), interactive=False, max_height=420, wrap=True)
+    c.form = [c.weights, c.preset, c.seed_init, c.hub_name, c.dtype] + c.fields
+    return c
+
+
+def model_outputs(page) -> list:
+    """Where ``model_views`` goes (the layer/head sliders live in the Generate tab)."""
+    m, g = page.model, page.generate
+    return [page.summary, m.tying_md, m.breakdown_df, m.treemap, m.memory_plot, m.tree_df, g.layer, g.head, m.kernels_md]
+
+
+def switch_outputs(page) -> list:
+    """Where ``switch_model`` goes: every tab that shows something of the session's model or run."""
+    g = page.generate
+    return [page.state, page.model.build_msg] + model_outputs(page) + page.model.form + [g.heatmap, g.chips, g.head_box]
+
+
+def wire(page) -> None:
+    m = page.model
+    page.demo.load(load_session, None, [page.state] + model_outputs(page) + m.form + [page.generate.head_box],
+                   api_name="load_session")
+    m.preset.input(preset_fields, m.preset, m.fields + [m.tying_md], api_name="preset_config")
+    m.build_btn.click(build_from_form,
+                      [page.state, page.train_state, m.weights, m.seed_init, m.hub_name, m.upload, m.dtype] + m.fields,
+                      switch_outputs(page), api_name="build_model", concurrency_id="models", concurrency_limit=2)
+    m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")

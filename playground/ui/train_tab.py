@@ -4,14 +4,15 @@ stop at any time keeping what was learned, then use the result in the other tabs
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import gradio as gr
 
 from .. import figures
 from ..config import PRESETS
 from ..session import CACHE, describe_recipe
-from .common import fail as _fail, ok as _ok, warn as _warn
-from .model_tab import N_SWITCH, switch_model
+from .common import T, fail as _fail, ok as _ok, warn as _warn
+from .model_tab import N_SWITCH, switch_model, switch_outputs
 
 CORPUS_CHOICES = ["Tiny Shakespeare (downloaded once, then cached)", "upload a .txt", "paste text"]
 
@@ -96,3 +97,42 @@ def use_trained(state, train_state):
     return switch_model(model, recipe, _ok(f"Now using {describe_recipe(recipe)}."))
 
 
+# ----------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def new_train_state() -> dict:
+    return {"job": None, "recipe": None}
+
+
+def layout() -> SimpleNamespace:
+    c = SimpleNamespace()
+    with gr.Row():
+        with gr.Column(scale=2, min_width=320):
+            c.preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)", label=T("train_config"))
+            c.corpus_source = gr.Radio(CORPUS_CHOICES, value=CORPUS_CHOICES[0], label=T("corpus"))
+            c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath")
+            c.corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000)
+            with gr.Row():
+                c.steps = gr.Number(200, label=T("steps"), precision=0, minimum=1, maximum=5000)
+                c.lr = gr.Number(2e-3, label=T("lr"), minimum=0, maximum=1)
+            with gr.Row():
+                c.train_btn = gr.Button(T("train"), variant="primary")
+                c.stop_btn = gr.Button(T("stop"), variant="stop")
+            c.use_btn = gr.Button(T("use_trained"))
+            c.msg = gr.HTML()
+        with gr.Column(scale=3):
+            c.progress = gr.HTML()
+            c.loss_plot = gr.Plot(show_label=False)
+    return c
+
+
+def wire(page) -> None:
+    t, train_state = page.train, page.train_state
+    # Training: one at a time on this server (it uses every core); generation keeps its own queue.
+    t.train_btn.click(train_model, [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr],
+                      [train_state, t.loss_plot, t.progress, t.msg], api_name="train",
+                      concurrency_id="train", concurrency_limit=1)
+    t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
+    t.use_btn.click(use_trained, [page.state, train_state], [page.state, t.msg] + switch_outputs(page)[2:],
+                    api_name="use_trained")

@@ -1,0 +1,28 @@
+"""Messages shown under a control: a warning, a confirmation, or an unexpected error (logged)."""
+
+from __future__ import annotations
+
+import html
+import logging
+import traceback
+
+from ..config import ConfigError
+from ..weights import WeightLoadError
+
+log = logging.getLogger("playground.ui")
+
+
+def warn(message: str) -> str:
+    return f"<div class='pg-msg pg-error'>⚠️ {html.escape(str(message))}</div>"
+
+
+def ok(message: str) -> str:
+    return f"<div class='pg-msg pg-ok'>✓ {html.escape(str(message))}</div>"
+
+
+def fail(e: Exception) -> str:
+    """User errors keep their own message; anything else is logged and reported briefly."""
+    if isinstance(e, (ValueError, ConfigError, WeightLoadError, FileNotFoundError, MemoryError)):
+        return warn(str(e))
+    log.error("unexpected error: %s", traceback.format_exc())
+    return warn(f"Something went wrong ({type(e).__name__}: {e}). Your model and results are unchanged.")

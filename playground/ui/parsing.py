@@ -1,0 +1,72 @@
+"""Parsing what a widget (or an API caller) sent.
+
+Handlers receive whatever the browser or a ``gradio_client`` caller sends, so every value is
+parsed here into the type the engine expects, or refused with a message that names the field.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+
+MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
+
+
+def parse_number(value, name: str) -> float:
+    if isinstance(value, bool) or value is None or value == "":
+        raise ValueError(f"{name} must be a number, got {value!r}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {value!r}.")
+    return number
+
+
+def parse_whole(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    try:
+        number = parse_number(value, name)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {value!r}.") from None
+    if not number.is_integer():
+        raise ValueError(f"{name} must be a whole number, got {value!r}.")
+    whole = int(number)
+    if (lo is not None and whole < lo) or (hi is not None and whole > hi):
+        span = f"between {lo:,} and {hi:,}" if lo is not None and hi is not None else \
+            f"at least {lo:,}" if lo is not None else f"at most {hi:,}"
+        raise ValueError(f"{name} must be {span}, got {whole:,}.")
+    return whole
+
+
+def parse_seed(value, name: str = "Seed") -> int | None:
+    """None or empty means "no seed"; otherwise a whole number torch accepts."""
+    if value is None or value == "":
+        return None
+    return parse_whole(value, name, 0, MAX_SEED)
+
+
+def parse_bool(value, name: str) -> bool:
+    """A checkbox sends True/False; API callers sometimes send strings, which bool() would misread."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise ValueError(f"{name} must be true or false, got {value!r}.")
+
+
+def parse_choice(value, choices, name: str) -> str:
+    if value not in choices:
+        shown = ", ".join(f"“{c}”" for c in choices)
+        raise ValueError(f"{name} must be one of {shown}; got {value!r}.")
+    return value
+
+
+def slider_range(maximum: int, value: int = 0) -> dict:
+    """A 0..maximum slider; with a single choice there is nothing to slide, so it hides (Gradio
+    refuses a slider whose minimum equals its maximum)."""
+    return gr.update(minimum=0, maximum=max(1, maximum), value=min(max(0, value), max(0, maximum)),
+                     visible=maximum > 0)

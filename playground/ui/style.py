@@ -1,0 +1,30 @@
+"""The page's own CSS and the small scripts that run in the browser."""
+
+CSS = """
+.pg-msg { padding: 6px 10px; border-radius: 6px; margin: 4px 0; font-size: 15px; }
+.pg-error { background: #fef2f2; color: #991b1b; border: 1px solid #fecaca; }
+.pg-ok { background: #f0fdf4; color: #166534; border: 1px solid #bbf7d0; }
+.dark .pg-error { background: #450a0a; color: #fecaca; border-color: #7f1d1d; }
+.dark .pg-ok { background: #052e16; color: #bbf7d0; border-color: #14532d; }
+#pg-summary { font-size: 15px; }
+.pg-status { font-size: 15px; padding: 2px 0; }
+.pg-chipbox { max-height: 300px; overflow-y: auto; line-height: 2.1; padding: 4px; }
+.pg-chip { display: inline-block; margin: 2px 2px; padding: 1px 6px; border-radius: 6px; font-size: 16px;
+           color: #ffffff; background: #4b5563; cursor: pointer; white-space: pre; font-family: ui-monospace, monospace; }
+.pg-chip small { font-size: 11px; margin-left: 5px; opacity: 0.95; font-family: system-ui, sans-serif; }
+.pg-chip.pg-selected { outline: 3px solid #f59e0b; outline-offset: 1px; }
+.pg-swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; vertical-align: -1px; }
+/* Plotly figures are drawn on a transparent background; in dark mode their text and lines are
+   recoloured here so one figure serves both themes. */
+.dark .js-plotly-plot .main-svg text { fill: #e5e7eb !important; }
+.dark .js-plotly-plot .main-svg .gridlayer path, .dark .js-plotly-plot .main-svg .zerolinelayer path {
+  stroke: #374151 !important; }
+"""
+
+# After a tab becomes visible, tell plotly to re-measure: a figure drawn while its tab was hidden
+# would otherwise keep the narrow default width.
+RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
+
+# After a tab becomes visible, tell plotly to re-measure: a figure drawn while its tab was hidden
+# would otherwise keep the narrow default width.
+RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
