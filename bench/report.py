@@ -233,7 +233,7 @@ def docs_block(r: dict, short: bool = False) -> str:
     lines = [START, "", head, ""] + decode_table(r) + ["", bandwidth_line(r)]
     if r.get("under_training"):
         lines += ["", load_line(r["under_training"])]
-    checks = r.get("targets", [])
+    checks = [] if short else r.get("targets", [])
     if checks:
         lines += ["", "| target | value | goal | |", "|---|---:|---|---|"]
         for t in checks:
