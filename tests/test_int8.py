@@ -159,8 +159,8 @@ def test_bundled_model_greedy_text_and_kl():
     m32 = build_from_recipe(bundled_recipe("float32"))
     q = build_from_recipe(bundled_recipe("int8"))
     prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
-    t32 = [s.token_id for s in generate(m32, prompt, max_new_tokens=64, temperature=0)]
-    t8 = [s.token_id for s in generate(q, prompt, max_new_tokens=64, temperature=0)]
+    t32 = [s.token_id for s in generate(m32, prompt, max_new_tokens=40, temperature=0)]
+    t8 = [s.token_id for s in generate(q, prompt, max_new_tokens=40, temperature=0)]
     seq = torch.tensor([prompt + t32])
     with torch.no_grad():
         a = m32(seq)[0, len(prompt) - 1:-1]
