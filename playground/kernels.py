@@ -64,8 +64,10 @@ def choose(key: tuple, decision: str, candidates: dict[str, Callable[[], object]
            reps: int = REPS, budget: float = BUDGET_S, timer: Callable[[], float] = time.perf_counter) -> Choice:
     """Time each candidate ``reps`` times, interleaved (a burst of load from another process then
     hits every candidate alike; at least MIN_REPS, then until ``budget`` seconds are spent), and
-    keep the one with the smallest median. Cached under ``key``:
+    keep the one with the smallest median. Cached under ``key`` and the calling thread's torch
+    thread count (the winner may change with it):
     the first call measures, later ones return the same Choice."""
+    key = (*key, torch.get_num_threads())
     with _LOCK:
         if key in _CHOICES:
             return _CHOICES[key]
@@ -163,8 +165,8 @@ def one_row_bfloat16_kernel(shape: tuple[int, int] = (3072, 768), count: int = 1
     so this is decided once per process, on the first bfloat16 model's feed-forward shape."""
     key = ("one-row bfloat16 kernel",)
     with _LOCK:
-        if key in _CHOICES:
-            return _CHOICES[key]
+        if (*key, torch.get_num_threads()) in _CHOICES:
+            return _CHOICES[(*key, torch.get_num_threads())]
         ws = _matrices(shape, torch.bfloat16, _copies(shape, torch.bfloat16, count), in_out=False)
         x = torch.randn(1, shape[1]).to(torch.bfloat16)
         return choose(key, f"one-row bfloat16 kernel {tuple(shape)}",
@@ -180,8 +182,8 @@ def weight_layout(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Cho
     order -- for one-row products with a weight of ``shape`` (out, in), of which a model has ``count``."""
     key = ("weight layout", tuple(shape), dtype, _copies(shape, dtype, count))
     with _LOCK:
-        if key in _CHOICES:
-            return _CHOICES[key]
+        if (*key, torch.get_num_threads()) in _CHOICES:
+            return _CHOICES[(*key, torch.get_num_threads())]
         n = key[-1]
         kernel = _kernel_for(dtype)
         x = torch.randn(1, shape[1]).to(dtype)
@@ -197,8 +199,8 @@ def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -
     n = _copies((3 * emb_dim, emb_dim), dtype, n_layers)
     key = ("stacked qkv", emb_dim, dtype, in_out, n)
     with _LOCK:
-        if key in _CHOICES:
-            return _CHOICES[key]
+        if (*key, torch.get_num_threads()) in _CHOICES:
+            return _CHOICES[(*key, torch.get_num_threads())]
         kernel = _kernel_for(dtype)
         x = torch.randn(1, 1, emb_dim).to(dtype)
         separate = _matrices((emb_dim, emb_dim), dtype, 3 * n, in_out)
@@ -216,8 +218,8 @@ def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) ->
     n = _copies(shape, torch.int8, count)
     key = ("int8 kernel", tuple(shape), activations, n)
     with _LOCK:
-        if key in _CHOICES:
-            return _CHOICES[key]
+        if (*key, torch.get_num_threads()) in _CHOICES:
+            return _CHOICES[(*key, torch.get_num_threads())]
         gen = torch.Generator().manual_seed(0)
         ws = [torch.randint(-127, 128, shape, dtype=torch.int8, generator=gen) for _ in range(n)]
         scales = torch.full((shape[0],), 0.02 / 127).to(activations)

@@ -186,3 +186,19 @@ def test_relayout_after_a_dtype_change_asks_again(monkeypatch):
     assert {(s, d) for s, d, _ in asked} == {((64, 64), torch.bfloat16), ((256, 64), torch.bfloat16),
                                              ((64, 256), torch.bfloat16), ((50257, 64), torch.bfloat16)}
     use_fast_weight_layout(model)
+
+
+def test_a_different_thread_count_measures_again():
+    clock, calls = FakeClock(), []
+    cands = {"a": clock.costs(1.0, calls), "b": clock.costs(2.0, calls)}
+    before = torch.get_num_threads()
+    kernels.choose(("threads",), "threads", cands, reps=3, timer=clock)
+    n = len(calls)
+    kernels.choose(("threads",), "threads", cands, reps=3, timer=clock)
+    assert len(calls) == n
+    try:
+        torch.set_num_threads(1 if before > 1 else 2)
+        kernels.choose(("threads",), "threads", cands, reps=3, timer=clock)
+        assert len(calls) == 2 * n  # the winner can change with the thread count
+    finally:
+        torch.set_num_threads(before)
