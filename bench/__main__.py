@@ -18,7 +18,7 @@ import torch  # noqa: E402
 
 from playground import kernels  # noqa: E402
 
-from . import decode, load, memory, report, serving  # noqa: E402
+from . import decode, load, memory, report, scoring, serving  # noqa: E402
 from .timing import median  # noqa: E402
 
 
@@ -133,6 +133,8 @@ def main(argv=None) -> int:
                                                 args.load_reps or (2 if args.quick else 3))
     del peers
 
+    print("Scoring 8 KB of Tiny Shakespeare with the bundled model (issue 13) ...")
+    result["scoring"] = scoring.measure(reps)
     if not args.skip_memory:
         print("1024-token prompt with attention views (subprocess) ...")
         result["memory"] = {}
@@ -154,6 +156,7 @@ def main(argv=None) -> int:
     result["targets"] = [c.__dict__ for c in checks]
     print()
     print(report.table(result))
+    print("\n".join(scoring.rows(result["scoring"])))
     print()
     print("Targets (issues 5 and 14):")
     for c in checks:

@@ -99,6 +99,10 @@ def targets(r: dict) -> list[Target]:
                           share.get("with training (before)"), "reported", None))
         out.append(_at_least("decode with a training thread, after: background priority (share of alone)",
                              share.get("with training (after: background priority)"), 0.5))
+    sc = r.get("scoring", {})
+    if "median_s" in sc:  # issue 13
+        out.append(_at_most("scoring 8 KB of Tiny Shakespeare, bundled model (s)", sc["median_s"], 1.0))
+        out.append(_at_least("scoring / full-logits evaluation loop (speed)", _ratio(sc["peer_median_s"], sc["median_s"]), 1.0))
     for a in r.get("agreement", []):
         if a["model"].startswith("random") or a.get("precision") == "int8":
             out.append(Target(f"{a.get('precision', 'bfloat16')} vs float32 teacher-forced greedy agreement, "

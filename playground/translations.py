@@ -58,9 +58,42 @@ EN = {
     "train": "Train",
     "use_trained": "Use the trained model",
     "train_config": "Model to train",
+<<<<<<< HEAD
     # speed (issue 14): int8 precision, measured kernels
     "dtype_info": "bfloat16 halves memory and is faster on most CPUs; int8 stores weights in a quarter of float32's bytes (decoding only); float32 is exact.",
     "kernels": "Kernels measured on this machine",
+=======
+    # ---- Score & compare (issue 13) ----
+    'tab_compare': '4 · Score & compare',
+    'compare_intro': 'Model **A** is the model loaded in the Model tab; load a second model **B** below. Score any text token by token, run two models or two settings side by side, read why a token was sampled, and replay or share a run.',
+    'model_b': 'Second model (B)',
+    'load_b': 'Load model B',
+    'score_section': 'Score a text',
+    'text_source': 'Text',
+    'text_to_score': 'Text to score',
+    'text_upload': 'Upload a .txt',
+    'replace_bytes': 'Replace undecodable bytes (for a file that is not UTF-8)',
+    'stride': 'Stride in tokens (0 = half the window)',
+    'score_a': 'Score with A',
+    'score_ab': 'Score with A and B',
+    'side_section': 'Side by side: two models or two settings',
+    'temp_a': 'Temperature A',
+    'top_k_a': 'top-k A (0 = off)',
+    'top_p_a': 'top-p A (1 = off)',
+    'temp_b': 'Temperature B',
+    'top_k_b': 'top-k B (0 = off)',
+    'top_p_b': 'top-p B (1 = off)',
+    'two_models': 'Models A and B (settings A)',
+    'two_settings': 'Settings A and B (model A)',
+    'receipt_section': 'Sampling receipt (the current run of the Generate tab)',
+    'show_receipt': 'Show the receipt',
+    'replay_section': 'Replay and share',
+    'replay_upload': 'Replay file or run export (.json / .npz)',
+    'replay': 'Replay',
+    'export_replay': 'Export a replay file of the current run',
+    'share_link': "Link with the Generate tab's settings",
+    'link': 'Link (opens the Generate tab pre-filled)',
+>>>>>>> main
 }
 
 ZH = {
@@ -121,9 +154,42 @@ ZH = {
     "train": "开始训练",
     "use_trained": "使用训练好的模型",
     "train_config": "要训练的模型",
+<<<<<<< HEAD
     # speed (issue 14): int8 precision, measured kernels
     "dtype_info": "bfloat16 内存减半，在多数 CPU 上更快；int8 权重只占 float32 的四分之一（仅用于生成）；float32 最精确。",
     "kernels": "在本机上测得的计算内核",
+=======
+    # ---- Score & compare (issue 13) ----
+    'tab_compare': '4 · 打分与对比',
+    'compare_intro': '模型 **A** 是模型页中加载的模型；在下面加载第二个模型 **B**。逐个 token 给任意文本打分，并排运行两个模型或两组设置，查看某个 token 为何被采样，以及重放或分享一次运行。',
+    'model_b': '第二个模型（B）',
+    'load_b': '加载模型 B',
+    'score_section': '给文本打分',
+    'text_source': '文本',
+    'text_to_score': '要打分的文本',
+    'text_upload': '上传 .txt 文件',
+    'replace_bytes': '替换无法解码的字节（用于非 UTF-8 文件）',
+    'stride': '步长（token 数，0 = 窗口的一半）',
+    'score_a': '用 A 打分',
+    'score_ab': '用 A 和 B 打分',
+    'side_section': '并排对比：两个模型或两组设置',
+    'temp_a': '温度 A',
+    'top_k_a': 'top-k A（0 = 关闭）',
+    'top_p_a': 'top-p A（1 = 关闭）',
+    'temp_b': '温度 B',
+    'top_k_b': 'top-k B（0 = 关闭）',
+    'top_p_b': 'top-p B（1 = 关闭）',
+    'two_models': '模型 A 和 B（设置 A）',
+    'two_settings': '设置 A 和 B（模型 A）',
+    'receipt_section': '采样凭据（生成页的当前运行）',
+    'show_receipt': '显示凭据',
+    'replay_section': '重放与分享',
+    'replay_upload': '重放文件或导出的运行（.json / .npz）',
+    'replay': '重放',
+    'export_replay': '导出当前运行的重放文件',
+    'share_link': '带生成页设置的链接',
+    'link': '链接（打开预先填好的生成页）',
+>>>>>>> main
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"
