@@ -58,11 +58,6 @@ EN = {
     "train": "Train",
     "use_trained": "Use the trained model",
     "train_config": "Model to train",
-<<<<<<< HEAD
-    # speed (issue 14): int8 precision, measured kernels
-    "dtype_info": "bfloat16 halves memory and is faster on most CPUs; int8 stores weights in a quarter of float32's bytes (decoding only); float32 is exact.",
-    "kernels": "Kernels measured on this machine",
-=======
     # ---- Score & compare (issue 13) ----
     'tab_compare': '4 · Score & compare',
     'compare_intro': 'Model **A** is the model loaded in the Model tab; load a second model **B** below. Score any text token by token, run two models or two settings side by side, read why a token was sampled, and replay or share a run.',
@@ -93,7 +88,9 @@ EN = {
     'export_replay': 'Export a replay file of the current run',
     'share_link': "Link with the Generate tab's settings",
     'link': 'Link (opens the Generate tab pre-filled)',
->>>>>>> main
+    # speed (issue 14): int8 precision, measured kernels
+    "dtype_info": "bfloat16 halves memory and is faster on most CPUs; int8 stores weights in a quarter of float32's bytes (decoding only); float32 is exact.",
+    "kernels": "Kernels measured on this machine",
 }
 
 ZH = {
@@ -154,11 +151,6 @@ ZH = {
     "train": "开始训练",
     "use_trained": "使用训练好的模型",
     "train_config": "要训练的模型",
-<<<<<<< HEAD
-    # speed (issue 14): int8 precision, measured kernels
-    "dtype_info": "bfloat16 内存减半，在多数 CPU 上更快；int8 权重只占 float32 的四分之一（仅用于生成）；float32 最精确。",
-    "kernels": "在本机上测得的计算内核",
-=======
     # ---- Score & compare (issue 13) ----
     'tab_compare': '4 · 打分与对比',
     'compare_intro': '模型 **A** 是模型页中加载的模型；在下面加载第二个模型 **B**。逐个 token 给任意文本打分，并排运行两个模型或两组设置，查看某个 token 为何被采样，以及重放或分享一次运行。',
@@ -189,7 +181,9 @@ ZH = {
     'export_replay': '导出当前运行的重放文件',
     'share_link': '带生成页设置的链接',
     'link': '链接（打开预先填好的生成页）',
->>>>>>> main
+    # speed (issue 14): int8 precision, measured kernels
+    "dtype_info": "bfloat16 内存减半，在多数 CPU 上更快；int8 权重只占 float32 的四分之一（仅用于生成）；float32 最精确。",
+    "kernels": "在本机上测得的计算内核",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"
