@@ -18,7 +18,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from . import decode, memory, report, scoring, serving  # noqa: E402
+from playground import kernels  # noqa: E402
+
+from . import decode, load, memory, report, scoring, serving  # noqa: E402
 from .timing import median  # noqa: E402
 
 
@@ -34,6 +36,10 @@ def main(argv=None) -> int:
     ap.add_argument("--users", type=int, default=4)
     ap.add_argument("--skip-app", action="store_true", help="no cold start / concurrent users")
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--skip-ct2", action="store_true", help="no CTranslate2 peer")
+    ap.add_argument("--skip-load", action="store_true", help="no decode-under-training measurement")
+    ap.add_argument("--load-reps", type=int, default=None, help="rounds of the training-load measurement (default 3, quick 2)")
+    ap.add_argument("--no-docs", action="store_true", help="do not regenerate docs/benchmarks.md and README's table")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/latest.json, "
                                                 "with --browser bench/results/browser-latest.json)")
     br = ap.add_argument_group("browser (issue 9)")
@@ -79,8 +85,18 @@ def main(argv=None) -> int:
               "absolute numbers will be low.")
 
     print("Building GPT-2 small (Hugging Face init -> save_pretrained -> playground.load_pretrained) ...")
-    peers = decode.build_peers(seed=0)
+    peers = decode.build_peers(seed=0, with_ct2=not args.skip_ct2)
     prompt = decode.prompt_ids(args.prompt_tokens, seed=0)
+    if peers.ct2_note:
+        print(f"note: CTranslate2 not measured: {peers.ct2_note}")
+    result["ctranslate2"] = {"version": _version("ctranslate2"), "note": peers.ct2_note, "model_bin_bytes": peers.ct2_bytes,
+                             "threads": torch.get_num_threads()}
+    result["build_seconds"] = peers.seconds
+    result["kernels"] = [{"decision": c.decision, "winner": c.winner, "seconds": c.seconds, "measured": c.measured}
+                         for c in kernels.measured()]
+    print("Kernel choices measured on this machine (playground.kernels):")
+    for c in kernels.measured():
+        print("  " + c.summary())
 
     print(f"Decoding {n_new} tokens, {reps} rounds (memory bandwidth measured in each round) ...")
     t0 = time.perf_counter()
@@ -104,11 +120,23 @@ def main(argv=None) -> int:
     agreement.append(decode.agreement_report(
         "random GPT-2 small (transformers)", peers.hf["float32"], peers.hf["bfloat16"], prompt,
         dec.tokens["transformers float32"], dec.tokens["transformers bfloat16"]))
-    bundled = _bundled_agreement(prompt, n_new)
-    if bundled:
-        agreement.append(bundled)
+    agreement.append(decode.agreement_report(
+        "random GPT-2 small (ours)", peers.ours["float32"], peers.ours["int8"], prompt,
+        dec.tokens["ours float32"], dec.tokens["ours int8"], precision="int8"))
+    agreement.extend(_bundled_agreement(n_new))
     result["agreement"] = agreement
     result["ours_vs_transformers_float32_tokens_identical"] = dec.tokens["ours float32"] == dec.tokens["transformers float32"]
+    if "ctranslate2 int8" in dec.tokens:
+        result["ctranslate2_tokens_identical"] = {
+            "float32 (ours float32)": dec.tokens["ctranslate2 float32"] == dec.tokens["ours float32"],
+            "int8 (ours int8)": dec.tokens["ctranslate2 int8"] == dec.tokens["ours int8"],
+            "int8 (ours float32)": dec.tokens["ctranslate2 int8"] == dec.tokens["ours float32"]}
+
+    if not args.skip_load:
+        print("Decoding (ours float32, the app's default) alone / with a training thread before / after "
+              "the background-priority change ...")
+        result["under_training"] = load.measure(peers.ours["float32"], prompt, n_new,
+                                                args.load_reps or (2 if args.quick else 3))
     del peers
 
     print("Scoring 8 KB of Tiny Shakespeare with the bundled model (issue 13) ...")
@@ -136,12 +164,24 @@ def main(argv=None) -> int:
     print(report.table(result))
     print("\n".join(scoring.rows(result["scoring"])))
     print()
-    print("Targets (issue 5):")
+    print("Targets (issues 5 and 14):")
     for c in checks:
         print(c.row())
     path = report.write_json(result, args.out and os.path.abspath(args.out))
     print(f"\nwrote {path}")
+    if not args.no_docs and args.out is None:
+        for doc in report.write_docs(result):
+            print(f"regenerated {doc}")
     return 0
+
+
+def _version(name: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:
+        return None
 
 
 def _browser(args) -> int:
@@ -205,23 +245,28 @@ def _training_running() -> bool:
         return False
 
 
-def _bundled_agreement(prompt_ids, n_new) -> dict | None:
-    """The same comparison on the bundled model, if this copy of the app has one."""
-    try:
-        from playground.session import BUNDLED_CHECKPOINT
-        from playground.weights import load_checkpoint
-    except ImportError:
-        return None
+def _bundled_agreement(n_new) -> list[dict]:
+    """The same comparisons (bfloat16, int8 against float32) on the bundled model, if this copy of
+    the app has one."""
+    from playground.quantize import quantize_int8
+    from playground.session import BUNDLED_CHECKPOINT
+    from playground.weights import load_checkpoint
+
     if not BUNDLED_CHECKPOINT.is_file():
-        return None
+        return []
     from playground.tokenizer import load_tokenizer
 
     prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
     m32 = load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu")
-    m16 = load_checkpoint(BUNDLED_CHECKPOINT, dtype="bfloat16", device="cpu")
     t32 = decode.run_ours(m32, prompt, n_new)[1]
-    t16 = decode.run_ours(m16, prompt, n_new)[1]
-    return decode.agreement_report(f"bundled ({BUNDLED_CHECKPOINT.name})", m32, m16, prompt, t32, t16)
+    out = []
+    for precision in ("bfloat16", "int8"):
+        m = load_checkpoint(BUNDLED_CHECKPOINT, dtype="bfloat16", device="cpu")
+        if precision == "int8":
+            m = quantize_int8(m)
+        t = decode.run_ours(m, prompt, n_new)[1]
+        out.append(decode.agreement_report(f"bundled ({BUNDLED_CHECKPOINT.name})", m32, m, prompt, t32, t, precision))
+    return out
 
 
 if __name__ == "__main__":

@@ -11,11 +11,15 @@ import copy
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
+from playground.quantize import model_bytes, quantize_int8
 from playground.sampling import generate
 from playground.weights import load_pretrained
+
+from . import ct2
 
 from .timing import copy_bandwidth, decode_rate, median, read_bandwidth, step_times
 
@@ -30,22 +34,42 @@ def prompt_ids(n: int, seed: int = 0) -> list[int]:
 
 @dataclass
 class Peers:
-    ours: dict  # dtype name -> GPTModel
+    ours: dict  # dtype name -> GPTModel ("int8": weight-only int8, bfloat16 activations)
     hf: dict  # dtype name -> GPT2LMHeadModel
     weight_bytes: dict  # dtype name -> bytes of one copy of the weights (tied head counted once)
+    ct2: dict = field(default_factory=dict)  # compute type -> ctranslate2.Generator
+    ct2_note: str | None = None  # why CTranslate2 is missing, if it is
+    ct2_bytes: dict = field(default_factory=dict)  # compute type -> size of its converted model.bin
+    seconds: dict = field(default_factory=dict)  # what building each peer took
 
 
-def build_peers(seed: int = 0) -> Peers:
+def build_peers(seed: int = 0, with_ct2: bool = True) -> Peers:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
     hf32 = GPT2LMHeadModel(GPT2Config()).eval()
+    seconds = {}
     with tempfile.TemporaryDirectory(prefix="bench-gpt2-") as folder:
-        hf32.save_pretrained(folder)  # config.json + model.safetensors, the hub layout
-        ours = {dt: load_pretrained(folder, dtype=dt, device="cpu") for dt in ("float32", "bfloat16")}
+        hf_dir = Path(folder) / "hf"
+        hf32.save_pretrained(hf_dir)  # config.json + model.safetensors, the hub layout
+        ours = {}
+        for dt in ("float32", "bfloat16"):
+            t0 = time.perf_counter()
+            ours[dt] = load_pretrained(hf_dir, dtype=dt, device="cpu")  # measures its kernels on first use
+            seconds[f"ours {dt} (load + kernel measurements)"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ours["int8"] = quantize_int8(load_pretrained(hf_dir, dtype="bfloat16", device="cpu"))
+        seconds["ours int8 (load + quantize + kernel measurements)"] = time.perf_counter() - t0
+        gens, note, sizes = {}, ct2.available() if with_ct2 else "skipped (--skip-ct2)", {}
+        if note is None:
+            t0 = time.perf_counter()
+            gens = ct2.convert(hf_dir, Path(folder), torch.get_num_threads())
+            sizes = {ct: (Path(folder) / f"ct2-{ct}" / "model.bin").stat().st_size for ct in gens}
+            seconds["ctranslate2 (convert float32 + int8, load)"] = time.perf_counter() - t0
     hf = {"float32": hf32, "bfloat16": copy.deepcopy(hf32).to(torch.bfloat16)}
     n_params = sum(p.numel() for p in ours["float32"].parameters())  # parameters() skips the tied copy
-    return Peers(ours, hf, {"float32": 4 * n_params, "bfloat16": 2 * n_params})
+    weight_bytes = {"float32": 4 * n_params, "bfloat16": 2 * n_params, "int8": model_bytes(ours["int8"])}
+    return Peers(ours, hf, weight_bytes, gens, note, sizes, seconds)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -85,6 +109,18 @@ def run_hf(model, prompt: list[int], n_new: int):
             do_sample=False, pad_token_id=GPT2_EOT, streamer=clock,
         )
     return clock.times, out[0, len(prompt):].tolist()
+
+
+_CT2_VOCAB: tuple | None = None
+
+
+def run_ct2(generator, prompt: list[int], n_new: int):
+    global _CT2_VOCAB
+    if _CT2_VOCAB is None:
+        tokens = ct2.id_to_token()
+        _CT2_VOCAB = (tokens, {t: i for i, t in enumerate(tokens)})
+    tokens, vocab = _CT2_VOCAB
+    return ct2.run(generator, [tokens[i] for i in prompt], n_new, vocab)
 
 
 def run_rerun(model, prompt: list[int], n_new: int):
@@ -131,10 +167,14 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
         "ours float32 + attention": lambda: run_ours(ours["float32"], prompt, n_new, capture=True),
         "ours bfloat16": lambda: run_ours(ours["bfloat16"], prompt, n_new),
         "ours bfloat16 + attention": lambda: run_ours(ours["bfloat16"], prompt, n_new, capture=True),
+        "ours int8": lambda: run_ours(ours["int8"], prompt, n_new),
+        "ours int8 + attention": lambda: run_ours(ours["int8"], prompt, n_new, capture=True),
         "transformers float32": lambda: run_hf(hf["float32"], prompt, n_new),
         "transformers bfloat16": lambda: run_hf(hf["bfloat16"], prompt, n_new),
         "re-run loop float32": lambda: run_rerun(ours["float32"], prompt, n_new),
     }
+    for ct, gen in peers.ct2.items():
+        variants[f"ctranslate2 {ct}"] = (lambda g: lambda: run_ct2(g, prompt, n_new))(gen)
     for name, fn in variants.items():  # warm-up: allocator, oneDNN/MKL kernels, caches
         if name.startswith("re-run"):
             run_rerun(ours["float32"], prompt, 4)
@@ -184,11 +224,22 @@ def _logits(model, seq):
     return out.logits if hasattr(out, "logits") else out
 
 
-def agreement_report(name: str, model32, model16, prompt, tokens32, tokens16) -> dict:
+def mean_kl(model_a, model_b, prompt: list[int], continuation: list[int]) -> float:
+    """Mean over the continuation's positions of KL(p_a || p_b), in nats, both reading the same tokens."""
+    seq = torch.tensor([prompt + continuation])
+    with torch.no_grad():
+        la = _logits(model_a, seq)[0, len(prompt) - 1 : -1].float().log_softmax(-1)
+        lb = _logits(model_b, seq)[0, len(prompt) - 1 : -1].float().log_softmax(-1)
+    return float((la.exp() * (la - lb)).sum(-1).mean())
+
+
+def agreement_report(name: str, model32, model16, prompt, tokens32, tokens16, precision: str = "bfloat16") -> dict:
     return {
         "model": name,
+        "precision": precision,
         "greedy_tokens": len(tokens32),
         "identical": tokens32 == tokens16,
         "first_divergence": first_divergence(tokens32, tokens16),
         "teacher_forced_agreement": teacher_forced_agreement(model32, model16, prompt, tokens32),
+        "mean_kl_nats": mean_kl(model32, model16, prompt, tokens32),
     }

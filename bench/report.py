@@ -67,9 +67,15 @@ def targets(r: dict) -> list[Target]:
     d = r["decode_tok_s"]
     limit = r["bandwidth"]["limit_tok_s"]
     get = d.get
+    best = max((get(f"ours {dt}") or 0) for dt in ("float32", "bfloat16", "int8"))
     out = [
         _at_least("bfloat16 / transformers bfloat16", _ratio(get("ours bfloat16"), get("transformers bfloat16")), 1.5),
         _at_least("bfloat16 / bandwidth limit (bfloat16 weights)", _ratio(get("ours bfloat16"), limit["bfloat16"]), 0.6),
+        _at_least("float32 / bandwidth limit (float32 weights)", _ratio(get("ours float32"), limit["float32"]), 0.75),
+        Target("int8 / bandwidth limit (int8 weights, measured size; shown)", _ratio(get("ours int8"), limit.get("int8")), "reported", None),
+        _at_least("int8 / ctranslate2 int8", _ratio(get("ours int8"), get("ctranslate2 int8")), 1.0),
+        Target("best precision of ours / ctranslate2 int8 (shown)", _ratio(best or None, get("ctranslate2 int8")), "reported", None),
+        Target("float32 / ctranslate2 float32 (shown)", _ratio(get("ours float32"), get("ctranslate2 float32")), "reported", None),
         _at_least("float32 / transformers float32", _ratio(get("ours float32"), get("transformers float32")), 1.0),
         _at_least("float32 / re-run-everything loop (float32)", _ratio(get("ours float32"), get("re-run loop float32")), 6.0),
     ]
@@ -86,14 +92,21 @@ def targets(r: dict) -> list[Target]:
     if "aggregate_tok_s" in users:
         out.append(Target("4 concurrent users: no request fails", len(users["errors"]), "0", not users["errors"]))
         out.append(_at_least("4 users aggregate tok/s / one user's", _ratio(users["aggregate_tok_s"], users.get("single_tok_s")), 1.0))
+    load = r.get("under_training")
+    if load:
+        share = load["share_of_alone"]
+        out.append(Target("decode with a training thread, before (share of alone; shown)",
+                          share.get("with training (before)"), "reported", None))
+        out.append(_at_least("decode with a training thread, after: background priority (share of alone)",
+                             share.get("with training (after: background priority)"), 0.5))
     sc = r.get("scoring", {})
     if "median_s" in sc:  # issue 13
         out.append(_at_most("scoring 8 KB of Tiny Shakespeare, bundled model (s)", sc["median_s"], 1.0))
         out.append(_at_least("scoring / full-logits evaluation loop (speed)", _ratio(sc["peer_median_s"], sc["median_s"]), 1.0))
     for a in r.get("agreement", []):
-        if a["model"].startswith("random"):
-            out.append(Target(f"bf16 vs fp32 teacher-forced greedy agreement, {a['model']} (measured, shown)",
-                              a["teacher_forced_agreement"], "reported", None))
+        if a["model"].startswith("random") or a.get("precision") == "int8":
+            out.append(Target(f"{a.get('precision', 'bfloat16')} vs float32 teacher-forced greedy agreement, "
+                              f"{a['model']} (measured, shown)", a["teacher_forced_agreement"], "reported", None))
     return out
 
 
@@ -101,36 +114,57 @@ def _ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
 
-def table(r: dict) -> str:
+def _dtype_of(name: str) -> str:
+    return "int8" if "int8" in name else "bfloat16" if "bfloat16" in name else "float32"
+
+
+def decode_table(r: dict) -> list[str]:
     d = r["decode_tok_s"]
     spread = r["decode_spread"]
     hf = {"float32": d.get("transformers float32"), "bfloat16": d.get("transformers bfloat16")}
+    ct = {"float32": d.get("ctranslate2 float32"), "int8": d.get("ctranslate2 int8")}
     rerun = d.get("re-run loop float32")
     limit = r["bandwidth"]["limit_tok_s"]
+    lines = [
+        "| variant | tok/s (median) | min–max | × transformers (same dtype) | × CTranslate2 (same dtype) | × re-run loop | of bandwidth limit | 1 / median step |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    steady = r.get("decode_step_median_tok_s", {})
+    for name, rate in d.items():
+        dt = _dtype_of(name)
+        lo, hi = spread[name]
+        cells = [
+            name, f"{rate:.1f}", f"{lo:.1f}–{hi:.1f}",
+            _fmt(_ratio(rate, hf.get(dt))), _fmt(_ratio(rate, ct.get(dt))), _fmt(_ratio(rate, rerun)),
+            f"{rate / limit[dt]:.0%}" if dt in limit else "—",
+            f"{steady[name]:.1f}" if name in steady else "—",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def bandwidth_line(r: dict) -> str:
+    bw, limit = r["bandwidth"], r["bandwidth"]["limit_tok_s"]
+    wb = bw["weight_bytes"]
+    return (f"Memory bandwidth (median of the rounds): copy {bw['copy_gb_s']:.1f} GB/s (read + write), read {bw['read_gb_s']:.1f} GB/s. "
+            f"Weights {wb['float32'] / GB:.3f} GB float32, {wb['bfloat16'] / GB:.3f} GB bfloat16"
+            + (f", {wb['int8'] / GB:.3f} GB int8 (measured)" if "int8" in wb else "")
+            + f" -> limit {limit['float32']:.0f} tok/s float32, {limit['bfloat16']:.0f} tok/s bfloat16"
+            + (f", {limit['int8']:.0f} tok/s int8" if "int8" in limit else "") + " (copy bandwidth / weight bytes).")
+
+
+def table(r: dict) -> str:
     lines = [
         f"GPT-2 small, batch 1, {r['config']['prompt_tokens']}-token prompt, {r['config']['new_tokens']} new tokens, greedy; "
         f"median of {r['config']['reps']} rounds, {r['machine']['torch_threads']} threads",
         "",
-        "| variant | tok/s (median) | min–max | × transformers (same dtype) | × re-run loop | of bandwidth limit | 1 / median step |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    steady = r.get("decode_step_median_tok_s", {})
-    for name, rate in d.items():
-        dt = "bfloat16" if "bfloat16" in name else "float32"
-        lo, hi = spread[name]
-        cells = [
-            name, f"{rate:.1f}", f"{lo:.1f}–{hi:.1f}",
-            _fmt(_ratio(rate, hf[dt])), _fmt(_ratio(rate, rerun)), f"{rate / limit[dt]:.0%}",
-            f"{steady[name]:.1f}" if name in steady else "—",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    bw = r["bandwidth"]
-    lines += [
-        "",
-        f"Memory bandwidth (median of the rounds): copy {bw['copy_gb_s']:.1f} GB/s (read + write), read {bw['read_gb_s']:.1f} GB/s. "
-        f"Weights {bw['weight_bytes']['float32'] / GB:.3f} GB float32, {bw['weight_bytes']['bfloat16'] / GB:.3f} GB bfloat16 "
-        f"-> limit {limit['float32']:.0f} tok/s float32, {limit['bfloat16']:.0f} tok/s bfloat16 (copy bandwidth / weight bytes).",
-    ]
+    ] + decode_table(r)
+    lines += ["", bandwidth_line(r)]
+    load = r.get("under_training")
+    if load:
+        lines.append(load_line(load))
+    for k in r.get("kernels", []):
+        lines.append("kernel choice: " + _kernel_text(k))
     for m in r.get("memory", {}).values():
         if "error" in m:
             lines.append(f"1024-token prompt, {m.get('dtype')}: {m['error']}")
@@ -157,11 +191,91 @@ def table(r: dict) -> str:
         )
     for a in r.get("agreement", []):
         div = "never" if a["first_divergence"] is None else f"at token {a['first_divergence']}"
+        kl = f", mean KL {a['mean_kl_nats']:.2e} nats" if "mean_kl_nats" in a else ""
         lines.append(
-            f"bfloat16 vs float32 greedy, {a['model']}: {a['greedy_tokens']} tokens, first divergence {div}; "
-            f"argmax agreement on the float32 sequence {a['teacher_forced_agreement']:.1%}"
+            f"{a.get('precision', 'bfloat16')} vs float32 greedy, {a['model']}: {a['greedy_tokens']} tokens, first divergence {div}; "
+            f"argmax agreement on the float32 sequence {a['teacher_forced_agreement']:.1%}{kl}"
         )
     return "\n".join(lines)
+
+
+def load_line(load: dict) -> str:
+    d, share, steps = load["decode_tok_s"], load["share_of_alone"], load["training_steps_per_s"]
+    before, after = "with training (before)", "with training (after: background priority)"
+    bg = load.get("background_settings") or {}
+    return (f"Decode (ours float32) with a training thread in the process: alone {d['alone']:.1f} tok/s; "
+            f"training as before {d[before]:.1f} tok/s ({share[before]:.0%} of alone, training {steps[before]:.2f} steps/s); "
+            f"training as background work (nice {bg.get('nice')}, {bg.get('threads')} thread(s)) {d[after]:.1f} tok/s "
+            f"({share[after]:.0%}, training {steps[after]:.2f} steps/s).")
+
+
+def _kernel_text(k: dict) -> str:
+    if not k.get("measured", True):
+        return f"{k['decision']}: {k['winner']} (not measured)"
+    figures = ", ".join(f"{n} {s * 1e3:.2f} ms" for n, s in k["seconds"].items())
+    return f"{k['decision']}: **{k['winner']}** ({figures})"
+
+
+# ----------------------------------------------------------------------------------------------
+# docs/benchmarks.md and README.md: the generated blocks between markers
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = {"docs": ROOT / "docs" / "benchmarks.md", "readme": ROOT / "README.md"}
+START, END = "<!-- bench:decode:start (python -m bench writes this block) -->", "<!-- bench:decode:end -->"
+
+
+def docs_block(r: dict, short: bool = False) -> str:
+    m, c = r["machine"], r["config"]
+    load = r.get("concurrent_load", {})
+    la = load.get("loadavg_start"), load.get("loadavg_end")
+    head = (f"{r['date'][:16].replace('T', ' ')} UTC, `python -m bench{' --quick' if r.get('quick') else ''}`; "
+            f"CPU \"{m['cpu']}\" ({', '.join(m['cpu_flags']) or 'no AVX-512'}), {m['cores']} cores, {m['torch_threads']} torch threads, "
+            f"torch {m['torch']}" + (f", CTranslate2 {r['ctranslate2']['version']}" if r.get("ctranslate2", {}).get("version") else "")
+            + (f"; 1-minute load average {la[0][0]:.1f} at the start, {la[1][0]:.1f} at the end" if la[0] and la[1] else "")
+            + f". GPT-2 small (random weights), batch 1, {c['prompt_tokens']}-token prompt, {c['new_tokens']} new tokens, "
+            f"greedy, median of {c['reps']} rounds.")
+    lines = [START, "", head, ""] + decode_table(r) + ["", bandwidth_line(r)]
+    if r.get("under_training"):
+        lines += ["", load_line(r["under_training"])]
+    checks = [] if short else r.get("targets", [])
+    if checks:
+        lines += ["", "| target | value | goal | |", "|---|---:|---|---|"]
+        for t in checks:
+            shown = "—" if t["value"] is None else f"{t['value']:.3g}"
+            status = "n/a" if t["ok"] is None else "PASS" if t["ok"] else "FAIL"
+            lines.append(f"| {t['name']} | {shown} | {t['goal']} | {status} |")
+    if not short:
+        if r.get("agreement"):
+            lines += ["", "| precision vs float32 | model | greedy tokens | first divergence | argmax agreement, teacher-forced | mean KL (nats) |",
+                      "|---|---|---:|---:|---:|---:|"]
+            for a in r["agreement"]:
+                div = "none" if a["first_divergence"] is None else f"token {a['first_divergence']}"
+                kl = f"{a['mean_kl_nats']:.2e}" if "mean_kl_nats" in a else "—"
+                lines.append(f"| {a.get('precision', 'bfloat16')} | {a['model']} | {a['greedy_tokens']} | {div} | "
+                             f"{a['teacher_forced_agreement']:.1%} | {kl} |")
+        if r.get("kernels"):
+            lines += ["", "Kernel and layout choices measured in this run (`playground.kernels`; median of one pass over a "
+                          "working set of the model's own shapes):", ""]
+            lines += [f"- {_kernel_text(k)}" for k in r["kernels"]]
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def write_docs(r: dict) -> list[Path]:
+    """Replace the generated block in docs/benchmarks.md (full) and README.md (short)."""
+    written = []
+    for name, path in DOCS.items():
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        if START not in text or END not in text:
+            continue
+        before, rest = text.split(START, 1)
+        _, after = rest.split(END, 1)
+        path.write_text(before + docs_block(r, short=name == "readme") + after, encoding="utf-8")
+        written.append(path)
+    return written
+
 
 
 def _fmt(x):
@@ -179,3 +293,9 @@ def write_json(r: dict, path: Path | None = None) -> Path:
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+if __name__ == "__main__":  # python -m bench.report: regenerate the docs from bench/results/latest.json
+    result = json.loads((RESULTS / "latest.json").read_text())
+    for p in write_docs(result):
+        print(f"regenerated {p}")

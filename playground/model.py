@@ -8,6 +8,7 @@ queries and keys, from which the probabilities are computed only for the layers 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import platform
@@ -18,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from . import kernels
 from .config import GPTConfig, check_build_size, check_memory
 
 # ----------------------------------------------------------------------------------------------
@@ -152,6 +154,7 @@ class MultiHeadAttention(nn.Module):
     viewed as n_heads slices of head_dim."""
 
     _stacked: tuple | None = None  # (version key, weight, bias): see stacked_qkv
+    stack_qkv = False  # one product for Q, K and V when inferring: set by use_fast_weight_layout (measured)
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -165,10 +168,10 @@ class MultiHeadAttention(nn.Module):
 
     def project_qkv(self, x: torch.Tensor):
         B, T, _ = x.shape
-        if x.dtype == torch.bfloat16 and not torch.is_grad_enabled():
-            # Inference in bfloat16: Q, K and V from one product with the three weights stacked --
-            # one kernel instead of three, ~4% faster decoding (bench/). Training and float32
-            # (no measurable gain) use the three modules as written below.
+        if self.stack_qkv and not torch.is_grad_enabled():
+            # Inference: Q, K and V from one product with the three weights stacked -- one kernel
+            # instead of three, where a measurement on this machine found it faster
+            # (playground.kernels). Training uses the three modules as written below.
             qkv = F.linear(x, *self.stacked_qkv())  # (B, T, 3 * emb_dim)
             q, k, v = qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
             return q, k, v
@@ -188,6 +191,8 @@ class MultiHeadAttention(nn.Module):
             with torch.no_grad():
                 weight = torch.cat([m.weight for m in linears])
                 bias = torch.cat([m.bias for m in linears]) if self.W_query.bias is not None else None
+                if _is_in_out(self.W_query.weight):  # the memory order measured fastest for these products
+                    weight = weight.t().contiguous().t()
             self._stacked = (key, weight, bias)
         return self._stacked[1], self._stacked[2]
 
@@ -349,7 +354,7 @@ class _OneRowBfloat16Switch:
 
     @contextlib.contextmanager
     def __call__(self, dtype: torch.dtype, device: torch.device, rows: int):
-        if dtype != torch.bfloat16 or device.type != "cpu" or not _X86:  # measured on x86 only
+        if dtype != torch.bfloat16 or device.type != "cpu" or _one_row_bfloat16_kernel() != "aten":
             yield
             return
         one_row = rows == 1
@@ -376,24 +381,40 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 one_row_bfloat16_switch = _OneRowBfloat16Switch()
 
 
-def use_fast_weight_layout(model: nn.Module) -> None:
-    """Store every weight matrix in the memory order its dtype's matrix-vector product reads fastest.
+def _one_row_bfloat16_kernel() -> str:
+    return kernels.one_row_bfloat16_kernel().winner  # measured once per process, then cached
 
-    Decoding one token streams each weight once, so the layout decides the speed (bench/ measures
-    it): on CPU, float32 (MKL) is ~35% faster with W stored [in, out] -- Hugging Face's Conv1D
-    layout -- while bfloat16 (ATen's gemv, see the switch above) wants nn.Linear's own [out, in].
-    Only the strides change: shapes, names, values and state_dict keys stay those of nn.Linear.
+
+def _is_in_out(w: torch.Tensor) -> bool:
+    return w.dim() == 2 and w.stride() == (1, w.size(0)) and not w.is_contiguous()
+
+
+def use_fast_weight_layout(model: nn.Module) -> None:
+    """Store every weight matrix in the memory order its one-row product reads fastest, and say
+    whether Q/K/V are computed by one stacked product -- both as measured on this machine.
+
+    Decoding one token streams each weight once, so the layout decides the speed: on one CPU
+    float32 ran ~35% faster with W stored [in, out] (Hugging Face's Conv1D layout), on another
+    bfloat16 wanted nn.Linear's own [out, in]. playground.kernels times both for each weight shape
+    and dtype (once per process, cached). Only the strides change: shapes, names, values and
+    state_dict keys stay those of nn.Linear.
     """
     params = {id(m.weight): m.weight for m in model.modules() if isinstance(m, nn.Linear)}
+    shapes = collections.Counter(tuple(w.shape) for w in params.values())
     for w in params.values():
-        if w.dim() != 2 or w.device.type not in ("cpu", "meta"):
-            continue
-        want_in_out = w.dtype == torch.float32
-        is_in_out = w.stride() == (1, w.size(0)) and not w.is_contiguous()
-        if want_in_out != is_in_out:
+        if w.dim() != 2 or w.device.type != "cpu" or not w.is_floating_point():
+            continue  # meta tensors have nothing to time; other devices have their own libraries
+        want_in_out = kernels.weight_layout(tuple(w.shape), w.dtype, shapes[tuple(w.shape)]).winner == "in_out"
+        if want_in_out != _is_in_out(w):
             with torch.no_grad():
                 # (out, in) values over an (in, out) buffer, or back to a plain contiguous buffer
                 w.data = w.data.t().contiguous().t() if want_in_out else w.data.contiguous()
+    attention = [m for m in model.modules() if type(m) is MultiHeadAttention and isinstance(m.W_query, nn.Linear)]
+    for m in attention:
+        w = m.W_query.weight
+        m._stacked = None
+        m.stack_qkv = w.device.type == "cpu" and w.is_floating_point() and kernels.stacked_qkv(
+            w.size(1), w.dtype, _is_in_out(w), len(attention)).winner == "stacked"
 
 
 class _skip_default_init(TorchFunctionMode):
@@ -477,7 +498,8 @@ class GPTModel(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.tok_emb.weight.dtype
+        """The activations' dtype (an int8-weight model computes in bfloat16 or float32)."""
+        return getattr(self.tok_emb, "activation_dtype", self.tok_emb.weight.dtype)
 
     def new_kv_cache(self, batch_size: int = 1) -> KVCache:
         return KVCache(self.cfg, batch_size, self.device, self.dtype)

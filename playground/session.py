@@ -45,7 +45,10 @@ from .devices import default_device, describe_device
 from .inspection import count_parameters, module_tree, parameter_breakdown
 from .memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
 from .model import GPTModel, attention_probs
+from .quantize import is_int8, quantize_int8
+from .quantize import model_bytes as int8_model_bytes
 from .sampling import Generation, GenerationStep, generate
+from .threads import as_background_work
 from .tokenizer import load_tokenizer
 from .weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
 # Files the server writes and reads moved to files.py; imported here so old imports keep working.
@@ -114,7 +117,10 @@ def model_label(recipe: dict) -> str:
 
 
 def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
-    """Build the model a recipe names. Raises ConfigError / WeightLoadError with user-facing text."""
+    """Build the model a recipe names. Raises ConfigError / WeightLoadError with user-facing text.
+    ``dtype`` "int8" builds in bfloat16, then quantizes the weights (playground.quantize)."""
+    if recipe.get("dtype") == "int8":
+        return quantize_int8(build_from_recipe({**recipe, "dtype": "bfloat16"}, progress=progress))
     dtype = recipe.get("dtype", "float32")
     kind = recipe.get("kind")
     if kind == "random":
@@ -148,7 +154,7 @@ def build_peak_bytes(recipe: dict) -> int:
     file's tensors, the float32 model they are copied into, and the converted copy.
     """
     dtype = recipe.get("dtype", "float32")
-    target = 2 if dtype == "bfloat16" else 4
+    target = 2 if dtype in ("bfloat16", "int8") else 4  # int8 is quantized from a bfloat16 build
     kind = recipe.get("kind")
     if kind == "random":
         n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))
@@ -173,6 +179,8 @@ def _torch_dtype(name: str) -> torch.dtype:
 
 
 def model_bytes(model: GPTModel) -> int:
+    if is_int8(model):
+        return int8_model_bytes(model)  # its int8 parameters and their scales (buffers), measured
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
@@ -293,6 +301,8 @@ def summary_line(model: GPTModel, recipe: dict) -> str:
     n = count_parameters(model)
     bytes_now = model_bytes(model)
     dtype = str(model.dtype).replace("torch.", "")
+    if is_int8(model):
+        dtype = f"int8 weights, {dtype} activations"
     tied = "tied embeddings (out_head shares tok_emb)" if cfg.tie_weights else "untied embeddings"
     return (
         f"**{n:,} parameters** · {format_bytes(bytes_now)} in {dtype} · {tied} · "
@@ -717,6 +727,7 @@ class TrainingJob:
                 self.val_points.append((ev.step, ev.val_loss))
             self.last_event = ev
 
+        as_background_work()  # generation first: lower priority, one thread fewer (playground.threads)
         try:
             self.trainer.run(callback=on_event, should_stop=self._stop.is_set)
         except Exception as e:  # reported to the user by the polling handler

@@ -84,7 +84,11 @@ def _expected_shapes(cfg: GPTConfig) -> dict[str, tuple]:
 
 
 def _storable_state(model: GPTModel) -> dict[str, torch.Tensor]:
-    state = model.state_dict()
+    from .quantize import float_state_dict, is_int8
+
+    # An int8 model is stored as the float weights its int8 values and scales stand for: the
+    # checkpoint format (and every loader) stays that of the float model.
+    state = float_state_dict(model) if is_int8(model) else model.state_dict()
     if model.cfg.tie_weights:
         state.pop("out_head.weight", None)  # the same tensor as tok_emb.weight; re-tied on load
     return state

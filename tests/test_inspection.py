@@ -150,7 +150,12 @@ def test_breakdown_formula_text_for_gpt2_small():
 def test_memory_and_kv_cache_figures():
     b = parameter_breakdown(PRESETS["gpt2-small (124M)"])
     n = 124_439_808
-    assert b.memory["fp32"] == 4 * n and b.memory["bf16/fp16"] == 2 * n and b.memory["int8"] == n
+    assert b.memory["fp32"] == 4 * n and b.memory["bf16/fp16"] == 2 * n
+    # int8 weights: the 85M matrix entries + the tied 38.6M embedding one byte each, a bfloat16 scale
+    # per row (12·(3·768 + 768 + 3072 + 768) + 50257 rows), the rest (biases, norms, wpe) in bfloat16.
+    matrices = 12 * (4 * 768 * 768 + 2 * 768 * 3072) + 50257 * 768
+    rows = 12 * (4 * 768 + 3072 + 768) + 50257
+    assert b.memory["int8"] == matrices + 2 * rows + 2 * (n - matrices)
     assert b.memory["training (AdamW, fp32)"] == 16 * n  # weights, grads, two moments
     # K and V, 12 layers, 768 numbers each, per token: 73,728 bytes in fp32 (~72 KiB).
     assert b.kv_cache_bytes_per_token == {"float32": 73_728, "bfloat16": 36_864}

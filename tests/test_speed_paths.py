@@ -23,6 +23,21 @@ TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 x86_only = pytest.mark.skipif(not _X86, reason="the oneDNN switch is only used (and measured) on x86")
 
 
+@pytest.fixture(autouse=True)
+def fixed_kernel_choices(monkeypatch):
+    """The choices these tests exercise (float32 stored [in, out], bfloat16 [out, in] with Q/K/V
+    stacked and ATen's one-row kernel), set instead of measured: which one a machine measures
+    faster is tests/test_kernels.py's business, every path giving the same numbers is this file's."""
+    from playground import kernels
+
+    fixed = lambda winner: kernels.Choice("fixed for the test", winner, measured=False)  # noqa: E731
+    monkeypatch.setattr(kernels, "weight_layout",
+                        lambda shape, dtype, count: fixed("in_out" if dtype == torch.float32 else "out_in"))
+    monkeypatch.setattr(kernels, "stacked_qkv",
+                        lambda d, dtype, in_out, n: fixed("stacked" if dtype == torch.bfloat16 else "separate"))
+    monkeypatch.setattr(kernels, "one_row_bfloat16_kernel", lambda *a: fixed("aten"))
+
+
 def make_model(seed=0, std=0.1, dtype=torch.float32, **changes) -> GPTModel:
     """Random weights large enough that logits are far from uniform (0.02 would hide mistakes)."""
     torch.manual_seed(seed)

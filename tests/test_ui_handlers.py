@@ -292,12 +292,14 @@ def test_the_form_describes_the_loaded_model():
     """Page load, a build and "use the trained model" all set the Model tab's form from the model itself."""
     out = ui.load_session()
     model = CACHE.get(out[0]["recipe"])
-    weights, preset, _, _, dtype, fields = _form(out, 1 + 8)
+    weights, preset, _, _, dtype, fields = _form(out, 1 + ui.model_tab.N_VIEWS)
     assert weights == ui.WEIGHT_CHOICES[0] and dtype == "float32"
+    kernels_box = out[1 + ui.model_tab.N_VIEWS - 1]  # the last view: what this process measured
+    assert "weight layout (64, 64)" in kernels_box and "ms" in kernels_box
     assert fields == [getattr(model.cfg, f) for f in ui.FIELDS]  # 6 layers × d64, not the default preset
     assert out[-1]["visible"] is True  # the bundled model's head examples
     out = ui.build_model(nano_state(), "random init", 7, "gpt2 (124M)", None, "bfloat16", *fields_of(NANO))
-    weights, preset, seed, _, dtype, fields = _form(out, 2 + 8)
+    weights, preset, seed, _, dtype, fields = _form(out, 2 + ui.model_tab.N_VIEWS)
     assert (weights, preset, seed, dtype) == ("random init", "nano (2 layers, d64)", 7, "bfloat16")
     assert fields == fields_of(NANO)
     assert out[-1]["visible"] is False  # head examples belong to the bundled model only

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from .. import figures
+from .. import figures, kernels
 from ..config import (
     ACTIVATIONS, ATTENTION_IMPLS, DEFAULT_PRESET, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, ConfigError, GPTConfig,
 )
@@ -34,7 +34,7 @@ WEIGHT_CHOICES = ["bundled (Tiny Shakespeare)", "random init", "OpenAI GPT-2 (hu
                   "trained in the Train tab"]
 CUSTOM = "custom (the fields below)"
 PRESET_CHOICES = list(PRESETS) + [CUSTOM]
-DTYPES = ("float32", "bfloat16")
+DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.quantize)
 
 HEAD_PATTERNS = {  # pattern name in facts.json -> (label, a prompt that shows it)
     "line_break": ("line-break head",
@@ -117,10 +117,31 @@ def model_views(model, recipe: dict, depth: int = 3):
         tree_table(model, int(depth)),
         slider_range(cfg.n_layers - 1),
         slider_range(cfg.n_heads - 1),
+        kernels_table(),
     )
 
 
-N_VIEWS = 8  # what model_views returns
+KERNEL_TEXT = {  # templates of the kernels box (kept together for translation)
+    "head": "| decision | chosen | measured (median of one pass over the working set) |\n|---|---|---|",
+    "none": "Nothing measured yet in this process.",
+    "note": "Each choice times its candidates on this machine once per process and weight shape "
+            "(`playground.kernels`); `PLAYGROUND_KERNELS=default` turns the measurements off.",
+}
+
+
+def kernels_table() -> str:
+    """Every kernel/layout decision this process made, with the figures it was made on."""
+    choices = kernels.measured()
+    if not choices:
+        return KERNEL_TEXT["none"]
+    rows = [KERNEL_TEXT["head"]]
+    for c in choices:
+        figures_ms = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in c.seconds.items()) or "—"
+        rows.append(f"| {c.decision} | **{c.winner}** | {figures_ms} |")
+    return "\n".join(rows) + "\n\n" + KERNEL_TEXT["note"]
+
+
+N_VIEWS = 9  # what model_views returns
 N_FORM = 5 + len(FIELDS)  # what form_values returns
 
 
@@ -237,7 +258,7 @@ def layout() -> SimpleNamespace:
             with gr.Row():
                 c.seed_init = gr.Number(0, label=T("seed_init"), min_width=100)
                 c.dtype = gr.Radio(list(DTYPES), value="float32", label=T("dtype"),
-                                   info="bfloat16 halves memory and is faster on most CPUs; float32 is exact.")
+                                   info=T("dtype_info"))
             c.hub_name = gr.Dropdown(list(HUB_MODELS), value=list(HUB_MODELS)[0], label=T("hub_model"))
             c.upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
             c.build_btn = gr.Button(T("build"), variant="primary", elem_id="pg-build")
@@ -248,6 +269,8 @@ def layout() -> SimpleNamespace:
                                           label=T("breakdown"), interactive=False, wrap=True)
             c.treemap = gr.Plot(label="treemap", show_label=False)
             c.memory_plot = gr.Plot(label="memory", show_label=False)
+            with gr.Accordion(T("kernels"), open=False):
+                c.kernels_md = gr.Markdown(elem_id="pg-kernels")
             c.tree_depth = gr.Slider(1, 6, value=3, step=1, label=T("tree_depth"))
             c.tree_df = gr.Dataframe(headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
                                      label=T("tree"), interactive=False, max_height=420, wrap=True)
@@ -258,7 +281,7 @@ def layout() -> SimpleNamespace:
 def model_outputs(page) -> list:
     """Where ``model_views`` goes (the layer/head sliders live in the Generate tab)."""
     m, g = page.model, page.generate
-    return [page.summary, m.tying_md, m.breakdown_df, m.treemap, m.memory_plot, m.tree_df, g.layer, g.head]
+    return [page.summary, m.tying_md, m.breakdown_df, m.treemap, m.memory_plot, m.tree_df, g.layer, g.head, m.kernels_md]
 
 
 def switch_outputs(page) -> list:

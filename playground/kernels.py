@@ -1,0 +1,236 @@
+"""Which kernel and weight layout decode fastest on *this* machine, decided by measuring.
+
+Decoding multiplies every weight matrix by a single row, so its speed is how fast the weights
+stream through the chosen kernel. Which kernel or memory order streams fastest differs between
+CPUs (a layout 35% faster on one machine, a kernel half as fast on another), so nothing here is
+decided by vendor or architecture name: each decision times its candidates on matrices of the
+model's own shape, once per process and shape, and caches the winner.
+
+A measurement is short (tens of milliseconds; the working set is sized past the CPU caches, as a
+whole model's weights are) and happens where a model is built or converted, never inside a
+request's forward pass. ``measured()`` lists every decision with its figures (``python -m bench``
+prints them, the Model tab shows them). ``PLAYGROUND_KERNELS=default`` skips the measurements and
+uses each decision's first candidate (the plain path), for reproducing a result exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+WORKING_SET_BYTES = 64 * 2**20  # > the last-level cache of the CPUs we met (32 MB): weights stream from RAM
+REPS = 7
+MIN_REPS = 3
+BUDGET_S = 0.25  # per decision, after the warm-up; a loaded machine gets fewer repetitions, not a longer wait
+SLOW_FACTOR = 4.0
+
+
+@dataclass(frozen=True)
+class Choice:
+    decision: str  # e.g. "float32 weight layout (3072, 768)"
+    winner: str
+    seconds: dict[str, float] = field(default_factory=dict)  # candidate -> median seconds of one pass
+    measured: bool = True  # False: PLAYGROUND_KERNELS=default, or nothing to measure on
+
+    def speedup(self) -> float:
+        """The winner's advantage over the slowest candidate (1.0 when not measured)."""
+        if not self.measured or len(self.seconds) < 2:
+            return 1.0
+        return max(self.seconds.values()) / self.seconds[self.winner]
+
+    def summary(self) -> str:
+        if not self.measured:
+            return f"{self.decision}: {self.winner} (not measured)"
+        times = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in self.seconds.items())
+        return f"{self.decision}: {self.winner} ({times})"
+
+
+_CHOICES: dict[tuple, Choice] = {}
+_LOCK = threading.RLock()
+
+
+def measuring_enabled() -> bool:
+    return os.environ.get("PLAYGROUND_KERNELS", "measure").strip().lower() != "default"
+
+
+def choose(key: tuple, decision: str, candidates: dict[str, Callable[[], object]], *,
+           reps: int = REPS, budget: float = BUDGET_S, timer: Callable[[], float] = time.perf_counter) -> Choice:
+    """Time each candidate ``reps`` times, interleaved (a burst of load from another process then
+    hits every candidate alike; at least MIN_REPS, then until ``budget`` seconds are spent), and
+    keep the one with the smallest median. Cached under ``key`` and the calling thread's torch
+    thread count (the winner may change with it):
+    the first call measures, later ones return the same Choice."""
+    key = (*key, torch.get_num_threads())
+    with _LOCK:
+        if key in _CHOICES:
+            return _CHOICES[key]
+        names = list(candidates)
+        if not measuring_enabled() or len(names) < 2:
+            choice = Choice(decision, names[0], {}, measured=False)
+        else:
+            warm = {}
+            for name, fn in candidates.items():  # warm-up: kernel selection, page faults, packing
+                t0 = timer()
+                fn()
+                warm[name] = timer() - t0
+            # A candidate 4x slower than the best even on its first pass cannot win: its warm-up
+            # time is its figure, and the repetitions are spent on the others.
+            best = min(warm.values())
+            racing = [n for n in names if warm[n] <= SLOW_FACTOR * best] or names
+            times: dict[str, list[float]] = {n: [] for n in racing}
+            start = timer()
+            for rep in range(reps):
+                order = racing[rep % len(racing):] + racing[: rep % len(racing)]  # rotate who goes first
+                for name in order:
+                    t0 = timer()
+                    candidates[name]()
+                    times[name].append(timer() - t0)
+                if rep >= MIN_REPS - 1 and timer() - start > budget:
+                    break
+            seconds = {n: float(statistics.median(times[n])) if n in times else warm[n] for n in names}
+            choice = Choice(decision, min(names, key=lambda n: seconds[n]), seconds)
+        _CHOICES[key] = choice
+        return choice
+
+
+def measured() -> list[Choice]:
+    """Every decision made so far in this process, in the order they were made."""
+    with _LOCK:
+        return list(_CHOICES.values())
+
+
+def forget() -> None:
+    """Drop the cached decisions (tests; a process whose CPU share changed a lot)."""
+    with _LOCK:
+        _CHOICES.clear()
+
+
+# ----------------------------------------------------------------------------------------------
+# The working set: enough copies of one weight shape to stream from memory, as a model's do
+
+
+def _copies(shape: tuple[int, int], dtype: torch.dtype, count: int) -> int:
+    """As many matrices of ``shape`` as the model has (``count``), up to the working set's size."""
+    one = shape[0] * shape[1] * torch.empty((), dtype=dtype).element_size()
+    return max(1, min(count, WORKING_SET_BYTES // one))
+
+
+def _matrices(shape, dtype, n, in_out: bool) -> list[torch.Tensor]:
+    out = []
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(n):
+        w = torch.empty(shape[::-1] if in_out else shape, dtype=dtype).uniform_(-0.02, 0.02, generator=gen)
+        out.append(w.t() if in_out else w)  # always (out, in) values, as nn.Linear holds them
+    return out
+
+
+class onednn:
+    """Within: torch.backends.mkldnn.enabled set to ``on`` (restored after)."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self):
+        self.before = torch.backends.mkldnn.enabled
+        torch.backends.mkldnn.enabled = self.on and self.before
+
+    def __exit__(self, *exc):
+        torch.backends.mkldnn.enabled = self.before
+
+
+def _gemv_pass(x, weights, kernel: str):
+    if kernel == "aten":
+        with onednn(False):
+            for w in weights:
+                F.linear(x, w)
+    else:
+        for w in weights:
+            F.linear(x, w)
+
+
+# ----------------------------------------------------------------------------------------------
+# The decisions
+
+
+def one_row_bfloat16_kernel(shape: tuple[int, int] = (3072, 768), count: int = 1 << 30) -> Choice:
+    """oneDNN (PyTorch's default for bfloat16 matmuls on x86) or ATen's own matrix-vector kernel
+    (used while oneDNN is switched off) for one-row bfloat16 products. The switch is process-wide,
+    so this is decided once per process, on the first bfloat16 model's feed-forward shape."""
+    key = ("one-row bfloat16 kernel",)
+    with _LOCK:
+        if (*key, torch.get_num_threads()) in _CHOICES:
+            return _CHOICES[(*key, torch.get_num_threads())]
+        ws = _matrices(shape, torch.bfloat16, _copies(shape, torch.bfloat16, count), in_out=False)
+        x = torch.randn(1, shape[1]).to(torch.bfloat16)
+        return choose(key, f"one-row bfloat16 kernel {tuple(shape)}",
+                      {"onednn": lambda: _gemv_pass(x, ws, "onednn"), "aten": lambda: _gemv_pass(x, ws, "aten")})
+
+
+def _kernel_for(dtype: torch.dtype) -> str:
+    return one_row_bfloat16_kernel().winner if dtype == torch.bfloat16 else "onednn"
+
+
+def weight_layout(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Choice:
+    """nn.Linear's own (out, in) memory order or its transpose (in, out) -- Hugging Face's Conv1D
+    order -- for one-row products with a weight of ``shape`` (out, in), of which a model has ``count``."""
+    key = ("weight layout", tuple(shape), dtype, _copies(shape, dtype, count))
+    with _LOCK:
+        if (*key, torch.get_num_threads()) in _CHOICES:
+            return _CHOICES[(*key, torch.get_num_threads())]
+        n = key[-1]
+        kernel = _kernel_for(dtype)
+        x = torch.randn(1, shape[1]).to(dtype)
+        plain = _matrices(shape, dtype, n, in_out=False)
+        transposed = _matrices(shape, dtype, n, in_out=True)
+        name = str(dtype).replace("torch.", "")
+        return choose(key, f"{name} weight layout {tuple(shape)}",
+                      {"out_in": lambda: _gemv_pass(x, plain, kernel), "in_out": lambda: _gemv_pass(x, transposed, kernel)})
+
+
+def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -> Choice:
+    """Q, K and V from three (d, d) products or from one (3d, d) product with the weights stacked."""
+    n = _copies((3 * emb_dim, emb_dim), dtype, n_layers)
+    key = ("stacked qkv", emb_dim, dtype, in_out, n)
+    with _LOCK:
+        if (*key, torch.get_num_threads()) in _CHOICES:
+            return _CHOICES[(*key, torch.get_num_threads())]
+        kernel = _kernel_for(dtype)
+        x = torch.randn(1, 1, emb_dim).to(dtype)
+        separate = _matrices((emb_dim, emb_dim), dtype, 3 * n, in_out)
+        stacked = _matrices((3 * emb_dim, emb_dim), dtype, n, in_out)
+        name = str(dtype).replace("torch.", "")
+        return choose(key, f"{name} Q/K/V projections d={emb_dim}",
+                      {"separate": lambda: _gemv_pass(x, separate, kernel), "stacked": lambda: _gemv_pass(x, stacked, kernel)})
+
+
+def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) -> Choice:
+    """How an int8-weight product runs: ATen's int8 matrix-vector kernel with per-channel scales
+    (``_weight_int8pack_mm``), or the weight dequantized to the activations' dtype per product."""
+    from .quantize import int8_linear_kernels
+
+    n = _copies(shape, torch.int8, count)
+    key = ("int8 kernel", tuple(shape), activations, n)
+    with _LOCK:
+        if (*key, torch.get_num_threads()) in _CHOICES:
+            return _CHOICES[(*key, torch.get_num_threads())]
+        gen = torch.Generator().manual_seed(0)
+        ws = [torch.randint(-127, 128, shape, dtype=torch.int8, generator=gen) for _ in range(n)]
+        scales = torch.full((shape[0],), 0.02 / 127).to(activations)
+        x = torch.randn(1, shape[1]).to(activations)
+        kernels = int8_linear_kernels()
+        name = str(activations).replace("torch.", "")
+
+        def run(kernel):
+            def one_pass():
+                for w in ws:
+                    kernels[kernel](x, w, scales, None)
+            return one_pass
+
+        return choose(key, f"int8 weights × {name} {tuple(shape)}", {k: run(k) for k in kernels})

@@ -1,0 +1,203 @@
+"""Weight-only int8: every weight matrix stored as int8 with one float scale per output channel.
+
+``quantize_int8(model)`` replaces each ``nn.Linear`` (the Q/K/V and output projections, both
+feed-forward layers, the output head) by an ``Int8Linear`` and the token embedding by an
+``Int8Embedding``, under the same names, in place. A weight row
+w (one output channel) becomes round(w / s) with s = max|w| / 127, so the largest entry of each row
+is exact and every other is within s/2. Activations, LayerNorms, biases, the position embedding
+and the KV cache stay in ``activations`` (bfloat16 by default, or float32); each product is (x · qᵀ) · s + b.
+
+Decoding streams every weight once per token, so a quarter of float32's bytes is what makes it
+fast; which kernel computes the product is measured on the machine (playground.kernels). Training
+an int8 model is not supported (its weights are frozen int8 parameters).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ACTIVATIONS = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+class QuantizeError(ValueError):
+    pass
+
+
+def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, in) float weight -> int8 (out, in) and float32 scales (out,): w ≈ q · s[:, None]."""
+    w = weight.detach().float()
+    scale = w.abs().amax(dim=1) / 127.0
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # an all-zero row stays zero
+    q = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+    return q.contiguous(), scale
+
+
+def _int8pack(x2d, q, scale, bias):
+    out = torch.ops.aten._weight_int8pack_mm(x2d, q, scale)
+    return out if bias is None else out + bias
+
+
+def _dequantize(x2d, q, scale, bias):
+    return F.linear(x2d, q.to(x2d.dtype) * scale[:, None], bias)
+
+
+_KERNELS = {"dequantize": _dequantize, "int8pack": _int8pack}
+
+
+def int8_linear_kernels() -> dict:
+    """Candidate kernels, the plain one (dequantize, then an ordinary product) first."""
+    return dict(_KERNELS)
+
+
+class Int8Linear(nn.Module):
+    """y = (x · qᵀ) · scale + bias, with q int8 (out, in) and one scale per output channel.
+
+    ``weight`` holds q as a frozen int8 parameter (so parameter counts and names stay those of
+    nn.Linear); ``scale`` is a buffer in the activations' dtype."""
+
+    def __init__(self, q: torch.Tensor | nn.Parameter, scale: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        self.out_features, self.in_features = q.shape
+        self.weight = q if isinstance(q, nn.Parameter) else nn.Parameter(q, requires_grad=False)
+        self.register_buffer("scale", scale)
+        self.bias = None if bias is None else nn.Parameter(bias.detach().to(scale.dtype).clone(), requires_grad=False)
+        self.kernel = "dequantize"  # set from a measurement by quantize_int8
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """The (out, in) float32 weight these int8 values and scales stand for."""
+        return self.weight.float() * self.scale.float()[:, None]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x2d = x.reshape(-1, self.in_features).to(self.scale.dtype).contiguous()
+        out = _KERNELS[self.kernel](x2d, self.weight, self.scale, self.bias)
+        return out.view(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8, kernel={self.kernel}"
+
+
+class Int8Embedding(nn.Module):
+    """Rows of an int8 (V, d) table times their own scale; shares both with a tied Int8Linear head."""
+
+    def __init__(self, q: nn.Parameter, scale: torch.Tensor):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = q.shape
+        self.weight = q
+        self.register_buffer("scale", scale)
+
+    @property
+    def activation_dtype(self) -> torch.dtype:
+        return self.scale.dtype
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return F.embedding(idx, self.weight).to(self.scale.dtype) * self.scale[idx].unsqueeze(-1)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, int8"
+
+
+def is_int8(model: nn.Module) -> bool:
+    return any(isinstance(m, (Int8Linear, Int8Embedding)) for m in model.modules())
+
+
+def _quantized(weight: torch.Tensor, act: torch.dtype) -> tuple[nn.Parameter, torch.Tensor]:
+    q, scale = quantize_rows(weight)
+    return nn.Parameter(q, requires_grad=False), scale.to(act)
+
+
+def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16") -> nn.Module:
+    """Quantize ``model``'s weight matrices to int8 in place (see the module docstring); returns it.
+
+    Every nn.Linear becomes an Int8Linear of the same name; the token embedding becomes an
+    Int8Embedding (per-row scales), and a tied output head keeps sharing it -- the head's output
+    channels are the embedding's rows, so one set of int8 values and scales serves both.
+    """
+    from . import kernels
+
+    if is_int8(model):
+        raise QuantizeError("This model is already int8.")
+    act = ACTIVATIONS.get(str(activations).replace("torch.", ""))
+    if act is None:
+        raise QuantizeError(f"int8 activations must be bfloat16 or float32, not {activations!r}.")
+    device = next(model.parameters()).device
+    if device.type != "cpu":
+        raise QuantizeError(f"int8 weights run on the CPU only; this model is on {device}.")
+    linears = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise QuantizeError("This model has no linear layers to quantize.")
+    emb = getattr(model, "tok_emb", None)
+    matrices = {id(m.weight) for _, m in linears} | ({id(emb.weight)} if isinstance(emb, nn.Embedding) else set())
+    with torch.no_grad():  # what stays floating point (position embedding, norms, biases), in place:
+        for t in list(model.parameters()) + list(model.buffers()):  # model.to() would re-time float layouts
+            if id(t) not in matrices and t.is_floating_point():
+                t.data = t.data.to(act)
+    shapes = collections.Counter(tuple(m.weight.shape) for _, m in linears)
+    if act == torch.bfloat16:
+        kernels.one_row_bfloat16_kernel()  # the forward's switch asks: decide now, not in a request
+    done: dict[int, tuple[nn.Parameter, torch.Tensor]] = {}  # id(float weight) -> its int8 form (ties)
+    if isinstance(emb, nn.Embedding):
+        done[id(emb.weight)] = _quantized(emb.weight, act)
+        model.tok_emb = Int8Embedding(*done[id(emb.weight)])
+    for name, linear in linears:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        if id(linear.weight) not in done:
+            done[id(linear.weight)] = _quantized(linear.weight, act)
+        q = Int8Linear(*done[id(linear.weight)], linear.bias)
+        q.kernel = kernels.int8_kernel(tuple(q.weight.shape), act, shapes[tuple(q.weight.shape)]).winner
+        setattr(parent, child, q)
+    for m in model.modules():  # the stacked Q/K/V copy was of the float weights
+        if hasattr(m, "stack_qkv"):
+            m.stack_qkv = False
+            m._stacked = None
+    return model.eval()
+
+
+def int8_bytes(model: nn.Module, activations: torch.dtype = torch.bfloat16) -> int:
+    """What ``quantize_int8(model)`` will hold, computed from the model's own tensors: each weight
+    matrix (and the token embedding) one byte an entry plus a scale per row, everything else in
+    the activations' dtype. Tied tensors once. For an int8 model, its measured size."""
+    if is_int8(model):
+        return model_bytes(model)
+    act = torch.empty((), dtype=activations).element_size()
+    matrices = {id(m.weight) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))
+                and m is not getattr(model, "pos_emb", None)}
+    seen, total = set(), 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        total += t.numel() + t.size(0) * act if id(t) in matrices else t.numel() * act
+    return total
+
+
+def float_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """An int8 model's state_dict with nn.Linear / nn.Embedding's keys and float values (each
+    weight dequantized to the activations' dtype; the scales folded in)."""
+    state = {}
+    for key, value in model.state_dict().items():
+        module_name, _, leaf = key.rpartition(".")
+        module = model.get_submodule(module_name) if module_name else model
+        if isinstance(module, (Int8Linear, Int8Embedding)):
+            if leaf == "scale":
+                continue
+            if leaf == "weight":
+                value = (value.float() * module.scale.float()[:, None]).to(module.scale.dtype)
+        state[key] = value
+    return state
+
+
+def model_bytes(model: nn.Module) -> int:
+    """Bytes the model holds: every parameter and buffer once (tied tensors counted once)."""
+    seen, total = set(), 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        if t.data_ptr() in seen:
+            continue
+        seen.add(t.data_ptr())
+        total += t.numel() * t.element_size()
+    return total
