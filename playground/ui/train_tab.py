@@ -11,10 +11,12 @@ import gradio as gr
 from .. import figures
 from ..config import PRESETS
 from ..session import CACHE, describe_recipe
-from .common import T, fail as _fail, ok as _ok, warn as _warn
+from .common import T, choices, dress, fail as _fail, lang_of, ok as _ok, tr, warn as _warn
 from .model_tab import N_SWITCH, switch_model, switch_outputs
 
-CORPUS_CHOICES = ["Tiny Shakespeare (downloaded once, then cached)", "upload a .txt", "paste text"]
+CORPUS_KEYS = {"Tiny Shakespeare (downloaded once, then cached)": "c_shakespeare", "upload a .txt": "c_upload",
+               "paste text": "c_paste"}
+CORPUS_CHOICES = list(CORPUS_KEYS)  # the values (what the API sends); labels follow the language
 
 
 def corpus_text(source, upload, pasted) -> tuple[str, str]:
@@ -27,74 +29,82 @@ def corpus_text(source, upload, pasted) -> tuple[str, str]:
     return load_tiny_shakespeare(), "Tiny Shakespeare"
 
 
-def _loss_figure(job):
-    return figures.loss_curve(
-        job.train_points, job.val_points, title="Loss (cross-entropy, nats): training batches and held-out tenth",
-        baselines={"unigram (ignores context)": job.unigram, "uniform guess (ln V)": math.log(job.cfg.vocab_size)},
-    )
+def _loss_figure(job, train_state=None):
+    lang, present = lang_of(train_state), bool((train_state or {}).get("present"))
+    return dress(figures.loss_curve(
+        job.train_points, job.val_points, title=tr(lang, "fig_loss"),
+        baselines={tr(lang, "base_unigram"): job.unigram, tr(lang, "base_uniform"): math.log(job.cfg.vocab_size)},
+    ), lang, present)
 
 
-def _progress_html(job) -> str:
+def _progress_html(job, lang="en") -> str:
     ev = job.last_event
     step = ev.step if ev else 0
     total = job.tcfg.steps
     elapsed = ev.elapsed_s if ev else 0.0
     rate = (ev.tokens_seen / elapsed) if ev and elapsed > 0 else 0.0
-    val = f" · validation loss {job.val_points[-1][1]:.3f}" if job.val_points else ""
-    return (f"<progress value='{step}' max='{total}' style='width:100%;height:18px'></progress>"
-            f"<div>step {step:,} / {total:,} · {ev.tokens_seen if ev else 0:,} tokens · {elapsed:.1f} s · "
-            f"{rate:,.0f} tokens/s{val}</div>")
+    val = tr(lang, "val_loss", loss=f"{job.val_points[-1][1]:.3f}") if job.val_points else ""
+    text = tr(lang, "train_progress", step=f"{step:,}", total=f"{total:,}", tokens=f"{ev.tokens_seen if ev else 0:,}",
+              elapsed=f"{elapsed:.1f}", rate=f"{rate:,.0f}", val=val)
+    return f"<progress value='{step}' max='{total}' style='width:100%;height:18px'></progress><div>{text}</div>"
 
 
 def train_model(train_state, preset_name, source, upload, pasted, steps, lr):
     """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
     from ..session import JOBS, TrainingJob
 
+    lang = lang_of(train_state)
+    keep = {k: v for k, v in (train_state or {}).items() if k in ("lang", "present")}  # the page's, not the job's
     try:
         if preset_name not in PRESETS:
-            raise ValueError(f"Unknown model {preset_name!r}.")
+            raise ValueError(tr(lang, "unknown_model", name=preset_name))
         text, name = corpus_text(source, upload, pasted)
         job = TrainingJob(PRESETS[preset_name], text, name, steps=steps, lr=lr).start()
     except Exception as e:
-        yield train_state, gr.skip(), gr.skip(), _fail(e)
+        yield train_state, gr.skip(), gr.skip(), _fail(e, lang)
         return
-    train_state = {"job": job.id, "recipe": None}
-    started = _ok(f"Training {preset_name} on {job.corpus.describe()}.")
+    train_state = {**keep, "job": job.id, "recipe": None}
+    c = job.corpus
+    corpus = tr(lang, "corpus_desc", name=tr(lang, c.name), chars=f"{c.n_chars:,}", tokens=f"{c.n_tokens:,}",
+                train=f"{len(c.train_ids):,}", val=f"{len(c.val_ids):,}")
+    started = _ok(tr(lang, "training", model=preset_name, corpus=corpus))
     try:
         while not job.done.wait(0.5):
-            yield train_state, _loss_figure(job), _progress_html(job), started
+            yield train_state, _loss_figure(job, train_state), _progress_html(job, lang), started
     finally:
         if not job.done.is_set():
             job.stop()  # the user left or cancelled: end the thread after its current step
         JOBS.pop(job.id, None)  # also when the tab closed: the job (and its memory) can then go
     if job.error:
-        yield train_state, _loss_figure(job), _progress_html(job), _warn(f"Training failed: {job.error}")
+        yield (train_state, _loss_figure(job, train_state), _progress_html(job, lang),
+               _warn(tr(lang, "train_failed", error=job.error)))
         return
-    train_state = {"job": job.id, "recipe": job.result_recipe()}
-    how = "Stopped" if job.stopped else "Finished"
-    yield (train_state, _loss_figure(job), _progress_html(job),
-           _ok(f"{how} after {job.trainer.step_count:,} steps. Press “Use the trained model” to generate with it."))
+    train_state = {**keep, "job": job.id, "recipe": job.result_recipe()}
+    yield (train_state, _loss_figure(job, train_state), _progress_html(job, lang),
+           _ok(tr(lang, "train_stopped" if job.stopped else "train_finished", n=f"{job.trainer.step_count:,}")))
 
 
 def stop_training(train_state):
     from ..session import JOBS
 
+    lang = lang_of(train_state)
     job = JOBS.get((train_state or {}).get("job") or "")
     if job is None:
-        return _warn("No training is running in this session.")
+        return _warn(tr(lang, "no_training"))
     job.stop()
-    return _ok("Stopping after the current step; what was learned so far is kept.")
+    return _ok(tr(lang, "stopping"))
 
 
 def use_trained(state, train_state):
+    lang = lang_of(state)
     recipe = (train_state or {}).get("recipe")
     if not recipe:
-        return (state, _warn("Train a model first (or wait for training to finish or stop).")) + (gr.skip(),) * (N_SWITCH - 2)
+        return (state, _warn(tr(lang, "train_first"))) + (gr.skip(),) * (N_SWITCH - 2)
     try:
         model = CACHE.get(recipe)
     except Exception as e:
-        return (state, _fail(e)) + (gr.skip(),) * (N_SWITCH - 2)
-    return switch_model(model, recipe, _ok(f"Now using {describe_recipe(recipe)}."))
+        return (state, _fail(e, lang)) + (gr.skip(),) * (N_SWITCH - 2)
+    return switch_model(model, recipe, _ok(tr(lang, "now_using", model=describe_recipe(recipe, lang))), state)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -102,7 +112,7 @@ def use_trained(state, train_state):
 
 
 def new_train_state() -> dict:
-    return {"job": None, "recipe": None}
+    return {"job": None, "recipe": None, "lang": "en"}
 
 
 def layout() -> SimpleNamespace:
@@ -110,7 +120,7 @@ def layout() -> SimpleNamespace:
     with gr.Row():
         with gr.Column(scale=2, min_width=320):
             c.preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)", label=T("train_config"))
-            c.corpus_source = gr.Radio(CORPUS_CHOICES, value=CORPUS_CHOICES[0], label=T("corpus"))
+            c.corpus_source = gr.Radio(choices(CORPUS_KEYS), value=CORPUS_CHOICES[0], label=T("corpus"))
             c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath")
             c.corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000)
             with gr.Row():
