@@ -416,3 +416,39 @@ def tr_formula(lang: str | None, formula: str) -> str:
     for en, zh in FORMULA_ZH.items():
         formula = formula.replace(" " + en, zh).replace(en, zh)
     return formula
+
+
+# The messages users meet most often, as the library words them (its exceptions stay English for
+# Python callers), and their Chinese. A message not listed here is shown as it is.
+FIELD_ZH = {
+    "Layer": "层", "Head": "头", "Query position": "查询位置", "Temperature": "温度", "Max new tokens": "最多生成的 token 数",
+    "Sampling seed": "采样随机种子", "Init seed": "初始化随机种子", "Step": "步", "Tree depth": "显示深度",
+    "Token position": "token 位置", "Steps": "训练步数", "Greedy": "贪心解码", "Precision": "精度", "Weights": "权重",
+}
+ERRORS_ZH = [
+    (r"^(.+) must be a whole number, got (.+)\.$", "{0} 必须是整数，收到的是 {1}。"),
+    (r"^(.+) must be a finite number, got (.+)\.$", "{0} 必须是有限的数，收到的是 {1}。"),
+    (r"^(.+) must be a number, got (.+)\.$", "{0} 必须是数字，收到的是 {1}。"),
+    (r"^(.+) must be between (.+) and (.+), got (.+)\.$", "{0} 必须在 {1} 到 {2} 之间，收到的是 {3}。"),
+    (r"^(.+) must be at least (.+), got (.+)\.$", "{0} 至少为 {1}，收到的是 {2}。"),
+    (r"^(.+) must be positive, got (.+)\.$", "{0} 必须是正数，收到的是 {1}。"),
+    (r"^(.+) must be one of (.+); got (.+)\.$", "{0} 必须是以下之一：{1}；收到的是 {2}。"),
+    (r"^The prompt is empty: .*$", "提示词是空的：请输入一些文字，让模型接着写。"),
+    (r"^emb_dim \((\d+)\) must be divisible by n_heads \((\d+)\): .* Try n_heads in (.+)\.$",
+     "emb_dim（{0}）必须能被 n_heads（{1}）整除：每个头分到 emb_dim / n_heads 维。可以试试 n_heads = {2}。"),
+    (r"^Generate first: there is no run yet\.$", "请先生成：现在还没有运行。"),
+    (r"^Temperature must be 0 \(greedy\) or positive, got (.+)\.$", "温度必须是 0（贪心）或正数，收到的是 {0}。"),
+]
+
+
+def tr_error(lang: str | None, message: str) -> str:
+    """A library message in ``lang`` when it is one of the common ones (else unchanged)."""
+    import re
+
+    if normalize_lang(lang) != "zh-CN":
+        return message
+    for pattern, template in ERRORS_ZH:
+        match = re.match(pattern, message, re.S)
+        if match:
+            return template.format(*(FIELD_ZH.get(g, g) for g in match.groups()))
+    return message

@@ -150,7 +150,8 @@ def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload
         assert "lang=zh-CN" in page.url
         page.reload()
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
-        assert page.locator("button[role=tab]").nth(1).inner_text() == "2 · 生成与注意力"
+        page.wait_for_function("() => document.querySelectorAll('button[role=tab]')[1]?.innerText === '2 · 生成与注意力'",
+                               timeout=30_000)
         # The bare address in the same browser: the choice was remembered.
         page.goto(app_url)
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)

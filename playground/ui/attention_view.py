@@ -16,6 +16,7 @@ from .. import figures
 from ..memory import BUDGET
 from ..session import all_layers_attention_bytes, layer_attention, run_attention
 from ..tokenizer import load_tokenizer
+from ..translations import tr_error
 from .common import api_run, dress, lang_of, parse_choice, parse_whole, session_model, session_run, tr, warn
 
 VIEW_KEYS = {"one head": "v_one", "all heads of the layer": "v_all", "head average": "v_avg",
@@ -59,7 +60,7 @@ def attention_views(state, view, layer, head, log_scale, query):
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
         query = end if query is None else parse_whole(query, "Query position", 0, end)
     except (ValueError, MemoryError) as e:
-        return gr.skip(), gr.skip(), gr.skip(), warn(str(e))
+        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, str(e)))
     message = ""
     if query < start:
         message = warn(tr(lang, "att_outside", query=query, start=start, end=end))
@@ -67,7 +68,7 @@ def attention_views(state, view, layer, head, log_scale, query):
     try:
         fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale, lang)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
-        return gr.skip(), gr.skip(), gr.skip(), warn(str(e))
+        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, str(e)))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
     fig = dress(fig, lang, present)
     if row is None:  # an overview is about every head and position, not one query

@@ -21,6 +21,7 @@ from .. import figures
 from ..session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
 from ..tokenizer import load_tokenizer
 from . import attention_view as av
+from ..translations import tr_error
 from .attention_view import VIEWS, attention_views
 from .chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND, ChipStream, status_html
 from .common import T, api_run, choices, dress, fail, lang_of, tr, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, \
@@ -110,7 +111,7 @@ def last_step(state):
     try:
         run = session_run(state)
     except ValueError as e:
-        return gr.skip(), gr.skip(), gr.skip(), f"⚠️ {e}"
+        return gr.skip(), gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), str(e))}"
     if run is None or not run.steps:
         return (gr.skip(),) * 4
     n = len(run.steps)
@@ -132,7 +133,7 @@ def inspect_step(state, step_index):
     try:
         run = session_run(state)
     except ValueError as e:
-        return gr.skip(), gr.skip(), f"⚠️ {e}"
+        return gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), str(e))}"
     lang, present = lang_of(state), bool(state.get("present"))
     if run is None or not run.steps:
         empty = dress(figures.empty_figure(tr(lang, "generate_first")), lang, present)
@@ -140,7 +141,7 @@ def inspect_step(state, step_index):
     try:
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
     except ValueError as e:
-        return gr.skip(), gr.skip(), f"⚠️ {e}"
+        return gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), str(e))}"
     s = run.steps[i]
     tok = load_tokenizer()
     fp = figures.format_prob
@@ -176,14 +177,14 @@ def pick_token(state, evt: gr.EventData):
     try:
         run = session_run(state)
     except ValueError as e:
-        return (gr.skip(),) * 3 + (f"⚠️ {e}", gr.skip())
+        return (gr.skip(),) * 3 + (f"⚠️ {tr_error(lang_of(state), str(e))}", gr.skip())
     if run is None:
         return (gr.skip(),) * 5
     try:
         position = parse_whole((getattr(evt, "_data", None) or {}).get("position"), "Token position",
                                0, len(run.token_ids) - 1)
     except ValueError as e:
-        return (gr.skip(),) * 3 + (f"⚠️ {e}", gr.skip())
+        return (gr.skip(),) * 3 + (f"⚠️ {tr_error(lang_of(state), str(e))}", gr.skip())
     lang = lang_of(state)
     start, _ = run.window(session_model(state).cfg.context_length)
     note = ""
