@@ -437,6 +437,10 @@ ERRORS_ZH = [
     (r"^emb_dim \((\d+)\) must be divisible by n_heads \((\d+)\): .* Try n_heads in (.+)\.$",
      "emb_dim（{0}）必须能被 n_heads（{1}）整除：每个头分到 emb_dim / n_heads 维。可以试试 n_heads = {2}。"),
     (r"^Generate first: there is no run yet\.$", "请先生成：现在还没有运行。"),
+    (r"^The text is too short: ([\d,]+) tokens, of which ([\d,]+) are held out for validation\. With a context of "
+     r"([\d,]+) tokens each part needs at least ([\d,]+) tokens, so the text needs about ([\d,]+) tokens in all\..*$",
+     "文本太短：共 {0} 个 token，其中 {1} 个留作验证。上下文为 {2} 个 token 时，每部分至少需要 {3} 个 token，"
+     "所以文本总共需要约 {4} 个 token。请换一段更长的文本，或选更小的上下文。"),
     (r"^Temperature must be 0 \(greedy\) or positive, got (.+)\.$", "温度必须是 0（贪心）或正数，收到的是 {0}。"),
 ]
 

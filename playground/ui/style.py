@@ -40,7 +40,7 @@ CSS += """
 body.pg-present .gradio-container { font-size: 18px !important; }
 body.pg-present .pg-chip { font-size: 22px !important; padding: 2px 8px !important; }
 body.pg-present .pg-chip small { font-size: 14px !important; }
-body.pg-present #pg-summary, body.pg-present .pg-status, body.pg-present .pg-msg,
-body.pg-present .pg-legend, body.pg-present #pg-step-md { font-size: 18px !important; }
+body.pg-present #pg-summary *, body.pg-present .pg-status, body.pg-present .pg-msg,
+body.pg-present .pg-legend, body.pg-present #pg-step-md *, body.pg-present #pg-tying * { font-size: 18px !important; }
 body.pg-present .pg-advanced { display: none !important; }
 """
