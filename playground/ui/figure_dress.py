@@ -77,11 +77,8 @@ def dress(fig, lang: str = "en", present: bool = False):
         _translate(fig, lang)
     if present:
         _enlarge(fig)
-    if len(list(fig.select_xaxes())) > 2:  # side-by-side panels are narrow: short titles, few value ticks
-        fig.update_xaxes(nticks=3)
-        for annotation in fig.layout.annotations or ():
-            if annotation.text and " " in annotation.text and "<br>" not in annotation.text:
-                annotation.text = annotation.text.replace(" ", "<br>", 1)
+    if len(list(fig.select_xaxes())) > 2:  # side-by-side panels: a few value ticks each
+        fig.update_xaxes(nticks=4)
     _wrap_title(fig, 40 if present else 48)
     return fig
 

@@ -57,16 +57,17 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     token = object()
     ACTIVE_STREAMS.add(token)
     try:
-        yield from _stream(state, run, iter(gen), stop, lang)
+        yield from _stream(state, run, iter(gen), stop)
     finally:
         ACTIVE_STREAMS.discard(token)
         STOP_FLAGS.pop(run_id, None)
 
 
-def _stream(state, run, steps, stop, lang):
+def _stream(state, run, steps, stop):
+    # The language is read at every update: the page may switch it while a run streams (in place).
     chips = ChipStream(run.prompt_ids)
     t0 = time.perf_counter()
-    yield state, chips.delta(), status_html(run, 0.0, "running", lang)  # the prompt's chips at once
+    yield state, chips.delta(), status_html(run, 0.0, "running", lang_of(state))  # the prompt's chips at once
     last_yield = time.perf_counter()
     error = None
     while not stop.is_set():
@@ -88,9 +89,10 @@ def _stream(state, run, steps, stop, lang):
         # Pacing by the number of active generations keeps the whole server near 5 updates/s.
         if now - last_yield > STREAM_INTERVAL_S * max(1, len(ACTIVE_STREAMS)):
             last_yield = now
-            yield state, chips.delta(), status_html(run, run.elapsed, "running", lang)
+            yield state, chips.delta(), status_html(run, run.elapsed, "running", lang_of(state))
     run.stopped = stop.is_set()
     run.elapsed = time.perf_counter() - t0
+    lang = lang_of(state)
     final = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang)
     if error is not None:
         final = status_html(run, run.elapsed, "error", lang) + fail(error, lang)
@@ -255,8 +257,8 @@ EXAMPLES = [
 
 
 def layout(model_cfg) -> SimpleNamespace:
-    """Two rows: the prompt beside the knobs, then the tokens beside their attention, so a run's
-    chips and its heatmap share the screen (a 1024×768 projector included)."""
+    """Rows: the prompt beside the knobs; the tokens beside their attention, so a run's chips and its
+    heatmap share the screen (a 1024×768 projector included); the chosen step's stages at full width."""
     from .model_tab import head_examples
 
     c = SimpleNamespace()
@@ -288,7 +290,6 @@ def layout(model_cfg) -> SimpleNamespace:
             c.step_slider = gr.Slider(0, 1, value=0, step=1, label=T("step"), visible=False, elem_id="pg-step")
             c.step_md = gr.Markdown(elem_id="pg-step-md")
             c.prob_plot = gr.Plot(show_label=False)
-            c.stages_plot = gr.Plot(show_label=False)
         with gr.Column(scale=3, min_width=300):
             with gr.Row():
                 c.view = gr.Dropdown(choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view",
@@ -318,6 +319,7 @@ def layout(model_cfg) -> SimpleNamespace:
             c.export_file = gr.File(label=T("download"), interactive=False, visible=False, height=100)
             c.attention_json = gr.JSON(visible=False)
             c.run_json = gr.JSON(visible=False)
+    c.stages_plot = gr.Plot(show_label=False)  # the step's four stage panels need the page's width
     return c
 
 

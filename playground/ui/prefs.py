@@ -47,13 +47,17 @@ def parse_prefs(text) -> tuple[str, bool]:
 
 
 def apply_prefs(prefs, state, train_state, view, layer, head, log_scale, query, step, depth):
-    """Redraw every server-built text in the page's language (and figures at the presenter's size)."""
+    """Redraw every server-built text in the page's language (and figures at the presenter's size).
+
+    The two session states are updated in place, not returned: an event that returned them could
+    overwrite what a generation running at the same time stores there (its run's id)."""
     lang, present = parse_prefs(prefs)
-    state = {**(state or {}), "lang": lang, "present": present}
-    train_state = {**(train_state or {}), "lang": lang, "present": present}
+    for holder in (state, train_state):
+        if isinstance(holder, dict):
+            holder.update(lang=lang, present=present)
     model = session_model(state)
     views = model_tab.model_views(model, state["recipe"], depth if isinstance(depth, (int, float)) else 3, lang, present)
-    page = (state, train_state, f"# {EN['title']} · {ZH['title']}\n{tr(lang, 'subtitle')}", gr.update(value=present),
+    page = (f"# {EN['title']} · {ZH['title']}\n{tr(lang, 'subtitle')}", gr.update(value=present),
             gr.update(label=tr(lang, "tab_model")), gr.update(label=tr(lang, "tab_generate")),
             gr.update(label=tr(lang, "tab_train")))
     breakdown, tree = (model_tab.table(views[i], key, lang, relabel=True)
@@ -72,6 +76,8 @@ def _generate_part(state, lang, present, view, layer, head, log_scale, query, st
         run = session_run(state)
     except ValueError:
         pass
+    if run is not None and run.id in generate_tab.STOP_FLAGS:  # still streaming: it redraws itself in the new language
+        return (gr.update(choices=choices(VIEW_KEYS, lang)), legend(lang), gr.skip()) + (gr.skip(),) * 8
     _, head_labels = model_tab.head_examples(view, lang)
     fixed = (gr.update(choices=choices(VIEW_KEYS, lang)), legend(lang),
              gr.update(sample_labels=head_labels, label=tr(lang, "heads_label")) if head_labels else gr.skip())
@@ -148,7 +154,7 @@ def wire(page) -> None:
     m, g, t, h = page.model, page.generate, page.train, page.header
     inputs = [h.prefs, page.state, page.train_state, g.view, g.layer, g.head, g.log_scale, g.query, g.step_slider,
               m.tree_depth]
-    outputs = ([page.state, page.train_state, h.title, h.present, page.model_tab, page.generate_tab, page.train_tab,
+    outputs = ([h.title, h.present, page.model_tab, page.generate_tab, page.train_tab,
                 page.summary, m.weights, m.preset, m.dtype, m.tying_md, m.breakdown_df, m.treemap, m.memory_plot,
                 m.tree_df, g.view, g.legend, g.head_examples.dataset if g.head_examples else g.head_box, g.status,
                 g.heatmap, g.query_plot, g.query, g.att_msg, g.prob_plot, g.stages_plot, g.step_md,
