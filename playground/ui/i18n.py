@@ -4,6 +4,11 @@ Labels are translated in the browser by ``gr.I18n`` (``T("key")``). Everything a
 (messages, tables, status lines, figure titles, choice labels) is translated on the server with
 ``tr(lang, key, **values)``, where ``lang`` is the session's: the page tells the server its language
 on load and whenever it changes (see ``prefs``). API callers get English unless they set it.
+
+A new tab follows the language with: ``T("key")`` for labels (keys in ``translations.py``, EN and
+ZH), ``tr(lang_of(state), "key", **values)`` for text its handlers build, ``dress(fig, lang, present)``
+on its figures, ``choices(keys)`` for radio/dropdown choices, and ``prefs.on_change(page, fn, inputs,
+outputs)`` in its ``wire`` to redraw them when the page's language changes.
 """
 
 from __future__ import annotations

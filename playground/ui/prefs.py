@@ -99,6 +99,13 @@ def _train_part(train_state, lang):
     return (gr.update(choices=choices(train_tab.CORPUS_KEYS, lang)),) + progress
 
 
+def on_change(page, fn, inputs: list, outputs: list) -> None:
+    """For a tab of its own: ``fn(state, *inputs)`` redraws ``outputs`` after the page's language or
+    presenter mode changed (read them with ``lang_of(state)`` and ``state.get("present")``). Call it
+    from the tab's ``wire(page)``; the redraw runs after this module's own."""
+    page.__dict__.setdefault("prefs_listeners", []).append((fn, inputs, outputs))
+
+
 # Runs once in the page (``launch(js=...)``). Finds Gradio's own locale switch (the Settings
 # panel's) to restore a remembered language, then watches the probe and the presenter toggle.
 PAGE_JS = """
@@ -161,5 +168,8 @@ def wire(page) -> None:
                 t.corpus_source, t.loss_plot, t.progress])
     # The toggle acts in the page at once (CSS); the watcher then tells the server (figures' type size).
     h.present.input(None, h.present, None, js="(v) => { document.body.classList.toggle('pg-present', v); }")
-    h.apply.click(apply_prefs, inputs, outputs, js=READ_PREFS_JS, api_visibility="private",
-                  show_progress="hidden", trigger_mode="always_last")
+    event = h.apply.click(apply_prefs, inputs, outputs, js=READ_PREFS_JS, api_visibility="private",
+                          show_progress="hidden", trigger_mode="always_last")
+    for fn, extra_inputs, extra_outputs in getattr(page, "prefs_listeners", []):
+        event.then(fn, [page.state] + list(extra_inputs), extra_outputs, api_visibility="private",
+                   show_progress="hidden")
