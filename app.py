@@ -4,8 +4,13 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
+from playground.devices import DeviceError, default_device  # noqa: E402
 from playground.ui import build_demo, launch_kwargs  # noqa: E402
 
+try:
+    default_device()  # PLAYGROUND_DEVICE=auto|cpu|cuda|mps: a device this machine lacks stops here, said plainly
+except DeviceError as e:
+    raise SystemExit(f"error: {e}") from None
 demo = build_demo()
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from . import decode, memory, report, serving  # noqa: E402
+from . import decode, memory, report, scoring, serving  # noqa: E402
 from .timing import median  # noqa: E402
 
 
@@ -105,6 +105,8 @@ def main(argv=None) -> int:
     result["ours_vs_transformers_float32_tokens_identical"] = dec.tokens["ours float32"] == dec.tokens["transformers float32"]
     del peers
 
+    print("Scoring 8 KB of Tiny Shakespeare with the bundled model (issue 13) ...")
+    result["scoring"] = scoring.measure(reps)
     if not args.skip_memory:
         print("1024-token prompt with attention views (subprocess) ...")
         result["memory"] = {}
@@ -126,6 +128,7 @@ def main(argv=None) -> int:
     result["targets"] = [c.__dict__ for c in checks]
     print()
     print(report.table(result))
+    print("\n".join(scoring.rows(result["scoring"])))
     print()
     print("Targets (issue 5):")
     for c in checks:

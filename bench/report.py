@@ -86,6 +86,10 @@ def targets(r: dict) -> list[Target]:
     if "aggregate_tok_s" in users:
         out.append(Target("4 concurrent users: no request fails", len(users["errors"]), "0", not users["errors"]))
         out.append(_at_least("4 users aggregate tok/s / one user's", _ratio(users["aggregate_tok_s"], users.get("single_tok_s")), 1.0))
+    sc = r.get("scoring", {})
+    if "median_s" in sc:  # issue 13
+        out.append(_at_most("scoring 8 KB of Tiny Shakespeare, bundled model (s)", sc["median_s"], 1.0))
+        out.append(_at_least("scoring / full-logits evaluation loop (speed)", _ratio(sc["peer_median_s"], sc["median_s"]), 1.0))
     for a in r.get("agreement", []):
         if a["model"].startswith("random"):
             out.append(Target(f"bf16 vs fp32 teacher-forced greedy agreement, {a['model']} (measured, shown)",

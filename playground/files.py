@@ -221,6 +221,7 @@ def _window_attention(model: GPTModel, run, layers: Sequence[int]):
 
 
 def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
+    from .replay import replay_record
     from .session import describe_recipe  # session imports this module
 
     tok = load_tokenizer()
@@ -234,6 +235,7 @@ def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
         "prompt_ids": run.prompt_ids, "prompt_tokens_cropped": run.n_cropped, "token_ids": run.token_ids,
         "tokens": [p.display for p in tok.pieces(run.token_ids)], "steps": steps,
         "attention_window_start": start, "attention_layers": layers,
+        "replay": replay_record(run, model),  # what replay.read_record reads back to reproduce the run
     })
 
 

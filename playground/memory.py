@@ -9,6 +9,9 @@ what holds the memory.
 The budget is ``PLAYGROUND_MEMORY_BUDGET_GB`` (GiB) if set, else 60% of this machine's physical
 RAM minus 1 GiB for what is never counted here (the interpreter, torch, gradio, the tokenizer,
 short-lived tensors). It is read at every check, so changing the variable takes effect at once.
+When the models live on a CUDA GPU (``PLAYGROUND_DEVICE``, see playground.devices), the memory
+that runs out first is the GPU's: the default budget is then 85% of that GPU's memory (the CUDA
+context and the caching allocator's slack take the rest).
 
 Freed memory is handed back to the operating system (glibc ``malloc_trim``), so the process's
 resident size follows what it holds instead of its peak.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
 import threading
 import weakref
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 
 GiB = 2**30
 RAM_SHARE = 0.6
+DEVICE_SHARE = 0.85  # of a CUDA GPU's memory, when the models live there
 BASELINE_BYTES = 1 * GiB
 TRIM_AFTER_BYTES = 16 * 2**20  # smaller releases are not worth a malloc_trim
 
@@ -50,8 +55,9 @@ def physical_ram_bytes() -> int:
             return 8 * GiB
 
 
-def default_budget_bytes() -> int:
-    """``PLAYGROUND_MEMORY_BUDGET_GB`` (GiB) if set, else 60% of physical RAM minus 1 GiB."""
+def default_budget_bytes(device=None) -> int:
+    """``PLAYGROUND_MEMORY_BUDGET_GB`` (GiB) if set, else 60% of physical RAM minus 1 GiB, or 85% of
+    the GPU's memory for models on a CUDA ``device`` (default: where the app puts its models)."""
     env = os.environ.get("PLAYGROUND_MEMORY_BUDGET_GB")
     if env:
         try:
@@ -60,7 +66,25 @@ def default_budget_bytes() -> int:
             from .config import ConfigError  # config imports this module: import at use
 
             raise ConfigError(f"PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {env!r}.") from None
+    accelerator = accelerator_bytes(device)
+    if accelerator is not None:
+        return int(accelerator * DEVICE_SHARE)
     return max(GiB // 2, int(physical_ram_bytes() * RAM_SHARE) - BASELINE_BYTES)
+
+
+def accelerator_bytes(device=None) -> int | None:
+    """Total memory of the GPU the models live on (``device``, default: the app's), or None when they
+    live in RAM (CPU, and Apple's MPS, whose GPU shares the machine's RAM)."""
+    from .devices import default_device  # config imports this module: import at use
+
+    return _device_total(str(device) if device is not None else str(default_device()))
+
+
+@functools.cache
+def _device_total(device) -> int | None:
+    from .devices import device_memory_bytes
+
+    return device_memory_bytes(device)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .model import GPTModel
+from .receipts import inverse_cdf_draw, slices
 
 STAGES = ("raw", "temperature", "top_k", "top_p")
 
@@ -143,6 +144,8 @@ class GenerationStep:
     context_start: int = 0  # tokens dropped from the left when the window was full
     attention: list[torch.Tensor] | None = None  # per layer (n_heads, k_len), this step's query row
     kept_tokens: int = 0  # how many tokens survive top-k and top-p
+    u: float | None = None  # the seeded uniform draw in [0, 1) that chose the token; None when greedy
+    intervals: list[tuple[int, float, float]] = field(default_factory=list)  # (id, lo, hi) slices of [0, 1)
 
 
 @dataclass
@@ -151,7 +154,8 @@ class Generation:
     fit the context window (said, never silent).
 
     Sampling draws from a private ``torch.Generator``, never torch's global one, so runs of different
-    users never disturb each other. ``seed_used`` is the seed it was given, or, without one, the seed
+    users never disturb each other: one float64 uniform per sampled step (``receipts.inverse_cdf_draw``;
+    greedy steps draw nothing). ``seed_used`` is the seed it was given, or, without one, the seed
     drawn from ``os.urandom``: passing it back as ``seed`` reproduces the run.
     Raises NonFiniteError (a ValueError) at the step whose logits are NaN or infinite."""
 
@@ -252,10 +256,15 @@ class Generation:
         check_logits(logits, index + 1)
         dists = sampling_distribution(logits, self.temperature, self.top_k, self.top_p)
         final = dists["top_p"]
+        u, intervals = None, []
         if self.temperature == 0:
             token_id = int(torch.argmax(final))
         else:
-            token_id = int(torch.multinomial(final.cpu(), 1, generator=gen))
+            # The project's own inverse-CDF sampler, not torch.multinomial: multinomial draws one
+            # exponential per vocabulary entry and takes argmax(p / E), so no single number explains
+            # its choice. Here one seeded uniform u picks the token whose cumulative-probability slice
+            # holds it, and the step keeps u and the slices: its sampling receipt (receipts.py).
+            token_id, u, cdf = inverse_cdf_draw(final.cpu(), gen)
         raw = dists["raw"]
         raw_prob = float(raw[token_id])
         rank = int((raw > raw[token_id]).sum()) + 1
@@ -266,6 +275,9 @@ class Generation:
         else:
             raw_top = torch.topk(raw, min(self.n_top, raw.numel())).indices.tolist()
         candidates = raw_top if token_id in raw_top else raw_top + [token_id]
+        if u is not None:
+            shown = list(dict.fromkeys(top_ids.tolist() + [token_id]))
+            intervals = slices(cdf, shown)
         cand = torch.tensor(candidates, device=raw.device)
         entropy = entropy_bits(final)
         stage_rows: dict[int, list[float]] = {}  # stages that share a tensor share the row
@@ -286,6 +298,8 @@ class Generation:
             stages={name: list(stage_rows[id(dists[name])]) for name in STAGES},
             context_start=window_start,
             kept_tokens=int((final > 0).sum()),
+            u=u,
+            intervals=intervals,
         )
 
 

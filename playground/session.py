@@ -41,6 +41,7 @@ import torch
 
 from .config import (DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, check_build_size, check_memory,
                      count_parameters_analytic, format_bytes)
+from .devices import default_device, describe_device
 from .inspection import count_parameters, module_tree, parameter_breakdown
 from .memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
 from .model import GPTModel, attention_probs
@@ -123,20 +124,21 @@ def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
         # from, and reseeding it here would make their tokens repeat.
         generator = torch.Generator().manual_seed(int(recipe["seed"]))
         model = GPTModel(cfg, generator=generator)  # refuses configs over the memory budget before allocating
-        return model.to(_torch_dtype(dtype)).eval()
+        # initialised on the CPU (the same seed gives the same weights everywhere), then moved
+        return model.to(device=default_device(), dtype=_torch_dtype(dtype)).eval()
     if kind == "bundled":
         if not BUNDLED_CHECKPOINT.is_file():
             raise WeightLoadError("The bundled model is not in this copy of the app (assets/bundled/).")
-        return load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device="cpu")
+        return load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device=default_device())
     if kind == "hub":
         tqdm_class = None
         if progress is not None:
             from .weights import hf_progress_tqdm
 
             tqdm_class = hf_progress_tqdm(progress)
-        return load_pretrained(recipe["repo"], dtype=dtype, device="cpu", tqdm_class=tqdm_class)
+        return load_pretrained(recipe["repo"], dtype=dtype, device=default_device(), tqdm_class=tqdm_class)
     if kind == "file":
-        return load_checkpoint(recipe["path"], dtype=dtype, device="cpu", max_bytes=MAX_UPLOAD_BYTES)
+        return load_checkpoint(recipe["path"], dtype=dtype, device=default_device(), max_bytes=MAX_UPLOAD_BYTES)
     raise ValueError(f"unknown model recipe {recipe!r}")
 
 
@@ -292,7 +294,8 @@ def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
     dtype = str(model.dtype).replace("torch.", "")
     return tr(lang, "summary", n=f"{count_parameters(model):,}", size=format_bytes(model_bytes(model)), dtype=dtype,
               tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"), layers=cfg.n_layers, heads=cfg.n_heads,
-              d=cfg.emb_dim, context=cfg.context_length, model=describe_recipe(recipe, lang))
+              d=cfg.emb_dim, context=cfg.context_length, model=describe_recipe(recipe, lang),
+              device=describe_device(model.device))
 
 
 def tree_table(model: GPTModel, max_depth: int = 10, lang: str = "en") -> list[list]:

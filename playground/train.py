@@ -6,15 +6,23 @@ the step number, so the same seed gives the same losses and a resumed run contin
 the saved one stopped. Checkpoints are safetensors only: the model with ``save_checkpoint`` and,
 next to it, the optimizer's moments as a second safetensors file.
 
+Run inside a ``torch.distributed`` process group (``torchrun``), the same ``Trainer`` trains with
+DistributedDataParallel: every rank draws the same global batch of ``batch_size`` windows and
+trains on its own slice of it, DDP averages the gradients, so N processes follow the curve of one
+process with the same global batch (up to float rounding; dropout masks differ per rank). Only
+rank 0 writes checkpoints. A checkpoint holds the global step and nothing rank-specific, so a run
+can resume on a different number of processes.
+
+The command line lives in train_cli.py:
+
     python -m playground.train --config "nano (2 layers, d64)" --data input.txt --steps 500 --out runs/nano
+    torchrun --nproc_per_node=4 -m playground.train --data input.txt --steps 500 --out runs/nano
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
-import dataclasses
 import json
 import math
 import sys
@@ -24,20 +32,23 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from .config import (
-    GPT2_VOCAB_SIZE, PRESETS, ConfigError, GPTConfig, SerializableConfig, count_parameters_analytic,
+    ConfigError, GPTConfig, SerializableConfig, count_parameters_analytic,
     default_memory_budget_bytes, format_bytes,
 )
-from .corpus import CorpusError, check_corpus_length, prepare_corpus, text_from_upload
+from .corpus import CorpusError, check_corpus_length
+from .devices import autocast, default_device, resolve_device
+# evaluation lives in losses.py; imported here so that old imports keep working
+from .losses import evaluate_loss, evaluation_starts, loss_sums, random_init_loss, unigram_loss  # noqa: F401
 from .model import GPTModel
 from .weights import WeightLoadError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
 
 ADAMW_BETAS = (0.9, 0.95)  # nanoGPT / GPT-3: a shorter second-moment memory than Adam's 0.999
 TRAIN_DTYPES = ("float32", "bfloat16")
-CLI_MAX_CORPUS_BYTES = 512 * 1024 * 1024  # the command line trusts its user more than the web app does
 
 
 @dataclass(frozen=True)
@@ -104,74 +115,12 @@ def _step_seed(seed: int, step: int) -> int:
     return (seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + 1) % (2**63)
 
 
-def build_model(cfg: GPTConfig, seed: int = 1337, memory_budget=None) -> GPTModel:
-    """A freshly initialised model whose weights depend only on ``seed`` (drawn from a generator of
-    its own: torch's global one, which other users' sampling may use, is never touched)."""
-    return GPTModel(cfg, memory_budget=memory_budget, generator=torch.Generator().manual_seed(seed))
-
-
-# ----------------------------------------------------------------------------------------------
-# Losses: the model on held-out windows, and the two baselines it must beat
-
-
-def evaluation_starts(n_tokens: int, block_size: int, n_windows: int | None) -> torch.Tensor:
-    """Window starts for evaluation, fixed for a given split: ``n_windows`` evenly spaced across it,
-    or (None) every non-overlapping window."""
-    last = n_tokens - block_size - 1  # a window needs block_size inputs + 1 more target
-    if last < 0:
-        raise CorpusError(f"{n_tokens} tokens cannot fill one window of {block_size} + 1.")
-    if n_windows is None:
-        return torch.arange(0, last + 1, block_size)
-    return torch.linspace(0, last, n_windows).round().long()
-
-
-@torch.no_grad()
-def evaluate_loss(
-    model: GPTModel,
-    ids,
-    block_size: int | None = None,
-    n_windows: int | None = 64,
-    batch_size: int = 8,
-    dtype: str = "float32",
-) -> float:
-    """Mean next-token cross-entropy (nats) of ``model`` over fixed windows of ``ids``."""
-    ids = torch.as_tensor(ids, dtype=torch.long).flatten()
-    block_size = block_size or model.cfg.context_length
-    starts = evaluation_starts(len(ids), block_size, n_windows)
-    offsets = torch.arange(block_size + 1)
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    try:
-        for chunk in starts.split(batch_size):
-            window = ids[chunk[:, None] + offsets].to(model.device)  # (b, block_size + 1)
-            with _autocast(dtype):
-                logits = model(window[:, :-1])  # (b, block_size, vocab)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), window[:, 1:].flatten(), reduction="sum")
-            total += float(loss)
-            count += window[:, 1:].numel()
-    finally:
-        model.train(was_training)
-    return total / count
-
-
-def random_init_loss(
-    cfg: GPTConfig, val_ids, *, seed: int = 0, block_size: int | None = None, n_windows: int | None = 64,
-    batch_size: int = 8,
-) -> float:
-    """Validation loss of an untrained model of the same config (about ln(vocab_size) = 10.8 nats)."""
-    model = build_model(cfg, seed, memory_budget=False)
-    return evaluate_loss(model, val_ids, block_size, n_windows, batch_size)
-
-
-def unigram_loss(train_ids, val_ids, vocab_size: int = GPT2_VOCAB_SIZE) -> float:
-    """Cross-entropy (nats) on the held-out tokens of the add-one smoothed token frequencies of the
-    training tokens: what a model that ignores all context can reach."""
-    train_ids = torch.as_tensor(train_ids, dtype=torch.long).flatten()
-    val_ids = torch.as_tensor(val_ids, dtype=torch.long).flatten()
-    counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0
-    log_probs = counts.log() - counts.sum().log()
-    return float(-log_probs[val_ids].mean())
+def build_model(cfg: GPTConfig, seed: int = 1337, memory_budget=None, device=None) -> GPTModel:
+    """A freshly initialised model whose weights depend only on ``seed`` (drawn on the CPU from a
+    generator of its own: torch's global one, which other users' sampling may use, is never
+    touched), then moved to ``device`` (default: ``PLAYGROUND_DEVICE``, see playground.devices)."""
+    model = GPTModel(cfg, memory_budget=memory_budget, generator=torch.Generator().manual_seed(seed))
+    return model.to(resolve_device(device) if device is not None else default_device())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -226,18 +175,18 @@ class TrainEvent:
         return min(1.0, self.step / self.total_steps)
 
 
-def _autocast(dtype: str):
-    if dtype == "bfloat16":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 class Trainer:
     """Trains ``model`` in place on ``train_ids`` and reports the loss on ``val_ids``.
 
     ``step()`` does one update and returns dict(step, loss, lr, grad_norm); ``evaluate()`` returns
     the validation loss on fixed windows; ``run()`` loops to ``tcfg.steps``. ``step_count`` is the
     number of updates done, including those of a resumed checkpoint.
+
+    Created inside an initialised ``torch.distributed`` process group, it trains the model wrapped
+    in DistributedDataParallel: ``tcfg.batch_size`` is the *global* batch (it must divide evenly
+    among the ranks), each rank runs its slice of it, the reported loss, gradient norm, tokens and
+    validation loss are those of the whole batch, and ``save`` writes on rank 0 only. Every rank
+    must call ``step``/``evaluate``/``run`` in the same order (they are collective).
     """
 
     def __init__(self, model: GPTModel, train_ids, val_ids, tcfg: TrainConfig | None = None):
@@ -251,6 +200,13 @@ class Trainer:
         if model.dtype != torch.float32:
             model.float()  # AdamW needs float32 master weights; half-precision updates underflow
         device = model.device
+        self.rank, self.world_size = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
+        if self.tcfg.batch_size % self.world_size:
+            raise ConfigError(
+                f"The batch of {self.tcfg.batch_size} windows cannot be split evenly among {self.world_size} "
+                f"processes: make batch_size a multiple of the number of processes."
+            )
+        self.local_batch_size = self.tcfg.batch_size // self.world_size
         self.train_ids = torch.as_tensor(train_ids, dtype=torch.long).flatten().to(device)
         self.val_ids = torch.as_tensor(val_ids, dtype=torch.long).flatten().to(device)
         check_corpus_length(self.train_ids, self.val_ids, self.block_size)
@@ -258,6 +214,13 @@ class Trainer:
             if int(ids.min()) < 0 or int(ids.max()) >= model.cfg.vocab_size:
                 raise CorpusError(f"The {name} tokens contain ids outside the vocabulary of {model.cfg.vocab_size}.")
         self.optimizer = self._make_optimizer()
+        # What the forward/backward of a step runs: DDP averages the gradients across ranks during
+        # backward (and broadcast rank 0's weights when it was made, so every rank starts equal).
+        self.train_model = model
+        if self.world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
         self.step_count = 0
         self.tokens_seen = 0
         self.elapsed_s = 0.0  # training time, summed over sessions of a resumed run
@@ -277,23 +240,30 @@ class Trainer:
         return torch.optim.AdamW(groups, lr=self.tcfg.lr, betas=ADAMW_BETAS, eps=1e-8)
 
     def get_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Inputs and targets (batch_size, block_size) for update ``step``: random windows whose
-        positions depend only on (seed, step)."""
+        """Inputs and targets (batch_size / world_size, block_size) for update ``step``: this rank's
+        consecutive slice of the global batch of random windows, whose positions depend only on
+        (seed, step) -- not on the number of processes, so a resumed run continues the same data."""
         gen = torch.Generator().manual_seed(_step_seed(self.tcfg.seed, step))
         starts = torch.randint(len(self.train_ids) - self.block_size, (self.tcfg.batch_size,), generator=gen)
+        starts = starts.view(self.world_size, self.local_batch_size)[self.rank]
         offsets = torch.arange(self.block_size + 1)
         window = self.train_ids[(starts[:, None] + offsets).to(self.train_ids.device)]  # (B, block_size + 1)
         return window[:, :-1], window[:, 1:]
 
     @contextlib.contextmanager
     def _dropout_rng(self, step: int):
-        """Dropout draws from the global RNG: fork it so that the masks depend on (seed, step) only
-        and the caller's random state is left as it was."""
+        """Dropout draws from the global RNG (of the model's device): fork it so that the masks
+        depend on (seed, rank, step) only and the caller's random state is left as it was."""
         if self.model.cfg.drop_rate == 0:
             yield
             return
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(_step_seed(self.tcfg.seed + 1, step))
+        device = self.model.device
+        if device.type == "cpu":
+            forked = torch.random.fork_rng(devices=[])
+        else:  # a GPU's dropout draws from that device's generator
+            forked = torch.random.fork_rng(devices=[device.index or 0], device_type=device.type)
+        with forked:
+            torch.manual_seed(_step_seed(self.tcfg.seed + 1 + self.rank, step))
             yield
 
     def step(self) -> dict:
@@ -304,12 +274,15 @@ class Trainer:
             group["lr"] = lr
         x, y = self.get_batch(step)
         self.model.train()
-        with self._dropout_rng(step), _autocast(self.tcfg.dtype):
-            logits = self.model(x)  # (B, T, vocab)
+        with self._dropout_rng(step), autocast(self.model.device, self.tcfg.dtype):
+            logits = self.train_model(x)  # (B, T, vocab)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-        if not torch.isfinite(loss):
+        # The whole batch's loss (the mean of the ranks' equal slices), known to every rank, so that
+        # all of them stop together on a diverged run instead of waiting for each other.
+        batch_loss = float(self._all_sum(loss.detach().clone())) / self.world_size
+        if not math.isfinite(batch_loss):
             raise FloatingPointError(
-                f"The loss became {float(loss)} at step {step + 1}: training diverged. Lower the learning rate."
+                f"The loss became {batch_loss} at step {step + 1}: training diverged. Lower the learning rate."
             )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -318,18 +291,33 @@ class Trainer:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tcfg.grad_clip))
         self.optimizer.step()
         self.step_count += 1
-        self.tokens_seen += x.numel()
+        self.tokens_seen += x.numel() * self.world_size  # every rank ran an equal slice
         self.elapsed_s += time.perf_counter() - started
-        record = {"step": self.step_count, "loss": float(loss.detach()), "lr": lr, "grad_norm": grad_norm}
+        record = {"step": self.step_count, "loss": batch_loss, "lr": lr, "grad_norm": grad_norm}
         self.history.append(record)
         return record
 
     def evaluate(self, n_windows: int | None = None) -> float:
         """Validation loss on fixed, evenly spaced windows (eval_batches × batch_size of them)."""
         n = n_windows or self.tcfg.eval_batches * self.tcfg.batch_size
-        val = evaluate_loss(self.model, self.val_ids, self.block_size, n, self.tcfg.batch_size, self.tcfg.dtype)
+        if self.world_size == 1:
+            val = evaluate_loss(self.model, self.val_ids, self.block_size, n, self.tcfg.batch_size, self.tcfg.dtype)
+        else:  # every rank scores every world_size-th window; the sums are added up across ranks
+            starts = evaluation_starts(len(self.val_ids), self.block_size, n)[self.rank :: self.world_size]
+            total, count = loss_sums(self.model, self.val_ids, starts, self.block_size,
+                                      self.local_batch_size, self.tcfg.dtype)
+            sums = self._all_sum(torch.tensor([total, count], dtype=torch.float64))
+            val = float(sums[0] / sums[1])
         self.val_history.append((self.step_count, val))
         return val
+
+    def _all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed over the ranks (itself when training in one process)."""
+        if self.world_size == 1:
+            return tensor
+        tensor = tensor.to(self.model.device)  # NCCL reduces GPU tensors only
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor.cpu()
 
     def run(
         self,
@@ -372,14 +360,18 @@ class Trainer:
 
     def save(self, path) -> Path:
         """``path`` (model, float32, with config, step and train config in the header) and
-        ``optimizer_path(path)`` (the AdamW moments, keyed by parameter name)."""
+        ``optimizer_path(path)`` (the AdamW moments, keyed by parameter name). Under
+        torch.distributed only rank 0 writes (every rank holds the same weights and moments)."""
         path = Path(path)
+        if self.rank != 0:
+            return path
         meta = {
             "step": self.step_count,
             "tokens_seen": self.tokens_seen,
             "elapsed_s": round(self.elapsed_s, 3),
             "train_config": self.tcfg.to_dict(),
             "val_history": self.val_history,
+            "processes": self.world_size,  # of the last session; resuming may use any number
         }
         save_checkpoint(self.model, path, metadata=meta)
         names = {id(p): name for name, p in self.model.named_parameters()}
@@ -419,15 +411,21 @@ class Trainer:
         self.val_history = [tuple(v) for v in json.loads(meta.get("val_history", "[]"))]
 
     @classmethod
-    def from_checkpoint(cls, path, train_ids, val_ids, tcfg: TrainConfig | None = None) -> "Trainer":
-        """A trainer that resumes ``path``; ``tcfg`` defaults to the train config stored in it."""
+    def from_checkpoint(cls, path, train_ids, val_ids, tcfg: TrainConfig | None = None, *,
+                        device=None) -> "Trainer":
+        """A trainer that resumes ``path`` on ``device`` (default: ``PLAYGROUND_DEVICE``); ``tcfg``
+        defaults to the train config stored in it."""
         meta = read_checkpoint_metadata(path)
         if tcfg is None:
             tcfg = TrainConfig.from_dict(json.loads(meta.get("train_config", "{}")))
-        model = load_checkpoint(path, max_bytes=None)
+        model = load_checkpoint(path, max_bytes=None, device=device)
         trainer = cls(model, train_ids, val_ids, tcfg)
         trainer.load_state(path)
         return trainer
+
+
+def _distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
 
 
 def optimizer_path(model_path) -> Path:
@@ -435,107 +433,12 @@ def optimizer_path(model_path) -> Path:
     return model_path.with_name(model_path.stem + ".optim.safetensors")
 
 
-# ----------------------------------------------------------------------------------------------
-# Command line
-
-
-def parse_model_config(spec: str) -> GPTConfig:
-    """A preset name, a JSON object of GPTConfig fields (``"preset"`` may name a base), or a path to
-    a JSON file holding one."""
-    if spec in PRESETS:
-        return PRESETS[spec]
-    text = spec
-    if not spec.lstrip().startswith("{"):
-        path = Path(spec)
-        if not path.is_file():
-            raise ConfigError(f"--config {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a JSON file.")
-        text = path.read_text()
-    try:
-        fields = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"--config is not valid JSON: {e}") from None
-    if not isinstance(fields, dict):
-        raise ConfigError("--config JSON must be an object of GPTConfig fields.")
-    base = PRESETS.get(fields.pop("preset", None) or "", GPTConfig())
-    return GPTConfig.from_dict({**base.to_dict(), **fields})
-
-
-def _build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m playground.train", description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="nano (2 layers, d64)", help="preset name, JSON object, or JSON file")
-    p.add_argument("--data", required=True, help="a UTF-8 text file (the last 10%% is held out)")
-    p.add_argument("--out", required=True, help="output folder: model.safetensors, model.optim.safetensors, log.jsonl")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/model.safetensors")
-    defaults = TrainConfig()
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        kind = {"float": float, "int": int}.get(str(f.type).split(" ")[0], str)
-        if f.name == "block_size":
-            kind = int
-        p.add_argument(flag, type=kind, default=None, help=f"default {getattr(defaults, f.name)!r}")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    p.add_argument("--save-every", type=int, default=0, help="also checkpoint every N steps (0: only at the end)")
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
-                 if getattr(args, f.name) is not None}
-    out = Path(args.out)
-    model_path = out / "model.safetensors"
-    try:
-        text = text_from_upload(args.data, max_bytes=CLI_MAX_CORPUS_BYTES)
-        if args.resume:
-            if not model_path.is_file():
-                raise WeightLoadError(f"Nothing to resume: {model_path} does not exist.")
-            meta = read_checkpoint_metadata(model_path)
-            tcfg = TrainConfig.from_dict({**json.loads(meta.get("train_config", "{}")), **overrides})
-            cfg = GPTConfig.from_dict(json.loads(meta["config"]))
-        else:
-            tcfg = TrainConfig(**overrides)
-            cfg = parse_model_config(args.config)
-        check_training_memory(cfg, tcfg)
-        corpus = prepare_corpus(text, tcfg.block_size or cfg.context_length, name=Path(args.data).name)
-        if args.resume:
-            trainer = Trainer.from_checkpoint(model_path, corpus.train_ids, corpus.val_ids, tcfg)
-        else:
-            trainer = Trainer(build_model(cfg, tcfg.seed), corpus.train_ids, corpus.val_ids, tcfg)
-    except (ValueError, OSError) as e:  # ConfigError, CorpusError, WeightLoadError are ValueErrors
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(corpus.describe())
-    print(f"model: {cfg.to_json()}")
-    print(f"training: {tcfg.to_json()}" + (f" (resuming at step {trainer.step_count})" if args.resume else ""))
-    out.mkdir(parents=True, exist_ok=True)
-    log = (out / "log.jsonl").open("a")
-    started = time.perf_counter()
+    """The command line (playground/train_cli.py), kept importable from here."""
+    from .train_cli import main as cli_main
 
-    def report(ev: TrainEvent) -> None:
-        log.write(json.dumps(dataclasses.asdict(ev)) + "\n")
-        if ev.kind == "eval":
-            print(f"step {ev.step:>6}/{ev.total_steps} | val loss {ev.val_loss:.4f}", flush=True)
-        elif ev.kind == "step" and (ev.step % 10 == 0 or ev.step == 1):
-            rate = trainer.tokens_seen / max(trainer.elapsed_s, 1e-9)
-            print(f"step {ev.step:>6}/{ev.total_steps} | loss {ev.loss:.4f} | lr {ev.lr:.2e} | "
-                  f"{rate:,.0f} tok/s | {time.perf_counter() - started:,.0f} s", flush=True)
-        if ev.kind == "step" and args.save_every and ev.step % args.save_every == 0:
-            trainer.save(model_path)
-
-    try:
-        done = trainer.run(report)
-    except KeyboardInterrupt:
-        print("interrupted: saving what was learned", file=sys.stderr)
-        done = None
-    finally:
-        trainer.save(model_path)
-        log.close()
-    print(f"saved {model_path} at step {trainer.step_count}"
-          + (f", val loss {done.val_loss:.4f}" if done and done.val_loss is not None else ""))
-    return 0
+    return cli_main(argv)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m playground.train ... and torchrun ... -m playground.train ...
     sys.exit(main())

@@ -20,6 +20,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from .config import ConfigError, GPTConfig, check_memory
+from .devices import default_device, resolve_device  # noqa: F401 -- default_device was defined here before
 from .model import GPTModel
 
 CHECKPOINT_FORMAT = "gpt-playground/1"
@@ -68,14 +69,6 @@ def resolve_dtype(dtype) -> torch.dtype:
         return _DTYPES[str(dtype).replace("torch.", "")]
     except KeyError:
         raise ValueError(f"unsupported dtype {dtype!r}; use float32, bfloat16 or float16") from None
-
-
-def default_device() -> torch.device:
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
 
 
 def expected_shapes(cfg: GPTConfig) -> dict[str, tuple]:
@@ -399,7 +392,10 @@ def load_pretrained(
 
     The config is read first and the memory estimate checked before the weights are fetched or
     allocated. The returned model has a ``load_report`` (what was skipped, unexpected, ...).
+    ``device`` ("cpu", "cuda", "cuda:1", "mps"; default ``PLAYGROUND_DEVICE``, see playground.devices)
+    is where the model is put; a device this machine lacks raises DeviceError (a ValueError).
     """
+    target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first
     folder = Path(source)
     if folder.is_dir():
         config_path, weights_path = folder / "config.json", folder / "model.safetensors"
@@ -426,7 +422,7 @@ def load_pretrained(
     report = check_header(header, cfg, "gpt2", allow_unexpected=True)
     model = GPTModel(cfg, memory_budget=False)  # already checked above, in the requested dtype
     _stream_weights(model, Path(weights_path), header, "gpt2")
-    model = model.to(device=device or default_device(), dtype=torch_dtype).eval()
+    model = model.to(device=target, dtype=torch_dtype).eval()
     check_finite(model, f"{repo_id if not folder.is_dir() else folder.name}")
     model.load_report = report
     return model
@@ -478,7 +474,9 @@ def load_checkpoint(
     Untrusted input, in order of cost: the size; the header (keys, shapes, dtypes, config) against
     the model the config describes, on the meta device; the memory budget; only then the model is
     built and the tensors streamed in one at a time; finally NaN/inf are refused. ``name`` is what
-    messages call the file (an upload's original name; default: the file's own name)."""
+    messages call the file (an upload's original name; default: the file's own name). ``device`` as
+    for ``load_pretrained`` (default ``PLAYGROUND_DEVICE``)."""
+    target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first
     path = Path(path)
     if not path.is_file():
         raise WeightLoadError(f"No checkpoint at {path}.")
@@ -489,7 +487,7 @@ def load_checkpoint(
     check_memory(cfg, str(torch_dtype).replace("torch.", ""), memory_budget)
     model = GPTModel(cfg, memory_budget=False)
     _stream_weights(model, path, header, layout)
-    model = model.to(device=device or default_device(), dtype=torch_dtype).eval()
+    model = model.to(device=target, dtype=torch_dtype).eval()
     check_finite(model, header.name)
     model.load_report = report
     model.checkpoint_metadata = {k: v for k, v in header.metadata.items() if k not in ("config", "format")}

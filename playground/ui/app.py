@@ -13,7 +13,8 @@ import gradio as gr
 
 from .. import files
 from ..session import CACHE, MAX_UPLOAD_BYTES, default_recipe
-from . import generate_tab, model_tab, prefs, train_tab
+from . import compare_tab, generate_tab, model_tab, prefs, train_tab
+from .compare_views import CSS as COMPARE_CSS
 from .common import I18N, T, new_state
 from .generate_tab import EXAMPLES  # noqa: F401  (re-exported)
 from .style import CSS, RESIZE_JS
@@ -33,16 +34,18 @@ def build_demo() -> gr.Blocks:
         page = SimpleNamespace(demo=demo, state=gr.State(new_state()), train_state=gr.State(train_tab.new_train_state()))
         page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")
-        with gr.Tabs():
+        with gr.Tabs() as page.tabs:
             with gr.Tab(T("tab_model"), id="model") as page.model_tab:
                 page.model = model_tab.layout()
             with gr.Tab(T("tab_generate"), id="generate") as page.generate_tab:
                 page.generate = generate_tab.layout(default_model.cfg)
             with gr.Tab(T("tab_train"), id="train") as page.train_tab:
                 page.train = train_tab.layout()
-        for tab in (model_tab, generate_tab, train_tab, prefs):
+            with gr.Tab(T("tab_compare"), id="compare") as page.compare_tab:
+                page.compare = compare_tab.layout()
+        for tab in (model_tab, generate_tab, train_tab, compare_tab, prefs):
             tab.wire(page)
-        for tab in (page.model_tab, page.generate_tab, page.train_tab):
+        for tab in (page.model_tab, page.generate_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo
@@ -50,5 +53,5 @@ def build_demo() -> gr.Blocks:
 
 def launch_kwargs() -> dict:
     # Uploads larger than the checkpoint limit are refused by the server before they are stored.
-    return {"i18n": I18N, "css": CSS, "js": prefs.PAGE_JS, "footer_links": ["api", "settings"],
+    return {"i18n": I18N, "css": CSS + COMPARE_CSS, "js": prefs.PAGE_JS, "footer_links": ["api", "settings"],
             "theme": gr.themes.Soft(), "max_file_size": MAX_UPLOAD_BYTES}

@@ -154,30 +154,37 @@ def switch_model(model, recipe: dict, message: str, state=None):
 N_SWITCH = 2 + N_VIEWS + N_FORM + 3
 
 
+def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=None, lang="en") -> dict:
+    """The recipe the form describes (no build): also used by the Score & compare tab's second model."""
+    weights = parse_choice(weights, WEIGHT_CHOICES, "Weights")
+    dtype = parse_choice(dtype, DTYPES, "Precision")
+    if weights == "random init":
+        cfg = config_from_fields(*fields)
+        init_seed = parse_seed(seed, "Init seed")
+        recipe = random_recipe(cfg, seed=init_seed or 0, dtype=dtype)
+    elif weights == "OpenAI GPT-2 (hub)":
+        recipe = hub_recipe(hub_name, dtype)
+    elif weights == "uploaded checkpoint":
+        if not upload:
+            raise ValueError(tr(lang, "need_upload"))
+        upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
+        recipe = {**import_upload(upload_path), "dtype": dtype}
+    elif weights == "trained in the Train tab":
+        trained = (train_state or {}).get("recipe")
+        if not trained:
+            raise ValueError(tr(lang, "need_trained"))
+        recipe = {**trained, "dtype": dtype}
+    else:
+        recipe = bundled_recipe(dtype)
+    return recipe
+
+
 def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_state=None, progress=gr.Progress()):
     """Build or load the model the form describes; on any problem the previous model stays."""
     lang = lang_of(state)
     try:
-        weights = parse_choice(weights, WEIGHT_CHOICES, "Weights")
-        dtype = parse_choice(dtype, DTYPES, "Precision")
-        if weights == "random init":
-            cfg = config_from_fields(*fields)
-            init_seed = parse_seed(seed, "Init seed")
-            recipe = random_recipe(cfg, seed=init_seed or 0, dtype=dtype)
-        elif weights == "OpenAI GPT-2 (hub)":
-            recipe = hub_recipe(hub_name, dtype)
-        elif weights == "uploaded checkpoint":
-            if not upload:
-                raise ValueError(tr(lang, "need_upload"))
-            upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
-            recipe = {**import_upload(upload_path), "dtype": dtype}
-        elif weights == "trained in the Train tab":
-            trained = (train_state or {}).get("recipe")
-            if not trained:
-                raise ValueError(tr(lang, "need_trained"))
-            recipe = {**trained, "dtype": dtype}
-        else:
-            recipe = bundled_recipe(dtype)
+        recipe = recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state, lang=lang)
+        upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         t0 = time.perf_counter()
         try:
             model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))

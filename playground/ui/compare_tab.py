@@ -1,0 +1,364 @@
+"""The Score & compare tab: score a text under the session's model (A) and a second model (B), run
+two models or two settings side by side, read a step's sampling receipt, replay or share a run.
+
+Model A is always the session's current model (Model tab); model B is named by a recipe kept in
+this tab's own state and built through the shared cache and the memory budget like any model.
+``layout()`` builds the components, ``wire(page)`` connects them; handlers are plain functions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ..config import PRESETS, DEFAULT_PRESET
+from ..files import exports_dir
+from ..receipts import explain, receipt
+from ..replay import model_for, read_record, replay, replay_record, write_record
+from ..scoring import compare_scores, decode_upload, score_text
+from ..session import CACHE, MAX_NEW_TOKENS, describe_recipe, start_run
+from ..tokenizer import load_tokenizer
+from . import compare_views as cv
+from . import model_tab as mt
+from . import share
+from .common import T, fail, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
+from .generate_tab import DECODE_LOCK
+
+SOURCES = ("paste", "upload a .txt", "the current run")
+MAX_TEXT_FILE_BYTES = 5_000_000
+MAX_COMPARE_NEW = 200  # tokens per stream in the side-by-side views
+STREAM_INTERVAL_S = 0.25
+
+MSG = {
+    "no_b": "Load a second model (B) first: open “Second model (B)”, choose its weights and press Load.",
+    "b_ready": "Model B ready: {what} ({seconds:.2f} s).",
+    "no_file": "Choose a .txt file to upload first.",
+    "file_big": "This file is {mb:,.1f} MB; the limit for a text to score is {limit:,.0f} MB.",
+    "no_run": "Generate something in the Generate tab first: there is no current run.",
+    "scored": "Scored {n:,} tokens with {models} in {seconds:.2f} s.",
+    "streams": "Generating {n} tokens with each… ",
+    "streams_done": "Done: {n} tokens each in {seconds:.1f} s.",
+    "no_replay_file": "Upload a replay file (or a run export) first.",
+    "replayed": "Replayed with {what}.",
+    "exported": "Replay file written: load it back here (or send it to someone) to reproduce this run.",
+}
+
+
+def text_from(state, source, text, upload, replace) -> str:
+    """The text to score, from the chosen source (refusals are ValueErrors with the reason)."""
+    source = parse_choice(source, SOURCES, "Text source")
+    if source == SOURCES[0]:
+        return text if isinstance(text, str) else ""
+    if source == SOURCES[1]:
+        path = upload if isinstance(upload, str) else getattr(upload, "name", None)
+        if not path:
+            raise ValueError(MSG["no_file"])
+        size = os.path.getsize(path)
+        if size > MAX_TEXT_FILE_BYTES:
+            raise ValueError(MSG["file_big"].format(mb=size / 1e6, limit=MAX_TEXT_FILE_BYTES / 1e6))
+        return decode_upload(Path(path).read_bytes(), replace=parse_bool(replace, "Replace undecodable bytes"))
+    run = session_run(state)
+    if run is None:
+        raise ValueError(MSG["no_run"])
+    return load_tokenizer().decode(run.token_ids)
+
+
+def _stride(value) -> int | None:
+    return None if value in (None, "", 0) else parse_whole(value, "Stride", 1)
+
+
+def model_b(cmp_state):
+    recipe = (cmp_state or {}).get("recipe")
+    if not recipe:
+        raise ValueError(MSG["no_b"])
+    return CACHE.get(recipe), recipe
+
+
+def load_model_b(cmp_state, train_state, weights, preset, seed, hub_name, upload, dtype, progress=gr.Progress()):
+    """Build or load model B (any weights the Model tab offers). Outputs: compare state, message."""
+    try:
+        cfg = PRESETS[parse_choice(preset, list(PRESETS), "Preset")]
+        fields = [getattr(cfg, f) for f in mt.FIELDS]
+        recipe = mt.recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state)
+        t0 = time.perf_counter()
+        CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
+        return {**(cmp_state or {}), "recipe": recipe}, ok(MSG["b_ready"].format(
+            what=describe_recipe(recipe), seconds=time.perf_counter() - t0))
+    except Exception as e:
+        return gr.skip(), fail(e)
+
+
+def score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=gr.Progress()):
+    """Outputs: message, figures table, chips A, chips B, difference chips, figure, raw numbers (JSON)."""
+    try:
+        text = text_from(state, source, text, upload, replace)
+        stride = _stride(stride)
+        model_a = session_model(state)
+        label_a = f"A: {describe_recipe(state['recipe'])}"
+        pairs = [(model_a, label_a)]
+        if both:
+            mb, recipe_b = model_b(cmp_state)
+            pairs.append((mb, f"B: {describe_recipe(recipe_b)}"))
+        t0 = time.perf_counter()
+        results = []
+        for k, (model, label) in enumerate(pairs):
+            def report(done, total, k=k):
+                progress((k + done / max(total, 1)) / len(pairs), desc=f"scoring with {label}: {done:,}/{total:,} tokens")
+            s = min(stride, model.cfg.context_length) if stride else None
+            results.append(score_text(model, text, stride=s, progress=report, label=label))
+        seconds = time.perf_counter() - t0
+    except Exception as e:
+        return (fail(e),) + (gr.skip(),) * 6
+    message = ok(MSG["scored"].format(n=len(results[0].token_ids), models=" and ".join(s.label for s in results),
+                                      seconds=seconds))
+    table = cv.figures_table(*results)
+    figure = cv.surprisal_figure(*results)
+    if not both:
+        return message, table, cv.score_chips(results[0]), "", "", figure, results[0].to_dict()
+    comparison = compare_scores(*results)
+    changed = ", ".join(f"{p} ({d:+.1f})" for p, d in comparison.most_changed(5))
+    table += (f"\n\nB − A: {results[1].loss_nats - results[0].loss_nats:+.3f} nats/token, "
+              f"{results[1].bits_per_byte - results[0].bits_per_byte:+.3f} bits/byte. "
+              f"Largest changes (position, bits): {changed}.")
+    return (message, table, cv.score_chips(results[0]), cv.score_chips(results[1]), cv.difference_chips(comparison),
+            figure, comparison.to_dict())
+
+
+def score_a(state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress()):
+    return score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=progress)
+
+
+def score_ab(state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress()):
+    return score(state, cmp_state, source, text, upload, replace, stride, both=True, progress=progress)
+
+
+# ----------------------------------------------------------------------------------------------
+# Two streams
+
+
+def _streams(pairs, prompt, seed, max_new, titles):
+    """Run two generations step by step, yielding (message, side-by-side HTML)."""
+    max_new = parse_whole(max_new, "Max new tokens", 1, MAX_COMPARE_NEW)
+    seed = parse_seed(seed, "Sampling seed")
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little")  # both streams share it: only the model/settings differ
+    gens = []
+    for model, recipe, settings in pairs:
+        run, gen = start_run(model, recipe, prompt, max_new_tokens=max_new, seed=seed, **settings)
+        gens.append((run, iter(gen)))
+    steps = ([], [])
+    prompt_ids = gens[0][0].prompt_ids
+    t0 = last = time.perf_counter()
+    yield ok(MSG["streams"].format(n=max_new) + f"seed {seed}"), cv.side_by_side(titles, prompt_ids, *steps, False)
+    for _ in range(max_new):
+        for (run, it), out in zip(gens, steps):
+            with DECODE_LOCK:
+                step = next(it, None)
+            if step is not None:
+                out.append(step)
+        if time.perf_counter() - last > STREAM_INTERVAL_S:
+            last = time.perf_counter()
+            yield gr.skip(), cv.side_by_side(titles, prompt_ids, *steps, False)
+    yield (ok(MSG["streams_done"].format(n=max_new, seconds=time.perf_counter() - t0) + f" (seed {seed})"),
+           cv.side_by_side(titles, prompt_ids, *steps, True))
+
+
+def _settings(temperature, top_k, top_p, greedy=False) -> dict:
+    return {"temperature": temperature, "top_k": top_k, "top_p": top_p, "greedy": parse_bool(greedy, "Greedy")}
+
+
+def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, top_k, top_p):
+    """The same prompt, settings and seed through model A and model B. Outputs: message, streams."""
+    try:
+        mb, recipe_b = model_b(cmp_state)
+        settings = _settings(temperature, top_k, top_p)
+        pairs = [(session_model(state), state["recipe"], settings), (mb, recipe_b, settings)]
+        titles = (f"A: {describe_recipe(state['recipe'])}", f"B: {describe_recipe(recipe_b)}")
+        yield from _streams(pairs, prompt, seed, max_new, titles)
+    except Exception as e:
+        yield fail(e), gr.skip()
+
+
+def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b, p_b):
+    """One model (A), one prompt and seed, two sampling settings. Outputs: message, streams."""
+    try:
+        model = session_model(state)
+        a, b = _settings(t_a, k_a, p_a), _settings(t_b, k_b, p_b)
+        name = lambda s: f"temperature {s['temperature']}, top-k {s['top_k'] or 'off'}, top-p {s['top_p']}"  # noqa: E731
+        pairs = [(model, state["recipe"], a), (model, state["recipe"], b)]
+        yield from _streams(pairs, prompt, seed, max_new, (f"Settings A: {name(a)}", f"Settings B: {name(b)}"))
+    except Exception as e:
+        yield fail(e), gr.skip()
+
+
+# ----------------------------------------------------------------------------------------------
+# Receipt, replay, share
+
+
+def show_receipt(state, step_index):
+    """The sampling receipt of one step of the session's current run. Outputs: HTML, JSON."""
+    try:
+        run = session_run(state)
+        if run is None or not run.steps:
+            raise ValueError(MSG["no_run"])
+        i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
+        r = receipt(run.steps[i])
+        tok = load_tokenizer()
+        return cv.receipt_html(r, explain(r, piece=lambda t: f"“{tok.piece(t).display}”")), r.to_dict()
+    except Exception as e:
+        return fail(e), gr.skip()
+
+
+def export_replay(state):
+    """A small JSON file that reproduces the current run. Outputs: file, message."""
+    try:
+        run = session_run(state)
+        if run is None or not run.steps:
+            raise ValueError(MSG["no_run"])
+        path = write_record(replay_record(run, session_model(state)), exports_dir())
+        return str(path), ok(MSG["exported"])
+    except Exception as e:
+        return gr.skip(), fail(e)
+
+
+def replay_file(state, upload):
+    """Replay an uploaded replay file or run export. Outputs: report HTML, report JSON."""
+    try:
+        path = upload if isinstance(upload, str) else getattr(upload, "name", None)
+        if not path:
+            raise ValueError(MSG["no_replay_file"])
+        record = read_record(path)
+        model, recipe = model_for(record, (session_model(state), state["recipe"]))
+        need = record["token_ids"]
+        report = replay(record, model, step_lock=DECODE_LOCK)
+    except Exception as e:
+        return fail(e), {"error": str(e)}
+    tok = load_tokenizer()
+    head = (ok if report.identical else warn)(report.message())
+    d = report.first_difference
+    recorded = tok.decode(need[: (d["step"] if d else len(need))])
+    detail = (f"<p>{ok(MSG['replayed'].format(what=describe_recipe(recipe)))}</p><p><b>Prompt</b>: "
+              f"{_esc(tok.decode(record['prompt_ids']))}</p><p><b>Same text up to the first difference</b>: "
+              f"{_esc(recorded)}</p>")
+    return head + detail, report.to_dict()
+
+
+def _esc(text: str) -> str:
+    import html
+
+    return html.escape(text).replace("\n", "<br>")
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def layout() -> SimpleNamespace:
+    """Model B's form, then the score, side-by-side, receipt and replay sections."""
+    c = SimpleNamespace()
+    c.cmp_state = gr.State({"recipe": None})
+    gr.Markdown(T("compare_intro"))
+    with gr.Accordion(T("model_b"), open=False):
+        with gr.Row():
+            c.b_weights = gr.Radio(mt.WEIGHT_CHOICES, value="random init", label=T("weights"))
+            c.b_preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS
+                                     else DEFAULT_PRESET, label=T("preset"))
+        with gr.Row():
+            c.b_seed = gr.Number(0, label=T("seed_init"), min_width=100)
+            c.b_hub = gr.Dropdown(list(mt.HUB_MODELS), value=list(mt.HUB_MODELS)[0], label=T("hub_model"))
+            c.b_dtype = gr.Radio(list(mt.DTYPES), value="float32", label=T("dtype"))
+        c.b_upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
+        c.b_btn = gr.Button(T("load_b"), elem_id="pg-load-b")
+        c.b_msg = gr.HTML(elem_id="pg-b-msg")
+    with gr.Accordion(T("score_section"), open=True):
+        with gr.Row():
+            with gr.Column(scale=2, min_width=320):
+                c.source = gr.Radio(list(SOURCES), value=SOURCES[0], label=T("text_source"))
+                c.text = gr.Textbox(label=T("text_to_score"), lines=5, max_length=200_000, elem_id="pg-score-text")
+                c.upload = gr.File(label=T("text_upload"), file_types=[".txt"], type="filepath")
+                with gr.Row():
+                    c.replace = gr.Checkbox(False, label=T("replace_bytes"))
+                    c.stride = gr.Number(0, label=T("stride"), precision=0, minimum=0)
+                with gr.Row():
+                    c.score_btn = gr.Button(T("score_a"), variant="primary", elem_id="pg-score")
+                    c.score_ab_btn = gr.Button(T("score_ab"), elem_id="pg-score-ab")
+                c.score_msg = gr.HTML(elem_id="pg-score-msg")
+                c.table = gr.Markdown(elem_id="pg-score-table")
+            with gr.Column(scale=3):
+                gr.HTML(cv.surprisal_legend())
+                c.chips_a = gr.HTML(elem_id="pg-score-a")
+                c.chips_b = gr.HTML(elem_id="pg-score-b")
+                c.diff = gr.HTML(elem_id="pg-score-diff")
+                c.figure = gr.Plot(show_label=False, elem_id="pg-score-plot")
+                c.score_json = gr.JSON(visible=False)
+    with gr.Accordion(T("side_section"), open=True):
+        with gr.Row():
+            c.s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
+            c.s_seed = gr.Number(42, label=T("seed"), min_width=100)
+            c.s_max = gr.Slider(1, MAX_COMPARE_NEW, value=40, step=1, label=T("max_new_tokens"))
+        with gr.Row():
+            c.t_a = gr.Slider(0, 2, value=0.7, step=0.05, label=T("temp_a"))
+            c.k_a = gr.Slider(0, 200, value=0, step=1, label=T("top_k_a"))
+            c.p_a = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_a"))
+        with gr.Row():
+            c.t_b = gr.Slider(0, 2, value=1.5, step=0.05, label=T("temp_b"))
+            c.k_b = gr.Slider(0, 200, value=0, step=1, label=T("top_k_b"))
+            c.p_b = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_b"))
+        with gr.Row():
+            c.two_models_btn = gr.Button(T("two_models"), elem_id="pg-two-models")
+            c.two_settings_btn = gr.Button(T("two_settings"), variant="primary", elem_id="pg-two-settings")
+        c.side_msg = gr.HTML(elem_id="pg-side-msg")
+        c.side = gr.HTML(elem_id="pg-side")
+    with gr.Accordion(T("receipt_section"), open=False):
+        with gr.Row():
+            c.r_step = gr.Number(0, label=T("step"), precision=0, minimum=0)
+            c.r_btn = gr.Button(T("show_receipt"), elem_id="pg-receipt-btn")
+        c.r_html = gr.HTML(elem_id="pg-receipt")
+        c.r_json = gr.JSON(visible=False)
+    with gr.Accordion(T("replay_section"), open=False):
+        with gr.Row():
+            with gr.Column():
+                c.r_file = gr.File(label=T("replay_upload"), file_types=[".json", ".npz"], type="filepath")
+                c.replay_btn = gr.Button(T("replay"), elem_id="pg-replay")
+                c.replay_out = gr.HTML(elem_id="pg-replay-msg")
+                c.replay_json = gr.JSON(visible=False)
+            with gr.Column():
+                c.export_btn = gr.Button(T("export_replay"))
+                c.export_msg = gr.HTML()
+                c.export_out = gr.File(label=T("download"), interactive=False)
+                c.link_btn = gr.Button(T("share_link"))
+                c.link = gr.Textbox(label=T("link"), buttons=["copy"], interactive=False, elem_id="pg-share-link")
+    return c
+
+
+def wire(page) -> None:
+    """Every action has an api_name. A link's query parameters fill the Generate tab on page load."""
+    c, state, g = page.compare, page.state, page.generate
+    c.b_btn.click(load_model_b, [c.cmp_state, page.train_state, c.b_weights, c.b_preset, c.b_seed, c.b_hub, c.b_upload,
+                                 c.b_dtype], [c.cmp_state, c.b_msg], api_name="second_model", concurrency_id="models",
+                  concurrency_limit=2)
+    score_inputs = [state, c.cmp_state, c.source, c.text, c.upload, c.replace, c.stride]
+    score_outputs = [c.score_msg, c.table, c.chips_a, c.chips_b, c.diff, c.figure, c.score_json]
+    c.score_btn.click(score_a, score_inputs, score_outputs, api_name="score_text", concurrency_id="score",
+                      concurrency_limit=2)
+    c.score_ab_btn.click(score_ab, score_inputs, score_outputs, api_name="score_compare", concurrency_id="score",
+                         concurrency_limit=2)
+    c.two_models_btn.click(generate_two_models, [state, c.cmp_state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a],
+                           [c.side_msg, c.side], api_name="generate_two_models", concurrency_id="generate",
+                           concurrency_limit=4, show_progress="hidden")
+    c.two_settings_btn.click(generate_two_settings, [state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a, c.t_b,
+                                                     c.k_b, c.p_b],
+                             [c.side_msg, c.side], api_name="generate_two_settings", concurrency_id="generate",
+                             concurrency_limit=4, show_progress="hidden")
+    c.r_btn.click(show_receipt, [state, c.r_step], [c.r_html, c.r_json], api_name="sampling_receipt")
+    c.replay_btn.click(replay_file, [state, c.r_file], [c.replay_out, c.replay_json], api_name="replay",
+                       concurrency_id="generate", concurrency_limit=4)
+    c.export_btn.click(export_replay, state, [c.export_out, c.export_msg], api_name="export_replay")
+    gen_controls = [getattr(g, name) for name in share.ORDER]
+    c.link_btn.click(share.share_link, gen_controls, c.link, api_name="share_link")
+    # A separate load event from the Model tab's load_session: it only touches the Generate controls.
+    page.demo.load(share.prefill_from_url, None, gen_controls + [page.tabs, g.input_msg], api_visibility="private")

@@ -1,0 +1,111 @@
+"""A link that opens the playground ready to generate: ``?prompt=...&temperature=0.7&seed=42&tab=generate``.
+
+On page load the query parameters fill the Generate tab's controls. A value outside a control's
+range is clamped to it and the page says so; a value that is not a number is ignored and said;
+unknown parameters are named. The page always loads.
+"""
+
+from __future__ import annotations
+
+import math
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from ..session import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
+from .common import MAX_SEED, ok, parse_bool, warn
+
+# name -> (lowest, highest, whole number?): the Generate tab's slider ranges
+RANGES = {"temperature": (0.0, 2.0, False), "top_k": (0, 200, True), "top_p": (0.05, 1.0, False),
+          "max_new": (1, MAX_NEW_TOKENS, True), "seed": (0, MAX_SEED, True)}
+ORDER = ("prompt", "temperature", "top_k", "top_p", "max_new", "seed", "greedy")  # the outputs, then tabs + message
+TABS = ("model", "generate", "train", "compare")
+N_OUTPUTS = len(ORDER) + 2
+
+MSG = {
+    "clamped": "{name}={value} is outside {lo}–{hi}; set to {clamped}.",
+    "not_number": "{name}={value!r} is not a number; ignored.",
+    "not_bool": "greedy={value!r} is not true or false; ignored.",
+    "long_prompt": "The prompt in the link has {n:,} characters; the first {limit:,} were kept.",
+    "unknown": "Unknown link parameter{s} ignored: {names}.",
+    "bad_tab": "tab={value!r} is not one of {tabs}; ignored.",
+    "filled": "Settings from the link: {what}.",
+}
+
+
+def prefill(params: dict) -> tuple:
+    """Query parameters -> updates for (prompt, temperature, top_k, top_p, max_new, seed, greedy, tabs, message)."""
+    out = {name: gr.skip() for name in ORDER}
+    problems, filled = [], []
+    for name, (lo, hi, whole) in RANGES.items():
+        if name not in params:
+            continue
+        raw = params[name]
+        try:
+            value = float(raw)
+            if not math.isfinite(value):
+                raise ValueError
+        except (TypeError, ValueError):
+            problems.append(MSG["not_number"].format(name=name, value=raw))
+            continue
+        clamped = min(max(value, lo), hi)
+        if whole:
+            clamped = int(round(clamped))
+        if clamped != value:
+            problems.append(MSG["clamped"].format(name=name, value=raw, lo=lo, hi=hi, clamped=clamped))
+        out[name] = clamped
+        filled.append(f"{name} {clamped}")
+    if "prompt" in params:
+        prompt = str(params["prompt"])
+        if len(prompt) > MAX_PROMPT_CHARS:
+            problems.append(MSG["long_prompt"].format(n=len(prompt), limit=MAX_PROMPT_CHARS))
+            prompt = prompt[:MAX_PROMPT_CHARS]
+        out["prompt"] = prompt
+        filled.append("prompt")
+    if "greedy" in params:
+        try:
+            out["greedy"] = parse_bool(params["greedy"], "greedy")
+            filled.append(f"greedy {out['greedy']}")
+        except ValueError:
+            problems.append(MSG["not_bool"].format(value=params["greedy"]))
+    tab = gr.skip()
+    if "tab" in params:
+        if params["tab"] in TABS:
+            tab = gr.Tabs(selected=params["tab"])
+        else:
+            problems.append(MSG["bad_tab"].format(value=params["tab"], tabs=", ".join(TABS)))
+    elif filled:
+        tab = gr.Tabs(selected="generate")
+    unknown = sorted(set(params) - set(RANGES) - {"prompt", "greedy", "tab", "__theme", "lang", "view"})
+    if unknown:
+        problems.append(MSG["unknown"].format(s="s" if len(unknown) > 1 else "", names=", ".join(unknown)))
+    message = gr.skip()
+    if problems:
+        message = warn(" ".join(problems))
+    elif filled:
+        message = ok(MSG["filled"].format(what=", ".join(filled)))
+    return tuple(out[name] for name in ORDER) + (tab, message)
+
+
+def prefill_from_url(request: gr.Request):
+    """Page load: the link's query parameters into the Generate tab (nothing to do without any)."""
+    params = dict(request.query_params) if request is not None else {}
+    if not params:
+        return (gr.skip(),) * N_OUTPUTS
+    return prefill(params)
+
+
+def share_query(prompt, temperature, top_k, top_p, max_new, seed, greedy) -> str:
+    """The query string that reproduces these Generate settings."""
+    values = {"prompt": prompt, "temperature": temperature, "top_k": top_k, "top_p": top_p, "max_new": max_new,
+              "seed": seed, "greedy": "true" if greedy else "false", "tab": "generate"}
+    return "?" + urlencode({k: v for k, v in values.items() if v not in (None, "")})
+
+
+def share_link(prompt, temperature, top_k, top_p, max_new, seed, greedy, request: gr.Request = None) -> str:
+    """A full link (the page's own address when the browser sent it) with the settings as parameters."""
+    query = share_query(prompt, temperature, top_k, top_p, max_new, seed, greedy)
+    page = ""
+    if request is not None:
+        page = (request.headers.get("referer") or "").split("?")[0]
+    return page + query

@@ -1,0 +1,163 @@
+"""Scoring: per-token surprisal against a direct −log2 softmax, the sliding windows against a
+per-token forward, the totals' formulas, known figures, and refusals."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from playground.config import GPTConfig
+from playground.model import GPTModel
+from playground.scoring import (ScoringError, compare_models, compare_scores, decode_upload, score_ids,
+                                score_text)
+from playground.session import build_from_recipe, bundled_recipe
+from playground.tokenizer import load_tokenizer
+
+TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun."
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return build_from_recipe(bundled_recipe())
+
+
+@pytest.fixture(scope="module")
+def small():
+    cfg = GPTConfig(vocab_size=50257, context_length=16, emb_dim=32, n_heads=2, n_layers=2, tie_weights=False)
+    return GPTModel(cfg, generator=torch.Generator().manual_seed(3)).eval()
+
+
+def direct(model, ids):
+    """Surprisal, prob, rank and top guess of ids[t] given ids[:t], from one plain forward (float64)."""
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]))[0].double()
+    logp = torch.log_softmax(logits, -1).numpy()
+    rows = []
+    for t in range(1, len(ids)):
+        row = logp[t - 1]
+        rows.append((-row[ids[t]] / math.log(2), math.exp(row[ids[t]]), int((row > row[ids[t]]).sum()) + 1,
+                     int(row.argmax())))
+    return [np.array(c) for c in zip(*rows)]
+
+
+def test_surprisal_is_minus_log2_softmax_of_the_logits(bundled):
+    s = score_text(bundled, TEXT)
+    ids = load_tokenizer().encode(TEXT)
+    assert s.token_ids == ids and s.n_scored == len(ids) - 1 and s.n_windows == 1
+    surprisal, prob, rank, top = direct(bundled, ids)
+    np.testing.assert_allclose(s.surprisal_bits, surprisal, atol=2e-4)
+    np.testing.assert_allclose(s.prob, prob, rtol=2e-4)
+    assert (s.rank == rank).mean() > 0.95 and np.abs(s.rank - rank).max() <= 2  # float32 near-ties may swap
+    assert (s.top_id == top).all()
+    assert (s.top_id[s.rank == 1] == np.array(ids[1:])[s.rank == 1]).all()
+
+
+def test_totals_follow_from_the_tokens(bundled):
+    s = score_text(bundled, TEXT)
+    assert s.loss_nats == pytest.approx(s.surprisal_bits.mean() * math.log(2))
+    assert s.perplexity == pytest.approx(math.exp(s.loss_nats))
+    n_bytes = len(TEXT.encode()) - len(load_tokenizer().token_bytes(s.token_ids[0]))
+    assert s.n_bytes == n_bytes
+    assert s.bits_per_byte == pytest.approx(s.surprisal_bits.sum() / n_bytes)
+
+
+def test_uniform_model_has_the_known_figures(small):
+    flat = GPTModel(small.cfg, generator=torch.Generator().manual_seed(0)).eval()
+    with torch.no_grad():
+        flat.out_head.weight.zero_()  # equal logits: every token has p = 1/V
+    s = score_text(flat, TEXT)
+    np.testing.assert_allclose(s.surprisal_bits, math.log2(50257), rtol=1e-6)
+    assert s.loss_nats == pytest.approx(math.log(50257), rel=1e-6)  # 10.825 nats
+    assert s.perplexity == pytest.approx(50257, rel=1e-5)
+
+
+@pytest.mark.parametrize("stride", [1, 5, 16])
+def test_sliding_windows_score_each_token_once_with_the_stated_context(small, stride):
+    ids = load_tokenizer().encode(TEXT * 2)[:50]
+    W = small.cfg.context_length
+    done = []
+    s = score_ids(small, ids, stride=stride, progress=lambda d, t: done.append((d, t)))
+    assert s.n_scored == len(ids) - 1 and s.stride == stride
+    assert done[-1] == (len(ids) - 1, len(ids) - 1) and [d for d, _ in done] == sorted(d for d, _ in done)
+    for t in range(1, len(ids)):
+        # window k starts at k*stride and scores targets up to k*stride + W: the first one that reaches t
+        begin = 0 if t <= W else stride * math.ceil((t - W) / stride)
+        assert s.context[t - 1] == t - begin
+        with torch.no_grad():
+            row = torch.log_softmax(small(torch.tensor([ids[begin:t]]))[0, -1].double(), -1)
+        assert s.surprisal_bits[t - 1] == pytest.approx(-float(row[ids[t]]) / math.log(2), abs=2e-4)
+    assert s.context[W:].min() >= W - stride + 1
+
+
+def test_trained_model_is_less_surprised_by_shakespeare_than_a_random_one(bundled, tiny_shakespeare):
+    random = build_from_recipe({"kind": "random", "config": bundled.cfg.to_dict(), "seed": 0, "dtype": "float32"})
+    c = compare_models(random, bundled, tiny_shakespeare[:3000], labels=("random", "bundled"))
+    assert c.b.loss_nats < c.a.loss_nats - 3  # measured: ~4.9 vs ~10.8 nats/token
+    assert c.a.loss_nats == pytest.approx(math.log(50257), abs=0.2)
+    np.testing.assert_allclose(c.difference_bits, c.b.surprisal_bits - c.a.surprisal_bits)
+    pos, diff = c.most_changed(1)[0]
+    assert abs(diff) == pytest.approx(np.abs(c.difference_bits).max())
+    assert c.to_dict()["loss_difference_nats"] == pytest.approx(c.b.loss_nats - c.a.loss_nats)
+
+
+@pytest.fixture(scope="module")
+def tiny_shakespeare():
+    from conftest import TINY_SHAKESPEARE
+
+    if not TINY_SHAKESPEARE.is_file():
+        pytest.skip("Tiny Shakespeare is not in ../shared/data")
+    return TINY_SHAKESPEARE.read_text(encoding="utf-8")
+
+
+def test_cap_is_applied_and_said(small):
+    s = score_text(small, TEXT, max_tokens=8)
+    assert len(s.token_ids) == 8 and s.truncated_from == len(load_tokenizer().encode(TEXT))
+    assert s.summary()["truncated_from_tokens"] == s.truncated_from
+
+
+@pytest.mark.parametrize("text, words", [("", "empty"), ("   \n", "empty"), ("\ufffd\ufffd \ufffd", "undecodable"),
+                                         ("Hi", "single token")])
+def test_bad_texts_are_refused_with_a_reason(small, text, words):
+    with pytest.raises(ScoringError, match=words):
+        score_text(small, text)
+
+
+@pytest.mark.parametrize("stride", [0.5, -1, 17, True, "x"])
+def test_bad_stride_is_refused(small, stride):
+    with pytest.raises(ScoringError, match="stride"):
+        score_ids(small, [1, 2, 3], stride=stride)
+
+
+def test_token_ids_outside_the_vocabulary_are_refused(small):
+    with pytest.raises(ScoringError, match="vocabulary"):
+        score_ids(small, [10, 50257, 3])
+
+
+def test_uploads_that_are_not_utf8_are_said_and_can_be_replaced():
+    assert decode_upload("héllo".encode()) == "héllo"
+    assert decode_upload(b"\xef\xbb\xbfhi") == "hi"
+    with pytest.raises(ScoringError, match="not UTF-8.*byte 2"):
+        decode_upload(b"ab\xff\xfecd")
+    assert decode_upload(b"ab\xffcd", replace=True) == "ab\ufffdcd"
+
+
+def test_compare_needs_the_same_tokens(small):
+    with pytest.raises(ScoringError, match="same text"):
+        compare_scores(score_text(small, TEXT), score_text(small, TEXT + " more"))
+
+
+@pytest.mark.parametrize("changes, dtype", [
+    (dict(pos_encoding="sinusoidal", activation="relu"), torch.float32),
+    (dict(norm_placement="post", attention_impl="per_head"), torch.float32),
+    ({}, torch.bfloat16),
+])
+def test_scored_rows_are_the_plain_forwards_rows(changes, dtype):
+    """Scoring applies the head to the scored rows only; those rows equal model(idx)'s, whatever the variant."""
+    from playground.scoring import _logits_of_rows
+
+    cfg = GPTConfig(vocab_size=50257, context_length=16, emb_dim=32, n_heads=2, n_layers=2, **changes)
+    model = GPTModel(cfg, generator=torch.Generator().manual_seed(1)).to(dtype).eval()
+    idx = torch.randint(0, 50257, (1, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(_logits_of_rows(model, idx, 5), model(idx)[0, 5:].float(), atol=1e-5, rtol=1e-5)
