@@ -10,6 +10,8 @@ import re
 
 import pytest
 
+from playground.translations import EN
+
 from test_browser import ARTIFACTS, _chromium_or_skip, _launch
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -159,8 +161,11 @@ def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload
         page.locator("[role=option]").filter(has_text="简体中文").first.click()
         page.keyboard.press("Escape")
         # Every tab's title, not only the open one; and the server-built text follows.
-        page.wait_for_function("() => [...document.querySelectorAll('button[role=tab]')].map(b => b.innerText).join('|')"
-                               " === '1 · 模型|2 · 生成与注意力|3 · 训练'", timeout=30_000)
+        n_tabs = len([k for k in EN if k.startswith("tab_")])
+        page.wait_for_function("() => { const t = [...document.querySelectorAll('button[role=tab]')].map(b => b.innerText);"
+                               f" return t.length === {n_tabs} && t.every(x => /[\u4e00-\u9fff]/.test(x)); }}",
+                               timeout=30_000)
+        assert page.locator("button[role=tab]").all_inner_texts()[:3] == ["1 · 模型", "2 · 生成与注意力", "3 · 训练"]
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=30_000)
         assert "lang=zh-CN" in page.url
         page.reload()
