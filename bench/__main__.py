@@ -1,7 +1,9 @@
 """``python -m bench [--quick]``: decode speed against peers, memory, the app; prints a table and
 checks the targets of issue 5, writes bench/results/latest.json.
 ``python -m bench --browser [--quick]``: the app in headless Chromium against the same runs through
-gradio_client (issue 9); writes bench/results/browser-latest.json."""
+gradio_client (issue 9); writes bench/results/browser-latest.json.
+``python -m bench --inside [--quick]``: the Inside tab's views (issue 11) and the plain decode path
+against the forward before hooks; writes bench/results/inside-latest.json."""
 
 from __future__ import annotations
 
@@ -45,9 +47,13 @@ def main(argv=None) -> int:
     br.add_argument("--profile", action="store_true",
                     help="also trace one 200-token run (Chrome trace + V8 CPU profile) and summarise the main thread")
     br.add_argument("--trace-out", default=None, help="where to save that Chrome trace (default: not saved)")
+    ap.add_argument("--inside", action="store_true",
+                    help="time the Inside tab's views (issue 11) and the decode path before/after hooks")
     args = ap.parse_args(argv)
     if args.browser:
         return _browser(args)
+    if args.inside:
+        return _inside(args)
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -166,6 +172,28 @@ def _browser(args) -> int:
     for t in browser.targets(result):
         print(t.row())
     path = report.write_json(result, out)
+    print(f"\nwrote {path}")
+    return 0
+
+
+def _inside(args) -> int:
+    from . import inside
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    result = {"date": report.now(), "machine": report.machine(), "quick": args.quick,
+              "loadavg_start": os.getloadavg(), "training_running": _training_running()}
+    result.update(inside.run(quick=args.quick))
+    result["loadavg_end"] = os.getloadavg()
+    checks = inside.targets(result)
+    result["targets"] = [c.__dict__ for c in checks]
+    print()
+    print(inside.table(result))
+    print()
+    print("Targets (issue 11):")
+    for c in checks:
+        print(c.row())
+    path = report.write_json(result, os.path.abspath(args.out) if args.out else report.RESULTS / "inside-latest.json")
     print(f"\nwrote {path}")
     return 0
 

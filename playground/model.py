@@ -195,14 +195,17 @@ class MultiHeadAttention(nn.Module):
         self._stacked = None  # .to() and friends: the stacked copy would be of the old tensors
         return super()._apply(fn, recurse)
 
-    def forward(self, x, layer_cache=None, trace: AttentionTrace | None = None):
+    def forward(self, x, layer_cache=None, trace: AttentionTrace | None = None, hooks=None):
         B, T, d = x.shape
         q, k, v = self.project_qkv(x)
         if layer_cache is not None:
             k, v = layer_cache.append(k, v)  # (B, H, T_cached + T, hd)
         if trace is not None:
             trace.record(q, k)
-        ctx = _attend(q, k, v, self.dropout if self.training else 0.0)  # (B, H, T, hd)
+        if hooks is None:
+            ctx = _attend(q, k, v, self.dropout if self.training else 0.0)  # (B, H, T, hd)
+        else:  # playground.interventions: capture / ablate / scale heads, or lift the mask
+            ctx = hooks.attend(q, k, v)  # (B, H, T, hd)
         ctx = ctx.transpose(1, 2).reshape(B, T, d)  # (B, T, emb_dim)
         return self.out_proj(ctx)
 
@@ -290,13 +293,14 @@ class TransformerBlock(nn.Module):
         self.drop_shortcut = nn.Dropout(cfg.drop_rate)
         self.pre_norm = cfg.norm_placement == "pre"
 
-    def forward(self, x, layer_cache=None, trace=None):
+    def forward(self, x, layer_cache=None, trace=None, hooks=None):
+        ff = self.ff if hooks is None else hooks.mlp(self.ff)  # hooks: capture or skip the MLP
         if self.pre_norm:  # GPT-2: normalise the input of each sub-layer, keep the residual clean
-            x = x + self.drop_shortcut(self.att(self.norm1(x), layer_cache, trace))
-            x = x + self.drop_shortcut(self.ff(self.norm2(x)))
+            x = x + self.drop_shortcut(self.att(self.norm1(x), layer_cache, trace, hooks))
+            x = x + self.drop_shortcut(ff(self.norm2(x)))
         else:  # the original Transformer: normalise after each residual add
-            x = self.norm1(x + self.drop_shortcut(self.att(x, layer_cache, trace)))
-            x = self.norm2(x + self.drop_shortcut(self.ff(x)))
+            x = self.norm1(x + self.drop_shortcut(self.att(x, layer_cache, trace, hooks)))
+            x = self.norm2(x + self.drop_shortcut(ff(x)))
         return x
 
 
@@ -484,11 +488,14 @@ class GPTModel(nn.Module):
         kv_cache: KVCache | None = None,
         return_attention: bool = False,
         last_token_only: bool = False,
+        hooks=None,
     ):
         """idx (B, T) token ids -> logits (B, T, vocab_size), or (logits, AttentionTrace).
 
         With ``kv_cache`` the ids continue the cached sequence. ``last_token_only`` computes the
-        output head for the final position only (all that sampling needs).
+        output head for the final position only (all that sampling needs). ``hooks`` (a
+        ``playground.interventions.Hooks``) captures the residual stream and each head's and MLP's
+        output, and applies an intervention; ``None`` (the default) is the plain forward, untouched.
         """
         if idx.dim() != 2:
             raise ValueError(f"idx must be (batch, seq) token ids, got shape {tuple(idx.shape)}")
@@ -504,9 +511,14 @@ class GPTModel(nn.Module):
         trace = AttentionTrace() if return_attention else None
         with one_row_bfloat16_switch(self.dtype, idx.device, B * T):
             x = self.tok_emb(idx) + self.pos_emb(positions).to(self.dtype)  # (B, T, emb_dim)
+            if hooks is not None:
+                x = hooks.embed(self.tok_emb(idx), self.pos_emb(positions).to(self.dtype))
             x = self.drop_emb(x)
             for i, block in enumerate(self.trf_blocks):
-                x = block(x, kv_cache.layers[i] if kv_cache is not None else None, trace)
+                x = block(x, kv_cache.layers[i] if kv_cache is not None else None, trace,
+                          None if hooks is None else hooks.layer(i))
+                if hooks is not None:
+                    hooks.resid(i + 1, x)
             if last_token_only:
                 x = x[:, -1:, :]  # (B, 1, emb_dim)
             logits = self.out_head(self.final_norm(x))  # (B, T, vocab_size)

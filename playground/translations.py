@@ -226,6 +226,33 @@ EN = {
     'export_replay': 'Export a replay file of the current run',
     'share_link': "Link with the Generate tab's settings",
     'link': 'Link (opens the Generate tab pre-filled)',
+    # Inside tab (issue 11)
+    "tab_inside": "2b · Inside",
+    "inside_intro": ("Look inside the current run (Generate first): what each layer already predicts (logit lens), "
+                     "which head or MLP wrote toward a token (attribution), one head's attention step by step, and "
+                     "what changes when parts are switched off (interventions). Positions are those of the run."),
+    "inside_lens": "Logit lens",
+    "inside_dla": "Logit attribution",
+    "inside_maths": "Attention maths",
+    "inside_interventions": "Interventions",
+    "inside_show_lens": "Show the logit lens",
+    "inside_lens_layer": "Cell: layer (0 = embeddings)",
+    "inside_position": "Position",
+    "inside_scroll": "Scroll (first position shown)",
+    "inside_target": "Target token (blank: the token that came next)",
+    "inside_attribute": "Attribute",
+    "inside_query_position": "Query position",
+    "inside_step_through": "Step through",
+    "inside_zero_heads": "Zero-ablate heads (layer.head, …)",
+    "inside_mean_heads": "Mean-ablate heads (layer.head, …)",
+    "inside_scale_head": "Scale one head (layer.head)",
+    "inside_alpha": "α (that head's output × α)",
+    "inside_skip_mlps": "Skip MLPs (layers)",
+    "inside_unmask": "No causal mask (layers)",
+    "inside_drop_pos": "Drop the positional embedding",
+    "inside_run_intervention": "Run with the intervention",
+    "inside_dose": "Dose–response (α 0 → 2)",
+    "inside_sweep": "Head-importance sweep",
 }
 
 ZH = {
@@ -441,6 +468,32 @@ ZH = {
     'export_replay': '导出当前运行的重放文件',
     'share_link': '带生成页设置的链接',
     'link': '链接（打开预先填好的生成页）',
+    # Inside tab (issue 11)
+    "tab_inside": "2b · 模型内部",
+    "inside_intro": ("查看当前这次运行的内部（请先生成）：每一层已经预测了什么（logit lens）、哪个注意力头或 MLP 推动了某个 token"
+                     "（logit 归因）、单个注意力头的逐步计算，以及关掉某些部件后会发生什么变化（干预）。位置编号与运行中一致。"),
+    "inside_lens": "Logit lens",
+    "inside_dla": "Logit 归因",
+    "inside_maths": "注意力计算",
+    "inside_interventions": "干预",
+    "inside_show_lens": "显示 logit lens",
+    "inside_lens_layer": "单元格：层（0 = 嵌入）",
+    "inside_position": "位置",
+    "inside_scroll": "滚动（显示的第一个位置）",
+    "inside_target": "目标 token（留空：实际的下一个 token）",
+    "inside_attribute": "归因",
+    "inside_query_position": "查询位置",
+    "inside_step_through": "逐步计算",
+    "inside_zero_heads": "置零的注意力头（层.头, …）",
+    "inside_mean_heads": "均值替换的注意力头（层.头, …）",
+    "inside_scale_head": "缩放一个注意力头（层.头）",
+    "inside_alpha": "α（该头的输出 × α）",
+    "inside_skip_mlps": "跳过 MLP（层）",
+    "inside_unmask": "去掉因果掩码（层）",
+    "inside_drop_pos": "去掉位置嵌入",
+    "inside_run_intervention": "带干预运行",
+    "inside_dose": "剂量-响应（α 0 → 2）",
+    "inside_sweep": "注意力头重要性扫描",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"

@@ -10,14 +10,14 @@ import re
 
 import pytest
 
-from playground.translations import EN
+from playground.translations import EN, tr
 
 from test_browser import ARTIFACTS, _chromium_or_skip, _launch
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SIZES = [(1024, 768), (1280, 720)]
-TABS = ("model", "generate", "train")
+TABS = ("model", "generate", "train")  # this issue's tabs (the other tabs' own tests look after theirs)
 
 # "An English sentence": three or more alphabetic words in a row, joined only by spaces or
 # punctuation. Token text, numbers, model and preset names ("nano (2 layers, d64)", "Tiny
@@ -130,8 +130,8 @@ def test_every_tab_fits_the_projector_in_both_languages_with_and_without_present
                 for present in (False, True):
                     _set_presenter(page, present)
                     name = f"classroom-{lang}-{size[0]}x{size[1]}-{'present' if present else 'normal'}"
-                    for i, tab in enumerate(TABS):
-                        page.locator("button[role=tab]").nth(i).click()
+                    for tab in TABS:
+                        page.get_by_role("tab", name=tr(lang, f"tab_{tab}"), exact=True).click()
                         page.wait_for_timeout(700)  # plotly re-measures a tab's figures when it shows
                         page.screenshot(path=str(ARTIFACTS / f"{name}-{tab}.png"), full_page=True)
                         width, client = page.evaluate(SCROLL_JS)

@@ -13,7 +13,7 @@ import gradio as gr
 
 from .. import files
 from ..session import CACHE, MAX_UPLOAD_BYTES, default_recipe
-from . import compare_tab, generate_tab, model_tab, prefs, train_tab
+from . import compare_tab, generate_tab, inside_tab, model_tab, prefs, train_tab
 from .compare_views import CSS as COMPARE_CSS
 from .common import I18N, T, new_state
 from .generate_tab import EXAMPLES  # noqa: F401  (re-exported)
@@ -39,13 +39,15 @@ def build_demo() -> gr.Blocks:
                 page.model = model_tab.layout()
             with gr.Tab(T("tab_generate"), id="generate") as page.generate_tab:
                 page.generate = generate_tab.layout(default_model.cfg)
+            with gr.Tab(T("tab_inside"), id="inside") as page.inside_tab:
+                page.inside = inside_tab.layout()
             with gr.Tab(T("tab_train"), id="train") as page.train_tab:
                 page.train = train_tab.layout()
             with gr.Tab(T("tab_compare"), id="compare") as page.compare_tab:
                 page.compare = compare_tab.layout()
-        for tab in (model_tab, generate_tab, train_tab, compare_tab, prefs):
+        for tab in (model_tab, generate_tab, inside_tab, train_tab, compare_tab, prefs):
             tab.wire(page)
-        for tab in (page.model_tab, page.generate_tab, page.train_tab, page.compare_tab):
+        for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo

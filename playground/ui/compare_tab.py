@@ -26,7 +26,7 @@ from . import compare_views as cv
 from . import model_tab as mt
 from . import share
 from . import prefs
-from .common import T, choices, fail, lang_of, tr, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
+from .common import T, choices, fail, lang_of, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
 from .generate_tab import DECODE_LOCK
 
 SOURCES = ("paste", "upload a .txt", "the current run")
@@ -340,9 +340,7 @@ def wire(page) -> None:
     """Every action has an api_name. A link's query parameters fill the Generate tab on page load."""
     c, state, g = page.compare, page.state, page.generate
     # Its choice labels follow the page's language like the Model tab's (values stay the API's).
-    prefs.on_change(page, lambda st: (gr.update(label=tr(lang_of(st), "tab_compare")),
-                                      gr.update(choices=choices(mt.WEIGHT_KEYS, lang_of(st)))),
-                    [], [page.compare_tab, c.b_weights])
+    prefs.on_change(page, lambda st: gr.update(choices=choices(mt.WEIGHT_KEYS, lang_of(st))), [], [c.b_weights])
     c.b_btn.click(load_model_b, [c.cmp_state, page.train_state, c.b_weights, c.b_preset, c.b_seed, c.b_hub, c.b_upload,
                                  c.b_dtype], [c.cmp_state, c.b_msg], api_name="second_model", concurrency_id="models",
                   concurrency_limit=2)

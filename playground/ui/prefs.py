@@ -20,7 +20,7 @@ from ..translations import EN, ZH
 from . import generate_tab, model_tab, train_tab
 from .attention_view import VIEW_KEYS, attention_views
 from .chips import legend, status_html
-from .common import T, choices, session_model, session_run, tr
+from .common import T, choices, lang_of, session_model, session_run, tr
 from .i18n import normalize_lang
 
 
@@ -170,6 +170,14 @@ def wire(page) -> None:
     h.present.input(None, h.present, None, js="(v) => { document.body.classList.toggle('pg-present', v); }")
     event = h.apply.click(apply_prefs, inputs, outputs, js=READ_PREFS_JS, api_visibility="private",
                           show_progress="hidden", trigger_mode="always_last")
+    # Every other tab's title (tabs added by their own modules: page.<name>_tab, key "tab_<name>"): a
+    # title Gradio translated once would otherwise stay in the old language until the tab is opened.
+    others = [(name[:-4], tab) for name, tab in vars(page).items()
+              if name.endswith("_tab") and isinstance(tab, gr.Tab)
+              and tab not in (page.model_tab, page.generate_tab, page.train_tab)]
+    if others:
+        event.then(lambda state: tuple(gr.update(label=tr(lang_of(state), f"tab_{name}")) for name, _ in others),
+                   page.state, [tab for _, tab in others], api_visibility="private", show_progress="hidden")
     for fn, extra_inputs, extra_outputs in getattr(page, "prefs_listeners", []):
         event.then(fn, [page.state] + list(extra_inputs), extra_outputs, api_visibility="private",
                    show_progress="hidden")

@@ -1,0 +1,259 @@
+"""The Inside tab's numbers: parsing what the page or an API caller sent, and one function per view
+returning plain numbers (each is also an API endpoint). Positions are absolute, as in the run; the
+figures are drawn by inside_tab from these same dicts. No figures here, no layout.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+
+import gradio as gr
+
+from .. import lenses
+from ..interventions import Intervention
+from ..session import recipe_key
+from ..tokenizer import load_tokenizer
+from .common import parse_bool, parse_number, parse_whole, session_model, session_run
+
+LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps; a slider scrolls through the rest
+
+# Every sentence the handlers build, in one place (translatable: i18n is done in parallel).
+MSG = {
+    "no_run": "Generate first (tab 2): the Inside views look at the current run.",
+    "window": "Showing positions {a}–{b} of {lo}–{hi}. Drag “Scroll” to move the window.",
+    "window_all": "All {n} positions shown.",
+    "cropped": " The run is longer than the model's context: only its last {n} tokens (from position {lo}) are used.",
+    "cell": ("**{layer}, position {pos}** ({tok}): top-10 read through `final_norm` and `out_head`. "
+             "KL(final ‖ this layer) = **{kl:.3f} nats**."),
+    "dla": ("Target **{tok}** at position {pos}. Parts sum to **{total:.4f}**; the model's logit is "
+            "**{logit:.4f}** (difference {diff:.1e}). Approximation: the final LayerNorm's σ is frozen at its value "
+            "for this position (σ = {sigma:.3f}), which makes the norm linear; each part is centred and read along "
+            "out_head[target] ⊙ γ / σ, and the norm's shift adds w·β = {shift:+.3f}."),
+    "maths": ("Layer {layer}, head {head}, query position {pos} ({tok}); head_dim = {hd}, √d = {sq:.3f}.\n\n"
+              "q = {q}\n\nΣ softmax_j · v_j = {wv}\n\n(the model's own output for this head here: {ctx})"),
+    "compare": ("{what}. Mean loss on the run's own tokens: **{lb:.3f} → {la:.3f} nats** "
+                "({d:+.3f}). Next-token distribution at position {pos} ({tok})."),
+    "nothing": "no intervention (before = after)",
+    "dose": "log p({tok}) at position {pos} as head {head} of layer {layer} is scaled by α from 0 to 2.",
+    "sweep": ("Zeroing each head in turn: Δ mean loss (nats) on the run's {n} tokens; base loss {base:.3f}. "
+              "{s:.1f} s (estimated {e:.1f} s). Most harmful: head {h} of layer {l} ({dl:+.3f})."),
+    "sweep_refused": "{e}",
+    "heads_field": "{name}: write heads as layer.head separated by commas (e.g. 0.1, 2.3); could not read {bad!r}.",
+    "layers_field": "{name}: write layer numbers separated by commas (e.g. 0, 2); could not read {bad!r}.",
+}
+
+_LENS_CACHE: OrderedDict = OrderedDict()  # (recipe, run id, n tokens, intervention) -> lens, the newest few
+_LENS_LOCK = threading.Lock()
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared parsing
+
+
+def run_context(state):
+    """(model, run, window start, window ids, token labels); ValueError when there is no run."""
+    run = session_run(state)
+    if run is None:
+        raise ValueError(MSG["no_run"])
+    model = session_model(state)
+    start, ids = run.window(model.cfg.context_length)
+    labels = [p.display for p in load_tokenizer().pieces(ids)]
+    return model, run, start, ids, labels
+
+
+def _position(value, start: int, ids, name: str = "Position", default: int | None = None) -> int:
+    """An absolute position typed by the user -> index in the window (blank: ``default``)."""
+    if value in (None, "") and default is not None:
+        return default
+    return parse_whole(value, name, start, start + len(ids) - 1) - start
+
+
+def parse_heads(text, name: str) -> tuple[tuple[int, int], ...]:
+    if text in (None, ""):
+        return ()
+    out = []
+    for part in re.split(r"[,;\s]+", str(text).strip()):
+        if not part:
+            continue
+        m = re.fullmatch(r"[Ll]?(\d+)\s*[.:/Hh]\s*(\d+)", part)
+        if not m:
+            raise ValueError(MSG["heads_field"].format(name=name, bad=part))
+        out.append((int(m.group(1)), int(m.group(2))))
+    return tuple(dict.fromkeys(out))
+
+
+def parse_layers(text, name: str) -> tuple[int, ...]:
+    if text in (None, ""):
+        return ()
+    out = []
+    for part in re.split(r"[,;\s]+", str(text).strip()):
+        if part:
+            if not part.isdigit():
+                raise ValueError(MSG["layers_field"].format(name=name, bad=part))
+            out.append(int(part))
+    return tuple(dict.fromkeys(out))
+
+
+def parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos) -> Intervention:
+    scaled = parse_heads(scale_head, "Scale head")
+    if len(scaled) > 1:
+        raise ValueError("Scale head: one head only (layer.head).")
+    scale = None
+    if scaled:
+        scale = (*scaled[0], parse_number(alpha, "α"))
+    return Intervention(zero_heads=parse_heads(zero_heads, "Zero-ablate heads"),
+                        mean_heads=parse_heads(mean_heads, "Mean-ablate heads"), scale_head=scale,
+                        skip_mlps=parse_layers(skip_mlps, "Skip MLPs"),
+                        unmasked_layers=parse_layers(unmasked, "No causal mask"),
+                        drop_pos_emb=parse_bool(drop_pos, "Drop positional embedding"))
+
+
+def _target(value, model, ids, p: int) -> int | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return lenses.check_target(model, int(value))
+    return lenses.resolve_target(load_tokenizer(), str(value))
+
+
+def describe_intervention(spec: Intervention) -> str:
+    if spec.is_empty:
+        return MSG["nothing"]
+    parts = []
+    if spec.zero_heads:
+        parts.append("zero " + ", ".join(f"L{a}H{b}" for a, b in spec.zero_heads))
+    if spec.mean_heads:
+        parts.append("mean " + ", ".join(f"L{a}H{b}" for a, b in spec.mean_heads))
+    if spec.scale_head:
+        parts.append(f"L{spec.scale_head[0]}H{spec.scale_head[1]} × {spec.scale_head[2]:g}")
+    if spec.skip_mlps:
+        parts.append("skip MLP " + ", ".join(map(str, spec.skip_mlps)))
+    if spec.unmasked_layers:
+        parts.append("no mask in layer " + ", ".join(map(str, spec.unmasked_layers)))
+    if spec.drop_pos_emb:
+        parts.append("no positional embedding")
+    return "; ".join(parts)
+
+
+def _lens(model, state, run, ids, first: int, stop: int) -> dict:
+    key = (recipe_key(state["recipe"]), run.id, len(ids), ids[0], first, stop)
+    with _LENS_LOCK:
+        if key in _LENS_CACHE:
+            _LENS_CACHE.move_to_end(key)
+            return _LENS_CACHE[key]
+    lens = lenses.logit_lens(model, ids, first=first, stop=stop)
+    with _LENS_LOCK:
+        _LENS_CACHE[key] = lens
+        while len(_LENS_CACHE) > 16:
+            _LENS_CACHE.popitem(last=False)
+    return lens
+
+
+# ----------------------------------------------------------------------------------------------
+# Data (API endpoints): plain numbers
+
+
+def _with_tokens(d: dict, start: int, labels) -> dict:
+    return {"window_start": start, "tokens": labels, **d}
+
+
+def lens_data(state, first=None, last=None):
+    """The lens over absolute positions first..last (blank: the whole window)."""
+    try:
+        model, run, start, ids, labels = run_context(state)
+        end = start + len(ids) - 1
+        a = start if first in (None, "") else parse_whole(first, "First position", start, end)
+        b = end if last in (None, "") else parse_whole(last, "Last position", a, end)
+        lens = _lens(model, state, run, ids, a - start, b - start + 1)
+    except Exception as e:
+        return {"error": str(e)}
+    tok = load_tokenizer()
+    return _with_tokens({**lens, "first": a, "top_token": [[tok.piece(t).display for t in row] for row in lens["top_id"]]},
+                        start, labels)
+
+
+def lens_cell_data(state, layer, position):
+    try:
+        model, _, start, ids, labels = run_context(state)
+        layer = parse_whole(layer, "Lens layer", 0, model.cfg.n_layers)
+        cell = lenses.lens_cell(model, ids, layer, _position(position, start, ids))
+    except Exception as e:
+        return {"error": str(e)}
+    tok = load_tokenizer()
+    cell["position"] += start
+    cell["top"] = [[t, tok.piece(t).display, p] for t, p in cell["top"]]
+    return cell
+
+
+def attribution_data(state, position, target=None):
+    try:
+        model, _, start, ids, labels = run_context(state)
+        p = _position(position, start, ids, default=max(0, len(ids) - 2))
+        d = lenses.logit_attribution(model, ids, p, _target(target, model, ids, p))
+    except Exception as e:
+        return {"error": str(e)}
+    d["position"] += start
+    d["target"] = load_tokenizer().piece(d["target_id"]).display
+    return d
+
+
+def maths_data(state, layer, head, position):
+    try:
+        model, _, start, ids, labels = run_context(state)
+        p = _position(position, start, ids, "Query position", default=len(ids) - 1)
+        layer = parse_whole(layer, "Layer", 0, model.cfg.n_layers - 1)
+        head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
+        d = lenses.attention_maths(model, ids, layer, head, p)
+    except Exception as e:
+        return {"error": str(e)}
+    d["position"] += start
+    return _with_tokens(d, start, labels)
+
+
+def intervene_data(state, zero_heads="", mean_heads="", scale_head="", alpha=1.0, skip_mlps="", unmasked="",
+                   drop_pos=False, position=None):
+    try:
+        model, run, start, ids, labels = run_context(state)
+        spec = parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos)
+        p = _position(position, start, ids, default=len(ids) - 1)
+        T = len(ids)
+        d = lenses.compare(model, ids, spec, p, lens_window=(max(0, T - LENS_WINDOW), T))
+    except Exception as e:
+        return {"error": str(e)}
+    tok = load_tokenizer()
+    d["position"] += start
+    d["lens_after"]["first"] += start
+    d["token_labels"] = [tok.piece(t).display for t in d["shown_ids"]]
+    return _with_tokens(d, start, labels)
+
+
+def dose_data(state, scale_head="", position=None, target=None):
+    try:
+        model, _, start, ids, labels = run_context(state)
+        heads = parse_heads(scale_head, "Scale head")
+        if len(heads) != 1:
+            raise ValueError("Scale head: name one head as layer.head (e.g. 1.2) for the dose–response curve.")
+        layer, head = heads[0]
+        p = _position(position, start, ids, default=max(0, len(ids) - 2))
+        d = lenses.dose_response(model, ids, layer, head, p, _target(target, model, ids, p))
+    except Exception as e:
+        return {"error": str(e)}
+    d["position"] += start
+    d["target"] = load_tokenizer().piece(d["target_id"]).display
+    return d
+
+
+def sweep_data(state, progress=gr.Progress()):
+    try:
+        model, _, start, ids, _ = run_context(state)
+        d = lenses.head_sweep(model, ids, progress=lambda f, text: progress(f, desc=text))
+    except lenses.SweepTooLongError as e:
+        return {"error": str(e), "estimate_s": e.estimate_s}
+    except Exception as e:
+        return {"error": str(e)}
+    d["window_start"] = start
+    return d
+
+

@@ -1,0 +1,301 @@
+"""The Inside tab: logit lens, direct logit attribution, attention maths step by step, and
+interventions, for the session's current run (prompt + generated tokens, its last context window).
+
+Each view has a data function (``*_data``: plain numbers, also an API endpoint) and a view handler
+that draws it. Positions are absolute (as in the Generate tab): a run longer than the context
+shows its last window, and the lens heatmap shows LENS_WINDOW positions at a time, scrolled by a
+slider (said on screen).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from .. import lens_figures as lf
+from ..interventions import Intervention
+from ..tokenizer import load_tokenizer
+from .common import T, fail, parse_number, warn
+from .inside_data import (LENS_WINDOW, MSG, attribution_data, describe_intervention, dose_data, intervene_data,
+                          lens_cell_data, lens_data, maths_data, run_context, sweep_data)
+
+
+# ----------------------------------------------------------------------------------------------
+# Views (figures + messages)
+
+
+def _error(e, n: int):
+    text = e.get("error") if isinstance(e, dict) else None
+    return (gr.skip(),) * n + (warn(text) if text else fail(e),)
+
+
+def lens_view(state, scroll, layer, position):
+    """(heatmap, window note, scroll slider, top-10 bars, cell text, message)."""
+    try:
+        model, _, start, ids, labels = run_context(state)
+    except Exception as e:
+        return (gr.skip(),) * 5 + (fail(e),)
+    T, L1 = len(ids), model.cfg.n_layers + 1
+    newest = max(0, T - LENS_WINDOW)
+    first = newest if scroll in (None, "") else parse_whole_or(scroll, start + newest) - start
+    first = max(0, min(first, newest))
+    d = lens_data(state, start + first, start + min(T, first + LENS_WINDOW) - 1)
+    if "error" in d:
+        return _error(d, 5)
+    cols = range(first, min(T, first + LENS_WINDOW))
+    cell_layer = L1 - 1 if layer in (None, "") else parse_whole_or(layer, L1 - 1)
+    cell_layer = max(0, min(cell_layer, L1 - 1))
+    cell_pos = (start + T - 1) if position in (None, "") else parse_whole_or(position, start + T - 1)
+    cell_pos = max(start, min(cell_pos, start + T - 1))
+    fig = lf.lens_heatmap(d["layers"], [start + j for j in cols], [labels[j] for j in cols], d["top_token"],
+                          d["top_prob"], d["next_prob"],
+                          title="Logit lens: top token (text) and p(actual next token) (colour) per layer",
+                          selected=(cell_layer, cell_pos) if first <= cell_pos - start < first + LENS_WINDOW else None)
+    if T > LENS_WINDOW:
+        note = MSG["window"].format(a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
+    else:
+        note = MSG["window_all"].format(n=T)
+    if start:
+        note += MSG["cropped"].format(n=T, lo=start)
+    scroll_update = gr.update(minimum=start, maximum=max(start + 1, start + newest), value=start + first,
+                              visible=T > LENS_WINDOW)
+    cell = lens_cell_data(state, cell_layer, cell_pos)
+    if "error" in cell:
+        return fig, note, scroll_update, gr.skip(), "", warn(cell["error"])
+    bars = lf.top_bars([f"{t} ({i})" for i, t, _ in cell["top"]], [p for _, _, p in cell["top"]],
+                       title=f"{d['layers'][cell_layer]}, position {cell_pos}: top-10")
+    text = MSG["cell"].format(layer=d["layers"][cell_layer], pos=cell_pos, tok=labels[cell_pos - start],
+                              kl=cell["kl_to_final_nats"])
+    return fig, note, scroll_update, bars, text, ""
+
+
+def open_tab(state, seen_run, scroll, layer, position):
+    """Opening the tab draws the lens. For a run not seen before, every position field starts
+    where it says something: the lens cell at the final layer × last position, attribution and
+    interventions at the last position with a next token, the attention maths at the prompt's last
+    token (its keys after it are masked). Outputs: the lens view's, then those fields, seen run."""
+    try:
+        model, run, start, ids, _ = run_context(state)
+    except Exception as e:
+        return (gr.skip(),) * 5 + (warn(str(e)),) + (gr.skip(),) * 6
+    if run.id == seen_run:
+        return lens_view(state, scroll, layer, position) + (gr.skip(),) * 6
+    T, L = len(ids), model.cfg.n_layers
+    last, before_last = start + T - 1, start + max(0, T - 2)
+    prompt_end = max(start, min(last, len(run.prompt_ids) - 1))
+    return lens_view(state, None, L, last) + (L, last, before_last, prompt_end, before_last, run.id)
+
+
+def parse_whole_or(value, fallback: int) -> int:
+    try:
+        return int(parse_number(value, "value"))
+    except ValueError:
+        return fallback
+
+
+def attribution_view(state, position, target):
+    """(layer × head heatmap, waterfall, text, message)."""
+    d = attribution_data(state, position, target)
+    if "error" in d:
+        return _error(d, 3)
+    L = len(d["heads"])
+    heat = lf.attribution_heatmap(d["heads"], d["mlp"],
+                                  title=f"Direct logit attribution to {d['target']} at position {d['position']}")
+    names, values = ["tok_emb", "pos_emb"], [d["tok_emb"], d["pos_emb"]]
+    for i in range(L):
+        names += [f"L{i} attn", f"L{i} MLP"]
+        values += [sum(d["heads"][i]) + d["attn_bias"][i], d["mlp"][i]]
+    names.append("final_norm shift")
+    values.append(d["final_norm_shift"])
+    fall = lf.attribution_waterfall(names, values, d["total"], title="From the embeddings to the final logit "
+                                                                    "(attn = its heads + out_proj bias)")
+    text = MSG["dla"].format(tok=d["target"], pos=d["position"], total=d["total"], logit=d["model_logit"],
+                             diff=abs(d["total"] - d["model_logit"]), sigma=d["final_norm_sigma"],
+                             shift=d["final_norm_shift"])
+    return heat, fall, text, ""
+
+
+def _vec(values, n: int = 8) -> str:
+    shown = ", ".join(f"{v:+.3f}" for v in values[:n])
+    return f"[{shown}{', …' if len(values) > n else ''}] ({len(values)} numbers)"
+
+
+def maths_view(state, layer, head, position):
+    """(table, bars, text, message)."""
+    d = maths_data(state, layer, head, position)
+    if "error" in d:
+        return _error(d, 3)
+    start, labels, p = d["window_start"], d["tokens"], d["position"] - d["window_start"]
+    rows = []
+    for j in range(len(labels)):
+        masked = d["masked"][j]
+        rows.append([start + j, labels[j], round(d["scores"][j], 4), round(d["scaled"][j], 4),
+                     "−∞ (future)" if masked is None else round(masked, 4), round(d["softmax"][j], 6)])
+    fig = lf.attention_steps_figure([start + j for j in range(len(labels))], labels, d["masked"], d["softmax"],
+                                    title=f"Layer {d['layer']}, head {d['head']}, query {d['position']}")
+    text = MSG["maths"].format(layer=d["layer"], head=d["head"], pos=d["position"], tok=labels[p],
+                               hd=d["head_dim"], sq=d["sqrt_head_dim"], q=_vec(d["q"]), wv=_vec(d["weighted_v"]),
+                               ctx=_vec(d["ctx"]))
+    return rows, fig, text, ""
+
+
+def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position):
+    """(before/after bars, loss lines, lens after, text, message)."""
+    d = intervene_data(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position)
+    if "error" in d:
+        return _error(d, 4)
+    start, labels = d["window_start"], d["tokens"]
+    T = len(labels)
+    spec = Intervention.from_dict(d["intervention"])
+    bars = lf.before_after_bars(d["token_labels"], d["before"], d["after"],
+                                title=f"Next token after position {d['position']}: before vs after")
+    loss = lf.loss_lines(list(range(start, start + T - 1)), labels[:-1], d["loss_before"], d["loss_after"],
+                         title="Loss on the run's own next tokens, per position")
+    lens = d["lens_after"]
+    tok = load_tokenizer()
+    cols = range(lens["first"] - start, T)
+    lens_fig = lf.lens_heatmap(lens["layers"], [start + j for j in cols], [labels[j] for j in cols],
+                               [[tok.piece(t).display for t in row] for row in lens["top_id"]],
+                               lens["top_prob"], lens["next_prob"],
+                               title=f"Logit lens after the intervention (last {len(cols)} positions)")
+    text = MSG["compare"].format(what=describe_intervention(spec)[:1].upper() + describe_intervention(spec)[1:], lb=d["mean_loss_before"],
+                                 la=d["mean_loss_after"], d=d["mean_loss_after"] - d["mean_loss_before"],
+                                 pos=d["position"], tok=labels[d["position"] - start])
+    return bars, loss, lens_fig, text, ""
+
+
+def dose_view(state, scale_head, position, target):
+    d = dose_data(state, scale_head, position, target)
+    if "error" in d:
+        return _error(d, 1)
+    fig = lf.dose_curve(d["alphas"], d["logprob"], title=MSG["dose"].format(
+        tok=d["target"], pos=d["position"], head=d["head"], layer=d["layer"]))
+    return fig, ""
+
+
+def sweep_view(state, progress=gr.Progress()):
+    d = sweep_data(state, progress)
+    if "error" in d:
+        return _error(d, 2)
+    delta = d["delta_loss"]
+    l, h = max(((i, j) for i in range(len(delta)) for j in range(len(delta[0]))), key=lambda ij: delta[ij[0]][ij[1]])
+    text = MSG["sweep"].format(n=d["n_tokens"], base=d["base_loss"], s=d["seconds"], e=d["estimate_s"], h=h, l=l,
+                               dl=delta[l][h])
+    return lf.sweep_heatmap(delta, title="Head importance: Δloss when the head is zeroed"), text, ""
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def layout() -> SimpleNamespace:
+    """The tab's components (built inside its ``gr.Tab``)."""
+    gr.Markdown(T("inside_intro"))
+    msg = gr.HTML(elem_id="pg-inside-msg")
+    seen_run = gr.State(None)  # the run whose defaults the position fields hold
+    with gr.Tabs():
+        with gr.Tab(T("inside_lens"), id="inside-lens"):
+            with gr.Row():
+                lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
+                lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0)
+                lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+            lens_note = gr.Markdown(elem_id="pg-lens-note")
+            lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
+            lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
+            with gr.Row():
+                cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
+                cell_md = gr.Markdown()
+        with gr.Tab(T("inside_dla"), id="inside-dla"):
+            with gr.Row():
+                dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
+                dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
+            dla_md = gr.Markdown(elem_id="pg-dla-md")
+            with gr.Row():
+                dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
+                dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
+        with gr.Tab(T("inside_maths"), id="inside-maths"):
+            with gr.Row():
+                m_layer = gr.Number(0, label=T("layer"), precision=0, minimum=0)
+                m_head = gr.Number(0, label=T("head"), precision=0, minimum=0)
+                m_pos = gr.Number(None, label=T("inside_query_position"), precision=0, minimum=0)
+                m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
+            m_md = gr.Markdown(elem_id="pg-maths-md")
+            with gr.Row():
+                m_table = gr.Dataframe(headers=["key position", "token", "q·k", "÷√d", "masked", "softmax"],
+                                       interactive=False, max_height=420, elem_id="pg-maths-table")
+                m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot")
+        with gr.Tab(T("inside_interventions"), id="inside-intervene"):
+            with gr.Row():
+                i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder="0.1, 2.3", max_length=2000)
+                i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder="1.0", max_length=2000)
+                i_scale = gr.Textbox("", label=T("inside_scale_head"), placeholder="1.2", max_length=50)
+                i_alpha = gr.Slider(0, 2, value=0.0, step=0.1, label=T("inside_alpha"))
+            with gr.Row():
+                i_mlps = gr.Textbox("", label=T("inside_skip_mlps"), placeholder="0, 3", max_length=500)
+                i_unmask = gr.Textbox("", label=T("inside_unmask"), placeholder="0", max_length=500)
+                i_drop = gr.Checkbox(False, label=T("inside_drop_pos"))
+                i_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                i_target = gr.Textbox("", label=T("inside_target"), max_length=200)
+            with gr.Row():
+                i_btn = gr.Button(T("inside_run_intervention"), variant="primary", elem_id="pg-intervene-btn")
+                dose_btn = gr.Button(T("inside_dose"), elem_id="pg-dose-btn")
+                sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
+            i_md = gr.Markdown(elem_id="pg-intervene-md")
+            with gr.Row():
+                i_bars = gr.Plot(show_label=False, elem_id="pg-intervene-bars")
+                i_loss = gr.Plot(show_label=False, elem_id="pg-intervene-loss")
+            i_lens = gr.Plot(show_label=False, elem_id="pg-intervene-lens")
+            with gr.Row():
+                dose_plot = gr.Plot(show_label=False, elem_id="pg-dose")
+                with gr.Column():
+                    sweep_md = gr.Markdown(elem_id="pg-sweep-md")
+                    sweep_plot = gr.Plot(show_label=False, elem_id="pg-sweep")
+    # API-only endpoints (plain numbers): their hidden buttons and output, and the lens window bounds
+    api_out = gr.JSON(visible=False)
+    api_first, api_last = gr.Number(None, visible=False), gr.Number(None, visible=False)
+    api_buttons = [gr.Button(visible=False) for _ in range(7)]
+    return SimpleNamespace(**{k: v for k, v in locals().items()})
+
+
+def wire(page) -> None:
+    """The tab's events; ``page.inside`` holds its components, ``page.state`` the session."""
+    c, state = page.inside, page.state
+    # ---- views ----
+    lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos]
+    lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
+    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
+    for control in (c.lens_layer, c.lens_pos):
+        control.submit(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
+    c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside",
+                          trigger_mode="always_last")
+    page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos],
+                           lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
+                           api_visibility="private", concurrency_id="inside")
+    c.dla_btn.click(attribution_view, [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
+                    api_visibility="private", concurrency_id="inside")
+    c.m_btn.click(maths_view, [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
+                  api_visibility="private", concurrency_id="inside")
+    i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
+    c.i_btn.click(intervene_view, i_inputs, [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+                  api_visibility="private", concurrency_id="inside")
+    c.dose_btn.click(dose_view, [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
+                     api_visibility="private", concurrency_id="inside")
+    # One sweep at a time on this server: it keeps every core busy for up to a minute.
+    c.sweep_btn.click(sweep_view, state, [c.sweep_plot, c.sweep_md, c.msg], api_visibility="private",
+                      concurrency_id="inside_sweep", concurrency_limit=1)
+
+    # ---- API: plain numbers ----
+    out, hidden = c.api_out, iter(c.api_buttons).__next__
+    hidden().click(lens_data, [state, c.api_first, c.api_last], out, api_name="logit_lens", concurrency_id="inside")
+    hidden().click(lens_cell_data, [state, c.lens_layer, c.lens_pos], out, api_name="lens_cell", concurrency_id="inside")
+    hidden().click(attribution_data, [state, c.dla_pos, c.dla_target], out, api_name="logit_attribution",
+                   concurrency_id="inside")
+    hidden().click(maths_data, [state, c.m_layer, c.m_head, c.m_pos], out, api_name="attention_maths",
+                   concurrency_id="inside")
+    hidden().click(intervene_data, i_inputs, out, api_name="intervene", concurrency_id="inside")
+    hidden().click(dose_data, [state, c.i_scale, c.i_pos, c.i_target], out, api_name="dose_response",
+                   concurrency_id="inside")
+    hidden().click(sweep_data, state, out, api_name="head_sweep", concurrency_id="inside_sweep",
+                   concurrency_limit=1)
