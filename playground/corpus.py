@@ -31,6 +31,9 @@ TINY_SHAKESPEARE_BYTES = 1_115_394
 TINY_SHAKESPEARE_FILENAME = "tinyshakespeare.txt"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCAL_TINY_SHAKESPEARE = REPO_ROOT.parent / "shared" / "data" / TINY_SHAKESPEARE_FILENAME
+# Aesop's fables, nursery rhymes and five Tang poems, all public domain (assets/corpus/README.md
+# names the sources): small enough to ship, so a lesson's training run needs no network.
+BUNDLED_CORPUS = REPO_ROOT / "assets" / "corpus" / "fables_and_rhymes.txt"
 
 # More than this share of replacement or control characters and the "text" is not text (a
 # Latin-1 file still passes, with its accents shown as U+FFFD).
@@ -119,6 +122,15 @@ def _size(n: int) -> str:
 def _looks_like_user_name(name: str) -> bool:
     # Only ever echo a short, printable file name back to the user.
     return 0 < len(name) <= 80 and name.isprintable()
+
+
+def load_bundled_corpus() -> str:
+    """The bundled public-domain training text (works offline)."""
+    try:
+        return BUNDLED_CORPUS.read_text(encoding="utf-8")
+    except OSError as e:
+        raise CorpusError(f"The bundled training text is missing ({BUNDLED_CORPUS}): {e.strerror}. "
+                          f"Reinstall the app, or upload or paste a text.") from None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -28,6 +28,20 @@ LOG_FLOOR = 1e-4  # log-scale colours stop here: smaller weights are "nothing" f
 MAX_TICKS = 40  # more tick labels than this overlap on a laptop screen
 MAX_TICK_CHARS = 12
 ANNOTATE_CELLS = 300  # print values in overview cells up to this many cells
+# Up to this many positions every token labels its row and column; a larger map (a whole long run)
+# gets numbered axes whose ticks follow the zoom instead, since a 9 px label per cell would overlap.
+LABEL_EVERY_TOKEN_MAX = 96
+
+def __getattr__(name: str):
+    """head_stats and attention_rollout moved to attention_stats (the numbers apart from the
+    plotting); callers written before the split still find them here. Lazy, so this module still
+    loads on its own, without its package."""
+    if name in ("head_stats", "attention_rollout"):
+        from . import attention_stats
+
+        return getattr(attention_stats, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 STAGE_NAMES = {
     "raw": "raw softmax",
@@ -233,8 +247,12 @@ def attention_heatmap(
             z=z,
             x=key_pos,
             y=query_pos,
-            customdata=probs.astype(np.float32),
-            hovertemplate="query %{y:d} → key %{x:d}<br>p = %{customdata:.3g}<extra></extra>",
+            # A big map (a whole long run) sends z only: its hover reads log10 p on a log scale, which
+            # halves what the browser receives (12 MB -> 6 MB for 1,048 × 1,048, measured).
+            customdata=None if n > LABEL_EVERY_TOKEN_MAX else probs.astype(np.float32),
+            hovertemplate="query %{y:d} → key %{x:d}<br>" + (
+                "p = %{customdata:.3g}" if n <= LABEL_EVERY_TOKEN_MAX
+                else "log₁₀ p = %{z:.2f}" if log_scale else "p = %{z:.3g}") + "<extra></extra>",
             hoverongaps=False,
             coloraxis="coloraxis",
         )
@@ -248,14 +266,18 @@ def attention_heatmap(
     full_title = " · ".join(t for t in (title, note) if t)
     _layout(fig, full_title, height, coloraxis=_colour_axis(log_scale, log_floor))
     _fixed_margins(fig, left=LABEL_MARGIN, bottom=LABEL_MARGIN)
+    if n <= LABEL_EVERY_TOKEN_MAX:
+        x_ticks = _ticks(key_pos, labels, max_ticks=None, font_size=font)
+        y_ticks = _ticks(query_pos, query_labels, max_ticks=None, font_size=font)
+    else:  # positions as numbers: plotly picks ticks that follow zoom and pan
+        x_ticks = y_ticks = dict(tickmode="auto", nticks=16, tickfont=dict(size=TICK_FONT_SIZE))
     fig.update_xaxes(
-        title_text="key position (looked at)", tickangle=-90, showgrid=False, zeroline=False,
-        **_ticks(key_pos, labels, max_ticks=None, font_size=font),
+        title_text="key position (looked at)", tickangle=-90 if n <= LABEL_EVERY_TOKEN_MAX else 0,
+        showgrid=False, zeroline=False, constrain="domain", **x_ticks,  # square cells shrink the axis, never widen its range
     )
     fig.update_yaxes(
         title_text="query position (looking)", autorange="reversed", showgrid=False, zeroline=False,
-        scaleanchor="x", scaleratio=1, constrain="domain",
-        **_ticks(query_pos, query_labels, max_ticks=None, font_size=font),
+        scaleanchor="x", scaleratio=1, constrain="domain", **y_ticks,
     )
     return fig
 
@@ -350,69 +372,6 @@ def attention_overview(
     fig.update_xaxes(title_text="head", showgrid=False, **_ticks(range(H), head_labels))
     fig.update_yaxes(title_text="layer", autorange="reversed", showgrid=False, **_ticks(range(L), layer_labels))
     return fig
-
-
-# ----------------------------------------------------------------------------------------------
-# Attention statistics (pure numpy)
-
-
-def _stack_layers(probs_layers) -> np.ndarray:
-    """list of per-layer [H, T, T] (or [1, H, T, T]) -> [L, H, T, T] float64."""
-    layers = []
-    for i, a in enumerate(probs_layers):
-        a = np.asarray(a, dtype=np.float64)
-        if a.ndim == 4 and a.shape[0] == 1:
-            a = a[0]  # a batch of one
-        if a.ndim != 3 or a.shape[1] != a.shape[2]:
-            raise ValueError(f"layer {i}: expected [heads, T, T] attention, got shape {a.shape}")
-        layers.append(a)
-    if not layers:
-        raise ValueError("no attention layers given")
-    return np.stack(layers)
-
-
-def head_stats(probs_layers) -> dict[str, np.ndarray]:
-    """Per-head [L, H] statistics of causal attention maps, averaged over query rows t >= 1.
-
-    Row 0 is skipped everywhere: a causal query at position 0 can only look at itself, so it says
-    nothing about the head. With a single token every statistic is NaN.
-      previous-token: mass on the token just before (p[t, t-1])
-      first-token:    mass on position 0, the usual "attention sink"
-      self:           mass on the query's own position (the diagonal)
-      entropy:        row entropy in bits (0 = looks at one token; log2(t+1) = uniform)
-    """
-    A = _stack_layers(probs_layers)  # [L, H, T, T]
-    T = A.shape[-1]
-    if T < 2:
-        nan = np.full(A.shape[:2], np.nan)
-        return {"previous-token": nan, "first-token": nan.copy(), "self": nan.copy(), "entropy": nan.copy()}
-    t = np.arange(1, T)
-    rows = A[:, :, 1:, :]  # [L, H, T-1, T]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        plogp = np.where(rows > 0, rows * np.log2(rows), 0.0)
-    return {
-        "previous-token": A[:, :, t, t - 1].mean(-1),
-        "first-token": A[:, :, 1:, 0].mean(-1),
-        "self": A[:, :, t, t].mean(-1),
-        "entropy": (-plogp.sum(-1)).mean(-1),
-    }
-
-
-def attention_rollout(probs_layers, *, add_residual: bool = True) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema, 2020): how much each position's final state draws on
-    each input token, following attention through every layer. Returns [T, T], rows sum to 1.
-
-    Each layer's heads are averaged; the residual stream is modelled as 0.5·A + 0.5·I.
-    """
-    A = _stack_layers(probs_layers).mean(axis=1)  # [L, T, T]
-    T = A.shape[-1]
-    rollout = np.eye(T)
-    for layer in A:
-        if add_residual:
-            layer = 0.5 * layer + 0.5 * np.eye(T)
-        layer = layer / layer.sum(axis=-1, keepdims=True)
-        rollout = layer @ rollout  # later layers act on what earlier ones mixed
-    return rollout
 
 
 # ----------------------------------------------------------------------------------------------

@@ -644,6 +644,24 @@ TRAIN_PRESETS = ("nano (2 layers, d64)", "tiny (4 layers, d128)", "decoder-only 
                  "gpt2-small (124M)")
 
 
+def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_size: int | None = None,
+                    seed: int = 1337):
+    """The TrainConfig of a Train-tab run (also what its time estimate measures); steps and lr are
+    checked with messages for the user."""
+    from .train import TrainConfig
+
+    steps = _whole(steps, "Steps")
+    if not 1 <= steps <= MAX_TRAIN_STEPS:
+        raise ValueError(f"Steps must be between 1 and {MAX_TRAIN_STEPS:,}, got {steps:,}.")
+    lr = _number(lr, "Learning rate")
+    if not (0 < lr <= 1):
+        raise ValueError(f"The learning rate must be in (0, 1], got {lr}.")
+    block = min(block_size or 128, cfg.context_length)
+    return TrainConfig(steps=steps, lr=lr, min_lr=lr / 10, warmup_steps=max(1, min(100, steps // 10)),
+                       batch_size=batch_size, block_size=block, eval_interval=max(5, steps // 20),
+                       eval_batches=4, seed=seed)
+
+
 class TrainingJob:
     """Trains a fresh copy of a config on a corpus in a background thread.
 
@@ -656,18 +674,10 @@ class TrainingJob:
     def __init__(self, cfg: GPTConfig, text: str, corpus_name: str, *, steps: int, lr: float,
                  batch_size: int = 8, block_size: int | None = None, seed: int = 1337):
         from .corpus import prepare_corpus
-        from .train import TrainConfig, Trainer, build_model, check_training_memory, unigram_loss
+        from .train import Trainer, build_model, check_training_memory, unigram_loss
 
-        steps = _whole(steps, "Steps")
-        if not 1 <= steps <= MAX_TRAIN_STEPS:
-            raise ValueError(f"Steps must be between 1 and {MAX_TRAIN_STEPS:,}, got {steps:,}.")
-        lr = _number(lr, "Learning rate")
-        if not (0 < lr <= 1):
-            raise ValueError(f"The learning rate must be in (0, 1], got {lr}.")
-        block = min(block_size or 128, cfg.context_length)
-        tcfg = TrainConfig(steps=steps, lr=lr, min_lr=lr / 10, warmup_steps=max(1, min(100, steps // 10)),
-                           batch_size=batch_size, block_size=block, eval_interval=max(5, steps // 20),
-                           eval_batches=4, seed=seed)
+        tcfg = training_config(cfg, steps, lr, batch_size=batch_size, block_size=block_size, seed=seed)
+        block = tcfg.block_size
         need = check_training_memory(cfg, tcfg, BUDGET.total)  # refused before anything is allocated
         what = f"training a {cfg.n_layers}-layer d{cfg.emb_dim} model"
         with BUDGET.reserve(need, what, "training"):  # ... also if other holders leave too little now

@@ -119,6 +119,7 @@ EN = {
     "c_shakespeare": "Tiny Shakespeare (downloaded once, then cached)",
     "c_upload": "upload a .txt",
     "c_paste": "paste text",
+    "c_aesop": "Aesop's fables & nursery rhymes (bundled, works offline)",
     # model tab messages
     "ready": "Ready: {model} in {seconds} s.{extra}",
     "loaded_weights": " Loaded weights: {report}.",
@@ -253,6 +254,16 @@ EN = {
     "inside_run_intervention": "Run with the intervention",
     "inside_dose": "Dose–response (α 0 → 2)",
     "inside_sweep": "Head-importance sweep",
+    # Tokenizer tab, whole-run heatmaps, Train estimate (issue 12, classroom)
+    "tab_tokenizer": "5 · Tokenizer",
+    "tok_text": "Text to tokenize",
+    "tok_button": "Tokenize",
+    "tok_table": "Every token: its id, its bytes, and the character a fragment belongs to",
+    "tok_word": "Word to replay (BPE merges from vocab.bpe)",
+    "tok_word_info": "Pick one of the text's words, or type your own: GPT-2 merges its bytes, lowest rank first",
+    "heatmap_range": "Heatmap range",
+    "train_estimate": "Estimated time",
+    "train_batch": "Batch (windows of 128 tokens)",
 }
 
 ZH = {
@@ -365,6 +376,7 @@ ZH = {
     "c_shakespeare": "Tiny Shakespeare（首次下载后缓存）",
     "c_upload": "上传 .txt 文件",
     "c_paste": "粘贴文本",
+    "c_aesop": "伊索寓言与童谣（内置，离线可用）",
     "ready": "就绪：{model}，用时 {seconds} 秒。{extra}",
     "loaded_weights": "已加载的权重：{report}。",
     "need_upload": "请先选择要上传的 .safetensors 文件。",
@@ -494,6 +506,16 @@ ZH = {
     "inside_run_intervention": "带干预运行",
     "inside_dose": "剂量-响应（α 0 → 2）",
     "inside_sweep": "注意力头重要性扫描",
+    # Tokenizer tab, whole-run heatmaps, Train estimate (issue 12, classroom)
+    "tab_tokenizer": "5 · 分词器",
+    "tok_text": "要分词的文本",
+    "tok_button": "分词",
+    "tok_table": "每个 token：编号、字节，以及字节片段所属的字符",
+    "tok_word": "要回放的词（按 vocab.bpe 的合并规则）",
+    "tok_word_info": "从文本中选一个词，或自己输入：GPT-2 按合并排名从低到高合并它的字节",
+    "heatmap_range": "热力图范围",
+    "train_estimate": "预计用时",
+    "train_batch": "批大小（每个窗口 128 个 token）",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
+from playground import attention_stats as S
 from playground import figures as F
 
 FIGURES_PY = Path(F.__file__)
@@ -223,7 +224,7 @@ def test_head_stats_on_hand_built_heads():
     uniform = np.tril(np.ones((T, T)))
     uniform /= uniform.sum(1, keepdims=True)
     layer = np.stack([prev, first, self_, uniform])  # [4 heads, T, T]
-    stats = F.head_stats([layer, layer[::-1]])
+    stats = S.head_stats([layer, layer[::-1]])
     assert set(stats) == {"previous-token", "first-token", "self", "entropy"}
     for v in stats.values():
         assert v.shape == (2, 4)
@@ -238,13 +239,13 @@ def test_head_stats_on_hand_built_heads():
 
 def test_head_stats_accepts_a_batch_of_one_and_single_tokens():
     A = causal_attention(2, 5)
-    a = F.head_stats([A])
-    b = F.head_stats([A[None]])
+    a = S.head_stats([A])
+    b = S.head_stats([A[None]])
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
-    assert np.isnan(F.head_stats([np.ones((2, 1, 1))])["entropy"]).all()
+    assert np.isnan(S.head_stats([np.ones((2, 1, 1))])["entropy"]).all()
     with pytest.raises(ValueError, match="layer 0"):
-        F.head_stats([np.ones((2, 3, 4))])
+        S.head_stats([np.ones((2, 3, 4))])
 
 
 def test_rollout_matches_manual_product_and_is_causal_and_stochastic():
@@ -256,12 +257,12 @@ def test_rollout_matches_manual_product_and_is_causal_and_stochastic():
         return m / m.sum(1, keepdims=True)
 
     expected = step(A2) @ step(A1)
-    R = F.attention_rollout([A1, A2])
+    R = S.attention_rollout([A1, A2])
     np.testing.assert_allclose(R, expected, rtol=1e-12)
     np.testing.assert_allclose(R.sum(1), 1.0)
     assert np.all(R[np.triu(np.ones((5, 5), dtype=bool), 1)] == 0)
     # Without the residual, a single layer's rollout is just its head average.
-    np.testing.assert_allclose(F.attention_rollout([A1], add_residual=False), A1.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(S.attention_rollout([A1], add_residual=False), A1.mean(0), rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -405,12 +406,12 @@ def test_empty_figure_message():
 
 def all_figures():
     A = causal_attention(4, 8)
-    stats = F.head_stats([A, A])
+    stats = S.head_stats([A, A])
     return {
         "heatmap": F.attention_heatmap(A[0], LABELS, log_scale=True, highlight_query=2, max_tokens=6),
         "grid": F.attention_grid(A, LABELS, log_scale=True),
         "overview": F.attention_overview(stats["entropy"], metric_name="entropy (bits)"),
-        "rollout": F.attention_heatmap(F.attention_rollout([A, A]), LABELS),
+        "rollout": F.attention_heatmap(S.attention_rollout([A, A]), LABELS),
         "query": F.query_attention_bars(A[0, 7], LABELS),
         "tokens": F.token_probability_bars(["a", "b"], [0.6, 0.4], chosen=0),
         "stages": F.sampling_stages_figure(["a", "b"], {"raw": [0.6, 0.4], "top_k": [1.0, 0.0]}, chosen="a"),
@@ -433,12 +434,17 @@ def test_every_figure_serialises_and_is_readable(name):
     assert "http" not in fig.to_json()  # no CDN or remote assets
 
 
-def test_figures_module_imports_neither_torch_nor_gradio():
+@pytest.mark.parametrize("path", [FIGURES_PY, Path(S.__file__)], ids=["figures", "attention_stats"])
+def test_figures_module_imports_neither_torch_nor_gradio(path):
     code = (
         "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('figures', {str(FIGURES_PY)!r})\n"
+        f"spec = importlib.util.spec_from_file_location('mod', {str(path)!r})\n"
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
         "print(sorted(k for k in ('torch', 'gradio') if k in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_statistics_moved_out_of_figures_are_still_found_there():
+    assert F.head_stats is S.head_stats and F.attention_rollout is S.attention_rollout

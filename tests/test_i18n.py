@@ -153,19 +153,3 @@ def test_presenter_mode_enlarges_figures_and_fits_them_on_a_projector():
     assert list(fig.layout.xaxis.ticktext) == [labels[int(t)] for t in ticks]
     plain = figures.attention_heatmap(probs, labels, title="Layer 0, head 0")
     assert dress(plain, "en").layout.xaxis.title.text == "key position (looked at)"
-
-
-def test_training_in_chinese():
-    text = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
-    short = list(ui.train_model({"job": None, "lang": "zh-CN"}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2], None,
-                                text[:2000], 3, 3e-3))[-1][3]
-    assert "文本太短" in short and not _english([short]), short
-    outs = list(ui.train_model({"job": None, "recipe": None, "lang": "zh-CN"}, "nano (2 layers, d64)",
-                               ui.CORPUS_CHOICES[2], None, text, 3, 3e-3))
-    train_state, fig, progress, message = outs[-1]
-    assert train_state["lang"] == "zh-CN" and train_state["recipe"]
-    assert "训练完成，共 3 步" in message and "第 3 / 3 步" in progress
-    assert "正在用粘贴的文本" in outs[0][3]
-    assert not _english([fig, progress, message, outs[0][3]]), _english([fig, progress, message, outs[0][3]])
-    used = ui.use_trained(ui.new_state("zh-CN"), train_state)
-    assert "现在使用" in used[1] and used[0]["lang"] == "zh-CN"

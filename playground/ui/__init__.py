@@ -10,7 +10,7 @@
 """
 
 from .app import CSS, EXAMPLES, build_demo, launch_kwargs
-from .attention_view import GRID_MAX_TOKENS, HEATMAP_MAX_TOKENS, VIEWS, attention_data, attention_views
+from .attention_view import GRID_MAX_TOKENS, HEATMAP_MAX_TOKENS, SPANS, VIEWS, attention_data, attention_views
 from .chips import all_chips, status_html
 from .common import I18N, fail, new_state, ok, warn
 from .generate_tab import (
@@ -23,7 +23,7 @@ from .model_tab import (
 from .train_tab import CORPUS_CHOICES, corpus_text, stop_training, train_model, use_trained
 
 __all__ = [
-    "CORPUS_CHOICES", "CSS", "EXAMPLES", "FIELDS", "GRID_MAX_TOKENS", "HEATMAP_MAX_TOKENS", "I18N", "VIEWS",
+    "CORPUS_CHOICES", "CSS", "EXAMPLES", "FIELDS", "GRID_MAX_TOKENS", "HEATMAP_MAX_TOKENS", "I18N", "SPANS", "VIEWS",
     "WEIGHT_CHOICES", "after_run", "all_chips", "attention_data", "attention_views", "build_demo", "build_model",
     "config_from_fields", "corpus_text", "export_model_file", "export_run_file", "fail", "generate_tokens",
     "head_examples", "inspect_step", "last_step", "launch_kwargs", "load_session", "model_views", "new_state", "ok",

@@ -13,7 +13,7 @@ import gradio as gr
 
 from .. import files
 from ..session import CACHE, MAX_UPLOAD_BYTES, default_recipe
-from . import compare_tab, generate_tab, inside_tab, model_tab, prefs, train_tab
+from . import compare_tab, generate_tab, inside_tab, model_tab, prefs, tokenizer_tab, train_tab
 from .compare_views import CSS as COMPARE_CSS
 from .common import I18N, T, new_state
 from .generate_tab import EXAMPLES  # noqa: F401  (re-exported)
@@ -45,7 +45,9 @@ def build_demo() -> gr.Blocks:
                 page.train = train_tab.layout()
             with gr.Tab(T("tab_compare"), id="compare") as page.compare_tab:
                 page.compare = compare_tab.layout()
-        for tab in (model_tab, generate_tab, inside_tab, train_tab, compare_tab, prefs):
+            with gr.Tab(T("tab_tokenizer"), id="tokenizer") as page.tokenizer_tab:
+                page.tokenizer = tokenizer_tab.layout()
+        for tab in (model_tab, generate_tab, inside_tab, train_tab, compare_tab, tokenizer_tab, prefs):
             tab.wire(page)
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)

@@ -8,11 +8,13 @@ slider): a window that starts at position 300 shows 300, 301, … and not 0, 1, 
 from __future__ import annotations
 
 import math
+import weakref
 
 import gradio as gr
 import numpy as np
 
 from .. import figures
+from ..attention_stats import attention_rollout, head_stats
 from ..memory import BUDGET
 from ..session import all_layers_attention_bytes, layer_attention, run_attention
 from ..tokenizer import load_tokenizer
@@ -25,8 +27,15 @@ VIEW_KEYS = {"one head": "v_one", "all heads of the layer": "v_all", "head avera
 VIEWS = list(VIEW_KEYS)  # the values (what the API sends); labels follow the language
 OVERVIEW_METRICS = {"overview: previous-token mass": "previous-token", "overview: first-token mass": "first-token",
                     "overview: entropy": "entropy"}
-HEATMAP_MAX_TOKENS = 64  # beyond this the newest positions are shown, and the title says so
+HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this the newest positions are shown (the title says so)
 GRID_MAX_TOKENS = 24
+# What a single map shows of a long run: its newest positions (every token labelled), or every
+# position of the model's last context window (numbered axes; drag to zoom, double-click to reset).
+SPANS = [f"newest {HEATMAP_MAX_TOKENS} positions", "whole run"]
+SPAN_NOTES = {  # said in the figure's title
+    "whole": "whole run, {n}×{n}: drag to zoom, double-click to reset",
+    "grid": "the grid shows the newest {k}; pick a single map for the whole run",
+}
 
 
 def _window(state, run):
@@ -42,9 +51,10 @@ def _window(state, run):
     return model, start, qk, ids, labels
 
 
-def attention_views(state, view, layer, head, log_scale, query):
+def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     """The chosen attention figure, where one query looked (hidden for overviews), the query
-    slider's range (absolute positions of the window) and a message (empty when all is well)."""
+    slider's range (absolute positions of the window) and a message (empty when all is well).
+    span: one of SPANS, the newest positions or the whole run."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     try:
         run = session_run(state)
@@ -52,6 +62,7 @@ def attention_views(state, view, layer, head, log_scale, query):
             empty = dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present)
             return empty, gr.update(value=empty, visible=True), gr.skip(), ""
         view = parse_choice(view, VIEWS, "Attention view")
+        whole = parse_choice(span if span is not None else SPANS[0], SPANS, "Heatmap range") == SPANS[1]
         log_scale = bool(log_scale) if isinstance(log_scale, (bool, int)) else str(log_scale).lower() == "true"
         model, start, qk, _, labels = _window(state, run)
         T_len = len(labels)
@@ -66,7 +77,7 @@ def attention_views(state, view, layer, head, log_scale, query):
         message = warn(tr(lang, "att_outside", query=query, start=start, end=end))
         query = start
     try:
-        fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale, lang)
+        fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
         return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, str(e)))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
@@ -80,19 +91,45 @@ def attention_views(state, view, layer, head, log_scale, query):
 
 
 def _all_layers_reserved(model, T: int, what: str):
-    """The memory of every layer's (H, T, T) probabilities and the float64 copies the statistics
-    make, held in the budget while a view computes them: refused with a message, not an OOM."""
-    return BUDGET.reserve(4 * all_layers_attention_bytes(model.cfg, T), what, "attention")
+    """The memory the all-layer views use while they compute, held in the budget: refused with a
+    message, not an OOM. They take the layers one at a time (attention_stats), so the peak is a few
+    copies of one layer's (H, T, T) probabilities, not all of them."""
+    one_layer = all_layers_attention_bytes(model.cfg, T) // max(1, model.cfg.n_layers)
+    return BUDGET.reserve(6 * one_layer, what, "attention")
 
 
-def _figure(view, model, qk, labels, start, layer, head, query, log_scale, lang="en"):
+# The rollout ([T, T] float64, 8 MB at 1,024 tokens) and the overview's statistics of a run's
+# trace, kept while the trace lives: moving the query slider or switching between the overview
+# metrics does not compute them again (seconds for a 1,024-token GPT-2 run).
+_DERIVED: dict[int, dict] = {}
+
+
+def _derived(qk, name: str, model, T: int, what: str, compute):
+    key = qk[0][0]  # the first layer's queries: alive exactly as long as this trace
+    cache = _DERIVED.get(id(key))
+    if cache is None:  # keyed by id (a tensor's == is elementwise); dropped with the tensor
+        cache = _DERIVED[id(key)] = {}
+        weakref.finalize(key, _DERIVED.pop, id(key), None)
+    if name not in cache:
+        with _all_layers_reserved(model, T, what):
+            cache[name] = compute()
+    return cache[name]
+
+
+def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole=False, lang="en"):
     """(figure, the query's attention row or None) for one view; ``query`` lies in the window."""
     T_len = len(labels)
     end = start + T_len - 1
     q = query - start  # row in the window
     note = tr(lang, "window_note", start=start, end=end) if start else ""
-    probs_layer = layer_attention(qk, layer)  # (H, T, T)
-    heatmap = dict(log_scale=log_scale, highlight_query=query, max_tokens=HEATMAP_MAX_TOKENS, offset=start)
+    if whole and view not in OVERVIEW_METRICS:
+        grid = view == "all heads of the layer" and T_len > GRID_MAX_TOKENS
+        if view != "all heads of the layer" or grid:
+            note += " · " + (SPAN_NOTES["grid"].format(k=GRID_MAX_TOKENS) if grid else SPAN_NOTES["whole"].format(n=T_len))
+    # (H, T, T): only the single-layer views need it (the all-layer ones have their own, cached)
+    probs_layer = layer_attention(qk, layer) if view in VIEWS[:3] else None
+    heatmap = dict(log_scale=log_scale, highlight_query=query, max_tokens=None if whole else HEATMAP_MAX_TOKENS,
+                   offset=start)
     row = None
     if view == "all heads of the layer":
         fig = figures.attention_grid(probs_layer, labels, title=tr(lang, "fig_all_heads", layer=layer, note=note),
@@ -103,15 +140,15 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, lang=
         fig = figures.attention_heatmap(avg, labels, title=tr(lang, "fig_head_avg", layer=layer, note=note), **heatmap)
         row = avg[q]
     elif view == "rollout across layers":
-        with _all_layers_reserved(model, T_len, "attention rollout through every layer"):
-            rolled = figures.attention_rollout([layer_attention(qk, i) for i in range(len(qk))])
+        rolled = _derived(qk, "rollout", model, T_len, "attention rollout through every layer",
+                          lambda: attention_rollout(layer_attention(qk, i) for i in range(len(qk))))
         fig = figures.attention_heatmap(rolled, labels, title=tr(lang, "fig_rollout", n=len(qk), note=note),
                                         **heatmap)
         row = rolled[q]
     elif view in OVERVIEW_METRICS:
         metric = OVERVIEW_METRICS[view]
-        with _all_layers_reserved(model, T_len, "the layer × head overview"):
-            stats = figures.head_stats([layer_attention(qk, i) for i in range(len(qk))])
+        stats = _derived(qk, "stats", model, T_len, "the layer × head overview",
+                         lambda: head_stats(layer_attention(qk, i) for i in range(len(qk))))
         if metric == "entropy":
             top = math.log2(T_len) if T_len > 1 else 1.0
             zrange, scale = (0.0, top), tr(lang, "scale_entropy", n=T_len, top=f"{top:.2f}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 
+from ..bpe import token_view
 from ..figures import format_prob
 from ..tokenizer import load_tokenizer
 from ..translations import tr
@@ -25,45 +26,82 @@ def chip_color(prob: float) -> str:
 
 
 def prompt_chips(prompt_ids: list[int], start_position: int = 0) -> str:
-    tok = load_tokenizer()
-    return "".join(
-        f"<span class='pg-chip pg-prompt' data-pos='{start_position + i}' title='position {start_position + i} · "
-        f"id {p.id} (prompt)'>{html.escape(p.display)}<small>#{p.id}</small></span>"
-        for i, p in enumerate(tok.pieces(prompt_ids))
-    )
+    view = token_view(prompt_ids)
+    return "".join(_prompt_chip(start_position + t.position, t.id, *_fragment_label(t, view))
+                   for t in view.tokens)
 
 
-def step_chip(step) -> str:
-    """One generated token: its text, id and probability; data-step lets a click find its step."""
+def _prompt_chip(position: int, token_id: int, badge: str = "", note: str = "") -> str:
+    piece = load_tokenizer().piece(token_id)
+    return (f"<span class='pg-chip pg-prompt{' pg-frag' if badge else ''}' data-pos='{position}' "
+            f"title='position {position} · id {token_id} (prompt){html.escape(note, quote=True)}'>"
+            f"{html.escape(piece.display)}<small>#{token_id}{html.escape(badge)}</small></span>")
+
+
+def step_chip(step, badge: str = "", note: str = "") -> str:
+    """One generated token: its text, id and probability; data-step lets a click find its step.
+    badge/note: for a token that is only part of a character, which character (see _fragment_label)."""
     piece = load_tokenizer().piece(step.token_id)
     pct = format_prob(step.prob)
     return (
-        f"<span class='pg-chip pg-gen' style='background:{chip_color(step.prob)}' data-pos='{step.position}' "
-        f"data-step='{step.index}' title='step {step.index} · position {step.position} · id {step.token_id} · "
-        f"p {pct}'>{html.escape(piece.display)}<small>{step.token_id} · {pct}</small></span>"
+        f"<span class='pg-chip pg-gen{' pg-frag' if badge else ''}' style='background:{chip_color(step.prob)}' "
+        f"data-pos='{step.position}' data-step='{step.index}' title='step {step.index} · position {step.position} · "
+        f"id {step.token_id} · p {pct}{html.escape(note, quote=True)}'>{html.escape(piece.display)}"
+        f"<small>{step.token_id} · {pct}{html.escape(badge)}</small></span>"
     )
+
+
+def _fragment_label(token, view) -> tuple[str, str]:
+    """(" · 从 1/2", " · bytes 1–2 of 3 of 从 (U+4ECE)") for a token that shares a character with
+    its neighbours (from 从 = e4 bb + 8e); ("", "") for a token of whole characters."""
+    group = view.groups[token.group]
+    if len(group.positions) == 1 and not token.is_fragment:
+        return "", ""
+    if group.text is None:  # bytes that never became a character (a model can generate those)
+        return " · ?", f" · {token.note}" if token.note else ""
+    return (f" · {group.display} {group.positions.index(token.position) + 1}/{len(group.positions)}",
+            f" · {token.note}" if token.note else "")
 
 
 RESET = "<!--reset-->"  # a delta that starts a new run: the page clears the box first
 
 
 class ChipStream:
-    """The chips of one run, extended a step at a time (each chip is formatted once)."""
+    """The chips of one run, extended a step at a time (each chip is formatted once).
+
+    A token that ends inside a UTF-8 character (the first bytes of 从) waits for the token that
+    finishes it, so both chips can say which character they build; the final delta sends any
+    token still waiting."""
 
     def __init__(self, prompt_ids: list[int]):
-        self._parts = [RESET + prompt_chips(prompt_ids)]
+        self._parts = [RESET]
+        self._waiting: list = [(None, int(i), p) for p, i in enumerate(prompt_ids)]  # (step or None, id, position)
         self._sent = 0
 
     def add(self, step) -> None:
-        self._parts.append(step_chip(step))
+        self._waiting.append((step, int(step.token_id), step.position))
 
-    def delta(self) -> str:
-        """The chips not sent yet (the first delta of a run starts with RESET)."""
+    def _format(self, final: bool) -> None:
+        if not self._waiting:
+            return
+        view = token_view([i for _, i, _ in self._waiting])
+        last = view.groups[-1]
+        n_ready = len(view.tokens) if final or last.complete else last.positions[0]
+        for token, (step, token_id, position) in zip(view.tokens[:n_ready], self._waiting):
+            label = _fragment_label(token, view)
+            self._parts.append(_prompt_chip(position, token_id, *label) if step is None else step_chip(step, *label))
+        self._waiting = self._waiting[n_ready:]
+
+    def delta(self, final: bool = False) -> str:
+        """The chips not sent yet (the first delta of a run starts with RESET); ``final`` also sends
+        a token still waiting for the rest of its character."""
+        self._format(final)
         new = "".join(self._parts[self._sent:])
         self._sent = len(self._parts)
         return new
 
     def html(self) -> str:
+        self._format(True)
         return "".join(self._parts)
 
 

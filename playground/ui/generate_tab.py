@@ -22,7 +22,7 @@ from ..session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, 
 from ..tokenizer import load_tokenizer
 from . import attention_view as av
 from ..translations import tr_error
-from .attention_view import VIEWS, attention_views
+from .attention_view import SPANS, VIEWS, attention_views
 from .chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND, ChipStream, status_html
 from .common import T, api_run, choices, dress, fail, lang_of, tr, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, \
     session_run, warn
@@ -96,14 +96,14 @@ def _stream(state, run, steps, stop):
     final = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang)
     if error is not None:
         final = status_html(run, run.elapsed, "error", lang) + fail(error, lang)
-    yield state, chips.delta(), final
+    yield state, chips.delta(final=True), final
 
 
-def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True):
+def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True, span=SPANS[0]):
     """Once a run has ended: its attention (outputs: heatmap, query bars, query slider, message)."""
     if not (state or {}).get("run_id"):
         return (gr.skip(),) * 4
-    return attention_views(state, view, layer, head, log_scale, None)
+    return attention_views(state, view, layer, head, log_scale, None, span)
 
 
 def last_step(state):
@@ -295,6 +295,7 @@ def layout(model_cfg) -> SimpleNamespace:
                 c.view = gr.Dropdown(choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view",
                                      min_width=200)
                 c.log_scale = gr.Checkbox(True, label=T("log_scale"), min_width=200)
+                c.span = gr.Radio(SPANS, value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span", min_width=200)
             with gr.Row():
                 c.layer = gr.Slider(0, max(1, model_cfg.n_layers - 1), value=0, step=1, label=T("layer"),
                                     visible=model_cfg.n_layers > 1, elem_id="pg-layer")
@@ -348,7 +349,7 @@ def wire(page) -> None:
         # overlay would be re-rendered on every streamed update.
         trigger(generate_tokens, gen_inputs, [state, g.chips, g.status], concurrency_id="generate",
                 concurrency_limit=4, show_progress="hidden", **api,
-                ).then(after_run, [state, g.view, g.layer, g.head, g.log_scale], att_outputs,
+                ).then(after_run, [state, g.view, g.layer, g.head, g.log_scale, g.span], att_outputs,
                        api_visibility="private",
                        ).then(last_step, state, step_outputs, api_visibility="private")
     # Stop only raises a flag: it never waits behind generation or model builds.
@@ -358,11 +359,11 @@ def wire(page) -> None:
         slider.input(None, slider, g.input_msg, js=range_note_js(name, slider.minimum, slider.maximum))
     g.step_slider.input(inspect_step, [state, g.step_slider], [g.prob_plot, g.stages_plot, g.step_md],
                         api_name="inspect_step", trigger_mode="always_last")
-    att_inputs = [state, g.view, g.layer, g.head, g.log_scale, g.query]
+    att_inputs = [state, g.view, g.layer, g.head, g.log_scale, g.query, g.span]
     g.chips.pick(pick_token, state, step_outputs + [g.query], api_visibility="private", trigger_mode="always_last",
                  ).then(attention_views, att_inputs, att_outputs, api_visibility="private")
     # .input: a slider's dragging, typing in its number box and arrow keys alike (not .release).
-    for control in (g.view, g.log_scale, g.layer, g.head, g.query):
+    for control in (g.view, g.log_scale, g.layer, g.head, g.query, g.span):
         control.input(attention_views, att_inputs, att_outputs, api_visibility="private", trigger_mode="always_last")
     for button, handler, api in ((g.exp_json, lambda s: export_run_file(s, "json"), "export_run_json"),
                                  (g.exp_npz, lambda s: export_run_file(s, "npz"), "export_run_npz"),

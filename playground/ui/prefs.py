@@ -20,7 +20,7 @@ from ..translations import EN, ZH
 from . import generate_tab, model_tab, train_tab
 from .attention_view import VIEW_KEYS, attention_views
 from .chips import legend, status_html
-from .common import T, choices, lang_of, session_model, session_run, tr
+from .common import T, choices, dress, lang_of, session_model, session_run, tr
 from .i18n import normalize_lang
 
 
@@ -94,7 +94,8 @@ def _train_part(train_state, lang):
     from ..session import JOBS
 
     job = JOBS.get((train_state or {}).get("job") or "")
-    progress = (train_tab._loss_figure(job, train_state), train_tab._progress_html(job, lang)) if job else \
+    present = bool((train_state or {}).get("present"))
+    progress = (dress(train_tab._loss_figure(job), lang, present), train_tab._progress_html(job)) if job else \
         (gr.skip(), gr.skip())
     return (gr.update(choices=choices(train_tab.CORPUS_KEYS, lang)),) + progress
 

@@ -12,6 +12,7 @@ CSS = """
 .pg-chip { display: inline-block; margin: 2px 2px; padding: 1px 6px; border-radius: 6px; font-size: 16px;
            color: #ffffff; background: #4b5563; cursor: pointer; white-space: pre; font-family: ui-monospace, monospace; }
 .pg-chip small { font-size: 11px; margin-left: 5px; opacity: 0.95; font-family: system-ui, sans-serif; }
+.pg-chip.pg-frag { border-bottom: 3px dotted #fbbf24; }  /* a byte of a character shared with the next chip */
 .pg-chip.pg-selected { outline: 3px solid #f59e0b; outline-offset: 1px; }
 .pg-swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; vertical-align: -1px; }
 /* Plotly figures are drawn on a transparent background; in dark mode their text and lines are

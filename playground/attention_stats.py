@@ -1,0 +1,78 @@
+"""Attention statistics, the numbers behind the overview and rollout views: per-head summaries
+(previous-token, first-token and self mass, entropy) and attention rollout across layers.
+
+Pure numpy on [heads, T, T] probability maps (any source: the live model, an export, a hand-built
+array in a test); the plotting lives in ``figures``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _layers(probs_layers):
+    """Each per-layer [H, T, T] (or [1, H, T, T]) map, checked, one at a time.
+
+    A generator of layers works too: the views of a 1,024-token GPT-2 run then hold one layer's
+    maps (50 MB) instead of all twelve (600 MB, and twice that as float64). float32 input stays
+    float32; sums are taken in float64."""
+    n = 0
+    for i, a in enumerate(probs_layers):
+        a = np.asarray(a)
+        if not np.issubdtype(a.dtype, np.floating):
+            a = a.astype(np.float64)
+        if a.ndim == 4 and a.shape[0] == 1:
+            a = a[0]  # a batch of one
+        if a.ndim != 3 or a.shape[1] != a.shape[2]:
+            raise ValueError(f"layer {i}: expected [heads, T, T] attention, got shape {a.shape}")
+        n += 1
+        yield a
+    if not n:
+        raise ValueError("no attention layers given")
+
+
+def head_stats(probs_layers) -> dict[str, np.ndarray]:
+    """Per-head [L, H] statistics of causal attention maps, averaged over query rows t >= 1.
+
+    Row 0 is skipped everywhere: a causal query at position 0 can only look at itself, so it says
+    nothing about the head. With a single token every statistic is NaN.
+      previous-token: mass on the token just before (p[t, t-1])
+      first-token:    mass on position 0, the usual "attention sink"
+      self:           mass on the query's own position (the diagonal)
+      entropy:        row entropy in bits (0 = looks at one token; log2(t+1) = uniform)
+    """
+    names = ("previous-token", "first-token", "self", "entropy")
+    rows_out = {k: [] for k in names}
+    for A in _layers(probs_layers):  # [H, T, T]
+        T = A.shape[-1]
+        if T < 2:
+            for k in names:
+                rows_out[k].append(np.full(A.shape[0], np.nan))
+            continue
+        t = np.arange(1, T)
+        rows = A[:, 1:, :]  # [H, T-1, T]
+        log2 = np.zeros_like(rows)
+        np.log2(rows, out=log2, where=rows > 0)  # 0·log 0 = 0; no temporary of the full map's size but this one
+        log2 *= rows
+        rows_out["previous-token"].append(A[:, t, t - 1].mean(-1, dtype=np.float64))
+        rows_out["first-token"].append(A[:, 1:, 0].mean(-1, dtype=np.float64))
+        rows_out["self"].append(A[:, t, t].mean(-1, dtype=np.float64))
+        rows_out["entropy"].append((-log2.sum(-1, dtype=np.float64)).mean(-1))
+    return {k: np.stack(v) for k, v in rows_out.items()}
+
+
+def attention_rollout(probs_layers, *, add_residual: bool = True) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, 2020): how much each position's final state draws on
+    each input token, following attention through every layer. Returns [T, T], rows sum to 1.
+
+    Each layer's heads are averaged; the residual stream is modelled as 0.5·A + 0.5·I.
+    """
+    rollout = None
+    for A in _layers(probs_layers):
+        layer = A.mean(axis=0, dtype=np.float64)  # [T, T]
+        T = layer.shape[-1]
+        if add_residual:
+            layer = 0.5 * layer + 0.5 * np.eye(T)
+        layer /= layer.sum(axis=-1, keepdims=True)
+        rollout = layer if rollout is None else layer @ rollout  # later layers act on what earlier ones mixed
+    return rollout

@@ -1,0 +1,125 @@
+"""Heatmaps for long runs (issue 12): the newest 64 positions, or the whole run with the first-token
+sink in view; the title says which, and the whole map carries every T×T value of the live model."""
+
+import numpy as np
+import pytest
+import torch
+
+from playground import PRESETS
+from playground import attention_stats as S
+from playground import figures as F
+from playground.session import CACHE, get_run, random_recipe
+from playground.ui import attention_view as av
+from playground.ui.generate_tab import generate_tokens
+
+NANO = PRESETS["nano (2 layers, d64)"]
+N_NEW = 110  # with the prompt, past the 64-position window and the 96 labelled ones (nano: 128 max)
+
+
+@pytest.fixture(scope="module")
+def long_run():
+    state = {"recipe": random_recipe(NANO, seed=3), "run_id": None}
+    *_, last = generate_tokens(state, "Once upon a time there was", 0.0, 0, 1.0, N_NEW, 1, True)
+    state = last[0]
+    run = get_run(state["run_id"])
+    model = CACHE.get(state["recipe"])
+    with torch.no_grad():
+        _, trace = model(torch.tensor([run.token_ids]), return_attention=True)
+    return state, run, trace
+
+
+def test_whole_run_has_every_cell_of_the_live_model(long_run):
+    state, run, trace = long_run
+    T = len(run.token_ids)
+    assert T > av.HEATMAP_MAX_TOKENS
+    fig, query_fig, query_update, msg = av.attention_views(state, av.VIEWS[0], 1, 1, False, T - 1, av.SPANS[1])
+    assert msg == ""
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    assert z.shape == (T, T)
+    expected = trace.layer(1)[0, 1].numpy()
+    lower = np.tril(np.ones((T, T), dtype=bool))
+    np.testing.assert_allclose(z[lower], expected[lower], rtol=1e-5, atol=1e-7)
+    assert np.isnan(z[~lower]).all()  # the causal triangle is blank, not a colour
+    assert list(fig.data[0].x) == list(range(T)) and list(fig.data[0].y) == list(range(T))
+    title = fig.layout.title.text
+    assert f"whole run, {T}×{T}" in title and "earlier keys cut" not in title
+    assert T > F.LABEL_EVERY_TOKEN_MAX and fig.layout.xaxis.tickmode == "auto"  # numbered axes that follow the zoom
+    assert fig.data[0].customdata is None and "p = %{z:.3g}" in fig.data[0].hovertemplate  # z only: half the bytes
+    # the sink column is there: position 0 is a key of every row
+    assert np.all(z[:, 0] > 0)
+
+
+def test_newest_window_is_64_positions_and_says_so(long_run):
+    state, run, trace = long_run
+    T = len(run.token_ids)
+    fig, *_ = av.attention_views(state, av.VIEWS[0], 1, 1, False, T - 1, av.SPANS[0])
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    assert z.shape == (av.HEATMAP_MAX_TOKENS, av.HEATMAP_MAX_TOKENS)
+    start = T - av.HEATMAP_MAX_TOKENS
+    expected = trace.layer(1)[0, 1].numpy()[start:, start:]
+    lower = np.tril(np.ones(z.shape, dtype=bool))
+    np.testing.assert_allclose(z[lower], expected[lower], rtol=1e-5, atol=1e-7)
+    assert f"showing positions {start}–{T - 1} of {T}" in fig.layout.title.text
+    # the default (and what the API's callers got before the choice existed) is this window
+    default, *_ = av.attention_views(state, av.VIEWS[0], 1, 1, False, T - 1)
+    assert np.asarray(default.data[0].z).shape == z.shape
+
+
+@pytest.mark.parametrize("view", [av.VIEWS[2], av.VIEWS[3]])
+def test_whole_run_average_and_rollout(long_run, view):
+    state, run, trace = long_run
+    T = len(run.token_ids)
+    fig, query_fig, _, msg = av.attention_views(state, view, 0, 0, False, 5, av.SPANS[1])
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    layers = [trace.layer(i)[0].numpy() for i in range(2)]
+    expected = layers[0].mean(0) if view == av.VIEWS[2] else S.attention_rollout(layers)
+    lower = np.tril(np.ones((T, T), dtype=bool))
+    np.testing.assert_allclose(z[lower], expected[lower], rtol=1e-4, atol=1e-6)
+    assert "whole run" in fig.layout.title.text
+    np.testing.assert_allclose(np.asarray(query_fig["value"].data[0].y)[:6], expected[5, :6], rtol=1e-4, atol=1e-6)
+
+
+def test_grid_says_it_keeps_its_window_and_bad_span_is_refused(long_run):
+    state, run, _ = long_run
+    fig, *_ = av.attention_views(state, av.VIEWS[1], 0, 0, True, None, av.SPANS[1])
+    assert f"the grid shows the newest {av.GRID_MAX_TOKENS}" in fig.layout.title.text
+    out = av.attention_views(state, av.VIEWS[0], 0, 0, True, None, "everything")
+    assert "Heatmap range must be one of" in out[3]
+
+
+def test_overview_and_rollout_are_computed_once_per_trace(long_run, monkeypatch):
+    state, run, _ = long_run
+    av.attention_views(state, av.VIEWS[3], 0, 0, True, None)
+    av.attention_views(state, av.VIEWS[4], 0, 0, True, None)
+    calls = []
+    monkeypatch.setattr(av, "attention_rollout", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(av, "head_stats", lambda *a, **k: calls.append(1))
+    for view in av.VIEWS[3:]:
+        fig, *_ , msg = av.attention_views(state, view, 0, 0, True, 7)
+        assert msg == ""
+    assert calls == []  # the query slider and the overview metrics reuse what was computed
+
+
+def test_streamed_layers_give_the_same_statistics_as_a_list():
+    rng = np.random.default_rng(0)
+    layers = []
+    for _ in range(3):
+        x = rng.normal(size=(2, 9, 9)) * 2
+        x[:, np.triu(np.ones((9, 9), dtype=bool), 1)] = -np.inf
+        e = np.exp(x - x.max(-1, keepdims=True))
+        layers.append((e / e.sum(-1, keepdims=True)).astype(np.float32))
+    a, b = S.head_stats(layers), S.head_stats(iter(layers))
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    ref64 = S.head_stats([x.astype(np.float64) for x in layers])
+    for k in a:
+        np.testing.assert_allclose(a[k], ref64[k], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(S.attention_rollout(iter(layers)), S.attention_rollout(layers))
+
+
+def test_big_heatmap_numbers_its_axes_small_one_labels_every_token():
+    small = F.attention_heatmap(np.eye(10), [f"t{i}" for i in range(10)])
+    assert small.layout.xaxis.tickmode == "array" and len(small.layout.xaxis.ticktext) == 10
+    n = F.LABEL_EVERY_TOKEN_MAX + 1
+    big = F.attention_heatmap(np.eye(n), [f"t{i}" for i in range(n)])
+    assert big.layout.xaxis.tickmode == "auto" and big.layout.xaxis.ticktext is None
