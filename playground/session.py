@@ -50,6 +50,7 @@ from .quantize import model_bytes as int8_model_bytes
 from .sampling import Generation, GenerationStep, generate
 from .threads import as_background_work
 from .tokenizer import load_tokenizer
+from .translations import tr, tr_formula
 from .weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
 # Files the server writes and reads moved to files.py; imported here so old imports keep working.
 from .files import MAX_UPLOAD_BYTES, export_model, export_run, import_upload, save_trained, work_dir  # noqa: E402,F401
@@ -92,15 +93,15 @@ def recipe_key(recipe: dict) -> str:
     return json.dumps(recipe, sort_keys=True)
 
 
-def describe_recipe(recipe: dict) -> str:
+def describe_recipe(recipe: dict, lang: str = "en") -> str:
     kind = recipe["kind"]
     if kind == "random":
-        return f"random init (seed {recipe['seed']})"
+        return tr(lang, "recipe_random", seed=recipe["seed"])
     if kind == "bundled":
-        return "bundled Tiny Shakespeare model"
+        return tr(lang, "recipe_bundled")
     if kind == "hub":
-        return f"OpenAI weights: {recipe['repo']}"
-    return f"checkpoint: {recipe.get('label', 'file')}"
+        return tr(lang, "recipe_hub", repo=recipe["repo"])
+    return tr(lang, "recipe_file", label=recipe.get("label", "file"))
 
 
 def model_label(recipe: dict) -> str:
@@ -296,56 +297,47 @@ CACHE = ModelCache()
 # Describing a model
 
 
-def summary_line(model: GPTModel, recipe: dict) -> str:
+def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
     cfg = model.cfg
-    n = count_parameters(model)
-    bytes_now = model_bytes(model)
     dtype = str(model.dtype).replace("torch.", "")
     if is_int8(model):
-        dtype = f"int8 weights, {dtype} activations"
-    tied = "tied embeddings (out_head shares tok_emb)" if cfg.tie_weights else "untied embeddings"
-    return (
-        f"**{n:,} parameters** · {format_bytes(bytes_now)} in {dtype} · {tied} · "
-        f"{cfg.n_layers} layers × {cfg.n_heads} heads, d={cfg.emb_dim}, context {cfg.context_length} · "
-        f"{describe_recipe(recipe)} · runs on {describe_device(model.device)}"
-    )
+        dtype = tr(lang, "dtype_int8", dtype=dtype)
+    return tr(lang, "summary", n=f"{count_parameters(model):,}", size=format_bytes(model_bytes(model)), dtype=dtype,
+              tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"), layers=cfg.n_layers, heads=cfg.n_heads,
+              d=cfg.emb_dim, context=cfg.context_length, model=describe_recipe(recipe, lang),
+              device=describe_device(model.device))
 
 
-def tree_table(model: GPTModel, max_depth: int = 10) -> list[list]:
+def tree_table(model: GPTModel, max_depth: int = 10, lang: str = "en") -> list[list]:
     rows = []
     for r in module_tree(model):
         if r.depth > max_depth:
             continue
         name = r.name or "GPTModel"
         indent = "\u2003" * r.depth  # em spaces survive HTML whitespace collapsing
-        tied = f"tied → {r.tied_to}" if r.tied_to else ""
+        tied = tr(lang, "tied_to", name=r.tied_to) if r.tied_to else ""
         rows.append([indent + name.split(".")[-1] if r.name else name, r.type, r.shape, f"{r.own_params:,}",
                      f"{r.total_params:,}", tied, r.name])
     return rows
 
 
-def breakdown_table(model_or_cfg) -> tuple[list[list], object]:
+def breakdown_table(model_or_cfg, lang: str = "en") -> tuple[list[list], object]:
     b = parameter_breakdown(model_or_cfg)
-    rows = [[r.component, r.formula, f"{r.formula_value:,}", f"{r.measured:,}", "✓" if r.agrees else "✗"] for r in b.rows]
-    rows.append(["total", "", f"{b.total_formula:,}", f"{b.total_measured:,}",
+    rows = [[tr(lang, r.component), tr_formula(lang, r.formula), f"{r.formula_value:,}", f"{r.measured:,}",
+             "✓" if r.agrees else "✗"] for r in b.rows]
+    rows.append([tr(lang, "total"), "", f"{b.total_formula:,}", f"{b.total_measured:,}",
                  "✓" if b.total_formula == b.total_measured else "✗"])
     return rows, b
 
 
-def tying_explanation(cfg: GPTConfig) -> str:
+def tying_explanation(cfg: GPTConfig, lang: str = "en") -> str:
     """The 163M-vs-124M puzzle, with this config's own numbers."""
     tied = parameter_breakdown(cfg.replace(tie_weights=True)).total_measured
     untied = parameter_breakdown(cfg.replace(tie_weights=False)).total_measured
     head = cfg.vocab_size * cfg.emb_dim
-    state = "tied" if cfg.tie_weights else "untied"
-    return (
-        f"**Weight tying.** This model is *{state}*. The output head maps d={cfg.emb_dim} back to "
-        f"V={cfg.vocab_size:,} tokens: a {cfg.emb_dim}×{cfg.vocab_size:,} matrix of **{head:,}** numbers, the same "
-        f"shape as the token embedding. GPT-2 reuses the embedding there (tied): **{tied:,}** parameters. A separate "
-        f"head (untied, as the textbook's GPT_CONFIG_124M) adds those {head:,}: **{untied:,}**. That is the "
-        f"\"163M vs 124M\" difference for the textbook config (plus 27,648 qkv-bias numbers GPT-2 has and the "
-        f"textbook leaves out)."
-    )
+    state = tr(lang, "tying_state_tied" if cfg.tie_weights else "tying_state_untied")
+    return tr(lang, "tying", state=state, d=cfg.emb_dim, V=f"{cfg.vocab_size:,}", head=f"{head:,}", tied=f"{tied:,}",
+              untied=f"{untied:,}")
 
 
 def tree_items(model: GPTModel) -> list[tuple[str, int]]:

@@ -84,7 +84,8 @@ def test_chinese_interface(page_url):
         page.goto(page_url)
         page.get_by_role("tab", name="生成与注意力").wait_for(timeout=60_000)
         page.get_by_role("button", name="构建模型").wait_for(timeout=60_000)
-        page.get_by_text("parameters", exact=False).first.wait_for(timeout=60_000)  # the session has loaded
+        # The session has loaded, and the server wrote its summary in Chinese too.
+        page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
         assert page.get_by_role("button", name="Build model").count() == 0
         page.screenshot(path=str(ARTIFACTS / "zh.png"))
         browser.close()

@@ -13,8 +13,7 @@ import gradio as gr
 
 from .. import files
 from ..session import CACHE, MAX_UPLOAD_BYTES, default_recipe
-from ..translations import EN, ZH
-from . import compare_tab, generate_tab, inside_tab, model_tab, tokenizer_tab, train_tab
+from . import compare_tab, generate_tab, inside_tab, model_tab, prefs, tokenizer_tab, train_tab
 from .compare_views import CSS as COMPARE_CSS
 from .common import I18N, T, new_state
 from .generate_tab import EXAMPLES  # noqa: F401  (re-exported)
@@ -33,7 +32,7 @@ def build_demo() -> gr.Blocks:
     default_model = CACHE.get(default_recipe())  # warm: the first page load is instant
     with gr.Blocks(title="GPT Playground") as demo:
         page = SimpleNamespace(demo=demo, state=gr.State(new_state()), train_state=gr.State(train_tab.new_train_state()))
-        gr.Markdown(f"# {EN['title']} · {ZH['title']}\n{EN['subtitle']}")
+        page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")
         with gr.Tabs() as page.tabs:
             with gr.Tab(T("tab_model"), id="model") as page.model_tab:
@@ -48,7 +47,7 @@ def build_demo() -> gr.Blocks:
                 page.compare = compare_tab.layout()
             with gr.Tab(T("tab_tokenizer"), id="tokenizer") as page.tokenizer_tab:
                 page.tokenizer = tokenizer_tab.layout()
-        for tab in (model_tab, generate_tab, inside_tab, train_tab, compare_tab, tokenizer_tab):
+        for tab in (model_tab, generate_tab, inside_tab, train_tab, compare_tab, tokenizer_tab, prefs):
             tab.wire(page)
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
@@ -58,5 +57,5 @@ def build_demo() -> gr.Blocks:
 
 def launch_kwargs() -> dict:
     # Uploads larger than the checkpoint limit are refused by the server before they are stored.
-    return {"i18n": I18N, "css": CSS + COMPARE_CSS, "footer_links": ["api", "settings"], "theme": gr.themes.Soft(),
-            "max_file_size": MAX_UPLOAD_BYTES}
+    return {"i18n": I18N, "css": CSS + COMPARE_CSS, "js": prefs.PAGE_JS, "footer_links": ["api", "settings"],
+            "theme": gr.themes.Soft(), "max_file_size": MAX_UPLOAD_BYTES}

@@ -18,10 +18,13 @@ from ..attention_stats import attention_rollout, head_stats
 from ..memory import BUDGET
 from ..session import all_layers_attention_bytes, layer_attention, run_attention
 from ..tokenizer import load_tokenizer
-from .common import api_run, parse_choice, parse_whole, session_model, session_run, warn
+from ..translations import tr_error
+from .common import api_run, dress, lang_of, parse_choice, parse_whole, session_model, session_run, tr, warn
 
-VIEWS = ["one head", "all heads of the layer", "head average", "rollout across layers",
-         "overview: previous-token mass", "overview: first-token mass", "overview: entropy"]
+VIEW_KEYS = {"one head": "v_one", "all heads of the layer": "v_all", "head average": "v_avg",
+             "rollout across layers": "v_rollout", "overview: previous-token mass": "v_prev",
+             "overview: first-token mass": "v_first", "overview: entropy": "v_entropy"}
+VIEWS = list(VIEW_KEYS)  # the values (what the API sends); labels follow the language
 OVERVIEW_METRICS = {"overview: previous-token mass": "previous-token", "overview: first-token mass": "first-token",
                     "overview: entropy": "entropy"}
 HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this the newest positions are shown (the title says so)
@@ -52,10 +55,11 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     """The chosen attention figure, where one query looked (hidden for overviews), the query
     slider's range (absolute positions of the window) and a message (empty when all is well).
     span: one of SPANS, the newest positions or the whole run."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
     try:
         run = session_run(state)
         if run is None:
-            empty = figures.empty_figure("Generate to see attention")
+            empty = dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present)
             return empty, gr.update(value=empty, visible=True), gr.skip(), ""
         view = parse_choice(view, VIEWS, "Attention view")
         whole = parse_choice(span if span is not None else SPANS[0], SPANS, "Heatmap range") == SPANS[1]
@@ -67,23 +71,23 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
         query = end if query is None else parse_whole(query, "Query position", 0, end)
     except (ValueError, MemoryError) as e:
-        return gr.skip(), gr.skip(), gr.skip(), warn(str(e))
+        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, str(e)))
     message = ""
     if query < start:
-        message = warn(f"Position {query} is outside the model's last context window ({start}–{end}); "
-                       f"showing position {start}.")
+        message = warn(tr(lang, "att_outside", query=query, start=start, end=end))
         query = start
     try:
-        fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole)
+        fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
-        return gr.skip(), gr.skip(), gr.skip(), warn(str(e))
+        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, str(e)))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
+    fig = dress(fig, lang, present)
     if row is None:  # an overview is about every head and position, not one query
         return fig, gr.update(visible=False), query_update, message
     q = query - start
     query_fig = figures.query_attention_bars(np.asarray(row), labels, query_label=labels[q], offset=start,
-                                             title=f"Where position {query} ({labels[q]}) looked")
-    return fig, gr.update(value=query_fig, visible=True), query_update, message
+                                             title=tr(lang, "fig_query", query=query, label=labels[q]))
+    return fig, gr.update(value=dress(query_fig, lang, present), visible=True), query_update, message
 
 
 def _all_layers_reserved(model, T: int, what: str):
@@ -112,12 +116,12 @@ def _derived(qk, name: str, model, T: int, what: str, compute):
     return cache[name]
 
 
-def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole=False):
+def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole=False, lang="en"):
     """(figure, the query's attention row or None) for one view; ``query`` lies in the window."""
     T_len = len(labels)
     end = start + T_len - 1
     q = query - start  # row in the window
-    note = f" (window: positions {start}–{end})" if start else ""
+    note = tr(lang, "window_note", start=start, end=end) if start else ""
     if whole and view not in OVERVIEW_METRICS:
         grid = view == "all heads of the layer" and T_len > GRID_MAX_TOKENS
         if view != "all heads of the layer" or grid:
@@ -128,17 +132,17 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
                    offset=start)
     row = None
     if view == "all heads of the layer":
-        fig = figures.attention_grid(probs_layer, labels, title=f"Layer {layer}: every head{note}",
+        fig = figures.attention_grid(probs_layer, labels, title=tr(lang, "fig_all_heads", layer=layer, note=note),
                                      log_scale=log_scale, max_tokens=GRID_MAX_TOKENS, offset=start)
         row = probs_layer.mean(axis=0)[q]
     elif view == "head average":
         avg = probs_layer.mean(axis=0)
-        fig = figures.attention_heatmap(avg, labels, title=f"Layer {layer}: average over heads{note}", **heatmap)
+        fig = figures.attention_heatmap(avg, labels, title=tr(lang, "fig_head_avg", layer=layer, note=note), **heatmap)
         row = avg[q]
     elif view == "rollout across layers":
         rolled = _derived(qk, "rollout", model, T_len, "attention rollout through every layer",
                           lambda: attention_rollout(layer_attention(qk, i) for i in range(len(qk))))
-        fig = figures.attention_heatmap(rolled, labels, title=f"Attention rollout through all {len(qk)} layers{note}",
+        fig = figures.attention_heatmap(rolled, labels, title=tr(lang, "fig_rollout", n=len(qk), note=note),
                                         **heatmap)
         row = rolled[q]
     elif view in OVERVIEW_METRICS:
@@ -147,14 +151,15 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
                          lambda: head_stats(layer_attention(qk, i) for i in range(len(qk))))
         if metric == "entropy":
             top = math.log2(T_len) if T_len > 1 else 1.0
-            zrange, scale = (0.0, top), f"colour scale 0–log2({T_len}) = {top:.2f} bits"
+            zrange, scale = (0.0, top), tr(lang, "scale_entropy", n=T_len, top=f"{top:.2f}")
         else:
-            zrange, scale = (0.0, 1.0), "colour scale 0–1"
+            zrange, scale = (0.0, 1.0), tr(lang, "scale_unit")
         fig = figures.attention_overview(
-            stats[metric], metric_name=metric + (" (bits)" if metric == "entropy" else ""), zrange=zrange,
-            title=f"Every layer × head: {metric}, averaged over positions {start + 1}–{end}{note} · {scale}")
+            stats[metric], metric_name=tr(lang, "m_" + metric) + (tr(lang, "bits") if metric == "entropy" else ""),
+            zrange=zrange, title=tr(lang, "fig_overview", metric=tr(lang, "m_" + metric), first=start + 1, end=end,
+                                    note=note, scale=scale))
     else:
-        fig = figures.attention_heatmap(probs_layer[head], labels, title=f"Layer {layer}, head {head}{note}",
+        fig = figures.attention_heatmap(probs_layer[head], labels, title=tr(lang, "fig_one_head", layer=layer, head=head, note=note),
                                         **heatmap)
         row = probs_layer[head][q]
     return fig, row

@@ -14,6 +14,7 @@ import html
 from ..bpe import token_view
 from ..figures import format_prob
 from ..tokenizer import load_tokenizer
+from ..translations import tr
 
 # Chip colours by how sure the model was; white text on each is at least 4.5:1 (WCAG AA).
 PROMPT_COLOR = "#4b5563"
@@ -112,29 +113,29 @@ def all_chips(run) -> str:
     return stream.html()
 
 
-def status_html(run, elapsed: float, state: str) -> str:
+def status_html(run, elapsed: float, state: str, lang: str = "en") -> str:
     """state: running | done | stopped | error. The element carries it (and the count) for tests and tools."""
     n = len(run.steps)
     rate = n / elapsed if elapsed > 0 else 0.0
-    head = {"running": "Generating", "done": "Done", "stopped": "Stopped by you", "error": "Ended early"}[state]
-    count = (f"after {n} of {run.settings.get('max_new_tokens')} tokens" if state == "stopped"
-             else f"{n} token{'s' if n != 1 else ''}")
-    parts = [f"{head}{' ' if state == 'stopped' else ': '}{count} · {rate:.1f} tokens/s"]
+    head = tr(lang, {"running": "st_running", "done": "st_done", "stopped": "st_stopped", "error": "st_error"}[state])
+    count = (tr(lang, "st_after", n=n, max=run.settings.get("max_new_tokens")) if state == "stopped"
+             else tr(lang, "st_token" if n == 1 else "st_tokens", n=n))
+    parts = [f"{head}{count} · {tr(lang, 'st_rate', rate=f'{rate:.1f}')}"]
     if run.n_cropped:
-        parts.append(f"the prompt was cropped by {run.n_cropped} tokens from the left to fit the "
-                     f"{len(run.prompt_ids)}-token context window")
+        parts.append(tr(lang, "st_cropped", n=run.n_cropped, context=len(run.prompt_ids)))
     if run.steps and run.steps[-1].context_start:
-        parts.append(f"the window now starts at position {run.steps[-1].context_start} (older tokens fall out)")
+        parts.append(tr(lang, "st_window", start=run.steps[-1].context_start))
     return (f"<div class='pg-status' data-state='{state}' data-tokens='{n}'>"
             f"{html.escape(' · '.join(parts))}</div>")
 
 
-LEGEND = (
-    "Grey: prompt tokens (with their ids). Generated tokens show id · probability: "
-    f"<span class='pg-swatch' style='background:{SURE}'></span> ≥ 50% · "
-    f"<span class='pg-swatch' style='background:{UNSURE}'></span> 10–50% · "
-    f"<span class='pg-swatch' style='background:{SURPRISE}'></span> < 10%. Click a token to inspect it."
-)
+def legend(lang: str = "en") -> str:
+    swatch = "<span class='pg-swatch' style='background:{}'></span>".format
+    return "<div class='pg-legend'>" + html.escape(tr(lang, "legend", sure="\0", unsure="\1", surprise="\2")).replace(
+        "\0", swatch(SURE)).replace("\1", swatch(UNSURE)).replace("\2", swatch(SURPRISE)) + "</div>"
+
+
+LEGEND = legend()
 
 CHIPS_TEMPLATE = "<div class='pg-chipbox'></div>"  # static: the script below fills it
 

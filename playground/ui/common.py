@@ -1,12 +1,13 @@
 """What every tab shares, in one import: messages, the session state, input parsing and i18n
 (each lives in its own module; this one only gathers them)."""
 
-from .i18n import I18N, T
+from .figure_dress import dress
+from .i18n import I18N, T, choices, lang_of, page_prefs, tr
 from .messages import fail, log, ok, warn
 from .parsing import (
     MAX_SEED, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, slider_range,
 )
 from .state import api_run, new_state, session_model, session_run
 
-__all__ = ["I18N", "MAX_SEED", "T", "api_run", "fail", "log", "new_state", "ok", "parse_bool", "parse_choice",
+__all__ = ["I18N", "MAX_SEED", "T", "api_run", "choices", "dress", "lang_of", "page_prefs", "tr", "fail", "log", "new_state", "ok", "parse_bool", "parse_choice",
            "parse_number", "parse_seed", "parse_whole", "session_model", "session_run", "slider_range", "warn"]

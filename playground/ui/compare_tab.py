@@ -25,7 +25,8 @@ from ..tokenizer import load_tokenizer
 from . import compare_views as cv
 from . import model_tab as mt
 from . import share
-from .common import T, fail, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
+from . import prefs
+from .common import T, choices, fail, lang_of, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
 from .generate_tab import DECODE_LOCK
 
 SOURCES = ("paste", "upload a .txt", "the current run")
@@ -264,7 +265,7 @@ def layout() -> SimpleNamespace:
     gr.Markdown(T("compare_intro"))
     with gr.Accordion(T("model_b"), open=False):
         with gr.Row():
-            c.b_weights = gr.Radio(mt.WEIGHT_CHOICES, value="random init", label=T("weights"))
+            c.b_weights = gr.Radio(choices(mt.WEIGHT_KEYS), value="random init", label=T("weights"))
             c.b_preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS
                                      else DEFAULT_PRESET, label=T("preset"))
         with gr.Row():
@@ -338,6 +339,8 @@ def layout() -> SimpleNamespace:
 def wire(page) -> None:
     """Every action has an api_name. A link's query parameters fill the Generate tab on page load."""
     c, state, g = page.compare, page.state, page.generate
+    # Its choice labels follow the page's language like the Model tab's (values stay the API's).
+    prefs.on_change(page, lambda st: gr.update(choices=choices(mt.WEIGHT_KEYS, lang_of(st))), [], [c.b_weights])
     c.b_btn.click(load_model_b, [c.cmp_state, page.train_state, c.b_weights, c.b_preset, c.b_seed, c.b_hub, c.b_upload,
                                  c.b_dtype], [c.cmp_state, c.b_msg], api_name="second_model", concurrency_id="models",
                   concurrency_limit=2)

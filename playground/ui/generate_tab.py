@@ -21,9 +21,10 @@ from .. import figures
 from ..session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
 from ..tokenizer import load_tokenizer
 from . import attention_view as av
+from ..translations import tr_error
 from .attention_view import SPANS, VIEWS, attention_views
 from .chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND, ChipStream, status_html
-from .common import T, api_run, fail, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, \
+from .common import T, api_run, choices, dress, fail, lang_of, tr, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, \
     session_run, warn
 
 DECODE_LOCK = threading.Lock()
@@ -37,6 +38,7 @@ STREAM_INTERVAL_S = 0.2
 
 def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, seed, greedy):
     """Stream tokens as chips with a status line (outputs: state, chips, status)."""
+    lang = lang_of(state)
     try:
         greedy = parse_bool(greedy, "Greedy")
         seed = parse_seed(seed, "Sampling seed")
@@ -47,7 +49,7 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
                              temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, greedy=greedy,
                              replaces=(state or {}).get("run_id"))
     except Exception as e:
-        yield state, gr.skip(), fail(e)
+        yield state, gr.skip(), fail(e, lang)
         return
     run_id = run.id
     stop = STOP_FLAGS[run_id] = threading.Event()
@@ -62,9 +64,10 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
 
 
 def _stream(state, run, steps, stop):
+    # The language is read at every update: the page may switch it while a run streams (in place).
     chips = ChipStream(run.prompt_ids)
     t0 = time.perf_counter()
-    yield state, chips.delta(), status_html(run, 0.0, "running")  # the prompt's chips at once
+    yield state, chips.delta(), status_html(run, 0.0, "running", lang_of(state))  # the prompt's chips at once
     last_yield = time.perf_counter()
     error = None
     while not stop.is_set():
@@ -86,12 +89,13 @@ def _stream(state, run, steps, stop):
         # Pacing by the number of active generations keeps the whole server near 5 updates/s.
         if now - last_yield > STREAM_INTERVAL_S * max(1, len(ACTIVE_STREAMS)):
             last_yield = now
-            yield state, chips.delta(), status_html(run, run.elapsed, "running")
+            yield state, chips.delta(), status_html(run, run.elapsed, "running", lang_of(state))
     run.stopped = stop.is_set()
     run.elapsed = time.perf_counter() - t0
-    final = status_html(run, run.elapsed, "stopped" if run.stopped else "done")
+    lang = lang_of(state)
+    final = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang)
     if error is not None:
-        final = status_html(run, run.elapsed, "error") + fail(error)
+        final = status_html(run, run.elapsed, "error", lang) + fail(error, lang)
     yield state, chips.delta(final=True), final
 
 
@@ -109,7 +113,7 @@ def last_step(state):
     try:
         run = session_run(state)
     except ValueError as e:
-        return gr.skip(), gr.skip(), gr.skip(), f"⚠️ {e}"
+        return gr.skip(), gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), str(e))}"
     if run is None or not run.steps:
         return (gr.skip(),) * 4
     n = len(run.steps)
@@ -131,36 +135,34 @@ def inspect_step(state, step_index):
     try:
         run = session_run(state)
     except ValueError as e:
-        return gr.skip(), gr.skip(), f"⚠️ {e}"
+        return gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), str(e))}"
+    lang, present = lang_of(state), bool(state.get("present"))
     if run is None or not run.steps:
-        empty = figures.empty_figure("Generate first")
-        return empty, empty, "Generate some tokens, then pick one."
+        empty = dress(figures.empty_figure(tr(lang, "generate_first")), lang, present)
+        return empty, empty, tr(lang, "pick_one")
     try:
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
     except ValueError as e:
-        return gr.skip(), gr.skip(), f"⚠️ {e}"
+        return gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), str(e))}"
     s = run.steps[i]
     tok = load_tokenizer()
     fp = figures.format_prob
     top_labels = [f"{tok.piece(t).display} ({t})" for t, _ in s.top]
     bars = figures.token_probability_bars(top_labels, [p for _, p in s.top], chosen=_index_of(s.top, s.token_id),
-                                          title=f"Step {i}: most likely next tokens under the sampling distribution")
+                                          title=tr(lang, "fig_step", i=i))
     cand_labels = [f"{tok.piece(t).display} ({t})" for t in s.candidates]
     stages = figures.sampling_stages_figure(cand_labels, s.stages, chosen=s.candidates.index(s.token_id),
-                                            title="How each knob reshapes the distribution")
+                                            title=tr(lang, "fig_stages"))
     settings = run.settings
-    top_p = settings["top_p"] if settings["top_p"] not in (None, 1.0) else "off"
-    text = (
-        f"**Step {i}** chose **{tok.piece(s.token_id).display}** (id {s.token_id}) at position {s.position}: "
-        f"p = **{fp(s.prob)}** under the sampling distribution, {fp(s.raw_prob)} under the raw softmax, "
-        f"rank **{s.rank}** of {tok.n_vocab:,}. "
-        f"Entropy {s.entropy:.2f} bits after the filters ({s.raw_entropy:.2f} bits raw); "
-        f"{s.kept_tokens:,} tokens could have been drawn. Settings: temperature {settings['temperature']}, "
-        f"top-k {settings['top_k'] or 'off'}, top-p {top_p}, "
-        + (f"seed {settings['seed']}." if settings.get("seed") is not None else
-           f"no seed given: this run drew seed {settings.get('seed_used')} (type it in to repeat the run).")
-    )
-    return bars, stages, text
+    off = tr(lang, "off")
+    top_p = settings["top_p"] if settings["top_p"] not in (None, 1.0) else off
+    text = tr(lang, "step_text", i=i, token=tok.piece(s.token_id).display, id=s.token_id, position=s.position,
+              p=fp(s.prob), raw_p=fp(s.raw_prob), rank=s.rank, vocab=f"{tok.n_vocab:,}", entropy=f"{s.entropy:.2f}",
+              raw_entropy=f"{s.raw_entropy:.2f}", kept=f"{s.kept_tokens:,}", temperature=settings["temperature"],
+              top_k=settings["top_k"] or off, top_p=top_p) + (
+        tr(lang, "step_seed", seed=settings["seed"]) if settings.get("seed") is not None else
+        tr(lang, "step_seed_used", seed=settings.get("seed_used")))
+    return dress(bars, lang, present), dress(stages, lang, present), text
 
 
 def _index_of(top, token_id):
@@ -177,48 +179,50 @@ def pick_token(state, evt: gr.EventData):
     try:
         run = session_run(state)
     except ValueError as e:
-        return (gr.skip(),) * 3 + (f"⚠️ {e}", gr.skip())
+        return (gr.skip(),) * 3 + (f"⚠️ {tr_error(lang_of(state), str(e))}", gr.skip())
     if run is None:
         return (gr.skip(),) * 5
     try:
         position = parse_whole((getattr(evt, "_data", None) or {}).get("position"), "Token position",
                                0, len(run.token_ids) - 1)
     except ValueError as e:
-        return (gr.skip(),) * 3 + (f"⚠️ {e}", gr.skip())
+        return (gr.skip(),) * 3 + (f"⚠️ {tr_error(lang_of(state), str(e))}", gr.skip())
+    lang = lang_of(state)
     start, _ = run.window(session_model(state).cfg.context_length)
     note = ""
     if position < start:
-        note = (f" Position {position} is outside the model's last context window (positions {start}–"
-                f"{len(run.token_ids) - 1}), so the attention view shows position {start}.")
+        note = tr(lang, "outside_window", position=position, start=start, end=len(run.token_ids) - 1)
     query = gr.update(value=max(position, start))
     step = position - len(run.prompt_ids)
     if step < 0:
-        text = f"Position {position} is part of the prompt: the model read it, it did not choose it." + note
+        text = tr(lang, "prompt_position", position=position) + note
         return (gr.skip(), gr.skip(), gr.skip(), text, query)
     bars, stages, text = inspect_step(state, step)
     return (gr.update(value=step), bars, stages, text + note, query)
 
 
 def export_run_file(state, fmt):
+    lang = lang_of(state)
     try:
         run = session_run(state)
         if run is None:
-            return gr.skip(), warn("Generate something first; there is no run to export yet.")
+            return gr.skip(), warn(tr(lang, "no_run_export"))
         fmt = parse_choice(fmt, ("json", "npz"), "Export format")
         model = session_model(state)
         with reserve_export(model, run, fmt):  # refused before anything is allocated if it does not fit
             path = export_run(run, model, fmt)
-        return str(path), ok(f"Run exported as .{fmt}.")
+        return str(path), ok(tr(lang, "run_exported", fmt=fmt))
     except Exception as e:
-        return gr.skip(), fail(e)
+        return gr.skip(), fail(e, lang)
 
 
 def export_model_file(state):
+    lang = lang_of(state)
     try:
         path = export_model(session_model(state), state["recipe"])
-        return str(path), ok("Model exported; the upload box accepts it back.")
+        return str(path), ok(tr(lang, "model_exported"))
     except Exception as e:
-        return gr.skip(), fail(e)
+        return gr.skip(), fail(e, lang)
 
 
 def run_data(state):
@@ -253,41 +257,45 @@ EXAMPLES = [
 
 
 def layout(model_cfg) -> SimpleNamespace:
-    """Prompt, knobs, chips and the step on the left; the attention views and exports on the right."""
+    """Rows: the prompt beside the knobs; the tokens beside their attention, so a run's chips and its
+    heatmap share the screen (a 1024×768 projector included); the chosen step's stages at full width."""
     from .model_tab import head_examples
 
     c = SimpleNamespace()
     with gr.Row():
-        with gr.Column(scale=2, min_width=340):
+        with gr.Column(scale=2, min_width=300):
             c.prompt = gr.Textbox(EXAMPLES[0][0], label=T("prompt"), lines=3, max_length=20_000, elem_id="pg-prompt")
-            gr.Examples(EXAMPLES, inputs=[c.prompt], label=T("examples"))
+            gr.Examples(EXAMPLES, inputs=[c.prompt], label=T("examples"), elem_id="pg-examples")
+        with gr.Column(scale=3, min_width=300):
             with gr.Row():
-                c.temperature = gr.Slider(0, 2, value=0.8, step=0.05, label=T("temperature"))
-                c.top_k = gr.Slider(0, 200, value=40, step=1, label=T("top_k"))
+                c.temperature = gr.Slider(0, 2, value=0.8, step=0.05, label=T("temperature"), min_width=200)
+                c.top_k = gr.Slider(0, 200, value=40, step=1, label=T("top_k"), min_width=200)
             with gr.Row():
-                c.top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p"))
+                c.top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p"), min_width=200)
                 c.max_new = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label=T("max_new_tokens"),
-                                      elem_id="pg-max-new")
+                                      elem_id="pg-max-new", min_width=200)
             c.input_msg = gr.HTML(elem_id="pg-input-msg")
-            with gr.Row():
+            with gr.Row(elem_classes=["pg-advanced"]):
                 c.seed = gr.Number(42, label=T("seed"), min_width=100)
                 c.greedy = gr.Checkbox(False, label=T("greedy"))
             with gr.Row():
                 c.gen_btn = gr.Button(T("generate"), variant="primary", elem_id="pg-generate")
                 c.stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-stop")
+    with gr.Row():
+        with gr.Column(scale=2, min_width=300):
             c.status = gr.HTML(elem_id="pg-status")
-            c.legend = gr.HTML(LEGEND)
+            c.legend = gr.HTML(LEGEND, elem_id="pg-legend")
             c.chips = gr.HTML("", label=T("tokens"), elem_id="pg-chips", js_on_load=CHIPS_JS,
                               html_template=CHIPS_TEMPLATE)
             c.step_slider = gr.Slider(0, 1, value=0, step=1, label=T("step"), visible=False, elem_id="pg-step")
             c.step_md = gr.Markdown(elem_id="pg-step-md")
             c.prob_plot = gr.Plot(show_label=False)
-            c.stages_plot = gr.Plot(show_label=False)
-        with gr.Column(scale=3):
+        with gr.Column(scale=3, min_width=300):
             with gr.Row():
-                c.view = gr.Dropdown(VIEWS, value=VIEWS[0], label=T("view"), elem_id="pg-view")
-                c.log_scale = gr.Checkbox(True, label=T("log_scale"))
-                c.span = gr.Radio(SPANS, value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span")
+                c.view = gr.Dropdown(choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view",
+                                     min_width=200)
+                c.log_scale = gr.Checkbox(True, label=T("log_scale"), min_width=200)
+                c.span = gr.Radio(SPANS, value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span", min_width=200)
             with gr.Row():
                 c.layer = gr.Slider(0, max(1, model_cfg.n_layers - 1), value=0, step=1, label=T("layer"),
                                     visible=model_cfg.n_layers > 1, elem_id="pg-layer")
@@ -295,32 +303,38 @@ def layout(model_cfg) -> SimpleNamespace:
                                    visible=model_cfg.n_heads > 1, elem_id="pg-head")
                 c.query = gr.Slider(0, 1, value=0, step=1, label=T("query"), elem_id="pg-query")
             head_rows, head_labels = head_examples(VIEWS[0])
+            c.head_examples = None
             with gr.Column(visible=bool(head_rows)) as c.head_box:
                 if head_rows:
-                    gr.Examples(head_rows, inputs=[c.prompt, c.view, c.layer, c.head], example_labels=head_labels,
-                                label="Heads with a pattern in the bundled model (measured; see README): "
-                                      "pick one, then Generate")
+                    c.head_examples = gr.Examples(head_rows, inputs=[c.prompt, c.view, c.layer, c.head],
+                                                  example_labels=head_labels, label=T("heads_label"))
             c.att_msg = gr.HTML(elem_id="pg-att-msg")
             c.heatmap = gr.Plot(show_label=False, elem_id="pg-heatmap")
             c.query_plot = gr.Plot(show_label=False, elem_id="pg-query-plot")
-            with gr.Row():
+            with gr.Row(elem_classes=["pg-advanced"]):
                 c.exp_json = gr.Button(T("export_json"), size="sm")
                 c.exp_npz = gr.Button(T("export_npz"), size="sm")
                 c.exp_model = gr.Button(T("export_model"), size="sm")
             c.export_msg = gr.HTML()
             # Hidden until there is something to download (an empty box only takes room).
-            c.export_file = gr.File(label=T("download"), interactive=False, visible=False)
+            c.export_file = gr.File(label=T("download"), interactive=False, visible=False, height=100)
             c.attention_json = gr.JSON(visible=False)
             c.run_json = gr.JSON(visible=False)
+    c.stages_plot = gr.Plot(show_label=False)  # the step's four stage panels need the page's width
     return c
 
 
-def range_note_js(name: str, lo: float, hi: float) -> str:
+def range_note_js(key: str, lo: float, hi: float) -> str:
     """Browser-only check for a slider's number box: a typed value outside the range is clamped by
-    the slider on blur, so say so instead of changing it silently."""
+    the slider on blur, so say so instead of changing it silently (in the page's language, which
+    the hidden language probe shows)."""
+    import json
+
+    texts = {lang: tr(lang, "range_note", name=tr(lang, key).split("（")[0].split(" (")[0], value="${v}", lo=lo, hi=hi,
+                      clamped=f"${{Math.min(Math.max(v, {lo}), {hi})}}") for lang in ("en", "zh-CN")}
+    zh = "(document.querySelector('#pg-lang-probe')?.innerText || '').trim() === 'zh-CN'"
     return (f"(v) => (v === null || v === '' || (v >= {lo} && v <= {hi})) ? '' : "
-            f"`<div class='pg-msg pg-error'>⚠️ {name}: ${{v}} is outside {lo}–{hi}; "
-            f"the slider sets it to ${{Math.min(Math.max(v, {lo}), {hi})}}.</div>`")
+            f"`<div class='pg-msg pg-error'>⚠️ ${{{zh} ? `{texts['zh-CN']}` : `{texts['en']}`}}</div>`")
 
 
 def wire(page) -> None:
@@ -340,8 +354,8 @@ def wire(page) -> None:
                        ).then(last_step, state, step_outputs, api_visibility="private")
     # Stop only raises a flag: it never waits behind generation or model builds.
     g.stop_btn.click(stop_generation, state, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
-    for slider, name in ((g.temperature, "Temperature"), (g.top_k, "top-k"), (g.top_p, "top-p"),
-                         (g.max_new, "Max new tokens")):
+    for slider, name in ((g.temperature, "temperature"), (g.top_k, "top_k"), (g.top_p, "top_p"),
+                         (g.max_new, "max_new_tokens")):
         slider.input(None, slider, g.input_msg, js=range_note_js(name, slider.minimum, slider.maximum))
     g.step_slider.input(inspect_step, [state, g.step_slider], [g.prob_plot, g.stages_plot, g.step_md],
                         api_name="inspect_step", trigger_mode="always_last")

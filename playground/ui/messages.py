@@ -7,6 +7,7 @@ import logging
 import traceback
 
 from ..config import ConfigError
+from ..translations import tr, tr_error
 from ..weights import WeightLoadError
 
 log = logging.getLogger("playground.ui")
@@ -20,9 +21,9 @@ def ok(message: str) -> str:
     return f"<div class='pg-msg pg-ok'>✓ {html.escape(str(message))}</div>"
 
 
-def fail(e: Exception) -> str:
+def fail(e: Exception, lang: str = "en") -> str:
     """User errors keep their own message; anything else is logged and reported briefly."""
     if isinstance(e, (ValueError, ConfigError, WeightLoadError, FileNotFoundError, MemoryError)):
-        return warn(str(e))
+        return warn(tr_error(lang, str(e)))
     log.error("unexpected error: %s", traceback.format_exc())
-    return warn(f"Something went wrong ({type(e).__name__}: {e}). Your model and results are unchanged.")
+    return warn(tr(lang, "unexpected", error=f"{type(e).__name__}: {e}"))

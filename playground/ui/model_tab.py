@@ -12,6 +12,7 @@ import time
 from types import SimpleNamespace
 
 import gradio as gr
+import pandas as pd
 
 from .. import figures, kernels
 from ..config import (
@@ -24,26 +25,31 @@ from ..session import (
 from ..files import discard_upload, is_trained_checkpoint
 from ..weights import HUB_MODELS
 from .chips import RESET
-from .common import T, fail, new_state, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
+from .common import T, choices, dress, fail, lang_of, new_state, page_prefs, tr, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
     session_model, slider_range
 
 FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate", "qkv_bias",
           "tie_weights", "pos_encoding", "activation", "norm_placement", "attention_impl")
 INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
-WEIGHT_CHOICES = ["bundled (Tiny Shakespeare)", "random init", "OpenAI GPT-2 (hub)", "uploaded checkpoint",
-                  "trained in the Train tab"]
+WEIGHT_KEYS = {"bundled (Tiny Shakespeare)": "w_bundled", "random init": "w_random", "OpenAI GPT-2 (hub)": "w_hub",
+               "uploaded checkpoint": "w_upload", "trained in the Train tab": "w_trained"}
+WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the values (what the API sends); labels follow the language
 CUSTOM = "custom (the fields below)"
 PRESET_CHOICES = list(PRESETS) + [CUSTOM]
+
+
+def preset_choices(lang: str | None = None) -> list[tuple]:
+    return [(name, name) for name in PRESETS] + choices({CUSTOM: "custom"}, lang)
 DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.quantize)
 
-HEAD_PATTERNS = {  # pattern name in facts.json -> (label, a prompt that shows it)
-    "line_break": ("line-break head",
+HEAD_PATTERNS = {  # pattern name in facts.json -> (label key, a prompt that shows it)
+    "line_break": ("head_line_break",
                    "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n"),
-    "duplicate_token": ("duplicate-token head", "the king, the queen, the king, the prince, the king and the queen"),
+    "duplicate_token": ("head_duplicate_token", "the king, the queen, the king, the prince, the king and the queen"),
 }
 
 
-def head_examples(view_name: str) -> tuple[list[list], list[str]]:
+def head_examples(view_name: str, lang: str = "en") -> tuple[list[list], list[str]]:
     """(examples, labels): prompts paired with the bundled model's measured heads (assets/bundled/facts.json)."""
     facts_path = BUNDLED_CHECKPOINT.with_name("facts.json")
     if not facts_path.is_file():
@@ -51,7 +57,7 @@ def head_examples(view_name: str) -> tuple[list[list], list[str]]:
     heads = json.loads(facts_path.read_text()).get("attention_heads", {})
     found = [(HEAD_PATTERNS[name], h) for name, h in heads.items() if name in HEAD_PATTERNS]
     examples = [[prompt, view_name, h["layer"], h["head"]] for (_, prompt), h in found]
-    labels = [f"{label}: layer {h['layer']}, head {h['head']} ({h['ratio']:.1f}× an even spread)"
+    labels = [tr(lang, "head_example", label=tr(lang, label), layer=h["layer"], head=h["head"], ratio=f"{h['ratio']:.1f}")
               for (label, _), h in found]
     return examples, labels
 
@@ -75,12 +81,12 @@ def config_from_fields(*values) -> GPTConfig:
     return GPTConfig(**data)
 
 
-def preset_fields(name: str):
+def preset_fields(name: str, state=None):
     """Fill the config form from a preset (and preview the tying explanation); "custom" keeps the form."""
     if name not in PRESETS:
         return [gr.skip()] * (len(FIELDS) + 1)
     cfg = PRESETS[name]
-    return [getattr(cfg, f) for f in FIELDS] + [tying_explanation(cfg)]
+    return [getattr(cfg, f) for f in FIELDS] + [tying_explanation(cfg, lang_of(state))]
 
 
 def preset_name(cfg: GPTConfig) -> str:
@@ -99,22 +105,20 @@ def form_values(model, recipe: dict) -> tuple:
             recipe.get("dtype", "float32")) + tuple(getattr(cfg, f) for f in FIELDS)
 
 
-def model_views(model, recipe: dict, depth: int = 3):
+def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: bool = False):
     """Summary, tying text, tables and figures of the model, then the layer/head slider ranges."""
-    rows, breakdown = breakdown_table(model)
+    rows, breakdown = breakdown_table(model, lang)
     cfg = model.cfg
+    memory = {tr(lang, name): size for name, size in breakdown.memory.items()}
+    memory[tr(lang, "kv_cache", n=cfg.context_length)] = breakdown.kv_cache_bytes_per_token["float32"] * cfg.context_length
     return (
-        summary_line(model, recipe),
-        tying_explanation(cfg),
-        rows,
-        figures.parameter_treemap(tree_items(model), title="Parameters by module (tied weights counted once)"),
-        figures.memory_bars(
-            {**breakdown.memory,
-             f"KV cache ({cfg.context_length} tokens, fp32)":
-                 breakdown.kv_cache_bytes_per_token["float32"] * cfg.context_length},
-            title=f"Memory · {breakdown.flops_per_token / 1e6:,.1f} MFLOPs per token at a full context",
-        ),
-        tree_table(model, int(depth)),
+        summary_line(model, recipe, lang),
+        tying_explanation(cfg, lang),
+        table(rows, "breakdown_headers", lang),
+        dress(figures.parameter_treemap(tree_items(model), title=tr(lang, "fig_treemap")), lang, present),
+        dress(figures.memory_bars(memory, title=tr(lang, "fig_memory", mflops=f"{breakdown.flops_per_token / 1e6:,.1f}")),
+              lang, present),
+        table(tree_table(model, int(depth), lang), "tree_headers", lang),
         slider_range(cfg.n_layers - 1),
         slider_range(cfg.n_heads - 1),
         kernels_table(),
@@ -141,24 +145,39 @@ def kernels_table() -> str:
     return "\n".join(rows) + "\n\n" + KERNEL_TEXT["note"]
 
 
+
+
+def table(rows, headers_key: str, lang: str, relabel: bool = False):
+    """Rows (English: the columns the layout declared), or a table with its column names in the
+    page's language (always when ``relabel``: the page's language just changed)."""
+    if lang == "en" and not relabel:
+        return rows
+    if isinstance(rows, pd.DataFrame):
+        rows = rows.values.tolist()
+    return pd.DataFrame(rows, columns=tr(lang, headers_key).split("|"))
+
+
 N_VIEWS = 9  # what model_views returns
 N_FORM = 5 + len(FIELDS)  # what form_values returns
 
 
-def switch_model(model, recipe: dict, message: str):
-    """A session's new model: fresh state (the old run belonged to the old model), its views, the
-    form describing it, and the bundled model's head examples only while it is the one loaded.
+def switch_model(model, recipe: dict, message: str, state=None):
+    """A session's new model: fresh state (the old run belonged to the old model; the language
+    stays), its views, the form describing it, and the bundled model's head examples only while it
+    is the one loaded.
 
     Outputs: state, message, model views, form values, heatmap, chips, head examples' visibility."""
-    state = {**new_state(), "recipe": recipe}
-    return ((state, message) + model_views(model, recipe) + form_values(model, recipe)
-            + (figures.empty_figure("Generate to see attention"), RESET, gr.update(visible=recipe["kind"] == "bundled")))
+    lang, present = lang_of(state), bool((state or {}).get("present"))
+    state = {**new_state(lang), "recipe": recipe, "present": present}
+    return ((state, message) + model_views(model, recipe, lang=lang, present=present) + form_values(model, recipe)
+            + (dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present), RESET,
+               gr.update(visible=recipe["kind"] == "bundled")))
 
 
 N_SWITCH = 2 + N_VIEWS + N_FORM + 3
 
 
-def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=None) -> dict:
+def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=None, lang="en") -> dict:
     """The recipe the form describes (no build): also used by the Score & compare tab's second model."""
     weights = parse_choice(weights, WEIGHT_CHOICES, "Weights")
     dtype = parse_choice(dtype, DTYPES, "Precision")
@@ -170,13 +189,13 @@ def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_stat
         recipe = hub_recipe(hub_name, dtype)
     elif weights == "uploaded checkpoint":
         if not upload:
-            raise ValueError("Choose a .safetensors file to upload first.")
+            raise ValueError(tr(lang, "need_upload"))
         upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         recipe = {**import_upload(upload_path), "dtype": dtype}
     elif weights == "trained in the Train tab":
         trained = (train_state or {}).get("recipe")
         if not trained:
-            raise ValueError("Train a model in the Train tab first (or wait for training to finish or stop).")
+            raise ValueError(tr(lang, "need_trained"))
         recipe = {**trained, "dtype": dtype}
     else:
         recipe = bundled_recipe(dtype)
@@ -185,8 +204,9 @@ def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_stat
 
 def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_state=None, progress=gr.Progress()):
     """Build or load the model the form describes; on any problem the previous model stays."""
+    lang = lang_of(state)
     try:
-        recipe = recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state)
+        recipe = recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state, lang=lang)
         upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         t0 = time.perf_counter()
         try:
@@ -198,10 +218,11 @@ def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_st
             raise
         elapsed = time.perf_counter() - t0
     except Exception as e:  # the previous model and run stay as they were
-        return (state, fail(e)) + (gr.skip(),) * (N_SWITCH - 2)
+        return (state, fail(e, lang)) + (gr.skip(),) * (N_SWITCH - 2)
     report = getattr(model, "load_report", None)
-    extra = f" Loaded weights: {report.summary()}." if report is not None else ""
-    return switch_model(model, recipe, ok(f"Ready: {describe_recipe(recipe)} in {elapsed:.2f} s.{extra}"))
+    extra = tr(lang, "loaded_weights", report=report.summary()) if report is not None else ""
+    return switch_model(model, recipe, ok(tr(lang, "ready", model=describe_recipe(recipe, lang), seconds=f"{elapsed:.2f}",
+                                             extra=extra)), state)
 
 
 def build_from_form(state, train_state, weights, seed, hub_name, upload, dtype, *fields, progress=gr.Progress()):
@@ -212,17 +233,20 @@ def build_from_form(state, train_state, weights, seed, hub_name, upload, dtype, 
 
 def show_tree(state, depth):
     try:
-        return tree_table(session_model(state), parse_whole(depth, "Tree depth", 1, 10))
-    except Exception as e:
+        lang = lang_of(state)
+        return table(tree_table(session_model(state), parse_whole(depth, "Tree depth", 1, 10), lang), "tree_headers", lang)
+    except Exception:
         return gr.skip()
 
 
-def load_session(state=None):
-    """Page load: a fresh session on the default model, with the form describing it."""
-    state = new_state()
+def load_session(state=None, request: gr.Request = None):
+    """Page load: a fresh session on the default model, with the form describing it, in the page's
+    language (``?lang=`` in its address, else the browser's Accept-Language; English for the API)."""
+    lang, present = page_prefs(request)
+    state = {**new_state(lang), "present": present}
     model = session_model(state)
     recipe = state["recipe"]
-    return (state,) + model_views(model, recipe) + form_values(model, recipe) + (
+    return (state,) + model_views(model, recipe, lang=lang, present=present) + form_values(model, recipe) + (
         gr.update(visible=recipe["kind"] == "bundled"),)
 
 
@@ -231,15 +255,20 @@ def load_session(state=None):
 
 
 def layout() -> SimpleNamespace:
-    """The tab's components: the form on the left, the model's tables and figures on the right."""
+    """The form and the model's figures side by side, then the two tables at full width (their
+    columns never fit beside the form on a 1024-pixel projector)."""
     cfg = PRESETS[DEFAULT_PRESET]  # the form starts here; load_session fills in the real model
     c = SimpleNamespace()
     with gr.Row():
-        with gr.Column(scale=2, min_width=320):
-            c.weights = gr.Radio(WEIGHT_CHOICES, label=T("weights"),
+        with gr.Column(scale=2, min_width=300):
+            c.weights = gr.Radio(choices(WEIGHT_KEYS), label=T("weights"),
                                  value=WEIGHT_CHOICES[0] if BUNDLED_CHECKPOINT.is_file() else "random init")
-            c.preset = gr.Dropdown(PRESET_CHOICES, value=DEFAULT_PRESET, label=T("preset"))
-            with gr.Accordion(T("config_fields"), open=False):
+            # Shown only for the weights they belong to (an empty upload box only takes room).
+            c.hub_name = gr.Dropdown(list(HUB_MODELS), value=list(HUB_MODELS)[0], label=T("hub_model"), visible=False)
+            c.upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False,
+                               height=140)
+            c.preset = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label=T("preset"))
+            with gr.Accordion(T("config_fields"), open=False, elem_classes=["pg-advanced"]):
                 # Integers are checked by the handler (2.5 layers is refused and said), not rounded by the widget.
                 c.fields = [
                     gr.Number(cfg.vocab_size, label=T("vocab_size")),
@@ -255,27 +284,31 @@ def layout() -> SimpleNamespace:
                     gr.Dropdown(list(NORM_PLACEMENTS), value=cfg.norm_placement, label=T("norm_placement")),
                     gr.Dropdown(list(ATTENTION_IMPLS), value=cfg.attention_impl, label=T("attention_impl")),
                 ]
-            with gr.Row():
+            with gr.Row(elem_classes=["pg-advanced"]):
                 c.seed_init = gr.Number(0, label=T("seed_init"), min_width=100)
-                c.dtype = gr.Radio(list(DTYPES), value="float32", label=T("dtype"),
-                                   info=T("dtype_info"))
-            c.hub_name = gr.Dropdown(list(HUB_MODELS), value=list(HUB_MODELS)[0], label=T("hub_model"))
-            c.upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
+                c.dtype = gr.Radio(list(DTYPES), value="float32", label=T("dtype"), info=T("dtype_info"), min_width=200)
             c.build_btn = gr.Button(T("build"), variant="primary", elem_id="pg-build")
             c.build_msg = gr.HTML(elem_id="pg-build-msg")
-        with gr.Column(scale=3):
-            c.tying_md = gr.Markdown()
-            c.breakdown_df = gr.Dataframe(headers=["component", "formula", "formula value", "measured", "agree"],
-                                          label=T("breakdown"), interactive=False, wrap=True)
+            c.tying_md = gr.Markdown(elem_id="pg-tying")
+        with gr.Column(scale=3, min_width=300):
             c.treemap = gr.Plot(label="treemap", show_label=False)
             c.memory_plot = gr.Plot(label="memory", show_label=False)
-            with gr.Accordion(T("kernels"), open=False):
-                c.kernels_md = gr.Markdown(elem_id="pg-kernels")
-            c.tree_depth = gr.Slider(1, 6, value=3, step=1, label=T("tree_depth"))
-            c.tree_df = gr.Dataframe(headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
-                                     label=T("tree"), interactive=False, max_height=420, wrap=True)
+    c.breakdown_df = gr.Dataframe(headers=["component", "formula", "formula value", "measured", "agree"],
+                                  label=T("breakdown"), interactive=False, wrap=True, elem_id="pg-breakdown",
+                                  column_widths=["18%", "42%", "15%", "15%", "10%"])
+    with gr.Accordion(T("kernels"), open=False, elem_classes=["pg-advanced"]):
+        c.kernels_md = gr.Markdown(elem_id="pg-kernels")
+    c.tree_depth = gr.Slider(1, 6, value=3, step=1, label=T("tree_depth"), elem_classes=["pg-advanced"])
+    c.tree_df = gr.Dataframe(headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
+                             label=T("tree"), interactive=False, max_height=420, wrap=True, elem_id="pg-tree",
+                             column_widths=["15%", "15%", "21%", "11%", "12%", "12%", "14%"])
     c.form = [c.weights, c.preset, c.seed_init, c.hub_name, c.dtype] + c.fields
     return c
+
+
+def weight_inputs(weights):
+    """The hub choice and the upload box, each shown only with its own kind of weights."""
+    return gr.update(visible=weights == "OpenAI GPT-2 (hub)"), gr.update(visible=weights == "uploaded checkpoint")
 
 
 def model_outputs(page) -> list:
@@ -294,8 +327,9 @@ def wire(page) -> None:
     m = page.model
     page.demo.load(load_session, None, [page.state] + model_outputs(page) + m.form + [page.generate.head_box],
                    api_name="load_session")
-    m.preset.input(preset_fields, m.preset, m.fields + [m.tying_md], api_name="preset_config")
+    m.preset.input(preset_fields, [m.preset, page.state], m.fields + [m.tying_md], api_name="preset_config")
     m.build_btn.click(build_from_form,
                       [page.state, page.train_state, m.weights, m.seed_init, m.hub_name, m.upload, m.dtype] + m.fields,
                       switch_outputs(page), api_name="build_model", concurrency_id="models", concurrency_limit=2)
     m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")
+    m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)

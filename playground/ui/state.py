@@ -6,10 +6,10 @@ from __future__ import annotations
 from ..session import CACHE, default_recipe, get_run
 
 
-def new_state() -> dict:
+def new_state(lang: str = "en") -> dict:
     """A session holds names, not objects: its model's recipe and its current run's id (the server
-    keeps the run, and releases it after the idle timeout)."""
-    return {"recipe": default_recipe(), "run_id": None}
+    keeps the run, and releases it after the idle timeout), and the page's language."""
+    return {"recipe": default_recipe(), "run_id": None, "lang": lang}
 
 
 def session_model(state: dict):

@@ -29,3 +29,19 @@ RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')),
 # After a tab becomes visible, tell plotly to re-measure: a figure drawn while its tab was hidden
 # would otherwise keep the narrow default width.
 RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
+
+CSS += """
+.pg-offscreen { display: none !important; }
+#pg-header { align-items: center; }
+#pg-header h1 { margin-bottom: 2px; }
+.pg-legend { font-size: 14px; }
+/* Presenter mode: type readable from the back of a room, advanced controls folded away. The class
+   sits on <body>, outside the app root Gradio scopes custom CSS to, so these rules need !important
+   to beat the scoped (more specific) copies of the rules above. */
+body.pg-present .gradio-container { font-size: 18px !important; }
+body.pg-present .pg-chip { font-size: 22px !important; padding: 2px 8px !important; }
+body.pg-present .pg-chip small { font-size: 14px !important; }
+body.pg-present #pg-summary *, body.pg-present .pg-status, body.pg-present .pg-msg,
+body.pg-present .pg-legend, body.pg-present #pg-step-md *, body.pg-present #pg-tying * { font-size: 18px !important; }
+body.pg-present .pg-advanced { display: none !important; }
+"""

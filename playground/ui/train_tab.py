@@ -18,13 +18,15 @@ import gradio as gr
 from .. import figures
 from ..config import PRESETS
 from ..session import CACHE, describe_recipe
-from .common import T, fail as _fail, ok as _ok, parse_whole, warn as _warn
+from .common import T, choices, fail as _fail, ok as _ok, parse_whole, warn as _warn
 from .model_tab import N_SWITCH, switch_model, switch_outputs
 
 # The indices of "upload" (1) and "paste" (2) are what API callers and tests pass; the bundled
 # text comes first as the default because it needs no network.
 CORPUS_CHOICES = ["Aesop's fables & nursery rhymes (bundled, works offline)", "upload a .txt", "paste text",
                   "Tiny Shakespeare (downloaded once, then cached)"]
+# Labels of the choices in the page's language (the values above stay what the API sends).
+CORPUS_KEYS = dict(zip(CORPUS_CHOICES, ("c_aesop", "c_upload", "c_paste", "c_shakespeare")))
 DEFAULT_PRESET = "nano (2 layers, d64)"
 DEFAULT_STEPS = 80  # with DEFAULT_BATCH: about a minute on a quiet 2-core machine (README, measured)
 DEFAULT_LR = 3e-3
@@ -183,7 +185,7 @@ def use_trained(state, train_state):
         model = CACHE.get(recipe)
     except Exception as e:
         return (state, _fail(e)) + (gr.skip(),) * (N_SWITCH - 2)
-    return switch_model(model, recipe, _ok(f"Now using {describe_recipe(recipe)}."))
+    return switch_model(model, recipe, _ok(f"Now using {describe_recipe(recipe)}."), state)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,7 +216,7 @@ def layout() -> SimpleNamespace:
             # The corpus comes after the button: its default needs no choice, and the Train button,
             # the estimate and the messages then fit the first screen of a 1024×768 projector. Only
             # the chosen source's box is shown (an empty upload area took a third of the screen).
-            c.corpus_source = gr.Radio(CORPUS_CHOICES, value=CORPUS_CHOICES[0], label=T("corpus"))
+            c.corpus_source = gr.Radio(choices(CORPUS_KEYS), value=CORPUS_CHOICES[0], label=T("corpus"))
             c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
             c.corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000,
                                         visible=False)

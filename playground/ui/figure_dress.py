@@ -1,0 +1,152 @@
+"""The last touch on every figure the page shows: its words in the page's language and, in
+presenter mode, type large enough for the back of a room and a height that fits a projector.
+
+Figure builders (``playground.figures``) take their titles from the caller and are language-free
+otherwise, except for a few fixed words (axis titles, subplot titles, legend names, notes); those
+are translated here, so the plotting code stays plain.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..translations import normalize_lang
+
+# Fixed words the figure builders write, and their Chinese.
+WORDS_ZH = {
+    "key position (looked at)": "键位置（被关注的）",
+    "query position (looking)": "查询位置（发出关注的）",
+    "key position": "键位置",
+    "attention": "注意力",
+    "attention<br>(log)": "注意力<br>(对数)",
+    "head": "头",
+    "layer": "层",
+    "probability": "概率",
+    "parameters": "参数",
+    "step": "步",
+    "loss (cross-entropy, nats)": "损失（交叉熵，nats）",
+    "train": "训练",
+    "validation": "验证",
+    "raw softmax": "原始 softmax",
+    "after temperature": "温度之后",
+    "after top-k": "top-k 之后",
+    "after top-p": "top-p 之后",
+    "removed": "已移除",
+    "previous-token": "前一个 token",
+    "first-token": "首个 token",
+    "entropy": "熵",
+    "entropy (bits)": "熵（比特）",
+    "formula": "公式",
+    "measured": "实测",
+}
+PATTERNS_ZH = [
+    (re.compile(r"^head (\d+)$"), r"头 \1"),
+    (re.compile(r"^showing positions (\d+)–(\d+) of (\d+) \(earlier keys cut\)$"),
+     r"显示位置 \1–\2（共 \3 个，更早的键已略去）"),
+    (re.compile(r"^(\d[\d,]*) parameters$"), r"\1 个参数"),
+    (re.compile(r"^where “(.*)” looked$"), r"“\1”关注了哪里"),
+]
+
+PRESENT_FONT = 16  # px: axis labels and tick labels readable from the back of a room
+PRESENT_TITLE_FONT = 20
+PRESENT_MAX_HEIGHT = 560  # a 720-pixel-high projector shows the whole figure under the controls
+
+
+def words(text, lang: str) -> str:
+    """One fixed text of a figure in ``lang`` (a title's parts are joined by " · ")."""
+    if text is None or normalize_lang(lang) != "zh-CN":
+        return text
+    parts = []
+    for part in str(text).split(" · "):
+        translated = WORDS_ZH.get(part)
+        if translated is None:
+            translated = part
+            for pattern, replacement in PATTERNS_ZH:
+                if pattern.match(part):
+                    translated = pattern.sub(replacement, part)
+                    break
+        parts.append(translated)
+    return " · ".join(parts)
+
+
+def dress(fig, lang: str = "en", present: bool = False):
+    """``fig`` with its fixed words translated and, in presenter mode, larger type (in place; returned)."""
+    if fig is None:
+        return fig
+    if normalize_lang(lang) == "zh-CN":
+        _translate(fig, lang)
+    if present:
+        _enlarge(fig)
+    if len(list(fig.select_xaxes())) > 2:  # side-by-side panels: a few value ticks each
+        fig.update_xaxes(nticks=4)
+    _wrap_title(fig, 40 if present else 48)
+    return fig
+
+
+def _translate(fig, lang):
+    layout = fig.layout
+    if layout.title and layout.title.text:
+        layout.title.text = words(layout.title.text, lang)
+    for axis in list(fig.select_xaxes()) + list(fig.select_yaxes()):
+        if axis.title and axis.title.text:
+            axis.title.text = words(axis.title.text, lang)
+    for colour_axis in fig.select_coloraxes():
+        bar = colour_axis.colorbar
+        if bar and bar.title and bar.title.text:
+            bar.title.text = words(bar.title.text, lang)
+    for annotation in layout.annotations or ():
+        if annotation.text:
+            annotation.text = words(annotation.text, lang)
+    for trace in fig.data:
+        if getattr(trace, "name", None):
+            trace.name = words(trace.name, lang)
+        text = getattr(trace, "text", None)
+        if text is not None and not isinstance(text, str) and len(text) and all(t == "removed" for t in text):
+            trace.text = [WORDS_ZH["removed"]] * len(text)
+        bar = getattr(getattr(trace, "marker", None), "colorbar", None) or getattr(trace, "colorbar", None)
+        if bar is not None and bar.title and bar.title.text:
+            bar.title.text = words(bar.title.text, lang)
+
+
+def _enlarge(fig):
+    fig.update_layout(font_size=PRESENT_FONT, title_font_size=PRESENT_TITLE_FONT)
+    fig.update_xaxes(tickfont_size=PRESENT_FONT, title_font_size=PRESENT_FONT)
+    fig.update_yaxes(tickfont_size=PRESENT_FONT, title_font_size=PRESENT_FONT)
+    for annotation in fig.layout.annotations or ():
+        annotation.font.size = PRESENT_FONT
+    if fig.layout.height and fig.layout.height > PRESENT_MAX_HEIGHT:
+        fig.layout.height = PRESENT_MAX_HEIGHT
+    height = fig.layout.height or 450
+    for axis in list(fig.select_xaxes()) + list(fig.select_yaxes()):
+        _thin_ticks(axis, height)
+
+
+def _thin_ticks(axis, height: int) -> None:
+    """Token labels at presenter size would overlap: keep every k-th (anchored on the newest)."""
+    vals, text = axis.tickvals, axis.ticktext
+    if vals is None or text is None or len(vals) < 2:
+        return
+    room = max(1, int((height - 150) / (PRESENT_FONT + 4)))  # rows of 16-px labels a panel has room for
+    step = -(-len(vals) // room)
+    if step > 1:
+        keep = list(range(len(vals) - 1, -1, -step))[::-1]
+        axis.tickvals = [vals[i] for i in keep]
+        axis.ticktext = [text[i] for i in keep]
+
+
+def _wrap_title(fig, width: int) -> None:
+    """A long title on two lines (a narrow figure would cut it)."""
+    title = fig.layout.title.text if fig.layout.title else None
+    if not title or "<br>" in title or len(title) <= width:
+        return
+    cut = max((title.rfind(sep, 0, width) for sep in (" · ", ": ", "：", "，", " ")), default=-1)
+    if cut <= 0:
+        return
+    sep_len = 1 if title[cut] in "：，" else len(next(sep for sep in (" · ", ": ", " ") if title.startswith(sep, cut)))
+    head = title[:cut + (1 if title[cut] in "：，:" else 0)]
+    fig.layout.title.text = head.rstrip() + "<br>" + title[cut + sep_len:].lstrip()
+    margin = fig.layout.margin
+    if margin is not None and margin.t is not None:
+        margin.t = margin.t + (fig.layout.title.font.size or 16) + 6
+        if fig.layout.height:
+            fig.layout.height = fig.layout.height + (fig.layout.title.font.size or 16) + 6

@@ -1,0 +1,155 @@
+"""Issue 12 on the server side: every text a handler builds follows the session's language, the
+English the API returns is unchanged, and presenter mode enlarges the figures. (The browser side —
+the page's language reaching the server, Settings, reload, layout — is tests/test_classroom_browser.py.)"""
+
+import re
+import string
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from playground import PRESETS, count_parameters, figures
+from playground.session import CACHE, random_recipe
+from playground.translations import EN, ZH, normalize_lang, tr, tr_error
+from playground import ui
+from playground.ui import prefs
+from playground.ui.figure_dress import PRESENT_FONT, dress
+from playground.ui.i18n import page_prefs
+
+ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ ,;:'’\-]+[A-Za-z]{2,}){2,}")
+NANO = PRESETS["nano (2 layers, d64)"]
+
+
+def _fields(cfg):
+    return [getattr(cfg, f) for f in ui.FIELDS]
+
+
+def _texts(value):
+    """Every piece of text a handler output would show: strings, table headers and cells, figure text."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, pd.DataFrame):
+        yield from map(str, value.columns)
+        for row in value.values.tolist():
+            yield from (str(x) for x in row)
+    elif isinstance(value, go.Figure):
+        layout = value.layout
+        yield layout.title.text or ""
+        for axis in list(value.select_xaxes()) + list(value.select_yaxes()):
+            yield axis.title.text or ""
+        yield from (a.text or "" for a in layout.annotations or ())
+        yield from (t.name or "" for t in value.data)
+    elif isinstance(value, dict):
+        for key in ("value", "label", "info"):
+            if key in value:
+                yield from _texts(value[key])
+        # A choice whose label is its value is a name (a preset), not a sentence to translate.
+        yield from (label for label, name in value.get("choices") or () if label != name)
+        yield from value.get("sample_labels") or ()
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _texts(item)
+
+
+def _english(outputs):
+    # Token text, ids and numbers are English-free by the rule; the one token label that can look like
+    # words is the bundled prompt's, which the step text and query title quote in full.
+    return sorted({m.group(0) for t in _texts(outputs) for m in ENGLISH_RUN.finditer(re.sub(r"<[^>]+>", "", t))})
+
+
+def test_every_template_has_the_same_fields_in_both_languages():
+    fields = lambda text: {f for _, f, _, _ in string.Formatter().parse(text) if f}
+    assert EN.keys() == ZH.keys()
+    mismatched = {k: (fields(EN[k]), fields(ZH[k])) for k in EN if fields(EN[k]) != fields(ZH[k])}
+    assert not mismatched, mismatched
+    # The Chinese strings are Chinese: no English sentence hides in them (fields left out).
+    english = {k: v for k, v in ZH.items() if ENGLISH_RUN.search(re.sub(r"\{[^}]*\}", "", v))}
+    assert not english, english
+    assert tr("zh-CN", "st_after", n=3, max=9) != tr("en", "st_after", n=3, max=9) == "after 3 of 9 tokens"
+
+
+def test_language_codes_and_page_preferences():
+    assert [normalize_lang(x) for x in ("zh", "zh-CN", "zh_Hans", "ZH-tw", "en", "fr", None, "")] == \
+        ["zh-CN"] * 4 + ["en"] * 4
+    page = SimpleNamespace(query_params={"lang": "zh-CN", "present": "1"}, headers={})
+    assert page_prefs(page) == ("zh-CN", True)
+    browser = SimpleNamespace(query_params={}, headers={"accept-language": "zh-CN,zh;q=0.9,en;q=0.8"})
+    assert page_prefs(browser) == ("zh-CN", False)
+    assert page_prefs(SimpleNamespace(query_params={}, headers={})) == ("en", False)
+    assert page_prefs(None) == ("en", False)  # the API
+
+
+def test_common_errors_are_translated_with_their_values():
+    assert tr_error("zh-CN", "Layer must be between 0 and 1, got 9.") == "层 必须在 0 到 1 之间，收到的是 9。"
+    assert tr_error("en", "Layer must be between 0 and 1, got 9.") == "Layer must be between 0 and 1, got 9."
+    assert tr_error("zh-CN", "something new") == "something new"
+
+
+def test_a_build_in_chinese_says_everything_in_chinese_with_the_same_numbers():
+    zh = {**ui.new_state("zh-CN")}
+    en_out = ui.build_model(ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
+    zh_out = ui.build_model(zh, "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
+    model = CACHE.get(zh_out[0]["recipe"])
+    assert zh_out[0]["lang"] == "zh-CN"  # the new model's state keeps the page's language
+    assert "就绪" in zh_out[1] and f"{count_parameters(model):,} 个参数" in zh_out[2]
+    en_rows, zh_table = en_out[4], zh_out[4]
+    assert isinstance(en_rows, list) and list(zh_table.columns) == ["组成部分", "公式", "公式值", "实测", "一致"]
+    # Same live counts in both languages, only the words differ.
+    assert [r[2:] for r in en_rows] == [r[2:] for r in zh_table.values.tolist()]
+    assert zh_table.values.tolist()[-1][0] == "合计" and en_rows[-1][0] == "total"
+    views = zh_out[2:2 + ui.model_tab.N_VIEWS]
+    assert not _english(views), _english(views)
+
+
+def test_generation_and_attention_in_chinese(tmp_path):
+    state = {**ui.new_state("zh-CN"), "recipe": random_recipe(NANO, seed=0)}
+    outs = list(ui.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 5, 1, False))
+    state, _, status = outs[-1]
+    assert "完成" in status and "个 token" in status and "data-state='done'" in status
+    step_outputs = ui.last_step(state)
+    assert "第 4 步" in step_outputs[3] and "种子 1" in step_outputs[3]
+    for view in ui.VIEWS:
+        fig, query_fig, _, msg = ui.attention_views(state, view, 1, 0, True, None)
+        texts = [fig, query_fig]
+        assert not _english(texts), (view, _english(texts))
+        assert msg == ""
+    assert "层 必须在 0 到 1 之间" in ui.attention_views(state, ui.VIEWS[0], 9, 0, True, None)[3]
+    # English sessions (and the API) read exactly as before.
+    en = {**state, "lang": "en"}
+    assert ui.attention_views(en, ui.VIEWS[0], 1, 0, True, None)[0].layout.title.text.startswith("Layer 1, head 0")
+
+
+def test_switching_the_page_language_redraws_every_server_text():
+    state = {**ui.new_state(), "recipe": random_recipe(NANO, seed=0)}
+    state = list(ui.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 4, 1, False))[-1][0]
+    run_id, train_state = state["run_id"], {"job": None, "recipe": None}
+    out = prefs.apply_prefs('{"lang": "zh-CN", "present": true}', state, train_state, ui.VIEWS[0], 0, 0, True, None,
+                            3, 3)
+    # The states change in place (an event returning them could undo a generation's run id).
+    assert state["lang"] == train_state["lang"] == "zh-CN" and state["present"] is True
+    assert state["run_id"] == run_id
+    assert [out[i]["label"] for i in (2, 3, 4)] == ["1 · 模型", "2 · 生成与注意力", "3 · 训练"]
+    assert "第 3 步" in out[-4] and "完成" in out[17]
+    assert not _english(out), _english(out)
+    # And back: the English headers return.
+    back = prefs.apply_prefs('{"lang": "en"}', state, train_state, ui.VIEWS[0], 0, 0, True, None, 3, 3)
+    assert list(back[10].columns)[:2] == ["component", "formula"] and state["present"] is False
+
+
+def test_presenter_mode_enlarges_figures_and_fits_them_on_a_projector():
+    probs = np.tril(np.ones((60, 60)))
+    probs /= probs.sum(1, keepdims=True)
+    labels = [f"t{i}" for i in range(60)]
+    fig = dress(figures.attention_heatmap(probs, labels, title="Layer 0, head 0"), "zh-CN", present=True)
+    assert fig.layout.xaxis.title.text == "键位置（被关注的）" and fig.layout.yaxis.title.text == "查询位置（发出关注的）"
+    assert fig.layout.xaxis.tickfont.size >= PRESENT_FONT and fig.layout.yaxis.tickfont.size >= PRESENT_FONT
+    assert fig.layout.height <= 720
+    ticks = list(fig.layout.xaxis.tickvals)
+    # Thinned so 16-px labels do not overlap, anchored on the newest token; each label still names its position.
+    assert len(ticks) * (PRESENT_FONT + 4) <= fig.layout.height and ticks[-1] == 59
+    assert list(fig.layout.xaxis.ticktext) == [labels[int(t)] for t in ticks]
+    plain = figures.attention_heatmap(probs, labels, title="Layer 0, head 0")
+    assert dress(plain, "en").layout.xaxis.title.text == "key position (looked at)"
