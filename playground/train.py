@@ -220,6 +220,13 @@ class Trainer:
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
 
+            # Each process measures its own fastest decode layout (playground.kernels), so two ranks
+            # can hold the same weight with different strides, which DDP refuses; the layout only
+            # matters for one-row decoding, so train on plain contiguous weights everywhere.
+            with torch.no_grad():
+                for p in model.parameters():
+                    if not p.is_contiguous():
+                        p.data = p.data.contiguous()
             self.train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
         self.step_count = 0
         self.tokens_seen = 0
