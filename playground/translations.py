@@ -267,6 +267,15 @@ EN = {
     "dtype_info": "bfloat16 halves memory and is faster on most CPUs; int8 stores weights in a quarter of float32's bytes (decoding only); float32 is exact.",
     "dtype_int8": "int8 weights, {dtype} activations",
     "kernels": "Kernels measured on this machine",
+    # Train tab's estimate and progress (issue 12, classroom)
+    "est_total": "About {total} on this machine: {steps} steps × {step} + {evals} evaluations × {eval} "
+                 "(from {n} real steps of this model timed on this server, {batch} × {block} tokens a step).",
+    "est_busy": " Another training run was using the CPU while this was timed, so it is probably high.",
+    "est_left": "about {left} left",
+    "started_eta": " Estimated time: {total}.",
+    "n_shakespeare": "Tiny Shakespeare",
+    "n_aesop": "Aesop's fables & nursery rhymes",
+    "trained_label": "trained {layers}L d{d}, {steps} steps on {corpus}",
 }
 
 ZH = {
@@ -522,6 +531,15 @@ ZH = {
     "dtype_info": "bfloat16 内存减半，在多数 CPU 上更快；int8 权重只占 float32 的四分之一（仅用于生成）；float32 最精确。",
     "dtype_int8": "int8 权重、{dtype} 激活",
     "kernels": "在本机上测得的计算内核",
+    # Train tab's estimate and progress (issue 12, classroom)
+    "est_total": "在本机上约需 {total}：{steps} 步 × {step} + {evals} 次评估 × {eval}"
+                 "（根据在本服务器上实测的 {n} 步该模型训练，每步 {batch} × {block} 个 token）。",
+    "est_busy": " 测时另有训练在占用 CPU，所以这个估计可能偏高。",
+    "est_left": "约剩 {left}",
+    "started_eta": " 预计用时：{total}。",
+    "n_shakespeare": "Tiny Shakespeare",
+    "n_aesop": "伊索寓言与童谣",
+    "trained_label": "训练的 {layers} 层 d{d} 模型，在{corpus}上训练 {steps} 步",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"
@@ -565,6 +583,7 @@ FIELD_ZH = {
     "Layer": "层", "Head": "头", "Query position": "查询位置", "Temperature": "温度", "Max new tokens": "最多生成的 token 数",
     "Sampling seed": "采样随机种子", "Init seed": "初始化随机种子", "Step": "步", "Tree depth": "显示深度",
     "Token position": "token 位置", "Steps": "训练步数", "Greedy": "贪心解码", "Precision": "精度", "Weights": "权重",
+    "Batch size": "批大小", "Corpus": "语料",
 }
 ERRORS_ZH = [
     (r"^(.+) must be a whole number, got (.+)\.$", "{0} 必须是整数，收到的是 {1}。"),
@@ -578,6 +597,7 @@ ERRORS_ZH = [
     (r"^emb_dim \((\d+)\) must be divisible by n_heads \((\d+)\): .* Try n_heads in (.+)\.$",
      "emb_dim（{0}）必须能被 n_heads（{1}）整除：每个头分到 emb_dim / n_heads 维。可以试试 n_heads = {2}。"),
     (r"^Generate first: there is no run yet\.$", "请先生成：现在还没有运行。"),
+    (r"^Unknown model (.+)\.$", "未知的模型 {0}。"),
     (r"^The text is too short: ([\d,]+) tokens, of which ([\d,]+) are held out for validation\. With a context of "
      r"([\d,]+) tokens each part needs at least ([\d,]+) tokens, so the text needs about ([\d,]+) tokens in all\..*$",
      "文本太短：共 {0} 个 token，其中 {1} 个留作验证。上下文为 {2} 个 token 时，每部分至少需要 {3} 个 token，"
