@@ -303,6 +303,11 @@ EN = {
     "tk_note_unfinished": " of an unfinished character",
     "tk_note_invalid": ": not valid UTF-8 here",
     "tk_colon": ": ",
+    # whole-run heatmaps (issue 12)
+    "span_newest": "newest 64 positions",
+    "span_whole": "whole run",
+    "span_note_whole": "whole run, {n}×{n}: drag to zoom, double-click to reset",
+    "span_note_grid": "the grid shows the newest {k}; pick a single map for the whole run",
 }
 
 ZH = {
@@ -594,6 +599,11 @@ ZH = {
     "tk_note_unfinished": "，属于一个未完成的字符",
     "tk_note_invalid": "：此处不是有效的 UTF-8",
     "tk_colon": "：",
+    # whole-run heatmaps (issue 12)
+    "span_newest": "最新的 64 个位置",
+    "span_whole": "整个运行",
+    "span_note_whole": "整个运行，{n}×{n}：拖动可放大，双击复原",
+    "span_note_grid": "网格只显示最新的 {k} 个；选单张图可看整个运行",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"
