@@ -304,6 +304,17 @@ def wire(page) -> None:
     page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos],
                            lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
                            api_visibility="private", concurrency_id="inside")
+    # A language switch redraws the lens (when there is a run to show; the other views on their next click).
+    from . import prefs  # (prefs imports the tab modules)
+
+    def redraw_lens(state, *inputs):
+        try:
+            run_context(state)
+        except Exception:
+            return (gr.skip(),) * len(lens_outputs)
+        return lens_view(state, *inputs)
+
+    prefs.on_change(page, redraw_lens, lens_inputs[1:], lens_outputs)
     c.dla_btn.click(attribution_view, [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
                     api_visibility="private", concurrency_id="inside")
     c.m_btn.click(maths_view, [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
