@@ -47,6 +47,8 @@ WORDS_ZH = {
     "position (predicting the next token)": "位置（预测下一个 token）",
     "loss (nats)": "损失（nats）",
     "α (the head's output × α)": "α（该头的输出 × α）",
+    "position": "位置",
+    "bits": "比特",
 }
 PATTERNS_ZH = [
     (re.compile(r"^head (\d+)$"), r"头 \1"),
