@@ -394,6 +394,14 @@ EN = {
     "src_paste": "paste",
     "src_upload": "upload a .txt",
     "src_run": "the current run",
+    # the Model tab's kernels box (issue 14, translated for issue 12)
+    "kn_head": "| decision | chosen | measured (median of one pass over the working set) |\n|---|---|---|",
+    "kn_none": "Nothing measured yet in this process.",
+    "kn_note": "Each choice times its candidates on this machine once per process and weight shape (`playground.kernels`); `PLAYGROUND_KERNELS=default` turns the measurements off.",
+    "kn_gemv": "one-row bfloat16 kernel {shape}",
+    "kn_layout": "{dtype} weight layout {shape}",
+    "kn_qkv": "{dtype} Q/K/V projections d={d}",
+    "kn_int8": "int8 weights × {dtype} {shape}",
 }
 
 ZH = {
@@ -776,6 +784,14 @@ ZH = {
     "src_paste": "粘贴",
     "src_upload": "上传 .txt",
     "src_run": "当前运行",
+    # the Model tab's kernels box (issue 14, translated for issue 12)
+    "kn_head": "| 决策 | 选用 | 实测（遍历一次工作集的中位数） |\n|---|---|---|",
+    "kn_none": "本进程中还没有测量过。",
+    "kn_note": "每个选择都在本机上对候选方案计时，每个进程、每种权重形状各一次（`playground.kernels`）；设置 `PLAYGROUND_KERNELS=default` 可关闭测量。",
+    "kn_gemv": "单行 bfloat16 计算内核 {shape}",
+    "kn_layout": "{dtype} 权重布局 {shape}",
+    "kn_qkv": "{dtype} Q/K/V 投影 d={d}",
+    "kn_int8": "int8 权重 × {dtype} {shape}",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"
