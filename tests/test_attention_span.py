@@ -16,6 +16,11 @@ NANO = PRESETS["nano (2 layers, d64)"]
 N_NEW = 110  # with the prompt, past the 64-position window and the 96 labelled ones (nano: 128 max)
 
 
+def _title(fig) -> str:
+    """The title as read: long titles are wrapped onto two lines with <br> (figure_dress)."""
+    return fig.layout.title.text.replace("<br>", " ")
+
+
 @pytest.fixture(scope="module")
 def long_run():
     state = {"recipe": random_recipe(NANO, seed=3), "run_id": None}
@@ -41,7 +46,7 @@ def test_whole_run_has_every_cell_of_the_live_model(long_run):
     np.testing.assert_allclose(z[lower], expected[lower], rtol=1e-5, atol=1e-7)
     assert np.isnan(z[~lower]).all()  # the causal triangle is blank, not a colour
     assert list(fig.data[0].x) == list(range(T)) and list(fig.data[0].y) == list(range(T))
-    title = fig.layout.title.text
+    title = _title(fig)
     assert f"whole run, {T}×{T}" in title and "earlier keys cut" not in title
     assert T > F.LABEL_EVERY_TOKEN_MAX and fig.layout.xaxis.tickmode == "auto"  # numbered axes that follow the zoom
     assert fig.data[0].customdata is None and "p = %{z:.3g}" in fig.data[0].hovertemplate  # z only: half the bytes
@@ -59,7 +64,7 @@ def test_newest_window_is_64_positions_and_says_so(long_run):
     expected = trace.layer(1)[0, 1].numpy()[start:, start:]
     lower = np.tril(np.ones(z.shape, dtype=bool))
     np.testing.assert_allclose(z[lower], expected[lower], rtol=1e-5, atol=1e-7)
-    assert f"showing positions {start}–{T - 1} of {T}" in fig.layout.title.text
+    assert f"showing positions {start}–{T - 1} of {T}" in _title(fig)
     # the default (and what the API's callers got before the choice existed) is this window
     default, *_ = av.attention_views(state, av.VIEWS[0], 1, 1, False, T - 1)
     assert np.asarray(default.data[0].z).shape == z.shape
@@ -75,14 +80,14 @@ def test_whole_run_average_and_rollout(long_run, view):
     expected = layers[0].mean(0) if view == av.VIEWS[2] else S.attention_rollout(layers)
     lower = np.tril(np.ones((T, T), dtype=bool))
     np.testing.assert_allclose(z[lower], expected[lower], rtol=1e-4, atol=1e-6)
-    assert "whole run" in fig.layout.title.text
+    assert "whole run" in _title(fig)
     np.testing.assert_allclose(np.asarray(query_fig["value"].data[0].y)[:6], expected[5, :6], rtol=1e-4, atol=1e-6)
 
 
 def test_grid_says_it_keeps_its_window_and_bad_span_is_refused(long_run):
     state, run, _ = long_run
     fig, *_ = av.attention_views(state, av.VIEWS[1], 0, 0, True, None, av.SPANS[1])
-    assert f"the grid shows the newest {av.GRID_MAX_TOKENS}" in fig.layout.title.text
+    assert f"the grid shows the newest {av.GRID_MAX_TOKENS}" in _title(fig)
     out = av.attention_views(state, av.VIEWS[0], 0, 0, True, None, "everything")
     assert "Heatmap range must be one of" in out[3]
 
