@@ -26,6 +26,8 @@ Memory (playground.memory.BUDGET, one budget for the whole process):
 
 from __future__ import annotations
 
+import re
+
 import gc
 import hashlib
 import json
@@ -101,7 +103,13 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
         return tr(lang, "recipe_bundled")
     if kind == "hub":
         return tr(lang, "recipe_hub", repo=recipe["repo"])
-    return tr(lang, "recipe_file", label=recipe.get("label", "file"))
+    label = recipe.get("label", "file")
+    trained = re.match(r"^trained (\d+)L d(\d+), (\d+) steps on (.+)$", label)  # as TrainingJob names it
+    if trained and lang != "en":
+        layers, d, steps, corpus = trained.groups()
+        corpus = tr(lang, {"Tiny Shakespeare": "n_shakespeare", "Aesop's fables & nursery rhymes": "n_aesop"}.get(corpus, corpus))
+        label = tr(lang, "trained_label", layers=layers, d=d, steps=steps, corpus=corpus)
+    return tr(lang, "recipe_file", label=label)
 
 
 def model_label(recipe: dict) -> str:

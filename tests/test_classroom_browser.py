@@ -25,12 +25,9 @@ TABS = ("model", "generate", "train")  # this issue's tabs (the other tabs' own 
 ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ ,;:'’\-]+[A-Za-z]{2,}){2,}")
 
 # Visible text nodes, each on its own. Left out: what the user typed or picked as text (the prompt,
-# the example prompts), the tokens (chips, figure tick labels) and hidden machinery. KNOWN GAP: the
-# Train tab's time estimate (#pg-train-estimate, merged from main just before this branch ended) is
-# still English; it is left out here until its handler takes the page's language.
+# the example prompts), the tokens (chips, figure tick labels) and hidden machinery.
 VISIBLE_TEXT_JS = """() => {
-  const skip = '#pg-prompt, #pg-examples, #pg-chips, .xtick, .ytick, .pg-offscreen, script, style, textarea, '
-             + '#pg-train-estimate';
+  const skip = '#pg-prompt, #pg-examples, #pg-chips, .xtick, .ytick, .pg-offscreen, script, style, textarea';
   const out = [];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   while (walker.nextNode()) {

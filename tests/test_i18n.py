@@ -2,6 +2,7 @@
 English the API returns is unchanged, and presenter mode enlarges the figures. (The browser side —
 the page's language reaching the server, Settings, reload, layout — is tests/test_classroom_browser.py.)"""
 
+import html
 import re
 import string
 from types import SimpleNamespace
@@ -153,3 +154,107 @@ def test_presenter_mode_enlarges_figures_and_fits_them_on_a_projector():
     assert list(fig.layout.xaxis.ticktext) == [labels[int(t)] for t in ticks]
     plain = figures.attention_heatmap(probs, labels, title="Layer 0, head 0")
     assert dress(plain, "en").layout.xaxis.title.text == "key position (looked at)"
+
+
+# ---- the other tabs: Train, Tokenizer, Inside, Score & compare (handler outputs in zh-CN) ----
+
+def _titles(outputs):
+    """Tooltips (title='…' attributes), which _english's tag stripping would skip."""
+    return [html.unescape(t) for text in _texts(outputs) for t in re.findall(r"title='([^']*)'", text)]
+
+
+def _no_english(outputs):
+    found = _english(outputs) + sorted({m.group(0) for t in _titles(outputs) for m in ENGLISH_RUN.finditer(t)})
+    assert not found, found
+
+
+@pytest.fixture(scope="module")
+def zh_run():
+    state = {**ui.new_state("zh-CN"), "recipe": random_recipe(NANO, seed=0)}
+    return list(ui.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 6, 1, False))[-1][0]
+
+
+def test_train_tab_in_chinese_with_the_same_numbers():
+    from playground.ui import train_tab
+
+    zh, en = {**train_tab.new_train_state(), "lang": "zh-CN"}, train_tab.new_train_state()
+    preset = "nano (2 layers, d64)"
+    est_zh, est_en = (train_tab.estimate_html(preset, 7, 1, state=s) for s in (zh, en))
+    assert "在本机上约需" in est_zh and est_en.startswith("<div class='pg-msg pg-estimate'") and "About " in est_en
+    # The same measured seconds in both languages (one measurement, cached).
+    assert re.search(r"data-seconds='([\d.]+)'", est_zh).group(1) == re.search(r"data-seconds='([\d.]+)'", est_en).group(1)
+    _no_english(est_zh)
+    assert train_tab.duration(200, "zh-CN") == "3 分 20 秒" and train_tab.duration(200) == "3 min 20 s"
+    bad = [train_tab.estimate_html("nano-x", 7, 1, state=zh), train_tab.estimate_html(preset, 7, 0, state=zh)]
+    assert "未知的模型" in bad[0] and "批大小 必须在 1 到 64 之间" in bad[1]
+    _no_english(bad)
+    outs = list(train_tab.train_model(zh, preset, train_tab.CORPUS_CHOICES[0], None, None, 3, 3e-3, 1))
+    final_state, loss_fig, progress, message = outs[-1]
+    assert final_state["lang"] == "zh-CN" and final_state["recipe"]  # the page's language survives the run
+    assert "训练完成，共 3 步" in message and "第 3 / 3 步" in progress and "伊索寓言与童谣" in outs[0][3]
+    assert loss_fig.layout.title.text == tr("zh-CN", "fig_loss")
+    _no_english(outs)
+    _no_english([train_tab.stop_training(zh), train_tab.use_trained(ui.new_state("zh-CN"), zh)[1]])
+    used = train_tab.use_trained(ui.new_state("zh-CN"), final_state)[1]
+    assert "在伊索寓言与童谣上训练 3 步" in used
+    _no_english(used)
+
+
+def test_tokenizer_tab_in_chinese_with_the_same_tokens():
+    from playground.ui import tokenizer_tab as tt
+
+    text = tt.DEFAULT_TEXT + " \U0001F600"
+    zh, en = tt.show_tokens(text, {"lang": "zh-CN"}), tt.show_tokens(text)
+    _no_english(zh)
+    assert list(zh[2].columns) == ["位置", "编号", "字节（十六进制）", "文本", "所属字符"]
+    assert [r[:4] for r in zh[2].values.tolist()] == [r[:4] for r in en[2]]  # same tokens, ids and bytes
+    assert "个 token" in zh[0] and " tokens (" in en[0]
+    assert any("第 1–2 个字节（共 3 个）属于 从" in r[4] for r in zh[2].values.tolist())
+    assert any("bytes 1–2 of 3 of 从" in r[4] for r in en[2])  # English (and the API) as before
+    redrawn = tt.redraw({"lang": "zh-CN"}, text, "a")
+    assert "没有合并" in redrawn[3] and list(redrawn[2].columns)[0] == "位置"
+    _no_english(redrawn)
+    _no_english([tt.show_tokens("x" * 30_000, {"lang": "zh-CN"})[0], tt.show_merges("", {"lang": "zh-CN"})])
+
+
+def test_inside_tab_in_chinese(zh_run):
+    from playground.ui import inside_tab as it
+
+    noop = lambda *a, **k: None  # noqa: E731
+    outs = [it.lens_view(zh_run, None, None, None), it.attribution_view(zh_run, None, ""),
+            it.maths_view(zh_run, 1, 0, None),
+            it.intervene_view(zh_run, "0.1", "1.0", "", 1.0, "0", "1", True, None),
+            it.dose_view(zh_run, "1.1", None, ""), it.sweep_view(zh_run, progress=noop)]
+    _no_english(outs)
+    assert outs[0][0].layout.title.text.startswith("逻辑透镜") and "嵌入" in outs[0][0].layout.yaxis.ticktext
+    assert list(outs[2][0].columns)[0] == "键位置" and "置零 L0H1" in outs[3][3]
+    errors = [it.lens_view(ui.new_state("zh-CN"), None, None, None)[-1], it.dose_view(zh_run, "", None, "")[-1],
+              it.intervene_view(zh_run, "x", "", "", 1, "", "", False, None)[-1], it.maths_view(zh_run, 9, 0, None)[-1]]
+    assert "请先生成" in errors[0] and "层 必须在 0 到 1 之间" in errors[3]
+    _no_english(errors)
+    # English sessions read as before.
+    en = {**zh_run, "lang": "en"}
+    assert it.lens_view(en, None, None, None)[0].layout.title.text.startswith("Logit lens: top token")
+
+
+def test_score_and_compare_in_chinese(zh_run):
+    from playground.ui import compare_tab as ct
+
+    noop = lambda *a, **k: None  # noqa: E731
+    text = "Once upon a time there was a fox."
+    cmp, msg = ct.load_model_b({"recipe": None}, {"lang": "zh-CN"}, "random init", "nano (2 layers, d64)", 1, None,
+                               None, "float32", progress=noop)
+    zh = ct.score(zh_run, cmp, "paste", text, None, False, 0, both=True, progress=noop)
+    en = ct.score({**zh_run, "lang": "en"}, cmp, "paste", text, None, False, 0, both=True, progress=noop)
+    unlabelled = lambda d: {k: unlabelled(v) for k, v in d.items() if k not in ("label", "model")} if isinstance(d, dict) else d  # noqa: E731
+    assert unlabelled(zh[-1]) == unlabelled(en[-1])  # the same numbers; only the models' names are translated
+    assert "| 模型 |" in zh[1] and "| model |" in en[1]
+    f, exported = ct.export_replay(zh_run)
+    outs = [msg, zh[:-1], list(ct.generate_two_models(zh_run, cmp, "Hello", 1, 4, 1.0, 0, 1.0))[-1],
+            list(ct.generate_two_settings(zh_run, "Hello", 1, 4, 0.7, 0, 1.0, 1.5, 0, 1.0))[-1],
+            ct.show_receipt(zh_run, 2)[0], ct.show_receipt(zh_run, 99)[0], exported,
+            ct.score(zh_run, {"recipe": None}, "paste", text, None, False, 0, both=True, progress=noop)[0],
+            ct.score(zh_run, cmp, "upload a .txt", "", None, False, 0, progress=noop)[0]]
+    _no_english(outs)
+    replayed = ct.replay_file(zh_run, f)[0]
+    assert "完全相同" in replayed and "已用" in replayed

@@ -32,9 +32,10 @@ GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
 # position of the model's last context window (numbered axes; drag to zoom, double-click to reset).
 SPANS = [f"newest {HEATMAP_MAX_TOKENS} positions", "whole run"]
-SPAN_NOTES = {  # said in the figure's title
-    "whole": "whole run, {n}×{n}: drag to zoom, double-click to reset",
-    "grid": "the grid shows the newest {k}; pick a single map for the whole run",
+SPAN_KEYS = dict(zip(SPANS, ("span_newest", "span_whole")))  # labels of the choices in the page's language
+SPAN_NOTES = {  # said in the figure's title: keys of translations.py
+    "whole": "span_note_whole",
+    "grid": "span_note_grid",
 }
 
 
@@ -125,7 +126,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
     if whole and view not in OVERVIEW_METRICS:
         grid = view == "all heads of the layer" and T_len > GRID_MAX_TOKENS
         if view != "all heads of the layer" or grid:
-            note += " · " + (SPAN_NOTES["grid"].format(k=GRID_MAX_TOKENS) if grid else SPAN_NOTES["whole"].format(n=T_len))
+            note += " · " + (tr(lang, SPAN_NOTES["grid"], k=GRID_MAX_TOKENS) if grid else tr(lang, SPAN_NOTES["whole"], n=T_len))
     # (H, T, T): only the single-layer views need it (the all-layer ones have their own, cached)
     probs_layer = layer_attention(qk, layer) if view in VIEWS[:3] else None
     heatmap = dict(log_scale=log_scale, highlight_query=query, max_tokens=None if whole else HEATMAP_MAX_TOKENS,

@@ -9,6 +9,7 @@ this tab's own state and built through the shared cache and the memory budget li
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ import gradio as gr
 
 from ..config import PRESETS, DEFAULT_PRESET
 from ..files import exports_dir
-from ..receipts import explain, receipt
+from ..receipts import receipt
 from ..replay import model_for, read_record, replay, replay_record, write_record
 from ..scoring import compare_scores, decode_upload, score_text
 from ..session import CACHE, MAX_NEW_TOKENS, describe_recipe, start_run
@@ -26,27 +27,44 @@ from . import compare_views as cv
 from . import model_tab as mt
 from . import share
 from . import prefs
-from .common import T, choices, fail, lang_of, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
+from ..translations import EN
+from .common import T, choices, dress, fail, lang_of, ok, tr, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
 from .generate_tab import DECODE_LOCK
 
 SOURCES = ("paste", "upload a .txt", "the current run")
+SOURCE_KEYS = dict(zip(SOURCES, ("src_paste", "src_upload", "src_run")))  # labels in the page's language
 MAX_TEXT_FILE_BYTES = 5_000_000
 MAX_COMPARE_NEW = 200  # tokens per stream in the side-by-side views
 STREAM_INTERVAL_S = 0.25
 
-MSG = {
-    "no_b": "Load a second model (B) first: open “Second model (B)”, choose its weights and press Load.",
-    "b_ready": "Model B ready: {what} ({seconds:.2f} s).",
-    "no_file": "Choose a .txt file to upload first.",
-    "file_big": "This file is {mb:,.1f} MB; the limit for a text to score is {limit:,.0f} MB.",
-    "no_run": "Generate something in the Generate tab first: there is no current run.",
-    "scored": "Scored {n:,} tokens with {models} in {seconds:.2f} s.",
-    "streams": "Generating {n} tokens with each… ",
-    "streams_done": "Done: {n} tokens each in {seconds:.1f} s.",
-    "no_replay_file": "Upload a replay file (or a run export) first.",
-    "replayed": "Replayed with {what}.",
-    "exported": "Replay file written: load it back here (or send it to someone) to reproduce this run.",
-}
+# Sentences the handlers build: keys of translations.py ("cmp_" + name). Errors are raised in English
+# (the API's words) and said in the page's language by _fail.
+MSG = {name: EN["cmp_" + name] for name in ("no_b", "no_file", "file_big", "no_run", "no_replay_file")}
+
+
+def _fail(e, lang):
+    """An error in the page's language: this tab's own refusals by their key, the rest as messages.py does."""
+    text = str(e)
+    for name, template in MSG.items():
+        if "{" not in template and text == template:
+            return warn(tr(lang, "cmp_" + name))
+    m = re.match(r"^This file is ([\d,.]+) MB; the limit for a text to score is ([\d,.]+) MB\.$", text)
+    if m:
+        return warn(tr(lang, "cmp_file_big", mb=m.group(1), limit=m.group(2)))
+    return fail(e, lang)
+
+
+def _report_message(report, lang) -> str:
+    """replay's report message in the page's language."""
+    if lang == "en":
+        return report.message()
+    if report.identical:
+        return tr(lang, "cmp_identical", steps=report.steps) + (f" ({'; '.join(report.reasons)}.)" if report.reasons else "")
+    d = report.first_difference
+    kind = tr(lang, "cmp_kind_token" if d["recorded_token"] != d["replayed_token"] else "cmp_kind_prob")
+    why = "; ".join(report.reasons) if report.reasons else tr(lang, "cmp_why_arith")
+    return tr(lang, "cmp_differs", step=d["step"], kind=kind, rec=d["recorded_token"], rp=repr(d["recorded_prob"]),
+              rep=d["replayed_token"], pp=repr(d["replayed_prob"]), why=why)
 
 
 def text_from(state, source, text, upload, replace) -> str:
@@ -60,7 +78,7 @@ def text_from(state, source, text, upload, replace) -> str:
             raise ValueError(MSG["no_file"])
         size = os.path.getsize(path)
         if size > MAX_TEXT_FILE_BYTES:
-            raise ValueError(MSG["file_big"].format(mb=size / 1e6, limit=MAX_TEXT_FILE_BYTES / 1e6))
+            raise ValueError(MSG["file_big"].format(mb=f"{size / 1e6:,.1f}", limit=f"{MAX_TEXT_FILE_BYTES / 1e6:,.0f}"))
         return decode_upload(Path(path).read_bytes(), replace=parse_bool(replace, "Replace undecodable bytes"))
     run = session_run(state)
     if run is None:
@@ -81,52 +99,54 @@ def model_b(cmp_state):
 
 def load_model_b(cmp_state, train_state, weights, preset, seed, hub_name, upload, dtype, progress=gr.Progress()):
     """Build or load model B (any weights the Model tab offers). Outputs: compare state, message."""
+    lang = lang_of(train_state)
     try:
         cfg = PRESETS[parse_choice(preset, list(PRESETS), "Preset")]
         fields = [getattr(cfg, f) for f in mt.FIELDS]
         recipe = mt.recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state)
         t0 = time.perf_counter()
         CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
-        return {**(cmp_state or {}), "recipe": recipe}, ok(MSG["b_ready"].format(
-            what=describe_recipe(recipe), seconds=time.perf_counter() - t0))
+        return {**(cmp_state or {}), "recipe": recipe}, ok(tr(lang, "cmp_b_ready",
+            what=describe_recipe(recipe, lang), seconds=f"{time.perf_counter() - t0:.2f}"))
     except Exception as e:
-        return gr.skip(), fail(e)
+        return gr.skip(), _fail(e, lang)
 
 
 def score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=gr.Progress()):
     """Outputs: message, figures table, chips A, chips B, difference chips, figure, raw numbers (JSON)."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
     try:
         text = text_from(state, source, text, upload, replace)
         stride = _stride(stride)
         model_a = session_model(state)
-        label_a = f"A: {describe_recipe(state['recipe'])}"
+        label_a = f"A: {describe_recipe(state['recipe'], lang)}"
         pairs = [(model_a, label_a)]
         if both:
             mb, recipe_b = model_b(cmp_state)
-            pairs.append((mb, f"B: {describe_recipe(recipe_b)}"))
+            pairs.append((mb, f"B: {describe_recipe(recipe_b, lang)}"))
         t0 = time.perf_counter()
         results = []
         for k, (model, label) in enumerate(pairs):
             def report(done, total, k=k):
-                progress((k + done / max(total, 1)) / len(pairs), desc=f"scoring with {label}: {done:,}/{total:,} tokens")
+                progress((k + done / max(total, 1)) / len(pairs),
+                         desc=tr(lang, "cmp_scoring", label=label, done=f"{done:,}", total=f"{total:,}"))
             s = min(stride, model.cfg.context_length) if stride else None
             results.append(score_text(model, text, stride=s, progress=report, label=label))
         seconds = time.perf_counter() - t0
     except Exception as e:
-        return (fail(e),) + (gr.skip(),) * 6
-    message = ok(MSG["scored"].format(n=len(results[0].token_ids), models=" and ".join(s.label for s in results),
-                                      seconds=seconds))
-    table = cv.figures_table(*results)
-    figure = cv.surprisal_figure(*results)
+        return (_fail(e, lang),) + (gr.skip(),) * 6
+    message = ok(tr(lang, "cmp_scored", n=f"{len(results[0].token_ids):,}",
+                    models=tr(lang, "cmp_and").join(s.label for s in results), seconds=f"{seconds:.2f}"))
+    table = cv.figures_table(*results, lang=lang)
+    figure = dress(cv.surprisal_figure(*results, lang=lang), lang, present)
     if not both:
-        return message, table, cv.score_chips(results[0]), "", "", figure, results[0].to_dict()
+        return message, table, cv.score_chips(results[0], lang=lang), "", "", figure, results[0].to_dict()
     comparison = compare_scores(*results)
     changed = ", ".join(f"{p} ({d:+.1f})" for p, d in comparison.most_changed(5))
-    table += (f"\n\nB − A: {results[1].loss_nats - results[0].loss_nats:+.3f} nats/token, "
-              f"{results[1].bits_per_byte - results[0].bits_per_byte:+.3f} bits/byte. "
-              f"Largest changes (position, bits): {changed}.")
-    return (message, table, cv.score_chips(results[0]), cv.score_chips(results[1]), cv.difference_chips(comparison),
-            figure, comparison.to_dict())
+    table += "\n\n" + tr(lang, "cmp_diff_line", loss=f"{results[1].loss_nats - results[0].loss_nats:+.3f}",
+                          bpb=f"{results[1].bits_per_byte - results[0].bits_per_byte:+.3f}", changed=changed)
+    return (message, table, cv.score_chips(results[0], lang=lang), cv.score_chips(results[1], lang=lang),
+            cv.difference_chips(comparison, lang), figure, comparison.to_dict())
 
 
 def score_a(state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress()):
@@ -141,7 +161,7 @@ def score_ab(state, cmp_state, source, text, upload, replace, stride, progress=g
 # Two streams
 
 
-def _streams(pairs, prompt, seed, max_new, titles):
+def _streams(pairs, prompt, seed, max_new, titles, lang="en"):
     """Run two generations step by step, yielding (message, side-by-side HTML)."""
     max_new = parse_whole(max_new, "Max new tokens", 1, MAX_COMPARE_NEW)
     seed = parse_seed(seed, "Sampling seed")
@@ -154,7 +174,7 @@ def _streams(pairs, prompt, seed, max_new, titles):
     steps = ([], [])
     prompt_ids = gens[0][0].prompt_ids
     t0 = last = time.perf_counter()
-    yield ok(MSG["streams"].format(n=max_new) + f"seed {seed}"), cv.side_by_side(titles, prompt_ids, *steps, False)
+    yield ok(tr(lang, "cmp_streams", n=max_new, seed=seed)), cv.side_by_side(titles, prompt_ids, *steps, False, lang)
     for _ in range(max_new):
         for (run, it), out in zip(gens, steps):
             with DECODE_LOCK:
@@ -163,9 +183,9 @@ def _streams(pairs, prompt, seed, max_new, titles):
                 out.append(step)
         if time.perf_counter() - last > STREAM_INTERVAL_S:
             last = time.perf_counter()
-            yield gr.skip(), cv.side_by_side(titles, prompt_ids, *steps, False)
-    yield (ok(MSG["streams_done"].format(n=max_new, seconds=time.perf_counter() - t0) + f" (seed {seed})"),
-           cv.side_by_side(titles, prompt_ids, *steps, True))
+            yield gr.skip(), cv.side_by_side(titles, prompt_ids, *steps, False, lang)
+    yield (ok(tr(lang, "cmp_streams_done", n=max_new, seconds=f"{time.perf_counter() - t0:.1f}", seed=seed)),
+           cv.side_by_side(titles, prompt_ids, *steps, True, lang))
 
 
 def _settings(temperature, top_k, top_p, greedy=False) -> dict:
@@ -174,26 +194,29 @@ def _settings(temperature, top_k, top_p, greedy=False) -> dict:
 
 def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, top_k, top_p):
     """The same prompt, settings and seed through model A and model B. Outputs: message, streams."""
+    lang = lang_of(state)
     try:
         mb, recipe_b = model_b(cmp_state)
         settings = _settings(temperature, top_k, top_p)
         pairs = [(session_model(state), state["recipe"], settings), (mb, recipe_b, settings)]
-        titles = (f"A: {describe_recipe(state['recipe'])}", f"B: {describe_recipe(recipe_b)}")
-        yield from _streams(pairs, prompt, seed, max_new, titles)
+        titles = (f"A: {describe_recipe(state['recipe'], lang)}", f"B: {describe_recipe(recipe_b, lang)}")
+        yield from _streams(pairs, prompt, seed, max_new, titles, lang)
     except Exception as e:
-        yield fail(e), gr.skip()
+        yield _fail(e, lang), gr.skip()
 
 
 def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b, p_b):
     """One model (A), one prompt and seed, two sampling settings. Outputs: message, streams."""
+    lang = lang_of(state)
     try:
         model = session_model(state)
         a, b = _settings(t_a, k_a, p_a), _settings(t_b, k_b, p_b)
-        name = lambda s: f"temperature {s['temperature']}, top-k {s['top_k'] or 'off'}, top-p {s['top_p']}"  # noqa: E731
+        name = lambda ab, s: tr(lang, "cmp_settings", ab=ab, t=s["temperature"], k=s["top_k"] or tr(lang, "cmp_off"),  # noqa: E731
+                                p=s["top_p"])
         pairs = [(model, state["recipe"], a), (model, state["recipe"], b)]
-        yield from _streams(pairs, prompt, seed, max_new, (f"Settings A: {name(a)}", f"Settings B: {name(b)}"))
+        yield from _streams(pairs, prompt, seed, max_new, (name("A", a), name("B", b)), lang)
     except Exception as e:
-        yield fail(e), gr.skip()
+        yield _fail(e, lang), gr.skip()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,6 +225,7 @@ def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b,
 
 def show_receipt(state, step_index):
     """The sampling receipt of one step of the session's current run. Outputs: HTML, JSON."""
+    lang = lang_of(state)
     try:
         run = session_run(state)
         if run is None or not run.steps:
@@ -209,25 +233,27 @@ def show_receipt(state, step_index):
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
         r = receipt(run.steps[i])
         tok = load_tokenizer()
-        return cv.receipt_html(r, explain(r, piece=lambda t: f"“{tok.piece(t).display}”")), r.to_dict()
+        return cv.receipt_html(r, cv.explain_text(r, lambda t: f"“{tok.piece(t).display}”", lang), lang), r.to_dict()
     except Exception as e:
-        return fail(e), gr.skip()
+        return _fail(e, lang), gr.skip()
 
 
 def export_replay(state):
     """A small JSON file that reproduces the current run. Outputs: file, message."""
+    lang = lang_of(state)
     try:
         run = session_run(state)
         if run is None or not run.steps:
             raise ValueError(MSG["no_run"])
         path = write_record(replay_record(run, session_model(state)), exports_dir())
-        return str(path), ok(MSG["exported"])
+        return str(path), ok(tr(lang, "cmp_exported"))
     except Exception as e:
-        return gr.skip(), fail(e)
+        return gr.skip(), _fail(e, lang)
 
 
 def replay_file(state, upload):
     """Replay an uploaded replay file or run export. Outputs: report HTML, report JSON."""
+    lang = lang_of(state)
     try:
         path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         if not path:
@@ -237,14 +263,14 @@ def replay_file(state, upload):
         need = record["token_ids"]
         report = replay(record, model, step_lock=DECODE_LOCK)
     except Exception as e:
-        return fail(e), {"error": str(e)}
+        return _fail(e, lang), {"error": str(e)}
     tok = load_tokenizer()
-    head = (ok if report.identical else warn)(report.message())
+    head = (ok if report.identical else warn)(_report_message(report, lang))
     d = report.first_difference
     recorded = tok.decode(need[: (d["step"] if d else len(need))])
-    detail = (f"<p>{ok(MSG['replayed'].format(what=describe_recipe(recipe)))}</p><p><b>Prompt</b>: "
-              f"{_esc(tok.decode(record['prompt_ids']))}</p><p><b>Same text up to the first difference</b>: "
-              f"{_esc(recorded)}</p>")
+    detail = (f"<p>{ok(tr(lang, 'cmp_replayed', what=describe_recipe(recipe, lang)))}</p>"
+              f"<p><b>{tr(lang, 'cmp_prompt')}</b>: {_esc(tok.decode(record['prompt_ids']))}</p>"
+              f"<p><b>{tr(lang, 'cmp_same_text')}</b>: {_esc(recorded)}</p>")
     return head + detail, report.to_dict()
 
 
@@ -278,7 +304,7 @@ def layout() -> SimpleNamespace:
     with gr.Accordion(T("score_section"), open=True):
         with gr.Row():
             with gr.Column(scale=2, min_width=320):
-                c.source = gr.Radio(list(SOURCES), value=SOURCES[0], label=T("text_source"))
+                c.source = gr.Radio(choices(SOURCE_KEYS), value=SOURCES[0], label=T("text_source"))
                 c.text = gr.Textbox(label=T("text_to_score"), lines=5, max_length=200_000, elem_id="pg-score-text")
                 c.upload = gr.File(label=T("text_upload"), file_types=[".txt"], type="filepath")
                 with gr.Row():
@@ -290,7 +316,7 @@ def layout() -> SimpleNamespace:
                 c.score_msg = gr.HTML(elem_id="pg-score-msg")
                 c.table = gr.Markdown(elem_id="pg-score-table")
             with gr.Column(scale=3):
-                gr.HTML(cv.surprisal_legend())
+                c.legend = gr.HTML(cv.surprisal_legend())
                 c.chips_a = gr.HTML(elem_id="pg-score-a")
                 c.chips_b = gr.HTML(elem_id="pg-score-b")
                 c.diff = gr.HTML(elem_id="pg-score-diff")
@@ -340,7 +366,11 @@ def wire(page) -> None:
     """Every action has an api_name. A link's query parameters fill the Generate tab on page load."""
     c, state, g = page.compare, page.state, page.generate
     # Its choice labels follow the page's language like the Model tab's (values stay the API's).
-    prefs.on_change(page, lambda st: gr.update(choices=choices(mt.WEIGHT_KEYS, lang_of(st))), [], [c.b_weights])
+    # The score legend and the text source's choices too.
+    prefs.on_change(page, lambda st: (gr.update(choices=choices(mt.WEIGHT_KEYS, lang_of(st))),
+                                      cv.surprisal_legend(lang_of(st)),
+                                      gr.update(choices=choices(SOURCE_KEYS, lang_of(st)))),
+                    [], [c.b_weights, c.legend, c.source])
     c.b_btn.click(load_model_b, [c.cmp_state, page.train_state, c.b_weights, c.b_preset, c.b_seed, c.b_hub, c.b_upload,
                                  c.b_dtype], [c.cmp_state, c.b_msg], api_name="second_model", concurrency_id="models",
                   concurrency_limit=2)

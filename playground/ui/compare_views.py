@@ -9,7 +9,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..figures import format_prob
+from ..receipts import explain
 from ..tokenizer import load_tokenizer
+from ..translations import tr
 
 MAX_CHIPS = 2_000  # chips drawn per view; the figures and totals always cover the whole text
 
@@ -22,39 +24,43 @@ def surprisal_color(bits: float) -> str:
     return next(color for limit, color in SURPRISAL_STEPS if bits < limit)
 
 
-def surprisal_legend() -> str:
+def surprisal_legend(lang: str = "en") -> str:
     edges = ["< 1", "1–3", "3–6", "6–10", "≥ 10"]
     swatches = " · ".join(f"<span class='pg-swatch' style='background:{c}'></span> {e}"
                           for e, (_, c) in zip(edges, SURPRISAL_STEPS))
-    return f"<div class='pg-legend'>Surprisal in bits: {swatches}. Hover a token for its probability, rank and the model's top guess.</div>"
+    return f"<div class='pg-legend'>{tr(lang, 'cmp_legend', swatches=swatches)}</div>"
+
+
+def _swatch(color: str) -> str:
+    return f"<span class='pg-swatch' style='background:{color}'></span>"
 
 
 def _piece(i: int) -> str:
     return load_tokenizer().piece(int(i)).display
 
 
-def score_chips(scores, elem_class: str = "") -> str:
+def score_chips(scores, elem_class: str = "", lang: str = "en") -> str:
     """The text as chips coloured by surprisal; the first token (not scored) is grey."""
     ids = scores.token_ids
     n = min(len(ids), MAX_CHIPS)
-    parts = [f"<span class='pg-chip pg-prompt' title='position 0 · id {ids[0]} · not scored (nothing before "
-             f"it)'>{html.escape(_piece(ids[0]))}</span>"]
+    first = html.escape(tr(lang, "cmp_first_title", id=ids[0]), quote=True)
+    parts = [f"<span class='pg-chip pg-prompt' title='{first}'>{html.escape(_piece(ids[0]))}</span>"]
     for t in range(1, n):
         k = t - 1
         bits = float(scores.surprisal_bits[k])
-        title = (f"position {t} · id {ids[t]} · {bits:.2f} bits · p {format_prob(float(scores.prob[k]))} · "
-                 f"rank {int(scores.rank[k]):,} · top guess {_piece(scores.top_id[k])} · "
-                 f"{int(scores.context[k])} tokens of context")
+        title = tr(lang, "cmp_chip_title", t=t, id=ids[t], bits=f"{bits:.2f}", p=format_prob(float(scores.prob[k])),
+                   rank=f"{int(scores.rank[k]):,}", top=_piece(scores.top_id[k]), ctx=int(scores.context[k]))
         parts.append(f"<span class='pg-chip' style='background:{surprisal_color(bits)}' data-pos='{t}' "
                      f"data-bits='{bits:.4f}' title='{html.escape(title, quote=True)}'>{html.escape(_piece(ids[t]))}</span>")
-    more = (f"<div class='pg-note'>Chips for the first {MAX_CHIPS:,} of {len(ids):,} tokens; the figures cover "
-            f"all of them.</div>") if len(ids) > MAX_CHIPS else ""
-    head = (f"<div class='pg-note'><b>{html.escape(scores.label)}</b> · {scores.loss_nats:.3f} nats/token · "
-            f"{scores.bits_per_byte:.3f} bits/byte</div>") if scores.label else ""
+    more = (f"<div class='pg-note'>{html.escape(tr(lang, 'cmp_more', shown=f'{MAX_CHIPS:,}', total=f'{len(ids):,}'))}"
+            f"</div>") if len(ids) > MAX_CHIPS else ""
+    figures = tr(lang, "cmp_head", loss=f"{scores.loss_nats:.3f}", bpb=f"{scores.bits_per_byte:.3f}")
+    head = (f"<div class='pg-note'><b>{html.escape(scores.label)}</b> · {html.escape(figures)}</div>"
+            if scores.label else "")
     return f"{head}<div class='pg-chipbox pg-scorebox {elem_class}'>{''.join(parts)}</div>{more}"
 
 
-def difference_chips(comparison) -> str:
+def difference_chips(comparison, lang: str = "en") -> str:
     """Each token coloured by B's surprisal minus A's: green where B found it easier."""
     ids, d = comparison.a.token_ids, comparison.difference_bits
     n = min(len(ids), MAX_CHIPS)
@@ -62,37 +68,41 @@ def difference_chips(comparison) -> str:
     for t in range(1, n):
         x = float(d[t - 1])
         color = BETTER if x <= -1 else WORSE if x >= 1 else SAME
-        title = (f"position {t} · A {comparison.a.surprisal_bits[t - 1]:.2f} bits · B "
-                 f"{comparison.b.surprisal_bits[t - 1]:.2f} bits · B − A {x:+.2f} bits")
+        title = tr(lang, "cmp_diff_title", t=t, a=f"{comparison.a.surprisal_bits[t - 1]:.2f}",
+                   b=f"{comparison.b.surprisal_bits[t - 1]:.2f}", d=f"{x:+.2f}")
         parts.append(f"<span class='pg-chip' style='background:{color}' data-pos='{t}' data-diff='{x:.4f}' "
                      f"title='{html.escape(title, quote=True)}'>{html.escape(_piece(ids[t]))}</span>")
-    legend = (f"<div class='pg-legend'>B − A: <span class='pg-swatch' style='background:{BETTER}'></span> B at least "
-              f"1 bit less surprised (what B learned) · <span class='pg-swatch' style='background:{SAME}'></span> "
-              f"within 1 bit · <span class='pg-swatch' style='background:{WORSE}'></span> B at least 1 bit more "
-              f"surprised.</div>")
+    legend = (f"<div class='pg-legend'>{tr(lang, 'cmp_diff_legend', better=_swatch(BETTER), same=_swatch(SAME), worse=_swatch(WORSE))}"
+              f"</div>")
     return legend + f"<div class='pg-chipbox pg-diffbox'>{''.join(parts)}</div>"
 
 
-def figures_table(*scores) -> str:
+def _note(note: str, lang: str) -> str:
+    """scoring's notes (English) in the page's language."""
+    import re
+
+    m = re.match(r"^Only the first ([\d,]+) of ([\d,]+) characters were read\.$", note)
+    return tr(lang, "cmp_chars_cut", n=m.group(1), total=m.group(2)) if m and lang != "en" else note
+
+
+def figures_table(*scores, lang: str = "en") -> str:
     """Markdown: loss, perplexity and bits per byte of one or two scorings."""
-    rows = ["| model | tokens scored | loss (nats/token) | perplexity | bits per byte | windows (stride) |",
-            "|---|---:|---:|---:|---:|---|"]
+    rows = ["| " + " | ".join(tr(lang, "cmp_table_head").split("|")) + " |", "|---|---:|---:|---:|---:|---|"]
     for s in scores:
+        windows = tr(lang, "cmp_windows", n=s.n_windows, w=s.window, s=s.stride)
         rows.append(f"| {s.label} | {s.n_scored:,} | {s.loss_nats:.3f} | {s.perplexity:,.1f} | {s.bits_per_byte:.3f} "
-                    f"| {s.n_windows} of {s.window} tokens (stride {s.stride}) |")
+                    f"| {windows} |")
     notes = []
     s = scores[0]
     if s.truncated_from:
-        notes.append(f"The text has {s.truncated_from:,} tokens; only the first {len(s.token_ids):,} were scored "
-                     f"(the cap).")
-    notes += s.notes
-    least = " and ".join(f"{x.window - x.stride + 1} ({x.label.split(':')[0]})" for x in scores)
-    notes.append(f"Each token is scored once, with at least {least} tokens of left context once past the first "
-                 f"window; the first token has nothing before it and is not scored.")
+        notes.append(tr(lang, "cmp_truncated", total=f"{s.truncated_from:,}", n=f"{len(s.token_ids):,}"))
+    notes += [_note(n, lang) for n in s.notes]
+    least = tr(lang, "cmp_and").join(f"{x.window - x.stride + 1} ({x.label.split(':')[0]})" for x in scores)
+    notes.append(tr(lang, "cmp_context_note", least=least))
     return "\n".join(rows) + "\n\n" + " ".join(notes)
 
 
-def surprisal_figure(*scores, smooth: int = 16) -> go.Figure:
+def surprisal_figure(*scores, smooth: int = 16, lang: str = "en") -> go.Figure:
     """Surprisal along the text (running mean over ``smooth`` tokens), one line per model."""
     fig = go.Figure()
     for s in scores:
@@ -102,7 +112,8 @@ def surprisal_figure(*scores, smooth: int = 16) -> go.Figure:
         fig.add_trace(go.Scatter(x=np.arange(k, len(y) + 1), y=mean, mode="lines+markers" if k == 1 else "lines",
                                  name=f"{s.label}"))
     k = max(1, min(smooth, len(scores[0].surprisal_bits) // 4))
-    fig.update_layout(title="Surprisal along the text (bits" + (f", mean of {k} tokens)" if k > 1 else ")"), xaxis_title="position",
+    title = tr(lang, "cmp_fig_surprisal_mean", k=k) if k > 1 else tr(lang, "cmp_fig_surprisal")
+    fig.update_layout(title=title, xaxis_title="position",
                       yaxis_title="bits", height=320, margin=dict(l=50, r=20, t=70, b=40),
                       paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
@@ -126,30 +137,32 @@ def mean_surprisal(steps) -> float:
     return float(np.mean([-np.log2(max(s.raw_prob, 1e-300)) for s in steps])) if steps else float("nan")
 
 
-def stream_column(title: str, prompt_ids, steps, diverge: int | None, done: bool) -> str:
+def stream_column(title: str, prompt_ids, steps, diverge: int | None, done: bool, lang: str = "en") -> str:
     tok = load_tokenizer()
     chips = [f"<span class='pg-chip pg-prompt'>{html.escape(p.display)}</span>" for p in tok.pieces(prompt_ids[-40:])]
     for s in steps:
         mark = " pg-diverge" if diverge is not None and s.index == diverge else ""
-        title_attr = (f"step {s.index} · id {s.token_id} · p {format_prob(s.prob)} · "
-                      f"{-np.log2(max(s.raw_prob, 1e-300)):.2f} bits")
+        title_attr = tr(lang, "cmp_step_title", i=s.index, id=s.token_id, p=format_prob(s.prob),
+                        bits=f"{-np.log2(max(s.raw_prob, 1e-300)):.2f}")
         chips.append(f"<span class='pg-chip{mark}' style='background:{surprisal_color(-np.log2(max(s.raw_prob, 1e-300)))}' "
                      f"data-step='{s.index}' title='{html.escape(title_attr, quote=True)}'>"
                      f"{html.escape(tok.piece(s.token_id).display)}</span>")
-    stats = f"{len(steps)} tokens · mean surprisal {mean_surprisal(steps):.2f} bits" + ("" if done else " · running…")
+    stats = tr(lang, "cmp_stream_stats", n=len(steps), bits=f"{mean_surprisal(steps):.2f}") + \
+        ("" if done else tr(lang, "cmp_running"))
     return (f"<div class='pg-stream'><div class='pg-stream-head'><b>{html.escape(title)}</b><br><small>"
             f"{html.escape(stats)}</small></div><div class='pg-chipbox'>{''.join(chips)}</div></div>")
 
 
-def side_by_side(titles, prompt_ids, steps_a, steps_b, done: bool) -> str:
+def side_by_side(titles, prompt_ids, steps_a, steps_b, done: bool, lang: str = "en") -> str:
     d = first_divergence([s.token_id for s in steps_a], [s.token_id for s in steps_b])
     if d is not None:
-        head = f"The streams diverge at step {d} (outlined): everything before it is the same text."
+        head = tr(lang, "cmp_diverge", d=d)
     elif done:
-        head = f"The two streams are identical for all {min(len(steps_a), len(steps_b))} steps."
+        head = tr(lang, "cmp_identical_streams", n=min(len(steps_a), len(steps_b)))
     else:
-        head = "Identical so far…"
-    cols = (stream_column(titles[0], prompt_ids, steps_a, d, done) + stream_column(titles[1], prompt_ids, steps_b, d, done))
+        head = tr(lang, "cmp_so_far")
+    cols = (stream_column(titles[0], prompt_ids, steps_a, d, done, lang)
+            + stream_column(titles[1], prompt_ids, steps_b, d, done, lang))
     return (f"<div class='pg-diverge-note' data-diverge='{'' if d is None else d}'>{html.escape(head)}</div>"
             f"<div class='pg-side'>{cols}</div>")
 
@@ -158,7 +171,24 @@ def side_by_side(titles, prompt_ids, steps_a, steps_b, done: bool) -> str:
 # The sampling receipt
 
 
-def receipt_html(r, explanation: str) -> str:
+def explain_text(r, piece, lang: str = "en") -> str:
+    """``receipts.explain`` in the page's language (the library's English for "en")."""
+    if lang == "en":
+        return explain(r, piece=piece)
+    if r.greedy:
+        return tr(lang, "cmp_rc_greedy", step=r.step, tok=piece(r.token_id))
+    lo, hi = r.chosen
+    text = tr(lang, "cmp_rc_draw", step=r.step, u=f"{r.u:.6f}", tok=piece(r.token_id), lo=f"{lo:.6f}", hi=f"{hi:.6f}")
+    if r.most_likely != r.token_id:
+        ml = next(((a, b) for i, _, a, b in r.slices if i == r.most_likely), None)
+        if ml is not None:
+            text += tr(lang, "cmp_rc_wider", tok=piece(r.most_likely), lo=f"{ml[0]:.6f}", hi=f"{ml[1]:.6f}")
+    else:
+        text += tr(lang, "cmp_rc_same")
+    return text
+
+
+def receipt_html(r, explanation: str, lang: str = "en") -> str:
     """A bar of [0, 1) with the shown tokens' slices where they lie, u marked, and a table."""
     if r.greedy:
         return f"<div class='pg-receipt'><p>{html.escape(explanation)}</p></div>"
@@ -173,10 +203,10 @@ def receipt_html(r, explanation: str) -> str:
            f"<span>1</span></div>")
     rows = "".join(
         f"<tr{' class=pg-chosen' if i == r.token_id else ''}><td>{html.escape(_piece(i))}</td><td>{i}</td>"
-        f"<td>{format_prob(p)}</td><td>[{lo:.6f}, {hi:.6f})</td><td>{'← u is here' if i == r.token_id else ''}</td></tr>"
+        f"<td>{format_prob(p)}</td><td>[{lo:.6f}, {hi:.6f})</td><td>{tr(lang, 'cmp_u_here') if i == r.token_id else ''}</td></tr>"
         for i, p, lo, hi in r.slices)
-    table = (f"<table class='pg-receipt-table'><tr><th>token</th><th>id</th><th>p after filters</th>"
-             f"<th>slice of [0, 1)</th><th></th></tr>{rows}</table>")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in tr(lang, "cmp_receipt_head").split("|"))
+    table = f"<table class='pg-receipt-table'><tr>{head}<th></th></tr>{rows}</table>"
     return f"<div class='pg-receipt'><p>{html.escape(explanation)}</p>{bar}{table}</div>"
 
 

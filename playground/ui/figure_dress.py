@@ -38,6 +38,17 @@ WORDS_ZH = {
     "entropy (bits)": "熵（比特）",
     "formula": "公式",
     "measured": "实测",
+    # lens_figures (Inside tab)
+    "position (token)": "位置（token）",
+    "final logit": "最终 logit",
+    "q·k / √d_head (masked: −∞, not drawn)": "q·k / √d_head（被掩码的为 −∞，不画出）",
+    "before": "干预前",
+    "after": "干预后",
+    "position (predicting the next token)": "位置（预测下一个 token）",
+    "loss (nats)": "损失（nats）",
+    "α (the head's output × α)": "α（该头的输出 × α）",
+    "position": "位置",
+    "bits": "比特",
 }
 PATTERNS_ZH = [
     (re.compile(r"^head (\d+)$"), r"头 \1"),

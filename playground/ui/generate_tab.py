@@ -295,7 +295,7 @@ def layout(model_cfg) -> SimpleNamespace:
                 c.view = gr.Dropdown(choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view",
                                      min_width=200)
                 c.log_scale = gr.Checkbox(True, label=T("log_scale"), min_width=200)
-                c.span = gr.Radio(SPANS, value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span", min_width=200)
+                c.span = gr.Radio(choices(av.SPAN_KEYS), value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span", min_width=200)
             with gr.Row():
                 c.layer = gr.Slider(0, max(1, model_cfg.n_layers - 1), value=0, step=1, label=T("layer"),
                                     visible=model_cfg.n_layers > 1, elem_id="pg-layer")
@@ -371,6 +371,15 @@ def wire(page) -> None:
         # The API returns the file's path; the page then shows the (until now hidden) download box.
         button.click(handler, state, [g.export_file, g.export_msg], api_name=api).then(
             lambda f: gr.update(visible=bool(f)), g.export_file, g.export_file, api_visibility="private")
+    # A language switch: the range's choices, and a whole-run map redrawn as it was (prefs redraws the newest).
+    from . import prefs  # (prefs imports this module)
+
+    def relabel(state, view, layer, head, log_scale, query, span):
+        redraw = attention_views(state, view, layer, head, log_scale, query, span) if span == SPANS[1] else \
+            (gr.skip(),) * len(att_outputs)
+        return (gr.update(choices=choices(av.SPAN_KEYS, lang_of(state))),) + tuple(redraw)
+
+    prefs.on_change(page, relabel, att_inputs[1:], [g.span] + att_outputs)
     # API-only endpoints: raw numbers for gradio_client users.
     gr.Button(visible=False).click(av.attention_data, [state, g.layer, g.head], g.attention_json,
                                    api_name="attention_data")

@@ -15,34 +15,13 @@ from .. import lenses
 from ..interventions import Intervention
 from ..session import recipe_key
 from ..tokenizer import load_tokenizer
+from ..translations import EN, tr
 from .common import parse_bool, parse_number, parse_whole, session_model, session_run
 
 LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps; a slider scrolls through the rest
 
-# Every sentence the handlers build, in one place (translatable: i18n is done in parallel).
-MSG = {
-    "no_run": "Generate first (tab 2): the Inside views look at the current run.",
-    "window": "Showing positions {a}–{b} of {lo}–{hi}. Drag “Scroll” to move the window.",
-    "window_all": "All {n} positions shown.",
-    "cropped": " The run is longer than the model's context: only its last {n} tokens (from position {lo}) are used.",
-    "cell": ("**{layer}, position {pos}** ({tok}): top-10 read through `final_norm` and `out_head`. "
-             "KL(final ‖ this layer) = **{kl:.3f} nats**."),
-    "dla": ("Target **{tok}** at position {pos}. Parts sum to **{total:.4f}**; the model's logit is "
-            "**{logit:.4f}** (difference {diff:.1e}). Approximation: the final LayerNorm's σ is frozen at its value "
-            "for this position (σ = {sigma:.3f}), which makes the norm linear; each part is centred and read along "
-            "out_head[target] ⊙ γ / σ, and the norm's shift adds w·β = {shift:+.3f}."),
-    "maths": ("Layer {layer}, head {head}, query position {pos} ({tok}); head_dim = {hd}, √d = {sq:.3f}.\n\n"
-              "q = {q}\n\nΣ softmax_j · v_j = {wv}\n\n(the model's own output for this head here: {ctx})"),
-    "compare": ("{what}. Mean loss on the run's own tokens: **{lb:.3f} → {la:.3f} nats** "
-                "({d:+.3f}). Next-token distribution at position {pos} ({tok})."),
-    "nothing": "no intervention (before = after)",
-    "dose": "log p({tok}) at position {pos} as head {head} of layer {layer} is scaled by α from 0 to 2.",
-    "sweep": ("Zeroing each head in turn: Δ mean loss (nats) on the run's {n} tokens; base loss {base:.3f}. "
-              "{s:.1f} s (estimated {e:.1f} s). Most harmful: head {h} of layer {l} ({dl:+.3f})."),
-    "sweep_refused": "{e}",
-    "heads_field": "{name}: write heads as layer.head separated by commas (e.g. 0.1, 2.3); could not read {bad!r}.",
-    "layers_field": "{name}: write layer numbers separated by commas (e.g. 0, 2); could not read {bad!r}.",
-}
+# The sentences the API's errors use (English; the page says them with tr(lang, "in_" + name)).
+MSG = {name: EN["in_" + name] for name in ("no_run", "heads_field", "layers_field", "nothing")}
 
 _LENS_CACHE: OrderedDict = OrderedDict()  # (recipe, run id, n tokens, intervention) -> lens, the newest few
 _LENS_LOCK = threading.Lock()
@@ -118,23 +97,23 @@ def _target(value, model, ids, p: int) -> int | None:
     return lenses.resolve_target(load_tokenizer(), str(value))
 
 
-def describe_intervention(spec: Intervention) -> str:
+def describe_intervention(spec: Intervention, lang: str = "en") -> str:
     if spec.is_empty:
-        return MSG["nothing"]
+        return tr(lang, "in_nothing")
     parts = []
     if spec.zero_heads:
-        parts.append("zero " + ", ".join(f"L{a}H{b}" for a, b in spec.zero_heads))
+        parts.append(tr(lang, "in_d_zero", heads=", ".join(f"L{a}H{b}" for a, b in spec.zero_heads)))
     if spec.mean_heads:
-        parts.append("mean " + ", ".join(f"L{a}H{b}" for a, b in spec.mean_heads))
+        parts.append(tr(lang, "in_d_mean", heads=", ".join(f"L{a}H{b}" for a, b in spec.mean_heads)))
     if spec.scale_head:
         parts.append(f"L{spec.scale_head[0]}H{spec.scale_head[1]} × {spec.scale_head[2]:g}")
     if spec.skip_mlps:
-        parts.append("skip MLP " + ", ".join(map(str, spec.skip_mlps)))
+        parts.append(tr(lang, "in_d_skip", layers=", ".join(map(str, spec.skip_mlps))))
     if spec.unmasked_layers:
-        parts.append("no mask in layer " + ", ".join(map(str, spec.unmasked_layers)))
+        parts.append(tr(lang, "in_d_unmask", layers=", ".join(map(str, spec.unmasked_layers))))
     if spec.drop_pos_emb:
-        parts.append("no positional embedding")
-    return "; ".join(parts)
+        parts.append(tr(lang, "in_d_nopos"))
+    return ("; " if lang == "en" else "；").join(parts)
 
 
 def _lens(model, state, run, ids, first: int, stop: int) -> dict:

@@ -12,11 +12,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import gradio as gr
+import pandas as pd
 
 from .. import lens_figures as lf
 from ..interventions import Intervention
 from ..tokenizer import load_tokenizer
-from .common import T, fail, parse_number, warn
+from ..translations import tr_error
+from .common import T, dress, fail, lang_of, parse_number, tr, warn
 from .inside_data import (LENS_WINDOW, MSG, attribution_data, describe_intervention, dose_data, intervene_data,
                           lens_cell_data, lens_data, maths_data, run_context, sweep_data)
 
@@ -25,48 +27,68 @@ from .inside_data import (LENS_WINDOW, MSG, attribution_data, describe_intervent
 # Views (figures + messages)
 
 
-def _error(e, n: int):
+def _lang(state) -> tuple[str, bool]:
+    return lang_of(state), bool((state or {}).get("present"))
+
+
+def _say(lang, text: str) -> str:
+    """A data function's (English) error in the page's language."""
+    return tr(lang, "in_no_run") if text == MSG["no_run"] else tr_error(lang, text)
+
+
+def _error(e, n: int, lang="en"):
     text = e.get("error") if isinstance(e, dict) else None
-    return (gr.skip(),) * n + (warn(text) if text else fail(e),)
+    return (gr.skip(),) * n + (warn(_say(lang, text)) if text else fail(e, lang),)
+
+
+def _layer(name: str, lang) -> str:
+    """'embeddings', 'after block 3' (lenses.layer_names) in the page's language."""
+    if lang == "en":
+        return name
+    if name == "embeddings":
+        return tr(lang, "in_embeddings")
+    return tr(lang, "in_after_block", i=name.rsplit(" ", 1)[-1]) if name.startswith("after block ") else name
 
 
 def lens_view(state, scroll, layer, position):
     """(heatmap, window note, scroll slider, top-10 bars, cell text, message)."""
+    lang, present = _lang(state)
     try:
         model, _, start, ids, labels = run_context(state)
     except Exception as e:
-        return (gr.skip(),) * 5 + (fail(e),)
+        return (gr.skip(),) * 5 + (warn(_say(lang, str(e))) if isinstance(e, ValueError) else fail(e, lang),)
     T, L1 = len(ids), model.cfg.n_layers + 1
     newest = max(0, T - LENS_WINDOW)
     first = newest if scroll in (None, "") else parse_whole_or(scroll, start + newest) - start
     first = max(0, min(first, newest))
     d = lens_data(state, start + first, start + min(T, first + LENS_WINDOW) - 1)
     if "error" in d:
-        return _error(d, 5)
+        return _error(d, 5, lang)
     cols = range(first, min(T, first + LENS_WINDOW))
     cell_layer = L1 - 1 if layer in (None, "") else parse_whole_or(layer, L1 - 1)
     cell_layer = max(0, min(cell_layer, L1 - 1))
     cell_pos = (start + T - 1) if position in (None, "") else parse_whole_or(position, start + T - 1)
     cell_pos = max(start, min(cell_pos, start + T - 1))
-    fig = lf.lens_heatmap(d["layers"], [start + j for j in cols], [labels[j] for j in cols], d["top_token"],
-                          d["top_prob"], d["next_prob"],
-                          title="Logit lens: top token (text) and p(actual next token) (colour) per layer",
-                          selected=(cell_layer, cell_pos) if first <= cell_pos - start < first + LENS_WINDOW else None)
+    layers = [_layer(name, lang) for name in d["layers"]]
+    fig = dress(lf.lens_heatmap(layers, [start + j for j in cols], [labels[j] for j in cols], d["top_token"],
+                                d["top_prob"], d["next_prob"], title=tr(lang, "in_fig_lens"),
+                                selected=(cell_layer, cell_pos) if first <= cell_pos - start < first + LENS_WINDOW else None),
+                lang, present)
     if T > LENS_WINDOW:
-        note = MSG["window"].format(a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
+        note = tr(lang, "in_window", a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
     else:
-        note = MSG["window_all"].format(n=T)
+        note = tr(lang, "in_window_all", n=T)
     if start:
-        note += MSG["cropped"].format(n=T, lo=start)
+        note += tr(lang, "in_cropped", n=T, lo=start)
     scroll_update = gr.update(minimum=start, maximum=max(start + 1, start + newest), value=start + first,
                               visible=T > LENS_WINDOW)
     cell = lens_cell_data(state, cell_layer, cell_pos)
     if "error" in cell:
-        return fig, note, scroll_update, gr.skip(), "", warn(cell["error"])
-    bars = lf.top_bars([f"{t} ({i})" for i, t, _ in cell["top"]], [p for _, _, p in cell["top"]],
-                       title=f"{d['layers'][cell_layer]}, position {cell_pos}: top-10")
-    text = MSG["cell"].format(layer=d["layers"][cell_layer], pos=cell_pos, tok=labels[cell_pos - start],
-                              kl=cell["kl_to_final_nats"])
+        return fig, note, scroll_update, gr.skip(), "", warn(_say(lang, cell["error"]))
+    bars = dress(lf.top_bars([f"{t} ({i})" for i, t, _ in cell["top"]], [p for _, _, p in cell["top"]],
+                             title=tr(lang, "in_fig_cell", layer=layers[cell_layer], pos=cell_pos)), lang, present)
+    text = tr(lang, "in_cell", layer=layers[cell_layer], pos=cell_pos, tok=labels[cell_pos - start],
+              kl=f"{cell['kl_to_final_nats']:.3f}")
     return fig, note, scroll_update, bars, text, ""
 
 
@@ -78,7 +100,7 @@ def open_tab(state, seen_run, scroll, layer, position):
     try:
         model, run, start, ids, _ = run_context(state)
     except Exception as e:
-        return (gr.skip(),) * 5 + (warn(str(e)),) + (gr.skip(),) * 6
+        return (gr.skip(),) * 5 + (warn(_say(lang_of(state), str(e))),) + (gr.skip(),) * 6
     if run.id == seen_run:
         return lens_view(state, scroll, layer, position) + (gr.skip(),) * 6
     T, L = len(ids), model.cfg.n_layers
@@ -96,93 +118,102 @@ def parse_whole_or(value, fallback: int) -> int:
 
 def attribution_view(state, position, target):
     """(layer × head heatmap, waterfall, text, message)."""
+    lang, present = _lang(state)
     d = attribution_data(state, position, target)
     if "error" in d:
-        return _error(d, 3)
+        return _error(d, 3, lang)
     L = len(d["heads"])
-    heat = lf.attribution_heatmap(d["heads"], d["mlp"],
-                                  title=f"Direct logit attribution to {d['target']} at position {d['position']}")
+    heat = dress(lf.attribution_heatmap(d["heads"], d["mlp"], title=tr(lang, "in_fig_dla", tok=d["target"],
+                                                                       pos=d["position"])), lang, present)
     names, values = ["tok_emb", "pos_emb"], [d["tok_emb"], d["pos_emb"]]
     for i in range(L):
         names += [f"L{i} attn", f"L{i} MLP"]
         values += [sum(d["heads"][i]) + d["attn_bias"][i], d["mlp"][i]]
     names.append("final_norm shift")
     values.append(d["final_norm_shift"])
-    fall = lf.attribution_waterfall(names, values, d["total"], title="From the embeddings to the final logit "
-                                                                    "(attn = its heads + out_proj bias)")
-    text = MSG["dla"].format(tok=d["target"], pos=d["position"], total=d["total"], logit=d["model_logit"],
-                             diff=abs(d["total"] - d["model_logit"]), sigma=d["final_norm_sigma"],
-                             shift=d["final_norm_shift"])
+    fall = dress(lf.attribution_waterfall(names, values, d["total"], title=tr(lang, "in_fig_waterfall")), lang, present)
+    text = tr(lang, "in_dla", tok=d["target"], pos=d["position"], total=f"{d['total']:.4f}",
+              logit=f"{d['model_logit']:.4f}", diff=f"{abs(d['total'] - d['model_logit']):.1e}",
+              sigma=f"{d['final_norm_sigma']:.3f}", shift=f"{d['final_norm_shift']:+.3f}")
     return heat, fall, text, ""
 
 
-def _vec(values, n: int = 8) -> str:
+def _vec(values, n: int = 8, lang="en") -> str:
     shown = ", ".join(f"{v:+.3f}" for v in values[:n])
-    return f"[{shown}{', …' if len(values) > n else ''}] ({len(values)} numbers)"
+    return f"[{shown}{', …' if len(values) > n else ''}] " + tr(lang, "in_numbers", n=len(values))
 
 
 def maths_view(state, layer, head, position):
     """(table, bars, text, message)."""
+    lang, present = _lang(state)
     d = maths_data(state, layer, head, position)
     if "error" in d:
-        return _error(d, 3)
+        return _error(d, 3, lang)
     start, labels, p = d["window_start"], d["tokens"], d["position"] - d["window_start"]
     rows = []
     for j in range(len(labels)):
         masked = d["masked"][j]
         rows.append([start + j, labels[j], round(d["scores"][j], 4), round(d["scaled"][j], 4),
-                     "−∞ (future)" if masked is None else round(masked, 4), round(d["softmax"][j], 6)])
-    fig = lf.attention_steps_figure([start + j for j in range(len(labels))], labels, d["masked"], d["softmax"],
-                                    title=f"Layer {d['layer']}, head {d['head']}, query {d['position']}")
-    text = MSG["maths"].format(layer=d["layer"], head=d["head"], pos=d["position"], tok=labels[p],
-                               hd=d["head_dim"], sq=d["sqrt_head_dim"], q=_vec(d["q"]), wv=_vec(d["weighted_v"]),
-                               ctx=_vec(d["ctx"]))
+                     tr(lang, "in_future") if masked is None else round(masked, 4), round(d["softmax"][j], 6)])
+    fig = dress(lf.attention_steps_figure([start + j for j in range(len(labels))], labels, d["masked"], d["softmax"],
+                                          title=tr(lang, "in_fig_maths", layer=d["layer"], head=d["head"],
+                                                   pos=d["position"])), lang, present)
+    text = tr(lang, "in_maths", layer=d["layer"], head=d["head"], pos=d["position"], tok=labels[p],
+              hd=d["head_dim"], sq=f"{d['sqrt_head_dim']:.3f}", q=_vec(d["q"], lang=lang),
+              wv=_vec(d["weighted_v"], lang=lang), ctx=_vec(d["ctx"], lang=lang))
+    if lang != "en":  # the layout's column names are English
+        rows = pd.DataFrame(rows, columns=tr(lang, "in_maths_headers").split("|"))
     return rows, fig, text, ""
 
 
 def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position):
     """(before/after bars, loss lines, lens after, text, message)."""
+    lang, present = _lang(state)
     d = intervene_data(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position)
     if "error" in d:
-        return _error(d, 4)
+        return _error(d, 4, lang)
     start, labels = d["window_start"], d["tokens"]
     T = len(labels)
     spec = Intervention.from_dict(d["intervention"])
-    bars = lf.before_after_bars(d["token_labels"], d["before"], d["after"],
-                                title=f"Next token after position {d['position']}: before vs after")
-    loss = lf.loss_lines(list(range(start, start + T - 1)), labels[:-1], d["loss_before"], d["loss_after"],
-                         title="Loss on the run's own next tokens, per position")
+    bars = dress(lf.before_after_bars(d["token_labels"], d["before"], d["after"],
+                                      title=tr(lang, "in_fig_before_after", pos=d["position"])), lang, present)
+    loss = dress(lf.loss_lines(list(range(start, start + T - 1)), labels[:-1], d["loss_before"], d["loss_after"],
+                               title=tr(lang, "in_fig_loss")), lang, present)
     lens = d["lens_after"]
     tok = load_tokenizer()
     cols = range(lens["first"] - start, T)
-    lens_fig = lf.lens_heatmap(lens["layers"], [start + j for j in cols], [labels[j] for j in cols],
-                               [[tok.piece(t).display for t in row] for row in lens["top_id"]],
-                               lens["top_prob"], lens["next_prob"],
-                               title=f"Logit lens after the intervention (last {len(cols)} positions)")
-    text = MSG["compare"].format(what=describe_intervention(spec)[:1].upper() + describe_intervention(spec)[1:], lb=d["mean_loss_before"],
-                                 la=d["mean_loss_after"], d=d["mean_loss_after"] - d["mean_loss_before"],
-                                 pos=d["position"], tok=labels[d["position"] - start])
+    lens_fig = dress(lf.lens_heatmap([_layer(name, lang) for name in lens["layers"]], [start + j for j in cols],
+                                     [labels[j] for j in cols],
+                                     [[tok.piece(t).display for t in row] for row in lens["top_id"]],
+                                     lens["top_prob"], lens["next_prob"],
+                                     title=tr(lang, "in_fig_lens_after", n=len(cols))), lang, present)
+    what = describe_intervention(spec, lang)
+    text = tr(lang, "in_compare", what=what[:1].upper() + what[1:], lb=f"{d['mean_loss_before']:.3f}",
+              la=f"{d['mean_loss_after']:.3f}", d=f"{d['mean_loss_after'] - d['mean_loss_before']:+.3f}",
+              pos=d["position"], tok=labels[d["position"] - start])
     return bars, loss, lens_fig, text, ""
 
 
 def dose_view(state, scale_head, position, target):
+    lang, present = _lang(state)
     d = dose_data(state, scale_head, position, target)
     if "error" in d:
-        return _error(d, 1)
-    fig = lf.dose_curve(d["alphas"], d["logprob"], title=MSG["dose"].format(
-        tok=d["target"], pos=d["position"], head=d["head"], layer=d["layer"]))
+        return _error(d, 1, lang)
+    fig = dress(lf.dose_curve(d["alphas"], d["logprob"], title=tr(lang, "in_dose", tok=d["target"], pos=d["position"],
+                                                                  head=d["head"], layer=d["layer"])), lang, present)
     return fig, ""
 
 
 def sweep_view(state, progress=gr.Progress()):
+    lang, present = _lang(state)
     d = sweep_data(state, progress)
     if "error" in d:
-        return _error(d, 2)
+        return _error(d, 2, lang)
     delta = d["delta_loss"]
     l, h = max(((i, j) for i in range(len(delta)) for j in range(len(delta[0]))), key=lambda ij: delta[ij[0]][ij[1]])
-    text = MSG["sweep"].format(n=d["n_tokens"], base=d["base_loss"], s=d["seconds"], e=d["estimate_s"], h=h, l=l,
-                               dl=delta[l][h])
-    return lf.sweep_heatmap(delta, title="Head importance: Δloss when the head is zeroed"), text, ""
+    text = tr(lang, "in_sweep", n=d["n_tokens"], base=f"{d['base_loss']:.3f}", s=f"{d['seconds']:.1f}",
+              e=f"{d['estimate_s']:.1f}", h=h, l=l, dl=f"{delta[l][h]:+.3f}")
+    return dress(lf.sweep_heatmap(delta, title=tr(lang, "in_fig_sweep")), lang, present), text, ""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,6 +304,17 @@ def wire(page) -> None:
     page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos],
                            lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
                            api_visibility="private", concurrency_id="inside")
+    # A language switch redraws the lens (when there is a run to show; the other views on their next click).
+    from . import prefs  # (prefs imports the tab modules)
+
+    def redraw_lens(state, *inputs):
+        try:
+            run_context(state)
+        except Exception:
+            return (gr.skip(),) * len(lens_outputs)
+        return lens_view(state, *inputs)
+
+    prefs.on_change(page, redraw_lens, lens_inputs[1:], lens_outputs)
     c.dla_btn.click(attribution_view, [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
                     api_visibility="private", concurrency_id="inside")
     c.m_btn.click(maths_view, [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],

@@ -7,7 +7,9 @@ from the loaded model itself.
 
 from __future__ import annotations
 
+
 import json
+import re
 import time
 from types import SimpleNamespace
 
@@ -121,28 +123,40 @@ def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: 
         table(tree_table(model, int(depth), lang), "tree_headers", lang),
         slider_range(cfg.n_layers - 1),
         slider_range(cfg.n_heads - 1),
-        kernels_table(),
+        kernels_table(lang),
     )
 
 
-KERNEL_TEXT = {  # templates of the kernels box (kept together for translation)
-    "head": "| decision | chosen | measured (median of one pass over the working set) |\n|---|---|---|",
-    "none": "Nothing measured yet in this process.",
-    "note": "Each choice times its candidates on this machine once per process and weight shape "
-            "(`playground.kernels`); `PLAYGROUND_KERNELS=default` turns the measurements off.",
+KERNEL_TEXT = {  # templates of the kernels box: keys of translations.py
+    "head": "kn_head", "none": "kn_none", "note": "kn_note",
 }
+# The decisions as playground.kernels names them -> a translation key and its fields.
+KERNEL_DECISIONS = [(re.compile(r"^one-row bfloat16 kernel (.+)$"), "kn_gemv", ("shape",)),
+                    (re.compile(r"^(\S+) weight layout (.+)$"), "kn_layout", ("dtype", "shape")),
+                    (re.compile(r"^(\S+) Q/K/V projections d=(\d+)$"), "kn_qkv", ("dtype", "d")),
+                    (re.compile(r"^int8 weights × (\S+) (.+)$"), "kn_int8", ("dtype", "shape"))]
 
 
-def kernels_table() -> str:
+def _decision(text: str, lang: str) -> str:
+    if lang == "en":
+        return text
+    for pattern, key, fields in KERNEL_DECISIONS:
+        m = pattern.match(text)
+        if m:
+            return tr(lang, key, **dict(zip(fields, m.groups())))
+    return text
+
+
+def kernels_table(lang: str = "en") -> str:
     """Every kernel/layout decision this process made, with the figures it was made on."""
     choices = kernels.measured()
     if not choices:
-        return KERNEL_TEXT["none"]
-    rows = [KERNEL_TEXT["head"]]
+        return tr(lang, KERNEL_TEXT["none"])
+    rows = [tr(lang, KERNEL_TEXT["head"])]
     for c in choices:
         figures_ms = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in c.seconds.items()) or "—"
-        rows.append(f"| {c.decision} | **{c.winner}** | {figures_ms} |")
-    return "\n".join(rows) + "\n\n" + KERNEL_TEXT["note"]
+        rows.append(f"| {_decision(c.decision, lang)} | **{c.winner}** | {figures_ms} |")
+    return "\n".join(rows) + "\n\n" + tr(lang, KERNEL_TEXT["note"])
 
 
 
@@ -333,3 +347,7 @@ def wire(page) -> None:
                       switch_outputs(page), api_name="build_model", concurrency_id="models", concurrency_limit=2)
     m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")
     m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)
+    # The kernels box is not among prefs' own redraws: it follows a language switch here.
+    from . import prefs  # (prefs imports this module)
+
+    prefs.on_change(page, lambda state: kernels_table(lang_of(state)), [], [m.kernels_md])

@@ -95,7 +95,7 @@ def _train_part(train_state, lang):
 
     job = JOBS.get((train_state or {}).get("job") or "")
     present = bool((train_state or {}).get("present"))
-    progress = (dress(train_tab._loss_figure(job), lang, present), train_tab._progress_html(job)) if job else \
+    progress = (train_tab._loss_figure(job, train_state), train_tab._progress_html(job, lang)) if job else \
         (gr.skip(), gr.skip())
     return (gr.update(choices=choices(train_tab.CORPUS_KEYS, lang)),) + progress
 

@@ -8,6 +8,7 @@ The page's events are private; ``tokenize`` and ``bpe_merges`` are the API's pla
 from __future__ import annotations
 
 import html
+import re
 from types import SimpleNamespace
 
 import gradio as gr
@@ -17,7 +18,10 @@ from ..bpe import (
 )
 from ..session import MAX_PROMPT_CHARS
 from ..tokenizer import display_text, load_tokenizer
-from .common import T, warn
+import pandas as pd
+
+from ..translations import tr_error
+from .common import T, lang_of, tr, warn
 
 DEFAULT_TEXT = "An unbelievable tokenization: 从前有一座山 🦙"
 MAX_SHOWN_TOKENS = 2000  # chips and table rows drawn; the API returns every token
@@ -25,31 +29,43 @@ MAX_SHOWN_TOKENS = 2000  # chips and table rows drawn; the API returns every tok
 # 4.5:1 (WCAG AA).
 PALETTE = ["#1d4ed8", "#047857", "#7c3aed", "#b45309", "#be123c"]
 
-# Sentences built in handlers, kept together so they can be translated as a set.
-MESSAGES = {
-    "summary": "{chars:,} characters · {bytes:,} UTF-8 bytes · {tokens:,} tokens ({ratio:.2f} bytes per token)",
-    "fragments": " · {n:,} characters are split across tokens (shown with a yellow bracket)",
-    "cut": "Showing the first {shown:,} of {total:,} tokens.",
-    "too_long": "The text is {n:,} characters; the tokenizer view takes up to {limit:,}.",
-    "not_text": "The text must be a string, got {kind}.",
-    "start": "Start: {n} bytes, one piece each",
-    "step": "merge rank {rank:,} (makes token {id:,})",
-    "times": " ×{count}",
-    "final": "Result: {n} token{s}",
-    "no_merge": "No merges: {n} byte{s} that {verb} already a token.",
-    "empty": "Tokenize a text, then pick one of its words (or type one) to see its merges.",
-    "chars_title": "{chars} = {n} tokens",
-    "col_pos": "position", "col_id": "id", "col_bytes": "bytes (hex)", "col_text": "text", "col_char": "character",
-}
+# Sentences built in handlers: keys of translations.py ("tk_" + name), read with msg(lang, name, ...).
+COLUMNS = ("col_pos", "col_id", "col_bytes", "col_text", "col_char")
 
 
-def _check_text(text) -> str:
+def msg(lang, name: str, **values) -> str:
+    return tr(lang, "tk_" + name, **values)
+
+
+def _plural(lang, name: str, n: int, **values) -> str:
+    return msg(lang, name + ("_one" if n == 1 else ""), n=f"{n:,}", **values)
+
+
+# The library's fragment notes ("bytes 1–2 of 3 of 从 (U+4ECE)") in the page's language.
+_NOTE_PARTS = [(r"\bbytes (\d+)–(\d+)", "note_bytes", ("first", "last")), (r"\bbyte (\d+)", "note_byte", ("first",)),
+               (r" of an unfinished character", "note_unfinished", ()), (r": not valid UTF-8 here", "note_invalid", ()),
+               (r" of (\d+) of ", "note_of", ("size",))]
+
+
+def note_text(note: str, lang) -> str:
+    if lang == "en" or not note:
+        return note
+    for pattern, name, fields in _NOTE_PARTS:
+        note = re.sub(pattern, lambda m: msg(lang, name, **dict(zip(fields, m.groups()))), note)
+    return note
+
+
+def _column_names(lang) -> list[str]:
+    return [msg(lang, k) for k in COLUMNS]
+
+
+def _check_text(text, lang="en") -> str:
     if text is None:
         return ""
     if not isinstance(text, str):
-        raise TokenizerViewError(MESSAGES["not_text"].format(kind=type(text).__name__))
+        raise TokenizerViewError(msg(lang, "not_text", kind=type(text).__name__))
     if len(text) > MAX_PROMPT_CHARS:
-        raise TokenizerViewError(MESSAGES["too_long"].format(n=len(text), limit=MAX_PROMPT_CHARS))
+        raise TokenizerViewError(msg(lang, "too_long", n=f"{len(text):,}", limit=f"{MAX_PROMPT_CHARS:,}"))
     return text
 
 
@@ -57,25 +73,25 @@ def _check_text(text) -> str:
 # Pure formatting: a TokenView / merge replay -> HTML and table rows
 
 
-def _chip(token, colour: str) -> str:
-    title = f"position {token.position} · id {token.id} · bytes {hex_bytes(token.bytes)}"
+def _chip(token, colour: str, lang="en") -> str:
+    title = msg(lang, "chip_title", pos=token.position, id=token.id, bytes=hex_bytes(token.bytes))
     if token.note:
-        title += f" · {token.note}"
+        title += f" · {note_text(token.note, lang)}"
     return (f"<span class='pg-tok' style='background:{colour}' data-pos='{token.position}' data-id='{token.id}' "
             f"title='{html.escape(title, quote=True)}'>{html.escape(token.display)}<small>{token.id}</small></span>")
 
 
-def chips_html(view, limit: int = MAX_SHOWN_TOKENS) -> str:
+def chips_html(view, limit: int = MAX_SHOWN_TOKENS, lang="en") -> str:
     """Tokens as chips; tokens sharing a character sit in one bracket under that character."""
     out = []
     for group in view.groups:
         if group.positions[0] >= limit:
             break
-        chips = "".join(_chip(view.tokens[p], PALETTE[p % len(PALETTE)]) for p in group.positions)
+        chips = "".join(_chip(view.tokens[p], PALETTE[p % len(PALETTE)], lang) for p in group.positions)
         shared = len(group.positions) > 1 or view.tokens[group.positions[0]].is_fragment
         if shared:
             chars = group.display if group.text is not None else "?"
-            title = MESSAGES["chars_title"].format(chars=chars, n=len(group.positions))
+            title = msg(lang, "chars_title", chars=chars, n=len(group.positions))
             out.append(f"<span class='pg-tgroup' data-chars='{html.escape(chars, quote=True)}' "
                        f"title='{html.escape(title, quote=True)}'><span class='pg-tchar'>{html.escape(chars)}</span>"
                        f"<span class='pg-tgroup-tokens'>{chips}</span></span>")
@@ -84,24 +100,25 @@ def chips_html(view, limit: int = MAX_SHOWN_TOKENS) -> str:
     return f"<div class='pg-tokbox'>{''.join(out)}</div>"
 
 
-def table_rows(view, limit: int = MAX_SHOWN_TOKENS) -> list[list]:
+def table_rows(view, limit: int = MAX_SHOWN_TOKENS, lang="en") -> list[list]:
     rows = []
     for t in view.tokens[:limit]:
         group = view.groups[t.group]
         shared = len(group.positions) > 1 or t.is_fragment
-        rows.append([t.position, t.id, hex_bytes(t.bytes), t.display, t.note if shared else ""])
+        rows.append([t.position, t.id, hex_bytes(t.bytes), t.display, note_text(t.note, lang) if shared else ""])
     return rows
 
 
-def summary_html(text: str, view) -> str:
+def summary_html(text: str, view, lang="en") -> str:
     n_bytes = len(text.encode("utf-8", "surrogatepass"))
     n = len(view.tokens)
-    line = MESSAGES["summary"].format(chars=len(text), bytes=n_bytes, tokens=n, ratio=n_bytes / n if n else 0.0)
+    line = msg(lang, "summary", chars=f"{len(text):,}", bytes=f"{n_bytes:,}", tokens=f"{n:,}",
+               ratio=f"{n_bytes / n if n else 0.0:.2f}")
     split = sum(1 for g in view.groups if len(g.positions) > 1 or view.tokens[g.positions[0]].is_fragment)
     if split:
-        line += MESSAGES["fragments"].format(n=split)
+        line += msg(lang, "fragments", n=f"{split:,}")
     if n > MAX_SHOWN_TOKENS:
-        line += " · " + MESSAGES["cut"].format(shown=MAX_SHOWN_TOKENS, total=n)
+        line += " · " + msg(lang, "cut", shown=f"{MAX_SHOWN_TOKENS:,}", total=f"{n:,}")
     return f"<div class='pg-tok-summary' data-tokens='{n}'>{html.escape(line)}</div>"
 
 
@@ -122,27 +139,26 @@ def _parts_html(parts, highlight=None) -> str:
         f"{html.escape(part_display(p))}</span>" for p in parts)
 
 
-def merges_html(replays) -> str:
+def merges_html(replays, lang="en") -> str:
     """Each word: its bytes, then one row per merge (rank, the pair, the pieces after it)."""
     tok = load_tokenizer()
     blocks = []
     for w in replays:
-        rows = [f"<tr><td></td><td>{html.escape(MESSAGES['start'].format(n=len(w.parts0)))}</td>"
+        rows = [f"<tr><td></td><td>{html.escape(msg(lang, 'start', n=len(w.parts0)))}</td>"
                 f"<td>{_parts_html(w.parts0)}</td></tr>"]
         for k, s in enumerate(w.steps, start=1):
             merged = s.left + s.right
-            label = MESSAGES["step"].format(rank=s.rank, id=tok.encoding.encode_single_token(merged))
+            label = msg(lang, "step", rank=f"{s.rank:,}", id=f"{tok.encoding.encode_single_token(merged):,}")
             pair = (f"{html.escape(part_display(s.left))} + {html.escape(part_display(s.right))} → "
                     f"<b>{html.escape(part_display(merged))}</b>"
-                    + (MESSAGES["times"].format(count=s.count) if s.count > 1 else ""))
+                    + (msg(lang, "times", count=s.count) if s.count > 1 else ""))
             rows.append(f"<tr data-rank='{s.rank}'><td>{k}</td><td>{pair}<br><small>{html.escape(label)}</small></td>"
                         f"<td>{_parts_html(s.parts, lambda p, m=merged: p == m)}</td></tr>")
         n = len(w.token_ids)
-        final = MESSAGES["final"].format(n=n, s="" if n == 1 else "s") + ": " + ", ".join(
+        final = _plural(lang, "final", n) + msg(lang, "colon") + ", ".join(
             f"{part_display(p)} = {i}" for p, i in zip(w.final, w.token_ids))
         if not w.steps:
-            final = MESSAGES["no_merge"].format(n=len(w.parts0), s="" if len(w.parts0) == 1 else "s",
-                                                verb="is" if len(w.parts0) == 1 else "are") + " " + final
+            final = _plural(lang, "no_merge", len(w.parts0)) + " " + final
         blocks.append(f"<div class='pg-merges' data-word='{html.escape(w.text, quote=True)}' data-tokens='{n}'>"
                       f"<div class='pg-merges-word'>{html.escape(display_text(w.text))}</div>"
                       f"<table>{''.join(rows)}</table><div class='pg-merges-final'>{html.escape(final)}</div></div>")
@@ -153,26 +169,41 @@ def merges_html(replays) -> str:
 # Handlers
 
 
-def show_tokens(text):
-    """(summary, chips, table, word dropdown, merges) for the page."""
+def _table(view, lang, relabel=False):
+    """Rows (English: the layout's column names), or a table with its columns in the page's language."""
+    rows = table_rows(view, lang=lang)
+    return rows if lang == "en" and not relabel else pd.DataFrame(rows, columns=_column_names(lang))
+
+
+def show_tokens(text, state=None, relabel=False):
+    """(summary, chips, table, word dropdown, merges) for the page, in its language."""
+    lang = lang_of(state)
     try:
-        text = _check_text(text)
+        text = _check_text(text, lang)
         view = tokenize_view(text)
     except ValueError as e:
-        return warn(str(e)), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return warn(tr_error(lang, str(e))), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     choices, best = word_choices(text)
-    merges = show_merges(best) if best is not None else MESSAGES["empty"]
-    return (summary_html(text, view), chips_html(view), table_rows(view),
+    merges = show_merges(best, state)
+    return (summary_html(text, view, lang), chips_html(view, lang=lang),
+            _table(view, lang, relabel),
             gr.update(choices=choices, value=best), merges)
 
 
-def show_merges(word):
+def redraw(state, text, word):
+    """After a language switch: the same text and word, said in the page's new language."""
+    out = show_tokens(text, state, relabel=True)
+    return out[:3] + (show_merges(word, state) if word else out[4],)
+
+
+def show_merges(word, state=None):
+    lang = lang_of(state)
     if word is None or word == "":
-        return f"<div class='pg-merges-empty'>{html.escape(MESSAGES['empty'])}</div>"
+        return f"<div class='pg-merges-empty'>{html.escape(msg(lang, 'empty'))}</div>"
     try:
-        return merges_html(replay_text(_check_text(word)))
+        return merges_html(replay_text(_check_text(word, lang)), lang)
     except ValueError as e:
-        return warn(str(e))
+        return warn(tr_error(lang, str(e)))
 
 
 def tokenize_api(text) -> dict:
@@ -227,8 +258,7 @@ def layout() -> SimpleNamespace:
             c.tok_btn = gr.Button(T("tok_button"), variant="primary", elem_id="pg-tok-btn")
             c.summary = gr.HTML(summary_html(DEFAULT_TEXT, view), elem_id="pg-tok-summary")
             c.chips = gr.HTML(chips_html(view), elem_id="pg-tok-chips", css_template=CSS, js_on_load=None)
-            c.table = gr.Dataframe(table_rows(view), headers=[MESSAGES[k] for k in ("col_pos", "col_id", "col_bytes",
-                                                                                     "col_text", "col_char")],
+            c.table = gr.Dataframe(table_rows(view), headers=_column_names("en"),
                                    label=T("tok_table"), interactive=False, max_height=360, wrap=True,
                                    column_widths=["10%", "12%", "18%", "20%", "40%"], elem_id="pg-tok-table")
         with gr.Column(scale=2, min_width=300):
@@ -241,10 +271,13 @@ def layout() -> SimpleNamespace:
 def wire(page) -> None:
     c = page.tokenizer
     outputs = [c.summary, c.chips, c.table, c.word, c.merges]
-    c.tok_btn.click(show_tokens, c.text, outputs, api_visibility="private")
-    c.text.submit(show_tokens, c.text, outputs, api_visibility="private")
+    c.tok_btn.click(show_tokens, [c.text, page.state], outputs, api_visibility="private")
+    c.text.submit(show_tokens, [c.text, page.state], outputs, api_visibility="private")
     # .change: a picked choice and a typed word (set on Enter or blur) alike; the replay is cheap
-    c.word.change(show_merges, c.word, c.merges, api_visibility="private", trigger_mode="always_last")
+    c.word.change(show_merges, [c.word, page.state], c.merges, api_visibility="private", trigger_mode="always_last")
+    from . import prefs  # (prefs imports the tab modules)
+
+    prefs.on_change(page, redraw, [c.text, c.word], [c.summary, c.chips, c.table, c.merges])
     # API-only endpoints: plain numbers for gradio_client users.
     gr.Button(visible=False).click(tokenize_api, c.text, gr.JSON(visible=False), api_name="tokenize")
     gr.Button(visible=False).click(bpe_merges_api, c.word, gr.JSON(visible=False), api_name="bpe_merges")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from types import SimpleNamespace
 
 import gradio as gr
@@ -18,7 +19,7 @@ import gradio as gr
 from .. import figures
 from ..config import PRESETS
 from ..session import CACHE, describe_recipe
-from .common import T, choices, fail as _fail, ok as _ok, parse_whole, warn as _warn
+from .common import T, choices, dress, fail as _fail, lang_of, ok as _ok, parse_whole, tr, warn as _warn
 from .model_tab import N_SWITCH, switch_model, switch_outputs
 
 # The indices of "upload" (1) and "paste" (2) are what API callers and tests pass; the bundled
@@ -33,15 +34,23 @@ DEFAULT_LR = 3e-3
 DEFAULT_BATCH = 4  # windows of 128 tokens a step; 8 doubles the time a step takes
 MAX_BATCH = 64
 
-# Sentences built in handlers, kept together so they can be translated as a set.
+# Sentences built in handlers: their keys in translations.py (EN and ZH), read with tr(lang, key).
 MESSAGES = {
-    "estimate": "About {total} on this machine: {steps:,} steps × {step} + {evals} evaluations × {eval} "
-                "(from {n} real steps of this model timed on this server, {batch} × {block} tokens a step).",
-    "estimate_busy": " Another training run was using the CPU while this was timed, so it is probably high.",
-    "left": "about {left} left",
-    "started": "Training {model} on {corpus}.",
-    "started_eta": " Estimated time: {total}.",
+    "estimate": "est_total", "estimate_busy": "est_busy", "left": "est_left", "started": "training",
+    "started_eta": "started_eta",
 }
+# Names of the corpora as the messages say them (keys of translations.py).
+CORPUS_NAMES = {"your upload": "your upload", "pasted text": "pasted text", "Tiny Shakespeare": "n_shakespeare",
+                "Aesop's fables & nursery rhymes": "n_aesop"}
+_UNITS_ZH = {"h": "小时", "min": "分", "s": "秒"}
+
+
+def duration(seconds: float, lang: str = "en") -> str:
+    """``format_duration`` in the page's language ('3 min 20 s', '3 分 20 秒')."""
+    from ..train_estimate import format_duration
+
+    text = format_duration(seconds)
+    return text if lang == "en" else re.sub(r"\b(h|min|s)\b", lambda m: _UNITS_ZH[m.group(1)], text)
 
 
 def corpus_text(source, upload, pasted) -> tuple[str, str]:
@@ -63,7 +72,7 @@ def _train_config(preset_name, steps, lr, batch_size):
     from ..session import training_config
 
     if preset_name not in PRESETS:
-        raise ValueError(f"Unknown model {preset_name!r}.")
+        raise ValueError(tr("en", "unknown_model", name=preset_name))
     batch = parse_whole(batch_size, "Batch size", 1, MAX_BATCH)
     cfg = PRESETS[preset_name]
     return cfg, training_config(cfg, steps, lr, batch_size=batch)
@@ -84,19 +93,17 @@ def estimate(preset_name, steps, batch_size=DEFAULT_BATCH, *, timer=None) -> dic
             "batch_size": tcfg.batch_size, "block_size": tcfg.block_size, "busy": busy}
 
 
-def estimate_html(preset_name, steps, batch_size=DEFAULT_BATCH) -> str:
-    from ..train_estimate import format_duration
-
+def estimate_html(preset_name, steps, batch_size=DEFAULT_BATCH, state=None) -> str:
+    lang = lang_of(state)
     try:
         e = estimate(preset_name, steps, batch_size)
     except Exception as ex:
-        return _fail(ex)
-    text = MESSAGES["estimate"].format(
-        total=format_duration(e["seconds"]), steps=e["steps"], step=format_duration(e["step_s"]),
-        evals=e["evaluations"], eval=format_duration(e["eval_s"]), n=e["measured_steps"], batch=e["batch_size"],
-        block=e["block_size"])
+        return _fail(ex, lang)
+    text = tr(lang, MESSAGES["estimate"], total=duration(e["seconds"], lang), steps=f"{e['steps']:,}",
+              step=duration(e["step_s"], lang), evals=e["evaluations"], eval=duration(e["eval_s"], lang),
+              n=e["measured_steps"], batch=e["batch_size"], block=e["block_size"])
     if e["busy"]:
-        text += MESSAGES["estimate_busy"]
+        text += tr(lang, MESSAGES["estimate_busy"])
     return f"<div class='pg-msg pg-estimate' data-seconds='{e['seconds']:.1f}'>{html.escape(text)}</div>"
 
 
@@ -108,84 +115,92 @@ def estimate_api(preset_name, steps, batch_size=DEFAULT_BATCH) -> dict:
         return {"error": str(e)}
 
 
-def _loss_figure(job):
-    return figures.loss_curve(
-        job.train_points, job.val_points, title="Loss (cross-entropy, nats): training batches and held-out tenth",
-        baselines={"unigram (ignores context)": job.unigram, "uniform guess (ln V)": math.log(job.cfg.vocab_size)},
-    )
+def _loss_figure(job, train_state=None):
+    lang, present = lang_of(train_state), bool((train_state or {}).get("present"))
+    return dress(figures.loss_curve(
+        job.train_points, job.val_points, title=tr(lang, "fig_loss"),
+        baselines={tr(lang, "base_unigram"): job.unigram, tr(lang, "base_uniform"): math.log(job.cfg.vocab_size)},
+    ), lang, present)
 
 
-def _progress_html(job) -> str:
-    from ..train_estimate import format_duration
-
+def _progress_html(job, lang="en") -> str:
     ev = job.last_event
     step = ev.step if ev else 0
     total = job.tcfg.steps
     elapsed = ev.elapsed_s if ev else 0.0
     rate = (ev.tokens_seen / elapsed) if ev and elapsed > 0 else 0.0
-    val = f" · validation loss {job.val_points[-1][1]:.3f}" if job.val_points else ""
+    val = tr(lang, "val_loss", loss=f"{job.val_points[-1][1]:.3f}") if job.val_points else ""
     left = ""
     if 0 < step < total and elapsed > 0:  # at this run's own pace so far
-        left = " · " + MESSAGES["left"].format(left=format_duration(elapsed / step * (total - step)))
-    return (f"<progress value='{step}' max='{total}' style='width:100%;height:18px'></progress>"
-            f"<div>step {step:,} / {total:,} · {ev.tokens_seen if ev else 0:,} tokens · {elapsed:.1f} s · "
-            f"{rate:,.0f} tokens/s{val}{left}</div>")
+        left = " · " + tr(lang, MESSAGES["left"], left=duration(elapsed / step * (total - step), lang))
+    text = tr(lang, "train_progress", step=f"{step:,}", total=f"{total:,}", tokens=f"{ev.tokens_seen if ev else 0:,}",
+              elapsed=f"{elapsed:.1f}", rate=f"{rate:,.0f}", val=val)
+    return f"<progress value='{step}' max='{total}' style='width:100%;height:18px'></progress><div>{text}{left}</div>"
+
+
+def _corpus_desc(corpus, lang) -> str:
+    return tr(lang, "corpus_desc", name=tr(lang, CORPUS_NAMES.get(corpus.name, corpus.name)), chars=f"{corpus.n_chars:,}",
+              tokens=f"{corpus.n_tokens:,}", train=f"{len(corpus.train_ids):,}", val=f"{len(corpus.val_ids):,}")
 
 
 def train_model(train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH):
     """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
     from ..session import JOBS, TrainingJob
-    from ..train_estimate import estimate_seconds, format_duration, known_step_time
+    from ..train_estimate import estimate_seconds, known_step_time
 
+    lang = lang_of(train_state)
+    keep = {k: v for k, v in (train_state or {}).items() if k in ("lang", "present")}  # the page's, not the job's
     try:
         cfg, tcfg = _train_config(preset_name, steps, lr, batch_size)
         text, name = corpus_text(source, upload, pasted)
         job = TrainingJob(cfg, text, name, steps=steps, lr=lr, batch_size=tcfg.batch_size).start()
     except Exception as e:
-        yield train_state, gr.skip(), gr.skip(), _fail(e)
+        yield train_state, gr.skip(), gr.skip(), _fail(e, lang)
         return
-    train_state = {"job": job.id, "recipe": None}
-    message = MESSAGES["started"].format(model=preset_name, corpus=job.corpus.describe())
+    train_state = {**keep, "job": job.id, "recipe": None}
+    message = tr(lang, MESSAGES["started"], model=preset_name, corpus=_corpus_desc(job.corpus, lang))
     timing = known_step_time(cfg, tcfg)
     if timing is not None:  # only if already measured: starting never waits for a measurement
-        message += MESSAGES["started_eta"].format(total=format_duration(
-            estimate_seconds(timing, job.tcfg.steps, job.tcfg.eval_interval)))
+        message += tr(lang, MESSAGES["started_eta"], total=duration(
+            estimate_seconds(timing, job.tcfg.steps, job.tcfg.eval_interval), lang))
     started = _ok(message)
     try:
         while not job.done.wait(0.5):
-            yield train_state, _loss_figure(job), _progress_html(job), started
+            yield train_state, _loss_figure(job, train_state), _progress_html(job, lang), started
     finally:
         if not job.done.is_set():
             job.stop()  # the user left or cancelled: end the thread after its current step
         JOBS.pop(job.id, None)  # also when the tab closed: the job (and its memory) can then go
     if job.error:
-        yield train_state, _loss_figure(job), _progress_html(job), _warn(f"Training failed: {job.error}")
+        yield (train_state, _loss_figure(job, train_state), _progress_html(job, lang),
+               _warn(tr(lang, "train_failed", error=job.error)))
         return
-    train_state = {"job": job.id, "recipe": job.result_recipe()}
-    how = "Stopped" if job.stopped else "Finished"
-    yield (train_state, _loss_figure(job), _progress_html(job),
-           _ok(f"{how} after {job.trainer.step_count:,} steps. Press “Use the trained model” to generate with it."))
+    train_state = {**keep, "job": job.id, "recipe": job.result_recipe()}
+    yield (train_state, _loss_figure(job, train_state), _progress_html(job, lang),
+           _ok(tr(lang, "train_stopped" if job.stopped else "train_finished", n=f"{job.trainer.step_count:,}")))
 
 
 def stop_training(train_state):
     from ..session import JOBS
 
+    lang = lang_of(train_state)
     job = JOBS.get((train_state or {}).get("job") or "")
     if job is None:
-        return _warn("No training is running in this session.")
+        return _warn(tr(lang, "no_training"))
     job.stop()
-    return _ok("Stopping after the current step; what was learned so far is kept.")
+    return _ok(tr(lang, "stopping"))
 
 
 def use_trained(state, train_state):
+    lang = lang_of(state)
     recipe = (train_state or {}).get("recipe")
     if not recipe:
-        return (state, _warn("Train a model first (or wait for training to finish or stop).")) + (gr.skip(),) * (N_SWITCH - 2)
+        return (state, _warn(tr(lang, "train_first"))) + (gr.skip(),) * (N_SWITCH - 2)
     try:
         model = CACHE.get(recipe)
     except Exception as e:
-        return (state, _fail(e)) + (gr.skip(),) * (N_SWITCH - 2)
-    return switch_model(model, recipe, _ok(f"Now using {describe_recipe(recipe)}."), state)
+        return (state, _fail(e, lang)) + (gr.skip(),) * (N_SWITCH - 2)
+    return switch_model(model, recipe, _ok(tr(lang, "now_using", model=describe_recipe(recipe, lang))), state)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -234,7 +249,7 @@ def wire(page) -> None:
     # first shown when the tab is opened.
     estimate_inputs = [t.preset, t.steps, t.batch]
     for trigger in (t.preset.change, t.steps.change, t.batch.change, page.train_tab.select):
-        trigger(estimate_html, estimate_inputs, t.estimate, api_visibility="private", concurrency_id="estimate",
+        trigger(estimate_html, estimate_inputs + [page.state], t.estimate, api_visibility="private", concurrency_id="estimate",
                 concurrency_limit=1, trigger_mode="always_last", show_progress="minimal")
     gr.Button(visible=False).click(estimate_api, estimate_inputs, gr.JSON(visible=False), api_name="train_estimate",
                                    concurrency_id="estimate", concurrency_limit=1)
@@ -243,6 +258,10 @@ def wire(page) -> None:
                                     t.batch],
                       [train_state, t.loss_plot, t.progress, t.msg], api_name="train",
                       concurrency_id="train", concurrency_limit=1)
+    # A language switch redraws the estimate (the loss figure and progress line are redrawn by prefs).
+    from . import prefs  # (prefs imports this module)
+
+    prefs.on_change(page, lambda state, *args: estimate_html(*args, state=state), estimate_inputs, [t.estimate])
     t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
     t.use_btn.click(use_trained, [page.state, train_state], [page.state, t.msg] + switch_outputs(page)[2:],
                     api_name="use_trained")
