@@ -73,6 +73,15 @@ def check_target(model, target_id) -> int:
     return target_id
 
 
+def _target(model, ids: list[int], position: int, target_id) -> int:
+    """The token whose logit is explained: the one that came next, unless one is given."""
+    if target_id is None:
+        if position + 1 >= len(ids):
+            raise LensError("The last position has no next token: type a target token.")
+        target_id = ids[position + 1]
+    return check_target(model, target_id)
+
+
 def resolve_target(tokenizer, text: str) -> int:
     """The single token ``text`` encodes to; LensError when it is empty or more than one token."""
     if not isinstance(text, str) or text == "":
@@ -195,11 +204,7 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
                         "after every block, so its output is not a sum of parts.")
     ids = _ids(ids)
     position = _position(position, len(ids))
-    if target_id is None:
-        if position + 1 >= len(ids):
-            raise LensError("The last position has no next token: type a target token.")
-        target_id = ids[position + 1]
-    target_id = check_target(model, target_id)
+    target_id = _target(model, ids, position, target_id)
     with _reserve_logits(model, 1, "a logit attribution", position + 1):
         logits, cache = run_with_hooks(model, ids[:position + 1], last_token_only=True)
     cfg, p = model.cfg, position
@@ -323,11 +328,7 @@ def dose_response(model, ids, layer: int, head: int, position: int, target_id: i
     layer = _layer(layer, cfg.n_layers)
     head = _layer(head, cfg.n_heads, "Head")
     position = _position(position, len(ids))
-    if target_id is None:
-        if position + 1 >= len(ids):
-            raise LensError("The last position has no next token: type a target token.")
-        target_id = ids[position + 1]
-    target_id = check_target(model, target_id)
+    target_id = _target(model, ids, position, target_id)
     alphas = [round(0.2 * i, 10) for i in range(11)] if alphas is None else [check_alpha(a) for a in alphas]
     gain = torch.ones(cfg.n_layers, len(alphas), cfg.n_heads)
     gain[layer, :, head] = torch.tensor(alphas)
