@@ -143,7 +143,7 @@ def test_models_go_where_they_are_asked_and_the_summary_says_so(probes):
 
 
 def test_the_one_row_bfloat16_switch_only_touches_the_cpu():
-    from playground.model import _X86, one_row_bfloat16_switch
+    from playground.model import _one_row_bfloat16_kernel, one_row_bfloat16_switch
 
     before = torch.backends.mkldnn.enabled
     with one_row_bfloat16_switch(torch.bfloat16, torch.device("cuda"), 1):
@@ -151,7 +151,8 @@ def test_the_one_row_bfloat16_switch_only_touches_the_cpu():
     with one_row_bfloat16_switch(torch.bfloat16, torch.device("mps"), 1):
         assert torch.backends.mkldnn.enabled == before
     with one_row_bfloat16_switch(torch.bfloat16, torch.device("cpu"), 1):
-        assert torch.backends.mkldnn.enabled == (before and not _X86)
+        # oneDNN is switched off only where this machine measured ATen's one-row kernel faster
+        assert torch.backends.mkldnn.enabled == (before and _one_row_bfloat16_kernel() != "aten")
     assert torch.backends.mkldnn.enabled == before
 
 
