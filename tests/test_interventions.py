@@ -8,21 +8,15 @@ import torch
 from playground.config import GPTConfig
 from playground.interventions import Hooks, Intervention, InterventionError, run_with_hooks
 from playground.model import GPTModel
+from test_model import make_model as random_model
 
 TINY = dict(context_length=32, emb_dim=32, n_heads=4, n_layers=3)
 
 
 def make_model(seed=0, std=0.1, **changes) -> GPTModel:
-    """Every parameter random and large enough that the logits are far from uniform."""
-    torch.manual_seed(seed)
-    model = GPTModel(GPTConfig(**{**TINY, **changes}))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("scale"):
-                p.copy_(1 + 0.2 * torch.randn_like(p))
-            else:
-                p.normal_(0.0, std)
-    return model.eval()
+    """test_model's random tiny model (logits far from uniform), with a third layer so that an
+    intervention has blocks both before and after it."""
+    return random_model(seed, std, **{"n_layers": TINY["n_layers"], **changes})
 
 
 @pytest.fixture(scope="module", params=["fused", "per_head"])
