@@ -5,7 +5,6 @@ states on GPT-2-shaped weights."""
 import pytest
 import torch
 
-from playground.config import GPTConfig
 from playground.interventions import Hooks, Intervention, InterventionError, run_with_hooks
 from playground.model import GPTModel
 from test_model import make_model as random_model
