@@ -18,6 +18,7 @@ from .. import lens_figures as lf
 from ..interventions import Intervention
 from ..tokenizer import load_tokenizer
 from ..translations import tr_error
+from . import inside_picks
 from .common import T, dress, fail, lang_of, parse_number, tr, warn
 from .inside_data import (LENS_WINDOW, MSG, attribution_data, describe_intervention, dose_data, intervene_data,
                           lens_cell_data, lens_data, maths_data, run_context, sweep_data)
@@ -232,8 +233,10 @@ def layout() -> SimpleNamespace:
                 lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0)
                 lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
             lens_note = gr.Markdown(elem_id="pg-lens-note")
+            inside_picks.layout_hint("inside_click_lens")
             lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
             lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
+            lens_pick = gr.Button("pick", elem_id="pg-lens-pick", elem_classes=["pg-offscreen"])
             with gr.Row():
                 cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
                 cell_md = gr.Markdown()
@@ -243,6 +246,10 @@ def layout() -> SimpleNamespace:
                 dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
                 dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
             dla_md = gr.Markdown(elem_id="pg-dla-md")
+            inside_picks.layout_hint("inside_click_head")
+            dla_shown = gr.State(None)  # the position and target the heatmap was drawn for
+            dla_pick = gr.Button("pick", elem_id="pg-dla-pick", elem_classes=["pg-offscreen"])
+            dla_note = gr.Markdown(elem_id="pg-dla-pick-md")
             with gr.Row():
                 dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
                 dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
@@ -282,6 +289,8 @@ def layout() -> SimpleNamespace:
                 dose_plot = gr.Plot(show_label=False, elem_id="pg-dose")
                 with gr.Column():
                     sweep_md = gr.Markdown(elem_id="pg-sweep-md")
+                    inside_picks.layout_hint("inside_click_sweep")
+                    sweep_pick = gr.Button("pick", elem_id="pg-sweep-pick", elem_classes=["pg-offscreen"])
                     sweep_plot = gr.Plot(show_label=False, elem_id="pg-sweep")
     # API-only endpoints (plain numbers): their hidden buttons and output, and the lens window bounds
     api_out = gr.JSON(visible=False)
@@ -327,6 +336,8 @@ def wire(page) -> None:
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
     c.sweep_btn.click(sweep_view, state, [c.sweep_plot, c.sweep_md, c.msg], api_visibility="private",
                       concurrency_id="inside_sweep", concurrency_limit=1)
+
+    inside_picks.wire(page)  # clicking a heatmap cell
 
     # ---- API: plain numbers ----
     out, hidden = c.api_out, iter(c.api_buttons).__next__
