@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 FONT = 13
 TICK_CHARS = 10
 CELL_CHARS = 5
+MAX_TICKS = 32  # token labels on a line plot's axis; a longer run names every k-th
 
 
 def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
@@ -115,7 +116,8 @@ def loss_lines(positions, labels, before, after, *, title: str) -> go.Figure:
     fig = go.Figure([go.Scatter(x=list(positions), y=list(before), mode="lines+markers", name="before"),
                      go.Scatter(x=list(positions), y=list(after), mode="lines+markers", name="after",
                                 line=dict(dash="dash"))])
-    fig.update_xaxes(tickmode="array", tickvals=list(positions), ticktext=[_short(x) for x in labels],
+    step = max(1, math.ceil(len(positions) / MAX_TICKS))  # a long run: every step-th token named
+    fig.update_xaxes(tickmode="array", tickvals=list(positions)[::step], ticktext=[_short(x) for x in labels][::step],
                      tickangle=-60, title="position (predicting the next token)")
     fig.update_yaxes(title="loss (nats)")
     return _layout(fig, title, 360)

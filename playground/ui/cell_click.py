@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import json
 
+from .inside_data import LENS_WINDOW, MIN_WINDOW
+
 # plot elem_id -> elem_id of the hidden button its click presses
 PICKERS = {"pg-lens": "pg-lens-pick", "pg-dla-heat": "pg-dla-pick", "pg-sweep": "pg-sweep-pick"}
+
+CELL_PX, CELL_PX_PRESENT = 30, 40  # a lens cell: 5 characters of its 10 px text (presenter: larger)
+LENS_MARGIN_PX = 230  # layer names, colour bar and the block's padding
 
 PAGE_JS = """
 () => {
@@ -35,23 +40,39 @@ PAGE_JS = """
       });
     }
   };
+  // How many lens positions fit the page (cells of CELL_PX, minus the layer names and colour bar):
+  // measured on the always-visible summary line, so it is right before the Inside tab is opened.
+  // When it changes after the lens is drawn, the lens is drawn again.
+  const fit = () => {
+    const page = document.querySelector('#pg-summary'), box = document.querySelector('#pg-lens-cols input');
+    if (!page || !box || !page.clientWidth) return;
+    const cell = document.body.classList.contains('pg-present') ? %d : %d;
+    const cols = String(Math.max(%d, Math.min(%d, Math.floor((page.clientWidth - %d) / cell))));
+    if (box.value === cols) return;
+    box.value = cols;
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+    const gd = document.querySelector('#pg-lens .js-plotly-plot');
+    if (gd && gd.data && gd.data.length) setTimeout(() => document.querySelector('#pg-lens-btn')?.click(), 100);
+  };
+  let resized = null;
+  window.addEventListener('resize', () => { clearTimeout(resized); resized = setTimeout(fit, 300); });
   let queued = false;
   new MutationObserver(() => {
     if (queued) return;
     queued = true;
-    requestAnimationFrame(() => { queued = false; attach(); });
+    requestAnimationFrame(() => { queued = false; attach(); fit(); });
   }).observe(document.body, {childList: true, subtree: true});
   attach();
 }
-""" % json.dumps(PICKERS)
+""" % (json.dumps(PICKERS), CELL_PX_PRESENT, CELL_PX, MIN_WINDOW, LENS_WINDOW, LENS_MARGIN_PX)
 
 
 # A pointer over a clickable heatmap (plotly sets its drag layer's cursor inline, hence !important).
 CSS = "\n".join(f"#{plot} .nsewdrag {{ cursor: pointer !important; }}" for plot in PICKERS) + """
-/* The lens heatmaps keep 32 positions at least ~28 px apart (readable cell text); on a narrower
-   page they scroll sideways instead of squeezing the cells. */
-#pg-lens, #pg-intervene-lens { overflow-x: auto !important; }
-#pg-lens .js-plotly-plot, #pg-intervene-lens .js-plotly-plot { min-width: 1100px; }
+/* The lens after an intervention always shows the last 32 positions: on a narrow page it scrolls
+   sideways rather than squeeze its cells below their text (the main lens shows fewer positions). */
+#pg-intervene-lens { overflow-x: auto !important; }
+#pg-intervene-lens .js-plotly-plot { min-width: 1100px; }
 .pg-click-hint { font-size: 13px; opacity: 0.85; }
 .pg-click-hint p { margin: 0 !important; }
 """

@@ -26,12 +26,12 @@ def _whole(value):
         return None
 
 
-def pick_lens_cell(state, scroll, layer, position):
+def pick_lens_cell(state, scroll, layer, position, shown=None):
     """The lens view for the clicked (layer, position), and those two fields set to it."""
     from .inside_tab import lens_view
 
     layer, position = _whole(layer), _whole(position)
-    out = lens_view(state, scroll, layer, position)
+    out = lens_view(state, scroll, layer, position, shown)
     return out + ((layer, position) if layer is not None and position is not None else (gr.skip(), gr.skip()))
 
 
@@ -86,7 +86,7 @@ def wire(page) -> None:
     c, state = page.inside, page.state
     lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
     # inputs: state, scroll, layer (<- the cell's y), position (<- its x)
-    c.lens_pick.click(pick_lens_cell, [state, c.lens_scroll, c.lens_layer, c.lens_pos],
+    c.lens_pick.click(pick_lens_cell, [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
                       lens_outputs + [c.lens_layer, c.lens_pos], js=read_pick("pg-lens", x_at=3, y_at=2),
                       api_visibility="private", concurrency_id="inside", trigger_mode="always_last")
     c.dla_btn.click(shown_attribution, [state, c.dla_pos, c.dla_target], c.dla_shown, api_visibility="private",

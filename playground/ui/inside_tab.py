@@ -3,8 +3,8 @@ interventions, for the session's current run (prompt + generated tokens, its las
 
 Each view has a data function (``*_data``: plain numbers, also an API endpoint) and a view handler
 that draws it. Positions are absolute (as in the Generate tab): a run longer than the context
-shows its last window, and the lens heatmap shows LENS_WINDOW positions at a time, scrolled by a
-slider (said on screen).
+shows its last window, and the lens heatmap shows as many positions as fit the page's width (at
+most LENS_WINDOW, each cell wide enough for its text) at a time, scrolled by a slider (said on screen).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..tokenizer import load_tokenizer
 from ..translations import tr_error
 from . import inside_picks
 from .common import T, dress, fail, lang_of, parse_number, tr, warn
-from .inside_data import (LENS_WINDOW, MSG, attribution_data, describe_intervention, dose_data, intervene_data,
+from .inside_data import (LENS_WINDOW, MIN_WINDOW, MSG, attribution_data, describe_intervention, dose_data, intervene_data,
                           lens_cell_data, lens_data, maths_data, run_context, sweep_data)
 
 
@@ -51,21 +51,23 @@ def _layer(name: str, lang) -> str:
     return tr(lang, "in_after_block", i=name.rsplit(" ", 1)[-1]) if name.startswith("after block ") else name
 
 
-def lens_view(state, scroll, layer, position):
-    """(heatmap, window note, scroll slider, top-10 bars, cell text, message)."""
+def lens_view(state, scroll, layer, position, shown=None):
+    """(heatmap, window note, scroll slider, top-10 bars, cell text, message). ``shown``: how many
+    positions fit the page's width (the page script measures it; at most LENS_WINDOW)."""
     lang, present = _lang(state)
+    window = max(MIN_WINDOW, min(LENS_WINDOW, parse_whole_or(shown, LENS_WINDOW)))
     try:
         model, _, start, ids, labels = run_context(state)
     except Exception as e:
         return (gr.skip(),) * 5 + (warn(_say(lang, str(e))) if isinstance(e, ValueError) else fail(e, lang),)
     T, L1 = len(ids), model.cfg.n_layers + 1
-    newest = max(0, T - LENS_WINDOW)
+    newest = max(0, T - window)
     first = newest if scroll in (None, "") else parse_whole_or(scroll, start + newest) - start
     first = max(0, min(first, newest))
-    d = lens_data(state, start + first, start + min(T, first + LENS_WINDOW) - 1)
+    d = lens_data(state, start + first, start + min(T, first + window) - 1)
     if "error" in d:
         return _error(d, 5, lang)
-    cols = range(first, min(T, first + LENS_WINDOW))
+    cols = range(first, min(T, first + window))
     cell_layer = L1 - 1 if layer in (None, "") else parse_whole_or(layer, L1 - 1)
     cell_layer = max(0, min(cell_layer, L1 - 1))
     cell_pos = (start + T - 1) if position in (None, "") else parse_whole_or(position, start + T - 1)
@@ -73,16 +75,16 @@ def lens_view(state, scroll, layer, position):
     layers = [_layer(name, lang) for name in d["layers"]]
     fig = dress(lf.lens_heatmap(layers, [start + j for j in cols], [labels[j] for j in cols], d["top_token"],
                                 d["top_prob"], d["next_prob"], title=tr(lang, "in_fig_lens"),
-                                selected=(cell_layer, cell_pos) if first <= cell_pos - start < first + LENS_WINDOW else None),
+                                selected=(cell_layer, cell_pos) if first <= cell_pos - start < first + window else None),
                 lang, present)
-    if T > LENS_WINDOW:
+    if T > window:
         note = tr(lang, "in_window", a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
     else:
         note = tr(lang, "in_window_all", n=T)
     if start:
         note += tr(lang, "in_cropped", n=T, lo=start)
     scroll_update = gr.update(minimum=start, maximum=max(start + 1, start + newest), value=start + first,
-                              visible=T > LENS_WINDOW)
+                              visible=T > window)
     cell = lens_cell_data(state, cell_layer, cell_pos)
     if "error" in cell:
         return fig, note, scroll_update, gr.skip(), "", warn(_say(lang, cell["error"]))
@@ -93,7 +95,7 @@ def lens_view(state, scroll, layer, position):
     return fig, note, scroll_update, bars, text, ""
 
 
-def open_tab(state, seen_run, scroll, layer, position):
+def open_tab(state, seen_run, scroll, layer, position, shown=None):
     """Opening the tab draws the lens. For a run not seen before, every position field starts
     where it says something: the lens cell at the final layer × last position, attribution and
     interventions at the last position with a next token, the attention maths at the prompt's last
@@ -103,11 +105,11 @@ def open_tab(state, seen_run, scroll, layer, position):
     except Exception as e:
         return (gr.skip(),) * 5 + (warn(_say(lang_of(state), str(e))),) + (gr.skip(),) * 6
     if run.id == seen_run:
-        return lens_view(state, scroll, layer, position) + (gr.skip(),) * 6
+        return lens_view(state, scroll, layer, position, shown) + (gr.skip(),) * 6
     T, L = len(ids), model.cfg.n_layers
     last, before_last = start + T - 1, start + max(0, T - 2)
     prompt_end = max(start, min(last, len(run.prompt_ids) - 1))
-    return lens_view(state, None, L, last) + (L, last, before_last, prompt_end, before_last, run.id)
+    return lens_view(state, None, L, last, shown) + (L, last, before_last, prompt_end, before_last, run.id)
 
 
 def parse_whole_or(value, fallback: int) -> int:
@@ -236,6 +238,9 @@ def layout() -> SimpleNamespace:
             inside_picks.layout_hint("inside_click_lens")
             lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
             lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
+            # positions that fit the page's width: the page script (cell_click) keeps it up to date
+            lens_cols = gr.Number(LENS_WINDOW, precision=0, show_label=False, elem_id="pg-lens-cols",
+                                  elem_classes=["pg-offscreen"])
             lens_pick = gr.Button("pick", elem_id="pg-lens-pick", elem_classes=["pg-offscreen"])
             with gr.Row():
                 cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
@@ -303,14 +308,14 @@ def wire(page) -> None:
     """The tab's events; ``page.inside`` holds its components, ``page.state`` the session."""
     c, state = page.inside, page.state
     # ---- views ----
-    lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos]
+    lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols]
     lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
     c.lens_btn.click(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
     for control in (c.lens_layer, c.lens_pos):
         control.submit(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
     c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside",
                           trigger_mode="always_last")
-    page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos],
+    page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
                            lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
                            api_visibility="private", concurrency_id="inside")
     # A language switch redraws the lens (when there is a run to show; the other views on their next click).
