@@ -232,8 +232,9 @@ def layout() -> SimpleNamespace:
         with gr.Tab(T("inside_lens"), id="inside-lens"):
             with gr.Row():
                 lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
-                lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0)
-                lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0,
+                                       elem_id="pg-lens-layer")
+                lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
             lens_note = gr.Markdown(elem_id="pg-lens-note")
             inside_picks.layout_hint("inside_click_lens")
             lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
