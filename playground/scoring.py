@@ -27,6 +27,7 @@ import torch
 
 from .memory import BUDGET
 from .model import GPTModel
+from .readout import CHUNK_ROWS, HeadReader
 from .tokenizer import load_tokenizer
 
 MAX_SCORE_TOKENS = 16_384  # a longer text is cut here (and the cut is said)
@@ -165,10 +166,10 @@ def score_ids(model: GPTModel, ids, *, stride: int | None = None, max_tokens: in
     return Scores(ids, surprisal, prob, rank, top, context, n_bytes, W, stride, n_windows, truncated_from, label)
 
 
-# Rows of logits reduced at once. (64, 50,257) float32 is 12.9 MB: the product, the max, the
-# log-sum-exp and the rank count all read it from cache instead of from memory -- the reductions,
-# not the head's product, were most of scoring's time when whole windows of logits went through them.
-SCORE_ROWS = 64
+# Rows of logits reduced at once (playground.readout): the product, the argmax, the log-sum-exp and
+# the rank count read them from cache instead of from memory -- the reductions, not the head's
+# product, were most of scoring's time when whole windows of logits went through them.
+SCORE_ROWS = CHUNK_ROWS
 # Windows run through the blocks together, up to this many tokens: one batched forward instead of
 # many small ones (a small model's blocks are per-op overhead at batch 1).
 GROUP_TOKENS = 2048
@@ -215,7 +216,7 @@ def _score_windows(model, ids, W, stride, progress):
     n = len(ids)
     ids_t = torch.tensor(ids, dtype=torch.long)
     windows = list(_windows(n, W, stride))
-    figures_of = _RowFigures(model)
+    reader = HeadReader(model, SCORE_ROWS)
     parts = []
     was_training = model.training
     model.eval()
@@ -229,8 +230,7 @@ def _score_windows(model, ids, W, stride, progress):
             targets = torch.cat([ids_t[first:end] for _, first, end in group]).to(rows.device)
             context = torch.cat([torch.arange(first, end) - begin for begin, first, end in group])
             del hidden
-            for s in range(0, rows.size(0), SCORE_ROWS):
-                parts.append(figures_of(rows[s:s + SCORE_ROWS], targets[s:s + SCORE_ROWS]))
+            parts.append(_row_figures(reader, rows, targets))
             parts.append(context)
             if progress is not None:
                 progress(group[-1][2] - 1, n - 1)
@@ -258,50 +258,14 @@ def _logits_of_rows(model: GPTModel, idx: torch.Tensor, start: int) -> torch.Ten
     return model.out_head(_final_hidden(model, idx)[0, start:]).float()
 
 
-class _RowFigures:
-    """(surprisal bits, probability, rank, top guess) of each target under its row of logits.
-
-    Per chunk of rows: one product with the output head into a buffer that is reused (no fresh
-    pages to fault in), then reductions of it that make no other (rows, V) float matrix: the top
-    guess and row max, the rank (a comparison count) and, last and in place, the log-sum-exp.
-    The argmax and the comparison count run in numpy, whose SIMD loops for them measured 5-20×
-    faster than torch's here (``max`` with indices and a bool ``sum`` are not vectorised in torch);
-    ``exp`` stays in torch, which was the faster of the two. CPU only: elsewhere plain torch."""
-
-    def __init__(self, model: GPTModel):
-        self.head = model.out_head
-        w = self.head.weight
-        # the fast path needs a float32 head without bias on the CPU; anything else runs as is
-        self.fast = w.dtype == torch.float32 and self.head.bias is None and w.device.type == "cpu"
-        self.weight_t = w.t()
-        if self.fast:
-            self.buf = torch.empty(SCORE_ROWS, w.size(0))
-            self.mask = np.empty((SCORE_ROWS, w.size(0)), dtype=bool)
-
-    def __call__(self, rows: torch.Tensor, targets: torch.Tensor):
-        if not self.fast:
-            return _token_figures(self.head(rows).float(), targets)
-        r = rows.size(0)
-        logits = torch.mm(rows, self.weight_t, out=self.buf[:r])  # (r, V)
-        arr = logits.numpy()
-        top = arr.argmax(axis=1)
-        best = arr[np.arange(r), top]
-        target_logit = arr[np.arange(r), targets.numpy()]
-        mask = np.greater(arr, target_logit[:, None], out=self.mask[:r])
-        rank = np.array([np.count_nonzero(row) for row in mask], dtype=np.int64) + 1
-        # log-sum-exp: exp(logit) needs no shift while every row max lies in ±60 (the sum then stays
-        # far inside float32's range), which saves a pass; otherwise shift by the row max
-        if float(np.abs(best).max()) < 60.0:
-            lse = logits.exp_().sum(dim=-1).log().double()
-        else:
-            shift = torch.from_numpy(best)[:, None]
-            lse = (torch.from_numpy(best) + logits.sub_(shift).exp_().sum(dim=-1).log()).double()
-        target_logp = torch.from_numpy(target_logit).double() - lse
-        return -target_logp / LN2, target_logp.exp(), torch.from_numpy(rank), torch.from_numpy(top).long()
+def _row_figures(reader: HeadReader, rows: torch.Tensor, targets: torch.Tensor):
+    """(surprisal bits, probability, rank, top guess) of each target under its row."""
+    f = reader(rows, targets, rank=True)
+    return -f.target_logp / LN2, f.target_logp.exp(), f.rank, f.top_id
 
 
 def _token_figures(logits: torch.Tensor, targets: torch.Tensor):
-    """The same figures from full logits, the plain way (tests hold _RowFigures to this)."""
+    """The same figures from full logits, the plain way (tests hold _row_figures to this)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     target_logp = logp.gather(1, targets[:, None])[:, 0].double()
     rank = (logits > logits.gather(1, targets[:, None])).sum(dim=-1) + 1
