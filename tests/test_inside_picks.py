@@ -69,8 +69,16 @@ def test_a_clicked_attribution_head_opens_its_maths_and_picks_it(run_state):
 
 def test_a_clicked_sweep_head_is_zeroed_alone(run_state):
     state, model, ids = run_state
-    out = ip.pick_sweep_head(state, 3, 0, 0.5, None)
+    out = ip.pick_sweep_head(state, 3, 0, 0.5, None, 12)
     assert out[:6] == ("0.3", "", "", "", "", False)  # the fields say exactly what ran
+    lens_after = out[8].data[0]  # the lens after it: the last 12 positions, as many as fit the page
+    assert list(lens_after.x) == list(range(len(ids) - 12, len(ids)))
+    want = lenses.logit_lens(model, ids, Intervention(zero_heads=((0, 3),)), first=len(ids) - 12)
+    flat = lambda rows: [v for row in rows for v in row[:-1]]  # noqa: E731  (the last has no next token)
+    assert flat(lens_after.z) == pytest.approx(flat(want["next_prob"]), rel=1e-4)
+    tok = it.load_tokenizer()
+    for shown_row, id_row in zip(lens_after.text, want["top_id"]):  # each cell: its top token (cut to fit)
+        assert all(tok.piece(t).display.startswith(cell.rstrip("…")) for cell, t in zip(shown_row, id_row))
     text = out[9]
     assert text.startswith("Zero L0H3.") and out[10] == ""
     one = lenses.compare(model, ids, Intervention(zero_heads=((0, 3),)), len(ids) - 1, lens=False)

@@ -69,10 +69,6 @@ PAGE_JS = """
 
 # A pointer over a clickable heatmap (plotly sets its drag layer's cursor inline, hence !important).
 CSS = "\n".join(f"#{plot} .nsewdrag {{ cursor: pointer !important; }}" for plot in PICKERS) + """
-/* The lens after an intervention always shows the last 32 positions: on a narrow page it scrolls
-   sideways rather than squeeze its cells below their text (the main lens shows fewer positions). */
-#pg-intervene-lens { overflow-x: auto !important; }
-#pg-intervene-lens .js-plotly-plot { min-width: 1100px; }
 .pg-click-hint { font-size: 13px; opacity: 0.85; }
 .pg-click-hint p { margin: 0 !important; }
 """

@@ -64,7 +64,7 @@ def pick_head(state, shown, head, layer):
     return (layer, head, pos, f"{layer}.{head}", pos, shown["target"], gr.skip(), table, fig, text, note, msg)
 
 
-def pick_sweep_head(state, head, layer, alpha, position):
+def pick_sweep_head(state, head, layer, alpha, position, shown=None):
     """A clicked sweep cell: that head zero-ablated alone (the other intervention fields cleared, so
     the fields say what ran). Outputs: zero, mean, scale, skip MLPs, no-mask, drop-pos fields, then
     the intervention view's (bars, loss, lens after, text, message)."""
@@ -75,7 +75,7 @@ def pick_sweep_head(state, head, layer, alpha, position):
         return (gr.skip(),) * 10 + (warn(tr(lang_of(state), "in_pick_first")),)
     zero = f"{layer}.{head}"
     fields = (zero, "", "", "", "", False)
-    return fields + tuple(intervene_view(state, zero, "", "", alpha, "", "", False, position))
+    return fields + tuple(intervene_view(state, zero, "", "", alpha, "", "", False, position, shown))
 
 
 def layout_hint(key: str):
@@ -96,7 +96,7 @@ def wire(page) -> None:
                      [c.m_layer, c.m_head, c.m_pos, c.i_scale, c.i_pos, c.i_target, c.i_mlps,
                       c.m_table, c.m_plot, c.m_md, c.dla_note, c.msg], js=read_pick("pg-dla-heat", x_at=2, y_at=3),
                      api_visibility="private", concurrency_id="inside", trigger_mode="always_last")
-    c.sweep_pick.click(pick_sweep_head, [state, c.m_head, c.m_layer, c.i_alpha, c.i_pos],
+    c.sweep_pick.click(pick_sweep_head, [state, c.m_head, c.m_layer, c.i_alpha, c.i_pos, c.lens_cols],
                        [c.i_zero, c.i_mean, c.i_scale, c.i_mlps, c.i_unmask, c.i_drop,
                         c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg], js=read_pick("pg-sweep", x_at=1, y_at=2),
                        api_visibility="private", concurrency_id="inside", trigger_mode="always_last")

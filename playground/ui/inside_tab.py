@@ -169,8 +169,10 @@ def maths_view(state, layer, head, position):
     return rows, fig, text, ""
 
 
-def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position):
-    """(before/after bars, loss lines, lens after, text, message)."""
+def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position,
+                   shown=None):
+    """(before/after bars, loss lines, lens after, text, message). The lens after shows the last
+    ``shown`` positions (as many as fit the page, as the lens view; at most the API's LENS_WINDOW)."""
     lang, present = _lang(state)
     d = intervene_data(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position)
     if "error" in d:
@@ -184,11 +186,12 @@ def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, 
                                title=tr(lang, "in_fig_loss")), lang, present)
     lens = d["lens_after"]
     tok = load_tokenizer()
-    cols = range(lens["first"] - start, T)
+    skip = max(0, T - (lens["first"] - start) - max(MIN_WINDOW, min(LENS_WINDOW, parse_whole_or(shown, LENS_WINDOW))))
+    cols = range(lens["first"] - start + skip, T)
     lens_fig = dress(lf.lens_heatmap([_layer(name, lang) for name in lens["layers"]], [start + j for j in cols],
                                      [labels[j] for j in cols],
-                                     [[tok.piece(t).display for t in row] for row in lens["top_id"]],
-                                     lens["top_prob"], lens["next_prob"],
+                                     [[tok.piece(t).display for t in row[skip:]] for row in lens["top_id"]],
+                                     [row[skip:] for row in lens["top_prob"]], [row[skip:] for row in lens["next_prob"]],
                                      title=tr(lang, "in_fig_lens_after", n=len(cols))), lang, present)
     what = describe_intervention(spec, lang)
     text = tr(lang, "in_compare", what=what[:1].upper() + what[1:], lb=f"{d['mean_loss_before']:.3f}",
@@ -335,7 +338,7 @@ def wire(page) -> None:
     c.m_btn.click(maths_view, [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
                   api_visibility="private", concurrency_id="inside")
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
-    c.i_btn.click(intervene_view, i_inputs, [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+    c.i_btn.click(intervene_view, i_inputs + [c.lens_cols], [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
                   api_visibility="private", concurrency_id="inside")
     c.dose_btn.click(dose_view, [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
                      api_visibility="private", concurrency_id="inside")
