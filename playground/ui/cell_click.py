@@ -40,19 +40,31 @@ PAGE_JS = """
       });
     }
   };
-  // How many lens positions fit the page (cells of CELL_PX, minus the layer names and colour bar):
-  // measured on the always-visible summary line, so it is right before the Inside tab is opened.
-  // When it changes after the lens is drawn, the lens is drawn again.
-  const fit = () => {
-    const page = document.querySelector('#pg-summary'), box = document.querySelector('#pg-lens-cols input');
-    if (!page || !box || !page.clientWidth) return;
+  // How many lens positions fit the page (cells of CELL_PX, minus the layer names and colour bar),
+  // measured on the always-visible summary line; the lens events read it as they are sent
+  // (cols_js), and the hidden field keeps it for the redraw after a language switch. After a
+  // resize (a presenter-mode switch sends one) that changes it, the lens is drawn again around
+  // its selected cell. Not measured on every redraw of the page.
+  window.pgLensCols = () => {
+    const page = document.querySelector('#pg-summary');
+    if (!page || !page.clientWidth) return null;
     const cell = document.body.classList.contains('pg-present') ? %d : %d;
-    const cols = String(Math.max(%d, Math.min(%d, Math.floor((page.clientWidth - %d) / cell))));
-    if (box.value === cols) return;
-    box.value = cols;
+    return Math.max(%d, Math.min(%d, Math.floor((page.clientWidth - %d) / cell)));
+  };
+  let fitted = false;
+  const fit = () => {
+    const box = document.querySelector('#pg-lens-cols input'), n = window.pgLensCols();
+    if (!box || !n) return;
+    fitted = true;
+    if (box.value === String(n)) return;
+    box.value = String(n);
     box.dispatchEvent(new Event('input', {bubbles: true}));
     const gd = document.querySelector('#pg-lens .js-plotly-plot');
-    if (gd && gd.data && gd.data.length) setTimeout(() => document.querySelector('#pg-lens-btn')?.click(), 100);
+    const layer = document.querySelector('#pg-lens-layer input'), pos = document.querySelector('#pg-lens-pos input');
+    if (gd && gd.data && gd.data.length && layer && pos && layer.value !== '' && pos.value !== '') {
+      window.pgPicked['pg-lens'] = {x: Number(pos.value), y: Number(layer.value)};
+      document.querySelector('#pg-lens-pick')?.click();
+    }
   };
   let resized = null;
   window.addEventListener('resize', () => { clearTimeout(resized); resized = setTimeout(fit, 300); });
@@ -60,7 +72,7 @@ PAGE_JS = """
   new MutationObserver(() => {
     if (queued) return;
     queued = true;
-    requestAnimationFrame(() => { queued = false; attach(); fit(); });
+    requestAnimationFrame(() => { queued = false; attach(); if (!fitted) fit(); });
   }).observe(document.body, {childList: true, subtree: true});
   attach();
 }
@@ -74,11 +86,20 @@ CSS = "\n".join(f"#{plot} .nsewdrag {{ cursor: pointer !important; }}" for plot 
 """
 
 
-def read_pick(plot: str, x_at: int, y_at: int) -> str:
+def read_pick(plot: str, x_at: int, y_at: int, cols_at: int | None = None) -> str:
     """A ``js=`` pre-processor: the clicked cell of ``plot`` replaces the event's input number
-    ``x_at`` (its x: a position or a head) and ``y_at`` (its y: a layer)."""
+    ``x_at`` (its x: a position or a head) and ``y_at`` (its y: a layer); ``cols_at``: as cols_js."""
+    cols = "" if cols_at is None else _COLS.format(i=cols_at)
     return (f"(...a) => {{ const p = (window.pgPicked || {{}})[{json.dumps(plot)}];"
-            f" if (p) {{ a[{x_at}] = p.x; a[{y_at}] = p.y; }} return a; }}")
+            f" if (p) {{ a[{x_at}] = p.x; a[{y_at}] = p.y; }} {cols}return a; }}")
+
+
+_COLS = "const n = window.pgLensCols && window.pgLensCols(); if (n) a[{i}] = n; "
+
+
+def cols_js(cols_at: int) -> str:
+    """A ``js=`` pre-processor: input number ``cols_at`` becomes how many lens positions fit the page."""
+    return "(...a) => { " + _COLS.format(i=cols_at) + "return a; }"
 
 
 def with_page_js(*scripts: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .cell_click import read_pick
+from .cell_click import cols_js, read_pick
 from .common import T, lang_of, tr, warn
 from .inside_data import run_context
 
@@ -27,10 +27,15 @@ def _whole(value):
 
 
 def pick_lens_cell(state, scroll, layer, position, shown=None):
-    """The lens view for the clicked (layer, position), and those two fields set to it."""
-    from .inside_tab import lens_view
+    """The lens view for the clicked (layer, position), and those two fields set to it. The window
+    moves only as far as it must to show that cell (after a resize the page re-picks the selected
+    cell with a new window size)."""
+    from .inside_tab import lens_view, lens_window
 
     layer, position = _whole(layer), _whole(position)
+    first, window = _whole(scroll), lens_window(shown)
+    if first is not None and position is not None:
+        scroll = min(max(first, position - window + 1), position)
     out = lens_view(state, scroll, layer, position, shown)
     return out + ((layer, position) if layer is not None and position is not None else (gr.skip(), gr.skip()))
 
@@ -87,7 +92,7 @@ def wire(page) -> None:
     lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
     # inputs: state, scroll, layer (<- the cell's y), position (<- its x)
     c.lens_pick.click(pick_lens_cell, [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
-                      lens_outputs + [c.lens_layer, c.lens_pos], js=read_pick("pg-lens", x_at=3, y_at=2),
+                      lens_outputs + [c.lens_layer, c.lens_pos], js=read_pick("pg-lens", x_at=3, y_at=2, cols_at=4),
                       api_visibility="private", concurrency_id="inside", trigger_mode="always_last")
     c.dla_btn.click(shown_attribution, [state, c.dla_pos, c.dla_target], c.dla_shown, api_visibility="private",
                     show_progress="hidden")
@@ -98,5 +103,6 @@ def wire(page) -> None:
                      api_visibility="private", concurrency_id="inside", trigger_mode="always_last")
     c.sweep_pick.click(pick_sweep_head, [state, c.m_head, c.m_layer, c.i_alpha, c.i_pos, c.lens_cols],
                        [c.i_zero, c.i_mean, c.i_scale, c.i_mlps, c.i_unmask, c.i_drop,
-                        c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg], js=read_pick("pg-sweep", x_at=1, y_at=2),
+                        c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+                       js=read_pick("pg-sweep", x_at=1, y_at=2, cols_at=5),
                        api_visibility="private", concurrency_id="inside", trigger_mode="always_last")

@@ -19,6 +19,7 @@ from ..interventions import Intervention
 from ..tokenizer import load_tokenizer
 from ..translations import tr_error
 from . import inside_picks
+from .cell_click import cols_js
 from .common import T, dress, fail, lang_of, parse_number, tr, warn
 from .inside_data import (LENS_WINDOW, MIN_WINDOW, MSG, attribution_data, describe_intervention, dose_data, intervene_data,
                           lens_cell_data, lens_data, maths_data, run_context, sweep_data)
@@ -55,7 +56,7 @@ def lens_view(state, scroll, layer, position, shown=None):
     """(heatmap, window note, scroll slider, top-10 bars, cell text, message). ``shown``: how many
     positions fit the page's width (the page script measures it; at most LENS_WINDOW)."""
     lang, present = _lang(state)
-    window = max(MIN_WINDOW, min(LENS_WINDOW, parse_whole_or(shown, LENS_WINDOW)))
+    window = lens_window(shown)
     try:
         model, _, start, ids, labels = run_context(state)
     except Exception as e:
@@ -93,6 +94,11 @@ def lens_view(state, scroll, layer, position, shown=None):
     text = tr(lang, "in_cell", layer=layers[cell_layer], pos=cell_pos, tok=labels[cell_pos - start],
               kl=f"{cell['kl_to_final_nats']:.3f}")
     return fig, note, scroll_update, bars, text, ""
+
+
+def lens_window(shown) -> int:
+    """Positions the lens shows at once: as many as fit the page (``shown``), MIN_WINDOW–LENS_WINDOW."""
+    return max(MIN_WINDOW, min(LENS_WINDOW, parse_whole_or(shown, LENS_WINDOW)))
 
 
 def open_tab(state, seen_run, scroll, layer, position, shown=None):
@@ -186,7 +192,7 @@ def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, 
                                title=tr(lang, "in_fig_loss")), lang, present)
     lens = d["lens_after"]
     tok = load_tokenizer()
-    skip = max(0, T - (lens["first"] - start) - max(MIN_WINDOW, min(LENS_WINDOW, parse_whole_or(shown, LENS_WINDOW))))
+    skip = max(0, T - (lens["first"] - start) - lens_window(shown))
     cols = range(lens["first"] - start + skip, T)
     lens_fig = dress(lf.lens_heatmap([_layer(name, lang) for name in lens["layers"]], [start + j for j in cols],
                                      [labels[j] for j in cols],
@@ -314,14 +320,15 @@ def wire(page) -> None:
     # ---- views ----
     lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols]
     lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
-    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
+    fit = cols_js(4)  # the events read how many positions fit the page as they are sent
+    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
     for control in (c.lens_layer, c.lens_pos):
-        control.submit(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
-    c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside",
-                          trigger_mode="always_last")
+        control.submit(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
+    c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private",
+                          concurrency_id="inside", trigger_mode="always_last")
     page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
                            lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
-                           api_visibility="private", concurrency_id="inside")
+                           js=cols_js(5), api_visibility="private", concurrency_id="inside")
     # A language switch redraws the lens (when there is a run to show; the other views on their next click).
     from . import prefs  # (prefs imports the tab modules)
 
@@ -339,7 +346,7 @@ def wire(page) -> None:
                   api_visibility="private", concurrency_id="inside")
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
     c.i_btn.click(intervene_view, i_inputs + [c.lens_cols], [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
-                  api_visibility="private", concurrency_id="inside")
+                  js=cols_js(len(i_inputs)), api_visibility="private", concurrency_id="inside")
     c.dose_btn.click(dose_view, [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
                      api_visibility="private", concurrency_id="inside")
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
