@@ -73,6 +73,18 @@ def _check_lens_click(page, app_url, session_hash):
     page.wait_for_timeout(500)
     page.locator("#pg-lens").screenshot(path=str(ARTIFACTS / "inside-lens-click.png"))
 
+    # A narrower page shows fewer positions (each cell keeps room for its text), still around the cell.
+    wide = len(_trace(page, "pg-lens")["x"])
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.wait_for_function(f"() => document.querySelector('#pg-lens .js-plotly-plot').data[0].x.length < {wide}",
+                           timeout=30_000)
+    narrow = _trace(page, "pg-lens")["x"]
+    assert 8 <= len(narrow) < wide and pos in narrow
+    assert page.locator("#pg-lens-layer input").input_value() == str(layer)
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(ARTIFACTS / "inside-lens-1024.png"), full_page=True)
+    page.set_viewport_size({"width": 1500, "height": 1100})
+
 
 def test_each_inside_view_is_drawn(app_url):
     _chromium_or_skip()
