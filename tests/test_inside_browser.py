@@ -132,6 +132,9 @@ def test_each_inside_view_is_drawn(app_url):
         assert len(heat["z"]) == 6 and len(heat["z"][0]) == 5  # 4 heads + the MLP column
         _click_cell(page, "pg-dla-heat", 2, 3)  # head 2 of layer 3: its maths, and picked for the dose
         page.locator("#pg-dla-pick-md").get_by_text("Picked head 2 of layer 3", exact=False).wait_for(timeout=30_000)
+        picked = page.evaluate("() => document.querySelector('#pg-dla-heat .js-plotly-plot').layout.shapes"
+                               ".filter(s => s.name === 'pg-pick')")
+        assert [((s["x0"] + s["x1"]) / 2, (s["y0"] + s["y1"]) / 2) for s in picked] == [(2, 3)]  # outlined
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "inside-attribution.png"), full_page=True)
 

@@ -35,7 +35,13 @@ PAGE_JS = """
       gd.on('plotly_click', (ev) => {
         const pt = ev && ev.points && ev.points.find((p) => p.data && p.data.type === 'heatmap');
         if (!pt) return;
-        window.pgPicked[plot] = {x: Math.round(Number(pt.x)), y: Math.round(Number(pt.y))};
+        const cell = window.pgPicked[plot] = {x: Math.round(Number(pt.x)), y: Math.round(Number(pt.y))};
+        if (plot !== 'pg-lens' && window.Plotly) {  // outline the picked cell (the lens is redrawn with one)
+          const shapes = (gd.layout.shapes || []).filter((s) => s.name !== 'pg-pick');
+          shapes.push({name: 'pg-pick', type: 'rect', x0: cell.x - 0.5, x1: cell.x + 0.5, y0: cell.y - 0.5,
+                       y1: cell.y + 0.5, line: {color: '#f59e0b', width: 3}});
+          window.Plotly.relayout(gd, {shapes});
+        }
         document.querySelector('#' + button)?.click();
       });
     }
