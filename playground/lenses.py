@@ -373,21 +373,25 @@ def last_row_block(block, x: torch.Tensor, hooks=None) -> torch.Tensor:
 
 
 def estimate_sweep_seconds(model, ids) -> tuple[float, float]:
-    """(seconds for one plain forward of ``ids``, estimated seconds for a sweep of every head)."""
+    """(seconds for one plain forward of ``ids``, estimated seconds for a sweep of every head).
+    The sweep resumes each layer's heads at that layer, so on average it runs half the blocks:
+    n_heads · (n_layers + 1) / 2 forwards' worth."""
     idx = torch.tensor([_ids(ids)], dtype=torch.long, device=model.device)
     with torch.no_grad():
         model(idx)  # warm
         t0 = time.perf_counter()
         model(idx)
         one = time.perf_counter() - t0
-    return one, one * model.cfg.n_layers * model.cfg.n_heads
+    return one, one * model.cfg.n_heads * (model.cfg.n_layers + 1) / 2
 
 
 def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, batch: int | None = None) -> dict:
     """Zero each head in turn; Δ mean loss (nats) on the run's own tokens, layers × heads.
 
     Refused with SweepTooLongError (and the estimate) when one timed forward says the sweep would
-    take longer than ``limit_s``. ``progress(fraction, text)`` is called as batches finish."""
+    take longer than ``limit_s``. ``progress(fraction, text)`` is called as batches finish. A
+    layer's heads run as one batch resumed from the plain forward's residual stream at that
+    layer (the blocks before it do not change when one of its heads is zeroed)."""
     ids = _ids(ids)
     if len(ids) < 2:
         raise LensError("The head sweep needs at least two tokens (a loss needs a next token).")
@@ -398,28 +402,33 @@ def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, bat
             f"Zeroing each of the {cfg.n_layers * cfg.n_heads} heads in turn would take about {estimate:.0f} s "
             f"on this machine ({one * 1000:.0f} ms a forward of {len(ids):,} tokens); the limit is "
             f"{limit_s:.0f} s. Shorten the run or use a smaller model.", estimate)
-    T, V = len(ids), cfg.vocab_size
-    if batch is None:  # logits of a batch stay under ~200 MB
-        batch = max(1, min(8, (200 * 2**20) // (T * V * 4)))
-    heads = [(layer, h) for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]
-    target = torch.tensor(ids[1:], dtype=torch.long)
-    delta = [[0.0] * cfg.n_heads for _ in range(cfg.n_layers)]
-    with _reserve_logits(model, batch * T, "the head-importance sweep"), torch.no_grad():
+    T, L, H = len(ids), cfg.n_layers, cfg.n_heads
+    if batch is None:  # a batch's activations stay modest; logits are read in chunks (readout)
+        batch = max(1, min(H, 4096 // T))
+    target = ids[1:]
+    delta = [[0.0] * H for _ in range(L)]
+    done, total = 0, L * H
+    with _reserve_logits(model, CHUNK_ROWS, "the head-importance sweep", batch * T), torch.no_grad():
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
-        base = float(F.cross_entropy(model(idx)[0, :-1].float(), target))
+        _, plain = run_with_hooks(model, idx, last_token_only=True)
+        reader = HeadReader(model)
+        base = float((-reader(plain.resid[-1][0, :-1], target, norm=True).target_logp).mean())
         t0 = time.perf_counter()
-        for start in range(0, len(heads), batch):
-            chunk = heads[start:start + batch]
-            gain = torch.ones(cfg.n_layers, len(chunk), cfg.n_heads)
-            for row, (layer, h) in enumerate(chunk):
-                gain[layer, row, h] = 0.0
-            logits, _ = run_with_hooks(model, idx.expand(len(chunk), T), capture=False, head_gain=gain)
-            for row, (layer, h) in enumerate(chunk):
-                delta[layer][h] = float(F.cross_entropy(logits[row, :-1].float(), target)) - base
-            del logits
-            if progress is not None:
-                done = start + len(chunk)
-                progress(done / len(heads), f"{done}/{len(heads)} heads")
+        for layer in range(L):
+            for start in range(0, H, batch):
+                heads = list(range(start, min(H, start + batch)))
+                gain = torch.ones(L, len(heads), H)
+                for row, h in enumerate(heads):
+                    gain[layer, row, h] = 0.0
+                resid = plain.resid[:layer] + [plain.resid[layer].expand(len(heads), -1, -1)]
+                x, _ = run_from(model, layer, resid, capture=False, head_gain=gain)  # (b, T, d)
+                f = reader(x[:, :-1].reshape(-1, cfg.emb_dim), target * len(heads), norm=True)
+                losses = (-f.target_logp).view(len(heads), T - 1).mean(dim=1)
+                for row, h in enumerate(heads):
+                    delta[layer][h] = float(losses[row]) - base
+                done += len(heads)
+                if progress is not None:
+                    progress(done / total, f"{done}/{total} heads")
     return {"base_loss": base, "delta_loss": delta, "seconds": time.perf_counter() - t0,
             "estimate_s": estimate, "n_tokens": T}
 
