@@ -36,8 +36,8 @@ def lens_heatmap(layer_names, positions, labels, top_tokens, top_prob, next_prob
     """Layers (rows, embeddings at the bottom) × positions; colour = p(actual next token), text =
     the top token. ``top_tokens``/``top_prob``/``next_prob`` are (layers × shown positions)."""
     z = [[float("nan") if p is None else p for p in row] for row in next_prob]
-    # 5 characters fit a cell of the narrowest drawing (32 positions in the 1100 px the page keeps,
-    # cell_click.CSS); the hover shows the whole token.
+    # 5 characters of 10 px text fit the ~30 px cells the page keeps (ui/cell_click.CELL_PX: it
+    # shows fewer positions on a narrower page); the hover shows the whole token.
     text = [[_short(t, CELL_CHARS) for t in row] for row in top_tokens]
     hover = [[f"{layer_names[i]} · position {positions[j]} ({labels[j]})<br>top: {top_tokens[i][j]} "
               f"({_pct(top_prob[i][j])})<br>p(next = {labels[j + 1] if j + 1 < len(labels) else '?'}) = "

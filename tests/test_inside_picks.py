@@ -34,7 +34,8 @@ def test_a_clicked_lens_cell_shows_its_top10_and_kl_and_fills_the_fields(run_sta
     heat, note, _, bars, text, msg, layer, pos = out
     assert (layer, pos, msg) == (1, 30, "")
     want = lenses.lens_cell(model, ids, 1, 30)
-    assert [int(re.search(r"\((\d+)\)$", t).group(1)) for t in bars.layout.yaxis.ticktext] == [t for t, _ in want["top"]]
+    shown_ids = [int(re.search(r"\((\d+)\)$", t).group(1)) for t in bars.layout.yaxis.ticktext]
+    assert shown_ids == [t for t, _ in want["top"]]
     assert list(bars.data[0].x) == pytest.approx([p for _, p in want["top"]], abs=1e-6)
     assert "after block 0, position 30" in text and f"{want['kl_to_final_nats']:.3f} nats" in text
     shape = heat.layout.shapes[0]  # the picked cell is outlined

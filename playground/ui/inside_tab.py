@@ -21,8 +21,8 @@ from ..translations import tr_error
 from . import inside_picks
 from .cell_click import cols_js
 from .common import T, dress, fail, lang_of, parse_number, tr, warn
-from .inside_data import (LENS_WINDOW, MIN_WINDOW, MSG, attribution_data, describe_intervention, dose_data, intervene_data,
-                          lens_cell_data, lens_data, maths_data, run_context, sweep_data)
+from .inside_data import (LENS_WINDOW, MIN_WINDOW, MSG, attribution_data, describe_intervention, dose_data,
+                          intervene_data, lens_cell_data, lens_data, maths_data, run_context, sweep_data)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def lens_view(state, scroll, layer, position, shown=None):
     layers = [_layer(name, lang) for name in d["layers"]]
     fig = dress(lf.lens_heatmap(layers, [start + j for j in cols], [labels[j] for j in cols], d["top_token"],
                                 d["top_prob"], d["next_prob"], title=tr(lang, "in_fig_lens"),
-                                selected=(cell_layer, cell_pos) if first <= cell_pos - start < first + window else None),
+                                selected=(cell_layer, cell_pos) if cols[0] <= cell_pos - start <= cols[-1] else None),
                 lang, present)
     if T > window:
         note = tr(lang, "in_window", a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
@@ -197,7 +197,8 @@ def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, 
     lens_fig = dress(lf.lens_heatmap([_layer(name, lang) for name in lens["layers"]], [start + j for j in cols],
                                      [labels[j] for j in cols],
                                      [[tok.piece(t).display for t in row[skip:]] for row in lens["top_id"]],
-                                     [row[skip:] for row in lens["top_prob"]], [row[skip:] for row in lens["next_prob"]],
+                                     [row[skip:] for row in lens["top_prob"]],
+                                     [row[skip:] for row in lens["next_prob"]],
                                      title=tr(lang, "in_fig_lens_after", n=len(cols))), lang, present)
     what = describe_intervention(spec, lang)
     text = tr(lang, "in_compare", what=what[:1].upper() + what[1:], lb=f"{d['mean_loss_before']:.3f}",
