@@ -51,6 +51,8 @@ def test_the_lens_window_is_what_fits_the_page(run_state, shown, want):
     assert len(heat.data[0].x) == want and list(heat.data[0].x) == list(range(len(ids) - want, len(ids)))
     assert f"Showing positions {len(ids) - want}–{len(ids) - 1}" in note
     assert scroll["maximum"] == len(ids) - want and scroll["visible"]
+    assert heat.data[0].textfont.size == 10
+    assert it.lens_view({**state, "present": True}, None, None, None, shown)[0].data[0].textfont.size == 13
 
 
 def test_a_clicked_attribution_head_opens_its_maths_and_picks_it(run_state):

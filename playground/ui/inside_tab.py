@@ -76,8 +76,8 @@ def lens_view(state, scroll, layer, position, shown=None):
     layers = [_layer(name, lang) for name in d["layers"]]
     fig = dress(lf.lens_heatmap(layers, [start + j for j in cols], [labels[j] for j in cols], d["top_token"],
                                 d["top_prob"], d["next_prob"], title=tr(lang, "in_fig_lens"),
-                                selected=(cell_layer, cell_pos) if cols[0] <= cell_pos - start <= cols[-1] else None),
-                lang, present)
+                                selected=(cell_layer, cell_pos) if cols[0] <= cell_pos - start <= cols[-1] else None,
+                                cell_font=lf.PRESENT_CELL_FONT if present else lf.CELL_FONT), lang, present)
     if T > window:
         note = tr(lang, "in_window", a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
     else:
@@ -199,7 +199,8 @@ def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, 
                                      [[tok.piece(t).display for t in row[skip:]] for row in lens["top_id"]],
                                      [row[skip:] for row in lens["top_prob"]],
                                      [row[skip:] for row in lens["next_prob"]],
-                                     title=tr(lang, "in_fig_lens_after", n=len(cols))), lang, present)
+                                     title=tr(lang, "in_fig_lens_after", n=len(cols)),
+                                     cell_font=lf.PRESENT_CELL_FONT if present else lf.CELL_FONT), lang, present)
     what = describe_intervention(spec, lang)
     text = tr(lang, "in_compare", what=what[:1].upper() + what[1:], lb=f"{d['mean_loss_before']:.3f}",
               la=f"{d['mean_loss_after']:.3f}", d=f"{d['mean_loss_after'] - d['mean_loss_before']:+.3f}",
