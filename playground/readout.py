@@ -9,7 +9,8 @@ GPT-2 run: 51 MB per pass). ``HeadReader`` instead reads rows in chunks of ``CHU
 product with the head into a buffer it reuses (no fresh pages to fault in), then reductions of
 that buffer while it is still in cache.
 
-On the CPU the argmax and the comparison count run in numpy, whose SIMD loops for them measured
+The product itself runs in torch or in numpy, whichever ``kernels.many_row_product`` measured
+faster on this machine. On the CPU the argmax and the comparison count run in numpy, whose SIMD loops for them measured
 5-20× faster than torch's on the machines we met (torch's ``max`` with indices and its bool
 ``sum`` are not vectorised); ``exp`` stays in torch, which was the faster of the two. Anything else
 (a bfloat16 or int8 head, a GPU) takes the plain torch path with the same results.
@@ -50,15 +51,22 @@ class HeadReader:
     """``reader(rows, targets=None, rank=False, norm=False) -> RowFigures`` for ``rows`` (n, d) of
     the residual stream (``norm``: apply ``final_norm`` first) or of final_norm's output."""
 
-    def __init__(self, model, chunk_rows: int = CHUNK_ROWS):
+    def __init__(self, model, chunk_rows: int = CHUNK_ROWS, product: str | None = None):
+        """``product``: "torch" or "numpy" for the head's product; None: the one measured faster."""
         self.model, self.head, self.chunk = model, model.out_head, chunk_rows
         w = self.head.weight
         self.fast = (w.dtype == torch.float32 and getattr(self.head, "bias", None) is None
                      and w.device.type == "cpu")
         if self.fast:
-            self.weight_t = w.t()  # (d, V), a view: whatever layout the kernels chose
+            from .kernels import many_row_product
+
+            self.weight_t = w.detach().t()  # (d, V), a view: whatever layout the kernels chose
             self.buf = torch.empty(chunk_rows, w.size(0))
             self.mask = np.empty((chunk_rows, w.size(0)), dtype=bool)
+            # torch's BLAS or numpy's for the product: measured once per process and shape
+            self.numpy_product = (product or many_row_product(w.size(1), w.size(0)).winner) == "numpy"
+            if self.numpy_product:
+                self.weight_np = self.weight_t.numpy()  # C- or F-ordered: BLAS takes either
 
     @torch.no_grad()
     def __call__(self, rows: torch.Tensor, targets=None, *, rank: bool = False, norm: bool = False) -> RowFigures:
@@ -88,7 +96,11 @@ class HeadReader:
 
     def _fast(self, x, targets, rank):
         r = x.size(0)
-        logits = torch.mm(x.float(), self.weight_t, out=self.buf[:r])  # (r, V)
+        logits = self.buf[:r]
+        if self.numpy_product:
+            np.matmul(np.ascontiguousarray(x.float().numpy()), self.weight_np, out=logits.numpy())  # (r, V)
+        else:
+            torch.mm(x.float(), self.weight_t, out=logits)  # (r, V)
         arr = logits.numpy()
         rows = np.arange(r)
         top = arr.argmax(axis=1)
