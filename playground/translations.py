@@ -621,7 +621,7 @@ ZH = {
     "tab_inside": "2b · 模型内部",
     "inside_intro": ("查看当前这次运行的内部（请先生成）：每一层已经预测了什么（logit lens）、哪个注意力头或 MLP 推动了某个 token"
                      "（logit 归因）、单个注意力头的逐步计算，以及关掉某些部件后会发生什么变化（干预）。位置编号与运行中一致。"),
-    "inside_lens": "Logit lens",
+    "inside_lens": "Logit 透镜",
     "inside_dla": "Logit 归因",
     "inside_maths": "注意力计算",
     "inside_interventions": "干预",

@@ -258,3 +258,76 @@ def test_score_and_compare_in_chinese(zh_run):
     _no_english(outs)
     replayed = ct.replay_file(zh_run, f)[0]
     assert "完全相同" in replayed and "已用" in replayed
+
+
+# ---- a language switch redraws every view a page drew (Inside, Score & compare), same numbers ----
+
+def _numbers(outputs):
+    """The numbers a view shows, wherever they are written (text, tables, figure titles, values)."""
+    found = []
+    for t in _texts(outputs):
+        found += re.findall(r"\d+\.\d+", re.sub(r"<[^>]+>", " ", t))
+    for fig in (x for x in outputs if isinstance(x, go.Figure)):
+        for trace in fig.data:
+            for axis in ("x", "y", "z"):
+                values = getattr(trace, axis, None)
+                if values is not None:
+                    values = np.asarray(values)
+                    found.append(str(np.round(values.astype(float), 6).tolist()) if values.dtype.kind in "fiu" else None)
+    return found
+
+
+def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run):
+    from playground.ui import compare_tab as ct, inside_tab as it, redraw
+
+    noop = lambda *a, **k: None  # noqa: E731
+    page, other = SimpleNamespace(session_hash="page-1"), SimpleNamespace(session_hash="page-2")
+    en = {**zh_run, "lang": "en"}
+    drawn = {"dla": it.remembering("dla")(page, en, None, ""), "maths": it.remembering("maths")(page, en, 1, 0, None),
+             "intervene": it.remembering("intervene")(page, en, "0.1", "", "", 1.0, "", "", False, None)}
+    # A page that drew nothing gets nothing redrawn; the lens follows the run (it is always drawn).
+    assert all(_skipped(x) for x in it.redraw_views(other, zh_run, None, None, None)[5:-1])
+    out = it.redraw_views(page, zh_run, None, None, None)
+    assert out[0].layout.title.text.startswith("逻辑透镜")
+    dla, maths, intervene = out[5:8], out[8:11], out[11:15]
+    assert all(_skipped(x) for x in out[15:18])  # dose and sweep were not drawn
+    _no_english([dla, maths, intervene])
+    for key, zh in (("dla", dla), ("maths", maths), ("intervene", intervene)):
+        assert _numbers(zh) == _numbers(drawn[key][:-1]), key  # the same numbers, only the words differ
+    assert list(maths[0].columns)[0] == "键位置" and "置零 L0H1" in intervene[3]
+    # The sweep is drawn from its numbers (not measured again); its message is the one shown last.
+    swept = it.remembering("sweep")(page, en, progress=noop)
+    assert redraw.order(page, ["inside_dla", "inside_sweep"])[-1] == "inside_sweep"
+    again = it.redraw_views(page, zh_run, None, None, None)
+    assert _numbers(again[16:18]) == _numbers(swept[:2]) and "依次把每个头置零" in again[17]
+    # And back to English: the first drawing again.
+    back = it.redraw_views(page, en, None, None, None)
+    assert back[7] == drawn["dla"][2] and list(back[8].columns)[0] == "key position"
+
+    # Score & compare: model B, A and B scores, both streams, a receipt, an export and its replay.
+    cmp, _ = ct.load_model_b({"recipe": None}, {"lang": "en"}, "random init", "nano (2 layers, d64)", 1, None, None,
+                             "float32", progress=noop, request=page)
+    text = "Once upon a time there was a fox."
+    scored = ct.score_ab(en, cmp, "paste", text, None, False, 0, progress=noop, request=page)
+    side = list(ct.generate_two_settings(en, "Hello", 1, 4, 0.7, 0, 1.0, 1.5, 0, 1.0, request=page))[-1]
+    receipt = ct.show_receipt(en, 2, request=page)[0]
+    f, exported = ct.export_replay(en, request=page)
+    replayed = ct.replay_file(en, f, request=page)[0]
+    zh = ct.redraw_views(page, zh_run)
+    assert not any(_skipped(x) for x in zh[:-3] + zh[-2:])
+    _no_english([re.sub(r"<span class='pg-token-text'>.*?</span>", "", x, flags=re.S) if isinstance(x, str) else x
+                 for x in zh])  # (the replayed run's own text left out)
+    assert "已就绪" in zh[0] and "| 模型 |" in zh[2] and "完全相同" in zh[10] and "完成" in zh[7]
+    assert _numbers(zh[1:7]) == _numbers(scored[:6]) and _numbers([zh[9]]) == _numbers([receipt])
+    assert re.findall(r"data-bits='([\d.]+)'", zh[3]) == re.findall(r"data-bits='([\d.]+)'", scored[2])
+    assert re.findall(r"data-step='(\d+)'", zh[8]) == re.findall(r"data-step='(\d+)'", side[1])
+    en_again = ct.redraw_views(page, en)
+    assert en_again[2] == scored[1] and en_again[8] == side[1] and en_again[9] == receipt and en_again[11] == exported
+    assert en_again[10] == replayed
+    assert all(_skipped(x) for x in ct.redraw_views(other, zh_run))
+    redraw.forget(page)  # the page closed
+    assert all(_skipped(x) for x in ct.redraw_views(page, zh_run))
+
+
+def _skipped(x) -> bool:
+    return isinstance(x, dict) and x == {"__type__": "update"}  # gr.skip(): the output keeps what it shows

@@ -18,6 +18,7 @@ from .. import lens_figures as lf
 from ..interventions import Intervention
 from ..tokenizer import load_tokenizer
 from ..translations import tr_error
+from . import redraw
 from .common import T, dress, fail, lang_of, parse_number, tr, warn
 from .inside_data import (LENS_WINDOW, MSG, attribution_data, describe_intervention, dose_data, intervene_data,
                           lens_cell_data, lens_data, maths_data, run_context, sweep_data)
@@ -161,8 +162,8 @@ def maths_view(state, layer, head, position):
     text = tr(lang, "in_maths", layer=d["layer"], head=d["head"], pos=d["position"], tok=labels[p],
               hd=d["head_dim"], sq=f"{d['sqrt_head_dim']:.3f}", q=_vec(d["q"], lang=lang),
               wv=_vec(d["weighted_v"], lang=lang), ctx=_vec(d["ctx"], lang=lang))
-    if lang != "en":  # the layout's column names are English
-        rows = pd.DataFrame(rows, columns=tr(lang, "in_maths_headers").split("|"))
+    # Headers in the page's language (also back to English after a switch from 中文)
+    rows = pd.DataFrame(rows, columns=tr(lang, "in_maths_headers").split("|"))
     return rows, fig, text, ""
 
 
@@ -205,8 +206,10 @@ def dose_view(state, scale_head, position, target):
 
 
 def sweep_view(state, progress=gr.Progress()):
-    lang, present = _lang(state)
-    d = sweep_data(state, progress)
+    return draw_sweep(sweep_data(state, progress), *_lang(state))
+
+
+def draw_sweep(d, lang, present):
     if "error" in d:
         return _error(d, 2, lang)
     delta = d["delta_loss"]
@@ -214,6 +217,53 @@ def sweep_view(state, progress=gr.Progress()):
     text = tr(lang, "in_sweep", n=d["n_tokens"], base=f"{d['base_loss']:.3f}", s=f"{d['seconds']:.1f}",
               e=f"{d['estimate_s']:.1f}", h=h, l=l, dl=f"{delta[l][h]:+.3f}")
     return dress(lf.sweep_heatmap(delta, title=tr(lang, "in_fig_sweep")), lang, present), text, ""
+
+
+# ----------------------------------------------------------------------------------------------
+# Drawn again in the page's new language: each view the page drew, for the run it drew it for
+
+
+SUB_TABS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")
+VIEWS = {"dla": (attribution_view, 3), "maths": (maths_view, 3), "intervene": (intervene_view, 4),
+         "dose": (dose_view, 1), "sweep": (None, 2)}  # key -> (view, outputs before the message)
+
+
+def remembering(key: str):
+    """The view's event handler: draws it and remembers how to draw it again (same run, same fields;
+    the sweep from its numbers, which take up to a minute to measure)."""
+    view = VIEWS[key][0]
+
+    def handler(request: gr.Request, state, *args):
+        frozen = dict(state or {})
+        out = view(state, *args)
+        redraw.remember(request, "inside_" + key,
+                        lambda lang, present: view({**frozen, "lang": lang, "present": present}, *args))
+        return out
+
+    def sweep(request: gr.Request, state, progress=gr.Progress()):
+        d = sweep_data(state, progress)
+        redraw.remember(request, "inside_sweep", lambda lang, present: draw_sweep(d, lang, present))
+        return draw_sweep(d, *_lang(state))
+
+    return sweep if key == "sweep" else handler
+
+
+def redraw_views(request: gr.Request, state, scroll, layer, position):
+    """After a language switch: the lens (for the current run), then every other view the page drew;
+    the message is the one of the view drawn last."""
+    lang, present = _lang(state)
+    try:
+        run_context(state)
+        lens = lens_view(state, scroll, layer, position)
+    except Exception:
+        lens = (gr.skip(),) * 6
+    out, messages = list(lens[:-1]), {"lens": lens[-1]}
+    for key, (_, n) in VIEWS.items():
+        drawn = redraw.redraw(request, "inside_" + key, lang, present, n + 1)
+        out += drawn[:-1]
+        messages[key] = drawn[-1]
+    last = redraw.order(request, ["inside_" + k for k in VIEWS])
+    return tuple(out) + (messages[last[-1][7:]] if last else messages["lens"],)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -226,7 +276,7 @@ def layout() -> SimpleNamespace:
     msg = gr.HTML(elem_id="pg-inside-msg")
     seen_run = gr.State(None)  # the run whose defaults the position fields hold
     with gr.Tabs():
-        with gr.Tab(T("inside_lens"), id="inside-lens"):
+        with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
             with gr.Row():
                 lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
                 lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0)
@@ -237,7 +287,7 @@ def layout() -> SimpleNamespace:
             with gr.Row():
                 cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
                 cell_md = gr.Markdown()
-        with gr.Tab(T("inside_dla"), id="inside-dla"):
+        with gr.Tab(T("inside_dla"), id="inside-dla") as dla_tab:
             with gr.Row():
                 dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
                 dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
@@ -246,7 +296,7 @@ def layout() -> SimpleNamespace:
             with gr.Row():
                 dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
                 dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
-        with gr.Tab(T("inside_maths"), id="inside-maths"):
+        with gr.Tab(T("inside_maths"), id="inside-maths") as maths_tab:
             with gr.Row():
                 m_layer = gr.Number(0, label=T("layer"), precision=0, minimum=0)
                 m_head = gr.Number(0, label=T("head"), precision=0, minimum=0)
@@ -255,9 +305,10 @@ def layout() -> SimpleNamespace:
             m_md = gr.Markdown(elem_id="pg-maths-md")
             with gr.Row():
                 m_table = gr.Dataframe(headers=["key position", "token", "q·k", "÷√d", "masked", "softmax"],
-                                       interactive=False, max_height=420, elem_id="pg-maths-table")
-                m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot")
-        with gr.Tab(T("inside_interventions"), id="inside-intervene"):
+                                       interactive=False, max_height=420, elem_id="pg-maths-table", min_width=560)
+                # (side by side from 1200 px; a 1024-px projector stacks them rather than cut the softmax column)
+                m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot", min_width=420)
+        with gr.Tab(T("inside_interventions"), id="inside-intervene") as intervene_tab:
             with gr.Row():
                 i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder="0.1, 2.3", max_length=2000)
                 i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder="1.0", max_length=2000)
@@ -304,29 +355,27 @@ def wire(page) -> None:
     page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos],
                            lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
                            api_visibility="private", concurrency_id="inside")
-    # A language switch redraws the lens (when there is a run to show; the other views on their next click).
-    from . import prefs  # (prefs imports the tab modules)
-
-    def redraw_lens(state, *inputs):
-        try:
-            run_context(state)
-        except Exception:
-            return (gr.skip(),) * len(lens_outputs)
-        return lens_view(state, *inputs)
-
-    prefs.on_change(page, redraw_lens, lens_inputs[1:], lens_outputs)
-    c.dla_btn.click(attribution_view, [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
+    c.dla_btn.click(remembering("dla"), [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
                     api_visibility="private", concurrency_id="inside")
-    c.m_btn.click(maths_view, [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
+    c.m_btn.click(remembering("maths"), [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
                   api_visibility="private", concurrency_id="inside")
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
-    c.i_btn.click(intervene_view, i_inputs, [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+    c.i_btn.click(remembering("intervene"), i_inputs, [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
                   api_visibility="private", concurrency_id="inside")
-    c.dose_btn.click(dose_view, [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
+    c.dose_btn.click(remembering("dose"), [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
                      api_visibility="private", concurrency_id="inside")
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
-    c.sweep_btn.click(sweep_view, state, [c.sweep_plot, c.sweep_md, c.msg], api_visibility="private",
+    c.sweep_btn.click(remembering("sweep"), state, [c.sweep_plot, c.sweep_md, c.msg], api_visibility="private",
                       concurrency_id="inside_sweep", concurrency_limit=1)
+    # A language switch redraws the lens (when there is a run) and every other view drawn.
+    from . import prefs  # (prefs imports the tab modules)
+
+    # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
+    prefs.on_change(page, lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS), [],
+                    [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab])
+    prefs.on_change(page, redraw_views, lens_inputs[1:],
+                    lens_outputs[:-1] + [c.dla_heat, c.dla_fall, c.dla_md, c.m_table, c.m_plot, c.m_md, c.i_bars,
+                                         c.i_loss, c.i_lens, c.i_md, c.dose_plot, c.sweep_plot, c.sweep_md, c.msg])
 
     # ---- API: plain numbers ----
     out, hidden = c.api_out, iter(c.api_buttons).__next__

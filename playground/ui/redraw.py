@@ -1,0 +1,78 @@
+"""What each page has drawn, so a change of language (or presenter mode) can draw it again.
+
+A view handler that builds text on the server calls ``remember(request, key, draw)`` with
+``draw(lang, present) -> outputs``, a closure over the numbers it has just shown; a tab's
+``prefs.on_change`` listener calls ``redraw(request, key, lang, present, n)`` for each of its views.
+The numbers are never recomputed for a redraw (a switch of language must not rescore a long text or
+rerun a sweep), and a view the page has not drawn stays as it is (``gr.skip()``).
+
+Pages are told apart by Gradio's session hash; a page that closes forgets its views (``forget``,
+wired to the page's unload), and only the newest MAX_VIEWS views are kept in all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable
+
+import gradio as gr
+
+MAX_VIEWS = 512
+
+_DRAWN: OrderedDict = OrderedDict()  # (session hash, view key) -> draw(lang, present)
+_LOCK = threading.Lock()
+
+
+def _session(request) -> str | None:
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
+def remember(request, key: str, draw: Callable) -> None:
+    """Keep ``draw`` as the way to draw view ``key`` of this page again (a call without a page, e.g.
+    a direct Python call, keeps nothing)."""
+    session = _session(request)
+    if session is None:
+        return
+    with _LOCK:
+        _DRAWN[(session, key)] = draw
+        _DRAWN.move_to_end((session, key))
+        while len(_DRAWN) > MAX_VIEWS:
+            _DRAWN.popitem(last=False)
+
+
+def drawn(request, key: str) -> bool:
+    with _LOCK:
+        return (_session(request), key) in _DRAWN
+
+
+def order(request, keys) -> list[str]:
+    """Of ``keys``, those this page has drawn, the most recently drawn last."""
+    session = _session(request)
+    with _LOCK:
+        ranked = [k for (s, k) in _DRAWN if s == session]
+    return [k for k in ranked if k in keys]
+
+
+def redraw(request, key: str, lang: str, present: bool, n: int) -> tuple:
+    """View ``key`` drawn again in ``lang``: its ``n`` outputs, or ``n`` skips when the page has not
+    drawn it (or drawing it again fails: the old drawing stays rather than an error appearing)."""
+    with _LOCK:
+        draw = _DRAWN.get((_session(request), key))
+    if draw is None:
+        return (gr.skip(),) * n
+    try:
+        out = draw(lang, present)
+    except Exception:
+        return (gr.skip(),) * n
+    out = out if isinstance(out, tuple) else (out,)
+    assert len(out) == n, (key, len(out), n)
+    return out
+
+
+def forget(request: gr.Request) -> None:
+    """The page closed: drop its views."""
+    session = _session(request)
+    with _LOCK:
+        for k in [k for k in _DRAWN if k[0] == session]:
+            del _DRAWN[k]
