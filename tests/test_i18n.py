@@ -295,11 +295,17 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
     for key, zh in (("dla", dla), ("maths", maths), ("intervene", intervene)):
         assert _numbers(zh) == _numbers(drawn[key][:-1]), key  # the same numbers, only the words differ
     assert list(maths[0].columns)[0] == "键位置" and "置零 L0H1" in intervene[3]
+    # Tick labels and bar names that are words, not tokens: the layers, heads and attribution's parts.
+    assert list(dla[0].layout.yaxis.ticktext[:2]) == ["第 0 层", "第 1 层"] and dla[0].layout.xaxis.ticktext[0] == "头 0"
+    bars = list(dla[1].data[0].x)
+    assert bars[:3] == ["tok_emb", "pos_emb", "L0 注意力"] and bars[-2:] == ["final_norm 偏移", "最终 logit"]
+    assert list(drawn["dla"][1].data[0].x)[2] == "L0 attn"  # English as before
     # The sweep is drawn from its numbers (not measured again); its message is the one shown last.
     swept = it.remembering("sweep")(page, en, progress=noop)
     assert redraw.order(page, ["inside_dla", "inside_sweep"])[-1] == "inside_sweep"
     again = it.redraw_views(page, zh_run, None, None, None)
     assert _numbers(again[16:18]) == _numbers(swept[:2]) and "依次把每个头置零" in again[17]
+    assert again[16].layout.yaxis.ticktext[0] == "第 0 层" and again[16].layout.xaxis.title.text == "头"
     # And back to English: the first drawing again.
     back = it.redraw_views(page, en, None, None, None)
     assert back[7] == drawn["dla"][2] and list(back[8].columns)[0] == "key position"

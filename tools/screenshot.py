@@ -5,8 +5,8 @@
                                         # and 中文, after using its views -> tests/artifacts/look-*.png
 
 The README's picture is the Generate & attention tab in English and the light theme, after a seeded
-40-token run of the bundled model with one generated token clicked: the header and tab row, the token
-chips and the attention heatmap of the step, all on the first screen. The app runs in this process
+40-token run of the bundled model with one generated token clicked, scrolled just enough to show the
+whole attention heatmap beside the token chips and the step's controls. The app runs in this process
 on a free local port; nothing is downloaded.
 """
 
@@ -66,7 +66,12 @@ def readme_screenshot(browser, url: str, out: Path) -> None:
     chips = page.locator("#pg-chips .pg-chip:not(.pg-prompt)")
     chips.nth(min(12, chips.count() - 1)).click()  # a step with some context to look back at
     page.wait_for_timeout(1500)  # the step's query row and figures redraw
-    page.evaluate("() => window.scrollTo(0, 0)")
+    # Scrolled just enough for the whole heatmap: the chips, the step's controls and the map together.
+    bottom = page.evaluate("() => { const r = document.querySelector('#pg-heatmap').getBoundingClientRect();"
+                           " return r.bottom + window.scrollY; }")
+    page.evaluate(f"() => window.scrollTo(0, {max(0, bottom + 12 - 1000)})")
+    page.mouse.move(1, 999)  # no hover: no figure toolbar, no tooltip
+    page.wait_for_timeout(500)
     page.screenshot(path=str(out))
     context.close()
     print(f"wrote {out}")
