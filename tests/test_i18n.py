@@ -337,3 +337,25 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
 
 def _skipped(x) -> bool:
     return isinstance(x, dict) and x == {"__type__": "update"}  # gr.skip(): the output keeps what it shows
+
+
+def test_the_refusals_of_the_inside_and_compare_tabs_are_said_in_chinese(zh_run, tmp_path):
+    """Bad input a class types (a two-token target, a head or layer the model lacks, an empty or
+    one-token text, a file that is not a replay) is refused in 中文, with the values it names."""
+    from playground.ui import compare_tab as ct, inside_tab as it
+
+    noop = lambda *a, **k: None  # noqa: E731
+    not_json = tmp_path / "notes.json"
+    not_json.write_text("these are my notes")
+    said = {"two tokens": it.attribution_view(zh_run, None, " hello world")[-1],
+            "no such head": it.intervene_view(zh_run, "1.7", "", "", 1.0, "", "", False, None)[-1],
+            "no such layer": it.intervene_view(zh_run, "", "", "", 1.0, "9", "", False, None)[-1],
+            "position": it.attribution_view(zh_run, 999, "")[-1],
+            "empty text": ct.score(zh_run, {"recipe": None}, "paste", "  ", None, False, 0, progress=noop)[0],
+            "one token": ct.score(zh_run, {"recipe": None}, "paste", "Hi", None, False, 0, progress=noop)[0],
+            "not a replay": ct.replay_file(zh_run, str(not_json))[0]}
+    _no_english(list(said.values()))
+    assert "' hello world' 是 2 个 token" in html.unescape(said["two tokens"])
+    assert "第 1 层第 7 头不存在" in said["no such head"] and "第 9 层不存在" in said["no such layer"]
+    assert "999" in said["position"] and "文本是空的" in said["empty text"] and "只有一个 token" in said["one token"]
+    assert "不是重放文件" in said["not a replay"]

@@ -380,7 +380,6 @@ def layout() -> SimpleNamespace:
                     c.score_btn = gr.Button(T("score_a"), variant="primary", elem_id="pg-score")
                     c.score_ab_btn = gr.Button(T("score_ab"), elem_id="pg-score-ab")
                 c.score_msg = gr.HTML(elem_id="pg-score-msg")
-                c.table = gr.Markdown(elem_id="pg-score-table")
             with gr.Column(scale=3):
                 c.legend = gr.HTML(cv.surprisal_legend())
                 c.chips_a = gr.HTML(elem_id="pg-score-a")
@@ -388,6 +387,8 @@ def layout() -> SimpleNamespace:
                 c.diff = gr.HTML(elem_id="pg-score-diff")
                 c.figure = gr.Plot(show_label=False, elem_id="pg-score-plot")
                 c.score_json = gr.JSON(visible=False)
+        # Full width: in the left column its six columns broke words letter by letter ("perp|lexit|y").
+        c.table = gr.Markdown(elem_id="pg-score-table")
     with gr.Accordion(T("side_section"), open=True):
         with gr.Row():
             c.s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
