@@ -359,3 +359,20 @@ def test_the_refusals_of_the_inside_and_compare_tabs_are_said_in_chinese(zh_run,
     assert "第 1 层第 7 头不存在" in said["no such head"] and "第 9 层不存在" in said["no such layer"]
     assert "999" in said["position"] and "文本是空的" in said["empty text"] and "只有一个 token" in said["one token"]
     assert "不是重放文件" in said["not a replay"]
+
+
+def test_the_build_message_follows_a_language_switch():
+    from playground.ui import model_tab, redraw
+
+    page = SimpleNamespace(session_hash="page-build")
+    out = model_tab.build_model(ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO),
+                                request=page)
+    zh = model_tab.build_message(page, {"lang": "zh-CN"})
+    assert "Ready" in out[1] and "就绪" in zh and "随机初始化（种子 3）" in zh
+    assert re.findall(r"\d+\.\d+", zh) == re.findall(r"\d+\.\d+", out[1])  # the same measured seconds
+    assert model_tab.build_message(page, {"lang": "en"}) == out[1]
+    bad = model_tab.build_model(ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32",
+                                *_fields(NANO)[:2], 70, *_fields(NANO)[3:], request=page)[1]
+    assert "emb_dim" in bad and "必须能被" in model_tab.build_message(page, {"lang": "zh-CN"})
+    redraw.forget(page)
+    assert model_tab.build_message(page, {"lang": "zh-CN"}) == {"__type__": "update"}
