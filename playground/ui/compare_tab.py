@@ -393,7 +393,8 @@ def layout() -> SimpleNamespace:
         with gr.Row():
             c.s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
             c.s_seed = gr.Number(42, label=T("seed"), min_width=100)
-            c.s_max = gr.Slider(1, MAX_COMPARE_NEW, value=40, step=1, label=T("max_new_tokens"), elem_id="pg-side-max")
+            c.s_max = gr.Slider(1, MAX_COMPARE_NEW, value=40, step=1, label=T("max_new_tokens"), elem_id="pg-side-max",
+                                scale=2, min_width=240)  # (narrower, its label wrapped to five lines)
         with gr.Row():
             c.t_a = gr.Slider(0, 2, value=0.7, step=0.05, label=T("temp_a"))
             c.k_a = gr.Slider(0, 200, value=0, step=1, label=T("top_k_a"))

@@ -370,6 +370,11 @@ def wire(page) -> None:
     # A language switch redraws the lens (when there is a run) and every other view drawn.
     from . import prefs  # (prefs imports the tab modules)
 
+    # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
+    from .style import RESIZE_JS
+
+    for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
+        tab.select(None, None, None, js=RESIZE_JS)
     # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
     prefs.on_change(page, lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS), [],
                     [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab])
