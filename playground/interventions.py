@@ -69,6 +69,17 @@ class Intervention:
         mean over the run's positions)."""
         return bool(self.unmasked_layers or self.mean_heads)
 
+    @property
+    def first_layer(self) -> int | None:
+        """The first block the intervention changes (0 when the embeddings change; None when
+        nothing does): every earlier residual stream equals the plain forward's."""
+        if self.drop_pos_emb:
+            return 0
+        layers = [h[0] for h in self.zero_heads + self.mean_heads] + list(self.skip_mlps) + list(self.unmasked_layers)
+        if self.scale_head is not None:
+            layers.append(self.scale_head[0])
+        return min(layers) if layers else None
+
     def to_dict(self) -> dict:
         return {"zero_heads": [list(h) for h in self.zero_heads], "mean_heads": [list(h) for h in self.mean_heads],
                 "scale_head": list(self.scale_head) if self.scale_head else None,
@@ -229,6 +240,34 @@ def _allowed(q_len: int, k_len: int, device) -> torch.Tensor:
     from .model import causal_mask
 
     return ~causal_mask(q_len, k_len, device)
+
+
+def resid_after(model, idx: torch.Tensor, n_blocks: int) -> torch.Tensor:
+    """The plain forward's residual stream after the embeddings and ``n_blocks`` blocks, (B, T, d):
+    where an intervention that starts at block ``n_blocks`` takes over."""
+    positions = torch.arange(idx.size(1), device=idx.device)
+    with torch.no_grad():
+        x = model.drop_emb(model.tok_emb(idx) + model.pos_emb(positions).to(model.dtype))  # (B, T, d)
+        for block in model.trf_blocks[:n_blocks]:
+            x = block(x)
+    return x
+
+
+def run_from(model, start: int, resid: list, intervention: Intervention | None = None, *, capture: bool = True,
+             head_gain=None):
+    """(final residual stream, Cache) of a hooked forward resumed at block ``start`` from
+    ``resid[start]`` (TransformerLens's "start at layer"): ``resid`` holds the residual streams
+    of a forward whose blocks before ``start`` are unchanged by the intervention, and the
+    returned cache's ``resid`` reuses them for the layers it did not recompute."""
+    hooks = Hooks(model.cfg, intervention, capture=capture, head_gain=head_gain)
+    if capture:
+        hooks.cache.resid = list(resid[:start + 1])
+    x = resid[start]
+    with torch.no_grad():
+        for i in range(start, model.cfg.n_layers):
+            x = model.trf_blocks[i](x, None, None, hooks.layer(i))
+            hooks.resid(i + 1, x)
+    return x, hooks.cache
 
 
 def run_with_hooks(model, ids, intervention: Intervention | None = None, *, capture: bool = True,

@@ -234,3 +234,38 @@ def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) ->
             return one_pass
 
         return choose(key, f"int8 weights × {name} {tuple(shape)}", {k: run(k) for k in kernels})
+
+
+def many_row_product(emb_dim: int, vocab_size: int) -> Choice:
+    """Who multiplies a chunk of rows by the output head, (64, d)·(d, V) float32, when many rows are
+    read out at once (scoring, the logit lens, per-position losses): PyTorch's BLAS or numpy's
+    (OpenBLAS in numpy's wheels). Which is faster depends on the CPU and the two libraries' builds
+    (measured 1.7-2× either way on machines we met), so it is timed: each candidate runs the
+    product and then the reductions that follow it in ``playground.readout`` (torch's thread pool
+    and OpenBLAS's then take turns, as they do there)."""
+    import numpy as np
+
+    cols = min(vocab_size, 16384)  # enough columns to stream the weights from memory, few enough to be quick
+    key = ("many-row product", emb_dim, cols)
+    with _LOCK:
+        if (*key, torch.get_num_threads()) in _CHOICES:
+            return _CHOICES[(*key, torch.get_num_threads())]
+        gen = torch.Generator().manual_seed(0)
+        w = torch.empty(emb_dim, cols).uniform_(-0.1, 0.1, generator=gen)
+        x = torch.randn(64, emb_dim, generator=gen)
+        out = torch.empty(64, cols)
+        wn, xn, on = w.numpy(), x.numpy(), out.numpy()
+
+        def then_reduce():
+            out.exp_().sum(dim=-1)
+
+        def with_torch():
+            torch.mm(x, w, out=out)
+            then_reduce()
+
+        def with_numpy():
+            np.matmul(xn, wn, out=on)
+            then_reduce()
+
+        return choose(key, f"float32 many-row product (64, {emb_dim})·({emb_dim}, V)",
+                      {"torch": with_torch, "numpy": with_numpy})

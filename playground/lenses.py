@@ -22,9 +22,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .interventions import Hooks, Intervention, InterventionError, check_alpha, run_with_hooks
+from .interventions import Hooks, Intervention, InterventionError, check_alpha, resid_after, run_from, run_with_hooks
 from .memory import BUDGET
 from .model import LayerNorm, causal_mask
+from .readout import CHUNK_ROWS, HeadReader
 
 SWEEP_LIMIT_S = 60.0
 TOP_K = 10
@@ -144,19 +145,10 @@ def lens_from_cache(model, cache, ids, first: int, stop: int) -> dict:
     L1, n = len(cache.resid), stop - first
     stream = torch.cat([r[0, first:stop] for r in cache.resid])  # ((L+1)·n, d): layer-major rows
     nxt = torch.cat([torch.tensor((ids + [0])[first + 1:stop + 1], dtype=torch.long)] * L1)  # each row's next token
-    top_id, top_prob, next_prob = [], [], []
-    rows = LENS_CHUNK_ROWS
-    # One product per chunk of rows instead of a (T, V) softmax per layer: argmax needs no
-    # softmax, and p = exp(logit − logsumexp) needs only the two reductions.
-    for start in range(0, stream.size(0), rows):
-        logits = _read_out(model, stream[start:start + rows])  # (rows, V)
-        lse = torch.logsumexp(logits, dim=-1)
-        best, best_id = logits.max(dim=-1)
-        chosen = logits.gather(1, nxt[start:start + rows, None])[:, 0]
-        top_id += best_id.tolist()
-        top_prob += torch.exp(best - lse).tolist()
-        next_prob += torch.exp(chosen - lse).tolist()
-        del logits
+    # argmax needs no softmax, and p = exp(logit − logsumexp) needs only the two reductions:
+    # playground.readout reads the rows in cache-sized chunks without a (rows, V) matrix
+    f = HeadReader(model)(stream, nxt, norm=True)
+    top_id, top_prob, next_prob = f.top_id.tolist(), f.top_prob.tolist(), f.target_logp.exp().tolist()
     known = min(n, len(ids) - 1 - first)  # positions whose next token exists
     return {"layers": layer_names(model), "token_ids": ids, "first": first,
             "top_id": [top_id[i * n:(i + 1) * n] for i in range(L1)],
@@ -286,30 +278,42 @@ def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_
     """The same tokens with and without the intervention: the next-token distribution at
     ``position`` (the top-k of either, with both probabilities), the per-position loss on the
     run's own tokens, and (``lens``) the logit lens after the intervention over ``lens_window``
-    (first, stop) positions (default: all), read from the same forward."""
+    (first, stop) positions (default: all), read from the same forward.
+
+    The intervened forward resumes from the plain one's residual stream at the first block the
+    intervention changes (the blocks before it compute the same thing twice otherwise)."""
     ids = _ids(ids)
     position = _position(position, len(ids))
     intervention = (intervention or Intervention()).validate(model.cfg)
     T = len(ids)
-    with _reserve_logits(model, 2 * T, f"an intervention on {T:,} tokens", T if lens else 0), torch.no_grad():
+    if lens:
+        first, stop = lens_window or (0, T)
+        if not 0 <= first < stop <= T:
+            raise LensError(f"The lens window must lie in positions 0–{T - 1}, got {first!r}–{stop!r}.")
+    with _reserve_logits(model, 2 * CHUNK_ROWS, f"an intervention on {T:,} tokens", 2 * T), torch.no_grad():
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
-        before = model(idx).float()
-        after, cache = run_with_hooks(model, idx, intervention, capture=lens)
-        after = after.float()
-        pb, pa = torch.softmax(before[0, position], -1), torch.softmax(after[0, position], -1)
+        _, before = run_with_hooks(model, idx, last_token_only=True)
+        start = intervention.first_layer
+        if start is None:
+            after = before
+        elif intervention.drop_pos_emb:
+            _, after = run_with_hooks(model, idx, intervention, last_token_only=True)
+        else:
+            _, after = run_from(model, start, before.resid, intervention)
+        reader = HeadReader(model)
+        targets = ids[1:] + [0]
+        fb = reader(before.resid[-1][0], targets, norm=True)
+        fa = reader(after.resid[-1][0], targets, norm=True)
+        pb = torch.softmax(_read_out(model, before.resid[-1][0, position]).double(), -1)
+        pa = torch.softmax(_read_out(model, after.resid[-1][0, position]).double(), -1)
         shown = list(dict.fromkeys(pb.topk(k).indices.tolist() + pa.topk(k).indices.tolist()))
         shown.sort(key=lambda t: -max(float(pb[t]), float(pa[t])))
         out = {"position": position, "intervention": intervention.to_dict(),
                "shown_ids": shown, "before": [float(pb[t]) for t in shown], "after": [float(pa[t]) for t in shown],
-               "loss_before": token_losses(before, ids) if T > 1 else [],
-               "loss_after": token_losses(after, ids) if T > 1 else []}
-        del before, after
+               "loss_before": (-fb.target_logp[:T - 1]).tolist(), "loss_after": (-fa.target_logp[:T - 1]).tolist()}
         if lens:
-            first, stop = lens_window or (0, T)
-            if not 0 <= first < stop <= T:
-                raise LensError(f"The lens window must lie in positions 0–{T - 1}, got {first!r}–{stop!r}.")
-            out["lens_after"] = lens_from_cache(model, cache, ids, first, stop)
-        del cache
+            out["lens_after"] = lens_from_cache(model, after, ids, first, stop)
+        del before, after
     n = max(1, T - 1)
     out["mean_loss_before"] = sum(out["loss_before"]) / n
     out["mean_loss_after"] = sum(out["loss_after"]) / n
@@ -321,8 +325,10 @@ def dose_response(model, ids, layer: int, head: int, position: int, target_id: i
     """log p(target) at ``position`` as one head's output is scaled by α (default 0, 0.2, …, 2).
 
     Only the tokens up to ``position`` are run (the model is causal), the blocks before ``layer``
-    once (they do not depend on α), and the rest with every α as one batch, resumed from the
-    residual stream captured at ``layer`` -- TransformerLens's "start at layer"."""
+    once and plainly (they do not depend on α), and the rest with every α as one batch, resumed
+    from the residual stream at ``layer`` -- TransformerLens's "start at layer". The last block
+    computes attention and MLP for the final row only (the one whose logits are read); the other
+    rows give it keys and values."""
     ids = _ids(ids)
     cfg = model.cfg
     layer = _layer(layer, cfg.n_layers)
@@ -333,34 +339,59 @@ def dose_response(model, ids, layer: int, head: int, position: int, target_id: i
     gain = torch.ones(cfg.n_layers, len(alphas), cfg.n_heads)
     gain[layer, :, head] = torch.tensor(alphas)
     with _reserve_logits(model, len(alphas), "a dose-response curve", (len(alphas) + 1) * (position + 1)):
-        _, cache = run_with_hooks(model, ids[:position + 1], last_token_only=True)
         hooks = Hooks(cfg, capture=False, head_gain=gain)
         with torch.no_grad():
-            x = cache.resid[layer].expand(len(alphas), -1, -1)  # (n_alphas, position + 1, d)
-            for i in range(layer, cfg.n_layers):
+            idx = torch.tensor([ids[:position + 1]], dtype=torch.long, device=model.device)
+            x = resid_after(model, idx, layer).expand(len(alphas), -1, -1)  # (n_alphas, position + 1, d)
+            for i in range(layer, cfg.n_layers - 1):
                 x = model.trf_blocks[i](x, None, None, hooks.layer(i))
-            logits = model.out_head(model.final_norm(x[:, -1:]))  # (n_alphas, 1, V)
+            x = last_row_block(model.trf_blocks[-1], x, hooks.layer(cfg.n_layers - 1))  # (n_alphas, 1, d)
+            logits = model.out_head(model.final_norm(x))  # (n_alphas, 1, V)
         logp = torch.log_softmax(logits[:, -1].float(), dim=-1)[:, target_id]
     return {"layer": layer, "head": head, "position": position, "target_id": target_id,
             "alphas": alphas, "logprob": logp.tolist()}
 
 
+class _Prefilled:
+    """A layer's keys and values of the earlier rows, handed to the attention like a KV cache."""
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor):
+        self.k, self.v = k, v
+
+    def append(self, k: torch.Tensor, v: torch.Tensor):
+        return torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)  # (B, H, T, hd)
+
+
+def last_row_block(block, x: torch.Tensor, hooks=None) -> torch.Tensor:
+    """``block(x)[:, -1:]`` computing only what the last row needs: keys and values of every row,
+    the query, attention, out_proj and MLP of the last one."""
+    if x.size(1) == 1:
+        return block(x, None, None, hooks)
+    earlier = x[:, :-1]
+    _, k, v = block.att.project_qkv(block.norm1(earlier) if block.pre_norm else earlier)  # (B, H, T-1, hd)
+    return block(x[:, -1:], _Prefilled(k, v), None, hooks)
+
+
 def estimate_sweep_seconds(model, ids) -> tuple[float, float]:
-    """(seconds for one plain forward of ``ids``, estimated seconds for a sweep of every head)."""
+    """(seconds for one plain forward of ``ids``, estimated seconds for a sweep of every head).
+    The sweep resumes each layer's heads at that layer, so on average it runs half the blocks:
+    n_heads · (n_layers + 1) / 2 forwards' worth."""
     idx = torch.tensor([_ids(ids)], dtype=torch.long, device=model.device)
     with torch.no_grad():
         model(idx)  # warm
         t0 = time.perf_counter()
         model(idx)
         one = time.perf_counter() - t0
-    return one, one * model.cfg.n_layers * model.cfg.n_heads
+    return one, one * model.cfg.n_heads * (model.cfg.n_layers + 1) / 2
 
 
 def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, batch: int | None = None) -> dict:
     """Zero each head in turn; Δ mean loss (nats) on the run's own tokens, layers × heads.
 
     Refused with SweepTooLongError (and the estimate) when one timed forward says the sweep would
-    take longer than ``limit_s``. ``progress(fraction, text)`` is called as batches finish."""
+    take longer than ``limit_s``. ``progress(fraction, text)`` is called as batches finish. A
+    layer's heads run as one batch resumed from the plain forward's residual stream at that
+    layer (the blocks before it do not change when one of its heads is zeroed)."""
     ids = _ids(ids)
     if len(ids) < 2:
         raise LensError("The head sweep needs at least two tokens (a loss needs a next token).")
@@ -371,28 +402,33 @@ def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, bat
             f"Zeroing each of the {cfg.n_layers * cfg.n_heads} heads in turn would take about {estimate:.0f} s "
             f"on this machine ({one * 1000:.0f} ms a forward of {len(ids):,} tokens); the limit is "
             f"{limit_s:.0f} s. Shorten the run or use a smaller model.", estimate)
-    T, V = len(ids), cfg.vocab_size
-    if batch is None:  # logits of a batch stay under ~200 MB
-        batch = max(1, min(8, (200 * 2**20) // (T * V * 4)))
-    heads = [(layer, h) for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]
-    target = torch.tensor(ids[1:], dtype=torch.long)
-    delta = [[0.0] * cfg.n_heads for _ in range(cfg.n_layers)]
-    with _reserve_logits(model, batch * T, "the head-importance sweep"), torch.no_grad():
+    T, L, H = len(ids), cfg.n_layers, cfg.n_heads
+    if batch is None:  # a batch's activations stay modest; logits are read in chunks (readout)
+        batch = max(1, min(H, 4096 // T))
+    target = ids[1:]
+    delta = [[0.0] * H for _ in range(L)]
+    done, total = 0, L * H
+    with _reserve_logits(model, CHUNK_ROWS, "the head-importance sweep", batch * T), torch.no_grad():
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
-        base = float(F.cross_entropy(model(idx)[0, :-1].float(), target))
+        _, plain = run_with_hooks(model, idx, last_token_only=True)
+        reader = HeadReader(model)
+        base = float((-reader(plain.resid[-1][0, :-1], target, norm=True).target_logp).mean())
         t0 = time.perf_counter()
-        for start in range(0, len(heads), batch):
-            chunk = heads[start:start + batch]
-            gain = torch.ones(cfg.n_layers, len(chunk), cfg.n_heads)
-            for row, (layer, h) in enumerate(chunk):
-                gain[layer, row, h] = 0.0
-            logits, _ = run_with_hooks(model, idx.expand(len(chunk), T), capture=False, head_gain=gain)
-            for row, (layer, h) in enumerate(chunk):
-                delta[layer][h] = float(F.cross_entropy(logits[row, :-1].float(), target)) - base
-            del logits
-            if progress is not None:
-                done = start + len(chunk)
-                progress(done / len(heads), f"{done}/{len(heads)} heads")
+        for layer in range(L):
+            for start in range(0, H, batch):
+                heads = list(range(start, min(H, start + batch)))
+                gain = torch.ones(L, len(heads), H)
+                for row, h in enumerate(heads):
+                    gain[layer, row, h] = 0.0
+                resid = plain.resid[:layer] + [plain.resid[layer].expand(len(heads), -1, -1)]
+                x, _ = run_from(model, layer, resid, capture=False, head_gain=gain)  # (b, T, d)
+                f = reader(x[:, :-1].reshape(-1, cfg.emb_dim), target * len(heads), norm=True)
+                losses = (-f.target_logp).view(len(heads), T - 1).mean(dim=1)
+                for row, h in enumerate(heads):
+                    delta[layer][h] = float(losses[row]) - base
+                done += len(heads)
+                if progress is not None:
+                    progress(done / total, f"{done}/{total} heads")
     return {"base_loss": base, "delta_loss": delta, "seconds": time.perf_counter() - t0,
             "estimate_s": estimate, "n_tokens": T}
 

@@ -27,6 +27,7 @@ import torch
 
 from .memory import BUDGET
 from .model import GPTModel
+from .readout import CHUNK_ROWS, HeadReader
 from .tokenizer import load_tokenizer
 
 MAX_SCORE_TOKENS = 16_384  # a longer text is cut here (and the cut is said)
@@ -165,11 +166,26 @@ def score_ids(model: GPTModel, ids, *, stride: int | None = None, max_tokens: in
     return Scores(ids, surprisal, prob, rank, top, context, n_bytes, W, stride, n_windows, truncated_from, label)
 
 
+# Rows of logits reduced at once (playground.readout): the product, the argmax, the log-sum-exp and
+# the rank count read them from cache instead of from memory -- the reductions, not the head's
+# product, were most of scoring's time when whole windows of logits went through them.
+SCORE_ROWS = CHUNK_ROWS
+# Windows run through the blocks together, up to this many tokens: one batched forward instead of
+# many small ones (a small model's blocks are per-op overhead at batch 1).
+GROUP_TOKENS = 2048
+
+
+def _group_size(model: GPTModel) -> int:
+    return max(1, min(8, GROUP_TOKENS // model.cfg.context_length))
+
+
 def scoring_bytes(model: GPTModel, stride: int) -> int:
-    """Peak extra memory: one window's activations and logits, and ~3 copies of the scored rows' logits."""
+    """Peak extra memory: one group of windows' activations, their scored rows' hidden states, and
+    the chunk buffers (float32 logits and a bool mask; twice, for a non-float32 head's own output)."""
     cfg = model.cfg
-    acts = cfg.context_length * cfg.emb_dim * 4 * 8 + cfg.n_heads * cfg.context_length ** 2 * 4
-    return acts + 3 * stride * cfg.vocab_size * 4 + cfg.context_length * cfg.vocab_size * 4
+    g = _group_size(model)
+    acts = g * (cfg.context_length * cfg.emb_dim * 4 * 8 + cfg.n_heads * cfg.context_length ** 2 * 4)
+    return acts + g * cfg.context_length * cfg.emb_dim * 4 + 2 * SCORE_ROWS * cfg.vocab_size * 5
 
 
 def _windows(n: int, W: int, stride: int):
@@ -184,53 +200,76 @@ def _windows(n: int, W: int, stride: int):
         first, begin = end, begin + stride
 
 
+def _groups(windows: list, size: int):
+    """Consecutive windows with inputs of one length, at most ``size`` at a time (one batch each)."""
+    group = []
+    for w in windows:
+        if group and (len(group) == size or w[2] - w[0] != group[0][2] - group[0][0]):
+            yield group
+            group = []
+        group.append(w)
+    if group:
+        yield group
+
+
 def _score_windows(model, ids, W, stride, progress):
     n = len(ids)
     ids_t = torch.tensor(ids, dtype=torch.long)
+    windows = list(_windows(n, W, stride))
+    reader = HeadReader(model, SCORE_ROWS)
     parts = []
-    n_windows = 0
     was_training = model.training
     model.eval()
     try:
-        for begin, first, end in _windows(n, W, stride):
-            n_windows += 1
-            # Rows first-1 .. end-2 predict the targets first .. end-1; rows before them are context only.
-            logits = _logits_of_rows(model, ids_t[begin : end - 1].to(model.device)[None], first - 1 - begin)
-            targets = ids_t[first:end].to(logits.device)
-            parts.append(_token_figures(logits, targets) + (torch.arange(first, end) - begin,))
+        for group in _groups(windows, _group_size(model)):
+            idx = torch.stack([ids_t[begin:end - 1] for begin, _, end in group]).to(model.device)  # (g, L)
+            # Rows first-1 .. end-2 of a window predict its targets first .. end-1; rows before them
+            # are context only and never reach the head.
+            hidden = _final_hidden(model, idx)  # (g, L, d)
+            rows = torch.cat([hidden[k, first - 1 - begin:] for k, (begin, first, _) in enumerate(group)])  # (r, d)
+            targets = torch.cat([ids_t[first:end] for _, first, end in group]).to(rows.device)
+            context = torch.cat([torch.arange(first, end) - begin for begin, first, end in group])
+            del hidden
+            parts.append(_row_figures(reader, rows, targets))
+            parts.append(context)
             if progress is not None:
-                progress(end - 1, n - 1)
+                progress(group[-1][2] - 1, n - 1)
     finally:
         model.train(was_training)
-    cols = [torch.cat([p[i] for p in parts]).cpu().numpy() for i in range(5)]
-    surprisal, prob, rank, top, context = cols
-    return surprisal.astype(np.float64), prob.astype(np.float64), rank, top, context, n_windows
+    figures = [p for p in parts if isinstance(p, tuple)]
+    cols = [torch.cat([p[i] for p in figures]).cpu().numpy() for i in range(4)]
+    context = torch.cat([p for p in parts if not isinstance(p, tuple)]).numpy()
+    surprisal, prob, rank, top = cols
+    return surprisal.astype(np.float64), prob.astype(np.float64), rank, top, context, len(windows)
+
+
+def _final_hidden(model: GPTModel, idx: torch.Tensor) -> torch.Tensor:
+    """final_norm(residual stream) of every row: the plain forward's steps up to the output head."""
+    positions = torch.arange(idx.size(1), device=idx.device)
+    x = model.drop_emb(model.tok_emb(idx) + model.pos_emb(positions).to(model.dtype))  # (B, T, d)
+    for block in model.trf_blocks:
+        x = block(x)
+    return model.final_norm(x)
 
 
 def _logits_of_rows(model: GPTModel, idx: torch.Tensor, start: int) -> torch.Tensor:
-    """Float32 logits of rows ``start``.. of one window: the plain forward's steps, with the output
-    head (V × d, the largest product in a small model) applied only to the rows being scored -- about
-    half the head's work at the default stride. tests/test_scoring.py holds this to ``model(idx)``.
-    (Running the context through the KV cache and the scored rows after it was measured slower:
-    two calls and a masked attention kernel.)"""
-    positions = torch.arange(idx.size(1), device=idx.device)
-    x = model.drop_emb(model.tok_emb(idx) + model.pos_emb(positions).to(model.dtype))
-    for block in model.trf_blocks:
-        x = block(x)
-    return model.out_head(model.final_norm(x[0, start:])).float()
+    """Float32 logits of rows ``start``.. of one window, as scoring computes them (the head applied
+    to the scored rows only). tests/test_scoring.py holds this to ``model(idx)``."""
+    return model.out_head(_final_hidden(model, idx)[0, start:]).float()
+
+
+def _row_figures(reader: HeadReader, rows: torch.Tensor, targets: torch.Tensor):
+    """(surprisal bits, probability, rank, top guess) of each target under its row."""
+    f = reader(rows, targets, rank=True)
+    return -f.target_logp / LN2, f.target_logp.exp(), f.rank, f.top_id
 
 
 def _token_figures(logits: torch.Tensor, targets: torch.Tensor):
-    """(surprisal bits, probability, rank, top guess) of each target under its row of logits."""
-    logp = torch.log_softmax(logits, dim=-1)
-    target_logp = logp.gather(1, targets[:, None])[:, 0]
-    del logp
-    target_logit = logits.gather(1, targets[:, None])
-    # int32 sums of the comparison: twice as fast as the default int64 reduction (measured)
-    rank = (logits > target_logit).sum(dim=-1, dtype=torch.int32) + 1
-    top = logits.max(dim=-1).indices
-    surprisal = -target_logp.double() / LN2
-    return surprisal, target_logp.double().exp(), rank.long(), top
+    """The same figures from full logits, the plain way (tests hold _row_figures to this)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    target_logp = logp.gather(1, targets[:, None])[:, 0].double()
+    rank = (logits > logits.gather(1, targets[:, None])).sum(dim=-1) + 1
+    return -target_logp / LN2, target_logp.exp(), rank.long(), logits.argmax(dim=-1)
 
 
 # ----------------------------------------------------------------------------------------------

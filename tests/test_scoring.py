@@ -161,3 +161,38 @@ def test_scored_rows_are_the_plain_forwards_rows(changes, dtype):
     idx = torch.randint(0, 50257, (1, 12), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         torch.testing.assert_close(_logits_of_rows(model, idx, 5), model(idx)[0, 5:].float(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("product", ["torch", "numpy"])
+@pytest.mark.parametrize("scale", [1.0, 40.0])  # 40: row maxima past ±60, the shifted log-sum-exp
+def test_chunked_row_figures_equal_the_plain_log_softmax(scale, product):
+    """The chunked reader (reused buffers, numpy argmax and rank count, in-place exp) against
+    log_softmax, argmax and a comparison count over the full logits, for a float32 head and a
+    bfloat16 one (the plain torch path), in more rows than one chunk."""
+    from playground.readout import HeadReader
+    from playground.scoring import SCORE_ROWS, _row_figures, _token_figures
+
+    g = torch.Generator().manual_seed(3)
+    for dtype in (torch.float32, torch.bfloat16):
+        cfg = GPTConfig(vocab_size=50257, context_length=16, emb_dim=32, n_heads=2, n_layers=1)
+        model = GPTModel(cfg, generator=torch.Generator().manual_seed(1)).eval()
+        with torch.no_grad():
+            model.out_head.weight.mul_(scale)
+        model = model.to(dtype)
+        rows = torch.randn(SCORE_ROWS + 29, 32, generator=g).to(dtype)
+        targets = torch.randint(0, 50257, (SCORE_ROWS + 29,), generator=g)
+        targets[0] = int(model.out_head(rows[:1]).float().argmax())  # one target that is the top guess
+        with torch.no_grad():
+            got = _row_figures(HeadReader(model, product=product), rows, targets)
+            want = _token_figures(model.out_head(rows).float(), targets)
+        assert (got[0] >= 0).all() and got[2][0] == 1
+        torch.testing.assert_close(got[0], want[0], atol=5e-5 * scale, rtol=1e-5)  # surprisal, bits
+        torch.testing.assert_close(got[1], want[1], atol=1e-6, rtol=1e-4)  # probability
+        # rank and top guess: exact up to logits tied within float rounding (the reader's product
+        # may run on another BLAS than the module's, with another summation order)
+        logits = model.out_head(rows).float()
+        t = logits.gather(1, targets[:, None])
+        eps = 1e-5 * scale
+        assert ((logits > t + eps).sum(-1) + 1 <= got[2]).all() and (got[2] <= (logits > t - eps).sum(-1) + 1).all()
+        assert (got[2] == want[2]).float().mean() > 0.9
+        assert (logits.gather(1, got[3][:, None])[:, 0] >= logits.max(-1).values - eps).all()
