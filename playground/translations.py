@@ -402,6 +402,7 @@ EN = {
     "kn_layout": "{dtype} weight layout {shape}",
     "kn_qkv": "{dtype} Q/K/V projections d={d}",
     "kn_int8": "int8 weights × {dtype} {shape}",
+    "kn_many_rows": "{dtype} many-row product {shape}",
 }
 
 ZH = {
@@ -792,6 +793,7 @@ ZH = {
     "kn_layout": "{dtype} 权重布局 {shape}",
     "kn_qkv": "{dtype} Q/K/V 投影 d={d}",
     "kn_int8": "int8 权重 × {dtype} {shape}",
+    "kn_many_rows": "{dtype} 多行乘积（读出层）{shape}",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"

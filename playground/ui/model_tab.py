@@ -135,7 +135,8 @@ KERNEL_TEXT = {  # templates of the kernels box: keys of translations.py
 KERNEL_DECISIONS = [(re.compile(r"^one-row bfloat16 kernel (.+)$"), "kn_gemv", ("shape",)),
                     (re.compile(r"^(\S+) weight layout (.+)$"), "kn_layout", ("dtype", "shape")),
                     (re.compile(r"^(\S+) Q/K/V projections d=(\d+)$"), "kn_qkv", ("dtype", "d")),
-                    (re.compile(r"^int8 weights × (\S+) (.+)$"), "kn_int8", ("dtype", "shape"))]
+                    (re.compile(r"^int8 weights × (\S+) (.+)$"), "kn_int8", ("dtype", "shape")),
+                    (re.compile(r"^(\S+) many-row product (.+)$"), "kn_many_rows", ("dtype", "shape"))]
 
 
 def _decision(text: str, lang: str) -> str:
