@@ -376,3 +376,24 @@ def test_the_build_message_follows_a_language_switch():
     assert "emb_dim" in bad and "必须能被" in model_tab.build_message(page, {"lang": "zh-CN"})
     redraw.forget(page)
     assert model_tab.build_message(page, {"lang": "zh-CN"}) == {"__type__": "update"}
+
+
+def test_the_views_kept_for_redrawing_are_bounded(monkeypatch):
+    from playground.ui import redraw
+
+    monkeypatch.setattr(redraw, "MAX_VIEWS", 3)
+    monkeypatch.setattr(redraw, "MAX_BYTES", 1000)
+    pages = [SimpleNamespace(session_hash=f"bound-{i}") for i in range(5)]
+    for i, page in enumerate(pages):
+        redraw.remember(page, "v", lambda lang, present, i=i: f"{lang} {i}", nbytes=100)
+    # the oldest two pages were dropped (count), the newest three kept
+    assert [redraw.redraw(p, "v", "zh-CN", False, 1)[0] for p in pages[2:]] == ["zh-CN 2", "zh-CN 3", "zh-CN 4"]
+    assert all(redraw.redraw(p, "v", "en", False, 1)[0] == {"__type__": "update"} for p in pages[:2])
+    redraw.remember(pages[0], "big", lambda lang, present: "big", nbytes=900)  # (bytes) leaves room for one more
+    assert redraw.redraw(pages[0], "big", "en", False, 1) == ("big",)
+    assert redraw.redraw(pages[4], "v", "en", False, 1) == ("en 4",)
+    assert redraw.redraw(pages[3], "v", "en", False, 1)[0] == {"__type__": "update"}
+    redraw.remember(pages[1], "huge", lambda lang, present: "huge", nbytes=2000)  # never kept
+    assert redraw.redraw(pages[1], "huge", "en", False, 1)[0] == {"__type__": "update"}
+    for p in pages:
+        redraw.forget(p)

@@ -121,14 +121,15 @@ def score(state, cmp_state, source, text, upload, replace, stride, both=False, p
           request=None):
     """Outputs: message, figures table, chips A, chips B, difference chips, figure, raw numbers (JSON)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    draw = _score(state, cmp_state, source, text, upload, replace, stride, both, progress, lang)
-    redraw.remember(request, "cmp_score", lambda lang, present: draw(lang, present)[:-1])
+    draw, n_tokens = _score(state, cmp_state, source, text, upload, replace, stride, both, progress, lang)
+    # (about 80 bytes a token and model: ids, surprisal, probability, rank, top guess, context)
+    redraw.remember(request, "cmp_score", lambda lang, present: draw(lang, present)[:-1], nbytes=80 * n_tokens)
     return draw(lang, present)
 
 
 def _score(state, cmp_state, source, text, upload, replace, stride, both, progress, lang):
-    """Scores the text; returns draw(lang, present) -> score's outputs (the models' names, messages,
-    table, chips and figure in that language, the same numbers)."""
+    """Scores the text; returns (draw(lang, present) -> score's outputs: the models' names, messages,
+    table, chips and figure in that language, the same numbers; tokens scored in all)."""
     try:
         text = text_from(state, source, text, upload, replace)
         stride = _stride(stride)
@@ -148,10 +149,11 @@ def _score(state, cmp_state, source, text, upload, replace, stride, both, progre
             results.append(score_text(model, text, stride=s, progress=report, label=label))
         seconds = time.perf_counter() - t0
     except Exception as e:
-        return lambda lang, present, e=e: (_fail(e, lang),) + (gr.skip(),) * 6
+        return (lambda lang, present, e=e: (_fail(e, lang),) + (gr.skip(),) * 6), 0
     comparison = compare_scores(*results) if both else None
     recipes = [state["recipe"]] + ([cmp_state["recipe"]] if both else [])
-    return lambda lang, present: _score_outputs(results, recipes, comparison, seconds, lang, present)
+    return (lambda lang, present: _score_outputs(results, recipes, comparison, seconds, lang, present),
+            sum(len(s.token_ids) for s in results))
 
 
 def _score_outputs(results, recipes, comparison, seconds, lang, present):

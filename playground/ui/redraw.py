@@ -19,8 +19,9 @@ from typing import Callable
 import gradio as gr
 
 MAX_VIEWS = 512
+MAX_BYTES = 200 * 2**20  # what the kept views may hold in all (a scored long text keeps its arrays)
 
-_DRAWN: OrderedDict = OrderedDict()  # (session hash, view key) -> draw(lang, present)
+_DRAWN: OrderedDict = OrderedDict()  # (session hash, view key) -> (draw(lang, present), bytes it holds)
 _LOCK = threading.Lock()
 
 
@@ -28,22 +29,20 @@ def _session(request) -> str | None:
     return getattr(request, "session_hash", None) if request is not None else None
 
 
-def remember(request, key: str, draw: Callable) -> None:
+def remember(request, key: str, draw: Callable, nbytes: int = 0) -> None:
     """Keep ``draw`` as the way to draw view ``key`` of this page again (a call without a page, e.g.
-    a direct Python call, keeps nothing)."""
+    a direct Python call, keeps nothing). ``nbytes``: roughly what the closure holds; the oldest
+    views are dropped first when the kept ones would exceed MAX_VIEWS or MAX_BYTES."""
     session = _session(request)
     if session is None:
         return
     with _LOCK:
-        _DRAWN[(session, key)] = draw
-        _DRAWN.move_to_end((session, key))
-        while len(_DRAWN) > MAX_VIEWS:
+        _DRAWN.pop((session, key), None)
+        if nbytes > MAX_BYTES:
+            return  # too big to keep: that view stays in the language it was drawn in
+        _DRAWN[(session, key)] = (draw, nbytes)
+        while len(_DRAWN) > MAX_VIEWS or sum(n for _, n in _DRAWN.values()) > MAX_BYTES:
             _DRAWN.popitem(last=False)
-
-
-def drawn(request, key: str) -> bool:
-    with _LOCK:
-        return (_session(request), key) in _DRAWN
 
 
 def order(request, keys) -> list[str]:
@@ -58,7 +57,7 @@ def redraw(request, key: str, lang: str, present: bool, n: int) -> tuple:
     """View ``key`` drawn again in ``lang``: its ``n`` outputs, or ``n`` skips when the page has not
     drawn it (or drawing it again fails: the old drawing stays rather than an error appearing)."""
     with _LOCK:
-        draw = _DRAWN.get((_session(request), key))
+        draw, _ = _DRAWN.get((_session(request), key), (None, 0))
     if draw is None:
         return (gr.skip(),) * n
     try:
