@@ -397,3 +397,19 @@ def test_the_views_kept_for_redrawing_are_bounded(monkeypatch):
     assert redraw.redraw(pages[1], "huge", "en", False, 1)[0] == {"__type__": "update"}
     for p in pages:
         redraw.forget(p)
+
+
+def test_the_train_tabs_last_message_follows_a_language_switch():
+    from playground.ui import train_tab
+
+    page = SimpleNamespace(session_hash="page-train")
+    outs = list(train_tab.train_model(train_tab.new_train_state(), "nano (2 layers, d64)", train_tab.CORPUS_CHOICES[0],
+                                      None, None, 3, 3e-3, 1, request=page))
+    assert "Trained" in outs[-1][3] or "3 steps" in outs[-1][3]
+    zh = train_tab.train_message(page, {"lang": "zh-CN"})
+    assert "训练完成，共 3 步" in zh
+    _no_english(zh)
+    assert train_tab.train_message(page, {"lang": "en"}) == outs[-1][3]
+    state, used = train_tab.use_trained(ui.new_state(), outs[-1][0], request=page)[:2]
+    assert "在伊索寓言与童谣上训练 3 步" in train_tab.train_message(page, {"lang": "zh-CN"})
+    assert train_tab.train_message(page, {"lang": "en"}) == used
