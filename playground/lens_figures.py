@@ -12,6 +12,9 @@ import plotly.graph_objects as go
 
 FONT = 13
 TICK_CHARS = 10
+CELL_CHARS = 5
+CELL_FONT, PRESENT_CELL_FONT = 10, 13  # px; presenter mode's cells are wider (ui/cell_click.CELL_PX_PRESENT)
+MAX_TICKS = 32  # token labels on a line plot's axis; a longer run names every k-th
 
 
 def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
@@ -30,16 +33,19 @@ def _pct(p) -> str:
 
 
 def lens_heatmap(layer_names, positions, labels, top_tokens, top_prob, next_prob, *, title: str,
-                 selected: tuple[int, int] | None = None) -> go.Figure:
+                 selected: tuple[int, int] | None = None, cell_font: int = CELL_FONT) -> go.Figure:
     """Layers (rows, embeddings at the bottom) × positions; colour = p(actual next token), text =
     the top token. ``top_tokens``/``top_prob``/``next_prob`` are (layers × shown positions)."""
     z = [[float("nan") if p is None else p for p in row] for row in next_prob]
-    text = [[_short(t, 7) for t in row] for row in top_tokens]
+    # 5 characters of 10 px text fit the ~30 px cells the page keeps (ui/cell_click.CELL_PX: it
+    # shows fewer positions on a narrower page), 13 px the presenter's 40 px; the hover shows the
+    # whole token.
+    text = [[_short(t, CELL_CHARS) for t in row] for row in top_tokens]
     hover = [[f"{layer_names[i]} · position {positions[j]} ({labels[j]})<br>top: {top_tokens[i][j]} "
               f"({_pct(top_prob[i][j])})<br>p(next = {labels[j + 1] if j + 1 < len(labels) else '?'}) = "
               f"{_pct(next_prob[i][j])}" for j in range(len(positions))] for i in range(len(layer_names))]
     fig = go.Figure(go.Heatmap(z=z, x=list(positions), y=list(range(len(layer_names))), text=text,
-                               texttemplate="%{text}", textfont=dict(size=10), hovertext=hover,
+                               texttemplate="%{text}", textfont=dict(size=cell_font), hovertext=hover,
                                hoverinfo="text", colorscale="Viridis", zmin=0, zmax=1,
                                colorbar=dict(title="p(next)", thickness=12)))
     if selected is not None:
@@ -112,7 +118,8 @@ def loss_lines(positions, labels, before, after, *, title: str) -> go.Figure:
     fig = go.Figure([go.Scatter(x=list(positions), y=list(before), mode="lines+markers", name="before"),
                      go.Scatter(x=list(positions), y=list(after), mode="lines+markers", name="after",
                                 line=dict(dash="dash"))])
-    fig.update_xaxes(tickmode="array", tickvals=list(positions), ticktext=[_short(x) for x in labels],
+    step = max(1, math.ceil(len(positions) / MAX_TICKS))  # a long run: every step-th token named
+    fig.update_xaxes(tickmode="array", tickvals=list(positions)[::step], ticktext=[_short(x) for x in labels][::step],
                      tickangle=-60, title="position (predicting the next token)")
     fig.update_yaxes(title="loss (nats)")
     return _layout(fig, title, 360)

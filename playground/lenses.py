@@ -374,15 +374,20 @@ def last_row_block(block, x: torch.Tensor, hooks=None) -> torch.Tensor:
 
 def estimate_sweep_seconds(model, ids) -> tuple[float, float]:
     """(seconds for one plain forward of ``ids``, estimated seconds for a sweep of every head).
-    The sweep resumes each layer's heads at that layer, so on average it runs half the blocks:
-    n_heads · (n_layers + 1) / 2 forwards' worth."""
+    The sweep resumes each layer's heads at that layer, so its blocks cost n_heads · (n_layers + 1)
+    / 2 forwards' worth on average, but every ablation reads all positions out through the head:
+    both parts are timed (a forward with and without the head's product for every row)."""
     idx = torch.tensor([_ids(ids)], dtype=torch.long, device=model.device)
     with torch.no_grad():
         model(idx)  # warm
         t0 = time.perf_counter()
+        model(idx, last_token_only=True)
+        blocks = time.perf_counter() - t0
+        t0 = time.perf_counter()
         model(idx)
         one = time.perf_counter() - t0
-    return one, one * model.cfg.n_heads * (model.cfg.n_layers + 1) / 2
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    return one, blocks * H * (L + 1) / 2 + max(0.0, one - blocks) * L * H
 
 
 def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, batch: int | None = None) -> dict:

@@ -402,7 +402,14 @@ EN = {
     "kn_layout": "{dtype} weight layout {shape}",
     "kn_qkv": "{dtype} Q/K/V projections d={d}",
     "kn_int8": "int8 weights × {dtype} {shape}",
-    "kn_many_rows": "{dtype} many-row product {shape}",
+    "kn_rows": "float32 many-row product (64, {d})·({d}, V)",
+    # Inside tab: clicking a heatmap cell (issue 11)
+    "inside_click_lens": "**Click a cell** to see the top-10 at that layer and position and the KL divergence to the final layer (or type its layer and position above and press Enter).",
+    "inside_click_head": "**Click a head's cell** to step through its attention maths at this position and pick it for the dose–response in Interventions; click an MLP cell to put its layer in “Skip MLPs”.",
+    "inside_click_sweep": "**Click a head** to zero-ablate it alone and see before vs after above.",
+    "in_picked_head": "Picked head {head} of layer {layer}: its attention maths at position {pos} is in “Attention maths”, and “Scale one head” in Interventions now names it (same position and target) for the dose–response.",
+    "in_picked_mlp": "“Skip MLPs” in Interventions now holds layer {layer}.",
+    "in_pick_first": "Draw the heatmap first, then click one of its cells.",
 }
 
 ZH = {
@@ -793,7 +800,14 @@ ZH = {
     "kn_layout": "{dtype} 权重布局 {shape}",
     "kn_qkv": "{dtype} Q/K/V 投影 d={d}",
     "kn_int8": "int8 权重 × {dtype} {shape}",
-    "kn_many_rows": "{dtype} 多行乘积（读出层）{shape}",
+    "kn_rows": "float32 多行乘积 (64, {d})·({d}, V)",
+    # Inside tab: clicking a heatmap cell (issue 11)
+    "inside_click_lens": "**点击一个单元格**，查看该层、该位置的前 10 名以及与最终层分布的 KL 散度（也可以在上方输入层和位置后按回车）。",
+    "inside_click_head": "**点击某个注意力头的单元格**，逐步查看它在这个位置的注意力计算，并在“干预”中选中它做剂量-响应；点击 MLP 单元格，把该层填入“跳过 MLP”。",
+    "inside_click_sweep": "**点击一个注意力头**，只把它置零，并在上方比较干预前后。",
+    "in_picked_head": "已选中第 {layer} 层第 {head} 头：它在位置 {pos} 的注意力计算见“注意力计算”；“干预”中的“缩放一个注意力头”已填入它（位置和目标相同），可做剂量-响应。",
+    "in_picked_mlp": "“干预”中的“跳过 MLP”已填入第 {layer} 层。",
+    "in_pick_first": "请先画出热图，再点击其中一个单元格。",
 }
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"

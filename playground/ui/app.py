@@ -13,7 +13,7 @@ import gradio as gr
 
 from .. import files
 from ..session import CACHE, MAX_UPLOAD_BYTES, default_recipe
-from . import compare_tab, generate_tab, inside_tab, model_tab, prefs, tokenizer_tab, train_tab
+from . import cell_click, compare_tab, generate_tab, inside_tab, model_tab, prefs, tokenizer_tab, train_tab
 from .compare_views import CSS as COMPARE_CSS
 from .common import I18N, T, new_state
 from .generate_tab import EXAMPLES  # noqa: F401  (re-exported)
@@ -57,5 +57,6 @@ def build_demo() -> gr.Blocks:
 
 def launch_kwargs() -> dict:
     # Uploads larger than the checkpoint limit are refused by the server before they are stored.
-    return {"i18n": I18N, "css": CSS + COMPARE_CSS, "js": prefs.PAGE_JS, "footer_links": ["api", "settings"],
+    return {"i18n": I18N, "css": CSS + COMPARE_CSS + cell_click.CSS,
+            "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS), "footer_links": ["api", "settings"],
             "theme": gr.themes.Soft(), "max_file_size": MAX_UPLOAD_BYTES}

@@ -18,7 +18,8 @@ from ..tokenizer import load_tokenizer
 from ..translations import EN, tr
 from .common import parse_bool, parse_number, parse_whole, session_model, session_run
 
-LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps; a slider scrolls through the rest
+LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps (at most); a slider scrolls through the rest
+MIN_WINDOW = 8  # the fewest, on the narrowest page
 
 # The sentences the API's errors use (English; the page says them with tr(lang, "in_" + name)).
 MSG = {name: EN["in_" + name] for name in ("no_run", "heads_field", "layers_field", "nothing")}

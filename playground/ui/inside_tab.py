@@ -3,8 +3,8 @@ interventions, for the session's current run (prompt + generated tokens, its las
 
 Each view has a data function (``*_data``: plain numbers, also an API endpoint) and a view handler
 that draws it. Positions are absolute (as in the Generate tab): a run longer than the context
-shows its last window, and the lens heatmap shows LENS_WINDOW positions at a time, scrolled by a
-slider (said on screen).
+shows its last window, and the lens heatmap shows as many positions as fit the page's width (at
+most LENS_WINDOW, each cell wide enough for its text) at a time, scrolled by a slider (said on screen).
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from ..interventions import Intervention
 from ..tokenizer import load_tokenizer
 from ..translations import tr_error
 from . import redraw
+from . import inside_picks
+from .cell_click import cols_js
 from .common import T, dress, fail, lang_of, parse_number, tr, warn
-from .inside_data import (LENS_WINDOW, MSG, attribution_data, describe_intervention, dose_data, intervene_data,
-                          lens_cell_data, lens_data, maths_data, run_context, sweep_data)
+from .inside_data import (LENS_WINDOW, MIN_WINDOW, MSG, attribution_data, describe_intervention, dose_data,
+                          intervene_data, lens_cell_data, lens_data, maths_data, run_context, sweep_data)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -51,21 +53,23 @@ def _layer(name: str, lang) -> str:
     return tr(lang, "in_after_block", i=name.rsplit(" ", 1)[-1]) if name.startswith("after block ") else name
 
 
-def lens_view(state, scroll, layer, position):
-    """(heatmap, window note, scroll slider, top-10 bars, cell text, message)."""
+def lens_view(state, scroll, layer, position, shown=None):
+    """(heatmap, window note, scroll slider, top-10 bars, cell text, message). ``shown``: how many
+    positions fit the page's width (the page script measures it; at most LENS_WINDOW)."""
     lang, present = _lang(state)
+    window = lens_window(shown)
     try:
         model, _, start, ids, labels = run_context(state)
     except Exception as e:
         return (gr.skip(),) * 5 + (warn(_say(lang, str(e))) if isinstance(e, ValueError) else fail(e, lang),)
     T, L1 = len(ids), model.cfg.n_layers + 1
-    newest = max(0, T - LENS_WINDOW)
+    newest = max(0, T - window)
     first = newest if scroll in (None, "") else parse_whole_or(scroll, start + newest) - start
     first = max(0, min(first, newest))
-    d = lens_data(state, start + first, start + min(T, first + LENS_WINDOW) - 1)
+    d = lens_data(state, start + first, start + min(T, first + window) - 1)
     if "error" in d:
         return _error(d, 5, lang)
-    cols = range(first, min(T, first + LENS_WINDOW))
+    cols = range(first, min(T, first + window))
     cell_layer = L1 - 1 if layer in (None, "") else parse_whole_or(layer, L1 - 1)
     cell_layer = max(0, min(cell_layer, L1 - 1))
     cell_pos = (start + T - 1) if position in (None, "") else parse_whole_or(position, start + T - 1)
@@ -73,16 +77,16 @@ def lens_view(state, scroll, layer, position):
     layers = [_layer(name, lang) for name in d["layers"]]
     fig = dress(lf.lens_heatmap(layers, [start + j for j in cols], [labels[j] for j in cols], d["top_token"],
                                 d["top_prob"], d["next_prob"], title=tr(lang, "in_fig_lens"),
-                                selected=(cell_layer, cell_pos) if first <= cell_pos - start < first + LENS_WINDOW else None),
-                lang, present)
-    if T > LENS_WINDOW:
+                                selected=(cell_layer, cell_pos) if cols[0] <= cell_pos - start <= cols[-1] else None,
+                                cell_font=lf.PRESENT_CELL_FONT if present else lf.CELL_FONT), lang, present)
+    if T > window:
         note = tr(lang, "in_window", a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
     else:
         note = tr(lang, "in_window_all", n=T)
     if start:
         note += tr(lang, "in_cropped", n=T, lo=start)
     scroll_update = gr.update(minimum=start, maximum=max(start + 1, start + newest), value=start + first,
-                              visible=T > LENS_WINDOW)
+                              visible=T > window)
     cell = lens_cell_data(state, cell_layer, cell_pos)
     if "error" in cell:
         return fig, note, scroll_update, gr.skip(), "", warn(_say(lang, cell["error"]))
@@ -93,7 +97,12 @@ def lens_view(state, scroll, layer, position):
     return fig, note, scroll_update, bars, text, ""
 
 
-def open_tab(state, seen_run, scroll, layer, position):
+def lens_window(shown) -> int:
+    """Positions the lens shows at once: as many as fit the page (``shown``), MIN_WINDOW–LENS_WINDOW."""
+    return max(MIN_WINDOW, min(LENS_WINDOW, parse_whole_or(shown, LENS_WINDOW)))
+
+
+def open_tab(state, seen_run, scroll, layer, position, shown=None):
     """Opening the tab draws the lens. For a run not seen before, every position field starts
     where it says something: the lens cell at the final layer × last position, attribution and
     interventions at the last position with a next token, the attention maths at the prompt's last
@@ -103,11 +112,11 @@ def open_tab(state, seen_run, scroll, layer, position):
     except Exception as e:
         return (gr.skip(),) * 5 + (warn(_say(lang_of(state), str(e))),) + (gr.skip(),) * 6
     if run.id == seen_run:
-        return lens_view(state, scroll, layer, position) + (gr.skip(),) * 6
+        return lens_view(state, scroll, layer, position, shown) + (gr.skip(),) * 6
     T, L = len(ids), model.cfg.n_layers
     last, before_last = start + T - 1, start + max(0, T - 2)
     prompt_end = max(start, min(last, len(run.prompt_ids) - 1))
-    return lens_view(state, None, L, last) + (L, last, before_last, prompt_end, before_last, run.id)
+    return lens_view(state, None, L, last, shown) + (L, last, before_last, prompt_end, before_last, run.id)
 
 
 def parse_whole_or(value, fallback: int) -> int:
@@ -167,8 +176,10 @@ def maths_view(state, layer, head, position):
     return rows, fig, text, ""
 
 
-def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position):
-    """(before/after bars, loss lines, lens after, text, message)."""
+def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position,
+                   shown=None):
+    """(before/after bars, loss lines, lens after, text, message). The lens after shows the last
+    ``shown`` positions (as many as fit the page, as the lens view; at most the API's LENS_WINDOW)."""
     lang, present = _lang(state)
     d = intervene_data(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position)
     if "error" in d:
@@ -182,12 +193,15 @@ def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, 
                                title=tr(lang, "in_fig_loss")), lang, present)
     lens = d["lens_after"]
     tok = load_tokenizer()
-    cols = range(lens["first"] - start, T)
+    skip = max(0, T - (lens["first"] - start) - lens_window(shown))
+    cols = range(lens["first"] - start + skip, T)
     lens_fig = dress(lf.lens_heatmap([_layer(name, lang) for name in lens["layers"]], [start + j for j in cols],
                                      [labels[j] for j in cols],
-                                     [[tok.piece(t).display for t in row] for row in lens["top_id"]],
-                                     lens["top_prob"], lens["next_prob"],
-                                     title=tr(lang, "in_fig_lens_after", n=len(cols))), lang, present)
+                                     [[tok.piece(t).display for t in row[skip:]] for row in lens["top_id"]],
+                                     [row[skip:] for row in lens["top_prob"]],
+                                     [row[skip:] for row in lens["next_prob"]],
+                                     title=tr(lang, "in_fig_lens_after", n=len(cols)),
+                                     cell_font=lf.PRESENT_CELL_FONT if present else lf.CELL_FONT), lang, present)
     what = describe_intervention(spec, lang)
     text = tr(lang, "in_compare", what=what[:1].upper() + what[1:], lb=f"{d['mean_loss_before']:.3f}",
               la=f"{d['mean_loss_after']:.3f}", d=f"{d['mean_loss_after'] - d['mean_loss_before']:+.3f}",
@@ -234,10 +248,8 @@ def remembering(key: str):
     view = VIEWS[key][0]
 
     def handler(request: gr.Request, state, *args):
-        frozen = dict(state or {})
         out = view(state, *args)
-        redraw.remember(request, "inside_" + key,
-                        lambda lang, present: view({**frozen, "lang": lang, "present": present}, *args))
+        note_drawn(request, key, state, *args)
         return out
 
     def sweep(request: gr.Request, state, progress=gr.Progress()):
@@ -248,13 +260,20 @@ def remembering(key: str):
     return sweep if key == "sweep" else handler
 
 
-def redraw_views(request: gr.Request, state, scroll, layer, position):
+def note_drawn(request, key: str, state, *args) -> None:
+    """View ``key`` was just drawn from ``args`` (by its button or a click on another view's cell)."""
+    view, frozen = VIEWS[key][0], dict(state or {})
+    redraw.remember(request, "inside_" + key,
+                    lambda lang, present: view({**frozen, "lang": lang, "present": present}, *args))
+
+
+def redraw_views(request: gr.Request, state, scroll, layer, position, shown=None):
     """After a language switch: the lens (for the current run), then every other view the page drew;
     the message is the one of the view drawn last."""
     lang, present = _lang(state)
     try:
         run_context(state)
-        lens = lens_view(state, scroll, layer, position)
+        lens = lens_view(state, scroll, layer, position, shown)
     except Exception:
         lens = (gr.skip(),) * 6
     out, messages = list(lens[:-1]), {"lens": lens[-1]}
@@ -279,11 +298,17 @@ def layout() -> SimpleNamespace:
         with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
             with gr.Row():
                 lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
-                lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0)
-                lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0,
+                                       elem_id="pg-lens-layer")
+                lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
             lens_note = gr.Markdown(elem_id="pg-lens-note")
+            inside_picks.layout_hint("inside_click_lens")
             lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
             lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
+            # positions that fit the page's width: the page script (cell_click) keeps it up to date
+            lens_cols = gr.Number(LENS_WINDOW, precision=0, show_label=False, elem_id="pg-lens-cols",
+                                  elem_classes=["pg-offscreen"])
+            lens_pick = gr.Button("pick", elem_id="pg-lens-pick", elem_classes=["pg-offscreen"])
             with gr.Row():
                 cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
                 cell_md = gr.Markdown()
@@ -293,6 +318,10 @@ def layout() -> SimpleNamespace:
                 dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
                 dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
             dla_md = gr.Markdown(elem_id="pg-dla-md")
+            inside_picks.layout_hint("inside_click_head")
+            dla_shown = gr.State(None)  # the position and target the heatmap was drawn for
+            dla_pick = gr.Button("pick", elem_id="pg-dla-pick", elem_classes=["pg-offscreen"])
+            dla_note = gr.Markdown(elem_id="pg-dla-pick-md")
             with gr.Row():
                 dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
                 dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
@@ -333,6 +362,8 @@ def layout() -> SimpleNamespace:
                 dose_plot = gr.Plot(show_label=False, elem_id="pg-dose")
                 with gr.Column():
                     sweep_md = gr.Markdown(elem_id="pg-sweep-md")
+                    inside_picks.layout_hint("inside_click_sweep")
+                    sweep_pick = gr.Button("pick", elem_id="pg-sweep-pick", elem_classes=["pg-offscreen"])
                     sweep_plot = gr.Plot(show_label=False, elem_id="pg-sweep")
     # API-only endpoints (plain numbers): their hidden buttons and output, and the lens window bounds
     api_out = gr.JSON(visible=False)
@@ -345,23 +376,24 @@ def wire(page) -> None:
     """The tab's events; ``page.inside`` holds its components, ``page.state`` the session."""
     c, state = page.inside, page.state
     # ---- views ----
-    lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos]
+    lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols]
     lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
-    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
+    fit = cols_js(4)  # the events read how many positions fit the page as they are sent
+    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
     for control in (c.lens_layer, c.lens_pos):
-        control.submit(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside")
-    c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, api_visibility="private", concurrency_id="inside",
-                          trigger_mode="always_last")
-    page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos],
+        control.submit(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
+    c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private",
+                          concurrency_id="inside", trigger_mode="always_last")
+    page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
                            lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
-                           api_visibility="private", concurrency_id="inside")
+                           js=cols_js(5), api_visibility="private", concurrency_id="inside")
     c.dla_btn.click(remembering("dla"), [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
                     api_visibility="private", concurrency_id="inside")
     c.m_btn.click(remembering("maths"), [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
                   api_visibility="private", concurrency_id="inside")
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
-    c.i_btn.click(remembering("intervene"), i_inputs, [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
-                  api_visibility="private", concurrency_id="inside")
+    c.i_btn.click(remembering("intervene"), i_inputs + [c.lens_cols], [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+                  js=cols_js(len(i_inputs)), api_visibility="private", concurrency_id="inside")
     c.dose_btn.click(remembering("dose"), [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
                      api_visibility="private", concurrency_id="inside")
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
@@ -381,6 +413,8 @@ def wire(page) -> None:
     prefs.on_change(page, redraw_views, lens_inputs[1:],
                     lens_outputs[:-1] + [c.dla_heat, c.dla_fall, c.dla_md, c.m_table, c.m_plot, c.m_md, c.i_bars,
                                          c.i_loss, c.i_lens, c.i_md, c.dose_plot, c.sweep_plot, c.sweep_md, c.msg])
+
+    inside_picks.wire(page)  # clicking a heatmap cell
 
     # ---- API: plain numbers ----
     out, hidden = c.api_out, iter(c.api_buttons).__next__

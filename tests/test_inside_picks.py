@@ -1,0 +1,99 @@
+"""Clicking the Inside tab's heatmaps, without a browser (tests/test_inside_browser.py clicks the real
+page): what each pick handler draws and which fields it fills, against playground.lenses on the
+same model and tokens; the lens window that fits the page."""
+
+import re
+
+import pytest
+
+from playground import PRESETS, lenses
+from playground.interventions import Intervention
+from playground.session import random_recipe
+from playground import ui
+from playground.ui import inside_picks as ip
+from playground.ui import inside_tab as it
+from playground.ui.cell_click import PAGE_JS, PICKERS, read_pick, with_page_js
+from playground.ui.common import session_model, session_run
+
+NANO = PRESETS["nano (2 layers, d64)"]
+
+
+@pytest.fixture(scope="module")
+def run_state():
+    state = {**ui.new_state("en"), "recipe": random_recipe(NANO, seed=0)}
+    state = list(ui.generate_tokens(state, "Hello there, how are you today my", 0.8, 40, 1.0, 40, 1, False))[-1][0]
+    model, run = session_model(state), session_run(state)
+    start, ids = run.window(model.cfg.context_length)
+    assert start == 0 and len(ids) > 40
+    return state, model, ids
+
+
+def test_a_clicked_lens_cell_shows_its_top10_and_kl_and_fills_the_fields(run_state):
+    state, model, ids = run_state
+    out = ip.pick_lens_cell(state, None, 1, 30, 32)
+    heat, note, _, bars, text, msg, layer, pos = out
+    assert (layer, pos, msg) == (1, 30, "")
+    want = lenses.lens_cell(model, ids, 1, 30)
+    shown_ids = [int(re.search(r"\((\d+)\)$", t).group(1)) for t in bars.layout.yaxis.ticktext]
+    assert shown_ids == [t for t, _ in want["top"]]
+    assert list(bars.data[0].x) == pytest.approx([p for _, p in want["top"]], abs=1e-6)
+    assert "after block 0, position 30" in text and f"{want['kl_to_final_nats']:.3f} nats" in text
+    shape = heat.layout.shapes[0]  # the picked cell is outlined
+    assert (shape.x0 + shape.x1) / 2 == 30 and (shape.y0 + shape.y1) / 2 == 1
+    # nothing picked (a click the page could not read): the view keeps its fields as they are
+    assert ip.pick_lens_cell(state, None, None, None)[-2:] == (it.gr.skip(), it.gr.skip())
+
+
+@pytest.mark.parametrize("shown, want", [(None, 32), (12, 12), (3, 8), (99, 32), ("x", 32)])
+def test_the_lens_window_is_what_fits_the_page(run_state, shown, want):
+    state, _, ids = run_state
+    heat, note, scroll, *_ = it.lens_view(state, None, None, None, shown)
+    assert len(heat.data[0].x) == want and list(heat.data[0].x) == list(range(len(ids) - want, len(ids)))
+    assert f"Showing positions {len(ids) - want}–{len(ids) - 1}" in note
+    assert scroll["maximum"] == len(ids) - want and scroll["visible"]
+    assert heat.data[0].textfont.size == 10
+    assert it.lens_view({**state, "present": True}, None, None, None, shown)[0].data[0].textfont.size == 13
+
+
+def test_a_clicked_attribution_head_opens_its_maths_and_picks_it(run_state):
+    state, model, ids = run_state
+    shown = ip.shown_attribution(state, None, "")
+    assert shown == {"position": len(ids) - 2, "target": "", "n_heads": model.cfg.n_heads}
+    out = ip.pick_head(state, shown, 2, 1)
+    m_layer, m_head, m_pos, scale, i_pos, target, mlps, table, fig, text, note, msg = out
+    assert (m_layer, m_head, m_pos, scale, i_pos, target, msg) == (1, 2, len(ids) - 2, "1.2", len(ids) - 2, "", "")
+    want = lenses.attention_maths(model, ids, 1, 2, len(ids) - 2)
+    assert [row[5] for row in table] == pytest.approx(want["softmax"], abs=1e-6)
+    assert text.startswith(f"Layer 1, head 2, query position {len(ids) - 2}") and "head 2 of layer 1" in note
+    mlp = ip.pick_head(state, shown, model.cfg.n_heads, 0)  # the MLP column
+    assert mlp[6] == "0" and "layer 0" in mlp[10] and mlp[0] == it.gr.skip()
+    assert "Draw the heatmap first" in ip.pick_head(state, None, 1, 0)[-1]
+
+
+def test_a_clicked_sweep_head_is_zeroed_alone(run_state):
+    state, model, ids = run_state
+    out = ip.pick_sweep_head(state, 3, 0, 0.5, None, 12)
+    assert out[:6] == ("0.3", "", "", "", "", False)  # the fields say exactly what ran
+    lens_after = out[8].data[0]  # the lens after it: the last 12 positions, as many as fit the page
+    assert list(lens_after.x) == list(range(len(ids) - 12, len(ids)))
+    want = lenses.logit_lens(model, ids, Intervention(zero_heads=((0, 3),)), first=len(ids) - 12)
+    flat = lambda rows: [v for row in rows for v in row[:-1]]  # noqa: E731  (the last has no next token)
+    assert flat(lens_after.z) == pytest.approx(flat(want["next_prob"]), rel=1e-4)
+    tok = it.load_tokenizer()
+    for shown_row, id_row in zip(lens_after.text, want["top_id"]):  # each cell: its top token (cut to fit)
+        assert all(tok.piece(t).display.startswith(cell.rstrip("…")) for cell, t in zip(shown_row, id_row))
+    text = out[9]
+    assert text.startswith("Zero L0H3.") and out[10] == ""
+    one = lenses.compare(model, ids, Intervention(zero_heads=((0, 3),)), len(ids) - 1, lens=False)
+    sweep = lenses.head_sweep(model, ids)
+    delta = one["mean_loss_after"] - one["mean_loss_before"]
+    assert sweep["delta_loss"][0][3] == pytest.approx(delta, abs=1e-5)
+    assert f"({delta:+.3f})" in text
+
+
+def test_the_page_script_names_every_picker():
+    for plot, button in PICKERS.items():
+        assert f'"{plot}": "{button}"' in PAGE_JS
+    js = read_pick("pg-lens", x_at=3, y_at=2)
+    assert '["pg-lens"]' in js and "a[3] = p.x" in js and "a[2] = p.y" in js
+    assert with_page_js("() => { a(); }", "() => { b(); }").count("})();") == 2
