@@ -171,8 +171,8 @@ def maths_view(state, layer, head, position):
     text = tr(lang, "in_maths", layer=d["layer"], head=d["head"], pos=d["position"], tok=labels[p],
               hd=d["head_dim"], sq=f"{d['sqrt_head_dim']:.3f}", q=_vec(d["q"], lang=lang),
               wv=_vec(d["weighted_v"], lang=lang), ctx=_vec(d["ctx"], lang=lang))
-    # Headers in the page's language (also back to English after a switch from 中文)
-    rows = pd.DataFrame(rows, columns=tr(lang, "in_maths_headers").split("|"))
+    if lang != "en":  # the layout's column names are English
+        rows = pd.DataFrame(rows, columns=tr(lang, "in_maths_headers").split("|"))
     return rows, fig, text, ""
 
 
@@ -263,8 +263,14 @@ def remembering(key: str):
 def note_drawn(request, key: str, state, *args) -> None:
     """View ``key`` was just drawn from ``args`` (by its button or a click on another view's cell)."""
     view, frozen = VIEWS[key][0], dict(state or {})
-    redraw.remember(request, "inside_" + key,
-                    lambda lang, present: view({**frozen, "lang": lang, "present": present}, *args))
+
+    def draw(lang, present):
+        out = view({**frozen, "lang": lang, "present": present}, *args)
+        if key == "maths" and isinstance(out[0], list):  # back to English: the headers too, not only the rows
+            out = (pd.DataFrame(out[0], columns=tr(lang, "in_maths_headers").split("|")),) + tuple(out[1:])
+        return out
+
+    redraw.remember(request, "inside_" + key, draw)
 
 
 def redraw_views(request: gr.Request, state, scroll, layer, position, shown=None):
