@@ -1,10 +1,11 @@
 """What each page has drawn, so a change of language (or presenter mode) can draw it again.
 
 A view handler that builds text on the server calls ``remember(request, key, draw)`` with
-``draw(lang, present) -> outputs``, a closure over the numbers it has just shown; a tab's
+``draw(lang, present) -> outputs``, a closure over what it has just shown; a tab's
 ``prefs.on_change`` listener calls ``redraw(request, key, lang, present, n)`` for each of its views.
-The numbers are never recomputed for a redraw (a switch of language must not rescore a long text or
-rerun a sweep), and a view the page has not drawn stays as it is (``gr.skip()``).
+Slow results are kept, not recomputed (a switch of language must not rescore a long text, rerun two
+streams or a sweep); a quick view may be drawn again from the same run and fields. A view the page
+has not drawn stays as it is (``gr.skip()``).
 
 Pages are told apart by Gradio's session hash; a page that closes forgets its views (``forget``,
 wired to the page's unload), and only the newest MAX_VIEWS views are kept in all.
