@@ -273,13 +273,14 @@ def note_drawn(request, key: str, state, *args) -> None:
     redraw.remember(request, "inside_" + key, draw)
 
 
-def redraw_views(request: gr.Request, state, scroll, layer, position, shown=None):
-    """After a language switch: the lens (for the current run), then every other view the page drew;
-    the message is the one of the view drawn last."""
+def redraw_views(request: gr.Request, state, layer, position, shown=None):
+    """After a language switch: the lens (for the current run, its newest positions), then every
+    other view the page drew; the message is the one of the view drawn last. (The lens' scroll slider
+    is not read: Gradio checks its value against the bounds it had when the page loaded.)"""
     lang, present = _lang(state)
     try:
         run_context(state)
-        lens = lens_view(state, scroll, layer, position, shown)
+        lens = lens_view(state, None, layer, position, shown)
     except Exception:
         lens = (gr.skip(),) * 6
     out, messages = list(lens[:-1]), {"lens": lens[-1]}
@@ -416,7 +417,7 @@ def wire(page) -> None:
     # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
     prefs.on_change(page, lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS), [],
                     [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab])
-    prefs.on_change(page, redraw_views, lens_inputs[1:],
+    prefs.on_change(page, redraw_views, lens_inputs[2:],
                     lens_outputs[:-1] + [c.dla_heat, c.dla_fall, c.dla_md, c.m_table, c.m_plot, c.m_md, c.i_bars,
                                          c.i_loss, c.i_lens, c.i_md, c.dose_plot, c.sweep_plot, c.sweep_md, c.msg])
 
