@@ -606,7 +606,9 @@ def memory_bars(memory: dict[str, int], *, title: str = "") -> go.Figure:
             hovertemplate="%{x}: %{text} (%{customdata} bytes)<extra></extra>",
         )
     )
+    # Room on the right: the last name ("KV cache (256 tokens, fp32)") is slanted past the last bar.
     _layout(fig, title, 340, showlegend=False)
+    fig.update_layout(margin_r=70)
     fig.update_yaxes(title_text=unit, rangemode="tozero", range=[0, max(sizes, default=1) / scale * 1.25])
     fig.update_xaxes(type="category")  # names are distinct keys of a dict, so categories are safe
     return fig

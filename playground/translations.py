@@ -629,7 +629,7 @@ ZH = {
     "tab_inside": "2b · 模型内部",
     "inside_intro": ("查看当前这次运行的内部（请先生成）：每一层已经预测了什么（logit lens）、哪个注意力头或 MLP 推动了某个 token"
                      "（logit 归因）、单个注意力头的逐步计算，以及关掉某些部件后会发生什么变化（干预）。位置编号与运行中一致。"),
-    "inside_lens": "Logit lens",
+    "inside_lens": "Logit 透镜",
     "inside_dla": "Logit 归因",
     "inside_maths": "注意力计算",
     "inside_interventions": "干预",
@@ -855,6 +855,8 @@ FIELD_ZH = {
     "Position": "位置", "Lens layer": "透镜层", "First position": "起始位置", "Last position": "结束位置",
     "Zero-ablate heads": "置零的头", "Mean-ablate heads": "取均值的头", "Scale head": "缩放的头", "Skip MLPs": "跳过的 MLP",
     "No causal mask": "去掉因果掩码的层",
+    "Text source": "文本来源", "Stride": "步长", "Preset": "预设配置", "Replace undecodable bytes": "替换无法解码的字节",
+    "Drop positional embedding": "去掉位置嵌入",
 }
 ERRORS_ZH = [
     (r"^(.+) must be a whole number, got (.+)\.$", "{0} 必须是整数，收到的是 {1}。"),
@@ -881,6 +883,40 @@ ERRORS_ZH = [
      "文本太短：共 {0} 个 token，其中 {1} 个留作验证。上下文为 {2} 个 token 时，每部分至少需要 {3} 个 token，"
      "所以文本总共需要约 {4} 个 token。请换一段更长的文本，或选更小的上下文。"),
     (r"^Temperature must be 0 \(greedy\) or positive, got (.+)\.$", "温度必须是 0（贪心）或正数，收到的是 {0}。"),
+    # ---- every tab in 中文 (issue 12): the Inside, Score & compare and replay refusals a class meets
+    (r"^The target token id must be a whole number from 0 to ([\d,]+), got (.+)\.$",
+     "目标 token 的编号必须是 0 到 {0} 之间的整数，收到的是 {1}。"),
+    (r"^(.+) must be a whole number from (\d+) to ([\d,]+), got (.+)\.$", "{0} 必须是 {1} 到 {2} 之间的整数，收到的是 {3}。"),
+    (r"^The last position has no next token: type a target token\.$", "最后一个位置没有下一个 token：请输入目标 token。"),
+    (r"^Type the target token \(for example .*\)\.$", "请输入目标 token（例如 ' the' 或 '\\n'）。"),
+    (r"^The target must be exactly one token; (.+) is (\d+) tokens \((.+)\)\. A leading space .*$",
+     "目标必须恰好是一个 token；{0} 是 {1} 个 token（{2}）。开头的空格属于 token：' the' 是一个 token，'the ' 是两个。"),
+    (r"^The head sweep needs at least two tokens.*$", "注意力头扫描至少需要两个 token（损失要有下一个 token）。"),
+    (r"^Zeroing each of the (\d+) heads in turn would take about (\d+) s on this machine \((\d+) ms a forward of "
+     r"([\d,]+) tokens\); the limit is (\d+) s\..*$",
+     "依次把 {0} 个头置零在本机上约需 {1} 秒（{3} 个 token 的一次前向要 {2} 毫秒），上限是 {4} 秒。请缩短运行或换用更小的模型。"),
+    (r"^Cannot [a-z -]+ head (\d+) of layer (\d+): this model has layers 0–(\d+) and heads 0–(\d+)\.$",
+     "第 {1} 层第 {0} 头不存在：这个模型的层是 0–{2}，头是 0–{3}。"),
+    (r"^Cannot [A-Za-z -]+ layer (.+): this model has layers 0–(\d+)\.$", "第 {0} 层不存在：这个模型的层是 0–{1}。"),
+    (r"^α must be a number from (.+) to (.+), got (.+)\.$", "α 必须是 {0} 到 {1} 之间的数，收到的是 {2}。"),
+    (r"^(.+) must be true or false, got (.+)\.$", "{0} 必须是 true 或 false，收到的是 {1}。"),
+    (r"^The prompt is ([\d,]+) characters; the limit is ([\d,]+)\.$", "提示词有 {0} 个字符，上限是 {1} 个。"),
+    (r"^The text is empty: paste or upload some text to score\.$", "文本是空的：请粘贴或上传要打分的文本。"),
+    (r"^The text is only undecodable bytes .*$", "文本只有无法解码的字节（每个字符都是替换符 �）：没有可打分的内容。请检查文件的编码。"),
+    (r"^The stride must be a whole number of tokens between 1 and the window \((\d+)\), got (.+)\.$",
+     "步长必须是 1 到窗口长度（{0}）之间的整数个 token，收到的是 {1}。"),
+    (r"^The text is a single token: .*$", "文本只有一个 token：第一个 token 前面没有内容可供预测，至少需要两个 token。"),
+    (r"^This run was released after (.+) minutes? idle to free memory; generate again\.$",
+     "这次运行空闲 {0} 分钟后已被释放以节省内存；请重新生成。"),
+    (r"^This run is no longer on the server \(it restarted\); generate again\.$", "服务器重启过，这次运行已不在服务器上；请重新生成。"),
+    (r"^The replay file is missing; upload it again\.$", "重放文件不见了，请重新上传。"),
+    (r"^This file is not a replay file \(it is not JSON: .*$", "这个文件不是重放文件（不是 JSON）。"),
+    (r"^This file is not a replay file or run export of GPT Playground.*$",
+     "这个文件不是 GPT Playground 的重放文件或运行导出（里面没有重放记录）。"),
+    (r"^This \.npz is not a run export of this app.*$", "这个 .npz 不是本程序导出的运行。"),
+    (r"^This run was made with (.+) \(weights sha256 (\w+)…\); this server cannot load those weights.*$",
+     "这次运行用的是 {0}（权重 sha256 {1}…），本服务器无法加载这些权重。请先在“模型”页加载该模型（上传的或训练出的模型："
+     "上传它的 .safetensors 检查点），再重放。"),
 ]
 
 

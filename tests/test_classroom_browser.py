@@ -7,6 +7,7 @@ presenter mode on, chips and axis labels are large and the advanced controls are
 """
 
 import re
+from urllib.parse import unquote
 
 import pytest
 
@@ -17,7 +18,8 @@ from test_browser import ARTIFACTS, _chromium_or_skip, _launch
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SIZES = [(1024, 768), (1280, 720)]
-TABS = ("model", "generate", "train")  # this issue's tabs (the other tabs' own tests look after theirs)
+TABS = ("model", "generate", "inside", "train", "compare", "tokenizer")  # every tab, in the page's order
+INSIDE_VIEWS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")  # the Inside tab's own tabs
 
 # "An English sentence": three or more alphabetic words in a row, joined only by spaces or
 # punctuation. Token text, numbers, model and preset names ("nano (2 layers, d64)", "Tiny
@@ -27,7 +29,10 @@ ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ ,;:'’\-]+[A-Za-z]{2,}){2,}")
 # Visible text nodes, each on its own. Left out: what the user typed or picked as text (the prompt,
 # the example prompts), the tokens (chips, figure tick labels) and hidden machinery.
 VISIBLE_TEXT_JS = """() => {
-  const skip = '#pg-prompt, #pg-examples, #pg-chips, .xtick, .ytick, .pg-offscreen, script, style, textarea';
+  const skip = ['#pg-prompt, #pg-examples, #pg-chips, .xtick, .ytick, .pg-offscreen, script, style, textarea',
+    // token text: scored and streamed chips, the tokenizer's chips, text column and merge parts, the
+    // replayed prompt and text (.pg-token-text), the lens' top tokens written in its cells
+    '.pg-chip, .pg-tok, .pg-tgroup, #pg-tok-table td, .pg-part, .pg-merges-word, .pg-merges-final, .pg-token-text, .textpoint'].join(', ');
   const out = [];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   while (walker.nextNode()) {
@@ -69,6 +74,79 @@ def _generate(page, lang, n=8):
     page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick')", timeout=60_000)
     page.wait_for_function("() => (document.querySelector('#pg-step-md')?.innerText || '').trim().length > 0",
                            timeout=60_000)
+
+
+def _plot_ready(page, elem_id, timeout=120_000):
+    page.wait_for_function(f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
+                           f" return g && g.data && g.data.length > 0; }}", timeout=timeout)
+
+
+def _text_in(page, selector, text, timeout=120_000):
+    page.wait_for_function(f"() => (document.querySelector({selector!r})?.innerText || '').includes({text!r})",
+                           timeout=timeout)
+
+
+def _use_every_view(page, lang):
+    """Draw what each of the other tabs shows after the run _generate made: every Inside view, the
+    Score & compare sections (model B, A and B scores, both side-by-side streams, a receipt, an
+    exported replay file replayed, a share link) and the Tokenizer's text and typed word."""
+    tab = lambda key: page.get_by_role("tab", name=tr(lang, key), exact=True)  # noqa: E731
+    tab("tab_inside").click()  # opening the tab draws the lens
+    _plot_ready(page, "pg-lens")
+    tab("inside_dla").click()
+    page.locator("#pg-dla-btn").click()
+    _plot_ready(page, "pg-dla-fall")
+    tab("inside_maths").click()
+    page.locator("#pg-maths-btn").click()
+    _plot_ready(page, "pg-maths-plot")
+    tab("inside_interventions").click()
+    page.get_by_label(tr(lang, "inside_zero_heads"), exact=False).fill("1.0")
+    page.get_by_label(tr(lang, "inside_scale_head"), exact=False).fill("0.1")
+    page.locator("#pg-intervene-btn").click()
+    _plot_ready(page, "pg-intervene-lens")
+    page.locator("#pg-dose-btn").click()
+    _plot_ready(page, "pg-dose")
+    page.locator("#pg-sweep-btn").click()
+    _plot_ready(page, "pg-sweep")
+    tab("inside_lens").click()
+
+    tab("tab_compare").click()
+    page.get_by_text(tr(lang, "model_b"), exact=True).click()
+    page.locator("#pg-load-b").click()
+    page.locator("#pg-b-msg .pg-msg").wait_for(timeout=120_000)
+    box = page.locator("#pg-side-max input[type=number]")  # the side-by-side streams' length
+    box.fill("12")
+    box.press("Enter")
+    page.locator("#pg-score-text textarea").fill("ROMEO:\nBut soft, what light through yonder window breaks?")
+    page.locator("#pg-score-ab").click()
+    page.locator("#pg-score-diff .pg-chip[data-diff]").first.wait_for(timeout=120_000)
+    _plot_ready(page, "pg-score-plot")
+    done = tr(lang, "cmp_streams_done").split("{")[0]
+    page.locator("#pg-two-models").click()
+    _text_in(page, "#pg-side-msg", done)
+    page.locator("#pg-two-settings").click()
+    page.wait_for_function("() => document.querySelector('#pg-side .pg-stream-head small')", timeout=60_000)
+    _text_in(page, "#pg-side-msg", done)
+    page.get_by_text(tr(lang, "receipt_section"), exact=True).click()
+    page.locator("#pg-receipt-btn").click()
+    page.locator("#pg-receipt .pg-receipt-bar").wait_for(timeout=60_000)
+    page.get_by_text(tr(lang, "replay_section"), exact=True).click()
+    page.get_by_role("button", name=tr(lang, "export_replay")).click()
+    link = page.locator("#pg-export-file a[href*='file=']").first
+    link.wait_for(timeout=60_000)
+    exported = unquote(link.get_attribute("href").split("file=", 1)[1])
+    page.locator("#pg-replay-file input[type=file]").set_input_files(exported)
+    page.locator("#pg-replay").click()
+    page.locator("#pg-replay-msg .pg-msg").first.wait_for(timeout=120_000)
+    page.get_by_role("button", name=tr(lang, "share_link")).click()
+    page.wait_for_function("() => (document.querySelector('#pg-share-link textarea, #pg-share-link input')?.value"
+                           " || '').includes('?')", timeout=60_000)
+
+    tab("tab_tokenizer").click()
+    page.locator("#pg-tok-text textarea").fill("从前有座山 🦙 unbelievable!")
+    page.locator("#pg-tok-btn").click()
+    page.locator("#pg-tok-summary [data-tokens]").wait_for(timeout=60_000)
+    page.locator("#pg-tok-merges .pg-merges").first.wait_for(timeout=60_000)
 
 
 def _english_runs(page):
@@ -125,6 +203,8 @@ def test_every_tab_fits_the_projector_in_both_languages_with_and_without_present
         for lang in ("en", "zh-CN"):
             context, page, errors = _open(browser, app_url, lang, SIZES[0], present=lang == "zh-CN")
             _generate(page, lang)
+            if lang == "zh-CN":  # (the English page's views are checked by their own tabs' browser tests)
+                _use_every_view(page, lang)
             for size in SIZES:
                 page.set_viewport_size({"width": size[0], "height": size[1]})
                 for present in (False, True):
@@ -132,13 +212,17 @@ def test_every_tab_fits_the_projector_in_both_languages_with_and_without_present
                     name = f"classroom-{lang}-{size[0]}x{size[1]}-{'present' if present else 'normal'}"
                     for tab in TABS:
                         page.get_by_role("tab", name=tr(lang, f"tab_{tab}"), exact=True).click()
-                        page.wait_for_timeout(700)  # plotly re-measures a tab's figures when it shows
-                        page.screenshot(path=str(ARTIFACTS / f"{name}-{tab}.png"), full_page=True)
-                        width, client = page.evaluate(SCROLL_JS)
-                        if width != client:
-                            problems.append(f"{name}-{tab}: scrolls sideways ({width} > {client})")
-                        if lang == "zh-CN" and (runs := _english_runs(page)):
-                            problems.append(f"{name}-{tab}: English in the Chinese page: {runs}")
+                        for view in INSIDE_VIEWS if tab == "inside" else (None,):
+                            shot = f"{name}-{tab}" + (f"-{view[7:]}" if view else "")
+                            if view:
+                                page.get_by_role("tab", name=tr(lang, view), exact=True).click()
+                            page.wait_for_timeout(700)  # plotly re-measures a tab's figures when it shows
+                            page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
+                            width, client = page.evaluate(SCROLL_JS)
+                            if width != client:
+                                problems.append(f"{shot}: scrolls sideways ({width} > {client})")
+                            if lang == "zh-CN" and (runs := _english_runs(page)):
+                                problems.append(f"{shot}: English in the Chinese page: {runs}")
                         if tab == "generate":
                             found = _chips_and_heatmap_apart(page, size[1])
                             found += _presenter_problems(page, size[1]) if present else []
@@ -156,19 +240,36 @@ def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload
     with sync_playwright() as p:
         browser = _launch(p)
         context, page, _ = _open(browser, app_url, "en-US", (1280, 720), False)
+        # Views drawn in English before the switch: an attribution, a sampling receipt.
+        _generate(page, "en", n=6)
+        page.get_by_role("tab", name=tr("en", "tab_inside"), exact=True).click()
+        page.get_by_role("tab", name=tr("en", "inside_dla"), exact=True).click()
+        page.locator("#pg-dla-btn").click()
+        _text_in(page, "#pg-dla-md", "Parts sum to")
+        page.get_by_role("tab", name=tr("en", "tab_compare"), exact=True).click()
+        page.get_by_text(tr("en", "receipt_section"), exact=True).click()
+        page.locator("#pg-receipt-btn").click()
+        _text_in(page, "#pg-receipt", "the seeded draw was")
+        receipt_numbers = re.findall(r"\d\.\d{6}", page.locator("#pg-receipt").inner_text())
         page.get_by_text("Settings").last.click()
         page.get_by_label("Language").click()
         page.locator("[role=option]").filter(has_text="简体中文").first.click()
         page.keyboard.press("Escape")
-        # Every tab's title, not only the open one; and the server-built text follows.
+        # Every tab's title (the Inside tab's own tabs too), not only the open one; the server-built text follows.
         n_tabs = len([k for k in EN if k.startswith("tab_")])
         page.wait_for_function("() => { const t = [...document.querySelectorAll('button[role=tab]')].map(b => b.innerText);"
-                               f" return t.length === {n_tabs} && t.every(x => /[\u4e00-\u9fff]/.test(x)); }}",
+                               f" return t.length >= {n_tabs} && t.every(x => /[\u4e00-\u9fff]/.test(x)); }}",
                                timeout=30_000)
         titles = page.locator("button[role=tab]").all_inner_texts()
         assert {"1 · 模型", "2 · 生成与注意力", tr("zh-CN", "tab_train")} <= set(titles), titles
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=30_000)
         assert "lang=zh-CN" in page.url
+        # ...and the views drawn before it, with the same numbers (nothing recomputed)
+        _text_in(page, "#pg-dla-md", "各部分之和为", timeout=30_000)
+        _text_in(page, "#pg-receipt", "按种子抽到", timeout=30_000)
+        assert re.findall(r"\d\.\d{6}", page.locator("#pg-receipt").inner_text()) == receipt_numbers
+        title = page.evaluate("() => document.querySelector('#pg-dla-heat .js-plotly-plot').layout.title.text")
+        assert "直接 logit 归因" in title, title
         page.reload()
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
         page.wait_for_function("() => document.querySelectorAll('button[role=tab]')[1]?.innerText === '2 · 生成与注意力'",

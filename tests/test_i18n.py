@@ -258,3 +258,159 @@ def test_score_and_compare_in_chinese(zh_run):
     _no_english(outs)
     replayed = ct.replay_file(zh_run, f)[0]
     assert "完全相同" in replayed and "已用" in replayed
+
+
+# ---- a language switch redraws every view a page drew (Inside, Score & compare), same numbers ----
+
+def _numbers(outputs):
+    """The numbers a view shows, wherever they are written (text, tables, figure titles, values)."""
+    found = []
+    for t in _texts(outputs):
+        found += re.findall(r"\d+\.\d+", re.sub(r"<[^>]+>", " ", t))
+    for fig in (x for x in outputs if isinstance(x, go.Figure)):
+        for trace in fig.data:
+            for axis in ("x", "y", "z"):
+                values = getattr(trace, axis, None)
+                if values is not None:
+                    values = np.asarray(values)
+                    found.append(str(np.round(values.astype(float), 6).tolist()) if values.dtype.kind in "fiu" else None)
+    return found
+
+
+def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run):
+    from playground.ui import compare_tab as ct, inside_tab as it, redraw
+
+    noop = lambda *a, **k: None  # noqa: E731
+    page, other = SimpleNamespace(session_hash="page-1"), SimpleNamespace(session_hash="page-2")
+    en = {**zh_run, "lang": "en"}
+    drawn = {"dla": it.remembering("dla")(page, en, None, ""), "maths": it.remembering("maths")(page, en, 1, 0, None),
+             "intervene": it.remembering("intervene")(page, en, "0.1", "", "", 1.0, "", "", False, None)}
+    drawn["maths"] = (pd.DataFrame(drawn["maths"][0]),) + tuple(drawn["maths"][1:])  # (English: bare rows)
+    # A page that drew nothing gets nothing redrawn; the lens follows the run (it is always drawn).
+    assert all(_skipped(x) for x in it.redraw_views(other, zh_run, None, None)[5:-1])
+    out = it.redraw_views(page, zh_run, None, None)
+    assert out[0].layout.title.text.startswith("逻辑透镜")
+    dla, maths, intervene = out[5:8], out[8:11], out[11:15]
+    assert all(_skipped(x) for x in out[15:18])  # dose and sweep were not drawn
+    _no_english([dla, maths, intervene])
+    for key, zh in (("dla", dla), ("maths", maths), ("intervene", intervene)):
+        assert _numbers(zh) == _numbers(drawn[key][:-1]), key  # the same numbers, only the words differ
+    assert list(maths[0].columns)[0] == "键位置" and "置零 L0H1" in intervene[3]
+    # Tick labels and bar names that are words, not tokens: the layers, heads and attribution's parts.
+    assert list(dla[0].layout.yaxis.ticktext[:2]) == ["第 0 层", "第 1 层"] and dla[0].layout.xaxis.ticktext[0] == "头 0"
+    bars = list(dla[1].data[0].x)
+    assert bars[:3] == ["tok_emb", "pos_emb", "L0 注意力"] and bars[-2:] == ["final_norm 偏移", "最终 logit"]
+    assert list(drawn["dla"][1].data[0].x)[2] == "L0 attn"  # English as before
+    # The sweep is drawn from its numbers (not measured again); its message is the one shown last.
+    swept = it.remembering("sweep")(page, en, progress=noop)
+    assert redraw.order(page, ["inside_dla", "inside_sweep"])[-1] == "inside_sweep"
+    again = it.redraw_views(page, zh_run, None, None)
+    assert _numbers(again[16:18]) == _numbers(swept[:2]) and "依次把每个头置零" in again[17]
+    assert again[16].layout.yaxis.ticktext[0] == "第 0 层" and again[16].layout.xaxis.title.text == "头"
+    # And back to English: the first drawing again.
+    back = it.redraw_views(page, en, None, None)
+    assert back[7] == drawn["dla"][2] and list(back[8].columns)[0] == "key position"
+
+    # Score & compare: model B, A and B scores, both streams, a receipt, an export and its replay.
+    cmp, _ = ct.load_model_b({"recipe": None}, {"lang": "en"}, "random init", "nano (2 layers, d64)", 1, None, None,
+                             "float32", progress=noop, request=page)
+    text = "Once upon a time there was a fox."
+    scored = ct.score_ab(en, cmp, "paste", text, None, False, 0, progress=noop, request=page)
+    side = list(ct.generate_two_settings(en, "Hello", 1, 4, 0.7, 0, 1.0, 1.5, 0, 1.0, request=page))[-1]
+    receipt = ct.show_receipt(en, 2, request=page)[0]
+    f, exported = ct.export_replay(en, request=page)
+    replayed = ct.replay_file(en, f, request=page)[0]
+    zh = ct.redraw_views(page, zh_run)
+    assert not any(_skipped(x) for x in zh[:-3] + zh[-2:])
+    _no_english([re.sub(r"<span class='pg-token-text'>.*?</span>", "", x, flags=re.S) if isinstance(x, str) else x
+                 for x in zh])  # (the replayed run's own text left out)
+    assert "已就绪" in zh[0] and "| 模型 |" in zh[2] and "完全相同" in zh[10] and "完成" in zh[7]
+    assert _numbers(zh[1:7]) == _numbers(scored[:6]) and _numbers([zh[9]]) == _numbers([receipt])
+    assert re.findall(r"data-bits='([\d.]+)'", zh[3]) == re.findall(r"data-bits='([\d.]+)'", scored[2])
+    assert re.findall(r"data-step='(\d+)'", zh[8]) == re.findall(r"data-step='(\d+)'", side[1])
+    en_again = ct.redraw_views(page, en)
+    assert en_again[2] == scored[1] and en_again[8] == side[1] and en_again[9] == receipt and en_again[11] == exported
+    assert en_again[10] == replayed
+    assert all(_skipped(x) for x in ct.redraw_views(other, zh_run))
+    redraw.forget(page)  # the page closed
+    assert all(_skipped(x) for x in ct.redraw_views(page, zh_run))
+
+
+def _skipped(x) -> bool:
+    return isinstance(x, dict) and x == {"__type__": "update"}  # gr.skip(): the output keeps what it shows
+
+
+def test_the_refusals_of_the_inside_and_compare_tabs_are_said_in_chinese(zh_run, tmp_path):
+    """Bad input a class types (a two-token target, a head or layer the model lacks, an empty or
+    one-token text, a file that is not a replay) is refused in 中文, with the values it names."""
+    from playground.ui import compare_tab as ct, inside_tab as it
+
+    noop = lambda *a, **k: None  # noqa: E731
+    not_json = tmp_path / "notes.json"
+    not_json.write_text("these are my notes")
+    said = {"two tokens": it.attribution_view(zh_run, None, " hello world")[-1],
+            "no such head": it.intervene_view(zh_run, "1.7", "", "", 1.0, "", "", False, None)[-1],
+            "no such layer": it.intervene_view(zh_run, "", "", "", 1.0, "9", "", False, None)[-1],
+            "position": it.attribution_view(zh_run, 999, "")[-1],
+            "empty text": ct.score(zh_run, {"recipe": None}, "paste", "  ", None, False, 0, progress=noop)[0],
+            "one token": ct.score(zh_run, {"recipe": None}, "paste", "Hi", None, False, 0, progress=noop)[0],
+            "not a replay": ct.replay_file(zh_run, str(not_json))[0]}
+    _no_english(list(said.values()))
+    assert "' hello world' 是 2 个 token" in html.unescape(said["two tokens"])
+    assert "第 1 层第 7 头不存在" in said["no such head"] and "第 9 层不存在" in said["no such layer"]
+    assert "999" in said["position"] and "文本是空的" in said["empty text"] and "只有一个 token" in said["one token"]
+    assert "不是重放文件" in said["not a replay"]
+
+
+def test_the_build_message_follows_a_language_switch():
+    from playground.ui import model_tab, redraw
+
+    page = SimpleNamespace(session_hash="page-build")
+    out = model_tab.build_model(ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO),
+                                request=page)
+    zh = model_tab.build_message(page, {"lang": "zh-CN"})
+    assert "Ready" in out[1] and "就绪" in zh and "随机初始化（种子 3）" in zh
+    assert re.findall(r"\d+\.\d+", zh) == re.findall(r"\d+\.\d+", out[1])  # the same measured seconds
+    assert model_tab.build_message(page, {"lang": "en"}) == out[1]
+    bad = model_tab.build_model(ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32",
+                                *_fields(NANO)[:2], 70, *_fields(NANO)[3:], request=page)[1]
+    assert "emb_dim" in bad and "必须能被" in model_tab.build_message(page, {"lang": "zh-CN"})
+    redraw.forget(page)
+    assert model_tab.build_message(page, {"lang": "zh-CN"}) == {"__type__": "update"}
+
+
+def test_the_views_kept_for_redrawing_are_bounded(monkeypatch):
+    from playground.ui import redraw
+
+    monkeypatch.setattr(redraw, "MAX_VIEWS", 3)
+    monkeypatch.setattr(redraw, "MAX_BYTES", 1000)
+    pages = [SimpleNamespace(session_hash=f"bound-{i}") for i in range(5)]
+    for i, page in enumerate(pages):
+        redraw.remember(page, "v", lambda lang, present, i=i: f"{lang} {i}", nbytes=100)
+    # the oldest two pages were dropped (count), the newest three kept
+    assert [redraw.redraw(p, "v", "zh-CN", False, 1)[0] for p in pages[2:]] == ["zh-CN 2", "zh-CN 3", "zh-CN 4"]
+    assert all(redraw.redraw(p, "v", "en", False, 1)[0] == {"__type__": "update"} for p in pages[:2])
+    redraw.remember(pages[0], "big", lambda lang, present: "big", nbytes=900)  # (bytes) leaves room for one more
+    assert redraw.redraw(pages[0], "big", "en", False, 1) == ("big",)
+    assert redraw.redraw(pages[4], "v", "en", False, 1) == ("en 4",)
+    assert redraw.redraw(pages[3], "v", "en", False, 1)[0] == {"__type__": "update"}
+    redraw.remember(pages[1], "huge", lambda lang, present: "huge", nbytes=2000)  # never kept
+    assert redraw.redraw(pages[1], "huge", "en", False, 1)[0] == {"__type__": "update"}
+    for p in pages:
+        redraw.forget(p)
+
+
+def test_the_train_tabs_last_message_follows_a_language_switch():
+    from playground.ui import train_tab
+
+    page = SimpleNamespace(session_hash="page-train")
+    outs = list(train_tab.train_model(train_tab.new_train_state(), "nano (2 layers, d64)", train_tab.CORPUS_CHOICES[0],
+                                      None, None, 3, 3e-3, 1, request=page))
+    assert "Trained" in outs[-1][3] or "3 steps" in outs[-1][3]
+    zh = train_tab.train_message(page, {"lang": "zh-CN"})
+    assert "训练完成，共 3 步" in zh
+    _no_english(zh)
+    assert train_tab.train_message(page, {"lang": "en"}) == outs[-1][3]
+    state, used = train_tab.use_trained(ui.new_state(), outs[-1][0], request=page)[:2]
+    assert "在伊索寓言与童谣上训练 3 步" in train_tab.train_message(page, {"lang": "zh-CN"})
+    assert train_tab.train_message(page, {"lang": "en"}) == used

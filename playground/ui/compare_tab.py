@@ -25,7 +25,7 @@ from ..session import CACHE, MAX_NEW_TOKENS, describe_recipe, start_run
 from ..tokenizer import load_tokenizer
 from . import compare_views as cv
 from . import model_tab as mt
-from . import share
+from . import redraw, share
 from . import prefs
 from ..translations import EN
 from .common import T, choices, dress, fail, lang_of, ok, tr, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
@@ -97,7 +97,8 @@ def model_b(cmp_state):
     return CACHE.get(recipe), recipe
 
 
-def load_model_b(cmp_state, train_state, weights, preset, seed, hub_name, upload, dtype, progress=gr.Progress()):
+def load_model_b(cmp_state, train_state, weights, preset, seed, hub_name, upload, dtype, progress=gr.Progress(),
+                 request: gr.Request = None):
     """Build or load model B (any weights the Model tab offers). Outputs: compare state, message."""
     lang = lang_of(train_state)
     try:
@@ -106,15 +107,29 @@ def load_model_b(cmp_state, train_state, weights, preset, seed, hub_name, upload
         recipe = mt.recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state)
         t0 = time.perf_counter()
         CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
-        return {**(cmp_state or {}), "recipe": recipe}, ok(tr(lang, "cmp_b_ready",
-            what=describe_recipe(recipe, lang), seconds=f"{time.perf_counter() - t0:.2f}"))
+        seconds = f"{time.perf_counter() - t0:.2f}"
+        draw = lambda lang, present=False: ok(tr(lang, "cmp_b_ready", what=describe_recipe(recipe, lang),  # noqa: E731
+                                                 seconds=seconds))
+        cmp_state = {**(cmp_state or {}), "recipe": recipe}
     except Exception as e:
-        return gr.skip(), _fail(e, lang)
+        cmp_state, draw = gr.skip(), lambda lang, present=False, e=e: _fail(e, lang)  # noqa: E731
+    redraw.remember(request, "cmp_b", draw)
+    return cmp_state, draw(lang)
 
 
-def score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=gr.Progress()):
+def score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=gr.Progress(),
+          request=None):
     """Outputs: message, figures table, chips A, chips B, difference chips, figure, raw numbers (JSON)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
+    draw, n_tokens = _score(state, cmp_state, source, text, upload, replace, stride, both, progress, lang)
+    # (about 80 bytes a token and model: ids, surprisal, probability, rank, top guess, context)
+    redraw.remember(request, "cmp_score", lambda lang, present: draw(lang, present)[:-1], nbytes=80 * n_tokens)
+    return draw(lang, present)
+
+
+def _score(state, cmp_state, source, text, upload, replace, stride, both, progress, lang):
+    """Scores the text; returns (draw(lang, present) -> score's outputs: the models' names, messages,
+    table, chips and figure in that language, the same numbers; tokens scored in all)."""
     try:
         text = text_from(state, source, text, upload, replace)
         stride = _stride(stride)
@@ -134,14 +149,22 @@ def score(state, cmp_state, source, text, upload, replace, stride, both=False, p
             results.append(score_text(model, text, stride=s, progress=report, label=label))
         seconds = time.perf_counter() - t0
     except Exception as e:
-        return (_fail(e, lang),) + (gr.skip(),) * 6
+        return (lambda lang, present, e=e: (_fail(e, lang),) + (gr.skip(),) * 6), 0
+    comparison = compare_scores(*results) if both else None
+    recipes = [state["recipe"]] + ([cmp_state["recipe"]] if both else [])
+    return (lambda lang, present: _score_outputs(results, recipes, comparison, seconds, lang, present),
+            sum(len(s.token_ids) for s in results))
+
+
+def _score_outputs(results, recipes, comparison, seconds, lang, present):
+    for s, ab, recipe in zip(results, "AB", recipes):
+        s.label = f"{ab}: {describe_recipe(recipe, lang)}"
     message = ok(tr(lang, "cmp_scored", n=f"{len(results[0].token_ids):,}",
                     models=tr(lang, "cmp_and").join(s.label for s in results), seconds=f"{seconds:.2f}"))
     table = cv.figures_table(*results, lang=lang)
     figure = dress(cv.surprisal_figure(*results, lang=lang), lang, present)
-    if not both:
+    if comparison is None:
         return message, table, cv.score_chips(results[0], lang=lang), "", "", figure, results[0].to_dict()
-    comparison = compare_scores(*results)
     changed = ", ".join(f"{p} ({d:+.1f})" for p, d in comparison.most_changed(5))
     table += "\n\n" + tr(lang, "cmp_diff_line", loss=f"{results[1].loss_nats - results[0].loss_nats:+.3f}",
                           bpb=f"{results[1].bits_per_byte - results[0].bits_per_byte:+.3f}", changed=changed)
@@ -149,20 +172,25 @@ def score(state, cmp_state, source, text, upload, replace, stride, both=False, p
             cv.difference_chips(comparison, lang), figure, comparison.to_dict())
 
 
-def score_a(state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress()):
-    return score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=progress)
+def score_a(state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress(),
+            request: gr.Request = None):
+    return score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=progress,
+                 request=request)
 
 
-def score_ab(state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress()):
-    return score(state, cmp_state, source, text, upload, replace, stride, both=True, progress=progress)
+def score_ab(state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress(),
+             request: gr.Request = None):
+    return score(state, cmp_state, source, text, upload, replace, stride, both=True, progress=progress,
+                 request=request)
 
 
 # ----------------------------------------------------------------------------------------------
 # Two streams
 
 
-def _streams(pairs, prompt, seed, max_new, titles, lang="en"):
-    """Run two generations step by step, yielding (message, side-by-side HTML)."""
+def _streams(pairs, prompt, seed, max_new, titles, lang="en", request=None):
+    """Run two generations step by step, yielding (message, side-by-side HTML). ``titles(lang)`` names
+    the two streams."""
     max_new = parse_whole(max_new, "Max new tokens", 1, MAX_COMPARE_NEW)
     seed = parse_seed(seed, "Sampling seed")
     if seed is None:
@@ -174,7 +202,7 @@ def _streams(pairs, prompt, seed, max_new, titles, lang="en"):
     steps = ([], [])
     prompt_ids = gens[0][0].prompt_ids
     t0 = last = time.perf_counter()
-    yield ok(tr(lang, "cmp_streams", n=max_new, seed=seed)), cv.side_by_side(titles, prompt_ids, *steps, False, lang)
+    yield ok(tr(lang, "cmp_streams", n=max_new, seed=seed)), cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang)
     for _ in range(max_new):
         for (run, it), out in zip(gens, steps):
             with DECODE_LOCK:
@@ -183,47 +211,65 @@ def _streams(pairs, prompt, seed, max_new, titles, lang="en"):
                 out.append(step)
         if time.perf_counter() - last > STREAM_INTERVAL_S:
             last = time.perf_counter()
-            yield gr.skip(), cv.side_by_side(titles, prompt_ids, *steps, False, lang)
-    yield (ok(tr(lang, "cmp_streams_done", n=max_new, seconds=f"{time.perf_counter() - t0:.1f}", seed=seed)),
-           cv.side_by_side(titles, prompt_ids, *steps, True, lang))
+            yield gr.skip(), cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang)
+    seconds = f"{time.perf_counter() - t0:.1f}"
+    # What the columns show of each step (not its attention rows), to draw them again in another language.
+    kept = tuple([SimpleNamespace(index=s.index, token_id=s.token_id, prob=s.prob, raw_prob=s.raw_prob) for s in out]
+                 for out in steps)
+
+    def draw(lang, present=False):
+        return (ok(tr(lang, "cmp_streams_done", n=max_new, seconds=seconds, seed=seed)),
+                cv.side_by_side(titles(lang), prompt_ids, *kept, True, lang))
+
+    redraw.remember(request, "cmp_side", draw)
+    yield draw(lang)
 
 
 def _settings(temperature, top_k, top_p, greedy=False) -> dict:
     return {"temperature": temperature, "top_k": top_k, "top_p": top_p, "greedy": parse_bool(greedy, "Greedy")}
 
 
-def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, top_k, top_p):
+def _stream_error(e, lang, request):
+    draw = lambda lang, present=False: (_fail(e, lang), gr.skip())  # noqa: E731
+    redraw.remember(request, "cmp_side", draw)
+    return draw(lang)
+
+
+def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, top_k, top_p,
+                        request: gr.Request = None):
     """The same prompt, settings and seed through model A and model B. Outputs: message, streams."""
     lang = lang_of(state)
     try:
         mb, recipe_b = model_b(cmp_state)
         settings = _settings(temperature, top_k, top_p)
         pairs = [(session_model(state), state["recipe"], settings), (mb, recipe_b, settings)]
-        titles = (f"A: {describe_recipe(state['recipe'], lang)}", f"B: {describe_recipe(recipe_b, lang)}")
-        yield from _streams(pairs, prompt, seed, max_new, titles, lang)
+        recipe_a = state["recipe"]
+        titles = lambda lang: (f"A: {describe_recipe(recipe_a, lang)}", f"B: {describe_recipe(recipe_b, lang)}")  # noqa: E731
+        yield from _streams(pairs, prompt, seed, max_new, titles, lang, request)
     except Exception as e:
-        yield _fail(e, lang), gr.skip()
+        yield _stream_error(e, lang, request)
 
 
-def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b, p_b):
+def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b, p_b, request: gr.Request = None):
     """One model (A), one prompt and seed, two sampling settings. Outputs: message, streams."""
     lang = lang_of(state)
     try:
         model = session_model(state)
         a, b = _settings(t_a, k_a, p_a), _settings(t_b, k_b, p_b)
-        name = lambda ab, s: tr(lang, "cmp_settings", ab=ab, t=s["temperature"], k=s["top_k"] or tr(lang, "cmp_off"),  # noqa: E731
-                                p=s["top_p"])
+        name = lambda lang, ab, s: tr(lang, "cmp_settings", ab=ab, t=s["temperature"],  # noqa: E731
+                                      k=s["top_k"] or tr(lang, "cmp_off"), p=s["top_p"])
         pairs = [(model, state["recipe"], a), (model, state["recipe"], b)]
-        yield from _streams(pairs, prompt, seed, max_new, (name("A", a), name("B", b)), lang)
+        yield from _streams(pairs, prompt, seed, max_new, lambda lang: (name(lang, "A", a), name(lang, "B", b)), lang,
+                            request)
     except Exception as e:
-        yield _fail(e, lang), gr.skip()
+        yield _stream_error(e, lang, request)
 
 
 # ----------------------------------------------------------------------------------------------
 # Receipt, replay, share
 
 
-def show_receipt(state, step_index):
+def show_receipt(state, step_index, request: gr.Request = None):
     """The sampling receipt of one step of the session's current run. Outputs: HTML, JSON."""
     lang = lang_of(state)
     try:
@@ -232,26 +278,33 @@ def show_receipt(state, step_index):
             raise ValueError(MSG["no_run"])
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
         r = receipt(run.steps[i])
-        tok = load_tokenizer()
-        return cv.receipt_html(r, cv.explain_text(r, lambda t: f"“{tok.piece(t).display}”", lang), lang), r.to_dict()
     except Exception as e:
-        return _fail(e, lang), gr.skip()
+        draw = lambda lang, present=False, e=e: _fail(e, lang)  # noqa: E731
+        redraw.remember(request, "cmp_receipt", draw)
+        return draw(lang), gr.skip()
+    tok = load_tokenizer()
+    draw = lambda lang, present=False: cv.receipt_html(  # noqa: E731
+        r, cv.explain_text(r, lambda t: f"“{tok.piece(t).display}”", lang), lang)
+    redraw.remember(request, "cmp_receipt", draw)
+    return draw(lang), r.to_dict()
 
 
-def export_replay(state):
+def export_replay(state, request: gr.Request = None):
     """A small JSON file that reproduces the current run. Outputs: file, message."""
     lang = lang_of(state)
     try:
         run = session_run(state)
         if run is None or not run.steps:
             raise ValueError(MSG["no_run"])
-        path = write_record(replay_record(run, session_model(state)), exports_dir())
-        return str(path), ok(tr(lang, "cmp_exported"))
+        path = str(write_record(replay_record(run, session_model(state)), exports_dir()))
+        draw = lambda lang, present=False: ok(tr(lang, "cmp_exported"))  # noqa: E731
     except Exception as e:
-        return gr.skip(), _fail(e, lang)
+        path, draw = gr.skip(), lambda lang, present=False, e=e: _fail(e, lang)  # noqa: E731
+    redraw.remember(request, "cmp_export", draw)
+    return path, draw(lang)
 
 
-def replay_file(state, upload):
+def replay_file(state, upload, request: gr.Request = None):
     """Replay an uploaded replay file or run export. Outputs: report HTML, report JSON."""
     lang = lang_of(state)
     try:
@@ -260,24 +313,39 @@ def replay_file(state, upload):
             raise ValueError(MSG["no_replay_file"])
         record = read_record(path)
         model, recipe = model_for(record, (session_model(state), state["recipe"]))
-        need = record["token_ids"]
         report = replay(record, model, step_lock=DECODE_LOCK)
     except Exception as e:
+        redraw.remember(request, "cmp_replay", lambda lang, present=False, e=e: _fail(e, lang))
         return _fail(e, lang), {"error": str(e)}
+    draw = lambda lang, present=False: _replay_html(report, record, recipe, lang)  # noqa: E731
+    redraw.remember(request, "cmp_replay", draw)
+    return draw(lang), report.to_dict()
+
+
+def _replay_html(report, record, recipe, lang) -> str:
     tok = load_tokenizer()
+    need = record["token_ids"]
     head = (ok if report.identical else warn)(_report_message(report, lang))
     d = report.first_difference
     recorded = tok.decode(need[: (d["step"] if d else len(need))])
     detail = (f"<p>{ok(tr(lang, 'cmp_replayed', what=describe_recipe(recipe, lang)))}</p>"
-              f"<p><b>{tr(lang, 'cmp_prompt')}</b>: {_esc(tok.decode(record['prompt_ids']))}</p>"
-              f"<p><b>{tr(lang, 'cmp_same_text')}</b>: {_esc(recorded)}</p>")
-    return head + detail, report.to_dict()
+              f"<p><b>{tr(lang, 'cmp_prompt')}</b>: <span class='pg-token-text'>{_esc(tok.decode(record['prompt_ids']))}</span></p>"
+              f"<p><b>{tr(lang, 'cmp_same_text')}</b>: <span class='pg-token-text'>{_esc(recorded)}</span></p>")
+    return head + detail
 
 
 def _esc(text: str) -> str:
     import html
 
     return html.escape(text).replace("\n", "<br>")
+
+
+def redraw_views(request: gr.Request, state):
+    """After a language switch: every view of this tab the page drew, in the new language (same
+    numbers; nothing is scored or generated again)."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
+    parts = (("cmp_b", 1), ("cmp_score", 6), ("cmp_side", 2), ("cmp_receipt", 1), ("cmp_replay", 1), ("cmp_export", 1))
+    return sum((redraw.redraw(request, key, lang, present, n) for key, n in parts), ())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -314,7 +382,6 @@ def layout() -> SimpleNamespace:
                     c.score_btn = gr.Button(T("score_a"), variant="primary", elem_id="pg-score")
                     c.score_ab_btn = gr.Button(T("score_ab"), elem_id="pg-score-ab")
                 c.score_msg = gr.HTML(elem_id="pg-score-msg")
-                c.table = gr.Markdown(elem_id="pg-score-table")
             with gr.Column(scale=3):
                 c.legend = gr.HTML(cv.surprisal_legend())
                 c.chips_a = gr.HTML(elem_id="pg-score-a")
@@ -322,11 +389,14 @@ def layout() -> SimpleNamespace:
                 c.diff = gr.HTML(elem_id="pg-score-diff")
                 c.figure = gr.Plot(show_label=False, elem_id="pg-score-plot")
                 c.score_json = gr.JSON(visible=False)
+        # Full width: in the left column its six columns broke words letter by letter ("perp|lexit|y").
+        c.table = gr.Markdown(elem_id="pg-score-table")
     with gr.Accordion(T("side_section"), open=True):
         with gr.Row():
             c.s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
             c.s_seed = gr.Number(42, label=T("seed"), min_width=100)
-            c.s_max = gr.Slider(1, MAX_COMPARE_NEW, value=40, step=1, label=T("max_new_tokens"))
+            c.s_max = gr.Slider(1, MAX_COMPARE_NEW, value=40, step=1, label=T("max_new_tokens"), elem_id="pg-side-max",
+                                scale=2, min_width=240)  # (narrower, its label wrapped to five lines)
         with gr.Row():
             c.t_a = gr.Slider(0, 2, value=0.7, step=0.05, label=T("temp_a"))
             c.k_a = gr.Slider(0, 200, value=0, step=1, label=T("top_k_a"))
@@ -349,14 +419,15 @@ def layout() -> SimpleNamespace:
     with gr.Accordion(T("replay_section"), open=False):
         with gr.Row():
             with gr.Column():
-                c.r_file = gr.File(label=T("replay_upload"), file_types=[".json", ".npz"], type="filepath")
+                c.r_file = gr.File(label=T("replay_upload"), file_types=[".json", ".npz"], type="filepath",
+                                   elem_id="pg-replay-file")
                 c.replay_btn = gr.Button(T("replay"), elem_id="pg-replay")
                 c.replay_out = gr.HTML(elem_id="pg-replay-msg")
                 c.replay_json = gr.JSON(visible=False)
             with gr.Column():
                 c.export_btn = gr.Button(T("export_replay"))
                 c.export_msg = gr.HTML()
-                c.export_out = gr.File(label=T("download"), interactive=False)
+                c.export_out = gr.File(label=T("download"), interactive=False, elem_id="pg-export-file")
                 c.link_btn = gr.Button(T("share_link"))
                 c.link = gr.Textbox(label=T("link"), buttons=["copy"], interactive=False, elem_id="pg-share-link")
     return c
@@ -371,6 +442,8 @@ def wire(page) -> None:
                                       cv.surprisal_legend(lang_of(st)),
                                       gr.update(choices=choices(SOURCE_KEYS, lang_of(st)))),
                     [], [c.b_weights, c.legend, c.source])
+    prefs.on_change(page, redraw_views, [], [c.b_msg, c.score_msg, c.table, c.chips_a, c.chips_b, c.diff, c.figure,
+                                             c.side_msg, c.side, c.r_html, c.replay_out, c.export_msg])
     c.b_btn.click(load_model_b, [c.cmp_state, page.train_state, c.b_weights, c.b_preset, c.b_seed, c.b_hub, c.b_upload,
                                  c.b_dtype], [c.cmp_state, c.b_msg], api_name="second_model", concurrency_id="models",
                   concurrency_limit=2)

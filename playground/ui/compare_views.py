@@ -114,9 +114,10 @@ def surprisal_figure(*scores, smooth: int = 16, lang: str = "en") -> go.Figure:
     k = max(1, min(smooth, len(scores[0].surprisal_bits) // 4))
     title = tr(lang, "cmp_fig_surprisal_mean", k=k) if k > 1 else tr(lang, "cmp_fig_surprisal")
     fig.update_layout(title=title, xaxis_title="position",
-                      yaxis_title="bits", height=320, margin=dict(l=50, r=20, t=70, b=40),
+                      yaxis_title="bits", height=380, margin=dict(l=50, r=20, t=70, b=110),
                       paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
-                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
+                      # below the axis: two long model names above the plot ran into the title
+                      legend=dict(orientation="h", y=-0.28, yanchor="top", x=0))
     return fig
 
 

@@ -49,6 +49,7 @@ WORDS_ZH = {
     "α (the head's output × α)": "α（该头的输出 × α）",
     "position": "位置",
     "bits": "比特",
+    "log p(target)": "log p(目标 token)",
 }
 PATTERNS_ZH = [
     (re.compile(r"^head (\d+)$"), r"头 \1"),
@@ -57,6 +58,25 @@ PATTERNS_ZH = [
     (re.compile(r"^(\d[\d,]*) parameters$"), r"\1 个参数"),
     (re.compile(r"^where “(.*)” looked$"), r"“\1”关注了哪里"),
 ]
+
+# Tick labels the figure builders write (layer and head names, the attribution's bars). Only labels
+# with a space inside are matched: a token's label never has one (its own space is shown as ␣), so a
+# token that happens to read "layer" is never translated.
+TICKS_ZH = [
+    (re.compile(r"^layer (\d+)$"), r"第 \1 层"),
+    (re.compile(r"^head (\d+)$"), r"头 \1"),
+    (re.compile(r"^L(\d+) attn$"), r"L\1 注意力"),
+    (re.compile(r"^final_norm shift$"), "final_norm 偏移"),
+    (re.compile(r"^final logit$"), "最终 logit"),
+]
+
+
+def tick(text):
+    for pattern, replacement in TICKS_ZH:
+        if isinstance(text, str) and pattern.match(text):
+            return pattern.sub(replacement, text)
+    return text
+
 
 PRESENT_FONT = 16  # px: axis labels and tick labels readable from the back of a room
 PRESENT_TITLE_FONT = 20
@@ -101,6 +121,8 @@ def _translate(fig, lang):
     for axis in list(fig.select_xaxes()) + list(fig.select_yaxes()):
         if axis.title and axis.title.text:
             axis.title.text = words(axis.title.text, lang)
+        if axis.ticktext:
+            axis.ticktext = [tick(t) for t in axis.ticktext]
     for colour_axis in fig.select_coloraxes():
         bar = colour_axis.colorbar
         if bar and bar.title and bar.title.text:
@@ -109,6 +131,8 @@ def _translate(fig, lang):
         if annotation.text:
             annotation.text = words(annotation.text, lang)
     for trace in fig.data:
+        if trace.type == "waterfall" and trace.x is not None:  # its bars are named on the x axis
+            trace.x = [tick(x) for x in trace.x]
         if getattr(trace, "name", None):
             trace.name = words(trace.name, lang)
         text = getattr(trace, "text", None)

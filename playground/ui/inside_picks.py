@@ -52,10 +52,10 @@ def shown_attribution(state, position, target):
         return None
 
 
-def pick_head(state, shown, head, layer):
+def pick_head(state, shown, head, layer, request: gr.Request = None):
     """A clicked attribution cell. Outputs: maths layer, head, position; intervention scale head,
     position, target, skip MLPs; maths table, plot, text; the note under the heatmap; message."""
-    from .inside_tab import maths_view
+    from .inside_tab import maths_view, note_drawn
 
     lang = lang_of(state)
     head, layer = _whole(head), _whole(layer)
@@ -65,21 +65,23 @@ def pick_head(state, shown, head, layer):
         return (gr.skip(),) * 6 + (str(layer),) + (gr.skip(),) * 3 + (tr(lang, "in_picked_mlp", layer=layer), "")
     pos = shown["position"]
     table, fig, text, msg = maths_view(state, layer, head, pos)
+    note_drawn(request, "maths", state, layer, head, pos)  # (redrawn in a new language)
     note = tr(lang, "in_picked_head", layer=layer, head=head, pos=pos)
     return (layer, head, pos, f"{layer}.{head}", pos, shown["target"], gr.skip(), table, fig, text, note, msg)
 
 
-def pick_sweep_head(state, head, layer, alpha, position, shown=None):
+def pick_sweep_head(state, head, layer, alpha, position, shown=None, request: gr.Request = None):
     """A clicked sweep cell: that head zero-ablated alone (the other intervention fields cleared, so
     the fields say what ran). Outputs: zero, mean, scale, skip MLPs, no-mask, drop-pos fields, then
     the intervention view's (bars, loss, lens after, text, message)."""
-    from .inside_tab import intervene_view
+    from .inside_tab import intervene_view, note_drawn
 
     head, layer = _whole(head), _whole(layer)
     if head is None or layer is None:
         return (gr.skip(),) * 10 + (warn(tr(lang_of(state), "in_pick_first")),)
     zero = f"{layer}.{head}"
     fields = (zero, "", "", "", "", False)
+    note_drawn(request, "intervene", state, zero, "", "", alpha, "", "", False, position, shown)
     return fields + tuple(intervene_view(state, zero, "", "", alpha, "", "", False, position, shown))
 
 

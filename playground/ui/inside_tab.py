@@ -18,6 +18,7 @@ from .. import lens_figures as lf
 from ..interventions import Intervention
 from ..tokenizer import load_tokenizer
 from ..translations import tr_error
+from . import redraw
 from . import inside_picks
 from .cell_click import cols_js
 from .common import T, dress, fail, lang_of, parse_number, tr, warn
@@ -219,8 +220,10 @@ def dose_view(state, scale_head, position, target):
 
 
 def sweep_view(state, progress=gr.Progress()):
-    lang, present = _lang(state)
-    d = sweep_data(state, progress)
+    return draw_sweep(sweep_data(state, progress), *_lang(state))
+
+
+def draw_sweep(d, lang, present):
     if "error" in d:
         return _error(d, 2, lang)
     delta = d["delta_loss"]
@@ -228,6 +231,65 @@ def sweep_view(state, progress=gr.Progress()):
     text = tr(lang, "in_sweep", n=d["n_tokens"], base=f"{d['base_loss']:.3f}", s=f"{d['seconds']:.1f}",
               e=f"{d['estimate_s']:.1f}", h=h, l=l, dl=f"{delta[l][h]:+.3f}")
     return dress(lf.sweep_heatmap(delta, title=tr(lang, "in_fig_sweep")), lang, present), text, ""
+
+
+# ----------------------------------------------------------------------------------------------
+# Drawn again in the page's new language: each view the page drew, for the run it drew it for
+
+
+SUB_TABS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")
+VIEWS = {"dla": (attribution_view, 3), "maths": (maths_view, 3), "intervene": (intervene_view, 4),
+         "dose": (dose_view, 1), "sweep": (None, 2)}  # key -> (view, outputs before the message)
+
+
+def remembering(key: str):
+    """The view's event handler: draws it and remembers how to draw it again (same run, same fields;
+    the sweep from its numbers, which take up to a minute to measure)."""
+    view = VIEWS[key][0]
+
+    def handler(request: gr.Request, state, *args):
+        out = view(state, *args)
+        note_drawn(request, key, state, *args)
+        return out
+
+    def sweep(request: gr.Request, state, progress=gr.Progress()):
+        d = sweep_data(state, progress)
+        redraw.remember(request, "inside_sweep", lambda lang, present: draw_sweep(d, lang, present))
+        return draw_sweep(d, *_lang(state))
+
+    return sweep if key == "sweep" else handler
+
+
+def note_drawn(request, key: str, state, *args) -> None:
+    """View ``key`` was just drawn from ``args`` (by its button or a click on another view's cell)."""
+    view, frozen = VIEWS[key][0], dict(state or {})
+
+    def draw(lang, present):
+        out = view({**frozen, "lang": lang, "present": present}, *args)
+        if key == "maths" and isinstance(out[0], list):  # back to English: the headers too, not only the rows
+            out = (pd.DataFrame(out[0], columns=tr(lang, "in_maths_headers").split("|")),) + tuple(out[1:])
+        return out
+
+    redraw.remember(request, "inside_" + key, draw)
+
+
+def redraw_views(request: gr.Request, state, layer, position, shown=None):
+    """After a language switch: the lens (for the current run, its newest positions), then every
+    other view the page drew; the message is the one of the view drawn last. (The lens' scroll slider
+    is not read: Gradio checks its value against the bounds it had when the page loaded.)"""
+    lang, present = _lang(state)
+    try:
+        run_context(state)
+        lens = lens_view(state, None, layer, position, shown)
+    except Exception:
+        lens = (gr.skip(),) * 6
+    out, messages = list(lens[:-1]), {"lens": lens[-1]}
+    for key, (_, n) in VIEWS.items():
+        drawn = redraw.redraw(request, "inside_" + key, lang, present, n + 1)
+        out += drawn[:-1]
+        messages[key] = drawn[-1]
+    last = redraw.order(request, ["inside_" + k for k in VIEWS])
+    return tuple(out) + (messages[last[-1][7:]] if last else messages["lens"],)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,7 +302,7 @@ def layout() -> SimpleNamespace:
     msg = gr.HTML(elem_id="pg-inside-msg")
     seen_run = gr.State(None)  # the run whose defaults the position fields hold
     with gr.Tabs():
-        with gr.Tab(T("inside_lens"), id="inside-lens"):
+        with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
             with gr.Row():
                 lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
                 lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0,
@@ -257,7 +319,7 @@ def layout() -> SimpleNamespace:
             with gr.Row():
                 cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
                 cell_md = gr.Markdown()
-        with gr.Tab(T("inside_dla"), id="inside-dla"):
+        with gr.Tab(T("inside_dla"), id="inside-dla") as dla_tab:
             with gr.Row():
                 dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
                 dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
@@ -270,7 +332,7 @@ def layout() -> SimpleNamespace:
             with gr.Row():
                 dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
                 dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
-        with gr.Tab(T("inside_maths"), id="inside-maths"):
+        with gr.Tab(T("inside_maths"), id="inside-maths") as maths_tab:
             with gr.Row():
                 m_layer = gr.Number(0, label=T("layer"), precision=0, minimum=0)
                 m_head = gr.Number(0, label=T("head"), precision=0, minimum=0)
@@ -279,9 +341,10 @@ def layout() -> SimpleNamespace:
             m_md = gr.Markdown(elem_id="pg-maths-md")
             with gr.Row():
                 m_table = gr.Dataframe(headers=["key position", "token", "q·k", "÷√d", "masked", "softmax"],
-                                       interactive=False, max_height=420, elem_id="pg-maths-table")
-                m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot")
-        with gr.Tab(T("inside_interventions"), id="inside-intervene"):
+                                       interactive=False, max_height=420, elem_id="pg-maths-table", min_width=560)
+                # (side by side from 1200 px; a 1024-px projector stacks them rather than cut the softmax column)
+                m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot", min_width=420)
+        with gr.Tab(T("inside_interventions"), id="inside-intervene") as intervene_tab:
             with gr.Row():
                 i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder="0.1, 2.3", max_length=2000)
                 i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder="1.0", max_length=2000)
@@ -331,29 +394,32 @@ def wire(page) -> None:
     page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
                            lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
                            js=cols_js(5), api_visibility="private", concurrency_id="inside")
-    # A language switch redraws the lens (when there is a run to show; the other views on their next click).
-    from . import prefs  # (prefs imports the tab modules)
-
-    def redraw_lens(state, *inputs):
-        try:
-            run_context(state)
-        except Exception:
-            return (gr.skip(),) * len(lens_outputs)
-        return lens_view(state, *inputs)
-
-    prefs.on_change(page, redraw_lens, lens_inputs[1:], lens_outputs)
-    c.dla_btn.click(attribution_view, [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
+    c.dla_btn.click(remembering("dla"), [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
                     api_visibility="private", concurrency_id="inside")
-    c.m_btn.click(maths_view, [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
+    c.m_btn.click(remembering("maths"), [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
                   api_visibility="private", concurrency_id="inside")
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
-    c.i_btn.click(intervene_view, i_inputs + [c.lens_cols], [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+    c.i_btn.click(remembering("intervene"), i_inputs + [c.lens_cols], [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
                   js=cols_js(len(i_inputs)), api_visibility="private", concurrency_id="inside")
-    c.dose_btn.click(dose_view, [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
+    c.dose_btn.click(remembering("dose"), [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
                      api_visibility="private", concurrency_id="inside")
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
-    c.sweep_btn.click(sweep_view, state, [c.sweep_plot, c.sweep_md, c.msg], api_visibility="private",
+    c.sweep_btn.click(remembering("sweep"), state, [c.sweep_plot, c.sweep_md, c.msg], api_visibility="private",
                       concurrency_id="inside_sweep", concurrency_limit=1)
+    # A language switch redraws the lens (when there is a run) and every other view drawn.
+    from . import prefs  # (prefs imports the tab modules)
+
+    # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
+    from .style import RESIZE_JS
+
+    for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
+        tab.select(None, None, None, js=RESIZE_JS)
+    # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
+    prefs.on_change(page, lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS), [],
+                    [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab])
+    prefs.on_change(page, redraw_views, lens_inputs[2:],
+                    lens_outputs[:-1] + [c.dla_heat, c.dla_fall, c.dla_md, c.m_table, c.m_plot, c.m_md, c.i_bars,
+                                         c.i_loss, c.i_lens, c.i_md, c.dose_plot, c.sweep_plot, c.sweep_md, c.msg])
 
     inside_picks.wire(page)  # clicking a heatmap cell
 

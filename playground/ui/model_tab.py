@@ -26,6 +26,7 @@ from ..session import (
 )
 from ..files import discard_upload, is_trained_checkpoint
 from ..weights import HUB_MODELS
+from . import redraw
 from .chips import RESET
 from .common import T, choices, dress, fail, lang_of, new_state, page_prefs, tr, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
     session_model, slider_range
@@ -217,8 +218,10 @@ def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_stat
     return recipe
 
 
-def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_state=None, progress=gr.Progress()):
-    """Build or load the model the form describes; on any problem the previous model stays."""
+def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_state=None, progress=gr.Progress(),
+                request=None):
+    """Build or load the model the form describes; on any problem the previous model stays. The
+    message is remembered for a language switch to say again (``redraw``)."""
     lang = lang_of(state)
     try:
         recipe = recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state, lang=lang)
@@ -233,17 +236,23 @@ def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_st
             raise
         elapsed = time.perf_counter() - t0
     except Exception as e:  # the previous model and run stay as they were
+        redraw.remember(request, "model_build", lambda lang, present=False, e=e: fail(e, lang))
         return (state, fail(e, lang)) + (gr.skip(),) * (N_SWITCH - 2)
     report = getattr(model, "load_report", None)
-    extra = tr(lang, "loaded_weights", report=report.summary()) if report is not None else ""
-    return switch_model(model, recipe, ok(tr(lang, "ready", model=describe_recipe(recipe, lang), seconds=f"{elapsed:.2f}",
-                                             extra=extra)), state)
+
+    def say(lang, present=False):
+        extra = tr(lang, "loaded_weights", report=report.summary()) if report is not None else ""
+        return ok(tr(lang, "ready", model=describe_recipe(recipe, lang), seconds=f"{elapsed:.2f}", extra=extra))
+
+    redraw.remember(request, "model_build", say)
+    return switch_model(model, recipe, say(lang), state)
 
 
-def build_from_form(state, train_state, weights, seed, hub_name, upload, dtype, *fields, progress=gr.Progress()):
+def build_from_form(request: gr.Request, state, train_state, weights, seed, hub_name, upload, dtype, *fields,
+                    progress=gr.Progress()):
     """The Build button: the form plus the session's training state (for "trained in the Train tab")."""
     return build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_state=train_state,
-                       progress=progress)
+                       progress=progress, request=request)
 
 
 def show_tree(state, depth):
@@ -338,6 +347,11 @@ def switch_outputs(page) -> list:
     return [page.state, page.model.build_msg] + model_outputs(page) + page.model.form + [g.heatmap, g.chips, g.head_box]
 
 
+def build_message(request: gr.Request, state):
+    """The last build's message in the page's new language."""
+    return redraw.redraw(request, "model_build", lang_of(state), bool((state or {}).get("present")), 1)[0]
+
+
 def wire(page) -> None:
     m = page.model
     page.demo.load(load_session, None, [page.state] + model_outputs(page) + m.form + [page.generate.head_box],
@@ -352,3 +366,4 @@ def wire(page) -> None:
     from . import prefs  # (prefs imports this module)
 
     prefs.on_change(page, lambda state: kernels_table(lang_of(state)), [], [m.kernels_md])
+    prefs.on_change(page, build_message, [], [m.build_msg])

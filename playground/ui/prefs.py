@@ -179,6 +179,9 @@ def wire(page) -> None:
     if others:
         event.then(lambda state: tuple(gr.update(label=tr(lang_of(state), f"tab_{name}")) for name, _ in others),
                    page.state, [tab for _, tab in others], api_visibility="private", show_progress="hidden")
+    from . import redraw
+
+    page.demo.unload(redraw.forget)  # a closed page's drawn views (kept for redrawing them) are dropped
     for fn, extra_inputs, extra_outputs in getattr(page, "prefs_listeners", []):
         event.then(fn, [page.state] + list(extra_inputs), extra_outputs, api_visibility="private",
                    show_progress="hidden")

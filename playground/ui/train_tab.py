@@ -19,6 +19,7 @@ import gradio as gr
 from .. import figures
 from ..config import PRESETS
 from ..session import CACHE, describe_recipe
+from . import redraw
 from .common import T, choices, dress, fail as _fail, lang_of, ok as _ok, parse_whole, tr, warn as _warn
 from .model_tab import N_SWITCH, switch_model, switch_outputs
 
@@ -143,7 +144,19 @@ def _corpus_desc(corpus, lang) -> str:
               tokens=f"{corpus.n_tokens:,}", train=f"{len(corpus.train_ids):,}", val=f"{len(corpus.val_ids):,}")
 
 
-def train_model(train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH):
+def _say(request, lang, draw):
+    """The tab's message now, remembered to be said again in another language (``redraw``)."""
+    redraw.remember(request, "train_msg", draw)
+    return draw(lang)
+
+
+def train_message(request: gr.Request, state):
+    """After a language switch: the tab's last message in the new language."""
+    return redraw.redraw(request, "train_msg", lang_of(state), False, 1)[0]
+
+
+def train_model(train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH,
+                request: gr.Request = None):
     """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
     from ..session import JOBS, TrainingJob
     from ..train_estimate import estimate_seconds, known_step_time
@@ -155,15 +168,18 @@ def train_model(train_state, preset_name, source, upload, pasted, steps, lr, bat
         text, name = corpus_text(source, upload, pasted)
         job = TrainingJob(cfg, text, name, steps=steps, lr=lr, batch_size=tcfg.batch_size).start()
     except Exception as e:
-        yield train_state, gr.skip(), gr.skip(), _fail(e, lang)
+        yield train_state, gr.skip(), gr.skip(), _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang))
         return
     train_state = {**keep, "job": job.id, "recipe": None}
-    message = tr(lang, MESSAGES["started"], model=preset_name, corpus=_corpus_desc(job.corpus, lang))
     timing = known_step_time(cfg, tcfg)
-    if timing is not None:  # only if already measured: starting never waits for a measurement
-        message += tr(lang, MESSAGES["started_eta"], total=duration(
-            estimate_seconds(timing, job.tcfg.steps, job.tcfg.eval_interval), lang))
-    started = _ok(message)
+    # (the estimate only if already measured: starting never waits for a measurement)
+    eta = None if timing is None else estimate_seconds(timing, job.tcfg.steps, job.tcfg.eval_interval)
+
+    def started_message(lang, present=False):
+        message = tr(lang, MESSAGES["started"], model=preset_name, corpus=_corpus_desc(job.corpus, lang))
+        return _ok(message + (tr(lang, MESSAGES["started_eta"], total=duration(eta, lang)) if eta is not None else ""))
+
+    started = _say(request, lang, started_message)
     try:
         while not job.done.wait(0.5):
             yield train_state, _loss_figure(job, train_state), _progress_html(job, lang), started
@@ -173,34 +189,38 @@ def train_model(train_state, preset_name, source, upload, pasted, steps, lr, bat
         JOBS.pop(job.id, None)  # also when the tab closed: the job (and its memory) can then go
     if job.error:
         yield (train_state, _loss_figure(job, train_state), _progress_html(job, lang),
-               _warn(tr(lang, "train_failed", error=job.error)))
+               _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_failed", error=job.error))))
         return
     train_state = {**keep, "job": job.id, "recipe": job.result_recipe()}
+    done = "train_stopped" if job.stopped else "train_finished"
     yield (train_state, _loss_figure(job, train_state), _progress_html(job, lang),
-           _ok(tr(lang, "train_stopped" if job.stopped else "train_finished", n=f"{job.trainer.step_count:,}")))
+           _say(request, lang, lambda lang, present=False: _ok(tr(lang, done, n=f"{job.trainer.step_count:,}"))))
 
 
-def stop_training(train_state):
+def stop_training(train_state, request: gr.Request = None):
     from ..session import JOBS
 
     lang = lang_of(train_state)
     job = JOBS.get((train_state or {}).get("job") or "")
     if job is None:
-        return _warn(tr(lang, "no_training"))
+        return _say(request, lang, lambda lang, present=False: _warn(tr(lang, "no_training")))
     job.stop()
-    return _ok(tr(lang, "stopping"))
+    return _say(request, lang, lambda lang, present=False: _ok(tr(lang, "stopping")))
 
 
-def use_trained(state, train_state):
+def use_trained(state, train_state, request: gr.Request = None):
     lang = lang_of(state)
     recipe = (train_state or {}).get("recipe")
     if not recipe:
-        return (state, _warn(tr(lang, "train_first"))) + (gr.skip(),) * (N_SWITCH - 2)
+        return (state, _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_first")))) + \
+            (gr.skip(),) * (N_SWITCH - 2)
     try:
         model = CACHE.get(recipe)
     except Exception as e:
-        return (state, _fail(e, lang)) + (gr.skip(),) * (N_SWITCH - 2)
-    return switch_model(model, recipe, _ok(tr(lang, "now_using", model=describe_recipe(recipe, lang))), state)
+        return (state, _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang))) + \
+            (gr.skip(),) * (N_SWITCH - 2)
+    using = _say(request, lang, lambda lang, present=False: _ok(tr(lang, "now_using", model=describe_recipe(recipe, lang))))
+    return switch_model(model, recipe, using, state)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -262,6 +282,7 @@ def wire(page) -> None:
     from . import prefs  # (prefs imports this module)
 
     prefs.on_change(page, lambda state, *args: estimate_html(*args, state=state), estimate_inputs, [t.estimate])
+    prefs.on_change(page, train_message, [], [t.msg])  # and its last message
     t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
     t.use_btn.click(use_trained, [page.state, train_state], [page.state, t.msg] + switch_outputs(page)[2:],
                     api_name="use_trained")

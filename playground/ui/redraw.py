@@ -1,0 +1,78 @@
+"""What each page has drawn, so a change of language (or presenter mode) can draw it again.
+
+A view handler that builds text on the server calls ``remember(request, key, draw)`` with
+``draw(lang, present) -> outputs``, a closure over what it has just shown; a tab's
+``prefs.on_change`` listener calls ``redraw(request, key, lang, present, n)`` for each of its views.
+Slow results are kept, not recomputed (a switch of language must not rescore a long text, rerun two
+streams or a sweep); a quick view may be drawn again from the same run and fields. A view the page
+has not drawn stays as it is (``gr.skip()``).
+
+Pages are told apart by Gradio's session hash; a page that closes forgets its views (``forget``,
+wired to the page's unload), and only the newest MAX_VIEWS views are kept in all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable
+
+import gradio as gr
+
+MAX_VIEWS = 512
+MAX_BYTES = 200 * 2**20  # what the kept views may hold in all (a scored long text keeps its arrays)
+
+_DRAWN: OrderedDict = OrderedDict()  # (session hash, view key) -> (draw(lang, present), bytes it holds)
+_LOCK = threading.Lock()
+
+
+def _session(request) -> str | None:
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
+def remember(request, key: str, draw: Callable, nbytes: int = 0) -> None:
+    """Keep ``draw`` as the way to draw view ``key`` of this page again (a call without a page, e.g.
+    a direct Python call, keeps nothing). ``nbytes``: roughly what the closure holds; the oldest
+    views are dropped first when the kept ones would exceed MAX_VIEWS or MAX_BYTES."""
+    session = _session(request)
+    if session is None:
+        return
+    with _LOCK:
+        _DRAWN.pop((session, key), None)
+        if nbytes > MAX_BYTES:
+            return  # too big to keep: that view stays in the language it was drawn in
+        _DRAWN[(session, key)] = (draw, nbytes)
+        while len(_DRAWN) > MAX_VIEWS or sum(n for _, n in _DRAWN.values()) > MAX_BYTES:
+            _DRAWN.popitem(last=False)
+
+
+def order(request, keys) -> list[str]:
+    """Of ``keys``, those this page has drawn, the most recently drawn last."""
+    session = _session(request)
+    with _LOCK:
+        ranked = [k for (s, k) in _DRAWN if s == session]
+    return [k for k in ranked if k in keys]
+
+
+def redraw(request, key: str, lang: str, present: bool, n: int) -> tuple:
+    """View ``key`` drawn again in ``lang``: its ``n`` outputs, or ``n`` skips when the page has not
+    drawn it (or drawing it again fails: the old drawing stays rather than an error appearing)."""
+    with _LOCK:
+        draw, _ = _DRAWN.get((_session(request), key), (None, 0))
+    if draw is None:
+        return (gr.skip(),) * n
+    try:
+        out = draw(lang, present)
+    except Exception:
+        return (gr.skip(),) * n
+    out = out if isinstance(out, tuple) else (out,)
+    assert len(out) == n, (key, len(out), n)
+    return out
+
+
+def forget(request: gr.Request) -> None:
+    """The page closed: drop its views."""
+    session = _session(request)
+    with _LOCK:
+        for k in [k for k in _DRAWN if k[0] == session]:
+            del _DRAWN[k]

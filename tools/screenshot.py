@@ -1,0 +1,153 @@
+"""Screenshots of the running app in headless Chromium (Playwright).
+
+    python tools/screenshot.py          # README's assets/screenshot.png: the core loop at 1600×1000
+    python tools/screenshot.py --all    # every tab at 1600×1000 and 1024×768, light and dark, English
+                                        # and 中文, after using its views -> tests/artifacts/look-*.png
+
+The README's picture is the Generate & attention tab in English and the light theme, after a seeded
+40-token run of the bundled model with one generated token clicked, scrolled just enough to show the
+whole attention heatmap beside the token chips and the step's controls. The app runs in this process
+on a free local port; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+def start_app() -> tuple[object, str]:
+    from playground.ui import build_demo, launch_kwargs
+
+    demo = build_demo()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs())
+    return demo, url
+
+
+def open_page(browser, url: str, lang: str, size: tuple[int, int], theme: str = "light"):
+    context = browser.new_context(locale=lang, viewport={"width": size[0], "height": size[1]}, color_scheme=theme)
+    page = context.new_page()
+    page.goto(f"{url}?lang={'zh-CN' if lang.startswith('zh') else 'en'}")
+    word = "参数" if lang.startswith("zh") else "parameters"
+    page.locator("#pg-summary").get_by_text(word, exact=False).wait_for(timeout=60_000)
+    return context, page
+
+
+def generate(page, prompt: str | None = None, n: int = 40, seed: int = 42) -> None:
+    page.locator("button[role=tab]").nth(1).click()
+    if prompt is not None:
+        page.locator("#pg-prompt textarea").fill(prompt)
+    for elem_id, value in (("pg-max-new", n), ("pg-seed", seed)):
+        box = page.locator(f"#{elem_id} input[type=number]")
+        if box.count():
+            box.fill(str(value))
+            box.press("Enter")
+    page.locator("#pg-generate").click()
+    page.locator("#pg-status [data-state=done]").wait_for(timeout=180_000)
+    page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick')", timeout=60_000)
+
+
+def readme_screenshot(browser, url: str, out: Path) -> None:
+    context, page = open_page(browser, url, "en-US", (1600, 1000))
+    generate(page)
+    chips = page.locator("#pg-chips .pg-chip:not(.pg-prompt)")
+    chips.nth(min(12, chips.count() - 1)).click()  # a step with some context to look back at
+    page.wait_for_timeout(1500)  # the step's query row and figures redraw
+    # Scrolled just enough for the whole heatmap: the chips, the step's controls and the map together.
+    bottom = page.evaluate("() => { const r = document.querySelector('#pg-heatmap').getBoundingClientRect();"
+                           " return r.bottom + window.scrollY; }")
+    page.evaluate(f"() => window.scrollTo(0, {max(0, bottom + 12 - 1000)})")
+    page.mouse.move(1, 999)  # no hover: no figure toolbar, no tooltip
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(out))
+    context.close()
+    print(f"wrote {out}")
+
+
+def _plot(page, elem_id):
+    page.wait_for_function(f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
+                           f" return g && g.data && g.data.length > 0; }}", timeout=120_000)
+
+
+def every_tab(browser, url: str) -> list[Path]:
+    from playground.translations import tr
+
+    shots = []
+    for lang in ("en", "zh-CN"):
+        for theme in ("light", "dark"):
+            for size in ((1600, 1000), (1024, 768)):
+                context, page = open_page(browser, url, lang, size, theme)
+                generate(page, n=20)
+                tab = lambda key: page.get_by_role("tab", name=tr(lang, key), exact=True)  # noqa: E731
+                tab("tab_inside").click()
+                _plot(page, "pg-lens")
+                tab("inside_dla").click()
+                page.locator("#pg-dla-btn").click()
+                _plot(page, "pg-dla-fall")
+                tab("inside_maths").click()
+                page.locator("#pg-maths-btn").click()
+                _plot(page, "pg-maths-plot")
+                tab("inside_interventions").click()
+                page.get_by_label(tr(lang, "inside_zero_heads"), exact=False).fill("1.0")
+                page.locator("#pg-intervene-btn").click()
+                _plot(page, "pg-intervene-lens")
+                tab("tab_compare").click()
+                page.locator("#pg-score-text textarea").fill("ROMEO:\nBut soft, what light through yonder window breaks?")
+                page.locator("#pg-score").click()
+                _plot(page, "pg-score-plot")
+                page.get_by_text(tr(lang, "receipt_section"), exact=True).click()
+                page.locator("#pg-receipt-btn").click()
+                page.locator("#pg-receipt .pg-receipt-bar").wait_for(timeout=60_000)
+                name = f"look-{lang}-{theme}-{size[0]}x{size[1]}"
+                for key in ("tab_model", "tab_generate", "tab_inside", "tab_train", "tab_compare", "tab_tokenizer"):
+                    tab(key).click()
+                    views = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions") \
+                        if key == "tab_inside" else (None,)
+                    for view in views:
+                        if view:
+                            tab(view).click()
+                        page.wait_for_timeout(800)
+                        path = ARTIFACTS / f"{name}-{key[4:]}{'-' + view[7:] if view else ''}.png"
+                        page.screenshot(path=str(path), full_page=True)
+                        shots.append(path)
+                context.close()
+                print(f"{name}: done")
+    return shots
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--all", action="store_true", help="every tab, both sizes, themes and languages")
+    parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png", help="the README picture")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    demo, url = start_app()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            if args.all:
+                ARTIFACTS.mkdir(exist_ok=True)
+                print(f"{len(every_tab(browser, url))} screenshots in {ARTIFACTS}")
+            else:
+                readme_screenshot(browser, url, args.out)
+            browser.close()
+    finally:
+        demo.close()
+
+
+if __name__ == "__main__":
+    main()
