@@ -157,7 +157,7 @@ def stream_column(title: str, prompt_ids, steps, diverge: int | None, done: bool
 def side_by_side(titles, prompt_ids, steps_a, steps_b, done: bool, lang: str = "en") -> str:
     d = first_divergence([s.token_id for s in steps_a], [s.token_id for s in steps_b])
     if d is not None:
-        head = tr(lang, "cmp_diverge", d=d)
+        head = tr(lang, "cmp_diverge", d=d) if d > 0 else tr(lang, "cmp_diverge_first")
     elif done:
         head = tr(lang, "cmp_identical_streams", n=min(len(steps_a), len(steps_b)))
     else:
