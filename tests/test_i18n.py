@@ -226,7 +226,7 @@ def test_inside_tab_in_chinese(zh_run):
             it.intervene_view(zh_run, "0.1", "1.0", "", 1.0, "0", "1", True, None),
             it.dose_view(zh_run, "1.1", None, ""), it.sweep_view(zh_run, progress=noop)]
     _no_english(outs)
-    assert outs[0][0].layout.title.text.startswith("逻辑透镜") and "嵌入" in outs[0][0].layout.yaxis.ticktext
+    assert outs[0][0].layout.title.text.startswith("Logit 透镜") and "嵌入" in outs[0][0].layout.yaxis.ticktext
     assert list(outs[2][0].columns)[0] == "键位置" and "置零 L0H1" in outs[3][3]
     errors = [it.lens_view(ui.new_state("zh-CN"), None, None, None)[-1], it.dose_view(zh_run, "", None, "")[-1],
               it.intervene_view(zh_run, "x", "", "", 1, "", "", False, None)[-1], it.maths_view(zh_run, 9, 0, None)[-1]]
@@ -289,7 +289,7 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
     # A page that drew nothing gets nothing redrawn; the lens follows the run (it is always drawn).
     assert all(_skipped(x) for x in it.redraw_views(other, zh_run, None, None)[5:-1])
     out = it.redraw_views(page, zh_run, None, None)
-    assert out[0].layout.title.text.startswith("逻辑透镜")
+    assert out[0].layout.title.text.startswith("Logit 透镜")
     dla, maths, intervene = out[5:8], out[8:11], out[11:15]
     assert all(_skipped(x) for x in out[15:18])  # dose and sweep were not drawn
     _no_english([dla, maths, intervene])
