@@ -236,36 +236,24 @@ def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) ->
         return choose(key, f"int8 weights × {name} {tuple(shape)}", {k: run(k) for k in kernels})
 
 
-def many_row_product(emb_dim: int, vocab_size: int) -> Choice:
-    """Who multiplies a chunk of rows by the output head, (64, d)·(d, V) float32, when many rows are
+def many_row_product(weight_t: torch.Tensor) -> Choice:
+    """Who multiplies chunks of rows by the output head, (64, d)·(d, V) float32, when many rows are
     read out at once (scoring, the logit lens, per-position losses): PyTorch's BLAS or numpy's
-    (OpenBLAS in numpy's wheels). Which is faster depends on the CPU and the two libraries' builds
-    (measured 1.7-2× either way on machines we met), so it is timed: each candidate runs the
-    product and then the reductions that follow it in ``playground.readout`` (torch's thread pool
-    and OpenBLAS's then take turns, as they do there)."""
-    import numpy as np
+    OpenBLAS held to one thread (``readout.one_blas_thread``: its own threads and torch's take
+    turns badly between a product and the torch reductions after it -- measured 1.8x slower).
+    Which is faster depends on the CPU and the two libraries' builds (1.5-2x either way on
+    machines we met), so it is timed on the real work: ``HeadReader`` itself over a few chunks of
+    random rows with the model's own head ``weight_t`` (d, V)."""
+    from .readout import CHUNK_ROWS, HeadReader
 
-    cols = min(vocab_size, 16384)  # enough columns to stream the weights from memory, few enough to be quick
-    key = ("many-row product", emb_dim, cols)
+    d, V = weight_t.shape
+    key = ("many-row product", d, V)
     with _LOCK:
         if (*key, torch.get_num_threads()) in _CHOICES:
             return _CHOICES[(*key, torch.get_num_threads())]
         gen = torch.Generator().manual_seed(0)
-        w = torch.empty(emb_dim, cols).uniform_(-0.1, 0.1, generator=gen)
-        x = torch.randn(64, emb_dim, generator=gen)
-        out = torch.empty(64, cols)
-        wn, xn, on = w.numpy(), x.numpy(), out.numpy()
-
-        def then_reduce():
-            out.exp_().sum(dim=-1)
-
-        def with_torch():
-            torch.mm(x, w, out=out)
-            then_reduce()
-
-        def with_numpy():
-            np.matmul(xn, wn, out=on)
-            then_reduce()
-
-        return choose(key, f"float32 many-row product (64, {emb_dim})·({emb_dim}, V)",
-                      {"torch": with_torch, "numpy": with_numpy})
+        rows = torch.randn(4 * CHUNK_ROWS, d, generator=gen)
+        targets = torch.randint(0, V, (rows.size(0),), generator=gen)
+        readers = {p: HeadReader.for_weight(weight_t, product=p) for p in ("torch", "numpy")}
+        return choose(key, f"float32 many-row product (64, {d})·({d}, V)",
+                      {p: (lambda r: lambda: r(rows, targets, rank=True))(r) for p, r in readers.items()})

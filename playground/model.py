@@ -417,7 +417,7 @@ def use_fast_weight_layout(model: nn.Module) -> None:
             w.size(1), w.dtype, _is_in_out(w), len(attention)).winner == "stacked"
     head = getattr(model, "out_head", None)
     if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
-        kernels.many_row_product(head.weight.size(1), head.weight.size(0))  # readout's product: decide now, not in a request
+        kernels.many_row_product(head.weight.detach().t())  # readout's product: decide now, not in a request
 
 
 class _skip_default_init(TorchFunctionMode):

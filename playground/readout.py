@@ -26,6 +26,22 @@ import torch
 CHUNK_ROWS = 64  # (64, 50,257) float32 is 12.9 MB: stays in a 32 MB last-level cache while reduced
 
 
+_OPENBLAS = None
+
+
+def one_blas_thread():
+    """Within: numpy's OpenBLAS computes on the calling thread only (threadpoolctl). With its own
+    threads, they and torch's OpenMP threads spin waiting for each other between a product and the
+    torch reductions that follow it (measured 1.8x slower on a 2-core machine). Other libraries
+    (torch's MKL, OpenMP) are left alone."""
+    global _OPENBLAS
+    if _OPENBLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _OPENBLAS = ThreadpoolController().select(internal_api="openblas")
+    return _OPENBLAS.limit(limits=1)
+
+
 @dataclass
 class RowFigures:
     """Per row (1-D float64/int64 tensors on the CPU): the top token, its logit, the log-sum-exp
@@ -58,15 +74,28 @@ class HeadReader:
         self.fast = (w.dtype == torch.float32 and getattr(self.head, "bias", None) is None
                      and w.device.type == "cpu")
         if self.fast:
-            from .kernels import many_row_product
+            self._setup(w.detach().t(), chunk_rows, product)
 
-            self.weight_t = w.detach().t()  # (d, V), a view: whatever layout the kernels chose
-            self.buf = torch.empty(chunk_rows, w.size(0))
-            self.mask = np.empty((chunk_rows, w.size(0)), dtype=bool)
-            # torch's BLAS or numpy's for the product: measured once per process and shape
-            self.numpy_product = (product or many_row_product(w.size(1), w.size(0)).winner) == "numpy"
-            if self.numpy_product:
-                self.weight_np = self.weight_t.numpy()  # C- or F-ordered: BLAS takes either
+    @classmethod
+    def for_weight(cls, weight_t: torch.Tensor, chunk_rows: int = CHUNK_ROWS, product: str = "torch") -> "HeadReader":
+        """A reader of rows that are already final_norm's output, for a (d, V) float32 head (the
+        kernel measurement's own use)."""
+        reader = cls.__new__(cls)
+        reader.model, reader.head, reader.chunk, reader.fast = None, None, chunk_rows, True
+        reader._setup(weight_t, chunk_rows, product)
+        return reader
+
+    def _setup(self, weight_t: torch.Tensor, chunk_rows: int, product: str | None) -> None:
+        from .kernels import many_row_product
+
+        self.weight_t = weight_t  # (d, V), a view: whatever layout the kernels chose
+        V = weight_t.size(1)
+        self.buf = torch.empty(chunk_rows, V)
+        self.mask = np.empty((chunk_rows, V), dtype=bool)
+        # torch's BLAS or numpy's for the product: measured once per process and shape
+        self.numpy_product = (product or many_row_product(weight_t).winner) == "numpy"
+        if self.numpy_product:
+            self.weight_np = weight_t.numpy()  # C- or F-ordered: BLAS takes either
 
     @torch.no_grad()
     def __call__(self, rows: torch.Tensor, targets=None, *, rank: bool = False, norm: bool = False) -> RowFigures:
@@ -98,7 +127,8 @@ class HeadReader:
         r = x.size(0)
         logits = self.buf[:r]
         if self.numpy_product:
-            np.matmul(np.ascontiguousarray(x.float().numpy()), self.weight_np, out=logits.numpy())  # (r, V)
+            with one_blas_thread():
+                np.matmul(np.ascontiguousarray(x.float().numpy()), self.weight_np, out=logits.numpy())  # (r, V)
         else:
             torch.mm(x.float(), self.weight_t, out=logits)  # (r, V)
         arr = logits.numpy()
