@@ -33,7 +33,9 @@ def one_blas_thread():
     """Within: numpy's OpenBLAS computes on the calling thread only (threadpoolctl). With its own
     threads, they and torch's OpenMP threads spin waiting for each other between a product and the
     torch reductions that follow it (measured 1.8x slower on a 2-core machine). Other libraries
-    (torch's MKL, OpenMP) are left alone."""
+    (torch's MKL, OpenMP) are left alone. The limit is process-wide while it lasts; two readouts
+    overlapping in different threads can at worst leave OpenBLAS at one thread afterwards, which
+    nothing else in the app relies on."""
     global _OPENBLAS
     if _OPENBLAS is None:
         from threadpoolctl import ThreadpoolController
