@@ -63,7 +63,8 @@ def test_a_clicked_attribution_head_opens_its_maths_and_picks_it(run_state):
     m_layer, m_head, m_pos, scale, i_pos, target, mlps, table, fig, text, note, msg = out
     assert (m_layer, m_head, m_pos, scale, i_pos, target, msg) == (1, 2, len(ids) - 2, "1.2", len(ids) - 2, "", "")
     want = lenses.attention_maths(model, ids, 1, 2, len(ids) - 2)
-    assert [row[5] for row in table] == pytest.approx(want["softmax"], abs=1e-6)
+    assert table.iloc[:, 5].tolist() == pytest.approx(want["softmax"], abs=1e-6)
+    assert list(table.columns)[0] == "key position"
     assert text.startswith(f"Layer 1, head 2, query position {len(ids) - 2}") and "head 2 of layer 1" in note
     mlp = ip.pick_head(state, shown, model.cfg.n_heads, 0)  # the MLP column
     assert mlp[6] == "0" and "layer 0" in mlp[10] and mlp[0] == it.gr.skip()

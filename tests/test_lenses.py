@@ -60,7 +60,11 @@ def test_a_lens_window_is_the_same_slice_of_the_whole_lens(bundled, ids):
     part = lenses.logit_lens(bundled, ids, first=5, stop=len(ids))
     assert part["first"] == 5
     assert part["top_id"] == [row[5:] for row in whole["top_id"]]
-    assert part["next_prob"] == [row[5:] for row in whole["next_prob"]]  # None at the last position too
+    # the same numbers up to float rounding (rows are read out in chunks, so a row's product may be
+    # computed in a chunk of another size), and None at the last position in both
+    for got, want in zip(part["next_prob"], whole["next_prob"]):
+        assert [g is None for g in got] == [w is None for w in want[5:]]
+        assert [g for g in got if g is not None] == pytest.approx([w for w in want[5:] if w is not None], rel=1e-5)
     mid = lenses.logit_lens(bundled, ids, first=2, stop=9)
     # a shorter forward (the model is causal: positions up to 8 only) gives the same numbers
     assert all(r == pytest.approx(w[2:9], rel=1e-5) for r, w in zip(mid["top_prob"], whole["top_prob"]))

@@ -171,8 +171,7 @@ def maths_view(state, layer, head, position):
     text = tr(lang, "in_maths", layer=d["layer"], head=d["head"], pos=d["position"], tok=labels[p],
               hd=d["head_dim"], sq=f"{d['sqrt_head_dim']:.3f}", q=_vec(d["q"], lang=lang),
               wv=_vec(d["weighted_v"], lang=lang), ctx=_vec(d["ctx"], lang=lang))
-    if lang != "en":  # the layout's column names are English
-        rows = pd.DataFrame(rows, columns=tr(lang, "in_maths_headers").split("|"))
+    rows = pd.DataFrame(rows, columns=tr(lang, "in_maths_headers").split("|"))  # the headers in the page's language
     return rows, fig, text, ""
 
 
@@ -266,8 +265,6 @@ def note_drawn(request, key: str, state, *args) -> None:
 
     def draw(lang, present):
         out = view({**frozen, "lang": lang, "present": present}, *args)
-        if key == "maths" and isinstance(out[0], list):  # back to English: the headers too, not only the rows
-            out = (pd.DataFrame(out[0], columns=tr(lang, "in_maths_headers").split("|")),) + tuple(out[1:])
         return out
 
     redraw.remember(request, "inside_" + key, draw)
@@ -340,7 +337,9 @@ def layout() -> SimpleNamespace:
                 m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
             m_md = gr.Markdown(elem_id="pg-maths-md")
             with gr.Row():
-                m_table = gr.Dataframe(headers=["key position", "token", "q·k", "÷√d", "masked", "softmax"],
+                # before the first draw, the formula's symbols (the same in every language); a drawn
+                # table carries its headers in the page's language
+                m_table = gr.Dataframe(headers=["j", "token", "q·kⱼ", "÷√d", "+ M", "softmax"],
                                        interactive=False, max_height=420, elem_id="pg-maths-table", min_width=560)
                 # (side by side from 1200 px; a 1024-px projector stacks them rather than cut the softmax column)
                 m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot", min_width=420)
