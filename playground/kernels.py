@@ -238,22 +238,24 @@ def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) ->
 
 def many_row_product(weight_t: torch.Tensor) -> Choice:
     """Who multiplies chunks of rows by the output head, (64, d)·(d, V) float32, when many rows are
-    read out at once (scoring, the logit lens, per-position losses): PyTorch's BLAS or numpy's
-    OpenBLAS held to one thread (``readout.one_blas_thread``: its own threads and torch's take
-    turns badly between a product and the torch reductions after it -- measured 1.8x slower).
+    read out at once (scoring, the logit lens, per-position losses): PyTorch's BLAS on its own
+    threads, or numpy's OpenBLAS on one thread in each of ``readout.available_lanes()`` lanes
+    (threads that each multiply and reduce their own chunks; OpenBLAS's own threads and torch's
+    take turns badly between a product and the torch reductions after it -- measured 1.8x slower).
     Which is faster depends on the CPU and the two libraries' builds (1.5-2x either way on
     machines we met), so it is timed on the real work: ``HeadReader`` itself over a few chunks of
     random rows with the model's own head ``weight_t`` (d, V)."""
-    from .readout import CHUNK_ROWS, HeadReader
+    from .readout import CHUNK_ROWS, HeadReader, available_lanes
 
     d, V = weight_t.shape
-    key = ("many-row product", d, V)
+    lanes = available_lanes()
+    key = ("many-row product", d, V, lanes)
     with _LOCK:
         if (*key, torch.get_num_threads()) in _CHOICES:
             return _CHOICES[(*key, torch.get_num_threads())]
         gen = torch.Generator().manual_seed(0)
-        rows = torch.randn(4 * CHUNK_ROWS, d, generator=gen)
+        rows = torch.randn(2 * lanes * CHUNK_ROWS, d, generator=gen)  # two chunks a lane
         targets = torch.randint(0, V, (rows.size(0),), generator=gen)
-        readers = {p: HeadReader.for_weight(weight_t, product=p) for p in ("torch", "numpy")}
-        return choose(key, f"float32 many-row product (64, {d})·({d}, V)",
+        readers = {p: HeadReader.for_weight(weight_t, product=p, lanes=lanes) for p in ("torch", "numpy")}
+        return choose(key, f"float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane{'s' * (lanes > 1)}",
                       {p: (lambda r: lambda: r(rows, targets, rank=True))(r) for p, r in readers.items()})

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from .interventions import Hooks, Intervention, InterventionError, check_alpha, resid_after, run_from, run_with_hooks
 from .memory import BUDGET
 from .model import LayerNorm, causal_mask
-from .readout import CHUNK_ROWS, HeadReader
+from .readout import CHUNK_ROWS, HeadReader, RowFigures
 
 SWEEP_LIMIT_S = 60.0
 TOP_K = 10
@@ -141,14 +141,23 @@ def logit_lens(model, ids, intervention: Intervention | None = None, first: int 
     return out
 
 
-def lens_from_cache(model, cache, ids, first: int, stop: int) -> dict:
+def lens_from_cache(model, cache, ids, first: int, stop: int, final: RowFigures | None = None) -> dict:
+    """The lens over [first, stop) from a capture's residual streams. ``final``: the last layer's
+    figures of every position (read out with each position's next token as target) when the
+    caller has them already -- those rows are then not read out twice."""
     L1, n = len(cache.resid), stop - first
-    stream = torch.cat([r[0, first:stop] for r in cache.resid])  # ((L+1)·n, d): layer-major rows
-    nxt = torch.cat([torch.tensor((ids + [0])[first + 1:stop + 1], dtype=torch.long)] * L1)  # each row's next token
+    layers = cache.resid if final is None else cache.resid[:-1]
+    stream = torch.cat([r[0, first:stop] for r in layers])  # (len(layers)·n, d): layer-major rows
+    nxt = torch.cat([torch.tensor((ids + [0])[first + 1:stop + 1], dtype=torch.long)] * len(layers))  # each row's next token
     # argmax needs no softmax, and p = exp(logit − logsumexp) needs only the two reductions:
     # playground.readout reads the rows in cache-sized chunks without a (rows, V) matrix
     f = HeadReader(model)(stream, nxt, norm=True)
-    top_id, top_prob, next_prob = f.top_id.tolist(), f.top_prob.tolist(), f.target_logp.exp().tolist()
+    top_id, top_prob, target_logp = f.top_id, f.top_prob, f.target_logp
+    if final is not None:
+        top_id = torch.cat([top_id, final.top_id[first:stop]])
+        top_prob = torch.cat([top_prob, final.top_prob[first:stop]])
+        target_logp = torch.cat([target_logp, final.target_logp[first:stop]])
+    top_id, top_prob, next_prob = top_id.tolist(), top_prob.tolist(), target_logp.exp().tolist()
     known = min(n, len(ids) - 1 - first)  # positions whose next token exists
     return {"layers": layer_names(model), "token_ids": ids, "first": first,
             "top_id": [top_id[i * n:(i + 1) * n] for i in range(L1)],
@@ -312,7 +321,7 @@ def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_
                "shown_ids": shown, "before": [float(pb[t]) for t in shown], "after": [float(pa[t]) for t in shown],
                "loss_before": (-fb.target_logp[:T - 1]).tolist(), "loss_after": (-fa.target_logp[:T - 1]).tolist()}
         if lens:
-            out["lens_after"] = lens_from_cache(model, after, ids, first, stop)
+            out["lens_after"] = lens_from_cache(model, after, ids, first, stop, final=fa)
         del before, after
     n = max(1, T - 1)
     out["mean_loss_before"] = sum(out["loss_before"]) / n

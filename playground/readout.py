@@ -18,6 +18,11 @@ faster on this machine. On the CPU the argmax and the comparison count run in nu
 
 from __future__ import annotations
 
+import itertools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,21 +32,62 @@ CHUNK_ROWS = 64  # (64, 50,257) float32 is 12.9 MB: stays in a 32 MB last-level 
 
 
 _OPENBLAS = None
+_BLAS_LOCK = threading.Lock()
+_BLAS_HOLDERS = 0
+_BLAS_LIMIT = None
 
 
+@contextmanager
 def one_blas_thread():
     """Within: numpy's OpenBLAS computes on the calling thread only (threadpoolctl). With its own
     threads, they and torch's OpenMP threads spin waiting for each other between a product and the
-    torch reductions that follow it (measured 1.8x slower on a 2-core machine). Other libraries
-    (torch's MKL, OpenMP) are left alone. The limit is process-wide while it lasts; two readouts
-    overlapping in different threads can at worst leave OpenBLAS at one thread afterwards, which
-    nothing else in the app relies on."""
-    global _OPENBLAS
-    if _OPENBLAS is None:
-        from threadpoolctl import ThreadpoolController
+    torch reductions that follow it (measured 1.8x slower on a 2-core machine); the readout's
+    parallelism comes from its lanes instead. Other libraries (torch's MKL, OpenMP) are left
+    alone. The limit is process-wide: overlapping holders (two users' readouts, a readout's lanes)
+    share one limit, set by the first to enter and lifted by the last to leave."""
+    global _OPENBLAS, _BLAS_HOLDERS, _BLAS_LIMIT
+    with _BLAS_LOCK:
+        if _OPENBLAS is None:
+            from threadpoolctl import ThreadpoolController
 
-        _OPENBLAS = ThreadpoolController().select(internal_api="openblas")
-    return _OPENBLAS.limit(limits=1)
+            _OPENBLAS = ThreadpoolController().select(internal_api="openblas")
+        if _BLAS_HOLDERS == 0:
+            _BLAS_LIMIT = _OPENBLAS.limit(limits=1)
+        _BLAS_HOLDERS += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_HOLDERS -= 1
+            if _BLAS_HOLDERS == 0:
+                _BLAS_LIMIT.restore_original_limits()
+                _BLAS_LIMIT = None
+
+
+def available_lanes() -> int:
+    """How many lanes a readout from the calling thread may use: its torch thread count (a
+    background training thread has one fewer, so its readouts leave a core to the others),
+    at most the cores this process may run on."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(torch.get_num_threads(), cores))
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _helpers(n: int) -> ThreadPoolExecutor:
+    """Threads that run the lanes beside the caller's own, each with one torch thread (the
+    setting is per thread, so the callers' threads keep theirs)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < n:
+            _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="readout-lane",
+                                       initializer=torch.set_num_threads, initargs=(1,))
+        return _POOL
 
 
 @dataclass
@@ -67,37 +113,50 @@ class RowFigures:
 
 class HeadReader:
     """``reader(rows, targets=None, rank=False, norm=False) -> RowFigures`` for ``rows`` (n, d) of
-    the residual stream (``norm``: apply ``final_norm`` first) or of final_norm's output."""
+    the residual stream (``norm``: apply ``final_norm`` first) or of final_norm's output.
 
-    def __init__(self, model, chunk_rows: int = CHUNK_ROWS, product: str | None = None):
-        """``product``: "torch" or "numpy" for the head's product; None: the one measured faster."""
+    With the numpy product, chunks are shared out to ``lanes`` threads (the caller's and pool
+    threads), each multiplying and reducing its own chunks with one BLAS thread and one torch
+    thread into its own buffer: every step of the readout runs on every core, where one product on
+    several BLAS threads leaves the reductions after it to one core (and its threads idle-spinning
+    against torch's)."""
+
+    def __init__(self, model, chunk_rows: int = CHUNK_ROWS, product: str | None = None, lanes: int | None = None):
+        """``product``: "torch" or "numpy" for the head's product; None: the one measured faster.
+        ``lanes``: threads for the numpy product (default: ``available_lanes()``)."""
         self.model, self.head, self.chunk = model, model.out_head, chunk_rows
         w = self.head.weight
         self.fast = (w.dtype == torch.float32 and getattr(self.head, "bias", None) is None
                      and w.device.type == "cpu")
         if self.fast:
-            self._setup(w.detach().t(), chunk_rows, product)
+            self._setup(w.detach().t(), chunk_rows, product, lanes)
 
     @classmethod
-    def for_weight(cls, weight_t: torch.Tensor, chunk_rows: int = CHUNK_ROWS, product: str = "torch") -> "HeadReader":
+    def for_weight(cls, weight_t: torch.Tensor, chunk_rows: int = CHUNK_ROWS, product: str = "torch",
+                   lanes: int | None = None) -> "HeadReader":
         """A reader of rows that are already final_norm's output, for a (d, V) float32 head (the
         kernel measurement's own use)."""
         reader = cls.__new__(cls)
         reader.model, reader.head, reader.chunk, reader.fast = None, None, chunk_rows, True
-        reader._setup(weight_t, chunk_rows, product)
+        reader._setup(weight_t, chunk_rows, product, lanes)
         return reader
 
-    def _setup(self, weight_t: torch.Tensor, chunk_rows: int, product: str | None) -> None:
+    def _setup(self, weight_t: torch.Tensor, chunk_rows: int, product: str | None, lanes: int | None) -> None:
         from .kernels import many_row_product
 
         self.weight_t = weight_t  # (d, V), a view: whatever layout the kernels chose
-        V = weight_t.size(1)
-        self.buf = torch.empty(chunk_rows, V)
-        self.mask = np.empty((chunk_rows, V), dtype=bool)
         # torch's BLAS or numpy's for the product: measured once per process and shape
         self.numpy_product = (product or many_row_product(weight_t).winner) == "numpy"
+        self.lanes = (lanes or available_lanes()) if self.numpy_product else 1
+        self._buffers = []  # per lane: (chunk_rows, V) logits and a bool mask, allocated on first use
         if self.numpy_product:
             self.weight_np = weight_t.numpy()  # C- or F-ordered: BLAS takes either
+
+    def _buffer(self, lane: int):
+        while len(self._buffers) <= lane:
+            V = self.weight_t.size(1)
+            self._buffers.append((torch.empty(self.chunk, V), np.empty((self.chunk, V), dtype=bool)))
+        return self._buffers[lane]
 
     @torch.no_grad()
     def __call__(self, rows: torch.Tensor, targets=None, *, rank: bool = False, norm: bool = False) -> RowFigures:
@@ -105,15 +164,49 @@ class HeadReader:
             targets = torch.as_tensor(targets, dtype=torch.long).reshape(-1)
             if targets.numel() != rows.size(0):
                 raise ValueError(f"{rows.size(0)} rows but {targets.numel()} targets")
-        parts = []
-        for s in range(0, rows.size(0), self.chunk):
-            x = rows[s:s + self.chunk]
-            if norm:
-                x = self.model.final_norm(x.to(self.model.dtype))
-            t = None if targets is None else targets[s:s + self.chunk]
-            parts.append(self._fast(x, t, rank) if self.fast else self._plain(x, t, rank))
+        starts = range(0, rows.size(0), self.chunk)
+        if not self.fast:
+            parts = [self._plain(self._normed(rows[s:s + self.chunk], norm), None if targets is None
+                                 else targets[s:s + self.chunk], rank) for s in starts]
+        else:
+            x = self._normed(rows, norm).float().contiguous()  # (n, d): small next to the logits
+            parts = self._in_lanes(x, targets, rank, starts)
         cat = [None if parts[0][i] is None else torch.cat([p[i] for p in parts]) for i in range(5)]
         return RowFigures(*cat)
+
+    def _normed(self, x, norm):
+        return self.model.final_norm(x.to(self.model.dtype)) if norm else x
+
+    def _in_lanes(self, x, targets, rank, starts):
+        parts = [None] * len(starts)
+        lanes = min(self.lanes, len(starts))
+        if lanes == 1:
+            with (one_blas_thread() if self.numpy_product else _nothing()):
+                for i, s in enumerate(starts):
+                    parts[i] = self._fast(x[s:s + self.chunk], None if targets is None else targets[s:s + self.chunk],
+                                          rank, self._buffer(0))
+            return parts
+        todo = itertools.count()  # chunks are taken in turn: a lane that starts late just takes fewer
+        for lane in range(lanes):
+            self._buffer(lane)
+
+        def lane_work(lane: int):
+            while (i := next(todo)) < len(starts):
+                s = starts[i]
+                parts[i] = self._fast(x[s:s + self.chunk], None if targets is None else targets[s:s + self.chunk],
+                                      rank, self._buffers[lane])
+
+        caller_threads = torch.get_num_threads()
+        with one_blas_thread():
+            futures = [_helpers(lanes - 1).submit(lane_work, lane) for lane in range(1, lanes)]
+            torch.set_num_threads(1)  # per thread: the caller is one lane among them
+            try:
+                lane_work(0)
+            finally:
+                torch.set_num_threads(caller_threads)
+                for f in futures:
+                    f.result()  # waits, and raises a lane's error here
+        return parts
 
     def _plain(self, x, targets, rank):
         logits = self.head(x).float()  # (r, V)
@@ -125,14 +218,14 @@ class HeadReader:
         r = (logits > target_logit).sum(dim=-1).cpu() + 1 if rank else None
         return top.cpu(), best.double().cpu(), lse.cpu(), target_logit[:, 0].double().cpu(), r
 
-    def _fast(self, x, targets, rank):
+    def _fast(self, x, targets, rank, buffers):
         r = x.size(0)
-        logits = self.buf[:r]
+        buf, mask_buf = buffers
+        logits = buf[:r]
         if self.numpy_product:
-            with one_blas_thread():
-                np.matmul(np.ascontiguousarray(x.float().numpy()), self.weight_np, out=logits.numpy())  # (r, V)
+            np.matmul(x.numpy(), self.weight_np, out=logits.numpy())  # (r, V)
         else:
-            torch.mm(x.float(), self.weight_t, out=logits)  # (r, V)
+            torch.mm(x, self.weight_t, out=logits)  # (r, V)
         arr = logits.numpy()
         rows = np.arange(r)
         top = arr.argmax(axis=1)
@@ -141,7 +234,7 @@ class HeadReader:
         if targets is not None:
             target_logit = arr[rows, targets.numpy()]
             if rank:
-                mask = np.greater(arr, target_logit[:, None], out=self.mask[:r])
+                mask = np.greater(arr, target_logit[:, None], out=mask_buf[:r])
                 ranks = torch.from_numpy(np.array([np.count_nonzero(m) for m in mask], dtype=np.int64) + 1)
             target_logit = torch.from_numpy(target_logit.astype(np.float64))
         # log-sum-exp, in place and last: exp(logit) needs no shift while every row max lies in
@@ -153,3 +246,8 @@ class HeadReader:
             lse = shift.double() + logits.sub_(shift[:, None]).exp_().sum(dim=-1).log().double()
         return (torch.from_numpy(top).long(), torch.from_numpy(best.astype(np.float64)), lse,
                 target_logit, ranks)
+
+
+@contextmanager
+def _nothing():
+    yield

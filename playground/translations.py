@@ -403,7 +403,7 @@ EN = {
     "kn_layout": "{dtype} weight layout {shape}",
     "kn_qkv": "{dtype} Q/K/V projections d={d}",
     "kn_int8": "int8 weights × {dtype} {shape}",
-    "kn_rows": "float32 many-row product (64, {d})·({d}, V)",
+    "kn_rows": "float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane(s)",
     # Inside tab: clicking a heatmap cell (issue 11)
     "inside_click_lens": "**Click a cell** to see the top-10 at that layer and position and the KL divergence to the final layer (or type its layer and position above and press Enter).",
     "inside_click_head": "**Click a head's cell** to step through its attention maths at this position and pick it for the dose–response in Interventions; click an MLP cell to put its layer in “Skip MLPs”.",
@@ -802,7 +802,7 @@ ZH = {
     "kn_layout": "{dtype} 权重布局 {shape}",
     "kn_qkv": "{dtype} Q/K/V 投影 d={d}",
     "kn_int8": "int8 权重 × {dtype} {shape}",
-    "kn_rows": "float32 多行乘积 (64, {d})·({d}, V)",
+    "kn_rows": "float32 多行乘积 (64, {d})·({d}, V)，numpy 分 {lanes} 路并行",
     # Inside tab: clicking a heatmap cell (issue 11)
     "inside_click_lens": "**点击一个单元格**，查看该层、该位置的前 10 名以及与最终层分布的 KL 散度（也可以在上方输入层和位置后按回车）。",
     "inside_click_head": "**点击某个注意力头的单元格**，逐步查看它在这个位置的注意力计算，并在“干预”中选中它做剂量-响应；点击 MLP 单元格，把该层填入“跳过 MLP”。",

@@ -102,6 +102,7 @@ def test_real_decisions_name_one_of_their_candidates():
     assert torch.backends.mkldnn.enabled  # the measurement put the flag back
     product = kernels.many_row_product(torch.randn(32, 500))
     assert product.winner in ("torch", "numpy") and set(product.seconds) == {"torch", "numpy"}
+    assert "numpy in " in product.decision and " lane" in product.decision
     assert "many-row product" in product.summary()
 
 

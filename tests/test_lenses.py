@@ -312,6 +312,12 @@ def test_compare_resumed_at_the_first_changed_layer_equals_the_whole_hooked_forw
     p = torch.softmax(logits[0, 5].double(), -1)
     assert out["after"] == pytest.approx([float(p[t]) for t in out["shown_ids"]], rel=1e-4, abs=1e-7)
     assert out["lens_after"]["top_id"] == lenses.logit_lens(model, ids, spec)["top_id"]
+    # a window: its last layer is taken from the per-position loss's own readout, not read twice
+    window = lenses.compare(model, ids, spec, 5, lens_window=(3, 9))["lens_after"]
+    direct = lenses.logit_lens(model, ids, spec, first=3, stop=9)
+    assert window["top_id"] == direct["top_id"]
+    for key in ("top_prob", "next_prob"):
+        assert sum(window[key], []) == pytest.approx(sum(direct[key], []), rel=1e-5, abs=1e-7)
 
 
 @pytest.mark.parametrize("layer", [0, 1, 2])

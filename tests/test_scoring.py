@@ -163,12 +163,13 @@ def test_scored_rows_are_the_plain_forwards_rows(changes, dtype):
         torch.testing.assert_close(_logits_of_rows(model, idx, 5), model(idx)[0, 5:].float(), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("product", ["torch", "numpy"])
+@pytest.mark.parametrize("product,lanes", [("torch", 1), ("numpy", 1), ("numpy", 2), ("numpy", 3)])
 @pytest.mark.parametrize("scale", [1.0, 40.0])  # 40: row maxima past ±60, the shifted log-sum-exp
-def test_chunked_row_figures_equal_the_plain_log_softmax(scale, product):
-    """The chunked reader (reused buffers, numpy argmax and rank count, in-place exp) against
-    log_softmax, argmax and a comparison count over the full logits, for a float32 head and a
-    bfloat16 one (the plain torch path), in more rows than one chunk."""
+def test_chunked_row_figures_equal_the_plain_log_softmax(scale, product, lanes):
+    """The chunked reader (reused buffers, numpy argmax and rank count, in-place exp; chunks
+    shared out to ``lanes`` threads) against log_softmax, argmax and a comparison count over the
+    full logits, for a float32 head and a bfloat16 one (the plain torch path), in more rows than
+    one chunk a lane."""
     from playground.readout import HeadReader
     from playground.scoring import SCORE_ROWS, _row_figures, _token_figures
 
@@ -179,11 +180,14 @@ def test_chunked_row_figures_equal_the_plain_log_softmax(scale, product):
         with torch.no_grad():
             model.out_head.weight.mul_(scale)
         model = model.to(dtype)
-        rows = torch.randn(SCORE_ROWS + 29, 32, generator=g).to(dtype)
-        targets = torch.randint(0, 50257, (SCORE_ROWS + 29,), generator=g)
+        n = lanes * SCORE_ROWS + 29
+        rows = torch.randn(n, 32, generator=g).to(dtype)
+        targets = torch.randint(0, 50257, (n,), generator=g)
         targets[0] = int(model.out_head(rows[:1]).float().argmax())  # one target that is the top guess
         with torch.no_grad():
-            got = _row_figures(HeadReader(model, product=product), rows, targets)
+            threads = torch.get_num_threads()
+            got = _row_figures(HeadReader(model, product=product, lanes=lanes), rows, targets)
+            assert torch.get_num_threads() == threads  # the caller's own setting, given back
             want = _token_figures(model.out_head(rows).float(), targets)
         assert (got[0] >= 0).all() and got[2][0] == 1
         torch.testing.assert_close(got[0], want[0], atol=5e-5 * scale, rtol=1e-5)  # surprisal, bits
@@ -196,3 +200,29 @@ def test_chunked_row_figures_equal_the_plain_log_softmax(scale, product):
         assert ((logits > t + eps).sum(-1) + 1 <= got[2]).all() and (got[2] <= (logits > t - eps).sum(-1) + 1).all()
         assert (got[2] == want[2]).float().mean() > 0.9
         assert (logits.gather(1, got[3][:, None])[:, 0] >= logits.max(-1).values - eps).all()
+
+
+def test_overlapping_readouts_share_one_blas_limit_and_give_it_back():
+    """Two readouts overlapping (two users, or a readout's lanes) hold numpy's OpenBLAS at one
+    thread until the last one leaves, which restores what was there before -- also when the
+    first to enter is not the last to leave."""
+    from threadpoolctl import ThreadpoolController
+
+    from playground.readout import one_blas_thread
+
+    blas = ThreadpoolController().select(internal_api="openblas")
+    if not blas.lib_controllers:
+        pytest.skip("numpy is not linked to OpenBLAS here")
+
+    def threads():
+        return blas.info()[0]["num_threads"]
+
+    with blas.limit(limits=2):  # a known starting point, even on a 1-core runner
+        first, second = one_blas_thread(), one_blas_thread()
+        first.__enter__()
+        assert threads() == 1
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert threads() == 1  # the second holder is still reading
+        second.__exit__(None, None, None)
+        assert threads() == 2

@@ -136,7 +136,7 @@ KERNEL_DECISIONS = [(re.compile(r"^one-row bfloat16 kernel (.+)$"), "kn_gemv", (
                     (re.compile(r"^(\S+) weight layout (.+)$"), "kn_layout", ("dtype", "shape")),
                     (re.compile(r"^(\S+) Q/K/V projections d=(\d+)$"), "kn_qkv", ("dtype", "d")),
                     (re.compile(r"^int8 weights × (\S+) (.+)$"), "kn_int8", ("dtype", "shape")),
-                    (re.compile(r"^float32 many-row product \(64, (\d+)\)"), "kn_rows", ("d",))]
+                    (re.compile(r"^float32 many-row product \(64, (\d+)\).*numpy in (\d+) lane"), "kn_rows", ("d", "lanes"))]
 
 
 def _decision(text: str, lang: str) -> str:
