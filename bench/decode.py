@@ -37,10 +37,12 @@ class Peers:
     ours: dict  # dtype name -> GPTModel ("int8": weight-only int8, bfloat16 activations)
     hf: dict  # dtype name -> GPT2LMHeadModel
     weight_bytes: dict  # dtype name -> bytes of one copy of the weights (tied head counted once)
-    ct2: dict = field(default_factory=dict)  # compute type -> ctranslate2.Generator
+    ct2: dict = field(default_factory=dict)  # compute type -> folder of its converted model
+    ct2_threads: int = 1
     ct2_note: str | None = None  # why CTranslate2 is missing, if it is
     ct2_bytes: dict = field(default_factory=dict)  # compute type -> size of its converted model.bin
     seconds: dict = field(default_factory=dict)  # what building each peer took
+    keep: object = None  # the temporary folder the converted CTranslate2 models live in
 
 
 def build_peers(seed: int = 0, with_ct2: bool = True) -> Peers:
@@ -60,16 +62,17 @@ def build_peers(seed: int = 0, with_ct2: bool = True) -> Peers:
         t0 = time.perf_counter()
         ours["int8"] = quantize_int8(load_pretrained(hf_dir, dtype="bfloat16", device="cpu"))
         seconds["ours int8 (load + quantize + kernel measurements)"] = time.perf_counter() - t0
-        gens, note, sizes = {}, ct2.available() if with_ct2 else "skipped (--skip-ct2)", {}
+        gens, note, sizes, keep = {}, ct2.available() if with_ct2 else "skipped (--skip-ct2)", {}, None
         if note is None:
             t0 = time.perf_counter()
-            gens = ct2.convert(hf_dir, Path(folder), torch.get_num_threads())
-            sizes = {ct: (Path(folder) / f"ct2-{ct}" / "model.bin").stat().st_size for ct in gens}
-            seconds["ctranslate2 (convert float32 + int8, load)"] = time.perf_counter() - t0
+            keep = tempfile.TemporaryDirectory(prefix="bench-ct2-")  # lives as long as the Peers
+            gens = ct2.convert(hf_dir, Path(keep.name))
+            sizes = {ct: (path / "model.bin").stat().st_size for ct, path in gens.items()}
+            seconds["ctranslate2 (convert float32 + int8)"] = time.perf_counter() - t0
     hf = {"float32": hf32, "bfloat16": copy.deepcopy(hf32).to(torch.bfloat16)}
     n_params = sum(p.numel() for p in ours["float32"].parameters())  # parameters() skips the tied copy
     weight_bytes = {"float32": 4 * n_params, "bfloat16": 2 * n_params, "int8": model_bytes(ours["int8"])}
-    return Peers(ours, hf, weight_bytes, gens, note, sizes, seconds)
+    return Peers(ours, hf, weight_bytes, gens, torch.get_num_threads(), note, sizes, seconds, keep)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -114,13 +117,13 @@ def run_hf(model, prompt: list[int], n_new: int):
 _CT2_VOCAB: tuple | None = None
 
 
-def run_ct2(generator, prompt: list[int], n_new: int):
+def run_ct2(folder, compute_type: str, threads: int, prompt: list[int], n_new: int):
     global _CT2_VOCAB
     if _CT2_VOCAB is None:
         tokens = ct2.id_to_token()
         _CT2_VOCAB = (tokens, {t: i for i, t in enumerate(tokens)})
     tokens, vocab = _CT2_VOCAB
-    return ct2.run(generator, [tokens[i] for i in prompt], n_new, vocab)
+    return ct2.run_loaded(folder, compute_type, threads, [tokens[i] for i in prompt], n_new, vocab)
 
 
 def run_rerun(model, prompt: list[int], n_new: int):
@@ -173,8 +176,8 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
         "transformers bfloat16": lambda: run_hf(hf["bfloat16"], prompt, n_new),
         "re-run loop float32": lambda: run_rerun(ours["float32"], prompt, n_new),
     }
-    for ct, gen in peers.ct2.items():
-        variants[f"ctranslate2 {ct}"] = (lambda g: lambda: run_ct2(g, prompt, n_new))(gen)
+    for ct, folder in peers.ct2.items():  # loaded for each run and freed after it (see ct2.run_loaded)
+        variants[f"ctranslate2 {ct}"] = (lambda f, c: lambda: run_ct2(f, c, peers.ct2_threads, prompt, n_new))(folder, ct)
     for name, fn in variants.items():  # warm-up: allocator, oneDNN/MKL kernels, caches
         if name.startswith("re-run"):
             run_rerun(ours["float32"], prompt, 4)
