@@ -82,12 +82,25 @@ def attribution_heatmap(heads, mlps, *, title: str) -> go.Figure:
     return _layout(fig, title, 140 + 40 * len(z))
 
 
+def waterfall_range(trace, headroom: float) -> list[float]:
+    """A y range holding every level a waterfall trace reaches, plus ``headroom`` of its span above
+    and below for the value labels written outside the bars (plotly's own range leaves them none)."""
+    level, levels = 0.0, [0.0]
+    for y, measure in zip(trace.y, trace.measure):
+        level = float(y) if measure == "total" else level + float(y)
+        levels.append(level)
+    lo, hi = min(levels), max(levels)
+    pad = headroom * ((hi - lo) or 1.0)
+    falls = any(float(y) < 0 for y, m in zip(trace.y, trace.measure) if m != "total")  # labels below bars
+    return [lo - pad if falls else lo, hi + pad]
+
+
 def attribution_waterfall(names, values, total: float, *, title: str) -> go.Figure:
     fig = go.Figure(go.Waterfall(x=list(names) + ["final logit"], y=list(values) + [total],
                                  measure=["relative"] * len(values) + ["total"],
                                  text=[f"{v:+.2f}" for v in values] + [f"{total:.2f}"], textposition="outside"))
     fig.update_xaxes(tickangle=-45)
-    fig.update_yaxes(title="logit")
+    fig.update_yaxes(title="logit", range=waterfall_range(fig.data[0], 0.12))
     return _layout(fig, title, 420, showlegend=False)
 
 

@@ -264,14 +264,6 @@ def _row_figures(reader: HeadReader, rows: torch.Tensor, targets: torch.Tensor):
     return -f.target_logp / LN2, f.target_logp.exp(), f.rank, f.top_id
 
 
-def _token_figures(logits: torch.Tensor, targets: torch.Tensor):
-    """The same figures from full logits, the plain way (tests hold _row_figures to this)."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    target_logp = logp.gather(1, targets[:, None])[:, 0].double()
-    rank = (logits > logits.gather(1, targets[:, None])).sum(dim=-1) + 1
-    return -target_logp / LN2, target_logp.exp(), rank.long(), logits.argmax(dim=-1)
-
-
 # ----------------------------------------------------------------------------------------------
 # Two models on one text
 

@@ -14,6 +14,7 @@ import pytest
 from playground.translations import EN, tr
 
 from test_browser import ARTIFACTS, _chromium_or_skip, _launch
+from tools.pagewalk import draw_inside, plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -76,11 +77,6 @@ def _generate(page, lang, n=8):
                            timeout=60_000)
 
 
-def _plot_ready(page, elem_id, timeout=120_000):
-    page.wait_for_function(f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
-                           f" return g && g.data && g.data.length > 0; }}", timeout=timeout)
-
-
 def _text_in(page, selector, text, timeout=120_000):
     page.wait_for_function(f"() => (document.querySelector({selector!r})?.innerText || '').includes({text!r})",
                            timeout=timeout)
@@ -91,24 +87,7 @@ def _use_every_view(page, lang):
     Score & compare sections (model B, A and B scores, both side-by-side streams, a receipt, an
     exported replay file replayed, a share link) and the Tokenizer's text and typed word."""
     tab = lambda key: page.get_by_role("tab", name=tr(lang, key), exact=True)  # noqa: E731
-    tab("tab_inside").click()  # opening the tab draws the lens
-    _plot_ready(page, "pg-lens")
-    tab("inside_dla").click()
-    page.locator("#pg-dla-btn").click()
-    _plot_ready(page, "pg-dla-fall")
-    tab("inside_maths").click()
-    page.locator("#pg-maths-btn").click()
-    _plot_ready(page, "pg-maths-plot")
-    tab("inside_interventions").click()
-    page.get_by_label(tr(lang, "inside_zero_heads"), exact=False).fill("1.0")
-    page.get_by_label(tr(lang, "inside_scale_head"), exact=False).fill("0.1")
-    page.locator("#pg-intervene-btn").click()
-    _plot_ready(page, "pg-intervene-lens")
-    page.locator("#pg-dose-btn").click()
-    _plot_ready(page, "pg-dose")
-    page.locator("#pg-sweep-btn").click()
-    _plot_ready(page, "pg-sweep")
-    tab("inside_lens").click()
+    draw_inside(page, lang)
 
     tab("tab_compare").click()
     page.get_by_text(tr(lang, "model_b"), exact=True).click()
@@ -120,7 +99,7 @@ def _use_every_view(page, lang):
     page.locator("#pg-score-text textarea").fill("ROMEO:\nBut soft, what light through yonder window breaks?")
     page.locator("#pg-score-ab").click()
     page.locator("#pg-score-diff .pg-chip[data-diff]").first.wait_for(timeout=120_000)
-    _plot_ready(page, "pg-score-plot")
+    plot_ready(page, "pg-score-plot")
     done = tr(lang, "cmp_streams_done").split("{")[0]
     page.locator("#pg-two-models").click()
     _text_in(page, "#pg-side-msg", done)

@@ -156,6 +156,24 @@ def test_presenter_mode_enlarges_figures_and_fits_them_on_a_projector():
     assert dress(plain, "en").layout.xaxis.title.text == "key position (looked at)"
 
 
+
+@pytest.mark.parametrize("n_parts, upright", [(6, False), (26, True)])  # a 2-layer model; GPT-2 small
+def test_presenter_mode_writes_the_waterfalls_values_at_full_size(n_parts, upright):
+    from playground import lens_figures as lf
+
+    names, values = [f"part {i}" for i in range(n_parts)], [0.5 * (-1) ** i for i in range(n_parts)]
+    fall = dress(lf.attribution_waterfall(names, values, 1.25, title="t"), "en", present=True).data[0]
+    assert fall.textfont.size == PRESENT_FONT and fall.constraintext == "none"  # not shrunk to the bar's width
+    assert fall.textangle == (-90 if upright else 0)  # many narrow bars: labels stand along them
+    plain_fig = dress(lf.attribution_waterfall(names, values, 1.25, title="t"), "en")
+    plain = plain_fig.data[0]
+    assert plain.textfont.size is None and plain.constraintext is None  # outside presenter mode: as plotly draws it
+    # Every level the bars reach is inside the y range, with room beyond it for the labels.
+    levels = np.concatenate([[0.0], np.cumsum(values), [1.25]])
+    lo, hi = plain_fig.layout.yaxis.range
+    span = levels.max() - levels.min()
+    assert lo <= levels.min() - 0.1 * span and hi >= levels.max() + 0.1 * span
+
 # ---- the other tabs: Train, Tokenizer, Inside, Score & compare (handler outputs in zh-CN) ----
 
 def _titles(outputs):

@@ -10,14 +10,9 @@ import re
 import pytest
 
 from test_browser import ARTIFACTS, _chromium_or_skip, _launch
+from tools.pagewalk import plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def _plot_ready(page, elem_id, timeout=90_000):
-    page.wait_for_function(
-        f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
-        f" return g && g.data && g.data.length > 0; }}", timeout=timeout)
 
 
 def _trace(page, elem_id):
@@ -110,7 +105,7 @@ def test_each_inside_view_is_drawn(app_url):
         n_tokens = page.locator("#pg-chips .pg-chip").count()
 
         page.get_by_role("tab", name="Inside").click()  # opening the tab draws the lens
-        _plot_ready(page, "pg-lens")
+        plot_ready(page, "pg-lens")
         lens = _trace(page, "pg-lens")
         assert lens["type"] == "heatmap"
         assert len(lens["z"]) == 7  # embeddings + 6 blocks of the bundled model
@@ -118,15 +113,15 @@ def test_each_inside_view_is_drawn(app_url):
         assert len(lens["z"][0]) == min(shown, n_tokens) and 8 <= shown <= 32
         assert "Scroll" in page.locator("#pg-lens-note").inner_text() or n_tokens <= shown
         assert "Click a cell" in page.locator(".pg-click-hint").first.inner_text()
-        _plot_ready(page, "pg-lens-cell")
+        plot_ready(page, "pg-lens-cell")
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "inside-lens.png"), full_page=True)
         _check_lens_click(page, app_url, next(h for h in hashes if h))
 
         page.get_by_role("tab", name="Logit attribution").click()
         page.locator("#pg-dla-btn").click()
-        _plot_ready(page, "pg-dla-heat")
-        _plot_ready(page, "pg-dla-fall")
+        plot_ready(page, "pg-dla-heat")
+        plot_ready(page, "pg-dla-fall")
         assert "Parts sum to" in page.locator("#pg-dla-md").inner_text()
         heat = _trace(page, "pg-dla-heat")
         assert len(heat["z"]) == 6 and len(heat["z"][0]) == 5  # 4 heads + the MLP column
@@ -139,10 +134,10 @@ def test_each_inside_view_is_drawn(app_url):
         page.screenshot(path=str(ARTIFACTS / "inside-attribution.png"), full_page=True)
 
         page.get_by_role("tab", name="Attention maths").click()
-        _plot_ready(page, "pg-maths-plot")  # drawn by the click
+        plot_ready(page, "pg-maths-plot")  # drawn by the click
         assert page.locator("#pg-maths-md").inner_text().startswith("Layer 3, head 2, query position")
         page.locator("#pg-maths-btn").click()
-        _plot_ready(page, "pg-maths-plot")
+        plot_ready(page, "pg-maths-plot")
         assert "head_dim" in page.locator("#pg-maths-md").inner_text()
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "inside-maths.png"), full_page=True)
@@ -151,15 +146,15 @@ def test_each_inside_view_is_drawn(app_url):
         page.get_by_label("Zero-ablate heads", exact=False).fill("3.0")
         page.get_by_label("Scale one head", exact=False).fill("3.0")
         page.locator("#pg-intervene-btn").click()
-        _plot_ready(page, "pg-intervene-bars")
-        _plot_ready(page, "pg-intervene-loss")
-        _plot_ready(page, "pg-intervene-lens")
+        plot_ready(page, "pg-intervene-bars")
+        plot_ready(page, "pg-intervene-loss")
+        plot_ready(page, "pg-intervene-lens")
         page.locator("#pg-dose-btn").click()
-        _plot_ready(page, "pg-dose")
+        plot_ready(page, "pg-dose")
         dose = _trace(page, "pg-dose")
         assert len(dose["x"]) == 11
         page.locator("#pg-sweep-btn").click()
-        _plot_ready(page, "pg-sweep")
+        plot_ready(page, "pg-sweep")
         sweep = _trace(page, "pg-sweep")
         assert len(sweep["z"]) == 6 and len(sweep["z"][0]) == 4
         assert "Most harmful" in page.locator("#pg-sweep-md").inner_text()

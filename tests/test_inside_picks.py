@@ -71,6 +71,23 @@ def test_a_clicked_attribution_head_opens_its_maths_and_picks_it(run_state):
     assert "Draw the heatmap first" in ip.pick_head(state, None, 1, 0)[-1]
 
 
+def test_the_attribution_click_note_follows_a_language_switch(run_state):
+    from types import SimpleNamespace
+
+    state, model, ids = run_state
+    page, other = SimpleNamespace(session_hash="note-page"), SimpleNamespace(session_hash="note-other")
+    shown = ip.shown_attribution(state, None, "")
+    zh = {**state, "lang": "zh-CN"}
+    assert ip.redraw_note(page, zh) == it.gr.skip()  # nothing clicked yet: nothing to write again
+    note = ip.pick_head(state, shown, 2, 1, request=page)[10]
+    assert "head 2 of layer 1" in note
+    assert ip.redraw_note(page, zh) == f"已选中第 1 层第 2 头：它在位置 {len(ids) - 2} 的注意力计算见“注意力计算”；" \
+        "“干预”中的“缩放一个注意力头”已填入它（位置和目标相同），可做剂量-响应。"
+    assert ip.redraw_note(page, state) == note and ip.redraw_note(other, zh) == it.gr.skip()
+    ip.pick_head(state, shown, model.cfg.n_heads, 0, request=page)  # then the MLP column
+    assert ip.redraw_note(page, zh) == "“干预”中的“跳过 MLP”已填入第 0 层。"
+
+
 def test_a_clicked_sweep_head_is_zeroed_alone(run_state):
     state, model, ids = run_state
     out = ip.pick_sweep_head(state, 3, 0, 0.5, None, 12)

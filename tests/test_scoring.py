@@ -163,6 +163,15 @@ def test_scored_rows_are_the_plain_forwards_rows(changes, dtype):
         torch.testing.assert_close(_logits_of_rows(model, idx, 5), model(idx)[0, 5:].float(), atol=1e-5, rtol=1e-5)
 
 
+def _token_figures(logits: torch.Tensor, targets: torch.Tensor):
+    """The reference: surprisal (bits), probability, rank and top guess from full logits, the
+    plain way (log_softmax, gather, a comparison count, argmax)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    target_logp = logp.gather(1, targets[:, None])[:, 0].double()
+    rank = (logits > logits.gather(1, targets[:, None])).sum(dim=-1) + 1
+    return -target_logp / math.log(2.0), target_logp.exp(), rank.long(), logits.argmax(dim=-1)
+
+
 @pytest.mark.parametrize("product,lanes", [("torch", 1), ("numpy", 1), ("numpy", 2), ("numpy", 3)])
 @pytest.mark.parametrize("scale", [1.0, 40.0])  # 40: row maxima past ±60, the shifted log-sum-exp
 def test_chunked_row_figures_equal_the_plain_log_softmax(scale, product, lanes):
@@ -171,7 +180,7 @@ def test_chunked_row_figures_equal_the_plain_log_softmax(scale, product, lanes):
     full logits, for a float32 head and a bfloat16 one (the plain torch path), in more rows than
     one chunk a lane."""
     from playground.readout import HeadReader
-    from playground.scoring import SCORE_ROWS, _row_figures, _token_figures
+    from playground.scoring import SCORE_ROWS, _row_figures
 
     g = torch.Generator().manual_seed(3)
     for dtype in (torch.float32, torch.bfloat16):

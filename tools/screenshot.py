@@ -28,6 +28,8 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--no-first-run"]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
+from tools.pagewalk import draw_inside, plot_ready  # noqa: E402  (needs ROOT on sys.path)
+
 
 def start_app() -> tuple[object, str]:
     from playground.ui import build_demo, launch_kwargs
@@ -77,11 +79,6 @@ def readme_screenshot(browser, url: str, out: Path) -> None:
     print(f"wrote {out}")
 
 
-def _plot(page, elem_id):
-    page.wait_for_function(f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
-                           f" return g && g.data && g.data.length > 0; }}", timeout=120_000)
-
-
 def every_tab(browser, url: str) -> list[Path]:
     from playground.translations import tr
 
@@ -92,22 +89,11 @@ def every_tab(browser, url: str) -> list[Path]:
                 context, page = open_page(browser, url, lang, size, theme)
                 generate(page, n=20)
                 tab = lambda key: page.get_by_role("tab", name=tr(lang, key), exact=True)  # noqa: E731
-                tab("tab_inside").click()
-                _plot(page, "pg-lens")
-                tab("inside_dla").click()
-                page.locator("#pg-dla-btn").click()
-                _plot(page, "pg-dla-fall")
-                tab("inside_maths").click()
-                page.locator("#pg-maths-btn").click()
-                _plot(page, "pg-maths-plot")
-                tab("inside_interventions").click()
-                page.get_by_label(tr(lang, "inside_zero_heads"), exact=False).fill("1.0")
-                page.locator("#pg-intervene-btn").click()
-                _plot(page, "pg-intervene-lens")
+                draw_inside(page, lang)
                 tab("tab_compare").click()
                 page.locator("#pg-score-text textarea").fill("ROMEO:\nBut soft, what light through yonder window breaks?")
                 page.locator("#pg-score").click()
-                _plot(page, "pg-score-plot")
+                plot_ready(page, "pg-score-plot")
                 page.get_by_text(tr(lang, "receipt_section"), exact=True).click()
                 page.locator("#pg-receipt-btn").click()
                 page.locator("#pg-receipt .pg-receipt-bar").wait_for(timeout=60_000)

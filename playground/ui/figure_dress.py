@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from ..lens_figures import waterfall_range
 from ..translations import normalize_lang
 
 # Fixed words the figure builders write, and their Chinese.
@@ -149,6 +150,15 @@ def _enlarge(fig):
     fig.update_yaxes(tickfont_size=PRESENT_FONT, title_font_size=PRESENT_FONT)
     for annotation in fig.layout.annotations or ():
         annotation.font.size = PRESENT_FONT
+    for trace in fig.data:
+        if trace.type == "waterfall" and trace.text is not None:
+            # Plotly shrinks a value label to its bar's width; many bars at presenter size leave it
+            # unreadable, so the labels stand upright along the bars at full size instead.
+            trace.textfont.size = PRESENT_FONT
+            trace.constraintext = "none"
+            trace.cliponaxis = False
+            trace.textangle = -90 if len(trace.x or ()) > 8 else 0
+            fig.update_yaxes(range=waterfall_range(trace, 0.35 if trace.textangle else 0.15))
     if fig.layout.height and fig.layout.height > PRESENT_MAX_HEIGHT:
         fig.layout.height = PRESENT_MAX_HEIGHT
     height = fig.layout.height or 450

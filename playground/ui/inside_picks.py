@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .cell_click import cols_js, read_pick
+from .cell_click import read_pick
 from .common import T, lang_of, tr, warn
+from . import redraw
 from .inside_data import run_context
 
 
@@ -62,12 +63,28 @@ def pick_head(state, shown, head, layer, request: gr.Request = None):
     if not shown or head is None or layer is None:
         return (gr.skip(),) * 11 + (warn(tr(lang, "in_pick_first")),)
     if head >= shown["n_heads"]:  # the MLP column
-        return (gr.skip(),) * 6 + (str(layer),) + (gr.skip(),) * 3 + (tr(lang, "in_picked_mlp", layer=layer), "")
+        note = _remember_note(request, "in_picked_mlp", layer=layer)
+        return (gr.skip(),) * 6 + (str(layer),) + (gr.skip(),) * 3 + (note(lang), "")
     pos = shown["position"]
     table, fig, text, msg = maths_view(state, layer, head, pos)
     note_drawn(request, "maths", state, layer, head, pos)  # (redrawn in a new language)
-    note = tr(lang, "in_picked_head", layer=layer, head=head, pos=pos)
+    note = _remember_note(request, "in_picked_head", layer=layer, head=head, pos=pos)(lang)
     return (layer, head, pos, f"{layer}.{head}", pos, shown["target"], gr.skip(), table, fig, text, note, msg)
+
+
+def _remember_note(request, key: str, **values):
+    """The note under the attribution heatmap after a click, as a function of the language, kept
+    so a language switch writes it again (redraw_note)."""
+    def note(lang, present=False):
+        return tr(lang, key, **values)
+
+    redraw.remember(request, "inside_dla_note", note)
+    return note
+
+
+def redraw_note(request: gr.Request, state):
+    """After a language switch: the attribution click's note in the new language (if there is one)."""
+    return redraw.redraw(request, "inside_dla_note", lang_of(state), bool((state or {}).get("present")), 1)[0]
 
 
 def pick_sweep_head(state, head, layer, alpha, position, shown=None, request: gr.Request = None):
@@ -90,7 +107,10 @@ def layout_hint(key: str):
 
 
 def wire(page) -> None:
+    from . import prefs  # (prefs imports the tab modules)
+
     c, state = page.inside, page.state
+    prefs.on_change(page, redraw_note, [], [c.dla_note])
     lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
     # inputs: state, scroll, layer (<- the cell's y), position (<- its x)
     c.lens_pick.click(pick_lens_cell, [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
