@@ -22,7 +22,7 @@ from pathlib import Path
 import regex
 from tiktoken_ext.openai_public import r50k_pat_str
 
-from .tokenizer import ASSETS, GPT2Tokenizer, display_text, load_tokenizer
+from .tokenizer import ASSETS, GPT2Tokenizer, bytes_to_unicode, display_text, load_tokenizer
 
 MAX_REPLAY_BYTES = 256  # a "word" longer than this (one pre-token) is refused: the replay is O(n²) per merge
 _PRETOKEN = regex.compile(r50k_pat_str)
@@ -223,25 +223,12 @@ def tokenize_view(text: str, tok: GPT2Tokenizer | None = None) -> TokenView:
 # BPE merges, replayed from vocab.bpe
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's printable stand-in for each byte (openai/gpt-2 encoder.py): vocab.bpe is written
-    with these, e.g. "Ġ" for the space byte."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars, n = keep[:], 0
-    for b in range(256):
-        if b not in keep:
-            keep.append(b)
-            chars.append(256 + n)
-            n += 1
-    return dict(zip(keep, map(chr, chars)))
-
-
 @functools.lru_cache(maxsize=4)
 def merge_ranks(vocab_bpe: str | None = None) -> dict[tuple[bytes, bytes], int]:
     """(left bytes, right bytes) -> rank: the merge's line in vocab.bpe, counting from 0 after the
     version header. The token it makes has id 256 + rank in GPT-2's vocabulary."""
     path = Path(vocab_bpe) if vocab_bpe else ASSETS / "vocab.bpe"
-    to_byte = {c: b for b, c in _bytes_to_unicode().items()}
+    to_byte = {c: b for b, c in bytes_to_unicode().items()}
     lines = path.read_text(encoding="utf-8").split("\n")
     if not lines or not lines[0].startswith("#version"):
         raise ValueError(f"{path} does not look like a GPT-2 vocab.bpe (no #version header)")

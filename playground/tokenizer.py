@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tiktoken
-import tiktoken.load
 from tiktoken_ext.openai_public import r50k_pat_str
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -91,6 +90,35 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-in for each byte (openai/gpt-2 encoder.py): vocab.bpe is written
+    with these, e.g. "Ġ" for the space byte."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars, n = keep[:], 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + n)
+            n += 1
+    return dict(zip(keep, map(chr, chars)))
+
+
+def mergeable_ranks(encoder_json: Path) -> dict[bytes, int]:
+    """GPT-2's byte sequence -> rank table, as tiktoken wants it, read from encoder.json alone.
+
+    In GPT-2's files every token's id *is* its merge rank (the 256 bytes first, then one token
+    per line of vocab.bpe), which tiktoken's ``data_gym_to_mergeable_bpe_ranks`` re-derives from
+    vocab.bpe and checks against encoder.json -- 0.4-0.6 s at every start of the app. The files'
+    sha256 are checked before this is called, so the check would always pass; a test holds the
+    two tables equal."""
+    import json
+
+    to_byte = {c: b for b, c in bytes_to_unicode().items()}
+    encoder = json.loads(encoder_json.read_text(encoding="utf-8"))
+    encoder.pop(END_OF_TEXT, None)
+    return {bytes(to_byte[c] for c in token): rank for token, rank in encoder.items()}
+
+
 @functools.lru_cache(maxsize=1)
 def load_tokenizer(assets_dir: str | None = None) -> GPT2Tokenizer:
     """The GPT-2 BPE from local files; raises FileNotFoundError / ValueError naming the bad file."""
@@ -101,12 +129,7 @@ def load_tokenizer(assets_dir: str | None = None) -> GPT2Tokenizer:
             raise FileNotFoundError(f"GPT-2 BPE file missing: {path}")
         if _sha256(path) != expected:
             raise ValueError(f"{path} does not match the GPT-2 BPE file (sha256 mismatch)")
-    ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
-        vocab_bpe_file=str(vocab_bpe),
-        encoder_json_file=str(encoder_json),
-        vocab_bpe_hash=VOCAB_BPE_SHA256,
-        encoder_json_hash=ENCODER_JSON_SHA256,
-    )
+    ranks = mergeable_ranks(encoder_json)
     encoding = tiktoken.Encoding(
         name="gpt2",
         explicit_n_vocab=50257,

@@ -160,7 +160,8 @@ def test_missing_bpe_file(tmp_path):
 
 @pytest.mark.parametrize("cache", ["disabled", "fresh"])
 def test_loading_never_touches_the_network(tmp_path, monkeypatch, cache):
-    """Any URL read through tiktoken (requests or blobfile) fails the test."""
+    """Any URL read through tiktoken (requests or blobfile) fails the test; tiktoken reads no file
+    at all (load_tokenizer hands it the rank table)."""
     real_read_file = tiktoken.load.read_file
     seen = []
 
@@ -183,4 +184,18 @@ def test_loading_never_touches_the_network(tmp_path, monkeypatch, cache):
     _copy_assets(folder)
     tok = load_tokenizer(str(folder))  # a new folder: not served by the lru_cache
     assert tok.encode("Hello, I am") == [15496, 11, 314, 716]
-    assert sorted(p.rsplit("/", 1)[-1] for p in seen) == ["encoder.json", "vocab.bpe"]
+    assert seen == []  # the files are read (and their sha256 checked) by load_tokenizer itself
+
+
+def test_the_rank_table_read_from_encoder_json_is_tiktokens_own():
+    """load_tokenizer reads the byte -> rank table from encoder.json alone (every GPT-2 token's id
+    is its merge rank); tiktoken's own reader derives it from vocab.bpe and checks it against
+    encoder.json. The two tables are the same, entry for entry."""
+    from playground.tokenizer import ENCODER_JSON_SHA256, VOCAB_BPE_SHA256, mergeable_ranks
+
+    ours = mergeable_ranks(ASSETS / "encoder.json")
+    theirs = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
+        vocab_bpe_file=str(ASSETS / "vocab.bpe"), encoder_json_file=str(ASSETS / "encoder.json"),
+        vocab_bpe_hash=VOCAB_BPE_SHA256, encoder_json_hash=ENCODER_JSON_SHA256)
+    assert len(ours) == 50256 and ours == theirs
+    assert ours[b" the"] == 262 and ours[b"!"] == 0  # a merged token; the first byte in GPT-2's order
