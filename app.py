@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from playground.devices import DeviceError, default_device  # noqa: E402
+from playground.runtime.devices import DeviceError, default_device  # noqa: E402
 from playground.ui import build_demo, launch_kwargs  # noqa: E402
 
 try:

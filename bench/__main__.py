@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from playground import kernels  # noqa: E402
+from playground.runtime import kernels  # noqa: E402
 
 from . import decode, load, memory, report, scoring, serving  # noqa: E402
 from .timing import median  # noqa: E402
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
                          "new_tokens": n_new, "reps": reps, "batch": 1, "greedy": True},
               "concurrent_load": {"training_running": training, "loadavg_start": os.getloadavg()}}
     if training:
-        print("note: a playground.train run is using the CPU; ratios are measured in the same run, "
+        print("note: a playground.training.trainer run is using the CPU; ratios are measured in the same run, "
               "absolute numbers will be low.")
 
     print("Building GPT-2 small (Hugging Face init -> save_pretrained -> playground.load_pretrained) ...")
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     result["build_seconds"] = peers.seconds
     result["kernels"] = [{"decision": c.decision, "winner": c.winner, "seconds": c.seconds, "measured": c.measured}
                          for c in kernels.measured()]
-    print("Kernel choices measured on this machine (playground.kernels):")
+    print("Kernel choices measured on this machine (playground.runtime.kernels):")
     for c in kernels.measured():
         print("  " + c.summary())
 
@@ -197,7 +197,7 @@ def _browser(args) -> int:
     tokens = [int(x) for x in split(args.max_new)] if args.max_new else None
     training = _training_running()
     if training:
-        print("note: a playground.train run is using the CPU; compare ratios, not absolute times.")
+        print("note: a playground.training.trainer run is using the CPU; compare ratios, not absolute times.")
     print(f"Browser benchmark: app.py + headless Chromium, per-run timeout {args.run_timeout:.0f} s ...")
     out = os.path.abspath(args.out) if args.out else report.RESULTS / "browser-latest.json"
     result = browser.run(quick=args.quick, run_timeout=args.run_timeout, models=split(args.models), tokens=tokens,
@@ -240,7 +240,7 @@ def _inside(args) -> int:
 
 def _training_running() -> bool:
     try:
-        return subprocess.run(["pgrep", "-f", "playground.train"], capture_output=True).returncode == 0
+        return subprocess.run(["pgrep", "-f", "playground.training"], capture_output=True).returncode == 0
     except OSError:
         return False
 
@@ -248,13 +248,13 @@ def _training_running() -> bool:
 def _bundled_agreement(n_new) -> list[dict]:
     """The same comparisons (bfloat16, int8 against float32) on the bundled model, if this copy of
     the app has one."""
-    from playground.quantize import quantize_int8
-    from playground.session import BUNDLED_CHECKPOINT
-    from playground.weights import load_checkpoint
+    from playground.engine.quantize import quantize_int8
+    from playground.server.session import BUNDLED_CHECKPOINT
+    from playground.engine.weights import load_checkpoint
 
     if not BUNDLED_CHECKPOINT.is_file():
         return []
-    from playground.tokenizer import load_tokenizer
+    from playground.engine.tokenizer import load_tokenizer
 
     prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
     m32 = load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from playground.quantize import model_bytes, quantize_int8
-from playground.sampling import generate
-from playground.weights import load_pretrained
+from playground.engine.quantize import model_bytes, quantize_int8
+from playground.engine.sampling import generate
+from playground.engine.weights import load_pretrained
 
 from . import ct2
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from playground import lenses
-from playground.interventions import Intervention
+from playground.inside import lenses
+from playground.inside.interventions import Intervention
 
 from .decode import prompt_ids, run_ours
 from .report import Target, _at_most
@@ -30,7 +30,7 @@ WINDOW = 32  # positions the tab's lens shows at once (playground.ui.inside_data
 
 
 def _ids(n: int) -> list[int]:
-    from playground.tokenizer import load_tokenizer
+    from playground.engine.tokenizer import load_tokenizer
 
     if TEXT.is_file():
         with open(TEXT, encoding="utf-8") as f:
@@ -80,7 +80,7 @@ def baseline_model_class():
                                 capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    source = source.replace("from .config import", "from playground.config import")
+    source = source.replace("from .config import", "from playground.engine.config import")
     spec = importlib.util.spec_from_loader("bench_baseline_model", loader=None)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -112,9 +112,9 @@ def decode_ab(model, n_new: int, reps: int) -> dict | None:
 
 
 def run(quick: bool = False) -> dict:
-    from playground.config import PRESETS
-    from playground.model import GPTModel
-    from playground.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
+    from playground.engine.config import PRESETS
+    from playground.engine.model import GPTModel
+    from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
 
     reps = 3 if quick else 5
     result = {"views": {}}

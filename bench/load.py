@@ -2,7 +2,7 @@
 
 Three conditions, interleaved round by round: the generation alone; with a training thread as it
 was (same priority, every intra-op thread); with the training thread as the app now starts it
-(``playground.threads.as_background_work``: lower priority, one thread fewer). Training's own
+(``playground.runtime.threads.as_background_work``: lower priority, one thread fewer). Training's own
 steps/s are recorded too -- a fair share, not a stopped job.
 """
 
@@ -28,9 +28,9 @@ class TrainingThread:
         self.thread = threading.Thread(target=self._run, name="bench-train", daemon=True)
 
     def _run(self):
-        from playground.config import PRESETS
-        from playground.threads import as_background_work
-        from playground.train import TrainConfig, Trainer, build_model
+        from playground.engine.config import PRESETS
+        from playground.runtime.threads import as_background_work
+        from playground.training.trainer import TrainConfig, Trainer, build_model
 
         if self.background:
             self.settings = as_background_work()

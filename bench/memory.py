@@ -40,9 +40,9 @@ def _reset_peak() -> bool:
 def run(dtype: str, prompt_tokens: int, seed: int = 0) -> dict:
     import torch
 
-    from playground.config import GPTConfig
-    from playground.model import GPTModel, attention_probs
-    from playground.sampling import generate
+    from playground.engine.config import GPTConfig
+    from playground.engine.model import GPTModel, attention_probs
+    from playground.engine.sampling import generate
 
     rss_start = _status_kb("VmRSS")
     torch.manual_seed(seed)

@@ -254,7 +254,7 @@ def docs_block(r: dict, short: bool = False) -> str:
                 lines.append(f"| {a.get('precision', 'bfloat16')} | {a['model']} | {a['greedy_tokens']} | {div} | "
                              f"{a['teacher_forced_agreement']:.1%} | {kl} |")
         if r.get("kernels"):
-            lines += ["", "Kernel and layout choices measured in this run (`playground.kernels`; median of one pass over a "
+            lines += ["", "Kernel and layout choices measured in this run (`playground.runtime.kernels`; median of one pass over a "
                           "working set of the model's own shapes):", ""]
             lines += [f"- {_kernel_text(k)}" for k in r["kernels"]]
     lines += ["", END]

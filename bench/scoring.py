@@ -41,9 +41,9 @@ def full_logits_loop(model, ids, stride) -> float:
 
 
 def measure(reps: int = 5) -> dict:
-    from playground.scoring import default_stride, score_ids
-    from playground.session import BUNDLED_CHECKPOINT, bundled_recipe, build_from_recipe
-    from playground.tokenizer import load_tokenizer
+    from playground.inside.scoring import default_stride, score_ids
+    from playground.server.session import BUNDLED_CHECKPOINT, bundled_recipe, build_from_recipe
+    from playground.engine.tokenizer import load_tokenizer
 
     text = _text()
     if text is None or not BUNDLED_CHECKPOINT.is_file():

@@ -1,6 +1,6 @@
 """GPT Playground: a from-scratch GPT-2 you can look inside."""
 
-from .config import (
+from playground.engine.config import (
     DEFAULT_PRESET,
     PRESETS,
     ConfigError,
@@ -9,12 +9,12 @@ from .config import (
     estimate_memory_bytes,
     get_preset,
 )
-from .inspection import count_parameters, module_tree, parameter_breakdown
-from .model import AttentionTrace, GPTModel, KVCache
-from .quantize import QuantizeError, quantize_int8
-from .sampling import Generation, GenerationStep, generate
-from .tokenizer import load_tokenizer
-from .weights import LoadReport, WeightLoadError, load_checkpoint, load_pretrained, save_checkpoint
+from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
+from playground.engine.model import AttentionTrace, GPTModel, KVCache
+from playground.engine.quantize import QuantizeError, quantize_int8
+from playground.engine.sampling import Generation, GenerationStep, generate
+from playground.engine.tokenizer import load_tokenizer
+from playground.engine.weights import LoadReport, WeightLoadError, load_checkpoint, load_pretrained, save_checkpoint
 
 __all__ = [
     "AttentionTrace", "ConfigError", "DEFAULT_PRESET", "GPTConfig", "GPTModel", "Generation",

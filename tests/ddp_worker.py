@@ -1,4 +1,4 @@
-"""``python -m playground.train`` as one torchrun worker, recording what this rank wrote.
+"""``python -m playground.training`` as one torchrun worker, recording what this rank wrote.
 
 tests/test_distributed.py launches it with ``torchrun --nproc_per_node=2 tests/ddp_worker.py ...``;
 each rank leaves ``rank<N>.json`` in ``$PG_DDP_RECORD``: its exit code, every file it opened for
@@ -12,9 +12,9 @@ import os
 import sys
 from pathlib import Path
 
-import playground.train as train_module
-import playground.weights as weights_module
-from playground.train_cli import main
+import playground.training.trainer as train_module
+import playground.engine.weights as weights_module
+from playground.training.cli import main
 
 writes: list[str] = []
 _save_file = weights_module.save_file

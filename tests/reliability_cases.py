@@ -67,7 +67,7 @@ def _nano_checkpoint(poison=None):
         import torch
 
         from playground import PRESETS, GPTModel
-        from playground.weights import save_checkpoint
+        from playground.engine.weights import save_checkpoint
 
         model = GPTModel(PRESETS["nano (2 layers, d64)"])
         if poison is not None:
@@ -84,7 +84,7 @@ def _xl_header_one_tensor(path):
     from safetensors.torch import save_file
 
     from playground import PRESETS
-    from playground.weights import CHECKPOINT_FORMAT
+    from playground.engine.weights import CHECKPOINT_FORMAT
 
     save_file({"final_norm.scale": torch.ones(4)}, str(path),
               metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl (1558M)"].to_json()})
@@ -98,7 +98,7 @@ def _header_of(cfg_changes):
         from safetensors.torch import save_file
 
         from playground import PRESETS
-        from playground.weights import CHECKPOINT_FORMAT
+        from playground.engine.weights import CHECKPOINT_FORMAT
 
         cfg = PRESETS["nano (2 layers, d64)"].replace(**cfg_changes)
         save_file({"final_norm.scale": torch.ones(4)}, str(path),
@@ -324,7 +324,7 @@ CASES = [
 def nano_state():
     """A session on a nano model with a finished 3-token run (what most cases start from)."""
     from playground import PRESETS, ui
-    from playground.session import random_recipe
+    from playground.server.session import random_recipe
 
     state = {**ui.new_state(), "recipe": random_recipe(PRESETS["nano (2 layers, d64)"], seed=0)}
     outs = list(ui.generate_tokens(state, "Hello, I am", 0, 0, 1.0, 3, 1, True))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from playground import PRESETS, GPTModel, generate, load_tokenizer
-from playground.session import CACHE, random_recipe
+from playground.server.session import CACHE, random_recipe
 
 pytestmark = pytest.mark.slow
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from playground import PRESETS
-from playground import attention_stats as S
-from playground import figures as F
-from playground.session import CACHE, get_run, random_recipe
+from playground.inside import attention_stats as S
+from playground.figures import charts as F
+from playground.server.session import CACHE, get_run, random_recipe
 from playground.ui import attention_view as av
 from playground.ui.generate_tab import generate_tokens
 

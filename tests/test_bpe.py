@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from playground.bpe import (
+from playground.inside.bpe import (
     MAX_REPLAY_BYTES, TokenizerViewError, merge_ranks, pretokens, replay_text, replay_word, token_view,
     tokenize_view, utf8_segments,
 )
-from playground.tokenizer import load_tokenizer
+from playground.engine.tokenizer import load_tokenizer
 
 from conftest import TINY_SHAKESPEARE
 

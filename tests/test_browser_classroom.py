@@ -32,7 +32,7 @@ def _open(p, url, **context):
 def test_tokenizer_tab_groups_bytes_under_their_characters(page_url):
     from playwright.sync_api import sync_playwright
 
-    from playground.tokenizer import load_tokenizer
+    from playground.engine.tokenizer import load_tokenizer
 
     tok = load_tokenizer()
     ids = tok.encode(TEXT)

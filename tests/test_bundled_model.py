@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from conftest import TINY_SHAKESPEARE
-from playground.config import GPT2_VOCAB_SIZE, GPTConfig
-from playground.model import GPTModel
-from playground.tokenizer import load_tokenizer
-from playground.train import evaluate_loss
-from playground.weights import load_checkpoint, read_checkpoint_metadata
+from playground.engine.config import GPT2_VOCAB_SIZE, GPTConfig
+from playground.engine.model import GPTModel
+from playground.engine.tokenizer import load_tokenizer
+from playground.training.losses import evaluate_loss
+from playground.engine.weights import load_checkpoint, read_checkpoint_metadata
 
 BUNDLED = Path(__file__).resolve().parent.parent / "assets" / "bundled"
 CHECKPOINT = BUNDLED / "shakespeare.safetensors"
@@ -37,7 +37,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def split():
-    """Train / held-out token ids, split here independently of playground.corpus: last 10% held out."""
+    """Train / held-out token ids, split here independently of playground.training.corpus: last 10% held out."""
     ids = torch.tensor(load_tokenizer().encode(TINY_SHAKESPEARE.read_text(encoding="utf-8")))
     n_val = round(len(ids) * 0.1)
     return ids[:-n_val], ids[-n_val:]

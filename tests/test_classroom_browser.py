@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from playground.translations import EN, tr
+from playground.i18n.catalogue import EN, tr
 
 from test_browser import ARTIFACTS, _chromium_or_skip, _launch
 from tools.pagewalk import draw_inside, plot_ready

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from playground.config import PRESETS
-from playground.scoring import score_text
-from playground.session import CACHE, bundled_recipe, random_recipe
+from playground.engine.config import PRESETS
+from playground.inside.scoring import score_text
+from playground.server.session import CACHE, bundled_recipe, random_recipe
 
 pytestmark = pytest.mark.slow
 

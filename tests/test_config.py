@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from playground.config import (
+from playground.engine.config import (
     GPT2_VOCAB_SIZE,
     PRESETS,
     ConfigError,
@@ -15,7 +15,7 @@ from playground.config import (
     format_bytes,
     get_preset,
 )
-from playground.model import GPTModel
+from playground.engine.model import GPTModel
 
 TINY = dict(context_length=16, emb_dim=32, n_heads=4, n_layers=2)
 
@@ -59,7 +59,7 @@ def test_decoder_only_tutorial_preset():
 
 def test_tiny_preset_builds_and_generates():
     # How fast is measured by bench/ (ratios in one run), not by a timed unit test on a shared box.
-    from playground.sampling import generate
+    from playground.engine.sampling import generate
 
     torch.manual_seed(0)
     model = GPTModel(PRESETS["tiny (4 layers, d128)"])

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from conftest import ROOT
-from playground import devices, memory
-from playground.devices import DeviceError, default_device, describe_device, resolve_device
+from playground.runtime import devices
+from playground.runtime import memory
+from playground.runtime.devices import DeviceError, default_device, describe_device, resolve_device
 
 BUNDLED = ROOT / "assets" / "bundled" / "shakespeare.safetensors"
 HAS_CUDA = torch.cuda.is_available()
@@ -118,7 +119,7 @@ def test_device_names_for_the_summary_line(probes, monkeypatch):
 
 
 def test_loaders_refuse_a_missing_gpu_before_reading_anything(probes, tmp_path):
-    from playground.weights import load_checkpoint, load_pretrained
+    from playground.engine.weights import load_checkpoint, load_pretrained
 
     probes.set(None)
     with pytest.raises(DeviceError, match="no usable GPU"):
@@ -128,9 +129,9 @@ def test_loaders_refuse_a_missing_gpu_before_reading_anything(probes, tmp_path):
 
 
 def test_models_go_where_they_are_asked_and_the_summary_says_so(probes):
-    from playground.session import bundled_recipe, build_from_recipe, summary_line
-    from playground.train import build_model
-    from playground.weights import load_checkpoint
+    from playground.server.session import bundled_recipe, build_from_recipe, summary_line
+    from playground.training.trainer import build_model
+    from playground.engine.weights import load_checkpoint
 
     probes.set(None)
     assert load_checkpoint(BUNDLED, device="cpu").device.type == "cpu"
@@ -143,7 +144,7 @@ def test_models_go_where_they_are_asked_and_the_summary_says_so(probes):
 
 
 def test_the_one_row_bfloat16_switch_only_touches_the_cpu():
-    from playground.model import _one_row_bfloat16_kernel, one_row_bfloat16_switch
+    from playground.engine.model import _one_row_bfloat16_kernel, one_row_bfloat16_switch
 
     before = torch.backends.mkldnn.enabled
     with one_row_bfloat16_switch(torch.bfloat16, torch.device("cuda"), 1):
@@ -157,7 +158,7 @@ def test_the_one_row_bfloat16_switch_only_touches_the_cpu():
 
 
 def test_bfloat16_autocast_follows_the_device():
-    from playground.devices import autocast
+    from playground.runtime.devices import autocast
 
     with autocast("cpu", "bfloat16"):
         assert torch.is_autocast_enabled("cpu") and not torch.is_autocast_enabled("cuda")
@@ -171,8 +172,8 @@ def test_bfloat16_autocast_follows_the_device():
 
 @needs_cuda
 def test_cuda_model_generates_the_cpu_models_greedy_tokens():
-    from playground.sampling import generate
-    from playground.weights import load_checkpoint
+    from playground.engine.sampling import generate
+    from playground.engine.weights import load_checkpoint
 
     cpu, gpu = load_checkpoint(BUNDLED, device="cpu"), load_checkpoint(BUNDLED, device="cuda")
     assert gpu.device.type == "cuda"
@@ -197,7 +198,7 @@ def test_cuda_memory_budget_is_read_from_the_gpu(monkeypatch):
 
 @pytest.mark.skipif(not devices.mps_available(), reason="needs Apple's MPS; not available on this machine")
 def test_mps_model_runs():
-    from playground.weights import load_checkpoint
+    from playground.engine.weights import load_checkpoint
 
     model = load_checkpoint(BUNDLED, device="mps")
     assert model(torch.tensor([[1, 2, 3]], device="mps")).device.type == "mps"

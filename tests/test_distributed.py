@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import ROOT
-from playground.train_cli import main
+from playground.training.cli import main
 
 CONFIG = json.dumps({"preset": "nano (2 layers, d64)", "context_length": 16, "emb_dim": 32, "drop_rate": 0.0})
 # global batch 4 (2 windows per process), constant lr (warm-up 0, min_lr = lr), eval every 2 steps
@@ -118,7 +118,7 @@ def test_two_processes_follow_one_and_only_rank_0_writes(corpus, reference, tmp_
 def test_one_process_checkpoint_resumes_on_two(corpus, reference, tmp_path):
     out = tmp_path / "one_then_two"
     shutil.copytree(reference / "s4", out)
-    done = torchrun(["-m", "playground.train", "--data", str(corpus), "--out", str(out), "--steps", "8",
+    done = torchrun(["-m", "playground.training", "--data", str(corpus), "--out", str(out), "--steps", "8",
                      "--resume", *COMMON])
     assert done.stdout.count("resuming at step 4") == 1  # printed by rank 0 only
     losses, vals = log_of(out)
@@ -129,7 +129,7 @@ def test_one_process_checkpoint_resumes_on_two(corpus, reference, tmp_path):
 
 
 def test_a_batch_that_does_not_split_evenly_is_refused(corpus, tmp_path, monkeypatch, capsys):
-    import playground.train as train_module
+    import playground.training.trainer as train_module
 
     # As rank 0 of 2 (faked: the check comes before any collective call)
     monkeypatch.setattr(train_module, "_distributed", lambda: True)
@@ -146,16 +146,16 @@ def test_a_batch_that_does_not_split_evenly_is_refused(corpus, tmp_path, monkeyp
 def test_two_gpus_follow_one_gpu(corpus, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PLAYGROUND_DEVICE": "cuda"}
     args = ["--data", str(corpus), "--steps", "4", *COMMON]
-    subprocess.run([sys.executable, "-m", "playground.train", "--out", str(tmp_path / "one"), *args],
+    subprocess.run([sys.executable, "-m", "playground.training", "--out", str(tmp_path / "one"), *args],
                    cwd=ROOT, env=env, check=True, timeout=600)
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                    "-m", "playground.train", "--out", str(tmp_path / "two"), *args],
+                    "-m", "playground.training", "--out", str(tmp_path / "two"), *args],
                    cwd=ROOT, env=env, check=True, timeout=600)
     assert log_of(tmp_path / "two")[0] == pytest.approx(log_of(tmp_path / "one")[0], rel=1e-4, abs=1e-4)
 
 
 def test_amp_bf16_is_bfloat16_autocast(corpus, tmp_path):
-    from playground.weights import read_checkpoint_metadata
+    from playground.engine.weights import read_checkpoint_metadata
 
     threads = torch.get_num_threads()
     try:

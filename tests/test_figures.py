@@ -10,8 +10,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from playground import attention_stats as S
-from playground import figures as F
+from playground.inside import attention_stats as S
+from playground.figures import charts as F
 
 FIGURES_PY = Path(F.__file__)
 

@@ -12,15 +12,15 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from playground import files
-from playground.config import PRESETS, ConfigError, GPTConfig
-from playground.files import (
+from playground.server import files
+from playground.engine.config import PRESETS, ConfigError, GPTConfig
+from playground.server.files import (
     ExportTooLarge, discard_upload, enforce_disk_budget, export_model, export_run, exports_dir, import_upload,
     json_attention_bytes, protect, save_trained,
 )
-from playground.model import GPTModel, attention_probs
-from playground.session import Run, random_recipe, start_run
-from playground.weights import CHECKPOINT_FORMAT, WeightLoadError, save_checkpoint
+from playground.engine.model import GPTModel, attention_probs
+from playground.server.session import Run, random_recipe, start_run
+from playground.engine.weights import CHECKPOINT_FORMAT, WeightLoadError, save_checkpoint
 
 NANO = PRESETS["nano (2 layers, d64)"]
 
@@ -85,7 +85,7 @@ def test_json_export_is_strict_json_equal_to_the_attention_and_exactly_the_predi
 
 @pytest.mark.parametrize("T, decimals", [(1, 5), (2, 5), (9, 3), (33, 8)])
 def test_json_writer_is_exact_for_any_length_and_precision(tmp_path, T, decimals):
-    from playground.export_formats import write_json
+    from playground.server.export_formats import write_json
 
     rng = np.random.default_rng(T)
     layers = [np.tril(rng.random((3, T, T), dtype=np.float32)) for _ in range(2)]
@@ -259,7 +259,7 @@ def test_model_export_loads_back_through_import_upload(dirs):
 
 def test_a_tiny_file_declaring_gpt2_xl_is_refused_from_its_header(dirs):
     files.validate_checkpoint  # noqa: B018 (imported)
-    from playground.weights import expected_shapes
+    from playground.engine.weights import expected_shapes
 
     expected_shapes(NANO)  # the first meta-device build imports torch's meta kernels (~80 MB, once)
     path = upload_in_gradio(dirs, "gpt2-xl.safetensors", lambda p: save_file(

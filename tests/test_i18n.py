@@ -12,9 +12,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from playground import PRESETS, count_parameters, figures
-from playground.session import CACHE, random_recipe
-from playground.translations import EN, ZH, normalize_lang, tr, tr_error
+from playground import PRESETS, count_parameters
+from playground.figures import charts as figures
+from playground.server.session import CACHE, random_recipe
+from playground.i18n.catalogue import EN, ZH, normalize_lang, tr, tr_error
 from playground import ui
 from playground.ui import prefs
 from playground.ui.figure_dress import PRESENT_FONT, dress
@@ -159,7 +160,7 @@ def test_presenter_mode_enlarges_figures_and_fits_them_on_a_projector():
 
 @pytest.mark.parametrize("n_parts, upright", [(6, False), (26, True)])  # a 2-layer model; GPT-2 small
 def test_presenter_mode_writes_the_waterfalls_values_at_full_size(n_parts, upright):
-    from playground import lens_figures as lf
+    from playground.figures import inside as lf
 
     names, values = [f"part {i}" for i in range(n_parts)], [0.5 * (-1) ** i for i in range(n_parts)]
     fall = dress(lf.attribution_waterfall(names, values, 1.25, title="t"), "en", present=True).data[0]

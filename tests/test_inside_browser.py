@@ -1,7 +1,7 @@
 """The Inside tab in a real browser (issue 11): generate, then open each view and check its figure
 is drawn with the live numbers; a screenshot of each view goes to tests/artifacts/inside-*.png.
 Clicking a heatmap cell (a real mouse click at the cell's pixel, found from the plot's axes) picks
-it: the lens cell's top-10 and KL equal playground.lenses.lens_cell on the run's ids, read through
+it: the lens cell's top-10 and KL equal playground.inside.lenses.lens_cell on the run's ids, read through
 the app's API in the browser's own session."""
 
 import json
@@ -42,8 +42,8 @@ def _session_client(app_url, session_hash):
 def _check_lens_click(page, app_url, session_hash):
     """Click a lens cell that is not the default one; the top-10 bars, their title and the KL text
     must name it and carry lenses.lens_cell's numbers for the run's own ids."""
-    from playground import lenses
-    from playground.session import CACHE, default_recipe
+    from playground.inside import lenses
+    from playground.server.session import CACHE, default_recipe
 
     ids = _session_client(app_url, session_hash).predict(api_name="/run_data")["token_ids"]
     model = CACHE.get(default_recipe())

@@ -4,9 +4,9 @@ with a message while the session keeps working."""
 
 import pytest
 
-from playground import lenses
-from playground.interventions import Intervention
-from playground.session import CACHE, default_recipe
+from playground.inside import lenses
+from playground.inside.interventions import Intervention
+from playground.server.session import CACHE, default_recipe
 
 pytestmark = pytest.mark.slow
 

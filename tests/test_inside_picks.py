@@ -1,14 +1,15 @@
 """Clicking the Inside tab's heatmaps, without a browser (tests/test_inside_browser.py clicks the real
-page): what each pick handler draws and which fields it fills, against playground.lenses on the
+page): what each pick handler draws and which fields it fills, against playground.inside.lenses on the
 same model and tokens; the lens window that fits the page."""
 
 import re
 
 import pytest
 
-from playground import PRESETS, lenses
-from playground.interventions import Intervention
-from playground.session import random_recipe
+from playground import PRESETS
+from playground.inside import lenses
+from playground.inside.interventions import Intervention
+from playground.server.session import random_recipe
 from playground import ui
 from playground.ui import inside_picks as ip
 from playground.ui import inside_tab as it

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from playground.config import PRESETS, GPTConfig
-from playground.inspection import (
+from playground.engine.config import PRESETS, GPTConfig
+from playground.inside.inspection import (
     COMPONENTS,
     component_of,
     count_parameters,
@@ -21,7 +21,7 @@ from playground.inspection import (
     parameter_breakdown,
     tied_parameters,
 )
-from playground.model import GPTModel
+from playground.engine.model import GPTModel
 
 KNOWN_TOTALS = {
     "gpt2-small (124M)": 124_439_808,

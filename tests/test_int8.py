@@ -8,13 +8,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.config import GPTConfig
-from playground.inspection import count_parameters, parameter_breakdown
-from playground.model import GPTModel
-from playground.quantize import (Int8Embedding, Int8Linear, QuantizeError, float_state_dict, int8_bytes,
+from playground.engine.config import GPTConfig
+from playground.inside.inspection import count_parameters, parameter_breakdown
+from playground.engine.model import GPTModel
+from playground.engine.quantize import (Int8Embedding, Int8Linear, QuantizeError, float_state_dict, int8_bytes,
                                  int8_linear_kernels, is_int8, model_bytes, quantize_int8, quantize_rows)
-from playground.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, random_recipe
-from playground.weights import load_checkpoint, save_checkpoint
+from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, random_recipe
+from playground.engine.weights import load_checkpoint, save_checkpoint
 
 TINY = GPTConfig(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 
@@ -153,8 +153,8 @@ def test_recipe_builds_int8():
 
 @pytest.mark.skipif(not BUNDLED_CHECKPOINT.is_file(), reason="no bundled model")
 def test_bundled_model_greedy_text_and_kl():
-    from playground.sampling import generate
-    from playground.tokenizer import load_tokenizer
+    from playground.engine.sampling import generate
+    from playground.engine.tokenizer import load_tokenizer
 
     m32 = build_from_recipe(bundled_recipe("float32"))
     q = build_from_recipe(bundled_recipe("int8"))

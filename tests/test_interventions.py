@@ -5,8 +5,8 @@ states on GPT-2-shaped weights."""
 import pytest
 import torch
 
-from playground.interventions import Hooks, Intervention, InterventionError, run_with_hooks
-from playground.model import GPTModel
+from playground.inside.interventions import Hooks, Intervention, InterventionError, run_with_hooks
+from playground.engine.model import GPTModel
 from test_model import make_model as random_model
 
 TINY = dict(context_length=32, emb_dim=32, n_heads=4, n_layers=3)
@@ -176,8 +176,8 @@ def test_intervention_round_trips_through_json():
 
 def test_capture_and_logit_lens_match_transformers_hidden_states(tmp_path):
     transformers = pytest.importorskip("transformers")
-    from playground.lenses import logit_lens
-    from playground.weights import load_pretrained
+    from playground.inside.lenses import logit_lens
+    from playground.engine.weights import load_pretrained
 
     torch.manual_seed(7)
     hf_cfg = transformers.GPT2Config(n_embd=64, n_layer=3, n_head=4, n_positions=64, initializer_range=0.2,

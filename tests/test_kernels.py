@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from playground import kernels
-from playground.config import GPTConfig
-from playground.model import GPTModel, use_fast_weight_layout
+from playground.runtime import kernels
+from playground.engine.config import GPTConfig
+from playground.engine.model import GPTModel, use_fast_weight_layout
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 

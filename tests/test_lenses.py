@@ -7,10 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from playground import lenses
-from playground.interventions import Intervention
-from playground.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, layer_attention
-from playground.tokenizer import load_tokenizer
+from playground.inside import lenses
+from playground.inside.interventions import Intervention
+from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, layer_attention
+from playground.engine.tokenizer import load_tokenizer
 
 from test_interventions import make_model
 
@@ -83,7 +83,7 @@ def test_lens_cell_top10_and_kl(bundled, ids):
     assert final["kl_to_final_nats"] < 1e-6  # the final layer against itself
     mid = lenses.lens_cell(bundled, ids, 2, pos)
     # KL(final || layer 2) by hand, from the captured stream read through final_norm and out_head
-    from playground.interventions import run_with_hooks
+    from playground.inside.interventions import run_with_hooks
 
     _, cache = run_with_hooks(bundled, ids)
     with torch.no_grad():
@@ -119,7 +119,7 @@ def test_attribution_of_a_layers_heads_equals_its_attention_output_read_by_hand(
             tiny(torch.tensor([ids]), return_attention=False)
     finally:
         handle.remove()
-    from playground.interventions import run_with_hooks
+    from playground.inside.interventions import run_with_hooks
 
     _, cache = run_with_hooks(tiny, ids)
     x = cache.resid[-1][0, pos].double()
@@ -234,7 +234,7 @@ def test_readme_worked_example(bundled):
     others = [t for t in range(len(ids) - 1) if ids[t + 1] != newline]
     assert len(breaks) == 32
     # Every head zeroed in turn, four at a time in one batched forward (as head_sweep does).
-    from playground.interventions import run_with_hooks
+    from playground.inside.interventions import run_with_hooks
 
     target = torch.tensor(ids[1:])
     heads = [(layer, head) for layer in range(bundled.cfg.n_layers) for head in range(bundled.cfg.n_heads)]
@@ -263,7 +263,7 @@ def test_readme_python_example_runs():
     if not BUNDLED_CHECKPOINT.is_file():
         pytest.skip("no bundled model in this copy")
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    code = re.search(r"```python\n(from playground import lenses.*?)```", readme, re.S).group(1)
+    code = re.search(r"```python\n(from playground import load_tokenizer\nfrom playground.inside import lenses.*?)```", readme, re.S).group(1)
     scope = {}
     exec(code, scope)
     ids = scope["ids"]
@@ -280,8 +280,8 @@ VARIANTS = [{}, dict(norm_placement="post"), dict(attention_impl="per_head"),
 
 @pytest.mark.parametrize("changes", VARIANTS)
 def test_last_row_block_equals_the_blocks_last_row(changes):
-    from playground.interventions import Hooks
-    from playground.lenses import last_row_block
+    from playground.inside.interventions import Hooks
+    from playground.inside.lenses import last_row_block
 
     model = make_model(seed=4, std=0.15, **changes)
     x = torch.randn(3, 9, model.cfg.emb_dim, generator=torch.Generator().manual_seed(5))
@@ -301,7 +301,7 @@ def test_last_row_block_equals_the_blocks_last_row(changes):
 def test_compare_resumed_at_the_first_changed_layer_equals_the_whole_hooked_forward(spec):
     """compare() reuses the plain forward's blocks before the intervention's first layer; its
     losses and lens must equal a forward that runs the intervention from the embeddings."""
-    from playground.interventions import run_with_hooks
+    from playground.inside.interventions import run_with_hooks
 
     model = make_model(seed=7, std=0.15)
     ids = torch.randint(0, model.cfg.vocab_size, (12,), generator=torch.Generator().manual_seed(8)).tolist()
@@ -326,7 +326,7 @@ def test_dose_response_equals_a_full_forward_per_alpha(layer):
     ids = torch.randint(0, model.cfg.vocab_size, (10,), generator=torch.Generator().manual_seed(10)).tolist()
     d = lenses.dose_response(model, ids, layer, 1, 6, target_id=17)
     for alpha, got in zip(d["alphas"], d["logprob"]):
-        from playground.interventions import run_with_hooks
+        from playground.inside.interventions import run_with_hooks
 
         logits, _ = run_with_hooks(model, ids[:7], Intervention(scale_head=(layer, 1, alpha)), capture=False)
         assert got == pytest.approx(float(torch.log_softmax(logits[0, -1].double(), -1)[17]), abs=2e-5)

@@ -66,7 +66,7 @@ def test_cancelled_generation_stops(app_url, monkeypatch):
     """Cancelling (what the Stop button and a closed tab do) ends the server-side loop."""
     from gradio_client import Client
 
-    from playground.sampling import Generation
+    from playground.engine.sampling import Generation
 
     chosen = []
     original = Generation._choose
@@ -115,7 +115,7 @@ def test_four_sessions_of_big_models_are_refused_not_killed(app_url, monkeypatch
 
     from gradio_client import Client
 
-    from playground.session import CACHE
+    from playground.server.session import CACHE
 
     CACHE.clear()
     gc.collect()

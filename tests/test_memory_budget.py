@@ -1,4 +1,4 @@
-"""The process-wide memory budget (playground.memory), the cache building inside it, idle runs being
+"""The process-wide memory budget (playground.runtime.memory), the cache building inside it, idle runs being
 released, build size caps, and builds that leave torch's global random generator alone."""
 
 import gc
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from playground import PRESETS, GPTModel
-from playground.config import MAX_LAYERS, ConfigError, GPTConfig, check_build_size, check_memory
-from playground.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
-from playground import session
-from playground.session import (ModelCache, RunReleasedError, build_from_recipe, get_run, model_bytes,
+from playground.engine.config import MAX_LAYERS, ConfigError, GPTConfig, check_build_size, check_memory
+from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
+from playground.server import session
+from playground.server.session import (ModelCache, RunReleasedError, build_from_recipe, get_run, model_bytes,
                                 random_recipe, release_idle_runs, run_attention, start_run)
 
 NANO = PRESETS["nano (2 layers, d64)"]
@@ -352,7 +352,7 @@ def test_idle_sessions_of_the_running_app_release_their_runs(app_url):
 
 
 def test_a_training_job_is_counted_until_it_is_gone():
-    from playground.train import estimate_training_memory_bytes
+    from playground.training.trainer import estimate_training_memory_bytes
 
     text = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
     gc.collect()

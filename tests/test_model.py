@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from playground.config import GPTConfig
-from playground.model import GELU, GPTModel, KVCache, LayerNorm
-from playground.weights import fused_to_per_head, per_head_to_fused
+from playground.engine.config import GPTConfig
+from playground.engine.model import GELU, GPTModel, KVCache, LayerNorm
+from playground.engine.weights import fused_to_per_head, per_head_to_fused
 
 TINY = dict(context_length=32, emb_dim=32, n_heads=4, n_layers=2)
 

@@ -6,10 +6,10 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from playground.config import ConfigError, GPTConfig, check_memory, count_parameters_analytic, estimate_memory_bytes
-from playground.inspection import count_parameters, parameter_breakdown
-from playground.model import GPTModel
-from playground.sampling import STAGES, apply_top_k, apply_top_p, generate, sampling_distribution, validate_sampling
+from playground.engine.config import ConfigError, GPTConfig, check_memory, count_parameters_analytic, estimate_memory_bytes
+from playground.inside.inspection import count_parameters, parameter_breakdown
+from playground.engine.model import GPTModel
+from playground.engine.sampling import STAGES, apply_top_k, apply_top_p, generate, sampling_distribution, validate_sampling
 
 NEG_INF = float("-inf")
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

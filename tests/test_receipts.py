@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from playground.receipts import explain, inverse_cdf_draw, pick, receipt
-from playground.sampling import generate
-from playground.session import build_from_recipe, bundled_recipe
-from playground.tokenizer import load_tokenizer
+from playground.engine.receipts import explain, inverse_cdf_draw, pick, receipt
+from playground.engine.sampling import generate
+from playground.server.session import build_from_recipe, bundled_recipe
+from playground.engine.tokenizer import load_tokenizer
 
 PROMPT = "ROMEO:\nWhat light through yonder window breaks?\n"
 

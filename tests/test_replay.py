@@ -6,11 +6,11 @@ import json
 import pytest
 import torch
 
-from playground import files
-from playground.config import PRESETS
-from playground.replay import (ReplayError, model_for, read_record, replay, replay_record, weights_sha256,
+from playground.server import files
+from playground.engine.config import PRESETS
+from playground.server.replay import (ReplayError, model_for, read_record, replay, replay_record, weights_sha256,
                                write_record)
-from playground.session import CACHE, bundled_recipe, random_recipe, start_run
+from playground.server.session import CACHE, bundled_recipe, random_recipe, start_run
 
 
 @pytest.fixture(scope="module")

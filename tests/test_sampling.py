@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from playground.config import GPTConfig
-from playground.model import GPTModel
-from playground.sampling import (
+from playground.engine.config import GPTConfig
+from playground.engine.model import GPTModel
+from playground.engine.sampling import (
     STAGES,
     apply_temperature,
     apply_top_k,

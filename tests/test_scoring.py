@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from playground.config import GPTConfig
-from playground.model import GPTModel
-from playground.scoring import (ScoringError, compare_models, compare_scores, decode_upload, score_ids,
+from playground.engine.config import GPTConfig
+from playground.engine.model import GPTModel
+from playground.inside.scoring import (ScoringError, compare_models, compare_scores, decode_upload, score_ids,
                                 score_text)
-from playground.session import build_from_recipe, bundled_recipe
-from playground.tokenizer import load_tokenizer
+from playground.server.session import build_from_recipe, bundled_recipe
+from playground.engine.tokenizer import load_tokenizer
 
 TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun."
 
@@ -154,7 +154,7 @@ def test_compare_needs_the_same_tokens(small):
 ])
 def test_scored_rows_are_the_plain_forwards_rows(changes, dtype):
     """Scoring applies the head to the scored rows only; those rows equal model(idx)'s, whatever the variant."""
-    from playground.scoring import _logits_of_rows
+    from playground.inside.scoring import _logits_of_rows
 
     cfg = GPTConfig(vocab_size=50257, context_length=16, emb_dim=32, n_heads=2, n_layers=2, **changes)
     model = GPTModel(cfg, generator=torch.Generator().manual_seed(1)).to(dtype).eval()
@@ -179,8 +179,8 @@ def test_chunked_row_figures_equal_the_plain_log_softmax(scale, product, lanes):
     shared out to ``lanes`` threads) against log_softmax, argmax and a comparison count over the
     full logits, for a float32 head and a bfloat16 one (the plain torch path), in more rows than
     one chunk a lane."""
-    from playground.readout import HeadReader
-    from playground.scoring import SCORE_ROWS, _row_figures
+    from playground.engine.readout import HeadReader
+    from playground.inside.scoring import SCORE_ROWS, _row_figures
 
     g = torch.Generator().manual_seed(3)
     for dtype in (torch.float32, torch.bfloat16):
@@ -215,8 +215,8 @@ def test_overlapping_readouts_share_one_blas_limit_and_give_it_back():
     """Two readouts overlapping (two users, or a readout's lanes) hold numpy's OpenBLAS at one
     thread until the last one leaves, which restores what was there before -- also when the
     first to enter is not the last to leave."""
-    from playground import readout
-    from playground.readout import one_blas_thread
+    from playground.engine import readout
+    from playground.engine.readout import one_blas_thread
 
     with one_blas_thread():
         pass

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from playground import PRESETS, count_parameters
-from playground.session import ModelCache, build_from_recipe, model_bytes, random_recipe, recipe_key
+from playground.server.session import ModelCache, build_from_recipe, model_bytes, random_recipe, recipe_key
 
 NANO = PRESETS["nano (2 layers, d64)"]
 
@@ -39,7 +39,7 @@ def test_cache_evicts_least_recently_used_within_budget():
 
 
 def test_concurrent_requests_build_once(monkeypatch):
-    import playground.session as session
+    import playground.server.session as session
 
     calls = []
     real = session.build_from_recipe

@@ -15,9 +15,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.config import GPTConfig
-from playground.model import _X86, GELU, GPTModel, _attend, attention_probs, one_row_bfloat16_switch, use_fast_weight_layout
-from playground.sampling import STAGES, apply_temperature, apply_top_k, apply_top_p, entropy_bits, generate, sampling_distribution
+from playground.engine.config import GPTConfig
+from playground.engine.model import _X86, GELU, GPTModel, _attend, attention_probs, one_row_bfloat16_switch, use_fast_weight_layout
+from playground.engine.sampling import STAGES, apply_temperature, apply_top_k, apply_top_p, entropy_bits, generate, sampling_distribution
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 x86_only = pytest.mark.skipif(not _X86, reason="the oneDNN switch is only used (and measured) on x86")
@@ -28,7 +28,7 @@ def fixed_kernel_choices(monkeypatch):
     """The choices these tests exercise (float32 stored [in, out], bfloat16 [out, in] with Q/K/V
     stacked and ATen's one-row kernel), set instead of measured: which one a machine measures
     faster is tests/test_kernels.py's business, every path giving the same numbers is this file's."""
-    from playground import kernels
+    from playground.runtime import kernels
 
     fixed = lambda winner: kernels.Choice("fixed for the test", winner, measured=False)  # noqa: E731
     monkeypatch.setattr(kernels, "weight_layout",
@@ -212,7 +212,7 @@ def test_one_row_bfloat16_gemv_matches_onednn(monkeypatch):
         return torch.cat(logits, dim=1).float()
 
     fast = decode(15)
-    monkeypatch.setattr("playground.model.one_row_bfloat16_switch", _NoSwitch())
+    monkeypatch.setattr("playground.engine.model.one_row_bfloat16_switch", _NoSwitch())
     plain = decode(15)
     spread = plain.std().item()
     assert fast.argmax(-1).tolist() == plain.argmax(-1).tolist()  # the same greedy tokens

@@ -6,7 +6,7 @@ import threading
 import pytest
 import torch
 
-from playground.threads import as_background_work
+from playground.runtime.threads import as_background_work
 
 
 def test_background_work_changes_only_its_own_thread():
@@ -42,7 +42,7 @@ def test_default_is_one_thread_fewer_never_zero():
 
 @pytest.mark.skipif(not hasattr(os, "setpriority"), reason="no per-thread priorities here")
 def test_the_training_job_thread_uses_it(monkeypatch):
-    import playground.session as session
+    import playground.server.session as session
 
     calls = []
     monkeypatch.setattr(session, "as_background_work", lambda: calls.append(threading.current_thread().name))

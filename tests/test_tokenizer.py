@@ -6,7 +6,7 @@ import shutil
 import pytest
 import tiktoken.load
 
-from playground.tokenizer import ASSETS, END_OF_TEXT, display_text, load_tokenizer
+from playground.engine.tokenizer import ASSETS, END_OF_TEXT, display_text, load_tokenizer
 
 from conftest import TINY_SHAKESPEARE
 
@@ -191,7 +191,7 @@ def test_the_rank_table_read_from_encoder_json_is_tiktokens_own():
     """load_tokenizer reads the byte -> rank table from encoder.json alone (every GPT-2 token's id
     is its merge rank); tiktoken's own reader derives it from vocab.bpe and checks it against
     encoder.json. The two tables are the same, entry for entry."""
-    from playground.tokenizer import ENCODER_JSON_SHA256, VOCAB_BPE_SHA256, mergeable_ranks
+    from playground.engine.tokenizer import ENCODER_JSON_SHA256, VOCAB_BPE_SHA256, mergeable_ranks
 
     ours = mergeable_ranks(ASSETS / "encoder.json")
     theirs = tiktoken.load.data_gym_to_mergeable_bpe_ranks(

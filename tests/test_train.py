@@ -13,9 +13,9 @@ import torch
 from safetensors import safe_open
 
 from conftest import TINY_SHAKESPEARE
-from playground import corpus as corpus_mod
-from playground.config import PRESETS, ConfigError, GPTConfig
-from playground.corpus import (
+from playground.training import corpus as corpus_mod
+from playground.engine.config import PRESETS, ConfigError, GPTConfig
+from playground.training.corpus import (
     CorpusError,
     min_corpus_tokens,
     prepare_corpus,
@@ -25,19 +25,17 @@ from playground.corpus import (
     text_from_upload,
     tiny_shakespeare_path,
 )
-from playground.train import (
+from playground.training.trainer import (
     TrainConfig,
     Trainer,
     build_model,
     check_training_memory,
-    evaluate_loss,
     lr_at,
-    main,
     optimizer_path,
-    random_init_loss,
-    unigram_loss,
 )
-from playground.weights import load_checkpoint, read_checkpoint_metadata
+from playground.training.cli import main
+from playground.training.losses import evaluate_loss, random_init_loss, unigram_loss
+from playground.engine.weights import load_checkpoint, read_checkpoint_metadata
 
 # Small enough that a step takes a few milliseconds of matrix work beyond the 50257-way softmax.
 TINY = PRESETS["nano (2 layers, d64)"].replace(context_length=32, emb_dim=32)

@@ -6,9 +6,10 @@ import itertools
 
 import pytest
 
-from playground import PRESETS, corpus
-from playground.session import training_config
-from playground.train_estimate import (
+from playground import PRESETS
+from playground.training import corpus
+from playground.server.session import training_config
+from playground.training.estimate import (
     StepTiming, estimate_seconds, evaluations, format_duration, measure_step_time, steps_for_seconds,
 )
 from playground.ui import train_tab as tt
@@ -28,7 +29,7 @@ class ScriptedClock:
 
 
 def test_evaluations_match_what_the_training_loop_does():
-    from playground.train import Trainer
+    from playground.training.trainer import Trainer
 
     for steps, interval in [(80, 5), (7, 5), (5, 5), (1, 5), (200, 10)]:
         expected = 1 + len([s for s in range(1, steps + 1) if s % interval == 0 or s == steps])
@@ -38,7 +39,7 @@ def test_evaluations_match_what_the_training_loop_does():
     import torch
 
     ids = torch.randint(NANO.vocab_size, (200,), generator=torch.Generator().manual_seed(0))
-    from playground.train import build_model
+    from playground.training.trainer import build_model
 
     trainer = Trainer(build_model(NANO, seed=0), ids[:150], ids[150:], tcfg)
     trainer.run()
@@ -83,7 +84,7 @@ def test_tab_estimate_is_the_measured_timing_times_the_run():
 
 
 def test_estimate_html_says_the_numbers(monkeypatch):
-    from playground import train_estimate
+    from playground.training import estimate as train_estimate
 
     timing = StepTiming(first_step_s=1.0, step_s=0.5, eval_s=0.25, n_steps=2)
     monkeypatch.setattr(train_estimate, "cached_step_time", lambda cfg, tcfg: timing)
@@ -118,7 +119,7 @@ def test_default_corpus_is_bundled_public_domain_text(no_network):
     assert "First Citizen" not in text and "ROMEO" not in text  # not Tiny Shakespeare
     prepared = corpus.prepare_corpus(text, 128)  # long enough for the tab's 128-token windows
     held_out = prepared.val_ids.tolist()
-    from playground.tokenizer import load_tokenizer
+    from playground.engine.tokenizer import load_tokenizer
 
     assert load_tokenizer().decode(held_out).isascii()  # the held-out tenth is English, like most of it
     assert (corpus.BUNDLED_CORPUS.parent / "README.md").read_text().count("public domain") >= 1

@@ -4,7 +4,7 @@
 import pytest
 
 from playground import ui
-from playground.session import CACHE, JOBS
+from playground.server.session import CACHE, JOBS
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
 

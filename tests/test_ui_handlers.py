@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from playground import PRESETS, count_parameters
-from playground.config import ConfigError
-from playground.session import CACHE, get_run, random_recipe
+from playground.engine.config import ConfigError
+from playground.server.session import CACHE, get_run, random_recipe
 from playground import ui
 from playground.ui import model_tab  # noqa: F401  (ui.model_tab below)
-from playground.figures import format_prob
+from playground.figures.charts import format_prob
 from playground.ui.chips import RESET, all_chips
 
 NANO = PRESETS["nano (2 layers, d64)"]
@@ -303,7 +303,7 @@ def test_the_form_describes_the_loaded_model():
     assert (weights, preset, seed, dtype) == ("random init", "nano (2 layers, d64)", 7, "bfloat16")
     assert fields == fields_of(NANO)
     assert out[-1]["visible"] is False  # head examples belong to the bundled model only
-    from playground.files import work_dir
+    from playground.server.files import work_dir
 
     model = CACHE.get(out[0]["recipe"])
     trained = {"kind": "file", "path": str(work_dir() / "trained" / "t.safetensors"), "label": "mine", "dtype": "float32"}
@@ -374,7 +374,7 @@ def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
 def test_attention_of_a_run_that_grew_after_its_forward_keeps_its_labels(monkeypatch):
     """A chip clicked mid-run: the run may gain a token between the forward and the labels."""
     import playground.ui.attention_view as av
-    from playground.session import run_attention
+    from playground.server.session import run_attention
 
     state = run_generation(nano_state(), n=4)[0]
     run = run_of(state)

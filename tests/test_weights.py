@@ -9,10 +9,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from playground.config import ConfigError, GPTConfig
-from playground.model import GPTModel
-from playground.sampling import generate
-from playground.weights import (
+from playground.engine.config import ConfigError, GPTConfig
+from playground.engine.model import GPTModel
+from playground.engine.sampling import generate
+from playground.engine.weights import (
     CHECKPOINT_FORMAT,
     LoadReport,
     WeightLoadError,
@@ -467,7 +467,7 @@ def test_pickle_renamed_is_refused_without_unpickling(tmp_path, monkeypatch):
 
 
 def test_oversize_file_is_refused_before_reading(tmp_path, good_checkpoint, monkeypatch):
-    import playground.weights as weights
+    import playground.engine.weights as weights
 
     def no_open(*args, **kwargs):
         raise AssertionError("opened a file over the limit")

@@ -80,7 +80,7 @@ def readme_screenshot(browser, url: str, out: Path) -> None:
 
 
 def every_tab(browser, url: str) -> list[Path]:
-    from playground.translations import tr
+    from playground.i18n.catalogue import tr
 
     shots = []
     for lang in ("en", "zh-CN"):

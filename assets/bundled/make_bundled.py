@@ -2,7 +2,7 @@
 
 1. Train (about 25-40 minutes on one CPU thread):
 
-    nice python -m playground.train \\
+    nice python -m playground.training \\
         --config '{"context_length": 256, "emb_dim": 64, "n_heads": 4, "n_layers": 6}' \\
         --data ../shared/data/tinyshakespeare.txt --steps 1200 --batch-size 4 --lr 3e-3 --min-lr 3e-4 \\
         --warmup-steps 100 --eval-interval 100 --eval-batches 4 --seed 1337 --threads 1 \\
@@ -31,12 +31,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from playground.corpus import load_tiny_shakespeare, prepare_corpus  # noqa: E402
-from playground.model import GPTModel  # noqa: E402
-from playground.sampling import generate  # noqa: E402
-from playground.tokenizer import load_tokenizer  # noqa: E402
-from playground.train import evaluate_loss, random_init_loss, unigram_loss  # noqa: E402
-from playground.weights import load_checkpoint, save_checkpoint  # noqa: E402
+from playground.training.corpus import load_tiny_shakespeare, prepare_corpus  # noqa: E402
+from playground.engine.model import GPTModel  # noqa: E402
+from playground.engine.sampling import generate  # noqa: E402
+from playground.engine.tokenizer import load_tokenizer  # noqa: E402
+from playground.training.losses import evaluate_loss, random_init_loss, unigram_loss  # noqa: E402
+from playground.engine.weights import load_checkpoint, save_checkpoint  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 CHECKPOINT = OUT / "shakespeare.safetensors"

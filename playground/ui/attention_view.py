@@ -13,12 +13,12 @@ import weakref
 import gradio as gr
 import numpy as np
 
-from .. import figures
-from ..attention_stats import attention_rollout, head_stats
-from ..memory import BUDGET
-from ..session import all_layers_attention_bytes, layer_attention, run_attention
-from ..tokenizer import load_tokenizer
-from ..translations import tr_error
+from playground.figures import charts as figures
+from playground.inside.attention_stats import attention_rollout, head_stats
+from playground.runtime.memory import BUDGET
+from playground.server.session import all_layers_attention_bytes, layer_attention, run_attention
+from playground.engine.tokenizer import load_tokenizer
+from playground.i18n.catalogue import tr_error
 from .common import api_run, dress, lang_of, parse_choice, parse_whole, session_model, session_run, tr, warn
 
 VIEW_KEYS = {"one head": "v_one", "all heads of the layer": "v_all", "head average": "v_avg",

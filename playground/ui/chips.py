@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import html
 
-from ..bpe import token_view
-from ..figures import format_prob
-from ..tokenizer import load_tokenizer
-from ..translations import tr
+from playground.inside.bpe import token_view
+from playground.figures.charts import format_prob
+from playground.engine.tokenizer import load_tokenizer
+from playground.i18n.catalogue import tr
 
 # Chip colours by how sure the model was; white text on each is at least 4.5:1 (WCAG AA).
 PROMPT_COLOR = "#4b5563"

@@ -16,18 +16,18 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..config import PRESETS, DEFAULT_PRESET
-from ..files import exports_dir
-from ..receipts import receipt
-from ..replay import model_for, read_record, replay, replay_record, write_record
-from ..scoring import compare_scores, decode_upload, score_text
-from ..session import CACHE, MAX_NEW_TOKENS, describe_recipe, start_run
-from ..tokenizer import load_tokenizer
+from playground.engine.config import PRESETS, DEFAULT_PRESET
+from playground.server.files import exports_dir
+from playground.engine.receipts import receipt
+from playground.server.replay import model_for, read_record, replay, replay_record, write_record
+from playground.inside.scoring import compare_scores, decode_upload, score_text
+from playground.server.session import CACHE, MAX_NEW_TOKENS, describe_recipe, start_run
+from playground.engine.tokenizer import load_tokenizer
 from . import compare_views as cv
 from . import model_tab as mt
 from . import redraw, share
 from . import prefs
-from ..translations import EN
+from playground.i18n.catalogue import EN
 from .common import T, choices, dress, fail, lang_of, ok, tr, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
 from .generate_tab import DECODE_LOCK
 

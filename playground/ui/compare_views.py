@@ -8,10 +8,10 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from ..figures import format_prob
-from ..receipts import explain
-from ..tokenizer import load_tokenizer
-from ..translations import tr
+from playground.figures.charts import format_prob
+from playground.engine.receipts import explain
+from playground.engine.tokenizer import load_tokenizer
+from playground.i18n.catalogue import tr
 
 MAX_CHIPS = 2_000  # chips drawn per view; the figures and totals always cover the whole text
 

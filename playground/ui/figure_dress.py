@@ -1,7 +1,7 @@
 """The last touch on every figure the page shows: its words in the page's language and, in
 presenter mode, type large enough for the back of a room and a height that fits a projector.
 
-Figure builders (``playground.figures``) take their titles from the caller and are language-free
+Figure builders (``playground.figures.charts``) take their titles from the caller and are language-free
 otherwise, except for a few fixed words (axis titles, subplot titles, legend names, notes); those
 are translated here, so the plotting code stays plain.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from ..lens_figures import waterfall_range
-from ..translations import normalize_lang
+from playground.figures.inside import waterfall_range
+from playground.i18n.catalogue import normalize_lang
 
 # Fixed words the figure builders write, and their Chinese.
 WORDS_ZH = {

@@ -17,11 +17,11 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from .. import figures
-from ..session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
-from ..tokenizer import load_tokenizer
+from playground.figures import charts as figures
+from playground.server.session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
+from playground.engine.tokenizer import load_tokenizer
 from . import attention_view as av
-from ..translations import tr_error
+from playground.i18n.catalogue import tr_error
 from .attention_view import SPANS, VIEWS, attention_views
 from .chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND, ChipStream, status_html
 from .common import T, api_run, choices, dress, fail, lang_of, tr, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, \
@@ -227,7 +227,7 @@ def export_model_file(state):
 
 def run_data(state):
     """API: the current run's tokens with their probabilities."""
-    from ..session import describe_recipe
+    from playground.server.session import describe_recipe
 
     run, error = api_run(state)
     if error:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ..translations import EN, ZH, normalize_lang, tr
+from playground.i18n.catalogue import EN, ZH, normalize_lang, tr
 
 I18N = gr.I18n(en=EN, **{"zh-CN": ZH, "zh": ZH})
 T = I18N  # T("key") -> a label translated in the browser

@@ -11,11 +11,11 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from .. import lenses
-from ..interventions import Intervention
-from ..session import recipe_key
-from ..tokenizer import load_tokenizer
-from ..translations import EN, tr
+from playground.inside import lenses
+from playground.inside.interventions import Intervention
+from playground.server.session import recipe_key
+from playground.engine.tokenizer import load_tokenizer
+from playground.i18n.catalogue import EN, tr
 from .common import parse_bool, parse_number, parse_whole, session_model, session_run
 
 LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps (at most); a slider scrolls through the rest

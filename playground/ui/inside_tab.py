@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas as pd
 
-from .. import lens_figures as lf
-from ..interventions import Intervention
-from ..tokenizer import load_tokenizer
-from ..translations import tr_error
+from playground.figures import inside as lf
+from playground.inside.interventions import Intervention
+from playground.engine.tokenizer import load_tokenizer
+from playground.i18n.catalogue import tr_error
 from . import redraw
 from . import inside_picks
 from .cell_click import cols_js

@@ -6,9 +6,9 @@ import html
 import logging
 import traceback
 
-from ..config import ConfigError
-from ..translations import tr, tr_error
-from ..weights import WeightLoadError
+from playground.engine.config import ConfigError
+from playground.i18n.catalogue import tr, tr_error
+from playground.engine.weights import WeightLoadError
 
 log = logging.getLogger("playground.ui")
 

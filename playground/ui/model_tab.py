@@ -16,16 +16,17 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas as pd
 
-from .. import figures, kernels
-from ..config import (
+from playground.figures import charts as figures
+from playground.runtime import kernels
+from playground.engine.config import (
     ACTIVATIONS, ATTENTION_IMPLS, DEFAULT_PRESET, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, ConfigError, GPTConfig,
 )
-from ..session import (
+from playground.server.session import (
     BUNDLED_CHECKPOINT, CACHE, breakdown_table, bundled_recipe, describe_recipe, hub_recipe, import_upload,
     random_recipe, summary_line, tree_items, tree_table, tying_explanation,
 )
-from ..files import discard_upload, is_trained_checkpoint
-from ..weights import HUB_MODELS
+from playground.server.files import discard_upload, is_trained_checkpoint
+from playground.engine.weights import HUB_MODELS
 from . import redraw
 from .chips import RESET
 from .common import T, choices, dress, fail, lang_of, new_state, page_prefs, tr, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
@@ -43,7 +44,7 @@ PRESET_CHOICES = list(PRESETS) + [CUSTOM]
 
 def preset_choices(lang: str | None = None) -> list[tuple]:
     return [(name, name) for name in PRESETS] + choices({CUSTOM: "custom"}, lang)
-DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.quantize)
+DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.engine.quantize)
 
 HEAD_PATTERNS = {  # pattern name in facts.json -> (label key, a prompt that shows it)
     "line_break": ("head_line_break",
@@ -131,7 +132,7 @@ def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: 
 KERNEL_TEXT = {  # templates of the kernels box: keys of translations.py
     "head": "kn_head", "none": "kn_none", "note": "kn_note",
 }
-# The decisions as playground.kernels names them -> a translation key and its fields.
+# The decisions as playground.runtime.kernels names them -> a translation key and its fields.
 KERNEL_DECISIONS = [(re.compile(r"^one-row bfloat16 kernel (.+)$"), "kn_gemv", ("shape",)),
                     (re.compile(r"^(\S+) weight layout (.+)$"), "kn_layout", ("dtype", "shape")),
                     (re.compile(r"^(\S+) Q/K/V projections d=(\d+)$"), "kn_qkv", ("dtype", "d")),

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..translations import EN, ZH
+from playground.i18n.catalogue import EN, ZH
 from . import generate_tab, model_tab, train_tab
 from .attention_view import VIEW_KEYS, attention_views
 from .chips import legend, status_html
@@ -91,7 +91,7 @@ def _generate_part(state, lang, present, view, layer, head, log_scale, query, st
 
 
 def _train_part(train_state, lang):
-    from ..session import JOBS
+    from playground.server.session import JOBS
 
     job = JOBS.get((train_state or {}).get("job") or "")
     present = bool((train_state or {}).get("present"))

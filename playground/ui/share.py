@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from ..session import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
+from playground.server.session import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
 from .common import MAX_SEED, ok, parse_bool, warn
 
 # name -> (lowest, highest, whole number?): the Generate tab's slider ranges

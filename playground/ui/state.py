@@ -3,7 +3,7 @@ model in the shared cache and the run in the run registry."""
 
 from __future__ import annotations
 
-from ..session import CACHE, default_recipe, get_run
+from playground.server.session import CACHE, default_recipe, get_run
 
 
 def new_state(lang: str = "en") -> dict:

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..bpe import (
+from playground.inside.bpe import (
     MAX_REPLAY_BYTES, TokenizerViewError, hex_bytes, part_display, pretokens, replay_text, replay_word, tokenize_view,
 )
-from ..session import MAX_PROMPT_CHARS
-from ..tokenizer import display_text, load_tokenizer
+from playground.server.session import MAX_PROMPT_CHARS
+from playground.engine.tokenizer import display_text, load_tokenizer
 import pandas as pd
 
-from ..translations import tr_error
+from playground.i18n.catalogue import tr_error
 from .common import T, lang_of, tr, warn
 
 DEFAULT_TEXT = "An unbelievable tokenization: 从前有一座山 🦙"

@@ -16,9 +16,9 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from .. import figures
-from ..config import PRESETS
-from ..session import CACHE, describe_recipe
+from playground.figures import charts as figures
+from playground.engine.config import PRESETS
+from playground.server.session import CACHE, describe_recipe
 from . import redraw
 from .common import T, choices, dress, fail as _fail, lang_of, ok as _ok, parse_whole, tr, warn as _warn
 from .model_tab import N_SWITCH, switch_model, switch_outputs
@@ -48,14 +48,14 @@ _UNITS_ZH = {"h": "小时", "min": "分", "s": "秒"}
 
 def duration(seconds: float, lang: str = "en") -> str:
     """``format_duration`` in the page's language ('3 min 20 s', '3 分 20 秒')."""
-    from ..train_estimate import format_duration
+    from playground.training.estimate import format_duration
 
     text = format_duration(seconds)
     return text if lang == "en" else re.sub(r"\b(h|min|s)\b", lambda m: _UNITS_ZH[m.group(1)], text)
 
 
 def corpus_text(source, upload, pasted) -> tuple[str, str]:
-    from ..corpus import load_bundled_corpus, load_tiny_shakespeare, text_from_paste, text_from_upload
+    from playground.training.corpus import load_bundled_corpus, load_tiny_shakespeare, text_from_paste, text_from_upload
 
     if source == CORPUS_CHOICES[1]:
         return text_from_upload(upload), "your upload"
@@ -70,7 +70,7 @@ def corpus_text(source, upload, pasted) -> tuple[str, str]:
 
 
 def _train_config(preset_name, steps, lr, batch_size):
-    from ..session import training_config
+    from playground.server.session import training_config
 
     if preset_name not in PRESETS:
         raise ValueError(tr("en", "unknown_model", name=preset_name))
@@ -82,8 +82,8 @@ def _train_config(preset_name, steps, lr, batch_size):
 def estimate(preset_name, steps, batch_size=DEFAULT_BATCH, *, timer=None) -> dict:
     """Seconds the run would take here, from steps of this config timed on this machine (cached per
     config and batch shape); plain numbers. ``timer`` (tests) replaces the clock of a new measurement."""
-    from ..session import JOBS
-    from ..train_estimate import cached_step_time, estimate_seconds, evaluations, measure_step_time
+    from playground.server.session import JOBS
+    from playground.training.estimate import cached_step_time, estimate_seconds, evaluations, measure_step_time
 
     cfg, tcfg = _train_config(preset_name, steps, DEFAULT_LR, batch_size)
     busy = any(not job.done.is_set() for job in list(JOBS.values()))
@@ -158,8 +158,8 @@ def train_message(request: gr.Request, state):
 def train_model(train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH,
                 request: gr.Request = None):
     """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
-    from ..session import JOBS, TrainingJob
-    from ..train_estimate import estimate_seconds, known_step_time
+    from playground.server.session import JOBS, TrainingJob
+    from playground.training.estimate import estimate_seconds, known_step_time
 
     lang = lang_of(train_state)
     keep = {k: v for k, v in (train_state or {}).items() if k in ("lang", "present")}  # the page's, not the job's
@@ -198,7 +198,7 @@ def train_model(train_state, preset_name, source, upload, pasted, steps, lr, bat
 
 
 def stop_training(train_state, request: gr.Request = None):
-    from ..session import JOBS
+    from playground.server.session import JOBS
 
     lang = lang_of(train_state)
     job = JOBS.get((train_state or {}).get("job") or "")

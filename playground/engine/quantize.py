@@ -8,7 +8,7 @@ is exact and every other is within s/2. Activations, LayerNorms, biases, the pos
 and the KV cache stay in ``activations`` (bfloat16 by default, or float32); each product is (x · qᵀ) · s + b.
 
 Decoding streams every weight once per token, so a quarter of float32's bytes is what makes it
-fast; which kernel computes the product is measured on the machine (playground.kernels). Training
+fast; which kernel computes the product is measured on the machine (playground.runtime.kernels). Training
 an int8 model is not supported (its weights are frozen int8 parameters).
 """
 
@@ -117,7 +117,7 @@ def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16")
     Int8Embedding (per-row scales), and a tied output head keeps sharing it -- the head's output
     channels are the embedding's rows, so one set of int8 values and scales serves both.
     """
-    from . import kernels
+    from playground.runtime import kernels
 
     if is_int8(model):
         raise QuantizeError("This model is already int8.")

@@ -19,8 +19,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from . import kernels
-from .config import GPTConfig, check_build_size, check_memory
+from playground.runtime import kernels
+from playground.engine.config import GPTConfig, check_build_size, check_memory
 
 # ----------------------------------------------------------------------------------------------
 # Building blocks
@@ -171,7 +171,7 @@ class MultiHeadAttention(nn.Module):
         if self.stack_qkv and not torch.is_grad_enabled():
             # Inference: Q, K and V from one product with the three weights stacked -- one kernel
             # instead of three, where a measurement on this machine found it faster
-            # (playground.kernels). Training uses the three modules as written below.
+            # (playground.runtime.kernels). Training uses the three modules as written below.
             qkv = F.linear(x, *self.stacked_qkv())  # (B, T, 3 * emb_dim)
             q, k, v = qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
             return q, k, v
@@ -209,7 +209,7 @@ class MultiHeadAttention(nn.Module):
             trace.record(q, k)
         if hooks is None:
             ctx = _attend(q, k, v, self.dropout if self.training else 0.0)  # (B, H, T, hd)
-        else:  # playground.interventions: capture / ablate / scale heads, or lift the mask
+        else:  # playground.inside.interventions: capture / ablate / scale heads, or lift the mask
             ctx = hooks.attend(q, k, v)  # (B, H, T, hd)
         ctx = ctx.transpose(1, 2).reshape(B, T, d)  # (B, T, emb_dim)
         return self.out_proj(ctx)
@@ -395,7 +395,7 @@ def use_fast_weight_layout(model: nn.Module) -> None:
 
     Decoding one token streams each weight once, so the layout decides the speed: on one CPU
     float32 ran ~35% faster with W stored [in, out] (Hugging Face's Conv1D layout), on another
-    bfloat16 wanted nn.Linear's own [out, in]. playground.kernels times both for each weight shape
+    bfloat16 wanted nn.Linear's own [out, in]. playground.runtime.kernels times both for each weight shape
     and dtype (once per process, cached). Only the strides change: shapes, names, values and
     state_dict keys stay those of nn.Linear.
     """
@@ -434,7 +434,7 @@ class GPTModel(nn.Module):
     """``GPTModel(cfg)(idx)`` -> logits (batch, seq, vocab_size).
 
     ``memory_budget`` (bytes) refuses a config whose estimated memory is larger, before any
-    allocation; ``None`` checks against the process-wide budget (playground.memory), ``False``
+    allocation; ``None`` checks against the process-wide budget (playground.runtime.memory), ``False``
     skips the check (meta-device builds). Configs over the build size caps
     (``config.check_build_size``) are refused too, unless ``memory_budget`` is False.
     ``generator`` makes the initialisation draw from that ``torch.Generator`` instead of torch's
@@ -519,7 +519,7 @@ class GPTModel(nn.Module):
 
         With ``kv_cache`` the ids continue the cached sequence. ``last_token_only`` computes the
         output head for the final position only (all that sampling needs). ``hooks`` (a
-        ``playground.interventions.Hooks``) captures the residual stream and each head's and MLP's
+        ``playground.inside.interventions.Hooks``) captures the residual stream and each head's and MLP's
         output, and applies an intervention; ``None`` (the default) is the plain forward, untouched.
         """
         if idx.dim() != 2:

@@ -19,9 +19,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from .config import ConfigError, GPTConfig, check_memory
-from .devices import default_device, resolve_device  # noqa: F401 -- default_device was defined here before
-from .model import GPTModel
+from playground.engine.config import ConfigError, GPTConfig, check_memory
+from playground.runtime.devices import default_device, resolve_device  # noqa: F401 -- default_device was defined here before
+from playground.engine.model import GPTModel
 
 CHECKPOINT_FORMAT = "gpt-playground/1"
 HUB_MODELS = {
@@ -84,7 +84,7 @@ def _expected_shapes(cfg: GPTConfig) -> dict[str, tuple]:
 
 
 def _storable_state(model: GPTModel) -> dict[str, torch.Tensor]:
-    from .quantize import float_state_dict, is_int8
+    from playground.engine.quantize import float_state_dict, is_int8
 
     # An int8 model is stored as the float weights its int8 values and scales stand for: the
     # checkpoint format (and every loader) stays that of the float model.
@@ -396,7 +396,7 @@ def load_pretrained(
 
     The config is read first and the memory estimate checked before the weights are fetched or
     allocated. The returned model has a ``load_report`` (what was skipped, unexpected, ...).
-    ``device`` ("cpu", "cuda", "cuda:1", "mps"; default ``PLAYGROUND_DEVICE``, see playground.devices)
+    ``device`` ("cpu", "cuda", "cuda:1", "mps"; default ``PLAYGROUND_DEVICE``, see playground.runtime.devices)
     is where the model is put; a device this machine lacks raises DeviceError (a ValueError).
     """
     target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first

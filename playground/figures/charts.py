@@ -37,7 +37,7 @@ def __getattr__(name: str):
     plotting); callers written before the split still find them here. Lazy, so this module still
     loads on its own, without its package."""
     if name in ("head_stats", "attention_rollout"):
-        from . import attention_stats
+        from playground.inside import attention_stats
 
         return getattr(attention_stats, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -140,7 +140,7 @@ def _as_2d(probs, name: str = "probs") -> np.ndarray:
 
 
 def _format_bytes(n: float) -> str:
-    # Same as playground.config.format_bytes (decimal units); repeated so this module loads on its own.
+    # Same as playground.engine.config.format_bytes (decimal units); repeated so this module loads on its own.
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import GPTConfig
-from .memory import BUDGET
+from playground.engine.config import GPTConfig
+from playground.runtime.memory import BUDGET
 
 MEASURED_STEPS = 2
 
@@ -65,7 +65,7 @@ def measure_step_time(cfg: GPTConfig, tcfg, *, timer=time.perf_counter, n_steps:
     the process budget first, as for a real run; refused with MemoryBudgetError if it does not fit).
 
     ``timer`` is injectable so tests can check the arithmetic with scripted times."""
-    from .train import Trainer, build_model, check_training_memory
+    from playground.training.trainer import Trainer, build_model, check_training_memory
 
     block = tcfg.block_size or cfg.context_length
     need = check_training_memory(cfg, tcfg, BUDGET.total)

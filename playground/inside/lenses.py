@@ -11,7 +11,7 @@ plain numbers (lists and floats), so the UI, the API and the tests read the same
 - ``logit_attribution``: direct logit attribution of one position's logit for one token to the
   embeddings, every head, every attention bias, every MLP and the final norm's shift.
 - ``attention_maths``: q, k, q·k, ÷√d, the mask, softmax and the weighted v of one head.
-- ``compare``, ``dose_response``, ``head_sweep``: interventions (playground.interventions).
+- ``compare``, ``dose_response``, ``head_sweep``: interventions (playground.inside.interventions).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .interventions import Hooks, Intervention, InterventionError, check_alpha, resid_after, run_from, run_with_hooks
-from .memory import BUDGET
-from .model import LayerNorm, causal_mask
-from .readout import CHUNK_ROWS, HeadReader, RowFigures
+from playground.inside.interventions import Hooks, Intervention, InterventionError, check_alpha, resid_after, run_from, run_with_hooks
+from playground.runtime.memory import BUDGET
+from playground.engine.model import LayerNorm, causal_mask
+from playground.engine.readout import CHUNK_ROWS, HeadReader, RowFigures
 
 SWEEP_LIMIT_S = 60.0
 TOP_K = 10
@@ -150,7 +150,7 @@ def lens_from_cache(model, cache, ids, first: int, stop: int, final: RowFigures 
     stream = torch.cat([r[0, first:stop] for r in layers])  # (len(layers)·n, d): layer-major rows
     nxt = torch.cat([torch.tensor((ids + [0])[first + 1:stop + 1], dtype=torch.long)] * len(layers))  # each row's next token
     # argmax needs no softmax, and p = exp(logit − logsumexp) needs only the two reductions:
-    # playground.readout reads the rows in cache-sized chunks without a (rows, V) matrix
+    # playground.engine.readout reads the rows in cache-sized chunks without a (rows, V) matrix
     f = HeadReader(model)(stream, nxt, norm=True)
     top_id, top_prob, target_logp = f.top_id, f.top_prob, f.target_logp
     if final is not None:

@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from .memory import BUDGET, default_budget_bytes, format_bytes
+from playground.runtime.memory import BUDGET, default_budget_bytes, format_bytes
 
 GPT2_VOCAB_SIZE = 50257  # tokens in the GPT-2 BPE (50,000 merges + 256 bytes + <|endoftext|>)
 
@@ -184,7 +184,7 @@ def estimate_memory_bytes(cfg: GPTConfig, dtype: str = "float32", batch_size: in
 
 
 def default_memory_budget_bytes() -> int:
-    """The process-wide budget's size (playground.memory states the rule)."""
+    """The process-wide budget's size (playground.runtime.memory states the rule)."""
     return default_budget_bytes()
 
 
@@ -220,7 +220,7 @@ def check_build_size(cfg: GPTConfig) -> None:
 def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | None = None) -> int:
     """Raise ConfigError if the estimate exceeds the budget; return the estimate otherwise.
 
-    With ``budget_bytes`` None the budget is the process-wide one (playground.memory.BUDGET): a
+    With ``budget_bytes`` None the budget is the process-wide one (playground.runtime.memory.BUDGET): a
     model bigger than the whole budget is a ConfigError; one that fits the budget but not what is
     free now raises MemoryBudgetError (a MemoryError) naming what holds the memory.
     """

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .tokenizer import load_tokenizer
+from playground.engine.tokenizer import load_tokenizer
 
 MAX_CORPUS_BYTES = 20 * 1024 * 1024  # 20 MiB: a few million tokens, minutes to tokenise at most
 VAL_FRACTION = 0.1  # the last tenth of the tokens is held out for the validation loss
@@ -29,7 +29,7 @@ TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/mast
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 TINY_SHAKESPEARE_BYTES = 1_115_394
 TINY_SHAKESPEARE_FILENAME = "tinyshakespeare.txt"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_TINY_SHAKESPEARE = REPO_ROOT.parent / "shared" / "data" / TINY_SHAKESPEARE_FILENAME
 # Aesop's fables, nursery rhymes and five Tang poems, all public domain (assets/corpus/README.md
 # names the sources): small enough to ship, so a lesson's training run needs no network.

@@ -5,7 +5,7 @@ bundled checkpoint, a hub repo, or a checkpoint file the server wrote). The reci
 session keeps; the cache maps recipes to built models, so switching back to a model is instant and
 an evicted one is simply rebuilt. Sessions share nothing else.
 
-Memory (playground.memory.BUDGET, one budget for the whole process):
+Memory (playground.runtime.memory.BUDGET, one budget for the whole process):
 
 - ``CACHE.get(recipe)`` builds through ONE build queue (``PLAYGROUND_MAX_BUILDS``, default 1),
   whoever asks (/build_model, a /generate after an eviction, "use the trained model"). Before a
@@ -41,23 +41,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import (DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, check_build_size, check_memory,
+from playground.engine.config import (DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, check_build_size, check_memory,
                      count_parameters_analytic, format_bytes)
-from .devices import default_device, describe_device
-from .inspection import count_parameters, module_tree, parameter_breakdown
-from .memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
-from .model import GPTModel, attention_probs
-from .quantize import is_int8, quantize_int8
-from .quantize import model_bytes as int8_model_bytes
-from .sampling import Generation, GenerationStep, generate
-from .threads import as_background_work
-from .tokenizer import load_tokenizer
-from .translations import tr, tr_formula
-from .weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
+from playground.runtime.devices import default_device, describe_device
+from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
+from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
+from playground.engine.model import GPTModel, attention_probs
+from playground.engine.quantize import is_int8, quantize_int8
+from playground.engine.quantize import model_bytes as int8_model_bytes
+from playground.engine.sampling import Generation, GenerationStep, generate
+from playground.runtime.threads import as_background_work
+from playground.engine.tokenizer import load_tokenizer
+from playground.i18n.catalogue import tr, tr_formula
+from playground.engine.weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
 # Files the server writes and reads moved to files.py; imported here so old imports keep working.
-from .files import MAX_UPLOAD_BYTES, export_model, export_run, import_upload, save_trained, work_dir  # noqa: E402,F401
+from playground.server.files import MAX_UPLOAD_BYTES, export_model, export_run, import_upload, save_trained, work_dir  # noqa: E402,F401
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_CHECKPOINT = ROOT / "assets" / "bundled" / "shakespeare.safetensors"
 MAX_PROMPT_CHARS = 20_000
 MAX_NEW_TOKENS = 512
@@ -127,7 +127,7 @@ def model_label(recipe: dict) -> str:
 
 def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
     """Build the model a recipe names. Raises ConfigError / WeightLoadError with user-facing text.
-    ``dtype`` "int8" builds in bfloat16, then quantizes the weights (playground.quantize)."""
+    ``dtype`` "int8" builds in bfloat16, then quantizes the weights (playground.engine.quantize)."""
     if recipe.get("dtype") == "int8":
         return quantize_int8(build_from_recipe({**recipe, "dtype": "bfloat16"}, progress=progress))
     dtype = recipe.get("dtype", "float32")
@@ -147,7 +147,7 @@ def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
     if kind == "hub":
         tqdm_class = None
         if progress is not None:
-            from .weights import hf_progress_tqdm
+            from playground.engine.weights import hf_progress_tqdm
 
             tqdm_class = hf_progress_tqdm(progress)
         return load_pretrained(recipe["repo"], dtype=dtype, device=default_device(), tqdm_class=tqdm_class)
@@ -666,7 +666,7 @@ def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_siz
                     seed: int = 1337):
     """The TrainConfig of a Train-tab run (also what its time estimate measures); steps and lr are
     checked with messages for the user."""
-    from .train import TrainConfig
+    from playground.training.trainer import TrainConfig
 
     steps = _whole(steps, "Steps")
     if not 1 <= steps <= MAX_TRAIN_STEPS:
@@ -691,8 +691,9 @@ class TrainingJob:
 
     def __init__(self, cfg: GPTConfig, text: str, corpus_name: str, *, steps: int, lr: float,
                  batch_size: int = 8, block_size: int | None = None, seed: int = 1337):
-        from .corpus import prepare_corpus
-        from .train import Trainer, build_model, check_training_memory, unigram_loss
+        from playground.training.corpus import prepare_corpus
+        from playground.training.losses import unigram_loss
+        from playground.training.trainer import Trainer, build_model, check_training_memory
 
         tcfg = training_config(cfg, steps, lr, batch_size=batch_size, block_size=block_size, seed=seed)
         block = tcfg.block_size
@@ -727,7 +728,7 @@ class TrainingJob:
                 self.val_points.append((ev.step, ev.val_loss))
             self.last_event = ev
 
-        as_background_work()  # generation first: lower priority, one thread fewer (playground.threads)
+        as_background_work()  # generation first: lower priority, one thread fewer (playground.runtime.threads)
         try:
             self.trainer.run(callback=on_event, should_stop=self._stop.is_set)
         except Exception as e:  # reported to the user by the polling handler

@@ -1,7 +1,7 @@
 """The training command line: one process, or one process per device under ``torchrun``.
 
-    python -m playground.train --config "nano (2 layers, d64)" --data input.txt --steps 500 --out runs/nano
-    torchrun --nproc_per_node=4 -m playground.train --config "gpt2-small (124M)" --data input.txt \
+    python -m playground.training --config "nano (2 layers, d64)" --data input.txt --steps 500 --out runs/nano
+    torchrun --nproc_per_node=4 -m playground.training --config "gpt2-small (124M)" --data input.txt \
         --batch-size 32 --amp bf16 --out runs/small
 
 Under torchrun every process trains on its slice of the same global batch (``--batch-size``, which
@@ -23,16 +23,16 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .config import PRESETS, ConfigError, GPTConfig
-from .corpus import prepare_corpus, text_from_upload
-from .devices import CHOICES as DEVICE_CHOICES
-from .devices import ENV_VAR as DEVICE_ENV_VAR
-from .devices import DeviceError, describe_device, resolve_device
-from .memory import default_budget_bytes, format_bytes
-from .train import (
+from playground.engine.config import PRESETS, ConfigError, GPTConfig
+from playground.training.corpus import prepare_corpus, text_from_upload
+from playground.runtime.devices import CHOICES as DEVICE_CHOICES
+from playground.runtime.devices import ENV_VAR as DEVICE_ENV_VAR
+from playground.runtime.devices import DeviceError, describe_device, resolve_device
+from playground.runtime.memory import default_budget_bytes, format_bytes
+from playground.training.trainer import (
     TrainConfig, TrainEvent, Trainer, build_model, check_training_memory, estimate_training_memory_bytes,
 )
-from .weights import WeightLoadError, read_checkpoint_metadata
+from playground.engine.weights import WeightLoadError, read_checkpoint_metadata
 
 CLI_MAX_CORPUS_BYTES = 512 * 1024 * 1024  # the command line trusts its user more than the web app does
 AMP_DTYPES = {"off": "float32", "bf16": "bfloat16"}
@@ -61,9 +61,9 @@ def parse_model_config(spec: str) -> GPTConfig:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m playground.train",
+        prog="python -m playground.training",
         description="Train a GPT on a text file: in one process, or with DistributedDataParallel in each process "
-                    "torchrun starts (torchrun --nproc_per_node=N -m playground.train ...).")
+                    "torchrun starts (torchrun --nproc_per_node=N -m playground.training ...).")
     p.add_argument("--config", default="nano (2 layers, d64)", help="preset name, JSON object, or JSON file")
     p.add_argument("--data", required=True, help="a UTF-8 text file (the last 10%% is held out)")
     p.add_argument("--out", required=True, help="output folder: model.safetensors, model.optim.safetensors, log.jsonl")

@@ -398,7 +398,7 @@ EN = {
     # the Model tab's kernels box (issue 14, translated for issue 12)
     "kn_head": "| decision | chosen | measured (median of one pass over the working set) |\n|---|---|---|",
     "kn_none": "Nothing measured yet in this process.",
-    "kn_note": "Each choice times its candidates on this machine once per process and weight shape (`playground.kernels`); `PLAYGROUND_KERNELS=default` turns the measurements off.",
+    "kn_note": "Each choice times its candidates on this machine once per process and weight shape (`playground.runtime.kernels`); `PLAYGROUND_KERNELS=default` turns the measurements off.",
     "kn_gemv": "one-row bfloat16 kernel {shape}",
     "kn_layout": "{dtype} weight layout {shape}",
     "kn_qkv": "{dtype} Q/K/V projections d={d}",
@@ -797,7 +797,7 @@ ZH = {
     # the Model tab's kernels box (issue 14, translated for issue 12)
     "kn_head": "| 决策 | 选用 | 实测（遍历一次工作集的中位数） |\n|---|---|---|",
     "kn_none": "本进程中还没有测量过。",
-    "kn_note": "每个选择都在本机上对候选方案计时，每个进程、每种权重形状各一次（`playground.kernels`）；设置 `PLAYGROUND_KERNELS=default` 可关闭测量。",
+    "kn_note": "每个选择都在本机上对候选方案计时，每个进程、每种权重形状各一次（`playground.runtime.kernels`）；设置 `PLAYGROUND_KERNELS=default` 可关闭测量。",
     "kn_gemv": "单行 bfloat16 计算内核 {shape}",
     "kn_layout": "{dtype} 权重布局 {shape}",
     "kn_qkv": "{dtype} Q/K/V 投影 d={d}",
@@ -831,7 +831,7 @@ def tr(lang: str | None, key: str, **values) -> str:
     return text.format(**values) if values else text
 
 
-# Words inside the parameter formulas (playground.inspection), which are otherwise maths.
+# Words inside the parameter formulas (playground.inside.inspection), which are otherwise maths.
 FORMULA_ZH = {
     "(fixed sinusoids, a buffer)": "（固定的正弦编码，是缓冲区而非参数）",
     "(tied to the token embedding)": "（与词元嵌入共享）",

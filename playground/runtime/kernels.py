@@ -213,7 +213,7 @@ def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -
 def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) -> Choice:
     """How an int8-weight product runs: ATen's int8 matrix-vector kernel with per-channel scales
     (``_weight_int8pack_mm``), or the weight dequantized to the activations' dtype per product."""
-    from .quantize import int8_linear_kernels
+    from playground.engine.quantize import int8_linear_kernels
 
     n = _copies(shape, torch.int8, count)
     key = ("int8 kernel", tuple(shape), activations, n)
@@ -245,7 +245,7 @@ def many_row_product(weight_t: torch.Tensor) -> Choice:
     Which is faster depends on the CPU and the two libraries' builds (1.5-2x either way on
     machines we met), so it is timed on the real work: ``HeadReader`` itself over a few chunks of
     random rows with the model's own head ``weight_t`` (d, V)."""
-    from .readout import CHUNK_ROWS, HeadReader, available_lanes
+    from playground.engine.readout import CHUNK_ROWS, HeadReader, available_lanes
 
     d, V = weight_t.shape
     lanes = available_lanes()

@@ -142,7 +142,7 @@ class HeadReader:
         return reader
 
     def _setup(self, weight_t: torch.Tensor, chunk_rows: int, product: str | None, lanes: int | None) -> None:
-        from .kernels import many_row_product
+        from playground.runtime.kernels import many_row_product
 
         self.weight_t = weight_t  # (d, V), a view: whatever layout the kernels chose
         # torch's BLAS or numpy's for the product: measured once per process and shape

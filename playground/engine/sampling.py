@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .model import GPTModel
-from .receipts import inverse_cdf_draw, slices
+from playground.engine.model import GPTModel
+from playground.engine.receipts import inverse_cdf_draw, slices
 
 STAGES = ("raw", "temperature", "top_k", "top_p")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .config import GPT2_VOCAB_SIZE, GPTConfig
-from .corpus import CorpusError
-from .devices import autocast, default_device
-from .model import GPTModel
+from playground.engine.config import GPT2_VOCAB_SIZE, GPTConfig
+from playground.training.corpus import CorpusError
+from playground.runtime.devices import autocast, default_device
+from playground.engine.model import GPTModel
 
 
 def evaluation_starts(n_tokens: int, block_size: int, n_windows: int | None) -> torch.Tensor:

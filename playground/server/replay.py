@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .model import GPTModel
-from .sampling import generate
-from .tokenizer import load_tokenizer
+from playground.engine.model import GPTModel
+from playground.engine.sampling import generate
+from playground.engine.tokenizer import load_tokenizer
 
 FORMAT = "gpt-playground-replay"
 VERSION = 1
@@ -60,7 +60,7 @@ def machine() -> str:
 
 def replay_record(run, model: GPTModel) -> dict:
     """Everything needed to reproduce ``run`` (a session.Run made with ``model``)."""
-    from .session import describe_recipe  # session imports files, which imports this module
+    from playground.server.session import describe_recipe  # session imports files, which imports this module
 
     steps = run.steps
     settings = run.settings
@@ -209,9 +209,9 @@ def model_for(record: dict, current: tuple | None = None) -> tuple[GPTModel, dic
     weights are the recorded ones (e.g. the same checkpoint uploaded again), else the recorded recipe
     built through the shared cache (and the memory budget). A recipe naming a file outside this
     server's own folders, or weights it cannot get, is refused with a message naming the weights."""
-    from .files import _inside, work_dir
-    from .session import CACHE
-    from .weights import HUB_MODELS
+    from playground.server.files import _inside, work_dir
+    from playground.server.session import CACHE
+    from playground.engine.weights import HUB_MODELS
 
     record = check_record(record)
     if current is not None and weights_sha256(current[0]) == record["weights_sha256"]:

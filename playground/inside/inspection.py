@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-from .config import GPTConfig, bytes_per_element, count_parameters_analytic
-from .model import GPTModel
-from .quantize import int8_bytes
+from playground.engine.config import GPTConfig, bytes_per_element, count_parameters_analytic
+from playground.engine.model import GPTModel
+from playground.engine.quantize import int8_bytes
 
 
 def unique_parameters(model: nn.Module) -> dict[int, tuple[str, nn.Parameter]]:
@@ -203,7 +203,7 @@ def parameter_breakdown(cfg_or_model: GPTConfig | GPTModel, context_tokens: int 
         memory={
             "fp32": total * 4,
             "bf16/fp16": total * 2,
-            # Weight-only int8 (playground.quantize): one byte a weight-matrix entry, a bfloat16
+            # Weight-only int8 (playground.engine.quantize): one byte a weight-matrix entry, a bfloat16
             # scale a row, everything else bfloat16 -- the measured size once the model is int8.
             "int8": int8_bytes(model),
             # AdamW in fp32: weights + gradients + two moment estimates (activations not included).

@@ -25,11 +25,11 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .config import ConfigError, check_build_size, check_memory
-from .export_formats import JSON_DECIMALS, finite_json, json_attention_bytes, npz_attention_bytes, write_json, write_npz
-from .model import GPTModel, attention_probs
-from .tokenizer import load_tokenizer
-from .weights import WeightLoadError, check_file_finite, check_header, checkpoint_config, read_header, save_checkpoint
+from playground.engine.config import ConfigError, check_build_size, check_memory
+from playground.server.export_formats import JSON_DECIMALS, finite_json, json_attention_bytes, npz_attention_bytes, write_json, write_npz
+from playground.engine.model import GPTModel, attention_probs
+from playground.engine.tokenizer import load_tokenizer
+from playground.engine.weights import WeightLoadError, check_file_finite, check_header, checkpoint_config, read_header, save_checkpoint
 
 MAX_UPLOAD_BYTES = int(float(os.environ.get("PLAYGROUND_MAX_UPLOAD_MB", "700")) * 1e6)
 DEFAULT_MAX_EXPORT_MB = 1000  # a full 1024-token GPT-2 small run is 756 MB as JSON, 604 MB as .npz
@@ -203,7 +203,7 @@ def _window_attention(model: GPTModel, run, layers: Sequence[int]):
     ``session.run_attention``: the run's cached trace when the attention views already computed it
     (as they do after every generation), else one forward. Each layer's maps are computed only when
     they are written."""
-    from .session import run_attention  # session imports this module
+    from playground.server.session import run_attention  # session imports this module
 
     _, qk = run_attention(model, run)
 
@@ -221,8 +221,8 @@ def _window_attention(model: GPTModel, run, layers: Sequence[int]):
 
 
 def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
-    from .replay import replay_record
-    from .session import describe_recipe  # session imports this module
+    from playground.server.replay import replay_record
+    from playground.server.session import describe_recipe  # session imports this module
 
     tok = load_tokenizer()
     steps = [
@@ -322,7 +322,7 @@ def export_run(run, model: GPTModel, fmt: str = "json", *, layers: Sequence[int]
 
 def export_model(model: GPTModel, recipe: dict) -> Path:
     """The model as a safetensors checkpoint the upload box accepts back, inside Gradio's cache."""
-    from .session import describe_recipe, recipe_key
+    from playground.server.session import describe_recipe, recipe_key
 
     # The recipe names the model, and a sample of every tensor identifies the weights themselves: an
     # export written by an earlier version of the code (another initialisation) is never handed out.
@@ -362,7 +362,7 @@ def import_upload(upload_path: str, original_name: str | None = None) -> dict:
     else the upload's own name: Gradio keeps it as the basename of the path it passes) and is
     deleted at once if it lies in Gradio's upload folder.
     """
-    from .session import file_recipe
+    from playground.server.session import file_recipe
 
     src = Path(upload_path)
     if not src.is_file():
@@ -420,7 +420,7 @@ def is_trained_checkpoint(path) -> bool:
 
 def save_trained(model: GPTModel, label: str) -> dict:
     """Give a trained model a recipe: its checkpoint on the server under a generated name."""
-    from .session import file_recipe
+    from playground.server.session import file_recipe
 
     out_dir = work_dir() / "trained"
     out_dir.mkdir(exist_ok=True)

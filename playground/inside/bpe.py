@@ -22,7 +22,7 @@ from pathlib import Path
 import regex
 from tiktoken_ext.openai_public import r50k_pat_str
 
-from .tokenizer import ASSETS, GPT2Tokenizer, bytes_to_unicode, display_text, load_tokenizer
+from playground.engine.tokenizer import ASSETS, GPT2Tokenizer, bytes_to_unicode, display_text, load_tokenizer
 
 MAX_REPLAY_BYTES = 256  # a "word" longer than this (one pre-token) is refused: the replay is O(n²) per merge
 _PRETOKEN = regex.compile(r50k_pat_str)

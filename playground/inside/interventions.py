@@ -5,7 +5,7 @@ switch parts off, TransformerLens-style.
 embeddings, each layer's attention (after softmax·V, before ``out_proj`` -- where one head's output
 is still its own slice ``ctx[:, h]`` of shape (B, T, head_dim)), each MLP, and the residual stream
 after each block. With ``hooks=None`` (every ordinary call, the decode loop included) none of this
-runs: the plain forward's maths and speed are those of ``playground.model`` alone.
+runs: the plain forward's maths and speed are those of ``playground.engine.model`` alone.
 
 An ``Intervention`` says what to change; it is plain data (JSON-able) and is checked against the
 model's config before any forward, so a head that does not exist or an α outside [0, 2] is refused
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .config import GPTConfig
+from playground.engine.config import GPTConfig
 
 ALPHA_RANGE = (0.0, 2.0)
 
@@ -237,7 +237,7 @@ class _LayerHooks:
 
 
 def _allowed(q_len: int, k_len: int, device) -> torch.Tensor:
-    from .model import causal_mask
+    from playground.engine.model import causal_mask
 
     return ~causal_mask(q_len, k_len, device)
 

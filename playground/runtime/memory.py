@@ -9,7 +9,7 @@ what holds the memory.
 The budget is ``PLAYGROUND_MEMORY_BUDGET_GB`` (GiB) if set, else 60% of this machine's physical
 RAM minus 1 GiB for what is never counted here (the interpreter, torch, gradio, the tokenizer,
 short-lived tensors). It is read at every check, so changing the variable takes effect at once.
-When the models live on a CUDA GPU (``PLAYGROUND_DEVICE``, see playground.devices), the memory
+When the models live on a CUDA GPU (``PLAYGROUND_DEVICE``, see playground.runtime.devices), the memory
 that runs out first is the GPU's: the default budget is then 85% of that GPU's memory (the CUDA
 context and the caching allocator's slack take the rest).
 
@@ -63,7 +63,7 @@ def default_budget_bytes(device=None) -> int:
         try:
             return int(float(env) * GiB)
         except ValueError:
-            from .config import ConfigError  # config imports this module: import at use
+            from playground.engine.config import ConfigError  # config imports this module: import at use
 
             raise ConfigError(f"PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {env!r}.") from None
     accelerator = accelerator_bytes(device)
@@ -75,14 +75,14 @@ def default_budget_bytes(device=None) -> int:
 def accelerator_bytes(device=None) -> int | None:
     """Total memory of the GPU the models live on (``device``, default: the app's), or None when they
     live in RAM (CPU, and Apple's MPS, whose GPU shares the machine's RAM)."""
-    from .devices import default_device  # config imports this module: import at use
+    from playground.runtime.devices import default_device  # config imports this module: import at use
 
     return _device_total(str(device) if device is not None else str(default_device()))
 
 
 @functools.cache
 def _device_total(device) -> int | None:
-    from .devices import device_memory_bytes
+    from playground.runtime.devices import device_memory_bytes
 
     return device_memory_bytes(device)
 

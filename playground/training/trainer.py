@@ -15,8 +15,8 @@ can resume on a different number of processes.
 
 The command line lives in train_cli.py:
 
-    python -m playground.train --config "nano (2 layers, d64)" --data input.txt --steps 500 --out runs/nano
-    torchrun --nproc_per_node=4 -m playground.train --data input.txt --steps 500 --out runs/nano
+    python -m playground.training --config "nano (2 layers, d64)" --data input.txt --steps 500 --out runs/nano
+    torchrun --nproc_per_node=4 -m playground.training --data input.txt --steps 500 --out runs/nano
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import contextlib
 import copy
 import json
 import math
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,16 +35,15 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from .config import (
+from playground.engine.config import (
     ConfigError, GPTConfig, SerializableConfig, count_parameters_analytic,
     default_memory_budget_bytes, format_bytes,
 )
-from .corpus import CorpusError, check_corpus_length
-from .devices import autocast, default_device, resolve_device
-# evaluation lives in losses.py; imported here so that old imports keep working
-from .losses import evaluate_loss, evaluation_starts, loss_sums, random_init_loss, unigram_loss  # noqa: F401
-from .model import GPTModel
-from .weights import WeightLoadError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
+from playground.training.corpus import CorpusError, check_corpus_length
+from playground.runtime.devices import autocast, default_device, resolve_device
+from playground.training.losses import evaluate_loss, evaluation_starts, loss_sums
+from playground.engine.model import GPTModel
+from playground.engine.weights import WeightLoadError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
 
 ADAMW_BETAS = (0.9, 0.95)  # nanoGPT / GPT-3: a shorter second-moment memory than Adam's 0.999
 TRAIN_DTYPES = ("float32", "bfloat16")
@@ -118,7 +116,7 @@ def _step_seed(seed: int, step: int) -> int:
 def build_model(cfg: GPTConfig, seed: int = 1337, memory_budget=None, device=None) -> GPTModel:
     """A freshly initialised model whose weights depend only on ``seed`` (drawn on the CPU from a
     generator of its own: torch's global one, which other users' sampling may use, is never
-    touched), then moved to ``device`` (default: ``PLAYGROUND_DEVICE``, see playground.devices)."""
+    touched), then moved to ``device`` (default: ``PLAYGROUND_DEVICE``, see playground.runtime.devices)."""
     model = GPTModel(cfg, memory_budget=memory_budget, generator=torch.Generator().manual_seed(seed))
     return model.to(resolve_device(device) if device is not None else default_device())
 
@@ -220,7 +218,7 @@ class Trainer:
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
 
-            # Each process measures its own fastest decode layout (playground.kernels), so two ranks
+            # Each process measures its own fastest decode layout (playground.runtime.kernels), so two ranks
             # can hold the same weight with different strides, which DDP refuses; the layout only
             # matters for one-row decoding, so train on plain contiguous weights everywhere.
             with torch.no_grad():
@@ -438,14 +436,3 @@ def _distributed() -> bool:
 def optimizer_path(model_path) -> Path:
     model_path = Path(model_path)
     return model_path.with_name(model_path.stem + ".optim.safetensors")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The command line (playground/train_cli.py), kept importable from here."""
-    from .train_cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":  # python -m playground.train ... and torchrun ... -m playground.train ...
-    sys.exit(main())

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .memory import BUDGET
-from .model import GPTModel
-from .readout import CHUNK_ROWS, HeadReader
-from .tokenizer import load_tokenizer
+from playground.runtime.memory import BUDGET
+from playground.engine.model import GPTModel
+from playground.engine.readout import CHUNK_ROWS, HeadReader
+from playground.engine.tokenizer import load_tokenizer
 
 MAX_SCORE_TOKENS = 16_384  # a longer text is cut here (and the cut is said)
 MAX_SCORE_CHARS = 200_000  # read at most this much text before tokenising
@@ -166,7 +166,7 @@ def score_ids(model: GPTModel, ids, *, stride: int | None = None, max_tokens: in
     return Scores(ids, surprisal, prob, rank, top, context, n_bytes, W, stride, n_windows, truncated_from, label)
 
 
-# Rows of logits reduced at once (playground.readout): the product, the argmax, the log-sum-exp and
+# Rows of logits reduced at once (playground.engine.readout): the product, the argmax, the log-sum-exp and
 # the rank count read them from cache instead of from memory -- the reductions, not the head's
 # product, were most of scoring's time when whole windows of logits went through them.
 SCORE_ROWS = CHUNK_ROWS

@@ -1,0 +1,1 @@
+"""Interpretability around an unchanged model: hooks and interventions, lenses, attention statistics, scoring."""

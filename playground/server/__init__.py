@@ -1,0 +1,1 @@
+"""What the app serves, without gradio: recipes, the model cache, runs, jobs, files, exports and replay."""
