@@ -21,6 +21,7 @@ from torch.overrides import TorchFunctionMode
 
 from playground.runtime import kernels
 from playground.engine.config import GPTConfig, check_build_size, check_memory
+from playground.engine.readout import many_row_product
 
 # ----------------------------------------------------------------------------------------------
 # Building blocks
@@ -417,7 +418,7 @@ def use_fast_weight_layout(model: nn.Module) -> None:
             w.size(1), w.dtype, _is_in_out(w), len(attention)).winner == "stacked"
     head = getattr(model, "out_head", None)
     if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
-        kernels.many_row_product(head.weight.detach().t())  # readout's product: decide now, not in a request
+        many_row_product(head.weight.detach().t())  # readout's product: decide now, not in a request
 
 
 class _skip_default_init(TorchFunctionMode):

@@ -20,6 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.runtime import kernels
+
 ACTIVATIONS = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
@@ -101,6 +103,32 @@ class Int8Embedding(nn.Module):
         return f"{self.num_embeddings}, {self.embedding_dim}, int8"
 
 
+def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) -> kernels.Choice:
+    """How an int8-weight product runs: ATen's int8 matrix-vector kernel with per-channel scales
+    (``_weight_int8pack_mm``), or the weight dequantized to the activations' dtype per product;
+    measured on ``count`` weights of ``shape`` (up to the kernel working set)."""
+    n = kernels.copies(shape, torch.int8, count)
+
+    def candidates() -> kernels.Candidates:
+        gen = torch.Generator().manual_seed(0)
+        ws = [torch.randint(-127, 128, shape, dtype=torch.int8, generator=gen) for _ in range(n)]
+        scales = torch.full((shape[0],), 0.02 / 127).to(activations)
+        x = torch.randn(1, shape[1]).to(activations)
+        impls = int8_linear_kernels()
+
+        def run(kernel):
+            def one_pass():
+                for w in ws:
+                    impls[kernel](x, w, scales, None)
+            return one_pass
+
+        return {k: run(k) for k in impls}
+
+    name = str(activations).replace("torch.", "")
+    return kernels.choose(("int8 kernel", tuple(shape), activations, n), f"int8 weights × {name} {tuple(shape)}",
+                          candidates)
+
+
 def is_int8(model: nn.Module) -> bool:
     return any(isinstance(m, (Int8Linear, Int8Embedding)) for m in model.modules())
 
@@ -117,8 +145,6 @@ def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16")
     Int8Embedding (per-row scales), and a tied output head keeps sharing it -- the head's output
     channels are the embedding's rows, so one set of int8 values and scales serves both.
     """
-    from playground.runtime import kernels
-
     if is_int8(model):
         raise QuantizeError("This model is already int8.")
     act = ACTIVATIONS.get(str(activations).replace("torch.", ""))
@@ -149,7 +175,7 @@ def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16")
         if id(linear.weight) not in done:
             done[id(linear.weight)] = _quantized(linear.weight, act)
         q = Int8Linear(*done[id(linear.weight)], linear.bias)
-        q.kernel = kernels.int8_kernel(tuple(q.weight.shape), act, shapes[tuple(q.weight.shape)]).winner
+        q.kernel = int8_kernel(tuple(q.weight.shape), act, shapes[tuple(q.weight.shape)]).winner
         setattr(parent, child, q)
     for m in model.modules():  # the stacked Q/K/V copy was of the float weights
         if hasattr(m, "stack_qkv"):

@@ -9,7 +9,7 @@ GPT-2 run: 51 MB per pass). ``HeadReader`` instead reads rows in chunks of ``CHU
 product with the head into a buffer it reuses (no fresh pages to fault in), then reductions of
 that buffer while it is still in cache.
 
-The product itself runs in torch or in numpy, whichever ``kernels.many_row_product`` measured
+The product itself runs in torch or in numpy, whichever ``many_row_product`` measured
 faster on this machine. On the CPU the argmax and the comparison count run in numpy, whose SIMD loops for them measured
 5-20× faster than torch's on the machines we met (torch's ``max`` with indices and its bool
 ``sum`` are not vectorised); ``exp`` stays in torch, which was the faster of the two. Anything else
@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from playground.runtime import kernels
 
 CHUNK_ROWS = 64  # (64, 50,257) float32 is 12.9 MB: stays in a 32 MB last-level cache while reduced
 
@@ -142,8 +144,6 @@ class HeadReader:
         return reader
 
     def _setup(self, weight_t: torch.Tensor, chunk_rows: int, product: str | None, lanes: int | None) -> None:
-        from playground.runtime.kernels import many_row_product
-
         self.weight_t = weight_t  # (d, V), a view: whatever layout the kernels chose
         # torch's BLAS or numpy's for the product: measured once per process and shape
         self.numpy_product = (product or many_row_product(weight_t).winner) == "numpy"
@@ -251,3 +251,26 @@ class HeadReader:
 @contextmanager
 def _nothing():
     yield
+
+
+def many_row_product(weight_t: torch.Tensor) -> kernels.Choice:
+    """Who multiplies chunks of rows by the output head, (64, d)·(d, V) float32, when many rows are
+    read out at once (scoring, the logit lens, per-position losses): PyTorch's BLAS on its own
+    threads, or numpy's OpenBLAS on one thread in each of ``available_lanes()`` lanes (threads
+    that each multiply and reduce their own chunks; OpenBLAS's own threads and torch's take turns
+    badly between a product and the torch reductions after it). Which is faster depends on the CPU
+    and the two libraries' builds, so it is timed on the real work: ``HeadReader`` itself over a
+    few chunks of random rows with the model's own head ``weight_t`` (d, V)."""
+    d, V = weight_t.shape
+    lanes = available_lanes()
+
+    def candidates() -> kernels.Candidates:
+        gen = torch.Generator().manual_seed(0)
+        rows = torch.randn(2 * lanes * CHUNK_ROWS, d, generator=gen)  # two chunks a lane
+        targets = torch.randint(0, V, (rows.size(0),), generator=gen)
+        readers = {p: HeadReader.for_weight(weight_t, product=p, lanes=lanes) for p in ("torch", "numpy")}
+        return {p: (lambda r: lambda: r(rows, targets, rank=True))(r) for p, r in readers.items()}
+
+    return kernels.choose(("many-row product", d, V, lanes),
+                          f"float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane{'s' * (lanes > 1)}",
+                          candidates)

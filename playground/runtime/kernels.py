@@ -60,9 +60,13 @@ def measuring_enabled() -> bool:
     return os.environ.get("PLAYGROUND_KERNELS", "measure").strip().lower() != "default"
 
 
-def choose(key: tuple, decision: str, candidates: dict[str, Callable[[], object]], *,
+Candidates = dict[str, Callable[[], object]]
+
+
+def choose(key: tuple, decision: str, candidates: Candidates | Callable[[], Candidates], *,
            reps: int = REPS, budget: float = BUDGET_S, timer: Callable[[], float] = time.perf_counter) -> Choice:
-    """Time each candidate ``reps`` times, interleaved (a burst of load from another process then
+    """``candidates`` maps a name to one timed pass, or is a function that builds that map (called
+    only when the decision is not cached yet, so its test matrices are made only then). Time each candidate ``reps`` times, interleaved (a burst of load from another process then
     hits every candidate alike; at least MIN_REPS, then until ``budget`` seconds are spent), and
     keep the one with the smallest median. Cached under ``key`` and the calling thread's torch
     thread count (the winner may change with it):
@@ -71,6 +75,8 @@ def choose(key: tuple, decision: str, candidates: dict[str, Callable[[], object]
     with _LOCK:
         if key in _CHOICES:
             return _CHOICES[key]
+        if callable(candidates):
+            candidates = candidates()
         names = list(candidates)
         if not measuring_enabled() or len(names) < 2:
             choice = Choice(decision, names[0], {}, measured=False)
@@ -116,13 +122,13 @@ def forget() -> None:
 # The working set: enough copies of one weight shape to stream from memory, as a model's do
 
 
-def _copies(shape: tuple[int, int], dtype: torch.dtype, count: int) -> int:
+def copies(shape: tuple[int, int], dtype: torch.dtype, count: int) -> int:
     """As many matrices of ``shape`` as the model has (``count``), up to the working set's size."""
     one = shape[0] * shape[1] * torch.empty((), dtype=dtype).element_size()
     return max(1, min(count, WORKING_SET_BYTES // one))
 
 
-def _matrices(shape, dtype, n, in_out: bool) -> list[torch.Tensor]:
+def matrices(shape, dtype, n, in_out: bool) -> list[torch.Tensor]:
     out = []
     gen = torch.Generator().manual_seed(0)
     for _ in range(n):
@@ -163,14 +169,12 @@ def one_row_bfloat16_kernel(shape: tuple[int, int] = (3072, 768), count: int = 1
     """oneDNN (PyTorch's default for bfloat16 matmuls on x86) or ATen's own matrix-vector kernel
     (used while oneDNN is switched off) for one-row bfloat16 products. The switch is process-wide,
     so this is decided once per process, on the first bfloat16 model's feed-forward shape."""
-    key = ("one-row bfloat16 kernel",)
-    with _LOCK:
-        if (*key, torch.get_num_threads()) in _CHOICES:
-            return _CHOICES[(*key, torch.get_num_threads())]
-        ws = _matrices(shape, torch.bfloat16, _copies(shape, torch.bfloat16, count), in_out=False)
+    def candidates() -> Candidates:
+        ws = matrices(shape, torch.bfloat16, copies(shape, torch.bfloat16, count), in_out=False)
         x = torch.randn(1, shape[1]).to(torch.bfloat16)
-        return choose(key, f"one-row bfloat16 kernel {tuple(shape)}",
-                      {"onednn": lambda: _gemv_pass(x, ws, "onednn"), "aten": lambda: _gemv_pass(x, ws, "aten")})
+        return {"onednn": lambda: _gemv_pass(x, ws, "onednn"), "aten": lambda: _gemv_pass(x, ws, "aten")}
+
+    return choose(("one-row bfloat16 kernel",), f"one-row bfloat16 kernel {tuple(shape)}", candidates)
 
 
 def _kernel_for(dtype: torch.dtype) -> str:
@@ -180,82 +184,29 @@ def _kernel_for(dtype: torch.dtype) -> str:
 def weight_layout(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Choice:
     """nn.Linear's own (out, in) memory order or its transpose (in, out) -- Hugging Face's Conv1D
     order -- for one-row products with a weight of ``shape`` (out, in), of which a model has ``count``."""
-    key = ("weight layout", tuple(shape), dtype, _copies(shape, dtype, count))
-    with _LOCK:
-        if (*key, torch.get_num_threads()) in _CHOICES:
-            return _CHOICES[(*key, torch.get_num_threads())]
-        n = key[-1]
+    n = copies(shape, dtype, count)
+
+    def candidates() -> Candidates:
         kernel = _kernel_for(dtype)
         x = torch.randn(1, shape[1]).to(dtype)
-        plain = _matrices(shape, dtype, n, in_out=False)
-        transposed = _matrices(shape, dtype, n, in_out=True)
-        name = str(dtype).replace("torch.", "")
-        return choose(key, f"{name} weight layout {tuple(shape)}",
-                      {"out_in": lambda: _gemv_pass(x, plain, kernel), "in_out": lambda: _gemv_pass(x, transposed, kernel)})
+        plain = matrices(shape, dtype, n, in_out=False)
+        transposed = matrices(shape, dtype, n, in_out=True)
+        return {"out_in": lambda: _gemv_pass(x, plain, kernel), "in_out": lambda: _gemv_pass(x, transposed, kernel)}
+
+    name = str(dtype).replace("torch.", "")
+    return choose(("weight layout", tuple(shape), dtype, n), f"{name} weight layout {tuple(shape)}", candidates)
 
 
 def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -> Choice:
     """Q, K and V from three (d, d) products or from one (3d, d) product with the weights stacked."""
-    n = _copies((3 * emb_dim, emb_dim), dtype, n_layers)
-    key = ("stacked qkv", emb_dim, dtype, in_out, n)
-    with _LOCK:
-        if (*key, torch.get_num_threads()) in _CHOICES:
-            return _CHOICES[(*key, torch.get_num_threads())]
+    n = copies((3 * emb_dim, emb_dim), dtype, n_layers)
+
+    def candidates() -> Candidates:
         kernel = _kernel_for(dtype)
         x = torch.randn(1, 1, emb_dim).to(dtype)
-        separate = _matrices((emb_dim, emb_dim), dtype, 3 * n, in_out)
-        stacked = _matrices((3 * emb_dim, emb_dim), dtype, n, in_out)
-        name = str(dtype).replace("torch.", "")
-        return choose(key, f"{name} Q/K/V projections d={emb_dim}",
-                      {"separate": lambda: _gemv_pass(x, separate, kernel), "stacked": lambda: _gemv_pass(x, stacked, kernel)})
+        separate = matrices((emb_dim, emb_dim), dtype, 3 * n, in_out)
+        stacked = matrices((3 * emb_dim, emb_dim), dtype, n, in_out)
+        return {"separate": lambda: _gemv_pass(x, separate, kernel), "stacked": lambda: _gemv_pass(x, stacked, kernel)}
 
-
-def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) -> Choice:
-    """How an int8-weight product runs: ATen's int8 matrix-vector kernel with per-channel scales
-    (``_weight_int8pack_mm``), or the weight dequantized to the activations' dtype per product."""
-    from playground.engine.quantize import int8_linear_kernels
-
-    n = _copies(shape, torch.int8, count)
-    key = ("int8 kernel", tuple(shape), activations, n)
-    with _LOCK:
-        if (*key, torch.get_num_threads()) in _CHOICES:
-            return _CHOICES[(*key, torch.get_num_threads())]
-        gen = torch.Generator().manual_seed(0)
-        ws = [torch.randint(-127, 128, shape, dtype=torch.int8, generator=gen) for _ in range(n)]
-        scales = torch.full((shape[0],), 0.02 / 127).to(activations)
-        x = torch.randn(1, shape[1]).to(activations)
-        kernels = int8_linear_kernels()
-        name = str(activations).replace("torch.", "")
-
-        def run(kernel):
-            def one_pass():
-                for w in ws:
-                    kernels[kernel](x, w, scales, None)
-            return one_pass
-
-        return choose(key, f"int8 weights × {name} {tuple(shape)}", {k: run(k) for k in kernels})
-
-
-def many_row_product(weight_t: torch.Tensor) -> Choice:
-    """Who multiplies chunks of rows by the output head, (64, d)·(d, V) float32, when many rows are
-    read out at once (scoring, the logit lens, per-position losses): PyTorch's BLAS on its own
-    threads, or numpy's OpenBLAS on one thread in each of ``readout.available_lanes()`` lanes
-    (threads that each multiply and reduce their own chunks; OpenBLAS's own threads and torch's
-    take turns badly between a product and the torch reductions after it -- measured 1.8x slower).
-    Which is faster depends on the CPU and the two libraries' builds (1.5-2x either way on
-    machines we met), so it is timed on the real work: ``HeadReader`` itself over a few chunks of
-    random rows with the model's own head ``weight_t`` (d, V)."""
-    from playground.engine.readout import CHUNK_ROWS, HeadReader, available_lanes
-
-    d, V = weight_t.shape
-    lanes = available_lanes()
-    key = ("many-row product", d, V, lanes)
-    with _LOCK:
-        if (*key, torch.get_num_threads()) in _CHOICES:
-            return _CHOICES[(*key, torch.get_num_threads())]
-        gen = torch.Generator().manual_seed(0)
-        rows = torch.randn(2 * lanes * CHUNK_ROWS, d, generator=gen)  # two chunks a lane
-        targets = torch.randint(0, V, (rows.size(0),), generator=gen)
-        readers = {p: HeadReader.for_weight(weight_t, product=p, lanes=lanes) for p in ("torch", "numpy")}
-        return choose(key, f"float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane{'s' * (lanes > 1)}",
-                      {p: (lambda r: lambda: r(rows, targets, rank=True))(r) for p, r in readers.items()})
+    name = str(dtype).replace("torch.", "")
+    return choose(("stacked qkv", emb_dim, dtype, in_out, n), f"{name} Q/K/V projections d={emb_dim}", candidates)
