@@ -4,6 +4,7 @@
 import pytest
 import torch
 
+from playground.errors import UserError
 from playground.engine.config import (
     GPT2_VOCAB_SIZE,
     PRESETS,
@@ -188,7 +189,7 @@ def test_absurd_layer_count_refused_by_default_budget(monkeypatch):
 
 def test_budget_env_must_be_a_number(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "lots")
-    with pytest.raises(ConfigError, match="PLAYGROUND_MEMORY_BUDGET_GB must be a number, got 'lots'"):
+    with pytest.raises(UserError, match="PLAYGROUND_MEMORY_BUDGET_GB must be a number, got 'lots'"):
         check_memory(GPTConfig(**TINY))
 
 

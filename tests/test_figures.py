@@ -444,7 +444,3 @@ def test_figures_module_imports_neither_torch_nor_gradio(path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-
-
-def test_statistics_moved_out_of_figures_are_still_found_there():
-    assert F.head_stats is S.head_stats and F.attention_rollout is S.attention_rollout

@@ -32,17 +32,6 @@ ANNOTATE_CELLS = 300  # print values in overview cells up to this many cells
 # gets numbered axes whose ticks follow the zoom instead, since a 9 px label per cell would overlap.
 LABEL_EVERY_TOKEN_MAX = 96
 
-def __getattr__(name: str):
-    """head_stats and attention_rollout moved to attention_stats (the numbers apart from the
-    plotting); callers written before the split still find them here. Lazy, so this module still
-    loads on its own, without its package."""
-    if name in ("head_stats", "attention_rollout"):
-        from playground.inside import attention_stats
-
-        return getattr(attention_stats, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 STAGE_NAMES = {
     "raw": "raw softmax",
     "temperature": "after temperature",

@@ -28,6 +28,8 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+from playground.errors import UserError
+
 GiB = 2**30
 RAM_SHARE = 0.6
 DEVICE_SHARE = 0.85  # of a CUDA GPU's memory, when the models live there
@@ -63,9 +65,8 @@ def default_budget_bytes(device=None) -> int:
         try:
             return int(float(env) * GiB)
         except ValueError:
-            from playground.engine.config import ConfigError  # config imports this module: import at use
-
-            raise ConfigError(f"PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {env!r}.") from None
+            raise UserError("budget.env_not_number", "PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {value!r}.",
+                            value=env) from None
     accelerator = accelerator_bytes(device)
     if accelerator is not None:
         return int(accelerator * DEVICE_SHARE)
