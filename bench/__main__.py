@@ -38,23 +38,37 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-ct2", action="store_true", help="no CTranslate2 peer")
     ap.add_argument("--skip-load", action="store_true", help="no decode-under-training measurement")
-    ap.add_argument("--load-reps", type=int, default=None, help="rounds of the training-load measurement (default 3, quick 2)")
+    ap.add_argument(
+        "--load-reps", type=int, default=None, help="rounds of the training-load measurement (default 3, quick 2)"
+    )
     ap.add_argument("--no-docs", action="store_true", help="do not regenerate docs/benchmarks.md and README's table")
-    ap.add_argument("--out", default=None, help="JSON path (default bench/results/latest.json, "
-                                                "with --browser bench/results/browser-latest.json)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="JSON path (default bench/results/latest.json, with --browser bench/results/browser-latest.json)",
+    )
     br = ap.add_argument_group("browser (issue 9)")
-    br.add_argument("--browser", action="store_true",
-                    help="time the app in headless Chromium against gradio_client (quick: 40 and 200 tokens)")
+    br.add_argument(
+        "--browser",
+        action="store_true",
+        help="time the app in headless Chromium against gradio_client (quick: 40 and 200 tokens)",
+    )
     br.add_argument("--run-timeout", type=float, default=300.0, help="seconds a browser run may take (default 300)")
     br.add_argument("--models", default=None, help="comma-separated: bundled,gpt2-small (default both)")
     br.add_argument("--max-new", default=None, help="comma-separated max new tokens (default 40,200,512; quick 40,200)")
-    br.add_argument("--prompts", default=None, help='comma-separated: short,long (default both)')
+    br.add_argument("--prompts", default=None, help="comma-separated: short,long (default both)")
     br.add_argument("--no-stop", action="store_true", help="skip the Stop-latency runs")
-    br.add_argument("--profile", action="store_true",
-                    help="also trace one 200-token run (Chrome trace + V8 CPU profile) and summarise the main thread")
+    br.add_argument(
+        "--profile",
+        action="store_true",
+        help="also trace one 200-token run (Chrome trace + V8 CPU profile) and summarise the main thread",
+    )
     br.add_argument("--trace-out", default=None, help="where to save that Chrome trace (default: not saved)")
-    ap.add_argument("--inside", action="store_true",
-                    help="time the Inside tab's views (issue 11) and the decode path before/after hooks")
+    ap.add_argument(
+        "--inside",
+        action="store_true",
+        help="time the Inside tab's views (issue 11) and the decode path before/after hooks",
+    )
     args = ap.parse_args(argv)
     if args.browser:
         return _browser(args)
@@ -76,24 +90,42 @@ def main(argv=None) -> int:
         return 2
 
     training = _training_running()
-    result = {"date": report.now(), "machine": report.machine(), "quick": args.quick,
-              "config": {"model": "gpt2-small (124M), random weights", "prompt_tokens": args.prompt_tokens,
-                         "new_tokens": n_new, "reps": reps, "batch": 1, "greedy": True},
-              "concurrent_load": {"training_running": training, "loadavg_start": os.getloadavg()}}
+    result = {
+        "date": report.now(),
+        "machine": report.machine(),
+        "quick": args.quick,
+        "config": {
+            "model": "gpt2-small (124M), random weights",
+            "prompt_tokens": args.prompt_tokens,
+            "new_tokens": n_new,
+            "reps": reps,
+            "batch": 1,
+            "greedy": True,
+        },
+        "concurrent_load": {"training_running": training, "loadavg_start": os.getloadavg()},
+    }
     if training:
-        print("note: a playground.training.trainer run is using the CPU; ratios are measured in the same run, "
-              "absolute numbers will be low.")
+        print(
+            "note: a playground.training.trainer run is using the CPU; ratios are measured in the same run, "
+            "absolute numbers will be low."
+        )
 
     print("Building GPT-2 small (Hugging Face init -> save_pretrained -> playground.load_pretrained) ...")
     peers = decode.build_peers(seed=0, with_ct2=not args.skip_ct2)
     prompt = decode.prompt_ids(args.prompt_tokens, seed=0)
     if peers.ct2_note:
         print(f"note: CTranslate2 not measured: {peers.ct2_note}")
-    result["ctranslate2"] = {"version": _version("ctranslate2"), "note": peers.ct2_note, "model_bin_bytes": peers.ct2_bytes,
-                             "threads": torch.get_num_threads()}
+    result["ctranslate2"] = {
+        "version": _version("ctranslate2"),
+        "note": peers.ct2_note,
+        "model_bin_bytes": peers.ct2_bytes,
+        "threads": torch.get_num_threads(),
+    }
     result["build_seconds"] = peers.seconds
-    result["kernels"] = [{"decision": c.decision, "winner": c.winner, "seconds": c.seconds, "measured": c.measured}
-                         for c in kernels.measured()]
+    result["kernels"] = [
+        {"decision": c.decision, "winner": c.winner, "seconds": c.seconds, "measured": c.measured}
+        for c in kernels.measured()
+    ]
     print("Kernel choices measured on this machine (playground.runtime.kernels):")
     for c in kernels.measured():
         print("  " + c.summary())
@@ -103,9 +135,12 @@ def main(argv=None) -> int:
     dec = decode.measure_decode(peers, prompt, n_new, reps)
     copy_bw, read_bw = median(dec.copy_bw), median(dec.read_bw)
     result["bandwidth"] = {
-        "copy_gb_s": copy_bw / 1e9, "read_gb_s": read_bw / 1e9, "weight_bytes": peers.weight_bytes,
+        "copy_gb_s": copy_bw / 1e9,
+        "read_gb_s": read_bw / 1e9,
+        "weight_bytes": peers.weight_bytes,
         "limit_tok_s": {dt: copy_bw / b for dt, b in peers.weight_bytes.items()},
-        "copy_gb_s_rounds": [b / 1e9 for b in dec.copy_bw], "read_gb_s_rounds": [b / 1e9 for b in dec.read_bw],
+        "copy_gb_s_rounds": [b / 1e9 for b in dec.copy_bw],
+        "read_gb_s_rounds": [b / 1e9 for b in dec.read_bw],
     }
     result["decode_tok_s"] = dec.medians()
     result["decode_spread"] = {k: (min(v), max(v)) for k, v in dec.rates.items()}
@@ -114,29 +149,57 @@ def main(argv=None) -> int:
     result["decode_seconds"] = time.perf_counter() - t0
 
     print("bfloat16 vs float32 greedy agreement ...")
-    agreement = [decode.agreement_report(
-        "random GPT-2 small (ours)", peers.ours["float32"], peers.ours["bfloat16"], prompt,
-        dec.tokens["ours float32"], dec.tokens["ours bfloat16"])]
-    agreement.append(decode.agreement_report(
-        "random GPT-2 small (transformers)", peers.hf["float32"], peers.hf["bfloat16"], prompt,
-        dec.tokens["transformers float32"], dec.tokens["transformers bfloat16"]))
-    agreement.append(decode.agreement_report(
-        "random GPT-2 small (ours)", peers.ours["float32"], peers.ours["int8"], prompt,
-        dec.tokens["ours float32"], dec.tokens["ours int8"], precision="int8"))
+    agreement = [
+        decode.agreement_report(
+            "random GPT-2 small (ours)",
+            peers.ours["float32"],
+            peers.ours["bfloat16"],
+            prompt,
+            dec.tokens["ours float32"],
+            dec.tokens["ours bfloat16"],
+        )
+    ]
+    agreement.append(
+        decode.agreement_report(
+            "random GPT-2 small (transformers)",
+            peers.hf["float32"],
+            peers.hf["bfloat16"],
+            prompt,
+            dec.tokens["transformers float32"],
+            dec.tokens["transformers bfloat16"],
+        )
+    )
+    agreement.append(
+        decode.agreement_report(
+            "random GPT-2 small (ours)",
+            peers.ours["float32"],
+            peers.ours["int8"],
+            prompt,
+            dec.tokens["ours float32"],
+            dec.tokens["ours int8"],
+            precision="int8",
+        )
+    )
     agreement.extend(_bundled_agreement(n_new))
     result["agreement"] = agreement
-    result["ours_vs_transformers_float32_tokens_identical"] = dec.tokens["ours float32"] == dec.tokens["transformers float32"]
+    result["ours_vs_transformers_float32_tokens_identical"] = (
+        dec.tokens["ours float32"] == dec.tokens["transformers float32"]
+    )
     if "ctranslate2 int8" in dec.tokens:
         result["ctranslate2_tokens_identical"] = {
             "float32 (ours float32)": dec.tokens["ctranslate2 float32"] == dec.tokens["ours float32"],
             "int8 (ours int8)": dec.tokens["ctranslate2 int8"] == dec.tokens["ours int8"],
-            "int8 (ours float32)": dec.tokens["ctranslate2 int8"] == dec.tokens["ours float32"]}
+            "int8 (ours float32)": dec.tokens["ctranslate2 int8"] == dec.tokens["ours float32"],
+        }
 
     if not args.skip_load:
-        print("Decoding (ours float32, the app's default) alone / with a training thread before / after "
-              "the background-priority change ...")
-        result["under_training"] = load.measure(peers.ours["float32"], prompt, n_new,
-                                                args.load_reps or (2 if args.quick else 3))
+        print(
+            "Decoding (ours float32, the app's default) alone / with a training thread before / after "
+            "the background-priority change ..."
+        )
+        result["under_training"] = load.measure(
+            peers.ours["float32"], prompt, n_new, args.load_reps or (2 if args.quick else 3)
+        )
     del peers
 
     print("Scoring 8 KB of Tiny Shakespeare with the bundled model (issue 13) ...")
@@ -154,7 +217,8 @@ def main(argv=None) -> int:
         result["cold_start"] = serving.cold_start(args.ready_api)
         print(f"{args.users} concurrent users via {args.api_name} ...")
         result["concurrent_users"] = serving.concurrent_users(
-            args.users, args.api_name, args.ready_api, max_new_tokens=32 if args.quick else 64)
+            args.users, args.api_name, args.ready_api, max_new_tokens=32 if args.quick else 64
+        )
     result["concurrent_load"]["loadavg_end"] = os.getloadavg()
     result["concurrent_load"]["training_running_end"] = _training_running()
 
@@ -200,10 +264,17 @@ def _browser(args) -> int:
         print("note: a playground.training.trainer run is using the CPU; compare ratios, not absolute times.")
     print(f"Browser benchmark: app.py + headless Chromium, per-run timeout {args.run_timeout:.0f} s ...")
     out = os.path.abspath(args.out) if args.out else report.RESULTS / "browser-latest.json"
-    result = browser.run(quick=args.quick, run_timeout=args.run_timeout, models=split(args.models), tokens=tokens,
-                         prompts=prompts, stop=not args.no_stop, profile=args.profile,
-                         trace_path=args.trace_out and os.path.abspath(args.trace_out),
-                         checkpoint=lambda r: report.write_json({**r, "partial": True}, out))
+    result = browser.run(
+        quick=args.quick,
+        run_timeout=args.run_timeout,
+        models=split(args.models),
+        tokens=tokens,
+        prompts=prompts,
+        stop=not args.no_stop,
+        profile=args.profile,
+        trace_path=args.trace_out and os.path.abspath(args.trace_out),
+        checkpoint=lambda r: report.write_json({**r, "partial": True}, out),
+    )
     result["training_running"] = [training, _training_running()]
     print()
     print(browser.table(result))
@@ -221,8 +292,13 @@ def _inside(args) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    result = {"date": report.now(), "machine": report.machine(), "quick": args.quick,
-              "loadavg_start": os.getloadavg(), "training_running": _training_running()}
+    result = {
+        "date": report.now(),
+        "machine": report.machine(),
+        "quick": args.quick,
+        "loadavg_start": os.getloadavg(),
+        "training_running": _training_running(),
+    }
     result.update(inside.run(quick=args.quick))
     result["loadavg_end"] = os.getloadavg()
     checks = inside.targets(result)
@@ -249,8 +325,8 @@ def _bundled_agreement(n_new) -> list[dict]:
     """The same comparisons (bfloat16, int8 against float32) on the bundled model, if this copy of
     the app has one."""
     from playground.engine.quantize import quantize_int8
-    from playground.server.session import BUNDLED_CHECKPOINT
     from playground.engine.weights import load_checkpoint
+    from playground.server.session import BUNDLED_CHECKPOINT
 
     if not BUNDLED_CHECKPOINT.is_file():
         return []

@@ -33,14 +33,23 @@ from pathlib import Path
 from . import serving
 
 CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 VIEWPORT = {"width": 1600, "height": 1000}
 
 MODELS = {
     "bundled": {"label": "bundled (Tiny Shakespeare, 3.5M)"},
-    "gpt2-small": {"label": "GPT-2 small shape, random init (124M)", "preset": "gpt2-small (124M)",
-                   "summary": "12 layers × 12 heads, d=768"},
+    "gpt2-small": {
+        "label": "GPT-2 small shape, random init (124M)",
+        "preset": "gpt2-small (124M)",
+        "summary": "12 layers × 12 heads, d=768",
+    },
 }
 SHORT_PROMPT = "ROMEO:\n"
 
@@ -54,17 +63,60 @@ UPDATE_GROWTH_TARGET = 1.5  # largest streamed update of the longest run / of th
 def long_prompt(n_words: int = 300, seed: int = 9) -> str:
     """A fixed, procedurally generated English paragraph of ``n_words`` words (not Shakespeare)."""
     rng = random.Random(seed)
-    subjects = ["the engineer", "a small team", "the new library", "our visitor", "the old bridge", "every student",
-                "the committee", "a quiet neighbour", "the morning train", "the city council", "my sister",
-                "the research group"]
-    verbs = ["reviewed", "described", "repaired", "questioned", "measured", "painted", "explained", "opened",
-             "carried", "followed", "planned", "improved"]
-    objects = ["the long report", "a careful plan", "the broken window", "several maps", "the spring garden",
-               "a box of letters", "the weekly budget", "the village road", "an unusual idea", "the museum hall",
-               "the harbour lights", "a simple question"]
-    tails = ["before the rain began", "after a long discussion", "with great patience", "without any help",
-             "during the summer holidays", "because nobody else would", "in the early evening",
-             "while the others waited outside", "for the first time in years", "as the clock struck nine"]
+    subjects = [
+        "the engineer",
+        "a small team",
+        "the new library",
+        "our visitor",
+        "the old bridge",
+        "every student",
+        "the committee",
+        "a quiet neighbour",
+        "the morning train",
+        "the city council",
+        "my sister",
+        "the research group",
+    ]
+    verbs = [
+        "reviewed",
+        "described",
+        "repaired",
+        "questioned",
+        "measured",
+        "painted",
+        "explained",
+        "opened",
+        "carried",
+        "followed",
+        "planned",
+        "improved",
+    ]
+    objects = [
+        "the long report",
+        "a careful plan",
+        "the broken window",
+        "several maps",
+        "the spring garden",
+        "a box of letters",
+        "the weekly budget",
+        "the village road",
+        "an unusual idea",
+        "the museum hall",
+        "the harbour lights",
+        "a simple question",
+    ]
+    tails = [
+        "before the rain began",
+        "after a long discussion",
+        "with great patience",
+        "without any help",
+        "during the summer holidays",
+        "because nobody else would",
+        "in the early evening",
+        "while the others waited outside",
+        "for the first time in years",
+        "as the clock struck nine",
+    ]
     words: list[str] = []
     while len(words) < n_words:
         sentence = f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)} {rng.choice(tails)}"
@@ -203,13 +255,23 @@ class AppServer(serving.App):
 
         self.port = serving.free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
-        env = {**os.environ, "GRADIO_SERVER_PORT": str(self.port), "GRADIO_SERVER_NAME": "127.0.0.1",
-               "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+        env = {
+            **os.environ,
+            "GRADIO_SERVER_PORT": str(self.port),
+            "GRADIO_SERVER_NAME": "127.0.0.1",
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "HF_HUB_OFFLINE": "1",
+        }
         self.log_path = log_path or Path(os.devnull)
         self._log = open(self.log_path, "a")
         self.t_spawn = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.browser", "--serve"], cwd=serving.ROOT, env=env,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.browser", "--serve"],
+            cwd=serving.ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         self.page_s = None
         deadline = self.t_spawn + timeout
         while time.perf_counter() < deadline:
@@ -335,7 +397,7 @@ class Bench:
             names = [p["parameter_name"] for p in params]
             overrides = {"weights": "random init", "seed": 0, "dtype": "float32", "upload": None}
             # the config fields follow (state), weights, seed, hub_name, upload, dtype in the signature
-            field_names = names[-len(fields) + 1:] if len(names) >= len(fields) - 1 else []
+            field_names = names[-len(fields) + 1 :] if len(names) >= len(fields) - 1 else []
             overrides.update(dict(zip(field_names, fields[:-1])))
             out = client.predict(**serving._call_kwargs(params, overrides), api_name="/build_model")
             summary = str(out[1] if isinstance(out, (list, tuple)) and len(out) > 1 else out)
@@ -347,8 +409,18 @@ class Bench:
     def api_run(self, model: str, prompt: str, max_new: int) -> dict:
         client = self.api_client(model)
         params = serving._endpoint_parameters(client, "/generate")
-        kwargs = serving._call_kwargs(params, {"prompt": prompt, "max_new_tokens": max_new, "greedy": True,
-                                               "seed": 42, "temperature": 0.8, "top_k": 40, "top_p": 1.0})
+        kwargs = serving._call_kwargs(
+            params,
+            {
+                "prompt": prompt,
+                "max_new_tokens": max_new,
+                "greedy": True,
+                "seed": 42,
+                "temperature": 0.8,
+                "top_k": 40,
+                "top_p": 1.0,
+            },
+        )
         t0 = time.perf_counter()
         first = None
         n = 0
@@ -364,8 +436,11 @@ class Bench:
         out = job.result(timeout=10)
         n = len(job.outputs())
         total = time.perf_counter() - t0
-        status = next((o for o in out if isinstance(o, str) and ("Done" in o or "⚠" in o)), "") \
-            if isinstance(out, (list, tuple)) else ""
+        status = (
+            next((o for o in out if isinstance(o, str) and ("Done" in o or "⚠" in o)), "")
+            if isinstance(out, (list, tuple))
+            else ""
+        )
         if "Done" not in status:
             raise RuntimeError(f"/generate did not finish: {status[:200] or str(out)[:200]}")
         return {"s": total, "first_s": first, "updates": n, "status": status[:200]}
@@ -410,8 +485,12 @@ class Bench:
         t_pick = self._now_ms()
         page.get_by_role("option", name=spec["preset"], exact=True).click()
         # preset.change fills the config form: let that event complete before building.
-        page.wait_for_function("([t]) => window.__pg.msgs.some(m => m.t >= t && m.msg === 'process_completed')",
-                               arg=[t_pick], timeout=60_000, polling=100)
+        page.wait_for_function(
+            "([t]) => window.__pg.msgs.some(m => m.t >= t && m.msg === 'process_completed')",
+            arg=[t_pick],
+            timeout=60_000,
+            polling=100,
+        )
         page.wait_for_timeout(300)
         for _ in range(3):
             page.get_by_role("button", name="Build model", exact=True).click()
@@ -428,8 +507,10 @@ class Bench:
         box.press("Enter")
         box.press("Tab")
         page.get_by_label("Greedy", exact=False).first.check()
-        got = page.evaluate("() => [document.querySelector('#pg-max-new input[type=range]')?.value,"
-                            " document.querySelector('#pg-prompt textarea').value.length]")
+        got = page.evaluate(
+            "() => [document.querySelector('#pg-max-new input[type=range]')?.value,"
+            " document.querySelector('#pg-prompt textarea').value.length]"
+        )
         if str(got[0]) != str(max_new):
             raise RuntimeError(f"max new tokens shows {got[0]}, wanted {max_new}")
         page.wait_for_timeout(200)  # let the inputs' change events settle before the click
@@ -443,9 +524,11 @@ class Bench:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return False
-        js = ("([states, t0]) => { window.__pg.record(); const tl = window.__pg.timeline;"
-              " for (let i = tl.length - 1; i >= 0 && tl[i].t >= t0; i--) if (states.includes(tl[i].state)) return true;"
-              " return false; }")
+        js = (
+            "([states, t0]) => { window.__pg.record(); const tl = window.__pg.timeline;"
+            " for (let i = tl.length - 1; i >= 0 && tl[i].t >= t0; i--) if (states.includes(tl[i].state)) return true;"
+            " return false; }"
+        )
         try:
             page.wait_for_function(js, arg=[list(states), t_click], timeout=remaining * 1000, polling=100)
             return True
@@ -461,7 +544,10 @@ class Bench:
         try:
             page.wait_for_function(
                 "([h0]) => { const h = window.__pg.snapshot().heat; return h && h !== h0 && !h.startsWith('Generate'); }",
-                arg=[heat0], timeout=min(remaining, 120) * 1000, polling=100)
+                arg=[heat0],
+                timeout=min(remaining, 120) * 1000,
+                polling=100,
+            )
             return True
         except Exception as e:
             if "Timeout" in type(e).__name__ or "Timeout" in str(e):
@@ -471,17 +557,21 @@ class Bench:
     def _wait_quiet(self, page, quiet_s: float, deadline: float):
         """Until the timeline has not changed for ``quiet_s`` (or the deadline)."""
         while time.perf_counter() < deadline:
-            last = page.evaluate("() => { window.__pg.record(); const tl = window.__pg.timeline;"
-                                 " return tl.length ? tl[tl.length - 1].t : 0; }")
+            last = page.evaluate(
+                "() => { window.__pg.record(); const tl = window.__pg.timeline;"
+                " return tl.length ? tl[tl.length - 1].t : 0; }"
+            )
             if self._now_ms() - last >= quiet_s * 1000:
                 return
             time.sleep(0.2)
 
     def _collect(self, page) -> dict:
-        return page.evaluate("() => { const p = window.__pg; p.record();"
-                             " return {timeline: p.timeline, longtasks: p.longtasks, msgs: p.msgs, clicks: p.clicks,"
-                             " errors: [p.longtask_error, p.stream_error, p.fetch_error].filter(Boolean),"
-                             " toasts: [...document.querySelectorAll('.toast-body')].map(t => t.textContent.trim().slice(0, 200))}; }")
+        return page.evaluate(
+            "() => { const p = window.__pg; p.record();"
+            " return {timeline: p.timeline, longtasks: p.longtasks, msgs: p.msgs, clicks: p.clicks,"
+            " errors: [p.longtask_error, p.stream_error, p.fetch_error].filter(Boolean),"
+            " toasts: [...document.querySelectorAll('.toast-body')].map(t => t.textContent.trim().slice(0, 200))}; }"
+        )
 
     def browser_run(self, model: str, prompt: str, max_new: int, r: RunResult, view_switch: bool = True):
         context, page, cdp, net, errors = self.open_page(model)
@@ -508,7 +598,9 @@ class Bench:
             ended = [e for e in tl if e["state"] in ("done", "stopped", "error")]
             # The status can be drawn a frame before the last chips: the run is over in the page
             # when the status says so and every token it counts has its chip.
-            end = next((e for e in ended if e["tokens"] is None or e["chips"] >= e["tokens"]), ended[0] if ended else None)
+            end = next(
+                (e for e in ended if e["tokens"] is None or e["chips"] >= e["tokens"]), ended[0] if ended else None
+            )
             r.first_chip_s = (first["t"] - t0) / 1000 if first else None
             if end is not None:
                 r.browser_s = (end["t"] - t0) / 1000
@@ -516,7 +608,9 @@ class Bench:
                 r.status_tokens = end["tokens"]
                 if end["state"] == "error":
                     r.error = "the status shows an error"
-            heat = next((e for e in tl if e["heat"] and e["heat"] != heat0 and not e["heat"].startswith("Generate")), None)
+            heat = next(
+                (e for e in tl if e["heat"] and e["heat"] != heat0 and not e["heat"].startswith("Generate")), None
+            )
             r.heatmap_s = (heat["t"] - t0) / 1000 if heat else None
             if r.browser_s is not None and r.heatmap_s is not None:
                 r.done_s = r.browser_s
@@ -578,15 +672,24 @@ class Bench:
         try:
             page.wait_for_function(
                 "([before]) => { const h = window.__pg.snapshot().heat; return h && h !== before && /average/.test(h); }",
-                arg=[before], timeout=120_000, polling=100)
+                arg=[before],
+                timeout=120_000,
+                polling=100,
+            )
         except Exception:
             r.notes.append("view switch: the heatmap did not change within 120 s")
             return
         data = self._collect(page)
-        changed = next((e for e in data["timeline"] if e["t"] >= t_issue and e["heat"] and "average" in e["heat"]), None)
+        changed = next(
+            (e for e in data["timeline"] if e["t"] >= t_issue and e["heat"] and "average" in e["heat"]), None
+        )
         if changed:
             r.view_switch_s = (changed["t"] - t_issue) / 1000
-            tasks = [lt["dur"] for lt in data["longtasks"] if lt["start"] + lt["dur"] >= t_issue and lt["start"] <= changed["t"]]
+            tasks = [
+                lt["dur"]
+                for lt in data["longtasks"]
+                if lt["start"] + lt["dur"] >= t_issue and lt["start"] <= changed["t"]
+            ]
             r.view_switch_longest_task_s = max(tasks, default=0.0) / 1000
 
     def stop_run(self, model: str, max_new: int = 512, after_s: float = 3.0) -> dict:
@@ -654,21 +757,36 @@ class Bench:
             self._set_inputs(page, prompt, max_new)
             cdp.send("Profiler.enable")
             cdp.send("Profiler.setSamplingInterval", {"interval": 1000})
-            self.browser.start_tracing(page=page, categories=[
-                "devtools.timeline", "disabled-by-default-devtools.timeline", "v8.execute", "blink.user_timing"])
+            self.browser.start_tracing(
+                page=page,
+                categories=[
+                    "devtools.timeline",
+                    "disabled-by-default-devtools.timeline",
+                    "v8.execute",
+                    "blink.user_timing",
+                ],
+            )
             cdp.send("Profiler.start")
             t_issue = self._now_ms()
             page.click("#pg-generate")
-            finished = self._wait_state(page, ("done", "stopped", "error"), t_issue,
-                                        time.perf_counter() + self.run_timeout)
+            finished = self._wait_state(
+                page, ("done", "stopped", "error"), t_issue, time.perf_counter() + self.run_timeout
+            )
             profile = cdp.send("Profiler.stop")["profile"]
             trace = self.browser.stop_tracing()
             wall = (self._now_ms() - t_issue) / 1000
             if trace_path:
                 trace_path.write_bytes(trace)
-            return {"model": model, "prompt": "short" if prompt == SHORT_PROMPT else "300 words", "max_new": max_new,
-                    "finished": finished, "wall_s": wall, "trace_events": summarize_trace(trace),
-                    "js_self_time": summarize_profile(profile), "trace_file": str(trace_path) if trace_path else None}
+            return {
+                "model": model,
+                "prompt": "short" if prompt == SHORT_PROMPT else "300 words",
+                "max_new": max_new,
+                "finished": finished,
+                "wall_s": wall,
+                "trace_events": summarize_trace(trace),
+                "js_self_time": summarize_profile(profile),
+                "trace_file": str(trace_path) if trace_path else None,
+            }
         finally:
             context.close()
 
@@ -682,13 +800,19 @@ def summarize_profile(profile: dict, top: int = 15) -> list[dict]:
     by_fn: dict[tuple, float] = {}
     for node_id, us in self_us.items():
         cf = nodes[node_id]["callFrame"]
-        key = (cf.get("functionName") or "(anonymous)", os.path.basename(cf.get("url", "")), cf.get("lineNumber", -1) + 1,
-               cf.get("columnNumber", -1) + 1)
+        key = (
+            cf.get("functionName") or "(anonymous)",
+            os.path.basename(cf.get("url", "")),
+            cf.get("lineNumber", -1) + 1,
+            cf.get("columnNumber", -1) + 1,
+        )
         by_fn[key] = by_fn.get(key, 0.0) + us
     total = sum(by_fn.values()) or 1.0
     rows = sorted(by_fn.items(), key=lambda kv: -kv[1])[:top]
-    return [{"function": k[0], "file": k[1], "line": k[2], "column": k[3], "self_s": v / 1e6, "share": v / total}
-            for k, v in rows]
+    return [
+        {"function": k[0], "file": k[1], "line": k[2], "column": k[3], "self_s": v / 1e6, "share": v / total}
+        for k, v in rows
+    ]
 
 
 def summarize_trace(trace: bytes, top: int = 15) -> list[dict]:
@@ -701,11 +825,25 @@ def summarize_trace(trace: bytes, top: int = 15) -> list[dict]:
             main.add((e["pid"], e["tid"]))
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
-    wrappers = {"RunTask", "ThreadControllerImpl::RunTask", "RunMicrotasks", "FunctionCall", "TimerFire",
-                "v8.callFunction", "EventDispatch", "FireAnimationFrame", "ProfileCall"}
+    wrappers = {
+        "RunTask",
+        "ThreadControllerImpl::RunTask",
+        "RunMicrotasks",
+        "FunctionCall",
+        "TimerFire",
+        "v8.callFunction",
+        "EventDispatch",
+        "FireAnimationFrame",
+        "ProfileCall",
+    }
     for e in events:
-        if (e.get("pid"), e.get("tid")) in main and e.get("ph") == "X" and "dur" in e \
-                and e["name"] not in wrappers and not e["name"].startswith("V8."):
+        if (
+            (e.get("pid"), e.get("tid")) in main
+            and e.get("ph") == "X"
+            and "dur" in e
+            and e["name"] not in wrappers
+            and not e["name"].startswith("V8.")
+        ):
             totals[e["name"]] = totals.get(e["name"], 0.0) + e["dur"]
             counts[e["name"]] = counts.get(e["name"], 0) + 1
     rows = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
@@ -715,9 +853,18 @@ def summarize_trace(trace: bytes, top: int = 15) -> list[dict]:
 # ---- the benchmark ------------------------------------------------------------------------
 
 
-def run(quick: bool = False, run_timeout: float = 300.0, models=None, tokens=None, prompts=None,
-        stop: bool = True, profile: bool = False, trace_path: Path | None = None, log=print,
-        checkpoint=None) -> dict:
+def run(
+    quick: bool = False,
+    run_timeout: float = 300.0,
+    models=None,
+    tokens=None,
+    prompts=None,
+    stop: bool = True,
+    profile: bool = False,
+    trace_path: Path | None = None,
+    log=print,
+    checkpoint=None,
+) -> dict:
     """Every run; ``checkpoint(result)`` is called after each one (partial results survive a crash)."""
     from . import report
 
@@ -725,11 +872,23 @@ def run(quick: bool = False, run_timeout: float = 300.0, models=None, tokens=Non
     tokens = tokens or ([40, 200] if quick else [40, 200, 512])
     prompt_texts = {"short": SHORT_PROMPT, "300 words": long_prompt()}
     prompts = prompts or list(prompt_texts)
-    result = {"date": report.now(), "machine": report.machine(), "quick": quick, "run_timeout_s": run_timeout,
-              "config": {"models": {m: MODELS[m]["label"] for m in models}, "max_new_tokens": tokens,
-                         "prompts": {p: prompt_texts[p] for p in prompts}, "greedy": True, "seed": 42,
-                         "viewport": VIEWPORT},
-              "loadavg_start": os.getloadavg(), "runs": [], "stop": []}
+    result = {
+        "date": report.now(),
+        "machine": report.machine(),
+        "quick": quick,
+        "run_timeout_s": run_timeout,
+        "config": {
+            "models": {m: MODELS[m]["label"] for m in models},
+            "max_new_tokens": tokens,
+            "prompts": {p: prompt_texts[p] for p in prompts},
+            "greedy": True,
+            "seed": 42,
+            "viewport": VIEWPORT,
+        },
+        "loadavg_start": os.getloadavg(),
+        "runs": [],
+        "stop": [],
+    }
     bench = Bench(run_timeout=run_timeout, log=log)
     result["chromium"] = bench.chromium_version
     result["app_page_s"] = bench.app.page_s
@@ -757,7 +916,9 @@ def run(quick: bool = False, run_timeout: float = 300.0, models=None, tokens=Non
                     waited = bench.wait_server_idle()
                     if waited > 1.5:
                         r.notes.append(f"the server stayed busy for {waited:.1f} s after the page closed")
-                    log(" " + ("timed out" if r.timed_out_s else _s(r.browser_s)) + (f" ({r.error})" if r.error else ""))
+                    log(
+                        " " + ("timed out" if r.timed_out_s else _s(r.browser_s)) + (f" ({r.error})" if r.error else "")
+                    )
                     result["runs"].append({**r.__dict__, "ratio": r.ratio})
                     if checkpoint:
                         checkpoint(result)
@@ -805,15 +966,27 @@ def targets(result: dict) -> list:
         if r["timed_out_s"]:
             seen = r["browser_s"] if r["browser_s"] else r["timed_out_s"]
             how = f"done at {seen:.0f} s" if r["browser_s"] else "at least"
-            out.append(Target(name + f" (browser timed out after {r['timed_out_s']:.0f} s; {how})",
-                              None if not r["api_s"] else seen / r["api_s"], f"<= {RATIO_TARGET}", False))
+            out.append(
+                Target(
+                    name + f" (browser timed out after {r['timed_out_s']:.0f} s; {how})",
+                    None if not r["api_s"] else seen / r["api_s"],
+                    f"<= {RATIO_TARGET}",
+                    False,
+                )
+            )
         else:
             ratio = r.get("ratio")
             out.append(Target(name, ratio, f"<= {RATIO_TARGET}", None if ratio is None else ratio <= RATIO_TARGET))
     measured = [r["longest_task_s"] for r in runs if r["longest_task_s"] is not None]
     longest = max(measured, default=None)
-    out.append(Target("longest main-thread task over all runs (s)", longest, f"<= {LONGTASK_TARGET_S}",
-                      None if longest is None else longest <= LONGTASK_TARGET_S))
+    out.append(
+        Target(
+            "longest main-thread task over all runs (s)",
+            longest,
+            f"<= {LONGTASK_TARGET_S}",
+            None if longest is None else longest <= LONGTASK_TARGET_S,
+        )
+    )
     for s in result["stop"]:
         v = s.get("stop_s")
         ok = None if "error" in s else (v is not None and v <= STOP_TARGET_S)
@@ -826,9 +999,15 @@ def targets(result: dict) -> list:
             lo = min(mine, key=lambda r: r["max_new"])
             hi = max(mine, key=lambda r: r["max_new"])
             growth = hi["update_bytes_max"] / lo["update_bytes_max"]
-            out.append(Target(f"largest streamed update after the first, {model}, {prompt} prompt: {hi['max_new']} / "
-                              f"{lo['max_new']} tokens ({hi['update_bytes_max']:,} / {lo['update_bytes_max']:,} B)",
-                              growth, f"<= {UPDATE_GROWTH_TARGET}", growth <= UPDATE_GROWTH_TARGET))
+            out.append(
+                Target(
+                    f"largest streamed update after the first, {model}, {prompt} prompt: {hi['max_new']} / "
+                    f"{lo['max_new']} tokens ({hi['update_bytes_max']:,} / {lo['update_bytes_max']:,} B)",
+                    growth,
+                    f"<= {UPDATE_GROWTH_TARGET}",
+                    growth <= UPDATE_GROWTH_TARGET,
+                )
+            )
     return out
 
 
@@ -854,31 +1033,64 @@ def table(result: dict) -> str:
             ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}×"
         if r["error"]:
             browser += f" ({r['error'][:60]})"
-        cells = [r["model"], r["prompt"], str(r["max_new"]), _n(r["api_s"], 1), browser, ratio, _n(r["first_chip_s"], 2),
-                 _n(r["heatmap_s"], 1), _n(r["longest_task_s"], 2), _n(r["long_task_total_s"], 1),
-                 "—" if r["updates"] is None else str(r["updates"]), _b(r["update_bytes_median"]), _b(r["update_bytes_max"]),
-                 _n(r["view_switch_s"], 2)]
+        cells = [
+            r["model"],
+            r["prompt"],
+            str(r["max_new"]),
+            _n(r["api_s"], 1),
+            browser,
+            ratio,
+            _n(r["first_chip_s"], 2),
+            _n(r["heatmap_s"], 1),
+            _n(r["longest_task_s"], 2),
+            _n(r["long_task_total_s"], 1),
+            "—" if r["updates"] is None else str(r["updates"]),
+            _b(r["update_bytes_median"]),
+            _b(r["update_bytes_max"]),
+            _n(r["view_switch_s"], 2),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if result["stop"]:
-        lines += ["", "| Stop (512-token run, short prompt) | click after s | chips at click | chips at end | "
-                      "stop took effect s | status said stopped s | last chip s | longest task s |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "| Stop (512-token run, short prompt) | click after s | chips at click | chips at end | "
+            "stop took effect s | status said stopped s | last chip s | longest task s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for s in result["stop"]:
             if "error" in s:
                 lines.append(f"| {s['model']} | error: {s['error'][:100]} |")
                 continue
             took = _n(s.get("stop_s"), 2) if s.get("stop_s") is not None else s.get("note", "—")
-            lines.append("| " + " | ".join([s["model"], _n(s.get("click_after_s"), 1), str(s.get("chips_at_click", "—")),
-                                             str(s.get("chips_at_end", "—")), took, _n(s.get("status_stopped_s"), 2),
-                                             _n(s.get("last_chip_s"), 2), _n(s.get("longest_task_s"), 2)]) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        s["model"],
+                        _n(s.get("click_after_s"), 1),
+                        str(s.get("chips_at_click", "—")),
+                        str(s.get("chips_at_end", "—")),
+                        took,
+                        _n(s.get("status_stopped_s"), 2),
+                        _n(s.get("last_chip_s"), 2),
+                        _n(s.get("longest_task_s"), 2),
+                    ]
+                )
+                + " |"
+            )
     prof = result.get("profile")
     if prof and "error" not in prof:
-        lines += ["", f"Where the page's main thread spent a {prof['max_new']}-token run, {prof['prompt']} prompt "
-                      f"({prof['wall_s']:.1f} s wall), by trace event (task/call wrappers left out; nested events overlap):"]
+        lines += [
+            "",
+            f"Where the page's main thread spent a {prof['max_new']}-token run, {prof['prompt']} prompt "
+            f"({prof['wall_s']:.1f} s wall), by trace event (task/call wrappers left out; nested events overlap):",
+        ]
         lines += [f"  {e['event']}: {e['total_s']:.2f} s ({e['count']}×)" for e in prof["trace_events"][:10]]
         lines += ["JavaScript self time by function:"]
-        lines += [f"  {f['function']} ({f['file']}:{f['line']}:{f['column']}): {f['self_s']:.2f} s, {f['share']:.0%}"
-                  for f in prof["js_self_time"][:10]]
+        lines += [
+            f"  {f['function']} ({f['file']}:{f['line']}:{f['column']}): {f['self_s']:.2f} s, {f['share']:.0%}"
+            for f in prof["js_self_time"][:10]
+        ]
     elif prof:
         lines.append(f"profile: {prof['error']}")
     return "\n".join(lines)

@@ -50,8 +50,9 @@ def convert(hf_dir: Path, out_root: Path) -> dict:
 def load(folder: Path, compute_type: str, threads: int):
     import ctranslate2
 
-    return ctranslate2.Generator(str(folder), device="cpu", compute_type=compute_type,
-                                 intra_threads=threads, inter_threads=1)
+    return ctranslate2.Generator(
+        str(folder), device="cpu", compute_type=compute_type, intra_threads=threads, inter_threads=1
+    )
 
 
 def id_to_token() -> list[str]:
@@ -62,8 +63,9 @@ def id_to_token() -> list[str]:
     return tokens
 
 
-def run_loaded(folder: Path, compute_type: str, threads: int, prompt_tokens: list[str], n_new: int,
-               vocab: dict[str, int]):
+def run_loaded(
+    folder: Path, compute_type: str, threads: int, prompt_tokens: list[str], n_new: int, vocab: dict[str, int]
+):
     """Load the converted model, warm it up, time one generation, and free it again -> (timestamps
     of the new tokens, their ids).
 
@@ -87,7 +89,13 @@ def run(generator, prompt_tokens: list[str], n_new: int, vocab: dict[str, int]):
         return False  # keep going
 
     out = generator.generate_batch(
-        [prompt_tokens], max_length=n_new, min_length=n_new, sampling_topk=1, beam_size=1,
-        include_prompt_in_result=False, callback=clock)
+        [prompt_tokens],
+        max_length=n_new,
+        min_length=n_new,
+        sampling_topk=1,
+        beam_size=1,
+        include_prompt_in_result=False,
+        callback=clock,
+    )
     ids = [vocab[t] for t in out[0].sequences[0]]
     return times, ids

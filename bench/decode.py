@@ -20,7 +20,6 @@ from playground.engine.sampling import generate
 from playground.engine.weights import load_pretrained
 
 from . import ct2
-
 from .timing import copy_bandwidth, decode_rate, median, read_bandwidth, step_times
 
 GPT2_EOT = 50256
@@ -108,10 +107,15 @@ def run_hf(model, prompt: list[int], n_new: int):
     clock = Clock()
     with torch.inference_mode():
         out = model.generate(
-            ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, min_new_tokens=n_new,
-            do_sample=False, pad_token_id=GPT2_EOT, streamer=clock,
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=n_new,
+            min_new_tokens=n_new,
+            do_sample=False,
+            pad_token_id=GPT2_EOT,
+            streamer=clock,
         )
-    return clock.times, out[0, len(prompt):].tolist()
+    return clock.times, out[0, len(prompt) :].tolist()
 
 
 _CT2_VOCAB: tuple | None = None
@@ -138,7 +142,7 @@ def run_rerun(model, prompt: list[int], n_new: int):
             next_id = torch.argmax(logits, dim=-1, keepdim=True)  # (1, 1)
             idx = torch.cat([idx, next_id], dim=1)
             times.append(time.perf_counter())
-    return times, idx[0, len(prompt):].tolist()
+    return times, idx[0, len(prompt) :].tolist()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -177,7 +181,9 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
         "re-run loop float32": lambda: run_rerun(ours["float32"], prompt, n_new),
     }
     for ct, folder in peers.ct2.items():  # loaded for each run and freed after it (see ct2.run_loaded)
-        variants[f"ctranslate2 {ct}"] = (lambda f, c: lambda: run_ct2(f, c, peers.ct2_threads, prompt, n_new))(folder, ct)
+        variants[f"ctranslate2 {ct}"] = (lambda f, c: lambda: run_ct2(f, c, peers.ct2_threads, prompt, n_new))(
+            folder, ct
+        )
     for name, fn in variants.items():  # warm-up: allocator, oneDNN/MKL kernels, caches
         if name.startswith("re-run"):
             run_rerun(ours["float32"], prompt, 4)
@@ -194,8 +200,10 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
             result.rates.setdefault(name, []).append(decode_rate(times))
             result.steps.setdefault(name, []).extend(step_times(times))
             result.tokens[name] = tokens
-        log(f"  round {rep + 1}/{reps}: copy {result.copy_bw[-1] / 1e9:.1f} GB/s, "
-            + ", ".join(f"{n} {r[-1]:.1f}" for n, r in result.rates.items()))
+        log(
+            f"  round {rep + 1}/{reps}: copy {result.copy_bw[-1] / 1e9:.1f} GB/s, "
+            + ", ".join(f"{n} {r[-1]:.1f}" for n, r in result.rates.items())
+        )
     return result
 
 

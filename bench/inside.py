@@ -49,8 +49,9 @@ def views(model, ids) -> dict:
         "lens cell (top-10 + KL)": lambda: lenses.lens_cell(model, ids, L // 2, p),
         "logit attribution": lambda: lenses.logit_attribution(model, ids, p),
         "attention maths": lambda: lenses.attention_maths(model, ids, L // 2, 1, p),
-        "intervention before/after (+ lens window after)": lambda: lenses.compare(model, ids, spec, p,
-                                                                                  lens_window=(first, T)),
+        "intervention before/after (+ lens window after)": lambda: lenses.compare(
+            model, ids, spec, p, lens_window=(first, T)
+        ),
         "dose-response (11 α)": lambda: lenses.dose_response(model, ids, L // 2, 0, p),
     }
 
@@ -71,13 +72,22 @@ def time_calls(calls: dict, reps: int) -> dict:
 def baseline_model_class():
     """GPTModel as it was before ``hooks`` was added to the forward (from git), or None."""
     try:
-        introduced = subprocess.run(["git", "log", "--format=%H", "-S", "hooks=None", "--reverse", "--",
-                                     "playground/model.py"], cwd=ROOT, capture_output=True, text=True,
-                                    check=True).stdout.split()
+        introduced = subprocess.run(
+            ["git", "log", "--format=%H", "-S", "hooks=None", "--reverse", "--", "playground/model.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         if not introduced:
             return None
-        source = subprocess.run(["git", "show", f"{introduced[0]}^:playground/model.py"], cwd=ROOT,
-                                capture_output=True, text=True, check=True).stdout
+        source = subprocess.run(
+            ["git", "show", f"{introduced[0]}^:playground/model.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     source = source.replace("from .config import", "from playground.engine.config import")
@@ -106,9 +116,13 @@ def decode_ab(model, n_new: int, reps: int) -> dict | None:
             rates[name].append(decode_rate(times))
             tokens[name] = toks
     med = {k: median(v) for k, v in rates.items()}
-    return {"baseline": f"playground/model.py before commit {commit}", "tok_s": med, "rounds": rates,
-            "ratio_after_over_before": med["after (hooks=None)"] / med["before hooks"],
-            "same_tokens": tokens["after (hooks=None)"] == tokens["before hooks"]}
+    return {
+        "baseline": f"playground/model.py before commit {commit}",
+        "tok_s": med,
+        "rounds": rates,
+        "ratio_after_over_before": med["after (hooks=None)"] / med["before hooks"],
+        "same_tokens": tokens["after (hooks=None)"] == tokens["before hooks"],
+    }
 
 
 def run(quick: bool = False) -> dict:
@@ -151,8 +165,14 @@ def targets(r: dict) -> list[Target]:
             out.append(_at_most(f"{run}: {name} (s, median)", t["median_s"], goal))
     ab = r.get("decode_ab")
     if ab:
-        out.append(Target("plain decode after/before hooks (tok/s ratio)", ab["ratio_after_over_before"], ">= 0.95",
-                          ab["ratio_after_over_before"] >= 0.95))
+        out.append(
+            Target(
+                "plain decode after/before hooks (tok/s ratio)",
+                ab["ratio_after_over_before"],
+                ">= 0.95",
+                ab["ratio_after_over_before"] >= 0.95,
+            )
+        )
     return out
 
 
@@ -162,14 +182,17 @@ def table(r: dict) -> str:
         forward = r["forward_s"].get(run, float("nan"))
         lines.append(f"-- {run} (one plain forward: {forward * 1000:.0f} ms)")
         for name, t in rows.items():
-            lines.append(f"{name:48} {t['median_s']:9.3f} {t['min_s']:8.3f} {t['max_s']:8.3f} "
-                         f"{t['median_s'] / forward:9.1f}x")
+            lines.append(
+                f"{name:48} {t['median_s']:9.3f} {t['min_s']:8.3f} {t['max_s']:8.3f} {t['median_s'] / forward:9.1f}x"
+            )
     if r.get("gpt2_sweep_refused"):
         lines.append(f"gpt2-small 256-token sweep (144 heads): refused, estimate {r['gpt2_sweep_estimate_s']:.0f} s")
     ab = r.get("decode_ab")
     if ab:
         tok = ab["tok_s"]
-        lines.append(f"decode tok/s, GPT-2 small shape, greedy: after {tok['after (hooks=None)']:.1f}, "
-                     f"before hooks {tok['before hooks']:.1f} (ratio {ab['ratio_after_over_before']:.3f}; "
-                     f"same tokens: {ab['same_tokens']})")
+        lines.append(
+            f"decode tok/s, GPT-2 small shape, greedy: after {tok['after (hooks=None)']:.1f}, "
+            f"before hooks {tok['before hooks']:.1f} (ratio {ab['ratio_after_over_before']:.3f}; "
+            f"same tokens: {ab['same_tokens']})"
+        )
     return "\n".join(lines)

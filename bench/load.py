@@ -36,8 +36,12 @@ class TrainingThread:
             self.settings = as_background_work()
         cfg = PRESETS["tiny (4 layers, d128)"]
         ids = torch.randint(0, cfg.vocab_size, (20_000,), generator=torch.Generator().manual_seed(0))
-        trainer = Trainer(build_model(cfg, seed=0), ids[:18_000], ids[18_000:],
-                          TrainConfig(steps=10**6, batch_size=8, block_size=128, eval_interval=10**6, warmup_steps=1))
+        trainer = Trainer(
+            build_model(cfg, seed=0),
+            ids[:18_000],
+            ids[18_000:],
+            TrainConfig(steps=10**6, batch_size=8, block_size=128, eval_interval=10**6, warmup_steps=1),
+        )
         self.t0 = time.perf_counter()
         while not self.stop.is_set():
             trainer.step()
@@ -76,8 +80,10 @@ def measure(model, prompt: list[int], n_new: int, reps: int, log=print) -> dict:
         log(f"  load round {rep + 1}/{reps}: " + ", ".join(f"{c} {r[-1]:.1f}" for c, r in rates.items()))
     med = {c: median(r) for c, r in rates.items()}
     return {
-        "decode_tok_s": med, "decode_rates": rates,
+        "decode_tok_s": med,
+        "decode_rates": rates,
         "training_steps_per_s": {c: median(r) for c, r in train_rates.items()},
         "share_of_alone": {c: med[c] / med["alone"] for c in CONDITIONS[1:]},
-        "background_settings": settings, "threads": torch.get_num_threads(),
+        "background_settings": settings,
+        "threads": torch.get_num_threads(),
     }

@@ -90,8 +90,9 @@ def run(dtype: str, prompt_tokens: int, seed: int = 0) -> dict:
     }
 
 
-def measure_in_subprocess(dtype: str, prompt_tokens: int = 1024, threads: int | None = None,
-                          timeout: float = 600) -> dict:
+def measure_in_subprocess(
+    dtype: str, prompt_tokens: int = 1024, threads: int | None = None, timeout: float = 600
+) -> dict:
     cmd = [sys.executable, "-m", "bench.memory", "--dtype", dtype, "--prompt-tokens", str(prompt_tokens)]
     if threads:
         cmd += ["--threads", str(threads)]

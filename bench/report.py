@@ -70,43 +70,93 @@ def targets(r: dict) -> list[Target]:
     best = max((get(f"ours {dt}") or 0) for dt in ("float32", "bfloat16", "int8"))
     out = [
         _at_least("bfloat16 / transformers bfloat16", _ratio(get("ours bfloat16"), get("transformers bfloat16")), 1.5),
-        _at_least("bfloat16 / bandwidth limit (bfloat16 weights)", _ratio(get("ours bfloat16"), limit["bfloat16"]), 0.6),
+        _at_least(
+            "bfloat16 / bandwidth limit (bfloat16 weights)", _ratio(get("ours bfloat16"), limit["bfloat16"]), 0.6
+        ),
         _at_least("float32 / bandwidth limit (float32 weights)", _ratio(get("ours float32"), limit["float32"]), 0.75),
-        Target("int8 / bandwidth limit (int8 weights, measured size; shown)", _ratio(get("ours int8"), limit.get("int8")), "reported", None),
+        Target(
+            "int8 / bandwidth limit (int8 weights, measured size; shown)",
+            _ratio(get("ours int8"), limit.get("int8")),
+            "reported",
+            None,
+        ),
         _at_least("int8 / ctranslate2 int8", _ratio(get("ours int8"), get("ctranslate2 int8")), 1.0),
-        Target("best precision of ours / ctranslate2 int8 (shown)", _ratio(best or None, get("ctranslate2 int8")), "reported", None),
-        Target("float32 / ctranslate2 float32 (shown)", _ratio(get("ours float32"), get("ctranslate2 float32")), "reported", None),
+        Target(
+            "best precision of ours / ctranslate2 int8 (shown)",
+            _ratio(best or None, get("ctranslate2 int8")),
+            "reported",
+            None,
+        ),
+        Target(
+            "float32 / ctranslate2 float32 (shown)",
+            _ratio(get("ours float32"), get("ctranslate2 float32")),
+            "reported",
+            None,
+        ),
         _at_least("float32 / transformers float32", _ratio(get("ours float32"), get("transformers float32")), 1.0),
-        _at_least("float32 / re-run-everything loop (float32)", _ratio(get("ours float32"), get("re-run loop float32")), 6.0),
+        _at_least(
+            "float32 / re-run-everything loop (float32)", _ratio(get("ours float32"), get("re-run loop float32")), 6.0
+        ),
     ]
     for dt in ("float32", "bfloat16"):
         slow = _ratio(get(f"ours {dt}"), get(f"ours {dt} + attention"))
         out.append(_at_most(f"attention capture slowdown, {dt}", None if slow is None else slow - 1, 0.15))
     for m in r.get("memory", {}).values():
         if "peak_process_bytes" in m:
-            out.append(_at_most(f"peak memory, 1024-token prompt + attention views, {m['dtype']} (GB)",
-                                m["peak_process_bytes"] / GB, 1.5))
+            out.append(
+                _at_most(
+                    f"peak memory, 1024-token prompt + attention views, {m['dtype']} (GB)",
+                    m["peak_process_bytes"] / GB,
+                    1.5,
+                )
+            )
     cold = r.get("cold_start", {})
-    out.append(_at_most("cold start of app.py to default model ready (s)", cold.get("ready_s", cold.get("page_s")), 10.0))
+    out.append(
+        _at_most("cold start of app.py to default model ready (s)", cold.get("ready_s", cold.get("page_s")), 10.0)
+    )
     users = r.get("concurrent_users", {})
     if "aggregate_tok_s" in users:
         out.append(Target("4 concurrent users: no request fails", len(users["errors"]), "0", not users["errors"]))
-        out.append(_at_least("4 users aggregate tok/s / one user's", _ratio(users["aggregate_tok_s"], users.get("single_tok_s")), 1.0))
+        out.append(
+            _at_least(
+                "4 users aggregate tok/s / one user's", _ratio(users["aggregate_tok_s"], users.get("single_tok_s")), 1.0
+            )
+        )
     load = r.get("under_training")
     if load:
         share = load["share_of_alone"]
-        out.append(Target("decode with a training thread, before (share of alone; shown)",
-                          share.get("with training (before)"), "reported", None))
-        out.append(_at_least("decode with a training thread, after: background priority (share of alone)",
-                             share.get("with training (after: background priority)"), 0.5))
+        out.append(
+            Target(
+                "decode with a training thread, before (share of alone; shown)",
+                share.get("with training (before)"),
+                "reported",
+                None,
+            )
+        )
+        out.append(
+            _at_least(
+                "decode with a training thread, after: background priority (share of alone)",
+                share.get("with training (after: background priority)"),
+                0.5,
+            )
+        )
     sc = r.get("scoring", {})
     if "median_s" in sc:  # issue 13
         out.append(_at_most("scoring 8 KB of Tiny Shakespeare, bundled model (s)", sc["median_s"], 1.0))
-        out.append(_at_least("scoring / full-logits evaluation loop (speed)", _ratio(sc["peer_median_s"], sc["median_s"]), 1.0))
+        out.append(
+            _at_least("scoring / full-logits evaluation loop (speed)", _ratio(sc["peer_median_s"], sc["median_s"]), 1.0)
+        )
     for a in r.get("agreement", []):
         if a["model"].startswith("random") or a.get("precision") == "int8":
-            out.append(Target(f"{a.get('precision', 'bfloat16')} vs float32 teacher-forced greedy agreement, "
-                              f"{a['model']} (measured, shown)", a["teacher_forced_agreement"], "reported", None))
+            out.append(
+                Target(
+                    f"{a.get('precision', 'bfloat16')} vs float32 teacher-forced greedy agreement, "
+                    f"{a['model']} (measured, shown)",
+                    a["teacher_forced_agreement"],
+                    "reported",
+                    None,
+                )
+            )
     return out
 
 
@@ -134,8 +184,12 @@ def decode_table(r: dict) -> list[str]:
         dt = _dtype_of(name)
         lo, hi = spread[name]
         cells = [
-            name, f"{rate:.1f}", f"{lo:.1f}–{hi:.1f}",
-            _fmt(_ratio(rate, hf.get(dt))), _fmt(_ratio(rate, ct.get(dt))), _fmt(_ratio(rate, rerun)),
+            name,
+            f"{rate:.1f}",
+            f"{lo:.1f}–{hi:.1f}",
+            _fmt(_ratio(rate, hf.get(dt))),
+            _fmt(_ratio(rate, ct.get(dt))),
+            _fmt(_ratio(rate, rerun)),
             f"{rate / limit[dt]:.0%}" if dt in limit else "—",
             f"{steady[name]:.1f}" if name in steady else "—",
         ]
@@ -146,11 +200,14 @@ def decode_table(r: dict) -> list[str]:
 def bandwidth_line(r: dict) -> str:
     bw, limit = r["bandwidth"], r["bandwidth"]["limit_tok_s"]
     wb = bw["weight_bytes"]
-    return (f"Memory bandwidth (median of the rounds): copy {bw['copy_gb_s']:.1f} GB/s (read + write), read {bw['read_gb_s']:.1f} GB/s. "
-            f"Weights {wb['float32'] / GB:.3f} GB float32, {wb['bfloat16'] / GB:.3f} GB bfloat16"
-            + (f", {wb['int8'] / GB:.3f} GB int8 (measured)" if "int8" in wb else "")
-            + f" -> limit {limit['float32']:.0f} tok/s float32, {limit['bfloat16']:.0f} tok/s bfloat16"
-            + (f", {limit['int8']:.0f} tok/s int8" if "int8" in limit else "") + " (copy bandwidth / weight bytes).")
+    return (
+        f"Memory bandwidth (median of the rounds): copy {bw['copy_gb_s']:.1f} GB/s (read + write), read {bw['read_gb_s']:.1f} GB/s. "
+        f"Weights {wb['float32'] / GB:.3f} GB float32, {wb['bfloat16'] / GB:.3f} GB bfloat16"
+        + (f", {wb['int8'] / GB:.3f} GB int8 (measured)" if "int8" in wb else "")
+        + f" -> limit {limit['float32']:.0f} tok/s float32, {limit['bfloat16']:.0f} tok/s bfloat16"
+        + (f", {limit['int8']:.0f} tok/s int8" if "int8" in limit else "")
+        + " (copy bandwidth / weight bytes)."
+    )
 
 
 def table(r: dict) -> str:
@@ -178,8 +235,14 @@ def table(r: dict) -> str:
     if "skipped" in cold:
         lines.append(f"Cold start: skipped ({cold['skipped']})")
     elif cold:
-        lines.append(f"Cold start of app.py: page served in {cold['page_s']:.1f} s"
-                     + (f", default model ready in {cold['ready_s']:.1f} s" if "ready_s" in cold else f" ({cold.get('ready_note')})"))
+        lines.append(
+            f"Cold start of app.py: page served in {cold['page_s']:.1f} s"
+            + (
+                f", default model ready in {cold['ready_s']:.1f} s"
+                if "ready_s" in cold
+                else f" ({cold.get('ready_note')})"
+            )
+        )
     users = r.get("concurrent_users", {})
     if "skipped" in users:
         lines.append(f"Concurrent users: skipped ({users['skipped']})")
@@ -203,10 +266,12 @@ def load_line(load: dict) -> str:
     d, share, steps = load["decode_tok_s"], load["share_of_alone"], load["training_steps_per_s"]
     before, after = "with training (before)", "with training (after: background priority)"
     bg = load.get("background_settings") or {}
-    return (f"Decode (ours float32) with a training thread in the process: alone {d['alone']:.1f} tok/s; "
-            f"training as before {d[before]:.1f} tok/s ({share[before]:.0%} of alone, training {steps[before]:.2f} steps/s); "
-            f"training as background work (nice {bg.get('nice')}, {bg.get('threads')} thread(s)) {d[after]:.1f} tok/s "
-            f"({share[after]:.0%}, training {steps[after]:.2f} steps/s).")
+    return (
+        f"Decode (ours float32) with a training thread in the process: alone {d['alone']:.1f} tok/s; "
+        f"training as before {d[before]:.1f} tok/s ({share[before]:.0%} of alone, training {steps[before]:.2f} steps/s); "
+        f"training as background work (nice {bg.get('nice')}, {bg.get('threads')} thread(s)) {d[after]:.1f} tok/s "
+        f"({share[after]:.0%}, training {steps[after]:.2f} steps/s)."
+    )
 
 
 def _kernel_text(k: dict) -> str:
@@ -228,12 +293,15 @@ def docs_block(r: dict, short: bool = False) -> str:
     m, c = r["machine"], r["config"]
     load = r.get("concurrent_load", {})
     la = load.get("loadavg_start"), load.get("loadavg_end")
-    head = (f"{r['date'][:16].replace('T', ' ')} UTC, `python -m bench{' --quick' if r.get('quick') else ''}`; "
-            f"CPU \"{m['cpu']}\" ({', '.join(m['cpu_flags']) or 'no AVX-512'}), {m['cores']} cores, {m['torch_threads']} torch threads, "
-            f"torch {m['torch']}" + (f", CTranslate2 {r['ctranslate2']['version']}" if r.get("ctranslate2", {}).get("version") else "")
-            + (f"; 1-minute load average {la[0][0]:.1f} at the start, {la[1][0]:.1f} at the end" if la[0] and la[1] else "")
-            + f". GPT-2 small (random weights), batch 1, {c['prompt_tokens']}-token prompt, {c['new_tokens']} new tokens, "
-            f"greedy, median of {c['reps']} rounds.")
+    head = (
+        f"{r['date'][:16].replace('T', ' ')} UTC, `python -m bench{' --quick' if r.get('quick') else ''}`; "
+        f'CPU "{m["cpu"]}" ({", ".join(m["cpu_flags"]) or "no AVX-512"}), {m["cores"]} cores, {m["torch_threads"]} torch threads, '
+        f"torch {m['torch']}"
+        + (f", CTranslate2 {r['ctranslate2']['version']}" if r.get("ctranslate2", {}).get("version") else "")
+        + (f"; 1-minute load average {la[0][0]:.1f} at the start, {la[1][0]:.1f} at the end" if la[0] and la[1] else "")
+        + f". GPT-2 small (random weights), batch 1, {c['prompt_tokens']}-token prompt, {c['new_tokens']} new tokens, "
+        f"greedy, median of {c['reps']} rounds."
+    )
     lines = [START, "", head, ""] + decode_table(r) + ["", bandwidth_line(r)]
     if r.get("under_training"):
         lines += ["", load_line(r["under_training"])]
@@ -246,16 +314,25 @@ def docs_block(r: dict, short: bool = False) -> str:
             lines.append(f"| {t['name']} | {shown} | {t['goal']} | {status} |")
     if not short:
         if r.get("agreement"):
-            lines += ["", "| precision vs float32 | model | greedy tokens | first divergence | argmax agreement, teacher-forced | mean KL (nats) |",
-                      "|---|---|---:|---:|---:|---:|"]
+            lines += [
+                "",
+                "| precision vs float32 | model | greedy tokens | first divergence | argmax agreement, teacher-forced | mean KL (nats) |",
+                "|---|---|---:|---:|---:|---:|",
+            ]
             for a in r["agreement"]:
                 div = "none" if a["first_divergence"] is None else f"token {a['first_divergence']}"
                 kl = f"{a['mean_kl_nats']:.2e}" if "mean_kl_nats" in a else "—"
-                lines.append(f"| {a.get('precision', 'bfloat16')} | {a['model']} | {a['greedy_tokens']} | {div} | "
-                             f"{a['teacher_forced_agreement']:.1%} | {kl} |")
+                lines.append(
+                    f"| {a.get('precision', 'bfloat16')} | {a['model']} | {a['greedy_tokens']} | {div} | "
+                    f"{a['teacher_forced_agreement']:.1%} | {kl} |"
+                )
         if r.get("kernels"):
-            lines += ["", "Kernel and layout choices measured in this run (`playground.runtime.kernels`; median of one pass over a "
-                          "working set of the model's own shapes):", ""]
+            lines += [
+                "",
+                "Kernel and layout choices measured in this run (`playground.runtime.kernels`; median of one pass over a "
+                "working set of the model's own shapes):",
+                "",
+            ]
             lines += [f"- {_kernel_text(k)}" for k in r["kernels"]]
     lines += ["", END]
     return "\n".join(lines)
@@ -275,7 +352,6 @@ def write_docs(r: dict) -> list[Path]:
         path.write_text(before + docs_block(r, short=name == "readme") + after, encoding="utf-8")
         written.append(path)
     return written
-
 
 
 def _fmt(x):

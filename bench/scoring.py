@@ -31,7 +31,7 @@ def full_logits_loop(model, ids, stride) -> float:
     x = torch.tensor(ids)
     while True:
         end = min(begin + W, n - 1) + 1
-        logp = torch.log_softmax(model(x[begin:end - 1][None])[0].float(), -1)
+        logp = torch.log_softmax(model(x[begin : end - 1][None])[0].float(), -1)
         rows = torch.arange(prev_end, end) - 1 - begin
         total -= float(logp[rows, x[prev_end:end]].double().sum())
         count += end - prev_end
@@ -41,9 +41,9 @@ def full_logits_loop(model, ids, stride) -> float:
 
 
 def measure(reps: int = 5) -> dict:
-    from playground.inside.scoring import default_stride, score_ids
-    from playground.server.session import BUNDLED_CHECKPOINT, bundled_recipe, build_from_recipe
     from playground.engine.tokenizer import load_tokenizer
+    from playground.inside.scoring import default_stride, score_ids
+    from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
 
     text = _text()
     if text is None or not BUNDLED_CHECKPOINT.is_file():
@@ -60,16 +60,29 @@ def measure(reps: int = 5) -> dict:
         t0 = time.perf_counter()
         peer_loss = full_logits_loop(model, ids, stride)
         peer.append(time.perf_counter() - t0)
-    return {"bytes": N_BYTES, "tokens": len(ids), "window": s.window, "stride": s.stride, "windows": s.n_windows,
-            "median_s": median(ours), "rounds_s": ours, "peer_median_s": median(peer), "peer_rounds_s": peer,
-            "loss_nats": s.loss_nats, "peer_loss_nats": peer_loss, "bits_per_byte": s.bits_per_byte,
-            "losses_agree": math.isclose(s.loss_nats, peer_loss, rel_tol=1e-4)}
+    return {
+        "bytes": N_BYTES,
+        "tokens": len(ids),
+        "window": s.window,
+        "stride": s.stride,
+        "windows": s.n_windows,
+        "median_s": median(ours),
+        "rounds_s": ours,
+        "peer_median_s": median(peer),
+        "peer_rounds_s": peer,
+        "loss_nats": s.loss_nats,
+        "peer_loss_nats": peer_loss,
+        "bits_per_byte": s.bits_per_byte,
+        "losses_agree": math.isclose(s.loss_nats, peer_loss, rel_tol=1e-4),
+    }
 
 
 def rows(r: dict) -> list[str]:
     if "median_s" not in r:
         return [f"scoring: {r.get('error')}"]
-    return [f"Scoring {r['bytes']:,} bytes of Tiny Shakespeare ({r['tokens']:,} tokens, bundled model, window "
-            f"{r['window']}, stride {r['stride']}, {r['windows']} windows): {r['median_s']:.3f} s median "
-            f"(full-logits loop {r['peer_median_s']:.3f} s, ×{r['peer_median_s'] / r['median_s']:.2f}); "
-            f"loss {r['loss_nats']:.4f} nats/token = {r['bits_per_byte']:.3f} bits/byte (peer {r['peer_loss_nats']:.4f})"]
+    return [
+        f"Scoring {r['bytes']:,} bytes of Tiny Shakespeare ({r['tokens']:,} tokens, bundled model, window "
+        f"{r['window']}, stride {r['stride']}, {r['windows']} windows): {r['median_s']:.3f} s median "
+        f"(full-logits loop {r['peer_median_s']:.3f} s, ×{r['peer_median_s'] / r['median_s']:.2f}); "
+        f"loss {r['loss_nats']:.4f} nats/token = {r['bits_per_byte']:.3f} bits/byte (peer {r['peer_loss_nats']:.4f})"
+    ]

@@ -39,13 +39,19 @@ class App:
     def __init__(self, timeout: float = 120.0, log_path: Path | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
-        env = {**os.environ, "GRADIO_SERVER_PORT": str(self.port), "GRADIO_SERVER_NAME": "127.0.0.1",
-               "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+        env = {
+            **os.environ,
+            "GRADIO_SERVER_PORT": str(self.port),
+            "GRADIO_SERVER_NAME": "127.0.0.1",
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "HF_HUB_OFFLINE": "1",
+        }
         self.log_path = log_path or Path(os.devnull)
         self._log = open(self.log_path, "w")
         self.t_spawn = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
         self.page_s = None
         deadline = self.t_spawn + timeout
         while time.perf_counter() < deadline:
@@ -121,9 +127,14 @@ def cold_start(ready_api: str = "/load_session", timeout: float = 120.0) -> dict
         app.close()
 
 
-def concurrent_users(n_users: int = 4, api_name: str = "/generate", ready_api: str = "/load_session",
-                     max_new_tokens: int = 64, prompt: str = "To be, or not to be, that is the question:",
-                     timeout: float = 600.0) -> dict:
+def concurrent_users(
+    n_users: int = 4,
+    api_name: str = "/generate",
+    ready_api: str = "/load_session",
+    max_new_tokens: int = 64,
+    prompt: str = "To be, or not to be, that is the question:",
+    timeout: float = 600.0,
+) -> dict:
     """One user alone, then ``n_users`` at once, each with their own session (client), asking
     ``api_name`` for ``max_new_tokens`` greedy tokens. Aggregate tokens/s counts requested tokens
     (generation does not stop early)."""
@@ -169,7 +180,11 @@ def concurrent_users(n_users: int = 4, api_name: str = "/generate", ready_api: s
             t.start()
         for t in threads:
             t.join(timeout + 60)
-        errors = [r["error"] for r in single + many if r is None or "error" in r] if all(single + many) else ["a user never finished"]
+        errors = (
+            [r["error"] for r in single + many if r is None or "error" in r]
+            if all(single + many)
+            else ["a user never finished"]
+        )
         out = {"users": n_users, "max_new_tokens": max_new_tokens, "api_name": api_name, "errors": errors}
         if single[0] and "latency_s" in single[0]:
             out["single_latency_s"] = single[0]["latency_s"]

@@ -12,8 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-import playground.training.trainer as train_module
 import playground.engine.weights as weights_module
+import playground.training.trainer as train_module
 from playground.training.cli import main
 
 writes: list[str] = []

@@ -26,8 +26,18 @@ def _gen(**kw):
         from playground import ui
 
         # A copy without the run id: this generation must not replace the run the other cases use.
-        outs = list(ui.generate_tokens({**state, "run_id": None}, args["prompt"], args["temperature"], args["top_k"], args["top_p"],
-                                       args["max_new_tokens"], args["seed"], args["greedy"]))
+        outs = list(
+            ui.generate_tokens(
+                {**state, "run_id": None},
+                args["prompt"],
+                args["temperature"],
+                args["top_k"],
+                args["top_p"],
+                args["max_new_tokens"],
+                args["seed"],
+                args["greedy"],
+            )
+        )
         return outs[-1][2]
 
     return call
@@ -86,8 +96,11 @@ def _xl_header_one_tensor(path):
     from playground import PRESETS
     from playground.engine.weights import CHECKPOINT_FORMAT
 
-    save_file({"final_norm.scale": torch.ones(4)}, str(path),
-              metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl (1558M)"].to_json()})
+    save_file(
+        {"final_norm.scale": torch.ones(4)},
+        str(path),
+        metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl (1558M)"].to_json()},
+    )
 
 
 def _header_of(cfg_changes):
@@ -101,8 +114,11 @@ def _header_of(cfg_changes):
         from playground.engine.weights import CHECKPOINT_FORMAT
 
         cfg = PRESETS["nano (2 layers, d64)"].replace(**cfg_changes)
-        save_file({"final_norm.scale": torch.ones(4)}, str(path),
-                  metadata={"format": CHECKPOINT_FORMAT, "config": cfg.to_json()})
+        save_file(
+            {"final_norm.scale": torch.ones(4)},
+            str(path),
+            metadata={"format": CHECKPOINT_FORMAT, "config": cfg.to_json()},
+        )
 
     return make
 
@@ -156,8 +172,17 @@ def _train(steps=10, lr=1e-3, source=2, pasted=None, preset="nano (2 layers, d64
         from playground import ui
 
         text = pasted if pasted is not None else "To be, or not to be, that is the question. " * 200
-        outs = list(ui.train_model({"job": None, "recipe": None}, preset, ui.CORPUS_CHOICES[source] if
-                                   isinstance(source, int) else source, None, text, steps, lr))
+        outs = list(
+            ui.train_model(
+                {"job": None, "recipe": None},
+                preset,
+                ui.CORPUS_CHOICES[source] if isinstance(source, int) else source,
+                None,
+                text,
+                steps,
+                lr,
+            )
+        )
         return outs[-1][3]
 
     return call
@@ -256,26 +281,50 @@ CASES = [
     ("build", "attention_impl 'flash'", _build(attention_impl="flash"), "attention_impl must be one of"),
     ("build", "n_layers 10⁷ (over the memory budget)", _build(n_layers=10**7), "budget"),
     ("build", "10,000 layers of d128", _build(n_layers=10_000, emb_dim=128, n_heads=2), "at most 256 layers"),
-    ("build", "gpt2-xl widths with 100 layers (3.2 B parameters)",
-     _build(vocab_size=50257, context_length=1024, emb_dim=1600, n_heads=25, n_layers=100),
-     ("builds at most", "more than the memory budget")),  # which check answers first depends on the RAM
+    (
+        "build",
+        "gpt2-xl widths with 100 layers (3.2 B parameters)",
+        _build(vocab_size=50257, context_length=1024, emb_dim=1600, n_heads=25, n_layers=100),
+        ("builds at most", "more than the memory budget"),
+    ),  # which check answers first depends on the RAM
     ("build", "emb_dim 10,240", _build(emb_dim=10_240, n_heads=16, n_layers=1), "at most 8,192 dimensions"),
     ("build", "init seed 2⁶³", _build(seed=2**63), "Init seed must be between 0 and"),
     ("build", "init seed 'x'", _build(seed="x"), "Init seed must be a whole number"),
     ("build", "weights choice 'magic'", _build(weights="magic"), "Weights must be one of"),
     ("build", "precision 'float8'", _build(dtype="float8"), "Precision must be one of"),
     ("build", "uploaded checkpoint with no file", _build(weights="uploaded checkpoint"), "Choose a .safetensors file"),
-    ("build", "trained model before any training", _build(weights="trained in the Train tab"),
-     "Train a model in the Train tab first"),
+    (
+        "build",
+        "trained model before any training",
+        _build(weights="trained in the Train tab"),
+        "Train a model in the Train tab first",
+    ),
     # --- Model tab: uploaded checkpoints
     ("upload", "a pickle renamed .safetensors", _upload(_pickle, "evil.safetensors"), "evil.safetensors"),
-    ("upload", "an empty file", _upload(lambda p: p.write_bytes(b""), "empty.safetensors"), "empty.safetensors is empty"),
-    ("upload", "random bytes", _upload(lambda p: p.write_bytes(bytes(range(256)) * 40), "noise.safetensors"),
-     "noise.safetensors"),
-    ("upload", "header declares gpt2-xl, holds one tensor", _upload(_xl_header_one_tensor, "xl.safetensors"),
-     "missing"),
-    ("upload", "header declares 300 layers", _upload(_header_of({"n_layers": 300}), "deep.safetensors"),
-     "at most 256 layers"),
+    (
+        "upload",
+        "an empty file",
+        _upload(lambda p: p.write_bytes(b""), "empty.safetensors"),
+        "empty.safetensors is empty",
+    ),
+    (
+        "upload",
+        "random bytes",
+        _upload(lambda p: p.write_bytes(bytes(range(256)) * 40), "noise.safetensors"),
+        "noise.safetensors",
+    ),
+    (
+        "upload",
+        "header declares gpt2-xl, holds one tensor",
+        _upload(_xl_header_one_tensor, "xl.safetensors"),
+        "missing",
+    ),
+    (
+        "upload",
+        "header declares 300 layers",
+        _upload(_header_of({"n_layers": 300}), "deep.safetensors"),
+        "at most 256 layers",
+    ),
     ("upload", "NaN in W_query", _upload(_nano_checkpoint(float("nan")), "nan.safetensors"), "NaN or infinity"),
     ("upload", "+inf in W_query", _upload(_nano_checkpoint(float("inf")), "inf.safetensors"), "NaN or infinity"),
     ("upload", "a good checkpoint", _upload(_nano_checkpoint(), "mine.safetensors"), "Ready"),
@@ -347,7 +396,7 @@ def write_table(path="docs/reliability.md") -> int:
 
     state = nano_state()
     rows = []
-    for area, sent, call, expected in CASES:
+    for area, sent, call, _expected in CASES:
         message = re.sub(r" · [\d.]+ tokens/s", "", outcome(call, state))  # the rate varies run to run
         shown = message if message else "(no message: handled, the view is drawn)"
         cells = [html.escape(x, quote=False).replace("|", "\\|").replace("\n", " ") for x in (area, sent, shown)]
@@ -356,7 +405,7 @@ def write_table(path="docs/reliability.md") -> int:
     start, end = "<!-- cases:start -->", "<!-- cases:end -->"
     table = "\n".join([start, "| area | what is sent | what the user reads |", "|---|---|---|", *rows, end])
     if start in text and end in text:
-        text = text[: text.index(start)] + table + text[text.index(end) + len(end):]
+        text = text[: text.index(start)] + table + text[text.index(end) + len(end) :]
     else:
         text = text + "\n" + table + "\n"
     Path(path).write_text(text)

@@ -16,9 +16,20 @@ PRESET = "nano (2 layers, d64)"
 
 def _build(client, preset=PRESET, seed=3):
     cfg = PRESETS[preset]
-    fields = [cfg.vocab_size, cfg.context_length, cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.drop_rate,
-              cfg.qkv_bias, cfg.tie_weights, cfg.pos_encoding, cfg.activation, cfg.norm_placement,
-              cfg.attention_impl]
+    fields = [
+        cfg.vocab_size,
+        cfg.context_length,
+        cfg.emb_dim,
+        cfg.n_heads,
+        cfg.n_layers,
+        cfg.drop_rate,
+        cfg.qkv_bias,
+        cfg.tie_weights,
+        cfg.pos_encoding,
+        cfg.activation,
+        cfg.norm_placement,
+        cfg.attention_impl,
+    ]
     return client.predict("random init", seed, "gpt2 (124M)", None, "float32", *fields, api_name="/build_model")
 
 
@@ -71,8 +82,26 @@ def test_bad_input_gets_a_message_and_the_session_keeps_working(app_url):
     status = updates[-1][1]
     assert "prompt is empty" in status
     cfg = PRESETS[PRESET]
-    out = client.predict("random init", 0, "gpt2 (124M)", None, "float32", cfg.vocab_size, cfg.context_length,
-                         100, 3, 2, 0.0, True, True, "learned", "gelu_tanh", "pre", "fused", api_name="/build_model")
+    out = client.predict(
+        "random init",
+        0,
+        "gpt2 (124M)",
+        None,
+        "float32",
+        cfg.vocab_size,
+        cfg.context_length,
+        100,
+        3,
+        2,
+        0.0,
+        True,
+        True,
+        "learned",
+        "gelu_tanh",
+        "pre",
+        "fused",
+        api_name="/build_model",
+    )
     assert "divisible" in out[0]
     # The previous model is still the session's model: generating works and uses it.
     list(client.submit("Hi", 0, 0, 1.0, 3, 1, True, api_name="/generate"))
@@ -111,11 +140,26 @@ def test_exports_download_and_the_model_loads_back(app_url):
     assert exported["token_ids"] == client.predict(api_name="/run_data")["token_ids"]
     model_path, _ = client.predict(api_name="/export_model")
     cfg = PRESETS[PRESET]
-    fields = [getattr(cfg, f) for f in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers",
-                                          "drop_rate", "qkv_bias", "tie_weights", "pos_encoding", "activation",
-                                          "norm_placement", "attention_impl")]
-    out = client.predict("uploaded checkpoint", 0, "gpt2 (124M)", handle_file(model_path), "float32", *fields,
-                         api_name="/build_model")
+    fields = [
+        getattr(cfg, f)
+        for f in (
+            "vocab_size",
+            "context_length",
+            "emb_dim",
+            "n_heads",
+            "n_layers",
+            "drop_rate",
+            "qkv_bias",
+            "tie_weights",
+            "pos_encoding",
+            "activation",
+            "norm_placement",
+            "attention_impl",
+        )
+    ]
+    out = client.predict(
+        "uploaded checkpoint", 0, "gpt2 (124M)", handle_file(model_path), "float32", *fields, api_name="/build_model"
+    )
     assert "Ready" in out[0] and "3,324,736 parameters" in out[1]
     list(client.submit("Hello, I am", 0, 0, 1.0, 4, 0, True, api_name="/generate"))
     again = client.predict(api_name="/run_data")

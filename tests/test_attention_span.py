@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from playground import PRESETS
-from playground.inside import attention_stats as S
 from playground.figures import charts as F
+from playground.inside import attention_stats as S
 from playground.server.session import CACHE, get_run, random_recipe
 from playground.ui import attention_view as av
 from playground.ui.generate_tab import generate_tokens
@@ -100,7 +100,7 @@ def test_overview_and_rollout_are_computed_once_per_trace(long_run, monkeypatch)
     monkeypatch.setattr(av, "attention_rollout", lambda *a, **k: calls.append(1))
     monkeypatch.setattr(av, "head_stats", lambda *a, **k: calls.append(1))
     for view in av.VIEWS[3:]:
-        fig, *_ , msg = av.attention_views(state, view, 0, 0, True, 7)
+        fig, *_, msg = av.attention_views(state, view, 0, 0, True, 7)
         assert msg == ""
     assert calls == []  # the query slider and the overview metrics reuse what was computed
 

@@ -48,8 +48,9 @@ def nano():
 @pytest.mark.parametrize("prompt, temperature, top_k, top_p, n, message", SAMPLING_CASES)
 def test_library_sampling_inputs(nano, prompt, temperature, top_k, top_p, n, message):
     if message is None:
-        run, gen = start_run(nano, {}, prompt, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p,
-                             seed=0)
+        run, gen = start_run(
+            nano, {}, prompt, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=0
+        )
         steps = list(gen)
         assert len(steps) == n
         assert all(0 <= s.token_id < NANO.vocab_size and 0 < s.prob <= 1 and math.isfinite(s.entropy) for s in steps)
@@ -95,11 +96,23 @@ def test_through_the_running_app(app_url):
 
     url = app_url
     client = Client(url, verbose=False)
-    base = [NANO.vocab_size, NANO.context_length, NANO.emb_dim, NANO.n_heads, NANO.n_layers, NANO.drop_rate,
-            NANO.qkv_bias, NANO.tie_weights, NANO.pos_encoding, NANO.activation, NANO.norm_placement,
-            NANO.attention_impl]
-    assert "Ready" in client.predict("random init", 1, "gpt2 (124M)", None, "float32", *base,
-                                     api_name="/build_model")[0]
+    base = [
+        NANO.vocab_size,
+        NANO.context_length,
+        NANO.emb_dim,
+        NANO.n_heads,
+        NANO.n_layers,
+        NANO.drop_rate,
+        NANO.qkv_bias,
+        NANO.tie_weights,
+        NANO.pos_encoding,
+        NANO.activation,
+        NANO.norm_placement,
+        NANO.attention_impl,
+    ]
+    assert (
+        "Ready" in client.predict("random init", 1, "gpt2 (124M)", None, "float32", *base, api_name="/build_model")[0]
+    )
     # gradio_client carries numbers as JSON: NaN / inf cannot travel, the library cases cover them.
     for prompt, temperature, top_k, top_p, n, message in SAMPLING_CASES:
         if isinstance(temperature, float) and not math.isfinite(temperature):
@@ -124,12 +137,17 @@ def test_through_the_running_app(app_url):
     import httpx
 
     body = '{"data": ["lone \\ud800 here", 0.8, 40, 1.0, 5, 0, false]}'
-    event = httpx.post(url + "gradio_api/call/generate", content=body,
-                       headers={"content-type": "application/json"}, timeout=60).json()["event_id"]
+    event = httpx.post(
+        url + "gradio_api/call/generate", content=body, headers={"content-type": "application/json"}, timeout=60
+    ).json()["event_id"]
     with httpx.stream("GET", url + f"gradio_api/call/generate/{event}", timeout=60) as stream:
         assert "Done: 5 tokens" in "".join(stream.iter_text())
-    for index, value, message in [(3, 3, "divisible by n_heads"), (4, 0, "n_layers must be positive"),
-                                  (2, None, "emb_dim is empty"), (4, 10**7, "memory budget")]:
+    for index, value, message in [
+        (3, 3, "divisible by n_heads"),
+        (4, 0, "n_layers must be positive"),
+        (2, None, "emb_dim is empty"),
+        (4, 10**7, "memory budget"),
+    ]:
         fields = list(base)
         fields[index] = value
         out = client.predict("random init", 1, "gpt2 (124M)", None, "float32", *fields, api_name="/build_model")

@@ -6,14 +6,20 @@ import html
 import re
 
 import pytest
-
-from playground.inside.bpe import (
-    MAX_REPLAY_BYTES, TokenizerViewError, merge_ranks, pretokens, replay_text, replay_word, token_view,
-    tokenize_view, utf8_segments,
-)
-from playground.engine.tokenizer import load_tokenizer
-
 from conftest import TINY_SHAKESPEARE
+
+from playground.engine.tokenizer import load_tokenizer
+from playground.inside.bpe import (
+    MAX_REPLAY_BYTES,
+    TokenizerViewError,
+    merge_ranks,
+    pretokens,
+    replay_text,
+    replay_word,
+    token_view,
+    tokenize_view,
+    utf8_segments,
+)
 
 TEXTS = {
     "chinese": "从前有一座山，山上有一座庙，注意力机制让模型在生成每个词时",
@@ -68,7 +74,7 @@ def test_cong_is_two_tokens_under_one_character(tok):
     view = tokenize_view("从")
     assert len(view.groups) == 1 and view.groups[0].text == "从"
     first, second = view.tokens
-    assert first.bytes + second.bytes == "从".encode("utf-8") == b"\xe4\xbb\x8e"
+    assert first.bytes + second.bytes == "从".encode() == b"\xe4\xbb\x8e"
     assert first.display == "⟨e4 bb⟩" and second.display == "⟨8e⟩"
     assert first.note == "bytes 1–2 of 3 of 从 (U+4ECE)" and second.note == "byte 3 of 3 of 从 (U+4ECE)"
 
@@ -84,7 +90,11 @@ def test_emoji_groups_and_invisible_characters_are_named(tok):
 def test_utf8_segments_handle_invalid_and_unfinished_bytes():
     segs = utf8_segments(b"a\xe4\xbb\x8e\x80\xe4\xbb")
     assert [(s.start, s.end, s.char, s.complete) for s in segs] == [
-        (0, 1, "a", True), (1, 4, "从", True), (4, 5, None, True), (5, 7, None, False)]
+        (0, 1, "a", True),
+        (1, 4, "从", True),
+        (4, 5, None, True),
+        (5, 7, None, False),
+    ]
     # a generated sequence may end mid-character: the last group says it is unfinished
     view = token_view([20015])  # e4 bb
     assert view.groups[-1].complete is False and view.groups[-1].text is None

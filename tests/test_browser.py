@@ -10,8 +10,14 @@ import pytest
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
 
@@ -43,8 +49,14 @@ def test_generate_draws_chips_and_heatmap(page_url):
         errors, external = [], []
         page.on("pageerror", lambda e: errors.append(str(e)))
         # `python app.py` must work with no network: no CDN scripts, fonts or analytics.
-        page.on("request", lambda r: external.append(r.url)
-                if not r.url.startswith(page_url.rstrip("/")) and not r.url.startswith(("data:", "blob:")) else None)
+        page.on(
+            "request",
+            lambda r: (
+                external.append(r.url)
+                if not r.url.startswith(page_url.rstrip("/")) and not r.url.startswith(("data:", "blob:"))
+                else None
+            ),
+        )
         page.goto(page_url)
         page.get_by_text("parameters", exact=False).first.wait_for(timeout=60_000)
         page.get_by_role("tab", name="Generate").click()
@@ -112,8 +124,10 @@ def _set_number(page, elem_id, value):
 
 
 def _heatmap_title(page):
-    return page.evaluate("() => { const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
-                         " return g && g.layout && g.layout.title ? g.layout.title.text : null; }")
+    return page.evaluate(
+        "() => { const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
+        " return g && g.layout && g.layout.title ? g.layout.title.text : null; }"
+    )
 
 
 def test_stop_mid_run_keeps_fewer_tokens_and_says_how_many(page_url):
@@ -150,20 +164,26 @@ def test_chip_click_moves_the_query_and_opens_the_step(page_url):
         _set_number(page, "pg-max-new", 12)
         page.locator("#pg-generate").click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
-        page.wait_for_function("() => (document.querySelector('#pg-step-md') || {}).innerText?.includes('Step 11')",
-                               timeout=60_000)
+        page.wait_for_function(
+            "() => (document.querySelector('#pg-step-md') || {}).innerText?.includes('Step 11')", timeout=60_000
+        )
         chip = page.locator("#pg-chips .pg-gen").nth(4)
         position = chip.get_attribute("data-pos")
         chip.click()
         assert "pg-selected" in chip.get_attribute("class")
-        page.wait_for_function("() => document.querySelector('#pg-step-md').innerText.includes('Step 4 chose')",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('#pg-step-md').innerText.includes('Step 4 chose')", timeout=30_000
+        )
         query = page.locator("#pg-query input[type=number]")
-        page.wait_for_function(f"() => document.querySelector('#pg-query input[type=number]').value === '{position}'",
-                               timeout=30_000)
+        page.wait_for_function(
+            f"() => document.querySelector('#pg-query input[type=number]').value === '{position}'", timeout=30_000
+        )
         assert query.input_value() == position
-        page.wait_for_function(f"() => (document.querySelector('#pg-query-plot .js-plotly-plot')?.layout?.title?.text"
-                               f" || '').startsWith('Where position {position} ')", timeout=30_000)
+        page.wait_for_function(
+            f"() => (document.querySelector('#pg-query-plot .js-plotly-plot')?.layout?.title?.text"
+            f" || '').startsWith('Where position {position} ')",
+            timeout=30_000,
+        )
         # The step details are on screen after the click.
         box = page.locator("#pg-step-md").bounding_box()
         assert box and 0 <= box["y"] < 1000
@@ -178,22 +198,33 @@ def test_keyboard_on_sliders_updates_the_heatmap_and_every_token_is_labelled(pag
         _set_number(page, "pg-max-new", 20)
         page.locator("#pg-generate").click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
-        page.wait_for_function("() => (document.querySelector('#pg-heatmap .js-plotly-plot')?.layout?.title?.text"
-                               " || '').startsWith('Layer 0, head 0')", timeout=60_000)
+        page.wait_for_function(
+            "() => (document.querySelector('#pg-heatmap .js-plotly-plot')?.layout?.title?.text"
+            " || '').startsWith('Layer 0, head 0')",
+            timeout=60_000,
+        )
         # Typing in the layer slider's number box (no drag, no release) redraws the heatmap.
         page.locator("#pg-layer input[type=number]").fill("2")
-        page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot').layout.title.text"
-                               ".startsWith('Layer 2, head 0')", timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('#pg-heatmap .js-plotly-plot').layout.title.text"
+            ".startsWith('Layer 2, head 0')",
+            timeout=30_000,
+        )
         # Arrow keys on the head slider's range do the same.
         page.locator("#pg-head input[type=range]").focus()
         page.keyboard.press("ArrowRight")
-        page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot').layout.title.text"
-                               ".startsWith('Layer 2, head 1')", timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('#pg-heatmap .js-plotly-plot').layout.title.text"
+            ".startsWith('Layer 2, head 1')",
+            timeout=30_000,
+        )
         # Every token of the window has its own tick label on both axes.
-        ticks = page.evaluate("() => { const l = document.querySelector('#pg-heatmap .js-plotly-plot')._fullLayout;"
-                              " const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
-                              " return [l.xaxis.tickvals.length, l.yaxis.tickvals.length, g._fullData[0].z.length,"
-                              " g.querySelectorAll('.xtick').length]; }")
+        ticks = page.evaluate(
+            "() => { const l = document.querySelector('#pg-heatmap .js-plotly-plot')._fullLayout;"
+            " const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
+            " return [l.xaxis.tickvals.length, l.yaxis.tickvals.length, g._fullData[0].z.length,"
+            " g.querySelectorAll('.xtick').length]; }"
+        )
         n_tokens = ticks[2]
         assert n_tokens > 20 and ticks[0] == ticks[1] == n_tokens and ticks[3] == n_tokens
         browser.close()
@@ -221,16 +252,19 @@ def test_dark_mode_chips_and_figures_are_readable(page_url):
         browser, page = _generate_page(p, page_url, color_scheme="dark")
         page.locator("#pg-generate").click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
-        page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick text')", timeout=60_000)
+        page.wait_for_function(
+            "() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick text')", timeout=60_000
+        )
         assert page.evaluate("() => document.body.classList.contains('dark')")
         colours = page.evaluate("""() => [...document.querySelectorAll('#pg-chips .pg-chip')].map(c => {
             const s = getComputedStyle(c); return [s.color, s.backgroundColor]; })""")
-        parse = lambda text: [int(float(x)) for x in text[text.index("(") + 1:text.index(")")].split(",")[:3]]
+        parse = lambda text: [int(float(x)) for x in text[text.index("(") + 1 : text.index(")")].split(",")[:3]]
         ratios = [_contrast(parse(fg), parse(bg)) for fg, bg in colours]
         assert len(ratios) > 40 and min(ratios) >= 4.5, min(ratios)
         # Figure text follows the theme: light tick labels on the dark page.
-        fill = page.evaluate("() => getComputedStyle(document.querySelector("
-                             "'#pg-heatmap .js-plotly-plot .xtick text')).fill")
+        fill = page.evaluate(
+            "() => getComputedStyle(document.querySelector('#pg-heatmap .js-plotly-plot .xtick text')).fill"
+        )
         page_bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
         assert _contrast(parse(fill), parse(page_bg)) >= 4.5
         page.screenshot(path=str(ARTIFACTS / "generate-dark.png"))
@@ -244,8 +278,9 @@ def test_values_the_widgets_would_clamp_or_round_are_said(page_url):
         browser, page = _generate_page(p, page_url)
         page.locator("#pg-max-new input[type=number]").fill("9999")
         message = page.locator("#pg-input-msg")
-        page.wait_for_function("() => document.querySelector('#pg-input-msg').innerText.includes('9999')",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('#pg-input-msg').innerText.includes('9999')", timeout=30_000
+        )
         assert "Max new tokens: 9999 is outside 1–512; the slider sets it to 512" in message.inner_text()
         page.locator("#pg-max-new input[type=number]").fill("30")
         page.wait_for_function("() => document.querySelector('#pg-input-msg').innerText.trim() === ''", timeout=30_000)
@@ -256,8 +291,9 @@ def test_values_the_widgets_would_clamp_or_round_are_said(page_url):
         layers = page.get_by_label("n_layers", exact=True)
         layers.fill("2.5")
         page.locator("#pg-build").click()
-        page.wait_for_function("() => document.querySelector('#pg-build-msg').innerText.includes('n_layers')",
-                               timeout=60_000)
+        page.wait_for_function(
+            "() => document.querySelector('#pg-build-msg').innerText.includes('n_layers')", timeout=60_000
+        )
         assert "n_layers must be a whole number, got 2.5" in page.locator("#pg-build-msg").inner_text()
         browser.close()
 
@@ -277,6 +313,8 @@ def test_charts_keep_full_width_after_a_build_from_another_tab(page_url):
         page.locator("#pg-build-msg").get_by_text("Ready", exact=False).wait_for(timeout=60_000)
         page.locator("button[role=tab]").nth(1).click()
         page.wait_for_timeout(1500)
-        drawn = page.evaluate("() => document.querySelector('#pg-heatmap .js-plotly-plot .main-svg').getBoundingClientRect().width")
+        drawn = page.evaluate(
+            "() => document.querySelector('#pg-heatmap .js-plotly-plot .main-svg').getBoundingClientRect().width"
+        )
         assert drawn >= 0.9 * full, (drawn, full)
         browser.close()

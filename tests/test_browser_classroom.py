@@ -2,10 +2,8 @@
 whole-run heatmap. Screenshots go to tests/artifacts/ (tokenizer.png, heatmap_whole.png)."""
 
 import html
-from pathlib import Path
 
 import pytest
-
 from test_browser import ARTIFACTS, _chromium_or_skip, _launch, _set_number
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -101,16 +99,24 @@ def test_whole_run_heatmap_in_the_page(page_url):
         _set_number(page, "pg-max-new", 200)
         page.locator("#pg-generate").click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=180_000)
-        page.wait_for_function("() => (document.querySelector('#pg-heatmap .js-plotly-plot')?.layout?.title?.text"
-                               " || '').includes('showing positions')", timeout=60_000)
+        page.wait_for_function(
+            "() => (document.querySelector('#pg-heatmap .js-plotly-plot')?.layout?.title?.text"
+            " || '').includes('showing positions')",
+            timeout=60_000,
+        )
         t0 = page.evaluate("() => performance.now()")
         page.locator("#pg-span").get_by_text("whole run").click()
-        page.wait_for_function("() => (document.querySelector('#pg-heatmap .js-plotly-plot')?.layout?.title?.text"
-                               " || '').includes('whole run')", timeout=60_000)
+        page.wait_for_function(
+            "() => (document.querySelector('#pg-heatmap .js-plotly-plot')?.layout?.title?.text"
+            " || '').includes('whole run')",
+            timeout=60_000,
+        )
         shown_ms = page.evaluate("() => performance.now()") - t0
-        n, title = page.evaluate("() => { const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
-                                 " const d = g._fullData.find(t => t.type === 'heatmap');"
-                                 " return [d.z.length, g.layout.title.text]; }")
+        n, title = page.evaluate(
+            "() => { const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
+            " const d = g._fullData.find(t => t.type === 'heatmap');"
+            " return [d.z.length, g.layout.title.text]; }"
+        )
         assert n > 200 and f"whole run, {n}×{n}" in title
         assert page.locator("#pg-heatmap .heatmaplayer image, #pg-heatmap .hm image").count() >= 1
         page.locator("#pg-heatmap").scroll_into_view_if_needed()
@@ -139,7 +145,8 @@ def test_train_tab_estimate_and_messages_are_beside_the_button(page_url):
             assert box and box["y"] + box["height"] <= 768, (selector, box)
         page.locator("#pg-train-steps input").fill("160")
         page.locator("#pg-train-steps input").press("Enter")
-        page.wait_for_function("() => document.querySelector('#pg-train-estimate').innerText.includes('160 steps')",
-                               timeout=60_000)
+        page.wait_for_function(
+            "() => document.querySelector('#pg-train-estimate').innerText.includes('160 steps')", timeout=60_000
+        )
         page.screenshot(path=str(ARTIFACTS / "train.png"))
         browser.close()

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import TINY_SHAKESPEARE
+
 from playground.engine.config import GPT2_VOCAB_SIZE, GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.tokenizer import load_tokenizer
-from playground.training.losses import evaluate_loss
 from playground.engine.weights import load_checkpoint, read_checkpoint_metadata
+from playground.training.losses import evaluate_loss
 
 BUNDLED = Path(__file__).resolve().parent.parent / "assets" / "bundled"
 CHECKPOINT = BUNDLED / "shakespeare.safetensors"
@@ -77,8 +77,37 @@ def test_greedy_continuation_is_english_not_noise(model):
             ids = torch.cat([ids, model(ids)[:, -1:].argmax(-1)], dim=1)
     text = tok.decode(ids[0, -20:].tolist())
     words = [w.strip(".,;:!?'\n").lower() for w in text.split()]
-    common = {"the", "and", "i", "to", "of", "my", "you", "a", "that", "is", "in", "not", "me", "it", "your", "be",
-              "with", "for", "he", "his", "this", "thou", "have", "will", "so", "what", "lord", "shall", "but"}
+    common = {
+        "the",
+        "and",
+        "i",
+        "to",
+        "of",
+        "my",
+        "you",
+        "a",
+        "that",
+        "is",
+        "in",
+        "not",
+        "me",
+        "it",
+        "your",
+        "be",
+        "with",
+        "for",
+        "he",
+        "his",
+        "this",
+        "thou",
+        "have",
+        "will",
+        "so",
+        "what",
+        "lord",
+        "shall",
+        "but",
+    }
     assert sum(w in common for w in words) >= 3, text
 
 
@@ -131,7 +160,9 @@ def test_documented_heads_show_their_pattern(model, split):
     heads = FACTS["attention_heads"]
     assert len(heads) >= 1
     windows, block, first_query = 32, 128, 8
-    assert f"queries {first_query}..{block - 1} of {windows} evenly spaced {block}-token" in FACTS["attention_heads_how"]
+    assert (
+        f"queries {first_query}..{block - 1} of {windows} evenly spaced {block}-token" in FACTS["attention_heads_how"]
+    )
     starts = torch.linspace(0, len(val_ids) - block - 1, windows).round().long()
     batch = val_ids[starts[:, None] + torch.arange(block)]  # (windows, block)
     with torch.no_grad():

@@ -10,10 +10,9 @@ import re
 from urllib.parse import unquote
 
 import pytest
+from test_browser import ARTIFACTS, _chromium_or_skip, _launch
 
 from playground.i18n.catalogue import EN, tr
-
-from test_browser import ARTIFACTS, _chromium_or_skip, _launch
 from tools.pagewalk import draw_inside, plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -65,21 +64,27 @@ def _open(browser, url, lang, size, present):
 
 def _generate(page, lang, n=8):
     page.locator("button[role=tab]").nth(1).click()  # a tab's content is drawn when it is first opened
-    page.wait_for_function("() => (document.querySelector('#pg-legend')?.innerText || '').includes("
-                           + ("'灰色'" if lang == "zh-CN" else "'Grey'") + ")", timeout=60_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#pg-legend')?.innerText || '').includes("
+        + ("'灰色'" if lang == "zh-CN" else "'Grey'")
+        + ")",
+        timeout=60_000,
+    )
     box = page.locator("#pg-max-new input[type=number]")
     box.fill(str(n))
     box.press("Enter")
     page.locator("#pg-generate").click()
     page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
     page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick')", timeout=60_000)
-    page.wait_for_function("() => (document.querySelector('#pg-step-md')?.innerText || '').trim().length > 0",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#pg-step-md')?.innerText || '').trim().length > 0", timeout=60_000
+    )
 
 
 def _text_in(page, selector, text, timeout=120_000):
-    page.wait_for_function(f"() => (document.querySelector({selector!r})?.innerText || '').includes({text!r})",
-                           timeout=timeout)
+    page.wait_for_function(
+        f"() => (document.querySelector({selector!r})?.innerText || '').includes({text!r})", timeout=timeout
+    )
 
 
 def _use_every_view(page, lang):
@@ -118,8 +123,10 @@ def _use_every_view(page, lang):
     page.locator("#pg-replay").click()
     page.locator("#pg-replay-msg .pg-msg").first.wait_for(timeout=120_000)
     page.get_by_role("button", name=tr(lang, "share_link")).click()
-    page.wait_for_function("() => (document.querySelector('#pg-share-link textarea, #pg-share-link input')?.value"
-                           " || '').includes('?')", timeout=60_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#pg-share-link textarea, #pg-share-link input')?.value || '').includes('?')",
+        timeout=60_000,
+    )
 
     tab("tab_tokenizer").click()
     page.locator("#pg-tok-text textarea").fill("从前有座山 🦙 unbelievable!")
@@ -137,15 +144,19 @@ def _presenter_problems(page, height):
     chip_px = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('#pg-chips .pg-chip')).fontSize)")
     if chip_px < 20:
         problems.append(f"token chips are {chip_px} px")
-    tick_px = page.evaluate("() => Math.min(...[...document.querySelectorAll("
-                            "'#pg-heatmap .xtick text, #pg-heatmap .ytick text, #pg-heatmap .g-xtitle text')]"
-                            ".map(t => parseFloat(getComputedStyle(t).fontSize)))")
+    tick_px = page.evaluate(
+        "() => Math.min(...[...document.querySelectorAll("
+        "'#pg-heatmap .xtick text, #pg-heatmap .ytick text, #pg-heatmap .g-xtitle text')]"
+        ".map(t => parseFloat(getComputedStyle(t).fontSize)))"
+    )
     if tick_px < 16:
         problems.append(f"heatmap axis labels are {tick_px} px")
     fig = page.locator("#pg-heatmap .js-plotly-plot").bounding_box()
     if fig["height"] > height:
         problems.append(f"the heatmap is {fig['height']} px high on a {height} px screen")
-    if not page.evaluate("() => [...document.querySelectorAll('.pg-advanced')].every(e => getComputedStyle(e).display === 'none')"):
+    if not page.evaluate(
+        "() => [...document.querySelectorAll('.pg-advanced')].every(e => getComputedStyle(e).display === 'none')"
+    ):
         problems.append("advanced controls are shown")
     return problems
 
@@ -163,9 +174,11 @@ def _set_presenter(page, on: bool):
     if page.evaluate("() => document.body.classList.contains('pg-present')") != on:
         page.locator("#pg-present input[type=checkbox]").click()
     page.locator("button[role=tab]").nth(1).click()
-    page.wait_for_function("() => { const t = document.querySelector('#pg-heatmap .xtick text');"
-                           f" return t && (parseFloat(getComputedStyle(t).fontSize) >= 16) === {str(on).lower()}; }}",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => { const t = document.querySelector('#pg-heatmap .xtick text');"
+        f" return t && (parseFloat(getComputedStyle(t).fontSize) >= 16) === {str(on).lower()}; }}",
+        timeout=60_000,
+    )
     assert ("present=1" in page.url) == on  # the address follows the toggle, for a reload or a shared link
 
 
@@ -236,9 +249,11 @@ def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload
         page.keyboard.press("Escape")
         # Every tab's title (the Inside tab's own tabs too), not only the open one; the server-built text follows.
         n_tabs = len([k for k in EN if k.startswith("tab_")])
-        page.wait_for_function("() => { const t = [...document.querySelectorAll('button[role=tab]')].map(b => b.innerText);"
-                               f" return t.length >= {n_tabs} && t.every(x => /[\u4e00-\u9fff]/.test(x)); }}",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => { const t = [...document.querySelectorAll('button[role=tab]')].map(b => b.innerText);"
+            f" return t.length >= {n_tabs} && t.every(x => /[\u4e00-\u9fff]/.test(x)); }}",
+            timeout=30_000,
+        )
         titles = page.locator("button[role=tab]").all_inner_texts()
         assert {"1 · 模型", "2 · 生成与注意力", tr("zh-CN", "tab_train")} <= set(titles), titles
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=30_000)
@@ -251,13 +266,15 @@ def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload
         assert "直接 logit 归因" in title, title
         page.reload()
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
-        page.wait_for_function("() => document.querySelectorAll('button[role=tab]')[1]?.innerText === '2 · 生成与注意力'",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelectorAll('button[role=tab]')[1]?.innerText === '2 · 生成与注意力'", timeout=30_000
+        )
         # The bare address in the same browser: the choice was remembered.
         page.goto(app_url)
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
-        page.wait_for_function("() => document.querySelector('button[role=tab]').innerText === '1 · 模型'",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('button[role=tab]').innerText === '1 · 模型'", timeout=30_000
+        )
         # The API is not a page: it stays in English.
         from gradio_client import Client
 

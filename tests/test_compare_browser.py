@@ -11,8 +11,14 @@ import pytest
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
 
@@ -29,8 +35,18 @@ def test_link_prefills_generate_and_side_by_side_views_render(page_url):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
-    query = urlencode({"prompt": "JULIET:\nO Romeo, Romeo!", "temperature": 0.55, "top_k": 7, "top_p": 0.9,
-                       "seed": 1234, "max_new": 999, "greedy": "false", "tab": "generate"})
+    query = urlencode(
+        {
+            "prompt": "JULIET:\nO Romeo, Romeo!",
+            "temperature": 0.55,
+            "top_k": 7,
+            "top_p": 0.9,
+            "seed": 1234,
+            "max_new": 999,
+            "greedy": "false",
+            "tab": "generate",
+        }
+    )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
@@ -39,16 +55,18 @@ def test_link_prefills_generate_and_side_by_side_views_render(page_url):
         page.goto(page_url.rstrip("/") + "/?" + query)
         prompt = page.locator("#pg-prompt textarea")
         prompt.wait_for(timeout=60_000)
-        page.wait_for_function("() => document.querySelector('#pg-prompt textarea').value.startsWith('JULIET')",
-                               timeout=60_000)
+        page.wait_for_function(
+            "() => document.querySelector('#pg-prompt textarea').value.startsWith('JULIET')", timeout=60_000
+        )
         assert prompt.is_visible()  # the Generate tab is the one shown
         assert prompt.input_value() == "JULIET:\nO Romeo, Romeo!"
         msg = page.locator("#pg-input-msg")
         msg.get_by_text("max_new=999 is outside 1–512; set to 512").wait_for(timeout=30_000)
         max_new = page.locator("#pg-max-new input[type=number]").input_value()
         assert max_new == "512"
-        numbers = page.evaluate("() => [...document.querySelectorAll('input[type=number]')].filter(e => e.offsetParent)"
-                                ".map(e => e.value)")
+        numbers = page.evaluate(
+            "() => [...document.querySelectorAll('input[type=number]')].filter(e => e.offsetParent).map(e => e.value)"
+        )
         assert "0.55" in numbers and "7" in numbers and "0.9" in numbers and "1234" in numbers, numbers
         page.screenshot(path=str(ARTIFACTS / "url_prefill.png"), full_page=False)
 
@@ -74,7 +92,10 @@ def test_link_prefills_generate_and_side_by_side_views_render(page_url):
         page.locator("#pg-b-msg").get_by_text("Model B ready").wait_for(timeout=120_000)
         page.locator("#pg-score-ab").click()
         page.locator("#pg-score-diff .pg-chip[data-diff]").first.wait_for(timeout=120_000)
-        assert page.locator("#pg-score-b .pg-chip[data-bits]").count() == page.locator("#pg-score-a .pg-chip[data-bits]").count()
+        assert (
+            page.locator("#pg-score-b .pg-chip[data-bits]").count()
+            == page.locator("#pg-score-a .pg-chip[data-bits]").count()
+        )
         page.locator("#pg-score-diff").scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "score_two_models.png"), full_page=False)
 

@@ -22,8 +22,9 @@ def client(app_url):
 
 
 def test_score_two_models_matches_the_library(client):
-    msg = client.predict("random init", "nano (2 layers, d64)", 3, "gpt2 (124M)", None, "float32",
-                         api_name="/second_model")
+    msg = client.predict(
+        "random init", "nano (2 layers, d64)", 3, "gpt2 (124M)", None, "float32", api_name="/second_model"
+    )
     assert "Model B ready" in msg
     out = client.predict("paste", TEXT, None, False, 0, api_name="/score_compare")
     message, table, chips_a, chips_b, diff, _, data = out
@@ -63,9 +64,12 @@ def test_two_settings_side_by_side_and_receipt_and_replay(client, tmp_path):
     assert report["identical"] and report["steps"] == 10 and "Identical" in report_html
 
     # A replay file from a model this server cannot load says which weights it needs.
-    other = {**record, "model": "checkpoint: my model", "recipe": {"kind": "file", "path": "/nowhere.safetensors",
-                                                                   "label": "my model", "dtype": "float32"},
-             "weights_sha256": "0" * 64}
+    other = {
+        **record,
+        "model": "checkpoint: my model",
+        "recipe": {"kind": "file", "path": "/nowhere.safetensors", "label": "my model", "dtype": "float32"},
+        "weights_sha256": "0" * 64,
+    }
     bad = tmp_path / "other.replay.json"
     bad.write_text(json.dumps(other))
     report_html, report = client.predict(handle_file(str(bad)), api_name="/replay")

@@ -1,10 +1,10 @@
 """GPTConfig validation, presets and the memory guard (issue 2: config and presets; issue 6: bad input)."""
 
+import dataclasses
 
 import pytest
 import torch
 
-from playground.errors import UserError
 from playground.engine.config import (
     GPT2_VOCAB_SIZE,
     PRESETS,
@@ -17,6 +17,7 @@ from playground.engine.config import (
     get_preset,
 )
 from playground.engine.model import GPTModel
+from playground.errors import UserError
 
 TINY = dict(context_length=16, emb_dim=32, n_heads=4, n_layers=2)
 
@@ -54,7 +55,11 @@ def test_textbook_presets_as_written():
 def test_decoder_only_tutorial_preset():
     cfg = PRESETS["decoder-only tutorial (d512)"]
     assert (cfg.pos_encoding, cfg.activation, cfg.emb_dim, cfg.n_heads, cfg.n_layers) == (
-        "sinusoidal", "relu", 512, 8, 6,
+        "sinusoidal",
+        "relu",
+        512,
+        8,
+        6,
     )
 
 
@@ -76,7 +81,7 @@ def test_get_preset_unknown_name():
 
 def test_config_is_frozen_and_round_trips():
     cfg = GPTConfig(**TINY, pos_encoding="sinusoidal", activation="relu", norm_placement="post")
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.emb_dim = 64  # frozen dataclass
     assert GPTConfig.from_dict(cfg.to_dict()) == cfg
     assert cfg.head_dim == 8
@@ -203,7 +208,9 @@ def test_analytic_count_is_independent_of_attention_layout():
     assert count_parameters_analytic(base) == count_parameters_analytic(base.replace(attention_impl="per_head"))
     # Untying adds exactly one V x d matrix; sinusoidal drops the C x d table.
     assert count_parameters_analytic(base.replace(tie_weights=False)) - count_parameters_analytic(base) == 50257 * 32
-    assert count_parameters_analytic(base) - count_parameters_analytic(base.replace(pos_encoding="sinusoidal")) == 16 * 32
+    assert (
+        count_parameters_analytic(base) - count_parameters_analytic(base.replace(pos_encoding="sinusoidal")) == 16 * 32
+    )
 
 
 def test_gpt_model_rejects_non_config():

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import ROOT
-from playground.runtime import devices
-from playground.runtime import memory
+
+from playground.runtime import devices, memory
 from playground.runtime.devices import DeviceError, default_device, describe_device, resolve_device
 
 BUNDLED = ROOT / "assets" / "bundled" / "shakespeare.safetensors"
@@ -68,7 +67,9 @@ def test_explicit_choices_are_honoured_or_refused_with_a_reason(probes):
 def test_unknown_devices_are_refused_naming_the_choices(probes, monkeypatch, bad):
     probes.set(None)
     monkeypatch.setenv(devices.ENV_VAR, bad)
-    with pytest.raises(DeviceError, match=f"PLAYGROUND_DEVICE='{bad}' is not a device: use one of auto, cpu, cuda, mps"):
+    with pytest.raises(
+        DeviceError, match=f"PLAYGROUND_DEVICE='{bad}' is not a device: use one of auto, cpu, cuda, mps"
+    ):
         resolve_device()
 
 
@@ -129,17 +130,19 @@ def test_loaders_refuse_a_missing_gpu_before_reading_anything(probes, tmp_path):
 
 
 def test_models_go_where_they_are_asked_and_the_summary_says_so(probes):
-    from playground.server.session import bundled_recipe, build_from_recipe, summary_line
-    from playground.training.trainer import build_model
     from playground.engine.weights import load_checkpoint
+    from playground.server.session import build_from_recipe, bundled_recipe, summary_line
+    from playground.training.trainer import build_model
 
     probes.set(None)
     assert load_checkpoint(BUNDLED, device="cpu").device.type == "cpu"
     model = build_from_recipe(bundled_recipe())
     assert model.device == default_device() == torch.device("cpu")
     assert summary_line(model, bundled_recipe()).endswith("bundled Tiny Shakespeare model · runs on CPU")
-    a, b = build_model(model.cfg.replace(n_layers=1), seed=3), build_model(model.cfg.replace(n_layers=1), seed=3,
-                                                                           device="cpu")
+    a, b = (
+        build_model(model.cfg.replace(n_layers=1), seed=3),
+        build_model(model.cfg.replace(n_layers=1), seed=3, device="cpu"),
+    )
     assert torch.equal(a.tok_emb.weight, b.tok_emb.weight)
 
 

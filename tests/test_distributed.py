@@ -17,15 +17,33 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT
 from safetensors.torch import load_file
 
-from conftest import ROOT
 from playground.training.cli import main
 
 CONFIG = json.dumps({"preset": "nano (2 layers, d64)", "context_length": 16, "emb_dim": 32, "drop_rate": 0.0})
 # global batch 4 (2 windows per process), constant lr (warm-up 0, min_lr = lr), eval every 2 steps
-COMMON = ["--config", CONFIG, "--batch-size", "4", "--lr", "3e-3", "--min-lr", "3e-3", "--warmup-steps", "0",
-          "--eval-interval", "2", "--eval-batches", "1", "--seed", "7", "--threads", "1"]
+COMMON = [
+    "--config",
+    CONFIG,
+    "--batch-size",
+    "4",
+    "--lr",
+    "3e-3",
+    "--min-lr",
+    "3e-3",
+    "--warmup-steps",
+    "0",
+    "--eval-interval",
+    "2",
+    "--eval-batches",
+    "1",
+    "--seed",
+    "7",
+    "--threads",
+    "1",
+]
 LOSS_TOL = dict(rel=1e-5, abs=1e-5)
 WEIGHT_TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -54,8 +72,9 @@ def torchrun(args: list[str], *, record_dir=None, timeout=240) -> subprocess.Com
 def log_of(out) -> tuple[list[float], list[tuple[int, float]]]:
     events = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     steps = [e for e in events if e["kind"] == "step"]
-    assert [e["step"] for e in steps] == list(range(steps[0]["step"], steps[0]["step"] + len(steps))), \
+    assert [e["step"] for e in steps] == list(range(steps[0]["step"], steps[0]["step"] + len(steps))), (
         "every step logged exactly once, in order"
+    )
     return [e["loss"] for e in steps], [(e["step"], e["val_loss"]) for e in events if e["kind"] == "eval"]
 
 
@@ -63,7 +82,7 @@ def assert_same_tensors(path_a, path_b) -> None:
     a, b = load_file(str(path_a)), load_file(str(path_b))
     assert a.keys() == b.keys()
     for name in a:
-        torch.testing.assert_close(a[name], b[name], **WEIGHT_TOL, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(a[name], b[name], **WEIGHT_TOL, msg=lambda m, name=name: f"{name}: {m}")
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +101,10 @@ def reference(corpus, tmp_path_factory):
 def test_two_processes_follow_one_and_only_rank_0_writes(corpus, reference, tmp_path):
     out, record = tmp_path / "two", tmp_path / "record"
     record.mkdir()
-    torchrun([str(ROOT / "tests" / "ddp_worker.py"), "--data", str(corpus), "--out", str(out), "--steps", "4",
-              *COMMON], record_dir=record)
+    torchrun(
+        [str(ROOT / "tests" / "ddp_worker.py"), "--data", str(corpus), "--out", str(out), "--steps", "4", *COMMON],
+        record_dir=record,
+    )
 
     losses, vals = log_of(out)
     ref_losses, ref_vals = log_of(reference / "s4")
@@ -118,8 +139,9 @@ def test_two_processes_follow_one_and_only_rank_0_writes(corpus, reference, tmp_
 def test_one_process_checkpoint_resumes_on_two(corpus, reference, tmp_path):
     out = tmp_path / "one_then_two"
     shutil.copytree(reference / "s4", out)
-    done = torchrun(["-m", "playground.training", "--data", str(corpus), "--out", str(out), "--steps", "8",
-                     "--resume", *COMMON])
+    done = torchrun(
+        ["-m", "playground.training", "--data", str(corpus), "--out", str(out), "--steps", "8", "--resume", *COMMON]
+    )
     assert done.stdout.count("resuming at step 4") == 1  # printed by rank 0 only
     losses, vals = log_of(out)
     ref_losses, ref_vals = log_of(reference / "s8")
@@ -141,16 +163,37 @@ def test_a_batch_that_does_not_split_evenly_is_refused(corpus, tmp_path, monkeyp
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs (NCCL); this machine has "
-                    f"{torch.cuda.device_count()}")
+@pytest.mark.skipif(
+    torch.cuda.device_count() < 2, reason=f"needs 2 CUDA GPUs (NCCL); this machine has {torch.cuda.device_count()}"
+)
 def test_two_gpus_follow_one_gpu(corpus, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PLAYGROUND_DEVICE": "cuda"}
     args = ["--data", str(corpus), "--steps", "4", *COMMON]
-    subprocess.run([sys.executable, "-m", "playground.training", "--out", str(tmp_path / "one"), *args],
-                   cwd=ROOT, env=env, check=True, timeout=600)
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                    "-m", "playground.training", "--out", str(tmp_path / "two"), *args],
-                   cwd=ROOT, env=env, check=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "playground.training", "--out", str(tmp_path / "one"), *args],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=600,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "playground.training",
+            "--out",
+            str(tmp_path / "two"),
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=600,
+    )
     assert log_of(tmp_path / "two")[0] == pytest.approx(log_of(tmp_path / "one")[0], rel=1e-4, abs=1e-4)
 
 
@@ -159,7 +202,9 @@ def test_amp_bf16_is_bfloat16_autocast(corpus, tmp_path):
 
     threads = torch.get_num_threads()
     try:
-        assert main(["--data", str(corpus), "--out", str(tmp_path / "amp"), "--steps", "1", *COMMON, "--amp", "bf16"]) == 0
+        assert (
+            main(["--data", str(corpus), "--out", str(tmp_path / "amp"), "--steps", "1", *COMMON, "--amp", "bf16"]) == 0
+        )
     finally:
         torch.set_num_threads(threads)
     meta = read_checkpoint_metadata(tmp_path / "amp" / "model.safetensors")

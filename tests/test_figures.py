@@ -10,8 +10,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from playground.inside import attention_stats as S
 from playground.figures import charts as F
+from playground.inside import attention_stats as S
 
 FIGURES_PY = Path(F.__file__)
 
@@ -170,8 +170,16 @@ def test_grid_has_one_subplot_per_head_with_its_data():
 
 
 def test_format_prob_never_rounds_a_real_chance_to_zero():
-    cases = {0.0: "0%", 1.0: "100%", 0.45: "45%", 0.045: "4.5%", 0.00045: "0.045%", 0.0000123: "0.0012%",
-             0.996: "99.6%", 0.9996: "99.96%"}
+    cases = {
+        0.0: "0%",
+        1.0: "100%",
+        0.45: "45%",
+        0.045: "4.5%",
+        0.00045: "0.045%",
+        0.0000123: "0.0012%",
+        0.996: "99.6%",
+        0.9996: "99.96%",
+    }
     for p, text in cases.items():
         assert F.format_prob(p) == text, p
     assert F.format_prob(1e-9) != "0%"
@@ -250,10 +258,10 @@ def test_head_stats_accepts_a_batch_of_one_and_single_tokens():
 
 def test_rollout_matches_manual_product_and_is_causal_and_stochastic():
     A1, A2 = causal_attention(3, 5, seed=1), causal_attention(3, 5, seed=2)
-    I = np.eye(5)
+    eye = np.eye(5)
 
     def step(a):
-        m = 0.5 * a.mean(0) + 0.5 * I
+        m = 0.5 * a.mean(0) + 0.5 * eye
         return m / m.sum(1, keepdims=True)
 
     expected = step(A2) @ step(A1)
@@ -306,7 +314,10 @@ def test_sampling_stages_figure_shows_each_stage_and_marks_removed_tokens():
         np.testing.assert_array_equal(np.asarray(bar.x), stages[name])
         assert bar.marker.color[1] == F.HIGHLIGHT
     assert [a.text for a in fig.layout.annotations] == [
-        "raw softmax", "after temperature", "after top-k", "after top-p"
+        "raw softmax",
+        "after temperature",
+        "after top-k",
+        "after top-p",
     ]
     # top-k removed "␣my"; top-p then removed "␣his" (␣my was already gone, so it is not marked again).
     assert [list(m.y) for m in marks] == [[3], [2]]

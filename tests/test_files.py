@@ -12,15 +12,23 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from playground.server import files
-from playground.engine.config import PRESETS, ConfigError, GPTConfig
-from playground.server.files import (
-    ExportTooLarge, discard_upload, enforce_disk_budget, export_model, export_run, exports_dir, import_upload,
-    json_attention_bytes, protect, save_trained,
-)
+from playground.engine.config import PRESETS, ConfigError
 from playground.engine.model import GPTModel, attention_probs
-from playground.server.session import Run, random_recipe, start_run
 from playground.engine.weights import CHECKPOINT_FORMAT, WeightLoadError, save_checkpoint
+from playground.server import files
+from playground.server.files import (
+    ExportTooLarge,
+    discard_upload,
+    enforce_disk_budget,
+    export_model,
+    export_run,
+    exports_dir,
+    import_upload,
+    json_attention_bytes,
+    protect,
+    save_trained,
+)
+from playground.server.session import Run, random_recipe, start_run
 
 NANO = PRESETS["nano (2 layers, d64)"]
 
@@ -80,7 +88,9 @@ def test_json_export_is_strict_json_equal_to_the_attention_and_exactly_the_predi
     assert data["token_ids"] == run.token_ids and data["attention_layers"] == [0, 1]
     assert [s["token_id"] for s in data["steps"]] == [s.token_id for s in run.steps]
     raw = path.read_bytes()
-    assert len(raw) - raw.index(b'"attention":') - len(b'"attention":') - 1 == json_attention_bytes(NANO.n_layers, NANO.n_heads, T)
+    assert len(raw) - raw.index(b'"attention":') - len(b'"attention":') - 1 == json_attention_bytes(
+        NANO.n_layers, NANO.n_heads, T
+    )
 
 
 @pytest.mark.parametrize("T, decimals", [(1, 5), (2, 5), (9, 3), (33, 8)])
@@ -94,7 +104,9 @@ def test_json_writer_is_exact_for_any_length_and_precision(tmp_path, T, decimals
     path = tmp_path / "a.json"
     write_json(path, b'{"x":1}', 2, lambda i: layers[i], decimals)
     data = strict_json(path.read_text())
-    assert data["x"] == 1 and path.stat().st_size == len(b'{"x":1,"attention":') + json_attention_bytes(2, 3, T, decimals) + len(b'}')
+    assert data["x"] == 1 and path.stat().st_size == len(b'{"x":1,"attention":') + json_attention_bytes(
+        2, 3, T, decimals
+    ) + len(b"}")
     assert np.abs(np.array(data["attention"]) - np.stack(layers)).max() <= 0.5 * 10.0**-decimals + 1e-7
 
 
@@ -151,7 +163,9 @@ def test_too_large_an_export_is_refused_before_anything_is_written(monkeypatch):
         export_run(run, model, "json")
     err = info.value
     assert err.size == size > attention and err.limit == int(limit_mb * 1e6)
-    assert f"would be {size / 1e6:.2f} MB as .json (2 layers × 4 heads × {T}×{T} attention values), over the " in str(err)
+    assert f"would be {size / 1e6:.2f} MB as .json (2 layers × 4 heads × {T}×{T} attention values), over the " in str(
+        err
+    )
     assert "PLAYGROUND_MAX_EXPORT_MB" in str(err)
     assert "layers 0–0 only" in err.options and ".npz (float16)" in err.options
     assert list(exports_dir().iterdir()) == []  # nothing written, not even a temporary file
@@ -262,9 +276,15 @@ def test_a_tiny_file_declaring_gpt2_xl_is_refused_from_its_header(dirs):
     from playground.engine.weights import expected_shapes
 
     expected_shapes(NANO)  # the first meta-device build imports torch's meta kernels (~80 MB, once)
-    path = upload_in_gradio(dirs, "gpt2-xl.safetensors", lambda p: save_file(
-        {"final_norm.shift": torch.zeros(16)}, str(p),
-        metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl (1558M)"].to_json()}))
+    path = upload_in_gradio(
+        dirs,
+        "gpt2-xl.safetensors",
+        lambda p: save_file(
+            {"final_norm.shift": torch.zeros(16)},
+            str(p),
+            metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl (1558M)"].to_json()},
+        ),
+    )
     assert path.stat().st_size < 600
     rss = psutil.Process().memory_info().rss
     with pytest.raises(WeightLoadError) as info:
@@ -291,7 +311,10 @@ def test_refused_uploads_are_named_as_the_user_named_them_and_deleted(dirs):
         save_checkpoint(model, p)
 
     bad = upload_in_gradio(dirs, "poisoned.safetensors", poisoned)
-    with pytest.raises(WeightLoadError, match=r"^Mine\.safetensors: 1 tensor contains NaN or infinity: trf_blocks\.1\.att\.W_value\.weight \(3 values\)"):
+    with pytest.raises(
+        WeightLoadError,
+        match=r"^Mine\.safetensors: 1 tensor contains NaN or infinity: trf_blocks\.1\.att\.W_value\.weight \(3 values\)",
+    ):
         import_upload(str(bad), "Mine.safetensors")
     assert not bad.exists()
 

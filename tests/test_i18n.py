@@ -12,11 +12,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from playground import PRESETS, count_parameters
+from playground import PRESETS, count_parameters, ui
 from playground.figures import charts as figures
-from playground.server.session import CACHE, random_recipe
 from playground.i18n.catalogue import EN, ZH, normalize_lang, tr, tr_error
-from playground import ui
+from playground.server.session import CACHE, random_recipe
 from playground.ui import prefs
 from playground.ui.figure_dress import PRESENT_FONT, dress
 from playground.ui.i18n import page_prefs
@@ -74,8 +73,9 @@ def test_every_template_has_the_same_fields_in_both_languages():
 
 
 def test_language_codes_and_page_preferences():
-    assert [normalize_lang(x) for x in ("zh", "zh-CN", "zh_Hans", "ZH-tw", "en", "fr", None, "")] == \
-        ["zh-CN"] * 4 + ["en"] * 4
+    assert [normalize_lang(x) for x in ("zh", "zh-CN", "zh_Hans", "ZH-tw", "en", "fr", None, "")] == ["zh-CN"] * 4 + [
+        "en"
+    ] * 4
     page = SimpleNamespace(query_params={"lang": "zh-CN", "present": "1"}, headers={})
     assert page_prefs(page) == ("zh-CN", True)
     browser = SimpleNamespace(query_params={}, headers={"accept-language": "zh-CN,zh;q=0.9,en;q=0.8"})
@@ -102,7 +102,7 @@ def test_a_build_in_chinese_says_everything_in_chinese_with_the_same_numbers():
     # Same live counts in both languages, only the words differ.
     assert [r[2:] for r in en_rows] == [r[2:] for r in zh_table.values.tolist()]
     assert zh_table.values.tolist()[-1][0] == "合计" and en_rows[-1][0] == "total"
-    views = zh_out[2:2 + ui.model_tab.N_VIEWS]
+    views = zh_out[2 : 2 + ui.model_tab.N_VIEWS]
     assert not _english(views), _english(views)
 
 
@@ -128,8 +128,9 @@ def test_switching_the_page_language_redraws_every_server_text():
     state = {**ui.new_state(), "recipe": random_recipe(NANO, seed=0)}
     state = list(ui.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 4, 1, False))[-1][0]
     run_id, train_state = state["run_id"], {"job": None, "recipe": None}
-    out = prefs.apply_prefs('{"lang": "zh-CN", "present": true}', state, train_state, ui.VIEWS[0], 0, 0, True, None,
-                            3, 3)
+    out = prefs.apply_prefs(
+        '{"lang": "zh-CN", "present": true}', state, train_state, ui.VIEWS[0], 0, 0, True, None, 3, 3
+    )
     # The states change in place (an event returning them could undo a generation's run id).
     assert state["lang"] == train_state["lang"] == "zh-CN" and state["present"] is True
     assert state["run_id"] == run_id
@@ -146,7 +147,9 @@ def test_presenter_mode_enlarges_figures_and_fits_them_on_a_projector():
     probs /= probs.sum(1, keepdims=True)
     labels = [f"t{i}" for i in range(60)]
     fig = dress(figures.attention_heatmap(probs, labels, title="Layer 0, head 0"), "zh-CN", present=True)
-    assert fig.layout.xaxis.title.text == "键位置（被关注的）" and fig.layout.yaxis.title.text == "查询位置（发出关注的）"
+    assert (
+        fig.layout.xaxis.title.text == "键位置（被关注的）" and fig.layout.yaxis.title.text == "查询位置（发出关注的）"
+    )
     assert fig.layout.xaxis.tickfont.size >= PRESENT_FONT and fig.layout.yaxis.tickfont.size >= PRESENT_FONT
     assert fig.layout.height <= 720
     ticks = list(fig.layout.xaxis.tickvals)
@@ -155,7 +158,6 @@ def test_presenter_mode_enlarges_figures_and_fits_them_on_a_projector():
     assert list(fig.layout.xaxis.ticktext) == [labels[int(t)] for t in ticks]
     plain = figures.attention_heatmap(probs, labels, title="Layer 0, head 0")
     assert dress(plain, "en").layout.xaxis.title.text == "key position (looked at)"
-
 
 
 @pytest.mark.parametrize("n_parts, upright", [(6, False), (26, True)])  # a 2-layer model; GPT-2 small
@@ -175,7 +177,9 @@ def test_presenter_mode_writes_the_waterfalls_values_at_full_size(n_parts, uprig
     span = levels.max() - levels.min()
     assert lo <= levels.min() - 0.1 * span and hi >= levels.max() + 0.1 * span
 
+
 # ---- the other tabs: Train, Tokenizer, Inside, Score & compare (handler outputs in zh-CN) ----
+
 
 def _titles(outputs):
     """Tooltips (title='…' attributes), which _english's tag stripping would skip."""
@@ -201,7 +205,9 @@ def test_train_tab_in_chinese_with_the_same_numbers():
     est_zh, est_en = (train_tab.estimate_html(preset, 7, 1, state=s) for s in (zh, en))
     assert "在本机上约需" in est_zh and est_en.startswith("<div class='pg-msg pg-estimate'") and "About " in est_en
     # The same measured seconds in both languages (one measurement, cached).
-    assert re.search(r"data-seconds='([\d.]+)'", est_zh).group(1) == re.search(r"data-seconds='([\d.]+)'", est_en).group(1)
+    assert re.search(r"data-seconds='([\d.]+)'", est_zh).group(1) == re.search(
+        r"data-seconds='([\d.]+)'", est_en
+    ).group(1)
     _no_english(est_zh)
     assert train_tab.duration(200, "zh-CN") == "3 分 20 秒" and train_tab.duration(200) == "3 min 20 s"
     bad = [train_tab.estimate_html("nano-x", 7, 1, state=zh), train_tab.estimate_html(preset, 7, 0, state=zh)]
@@ -222,7 +228,7 @@ def test_train_tab_in_chinese_with_the_same_numbers():
 def test_tokenizer_tab_in_chinese_with_the_same_tokens():
     from playground.ui import tokenizer_tab as tt
 
-    text = tt.DEFAULT_TEXT + " \U0001F600"
+    text = tt.DEFAULT_TEXT + " \U0001f600"
     zh, en = tt.show_tokens(text, {"lang": "zh-CN"}), tt.show_tokens(text)
     _no_english(zh)
     assert list(zh[2].columns) == ["位置", "编号", "字节（十六进制）", "文本", "所属字符"]
@@ -240,15 +246,23 @@ def test_inside_tab_in_chinese(zh_run):
     from playground.ui import inside_tab as it
 
     noop = lambda *a, **k: None  # noqa: E731
-    outs = [it.lens_view(zh_run, None, None, None), it.attribution_view(zh_run, None, ""),
-            it.maths_view(zh_run, 1, 0, None),
-            it.intervene_view(zh_run, "0.1", "1.0", "", 1.0, "0", "1", True, None),
-            it.dose_view(zh_run, "1.1", None, ""), it.sweep_view(zh_run, progress=noop)]
+    outs = [
+        it.lens_view(zh_run, None, None, None),
+        it.attribution_view(zh_run, None, ""),
+        it.maths_view(zh_run, 1, 0, None),
+        it.intervene_view(zh_run, "0.1", "1.0", "", 1.0, "0", "1", True, None),
+        it.dose_view(zh_run, "1.1", None, ""),
+        it.sweep_view(zh_run, progress=noop),
+    ]
     _no_english(outs)
     assert outs[0][0].layout.title.text.startswith("Logit 透镜") and "嵌入" in outs[0][0].layout.yaxis.ticktext
     assert list(outs[2][0].columns)[0] == "键位置" and "置零 L0H1" in outs[3][3]
-    errors = [it.lens_view(ui.new_state("zh-CN"), None, None, None)[-1], it.dose_view(zh_run, "", None, "")[-1],
-              it.intervene_view(zh_run, "x", "", "", 1, "", "", False, None)[-1], it.maths_view(zh_run, 9, 0, None)[-1]]
+    errors = [
+        it.lens_view(ui.new_state("zh-CN"), None, None, None)[-1],
+        it.dose_view(zh_run, "", None, "")[-1],
+        it.intervene_view(zh_run, "x", "", "", 1, "", "", False, None)[-1],
+        it.maths_view(zh_run, 9, 0, None)[-1],
+    ]
     assert "请先生成" in errors[0] and "层 必须在 0 到 1 之间" in errors[3]
     _no_english(errors)
     # English sessions read as before.
@@ -261,25 +275,43 @@ def test_score_and_compare_in_chinese(zh_run):
 
     noop = lambda *a, **k: None  # noqa: E731
     text = "Once upon a time there was a fox."
-    cmp, msg = ct.load_model_b({"recipe": None}, {"lang": "zh-CN"}, "random init", "nano (2 layers, d64)", 1, None,
-                               None, "float32", progress=noop)
+    cmp, msg = ct.load_model_b(
+        {"recipe": None},
+        {"lang": "zh-CN"},
+        "random init",
+        "nano (2 layers, d64)",
+        1,
+        None,
+        None,
+        "float32",
+        progress=noop,
+    )
     zh = ct.score(zh_run, cmp, "paste", text, None, False, 0, both=True, progress=noop)
     en = ct.score({**zh_run, "lang": "en"}, cmp, "paste", text, None, False, 0, both=True, progress=noop)
-    unlabelled = lambda d: {k: unlabelled(v) for k, v in d.items() if k not in ("label", "model")} if isinstance(d, dict) else d  # noqa: E731
+    unlabelled = lambda d: (
+        {k: unlabelled(v) for k, v in d.items() if k not in ("label", "model")} if isinstance(d, dict) else d
+    )  # noqa: E731
     assert unlabelled(zh[-1]) == unlabelled(en[-1])  # the same numbers; only the models' names are translated
     assert "| 模型 |" in zh[1] and "| model |" in en[1]
     f, exported = ct.export_replay(zh_run)
-    outs = [msg, zh[:-1], list(ct.generate_two_models(zh_run, cmp, "Hello", 1, 4, 1.0, 0, 1.0))[-1],
-            list(ct.generate_two_settings(zh_run, "Hello", 1, 4, 0.7, 0, 1.0, 1.5, 0, 1.0))[-1],
-            ct.show_receipt(zh_run, 2)[0], ct.show_receipt(zh_run, 99)[0], exported,
-            ct.score(zh_run, {"recipe": None}, "paste", text, None, False, 0, both=True, progress=noop)[0],
-            ct.score(zh_run, cmp, "upload a .txt", "", None, False, 0, progress=noop)[0]]
+    outs = [
+        msg,
+        zh[:-1],
+        list(ct.generate_two_models(zh_run, cmp, "Hello", 1, 4, 1.0, 0, 1.0))[-1],
+        list(ct.generate_two_settings(zh_run, "Hello", 1, 4, 0.7, 0, 1.0, 1.5, 0, 1.0))[-1],
+        ct.show_receipt(zh_run, 2)[0],
+        ct.show_receipt(zh_run, 99)[0],
+        exported,
+        ct.score(zh_run, {"recipe": None}, "paste", text, None, False, 0, both=True, progress=noop)[0],
+        ct.score(zh_run, cmp, "upload a .txt", "", None, False, 0, progress=noop)[0],
+    ]
     _no_english(outs)
     replayed = ct.replay_file(zh_run, f)[0]
     assert "完全相同" in replayed and "已用" in replayed
 
 
 # ---- a language switch redraws every view a page drew (Inside, Score & compare), same numbers ----
+
 
 def _numbers(outputs):
     """The numbers a view shows, wherever they are written (text, tables, figure titles, values)."""
@@ -292,18 +324,25 @@ def _numbers(outputs):
                 values = getattr(trace, axis, None)
                 if values is not None:
                     values = np.asarray(values)
-                    found.append(str(np.round(values.astype(float), 6).tolist()) if values.dtype.kind in "fiu" else None)
+                    found.append(
+                        str(np.round(values.astype(float), 6).tolist()) if values.dtype.kind in "fiu" else None
+                    )
     return found
 
 
 def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run):
-    from playground.ui import compare_tab as ct, inside_tab as it, redraw
+    from playground.ui import compare_tab as ct
+    from playground.ui import inside_tab as it
+    from playground.ui import redraw
 
     noop = lambda *a, **k: None  # noqa: E731
     page, other = SimpleNamespace(session_hash="page-1"), SimpleNamespace(session_hash="page-2")
     en = {**zh_run, "lang": "en"}
-    drawn = {"dla": it.remembering("dla")(page, en, None, ""), "maths": it.remembering("maths")(page, en, 1, 0, None),
-             "intervene": it.remembering("intervene")(page, en, "0.1", "", "", 1.0, "", "", False, None)}
+    drawn = {
+        "dla": it.remembering("dla")(page, en, None, ""),
+        "maths": it.remembering("maths")(page, en, 1, 0, None),
+        "intervene": it.remembering("intervene")(page, en, "0.1", "", "", 1.0, "", "", False, None),
+    }
     drawn["maths"] = (pd.DataFrame(drawn["maths"][0]),) + tuple(drawn["maths"][1:])  # (English: bare rows)
     # A page that drew nothing gets nothing redrawn; the lens follows the run (it is always drawn).
     assert all(_skipped(x) for x in it.redraw_views(other, zh_run, None, None)[5:-1])
@@ -316,7 +355,9 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
         assert _numbers(zh) == _numbers(drawn[key][:-1]), key  # the same numbers, only the words differ
     assert list(maths[0].columns)[0] == "键位置" and "置零 L0H1" in intervene[3]
     # Tick labels and bar names that are words, not tokens: the layers, heads and attribution's parts.
-    assert list(dla[0].layout.yaxis.ticktext[:2]) == ["第 0 层", "第 1 层"] and dla[0].layout.xaxis.ticktext[0] == "头 0"
+    assert (
+        list(dla[0].layout.yaxis.ticktext[:2]) == ["第 0 层", "第 1 层"] and dla[0].layout.xaxis.ticktext[0] == "头 0"
+    )
     bars = list(dla[1].data[0].x)
     assert bars[:3] == ["tok_emb", "pos_emb", "L0 注意力"] and bars[-2:] == ["final_norm 偏移", "最终 logit"]
     assert list(drawn["dla"][1].data[0].x)[2] == "L0 attn"  # English as before
@@ -331,8 +372,18 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
     assert back[7] == drawn["dla"][2] and list(back[8].columns)[0] == "key position"
 
     # Score & compare: model B, A and B scores, both streams, a receipt, an export and its replay.
-    cmp, _ = ct.load_model_b({"recipe": None}, {"lang": "en"}, "random init", "nano (2 layers, d64)", 1, None, None,
-                             "float32", progress=noop, request=page)
+    cmp, _ = ct.load_model_b(
+        {"recipe": None},
+        {"lang": "en"},
+        "random init",
+        "nano (2 layers, d64)",
+        1,
+        None,
+        None,
+        "float32",
+        progress=noop,
+        request=page,
+    )
     text = "Once upon a time there was a fox."
     scored = ct.score_ab(en, cmp, "paste", text, None, False, 0, progress=noop, request=page)
     side = list(ct.generate_two_settings(en, "Hello", 1, 4, 0.7, 0, 1.0, 1.5, 0, 1.0, request=page))[-1]
@@ -341,8 +392,9 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
     replayed = ct.replay_file(en, f, request=page)[0]
     zh = ct.redraw_views(page, zh_run)
     assert not any(_skipped(x) for x in zh[:-3] + zh[-2:])
-    _no_english([re.sub(r"<span class='pg-token-text'>.*?</span>", "", x, flags=re.S) if isinstance(x, str) else x
-                 for x in zh])  # (the replayed run's own text left out)
+    _no_english(
+        [re.sub(r"<span class='pg-token-text'>.*?</span>", "", x, flags=re.S) if isinstance(x, str) else x for x in zh]
+    )  # (the replayed run's own text left out)
     assert "已就绪" in zh[0] and "| 模型 |" in zh[2] and "完全相同" in zh[10] and "完成" in zh[7]
     assert _numbers(zh[1:7]) == _numbers(scored[:6]) and _numbers([zh[9]]) == _numbers([receipt])
     assert re.findall(r"data-bits='([\d.]+)'", zh[3]) == re.findall(r"data-bits='([\d.]+)'", scored[2])
@@ -362,18 +414,21 @@ def _skipped(x) -> bool:
 def test_the_refusals_of_the_inside_and_compare_tabs_are_said_in_chinese(zh_run, tmp_path):
     """Bad input a class types (a two-token target, a head or layer the model lacks, an empty or
     one-token text, a file that is not a replay) is refused in 中文, with the values it names."""
-    from playground.ui import compare_tab as ct, inside_tab as it
+    from playground.ui import compare_tab as ct
+    from playground.ui import inside_tab as it
 
     noop = lambda *a, **k: None  # noqa: E731
     not_json = tmp_path / "notes.json"
     not_json.write_text("these are my notes")
-    said = {"two tokens": it.attribution_view(zh_run, None, " hello world")[-1],
-            "no such head": it.intervene_view(zh_run, "1.7", "", "", 1.0, "", "", False, None)[-1],
-            "no such layer": it.intervene_view(zh_run, "", "", "", 1.0, "9", "", False, None)[-1],
-            "position": it.attribution_view(zh_run, 999, "")[-1],
-            "empty text": ct.score(zh_run, {"recipe": None}, "paste", "  ", None, False, 0, progress=noop)[0],
-            "one token": ct.score(zh_run, {"recipe": None}, "paste", "Hi", None, False, 0, progress=noop)[0],
-            "not a replay": ct.replay_file(zh_run, str(not_json))[0]}
+    said = {
+        "two tokens": it.attribution_view(zh_run, None, " hello world")[-1],
+        "no such head": it.intervene_view(zh_run, "1.7", "", "", 1.0, "", "", False, None)[-1],
+        "no such layer": it.intervene_view(zh_run, "", "", "", 1.0, "9", "", False, None)[-1],
+        "position": it.attribution_view(zh_run, 999, "")[-1],
+        "empty text": ct.score(zh_run, {"recipe": None}, "paste", "  ", None, False, 0, progress=noop)[0],
+        "one token": ct.score(zh_run, {"recipe": None}, "paste", "Hi", None, False, 0, progress=noop)[0],
+        "not a replay": ct.replay_file(zh_run, str(not_json))[0],
+    }
     _no_english(list(said.values()))
     assert "' hello world' 是 2 个 token" in html.unescape(said["two tokens"])
     assert "第 1 层第 7 头不存在" in said["no such head"] and "第 9 层不存在" in said["no such layer"]
@@ -385,14 +440,25 @@ def test_the_build_message_follows_a_language_switch():
     from playground.ui import model_tab, redraw
 
     page = SimpleNamespace(session_hash="page-build")
-    out = model_tab.build_model(ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO),
-                                request=page)
+    out = model_tab.build_model(
+        ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO), request=page
+    )
     zh = model_tab.build_message(page, {"lang": "zh-CN"})
     assert "Ready" in out[1] and "就绪" in zh and "随机初始化（种子 3）" in zh
     assert re.findall(r"\d+\.\d+", zh) == re.findall(r"\d+\.\d+", out[1])  # the same measured seconds
     assert model_tab.build_message(page, {"lang": "en"}) == out[1]
-    bad = model_tab.build_model(ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32",
-                                *_fields(NANO)[:2], 70, *_fields(NANO)[3:], request=page)[1]
+    bad = model_tab.build_model(
+        ui.new_state(),
+        "random init",
+        3,
+        "gpt2 (124M)",
+        None,
+        "float32",
+        *_fields(NANO)[:2],
+        70,
+        *_fields(NANO)[3:],
+        request=page,
+    )[1]
     assert "emb_dim" in bad and "必须能被" in model_tab.build_message(page, {"lang": "zh-CN"})
     redraw.forget(page)
     assert model_tab.build_message(page, {"lang": "zh-CN"}) == {"__type__": "update"}
@@ -423,8 +489,19 @@ def test_the_train_tabs_last_message_follows_a_language_switch():
     from playground.ui import train_tab
 
     page = SimpleNamespace(session_hash="page-train")
-    outs = list(train_tab.train_model(train_tab.new_train_state(), "nano (2 layers, d64)", train_tab.CORPUS_CHOICES[0],
-                                      None, None, 3, 3e-3, 1, request=page))
+    outs = list(
+        train_tab.train_model(
+            train_tab.new_train_state(),
+            "nano (2 layers, d64)",
+            train_tab.CORPUS_CHOICES[0],
+            None,
+            None,
+            3,
+            3e-3,
+            1,
+            request=page,
+        )
+    )
     assert "Trained" in outs[-1][3] or "3 steps" in outs[-1][3]
     zh = train_tab.train_message(page, {"lang": "zh-CN"})
     assert "训练完成，共 3 步" in zh

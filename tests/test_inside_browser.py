@@ -8,17 +8,19 @@ import json
 import re
 
 import pytest
-
 from test_browser import ARTIFACTS, _chromium_or_skip, _launch
+
 from tools.pagewalk import plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def _trace(page, elem_id):
-    return page.evaluate(f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
-                         f" const d = g._fullData[0]; return {{type: d.type, z: d.z || null, y: d.y || null,"
-                         f" x: d.x || null, text: d.text || null}}; }}")
+    return page.evaluate(
+        f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
+        f" const d = g._fullData[0]; return {{type: d.type, z: d.z || null, y: d.y || null,"
+        f" x: d.x || null, text: d.text || null}}; }}"
+    )
 
 
 def _click_cell(page, elem_id, x, y):
@@ -50,13 +52,18 @@ def _check_lens_click(page, app_url, session_hash):
     positions = _trace(page, "pg-lens")["x"]
     layer, pos = 2, positions[len(positions) // 3]
     _click_cell(page, "pg-lens", pos, layer)
-    page.wait_for_function(f"""() => {{ const g = document.querySelector('#pg-lens-cell .js-plotly-plot');
-        return g && g.layout.title.text.includes('after block {layer - 1}, position {pos}:'); }}""", timeout=30_000)
+    page.wait_for_function(
+        f"""() => {{ const g = document.querySelector('#pg-lens-cell .js-plotly-plot');
+        return g && g.layout.title.text.includes('after block {layer - 1}, position {pos}:'); }}""",
+        timeout=30_000,
+    )
     assert page.locator("#pg-lens-layer input").input_value() == str(layer)  # the fields follow the click
     assert page.locator("#pg-lens-pos input").input_value() == str(pos)
     want = lenses.lens_cell(model, ids, layer, pos)  # the run fits the context: window start 0
-    bars = page.evaluate("() => { const g = document.querySelector('#pg-lens-cell .js-plotly-plot');"
-                         " return {x: g.data[0].x, ticks: g.layout.yaxis.ticktext}; }")
+    bars = page.evaluate(
+        "() => { const g = document.querySelector('#pg-lens-cell .js-plotly-plot');"
+        " return {x: g.data[0].x, ticks: g.layout.yaxis.ticktext}; }"
+    )
     assert [int(re.search(r"\((\d+)\)$", t).group(1)) for t in bars["ticks"]] == [t for t, _ in want["top"]]
     assert bars["x"] == pytest.approx([p for _, p in want["top"]], abs=1e-6)
     text = page.locator("#pg-lens-cell").locator("xpath=..").inner_text()
@@ -71,8 +78,9 @@ def _check_lens_click(page, app_url, session_hash):
     # A narrower page shows fewer positions (each cell keeps room for its text), still around the cell.
     wide = len(_trace(page, "pg-lens")["x"])
     page.set_viewport_size({"width": 1024, "height": 768})
-    page.wait_for_function(f"() => document.querySelector('#pg-lens .js-plotly-plot').data[0].x.length < {wide}",
-                           timeout=30_000)
+    page.wait_for_function(
+        f"() => document.querySelector('#pg-lens .js-plotly-plot').data[0].x.length < {wide}", timeout=30_000
+    )
     narrow = _trace(page, "pg-lens")["x"]
     assert 8 <= len(narrow) < wide and pos in narrow
     assert page.locator("#pg-lens-layer input").input_value() == str(layer)
@@ -92,8 +100,14 @@ def test_each_inside_view_is_drawn(app_url):
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         hashes = []  # the browser's session, as its queue requests name it
-        page.on("request", lambda r: hashes.append(json.loads(r.post_data).get("session_hash"))
-                if r.method == "POST" and "/queue/join" in r.url and r.post_data else None)
+        page.on(
+            "request",
+            lambda r: (
+                hashes.append(json.loads(r.post_data).get("session_hash"))
+                if r.method == "POST" and "/queue/join" in r.url and r.post_data
+                else None
+            ),
+        )
         page.goto(app_url)
         page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
         page.locator("button[role=tab]").nth(1).click()
@@ -127,8 +141,10 @@ def test_each_inside_view_is_drawn(app_url):
         assert len(heat["z"]) == 6 and len(heat["z"][0]) == 5  # 4 heads + the MLP column
         _click_cell(page, "pg-dla-heat", 2, 3)  # head 2 of layer 3: its maths, and picked for the dose
         page.locator("#pg-dla-pick-md").get_by_text("Picked head 2 of layer 3", exact=False).wait_for(timeout=30_000)
-        picked = page.evaluate("() => document.querySelector('#pg-dla-heat .js-plotly-plot').layout.shapes"
-                               ".filter(s => s.name === 'pg-pick')")
+        picked = page.evaluate(
+            "() => document.querySelector('#pg-dla-heat .js-plotly-plot').layout.shapes"
+            ".filter(s => s.name === 'pg-pick')"
+        )
         assert [((s["x0"] + s["x1"]) / 2, (s["y0"] + s["y1"]) / 2) for s in picked] == [(2, 3)]  # outlined
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "inside-attribution.png"), full_page=True)
@@ -159,8 +175,9 @@ def test_each_inside_view_is_drawn(app_url):
         assert len(sweep["z"]) == 6 and len(sweep["z"][0]) == 4
         assert "Most harmful" in page.locator("#pg-sweep-md").inner_text()
         _click_cell(page, "pg-sweep", 1, 4)  # zero head 1 of layer 4 alone: Δ mean loss = the sweep's cell
-        page.wait_for_function("() => document.querySelector('#pg-intervene-md').innerText.startsWith('Zero L4H1.')",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('#pg-intervene-md').innerText.startsWith('Zero L4H1.')", timeout=30_000
+        )
         assert page.get_by_label("Zero-ablate heads", exact=False).input_value() == "4.1"
         delta = float(re.search(r"nats \(([-+][0-9.]+)\)", page.locator("#pg-intervene-md").inner_text()).group(1))
         assert delta == pytest.approx(sweep["z"][4][1], abs=6e-4)

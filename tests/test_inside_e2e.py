@@ -60,13 +60,16 @@ def test_every_view_returns_the_librarys_numbers(client):
     assert sweep["delta_loss"][2][3] == pytest.approx(one["mean_loss_after"] - one["mean_loss_before"], abs=1e-4)
 
 
-@pytest.mark.parametrize("args, api, message", [
-    (("9.0", "", "", 1.0, "", "", False, None), "/intervene", "head 0 of layer 9"),
-    (("x", "", "", 1.0, "", "", False, None), "/intervene", "could not read 'x'"),
-    (("1.1", 3, "two words"), "/dose_response", "exactly one token"),
-    ((3, "hello world"), "/logit_attribution", "exactly one token"),
-    ((0, 7, 2), "/attention_maths", "Head must be between 0 and 3"),
-])
+@pytest.mark.parametrize(
+    "args, api, message",
+    [
+        (("9.0", "", "", 1.0, "", "", False, None), "/intervene", "head 0 of layer 9"),
+        (("x", "", "", 1.0, "", "", False, None), "/intervene", "could not read 'x'"),
+        (("1.1", 3, "two words"), "/dose_response", "exactly one token"),
+        ((3, "hello world"), "/logit_attribution", "exactly one token"),
+        ((0, 7, 2), "/attention_maths", "Head must be between 0 and 3"),
+    ],
+)
 def test_bad_input_gets_a_message_and_the_app_keeps_serving(client, args, api, message):
     out = client.predict(*args, api_name=api)
     assert message in out["error"], out

@@ -6,11 +6,10 @@ import re
 
 import pytest
 
-from playground import PRESETS
+from playground import PRESETS, ui
 from playground.inside import lenses
 from playground.inside.interventions import Intervention
 from playground.server.session import random_recipe
-from playground import ui
 from playground.ui import inside_picks as ip
 from playground.ui import inside_tab as it
 from playground.ui.cell_click import PAGE_JS, PICKERS, read_pick, with_page_js
@@ -82,8 +81,10 @@ def test_the_attribution_click_note_follows_a_language_switch(run_state):
     assert ip.redraw_note(page, zh) == it.gr.skip()  # nothing clicked yet: nothing to write again
     note = ip.pick_head(state, shown, 2, 1, request=page)[10]
     assert "head 2 of layer 1" in note
-    assert ip.redraw_note(page, zh) == f"已选中第 1 层第 2 头：它在位置 {len(ids) - 2} 的注意力计算见“注意力计算”；" \
+    assert (
+        ip.redraw_note(page, zh) == f"已选中第 1 层第 2 头：它在位置 {len(ids) - 2} 的注意力计算见“注意力计算”；"
         "“干预”中的“缩放一个注意力头”已填入它（位置和目标相同），可做剂量-响应。"
+    )
     assert ip.redraw_note(page, state) == note and ip.redraw_note(other, zh) == it.gr.skip()
     ip.pick_head(state, shown, model.cfg.n_heads, 0, request=page)  # then the MLP column
     assert ip.redraw_note(page, zh) == "“干预”中的“跳过 MLP”已填入第 0 层。"

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from playground.engine.config import PRESETS, GPTConfig
+from playground.engine.model import GPTModel
 from playground.inside.inspection import (
     COMPONENTS,
     component_of,
@@ -21,7 +22,6 @@ from playground.inside.inspection import (
     parameter_breakdown,
     tied_parameters,
 )
-from playground.engine.model import GPTModel
 
 KNOWN_TOTALS = {
     "gpt2-small (124M)": 124_439_808,
@@ -105,8 +105,12 @@ def test_every_preset_formula_equals_measured(name):
 
 VARIANT_GRID = list(
     itertools.product(
-        ("learned", "sinusoidal"), ("gelu_tanh", "gelu", "relu"), ("pre", "post"), ("fused", "per_head"),
-        (True, False), (True, False),
+        ("learned", "sinusoidal"),
+        ("gelu_tanh", "gelu", "relu"),
+        ("pre", "post"),
+        ("fused", "per_head"),
+        (True, False),
+        (True, False),
     )
 )
 
@@ -114,8 +118,13 @@ VARIANT_GRID = list(
 @pytest.mark.parametrize("pos, act, norm, attn, tie, bias", VARIANT_GRID)
 def test_every_variant_formula_equals_measured(pos, act, norm, attn, tie, bias):
     cfg = GPTConfig(
-        **TINY, pos_encoding=pos, activation=act, norm_placement=norm, attention_impl=attn,
-        tie_weights=tie, qkv_bias=bias,
+        **TINY,
+        pos_encoding=pos,
+        activation=act,
+        norm_placement=norm,
+        attention_impl=attn,
+        tie_weights=tie,
+        qkv_bias=bias,
     )
     breakdown = parameter_breakdown(cfg)
     for row in breakdown.rows:

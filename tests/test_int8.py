@@ -9,12 +9,22 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.engine.config import GPTConfig
-from playground.inside.inspection import count_parameters, parameter_breakdown
 from playground.engine.model import GPTModel
-from playground.engine.quantize import (Int8Embedding, Int8Linear, QuantizeError, float_state_dict, int8_bytes,
-                                 int8_linear_kernels, is_int8, model_bytes, quantize_int8, quantize_rows)
-from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, random_recipe
+from playground.engine.quantize import (
+    Int8Embedding,
+    Int8Linear,
+    QuantizeError,
+    float_state_dict,
+    int8_bytes,
+    int8_linear_kernels,
+    is_int8,
+    model_bytes,
+    quantize_int8,
+    quantize_rows,
+)
 from playground.engine.weights import load_checkpoint, save_checkpoint
+from playground.inside.inspection import count_parameters, parameter_breakdown
+from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, random_recipe
 
 TINY = GPTConfig(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 
@@ -56,7 +66,7 @@ def test_every_int8_kernel_is_the_float_product_of_the_dequantized_weight(act, r
     exact = F.linear(x.to(act).float(), q.float() * s.to(act).float()[:, None], lin.bias.to(act).float())
     for name, kernel in int8_linear_kernels().items():
         got = kernel(x.to(act), q, s.to(act), lin.bias.detach().to(act)).float()
-        tol = 1e-5 if act == torch.float32 else 2 ** -7
+        tol = 1e-5 if act == torch.float32 else 2**-7
         assert ((got - exact).abs() <= tol * (exact.abs() + 1)).all(), name
 
 
@@ -91,7 +101,7 @@ def test_cached_int8_decoding_matches_its_full_forward(pair):
     with torch.no_grad():
         full = q(ids).float()
         cache = q.new_kv_cache()
-        steps = [q(ids[:, :6], kv_cache=cache)] + [q(ids[:, t:t + 1], kv_cache=cache) for t in range(6, 20)]
+        steps = [q(ids[:, :6], kv_cache=cache)] + [q(ids[:, t : t + 1], kv_cache=cache) for t in range(6, 20)]
     stepped = torch.cat(steps, 1).float()
     assert (stepped - full).abs().mean() < 0.02 * full.std()
 
@@ -113,8 +123,10 @@ def test_float32_activations_too():
 def test_size_is_measured_and_the_breakdown_predicted_it(pair):
     m32, q = pair
     predicted = parameter_breakdown(m32).memory["int8"]
-    measured = sum(t.numel() * t.element_size() for t in {t.data_ptr(): t for t in
-                   list(q.parameters()) + list(q.buffers())}.values())
+    measured = sum(
+        t.numel() * t.element_size()
+        for t in {t.data_ptr(): t for t in list(q.parameters()) + list(q.buffers())}.values()
+    )
     assert model_bytes(q) == measured == predicted == int8_bytes(m32)
     assert parameter_breakdown(q).memory["int8"] == measured
     assert measured < 0.3 * model_bytes(m32)  # vs float32: a quarter, plus scales and float extras
@@ -163,8 +175,8 @@ def test_bundled_model_greedy_text_and_kl():
     t8 = [s.token_id for s in generate(q, prompt, max_new_tokens=40, temperature=0)]
     seq = torch.tensor([prompt + t32])
     with torch.no_grad():
-        a = m32(seq)[0, len(prompt) - 1:-1]
-        b = q(seq)[0, len(prompt) - 1:-1].float()
+        a = m32(seq)[0, len(prompt) - 1 : -1]
+        b = q(seq)[0, len(prompt) - 1 : -1].float()
     kl = (a.softmax(-1) * (a.log_softmax(-1) - b.log_softmax(-1))).sum(-1)
     # Measured: the same 128 greedy tokens, teacher-forced agreement 100%, mean KL 1.3e-4 nats.
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.97

@@ -4,10 +4,10 @@ states on GPT-2-shaped weights."""
 
 import pytest
 import torch
-
-from playground.inside.interventions import Hooks, Intervention, InterventionError, run_with_hooks
-from playground.engine.model import GPTModel
 from test_model import make_model as random_model
+
+from playground.engine.model import GPTModel
+from playground.inside.interventions import Hooks, Intervention, InterventionError, run_with_hooks
 
 TINY = dict(context_length=32, emb_dim=32, n_heads=4, n_layers=3)
 
@@ -36,11 +36,13 @@ def by_hand(model, edit_ctx=None, ids=IDS):
     ``edit_ctx(layer, ctx)`` gets ctx as (B, T, H, hd) and returns the replacement."""
     handles = []
     for i, block in enumerate(model.trf_blocks):
+
         def pre(module, args, i=i):
             (x,) = args
             B, T, d = x.shape
             ctx = x.view(B, T, model.cfg.n_heads, model.cfg.head_dim).clone()
             return (edit_ctx(i, ctx).reshape(B, T, d),)
+
         handles.append(block.att.out_proj.register_forward_pre_hook(pre))
     try:
         return plain(model, ids)
@@ -74,16 +76,18 @@ def test_zero_one_head_and_scale_one_head_match_the_hand_edit(model):
             ctx[:, :, 3] = 0
         return ctx
 
-    torch.testing.assert_close(hooked(model, Intervention(zero_heads=((2, 3),))), by_hand(model, zero),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        hooked(model, Intervention(zero_heads=((2, 3),))), by_hand(model, zero), rtol=1e-5, atol=1e-5
+    )
 
     def scale(i, ctx):
         if i == 0:
             ctx[:, :, 1] *= 1.7
         return ctx
 
-    torch.testing.assert_close(hooked(model, Intervention(scale_head=(0, 1, 1.7))), by_hand(model, scale),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        hooked(model, Intervention(scale_head=(0, 1, 1.7))), by_hand(model, scale), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_mean_ablation_replaces_the_head_by_its_mean_over_positions(model):
@@ -92,8 +96,9 @@ def test_mean_ablation_replaces_the_head_by_its_mean_over_positions(model):
             ctx[:, :, 0] = ctx[:, :, 0].mean(dim=1, keepdim=True)
         return ctx
 
-    torch.testing.assert_close(hooked(model, Intervention(mean_heads=((1, 0),))), by_hand(model, mean),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        hooked(model, Intervention(mean_heads=((1, 0),))), by_hand(model, mean), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_skip_mlp_and_drop_positions_match_the_hand_edit(model):
@@ -146,16 +151,19 @@ def test_capture_parts_sum_to_the_residual_stream(model):
     torch.testing.assert_close(model.out_head(model.final_norm(x)), logits, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("spec, message", [
-    (Intervention(zero_heads=((0, 9),)), "head 9 of layer 0"),
-    (Intervention(zero_heads=((5, 0),)), "layers 0–2"),
-    (Intervention(mean_heads=((0, -1),)), "heads 0–3"),
-    (Intervention(scale_head=(0, 0, 2.5)), "α must be a number from 0 to 2"),
-    (Intervention(scale_head=(0, 0, -0.1)), "α must be"),
-    (Intervention(scale_head=(0, 0, float("nan"))), "α must be"),
-    (Intervention(skip_mlps=(3,)), "skip the MLP of layer 3"),
-    (Intervention(unmasked_layers=(1.5,)), "mask of layer 1.5"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (Intervention(zero_heads=((0, 9),)), "head 9 of layer 0"),
+        (Intervention(zero_heads=((5, 0),)), "layers 0–2"),
+        (Intervention(mean_heads=((0, -1),)), "heads 0–3"),
+        (Intervention(scale_head=(0, 0, 2.5)), "α must be a number from 0 to 2"),
+        (Intervention(scale_head=(0, 0, -0.1)), "α must be"),
+        (Intervention(scale_head=(0, 0, float("nan"))), "α must be"),
+        (Intervention(skip_mlps=(3,)), "skip the MLP of layer 3"),
+        (Intervention(unmasked_layers=(1.5,)), "mask of layer 1.5"),
+    ],
+)
 def test_bad_interventions_are_refused_with_a_message(model, spec, message):
     with pytest.raises(InterventionError, match=message):
         Hooks(model.cfg, spec)
@@ -176,12 +184,13 @@ def test_intervention_round_trips_through_json():
 
 def test_capture_and_logit_lens_match_transformers_hidden_states(tmp_path):
     transformers = pytest.importorskip("transformers")
-    from playground.inside.lenses import logit_lens
     from playground.engine.weights import load_pretrained
+    from playground.inside.lenses import logit_lens
 
     torch.manual_seed(7)
-    hf_cfg = transformers.GPT2Config(n_embd=64, n_layer=3, n_head=4, n_positions=64, initializer_range=0.2,
-                                     attn_implementation="eager")
+    hf_cfg = transformers.GPT2Config(
+        n_embd=64, n_layer=3, n_head=4, n_positions=64, initializer_range=0.2, attn_implementation="eager"
+    )
     hf = transformers.GPT2LMHeadModel(hf_cfg).eval()
     hf.save_pretrained(tmp_path)
     ours = load_pretrained(tmp_path, device="cpu")
@@ -201,8 +210,10 @@ def test_capture_and_logit_lens_match_transformers_hidden_states(tmp_path):
     for layer, logits in enumerate(by_hand):
         probs = logits[0].double().softmax(-1)
         assert lens["top_id"][layer] == probs.argmax(-1).tolist()
-        torch.testing.assert_close(torch.tensor(lens["top_prob"][layer], dtype=torch.float64), probs.max(-1).values,
-                                   rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            torch.tensor(lens["top_prob"][layer], dtype=torch.float64), probs.max(-1).values, rtol=1e-4, atol=1e-5
+        )
         nxt = probs[torch.arange(9), ids[0, 1:]]
-        torch.testing.assert_close(torch.tensor(lens["next_prob"][layer][:-1], dtype=torch.float64), nxt,
-                                   rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(
+            torch.tensor(lens["next_prob"][layer][:-1], dtype=torch.float64), nxt, rtol=1e-4, atol=1e-6
+        )

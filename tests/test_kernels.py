@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from playground.runtime import kernels
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel, use_fast_weight_layout
 from playground.engine.readout import many_row_product
+from playground.runtime import kernels
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 
@@ -28,6 +28,7 @@ class FakeClock:
             self.now += seconds
             if calls is not None:
                 calls.append(seconds)
+
         return run
 
 
@@ -86,7 +87,9 @@ def test_a_hopeless_candidate_is_not_repeated_and_the_budget_caps_the_rest():
 def test_measurements_can_be_switched_off(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_KERNELS", "default")
     clock, calls = FakeClock(), []
-    choice = kernels.choose(("off",), "off", {"plain": clock.costs(2.0, calls), "fast": clock.costs(1.0, calls)}, timer=clock)
+    choice = kernels.choose(
+        ("off",), "off", {"plain": clock.costs(2.0, calls), "fast": clock.costs(1.0, calls)}, timer=clock
+    )
     assert choice.winner == "plain" and not choice.measured and calls == []
     assert choice.speedup() == 1.0 and "not measured" in choice.summary()
 
@@ -113,7 +116,9 @@ def test_real_decisions_name_one_of_their_candidates():
 
 def _force(monkeypatch, layout=None, stacked=None, gemv=None):
     if layout is not None:
-        monkeypatch.setattr(kernels, "weight_layout", lambda shape, dtype, count: kernels.Choice("f", layout, measured=False))
+        monkeypatch.setattr(
+            kernels, "weight_layout", lambda shape, dtype, count: kernels.Choice("f", layout, measured=False)
+        )
     if stacked is not None:
         monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("f", stacked, measured=False))
     if gemv is not None:
@@ -125,7 +130,9 @@ def _model(dtype=torch.float32, **changes):
     model = GPTModel(GPTConfig(**{**TINY, **changes}))
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_(1 + 0.2 * torch.randn(p.shape) if name.endswith("scale") else 0.1 * torch.randn(p.shape))  # not randn_like: it follows the strides
+            p.copy_(
+                1 + 0.2 * torch.randn(p.shape) if name.endswith("scale") else 0.1 * torch.randn(p.shape)
+            )  # not randn_like: it follows the strides
     return model.to(dtype).eval()
 
 
@@ -133,16 +140,21 @@ def _decode(model, ids, n_new=8):
     with torch.no_grad():
         cache = model.new_kv_cache()
         out = [model(ids, kv_cache=cache)]
-        for t in range(n_new):
+        for _t in range(n_new):
             out.append(model(out[-1][:, -1:].argmax(-1), kv_cache=cache))
     return torch.cat(out, dim=1).float()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("layout, stacked, gemv", [
-    ("in_out", "stacked", "aten"), ("in_out", "separate", "onednn"), ("out_in", "stacked", "onednn"),
-    ("out_in", "separate", "aten"),
-])
+@pytest.mark.parametrize(
+    "layout, stacked, gemv",
+    [
+        ("in_out", "stacked", "aten"),
+        ("in_out", "separate", "onednn"),
+        ("out_in", "stacked", "onednn"),
+        ("out_in", "separate", "aten"),
+    ],
+)
 def test_every_layout_stacking_and_kernel_gives_the_plain_logits(monkeypatch, dtype, layout, stacked, gemv):
     ids = torch.randint(0, 50257, (1, 12), generator=torch.Generator().manual_seed(3))
     _force(monkeypatch, layout="out_in", stacked="separate", gemv="onednn")  # the plain path
@@ -180,16 +192,25 @@ def test_stacked_copy_follows_the_measured_layout(monkeypatch):
 
 def test_relayout_after_a_dtype_change_asks_again(monkeypatch):
     asked = []
-    monkeypatch.setattr(kernels, "weight_layout",
-                        lambda shape, dtype, count: asked.append((shape, dtype, count)) or kernels.Choice("f", "out_in", measured=False))
+    monkeypatch.setattr(
+        kernels,
+        "weight_layout",
+        lambda shape, dtype, count: (
+            asked.append((shape, dtype, count)) or kernels.Choice("f", "out_in", measured=False)
+        ),
+    )
     monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("f", "separate", measured=False))
     monkeypatch.setattr(kernels, "one_row_bfloat16_kernel", lambda *a: kernels.Choice("f", "onednn", measured=False))
     model = _model()
     assert ((64, 64), torch.float32, 8) in asked  # 4 square matrices a layer, 2 layers
     asked.clear()
     model.to(torch.bfloat16)
-    assert {(s, d) for s, d, _ in asked} == {((64, 64), torch.bfloat16), ((256, 64), torch.bfloat16),
-                                             ((64, 256), torch.bfloat16), ((50257, 64), torch.bfloat16)}
+    assert {(s, d) for s, d, _ in asked} == {
+        ((64, 64), torch.bfloat16),
+        ((256, 64), torch.bfloat16),
+        ((64, 256), torch.bfloat16),
+        ((50257, 64), torch.bfloat16),
+    }
     use_fast_weight_layout(model)
 
 

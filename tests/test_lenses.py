@@ -6,13 +6,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from test_interventions import make_model
 
+from playground.engine.tokenizer import load_tokenizer
 from playground.inside import lenses
 from playground.inside.interventions import Intervention
 from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, layer_attention
-from playground.engine.tokenizer import load_tokenizer
-
-from test_interventions import make_model
 
 TEXT = "ROMEO:\nWhat light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n"
 
@@ -44,11 +43,13 @@ def test_last_lens_row_is_the_models_own_output(bundled, ids):
     assert len(lens["top_id"]) == bundled.cfg.n_layers + 1 == len(lens["layers"])
     probs = logits_of(bundled, ids).double().softmax(-1)  # float64: float32's softmax is off by ~1e-4
     assert lens["top_id"][-1] == probs.argmax(-1).tolist()
-    torch.testing.assert_close(torch.tensor(lens["top_prob"][-1], dtype=torch.float64), probs.max(-1).values,
-                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        torch.tensor(lens["top_prob"][-1], dtype=torch.float64), probs.max(-1).values, rtol=1e-5, atol=1e-6
+    )
     want = probs[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]
-    torch.testing.assert_close(torch.tensor(lens["next_prob"][-1][:-1], dtype=torch.float64), want,
-                               rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(
+        torch.tensor(lens["next_prob"][-1][:-1], dtype=torch.float64), want, rtol=1e-5, atol=1e-7
+    )
     assert lens["next_prob"][-1][-1] is None  # the last token's successor is unknown
     # The trained model predicts better at the last layer than from the embeddings alone.
     mean = lambda row: sum(math.log(p) for p in row[:-1]) / (len(row) - 1)  # noqa: E731
@@ -78,8 +79,9 @@ def test_lens_cell_top10_and_kl(bundled, ids):
     probs = logits_of(bundled, ids)[pos].double().softmax(-1)
     top = probs.topk(10)
     assert [t for t, _ in final["top"]] == top.indices.tolist()
-    torch.testing.assert_close(torch.tensor([p for _, p in final["top"]], dtype=torch.float64), top.values,
-                               rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(
+        torch.tensor([p for _, p in final["top"]], dtype=torch.float64), top.values, rtol=1e-5, atol=1e-7
+    )
     assert final["kl_to_final_nats"] < 1e-6  # the final layer against itself
     mid = lenses.lens_cell(bundled, ids, 2, pos)
     # KL(final || layer 2) by hand, from the captured stream read through final_norm and out_head
@@ -100,8 +102,14 @@ def test_attribution_parts_sum_to_the_final_logit(which, bundled, tiny, ids):
         d = lenses.logit_attribution(model, ids, pos)
         assert d["target_id"] == ids[pos + 1]
         assert d["model_logit"] == pytest.approx(float(logits_of(model, ids)[pos, ids[pos + 1]]), abs=1e-4)
-        parts = (d["tok_emb"] + d["pos_emb"] + sum(map(sum, d["heads"])) + sum(d["attn_bias"]) + sum(d["mlp"])
-                 + d["final_norm_shift"])
+        parts = (
+            d["tok_emb"]
+            + d["pos_emb"]
+            + sum(map(sum, d["heads"]))
+            + sum(d["attn_bias"])
+            + sum(d["mlp"])
+            + d["final_norm_shift"]
+        )
         assert parts == pytest.approx(d["total"], abs=1e-9)
         assert d["total"] == pytest.approx(d["model_logit"], abs=2e-4 * max(1.0, abs(d["model_logit"])))
         assert len(d["heads"]) == model.cfg.n_layers and len(d["heads"][0]) == model.cfg.n_heads
@@ -228,7 +236,7 @@ def test_readme_worked_example(bundled):
         pytest.skip("Tiny Shakespeare is not on this machine")
     text = TINY_SHAKESPEARE.read_text(encoding="utf-8")
     tok = load_tokenizer()
-    ids = tok.encode(text[int(len(text) * 0.9):])[:256]
+    ids = tok.encode(text[int(len(text) * 0.9) :])[:256]
     newline = tok.encode("\n")[0]
     breaks = [t for t in range(len(ids) - 1) if ids[t + 1] == newline]
     others = [t for t in range(len(ids) - 1) if ids[t + 1] != newline]
@@ -241,7 +249,7 @@ def test_readme_worked_example(bundled):
     base = lenses.token_losses(logits_of(bundled, ids)[None], ids)
     delta = {}
     for start in range(0, len(heads), 4):
-        chunk = heads[start:start + 4]
+        chunk = heads[start : start + 4]
         gain = torch.ones(bundled.cfg.n_layers, len(chunk), bundled.cfg.n_heads)
         for row, (layer, head) in enumerate(chunk):
             gain[layer, row, head] = 0.0
@@ -263,7 +271,9 @@ def test_readme_python_example_runs():
     if not BUNDLED_CHECKPOINT.is_file():
         pytest.skip("no bundled model in this copy")
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    code = re.search(r"```python\n(from playground import load_tokenizer\nfrom playground.inside import lenses.*?)```", readme, re.S).group(1)
+    code = re.search(
+        r"```python\n(from playground import load_tokenizer\nfrom playground.inside import lenses.*?)```", readme, re.S
+    ).group(1)
     scope = {}
     exec(code, scope)
     ids = scope["ids"]
@@ -274,8 +284,12 @@ def test_readme_python_example_runs():
 # ----------------------------------------------------------------------------------------------
 # The shortcuts the views take (start at a layer, last row only) against the full hooked forward
 
-VARIANTS = [{}, dict(norm_placement="post"), dict(attention_impl="per_head"),
-            dict(pos_encoding="sinusoidal", activation="relu")]
+VARIANTS = [
+    {},
+    dict(norm_placement="post"),
+    dict(attention_impl="per_head"),
+    dict(pos_encoding="sinusoidal", activation="relu"),
+]
 
 
 @pytest.mark.parametrize("changes", VARIANTS)
@@ -294,10 +308,18 @@ def test_last_row_block_equals_the_blocks_last_row(changes):
             torch.testing.assert_close(last_row_block(block, x, hooked), want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("spec", [
-    Intervention(zero_heads=((2, 0), (1, 1))), Intervention(scale_head=(2, 1, 1.7)), Intervention(skip_mlps=(1,)),
-    Intervention(unmasked_layers=(2,)), Intervention(mean_heads=((1, 0),)), Intervention(drop_pos_emb=True),
-], ids=["zero", "scale", "skip-mlp", "unmask", "mean", "no-pos"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        Intervention(zero_heads=((2, 0), (1, 1))),
+        Intervention(scale_head=(2, 1, 1.7)),
+        Intervention(skip_mlps=(1,)),
+        Intervention(unmasked_layers=(2,)),
+        Intervention(mean_heads=((1, 0),)),
+        Intervention(drop_pos_emb=True),
+    ],
+    ids=["zero", "scale", "skip-mlp", "unmask", "mean", "no-pos"],
+)
 def test_compare_resumed_at_the_first_changed_layer_equals_the_whole_hooked_forward(spec):
     """compare() reuses the plain forward's blocks before the intervention's first layer; its
     losses and lens must equal a forward that runs the intervention from the embeddings."""

@@ -16,8 +16,20 @@ PRESETS_USED = ["nano (2 layers, d64)", "tiny (4 layers, d128)"]
 
 def _fields(name):
     cfg = PRESETS[name]
-    return [cfg.vocab_size, cfg.context_length, cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.drop_rate,
-            cfg.qkv_bias, cfg.tie_weights, cfg.pos_encoding, cfg.activation, cfg.norm_placement, cfg.attention_impl]
+    return [
+        cfg.vocab_size,
+        cfg.context_length,
+        cfg.emb_dim,
+        cfg.n_heads,
+        cfg.n_layers,
+        cfg.drop_rate,
+        cfg.qkv_bias,
+        cfg.tie_weights,
+        cfg.pos_encoding,
+        cfg.activation,
+        cfg.norm_placement,
+        cfg.attention_impl,
+    ]
 
 
 def test_eight_clients_generate_and_switch_models_without_leaks(app_url):
@@ -36,8 +48,9 @@ def test_eight_clients_generate_and_switch_models_without_leaks(app_url):
             while time.monotonic() < deadline and round_ < 4:
                 preset = PRESETS_USED[(i + round_) % 2]
                 seed = 100 * i + round_
-                msg = client.predict("random init", seed, "gpt2 (124M)", None, "float32", *_fields(preset),
-                                     api_name="/build_model")[0]
+                msg = client.predict(
+                    "random init", seed, "gpt2 (124M)", None, "float32", *_fields(preset), api_name="/build_model"
+                )[0]
                 assert "Ready" in msg, msg
                 prompt = f"User {i} round {round_}:"
                 list(client.submit(prompt, 0.9, 30, 1.0, 8, i, False, api_name="/generate"))
@@ -77,8 +90,9 @@ def test_cancelled_generation_stops(app_url, monkeypatch):
 
     monkeypatch.setattr(Generation, "_choose", counting)
     client = Client(app_url, verbose=False)
-    client.predict("random init", 0, "gpt2 (124M)", None, "float32", *_fields("tiny (4 layers, d128)"),
-                   api_name="/build_model")
+    client.predict(
+        "random init", 0, "gpt2 (124M)", None, "float32", *_fields("tiny (4 layers, d128)"), api_name="/build_model"
+    )
     job = client.submit("Once upon a time", 1.0, 0, 1.0, 512, 0, False, api_name="/generate")
     while not job.outputs():
         time.sleep(0.05)
@@ -94,8 +108,9 @@ def test_stop_endpoint_ends_the_run_and_says_how_many(app_url):
     from gradio_client import Client
 
     client = Client(app_url, verbose=False)
-    client.predict("random init", 0, "gpt2 (124M)", None, "float32", *_fields("tiny (4 layers, d128)"),
-                   api_name="/build_model")
+    client.predict(
+        "random init", 0, "gpt2 (124M)", None, "float32", *_fields("tiny (4 layers, d128)"), api_name="/build_model"
+    )
     job = client.submit("Once upon a time", 1.0, 0, 1.0, 512, 0, False, api_name="/generate")
     while len(job.outputs()) < 2:
         time.sleep(0.02)
@@ -137,8 +152,15 @@ def test_four_sessions_of_big_models_are_refused_not_killed(app_url, monkeypatch
     def user(i):
         try:
             client = Client(app_url, verbose=False)
-            msg = client.predict("random init", i + 1, "gpt2 (124M)", None, "float32", *_fields("gpt2-small (124M)"),
-                                 api_name="/build_model")[0]
+            msg = client.predict(
+                "random init",
+                i + 1,
+                "gpt2 (124M)",
+                None,
+                "float32",
+                *_fields("gpt2-small (124M)"),
+                api_name="/build_model",
+            )[0]
             messages.append(msg)
             start.wait()
             status = list(client.submit("Hello", 0, 0, 1.0, 4, 0, True, api_name="/generate"))[-1][1]
@@ -164,6 +186,10 @@ def test_four_sessions_of_big_models_are_refused_not_killed(app_url, monkeypatch
     # The server is alive and serves a small model to a new client.
     monkeypatch.delenv("PLAYGROUND_MEMORY_BUDGET_GB")
     client = Client(app_url, verbose=False)
-    assert "Ready" in client.predict("random init", 0, "gpt2 (124M)", None, "float32", *_fields(PRESETS_USED[0]),
-                                     api_name="/build_model")[0]
+    assert (
+        "Ready"
+        in client.predict(
+            "random init", 0, "gpt2 (124M)", None, "float32", *_fields(PRESETS_USED[0]), api_name="/build_model"
+        )[0]
+    )
     assert "Done: 3 tokens" in list(client.submit("Hi", 0, 0, 1.0, 3, 0, True, api_name="/generate"))[-1][1]

@@ -13,8 +13,17 @@ from playground import PRESETS, GPTModel
 from playground.engine.config import MAX_LAYERS, ConfigError, GPTConfig, check_build_size, check_memory
 from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
 from playground.server import session
-from playground.server.session import (ModelCache, RunReleasedError, build_from_recipe, get_run, model_bytes,
-                                random_recipe, release_idle_runs, run_attention, start_run)
+from playground.server.session import (
+    ModelCache,
+    RunReleasedError,
+    build_from_recipe,
+    get_run,
+    model_bytes,
+    random_recipe,
+    release_idle_runs,
+    run_attention,
+    start_run,
+)
 
 NANO = PRESETS["nano (2 layers, d64)"]
 # ~76 MB in float32: big enough for RSS to see, small enough to build in a second
@@ -151,14 +160,15 @@ def test_four_large_models_scaled_down_stay_inside_the_budget(monkeypatch):
     for r in recipes:  # all four generate at once: each holds its model and a KV cache
         try:
             model = cache.get(r)
-            holds.append(start_run(model, r, "Hello", max_new_tokens=2, temperature=1.0, top_k=None, top_p=None,
-                                   seed=0))
+            holds.append(
+                start_run(model, r, "Hello", max_new_tokens=2, temperature=1.0, top_k=None, top_p=None, seed=0)
+            )
         except MemoryBudgetError as e:
             refusals.append(str(e))
         assert BUDGET.used() <= BUDGET.total
     assert len(holds) == 2 and len(refusals) == 2, refusals
     assert "memory budget" in refusals[0] and "models (" in refusals[0] and "seed" in refusals[0], refusals[0]
-    for run, gen in holds:
+    for _run, gen in holds:
         assert len(list(gen)) == 2
     assert rss() - before < 4 * size  # without the budget: 4 models + 2 rebuilt ones
     holds.clear()
@@ -195,8 +205,16 @@ def test_all_builds_wait_for_one_build_slot(monkeypatch):
 
 def test_a_generation_counts_its_kv_cache_until_it_is_gone():
     model = build_from_recipe(random_recipe(NANO, seed=0))
-    run, gen = start_run(model, {"kind": "test"} | random_recipe(NANO), "Hi", max_new_tokens=3, temperature=1.0,
-                         top_k=None, top_p=None, seed=1)
+    run, gen = start_run(
+        model,
+        {"kind": "test"} | random_recipe(NANO),
+        "Hi",
+        max_new_tokens=3,
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        seed=1,
+    )
     kv = 2 * NANO.n_layers * NANO.context_length * NANO.emb_dim * 4
     mine = [h for h in BUDGET.usage() if h.kind == "generation" and "nano" in h.what]
     assert mine and mine[0].nbytes >= kv
@@ -212,8 +230,9 @@ def test_a_generation_counts_its_kv_cache_until_it_is_gone():
 
 def test_idle_runs_release_their_tokens_and_attention():
     model = build_from_recipe(random_recipe(NANO, seed=0))
-    run, gen = start_run(model, random_recipe(NANO), "To be", max_new_tokens=4, temperature=1.0, top_k=None,
-                         top_p=None, seed=3)
+    run, gen = start_run(
+        model, random_recipe(NANO), "To be", max_new_tokens=4, temperature=1.0, top_k=None, top_p=None, seed=3
+    )
     run.steps.extend(gen)
     assert get_run(run.id) is run
     run_attention(model, run)
@@ -225,7 +244,7 @@ def test_idle_runs_release_their_tokens_and_attention():
     with pytest.raises(RunReleasedError, match="released after .* idle to free memory; generate again"):
         get_run(run.id)
     with pytest.raises(RunReleasedError, match="generate again"):
-        run.steps
+        _ = run.steps
     with pytest.raises(RunReleasedError):
         run_attention(model, run)
     gc.collect()
@@ -249,8 +268,11 @@ def test_runs_kept_by_id_live_on_the_server_and_a_new_run_replaces_the_old():
 
 def test_a_run_held_only_by_the_old_style_state_goes_with_it():
     model = build_from_recipe(random_recipe(NANO, seed=0))
-    state = {"run": start_run(model, random_recipe(NANO), "A", max_new_tokens=1, temperature=1.0, top_k=None,
-                              top_p=None, seed=0)[0]}
+    state = {
+        "run": start_run(
+            model, random_recipe(NANO), "A", max_new_tokens=1, temperature=1.0, top_k=None, top_p=None, seed=0
+        )[0]
+    }
     run_id = state["run"].id
     assert get_run(run_id) is state["run"]
     state = {"run": None}  # the next generation replaced it

@@ -145,8 +145,14 @@ def test_block_matches_torch_transformer_encoder_layer(norm_placement, activatio
     model = make_model(norm_placement=norm_placement, activation=activation)
     block = model.trf_blocks[0]
     ref = nn.TransformerEncoderLayer(
-        32, 4, dim_feedforward=128, dropout=0.0, activation=activation, batch_first=True,
-        norm_first=norm_placement == "pre", layer_norm_eps=1e-5,
+        32,
+        4,
+        dim_feedforward=128,
+        dropout=0.0,
+        activation=activation,
+        batch_first=True,
+        norm_first=norm_placement == "pre",
+        layer_norm_eps=1e-5,
     ).eval()
     att, ff = block.att, block.ff.layers
     with torch.no_grad():

@@ -56,7 +56,9 @@ def test_float16_overflow_on_load_is_refused(tmp_path):
         model.trf_blocks[0].norm1.shift[0] = 1e6  # finite in float32, +inf in float16
     path = save_checkpoint(model, tmp_path / "big.safetensors")
     assert load_checkpoint(path, device="cpu").trf_blocks[0].norm1.shift[0].item() == 1e6
-    with pytest.raises(WeightLoadError, match=r"1 tensor contains NaN or infinity: trf_blocks\.0\.norm1\.shift \(1 value\)"):
+    with pytest.raises(
+        WeightLoadError, match=r"1 tensor contains NaN or infinity: trf_blocks\.0\.norm1\.shift \(1 value\)"
+    ):
         load_checkpoint(path, device="cpu", dtype="float16")
 
 
@@ -64,23 +66,35 @@ def _hf_folder(tmp_path, poison=None):
     """A GPT-2 folder in the Hugging Face layout (Conv1D weights stored [in, out]), built by hand."""
     d, n_layer, vocab, ctx = 32, 2, 50257, 32
     g = torch.Generator().manual_seed(0)
-    t = {"wte.weight": torch.randn(vocab, d, generator=g) * 0.02, "wpe.weight": torch.randn(ctx, d, generator=g) * 0.02,
-         "ln_f.weight": torch.ones(d), "ln_f.bias": torch.zeros(d)}
+    t = {
+        "wte.weight": torch.randn(vocab, d, generator=g) * 0.02,
+        "wpe.weight": torch.randn(ctx, d, generator=g) * 0.02,
+        "ln_f.weight": torch.ones(d),
+        "ln_f.bias": torch.zeros(d),
+    }
     for i in range(n_layer):
-        t |= {f"h.{i}.ln_1.weight": torch.ones(d), f"h.{i}.ln_1.bias": torch.zeros(d),
-              f"h.{i}.ln_2.weight": torch.ones(d), f"h.{i}.ln_2.bias": torch.zeros(d),
-              f"h.{i}.attn.c_attn.weight": torch.randn(d, 3 * d, generator=g) * 0.02,
-              f"h.{i}.attn.c_attn.bias": torch.zeros(3 * d),
-              f"h.{i}.attn.c_proj.weight": torch.randn(d, d, generator=g) * 0.02, f"h.{i}.attn.c_proj.bias": torch.zeros(d),
-              f"h.{i}.mlp.c_fc.weight": torch.randn(d, 4 * d, generator=g) * 0.02, f"h.{i}.mlp.c_fc.bias": torch.zeros(4 * d),
-              f"h.{i}.mlp.c_proj.weight": torch.randn(4 * d, d, generator=g) * 0.02, f"h.{i}.mlp.c_proj.bias": torch.zeros(d),
-              f"h.{i}.attn.bias": torch.ones(1, 1, ctx, ctx)}
+        t |= {
+            f"h.{i}.ln_1.weight": torch.ones(d),
+            f"h.{i}.ln_1.bias": torch.zeros(d),
+            f"h.{i}.ln_2.weight": torch.ones(d),
+            f"h.{i}.ln_2.bias": torch.zeros(d),
+            f"h.{i}.attn.c_attn.weight": torch.randn(d, 3 * d, generator=g) * 0.02,
+            f"h.{i}.attn.c_attn.bias": torch.zeros(3 * d),
+            f"h.{i}.attn.c_proj.weight": torch.randn(d, d, generator=g) * 0.02,
+            f"h.{i}.attn.c_proj.bias": torch.zeros(d),
+            f"h.{i}.mlp.c_fc.weight": torch.randn(d, 4 * d, generator=g) * 0.02,
+            f"h.{i}.mlp.c_fc.bias": torch.zeros(4 * d),
+            f"h.{i}.mlp.c_proj.weight": torch.randn(4 * d, d, generator=g) * 0.02,
+            f"h.{i}.mlp.c_proj.bias": torch.zeros(d),
+            f"h.{i}.attn.bias": torch.ones(1, 1, ctx, ctx),
+        }
     if poison:
         poison(t)
     tmp_path.mkdir(parents=True, exist_ok=True)
     save_file(t, str(tmp_path / "model.safetensors"))
-    (tmp_path / "config.json").write_text(json.dumps(
-        {"vocab_size": vocab, "n_positions": ctx, "n_embd": d, "n_head": 4, "n_layer": n_layer}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"vocab_size": vocab, "n_positions": ctx, "n_embd": d, "n_head": 4, "n_layer": n_layer})
+    )
     return tmp_path
 
 
@@ -91,7 +105,9 @@ def test_load_pretrained_refuses_nan_weights(tmp_path):
     def poison(t):
         t["h.1.attn.c_attn.weight"][:, 0] = float("nan")  # column 0 of [in, out] = W_query row 0
 
-    with pytest.raises(WeightLoadError, match=r"1 tensor contains NaN or infinity: trf_blocks\.1\.att\.W_query\.weight \(32 values\)"):
+    with pytest.raises(
+        WeightLoadError, match=r"1 tensor contains NaN or infinity: trf_blocks\.1\.att\.W_query\.weight \(32 values\)"
+    ):
         load_pretrained(_hf_folder(tmp_path / "bad", poison), device="cpu")
 
 
@@ -122,7 +138,9 @@ def test_non_finite_logits_stop_greedy_and_sampling_at_step_1(temperature):
     model = small_model()
     with torch.no_grad():
         model.tok_emb.weight[PROMPT[-1], 0] = float("nan")
-    with pytest.raises(NonFiniteError, match=r"^Step 1: the model produced NaN/infinite logits \(50,257 NaN of 50,257\)"):
+    with pytest.raises(
+        NonFiniteError, match=r"^Step 1: the model produced NaN/infinite logits \(50,257 NaN of 50,257\)"
+    ):
         list(generate(model, PROMPT, max_new_tokens=3, temperature=temperature))
 
 

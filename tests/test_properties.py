@@ -6,10 +6,23 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from playground.engine.config import ConfigError, GPTConfig, check_memory, count_parameters_analytic, estimate_memory_bytes
-from playground.inside.inspection import count_parameters, parameter_breakdown
+from playground.engine.config import (
+    ConfigError,
+    GPTConfig,
+    check_memory,
+    count_parameters_analytic,
+    estimate_memory_bytes,
+)
 from playground.engine.model import GPTModel
-from playground.engine.sampling import STAGES, apply_top_k, apply_top_p, generate, sampling_distribution, validate_sampling
+from playground.engine.sampling import (
+    STAGES,
+    apply_top_k,
+    apply_top_p,
+    generate,
+    sampling_distribution,
+    validate_sampling,
+)
+from playground.inside.inspection import count_parameters, parameter_breakdown
 
 NEG_INF = float("-inf")
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -106,8 +119,13 @@ def test_sampling_distribution_stages_are_valid_distributions(values, temperatur
 # Sampling parameters: a ValueError with a message, or accepted; never another exception
 
 junk = st.one_of(
-    st.none(), st.booleans(), st.text(max_size=5), st.just([]), st.just({}),
-    st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6),
+    st.none(),
+    st.booleans(),
+    st.text(max_size=5),
+    st.just([]),
+    st.just({}),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**6), 10**6),
 )
 
 
@@ -125,7 +143,9 @@ def test_sampling_checks_raise_only_value_error(tiny_model, temperature, top_k, 
     except ValueError as e:
         assert len(str(e)) > 20  # a sentence a UI can show as it is
         with pytest.raises(ValueError):
-            generate(tiny_model, [1, 2], max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p)
+            generate(
+                tiny_model, [1, 2], max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p
+            )
         return
     if max_new_tokens is None:
         return  # validate_sampling alone treats None as "not given"; see test_sampling for generate()
@@ -183,7 +203,9 @@ def test_config_is_accepted_and_consistent_or_a_config_error(fields):
     assert cfg.emb_dim % cfg.n_heads == 0 and min(cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.context_length) > 0
     assert 0 <= cfg.drop_rate < 1 and cfg.vocab_size >= 50257
     breakdown = parameter_breakdown(cfg)  # built on the meta device
-    assert all(row.agrees for row in breakdown.rows), [(r.component, r.formula_value, r.measured) for r in breakdown.rows]
+    assert all(row.agrees for row in breakdown.rows), [
+        (r.component, r.formula_value, r.measured) for r in breakdown.rows
+    ]
     with torch.device("meta"):
         model = GPTModel(cfg, memory_budget=False)
     assert count_parameters(model) == count_parameters_analytic(cfg) == breakdown.total_measured
@@ -192,7 +214,9 @@ def test_config_is_accepted_and_consistent_or_a_config_error(fields):
 
 @settings(max_examples=100, deadline=None)
 @given(
-    emb_dim=st.integers(1, 10**6), n_layers=st.integers(1, 10**5), context_length=st.integers(1, 10**6),
+    emb_dim=st.integers(1, 10**6),
+    n_layers=st.integers(1, 10**5),
+    context_length=st.integers(1, 10**6),
     budget=st.integers(10**6, 10**12),
 )
 def test_memory_check_refuses_exactly_what_exceeds_the_budget(emb_dim, n_layers, context_length, budget):
@@ -212,4 +236,3 @@ def test_from_dict_with_unknown_fields_is_a_config_error(extra):
     assume(not set(extra) <= known)
     with pytest.raises(ConfigError, match="unknown config field"):
         GPTConfig.from_dict(extra)
-

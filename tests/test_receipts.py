@@ -7,8 +7,8 @@ import torch
 
 from playground.engine.receipts import explain, inverse_cdf_draw, pick, receipt
 from playground.engine.sampling import generate
-from playground.server.session import build_from_recipe, bundled_recipe
 from playground.engine.tokenizer import load_tokenizer
+from playground.server.session import build_from_recipe, bundled_recipe
 
 PROMPT = "ROMEO:\nWhat light through yonder window breaks?\n"
 
@@ -36,8 +36,10 @@ def numpy_final(logits: np.ndarray, temperature, top_k, top_p) -> np.ndarray:
     return p
 
 
-@pytest.mark.parametrize("settings", [dict(temperature=0.9, top_k=40, top_p=0.95, seed=7),
-                                      dict(temperature=1.5, top_k=None, top_p=None, seed=2026)])
+@pytest.mark.parametrize(
+    "settings",
+    [dict(temperature=0.9, top_k=40, top_p=0.95, seed=7), dict(temperature=1.5, top_k=None, top_p=None, seed=2026)],
+)
 def test_receipt_reproduces_every_sampled_token(model, settings):
     ids = load_tokenizer().encode(PROMPT)
     steps = list(generate(model, ids, max_new_tokens=25, **settings))

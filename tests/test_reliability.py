@@ -2,7 +2,6 @@
 keeps serving: after all of them the same model still generates."""
 
 import pytest
-
 from reliability_cases import CASES, nano_state, outcome, raw_outcome
 
 

@@ -6,10 +6,17 @@ import json
 import pytest
 import torch
 
-from playground.server import files
 from playground.engine.config import PRESETS
-from playground.server.replay import (ReplayError, model_for, read_record, replay, replay_record, weights_sha256,
-                               write_record)
+from playground.server import files
+from playground.server.replay import (
+    ReplayError,
+    model_for,
+    read_record,
+    replay,
+    replay_record,
+    weights_sha256,
+    write_record,
+)
 from playground.server.session import CACHE, bundled_recipe, random_recipe, start_run
 
 
@@ -94,8 +101,16 @@ def test_model_for_prefers_the_sessions_model_with_the_same_weights(bundled, rec
 
 
 def test_a_checkpoint_that_is_not_here_is_named(record, tmp_path):
-    gone = {**record, "model": "checkpoint: trained 2L d64", "recipe": {"kind": "file", "path": str(files.work_dir() / "gone.safetensors"),
-                                                                     "label": "trained 2L d64", "dtype": "float32"}}
+    gone = {
+        **record,
+        "model": "checkpoint: trained 2L d64",
+        "recipe": {
+            "kind": "file",
+            "path": str(files.work_dir() / "gone.safetensors"),
+            "label": "trained 2L d64",
+            "dtype": "float32",
+        },
+    }
     with pytest.raises(ReplayError, match="trained 2L d64.*weights sha256 .*not on this server.*upload"):
         model_for(gone)
     outside = {**gone, "recipe": {**gone["recipe"], "path": "/etc/passwd"}}  # never read from a file's say-so
@@ -103,8 +118,14 @@ def test_a_checkpoint_that_is_not_here_is_named(record, tmp_path):
         model_for(outside)
 
 
-@pytest.mark.parametrize("content, words", [(b"\xff\xfe", "not JSON"), (b'{"a": 1}', "not a replay file"),
-                                            (b'{"format": "gpt-playground-replay", "version": 9}', "version 9")])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"\xff\xfe", "not JSON"),
+        (b'{"a": 1}', "not a replay file"),
+        (b'{"format": "gpt-playground-replay", "version": 9}', "version 9"),
+    ],
+)
 def test_files_that_are_not_records_are_refused(tmp_path, content, words):
     path = tmp_path / "x.json"
     path.write_bytes(content)

@@ -104,8 +104,15 @@ def test_bad_prompts(model, prompt, message):
 @pytest.mark.parametrize(
     "kwargs",
     [
-        dict(temperature=0), dict(temperature=1e6), dict(top_k=0), dict(top_k=None), dict(top_k=10**6),
-        dict(top_k=3.0), dict(top_p=1), dict(top_p=None), dict(top_p=1e-9),
+        dict(temperature=0),
+        dict(temperature=1e6),
+        dict(top_k=0),
+        dict(top_k=None),
+        dict(top_k=10**6),
+        dict(top_k=3.0),
+        dict(top_p=1),
+        dict(top_p=None),
+        dict(top_p=1e-9),
     ],
 )
 def test_edge_values_that_are_allowed(model, kwargs):
@@ -336,7 +343,9 @@ def test_generation_restores_training_mode(model):
 # The KV cache inside generate, and the sliding window
 
 
-@pytest.mark.parametrize("variant", [dict(), dict(attention_impl="per_head"), dict(norm_placement="post"), dict(pos_encoding="sinusoidal")])
+@pytest.mark.parametrize(
+    "variant", [dict(), dict(attention_impl="per_head"), dict(norm_placement="post"), dict(pos_encoding="sinusoidal")]
+)
 def test_cached_and_uncached_generation_agree_past_the_window(variant):
     model = make_model(**variant, context_length=12)
     prompt = list(range(1000, 1008))  # 8 tokens; 20 new ones slide the 12-token window

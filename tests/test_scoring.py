@@ -9,10 +9,9 @@ import torch
 
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
-from playground.inside.scoring import (ScoringError, compare_models, compare_scores, decode_upload, score_ids,
-                                score_text)
-from playground.server.session import build_from_recipe, bundled_recipe
 from playground.engine.tokenizer import load_tokenizer
+from playground.inside.scoring import ScoringError, compare_models, compare_scores, decode_upload, score_ids, score_text
+from playground.server.session import build_from_recipe, bundled_recipe
 
 TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun."
 
@@ -36,8 +35,9 @@ def direct(model, ids):
     rows = []
     for t in range(1, len(ids)):
         row = logp[t - 1]
-        rows.append((-row[ids[t]] / math.log(2), math.exp(row[ids[t]]), int((row > row[ids[t]]).sum()) + 1,
-                     int(row.argmax())))
+        rows.append(
+            (-row[ids[t]] / math.log(2), math.exp(row[ids[t]]), int((row > row[ids[t]]).sum()) + 1, int(row.argmax()))
+        )
     return [np.array(c) for c in zip(*rows)]
 
 
@@ -116,8 +116,9 @@ def test_cap_is_applied_and_said(small):
     assert s.summary()["truncated_from_tokens"] == s.truncated_from
 
 
-@pytest.mark.parametrize("text, words", [("", "empty"), ("   \n", "empty"), ("\ufffd\ufffd \ufffd", "undecodable"),
-                                         ("Hi", "single token")])
+@pytest.mark.parametrize(
+    "text, words", [("", "empty"), ("   \n", "empty"), ("\ufffd\ufffd \ufffd", "undecodable"), ("Hi", "single token")]
+)
 def test_bad_texts_are_refused_with_a_reason(small, text, words):
     with pytest.raises(ScoringError, match=words):
         score_text(small, text)
@@ -147,11 +148,14 @@ def test_compare_needs_the_same_tokens(small):
         compare_scores(score_text(small, TEXT), score_text(small, TEXT + " more"))
 
 
-@pytest.mark.parametrize("changes, dtype", [
-    (dict(pos_encoding="sinusoidal", activation="relu"), torch.float32),
-    (dict(norm_placement="post", attention_impl="per_head"), torch.float32),
-    ({}, torch.bfloat16),
-])
+@pytest.mark.parametrize(
+    "changes, dtype",
+    [
+        (dict(pos_encoding="sinusoidal", activation="relu"), torch.float32),
+        (dict(norm_placement="post", attention_impl="per_head"), torch.float32),
+        ({}, torch.bfloat16),
+    ],
+)
 def test_scored_rows_are_the_plain_forwards_rows(changes, dtype):
     """Scoring applies the head to the scored rows only; those rows equal model(idx)'s, whatever the variant."""
     from playground.inside.scoring import _logits_of_rows

@@ -6,8 +6,8 @@ import gradio as gr
 import pytest
 
 from playground.ui import share
-from playground.ui.compare_tab import score_a, text_from
 from playground.ui.common import new_state
+from playground.ui.compare_tab import score_a, text_from
 
 
 def outputs(params):
@@ -15,23 +15,58 @@ def outputs(params):
 
 
 def test_values_in_range_fill_the_generate_tab():
-    out = outputs({"prompt": "Hi", "temperature": "0.7", "top_k": "40", "top_p": "0.9", "max_new": "60",
-                   "seed": "42", "greedy": "false", "tab": "generate"})
-    assert (out["prompt"], out["temperature"], out["top_k"], out["top_p"], out["max_new"], out["seed"],
-            out["greedy"]) == ("Hi", 0.7, 40, 0.9, 60, 42, False)
-    assert out["tab"].get("selected") == "generate" if isinstance(out["tab"], dict) else out["tab"].selected == "generate"
+    out = outputs(
+        {
+            "prompt": "Hi",
+            "temperature": "0.7",
+            "top_k": "40",
+            "top_p": "0.9",
+            "max_new": "60",
+            "seed": "42",
+            "greedy": "false",
+            "tab": "generate",
+        }
+    )
+    assert (
+        out["prompt"],
+        out["temperature"],
+        out["top_k"],
+        out["top_p"],
+        out["max_new"],
+        out["seed"],
+        out["greedy"],
+    ) == ("Hi", 0.7, 40, 0.9, 60, 42, False)
+    assert (
+        out["tab"].get("selected") == "generate" if isinstance(out["tab"], dict) else out["tab"].selected == "generate"
+    )
     assert "pg-ok" in out["message"]
 
 
 def test_out_of_range_is_clamped_and_said_garbage_is_ignored_and_said():
-    out = outputs({"temperature": "9", "top_k": "-3", "max_new": "1e9", "seed": "abc", "top_p": "nan",
-                   "greedy": "maybe", "tab": "nowhere", "foo": "1"})
+    out = outputs(
+        {
+            "temperature": "9",
+            "top_k": "-3",
+            "max_new": "1e9",
+            "seed": "abc",
+            "top_p": "nan",
+            "greedy": "maybe",
+            "tab": "nowhere",
+            "foo": "1",
+        }
+    )
     assert out["temperature"] == 2.0 and out["top_k"] == 0 and out["max_new"] == 512
     for name in ("seed", "top_p", "greedy"):
         assert isinstance(out[name], type(gr.skip()))
     msg = html.unescape(out["message"])
-    for words in ("temperature=9 is outside 0.0–2.0; set to 2.0", "top_k=-3", "seed='abc' is not a number",
-                  "greedy='maybe'", "tab='nowhere'", "Unknown link parameter ignored: foo"):
+    for words in (
+        "temperature=9 is outside 0.0–2.0; set to 2.0",
+        "top_k=-3",
+        "seed='abc' is not a number",
+        "greedy='maybe'",
+        "tab='nowhere'",
+        "Unknown link parameter ignored: foo",
+    ):
         assert words in msg, (words, msg)
     assert "pg-error" in msg
 
@@ -54,5 +89,7 @@ def test_a_file_that_is_not_utf8_is_said_and_replacement_offered(tmp_path):
     only_bad.write_bytes(b"\xff\xfe\xfd")
     message = score_a(new_state(), None, "upload a .txt", "", str(only_bad), True, 0, progress=lambda *a, **k: None)[0]
     assert "only undecodable bytes" in message
-    assert "Generate something" in score_a(new_state(), None, "the current run", "", None, False, 0,
-                                           progress=lambda *a, **k: None)[0]
+    assert (
+        "Generate something"
+        in score_a(new_state(), None, "the current run", "", None, False, 0, progress=lambda *a, **k: None)[0]
+    )

@@ -16,8 +16,24 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.engine.config import GPTConfig
-from playground.engine.model import _X86, GELU, GPTModel, _attend, attention_probs, one_row_bfloat16_switch, use_fast_weight_layout
-from playground.engine.sampling import STAGES, apply_temperature, apply_top_k, apply_top_p, entropy_bits, generate, sampling_distribution
+from playground.engine.model import (
+    _X86,
+    GELU,
+    GPTModel,
+    _attend,
+    attention_probs,
+    one_row_bfloat16_switch,
+    use_fast_weight_layout,
+)
+from playground.engine.sampling import (
+    STAGES,
+    apply_temperature,
+    apply_top_k,
+    apply_top_p,
+    entropy_bits,
+    generate,
+    sampling_distribution,
+)
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 x86_only = pytest.mark.skipif(not _X86, reason="the oneDNN switch is only used (and measured) on x86")
@@ -31,10 +47,12 @@ def fixed_kernel_choices(monkeypatch):
     from playground.runtime import kernels
 
     fixed = lambda winner: kernels.Choice("fixed for the test", winner, measured=False)  # noqa: E731
-    monkeypatch.setattr(kernels, "weight_layout",
-                        lambda shape, dtype, count: fixed("in_out" if dtype == torch.float32 else "out_in"))
-    monkeypatch.setattr(kernels, "stacked_qkv",
-                        lambda d, dtype, in_out, n: fixed("stacked" if dtype == torch.bfloat16 else "separate"))
+    monkeypatch.setattr(
+        kernels, "weight_layout", lambda shape, dtype, count: fixed("in_out" if dtype == torch.float32 else "out_in")
+    )
+    monkeypatch.setattr(
+        kernels, "stacked_qkv", lambda d, dtype, in_out, n: fixed("stacked" if dtype == torch.bfloat16 else "separate")
+    )
     monkeypatch.setattr(kernels, "one_row_bfloat16_kernel", lambda *a: fixed("aten"))
 
 
@@ -309,7 +327,9 @@ def test_prompt_forward_keeps_onednn_while_other_threads_decode():
 def separate_qkv(att, x):
     """The three projections as written (what training uses)."""
     B, T, _ = x.shape
-    return [lin(x).view(B, T, att.n_heads, att.head_dim).transpose(1, 2) for lin in (att.W_query, att.W_key, att.W_value)]
+    return [
+        lin(x).view(B, T, att.n_heads, att.head_dim).transpose(1, 2) for lin in (att.W_query, att.W_key, att.W_value)
+    ]
 
 
 @pytest.mark.parametrize("qkv_bias", [True, False])
@@ -382,8 +402,10 @@ def test_single_low_precision_query_matches_explicit_attention(k_len):
 # Sampling: shared work against the stage-by-stage recipe
 
 
-@pytest.mark.parametrize("temperature, top_k, top_p", [(0, None, None), (1.0, None, None), (1.0, 5, None),
-                                                       (0.7, None, 0.9), (1.3, 40, 0.8), (0, 3, 0.5)])
+@pytest.mark.parametrize(
+    "temperature, top_k, top_p",
+    [(0, None, None), (1.0, None, None), (1.0, 5, None), (0.7, None, 0.9), (1.3, 40, 0.8), (0, 3, 0.5)],
+)
 def test_sampling_distribution_equals_separate_softmaxes(temperature, top_k, top_p):
     torch.manual_seed(0)
     logits = torch.randn(50257) * 4

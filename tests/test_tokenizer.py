@@ -5,10 +5,9 @@ import shutil
 
 import pytest
 import tiktoken.load
+from conftest import TINY_SHAKESPEARE
 
 from playground.engine.tokenizer import ASSETS, END_OF_TEXT, display_text, load_tokenizer
-
-from conftest import TINY_SHAKESPEARE
 
 TEXTS = {
     "english": "Hello, world! The quick brown fox jumps over the lazy dog.\n\tIndented line.",
@@ -195,7 +194,10 @@ def test_the_rank_table_read_from_encoder_json_is_tiktokens_own():
 
     ours = mergeable_ranks(ASSETS / "encoder.json")
     theirs = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
-        vocab_bpe_file=str(ASSETS / "vocab.bpe"), encoder_json_file=str(ASSETS / "encoder.json"),
-        vocab_bpe_hash=VOCAB_BPE_SHA256, encoder_json_hash=ENCODER_JSON_SHA256)
+        vocab_bpe_file=str(ASSETS / "vocab.bpe"),
+        encoder_json_file=str(ASSETS / "encoder.json"),
+        vocab_bpe_hash=VOCAB_BPE_SHA256,
+        encoder_json_hash=ENCODER_JSON_SHA256,
+    )
     assert len(ours) == 50256 and ours == theirs
     assert ours[b" the"] == 262 and ours[b"!"] == 0  # a merged token; the first byte in GPT-2's order

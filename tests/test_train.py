@@ -10,11 +10,13 @@ import urllib.error
 
 import pytest
 import torch
+from conftest import TINY_SHAKESPEARE
 from safetensors import safe_open
 
-from conftest import TINY_SHAKESPEARE
-from playground.training import corpus as corpus_mod
 from playground.engine.config import PRESETS, ConfigError, GPTConfig
+from playground.engine.weights import load_checkpoint, read_checkpoint_metadata
+from playground.training import corpus as corpus_mod
+from playground.training.cli import main
 from playground.training.corpus import (
     CorpusError,
     min_corpus_tokens,
@@ -25,6 +27,7 @@ from playground.training.corpus import (
     text_from_upload,
     tiny_shakespeare_path,
 )
+from playground.training.losses import evaluate_loss, random_init_loss, unigram_loss
 from playground.training.trainer import (
     TrainConfig,
     Trainer,
@@ -33,9 +36,6 @@ from playground.training.trainer import (
     lr_at,
     optimizer_path,
 )
-from playground.training.cli import main
-from playground.training.losses import evaluate_loss, random_init_loss, unigram_loss
-from playground.engine.weights import load_checkpoint, read_checkpoint_metadata
 
 # Small enough that a step takes a few milliseconds of matrix work beyond the 50257-way softmax.
 TINY = PRESETS["nano (2 layers, d64)"].replace(context_length=32, emb_dim=32)
@@ -79,7 +79,14 @@ def tiny_corpus():
 
 def make_trainer(corpus, seed=7, **changes) -> Trainer:
     tcfg = TrainConfig(
-        steps=40, batch_size=4, lr=1e-2, min_lr=1e-3, warmup_steps=4, eval_interval=10, eval_batches=2, seed=seed,
+        steps=40,
+        batch_size=4,
+        lr=1e-2,
+        min_lr=1e-3,
+        warmup_steps=4,
+        eval_interval=10,
+        eval_batches=2,
+        seed=seed,
     ).replace(**changes)
     return Trainer(build_model(TINY, seed=seed), corpus.train_ids, corpus.val_ids, tcfg)
 
@@ -121,8 +128,12 @@ def test_dropout_is_reproducible_and_leaves_the_global_rng_alone(tiny_corpus):
     torch.manual_seed(123)
     runs = []
     for _ in range(2):
-        trainer = Trainer(build_model(TINY.replace(drop_rate=0.2), seed=1), tiny_corpus.train_ids,
-                          tiny_corpus.val_ids, TrainConfig(steps=3, batch_size=2))
+        trainer = Trainer(
+            build_model(TINY.replace(drop_rate=0.2), seed=1),
+            tiny_corpus.train_ids,
+            tiny_corpus.val_ids,
+            TrainConfig(steps=3, batch_size=2),
+        )
         runs.append([trainer.step()["loss"] for _ in range(3)])
         trainer.evaluate()
     assert runs[0] == runs[1]
@@ -405,7 +416,7 @@ def test_paste_checks():
         text_from_paste("é" * 600, max_bytes=1000)  # 1200 bytes in UTF-8
     with pytest.raises(CorpusError, match="string"):
         text_from_paste(b"bytes")
-    assert text_from_bytes("plain".encode()) == "plain"
+    assert text_from_bytes(b"plain") == "plain"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -477,14 +488,27 @@ def test_cli_trains_saves_and_resumes(tmp_path, capsys):
     data.write_text(small_text(300))
     out = tmp_path / "run"
     config = json.dumps({"preset": "nano (2 layers, d64)", "context_length": 16, "emb_dim": 32})
-    common = ["--data", str(data), "--out", str(out), "--batch-size", "2", "--eval-interval", "2", "--eval-batches", "1"]
+    common = [
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--batch-size",
+        "2",
+        "--eval-interval",
+        "2",
+        "--eval-batches",
+        "1",
+    ]
     assert main(["--config", config, "--steps", "3", *common]) == 0
     assert read_checkpoint_metadata(out / "model.safetensors")["step"] == "3"
     assert main(["--steps", "5", "--resume", *common]) == 0
     printed = capsys.readouterr().out
     assert "resuming at step 3" in printed and "saved" in printed
     assert read_checkpoint_metadata(out / "model.safetensors")["step"] == "5"
-    assert load_checkpoint(out / "model.safetensors").cfg == GPTConfig(context_length=16, emb_dim=32, n_heads=4, n_layers=2)
+    assert load_checkpoint(out / "model.safetensors").cfg == GPTConfig(
+        context_length=16, emb_dim=32, n_heads=4, n_layers=2
+    )
     events = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events if e["kind"] == "step"] == [1, 2, 3, 4, 5]
 

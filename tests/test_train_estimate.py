@@ -7,10 +7,15 @@ import itertools
 import pytest
 
 from playground import PRESETS
-from playground.training import corpus
 from playground.server.session import training_config
+from playground.training import corpus
 from playground.training.estimate import (
-    StepTiming, estimate_seconds, evaluations, format_duration, measure_step_time, steps_for_seconds,
+    StepTiming,
+    estimate_seconds,
+    evaluations,
+    format_duration,
+    measure_step_time,
+    steps_for_seconds,
 )
 from playground.ui import train_tab as tt
 
@@ -56,7 +61,11 @@ def test_estimate_arithmetic():
     n = steps_for_seconds(timing, 60)
     assert estimate_seconds(timing, n, max(5, n // 20)) <= 60 < estimate_seconds(timing, n + 1, max(5, (n + 1) // 20))
     assert format_duration(42.4) == "42 s" and format_duration(200) == "3 min 20 s"
-    assert format_duration(3.25) == "3.2 s" and format_duration(0.123) == "0.12 s" and format_duration(3900) == "1 h 05 min"
+    assert (
+        format_duration(3.25) == "3.2 s"
+        and format_duration(0.123) == "0.12 s"
+        and format_duration(3900) == "1 h 05 min"
+    )
 
 
 def test_measurement_times_real_steps_with_the_given_clock():
@@ -126,8 +135,11 @@ def test_default_corpus_is_bundled_public_domain_text(no_network):
 
 
 def test_training_on_the_default_corpus_works_offline(no_network):
-    outs = list(tt.train_model({"job": None, "recipe": None}, tt.DEFAULT_PRESET, tt.CORPUS_CHOICES[0], None, None,
-                               3, tt.DEFAULT_LR, 1))
+    outs = list(
+        tt.train_model(
+            {"job": None, "recipe": None}, tt.DEFAULT_PRESET, tt.CORPUS_CHOICES[0], None, None, 3, tt.DEFAULT_LR, 1
+        )
+    )
     state, fig, progress, message = outs[-1]
     assert "Finished after 3 steps" in message and state["recipe"] is not None
     assert "Aesop" in state["recipe"]["label"]

@@ -1,6 +1,5 @@
 """The Train tab's handlers: corpus choices, live curve, stop keeps what was learned, use the result."""
 
-
 import pytest
 
 from playground import ui
@@ -10,8 +9,11 @@ TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mi
 
 
 def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
-    outs = list(ui.train_model({"job": None, "recipe": None}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2],
-                               None, TEXT, 25, 3e-3))
+    outs = list(
+        ui.train_model(
+            {"job": None, "recipe": None}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2], None, TEXT, 25, 3e-3
+        )
+    )
     train_state, fig, progress, message = outs[-1]
     assert "Finished after 25 steps" in message
     assert "step 25 / 25" in progress
@@ -28,8 +30,9 @@ def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
 
 
 def test_stop_keeps_what_was_learned():
-    gen = ui.train_model({"job": None, "recipe": None}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2], None, TEXT,
-                         5000, 3e-3)
+    gen = ui.train_model(
+        {"job": None, "recipe": None}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2], None, TEXT, 5000, 3e-3
+    )
     first = next(gen)
     train_state = first[0]
     assert train_state["job"] in JOBS
@@ -47,8 +50,9 @@ def test_stop_keeps_what_was_learned():
 
 
 def test_closing_the_tab_stops_the_thread():
-    gen = ui.train_model({"job": None, "recipe": None}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2], None, TEXT,
-                         5000, 3e-3)
+    gen = ui.train_model(
+        {"job": None, "recipe": None}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2], None, TEXT, 5000, 3e-3
+    )
     job = JOBS[next(gen)[0]["job"]]
     gen.close()  # what Gradio does when the client disconnects
     assert job.done.wait(60)
@@ -74,8 +78,9 @@ def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, m
 
 def test_training_a_model_over_the_memory_budget_is_refused(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "0.5")
-    outs = list(ui.train_model({"job": None, "recipe": None}, "gpt2-small (124M)", ui.CORPUS_CHOICES[2], None,
-                               TEXT, 10, 1e-3))
+    outs = list(
+        ui.train_model({"job": None, "recipe": None}, "gpt2-small (124M)", ui.CORPUS_CHOICES[2], None, TEXT, 10, 1e-3)
+    )
     assert "memory budget" in outs[0][3]
 
 

@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from playground import PRESETS, count_parameters
+from playground import PRESETS, count_parameters, ui
 from playground.engine.config import ConfigError
-from playground.server.session import CACHE, get_run, random_recipe
-from playground import ui
-from playground.ui import model_tab  # noqa: F401  (ui.model_tab below)
 from playground.figures.charts import format_prob
+from playground.server.session import CACHE, get_run, random_recipe
+from playground.ui import model_tab  # noqa: F401  (ui.model_tab below)
 from playground.ui.chips import RESET, all_chips
 
 NANO = PRESETS["nano (2 layers, d64)"]
@@ -33,8 +32,11 @@ def run_of(state):
 
 def run_outputs(state, prompt="Hello, I am", n=6, **kw):
     args = dict(temperature=0.0, top_k=0, top_p=1.0, seed=1, greedy=True) | kw
-    return list(ui.generate_tokens(state, prompt, args["temperature"], args["top_k"], args["top_p"], n,
-                                   args["seed"], args["greedy"]))
+    return list(
+        ui.generate_tokens(
+            state, prompt, args["temperature"], args["top_k"], args["top_p"], n, args["seed"], args["greedy"]
+        )
+    )
 
 
 def run_generation(state, prompt="Hello, I am", n=6, **kw):
@@ -130,7 +132,7 @@ def test_generate_streams_and_ends_with_views():
     assert len(chip_values) == len(run.prompt_ids) + 6
     assert chip_values[0] == ("Hello", "#15496", None)
     assert chip_values[-1][1].startswith(f"{run.steps[-1].token_id} · ")
-    assert [c[2] for c in chip_values[len(run.prompt_ids):]] == list(range(6))
+    assert [c[2] for c in chip_values[len(run.prompt_ids) :]] == list(range(6))
     heatmap = views[0]
     assert heatmap.data[0].type == "heatmap"
     assert views[2]["value"] == len(run.token_ids) - 1  # the query on the newest token
@@ -284,7 +286,7 @@ def test_hub_offline_message(monkeypatch, tmp_path):
 
 
 def _form(outputs, start):
-    weights, preset, seed, hub, dtype, *fields = outputs[start:start + 5 + len(ui.FIELDS)]
+    weights, preset, seed, hub, dtype, *fields = outputs[start : start + 5 + len(ui.FIELDS)]
     return weights, preset, seed, hub, dtype, fields
 
 
@@ -306,7 +308,12 @@ def test_the_form_describes_the_loaded_model():
     from playground.server.files import work_dir
 
     model = CACHE.get(out[0]["recipe"])
-    trained = {"kind": "file", "path": str(work_dir() / "trained" / "t.safetensors"), "label": "mine", "dtype": "float32"}
+    trained = {
+        "kind": "file",
+        "path": str(work_dir() / "trained" / "t.safetensors"),
+        "label": "mine",
+        "dtype": "float32",
+    }
     assert ui.WEIGHT_CHOICES[4] == ui.model_tab.form_values(model, trained)[0]
     # An upload is an upload, even one its owner named "trained…".
     upload = {**trained, "path": str(work_dir() / "uploads" / "u.safetensors"), "label": "trained-by-me.safetensors"}
@@ -328,14 +335,17 @@ def test_one_layer_one_head_and_one_token_models_work():
     assert fig.data[0].type == "heatmap" and msg == ""
 
 
-@pytest.mark.parametrize("layer, head, query, view, message", [
-    (float("nan"), 0, 2, ui.VIEWS[0], "Layer must be a whole number"),
-    (0, float("inf"), 2, ui.VIEWS[0], "Head must be a whole number"),
-    (0, 0, float("nan"), ui.VIEWS[0], "Query position must be a whole number"),
-    (9, 0, 2, ui.VIEWS[0], "Layer must be between 0 and 1"),
-    (0, 0, 2, None, "Attention view must be one of"),
-    (0, 0, 2, "<img src=x onerror=alert(1)>", "&lt;img src=x"),
-])
+@pytest.mark.parametrize(
+    "layer, head, query, view, message",
+    [
+        (float("nan"), 0, 2, ui.VIEWS[0], "Layer must be a whole number"),
+        (0, float("inf"), 2, ui.VIEWS[0], "Head must be a whole number"),
+        (0, 0, float("nan"), ui.VIEWS[0], "Query position must be a whole number"),
+        (9, 0, 2, ui.VIEWS[0], "Layer must be between 0 and 1"),
+        (0, 0, 2, None, "Attention view must be one of"),
+        (0, 0, 2, "<img src=x onerror=alert(1)>", "&lt;img src=x"),
+    ],
+)
 def test_attention_inputs_get_specific_messages(layer, head, query, view, message):
     state = run_generation(nano_state(), n=3)[0]
     fig, query_fig, query_update, msg = ui.attention_views(state, view, layer, head, True, query)

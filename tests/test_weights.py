@@ -192,7 +192,9 @@ def test_hf_wrong_qkv_shape(hf_small, tmp_path):
     def shrink(t):
         t["transformer.h.0.attn.c_attn.bias"] = torch.zeros(2 * d)
 
-    with pytest.raises(WeightLoadError, match=rf"transformer\.h\.0\.attn\.c_attn\.bias: file \[{2 * d}\] vs model \[{3 * d}\]"):
+    with pytest.raises(
+        WeightLoadError, match=rf"transformer\.h\.0\.attn\.c_attn\.bias: file \[{2 * d}\] vs model \[{3 * d}\]"
+    ):
         load_pretrained(_rewrite(folder, tmp_path / "bad", shrink), device="cpu")
 
 
@@ -213,7 +215,9 @@ def test_hf_unexpected_key_is_reported(hf_small, tmp_path):
 
 def test_hf_folder_missing_files(tmp_path):
     (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(WeightLoadError, match="has no model.safetensors; a GPT-2 folder needs config.json and model.safetensors"):
+    with pytest.raises(
+        WeightLoadError, match="has no model.safetensors; a GPT-2 folder needs config.json and model.safetensors"
+    ):
         load_pretrained(tmp_path)
 
 
@@ -221,7 +225,10 @@ def test_hf_folder_missing_files(tmp_path):
     "edit, message",
     [
         (lambda c: "{not json", "config.json is not readable JSON"),
-        (lambda c: json.dumps({k: v for k, v in c.items() if k != "n_head"}), "config.json lacks the GPT-2 field 'n_head'"),
+        (
+            lambda c: json.dumps({k: v for k, v in c.items() if k != "n_head"}),
+            "config.json lacks the GPT-2 field 'n_head'",
+        ),
         (lambda c: json.dumps(c | {"activation_function": "swish"}), "unsupported activation_function 'swish'"),
         # Options that change the attention maths would load and silently give wrong logits.
         (lambda c: json.dumps(c | {"scale_attn_by_inverse_layer_idx": True}), "scale_attn_by_inverse_layer_idx"),
@@ -321,13 +328,17 @@ def test_hub_other_errors_are_wrapped(monkeypatch):
         raise ConnectionError("connection reset by peer")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", broken)
-    with pytest.raises(WeightLoadError, match="Cannot download config.json of x/y: ConnectionError: connection reset by peer"):
+    with pytest.raises(
+        WeightLoadError, match="Cannot download config.json of x/y: ConnectionError: connection reset by peer"
+    ):
         load_pretrained("x/y", local_files_only=False)
 
 
 def test_progress_reporter():
     seen = []
-    bar = hf_progress_tqdm(lambda frac, desc: seen.append((frac, desc)))(total=200, desc="model.safetensors", disable=False)
+    bar = hf_progress_tqdm(lambda frac, desc: seen.append((frac, desc)))(
+        total=200, desc="model.safetensors", disable=False
+    )
     bar.update(50)
     bar.update(150)
     bar.close()
@@ -436,11 +447,15 @@ def _header_file(path, header: dict, payload: bytes = b""):
         pytest.param(lambda p, good: _header_file(p, {"x": "not a tensor"}), id="bad-header-json-shape"),
         pytest.param(lambda p, good: p.write_bytes((5).to_bytes(8, "little") + b"{oops"), id="header-not-json"),
         pytest.param(
-            lambda p, good: _header_file(p, {"a": {"dtype": "F32", "shape": [1000], "data_offsets": [0, 4000]}}, b"\0" * 16),
+            lambda p, good: _header_file(
+                p, {"a": {"dtype": "F32", "shape": [1000], "data_offsets": [0, 4000]}}, b"\0" * 16
+            ),
             id="offsets-past-the-end",
         ),
         pytest.param(
-            lambda p, good: _header_file(p, {"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 4]}}, b"\0" * 4),
+            lambda p, good: _header_file(
+                p, {"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 4]}}, b"\0" * 4
+            ),
             id="shape-disagrees-with-offsets",
         ),
     ],
@@ -487,7 +502,10 @@ def test_oversize_file_is_refused_before_reading(tmp_path, good_checkpoint, monk
         ),
         (lambda t: t.pop("final_norm.shift"), r"1 missing \(final_norm\.shift\)"),
         # An uploaded checkpoint with a tensor the model has no place for is refused, not ignored.
-        (lambda t: t.update({"trf_blocks.0.att.backdoor": torch.zeros(3)}), r"1 unexpected \(trf_blocks\.0\.att\.backdoor\)"),
+        (
+            lambda t: t.update({"trf_blocks.0.att.backdoor": torch.zeros(3)}),
+            r"1 unexpected \(trf_blocks\.0\.att\.backdoor\)",
+        ),
     ],
     ids=["wrong-shape", "missing-key", "extra-key"],
 )
@@ -508,7 +526,9 @@ def test_config_in_header_is_validated(tmp_path, good_checkpoint):
         load_checkpoint(path)
     bad = json.loads(metadata["config"]) | {"n_heads": 5}
     save_file(tensors, str(path), metadata=metadata | {"config": json.dumps(bad)})
-    with pytest.raises(WeightLoadError, match=r"The checkpoint's config is invalid: emb_dim \(32\) must be divisible by n_heads \(5\)"):
+    with pytest.raises(
+        WeightLoadError, match=r"The checkpoint's config is invalid: emb_dim \(32\) must be divisible by n_heads \(5\)"
+    ):
         load_checkpoint(path)
     unknown = json.loads(metadata["config"]) | {"rope_theta": 10000}
     save_file(tensors, str(path), metadata=metadata | {"config": json.dumps(unknown)})
@@ -541,9 +561,24 @@ def test_public_names_are_importable_from_the_package():
     import playground
 
     names = [
-        "GPTConfig", "PRESETS", "ConfigError", "GPTModel", "KVCache", "AttentionTrace", "load_tokenizer",
-        "generate", "Generation", "GenerationStep", "count_parameters", "module_tree", "parameter_breakdown",
-        "load_pretrained", "save_checkpoint", "load_checkpoint", "WeightLoadError", "LoadReport",
+        "GPTConfig",
+        "PRESETS",
+        "ConfigError",
+        "GPTModel",
+        "KVCache",
+        "AttentionTrace",
+        "load_tokenizer",
+        "generate",
+        "Generation",
+        "GenerationStep",
+        "count_parameters",
+        "module_tree",
+        "parameter_breakdown",
+        "load_pretrained",
+        "save_checkpoint",
+        "load_checkpoint",
+        "WeightLoadError",
+        "LoadReport",
     ]
     missing = [n for n in names if not hasattr(playground, n)]
     assert not missing, missing

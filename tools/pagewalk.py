@@ -6,8 +6,11 @@ from __future__ import annotations
 
 def plot_ready(page, elem_id: str, timeout: int = 120_000) -> None:
     """Wait until the plotly figure inside ``#elem_id`` has data drawn."""
-    page.wait_for_function(f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
-                           f" return g && g.data && g.data.length > 0; }}", timeout=timeout)
+    page.wait_for_function(
+        f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
+        f" return g && g.data && g.data.length > 0; }}",
+        timeout=timeout,
+    )
 
 
 def draw_inside(page, lang: str) -> None:

@@ -24,8 +24,14 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
 from tools.pagewalk import draw_inside, plot_ready  # noqa: E402  (needs ROOT on sys.path)
@@ -69,8 +75,10 @@ def readme_screenshot(browser, url: str, out: Path) -> None:
     chips.nth(min(12, chips.count() - 1)).click()  # a step with some context to look back at
     page.wait_for_timeout(1500)  # the step's query row and figures redraw
     # Scrolled just enough for the whole heatmap: the chips, the step's controls and the map together.
-    bottom = page.evaluate("() => { const r = document.querySelector('#pg-heatmap').getBoundingClientRect();"
-                           " return r.bottom + window.scrollY; }")
+    bottom = page.evaluate(
+        "() => { const r = document.querySelector('#pg-heatmap').getBoundingClientRect();"
+        " return r.bottom + window.scrollY; }"
+    )
     page.evaluate(f"() => window.scrollTo(0, {max(0, bottom + 12 - 1000)})")
     page.mouse.move(1, 999)  # no hover: no figure toolbar, no tooltip
     page.wait_for_timeout(500)
@@ -88,10 +96,12 @@ def every_tab(browser, url: str) -> list[Path]:
             for size in ((1600, 1000), (1024, 768)):
                 context, page = open_page(browser, url, lang, size, theme)
                 generate(page, n=20)
-                tab = lambda key: page.get_by_role("tab", name=tr(lang, key), exact=True)  # noqa: E731
+                tab = lambda key, page=page, lang=lang: page.get_by_role("tab", name=tr(lang, key), exact=True)
                 draw_inside(page, lang)
                 tab("tab_compare").click()
-                page.locator("#pg-score-text textarea").fill("ROMEO:\nBut soft, what light through yonder window breaks?")
+                page.locator("#pg-score-text textarea").fill(
+                    "ROMEO:\nBut soft, what light through yonder window breaks?"
+                )
                 page.locator("#pg-score").click()
                 plot_ready(page, "pg-score-plot")
                 page.get_by_text(tr(lang, "receipt_section"), exact=True).click()
@@ -100,8 +110,11 @@ def every_tab(browser, url: str) -> list[Path]:
                 name = f"look-{lang}-{theme}-{size[0]}x{size[1]}"
                 for key in ("tab_model", "tab_generate", "tab_inside", "tab_train", "tab_compare", "tab_tokenizer"):
                     tab(key).click()
-                    views = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions") \
-                        if key == "tab_inside" else (None,)
+                    views = (
+                        ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")
+                        if key == "tab_inside"
+                        else (None,)
+                    )
                     for view in views:
                         if view:
                             tab(view).click()

@@ -31,12 +31,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from playground.training.corpus import load_tiny_shakespeare, prepare_corpus  # noqa: E402
 from playground.engine.model import GPTModel  # noqa: E402
 from playground.engine.sampling import generate  # noqa: E402
 from playground.engine.tokenizer import load_tokenizer  # noqa: E402
-from playground.training.losses import evaluate_loss, random_init_loss, unigram_loss  # noqa: E402
 from playground.engine.weights import load_checkpoint, save_checkpoint  # noqa: E402
+from playground.training.corpus import load_tiny_shakespeare, prepare_corpus  # noqa: E402
+from playground.training.losses import evaluate_loss, random_init_loss, unigram_loss  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 CHECKPOINT = OUT / "shakespeare.safetensors"
@@ -98,7 +98,10 @@ def best_head(pattern: dict) -> dict:
     layer, head = divmod(int(scores.argmax()), scores.size(1))
     score = float(scores[layer, head])
     return {
-        "layer": layer, "head": head, "score": round(score, 4), "base_rate": round(pattern["base_rate"], 4),
+        "layer": layer,
+        "head": head,
+        "score": round(score, 4),
+        "base_rate": round(pattern["base_rate"], 4),
         "ratio": round(score / pattern["base_rate"], 2),
     }
 
@@ -119,7 +122,9 @@ def main(trained_path: str) -> None:
     train_config = json.loads(meta["train_config"])
     cfg = trained.cfg
     save_checkpoint(
-        trained, CHECKPOINT, dtype="float16",
+        trained,
+        CHECKPOINT,
+        dtype="float16",
         metadata={
             "name": "Tiny Shakespeare (bundled)",
             "corpus": "Tiny Shakespeare, first 90% of the GPT-2 tokens",
@@ -176,8 +181,10 @@ def main(trained_path: str) -> None:
         "train_wall_clock_s": _wall_clock(trained_path.parent / "stdout.txt"),  # incl. evaluations, start-up
         "threads": 1,
         "corpus": {
-            "name": "Tiny Shakespeare", "tokens": corpus.n_tokens,
-            "train_tokens": len(corpus.train_ids), "val_tokens": len(val),
+            "name": "Tiny Shakespeare",
+            "tokens": corpus.n_tokens,
+            "train_tokens": len(corpus.train_ids),
+            "val_tokens": len(val),
         },
         "storage_dtype": "float16",
         "bytes_on_disk": CHECKPOINT.stat().st_size,
@@ -189,12 +196,14 @@ def main(trained_path: str) -> None:
             "unigram": round(uni, 4),
             "ln_vocab": round(math.log(cfg.vocab_size), 4),
             "how": f"mean cross-entropy in nats over all {len(val) // cfg.context_length} non-overlapping "
-                   f"{cfg.context_length}-token windows of the held-out tenth; unigram over all its tokens "
-                   f"(add-one smoothed counts of the training tokens); random init = same config, seed 0",
+            f"{cfg.context_length}-token windows of the held-out tenth; unigram over all its tokens "
+            f"(add-one smoothed counts of the training tokens); random init = same config, seed 0",
         },
         "test_subset": {
-            "windows": TEST_WINDOWS, "block_size": TEST_BLOCK,
-            "trained": round(val_subset, 4), "random_init": round(rand_subset, 4),
+            "windows": TEST_WINDOWS,
+            "block_size": TEST_BLOCK,
+            "trained": round(val_subset, 4),
+            "random_init": round(rand_subset, 4),
             "train_split_trained": round(train_subset, 4),
         },
         "test_margins": margins,
@@ -202,20 +211,37 @@ def main(trained_path: str) -> None:
         "attention_heads": clear,
         "attention_best_per_pattern": best,
         "attention_heads_how": f"score = mean attention mass on the pattern's keys over queries "
-                               f"{HEAD_MIN_QUERY}..{HEAD_BLOCK - 1} of {HEAD_WINDOWS} evenly spaced "
-                               f"{HEAD_BLOCK}-token held-out windows; base_rate = the mass a head spreading "
-                               f"attention evenly over the visible keys would give them; a head is listed in "
-                               f"attention_heads when score / base_rate >= {CLEAR_RATIO}; line breaks are "
-                               f"token ids {LINE_BREAK_IDS}",
+        f"{HEAD_MIN_QUERY}..{HEAD_BLOCK - 1} of {HEAD_WINDOWS} evenly spaced "
+        f"{HEAD_BLOCK}-token held-out windows; base_rate = the mass a head spreading "
+        f"attention evenly over the visible keys would give them; a head is listed in "
+        f"attention_heads when score / base_rate >= {CLEAR_RATIO}; line breaks are "
+        f"token ids {LINE_BREAK_IDS}",
         "head_scores": {
-            k: {"base_rate": round(v["base_rate"], 4), "score": [[round(float(x), 3) for x in row] for row in v["score"]]}
+            k: {
+                "base_rate": round(v["base_rate"], 4),
+                "score": [[round(float(x), 3) for x in row] for row in v["score"]],
+            }
             for k, v in scores.items()
         },
         "sample": {"prompt": prompt, "temperature": 0.8, "top_k": 40, "seed": 0, "text": sample_text},
     }
     FACTS.write_text(json.dumps(facts, indent=2) + "\n")
-    print(json.dumps({k: facts[k] for k in ("bytes_on_disk", "load_time_s", "val_loss", "test_subset",
-                                            "test_margins", "attention_best_per_pattern")}, indent=2))
+    print(
+        json.dumps(
+            {
+                k: facts[k]
+                for k in (
+                    "bytes_on_disk",
+                    "load_time_s",
+                    "val_loss",
+                    "test_subset",
+                    "test_margins",
+                    "attention_best_per_pattern",
+                )
+            },
+            indent=2,
+        )
+    )
     print(sample_text)
 
 

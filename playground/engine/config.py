@@ -109,7 +109,6 @@ class GPTConfig(SerializableConfig):
         return self.emb_dim // self.n_heads
 
 
-
 def _divisors_near(n: int, target: int) -> list[int]:
     divisors = [d for d in range(1, min(n, 64) + 1) if n % d == 0]
     return sorted(divisors, key=lambda d: (abs(d - target), d))[:4]
@@ -127,8 +126,14 @@ PRESETS: dict[str, GPTConfig] = {
     "textbook 124M, 8 heads": GPTConfig(n_heads=8, drop_rate=0.1, qkv_bias=False, tie_weights=False),
     # The decoder-only tutorial model: sinusoidal positions, ReLU, d=512, 8 heads, 6 blocks.
     "decoder-only tutorial (d512)": GPTConfig(
-        context_length=512, emb_dim=512, n_heads=8, n_layers=6, drop_rate=0.1,
-        pos_encoding="sinusoidal", activation="relu", tie_weights=True,
+        context_length=512,
+        emb_dim=512,
+        n_heads=8,
+        n_layers=6,
+        drop_rate=0.1,
+        pos_encoding="sinusoidal",
+        activation="relu",
+        tie_weights=True,
     ),
     # Small enough to build and generate in well under a second on a laptop CPU.
     "tiny (4 layers, d128)": GPTConfig(context_length=256, emb_dim=128, n_heads=4, n_layers=4),

@@ -19,9 +19,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from playground.runtime import kernels
 from playground.engine.config import GPTConfig, check_build_size, check_memory
 from playground.engine.readout import many_row_product
+from playground.runtime import kernels
 
 # ----------------------------------------------------------------------------------------------
 # Building blocks
@@ -249,7 +249,7 @@ class MultiHeadAttentionWrapper(MultiHeadAttention):
 
 
 class LayerKVCache:
-    def __init__(self, owner: "KVCache", index: int):
+    def __init__(self, owner: KVCache, index: int):
         self.owner, self.index = owner, index
         # This layer's slabs, (B, H, context_length, hd), viewed once: a decode step then costs one
         # narrow + copy per tensor instead of a chain of indexing ops.
@@ -322,7 +322,9 @@ class SinusoidalPositionalEmbedding(nn.Module):
         context_length, emb_dim = self.table.shape
         device = self.table.device
         pos = torch.arange(context_length, dtype=torch.float32, device=device).unsqueeze(1)  # (C, 1)
-        freq = torch.exp(torch.arange(0, emb_dim, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / emb_dim))
+        freq = torch.exp(
+            torch.arange(0, emb_dim, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / emb_dim)
+        )
         with torch.no_grad():
             self.table[:, 0::2] = torch.sin(pos * freq).to(self.table.dtype)
             self.table[:, 1::2] = torch.cos(pos * freq).to(self.table.dtype)
@@ -414,8 +416,11 @@ def use_fast_weight_layout(model: nn.Module) -> None:
     for m in attention:
         w = m.W_query.weight
         m._stacked = None
-        m.stack_qkv = w.device.type == "cpu" and w.is_floating_point() and kernels.stacked_qkv(
-            w.size(1), w.dtype, _is_in_out(w), len(attention)).winner == "stacked"
+        m.stack_qkv = (
+            w.device.type == "cpu"
+            and w.is_floating_point()
+            and kernels.stacked_qkv(w.size(1), w.dtype, _is_in_out(w), len(attention)).winner == "stacked"
+        )
     head = getattr(model, "out_head", None)
     if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
         many_row_product(head.weight.detach().t())  # readout's product: decide now, not in a request
@@ -442,8 +447,9 @@ class GPTModel(nn.Module):
     global one, so building never disturbs anyone else's random numbers (the app always passes one).
     """
 
-    def __init__(self, cfg: GPTConfig, memory_budget: int | None | bool = None, *,
-                 generator: torch.Generator | None = None):
+    def __init__(
+        self, cfg: GPTConfig, memory_budget: int | None | bool = None, *, generator: torch.Generator | None = None
+    ):
         super().__init__()
         if not isinstance(cfg, GPTConfig):
             raise TypeError(f"GPTModel needs a GPTConfig, got {type(cfg).__name__}")
@@ -530,9 +536,7 @@ class GPTModel(nn.Module):
         if T == 0:
             raise ValueError("idx has no tokens")
         if start + T > self.cfg.context_length:
-            raise ValueError(
-                f"sequence of {start + T} tokens exceeds the context length {self.cfg.context_length}"
-            )
+            raise ValueError(f"sequence of {start + T} tokens exceeds the context length {self.cfg.context_length}")
         positions = torch.arange(start, start + T, device=idx.device)
         trace = AttentionTrace() if return_attention else None
         with one_row_bfloat16_switch(self.dtype, idx.device, B * T):
@@ -541,8 +545,12 @@ class GPTModel(nn.Module):
                 x = hooks.embed(self.tok_emb(idx), self.pos_emb(positions).to(self.dtype))
             x = self.drop_emb(x)
             for i, block in enumerate(self.trf_blocks):
-                x = block(x, kv_cache.layers[i] if kv_cache is not None else None, trace,
-                          None if hooks is None else hooks.layer(i))
+                x = block(
+                    x,
+                    kv_cache.layers[i] if kv_cache is not None else None,
+                    trace,
+                    None if hooks is None else hooks.layer(i),
+                )
                 if hooks is not None:
                     hooks.resid(i + 1, x)
             if last_token_only:

@@ -120,13 +120,15 @@ def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) ->
             def one_pass():
                 for w in ws:
                     impls[kernel](x, w, scales, None)
+
             return one_pass
 
         return {k: run(k) for k in impls}
 
     name = str(activations).replace("torch.", "")
-    return kernels.choose(("int8 kernel", tuple(shape), activations, n), f"int8 weights × {name} {tuple(shape)}",
-                          candidates)
+    return kernels.choose(
+        ("int8 kernel", tuple(shape), activations, n), f"int8 weights × {name} {tuple(shape)}", candidates
+    )
 
 
 def is_int8(model: nn.Module) -> bool:
@@ -191,8 +193,11 @@ def int8_bytes(model: nn.Module, activations: torch.dtype = torch.bfloat16) -> i
     if is_int8(model):
         return model_bytes(model)
     act = torch.empty((), dtype=activations).element_size()
-    matrices = {id(m.weight) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))
-                and m is not getattr(model, "pos_emb", None)}
+    matrices = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, (nn.Linear, nn.Embedding)) and m is not getattr(model, "pos_emb", None)
+    }
     seen, total = set(), 0
     for t in list(model.parameters()) + list(model.buffers()):
         if id(t) in seen:

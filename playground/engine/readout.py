@@ -18,6 +18,7 @@ faster on this machine. On the CPU the argmax and the comparison count run in nu
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -87,8 +88,9 @@ def _helpers(n: int) -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None or _POOL._max_workers < n:
-            _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="readout-lane",
-                                       initializer=torch.set_num_threads, initargs=(1,))
+            _POOL = ThreadPoolExecutor(
+                max_workers=n, thread_name_prefix="readout-lane", initializer=torch.set_num_threads, initargs=(1,)
+            )
         return _POOL
 
 
@@ -128,14 +130,14 @@ class HeadReader:
         ``lanes``: threads for the numpy product (default: ``available_lanes()``)."""
         self.model, self.head, self.chunk = model, model.out_head, chunk_rows
         w = self.head.weight
-        self.fast = (w.dtype == torch.float32 and getattr(self.head, "bias", None) is None
-                     and w.device.type == "cpu")
+        self.fast = w.dtype == torch.float32 and getattr(self.head, "bias", None) is None and w.device.type == "cpu"
         if self.fast:
             self._setup(w.detach().t(), chunk_rows, product, lanes)
 
     @classmethod
-    def for_weight(cls, weight_t: torch.Tensor, chunk_rows: int = CHUNK_ROWS, product: str = "torch",
-                   lanes: int | None = None) -> "HeadReader":
+    def for_weight(
+        cls, weight_t: torch.Tensor, chunk_rows: int = CHUNK_ROWS, product: str = "torch", lanes: int | None = None
+    ) -> HeadReader:
         """A reader of rows that are already final_norm's output, for a (d, V) float32 head (the
         kernel measurement's own use)."""
         reader = cls.__new__(cls)
@@ -166,8 +168,14 @@ class HeadReader:
                 raise ValueError(f"{rows.size(0)} rows but {targets.numel()} targets")
         starts = range(0, rows.size(0), self.chunk)
         if not self.fast:
-            parts = [self._plain(self._normed(rows[s:s + self.chunk], norm), None if targets is None
-                                 else targets[s:s + self.chunk], rank) for s in starts]
+            parts = [
+                self._plain(
+                    self._normed(rows[s : s + self.chunk], norm),
+                    None if targets is None else targets[s : s + self.chunk],
+                    rank,
+                )
+                for s in starts
+            ]
         else:
             x = self._normed(rows, norm).float().contiguous()  # (n, d): small next to the logits
             parts = self._in_lanes(x, targets, rank, starts)
@@ -181,10 +189,14 @@ class HeadReader:
         parts = [None] * len(starts)
         lanes = min(self.lanes, len(starts))
         if lanes == 1:
-            with (one_blas_thread() if self.numpy_product else _nothing()):
+            with one_blas_thread() if self.numpy_product else _nothing():
                 for i, s in enumerate(starts):
-                    parts[i] = self._fast(x[s:s + self.chunk], None if targets is None else targets[s:s + self.chunk],
-                                          rank, self._buffer(0))
+                    parts[i] = self._fast(
+                        x[s : s + self.chunk],
+                        None if targets is None else targets[s : s + self.chunk],
+                        rank,
+                        self._buffer(0),
+                    )
             return parts
         todo = itertools.count()  # chunks are taken in turn: a lane that starts late just takes fewer
         for lane in range(lanes):
@@ -193,8 +205,12 @@ class HeadReader:
         def lane_work(lane: int):
             while (i := next(todo)) < len(starts):
                 s = starts[i]
-                parts[i] = self._fast(x[s:s + self.chunk], None if targets is None else targets[s:s + self.chunk],
-                                      rank, self._buffers[lane])
+                parts[i] = self._fast(
+                    x[s : s + self.chunk],
+                    None if targets is None else targets[s : s + self.chunk],
+                    rank,
+                    self._buffers[lane],
+                )
 
         caller_threads = torch.get_num_threads()
         with one_blas_thread():
@@ -244,8 +260,7 @@ class HeadReader:
         else:
             shift = torch.from_numpy(best.copy())
             lse = shift.double() + logits.sub_(shift[:, None]).exp_().sum(dim=-1).log().double()
-        return (torch.from_numpy(top).long(), torch.from_numpy(best.astype(np.float64)), lse,
-                target_logit, ranks)
+        return (torch.from_numpy(top).long(), torch.from_numpy(best.astype(np.float64)), lse, target_logit, ranks)
 
 
 @contextmanager
@@ -269,8 +284,10 @@ def many_row_product(weight_t: torch.Tensor) -> kernels.Choice:
         rows = torch.randn(2 * lanes * CHUNK_ROWS, d, generator=gen)  # two chunks a lane
         targets = torch.randint(0, V, (rows.size(0),), generator=gen)
         readers = {p: HeadReader.for_weight(weight_t, product=p, lanes=lanes) for p in ("torch", "numpy")}
-        return {p: (lambda r: lambda: r(rows, targets, rank=True))(r) for p, r in readers.items()}
+        return {p: functools.partial(r, rows, targets, rank=True) for p, r in readers.items()}
 
-    return kernels.choose(("many-row product", d, V, lanes),
-                          f"float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane{'s' * (lanes > 1)}",
-                          candidates)
+    return kernels.choose(
+        ("many-row product", d, V, lanes),
+        f"float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane{'s' * (lanes > 1)}",
+        candidates,
+    )

@@ -74,9 +74,15 @@ class Receipt:
         return self.greedy or (self.chosen is not None and self.chosen[0] <= self.u < self.chosen[1])
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "token_id": self.token_id, "greedy": self.greedy, "u": self.u,
-                "chosen_slice": list(self.chosen) if self.chosen else None, "most_likely": self.most_likely,
-                "slices": [{"token_id": i, "prob": p, "lo": lo, "hi": hi} for i, p, lo, hi in self.slices]}
+        return {
+            "step": self.step,
+            "token_id": self.token_id,
+            "greedy": self.greedy,
+            "u": self.u,
+            "chosen_slice": list(self.chosen) if self.chosen else None,
+            "most_likely": self.most_likely,
+            "slices": [{"token_id": i, "prob": p, "lo": lo, "hi": hi} for i, p, lo, hi in self.slices],
+        }
 
 
 def receipt(step) -> Receipt:
@@ -98,17 +104,23 @@ def receipt(step) -> Receipt:
 def explain(r: Receipt, piece=lambda i: str(i)) -> str:
     """One paragraph for a learner; ``piece(id)`` shows a token."""
     if r.greedy:
-        return (f"Step {r.step} is greedy (temperature 0): no random number is drawn; the most likely token, "
-                f"{piece(r.token_id)}, is taken every time.")
+        return (
+            f"Step {r.step} is greedy (temperature 0): no random number is drawn; the most likely token, "
+            f"{piece(r.token_id)}, is taken every time."
+        )
     lo, hi = r.chosen
-    text = (f"Step {r.step}: the seeded draw was u = {r.u:.6f}. Every token owns a slice of [0, 1) as wide as its "
-            f"probability after temperature / top-k / top-p, laid end to end in vocabulary order; u fell into "
-            f"{piece(r.token_id)}'s slice [{lo:.6f}, {hi:.6f}), so that token was sampled.")
+    text = (
+        f"Step {r.step}: the seeded draw was u = {r.u:.6f}. Every token owns a slice of [0, 1) as wide as its "
+        f"probability after temperature / top-k / top-p, laid end to end in vocabulary order; u fell into "
+        f"{piece(r.token_id)}'s slice [{lo:.6f}, {hi:.6f}), so that token was sampled."
+    )
     if r.most_likely != r.token_id:
         ml = next(((a, b) for i, _, a, b in r.slices if i == r.most_likely), None)
         if ml is not None:
-            text += (f" The most likely token, {piece(r.most_likely)}, owns [{ml[0]:.6f}, {ml[1]:.6f}), "
-                     f"a wider slice, but u was not in it.")
+            text += (
+                f" The most likely token, {piece(r.most_likely)}, owns [{ml[0]:.6f}, {ml[1]:.6f}), "
+                f"a wider slice, but u was not in it."
+            )
     else:
         text += " That is also the most likely token."
     return text

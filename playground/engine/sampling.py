@@ -32,8 +32,11 @@ def check_logits(logits: torch.Tensor, step: int) -> None:
     """Raise NonFiniteError if one row of logits holds NaN or ±inf (one reduction, checked per step)."""
     if bool(torch.isfinite(logits).all()):
         return
-    counts = [(int(torch.isnan(logits).sum()), "NaN"), (int(torch.isposinf(logits).sum()), "+inf"),
-              (int(torch.isneginf(logits).sum()), "-inf")]
+    counts = [
+        (int(torch.isnan(logits).sum()), "NaN"),
+        (int(torch.isposinf(logits).sum()), "+inf"),
+        (int(torch.isneginf(logits).sum()), "-inf"),
+    ]
     found = ", ".join(f"{n:,} {kind}" for n, kind in counts if n)
     raise NonFiniteError(
         f"Step {step}: the model produced NaN/infinite logits ({found} of {logits.numel():,}); generation "
@@ -52,7 +55,11 @@ def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size
     if temperature < 0:
         raise ValueError(f"Temperature must be 0 (greedy) or positive, got {temperature}.")
     if top_k is not None:
-        if isinstance(top_k, bool) or not isinstance(top_k, int) and not (isinstance(top_k, float) and top_k.is_integer()):
+        if (
+            isinstance(top_k, bool)
+            or not isinstance(top_k, int)
+            and not (isinstance(top_k, float) and top_k.is_integer())
+        ):
             raise ValueError(f"top-k must be a whole number (0 or empty = off), got {top_k!r}.")
         if top_k < 0:
             raise ValueError(f"top-k must be 0 (off) or a positive whole number, got {int(top_k)}.")
@@ -259,9 +266,7 @@ class Generation:
         if self.capture_attention:
             logits, trace = out
             # Only the newest query row is this step's attention: (n_heads, k_len) per layer.
-            attention = [
-                _last_row_probs(q, k) for q, k in zip(trace.queries, trace.keys)
-            ]
+            attention = [_last_row_probs(q, k) for q, k in zip(trace.queries, trace.keys)]
             return logits[0, -1].float(), attention
         return out[0, -1].float(), None
 
@@ -339,6 +344,14 @@ def generate(
     """Yield one ``GenerationStep`` per new token. Parameters are checked at the call, so bad
     values raise ValueError before anything runs. Temperature 0 is greedy."""
     return Generation(
-        model, list(prompt_ids), max_new_tokens, temperature, top_k, top_p, seed,
-        capture_attention, n_top, use_cache,
+        model,
+        list(prompt_ids),
+        max_new_tokens,
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        capture_attention,
+        n_top,
+        use_cache,
     )

@@ -93,7 +93,9 @@ def _sha256(path: Path) -> str:
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's printable stand-in for each byte (openai/gpt-2 encoder.py): vocab.bpe is written
     with these, e.g. "Ġ" for the space byte."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars, n = keep[:], 0
     for b in range(256):
         if b not in keep:

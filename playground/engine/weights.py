@@ -11,17 +11,17 @@ import functools
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from playground.engine.config import ConfigError, GPTConfig, check_memory
-from playground.runtime.devices import default_device, resolve_device  # noqa: F401 -- default_device was defined here before
 from playground.engine.model import GPTModel
+from playground.runtime.devices import default_device, resolve_device  # noqa: F401 -- default_device was defined here before
 
 CHECKPOINT_FORMAT = "gpt-playground/1"
 HUB_MODELS = {
@@ -53,12 +53,16 @@ class LoadReport:
     def summary(self, limit: int = 5) -> str:
         parts = []
         if self.missing:
-            parts.append(f"{len(self.missing)} missing ({', '.join(self.missing[:limit])}{'…' if len(self.missing) > limit else ''})")
+            parts.append(
+                f"{len(self.missing)} missing ({', '.join(self.missing[:limit])}{'…' if len(self.missing) > limit else ''})"
+            )
         if self.mismatched:
             shown = ", ".join(f"{k}: file {list(a)} vs model {list(b)}" for k, a, b in self.mismatched[:limit])
             parts.append(f"{len(self.mismatched)} with the wrong shape ({shown})")
         if self.unexpected:
-            parts.append(f"{len(self.unexpected)} unexpected ({', '.join(self.unexpected[:limit])}{'…' if len(self.unexpected) > limit else ''})")
+            parts.append(
+                f"{len(self.unexpected)} unexpected ({', '.join(self.unexpected[:limit])}{'…' if len(self.unexpected) > limit else ''})"
+            )
         return "; ".join(parts) or "all tensors matched"
 
 
@@ -270,12 +274,13 @@ def _first(items: list[str], limit: int = 5) -> str:
 
 def _meta_tensors(header: CheckpointHeader) -> dict[str, torch.Tensor]:
     """Shape-only stand-ins for the file's tensors: conversion and checks run on them for free."""
-    return {k: torch.empty(shape, dtype=STORAGE_DTYPES[header.dtypes[k]], device="meta") for k, shape in header.shapes.items()}
+    return {
+        k: torch.empty(shape, dtype=STORAGE_DTYPES[header.dtypes[k]], device="meta")
+        for k, shape in header.shapes.items()
+    }
 
 
-def check_header(
-    header: CheckpointHeader, cfg: GPTConfig, layout: str, *, allow_unexpected: bool
-) -> LoadReport:
+def check_header(header: CheckpointHeader, cfg: GPTConfig, layout: str, *, allow_unexpected: bool) -> LoadReport:
     """Every tensor the model needs is in the file with the right shape (and, for untrusted files,
     nothing else): checked on the header alone, before the model or any tensor is allocated."""
     report = LoadReport()
@@ -405,7 +410,9 @@ def load_pretrained(
         config_path, weights_path = folder / "config.json", folder / "model.safetensors"
         for p in (config_path, weights_path):
             if not p.is_file():
-                raise WeightLoadError(f"{folder} has no {p.name}; a GPT-2 folder needs config.json and model.safetensors.")
+                raise WeightLoadError(
+                    f"{folder} has no {p.name}; a GPT-2 folder needs config.json and model.safetensors."
+                )
     else:
         repo_id = str(source)
         if local_files_only is None:
@@ -527,8 +534,11 @@ def _infer_gpt2_config(shapes: dict[str, tuple]) -> GPTConfig:
         raise WeightLoadError("GPT-2 checkpoint without any transformer layer (h.N.*).")
     try:
         return GPTConfig(
-            vocab_size=int(vocab), context_length=int(context), emb_dim=int(d),
-            n_heads=max(1, int(d) // 64), n_layers=max(layers) + 1,
+            vocab_size=int(vocab),
+            context_length=int(context),
+            emb_dim=int(d),
+            n_heads=max(1, int(d) // 64),
+            n_layers=max(layers) + 1,
             tie_weights="lm_head.weight" not in plain,
         )
     except ConfigError as e:

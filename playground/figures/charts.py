@@ -101,8 +101,13 @@ def _short(label: str, limit: int = MAX_TICK_CHARS) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
-def _ticks(positions, labels, max_ticks: int | None = MAX_TICKS, max_chars: int = MAX_TICK_CHARS,
-           font_size: int = TICK_FONT_SIZE) -> dict:
+def _ticks(
+    positions,
+    labels,
+    max_ticks: int | None = MAX_TICKS,
+    max_chars: int = MAX_TICK_CHARS,
+    font_size: int = TICK_FONT_SIZE,
+) -> dict:
     """Tick every position when they fit (max_ticks None: always), else every k-th one (always
     including the last)."""
     positions, labels = list(positions), [str(x) for x in labels]
@@ -191,7 +196,7 @@ def _colour_axis(log_scale: bool, floor: float, title: str = "attention") -> dic
         return dict(colorscale=COLORSCALE, cmin=0.0, cmax=1.0, colorbar=dict(title=dict(text=title)))
     lo = math.log10(floor)
     decades = list(range(math.ceil(lo), 1))
-    ticktext = [f"{10.0 ** d:g}" for d in decades]
+    ticktext = [f"{10.0**d:g}" for d in decades]
     ticktext[0] = "≤" + ticktext[0]  # everything under the floor shares its colour
     return dict(
         colorscale=COLORSCALE,
@@ -239,9 +244,15 @@ def attention_heatmap(
             # A big map (a whole long run) sends z only: its hover reads log10 p on a log scale, which
             # halves what the browser receives (12 MB -> 6 MB for 1,048 × 1,048, measured).
             customdata=None if n > LABEL_EVERY_TOKEN_MAX else probs.astype(np.float32),
-            hovertemplate="query %{y:d} → key %{x:d}<br>" + (
-                "p = %{customdata:.3g}" if n <= LABEL_EVERY_TOKEN_MAX
-                else "log₁₀ p = %{z:.2f}" if log_scale else "p = %{z:.3g}") + "<extra></extra>",
+            hovertemplate="query %{y:d} → key %{x:d}<br>"
+            + (
+                "p = %{customdata:.3g}"
+                if n <= LABEL_EVERY_TOKEN_MAX
+                else "log₁₀ p = %{z:.2f}"
+                if log_scale
+                else "p = %{z:.3g}"
+            )
+            + "<extra></extra>",
             hoverongaps=False,
             coloraxis="coloraxis",
         )
@@ -249,8 +260,13 @@ def attention_heatmap(
     if highlight_query is not None and int(highlight_query) in set(query_pos.tolist()):
         q = int(highlight_query)
         fig.add_shape(
-            type="rect", x0=key_pos[0] - 0.5, x1=key_pos[-1] + 0.5, y0=q - 0.5, y1=q + 0.5,
-            line=dict(color=HIGHLIGHT, width=3), fillcolor="rgba(0,0,0,0)",
+            type="rect",
+            x0=key_pos[0] - 0.5,
+            x1=key_pos[-1] + 0.5,
+            y0=q - 0.5,
+            y1=q + 0.5,
+            line=dict(color=HIGHLIGHT, width=3),
+            fillcolor="rgba(0,0,0,0)",
         )
     full_title = " · ".join(t for t in (title, note) if t)
     _layout(fig, full_title, height, coloraxis=_colour_axis(log_scale, log_floor))
@@ -261,12 +277,22 @@ def attention_heatmap(
     else:  # positions as numbers: plotly picks ticks that follow zoom and pan
         x_ticks = y_ticks = dict(tickmode="auto", nticks=16, tickfont=dict(size=TICK_FONT_SIZE))
     fig.update_xaxes(
-        title_text="key position (looked at)", tickangle=-90 if n <= LABEL_EVERY_TOKEN_MAX else 0,
-        showgrid=False, zeroline=False, constrain="domain", **x_ticks,  # square cells shrink the axis, never widen its range
+        title_text="key position (looked at)",
+        tickangle=-90 if n <= LABEL_EVERY_TOKEN_MAX else 0,
+        showgrid=False,
+        zeroline=False,
+        constrain="domain",
+        **x_ticks,  # square cells shrink the axis, never widen its range
     )
     fig.update_yaxes(
-        title_text="query position (looking)", autorange="reversed", showgrid=False, zeroline=False,
-        scaleanchor="x", scaleratio=1, constrain="domain", **y_ticks,
+        title_text="query position (looking)",
+        autorange="reversed",
+        showgrid=False,
+        zeroline=False,
+        scaleanchor="x",
+        scaleratio=1,
+        constrain="domain",
+        **y_ticks,
     )
     return fig
 
@@ -292,8 +318,11 @@ def attention_grid(
     cols = cols or min(H, max(4, math.ceil(math.sqrt(H))))
     rows = math.ceil(H / cols)
     fig = make_subplots(
-        rows=rows, cols=cols, subplot_titles=[f"head {h}" for h in range(H)],
-        horizontal_spacing=0.02 + 0.1 / cols, vertical_spacing=min(0.25 / rows + 0.02, 0.12),
+        rows=rows,
+        cols=cols,
+        subplot_titles=[f"head {h}" for h in range(H)],
+        horizontal_spacing=0.02 + 0.1 / cols,
+        vertical_spacing=min(0.25 / rows + 0.02, 0.12),
     )
     note = ""
     p_value = "customdata" if log_scale else "z"
@@ -303,22 +332,37 @@ def attention_grid(
         r, c = h // cols + 1, h % cols + 1
         fig.add_trace(
             go.Heatmap(
-                z=z, x=key_pos, y=query_pos, coloraxis="coloraxis", hoverongaps=False,
+                z=z,
+                x=key_pos,
+                y=query_pos,
+                coloraxis="coloraxis",
+                hoverongaps=False,
                 # On a log scale z is log10(p): the probability itself travels as customdata.
                 customdata=p.astype(np.float32) if log_scale else None,
                 hovertemplate=f"head {h}<br>query %{{y:d}} → key %{{x:d}}<br>p=%{{{p_value}:.3g}}<extra></extra>",
             ),
-            row=r, col=c,
+            row=r,
+            col=c,
         )
         outer_x = r == rows or h + cols >= H  # nothing below this panel
         font = max(7, token_tick_font(len(key_pos)) - 2)
         fig.update_xaxes(
-            showgrid=False, zeroline=False, tickangle=-90, showticklabels=outer_x,
-            **_ticks(key_pos, keys, max_ticks=None, font_size=font), row=r, col=c,
+            showgrid=False,
+            zeroline=False,
+            tickangle=-90,
+            showticklabels=outer_x,
+            **_ticks(key_pos, keys, max_ticks=None, font_size=font),
+            row=r,
+            col=c,
         )
         fig.update_yaxes(
-            showgrid=False, zeroline=False, autorange="reversed", showticklabels=c == 1,
-            **_ticks(query_pos, queries, max_ticks=None, font_size=font), row=r, col=c,
+            showgrid=False,
+            zeroline=False,
+            autorange="reversed",
+            showticklabels=c == 1,
+            **_ticks(query_pos, queries, max_ticks=None, font_size=font),
+            row=r,
+            col=c,
         )
     row_height = max(170, min(320, 700 // rows))  # the whole grid fits a laptop screen
     full_title = " · ".join(t for t in (title, note) if t)
@@ -329,7 +373,12 @@ def attention_grid(
 
 
 def attention_overview(
-    values, *, metric_name: str = "", layer_labels=None, head_labels=None, title: str = "",
+    values,
+    *,
+    metric_name: str = "",
+    layer_labels=None,
+    head_labels=None,
+    title: str = "",
     zrange: tuple[float, float] | None = None,
 ) -> go.Figure:
     """A [L, H] statistic per head (layer rows from the top, head columns), values printed if few.
@@ -348,12 +397,18 @@ def attention_overview(
     annotate = L * H <= ANNOTATE_CELLS
     fig = go.Figure(
         go.Heatmap(
-            z=values, x=np.arange(H), y=np.arange(L), colorscale=COLORSCALE,
-            zmin=zmin, zmax=zmax if zmax > zmin else zmin + 1.0,
+            z=values,
+            x=np.arange(H),
+            y=np.arange(L),
+            colorscale=COLORSCALE,
+            zmin=zmin,
+            zmax=zmax if zmax > zmin else zmin + 1.0,
             colorbar=dict(title=dict(text=metric_name)),
-            texttemplate="%{z:.2f}" if annotate else None, textfont=dict(size=TICK_FONT_SIZE),
+            texttemplate="%{z:.2f}" if annotate else None,
+            textfont=dict(size=TICK_FONT_SIZE),
             hovertemplate=f"layer %{{y:d}}, head %{{x:d}}<br>{metric_name or 'value'} = %{{z:.3f}}<extra></extra>",
-            xgap=1, ygap=1,
+            xgap=1,
+            ygap=1,
         )
     )
     _layout(fig, title, max(260, min(720, 130 + 34 * L)))
@@ -376,7 +431,10 @@ def query_attention_bars(row, labels, *, query_label: str = "", title: str = "",
     pos = np.arange(len(row)) + offset
     fig = go.Figure(
         go.Bar(
-            x=pos, y=row, marker_color=BAR_COLOR, customdata=[[lab, format_prob(p)] for lab, p in zip(labels, row)],
+            x=pos,
+            y=row,
+            marker_color=BAR_COLOR,
+            customdata=[[lab, format_prob(p)] for lab, p in zip(labels, row)],
             hovertemplate="key %{x:d}·%{customdata[0]}: %{customdata[1]}<extra></extra>",
         )
     )
@@ -402,9 +460,14 @@ def token_probability_bars(labels, probs, *, chosen=None, title: str = "") -> go
     colours = [HIGHLIGHT if i == k else BAR_COLOR for i in pos]
     fig = go.Figure(
         go.Bar(
-            x=probs, y=pos, orientation="h", marker_color=colours,
+            x=probs,
+            y=pos,
+            orientation="h",
+            marker_color=colours,
             customdata=[[lab, format_prob(p)] for lab, p in zip(labels, probs)],
-            text=[format_prob(p) for p in probs], textposition="outside", cliponaxis=False,
+            text=[format_prob(p) for p in probs],
+            textposition="outside",
+            cliponaxis=False,
             hovertemplate="%{customdata[0]}: %{customdata[1]}<extra></extra>",
         )
     )
@@ -442,26 +505,38 @@ def sampling_stages_figure(labels, stages, *, chosen=None, stage_names=None, tit
         removed = (v == 0) & (before > 0)
         fig.add_trace(
             go.Bar(
-                x=v, y=pos, orientation="h", name=stage_title,
+                x=v,
+                y=pos,
+                orientation="h",
+                name=stage_title,
                 customdata=[[lab, format_prob(p)] for lab, p in zip(labels, v)],
                 marker_color=[HIGHLIGHT if i == k else BAR_COLOR for i in pos],
                 # Every kept candidate gets its number (the chosen one can be tiny, never "0%").
                 text=["" if removed[i] or (p == 0 and i != k) else format_prob(p) for i, p in enumerate(v)],
-                textposition="outside", cliponaxis=False,
+                textposition="outside",
+                cliponaxis=False,
                 hovertemplate=f"{stage_title}<br>%{{customdata[0]}}: %{{customdata[1]}}<extra></extra>",
             ),
-            row=1, col=c,
+            row=1,
+            col=c,
         )
         if removed.any():
             fig.add_trace(
                 go.Scatter(
-                    x=np.zeros(int(removed.sum())), y=pos[removed], mode="markers+text",
-                    marker=dict(symbol="x", size=11, color=MUTED), text=["removed"] * int(removed.sum()),
-                    textposition="middle right", textfont=dict(color=MUTED, size=TICK_FONT_SIZE), cliponaxis=False,
-                    customdata=np.array(labels)[removed], name=f"removed ({stage_title})",
+                    x=np.zeros(int(removed.sum())),
+                    y=pos[removed],
+                    mode="markers+text",
+                    marker=dict(symbol="x", size=11, color=MUTED),
+                    text=["removed"] * int(removed.sum()),
+                    textposition="middle right",
+                    textfont=dict(color=MUTED, size=TICK_FONT_SIZE),
+                    cliponaxis=False,
+                    customdata=np.array(labels)[removed],
+                    name=f"removed ({stage_title})",
                     hovertemplate=f"%{{customdata}}: removed {stage_title}<extra></extra>",
                 ),
-                row=1, col=c,
+                row=1,
+                col=c,
             )
         fig.update_xaxes(range=[0, top * 1.3], tickformat=".3~%", row=1, col=c)
     fig.update_yaxes(autorange="reversed", **_ticks(pos, labels), row=1, col=1)
@@ -521,8 +596,7 @@ def parameter_treemap(items, *, title: str = "", maxdepth: int = 3) -> go.Figure
             maxdepth=maxdepth,
             customdata=[[i, s] for i, s in zip(ids, share)],
             texttemplate="%{label}<br>%{value:,}",
-            hovertemplate="%{customdata[0]}<br>%{value:,} parameters<br>"
-            "%{customdata[1]:.1%} of total<extra></extra>",
+            hovertemplate="%{customdata[0]}<br>%{value:,} parameters<br>%{customdata[1]:.1%} of total<extra></extra>",
             marker=dict(colorscale="Blues"),
             root=dict(color="white"),
         )
@@ -542,14 +616,20 @@ def parameter_components_bar(components, formula_values, measured_values, *, tit
     for name, vals, colour in (("formula", formula_values, MUTED), ("measured", measured_values, BAR_COLOR)):
         fig.add_trace(
             go.Bar(
-                x=vals, y=pos, orientation="h", name=name, marker_color=colour, customdata=components,
-                text=[f"{v:,}" for v in vals], textposition="outside", cliponaxis=False,
+                x=vals,
+                y=pos,
+                orientation="h",
+                name=name,
+                marker_color=colour,
+                customdata=components,
+                text=[f"{v:,}" for v in vals],
+                textposition="outside",
+                cliponaxis=False,
                 hovertemplate=f"%{{customdata}}<br>{name}: %{{x:,}}<extra></extra>",
             )
         )
     top = max(formula_values + measured_values, default=0)
-    _layout(fig, title, max(300, 100 + 46 * len(components)), barmode="group",
-            legend=dict(orientation="h", y=-0.12))
+    _layout(fig, title, max(300, 100 + 46 * len(components)), barmode="group", legend=dict(orientation="h", y=-0.12))
     fig.update_xaxes(title_text="parameters", range=[0, max(top, 1) * 1.3], tickformat="~s")
     fig.update_yaxes(autorange="reversed", **_ticks(pos, components, max_chars=24))
     return fig
@@ -565,15 +645,20 @@ def loss_curve(train_points, val_points, *, title: str = "", baselines: dict | N
         points = list(points or [])
         fig.add_trace(
             go.Scatter(
-                x=[int(s) for s, _ in points], y=[float(v) for _, v in points], mode=mode, name=name,
+                x=[int(s) for s, _ in points],
+                y=[float(v) for _, v in points],
+                mode=mode,
+                name=name,
                 line=dict(color=colour, width=2),
                 hovertemplate=f"{name}<br>step %{{x}}: loss %{{y:.3f}}<extra></extra>",
             )
         )
-    for i, (name, value) in enumerate((baselines or {}).items()):
+    for _i, (name, value) in enumerate((baselines or {}).items()):
         fig.add_hline(
-            y=float(value), line=dict(dash="dash", color=MUTED, width=1.5),
-            annotation_text=f"{name}: {float(value):.2f}", annotation_position="top right",
+            y=float(value),
+            line=dict(dash="dash", color=MUTED, width=1.5),
+            annotation_text=f"{name}: {float(value):.2f}",
+            annotation_position="top right",
             annotation_font_size=TICK_FONT_SIZE,
         )
     _layout(fig, title, 380, legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
@@ -589,8 +674,12 @@ def memory_bars(memory: dict[str, int], *, title: str = "") -> go.Figure:
     unit, scale = ("GB", 1e9) if max(sizes, default=0) >= 1e9 else ("MB", 1e6)
     fig = go.Figure(
         go.Bar(
-            x=names, y=[s / scale for s in sizes], marker_color=BAR_COLOR,
-            text=[_format_bytes(s) for s in sizes], textposition="outside", cliponaxis=False,
+            x=names,
+            y=[s / scale for s in sizes],
+            marker_color=BAR_COLOR,
+            text=[_format_bytes(s) for s in sizes],
+            textposition="outside",
+            cliponaxis=False,
             customdata=[f"{s:,}" for s in sizes],
             hovertemplate="%{x}: %{text} (%{customdata} bytes)<extra></extra>",
         )
@@ -607,7 +696,12 @@ def empty_figure(message: str = "") -> go.Figure:
     """A blank figure with a centred message, shown before there is anything to plot."""
     fig = go.Figure()
     fig.add_annotation(
-        text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+        text=message,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
         font=dict(size=FONT_SIZE + 2, color=MUTED),
     )
     fig.update_xaxes(visible=False)

@@ -18,22 +18,39 @@ MAX_TICKS = 32  # token labels on a line plot's axis; a longer run names every k
 
 
 def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
-    fig.update_layout(template="plotly_white", paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
-                      title=dict(text=title, x=0.01, xanchor="left", font=dict(size=FONT + 2)),
-                      font=dict(size=FONT), height=height, margin=dict(l=10, r=10, t=60, b=10), **extra)
+    fig.update_layout(
+        template="plotly_white",
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=FONT + 2)),
+        font=dict(size=FONT),
+        height=height,
+        margin=dict(l=10, r=10, t=60, b=10),
+        **extra,
+    )
     return fig
 
 
 def _short(label: str, limit: int = TICK_CHARS) -> str:
-    return label if len(label) <= limit else label[:limit - 1] + "…"
+    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 def _pct(p) -> str:
     return "–" if p is None else f"{100 * p:.1f}%" if p >= 0.001 else f"{100 * p:.2g}%"
 
 
-def lens_heatmap(layer_names, positions, labels, top_tokens, top_prob, next_prob, *, title: str,
-                 selected: tuple[int, int] | None = None, cell_font: int = CELL_FONT) -> go.Figure:
+def lens_heatmap(
+    layer_names,
+    positions,
+    labels,
+    top_tokens,
+    top_prob,
+    next_prob,
+    *,
+    title: str,
+    selected: tuple[int, int] | None = None,
+    cell_font: int = CELL_FONT,
+) -> go.Figure:
     """Layers (rows, embeddings at the bottom) × positions; colour = p(actual next token), text =
     the top token. ``top_tokens``/``top_prob``/``next_prob`` are (layers × shown positions)."""
     z = [[float("nan") if p is None else p for p in row] for row in next_prob]
@@ -41,26 +58,58 @@ def lens_heatmap(layer_names, positions, labels, top_tokens, top_prob, next_prob
     # shows fewer positions on a narrower page), 13 px the presenter's 40 px; the hover shows the
     # whole token.
     text = [[_short(t, CELL_CHARS) for t in row] for row in top_tokens]
-    hover = [[f"{layer_names[i]} · position {positions[j]} ({labels[j]})<br>top: {top_tokens[i][j]} "
-              f"({_pct(top_prob[i][j])})<br>p(next = {labels[j + 1] if j + 1 < len(labels) else '?'}) = "
-              f"{_pct(next_prob[i][j])}" for j in range(len(positions))] for i in range(len(layer_names))]
-    fig = go.Figure(go.Heatmap(z=z, x=list(positions), y=list(range(len(layer_names))), text=text,
-                               texttemplate="%{text}", textfont=dict(size=cell_font), hovertext=hover,
-                               hoverinfo="text", colorscale="Viridis", zmin=0, zmax=1,
-                               colorbar=dict(title="p(next)", thickness=12)))
+    hover = [
+        [
+            f"{layer_names[i]} · position {positions[j]} ({labels[j]})<br>top: {top_tokens[i][j]} "
+            f"({_pct(top_prob[i][j])})<br>p(next = {labels[j + 1] if j + 1 < len(labels) else '?'}) = "
+            f"{_pct(next_prob[i][j])}"
+            for j in range(len(positions))
+        ]
+        for i in range(len(layer_names))
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(positions),
+            y=list(range(len(layer_names))),
+            text=text,
+            texttemplate="%{text}",
+            textfont=dict(size=cell_font),
+            hovertext=hover,
+            hoverinfo="text",
+            colorscale="Viridis",
+            zmin=0,
+            zmax=1,
+            colorbar=dict(title="p(next)", thickness=12),
+        )
+    )
     if selected is not None:
         layer, pos = selected
-        fig.add_shape(type="rect", x0=pos - 0.5, x1=pos + 0.5, y0=layer - 0.5, y1=layer + 0.5,
-                      line=dict(color="#f59e0b", width=3))
-    fig.update_xaxes(tickmode="array", tickvals=list(positions), ticktext=[_short(x) for x in labels],
-                     tickangle=-60, title="position (token)")
+        fig.add_shape(
+            type="rect", x0=pos - 0.5, x1=pos + 0.5, y0=layer - 0.5, y1=layer + 0.5, line=dict(color="#f59e0b", width=3)
+        )
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(positions),
+        ticktext=[_short(x) for x in labels],
+        tickangle=-60,
+        title="position (token)",
+    )
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(layer_names))), ticktext=list(layer_names))
     return _layout(fig, title, 160 + 34 * len(layer_names))
 
 
 def top_bars(labels, probs, *, title: str) -> go.Figure:
-    fig = go.Figure(go.Bar(x=list(probs), y=list(range(len(labels))), orientation="h",
-                           text=[_pct(p) for p in probs], textposition="auto", marker_color="#6366f1"))
+    fig = go.Figure(
+        go.Bar(
+            x=list(probs),
+            y=list(range(len(labels))),
+            orientation="h",
+            text=[_pct(p) for p in probs],
+            textposition="auto",
+            marker_color="#6366f1",
+        )
+    )
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=list(labels), autorange="reversed")
     fig.update_xaxes(title="probability")
     return _layout(fig, title, 120 + 26 * len(labels))
@@ -71,13 +120,29 @@ def attribution_heatmap(heads, mlps, *, title: str) -> go.Figure:
     n_heads = len(heads[0]) if heads else 0
     z = [list(row) + [m] for row, m in zip(heads, mlps)]
     peak = max((abs(v) for row in z for v in row), default=1.0) or 1.0
-    fig = go.Figure(go.Heatmap(z=z, x=list(range(n_heads + 1)), y=list(range(len(z))), colorscale="RdBu",
-                               zmid=0, zmin=-peak, zmax=peak, text=[[f"{v:+.2f}" for v in row] for row in z],
-                               texttemplate="%{text}", colorbar=dict(title="logit", thickness=12)))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(n_heads + 1)),
-                     ticktext=[f"head {h}" for h in range(n_heads)] + ["MLP"])
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(z))), ticktext=[f"layer {i}" for i in range(len(z))],
-                     autorange="reversed")
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(n_heads + 1)),
+            y=list(range(len(z))),
+            colorscale="RdBu",
+            zmid=0,
+            zmin=-peak,
+            zmax=peak,
+            text=[[f"{v:+.2f}" for v in row] for row in z],
+            texttemplate="%{text}",
+            colorbar=dict(title="logit", thickness=12),
+        )
+    )
+    fig.update_xaxes(
+        tickmode="array", tickvals=list(range(n_heads + 1)), ticktext=[f"head {h}" for h in range(n_heads)] + ["MLP"]
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(len(z))),
+        ticktext=[f"layer {i}" for i in range(len(z))],
+        autorange="reversed",
+    )
     fig.add_vline(x=n_heads - 0.5, line=dict(color="#111827", width=2))
     return _layout(fig, title, 140 + 40 * len(z))
 
@@ -96,9 +161,15 @@ def waterfall_range(trace, headroom: float) -> list[float]:
 
 
 def attribution_waterfall(names, values, total: float, *, title: str) -> go.Figure:
-    fig = go.Figure(go.Waterfall(x=list(names) + ["final logit"], y=list(values) + [total],
-                                 measure=["relative"] * len(values) + ["total"],
-                                 text=[f"{v:+.2f}" for v in values] + [f"{total:.2f}"], textposition="outside"))
+    fig = go.Figure(
+        go.Waterfall(
+            x=list(names) + ["final logit"],
+            y=list(values) + [total],
+            measure=["relative"] * len(values) + ["total"],
+            text=[f"{v:+.2f}" for v in values] + [f"{total:.2f}"],
+            textposition="outside",
+        )
+    )
     fig.update_xaxes(tickangle=-45)
     fig.update_yaxes(title="logit", range=waterfall_range(fig.data[0], 0.12))
     return _layout(fig, title, 420, showlegend=False)
@@ -108,39 +179,72 @@ def attention_steps_figure(positions, labels, scaled, probs, *, title: str) -> g
     """q·k/√d (masked ones left out) and the softmax over key positions, one above the other."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("q·k / √d_head (masked: −∞, not drawn)", "softmax"))
-    fig.add_trace(go.Bar(x=list(positions), y=[float("nan") if s is None else s for s in scaled],
-                         marker_color="#0ea5e9", name="q·k/√d"), row=1, col=1)
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=("q·k / √d_head (masked: −∞, not drawn)", "softmax"),
+    )
+    fig.add_trace(
+        go.Bar(
+            x=list(positions),
+            y=[float("nan") if s is None else s for s in scaled],
+            marker_color="#0ea5e9",
+            name="q·k/√d",
+        ),
+        row=1,
+        col=1,
+    )
     fig.add_trace(go.Bar(x=list(positions), y=list(probs), marker_color="#f97316", name="softmax"), row=2, col=1)
-    fig.update_xaxes(tickmode="array", tickvals=list(positions), ticktext=[_short(x) for x in labels],
-                     tickangle=-60, row=2, col=1)
+    fig.update_xaxes(
+        tickmode="array", tickvals=list(positions), ticktext=[_short(x) for x in labels], tickangle=-60, row=2, col=1
+    )
     return _layout(fig, title, 460, showlegend=False)
 
 
 def before_after_bars(labels, before, after, *, title: str) -> go.Figure:
     y = list(range(len(labels)))
-    fig = go.Figure([go.Bar(x=list(before), y=y, orientation="h", name="before", marker_color="#9ca3af"),
-                     go.Bar(x=list(after), y=y, orientation="h", name="after", marker_color="#dc2626")])
+    fig = go.Figure(
+        [
+            go.Bar(x=list(before), y=y, orientation="h", name="before", marker_color="#9ca3af"),
+            go.Bar(x=list(after), y=y, orientation="h", name="after", marker_color="#dc2626"),
+        ]
+    )
     fig.update_yaxes(tickmode="array", tickvals=y, ticktext=list(labels), autorange="reversed")
     fig.update_xaxes(title="probability")
     return _layout(fig, title, 140 + 30 * len(labels), barmode="group")
 
 
 def loss_lines(positions, labels, before, after, *, title: str) -> go.Figure:
-    fig = go.Figure([go.Scatter(x=list(positions), y=list(before), mode="lines+markers", name="before"),
-                     go.Scatter(x=list(positions), y=list(after), mode="lines+markers", name="after",
-                                line=dict(dash="dash"))])
+    fig = go.Figure(
+        [
+            go.Scatter(x=list(positions), y=list(before), mode="lines+markers", name="before"),
+            go.Scatter(x=list(positions), y=list(after), mode="lines+markers", name="after", line=dict(dash="dash")),
+        ]
+    )
     step = max(1, math.ceil(len(positions) / MAX_TICKS))  # a long run: every step-th token named
-    fig.update_xaxes(tickmode="array", tickvals=list(positions)[::step], ticktext=[_short(x) for x in labels][::step],
-                     tickangle=-60, title="position (predicting the next token)")
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(positions)[::step],
+        ticktext=[_short(x) for x in labels][::step],
+        tickangle=-60,
+        title="position (predicting the next token)",
+    )
     fig.update_yaxes(title="loss (nats)")
     return _layout(fig, title, 360)
 
 
 def dose_curve(alphas, logprob, *, title: str) -> go.Figure:
-    fig = go.Figure(go.Scatter(x=list(alphas), y=list(logprob), mode="lines+markers", marker_color="#7c3aed",
-                               hovertemplate="α=%{x:.1f}<br>log p=%{y:.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Scatter(
+            x=list(alphas),
+            y=list(logprob),
+            mode="lines+markers",
+            marker_color="#7c3aed",
+            hovertemplate="α=%{x:.1f}<br>log p=%{y:.3f}<extra></extra>",
+        )
+    )
     fig.add_vline(x=1.0, line=dict(dash="dot", color="#6b7280"))
     fig.update_xaxes(title="α (the head's output × α)", range=[-0.05, 2.05])
     fig.update_yaxes(title="log p(target)")
@@ -150,14 +254,29 @@ def dose_curve(alphas, logprob, *, title: str) -> go.Figure:
 def sweep_heatmap(delta, *, title: str) -> go.Figure:
     peak = max((abs(v) for row in delta for v in row), default=1.0) or 1.0
     n_heads = len(delta[0]) if delta else 0
-    fig = go.Figure(go.Heatmap(z=delta, x=list(range(n_heads)), y=list(range(len(delta))), colorscale="RdBu_r",
-                               zmid=0, zmin=-peak, zmax=peak, text=[[f"{v:+.3f}" for v in row] for row in delta],
-                               texttemplate="%{text}" if n_heads * len(delta) <= 200 else None,
-                               colorbar=dict(title="Δloss", thickness=12)))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(n_heads)), ticktext=[f"h{h}" for h in range(n_heads)],
-                     title="head")
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(delta))),
-                     ticktext=[f"layer {i}" for i in range(len(delta))], autorange="reversed")
+    fig = go.Figure(
+        go.Heatmap(
+            z=delta,
+            x=list(range(n_heads)),
+            y=list(range(len(delta))),
+            colorscale="RdBu_r",
+            zmid=0,
+            zmin=-peak,
+            zmax=peak,
+            text=[[f"{v:+.3f}" for v in row] for row in delta],
+            texttemplate="%{text}" if n_heads * len(delta) <= 200 else None,
+            colorbar=dict(title="Δloss", thickness=12),
+        )
+    )
+    fig.update_xaxes(
+        tickmode="array", tickvals=list(range(n_heads)), ticktext=[f"h{h}" for h in range(n_heads)], title="head"
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(len(delta))),
+        ticktext=[f"layer {i}" for i in range(len(delta))],
+        autorange="reversed",
+    )
     return _layout(fig, title, 140 + max(20, min(40, 600 // max(1, len(delta)))) * len(delta))
 
 

@@ -70,7 +70,7 @@ EN = {
     "advanced": "More settings",
     # summary line and model description
     "summary": "**{n} parameters** · {size} in {dtype} · {tied} · {layers} layers × {heads} heads, d={d}, "
-               "context {context} · {model} · runs on {device}",
+    "context {context} · {model} · runs on {device}",
     "tied_yes": "tied embeddings (out_head shares tok_emb)",
     "tied_no": "untied embeddings",
     "recipe_random": "random init (seed {seed})",
@@ -80,11 +80,11 @@ EN = {
     "tying_state_tied": "tied",
     "tying_state_untied": "untied",
     "tying": "**Weight tying.** This model is *{state}*. The output head maps d={d} back to "
-             "V={V} tokens: a {d}×{V} matrix of **{head}** numbers, the same "
-             "shape as the token embedding. GPT-2 reuses the embedding there (tied): **{tied}** parameters. A separate "
-             "head (untied, as the textbook's GPT_CONFIG_124M) adds those {head}: **{untied}**. That is the "
-             "\"163M vs 124M\" difference for the textbook config (plus 27,648 qkv-bias numbers GPT-2 has and the "
-             "textbook leaves out).",
+    "V={V} tokens: a {d}×{V} matrix of **{head}** numbers, the same "
+    "shape as the token embedding. GPT-2 reuses the embedding there (tied): **{tied}** parameters. A separate "
+    "head (untied, as the textbook's GPT_CONFIG_124M) adds those {head}: **{untied}**. That is the "
+    '"163M vs 124M" difference for the textbook config (plus 27,648 qkv-bias numbers GPT-2 has and the '
+    "textbook leaves out).",
     # the two tables
     "breakdown_headers": "component|formula|formula value|measured|agree",
     "tree_headers": "module|type|parameters (shapes)|own|total|tied|path",
@@ -141,7 +141,7 @@ EN = {
     "st_cropped": "the prompt was cropped by {n} tokens from the left to fit the {context}-token context window",
     "st_window": "the window now starts at position {start} (older tokens fall out)",
     "legend": "Grey: prompt tokens (with their ids). Generated tokens show id · probability: "
-              "{sure} ≥ 50% · {unsure} 10–50% · {surprise} < 10%. Click a token to inspect it.",
+    "{sure} ≥ 50% · {unsure} 10–50% · {surprise} < 10%. Click a token to inspect it.",
     "generate_first": "Generate first",
     "generate_to_see": "Generate to see attention",
     "pick_one": "Generate some tokens, then pick one.",
@@ -149,15 +149,15 @@ EN = {
     "fig_stages": "How each knob reshapes the distribution",
     "off": "off",
     "step_text": "**Step {i}** chose **{token}** (id {id}) at position {position}: "
-                 "p = **{p}** under the sampling distribution, {raw_p} under the raw softmax, "
-                 "rank **{rank}** of {vocab}. "
-                 "Entropy {entropy} bits after the filters ({raw_entropy} bits raw); "
-                 "{kept} tokens could have been drawn. Settings: temperature {temperature}, "
-                 "top-k {top_k}, top-p {top_p}, ",
+    "p = **{p}** under the sampling distribution, {raw_p} under the raw softmax, "
+    "rank **{rank}** of {vocab}. "
+    "Entropy {entropy} bits after the filters ({raw_entropy} bits raw); "
+    "{kept} tokens could have been drawn. Settings: temperature {temperature}, "
+    "top-k {top_k}, top-p {top_p}, ",
     "step_seed": "seed {seed}.",
     "step_seed_used": "no seed given: this run drew seed {seed} (type it in to repeat the run).",
     "outside_window": " Position {position} is outside the model's last context window (positions {start}–"
-                      "{end}), so the attention view shows position {start}.",
+    "{end}), so the attention view shows position {start}.",
     "prompt_position": "Position {position} is part of the prompt: the model read it, it did not choose it.",
     "no_run_export": "Generate something first; there is no run to export yet.",
     "run_exported": "Run exported as .{fmt}.",
@@ -197,40 +197,42 @@ EN = {
     "your upload": "your upload",
     "pasted text": "pasted text",
     # ---- Score & compare (issue 13) ----
-    'tab_compare': '4 · Score & compare',
-    'compare_intro': 'Model **A** is the model loaded in the Model tab; load a second model **B** below. Score any text token by token, run two models or two settings side by side, read why a token was sampled, and replay or share a run.',
-    'model_b': 'Second model (B)',
-    'load_b': 'Load model B',
-    'score_section': 'Score a text',
-    'text_source': 'Text',
-    'text_to_score': 'Text to score',
-    'text_upload': 'Upload a .txt',
-    'replace_bytes': 'Replace undecodable bytes (for a file that is not UTF-8)',
-    'stride': 'Stride in tokens (0 = half the window)',
-    'score_a': 'Score with A',
-    'score_ab': 'Score with A and B',
-    'side_section': 'Side by side: two models or two settings',
-    'temp_a': 'Temperature A',
-    'top_k_a': 'top-k A (0 = off)',
-    'top_p_a': 'top-p A (1 = off)',
-    'temp_b': 'Temperature B',
-    'top_k_b': 'top-k B (0 = off)',
-    'top_p_b': 'top-p B (1 = off)',
-    'two_models': 'Models A and B (settings A)',
-    'two_settings': 'Settings A and B (model A)',
-    'receipt_section': 'Sampling receipt (the current run of the Generate tab)',
-    'show_receipt': 'Show the receipt',
-    'replay_section': 'Replay and share',
-    'replay_upload': 'Replay file or run export (.json / .npz)',
-    'replay': 'Replay',
-    'export_replay': 'Export a replay file of the current run',
-    'share_link': "Link with the Generate tab's settings",
-    'link': 'Link (opens the Generate tab pre-filled)',
+    "tab_compare": "4 · Score & compare",
+    "compare_intro": "Model **A** is the model loaded in the Model tab; load a second model **B** below. Score any text token by token, run two models or two settings side by side, read why a token was sampled, and replay or share a run.",
+    "model_b": "Second model (B)",
+    "load_b": "Load model B",
+    "score_section": "Score a text",
+    "text_source": "Text",
+    "text_to_score": "Text to score",
+    "text_upload": "Upload a .txt",
+    "replace_bytes": "Replace undecodable bytes (for a file that is not UTF-8)",
+    "stride": "Stride in tokens (0 = half the window)",
+    "score_a": "Score with A",
+    "score_ab": "Score with A and B",
+    "side_section": "Side by side: two models or two settings",
+    "temp_a": "Temperature A",
+    "top_k_a": "top-k A (0 = off)",
+    "top_p_a": "top-p A (1 = off)",
+    "temp_b": "Temperature B",
+    "top_k_b": "top-k B (0 = off)",
+    "top_p_b": "top-p B (1 = off)",
+    "two_models": "Models A and B (settings A)",
+    "two_settings": "Settings A and B (model A)",
+    "receipt_section": "Sampling receipt (the current run of the Generate tab)",
+    "show_receipt": "Show the receipt",
+    "replay_section": "Replay and share",
+    "replay_upload": "Replay file or run export (.json / .npz)",
+    "replay": "Replay",
+    "export_replay": "Export a replay file of the current run",
+    "share_link": "Link with the Generate tab's settings",
+    "link": "Link (opens the Generate tab pre-filled)",
     # Inside tab (issue 11)
     "tab_inside": "2b · Inside",
-    "inside_intro": ("Look inside the current run (Generate first): what each layer already predicts (logit lens), "
-                     "which head or MLP wrote toward a token (attribution), one head's attention step by step, and "
-                     "what changes when parts are switched off (interventions). Positions are those of the run."),
+    "inside_intro": (
+        "Look inside the current run (Generate first): what each layer already predicts (logit lens), "
+        "which head or MLP wrote toward a token (attribution), one head's attention step by step, and "
+        "what changes when parts are switched off (interventions). Positions are those of the run."
+    ),
     "inside_lens": "Logit lens",
     "inside_dla": "Logit attribution",
     "inside_maths": "Attention maths",
@@ -269,7 +271,7 @@ EN = {
     "kernels": "Kernels measured on this machine",
     # Train tab's estimate and progress (issue 12, classroom)
     "est_total": "About {total} on this machine: {steps} steps × {step} + {evals} evaluations × {eval} "
-                 "(from {n} real steps of this model timed on this server, {batch} × {block} tokens a step).",
+    "(from {n} real steps of this model timed on this server, {batch} × {block} tokens a step).",
     "est_busy": " Another training run was using the CPU while this was timed, so it is probably high.",
     "est_left": "about {left} left",
     "started_eta": " Estimated time: {total}.",
@@ -477,7 +479,7 @@ ZH = {
     "present_info": "更大的字号、更少的控件（也可在地址后加 ?present=1）",
     "advanced": "更多设置",
     "summary": "**{n} 个参数** · {dtype} 下占 {size} · {tied} · {layers} 层 × {heads} 头，d={d}，"
-               "上下文 {context} · {model} · 运行于 {device}",
+    "上下文 {context} · {model} · 运行于 {device}",
     "tied_yes": "嵌入共享（out_head 与 tok_emb 共用权重）",
     "tied_no": "嵌入不共享",
     "recipe_random": "随机初始化（种子 {seed}）",
@@ -487,10 +489,10 @@ ZH = {
     "tying_state_tied": "共享",
     "tying_state_untied": "不共享",
     "tying": "**权重共享（weight tying）。** 这个模型的输出层与词嵌入*{state}*权重。输出层把 d={d} 映射回 "
-             "V={V} 个 token：一个 {d}×{V} 的矩阵，共 **{head}** 个数，形状与词嵌入相同。"
-             "GPT-2 在这里复用词嵌入（共享）：共 **{tied}** 个参数。单独的输出层（不共享，如教材中的 "
-             "GPT_CONFIG_124M）会多出这 {head} 个：**{untied}**。这就是教材配置里“163M 与 124M”的差别"
-             "（另加 GPT-2 有而教材没有的 27,648 个 qkv 偏置）。",
+    "V={V} 个 token：一个 {d}×{V} 的矩阵，共 **{head}** 个数，形状与词嵌入相同。"
+    "GPT-2 在这里复用词嵌入（共享）：共 **{tied}** 个参数。单独的输出层（不共享，如教材中的 "
+    "GPT_CONFIG_124M）会多出这 {head} 个：**{untied}**。这就是教材配置里“163M 与 124M”的差别"
+    "（另加 GPT-2 有而教材没有的 27,648 个 qkv 偏置）。",
     "breakdown_headers": "组成部分|公式|公式值|实测|一致",
     "tree_headers": "模块|类型|参数（形状）|自身|合计|共享|路径",
     "tied_to": "共享 → {name}",
@@ -543,7 +545,7 @@ ZH = {
     "st_cropped": "提示词从左侧裁掉了 {n} 个 token，以放进 {context} 个 token 的上下文窗口",
     "st_window": "窗口现在从位置 {start} 开始（更早的 token 已移出）",
     "legend": "灰色：提示词的 token（带 id）。生成的 token 显示 id · 概率："
-              "{sure} ≥ 50% · {unsure} 10–50% · {surprise} < 10%。点击一个 token 查看详情。",
+    "{sure} ≥ 50% · {unsure} 10–50% · {surprise} < 10%。点击一个 token 查看详情。",
     "generate_first": "请先生成",
     "generate_to_see": "生成后即可查看注意力",
     "pick_one": "先生成一些 token，再选择其中一个。",
@@ -551,15 +553,15 @@ ZH = {
     "fig_stages": "每个参数如何改变概率分布",
     "off": "关闭",
     "step_text": "**第 {i} 步**在位置 {position} 选择了 **{token}**（id {id}）："
-                 "采样分布下 p = **{p}**，原始 softmax 下为 {raw_p}，"
-                 "在 {vocab} 个 token 中排第 **{rank}**。"
-                 "过滤后的熵为 {entropy} 比特（原始为 {raw_entropy} 比特）；"
-                 "有 {kept} 个 token 可能被抽中。设置：温度 {temperature}，"
-                 "top-k {top_k}，top-p {top_p}，",
+    "采样分布下 p = **{p}**，原始 softmax 下为 {raw_p}，"
+    "在 {vocab} 个 token 中排第 **{rank}**。"
+    "过滤后的熵为 {entropy} 比特（原始为 {raw_entropy} 比特）；"
+    "有 {kept} 个 token 可能被抽中。设置：温度 {temperature}，"
+    "top-k {top_k}，top-p {top_p}，",
     "step_seed": "种子 {seed}。",
     "step_seed_used": "未指定种子：这次运行抽到的种子是 {seed}（填入它即可重现这次运行）。",
     "outside_window": "位置 {position} 在模型最后一个上下文窗口（位置 {start}–{end}）之外，"
-                      "所以注意力视图显示位置 {start}。",
+    "所以注意力视图显示位置 {start}。",
     "prompt_position": "位置 {position} 属于提示词：模型读取了它，而不是选择了它。",
     "no_run_export": "请先生成一些内容；现在还没有可导出的运行。",
     "run_exported": "运行已导出为 .{fmt}。",
@@ -597,39 +599,41 @@ ZH = {
     "your upload": "你上传的文本",
     "pasted text": "粘贴的文本",
     # ---- Score & compare (issue 13) ----
-    'tab_compare': '4 · 打分与对比',
-    'compare_intro': '模型 **A** 是模型页中加载的模型；在下面加载第二个模型 **B**。逐个 token 给任意文本打分，并排运行两个模型或两组设置，查看某个 token 为何被采样，以及重放或分享一次运行。',
-    'model_b': '第二个模型（B）',
-    'load_b': '加载模型 B',
-    'score_section': '给文本打分',
-    'text_source': '文本',
-    'text_to_score': '要打分的文本',
-    'text_upload': '上传 .txt 文件',
-    'replace_bytes': '替换无法解码的字节（用于非 UTF-8 文件）',
-    'stride': '步长（token 数，0 = 窗口的一半）',
-    'score_a': '用 A 打分',
-    'score_ab': '用 A 和 B 打分',
-    'side_section': '并排对比：两个模型或两组设置',
-    'temp_a': '温度 A',
-    'top_k_a': 'top-k A（0 = 关闭）',
-    'top_p_a': 'top-p A（1 = 关闭）',
-    'temp_b': '温度 B',
-    'top_k_b': 'top-k B（0 = 关闭）',
-    'top_p_b': 'top-p B（1 = 关闭）',
-    'two_models': '模型 A 和 B（设置 A）',
-    'two_settings': '设置 A 和 B（模型 A）',
-    'receipt_section': '采样凭据（生成页的当前运行）',
-    'show_receipt': '显示凭据',
-    'replay_section': '重放与分享',
-    'replay_upload': '重放文件或导出的运行（.json / .npz）',
-    'replay': '重放',
-    'export_replay': '导出当前运行的重放文件',
-    'share_link': '带生成页设置的链接',
-    'link': '链接（打开预先填好的生成页）',
+    "tab_compare": "4 · 打分与对比",
+    "compare_intro": "模型 **A** 是模型页中加载的模型；在下面加载第二个模型 **B**。逐个 token 给任意文本打分，并排运行两个模型或两组设置，查看某个 token 为何被采样，以及重放或分享一次运行。",
+    "model_b": "第二个模型（B）",
+    "load_b": "加载模型 B",
+    "score_section": "给文本打分",
+    "text_source": "文本",
+    "text_to_score": "要打分的文本",
+    "text_upload": "上传 .txt 文件",
+    "replace_bytes": "替换无法解码的字节（用于非 UTF-8 文件）",
+    "stride": "步长（token 数，0 = 窗口的一半）",
+    "score_a": "用 A 打分",
+    "score_ab": "用 A 和 B 打分",
+    "side_section": "并排对比：两个模型或两组设置",
+    "temp_a": "温度 A",
+    "top_k_a": "top-k A（0 = 关闭）",
+    "top_p_a": "top-p A（1 = 关闭）",
+    "temp_b": "温度 B",
+    "top_k_b": "top-k B（0 = 关闭）",
+    "top_p_b": "top-p B（1 = 关闭）",
+    "two_models": "模型 A 和 B（设置 A）",
+    "two_settings": "设置 A 和 B（模型 A）",
+    "receipt_section": "采样凭据（生成页的当前运行）",
+    "show_receipt": "显示凭据",
+    "replay_section": "重放与分享",
+    "replay_upload": "重放文件或导出的运行（.json / .npz）",
+    "replay": "重放",
+    "export_replay": "导出当前运行的重放文件",
+    "share_link": "带生成页设置的链接",
+    "link": "链接（打开预先填好的生成页）",
     # Inside tab (issue 11)
     "tab_inside": "2b · 模型内部",
-    "inside_intro": ("查看当前这次运行的内部（请先生成）：每一层已经预测了什么（logit lens）、哪个注意力头或 MLP 推动了某个 token"
-                     "（logit 归因）、单个注意力头的逐步计算，以及关掉某些部件后会发生什么变化（干预）。位置编号与运行中一致。"),
+    "inside_intro": (
+        "查看当前这次运行的内部（请先生成）：每一层已经预测了什么（logit lens）、哪个注意力头或 MLP 推动了某个 token"
+        "（logit 归因）、单个注意力头的逐步计算，以及关掉某些部件后会发生什么变化（干预）。位置编号与运行中一致。"
+    ),
     "inside_lens": "Logit 透镜",
     "inside_dla": "Logit 归因",
     "inside_maths": "注意力计算",
@@ -668,7 +672,7 @@ ZH = {
     "kernels": "在本机上测得的计算内核",
     # Train tab's estimate and progress (issue 12, classroom)
     "est_total": "在本机上约需 {total}：{steps} 步 × {step} + {evals} 次评估 × {eval}"
-                 "（根据在本服务器上实测的 {n} 步该模型训练，每步 {batch} × {block} 个 token）。",
+    "（根据在本服务器上实测的 {n} 步该模型训练，每步 {batch} × {block} 个 token）。",
     "est_busy": " 测时另有训练在占用 CPU，所以这个估计可能偏高。",
     "est_left": "约剩 {left}",
     "started_eta": " 预计用时：{total}。",
@@ -819,7 +823,7 @@ LANGS = ("en", "zh-CN")
 
 
 def normalize_lang(value) -> str:
-    """"zh", "zh-CN", "zh_Hans", an Accept-Language header starting with Chinese… -> "zh-CN"; anything else "en"."""
+    """ "zh", "zh-CN", "zh_Hans", an Accept-Language header starting with Chinese… -> "zh-CN"; anything else "en"."""
     text = str(value or "").strip().lower().replace("_", "-")
     return "zh-CN" if text.startswith("zh") else "en"
 
@@ -850,14 +854,35 @@ def tr_formula(lang: str | None, formula: str) -> str:
 # The messages users meet most often, as the library words them (its exceptions stay English for
 # Python callers), and their Chinese. A message not listed here is shown as it is.
 FIELD_ZH = {
-    "Layer": "层", "Head": "头", "Query position": "查询位置", "Temperature": "温度", "Max new tokens": "最多生成的 token 数",
-    "Sampling seed": "采样随机种子", "Init seed": "初始化随机种子", "Step": "步", "Tree depth": "显示深度",
-    "Token position": "token 位置", "Steps": "训练步数", "Greedy": "贪心解码", "Precision": "精度", "Weights": "权重",
-    "Batch size": "批大小", "Corpus": "语料",
-    "Position": "位置", "Lens layer": "透镜层", "First position": "起始位置", "Last position": "结束位置",
-    "Zero-ablate heads": "置零的头", "Mean-ablate heads": "取均值的头", "Scale head": "缩放的头", "Skip MLPs": "跳过的 MLP",
+    "Layer": "层",
+    "Head": "头",
+    "Query position": "查询位置",
+    "Temperature": "温度",
+    "Max new tokens": "最多生成的 token 数",
+    "Sampling seed": "采样随机种子",
+    "Init seed": "初始化随机种子",
+    "Step": "步",
+    "Tree depth": "显示深度",
+    "Token position": "token 位置",
+    "Steps": "训练步数",
+    "Greedy": "贪心解码",
+    "Precision": "精度",
+    "Weights": "权重",
+    "Batch size": "批大小",
+    "Corpus": "语料",
+    "Position": "位置",
+    "Lens layer": "透镜层",
+    "First position": "起始位置",
+    "Last position": "结束位置",
+    "Zero-ablate heads": "置零的头",
+    "Mean-ablate heads": "取均值的头",
+    "Scale head": "缩放的头",
+    "Skip MLPs": "跳过的 MLP",
     "No causal mask": "去掉因果掩码的层",
-    "Text source": "文本来源", "Stride": "步长", "Preset": "预设配置", "Replace undecodable bytes": "替换无法解码的字节",
+    "Text source": "文本来源",
+    "Stride": "步长",
+    "Preset": "预设配置",
+    "Replace undecodable bytes": "替换无法解码的字节",
     "Drop positional embedding": "去掉位置嵌入",
 }
 ERRORS_ZH = [
@@ -869,56 +894,97 @@ ERRORS_ZH = [
     (r"^(.+) must be positive, got (.+)\.$", "{0} 必须是正数，收到的是 {1}。"),
     (r"^(.+) must be one of (.+); got (.+)\.$", "{0} 必须是以下之一：{1}；收到的是 {2}。"),
     (r"^The prompt is empty: .*$", "提示词是空的：请输入一些文字，让模型接着写。"),
-    (r"^emb_dim \((\d+)\) must be divisible by n_heads \((\d+)\): .* Try n_heads in (.+)\.$",
-     "emb_dim（{0}）必须能被 n_heads（{1}）整除：每个头分到 emb_dim / n_heads 维。可以试试 n_heads = {2}。"),
+    (
+        r"^emb_dim \((\d+)\) must be divisible by n_heads \((\d+)\): .* Try n_heads in (.+)\.$",
+        "emb_dim（{0}）必须能被 n_heads（{1}）整除：每个头分到 emb_dim / n_heads 维。可以试试 n_heads = {2}。",
+    ),
     (r"^Generate first: there is no run yet\.$", "请先生成：现在还没有运行。"),
     (r"^Unknown model (.+)\.$", "未知的模型 {0}。"),
-    (r"^(.+): write heads as layer\.head separated by commas \(e\.g\. 0\.1, 2\.3\); could not read (.+)\.$",
-     "{0}：请把头写成 层.头，用逗号分隔（如 0.1, 2.3）；无法读取 {1}。"),
-    (r"^(.+): write layer numbers separated by commas \(e\.g\. 0, 2\); could not read (.+)\.$",
-     "{0}：请写层号，用逗号分隔（如 0, 2）；无法读取 {1}。"),
-    (r"^Scale head: name one head as layer\.head \(e\.g\. 1\.2\) for the dose–response curve\.$",
-     "缩放的头：剂量-响应曲线需要指定一个头，写成 层.头（如 1.2）。"),
+    (
+        r"^(.+): write heads as layer\.head separated by commas \(e\.g\. 0\.1, 2\.3\); could not read (.+)\.$",
+        "{0}：请把头写成 层.头，用逗号分隔（如 0.1, 2.3）；无法读取 {1}。",
+    ),
+    (
+        r"^(.+): write layer numbers separated by commas \(e\.g\. 0, 2\); could not read (.+)\.$",
+        "{0}：请写层号，用逗号分隔（如 0, 2）；无法读取 {1}。",
+    ),
+    (
+        r"^Scale head: name one head as layer\.head \(e\.g\. 1\.2\) for the dose–response curve\.$",
+        "缩放的头：剂量-响应曲线需要指定一个头，写成 层.头（如 1.2）。",
+    ),
     (r"^Scale head: one head only \(layer\.head\)\.$", "缩放的头：只能写一个头（层.头）。"),
-    (r"^The text is too short: ([\d,]+) tokens, of which ([\d,]+) are held out for validation\. With a context of "
-     r"([\d,]+) tokens each part needs at least ([\d,]+) tokens, so the text needs about ([\d,]+) tokens in all\..*$",
-     "文本太短：共 {0} 个 token，其中 {1} 个留作验证。上下文为 {2} 个 token 时，每部分至少需要 {3} 个 token，"
-     "所以文本总共需要约 {4} 个 token。请换一段更长的文本，或选更小的上下文。"),
+    (
+        r"^The text is too short: ([\d,]+) tokens, of which ([\d,]+) are held out for validation\. With a context of "
+        r"([\d,]+) tokens each part needs at least ([\d,]+) tokens, so the text needs about ([\d,]+) tokens in all\..*$",
+        "文本太短：共 {0} 个 token，其中 {1} 个留作验证。上下文为 {2} 个 token 时，每部分至少需要 {3} 个 token，"
+        "所以文本总共需要约 {4} 个 token。请换一段更长的文本，或选更小的上下文。",
+    ),
     (r"^Temperature must be 0 \(greedy\) or positive, got (.+)\.$", "温度必须是 0（贪心）或正数，收到的是 {0}。"),
     # ---- every tab in 中文 (issue 12): the Inside, Score & compare and replay refusals a class meets
-    (r"^The target token id must be a whole number from 0 to ([\d,]+), got (.+)\.$",
-     "目标 token 的编号必须是 0 到 {0} 之间的整数，收到的是 {1}。"),
-    (r"^(.+) must be a whole number from (\d+) to ([\d,]+), got (.+)\.$", "{0} 必须是 {1} 到 {2} 之间的整数，收到的是 {3}。"),
-    (r"^The last position has no next token: type a target token\.$", "最后一个位置没有下一个 token：请输入目标 token。"),
+    (
+        r"^The target token id must be a whole number from 0 to ([\d,]+), got (.+)\.$",
+        "目标 token 的编号必须是 0 到 {0} 之间的整数，收到的是 {1}。",
+    ),
+    (
+        r"^(.+) must be a whole number from (\d+) to ([\d,]+), got (.+)\.$",
+        "{0} 必须是 {1} 到 {2} 之间的整数，收到的是 {3}。",
+    ),
+    (
+        r"^The last position has no next token: type a target token\.$",
+        "最后一个位置没有下一个 token：请输入目标 token。",
+    ),
     (r"^Type the target token \(for example .*\)\.$", "请输入目标 token（例如 ' the' 或 '\\n'）。"),
-    (r"^The target must be exactly one token; (.+) is (\d+) tokens \((.+)\)\. A leading space .*$",
-     "目标必须恰好是一个 token；{0} 是 {1} 个 token（{2}）。开头的空格属于 token：' the' 是一个 token，'the ' 是两个。"),
+    (
+        r"^The target must be exactly one token; (.+) is (\d+) tokens \((.+)\)\. A leading space .*$",
+        "目标必须恰好是一个 token；{0} 是 {1} 个 token（{2}）。开头的空格属于 token：' the' 是一个 token，'the ' 是两个。",
+    ),
     (r"^The head sweep needs at least two tokens.*$", "注意力头扫描至少需要两个 token（损失要有下一个 token）。"),
-    (r"^Zeroing each of the (\d+) heads in turn would take about (\d+) s on this machine \((\d+) ms a forward of "
-     r"([\d,]+) tokens\); the limit is (\d+) s\..*$",
-     "依次把 {0} 个头置零在本机上约需 {1} 秒（{3} 个 token 的一次前向要 {2} 毫秒），上限是 {4} 秒。请缩短运行或换用更小的模型。"),
-    (r"^Cannot [a-z -]+ head (\d+) of layer (\d+): this model has layers 0–(\d+) and heads 0–(\d+)\.$",
-     "第 {1} 层第 {0} 头不存在：这个模型的层是 0–{2}，头是 0–{3}。"),
+    (
+        r"^Zeroing each of the (\d+) heads in turn would take about (\d+) s on this machine \((\d+) ms a forward of "
+        r"([\d,]+) tokens\); the limit is (\d+) s\..*$",
+        "依次把 {0} 个头置零在本机上约需 {1} 秒（{3} 个 token 的一次前向要 {2} 毫秒），上限是 {4} 秒。请缩短运行或换用更小的模型。",
+    ),
+    (
+        r"^Cannot [a-z -]+ head (\d+) of layer (\d+): this model has layers 0–(\d+) and heads 0–(\d+)\.$",
+        "第 {1} 层第 {0} 头不存在：这个模型的层是 0–{2}，头是 0–{3}。",
+    ),
     (r"^Cannot [A-Za-z -]+ layer (.+): this model has layers 0–(\d+)\.$", "第 {0} 层不存在：这个模型的层是 0–{1}。"),
     (r"^α must be a number from (.+) to (.+), got (.+)\.$", "α 必须是 {0} 到 {1} 之间的数，收到的是 {2}。"),
     (r"^(.+) must be true or false, got (.+)\.$", "{0} 必须是 true 或 false，收到的是 {1}。"),
     (r"^The prompt is ([\d,]+) characters; the limit is ([\d,]+)\.$", "提示词有 {0} 个字符，上限是 {1} 个。"),
     (r"^The text is empty: paste or upload some text to score\.$", "文本是空的：请粘贴或上传要打分的文本。"),
-    (r"^The text is only undecodable bytes .*$", "文本只有无法解码的字节（每个字符都是替换符 �）：没有可打分的内容。请检查文件的编码。"),
-    (r"^The stride must be a whole number of tokens between 1 and the window \((\d+)\), got (.+)\.$",
-     "步长必须是 1 到窗口长度（{0}）之间的整数个 token，收到的是 {1}。"),
-    (r"^The text is a single token: .*$", "文本只有一个 token：第一个 token 前面没有内容可供预测，至少需要两个 token。"),
-    (r"^This run was released after (.+) minutes? idle to free memory; generate again\.$",
-     "这次运行空闲 {0} 分钟后已被释放以节省内存；请重新生成。"),
-    (r"^This run is no longer on the server \(it restarted\); generate again\.$", "服务器重启过，这次运行已不在服务器上；请重新生成。"),
+    (
+        r"^The text is only undecodable bytes .*$",
+        "文本只有无法解码的字节（每个字符都是替换符 �）：没有可打分的内容。请检查文件的编码。",
+    ),
+    (
+        r"^The stride must be a whole number of tokens between 1 and the window \((\d+)\), got (.+)\.$",
+        "步长必须是 1 到窗口长度（{0}）之间的整数个 token，收到的是 {1}。",
+    ),
+    (
+        r"^The text is a single token: .*$",
+        "文本只有一个 token：第一个 token 前面没有内容可供预测，至少需要两个 token。",
+    ),
+    (
+        r"^This run was released after (.+) minutes? idle to free memory; generate again\.$",
+        "这次运行空闲 {0} 分钟后已被释放以节省内存；请重新生成。",
+    ),
+    (
+        r"^This run is no longer on the server \(it restarted\); generate again\.$",
+        "服务器重启过，这次运行已不在服务器上；请重新生成。",
+    ),
     (r"^The replay file is missing; upload it again\.$", "重放文件不见了，请重新上传。"),
     (r"^This file is not a replay file \(it is not JSON: .*$", "这个文件不是重放文件（不是 JSON）。"),
-    (r"^This file is not a replay file or run export of GPT Playground.*$",
-     "这个文件不是 GPT Playground 的重放文件或运行导出（里面没有重放记录）。"),
+    (
+        r"^This file is not a replay file or run export of GPT Playground.*$",
+        "这个文件不是 GPT Playground 的重放文件或运行导出（里面没有重放记录）。",
+    ),
     (r"^This \.npz is not a run export of this app.*$", "这个 .npz 不是本程序导出的运行。"),
-    (r"^This run was made with (.+) \(weights sha256 (\w+)…\); this server cannot load those weights.*$",
-     "这次运行用的是 {0}（权重 sha256 {1}…），本服务器无法加载这些权重。请先在“模型”页加载该模型（上传的或训练出的模型："
-     "上传它的 .safetensors 检查点），再重放。"),
+    (
+        r"^This run was made with (.+) \(weights sha256 (\w+)…\); this server cannot load those weights.*$",
+        "这次运行用的是 {0}（权重 sha256 {1}…），本服务器无法加载这些权重。请先在“模型”页加载该模型（上传的或训练出的模型："
+        "上传它的 .safetensors 检查点），再重放。",
+    ),
 ]
 
 

@@ -40,6 +40,7 @@ class TokenizerViewError(ValueError):
 class Segment:
     """A run of bytes that is one character, a character still missing bytes at the end of the
     data (``complete`` False), or a byte that is not valid UTF-8 where it stands (``char`` None)."""
+
     start: int
     end: int
     char: str | None
@@ -117,14 +118,21 @@ class TokenInfo:
         return self.text is None
 
     def as_dict(self) -> dict:
-        return {"position": self.position, "id": self.id, "bytes": list(self.bytes), "text": self.text,
-                "group": self.group, "fragment": self.is_fragment}
+        return {
+            "position": self.position,
+            "id": self.id,
+            "bytes": list(self.bytes),
+            "text": self.text,
+            "group": self.group,
+            "fragment": self.is_fragment,
+        }
 
 
 @dataclass
 class CharGroup:
     """Tokens that only make sense together: those sharing a multi-byte character. A token made
     of whole characters is a group of its own."""
+
     index: int
     positions: list[int]
     bytes: bytes
@@ -148,8 +156,12 @@ class TokenView:
 
     def as_dict(self) -> dict:
         n_bytes = sum(len(t.bytes) for t in self.tokens)
-        return {"n_tokens": len(self.tokens), "n_bytes": n_bytes,
-                "tokens": [t.as_dict() for t in self.tokens], "groups": [g.as_dict() for g in self.groups]}
+        return {
+            "n_tokens": len(self.tokens),
+            "n_bytes": n_bytes,
+            "tokens": [t.as_dict() for t in self.tokens],
+            "groups": [g.as_dict() for g in self.groups],
+        }
 
 
 def _fragment_note(seg: Segment, lo: int, hi: int) -> str:
@@ -251,9 +263,14 @@ class MergeStep:
 
     def as_dict(self, tok: GPT2Tokenizer) -> dict:
         merged = self.left + self.right
-        return {"rank": self.rank, "left": list(self.left), "right": list(self.right), "count": self.count,
-                "merged_id": tok.encoding.encode_single_token(merged),
-                "parts": [list(p) for p in self.parts]}
+        return {
+            "rank": self.rank,
+            "left": list(self.left),
+            "right": list(self.right),
+            "count": self.count,
+            "merged_id": tok.encoding.encode_single_token(merged),
+            "parts": [list(p) for p in self.parts],
+        }
 
 
 @dataclass
@@ -268,8 +285,12 @@ class WordMerges:
         return self.steps[-1].parts if self.steps else self.parts0
 
     def as_dict(self, tok: GPT2Tokenizer) -> dict:
-        return {"text": self.text, "bytes": [p[0] for p in self.parts0],
-                "steps": [s.as_dict(tok) for s in self.steps], "token_ids": self.token_ids}
+        return {
+            "text": self.text,
+            "bytes": [p[0] for p in self.parts0],
+            "steps": [s.as_dict(tok) for s in self.steps],
+            "token_ids": self.token_ids,
+        }
 
 
 def pretokens(text: str) -> list[str]:
@@ -284,8 +305,10 @@ def replay_word(word: str, tok: GPT2Tokenizer | None = None, ranks=None) -> Word
     ranks = ranks if ranks is not None else merge_ranks()
     data = word.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
     if len(data) > MAX_REPLAY_BYTES:
-        raise TokenizerViewError(f"That word is {len(data):,} bytes long; the merge replay shows words of up to "
-                                 f"{MAX_REPLAY_BYTES} bytes. Pick a shorter word.")
+        raise TokenizerViewError(
+            f"That word is {len(data):,} bytes long; the merge replay shows words of up to "
+            f"{MAX_REPLAY_BYTES} bytes. Pick a shorter word."
+        )
     parts = [bytes([b]) for b in data]
     start, steps = list(parts), []
     while len(parts) > 1:

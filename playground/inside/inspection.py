@@ -23,9 +23,7 @@ def unique_parameters(model: nn.Module) -> dict[int, tuple[str, nn.Parameter]]:
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     """Number of parameters, with shared (tied) tensors counted once."""
-    return sum(
-        p.numel() for _, p in unique_parameters(model).values() if p.requires_grad or not trainable_only
-    )
+    return sum(p.numel() for _, p in unique_parameters(model).values() if p.requires_grad or not trainable_only)
 
 
 def tied_parameters(model: nn.Module) -> dict[str, str]:
@@ -66,11 +64,15 @@ def module_tree(model: nn.Module) -> list[ModuleRow]:
                 own += p.numel()
         # A subtree's total counts a tensor only if its first name lies inside the subtree.
         prefix = f"{name}." if name else ""
-        total = sum(
-            p.numel()
-            for pname, p in module.named_parameters(prefix=name, remove_duplicate=False)
-            if pname not in aliases and pname.startswith(prefix)
-        ) if name else count_parameters(module)
+        total = (
+            sum(
+                p.numel()
+                for pname, p in module.named_parameters(prefix=name, remove_duplicate=False)
+                if pname not in aliases and pname.startswith(prefix)
+            )
+            if name
+            else count_parameters(module)
+        )
         rows.append(
             ModuleRow(
                 name=name,
@@ -162,9 +164,7 @@ def _formulas(cfg: GPTConfig) -> dict[str, tuple[str, int]]:
             if final_norm
             else (f"2·L·2·d = {2 * L}·2·{d} (post-norm: no final norm)", 2 * L * 2 * d)
         ),
-        "output head": (
-            ("0 (tied to the token embedding)", 0) if cfg.tie_weights else (f"d·V = {d}·{V:,}", d * V)
-        ),
+        "output head": (("0 (tied to the token embedding)", 0) if cfg.tie_weights else (f"d·V = {d}·{V:,}", d * V)),
     }
 
 
@@ -209,9 +209,7 @@ def parameter_breakdown(cfg_or_model: GPTConfig | GPTModel, context_tokens: int 
             # AdamW in fp32: weights + gradients + two moment estimates (activations not included).
             "training (AdamW, fp32)": total * (4 + 4 + 8),
         },
-        kv_cache_bytes_per_token={
-            dt: 2 * L * d * bytes_per_element(dt) for dt in ("float32", "bfloat16")
-        },
+        kv_cache_bytes_per_token={dt: 2 * L * d * bytes_per_element(dt) for dt in ("float32", "bfloat16")},
         flops_per_token=flops,
         flops_formula=f"2·(12·L·d² + V·d) + 4·L·T·d with T = {T}",
     )

@@ -60,8 +60,14 @@ class Intervention:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.zero_heads or self.mean_heads or self.scale_head or self.skip_mlps
-                    or self.unmasked_layers or self.drop_pos_emb)
+        return not (
+            self.zero_heads
+            or self.mean_heads
+            or self.scale_head
+            or self.skip_mlps
+            or self.unmasked_layers
+            or self.drop_pos_emb
+        )
 
     @property
     def changes_causality(self) -> bool:
@@ -81,13 +87,17 @@ class Intervention:
         return min(layers) if layers else None
 
     def to_dict(self) -> dict:
-        return {"zero_heads": [list(h) for h in self.zero_heads], "mean_heads": [list(h) for h in self.mean_heads],
-                "scale_head": list(self.scale_head) if self.scale_head else None,
-                "skip_mlps": list(self.skip_mlps), "unmasked_layers": list(self.unmasked_layers),
-                "drop_pos_emb": self.drop_pos_emb}
+        return {
+            "zero_heads": [list(h) for h in self.zero_heads],
+            "mean_heads": [list(h) for h in self.mean_heads],
+            "scale_head": list(self.scale_head) if self.scale_head else None,
+            "skip_mlps": list(self.skip_mlps),
+            "unmasked_layers": list(self.unmasked_layers),
+            "drop_pos_emb": self.drop_pos_emb,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "Intervention":
+    def from_dict(cls, d: dict | None) -> Intervention:
         d = dict(d or {})
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
@@ -97,7 +107,7 @@ class Intervention:
         except TypeError as e:
             raise InterventionError(f"Malformed intervention: {e}") from None
 
-    def validate(self, cfg: GPTConfig) -> "Intervention":
+    def validate(self, cfg: GPTConfig) -> Intervention:
         """Raise InterventionError naming the first part that does not exist in ``cfg``."""
         L, H = cfg.n_layers, cfg.n_heads
         for name, heads in (("zero-ablate", self.zero_heads), ("mean-ablate", self.mean_heads)):
@@ -120,8 +130,12 @@ class Intervention:
 
 def check_alpha(alpha) -> float:
     lo, hi = ALPHA_RANGE
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) \
-            or not lo <= alpha <= hi:
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, (int, float))
+        or not math.isfinite(alpha)
+        or not lo <= alpha <= hi
+    ):
         raise InterventionError(f"α must be a number from {lo:g} to {hi:g}, got {alpha!r}.")
     return float(alpha)
 
@@ -135,8 +149,9 @@ def _check_head(pair, L: int, H: int, verb: str) -> None:
         raise InterventionError(f"{verb} head {pair!r}: a head is (layer, head), two whole numbers.")
     layer, head = pair
     if not 0 <= layer < L or not 0 <= head < H:
-        raise InterventionError(f"{verb} head {head} of layer {layer}: this model has layers 0–{L - 1} "
-                                f"and heads 0–{H - 1}.")
+        raise InterventionError(
+            f"{verb} head {head} of layer {layer}: this model has layers 0–{L - 1} and heads 0–{H - 1}."
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -165,8 +180,15 @@ class Hooks:
     ``capture``: True keeps resid, ctx and mlp outputs; ``capture_qkv``: layers whose q, k, v to keep.
     """
 
-    def __init__(self, cfg: GPTConfig, intervention: Intervention | None = None, *, capture: bool = True,
-                 capture_qkv=(), head_gain: torch.Tensor | None = None):
+    def __init__(
+        self,
+        cfg: GPTConfig,
+        intervention: Intervention | None = None,
+        *,
+        capture: bool = True,
+        capture_qkv=(),
+        head_gain: torch.Tensor | None = None,
+    ):
         self.cfg = cfg
         self.spec = (intervention or Intervention()).validate(cfg)
         self.capture = capture
@@ -194,7 +216,7 @@ class Hooks:
         if self.capture:
             self.cache.resid.append(x.detach())
 
-    def layer(self, i: int) -> "_LayerHooks":
+    def layer(self, i: int) -> _LayerHooks:
         return _LayerHooks(self, i)
 
 
@@ -210,8 +232,11 @@ class _LayerHooks:
             ctx = F.scaled_dot_product_attention(q, k, v)  # no mask: the future leaks in
         else:
             causal = q.size(-2) == k.size(-2)
-            ctx = F.scaled_dot_product_attention(q, k, v, is_causal=causal) if causal else \
-                F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(q.size(-2), k.size(-2), q.device))
+            ctx = (
+                F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                if causal
+                else F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(q.size(-2), k.size(-2), q.device))
+            )
         mean_heads = [h for layer, h in hooks.spec.mean_heads if layer == i]
         if mean_heads:
             ctx = ctx.clone()
@@ -253,15 +278,16 @@ def resid_after(model, idx: torch.Tensor, n_blocks: int) -> torch.Tensor:
     return x
 
 
-def run_from(model, start: int, resid: list, intervention: Intervention | None = None, *, capture: bool = True,
-             head_gain=None):
+def run_from(
+    model, start: int, resid: list, intervention: Intervention | None = None, *, capture: bool = True, head_gain=None
+):
     """(final residual stream, Cache) of a hooked forward resumed at block ``start`` from
     ``resid[start]`` (TransformerLens's "start at layer"): ``resid`` holds the residual streams
     of a forward whose blocks before ``start`` are unchanged by the intervention, and the
     returned cache's ``resid`` reuses them for the layers it did not recompute."""
     hooks = Hooks(model.cfg, intervention, capture=capture, head_gain=head_gain)
     if capture:
-        hooks.cache.resid = list(resid[:start + 1])
+        hooks.cache.resid = list(resid[: start + 1])
     x = resid[start]
     with torch.no_grad():
         for i in range(start, model.cfg.n_layers):
@@ -270,8 +296,16 @@ def run_from(model, start: int, resid: list, intervention: Intervention | None =
     return x, hooks.cache
 
 
-def run_with_hooks(model, ids, intervention: Intervention | None = None, *, capture: bool = True,
-                   capture_qkv=(), head_gain=None, last_token_only: bool = False):
+def run_with_hooks(
+    model,
+    ids,
+    intervention: Intervention | None = None,
+    *,
+    capture: bool = True,
+    capture_qkv=(),
+    head_gain=None,
+    last_token_only: bool = False,
+):
     """(logits, Cache) of one hooked forward over token ids (a list or a (B, T) tensor), no grad."""
     idx = ids if isinstance(ids, torch.Tensor) else torch.tensor([list(ids)], dtype=torch.long)
     hooks = Hooks(model.cfg, intervention, capture=capture, capture_qkv=capture_qkv, head_gain=head_gain)

@@ -22,10 +22,18 @@ import time
 import torch
 import torch.nn.functional as F
 
-from playground.inside.interventions import Hooks, Intervention, InterventionError, check_alpha, resid_after, run_from, run_with_hooks
-from playground.runtime.memory import BUDGET
 from playground.engine.model import LayerNorm, causal_mask
 from playground.engine.readout import CHUNK_ROWS, HeadReader, RowFigures
+from playground.inside.interventions import (
+    Hooks,
+    Intervention,
+    InterventionError,
+    check_alpha,
+    resid_after,
+    run_from,
+    run_with_hooks,
+)
+from playground.runtime.memory import BUDGET
 
 SWEEP_LIMIT_S = 60.0
 TOP_K = 10
@@ -91,8 +99,10 @@ def resolve_target(tokenizer, text: str) -> int:
     ids = tokenizer.encode(text)
     if len(ids) != 1:
         pieces = " + ".join(repr(tokenizer.decode([i])) for i in ids)
-        raise LensError(f"The target must be exactly one token; {text!r} is {len(ids)} tokens ({pieces}). "
-                        f"A leading space is part of the token: ' the' is one token, 'the ' is two.")
+        raise LensError(
+            f"The target must be exactly one token; {text!r} is {len(ids)} tokens ({pieces}). "
+            f"A leading space is part of the token: ' the' is one token, 'the ' is two."
+        )
     return ids[0]
 
 
@@ -119,8 +129,7 @@ def layer_names(model) -> list[str]:
 # Logit lens
 
 
-def logit_lens(model, ids, intervention: Intervention | None = None, first: int = 0,
-               stop: int | None = None) -> dict:
+def logit_lens(model, ids, intervention: Intervention | None = None, first: int = 0, stop: int | None = None) -> dict:
     """Top token and p(actual next token) for every layer × position in [first, stop).
 
     Returns ``top_id``, ``top_prob`` and ``next_prob`` as (n_layers + 1) × (stop − first) lists
@@ -134,8 +143,9 @@ def logit_lens(model, ids, intervention: Intervention | None = None, first: int 
     if isinstance(first, bool) or not isinstance(first, int) or not isinstance(stop, int) or not 0 <= first < stop <= T:
         raise LensError(f"The lens window must lie in positions 0–{T - 1}, got {first!r}–{stop!r}.")
     causal = not (intervention and intervention.changes_causality)
-    with _reserve_logits(model, min(LENS_CHUNK_ROWS, (model.cfg.n_layers + 1) * (stop - first)),
-                         f"the logit lens of {T:,} tokens", T):
+    with _reserve_logits(
+        model, min(LENS_CHUNK_ROWS, (model.cfg.n_layers + 1) * (stop - first)), f"the logit lens of {T:,} tokens", T
+    ):
         _, cache = run_with_hooks(model, ids[:stop] if causal else ids, intervention, last_token_only=True)
         out = lens_from_cache(model, cache, ids, first, stop)
     return out
@@ -148,7 +158,9 @@ def lens_from_cache(model, cache, ids, first: int, stop: int, final: RowFigures 
     L1, n = len(cache.resid), stop - first
     layers = cache.resid if final is None else cache.resid[:-1]
     stream = torch.cat([r[0, first:stop] for r in layers])  # (len(layers)·n, d): layer-major rows
-    nxt = torch.cat([torch.tensor((ids + [0])[first + 1:stop + 1], dtype=torch.long)] * len(layers))  # each row's next token
+    nxt = torch.cat(
+        [torch.tensor((ids + [0])[first + 1 : stop + 1], dtype=torch.long)] * len(layers)
+    )  # each row's next token
     # argmax needs no softmax, and p = exp(logit − logsumexp) needs only the two reductions:
     # playground.engine.readout reads the rows in cache-sized chunks without a (rows, V) matrix
     f = HeadReader(model)(stream, nxt, norm=True)
@@ -159,27 +171,38 @@ def lens_from_cache(model, cache, ids, first: int, stop: int, final: RowFigures 
         target_logp = torch.cat([target_logp, final.target_logp[first:stop]])
     top_id, top_prob, next_prob = top_id.tolist(), top_prob.tolist(), target_logp.exp().tolist()
     known = min(n, len(ids) - 1 - first)  # positions whose next token exists
-    return {"layers": layer_names(model), "token_ids": ids, "first": first,
-            "top_id": [top_id[i * n:(i + 1) * n] for i in range(L1)],
-            "top_prob": [top_prob[i * n:(i + 1) * n] for i in range(L1)],
-            "next_prob": [next_prob[i * n:i * n + known] + [None] * (n - known) for i in range(L1)]}
+    return {
+        "layers": layer_names(model),
+        "token_ids": ids,
+        "first": first,
+        "top_id": [top_id[i * n : (i + 1) * n] for i in range(L1)],
+        "top_prob": [top_prob[i * n : (i + 1) * n] for i in range(L1)],
+        "next_prob": [next_prob[i * n : i * n + known] + [None] * (n - known) for i in range(L1)],
+    }
 
 
-def lens_cell(model, ids, layer: int, position: int, k: int = TOP_K,
-              intervention: Intervention | None = None) -> dict:
+def lens_cell(model, ids, layer: int, position: int, k: int = TOP_K, intervention: Intervention | None = None) -> dict:
     """The top-k at one layer (0 = embeddings) and position, with KL(final ‖ layer) in nats."""
     ids = _ids(ids)
     layer = _layer(layer, model.cfg.n_layers + 1, "Lens layer")
     position = _position(position, len(ids))
     with _reserve_logits(model, 2, "a logit-lens cell", len(ids)):
-        _, cache = run_with_hooks(model, ids[:position + 1] if not (intervention and intervention.changes_causality)
-                                  else ids, intervention, last_token_only=True)
+        _, cache = run_with_hooks(
+            model,
+            ids[: position + 1] if not (intervention and intervention.changes_causality) else ids,
+            intervention,
+            last_token_only=True,
+        )
     logp = torch.log_softmax(_read_out(model, cache.resid[layer][0, position]).double(), dim=-1)
     final = torch.log_softmax(_read_out(model, cache.resid[-1][0, position]).double(), dim=-1)
     kl = float((final.exp() * (final - logp)).sum())
     p, i = logp.exp().topk(k)
-    return {"layer": layer, "position": position, "top": [[int(t), float(q)] for t, q in zip(i, p)],
-            "kl_to_final_nats": max(0.0, kl)}
+    return {
+        "layer": layer,
+        "position": position,
+        "top": [[int(t), float(q)] for t, q in zip(i, p)],
+        "kl_to_final_nats": max(0.0, kl),
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -201,13 +224,15 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
     sum to the model's own logit up to float rounding (``total`` against ``model_logit``).
     """
     if not isinstance(model.final_norm, LayerNorm):
-        raise LensError("Logit attribution needs a pre-norm model (a final LayerNorm); this one normalises "
-                        "after every block, so its output is not a sum of parts.")
+        raise LensError(
+            "Logit attribution needs a pre-norm model (a final LayerNorm); this one normalises "
+            "after every block, so its output is not a sum of parts."
+        )
     ids = _ids(ids)
     position = _position(position, len(ids))
     target_id = _target(model, ids, position, target_id)
     with _reserve_logits(model, 1, "a logit attribution", position + 1):
-        logits, cache = run_with_hooks(model, ids[:position + 1], last_token_only=True)
+        logits, cache = run_with_hooks(model, ids[: position + 1], last_token_only=True)
     cfg, p = model.cfg, position
     dd = torch.float64
     x = cache.resid[-1][0, p].to(dd)
@@ -225,16 +250,26 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
     for layer, block in enumerate(model.trf_blocks):
         W_O = block.att.out_proj.weight.detach().to(dd)  # (d, d): out × in
         ctx = cache.ctx[layer][0, :, p].to(dd)  # (H, hd)
-        heads.append([read(W_O[:, h * hd:(h + 1) * hd] @ ctx[h]) for h in range(cfg.n_heads)])
+        heads.append([read(W_O[:, h * hd : (h + 1) * hd] @ ctx[h]) for h in range(cfg.n_heads)])
         attn_bias.append(read(block.att.out_proj.bias.detach()))
         mlps.append(read(cache.mlp_out[layer][0, p]))
     tok, pos = read(cache.tok_emb[0, p]), read(cache.pos_emb[0, p])
     shift = float(w @ beta)
     total = tok + pos + sum(map(sum, heads)) + sum(attn_bias) + sum(mlps) + shift
-    return {"position": position, "target_id": target_id, "tok_emb": tok, "pos_emb": pos, "heads": heads,
-            "attn_bias": attn_bias, "mlp": mlps, "final_norm_shift": shift, "total": total,
-            "model_logit": float(logits[0, -1, target_id]), "final_norm_sigma": float(sigma),
-            "approximation": "final LayerNorm's σ frozen at its value for this position"}
+    return {
+        "position": position,
+        "target_id": target_id,
+        "tok_emb": tok,
+        "pos_emb": pos,
+        "heads": heads,
+        "attn_bias": attn_bias,
+        "mlp": mlps,
+        "final_norm_shift": shift,
+        "total": total,
+        "model_logit": float(logits[0, -1, target_id]),
+        "final_norm_sigma": float(sigma),
+        "approximation": "final LayerNorm's σ frozen at its value for this position",
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -264,12 +299,22 @@ def attention_maths(model, ids, layer: int, head: int, position: int) -> dict:
     masked = scaled.masked_fill(blocked, float("-inf"))
     probs = torch.softmax(masked, dim=-1)
     weighted = probs @ v
-    return {"layer": layer, "head": head, "position": position, "head_dim": cfg.head_dim,
-            "sqrt_head_dim": math.sqrt(cfg.head_dim), "q": qp.tolist(), "k": k.tolist(), "v": v.tolist(),
-            "scores": scores.tolist(), "scaled": scaled.tolist(),
-            "masked": [None if b else float(s) for s, b in zip(scaled.tolist(), blocked.tolist())],
-            "softmax": probs.tolist(), "weighted_v": weighted.tolist(),
-            "ctx": cache.ctx[layer][0, head, position].double().tolist()}
+    return {
+        "layer": layer,
+        "head": head,
+        "position": position,
+        "head_dim": cfg.head_dim,
+        "sqrt_head_dim": math.sqrt(cfg.head_dim),
+        "q": qp.tolist(),
+        "k": k.tolist(),
+        "v": v.tolist(),
+        "scores": scores.tolist(),
+        "scaled": scaled.tolist(),
+        "masked": [None if b else float(s) for s, b in zip(scaled.tolist(), blocked.tolist())],
+        "softmax": probs.tolist(),
+        "weighted_v": weighted.tolist(),
+        "ctx": cache.ctx[layer][0, head, position].double().tolist(),
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,8 +327,15 @@ def token_losses(logits: torch.Tensor, ids: list[int]) -> list[float]:
     return F.cross_entropy(logits[0, :-1].float(), target, reduction="none").tolist()
 
 
-def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_K, lens: bool = True,
-            lens_window: tuple[int, int] | None = None) -> dict:
+def compare(
+    model,
+    ids,
+    intervention: Intervention,
+    position: int,
+    k: int = TOP_K,
+    lens: bool = True,
+    lens_window: tuple[int, int] | None = None,
+) -> dict:
     """The same tokens with and without the intervention: the next-token distribution at
     ``position`` (the top-k of either, with both probabilities), the per-position loss on the
     run's own tokens, and (``lens``) the logit lens after the intervention over ``lens_window``
@@ -317,9 +369,15 @@ def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_
         pa = torch.softmax(_read_out(model, after.resid[-1][0, position]).double(), -1)
         shown = list(dict.fromkeys(pb.topk(k).indices.tolist() + pa.topk(k).indices.tolist()))
         shown.sort(key=lambda t: -max(float(pb[t]), float(pa[t])))
-        out = {"position": position, "intervention": intervention.to_dict(),
-               "shown_ids": shown, "before": [float(pb[t]) for t in shown], "after": [float(pa[t]) for t in shown],
-               "loss_before": (-fb.target_logp[:T - 1]).tolist(), "loss_after": (-fa.target_logp[:T - 1]).tolist()}
+        out = {
+            "position": position,
+            "intervention": intervention.to_dict(),
+            "shown_ids": shown,
+            "before": [float(pb[t]) for t in shown],
+            "after": [float(pa[t]) for t in shown],
+            "loss_before": (-fb.target_logp[: T - 1]).tolist(),
+            "loss_after": (-fa.target_logp[: T - 1]).tolist(),
+        }
         if lens:
             out["lens_after"] = lens_from_cache(model, after, ids, first, stop, final=fa)
         del before, after
@@ -329,8 +387,7 @@ def compare(model, ids, intervention: Intervention, position: int, k: int = TOP_
     return out
 
 
-def dose_response(model, ids, layer: int, head: int, position: int, target_id: int | None = None,
-                  alphas=None) -> dict:
+def dose_response(model, ids, layer: int, head: int, position: int, target_id: int | None = None, alphas=None) -> dict:
     """log p(target) at ``position`` as one head's output is scaled by α (default 0, 0.2, …, 2).
 
     Only the tokens up to ``position`` are run (the model is causal), the blocks before ``layer``
@@ -350,15 +407,21 @@ def dose_response(model, ids, layer: int, head: int, position: int, target_id: i
     with _reserve_logits(model, len(alphas), "a dose-response curve", (len(alphas) + 1) * (position + 1)):
         hooks = Hooks(cfg, capture=False, head_gain=gain)
         with torch.no_grad():
-            idx = torch.tensor([ids[:position + 1]], dtype=torch.long, device=model.device)
+            idx = torch.tensor([ids[: position + 1]], dtype=torch.long, device=model.device)
             x = resid_after(model, idx, layer).expand(len(alphas), -1, -1)  # (n_alphas, position + 1, d)
             for i in range(layer, cfg.n_layers - 1):
                 x = model.trf_blocks[i](x, None, None, hooks.layer(i))
             x = last_row_block(model.trf_blocks[-1], x, hooks.layer(cfg.n_layers - 1))  # (n_alphas, 1, d)
             logits = model.out_head(model.final_norm(x))  # (n_alphas, 1, V)
         logp = torch.log_softmax(logits[:, -1].float(), dim=-1)[:, target_id]
-    return {"layer": layer, "head": head, "position": position, "target_id": target_id,
-            "alphas": alphas, "logprob": logp.tolist()}
+    return {
+        "layer": layer,
+        "head": head,
+        "position": position,
+        "target_id": target_id,
+        "alphas": alphas,
+        "logprob": logp.tolist(),
+    }
 
 
 class _Prefilled:
@@ -415,7 +478,9 @@ def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, bat
         raise SweepTooLongError(
             f"Zeroing each of the {cfg.n_layers * cfg.n_heads} heads in turn would take about {estimate:.0f} s "
             f"on this machine ({one * 1000:.0f} ms a forward of {len(ids):,} tokens); the limit is "
-            f"{limit_s:.0f} s. Shorten the run or use a smaller model.", estimate)
+            f"{limit_s:.0f} s. Shorten the run or use a smaller model.",
+            estimate,
+        )
     T, L, H = len(ids), cfg.n_layers, cfg.n_heads
     if batch is None:  # a batch's activations stay modest; logits are read in chunks (readout)
         batch = max(1, min(H, 4096 // T))
@@ -443,10 +508,28 @@ def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, bat
                 done += len(heads)
                 if progress is not None:
                     progress(done / total, f"{done}/{total} heads")
-    return {"base_loss": base, "delta_loss": delta, "seconds": time.perf_counter() - t0,
-            "estimate_s": estimate, "n_tokens": T}
+    return {
+        "base_loss": base,
+        "delta_loss": delta,
+        "seconds": time.perf_counter() - t0,
+        "estimate_s": estimate,
+        "n_tokens": T,
+    }
 
 
-__all__ = ["Intervention", "InterventionError", "LensError", "SweepTooLongError", "attention_maths", "compare",
-           "dose_response", "head_sweep", "layer_names", "lens_cell", "logit_attribution", "logit_lens",
-           "resolve_target", "token_losses"]
+__all__ = [
+    "Intervention",
+    "InterventionError",
+    "LensError",
+    "SweepTooLongError",
+    "attention_maths",
+    "compare",
+    "dose_response",
+    "head_sweep",
+    "layer_names",
+    "lens_cell",
+    "logit_attribution",
+    "logit_lens",
+    "resolve_target",
+    "token_losses",
+]

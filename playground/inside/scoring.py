@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from playground.runtime.memory import BUDGET
 from playground.engine.model import GPTModel
 from playground.engine.readout import CHUNK_ROWS, HeadReader
 from playground.engine.tokenizer import load_tokenizer
+from playground.runtime.memory import BUDGET
 
 MAX_SCORE_TOKENS = 16_384  # a longer text is cut here (and the cut is said)
 MAX_SCORE_CHARS = 200_000  # read at most this much text before tokenising
@@ -80,10 +80,17 @@ class Scores:
 
     def summary(self) -> dict:
         return {
-            "model": self.label, "tokens": len(self.token_ids), "scored_tokens": self.n_scored,
-            "loss_nats_per_token": self.loss_nats, "perplexity": self.perplexity,
-            "bits_per_byte": self.bits_per_byte, "total_bits": self.total_bits, "bytes_scored": self.n_bytes,
-            "window": self.window, "stride": self.stride, "windows": self.n_windows,
+            "model": self.label,
+            "tokens": len(self.token_ids),
+            "scored_tokens": self.n_scored,
+            "loss_nats_per_token": self.loss_nats,
+            "perplexity": self.perplexity,
+            "bits_per_byte": self.bits_per_byte,
+            "total_bits": self.total_bits,
+            "bytes_scored": self.n_bytes,
+            "window": self.window,
+            "stride": self.stride,
+            "windows": self.n_windows,
             "truncated_from_tokens": self.truncated_from,
         }
 
@@ -94,8 +101,11 @@ class Scores:
             **self.summary(),
             "token_ids": self.token_ids,
             "tokens": [p.display for p in tok.pieces(self.token_ids)],
-            "surprisal_bits": self.surprisal_bits.tolist(), "prob": self.prob.tolist(),
-            "rank": self.rank.tolist(), "top_id": self.top_id.tolist(), "context": self.context.tolist(),
+            "surprisal_bits": self.surprisal_bits.tolist(),
+            "prob": self.prob.tolist(),
+            "rank": self.rank.tolist(),
+            "top_id": self.top_id.tolist(),
+            "context": self.context.tolist(),
         }
 
 
@@ -112,13 +122,22 @@ def check_text(text) -> str:
     if not text.strip():
         raise ScoringError("The text is empty: paste or upload some text to score.")
     if not text.replace("\ufffd", "").strip():
-        raise ScoringError("The text is only undecodable bytes (every character is the replacement mark �): "
-                           "there is nothing real to score. Check the file's encoding.")
+        raise ScoringError(
+            "The text is only undecodable bytes (every character is the replacement mark �): "
+            "there is nothing real to score. Check the file's encoding."
+        )
     return text
 
 
-def score_text(model: GPTModel, text: str, *, stride: int | None = None, max_tokens: int = MAX_SCORE_TOKENS,
-               progress=None, label: str = "") -> Scores:
+def score_text(
+    model: GPTModel,
+    text: str,
+    *,
+    stride: int | None = None,
+    max_tokens: int = MAX_SCORE_TOKENS,
+    progress=None,
+    label: str = "",
+) -> Scores:
     """Tokenise ``text`` (GPT-2 BPE) and score it; see ``score_ids``."""
     check_text(text)
     notes = []
@@ -132,8 +151,15 @@ def score_text(model: GPTModel, text: str, *, stride: int | None = None, max_tok
 
 
 @torch.no_grad()
-def score_ids(model: GPTModel, ids, *, stride: int | None = None, max_tokens: int = MAX_SCORE_TOKENS,
-              progress=None, label: str = "") -> Scores:
+def score_ids(
+    model: GPTModel,
+    ids,
+    *,
+    stride: int | None = None,
+    max_tokens: int = MAX_SCORE_TOKENS,
+    progress=None,
+    label: str = "",
+) -> Scores:
     """Score token ids under ``model``. ``progress(done, total)`` is called after each window with
     the number of tokens scored so far. Raises ScoringError for texts that cannot be scored."""
     ids = [int(i) for i in ids]
@@ -145,18 +171,24 @@ def score_ids(model: GPTModel, ids, *, stride: int | None = None, max_tokens: in
     except (TypeError, ValueError, OverflowError):
         whole = False
     if not whole:
-        raise ScoringError(f"The stride must be a whole number of tokens between 1 and the window ({W}), got {stride!r}.")
+        raise ScoringError(
+            f"The stride must be a whole number of tokens between 1 and the window ({W}), got {stride!r}."
+        )
     stride = int(float(stride))
     truncated_from = None
     if len(ids) > max_tokens:
         truncated_from, ids = len(ids), ids[:max_tokens]
     if len(ids) < 2:
-        raise ScoringError("The text is a single token: the first token has nothing before it to be predicted "
-                           "from, so at least two tokens are needed.")
+        raise ScoringError(
+            "The text is a single token: the first token has nothing before it to be predicted "
+            "from, so at least two tokens are needed."
+        )
     bad = next((i for i in ids if not 0 <= i < cfg.vocab_size), None)
     if bad is not None:
-        raise ScoringError(f"Token id {bad} is outside this model's vocabulary (0..{cfg.vocab_size - 1}): the "
-                           f"text needs a model with the GPT-2 vocabulary (50,257 tokens).")
+        raise ScoringError(
+            f"Token id {bad} is outside this model's vocabulary (0..{cfg.vocab_size - 1}): the "
+            f"text needs a model with the GPT-2 vocabulary (50,257 tokens)."
+        )
     n = len(ids)
     with BUDGET.reserve(scoring_bytes(model, stride), f"scoring {n:,} tokens", "scoring"):
         out = _score_windows(model, ids, W, stride, progress)
@@ -184,7 +216,7 @@ def scoring_bytes(model: GPTModel, stride: int) -> int:
     the chunk buffers (float32 logits and a bool mask; twice, for a non-float32 head's own output)."""
     cfg = model.cfg
     g = _group_size(model)
-    acts = g * (cfg.context_length * cfg.emb_dim * 4 * 8 + cfg.n_heads * cfg.context_length ** 2 * 4)
+    acts = g * (cfg.context_length * cfg.emb_dim * 4 * 8 + cfg.n_heads * cfg.context_length**2 * 4)
     return acts + g * cfg.context_length * cfg.emb_dim * 4 + 2 * SCORE_ROWS * cfg.vocab_size * 5
 
 
@@ -222,11 +254,11 @@ def _score_windows(model, ids, W, stride, progress):
     model.eval()
     try:
         for group in _groups(windows, _group_size(model)):
-            idx = torch.stack([ids_t[begin:end - 1] for begin, _, end in group]).to(model.device)  # (g, L)
+            idx = torch.stack([ids_t[begin : end - 1] for begin, _, end in group]).to(model.device)  # (g, L)
             # Rows first-1 .. end-2 of a window predict its targets first .. end-1; rows before them
             # are context only and never reach the head.
             hidden = _final_hidden(model, idx)  # (g, L, d)
-            rows = torch.cat([hidden[k, first - 1 - begin:] for k, (begin, first, _) in enumerate(group)])  # (r, d)
+            rows = torch.cat([hidden[k, first - 1 - begin :] for k, (begin, first, _) in enumerate(group)])  # (r, d)
             targets = torch.cat([ids_t[first:end] for _, first, end in group]).to(rows.device)
             context = torch.cat([torch.arange(first, end) - begin for begin, first, end in group])
             del hidden
@@ -285,9 +317,13 @@ class Comparison:
         return [(int(i) + 1, float(d[i])) for i in order]
 
     def to_dict(self) -> dict:
-        return {"a": self.a.to_dict(), "b": self.b.to_dict(), "difference_bits": self.difference_bits.tolist(),
-                "loss_difference_nats": self.b.loss_nats - self.a.loss_nats,
-                "bits_per_byte_difference": self.b.bits_per_byte - self.a.bits_per_byte}
+        return {
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
+            "difference_bits": self.difference_bits.tolist(),
+            "loss_difference_nats": self.b.loss_nats - self.a.loss_nats,
+            "bits_per_byte_difference": self.b.bits_per_byte - self.a.bits_per_byte,
+        }
 
 
 def compare_scores(a: Scores, b: Scores) -> Comparison:
@@ -297,13 +333,24 @@ def compare_scores(a: Scores, b: Scores) -> Comparison:
     return Comparison(a, b)
 
 
-def compare_models(model_a: GPTModel, model_b: GPTModel, text: str, *, stride: int | None = None,
-                   labels=("A", "B"), progress=None) -> Comparison:
+def compare_models(
+    model_a: GPTModel, model_b: GPTModel, text: str, *, stride: int | None = None, labels=("A", "B"), progress=None
+) -> Comparison:
     """Score ``text`` under both models (each with its own window; ``stride`` None = half of each)."""
-    a = score_text(model_a, text, stride=stride and min(stride, model_a.cfg.context_length), label=labels[0],
-                   progress=progress and (lambda d, t: progress(d, 2 * t)))
-    b = score_text(model_b, text, stride=stride and min(stride, model_b.cfg.context_length), label=labels[1],
-                   progress=progress and (lambda d, t: progress(t + d, 2 * t)))
+    a = score_text(
+        model_a,
+        text,
+        stride=stride and min(stride, model_a.cfg.context_length),
+        label=labels[0],
+        progress=progress and (lambda d, t: progress(d, 2 * t)),
+    )
+    b = score_text(
+        model_b,
+        text,
+        stride=stride and min(stride, model_b.cfg.context_length),
+        label=labels[1],
+        progress=progress and (lambda d, t: progress(t + d, 2 * t)),
+    )
     return compare_scores(a, b)
 
 

@@ -58,13 +58,13 @@ def resolve_device(choice: str | torch.device | None = None) -> torch.device:
                 f"Check nvidia-smi and that the CUDA build of torch is installed, or set {ENV_VAR}=auto or cpu."
             )
         if index and int(index) >= torch.cuda.device_count():
-            raise DeviceError(f"{raw} does not exist: this machine has {torch.cuda.device_count()} GPU(s), "
-                              f"numbered from 0.")
+            raise DeviceError(
+                f"{raw} does not exist: this machine has {torch.cuda.device_count()} GPU(s), numbered from 0."
+            )
         return torch.device(raw)
     if kind == "mps":
         if not mps_available():
-            raise DeviceError(f"MPS (Apple GPU) was asked for but is not available here. "
-                              f"Set {ENV_VAR}=auto or cpu.")
+            raise DeviceError(f"MPS (Apple GPU) was asked for but is not available here. Set {ENV_VAR}=auto or cpu.")
         return torch.device("mps")
     return torch.device("cpu")
 

@@ -19,8 +19,8 @@ import os
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -63,8 +63,15 @@ def measuring_enabled() -> bool:
 Candidates = dict[str, Callable[[], object]]
 
 
-def choose(key: tuple, decision: str, candidates: Candidates | Callable[[], Candidates], *,
-           reps: int = REPS, budget: float = BUDGET_S, timer: Callable[[], float] = time.perf_counter) -> Choice:
+def choose(
+    key: tuple,
+    decision: str,
+    candidates: Candidates | Callable[[], Candidates],
+    *,
+    reps: int = REPS,
+    budget: float = BUDGET_S,
+    timer: Callable[[], float] = time.perf_counter,
+) -> Choice:
     """``candidates`` maps a name to one timed pass, or is a function that builds that map (called
     only when the decision is not cached yet, so its test matrices are made only then). Time each candidate ``reps`` times, interleaved (a burst of load from another process then
     hits every candidate alike; at least MIN_REPS, then until ``budget`` seconds are spent), and
@@ -93,7 +100,7 @@ def choose(key: tuple, decision: str, candidates: Candidates | Callable[[], Cand
             times: dict[str, list[float]] = {n: [] for n in racing}
             start = timer()
             for rep in range(reps):
-                order = racing[rep % len(racing):] + racing[: rep % len(racing)]  # rotate who goes first
+                order = racing[rep % len(racing) :] + racing[: rep % len(racing)]  # rotate who goes first
                 for name in order:
                     t0 = timer()
                     candidates[name]()
@@ -169,6 +176,7 @@ def one_row_bfloat16_kernel(shape: tuple[int, int] = (3072, 768), count: int = 1
     """oneDNN (PyTorch's default for bfloat16 matmuls on x86) or ATen's own matrix-vector kernel
     (used while oneDNN is switched off) for one-row bfloat16 products. The switch is process-wide,
     so this is decided once per process, on the first bfloat16 model's feed-forward shape."""
+
     def candidates() -> Candidates:
         ws = matrices(shape, torch.bfloat16, copies(shape, torch.bfloat16, count), in_out=False)
         x = torch.randn(1, shape[1]).to(torch.bfloat16)

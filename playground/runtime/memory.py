@@ -65,8 +65,9 @@ def default_budget_bytes(device=None) -> int:
         try:
             return int(float(env) * GiB)
         except ValueError:
-            raise UserError("budget.env_not_number", "PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {value!r}.",
-                            value=env) from None
+            raise UserError(
+                "budget.env_not_number", "PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {value!r}.", value=env
+            ) from None
     accelerator = accelerator_bytes(device)
     if accelerator is not None:
         return int(accelerator * DEVICE_SHARE)
@@ -139,8 +140,10 @@ KIND_LABELS = {  # kind -> (one, many)
     "build": ("build in progress", "builds in progress"),
 }
 
-ADVICE = ("Try a smaller model or bfloat16, wait for other generations or trainings to finish, "
-          "or raise PLAYGROUND_MEMORY_BUDGET_GB.")
+ADVICE = (
+    "Try a smaller model or bfloat16, wait for other generations or trainings to finish, "
+    "or raise PLAYGROUND_MEMORY_BUDGET_GB."
+)
 
 
 class MemoryBudget:

@@ -105,8 +105,11 @@ def write_json(path: Path, head: bytes, n_layers: int, layer_probs, decimals: in
 
 def write_npz(path: Path, meta: dict, token_ids, n_layers, n_heads, T, layer_probs, dtype: str) -> None:
     """A .npz numpy.load reads as usual, but written layer by layer into its zip member."""
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
-              "shape": (n_layers, n_heads, T, T)}
+    header = {
+        "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+        "fortran_order": False,
+        "shape": (n_layers, n_heads, T, T),
+    }
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         with zf.open("attention.npy", "w", force_zip64=True) as member:
             np.lib.format.write_array_header_2_0(member, header)

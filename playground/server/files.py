@@ -20,16 +20,30 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from playground.engine.config import ConfigError, check_build_size, check_memory
-from playground.server.export_formats import JSON_DECIMALS, finite_json, json_attention_bytes, npz_attention_bytes, write_json, write_npz
 from playground.engine.model import GPTModel, attention_probs
 from playground.engine.tokenizer import load_tokenizer
-from playground.engine.weights import WeightLoadError, check_file_finite, check_header, checkpoint_config, read_header, save_checkpoint
+from playground.engine.weights import (
+    WeightLoadError,
+    check_file_finite,
+    check_header,
+    checkpoint_config,
+    read_header,
+    save_checkpoint,
+)
+from playground.server.export_formats import (
+    JSON_DECIMALS,
+    finite_json,
+    json_attention_bytes,
+    npz_attention_bytes,
+    write_json,
+    write_npz,
+)
 
 MAX_UPLOAD_BYTES = int(float(os.environ.get("PLAYGROUND_MAX_UPLOAD_MB", "700")) * 1e6)
 DEFAULT_MAX_EXPORT_MB = 1000  # a full 1024-token GPT-2 small run is 756 MB as JSON, 604 MB as .npz
@@ -159,10 +173,14 @@ def enforce_disk_budget(
                     st = path.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                entry = inodes.setdefault((st.st_dev, st.st_ino), {"size": st.st_size, "mtime": 0.0, "paths": set(), "keep": False})
+                entry = inodes.setdefault(
+                    (st.st_dev, st.st_ino), {"size": st.st_size, "mtime": 0.0, "paths": set(), "keep": False}
+                )
                 entry["mtime"] = max(entry["mtime"], st.st_mtime)
                 entry["paths"].add(path)
-                in_progress = (name.startswith(".") or name.endswith(".tmp")) and now - st.st_mtime < _IN_PROGRESS_SECONDS
+                in_progress = (
+                    name.startswith(".") or name.endswith(".tmp")
+                ) and now - st.st_mtime < _IN_PROGRESS_SECONDS
                 if in_progress or path.resolve() in keep:
                     entry["keep"] = True
     total = sum(e["size"] for e in inodes.values())
@@ -226,17 +244,33 @@ def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
 
     tok = load_tokenizer()
     steps = [
-        {"index": s.index, "token_id": s.token_id, "token": tok.decode([s.token_id]), "prob": s.prob,
-         "raw_prob": s.raw_prob, "rank": s.rank, "entropy_bits": s.entropy, "top": [[i, p] for i, p in s.top]}
+        {
+            "index": s.index,
+            "token_id": s.token_id,
+            "token": tok.decode([s.token_id]),
+            "prob": s.prob,
+            "raw_prob": s.raw_prob,
+            "rank": s.rank,
+            "entropy_bits": s.entropy,
+            "top": [[i, p] for i, p in s.top],
+        }
         for s in run.steps
     ]
-    return finite_json({
-        "model": describe_recipe(run.recipe), "config": model.cfg.to_dict(), "settings": run.settings,
-        "prompt_ids": run.prompt_ids, "prompt_tokens_cropped": run.n_cropped, "token_ids": run.token_ids,
-        "tokens": [p.display for p in tok.pieces(run.token_ids)], "steps": steps,
-        "attention_window_start": start, "attention_layers": layers,
-        "replay": replay_record(run, model),  # what replay.read_record reads back to reproduce the run
-    })
+    return finite_json(
+        {
+            "model": describe_recipe(run.recipe),
+            "config": model.cfg.to_dict(),
+            "settings": run.settings,
+            "prompt_ids": run.prompt_ids,
+            "prompt_tokens_cropped": run.n_cropped,
+            "token_ids": run.token_ids,
+            "tokens": [p.display for p in tok.pieces(run.token_ids)],
+            "steps": steps,
+            "attention_window_start": start,
+            "attention_layers": layers,
+            "replay": replay_record(run, model),  # what replay.read_record reads back to reproduce the run
+        }
+    )
 
 
 def _mb(n: int) -> str:
@@ -250,12 +284,21 @@ def _check_export_size(size: int, limit: int, fmt: str, n_layers: int, n_heads: 
         f"This export would be {_mb(size)} as .{fmt} ({n_layers} layers × {n_heads} heads × "
         f"{T:,}×{T:,} attention values), over the {_mb(limit)} limit (PLAYGROUND_MAX_EXPORT_MB). "
         + (f"Smaller choices that fit: {advice}." if fits else "Generate a shorter run to export it."),
-        size, limit, fits,
+        size,
+        limit,
+        fits,
     )
 
 
-def export_run(run, model: GPTModel, fmt: str = "json", *, layers: Sequence[int] | None = None,
-               dtype: str = "float32", decimals: int = JSON_DECIMALS) -> Path:
+def export_run(
+    run,
+    model: GPTModel,
+    fmt: str = "json",
+    *,
+    layers: Sequence[int] | None = None,
+    dtype: str = "float32",
+    decimals: int = JSON_DECIMALS,
+) -> Path:
     """Write the run (tokens, probabilities, attention of the chosen layers, default all) to a file
     named by its content, inside Gradio's cache (served without a second copy); return its path.
 
@@ -291,15 +334,19 @@ def export_run(run, model: GPTModel, fmt: str = "json", *, layers: Sequence[int]
         choices = {".npz (float16)": {"fmt": "npz", "dtype": "float16"}}
         if fmt == "json":
             choices |= {".npz": {"fmt": "npz"}, "3 decimals": {"fmt": "json", "decimals": 3}}
-        options = {name: (kw, plan(kw["fmt"], chosen, kw.get("dtype", "float32"), kw.get("decimals", JSON_DECIMALS))[0])
-                   for name, kw in choices.items() if kw != {"fmt": fmt, "dtype": dtype}}
+        options = {
+            name: (kw, plan(kw["fmt"], chosen, kw.get("dtype", "float32"), kw.get("decimals", JSON_DECIMALS))[0])
+            for name, kw in choices.items()
+            if kw != {"fmt": fmt, "dtype": dtype}
+        }
         n_fit = L - 1
         while n_fit > 0 and plan(fmt, chosen[:n_fit], dtype, decimals)[0] > limit:
             n_fit -= 1
         if n_fit:
             options[f"layers {chosen[0]}–{chosen[n_fit - 1]} only"] = (
                 {"fmt": fmt, "layers": chosen[:n_fit], "dtype": dtype, "decimals": decimals},
-                plan(fmt, chosen[:n_fit], dtype, decimals)[0])
+                plan(fmt, chosen[:n_fit], dtype, decimals)[0],
+            )
         _check_export_size(size, limit, fmt, L, H, T, options)
 
     stem = hashlib.sha256(json.dumps([meta, fmt, dtype, decimals], sort_keys=True).encode()).hexdigest()[:16]
@@ -341,8 +388,9 @@ def export_model(model: GPTModel, recipe: dict) -> Path:
     return path
 
 
-def validate_checkpoint(path, name: str | None = None, *, max_bytes: int | None = None,
-                        memory_budget: int | None = None) -> None:
+def validate_checkpoint(
+    path, name: str | None = None, *, max_bytes: int | None = None, memory_budget: int | None = None
+) -> None:
     """Everything ``load_checkpoint`` would refuse, without building the model: the size, the header
     (dtypes, config, keys, shapes), the server's build caps and memory budget, then NaN/inf, one tensor
     at a time. Messages call the file ``name``."""
@@ -371,7 +419,9 @@ def import_upload(upload_path: str, original_name: str | None = None) -> dict:
     try:
         size = src.stat().st_size
         if size > MAX_UPLOAD_BYTES:
-            raise WeightLoadError(f"{label} is {size / 1e6:.0f} MB; the upload limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB.")
+            raise WeightLoadError(
+                f"{label} is {size / 1e6:.0f} MB; the upload limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB."
+            )
         if size == 0:
             raise WeightLoadError(f"{label} is empty.")
         validate_checkpoint(src, label)
@@ -404,7 +454,9 @@ def discard_upload(path) -> bool:
     """Delete a refused upload if it is ours to delete: a file in Gradio's upload folder (not an
     export) or in the work dir's uploads, and not protected. Returns whether it was deleted."""
     path = Path(path)
-    ours = (_inside(path, gradio_cache_dir()) and not _inside(path, exports_dir())) or _inside(path, work_dir() / "uploads")
+    ours = (_inside(path, gradio_cache_dir()) and not _inside(path, exports_dir())) or _inside(
+        path, work_dir() / "uploads"
+    )
     if not ours or not path.is_file() or path.resolve() in protected_paths():
         return False
     path.unlink(missing_ok=True)

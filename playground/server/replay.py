@@ -65,16 +65,28 @@ def replay_record(run, model: GPTModel) -> dict:
     steps = run.steps
     settings = run.settings
     return {
-        "format": FORMAT, "version": VERSION,
-        "model": describe_recipe(run.recipe), "recipe": run.recipe, "weights_sha256": weights_sha256(model),
+        "format": FORMAT,
+        "version": VERSION,
+        "model": describe_recipe(run.recipe),
+        "recipe": run.recipe,
+        "weights_sha256": weights_sha256(model),
         "config": model.cfg.to_dict(),
-        "prompt": load_tokenizer().decode(run.prompt_ids), "prompt_ids": list(run.prompt_ids),
+        "prompt": load_tokenizer().decode(run.prompt_ids),
+        "prompt_ids": list(run.prompt_ids),
         "prompt_tokens_cropped": run.n_cropped,
-        "settings": {"temperature": settings.get("temperature"), "top_k": settings.get("top_k"),
-                     "top_p": settings.get("top_p"), "max_new_tokens": settings.get("max_new_tokens")},
+        "settings": {
+            "temperature": settings.get("temperature"),
+            "top_k": settings.get("top_k"),
+            "top_p": settings.get("top_p"),
+            "max_new_tokens": settings.get("max_new_tokens"),
+        },
         "seed": settings.get("seed_used", settings.get("seed")),
-        "token_ids": [s.token_id for s in steps], "probs": [s.prob for s in steps], "u": [s.u for s in steps],
-        "stopped": bool(run.stopped), "torch": torch.__version__, "machine": machine(),
+        "token_ids": [s.token_id for s in steps],
+        "probs": [s.prob for s in steps],
+        "u": [s.u for s in steps],
+        "stopped": bool(run.stopped),
+        "torch": torch.__version__,
+        "machine": machine(),
     }
 
 
@@ -103,8 +115,10 @@ def read_record(path) -> dict:
     else:
         size = path.stat().st_size
         if size > MAX_REPLAY_JSON_BYTES:
-            raise ReplayError(f"This file is {size / 1e6:,.0f} MB; a replay file is a few KB. Export the run's "
-                              f"replay file (or a .npz export) and load that.")
+            raise ReplayError(
+                f"This file is {size / 1e6:,.0f} MB; a replay file is a few KB. Export the run's "
+                f"replay file (or a .npz export) and load that."
+            )
         try:
             meta = json.loads(path.read_bytes().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -142,26 +156,40 @@ class ReplayReport:
 
     def message(self) -> str:
         if self.identical:
-            return (f"Identical: all {self.steps} steps gave the same tokens with bit-identical probabilities."
-                    + (f" ({'; '.join(self.reasons)}.)" if self.reasons else ""))
+            return f"Identical: all {self.steps} steps gave the same tokens with bit-identical probabilities." + (
+                f" ({'; '.join(self.reasons)}.)" if self.reasons else ""
+            )
         d = self.first_difference
-        why = "; ".join(self.reasons) if self.reasons else (
-            "same weights, torch and machine: the arithmetic itself differed (e.g. another thread count)")
+        why = (
+            "; ".join(self.reasons)
+            if self.reasons
+            else ("same weights, torch and machine: the arithmetic itself differed (e.g. another thread count)")
+        )
         kind = "token" if d["recorded_token"] != d["replayed_token"] else "probability (same token)"
-        return (f"Differs from step {d['step']} on ({kind}: recorded id {d['recorded_token']} p={d['recorded_prob']!r}, "
-                f"replayed id {d['replayed_token']} p={d['replayed_prob']!r}). Why: {why}.")
+        return (
+            f"Differs from step {d['step']} on ({kind}: recorded id {d['recorded_token']} p={d['recorded_prob']!r}, "
+            f"replayed id {d['replayed_token']} p={d['replayed_prob']!r}). Why: {why}."
+        )
 
     def to_dict(self) -> dict:
-        return {"identical": self.identical, "steps": self.steps, "first_difference": self.first_difference,
-                "reasons": self.reasons, "message": self.message(), "replayed_token_ids": self.replayed_ids}
+        return {
+            "identical": self.identical,
+            "steps": self.steps,
+            "first_difference": self.first_difference,
+            "reasons": self.reasons,
+            "message": self.message(),
+            "replayed_token_ids": self.replayed_ids,
+        }
 
 
 def needs_message(record: dict, detail: str = "") -> str:
-    return (f"This run was made with {record.get('model', 'another model')} (weights sha256 "
-            f"{record['weights_sha256'][:16]}…); this server cannot load those weights"
-            + (f" ({detail})" if detail else "") +
-            ". Load that model in the Model tab (for an uploaded or trained model: upload its .safetensors "
-            "checkpoint), then replay again.")
+    return (
+        f"This run was made with {record.get('model', 'another model')} (weights sha256 "
+        f"{record['weights_sha256'][:16]}…); this server cannot load those weights"
+        + (f" ({detail})" if detail else "")
+        + ". Load that model in the Model tab (for an uploaded or trained model: upload its .safetensors "
+        "checkpoint), then replay again."
+    )
 
 
 def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
@@ -173,14 +201,22 @@ def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
     if max(record["prompt_ids"] + record["token_ids"]) >= cfg.vocab_size:
         raise ReplayError(needs_message(record, f"its tokens do not fit this model's vocabulary of {cfg.vocab_size:,}"))
     s = record["settings"]
-    gen = generate(model, record["prompt_ids"], max_new_tokens=len(record["token_ids"]),
-                   temperature=float(s.get("temperature") or 0.0), top_k=s.get("top_k") or None,
-                   top_p=s.get("top_p"), seed=record["seed"])
+    gen = generate(
+        model,
+        record["prompt_ids"],
+        max_new_tokens=len(record["token_ids"]),
+        temperature=float(s.get("temperature") or 0.0),
+        top_k=s.get("top_k") or None,
+        top_p=s.get("top_p"),
+        seed=record["seed"],
+    )
     reasons = []
     here = weights_sha256(model)
     if here != record["weights_sha256"]:
-        reasons.append(f"other weights: the run used sha256 {record['weights_sha256'][:16]}…, this model is "
-                       f"{here[:16]}… ({record.get('model', '?')} was asked for)")
+        reasons.append(
+            f"other weights: the run used sha256 {record['weights_sha256'][:16]}…, this model is "
+            f"{here[:16]}… ({record.get('model', '?')} was asked for)"
+        )
     if record.get("torch") and record["torch"] != torch.__version__:
         reasons.append(f"other torch: recorded with {record['torch']}, replayed with {torch.__version__}")
     if record.get("machine") and record["machine"] != machine():
@@ -197,8 +233,13 @@ def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
         ids.append(step.token_id)
         probs.append(step.prob)
         if first is None and (step.token_id != want_id or step.prob != want_p):
-            first = {"step": step.index, "recorded_token": want_id, "replayed_token": step.token_id,
-                     "recorded_prob": want_p, "replayed_prob": step.prob}
+            first = {
+                "step": step.index,
+                "recorded_token": want_id,
+                "replayed_token": step.token_id,
+                "recorded_prob": want_p,
+                "replayed_prob": step.prob,
+            }
         if first is not None and step.token_id != want_id:
             break  # after a different token the two runs continue from different texts
     return ReplayReport(first is None, len(ids), first, reasons, ids, probs)
@@ -209,16 +250,19 @@ def model_for(record: dict, current: tuple | None = None) -> tuple[GPTModel, dic
     weights are the recorded ones (e.g. the same checkpoint uploaded again), else the recorded recipe
     built through the shared cache (and the memory budget). A recipe naming a file outside this
     server's own folders, or weights it cannot get, is refused with a message naming the weights."""
+    from playground.engine.weights import HUB_MODELS
     from playground.server.files import _inside, work_dir
     from playground.server.session import CACHE
-    from playground.engine.weights import HUB_MODELS
 
     record = check_record(record)
     if current is not None and weights_sha256(current[0]) == record["weights_sha256"]:
         return current
     recipe = record["recipe"]
     kind = recipe.get("kind") if isinstance(recipe, dict) else None
-    if kind not in ("random", "bundled", "hub", "file") or recipe.get("dtype", "float32") not in ("float32", "bfloat16"):
+    if kind not in ("random", "bundled", "hub", "file") or recipe.get("dtype", "float32") not in (
+        "float32",
+        "bfloat16",
+    ):
         raise ReplayError(needs_message(record, "the file names no model this app knows"))
     if kind == "hub" and recipe.get("repo") not in HUB_MODELS.values():
         raise ReplayError(needs_message(record, f"{recipe.get('repo')!r} is not one of the hub models it offers"))
@@ -226,7 +270,9 @@ def model_for(record: dict, current: tuple | None = None) -> tuple[GPTModel, dic
         path = Path(str(recipe.get("path", "")))
         # Only checkpoints this server wrote or received (never an arbitrary path from a file).
         if not (_inside(path, work_dir()) and path.is_file()):
-            raise ReplayError(needs_message(record, f"the checkpoint {recipe.get('label', 'file')!r} is not on this server"))
+            raise ReplayError(
+                needs_message(record, f"the checkpoint {recipe.get('label', 'file')!r} is not on this server")
+            )
     try:
         return CACHE.get(recipe), recipe
     except MemoryError:

@@ -26,12 +26,11 @@ Memory (playground.runtime.memory.BUDGET, one budget for the whole process):
 
 from __future__ import annotations
 
-import re
-
 import gc
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 import weakref
@@ -41,19 +40,28 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from playground.engine.config import (DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, check_build_size, check_memory,
-                     count_parameters_analytic, format_bytes)
-from playground.runtime.devices import default_device, describe_device
-from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
-from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
+from playground.engine.config import (
+    DEFAULT_PRESET,
+    PRESETS,
+    ConfigError,
+    GPTConfig,
+    check_build_size,
+    check_memory,
+    count_parameters_analytic,
+    format_bytes,
+)
 from playground.engine.model import GPTModel, attention_probs
 from playground.engine.quantize import is_int8, quantize_int8
 from playground.engine.quantize import model_bytes as int8_model_bytes
 from playground.engine.sampling import Generation, GenerationStep, generate
-from playground.runtime.threads import as_background_work
 from playground.engine.tokenizer import load_tokenizer
-from playground.i18n.catalogue import tr, tr_formula
 from playground.engine.weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
+from playground.i18n.catalogue import tr, tr_formula
+from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
+from playground.runtime.devices import default_device, describe_device
+from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
+from playground.runtime.threads import as_background_work
+
 # Files the server writes and reads moved to files.py; imported here so old imports keep working.
 from playground.server.files import MAX_UPLOAD_BYTES, export_model, export_run, import_upload, save_trained, work_dir  # noqa: E402,F401
 
@@ -107,7 +115,10 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
     trained = re.match(r"^trained (\d+)L d(\d+), (\d+) steps on (.+)$", label)  # as TrainingJob names it
     if trained and lang != "en":
         layers, d, steps, corpus = trained.groups()
-        corpus = tr(lang, {"Tiny Shakespeare": "n_shakespeare", "Aesop's fables & nursery rhymes": "n_aesop"}.get(corpus, corpus))
+        corpus = tr(
+            lang,
+            {"Tiny Shakespeare": "n_shakespeare", "Aesop's fables & nursery rhymes": "n_aesop"}.get(corpus, corpus),
+        )
         label = tr(lang, "trained_label", layers=layers, d=d, steps=steps, corpus=corpus)
     return tr(lang, "recipe_file", label=label)
 
@@ -119,8 +130,7 @@ def model_label(recipe: dict) -> str:
         return "a model"
     if kind == "random":
         cfg = recipe["config"]
-        name = next((n for n, p in PRESETS.items() if p.to_dict() == cfg),
-                    f"{cfg['n_layers']}-layer d{cfg['emb_dim']}")
+        name = next((n for n, p in PRESETS.items() if p.to_dict() == cfg), f"{cfg['n_layers']}-layer d{cfg['emb_dim']}")
         return f"{name} {describe_recipe(recipe)}"
     return describe_recipe(recipe)
 
@@ -203,8 +213,9 @@ class ModelCache:
     run at once (``PLAYGROUND_MAX_BUILDS``, default 1), the rest wait their turn.
     """
 
-    def __init__(self, budget_bytes: int | None = None, *, budget: MemoryBudget | None = None,
-                 max_builds: int | None = None):
+    def __init__(
+        self, budget_bytes: int | None = None, *, budget: MemoryBudget | None = None, max_builds: int | None = None
+    ):
         if budget_bytes is None:
             budget_bytes = int(float(os.environ.get("PLAYGROUND_CACHE_BUDGET_GB", "4")) * 2**30)
         if max_builds is None:
@@ -310,10 +321,20 @@ def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
     dtype = str(model.dtype).replace("torch.", "")
     if is_int8(model):
         dtype = tr(lang, "dtype_int8", dtype=dtype)
-    return tr(lang, "summary", n=f"{count_parameters(model):,}", size=format_bytes(model_bytes(model)), dtype=dtype,
-              tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"), layers=cfg.n_layers, heads=cfg.n_heads,
-              d=cfg.emb_dim, context=cfg.context_length, model=describe_recipe(recipe, lang),
-              device=describe_device(model.device))
+    return tr(
+        lang,
+        "summary",
+        n=f"{count_parameters(model):,}",
+        size=format_bytes(model_bytes(model)),
+        dtype=dtype,
+        tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"),
+        layers=cfg.n_layers,
+        heads=cfg.n_heads,
+        d=cfg.emb_dim,
+        context=cfg.context_length,
+        model=describe_recipe(recipe, lang),
+        device=describe_device(model.device),
+    )
 
 
 def tree_table(model: GPTModel, max_depth: int = 10, lang: str = "en") -> list[list]:
@@ -324,17 +345,41 @@ def tree_table(model: GPTModel, max_depth: int = 10, lang: str = "en") -> list[l
         name = r.name or "GPTModel"
         indent = "\u2003" * r.depth  # em spaces survive HTML whitespace collapsing
         tied = tr(lang, "tied_to", name=r.tied_to) if r.tied_to else ""
-        rows.append([indent + name.split(".")[-1] if r.name else name, r.type, r.shape, f"{r.own_params:,}",
-                     f"{r.total_params:,}", tied, r.name])
+        rows.append(
+            [
+                indent + name.split(".")[-1] if r.name else name,
+                r.type,
+                r.shape,
+                f"{r.own_params:,}",
+                f"{r.total_params:,}",
+                tied,
+                r.name,
+            ]
+        )
     return rows
 
 
 def breakdown_table(model_or_cfg, lang: str = "en") -> tuple[list[list], object]:
     b = parameter_breakdown(model_or_cfg)
-    rows = [[tr(lang, r.component), tr_formula(lang, r.formula), f"{r.formula_value:,}", f"{r.measured:,}",
-             "✓" if r.agrees else "✗"] for r in b.rows]
-    rows.append([tr(lang, "total"), "", f"{b.total_formula:,}", f"{b.total_measured:,}",
-                 "✓" if b.total_formula == b.total_measured else "✗"])
+    rows = [
+        [
+            tr(lang, r.component),
+            tr_formula(lang, r.formula),
+            f"{r.formula_value:,}",
+            f"{r.measured:,}",
+            "✓" if r.agrees else "✗",
+        ]
+        for r in b.rows
+    ]
+    rows.append(
+        [
+            tr(lang, "total"),
+            "",
+            f"{b.total_formula:,}",
+            f"{b.total_measured:,}",
+            "✓" if b.total_formula == b.total_measured else "✗",
+        ]
+    )
     return rows, b
 
 
@@ -344,8 +389,16 @@ def tying_explanation(cfg: GPTConfig, lang: str = "en") -> str:
     untied = parameter_breakdown(cfg.replace(tie_weights=False)).total_measured
     head = cfg.vocab_size * cfg.emb_dim
     state = tr(lang, "tying_state_tied" if cfg.tie_weights else "tying_state_untied")
-    return tr(lang, "tying", state=state, d=cfg.emb_dim, V=f"{cfg.vocab_size:,}", head=f"{head:,}", tied=f"{tied:,}",
-              untied=f"{untied:,}")
+    return tr(
+        lang,
+        "tying",
+        state=state,
+        d=cfg.emb_dim,
+        V=f"{cfg.vocab_size:,}",
+        head=f"{head:,}",
+        tied=f"{tied:,}",
+        untied=f"{untied:,}",
+    )
 
 
 def tree_items(model: GPTModel) -> list[tuple[str, int]]:
@@ -372,8 +425,16 @@ class Run:
     later use raises ``RunReleasedError``.
     """
 
-    def __init__(self, recipe: dict, prompt_ids: list[int], n_cropped: int, settings: dict,
-                 steps: list[GenerationStep] | None = None, stopped: bool = False, elapsed: float = 0.0):
+    def __init__(
+        self,
+        recipe: dict,
+        prompt_ids: list[int],
+        n_cropped: int,
+        settings: dict,
+        steps: list[GenerationStep] | None = None,
+        stopped: bool = False,
+        elapsed: float = 0.0,
+    ):
         self.id = hashlib.sha256(os.urandom(16)).hexdigest()[:16]
         self.recipe, self.prompt_ids, self.n_cropped, self.settings = recipe, prompt_ids, n_cropped, settings
         self._steps = [] if steps is None else steps
@@ -386,7 +447,7 @@ class Run:
             RUNS[self.id] = self
         _start_sweeper()
 
-    def keep(self) -> "Run":
+    def keep(self) -> Run:
         """Let the server hold this run (until it is released), so a session can keep just its id."""
         with _RUNS_LOCK:
             _KEPT[self.id] = self
@@ -448,8 +509,10 @@ _RUNS_LOCK = threading.Lock()
 
 def released_message() -> str:
     minutes = IDLE_SECONDS / 60
-    return (f"This run was released after {minutes:g} minute{'' if minutes == 1 else 's'} idle to free memory; "
-            f"generate again.")
+    return (
+        f"This run was released after {minutes:g} minute{'' if minutes == 1 else 's'} idle to free memory; "
+        f"generate again."
+    )
 
 
 _SWEEPER: threading.Thread | None = None
@@ -503,15 +566,27 @@ def _start_sweeper() -> None:
 
 def memory_status() -> str:
     """One sentence on the process-wide budget, for a status line or a log."""
-    return (f"{format_bytes(BUDGET.used())} of the {format_bytes(BUDGET.total)} memory budget in use: "
-            f"{BUDGET.describe()}.")
+    return (
+        f"{format_bytes(BUDGET.used())} of the {format_bytes(BUDGET.total)} memory budget in use: {BUDGET.describe()}."
+    )
 
 
 _NOT_GIVEN = object()
 
 
-def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, temperature, top_k, top_p, seed,
-              greedy=False, replaces=_NOT_GIVEN) -> tuple[Run, Generation]:
+def start_run(
+    model: GPTModel,
+    recipe: dict,
+    prompt: str,
+    *,
+    max_new_tokens,
+    temperature,
+    top_k,
+    top_p,
+    seed,
+    greedy=False,
+    replaces=_NOT_GIVEN,
+) -> tuple[Run, Generation]:
     """Validate everything a user typed, then return the run and its (not yet started) generation.
 
     ``replaces`` (the session's previous run or run id, or None for its first): the server keeps
@@ -541,13 +616,20 @@ def start_run(model: GPTModel, recipe: dict, prompt: str, *, max_new_tokens, tem
     need = generation_bytes(model, len(ids))
     what = f"a generation with {model_label(recipe)}"
     BUDGET.check(need, what)
-    gen = generate(model, ids, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k or None,
-                   top_p=top_p, seed=seed)
+    gen = generate(
+        model, ids, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k or None, top_p=top_p, seed=seed
+    )
     BUDGET.register(gen, need, what, "generation")
     release_idle_runs()  # on-access sweep, besides the sweeper thread
     # seed_used: the seed an unseeded run drew for itself, so it can be repeated by typing it in.
-    settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                    seed_used=gen.seed_used)
+    settings = dict(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        seed_used=gen.seed_used,
+    )
     run = Run(recipe, gen.prompt_ids, gen.n_cropped, settings)
     if replaces is not _NOT_GIVEN:
         run.keep()
@@ -595,7 +677,10 @@ def run_attention(model: GPTModel, run: Run) -> tuple[int, list[tuple[torch.Tens
     run._trace_cache = None  # the old window's attention goes before the new one is made
     elem = torch.finfo(model.dtype).bits // 8
     keep = attention_bytes(model.cfg, len(window), elem)
-    forward = generation_bytes(model, len(window)) - 2 * model.cfg.n_layers * model.cfg.context_length * model.cfg.emb_dim * elem
+    forward = (
+        generation_bytes(model, len(window))
+        - 2 * model.cfg.n_layers * model.cfg.context_length * model.cfg.emb_dim * elem
+    )
     what = f"the attention of a run of {len(window):,} tokens ({model_label(run.recipe)})"
     with BUDGET.reserve(keep + forward, what, "attention"), torch.no_grad():
         idx = torch.tensor([window], dtype=torch.long, device=model.device)
@@ -646,11 +731,38 @@ def layer_attention(qk: list, layer: int) -> np.ndarray:
 
 
 __all__ = [
-    "BUDGET", "CACHE", "ConfigError", "MemoryBudgetError", "ModelCache", "RUNS", "Run", "RunReleasedError",
-    "WeightLoadError", "breakdown_table", "build_from_recipe", "bundled_recipe", "default_recipe",
-    "describe_recipe", "export_model", "export_run", "file_recipe", "get_run", "hub_recipe", "import_upload",
-    "layer_attention", "memory_status", "random_recipe", "recipe_key", "release_idle_runs", "run_attention",
-    "save_trained", "start_run", "summary_line", "tree_items", "tree_table", "tying_explanation",
+    "BUDGET",
+    "CACHE",
+    "ConfigError",
+    "MemoryBudgetError",
+    "ModelCache",
+    "RUNS",
+    "Run",
+    "RunReleasedError",
+    "WeightLoadError",
+    "breakdown_table",
+    "build_from_recipe",
+    "bundled_recipe",
+    "default_recipe",
+    "describe_recipe",
+    "export_model",
+    "export_run",
+    "file_recipe",
+    "get_run",
+    "hub_recipe",
+    "import_upload",
+    "layer_attention",
+    "memory_status",
+    "random_recipe",
+    "recipe_key",
+    "release_idle_runs",
+    "run_attention",
+    "save_trained",
+    "start_run",
+    "summary_line",
+    "tree_items",
+    "tree_table",
+    "tying_explanation",
 ]
 
 
@@ -658,12 +770,10 @@ __all__ = [
 # Training jobs: a background thread per job, polled by the UI, stoppable, keeping what it learned
 
 MAX_TRAIN_STEPS = 5000
-TRAIN_PRESETS = ("nano (2 layers, d64)", "tiny (4 layers, d128)", "decoder-only tutorial (d512)",
-                 "gpt2-small (124M)")
+TRAIN_PRESETS = ("nano (2 layers, d64)", "tiny (4 layers, d128)", "decoder-only tutorial (d512)", "gpt2-small (124M)")
 
 
-def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_size: int | None = None,
-                    seed: int = 1337):
+def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_size: int | None = None, seed: int = 1337):
     """The TrainConfig of a Train-tab run (also what its time estimate measures); steps and lr are
     checked with messages for the user."""
     from playground.training.trainer import TrainConfig
@@ -675,9 +785,17 @@ def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_siz
     if not (0 < lr <= 1):
         raise ValueError(f"The learning rate must be in (0, 1], got {lr}.")
     block = min(block_size or 128, cfg.context_length)
-    return TrainConfig(steps=steps, lr=lr, min_lr=lr / 10, warmup_steps=max(1, min(100, steps // 10)),
-                       batch_size=batch_size, block_size=block, eval_interval=max(5, steps // 20),
-                       eval_batches=4, seed=seed)
+    return TrainConfig(
+        steps=steps,
+        lr=lr,
+        min_lr=lr / 10,
+        warmup_steps=max(1, min(100, steps // 10)),
+        batch_size=batch_size,
+        block_size=block,
+        eval_interval=max(5, steps // 20),
+        eval_batches=4,
+        seed=seed,
+    )
 
 
 class TrainingJob:
@@ -689,8 +807,18 @@ class TrainingJob:
     of the same session can reach the thread without the state holding it.
     """
 
-    def __init__(self, cfg: GPTConfig, text: str, corpus_name: str, *, steps: int, lr: float,
-                 batch_size: int = 8, block_size: int | None = None, seed: int = 1337):
+    def __init__(
+        self,
+        cfg: GPTConfig,
+        text: str,
+        corpus_name: str,
+        *,
+        steps: int,
+        lr: float,
+        batch_size: int = 8,
+        block_size: int | None = None,
+        seed: int = 1337,
+    ):
         from playground.training.corpus import prepare_corpus
         from playground.training.losses import unigram_loss
         from playground.training.trainer import Trainer, build_model, check_training_memory
@@ -715,7 +843,7 @@ class TrainingJob:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"train-{self.id}", daemon=True)
 
-    def start(self) -> "TrainingJob":
+    def start(self) -> TrainingJob:
         JOBS[self.id] = self
         self._thread.start()
         return self
@@ -747,7 +875,9 @@ class TrainingJob:
         """Save what was learned (also after a stop) and name it with a recipe."""
         model = self.trainer.snapshot_model()
         steps = self.trainer.step_count
-        return save_trained(model, f"trained {self.cfg.n_layers}L d{self.cfg.emb_dim}, {steps} steps on {self.corpus.name}")
+        return save_trained(
+            model, f"trained {self.cfg.n_layers}L d{self.cfg.emb_dim}, {steps} steps on {self.corpus.name}"
+        )
 
 
 JOBS: dict[str, TrainingJob] = {}

@@ -24,15 +24,20 @@ import torch
 import torch.distributed as dist
 
 from playground.engine.config import PRESETS, ConfigError, GPTConfig
-from playground.training.corpus import prepare_corpus, text_from_upload
+from playground.engine.weights import WeightLoadError, read_checkpoint_metadata
 from playground.runtime.devices import CHOICES as DEVICE_CHOICES
 from playground.runtime.devices import ENV_VAR as DEVICE_ENV_VAR
 from playground.runtime.devices import DeviceError, describe_device, resolve_device
 from playground.runtime.memory import default_budget_bytes, format_bytes
+from playground.training.corpus import prepare_corpus, text_from_upload
 from playground.training.trainer import (
-    TrainConfig, TrainEvent, Trainer, build_model, check_training_memory, estimate_training_memory_bytes,
+    TrainConfig,
+    Trainer,
+    TrainEvent,
+    build_model,
+    check_training_memory,
+    estimate_training_memory_bytes,
 )
-from playground.engine.weights import WeightLoadError, read_checkpoint_metadata
 
 CLI_MAX_CORPUS_BYTES = 512 * 1024 * 1024  # the command line trusts its user more than the web app does
 AMP_DTYPES = {"off": "float32", "bf16": "bfloat16"}
@@ -63,11 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m playground.training",
         description="Train a GPT on a text file: in one process, or with DistributedDataParallel in each process "
-                    "torchrun starts (torchrun --nproc_per_node=N -m playground.training ...).")
+        "torchrun starts (torchrun --nproc_per_node=N -m playground.training ...).",
+    )
     p.add_argument("--config", default="nano (2 layers, d64)", help="preset name, JSON object, or JSON file")
     p.add_argument("--data", required=True, help="a UTF-8 text file (the last 10%% is held out)")
     p.add_argument("--out", required=True, help="output folder: model.safetensors, model.optim.safetensors, log.jsonl")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/model.safetensors (any number of processes)")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from OUT/model.safetensors (any number of processes)"
+    )
     defaults = TrainConfig()
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -78,11 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
         if f.name == "batch_size":
             help_text += "; the global batch, split evenly among torchrun's processes"
         p.add_argument(flag, type=kind, default=None, help=help_text)
-    p.add_argument("--amp", choices=list(AMP_DTYPES), default=None,
-                   help="mixed precision: bf16 runs the forward under bfloat16 autocast (same as --dtype bfloat16)")
-    p.add_argument("--device", default=None,
-                   help=f"{', '.join(DEVICE_CHOICES)} or cuda:N (default: ${DEVICE_ENV_VAR}, else auto); "
-                        f"under torchrun each process takes cuda:LOCAL_RANK")
+    p.add_argument(
+        "--amp",
+        choices=list(AMP_DTYPES),
+        default=None,
+        help="mixed precision: bf16 runs the forward under bfloat16 autocast (same as --dtype bfloat16)",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        help=f"{', '.join(DEVICE_CHOICES)} or cuda:N (default: ${DEVICE_ENV_VAR}, else auto); "
+        f"under torchrun each process takes cuda:LOCAL_RANK",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--save-every", type=int, default=0, help="also checkpoint every N steps (0: only at the end)")
     return p
@@ -111,16 +126,19 @@ def start_processes(device_choice: str | None) -> Launch:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "cuda":
         if local_rank >= torch.cuda.device_count():
-            raise DeviceError(f"Process {local_rank} on this node has no GPU of its own: "
-                              f"{torch.cuda.device_count()} GPU(s) for --nproc_per_node processes.")
+            raise DeviceError(
+                f"Process {local_rank} on this node has no GPU of its own: "
+                f"{torch.cuda.device_count()} GPU(s) for --nproc_per_node processes."
+            )
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         backend = "nccl"
     elif device.type == "cpu":
         backend = "gloo"
     else:
-        raise DeviceError(f"Training on several {device.type} processes is not supported; "
-                          f"use --device cpu or CUDA GPUs.")
+        raise DeviceError(
+            f"Training on several {device.type} processes is not supported; use --device cpu or CUDA GPUs."
+        )
     dist.init_process_group(backend=backend)
     return Launch(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_WORLD_SIZE", "1")), device)
 
@@ -143,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train(args, launch: Launch) -> int:
     say = print if launch.main else (lambda *a, **k: None)
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
-                 if getattr(args, f.name) is not None}
+    overrides = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if getattr(args, f.name) is not None
+    }
     if args.amp is not None:
         overrides["dtype"] = AMP_DTYPES[args.amp]
     out = Path(args.out)
@@ -174,8 +193,10 @@ def _train(args, launch: Launch) -> int:
     say(f"model: {cfg.to_json()}")
     say(f"training: {tcfg.to_json()}" + (f" (resuming at step {trainer.step_count})" if args.resume else ""))
     if launch.world_size > 1:
-        say(f"{launch.world_size} processes ({dist.get_backend()}), {trainer.local_batch_size} of the "
-            f"{tcfg.batch_size} windows of each batch per process, on {describe_device(launch.device)}")
+        say(
+            f"{launch.world_size} processes ({dist.get_backend()}), {trainer.local_batch_size} of the "
+            f"{tcfg.batch_size} windows of each batch per process, on {describe_device(launch.device)}"
+        )
     else:
         say(f"device: {describe_device(launch.device)}")
     log = None
@@ -192,8 +213,11 @@ def _train(args, launch: Launch) -> int:
             print(f"step {ev.step:>6}/{ev.total_steps} | val loss {ev.val_loss:.4f}", flush=True)
         elif ev.kind == "step" and (ev.step % 10 == 0 or ev.step == 1):
             rate = trainer.tokens_seen / max(trainer.elapsed_s, 1e-9)
-            print(f"step {ev.step:>6}/{ev.total_steps} | loss {ev.loss:.4f} | lr {ev.lr:.2e} | "
-                  f"{rate:,.0f} tok/s | {time.perf_counter() - started:,.0f} s", flush=True)
+            print(
+                f"step {ev.step:>6}/{ev.total_steps} | loss {ev.loss:.4f} | lr {ev.lr:.2e} | "
+                f"{rate:,.0f} tok/s | {time.perf_counter() - started:,.0f} s",
+                flush=True,
+            )
         if ev.kind == "step" and args.save_every and ev.step % args.save_every == 0:
             trainer.save(model_path)
 
@@ -207,8 +231,10 @@ def _train(args, launch: Launch) -> int:
         trainer.save(model_path)  # rank 0 only
         if log is not None:
             log.close()
-    say(f"saved {model_path} at step {trainer.step_count}"
-        + (f", val loss {done.val_loss:.4f}" if done and done.val_loss is not None else ""))
+    say(
+        f"saved {model_path} at step {trainer.step_count}"
+        + (f", val loss {done.val_loss:.4f}" if done and done.val_loss is not None else "")
+    )
     return 0
 
 

@@ -66,8 +66,7 @@ def text_from_upload(file, max_bytes: int = MAX_CORPUS_BYTES) -> str:
     size = path.stat().st_size
     if size > max_bytes:
         raise CorpusError(
-            f"The file is {_size(size)}; the limit for a training text is {_size(max_bytes)}. "
-            f"Upload a shorter text."
+            f"The file is {_size(size)}; the limit for a training text is {_size(max_bytes)}. Upload a shorter text."
         )
     with path.open("rb") as f:
         data = f.read(max_bytes + 1)  # the file may have grown since stat(); never read past the limit
@@ -129,8 +128,10 @@ def load_bundled_corpus() -> str:
     try:
         return BUNDLED_CORPUS.read_text(encoding="utf-8")
     except OSError as e:
-        raise CorpusError(f"The bundled training text is missing ({BUNDLED_CORPUS}): {e.strerror}. "
-                          f"Reinstall the app, or upload or paste a text.") from None
+        raise CorpusError(
+            f"The bundled training text is missing ({BUNDLED_CORPUS}): {e.strerror}. "
+            f"Reinstall the app, or upload or paste a text."
+        ) from None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -263,9 +264,7 @@ def check_corpus_length(train_ids, val_ids, block_size: int, val_fraction: float
         )
 
 
-def prepare_corpus(
-    text: str, block_size: int, *, val_fraction: float = VAL_FRACTION, name: str = "text"
-) -> Corpus:
+def prepare_corpus(text: str, block_size: int, *, val_fraction: float = VAL_FRACTION, name: str = "text") -> Corpus:
     """Tokenise ``text`` with the GPT-2 BPE and split it; CorpusError if it is too short to train on."""
     if not isinstance(text, str) or not text.strip():
         raise CorpusError("The training text is empty.")

@@ -26,6 +26,7 @@ MEASURED_STEPS = 2
 @dataclass(frozen=True)
 class StepTiming:
     """Seconds measured for one config and batch shape on this machine."""
+
     first_step_s: float  # the first step (one-time costs included)
     step_s: float  # a later step, averaged over ``n_steps``
     eval_s: float  # one validation pass (eval_batches × batch_size windows)
@@ -43,8 +44,7 @@ def estimate_seconds(timing: StepTiming, steps: int, eval_interval: int) -> floa
     rate, and every evaluation."""
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
-    return (timing.first_step_s + (steps - 1) * timing.step_s
-            + evaluations(steps, eval_interval) * timing.eval_s)
+    return timing.first_step_s + (steps - 1) * timing.step_s + evaluations(steps, eval_interval) * timing.eval_s
 
 
 def steps_for_seconds(timing: StepTiming, seconds: float, eval_interval_of=lambda steps: max(5, steps // 20)) -> int:
@@ -59,8 +59,9 @@ def steps_for_seconds(timing: StepTiming, seconds: float, eval_interval_of=lambd
     return lo
 
 
-def measure_step_time(cfg: GPTConfig, tcfg, *, timer=time.perf_counter, n_steps: int = MEASURED_STEPS,
-                      seed: int = 0) -> StepTiming:
+def measure_step_time(
+    cfg: GPTConfig, tcfg, *, timer=time.perf_counter, n_steps: int = MEASURED_STEPS, seed: int = 0
+) -> StepTiming:
     """Time real training steps of ``cfg`` with ``tcfg``'s batch shape (the memory is reserved in
     the process budget first, as for a real run; refused with MemoryBudgetError if it does not fit).
 

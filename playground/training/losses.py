@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from playground.engine.config import GPT2_VOCAB_SIZE, GPTConfig
-from playground.training.corpus import CorpusError
-from playground.runtime.devices import autocast, default_device
 from playground.engine.model import GPTModel
+from playground.runtime.devices import autocast, default_device
+from playground.training.corpus import CorpusError
 
 
 def evaluation_starts(n_tokens: int, block_size: int, n_windows: int | None) -> torch.Tensor:
@@ -41,8 +41,9 @@ def evaluate_loss(
 
 
 @torch.no_grad()
-def loss_sums(model: GPTModel, ids: torch.Tensor, starts: torch.Tensor, block_size: int, batch_size: int,
-              dtype: str) -> tuple[float, int]:
+def loss_sums(
+    model: GPTModel, ids: torch.Tensor, starts: torch.Tensor, block_size: int, batch_size: int, dtype: str
+) -> tuple[float, int]:
     """Summed cross-entropy and number of predicted tokens over the windows starting at ``starts``."""
     offsets = torch.arange(block_size + 1)
     was_training = model.training
@@ -62,7 +63,12 @@ def loss_sums(model: GPTModel, ids: torch.Tensor, starts: torch.Tensor, block_si
 
 
 def random_init_loss(
-    cfg: GPTConfig, val_ids, *, seed: int = 0, block_size: int | None = None, n_windows: int | None = 64,
+    cfg: GPTConfig,
+    val_ids,
+    *,
+    seed: int = 0,
+    block_size: int | None = None,
+    n_windows: int | None = 64,
     batch_size: int = 8,
 ) -> float:
     """Validation loss of an untrained model of the same config (about ln(vocab_size) = 10.8 nats)."""

@@ -26,9 +26,9 @@ import copy
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -36,14 +36,18 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from playground.engine.config import (
-    ConfigError, GPTConfig, SerializableConfig, count_parameters_analytic,
-    default_memory_budget_bytes, format_bytes,
+    ConfigError,
+    GPTConfig,
+    SerializableConfig,
+    count_parameters_analytic,
+    default_memory_budget_bytes,
+    format_bytes,
 )
-from playground.training.corpus import CorpusError, check_corpus_length
-from playground.runtime.devices import autocast, default_device, resolve_device
-from playground.training.losses import evaluate_loss, evaluation_starts, loss_sums
 from playground.engine.model import GPTModel
 from playground.engine.weights import WeightLoadError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
+from playground.runtime.devices import autocast, default_device, resolve_device
+from playground.training.corpus import CorpusError, check_corpus_length
+from playground.training.losses import evaluate_loss, evaluation_starts, loss_sums
 
 ADAMW_BETAS = (0.9, 0.95)  # nanoGPT / GPT-3: a shorter second-moment memory than Adam's 0.999
 TRAIN_DTYPES = ("float32", "bfloat16")
@@ -86,7 +90,6 @@ class TrainConfig(SerializableConfig):
             raise ConfigError(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr}).")
         if self.dtype not in TRAIN_DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(TRAIN_DTYPES)}, got {self.dtype!r}.")
-
 
 
 def _check_int(name: str, value, minimum: int) -> None:
@@ -225,7 +228,9 @@ class Trainer:
                 for p in model.parameters():
                     if not p.is_contiguous():
                         p.data = p.data.contiguous()
-            self.train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+            self.train_model = DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None
+            )
         self.step_count = 0
         self.tokens_seen = 0
         self.elapsed_s = 0.0  # training time, summed over sessions of a resumed run
@@ -236,7 +241,7 @@ class Trainer:
         # Weight decay on matrices (incl. the embedding) only: decaying biases and LayerNorm gains
         # towards 0 just fights the normalisation.
         decay, no_decay = [], []
-        for name, p in self.model.named_parameters():  # a tied weight is listed once
+        for _name, p in self.model.named_parameters():  # a tied weight is listed once
             (decay if p.dim() >= 2 else no_decay).append(p)
         groups = [
             {"params": decay, "weight_decay": self.tcfg.weight_decay},
@@ -309,8 +314,9 @@ class Trainer:
             val = evaluate_loss(self.model, self.val_ids, self.block_size, n, self.tcfg.batch_size, self.tcfg.dtype)
         else:  # every rank scores every world_size-th window; the sums are added up across ranks
             starts = evaluation_starts(len(self.val_ids), self.block_size, n)[self.rank :: self.world_size]
-            total, count = loss_sums(self.model, self.val_ids, starts, self.block_size,
-                                      self.local_batch_size, self.tcfg.dtype)
+            total, count = loss_sums(
+                self.model, self.val_ids, starts, self.block_size, self.local_batch_size, self.tcfg.dtype
+            )
             sums = self._all_sum(torch.tensor([total, count], dtype=torch.float64))
             val = float(sums[0] / sums[1])
         self.val_history.append((self.step_count, val))
@@ -337,8 +343,9 @@ class Trainer:
         total = self.tcfg.steps
 
         def event(kind, **kw) -> TrainEvent:
-            return TrainEvent(kind, self.step_count, total, tokens_seen=self.tokens_seen,
-                              elapsed_s=self.elapsed_s, **kw)
+            return TrainEvent(
+                kind, self.step_count, total, tokens_seen=self.tokens_seen, elapsed_s=self.elapsed_s, **kw
+            )
 
         if self.step_count == 0 and not self.val_history:  # the curve's starting point
             notify(event("eval", val_loss=self.evaluate()))
@@ -396,7 +403,9 @@ class Trainer:
         path = Path(path)
         saved = load_checkpoint(path, device=self.model.device, max_bytes=None)
         if saved.cfg != self.model.cfg:
-            raise WeightLoadError("The checkpoint was trained with a different model config; it cannot be resumed here.")
+            raise WeightLoadError(
+                "The checkpoint was trained with a different model config; it cannot be resumed here."
+            )
         self.model.load_state_dict(saved.state_dict())
         meta = saved.checkpoint_metadata
         moments = load_file(str(optimizer_path(path)))
@@ -416,8 +425,7 @@ class Trainer:
         self.val_history = [tuple(v) for v in json.loads(meta.get("val_history", "[]"))]
 
     @classmethod
-    def from_checkpoint(cls, path, train_ids, val_ids, tcfg: TrainConfig | None = None, *,
-                        device=None) -> "Trainer":
+    def from_checkpoint(cls, path, train_ids, val_ids, tcfg: TrainConfig | None = None, *, device=None) -> Trainer:
         """A trainer that resumes ``path`` on ``device`` (default: ``PLAYGROUND_DEVICE``); ``tcfg``
         defaults to the train config stored in it."""
         meta = read_checkpoint_metadata(path)

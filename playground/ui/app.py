@@ -13,9 +13,10 @@ import gradio as gr
 
 from playground.server import files
 from playground.server.session import CACHE, MAX_UPLOAD_BYTES, default_recipe
+
 from . import cell_click, compare_tab, generate_tab, inside_tab, model_tab, prefs, tokenizer_tab, train_tab
-from .compare_views import CSS as COMPARE_CSS
 from .common import I18N, T, new_state
+from .compare_views import CSS as COMPARE_CSS
 from .generate_tab import EXAMPLES  # noqa: F401  (re-exported)
 from .style import CSS, RESIZE_JS
 
@@ -31,7 +32,9 @@ def build_demo() -> gr.Blocks:
     files.protect(_checkpoints_in_use)
     default_model = CACHE.get(default_recipe())  # warm: the first page load is instant
     with gr.Blocks(title="GPT Playground") as demo:
-        page = SimpleNamespace(demo=demo, state=gr.State(new_state()), train_state=gr.State(train_tab.new_train_state()))
+        page = SimpleNamespace(
+            demo=demo, state=gr.State(new_state()), train_state=gr.State(train_tab.new_train_state())
+        )
         page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")
         with gr.Tabs() as page.tabs:
@@ -57,6 +60,11 @@ def build_demo() -> gr.Blocks:
 
 def launch_kwargs() -> dict:
     # Uploads larger than the checkpoint limit are refused by the server before they are stored.
-    return {"i18n": I18N, "css": CSS + COMPARE_CSS + cell_click.CSS,
-            "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS), "footer_links": ["api", "settings"],
-            "theme": gr.themes.Soft(), "max_file_size": MAX_UPLOAD_BYTES}
+    return {
+        "i18n": I18N,
+        "css": CSS + COMPARE_CSS + cell_click.CSS,
+        "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS),
+        "footer_links": ["api", "settings"],
+        "theme": gr.themes.Soft(),
+        "max_file_size": MAX_UPLOAD_BYTES,
+    }

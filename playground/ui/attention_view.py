@@ -13,20 +13,30 @@ import weakref
 import gradio as gr
 import numpy as np
 
+from playground.engine.tokenizer import load_tokenizer
 from playground.figures import charts as figures
+from playground.i18n.catalogue import tr_error
 from playground.inside.attention_stats import attention_rollout, head_stats
 from playground.runtime.memory import BUDGET
 from playground.server.session import all_layers_attention_bytes, layer_attention, run_attention
-from playground.engine.tokenizer import load_tokenizer
-from playground.i18n.catalogue import tr_error
+
 from .common import api_run, dress, lang_of, parse_choice, parse_whole, session_model, session_run, tr, warn
 
-VIEW_KEYS = {"one head": "v_one", "all heads of the layer": "v_all", "head average": "v_avg",
-             "rollout across layers": "v_rollout", "overview: previous-token mass": "v_prev",
-             "overview: first-token mass": "v_first", "overview: entropy": "v_entropy"}
+VIEW_KEYS = {
+    "one head": "v_one",
+    "all heads of the layer": "v_all",
+    "head average": "v_avg",
+    "rollout across layers": "v_rollout",
+    "overview: previous-token mass": "v_prev",
+    "overview: first-token mass": "v_first",
+    "overview: entropy": "v_entropy",
+}
 VIEWS = list(VIEW_KEYS)  # the values (what the API sends); labels follow the language
-OVERVIEW_METRICS = {"overview: previous-token mass": "previous-token", "overview: first-token mass": "first-token",
-                    "overview: entropy": "entropy"}
+OVERVIEW_METRICS = {
+    "overview: previous-token mass": "previous-token",
+    "overview: first-token mass": "first-token",
+    "overview: entropy": "entropy",
+}
 HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this the newest positions are shown (the title says so)
 GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
@@ -47,7 +57,7 @@ def _window(state, run):
     model = session_model(state)
     start, qk = run_attention(model, run)
     T = qk[0][0].shape[1]  # (H, T, head_dim)
-    ids = run.token_ids[start:start + T]
+    ids = run.token_ids[start : start + T]
     labels = [p.display for p in load_tokenizer().pieces(ids)]
     return model, start, qk, ids, labels
 
@@ -86,8 +96,13 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     if row is None:  # an overview is about every head and position, not one query
         return fig, gr.update(visible=False), query_update, message
     q = query - start
-    query_fig = figures.query_attention_bars(np.asarray(row), labels, query_label=labels[q], offset=start,
-                                             title=tr(lang, "fig_query", query=query, label=labels[q]))
+    query_fig = figures.query_attention_bars(
+        np.asarray(row),
+        labels,
+        query_label=labels[q],
+        offset=start,
+        title=tr(lang, "fig_query", query=query, label=labels[q]),
+    )
     return fig, gr.update(value=dress(query_fig, lang, present), visible=True), query_update, message
 
 
@@ -126,42 +141,67 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
     if whole and view not in OVERVIEW_METRICS:
         grid = view == "all heads of the layer" and T_len > GRID_MAX_TOKENS
         if view != "all heads of the layer" or grid:
-            note += " · " + (tr(lang, SPAN_NOTES["grid"], k=GRID_MAX_TOKENS) if grid else tr(lang, SPAN_NOTES["whole"], n=T_len))
+            note += " · " + (
+                tr(lang, SPAN_NOTES["grid"], k=GRID_MAX_TOKENS) if grid else tr(lang, SPAN_NOTES["whole"], n=T_len)
+            )
     # (H, T, T): only the single-layer views need it (the all-layer ones have their own, cached)
     probs_layer = layer_attention(qk, layer) if view in VIEWS[:3] else None
-    heatmap = dict(log_scale=log_scale, highlight_query=query, max_tokens=None if whole else HEATMAP_MAX_TOKENS,
-                   offset=start)
+    heatmap = dict(
+        log_scale=log_scale, highlight_query=query, max_tokens=None if whole else HEATMAP_MAX_TOKENS, offset=start
+    )
     row = None
     if view == "all heads of the layer":
-        fig = figures.attention_grid(probs_layer, labels, title=tr(lang, "fig_all_heads", layer=layer, note=note),
-                                     log_scale=log_scale, max_tokens=GRID_MAX_TOKENS, offset=start)
+        fig = figures.attention_grid(
+            probs_layer,
+            labels,
+            title=tr(lang, "fig_all_heads", layer=layer, note=note),
+            log_scale=log_scale,
+            max_tokens=GRID_MAX_TOKENS,
+            offset=start,
+        )
         row = probs_layer.mean(axis=0)[q]
     elif view == "head average":
         avg = probs_layer.mean(axis=0)
         fig = figures.attention_heatmap(avg, labels, title=tr(lang, "fig_head_avg", layer=layer, note=note), **heatmap)
         row = avg[q]
     elif view == "rollout across layers":
-        rolled = _derived(qk, "rollout", model, T_len, "attention rollout through every layer",
-                          lambda: attention_rollout(layer_attention(qk, i) for i in range(len(qk))))
-        fig = figures.attention_heatmap(rolled, labels, title=tr(lang, "fig_rollout", n=len(qk), note=note),
-                                        **heatmap)
+        rolled = _derived(
+            qk,
+            "rollout",
+            model,
+            T_len,
+            "attention rollout through every layer",
+            lambda: attention_rollout(layer_attention(qk, i) for i in range(len(qk))),
+        )
+        fig = figures.attention_heatmap(rolled, labels, title=tr(lang, "fig_rollout", n=len(qk), note=note), **heatmap)
         row = rolled[q]
     elif view in OVERVIEW_METRICS:
         metric = OVERVIEW_METRICS[view]
-        stats = _derived(qk, "stats", model, T_len, "the layer × head overview",
-                         lambda: head_stats(layer_attention(qk, i) for i in range(len(qk))))
+        stats = _derived(
+            qk,
+            "stats",
+            model,
+            T_len,
+            "the layer × head overview",
+            lambda: head_stats(layer_attention(qk, i) for i in range(len(qk))),
+        )
         if metric == "entropy":
             top = math.log2(T_len) if T_len > 1 else 1.0
             zrange, scale = (0.0, top), tr(lang, "scale_entropy", n=T_len, top=f"{top:.2f}")
         else:
             zrange, scale = (0.0, 1.0), tr(lang, "scale_unit")
         fig = figures.attention_overview(
-            stats[metric], metric_name=tr(lang, "m_" + metric) + (tr(lang, "bits") if metric == "entropy" else ""),
-            zrange=zrange, title=tr(lang, "fig_overview", metric=tr(lang, "m_" + metric), first=start + 1, end=end,
-                                    note=note, scale=scale))
+            stats[metric],
+            metric_name=tr(lang, "m_" + metric) + (tr(lang, "bits") if metric == "entropy" else ""),
+            zrange=zrange,
+            title=tr(
+                lang, "fig_overview", metric=tr(lang, "m_" + metric), first=start + 1, end=end, note=note, scale=scale
+            ),
+        )
     else:
-        fig = figures.attention_heatmap(probs_layer[head], labels, title=tr(lang, "fig_one_head", layer=layer, head=head, note=note),
-                                        **heatmap)
+        fig = figures.attention_heatmap(
+            probs_layer[head], labels, title=tr(lang, "fig_one_head", layer=layer, head=head, note=note), **heatmap
+        )
         row = probs_layer[head][q]
     return fig, row
 
@@ -178,5 +218,11 @@ def attention_data(state, layer, head):
     except ValueError as e:
         return {"error": f"{e} (layer must be 0..{len(qk) - 1} and head 0..{model.cfg.n_heads - 1})"}
     probs = layer_attention(qk, layer)[head]
-    return {"layer": layer, "head": head, "window_start": start, "token_ids": ids,
-            "tokens": labels, "attention": probs.tolist()}
+    return {
+        "layer": layer,
+        "head": head,
+        "window_start": start,
+        "token_ids": ids,
+        "tokens": labels,
+        "attention": probs.tolist(),
+    }

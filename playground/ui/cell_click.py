@@ -82,22 +82,27 @@ PAGE_JS = """
   }).observe(document.body, {childList: true, subtree: true});
   attach();
 }
-""" % (json.dumps(PICKERS), CELL_PX_PRESENT, CELL_PX, MIN_WINDOW, LENS_WINDOW, LENS_MARGIN_PX)
+""" % (json.dumps(PICKERS), CELL_PX_PRESENT, CELL_PX, MIN_WINDOW, LENS_WINDOW, LENS_MARGIN_PX)  # noqa: UP031 -- JavaScript braces
 
 
 # A pointer over a clickable heatmap (plotly sets its drag layer's cursor inline, hence !important).
-CSS = "\n".join(f"#{plot} .nsewdrag {{ cursor: pointer !important; }}" for plot in PICKERS) + """
+CSS = (
+    "\n".join(f"#{plot} .nsewdrag {{ cursor: pointer !important; }}" for plot in PICKERS)
+    + """
 .pg-click-hint { font-size: 13px; opacity: 0.85; }
 .pg-click-hint p { margin: 0 !important; }
 """
+)
 
 
 def read_pick(plot: str, x_at: int, y_at: int, cols_at: int | None = None) -> str:
     """A ``js=`` pre-processor: the clicked cell of ``plot`` replaces the event's input number
     ``x_at`` (its x: a position or a head) and ``y_at`` (its y: a layer); ``cols_at``: as cols_js."""
     cols = "" if cols_at is None else _COLS.format(i=cols_at)
-    return (f"(...a) => {{ const p = (window.pgPicked || {{}})[{json.dumps(plot)}];"
-            f" if (p) {{ a[{x_at}] = p.x; a[{y_at}] = p.y; }} {cols}return a; }}")
+    return (
+        f"(...a) => {{ const p = (window.pgPicked || {{}})[{json.dumps(plot)}];"
+        f" if (p) {{ a[{x_at}] = p.x; a[{y_at}] = p.y; }} {cols}return a; }}"
+    )
 
 
 _COLS = "const n = window.pgLensCols && window.pgLensCols(); if (n) a[{i}] = n; "

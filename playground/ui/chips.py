@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import html
 
-from playground.inside.bpe import token_view
-from playground.figures.charts import format_prob
 from playground.engine.tokenizer import load_tokenizer
+from playground.figures.charts import format_prob
 from playground.i18n.catalogue import tr
+from playground.inside.bpe import token_view
 
 # Chip colours by how sure the model was; white text on each is at least 4.5:1 (WCAG AA).
 PROMPT_COLOR = "#4b5563"
@@ -27,15 +27,16 @@ def chip_color(prob: float) -> str:
 
 def prompt_chips(prompt_ids: list[int], start_position: int = 0) -> str:
     view = token_view(prompt_ids)
-    return "".join(_prompt_chip(start_position + t.position, t.id, *_fragment_label(t, view))
-                   for t in view.tokens)
+    return "".join(_prompt_chip(start_position + t.position, t.id, *_fragment_label(t, view)) for t in view.tokens)
 
 
 def _prompt_chip(position: int, token_id: int, badge: str = "", note: str = "") -> str:
     piece = load_tokenizer().piece(token_id)
-    return (f"<span class='pg-chip pg-prompt{' pg-frag' if badge else ''}' data-pos='{position}' "
-            f"title='position {position} · id {token_id} (prompt){html.escape(note, quote=True)}'>"
-            f"{html.escape(piece.display)}<small>#{token_id}{html.escape(badge)}</small></span>")
+    return (
+        f"<span class='pg-chip pg-prompt{' pg-frag' if badge else ''}' data-pos='{position}' "
+        f"title='position {position} · id {token_id} (prompt){html.escape(note, quote=True)}'>"
+        f"{html.escape(piece.display)}<small>#{token_id}{html.escape(badge)}</small></span>"
+    )
 
 
 def step_chip(step, badge: str = "", note: str = "") -> str:
@@ -59,8 +60,10 @@ def _fragment_label(token, view) -> tuple[str, str]:
         return "", ""
     if group.text is None:  # bytes that never became a character (a model can generate those)
         return " · ?", f" · {token.note}" if token.note else ""
-    return (f" · {group.display} {group.positions.index(token.position) + 1}/{len(group.positions)}",
-            f" · {token.note}" if token.note else "")
+    return (
+        f" · {group.display} {group.positions.index(token.position) + 1}/{len(group.positions)}",
+        f" · {token.note}" if token.note else "",
+    )
 
 
 RESET = "<!--reset-->"  # a delta that starts a new run: the page clears the box first
@@ -96,7 +99,7 @@ class ChipStream:
         """The chips not sent yet (the first delta of a run starts with RESET); ``final`` also sends
         a token still waiting for the rest of its character."""
         self._format(final)
-        new = "".join(self._parts[self._sent:])
+        new = "".join(self._parts[self._sent :])
         self._sent = len(self._parts)
         return new
 
@@ -118,21 +121,29 @@ def status_html(run, elapsed: float, state: str, lang: str = "en") -> str:
     n = len(run.steps)
     rate = n / elapsed if elapsed > 0 else 0.0
     head = tr(lang, {"running": "st_running", "done": "st_done", "stopped": "st_stopped", "error": "st_error"}[state])
-    count = (tr(lang, "st_after", n=n, max=run.settings.get("max_new_tokens")) if state == "stopped"
-             else tr(lang, "st_token" if n == 1 else "st_tokens", n=n))
+    count = (
+        tr(lang, "st_after", n=n, max=run.settings.get("max_new_tokens"))
+        if state == "stopped"
+        else tr(lang, "st_token" if n == 1 else "st_tokens", n=n)
+    )
     parts = [f"{head}{count} · {tr(lang, 'st_rate', rate=f'{rate:.1f}')}"]
     if run.n_cropped:
         parts.append(tr(lang, "st_cropped", n=run.n_cropped, context=len(run.prompt_ids)))
     if run.steps and run.steps[-1].context_start:
         parts.append(tr(lang, "st_window", start=run.steps[-1].context_start))
-    return (f"<div class='pg-status' data-state='{state}' data-tokens='{n}'>"
-            f"{html.escape(' · '.join(parts))}</div>")
+    return f"<div class='pg-status' data-state='{state}' data-tokens='{n}'>{html.escape(' · '.join(parts))}</div>"
 
 
 def legend(lang: str = "en") -> str:
     swatch = "<span class='pg-swatch' style='background:{}'></span>".format
-    return "<div class='pg-legend'>" + html.escape(tr(lang, "legend", sure="\0", unsure="\1", surprise="\2")).replace(
-        "\0", swatch(SURE)).replace("\1", swatch(UNSURE)).replace("\2", swatch(SURPRISE)) + "</div>"
+    return (
+        "<div class='pg-legend'>"
+        + html.escape(tr(lang, "legend", sure="\0", unsure="\1", surprise="\2"))
+        .replace("\0", swatch(SURE))
+        .replace("\1", swatch(UNSURE))
+        .replace("\2", swatch(SURPRISE))
+        + "</div>"
+    )
 
 
 LEGEND = legend()

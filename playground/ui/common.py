@@ -5,9 +5,37 @@ from .figure_dress import dress
 from .i18n import I18N, T, choices, lang_of, page_prefs, tr
 from .messages import fail, log, ok, warn
 from .parsing import (
-    MAX_SEED, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, slider_range,
+    MAX_SEED,
+    parse_bool,
+    parse_choice,
+    parse_number,
+    parse_seed,
+    parse_whole,
+    slider_range,
 )
 from .state import api_run, new_state, session_model, session_run
 
-__all__ = ["I18N", "MAX_SEED", "T", "api_run", "choices", "dress", "lang_of", "page_prefs", "tr", "fail", "log", "new_state", "ok", "parse_bool", "parse_choice",
-           "parse_number", "parse_seed", "parse_whole", "session_model", "session_run", "slider_range", "warn"]
+__all__ = [
+    "I18N",
+    "MAX_SEED",
+    "T",
+    "api_run",
+    "choices",
+    "dress",
+    "lang_of",
+    "page_prefs",
+    "tr",
+    "fail",
+    "log",
+    "new_state",
+    "ok",
+    "parse_bool",
+    "parse_choice",
+    "parse_number",
+    "parse_seed",
+    "parse_whole",
+    "session_model",
+    "session_run",
+    "slider_range",
+    "warn",
+]

@@ -16,19 +16,34 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.engine.config import PRESETS, DEFAULT_PRESET
-from playground.server.files import exports_dir
+from playground.engine.config import DEFAULT_PRESET, PRESETS
 from playground.engine.receipts import receipt
-from playground.server.replay import model_for, read_record, replay, replay_record, write_record
-from playground.inside.scoring import compare_scores, decode_upload, score_text
-from playground.server.session import CACHE, MAX_NEW_TOKENS, describe_recipe, start_run
 from playground.engine.tokenizer import load_tokenizer
+from playground.i18n.catalogue import EN
+from playground.inside.scoring import compare_scores, decode_upload, score_text
+from playground.server.files import exports_dir
+from playground.server.replay import model_for, read_record, replay, replay_record, write_record
+from playground.server.session import CACHE, describe_recipe, start_run
+
 from . import compare_views as cv
 from . import model_tab as mt
-from . import redraw, share
-from . import prefs
-from playground.i18n.catalogue import EN
-from .common import T, choices, dress, fail, lang_of, ok, tr, parse_bool, parse_choice, parse_seed, parse_whole, session_model, session_run, warn
+from . import prefs, redraw, share
+from .common import (
+    T,
+    choices,
+    dress,
+    fail,
+    lang_of,
+    ok,
+    parse_bool,
+    parse_choice,
+    parse_seed,
+    parse_whole,
+    session_model,
+    session_run,
+    tr,
+    warn,
+)
 from .generate_tab import DECODE_LOCK
 
 SOURCES = ("paste", "upload a .txt", "the current run")
@@ -59,12 +74,23 @@ def _report_message(report, lang) -> str:
     if lang == "en":
         return report.message()
     if report.identical:
-        return tr(lang, "cmp_identical", steps=report.steps) + (f" ({'; '.join(report.reasons)}.)" if report.reasons else "")
+        return tr(lang, "cmp_identical", steps=report.steps) + (
+            f" ({'; '.join(report.reasons)}.)" if report.reasons else ""
+        )
     d = report.first_difference
     kind = tr(lang, "cmp_kind_token" if d["recorded_token"] != d["replayed_token"] else "cmp_kind_prob")
     why = "; ".join(report.reasons) if report.reasons else tr(lang, "cmp_why_arith")
-    return tr(lang, "cmp_differs", step=d["step"], kind=kind, rec=d["recorded_token"], rp=repr(d["recorded_prob"]),
-              rep=d["replayed_token"], pp=repr(d["replayed_prob"]), why=why)
+    return tr(
+        lang,
+        "cmp_differs",
+        step=d["step"],
+        kind=kind,
+        rec=d["recorded_token"],
+        rp=repr(d["recorded_prob"]),
+        rep=d["replayed_token"],
+        pp=repr(d["replayed_prob"]),
+        why=why,
+    )
 
 
 def text_from(state, source, text, upload, replace) -> str:
@@ -97,8 +123,18 @@ def model_b(cmp_state):
     return CACHE.get(recipe), recipe
 
 
-def load_model_b(cmp_state, train_state, weights, preset, seed, hub_name, upload, dtype, progress=gr.Progress(),
-                 request: gr.Request = None):
+def load_model_b(
+    cmp_state,
+    train_state,
+    weights,
+    preset,
+    seed,
+    hub_name,
+    upload,
+    dtype,
+    progress=gr.Progress(),
+    request: gr.Request = None,
+):
     """Build or load model B (any weights the Model tab offers). Outputs: compare state, message."""
     lang = lang_of(train_state)
     try:
@@ -108,8 +144,14 @@ def load_model_b(cmp_state, train_state, weights, preset, seed, hub_name, upload
         t0 = time.perf_counter()
         CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
         seconds = f"{time.perf_counter() - t0:.2f}"
-        draw = lambda lang, present=False: ok(tr(lang, "cmp_b_ready", what=describe_recipe(recipe, lang),  # noqa: E731
-                                                 seconds=seconds))
+        draw = lambda lang, present=False: ok(
+            tr(
+                lang,
+                "cmp_b_ready",
+                what=describe_recipe(recipe, lang),  # noqa: E731
+                seconds=seconds,
+            )
+        )
         cmp_state = {**(cmp_state or {}), "recipe": recipe}
     except Exception as e:
         cmp_state, draw = gr.skip(), lambda lang, present=False, e=e: _fail(e, lang)  # noqa: E731
@@ -117,8 +159,7 @@ def load_model_b(cmp_state, train_state, weights, preset, seed, hub_name, upload
     return cmp_state, draw(lang)
 
 
-def score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=gr.Progress(),
-          request=None):
+def score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=gr.Progress(), request=None):
     """Outputs: message, figures table, chips A, chips B, difference chips, figure, raw numbers (JSON)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     draw, n_tokens = _score(state, cmp_state, source, text, upload, replace, stride, both, progress, lang)
@@ -142,9 +183,13 @@ def _score(state, cmp_state, source, text, upload, replace, stride, both, progre
         t0 = time.perf_counter()
         results = []
         for k, (model, label) in enumerate(pairs):
-            def report(done, total, k=k):
-                progress((k + done / max(total, 1)) / len(pairs),
-                         desc=tr(lang, "cmp_scoring", label=label, done=f"{done:,}", total=f"{total:,}"))
+
+            def report(done, total, k=k, label=label):
+                progress(
+                    (k + done / max(total, 1)) / len(pairs),
+                    desc=tr(lang, "cmp_scoring", label=label, done=f"{done:,}", total=f"{total:,}"),
+                )
+
             s = min(stride, model.cfg.context_length) if stride else None
             results.append(score_text(model, text, stride=s, progress=report, label=label))
         seconds = time.perf_counter() - t0
@@ -152,36 +197,59 @@ def _score(state, cmp_state, source, text, upload, replace, stride, both, progre
         return (lambda lang, present, e=e: (_fail(e, lang),) + (gr.skip(),) * 6), 0
     comparison = compare_scores(*results) if both else None
     recipes = [state["recipe"]] + ([cmp_state["recipe"]] if both else [])
-    return (lambda lang, present: _score_outputs(results, recipes, comparison, seconds, lang, present),
-            sum(len(s.token_ids) for s in results))
+    return (
+        lambda lang, present: _score_outputs(results, recipes, comparison, seconds, lang, present),
+        sum(len(s.token_ids) for s in results),
+    )
 
 
 def _score_outputs(results, recipes, comparison, seconds, lang, present):
     for s, ab, recipe in zip(results, "AB", recipes):
         s.label = f"{ab}: {describe_recipe(recipe, lang)}"
-    message = ok(tr(lang, "cmp_scored", n=f"{len(results[0].token_ids):,}",
-                    models=tr(lang, "cmp_and").join(s.label for s in results), seconds=f"{seconds:.2f}"))
+    message = ok(
+        tr(
+            lang,
+            "cmp_scored",
+            n=f"{len(results[0].token_ids):,}",
+            models=tr(lang, "cmp_and").join(s.label for s in results),
+            seconds=f"{seconds:.2f}",
+        )
+    )
     table = cv.figures_table(*results, lang=lang)
     figure = dress(cv.surprisal_figure(*results, lang=lang), lang, present)
     if comparison is None:
         return message, table, cv.score_chips(results[0], lang=lang), "", "", figure, results[0].to_dict()
     changed = ", ".join(f"{p} ({d:+.1f})" for p, d in comparison.most_changed(5))
-    table += "\n\n" + tr(lang, "cmp_diff_line", loss=f"{results[1].loss_nats - results[0].loss_nats:+.3f}",
-                          bpb=f"{results[1].bits_per_byte - results[0].bits_per_byte:+.3f}", changed=changed)
-    return (message, table, cv.score_chips(results[0], lang=lang), cv.score_chips(results[1], lang=lang),
-            cv.difference_chips(comparison, lang), figure, comparison.to_dict())
+    table += "\n\n" + tr(
+        lang,
+        "cmp_diff_line",
+        loss=f"{results[1].loss_nats - results[0].loss_nats:+.3f}",
+        bpb=f"{results[1].bits_per_byte - results[0].bits_per_byte:+.3f}",
+        changed=changed,
+    )
+    return (
+        message,
+        table,
+        cv.score_chips(results[0], lang=lang),
+        cv.score_chips(results[1], lang=lang),
+        cv.difference_chips(comparison, lang),
+        figure,
+        comparison.to_dict(),
+    )
 
 
-def score_a(state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress(),
-            request: gr.Request = None):
-    return score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=progress,
-                 request=request)
+def score_a(
+    state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress(), request: gr.Request = None
+):
+    return score(
+        state, cmp_state, source, text, upload, replace, stride, both=False, progress=progress, request=request
+    )
 
 
-def score_ab(state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress(),
-             request: gr.Request = None):
-    return score(state, cmp_state, source, text, upload, replace, stride, both=True, progress=progress,
-                 request=request)
+def score_ab(
+    state, cmp_state, source, text, upload, replace, stride, progress=gr.Progress(), request: gr.Request = None
+):
+    return score(state, cmp_state, source, text, upload, replace, stride, both=True, progress=progress, request=request)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,9 +270,12 @@ def _streams(pairs, prompt, seed, max_new, titles, lang="en", request=None):
     steps = ([], [])
     prompt_ids = gens[0][0].prompt_ids
     t0 = last = time.perf_counter()
-    yield ok(tr(lang, "cmp_streams", n=max_new, seed=seed)), cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang)
+    yield (
+        ok(tr(lang, "cmp_streams", n=max_new, seed=seed)),
+        cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang),
+    )
     for _ in range(max_new):
-        for (run, it), out in zip(gens, steps):
+        for (_run, it), out in zip(gens, steps):
             with DECODE_LOCK:
                 step = next(it, None)
             if step is not None:
@@ -214,12 +285,16 @@ def _streams(pairs, prompt, seed, max_new, titles, lang="en", request=None):
             yield gr.skip(), cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang)
     seconds = f"{time.perf_counter() - t0:.1f}"
     # What the columns show of each step (not its attention rows), to draw them again in another language.
-    kept = tuple([SimpleNamespace(index=s.index, token_id=s.token_id, prob=s.prob, raw_prob=s.raw_prob) for s in out]
-                 for out in steps)
+    kept = tuple(
+        [SimpleNamespace(index=s.index, token_id=s.token_id, prob=s.prob, raw_prob=s.raw_prob) for s in out]
+        for out in steps
+    )
 
     def draw(lang, present=False):
-        return (ok(tr(lang, "cmp_streams_done", n=max_new, seconds=seconds, seed=seed)),
-                cv.side_by_side(titles(lang), prompt_ids, *kept, True, lang))
+        return (
+            ok(tr(lang, "cmp_streams_done", n=max_new, seconds=seconds, seed=seed)),
+            cv.side_by_side(titles(lang), prompt_ids, *kept, True, lang),
+        )
 
     redraw.remember(request, "cmp_side", draw)
     yield draw(lang)
@@ -235,8 +310,7 @@ def _stream_error(e, lang, request):
     return draw(lang)
 
 
-def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, top_k, top_p,
-                        request: gr.Request = None):
+def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, top_k, top_p, request: gr.Request = None):
     """The same prompt, settings and seed through model A and model B. Outputs: message, streams."""
     lang = lang_of(state)
     try:
@@ -256,11 +330,18 @@ def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b,
     try:
         model = session_model(state)
         a, b = _settings(t_a, k_a, p_a), _settings(t_b, k_b, p_b)
-        name = lambda lang, ab, s: tr(lang, "cmp_settings", ab=ab, t=s["temperature"],  # noqa: E731
-                                      k=s["top_k"] or tr(lang, "cmp_off"), p=s["top_p"])
+        name = lambda lang, ab, s: tr(
+            lang,
+            "cmp_settings",
+            ab=ab,
+            t=s["temperature"],  # noqa: E731
+            k=s["top_k"] or tr(lang, "cmp_off"),
+            p=s["top_p"],
+        )
         pairs = [(model, state["recipe"], a), (model, state["recipe"], b)]
-        yield from _streams(pairs, prompt, seed, max_new, lambda lang: (name(lang, "A", a), name(lang, "B", b)), lang,
-                            request)
+        yield from _streams(
+            pairs, prompt, seed, max_new, lambda lang: (name(lang, "A", a), name(lang, "B", b)), lang, request
+        )
     except Exception as e:
         yield _stream_error(e, lang, request)
 
@@ -284,7 +365,8 @@ def show_receipt(state, step_index, request: gr.Request = None):
         return draw(lang), gr.skip()
     tok = load_tokenizer()
     draw = lambda lang, present=False: cv.receipt_html(  # noqa: E731
-        r, cv.explain_text(r, lambda t: f"“{tok.piece(t).display}”", lang), lang)
+        r, cv.explain_text(r, lambda t: f"“{tok.piece(t).display}”", lang), lang
+    )
     redraw.remember(request, "cmp_receipt", draw)
     return draw(lang), r.to_dict()
 
@@ -328,9 +410,11 @@ def _replay_html(report, record, recipe, lang) -> str:
     head = (ok if report.identical else warn)(_report_message(report, lang))
     d = report.first_difference
     recorded = tok.decode(need[: (d["step"] if d else len(need))])
-    detail = (f"<p>{ok(tr(lang, 'cmp_replayed', what=describe_recipe(recipe, lang)))}</p>"
-              f"<p><b>{tr(lang, 'cmp_prompt')}</b>: <span class='pg-token-text'>{_esc(tok.decode(record['prompt_ids']))}</span></p>"
-              f"<p><b>{tr(lang, 'cmp_same_text')}</b>: <span class='pg-token-text'>{_esc(recorded)}</span></p>")
+    detail = (
+        f"<p>{ok(tr(lang, 'cmp_replayed', what=describe_recipe(recipe, lang)))}</p>"
+        f"<p><b>{tr(lang, 'cmp_prompt')}</b>: <span class='pg-token-text'>{_esc(tok.decode(record['prompt_ids']))}</span></p>"
+        f"<p><b>{tr(lang, 'cmp_same_text')}</b>: <span class='pg-token-text'>{_esc(recorded)}</span></p>"
+    )
     return head + detail
 
 
@@ -360,8 +444,11 @@ def layout() -> SimpleNamespace:
     with gr.Accordion(T("model_b"), open=False):
         with gr.Row():
             c.b_weights = gr.Radio(choices(mt.WEIGHT_KEYS), value="random init", label=T("weights"))
-            c.b_preset = gr.Dropdown(list(PRESETS), value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS
-                                     else DEFAULT_PRESET, label=T("preset"))
+            c.b_preset = gr.Dropdown(
+                list(PRESETS),
+                value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS else DEFAULT_PRESET,
+                label=T("preset"),
+            )
         with gr.Row():
             c.b_seed = gr.Number(0, label=T("seed_init"), min_width=100)
             c.b_hub = gr.Dropdown(list(mt.HUB_MODELS), value=list(mt.HUB_MODELS)[0], label=T("hub_model"))
@@ -395,8 +482,16 @@ def layout() -> SimpleNamespace:
         with gr.Row():
             c.s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
             c.s_seed = gr.Number(42, label=T("seed"), min_width=100)
-            c.s_max = gr.Slider(1, MAX_COMPARE_NEW, value=40, step=1, label=T("max_new_tokens"), elem_id="pg-side-max",
-                                scale=2, min_width=240)  # (narrower, its label wrapped to five lines)
+            c.s_max = gr.Slider(
+                1,
+                MAX_COMPARE_NEW,
+                value=40,
+                step=1,
+                label=T("max_new_tokens"),
+                elem_id="pg-side-max",
+                scale=2,
+                min_width=240,
+            )  # (narrower, its label wrapped to five lines)
         with gr.Row():
             c.t_a = gr.Slider(0, 2, value=0.7, step=0.05, label=T("temp_a"))
             c.k_a = gr.Slider(0, 200, value=0, step=1, label=T("top_k_a"))
@@ -419,8 +514,9 @@ def layout() -> SimpleNamespace:
     with gr.Accordion(T("replay_section"), open=False):
         with gr.Row():
             with gr.Column():
-                c.r_file = gr.File(label=T("replay_upload"), file_types=[".json", ".npz"], type="filepath",
-                                   elem_id="pg-replay-file")
+                c.r_file = gr.File(
+                    label=T("replay_upload"), file_types=[".json", ".npz"], type="filepath", elem_id="pg-replay-file"
+                )
                 c.replay_btn = gr.Button(T("replay"), elem_id="pg-replay")
                 c.replay_out = gr.HTML(elem_id="pg-replay-msg")
                 c.replay_json = gr.JSON(visible=False)
@@ -438,31 +534,78 @@ def wire(page) -> None:
     c, state, g = page.compare, page.state, page.generate
     # Its choice labels follow the page's language like the Model tab's (values stay the API's).
     # The score legend and the text source's choices too.
-    prefs.on_change(page, lambda st: (gr.update(choices=choices(mt.WEIGHT_KEYS, lang_of(st))),
-                                      cv.surprisal_legend(lang_of(st)),
-                                      gr.update(choices=choices(SOURCE_KEYS, lang_of(st)))),
-                    [], [c.b_weights, c.legend, c.source])
-    prefs.on_change(page, redraw_views, [], [c.b_msg, c.score_msg, c.table, c.chips_a, c.chips_b, c.diff, c.figure,
-                                             c.side_msg, c.side, c.r_html, c.replay_out, c.export_msg])
-    c.b_btn.click(load_model_b, [c.cmp_state, page.train_state, c.b_weights, c.b_preset, c.b_seed, c.b_hub, c.b_upload,
-                                 c.b_dtype], [c.cmp_state, c.b_msg], api_name="second_model", concurrency_id="models",
-                  concurrency_limit=2)
+    prefs.on_change(
+        page,
+        lambda st: (
+            gr.update(choices=choices(mt.WEIGHT_KEYS, lang_of(st))),
+            cv.surprisal_legend(lang_of(st)),
+            gr.update(choices=choices(SOURCE_KEYS, lang_of(st))),
+        ),
+        [],
+        [c.b_weights, c.legend, c.source],
+    )
+    prefs.on_change(
+        page,
+        redraw_views,
+        [],
+        [
+            c.b_msg,
+            c.score_msg,
+            c.table,
+            c.chips_a,
+            c.chips_b,
+            c.diff,
+            c.figure,
+            c.side_msg,
+            c.side,
+            c.r_html,
+            c.replay_out,
+            c.export_msg,
+        ],
+    )
+    c.b_btn.click(
+        load_model_b,
+        [c.cmp_state, page.train_state, c.b_weights, c.b_preset, c.b_seed, c.b_hub, c.b_upload, c.b_dtype],
+        [c.cmp_state, c.b_msg],
+        api_name="second_model",
+        concurrency_id="models",
+        concurrency_limit=2,
+    )
     score_inputs = [state, c.cmp_state, c.source, c.text, c.upload, c.replace, c.stride]
     score_outputs = [c.score_msg, c.table, c.chips_a, c.chips_b, c.diff, c.figure, c.score_json]
-    c.score_btn.click(score_a, score_inputs, score_outputs, api_name="score_text", concurrency_id="score",
-                      concurrency_limit=2)
-    c.score_ab_btn.click(score_ab, score_inputs, score_outputs, api_name="score_compare", concurrency_id="score",
-                         concurrency_limit=2)
-    c.two_models_btn.click(generate_two_models, [state, c.cmp_state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a],
-                           [c.side_msg, c.side], api_name="generate_two_models", concurrency_id="generate",
-                           concurrency_limit=4, show_progress="hidden")
-    c.two_settings_btn.click(generate_two_settings, [state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a, c.t_b,
-                                                     c.k_b, c.p_b],
-                             [c.side_msg, c.side], api_name="generate_two_settings", concurrency_id="generate",
-                             concurrency_limit=4, show_progress="hidden")
+    c.score_btn.click(
+        score_a, score_inputs, score_outputs, api_name="score_text", concurrency_id="score", concurrency_limit=2
+    )
+    c.score_ab_btn.click(
+        score_ab, score_inputs, score_outputs, api_name="score_compare", concurrency_id="score", concurrency_limit=2
+    )
+    c.two_models_btn.click(
+        generate_two_models,
+        [state, c.cmp_state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a],
+        [c.side_msg, c.side],
+        api_name="generate_two_models",
+        concurrency_id="generate",
+        concurrency_limit=4,
+        show_progress="hidden",
+    )
+    c.two_settings_btn.click(
+        generate_two_settings,
+        [state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a, c.t_b, c.k_b, c.p_b],
+        [c.side_msg, c.side],
+        api_name="generate_two_settings",
+        concurrency_id="generate",
+        concurrency_limit=4,
+        show_progress="hidden",
+    )
     c.r_btn.click(show_receipt, [state, c.r_step], [c.r_html, c.r_json], api_name="sampling_receipt")
-    c.replay_btn.click(replay_file, [state, c.r_file], [c.replay_out, c.replay_json], api_name="replay",
-                       concurrency_id="generate", concurrency_limit=4)
+    c.replay_btn.click(
+        replay_file,
+        [state, c.r_file],
+        [c.replay_out, c.replay_json],
+        api_name="replay",
+        concurrency_id="generate",
+        concurrency_limit=4,
+    )
     c.export_btn.click(export_replay, state, [c.export_out, c.export_msg], api_name="export_replay")
     gen_controls = [getattr(g, name) for name in share.ORDER]
     c.link_btn.click(share.share_link, gen_controls, c.link, api_name="share_link")

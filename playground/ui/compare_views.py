@@ -8,9 +8,9 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.charts import format_prob
 from playground.engine.receipts import explain
 from playground.engine.tokenizer import load_tokenizer
+from playground.figures.charts import format_prob
 from playground.i18n.catalogue import tr
 
 MAX_CHIPS = 2_000  # chips drawn per view; the figures and totals always cover the whole text
@@ -26,8 +26,9 @@ def surprisal_color(bits: float) -> str:
 
 def surprisal_legend(lang: str = "en") -> str:
     edges = ["< 1", "1–3", "3–6", "6–10", "≥ 10"]
-    swatches = " · ".join(f"<span class='pg-swatch' style='background:{c}'></span> {e}"
-                          for e, (_, c) in zip(edges, SURPRISAL_STEPS))
+    swatches = " · ".join(
+        f"<span class='pg-swatch' style='background:{c}'></span> {e}" for e, (_, c) in zip(edges, SURPRISAL_STEPS)
+    )
     return f"<div class='pg-legend'>{tr(lang, 'cmp_legend', swatches=swatches)}</div>"
 
 
@@ -48,15 +49,35 @@ def score_chips(scores, elem_class: str = "", lang: str = "en") -> str:
     for t in range(1, n):
         k = t - 1
         bits = float(scores.surprisal_bits[k])
-        title = tr(lang, "cmp_chip_title", t=t, id=ids[t], bits=f"{bits:.2f}", p=format_prob(float(scores.prob[k])),
-                   rank=f"{int(scores.rank[k]):,}", top=_piece(scores.top_id[k]), ctx=int(scores.context[k]))
-        parts.append(f"<span class='pg-chip' style='background:{surprisal_color(bits)}' data-pos='{t}' "
-                     f"data-bits='{bits:.4f}' title='{html.escape(title, quote=True)}'>{html.escape(_piece(ids[t]))}</span>")
-    more = (f"<div class='pg-note'>{html.escape(tr(lang, 'cmp_more', shown=f'{MAX_CHIPS:,}', total=f'{len(ids):,}'))}"
-            f"</div>") if len(ids) > MAX_CHIPS else ""
+        title = tr(
+            lang,
+            "cmp_chip_title",
+            t=t,
+            id=ids[t],
+            bits=f"{bits:.2f}",
+            p=format_prob(float(scores.prob[k])),
+            rank=f"{int(scores.rank[k]):,}",
+            top=_piece(scores.top_id[k]),
+            ctx=int(scores.context[k]),
+        )
+        parts.append(
+            f"<span class='pg-chip' style='background:{surprisal_color(bits)}' data-pos='{t}' "
+            f"data-bits='{bits:.4f}' title='{html.escape(title, quote=True)}'>{html.escape(_piece(ids[t]))}</span>"
+        )
+    more = (
+        (
+            f"<div class='pg-note'>{html.escape(tr(lang, 'cmp_more', shown=f'{MAX_CHIPS:,}', total=f'{len(ids):,}'))}"
+            f"</div>"
+        )
+        if len(ids) > MAX_CHIPS
+        else ""
+    )
     figures = tr(lang, "cmp_head", loss=f"{scores.loss_nats:.3f}", bpb=f"{scores.bits_per_byte:.3f}")
-    head = (f"<div class='pg-note'><b>{html.escape(scores.label)}</b> · {html.escape(figures)}</div>"
-            if scores.label else "")
+    head = (
+        f"<div class='pg-note'><b>{html.escape(scores.label)}</b> · {html.escape(figures)}</div>"
+        if scores.label
+        else ""
+    )
     return f"{head}<div class='pg-chipbox pg-scorebox {elem_class}'>{''.join(parts)}</div>{more}"
 
 
@@ -68,12 +89,22 @@ def difference_chips(comparison, lang: str = "en") -> str:
     for t in range(1, n):
         x = float(d[t - 1])
         color = BETTER if x <= -1 else WORSE if x >= 1 else SAME
-        title = tr(lang, "cmp_diff_title", t=t, a=f"{comparison.a.surprisal_bits[t - 1]:.2f}",
-                   b=f"{comparison.b.surprisal_bits[t - 1]:.2f}", d=f"{x:+.2f}")
-        parts.append(f"<span class='pg-chip' style='background:{color}' data-pos='{t}' data-diff='{x:.4f}' "
-                     f"title='{html.escape(title, quote=True)}'>{html.escape(_piece(ids[t]))}</span>")
-    legend = (f"<div class='pg-legend'>{tr(lang, 'cmp_diff_legend', better=_swatch(BETTER), same=_swatch(SAME), worse=_swatch(WORSE))}"
-              f"</div>")
+        title = tr(
+            lang,
+            "cmp_diff_title",
+            t=t,
+            a=f"{comparison.a.surprisal_bits[t - 1]:.2f}",
+            b=f"{comparison.b.surprisal_bits[t - 1]:.2f}",
+            d=f"{x:+.2f}",
+        )
+        parts.append(
+            f"<span class='pg-chip' style='background:{color}' data-pos='{t}' data-diff='{x:.4f}' "
+            f"title='{html.escape(title, quote=True)}'>{html.escape(_piece(ids[t]))}</span>"
+        )
+    legend = (
+        f"<div class='pg-legend'>{tr(lang, 'cmp_diff_legend', better=_swatch(BETTER), same=_swatch(SAME), worse=_swatch(WORSE))}"
+        f"</div>"
+    )
     return legend + f"<div class='pg-chipbox pg-diffbox'>{''.join(parts)}</div>"
 
 
@@ -90,8 +121,10 @@ def figures_table(*scores, lang: str = "en") -> str:
     rows = ["| " + " | ".join(tr(lang, "cmp_table_head").split("|")) + " |", "|---|---:|---:|---:|---:|---|"]
     for s in scores:
         windows = tr(lang, "cmp_windows", n=s.n_windows, w=s.window, s=s.stride)
-        rows.append(f"| {s.label} | {s.n_scored:,} | {s.loss_nats:.3f} | {s.perplexity:,.1f} | {s.bits_per_byte:.3f} "
-                    f"| {windows} |")
+        rows.append(
+            f"| {s.label} | {s.n_scored:,} | {s.loss_nats:.3f} | {s.perplexity:,.1f} | {s.bits_per_byte:.3f} "
+            f"| {windows} |"
+        )
     notes = []
     s = scores[0]
     if s.truncated_from:
@@ -109,15 +142,24 @@ def surprisal_figure(*scores, smooth: int = 16, lang: str = "en") -> go.Figure:
         y = s.surprisal_bits
         k = max(1, min(smooth, len(y) // 4))  # a short text is drawn token by token
         mean = np.convolve(y, np.ones(k) / k, mode="valid")
-        fig.add_trace(go.Scatter(x=np.arange(k, len(y) + 1), y=mean, mode="lines+markers" if k == 1 else "lines",
-                                 name=f"{s.label}"))
+        fig.add_trace(
+            go.Scatter(
+                x=np.arange(k, len(y) + 1), y=mean, mode="lines+markers" if k == 1 else "lines", name=f"{s.label}"
+            )
+        )
     k = max(1, min(smooth, len(scores[0].surprisal_bits) // 4))
     title = tr(lang, "cmp_fig_surprisal_mean", k=k) if k > 1 else tr(lang, "cmp_fig_surprisal")
-    fig.update_layout(title=title, xaxis_title="position",
-                      yaxis_title="bits", height=380, margin=dict(l=50, r=20, t=70, b=110),
-                      paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
-                      # below the axis: two long model names above the plot ran into the title
-                      legend=dict(orientation="h", y=-0.28, yanchor="top", x=0))
+    fig.update_layout(
+        title=title,
+        xaxis_title="position",
+        yaxis_title="bits",
+        height=380,
+        margin=dict(l=50, r=20, t=70, b=110),
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        # below the axis: two long model names above the plot ran into the title
+        legend=dict(orientation="h", y=-0.28, yanchor="top", x=0),
+    )
     return fig
 
 
@@ -143,15 +185,26 @@ def stream_column(title: str, prompt_ids, steps, diverge: int | None, done: bool
     chips = [f"<span class='pg-chip pg-prompt'>{html.escape(p.display)}</span>" for p in tok.pieces(prompt_ids[-40:])]
     for s in steps:
         mark = " pg-diverge" if diverge is not None and s.index == diverge else ""
-        title_attr = tr(lang, "cmp_step_title", i=s.index, id=s.token_id, p=format_prob(s.prob),
-                        bits=f"{-np.log2(max(s.raw_prob, 1e-300)):.2f}")
-        chips.append(f"<span class='pg-chip{mark}' style='background:{surprisal_color(-np.log2(max(s.raw_prob, 1e-300)))}' "
-                     f"data-step='{s.index}' title='{html.escape(title_attr, quote=True)}'>"
-                     f"{html.escape(tok.piece(s.token_id).display)}</span>")
-    stats = tr(lang, "cmp_stream_stats", n=len(steps), bits=f"{mean_surprisal(steps):.2f}") + \
-        ("" if done else tr(lang, "cmp_running"))
-    return (f"<div class='pg-stream'><div class='pg-stream-head'><b>{html.escape(title)}</b><br><small>"
-            f"{html.escape(stats)}</small></div><div class='pg-chipbox'>{''.join(chips)}</div></div>")
+        title_attr = tr(
+            lang,
+            "cmp_step_title",
+            i=s.index,
+            id=s.token_id,
+            p=format_prob(s.prob),
+            bits=f"{-np.log2(max(s.raw_prob, 1e-300)):.2f}",
+        )
+        chips.append(
+            f"<span class='pg-chip{mark}' style='background:{surprisal_color(-np.log2(max(s.raw_prob, 1e-300)))}' "
+            f"data-step='{s.index}' title='{html.escape(title_attr, quote=True)}'>"
+            f"{html.escape(tok.piece(s.token_id).display)}</span>"
+        )
+    stats = tr(lang, "cmp_stream_stats", n=len(steps), bits=f"{mean_surprisal(steps):.2f}") + (
+        "" if done else tr(lang, "cmp_running")
+    )
+    return (
+        f"<div class='pg-stream'><div class='pg-stream-head'><b>{html.escape(title)}</b><br><small>"
+        f"{html.escape(stats)}</small></div><div class='pg-chipbox'>{''.join(chips)}</div></div>"
+    )
 
 
 def side_by_side(titles, prompt_ids, steps_a, steps_b, done: bool, lang: str = "en") -> str:
@@ -162,10 +215,13 @@ def side_by_side(titles, prompt_ids, steps_a, steps_b, done: bool, lang: str = "
         head = tr(lang, "cmp_identical_streams", n=min(len(steps_a), len(steps_b)))
     else:
         head = tr(lang, "cmp_so_far")
-    cols = (stream_column(titles[0], prompt_ids, steps_a, d, done, lang)
-            + stream_column(titles[1], prompt_ids, steps_b, d, done, lang))
-    return (f"<div class='pg-diverge-note' data-diverge='{'' if d is None else d}'>{html.escape(head)}</div>"
-            f"<div class='pg-side'>{cols}</div>")
+    cols = stream_column(titles[0], prompt_ids, steps_a, d, done, lang) + stream_column(
+        titles[1], prompt_ids, steps_b, d, done, lang
+    )
+    return (
+        f"<div class='pg-diverge-note' data-diverge='{'' if d is None else d}'>{html.escape(head)}</div>"
+        f"<div class='pg-side'>{cols}</div>"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -194,18 +250,23 @@ def receipt_html(r, explanation: str, lang: str = "en") -> str:
     if r.greedy:
         return f"<div class='pg-receipt'><p>{html.escape(explanation)}</p></div>"
     segs = []
-    for i, p, lo, hi in r.slices:
+    for i, _p, lo, hi in r.slices:
         chosen = i == r.token_id
         color = "#b91c1c" if chosen else "#1d4ed8" if i == r.most_likely else "#6b7280"
-        segs.append(f"<div class='pg-slice' title='{html.escape(_piece(i), quote=True)} [{lo:.4f}, {hi:.4f})' "
-                    f"style='left:{lo * 100:.4f}%;width:{max((hi - lo) * 100, 0.15):.4f}%;background:{color}'></div>")
-    bar = (f"<div class='pg-receipt-bar'>{''.join(segs)}<div class='pg-u' style='left:{r.u * 100:.4f}%' "
-           f"title='u = {r.u:.6f}'></div></div><div class='pg-axis'><span>0</span><span>u = {r.u:.4f}</span>"
-           f"<span>1</span></div>")
+        segs.append(
+            f"<div class='pg-slice' title='{html.escape(_piece(i), quote=True)} [{lo:.4f}, {hi:.4f})' "
+            f"style='left:{lo * 100:.4f}%;width:{max((hi - lo) * 100, 0.15):.4f}%;background:{color}'></div>"
+        )
+    bar = (
+        f"<div class='pg-receipt-bar'>{''.join(segs)}<div class='pg-u' style='left:{r.u * 100:.4f}%' "
+        f"title='u = {r.u:.6f}'></div></div><div class='pg-axis'><span>0</span><span>u = {r.u:.4f}</span>"
+        f"<span>1</span></div>"
+    )
     rows = "".join(
         f"<tr{' class=pg-chosen' if i == r.token_id else ''}><td>{html.escape(_piece(i))}</td><td>{i}</td>"
         f"<td>{format_prob(p)}</td><td>[{lo:.6f}, {hi:.6f})</td><td>{tr(lang, 'cmp_u_here') if i == r.token_id else ''}</td></tr>"
-        for i, p, lo, hi in r.slices)
+        for i, p, lo, hi in r.slices
+    )
     head = "".join(f"<th>{html.escape(h)}</th>" for h in tr(lang, "cmp_receipt_head").split("|"))
     table = f"<table class='pg-receipt-table'><tr>{head}<th></th></tr>{rows}</table>"
     return f"<div class='pg-receipt'><p>{html.escape(explanation)}</p>{bar}{table}</div>"

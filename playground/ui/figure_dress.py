@@ -54,8 +54,10 @@ WORDS_ZH = {
 }
 PATTERNS_ZH = [
     (re.compile(r"^head (\d+)$"), r"头 \1"),
-    (re.compile(r"^showing positions (\d+)–(\d+) of (\d+) \(earlier keys cut\)$"),
-     r"显示位置 \1–\2（共 \3 个，更早的键已略去）"),
+    (
+        re.compile(r"^showing positions (\d+)–(\d+) of (\d+) \(earlier keys cut\)$"),
+        r"显示位置 \1–\2（共 \3 个，更早的键已略去）",
+    ),
     (re.compile(r"^(\d[\d,]*) parameters$"), r"\1 个参数"),
     (re.compile(r"^where “(.*)” looked$"), r"“\1”关注了哪里"),
 ]
@@ -188,8 +190,8 @@ def _wrap_title(fig, width: int) -> None:
     if cut <= 0:
         return
     sep_len = 1 if title[cut] in "：，" else len(next(sep for sep in (" · ", ": ", " ") if title.startswith(sep, cut)))
-    head = title[:cut + (1 if title[cut] in "：，:" else 0)]
-    fig.layout.title.text = head.rstrip() + "<br>" + title[cut + sep_len:].lstrip()
+    head = title[: cut + (1 if title[cut] in "：，:" else 0)]
+    fig.layout.title.text = head.rstrip() + "<br>" + title[cut + sep_len :].lstrip()
     margin = fig.layout.margin
     if margin is not None and margin.t is not None:
         margin.t = margin.t + (fig.layout.title.font.size or 16) + 6

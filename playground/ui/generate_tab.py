@@ -17,15 +17,31 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.figures import charts as figures
-from playground.server.session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
 from playground.engine.tokenizer import load_tokenizer
-from . import attention_view as av
+from playground.figures import charts as figures
 from playground.i18n.catalogue import tr_error
+from playground.server.session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
+
+from . import attention_view as av
 from .attention_view import SPANS, VIEWS, attention_views
 from .chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND, ChipStream, status_html
-from .common import T, api_run, choices, dress, fail, lang_of, tr, ok, parse_bool, parse_choice, parse_seed, parse_whole, session_model, \
-    session_run, warn
+from .common import (
+    T,
+    api_run,
+    choices,
+    dress,
+    fail,
+    lang_of,
+    ok,
+    parse_bool,
+    parse_choice,
+    parse_seed,
+    parse_whole,
+    session_model,
+    session_run,
+    tr,
+    warn,
+)
 
 DECODE_LOCK = threading.Lock()
 ACTIVE_STREAMS: set = set()  # one token per generation in flight, to pace the streamed updates
@@ -45,9 +61,18 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
         max_new_tokens = parse_whole(max_new_tokens, "Max new tokens")  # start_run checks the range
         model = session_model(state)
         # replaces: the server keeps the new run under its id and lets the session's previous one go.
-        run, gen = start_run(model, state["recipe"], prompt, max_new_tokens=max_new_tokens,
-                             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, greedy=greedy,
-                             replaces=(state or {}).get("run_id"))
+        run, gen = start_run(
+            model,
+            state["recipe"],
+            prompt,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            greedy=greedy,
+            replaces=(state or {}).get("run_id"),
+        )
     except Exception as e:
         yield state, gr.skip(), fail(e, lang)
         return
@@ -148,20 +173,38 @@ def inspect_step(state, step_index):
     tok = load_tokenizer()
     fp = figures.format_prob
     top_labels = [f"{tok.piece(t).display} ({t})" for t, _ in s.top]
-    bars = figures.token_probability_bars(top_labels, [p for _, p in s.top], chosen=_index_of(s.top, s.token_id),
-                                          title=tr(lang, "fig_step", i=i))
+    bars = figures.token_probability_bars(
+        top_labels, [p for _, p in s.top], chosen=_index_of(s.top, s.token_id), title=tr(lang, "fig_step", i=i)
+    )
     cand_labels = [f"{tok.piece(t).display} ({t})" for t in s.candidates]
-    stages = figures.sampling_stages_figure(cand_labels, s.stages, chosen=s.candidates.index(s.token_id),
-                                            title=tr(lang, "fig_stages"))
+    stages = figures.sampling_stages_figure(
+        cand_labels, s.stages, chosen=s.candidates.index(s.token_id), title=tr(lang, "fig_stages")
+    )
     settings = run.settings
     off = tr(lang, "off")
     top_p = settings["top_p"] if settings["top_p"] not in (None, 1.0) else off
-    text = tr(lang, "step_text", i=i, token=tok.piece(s.token_id).display, id=s.token_id, position=s.position,
-              p=fp(s.prob), raw_p=fp(s.raw_prob), rank=s.rank, vocab=f"{tok.n_vocab:,}", entropy=f"{s.entropy:.2f}",
-              raw_entropy=f"{s.raw_entropy:.2f}", kept=f"{s.kept_tokens:,}", temperature=settings["temperature"],
-              top_k=settings["top_k"] or off, top_p=top_p) + (
-        tr(lang, "step_seed", seed=settings["seed"]) if settings.get("seed") is not None else
-        tr(lang, "step_seed_used", seed=settings.get("seed_used")))
+    text = tr(
+        lang,
+        "step_text",
+        i=i,
+        token=tok.piece(s.token_id).display,
+        id=s.token_id,
+        position=s.position,
+        p=fp(s.prob),
+        raw_p=fp(s.raw_prob),
+        rank=s.rank,
+        vocab=f"{tok.n_vocab:,}",
+        entropy=f"{s.entropy:.2f}",
+        raw_entropy=f"{s.raw_entropy:.2f}",
+        kept=f"{s.kept_tokens:,}",
+        temperature=settings["temperature"],
+        top_k=settings["top_k"] or off,
+        top_p=top_p,
+    ) + (
+        tr(lang, "step_seed", seed=settings["seed"])
+        if settings.get("seed") is not None
+        else tr(lang, "step_seed_used", seed=settings.get("seed_used"))
+    )
     return dress(bars, lang, present), dress(stages, lang, present), text
 
 
@@ -183,8 +226,9 @@ def pick_token(state, evt: gr.EventData):
     if run is None:
         return (gr.skip(),) * 5
     try:
-        position = parse_whole((getattr(evt, "_data", None) or {}).get("position"), "Token position",
-                               0, len(run.token_ids) - 1)
+        position = parse_whole(
+            (getattr(evt, "_data", None) or {}).get("position"), "Token position", 0, len(run.token_ids) - 1
+        )
     except ValueError as e:
         return (gr.skip(),) * 3 + (f"⚠️ {tr_error(lang_of(state), str(e))}", gr.skip())
     lang = lang_of(state)
@@ -234,12 +278,25 @@ def run_data(state):
         return error
     tok = load_tokenizer()
     return {
-        "model": describe_recipe(run.recipe), "settings": run.settings, "prompt_ids": run.prompt_ids,
-        "prompt_tokens_cropped": run.n_cropped, "token_ids": run.token_ids, "stopped": run.stopped,
+        "model": describe_recipe(run.recipe),
+        "settings": run.settings,
+        "prompt_ids": run.prompt_ids,
+        "prompt_tokens_cropped": run.n_cropped,
+        "token_ids": run.token_ids,
+        "stopped": run.stopped,
         "text": tok.decode([s.token_id for s in run.steps]),
-        "steps": [{"token_id": s.token_id, "token": tok.piece(s.token_id).display, "prob": s.prob,
-                   "raw_prob": s.raw_prob, "rank": s.rank, "entropy_bits": s.entropy,
-                   "top": [[t, p] for t, p in s.top]} for s in run.steps],
+        "steps": [
+            {
+                "token_id": s.token_id,
+                "token": tok.piece(s.token_id).display,
+                "prob": s.prob,
+                "raw_prob": s.raw_prob,
+                "rank": s.rank,
+                "entropy_bits": s.entropy,
+                "top": [[t, p] for t, p in s.top],
+            }
+            for s in run.steps
+        ],
     }
 
 
@@ -272,8 +329,9 @@ def layout(model_cfg) -> SimpleNamespace:
                 c.top_k = gr.Slider(0, 200, value=40, step=1, label=T("top_k"), min_width=200)
             with gr.Row():
                 c.top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p"), min_width=200)
-                c.max_new = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label=T("max_new_tokens"),
-                                      elem_id="pg-max-new", min_width=200)
+                c.max_new = gr.Slider(
+                    1, MAX_NEW_TOKENS, value=40, step=1, label=T("max_new_tokens"), elem_id="pg-max-new", min_width=200
+                )
             c.input_msg = gr.HTML(elem_id="pg-input-msg")
             with gr.Row(elem_classes=["pg-advanced"]):
                 c.seed = gr.Number(42, label=T("seed"), min_width=100)
@@ -285,29 +343,51 @@ def layout(model_cfg) -> SimpleNamespace:
         with gr.Column(scale=2, min_width=300):
             c.status = gr.HTML(elem_id="pg-status")
             c.legend = gr.HTML(LEGEND, elem_id="pg-legend")
-            c.chips = gr.HTML("", label=T("tokens"), elem_id="pg-chips", js_on_load=CHIPS_JS,
-                              html_template=CHIPS_TEMPLATE)
+            c.chips = gr.HTML(
+                "", label=T("tokens"), elem_id="pg-chips", js_on_load=CHIPS_JS, html_template=CHIPS_TEMPLATE
+            )
             c.step_slider = gr.Slider(0, 1, value=0, step=1, label=T("step"), visible=False, elem_id="pg-step")
             c.step_md = gr.Markdown(elem_id="pg-step-md")
             c.prob_plot = gr.Plot(show_label=False)
         with gr.Column(scale=3, min_width=300):
             with gr.Row():
-                c.view = gr.Dropdown(choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view",
-                                     min_width=200)
+                c.view = gr.Dropdown(
+                    choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view", min_width=200
+                )
                 c.log_scale = gr.Checkbox(True, label=T("log_scale"), min_width=200)
-                c.span = gr.Radio(choices(av.SPAN_KEYS), value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span", min_width=200)
+                c.span = gr.Radio(
+                    choices(av.SPAN_KEYS), value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span", min_width=200
+                )
             with gr.Row():
-                c.layer = gr.Slider(0, max(1, model_cfg.n_layers - 1), value=0, step=1, label=T("layer"),
-                                    visible=model_cfg.n_layers > 1, elem_id="pg-layer")
-                c.head = gr.Slider(0, max(1, model_cfg.n_heads - 1), value=0, step=1, label=T("head"),
-                                   visible=model_cfg.n_heads > 1, elem_id="pg-head")
+                c.layer = gr.Slider(
+                    0,
+                    max(1, model_cfg.n_layers - 1),
+                    value=0,
+                    step=1,
+                    label=T("layer"),
+                    visible=model_cfg.n_layers > 1,
+                    elem_id="pg-layer",
+                )
+                c.head = gr.Slider(
+                    0,
+                    max(1, model_cfg.n_heads - 1),
+                    value=0,
+                    step=1,
+                    label=T("head"),
+                    visible=model_cfg.n_heads > 1,
+                    elem_id="pg-head",
+                )
                 c.query = gr.Slider(0, 1, value=0, step=1, label=T("query"), elem_id="pg-query")
             head_rows, head_labels = head_examples(VIEWS[0])
             c.head_examples = None
             with gr.Column(visible=bool(head_rows)) as c.head_box:
                 if head_rows:
-                    c.head_examples = gr.Examples(head_rows, inputs=[c.prompt, c.view, c.layer, c.head],
-                                                  example_labels=head_labels, label=T("heads_label"))
+                    c.head_examples = gr.Examples(
+                        head_rows,
+                        inputs=[c.prompt, c.view, c.layer, c.head],
+                        example_labels=head_labels,
+                        label=T("heads_label"),
+                    )
             c.att_msg = gr.HTML(elem_id="pg-att-msg")
             c.heatmap = gr.Plot(show_label=False, elem_id="pg-heatmap")
             c.query_plot = gr.Plot(show_label=False, elem_id="pg-query-plot")
@@ -328,13 +408,24 @@ def range_note_js(key: str, lo: float, hi: float) -> str:
     """Browser-only check for a slider's number box: a typed value outside the range is clamped by
     the slider on blur, so say so instead of changing it silently (in the page's language, which
     the hidden language probe shows)."""
-    import json
 
-    texts = {lang: tr(lang, "range_note", name=tr(lang, key).split("（")[0].split(" (")[0], value="${v}", lo=lo, hi=hi,
-                      clamped=f"${{Math.min(Math.max(v, {lo}), {hi})}}") for lang in ("en", "zh-CN")}
+    texts = {
+        lang: tr(
+            lang,
+            "range_note",
+            name=tr(lang, key).split("（")[0].split(" (")[0],
+            value="${v}",
+            lo=lo,
+            hi=hi,
+            clamped=f"${{Math.min(Math.max(v, {lo}), {hi})}}",
+        )
+        for lang in ("en", "zh-CN")
+    }
     zh = "(document.querySelector('#pg-lang-probe')?.innerText || '').trim() === 'zh-CN'"
-    return (f"(v) => (v === null || v === '' || (v >= {lo} && v <= {hi})) ? '' : "
-            f"`<div class='pg-msg pg-error'>⚠️ ${{{zh} ? `{texts['zh-CN']}` : `{texts['en']}`}}</div>`")
+    return (
+        f"(v) => (v === null || v === '' || (v >= {lo} && v <= {hi})) ? '' : "
+        f"`<div class='pg-msg pg-error'>⚠️ ${{{zh} ? `{texts['zh-CN']}` : `{texts['en']}`}}</div>`"
+    )
 
 
 def wire(page) -> None:
@@ -343,45 +434,74 @@ def wire(page) -> None:
     step_outputs = [g.step_slider, g.prob_plot, g.stages_plot, g.step_md]
     gen_inputs = [state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
     # The stream updates only chips and status; the figures follow once it ends (see the module's docstring).
-    for trigger, api in ((g.gen_btn.click, {"api_name": "generate"}),
-                         (g.prompt.submit, {"api_visibility": "private"})):
+    for trigger, api in ((g.gen_btn.click, {"api_name": "generate"}), (g.prompt.submit, {"api_visibility": "private"})):
         # show_progress hidden: the status line says what is happening, and Gradio's own progress
         # overlay would be re-rendered on every streamed update.
-        trigger(generate_tokens, gen_inputs, [state, g.chips, g.status], concurrency_id="generate",
-                concurrency_limit=4, show_progress="hidden", **api,
-                ).then(after_run, [state, g.view, g.layer, g.head, g.log_scale, g.span], att_outputs,
-                       api_visibility="private",
-                       ).then(last_step, state, step_outputs, api_visibility="private")
+        trigger(
+            generate_tokens,
+            gen_inputs,
+            [state, g.chips, g.status],
+            concurrency_id="generate",
+            concurrency_limit=4,
+            show_progress="hidden",
+            **api,
+        ).then(
+            after_run,
+            [state, g.view, g.layer, g.head, g.log_scale, g.span],
+            att_outputs,
+            api_visibility="private",
+        ).then(last_step, state, step_outputs, api_visibility="private")
     # Stop only raises a flag: it never waits behind generation or model builds.
     g.stop_btn.click(stop_generation, state, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
-    for slider, name in ((g.temperature, "temperature"), (g.top_k, "top_k"), (g.top_p, "top_p"),
-                         (g.max_new, "max_new_tokens")):
+    for slider, name in (
+        (g.temperature, "temperature"),
+        (g.top_k, "top_k"),
+        (g.top_p, "top_p"),
+        (g.max_new, "max_new_tokens"),
+    ):
         slider.input(None, slider, g.input_msg, js=range_note_js(name, slider.minimum, slider.maximum))
-    g.step_slider.input(inspect_step, [state, g.step_slider], [g.prob_plot, g.stages_plot, g.step_md],
-                        api_name="inspect_step", trigger_mode="always_last")
+    g.step_slider.input(
+        inspect_step,
+        [state, g.step_slider],
+        [g.prob_plot, g.stages_plot, g.step_md],
+        api_name="inspect_step",
+        trigger_mode="always_last",
+    )
     att_inputs = [state, g.view, g.layer, g.head, g.log_scale, g.query, g.span]
-    g.chips.pick(pick_token, state, step_outputs + [g.query], api_visibility="private", trigger_mode="always_last",
-                 ).then(attention_views, att_inputs, att_outputs, api_visibility="private")
+    g.chips.pick(
+        pick_token,
+        state,
+        step_outputs + [g.query],
+        api_visibility="private",
+        trigger_mode="always_last",
+    ).then(attention_views, att_inputs, att_outputs, api_visibility="private")
     # .input: a slider's dragging, typing in its number box and arrow keys alike (not .release).
     for control in (g.view, g.log_scale, g.layer, g.head, g.query, g.span):
         control.input(attention_views, att_inputs, att_outputs, api_visibility="private", trigger_mode="always_last")
-    for button, handler, api in ((g.exp_json, lambda s: export_run_file(s, "json"), "export_run_json"),
-                                 (g.exp_npz, lambda s: export_run_file(s, "npz"), "export_run_npz"),
-                                 (g.exp_model, export_model_file, "export_model")):
+    for button, handler, api in (
+        (g.exp_json, lambda s: export_run_file(s, "json"), "export_run_json"),
+        (g.exp_npz, lambda s: export_run_file(s, "npz"), "export_run_npz"),
+        (g.exp_model, export_model_file, "export_model"),
+    ):
         # The API returns the file's path; the page then shows the (until now hidden) download box.
         button.click(handler, state, [g.export_file, g.export_msg], api_name=api).then(
-            lambda f: gr.update(visible=bool(f)), g.export_file, g.export_file, api_visibility="private")
+            lambda f: gr.update(visible=bool(f)), g.export_file, g.export_file, api_visibility="private"
+        )
     # A language switch: the range's choices, and a whole-run map redrawn as it was (prefs redraws the newest).
     from . import prefs  # (prefs imports this module)
 
     def relabel(state, view, layer, head, log_scale, query, span):
-        redraw = attention_views(state, view, layer, head, log_scale, query, span) if span == SPANS[1] else \
-            (gr.skip(),) * len(att_outputs)
+        redraw = (
+            attention_views(state, view, layer, head, log_scale, query, span)
+            if span == SPANS[1]
+            else (gr.skip(),) * len(att_outputs)
+        )
         return (gr.update(choices=choices(av.SPAN_KEYS, lang_of(state))),) + tuple(redraw)
 
     prefs.on_change(page, relabel, att_inputs[1:], [g.span] + att_outputs)
     # API-only endpoints: raw numbers for gradio_client users.
-    gr.Button(visible=False).click(av.attention_data, [state, g.layer, g.head], g.attention_json,
-                                   api_name="attention_data")
+    gr.Button(visible=False).click(
+        av.attention_data, [state, g.layer, g.head], g.attention_json, api_name="attention_data"
+    )
     gr.Button(visible=False).click(run_data, state, g.run_json, api_name="run_data")
     gr.Button(visible=False).click(attention_views, att_inputs, att_outputs, api_name="attention")

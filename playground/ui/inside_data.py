@@ -11,11 +11,12 @@ from collections import OrderedDict
 
 import gradio as gr
 
+from playground.engine.tokenizer import load_tokenizer
+from playground.i18n.catalogue import EN, tr
 from playground.inside import lenses
 from playground.inside.interventions import Intervention
 from playground.server.session import recipe_key
-from playground.engine.tokenizer import load_tokenizer
-from playground.i18n.catalogue import EN, tr
+
 from .common import parse_bool, parse_number, parse_whole, session_model, session_run
 
 LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps (at most); a slider scrolls through the rest
@@ -83,11 +84,14 @@ def parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unm
     scale = None
     if scaled:
         scale = (*scaled[0], parse_number(alpha, "α"))
-    return Intervention(zero_heads=parse_heads(zero_heads, "Zero-ablate heads"),
-                        mean_heads=parse_heads(mean_heads, "Mean-ablate heads"), scale_head=scale,
-                        skip_mlps=parse_layers(skip_mlps, "Skip MLPs"),
-                        unmasked_layers=parse_layers(unmasked, "No causal mask"),
-                        drop_pos_emb=parse_bool(drop_pos, "Drop positional embedding"))
+    return Intervention(
+        zero_heads=parse_heads(zero_heads, "Zero-ablate heads"),
+        mean_heads=parse_heads(mean_heads, "Mean-ablate heads"),
+        scale_head=scale,
+        skip_mlps=parse_layers(skip_mlps, "Skip MLPs"),
+        unmasked_layers=parse_layers(unmasked, "No causal mask"),
+        drop_pos_emb=parse_bool(drop_pos, "Drop positional embedding"),
+    )
 
 
 def _target(value, model, ids, p: int) -> int | None:
@@ -150,8 +154,11 @@ def lens_data(state, first=None, last=None):
     except Exception as e:
         return {"error": str(e)}
     tok = load_tokenizer()
-    return _with_tokens({**lens, "first": a, "top_token": [[tok.piece(t).display for t in row] for row in lens["top_id"]]},
-                        start, labels)
+    return _with_tokens(
+        {**lens, "first": a, "top_token": [[tok.piece(t).display for t in row] for row in lens["top_id"]]},
+        start,
+        labels,
+    )
 
 
 def lens_cell_data(state, layer, position):
@@ -192,8 +199,17 @@ def maths_data(state, layer, head, position):
     return _with_tokens(d, start, labels)
 
 
-def intervene_data(state, zero_heads="", mean_heads="", scale_head="", alpha=1.0, skip_mlps="", unmasked="",
-                   drop_pos=False, position=None):
+def intervene_data(
+    state,
+    zero_heads="",
+    mean_heads="",
+    scale_head="",
+    alpha=1.0,
+    skip_mlps="",
+    unmasked="",
+    drop_pos=False,
+    position=None,
+):
     try:
         model, run, start, ids, labels = run_context(state)
         spec = parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos)
@@ -235,5 +251,3 @@ def sweep_data(state, progress=gr.Progress()):
         return {"error": str(e)}
     d["window_start"] = start
     return d
-
-

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import gradio as gr
 
+from . import redraw
 from .cell_click import read_pick
 from .common import T, lang_of, tr, warn
-from . import redraw
 from .inside_data import run_context
 
 
@@ -47,8 +47,11 @@ def shown_attribution(state, position, target):
 
     try:
         model, _, start, ids, _ = run_context(state)
-        return {"position": start + _position(position, start, ids, default=max(0, len(ids) - 2)),
-                "target": "" if target is None else str(target), "n_heads": model.cfg.n_heads}
+        return {
+            "position": start + _position(position, start, ids, default=max(0, len(ids) - 2)),
+            "target": "" if target is None else str(target),
+            "n_heads": model.cfg.n_heads,
+        }
     except Exception:
         return None
 
@@ -75,6 +78,7 @@ def pick_head(state, shown, head, layer, request: gr.Request = None):
 def _remember_note(request, key: str, **values):
     """The note under the attribution heatmap after a click, as a function of the language, kept
     so a language switch writes it again (redraw_note)."""
+
     def note(lang, present=False):
         return tr(lang, key, **values)
 
@@ -113,18 +117,51 @@ def wire(page) -> None:
     prefs.on_change(page, redraw_note, [], [c.dla_note])
     lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
     # inputs: state, scroll, layer (<- the cell's y), position (<- its x)
-    c.lens_pick.click(pick_lens_cell, [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
-                      lens_outputs + [c.lens_layer, c.lens_pos], js=read_pick("pg-lens", x_at=3, y_at=2, cols_at=4),
-                      api_visibility="private", concurrency_id="inside", trigger_mode="always_last")
-    c.dla_btn.click(shown_attribution, [state, c.dla_pos, c.dla_target], c.dla_shown, api_visibility="private",
-                    show_progress="hidden")
+    c.lens_pick.click(
+        pick_lens_cell,
+        [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
+        lens_outputs + [c.lens_layer, c.lens_pos],
+        js=read_pick("pg-lens", x_at=3, y_at=2, cols_at=4),
+        api_visibility="private",
+        concurrency_id="inside",
+        trigger_mode="always_last",
+    )
+    c.dla_btn.click(
+        shown_attribution,
+        [state, c.dla_pos, c.dla_target],
+        c.dla_shown,
+        api_visibility="private",
+        show_progress="hidden",
+    )
     # inputs: state, shown, head (<- x), layer (<- y); m_head/m_layer only carry the numbers in
-    c.dla_pick.click(pick_head, [state, c.dla_shown, c.m_head, c.m_layer],
-                     [c.m_layer, c.m_head, c.m_pos, c.i_scale, c.i_pos, c.i_target, c.i_mlps,
-                      c.m_table, c.m_plot, c.m_md, c.dla_note, c.msg], js=read_pick("pg-dla-heat", x_at=2, y_at=3),
-                     api_visibility="private", concurrency_id="inside", trigger_mode="always_last")
-    c.sweep_pick.click(pick_sweep_head, [state, c.m_head, c.m_layer, c.i_alpha, c.i_pos, c.lens_cols],
-                       [c.i_zero, c.i_mean, c.i_scale, c.i_mlps, c.i_unmask, c.i_drop,
-                        c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
-                       js=read_pick("pg-sweep", x_at=1, y_at=2, cols_at=5),
-                       api_visibility="private", concurrency_id="inside", trigger_mode="always_last")
+    c.dla_pick.click(
+        pick_head,
+        [state, c.dla_shown, c.m_head, c.m_layer],
+        [
+            c.m_layer,
+            c.m_head,
+            c.m_pos,
+            c.i_scale,
+            c.i_pos,
+            c.i_target,
+            c.i_mlps,
+            c.m_table,
+            c.m_plot,
+            c.m_md,
+            c.dla_note,
+            c.msg,
+        ],
+        js=read_pick("pg-dla-heat", x_at=2, y_at=3),
+        api_visibility="private",
+        concurrency_id="inside",
+        trigger_mode="always_last",
+    )
+    c.sweep_pick.click(
+        pick_sweep_head,
+        [state, c.m_head, c.m_layer, c.i_alpha, c.i_pos, c.lens_cols],
+        [c.i_zero, c.i_mean, c.i_scale, c.i_mlps, c.i_unmask, c.i_drop, c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+        js=read_pick("pg-sweep", x_at=1, y_at=2, cols_at=5),
+        api_visibility="private",
+        concurrency_id="inside",
+        trigger_mode="always_last",
+    )

@@ -14,17 +14,28 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas as pd
 
-from playground.figures import inside as lf
-from playground.inside.interventions import Intervention
 from playground.engine.tokenizer import load_tokenizer
+from playground.figures import inside as lf
 from playground.i18n.catalogue import tr_error
-from . import redraw
-from . import inside_picks
+from playground.inside.interventions import Intervention
+
+from . import inside_picks, redraw
 from .cell_click import cols_js
 from .common import T, dress, fail, lang_of, parse_number, tr, warn
-from .inside_data import (LENS_WINDOW, MIN_WINDOW, MSG, attribution_data, describe_intervention, dose_data,
-                          intervene_data, lens_cell_data, lens_data, maths_data, run_context, sweep_data)
-
+from .inside_data import (
+    LENS_WINDOW,
+    MIN_WINDOW,
+    MSG,
+    attribution_data,
+    describe_intervention,
+    dose_data,
+    intervene_data,
+    lens_cell_data,
+    lens_data,
+    maths_data,
+    run_context,
+    sweep_data,
+)
 
 # ----------------------------------------------------------------------------------------------
 # Views (figures + messages)
@@ -75,25 +86,50 @@ def lens_view(state, scroll, layer, position, shown=None):
     cell_pos = (start + T - 1) if position in (None, "") else parse_whole_or(position, start + T - 1)
     cell_pos = max(start, min(cell_pos, start + T - 1))
     layers = [_layer(name, lang) for name in d["layers"]]
-    fig = dress(lf.lens_heatmap(layers, [start + j for j in cols], [labels[j] for j in cols], d["top_token"],
-                                d["top_prob"], d["next_prob"], title=tr(lang, "in_fig_lens"),
-                                selected=(cell_layer, cell_pos) if cols[0] <= cell_pos - start <= cols[-1] else None,
-                                cell_font=lf.PRESENT_CELL_FONT if present else lf.CELL_FONT), lang, present)
+    fig = dress(
+        lf.lens_heatmap(
+            layers,
+            [start + j for j in cols],
+            [labels[j] for j in cols],
+            d["top_token"],
+            d["top_prob"],
+            d["next_prob"],
+            title=tr(lang, "in_fig_lens"),
+            selected=(cell_layer, cell_pos) if cols[0] <= cell_pos - start <= cols[-1] else None,
+            cell_font=lf.PRESENT_CELL_FONT if present else lf.CELL_FONT,
+        ),
+        lang,
+        present,
+    )
     if T > window:
         note = tr(lang, "in_window", a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
     else:
         note = tr(lang, "in_window_all", n=T)
     if start:
         note += tr(lang, "in_cropped", n=T, lo=start)
-    scroll_update = gr.update(minimum=start, maximum=max(start + 1, start + newest), value=start + first,
-                              visible=T > window)
+    scroll_update = gr.update(
+        minimum=start, maximum=max(start + 1, start + newest), value=start + first, visible=T > window
+    )
     cell = lens_cell_data(state, cell_layer, cell_pos)
     if "error" in cell:
         return fig, note, scroll_update, gr.skip(), "", warn(_say(lang, cell["error"]))
-    bars = dress(lf.top_bars([f"{t} ({i})" for i, t, _ in cell["top"]], [p for _, _, p in cell["top"]],
-                             title=tr(lang, "in_fig_cell", layer=layers[cell_layer], pos=cell_pos)), lang, present)
-    text = tr(lang, "in_cell", layer=layers[cell_layer], pos=cell_pos, tok=labels[cell_pos - start],
-              kl=f"{cell['kl_to_final_nats']:.3f}")
+    bars = dress(
+        lf.top_bars(
+            [f"{t} ({i})" for i, t, _ in cell["top"]],
+            [p for _, _, p in cell["top"]],
+            title=tr(lang, "in_fig_cell", layer=layers[cell_layer], pos=cell_pos),
+        ),
+        lang,
+        present,
+    )
+    text = tr(
+        lang,
+        "in_cell",
+        layer=layers[cell_layer],
+        pos=cell_pos,
+        tok=labels[cell_pos - start],
+        kl=f"{cell['kl_to_final_nats']:.3f}",
+    )
     return fig, note, scroll_update, bars, text, ""
 
 
@@ -133,8 +169,11 @@ def attribution_view(state, position, target):
     if "error" in d:
         return _error(d, 3, lang)
     L = len(d["heads"])
-    heat = dress(lf.attribution_heatmap(d["heads"], d["mlp"], title=tr(lang, "in_fig_dla", tok=d["target"],
-                                                                       pos=d["position"])), lang, present)
+    heat = dress(
+        lf.attribution_heatmap(d["heads"], d["mlp"], title=tr(lang, "in_fig_dla", tok=d["target"], pos=d["position"])),
+        lang,
+        present,
+    )
     names, values = ["tok_emb", "pos_emb"], [d["tok_emb"], d["pos_emb"]]
     for i in range(L):
         names += [f"L{i} attn", f"L{i} MLP"]
@@ -142,9 +181,17 @@ def attribution_view(state, position, target):
     names.append("final_norm shift")
     values.append(d["final_norm_shift"])
     fall = dress(lf.attribution_waterfall(names, values, d["total"], title=tr(lang, "in_fig_waterfall")), lang, present)
-    text = tr(lang, "in_dla", tok=d["target"], pos=d["position"], total=f"{d['total']:.4f}",
-              logit=f"{d['model_logit']:.4f}", diff=f"{abs(d['total'] - d['model_logit']):.1e}",
-              sigma=f"{d['final_norm_sigma']:.3f}", shift=f"{d['final_norm_shift']:+.3f}")
+    text = tr(
+        lang,
+        "in_dla",
+        tok=d["target"],
+        pos=d["position"],
+        total=f"{d['total']:.4f}",
+        logit=f"{d['model_logit']:.4f}",
+        diff=f"{abs(d['total'] - d['model_logit']):.1e}",
+        sigma=f"{d['final_norm_sigma']:.3f}",
+        shift=f"{d['final_norm_shift']:+.3f}",
+    )
     return heat, fall, text, ""
 
 
@@ -163,20 +210,47 @@ def maths_view(state, layer, head, position):
     rows = []
     for j in range(len(labels)):
         masked = d["masked"][j]
-        rows.append([start + j, labels[j], round(d["scores"][j], 4), round(d["scaled"][j], 4),
-                     tr(lang, "in_future") if masked is None else round(masked, 4), round(d["softmax"][j], 6)])
-    fig = dress(lf.attention_steps_figure([start + j for j in range(len(labels))], labels, d["masked"], d["softmax"],
-                                          title=tr(lang, "in_fig_maths", layer=d["layer"], head=d["head"],
-                                                   pos=d["position"])), lang, present)
-    text = tr(lang, "in_maths", layer=d["layer"], head=d["head"], pos=d["position"], tok=labels[p],
-              hd=d["head_dim"], sq=f"{d['sqrt_head_dim']:.3f}", q=_vec(d["q"], lang=lang),
-              wv=_vec(d["weighted_v"], lang=lang), ctx=_vec(d["ctx"], lang=lang))
+        rows.append(
+            [
+                start + j,
+                labels[j],
+                round(d["scores"][j], 4),
+                round(d["scaled"][j], 4),
+                tr(lang, "in_future") if masked is None else round(masked, 4),
+                round(d["softmax"][j], 6),
+            ]
+        )
+    fig = dress(
+        lf.attention_steps_figure(
+            [start + j for j in range(len(labels))],
+            labels,
+            d["masked"],
+            d["softmax"],
+            title=tr(lang, "in_fig_maths", layer=d["layer"], head=d["head"], pos=d["position"]),
+        ),
+        lang,
+        present,
+    )
+    text = tr(
+        lang,
+        "in_maths",
+        layer=d["layer"],
+        head=d["head"],
+        pos=d["position"],
+        tok=labels[p],
+        hd=d["head_dim"],
+        sq=f"{d['sqrt_head_dim']:.3f}",
+        q=_vec(d["q"], lang=lang),
+        wv=_vec(d["weighted_v"], lang=lang),
+        ctx=_vec(d["ctx"], lang=lang),
+    )
     rows = pd.DataFrame(rows, columns=tr(lang, "in_maths_headers").split("|"))  # the headers in the page's language
     return rows, fig, text, ""
 
 
-def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position,
-                   shown=None):
+def intervene_view(
+    state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position, shown=None
+):
     """(before/after bars, loss lines, lens after, text, message). The lens after shows the last
     ``shown`` positions (as many as fit the page, as the lens view; at most the API's LENS_WINDOW)."""
     lang, present = _lang(state)
@@ -186,25 +260,53 @@ def intervene_view(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, 
     start, labels = d["window_start"], d["tokens"]
     T = len(labels)
     spec = Intervention.from_dict(d["intervention"])
-    bars = dress(lf.before_after_bars(d["token_labels"], d["before"], d["after"],
-                                      title=tr(lang, "in_fig_before_after", pos=d["position"])), lang, present)
-    loss = dress(lf.loss_lines(list(range(start, start + T - 1)), labels[:-1], d["loss_before"], d["loss_after"],
-                               title=tr(lang, "in_fig_loss")), lang, present)
+    bars = dress(
+        lf.before_after_bars(
+            d["token_labels"], d["before"], d["after"], title=tr(lang, "in_fig_before_after", pos=d["position"])
+        ),
+        lang,
+        present,
+    )
+    loss = dress(
+        lf.loss_lines(
+            list(range(start, start + T - 1)),
+            labels[:-1],
+            d["loss_before"],
+            d["loss_after"],
+            title=tr(lang, "in_fig_loss"),
+        ),
+        lang,
+        present,
+    )
     lens = d["lens_after"]
     tok = load_tokenizer()
     skip = max(0, T - (lens["first"] - start) - lens_window(shown))
     cols = range(lens["first"] - start + skip, T)
-    lens_fig = dress(lf.lens_heatmap([_layer(name, lang) for name in lens["layers"]], [start + j for j in cols],
-                                     [labels[j] for j in cols],
-                                     [[tok.piece(t).display for t in row[skip:]] for row in lens["top_id"]],
-                                     [row[skip:] for row in lens["top_prob"]],
-                                     [row[skip:] for row in lens["next_prob"]],
-                                     title=tr(lang, "in_fig_lens_after", n=len(cols)),
-                                     cell_font=lf.PRESENT_CELL_FONT if present else lf.CELL_FONT), lang, present)
+    lens_fig = dress(
+        lf.lens_heatmap(
+            [_layer(name, lang) for name in lens["layers"]],
+            [start + j for j in cols],
+            [labels[j] for j in cols],
+            [[tok.piece(t).display for t in row[skip:]] for row in lens["top_id"]],
+            [row[skip:] for row in lens["top_prob"]],
+            [row[skip:] for row in lens["next_prob"]],
+            title=tr(lang, "in_fig_lens_after", n=len(cols)),
+            cell_font=lf.PRESENT_CELL_FONT if present else lf.CELL_FONT,
+        ),
+        lang,
+        present,
+    )
     what = describe_intervention(spec, lang)
-    text = tr(lang, "in_compare", what=what[:1].upper() + what[1:], lb=f"{d['mean_loss_before']:.3f}",
-              la=f"{d['mean_loss_after']:.3f}", d=f"{d['mean_loss_after'] - d['mean_loss_before']:+.3f}",
-              pos=d["position"], tok=labels[d["position"] - start])
+    text = tr(
+        lang,
+        "in_compare",
+        what=what[:1].upper() + what[1:],
+        lb=f"{d['mean_loss_before']:.3f}",
+        la=f"{d['mean_loss_after']:.3f}",
+        d=f"{d['mean_loss_after'] - d['mean_loss_before']:+.3f}",
+        pos=d["position"],
+        tok=labels[d["position"] - start],
+    )
     return bars, loss, lens_fig, text, ""
 
 
@@ -213,8 +315,15 @@ def dose_view(state, scale_head, position, target):
     d = dose_data(state, scale_head, position, target)
     if "error" in d:
         return _error(d, 1, lang)
-    fig = dress(lf.dose_curve(d["alphas"], d["logprob"], title=tr(lang, "in_dose", tok=d["target"], pos=d["position"],
-                                                                  head=d["head"], layer=d["layer"])), lang, present)
+    fig = dress(
+        lf.dose_curve(
+            d["alphas"],
+            d["logprob"],
+            title=tr(lang, "in_dose", tok=d["target"], pos=d["position"], head=d["head"], layer=d["layer"]),
+        ),
+        lang,
+        present,
+    )
     return fig, ""
 
 
@@ -226,9 +335,20 @@ def draw_sweep(d, lang, present):
     if "error" in d:
         return _error(d, 2, lang)
     delta = d["delta_loss"]
-    l, h = max(((i, j) for i in range(len(delta)) for j in range(len(delta[0]))), key=lambda ij: delta[ij[0]][ij[1]])
-    text = tr(lang, "in_sweep", n=d["n_tokens"], base=f"{d['base_loss']:.3f}", s=f"{d['seconds']:.1f}",
-              e=f"{d['estimate_s']:.1f}", h=h, l=l, dl=f"{delta[l][h]:+.3f}")
+    layer, h = max(
+        ((i, j) for i in range(len(delta)) for j in range(len(delta[0]))), key=lambda ij: delta[ij[0]][ij[1]]
+    )
+    text = tr(
+        lang,
+        "in_sweep",
+        n=d["n_tokens"],
+        base=f"{d['base_loss']:.3f}",
+        s=f"{d['seconds']:.1f}",
+        e=f"{d['estimate_s']:.1f}",
+        h=h,
+        l=layer,
+        dl=f"{delta[layer][h]:+.3f}",
+    )
     return dress(lf.sweep_heatmap(delta, title=tr(lang, "in_fig_sweep")), lang, present), text, ""
 
 
@@ -237,8 +357,13 @@ def draw_sweep(d, lang, present):
 
 
 SUB_TABS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")
-VIEWS = {"dla": (attribution_view, 3), "maths": (maths_view, 3), "intervene": (intervene_view, 4),
-         "dose": (dose_view, 1), "sweep": (None, 2)}  # key -> (view, outputs before the message)
+VIEWS = {
+    "dla": (attribution_view, 3),
+    "maths": (maths_view, 3),
+    "intervene": (intervene_view, 4),
+    "dose": (dose_view, 1),
+    "sweep": (None, 2),
+}  # key -> (view, outputs before the message)
 
 
 def remembering(key: str):
@@ -302,16 +427,18 @@ def layout() -> SimpleNamespace:
         with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
             with gr.Row():
                 lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
-                lens_layer = gr.Number(None, label=T("inside_lens_layer"), precision=0, minimum=0,
-                                       elem_id="pg-lens-layer")
+                lens_layer = gr.Number(
+                    None, label=T("inside_lens_layer"), precision=0, minimum=0, elem_id="pg-lens-layer"
+                )
                 lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
             lens_note = gr.Markdown(elem_id="pg-lens-note")
             inside_picks.layout_hint("inside_click_lens")
             lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
             lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
             # positions that fit the page's width: the page script (cell_click) keeps it up to date
-            lens_cols = gr.Number(LENS_WINDOW, precision=0, show_label=False, elem_id="pg-lens-cols",
-                                  elem_classes=["pg-offscreen"])
+            lens_cols = gr.Number(
+                LENS_WINDOW, precision=0, show_label=False, elem_id="pg-lens-cols", elem_classes=["pg-offscreen"]
+            )
             lens_pick = gr.Button("pick", elem_id="pg-lens-pick", elem_classes=["pg-offscreen"])
             with gr.Row():
                 cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
@@ -339,8 +466,13 @@ def layout() -> SimpleNamespace:
             with gr.Row():
                 # before the first draw, the formula's symbols (the same in every language); a drawn
                 # table carries its headers in the page's language
-                m_table = gr.Dataframe(headers=["j", "token", "q·kⱼ", "÷√d", "+ M", "softmax"],
-                                       interactive=False, max_height=420, elem_id="pg-maths-table", min_width=560)
+                m_table = gr.Dataframe(
+                    headers=["j", "token", "q·kⱼ", "÷√d", "+ M", "softmax"],
+                    interactive=False,
+                    max_height=420,
+                    elem_id="pg-maths-table",
+                    min_width=560,
+                )
                 # (side by side from 1200 px; a 1024-px projector stacks them rather than cut the softmax column)
                 m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot", min_width=420)
         with gr.Tab(T("inside_interventions"), id="inside-intervene") as intervene_tab:
@@ -388,23 +520,62 @@ def wire(page) -> None:
     c.lens_btn.click(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
     for control in (c.lens_layer, c.lens_pos):
         control.submit(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
-    c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private",
-                          concurrency_id="inside", trigger_mode="always_last")
-    page.inside_tab.select(open_tab, [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
-                           lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
-                           js=cols_js(5), api_visibility="private", concurrency_id="inside")
-    c.dla_btn.click(remembering("dla"), [state, c.dla_pos, c.dla_target], [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
-                    api_visibility="private", concurrency_id="inside")
-    c.m_btn.click(remembering("maths"), [state, c.m_layer, c.m_head, c.m_pos], [c.m_table, c.m_plot, c.m_md, c.msg],
-                  api_visibility="private", concurrency_id="inside")
+    c.lens_scroll.release(
+        lens_view,
+        lens_inputs,
+        lens_outputs,
+        js=fit,
+        api_visibility="private",
+        concurrency_id="inside",
+        trigger_mode="always_last",
+    )
+    page.inside_tab.select(
+        open_tab,
+        [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
+        lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
+        js=cols_js(5),
+        api_visibility="private",
+        concurrency_id="inside",
+    )
+    c.dla_btn.click(
+        remembering("dla"),
+        [state, c.dla_pos, c.dla_target],
+        [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
+        api_visibility="private",
+        concurrency_id="inside",
+    )
+    c.m_btn.click(
+        remembering("maths"),
+        [state, c.m_layer, c.m_head, c.m_pos],
+        [c.m_table, c.m_plot, c.m_md, c.msg],
+        api_visibility="private",
+        concurrency_id="inside",
+    )
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
-    c.i_btn.click(remembering("intervene"), i_inputs + [c.lens_cols], [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
-                  js=cols_js(len(i_inputs)), api_visibility="private", concurrency_id="inside")
-    c.dose_btn.click(remembering("dose"), [state, c.i_scale, c.i_pos, c.i_target], [c.dose_plot, c.msg],
-                     api_visibility="private", concurrency_id="inside")
+    c.i_btn.click(
+        remembering("intervene"),
+        i_inputs + [c.lens_cols],
+        [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+        js=cols_js(len(i_inputs)),
+        api_visibility="private",
+        concurrency_id="inside",
+    )
+    c.dose_btn.click(
+        remembering("dose"),
+        [state, c.i_scale, c.i_pos, c.i_target],
+        [c.dose_plot, c.msg],
+        api_visibility="private",
+        concurrency_id="inside",
+    )
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
-    c.sweep_btn.click(remembering("sweep"), state, [c.sweep_plot, c.sweep_md, c.msg], api_visibility="private",
-                      concurrency_id="inside_sweep", concurrency_limit=1)
+    c.sweep_btn.click(
+        remembering("sweep"),
+        state,
+        [c.sweep_plot, c.sweep_md, c.msg],
+        api_visibility="private",
+        concurrency_id="inside_sweep",
+        concurrency_limit=1,
+    )
     # A language switch redraws the lens (when there is a run) and every other view drawn.
     from . import prefs  # (prefs imports the tab modules)
 
@@ -414,24 +585,51 @@ def wire(page) -> None:
     for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
         tab.select(None, None, None, js=RESIZE_JS)
     # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
-    prefs.on_change(page, lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS), [],
-                    [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab])
-    prefs.on_change(page, redraw_views, lens_inputs[2:],
-                    lens_outputs[:-1] + [c.dla_heat, c.dla_fall, c.dla_md, c.m_table, c.m_plot, c.m_md, c.i_bars,
-                                         c.i_loss, c.i_lens, c.i_md, c.dose_plot, c.sweep_plot, c.sweep_md, c.msg])
+    prefs.on_change(
+        page,
+        lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS),
+        [],
+        [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab],
+    )
+    prefs.on_change(
+        page,
+        redraw_views,
+        lens_inputs[2:],
+        lens_outputs[:-1]
+        + [
+            c.dla_heat,
+            c.dla_fall,
+            c.dla_md,
+            c.m_table,
+            c.m_plot,
+            c.m_md,
+            c.i_bars,
+            c.i_loss,
+            c.i_lens,
+            c.i_md,
+            c.dose_plot,
+            c.sweep_plot,
+            c.sweep_md,
+            c.msg,
+        ],
+    )
 
     inside_picks.wire(page)  # clicking a heatmap cell
 
     # ---- API: plain numbers ----
     out, hidden = c.api_out, iter(c.api_buttons).__next__
     hidden().click(lens_data, [state, c.api_first, c.api_last], out, api_name="logit_lens", concurrency_id="inside")
-    hidden().click(lens_cell_data, [state, c.lens_layer, c.lens_pos], out, api_name="lens_cell", concurrency_id="inside")
-    hidden().click(attribution_data, [state, c.dla_pos, c.dla_target], out, api_name="logit_attribution",
-                   concurrency_id="inside")
-    hidden().click(maths_data, [state, c.m_layer, c.m_head, c.m_pos], out, api_name="attention_maths",
-                   concurrency_id="inside")
+    hidden().click(
+        lens_cell_data, [state, c.lens_layer, c.lens_pos], out, api_name="lens_cell", concurrency_id="inside"
+    )
+    hidden().click(
+        attribution_data, [state, c.dla_pos, c.dla_target], out, api_name="logit_attribution", concurrency_id="inside"
+    )
+    hidden().click(
+        maths_data, [state, c.m_layer, c.m_head, c.m_pos], out, api_name="attention_maths", concurrency_id="inside"
+    )
     hidden().click(intervene_data, i_inputs, out, api_name="intervene", concurrency_id="inside")
-    hidden().click(dose_data, [state, c.i_scale, c.i_pos, c.i_target], out, api_name="dose_response",
-                   concurrency_id="inside")
-    hidden().click(sweep_data, state, out, api_name="head_sweep", concurrency_id="inside_sweep",
-                   concurrency_limit=1)
+    hidden().click(
+        dose_data, [state, c.i_scale, c.i_pos, c.i_target], out, api_name="dose_response", concurrency_id="inside"
+    )
+    hidden().click(sweep_data, state, out, api_name="head_sweep", concurrency_id="inside_sweep", concurrency_limit=1)

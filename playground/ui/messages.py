@@ -7,8 +7,8 @@ import logging
 import traceback
 
 from playground.engine.config import ConfigError
-from playground.i18n.catalogue import tr, tr_error
 from playground.engine.weights import WeightLoadError
+from playground.i18n.catalogue import tr, tr_error
 
 log = logging.getLogger("playground.ui")
 

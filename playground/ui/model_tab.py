@@ -7,7 +7,6 @@ from the loaded model itself.
 
 from __future__ import annotations
 
-
 import json
 import re
 import time
@@ -16,27 +15,78 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas as pd
 
+from playground.engine.config import (
+    ACTIVATIONS,
+    ATTENTION_IMPLS,
+    DEFAULT_PRESET,
+    NORM_PLACEMENTS,
+    POS_ENCODINGS,
+    PRESETS,
+    ConfigError,
+    GPTConfig,
+)
+from playground.engine.weights import HUB_MODELS
 from playground.figures import charts as figures
 from playground.runtime import kernels
-from playground.engine.config import (
-    ACTIVATIONS, ATTENTION_IMPLS, DEFAULT_PRESET, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, ConfigError, GPTConfig,
-)
-from playground.server.session import (
-    BUNDLED_CHECKPOINT, CACHE, breakdown_table, bundled_recipe, describe_recipe, hub_recipe, import_upload,
-    random_recipe, summary_line, tree_items, tree_table, tying_explanation,
-)
 from playground.server.files import discard_upload, is_trained_checkpoint
-from playground.engine.weights import HUB_MODELS
+from playground.server.session import (
+    BUNDLED_CHECKPOINT,
+    CACHE,
+    breakdown_table,
+    bundled_recipe,
+    describe_recipe,
+    hub_recipe,
+    import_upload,
+    random_recipe,
+    summary_line,
+    tree_items,
+    tree_table,
+    tying_explanation,
+)
+
 from . import redraw
 from .chips import RESET
-from .common import T, choices, dress, fail, lang_of, new_state, page_prefs, tr, ok, parse_bool, parse_choice, parse_number, parse_seed, parse_whole, \
-    session_model, slider_range
+from .common import (
+    T,
+    choices,
+    dress,
+    fail,
+    lang_of,
+    new_state,
+    ok,
+    page_prefs,
+    parse_bool,
+    parse_choice,
+    parse_number,
+    parse_seed,
+    parse_whole,
+    session_model,
+    slider_range,
+    tr,
+)
 
-FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate", "qkv_bias",
-          "tie_weights", "pos_encoding", "activation", "norm_placement", "attention_impl")
+FIELDS = (
+    "vocab_size",
+    "context_length",
+    "emb_dim",
+    "n_heads",
+    "n_layers",
+    "drop_rate",
+    "qkv_bias",
+    "tie_weights",
+    "pos_encoding",
+    "activation",
+    "norm_placement",
+    "attention_impl",
+)
 INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
-WEIGHT_KEYS = {"bundled (Tiny Shakespeare)": "w_bundled", "random init": "w_random", "OpenAI GPT-2 (hub)": "w_hub",
-               "uploaded checkpoint": "w_upload", "trained in the Train tab": "w_trained"}
+WEIGHT_KEYS = {
+    "bundled (Tiny Shakespeare)": "w_bundled",
+    "random init": "w_random",
+    "OpenAI GPT-2 (hub)": "w_hub",
+    "uploaded checkpoint": "w_upload",
+    "trained in the Train tab": "w_trained",
+}
 WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the values (what the API sends); labels follow the language
 CUSTOM = "custom (the fields below)"
 PRESET_CHOICES = list(PRESETS) + [CUSTOM]
@@ -44,11 +94,15 @@ PRESET_CHOICES = list(PRESETS) + [CUSTOM]
 
 def preset_choices(lang: str | None = None) -> list[tuple]:
     return [(name, name) for name in PRESETS] + choices({CUSTOM: "custom"}, lang)
+
+
 DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.engine.quantize)
 
 HEAD_PATTERNS = {  # pattern name in facts.json -> (label key, a prompt that shows it)
-    "line_break": ("head_line_break",
-                   "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n"),
+    "line_break": (
+        "head_line_break",
+        "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n",
+    ),
     "duplicate_token": ("head_duplicate_token", "the king, the queen, the king, the prince, the king and the queen"),
 }
 
@@ -61,8 +115,10 @@ def head_examples(view_name: str, lang: str = "en") -> tuple[list[list], list[st
     heads = json.loads(facts_path.read_text()).get("attention_heads", {})
     found = [(HEAD_PATTERNS[name], h) for name, h in heads.items() if name in HEAD_PATTERNS]
     examples = [[prompt, view_name, h["layer"], h["head"]] for (_, prompt), h in found]
-    labels = [tr(lang, "head_example", label=tr(lang, label), layer=h["layer"], head=h["head"], ratio=f"{h['ratio']:.1f}")
-              for (label, _), h in found]
+    labels = [
+        tr(lang, "head_example", label=tr(lang, label), layer=h["layer"], head=h["head"], ratio=f"{h['ratio']:.1f}")
+        for (label, _), h in found
+    ]
     return examples, labels
 
 
@@ -105,8 +161,13 @@ def form_values(model, recipe: dict) -> tuple:
         weights = WEIGHT_CHOICES[4] if is_trained_checkpoint(recipe.get("path", "")) else WEIGHT_CHOICES[3]
     hub = next((name for name, repo in HUB_MODELS.items() if repo == recipe.get("repo")), None)
     cfg = model.cfg
-    return ((weights or gr.skip()), preset_name(cfg), recipe.get("seed", gr.skip()), hub or gr.skip(),
-            recipe.get("dtype", "float32")) + tuple(getattr(cfg, f) for f in FIELDS)
+    return (
+        (weights or gr.skip()),
+        preset_name(cfg),
+        recipe.get("seed", gr.skip()),
+        hub or gr.skip(),
+        recipe.get("dtype", "float32"),
+    ) + tuple(getattr(cfg, f) for f in FIELDS)
 
 
 def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: bool = False):
@@ -114,14 +175,19 @@ def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: 
     rows, breakdown = breakdown_table(model, lang)
     cfg = model.cfg
     memory = {tr(lang, name): size for name, size in breakdown.memory.items()}
-    memory[tr(lang, "kv_cache", n=cfg.context_length)] = breakdown.kv_cache_bytes_per_token["float32"] * cfg.context_length
+    memory[tr(lang, "kv_cache", n=cfg.context_length)] = (
+        breakdown.kv_cache_bytes_per_token["float32"] * cfg.context_length
+    )
     return (
         summary_line(model, recipe, lang),
         tying_explanation(cfg, lang),
         table(rows, "breakdown_headers", lang),
         dress(figures.parameter_treemap(tree_items(model), title=tr(lang, "fig_treemap")), lang, present),
-        dress(figures.memory_bars(memory, title=tr(lang, "fig_memory", mflops=f"{breakdown.flops_per_token / 1e6:,.1f}")),
-              lang, present),
+        dress(
+            figures.memory_bars(memory, title=tr(lang, "fig_memory", mflops=f"{breakdown.flops_per_token / 1e6:,.1f}")),
+            lang,
+            present,
+        ),
         table(tree_table(model, int(depth), lang), "tree_headers", lang),
         slider_range(cfg.n_layers - 1),
         slider_range(cfg.n_heads - 1),
@@ -130,14 +196,18 @@ def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: 
 
 
 KERNEL_TEXT = {  # templates of the kernels box: keys of translations.py
-    "head": "kn_head", "none": "kn_none", "note": "kn_note",
+    "head": "kn_head",
+    "none": "kn_none",
+    "note": "kn_note",
 }
 # The decisions as playground.runtime.kernels names them -> a translation key and its fields.
-KERNEL_DECISIONS = [(re.compile(r"^one-row bfloat16 kernel (.+)$"), "kn_gemv", ("shape",)),
-                    (re.compile(r"^(\S+) weight layout (.+)$"), "kn_layout", ("dtype", "shape")),
-                    (re.compile(r"^(\S+) Q/K/V projections d=(\d+)$"), "kn_qkv", ("dtype", "d")),
-                    (re.compile(r"^int8 weights × (\S+) (.+)$"), "kn_int8", ("dtype", "shape")),
-                    (re.compile(r"^float32 many-row product \(64, (\d+)\).*numpy in (\d+) lane"), "kn_rows", ("d", "lanes"))]
+KERNEL_DECISIONS = [
+    (re.compile(r"^one-row bfloat16 kernel (.+)$"), "kn_gemv", ("shape",)),
+    (re.compile(r"^(\S+) weight layout (.+)$"), "kn_layout", ("dtype", "shape")),
+    (re.compile(r"^(\S+) Q/K/V projections d=(\d+)$"), "kn_qkv", ("dtype", "d")),
+    (re.compile(r"^int8 weights × (\S+) (.+)$"), "kn_int8", ("dtype", "shape")),
+    (re.compile(r"^float32 many-row product \(64, (\d+)\).*numpy in (\d+) lane"), "kn_rows", ("d", "lanes")),
+]
 
 
 def _decision(text: str, lang: str) -> str:
@@ -162,8 +232,6 @@ def kernels_table(lang: str = "en") -> str:
     return "\n".join(rows) + "\n\n" + tr(lang, KERNEL_TEXT["note"])
 
 
-
-
 def table(rows, headers_key: str, lang: str, relabel: bool = False):
     """Rows (English: the columns the layout declared), or a table with its column names in the
     page's language (always when ``relabel``: the page's language just changed)."""
@@ -186,9 +254,16 @@ def switch_model(model, recipe: dict, message: str, state=None):
     Outputs: state, message, model views, form values, heatmap, chips, head examples' visibility."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     state = {**new_state(lang), "recipe": recipe, "present": present}
-    return ((state, message) + model_views(model, recipe, lang=lang, present=present) + form_values(model, recipe)
-            + (dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present), RESET,
-               gr.update(visible=recipe["kind"] == "bundled")))
+    return (
+        (state, message)
+        + model_views(model, recipe, lang=lang, present=present)
+        + form_values(model, recipe)
+        + (
+            dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present),
+            RESET,
+            gr.update(visible=recipe["kind"] == "bundled"),
+        )
+    )
 
 
 N_SWITCH = 2 + N_VIEWS + N_FORM + 3
@@ -219,8 +294,9 @@ def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_stat
     return recipe
 
 
-def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_state=None, progress=gr.Progress(),
-                request=None):
+def build_model(
+    state, weights, seed, hub_name, upload, dtype, *fields, train_state=None, progress=gr.Progress(), request=None
+):
     """Build or load the model the form describes; on any problem the previous model stays. The
     message is remembered for a language switch to say again (``redraw``)."""
     lang = lang_of(state)
@@ -249,17 +325,30 @@ def build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_st
     return switch_model(model, recipe, say(lang), state)
 
 
-def build_from_form(request: gr.Request, state, train_state, weights, seed, hub_name, upload, dtype, *fields,
-                    progress=gr.Progress()):
+def build_from_form(
+    request: gr.Request, state, train_state, weights, seed, hub_name, upload, dtype, *fields, progress=gr.Progress()
+):
     """The Build button: the form plus the session's training state (for "trained in the Train tab")."""
-    return build_model(state, weights, seed, hub_name, upload, dtype, *fields, train_state=train_state,
-                       progress=progress, request=request)
+    return build_model(
+        state,
+        weights,
+        seed,
+        hub_name,
+        upload,
+        dtype,
+        *fields,
+        train_state=train_state,
+        progress=progress,
+        request=request,
+    )
 
 
 def show_tree(state, depth):
     try:
         lang = lang_of(state)
-        return table(tree_table(session_model(state), parse_whole(depth, "Tree depth", 1, 10), lang), "tree_headers", lang)
+        return table(
+            tree_table(session_model(state), parse_whole(depth, "Tree depth", 1, 10), lang), "tree_headers", lang
+        )
     except Exception:
         return gr.skip()
 
@@ -271,8 +360,12 @@ def load_session(state=None, request: gr.Request = None):
     state = {**new_state(lang), "present": present}
     model = session_model(state)
     recipe = state["recipe"]
-    return (state,) + model_views(model, recipe, lang=lang, present=present) + form_values(model, recipe) + (
-        gr.update(visible=recipe["kind"] == "bundled"),)
+    return (
+        (state,)
+        + model_views(model, recipe, lang=lang, present=present)
+        + form_values(model, recipe)
+        + (gr.update(visible=recipe["kind"] == "bundled"),)
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,12 +379,16 @@ def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     with gr.Row():
         with gr.Column(scale=2, min_width=300):
-            c.weights = gr.Radio(choices(WEIGHT_KEYS), label=T("weights"),
-                                 value=WEIGHT_CHOICES[0] if BUNDLED_CHECKPOINT.is_file() else "random init")
+            c.weights = gr.Radio(
+                choices(WEIGHT_KEYS),
+                label=T("weights"),
+                value=WEIGHT_CHOICES[0] if BUNDLED_CHECKPOINT.is_file() else "random init",
+            )
             # Shown only for the weights they belong to (an empty upload box only takes room).
             c.hub_name = gr.Dropdown(list(HUB_MODELS), value=list(HUB_MODELS)[0], label=T("hub_model"), visible=False)
-            c.upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False,
-                               height=140)
+            c.upload = gr.File(
+                label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False, height=140
+            )
             c.preset = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label=T("preset"))
             with gr.Accordion(T("config_fields"), open=False, elem_classes=["pg-advanced"]):
                 # Integers are checked by the handler (2.5 layers is refused and said), not rounded by the widget.
@@ -318,15 +415,26 @@ def layout() -> SimpleNamespace:
         with gr.Column(scale=3, min_width=300):
             c.treemap = gr.Plot(label="treemap", show_label=False)
             c.memory_plot = gr.Plot(label="memory", show_label=False)
-    c.breakdown_df = gr.Dataframe(headers=["component", "formula", "formula value", "measured", "agree"],
-                                  label=T("breakdown"), interactive=False, wrap=True, elem_id="pg-breakdown",
-                                  column_widths=["18%", "42%", "15%", "15%", "10%"])
+    c.breakdown_df = gr.Dataframe(
+        headers=["component", "formula", "formula value", "measured", "agree"],
+        label=T("breakdown"),
+        interactive=False,
+        wrap=True,
+        elem_id="pg-breakdown",
+        column_widths=["18%", "42%", "15%", "15%", "10%"],
+    )
     with gr.Accordion(T("kernels"), open=False, elem_classes=["pg-advanced"]):
         c.kernels_md = gr.Markdown(elem_id="pg-kernels")
     c.tree_depth = gr.Slider(1, 6, value=3, step=1, label=T("tree_depth"), elem_classes=["pg-advanced"])
-    c.tree_df = gr.Dataframe(headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
-                             label=T("tree"), interactive=False, max_height=420, wrap=True, elem_id="pg-tree",
-                             column_widths=["15%", "15%", "21%", "11%", "12%", "12%", "14%"])
+    c.tree_df = gr.Dataframe(
+        headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
+        label=T("tree"),
+        interactive=False,
+        max_height=420,
+        wrap=True,
+        elem_id="pg-tree",
+        column_widths=["15%", "15%", "21%", "11%", "12%", "12%", "14%"],
+    )
     c.form = [c.weights, c.preset, c.seed_init, c.hub_name, c.dtype] + c.fields
     return c
 
@@ -339,7 +447,17 @@ def weight_inputs(weights):
 def model_outputs(page) -> list:
     """Where ``model_views`` goes (the layer/head sliders live in the Generate tab)."""
     m, g = page.model, page.generate
-    return [page.summary, m.tying_md, m.breakdown_df, m.treemap, m.memory_plot, m.tree_df, g.layer, g.head, m.kernels_md]
+    return [
+        page.summary,
+        m.tying_md,
+        m.breakdown_df,
+        m.treemap,
+        m.memory_plot,
+        m.tree_df,
+        g.layer,
+        g.head,
+        m.kernels_md,
+    ]
 
 
 def switch_outputs(page) -> list:
@@ -355,12 +473,21 @@ def build_message(request: gr.Request, state):
 
 def wire(page) -> None:
     m = page.model
-    page.demo.load(load_session, None, [page.state] + model_outputs(page) + m.form + [page.generate.head_box],
-                   api_name="load_session")
+    page.demo.load(
+        load_session,
+        None,
+        [page.state] + model_outputs(page) + m.form + [page.generate.head_box],
+        api_name="load_session",
+    )
     m.preset.input(preset_fields, [m.preset, page.state], m.fields + [m.tying_md], api_name="preset_config")
-    m.build_btn.click(build_from_form,
-                      [page.state, page.train_state, m.weights, m.seed_init, m.hub_name, m.upload, m.dtype] + m.fields,
-                      switch_outputs(page), api_name="build_model", concurrency_id="models", concurrency_limit=2)
+    m.build_btn.click(
+        build_from_form,
+        [page.state, page.train_state, m.weights, m.seed_init, m.hub_name, m.upload, m.dtype] + m.fields,
+        switch_outputs(page),
+        api_name="build_model",
+        concurrency_id="models",
+        concurrency_limit=2,
+    )
     m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")
     m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)
     # The kernels box is not among prefs' own redraws: it follows a language switch here.

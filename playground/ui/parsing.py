@@ -34,8 +34,13 @@ def parse_whole(value, name: str, lo: int | None = None, hi: int | None = None) 
         raise ValueError(f"{name} must be a whole number, got {value!r}.")
     whole = int(number)
     if (lo is not None and whole < lo) or (hi is not None and whole > hi):
-        span = f"between {lo:,} and {hi:,}" if lo is not None and hi is not None else \
-            f"at least {lo:,}" if lo is not None else f"at most {hi:,}"
+        span = (
+            f"between {lo:,} and {hi:,}"
+            if lo is not None and hi is not None
+            else f"at least {lo:,}"
+            if lo is not None
+            else f"at most {hi:,}"
+        )
         raise ValueError(f"{name} must be {span}, got {whole:,}.")
     return whole
 
@@ -68,5 +73,4 @@ def parse_choice(value, choices, name: str) -> str:
 def slider_range(maximum: int, value: int = 0) -> dict:
     """A 0..maximum slider; with a single choice there is nothing to slide, so it hides (Gradio
     refuses a slider whose minimum equals its maximum)."""
-    return gr.update(minimum=0, maximum=max(1, maximum), value=min(max(0, value), max(0, maximum)),
-                     visible=maximum > 0)
+    return gr.update(minimum=0, maximum=max(1, maximum), value=min(max(0, value), max(0, maximum)), visible=maximum > 0)

@@ -17,10 +17,11 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.i18n.catalogue import EN, ZH
+
 from . import generate_tab, model_tab, train_tab
 from .attention_view import VIEW_KEYS, attention_views
 from .chips import legend, status_html
-from .common import T, choices, dress, lang_of, session_model, session_run, tr
+from .common import T, choices, lang_of, session_model, session_run, tr
 from .i18n import normalize_lang
 
 
@@ -29,8 +30,9 @@ def header() -> SimpleNamespace:
     c = SimpleNamespace()
     with gr.Row(elem_id="pg-header", equal_height=True):
         c.title = gr.Markdown(f"# {EN['title']} · {ZH['title']}\n{EN['subtitle']}", elem_id="pg-title")
-        c.present = gr.Checkbox(False, label=T("present"), elem_id="pg-present", scale=0, min_width=180,
-                                container=False)
+        c.present = gr.Checkbox(
+            False, label=T("present"), elem_id="pg-present", scale=0, min_width=180, container=False
+        )
     c.probe = gr.Button(T("lang_code"), elem_id="pg-lang-probe", elem_classes=["pg-offscreen"])
     c.apply = gr.Button("apply", elem_id="pg-prefs-apply", elem_classes=["pg-offscreen"])
     c.prefs = gr.Textbox(visible=False)
@@ -56,17 +58,36 @@ def apply_prefs(prefs, state, train_state, view, layer, head, log_scale, query, 
         if isinstance(holder, dict):
             holder.update(lang=lang, present=present)
     model = session_model(state)
-    views = model_tab.model_views(model, state["recipe"], depth if isinstance(depth, (int, float)) else 3, lang, present)
-    page = (f"# {EN['title']} · {ZH['title']}\n{tr(lang, 'subtitle')}", gr.update(value=present),
-            gr.update(label=tr(lang, "tab_model")), gr.update(label=tr(lang, "tab_generate")),
-            gr.update(label=tr(lang, "tab_train")))
-    breakdown, tree = (model_tab.table(views[i], key, lang, relabel=True)
-                       for i, key in ((2, "breakdown_headers"), (5, "tree_headers")))
-    model_part = (views[0], gr.update(choices=choices(model_tab.WEIGHT_KEYS, lang)),
-                  gr.update(choices=model_tab.preset_choices(lang)), gr.update(info=tr(lang, "dtype_info")),
-                  views[1], breakdown, views[3], views[4], tree)
-    return page + model_part + _generate_part(state, lang, present, view, layer, head, log_scale, query, step) + \
-        _train_part(train_state, lang)
+    views = model_tab.model_views(
+        model, state["recipe"], depth if isinstance(depth, (int, float)) else 3, lang, present
+    )
+    page = (
+        f"# {EN['title']} · {ZH['title']}\n{tr(lang, 'subtitle')}",
+        gr.update(value=present),
+        gr.update(label=tr(lang, "tab_model")),
+        gr.update(label=tr(lang, "tab_generate")),
+        gr.update(label=tr(lang, "tab_train")),
+    )
+    breakdown, tree = (
+        model_tab.table(views[i], key, lang, relabel=True) for i, key in ((2, "breakdown_headers"), (5, "tree_headers"))
+    )
+    model_part = (
+        views[0],
+        gr.update(choices=choices(model_tab.WEIGHT_KEYS, lang)),
+        gr.update(choices=model_tab.preset_choices(lang)),
+        gr.update(info=tr(lang, "dtype_info")),
+        views[1],
+        breakdown,
+        views[3],
+        views[4],
+        tree,
+    )
+    return (
+        page
+        + model_part
+        + _generate_part(state, lang, present, view, layer, head, log_scale, query, step)
+        + _train_part(train_state, lang)
+    )
 
 
 def _generate_part(state, lang, present, view, layer, head, log_scale, query, step):
@@ -79,8 +100,11 @@ def _generate_part(state, lang, present, view, layer, head, log_scale, query, st
     if run is not None and run.id in generate_tab.STOP_FLAGS:  # still streaming: it redraws itself in the new language
         return (gr.update(choices=choices(VIEW_KEYS, lang)), legend(lang), gr.skip()) + (gr.skip(),) * 8
     _, head_labels = model_tab.head_examples(view, lang)
-    fixed = (gr.update(choices=choices(VIEW_KEYS, lang)), legend(lang),
-             gr.update(sample_labels=head_labels, label=tr(lang, "heads_label")) if head_labels else gr.skip())
+    fixed = (
+        gr.update(choices=choices(VIEW_KEYS, lang)),
+        legend(lang),
+        gr.update(sample_labels=head_labels, label=tr(lang, "heads_label")) if head_labels else gr.skip(),
+    )
     if run is None:  # nothing generated yet: the empty figures say so in the new language
         att = attention_views(state, view, layer, head, log_scale, None)
         return fixed + (gr.skip(),) + att + (gr.skip(), gr.skip(), gr.skip())
@@ -94,9 +118,12 @@ def _train_part(train_state, lang):
     from playground.server.session import JOBS
 
     job = JOBS.get((train_state or {}).get("job") or "")
-    present = bool((train_state or {}).get("present"))
-    progress = (train_tab._loss_figure(job, train_state), train_tab._progress_html(job, lang)) if job else \
-        (gr.skip(), gr.skip())
+    bool((train_state or {}).get("present"))
+    progress = (
+        (train_tab._loss_figure(job, train_state), train_tab._progress_html(job, lang))
+        if job
+        else (gr.skip(), gr.skip())
+    )
     return (gr.update(choices=choices(train_tab.CORPUS_KEYS, lang)),) + progress
 
 
@@ -160,28 +187,80 @@ READ_PREFS_JS = "(prefs, ...rest) => [JSON.stringify(window.pgPrefs ? window.pgP
 
 def wire(page) -> None:
     m, g, t, h = page.model, page.generate, page.train, page.header
-    inputs = [h.prefs, page.state, page.train_state, g.view, g.layer, g.head, g.log_scale, g.query, g.step_slider,
-              m.tree_depth]
-    outputs = ([h.title, h.present, page.model_tab, page.generate_tab, page.train_tab,
-                page.summary, m.weights, m.preset, m.dtype, m.tying_md, m.breakdown_df, m.treemap, m.memory_plot,
-                m.tree_df, g.view, g.legend, g.head_examples.dataset if g.head_examples else g.head_box, g.status,
-                g.heatmap, g.query_plot, g.query, g.att_msg, g.prob_plot, g.stages_plot, g.step_md,
-                t.corpus_source, t.loss_plot, t.progress])
+    inputs = [
+        h.prefs,
+        page.state,
+        page.train_state,
+        g.view,
+        g.layer,
+        g.head,
+        g.log_scale,
+        g.query,
+        g.step_slider,
+        m.tree_depth,
+    ]
+    outputs = [
+        h.title,
+        h.present,
+        page.model_tab,
+        page.generate_tab,
+        page.train_tab,
+        page.summary,
+        m.weights,
+        m.preset,
+        m.dtype,
+        m.tying_md,
+        m.breakdown_df,
+        m.treemap,
+        m.memory_plot,
+        m.tree_df,
+        g.view,
+        g.legend,
+        g.head_examples.dataset if g.head_examples else g.head_box,
+        g.status,
+        g.heatmap,
+        g.query_plot,
+        g.query,
+        g.att_msg,
+        g.prob_plot,
+        g.stages_plot,
+        g.step_md,
+        t.corpus_source,
+        t.loss_plot,
+        t.progress,
+    ]
     # The toggle acts in the page at once (CSS); the watcher then tells the server (figures' type size).
     h.present.input(None, h.present, None, js="(v) => { document.body.classList.toggle('pg-present', v); }")
-    event = h.apply.click(apply_prefs, inputs, outputs, js=READ_PREFS_JS, api_visibility="private",
-                          show_progress="hidden", trigger_mode="always_last")
+    event = h.apply.click(
+        apply_prefs,
+        inputs,
+        outputs,
+        js=READ_PREFS_JS,
+        api_visibility="private",
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
     # Every other tab's title (tabs added by their own modules: page.<name>_tab, key "tab_<name>"): a
     # title Gradio translated once would otherwise stay in the old language until the tab is opened.
-    others = [(name[:-4], tab) for name, tab in vars(page).items()
-              if name.endswith("_tab") and isinstance(tab, gr.Tab)
-              and tab not in (page.model_tab, page.generate_tab, page.train_tab)]
+    others = [
+        (name[:-4], tab)
+        for name, tab in vars(page).items()
+        if name.endswith("_tab")
+        and isinstance(tab, gr.Tab)
+        and tab not in (page.model_tab, page.generate_tab, page.train_tab)
+    ]
     if others:
-        event.then(lambda state: tuple(gr.update(label=tr(lang_of(state), f"tab_{name}")) for name, _ in others),
-                   page.state, [tab for _, tab in others], api_visibility="private", show_progress="hidden")
+        event.then(
+            lambda state: tuple(gr.update(label=tr(lang_of(state), f"tab_{name}")) for name, _ in others),
+            page.state,
+            [tab for _, tab in others],
+            api_visibility="private",
+            show_progress="hidden",
+        )
     from . import redraw
 
     page.demo.unload(redraw.forget)  # a closed page's drawn views (kept for redrawing them) are dropped
     for fn, extra_inputs, extra_outputs in getattr(page, "prefs_listeners", []):
-        event.then(fn, [page.state] + list(extra_inputs), extra_outputs, api_visibility="private",
-                   show_progress="hidden")
+        event.then(
+            fn, [page.state] + list(extra_inputs), extra_outputs, api_visibility="private", show_progress="hidden"
+        )

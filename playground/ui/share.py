@@ -13,11 +13,17 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from playground.server.session import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
+
 from .common import MAX_SEED, ok, parse_bool, warn
 
 # name -> (lowest, highest, whole number?): the Generate tab's slider ranges
-RANGES = {"temperature": (0.0, 2.0, False), "top_k": (0, 200, True), "top_p": (0.05, 1.0, False),
-          "max_new": (1, MAX_NEW_TOKENS, True), "seed": (0, MAX_SEED, True)}
+RANGES = {
+    "temperature": (0.0, 2.0, False),
+    "top_k": (0, 200, True),
+    "top_p": (0.05, 1.0, False),
+    "max_new": (1, MAX_NEW_TOKENS, True),
+    "seed": (0, MAX_SEED, True),
+}
 ORDER = ("prompt", "temperature", "top_k", "top_p", "max_new", "seed", "greedy")  # the outputs, then tabs + message
 TABS = ("model", "generate", "train", "compare")
 N_OUTPUTS = len(ORDER) + 2
@@ -97,8 +103,16 @@ def prefill_from_url(request: gr.Request):
 
 def share_query(prompt, temperature, top_k, top_p, max_new, seed, greedy) -> str:
     """The query string that reproduces these Generate settings."""
-    values = {"prompt": prompt, "temperature": temperature, "top_k": top_k, "top_p": top_p, "max_new": max_new,
-              "seed": seed, "greedy": "true" if greedy else "false", "tab": "generate"}
+    values = {
+        "prompt": prompt,
+        "temperature": temperature,
+        "top_k": top_k,
+        "top_p": top_p,
+        "max_new": max_new,
+        "seed": seed,
+        "greedy": "true" if greedy else "false",
+        "tab": "generate",
+    }
     return "?" + urlencode({k: v for k, v in values.items() if v not in (None, "")})
 
 

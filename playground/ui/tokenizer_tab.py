@@ -12,15 +12,22 @@ import re
 from types import SimpleNamespace
 
 import gradio as gr
-
-from playground.inside.bpe import (
-    MAX_REPLAY_BYTES, TokenizerViewError, hex_bytes, part_display, pretokens, replay_text, replay_word, tokenize_view,
-)
-from playground.server.session import MAX_PROMPT_CHARS
-from playground.engine.tokenizer import display_text, load_tokenizer
 import pandas as pd
 
+from playground.engine.tokenizer import display_text, load_tokenizer
 from playground.i18n.catalogue import tr_error
+from playground.inside.bpe import (
+    MAX_REPLAY_BYTES,
+    TokenizerViewError,
+    hex_bytes,
+    part_display,
+    pretokens,
+    replay_text,
+    replay_word,
+    tokenize_view,
+)
+from playground.server.session import MAX_PROMPT_CHARS
+
 from .common import T, lang_of, tr, warn
 
 DEFAULT_TEXT = "An unbelievable tokenization: 从前有一座山 🦙"
@@ -42,16 +49,22 @@ def _plural(lang, name: str, n: int, **values) -> str:
 
 
 # The library's fragment notes ("bytes 1–2 of 3 of 从 (U+4ECE)") in the page's language.
-_NOTE_PARTS = [(r"\bbytes (\d+)–(\d+)", "note_bytes", ("first", "last")), (r"\bbyte (\d+)", "note_byte", ("first",)),
-               (r" of an unfinished character", "note_unfinished", ()), (r": not valid UTF-8 here", "note_invalid", ()),
-               (r" of (\d+) of ", "note_of", ("size",))]
+_NOTE_PARTS = [
+    (r"\bbytes (\d+)–(\d+)", "note_bytes", ("first", "last")),
+    (r"\bbyte (\d+)", "note_byte", ("first",)),
+    (r" of an unfinished character", "note_unfinished", ()),
+    (r": not valid UTF-8 here", "note_invalid", ()),
+    (r" of (\d+) of ", "note_of", ("size",)),
+]
 
 
 def note_text(note: str, lang) -> str:
     if lang == "en" or not note:
         return note
     for pattern, name, fields in _NOTE_PARTS:
-        note = re.sub(pattern, lambda m: msg(lang, name, **dict(zip(fields, m.groups()))), note)
+        note = re.sub(
+            pattern, lambda m, name=name, fields=fields: msg(lang, name, **dict(zip(fields, m.groups()))), note
+        )
     return note
 
 
@@ -77,8 +90,10 @@ def _chip(token, colour: str, lang="en") -> str:
     title = msg(lang, "chip_title", pos=token.position, id=token.id, bytes=hex_bytes(token.bytes))
     if token.note:
         title += f" · {note_text(token.note, lang)}"
-    return (f"<span class='pg-tok' style='background:{colour}' data-pos='{token.position}' data-id='{token.id}' "
-            f"title='{html.escape(title, quote=True)}'>{html.escape(token.display)}<small>{token.id}</small></span>")
+    return (
+        f"<span class='pg-tok' style='background:{colour}' data-pos='{token.position}' data-id='{token.id}' "
+        f"title='{html.escape(title, quote=True)}'>{html.escape(token.display)}<small>{token.id}</small></span>"
+    )
 
 
 def chips_html(view, limit: int = MAX_SHOWN_TOKENS, lang="en") -> str:
@@ -92,9 +107,11 @@ def chips_html(view, limit: int = MAX_SHOWN_TOKENS, lang="en") -> str:
         if shared:
             chars = group.display if group.text is not None else "?"
             title = msg(lang, "chars_title", chars=chars, n=len(group.positions))
-            out.append(f"<span class='pg-tgroup' data-chars='{html.escape(chars, quote=True)}' "
-                       f"title='{html.escape(title, quote=True)}'><span class='pg-tchar'>{html.escape(chars)}</span>"
-                       f"<span class='pg-tgroup-tokens'>{chips}</span></span>")
+            out.append(
+                f"<span class='pg-tgroup' data-chars='{html.escape(chars, quote=True)}' "
+                f"title='{html.escape(title, quote=True)}'><span class='pg-tchar'>{html.escape(chars)}</span>"
+                f"<span class='pg-tgroup-tokens'>{chips}</span></span>"
+            )
         else:
             out.append(chips)
     return f"<div class='pg-tokbox'>{''.join(out)}</div>"
@@ -112,8 +129,14 @@ def table_rows(view, limit: int = MAX_SHOWN_TOKENS, lang="en") -> list[list]:
 def summary_html(text: str, view, lang="en") -> str:
     n_bytes = len(text.encode("utf-8", "surrogatepass"))
     n = len(view.tokens)
-    line = msg(lang, "summary", chars=f"{len(text):,}", bytes=f"{n_bytes:,}", tokens=f"{n:,}",
-               ratio=f"{n_bytes / n if n else 0.0:.2f}")
+    line = msg(
+        lang,
+        "summary",
+        chars=f"{len(text):,}",
+        bytes=f"{n_bytes:,}",
+        tokens=f"{n:,}",
+        ratio=f"{n_bytes / n if n else 0.0:.2f}",
+    )
     split = sum(1 for g in view.groups if len(g.positions) > 1 or view.tokens[g.positions[0]].is_fragment)
     if split:
         line += msg(lang, "fragments", n=f"{split:,}")
@@ -136,7 +159,9 @@ def word_choices(text: str) -> tuple[list[tuple[str, str]], str | None]:
 def _parts_html(parts, highlight=None) -> str:
     return "".join(
         f"<span class='pg-part{' pg-part-new' if highlight is not None and highlight(p) else ''}'>"
-        f"{html.escape(part_display(p))}</span>" for p in parts)
+        f"{html.escape(part_display(p))}</span>"
+        for p in parts
+    )
 
 
 def merges_html(replays, lang="en") -> str:
@@ -144,24 +169,35 @@ def merges_html(replays, lang="en") -> str:
     tok = load_tokenizer()
     blocks = []
     for w in replays:
-        rows = [f"<tr><td></td><td>{html.escape(msg(lang, 'start', n=len(w.parts0)))}</td>"
-                f"<td>{_parts_html(w.parts0)}</td></tr>"]
+        rows = [
+            f"<tr><td></td><td>{html.escape(msg(lang, 'start', n=len(w.parts0)))}</td>"
+            f"<td>{_parts_html(w.parts0)}</td></tr>"
+        ]
         for k, s in enumerate(w.steps, start=1):
             merged = s.left + s.right
             label = msg(lang, "step", rank=f"{s.rank:,}", id=f"{tok.encoding.encode_single_token(merged):,}")
-            pair = (f"{html.escape(part_display(s.left))} + {html.escape(part_display(s.right))} → "
-                    f"<b>{html.escape(part_display(merged))}</b>"
-                    + (msg(lang, "times", count=s.count) if s.count > 1 else ""))
-            rows.append(f"<tr data-rank='{s.rank}'><td>{k}</td><td>{pair}<br><small>{html.escape(label)}</small></td>"
-                        f"<td>{_parts_html(s.parts, lambda p, m=merged: p == m)}</td></tr>")
+            pair = (
+                f"{html.escape(part_display(s.left))} + {html.escape(part_display(s.right))} → "
+                f"<b>{html.escape(part_display(merged))}</b>"
+                + (msg(lang, "times", count=s.count) if s.count > 1 else "")
+            )
+            rows.append(
+                f"<tr data-rank='{s.rank}'><td>{k}</td><td>{pair}<br><small>{html.escape(label)}</small></td>"
+                f"<td>{_parts_html(s.parts, lambda p, m=merged: p == m)}</td></tr>"
+            )
         n = len(w.token_ids)
-        final = _plural(lang, "final", n) + msg(lang, "colon") + ", ".join(
-            f"{part_display(p)} = {i}" for p, i in zip(w.final, w.token_ids))
+        final = (
+            _plural(lang, "final", n)
+            + msg(lang, "colon")
+            + ", ".join(f"{part_display(p)} = {i}" for p, i in zip(w.final, w.token_ids))
+        )
         if not w.steps:
             final = _plural(lang, "no_merge", len(w.parts0)) + " " + final
-        blocks.append(f"<div class='pg-merges' data-word='{html.escape(w.text, quote=True)}' data-tokens='{n}'>"
-                      f"<div class='pg-merges-word'>{html.escape(display_text(w.text))}</div>"
-                      f"<table>{''.join(rows)}</table><div class='pg-merges-final'>{html.escape(final)}</div></div>")
+        blocks.append(
+            f"<div class='pg-merges' data-word='{html.escape(w.text, quote=True)}' data-tokens='{n}'>"
+            f"<div class='pg-merges-word'>{html.escape(display_text(w.text))}</div>"
+            f"<table>{''.join(rows)}</table><div class='pg-merges-final'>{html.escape(final)}</div></div>"
+        )
     return "".join(blocks)
 
 
@@ -185,9 +221,13 @@ def show_tokens(text, state=None, relabel=False):
         return warn(tr_error(lang, str(e))), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     choices, best = word_choices(text)
     merges = show_merges(best, state)
-    return (summary_html(text, view, lang), chips_html(view, lang=lang),
-            _table(view, lang, relabel),
-            gr.update(choices=choices, value=best), merges)
+    return (
+        summary_html(text, view, lang),
+        chips_html(view, lang=lang),
+        _table(view, lang, relabel),
+        gr.update(choices=choices, value=best),
+        merges,
+    )
 
 
 def redraw(state, text, word):
@@ -253,17 +293,31 @@ def layout() -> SimpleNamespace:
     choices, best = word_choices(DEFAULT_TEXT)
     with gr.Row():
         with gr.Column(scale=3, min_width=320):
-            c.text = gr.Textbox(DEFAULT_TEXT, label=T("tok_text"), lines=3, max_length=MAX_PROMPT_CHARS,
-                                elem_id="pg-tok-text")
+            c.text = gr.Textbox(
+                DEFAULT_TEXT, label=T("tok_text"), lines=3, max_length=MAX_PROMPT_CHARS, elem_id="pg-tok-text"
+            )
             c.tok_btn = gr.Button(T("tok_button"), variant="primary", elem_id="pg-tok-btn")
             c.summary = gr.HTML(summary_html(DEFAULT_TEXT, view), elem_id="pg-tok-summary")
             c.chips = gr.HTML(chips_html(view), elem_id="pg-tok-chips", css_template=CSS, js_on_load=None)
-            c.table = gr.Dataframe(table_rows(view), headers=_column_names("en"),
-                                   label=T("tok_table"), interactive=False, max_height=360, wrap=True,
-                                   column_widths=["10%", "12%", "18%", "20%", "40%"], elem_id="pg-tok-table")
+            c.table = gr.Dataframe(
+                table_rows(view),
+                headers=_column_names("en"),
+                label=T("tok_table"),
+                interactive=False,
+                max_height=360,
+                wrap=True,
+                column_widths=["10%", "12%", "18%", "20%", "40%"],
+                elem_id="pg-tok-table",
+            )
         with gr.Column(scale=2, min_width=300):
-            c.word = gr.Dropdown(choices, value=best, allow_custom_value=True, label=T("tok_word"),
-                                 info=T("tok_word_info"), elem_id="pg-tok-word")
+            c.word = gr.Dropdown(
+                choices,
+                value=best,
+                allow_custom_value=True,
+                label=T("tok_word"),
+                info=T("tok_word_info"),
+                elem_id="pg-tok-word",
+            )
             c.merges = gr.HTML(show_merges(best), elem_id="pg-tok-merges", css_template=CSS, js_on_load=None)
     return c
 

@@ -16,17 +16,25 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.figures import charts as figures
 from playground.engine.config import PRESETS
+from playground.figures import charts as figures
 from playground.server.session import CACHE, describe_recipe
+
 from . import redraw
-from .common import T, choices, dress, fail as _fail, lang_of, ok as _ok, parse_whole, tr, warn as _warn
+from .common import T, choices, dress, lang_of, parse_whole, tr
+from .common import fail as _fail
+from .common import ok as _ok
+from .common import warn as _warn
 from .model_tab import N_SWITCH, switch_model, switch_outputs
 
 # The indices of "upload" (1) and "paste" (2) are what API callers and tests pass; the bundled
 # text comes first as the default because it needs no network.
-CORPUS_CHOICES = ["Aesop's fables & nursery rhymes (bundled, works offline)", "upload a .txt", "paste text",
-                  "Tiny Shakespeare (downloaded once, then cached)"]
+CORPUS_CHOICES = [
+    "Aesop's fables & nursery rhymes (bundled, works offline)",
+    "upload a .txt",
+    "paste text",
+    "Tiny Shakespeare (downloaded once, then cached)",
+]
 # Labels of the choices in the page's language (the values above stay what the API sends).
 CORPUS_KEYS = dict(zip(CORPUS_CHOICES, ("c_aesop", "c_upload", "c_paste", "c_shakespeare")))
 DEFAULT_PRESET = "nano (2 layers, d64)"
@@ -37,12 +45,19 @@ MAX_BATCH = 64
 
 # Sentences built in handlers: their keys in translations.py (EN and ZH), read with tr(lang, key).
 MESSAGES = {
-    "estimate": "est_total", "estimate_busy": "est_busy", "left": "est_left", "started": "training",
+    "estimate": "est_total",
+    "estimate_busy": "est_busy",
+    "left": "est_left",
+    "started": "training",
     "started_eta": "started_eta",
 }
 # Names of the corpora as the messages say them (keys of translations.py).
-CORPUS_NAMES = {"your upload": "your upload", "pasted text": "pasted text", "Tiny Shakespeare": "n_shakespeare",
-                "Aesop's fables & nursery rhymes": "n_aesop"}
+CORPUS_NAMES = {
+    "your upload": "your upload",
+    "pasted text": "pasted text",
+    "Tiny Shakespeare": "n_shakespeare",
+    "Aesop's fables & nursery rhymes": "n_aesop",
+}
 _UNITS_ZH = {"h": "小时", "min": "分", "s": "秒"}
 
 
@@ -88,10 +103,18 @@ def estimate(preset_name, steps, batch_size=DEFAULT_BATCH, *, timer=None) -> dic
     cfg, tcfg = _train_config(preset_name, steps, DEFAULT_LR, batch_size)
     busy = any(not job.done.is_set() for job in list(JOBS.values()))
     timing = measure_step_time(cfg, tcfg, timer=timer) if timer else cached_step_time(cfg, tcfg)
-    return {"seconds": estimate_seconds(timing, tcfg.steps, tcfg.eval_interval), "steps": tcfg.steps,
-            "step_s": timing.step_s, "first_step_s": timing.first_step_s, "eval_s": timing.eval_s,
-            "evaluations": evaluations(tcfg.steps, tcfg.eval_interval), "measured_steps": timing.n_steps + 1,
-            "batch_size": tcfg.batch_size, "block_size": tcfg.block_size, "busy": busy}
+    return {
+        "seconds": estimate_seconds(timing, tcfg.steps, tcfg.eval_interval),
+        "steps": tcfg.steps,
+        "step_s": timing.step_s,
+        "first_step_s": timing.first_step_s,
+        "eval_s": timing.eval_s,
+        "evaluations": evaluations(tcfg.steps, tcfg.eval_interval),
+        "measured_steps": timing.n_steps + 1,
+        "batch_size": tcfg.batch_size,
+        "block_size": tcfg.block_size,
+        "busy": busy,
+    }
 
 
 def estimate_html(preset_name, steps, batch_size=DEFAULT_BATCH, state=None) -> str:
@@ -100,9 +123,18 @@ def estimate_html(preset_name, steps, batch_size=DEFAULT_BATCH, state=None) -> s
         e = estimate(preset_name, steps, batch_size)
     except Exception as ex:
         return _fail(ex, lang)
-    text = tr(lang, MESSAGES["estimate"], total=duration(e["seconds"], lang), steps=f"{e['steps']:,}",
-              step=duration(e["step_s"], lang), evals=e["evaluations"], eval=duration(e["eval_s"], lang),
-              n=e["measured_steps"], batch=e["batch_size"], block=e["block_size"])
+    text = tr(
+        lang,
+        MESSAGES["estimate"],
+        total=duration(e["seconds"], lang),
+        steps=f"{e['steps']:,}",
+        step=duration(e["step_s"], lang),
+        evals=e["evaluations"],
+        eval=duration(e["eval_s"], lang),
+        n=e["measured_steps"],
+        batch=e["batch_size"],
+        block=e["block_size"],
+    )
     if e["busy"]:
         text += tr(lang, MESSAGES["estimate_busy"])
     return f"<div class='pg-msg pg-estimate' data-seconds='{e['seconds']:.1f}'>{html.escape(text)}</div>"
@@ -118,10 +150,16 @@ def estimate_api(preset_name, steps, batch_size=DEFAULT_BATCH) -> dict:
 
 def _loss_figure(job, train_state=None):
     lang, present = lang_of(train_state), bool((train_state or {}).get("present"))
-    return dress(figures.loss_curve(
-        job.train_points, job.val_points, title=tr(lang, "fig_loss"),
-        baselines={tr(lang, "base_unigram"): job.unigram, tr(lang, "base_uniform"): math.log(job.cfg.vocab_size)},
-    ), lang, present)
+    return dress(
+        figures.loss_curve(
+            job.train_points,
+            job.val_points,
+            title=tr(lang, "fig_loss"),
+            baselines={tr(lang, "base_unigram"): job.unigram, tr(lang, "base_uniform"): math.log(job.cfg.vocab_size)},
+        ),
+        lang,
+        present,
+    )
 
 
 def _progress_html(job, lang="en") -> str:
@@ -134,14 +172,29 @@ def _progress_html(job, lang="en") -> str:
     left = ""
     if 0 < step < total and elapsed > 0:  # at this run's own pace so far
         left = " · " + tr(lang, MESSAGES["left"], left=duration(elapsed / step * (total - step), lang))
-    text = tr(lang, "train_progress", step=f"{step:,}", total=f"{total:,}", tokens=f"{ev.tokens_seen if ev else 0:,}",
-              elapsed=f"{elapsed:.1f}", rate=f"{rate:,.0f}", val=val)
+    text = tr(
+        lang,
+        "train_progress",
+        step=f"{step:,}",
+        total=f"{total:,}",
+        tokens=f"{ev.tokens_seen if ev else 0:,}",
+        elapsed=f"{elapsed:.1f}",
+        rate=f"{rate:,.0f}",
+        val=val,
+    )
     return f"<progress value='{step}' max='{total}' style='width:100%;height:18px'></progress><div>{text}{left}</div>"
 
 
 def _corpus_desc(corpus, lang) -> str:
-    return tr(lang, "corpus_desc", name=tr(lang, CORPUS_NAMES.get(corpus.name, corpus.name)), chars=f"{corpus.n_chars:,}",
-              tokens=f"{corpus.n_tokens:,}", train=f"{len(corpus.train_ids):,}", val=f"{len(corpus.val_ids):,}")
+    return tr(
+        lang,
+        "corpus_desc",
+        name=tr(lang, CORPUS_NAMES.get(corpus.name, corpus.name)),
+        chars=f"{corpus.n_chars:,}",
+        tokens=f"{corpus.n_tokens:,}",
+        train=f"{len(corpus.train_ids):,}",
+        val=f"{len(corpus.val_ids):,}",
+    )
 
 
 def _say(request, lang, draw):
@@ -155,8 +208,9 @@ def train_message(request: gr.Request, state):
     return redraw.redraw(request, "train_msg", lang_of(state), False, 1)[0]
 
 
-def train_model(train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH,
-                request: gr.Request = None):
+def train_model(
+    train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH, request: gr.Request = None
+):
     """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
     from playground.server.session import JOBS, TrainingJob
     from playground.training.estimate import estimate_seconds, known_step_time
@@ -188,13 +242,21 @@ def train_model(train_state, preset_name, source, upload, pasted, steps, lr, bat
             job.stop()  # the user left or cancelled: end the thread after its current step
         JOBS.pop(job.id, None)  # also when the tab closed: the job (and its memory) can then go
     if job.error:
-        yield (train_state, _loss_figure(job, train_state), _progress_html(job, lang),
-               _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_failed", error=job.error))))
+        yield (
+            train_state,
+            _loss_figure(job, train_state),
+            _progress_html(job, lang),
+            _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_failed", error=job.error))),
+        )
         return
     train_state = {**keep, "job": job.id, "recipe": job.result_recipe()}
     done = "train_stopped" if job.stopped else "train_finished"
-    yield (train_state, _loss_figure(job, train_state), _progress_html(job, lang),
-           _say(request, lang, lambda lang, present=False: _ok(tr(lang, done, n=f"{job.trainer.step_count:,}"))))
+    yield (
+        train_state,
+        _loss_figure(job, train_state),
+        _progress_html(job, lang),
+        _say(request, lang, lambda lang, present=False: _ok(tr(lang, done, n=f"{job.trainer.step_count:,}"))),
+    )
 
 
 def stop_training(train_state, request: gr.Request = None):
@@ -212,14 +274,18 @@ def use_trained(state, train_state, request: gr.Request = None):
     lang = lang_of(state)
     recipe = (train_state or {}).get("recipe")
     if not recipe:
-        return (state, _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_first")))) + \
-            (gr.skip(),) * (N_SWITCH - 2)
+        return (state, _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_first")))) + (
+            gr.skip(),
+        ) * (N_SWITCH - 2)
     try:
         model = CACHE.get(recipe)
     except Exception as e:
-        return (state, _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang))) + \
-            (gr.skip(),) * (N_SWITCH - 2)
-    using = _say(request, lang, lambda lang, present=False: _ok(tr(lang, "now_using", model=describe_recipe(recipe, lang))))
+        return (state, _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang))) + (gr.skip(),) * (
+            N_SWITCH - 2
+        )
+    using = _say(
+        request, lang, lambda lang, present=False: _ok(tr(lang, "now_using", model=describe_recipe(recipe, lang)))
+    )
     return switch_model(model, recipe, using, state)
 
 
@@ -235,10 +301,13 @@ def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     with gr.Row():
         with gr.Column(scale=2, min_width=320):
-            c.preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label=T("train_config"), elem_id="pg-train-preset")
+            c.preset = gr.Dropdown(
+                list(PRESETS), value=DEFAULT_PRESET, label=T("train_config"), elem_id="pg-train-preset"
+            )
             with gr.Row():
-                c.steps = gr.Number(DEFAULT_STEPS, label=T("steps"), precision=0, minimum=1, maximum=5000,
-                                    elem_id="pg-train-steps")
+                c.steps = gr.Number(
+                    DEFAULT_STEPS, label=T("steps"), precision=0, minimum=1, maximum=5000, elem_id="pg-train-steps"
+                )
                 c.lr = gr.Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1)
                 c.batch = gr.Number(DEFAULT_BATCH, label=T("train_batch"), precision=0, minimum=1, maximum=MAX_BATCH)
             with gr.Row():
@@ -253,8 +322,9 @@ def layout() -> SimpleNamespace:
             # the chosen source's box is shown (an empty upload area took a third of the screen).
             c.corpus_source = gr.Radio(choices(CORPUS_KEYS), value=CORPUS_CHOICES[0], label=T("corpus"))
             c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
-            c.corpus_paste = gr.Textbox(label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000,
-                                        visible=False)
+            c.corpus_paste = gr.Textbox(
+                label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000, visible=False
+            )
         with gr.Column(scale=3):
             c.progress = gr.HTML(elem_id="pg-train-progress")
             c.loss_plot = gr.Plot(show_label=False)
@@ -263,26 +333,49 @@ def layout() -> SimpleNamespace:
 
 def wire(page) -> None:
     t, train_state = page.train, page.train_state
-    t.corpus_source.change(lambda s: (gr.update(visible=s == CORPUS_CHOICES[1]), gr.update(visible=s == CORPUS_CHOICES[2])),
-                           t.corpus_source, [t.corpus_file, t.corpus_paste], api_visibility="private")
+    t.corpus_source.change(
+        lambda s: (gr.update(visible=s == CORPUS_CHOICES[1]), gr.update(visible=s == CORPUS_CHOICES[2])),
+        t.corpus_source,
+        [t.corpus_file, t.corpus_paste],
+        api_visibility="private",
+    )
     # The estimate: timed once per config and batch on this server (one at a time), then arithmetic;
     # first shown when the tab is opened.
     estimate_inputs = [t.preset, t.steps, t.batch]
     for trigger in (t.preset.change, t.steps.change, t.batch.change, page.train_tab.select):
-        trigger(estimate_html, estimate_inputs + [page.state], t.estimate, api_visibility="private", concurrency_id="estimate",
-                concurrency_limit=1, trigger_mode="always_last", show_progress="minimal")
-    gr.Button(visible=False).click(estimate_api, estimate_inputs, gr.JSON(visible=False), api_name="train_estimate",
-                                   concurrency_id="estimate", concurrency_limit=1)
+        trigger(
+            estimate_html,
+            estimate_inputs + [page.state],
+            t.estimate,
+            api_visibility="private",
+            concurrency_id="estimate",
+            concurrency_limit=1,
+            trigger_mode="always_last",
+            show_progress="minimal",
+        )
+    gr.Button(visible=False).click(
+        estimate_api,
+        estimate_inputs,
+        gr.JSON(visible=False),
+        api_name="train_estimate",
+        concurrency_id="estimate",
+        concurrency_limit=1,
+    )
     # Training: one at a time on this server (it uses every core); generation keeps its own queue.
-    t.train_btn.click(train_model, [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr,
-                                    t.batch],
-                      [train_state, t.loss_plot, t.progress, t.msg], api_name="train",
-                      concurrency_id="train", concurrency_limit=1)
+    t.train_btn.click(
+        train_model,
+        [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr, t.batch],
+        [train_state, t.loss_plot, t.progress, t.msg],
+        api_name="train",
+        concurrency_id="train",
+        concurrency_limit=1,
+    )
     # A language switch redraws the estimate (the loss figure and progress line are redrawn by prefs).
     from . import prefs  # (prefs imports this module)
 
     prefs.on_change(page, lambda state, *args: estimate_html(*args, state=state), estimate_inputs, [t.estimate])
     prefs.on_change(page, train_message, [], [t.msg])  # and its last message
     t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
-    t.use_btn.click(use_trained, [page.state, train_state], [page.state, t.msg] + switch_outputs(page)[2:],
-                    api_name="use_trained")
+    t.use_btn.click(
+        use_trained, [page.state, train_state], [page.state, t.msg] + switch_outputs(page)[2:], api_name="use_trained"
+    )
