@@ -1,21 +1,39 @@
-"""GPT Playground: a from-scratch GPT-2 you can look inside."""
+"""GPT Playground: a from-scratch GPT-2 you can look inside.
 
-from playground.engine.config import (
-    DEFAULT_PRESET,
-    PRESETS,
-    ConfigError,
-    GPTConfig,
-    check_memory,
-    estimate_memory_bytes,
-    get_preset,
-)
-from playground.engine.model import AttentionTrace, GPTModel, KVCache
-from playground.engine.quantize import QuantizeError, quantize_int8
-from playground.engine.sampling import Generation, GenerationStep, generate
-from playground.engine.tokenizer import load_tokenizer
-from playground.engine.weights import LoadReport, WeightLoadError, load_checkpoint, load_pretrained, save_checkpoint
-from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
+The names below are the public Python API (README, "Use it from Python"). They load on first use,
+so importing a leaf such as ``playground.figures`` does not pull in torch.
+"""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "playground.engine.config": (
+        "DEFAULT_PRESET",
+        "PRESETS",
+        "ConfigError",
+        "GPTConfig",
+        "check_memory",
+        "estimate_memory_bytes",
+        "get_preset",
+    ),
+    "playground.engine.model": ("AttentionTrace", "GPTModel", "KVCache"),
+    "playground.engine.quantize": ("QuantizeError", "quantize_int8"),
+    "playground.engine.sampling": ("Generation", "GenerationStep", "generate"),
+    "playground.engine.tokenizer": ("load_tokenizer",),
+    "playground.engine.weights": (
+        "LoadReport",
+        "WeightLoadError",
+        "load_checkpoint",
+        "load_pretrained",
+        "save_checkpoint",
+    ),
+    "playground.inside.inspection": ("count_parameters", "module_tree", "parameter_breakdown"),
+    "playground.errors": ("UserError",),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [
     "AttentionTrace",
     "ConfigError",
@@ -25,20 +43,52 @@ __all__ = [
     "Generation",
     "GenerationStep",
     "KVCache",
+    "LoadReport",
     "PRESETS",
+    "QuantizeError",
+    "UserError",
+    "WeightLoadError",
     "check_memory",
     "count_parameters",
     "estimate_memory_bytes",
     "generate",
     "get_preset",
+    "load_checkpoint",
+    "load_pretrained",
     "load_tokenizer",
     "module_tree",
     "parameter_breakdown",
-    "LoadReport",
-    "WeightLoadError",
-    "load_checkpoint",
-    "load_pretrained",
-    "save_checkpoint",
-    "QuantizeError",
     "quantize_int8",
+    "save_checkpoint",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'playground' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from playground.engine.config import (
+        DEFAULT_PRESET,
+        PRESETS,
+        ConfigError,
+        GPTConfig,
+        check_memory,
+        estimate_memory_bytes,
+        get_preset,
+    )
+    from playground.engine.model import AttentionTrace, GPTModel, KVCache
+    from playground.engine.quantize import QuantizeError, quantize_int8
+    from playground.engine.sampling import Generation, GenerationStep, generate
+    from playground.engine.tokenizer import load_tokenizer
+    from playground.engine.weights import LoadReport, WeightLoadError, load_checkpoint, load_pretrained, save_checkpoint
+    from playground.errors import UserError
+    from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown

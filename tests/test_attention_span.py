@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from playground import PRESETS
-from playground.figures import charts as F
+from playground import figures as F
 from playground.inside import attention_stats as S
 from playground.server.session import CACHE, get_run, random_recipe
 from playground.ui import attention_view as av

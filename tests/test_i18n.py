@@ -12,8 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from playground import PRESETS, count_parameters, ui
-from playground.figures import charts as figures
+from playground import PRESETS, count_parameters, figures, ui
 from playground.i18n.catalogue import EN, ZH, normalize_lang, tr, tr_error
 from playground.server.session import CACHE, random_recipe
 from playground.ui import prefs

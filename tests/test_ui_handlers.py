@@ -9,7 +9,7 @@ import torch
 
 from playground import PRESETS, count_parameters, ui
 from playground.engine.config import ConfigError
-from playground.figures.charts import format_prob
+from playground.figures import format_prob
 from playground.server.session import CACHE, get_run, random_recipe
 from playground.ui import model_tab  # noqa: F401  (ui.model_tab below)
 from playground.ui.chips import RESET, all_chips

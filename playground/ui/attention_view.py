@@ -13,8 +13,8 @@ import weakref
 import gradio as gr
 import numpy as np
 
+from playground import figures
 from playground.engine.tokenizer import load_tokenizer
-from playground.figures import charts as figures
 from playground.i18n.catalogue import tr_error
 from playground.inside.attention_stats import attention_rollout, head_stats
 from playground.runtime.memory import BUDGET

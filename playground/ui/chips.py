@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 
 from playground.engine.tokenizer import load_tokenizer
-from playground.figures.charts import format_prob
+from playground.figures import format_prob
 from playground.i18n.catalogue import tr
 from playground.inside.bpe import token_view
 

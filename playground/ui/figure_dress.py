@@ -1,7 +1,7 @@
 """The last touch on every figure the page shows: its words in the page's language and, in
 presenter mode, type large enough for the back of a room and a height that fits a projector.
 
-Figure builders (``playground.figures.charts``) take their titles from the caller and are language-free
+Figure builders (``playground.figures``) take their titles from the caller and are language-free
 otherwise, except for a few fixed words (axis titles, subplot titles, legend names, notes); those
 are translated here, so the plotting code stays plain.
 """

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from playground import figures
 from playground.engine.tokenizer import load_tokenizer
-from playground.figures import charts as figures
 from playground.i18n.catalogue import tr_error
 from playground.server.session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
 

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas as pd
 
+from playground import figures
 from playground.engine.config import (
     ACTIVATIONS,
     ATTENTION_IMPLS,
@@ -26,7 +27,6 @@ from playground.engine.config import (
     GPTConfig,
 )
 from playground.engine.weights import HUB_MODELS
-from playground.figures import charts as figures
 from playground.runtime import kernels
 from playground.server.files import discard_upload, is_trained_checkpoint
 from playground.server.session import (

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from playground import figures
 from playground.engine.config import PRESETS
-from playground.figures import charts as figures
 from playground.server.session import CACHE, describe_recipe
 
 from . import redraw

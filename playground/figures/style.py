@@ -1,0 +1,149 @@
+"""What every figure shares: the template, type sizes and colours, margins, tick labels and small
+formatters (a probability as a readable percentage, bytes in decimal units)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+TEMPLATE = "plotly_white"
+FONT_SIZE = 14  # readable on a projector
+TICK_FONT_SIZE = 13
+COLORSCALE = "Viridis"  # perceptually uniform; masked (NaN) cells stay white, unlike any colour in it
+HIGHLIGHT = "#d62728"  # the chosen token, the selected query row
+BAR_COLOR = "#4c78a8"
+MUTED = "#9e9e9e"
+LOG_FLOOR = 1e-4  # log-scale colours stop here: smaller weights are "nothing" for a reader
+MAX_TICKS = 40  # more tick labels than this overlap on a laptop screen
+MAX_TICK_CHARS = 12
+ANNOTATE_CELLS = 300  # print values in overview cells up to this many cells
+# Up to this many positions every token labels its row and column; a larger map (a whole long run)
+# gets numbered axes whose ticks follow the zoom instead, since a 9 px label per cell would overlap.
+LABEL_EVERY_TOKEN_MAX = 96
+
+
+def layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
+    fig.update_layout(
+        template=TEMPLATE,
+        # Transparent: the page's light or dark theme shows through (the app's CSS recolours text
+        # and grid lines in dark mode), so one figure serves both.
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=FONT_SIZE + 2)),
+        font=dict(size=FONT_SIZE),
+        height=height,
+        margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+        **extra,
+    )
+    return fig
+
+
+def fixed_margins(fig: go.Figure, *, left: int, bottom: int, top: int = 60, right: int = 20) -> go.Figure:
+    """Fixed margins instead of plotly's automatic ones, for figures the Generate tab redraws often.
+
+    With automargin and tick-label overflow checks plotly measures every tick label several times
+    while drawing: a 64-token heatmap took ~1.2 s of the browser's main thread, ~60 ms without
+    (measured in Chromium). Tick labels are at most MAX_TICK_CHARS long, so the margins below fit
+    them."""
+    fig.update_xaxes(automargin=False, ticklabeloverflow="allow")
+    fig.update_yaxes(automargin=False, ticklabeloverflow="allow")
+    fig.update_layout(margin=dict(l=left, r=right, t=top, b=bottom))
+    return fig
+
+
+LABEL_MARGIN = 125  # px for a 12-character tick label (at most 13 px type) plus its axis title
+
+
+def format_prob(p: float) -> str:
+    """A probability as a percentage with two significant digits below 10%, so a sampled token
+    never reads "0%": 0.45 -> "45%", 0.045 -> "4.5%", 0.00045 -> "0.045%"; only 0 is "0%"."""
+    p = float(p)
+    if not math.isfinite(p):
+        return "–"
+    if p <= 0:
+        return "0%"
+    if p >= 1:
+        return "100%"
+    pct = p * 100
+    if pct >= 10:
+        for decimals in range(6):  # 99.96% is not certainty: add decimals until it stays under 100
+            text = f"{pct:.{decimals}f}"
+            if float(text) < 100:
+                return text + "%"
+        return ">99.9999%"
+    return np.format_float_positional(pct, precision=2, unique=False, fractional=False, trim="-") + "%"
+
+
+def short_label(label: str, limit: int = MAX_TICK_CHARS) -> str:
+    label = str(label)
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def ticks(
+    positions,
+    labels,
+    max_ticks: int | None = MAX_TICKS,
+    max_chars: int = MAX_TICK_CHARS,
+    font_size: int = TICK_FONT_SIZE,
+) -> dict:
+    """Tick every position when they fit (max_ticks None: always), else every k-th one (always
+    including the last)."""
+    positions, labels = list(positions), [str(x) for x in labels]
+    step = 1 if max_ticks is None else max(1, math.ceil(len(positions) / max_ticks))
+    keep = list(range(len(positions) - 1, -1, -step))[::-1]  # anchored on the newest token
+    return dict(
+        tickmode="array",
+        tickvals=[positions[i] for i in keep],
+        ticktext=[short_label(labels[i], max_chars) for i in keep],
+        tickfont=dict(size=font_size),
+    )
+
+
+def token_tick_font(n_tokens: int) -> int:
+    """Every token gets its label on a heatmap axis: the font shrinks with the count instead."""
+    return TICK_FONT_SIZE if n_tokens <= 24 else 11 if n_tokens <= 40 else 9
+
+
+def as_2d(probs, name: str = "probs") -> np.ndarray:
+    a = np.asarray(probs, dtype=np.float64)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be 2-D [queries, keys], got shape {a.shape}")
+    return a
+
+
+def format_bytes(n: float) -> str:
+    # Decimal units, as playground.engine.config.format_bytes; figures import nothing of the engine.
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def index_of(chosen, labels) -> int | None:
+    """``chosen`` as an index into labels: an int is one already, a string is looked up."""
+    if chosen is None:
+        return None
+    if isinstance(chosen, (int, np.integer)):
+        return int(chosen) if 0 <= int(chosen) < len(labels) else None
+    labels = [str(x) for x in labels]
+    return labels.index(str(chosen)) if str(chosen) in labels else None
+
+
+def empty_figure(message: str = "") -> go.Figure:
+    """A blank figure with a centred message, shown before there is anything to plot."""
+    fig = go.Figure()
+    fig.add_annotation(
+        text=message,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        font=dict(size=FONT_SIZE + 2, color=MUTED),
+    )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return layout(fig, "", 300)
