@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
+from typing import Any, cast
 
 from playground.runtime.memory import BUDGET, default_budget_bytes, format_bytes
 
@@ -37,14 +38,14 @@ class SerializableConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return dataclasses.asdict(cast(Any, self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict):
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cast(Any, cls))}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"unknown {cls._kind} field(s): {', '.join(unknown)}.")

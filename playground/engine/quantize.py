@@ -61,6 +61,9 @@ class Int8Linear(nn.Module):
     ``weight`` holds q as a frozen int8 parameter (so parameter counts and names stay those of
     nn.Linear); ``scale`` is a buffer in the activations' dtype."""
 
+    weight: nn.Parameter
+    scale: torch.Tensor
+
     def __init__(self, q: torch.Tensor | nn.Parameter, scale: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
         self.out_features, self.in_features = q.shape
@@ -86,6 +89,9 @@ class Int8Linear(nn.Module):
 class Int8Embedding(nn.Module):
     """Rows of an int8 (V, d) table times their own scale; shares both with a tied Int8Linear head."""
 
+    weight: nn.Parameter
+    scale: torch.Tensor
+
     def __init__(self, q: nn.Parameter, scale: torch.Tensor):
         super().__init__()
         self.num_embeddings, self.embedding_dim = q.shape
@@ -103,7 +109,7 @@ class Int8Embedding(nn.Module):
         return f"{self.num_embeddings}, {self.embedding_dim}, int8"
 
 
-def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) -> kernels.Choice:
+def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int) -> kernels.Choice:
     """How an int8-weight product runs: ATen's int8 matrix-vector kernel with per-channel scales
     (``_weight_int8pack_mm``), or the weight dequantized to the activations' dtype per product;
     measured on ``count`` weights of ``shape`` (up to the kernel working set)."""

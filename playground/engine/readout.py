@@ -25,6 +25,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -112,6 +113,8 @@ class RowFigures:
     @property
     def target_logp(self) -> torch.Tensor:
         """log p(target), in nats."""
+        if self.target_logit is None:
+            raise ValueError("these rows were read without targets")
         return self.target_logit - self.lse
 
 
@@ -150,7 +153,9 @@ class HeadReader:
         # torch's BLAS or numpy's for the product: measured once per process and shape
         self.numpy_product = (product or many_row_product(weight_t).winner) == "numpy"
         self.lanes = (lanes or available_lanes()) if self.numpy_product else 1
-        self._buffers = []  # per lane: (chunk_rows, V) logits and a bool mask, allocated on first use
+        self._buffers: list[
+            tuple[torch.Tensor, np.ndarray]
+        ] = []  # per lane: (chunk_rows, V) logits and a bool mask, allocated on first use
         if self.numpy_product:
             self.weight_np = weight_t.numpy()  # C- or F-ordered: BLAS takes either
 
@@ -179,7 +184,7 @@ class HeadReader:
         else:
             x = self._normed(rows, norm).float().contiguous()  # (n, d): small next to the logits
             parts = self._in_lanes(x, targets, rank, starts)
-        cat = [None if parts[0][i] is None else torch.cat([p[i] for p in parts]) for i in range(5)]
+        cat: list[Any] = [None if parts[0][i] is None else torch.cat([p[i] for p in parts]) for i in range(5)]
         return RowFigures(*cat)
 
     def _normed(self, x, norm):

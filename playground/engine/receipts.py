@@ -71,7 +71,9 @@ class Receipt:
     @property
     def reproduced(self) -> bool:
         """u lies in the chosen token's slice (always true for an honest receipt)."""
-        return self.greedy or (self.chosen is not None and self.chosen[0] <= self.u < self.chosen[1])
+        return self.greedy or (
+            self.chosen is not None and self.u is not None and self.chosen[0] <= self.u < self.chosen[1]
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -108,6 +110,8 @@ def explain(r: Receipt, piece=lambda i: str(i)) -> str:
             f"Step {r.step} is greedy (temperature 0): no random number is drawn; the most likely token, "
             f"{piece(r.token_id)}, is taken every time."
         )
+    if r.chosen is None:
+        raise ValueError(f"step {r.step}'s receipt has no slice for its token")
     lo, hi = r.chosen
     text = (
         f"Step {r.step}: the seeded draw was u = {r.u:.6f}. Every token owns a slice of [0, 1) as wide as its "

@@ -123,6 +123,7 @@ def apply_top_p(logits: torch.Tensor, top_p: float | None) -> torch.Tensor:
         if k >= n or bool(drop.any()):
             keep = order[~drop]
             return torch.full_like(logits, float("-inf")).index_put_((keep,), logits[keep])
+    raise AssertionError("unreachable: the last pass sorts the whole row")
 
 
 def sampling_distribution(logits, temperature, top_k=None, top_p=None) -> dict[str, torch.Tensor]:

@@ -117,7 +117,8 @@ def fused_to_per_head(tensors: dict[str, torch.Tensor], cfg: GPTConfig) -> dict[
 
 
 def per_head_to_fused(tensors: dict[str, torch.Tensor], cfg: GPTConfig) -> dict[str, torch.Tensor]:
-    out, grouped = {}, {}
+    out: dict[str, torch.Tensor] = {}
+    grouped: dict[str, dict[int, torch.Tensor]] = {}
     pattern = re.compile(r"^(trf_blocks\.\d+\.att)\.heads\.(\d+)\.(W_query|W_key|W_value)\.(weight|bias)$")
     for key, value in tensors.items():
         m = pattern.match(key)
@@ -210,13 +211,13 @@ def convert_gpt2_state(hf_tensors: dict[str, torch.Tensor], cfg: GPTConfig, repo
             value = value.t()
         m = re.match(r"^h\.(\d+)\.attn\.c_attn\.(weight|bias)$", key)
         if m:
-            i, kind = m.groups()
+            layer, kind = m.groups()
             if value.shape[0] != 3 * d:
                 report.mismatched.append((raw_key, tuple(value.shape), (3 * d,) + tuple(value.shape[1:])))
                 continue
             q, k, v = value.split(d, dim=0)
             for name, part in (("W_query", q), ("W_key", k), ("W_value", v)):
-                out[f"trf_blocks.{i}.att.{name}.{kind}"] = part.contiguous()
+                out[f"trf_blocks.{layer}.att.{name}.{kind}"] = part.contiguous()
             continue
         if key in templates:
             out[templates[key]] = value.contiguous()
@@ -428,7 +429,7 @@ def load_pretrained(
     torch_dtype = resolve_dtype(dtype)
     check_memory(cfg, str(torch_dtype).replace("torch.", ""), memory_budget)
     if not folder.is_dir():
-        weights_path = _download(repo_id, "model.safetensors", cache_dir, local_files_only, tqdm_class)
+        weights_path = _download(repo_id, "model.safetensors", cache_dir, bool(local_files_only), tqdm_class)
     header = read_header(weights_path)
     report = check_header(header, cfg, "gpt2", allow_unexpected=True)
     model = GPTModel(cfg, memory_budget=False)  # already checked above, in the requested dtype

@@ -42,7 +42,7 @@ def head_stats(probs_layers) -> dict[str, np.ndarray]:
       entropy:        row entropy in bits (0 = looks at one token; log2(t+1) = uniform)
     """
     names = ("previous-token", "first-token", "self", "entropy")
-    rows_out = {k: [] for k in names}
+    rows_out: dict[str, list[np.ndarray]] = {k: [] for k in names}
     for A in _layers(probs_layers):  # [H, T, T]
         T = A.shape[-1]
         if T < 2:
@@ -75,4 +75,6 @@ def attention_rollout(probs_layers, *, add_residual: bool = True) -> np.ndarray:
             layer = 0.5 * layer + 0.5 * np.eye(T)
         layer /= layer.sum(axis=-1, keepdims=True)
         rollout = layer if rollout is None else layer @ rollout  # later layers act on what earlier ones mixed
+    if rollout is None:
+        raise ValueError("attention rollout needs at least one layer")
     return rollout

@@ -244,7 +244,7 @@ def merge_ranks(vocab_bpe: str | None = None) -> dict[tuple[bytes, bytes], int]:
     lines = path.read_text(encoding="utf-8").split("\n")
     if not lines or not lines[0].startswith("#version"):
         raise ValueError(f"{path} does not look like a GPT-2 vocab.bpe (no #version header)")
-    ranks = {}
+    ranks: dict[tuple[bytes, bytes], int] = {}
     for line in lines[1:]:
         if not line.strip():
             continue

@@ -28,8 +28,8 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
 
 def tied_parameters(model: nn.Module) -> dict[str, str]:
     """{alias name: name of the tensor it shares}, e.g. {"out_head.weight": "tok_emb.weight"}."""
-    first = {}
-    aliases = {}
+    first: dict[int, str] = {}
+    aliases: dict[str, str] = {}
     for name, p in model.named_parameters(remove_duplicate=False):
         if id(p) in first:
             aliases[name] = first[id(p)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -164,6 +165,8 @@ def lens_from_cache(model, cache, ids, first: int, stop: int, final: RowFigures 
     # argmax needs no softmax, and p = exp(logit − logsumexp) needs only the two reductions:
     # playground.engine.readout reads the rows in cache-sized chunks without a (rows, V) matrix
     f = HeadReader(model)(stream, nxt, norm=True)
+    top_id: Any
+    top_prob: Any
     top_id, top_prob, target_logp = f.top_id, f.top_prob, f.target_logp
     if final is not None:
         top_id = torch.cat([top_id, final.top_id[first:stop]])
@@ -369,7 +372,7 @@ def compare(
         pa = torch.softmax(_read_out(model, after.resid[-1][0, position]).double(), -1)
         shown = list(dict.fromkeys(pb.topk(k).indices.tolist() + pa.topk(k).indices.tolist()))
         shown.sort(key=lambda t: -max(float(pb[t]), float(pa[t])))
-        out = {
+        out: dict[str, Any] = {
             "position": position,
             "intervention": intervention.to_dict(),
             "shown_ids": shown,

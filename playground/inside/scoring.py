@@ -234,7 +234,7 @@ def _windows(n: int, W: int, stride: int):
 
 def _groups(windows: list, size: int):
     """Consecutive windows with inputs of one length, at most ``size`` at a time (one batch each)."""
-    group = []
+    group: list = []
     for w in windows:
         if group and (len(group) == size or w[2] - w[0] != group[0][2] - group[0][0]):
             yield group

@@ -129,7 +129,7 @@ def forget() -> None:
 # The working set: enough copies of one weight shape to stream from memory, as a model's do
 
 
-def copies(shape: tuple[int, int], dtype: torch.dtype, count: int) -> int:
+def copies(shape: tuple[int, ...], dtype: torch.dtype, count: int) -> int:
     """As many matrices of ``shape`` as the model has (``count``), up to the working set's size."""
     one = shape[0] * shape[1] * torch.empty((), dtype=dtype).element_size()
     return max(1, min(count, WORKING_SET_BYTES // one))

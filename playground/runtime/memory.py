@@ -26,6 +26,7 @@ import functools
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from playground.errors import UserError
@@ -166,7 +167,7 @@ class MemoryBudget:
         self._lock = threading.RLock()
         self._held: dict[int, Holding] = {}
         self._finalizers: dict[int, weakref.finalize] = {}
-        self._reclaimers: dict[int, object] = {}  # key -> callable dropping it, oldest first
+        self._reclaimers: dict[int, Callable[[], object]] = {}  # key -> callable dropping it, oldest first
         self._next = 0
         self._local = threading.local()
 
@@ -265,9 +266,8 @@ class MemoryBudget:
         """Count ``obj`` until it is freed. ``reclaim`` (optional, no arguments) drops the last
         reference to it: the budget calls it, oldest first, when a request would not fit otherwise."""
         with self._lock:
-            for fin in list(self._finalizers.values()):
-                if fin.peek() is not None and fin.peek()[0] is obj:
-                    return  # already counted
+            if self._counts(obj):
+                return  # already counted
             key = self._add(Holding(what, int(nbytes), kind))
             fin = weakref.finalize(obj, self._forget, key)
             fin.atexit = False  # nothing to give back when the process ends
@@ -277,12 +277,16 @@ class MemoryBudget:
 
     def is_registered(self, obj) -> bool:
         with self._lock:
-            return any(f.peek() is not None and f.peek()[0] is obj for f in list(self._finalizers.values()))
+            return bool(self._counts(obj))
+
+    def _counts(self, obj) -> list[int]:
+        """The keys under which ``obj`` is counted (callers hold the lock)."""
+        return [k for k, f in list(self._finalizers.items()) if (p := f.peek()) is not None and p[0] is obj]
 
     def release(self, obj) -> None:
         """Stop counting ``obj`` now (its memory was freed another way)."""
         with self._lock:
-            keys = [k for k, f in list(self._finalizers.items()) if f.peek() is not None and f.peek()[0] is obj]
+            keys = self._counts(obj)
         for key in keys:
             fin = self._finalizers.get(key)
             if fin is not None:

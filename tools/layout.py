@@ -1,0 +1,51 @@
+"""Prints README's Layout block: every module of the package with the first line of its docstring.
+
+``python tools/layout.py`` writes the block to stdout; ``--check`` exits 1 when README.md differs
+(tests/unit/test_layout.py runs the same comparison).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDTH = 34  # the description column
+
+
+def first_line(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    return doc.strip().splitlines()[0].strip() if doc.strip() else ""
+
+
+def package_rows(folder: Path, depth: int) -> list[tuple[str, str]]:
+    """The package's own line, its modules, then its sub-packages, each indented under it."""
+    rel = folder.relative_to(ROOT)
+    rows = [("  " * depth + (rel.name if depth else str(rel)) + "/", first_line(folder / "__init__.py"))]
+    for path in sorted(folder.glob("*.py")):
+        if path.name != "__init__.py":
+            rows.append(("  " * (depth + 1) + path.name, first_line(path)))
+    for sub in sorted(p for p in folder.iterdir() if (p / "__init__.py").is_file()):
+        rows += package_rows(sub, depth + 1)
+    return rows
+
+
+def block() -> str:
+    rows = [("app.py", first_line(ROOT / "app.py")), *package_rows(ROOT / "playground", 0)]
+    for folder in ("bench", "tools"):
+        init = ROOT / folder / "__init__.py"
+        rows.append((folder + "/", first_line(init) if init.is_file() else ""))
+    return "\n".join(f"{name:<{WIDTH}}{text}".rstrip() for name, text in rows) + "\n"
+
+
+def readme_block() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layout\n", 1)[1]
+    return section.split("```\n", 2)[1]
+
+
+if __name__ == "__main__":
+    if "--check" in sys.argv:
+        sys.exit(0 if readme_block() == block() else 1)
+    sys.stdout.write(block())
