@@ -1,4 +1,6 @@
-"""Plotly figure builders: plain data in, ``go.Figure`` out. A leaf: nothing here imports torch,
+"""Plotly figure builders: plain data in, ``go.Figure`` out.
+
+Plotly figure builders: plain data in, ``go.Figure`` out. A leaf: nothing here imports torch,
 gradio or the rest of the project, so every figure is unit-tested on hand-made arrays.
 
 ``from playground import figures`` gives every builder: ``figures.attention_heatmap(...)``.

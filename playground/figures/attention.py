@@ -1,4 +1,6 @@
-"""Attention as pictures: one head's map, all heads of a layer, the layer x head overview, and one
+"""Attention as pictures: one head's map, a layer's heads, the overview, one query's row.
+
+Attention as pictures: one head's map, all heads of a layer, the layer x head overview, and one
 query's row as bars.
 
 Maps are drawn against integer positions 0..T-1 with the tokens as tick labels. Token strings as

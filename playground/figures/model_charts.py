@@ -1,5 +1,8 @@
-"""Where a model's parameters and memory go: the parameter treemap, formula-vs-measured counts per
-component, memory per precision, and the training loss curve."""
+"""Where a model's parameters and memory go, and its training loss curve.
+
+Where a model's parameters and memory go: the parameter treemap, formula-vs-measured counts per
+component, memory per precision, and the training loss curve.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""How a step's distribution looks: the top tokens' probabilities, and the distribution stage by
-stage (raw softmax, after temperature, after top-k, after top-p)."""
+"""A step's distribution: the top tokens' probabilities, stage by stage.
+
+How a step's distribution looks: the top tokens' probabilities, and the distribution stage by
+stage (raw softmax, after temperature, after top-k, after top-p).
+"""
 
 from __future__ import annotations
 

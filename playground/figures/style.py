@@ -1,5 +1,8 @@
-"""What every figure shares: the template, type sizes and colours, margins, tick labels and small
-formatters (a probability as a readable percentage, bytes in decimal units)."""
+"""What every figure shares: template, type sizes, colours, margins, ticks, formatters.
+
+What every figure shares: the template, type sizes and colours, margins, tick labels and small
+formatters (a probability as a readable percentage, bytes in decimal units).
+"""
 
 from __future__ import annotations
 

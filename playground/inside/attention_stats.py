@@ -1,4 +1,6 @@
-"""Attention statistics, the numbers behind the overview and rollout views: per-head summaries
+"""Per-head attention statistics and attention rollout: the numbers behind the overview.
+
+Attention statistics, the numbers behind the overview and rollout views: per-head summaries
 (previous-token, first-token and self mass, entropy) and attention rollout across layers.
 
 Pure numpy on [heads, T, T] probability maps (any source: the live model, an export, a hand-built

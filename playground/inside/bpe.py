@@ -1,4 +1,6 @@
-"""How GPT-2 cuts text into tokens, for a learner: each token's id and bytes, the characters that
+"""How GPT-2 cuts text into tokens: ids, bytes, characters, and the BPE merges replayed.
+
+How GPT-2 cuts text into tokens, for a learner: each token's id and bytes, the characters that
 byte-fragment tokens build together, and the BPE merges of a word replayed from ``vocab.bpe``.
 
 GPT-2's BPE works on bytes, not characters. A Chinese character is three UTF-8 bytes and an emoji

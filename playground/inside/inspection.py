@@ -1,5 +1,8 @@
-"""Looking inside a model: parameter counts, the module tree, and a per-component breakdown where
-each analytic formula stands beside the count measured on the built model."""
+"""Parameter counts, the module tree, and a per-component breakdown (formula vs measured).
+
+Looking inside a model: parameter counts, the module tree, and a per-component breakdown where
+each analytic formula stands beside the count measured on the built model.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Look inside a forward and change it: capture the residual stream and each part's output, and
+"""Hooks on the forward: capture the residual stream and each part's output, and change them.
+
+Look inside a forward and change it: capture the residual stream and each part's output, and
 switch parts off, TransformerLens-style.
 
 ``GPTModel.forward(idx, hooks=Hooks(...))`` calls back into a ``Hooks`` object at four points: the

@@ -1,4 +1,6 @@
-"""What each layer already knows, which part wrote what, how one head's attention is computed,
+"""Logit lens, direct logit attribution, attention maths, interventions' effects, head sweep.
+
+What each layer already knows, which part wrote what, how one head's attention is computed,
 and what changes when parts are switched off: pure functions of a model and token ids (no gradio).
 
 Every function takes the ids of one context window (positions 0..T-1 of that window) and returns

@@ -1,4 +1,6 @@
-"""How long will a training run take here? Measured, not guessed: a few real steps of the chosen
+"""How long a training run will take here, from a few real steps timed on this machine.
+
+How long will a training run take here? Measured, not guessed: a few real steps of the chosen
 config on this machine, then arithmetic.
 
 A step's cost depends on the config, the batch and the machine (and on what else the machine is

@@ -1,5 +1,8 @@
-"""Losses of a model on held-out text, and the two baselines a trained model must beat: the same
-config at random initialisation, and the unigram frequencies of the training tokens."""
+"""Held-out loss of a model, and the two baselines it must beat (random init, unigram).
+
+Losses of a model on held-out text, and the two baselines a trained model must beat: the same
+config at random initialisation, and the unigram frequencies of the training tokens.
+"""
 
 from __future__ import annotations
 
