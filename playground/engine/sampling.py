@@ -109,9 +109,9 @@ def apply_top_p(logits: torch.Tensor, top_p: float | None) -> torch.Tensor:
         return torch.stack([apply_top_p(row, top_p) for row in logits.reshape(-1, logits.size(-1))]).view_as(logits)
     probs = torch.softmax(logits, dim=-1)
     n = logits.numel()
-    # The most likely tokens in order, only as many as it takes: torch's sort of a whole 50,257-token
-    # vocabulary took 5 ms a step on a 2-core CPU, its top 64 take 0.2 ms and usually reach p
-    # already; then the top 4,096 (0.7 ms); then everything (numpy's sort: 1.3 ms).
+    # The most likely tokens in order, only as many as it takes: sorting a whole 50,257-token
+    # vocabulary costs ~25x its top 64, which usually reach p already; then the top 4,096; then
+    # everything, by numpy's sort (faster than torch's here; figures in docs/benchmarks.md).
     for k in (64, 4096, n):
         if k >= n:
             order = torch.from_numpy(np.argsort(-logits.float().cpu().numpy(), kind="quicksort")).to(logits.device)

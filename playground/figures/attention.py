@@ -121,7 +121,7 @@ def attention_heatmap(
             x=key_pos,
             y=query_pos,
             # A big map (a whole long run) sends z only: its hover reads log10 p on a log scale, which
-            # halves what the browser receives (12 MB -> 6 MB for 1,048 × 1,048, measured).
+            # halves what the browser receives.
             customdata=None if n > LABEL_EVERY_TOKEN_MAX else probs.astype(np.float32),
             hovertemplate="query %{y:d} → key %{x:d}<br>"
             + (
