@@ -326,7 +326,7 @@ def _bundled_agreement(n_new) -> list[dict]:
     the app has one."""
     from playground.engine.quantize import quantize_int8
     from playground.engine.weights import load_checkpoint
-    from playground.server.session import BUNDLED_CHECKPOINT
+    from playground.server.recipes import BUNDLED_CHECKPOINT
 
     if not BUNDLED_CHECKPOINT.is_file():
         return []

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from playground import PRESETS, ConfigError, GPTConfig, GPTModel, generate
-from playground.server.session import start_run
+from playground.server.runs import start_run
 
 NANO = PRESETS["nano (2 layers, d64)"]
 
