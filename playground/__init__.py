@@ -9,7 +9,9 @@ from playground.engine.config import (
     estimate_memory_bytes,
     get_preset,
 )
-from playground.engine.model import AttentionTrace, GPTModel, KVCache
+from playground.engine.decode_paths import optimize_for_decode
+from playground.engine.kv_cache import KVCache
+from playground.engine.model import AttentionTrace, GPTModel
 from playground.engine.quantize import QuantizeError, quantize_int8
 from playground.engine.sampling import Generation, GenerationStep, generate
 from playground.engine.tokenizer import load_tokenizer
@@ -41,4 +43,5 @@ __all__ = [
     "save_checkpoint",
     "QuantizeError",
     "quantize_int8",
+    "optimize_for_decode",
 ]

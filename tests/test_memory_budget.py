@@ -9,13 +9,14 @@ import psutil
 import pytest
 import torch
 
-from playground import PRESETS, GPTModel
+from playground import PRESETS
 from playground.engine.config import MAX_LAYERS, ConfigError, GPTConfig, check_build_size, check_memory
 from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
 from playground.server import jobs, model_cache, runs
 from playground.server.model_cache import ModelCache, model_bytes
 from playground.server.recipes import build_from_recipe, random_recipe, recipe_key
 from playground.server.runs import RunReleasedError, get_run, release_idle_runs, run_attention, start_run
+from playground.training.trainer import build_model
 
 NANO = PRESETS["nano (2 layers, d64)"]
 # ~76 MB in float32: big enough for RSS to see, small enough to build in a second
@@ -88,10 +89,10 @@ def test_the_per_model_check_uses_the_same_budget(monkeypatch):
     BUDGET.register(blob, BUDGET.available() - 10**6, "a test's stand-in", "export")
     try:
         with pytest.raises(MemoryBudgetError, match="a test's stand-in"):
-            GPTModel(NANO)
+            build_model(NANO)
     finally:
         BUDGET.release(blob)
-    assert GPTModel(NANO).cfg == NANO
+    assert build_model(NANO).cfg == NANO
 
 
 def test_reservations_count_while_held_and_nested_checks_on_the_same_thread_pass():
@@ -288,7 +289,7 @@ def test_reclaimable_attention_makes_room_before_a_refusal():
 def test_thousands_of_layers_are_refused_by_the_build_caps():
     cfg = GPTConfig(context_length=1024, emb_dim=128, n_heads=4, n_layers=10_000)  # 10.6 GB: under many budgets
     with pytest.raises(ConfigError, match=f"at most {MAX_LAYERS:,} layers"):
-        GPTModel(cfg, memory_budget=10**13)  # fits that budget: the cap is what refuses, before allocating
+        build_model(cfg, memory_budget=10**13)  # fits that budget: the cap is what refuses, before allocating
     with pytest.raises(ConfigError, match="this server builds at most"):
         ModelCache(budget=MemoryBudget(10**13)).get(random_recipe(cfg, seed=0))
 

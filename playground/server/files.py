@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from playground.engine.config import ConfigError, check_build_size, check_memory
+from playground.engine.config import ConfigError, check_build_size, check_fits
 from playground.engine.model import GPTModel
 from playground.engine.weights import (
     WeightLoadError,
@@ -30,6 +30,7 @@ from playground.engine.weights import (
     read_header,
     save_checkpoint,
 )
+from playground.runtime.memory import BUDGET
 from playground.server.recipes import MAX_UPLOAD_BYTES, file_recipe
 
 DEFAULT_DISK_BUDGET_GB = 5
@@ -198,7 +199,7 @@ def validate_checkpoint(
     cfg, layout = checkpoint_config(header)
     check_build_size(cfg)  # an upload is held to the same caps as a build from the form
     check_header(header, cfg, layout, allow_unexpected=False)
-    check_memory(cfg, "float32", memory_budget)
+    check_fits(cfg, "float32", BUDGET if memory_budget is None else memory_budget)
     check_file_finite(path, header)
 
 
