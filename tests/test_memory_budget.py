@@ -11,7 +11,7 @@ import torch
 
 from playground import PRESETS
 from playground.engine.config import MAX_LAYERS, ConfigError, GPTConfig, check_build_size, check_memory
-from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
+from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, map_large_blocks, trim
 from playground.server import jobs, model_cache, runs
 from playground.server.model_cache import ModelCache, model_bytes
 from playground.server.recipes import build_from_recipe, random_recipe, recipe_key
@@ -120,6 +120,7 @@ def _catch(out, fn, *args):
 def test_rss_drops_after_a_model_is_evicted_and_freed():
     cfg = GPTConfig(emb_dim=1024, n_heads=16, n_layers=16)  # ~253 M parameters: 1.01 GB in float32
     cache = ModelCache(budget=MemoryBudget(8 * 2**30))
+    map_large_blocks()  # as the server's entry point (app.py) does
     gc.collect()
     trim()
     before = rss()
