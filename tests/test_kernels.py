@@ -216,6 +216,18 @@ def test_relayout_after_a_dtype_change_asks_again(monkeypatch):
     optimize_for_decode(model)
 
 
+def test_a_plain_model_measures_nothing_until_it_is_optimized(monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_KERNELS", "default")  # decisions still recorded, without the timing
+    model = GPTModel(GPTConfig(**TINY)).to(torch.bfloat16).eval()
+    assert kernels.decided(kernels.ONE_ROW_BFLOAT16) is None
+    with torch.no_grad():
+        model(torch.tensor([[1, 2, 3]]))
+        model(torch.tensor([[4]]))  # a one-row bfloat16 forward reads the decision, never makes it
+    assert kernels.measured() == [] and kernels.one_row_bfloat16_decided() is None
+    optimize_for_decode(model)
+    assert kernels.one_row_bfloat16_decided() is kernels.decided(kernels.ONE_ROW_BFLOAT16) is not None
+
+
 def test_a_different_thread_count_measures_again():
     clock, calls = FakeClock(), []
     cands = {"a": clock.costs(1.0, calls), "b": clock.costs(2.0, calls)}

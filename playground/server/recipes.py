@@ -14,25 +14,17 @@ from pathlib import Path
 
 import torch
 
-from playground.engine.config import (
-    DEFAULT_PRESET,
-    PRESETS,
-    GPTConfig,
-    check_build_size,
-    check_fits,
-    count_parameters_analytic,
-)
+from playground.engine.config import DEFAULT_PRESET, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.model import GPTModel
 from playground.engine.quantize import quantize_int8
 from playground.engine.weights import HUB_MODELS, WeightLoadError, hf_progress_tqdm, load_checkpoint, load_pretrained
 from playground.i18n.catalogue import tr
 from playground.runtime.devices import default_device
-from playground.runtime.memory import BUDGET
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_CHECKPOINT = ROOT / "assets" / "bundled" / "shakespeare.safetensors"
-# The largest checkpoint a file recipe may name: every such file arrived as an upload (files.py).
+# The largest checkpoint a file recipe may name: an upload, or a checkpoint the Train tab wrote (files.py).
 MAX_UPLOAD_BYTES = int(float(os.environ.get("PLAYGROUND_MAX_UPLOAD_MB", "700")) * 1e6)
 
 
@@ -98,9 +90,10 @@ def model_label(recipe: dict) -> str:
 
 def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
     """Build the model a recipe names, with this machine's fastest decode layout
-    (engine.decode_paths). Raises ConfigError / WeightLoadError with user-facing text, and
-    MemoryBudgetError when the process-wide budget has no room. ``dtype`` "int8" builds in
-    bfloat16, then quantizes the weights (playground.engine.quantize)."""
+    (engine.decode_paths). Raises ConfigError / WeightLoadError with user-facing text. A random
+    init's config is checked against the memory budget and the build caps by the model cache
+    before it makes room and reserves (a loader checks its file's config itself). ``dtype`` "int8"
+    builds in bfloat16, then quantizes the weights (playground.engine.quantize)."""
     if recipe.get("dtype") == "int8":
         model = quantize_int8(_build_plain({**recipe, "dtype": "bfloat16"}, progress))
     else:
@@ -113,8 +106,6 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
     kind = recipe.get("kind")
     if kind == "random":
         cfg = GPTConfig.from_dict(recipe["config"])
-        check_fits(cfg, "float32", BUDGET)  # refused before allocating: over the budget ...
-        check_build_size(cfg)  # ... or too slow to build and run on a shared server
         # A generator of its own: torch's global one is what other users' unseeded sampling draws
         # from, and reseeding it here would make their tokens repeat.
         generator = torch.Generator().manual_seed(int(recipe["seed"]))
