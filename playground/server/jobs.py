@@ -51,8 +51,7 @@ class TrainingJob:
 
     The UI polls ``snapshot()``; ``stop()`` ends the loop after the current step, and the model
     keeps everything learned so far. The job's memory (model, gradients, AdamW state, activations)
-    is counted in the process-wide budget until the job object is gone. Jobs live in ``JOBS`` under a random id, so the Stop button
-    of the same session can reach the thread without the state holding it.
+    is counted in the process-wide budget until the job object is gone.
     """
 
     def __init__(
