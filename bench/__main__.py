@@ -324,23 +324,24 @@ def _training_running() -> bool:
 def _bundled_agreement(n_new) -> list[dict]:
     """The same comparisons (bfloat16, int8 against float32) on the bundled model, if this copy of
     the app has one."""
+    from playground.engine.decode_paths import optimize_for_decode
     from playground.engine.quantize import quantize_int8
     from playground.engine.weights import load_checkpoint
-    from playground.server.session import BUNDLED_CHECKPOINT
+    from playground.server.recipes import BUNDLED_CHECKPOINT
 
     if not BUNDLED_CHECKPOINT.is_file():
         return []
     from playground.engine.tokenizer import load_tokenizer
 
     prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
-    m32 = load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu")
+    m32 = optimize_for_decode(load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu"))
     t32 = decode.run_ours(m32, prompt, n_new)[1]
     out = []
     for precision in ("bfloat16", "int8"):
         m = load_checkpoint(BUNDLED_CHECKPOINT, dtype="bfloat16", device="cpu")
         if precision == "int8":
             m = quantize_int8(m)
-        t = decode.run_ours(m, prompt, n_new)[1]
+        t = decode.run_ours(optimize_for_decode(m), prompt, n_new)[1]
         out.append(decode.agreement_report(f"bundled ({BUNDLED_CHECKPOINT.name})", m32, m, prompt, t32, t, precision))
     return out
 

@@ -127,8 +127,9 @@ def decode_ab(model, n_new: int, reps: int) -> dict | None:
 
 def run(quick: bool = False) -> dict:
     from playground.engine.config import PRESETS
+    from playground.engine.decode_paths import optimize_for_decode
     from playground.engine.model import GPTModel
-    from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
+    from playground.server.recipes import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
 
     reps = 3 if quick else 5
     result = {"views": {}}
@@ -141,7 +142,9 @@ def run(quick: bool = False) -> dict:
         result["views"]["bundled, 64 tokens"].update(sweep)
         result["forward_s"] = {"bundled, 64 tokens": lenses.estimate_sweep_seconds(bundled, ids)[0]}
     print("Inside views: GPT-2-small-shaped random weights, 256-token run ...")
-    gpt2 = GPTModel(PRESETS["gpt2-small (124M)"], generator=torch.Generator().manual_seed(0)).eval()
+    gpt2 = optimize_for_decode(
+        GPTModel(PRESETS["gpt2-small (124M)"], generator=torch.Generator().manual_seed(0)).eval()
+    )
     ids = _ids(256)
     result["views"]["gpt2-small shape, 256 tokens"] = time_calls(views(gpt2, ids), max(2, reps - 2))
     one, estimate = lenses.estimate_sweep_seconds(gpt2, ids)

@@ -43,7 +43,7 @@ def full_logits_loop(model, ids, stride) -> float:
 def measure(reps: int = 5) -> dict:
     from playground.engine.tokenizer import load_tokenizer
     from playground.inside.scoring import default_stride, score_ids
-    from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
+    from playground.server.recipes import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
 
     text = _text()
     if text is None or not BUNDLED_CHECKPOINT.is_file():

@@ -19,7 +19,9 @@ _EXPORTS = {
         "estimate_memory_bytes",
         "get_preset",
     ),
-    "playground.engine.model": ("AttentionTrace", "GPTModel", "KVCache"),
+    "playground.engine.decode_paths": ("optimize_for_decode",),
+    "playground.engine.kv_cache": ("KVCache",),
+    "playground.engine.model": ("AttentionTrace", "GPTModel"),
     "playground.engine.quantize": ("QuantizeError", "quantize_int8"),
     "playground.engine.sampling": ("Generation", "GenerationStep", "generate"),
     "playground.engine.tokenizer": ("load_tokenizer",),
@@ -57,6 +59,7 @@ __all__ = [
     "load_pretrained",
     "load_tokenizer",
     "module_tree",
+    "optimize_for_decode",
     "parameter_breakdown",
     "quantize_int8",
     "save_checkpoint",
@@ -85,7 +88,9 @@ if TYPE_CHECKING:
         estimate_memory_bytes,
         get_preset,
     )
-    from playground.engine.model import AttentionTrace, GPTModel, KVCache
+    from playground.engine.decode_paths import optimize_for_decode
+    from playground.engine.kv_cache import KVCache
+    from playground.engine.model import AttentionTrace, GPTModel
     from playground.engine.quantize import QuantizeError, quantize_int8
     from playground.engine.sampling import Generation, GenerationStep, generate
     from playground.engine.tokenizer import load_tokenizer

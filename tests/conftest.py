@@ -48,7 +48,7 @@ def wait_for_app_threads(timeout: float = 60.0) -> None:
         busy = False
         for thread in threading.enumerate():
             frame = frames.get(thread.ident)
-            # The idle-run sweeper (playground.server.session) sleeps in playground code for the life of
+            # The idle-run sweeper (playground.server.runs) sleeps in playground code for the life of
             # the process: it is never a request in flight, and waiting for it cost every app
             # module the whole timeout.
             if thread is threading.current_thread() or frame is None or thread.name == "run-sweeper":

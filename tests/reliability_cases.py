@@ -373,7 +373,7 @@ CASES = [
 def nano_state():
     """A session on a nano model with a finished 3-token run (what most cases start from)."""
     from playground import PRESETS, ui
-    from playground.server.session import random_recipe
+    from playground.server.recipes import random_recipe
 
     state = {**ui.new_state(), "recipe": random_recipe(PRESETS["nano (2 layers, d64)"], seed=0)}
     outs = list(ui.generate_tokens(state, "Hello, I am", 0, 0, 1.0, 3, 1, True))

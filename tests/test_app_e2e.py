@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from playground import PRESETS, GPTModel, generate, load_tokenizer
-from playground.server.session import CACHE, random_recipe
+from playground.server.model_cache import CACHE
+from playground.server.recipes import random_recipe
 
 pytestmark = pytest.mark.slow
 

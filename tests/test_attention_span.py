@@ -8,7 +8,9 @@ import torch
 from playground import PRESETS
 from playground import figures as F
 from playground.inside import attention_stats as S
-from playground.server.session import CACHE, get_run, random_recipe
+from playground.server.model_cache import CACHE
+from playground.server.recipes import random_recipe
+from playground.server.runs import get_run
 from playground.ui import attention_view as av
 from playground.ui.generate_tab import generate_tokens
 

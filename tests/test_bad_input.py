@@ -6,7 +6,8 @@ import math
 import pytest
 
 from playground import PRESETS, ConfigError, GPTConfig, GPTModel, generate
-from playground.server.session import start_run
+from playground.server.runs import start_run
+from playground.training.trainer import build_model
 
 NANO = PRESETS["nano (2 layers, d64)"]
 
@@ -87,7 +88,7 @@ def test_library_config_inputs(changes, message):
 def test_absurd_layer_count_is_refused_before_allocation():
     cfg = NANO.replace(n_layers=100_000, emb_dim=1024, n_heads=16)
     with pytest.raises(ConfigError, match="memory budget"):
-        GPTModel(cfg, memory_budget=8 * 2**30)
+        build_model(cfg, memory_budget=8 * 2**30)
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ import pytest
 
 from playground.engine.config import PRESETS
 from playground.inside.scoring import score_text
-from playground.server.session import CACHE, bundled_recipe, random_recipe
+from playground.server.model_cache import CACHE
+from playground.server.recipes import bundled_recipe, random_recipe
 
 pytestmark = pytest.mark.slow
 

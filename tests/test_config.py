@@ -18,6 +18,7 @@ from playground.engine.config import (
 )
 from playground.engine.model import GPTModel
 from playground.errors import UserError
+from playground.training.trainer import build_model
 
 TINY = dict(context_length=16, emb_dim=32, n_heads=4, n_layers=2)
 
@@ -182,14 +183,14 @@ def test_gpt2_xl_refused_before_allocation(monkeypatch):
     monkeypatch.setattr(torch.nn.Embedding, "__init__", no_alloc)
     monkeypatch.setattr(torch.nn.Linear, "__init__", no_alloc)
     with pytest.raises(ConfigError, match=r"about 7\.\d\d GB in float32"):
-        GPTModel(PRESETS["gpt2-xl (1558M)"], memory_budget=1e9)
+        build_model(PRESETS["gpt2-xl (1558M)"], memory_budget=1e9)
 
 
 def test_absurd_layer_count_refused_by_default_budget(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "4")
     cfg = PRESETS["gpt2-small (124M)"].replace(n_layers=10_000)
     with pytest.raises(ConfigError, match=r"more than the memory budget of 4\.29 GB"):
-        GPTModel(cfg)
+        build_model(cfg)
 
 
 def test_budget_env_must_be_a_number(monkeypatch):

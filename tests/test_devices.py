@@ -131,7 +131,8 @@ def test_loaders_refuse_a_missing_gpu_before_reading_anything(probes, tmp_path):
 
 def test_models_go_where_they_are_asked_and_the_summary_says_so(probes):
     from playground.engine.weights import load_checkpoint
-    from playground.server.session import build_from_recipe, bundled_recipe, summary_line
+    from playground.server.model_views import summary_line
+    from playground.server.recipes import build_from_recipe, bundled_recipe
     from playground.training.trainer import build_model
 
     probes.set(None)
@@ -147,7 +148,7 @@ def test_models_go_where_they_are_asked_and_the_summary_says_so(probes):
 
 
 def test_the_one_row_bfloat16_switch_only_touches_the_cpu():
-    from playground.engine.model import _one_row_bfloat16_kernel, one_row_bfloat16_switch
+    from playground.engine.decode_paths import one_row_bfloat16_kernel, one_row_bfloat16_switch
 
     before = torch.backends.mkldnn.enabled
     with one_row_bfloat16_switch(torch.bfloat16, torch.device("cuda"), 1):
@@ -156,7 +157,7 @@ def test_the_one_row_bfloat16_switch_only_touches_the_cpu():
         assert torch.backends.mkldnn.enabled == before
     with one_row_bfloat16_switch(torch.bfloat16, torch.device("cpu"), 1):
         # oneDNN is switched off only where this machine measured ATen's one-row kernel faster
-        assert torch.backends.mkldnn.enabled == (before and _one_row_bfloat16_kernel() != "aten")
+        assert torch.backends.mkldnn.enabled == (before and one_row_bfloat16_kernel() != "aten")
     assert torch.backends.mkldnn.enabled == before
 
 

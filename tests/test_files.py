@@ -1,4 +1,4 @@
-"""Exports, uploads and the disk budget (playground/files.py): sizes known before writing, files
+"""Exports, uploads and the disk budget (playground/server/files.py, exports.py): sizes known before writing, files
 stored once, refused uploads deleted, the work dir kept under budget."""
 
 import json
@@ -16,19 +16,18 @@ from playground.engine.config import PRESETS, ConfigError
 from playground.engine.model import GPTModel, attention_probs
 from playground.engine.weights import CHECKPOINT_FORMAT, WeightLoadError, save_checkpoint
 from playground.server import files
+from playground.server.export_formats import json_attention_bytes
+from playground.server.exports import ExportTooLarge, export_model, export_run
 from playground.server.files import (
-    ExportTooLarge,
     discard_upload,
     enforce_disk_budget,
-    export_model,
-    export_run,
     exports_dir,
     import_upload,
-    json_attention_bytes,
     protect,
     save_trained,
 )
-from playground.server.session import Run, random_recipe, start_run
+from playground.server.recipes import random_recipe
+from playground.server.runs import Run, start_run
 
 NANO = PRESETS["nano (2 layers, d64)"]
 

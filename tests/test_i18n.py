@@ -14,7 +14,8 @@ import pytest
 
 from playground import PRESETS, count_parameters, figures, ui
 from playground.i18n.catalogue import EN, ZH, normalize_lang, tr, tr_error
-from playground.server.session import CACHE, random_recipe
+from playground.server.model_cache import CACHE
+from playground.server.recipes import random_recipe
 from playground.ui import prefs
 from playground.ui.figure_dress import PRESENT_FONT, dress
 from playground.ui.i18n import page_prefs

@@ -45,7 +45,8 @@ def _check_lens_click(page, app_url, session_hash):
     """Click a lens cell that is not the default one; the top-10 bars, their title and the KL text
     must name it and carry lenses.lens_cell's numbers for the run's own ids."""
     from playground.inside import lenses
-    from playground.server.session import CACHE, default_recipe
+    from playground.server.model_cache import CACHE
+    from playground.server.recipes import default_recipe
 
     ids = _session_client(app_url, session_hash).predict(api_name="/run_data")["token_ids"]
     model = CACHE.get(default_recipe())

@@ -6,7 +6,8 @@ import pytest
 
 from playground.inside import lenses
 from playground.inside.interventions import Intervention
-from playground.server.session import CACHE, default_recipe
+from playground.server.model_cache import CACHE
+from playground.server.recipes import default_recipe
 
 pytestmark = pytest.mark.slow
 

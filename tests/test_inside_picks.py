@@ -9,7 +9,7 @@ import pytest
 from playground import PRESETS, ui
 from playground.inside import lenses
 from playground.inside.interventions import Intervention
-from playground.server.session import random_recipe
+from playground.server.recipes import random_recipe
 from playground.ui import inside_picks as ip
 from playground.ui import inside_tab as it
 from playground.ui.cell_click import PAGE_JS, PICKERS, read_pick, with_page_js

@@ -40,13 +40,13 @@ TINY = dict(context_length=16, emb_dim=32, n_heads=4, n_layers=2)
 
 def meta_model(cfg: GPTConfig) -> GPTModel:
     with torch.device("meta"):
-        return GPTModel(cfg, memory_budget=False)
+        return GPTModel(cfg)
 
 
 @pytest.fixture(scope="module")
 def gpt2_small():
     """GPT-2 small built for real, once: ~0.5 GB of float32."""
-    return GPTModel(PRESETS["gpt2-small (124M)"], memory_budget=False)
+    return GPTModel(PRESETS["gpt2-small (124M)"])
 
 
 # ---------------------------------------------------------------------------------------------

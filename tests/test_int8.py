@@ -24,7 +24,7 @@ from playground.engine.quantize import (
 )
 from playground.engine.weights import load_checkpoint, save_checkpoint
 from playground.inside.inspection import count_parameters, parameter_breakdown
-from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, random_recipe
+from playground.server.recipes import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, random_recipe
 
 TINY = GPTConfig(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 

@@ -7,7 +7,8 @@ import torch
 import torch.nn as nn
 
 from playground.engine.config import GPTConfig
-from playground.engine.model import GPTModel, use_fast_weight_layout
+from playground.engine.decode_paths import optimize_for_decode
+from playground.engine.model import GPTModel
 from playground.engine.readout import many_row_product
 from playground.runtime import kernels
 
@@ -123,6 +124,7 @@ def _force(monkeypatch, layout=None, stacked=None, gemv=None):
         monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("f", stacked, measured=False))
     if gemv is not None:
         monkeypatch.setattr(kernels, "one_row_bfloat16_kernel", lambda *a: kernels.Choice("f", gemv, measured=False))
+        monkeypatch.setattr(kernels, "one_row_bfloat16_decided", lambda: kernels.Choice("f", gemv, measured=False))
 
 
 def _model(dtype=torch.float32, **changes):
@@ -133,7 +135,7 @@ def _model(dtype=torch.float32, **changes):
             p.copy_(
                 1 + 0.2 * torch.randn(p.shape) if name.endswith("scale") else 0.1 * torch.randn(p.shape)
             )  # not randn_like: it follows the strides
-    return model.to(dtype).eval()
+    return optimize_for_decode(model.to(dtype).eval())
 
 
 def _decode(model, ids, n_new=8):
@@ -204,14 +206,26 @@ def test_relayout_after_a_dtype_change_asks_again(monkeypatch):
     model = _model()
     assert ((64, 64), torch.float32, 8) in asked  # 4 square matrices a layer, 2 layers
     asked.clear()
-    model.to(torch.bfloat16)
+    optimize_for_decode(model.to(torch.bfloat16))
     assert {(s, d) for s, d, _ in asked} == {
         ((64, 64), torch.bfloat16),
         ((256, 64), torch.bfloat16),
         ((64, 256), torch.bfloat16),
         ((50257, 64), torch.bfloat16),
     }
-    use_fast_weight_layout(model)
+    optimize_for_decode(model)
+
+
+def test_a_plain_model_measures_nothing_until_it_is_optimized(monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_KERNELS", "default")  # decisions still recorded, without the timing
+    model = GPTModel(GPTConfig(**TINY)).to(torch.bfloat16).eval()
+    assert kernels.decided(kernels.ONE_ROW_BFLOAT16) is None
+    with torch.no_grad():
+        model(torch.tensor([[1, 2, 3]]))
+        model(torch.tensor([[4]]))  # a one-row bfloat16 forward reads the decision, never makes it
+    assert kernels.measured() == [] and kernels.one_row_bfloat16_decided() is None
+    optimize_for_decode(model)
+    assert kernels.one_row_bfloat16_decided() is kernels.decided(kernels.ONE_ROW_BFLOAT16) is not None
 
 
 def test_a_different_thread_count_measures_again():

@@ -11,7 +11,8 @@ from test_interventions import make_model
 from playground.engine.tokenizer import load_tokenizer
 from playground.inside import lenses
 from playground.inside.interventions import Intervention
-from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, layer_attention
+from playground.server.recipes import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
+from playground.server.runs import layer_attention
 
 TEXT = "ROMEO:\nWhat light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n"
 
@@ -169,7 +170,7 @@ def test_attention_maths_softmax_is_the_generate_tabs_row(bundled, ids):
         _, trace = bundled(torch.tensor([ids]), return_attention=True)
     want = trace.layer(layer)[0, head, pos]
     torch.testing.assert_close(torch.tensor(m["softmax"], dtype=torch.float32), want, rtol=1e-5, atol=1e-6)
-    # ... and the numbers the Generate tab's heatmap draws (session.layer_attention)
+    # ... and the numbers the Generate tab's heatmap draws (runs.layer_attention)
     qk = [(q[0], k[0]) for q, k in zip(trace.queries, trace.keys)]
     row = layer_attention(qk, layer)[head, pos]
     assert max(abs(a - b) for a, b in zip(m["softmax"], row.tolist())) < 1e-6

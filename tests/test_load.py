@@ -130,7 +130,7 @@ def test_four_sessions_of_big_models_are_refused_not_killed(app_url, monkeypatch
 
     from gradio_client import Client
 
-    from playground.server.session import CACHE
+    from playground.server.model_cache import CACHE
 
     CACHE.clear()
     gc.collect()

@@ -9,21 +9,14 @@ import psutil
 import pytest
 import torch
 
-from playground import PRESETS, GPTModel
+from playground import PRESETS
 from playground.engine.config import MAX_LAYERS, ConfigError, GPTConfig, check_build_size, check_memory
-from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
-from playground.server import session
-from playground.server.session import (
-    ModelCache,
-    RunReleasedError,
-    build_from_recipe,
-    get_run,
-    model_bytes,
-    random_recipe,
-    release_idle_runs,
-    run_attention,
-    start_run,
-)
+from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, map_large_blocks, trim
+from playground.server import jobs, model_cache, runs
+from playground.server.model_cache import ModelCache, model_bytes
+from playground.server.recipes import build_from_recipe, random_recipe, recipe_key
+from playground.server.runs import RunReleasedError, get_run, release_idle_runs, run_attention, start_run
+from playground.training.trainer import build_model
 
 NANO = PRESETS["nano (2 layers, d64)"]
 # ~76 MB in float32: big enough for RSS to see, small enough to build in a second
@@ -57,12 +50,12 @@ def test_an_evicted_model_in_use_stays_counted_until_freed_and_is_not_built_twic
     cache = ModelCache(int(1.5 * one), budget=budget)  # keeps one idle model
     held = cache.get(random_recipe(NANO, seed=1))  # a generation still uses it
     cache.get(random_recipe(NANO, seed=2))  # evicts seed 1 from the cache ...
-    assert session.recipe_key(random_recipe(NANO, seed=1)) not in cache.keys()
+    assert recipe_key(random_recipe(NANO, seed=1)) not in cache.keys()
     assert budget.used() == 2 * one  # ... but it is alive, so it is still counted
 
     builds = []
-    real = session.build_from_recipe
-    monkeypatch.setattr(session, "build_from_recipe", lambda r, **kw: builds.append(r) or real(r, **kw))
+    real = model_cache.build_from_recipe
+    monkeypatch.setattr(model_cache, "build_from_recipe", lambda r, **kw: builds.append(r) or real(r, **kw))
     assert cache.get(random_recipe(NANO, seed=1)) is held  # handed out again, not rebuilt
     assert builds == []
 
@@ -96,10 +89,10 @@ def test_the_per_model_check_uses_the_same_budget(monkeypatch):
     BUDGET.register(blob, BUDGET.available() - 10**6, "a test's stand-in", "export")
     try:
         with pytest.raises(MemoryBudgetError, match="a test's stand-in"):
-            GPTModel(NANO)
+            build_model(NANO)
     finally:
         BUDGET.release(blob)
-    assert GPTModel(NANO).cfg == NANO
+    assert build_model(NANO).cfg == NANO
 
 
 def test_reservations_count_while_held_and_nested_checks_on_the_same_thread_pass():
@@ -127,6 +120,7 @@ def _catch(out, fn, *args):
 def test_rss_drops_after_a_model_is_evicted_and_freed():
     cfg = GPTConfig(emb_dim=1024, n_heads=16, n_layers=16)  # ~253 M parameters: 1.01 GB in float32
     cache = ModelCache(budget=MemoryBudget(8 * 2**30))
+    map_large_blocks()  # as the server's entry point (app.py) does
     gc.collect()
     trim()
     before = rss()
@@ -180,7 +174,7 @@ def test_four_large_models_scaled_down_stay_inside_the_budget(monkeypatch):
 def test_all_builds_wait_for_one_build_slot(monkeypatch):
     active, peak = [0], [0]
     lock = threading.Lock()
-    real = session.build_from_recipe
+    real = model_cache.build_from_recipe
 
     def counting(recipe, **kw):
         with lock:
@@ -193,7 +187,7 @@ def test_all_builds_wait_for_one_build_slot(monkeypatch):
             with lock:
                 active[0] -= 1
 
-    monkeypatch.setattr(session, "build_from_recipe", counting)
+    monkeypatch.setattr(model_cache, "build_from_recipe", counting)
     cache = ModelCache(budget=MemoryBudget(10 * 2**30), max_builds=1)
     threads = [threading.Thread(target=cache.get, args=(random_recipe(NANO, seed=s),)) for s in range(4)]
     for t in threads:
@@ -240,7 +234,7 @@ def test_idle_runs_release_their_tokens_and_attention():
     assert attention
     time.sleep(0.1)
     assert release_idle_runs(idle_seconds=0.05) >= 1  # the app's timeout, shortened
-    assert run.released and run.id not in session.RUNS
+    assert run.released and run.id not in runs.RUNS
     with pytest.raises(RunReleasedError, match="released after .* idle to free memory; generate again"):
         get_run(run.id)
     with pytest.raises(RunReleasedError, match="generate again"):
@@ -277,7 +271,7 @@ def test_a_run_held_only_by_the_old_style_state_goes_with_it():
     assert get_run(run_id) is state["run"]
     state = {"run": None}  # the next generation replaced it
     gc.collect()
-    assert run_id not in session.RUNS
+    assert run_id not in runs.RUNS
 
 
 def test_reclaimable_attention_makes_room_before_a_refusal():
@@ -296,7 +290,7 @@ def test_reclaimable_attention_makes_room_before_a_refusal():
 def test_thousands_of_layers_are_refused_by_the_build_caps():
     cfg = GPTConfig(context_length=1024, emb_dim=128, n_heads=4, n_layers=10_000)  # 10.6 GB: under many budgets
     with pytest.raises(ConfigError, match=f"at most {MAX_LAYERS:,} layers"):
-        GPTModel(cfg, memory_budget=10**13)  # fits that budget: the cap is what refuses, before allocating
+        build_model(cfg, memory_budget=10**13)  # fits that budget: the cap is what refuses, before allocating
     with pytest.raises(ConfigError, match="this server builds at most"):
         ModelCache(budget=MemoryBudget(10**13)).get(random_recipe(cfg, seed=0))
 
@@ -361,7 +355,7 @@ def test_idle_sessions_of_the_running_app_release_their_runs(app_url):
         list(c.submit(f"Session {i} says", 0.8, 40, 1.0, 6, i, False, api_name="/generate"))
         assert "attention" in c.predict(0, 0, api_name="/attention_data")
     gc.collect()
-    live = [r for r in list(session.RUNS.values()) if not r.released]
+    live = [r for r in list(runs.RUNS.values()) if not r.released]
     assert len(live) >= len(clients)
     assert [h for h in BUDGET.usage() if h.kind == "attention"]
     assert release_idle_runs(idle_seconds=0) >= len(clients)
@@ -379,7 +373,7 @@ def test_a_training_job_is_counted_until_it_is_gone():
     text = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
     gc.collect()
     before = [h for h in BUDGET.usage() if h.kind == "training"]  # jobs of other tests still finishing
-    job = session.TrainingJob(NANO, text, "pasted", steps=2, lr=1e-3)
+    job = jobs.TrainingJob(NANO, text, "pasted", steps=2, lr=1e-3)
     mine = [h for h in BUDGET.usage() if h.kind == "training"]
     assert len(mine) == len(before) + 1
     assert estimate_training_memory_bytes(NANO, job.tcfg) in [h.nbytes for h in mine]

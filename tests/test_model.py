@@ -8,7 +8,8 @@ import torch
 import torch.nn as nn
 
 from playground.engine.config import GPTConfig
-from playground.engine.model import GELU, GPTModel, KVCache, LayerNorm
+from playground.engine.kv_cache import KVCache
+from playground.engine.model import GELU, GPTModel, LayerNorm
 from playground.engine.weights import fused_to_per_head, per_head_to_fused
 
 TINY = dict(context_length=32, emb_dim=32, n_heads=4, n_layers=2)

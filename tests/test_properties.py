@@ -207,7 +207,7 @@ def test_config_is_accepted_and_consistent_or_a_config_error(fields):
         (r.component, r.formula_value, r.measured) for r in breakdown.rows
     ]
     with torch.device("meta"):
-        model = GPTModel(cfg, memory_budget=False)
+        model = GPTModel(cfg)
     assert count_parameters(model) == count_parameters_analytic(cfg) == breakdown.total_measured
     assert estimate_memory_bytes(cfg) > 4 * count_parameters_analytic(cfg)
 

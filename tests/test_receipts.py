@@ -8,7 +8,7 @@ import torch
 from playground.engine.receipts import explain, inverse_cdf_draw, pick, receipt
 from playground.engine.sampling import generate
 from playground.engine.tokenizer import load_tokenizer
-from playground.server.session import build_from_recipe, bundled_recipe
+from playground.server.recipes import build_from_recipe, bundled_recipe
 
 PROMPT = "ROMEO:\nWhat light through yonder window breaks?\n"
 

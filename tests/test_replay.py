@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from playground.engine.config import PRESETS
-from playground.server import files
+from playground.server import exports, files
+from playground.server.model_cache import CACHE
+from playground.server.recipes import bundled_recipe, random_recipe
 from playground.server.replay import (
     ReplayError,
     model_for,
@@ -17,7 +19,7 @@ from playground.server.replay import (
     weights_sha256,
     write_record,
 )
-from playground.server.session import CACHE, bundled_recipe, random_recipe, start_run
+from playground.server.runs import start_run
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +91,7 @@ def test_other_torch_is_given_as_the_reason(bundled, record):
 def test_run_exports_carry_the_record(bundled):
     run = make_run(bundled, bundled_recipe(), max_new_tokens=4)
     for fmt in ("json", "npz"):
-        path = files.export_run(run, bundled, fmt, layers=[0])
+        path = exports.export_run(run, bundled, fmt, layers=[0])
         rec = read_record(path)
         assert rec["token_ids"] == [s.token_id for s in run.steps]
         assert replay(rec, bundled).identical

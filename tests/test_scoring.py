@@ -11,7 +11,7 @@ from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.tokenizer import load_tokenizer
 from playground.inside.scoring import ScoringError, compare_models, compare_scores, decode_upload, score_ids, score_text
-from playground.server.session import build_from_recipe, bundled_recipe
+from playground.server.recipes import build_from_recipe, bundled_recipe
 
 TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun."
 

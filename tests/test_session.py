@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from playground import PRESETS, count_parameters
-from playground.server.session import ModelCache, build_from_recipe, model_bytes, random_recipe, recipe_key
+from playground.server.model_cache import ModelCache, model_bytes
+from playground.server.recipes import build_from_recipe, random_recipe, recipe_key
 
 NANO = PRESETS["nano (2 layers, d64)"]
 
@@ -39,16 +40,16 @@ def test_cache_evicts_least_recently_used_within_budget():
 
 
 def test_concurrent_requests_build_once(monkeypatch):
-    import playground.server.session as session
+    import playground.server.model_cache as model_cache
 
     calls = []
-    real = session.build_from_recipe
+    real = model_cache.build_from_recipe
 
     def counting(recipe, **kw):
         calls.append(recipe["seed"])
         return real(recipe, **kw)
 
-    monkeypatch.setattr(session, "build_from_recipe", counting)
+    monkeypatch.setattr(model_cache, "build_from_recipe", counting)
     cache = ModelCache(budget_bytes=10 * 2**30)
     got = []
     threads = [threading.Thread(target=lambda: got.append(cache.get(random_recipe(NANO, seed=9)))) for _ in range(6)]

@@ -16,15 +16,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.engine.config import GPTConfig
-from playground.engine.model import (
-    _X86,
-    GELU,
-    GPTModel,
-    _attend,
-    attention_probs,
-    one_row_bfloat16_switch,
-    use_fast_weight_layout,
-)
+from playground.engine.decode_paths import X86, one_row_bfloat16_switch, optimize_for_decode
+from playground.engine.model import GELU, GPTModel, _attend, attention_probs
 from playground.engine.sampling import (
     STAGES,
     apply_temperature,
@@ -36,7 +29,7 @@ from playground.engine.sampling import (
 )
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
-x86_only = pytest.mark.skipif(not _X86, reason="the oneDNN switch is only used (and measured) on x86")
+x86_only = pytest.mark.skipif(not X86, reason="the oneDNN switch is only used (and measured) on x86")
 
 
 @pytest.fixture(autouse=True)
@@ -54,6 +47,7 @@ def fixed_kernel_choices(monkeypatch):
         kernels, "stacked_qkv", lambda d, dtype, in_out, n: fixed("stacked" if dtype == torch.bfloat16 else "separate")
     )
     monkeypatch.setattr(kernels, "one_row_bfloat16_kernel", lambda *a: fixed("aten"))
+    monkeypatch.setattr(kernels, "one_row_bfloat16_decided", lambda: fixed("aten"))
 
 
 def make_model(seed=0, std=0.1, dtype=torch.float32, **changes) -> GPTModel:
@@ -63,7 +57,7 @@ def make_model(seed=0, std=0.1, dtype=torch.float32, **changes) -> GPTModel:
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(1 + 0.2 * torch.randn_like(p) if name.endswith("scale") else std * torch.randn_like(p))
-    return model.to(dtype).eval()
+    return optimize_for_decode(model.to(dtype).eval())
 
 
 def random_ids(batch, length, seed=1):
@@ -87,16 +81,16 @@ def test_float32_weights_are_stored_in_out_and_bfloat16_out_in(attention_impl):
     model = make_model(attention_impl=attention_impl)
     weights = linear_weights(model)
     assert weights and all(is_in_out(w) and not w.is_contiguous() for w in weights.values())
-    model.to(torch.bfloat16)
+    optimize_for_decode(model.to(torch.bfloat16))
     assert all(w.is_contiguous() and w.dtype == torch.bfloat16 for w in linear_weights(model).values())
-    model.float()
+    optimize_for_decode(model.float())
     assert all(is_in_out(w) for w in linear_weights(model).values())
 
 
 def test_layout_changes_no_name_shape_value_or_tie():
     model = make_model()
     plain = {k: v.contiguous() for k, v in model.state_dict().items()}
-    use_fast_weight_layout(model)  # idempotent
+    optimize_for_decode(model)  # idempotent
     state = model.state_dict()
     assert list(state) == list(plain)
     for key, value in state.items():

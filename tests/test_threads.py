@@ -42,16 +42,16 @@ def test_default_is_one_thread_fewer_never_zero():
 
 @pytest.mark.skipif(not hasattr(os, "setpriority"), reason="no per-thread priorities here")
 def test_the_training_job_thread_uses_it(monkeypatch):
-    import playground.server.session as session
+    import playground.server.jobs as jobs
 
     calls = []
-    monkeypatch.setattr(session, "as_background_work", lambda: calls.append(threading.current_thread().name))
+    monkeypatch.setattr(jobs, "as_background_work", lambda: calls.append(threading.current_thread().name))
 
     class FakeTrainer:
         def run(self, callback, should_stop):
             pass
 
-    job = object.__new__(session.TrainingJob)
+    job = object.__new__(jobs.TrainingJob)
     job.trainer, job.train_points, job.val_points, job.last_event, job.error = FakeTrainer(), [], [], None, None
     job.done, job._stop = threading.Event(), threading.Event()
     job._run()

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from playground import PRESETS
-from playground.server.session import training_config
+from playground.server.jobs import training_config
 from playground.training import corpus
 from playground.training.estimate import (
     StepTiming,

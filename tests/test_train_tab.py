@@ -3,7 +3,8 @@
 import pytest
 
 from playground import ui
-from playground.server.session import CACHE, JOBS
+from playground.server.jobs import JOBS
+from playground.server.model_cache import CACHE
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
 

@@ -10,7 +10,9 @@ import torch
 from playground import PRESETS, count_parameters, ui
 from playground.engine.config import ConfigError
 from playground.figures import format_prob
-from playground.server.session import CACHE, get_run, random_recipe
+from playground.server.model_cache import CACHE
+from playground.server.recipes import random_recipe
+from playground.server.runs import get_run
 from playground.ui import model_tab  # noqa: F401  (ui.model_tab below)
 from playground.ui.chips import RESET, all_chips
 
@@ -384,7 +386,7 @@ def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
 def test_attention_of_a_run_that_grew_after_its_forward_keeps_its_labels(monkeypatch):
     """A chip clicked mid-run: the run may gain a token between the forward and the labels."""
     import playground.ui.attention_view as av
-    from playground.server.session import run_attention
+    from playground.server.runs import run_attention
 
     state = run_generation(nano_state(), n=4)[0]
     run = run_of(state)

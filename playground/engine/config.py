@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, cast
 
-from playground.runtime.memory import BUDGET, default_budget_bytes, format_bytes
+from playground.runtime.memory import MemoryBudget, default_budget_bytes, format_bytes
 
 GPT2_VOCAB_SIZE = 50257  # tokens in the GPT-2 BPE (50,000 merges + 256 bytes + <|endoftext|>)
 
@@ -224,13 +224,13 @@ def check_build_size(cfg: GPTConfig) -> None:
 
 
 def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | None = None) -> int:
-    """Raise ConfigError if the estimate exceeds the budget; return the estimate otherwise.
+    """Raise ConfigError if the estimate exceeds ``budget_bytes``; return the estimate otherwise.
 
-    With ``budget_bytes`` None the budget is the process-wide one (playground.runtime.memory.BUDGET): a
-    model bigger than the whole budget is a ConfigError; one that fits the budget but not what is
-    free now raises MemoryBudgetError (a MemoryError) naming what holds the memory.
+    ``budget_bytes`` None is the size of the process-wide budget (playground.runtime.memory). This
+    checks the config against a size only; whether that much is free *now* is the question of
+    whoever holds the budget (``check_fits``).
     """
-    budget = BUDGET.total if budget_bytes is None else budget_bytes
+    budget = default_budget_bytes() if budget_bytes is None else budget_bytes
     estimate = estimate_memory_bytes(cfg, dtype)
     if estimate > budget:
         raise ConfigError(
@@ -239,6 +239,15 @@ def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | Non
             f"{format_bytes(budget)}. Make it smaller (fewer layers, a smaller emb_dim or context) "
             f"or raise PLAYGROUND_MEMORY_BUDGET_GB."
         )
-    if budget_bytes is None:
-        BUDGET.check(estimate, f"a model of {count_parameters_analytic(cfg):,} parameters in {dtype}")
+    return estimate
+
+
+def check_fits(cfg: GPTConfig, dtype: str, budget: MemoryBudget | int) -> int:
+    """``check_memory`` against a budget the caller holds: bytes (its whole size only), or a
+    MemoryBudget, whose ``check`` then also raises MemoryBudgetError (a MemoryError) naming what holds
+    the memory when the model fits the budget but not what is free now. Returns the estimate."""
+    if not isinstance(budget, MemoryBudget):
+        return check_memory(cfg, dtype, int(budget))
+    estimate = check_memory(cfg, dtype, budget.total)
+    budget.check(estimate, f"a model of {count_parameters_analytic(cfg):,} parameters in {dtype}")
     return estimate

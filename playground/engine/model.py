@@ -8,20 +8,16 @@ queries and keys, from which the probabilities are computed only for the layers 
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import math
-import platform
-import threading
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from playground.engine.config import GPTConfig, check_build_size, check_memory
-from playground.engine.readout import many_row_product
-from playground.runtime import kernels
+from playground.engine.config import GPTConfig
+from playground.engine.decode_paths import is_in_out, one_row_bfloat16_switch
+from playground.engine.kv_cache import KVCache
 
 # ----------------------------------------------------------------------------------------------
 # Building blocks
@@ -155,7 +151,7 @@ class MultiHeadAttention(nn.Module):
     viewed as n_heads slices of head_dim."""
 
     _stacked: tuple | None = None  # (version key, weight, bias): see stacked_qkv
-    stack_qkv = False  # one product for Q, K and V when inferring: set by use_fast_weight_layout (measured)
+    stack_qkv = False  # one product for Q, K and V when inferring: set by decode_paths.optimize_for_decode (measured)
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -192,10 +188,15 @@ class MultiHeadAttention(nn.Module):
             with torch.no_grad():
                 weight = torch.cat([m.weight for m in linears])
                 bias = torch.cat([m.bias for m in linears]) if self.W_query.bias is not None else None
-                if _is_in_out(self.W_query.weight):  # the memory order measured fastest for these products
+                if is_in_out(self.W_query.weight):  # the memory order measured fastest for these products
                     weight = weight.t().contiguous().t()
             self._stacked = (key, weight, bias)
         return self._stacked[1], self._stacked[2]
+
+    def set_stacked_qkv(self, on: bool) -> None:
+        """Whether inference computes Q, K and V by one product with the three weights stacked."""
+        self.stack_qkv = on
+        self._stacked = None
 
     def _apply(self, fn, recurse=True):
         self._stacked = None  # .to() and friends: the stacked copy would be of the old tensors
@@ -242,47 +243,6 @@ class MultiHeadAttentionWrapper(MultiHeadAttention):
         k = torch.stack([h.W_key(x) for h in self.heads], dim=1)  # (B, H, T, hd)
         v = torch.stack([h.W_value(x) for h in self.heads], dim=1)  # (B, H, T, hd)
         return q, k, v
-
-
-# ----------------------------------------------------------------------------------------------
-# KV cache
-
-
-class LayerKVCache:
-    def __init__(self, owner: KVCache, index: int):
-        self.owner, self.index = owner, index
-        # This layer's slabs, (B, H, context_length, hd), viewed once: a decode step then costs one
-        # narrow + copy per tensor instead of a chain of indexing ops.
-        self.k, self.v = owner.k[index], owner.v[index]
-
-    def append(self, k: torch.Tensor, v: torch.Tensor):
-        start = self.owner.length
-        n = k.size(-2)
-        self.k.narrow(2, start, n).copy_(k)
-        self.v.narrow(2, start, n).copy_(v)
-        return self.k.narrow(2, 0, start + n), self.v.narrow(2, 0, start + n)  # (B, H, start + n, hd)
-
-
-class KVCache:
-    """Preallocated keys and values for every layer: (n_layers, B, n_heads, context_length, head_dim).
-
-    The model writes new positions in place and advances ``length`` once per forward, so a decode
-    step costs one new row per layer instead of re-running the whole sequence.
-    """
-
-    def __init__(self, cfg: GPTConfig, batch_size: int = 1, device=None, dtype=torch.float32):
-        shape = (cfg.n_layers, batch_size, cfg.n_heads, cfg.context_length, cfg.head_dim)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
-        self.length = 0
-        self.capacity = cfg.context_length
-        self.layers = [LayerKVCache(self, i) for i in range(cfg.n_layers)]
-
-    def reset(self) -> None:
-        self.length = 0
-
-    def nbytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
 
 
 # ----------------------------------------------------------------------------------------------
@@ -333,99 +293,6 @@ class SinusoidalPositionalEmbedding(nn.Module):
         return self.table[positions]
 
 
-# ----------------------------------------------------------------------------------------------
-# Decode speed. One new token multiplies every weight matrix by a single row, so decoding is bound
-# by how fast the weights stream from memory; these two helpers pick the fastest kernel for that.
-
-
-class _OneRowBfloat16Switch:
-    """Decoding multiplies every weight by one row. For that shape PyTorch sends bfloat16 matmuls
-    to oneDNN, which on CPUs with AVX512-BF16 runs at about half the speed of ATen's own
-    matrix-vector kernel (bench/ measures both; tests/test_speed_paths.py checks they agree).
-    ATen's kernel is only used while oneDNN is switched off -- a process-wide flag -- so one-row
-    bfloat16 forwards switch it off and any larger forward (a prompt, a training batch) switches it
-    back on for its duration, counted under a lock so that threads never leave it in the wrong
-    state. A bfloat16 backward pass in another thread during a decode step may take the slow path:
-    the speed changes, the results do not beyond bfloat16 rounding.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._one_row = 0  # forwards in flight that want oneDNN off
-        self._larger = 0  # forwards in flight that need it on
-        self._user_setting = True  # torch.backends.mkldnn.enabled before we touched it
-
-    @contextlib.contextmanager
-    def __call__(self, dtype: torch.dtype, device: torch.device, rows: int):
-        if dtype != torch.bfloat16 or device.type != "cpu" or _one_row_bfloat16_kernel() != "aten":
-            yield
-            return
-        one_row = rows == 1
-        with self._lock:
-            if self._one_row == 0 and self._larger == 0:
-                self._user_setting = torch.backends.mkldnn.enabled
-            self._count(one_row, +1)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._count(one_row, -1)
-
-    def _count(self, one_row: bool, delta: int) -> None:
-        if one_row:
-            self._one_row += delta
-        else:
-            self._larger += delta
-        off = self._one_row > 0 and self._larger == 0
-        torch.backends.mkldnn.enabled = self._user_setting and not off
-
-
-_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
-one_row_bfloat16_switch = _OneRowBfloat16Switch()
-
-
-def _one_row_bfloat16_kernel() -> str:
-    return kernels.one_row_bfloat16_kernel().winner  # measured once per process, then cached
-
-
-def _is_in_out(w: torch.Tensor) -> bool:
-    return w.dim() == 2 and w.stride() == (1, w.size(0)) and not w.is_contiguous()
-
-
-def use_fast_weight_layout(model: nn.Module) -> None:
-    """Store every weight matrix in the memory order its one-row product reads fastest, and say
-    whether Q/K/V are computed by one stacked product -- both as measured on this machine.
-
-    Decoding one token streams each weight once, so the layout decides the speed: on one CPU
-    float32 ran ~35% faster with W stored [in, out] (Hugging Face's Conv1D layout), on another
-    bfloat16 wanted nn.Linear's own [out, in]. playground.runtime.kernels times both for each weight shape
-    and dtype (once per process, cached). Only the strides change: shapes, names, values and
-    state_dict keys stay those of nn.Linear.
-    """
-    params = {id(m.weight): m.weight for m in model.modules() if isinstance(m, nn.Linear)}
-    shapes = collections.Counter(tuple(w.shape) for w in params.values())
-    for w in params.values():
-        if w.dim() != 2 or w.device.type != "cpu" or not w.is_floating_point():
-            continue  # meta tensors have nothing to time; other devices have their own libraries
-        want_in_out = kernels.weight_layout(tuple(w.shape), w.dtype, shapes[tuple(w.shape)]).winner == "in_out"
-        if want_in_out != _is_in_out(w):
-            with torch.no_grad():
-                # (out, in) values over an (in, out) buffer, or back to a plain contiguous buffer
-                w.data = w.data.t().contiguous().t() if want_in_out else w.data.contiguous()
-    attention = [m for m in model.modules() if type(m) is MultiHeadAttention and isinstance(m.W_query, nn.Linear)]
-    for m in attention:
-        w = m.W_query.weight
-        m._stacked = None
-        m.stack_qkv = (
-            w.device.type == "cpu"
-            and w.is_floating_point()
-            and kernels.stacked_qkv(w.size(1), w.dtype, _is_in_out(w), len(attention)).winner == "stacked"
-        )
-    head = getattr(model, "out_head", None)
-    if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
-        many_row_product(head.weight.detach().t())  # readout's product: decide now, not in a request
-
-
 class _skip_default_init(TorchFunctionMode):
     """Inside: nn.init's fills (kaiming_uniform_, normal_, ...) and the random in-place ops leave
     tensors as they are."""
@@ -439,23 +306,18 @@ class _skip_default_init(TorchFunctionMode):
 class GPTModel(nn.Module):
     """``GPTModel(cfg)(idx)`` -> logits (batch, seq, vocab_size).
 
-    ``memory_budget`` (bytes) refuses a config whose estimated memory is larger, before any
-    allocation; ``None`` checks against the process-wide budget (playground.runtime.memory), ``False``
-    skips the check (meta-device builds). Configs over the build size caps
-    (``config.check_build_size``) are refused too, unless ``memory_budget`` is False.
-    ``generator`` makes the initialisation draw from that ``torch.Generator`` instead of torch's
-    global one, so building never disturbs anyone else's random numbers (the app always passes one).
+    A plain module: building one checks no memory budget and times no kernel. Whoever builds a model
+    for a user checks first (``config.check_memory`` / ``check_build_size``: the server's recipes,
+    training's ``build_model``, the loaders in ``weights``), and ``decode_paths.optimize_for_decode``
+    applies this machine's fastest decode layout afterwards. ``generator`` makes the initialisation
+    draw from that ``torch.Generator`` instead of torch's global one, so building never disturbs
+    anyone else's random numbers (the app always passes one).
     """
 
-    def __init__(
-        self, cfg: GPTConfig, memory_budget: int | None | bool = None, *, generator: torch.Generator | None = None
-    ):
+    def __init__(self, cfg: GPTConfig, *, generator: torch.Generator | None = None):
         super().__init__()
         if not isinstance(cfg, GPTConfig):
             raise TypeError(f"GPTModel needs a GPTConfig, got {type(cfg).__name__}")
-        if memory_budget is not False:
-            check_memory(cfg, "float32", None if memory_budget is None else int(memory_budget))
-            check_build_size(cfg)
         self.cfg = cfg
         # nn.Linear and nn.Embedding initialise themselves from torch's global generator; that
         # first init is skipped (and replaced by reset_parameters below), so building a model
@@ -474,7 +336,6 @@ class GPTModel(nn.Module):
         if cfg.tie_weights:
             self.out_head.weight = self.tok_emb.weight
         self.reset_parameters(generator)
-        use_fast_weight_layout(self)
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """GPT-2's initialisation: N(0, 0.02), zero biases, residual projections scaled by 1/√(2L);
@@ -494,13 +355,6 @@ class GPTModel(nn.Module):
                 nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
             elif isinstance(module, (LayerNorm, SinusoidalPositionalEmbedding)):
                 module.reset_parameters()
-
-    def _apply(self, fn, recurse=True):
-        # .to(), .float(), .bfloat16(), .cuda() all pass through here: the best layout depends on
-        # the dtype, so pick it again after every conversion.
-        super()._apply(fn, recurse)
-        use_fast_weight_layout(self)
-        return self
 
     @property
     def device(self) -> torch.device:

@@ -186,9 +186,8 @@ def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16")
         q.kernel = int8_kernel(tuple(q.weight.shape), act, shapes[tuple(q.weight.shape)]).winner
         setattr(parent, child, q)
     for m in model.modules():  # the stacked Q/K/V copy was of the float weights
-        if hasattr(m, "stack_qkv"):
-            m.stack_qkv = False
-            m._stacked = None
+        if hasattr(m, "set_stacked_qkv"):
+            m.set_stacked_qkv(False)
     return model.eval()
 
 

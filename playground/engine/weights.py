@@ -19,9 +19,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from playground.engine.config import ConfigError, GPTConfig, check_memory
+from playground.engine.config import ConfigError, GPTConfig, check_fits
 from playground.engine.model import GPTModel
 from playground.runtime.devices import default_device, resolve_device  # noqa: F401 -- default_device was defined here before
+from playground.runtime.memory import BUDGET
 
 CHECKPOINT_FORMAT = "gpt-playground/1"
 HUB_MODELS = {
@@ -83,7 +84,7 @@ def expected_shapes(cfg: GPTConfig) -> dict[str, tuple]:
 @functools.lru_cache(maxsize=32)
 def _expected_shapes(cfg: GPTConfig) -> dict[str, tuple]:
     with torch.device("meta"):  # ~0.7 s for GPT-2 XL on a shared core, hence the cache
-        model = GPTModel(cfg, memory_budget=False)
+        model = GPTModel(cfg)
     return {k: tuple(v.shape) for k, v in _storable_state(model).items()}
 
 
@@ -426,12 +427,12 @@ def load_pretrained(
     if attention_impl != "fused":
         cfg = cfg.replace(attention_impl=attention_impl)
     torch_dtype = resolve_dtype(dtype)
-    check_memory(cfg, str(torch_dtype).replace("torch.", ""), memory_budget)
+    check_fits(cfg, str(torch_dtype).replace("torch.", ""), BUDGET if memory_budget is None else memory_budget)
     if not folder.is_dir():
         weights_path = _download(repo_id, "model.safetensors", cache_dir, bool(local_files_only), tqdm_class)
     header = read_header(weights_path)
     report = check_header(header, cfg, "gpt2", allow_unexpected=True)
-    model = GPTModel(cfg, memory_budget=False)  # already checked above, in the requested dtype
+    model = GPTModel(cfg)  # already checked above, in the requested dtype
     _stream_weights(model, Path(weights_path), header, "gpt2")
     model = model.to(device=target, dtype=torch_dtype).eval()
     check_finite(model, f"{repo_id if not folder.is_dir() else folder.name}")
@@ -495,8 +496,8 @@ def load_checkpoint(
     cfg, layout = checkpoint_config(header)
     report = check_header(header, cfg, layout, allow_unexpected=False)
     torch_dtype = resolve_dtype(dtype)
-    check_memory(cfg, str(torch_dtype).replace("torch.", ""), memory_budget)
-    model = GPTModel(cfg, memory_budget=False)
+    check_fits(cfg, str(torch_dtype).replace("torch.", ""), BUDGET if memory_budget is None else memory_budget)
+    model = GPTModel(cfg)
     _stream_weights(model, path, header, layout)
     model = model.to(device=target, dtype=torch_dtype).eval()
     check_finite(model, header.name)

@@ -188,7 +188,7 @@ def parameter_breakdown(cfg_or_model: GPTConfig | GPTModel, context_tokens: int 
     else:
         cfg = cfg_or_model
         with torch.device("meta"):
-            model = GPTModel(cfg, memory_budget=False)
+            model = GPTModel(cfg)
     formulas, measured = _formulas(cfg), _measure(model)
     rows = [BreakdownRow(c, formulas[c][0], formulas[c][1], measured[c]) for c in COMPONENTS]
     total_formula = sum(r.formula_value for r in rows)

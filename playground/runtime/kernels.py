@@ -7,10 +7,12 @@ decided by vendor or architecture name: each decision times its candidates on ma
 model's own shape, once per process and shape, and caches the winner.
 
 A measurement is short (tens of milliseconds; the working set is sized past the CPU caches, as a
-whole model's weights are) and happens where a model is built or converted, never inside a
-request's forward pass. ``measured()`` lists every decision with its figures (``python -m bench``
-prints them, the Model tab shows them). ``PLAYGROUND_KERNELS=default`` skips the measurements and
-uses each decision's first candidate (the plain path), for reproducing a result exactly.
+whole model's weights are) and happens when a caller asks for it (engine.decode_paths.
+optimize_for_decode, after a model is built or converted), never inside a forward pass: that one
+reads a decision with ``decided`` and takes the plain path if none was made. ``measured()`` lists
+every decision with its figures (``python -m bench`` prints them, the Model tab shows them).
+``PLAYGROUND_KERNELS=default`` skips the measurements and uses each decision's first candidate (the
+plain path), for reproducing a result exactly.
 """
 
 from __future__ import annotations
@@ -113,6 +115,13 @@ def choose(
         return choice
 
 
+def decided(key: tuple) -> Choice | None:
+    """The Choice ``choose`` made under ``key`` for the calling thread's thread count, or None if none
+    was made yet. Never measures: what a forward pass asks, which must not start a measurement."""
+    with _LOCK:
+        return _CHOICES.get((*key, torch.get_num_threads()))
+
+
 def measured() -> list[Choice]:
     """Every decision made so far in this process, in the order they were made."""
     with _LOCK:
@@ -172,6 +181,9 @@ def _gemv_pass(x, weights, kernel: str):
 # The decisions
 
 
+ONE_ROW_BFLOAT16 = ("one-row bfloat16 kernel",)  # one key whatever the shape: the switch is process-wide
+
+
 def one_row_bfloat16_kernel(shape: tuple[int, int] = (3072, 768), count: int = 1 << 30) -> Choice:
     """oneDNN (PyTorch's default for bfloat16 matmuls on x86) or ATen's own matrix-vector kernel
     (used while oneDNN is switched off) for one-row bfloat16 products. The switch is process-wide,
@@ -182,7 +194,13 @@ def one_row_bfloat16_kernel(shape: tuple[int, int] = (3072, 768), count: int = 1
         x = torch.randn(1, shape[1]).to(torch.bfloat16)
         return {"onednn": lambda: _gemv_pass(x, ws, "onednn"), "aten": lambda: _gemv_pass(x, ws, "aten")}
 
-    return choose(("one-row bfloat16 kernel",), f"one-row bfloat16 kernel {tuple(shape)}", candidates)
+    return choose(ONE_ROW_BFLOAT16, f"one-row bfloat16 kernel {tuple(shape)}", candidates)
+
+
+def one_row_bfloat16_decided() -> Choice | None:
+    """``one_row_bfloat16_kernel``'s decision if it was made in this process (for this thread count),
+    else None; never measures."""
+    return decided(ONE_ROW_BFLOAT16)
 
 
 def _kernel_for(dtype: torch.dtype) -> str:

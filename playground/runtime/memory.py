@@ -13,8 +13,9 @@ When the models live on a CUDA GPU (``PLAYGROUND_DEVICE``, see playground.runtim
 that runs out first is the GPU's: the default budget is then 85% of that GPU's memory (the CUDA
 context and the caching allocator's slack take the rest).
 
-Freed memory is handed back to the operating system (glibc ``malloc_trim``), so the process's
-resident size follows what it holds instead of its peak.
+Freed memory is handed back to the operating system (glibc ``malloc_trim``, and ``map_large_blocks``
+called once by the server's entry point), so the process's resident size follows what it holds
+instead of its peak.
 """
 
 from __future__ import annotations
@@ -103,11 +104,16 @@ if os.name == "posix":
 
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 1 << 20
-if _libc is not None:
-    # Blocks of 1 MiB and more (every weight matrix) get their own mapping, returned to the OS the
-    # moment they are freed. glibc's default threshold would rise to 32 MiB after the first big
-    # free and put later tensors on the heap, where a freed model leaves holes only a trim returns.
-    _libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+
+
+def map_large_blocks() -> bool:
+    """Give blocks of 1 MiB and more (every weight matrix) their own mapping, returned to the OS the
+    moment they are freed: glibc's default threshold rises to 32 MiB after the first big free and
+    puts later tensors on the heap, where a freed model leaves holes only a trim returns. A setting
+    of the whole process, so the server's entry point makes it (app.py), not an import. True if set."""
+    if _libc is None:
+        return False
+    return bool(_libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
 
 
 def trim() -> bool:

@@ -1,9 +1,10 @@
 """How a run's attention is written: exact sizes first, then JSON or .npz streamed map by map.
 
-Pure numpy, no policy (where files go, limits and budgets are in files.py). A full 1024-token
-GPT-2 small run is 12 × 12 maps of 1024 × 1024 probabilities: formatted by Python's float repr
-into lists that took 3 minutes and 13 GB; here each map becomes bytes from a template with its
-digits written in place, and only one layer's maps are in memory at a time.
+Pure numpy, no policy (where files go and the disk budget are in files.py, export limits in
+exports.py). A full 1024-token GPT-2 small run is 12 × 12 maps of 1024 × 1024 probabilities:
+formatted by Python's float repr into lists that took 3 minutes and 13 GB; here each map becomes
+bytes from a template with its digits written in place, and only one layer's maps are in memory at
+a time.
 """
 
 from __future__ import annotations

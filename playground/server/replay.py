@@ -6,7 +6,7 @@ what the run produced (token ids, their probabilities and the sampler's uniform 
 torch version and machine it ran on. ``replay`` generates again from it and reports "identical", or
 the first step that differs and the likely reason (other weights, another torch, another machine).
 
-Records are JSON. A full run export (files.export_run, .json or .npz) carries one under "replay",
+Records are JSON. A full run export (exports.export_run, .json or .npz) carries one under "replay",
 so either file can be loaded back. No pickle is ever read (.npz members load with
 ``allow_pickle=False``).
 """
@@ -26,6 +26,10 @@ import torch
 from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
 from playground.engine.tokenizer import load_tokenizer
+from playground.engine.weights import HUB_MODELS
+from playground.server.files import is_inside, work_dir
+from playground.server.model_cache import CACHE
+from playground.server.recipes import describe_recipe
 
 FORMAT = "gpt-playground-replay"
 VERSION = 1
@@ -59,8 +63,7 @@ def machine() -> str:
 
 
 def replay_record(run, model: GPTModel) -> dict:
-    """Everything needed to reproduce ``run`` (a session.Run made with ``model``)."""
-    from playground.server.session import describe_recipe  # session imports files, which imports this module
+    """Everything needed to reproduce ``run`` (a runs.Run made with ``model``)."""
 
     steps = run.steps
     settings = run.settings
@@ -250,10 +253,6 @@ def model_for(record: dict, current: tuple | None = None) -> tuple[GPTModel, dic
     weights are the recorded ones (e.g. the same checkpoint uploaded again), else the recorded recipe
     built through the shared cache (and the memory budget). A recipe naming a file outside this
     server's own folders, or weights it cannot get, is refused with a message naming the weights."""
-    from playground.engine.weights import HUB_MODELS
-    from playground.server.files import _inside, work_dir
-    from playground.server.session import CACHE
-
     record = check_record(record)
     if current is not None and weights_sha256(current[0]) == record["weights_sha256"]:
         return current
@@ -269,7 +268,7 @@ def model_for(record: dict, current: tuple | None = None) -> tuple[GPTModel, dic
     if kind == "file":
         path = Path(str(recipe.get("path", "")))
         # Only checkpoints this server wrote or received (never an arbitrary path from a file).
-        if not (_inside(path, work_dir()) and path.is_file()):
+        if not (is_inside(path, work_dir()) and path.is_file()):
             raise ReplayError(
                 needs_message(record, f"the checkpoint {recipe.get('label', 'file')!r} is not on this server")
             )

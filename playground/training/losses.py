@@ -75,7 +75,7 @@ def random_init_loss(
     batch_size: int = 8,
 ) -> float:
     """Validation loss of an untrained model of the same config (about ln(vocab_size) = 10.8 nats)."""
-    model = GPTModel(cfg, memory_budget=False, generator=torch.Generator().manual_seed(seed)).to(default_device())
+    model = GPTModel(cfg, generator=torch.Generator().manual_seed(seed)).to(default_device())
     return evaluate_loss(model, val_ids, block_size, n_windows, batch_size)
 
 

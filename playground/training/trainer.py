@@ -39,6 +39,8 @@ from playground.engine.config import (
     ConfigError,
     GPTConfig,
     SerializableConfig,
+    check_build_size,
+    check_fits,
     count_parameters_analytic,
     default_memory_budget_bytes,
     format_bytes,
@@ -46,6 +48,7 @@ from playground.engine.config import (
 from playground.engine.model import GPTModel
 from playground.engine.weights import WeightLoadError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
 from playground.runtime.devices import autocast, default_device, resolve_device
+from playground.runtime.memory import BUDGET
 from playground.training.corpus import CorpusError, check_corpus_length
 from playground.training.losses import evaluate_loss, evaluation_starts, loss_sums
 
@@ -116,11 +119,16 @@ def _step_seed(seed: int, step: int) -> int:
     return (seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + 1) % (2**63)
 
 
-def build_model(cfg: GPTConfig, seed: int = 1337, memory_budget=None, device=None) -> GPTModel:
+def build_model(cfg: GPTConfig, seed: int = 1337, memory_budget: int | None = None, device=None) -> GPTModel:
     """A freshly initialised model whose weights depend only on ``seed`` (drawn on the CPU from a
     generator of its own: torch's global one, which other users' sampling may use, is never
-    touched), then moved to ``device`` (default: ``PLAYGROUND_DEVICE``, see playground.runtime.devices)."""
-    model = GPTModel(cfg, memory_budget=memory_budget, generator=torch.Generator().manual_seed(seed))
+    touched), then moved to ``device`` (default: ``PLAYGROUND_DEVICE``, see playground.runtime.devices).
+
+    Refused before anything is allocated: a config over ``memory_budget`` bytes (default: the
+    process-wide budget, and what is free in it now) or over the build size caps."""
+    check_fits(cfg, "float32", BUDGET if memory_budget is None else memory_budget)
+    check_build_size(cfg)
+    model = GPTModel(cfg, generator=torch.Generator().manual_seed(seed))
     return model.to(resolve_device(device) if device is not None else default_device())
 
 

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.server import files
-from playground.server.session import CACHE, MAX_UPLOAD_BYTES, default_recipe
+from playground.server.model_cache import CACHE
+from playground.server.recipes import MAX_UPLOAD_BYTES, default_recipe
 
 from . import cell_click, compare_tab, generate_tab, inside_tab, model_tab, prefs, tokenizer_tab, train_tab
 from .common import I18N, T, new_state

@@ -18,7 +18,7 @@ from playground.engine.tokenizer import load_tokenizer
 from playground.i18n.catalogue import tr_error
 from playground.inside.attention_stats import attention_rollout, head_stats
 from playground.runtime.memory import BUDGET
-from playground.server.session import all_layers_attention_bytes, layer_attention, run_attention
+from playground.server.runs import all_layers_attention_bytes, layer_attention, run_attention
 
 from .common import api_run, dress, lang_of, parse_choice, parse_whole, session_model, session_run, tr, warn
 

@@ -22,8 +22,10 @@ from playground.engine.tokenizer import load_tokenizer
 from playground.i18n.catalogue import EN
 from playground.inside.scoring import compare_scores, decode_upload, score_text
 from playground.server.files import exports_dir
+from playground.server.model_cache import CACHE
+from playground.server.recipes import describe_recipe
 from playground.server.replay import model_for, read_record, replay, replay_record, write_record
-from playground.server.session import CACHE, describe_recipe, start_run
+from playground.server.runs import start_run
 
 from . import compare_views as cv
 from . import model_tab as mt

@@ -20,7 +20,8 @@ import gradio as gr
 from playground import figures
 from playground.engine.tokenizer import load_tokenizer
 from playground.i18n.catalogue import tr_error
-from playground.server.session import MAX_NEW_TOKENS, export_model, export_run, reserve_export, start_run
+from playground.server.exports import export_model, export_run, reserve_export
+from playground.server.runs import MAX_NEW_TOKENS, start_run
 
 from . import attention_view as av
 from .attention_view import SPANS, VIEWS, attention_views
@@ -271,7 +272,7 @@ def export_model_file(state):
 
 def run_data(state):
     """API: the current run's tokens with their probabilities."""
-    from playground.server.session import describe_recipe
+    from playground.server.recipes import describe_recipe
 
     run, error = api_run(state)
     if error:

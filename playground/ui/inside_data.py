@@ -15,7 +15,7 @@ from playground.engine.tokenizer import load_tokenizer
 from playground.i18n.catalogue import EN, tr
 from playground.inside import lenses
 from playground.inside.interventions import Intervention
-from playground.server.session import recipe_key
+from playground.server.recipes import recipe_key
 
 from .common import parse_bool, parse_number, parse_whole, session_model, session_run
 

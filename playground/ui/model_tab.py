@@ -28,21 +28,10 @@ from playground.engine.config import (
 )
 from playground.engine.weights import HUB_MODELS
 from playground.runtime import kernels
-from playground.server.files import discard_upload, is_trained_checkpoint
-from playground.server.session import (
-    BUNDLED_CHECKPOINT,
-    CACHE,
-    breakdown_table,
-    bundled_recipe,
-    describe_recipe,
-    hub_recipe,
-    import_upload,
-    random_recipe,
-    summary_line,
-    tree_items,
-    tree_table,
-    tying_explanation,
-)
+from playground.server.files import discard_upload, import_upload, is_trained_checkpoint
+from playground.server.model_cache import CACHE
+from playground.server.model_views import breakdown_table, summary_line, tree_items, tree_table, tying_explanation
+from playground.server.recipes import BUNDLED_CHECKPOINT, bundled_recipe, describe_recipe, hub_recipe, random_recipe
 
 from . import redraw
 from .chips import RESET

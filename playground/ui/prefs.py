@@ -115,7 +115,7 @@ def _generate_part(state, lang, present, view, layer, head, log_scale, query, st
 
 
 def _train_part(train_state, lang):
-    from playground.server.session import JOBS
+    from playground.server.jobs import JOBS
 
     job = JOBS.get((train_state or {}).get("job") or "")
     bool((train_state or {}).get("present"))

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from playground.server.session import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
+from playground.server.runs import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
 
 from .common import MAX_SEED, ok, parse_bool, warn
 

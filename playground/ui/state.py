@@ -3,7 +3,9 @@ model in the shared cache and the run in the run registry."""
 
 from __future__ import annotations
 
-from playground.server.session import CACHE, default_recipe, get_run
+from playground.server.model_cache import CACHE
+from playground.server.recipes import default_recipe
+from playground.server.runs import get_run
 
 
 def new_state(lang: str = "en") -> dict:

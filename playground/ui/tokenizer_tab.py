@@ -26,7 +26,7 @@ from playground.inside.bpe import (
     replay_word,
     tokenize_view,
 )
-from playground.server.session import MAX_PROMPT_CHARS
+from playground.server.runs import MAX_PROMPT_CHARS
 
 from .common import T, lang_of, tr, warn
 

@@ -18,7 +18,8 @@ import gradio as gr
 
 from playground import figures
 from playground.engine.config import PRESETS
-from playground.server.session import CACHE, describe_recipe
+from playground.server.model_cache import CACHE
+from playground.server.recipes import describe_recipe
 
 from . import redraw
 from .common import T, choices, dress, lang_of, parse_whole, tr
@@ -85,7 +86,7 @@ def corpus_text(source, upload, pasted) -> tuple[str, str]:
 
 
 def _train_config(preset_name, steps, lr, batch_size):
-    from playground.server.session import training_config
+    from playground.server.jobs import training_config
 
     if preset_name not in PRESETS:
         raise ValueError(tr("en", "unknown_model", name=preset_name))
@@ -97,7 +98,7 @@ def _train_config(preset_name, steps, lr, batch_size):
 def estimate(preset_name, steps, batch_size=DEFAULT_BATCH, *, timer=None) -> dict:
     """Seconds the run would take here, from steps of this config timed on this machine (cached per
     config and batch shape); plain numbers. ``timer`` (tests) replaces the clock of a new measurement."""
-    from playground.server.session import JOBS
+    from playground.server.jobs import JOBS
     from playground.training.estimate import cached_step_time, estimate_seconds, evaluations, measure_step_time
 
     cfg, tcfg = _train_config(preset_name, steps, DEFAULT_LR, batch_size)
@@ -212,7 +213,7 @@ def train_model(
     train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH, request: gr.Request = None
 ):
     """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
-    from playground.server.session import JOBS, TrainingJob
+    from playground.server.jobs import JOBS, TrainingJob
     from playground.training.estimate import estimate_seconds, known_step_time
 
     lang = lang_of(train_state)
@@ -260,7 +261,7 @@ def train_model(
 
 
 def stop_training(train_state, request: gr.Request = None):
-    from playground.server.session import JOBS
+    from playground.server.jobs import JOBS
 
     lang = lang_of(train_state)
     job = JOBS.get((train_state or {}).get("job") or "")

@@ -1,0 +1,123 @@
+"""Decode speed, applied explicitly: ``optimize_for_decode(model)`` after a model is built, loaded or
+converted (the server's recipes do it for every model they build).
+
+Decoding one token multiplies every weight matrix by a single row, so its speed is how fast the
+weights stream from memory. Which memory order and which kernel stream fastest differs between CPUs,
+so playground.runtime.kernels measures them (once per process and shape); this module applies the
+winners. A model nobody optimized computes the same numbers on the plain path, and nothing here
+runs inside a forward pass except the one-row bfloat16 switch, which uses a decision only once one
+was made.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import platform
+import threading
+
+import torch
+import torch.nn as nn
+
+from playground.engine.readout import many_row_product
+from playground.runtime import kernels
+
+X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def one_row_bfloat16_kernel() -> str:
+    """The kernel one-row bfloat16 products use: the measured winner once ``optimize_for_decode``
+    decided it (on this thread count), else oneDNN, PyTorch's default. Never measures."""
+    choice = kernels.one_row_bfloat16_decided()
+    return choice.winner if choice is not None else "onednn"
+
+
+class _OneRowBfloat16Switch:
+    """Decoding multiplies every weight by one row. For that shape PyTorch sends bfloat16 matmuls
+    to oneDNN, which on CPUs with AVX512-BF16 runs at about half the speed of ATen's own
+    matrix-vector kernel (bench/ measures both; tests/test_speed_paths.py checks they agree).
+    ATen's kernel is only used while oneDNN is switched off -- a process-wide flag -- so one-row
+    bfloat16 forwards switch it off and any larger forward (a prompt, a training batch) switches it
+    back on for its duration, counted under a lock so that threads never leave it in the wrong
+    state. A bfloat16 backward pass in another thread during a decode step may take the slow path:
+    the speed changes, the results do not beyond bfloat16 rounding.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._one_row = 0  # forwards in flight that want oneDNN off
+        self._larger = 0  # forwards in flight that need it on
+        self._user_setting = True  # torch.backends.mkldnn.enabled before we touched it
+
+    @contextlib.contextmanager
+    def __call__(self, dtype: torch.dtype, device: torch.device, rows: int):
+        if dtype != torch.bfloat16 or device.type != "cpu" or one_row_bfloat16_kernel() != "aten":
+            yield
+            return
+        one_row = rows == 1
+        with self._lock:
+            if self._one_row == 0 and self._larger == 0:
+                self._user_setting = torch.backends.mkldnn.enabled
+            self._count(one_row, +1)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count(one_row, -1)
+
+    def _count(self, one_row: bool, delta: int) -> None:
+        if one_row:
+            self._one_row += delta
+        else:
+            self._larger += delta
+        off = self._one_row > 0 and self._larger == 0
+        torch.backends.mkldnn.enabled = self._user_setting and not off
+
+
+one_row_bfloat16_switch = _OneRowBfloat16Switch()
+
+
+def is_in_out(w: torch.Tensor) -> bool:
+    """Whether an (out, in) weight is stored [in, out] (Hugging Face's Conv1D memory order)."""
+    return w.dim() == 2 and w.stride() == (1, w.size(0)) and not w.is_contiguous()
+
+
+def optimize_for_decode(model: nn.Module) -> nn.Module:
+    """Apply this machine's measured decode choices to ``model`` (in place; returned for chaining).
+
+    - Every weight matrix is stored in the memory order its one-row product reads fastest: on one
+      CPU float32 ran ~35% faster with W stored [in, out], on another bfloat16 wanted nn.Linear's own
+      [out, in]. Only the strides change: shapes, names, values and state_dict keys stay nn.Linear's.
+    - Q, K and V come from one stacked product where that measured faster.
+    - The one-row bfloat16 kernel and the readout's many-row product are decided now, not in a request.
+
+    Call it again after a dtype or device conversion: the best layout depends on the dtype.
+    """
+    params = {id(m.weight): m.weight for m in model.modules() if isinstance(m, nn.Linear)}
+    shapes = collections.Counter(tuple(w.shape) for w in params.values())
+    for w in params.values():
+        if w.dim() != 2 or w.device.type != "cpu" or not w.is_floating_point():
+            continue  # meta tensors have nothing to time; other devices have their own libraries
+        want_in_out = kernels.weight_layout(tuple(w.shape), w.dtype, shapes[tuple(w.shape)]).winner == "in_out"
+        if want_in_out != is_in_out(w):
+            with torch.no_grad():
+                # (out, in) values over an (in, out) buffer, or back to a plain contiguous buffer
+                w.data = w.data.t().contiguous().t() if want_in_out else w.data.contiguous()
+    # The fused attention (the per-head one has no W_query of its own and never stacks).
+    attention = [
+        m for m in model.modules() if hasattr(m, "stack_qkv") and isinstance(getattr(m, "W_query", None), nn.Linear)
+    ]
+    for m in attention:
+        w = m.W_query.weight
+        m.set_stacked_qkv(
+            w.device.type == "cpu"
+            and w.is_floating_point()
+            and kernels.stacked_qkv(w.size(1), w.dtype, is_in_out(w), len(attention)).winner == "stacked"
+        )
+    dtype, device = getattr(model, "dtype", None), getattr(model, "device", None)
+    if dtype == torch.bfloat16 and device is not None and device.type == "cpu":
+        kernels.one_row_bfloat16_kernel()  # the forward's switch reads this decision (an int8 model's too)
+    head = getattr(model, "out_head", None)
+    if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
+        many_row_product(head.weight.detach().t())  # readout's product
+    return model

@@ -1,0 +1,45 @@
+"""The KV cache: keys and values of every layer, preallocated for the whole context, so a decode step
+computes one new row per layer instead of re-running the whole sequence."""
+
+from __future__ import annotations
+
+import torch
+
+from playground.engine.config import GPTConfig
+
+
+class LayerKVCache:
+    def __init__(self, owner: KVCache, index: int):
+        self.owner, self.index = owner, index
+        # This layer's slabs, (B, H, context_length, hd), viewed once: a decode step then costs one
+        # narrow + copy per tensor instead of a chain of indexing ops.
+        self.k, self.v = owner.k[index], owner.v[index]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor):
+        start = self.owner.length
+        n = k.size(-2)
+        self.k.narrow(2, start, n).copy_(k)
+        self.v.narrow(2, start, n).copy_(v)
+        return self.k.narrow(2, 0, start + n), self.v.narrow(2, 0, start + n)  # (B, H, start + n, hd)
+
+
+class KVCache:
+    """Preallocated keys and values for every layer: (n_layers, B, n_heads, context_length, head_dim).
+
+    The model writes new positions in place and advances ``length`` once per forward, so a decode
+    step costs one new row per layer instead of re-running the whole sequence.
+    """
+
+    def __init__(self, cfg: GPTConfig, batch_size: int = 1, device=None, dtype=torch.float32):
+        shape = (cfg.n_layers, batch_size, cfg.n_heads, cfg.context_length, cfg.head_dim)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.length = 0
+        self.capacity = cfg.context_length
+        self.layers = [LayerKVCache(self, i) for i in range(cfg.n_layers)]
+
+    def reset(self) -> None:
+        self.length = 0
+
+    def nbytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes

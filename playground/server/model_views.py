@@ -1,0 +1,104 @@
+"""A built model described for the Model tab: the summary line, the module tree, the parameter
+breakdown (formula against measured) and the weight-tying explanation, in the user's language."""
+
+from __future__ import annotations
+
+from playground.engine.config import GPTConfig
+from playground.engine.model import GPTModel
+from playground.engine.quantize import is_int8
+from playground.i18n.catalogue import tr, tr_formula
+from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
+from playground.runtime.devices import describe_device
+from playground.runtime.memory import format_bytes
+from playground.server.model_cache import model_bytes
+from playground.server.recipes import describe_recipe
+
+
+def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
+    cfg = model.cfg
+    dtype = str(model.dtype).replace("torch.", "")
+    if is_int8(model):
+        dtype = tr(lang, "dtype_int8", dtype=dtype)
+    return tr(
+        lang,
+        "summary",
+        n=f"{count_parameters(model):,}",
+        size=format_bytes(model_bytes(model)),
+        dtype=dtype,
+        tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"),
+        layers=cfg.n_layers,
+        heads=cfg.n_heads,
+        d=cfg.emb_dim,
+        context=cfg.context_length,
+        model=describe_recipe(recipe, lang),
+        device=describe_device(model.device),
+    )
+
+
+def tree_table(model: GPTModel, max_depth: int = 10, lang: str = "en") -> list[list]:
+    rows = []
+    for r in module_tree(model):
+        if r.depth > max_depth:
+            continue
+        name = r.name or "GPTModel"
+        indent = "\u2003" * r.depth  # em spaces survive HTML whitespace collapsing
+        tied = tr(lang, "tied_to", name=r.tied_to) if r.tied_to else ""
+        rows.append(
+            [
+                indent + name.split(".")[-1] if r.name else name,
+                r.type,
+                r.shape,
+                f"{r.own_params:,}",
+                f"{r.total_params:,}",
+                tied,
+                r.name,
+            ]
+        )
+    return rows
+
+
+def breakdown_table(model_or_cfg, lang: str = "en") -> tuple[list[list], object]:
+    b = parameter_breakdown(model_or_cfg)
+    rows = [
+        [
+            tr(lang, r.component),
+            tr_formula(lang, r.formula),
+            f"{r.formula_value:,}",
+            f"{r.measured:,}",
+            "✓" if r.agrees else "✗",
+        ]
+        for r in b.rows
+    ]
+    rows.append(
+        [
+            tr(lang, "total"),
+            "",
+            f"{b.total_formula:,}",
+            f"{b.total_measured:,}",
+            "✓" if b.total_formula == b.total_measured else "✗",
+        ]
+    )
+    return rows, b
+
+
+def tying_explanation(cfg: GPTConfig, lang: str = "en") -> str:
+    """The 163M-vs-124M puzzle, with this config's own numbers."""
+    tied = parameter_breakdown(cfg.replace(tie_weights=True)).total_measured
+    untied = parameter_breakdown(cfg.replace(tie_weights=False)).total_measured
+    head = cfg.vocab_size * cfg.emb_dim
+    state = tr(lang, "tying_state_tied" if cfg.tie_weights else "tying_state_untied")
+    return tr(
+        lang,
+        "tying",
+        state=state,
+        d=cfg.emb_dim,
+        V=f"{cfg.vocab_size:,}",
+        head=f"{head:,}",
+        tied=f"{tied:,}",
+        untied=f"{untied:,}",
+    )
+
+
+def tree_items(model: GPTModel) -> list[tuple[str, int]]:
+    """Leaf modules with their own (untied) parameter counts, for the treemap."""
+    return [(r.name, r.own_params) for r in module_tree(model) if r.name and (r.own_params or r.tied_to)]

@@ -1,0 +1,153 @@
+"""Recipes: a model named by a small JSON-able dict, and the one function that builds what it names.
+
+A recipe is random init of a config with a seed, the bundled checkpoint, a hub repo, or a checkpoint
+file the server wrote, each with the dtype to build it in. A session keeps only its recipe; the model
+cache (model_cache.py) maps recipes to built models, so an evicted model is simply rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from playground.engine.config import DEFAULT_PRESET, PRESETS, GPTConfig, count_parameters_analytic
+from playground.engine.decode_paths import optimize_for_decode
+from playground.engine.model import GPTModel
+from playground.engine.quantize import quantize_int8
+from playground.engine.weights import HUB_MODELS, WeightLoadError, hf_progress_tqdm, load_checkpoint, load_pretrained
+from playground.i18n.catalogue import tr
+from playground.runtime.devices import default_device
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLED_CHECKPOINT = ROOT / "assets" / "bundled" / "shakespeare.safetensors"
+# The largest checkpoint a file recipe may name: an upload, or a checkpoint the Train tab wrote (files.py).
+MAX_UPLOAD_BYTES = int(float(os.environ.get("PLAYGROUND_MAX_UPLOAD_MB", "700")) * 1e6)
+
+
+def random_recipe(cfg: GPTConfig, seed: int = 0, dtype: str = "float32") -> dict:
+    return {"kind": "random", "config": cfg.to_dict(), "seed": int(seed), "dtype": dtype}
+
+
+def bundled_recipe(dtype: str = "float32") -> dict:
+    return {"kind": "bundled", "dtype": dtype}
+
+
+def hub_recipe(name: str, dtype: str = "float32") -> dict:
+    if name not in HUB_MODELS:
+        raise ValueError(f"Unknown hub model {name!r}; choose one of {', '.join(HUB_MODELS)}.")
+    return {"kind": "hub", "repo": HUB_MODELS[name], "dtype": dtype}
+
+
+def file_recipe(path: Path, label: str, dtype: str = "float32") -> dict:
+    return {"kind": "file", "path": str(path), "label": label, "dtype": dtype}
+
+
+def default_recipe() -> dict:
+    if BUNDLED_CHECKPOINT.is_file():
+        return bundled_recipe()
+    return random_recipe(PRESETS[DEFAULT_PRESET], seed=0)
+
+
+def recipe_key(recipe: dict) -> str:
+    return json.dumps(recipe, sort_keys=True)
+
+
+def describe_recipe(recipe: dict, lang: str = "en") -> str:
+    kind = recipe["kind"]
+    if kind == "random":
+        return tr(lang, "recipe_random", seed=recipe["seed"])
+    if kind == "bundled":
+        return tr(lang, "recipe_bundled")
+    if kind == "hub":
+        return tr(lang, "recipe_hub", repo=recipe["repo"])
+    label = recipe.get("label", "file")
+    trained = re.match(r"^trained (\d+)L d(\d+), (\d+) steps on (.+)$", label)  # as TrainingJob names it
+    if trained and lang != "en":
+        layers, d, steps, corpus = trained.groups()
+        corpus = tr(
+            lang,
+            {"Tiny Shakespeare": "n_shakespeare", "Aesop's fables & nursery rhymes": "n_aesop"}.get(corpus, corpus),
+        )
+        label = tr(lang, "trained_label", layers=layers, d=d, steps=steps, corpus=corpus)
+    return tr(lang, "recipe_file", label=label)
+
+
+def model_label(recipe: dict) -> str:
+    """Short name for messages about memory: "gpt2-large (774M) random init (seed 1)"."""
+    kind = recipe.get("kind")
+    if kind not in ("random", "bundled", "hub", "file"):
+        return "a model"
+    if kind == "random":
+        cfg = recipe["config"]
+        name = next((n for n, p in PRESETS.items() if p.to_dict() == cfg), f"{cfg['n_layers']}-layer d{cfg['emb_dim']}")
+        return f"{name} {describe_recipe(recipe)}"
+    return describe_recipe(recipe)
+
+
+def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
+    """Build the model a recipe names, with this machine's fastest decode layout
+    (engine.decode_paths). Raises ConfigError / WeightLoadError with user-facing text. A random
+    init's config is checked against the memory budget and the build caps by the model cache
+    before it makes room and reserves (a loader checks its file's config itself). ``dtype`` "int8"
+    builds in bfloat16, then quantizes the weights (playground.engine.quantize)."""
+    if recipe.get("dtype") == "int8":
+        model = quantize_int8(_build_plain({**recipe, "dtype": "bfloat16"}, progress))
+    else:
+        model = _build_plain(recipe, progress)
+    return optimize_for_decode(model)
+
+
+def _build_plain(recipe: dict, progress) -> GPTModel:
+    dtype = recipe.get("dtype", "float32")
+    kind = recipe.get("kind")
+    if kind == "random":
+        cfg = GPTConfig.from_dict(recipe["config"])
+        # A generator of its own: torch's global one is what other users' unseeded sampling draws
+        # from, and reseeding it here would make their tokens repeat.
+        generator = torch.Generator().manual_seed(int(recipe["seed"]))
+        model = GPTModel(cfg, generator=generator)
+        # initialised on the CPU (the same seed gives the same weights everywhere), then moved
+        return model.to(device=default_device(), dtype=_torch_dtype(dtype)).eval()
+    if kind == "bundled":
+        if not BUNDLED_CHECKPOINT.is_file():
+            raise WeightLoadError("The bundled model is not in this copy of the app (assets/bundled/).")
+        return load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device=default_device())
+    if kind == "hub":
+        tqdm_class = None
+        if progress is not None:
+            tqdm_class = hf_progress_tqdm(progress)
+        return load_pretrained(recipe["repo"], dtype=dtype, device=default_device(), tqdm_class=tqdm_class)
+    if kind == "file":
+        return load_checkpoint(recipe["path"], dtype=dtype, device=default_device(), max_bytes=MAX_UPLOAD_BYTES)
+    raise ValueError(f"unknown model recipe {recipe!r}")
+
+
+def build_peak_bytes(recipe: dict) -> int:
+    """What building a recipe holds at its peak, reserved before the build starts.
+
+    Random init: float32 weights (+ the converted copy for bfloat16). Loading a checkpoint: the
+    file's tensors, the float32 model they are copied into, and the converted copy.
+    """
+    dtype = recipe.get("dtype", "float32")
+    target = 2 if dtype in ("bfloat16", "int8") else 4  # int8 is quantized from a bfloat16 build
+    kind = recipe.get("kind")
+    if kind == "random":
+        n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))
+        return n * 4 + (n * target if target != 4 else 0)
+    if kind == "hub":
+        name = next((k for k, v in HUB_MODELS.items() if v == recipe["repo"]), "gpt2 (124M)")
+        preset = next((p for n, p in PRESETS.items() if n.split(" ")[0] == name.split(" ")[0]), PRESETS[DEFAULT_PRESET])
+        n = count_parameters_analytic(preset)
+        return n * 4 * 2 + (n * target if target != 4 else 0)
+    path = BUNDLED_CHECKPOINT if kind == "bundled" else Path(recipe.get("path", ""))
+    size = path.stat().st_size if path.is_file() else 0
+    # the file's tensors, then a float32 model (twice the file for float16 files such as the bundled one)
+    return 3 * size + (size * target // 2 if target != 4 else 0)
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]

@@ -1,0 +1,313 @@
+"""Runs: a prompt, the tokens generated from it, and what the model saw -- kept by the server, released when idle.
+
+Runs are registered in ``RUNS`` under a random ``run.id``. ``start_run`` validates what a user typed
+and returns ``(run, generation)``. Called with ``replaces=<the session's previous run id, or None>``,
+the server keeps the run (the session state then only needs ``run.id``; get it back with
+``get_run(run_id)``) and the previous one is released at once. Called without ``replaces``, the run
+lives as long as its caller holds it. Either way a run untouched for ``PLAYGROUND_IDLE_MINUTES``
+(default 15) is released by a sweeper thread (its tokens and attention are dropped); using it
+afterwards raises ``RunReleasedError`` (a ValueError) whose message is for the user.
+``run_attention`` / ``layer_attention`` give the queries and keys a run's views draw from.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import threading
+import time
+import weakref
+
+import numpy as np
+import torch
+
+from playground.engine.config import GPTConfig
+from playground.engine.model import GPTModel, attention_probs
+from playground.engine.sampling import Generation, GenerationStep, generate
+from playground.engine.tokenizer import load_tokenizer
+from playground.runtime.memory import BUDGET, trim
+from playground.server.inputs import as_number, as_whole
+from playground.server.recipes import describe_recipe, model_label
+
+MAX_PROMPT_CHARS = 20_000
+MAX_NEW_TOKENS = 512
+IDLE_SECONDS = float(os.environ.get("PLAYGROUND_IDLE_MINUTES", "15")) * 60
+
+
+class RunReleasedError(ValueError):
+    """The run was released after being idle; the message is written for the user."""
+
+
+class Run:
+    """A prompt, the tokens generated from it, and (cached) what the model saw.
+
+    Runs are registered in ``RUNS`` under ``run.id``; every use of its tokens counts as an access. After
+    ``IDLE_SECONDS`` without one, ``release_idle_runs`` drops the tokens and the attention, and any
+    later use raises ``RunReleasedError``.
+    """
+
+    def __init__(
+        self,
+        recipe: dict,
+        prompt_ids: list[int],
+        n_cropped: int,
+        settings: dict,
+        steps: list[GenerationStep] | None = None,
+        stopped: bool = False,
+        elapsed: float = 0.0,
+    ):
+        self.id = hashlib.sha256(os.urandom(16)).hexdigest()[:16]
+        self.recipe, self.prompt_ids, self.n_cropped, self.settings = recipe, prompt_ids, n_cropped, settings
+        self._steps = [] if steps is None else steps
+        self.stopped = stopped
+        self.elapsed = elapsed  # seconds spent generating so far
+        self._trace_cache: _Trace | None = None
+        self.last_access = time.monotonic()
+        self.released = False
+        with _RUNS_LOCK:
+            RUNS[self.id] = self
+        _start_sweeper()
+
+    def keep(self) -> Run:
+        """Let the server hold this run (until it is released), so a session can keep just its id."""
+        with _RUNS_LOCK:
+            _KEPT[self.id] = self
+        return self
+
+    def touch(self) -> None:
+        if self.released:
+            raise RunReleasedError(released_message())
+        self.last_access = time.monotonic()
+
+    @property
+    def steps(self) -> list[GenerationStep]:
+        self.touch()
+        return self._steps
+
+    @steps.setter
+    def steps(self, value: list[GenerationStep]) -> None:
+        self.touch()
+        self._steps = value
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.prompt_ids + [s.token_id for s in self.steps]
+
+    def window(self, context_length: int) -> tuple[int, list[int]]:
+        ids = self.token_ids
+        start = max(0, len(ids) - context_length)
+        return start, ids[start:]
+
+    def release(self) -> None:
+        """Drop the tokens and the attention (the light fields stay, for the message)."""
+        self.released = True
+        self._steps = []
+        self._trace_cache = None
+        with _RUNS_LOCK:
+            RUNS.pop(self.id, None)
+            _KEPT.pop(self.id, None)
+            _RELEASED[self.id] = None
+            while len(_RELEASED) > 10_000:
+                _RELEASED.pop(next(iter(_RELEASED)))
+
+    def __repr__(self) -> str:
+        state = "released" if self.released else f"{len(self._steps)} steps"
+        return f"Run(id={self.id!r}, {describe_recipe(self.recipe)}, {state})"
+
+
+class _Trace:
+    """A run's per-layer (queries, keys) for its last window: one object, so the budget can count it."""
+
+    def __init__(self, n_tokens: int, start: int, qk: list[tuple[torch.Tensor, torch.Tensor]]):
+        self.n_tokens, self.start, self.qk = n_tokens, start, qk
+
+
+RUNS: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()  # every live run, for the sweeper
+_KEPT: dict[str, Run] = {}  # runs the server holds for sessions that keep only the id
+_RELEASED: dict[str, None] = {}  # ids of released runs (the newest 10,000), for the message
+_RUNS_LOCK = threading.Lock()
+
+
+def released_message() -> str:
+    minutes = IDLE_SECONDS / 60
+    return (
+        f"This run was released after {minutes:g} minute{'' if minutes == 1 else 's'} idle to free memory; "
+        f"generate again."
+    )
+
+
+_SWEEPER: threading.Thread | None = None
+
+
+def get_run(run_id: str | None) -> Run:
+    """The run a session's state names; RunReleasedError if it was released or is unknown."""
+    with _RUNS_LOCK:
+        run = RUNS.get(run_id or "")
+    if run is None:
+        if not run_id:
+            raise ValueError("Generate first: there is no run yet.")
+        if run_id in _RELEASED:
+            raise RunReleasedError(released_message())
+        raise RunReleasedError("This run is no longer on the server (it restarted); generate again.")
+    run.touch()
+    return run
+
+
+def release_idle_runs(idle_seconds: float | None = None) -> int:
+    """Release every run untouched for ``idle_seconds`` (default ``IDLE_SECONDS``); how many."""
+    limit = IDLE_SECONDS if idle_seconds is None else idle_seconds
+    now = time.monotonic()
+    with _RUNS_LOCK:
+        idle = [r for r in list(RUNS.values()) if now - r.last_access > limit]
+    for run in idle:
+        run.release()
+    if idle:
+        gc.collect()
+        trim()
+    return len(idle)
+
+
+def _sweep_forever() -> None:
+    while True:
+        time.sleep(max(1.0, min(60.0, IDLE_SECONDS / 4)))
+        try:
+            release_idle_runs()
+        except Exception:  # never let the sweeper die; the next round tries again
+            pass
+
+
+def _start_sweeper() -> None:
+    global _SWEEPER
+    if _SWEEPER is None:
+        with _RUNS_LOCK:
+            if _SWEEPER is None:
+                _SWEEPER = threading.Thread(target=_sweep_forever, name="run-sweeper", daemon=True)
+                _SWEEPER.start()
+
+
+_NOT_GIVEN = object()
+
+
+def start_run(
+    model: GPTModel,
+    recipe: dict,
+    prompt: str,
+    *,
+    max_new_tokens,
+    temperature,
+    top_k,
+    top_p,
+    seed,
+    greedy=False,
+    replaces=_NOT_GIVEN,
+) -> tuple[Run, Generation]:
+    """Validate everything a user typed, then return the run and its (not yet started) generation.
+
+    ``replaces`` (the session's previous run or run id, or None for its first): the server keeps
+    the new run under ``run.id`` and releases the previous one now rather than after the idle
+    timeout. Without it, whoever holds the returned Run keeps it alive. The generation's KV cache
+    is counted in the memory budget (refused here if it does not fit) until the generation object
+    is gone."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("The prompt is empty: type some text for the model to continue.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"The prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
+    max_new_tokens = as_whole(max_new_tokens, "Max new tokens")
+    if max_new_tokens > MAX_NEW_TOKENS:
+        raise ValueError(f"Max new tokens is {max_new_tokens:,}; this app generates at most {MAX_NEW_TOKENS} per run.")
+    top_k = as_whole(top_k, "top-k") if top_k not in (None, "") else None
+    seed = as_whole(seed, "Seed") if seed not in (None, "") else None
+    temperature = as_number(temperature, "Temperature")
+    top_p = as_number(top_p, "top-p") if top_p not in (None, "") else None
+    if greedy:
+        temperature = 0.0
+    if replaces is not _NOT_GIVEN and replaces is not None:
+        old = replaces if isinstance(replaces, Run) else RUNS.get(replaces)
+        if old is not None:
+            old.release()
+    tok = load_tokenizer()
+    ids = tok.encode(prompt)
+    need = generation_bytes(model, len(ids))
+    what = f"a generation with {model_label(recipe)}"
+    BUDGET.check(need, what)
+    gen = generate(
+        model, ids, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k or None, top_p=top_p, seed=seed
+    )
+    BUDGET.register(gen, need, what, "generation")
+    release_idle_runs()  # on-access sweep, besides the sweeper thread
+    # seed_used: the seed an unseeded run drew for itself, so it can be repeated by typing it in.
+    settings = dict(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        seed_used=gen.seed_used,
+    )
+    run = Run(recipe, gen.prompt_ids, gen.n_cropped, settings)
+    if replaces is not _NOT_GIVEN:
+        run.keep()
+    return run, gen
+
+
+def generation_bytes(model: GPTModel, n_prompt_tokens: int) -> int:
+    """A generation's KV cache (preallocated for the whole context) and its prompt forward."""
+    cfg = model.cfg
+    elem = torch.finfo(model.dtype).bits // 8
+    kv = 2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * elem
+    T = min(n_prompt_tokens, cfg.context_length)
+    forward = T * cfg.emb_dim * 4 * 8 + cfg.n_heads * T * T * 4 + cfg.vocab_size * 4 * 4
+    return kv + forward
+
+
+def attention_bytes(cfg: GPTConfig, n_tokens: int, elem: int = 4) -> int:
+    """Queries and keys of every layer for ``n_tokens`` (what a run keeps for its views)."""
+    return 2 * cfg.n_layers * min(n_tokens, cfg.context_length) * cfg.emb_dim * elem
+
+
+def run_attention(model: GPTModel, run: Run) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Queries and keys of every layer for the run's last context window (one forward, cached and
+    counted in the memory budget until the run is released or generates again)."""
+    start, window = run.window(model.cfg.context_length)
+    cached = run._trace_cache
+    if cached is not None and cached.n_tokens == len(run.token_ids):
+        return cached.start, cached.qk
+    run._trace_cache = None  # the old window's attention goes before the new one is made
+    elem = torch.finfo(model.dtype).bits // 8
+    keep = attention_bytes(model.cfg, len(window), elem)
+    forward = (
+        generation_bytes(model, len(window))
+        - 2 * model.cfg.n_layers * model.cfg.context_length * model.cfg.emb_dim * elem
+    )
+    what = f"the attention of a run of {len(window):,} tokens ({model_label(run.recipe)})"
+    with BUDGET.reserve(keep + forward, what, "attention"), torch.no_grad():
+        idx = torch.tensor([window], dtype=torch.long, device=model.device)
+        _, trace = model(idx, return_attention=True, last_token_only=True)
+        qk = [(q[0].cpu(), k[0].cpu()) for q, k in zip(trace.queries, trace.keys)]  # (H, T, hd) each
+        del trace
+        cached = _Trace(len(run.token_ids), start, qk)
+        run_ref = weakref.ref(run)
+        # recomputed on the next view if the budget needs the room first
+        BUDGET.register(cached, keep, what, "attention", reclaim=lambda: _drop_attention(run_ref))
+    run._trace_cache = cached
+    return start, qk
+
+
+def all_layers_attention_bytes(cfg: GPTConfig, n_tokens: int) -> int:
+    """Probabilities of every layer and head, (L, H, T, T) float32: what the rollout and overview
+    views and a run export build at once (3 GB for gpt2-large at 1,024 tokens)."""
+    T = min(n_tokens, cfg.context_length)
+    return cfg.n_layers * cfg.n_heads * T * T * 4
+
+
+def _drop_attention(run_ref) -> None:
+    run = run_ref()
+    if run is not None:
+        run._trace_cache = None
+
+
+def layer_attention(qk: list, layer: int) -> np.ndarray:
+    """(n_heads, T, T) float32 probabilities for one layer."""
+    q, k = qk[layer]
+    return attention_probs(q.unsqueeze(0), k.unsqueeze(0))[0].numpy()
