@@ -15,12 +15,23 @@ import collections
 import contextlib
 import platform
 import threading
+from typing import Protocol, runtime_checkable
 
 import torch
 import torch.nn as nn
 
 from playground.engine.readout import many_row_product
 from playground.runtime import kernels
+
+
+@runtime_checkable
+class StacksQKV(Protocol):
+    """An attention whose Q/K/V can come from one stacked product (model.MultiHeadAttention)."""
+
+    W_query: nn.Linear
+
+    def set_stacked_qkv(self, on: bool) -> None: ...
+
 
 X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
@@ -57,7 +68,7 @@ class _OneRowBfloat16Switch:
         one_row = rows == 1
         with self._lock:
             if self._one_row == 0 and self._larger == 0:
-                self._user_setting = torch.backends.mkldnn.enabled
+                self._user_setting = bool(torch.backends.mkldnn.enabled)
             self._count(one_row, +1)
         try:
             yield
@@ -71,7 +82,7 @@ class _OneRowBfloat16Switch:
         else:
             self._larger += delta
         off = self._one_row > 0 and self._larger == 0
-        torch.backends.mkldnn.enabled = self._user_setting and not off
+        torch.backends.mkldnn.enabled = self._user_setting and not off  # type: ignore[assignment]  # a flag behind a descriptor
 
 
 one_row_bfloat16_switch = _OneRowBfloat16Switch()
@@ -104,9 +115,7 @@ def optimize_for_decode(model: nn.Module) -> nn.Module:
                 # (out, in) values over an (in, out) buffer, or back to a plain contiguous buffer
                 w.data = w.data.t().contiguous().t() if want_in_out else w.data.contiguous()
     # The fused attention (the per-head one has no W_query of its own and never stacks).
-    attention = [
-        m for m in model.modules() if hasattr(m, "stack_qkv") and isinstance(getattr(m, "W_query", None), nn.Linear)
-    ]
+    attention = [m for m in model.modules() if isinstance(m, StacksQKV) and isinstance(m.W_query, nn.Linear)]
     for m in attention:
         w = m.W_query.weight
         m.set_stacked_qkv(

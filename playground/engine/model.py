@@ -9,6 +9,7 @@ queries and keys, from which the probabilities are computed only for the layers 
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import torch
 import torch.nn as nn
@@ -239,9 +240,10 @@ class MultiHeadAttentionWrapper(MultiHeadAttention):
         self.dropout = cfg.drop_rate
 
     def project_qkv(self, x: torch.Tensor):
-        q = torch.stack([h.W_query(x) for h in self.heads], dim=1)  # (B, H, T, hd)
-        k = torch.stack([h.W_key(x) for h in self.heads], dim=1)  # (B, H, T, hd)
-        v = torch.stack([h.W_value(x) for h in self.heads], dim=1)  # (B, H, T, hd)
+        heads = cast(list[CausalAttention], list(self.heads))
+        q = torch.stack([h.W_query(x) for h in heads], dim=1)  # (B, H, T, hd)
+        k = torch.stack([h.W_key(x) for h in heads], dim=1)  # (B, H, T, hd)
+        v = torch.stack([h.W_value(x) for h in heads], dim=1)  # (B, H, T, hd)
         return q, k, v
 
 
@@ -272,6 +274,8 @@ class TransformerBlock(nn.Module):
 
 class SinusoidalPositionalEmbedding(nn.Module):
     """Fixed sin/cos positions (Vaswani et al.): no parameters, a buffer rebuilt from the config."""
+
+    table: torch.Tensor
 
     def __init__(self, context_length: int, emb_dim: int):
         super().__init__()
@@ -313,6 +317,10 @@ class GPTModel(nn.Module):
     draw from that ``torch.Generator`` instead of torch's global one, so building never disturbs
     anyone else's random numbers (the app always passes one).
     """
+
+    pos_emb: nn.Module  # learned (nn.Embedding) or sinusoidal, by config
+    load_report: Any  # weights.LoadReport, set by the loaders in engine.weights
+    checkpoint_metadata: dict[str, str]  # a loaded checkpoint's own metadata
 
     def __init__(self, cfg: GPTConfig, *, generator: torch.Generator | None = None):
         super().__init__()

@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.engine.decode_paths import StacksQKV
 from playground.runtime import kernels
 
 ACTIVATIONS = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -186,7 +187,7 @@ def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16")
         q.kernel = int8_kernel(tuple(q.weight.shape), act, shapes[tuple(q.weight.shape)]).winner
         setattr(parent, child, q)
     for m in model.modules():  # the stacked Q/K/V copy was of the float weights
-        if hasattr(m, "set_stacked_qkv"):
+        if isinstance(m, StacksQKV):
             m.set_stacked_qkv(False)
     return model.eval()
 

@@ -207,7 +207,7 @@ def _kernel_for(dtype: torch.dtype) -> str:
     return one_row_bfloat16_kernel().winner if dtype == torch.bfloat16 else "onednn"
 
 
-def weight_layout(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Choice:
+def weight_layout(shape: tuple[int, ...], dtype: torch.dtype, count: int) -> Choice:
     """nn.Linear's own (out, in) memory order or its transpose (in, out) -- Hugging Face's Conv1D
     order -- for one-row products with a weight of ``shape`` (out, in), of which a model has ``count``."""
     n = copies(shape, dtype, count)
