@@ -14,7 +14,7 @@ import pytest
 
 from playground import PRESETS, count_parameters, ui
 from playground.figures import charts as figures
-from playground.i18n.catalogue import EN, ZH, normalize_lang, tr, tr_error
+from playground.i18n import EN, ZH, normalize_lang, tr, tr_error
 from playground.server.session import CACHE, random_recipe
 from playground.ui import prefs
 from playground.ui.figure_dress import PRESENT_FONT, dress
@@ -85,9 +85,14 @@ def test_language_codes_and_page_preferences():
 
 
 def test_common_errors_are_translated_with_their_values():
-    assert tr_error("zh-CN", "Layer must be between 0 and 1, got 9.") == "层 必须在 0 到 1 之间，收到的是 9。"
-    assert tr_error("en", "Layer must be between 0 and 1, got 9.") == "Layer must be between 0 and 1, got 9."
-    assert tr_error("zh-CN", "something new") == "something new"
+    from playground.errors import UserError
+
+    error = UserError(
+        "input.between", "{name} must be between {lo:,} and {hi:,}, got {value:,}.", name="Layer", lo=0, hi=1, value=9
+    )
+    assert tr_error("zh-CN", error) == "层 必须在 0 到 1 之间，收到的是 9。"
+    assert tr_error("en", error) == "Layer must be between 0 and 1, got 9."
+    assert tr_error("zh-CN", ValueError("something new")) == "something new"
 
 
 def test_a_build_in_chinese_says_everything_in_chinese_with_the_same_numbers():

@@ -23,12 +23,13 @@ import regex
 from tiktoken_ext.openai_public import r50k_pat_str
 
 from playground.engine.tokenizer import ASSETS, GPT2Tokenizer, bytes_to_unicode, display_text, load_tokenizer
+from playground.errors import UserError
 
 MAX_REPLAY_BYTES = 256  # a "word" longer than this (one pre-token) is refused: the replay is O(n²) per merge
 _PRETOKEN = regex.compile(r50k_pat_str)
 
 
-class TokenizerViewError(ValueError):
+class TokenizerViewError(UserError):
     """Input the tokenizer view cannot show; the message is written for the user."""
 
 
@@ -226,7 +227,9 @@ def token_view(ids, tok: GPT2Tokenizer | None = None) -> TokenView:
 
 def tokenize_view(text: str, tok: GPT2Tokenizer | None = None) -> TokenView:
     if not isinstance(text, str):
-        raise TokenizerViewError(f"The text must be a string, got {type(text).__name__}.")
+        raise TokenizerViewError(
+            "tokenizer.text_not_str", "The text must be a string, got {kind}.", kind=type(text).__name__
+        )
     tok = tok or load_tokenizer()
     return token_view(tok.encode(text), tok)
 
@@ -306,8 +309,10 @@ def replay_word(word: str, tok: GPT2Tokenizer | None = None, ranks=None) -> Word
     data = word.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
     if len(data) > MAX_REPLAY_BYTES:
         raise TokenizerViewError(
-            f"That word is {len(data):,} bytes long; the merge replay shows words of up to "
-            f"{MAX_REPLAY_BYTES} bytes. Pick a shorter word."
+            "tokenizer.word_too_long",
+            "That word is {n:,} bytes long; the merge replay shows words of up to {limit} bytes. Pick a shorter word.",
+            n=len(data),
+            limit=MAX_REPLAY_BYTES,
         )
     parts = [bytes([b]) for b in data]
     start, steps = list(parts), []
@@ -334,13 +339,17 @@ def replay_word(word: str, tok: GPT2Tokenizer | None = None, ranks=None) -> Word
 def replay_text(text: str, tok: GPT2Tokenizer | None = None) -> list[WordMerges]:
     """The merges of every pre-token of ``text`` (a word, or a few)."""
     if not isinstance(text, str):
-        raise TokenizerViewError(f"The word must be a string, got {type(text).__name__}.")
+        raise TokenizerViewError(
+            "tokenizer.word_not_str", "The word must be a string, got {kind}.", kind=type(text).__name__
+        )
     if not text:
-        raise TokenizerViewError("Type or pick a word to see its merges.")
+        raise TokenizerViewError("tokenizer.no_word", "Type or pick a word to see its merges.")
     tok = tok or load_tokenizer()
     words = pretokens(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
     if len(words) > 16:
-        raise TokenizerViewError(f"That is {len(words)} words; the merge replay shows up to 16 at a time.")
+        raise TokenizerViewError(
+            "tokenizer.too_many_words", "That is {n} words; the merge replay shows up to 16 at a time.", n=len(words)
+        )
     return [replay_word(w, tok) for w in words]
 
 

@@ -56,7 +56,8 @@ from playground.engine.quantize import model_bytes as int8_model_bytes
 from playground.engine.sampling import Generation, GenerationStep, generate
 from playground.engine.tokenizer import load_tokenizer
 from playground.engine.weights import HUB_MODELS, WeightLoadError, load_checkpoint, load_pretrained
-from playground.i18n.catalogue import tr, tr_formula
+from playground.errors import UserError
+from playground.i18n import tr, tr_formula
 from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
 from playground.runtime.devices import default_device, describe_device
 from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
@@ -85,7 +86,12 @@ def bundled_recipe(dtype: str = "float32") -> dict:
 
 def hub_recipe(name: str, dtype: str = "float32") -> dict:
     if name not in HUB_MODELS:
-        raise ValueError(f"Unknown hub model {name!r}; choose one of {', '.join(HUB_MODELS)}.")
+        raise UserError(
+            "model.unknown_hub",
+            "Unknown hub model {name!r}; choose one of {choices}.",
+            name=name,
+            choices=", ".join(HUB_MODELS),
+        )
     return {"kind": "hub", "repo": HUB_MODELS[name], "dtype": dtype}
 
 
@@ -152,7 +158,9 @@ def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
         return model.to(device=default_device(), dtype=_torch_dtype(dtype)).eval()
     if kind == "bundled":
         if not BUNDLED_CHECKPOINT.is_file():
-            raise WeightLoadError("The bundled model is not in this copy of the app (assets/bundled/).")
+            raise WeightLoadError(
+                "weights.no_bundled", "The bundled model is not in this copy of the app (assets/bundled/)."
+            )
         return load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device=default_device())
     if kind == "hub":
         tqdm_class = None
@@ -413,7 +421,7 @@ def tree_items(model: GPTModel) -> list[tuple[str, int]]:
 IDLE_SECONDS = float(os.environ.get("PLAYGROUND_IDLE_MINUTES", "15")) * 60
 
 
-class RunReleasedError(ValueError):
+class RunReleasedError(UserError):
     """The run was released after being idle; the message is written for the user."""
 
 
@@ -455,7 +463,7 @@ class Run:
 
     def touch(self) -> None:
         if self.released:
-            raise RunReleasedError(released_message())
+            raise released_error()
         self.last_access = time.monotonic()
 
     @property
@@ -507,11 +515,13 @@ _RELEASED: dict[str, None] = {}  # ids of released runs (the newest 10,000), for
 _RUNS_LOCK = threading.Lock()
 
 
-def released_message() -> str:
+def released_error() -> RunReleasedError:
     minutes = IDLE_SECONDS / 60
-    return (
-        f"This run was released after {minutes:g} minute{'' if minutes == 1 else 's'} idle to free memory; "
-        f"generate again."
+    return RunReleasedError(
+        "run.released",
+        "This run was released after {minutes:g} minute{plural} idle to free memory; generate again.",
+        minutes=minutes,
+        plural="" if minutes == 1 else "s",
     )
 
 
@@ -524,10 +534,10 @@ def get_run(run_id: str | None) -> Run:
         run = RUNS.get(run_id or "")
     if run is None:
         if not run_id:
-            raise ValueError("Generate first: there is no run yet.")
+            raise UserError("generate.no_run", "Generate first: there is no run yet.")
         if run_id in _RELEASED:
-            raise RunReleasedError(released_message())
-        raise RunReleasedError("This run is no longer on the server (it restarted); generate again.")
+            raise released_error()
+        raise RunReleasedError("run.restarted", "This run is no longer on the server (it restarted); generate again.")
     run.touch()
     return run
 
@@ -595,12 +605,22 @@ def start_run(
     is counted in the memory budget (refused here if it does not fit) until the generation object
     is gone."""
     if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("The prompt is empty: type some text for the model to continue.")
+        raise UserError("generate.prompt_empty_ui", "The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise ValueError(f"The prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
+        raise UserError(
+            "generate.prompt_too_long",
+            "The prompt is {n:,} characters; the limit is {limit:,}.",
+            n=len(prompt),
+            limit=MAX_PROMPT_CHARS,
+        )
     max_new_tokens = _whole(max_new_tokens, "Max new tokens")
     if max_new_tokens > MAX_NEW_TOKENS:
-        raise ValueError(f"Max new tokens is {max_new_tokens:,}; this app generates at most {MAX_NEW_TOKENS} per run.")
+        raise UserError(
+            "generate.max_new_cap",
+            "Max new tokens is {max_new_tokens:,}; this app generates at most {limit} per run.",
+            max_new_tokens=max_new_tokens,
+            limit=MAX_NEW_TOKENS,
+        )
     top_k = _whole(top_k, "top-k") if top_k not in (None, "") else None
     seed = _whole(seed, "Seed") if seed not in (None, "") else None
     temperature = _number(temperature, "Temperature")
@@ -653,17 +673,17 @@ def attention_bytes(cfg: GPTConfig, n_tokens: int, elem: int = 4) -> int:
 
 def _number(value, name: str) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"{name} must be a number, got {value!r}.")
+        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value)
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value) from None
 
 
 def _whole(value, name: str) -> int:
     number = _number(value, name)
     if number != number or not float(number).is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}.")
+        raise UserError("input.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value)
     return int(number)
 
 
@@ -780,10 +800,12 @@ def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_siz
 
     steps = _whole(steps, "Steps")
     if not 1 <= steps <= MAX_TRAIN_STEPS:
-        raise ValueError(f"Steps must be between 1 and {MAX_TRAIN_STEPS:,}, got {steps:,}.")
+        raise UserError(
+            "train.steps_range", "Steps must be between 1 and {hi:,}, got {steps:,}.", hi=MAX_TRAIN_STEPS, steps=steps
+        )
     lr = _number(lr, "Learning rate")
     if not (0 < lr <= 1):
-        raise ValueError(f"The learning rate must be in (0, 1], got {lr}.")
+        raise UserError("train.lr_range", "The learning rate must be in (0, 1], got {lr}.", lr=lr)
     block = min(block_size or 128, cfg.context_length)
     return TrainConfig(
         steps=steps,

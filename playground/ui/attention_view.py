@@ -15,7 +15,7 @@ import numpy as np
 
 from playground.engine.tokenizer import load_tokenizer
 from playground.figures import charts as figures
-from playground.i18n.catalogue import tr_error
+from playground.i18n import tr_error
 from playground.inside.attention_stats import attention_rollout, head_stats
 from playground.runtime.memory import BUDGET
 from playground.server.session import all_layers_attention_bytes, layer_attention, run_attention
@@ -82,7 +82,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
         query = end if query is None else parse_whole(query, "Query position", 0, end)
     except (ValueError, MemoryError) as e:
-        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, str(e)))
+        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, e))
     message = ""
     if query < start:
         message = warn(tr(lang, "att_outside", query=query, start=start, end=end))
@@ -90,7 +90,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     try:
         fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
-        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, str(e)))
+        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, e))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
     fig = dress(fig, lang, present)
     if row is None:  # an overview is about every head and position, not one query

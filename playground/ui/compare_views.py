@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from playground.engine.receipts import explain
 from playground.engine.tokenizer import load_tokenizer
 from playground.figures.charts import format_prob
-from playground.i18n.catalogue import tr
+from playground.i18n import tr
 
 MAX_CHIPS = 2_000  # chips drawn per view; the figures and totals always cover the whole text
 

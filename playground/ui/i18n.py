@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.i18n.catalogue import EN, ZH, normalize_lang, tr
+from playground.i18n import EN, ZH, normalize_lang, tr, tr_error
 
 I18N = gr.I18n(en=EN, **{"zh-CN": ZH, "zh": ZH})
 T = I18N  # T("key") -> a label translated in the browser
@@ -31,7 +31,7 @@ def choices(keys: dict[str, str], lang: str | None = None) -> list[tuple]:
     return [(T(key) if lang is None else tr(lang, key), value) for value, key in keys.items()]
 
 
-__all__ = ["I18N", "T", "choices", "lang_of", "normalize_lang", "tr"]
+__all__ = ["I18N", "T", "choices", "lang_of", "normalize_lang", "tr", "tr_error"]
 
 
 def page_prefs(request) -> tuple[str, bool]:

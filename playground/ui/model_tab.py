@@ -26,6 +26,7 @@ from playground.engine.config import (
     GPTConfig,
 )
 from playground.engine.weights import HUB_MODELS
+from playground.errors import UserError
 from playground.figures import charts as figures
 from playground.runtime import kernels
 from playground.server.files import discard_upload, is_trained_checkpoint
@@ -127,17 +128,17 @@ def config_from_fields(*values) -> GPTConfig:
     for name in INT_FIELDS:
         value = data[name]
         if value is None or value == "":
-            raise ConfigError(f"{name} is empty: enter a whole number.")
+            raise ConfigError("config.field_empty", "{name} is empty: enter a whole number.", name=name)
         try:
             data[name] = parse_whole(value, name)
         except ValueError as e:
-            raise ConfigError(str(e)) from None
+            raise ConfigError(e.key, e.template, **e.fields) from None
     try:
         data["drop_rate"] = parse_number(data["drop_rate"], "drop_rate")
         data["qkv_bias"] = parse_bool(data["qkv_bias"], "qkv_bias")
         data["tie_weights"] = parse_bool(data["tie_weights"], "tie_weights")
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    except UserError as e:
+        raise ConfigError(e.key, e.template, **e.fields) from None
     return GPTConfig(**data)
 
 
@@ -281,13 +282,15 @@ def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_stat
         recipe = hub_recipe(hub_name, dtype)
     elif weights == "uploaded checkpoint":
         if not upload:
-            raise ValueError(tr(lang, "need_upload"))
+            raise UserError("model.need_upload", "Choose a .safetensors file to upload first.")
         upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         recipe = {**import_upload(upload_path), "dtype": dtype}
     elif weights == "trained in the Train tab":
         trained = (train_state or {}).get("recipe")
         if not trained:
-            raise ValueError(tr(lang, "need_trained"))
+            raise UserError(
+                "model.need_trained", "Train a model in the Train tab first (or wait for training to finish or stop)."
+            )
         recipe = {**trained, "dtype": dtype}
     else:
         recipe = bundled_recipe(dtype)

@@ -15,7 +15,7 @@ import gradio as gr
 import pandas as pd
 
 from playground.engine.tokenizer import display_text, load_tokenizer
-from playground.i18n.catalogue import tr_error
+from playground.i18n import tr_error
 from playground.inside.bpe import (
     MAX_REPLAY_BYTES,
     TokenizerViewError,
@@ -76,9 +76,16 @@ def _check_text(text, lang="en") -> str:
     if text is None:
         return ""
     if not isinstance(text, str):
-        raise TokenizerViewError(msg(lang, "not_text", kind=type(text).__name__))
+        raise TokenizerViewError(
+            "tokenizer.text_not_str", "The text must be a string, got {kind}.", kind=type(text).__name__
+        )
     if len(text) > MAX_PROMPT_CHARS:
-        raise TokenizerViewError(msg(lang, "too_long", n=f"{len(text):,}", limit=f"{MAX_PROMPT_CHARS:,}"))
+        raise TokenizerViewError(
+            "tokenizer.text_too_long",
+            "The text is {n:,} characters; the tokenizer view takes up to {limit:,}.",
+            n=len(text),
+            limit=MAX_PROMPT_CHARS,
+        )
     return text
 
 
@@ -218,7 +225,7 @@ def show_tokens(text, state=None, relabel=False):
         text = _check_text(text, lang)
         view = tokenize_view(text)
     except ValueError as e:
-        return warn(tr_error(lang, str(e))), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return warn(tr_error(lang, e)), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     choices, best = word_choices(text)
     merges = show_merges(best, state)
     return (
@@ -243,7 +250,7 @@ def show_merges(word, state=None):
     try:
         return merges_html(replay_text(_check_text(word, lang)), lang)
     except ValueError as e:
-        return warn(tr_error(lang, str(e)))
+        return warn(tr_error(lang, e))
 
 
 def tokenize_api(text) -> dict:

@@ -17,11 +17,12 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.engine.config import PRESETS
+from playground.errors import UserError
 from playground.figures import charts as figures
 from playground.server.session import CACHE, describe_recipe
 
 from . import redraw
-from .common import T, choices, dress, lang_of, parse_whole, tr
+from .common import T, choices, dress, lang_of, parse_choice, parse_whole, tr
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
@@ -80,15 +81,14 @@ def corpus_text(source, upload, pasted) -> tuple[str, str]:
         return load_tiny_shakespeare(), "Tiny Shakespeare"
     if source in (CORPUS_CHOICES[0], None, ""):
         return load_bundled_corpus(), "Aesop's fables & nursery rhymes"
-    shown = ", ".join(f"“{c}”" for c in CORPUS_CHOICES)
-    raise ValueError(f"Corpus must be one of {shown}; got {source!r}.")
+    parse_choice(source, CORPUS_CHOICES, "Corpus")  # refuses it, naming the choices
 
 
 def _train_config(preset_name, steps, lr, batch_size):
     from playground.server.session import training_config
 
     if preset_name not in PRESETS:
-        raise ValueError(tr("en", "unknown_model", name=preset_name))
+        raise UserError("train.unknown_model", "Unknown model {name!r}.", name=preset_name)
     batch = parse_whole(batch_size, "Batch size", 1, MAX_BATCH)
     cfg = PRESETS[preset_name]
     return cfg, training_config(cfg, steps, lr, batch_size=batch)
