@@ -128,7 +128,10 @@ def int8_kernel(shape: tuple[int, int], activations: torch.dtype, count: int) ->
 
     name = str(activations).replace("torch.", "")
     return kernels.choose(
-        ("int8 kernel", tuple(shape), activations, n), f"int8 weights × {name} {tuple(shape)}", candidates
+        ("int8 kernel", tuple(shape), activations, n),
+        f"int8 weights × {name} {tuple(shape)}",
+        candidates,
+        label=("int8", {"dtype": name, "shape": tuple(shape)}),
     )
 
 

@@ -256,6 +256,9 @@ ZH = {
     "est_total": "在本机上约需 {total}：{steps} 步 × {step} + {evals} 次评估 × {eval}"
     "（根据在本服务器上实测的 {n} 步该模型训练，每步 {batch} × {block} 个 token）。",
     "est_busy": " 测时另有训练在占用 CPU，所以这个估计可能偏高。",
+    "unit_h": "小时",
+    "unit_min": "分",
+    "unit_s": "秒",
     "est_left": "约剩 {left}",
     "started_eta": " 预计用时：{total}。",
     "n_shakespeare": "Tiny Shakespeare",

@@ -104,6 +104,26 @@ def hex_bytes(data: bytes) -> str:
 # A prompt's tokens, grouped by the characters they build
 
 
+@dataclass(frozen=True)
+class Fragment:
+    """Bytes ``first``–``last`` (1-based) of a ``size``-byte character ``shown`` (kind "of"), of an
+    unfinished character ("unfinished"), or bytes that are not valid UTF-8 where they stand ("invalid")."""
+
+    first: int
+    last: int
+    size: int
+    kind: str
+    shown: str = ""
+
+    def __str__(self) -> str:
+        which = f"byte {self.first}" if self.first == self.last else f"bytes {self.first}–{self.last}"
+        if self.kind == "of":
+            return f"{which} of {self.size} of {self.shown}"
+        if self.kind == "unfinished":
+            return f"{which} of an unfinished character"
+        return f"{which}: not valid UTF-8 here"
+
+
 @dataclass
 class TokenInfo:
     position: int
@@ -113,6 +133,7 @@ class TokenInfo:
     group: int
     note: str = ""  # for a fragment: which bytes of which character it holds
     display: str = ""  # whole characters as text (␣ for a space), the bytes of partial ones in hex
+    parts: tuple = ()  # the note as data: whole characters (str) and Fragments, joined by " + "
 
     @property
     def is_fragment(self) -> bool:
@@ -165,16 +186,14 @@ class TokenView:
         }
 
 
-def _fragment_note(seg: Segment, lo: int, hi: int) -> str:
+def _fragment(seg: Segment, lo: int, hi: int) -> Fragment:
     """'bytes 1–2 of 3 of 从' for the part [lo, hi) of a segment a token holds."""
     first, last, size = lo - seg.start + 1, hi - seg.start, seg.end - seg.start
-    which = f"byte {first}" if first == last else f"bytes {first}–{last}"
     if seg.char is not None:
         shown = visible_char(seg.char)
-        return f"{which} of {size} of {shown}" + ("" if shown.startswith("⟨U+") else f" (U+{ord(seg.char):04X})")
-    if not seg.complete:
-        return f"{which} of an unfinished character"
-    return f"{which}: not valid UTF-8 here"
+        shown += "" if shown.startswith("⟨U+") else f" (U+{ord(seg.char):04X})"
+        return Fragment(first, last, size, "of", shown)
+    return Fragment(first, last, size, "invalid" if seg.complete else "unfinished")
 
 
 def token_view(ids, tok: GPT2Tokenizer | None = None) -> TokenView:
@@ -212,9 +231,10 @@ def token_view(ids, tok: GPT2Tokenizer | None = None) -> TokenView:
                     notes.append(visible_char(seg.char))
                     shown.append(display_text(seg.char))
                 else:
-                    notes.append(_fragment_note(seg, lo, hi))
+                    notes.append(_fragment(seg, lo, hi))
                     shown.append("⟨" + hex_bytes(data[lo:hi]) + "⟩")
-        view.tokens.append(TokenInfo(p, int(token_id), r, text, group.index, " + ".join(notes), "".join(shown)))
+        note = " + ".join(str(n) for n in notes)
+        view.tokens.append(TokenInfo(p, int(token_id), r, text, group.index, note, "".join(shown), tuple(notes)))
     for g in view.groups:
         try:
             g.text = g.bytes.decode("utf-8")

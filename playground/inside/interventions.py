@@ -127,8 +127,8 @@ class Intervention:
                 if not _is_int(layer) or not 0 <= layer < L:
                     raise InterventionError(
                         "inside.layer_outside",
-                        "Cannot {name} layer {layer!r}: this model has layers 0–{last_layer}.",
-                        name=name,
+                        "Cannot {verb} layer {layer!r}: this model has layers 0–{last_layer}.",
+                        verb=name,
                         layer=layer,
                         last_layer=L - 1,
                     )

@@ -20,7 +20,7 @@ Pure torch; the UI and the API call ``score_text`` / ``compare_scores``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -56,7 +56,7 @@ class Scores:
     n_windows: int
     truncated_from: int | None = None  # tokens in the text before the cap, when it was cut
     label: str = ""  # which model, for messages
-    notes: list[str] = field(default_factory=list)
+    chars_read: tuple[int, int] | None = None  # (characters read, characters in the text), when it was cut
 
     @property
     def n_scored(self) -> int:
@@ -142,13 +142,13 @@ def score_text(
 ) -> Scores:
     """Tokenise ``text`` (GPT-2 BPE) and score it; see ``score_ids``."""
     check_text(text)
-    notes = []
+    chars_read = None
     if len(text) > MAX_SCORE_CHARS:
-        notes.append(f"Only the first {MAX_SCORE_CHARS:,} of {len(text):,} characters were read.")
+        chars_read = (MAX_SCORE_CHARS, len(text))
         text = text[:MAX_SCORE_CHARS]
     ids = load_tokenizer().encode(text)
     scores = score_ids(model, ids, stride=stride, max_tokens=max_tokens, progress=progress, label=label)
-    scores.notes[:0] = notes
+    scores.chars_read = chars_read
     return scores
 
 

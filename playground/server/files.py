@@ -285,14 +285,11 @@ def _mb(n: int) -> str:
 def _check_export_size(size: int, limit: int, fmt: str, n_layers: int, n_heads: int, T: int, options: dict) -> None:
     fits = {name: (kwargs, s) for name, (kwargs, s) in options.items() if s <= limit}
     advice = "; ".join(f"{name}: {_mb(s)}" for name, (_, s) in fits.items())
-    shape = (
-        "This export would be {size} as .{fmt} ({n_layers} layers × {n_heads} heads × {T:,}×{T:,} attention "
-        "values), over the {limit} limit (PLAYGROUND_MAX_EXPORT_MB). "
-    )
     if fits:
         raise ExportTooLarge(
             "export.too_large",
-            shape + "Smaller choices that fit: {advice}.",
+            "This export would be {size} as .{fmt} ({n_layers} layers × {n_heads} heads × {T:,}×{T:,} attention "
+            "values), over the {limit} limit (PLAYGROUND_MAX_EXPORT_MB). Smaller choices that fit: {advice}.",
             size=size,
             limit=limit,
             options=fits,
@@ -304,7 +301,8 @@ def _check_export_size(size: int, limit: int, fmt: str, n_layers: int, n_heads: 
         )
     raise ExportTooLarge(
         "export.too_large_no_choice",
-        shape + "Generate a shorter run to export it.",
+        "This export would be {size} as .{fmt} ({n_layers} layers × {n_heads} heads × {T:,}×{T:,} attention "
+        "values), over the {limit} limit (PLAYGROUND_MAX_EXPORT_MB). Generate a shorter run to export it.",
         size=size,
         limit=limit,
         options=fits,

@@ -30,7 +30,6 @@ import gc
 import hashlib
 import json
 import os
-import re
 import threading
 import time
 import weakref
@@ -118,15 +117,15 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
     if kind == "hub":
         return tr(lang, "recipe_hub", repo=recipe["repo"])
     label = recipe.get("label", "file")
-    trained = re.match(r"^trained (\d+)L d(\d+), (\d+) steps on (.+)$", label)  # as TrainingJob names it
-    if trained and lang != "en":
-        layers, d, steps, corpus = trained.groups()
-        corpus = tr(
-            lang,
-            {"Tiny Shakespeare": "n_shakespeare", "Aesop's fables & nursery rhymes": "n_aesop"}.get(corpus, corpus),
-        )
-        label = tr(lang, "trained_label", layers=layers, d=d, steps=steps, corpus=corpus)
+    trained = recipe.get("trained")  # what TrainingJob trained, as data: its label in any language
+    if trained:
+        corpus = trained["corpus"]
+        corpus = tr(lang, CORPUS_LABEL_KEYS[corpus]) if corpus in CORPUS_LABEL_KEYS else corpus
+        label = tr(lang, "trained_label", **{**trained, "corpus": corpus})
     return tr(lang, "recipe_file", label=label)
+
+
+CORPUS_LABEL_KEYS = {"Tiny Shakespeare": "n_shakespeare", "Aesop's fables & nursery rhymes": "n_aesop"}
 
 
 def model_label(recipe: dict) -> str:
@@ -897,9 +896,8 @@ class TrainingJob:
         """Save what was learned (also after a stop) and name it with a recipe."""
         model = self.trainer.snapshot_model()
         steps = self.trainer.step_count
-        return save_trained(
-            model, f"trained {self.cfg.n_layers}L d{self.cfg.emb_dim}, {steps} steps on {self.corpus.name}"
-        )
+        trained = {"layers": self.cfg.n_layers, "d": self.cfg.emb_dim, "steps": steps, "corpus": self.corpus.name}
+        return {**save_trained(model, tr("en", "trained_label", **trained)), "trained": trained}
 
 
 JOBS: dict[str, TrainingJob] = {}

@@ -51,10 +51,10 @@ MAX_TEXT_FILE_BYTES = 5_000_000
 MAX_COMPARE_NEW = 200  # tokens per stream in the side-by-side views
 STREAM_INTERVAL_S = 0.25
 
-NO_RUN = (
-    "compare.no_run",
-    "Generate something in the Generate tab first: there is no current run.",
-)  # the refusal of every view that needs the Generate tab's run
+
+def no_run() -> UserError:
+    """The refusal of every view that needs the Generate tab's run."""
+    return UserError("compare.no_run", "Generate something in the Generate tab first: there is no current run.")
 
 
 def _report_message(report, lang) -> str:
@@ -101,7 +101,7 @@ def text_from(state, source, text, upload, replace) -> str:
         return decode_upload(Path(path).read_bytes(), replace=parse_bool(replace, "Replace undecodable bytes"))
     run = session_run(state)
     if run is None:
-        raise UserError(*NO_RUN)
+        raise no_run()
     return load_tokenizer().decode(run.token_ids)
 
 
@@ -351,7 +351,7 @@ def show_receipt(state, step_index, request: gr.Request = None):
     try:
         run = session_run(state)
         if run is None or not run.steps:
-            raise UserError(*NO_RUN)
+            raise no_run()
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
         r = receipt(run.steps[i])
     except Exception as e:
@@ -372,7 +372,7 @@ def export_replay(state, request: gr.Request = None):
     try:
         run = session_run(state)
         if run is None or not run.steps:
-            raise UserError(*NO_RUN)
+            raise no_run()
         path = str(write_record(replay_record(run, session_model(state)), exports_dir()))
         draw = lambda lang, present=False: ok(tr(lang, "cmp_exported"))  # noqa: E731
     except Exception as e:

@@ -8,7 +8,6 @@ from the loaded model itself.
 from __future__ import annotations
 
 import json
-import re
 import time
 from types import SimpleNamespace
 
@@ -201,24 +200,13 @@ KERNEL_TEXT = {  # templates of the kernels box: keys of translations.py
     "none": "kn_none",
     "note": "kn_note",
 }
-# The decisions as playground.runtime.kernels names them -> a translation key and its fields.
-KERNEL_DECISIONS = [
-    (re.compile(r"^one-row bfloat16 kernel (.+)$"), "kn_gemv", ("shape",)),
-    (re.compile(r"^(\S+) weight layout (.+)$"), "kn_layout", ("dtype", "shape")),
-    (re.compile(r"^(\S+) Q/K/V projections d=(\d+)$"), "kn_qkv", ("dtype", "d")),
-    (re.compile(r"^int8 weights × (\S+) (.+)$"), "kn_int8", ("dtype", "shape")),
-    (re.compile(r"^float32 many-row product \(64, (\d+)\).*numpy in (\d+) lane"), "kn_rows", ("d", "lanes")),
-]
 
 
-def _decision(text: str, lang: str) -> str:
-    if lang == "en":
-        return text
-    for pattern, key, fields in KERNEL_DECISIONS:
-        m = pattern.match(text)
-        if m:
-            return tr(lang, key, **dict(zip(fields, m.groups())))
-    return text
+def _decision(choice, lang: str) -> str:
+    """A kernel decision in the page's language, from its kind and fields (``kn_`` + kind)."""
+    if lang == "en" or not choice.kind:
+        return choice.decision
+    return tr(lang, "kn_" + choice.kind, **choice.fields)
 
 
 def kernels_table(lang: str = "en") -> str:
@@ -229,7 +217,7 @@ def kernels_table(lang: str = "en") -> str:
     rows = [tr(lang, KERNEL_TEXT["head"])]
     for c in choices:
         figures_ms = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in c.seconds.items()) or "—"
-        rows.append(f"| {_decision(c.decision, lang)} | **{c.winner}** | {figures_ms} |")
+        rows.append(f"| {_decision(c, lang)} | **{c.winner}** | {figures_ms} |")
     return "\n".join(rows) + "\n\n" + tr(lang, KERNEL_TEXT["note"])
 
 

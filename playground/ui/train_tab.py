@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from types import SimpleNamespace
 
 import gradio as gr
@@ -59,15 +58,13 @@ CORPUS_NAMES = {
     "Tiny Shakespeare": "n_shakespeare",
     "Aesop's fables & nursery rhymes": "n_aesop",
 }
-_UNITS_ZH = {"h": "小时", "min": "分", "s": "秒"}
 
 
 def duration(seconds: float, lang: str = "en") -> str:
     """``format_duration`` in the page's language ('3 min 20 s', '3 分 20 秒')."""
     from playground.training.estimate import format_duration
 
-    text = format_duration(seconds)
-    return text if lang == "en" else re.sub(r"\b(h|min|s)\b", lambda m: _UNITS_ZH[m.group(1)], text)
+    return format_duration(seconds, units=(tr(lang, "unit_h"), tr(lang, "unit_min"), tr(lang, "unit_s")))
 
 
 def corpus_text(source, upload, pasted) -> tuple[str, str]:
