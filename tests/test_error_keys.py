@@ -11,8 +11,9 @@ from playground.i18n import ERRORS_ZH, template_fields, tr_error
 
 PACKAGE = Path(__file__).resolve().parent.parent / "playground"
 KEY = re.compile(r"^[a-z_0-9]+(\.[a-z_0-9]+)+$")
-# English grammar or an English advice line, which the Chinese sentence says in its own words.
-ENGLISH_ONLY_FIELDS = {"plural", "verb", "advice"}
+# English grammar, an English advice line the Chinese sentence says in its own words, or a parser's
+# English reason (a JSON error's position) left out of the Chinese sentence.
+ENGLISH_ONLY_FIELDS = {"plural", "verb", "advice", "reason"}
 
 
 def _raised_keys() -> dict[str, set[str]]:

@@ -2,7 +2,7 @@
 
 Each entry fills the same fields as the English template at the raise site (``str.format``); a
 field may be left out where Chinese needs no such word (English plurals, an English advice line
-said here in full). ``FIELD_ZH`` translates field values that are interface words, such as the
+said here in full, a parser's English reason a learner cannot act on). ``FIELD_ZH`` translates field values that are interface words, such as the
 name of the control that was refused.
 """
 
@@ -163,9 +163,9 @@ ERRORS_ZH = {
     "compare.no_run": "请先在“生成”页生成一些内容：现在没有当前运行。",
     "compare.no_replay_file": "请先上传一个回放文件（或运行导出文件）。",
     "replay.missing": "重放文件不见了，请重新上传。",
-    "replay.npz": "这个 .npz 不是本程序导出的运行（{reason}）。",
+    "replay.npz": "这个 .npz 不是本程序导出的运行。",
     "replay.too_big": "这个文件有 {mb:,.0f} MB；重放文件只有几 KB。请导出这次运行的重放文件（或 .npz 导出）再加载。",
-    "replay.not_json": "这个文件不是重放文件（不是 JSON：{reason}）。",
+    "replay.not_json": "这个文件不是重放文件（不是 JSON）。",
     "replay.no_record": "这个文件不是 GPT Playground 的重放文件或运行导出（里面没有重放记录）。",
     "replay.version": "这个重放文件是第 {version!r} 版；本程序读取第 {supported} 版。",
     "replay.lacks": "重放记录缺少 {fields}。",
