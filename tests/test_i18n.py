@@ -97,8 +97,8 @@ def test_common_errors_are_translated_with_their_values():
 
 def test_a_build_in_chinese_says_everything_in_chinese_with_the_same_numbers():
     zh = {**ui.new_state("zh-CN")}
-    en_out = ui.build_model(ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
-    zh_out = ui.build_model(zh, "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
+    en_out = ui.build_model(ui.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
+    zh_out = ui.build_model(zh, "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
     model = CACHE.get(zh_out[0]["recipe"])
     assert zh_out[0]["lang"] == "zh-CN"  # the new model's state keeps the page's language
     assert "就绪" in zh_out[1] and f"{count_parameters(model):,} 个参数" in zh_out[2]
@@ -283,7 +283,7 @@ def test_score_and_compare_in_chinese(zh_run):
     cmp, msg = ct.load_model_b(
         {"recipe": None},
         {"lang": "zh-CN"},
-        "random init",
+        "random",
         "nano (2 layers, d64)",
         1,
         None,
@@ -308,7 +308,7 @@ def test_score_and_compare_in_chinese(zh_run):
         ct.show_receipt(zh_run, 99)[0],
         exported,
         ct.score(zh_run, {"recipe": None}, "paste", text, None, False, 0, both=True, progress=noop)[0],
-        ct.score(zh_run, cmp, "upload a .txt", "", None, False, 0, progress=noop)[0],
+        ct.score(zh_run, cmp, "upload", "", None, False, 0, progress=noop)[0],
     ]
     _no_english(outs)
     replayed = ct.replay_file(zh_run, f)[0]
@@ -380,7 +380,7 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
     cmp, _ = ct.load_model_b(
         {"recipe": None},
         {"lang": "en"},
-        "random init",
+        "random",
         "nano (2 layers, d64)",
         1,
         None,
@@ -446,7 +446,7 @@ def test_the_build_message_follows_a_language_switch():
 
     page = SimpleNamespace(session_hash="page-build")
     out = model_tab.build_model(
-        ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO), request=page
+        ui.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO), request=page
     )
     zh = model_tab.build_message(page, {"lang": "zh-CN"})
     assert "Ready" in out[1] and "就绪" in zh and "随机初始化（种子 3）" in zh
@@ -454,7 +454,7 @@ def test_the_build_message_follows_a_language_switch():
     assert model_tab.build_message(page, {"lang": "en"}) == out[1]
     bad = model_tab.build_model(
         ui.new_state(),
-        "random init",
+        "random",
         3,
         "gpt2 (124M)",
         None,

@@ -96,7 +96,7 @@ EN = {
     "kv_cache": "KV cache ({n} tokens, fp32)",
     "fig_treemap": "Parameters by module (tied weights counted once)",
     "fig_memory": "Memory · {mflops} MFLOPs per token at a full context",
-    # choices (values stay English for the API; these are the labels)
+    # choices: the labels of the ids the API sends (playground.ui.i18n.choices)
     "w_bundled": "bundled (Tiny Shakespeare)",
     "w_random": "random init",
     "w_hub": "OpenAI GPT-2 (hub)",

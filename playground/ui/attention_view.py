@@ -23,25 +23,21 @@ from playground.server.session import all_layers_attention_bytes, layer_attentio
 from .common import api_run, dress, lang_of, parse_choice, parse_whole, session_model, session_run, tr, warn
 
 VIEW_KEYS = {
-    "one head": "v_one",
-    "all heads of the layer": "v_all",
-    "head average": "v_avg",
-    "rollout across layers": "v_rollout",
-    "overview: previous-token mass": "v_prev",
-    "overview: first-token mass": "v_first",
-    "overview: entropy": "v_entropy",
+    "one": "v_one",
+    "all": "v_all",
+    "average": "v_avg",
+    "rollout": "v_rollout",
+    "previous": "v_prev",
+    "first": "v_first",
+    "entropy": "v_entropy",
 }
-VIEWS = list(VIEW_KEYS)  # the values (what the API sends); labels follow the language
-OVERVIEW_METRICS = {
-    "overview: previous-token mass": "previous-token",
-    "overview: first-token mass": "first-token",
-    "overview: entropy": "entropy",
-}
+VIEWS = list(VIEW_KEYS)  # the ids the API sends; labels follow the language
+OVERVIEW_METRICS = {"previous": "previous-token", "first": "first-token", "entropy": "entropy"}
 HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this the newest positions are shown (the title says so)
 GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
 # position of the model's last context window (numbered axes; drag to zoom, double-click to reset).
-SPANS = [f"newest {HEATMAP_MAX_TOKENS} positions", "whole run"]
+SPANS = ["newest", "whole"]  # ids; the newest HEATMAP_MAX_TOKENS positions, or the whole window
 SPAN_KEYS = dict(zip(SPANS, ("span_newest", "span_whole")))  # labels of the choices in the page's language
 SPAN_NOTES = {  # said in the figure's title: keys of translations.py
     "whole": "span_note_whole",
@@ -139,8 +135,8 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
     q = query - start  # row in the window
     note = tr(lang, "window_note", start=start, end=end) if start else ""
     if whole and view not in OVERVIEW_METRICS:
-        grid = view == "all heads of the layer" and T_len > GRID_MAX_TOKENS
-        if view != "all heads of the layer" or grid:
+        grid = view == "all" and T_len > GRID_MAX_TOKENS
+        if view != "all" or grid:
             note += " · " + (
                 tr(lang, SPAN_NOTES["grid"], k=GRID_MAX_TOKENS) if grid else tr(lang, SPAN_NOTES["whole"], n=T_len)
             )
@@ -150,7 +146,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
         log_scale=log_scale, highlight_query=query, max_tokens=None if whole else HEATMAP_MAX_TOKENS, offset=start
     )
     row = None
-    if view == "all heads of the layer":
+    if view == "all":
         fig = figures.attention_grid(
             probs_layer,
             labels,
@@ -160,11 +156,11 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
             offset=start,
         )
         row = probs_layer.mean(axis=0)[q]
-    elif view == "head average":
+    elif view == "average":
         avg = probs_layer.mean(axis=0)
         fig = figures.attention_heatmap(avg, labels, title=tr(lang, "fig_head_avg", layer=layer, note=note), **heatmap)
         row = avg[q]
-    elif view == "rollout across layers":
+    elif view == "rollout":
         rolled = _derived(
             qk,
             "rollout",

@@ -45,7 +45,7 @@ from .common import (
 )
 from .generate_tab import DECODE_LOCK
 
-SOURCES = ("paste", "upload a .txt", "the current run")
+SOURCES = ("paste", "upload", "run")  # ids the API sends; labels follow the language
 SOURCE_KEYS = dict(zip(SOURCES, ("src_paste", "src_upload", "src_run")))  # labels in the page's language
 MAX_TEXT_FILE_BYTES = 5_000_000
 MAX_COMPARE_NEW = 200  # tokens per stream in the side-by-side views
@@ -438,7 +438,7 @@ def layout() -> SimpleNamespace:
     gr.Markdown(T("compare_intro"))
     with gr.Accordion(T("model_b"), open=False):
         with gr.Row():
-            c.b_weights = gr.Radio(choices(mt.WEIGHT_KEYS), value="random init", label=T("weights"))
+            c.b_weights = gr.Radio(choices(mt.WEIGHT_KEYS), value="random", label=T("weights"))
             c.b_preset = gr.Dropdown(
                 list(PRESETS),
                 value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS else DEFAULT_PRESET,

@@ -26,8 +26,8 @@ def lang_of(state) -> str:
 
 
 def choices(keys: dict[str, str], lang: str | None = None) -> list[tuple]:
-    """(label, value) pairs: the value stays the English name the API knows, the label follows the
-    language (translated in the browser when ``lang`` is None)."""
+    """(label, id) pairs: the id is what the API sends and gets back, the label follows the language
+    (translated in the browser when ``lang`` is None)."""
     return [(T(key) if lang is None else tr(lang, key), value) for value, key in keys.items()]
 
 

@@ -81,13 +81,13 @@ FIELDS = (
 )
 INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
 WEIGHT_KEYS = {
-    "bundled (Tiny Shakespeare)": "w_bundled",
-    "random init": "w_random",
-    "OpenAI GPT-2 (hub)": "w_hub",
-    "uploaded checkpoint": "w_upload",
-    "trained in the Train tab": "w_trained",
+    "bundled": "w_bundled",
+    "random": "w_random",
+    "hub": "w_hub",
+    "upload": "w_upload",
+    "trained": "w_trained",
 }
-WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the values (what the API sends); labels follow the language
+WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the ids the API sends and gets back; labels follow the language
 CUSTOM = "custom (the fields below)"
 PRESET_CHOICES = list(PRESETS) + [CUSTOM]
 
@@ -156,9 +156,9 @@ def preset_name(cfg: GPTConfig) -> str:
 def form_values(model, recipe: dict) -> tuple:
     """The form as it describes the loaded model: weights, preset, init seed, hub choice, precision, fields."""
     kind = recipe.get("kind")
-    weights = {"bundled": WEIGHT_CHOICES[0], "random": WEIGHT_CHOICES[1], "hub": WEIGHT_CHOICES[2]}.get(kind)
+    weights = kind if kind in ("bundled", "random", "hub") else None
     if kind == "file":
-        weights = WEIGHT_CHOICES[4] if is_trained_checkpoint(recipe.get("path", "")) else WEIGHT_CHOICES[3]
+        weights = "trained" if is_trained_checkpoint(recipe.get("path", "")) else "upload"
     hub = next((name for name, repo in HUB_MODELS.items() if repo == recipe.get("repo")), None)
     cfg = model.cfg
     return (
@@ -262,18 +262,18 @@ def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_stat
     """The recipe the form describes (no build): also used by the Score & compare tab's second model."""
     weights = parse_choice(weights, WEIGHT_CHOICES, "Weights")
     dtype = parse_choice(dtype, DTYPES, "Precision")
-    if weights == "random init":
+    if weights == "random":
         cfg = config_from_fields(*fields)
         init_seed = parse_seed(seed, "Init seed")
         recipe = random_recipe(cfg, seed=init_seed or 0, dtype=dtype)
-    elif weights == "OpenAI GPT-2 (hub)":
+    elif weights == "hub":
         recipe = hub_recipe(hub_name, dtype)
-    elif weights == "uploaded checkpoint":
+    elif weights == "upload":
         if not upload:
             raise UserError("model.need_upload", "Choose a .safetensors file to upload first.")
         upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         recipe = {**import_upload(upload_path), "dtype": dtype}
-    elif weights == "trained in the Train tab":
+    elif weights == "trained":
         trained = (train_state or {}).get("recipe")
         if not trained:
             raise UserError(
@@ -298,7 +298,7 @@ def build_model(
         try:
             model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
         except Exception:
-            if weights == "uploaded checkpoint":  # a refused upload is not kept on disk
+            if weights == "upload":  # a refused upload is not kept on disk
                 discard_upload(recipe["path"])
                 discard_upload(upload_path)
             raise
@@ -319,7 +319,7 @@ def build_model(
 def build_from_form(
     request: gr.Request, state, train_state, weights, seed, hub_name, upload, dtype, *fields, progress=gr.Progress()
 ):
-    """The Build button: the form plus the session's training state (for "trained in the Train tab")."""
+    """The Build button: the form plus the session's training state (for the "trained" weights)."""
     return build_model(
         state,
         weights,
@@ -373,7 +373,7 @@ def layout() -> SimpleNamespace:
             c.weights = gr.Radio(
                 choices(WEIGHT_KEYS),
                 label=T("weights"),
-                value=WEIGHT_CHOICES[0] if BUNDLED_CHECKPOINT.is_file() else "random init",
+                value="bundled" if BUNDLED_CHECKPOINT.is_file() else "random",
             )
             # Shown only for the weights they belong to (an empty upload box only takes room).
             c.hub_name = gr.Dropdown(list(HUB_MODELS), value=list(HUB_MODELS)[0], label=T("hub_model"), visible=False)
@@ -432,7 +432,7 @@ def layout() -> SimpleNamespace:
 
 def weight_inputs(weights):
     """The hub choice and the upload box, each shown only with its own kind of weights."""
-    return gr.update(visible=weights == "OpenAI GPT-2 (hub)"), gr.update(visible=weights == "uploaded checkpoint")
+    return gr.update(visible=weights == "hub"), gr.update(visible=weights == "upload")
 
 
 def model_outputs(page) -> list:

@@ -27,15 +27,9 @@ from .common import ok as _ok
 from .common import warn as _warn
 from .model_tab import N_SWITCH, switch_model, switch_outputs
 
-# The indices of "upload" (1) and "paste" (2) are what API callers and tests pass; the bundled
-# text comes first as the default because it needs no network.
-CORPUS_CHOICES = [
-    "Aesop's fables & nursery rhymes (bundled, works offline)",
-    "upload a .txt",
-    "paste text",
-    "Tiny Shakespeare (downloaded once, then cached)",
-]
-# Labels of the choices in the page's language (the values above stay what the API sends).
+# The ids API callers send (the bundled text first, the default: it needs no network); the labels
+# follow the page's language.
+CORPUS_CHOICES = ["aesop", "upload", "paste", "shakespeare"]
 CORPUS_KEYS = dict(zip(CORPUS_CHOICES, ("c_aesop", "c_upload", "c_paste", "c_shakespeare")))
 DEFAULT_PRESET = "nano (2 layers, d64)"
 DEFAULT_STEPS = 80  # with DEFAULT_BATCH: about a minute on a quiet 2-core machine (README, measured)
