@@ -111,9 +111,9 @@ ERRORS_ZH = {
     "run.released": "这次运行空闲 {minutes:g} 分钟后已被释放以节省内存；请重新生成。",
     "run.restarted": "服务器重启过，这次运行已不在服务器上；请重新生成。",
     "export.too_large": "这次导出为 .{fmt} 会有 {size}（{n_layers} 层 × {n_heads} 头 × {T:,}×{T:,} 个注意力值），超过了 {limit} 的上限"
-    "（PLAYGROUND_MAX_EXPORT_MB）。放得下的较小选项：{advice}。",
-    "export.too_large_no_choice": "这次导出为 .{fmt} 会有 {size}（{n_layers} 层 × {n_heads} 头 × {T:,}×{T:,} 个注意力值），超过了 {limit} "
-    "的上限（PLAYGROUND_MAX_EXPORT_MB）。请生成更短的运行再导出。",
+    "（PLAYGROUND_MAX_EXPORT_MB）。{what_next}",
+    "export.smaller_choices": "放得下的较小选项：{advice}。",
+    "export.shorter_run": "请生成更短的运行再导出。",
     "export.unknown_format": "未知的导出格式 {fmt!r}；请用 json 或 npz。",
     "export.unknown_dtype": "未知的注意力数据类型 {dtype!r}；请用 float32 或 float16。",
     "export.decimals": "decimals 必须在 1 到 8 之间，收到的是 {decimals}。",

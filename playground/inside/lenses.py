@@ -45,6 +45,16 @@ class LensError(UserError):
     """A request the lenses cannot answer (bad position, target, layer...); for the user."""
 
 
+def _window_error(first, stop, T: int) -> LensError:
+    return LensError(
+        "inside.lens_window",
+        "The lens window must lie in positions 0–{last}, got {first!r}–{stop!r}.",
+        last=T - 1,
+        first=first,
+        stop=stop,
+    )
+
+
 class SweepTooLongError(LensError):
     """A head sweep estimated to take longer than the limit; ``estimate_s`` says how long."""
 
@@ -163,13 +173,7 @@ def logit_lens(model, ids, intervention: Intervention | None = None, first: int 
     T = len(ids)
     stop = T if stop is None else stop
     if isinstance(first, bool) or not isinstance(first, int) or not isinstance(stop, int) or not 0 <= first < stop <= T:
-        raise LensError(
-            "inside.lens_window",
-            "The lens window must lie in positions 0–{last}, got {first!r}–{stop!r}.",
-            last=T - 1,
-            first=first,
-            stop=stop,
-        )
+        raise _window_error(first, stop, T)
     causal = not (intervention and intervention.changes_causality)
     with _reserve_logits(
         model, min(LENS_CHUNK_ROWS, (model.cfg.n_layers + 1) * (stop - first)), f"the logit lens of {T:,} tokens", T
@@ -379,13 +383,7 @@ def compare(
     if lens:
         first, stop = lens_window or (0, T)
         if not 0 <= first < stop <= T:
-            raise LensError(
-                "inside.lens_window",
-                "The lens window must lie in positions 0–{last}, got {first!r}–{stop!r}.",
-                last=T - 1,
-                first=first,
-                stop=stop,
-            )
+            raise _window_error(first, stop, T)
     with _reserve_logits(model, 2 * CHUNK_ROWS, f"an intervention on {T:,} tokens", 2 * T), torch.no_grad():
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
         _, before = run_with_hooks(model, idx, last_token_only=True)

@@ -285,24 +285,15 @@ def _mb(n: int) -> str:
 def _check_export_size(size: int, limit: int, fmt: str, n_layers: int, n_heads: int, T: int, options: dict) -> None:
     fits = {name: (kwargs, s) for name, (kwargs, s) in options.items() if s <= limit}
     advice = "; ".join(f"{name}: {_mb(s)}" for name, (_, s) in fits.items())
-    if fits:
-        raise ExportTooLarge(
-            "export.too_large",
-            "This export would be {size} as .{fmt} ({n_layers} layers × {n_heads} heads × {T:,}×{T:,} attention "
-            "values), over the {limit} limit (PLAYGROUND_MAX_EXPORT_MB). Smaller choices that fit: {advice}.",
-            size=size,
-            limit=limit,
-            options=fits,
-            fmt=fmt,
-            n_layers=n_layers,
-            n_heads=n_heads,
-            T=T,
-            advice=advice,
-        )
+    what_next = (
+        UserError("export.smaller_choices", "Smaller choices that fit: {advice}.", advice=advice)
+        if fits
+        else UserError("export.shorter_run", "Generate a shorter run to export it.")
+    )
     raise ExportTooLarge(
-        "export.too_large_no_choice",
+        "export.too_large",
         "This export would be {size} as .{fmt} ({n_layers} layers × {n_heads} heads × {T:,}×{T:,} attention "
-        "values), over the {limit} limit (PLAYGROUND_MAX_EXPORT_MB). Generate a shorter run to export it.",
+        "values), over the {limit} limit (PLAYGROUND_MAX_EXPORT_MB). {what_next}",
         size=size,
         limit=limit,
         options=fits,
@@ -310,6 +301,7 @@ def _check_export_size(size: int, limit: int, fmt: str, n_layers: int, n_heads: 
         n_layers=n_layers,
         n_heads=n_heads,
         T=T,
+        what_next=what_next,
     )
 
 
