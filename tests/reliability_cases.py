@@ -340,7 +340,7 @@ CASES = [
     ("attention", "query −2", _attention(query=-2), "Query position must be between 0 and"),
     ("attention", "view None", _attention(view=None), "Attention view must be one of"),
     ("attention", "view as HTML", _attention(view="<script>x</script>"), "Attention view must be one of"),
-    ("attention", "every view with valid input", _attention(view="entropy"), ""),
+    ("attention", "every view with valid input", _attention(view="overview-entropy"), ""),
     ("attention", "no run yet", _no_run(_attention()), ""),
     ("attention data", "layer 7 (API)", _attention_data(7, 0), "layer must be between 0 and 1"),
     ("attention data", "head 'x' (API)", _attention_data(0, "x"), "head must be a whole number"),

@@ -27,12 +27,16 @@ VIEW_KEYS = {
     "all": "v_all",
     "average": "v_avg",
     "rollout": "v_rollout",
-    "previous": "v_prev",
-    "first": "v_first",
-    "entropy": "v_entropy",
+    "overview-previous": "v_prev",
+    "overview-first": "v_first",
+    "overview-entropy": "v_entropy",
 }
 VIEWS = list(VIEW_KEYS)  # the ids the API sends; labels follow the language
-OVERVIEW_METRICS = {"previous": "previous-token", "first": "first-token", "entropy": "entropy"}
+OVERVIEW_METRICS = {
+    "overview-previous": "previous-token",
+    "overview-first": "first-token",
+    "overview-entropy": "entropy",
+}
 HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this the newest positions are shown (the title says so)
 GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
