@@ -43,7 +43,7 @@ def _gen(**kw):
     return call
 
 
-def _build(weights="random init", seed=0, dtype="float32", **fields):
+def _build(weights="random", seed=0, dtype="float32", **fields):
     def call(state):
         from playground import PRESETS, ui
 
@@ -67,7 +67,7 @@ def _upload(make, name):
         path = folder / name
         make(path)
         fields = [PRESETS["nano (2 layers, d64)"].to_dict()[f] for f in ui.FIELDS]
-        return ui.build_model(state, "uploaded checkpoint", 0, "gpt2 (124M)", str(path), "float32", *fields)[1]
+        return ui.build_model(state, "upload", 0, "gpt2 (124M)", str(path), "float32", *fields)[1]
 
     return call
 
@@ -129,7 +129,7 @@ def _pickle(path):
     torch.save({"x": torch.zeros(2)}, path)
 
 
-def _attention(view="one head", layer=0, head=0, query=1, log_scale=True):
+def _attention(view="one", layer=0, head=0, query=1, log_scale=True):
     def call(state):
         from playground import ui
 
@@ -292,11 +292,11 @@ CASES = [
     ("build", "init seed 'x'", _build(seed="x"), "Init seed must be a whole number"),
     ("build", "weights choice 'magic'", _build(weights="magic"), "Weights must be one of"),
     ("build", "precision 'float8'", _build(dtype="float8"), "Precision must be one of"),
-    ("build", "uploaded checkpoint with no file", _build(weights="uploaded checkpoint"), "Choose a .safetensors file"),
+    ("build", "uploaded checkpoint with no file", _build(weights="upload"), "Choose a .safetensors file"),
     (
         "build",
         "trained model before any training",
-        _build(weights="trained in the Train tab"),
+        _build(weights="trained"),
         "Train a model in the Train tab first",
     ),
     # --- Model tab: uploaded checkpoints
@@ -340,7 +340,7 @@ CASES = [
     ("attention", "query −2", _attention(query=-2), "Query position must be between 0 and"),
     ("attention", "view None", _attention(view=None), "Attention view must be one of"),
     ("attention", "view as HTML", _attention(view="<script>x</script>"), "Attention view must be one of"),
-    ("attention", "every view with valid input", _attention(view="overview: entropy"), ""),
+    ("attention", "every view with valid input", _attention(view="overview-entropy"), ""),
     ("attention", "no run yet", _no_run(_attention()), ""),
     ("attention data", "layer 7 (API)", _attention_data(7, 0), "layer must be between 0 and 1"),
     ("attention data", "head 'x' (API)", _attention_data(0, "x"), "head must be a whole number"),

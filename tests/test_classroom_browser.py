@@ -12,7 +12,7 @@ from urllib.parse import unquote
 import pytest
 from test_browser import ARTIFACTS, _chromium_or_skip, _launch
 
-from playground.i18n.catalogue import EN, tr
+from playground.i18n import EN, tr
 from tools.pagewalk import draw_inside, plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -23,9 +23,7 @@ def client(app_url):
 
 
 def test_score_two_models_matches_the_library(client):
-    msg = client.predict(
-        "random init", "nano (2 layers, d64)", 3, "gpt2 (124M)", None, "float32", api_name="/second_model"
-    )
+    msg = client.predict("random", "nano (2 layers, d64)", 3, "gpt2 (124M)", None, "float32", api_name="/second_model")
     assert "Model B ready" in msg
     out = client.predict("paste", TEXT, None, False, 0, api_name="/score_compare")
     message, table, chips_a, chips_b, diff, _, data = out

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import pytest
 
 from playground import PRESETS, count_parameters, figures, ui
-from playground.i18n.catalogue import EN, ZH, normalize_lang, tr, tr_error
+from playground.i18n import EN, ZH, normalize_lang, tr, tr_error
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.ui import prefs
@@ -85,15 +85,20 @@ def test_language_codes_and_page_preferences():
 
 
 def test_common_errors_are_translated_with_their_values():
-    assert tr_error("zh-CN", "Layer must be between 0 and 1, got 9.") == "层 必须在 0 到 1 之间，收到的是 9。"
-    assert tr_error("en", "Layer must be between 0 and 1, got 9.") == "Layer must be between 0 and 1, got 9."
-    assert tr_error("zh-CN", "something new") == "something new"
+    from playground.errors import UserError
+
+    error = UserError(
+        "input.between", "{name} must be between {lo:,} and {hi:,}, got {value:,}.", name="Layer", lo=0, hi=1, value=9
+    )
+    assert tr_error("zh-CN", error) == "层 必须在 0 到 1 之间，收到的是 9。"
+    assert tr_error("en", error) == "Layer must be between 0 and 1, got 9."
+    assert tr_error("zh-CN", ValueError("something new")) == "something new"
 
 
 def test_a_build_in_chinese_says_everything_in_chinese_with_the_same_numbers():
     zh = {**ui.new_state("zh-CN")}
-    en_out = ui.build_model(ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
-    zh_out = ui.build_model(zh, "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
+    en_out = ui.build_model(ui.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
+    zh_out = ui.build_model(zh, "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
     model = CACHE.get(zh_out[0]["recipe"])
     assert zh_out[0]["lang"] == "zh-CN"  # the new model's state keeps the page's language
     assert "就绪" in zh_out[1] and f"{count_parameters(model):,} 个参数" in zh_out[2]
@@ -278,7 +283,7 @@ def test_score_and_compare_in_chinese(zh_run):
     cmp, msg = ct.load_model_b(
         {"recipe": None},
         {"lang": "zh-CN"},
-        "random init",
+        "random",
         "nano (2 layers, d64)",
         1,
         None,
@@ -303,7 +308,7 @@ def test_score_and_compare_in_chinese(zh_run):
         ct.show_receipt(zh_run, 99)[0],
         exported,
         ct.score(zh_run, {"recipe": None}, "paste", text, None, False, 0, both=True, progress=noop)[0],
-        ct.score(zh_run, cmp, "upload a .txt", "", None, False, 0, progress=noop)[0],
+        ct.score(zh_run, cmp, "upload", "", None, False, 0, progress=noop)[0],
     ]
     _no_english(outs)
     replayed = ct.replay_file(zh_run, f)[0]
@@ -375,7 +380,7 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
     cmp, _ = ct.load_model_b(
         {"recipe": None},
         {"lang": "en"},
-        "random init",
+        "random",
         "nano (2 layers, d64)",
         1,
         None,
@@ -441,7 +446,7 @@ def test_the_build_message_follows_a_language_switch():
 
     page = SimpleNamespace(session_hash="page-build")
     out = model_tab.build_model(
-        ui.new_state(), "random init", 3, "gpt2 (124M)", None, "float32", *_fields(NANO), request=page
+        ui.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO), request=page
     )
     zh = model_tab.build_message(page, {"lang": "zh-CN"})
     assert "Ready" in out[1] and "就绪" in zh and "随机初始化（种子 3）" in zh
@@ -449,7 +454,7 @@ def test_the_build_message_follows_a_language_switch():
     assert model_tab.build_message(page, {"lang": "en"}) == out[1]
     bad = model_tab.build_model(
         ui.new_state(),
-        "random init",
+        "random",
         3,
         "gpt2 (124M)",
         None,

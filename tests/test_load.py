@@ -49,7 +49,7 @@ def test_eight_clients_generate_and_switch_models_without_leaks(app_url):
                 preset = PRESETS_USED[(i + round_) % 2]
                 seed = 100 * i + round_
                 msg = client.predict(
-                    "random init", seed, "gpt2 (124M)", None, "float32", *_fields(preset), api_name="/build_model"
+                    "random", seed, "gpt2 (124M)", None, "float32", *_fields(preset), api_name="/build_model"
                 )[0]
                 assert "Ready" in msg, msg
                 prompt = f"User {i} round {round_}:"
@@ -91,7 +91,7 @@ def test_cancelled_generation_stops(app_url, monkeypatch):
     monkeypatch.setattr(Generation, "_choose", counting)
     client = Client(app_url, verbose=False)
     client.predict(
-        "random init", 0, "gpt2 (124M)", None, "float32", *_fields("tiny (4 layers, d128)"), api_name="/build_model"
+        "random", 0, "gpt2 (124M)", None, "float32", *_fields("tiny (4 layers, d128)"), api_name="/build_model"
     )
     job = client.submit("Once upon a time", 1.0, 0, 1.0, 512, 0, False, api_name="/generate")
     while not job.outputs():
@@ -109,7 +109,7 @@ def test_stop_endpoint_ends_the_run_and_says_how_many(app_url):
 
     client = Client(app_url, verbose=False)
     client.predict(
-        "random init", 0, "gpt2 (124M)", None, "float32", *_fields("tiny (4 layers, d128)"), api_name="/build_model"
+        "random", 0, "gpt2 (124M)", None, "float32", *_fields("tiny (4 layers, d128)"), api_name="/build_model"
     )
     job = client.submit("Once upon a time", 1.0, 0, 1.0, 512, 0, False, api_name="/generate")
     while len(job.outputs()) < 2:
@@ -153,7 +153,7 @@ def test_four_sessions_of_big_models_are_refused_not_killed(app_url, monkeypatch
         try:
             client = Client(app_url, verbose=False)
             msg = client.predict(
-                "random init",
+                "random",
                 i + 1,
                 "gpt2 (124M)",
                 None,
@@ -189,7 +189,7 @@ def test_four_sessions_of_big_models_are_refused_not_killed(app_url, monkeypatch
     assert (
         "Ready"
         in client.predict(
-            "random init", 0, "gpt2 (124M)", None, "float32", *_fields(PRESETS_USED[0]), api_name="/build_model"
+            "random", 0, "gpt2 (124M)", None, "float32", *_fields(PRESETS_USED[0]), api_name="/build_model"
         )[0]
     )
     assert "Done: 3 tokens" in list(client.submit("Hi", 0, 0, 1.0, 3, 0, True, api_name="/generate"))[-1][1]

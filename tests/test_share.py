@@ -83,13 +83,12 @@ def test_a_file_that_is_not_utf8_is_said_and_replacement_offered(tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("Roméo et Juliette".encode("latin-1"))
     with pytest.raises(ValueError, match="not UTF-8.*replace undecodable bytes"):
-        text_from(new_state(), "upload a .txt", "", str(path), False)
-    assert text_from(new_state(), "upload a .txt", "", str(path), True) == "Rom\ufffdo et Juliette"
+        text_from(new_state(), "upload", "", str(path), False)
+    assert text_from(new_state(), "upload", "", str(path), True) == "Rom\ufffdo et Juliette"
     only_bad = tmp_path / "bad.txt"
     only_bad.write_bytes(b"\xff\xfe\xfd")
-    message = score_a(new_state(), None, "upload a .txt", "", str(only_bad), True, 0, progress=lambda *a, **k: None)[0]
+    message = score_a(new_state(), None, "upload", "", str(only_bad), True, 0, progress=lambda *a, **k: None)[0]
     assert "only undecodable bytes" in message
     assert (
-        "Generate something"
-        in score_a(new_state(), None, "the current run", "", None, False, 0, progress=lambda *a, **k: None)[0]
+        "Generate something" in score_a(new_state(), None, "run", "", None, False, 0, progress=lambda *a, **k: None)[0]
     )

@@ -118,7 +118,7 @@ def no_network(monkeypatch):
 
 
 def test_default_corpus_is_bundled_public_domain_text(no_network):
-    assert tt.CORPUS_CHOICES[0].startswith("Aesop")
+    assert tt.CORPUS_CHOICES[0] == "aesop"
     text, name = tt.corpus_text(tt.CORPUS_CHOICES[0], None, None)
     assert "THE FOX AND THE GRAPES" in text and "Twinkle, twinkle, little star" in text and "床前明月光" in text
     assert name == "Aesop's fables & nursery rhymes"
@@ -155,4 +155,4 @@ def test_missing_bundled_corpus_and_unknown_source_get_messages(monkeypatch, tmp
 
 def test_tab_defaults_are_the_lesson_run():
     assert (tt.DEFAULT_PRESET, tt.DEFAULT_STEPS, tt.DEFAULT_BATCH) == ("nano (2 layers, d64)", 80, 4)
-    assert list(itertools.islice(tt.CORPUS_CHOICES, 1, 3)) == ["upload a .txt", "paste text"]  # API indices kept
+    assert list(itertools.islice(tt.CORPUS_CHOICES, 1, 3)) == ["upload", "paste"]  # the ids API callers send

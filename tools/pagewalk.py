@@ -17,7 +17,7 @@ def draw_inside(page, lang: str) -> None:
     """After a run: open the Inside tab (which draws the logit lens) and draw every other view --
     attribution, the attention maths, an intervention (head 1.0 zeroed, the scaled head at 0.1),
     the dose-response curve and the head sweep -- then go back to the lens."""
-    from playground.i18n.catalogue import tr
+    from playground.i18n import tr
 
     tab = lambda key: page.get_by_role("tab", name=tr(lang, key), exact=True)  # noqa: E731
     tab("tab_inside").click()

@@ -88,7 +88,7 @@ def readme_screenshot(browser, url: str, out: Path) -> None:
 
 
 def every_tab(browser, url: str) -> list[Path]:
-    from playground.i18n.catalogue import tr
+    from playground.i18n import tr
 
     shots = []
     for lang in ("en", "zh-CN"):

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, cast
 
+from playground.errors import UserError
 from playground.runtime.memory import MemoryBudget, default_budget_bytes, format_bytes
 
 GPT2_VOCAB_SIZE = 50257  # tokens in the GPT-2 BPE (50,000 merges + 256 bytes + <|endoftext|>)
@@ -25,7 +26,7 @@ ATTENTION_IMPLS = ("fused", "per_head")
 _BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A config that cannot be built; the message is written to be shown to a user as it is."""
 
 
@@ -48,7 +49,9 @@ class SerializableConfig:
         known = {f.name for f in dataclasses.fields(cast(Any, cls))}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(f"unknown {cls._kind} field(s): {', '.join(unknown)}.")
+            raise ConfigError(
+                "config.unknown_fields", "unknown {kind} field(s): {fields}.", kind=cls._kind, fields=", ".join(unknown)
+            )
         return cls(**data)
 
 
@@ -72,23 +75,37 @@ class GPTConfig(SerializableConfig):
         for name in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{name} must be a whole number, got {value!r}.")
+                raise ConfigError(
+                    "config.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value
+                )
             if value <= 0:
-                raise ConfigError(f"{name} must be positive, got {value}.")
+                raise ConfigError(
+                    "config.not_positive", "{name} must be positive, got {value}.", name=name, value=value
+                )
         if self.emb_dim % self.n_heads:
             raise ConfigError(
-                f"emb_dim ({self.emb_dim}) must be divisible by n_heads ({self.n_heads}): "
-                f"each head gets emb_dim / n_heads dimensions. Try n_heads in "
-                f"{_divisors_near(self.emb_dim, self.n_heads)}."
+                "config.heads_divide",
+                "emb_dim ({emb_dim}) must be divisible by n_heads ({n_heads}): each head gets emb_dim / "
+                "n_heads dimensions. Try n_heads in {options}.",
+                emb_dim=self.emb_dim,
+                n_heads=self.n_heads,
+                options=_divisors_near(self.emb_dim, self.n_heads),
             )
         if isinstance(self.drop_rate, bool) or not isinstance(self.drop_rate, (int, float)):
-            raise ConfigError(f"drop_rate must be a number, got {self.drop_rate!r}.")
+            raise ConfigError(
+                "config.drop_rate_number", "drop_rate must be a number, got {drop_rate!r}.", drop_rate=self.drop_rate
+            )
         if not (0.0 <= self.drop_rate < 1.0) or math.isnan(self.drop_rate):
-            raise ConfigError(f"drop_rate must be in [0, 1), got {self.drop_rate}.")
+            raise ConfigError(
+                "config.drop_rate_range", "drop_rate must be in [0, 1), got {drop_rate}.", drop_rate=self.drop_rate
+            )
         if self.vocab_size < GPT2_VOCAB_SIZE:
             raise ConfigError(
-                f"vocab_size ({self.vocab_size}) is smaller than the GPT-2 tokenizer's "
-                f"{GPT2_VOCAB_SIZE} tokens; some token ids would have no embedding."
+                "config.vocab_too_small",
+                "vocab_size ({vocab_size}) is smaller than the GPT-2 tokenizer's {gpt2_vocab} tokens; some "
+                "token ids would have no embedding.",
+                vocab_size=self.vocab_size,
+                gpt2_vocab=GPT2_VOCAB_SIZE,
             )
         for name, allowed in (
             ("pos_encoding", POS_ENCODINGS),
@@ -97,13 +114,23 @@ class GPTConfig(SerializableConfig):
             ("attention_impl", ATTENTION_IMPLS),
         ):
             if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}.")
+                raise ConfigError(
+                    "config.not_one_of",
+                    "{name} must be one of {choices}; got {value!r}.",
+                    name=name,
+                    choices=", ".join(allowed),
+                    value=getattr(self, name),
+                )
         if self.pos_encoding == "sinusoidal" and self.emb_dim % 2:
-            raise ConfigError(f"sinusoidal positions need an even emb_dim, got {self.emb_dim}.")
+            raise ConfigError(
+                "config.sinusoidal_odd",
+                "sinusoidal positions need an even emb_dim, got {emb_dim}.",
+                emb_dim=self.emb_dim,
+            )
         if isinstance(self.ln_eps, bool) or not isinstance(self.ln_eps, (int, float)):
-            raise ConfigError(f"ln_eps must be a number, got {self.ln_eps!r}.")
+            raise ConfigError("config.ln_eps_number", "ln_eps must be a number, got {ln_eps!r}.", ln_eps=self.ln_eps)
         if not (0 < self.ln_eps < 1):
-            raise ConfigError(f"ln_eps must be in (0, 1), got {self.ln_eps}.")
+            raise ConfigError("config.ln_eps_range", "ln_eps must be in (0, 1), got {ln_eps}.", ln_eps=self.ln_eps)
 
     @property
     def head_dim(self) -> int:
@@ -148,7 +175,12 @@ def get_preset(name: str) -> GPTConfig:
     try:
         return PRESETS[name]
     except KeyError:
-        raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}.") from None
+        raise ConfigError(
+            "config.unknown_preset",
+            "unknown preset {name!r}; choose one of: {choices}.",
+            name=name,
+            choices=", ".join(PRESETS),
+        ) from None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -159,7 +191,12 @@ def bytes_per_element(dtype: str) -> int:
     try:
         return _BYTES_PER_ELEMENT[dtype.replace("torch.", "")]
     except KeyError:
-        raise ConfigError(f"unknown dtype {dtype!r}; use one of {', '.join(_BYTES_PER_ELEMENT)}.") from None
+        raise ConfigError(
+            "config.unknown_dtype",
+            "unknown dtype {dtype!r}; use one of {choices}.",
+            dtype=dtype,
+            choices=", ".join(_BYTES_PER_ELEMENT),
+        ) from None
 
 
 def count_parameters_analytic(cfg: GPTConfig) -> int:
@@ -217,9 +254,14 @@ def check_build_size(cfg: GPTConfig) -> None:
         if value > cap:
             what = unit if name == unit else f"{unit} ({name})"
             raise ConfigError(
-                f"This model has {value:,} {what}; this server builds at most {cap:,} {unit} (GPT-2 XL: 48 "
-                f"layers, emb_dim 1600, 1,557,611,200 parameters). A model this size takes minutes to build "
-                f"and to generate, and would hold up everyone else: make it smaller."
+                "config.too_large",
+                "This model has {value:,} {what}; this server builds at most {cap:,} {unit} (GPT-2 XL: 48 "
+                "layers, emb_dim 1600, 1,557,611,200 parameters). A model this size takes minutes to build and "
+                "to generate, and would hold up everyone else: make it smaller.",
+                value=value,
+                what=what,
+                cap=cap,
+                unit=unit,
             )
 
 
@@ -234,10 +276,14 @@ def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | Non
     estimate = estimate_memory_bytes(cfg, dtype)
     if estimate > budget:
         raise ConfigError(
-            f"This model needs about {format_bytes(estimate)} in {dtype} "
-            f"({count_parameters_analytic(cfg):,} parameters), more than the memory budget of "
-            f"{format_bytes(budget)}. Make it smaller (fewer layers, a smaller emb_dim or context) "
-            f"or raise PLAYGROUND_MEMORY_BUDGET_GB."
+            "budget.model_over",
+            "This model needs about {need} in {dtype} ({params:,} parameters), more than the memory budget of "
+            "{budget}. Make it smaller (fewer layers, a smaller emb_dim or context) or raise "
+            "PLAYGROUND_MEMORY_BUDGET_GB.",
+            need=format_bytes(estimate),
+            dtype=dtype,
+            params=count_parameters_analytic(cfg),
+            budget=format_bytes(budget),
         )
     return estimate
 

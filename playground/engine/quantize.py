@@ -21,12 +21,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.engine.decode_paths import StacksQKV
+from playground.errors import UserError
 from playground.runtime import kernels
 
 ACTIVATIONS = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-class QuantizeError(ValueError):
+class QuantizeError(UserError):
     pass
 
 
@@ -134,7 +135,10 @@ def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int) ->
 
     name = str(activations).replace("torch.", "")
     return kernels.choose(
-        ("int8 kernel", tuple(shape), activations, n), f"int8 weights × {name} {tuple(shape)}", candidates
+        ("int8 kernel", tuple(shape), activations, n),
+        f"int8 weights × {name} {tuple(shape)}",
+        candidates,
+        label=("int8", {"dtype": name, "shape": tuple(shape)}),
     )
 
 
@@ -155,16 +159,22 @@ def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16")
     channels are the embedding's rows, so one set of int8 values and scales serves both.
     """
     if is_int8(model):
-        raise QuantizeError("This model is already int8.")
+        raise QuantizeError("quantize.already_int8", "This model is already int8.")
     act = ACTIVATIONS.get(str(activations).replace("torch.", ""))
     if act is None:
-        raise QuantizeError(f"int8 activations must be bfloat16 or float32, not {activations!r}.")
+        raise QuantizeError(
+            "quantize.activations",
+            "int8 activations must be bfloat16 or float32, not {activations!r}.",
+            activations=activations,
+        )
     device = next(model.parameters()).device
     if device.type != "cpu":
-        raise QuantizeError(f"int8 weights run on the CPU only; this model is on {device}.")
+        raise QuantizeError(
+            "quantize.cpu_only", "int8 weights run on the CPU only; this model is on {device}.", device=device
+        )
     linears = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]
     if not linears:
-        raise QuantizeError("This model has no linear layers to quantize.")
+        raise QuantizeError("quantize.no_linear", "This model has no linear layers to quantize.")
     emb = getattr(model, "tok_emb", None)
     matrices = {id(m.weight) for _, m in linears} | ({id(emb.weight)} if isinstance(emb, nn.Embedding) else set())
     with torch.no_grad():  # what stays floating point (position embedding, norms, biases), in place:

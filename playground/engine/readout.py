@@ -295,4 +295,5 @@ def many_row_product(weight_t: torch.Tensor) -> kernels.Choice:
         ("many-row product", d, V, lanes),
         f"float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane{'s' * (lanes > 1)}",
         candidates,
+        label=("rows", {"d": d, "lanes": lanes}),
     )

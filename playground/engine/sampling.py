@@ -15,17 +15,18 @@ import torch
 
 from playground.engine.model import GPTModel
 from playground.engine.receipts import inverse_cdf_draw, slices
+from playground.errors import UserError
 
 STAGES = ("raw", "temperature", "top_k", "top_p")
 
 
-class NonFiniteError(ValueError):
+class NonFiniteError(UserError):
     """The model produced NaN or infinite logits: no token can be chosen, so generation stops.
     ``step`` is the 1-based number of the token that could not be generated."""
 
-    def __init__(self, message: str, step: int):
-        super().__init__(message)
-        self.step = step
+    def __init__(self, key: str, template: str, /, **fields):
+        super().__init__(key, template, **fields)
+        self.step = fields["step"]
 
 
 def check_logits(logits: torch.Tensor, step: int) -> None:
@@ -39,40 +40,67 @@ def check_logits(logits: torch.Tensor, step: int) -> None:
     ]
     found = ", ".join(f"{n:,} {kind}" for n, kind in counts if n)
     raise NonFiniteError(
-        f"Step {step}: the model produced NaN/infinite logits ({found} of {logits.numel():,}); generation "
-        f"stopped. The weights or settings overflow the number format: try float32 instead of bfloat16, "
-        f"or load other weights.",
-        step,
+        "generate.non_finite",
+        "Step {step}: the model produced NaN/infinite logits ({found} of {total:,}); generation stopped. The "
+        "weights or settings overflow the number format: try float32 instead of bfloat16, or load other "
+        "weights.",
+        step=step,
+        found=found,
+        total=logits.numel(),
     )
 
 
 def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size=None) -> None:
     """Raise ValueError with a message a UI can show as it is."""
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise ValueError(f"Temperature must be a number, got {temperature!r}.")
+        raise UserError(
+            "generate.temperature_number", "Temperature must be a number, got {temperature!r}.", temperature=temperature
+        )
     if not _is_finite(temperature):
-        raise ValueError(f"Temperature must be a finite number, got {temperature}.")
+        raise UserError(
+            "generate.temperature_finite",
+            "Temperature must be a finite number, got {temperature}.",
+            temperature=temperature,
+        )
     if temperature < 0:
-        raise ValueError(f"Temperature must be 0 (greedy) or positive, got {temperature}.")
+        raise UserError(
+            "generate.temperature_negative",
+            "Temperature must be 0 (greedy) or positive, got {temperature}.",
+            temperature=temperature,
+        )
     if top_k is not None:
         if (
             isinstance(top_k, bool)
             or not isinstance(top_k, int)
             and not (isinstance(top_k, float) and top_k.is_integer())
         ):
-            raise ValueError(f"top-k must be a whole number (0 or empty = off), got {top_k!r}.")
+            raise UserError(
+                "generate.top_k_whole", "top-k must be a whole number (0 or empty = off), got {top_k!r}.", top_k=top_k
+            )
         if top_k < 0:
-            raise ValueError(f"top-k must be 0 (off) or a positive whole number, got {int(top_k)}.")
+            raise UserError(
+                "generate.top_k_negative",
+                "top-k must be 0 (off) or a positive whole number, got {top_k}.",
+                top_k=int(top_k),
+            )
     if top_p is not None:
         if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not _is_finite(top_p):
-            raise ValueError(f"top-p must be a number in (0, 1], got {top_p!r}.")
+            raise UserError("generate.top_p_number", "top-p must be a number in (0, 1], got {top_p!r}.", top_p=top_p)
         if not (0 < top_p <= 1):
-            raise ValueError(f"top-p must be in (0, 1] (1 = off), got {top_p}.")
+            raise UserError("generate.top_p_range", "top-p must be in (0, 1] (1 = off), got {top_p}.", top_p=top_p)
     if max_new_tokens is not None:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-            raise ValueError(f"The number of new tokens must be a whole number, got {max_new_tokens!r}.")
+            raise UserError(
+                "generate.max_new_whole",
+                "The number of new tokens must be a whole number, got {max_new_tokens!r}.",
+                max_new_tokens=max_new_tokens,
+            )
         if max_new_tokens <= 0:
-            raise ValueError(f"Ask for at least one new token (got {max_new_tokens}).")
+            raise UserError(
+                "generate.max_new_zero",
+                "Ask for at least one new token (got {max_new_tokens}).",
+                max_new_tokens=max_new_tokens,
+            )
 
 
 def _is_finite(x) -> bool:
@@ -196,20 +224,29 @@ class Generation:
 
     def __post_init__(self) -> None:
         if self.max_new_tokens is None:
-            raise ValueError("The number of new tokens must be a whole number, got None.")
+            raise UserError("generate.max_new_none", "The number of new tokens must be a whole number, got None.")
         validate_sampling(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
         self.temperature = float(self.temperature)
         self.top_k = int(self.top_k) if self.top_k else None
         self.top_p = float(self.top_p) if self.top_p is not None else None
         ids = [int(i) for i in self.prompt_ids]
         if not ids:
-            raise ValueError("The prompt is empty: type some text to continue.")
+            raise UserError("generate.prompt_empty", "The prompt is empty: type some text to continue.")
         if self.seed is not None and not -(2**63) <= int(self.seed) < 2**64:
-            raise ValueError(f"The seed must be a whole number between -2^63 and 2^64 - 1, got {self.seed}.")
+            raise UserError(
+                "generate.seed_range",
+                "The seed must be a whole number between -2^63 and 2^64 - 1, got {seed}.",
+                seed=self.seed,
+            )
         vocab = self.model.cfg.vocab_size
         bad = [i for i in ids if not 0 <= i < vocab]
         if bad:
-            raise ValueError(f"Token id {bad[0]} is outside the vocabulary (0..{vocab - 1}).")
+            raise UserError(
+                "generate.token_outside",
+                "Token id {token_id} is outside the vocabulary (0..{last}).",
+                token_id=bad[0],
+                last=vocab - 1,
+            )
         context = self.model.cfg.context_length
         self.n_cropped = max(0, len(ids) - context)
         self.prompt_ids = ids[self.n_cropped :]

@@ -21,6 +21,7 @@ from safetensors.torch import save_file
 
 from playground.engine.config import ConfigError, GPTConfig, check_fits
 from playground.engine.model import GPTModel
+from playground.errors import UserError
 from playground.runtime.devices import default_device, resolve_device  # noqa: F401 -- default_device was defined here before
 from playground.runtime.memory import BUDGET
 
@@ -36,7 +37,7 @@ DEFAULT_MAX_CHECKPOINT_BYTES = 2 * 1024**3
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class WeightLoadError(ValueError):
+class WeightLoadError(UserError):
     """Weights that cannot be loaded; the message says what is wrong, by key and shape."""
 
 
@@ -162,13 +163,18 @@ def config_from_hf(hf: dict) -> GPTConfig:
     # Options of transformers' GPT2Config that change the attention maths this model implements.
     if hf.get("scale_attn_by_inverse_layer_idx", False) or not hf.get("scale_attn_weights", True):
         raise WeightLoadError(
-            "config.json sets scale_attn_by_inverse_layer_idx or scale_attn_weights=false: this "
-            "attention scaling is not GPT-2's, and the playground's model does not implement it."
+            "weights.attn_scaling",
+            "config.json sets scale_attn_by_inverse_layer_idx or scale_attn_weights=false: this attention "
+            "scaling is not GPT-2's, and the playground's model does not implement it.",
         )
     try:
         activation = _ACTIVATIONS[hf.get("activation_function", "gelu_new")]
     except KeyError:
-        raise WeightLoadError(f"unsupported activation_function {hf.get('activation_function')!r}") from None
+        raise WeightLoadError(
+            "weights.activation",
+            "unsupported activation_function {activation!r}",
+            activation=hf.get("activation_function"),
+        ) from None
     try:
         return GPTConfig(
             vocab_size=int(hf["vocab_size"]),
@@ -183,7 +189,9 @@ def config_from_hf(hf: dict) -> GPTConfig:
             ln_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
         )
     except KeyError as e:
-        raise WeightLoadError(f"config.json lacks the GPT-2 field {e.args[0]!r}") from None
+        raise WeightLoadError(
+            "weights.config_field", "config.json lacks the GPT-2 field {field!r}", field=e.args[0]
+        ) from None
 
 
 def convert_gpt2_state(hf_tensors: dict[str, torch.Tensor], cfg: GPTConfig, report: LoadReport) -> dict:
@@ -250,7 +258,11 @@ def read_header(path, *, max_bytes: int | None = None, name: str | None = None) 
     size = path.stat().st_size
     if max_bytes is not None and size > max_bytes:
         raise WeightLoadError(
-            f"{name} is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.0f} MB limit for checkpoints."
+            "weights.file_too_big",
+            "{name} is {mb:.1f} MB, over the {limit_mb:.0f} MB limit for checkpoints.",
+            name=name,
+            mb=size / 1000000.0,
+            limit_mb=max_bytes / 1000000.0,
         )
     try:
         with safe_open(str(path), framework="pt") as f:
@@ -260,12 +272,19 @@ def read_header(path, *, max_bytes: int | None = None, name: str | None = None) 
                 piece = f.get_slice(key)
                 shapes[key], dtypes[key] = tuple(piece.get_shape()), str(piece.get_dtype())
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise WeightLoadError(f"{name} is not a readable safetensors file ({e}).") from None
+        raise WeightLoadError(
+            "weights.unreadable", "{name} is not a readable safetensors file ({reason}).", name=name, reason=e
+        ) from None
     unsupported = [f"{k} ({dtypes[k]})" for k in sorted(dtypes) if dtypes[k] not in STORAGE_DTYPES]
     if unsupported:
         raise WeightLoadError(
-            f"{name}: {len(unsupported)} tensor{'s' if len(unsupported) > 1 else ''} not stored as floating-point "
-            f"numbers ({_first(unsupported)}); weights must be F32, F16, BF16 or F64."
+            "weights.not_float",
+            "{name}: {n} tensor{plural} not stored as floating-point numbers ({first}); weights must be F32, "
+            "F16, BF16 or F64.",
+            name=name,
+            n=len(unsupported),
+            plural="s" if len(unsupported) > 1 else "",
+            first=_first(unsupported),
         )
     return CheckpointHeader(name, metadata, shapes, dtypes)
 
@@ -296,7 +315,9 @@ def check_header(header: CheckpointHeader, cfg: GPTConfig, layout: str, *, allow
         if tuple(tensors[key].shape) != expected[key]:
             report.mismatched.append((key, tuple(tensors[key].shape), expected[key]))
     if not report.ok or (report.unexpected and not allow_unexpected):
-        raise WeightLoadError(f"The weights do not fit this model: {report.summary()}.")
+        raise WeightLoadError(
+            "weights.do_not_fit", "The weights do not fit this model: {report}.", report=report.summary()
+        )
     return report
 
 
@@ -320,9 +341,16 @@ def _stream_weights(model: GPTModel, path: Path, header: CheckpointHeader, layou
                         filled.add(ours)
                 del tensors
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise WeightLoadError(f"{header.name} is not a readable safetensors file ({e}).") from None
+        raise WeightLoadError(
+            "weights.unreadable", "{name} is not a readable safetensors file ({reason}).", name=header.name, reason=e
+        ) from None
     if filled != targets.keys():  # check_header makes this unreachable; never hand out random weights
-        raise WeightLoadError(f"{header.name}: {_first(sorted(targets.keys() - filled))} not filled.")
+        raise WeightLoadError(
+            "weights.not_filled",
+            "{name}: {first} not filled.",
+            name=header.name,
+            first=_first(sorted(targets.keys() - filled)),
+        )
 
 
 def check_file_finite(path, header: CheckpointHeader) -> None:
@@ -335,7 +363,9 @@ def check_file_finite(path, header: CheckpointHeader) -> None:
                 if count := _non_finite_count(f.get_tensor(key)):
                     bad.append(f"{key} ({count:,} value{'s' if count != 1 else ''})")
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise WeightLoadError(f"{header.name} is not a readable safetensors file ({e}).") from None
+        raise WeightLoadError(
+            "weights.unreadable", "{name} is not a readable safetensors file ({reason}).", name=header.name, reason=e
+        ) from None
     _refuse_non_finite(bad, header.name)
 
 
@@ -363,8 +393,13 @@ def _non_finite_count(value: torch.Tensor) -> int:
 def _refuse_non_finite(bad: list[str], name: str) -> None:
     if bad:
         raise WeightLoadError(
-            f"{name}: {len(bad)} tensor{'s contain' if len(bad) > 1 else ' contains'} NaN or infinity: "
-            f"{_first(bad)}. Such weights turn every prediction into NaN; the file is refused."
+            "weights.non_finite",
+            "{name}: {n} tensor{verb} NaN or infinity: {first}. Such weights turn every prediction into NaN; "
+            "the file is refused.",
+            name=name,
+            n=len(bad),
+            verb="s contain" if len(bad) > 1 else " contains",
+            first=_first(bad),
         )
 
 
@@ -379,12 +414,22 @@ def _download(repo_id: str, filename: str, cache_dir, local_files_only: bool, tq
         )
     except FileNotFoundError as e:  # LocalEntryNotFoundError: offline and not cached
         raise WeightLoadError(
-            f"Cannot get {filename} of {repo_id}: the Hugging Face hub is not reachable and the file is "
-            f"not in the local cache. Connect to the network once, or download {repo_id} "
-            f"(config.json + model.safetensors) into a folder and load that folder."
+            "weights.hub_offline",
+            "Cannot get {filename} of {repo_id}: the Hugging Face hub is not reachable and the file is not in "
+            "the local cache. Connect to the network once, or download {repo_id} (config.json + "
+            "model.safetensors) into a folder and load that folder.",
+            filename=filename,
+            repo_id=repo_id,
         ) from e
     except Exception as e:  # network errors, unknown repos, gated repos...
-        raise WeightLoadError(f"Cannot download {filename} of {repo_id}: {type(e).__name__}: {e}") from e
+        raise WeightLoadError(
+            "weights.hub_download",
+            "Cannot download {filename} of {repo_id}: {kind}: {reason}",
+            filename=filename,
+            repo_id=repo_id,
+            kind=type(e).__name__,
+            reason=e,
+        ) from e
 
 
 def load_pretrained(
@@ -412,7 +457,10 @@ def load_pretrained(
         for p in (config_path, weights_path):
             if not p.is_file():
                 raise WeightLoadError(
-                    f"{folder} has no {p.name}; a GPT-2 folder needs config.json and model.safetensors."
+                    "weights.folder_missing",
+                    "{folder} has no {file}; a GPT-2 folder needs config.json and model.safetensors.",
+                    folder=folder,
+                    file=p.name,
                 )
     else:
         repo_id = str(source)
@@ -422,7 +470,7 @@ def load_pretrained(
     try:
         hf_config = json.loads(Path(config_path).read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise WeightLoadError(f"config.json is not readable JSON ({e}).") from None
+        raise WeightLoadError("weights.config_json", "config.json is not readable JSON ({reason}).", reason=e) from None
     cfg = config_from_hf(hf_config)
     if attention_impl != "fused":
         cfg = cfg.replace(attention_impl=attention_impl)
@@ -468,7 +516,12 @@ def read_checkpoint_metadata(path) -> dict:
         with safe_open(str(path), framework="pt") as f:
             return dict(f.metadata() or {})
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise WeightLoadError(f"{Path(path).name} is not a readable safetensors file ({e}).") from None
+        raise WeightLoadError(
+            "weights.unreadable",
+            "{name} is not a readable safetensors file ({reason}).",
+            name=Path(path).name,
+            reason=e,
+        ) from None
 
 
 def load_checkpoint(
@@ -491,7 +544,7 @@ def load_checkpoint(
     target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first
     path = Path(path)
     if not path.is_file():
-        raise WeightLoadError(f"No checkpoint at {path}.")
+        raise WeightLoadError("weights.no_checkpoint", "No checkpoint at {path}.", path=path)
     header = read_header(path, max_bytes=max_bytes, name=name)
     cfg, layout = checkpoint_config(header)
     report = check_header(header, cfg, layout, allow_unexpected=False)
@@ -512,14 +565,19 @@ def checkpoint_config(header: CheckpointHeader) -> tuple[GPTConfig, str]:
         try:
             return GPTConfig.from_dict(json.loads(header.metadata["config"])), "playground"
         except (json.JSONDecodeError, TypeError, AttributeError) as e:
-            raise WeightLoadError(f"The checkpoint's config is not valid JSON ({e}).") from None
+            raise WeightLoadError(
+                "weights.checkpoint_config_json", "The checkpoint's config is not valid JSON ({reason}).", reason=e
+            ) from None
         except ConfigError as e:
-            raise WeightLoadError(f"The checkpoint's config is invalid: {e}") from None
+            raise WeightLoadError(
+                "weights.checkpoint_config", "The checkpoint's config is invalid: {reason}", reason=e
+            ) from None
     if any(k.removeprefix("transformer.") == "wte.weight" for k in header.shapes):
         return _infer_gpt2_config(header.shapes), "gpt2"
     raise WeightLoadError(
-        "This safetensors file has no GPT Playground config and is not a GPT-2 checkpoint; "
-        "save it with playground.save_checkpoint (or the app's export)."
+        "weights.no_config",
+        "This safetensors file has no GPT Playground config and is not a GPT-2 checkpoint; save it with "
+        "playground.save_checkpoint (or the app's export).",
     )
 
 
@@ -529,10 +587,12 @@ def _infer_gpt2_config(shapes: dict[str, tuple]) -> GPTConfig:
         vocab, d = plain["wte.weight"]
         (context, _) = plain["wpe.weight"]
     except (KeyError, ValueError):
-        raise WeightLoadError("GPT-2 checkpoint without wte/wpe embeddings of rank 2.") from None
+        raise WeightLoadError(
+            "weights.gpt2_no_embeddings", "GPT-2 checkpoint without wte/wpe embeddings of rank 2."
+        ) from None
     layers = {int(m.group(1)) for k in plain if (m := re.match(r"^h\.(\d+)\.", k))}
     if not layers:
-        raise WeightLoadError("GPT-2 checkpoint without any transformer layer (h.N.*).")
+        raise WeightLoadError("weights.gpt2_no_layers", "GPT-2 checkpoint without any transformer layer (h.N.*).")
     try:
         return GPTConfig(
             vocab_size=int(vocab),
@@ -543,7 +603,9 @@ def _infer_gpt2_config(shapes: dict[str, tuple]) -> GPTConfig:
             tie_weights="lm_head.weight" not in plain,
         )
     except ConfigError as e:
-        raise WeightLoadError(f"GPT-2 checkpoint with an unusable shape: {e}") from None
+        raise WeightLoadError(
+            "weights.gpt2_shape", "GPT-2 checkpoint with an unusable shape: {reason}", reason=e
+        ) from None
 
 
 def hf_progress_tqdm(callback: Callable[[float, str], None]):

@@ -25,12 +25,13 @@ import regex
 from tiktoken_ext.openai_public import r50k_pat_str
 
 from playground.engine.tokenizer import ASSETS, GPT2Tokenizer, bytes_to_unicode, display_text, load_tokenizer
+from playground.errors import UserError
 
 MAX_REPLAY_BYTES = 256  # a "word" longer than this (one pre-token) is refused: the replay is O(n²) per merge
 _PRETOKEN = regex.compile(r50k_pat_str)
 
 
-class TokenizerViewError(ValueError):
+class TokenizerViewError(UserError):
     """Input the tokenizer view cannot show; the message is written for the user."""
 
 
@@ -105,6 +106,26 @@ def hex_bytes(data: bytes) -> str:
 # A prompt's tokens, grouped by the characters they build
 
 
+@dataclass(frozen=True)
+class Fragment:
+    """Bytes ``first``–``last`` (1-based) of a ``size``-byte character ``shown`` (kind "of"), of an
+    unfinished character ("unfinished"), or bytes that are not valid UTF-8 where they stand ("invalid")."""
+
+    first: int
+    last: int
+    size: int
+    kind: str
+    shown: str = ""
+
+    def __str__(self) -> str:
+        which = f"byte {self.first}" if self.first == self.last else f"bytes {self.first}–{self.last}"
+        if self.kind == "of":
+            return f"{which} of {self.size} of {self.shown}"
+        if self.kind == "unfinished":
+            return f"{which} of an unfinished character"
+        return f"{which}: not valid UTF-8 here"
+
+
 @dataclass
 class TokenInfo:
     position: int
@@ -114,6 +135,7 @@ class TokenInfo:
     group: int
     note: str = ""  # for a fragment: which bytes of which character it holds
     display: str = ""  # whole characters as text (␣ for a space), the bytes of partial ones in hex
+    parts: tuple = ()  # the note as data: whole characters (str) and Fragments, joined by " + "
 
     @property
     def is_fragment(self) -> bool:
@@ -166,16 +188,14 @@ class TokenView:
         }
 
 
-def _fragment_note(seg: Segment, lo: int, hi: int) -> str:
+def _fragment(seg: Segment, lo: int, hi: int) -> Fragment:
     """'bytes 1–2 of 3 of 从' for the part [lo, hi) of a segment a token holds."""
     first, last, size = lo - seg.start + 1, hi - seg.start, seg.end - seg.start
-    which = f"byte {first}" if first == last else f"bytes {first}–{last}"
     if seg.char is not None:
         shown = visible_char(seg.char)
-        return f"{which} of {size} of {shown}" + ("" if shown.startswith("⟨U+") else f" (U+{ord(seg.char):04X})")
-    if not seg.complete:
-        return f"{which} of an unfinished character"
-    return f"{which}: not valid UTF-8 here"
+        shown += "" if shown.startswith("⟨U+") else f" (U+{ord(seg.char):04X})"
+        return Fragment(first, last, size, "of", shown)
+    return Fragment(first, last, size, "invalid" if seg.complete else "unfinished")
 
 
 def token_view(ids, tok: GPT2Tokenizer | None = None) -> TokenView:
@@ -202,7 +222,9 @@ def token_view(ids, tok: GPT2Tokenizer | None = None) -> TokenView:
         group = view.groups[-1]
         group.positions.append(p)
         group.bytes += r
-        text, notes, shown = None, [], []
+        text: str | None = None
+        notes: list[str | Fragment] = []
+        shown: list[str] = []
         if whole and all(seg_at[k].char is not None for k in range(start, end)):
             text = r.decode("utf-8")
             shown = ["".join(visible_char(c) for c in text) if len(text) == 1 else display_text(text)]
@@ -213,9 +235,10 @@ def token_view(ids, tok: GPT2Tokenizer | None = None) -> TokenView:
                     notes.append(visible_char(seg.char))
                     shown.append(display_text(seg.char))
                 else:
-                    notes.append(_fragment_note(seg, lo, hi))
+                    notes.append(_fragment(seg, lo, hi))
                     shown.append("⟨" + hex_bytes(data[lo:hi]) + "⟩")
-        view.tokens.append(TokenInfo(p, int(token_id), r, text, group.index, " + ".join(notes), "".join(shown)))
+        note = " + ".join(str(n) for n in notes)
+        view.tokens.append(TokenInfo(p, int(token_id), r, text, group.index, note, "".join(shown), tuple(notes)))
     for g in view.groups:
         try:
             g.text = g.bytes.decode("utf-8")
@@ -228,7 +251,9 @@ def token_view(ids, tok: GPT2Tokenizer | None = None) -> TokenView:
 
 def tokenize_view(text: str, tok: GPT2Tokenizer | None = None) -> TokenView:
     if not isinstance(text, str):
-        raise TokenizerViewError(f"The text must be a string, got {type(text).__name__}.")
+        raise TokenizerViewError(
+            "tokenizer.text_not_str", "The text must be a string, got {kind}.", kind=type(text).__name__
+        )
     tok = tok or load_tokenizer()
     return token_view(tok.encode(text), tok)
 
@@ -308,8 +333,10 @@ def replay_word(word: str, tok: GPT2Tokenizer | None = None, ranks=None) -> Word
     data = word.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
     if len(data) > MAX_REPLAY_BYTES:
         raise TokenizerViewError(
-            f"That word is {len(data):,} bytes long; the merge replay shows words of up to "
-            f"{MAX_REPLAY_BYTES} bytes. Pick a shorter word."
+            "tokenizer.word_too_long",
+            "That word is {n:,} bytes long; the merge replay shows words of up to {limit} bytes. Pick a shorter word.",
+            n=len(data),
+            limit=MAX_REPLAY_BYTES,
         )
     parts = [bytes([b]) for b in data]
     start, steps = list(parts), []
@@ -336,13 +363,17 @@ def replay_word(word: str, tok: GPT2Tokenizer | None = None, ranks=None) -> Word
 def replay_text(text: str, tok: GPT2Tokenizer | None = None) -> list[WordMerges]:
     """The merges of every pre-token of ``text`` (a word, or a few)."""
     if not isinstance(text, str):
-        raise TokenizerViewError(f"The word must be a string, got {type(text).__name__}.")
+        raise TokenizerViewError(
+            "tokenizer.word_not_str", "The word must be a string, got {kind}.", kind=type(text).__name__
+        )
     if not text:
-        raise TokenizerViewError("Type or pick a word to see its merges.")
+        raise TokenizerViewError("tokenizer.no_word", "Type or pick a word to see its merges.")
     tok = tok or load_tokenizer()
     words = pretokens(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
     if len(words) > 16:
-        raise TokenizerViewError(f"That is {len(words)} words; the merge replay shows up to 16 at a time.")
+        raise TokenizerViewError(
+            "tokenizer.too_many_words", "That is {n} words; the merge replay shows up to 16 at a time.", n=len(words)
+        )
     return [replay_word(w, tok) for w in words]
 
 

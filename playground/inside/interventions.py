@@ -23,11 +23,12 @@ import torch
 import torch.nn.functional as F
 
 from playground.engine.config import GPTConfig
+from playground.errors import UserError
 
 ALPHA_RANGE = (0.0, 2.0)
 
 
-class InterventionError(ValueError):
+class InterventionError(UserError):
     """An intervention that does not fit the model; the message is written for the user."""
 
 
@@ -103,11 +104,13 @@ class Intervention:
         d = dict(d or {})
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
-            raise InterventionError(f"Unknown intervention field(s): {', '.join(sorted(unknown))}.")
+            raise InterventionError(
+                "inside.unknown_fields", "Unknown intervention field(s): {fields}.", fields=", ".join(sorted(unknown))
+            )
         try:
             return cls(**{k: v for k, v in d.items() if v is not None})
         except TypeError as e:
-            raise InterventionError(f"Malformed intervention: {e}") from None
+            raise InterventionError("inside.malformed", "Malformed intervention: {reason}", reason=e) from None
 
     def validate(self, cfg: GPTConfig) -> Intervention:
         """Raise InterventionError naming the first part that does not exist in ``cfg``."""
@@ -117,16 +120,22 @@ class Intervention:
                 _check_head(pair, L, H, f"Cannot {name}")
         if self.scale_head is not None:
             if len(self.scale_head) != 3:
-                raise InterventionError("scale_head must be (layer, head, α).")
+                raise InterventionError("inside.scale_head_shape", "scale_head must be (layer, head, α).")
             layer, head, alpha = self.scale_head
             _check_head((layer, head), L, H, "Cannot scale")
             check_alpha(alpha)
         for name, layers in (("skip the MLP of", self.skip_mlps), ("remove the mask of", self.unmasked_layers)):
             for layer in layers:
                 if not _is_int(layer) or not 0 <= layer < L:
-                    raise InterventionError(f"Cannot {name} layer {layer!r}: this model has layers 0–{L - 1}.")
+                    raise InterventionError(
+                        "inside.layer_outside",
+                        "Cannot {verb} layer {layer!r}: this model has layers 0–{last_layer}.",
+                        verb=name,
+                        layer=layer,
+                        last_layer=L - 1,
+                    )
         if not isinstance(self.drop_pos_emb, bool):
-            raise InterventionError("drop_pos_emb must be true or false.")
+            raise InterventionError("inside.drop_pos_bool", "drop_pos_emb must be true or false.")
         return self
 
 
@@ -138,7 +147,9 @@ def check_alpha(alpha) -> float:
         or not math.isfinite(alpha)
         or not lo <= alpha <= hi
     ):
-        raise InterventionError(f"α must be a number from {lo:g} to {hi:g}, got {alpha!r}.")
+        raise InterventionError(
+            "inside.alpha_range", "α must be a number from {lo:g} to {hi:g}, got {alpha!r}.", lo=lo, hi=hi, alpha=alpha
+        )
     return float(alpha)
 
 
@@ -148,11 +159,22 @@ def _is_int(x) -> bool:
 
 def _check_head(pair, L: int, H: int, verb: str) -> None:
     if len(pair) != 2 or not all(_is_int(x) for x in pair):
-        raise InterventionError(f"{verb} head {pair!r}: a head is (layer, head), two whole numbers.")
+        raise InterventionError(
+            "inside.head_pair",
+            "{verb} head {pair!r}: a head is (layer, head), two whole numbers.",
+            verb=verb,
+            pair=pair,
+        )
     layer, head = pair
     if not 0 <= layer < L or not 0 <= head < H:
         raise InterventionError(
-            f"{verb} head {head} of layer {layer}: this model has layers 0–{L - 1} and heads 0–{H - 1}."
+            "inside.head_outside",
+            "{verb} head {head} of layer {layer}: this model has layers 0–{last_layer} and heads 0–{last_head}.",
+            verb=verb,
+            head=head,
+            layer=layer,
+            last_layer=L - 1,
+            last_head=H - 1,
         )
 
 

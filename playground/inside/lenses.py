@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from playground.engine.model import LayerNorm, causal_mask
 from playground.engine.readout import CHUNK_ROWS, HeadReader, RowFigures
+from playground.errors import UserError
 from playground.inside.interventions import (
     Hooks,
     Intervention,
@@ -43,16 +44,26 @@ TOP_K = 10
 LENS_CHUNK_ROWS = 512  # logit rows read out at once: 100 MB for GPT-2's vocabulary
 
 
-class LensError(ValueError):
+class LensError(UserError):
     """A request the lenses cannot answer (bad position, target, layer...); for the user."""
+
+
+def _window_error(first, stop, T: int) -> LensError:
+    return LensError(
+        "inside.lens_window",
+        "The lens window must lie in positions 0–{last}, got {first!r}–{stop!r}.",
+        last=T - 1,
+        first=first,
+        stop=stop,
+    )
 
 
 class SweepTooLongError(LensError):
     """A head sweep estimated to take longer than the limit; ``estimate_s`` says how long."""
 
-    def __init__(self, message: str, estimate_s: float):
-        super().__init__(message)
-        self.estimate_s = estimate_s
+    def __init__(self, key: str, template: str, /, **fields):
+        super().__init__(key, template, **fields)
+        self.estimate_s = fields["estimate"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -62,26 +73,43 @@ class SweepTooLongError(LensError):
 def _ids(ids) -> list[int]:
     ids = [int(i) for i in ids]
     if not ids:
-        raise LensError("Generate first: there are no tokens to look at.")
+        raise LensError("inside.no_tokens", "Generate first: there are no tokens to look at.")
     return ids
 
 
 def _position(position, T: int, name: str = "Position") -> int:
     if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < T:
-        raise LensError(f"{name} must be a whole number from 0 to {T - 1}, got {position!r}.")
+        raise LensError(
+            "inside.position_range",
+            "{name} must be a whole number from 0 to {last}, got {value!r}.",
+            name=name,
+            last=T - 1,
+            value=position,
+        )
     return position
 
 
 def _layer(layer, n: int, name: str = "Layer") -> int:
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
-        raise LensError(f"{name} must be a whole number from 0 to {n - 1}, got {layer!r}.")
+        raise LensError(
+            "inside.layer_range",
+            "{name} must be a whole number from 0 to {last}, got {value!r}.",
+            name=name,
+            last=n - 1,
+            value=layer,
+        )
     return layer
 
 
 def check_target(model, target_id) -> int:
     V = model.cfg.vocab_size
     if isinstance(target_id, bool) or not isinstance(target_id, int) or not 0 <= target_id < V:
-        raise LensError(f"The target token id must be a whole number from 0 to {V - 1:,}, got {target_id!r}.")
+        raise LensError(
+            "inside.target_id_range",
+            "The target token id must be a whole number from 0 to {last:,}, got {value!r}.",
+            last=V - 1,
+            value=target_id,
+        )
     return target_id
 
 
@@ -89,7 +117,7 @@ def _target(model, ids: list[int], position: int, target_id) -> int:
     """The token whose logit is explained: the one that came next, unless one is given."""
     if target_id is None:
         if position + 1 >= len(ids):
-            raise LensError("The last position has no next token: type a target token.")
+            raise LensError("inside.last_no_next", "The last position has no next token: type a target token.")
         target_id = ids[position + 1]
     return check_target(model, target_id)
 
@@ -97,14 +125,18 @@ def _target(model, ids: list[int], position: int, target_id) -> int:
 def resolve_target(tokenizer, text: str) -> int:
     """The single token ``text`` encodes to; LensError when it is empty or more than one token."""
     if not isinstance(text, str) or text == "":
-        raise LensError("Type the target token (for example ' the' or '\\n').")
+        raise LensError("inside.target_missing", "Type the target token (for example ' the' or '\\n').")
     text = text.replace("\\n", "\n")
     ids = tokenizer.encode(text)
     if len(ids) != 1:
         pieces = " + ".join(repr(tokenizer.decode([i])) for i in ids)
         raise LensError(
-            f"The target must be exactly one token; {text!r} is {len(ids)} tokens ({pieces}). "
-            f"A leading space is part of the token: ' the' is one token, 'the ' is two."
+            "inside.target_not_one",
+            "The target must be exactly one token; {text!r} is {n} tokens ({pieces}). A leading space is part "
+            "of the token: ' the' is one token, 'the ' is two.",
+            text=text,
+            n=len(ids),
+            pieces=pieces,
         )
     return ids[0]
 
@@ -144,7 +176,7 @@ def logit_lens(model, ids, intervention: Intervention | None = None, first: int 
     T = len(ids)
     stop = T if stop is None else stop
     if isinstance(first, bool) or not isinstance(first, int) or not isinstance(stop, int) or not 0 <= first < stop <= T:
-        raise LensError(f"The lens window must lie in positions 0–{T - 1}, got {first!r}–{stop!r}.")
+        raise _window_error(first, stop, T)
     causal = not (intervention and intervention.changes_causality)
     with _reserve_logits(
         model, min(LENS_CHUNK_ROWS, (model.cfg.n_layers + 1) * (stop - first)), f"the logit lens of {T:,} tokens", T
@@ -230,8 +262,9 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
     """
     if not isinstance(model.final_norm, LayerNorm):
         raise LensError(
-            "Logit attribution needs a pre-norm model (a final LayerNorm); this one normalises "
-            "after every block, so its output is not a sum of parts."
+            "inside.attribution_post_norm",
+            "Logit attribution needs a pre-norm model (a final LayerNorm); this one normalises after every "
+            "block, so its output is not a sum of parts.",
         )
     ids = _ids(ids)
     position = _position(position, len(ids))
@@ -355,7 +388,7 @@ def compare(
     if lens:
         first, stop = lens_window or (0, T)
         if not 0 <= first < stop <= T:
-            raise LensError(f"The lens window must lie in positions 0–{T - 1}, got {first!r}–{stop!r}.")
+            raise _window_error(first, stop, T)
     with _reserve_logits(model, 2 * CHUNK_ROWS, f"an intervention on {T:,} tokens", 2 * T), torch.no_grad():
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
         _, before = run_with_hooks(model, idx, last_token_only=True)
@@ -476,15 +509,20 @@ def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, bat
     layer (the blocks before it do not change when one of its heads is zeroed)."""
     ids = _ids(ids)
     if len(ids) < 2:
-        raise LensError("The head sweep needs at least two tokens (a loss needs a next token).")
+        raise LensError("inside.sweep_short", "The head sweep needs at least two tokens (a loss needs a next token).")
     cfg = model.cfg
     one, estimate = estimate_sweep_seconds(model, ids)
     if estimate > limit_s:
         raise SweepTooLongError(
-            f"Zeroing each of the {cfg.n_layers * cfg.n_heads} heads in turn would take about {estimate:.0f} s "
-            f"on this machine ({one * 1000:.0f} ms a forward of {len(ids):,} tokens); the limit is "
-            f"{limit_s:.0f} s. Shorten the run or use a smaller model.",
-            estimate,
+            "inside.sweep_too_long",
+            "Zeroing each of the {heads} heads in turn would take about {estimate:.0f} s on this machine "
+            "({ms:.0f} ms a forward of {tokens:,} tokens); the limit is {limit_s:.0f} s. Shorten the run or "
+            "use a smaller model.",
+            heads=cfg.n_layers * cfg.n_heads,
+            estimate=estimate,
+            ms=one * 1000,
+            tokens=len(ids),
+            limit_s=limit_s,
         )
     T, L, H = len(ids), cfg.n_layers, cfg.n_heads
     if batch is None:  # a batch's activations stay modest; logits are read in chunks (readout)

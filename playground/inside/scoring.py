@@ -20,7 +20,7 @@ Pure torch; the UI and the API call ``score_text`` / ``compare_scores``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ import torch
 from playground.engine.model import GPTModel
 from playground.engine.readout import CHUNK_ROWS, HeadReader
 from playground.engine.tokenizer import load_tokenizer
+from playground.errors import UserError
 from playground.runtime.memory import BUDGET
 
 MAX_SCORE_TOKENS = 16_384  # a longer text is cut here (and the cut is said)
@@ -35,7 +36,7 @@ MAX_SCORE_CHARS = 200_000  # read at most this much text before tokenising
 LN2 = math.log(2.0)
 
 
-class ScoringError(ValueError):
+class ScoringError(UserError):
     """A text that cannot be scored; the message is written for the user."""
 
 
@@ -55,7 +56,7 @@ class Scores:
     n_windows: int
     truncated_from: int | None = None  # tokens in the text before the cap, when it was cut
     label: str = ""  # which model, for messages
-    notes: list[str] = field(default_factory=list)
+    chars_read: tuple[int, int] | None = None  # (characters read, characters in the text), when it was cut
 
     @property
     def n_scored(self) -> int:
@@ -118,13 +119,14 @@ def check_text(text) -> str:
     """Refuse what cannot be scored, with a message saying why (empty, or nothing but U+FFFD, the
     mark a decoder leaves for bytes it could not read)."""
     if not isinstance(text, str):
-        raise ScoringError(f"The text must be a string, got {type(text).__name__}.")
+        raise ScoringError("score.text_not_str", "The text must be a string, got {kind}.", kind=type(text).__name__)
     if not text.strip():
-        raise ScoringError("The text is empty: paste or upload some text to score.")
+        raise ScoringError("score.text_empty", "The text is empty: paste or upload some text to score.")
     if not text.replace("\ufffd", "").strip():
         raise ScoringError(
-            "The text is only undecodable bytes (every character is the replacement mark �): "
-            "there is nothing real to score. Check the file's encoding."
+            "score.only_garbage",
+            "The text is only undecodable bytes (every character is the replacement mark �): there is nothing "
+            "real to score. Check the file's encoding.",
         )
     return text
 
@@ -140,13 +142,13 @@ def score_text(
 ) -> Scores:
     """Tokenise ``text`` (GPT-2 BPE) and score it; see ``score_ids``."""
     check_text(text)
-    notes = []
+    chars_read = None
     if len(text) > MAX_SCORE_CHARS:
-        notes.append(f"Only the first {MAX_SCORE_CHARS:,} of {len(text):,} characters were read.")
+        chars_read = (MAX_SCORE_CHARS, len(text))
         text = text[:MAX_SCORE_CHARS]
     ids = load_tokenizer().encode(text)
     scores = score_ids(model, ids, stride=stride, max_tokens=max_tokens, progress=progress, label=label)
-    scores.notes[:0] = notes
+    scores.chars_read = chars_read
     return scores
 
 
@@ -172,7 +174,10 @@ def score_ids(
         whole = False
     if not whole:
         raise ScoringError(
-            f"The stride must be a whole number of tokens between 1 and the window ({W}), got {stride!r}."
+            "score.stride_range",
+            "The stride must be a whole number of tokens between 1 and the window ({window}), got {stride!r}.",
+            window=W,
+            stride=stride,
         )
     stride = int(float(stride))
     truncated_from = None
@@ -180,14 +185,18 @@ def score_ids(
         truncated_from, ids = len(ids), ids[:max_tokens]
     if len(ids) < 2:
         raise ScoringError(
-            "The text is a single token: the first token has nothing before it to be predicted "
-            "from, so at least two tokens are needed."
+            "score.single_token",
+            "The text is a single token: the first token has nothing before it to be predicted from, so at "
+            "least two tokens are needed.",
         )
     bad = next((i for i in ids if not 0 <= i < cfg.vocab_size), None)
     if bad is not None:
         raise ScoringError(
-            f"Token id {bad} is outside this model's vocabulary (0..{cfg.vocab_size - 1}): the "
-            f"text needs a model with the GPT-2 vocabulary (50,257 tokens)."
+            "score.token_outside",
+            "Token id {token_id} is outside this model's vocabulary (0..{last}): the text needs a model with "
+            "the GPT-2 vocabulary (50,257 tokens).",
+            token_id=bad,
+            last=cfg.vocab_size - 1,
         )
     n = len(ids)
     with BUDGET.reserve(scoring_bytes(model, stride), f"scoring {n:,} tokens", "scoring"):
@@ -329,7 +338,10 @@ class Comparison:
 def compare_scores(a: Scores, b: Scores) -> Comparison:
     """Pair two scorings of the same tokens (the same text under two models)."""
     if a.token_ids != b.token_ids:
-        raise ScoringError("The two scorings are of different token sequences; score the same text with both models.")
+        raise ScoringError(
+            "score.different_tokens",
+            "The two scorings are of different token sequences; score the same text with both models.",
+        )
     return Comparison(a, b)
 
 
@@ -366,6 +378,9 @@ def decode_upload(data: bytes, *, replace: bool = False) -> str:
             return data.decode("utf-8", errors="replace")
         bad = data[e.start : e.start + 4].hex(" ")
         raise ScoringError(
-            f"This file is not UTF-8 text (byte {e.start:,} is {bad!r}, which UTF-8 cannot read). Tick "
-            f"“replace undecodable bytes” to score it with � in their place, or save it as UTF-8."
+            "score.not_utf8",
+            "This file is not UTF-8 text (byte {byte:,} is {bad!r}, which UTF-8 cannot read). Tick “replace "
+            "undecodable bytes” to score it with � in their place, or save it as UTF-8.",
+            byte=e.start,
+            bad=bad,
         ) from None

@@ -17,11 +17,13 @@ import os
 
 import torch
 
+from playground.errors import UserError
+
 ENV_VAR = "PLAYGROUND_DEVICE"
 CHOICES = ("auto", "cpu", "cuda", "mps")
 
 
-class DeviceError(ValueError):
+class DeviceError(UserError):
     """A device was asked for that this machine does not have; the message says what to do."""
 
 
@@ -43,7 +45,12 @@ def resolve_device(choice: str | torch.device | None = None) -> torch.device:
     kind, _, index = raw.partition(":")
     if kind not in CHOICES or (index and (kind != "cuda" or not index.isdigit())):
         where = f"{ENV_VAR}={raw!r}" if choice is None else f"device {raw!r}"
-        raise DeviceError(f"{where} is not a device: use one of {', '.join(CHOICES)} (or cuda:N for GPU N).")
+        raise DeviceError(
+            "device.unknown",
+            "{where} is not a device: use one of {choices} (or cuda:N for GPU N).",
+            where=where,
+            choices=", ".join(CHOICES),
+        )
     if kind == "auto":
         if cuda_available():
             return torch.device("cuda")
@@ -54,17 +61,29 @@ def resolve_device(choice: str | torch.device | None = None) -> torch.device:
         if not cuda_available():
             build = "a CPU-only build of PyTorch" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
             raise DeviceError(
-                f"CUDA was asked for ({raw}) but no usable GPU was found (PyTorch {torch.__version__}, {build}). "
-                f"Check nvidia-smi and that the CUDA build of torch is installed, or set {ENV_VAR}=auto or cpu."
+                "device.no_cuda",
+                "CUDA was asked for ({raw}) but no usable GPU was found (PyTorch {torch}, {build}). Check "
+                "nvidia-smi and that the CUDA build of torch is installed, or set {env}=auto or cpu.",
+                raw=raw,
+                torch=torch.__version__,
+                build=build,
+                env=ENV_VAR,
             )
         if index and int(index) >= torch.cuda.device_count():
             raise DeviceError(
-                f"{raw} does not exist: this machine has {torch.cuda.device_count()} GPU(s), numbered from 0."
+                "device.no_such_gpu",
+                "{raw} does not exist: this machine has {count} GPU(s), numbered from 0.",
+                raw=raw,
+                count=torch.cuda.device_count(),
             )
         return torch.device(raw)
     if kind == "mps":
         if not mps_available():
-            raise DeviceError(f"MPS (Apple GPU) was asked for but is not available here. Set {ENV_VAR}=auto or cpu.")
+            raise DeviceError(
+                "device.no_mps",
+                "MPS (Apple GPU) was asked for but is not available here. Set {env}=auto or cpu.",
+                env=ENV_VAR,
+            )
         return torch.device("mps")
     return torch.device("cpu")
 

@@ -40,6 +40,10 @@ class Choice:
     winner: str
     seconds: dict[str, float] = field(default_factory=dict)  # candidate -> median seconds of one pass
     measured: bool = True  # False: PLAYGROUND_KERNELS=default, or nothing to measure on
+    # What was decided, as data an interface can word in its own language: a kind ("gemv",
+    # "layout", "qkv", "int8", "rows") and the fields of ``decision`` ({"shape": (3072, 768)}, ...).
+    kind: str = ""
+    fields: dict = field(default_factory=dict)
 
     def speedup(self) -> float:
         """The winner's advantage over the slowest candidate (1.0 when not measured)."""
@@ -73,13 +77,15 @@ def choose(
     reps: int = REPS,
     budget: float = BUDGET_S,
     timer: Callable[[], float] = time.perf_counter,
+    label: tuple[str, dict] = ("", {}),
 ) -> Choice:
     """``candidates`` maps a name to one timed pass, or is a function that builds that map (called
     only when the decision is not cached yet, so its test matrices are made only then). Time each candidate ``reps`` times, interleaved (a burst of load from another process then
     hits every candidate alike; at least MIN_REPS, then until ``budget`` seconds are spent), and
     keep the one with the smallest median. Cached under ``key`` and the calling thread's torch
     thread count (the winner may change with it):
-    the first call measures, later ones return the same Choice."""
+    the first call measures, later ones return the same Choice. ``label`` is (kind, fields): what
+    ``decision`` says, as data."""
     key = (*key, torch.get_num_threads())
     with _LOCK:
         if key in _CHOICES:
@@ -88,7 +94,7 @@ def choose(
             candidates = candidates()
         names = list(candidates)
         if not measuring_enabled() or len(names) < 2:
-            choice = Choice(decision, names[0], {}, measured=False)
+            choice = Choice(decision, names[0], {}, False, *label)
         else:
             warm = {}
             for name, fn in candidates.items():  # warm-up: kernel selection, page faults, packing
@@ -110,7 +116,7 @@ def choose(
                 if rep >= MIN_REPS - 1 and timer() - start > budget:
                     break
             seconds = {n: float(statistics.median(times[n])) if n in times else warm[n] for n in names}
-            choice = Choice(decision, min(names, key=lambda n: seconds[n]), seconds)
+            choice = Choice(decision, min(names, key=lambda n: seconds[n]), seconds, True, *label)
         _CHOICES[key] = choice
         return choice
 
@@ -194,7 +200,12 @@ def one_row_bfloat16_kernel(shape: tuple[int, int] = (3072, 768), count: int = 1
         x = torch.randn(1, shape[1]).to(torch.bfloat16)
         return {"onednn": lambda: _gemv_pass(x, ws, "onednn"), "aten": lambda: _gemv_pass(x, ws, "aten")}
 
-    return choose(ONE_ROW_BFLOAT16, f"one-row bfloat16 kernel {tuple(shape)}", candidates)
+    return choose(
+        ONE_ROW_BFLOAT16,
+        f"one-row bfloat16 kernel {tuple(shape)}",
+        candidates,
+        label=("gemv", {"shape": tuple(shape)}),
+    )
 
 
 def one_row_bfloat16_decided() -> Choice | None:
@@ -220,7 +231,12 @@ def weight_layout(shape: tuple[int, ...], dtype: torch.dtype, count: int) -> Cho
         return {"out_in": lambda: _gemv_pass(x, plain, kernel), "in_out": lambda: _gemv_pass(x, transposed, kernel)}
 
     name = str(dtype).replace("torch.", "")
-    return choose(("weight layout", tuple(shape), dtype, n), f"{name} weight layout {tuple(shape)}", candidates)
+    return choose(
+        ("weight layout", tuple(shape), dtype, n),
+        f"{name} weight layout {tuple(shape)}",
+        candidates,
+        label=("layout", {"dtype": name, "shape": tuple(shape)}),
+    )
 
 
 def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -> Choice:
@@ -235,4 +251,9 @@ def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -
         return {"separate": lambda: _gemv_pass(x, separate, kernel), "stacked": lambda: _gemv_pass(x, stacked, kernel)}
 
     name = str(dtype).replace("torch.", "")
-    return choose(("stacked qkv", emb_dim, dtype, in_out, n), f"{name} Q/K/V projections d={emb_dim}", candidates)
+    return choose(
+        ("stacked qkv", emb_dim, dtype, in_out, n),
+        f"{name} Q/K/V projections d={emb_dim}",
+        candidates,
+        label=("qkv", {"dtype": name, "d": emb_dim}),
+    )

@@ -127,8 +127,9 @@ def trim() -> bool:
 # The budget
 
 
-class MemoryBudgetError(MemoryError):
-    """A request that does not fit in the memory budget; the message is written for the user."""
+class MemoryBudgetError(UserError, MemoryError):
+    """A request that does not fit in the memory budget; the message is written for the user. Both a
+    ``MemoryError`` (what callers catch it as) and a ``UserError`` (a message key and its fields)."""
 
 
 @dataclass(frozen=True)
@@ -213,8 +214,12 @@ class MemoryBudget:
         total = self.total
         if nbytes > total:
             raise MemoryBudgetError(
-                f"{what[:1].upper() + what[1:]} needs about {format_bytes(nbytes)}, more than the whole memory "
-                f"budget of {format_bytes(total)}. Make it smaller, or raise PLAYGROUND_MEMORY_BUDGET_GB."
+                "budget.over_total",
+                "{what} needs about {need}, more than the whole memory budget of {total}. Make it smaller, or "
+                "raise PLAYGROUND_MEMORY_BUDGET_GB.",
+                what=what[:1].upper() + what[1:],
+                need=format_bytes(nbytes),
+                total=format_bytes(total),
             )
         if self._own_reserved():
             return  # inside this thread's reservation: what it allocates was checked when it reserved
@@ -223,9 +228,15 @@ class MemoryBudget:
             free = total - self.used()
             if nbytes > free:
                 raise MemoryBudgetError(
-                    f"Not enough memory for {what} (about {format_bytes(nbytes)}): "
-                    f"{format_bytes(total - free)} of the {format_bytes(total)} memory budget is in use "
-                    f"by {self.describe()}. {ADVICE}"
+                    "budget.in_use",
+                    "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in "
+                    "use by {holdings}. {advice}",
+                    what=what,
+                    need=format_bytes(nbytes),
+                    used=format_bytes(total - free),
+                    total=format_bytes(total),
+                    holdings=self.describe(),
+                    advice=ADVICE,
                 )
 
     def _reclaim(self, nbytes: int) -> None:

@@ -19,6 +19,7 @@ from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel, attention_probs
 from playground.engine.tokenizer import load_tokenizer
 from playground.engine.weights import save_checkpoint
+from playground.errors import UserError
 from playground.runtime.memory import BUDGET
 from playground.server.export_formats import (
     JSON_DECIMALS,
@@ -36,12 +37,14 @@ from playground.server.runs import Run, all_layers_attention_bytes, run_attentio
 DEFAULT_MAX_EXPORT_MB = 1000  # a full 1024-token GPT-2 small run is 756 MB as JSON, 604 MB as .npz
 
 
-class ExportTooLarge(ValueError):
+class ExportTooLarge(UserError):
     """An export refused before anything was written. ``size`` and ``limit`` are bytes; ``options``
     maps a smaller choice (keyword arguments of ``export_run``) to its size."""
 
-    def __init__(self, message: str, size: int, limit: int, options: dict[str, tuple[dict, int]]):
-        super().__init__(message)
+    def __init__(
+        self, key: str, template: str, /, *, size: int, limit: int, options: dict[str, tuple[dict, int]], **fields
+    ):
+        super().__init__(key, template, size=_mb(size), limit=_mb(limit), **fields)
         self.size, self.limit, self.options = size, limit, options
 
 
@@ -64,9 +67,11 @@ def _window_attention(model: GPTModel, run, layers: Sequence[int]):
         q, k = qk[layers[i]]  # (H, T, head_dim) each
         probs = attention_probs(q.unsqueeze(0), k.unsqueeze(0))[0].numpy()  # (H, T, T)
         if not np.isfinite(probs).all():
-            raise ValueError(
-                f"Layer {layers[i]}'s attention contains NaN or infinity (the model's numbers overflow); "
-                f"the export is refused."
+            raise UserError(
+                "export.non_finite",
+                "Layer {layer}'s attention contains NaN or infinity (the model's numbers overflow); the export "
+                "is refused.",
+                layer=layers[i],
             )
         return probs
 
@@ -112,13 +117,23 @@ def _mb(n: int) -> str:
 def _check_export_size(size: int, limit: int, fmt: str, n_layers: int, n_heads: int, T: int, options: dict) -> None:
     fits = {name: (kwargs, s) for name, (kwargs, s) in options.items() if s <= limit}
     advice = "; ".join(f"{name}: {_mb(s)}" for name, (_, s) in fits.items())
+    what_next = (
+        UserError("export.smaller_choices", "Smaller choices that fit: {advice}.", advice=advice)
+        if fits
+        else UserError("export.shorter_run", "Generate a shorter run to export it.")
+    )
     raise ExportTooLarge(
-        f"This export would be {_mb(size)} as .{fmt} ({n_layers} layers × {n_heads} heads × "
-        f"{T:,}×{T:,} attention values), over the {_mb(limit)} limit (PLAYGROUND_MAX_EXPORT_MB). "
-        + (f"Smaller choices that fit: {advice}." if fits else "Generate a shorter run to export it."),
-        size,
-        limit,
-        fits,
+        "export.too_large",
+        "This export would be {size} as .{fmt} ({n_layers} layers × {n_heads} heads × {T:,}×{T:,} attention "
+        "values), over the {limit} limit (PLAYGROUND_MAX_EXPORT_MB). {what_next}",
+        size=size,
+        limit=limit,
+        options=fits,
+        fmt=fmt,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        T=T,
+        what_next=what_next,
     )
 
 
@@ -140,15 +155,22 @@ def export_run(
     ``dtype`` (float32 or float16) with deflate. The same export asked twice is written once.
     """
     if fmt not in ("json", "npz"):
-        raise ValueError(f"Unknown export format {fmt!r}; use json or npz.")
+        raise UserError("export.unknown_format", "Unknown export format {fmt!r}; use json or npz.", fmt=fmt)
     if dtype not in ("float32", "float16"):
-        raise ValueError(f"Unknown attention dtype {dtype!r}; use float32 or float16.")
+        raise UserError(
+            "export.unknown_dtype", "Unknown attention dtype {dtype!r}; use float32 or float16.", dtype=dtype
+        )
     if not 1 <= int(decimals) <= 8:
-        raise ValueError(f"decimals must be between 1 and 8, got {decimals}.")
+        raise UserError("export.decimals", "decimals must be between 1 and 8, got {decimals}.", decimals=decimals)
     cfg = model.cfg
     chosen = list(range(cfg.n_layers)) if layers is None else sorted({int(i) for i in layers})
     if not chosen or not all(0 <= i < cfg.n_layers for i in chosen):
-        raise ValueError(f"Choose layers between 0 and {cfg.n_layers - 1}, got {list(layers or [])}.")
+        raise UserError(
+            "export.layers",
+            "Choose layers between 0 and {last}, got {layers}.",
+            last=cfg.n_layers - 1,
+            layers=list(layers or []),
+        )
     start, window = run.window(cfg.context_length)
     L, H, T = len(chosen), cfg.n_heads, len(window)
 

@@ -213,16 +213,20 @@ def import_upload(upload_path: str, original_name: str | None = None) -> dict:
     """
     src = Path(upload_path)
     if not src.is_file():
-        raise WeightLoadError("The upload did not arrive; try again.")
+        raise WeightLoadError("upload.missing", "The upload did not arrive; try again.")
     label = Path(original_name or src.name).name[:80]
     try:
         size = src.stat().st_size
         if size > MAX_UPLOAD_BYTES:
             raise WeightLoadError(
-                f"{label} is {size / 1e6:.0f} MB; the upload limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB."
+                "upload.too_big",
+                "{label} is {mb:.0f} MB; the upload limit is {limit_mb:.0f} MB.",
+                label=label,
+                mb=size / 1000000.0,
+                limit_mb=MAX_UPLOAD_BYTES / 1000000.0,
             )
         if size == 0:
-            raise WeightLoadError(f"{label} is empty.")
+            raise WeightLoadError("upload.empty", "{label} is empty.", label=label)
         validate_checkpoint(src, label)
     except (WeightLoadError, ConfigError):
         discard_upload(src)

@@ -11,6 +11,8 @@ import os
 import threading
 
 from playground.engine.config import GPTConfig
+from playground.errors import UserError
+from playground.i18n import tr
 from playground.runtime.memory import BUDGET
 from playground.runtime.threads import as_background_work
 from playground.server.files import save_trained
@@ -28,10 +30,12 @@ def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_siz
     checked with messages for the user."""
     steps = as_whole(steps, "Steps")
     if not 1 <= steps <= MAX_TRAIN_STEPS:
-        raise ValueError(f"Steps must be between 1 and {MAX_TRAIN_STEPS:,}, got {steps:,}.")
+        raise UserError(
+            "train.steps_range", "Steps must be between 1 and {hi:,}, got {steps:,}.", hi=MAX_TRAIN_STEPS, steps=steps
+        )
     lr = as_number(lr, "Learning rate")
     if not (0 < lr <= 1):
-        raise ValueError(f"The learning rate must be in (0, 1], got {lr}.")
+        raise UserError("train.lr_range", "The learning rate must be in (0, 1], got {lr}.", lr=lr)
     block = min(block_size or 128, cfg.context_length)
     return TrainConfig(
         steps=steps,
@@ -118,9 +122,8 @@ class TrainingJob:
         """Save what was learned (also after a stop) and name it with a recipe."""
         model = self.trainer.snapshot_model()
         steps = self.trainer.step_count
-        return save_trained(
-            model, f"trained {self.cfg.n_layers}L d{self.cfg.emb_dim}, {steps} steps on {self.corpus.name}"
-        )
+        trained = {"layers": self.cfg.n_layers, "d": self.cfg.emb_dim, "steps": steps, "corpus": self.corpus.name}
+        return {**save_trained(model, tr("en", "trained_label", **trained)), "trained": trained}
 
 
 JOBS: dict[str, TrainingJob] = {}

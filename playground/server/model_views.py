@@ -6,7 +6,7 @@ from __future__ import annotations
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_int8
-from playground.i18n.catalogue import tr, tr_formula
+from playground.i18n import tr, tr_formula
 from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
 from playground.runtime.devices import describe_device
 from playground.runtime.memory import format_bytes

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import torch
@@ -19,7 +18,8 @@ from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.model import GPTModel
 from playground.engine.quantize import quantize_int8
 from playground.engine.weights import HUB_MODELS, WeightLoadError, hf_progress_tqdm, load_checkpoint, load_pretrained
-from playground.i18n.catalogue import tr
+from playground.errors import UserError
+from playground.i18n import tr
 from playground.runtime.devices import default_device
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,12 @@ def bundled_recipe(dtype: str = "float32") -> dict:
 
 def hub_recipe(name: str, dtype: str = "float32") -> dict:
     if name not in HUB_MODELS:
-        raise ValueError(f"Unknown hub model {name!r}; choose one of {', '.join(HUB_MODELS)}.")
+        raise UserError(
+            "model.unknown_hub",
+            "Unknown hub model {name!r}; choose one of {choices}.",
+            name=name,
+            choices=", ".join(HUB_MODELS),
+        )
     return {"kind": "hub", "repo": HUB_MODELS[name], "dtype": dtype}
 
 
@@ -65,15 +70,15 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
     if kind == "hub":
         return tr(lang, "recipe_hub", repo=recipe["repo"])
     label = recipe.get("label", "file")
-    trained = re.match(r"^trained (\d+)L d(\d+), (\d+) steps on (.+)$", label)  # as TrainingJob names it
-    if trained and lang != "en":
-        layers, d, steps, corpus = trained.groups()
-        corpus = tr(
-            lang,
-            {"Tiny Shakespeare": "n_shakespeare", "Aesop's fables & nursery rhymes": "n_aesop"}.get(corpus, corpus),
-        )
-        label = tr(lang, "trained_label", layers=layers, d=d, steps=steps, corpus=corpus)
+    trained = recipe.get("trained")  # what TrainingJob trained, as data: its label in any language
+    if trained:
+        corpus = trained["corpus"]
+        corpus = tr(lang, CORPUS_LABEL_KEYS[corpus]) if corpus in CORPUS_LABEL_KEYS else corpus
+        label = tr(lang, "trained_label", **{**trained, "corpus": corpus})
     return tr(lang, "recipe_file", label=label)
+
+
+CORPUS_LABEL_KEYS = {"Tiny Shakespeare": "n_shakespeare", "Aesop's fables & nursery rhymes": "n_aesop"}
 
 
 def model_label(recipe: dict) -> str:
@@ -114,7 +119,9 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
         return model.to(device=default_device(), dtype=_torch_dtype(dtype)).eval()
     if kind == "bundled":
         if not BUNDLED_CHECKPOINT.is_file():
-            raise WeightLoadError("The bundled model is not in this copy of the app (assets/bundled/).")
+            raise WeightLoadError(
+                "weights.no_bundled", "The bundled model is not in this copy of the app (assets/bundled/)."
+            )
         return load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device=default_device())
     if kind == "hub":
         tqdm_class = None

@@ -27,6 +27,7 @@ from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
 from playground.engine.tokenizer import load_tokenizer
 from playground.engine.weights import HUB_MODELS
+from playground.errors import UserError
 from playground.server.files import is_inside, work_dir
 from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
@@ -36,7 +37,7 @@ VERSION = 1
 MAX_REPLAY_JSON_BYTES = 50_000_000  # a replay record is a few KB; a full .json export with attention can be huge
 
 
-class ReplayError(ValueError):
+class ReplayError(UserError):
     """A replay file that cannot be replayed here; the message says why and what to do."""
 
 
@@ -108,43 +109,55 @@ def read_record(path) -> dict:
     """A replay record from a replay file or a full run export (.json or .npz)."""
     path = Path(path)
     if not path.is_file():
-        raise ReplayError("The replay file is missing; upload it again.")
+        raise ReplayError("replay.missing", "The replay file is missing; upload it again.")
     if zipfile.is_zipfile(path):
         try:
             with zipfile.ZipFile(path) as zf, zf.open("metadata.npy") as member:
                 meta = json.loads(str(np.lib.format.read_array(member, allow_pickle=False)))
         except (KeyError, ValueError, OSError, zipfile.BadZipFile) as e:
-            raise ReplayError(f"This .npz is not a run export of this app ({e}).") from None
+            raise ReplayError("replay.npz", "This .npz is not a run export of this app ({reason}).", reason=e) from None
     else:
         size = path.stat().st_size
         if size > MAX_REPLAY_JSON_BYTES:
             raise ReplayError(
-                f"This file is {size / 1e6:,.0f} MB; a replay file is a few KB. Export the run's "
-                f"replay file (or a .npz export) and load that."
+                "replay.too_big",
+                "This file is {mb:,.0f} MB; a replay file is a few KB. Export the run's replay file (or a .npz "
+                "export) and load that.",
+                mb=size / 1000000.0,
             )
         try:
             meta = json.loads(path.read_bytes().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ReplayError(f"This file is not a replay file (it is not JSON: {e}).") from None
+            raise ReplayError(
+                "replay.not_json", "This file is not a replay file (it is not JSON: {reason}).", reason=e
+            ) from None
     return check_record(meta.get("replay", meta) if isinstance(meta, dict) else meta)
 
 
 def check_record(record) -> dict:
     if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise ReplayError("This file is not a replay file or run export of GPT Playground (no replay record in it).")
+        raise ReplayError(
+            "replay.no_record",
+            "This file is not a replay file or run export of GPT Playground (no replay record in it).",
+        )
     if record.get("version") != VERSION:
-        raise ReplayError(f"This replay file is version {record.get('version')!r}; this app reads version {VERSION}.")
+        raise ReplayError(
+            "replay.version",
+            "This replay file is version {version!r}; this app reads version {supported}.",
+            version=record.get("version"),
+            supported=VERSION,
+        )
     need = ("recipe", "weights_sha256", "prompt_ids", "settings", "seed", "token_ids", "probs")
     missing = [k for k in need if k not in record]
     if missing:
-        raise ReplayError(f"The replay record lacks {', '.join(missing)}.")
+        raise ReplayError("replay.lacks", "The replay record lacks {fields}.", fields=", ".join(missing))
     ids, tokens = record["prompt_ids"], record["token_ids"]
     if not (isinstance(ids, list) and ids and all(isinstance(i, int) for i in ids)):
-        raise ReplayError("The replay record's prompt_ids must be a non-empty list of token ids.")
+        raise ReplayError("replay.prompt_ids", "The replay record's prompt_ids must be a non-empty list of token ids.")
     if not (isinstance(tokens, list) and tokens and all(isinstance(i, int) for i in tokens)):
-        raise ReplayError("The replay record has no generated tokens to compare with.")
+        raise ReplayError("replay.no_tokens", "The replay record has no generated tokens to compare with.")
     if not isinstance(record["seed"], int):
-        raise ReplayError("The replay record's seed must be a whole number.")
+        raise ReplayError("replay.seed", "The replay record's seed must be a whole number.")
     return record
 
 
@@ -185,13 +198,17 @@ class ReplayReport:
         }
 
 
-def needs_message(record: dict, detail: str = "") -> str:
-    return (
-        f"This run was made with {record.get('model', 'another model')} (weights sha256 "
-        f"{record['weights_sha256'][:16]}…); this server cannot load those weights"
-        + (f" ({detail})" if detail else "")
-        + ". Load that model in the Model tab (for an uploaded or trained model: upload its .safetensors "
-        "checkpoint), then replay again."
+def cannot_load(record: dict, detail: Exception) -> ReplayError:
+    """The refusal for a record whose weights this server cannot load; ``detail`` says why (a
+    ``UserError`` is said in the page's language along with the sentence around it)."""
+    return ReplayError(
+        "replay.needs_model",
+        "This run was made with {model} (weights sha256 {sha}…); this server cannot load those weights "
+        "({detail}). Load that model in the Model tab (for an uploaded or trained model: upload its "
+        ".safetensors checkpoint), then replay again.",
+        model=record.get("model", "another model"),
+        sha=record["weights_sha256"][:16],
+        detail=detail,
     )
 
 
@@ -202,7 +219,14 @@ def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
     record = check_record(record)
     cfg = model.cfg
     if max(record["prompt_ids"] + record["token_ids"]) >= cfg.vocab_size:
-        raise ReplayError(needs_message(record, f"its tokens do not fit this model's vocabulary of {cfg.vocab_size:,}"))
+        raise cannot_load(
+            record,
+            ReplayError(
+                "replay.vocab",
+                "its tokens do not fit this model's vocabulary of {vocab_size:,}",
+                vocab_size=cfg.vocab_size,
+            ),
+        )
     s = record["settings"]
     gen = generate(
         model,
@@ -262,19 +286,29 @@ def model_for(record: dict, current: tuple | None = None) -> tuple[GPTModel, dic
         "float32",
         "bfloat16",
     ):
-        raise ReplayError(needs_message(record, "the file names no model this app knows"))
+        raise cannot_load(record, ReplayError("replay.unknown_model", "the file names no model this app knows"))
     if kind == "hub" and recipe.get("repo") not in HUB_MODELS.values():
-        raise ReplayError(needs_message(record, f"{recipe.get('repo')!r} is not one of the hub models it offers"))
+        raise cannot_load(
+            record,
+            ReplayError(
+                "replay.unknown_hub", "{repo!r} is not one of the hub models it offers", repo=recipe.get("repo")
+            ),
+        )
     if kind == "file":
         path = Path(str(recipe.get("path", "")))
         # Only checkpoints this server wrote or received (never an arbitrary path from a file).
         if not (is_inside(path, work_dir()) and path.is_file()):
-            raise ReplayError(
-                needs_message(record, f"the checkpoint {recipe.get('label', 'file')!r} is not on this server")
+            raise cannot_load(
+                record,
+                ReplayError(
+                    "replay.checkpoint_missing",
+                    "the checkpoint {label!r} is not on this server",
+                    label=recipe.get("label", "file"),
+                ),
             )
     try:
         return CACHE.get(recipe), recipe
     except MemoryError:
         raise
     except Exception as e:  # a config it refuses, weights it cannot download, ...
-        raise ReplayError(needs_message(record, str(e))) from None
+        raise cannot_load(record, e) from None

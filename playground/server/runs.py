@@ -26,6 +26,7 @@ from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel, attention_probs
 from playground.engine.sampling import Generation, GenerationStep, generate
 from playground.engine.tokenizer import load_tokenizer
+from playground.errors import UserError
 from playground.runtime.memory import BUDGET, trim
 from playground.server.inputs import as_number, as_whole
 from playground.server.recipes import describe_recipe, model_label
@@ -35,7 +36,7 @@ MAX_NEW_TOKENS = 512
 IDLE_SECONDS = float(os.environ.get("PLAYGROUND_IDLE_MINUTES", "15")) * 60
 
 
-class RunReleasedError(ValueError):
+class RunReleasedError(UserError):
     """The run was released after being idle; the message is written for the user."""
 
 
@@ -77,7 +78,7 @@ class Run:
 
     def touch(self) -> None:
         if self.released:
-            raise RunReleasedError(released_message())
+            raise released_error()
         self.last_access = time.monotonic()
 
     @property
@@ -129,11 +130,13 @@ _RELEASED: dict[str, None] = {}  # ids of released runs (the newest 10,000), for
 _RUNS_LOCK = threading.Lock()
 
 
-def released_message() -> str:
+def released_error() -> RunReleasedError:
     minutes = IDLE_SECONDS / 60
-    return (
-        f"This run was released after {minutes:g} minute{'' if minutes == 1 else 's'} idle to free memory; "
-        f"generate again."
+    return RunReleasedError(
+        "run.released",
+        "This run was released after {minutes:g} minute{plural} idle to free memory; generate again.",
+        minutes=minutes,
+        plural="" if minutes == 1 else "s",
     )
 
 
@@ -146,10 +149,10 @@ def get_run(run_id: str | None) -> Run:
         run = RUNS.get(run_id or "")
     if run is None:
         if not run_id:
-            raise ValueError("Generate first: there is no run yet.")
+            raise UserError("generate.no_run", "Generate first: there is no run yet.")
         if run_id in _RELEASED:
-            raise RunReleasedError(released_message())
-        raise RunReleasedError("This run is no longer on the server (it restarted); generate again.")
+            raise released_error()
+        raise RunReleasedError("run.restarted", "This run is no longer on the server (it restarted); generate again.")
     run.touch()
     return run
 
@@ -210,12 +213,22 @@ def start_run(
     is counted in the memory budget (refused here if it does not fit) until the generation object
     is gone."""
     if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("The prompt is empty: type some text for the model to continue.")
+        raise UserError("generate.prompt_empty_ui", "The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise ValueError(f"The prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
+        raise UserError(
+            "generate.prompt_too_long",
+            "The prompt is {n:,} characters; the limit is {limit:,}.",
+            n=len(prompt),
+            limit=MAX_PROMPT_CHARS,
+        )
     max_new_tokens = as_whole(max_new_tokens, "Max new tokens")
     if max_new_tokens > MAX_NEW_TOKENS:
-        raise ValueError(f"Max new tokens is {max_new_tokens:,}; this app generates at most {MAX_NEW_TOKENS} per run.")
+        raise UserError(
+            "generate.max_new_cap",
+            "Max new tokens is {max_new_tokens:,}; this app generates at most {limit} per run.",
+            max_new_tokens=max_new_tokens,
+            limit=MAX_NEW_TOKENS,
+        )
     top_k = as_whole(top_k, "top-k") if top_k not in (None, "") else None
     seed = as_whole(seed, "Seed") if seed not in (None, "") else None
     temperature = as_number(temperature, "Temperature")

@@ -52,14 +52,19 @@ def parse_model_config(spec: str) -> GPTConfig:
     if not spec.lstrip().startswith("{"):
         path = Path(spec)
         if not path.is_file():
-            raise ConfigError(f"--config {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a JSON file.")
+            raise ConfigError(
+                "train.config_spec",
+                "--config {spec!r} is neither a preset ({presets}) nor a JSON file.",
+                spec=spec,
+                presets=", ".join(PRESETS),
+            )
         text = path.read_text()
     try:
         fields = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"--config is not valid JSON: {e}") from None
+        raise ConfigError("train.config_json", "--config is not valid JSON: {reason}", reason=e) from None
     if not isinstance(fields, dict):
-        raise ConfigError("--config JSON must be an object of GPTConfig fields.")
+        raise ConfigError("train.config_not_object", "--config JSON must be an object of GPTConfig fields.")
     base = PRESETS.get(fields.pop("preset", None) or "", GPTConfig())
     return GPTConfig.from_dict({**base.to_dict(), **fields})
 
@@ -127,8 +132,11 @@ def start_processes(device_choice: str | None) -> Launch:
     if device.type == "cuda":
         if local_rank >= torch.cuda.device_count():
             raise DeviceError(
-                f"Process {local_rank} on this node has no GPU of its own: "
-                f"{torch.cuda.device_count()} GPU(s) for --nproc_per_node processes."
+                "device.rank_no_gpu",
+                "Process {local_rank} on this node has no GPU of its own: {count} GPU(s) for --nproc_per_node "
+                "processes.",
+                local_rank=local_rank,
+                count=torch.cuda.device_count(),
             )
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -137,7 +145,9 @@ def start_processes(device_choice: str | None) -> Launch:
         backend = "gloo"
     else:
         raise DeviceError(
-            f"Training on several {device.type} processes is not supported; use --device cpu or CUDA GPUs."
+            "device.multi_process",
+            "Training on several {device} processes is not supported; use --device cpu or CUDA GPUs.",
+            device=device.type,
         )
     dist.init_process_group(backend=backend)
     return Launch(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_WORLD_SIZE", "1")), device)
@@ -172,7 +182,9 @@ def _train(args, launch: Launch) -> int:
         text = text_from_upload(args.data, max_bytes=CLI_MAX_CORPUS_BYTES)
         if args.resume:
             if not model_path.is_file():
-                raise WeightLoadError(f"Nothing to resume: {model_path} does not exist.")
+                raise WeightLoadError(
+                    "train.nothing_to_resume", "Nothing to resume: {model_path} does not exist.", model_path=model_path
+                )
             meta = read_checkpoint_metadata(model_path)
             tcfg = TrainConfig.from_dict({**json.loads(meta.get("train_config", "{}")), **overrides})
             cfg = GPTConfig.from_dict(json.loads(meta["config"]))
@@ -250,8 +262,12 @@ def _check_memory(cfg: GPTConfig, tcfg: TrainConfig, launch: Launch) -> None:
     need = sharing * estimate_training_memory_bytes(cfg, local)
     if need > budget:
         raise ConfigError(
-            f"{sharing} training processes on this machine need about {format_bytes(need)} together, more "
-            f"than the memory budget of {format_bytes(budget)}. Use fewer processes, or a smaller model or batch."
+            "budget.train_processes",
+            "{sharing} training processes on this machine need about {need} together, more than the memory "
+            "budget of {budget}. Use fewer processes, or a smaller model or batch.",
+            sharing=sharing,
+            need=format_bytes(need),
+            budget=format_bytes(budget),
         )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from playground.engine.tokenizer import load_tokenizer
+from playground.errors import UserError
 
 MAX_CORPUS_BYTES = 20 * 1024 * 1024  # 20 MiB: a few million tokens, minutes to tokenise at most
 VAL_FRACTION = 0.1  # the last tenth of the tokens is held out for the validation loss
@@ -42,7 +43,7 @@ _ALLOWED_CONTROLS = {"\n", "\r", "\t", "\f", "\v"}
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str can hold them; UTF-8 cannot encode them
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError):
     """A training text that cannot be used; the message is written to be shown to a user as it is."""
 
 
@@ -54,31 +55,44 @@ def text_from_upload(file, max_bytes: int = MAX_CORPUS_BYTES) -> str:
     """The text of an uploaded file: the temporary path Gradio gives (str / PathLike), or an object
     carrying it as ``.path`` or ``.name``. The size is checked before anything is read."""
     if file is None:
-        raise CorpusError("No file was uploaded. Choose a .txt file, paste text, or pick Tiny Shakespeare.")
+        raise CorpusError(
+            "corpus.no_file", "No file was uploaded. Choose a .txt file, paste text, or pick Tiny Shakespeare."
+        )
     raw_path = file
     if not isinstance(file, (str, os.PathLike)):  # a Path's own .name is only its last component
         raw_path = getattr(file, "path", None) or getattr(file, "name", None)
     if not isinstance(raw_path, (str, os.PathLike)):
-        raise CorpusError(f"Cannot read the upload (got {type(file).__name__}).")
+        raise CorpusError("corpus.unreadable_upload", "Cannot read the upload (got {kind}).", kind=type(file).__name__)
     path = Path(raw_path)
     if not path.is_file():
-        raise CorpusError("The uploaded file is no longer available; upload it again.")
+        raise CorpusError("corpus.upload_gone", "The uploaded file is no longer available; upload it again.")
     size = path.stat().st_size
     if size > max_bytes:
         raise CorpusError(
-            f"The file is {_size(size)}; the limit for a training text is {_size(max_bytes)}. Upload a shorter text."
+            "corpus.file_too_big",
+            "The file is {size}; the limit for a training text is {limit}. Upload a shorter text.",
+            size=_size(size),
+            limit=_size(max_bytes),
         )
     with path.open("rb") as f:
         data = f.read(max_bytes + 1)  # the file may have grown since stat(); never read past the limit
     if len(data) > max_bytes:
-        raise CorpusError(f"The file is larger than the {_size(max_bytes)} limit for a training text.")
+        raise CorpusError(
+            "corpus.file_over_limit",
+            "The file is larger than the {limit} limit for a training text.",
+            limit=_size(max_bytes),
+        )
     return text_from_bytes(data, name=path.name if _looks_like_user_name(path.name) else "the file")
 
 
 def text_from_bytes(data: bytes, name: str = "the file") -> str:
     """UTF-8 decoding that never raises on bad bytes, but refuses binary data and empty text."""
     if b"\x00" in data[: 1 << 20]:
-        raise CorpusError(f"{name} looks like a binary file (it contains NUL bytes); upload plain UTF-8 text.")
+        raise CorpusError(
+            "corpus.binary",
+            "{name} looks like a binary file (it contains NUL bytes); upload plain UTF-8 text.",
+            name=name,
+        )
     text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")  # drop a byte-order mark
     return _checked_text(text, name)
 
@@ -88,25 +102,37 @@ def text_from_paste(text, max_bytes: int = MAX_CORPUS_BYTES) -> str:
     if text is None:
         text = ""
     if not isinstance(text, str):
-        raise CorpusError(f"Pasted text must be a string, got {type(text).__name__}.")
+        raise CorpusError("corpus.paste_not_str", "Pasted text must be a string, got {kind}.", kind=type(text).__name__)
     text = _LONE_SURROGATE.sub("\ufffd", text)
     size = len(text.encode("utf-8"))
     if size > max_bytes:
-        raise CorpusError(f"The pasted text is {_size(size)}; the limit is {_size(max_bytes)}.")
+        raise CorpusError(
+            "corpus.paste_too_big",
+            "The pasted text is {size}; the limit is {limit}.",
+            size=_size(size),
+            limit=_size(max_bytes),
+        )
     if not text.strip():
-        raise CorpusError("The pasted text is empty (or only whitespace); a training text needs some words.")
+        raise CorpusError(
+            "corpus.paste_empty", "The pasted text is empty (or only whitespace); a training text needs some words."
+        )
     return text
 
 
 def _checked_text(text: str, name: str) -> str:
     if not text.strip():
-        raise CorpusError(f"{name} is empty (or only whitespace); a training text needs some words.")
+        raise CorpusError(
+            "corpus.file_empty", "{name} is empty (or only whitespace); a training text needs some words.", name=name
+        )
     sample = text[:200_000]
     garbage = sum(1 for ch in sample if ch == "\ufffd" or (ord(ch) < 32 and ch not in _ALLOWED_CONTROLS))
     if garbage > _MAX_GARBAGE_FRACTION * len(sample):
         raise CorpusError(
-            f"{name} does not look like UTF-8 text ({garbage / len(sample):.0%} of its characters are "
-            f"undecodable bytes or control codes). Save it as UTF-8 plain text and try again."
+            "corpus.not_utf8",
+            "{name} does not look like UTF-8 text ({share:.0%} of its characters are undecodable bytes or "
+            "control codes). Save it as UTF-8 plain text and try again.",
+            name=name,
+            share=garbage / len(sample),
         )
     return text
 
@@ -129,8 +155,10 @@ def load_bundled_corpus() -> str:
         return BUNDLED_CORPUS.read_text(encoding="utf-8")
     except OSError as e:
         raise CorpusError(
-            f"The bundled training text is missing ({BUNDLED_CORPUS}): {e.strerror}. "
-            f"Reinstall the app, or upload or paste a text."
+            "corpus.bundled_missing",
+            "The bundled training text is missing ({path}): {reason}. Reinstall the app, or upload or paste a text.",
+            path=BUNDLED_CORPUS,
+            reason=e.strerror,
         ) from None
 
 
@@ -183,19 +211,28 @@ def tiny_shakespeare_path(
     if cached.is_file() and _verified(cached) is not None:
         return cached
     if not download:
-        raise CorpusError(f"Tiny Shakespeare is not in the cache ({folder}) and downloading is turned off.")
+        raise CorpusError(
+            "corpus.shakespeare_offline_cache",
+            "Tiny Shakespeare is not in the cache ({folder}) and downloading is turned off.",
+            folder=folder,
+        )
     try:
         data = _fetch_url(TINY_SHAKESPEARE_URL, timeout, 4 * TINY_SHAKESPEARE_BYTES)
     except (urllib.error.URLError, OSError, TimeoutError) as e:
         reason = getattr(e, "reason", None) or e
         raise CorpusError(
-            f"Cannot download Tiny Shakespeare: the network is not reachable ({reason}) and no copy is "
-            f"cached in {folder}. Connect once, or upload a .txt file or paste some text instead."
+            "corpus.shakespeare_offline",
+            "Cannot download Tiny Shakespeare: the network is not reachable ({reason}) and no copy is cached "
+            "in {folder}. Connect once, or upload a .txt file or paste some text instead.",
+            reason=reason,
+            folder=folder,
         ) from None
     if _sha256(data) != TINY_SHAKESPEARE_SHA256:
         raise CorpusError(
-            f"The downloaded Tiny Shakespeare ({len(data):,} bytes) does not match its known sha256; "
-            f"it was not saved. Try again later, or upload a .txt file."
+            "corpus.shakespeare_sha",
+            "The downloaded Tiny Shakespeare ({n:,} bytes) does not match its known sha256; it was not saved. "
+            "Try again later, or upload a .txt file.",
+            n=len(data),
         )
     folder.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_name(cached.name + ".tmp")
@@ -257,17 +294,22 @@ def check_corpus_length(train_ids, val_ids, block_size: int, val_fraction: float
     if len(train_ids) < need or len(val_ids) < need:
         total = len(train_ids) + len(val_ids)
         raise CorpusError(
-            f"The text is too short: {total:,} tokens, of which {len(val_ids):,} are held out for "
-            f"validation. With a context of {block_size} tokens each part needs at least {need:,} "
-            f"tokens, so the text needs about {min_corpus_tokens(block_size, val_fraction):,} tokens "
-            f"in all. Use a longer text or a smaller context."
+            "corpus.too_short",
+            "The text is too short: {total:,} tokens, of which {held_out:,} are held out for validation. With "
+            "a context of {block_size} tokens each part needs at least {need:,} tokens, so the text needs "
+            "about {need_total:,} tokens in all. Use a longer text or a smaller context.",
+            total=total,
+            held_out=len(val_ids),
+            block_size=block_size,
+            need=need,
+            need_total=min_corpus_tokens(block_size, val_fraction),
         )
 
 
 def prepare_corpus(text: str, block_size: int, *, val_fraction: float = VAL_FRACTION, name: str = "text") -> Corpus:
     """Tokenise ``text`` with the GPT-2 BPE and split it; CorpusError if it is too short to train on."""
     if not isinstance(text, str) or not text.strip():
-        raise CorpusError("The training text is empty.")
+        raise CorpusError("corpus.empty", "The training text is empty.")
     ids = load_tokenizer().encode(text)
     train_ids, val_ids = split_ids(ids, val_fraction)
     check_corpus_length(train_ids, val_ids, block_size, val_fraction)

@@ -110,15 +110,18 @@ def known_step_time(cfg: GPTConfig, tcfg) -> StepTiming | None:
     return _CACHE.get(_key(cfg, tcfg))
 
 
-def format_duration(seconds: float) -> str:
-    """'45 s', '3 min 20 s', '1 h 05 min' (rounded to what a reader plans with)."""
+def format_duration(seconds: float, units: tuple[str, str, str] = ("h", "min", "s")) -> str:
+    """'45 s', '3 min 20 s', '1 h 05 min' (rounded to what a reader plans with); ``units`` names
+    hours, minutes and seconds (an interface passes its language's)."""
     if not math.isfinite(seconds):
         return "–"
+    h_, min_, s_ = units
     seconds = max(0.0, seconds)
     if seconds < 60:
-        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s" if seconds >= 1 else f"{seconds:.2f} s"
+        digits = 0 if seconds >= 10 else 1 if seconds >= 1 else 2
+        return f"{seconds:.{digits}f} {s_}"
     if seconds < 3600:
         m, s = divmod(int(round(seconds)), 60)
-        return f"{m} min {s:02d} s"
+        return f"{m} {min_} {s:02d} {s_}"
     h, m = divmod(int(round(seconds / 60)), 60)
-    return f"{h} h {m:02d} min"
+    return f"{h} {h_} {m:02d} {min_}"

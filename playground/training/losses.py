@@ -20,7 +20,12 @@ def evaluation_starts(n_tokens: int, block_size: int, n_windows: int | None) -> 
     or (None) every non-overlapping window."""
     last = n_tokens - block_size - 1  # a window needs block_size inputs + 1 more target
     if last < 0:
-        raise CorpusError(f"{n_tokens} tokens cannot fill one window of {block_size} + 1.")
+        raise CorpusError(
+            "corpus.too_few_tokens",
+            "{n_tokens} tokens cannot fill one window of {block_size} + 1.",
+            n_tokens=n_tokens,
+            block_size=block_size,
+        )
     if n_windows is None:
         return torch.arange(0, last + 1, block_size)
     return torch.linspace(0, last, n_windows).round().long()

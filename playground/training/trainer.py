@@ -82,24 +82,37 @@ class TrainConfig(SerializableConfig):
         for name in ("lr", "min_lr", "weight_decay", "grad_clip"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"{name} must be a finite number, got {value!r}.")
+                raise ConfigError(
+                    "train.not_finite", "{name} must be a finite number, got {value!r}.", name=name, value=value
+                )
             if value < 0:
-                raise ConfigError(f"{name} must not be negative, got {value}.")
+                raise ConfigError("train.negative", "{name} must not be negative, got {value}.", name=name, value=value)
         if self.lr == 0:
-            raise ConfigError("lr (the learning rate) must be positive; with 0 nothing is learned.")
+            raise ConfigError("train.lr_zero", "lr (the learning rate) must be positive; with 0 nothing is learned.")
         if self.lr > 1:
-            raise ConfigError(f"lr {self.lr} is far too large for AdamW (typical: 1e-4 to 3e-3).")
+            raise ConfigError(
+                "train.lr_too_large", "lr {lr} is far too large for AdamW (typical: 1e-4 to 3e-3).", lr=self.lr
+            )
         if self.min_lr > self.lr:
-            raise ConfigError(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr}).")
+            raise ConfigError(
+                "train.min_lr", "min_lr ({min_lr}) must not exceed lr ({lr}).", min_lr=self.min_lr, lr=self.lr
+            )
         if self.dtype not in TRAIN_DTYPES:
-            raise ConfigError(f"dtype must be one of {', '.join(TRAIN_DTYPES)}, got {self.dtype!r}.")
+            raise ConfigError(
+                "train.dtype",
+                "dtype must be one of {choices}, got {dtype!r}.",
+                choices=", ".join(TRAIN_DTYPES),
+                dtype=self.dtype,
+            )
 
 
 def _check_int(name: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}.")
+        raise ConfigError("train.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value)
     if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {value}.")
+        raise ConfigError(
+            "train.at_least", "{name} must be at least {minimum}, got {value}.", name=name, minimum=minimum, value=value
+        )
 
 
 def lr_at(step: int, tcfg: TrainConfig) -> float:
@@ -153,10 +166,14 @@ def check_training_memory(cfg: GPTConfig, tcfg: TrainConfig, budget_bytes: int |
     estimate = estimate_training_memory_bytes(cfg, tcfg)
     if estimate > budget:
         raise ConfigError(
-            f"Training this model needs about {format_bytes(estimate)} (weights, gradients, AdamW state "
-            f"and activations for a batch of {tcfg.batch_size} × {tcfg.block_size or cfg.context_length} "
-            f"tokens), more than the memory budget of {format_bytes(budget)}. Use a smaller model, "
-            f"batch or context."
+            "budget.training_over",
+            "Training this model needs about {need} (weights, gradients, AdamW state and activations for a "
+            "batch of {batch_size} × {block} tokens), more than the memory budget of {budget}. Use a smaller "
+            "model, batch or context.",
+            need=format_bytes(estimate),
+            batch_size=tcfg.batch_size,
+            block=tcfg.block_size or cfg.context_length,
+            budget=format_bytes(budget),
         )
     return estimate
 
@@ -204,7 +221,10 @@ class Trainer:
         self.block_size = self.tcfg.block_size or model.cfg.context_length
         if self.block_size > model.cfg.context_length:
             raise ConfigError(
-                f"block_size ({self.block_size}) exceeds the model's context_length ({model.cfg.context_length})."
+                "train.block_size",
+                "block_size ({block_size}) exceeds the model's context_length ({context_length}).",
+                block_size=self.block_size,
+                context_length=model.cfg.context_length,
             )
         if model.dtype != torch.float32:
             model.float()  # AdamW needs float32 master weights; half-precision updates underflow
@@ -212,8 +232,11 @@ class Trainer:
         self.rank, self.world_size = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
         if self.tcfg.batch_size % self.world_size:
             raise ConfigError(
-                f"The batch of {self.tcfg.batch_size} windows cannot be split evenly among {self.world_size} "
-                f"processes: make batch_size a multiple of the number of processes."
+                "train.batch_split",
+                "The batch of {batch_size} windows cannot be split evenly among {world_size} processes: make "
+                "batch_size a multiple of the number of processes.",
+                batch_size=self.tcfg.batch_size,
+                world_size=self.world_size,
             )
         self.local_batch_size = self.tcfg.batch_size // self.world_size
         self.train_ids = torch.as_tensor(train_ids, dtype=torch.long).flatten().to(device)
@@ -221,7 +244,12 @@ class Trainer:
         check_corpus_length(self.train_ids, self.val_ids, self.block_size)
         for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
             if int(ids.min()) < 0 or int(ids.max()) >= model.cfg.vocab_size:
-                raise CorpusError(f"The {name} tokens contain ids outside the vocabulary of {model.cfg.vocab_size}.")
+                raise CorpusError(
+                    "train.ids_outside",
+                    "The {name} tokens contain ids outside the vocabulary of {vocab_size}.",
+                    name=name,
+                    vocab_size=model.cfg.vocab_size,
+                )
         self.optimizer = self._make_optimizer()
         # What the forward/backward of a step runs: DDP averages the gradients across ranks during
         # backward (and broadcast rank 0's weights when it was made, so every rank starts equal).
@@ -412,7 +440,8 @@ class Trainer:
         saved = load_checkpoint(path, device=self.model.device, max_bytes=None)
         if saved.cfg != self.model.cfg:
             raise WeightLoadError(
-                "The checkpoint was trained with a different model config; it cannot be resumed here."
+                "train.resume_config",
+                "The checkpoint was trained with a different model config; it cannot be resumed here.",
             )
         self.model.load_state_dict(saved.state_dict())
         meta = saved.checkpoint_metadata
@@ -420,7 +449,11 @@ class Trainer:
         params = dict(self.model.named_parameters())
         expected = {f"{name}.{key}" for name in params for key in ("step", "exp_avg", "exp_avg_sq")}
         if set(moments) != expected:
-            raise WeightLoadError(f"{optimizer_path(path).name} does not match this model's parameters.")
+            raise WeightLoadError(
+                "train.resume_optimizer",
+                "{name} does not match this model's parameters.",
+                name=optimizer_path(path).name,
+            )
         for name, p in params.items():
             self.optimizer.state[p] = {
                 "step": moments[f"{name}.step"].float(),

@@ -15,7 +15,7 @@ import numpy as np
 
 from playground import figures
 from playground.engine.tokenizer import load_tokenizer
-from playground.i18n.catalogue import tr_error
+from playground.i18n import tr_error
 from playground.inside.attention_stats import attention_rollout, head_stats
 from playground.runtime.memory import BUDGET
 from playground.server.runs import all_layers_attention_bytes, layer_attention, run_attention
@@ -23,25 +23,25 @@ from playground.server.runs import all_layers_attention_bytes, layer_attention, 
 from .common import api_run, dress, lang_of, parse_choice, parse_whole, session_model, session_run, tr, warn
 
 VIEW_KEYS = {
-    "one head": "v_one",
-    "all heads of the layer": "v_all",
-    "head average": "v_avg",
-    "rollout across layers": "v_rollout",
-    "overview: previous-token mass": "v_prev",
-    "overview: first-token mass": "v_first",
-    "overview: entropy": "v_entropy",
+    "one": "v_one",
+    "all": "v_all",
+    "average": "v_avg",
+    "rollout": "v_rollout",
+    "overview-previous": "v_prev",
+    "overview-first": "v_first",
+    "overview-entropy": "v_entropy",
 }
-VIEWS = list(VIEW_KEYS)  # the values (what the API sends); labels follow the language
+VIEWS = list(VIEW_KEYS)  # the ids the API sends; labels follow the language
 OVERVIEW_METRICS = {
-    "overview: previous-token mass": "previous-token",
-    "overview: first-token mass": "first-token",
-    "overview: entropy": "entropy",
+    "overview-previous": "previous-token",
+    "overview-first": "first-token",
+    "overview-entropy": "entropy",
 }
 HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this the newest positions are shown (the title says so)
 GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
 # position of the model's last context window (numbered axes; drag to zoom, double-click to reset).
-SPANS = [f"newest {HEATMAP_MAX_TOKENS} positions", "whole run"]
+SPANS = ["newest", "whole"]  # ids; the newest HEATMAP_MAX_TOKENS positions, or the whole window
 SPAN_KEYS = dict(zip(SPANS, ("span_newest", "span_whole")))  # labels of the choices in the page's language
 SPAN_NOTES = {  # said in the figure's title: keys of translations.py
     "whole": "span_note_whole",
@@ -82,7 +82,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
         query = end if query is None else parse_whole(query, "Query position", 0, end)
     except (ValueError, MemoryError) as e:
-        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, str(e)))
+        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, e))
     message = ""
     if query < start:
         message = warn(tr(lang, "att_outside", query=query, start=start, end=end))
@@ -90,7 +90,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     try:
         fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
-        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, str(e)))
+        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, e))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
     fig = dress(fig, lang, present)
     if row is None:  # an overview is about every head and position, not one query
@@ -139,8 +139,8 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
     q = query - start  # row in the window
     note = tr(lang, "window_note", start=start, end=end) if start else ""
     if whole and view not in OVERVIEW_METRICS:
-        grid = view == "all heads of the layer" and T_len > GRID_MAX_TOKENS
-        if view != "all heads of the layer" or grid:
+        grid = view == "all" and T_len > GRID_MAX_TOKENS
+        if view != "all" or grid:
             note += " · " + (
                 tr(lang, SPAN_NOTES["grid"], k=GRID_MAX_TOKENS) if grid else tr(lang, SPAN_NOTES["whole"], n=T_len)
             )
@@ -150,7 +150,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
         log_scale=log_scale, highlight_query=query, max_tokens=None if whole else HEATMAP_MAX_TOKENS, offset=start
     )
     row = None
-    if view == "all heads of the layer":
+    if view == "all":
         fig = figures.attention_grid(
             probs_layer,
             labels,
@@ -160,11 +160,11 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
             offset=start,
         )
         row = probs_layer.mean(axis=0)[q]
-    elif view == "head average":
+    elif view == "average":
         avg = probs_layer.mean(axis=0)
         fig = figures.attention_heatmap(avg, labels, title=tr(lang, "fig_head_avg", layer=layer, note=note), **heatmap)
         row = avg[q]
-    elif view == "rollout across layers":
+    elif view == "rollout":
         rolled = _derived(
             qk,
             "rollout",

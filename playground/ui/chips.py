@@ -13,7 +13,7 @@ import html
 
 from playground.engine.tokenizer import load_tokenizer
 from playground.figures import format_prob
-from playground.i18n.catalogue import tr
+from playground.i18n import tr
 from playground.inside.bpe import token_view
 
 # Chip colours by how sure the model was; white text on each is at least 4.5:1 (WCAG AA).

@@ -2,8 +2,8 @@
 (each lives in its own module; this one only gathers them)."""
 
 from .figure_dress import dress
-from .i18n import I18N, T, choices, lang_of, page_prefs, tr
-from .messages import fail, log, ok, warn
+from .i18n import I18N, T, choices, lang_of, page_prefs, tr, tr_error
+from .messages import Refusal, fail, log, ok, say, warn
 from .parsing import (
     MAX_SEED,
     parse_bool,
@@ -17,6 +17,7 @@ from .state import api_run, new_state, session_model, session_run
 
 __all__ = [
     "I18N",
+    "Refusal",
     "MAX_SEED",
     "T",
     "api_run",
@@ -25,6 +26,7 @@ __all__ = [
     "lang_of",
     "page_prefs",
     "tr",
+    "tr_error",
     "fail",
     "log",
     "new_state",
@@ -34,6 +36,7 @@ __all__ = [
     "parse_number",
     "parse_seed",
     "parse_whole",
+    "say",
     "session_model",
     "session_run",
     "slider_range",

@@ -9,7 +9,6 @@ this tab's own state and built through the shared cache and the memory budget li
 from __future__ import annotations
 
 import os
-import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,7 +18,7 @@ import gradio as gr
 from playground.engine.config import DEFAULT_PRESET, PRESETS
 from playground.engine.receipts import receipt
 from playground.engine.tokenizer import load_tokenizer
-from playground.i18n.catalogue import EN
+from playground.errors import UserError
 from playground.inside.scoring import compare_scores, decode_upload, score_text
 from playground.server.files import exports_dir
 from playground.server.model_cache import CACHE
@@ -48,27 +47,16 @@ from .common import (
 )
 from .generate_tab import DECODE_LOCK
 
-SOURCES = ("paste", "upload a .txt", "the current run")
+SOURCES = ("paste", "upload", "run")  # ids the API sends; labels follow the language
 SOURCE_KEYS = dict(zip(SOURCES, ("src_paste", "src_upload", "src_run")))  # labels in the page's language
 MAX_TEXT_FILE_BYTES = 5_000_000
 MAX_COMPARE_NEW = 200  # tokens per stream in the side-by-side views
 STREAM_INTERVAL_S = 0.25
 
-# Sentences the handlers build: keys of translations.py ("cmp_" + name). Errors are raised in English
-# (the API's words) and said in the page's language by _fail.
-MSG = {name: EN["cmp_" + name] for name in ("no_b", "no_file", "file_big", "no_run", "no_replay_file")}
 
-
-def _fail(e, lang):
-    """An error in the page's language: this tab's own refusals by their key, the rest as messages.py does."""
-    text = str(e)
-    for name, template in MSG.items():
-        if "{" not in template and text == template:
-            return warn(tr(lang, "cmp_" + name))
-    m = re.match(r"^This file is ([\d,.]+) MB; the limit for a text to score is ([\d,.]+) MB\.$", text)
-    if m:
-        return warn(tr(lang, "cmp_file_big", mb=m.group(1), limit=m.group(2)))
-    return fail(e, lang)
+def no_run() -> UserError:
+    """The refusal of every view that needs the Generate tab's run."""
+    return UserError("compare.no_run", "Generate something in the Generate tab first: there is no current run.")
 
 
 def _report_message(report, lang) -> str:
@@ -103,14 +91,19 @@ def text_from(state, source, text, upload, replace) -> str:
     if source == SOURCES[1]:
         path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         if not path:
-            raise ValueError(MSG["no_file"])
+            raise UserError("compare.no_file", "Choose a .txt file to upload first.")
         size = os.path.getsize(path)
         if size > MAX_TEXT_FILE_BYTES:
-            raise ValueError(MSG["file_big"].format(mb=f"{size / 1e6:,.1f}", limit=f"{MAX_TEXT_FILE_BYTES / 1e6:,.0f}"))
+            raise UserError(
+                "compare.file_big",
+                "This file is {mb} MB; the limit for a text to score is {limit} MB.",
+                mb=f"{size / 1e6:,.1f}",
+                limit=f"{MAX_TEXT_FILE_BYTES / 1e6:,.0f}",
+            )
         return decode_upload(Path(path).read_bytes(), replace=parse_bool(replace, "Replace undecodable bytes"))
     run = session_run(state)
     if run is None:
-        raise ValueError(MSG["no_run"])
+        raise no_run()
     return load_tokenizer().decode(run.token_ids)
 
 
@@ -121,7 +114,9 @@ def _stride(value) -> int | None:
 def model_b(cmp_state):
     recipe = (cmp_state or {}).get("recipe")
     if not recipe:
-        raise ValueError(MSG["no_b"])
+        raise UserError(
+            "compare.no_b", "Load a second model (B) first: open “Second model (B)”, choose its weights and press Load."
+        )
     return CACHE.get(recipe), recipe
 
 
@@ -156,7 +151,7 @@ def load_model_b(
         )
         cmp_state = {**(cmp_state or {}), "recipe": recipe}
     except Exception as e:
-        cmp_state, draw = gr.skip(), lambda lang, present=False, e=e: _fail(e, lang)  # noqa: E731
+        cmp_state, draw = gr.skip(), lambda lang, present=False, e=e: fail(e, lang)  # noqa: E731
     redraw.remember(request, "cmp_b", draw)
     return cmp_state, draw(lang)
 
@@ -196,7 +191,7 @@ def _score(state, cmp_state, source, text, upload, replace, stride, both, progre
             results.append(score_text(model, text, stride=s, progress=report, label=label))
         seconds = time.perf_counter() - t0
     except Exception as e:
-        return (lambda lang, present, e=e: (_fail(e, lang),) + (gr.skip(),) * 6), 0
+        return (lambda lang, present, e=e: (fail(e, lang),) + (gr.skip(),) * 6), 0
     comparison = compare_scores(*results) if both else None
     recipes = [state["recipe"]] + ([cmp_state["recipe"]] if both else [])
     return (
@@ -307,7 +302,7 @@ def _settings(temperature, top_k, top_p, greedy=False) -> dict:
 
 
 def _stream_error(e, lang, request):
-    draw = lambda lang, present=False: (_fail(e, lang), gr.skip())  # noqa: E731
+    draw = lambda lang, present=False: (fail(e, lang), gr.skip())  # noqa: E731
     redraw.remember(request, "cmp_side", draw)
     return draw(lang)
 
@@ -358,11 +353,11 @@ def show_receipt(state, step_index, request: gr.Request = None):
     try:
         run = session_run(state)
         if run is None or not run.steps:
-            raise ValueError(MSG["no_run"])
+            raise no_run()
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
         r = receipt(run.steps[i])
     except Exception as e:
-        draw = lambda lang, present=False, e=e: _fail(e, lang)  # noqa: E731
+        draw = lambda lang, present=False, e=e: fail(e, lang)  # noqa: E731
         redraw.remember(request, "cmp_receipt", draw)
         return draw(lang), gr.skip()
     tok = load_tokenizer()
@@ -379,11 +374,11 @@ def export_replay(state, request: gr.Request = None):
     try:
         run = session_run(state)
         if run is None or not run.steps:
-            raise ValueError(MSG["no_run"])
+            raise no_run()
         path = str(write_record(replay_record(run, session_model(state)), exports_dir()))
         draw = lambda lang, present=False: ok(tr(lang, "cmp_exported"))  # noqa: E731
     except Exception as e:
-        path, draw = gr.skip(), lambda lang, present=False, e=e: _fail(e, lang)  # noqa: E731
+        path, draw = gr.skip(), lambda lang, present=False, e=e: fail(e, lang)  # noqa: E731
     redraw.remember(request, "cmp_export", draw)
     return path, draw(lang)
 
@@ -394,13 +389,13 @@ def replay_file(state, upload, request: gr.Request = None):
     try:
         path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         if not path:
-            raise ValueError(MSG["no_replay_file"])
+            raise UserError("compare.no_replay_file", "Upload a replay file (or a run export) first.")
         record = read_record(path)
         model, recipe = model_for(record, (session_model(state), state["recipe"]))
         report = replay(record, model, step_lock=DECODE_LOCK)
     except Exception as e:
-        redraw.remember(request, "cmp_replay", lambda lang, present=False, e=e: _fail(e, lang))
-        return _fail(e, lang), {"error": str(e)}
+        redraw.remember(request, "cmp_replay", lambda lang, present=False, e=e: fail(e, lang))
+        return fail(e, lang), {"error": str(e)}
     draw = lambda lang, present=False: _replay_html(report, record, recipe, lang)  # noqa: E731
     redraw.remember(request, "cmp_replay", draw)
     return draw(lang), report.to_dict()
@@ -445,7 +440,7 @@ def layout() -> SimpleNamespace:
     gr.Markdown(T("compare_intro"))
     with gr.Accordion(T("model_b"), open=False):
         with gr.Row():
-            c.b_weights = gr.Radio(choices(mt.WEIGHT_KEYS), value="random init", label=T("weights"))
+            c.b_weights = gr.Radio(choices(mt.WEIGHT_KEYS), value="random", label=T("weights"))
             c.b_preset = gr.Dropdown(
                 list(PRESETS),
                 value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS else DEFAULT_PRESET,

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from playground.engine.receipts import explain
 from playground.engine.tokenizer import load_tokenizer
 from playground.figures import format_prob
-from playground.i18n.catalogue import tr
+from playground.i18n import tr
 
 MAX_CHIPS = 2_000  # chips drawn per view; the figures and totals always cover the whole text
 
@@ -108,14 +108,6 @@ def difference_chips(comparison, lang: str = "en") -> str:
     return legend + f"<div class='pg-chipbox pg-diffbox'>{''.join(parts)}</div>"
 
 
-def _note(note: str, lang: str) -> str:
-    """scoring's notes (English) in the page's language."""
-    import re
-
-    m = re.match(r"^Only the first ([\d,]+) of ([\d,]+) characters were read\.$", note)
-    return tr(lang, "cmp_chars_cut", n=m.group(1), total=m.group(2)) if m and lang != "en" else note
-
-
 def figures_table(*scores, lang: str = "en") -> str:
     """Markdown: loss, perplexity and bits per byte of one or two scorings."""
     rows = ["| " + " | ".join(tr(lang, "cmp_table_head").split("|")) + " |", "|---|---:|---:|---:|---:|---|"]
@@ -129,7 +121,8 @@ def figures_table(*scores, lang: str = "en") -> str:
     s = scores[0]
     if s.truncated_from:
         notes.append(tr(lang, "cmp_truncated", total=f"{s.truncated_from:,}", n=f"{len(s.token_ids):,}"))
-    notes += [_note(n, lang) for n in s.notes]
+    if s.chars_read:
+        notes.append(tr(lang, "cmp_chars_cut", n=f"{s.chars_read[0]:,}", total=f"{s.chars_read[1]:,}"))
     least = tr(lang, "cmp_and").join(f"{x.window - x.stride + 1} ({x.label.split(':')[0]})" for x in scores)
     notes.append(tr(lang, "cmp_context_note", least=least))
     return "\n".join(rows) + "\n\n" + " ".join(notes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from playground.figures.inside import waterfall_range
-from playground.i18n.catalogue import normalize_lang
+from playground.i18n import normalize_lang
 
 # Fixed words the figure builders write, and their Chinese.
 WORDS_ZH = {

@@ -19,7 +19,7 @@ import gradio as gr
 
 from playground import figures
 from playground.engine.tokenizer import load_tokenizer
-from playground.i18n.catalogue import tr_error
+from playground.i18n import tr_error
 from playground.server.exports import export_model, export_run, reserve_export
 from playground.server.runs import MAX_NEW_TOKENS, start_run
 
@@ -139,7 +139,7 @@ def last_step(state):
     try:
         run = session_run(state)
     except ValueError as e:
-        return gr.skip(), gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), str(e))}"
+        return gr.skip(), gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), e)}"
     if run is None or not run.steps:
         return (gr.skip(),) * 4
     n = len(run.steps)
@@ -161,7 +161,7 @@ def inspect_step(state, step_index):
     try:
         run = session_run(state)
     except ValueError as e:
-        return gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), str(e))}"
+        return gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), e)}"
     lang, present = lang_of(state), bool(state.get("present"))
     if run is None or not run.steps:
         empty = dress(figures.empty_figure(tr(lang, "generate_first")), lang, present)
@@ -169,7 +169,7 @@ def inspect_step(state, step_index):
     try:
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
     except ValueError as e:
-        return gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), str(e))}"
+        return gr.skip(), gr.skip(), f"⚠️ {tr_error(lang_of(state), e)}"
     s = run.steps[i]
     tok = load_tokenizer()
     fp = figures.format_prob
@@ -223,7 +223,7 @@ def pick_token(state, evt: gr.EventData):
     try:
         run = session_run(state)
     except ValueError as e:
-        return (gr.skip(),) * 3 + (f"⚠️ {tr_error(lang_of(state), str(e))}", gr.skip())
+        return (gr.skip(),) * 3 + (f"⚠️ {tr_error(lang_of(state), e)}", gr.skip())
     if run is None:
         return (gr.skip(),) * 5
     try:
@@ -231,7 +231,7 @@ def pick_token(state, evt: gr.EventData):
             (getattr(evt, "_data", None) or {}).get("position"), "Token position", 0, len(run.token_ids) - 1
         )
     except ValueError as e:
-        return (gr.skip(),) * 3 + (f"⚠️ {tr_error(lang_of(state), str(e))}", gr.skip())
+        return (gr.skip(),) * 3 + (f"⚠️ {tr_error(lang_of(state), e)}", gr.skip())
     lang = lang_of(state)
     start, _ = run.window(session_model(state).cfg.context_length)
     note = ""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.i18n.catalogue import EN, ZH, normalize_lang, tr
+from playground.i18n import EN, ZH, normalize_lang, tr, tr_error
 
 I18N = gr.I18n(en=EN, **{"zh-CN": ZH, "zh": ZH})
 T = I18N  # T("key") -> a label translated in the browser
@@ -26,12 +26,12 @@ def lang_of(state) -> str:
 
 
 def choices(keys: dict[str, str], lang: str | None = None) -> list[tuple]:
-    """(label, value) pairs: the value stays the English name the API knows, the label follows the
-    language (translated in the browser when ``lang`` is None)."""
+    """(label, id) pairs: the id is what the API sends and gets back, the label follows the language
+    (translated in the browser when ``lang`` is None)."""
     return [(T(key) if lang is None else tr(lang, key), value) for value, key in keys.items()]
 
 
-__all__ = ["I18N", "T", "choices", "lang_of", "normalize_lang", "tr"]
+__all__ = ["I18N", "T", "choices", "lang_of", "normalize_lang", "tr", "tr_error"]
 
 
 def page_prefs(request) -> tuple[str, bool]:

@@ -12,18 +12,18 @@ from collections import OrderedDict
 import gradio as gr
 
 from playground.engine.tokenizer import load_tokenizer
-from playground.i18n.catalogue import EN, tr
+from playground.errors import UserError
+from playground.i18n import EN, tr
 from playground.inside import lenses
 from playground.inside.interventions import Intervention
 from playground.server.recipes import recipe_key
 
-from .common import parse_bool, parse_number, parse_whole, session_model, session_run
+from .common import Refusal, parse_bool, parse_number, parse_whole, session_model, session_run
 
 LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps (at most); a slider scrolls through the rest
 MIN_WINDOW = 8  # the fewest, on the narrowest page
 
-# The sentences the API's errors use (English; the page says them with tr(lang, "in_" + name)).
-MSG = {name: EN["in_" + name] for name in ("no_run", "heads_field", "layers_field", "nothing")}
+MSG = {name: EN["in_" + name] for name in ("nothing",)}  # the API's English words for "no intervention"
 
 _LENS_CACHE: OrderedDict = OrderedDict()  # (recipe, run id, n tokens, intervention) -> lens, the newest few
 _LENS_LOCK = threading.Lock()
@@ -37,7 +37,7 @@ def run_context(state):
     """(model, run, window start, window ids, token labels); ValueError when there is no run."""
     run = session_run(state)
     if run is None:
-        raise ValueError(MSG["no_run"])
+        raise UserError("inside.no_run", "Generate first (tab 2): the Inside views look at the current run.")
     model = session_model(state)
     start, ids = run.window(model.cfg.context_length)
     labels = [p.display for p in load_tokenizer().pieces(ids)]
@@ -60,7 +60,12 @@ def parse_heads(text, name: str) -> tuple[tuple[int, int], ...]:
             continue
         m = re.fullmatch(r"[Ll]?(\d+)\s*[.:/Hh]\s*(\d+)", part)
         if not m:
-            raise ValueError(MSG["heads_field"].format(name=name, bad=part))
+            raise UserError(
+                "inside.heads_field",
+                "{name}: write heads as layer.head separated by commas (e.g. 0.1, 2.3); could not read {bad!r}.",
+                name=name,
+                bad=part,
+            )
         out.append((int(m.group(1)), int(m.group(2))))
     return tuple(dict.fromkeys(out))
 
@@ -72,7 +77,12 @@ def parse_layers(text, name: str) -> tuple[int, ...]:
     for part in re.split(r"[,;\s]+", str(text).strip()):
         if part:
             if not part.isdigit():
-                raise ValueError(MSG["layers_field"].format(name=name, bad=part))
+                raise UserError(
+                    "inside.layers_field",
+                    "{name}: write layer numbers separated by commas (e.g. 0, 2); could not read {bad!r}.",
+                    name=name,
+                    bad=part,
+                )
             out.append(int(part))
     return tuple(dict.fromkeys(out))
 
@@ -80,7 +90,7 @@ def parse_layers(text, name: str) -> tuple[int, ...]:
 def parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos) -> Intervention:
     scaled = parse_heads(scale_head, "Scale head")
     if len(scaled) > 1:
-        raise ValueError("Scale head: one head only (layer.head).")
+        raise UserError("inside.scale_one_head", "Scale head: one head only (layer.head).")
     scale = None
     if scaled:
         scale = (*scaled[0], parse_number(alpha, "α"))
@@ -152,7 +162,7 @@ def lens_data(state, first=None, last=None):
         b = end if last in (None, "") else parse_whole(last, "Last position", a, end)
         lens = _lens(model, state, run, ids, a - start, b - start + 1)
     except Exception as e:
-        return {"error": str(e)}
+        return Refusal(e)
     tok = load_tokenizer()
     return _with_tokens(
         {**lens, "first": a, "top_token": [[tok.piece(t).display for t in row] for row in lens["top_id"]]},
@@ -167,7 +177,7 @@ def lens_cell_data(state, layer, position):
         layer = parse_whole(layer, "Lens layer", 0, model.cfg.n_layers)
         cell = lenses.lens_cell(model, ids, layer, _position(position, start, ids))
     except Exception as e:
-        return {"error": str(e)}
+        return Refusal(e)
     tok = load_tokenizer()
     cell["position"] += start
     cell["top"] = [[t, tok.piece(t).display, p] for t, p in cell["top"]]
@@ -180,7 +190,7 @@ def attribution_data(state, position, target=None):
         p = _position(position, start, ids, default=max(0, len(ids) - 2))
         d = lenses.logit_attribution(model, ids, p, _target(target, model, ids, p))
     except Exception as e:
-        return {"error": str(e)}
+        return Refusal(e)
     d["position"] += start
     d["target"] = load_tokenizer().piece(d["target_id"]).display
     return d
@@ -194,7 +204,7 @@ def maths_data(state, layer, head, position):
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
         d = lenses.attention_maths(model, ids, layer, head, p)
     except Exception as e:
-        return {"error": str(e)}
+        return Refusal(e)
     d["position"] += start
     return _with_tokens(d, start, labels)
 
@@ -217,7 +227,7 @@ def intervene_data(
         T = len(ids)
         d = lenses.compare(model, ids, spec, p, lens_window=(max(0, T - LENS_WINDOW), T))
     except Exception as e:
-        return {"error": str(e)}
+        return Refusal(e)
     tok = load_tokenizer()
     d["position"] += start
     d["lens_after"]["first"] += start
@@ -230,12 +240,15 @@ def dose_data(state, scale_head="", position=None, target=None):
         model, _, start, ids, labels = run_context(state)
         heads = parse_heads(scale_head, "Scale head")
         if len(heads) != 1:
-            raise ValueError("Scale head: name one head as layer.head (e.g. 1.2) for the dose–response curve.")
+            raise UserError(
+                "inside.dose_needs_head",
+                "Scale head: name one head as layer.head (e.g. 1.2) for the dose–response curve.",
+            )
         layer, head = heads[0]
         p = _position(position, start, ids, default=max(0, len(ids) - 2))
         d = lenses.dose_response(model, ids, layer, head, p, _target(target, model, ids, p))
     except Exception as e:
-        return {"error": str(e)}
+        return Refusal(e)
     d["position"] += start
     d["target"] = load_tokenizer().piece(d["target_id"]).display
     return d
@@ -246,8 +259,8 @@ def sweep_data(state, progress=gr.Progress()):
         model, _, start, ids, _ = run_context(state)
         d = lenses.head_sweep(model, ids, progress=lambda f, text: progress(f, desc=text))
     except lenses.SweepTooLongError as e:
-        return {"error": str(e), "estimate_s": e.estimate_s}
+        return Refusal(e, estimate_s=e.estimate_s)
     except Exception as e:
-        return {"error": str(e)}
+        return Refusal(e)
     d["window_start"] = start
     return d

@@ -16,16 +16,14 @@ import pandas as pd
 
 from playground.engine.tokenizer import load_tokenizer
 from playground.figures import inside as lf
-from playground.i18n.catalogue import tr_error
 from playground.inside.interventions import Intervention
 
 from . import inside_picks, redraw
 from .cell_click import cols_js
-from .common import T, dress, fail, lang_of, parse_number, tr, warn
+from .common import T, dress, fail, lang_of, parse_number, say, tr, tr_error, warn
 from .inside_data import (
     LENS_WINDOW,
     MIN_WINDOW,
-    MSG,
     attribution_data,
     describe_intervention,
     dose_data,
@@ -45,14 +43,8 @@ def _lang(state) -> tuple[str, bool]:
     return lang_of(state), bool((state or {}).get("present"))
 
 
-def _say(lang, text: str) -> str:
-    """A data function's (English) error in the page's language."""
-    return tr(lang, "in_no_run") if text == MSG["no_run"] else tr_error(lang, text)
-
-
 def _error(e, n: int, lang="en"):
-    text = e.get("error") if isinstance(e, dict) else None
-    return (gr.skip(),) * n + (warn(_say(lang, text)) if text else fail(e, lang),)
+    return (gr.skip(),) * n + (warn(say(lang, e)) if isinstance(e, dict) and e.get("error") else fail(e, lang),)
 
 
 def _layer(name: str, lang) -> str:
@@ -72,7 +64,7 @@ def lens_view(state, scroll, layer, position, shown=None):
     try:
         model, _, start, ids, labels = run_context(state)
     except Exception as e:
-        return (gr.skip(),) * 5 + (warn(_say(lang, str(e))) if isinstance(e, ValueError) else fail(e, lang),)
+        return (gr.skip(),) * 5 + (fail(e, lang),)
     T, L1 = len(ids), model.cfg.n_layers + 1
     newest = max(0, T - window)
     first = newest if scroll in (None, "") else parse_whole_or(scroll, start + newest) - start
@@ -112,7 +104,7 @@ def lens_view(state, scroll, layer, position, shown=None):
     )
     cell = lens_cell_data(state, cell_layer, cell_pos)
     if "error" in cell:
-        return fig, note, scroll_update, gr.skip(), "", warn(_say(lang, cell["error"]))
+        return fig, note, scroll_update, gr.skip(), "", warn(say(lang, cell))
     bars = dress(
         lf.top_bars(
             [f"{t} ({i})" for i, t, _ in cell["top"]],
@@ -146,7 +138,7 @@ def open_tab(state, seen_run, scroll, layer, position, shown=None):
     try:
         model, run, start, ids, _ = run_context(state)
     except Exception as e:
-        return (gr.skip(),) * 5 + (warn(_say(lang_of(state), str(e))),) + (gr.skip(),) * 6
+        return (gr.skip(),) * 5 + (warn(tr_error(lang_of(state), e)),) + (gr.skip(),) * 6
     if run.id == seen_run:
         return lens_view(state, scroll, layer, position, shown) + (gr.skip(),) * 6
     T, L = len(ids), model.cfg.n_layers

@@ -8,7 +8,7 @@ import traceback
 
 from playground.engine.config import ConfigError
 from playground.engine.weights import WeightLoadError
-from playground.i18n.catalogue import tr, tr_error
+from playground.i18n import tr, tr_error
 
 log = logging.getLogger("playground.ui")
 
@@ -21,9 +21,23 @@ def ok(message: str) -> str:
     return f"<div class='pg-msg pg-ok'>✓ {html.escape(str(message))}</div>"
 
 
+class Refusal(dict):
+    """``{"error": message}`` as a data endpoint returns it (English, for the API), still holding the
+    exception so a view can say it in the page's language by its key."""
+
+    def __init__(self, error: Exception, **extra):
+        super().__init__(error=str(error), **extra)
+        self.exception = error
+
+
+def say(lang: str, refused: dict) -> str:
+    """A data endpoint's ``{"error": ...}`` in ``lang``."""
+    return tr_error(lang, getattr(refused, "exception", None) or refused["error"])
+
+
 def fail(e: Exception, lang: str = "en") -> str:
     """User errors keep their own message; anything else is logged and reported briefly."""
     if isinstance(e, (ValueError, ConfigError, WeightLoadError, FileNotFoundError, MemoryError)):
-        return warn(tr_error(lang, str(e)))
+        return warn(tr_error(lang, e))
     log.error("unexpected error: %s", traceback.format_exc())
     return warn(tr(lang, "unexpected", error=f"{type(e).__name__}: {e}"))

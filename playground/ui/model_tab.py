@@ -8,7 +8,6 @@ from the loaded model itself.
 from __future__ import annotations
 
 import json
-import re
 import time
 from types import SimpleNamespace
 
@@ -27,6 +26,7 @@ from playground.engine.config import (
     GPTConfig,
 )
 from playground.engine.weights import HUB_MODELS
+from playground.errors import UserError
 from playground.runtime import kernels
 from playground.server.files import discard_upload, import_upload, is_trained_checkpoint
 from playground.server.model_cache import CACHE
@@ -70,13 +70,13 @@ FIELDS = (
 )
 INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
 WEIGHT_KEYS = {
-    "bundled (Tiny Shakespeare)": "w_bundled",
-    "random init": "w_random",
-    "OpenAI GPT-2 (hub)": "w_hub",
-    "uploaded checkpoint": "w_upload",
-    "trained in the Train tab": "w_trained",
+    "bundled": "w_bundled",
+    "random": "w_random",
+    "hub": "w_hub",
+    "upload": "w_upload",
+    "trained": "w_trained",
 }
-WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the values (what the API sends); labels follow the language
+WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the ids the API sends and gets back; labels follow the language
 CUSTOM = "custom (the fields below)"
 PRESET_CHOICES = list(PRESETS) + [CUSTOM]
 
@@ -116,17 +116,17 @@ def config_from_fields(*values) -> GPTConfig:
     for name in INT_FIELDS:
         value = data[name]
         if value is None or value == "":
-            raise ConfigError(f"{name} is empty: enter a whole number.")
+            raise ConfigError("config.field_empty", "{name} is empty: enter a whole number.", name=name)
         try:
             data[name] = parse_whole(value, name)
         except ValueError as e:
-            raise ConfigError(str(e)) from None
+            raise ConfigError(e.key, e.template, **e.fields) from None
     try:
         data["drop_rate"] = parse_number(data["drop_rate"], "drop_rate")
         data["qkv_bias"] = parse_bool(data["qkv_bias"], "qkv_bias")
         data["tie_weights"] = parse_bool(data["tie_weights"], "tie_weights")
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    except UserError as e:
+        raise ConfigError(e.key, e.template, **e.fields) from None
     return GPTConfig(**data)
 
 
@@ -145,9 +145,9 @@ def preset_name(cfg: GPTConfig) -> str:
 def form_values(model, recipe: dict) -> tuple:
     """The form as it describes the loaded model: weights, preset, init seed, hub choice, precision, fields."""
     kind = recipe.get("kind")
-    weights = {"bundled": WEIGHT_CHOICES[0], "random": WEIGHT_CHOICES[1], "hub": WEIGHT_CHOICES[2]}.get(kind)
+    weights = kind if kind in ("bundled", "random", "hub") else None
     if kind == "file":
-        weights = WEIGHT_CHOICES[4] if is_trained_checkpoint(recipe.get("path", "")) else WEIGHT_CHOICES[3]
+        weights = "trained" if is_trained_checkpoint(recipe.get("path", "")) else "upload"
     hub = next((name for name, repo in HUB_MODELS.items() if repo == recipe.get("repo")), None)
     cfg = model.cfg
     return (
@@ -189,24 +189,13 @@ KERNEL_TEXT = {  # templates of the kernels box: keys of translations.py
     "none": "kn_none",
     "note": "kn_note",
 }
-# The decisions as playground.runtime.kernels names them -> a translation key and its fields.
-KERNEL_DECISIONS = [
-    (re.compile(r"^one-row bfloat16 kernel (.+)$"), "kn_gemv", ("shape",)),
-    (re.compile(r"^(\S+) weight layout (.+)$"), "kn_layout", ("dtype", "shape")),
-    (re.compile(r"^(\S+) Q/K/V projections d=(\d+)$"), "kn_qkv", ("dtype", "d")),
-    (re.compile(r"^int8 weights × (\S+) (.+)$"), "kn_int8", ("dtype", "shape")),
-    (re.compile(r"^float32 many-row product \(64, (\d+)\).*numpy in (\d+) lane"), "kn_rows", ("d", "lanes")),
-]
 
 
-def _decision(text: str, lang: str) -> str:
-    if lang == "en":
-        return text
-    for pattern, key, fields in KERNEL_DECISIONS:
-        m = pattern.match(text)
-        if m:
-            return tr(lang, key, **dict(zip(fields, m.groups())))
-    return text
+def _decision(choice, lang: str) -> str:
+    """A kernel decision in the page's language, from its kind and fields (``kn_`` + kind)."""
+    if lang == "en" or not choice.kind:
+        return choice.decision
+    return tr(lang, "kn_" + choice.kind, **choice.fields)
 
 
 def kernels_table(lang: str = "en") -> str:
@@ -217,7 +206,7 @@ def kernels_table(lang: str = "en") -> str:
     rows = [tr(lang, KERNEL_TEXT["head"])]
     for c in choices:
         figures_ms = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in c.seconds.items()) or "—"
-        rows.append(f"| {_decision(c.decision, lang)} | **{c.winner}** | {figures_ms} |")
+        rows.append(f"| {_decision(c, lang)} | **{c.winner}** | {figures_ms} |")
     return "\n".join(rows) + "\n\n" + tr(lang, KERNEL_TEXT["note"])
 
 
@@ -262,21 +251,23 @@ def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_stat
     """The recipe the form describes (no build): also used by the Score & compare tab's second model."""
     weights = parse_choice(weights, WEIGHT_CHOICES, "Weights")
     dtype = parse_choice(dtype, DTYPES, "Precision")
-    if weights == "random init":
+    if weights == "random":
         cfg = config_from_fields(*fields)
         init_seed = parse_seed(seed, "Init seed")
         recipe = random_recipe(cfg, seed=init_seed or 0, dtype=dtype)
-    elif weights == "OpenAI GPT-2 (hub)":
+    elif weights == "hub":
         recipe = hub_recipe(hub_name, dtype)
-    elif weights == "uploaded checkpoint":
+    elif weights == "upload":
         if not upload:
-            raise ValueError(tr(lang, "need_upload"))
+            raise UserError("model.need_upload", "Choose a .safetensors file to upload first.")
         upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         recipe = {**import_upload(upload_path), "dtype": dtype}
-    elif weights == "trained in the Train tab":
+    elif weights == "trained":
         trained = (train_state or {}).get("recipe")
         if not trained:
-            raise ValueError(tr(lang, "need_trained"))
+            raise UserError(
+                "model.need_trained", "Train a model in the Train tab first (or wait for training to finish or stop)."
+            )
         recipe = {**trained, "dtype": dtype}
     else:
         recipe = bundled_recipe(dtype)
@@ -296,7 +287,7 @@ def build_model(
         try:
             model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
         except Exception:
-            if weights == "uploaded checkpoint":  # a refused upload is not kept on disk
+            if weights == "upload":  # a refused upload is not kept on disk
                 discard_upload(recipe["path"])
                 discard_upload(upload_path)
             raise
@@ -317,7 +308,7 @@ def build_model(
 def build_from_form(
     request: gr.Request, state, train_state, weights, seed, hub_name, upload, dtype, *fields, progress=gr.Progress()
 ):
-    """The Build button: the form plus the session's training state (for "trained in the Train tab")."""
+    """The Build button: the form plus the session's training state (for the "trained" weights)."""
     return build_model(
         state,
         weights,
@@ -371,7 +362,7 @@ def layout() -> SimpleNamespace:
             c.weights = gr.Radio(
                 choices(WEIGHT_KEYS),
                 label=T("weights"),
-                value=WEIGHT_CHOICES[0] if BUNDLED_CHECKPOINT.is_file() else "random init",
+                value="bundled" if BUNDLED_CHECKPOINT.is_file() else "random",
             )
             # Shown only for the weights they belong to (an empty upload box only takes room).
             c.hub_name = gr.Dropdown(list(HUB_MODELS), value=list(HUB_MODELS)[0], label=T("hub_model"), visible=False)
@@ -430,7 +421,7 @@ def layout() -> SimpleNamespace:
 
 def weight_inputs(weights):
     """The hub choice and the upload box, each shown only with its own kind of weights."""
-    return gr.update(visible=weights == "OpenAI GPT-2 (hub)"), gr.update(visible=weights == "uploaded checkpoint")
+    return gr.update(visible=weights == "hub"), gr.update(visible=weights == "upload")
 
 
 def model_outputs(page) -> list:

@@ -10,18 +10,20 @@ import math
 
 import gradio as gr
 
+from playground.errors import UserError
+
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
 
 
 def parse_number(value, name: str) -> float:
     if isinstance(value, bool) or value is None or value == "":
-        raise ValueError(f"{name} must be a number, got {value!r}.")
+        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value)
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value) from None
     if not math.isfinite(number):
-        raise ValueError(f"{name} must be a finite number, got {value!r}.")
+        raise UserError("input.not_finite", "{name} must be a finite number, got {value!r}.", name=name, value=value)
     return number
 
 
@@ -29,19 +31,27 @@ def parse_whole(value, name: str, lo: int | None = None, hi: int | None = None) 
     try:
         number = parse_number(value, name)
     except ValueError:
-        raise ValueError(f"{name} must be a whole number, got {value!r}.") from None
+        raise UserError(
+            "input.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value
+        ) from None
     if not number.is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}.")
+        raise UserError("input.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value)
     whole = int(number)
     if (lo is not None and whole < lo) or (hi is not None and whole > hi):
-        span = (
-            f"between {lo:,} and {hi:,}"
-            if lo is not None and hi is not None
-            else f"at least {lo:,}"
-            if lo is not None
-            else f"at most {hi:,}"
-        )
-        raise ValueError(f"{name} must be {span}, got {whole:,}.")
+        if lo is not None and hi is not None:
+            raise UserError(
+                "input.between",
+                "{name} must be between {lo:,} and {hi:,}, got {value:,}.",
+                name=name,
+                lo=lo,
+                hi=hi,
+                value=whole,
+            )
+        if lo is not None:
+            raise UserError(
+                "input.at_least", "{name} must be at least {lo:,}, got {value:,}.", name=name, lo=lo, value=whole
+            )
+        raise UserError("input.at_most", "{name} must be at most {hi:,}, got {value:,}.", name=name, hi=hi, value=whole)
     return whole
 
 
@@ -60,13 +70,15 @@ def parse_bool(value, name: str) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
         return value.strip().lower() in ("true", "1", "yes")
-    raise ValueError(f"{name} must be true or false, got {value!r}.")
+    raise UserError("input.not_bool", "{name} must be true or false, got {value!r}.", name=name, value=value)
 
 
 def parse_choice(value, choices, name: str) -> str:
     if value not in choices:
         shown = ", ".join(f"“{c}”" for c in choices)
-        raise ValueError(f"{name} must be one of {shown}; got {value!r}.")
+        raise UserError(
+            "input.not_one_of", "{name} must be one of {choices}; got {value!r}.", name=name, choices=shown, value=value
+        )
     return value
 
 

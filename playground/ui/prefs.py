@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.i18n.catalogue import EN, ZH
+from playground.i18n import EN, ZH
 
 from . import generate_tab, model_tab, train_tab
 from .attention_view import VIEW_KEYS, attention_views

@@ -8,14 +8,13 @@ The page's events are private; ``tokenize`` and ``bpe_merges`` are the API's pla
 from __future__ import annotations
 
 import html
-import re
 from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
 
 from playground.engine.tokenizer import display_text, load_tokenizer
-from playground.i18n.catalogue import tr_error
+from playground.i18n import tr_error
 from playground.inside.bpe import (
     MAX_REPLAY_BYTES,
     TokenizerViewError,
@@ -48,24 +47,22 @@ def _plural(lang, name: str, n: int, **values) -> str:
     return msg(lang, name + ("_one" if n == 1 else ""), n=f"{n:,}", **values)
 
 
-# The library's fragment notes ("bytes 1–2 of 3 of 从 (U+4ECE)") in the page's language.
-_NOTE_PARTS = [
-    (r"\bbytes (\d+)–(\d+)", "note_bytes", ("first", "last")),
-    (r"\bbyte (\d+)", "note_byte", ("first",)),
-    (r" of an unfinished character", "note_unfinished", ()),
-    (r": not valid UTF-8 here", "note_invalid", ()),
-    (r" of (\d+) of ", "note_of", ("size",)),
-]
+def note_text(token, lang) -> str:
+    """A token's note ("bytes 1–2 of 3 of 从 (U+4ECE)") in the page's language, from its parts."""
+    if lang == "en" or not token.note:
+        return token.note
+    return " + ".join(part if isinstance(part, str) else _fragment_text(part, lang) for part in token.parts)
 
 
-def note_text(note: str, lang) -> str:
-    if lang == "en" or not note:
-        return note
-    for pattern, name, fields in _NOTE_PARTS:
-        note = re.sub(
-            pattern, lambda m, name=name, fields=fields: msg(lang, name, **dict(zip(fields, m.groups()))), note
-        )
-    return note
+def _fragment_text(part, lang) -> str:
+    which = (
+        msg(lang, "note_byte", first=part.first)
+        if part.first == part.last
+        else msg(lang, "note_bytes", first=part.first, last=part.last)
+    )
+    if part.kind == "of":
+        return which + msg(lang, "note_of", size=part.size) + part.shown
+    return which + msg(lang, "note_" + part.kind)
 
 
 def _column_names(lang) -> list[str]:
@@ -76,9 +73,16 @@ def _check_text(text, lang="en") -> str:
     if text is None:
         return ""
     if not isinstance(text, str):
-        raise TokenizerViewError(msg(lang, "not_text", kind=type(text).__name__))
+        raise TokenizerViewError(
+            "tokenizer.text_not_str", "The text must be a string, got {kind}.", kind=type(text).__name__
+        )
     if len(text) > MAX_PROMPT_CHARS:
-        raise TokenizerViewError(msg(lang, "too_long", n=f"{len(text):,}", limit=f"{MAX_PROMPT_CHARS:,}"))
+        raise TokenizerViewError(
+            "tokenizer.text_too_long",
+            "The text is {n:,} characters; the tokenizer view takes up to {limit:,}.",
+            n=len(text),
+            limit=MAX_PROMPT_CHARS,
+        )
     return text
 
 
@@ -89,7 +93,7 @@ def _check_text(text, lang="en") -> str:
 def _chip(token, colour: str, lang="en") -> str:
     title = msg(lang, "chip_title", pos=token.position, id=token.id, bytes=hex_bytes(token.bytes))
     if token.note:
-        title += f" · {note_text(token.note, lang)}"
+        title += f" · {note_text(token, lang)}"
     return (
         f"<span class='pg-tok' style='background:{colour}' data-pos='{token.position}' data-id='{token.id}' "
         f"title='{html.escape(title, quote=True)}'>{html.escape(token.display)}<small>{token.id}</small></span>"
@@ -122,7 +126,7 @@ def table_rows(view, limit: int = MAX_SHOWN_TOKENS, lang="en") -> list[list]:
     for t in view.tokens[:limit]:
         group = view.groups[t.group]
         shared = len(group.positions) > 1 or t.is_fragment
-        rows.append([t.position, t.id, hex_bytes(t.bytes), t.display, note_text(t.note, lang) if shared else ""])
+        rows.append([t.position, t.id, hex_bytes(t.bytes), t.display, note_text(t, lang) if shared else ""])
     return rows
 
 
@@ -218,7 +222,7 @@ def show_tokens(text, state=None, relabel=False):
         text = _check_text(text, lang)
         view = tokenize_view(text)
     except ValueError as e:
-        return warn(tr_error(lang, str(e))), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return warn(tr_error(lang, e)), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     choices, best = word_choices(text)
     merges = show_merges(best, state)
     return (
@@ -243,7 +247,7 @@ def show_merges(word, state=None):
     try:
         return merges_html(replay_text(_check_text(word, lang)), lang)
     except ValueError as e:
-        return warn(tr_error(lang, str(e)))
+        return warn(tr_error(lang, e))
 
 
 def tokenize_api(text) -> dict:

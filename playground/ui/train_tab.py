@@ -11,32 +11,26 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from types import SimpleNamespace
 
 import gradio as gr
 
 from playground import figures
 from playground.engine.config import PRESETS
+from playground.errors import UserError
 from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
 
 from . import redraw
-from .common import T, choices, dress, lang_of, parse_whole, tr
+from .common import T, choices, dress, lang_of, parse_choice, parse_whole, tr
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
 from .model_tab import N_SWITCH, switch_model, switch_outputs
 
-# The indices of "upload" (1) and "paste" (2) are what API callers and tests pass; the bundled
-# text comes first as the default because it needs no network.
-CORPUS_CHOICES = [
-    "Aesop's fables & nursery rhymes (bundled, works offline)",
-    "upload a .txt",
-    "paste text",
-    "Tiny Shakespeare (downloaded once, then cached)",
-]
-# Labels of the choices in the page's language (the values above stay what the API sends).
+# The ids API callers send (the bundled text first, the default: it needs no network); the labels
+# follow the page's language.
+CORPUS_CHOICES = ["aesop", "upload", "paste", "shakespeare"]
 CORPUS_KEYS = dict(zip(CORPUS_CHOICES, ("c_aesop", "c_upload", "c_paste", "c_shakespeare")))
 DEFAULT_PRESET = "nano (2 layers, d64)"
 DEFAULT_STEPS = 80  # with DEFAULT_BATCH: about a minute on a quiet 2-core machine (README, measured)
@@ -59,15 +53,13 @@ CORPUS_NAMES = {
     "Tiny Shakespeare": "n_shakespeare",
     "Aesop's fables & nursery rhymes": "n_aesop",
 }
-_UNITS_ZH = {"h": "小时", "min": "分", "s": "秒"}
 
 
 def duration(seconds: float, lang: str = "en") -> str:
     """``format_duration`` in the page's language ('3 min 20 s', '3 分 20 秒')."""
     from playground.training.estimate import format_duration
 
-    text = format_duration(seconds)
-    return text if lang == "en" else re.sub(r"\b(h|min|s)\b", lambda m: _UNITS_ZH[m.group(1)], text)
+    return format_duration(seconds, units=(tr(lang, "unit_h"), tr(lang, "unit_min"), tr(lang, "unit_s")))
 
 
 def corpus_text(source, upload, pasted) -> tuple[str, str]:
@@ -81,15 +73,14 @@ def corpus_text(source, upload, pasted) -> tuple[str, str]:
         return load_tiny_shakespeare(), "Tiny Shakespeare"
     if source in (CORPUS_CHOICES[0], None, ""):
         return load_bundled_corpus(), "Aesop's fables & nursery rhymes"
-    shown = ", ".join(f"“{c}”" for c in CORPUS_CHOICES)
-    raise ValueError(f"Corpus must be one of {shown}; got {source!r}.")
+    parse_choice(source, CORPUS_CHOICES, "Corpus")  # refuses it, naming the choices
 
 
 def _train_config(preset_name, steps, lr, batch_size):
     from playground.server.jobs import training_config
 
     if preset_name not in PRESETS:
-        raise ValueError(tr("en", "unknown_model", name=preset_name))
+        raise UserError("train.unknown_model", "Unknown model {name!r}.", name=preset_name)
     batch = parse_whole(batch_size, "Batch size", 1, MAX_BATCH)
     cfg = PRESETS[preset_name]
     return cfg, training_config(cfg, steps, lr, batch_size=batch)
