@@ -1,6 +1,6 @@
 """The bad-input table for the app's handlers: every case is a value a browser or a ``gradio_client``
-caller can send, with the message it must get. ``tests/test_reliability.py`` runs them; and
-``python -m tests.reliability_cases`` writes docs/reliability.md from the messages they really get.
+caller can send, with the message it must get. ``tests/app/test_reliability.py`` runs them; and
+``python -m tests.app.reliability_cases`` writes docs/reliability.md from the messages they really get.
 
 A case is (area, what is sent, call, expected fragment or a tuple of acceptable ones). ``call`` takes a fresh session state
 (a nano model with one finished run) and returns the message text the user sees.
@@ -417,5 +417,5 @@ if __name__ == "__main__":
     import sys
 
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2]))
     print(f"{write_table()} cases written to docs/reliability.md")

@@ -78,9 +78,10 @@ def test_two_settings_side_by_side_and_receipt_and_replay(client, tmp_path):
 
 def test_readme_scoring_example_runs(app_url, capsys):
     import re
-    from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    from tests.helpers import README
+
+    readme = README.read_text()
     code = re.search(r"```python\n(from gradio_client import Client, handle_file.*?)```", readme, re.S).group(1)
     scope = {}
     exec(code.replace('"http://127.0.0.1:7860/"', repr(app_url)), scope)

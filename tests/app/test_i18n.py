@@ -1,6 +1,6 @@
 """Issue 12 on the server side: every text a handler builds follows the session's language, the
 English the API returns is unchanged, and presenter mode enlarges the figures. (The browser side —
-the page's language reaching the server, Settings, reload, layout — is tests/test_classroom_browser.py.)"""
+the page's language reaching the server, Settings, reload, layout — is tests/browser/test_classroom.py.)"""
 
 import html
 import re

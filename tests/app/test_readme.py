@@ -2,12 +2,13 @@
 example works against the real app."""
 
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+from tests.helpers import README as README_PATH
+from tests.helpers import ROOT
+
+README = README_PATH.read_text()
 
 
 def _bash_blocks():

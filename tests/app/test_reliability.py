@@ -1,8 +1,9 @@
-"""Every case of tests/reliability_cases.py gets its specific message, no traceback, and the session
+"""Every case of tests/app/reliability_cases.py gets its specific message, no traceback, and the session
 keeps serving: after all of them the same model still generates."""
 
 import pytest
-from reliability_cases import CASES, nano_state, outcome, raw_outcome
+
+from tests.app.reliability_cases import CASES, nano_state, outcome, raw_outcome
 
 
 @pytest.fixture(scope="module")

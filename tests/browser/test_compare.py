@@ -1,34 +1,14 @@
 """A real browser: a link with query parameters opens the Generate tab pre-filled (out-of-range values
 clamped and said), and the Score & compare views render. Screenshots go to tests/artifacts/."""
 
-import os
-import shutil
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 
+from tests.browser.chromium import launch
+from tests.helpers import ARTIFACTS
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-
-
-@pytest.fixture(scope="module")
-def page_url(app_url):
-    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the browser test: install Debian's chromium")
-        pytest.skip("no chromium on this machine")
-    return app_url
 
 
 def test_link_prefills_generate_and_side_by_side_views_render(page_url):
@@ -48,7 +28,7 @@ def test_link_prefills_generate_and_side_by_side_views_render(page_url):
         }
     )
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))

@@ -8,8 +8,9 @@ import json
 import re
 
 import pytest
-from test_browser import ARTIFACTS, _chromium_or_skip, _launch
 
+from tests.browser.chromium import chromium_or_skip, launch
+from tests.helpers import ARTIFACTS
 from tools.pagewalk import plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -90,12 +91,12 @@ def _check_lens_click(page, app_url, session_hash):
 
 
 def test_each_inside_view_is_drawn(app_url):
-    _chromium_or_skip()
+    chromium_or_skip()
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = _launch(p)
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))

@@ -1,42 +1,12 @@
 """A real browser: Debian's headless Chromium driven by Playwright loads the page, generates, and
 checks that the token chips and an attention heatmap are really drawn. Saves a screenshot."""
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
 
+from tests.browser.chromium import launch, set_number
+from tests.helpers import ARTIFACTS
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-
-
-def _chromium_or_skip():
-    if Path(CHROMIUM).exists() or shutil.which("chromium"):
-        return
-    if os.environ.get("CI"):
-        pytest.fail("CI must run the browser test: install Debian's chromium (.ci/run does this)")
-    pytest.skip("no chromium on this machine")
-
-
-@pytest.fixture(scope="module")
-def page_url(app_url):
-    _chromium_or_skip()
-    return app_url
-
-
-def _launch(p):
-    return p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
 
 
 def test_generate_draws_chips_and_heatmap(page_url):
@@ -44,7 +14,7 @@ def test_generate_draws_chips_and_heatmap(page_url):
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = _launch(p)
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         errors, external = [], []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -91,7 +61,7 @@ def test_chinese_interface(page_url):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = _launch(p)
+        browser = launch(p)
         page = browser.new_page(locale="zh-CN", viewport={"width": 1400, "height": 1000})
         page.goto(page_url)
         page.get_by_role("tab", name="生成与注意力").wait_for(timeout=60_000)
@@ -108,19 +78,13 @@ def test_chinese_interface(page_url):
 
 
 def _generate_page(p, page_url, **context):
-    browser = _launch(p)
+    browser = launch(p)
     page = browser.new_page(viewport={"width": 1600, "height": 1000}, **context)
     page.goto(page_url)
     page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
     page.locator("button[role=tab]").nth(1).click()
     page.locator("#pg-generate").wait_for()
     return browser, page
-
-
-def _set_number(page, elem_id, value):
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
 
 
 def _heatmap_title(page):
@@ -135,7 +99,7 @@ def test_stop_mid_run_keeps_fewer_tokens_and_says_how_many(page_url):
 
     with sync_playwright() as p:
         browser, page = _generate_page(p, page_url)
-        _set_number(page, "pg-max-new", 512)
+        set_number(page, "pg-max-new", 512)
         page.locator("#pg-generate").click()
         page.wait_for_function("() => document.querySelectorAll('#pg-chips .pg-gen').length >= 10", timeout=60_000)
         page.locator("#pg-stop").click()
@@ -147,7 +111,7 @@ def test_stop_mid_run_keeps_fewer_tokens_and_says_how_many(page_url):
         page.wait_for_timeout(1000)
         assert page.locator("#pg-chips .pg-gen").count() == made  # nothing arrives after the stop
         # A run that ended before the click stays "done".
-        _set_number(page, "pg-max-new", 3)
+        set_number(page, "pg-max-new", 3)
         page.locator("#pg-generate").click()
         page.locator("#pg-status [data-state=done][data-tokens='3']").wait_for(timeout=60_000)
         page.locator("#pg-stop").click()
@@ -161,7 +125,7 @@ def test_chip_click_moves_the_query_and_opens_the_step(page_url):
 
     with sync_playwright() as p:
         browser, page = _generate_page(p, page_url)
-        _set_number(page, "pg-max-new", 12)
+        set_number(page, "pg-max-new", 12)
         page.locator("#pg-generate").click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
         page.wait_for_function(
@@ -195,7 +159,7 @@ def test_keyboard_on_sliders_updates_the_heatmap_and_every_token_is_labelled(pag
 
     with sync_playwright() as p:
         browser, page = _generate_page(p, page_url)
-        _set_number(page, "pg-max-new", 20)
+        set_number(page, "pg-max-new", 20)
         page.locator("#pg-generate").click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
         page.wait_for_function(

@@ -1,6 +1,7 @@
 """``python -m playground.training`` as one torchrun worker, recording what this rank wrote.
 
-tests/test_distributed.py launches it with ``torchrun --nproc_per_node=2 tests/ddp_worker.py ...``;
+tests/integration/test_distributed.py launches it with
+``torchrun --nproc_per_node=2 tests/integration/ddp_worker.py ...``;
 each rank leaves ``rank<N>.json`` in ``$PG_DDP_RECORD``: its exit code, every file it opened for
 writing (safetensors files included) and everything it printed.
 """

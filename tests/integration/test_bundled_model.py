@@ -8,19 +8,18 @@ import json
 import math
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_SHAKESPEARE
 
 from playground.engine.config import GPT2_VOCAB_SIZE, GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.tokenizer import load_tokenizer
 from playground.engine.weights import load_checkpoint, read_checkpoint_metadata
 from playground.training.losses import evaluate_loss
+from tests.helpers import ROOT, TINY_SHAKESPEARE
 
-BUNDLED = Path(__file__).resolve().parent.parent / "assets" / "bundled"
+BUNDLED = ROOT / "assets" / "bundled"
 CHECKPOINT = BUNDLED / "shakespeare.safetensors"
 FACTS = json.loads((BUNDLED / "facts.json").read_text())
 MAX_BYTES = 10 * 1000 * 1000  # "at most 10 MB"

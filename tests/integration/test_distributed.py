@@ -17,11 +17,12 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
 from safetensors.torch import load_file
 
 from playground.training.cli import main
+from tests.helpers import ROOT
 
+DDP_WORKER = ROOT / "tests" / "integration" / "ddp_worker.py"  # a worker script, not a test module
 CONFIG = json.dumps({"preset": "nano (2 layers, d64)", "context_length": 16, "emb_dim": 32, "drop_rate": 0.0})
 # global batch 4 (2 windows per process), constant lr (warm-up 0, min_lr = lr), eval every 2 steps
 COMMON = [
@@ -102,7 +103,7 @@ def test_two_processes_follow_one_and_only_rank_0_writes(corpus, reference, tmp_
     out, record = tmp_path / "two", tmp_path / "record"
     record.mkdir()
     torchrun(
-        [str(ROOT / "tests" / "ddp_worker.py"), "--data", str(corpus), "--out", str(out), "--steps", "4", *COMMON],
+        [str(DDP_WORKER), "--data", str(corpus), "--out", str(out), "--steps", "4", *COMMON],
         record_dir=record,
     )
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import ROOT
 
 from playground.runtime import devices, memory
 from playground.runtime.devices import DeviceError, default_device, describe_device, resolve_device
+from tests.helpers import ROOT
 
 BUNDLED = ROOT / "assets" / "bundled" / "shakespeare.safetensors"
 HAS_CUDA = torch.cuda.is_available()

@@ -1,9 +1,8 @@
-"""Exports, uploads and the disk budget (playground/files.py): sizes known before writing, files
-stored once, refused uploads deleted, the work dir kept under budget."""
+"""Exports, uploads and the disk budget (playground/server/files.py): sizes known before writing, files
+stored once, refused uploads deleted, the work dir kept under budget. A GPT-2-small-sized export is
+checked in tests/integration/test_big_export.py, Gradio serving exports in tests/app/test_export_serving.py."""
 
-import json
 import os
-import threading
 import time
 
 import numpy as np
@@ -13,7 +12,6 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from playground.engine.config import PRESETS, ConfigError
-from playground.engine.model import GPTModel, attention_probs
 from playground.engine.weights import CHECKPOINT_FORMAT, WeightLoadError, save_checkpoint
 from playground.server import files
 from playground.server.files import (
@@ -28,40 +26,13 @@ from playground.server.files import (
     protect,
     save_trained,
 )
-from playground.server.session import Run, random_recipe, start_run
-
-NANO = PRESETS["nano (2 layers, d64)"]
+from playground.server.session import Run, random_recipe
+from tests.export_helpers import NANO, nano_model, private_dirs, small_run, strict_json
 
 
 @pytest.fixture(autouse=True)
 def dirs(tmp_path, monkeypatch):
-    """A private work dir and Gradio cache for every test (the budget never sees /tmp/gradio)."""
-    monkeypatch.setenv("PLAYGROUND_WORK_DIR", str(tmp_path / "work"))
-    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
-    monkeypatch.delenv("PLAYGROUND_EXPORT_DIR", raising=False)
-    monkeypatch.delenv("PLAYGROUND_MAX_EXPORT_MB", raising=False)
-    monkeypatch.delenv("PLAYGROUND_DISK_BUDGET_GB", raising=False)
-    monkeypatch.setattr(files, "_PROTECTORS", [])
-    return tmp_path
-
-
-def strict_json(text):
-    def refuse(constant):
-        raise ValueError(f"not JSON: {constant}")
-
-    return json.loads(text, parse_constant=refuse)
-
-
-def nano_model(seed=0):
-    torch.manual_seed(seed)
-    return GPTModel(NANO).eval()
-
-
-def small_run(model, n_new=4, prompt="To be, or not to be, that is the question"):
-    recipe = random_recipe(model.cfg, seed=0)
-    run, gen = start_run(model, recipe, prompt, max_new_tokens=n_new, temperature=1.0, top_k=None, top_p=None, seed=1)
-    run.steps.extend(gen)
-    return run
+    return private_dirs(tmp_path, monkeypatch)
 
 
 def direct_attention(model, ids):
@@ -125,19 +96,6 @@ def test_npz_export_streams_the_same_attention():
         assert np.allclose(npz["attention"][0], direct_attention(model, run.token_ids)[1], atol=1e-3)
 
 
-def test_exports_live_in_gradios_cache_so_gradio_serves_them_without_a_copy(dirs):
-    import gradio as gr
-
-    model = nano_model()
-    path = export_run(small_run(model), model, "json")
-    assert path.parent == exports_dir() and str(path).startswith(str((dirs / "gradio").resolve()))
-    block = gr.File()  # reads GRADIO_TEMP_DIR when built, as the app's components do
-    assert block.move_resource_to_block_cache(str(path)) == str(path)
-    elsewhere = dirs / "elsewhere.json"
-    elsewhere.write_text("{}")
-    assert block.move_resource_to_block_cache(str(elsewhere)) != str(elsewhere)  # what used to happen
-
-
 def test_the_same_export_twice_is_written_once():
     model = nano_model()
     run = small_run(model)
@@ -189,60 +147,6 @@ def test_non_finite_attention_is_refused_and_metadata_stays_json():
     with pytest.raises(ValueError, match="Layer 0's attention contains NaN or infinity"):
         export_run(fresh, model, "json")
     assert len(list(exports_dir().iterdir())) == 1  # the refused one left nothing behind
-
-
-class PeakRSS:
-    def __init__(self):
-        self.proc = psutil.Process()
-        self.base = self.peak = self.proc.memory_info().rss
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-            time.sleep(0.01)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        return self.peak - self.base
-
-
-@pytest.mark.slow
-def test_a_1024_token_gpt2_small_shaped_run_exports_as_json_within_twice_its_size_in_memory():
-    """12 layers × 12 heads × 1024 tokens, as GPT-2 small: a 756 MB file (it used to be 2.1 GB, 3
-    minutes and +13 GB of RAM). A narrower model (d=192) keeps the forward cheap; the export is the
-    same size."""
-    cfg = PRESETS["gpt2-small (124M)"].replace(emb_dim=192)
-    torch.manual_seed(0)
-    model = GPTModel(cfg).eval()
-    ids = torch.randint(0, cfg.vocab_size, (1024,), generator=torch.Generator().manual_seed(0)).tolist()
-    run = Run(random_recipe(cfg, seed=0), ids, 0, {"seed": 0})
-    watch = PeakRSS()
-    path = export_run(run, model, "json")
-    extra = watch.stop()
-    size = path.stat().st_size
-    L, H, T = 12, 12, 1024
-    assert 0 < size - json_attention_bytes(L, H, T) < 100_000  # the rest is metadata: tokens, config
-    assert extra <= 2 * size + 100e6, f"peak +{extra / 1e6:.0f} MB for a {size / 1e6:.0f} MB file"
-    # Parsing 151 M numbers into Python would take GBs: check the frame, and two whole maps.
-    raw = path.read_bytes()
-    start = raw.index(b',"attention":[')
-    meta = strict_json(raw[:start] + b"}")
-    assert meta["token_ids"] == ids and raw.endswith(b"]]]]}")
-    start += len(b',"attention":[')
-    map_len = json_attention_bytes(1, 1, T) - 4  # one map without the layer's and the list's brackets
-    layer_len = H * (map_len + 1) + 1
-    with torch.no_grad():
-        _, trace = model(torch.tensor([ids]), return_attention=True, last_token_only=True)
-    for layer, head in [(0, 0), (11, 11)]:
-        at = start + layer * (layer_len + 1) + 1 + head * (map_len + 1)
-        m = np.array(strict_json(raw[at : at + map_len]))
-        assert m.shape == (T, T) and np.allclose(m.sum(-1), 1, atol=2e-3)
-        direct = attention_probs(trace.queries[layer], trace.keys[layer])[0, head].numpy()
-        assert np.abs(m - direct).max() <= 5.01e-6
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from playground.engine.quantize import (
 )
 from playground.engine.weights import load_checkpoint, save_checkpoint
 from playground.inside.inspection import count_parameters, parameter_breakdown
-from playground.server.session import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe, random_recipe
+from playground.server.session import build_from_recipe, random_recipe
 
 TINY = GPTConfig(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 
@@ -161,24 +161,3 @@ def test_recipe_builds_int8():
     ids = torch.tensor([[1, 2, 3, 4]])
     with torch.no_grad():
         assert (q(ids).float() - f(ids)).abs().mean() < 0.03 * f(ids).std()
-
-
-@pytest.mark.skipif(not BUNDLED_CHECKPOINT.is_file(), reason="no bundled model")
-def test_bundled_model_greedy_text_and_kl():
-    from playground.engine.sampling import generate
-    from playground.engine.tokenizer import load_tokenizer
-
-    m32 = build_from_recipe(bundled_recipe("float32"))
-    q = build_from_recipe(bundled_recipe("int8"))
-    prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
-    t32 = [s.token_id for s in generate(m32, prompt, max_new_tokens=40, temperature=0)]
-    t8 = [s.token_id for s in generate(q, prompt, max_new_tokens=40, temperature=0)]
-    seq = torch.tensor([prompt + t32])
-    with torch.no_grad():
-        a = m32(seq)[0, len(prompt) - 1 : -1]
-        b = q(seq)[0, len(prompt) - 1 : -1].float()
-    kl = (a.softmax(-1) * (a.log_softmax(-1) - b.log_softmax(-1))).sum(-1)
-    # Measured: the same 128 greedy tokens, teacher-forced agreement 100%, mean KL 1.3e-4 nats.
-    assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.97
-    assert kl.mean() < 2e-3
-    assert t8[:32] == t32[:32]

@@ -1,26 +1,17 @@
 """Interventions and capture (issue 11): every change the spec names is checked against the same
-change made by hand with torch's own module hooks, and the capture against transformers' hidden
-states on GPT-2-shaped weights."""
+change made by hand with torch's own module hooks (the capture against transformers' hidden states:
+tests/integration/test_hf_hidden_states.py)."""
 
 import pytest
 import torch
-from test_model import make_model as random_model
 
-from playground.engine.model import GPTModel
 from playground.inside.interventions import Hooks, Intervention, InterventionError, run_with_hooks
-
-TINY = dict(context_length=32, emb_dim=32, n_heads=4, n_layers=3)
-
-
-def make_model(seed=0, std=0.1, **changes) -> GPTModel:
-    """test_model's random tiny model (logits far from uniform), with a third layer so that an
-    intervention has blocks both before and after it."""
-    return random_model(seed, std, **{"n_layers": TINY["n_layers"], **changes})
+from tests.tiny_models import three_layer_model
 
 
 @pytest.fixture(scope="module", params=["fused", "per_head"])
 def model(request):
-    return make_model(attention_impl=request.param)
+    return three_layer_model(attention_impl=request.param)
 
 
 IDS = torch.randint(0, 50257, (1, 12), generator=torch.Generator().manual_seed(5))
@@ -176,44 +167,3 @@ def test_intervention_round_trips_through_json():
     assert Intervention.from_dict(spec.to_dict()) == spec
     with pytest.raises(InterventionError, match="Unknown intervention field"):
         Intervention.from_dict({"zero_head": [[0, 1]]})
-
-
-# ----------------------------------------------------------------------------------------------
-# Parity with transformers' hidden states (TransformerLens-style logit lens by hand)
-
-
-def test_capture_and_logit_lens_match_transformers_hidden_states(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    from playground.engine.weights import load_pretrained
-    from playground.inside.lenses import logit_lens
-
-    torch.manual_seed(7)
-    hf_cfg = transformers.GPT2Config(
-        n_embd=64, n_layer=3, n_head=4, n_positions=64, initializer_range=0.2, attn_implementation="eager"
-    )
-    hf = transformers.GPT2LMHeadModel(hf_cfg).eval()
-    hf.save_pretrained(tmp_path)
-    ours = load_pretrained(tmp_path, device="cpu")
-    ids = torch.randint(0, 50257, (1, 10), generator=torch.Generator().manual_seed(3))
-    with torch.no_grad():
-        out = hf(ids, output_hidden_states=True)
-    _, cache = run_with_hooks(ours, ids)
-    hs = out.hidden_states  # embeddings, after blocks 0..L-2, and ln_f(after the last block)
-    L = hf_cfg.n_layer
-    for i in range(L):
-        torch.testing.assert_close(cache.resid[i], hs[i], rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(ours.final_norm(cache.resid[L]), hs[L], rtol=1e-4, atol=1e-4)
-    # The lens by hand, as TransformerLens users write it: lm_head(ln_f(hidden state)).
-    with torch.no_grad():
-        by_hand = [hf.lm_head(hf.transformer.ln_f(h)) for h in hs[:L]] + [out.logits]
-    lens = logit_lens(ours, ids[0].tolist())
-    for layer, logits in enumerate(by_hand):
-        probs = logits[0].double().softmax(-1)
-        assert lens["top_id"][layer] == probs.argmax(-1).tolist()
-        torch.testing.assert_close(
-            torch.tensor(lens["top_prob"][layer], dtype=torch.float64), probs.max(-1).values, rtol=1e-4, atol=1e-5
-        )
-        nxt = probs[torch.arange(9), ids[0, 1:]]
-        torch.testing.assert_close(
-            torch.tensor(lens["next_prob"][layer][:-1], dtype=torch.float64), nxt, rtol=1e-4, atol=1e-6
-        )

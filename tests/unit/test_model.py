@@ -10,8 +10,8 @@ import torch.nn as nn
 from playground.engine.config import GPTConfig
 from playground.engine.model import GELU, GPTModel, KVCache, LayerNorm
 from playground.engine.weights import fused_to_per_head, per_head_to_fused
-
-TINY = dict(context_length=32, emb_dim=32, n_heads=4, n_layers=2)
+from tests.tiny_models import TINY
+from tests.tiny_models import random_model as make_model
 
 VARIANTS = {
     "fused": dict(),
@@ -22,20 +22,6 @@ VARIANTS = {
     "exact_gelu": dict(activation="gelu"),
     "per_head_post_sinusoidal": dict(attention_impl="per_head", norm_placement="post", pos_encoding="sinusoidal"),
 }
-
-
-def make_model(seed=0, std=0.1, **changes) -> GPTModel:
-    """A tiny model with every parameter random, large enough that the logits are far from uniform
-    (GPT-2's 0.02 init gives near-identical logits that would hide most mistakes)."""
-    torch.manual_seed(seed)
-    model = GPTModel(GPTConfig(**{**TINY, **changes}))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("scale"):
-                p.copy_(1 + 0.2 * torch.randn_like(p))
-            else:
-                p.normal_(0.0, std)
-    return model.eval()
 
 
 def random_ids(batch, length, seed=1, vocab=50257):

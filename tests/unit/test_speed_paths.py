@@ -43,7 +43,7 @@ x86_only = pytest.mark.skipif(not _X86, reason="the oneDNN switch is only used (
 def fixed_kernel_choices(monkeypatch):
     """The choices these tests exercise (float32 stored [in, out], bfloat16 [out, in] with Q/K/V
     stacked and ATen's one-row kernel), set instead of measured: which one a machine measures
-    faster is tests/test_kernels.py's business, every path giving the same numbers is this file's."""
+    faster is tests/unit/test_kernels.py's business, every path giving the same numbers is this file's."""
     from playground.runtime import kernels
 
     fixed = lambda winner: kernels.Choice("fixed for the test", winner, measured=False)  # noqa: E731

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 import tiktoken.load
-from conftest import TINY_SHAKESPEARE
 
 from playground.engine.tokenizer import ASSETS, END_OF_TEXT, display_text, load_tokenizer
+from tests.helpers import TINY_SHAKESPEARE
 
 TEXTS = {
     "english": "Hello, world! The quick brown fox jumps over the lazy dog.\n\tIndented line.",
