@@ -1,20 +1,16 @@
+"""For every folder: no network, and the real app as a fixture (its import stays inside the fixture, so
+tests/unit never loads gradio)."""
+
 import os
 import sys
-from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-SHARED = ROOT.parent / "shared"
-TINY_SHAKESPEARE = SHARED / "data" / "tinyshakespeare.txt"
-
-
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="module")

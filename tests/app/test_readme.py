@@ -1,0 +1,52 @@
+"""The README's promises: two set-up commands, CI runs exactly the test one, and the gradio_client
+example works against the real app."""
+
+import re
+
+import pytest
+
+from tests.helpers import README as README_PATH
+from tests.helpers import ROOT
+
+README = README_PATH.read_text()
+
+
+def _bash_blocks():
+    return re.findall(r"```bash\n(.*?)```", README, re.S)
+
+
+def test_two_setup_commands_and_ci_runs_the_test_one():
+    blocks = [b.strip() for b in _bash_blocks()]
+    assert blocks[:2] == [
+        "pip install -r requirements.txt && python app.py",
+        "pip install -r requirements-dev.txt && python -m pytest",
+    ]
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == blocks[1]
+
+
+def test_requirements_are_pinned():
+    for name in ("requirements.txt", "requirements-dev.txt"):
+        for line in (ROOT / name).read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "-r")):
+                assert "==" in line, f"{name}: {line} is not pinned"
+
+
+def test_space_front_matter():
+    front = README.split("---")[1]
+    assert "sdk: gradio" in front and "app_file: app.py" in front
+    import gradio
+
+    assert f"sdk_version: {gradio.__version__}" in front
+    short = re.search(r"short_description: (.*)", front).group(1)
+    assert len(short) <= 60
+
+
+@pytest.mark.slow
+def test_gradio_client_example_runs(app_url):
+    code = re.search(r"```python\n(from gradio_client import Client.*?)```", README, re.S).group(1)
+    scope = {}
+    exec(code.replace('"http://127.0.0.1:7860/"', repr(app_url)), scope)
+    assert len(scope["run"]["steps"]) == 20
+    assert len(scope["att"]["attention"]) == len(scope["run"]["token_ids"])

@@ -1,0 +1,35 @@
+"""Debian's headless Chromium, as every browser test launches it (a helper module, not a test module)."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+def chromium_or_skip():
+    if Path(CHROMIUM).exists() or shutil.which("chromium"):
+        return
+    if os.environ.get("CI"):
+        pytest.fail("CI must run the browser test: install Debian's chromium (.ci/run does this)")
+    pytest.skip("no chromium on this machine")
+
+
+def launch(p):
+    return p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+
+
+def set_number(page, elem_id, value):
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")

@@ -1,0 +1,28 @@
+"""Tiny random models the tests share (a plain module, no gradio): every parameter random and large
+enough that the logits are far from uniform (GPT-2's 0.02 init gives near-identical logits that would
+hide most mistakes)."""
+
+import torch
+
+from playground.engine.config import GPTConfig
+from playground.engine.model import GPTModel
+
+TINY = dict(context_length=32, emb_dim=32, n_heads=4, n_layers=2)
+
+
+def random_model(seed=0, std=0.1, **changes) -> GPTModel:
+    """A TINY model (``changes`` override its fields) in eval mode."""
+    torch.manual_seed(seed)
+    model = GPTModel(GPTConfig(**{**TINY, **changes}))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("scale"):
+                p.copy_(1 + 0.2 * torch.randn_like(p))
+            else:
+                p.normal_(0.0, std)
+    return model.eval()
+
+
+def three_layer_model(seed=0, std=0.1, **changes) -> GPTModel:
+    """random_model with a third layer, so that an intervention has blocks both before and after it."""
+    return random_model(seed, std, **{"n_layers": 3, **changes})

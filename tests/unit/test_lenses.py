@@ -1,0 +1,130 @@
+"""The lenses (issue 11) against independent computations: the model's own logits, torch's
+softmax and cross-entropy, the attention trace the Generate tab draws, and module hooks, on tiny random
+models (on the bundled model: tests/integration/test_lenses_bundled.py)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from playground.engine.tokenizer import load_tokenizer
+from playground.inside import lenses
+from playground.inside.interventions import Intervention
+from tests.tiny_models import three_layer_model
+
+TEXT = "ROMEO:\nWhat light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n"
+
+
+@pytest.fixture(scope="module")
+def ids():
+    return load_tokenizer().encode(TEXT)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return three_layer_model(seed=2, std=0.15)
+
+
+def test_attribution_of_a_layers_heads_equals_its_attention_output_read_by_hand(tiny, ids):
+    """Per-head terms + the bias term of a layer = that layer's whole attention output (taken with
+    an ordinary forward hook) read through the frozen final norm."""
+    pos, target, layer = 5, 123, 1
+    d = lenses.logit_attribution(tiny, ids, pos, target)
+    seen = {}
+    handle = tiny.trf_blocks[layer].att.register_forward_hook(lambda m, a, out: seen.setdefault("att", out))
+    try:
+        with torch.no_grad():
+            tiny(torch.tensor([ids]), return_attention=False)
+    finally:
+        handle.remove()
+    from playground.inside.interventions import run_with_hooks
+
+    _, cache = run_with_hooks(tiny, ids)
+    x = cache.resid[-1][0, pos].double()
+    sigma = torch.sqrt(x.var(unbiased=False) + 1e-5)
+    u = tiny.out_head.weight[target].detach().double() * tiny.final_norm.scale.detach().double() / sigma
+    att = seen["att"][0, pos].double()
+    want = float(u @ (att - att.mean()))
+    assert sum(d["heads"][layer]) + d["attn_bias"][layer] == pytest.approx(want, abs=1e-6)
+
+
+def test_resolve_target_is_one_token_or_a_message():
+    tok = load_tokenizer()
+    assert tok.decode([lenses.resolve_target(tok, " the")]) == " the"
+    assert tok.decode([lenses.resolve_target(tok, "\\n")]) == "\n"
+    with pytest.raises(lenses.LensError, match="exactly one token; 'hello world' is 2 tokens"):
+        lenses.resolve_target(tok, "hello world")
+    with pytest.raises(lenses.LensError, match="Type the target"):
+        lenses.resolve_target(tok, "")
+
+
+# ----------------------------------------------------------------------------------------------
+# The shortcuts the views take (start at a layer, last row only) against the full hooked forward
+
+VARIANTS = [
+    {},
+    dict(norm_placement="post"),
+    dict(attention_impl="per_head"),
+    dict(pos_encoding="sinusoidal", activation="relu"),
+]
+
+
+@pytest.mark.parametrize("changes", VARIANTS)
+def test_last_row_block_equals_the_blocks_last_row(changes):
+    from playground.inside.interventions import Hooks
+    from playground.inside.lenses import last_row_block
+
+    model = three_layer_model(seed=4, std=0.15, **changes)
+    x = torch.randn(3, 9, model.cfg.emb_dim, generator=torch.Generator().manual_seed(5))
+    gain = torch.rand(model.cfg.n_layers, 3, model.cfg.n_heads, generator=torch.Generator().manual_seed(6)) * 2
+    with torch.no_grad():
+        for i, block in enumerate(model.trf_blocks):
+            torch.testing.assert_close(last_row_block(block, x), block(x)[:, -1:], rtol=1e-5, atol=1e-6)
+            hooked = Hooks(model.cfg, capture=False, head_gain=gain).layer(i)
+            want = block(x, None, None, Hooks(model.cfg, capture=False, head_gain=gain).layer(i))[:, -1:]
+            torch.testing.assert_close(last_row_block(block, x, hooked), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        Intervention(zero_heads=((2, 0), (1, 1))),
+        Intervention(scale_head=(2, 1, 1.7)),
+        Intervention(skip_mlps=(1,)),
+        Intervention(unmasked_layers=(2,)),
+        Intervention(mean_heads=((1, 0),)),
+        Intervention(drop_pos_emb=True),
+    ],
+    ids=["zero", "scale", "skip-mlp", "unmask", "mean", "no-pos"],
+)
+def test_compare_resumed_at_the_first_changed_layer_equals_the_whole_hooked_forward(spec):
+    """compare() reuses the plain forward's blocks before the intervention's first layer; its
+    losses and lens must equal a forward that runs the intervention from the embeddings."""
+    from playground.inside.interventions import run_with_hooks
+
+    model = three_layer_model(seed=7, std=0.15)
+    ids = torch.randint(0, model.cfg.vocab_size, (12,), generator=torch.Generator().manual_seed(8)).tolist()
+    out = lenses.compare(model, ids, spec, 5)
+    logits, cache = run_with_hooks(model, ids, spec)
+    want = F.cross_entropy(logits[0, :-1].double(), torch.tensor(ids[1:]), reduction="none")
+    torch.testing.assert_close(torch.tensor(out["loss_after"], dtype=torch.float64), want, rtol=1e-5, atol=1e-5)
+    p = torch.softmax(logits[0, 5].double(), -1)
+    assert out["after"] == pytest.approx([float(p[t]) for t in out["shown_ids"]], rel=1e-4, abs=1e-7)
+    assert out["lens_after"]["top_id"] == lenses.logit_lens(model, ids, spec)["top_id"]
+    # a window: its last layer is taken from the per-position loss's own readout, not read twice
+    window = lenses.compare(model, ids, spec, 5, lens_window=(3, 9))["lens_after"]
+    direct = lenses.logit_lens(model, ids, spec, first=3, stop=9)
+    assert window["top_id"] == direct["top_id"]
+    for key in ("top_prob", "next_prob"):
+        assert sum(window[key], []) == pytest.approx(sum(direct[key], []), rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.parametrize("layer", [0, 1, 2])
+def test_dose_response_equals_a_full_forward_per_alpha(layer):
+    model = three_layer_model(seed=9, std=0.15)
+    ids = torch.randint(0, model.cfg.vocab_size, (10,), generator=torch.Generator().manual_seed(10)).tolist()
+    d = lenses.dose_response(model, ids, layer, 1, 6, target_id=17)
+    for alpha, got in zip(d["alphas"], d["logprob"]):
+        from playground.inside.interventions import run_with_hooks
+
+        logits, _ = run_with_hooks(model, ids[:7], Intervention(scale_head=(layer, 1, alpha)), capture=False)
+        assert got == pytest.approx(float(torch.log_softmax(logits[0, -1].double(), -1)[17]), abs=2e-5)
