@@ -15,6 +15,8 @@ from urllib.parse import unquote
 import pytest
 
 from playground.i18n import EN, tr
+from tests.browser.chromium import chromium_or_skip, launch, set_number
+from tests.helpers import ARTIFACTS
 from tools.pagewalk import draw_inside, plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -12,6 +12,7 @@ from playground.inside import lenses
 from playground.inside.interventions import Intervention
 from playground.server.recipes import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
 from playground.server.runs import layer_attention
+from tests.tiny_models import three_layer_model
 
 TEXT = "ROMEO:\nWhat light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n"
 

@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from playground.engine.config import GPTConfig, check_memory
-from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, trim
+from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, map_large_blocks, trim
 from playground.server.model_cache import ModelCache, model_bytes
 from playground.server.recipes import build_from_recipe, random_recipe
 from playground.server.runs import start_run

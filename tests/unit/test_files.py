@@ -26,8 +26,7 @@ from playground.server.files import (
 )
 from playground.server.recipes import random_recipe
 from playground.server.runs import Run
-
-NANO = PRESETS["nano (2 layers, d64)"]
+from tests.export_helpers import NANO, nano_model, private_dirs, small_run, strict_json
 
 
 @pytest.fixture(autouse=True)
