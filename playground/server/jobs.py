@@ -16,7 +16,7 @@ from playground.i18n import tr
 from playground.runtime.memory import BUDGET
 from playground.runtime.threads import as_background_work
 from playground.server.files import save_trained
-from playground.server.inputs import as_number, as_whole
+from playground.server.inputs import typed_number
 from playground.training.corpus import prepare_corpus
 from playground.training.losses import unigram_loss
 from playground.training.trainer import TrainConfig, Trainer, build_model, check_training_memory
@@ -28,12 +28,12 @@ TRAIN_PRESETS = ("nano (2 layers, d64)", "tiny (4 layers, d128)", "decoder-only 
 def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_size: int | None = None, seed: int = 1337):
     """The TrainConfig of a Train-tab run (also what its time estimate measures); steps and lr are
     checked with messages for the user."""
-    steps = as_whole(steps, "Steps")
+    steps = typed_number(steps, "Steps", whole=True)
     if not 1 <= steps <= MAX_TRAIN_STEPS:
         raise UserError(
             "train.steps_range", "Steps must be between 1 and {hi:,}, got {steps:,}.", hi=MAX_TRAIN_STEPS, steps=steps
         )
-    lr = as_number(lr, "Learning rate")
+    lr = typed_number(lr, "Learning rate")
     if not (0 < lr <= 1):
         raise UserError("train.lr_range", "The learning rate must be in (0, 1], got {lr}.", lr=lr)
     block = min(block_size or 128, cfg.context_length)

@@ -28,7 +28,7 @@ from playground.engine.sampling import Generation, GenerationStep, generate
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
 from playground.runtime.memory import BUDGET, trim
-from playground.server.inputs import as_number, as_whole
+from playground.server.inputs import typed_number
 from playground.server.recipes import describe_recipe, model_label
 
 MAX_PROMPT_CHARS = 20_000
@@ -221,7 +221,7 @@ def start_run(
             n=len(prompt),
             limit=MAX_PROMPT_CHARS,
         )
-    max_new_tokens = as_whole(max_new_tokens, "Max new tokens")
+    max_new_tokens = typed_number(max_new_tokens, "Max new tokens", whole=True)
     if max_new_tokens > MAX_NEW_TOKENS:
         raise UserError(
             "generate.max_new_cap",
@@ -229,10 +229,10 @@ def start_run(
             max_new_tokens=max_new_tokens,
             limit=MAX_NEW_TOKENS,
         )
-    top_k = as_whole(top_k, "top-k") if top_k not in (None, "") else None
-    seed = as_whole(seed, "Seed") if seed not in (None, "") else None
-    temperature = as_number(temperature, "Temperature")
-    top_p = as_number(top_p, "top-p") if top_p not in (None, "") else None
+    top_k = typed_number(top_k, "top-k", whole=True) if top_k is not None else None
+    seed = typed_number(seed, "Seed", whole=True) if seed is not None else None
+    temperature = typed_number(temperature, "Temperature")
+    top_p = typed_number(top_p, "top-p") if top_p is not None else None
     if greedy:
         temperature = 0.0
     if replaces is not _NOT_GIVEN and replaces is not None:
