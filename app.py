@@ -5,7 +5,7 @@ import os
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from playground.runtime.devices import DeviceError, default_device  # noqa: E402
-from playground.ui import build_demo, launch_kwargs  # noqa: E402
+from playground.ui.app import build_demo, launch_kwargs  # noqa: E402
 
 try:
     default_device()  # PLAYGROUND_DEVICE=auto|cpu|cuda|mps: a device this machine lacks stops here, said plainly

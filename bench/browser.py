@@ -287,7 +287,7 @@ class AppServer(serving.App):
 
 def serve() -> None:
     """What ``app.py`` does: build the demo and launch it (port from GRADIO_SERVER_PORT)."""
-    from playground.ui import build_demo, launch_kwargs
+    from playground.ui.app import build_demo, launch_kwargs
 
     build_demo().launch(**launch_kwargs())
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import math
+import numbers
 import os
 import re
 import threading
@@ -598,13 +600,13 @@ def start_run(
         raise ValueError("The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ValueError(f"The prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
-    max_new_tokens = _whole(max_new_tokens, "Max new tokens")
+    max_new_tokens = _typed(max_new_tokens, "Max new tokens", whole=True)
     if max_new_tokens > MAX_NEW_TOKENS:
         raise ValueError(f"Max new tokens is {max_new_tokens:,}; this app generates at most {MAX_NEW_TOKENS} per run.")
-    top_k = _whole(top_k, "top-k") if top_k not in (None, "") else None
-    seed = _whole(seed, "Seed") if seed not in (None, "") else None
-    temperature = _number(temperature, "Temperature")
-    top_p = _number(top_p, "top-p") if top_p not in (None, "") else None
+    top_k = _typed(top_k, "top-k", whole=True) if top_k is not None else None
+    seed = _typed(seed, "Seed", whole=True) if seed is not None else None
+    temperature = _typed(temperature, "Temperature")
+    top_p = _typed(top_p, "top-p") if top_p is not None else None
     if greedy:
         temperature = 0.0
     if replaces is not _NOT_GIVEN and replaces is not None:
@@ -651,20 +653,16 @@ def attention_bytes(cfg: GPTConfig, n_tokens: int, elem: int = 4) -> int:
     return 2 * cfg.n_layers * min(n_tokens, cfg.context_length) * cfg.emb_dim * elem
 
 
-def _number(value, name: str) -> float:
-    if isinstance(value, bool):
+def _typed(value, name: str, whole: bool = False):
+    """A number argument as the library takes it: ints and floats only (what people type is parsed
+    by the UI, playground.ui.parsing); a string, or a fraction where a count is wanted, is refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a number, got {value!r}.")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}.") from None
-
-
-def _whole(value, name: str) -> int:
-    number = _number(value, name)
-    if number != number or not float(number).is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}.")
-    return int(number)
+    if whole:
+        if not math.isfinite(value) or not float(value).is_integer():
+            raise ValueError(f"{name} must be a whole number, got {value!r}.")
+        return int(value)
+    return float(value)
 
 
 def run_attention(model: GPTModel, run: Run) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]]]:
@@ -778,10 +776,10 @@ def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_siz
     checked with messages for the user."""
     from playground.training.trainer import TrainConfig
 
-    steps = _whole(steps, "Steps")
+    steps = _typed(steps, "Steps", whole=True)
     if not 1 <= steps <= MAX_TRAIN_STEPS:
         raise ValueError(f"Steps must be between 1 and {MAX_TRAIN_STEPS:,}, got {steps:,}.")
-    lr = _number(lr, "Learning rate")
+    lr = _typed(lr, "Learning rate")
     if not (0 < lr <= 1):
         raise ValueError(f"The learning rate must be in (0, 1], got {lr}.")
     block = min(block_size or 128, cfg.context_length)

@@ -7,8 +7,8 @@ on load and whenever it changes (see ``prefs``). API callers get English unless 
 
 A new tab follows the language with: ``T("key")`` for labels (keys in ``translations.py``, EN and
 ZH), ``tr(lang_of(state), "key", **values)`` for text its handlers build, ``dress(fig, lang, present)``
-on its figures, ``choices(keys)`` for radio/dropdown choices, and ``prefs.on_change(page, fn, inputs,
-outputs)`` in its ``wire`` to redraw them when the page's language changes.
+on its figures, ``choices(keys)`` for radio/dropdown choices, and ``listeners.on_change(page, fn,
+inputs, outputs)`` in its ``wire`` to redraw them when the page's language changes.
 """
 
 from __future__ import annotations
@@ -29,9 +29,6 @@ def choices(keys: dict[str, str], lang: str | None = None) -> list[tuple]:
     """(label, value) pairs: the value stays the English name the API knows, the label follows the
     language (translated in the browser when ``lang`` is None)."""
     return [(T(key) if lang is None else tr(lang, key), value) for value, key in keys.items()]
-
-
-__all__ = ["I18N", "T", "choices", "lang_of", "normalize_lang", "tr"]
 
 
 def page_prefs(request) -> tuple[str, bool]:

@@ -45,6 +45,16 @@ def parse_whole(value, name: str, lo: int | None = None, hi: int | None = None) 
     return whole
 
 
+def parse_optional_number(value, name: str) -> float | None:
+    """None or empty means "not given"; otherwise a finite number."""
+    return None if value is None or value == "" else parse_number(value, name)
+
+
+def parse_optional_whole(value, name: str, lo: int | None = None, hi: int | None = None) -> int | None:
+    """None or empty means "not given"; otherwise a whole number (2.7 is refused, not truncated)."""
+    return None if value is None or value == "" else parse_whole(value, name, lo, hi)
+
+
 def parse_seed(value, name: str = "Seed") -> int | None:
     """None or empty means "no seed"; otherwise a whole number torch accepts."""
     if value is None or value == "":

@@ -28,6 +28,7 @@ from playground.inside.bpe import (
 )
 from playground.server.session import MAX_PROMPT_CHARS
 
+from . import listeners
 from .common import T, lang_of, tr, warn
 
 DEFAULT_TEXT = "An unbelievable tokenization: 从前有一座山 🦙"
@@ -329,9 +330,7 @@ def wire(page) -> None:
     c.text.submit(show_tokens, [c.text, page.state], outputs, api_visibility="private")
     # .change: a picked choice and a typed word (set on Enter or blur) alike; the replay is cheap
     c.word.change(show_merges, [c.word, page.state], c.merges, api_visibility="private", trigger_mode="always_last")
-    from . import prefs  # (prefs imports the tab modules)
-
-    prefs.on_change(page, redraw, [c.text, c.word], [c.summary, c.chips, c.table, c.merges])
+    listeners.on_change(page, redraw, [c.text, c.word], [c.summary, c.chips, c.table, c.merges])
     # API-only endpoints: plain numbers for gradio_client users.
     gr.Button(visible=False).click(tokenize_api, c.text, gr.JSON(visible=False), api_name="tokenize")
     gr.Button(visible=False).click(bpe_merges_api, c.word, gr.JSON(visible=False), api_name="bpe_merges")
