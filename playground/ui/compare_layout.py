@@ -17,12 +17,11 @@ from . import compare_views as cv
 from . import listeners, share
 from . import model_switch as ms
 from .common import T, choices, lang_of
+from .compare_streams import Streams
 from .compare_tab import (
-    MAX_COMPARE_NEW,
     SOURCE_KEYS,
     SOURCES,
     Scored,
-    Streams,
     export_replay,
     generate_two_models,
     generate_two_settings,
@@ -84,7 +83,6 @@ def layout() -> SimpleNamespace:
             c.s_seed = gr.Number(42, label=T("seed"), min_width=100)
             c.s_max = gr.Slider(
                 1,
-                MAX_COMPARE_NEW,
                 value=40,
                 step=1,
                 label=T("max_new_tokens"),

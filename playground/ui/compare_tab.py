@@ -13,7 +13,6 @@ import os
 import re
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -24,7 +23,7 @@ from playground.i18n.catalogue import EN
 from playground.inside.scoring import compare_scores, decode_upload, score_text
 from playground.server.files import exports_dir
 from playground.server.replay import model_for, read_record, replay, replay_record, write_record
-from playground.server.session import CACHE, describe_recipe, start_run
+from playground.server.session import CACHE, describe_recipe
 
 from . import compare_views as cv
 from . import model_switch as ms
@@ -36,24 +35,19 @@ from .common import (
     ok,
     parse_bool,
     parse_choice,
-    parse_number,
-    parse_optional_number,
-    parse_optional_whole,
-    parse_seed,
     parse_whole,
     session_model,
     session_run,
     tr,
     warn,
 )
+from .compare_streams import Streams, sampling_settings, two_streams
 from .decoding import DECODE_LOCK
 from .results import only, result
 
 SOURCES = ("paste", "upload a .txt", "the current run")
 SOURCE_KEYS = dict(zip(SOURCES, ("src_paste", "src_upload", "src_run")))  # labels in the page's language
 MAX_TEXT_FILE_BYTES = 5_000_000
-MAX_COMPARE_NEW = 200  # tokens per stream in the side-by-side views
-STREAM_INTERVAL_S = 0.25
 
 # Sentences the handlers build: keys of translations.py ("cmp_" + name). Errors are raised in English
 # (the API's words) and said in the page's language by _fail.
@@ -61,7 +55,6 @@ MSG = {name: EN["cmp_" + name] for name in ("no_b", "no_file", "file_big", "no_r
 
 # The score section's outputs: message, figures table, chips A, chips B, difference chips, figure, raw numbers.
 Scored = result("Scored", "score_msg", "table", "chips_a", "chips_b", "diff", "figure", "score_json")
-Streams = result("Streams", "side_msg", "side")  # the side-by-side section's message and columns
 
 
 def _fail(e, lang):
@@ -263,59 +256,6 @@ def score_ab(
 # Two streams
 
 
-def _streams(pairs, prompt, seed, max_new, titles, lang="en", request=None):
-    """Run two generations step by step, yielding (message, side-by-side HTML). ``titles(lang)`` names
-    the two streams."""
-    max_new = parse_whole(max_new, "Max new tokens", 1, MAX_COMPARE_NEW)
-    seed = parse_seed(seed, "Sampling seed")
-    if seed is None:
-        seed = int.from_bytes(os.urandom(4), "little")  # both streams share it: only the model/settings differ
-    gens = []
-    for model, recipe, settings in pairs:
-        run, gen = start_run(model, recipe, prompt, max_new_tokens=max_new, seed=seed, **settings)
-        gens.append((run, iter(gen)))
-    steps = ([], [])
-    prompt_ids = gens[0][0].prompt_ids
-    t0 = last = time.perf_counter()
-    yield Streams(
-        ok(tr(lang, "cmp_streams", n=max_new, seed=seed)),
-        cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang),
-    )
-    for _ in range(max_new):
-        for (_run, it), out in zip(gens, steps):
-            with DECODE_LOCK:
-                step = next(it, None)
-            if step is not None:
-                out.append(step)
-        if time.perf_counter() - last > STREAM_INTERVAL_S:
-            last = time.perf_counter()
-            yield only(Streams, side=cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang))
-    seconds = f"{time.perf_counter() - t0:.1f}"
-    # What the columns show of each step (not its attention rows), to draw them again in another language.
-    kept = tuple(
-        [SimpleNamespace(index=s.index, token_id=s.token_id, prob=s.prob, raw_prob=s.raw_prob) for s in out]
-        for out in steps
-    )
-
-    def draw(lang, present=False):
-        return Streams(
-            ok(tr(lang, "cmp_streams_done", n=max_new, seconds=seconds, seed=seed)),
-            cv.side_by_side(titles(lang), prompt_ids, *kept, True, lang),
-        )
-
-    redraw.remember(request, "cmp_side", draw)
-    yield draw(lang)
-
-
-def _settings(temperature, top_k, top_p, greedy=False) -> dict:
-    return {
-        "temperature": parse_number(temperature, "Temperature"),
-        "top_k": parse_optional_whole(top_k, "top-k"),
-        "top_p": parse_optional_number(top_p, "top-p"),
-        "greedy": parse_bool(greedy, "Greedy"),
-    }
-
-
 def _stream_error(e, lang, request):
     draw = lambda lang, present=False: only(Streams, side_msg=_fail(e, lang))  # noqa: E731
     redraw.remember(request, "cmp_side", draw)
@@ -327,11 +267,11 @@ def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, to
     lang = lang_of(state)
     try:
         mb, recipe_b = model_b(cmp_state)
-        settings = _settings(temperature, top_k, top_p)
+        settings = sampling_settings(temperature, top_k, top_p)
         pairs = [(session_model(state), state["recipe"], settings), (mb, recipe_b, settings)]
         recipe_a = state["recipe"]
         titles = lambda lang: (f"A: {describe_recipe(recipe_a, lang)}", f"B: {describe_recipe(recipe_b, lang)}")  # noqa: E731
-        yield from _streams(pairs, prompt, seed, max_new, titles, lang, request)
+        yield from two_streams(pairs, prompt, seed, max_new, titles, lang, request)
     except Exception as e:
         yield _stream_error(e, lang, request)
 
@@ -341,7 +281,7 @@ def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b,
     lang = lang_of(state)
     try:
         model = session_model(state)
-        a, b = _settings(t_a, k_a, p_a), _settings(t_b, k_b, p_b)
+        a, b = sampling_settings(t_a, k_a, p_a), sampling_settings(t_b, k_b, p_b)
         name = lambda lang, ab, s: tr(
             lang,
             "cmp_settings",
@@ -351,7 +291,7 @@ def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b,
             p=s["top_p"],
         )
         pairs = [(model, state["recipe"], a), (model, state["recipe"], b)]
-        yield from _streams(
+        yield from two_streams(
             pairs, prompt, seed, max_new, lambda lang: (name(lang, "A", a), name(lang, "B", b)), lang, request
         )
     except Exception as e:

@@ -1,8 +1,9 @@
-"""The Inside tab: logit lens, direct logit attribution, attention maths step by step, and
-interventions, for the session's current run (prompt + generated tokens, its last context window).
+"""The Inside tab's views, drawn and redrawn: logit lens, direct logit attribution, attention maths
+step by step, and interventions, for the session's current run (prompt + generated tokens, its last
+context window).
 
-Each view has a data function (``*_data``: plain numbers, also an API endpoint) and a view handler
-that draws it. Positions are absolute (as in the Generate tab): a run longer than the context
+Each view has a data function (``*_data`` in inside_data: plain numbers, also an API endpoint) and a
+view handler here that draws it; inside_layout builds the components and wires them. Positions are absolute (as in the Generate tab): a run longer than the context
 shows its last window, and the lens heatmap shows as many positions as fit the page's width (at
 most LENS_WINDOW, each cell wide enough for its text) at a time, scrolled by a slider (said on screen).
 """
