@@ -18,8 +18,8 @@ from .common import (
     ok,
     parse_bool,
     parse_number,
+    parse_optional_count,
     parse_optional_number,
-    parse_optional_whole,
     parse_seed,
     parse_whole,
     tr,
@@ -79,7 +79,7 @@ def two_streams(pairs, prompt, seed, max_new, titles, lang="en", request=None):
 def sampling_settings(temperature, top_k, top_p, greedy=False) -> dict:
     return {
         "temperature": parse_number(temperature, "Temperature"),
-        "top_k": parse_optional_whole(top_k, "top-k"),
+        "top_k": parse_optional_count(top_k, "top-k"),
         "top_p": parse_optional_number(top_p, "top-p"),
         "greedy": parse_bool(greedy, "Greedy"),
     }

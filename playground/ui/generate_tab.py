@@ -40,8 +40,8 @@ from .common import (
     parse_bool,
     parse_choice,
     parse_number,
+    parse_optional_count,
     parse_optional_number,
-    parse_optional_whole,
     parse_seed,
     parse_whole,
     session_model,
@@ -78,7 +78,7 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
         seed = parse_seed(seed, "Sampling seed")
         max_new_tokens = parse_whole(max_new_tokens, "Max new tokens")  # start_run checks the range
         temperature = parse_number(temperature, "Temperature")
-        top_k = parse_optional_whole(top_k, "top-k")
+        top_k = parse_optional_count(top_k, "top-k")
         top_p = parse_optional_number(top_p, "top-p")
         model = session_model(state)
         # replaces: the server keeps the new run under its id and lets the session's previous one go.

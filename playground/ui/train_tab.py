@@ -23,7 +23,7 @@ from playground.training import estimate as train_estimate
 from playground.training.corpus import load_bundled_corpus, load_tiny_shakespeare, text_from_paste, text_from_upload
 
 from . import listeners, redraw
-from .common import T, choices, dress, lang_of, parse_number, parse_whole, tr
+from .common import T, choices, dress, lang_of, parse_count, parse_number, parse_whole, tr
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
@@ -92,7 +92,7 @@ def _train_config(preset_name, steps, lr, batch_size):
     if preset_name not in PRESETS:
         raise ValueError(tr("en", "unknown_model", name=preset_name))
     batch = parse_whole(batch_size, "Batch size", 1, MAX_BATCH)
-    steps = parse_whole(parse_number(steps, "Steps"), "Steps")  # "many": not a number; 2.5: not whole
+    steps = parse_count(steps, "Steps")
     lr = parse_number(lr, "Learning rate")
     cfg = PRESETS[preset_name]
     return cfg, training_config(cfg, steps, lr, batch_size=batch)
