@@ -6,7 +6,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from playground.runtime.devices import DeviceError, default_device  # noqa: E402
 from playground.runtime.memory import map_large_blocks  # noqa: E402
-from playground.ui import build_demo, launch_kwargs  # noqa: E402
+from playground.ui.app import build_demo, launch_kwargs  # noqa: E402
 
 map_large_blocks()  # before any model is built: freed weights go straight back to the OS
 try:

@@ -287,7 +287,7 @@ class AppServer(serving.App):
 
 def serve() -> None:
     """What ``app.py`` does: build the demo and launch it (port from GRADIO_SERVER_PORT)."""
-    from playground.ui import build_demo, launch_kwargs
+    from playground.ui.app import build_demo, launch_kwargs
 
     build_demo().launch(**launch_kwargs())
 
@@ -395,7 +395,7 @@ class Bench:
             fields = client.predict(spec["preset"], api_name="/preset_config")
             params = serving._endpoint_parameters(client, "/build_model")
             names = [p["parameter_name"] for p in params]
-            overrides = {"weights": "random init", "seed": 0, "dtype": "float32", "upload": None}
+            overrides = {"weights": "random", "seed": 0, "dtype": "float32", "upload": None}
             # the config fields follow (state), weights, seed, hub_name, upload, dtype in the signature
             field_names = names[-len(fields) + 1 :] if len(names) >= len(fields) - 1 else []
             overrides.update(dict(zip(field_names, fields[:-1])))

@@ -16,7 +16,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 @pytest.fixture(scope="module")
 def app_url():
     """The real app on a free local port for the tests of one module; closed afterwards."""
-    from playground.ui import build_demo, launch_kwargs
+    from playground.ui.app import build_demo, launch_kwargs
 
     demo = build_demo()
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs())

@@ -38,7 +38,7 @@ from tools.pagewalk import draw_inside, plot_ready  # noqa: E402  (needs ROOT on
 
 
 def start_app() -> tuple[object, str]:
-    from playground.ui import build_demo, launch_kwargs
+    from playground.ui.app import build_demo, launch_kwargs
 
     demo = build_demo()
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs())

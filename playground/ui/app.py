@@ -1,12 +1,14 @@
-"""The page: a header, then one tab per module (each module owns its layout and its wiring).
+"""The page: a header, then one tab per module, composed into the app (``build_demo``).
 
-Every event has an ``api_name`` or is marked private. A tab module exposes ``layout()`` (the
+Every event has an ``api_name`` or is marked private. A tab's layout module exposes ``layout()`` (the
 components, built inside its ``gr.Tab``) and ``wire(page)`` (its events); ``page`` holds every tab's
-components, so a tab can update another (a new model resets the Generate tab's views).
+components, so a tab can update another (a new model resets the Generate tab's views). ``prefs`` is
+wired last: it runs the language redraws the tabs registered.
 """
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import gradio as gr
@@ -15,17 +17,24 @@ from playground.server import files
 from playground.server.model_cache import CACHE
 from playground.server.recipes import MAX_UPLOAD_BYTES, default_recipe
 
-from . import cell_click, compare_tab, generate_tab, inside_tab, model_tab, prefs, tokenizer_tab, train_tab
+from . import (
+    cell_click,
+    compare_layout,
+    generate_layout,
+    inside_layout,
+    inside_picks,
+    model_tab,
+    prefs,
+    tokenizer_tab,
+    train_tab,
+)
 from .common import I18N, T, new_state
 from .compare_views import CSS as COMPARE_CSS
-from .generate_tab import EXAMPLES  # noqa: F401  (re-exported)
 from .style import CSS, RESIZE_JS
 
 
 def _checkpoints_in_use() -> list[str]:
     """Checkpoint files of the models the server holds: the disk budget never deletes these."""
-    import json
-
     return [json.loads(key).get("path") for key in CACHE.keys()]
 
 
@@ -42,17 +51,18 @@ def build_demo() -> gr.Blocks:
             with gr.Tab(T("tab_model"), id="model") as page.model_tab:
                 page.model = model_tab.layout()
             with gr.Tab(T("tab_generate"), id="generate") as page.generate_tab:
-                page.generate = generate_tab.layout(default_model.cfg)
+                page.generate = generate_layout.layout(default_model.cfg)
             with gr.Tab(T("tab_inside"), id="inside") as page.inside_tab:
-                page.inside = inside_tab.layout()
+                page.inside = inside_layout.layout()
             with gr.Tab(T("tab_train"), id="train") as page.train_tab:
                 page.train = train_tab.layout()
             with gr.Tab(T("tab_compare"), id="compare") as page.compare_tab:
-                page.compare = compare_tab.layout()
+                page.compare = compare_layout.layout()
             with gr.Tab(T("tab_tokenizer"), id="tokenizer") as page.tokenizer_tab:
                 page.tokenizer = tokenizer_tab.layout()
-        for tab in (model_tab, generate_tab, inside_tab, train_tab, compare_tab, tokenizer_tab, prefs):
+        for tab in (model_tab, generate_layout, inside_layout, inside_picks, train_tab, compare_layout, tokenizer_tab):
             tab.wire(page)
+        prefs.wire(page)  # last: it chains the redraws the tabs registered
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
     demo.queue(default_concurrency_limit=2, max_size=64)

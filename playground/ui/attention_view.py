@@ -7,6 +7,7 @@ slider): a window that starts at position 300 shows 300, 301, … and not 0, 1, 
 
 from __future__ import annotations
 
+import json
 import math
 import weakref
 
@@ -18,9 +19,11 @@ from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import tr_error
 from playground.inside.attention_stats import attention_rollout, head_stats
 from playground.runtime.memory import BUDGET
+from playground.server.recipes import BUNDLED_CHECKPOINT
 from playground.server.runs import all_layers_attention_bytes, layer_attention, run_attention
 
 from .common import api_run, dress, lang_of, parse_choice, parse_whole, session_model, session_run, tr, warn
+from .results import only, result
 
 VIEW_KEYS = {
     "one": "v_one",
@@ -37,6 +40,8 @@ OVERVIEW_METRICS = {
     "overview-first": "first-token",
     "overview-entropy": "entropy",
 }
+# The attention figure, where one query looked, the query slider and a message (Generate tab components).
+AttentionViews = result("AttentionViews", "heatmap", "query_plot", "query", "att_msg")
 HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this the newest positions are shown (the title says so)
 GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
@@ -47,6 +52,30 @@ SPAN_NOTES = {  # said in the figure's title: keys of translations.py
     "whole": "span_note_whole",
     "grid": "span_note_grid",
 }
+
+
+HEAD_PATTERNS = {  # pattern name in facts.json -> (label key, a prompt that shows it)
+    "line_break": (
+        "head_line_break",
+        "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n",
+    ),
+    "duplicate_token": ("head_duplicate_token", "the king, the queen, the king, the prince, the king and the queen"),
+}
+
+
+def head_examples(view_name: str, lang: str = "en") -> tuple[list[list], list[str]]:
+    """(examples, labels): prompts paired with the bundled model's measured heads (assets/bundled/facts.json)."""
+    facts_path = BUNDLED_CHECKPOINT.with_name("facts.json")
+    if not facts_path.is_file():
+        return [], []
+    heads = json.loads(facts_path.read_text()).get("attention_heads", {})
+    found = [(HEAD_PATTERNS[name], h) for name, h in heads.items() if name in HEAD_PATTERNS]
+    examples = [[prompt, view_name, h["layer"], h["head"]] for (_, prompt), h in found]
+    labels = [
+        tr(lang, "head_example", label=tr(lang, label), layer=h["layer"], head=h["head"], ratio=f"{h['ratio']:.1f}")
+        for (label, _), h in found
+    ]
+    return examples, labels
 
 
 def _window(state, run):
@@ -71,7 +100,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
         run = session_run(state)
         if run is None:
             empty = dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present)
-            return empty, gr.update(value=empty, visible=True), gr.skip(), ""
+            return AttentionViews(empty, gr.update(value=empty, visible=True), gr.skip(), "")
         view = parse_choice(view, VIEWS, "Attention view")
         whole = parse_choice(span if span is not None else SPANS[0], SPANS, "Heatmap range") == SPANS[1]
         log_scale = bool(log_scale) if isinstance(log_scale, (bool, int)) else str(log_scale).lower() == "true"
@@ -82,7 +111,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
         query = end if query is None else parse_whole(query, "Query position", 0, end)
     except (ValueError, MemoryError) as e:
-        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, e))
+        return only(AttentionViews, att_msg=warn(tr_error(lang, e)))
     message = ""
     if query < start:
         message = warn(tr(lang, "att_outside", query=query, start=start, end=end))
@@ -90,11 +119,11 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     try:
         fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
-        return gr.skip(), gr.skip(), gr.skip(), warn(tr_error(lang, e))
+        return only(AttentionViews, att_msg=warn(tr_error(lang, e)))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
     fig = dress(fig, lang, present)
     if row is None:  # an overview is about every head and position, not one query
-        return fig, gr.update(visible=False), query_update, message
+        return AttentionViews(fig, gr.update(visible=False), query_update, message)
     q = query - start
     query_fig = figures.query_attention_bars(
         np.asarray(row),
@@ -103,7 +132,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
         offset=start,
         title=tr(lang, "fig_query", query=query, label=labels[q]),
     )
-    return fig, gr.update(value=dress(query_fig, lang, present), visible=True), query_update, message
+    return AttentionViews(fig, gr.update(value=dress(query_fig, lang, present), visible=True), query_update, message)
 
 
 def _all_layers_reserved(model, T: int, what: str):

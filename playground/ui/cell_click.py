@@ -1,5 +1,7 @@
-"""Clicking a heatmap cell picks it (issue 11: "click a cell to see the top-10 at that layer and
-position"). ``gr.Plot`` has no click event in Gradio 6, so a page script listens to plotly.js's own
+"""Clicks on the Inside tab's heatmap cells, turned into events by a page script.
+
+A click on a cell picks it (the lens: that cell's top-10 at its layer and position). ``gr.Plot``
+has no click event in Gradio 6, so a page script listens to plotly.js's own
 ``plotly_click`` on the figure's graph div, remembers the cell in ``window.pgPicked[plot id]`` and
 clicks the plot's hidden "pick" button. That button's event reads the cell through
 ``read_pick(...)`` (a ``js=`` pre-processor that puts it in place of some of the event's inputs),

@@ -3,19 +3,19 @@ two models or two settings side by side, read a step's sampling receipt, replay 
 
 Model A is always the session's current model (Model tab); model B is named by a recipe kept in
 this tab's own state and built through the shared cache and the memory budget like any model.
-``layout()`` builds the components, ``wire(page)`` connects them; handlers are plain functions.
+Handlers only, plain functions; compare_layout builds the components and wires them.
 """
 
 from __future__ import annotations
 
+import html
 import os
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.engine.config import DEFAULT_PRESET, PRESETS
+from playground.engine.config import PRESETS
 from playground.engine.receipts import receipt
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
@@ -24,34 +24,34 @@ from playground.server.files import exports_dir
 from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
 from playground.server.replay import model_for, read_record, replay, replay_record, write_record
-from playground.server.runs import start_run
 
 from . import compare_views as cv
-from . import model_tab as mt
-from . import prefs, redraw, share
+from . import model_switch as ms
+from . import redraw
 from .common import (
-    T,
-    choices,
     dress,
     fail,
     lang_of,
     ok,
     parse_bool,
     parse_choice,
-    parse_seed,
     parse_whole,
     session_model,
     session_run,
     tr,
     warn,
 )
-from .generate_tab import DECODE_LOCK
+from .compare_streams import Streams, sampling_settings, two_streams
+from .decoding import DECODE_LOCK
+from .results import only, result
 
 SOURCES = ("paste", "upload", "run")  # ids the API sends; labels follow the language
 SOURCE_KEYS = dict(zip(SOURCES, ("src_paste", "src_upload", "src_run")))  # labels in the page's language
 MAX_TEXT_FILE_BYTES = 5_000_000
-MAX_COMPARE_NEW = 200  # tokens per stream in the side-by-side views
-STREAM_INTERVAL_S = 0.25
+
+
+# The score section's outputs: message, figures table, chips A, chips B, difference chips, figure, raw numbers.
+Scored = result("Scored", "score_msg", "table", "chips_a", "chips_b", "diff", "figure", "score_json")
 
 
 def no_run() -> UserError:
@@ -136,8 +136,8 @@ def load_model_b(
     lang = lang_of(train_state)
     try:
         cfg = PRESETS[parse_choice(preset, list(PRESETS), "Preset")]
-        fields = [getattr(cfg, f) for f in mt.FIELDS]
-        recipe = mt.recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state)
+        fields = [getattr(cfg, f) for f in ms.FIELDS]
+        recipe = ms.recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state)
         t0 = time.perf_counter()
         CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
         seconds = f"{time.perf_counter() - t0:.2f}"
@@ -157,7 +157,7 @@ def load_model_b(
 
 
 def score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=gr.Progress(), request=None):
-    """Outputs: message, figures table, chips A, chips B, difference chips, figure, raw numbers (JSON)."""
+    """Scores the text under model A (and B when ``both``): a ``Scored``."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     draw, n_tokens = _score(state, cmp_state, source, text, upload, replace, stride, both, progress, lang)
     # (about 80 bytes a token and model: ids, surprisal, probability, rank, top guess, context)
@@ -191,7 +191,7 @@ def _score(state, cmp_state, source, text, upload, replace, stride, both, progre
             results.append(score_text(model, text, stride=s, progress=report, label=label))
         seconds = time.perf_counter() - t0
     except Exception as e:
-        return (lambda lang, present, e=e: (fail(e, lang),) + (gr.skip(),) * 6), 0
+        return (lambda lang, present, e=e: only(Scored, score_msg=fail(e, lang))), 0
     comparison = compare_scores(*results) if both else None
     recipes = [state["recipe"]] + ([cmp_state["recipe"]] if both else [])
     return (
@@ -215,7 +215,7 @@ def _score_outputs(results, recipes, comparison, seconds, lang, present):
     table = cv.figures_table(*results, lang=lang)
     figure = dress(cv.surprisal_figure(*results, lang=lang), lang, present)
     if comparison is None:
-        return message, table, cv.score_chips(results[0], lang=lang), "", "", figure, results[0].to_dict()
+        return Scored(message, table, cv.score_chips(results[0], lang=lang), "", "", figure, results[0].to_dict())
     changed = ", ".join(f"{p} ({d:+.1f})" for p, d in comparison.most_changed(5))
     table += "\n\n" + tr(
         lang,
@@ -224,7 +224,7 @@ def _score_outputs(results, recipes, comparison, seconds, lang, present):
         bpb=f"{results[1].bits_per_byte - results[0].bits_per_byte:+.3f}",
         changed=changed,
     )
-    return (
+    return Scored(
         message,
         table,
         cv.score_chips(results[0], lang=lang),
@@ -253,56 +253,8 @@ def score_ab(
 # Two streams
 
 
-def _streams(pairs, prompt, seed, max_new, titles, lang="en", request=None):
-    """Run two generations step by step, yielding (message, side-by-side HTML). ``titles(lang)`` names
-    the two streams."""
-    max_new = parse_whole(max_new, "Max new tokens", 1, MAX_COMPARE_NEW)
-    seed = parse_seed(seed, "Sampling seed")
-    if seed is None:
-        seed = int.from_bytes(os.urandom(4), "little")  # both streams share it: only the model/settings differ
-    gens = []
-    for model, recipe, settings in pairs:
-        run, gen = start_run(model, recipe, prompt, max_new_tokens=max_new, seed=seed, **settings)
-        gens.append((run, iter(gen)))
-    steps = ([], [])
-    prompt_ids = gens[0][0].prompt_ids
-    t0 = last = time.perf_counter()
-    yield (
-        ok(tr(lang, "cmp_streams", n=max_new, seed=seed)),
-        cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang),
-    )
-    for _ in range(max_new):
-        for (_run, it), out in zip(gens, steps):
-            with DECODE_LOCK:
-                step = next(it, None)
-            if step is not None:
-                out.append(step)
-        if time.perf_counter() - last > STREAM_INTERVAL_S:
-            last = time.perf_counter()
-            yield gr.skip(), cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang)
-    seconds = f"{time.perf_counter() - t0:.1f}"
-    # What the columns show of each step (not its attention rows), to draw them again in another language.
-    kept = tuple(
-        [SimpleNamespace(index=s.index, token_id=s.token_id, prob=s.prob, raw_prob=s.raw_prob) for s in out]
-        for out in steps
-    )
-
-    def draw(lang, present=False):
-        return (
-            ok(tr(lang, "cmp_streams_done", n=max_new, seconds=seconds, seed=seed)),
-            cv.side_by_side(titles(lang), prompt_ids, *kept, True, lang),
-        )
-
-    redraw.remember(request, "cmp_side", draw)
-    yield draw(lang)
-
-
-def _settings(temperature, top_k, top_p, greedy=False) -> dict:
-    return {"temperature": temperature, "top_k": top_k, "top_p": top_p, "greedy": parse_bool(greedy, "Greedy")}
-
-
 def _stream_error(e, lang, request):
-    draw = lambda lang, present=False: (fail(e, lang), gr.skip())  # noqa: E731
+    draw = lambda lang, present=False: only(Streams, side_msg=fail(e, lang))  # noqa: E731
     redraw.remember(request, "cmp_side", draw)
     return draw(lang)
 
@@ -312,11 +264,11 @@ def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, to
     lang = lang_of(state)
     try:
         mb, recipe_b = model_b(cmp_state)
-        settings = _settings(temperature, top_k, top_p)
+        settings = sampling_settings(temperature, top_k, top_p)
         pairs = [(session_model(state), state["recipe"], settings), (mb, recipe_b, settings)]
         recipe_a = state["recipe"]
         titles = lambda lang: (f"A: {describe_recipe(recipe_a, lang)}", f"B: {describe_recipe(recipe_b, lang)}")  # noqa: E731
-        yield from _streams(pairs, prompt, seed, max_new, titles, lang, request)
+        yield from two_streams(pairs, prompt, seed, max_new, titles, lang, request)
     except Exception as e:
         yield _stream_error(e, lang, request)
 
@@ -326,7 +278,7 @@ def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b,
     lang = lang_of(state)
     try:
         model = session_model(state)
-        a, b = _settings(t_a, k_a, p_a), _settings(t_b, k_b, p_b)
+        a, b = sampling_settings(t_a, k_a, p_a), sampling_settings(t_b, k_b, p_b)
         name = lambda lang, ab, s: tr(
             lang,
             "cmp_settings",
@@ -336,7 +288,7 @@ def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b,
             p=s["top_p"],
         )
         pairs = [(model, state["recipe"], a), (model, state["recipe"], b)]
-        yield from _streams(
+        yield from two_streams(
             pairs, prompt, seed, max_new, lambda lang: (name(lang, "A", a), name(lang, "B", b)), lang, request
         )
     except Exception as e:
@@ -416,8 +368,6 @@ def _replay_html(report, record, recipe, lang) -> str:
 
 
 def _esc(text: str) -> str:
-    import html
-
     return html.escape(text).replace("\n", "<br>")
 
 
@@ -425,186 +375,12 @@ def redraw_views(request: gr.Request, state):
     """After a language switch: every view of this tab the page drew, in the new language (same
     numbers; nothing is scored or generated again)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    parts = (("cmp_b", 1), ("cmp_score", 6), ("cmp_side", 2), ("cmp_receipt", 1), ("cmp_replay", 1), ("cmp_export", 1))
+    parts = (
+        ("cmp_b", 1),
+        ("cmp_score", len(Scored._fields) - 1),  # (not its raw numbers)
+        ("cmp_side", len(Streams._fields)),
+        ("cmp_receipt", 1),
+        ("cmp_replay", 1),
+        ("cmp_export", 1),
+    )
     return sum((redraw.redraw(request, key, lang, present, n) for key, n in parts), ())
-
-
-# ----------------------------------------------------------------------------------------------
-# Layout and wiring
-
-
-def layout() -> SimpleNamespace:
-    """Model B's form, then the score, side-by-side, receipt and replay sections."""
-    c = SimpleNamespace()
-    c.cmp_state = gr.State({"recipe": None})
-    gr.Markdown(T("compare_intro"))
-    with gr.Accordion(T("model_b"), open=False):
-        with gr.Row():
-            c.b_weights = gr.Radio(choices(mt.WEIGHT_KEYS), value="random", label=T("weights"))
-            c.b_preset = gr.Dropdown(
-                list(PRESETS),
-                value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS else DEFAULT_PRESET,
-                label=T("preset"),
-            )
-        with gr.Row():
-            c.b_seed = gr.Number(0, label=T("seed_init"), min_width=100)
-            c.b_hub = gr.Dropdown(list(mt.HUB_MODELS), value=list(mt.HUB_MODELS)[0], label=T("hub_model"))
-            c.b_dtype = gr.Radio(list(mt.DTYPES), value="float32", label=T("dtype"))
-        c.b_upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
-        c.b_btn = gr.Button(T("load_b"), elem_id="pg-load-b")
-        c.b_msg = gr.HTML(elem_id="pg-b-msg")
-    with gr.Accordion(T("score_section"), open=True):
-        with gr.Row():
-            with gr.Column(scale=2, min_width=320):
-                c.source = gr.Radio(choices(SOURCE_KEYS), value=SOURCES[0], label=T("text_source"))
-                c.text = gr.Textbox(label=T("text_to_score"), lines=5, max_length=200_000, elem_id="pg-score-text")
-                c.upload = gr.File(label=T("text_upload"), file_types=[".txt"], type="filepath")
-                with gr.Row():
-                    c.replace = gr.Checkbox(False, label=T("replace_bytes"))
-                    c.stride = gr.Number(0, label=T("stride"), precision=0, minimum=0)
-                with gr.Row():
-                    c.score_btn = gr.Button(T("score_a"), variant="primary", elem_id="pg-score")
-                    c.score_ab_btn = gr.Button(T("score_ab"), elem_id="pg-score-ab")
-                c.score_msg = gr.HTML(elem_id="pg-score-msg")
-            with gr.Column(scale=3):
-                c.legend = gr.HTML(cv.surprisal_legend())
-                c.chips_a = gr.HTML(elem_id="pg-score-a")
-                c.chips_b = gr.HTML(elem_id="pg-score-b")
-                c.diff = gr.HTML(elem_id="pg-score-diff")
-                c.figure = gr.Plot(show_label=False, elem_id="pg-score-plot")
-                c.score_json = gr.JSON(visible=False)
-        # Full width: in the left column its six columns broke words letter by letter ("perp|lexit|y").
-        c.table = gr.Markdown(elem_id="pg-score-table")
-    with gr.Accordion(T("side_section"), open=True):
-        with gr.Row():
-            c.s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
-            c.s_seed = gr.Number(42, label=T("seed"), min_width=100)
-            c.s_max = gr.Slider(
-                1,
-                MAX_COMPARE_NEW,
-                value=40,
-                step=1,
-                label=T("max_new_tokens"),
-                elem_id="pg-side-max",
-                scale=2,
-                min_width=240,
-            )  # (narrower, its label wrapped to five lines)
-        with gr.Row():
-            c.t_a = gr.Slider(0, 2, value=0.7, step=0.05, label=T("temp_a"))
-            c.k_a = gr.Slider(0, 200, value=0, step=1, label=T("top_k_a"))
-            c.p_a = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_a"))
-        with gr.Row():
-            c.t_b = gr.Slider(0, 2, value=1.5, step=0.05, label=T("temp_b"))
-            c.k_b = gr.Slider(0, 200, value=0, step=1, label=T("top_k_b"))
-            c.p_b = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_b"))
-        with gr.Row():
-            c.two_models_btn = gr.Button(T("two_models"), elem_id="pg-two-models")
-            c.two_settings_btn = gr.Button(T("two_settings"), variant="primary", elem_id="pg-two-settings")
-        c.side_msg = gr.HTML(elem_id="pg-side-msg")
-        c.side = gr.HTML(elem_id="pg-side")
-    with gr.Accordion(T("receipt_section"), open=False):
-        with gr.Row():
-            c.r_step = gr.Number(0, label=T("step"), precision=0, minimum=0)
-            c.r_btn = gr.Button(T("show_receipt"), elem_id="pg-receipt-btn")
-        c.r_html = gr.HTML(elem_id="pg-receipt")
-        c.r_json = gr.JSON(visible=False)
-    with gr.Accordion(T("replay_section"), open=False):
-        with gr.Row():
-            with gr.Column():
-                c.r_file = gr.File(
-                    label=T("replay_upload"), file_types=[".json", ".npz"], type="filepath", elem_id="pg-replay-file"
-                )
-                c.replay_btn = gr.Button(T("replay"), elem_id="pg-replay")
-                c.replay_out = gr.HTML(elem_id="pg-replay-msg")
-                c.replay_json = gr.JSON(visible=False)
-            with gr.Column():
-                c.export_btn = gr.Button(T("export_replay"))
-                c.export_msg = gr.HTML()
-                c.export_out = gr.File(label=T("download"), interactive=False, elem_id="pg-export-file")
-                c.link_btn = gr.Button(T("share_link"))
-                c.link = gr.Textbox(label=T("link"), buttons=["copy"], interactive=False, elem_id="pg-share-link")
-    return c
-
-
-def wire(page) -> None:
-    """Every action has an api_name. A link's query parameters fill the Generate tab on page load."""
-    c, state, g = page.compare, page.state, page.generate
-    # Its choice labels follow the page's language like the Model tab's (values stay the API's).
-    # The score legend and the text source's choices too.
-    prefs.on_change(
-        page,
-        lambda st: (
-            gr.update(choices=choices(mt.WEIGHT_KEYS, lang_of(st))),
-            cv.surprisal_legend(lang_of(st)),
-            gr.update(choices=choices(SOURCE_KEYS, lang_of(st))),
-        ),
-        [],
-        [c.b_weights, c.legend, c.source],
-    )
-    prefs.on_change(
-        page,
-        redraw_views,
-        [],
-        [
-            c.b_msg,
-            c.score_msg,
-            c.table,
-            c.chips_a,
-            c.chips_b,
-            c.diff,
-            c.figure,
-            c.side_msg,
-            c.side,
-            c.r_html,
-            c.replay_out,
-            c.export_msg,
-        ],
-    )
-    c.b_btn.click(
-        load_model_b,
-        [c.cmp_state, page.train_state, c.b_weights, c.b_preset, c.b_seed, c.b_hub, c.b_upload, c.b_dtype],
-        [c.cmp_state, c.b_msg],
-        api_name="second_model",
-        concurrency_id="models",
-        concurrency_limit=2,
-    )
-    score_inputs = [state, c.cmp_state, c.source, c.text, c.upload, c.replace, c.stride]
-    score_outputs = [c.score_msg, c.table, c.chips_a, c.chips_b, c.diff, c.figure, c.score_json]
-    c.score_btn.click(
-        score_a, score_inputs, score_outputs, api_name="score_text", concurrency_id="score", concurrency_limit=2
-    )
-    c.score_ab_btn.click(
-        score_ab, score_inputs, score_outputs, api_name="score_compare", concurrency_id="score", concurrency_limit=2
-    )
-    c.two_models_btn.click(
-        generate_two_models,
-        [state, c.cmp_state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a],
-        [c.side_msg, c.side],
-        api_name="generate_two_models",
-        concurrency_id="generate",
-        concurrency_limit=4,
-        show_progress="hidden",
-    )
-    c.two_settings_btn.click(
-        generate_two_settings,
-        [state, c.s_prompt, c.s_seed, c.s_max, c.t_a, c.k_a, c.p_a, c.t_b, c.k_b, c.p_b],
-        [c.side_msg, c.side],
-        api_name="generate_two_settings",
-        concurrency_id="generate",
-        concurrency_limit=4,
-        show_progress="hidden",
-    )
-    c.r_btn.click(show_receipt, [state, c.r_step], [c.r_html, c.r_json], api_name="sampling_receipt")
-    c.replay_btn.click(
-        replay_file,
-        [state, c.r_file],
-        [c.replay_out, c.replay_json],
-        api_name="replay",
-        concurrency_id="generate",
-        concurrency_limit=4,
-    )
-    c.export_btn.click(export_replay, state, [c.export_out, c.export_msg], api_name="export_replay")
-    gen_controls = [getattr(g, name) for name in share.ORDER]
-    c.link_btn.click(share.share_link, gen_controls, c.link, api_name="share_link")
-    # A separate load event from the Model tab's load_session: it only touches the Generate controls.
-    page.demo.load(share.prefill_from_url, None, gen_controls + [page.tabs, g.input_msg], api_visibility="private")

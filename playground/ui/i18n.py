@@ -7,8 +7,8 @@ on load and whenever it changes (see ``prefs``). API callers get English unless 
 
 A new tab follows the language with: ``T("key")`` for labels (keys in ``translations.py``, EN and
 ZH), ``tr(lang_of(state), "key", **values)`` for text its handlers build, ``dress(fig, lang, present)``
-on its figures, ``choices(keys)`` for radio/dropdown choices, and ``prefs.on_change(page, fn, inputs,
-outputs)`` in its ``wire`` to redraw them when the page's language changes.
+on its figures, ``choices(keys)`` for radio/dropdown choices, and ``listeners.on_change(page, fn,
+inputs, outputs)`` in its ``wire`` to redraw them when the page's language changes.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def run_context(state):
     return model, run, start, ids, labels
 
 
-def _position(value, start: int, ids, name: str = "Position", default: int | None = None) -> int:
+def window_index(value, start: int, ids, name: str = "Position", default: int | None = None) -> int:
     """An absolute position typed by the user -> index in the window (blank: ``default``)."""
     if value in (None, "") and default is not None:
         return default
@@ -175,7 +175,7 @@ def lens_cell_data(state, layer, position):
     try:
         model, _, start, ids, labels = run_context(state)
         layer = parse_whole(layer, "Lens layer", 0, model.cfg.n_layers)
-        cell = lenses.lens_cell(model, ids, layer, _position(position, start, ids))
+        cell = lenses.lens_cell(model, ids, layer, window_index(position, start, ids))
     except Exception as e:
         return Refusal(e)
     tok = load_tokenizer()
@@ -187,7 +187,7 @@ def lens_cell_data(state, layer, position):
 def attribution_data(state, position, target=None):
     try:
         model, _, start, ids, labels = run_context(state)
-        p = _position(position, start, ids, default=max(0, len(ids) - 2))
+        p = window_index(position, start, ids, default=max(0, len(ids) - 2))
         d = lenses.logit_attribution(model, ids, p, _target(target, model, ids, p))
     except Exception as e:
         return Refusal(e)
@@ -199,7 +199,7 @@ def attribution_data(state, position, target=None):
 def maths_data(state, layer, head, position):
     try:
         model, _, start, ids, labels = run_context(state)
-        p = _position(position, start, ids, "Query position", default=len(ids) - 1)
+        p = window_index(position, start, ids, "Query position", default=len(ids) - 1)
         layer = parse_whole(layer, "Layer", 0, model.cfg.n_layers - 1)
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
         d = lenses.attention_maths(model, ids, layer, head, p)
@@ -223,7 +223,7 @@ def intervene_data(
     try:
         model, run, start, ids, labels = run_context(state)
         spec = parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos)
-        p = _position(position, start, ids, default=len(ids) - 1)
+        p = window_index(position, start, ids, default=len(ids) - 1)
         T = len(ids)
         d = lenses.compare(model, ids, spec, p, lens_window=(max(0, T - LENS_WINDOW), T))
     except Exception as e:
@@ -245,7 +245,7 @@ def dose_data(state, scale_head="", position=None, target=None):
                 "Scale head: name one head as layer.head (e.g. 1.2) for the dose–response curve.",
             )
         layer, head = heads[0]
-        p = _position(position, start, ids, default=max(0, len(ids) - 2))
+        p = window_index(position, start, ids, default=max(0, len(ids) - 2))
         d = lenses.dose_response(model, ids, layer, head, p, _target(target, model, ids, p))
     except Exception as e:
         return Refusal(e)

@@ -14,41 +14,65 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import redraw
+from playground.i18n import tr_error
+
+from . import listeners, redraw
 from .cell_click import read_pick
-from .common import T, lang_of, tr, warn
-from .inside_data import run_context
+from .common import T, lang_of, parse_optional_whole, tr, warn
+from .inside_data import run_context, window_index
+from .inside_tab import InterveneView, LensView, intervene_view, lens_view, lens_window, maths_view, note_drawn
+from .results import only, outputs, result
+
+LensPick = result("LensPick", *LensView._fields, "lens_layer", "lens_pos")
+# A clicked attribution cell: the maths fields, the intervention fields, the maths view, the note.
+HeadPick = result(
+    "HeadPick",
+    "m_layer",
+    "m_head",
+    "m_pos",
+    "i_scale",
+    "i_pos",
+    "i_target",
+    "i_mlps",
+    "m_table",
+    "m_plot",
+    "m_md",
+    "dla_note",
+    "msg",
+)
+# A clicked sweep cell: the intervention fields, then the intervention view.
+SweepPick = result("SweepPick", "i_zero", "i_mean", "i_scale", "i_mlps", "i_unmask", "i_drop", *InterveneView._fields)
 
 
-def _whole(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+def _cell(**values) -> dict:
+    """The clicked cell's numbers (whole numbers, or None when not sent); ValueError says which is bad."""
+    return {name: parse_optional_whole(value, name.capitalize()) for name, value in values.items()}
 
 
-def pick_lens_cell(state, scroll, layer, position, shown=None):
+def pick_lens_cell(state, scroll, layer, position, shown=None) -> LensPick:
     """The lens view for the clicked (layer, position), and those two fields set to it. The window
     moves only as far as it must to show that cell (after a resize the page re-picks the selected
     cell with a new window size)."""
-    from .inside_tab import lens_view, lens_window
-
-    layer, position = _whole(layer), _whole(position)
-    first, window = _whole(scroll), lens_window(shown)
+    try:
+        cell = _cell(layer=layer, position=position, scroll=scroll)
+        window = lens_window(shown)
+    except ValueError as e:
+        return only(LensPick, msg=warn(tr_error(lang_of(state), str(e))))
+    layer, position, first = cell["layer"], cell["position"], cell["scroll"]
     if first is not None and position is not None:
         scroll = min(max(first, position - window + 1), position)
     out = lens_view(state, scroll, layer, position, shown)
-    return out + ((layer, position) if layer is not None and position is not None else (gr.skip(), gr.skip()))
+    if layer is None or position is None:
+        return only(LensPick, **out._asdict())
+    return LensPick(*out, layer, position)
 
 
 def shown_attribution(state, position, target):
     """What the attribution heatmap was drawn for: {"position": absolute, "target": as typed}."""
-    from .inside_data import _position
-
     try:
         model, _, start, ids, _ = run_context(state)
         return {
-            "position": start + _position(position, start, ids, default=max(0, len(ids) - 2)),
+            "position": start + window_index(position, start, ids, default=max(0, len(ids) - 2)),
             "target": "" if target is None else str(target),
             "n_heads": model.cfg.n_heads,
         }
@@ -56,23 +80,38 @@ def shown_attribution(state, position, target):
         return None
 
 
-def pick_head(state, shown, head, layer, request: gr.Request = None):
-    """A clicked attribution cell. Outputs: maths layer, head, position; intervention scale head,
-    position, target, skip MLPs; maths table, plot, text; the note under the heatmap; message."""
-    from .inside_tab import maths_view, note_drawn
-
+def pick_head(state, shown, head, layer, request: gr.Request = None) -> HeadPick:
+    """A clicked attribution cell: its head's attention maths at the attributed position, picked as
+    the intervention's scaled head; the MLP column puts its layer in "Skip MLPs"."""
     lang = lang_of(state)
-    head, layer = _whole(head), _whole(layer)
+    try:
+        cell = _cell(head=head, layer=layer)
+    except ValueError as e:
+        return only(HeadPick, msg=warn(tr_error(lang, str(e))))
+    head, layer = cell["head"], cell["layer"]
     if not shown or head is None or layer is None:
-        return (gr.skip(),) * 11 + (warn(tr(lang, "in_pick_first")),)
+        return only(HeadPick, msg=warn(tr(lang, "in_pick_first")))
     if head >= shown["n_heads"]:  # the MLP column
         note = _remember_note(request, "in_picked_mlp", layer=layer)
-        return (gr.skip(),) * 6 + (str(layer),) + (gr.skip(),) * 3 + (note(lang), "")
+        return only(HeadPick, i_mlps=str(layer), dla_note=note(lang), msg="")
     pos = shown["position"]
     table, fig, text, msg = maths_view(state, layer, head, pos)
     note_drawn(request, "maths", state, layer, head, pos)  # (redrawn in a new language)
     note = _remember_note(request, "in_picked_head", layer=layer, head=head, pos=pos)(lang)
-    return (layer, head, pos, f"{layer}.{head}", pos, shown["target"], gr.skip(), table, fig, text, note, msg)
+    return only(
+        HeadPick,
+        m_layer=layer,
+        m_head=head,
+        m_pos=pos,
+        i_scale=f"{layer}.{head}",
+        i_pos=pos,
+        i_target=shown["target"],
+        m_table=table,
+        m_plot=fig,
+        m_md=text,
+        dla_note=note,
+        msg=msg,
+    )
 
 
 def _remember_note(request, key: str, **values):
@@ -91,19 +130,20 @@ def redraw_note(request: gr.Request, state):
     return redraw.redraw(request, "inside_dla_note", lang_of(state), bool((state or {}).get("present")), 1)[0]
 
 
-def pick_sweep_head(state, head, layer, alpha, position, shown=None, request: gr.Request = None):
+def pick_sweep_head(state, head, layer, alpha, position, shown=None, request: gr.Request = None) -> SweepPick:
     """A clicked sweep cell: that head zero-ablated alone (the other intervention fields cleared, so
-    the fields say what ran). Outputs: zero, mean, scale, skip MLPs, no-mask, drop-pos fields, then
-    the intervention view's (bars, loss, lens after, text, message)."""
-    from .inside_tab import intervene_view, note_drawn
-
-    head, layer = _whole(head), _whole(layer)
+    the fields say what ran), and the intervention's view."""
+    try:
+        cell = _cell(head=head, layer=layer)
+    except ValueError as e:
+        return only(SweepPick, msg=warn(tr_error(lang_of(state), str(e))))
+    head, layer = cell["head"], cell["layer"]
     if head is None or layer is None:
-        return (gr.skip(),) * 10 + (warn(tr(lang_of(state), "in_pick_first")),)
+        return only(SweepPick, msg=warn(tr(lang_of(state), "in_pick_first")))
     zero = f"{layer}.{head}"
-    fields = (zero, "", "", "", "", False)
     note_drawn(request, "intervene", state, zero, "", "", alpha, "", "", False, position, shown)
-    return fields + tuple(intervene_view(state, zero, "", "", alpha, "", "", False, position, shown))
+    view = intervene_view(state, zero, "", "", alpha, "", "", False, position, shown)
+    return SweepPick(zero, "", "", "", "", False, *view)
 
 
 def layout_hint(key: str):
@@ -111,16 +151,13 @@ def layout_hint(key: str):
 
 
 def wire(page) -> None:
-    from . import prefs  # (prefs imports the tab modules)
-
     c, state = page.inside, page.state
-    prefs.on_change(page, redraw_note, [], [c.dla_note])
-    lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
+    listeners.on_change(page, redraw_note, [], [c.dla_note])
     # inputs: state, scroll, layer (<- the cell's y), position (<- its x)
     c.lens_pick.click(
         pick_lens_cell,
         [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
-        lens_outputs + [c.lens_layer, c.lens_pos],
+        outputs(LensPick, c),
         js=read_pick("pg-lens", x_at=3, y_at=2, cols_at=4),
         api_visibility="private",
         concurrency_id="inside",
@@ -137,20 +174,7 @@ def wire(page) -> None:
     c.dla_pick.click(
         pick_head,
         [state, c.dla_shown, c.m_head, c.m_layer],
-        [
-            c.m_layer,
-            c.m_head,
-            c.m_pos,
-            c.i_scale,
-            c.i_pos,
-            c.i_target,
-            c.i_mlps,
-            c.m_table,
-            c.m_plot,
-            c.m_md,
-            c.dla_note,
-            c.msg,
-        ],
+        outputs(HeadPick, c),
         js=read_pick("pg-dla-heat", x_at=2, y_at=3),
         api_visibility="private",
         concurrency_id="inside",
@@ -159,7 +183,7 @@ def wire(page) -> None:
     c.sweep_pick.click(
         pick_sweep_head,
         [state, c.m_head, c.m_layer, c.i_alpha, c.i_pos, c.lens_cols],
-        [c.i_zero, c.i_mean, c.i_scale, c.i_mlps, c.i_unmask, c.i_drop, c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
+        outputs(SweepPick, c),
         js=read_pick("pg-sweep", x_at=1, y_at=2, cols_at=5),
         api_visibility="private",
         concurrency_id="inside",

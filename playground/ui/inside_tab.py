@@ -1,15 +1,14 @@
-"""The Inside tab: logit lens, direct logit attribution, attention maths step by step, and
-interventions, for the session's current run (prompt + generated tokens, its last context window).
+"""The Inside tab's views, drawn and redrawn: logit lens, direct logit attribution, attention maths
+step by step, and interventions, for the session's current run (prompt + generated tokens, its last
+context window).
 
-Each view has a data function (``*_data``: plain numbers, also an API endpoint) and a view handler
-that draws it. Positions are absolute (as in the Generate tab): a run longer than the context
+Each view has a data function (``*_data`` in inside_data: plain numbers, also an API endpoint) and a
+view handler here that draws it; inside_layout builds the components and wires them. Positions are absolute (as in the Generate tab): a run longer than the context
 shows its last window, and the lens heatmap shows as many positions as fit the page's width (at
 most LENS_WINDOW, each cell wide enough for its text) at a time, scrolled by a slider (said on screen).
 """
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -18,9 +17,8 @@ from playground.engine.tokenizer import load_tokenizer
 from playground.figures import inside as lf
 from playground.inside.interventions import Intervention
 
-from . import inside_picks, redraw
-from .cell_click import cols_js
-from .common import T, dress, fail, lang_of, parse_number, say, tr, tr_error, warn
+from . import redraw
+from .common import dress, fail, lang_of, parse_optional_whole, say, tr, tr_error, warn
 from .inside_data import (
     LENS_WINDOW,
     MIN_WINDOW,
@@ -34,6 +32,17 @@ from .inside_data import (
     run_context,
     sweep_data,
 )
+from .results import only, result
+
+# Each view's outputs (the Inside tab's components), its message last.
+LensView = result("LensView", "lens_plot", "lens_note", "lens_scroll", "cell_plot", "cell_md", "msg")
+# Opening the tab: the lens, then the position fields set for a run not seen before.
+Opened = result("Opened", *LensView._fields, "lens_layer", "lens_pos", "dla_pos", "m_pos", "i_pos", "seen_run")
+DlaView = result("DlaView", "dla_heat", "dla_fall", "dla_md", "msg")
+MathsView = result("MathsView", "m_table", "m_plot", "m_md", "msg")
+InterveneView = result("InterveneView", "i_bars", "i_loss", "i_lens", "i_md", "msg")
+DoseView = result("DoseView", "dose_plot", "msg")
+SweepView = result("SweepView", "sweep_plot", "sweep_md", "msg")
 
 # ----------------------------------------------------------------------------------------------
 # Views (figures + messages)
@@ -43,8 +52,9 @@ def _lang(state) -> tuple[str, bool]:
     return lang_of(state), bool((state or {}).get("present"))
 
 
-def _error(e, n: int, lang="en"):
-    return (gr.skip(),) * n + (warn(say(lang, e)) if isinstance(e, dict) and e.get("error") else fail(e, lang),)
+def _error(e, view, lang="en"):
+    """A ``view`` (result type) that only says what went wrong."""
+    return only(view, msg=warn(say(lang, e)) if isinstance(e, dict) and e.get("error") else fail(e, lang))
 
 
 def _layer(name: str, lang) -> str:
@@ -60,23 +70,25 @@ def lens_view(state, scroll, layer, position, shown=None):
     """(heatmap, window note, scroll slider, top-10 bars, cell text, message). ``shown``: how many
     positions fit the page's width (the page script measures it; at most LENS_WINDOW)."""
     lang, present = _lang(state)
-    window = lens_window(shown)
     try:
+        window = lens_window(shown)
+        first = parse_optional_whole(scroll, "Scroll")
+        cell_layer = parse_optional_whole(layer, "Lens layer")
+        cell_pos = parse_optional_whole(position, "Position")
         model, _, start, ids, labels = run_context(state)
     except Exception as e:
-        return (gr.skip(),) * 5 + (fail(e, lang),)
+        return only(LensView, msg=fail(e, lang))
     T, L1 = len(ids), model.cfg.n_layers + 1
     newest = max(0, T - window)
-    first = newest if scroll in (None, "") else parse_whole_or(scroll, start + newest) - start
+    first = newest if first is None else first - start
     first = max(0, min(first, newest))
     d = lens_data(state, start + first, start + min(T, first + window) - 1)
     if "error" in d:
-        return _error(d, 5, lang)
+        return _error(d, LensView, lang)
     cols = range(first, min(T, first + window))
-    cell_layer = L1 - 1 if layer in (None, "") else parse_whole_or(layer, L1 - 1)
-    cell_layer = max(0, min(cell_layer, L1 - 1))
-    cell_pos = (start + T - 1) if position in (None, "") else parse_whole_or(position, start + T - 1)
-    cell_pos = max(start, min(cell_pos, start + T - 1))
+    # (a typed layer or position beyond the run's is moved to its nearest cell)
+    cell_layer = max(0, min(L1 - 1 if cell_layer is None else cell_layer, L1 - 1))
+    cell_pos = max(start, min(start + T - 1 if cell_pos is None else cell_pos, start + T - 1))
     layers = [_layer(name, lang) for name in d["layers"]]
     fig = dress(
         lf.lens_heatmap(
@@ -104,7 +116,7 @@ def lens_view(state, scroll, layer, position, shown=None):
     )
     cell = lens_cell_data(state, cell_layer, cell_pos)
     if "error" in cell:
-        return fig, note, scroll_update, gr.skip(), "", warn(say(lang, cell))
+        return LensView(fig, note, scroll_update, gr.skip(), "", warn(say(lang, cell)))
     bars = dress(
         lf.top_bars(
             [f"{t} ({i})" for i, t, _ in cell["top"]],
@@ -122,12 +134,16 @@ def lens_view(state, scroll, layer, position, shown=None):
         tok=labels[cell_pos - start],
         kl=f"{cell['kl_to_final_nats']:.3f}",
     )
-    return fig, note, scroll_update, bars, text, ""
+    return LensView(fig, note, scroll_update, bars, text, "")
 
 
 def lens_window(shown) -> int:
     """Positions the lens shows at once: as many as fit the page (``shown``), MIN_WINDOW–LENS_WINDOW."""
-    return max(MIN_WINDOW, min(LENS_WINDOW, parse_whole_or(shown, LENS_WINDOW)))
+    try:
+        shown = parse_optional_whole(shown, "Positions shown")
+    except ValueError:  # the page script's measurement, not a typed value: without one, the widest window
+        shown = None
+    return max(MIN_WINDOW, min(LENS_WINDOW, LENS_WINDOW if shown is None else shown))
 
 
 def open_tab(state, seen_run, scroll, layer, position, shown=None):
@@ -138,20 +154,13 @@ def open_tab(state, seen_run, scroll, layer, position, shown=None):
     try:
         model, run, start, ids, _ = run_context(state)
     except Exception as e:
-        return (gr.skip(),) * 5 + (warn(tr_error(lang_of(state), e)),) + (gr.skip(),) * 6
+        return only(Opened, msg=warn(tr_error(lang_of(state), e)))
     if run.id == seen_run:
-        return lens_view(state, scroll, layer, position, shown) + (gr.skip(),) * 6
+        return only(Opened, **lens_view(state, scroll, layer, position, shown)._asdict())
     T, L = len(ids), model.cfg.n_layers
     last, before_last = start + T - 1, start + max(0, T - 2)
     prompt_end = max(start, min(last, len(run.prompt_ids) - 1))
-    return lens_view(state, None, L, last, shown) + (L, last, before_last, prompt_end, before_last, run.id)
-
-
-def parse_whole_or(value, fallback: int) -> int:
-    try:
-        return int(parse_number(value, "value"))
-    except ValueError:
-        return fallback
+    return Opened(*lens_view(state, None, L, last, shown), L, last, before_last, prompt_end, before_last, run.id)
 
 
 def attribution_view(state, position, target):
@@ -159,7 +168,7 @@ def attribution_view(state, position, target):
     lang, present = _lang(state)
     d = attribution_data(state, position, target)
     if "error" in d:
-        return _error(d, 3, lang)
+        return _error(d, DlaView, lang)
     L = len(d["heads"])
     heat = dress(
         lf.attribution_heatmap(d["heads"], d["mlp"], title=tr(lang, "in_fig_dla", tok=d["target"], pos=d["position"])),
@@ -184,7 +193,7 @@ def attribution_view(state, position, target):
         sigma=f"{d['final_norm_sigma']:.3f}",
         shift=f"{d['final_norm_shift']:+.3f}",
     )
-    return heat, fall, text, ""
+    return DlaView(heat, fall, text, "")
 
 
 def _vec(values, n: int = 8, lang="en") -> str:
@@ -197,7 +206,7 @@ def maths_view(state, layer, head, position):
     lang, present = _lang(state)
     d = maths_data(state, layer, head, position)
     if "error" in d:
-        return _error(d, 3, lang)
+        return _error(d, MathsView, lang)
     start, labels, p = d["window_start"], d["tokens"], d["position"] - d["window_start"]
     rows = []
     for j in range(len(labels)):
@@ -237,7 +246,7 @@ def maths_view(state, layer, head, position):
         ctx=_vec(d["ctx"], lang=lang),
     )
     rows = pd.DataFrame(rows, columns=tr(lang, "in_maths_headers").split("|"))  # the headers in the page's language
-    return rows, fig, text, ""
+    return MathsView(rows, fig, text, "")
 
 
 def intervene_view(
@@ -248,7 +257,7 @@ def intervene_view(
     lang, present = _lang(state)
     d = intervene_data(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position)
     if "error" in d:
-        return _error(d, 4, lang)
+        return _error(d, InterveneView, lang)
     start, labels = d["window_start"], d["tokens"]
     T = len(labels)
     spec = Intervention.from_dict(d["intervention"])
@@ -299,14 +308,14 @@ def intervene_view(
         pos=d["position"],
         tok=labels[d["position"] - start],
     )
-    return bars, loss, lens_fig, text, ""
+    return InterveneView(bars, loss, lens_fig, text, "")
 
 
 def dose_view(state, scale_head, position, target):
     lang, present = _lang(state)
     d = dose_data(state, scale_head, position, target)
     if "error" in d:
-        return _error(d, 1, lang)
+        return _error(d, DoseView, lang)
     fig = dress(
         lf.dose_curve(
             d["alphas"],
@@ -316,7 +325,7 @@ def dose_view(state, scale_head, position, target):
         lang,
         present,
     )
-    return fig, ""
+    return DoseView(fig, "")
 
 
 def sweep_view(state, progress=gr.Progress()):
@@ -325,7 +334,7 @@ def sweep_view(state, progress=gr.Progress()):
 
 def draw_sweep(d, lang, present):
     if "error" in d:
-        return _error(d, 2, lang)
+        return _error(d, SweepView, lang)
     delta = d["delta_loss"]
     layer, h = max(
         ((i, j) for i in range(len(delta)) for j in range(len(delta[0]))), key=lambda ij: delta[ij[0]][ij[1]]
@@ -341,7 +350,7 @@ def draw_sweep(d, lang, present):
         l=layer,
         dl=f"{delta[layer][h]:+.3f}",
     )
-    return dress(lf.sweep_heatmap(delta, title=tr(lang, "in_fig_sweep")), lang, present), text, ""
+    return SweepView(dress(lf.sweep_heatmap(delta, title=tr(lang, "in_fig_sweep")), lang, present), text, "")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -350,12 +359,12 @@ def draw_sweep(d, lang, present):
 
 SUB_TABS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")
 VIEWS = {
-    "dla": (attribution_view, 3),
-    "maths": (maths_view, 3),
-    "intervene": (intervene_view, 4),
-    "dose": (dose_view, 1),
-    "sweep": (None, 2),
-}  # key -> (view, outputs before the message)
+    "dla": (attribution_view, DlaView),
+    "maths": (maths_view, MathsView),
+    "intervene": (intervene_view, InterveneView),
+    "dose": (dose_view, DoseView),
+    "sweep": (None, SweepView),
+}  # key -> (view, its result)
 
 
 def remembering(key: str):
@@ -396,232 +405,11 @@ def redraw_views(request: gr.Request, state, layer, position, shown=None):
         run_context(state)
         lens = lens_view(state, None, layer, position, shown)
     except Exception:
-        lens = (gr.skip(),) * 6
+        lens = only(LensView)
     out, messages = list(lens[:-1]), {"lens": lens[-1]}
-    for key, (_, n) in VIEWS.items():
-        drawn = redraw.redraw(request, "inside_" + key, lang, present, n + 1)
+    for key, (_, view) in VIEWS.items():
+        drawn = redraw.redraw(request, "inside_" + key, lang, present, len(view._fields))
         out += drawn[:-1]
         messages[key] = drawn[-1]
     last = redraw.order(request, ["inside_" + k for k in VIEWS])
     return tuple(out) + (messages[last[-1][7:]] if last else messages["lens"],)
-
-
-# ----------------------------------------------------------------------------------------------
-# Layout and wiring
-
-
-def layout() -> SimpleNamespace:
-    """The tab's components (built inside its ``gr.Tab``)."""
-    gr.Markdown(T("inside_intro"))
-    msg = gr.HTML(elem_id="pg-inside-msg")
-    seen_run = gr.State(None)  # the run whose defaults the position fields hold
-    with gr.Tabs():
-        with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
-            with gr.Row():
-                lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
-                lens_layer = gr.Number(
-                    None, label=T("inside_lens_layer"), precision=0, minimum=0, elem_id="pg-lens-layer"
-                )
-                lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
-            lens_note = gr.Markdown(elem_id="pg-lens-note")
-            inside_picks.layout_hint("inside_click_lens")
-            lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
-            lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
-            # positions that fit the page's width: the page script (cell_click) keeps it up to date
-            lens_cols = gr.Number(
-                LENS_WINDOW, precision=0, show_label=False, elem_id="pg-lens-cols", elem_classes=["pg-offscreen"]
-            )
-            lens_pick = gr.Button("pick", elem_id="pg-lens-pick", elem_classes=["pg-offscreen"])
-            with gr.Row():
-                cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
-                cell_md = gr.Markdown()
-        with gr.Tab(T("inside_dla"), id="inside-dla") as dla_tab:
-            with gr.Row():
-                dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
-                dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
-                dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
-            dla_md = gr.Markdown(elem_id="pg-dla-md")
-            inside_picks.layout_hint("inside_click_head")
-            dla_shown = gr.State(None)  # the position and target the heatmap was drawn for
-            dla_pick = gr.Button("pick", elem_id="pg-dla-pick", elem_classes=["pg-offscreen"])
-            dla_note = gr.Markdown(elem_id="pg-dla-pick-md")
-            with gr.Row():
-                dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
-                dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
-        with gr.Tab(T("inside_maths"), id="inside-maths") as maths_tab:
-            with gr.Row():
-                m_layer = gr.Number(0, label=T("layer"), precision=0, minimum=0)
-                m_head = gr.Number(0, label=T("head"), precision=0, minimum=0)
-                m_pos = gr.Number(None, label=T("inside_query_position"), precision=0, minimum=0)
-                m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
-            m_md = gr.Markdown(elem_id="pg-maths-md")
-            with gr.Row():
-                # before the first draw, the formula's symbols (the same in every language); a drawn
-                # table carries its headers in the page's language
-                m_table = gr.Dataframe(
-                    headers=["j", "token", "q·kⱼ", "÷√d", "+ M", "softmax"],
-                    interactive=False,
-                    max_height=420,
-                    elem_id="pg-maths-table",
-                    min_width=560,
-                )
-                # (side by side from 1200 px; a 1024-px projector stacks them rather than cut the softmax column)
-                m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot", min_width=420)
-        with gr.Tab(T("inside_interventions"), id="inside-intervene") as intervene_tab:
-            with gr.Row():
-                i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder="0.1, 2.3", max_length=2000)
-                i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder="1.0", max_length=2000)
-                i_scale = gr.Textbox("", label=T("inside_scale_head"), placeholder="1.2", max_length=50)
-                i_alpha = gr.Slider(0, 2, value=0.0, step=0.1, label=T("inside_alpha"))
-            with gr.Row():
-                i_mlps = gr.Textbox("", label=T("inside_skip_mlps"), placeholder="0, 3", max_length=500)
-                i_unmask = gr.Textbox("", label=T("inside_unmask"), placeholder="0", max_length=500)
-                i_drop = gr.Checkbox(False, label=T("inside_drop_pos"))
-                i_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
-                i_target = gr.Textbox("", label=T("inside_target"), max_length=200)
-            with gr.Row():
-                i_btn = gr.Button(T("inside_run_intervention"), variant="primary", elem_id="pg-intervene-btn")
-                dose_btn = gr.Button(T("inside_dose"), elem_id="pg-dose-btn")
-                sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
-            i_md = gr.Markdown(elem_id="pg-intervene-md")
-            with gr.Row():
-                i_bars = gr.Plot(show_label=False, elem_id="pg-intervene-bars")
-                i_loss = gr.Plot(show_label=False, elem_id="pg-intervene-loss")
-            i_lens = gr.Plot(show_label=False, elem_id="pg-intervene-lens")
-            with gr.Row():
-                dose_plot = gr.Plot(show_label=False, elem_id="pg-dose")
-                with gr.Column():
-                    sweep_md = gr.Markdown(elem_id="pg-sweep-md")
-                    inside_picks.layout_hint("inside_click_sweep")
-                    sweep_pick = gr.Button("pick", elem_id="pg-sweep-pick", elem_classes=["pg-offscreen"])
-                    sweep_plot = gr.Plot(show_label=False, elem_id="pg-sweep")
-    # API-only endpoints (plain numbers): their hidden buttons and output, and the lens window bounds
-    api_out = gr.JSON(visible=False)
-    api_first, api_last = gr.Number(None, visible=False), gr.Number(None, visible=False)
-    api_buttons = [gr.Button(visible=False) for _ in range(7)]
-    return SimpleNamespace(**{k: v for k, v in locals().items()})
-
-
-def wire(page) -> None:
-    """The tab's events; ``page.inside`` holds its components, ``page.state`` the session."""
-    c, state = page.inside, page.state
-    # ---- views ----
-    lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols]
-    lens_outputs = [c.lens_plot, c.lens_note, c.lens_scroll, c.cell_plot, c.cell_md, c.msg]
-    fit = cols_js(4)  # the events read how many positions fit the page as they are sent
-    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
-    for control in (c.lens_layer, c.lens_pos):
-        control.submit(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
-    c.lens_scroll.release(
-        lens_view,
-        lens_inputs,
-        lens_outputs,
-        js=fit,
-        api_visibility="private",
-        concurrency_id="inside",
-        trigger_mode="always_last",
-    )
-    page.inside_tab.select(
-        open_tab,
-        [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
-        lens_outputs + [c.lens_layer, c.lens_pos, c.dla_pos, c.m_pos, c.i_pos, c.seen_run],
-        js=cols_js(5),
-        api_visibility="private",
-        concurrency_id="inside",
-    )
-    c.dla_btn.click(
-        remembering("dla"),
-        [state, c.dla_pos, c.dla_target],
-        [c.dla_heat, c.dla_fall, c.dla_md, c.msg],
-        api_visibility="private",
-        concurrency_id="inside",
-    )
-    c.m_btn.click(
-        remembering("maths"),
-        [state, c.m_layer, c.m_head, c.m_pos],
-        [c.m_table, c.m_plot, c.m_md, c.msg],
-        api_visibility="private",
-        concurrency_id="inside",
-    )
-    i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
-    c.i_btn.click(
-        remembering("intervene"),
-        i_inputs + [c.lens_cols],
-        [c.i_bars, c.i_loss, c.i_lens, c.i_md, c.msg],
-        js=cols_js(len(i_inputs)),
-        api_visibility="private",
-        concurrency_id="inside",
-    )
-    c.dose_btn.click(
-        remembering("dose"),
-        [state, c.i_scale, c.i_pos, c.i_target],
-        [c.dose_plot, c.msg],
-        api_visibility="private",
-        concurrency_id="inside",
-    )
-    # One sweep at a time on this server: it keeps every core busy for up to a minute.
-    c.sweep_btn.click(
-        remembering("sweep"),
-        state,
-        [c.sweep_plot, c.sweep_md, c.msg],
-        api_visibility="private",
-        concurrency_id="inside_sweep",
-        concurrency_limit=1,
-    )
-    # A language switch redraws the lens (when there is a run) and every other view drawn.
-    from . import prefs  # (prefs imports the tab modules)
-
-    # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
-    from .style import RESIZE_JS
-
-    for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
-        tab.select(None, None, None, js=RESIZE_JS)
-    # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
-    prefs.on_change(
-        page,
-        lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS),
-        [],
-        [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab],
-    )
-    prefs.on_change(
-        page,
-        redraw_views,
-        lens_inputs[2:],
-        lens_outputs[:-1]
-        + [
-            c.dla_heat,
-            c.dla_fall,
-            c.dla_md,
-            c.m_table,
-            c.m_plot,
-            c.m_md,
-            c.i_bars,
-            c.i_loss,
-            c.i_lens,
-            c.i_md,
-            c.dose_plot,
-            c.sweep_plot,
-            c.sweep_md,
-            c.msg,
-        ],
-    )
-
-    inside_picks.wire(page)  # clicking a heatmap cell
-
-    # ---- API: plain numbers ----
-    out, hidden = c.api_out, iter(c.api_buttons).__next__
-    hidden().click(lens_data, [state, c.api_first, c.api_last], out, api_name="logit_lens", concurrency_id="inside")
-    hidden().click(
-        lens_cell_data, [state, c.lens_layer, c.lens_pos], out, api_name="lens_cell", concurrency_id="inside"
-    )
-    hidden().click(
-        attribution_data, [state, c.dla_pos, c.dla_target], out, api_name="logit_attribution", concurrency_id="inside"
-    )
-    hidden().click(
-        maths_data, [state, c.m_layer, c.m_head, c.m_pos], out, api_name="attention_maths", concurrency_id="inside"
-    )
-    hidden().click(intervene_data, i_inputs, out, api_name="intervene", concurrency_id="inside")
-    hidden().click(
-        dose_data, [state, c.i_scale, c.i_pos, c.i_target], out, api_name="dose_response", concurrency_id="inside"
-    )
-    hidden().click(sweep_data, state, out, api_name="head_sweep", concurrency_id="inside_sweep", concurrency_limit=1)

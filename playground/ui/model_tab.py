@@ -2,19 +2,16 @@
 
 The form always tells the truth about the model the session is using: after the page loads, a
 build, or "Use the trained model", the weights choice, preset, config fields and precision are set
-from the loaded model itself.
+from the loaded model itself (``model_switch``).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from types import SimpleNamespace
 
 import gradio as gr
-import pandas as pd
 
-from playground import figures
 from playground.engine.config import (
     ACTIVATIONS,
     ATTENTION_IMPLS,
@@ -22,166 +19,59 @@ from playground.engine.config import (
     NORM_PLACEMENTS,
     POS_ENCODINGS,
     PRESETS,
-    ConfigError,
-    GPTConfig,
 )
 from playground.engine.weights import HUB_MODELS
-from playground.errors import UserError
 from playground.runtime import kernels
-from playground.server.files import discard_upload, import_upload, is_trained_checkpoint
+from playground.server.files import discard_upload
 from playground.server.model_cache import CACHE
-from playground.server.model_views import breakdown_table, summary_line, tree_items, tree_table, tying_explanation
-from playground.server.recipes import BUNDLED_CHECKPOINT, bundled_recipe, describe_recipe, hub_recipe, random_recipe
+from playground.server.model_views import tree_table, tying_explanation
+from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
 
-from . import redraw
-from .chips import RESET
-from .common import (
-    T,
-    choices,
-    dress,
-    fail,
-    lang_of,
-    new_state,
-    ok,
-    page_prefs,
-    parse_bool,
-    parse_choice,
-    parse_number,
-    parse_seed,
-    parse_whole,
-    session_model,
-    slider_range,
-    tr,
+from . import listeners, redraw
+from .common import T, choices, fail, lang_of, new_state, ok, page_prefs, parse_whole, session_model, tr
+from .model_switch import (
+    DTYPES,
+    FIELDS,
+    FORM_FIELDS,
+    VIEW_FIELDS,
+    WEIGHT_KEYS,
+    Switch,
+    form_values,
+    model_views,
+    preset_choices,
+    recipe_from_form,
+    switch_model,
+    switch_outputs,
+    table,
+)
+from .results import only, outputs, result, skipped
+
+PresetFields = result("PresetFields", *FIELDS, "tying_md")
+# The page's first load: the session, the model's views, the kernels box, the form, the head examples.
+Loaded = result("Loaded", "state", *VIEW_FIELDS, "kernels_md", *FORM_FIELDS, "head_box")
+# After a change of the page's language: every text this tab built.
+Relabelled = result(
+    "Relabelled",
+    "summary",
+    "weights",
+    "preset",
+    "dtype",
+    "tying_md",
+    "breakdown_df",
+    "treemap",
+    "memory_plot",
+    "tree_df",
+    "kernels_md",
+    "build_msg",
 )
 
-FIELDS = (
-    "vocab_size",
-    "context_length",
-    "emb_dim",
-    "n_heads",
-    "n_layers",
-    "drop_rate",
-    "qkv_bias",
-    "tie_weights",
-    "pos_encoding",
-    "activation",
-    "norm_placement",
-    "attention_impl",
-)
-INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
-WEIGHT_KEYS = {
-    "bundled": "w_bundled",
-    "random": "w_random",
-    "hub": "w_hub",
-    "upload": "w_upload",
-    "trained": "w_trained",
-}
-WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the ids the API sends and gets back; labels follow the language
-CUSTOM = "custom (the fields below)"
-PRESET_CHOICES = list(PRESETS) + [CUSTOM]
 
-
-def preset_choices(lang: str | None = None) -> list[tuple]:
-    return [(name, name) for name in PRESETS] + choices({CUSTOM: "custom"}, lang)
-
-
-DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.engine.quantize)
-
-HEAD_PATTERNS = {  # pattern name in facts.json -> (label key, a prompt that shows it)
-    "line_break": (
-        "head_line_break",
-        "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n",
-    ),
-    "duplicate_token": ("head_duplicate_token", "the king, the queen, the king, the prince, the king and the queen"),
-}
-
-
-def head_examples(view_name: str, lang: str = "en") -> tuple[list[list], list[str]]:
-    """(examples, labels): prompts paired with the bundled model's measured heads (assets/bundled/facts.json)."""
-    facts_path = BUNDLED_CHECKPOINT.with_name("facts.json")
-    if not facts_path.is_file():
-        return [], []
-    heads = json.loads(facts_path.read_text()).get("attention_heads", {})
-    found = [(HEAD_PATTERNS[name], h) for name, h in heads.items() if name in HEAD_PATTERNS]
-    examples = [[prompt, view_name, h["layer"], h["head"]] for (_, prompt), h in found]
-    labels = [
-        tr(lang, "head_example", label=tr(lang, label), layer=h["layer"], head=h["head"], ratio=f"{h['ratio']:.1f}")
-        for (label, _), h in found
-    ]
-    return examples, labels
-
-
-def config_from_fields(*values) -> GPTConfig:
-    data = dict(zip(FIELDS, values))
-    for name in INT_FIELDS:
-        value = data[name]
-        if value is None or value == "":
-            raise ConfigError("config.field_empty", "{name} is empty: enter a whole number.", name=name)
-        try:
-            data[name] = parse_whole(value, name)
-        except ValueError as e:
-            raise ConfigError(e.key, e.template, **e.fields) from None
-    try:
-        data["drop_rate"] = parse_number(data["drop_rate"], "drop_rate")
-        data["qkv_bias"] = parse_bool(data["qkv_bias"], "qkv_bias")
-        data["tie_weights"] = parse_bool(data["tie_weights"], "tie_weights")
-    except UserError as e:
-        raise ConfigError(e.key, e.template, **e.fields) from None
-    return GPTConfig(**data)
-
-
-def preset_fields(name: str, state=None):
+def preset_fields(name: str, state=None) -> PresetFields:
     """Fill the config form from a preset (and preview the tying explanation); "custom" keeps the form."""
     if name not in PRESETS:
-        return [gr.skip()] * (len(FIELDS) + 1)
+        return skipped(PresetFields)
     cfg = PRESETS[name]
-    return [getattr(cfg, f) for f in FIELDS] + [tying_explanation(cfg, lang_of(state))]
-
-
-def preset_name(cfg: GPTConfig) -> str:
-    return next((name for name, preset in PRESETS.items() if preset == cfg), CUSTOM)
-
-
-def form_values(model, recipe: dict) -> tuple:
-    """The form as it describes the loaded model: weights, preset, init seed, hub choice, precision, fields."""
-    kind = recipe.get("kind")
-    weights = kind if kind in ("bundled", "random", "hub") else None
-    if kind == "file":
-        weights = "trained" if is_trained_checkpoint(recipe.get("path", "")) else "upload"
-    hub = next((name for name, repo in HUB_MODELS.items() if repo == recipe.get("repo")), None)
-    cfg = model.cfg
-    return (
-        (weights or gr.skip()),
-        preset_name(cfg),
-        recipe.get("seed", gr.skip()),
-        hub or gr.skip(),
-        recipe.get("dtype", "float32"),
-    ) + tuple(getattr(cfg, f) for f in FIELDS)
-
-
-def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: bool = False):
-    """Summary, tying text, tables and figures of the model, then the layer/head slider ranges."""
-    rows, breakdown = breakdown_table(model, lang)
-    cfg = model.cfg
-    memory = {tr(lang, name): size for name, size in breakdown.memory.items()}
-    memory[tr(lang, "kv_cache", n=cfg.context_length)] = (
-        breakdown.kv_cache_bytes_per_token["float32"] * cfg.context_length
-    )
-    return (
-        summary_line(model, recipe, lang),
-        tying_explanation(cfg, lang),
-        table(rows, "breakdown_headers", lang),
-        dress(figures.parameter_treemap(tree_items(model), title=tr(lang, "fig_treemap")), lang, present),
-        dress(
-            figures.memory_bars(memory, title=tr(lang, "fig_memory", mflops=f"{breakdown.flops_per_token / 1e6:,.1f}")),
-            lang,
-            present,
-        ),
-        table(tree_table(model, int(depth), lang), "tree_headers", lang),
-        slider_range(cfg.n_layers - 1),
-        slider_range(cfg.n_heads - 1),
-        kernels_table(lang),
-    )
+    return PresetFields(*(getattr(cfg, f) for f in FIELDS), tying_explanation(cfg, lang_of(state)))
 
 
 KERNEL_TEXT = {  # templates of the kernels box: keys of translations.py
@@ -210,70 +100,6 @@ def kernels_table(lang: str = "en") -> str:
     return "\n".join(rows) + "\n\n" + tr(lang, KERNEL_TEXT["note"])
 
 
-def table(rows, headers_key: str, lang: str, relabel: bool = False):
-    """Rows (English: the columns the layout declared), or a table with its column names in the
-    page's language (always when ``relabel``: the page's language just changed)."""
-    if lang == "en" and not relabel:
-        return rows
-    if isinstance(rows, pd.DataFrame):
-        rows = rows.values.tolist()
-    return pd.DataFrame(rows, columns=tr(lang, headers_key).split("|"))
-
-
-N_VIEWS = 9  # what model_views returns
-N_FORM = 5 + len(FIELDS)  # what form_values returns
-
-
-def switch_model(model, recipe: dict, message: str, state=None):
-    """A session's new model: fresh state (the old run belonged to the old model; the language
-    stays), its views, the form describing it, and the bundled model's head examples only while it
-    is the one loaded.
-
-    Outputs: state, message, model views, form values, heatmap, chips, head examples' visibility."""
-    lang, present = lang_of(state), bool((state or {}).get("present"))
-    state = {**new_state(lang), "recipe": recipe, "present": present}
-    return (
-        (state, message)
-        + model_views(model, recipe, lang=lang, present=present)
-        + form_values(model, recipe)
-        + (
-            dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present),
-            RESET,
-            gr.update(visible=recipe["kind"] == "bundled"),
-        )
-    )
-
-
-N_SWITCH = 2 + N_VIEWS + N_FORM + 3
-
-
-def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=None, lang="en") -> dict:
-    """The recipe the form describes (no build): also used by the Score & compare tab's second model."""
-    weights = parse_choice(weights, WEIGHT_CHOICES, "Weights")
-    dtype = parse_choice(dtype, DTYPES, "Precision")
-    if weights == "random":
-        cfg = config_from_fields(*fields)
-        init_seed = parse_seed(seed, "Init seed")
-        recipe = random_recipe(cfg, seed=init_seed or 0, dtype=dtype)
-    elif weights == "hub":
-        recipe = hub_recipe(hub_name, dtype)
-    elif weights == "upload":
-        if not upload:
-            raise UserError("model.need_upload", "Choose a .safetensors file to upload first.")
-        upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
-        recipe = {**import_upload(upload_path), "dtype": dtype}
-    elif weights == "trained":
-        trained = (train_state or {}).get("recipe")
-        if not trained:
-            raise UserError(
-                "model.need_trained", "Train a model in the Train tab first (or wait for training to finish or stop)."
-            )
-        recipe = {**trained, "dtype": dtype}
-    else:
-        recipe = bundled_recipe(dtype)
-    return recipe
-
-
 def build_model(
     state, weights, seed, hub_name, upload, dtype, *fields, train_state=None, progress=gr.Progress(), request=None
 ):
@@ -294,7 +120,7 @@ def build_model(
         elapsed = time.perf_counter() - t0
     except Exception as e:  # the previous model and run stay as they were
         redraw.remember(request, "model_build", lambda lang, present=False, e=e: fail(e, lang))
-        return (state, fail(e, lang)) + (gr.skip(),) * (N_SWITCH - 2)
+        return only(Switch, state=state, message=fail(e, lang))
     report = getattr(model, "load_report", None)
 
     def say(lang, present=False):
@@ -302,7 +128,7 @@ def build_model(
         return ok(tr(lang, "ready", model=describe_recipe(recipe, lang), seconds=f"{elapsed:.2f}", extra=extra))
 
     redraw.remember(request, "model_build", say)
-    return switch_model(model, recipe, say(lang), state)
+    return switch_model(model, recipe, say(lang), state)._replace(kernels_md=kernels_table(lang))
 
 
 def build_from_form(
@@ -333,19 +159,47 @@ def show_tree(state, depth):
         return gr.skip()
 
 
-def load_session(state=None, request: gr.Request = None):
+def load_session(state=None, request: gr.Request = None) -> Loaded:
     """Page load: a fresh session on the default model, with the form describing it, in the page's
     language (``?lang=`` in its address, else the browser's Accept-Language; English for the API)."""
     lang, present = page_prefs(request)
     state = {**new_state(lang), "present": present}
     model = session_model(state)
     recipe = state["recipe"]
-    return (
-        (state,)
-        + model_views(model, recipe, lang=lang, present=present)
-        + form_values(model, recipe)
-        + (gr.update(visible=recipe["kind"] == "bundled"),)
+    return Loaded(
+        state=state,
+        **model_views(model, recipe, lang=lang, present=present)._asdict(),
+        kernels_md=kernels_table(lang),
+        **form_values(model, recipe)._asdict(),
+        head_box=gr.update(visible=recipe["kind"] == "bundled"),
     )
+
+
+def relabel(request: gr.Request, state, depth) -> Relabelled:
+    """After a change of the page's language: the model's views, the choices' labels, the kernels
+    box and the last build's message, in the new language."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
+    views = model_views(
+        session_model(state), state["recipe"], depth if isinstance(depth, (int, float)) else 3, lang, present
+    )
+    return Relabelled(
+        summary=views.summary,
+        weights=gr.update(choices=choices(WEIGHT_KEYS, lang)),
+        preset=gr.update(choices=preset_choices(lang)),
+        dtype=gr.update(info=tr(lang, "dtype_info")),
+        tying_md=views.tying_md,
+        breakdown_df=table(views.breakdown_df, "breakdown_headers", lang, relabel=True),
+        treemap=views.treemap,
+        memory_plot=views.memory_plot,
+        tree_df=table(views.tree_df, "tree_headers", lang, relabel=True),
+        kernels_md=kernels_table(lang),
+        build_msg=build_message(request, state),
+    )
+
+
+def build_message(request: gr.Request, state):
+    """The last build's message in the page's new language."""
+    return redraw.redraw(request, "model_build", lang_of(state), bool((state or {}).get("present")), 1)[0]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -415,6 +269,8 @@ def layout() -> SimpleNamespace:
         elem_id="pg-tree",
         column_widths=["15%", "15%", "21%", "11%", "12%", "12%", "14%"],
     )
+    for name, field in zip(FIELDS, c.fields):  # each also by its name: results name their outputs
+        setattr(c, name, field)
     c.form = [c.weights, c.preset, c.seed_init, c.hub_name, c.dtype] + c.fields
     return c
 
@@ -424,54 +280,18 @@ def weight_inputs(weights):
     return gr.update(visible=weights == "hub"), gr.update(visible=weights == "upload")
 
 
-def model_outputs(page) -> list:
-    """Where ``model_views`` goes (the layer/head sliders live in the Generate tab)."""
-    m, g = page.model, page.generate
-    return [
-        page.summary,
-        m.tying_md,
-        m.breakdown_df,
-        m.treemap,
-        m.memory_plot,
-        m.tree_df,
-        g.layer,
-        g.head,
-        m.kernels_md,
-    ]
-
-
-def switch_outputs(page) -> list:
-    """Where ``switch_model`` goes: every tab that shows something of the session's model or run."""
-    g = page.generate
-    return [page.state, page.model.build_msg] + model_outputs(page) + page.model.form + [g.heatmap, g.chips, g.head_box]
-
-
-def build_message(request: gr.Request, state):
-    """The last build's message in the page's new language."""
-    return redraw.redraw(request, "model_build", lang_of(state), bool((state or {}).get("present")), 1)[0]
-
-
 def wire(page) -> None:
     m = page.model
-    page.demo.load(
-        load_session,
-        None,
-        [page.state] + model_outputs(page) + m.form + [page.generate.head_box],
-        api_name="load_session",
-    )
-    m.preset.input(preset_fields, [m.preset, page.state], m.fields + [m.tying_md], api_name="preset_config")
+    page.demo.load(load_session, None, outputs(Loaded, page, m, page.generate), api_name="load_session")
+    m.preset.input(preset_fields, [m.preset, page.state], outputs(PresetFields, m), api_name="preset_config")
     m.build_btn.click(
         build_from_form,
         [page.state, page.train_state, m.weights, m.seed_init, m.hub_name, m.upload, m.dtype] + m.fields,
-        switch_outputs(page),
+        switch_outputs(page, m.build_msg),
         api_name="build_model",
         concurrency_id="models",
         concurrency_limit=2,
     )
     m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")
     m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)
-    # The kernels box is not among prefs' own redraws: it follows a language switch here.
-    from . import prefs  # (prefs imports this module)
-
-    prefs.on_change(page, lambda state: kernels_table(lang_of(state)), [], [m.kernels_md])
-    prefs.on_change(page, build_message, [], [m.build_msg])
+    listeners.on_change(page, relabel, [m.tree_depth], outputs(Relabelled, page, m))

@@ -55,6 +55,33 @@ def parse_whole(value, name: str, lo: int | None = None, hi: int | None = None) 
     return whole
 
 
+def parse_count(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    """A whole number of things (steps, top-k): text is refused as not a number at all; 2.5, nan
+    and inf as not whole."""
+    if isinstance(value, bool) or value is None or value == "":
+        raise ValueError(f"{name} must be a number, got {value!r}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+    return parse_whole(number, name, lo, hi)
+
+
+def parse_optional_number(value, name: str) -> float | None:
+    """None or empty means "not given"; otherwise a finite number."""
+    return None if value is None or value == "" else parse_number(value, name)
+
+
+def parse_optional_whole(value, name: str, lo: int | None = None, hi: int | None = None) -> int | None:
+    """None or empty means "not given"; otherwise a whole number (2.7 is refused, not truncated)."""
+    return None if value is None or value == "" else parse_whole(value, name, lo, hi)
+
+
+def parse_optional_count(value, name: str, lo: int | None = None, hi: int | None = None) -> int | None:
+    """None or empty means "not given"; otherwise as ``parse_count``."""
+    return None if value is None or value == "" else parse_count(value, name, lo, hi)
+
+
 def parse_seed(value, name: str = "Seed") -> int | None:
     """None or empty means "no seed"; otherwise a whole number torch accepts."""
     if value is None or value == "":

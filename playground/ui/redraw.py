@@ -2,7 +2,7 @@
 
 A view handler that builds text on the server calls ``remember(request, key, draw)`` with
 ``draw(lang, present) -> outputs``, a closure over what it has just shown; a tab's
-``prefs.on_change`` listener calls ``redraw(request, key, lang, present, n)`` for each of its views.
+``listeners.on_change`` listener calls ``redraw(request, key, lang, present, n)`` for each of its views.
 Slow results are kept, not recomputed (a switch of language must not rescore a long text, rerun two
 streams or a sweep); a quick view may be drawn again from the same run and fields. A view the page
 has not drawn stays as it is (``gr.skip()``).

@@ -15,6 +15,7 @@ import gradio as gr
 from playground.server.runs import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
 
 from .common import MAX_SEED, ok, parse_bool, warn
+from .results import result, skipped
 
 # name -> (lowest, highest, whole number?): the Generate tab's slider ranges
 RANGES = {
@@ -24,9 +25,9 @@ RANGES = {
     "max_new": (1, MAX_NEW_TOKENS, True),
     "seed": (0, MAX_SEED, True),
 }
-ORDER = ("prompt", "temperature", "top_k", "top_p", "max_new", "seed", "greedy")  # the outputs, then tabs + message
+ORDER = ("prompt", "temperature", "top_k", "top_p", "max_new", "seed", "greedy")  # the Generate tab's controls
 TABS = ("model", "generate", "train", "compare")
-N_OUTPUTS = len(ORDER) + 2
+Prefill = result("Prefill", *ORDER, "tabs", "input_msg")  # the controls, the tab to open, a message
 
 MSG = {
     "clamped": "{name}={value} is outside {lo}–{hi}; set to {clamped}.",
@@ -39,8 +40,8 @@ MSG = {
 }
 
 
-def prefill(params: dict) -> tuple:
-    """Query parameters -> updates for (prompt, temperature, top_k, top_p, max_new, seed, greedy, tabs, message)."""
+def prefill(params: dict) -> Prefill:
+    """Query parameters -> updates of the Generate tab's controls, the selected tab and a message."""
     out = {name: gr.skip() for name in ORDER}
     problems, filled = [], []
     for name, (lo, hi, whole) in RANGES.items():
@@ -90,14 +91,14 @@ def prefill(params: dict) -> tuple:
         message = warn(" ".join(problems))
     elif filled:
         message = ok(MSG["filled"].format(what=", ".join(filled)))
-    return tuple(out[name] for name in ORDER) + (tab, message)
+    return Prefill(**out, tabs=tab, input_msg=message)
 
 
 def prefill_from_url(request: gr.Request):
     """Page load: the link's query parameters into the Generate tab (nothing to do without any)."""
     params = dict(request.query_params) if request is not None else {}
     if not params:
-        return (gr.skip(),) * N_OUTPUTS
+        return skipped(Prefill)
     return prefill(params)
 
 

@@ -27,7 +27,9 @@ from playground.inside.bpe import (
 )
 from playground.server.runs import MAX_PROMPT_CHARS
 
+from . import listeners
 from .common import T, lang_of, tr, warn
+from .results import only, outputs, result
 
 DEFAULT_TEXT = "An unbelievable tokenization: 从前有一座山 🦙"
 MAX_SHOWN_TOKENS = 2000  # chips and table rows drawn; the API returns every token
@@ -215,17 +217,22 @@ def _table(view, lang, relabel=False):
     return rows if lang == "en" and not relabel else pd.DataFrame(rows, columns=_column_names(lang))
 
 
-def show_tokens(text, state=None, relabel=False):
-    """(summary, chips, table, word dropdown, merges) for the page, in its language."""
+Tokens = result("Tokens", "summary", "chips", "table", "word", "merges")  # a text's tokens and a word's merges
+Relabelled = result("Relabelled", "summary", "chips", "table", "merges")  # after a change of language
+
+
+def show_tokens(text, state=None, relabel=False) -> Tokens:
+    """A text's tokens (summary, chips, table), its words to pick and the best one's merges, in the
+    page's language."""
     lang = lang_of(state)
     try:
         text = _check_text(text, lang)
         view = tokenize_view(text)
     except ValueError as e:
-        return warn(tr_error(lang, e)), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return only(Tokens, summary=warn(tr_error(lang, e)))
     choices, best = word_choices(text)
     merges = show_merges(best, state)
-    return (
+    return Tokens(
         summary_html(text, view, lang),
         chips_html(view, lang=lang),
         _table(view, lang, relabel),
@@ -234,10 +241,10 @@ def show_tokens(text, state=None, relabel=False):
     )
 
 
-def redraw(state, text, word):
+def redraw(state, text, word) -> Relabelled:
     """After a language switch: the same text and word, said in the page's new language."""
     out = show_tokens(text, state, relabel=True)
-    return out[:3] + (show_merges(word, state) if word else out[4],)
+    return Relabelled(out.summary, out.chips, out.table, show_merges(word, state) if word else out.merges)
 
 
 def show_merges(word, state=None):
@@ -328,14 +335,11 @@ def layout() -> SimpleNamespace:
 
 def wire(page) -> None:
     c = page.tokenizer
-    outputs = [c.summary, c.chips, c.table, c.word, c.merges]
-    c.tok_btn.click(show_tokens, [c.text, page.state], outputs, api_visibility="private")
-    c.text.submit(show_tokens, [c.text, page.state], outputs, api_visibility="private")
+    c.tok_btn.click(show_tokens, [c.text, page.state], outputs(Tokens, c), api_visibility="private")
+    c.text.submit(show_tokens, [c.text, page.state], outputs(Tokens, c), api_visibility="private")
     # .change: a picked choice and a typed word (set on Enter or blur) alike; the replay is cheap
     c.word.change(show_merges, [c.word, page.state], c.merges, api_visibility="private", trigger_mode="always_last")
-    from . import prefs  # (prefs imports the tab modules)
-
-    prefs.on_change(page, redraw, [c.text, c.word], [c.summary, c.chips, c.table, c.merges])
+    listeners.on_change(page, redraw, [c.text, c.word], outputs(Relabelled, c))
     # API-only endpoints: plain numbers for gradio_client users.
     gr.Button(visible=False).click(tokenize_api, c.text, gr.JSON(visible=False), api_name="tokenize")
     gr.Button(visible=False).click(bpe_merges_api, c.word, gr.JSON(visible=False), api_name="bpe_merges")

@@ -18,15 +18,19 @@ import gradio as gr
 from playground import figures
 from playground.engine.config import PRESETS
 from playground.errors import UserError
+from playground.server.jobs import JOBS, TrainingJob, training_config
 from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
+from playground.training import estimate as train_estimate
+from playground.training.corpus import load_bundled_corpus, load_tiny_shakespeare, text_from_paste, text_from_upload
 
-from . import redraw
-from .common import T, choices, dress, lang_of, parse_choice, parse_whole, tr
+from . import listeners, redraw
+from .common import T, choices, dress, lang_of, parse_choice, parse_count, parse_number, parse_whole, tr
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
-from .model_tab import N_SWITCH, switch_model, switch_outputs
+from .model_switch import Switch, switch_model, switch_outputs
+from .results import only, outputs, result
 
 # The ids API callers send (the bundled text first, the default: it needs no network); the labels
 # follow the page's language.
@@ -54,17 +58,17 @@ CORPUS_NAMES = {
     "Aesop's fables & nursery rhymes": "n_aesop",
 }
 
+Trained = result("Trained", "train_state", "loss_plot", "progress", "msg")  # each streamed update of a run
+# After a change of the page's language: every text and figure this tab built.
+Relabelled = result("Relabelled", "corpus_source", "loss_plot", "progress", "estimate", "msg")
+
 
 def duration(seconds: float, lang: str = "en") -> str:
     """``format_duration`` in the page's language ('3 min 20 s', '3 分 20 秒')."""
-    from playground.training.estimate import format_duration
-
-    return format_duration(seconds, units=(tr(lang, "unit_h"), tr(lang, "unit_min"), tr(lang, "unit_s")))
+    return train_estimate.format_duration(seconds, units=(tr(lang, "unit_h"), tr(lang, "unit_min"), tr(lang, "unit_s")))
 
 
 def corpus_text(source, upload, pasted) -> tuple[str, str]:
-    from playground.training.corpus import load_bundled_corpus, load_tiny_shakespeare, text_from_paste, text_from_upload
-
     if source == CORPUS_CHOICES[1]:
         return text_from_upload(upload), "your upload"
     if source == CORPUS_CHOICES[2]:
@@ -77,11 +81,12 @@ def corpus_text(source, upload, pasted) -> tuple[str, str]:
 
 
 def _train_config(preset_name, steps, lr, batch_size):
-    from playground.server.jobs import training_config
-
+    """The model's config and the run's TrainConfig from the tab's (or an API caller's) values."""
     if preset_name not in PRESETS:
         raise UserError("train.unknown_model", "Unknown model {name!r}.", name=preset_name)
     batch = parse_whole(batch_size, "Batch size", 1, MAX_BATCH)
+    steps = parse_count(steps, "Steps")
+    lr = parse_number(lr, "Learning rate")
     cfg = PRESETS[preset_name]
     return cfg, training_config(cfg, steps, lr, batch_size=batch)
 
@@ -89,19 +94,20 @@ def _train_config(preset_name, steps, lr, batch_size):
 def estimate(preset_name, steps, batch_size=DEFAULT_BATCH, *, timer=None) -> dict:
     """Seconds the run would take here, from steps of this config timed on this machine (cached per
     config and batch shape); plain numbers. ``timer`` (tests) replaces the clock of a new measurement."""
-    from playground.server.jobs import JOBS
-    from playground.training.estimate import cached_step_time, estimate_seconds, evaluations, measure_step_time
-
     cfg, tcfg = _train_config(preset_name, steps, DEFAULT_LR, batch_size)
     busy = any(not job.done.is_set() for job in list(JOBS.values()))
-    timing = measure_step_time(cfg, tcfg, timer=timer) if timer else cached_step_time(cfg, tcfg)
+    timing = (
+        train_estimate.measure_step_time(cfg, tcfg, timer=timer)
+        if timer
+        else train_estimate.cached_step_time(cfg, tcfg)
+    )
     return {
-        "seconds": estimate_seconds(timing, tcfg.steps, tcfg.eval_interval),
+        "seconds": train_estimate.estimate_seconds(timing, tcfg.steps, tcfg.eval_interval),
         "steps": tcfg.steps,
         "step_s": timing.step_s,
         "first_step_s": timing.first_step_s,
         "eval_s": timing.eval_s,
-        "evaluations": evaluations(tcfg.steps, tcfg.eval_interval),
+        "evaluations": train_estimate.evaluations(tcfg.steps, tcfg.eval_interval),
         "measured_steps": timing.n_steps + 1,
         "batch_size": tcfg.batch_size,
         "block_size": tcfg.block_size,
@@ -204,22 +210,23 @@ def train_model(
     train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH, request: gr.Request = None
 ):
     """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
-    from playground.server.jobs import JOBS, TrainingJob
-    from playground.training.estimate import estimate_seconds, known_step_time
-
     lang = lang_of(train_state)
     keep = {k: v for k, v in (train_state or {}).items() if k in ("lang", "present")}  # the page's, not the job's
     try:
         cfg, tcfg = _train_config(preset_name, steps, lr, batch_size)
         text, name = corpus_text(source, upload, pasted)
-        job = TrainingJob(cfg, text, name, steps=steps, lr=lr, batch_size=tcfg.batch_size).start()
+        job = TrainingJob(cfg, text, name, steps=tcfg.steps, lr=tcfg.lr, batch_size=tcfg.batch_size).start()
     except Exception as e:
-        yield train_state, gr.skip(), gr.skip(), _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang))
+        yield only(
+            Trained,
+            train_state=train_state,
+            msg=_say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)),
+        )
         return
     train_state = {**keep, "job": job.id, "recipe": None}
-    timing = known_step_time(cfg, tcfg)
+    timing = train_estimate.known_step_time(cfg, tcfg)
     # (the estimate only if already measured: starting never waits for a measurement)
-    eta = None if timing is None else estimate_seconds(timing, job.tcfg.steps, job.tcfg.eval_interval)
+    eta = None if timing is None else train_estimate.estimate_seconds(timing, job.tcfg.steps, job.tcfg.eval_interval)
 
     def started_message(lang, present=False):
         message = tr(lang, MESSAGES["started"], model=preset_name, corpus=_corpus_desc(job.corpus, lang))
@@ -228,13 +235,13 @@ def train_model(
     started = _say(request, lang, started_message)
     try:
         while not job.done.wait(0.5):
-            yield train_state, _loss_figure(job, train_state), _progress_html(job, lang), started
+            yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), started)
     finally:
         if not job.done.is_set():
             job.stop()  # the user left or cancelled: end the thread after its current step
         JOBS.pop(job.id, None)  # also when the tab closed: the job (and its memory) can then go
     if job.error:
-        yield (
+        yield Trained(
             train_state,
             _loss_figure(job, train_state),
             _progress_html(job, lang),
@@ -243,7 +250,7 @@ def train_model(
         return
     train_state = {**keep, "job": job.id, "recipe": job.result_recipe()}
     done = "train_stopped" if job.stopped else "train_finished"
-    yield (
+    yield Trained(
         train_state,
         _loss_figure(job, train_state),
         _progress_html(job, lang),
@@ -252,8 +259,6 @@ def train_model(
 
 
 def stop_training(train_state, request: gr.Request = None):
-    from playground.server.jobs import JOBS
-
     lang = lang_of(train_state)
     job = JOBS.get((train_state or {}).get("job") or "")
     if job is None:
@@ -266,19 +271,32 @@ def use_trained(state, train_state, request: gr.Request = None):
     lang = lang_of(state)
     recipe = (train_state or {}).get("recipe")
     if not recipe:
-        return (state, _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_first")))) + (
-            gr.skip(),
-        ) * (N_SWITCH - 2)
+        return only(
+            Switch, state=state, message=_say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_first")))
+        )
     try:
         model = CACHE.get(recipe)
     except Exception as e:
-        return (state, _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang))) + (gr.skip(),) * (
-            N_SWITCH - 2
-        )
+        return only(Switch, state=state, message=_say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)))
     using = _say(
         request, lang, lambda lang, present=False: _ok(tr(lang, "now_using", model=describe_recipe(recipe, lang)))
     )
     return switch_model(model, recipe, using, state)
+
+
+def relabel(state, train_state, preset_name, steps, batch_size, request: gr.Request = None) -> Relabelled:
+    """After a change of the page's language: the corpus choices, the live figure and progress line
+    of a run (if one is under way), the estimate and the tab's last message."""
+    lang = lang_of(state)
+    job = JOBS.get((train_state or {}).get("job") or "")
+    progress = {"loss_plot": _loss_figure(job, train_state), "progress": _progress_html(job, lang)} if job else {}
+    return only(
+        Relabelled,
+        corpus_source=gr.update(choices=choices(CORPUS_KEYS, lang)),
+        **progress,
+        estimate=estimate_html(preset_name, steps, batch_size, state=state),
+        msg=train_message(request, state),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -357,17 +375,11 @@ def wire(page) -> None:
     t.train_btn.click(
         train_model,
         [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr, t.batch],
-        [train_state, t.loss_plot, t.progress, t.msg],
+        outputs(Trained, t, train_state=train_state),
         api_name="train",
         concurrency_id="train",
         concurrency_limit=1,
     )
-    # A language switch redraws the estimate (the loss figure and progress line are redrawn by prefs).
-    from . import prefs  # (prefs imports this module)
-
-    prefs.on_change(page, lambda state, *args: estimate_html(*args, state=state), estimate_inputs, [t.estimate])
-    prefs.on_change(page, train_message, [], [t.msg])  # and its last message
+    listeners.on_change(page, relabel, [train_state] + estimate_inputs, outputs(Relabelled, t))
     t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
-    t.use_btn.click(
-        use_trained, [page.state, train_state], [page.state, t.msg] + switch_outputs(page)[2:], api_name="use_trained"
-    )
+    t.use_btn.click(use_trained, [page.state, train_state], switch_outputs(page, t.msg), api_name="use_trained")

@@ -23,11 +23,11 @@ def _gen(**kw):
     args = dict(prompt="Hello", temperature=0.8, top_k=40, top_p=1.0, max_new_tokens=3, seed=1, greedy=False) | kw
 
     def call(state):
-        from playground import ui
+        from playground.ui import generate_tab
 
         # A copy without the run id: this generation must not replace the run the other cases use.
         outs = list(
-            ui.generate_tokens(
+            generate_tab.generate_tokens(
                 {**state, "run_id": None},
                 args["prompt"],
                 args["temperature"],
@@ -45,10 +45,13 @@ def _gen(**kw):
 
 def _build(weights="random", seed=0, dtype="float32", **fields):
     def call(state):
-        from playground import PRESETS, ui
+        from playground import PRESETS
+        from playground.ui import model_switch, model_tab
 
         cfg = PRESETS["nano (2 layers, d64)"].to_dict() | fields
-        out = ui.build_model(state, weights, seed, "gpt2 (124M)", None, dtype, *[cfg[f] for f in ui.FIELDS])
+        out = model_tab.build_model(
+            state, weights, seed, "gpt2 (124M)", None, dtype, *[cfg[f] for f in model_switch.FIELDS]
+        )
         return out[1]
 
     return call
@@ -61,13 +64,14 @@ def _upload(make, name):
         import tempfile
         from pathlib import Path
 
-        from playground import PRESETS, ui
+        from playground import PRESETS
+        from playground.ui import model_switch, model_tab
 
         folder = Path(tempfile.mkdtemp(prefix="pg-upload-"))
         path = folder / name
         make(path)
-        fields = [PRESETS["nano (2 layers, d64)"].to_dict()[f] for f in ui.FIELDS]
-        return ui.build_model(state, "upload", 0, "gpt2 (124M)", str(path), "float32", *fields)[1]
+        fields = [PRESETS["nano (2 layers, d64)"].to_dict()[f] for f in model_switch.FIELDS]
+        return model_tab.build_model(state, "upload", 0, "gpt2 (124M)", str(path), "float32", *fields)[1]
 
     return call
 
@@ -131,18 +135,18 @@ def _pickle(path):
 
 def _attention(view="one", layer=0, head=0, query=1, log_scale=True):
     def call(state):
-        from playground import ui
+        from playground.ui import attention_view
 
-        return ui.attention_views(state, view, layer, head, log_scale, query)[3]
+        return attention_view.attention_views(state, view, layer, head, log_scale, query)[3]
 
     return call
 
 
 def _step(value):
     def call(state):
-        from playground import ui
+        from playground.ui import generate_tab
 
-        return ui.inspect_step(state, value)[2]
+        return generate_tab.inspect_step(state, value)[2]
 
     return call
 
@@ -151,32 +155,32 @@ def _pick(position):
     def call(state):
         import gradio as gr
 
-        from playground import ui
+        from playground.ui import generate_tab
 
-        return ui.pick_token(state, gr.EventData(None, {"position": position}))[3]
+        return generate_tab.pick_token(state, gr.EventData(None, {"position": position}))[3]
 
     return call
 
 
 def _attention_data(layer, head):
     def call(state):
-        from playground import ui
+        from playground.ui import attention_view
 
-        return str(ui.attention_data(state, layer, head).get("error", "ok"))
+        return str(attention_view.attention_data(state, layer, head).get("error", "ok"))
 
     return call
 
 
 def _train(steps=10, lr=1e-3, source=2, pasted=None, preset="nano (2 layers, d64)"):
     def call(state):
-        from playground import ui
+        from playground.ui import train_tab
 
         text = pasted if pasted is not None else "To be, or not to be, that is the question. " * 200
         outs = list(
-            ui.train_model(
+            train_tab.train_model(
                 {"job": None, "recipe": None},
                 preset,
-                ui.CORPUS_CHOICES[source] if isinstance(source, int) else source,
+                train_tab.CORPUS_CHOICES[source] if isinstance(source, int) else source,
                 None,
                 text,
                 steps,
@@ -190,9 +194,9 @@ def _train(steps=10, lr=1e-3, source=2, pasted=None, preset="nano (2 layers, d64
 
 def _export(fmt):
     def call(state):
-        from playground import ui
+        from playground.ui import generate_tab
 
-        return ui.export_run_file(state, fmt)[1]
+        return generate_tab.export_run_file(state, fmt)[1]
 
     return call
 
@@ -372,11 +376,12 @@ CASES = [
 
 def nano_state():
     """A session on a nano model with a finished 3-token run (what most cases start from)."""
-    from playground import PRESETS, ui
+    from playground import PRESETS
     from playground.server.recipes import random_recipe
+    from playground.ui import common, generate_tab
 
-    state = {**ui.new_state(), "recipe": random_recipe(PRESETS["nano (2 layers, d64)"], seed=0)}
-    outs = list(ui.generate_tokens(state, "Hello, I am", 0, 0, 1.0, 3, 1, True))
+    state = {**common.new_state(), "recipe": random_recipe(PRESETS["nano (2 layers, d64)"], seed=0)}
+    outs = list(generate_tab.generate_tokens(state, "Hello, I am", 0, 0, 1.0, 3, 1, True))
     return outs[-1][0]
 
 

@@ -12,11 +12,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from playground import PRESETS, count_parameters, figures, ui
+from playground import PRESETS, count_parameters, figures
 from playground.i18n import EN, ZH, normalize_lang, tr, tr_error
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
-from playground.ui import prefs
+from playground.ui import attention_view, common, generate_tab, model_switch, model_tab, prefs, train_tab
 from playground.ui.figure_dress import PRESENT_FONT, dress
 from playground.ui.i18n import page_prefs
 
@@ -25,7 +25,7 @@ NANO = PRESETS["nano (2 layers, d64)"]
 
 
 def _fields(cfg):
-    return [getattr(cfg, f) for f in ui.FIELDS]
+    return [getattr(cfg, f) for f in model_switch.FIELDS]
 
 
 def _texts(value):
@@ -96,9 +96,9 @@ def test_common_errors_are_translated_with_their_values():
 
 
 def test_a_build_in_chinese_says_everything_in_chinese_with_the_same_numbers():
-    zh = {**ui.new_state("zh-CN")}
-    en_out = ui.build_model(ui.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
-    zh_out = ui.build_model(zh, "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
+    zh = {**common.new_state("zh-CN")}
+    en_out = model_tab.build_model(common.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
+    zh_out = model_tab.build_model(zh, "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
     model = CACHE.get(zh_out[0]["recipe"])
     assert zh_out[0]["lang"] == "zh-CN"  # the new model's state keeps the page's language
     assert "就绪" in zh_out[1] and f"{count_parameters(model):,} 个参数" in zh_out[2]
@@ -107,44 +107,56 @@ def test_a_build_in_chinese_says_everything_in_chinese_with_the_same_numbers():
     # Same live counts in both languages, only the words differ.
     assert [r[2:] for r in en_rows] == [r[2:] for r in zh_table.values.tolist()]
     assert zh_table.values.tolist()[-1][0] == "合计" and en_rows[-1][0] == "total"
-    views = zh_out[2 : 2 + ui.model_tab.N_VIEWS]
+    views = zh_out[2 : zh_out._fields.index("kernels_md") + 1]
     assert not _english(views), _english(views)
 
 
 def test_generation_and_attention_in_chinese(tmp_path):
-    state = {**ui.new_state("zh-CN"), "recipe": random_recipe(NANO, seed=0)}
-    outs = list(ui.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 5, 1, False))
+    state = {**common.new_state("zh-CN"), "recipe": random_recipe(NANO, seed=0)}
+    outs = list(generate_tab.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 5, 1, False))
     state, _, status = outs[-1]
     assert "完成" in status and "个 token" in status and "data-state='done'" in status
-    step_outputs = ui.last_step(state)
+    step_outputs = generate_tab.last_step(state)
     assert "第 4 步" in step_outputs[3] and "种子 1" in step_outputs[3]
-    for view in ui.VIEWS:
-        fig, query_fig, _, msg = ui.attention_views(state, view, 1, 0, True, None)
+    for view in attention_view.VIEWS:
+        fig, query_fig, _, msg = attention_view.attention_views(state, view, 1, 0, True, None)
         texts = [fig, query_fig]
         assert not _english(texts), (view, _english(texts))
         assert msg == ""
-    assert "层 必须在 0 到 1 之间" in ui.attention_views(state, ui.VIEWS[0], 9, 0, True, None)[3]
+    assert (
+        "层 必须在 0 到 1 之间" in attention_view.attention_views(state, attention_view.VIEWS[0], 9, 0, True, None)[3]
+    )
     # English sessions (and the API) read exactly as before.
     en = {**state, "lang": "en"}
-    assert ui.attention_views(en, ui.VIEWS[0], 1, 0, True, None)[0].layout.title.text.startswith("Layer 1, head 0")
+    assert attention_view.attention_views(en, attention_view.VIEWS[0], 1, 0, True, None)[
+        0
+    ].layout.title.text.startswith("Layer 1, head 0")
 
 
 def test_switching_the_page_language_redraws_every_server_text():
-    state = {**ui.new_state(), "recipe": random_recipe(NANO, seed=0)}
-    state = list(ui.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 4, 1, False))[-1][0]
+    state = {**common.new_state(), "recipe": random_recipe(NANO, seed=0)}
+    state = list(generate_tab.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 4, 1, False))[-1][0]
     run_id, train_state = state["run_id"], {"job": None, "recipe": None}
-    out = prefs.apply_prefs(
-        '{"lang": "zh-CN", "present": true}', state, train_state, ui.VIEWS[0], 0, 0, True, None, 3, 3
-    )
+
+    def switch(prefs_json):
+        """The header, then the redraws the tabs register (in the page, chained after it)."""
+        header = prefs.apply_prefs(prefs_json, state, train_state)
+        titles = prefs.tab_titles(state, ["model", "generate", "train"])
+        model = model_tab.relabel(None, state, 3)
+        gen = generate_tab.relabel(state, attention_view.VIEWS[0], 0, 0, True, None, attention_view.SPANS[0], 3)
+        train = train_tab.relabel(state, train_state, "nano (2 layers, d64)", 7, 1)
+        return header + titles + model + gen + train, titles, model, gen
+
+    out, titles, _, gen = switch('{"lang": "zh-CN", "present": true}')
     # The states change in place (an event returning them could undo a generation's run id).
     assert state["lang"] == train_state["lang"] == "zh-CN" and state["present"] is True
     assert state["run_id"] == run_id
-    assert [out[i]["label"] for i in (2, 3, 4)] == ["1 · 模型", "2 · 生成与注意力", "3 · 训练"]
-    assert "第 3 步" in out[-4] and "完成" in out[17]
+    assert [t["label"] for t in titles] == ["1 · 模型", "2 · 生成与注意力", "3 · 训练"]
+    assert "第 3 步" in gen.step_md and "完成" in gen.status
     assert not _english(out), _english(out)
     # And back: the English headers return.
-    back = prefs.apply_prefs('{"lang": "en"}', state, train_state, ui.VIEWS[0], 0, 0, True, None, 3, 3)
-    assert list(back[10].columns)[:2] == ["component", "formula"] and state["present"] is False
+    _, _, back, _ = switch('{"lang": "en"}')
+    assert list(back.breakdown_df.columns)[:2] == ["component", "formula"] and state["present"] is False
 
 
 def test_presenter_mode_enlarges_figures_and_fits_them_on_a_projector():
@@ -198,12 +210,11 @@ def _no_english(outputs):
 
 @pytest.fixture(scope="module")
 def zh_run():
-    state = {**ui.new_state("zh-CN"), "recipe": random_recipe(NANO, seed=0)}
-    return list(ui.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 6, 1, False))[-1][0]
+    state = {**common.new_state("zh-CN"), "recipe": random_recipe(NANO, seed=0)}
+    return list(generate_tab.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 6, 1, False))[-1][0]
 
 
 def test_train_tab_in_chinese_with_the_same_numbers():
-    from playground.ui import train_tab
 
     zh, en = {**train_tab.new_train_state(), "lang": "zh-CN"}, train_tab.new_train_state()
     preset = "nano (2 layers, d64)"
@@ -224,8 +235,8 @@ def test_train_tab_in_chinese_with_the_same_numbers():
     assert "训练完成，共 3 步" in message and "第 3 / 3 步" in progress and "伊索寓言与童谣" in outs[0][3]
     assert loss_fig.layout.title.text == tr("zh-CN", "fig_loss")
     _no_english(outs)
-    _no_english([train_tab.stop_training(zh), train_tab.use_trained(ui.new_state("zh-CN"), zh)[1]])
-    used = train_tab.use_trained(ui.new_state("zh-CN"), final_state)[1]
+    _no_english([train_tab.stop_training(zh), train_tab.use_trained(common.new_state("zh-CN"), zh)[1]])
+    used = train_tab.use_trained(common.new_state("zh-CN"), final_state)[1]
     assert "在伊索寓言与童谣上训练 3 步" in used
     _no_english(used)
 
@@ -263,7 +274,7 @@ def test_inside_tab_in_chinese(zh_run):
     assert outs[0][0].layout.title.text.startswith("Logit 透镜") and "嵌入" in outs[0][0].layout.yaxis.ticktext
     assert list(outs[2][0].columns)[0] == "键位置" and "置零 L0H1" in outs[3][3]
     errors = [
-        it.lens_view(ui.new_state("zh-CN"), None, None, None)[-1],
+        it.lens_view(common.new_state("zh-CN"), None, None, None)[-1],
         it.dose_view(zh_run, "", None, "")[-1],
         it.intervene_view(zh_run, "x", "", "", 1, "", "", False, None)[-1],
         it.maths_view(zh_run, 9, 0, None)[-1],
@@ -446,14 +457,14 @@ def test_the_build_message_follows_a_language_switch():
 
     page = SimpleNamespace(session_hash="page-build")
     out = model_tab.build_model(
-        ui.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO), request=page
+        common.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO), request=page
     )
     zh = model_tab.build_message(page, {"lang": "zh-CN"})
     assert "Ready" in out[1] and "就绪" in zh and "随机初始化（种子 3）" in zh
     assert re.findall(r"\d+\.\d+", zh) == re.findall(r"\d+\.\d+", out[1])  # the same measured seconds
     assert model_tab.build_message(page, {"lang": "en"}) == out[1]
     bad = model_tab.build_model(
-        ui.new_state(),
+        common.new_state(),
         "random",
         3,
         "gpt2 (124M)",
@@ -491,7 +502,6 @@ def test_the_views_kept_for_redrawing_are_bounded(monkeypatch):
 
 
 def test_the_train_tabs_last_message_follows_a_language_switch():
-    from playground.ui import train_tab
 
     page = SimpleNamespace(session_hash="page-train")
     outs = list(
@@ -512,6 +522,6 @@ def test_the_train_tabs_last_message_follows_a_language_switch():
     assert "训练完成，共 3 步" in zh
     _no_english(zh)
     assert train_tab.train_message(page, {"lang": "en"}) == outs[-1][3]
-    state, used = train_tab.use_trained(ui.new_state(), outs[-1][0], request=page)[:2]
+    state, used = train_tab.use_trained(common.new_state(), outs[-1][0], request=page)[:2]
     assert "在伊索寓言与童谣上训练 3 步" in train_tab.train_message(page, {"lang": "zh-CN"})
     assert train_tab.train_message(page, {"lang": "en"}) == used

@@ -6,10 +6,11 @@ import re
 
 import pytest
 
-from playground import PRESETS, ui
+from playground import PRESETS
 from playground.inside import lenses
 from playground.inside.interventions import Intervention
 from playground.server.recipes import random_recipe
+from playground.ui import common, generate_tab
 from playground.ui import inside_picks as ip
 from playground.ui import inside_tab as it
 from playground.ui.cell_click import PAGE_JS, PICKERS, read_pick, with_page_js
@@ -20,8 +21,10 @@ NANO = PRESETS["nano (2 layers, d64)"]
 
 @pytest.fixture(scope="module")
 def run_state():
-    state = {**ui.new_state("en"), "recipe": random_recipe(NANO, seed=0)}
-    state = list(ui.generate_tokens(state, "Hello there, how are you today my", 0.8, 40, 1.0, 40, 1, False))[-1][0]
+    state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=0)}
+    state = list(generate_tab.generate_tokens(state, "Hello there, how are you today my", 0.8, 40, 1.0, 40, 1, False))[
+        -1
+    ][0]
     model, run = session_model(state), session_run(state)
     start, ids = run.window(model.cfg.context_length)
     assert start == 0 and len(ids) > 40

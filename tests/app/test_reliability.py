@@ -26,9 +26,9 @@ def test_there_are_at_least_100_cases():
 
 
 def test_the_session_still_serves_after_every_case(state):
-    from playground import ui
+    from playground.ui import generate_tab
 
     for _, _, call, _ in CASES:
         outcome(call, state)
-    outs = list(ui.generate_tokens(state, "Hello", 0, 0, 1.0, 4, 1, True))
+    outs = list(generate_tab.generate_tokens(state, "Hello", 0, 0, 1.0, 4, 1, True))
     assert "Done: 4 tokens" in outs[-1][2]

@@ -2,17 +2,17 @@
 
 import pytest
 
-from playground import ui
 from playground.server.jobs import JOBS
 from playground.server.model_cache import CACHE
+from playground.ui import common, train_tab
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
 
 
 def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
     outs = list(
-        ui.train_model(
-            {"job": None, "recipe": None}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2], None, TEXT, 25, 3e-3
+        train_tab.train_model(
+            {"job": None, "recipe": None}, "nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], None, TEXT, 25, 3e-3
         )
     )
     train_state, fig, progress, message = outs[-1]
@@ -22,8 +22,8 @@ def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
     train_trace = fig.data[0]
     assert train_trace.y[-1] < 0.7 * train_trace.y[0], (train_trace.y[0], train_trace.y[-1])
     assert any("unigram" in (n or "") for n in names) or fig.layout.shapes
-    state = ui.new_state()
-    out = ui.use_trained(state, train_state)
+    state = common.new_state()
+    out = train_tab.use_trained(state, train_state)
     assert "Now using" in out[1]
     model = CACHE.get(out[0]["recipe"])
     assert model.cfg.n_layers == 2
@@ -31,15 +31,15 @@ def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
 
 
 def test_stop_keeps_what_was_learned():
-    gen = ui.train_model(
-        {"job": None, "recipe": None}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2], None, TEXT, 5000, 3e-3
+    gen = train_tab.train_model(
+        {"job": None, "recipe": None}, "nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], None, TEXT, 5000, 3e-3
     )
     first = next(gen)
     train_state = first[0]
     assert train_state["job"] in JOBS
     while not JOBS[train_state["job"]].train_points:
         next(gen)
-    assert "Stopping" in ui.stop_training(train_state)
+    assert "Stopping" in train_tab.stop_training(train_state)
     outs = list(gen)
     final_state, _, _, message = outs[-1]
     assert "Stopped after" in message
@@ -47,12 +47,12 @@ def test_stop_keeps_what_was_learned():
     assert 1 <= steps < 5000
     assert final_state["recipe"] is not None
     assert train_state["job"] not in JOBS
-    assert "No training is running" in ui.stop_training(final_state)
+    assert "No training is running" in train_tab.stop_training(final_state)
 
 
 def test_closing_the_tab_stops_the_thread():
-    gen = ui.train_model(
-        {"job": None, "recipe": None}, "nano (2 layers, d64)", ui.CORPUS_CHOICES[2], None, TEXT, 5000, 3e-3
+    gen = train_tab.train_model(
+        {"job": None, "recipe": None}, "nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], None, TEXT, 5000, 3e-3
     )
     job = JOBS[next(gen)[0]["job"]]
     gen.close()  # what Gradio does when the client disconnects
@@ -63,16 +63,16 @@ def test_closing_the_tab_stops_the_thread():
 @pytest.mark.parametrize(
     "preset, source, pasted, steps, lr, message",
     [
-        ("nano (2 layers, d64)", ui.CORPUS_CHOICES[2], "too short", 10, 1e-3, "too short"),
-        ("nano (2 layers, d64)", ui.CORPUS_CHOICES[2], "   ", 10, 1e-3, "empty"),
-        ("nano (2 layers, d64)", ui.CORPUS_CHOICES[1], "", 10, 1e-3, "No file was uploaded"),
-        ("nano (2 layers, d64)", ui.CORPUS_CHOICES[2], TEXT, 0, 1e-3, "Steps must be between 1 and 5,000"),
-        ("nano (2 layers, d64)", ui.CORPUS_CHOICES[2], TEXT, 10, -1, "learning rate must be in (0, 1]"),
-        ("nano (2 layers, d64)", ui.CORPUS_CHOICES[2], TEXT, "many", 1e-3, "Steps must be a number"),
+        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], "too short", 10, 1e-3, "too short"),
+        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], "   ", 10, 1e-3, "empty"),
+        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[1], "", 10, 1e-3, "No file was uploaded"),
+        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], TEXT, 0, 1e-3, "Steps must be between 1 and 5,000"),
+        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], TEXT, 10, -1, "learning rate must be in (0, 1]"),
+        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], TEXT, "many", 1e-3, "Steps must be a number"),
     ],
 )
 def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, message):
-    outs = list(ui.train_model({"job": None, "recipe": None}, preset, source, None, pasted, steps, lr))
+    outs = list(train_tab.train_model({"job": None, "recipe": None}, preset, source, None, pasted, steps, lr))
     assert len(outs) == 1
     assert message.lower() in outs[0][3].lower(), outs[0][3]
 
@@ -80,12 +80,14 @@ def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, m
 def test_training_a_model_over_the_memory_budget_is_refused(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "0.5")
     outs = list(
-        ui.train_model({"job": None, "recipe": None}, "gpt2-small (124M)", ui.CORPUS_CHOICES[2], None, TEXT, 10, 1e-3)
+        train_tab.train_model(
+            {"job": None, "recipe": None}, "gpt2-small (124M)", train_tab.CORPUS_CHOICES[2], None, TEXT, 10, 1e-3
+        )
     )
     assert "memory budget" in outs[0][3]
 
 
 def test_use_trained_before_training():
-    state = ui.new_state()
-    out = ui.use_trained(state, {"job": None, "recipe": None})
+    state = common.new_state()
+    out = train_tab.use_trained(state, {"job": None, "recipe": None})
     assert out[0] is state and "Train a model first" in out[1]

@@ -7,20 +7,20 @@ import numpy as np
 import pytest
 import torch
 
-from playground import PRESETS, count_parameters, ui
+from playground import PRESETS, count_parameters
 from playground.engine.config import ConfigError
 from playground.figures import format_prob
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.server.runs import get_run
-from playground.ui import model_tab  # noqa: F401  (ui.model_tab below)
+from playground.ui import attention_view, generate_tab, model_switch, model_tab
 from playground.ui.chips import RESET, all_chips
 
 NANO = PRESETS["nano (2 layers, d64)"]
 
 
 def fields_of(cfg):
-    return [getattr(cfg, f) for f in ui.FIELDS]
+    return [getattr(cfg, f) for f in model_switch.FIELDS]
 
 
 def nano_state(seed=0):
@@ -35,7 +35,7 @@ def run_of(state):
 def run_outputs(state, prompt="Hello, I am", n=6, **kw):
     args = dict(temperature=0.0, top_k=0, top_p=1.0, seed=1, greedy=True) | kw
     return list(
-        ui.generate_tokens(
+        generate_tab.generate_tokens(
             state, prompt, args["temperature"], args["top_k"], args["top_p"], n, args["seed"], args["greedy"]
         )
     )
@@ -73,20 +73,22 @@ def chip_list(html_text):
     ],
 )
 def test_config_form_errors_are_specific(change, message):
-    values = dict(zip(ui.FIELDS, fields_of(NANO))) | change
+    values = dict(zip(model_switch.FIELDS, fields_of(NANO))) | change
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace(")", r"\)").replace("(", r"\(")):
-        ui.config_from_fields(*[values[f] for f in ui.FIELDS])
+        model_switch.config_from_fields(*[values[f] for f in model_switch.FIELDS])
 
 
 def test_config_form_accepts_float_integers_from_number_widgets():
     values = [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in fields_of(NANO)]
-    assert ui.config_from_fields(*values) == NANO
+    assert model_switch.config_from_fields(*values) == NANO
 
 
 def test_build_rejects_bad_config_and_keeps_the_previous_model():
     state = nano_state()
-    bad = dict(zip(ui.FIELDS, fields_of(NANO))) | {"n_heads": 5}
-    out = ui.build_model(state, "random", 0, "gpt2 (124M)", None, "float32", *[bad[f] for f in ui.FIELDS])
+    bad = dict(zip(model_switch.FIELDS, fields_of(NANO))) | {"n_heads": 5}
+    out = model_tab.build_model(
+        state, "random", 0, "gpt2 (124M)", None, "float32", *[bad[f] for f in model_switch.FIELDS]
+    )
     assert out[0] is state
     assert "divisible by n_heads" in out[1] and "⚠️" in out[1]
     assert all(isinstance(o, type(gr.skip())) for o in out[2:])
@@ -96,13 +98,13 @@ def test_build_refuses_a_model_over_the_memory_budget(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "1")
     state = nano_state()
     xl = PRESETS["gpt2-xl (1558M)"]
-    out = ui.build_model(state, "random", 0, "gpt2 (124M)", None, "float32", *fields_of(xl))
+    out = model_tab.build_model(state, "random", 0, "gpt2 (124M)", None, "float32", *fields_of(xl))
     assert out[0] is state
     assert "memory budget" in out[1] and "1,557,611,200 parameters" in out[1]
 
 
 def test_build_random_model_reports_live_counts():
-    out = ui.build_model(nano_state(), "random", 5, "gpt2 (124M)", None, "float32", *fields_of(NANO))
+    out = model_tab.build_model(nano_state(), "random", 5, "gpt2 (124M)", None, "float32", *fields_of(NANO))
     state, message, summary, tying, table = out[:5]
     model = CACHE.get(state["recipe"])
     assert "Ready" in message
@@ -114,7 +116,7 @@ def test_build_random_model_reports_live_counts():
 
 
 def test_tying_explanation_uses_the_configs_numbers():
-    text = ui.preset_fields("textbook GPT_CONFIG_124M")[-1]
+    text = model_tab.preset_fields("textbook GPT_CONFIG_124M")[-1]
     assert "163,009,536" in text and "124,412,160" in text and "38,597,376" in text
 
 
@@ -123,8 +125,8 @@ def test_generate_streams_and_ends_with_views():
     outs = run_outputs(state, n=6)
     final = outs[-1]
     assert len(final) == 3  # state, chips, status: no figure is re-sent while a run streams
-    views = ui.after_run(final[0])
-    last = ui.last_step(final[0])
+    views = generate_tab.after_run(final[0])
+    last = generate_tab.last_step(final[0])
     new_state, chips, status = final[:3]
     run = run_of(new_state)
     chips = all_chips(run)
@@ -203,27 +205,29 @@ def test_long_prompt_is_cropped_and_said():
 def test_inspect_step_and_select_token():
     state = run_generation(nano_state(), n=5, greedy=False, temperature=1.0, top_k=20, top_p=0.9)[0]
     run = run_of(state)
-    bars, stages, text = ui.inspect_step(state, 2)
+    bars, stages, text = generate_tab.inspect_step(state, 2)
     step = run.steps[2]
     assert np.asarray(bars.data[0].x, dtype=float).tolist() == pytest.approx([p for _, p in step.top])
     assert f"rank **{step.rank}**" in text and f"p = **{format_prob(step.prob)}**" in text
     position = len(run.prompt_ids) + 2
     evt = gr.EventData(None, {"position": position})
-    step_update, bars, stages, text, query_update = ui.pick_token(state, evt)
+    step_update, bars, stages, text, query_update = generate_tab.pick_token(state, evt)
     assert step_update["value"] == 2 and "**Step 2**" in text
     assert query_update["value"] == position  # the attention query follows the chosen token
-    heat, query_fig, _, msg = ui.attention_views(state, ui.VIEWS[0], 1, 0, True, query_update["value"])
+    heat, query_fig, _, msg = attention_view.attention_views(
+        state, attention_view.VIEWS[0], 1, 0, True, query_update["value"]
+    )
     assert f"Where position {position}" in query_fig["value"].layout.title.text
-    prompt_pick = ui.pick_token(state, gr.EventData(None, {"position": 0}))
+    prompt_pick = generate_tab.pick_token(state, gr.EventData(None, {"position": 0}))
     assert "part of the prompt" in prompt_pick[3] and prompt_pick[4]["value"] == 0
-    bad = ui.pick_token(state, gr.EventData(None, {"position": float("nan")}))
+    bad = generate_tab.pick_token(state, gr.EventData(None, {"position": float("nan")}))
     assert "Token position must be a whole number" in bad[3]
 
 
-@pytest.mark.parametrize("view", ui.VIEWS)
+@pytest.mark.parametrize("view", attention_view.VIEWS)
 def test_every_attention_view_draws(view):
     state = run_generation(nano_state(), n=4)[0]
-    fig, query_fig, query_update, msg = ui.attention_views(state, view, 1, 3, True, 2)
+    fig, query_fig, query_update, msg = attention_view.attention_views(state, view, 1, 3, True, 2)
     assert len(fig.data) >= 1 and msg == ""
     assert query_update["maximum"] == len(run_of(state).token_ids) - 1
     if view.startswith("overview"):  # about every head and position: no single-query chart
@@ -235,30 +239,30 @@ def test_every_attention_view_draws(view):
 
 def test_attention_data_matches_a_direct_forward():
     state = run_generation(nano_state(), n=4)[0]
-    data = ui.attention_data(state, 1, 2)
+    data = attention_view.attention_data(state, 1, 2)
     model = CACHE.get(state["recipe"])
     with torch.no_grad():
         _, trace = model(torch.tensor([data["token_ids"]]), return_attention=True)
     assert np.allclose(data["attention"], trace.layer(1)[0, 2].numpy(), atol=1e-6)
-    assert "error" in ui.attention_data(state, 7, 0)
+    assert "error" in attention_view.attention_data(state, 7, 0)
 
 
 def test_exports_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_WORK_DIR", str(tmp_path))
     state = run_generation(nano_state(seed=4), n=3)[0]
-    path, msg = ui.export_run_file(state, "json")
+    path, msg = generate_tab.export_run_file(state, "json")
     data = json.loads(open(path).read())
     T = len(run_of(state).token_ids)
     att = np.array(data["attention"])
     assert att.shape == (NANO.n_layers, NANO.n_heads, T, T)
     assert np.allclose(att.sum(-1), 1, atol=1e-3)
-    path = ui.export_run_file(state, "npz")[0]
+    path = generate_tab.export_run_file(state, "npz")[0]
     npz = np.load(path)
     assert npz["attention"].shape == (NANO.n_layers, NANO.n_heads, T, T)
     assert npz["token_ids"].tolist() == run_of(state).token_ids
-    model_path, msg = ui.export_model_file(state)
+    model_path, msg = generate_tab.export_model_file(state)
     assert "upload box accepts it back" in msg
-    out = ui.build_model(state, "upload", 0, "gpt2 (124M)", model_path, "float32", *fields_of(NANO))
+    out = model_tab.build_model(state, "upload", 0, "gpt2 (124M)", model_path, "float32", *fields_of(NANO))
     assert "Ready" in out[1]
     original, reloaded = CACHE.get(state["recipe"]), CACHE.get(out[0]["recipe"])
     ids = torch.tensor([run_of(state).token_ids])
@@ -271,10 +275,10 @@ def test_upload_of_a_non_safetensors_file_is_refused(tmp_path, monkeypatch):
     bad = tmp_path / "evil.safetensors"
     torch.save({"x": torch.zeros(2)}, bad)  # a pickle in disguise
     state = nano_state()
-    out = ui.build_model(state, "upload", 0, "gpt2 (124M)", str(bad), "float32", *fields_of(NANO))
+    out = model_tab.build_model(state, "upload", 0, "gpt2 (124M)", str(bad), "float32", *fields_of(NANO))
     assert out[0] is state
     assert "not a readable safetensors file" in out[1]
-    out = ui.build_model(state, "upload", 0, "gpt2 (124M)", None, "float32", *fields_of(NANO))
+    out = model_tab.build_model(state, "upload", 0, "gpt2 (124M)", None, "float32", *fields_of(NANO))
     assert "Choose a .safetensors file" in out[1]
 
 
@@ -282,28 +286,28 @@ def test_hub_offline_message(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     state = nano_state()
-    out = ui.build_model(state, "hub", 0, "gpt2 (124M)", None, "float32", *fields_of(NANO))
+    out = model_tab.build_model(state, "hub", 0, "gpt2 (124M)", None, "float32", *fields_of(NANO))
     assert out[0] is state
     assert "not reachable" in out[1] and "openai-community/gpt2" in out[1]
 
 
 def _form(outputs, start):
-    weights, preset, seed, hub, dtype, *fields = outputs[start : start + 5 + len(ui.FIELDS)]
+    weights, preset, seed, hub, dtype, *fields = outputs[start : start + 5 + len(model_switch.FIELDS)]
     return weights, preset, seed, hub, dtype, fields
 
 
 def test_the_form_describes_the_loaded_model():
     """Page load, a build and "use the trained model" all set the Model tab's form from the model itself."""
-    out = ui.load_session()
+    out = model_tab.load_session()
     model = CACHE.get(out[0]["recipe"])
-    weights, preset, _, _, dtype, fields = _form(out, 1 + ui.model_tab.N_VIEWS)
-    assert weights == ui.WEIGHT_CHOICES[0] and dtype == "float32"
-    kernels_box = out[1 + ui.model_tab.N_VIEWS - 1]  # the last view: what this process measured
+    weights, preset, _, _, dtype, fields = _form(out, out._fields.index("weights"))
+    assert weights == model_switch.WEIGHT_CHOICES[0] and dtype == "float32"
+    kernels_box = out.kernels_md  # what this process measured
     assert "weight layout (64, 64)" in kernels_box and "ms" in kernels_box
-    assert fields == [getattr(model.cfg, f) for f in ui.FIELDS]  # 6 layers × d64, not the default preset
+    assert fields == [getattr(model.cfg, f) for f in model_switch.FIELDS]  # 6 layers × d64, not the default preset
     assert out[-1]["visible"] is True  # the bundled model's head examples
-    out = ui.build_model(nano_state(), "random", 7, "gpt2 (124M)", None, "bfloat16", *fields_of(NANO))
-    weights, preset, seed, _, dtype, fields = _form(out, 2 + ui.model_tab.N_VIEWS)
+    out = model_tab.build_model(nano_state(), "random", 7, "gpt2 (124M)", None, "bfloat16", *fields_of(NANO))
+    weights, preset, seed, _, dtype, fields = _form(out, out._fields.index("weights"))
     assert (weights, preset, seed, dtype) == ("random", "nano (2 layers, d64)", 7, "bfloat16")
     assert fields == fields_of(NANO)
     assert out[-1]["visible"] is False  # head examples belong to the bundled model only
@@ -316,48 +320,48 @@ def test_the_form_describes_the_loaded_model():
         "label": "mine",
         "dtype": "float32",
     }
-    assert ui.WEIGHT_CHOICES[4] == ui.model_tab.form_values(model, trained)[0]
+    assert model_switch.WEIGHT_CHOICES[4] == model_switch.form_values(model, trained)[0]
     # An upload is an upload, even one its owner named "trained…".
     upload = {**trained, "path": str(work_dir() / "uploads" / "u.safetensors"), "label": "trained-by-me.safetensors"}
-    assert ui.WEIGHT_CHOICES[3] == ui.model_tab.form_values(model, upload)[0]
+    assert model_switch.WEIGHT_CHOICES[3] == model_switch.form_values(model, upload)[0]
 
 
 def test_one_layer_one_head_and_one_token_models_work():
     """Gradio refuses a slider whose minimum equals its maximum: single choices hide the slider."""
     one = NANO.replace(n_layers=1, n_heads=1, emb_dim=32)
-    out = ui.build_model(nano_state(), "random", 0, "gpt2 (124M)", None, "float32", *fields_of(one))
+    out = model_tab.build_model(nano_state(), "random", 0, "gpt2 (124M)", None, "float32", *fields_of(one))
     assert "Ready" in out[1]
     layer_update, head_update = out[2 + 6], out[2 + 7]
     assert layer_update["visible"] is False and head_update["visible"] is False
     assert layer_update["maximum"] > layer_update["minimum"]
     state = run_generation(out[0], n=1)[0]
-    step_update = ui.last_step(state)[0]
+    step_update = generate_tab.last_step(state)[0]
     assert step_update["visible"] is False and step_update["maximum"] > step_update["minimum"]
-    fig, _, query_update, msg = ui.after_run(state)
+    fig, _, query_update, msg = generate_tab.after_run(state)
     assert fig.data[0].type == "heatmap" and msg == ""
 
 
 @pytest.mark.parametrize(
     "layer, head, query, view, message",
     [
-        (float("nan"), 0, 2, ui.VIEWS[0], "Layer must be a whole number"),
-        (0, float("inf"), 2, ui.VIEWS[0], "Head must be a whole number"),
-        (0, 0, float("nan"), ui.VIEWS[0], "Query position must be a whole number"),
-        (9, 0, 2, ui.VIEWS[0], "Layer must be between 0 and 1"),
+        (float("nan"), 0, 2, attention_view.VIEWS[0], "Layer must be a whole number"),
+        (0, float("inf"), 2, attention_view.VIEWS[0], "Head must be a whole number"),
+        (0, 0, float("nan"), attention_view.VIEWS[0], "Query position must be a whole number"),
+        (9, 0, 2, attention_view.VIEWS[0], "Layer must be between 0 and 1"),
         (0, 0, 2, None, "Attention view must be one of"),
         (0, 0, 2, "<img src=x onerror=alert(1)>", "&lt;img src=x"),
     ],
 )
 def test_attention_inputs_get_specific_messages(layer, head, query, view, message):
     state = run_generation(nano_state(), n=3)[0]
-    fig, query_fig, query_update, msg = ui.attention_views(state, view, layer, head, True, query)
+    fig, query_fig, query_update, msg = attention_view.attention_views(state, view, layer, head, True, query)
     assert message in msg and "<img" not in msg
 
 
 def test_step_inputs_get_specific_messages():
     state = run_generation(nano_state(), n=3)[0]
-    assert "Step must be a whole number" in ui.inspect_step(state, float("nan"))[2]
-    assert "Step must be between 0 and 2" in ui.inspect_step(state, 7)[2]
+    assert "Step must be a whole number" in generate_tab.inspect_step(state, float("nan"))[2]
+    assert "Step must be between 0 and 2" in generate_tab.inspect_step(state, 7)[2]
 
 
 def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
@@ -393,6 +397,6 @@ def test_attention_of_a_run_that_grew_after_its_forward_keeps_its_labels(monkeyp
     stale = run_attention(CACHE.get(state["recipe"]), run)  # the forward for the tokens so far
     run.steps.append(run.steps[-1])  # one more token arrives before the figure is drawn
     monkeypatch.setattr(av, "run_attention", lambda model, run: stale)
-    fig, query_fig, query_update, msg = ui.attention_views(state, ui.VIEWS[0], 0, 0, True, None)
+    fig, query_fig, query_update, msg = attention_view.attention_views(state, attention_view.VIEWS[0], 0, 0, True, None)
     assert msg == "" and fig.data[0].type == "heatmap"
     assert len(fig.layout.xaxis.ticktext) == len(run.token_ids) - 1  # the forward's positions

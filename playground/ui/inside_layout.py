@@ -1,0 +1,235 @@
+"""The Inside tab's components and their events (its views are drawn by inside_tab, its numbers
+computed by inside_data, clicks on its heatmaps handled by inside_picks).
+
+Four sub-tabs: logit lens, direct logit attribution, attention maths, interventions; and hidden
+API-only endpoints that return plain numbers.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from . import inside_picks, listeners
+from .cell_click import cols_js
+from .common import T, lang_of, tr
+from .inside_data import (
+    LENS_WINDOW,
+    attribution_data,
+    dose_data,
+    intervene_data,
+    lens_cell_data,
+    lens_data,
+    maths_data,
+    sweep_data,
+)
+from .inside_tab import (
+    SUB_TABS,
+    VIEWS,
+    DlaView,
+    DoseView,
+    InterveneView,
+    LensView,
+    MathsView,
+    Opened,
+    SweepView,
+    lens_view,
+    open_tab,
+    redraw_views,
+    remembering,
+)
+from .results import outputs
+from .style import RESIZE_JS
+
+
+def layout() -> SimpleNamespace:
+    """The tab's components (built inside its ``gr.Tab``)."""
+    gr.Markdown(T("inside_intro"))
+    msg = gr.HTML(elem_id="pg-inside-msg")
+    seen_run = gr.State(None)  # the run whose defaults the position fields hold
+    with gr.Tabs():
+        with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
+            with gr.Row():
+                lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
+                lens_layer = gr.Number(
+                    None, label=T("inside_lens_layer"), precision=0, minimum=0, elem_id="pg-lens-layer"
+                )
+                lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
+            lens_note = gr.Markdown(elem_id="pg-lens-note")
+            inside_picks.layout_hint("inside_click_lens")
+            lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
+            lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
+            # positions that fit the page's width: the page script (cell_click) keeps it up to date
+            lens_cols = gr.Number(
+                LENS_WINDOW, precision=0, show_label=False, elem_id="pg-lens-cols", elem_classes=["pg-offscreen"]
+            )
+            lens_pick = gr.Button("pick", elem_id="pg-lens-pick", elem_classes=["pg-offscreen"])
+            with gr.Row():
+                cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
+                cell_md = gr.Markdown()
+        with gr.Tab(T("inside_dla"), id="inside-dla") as dla_tab:
+            with gr.Row():
+                dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
+                dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
+            dla_md = gr.Markdown(elem_id="pg-dla-md")
+            inside_picks.layout_hint("inside_click_head")
+            dla_shown = gr.State(None)  # the position and target the heatmap was drawn for
+            dla_pick = gr.Button("pick", elem_id="pg-dla-pick", elem_classes=["pg-offscreen"])
+            dla_note = gr.Markdown(elem_id="pg-dla-pick-md")
+            with gr.Row():
+                dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
+                dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
+        with gr.Tab(T("inside_maths"), id="inside-maths") as maths_tab:
+            with gr.Row():
+                m_layer = gr.Number(0, label=T("layer"), precision=0, minimum=0)
+                m_head = gr.Number(0, label=T("head"), precision=0, minimum=0)
+                m_pos = gr.Number(None, label=T("inside_query_position"), precision=0, minimum=0)
+                m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
+            m_md = gr.Markdown(elem_id="pg-maths-md")
+            with gr.Row():
+                # before the first draw, the formula's symbols (the same in every language); a drawn
+                # table carries its headers in the page's language
+                m_table = gr.Dataframe(
+                    headers=["j", "token", "q·kⱼ", "÷√d", "+ M", "softmax"],
+                    interactive=False,
+                    max_height=420,
+                    elem_id="pg-maths-table",
+                    min_width=560,
+                )
+                # (side by side from 1200 px; a 1024-px projector stacks them rather than cut the softmax column)
+                m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot", min_width=420)
+        with gr.Tab(T("inside_interventions"), id="inside-intervene") as intervene_tab:
+            with gr.Row():
+                i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder="0.1, 2.3", max_length=2000)
+                i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder="1.0", max_length=2000)
+                i_scale = gr.Textbox("", label=T("inside_scale_head"), placeholder="1.2", max_length=50)
+                i_alpha = gr.Slider(0, 2, value=0.0, step=0.1, label=T("inside_alpha"))
+            with gr.Row():
+                i_mlps = gr.Textbox("", label=T("inside_skip_mlps"), placeholder="0, 3", max_length=500)
+                i_unmask = gr.Textbox("", label=T("inside_unmask"), placeholder="0", max_length=500)
+                i_drop = gr.Checkbox(False, label=T("inside_drop_pos"))
+                i_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                i_target = gr.Textbox("", label=T("inside_target"), max_length=200)
+            with gr.Row():
+                i_btn = gr.Button(T("inside_run_intervention"), variant="primary", elem_id="pg-intervene-btn")
+                dose_btn = gr.Button(T("inside_dose"), elem_id="pg-dose-btn")
+                sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
+            i_md = gr.Markdown(elem_id="pg-intervene-md")
+            with gr.Row():
+                i_bars = gr.Plot(show_label=False, elem_id="pg-intervene-bars")
+                i_loss = gr.Plot(show_label=False, elem_id="pg-intervene-loss")
+            i_lens = gr.Plot(show_label=False, elem_id="pg-intervene-lens")
+            with gr.Row():
+                dose_plot = gr.Plot(show_label=False, elem_id="pg-dose")
+                with gr.Column():
+                    sweep_md = gr.Markdown(elem_id="pg-sweep-md")
+                    inside_picks.layout_hint("inside_click_sweep")
+                    sweep_pick = gr.Button("pick", elem_id="pg-sweep-pick", elem_classes=["pg-offscreen"])
+                    sweep_plot = gr.Plot(show_label=False, elem_id="pg-sweep")
+    # API-only endpoints (plain numbers): their hidden buttons and output, and the lens window bounds
+    api_out = gr.JSON(visible=False)
+    api_first, api_last = gr.Number(None, visible=False), gr.Number(None, visible=False)
+    api_buttons = [gr.Button(visible=False) for _ in range(7)]
+    return SimpleNamespace(**{k: v for k, v in locals().items()})
+
+
+def wire(page) -> None:
+    """The tab's events; ``page.inside`` holds its components, ``page.state`` the session."""
+    c, state = page.inside, page.state
+    # ---- views ----
+    lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols]
+    lens_outputs = outputs(LensView, c)
+    fit = cols_js(4)  # the events read how many positions fit the page as they are sent
+    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
+    for control in (c.lens_layer, c.lens_pos):
+        control.submit(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
+    c.lens_scroll.release(
+        lens_view,
+        lens_inputs,
+        lens_outputs,
+        js=fit,
+        api_visibility="private",
+        concurrency_id="inside",
+        trigger_mode="always_last",
+    )
+    page.inside_tab.select(
+        open_tab,
+        [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
+        outputs(Opened, c),
+        js=cols_js(5),
+        api_visibility="private",
+        concurrency_id="inside",
+    )
+    c.dla_btn.click(
+        remembering("dla"),
+        [state, c.dla_pos, c.dla_target],
+        outputs(DlaView, c),
+        api_visibility="private",
+        concurrency_id="inside",
+    )
+    c.m_btn.click(
+        remembering("maths"),
+        [state, c.m_layer, c.m_head, c.m_pos],
+        outputs(MathsView, c),
+        api_visibility="private",
+        concurrency_id="inside",
+    )
+    i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
+    c.i_btn.click(
+        remembering("intervene"),
+        i_inputs + [c.lens_cols],
+        outputs(InterveneView, c),
+        js=cols_js(len(i_inputs)),
+        api_visibility="private",
+        concurrency_id="inside",
+    )
+    c.dose_btn.click(
+        remembering("dose"),
+        [state, c.i_scale, c.i_pos, c.i_target],
+        outputs(DoseView, c),
+        api_visibility="private",
+        concurrency_id="inside",
+    )
+    # One sweep at a time on this server: it keeps every core busy for up to a minute.
+    c.sweep_btn.click(
+        remembering("sweep"),
+        state,
+        outputs(SweepView, c),
+        api_visibility="private",
+        concurrency_id="inside_sweep",
+        concurrency_limit=1,
+    )
+    # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
+    for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
+        tab.select(None, None, None, js=RESIZE_JS)
+    # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
+    listeners.on_change(
+        page,
+        lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS),
+        [],
+        [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab],
+    )
+    # A language switch redraws the lens (when there is a run) and every other view drawn; the
+    # message is the one of the view drawn last.
+    redrawn = [f for view in (LensView, *(v for _, v in VIEWS.values())) for f in view._fields[:-1]] + ["msg"]
+    listeners.on_change(page, redraw_views, lens_inputs[2:], [getattr(c, f) for f in redrawn])
+
+    # ---- API: plain numbers ----
+    out, hidden = c.api_out, iter(c.api_buttons).__next__
+    hidden().click(lens_data, [state, c.api_first, c.api_last], out, api_name="logit_lens", concurrency_id="inside")
+    hidden().click(
+        lens_cell_data, [state, c.lens_layer, c.lens_pos], out, api_name="lens_cell", concurrency_id="inside"
+    )
+    hidden().click(
+        attribution_data, [state, c.dla_pos, c.dla_target], out, api_name="logit_attribution", concurrency_id="inside"
+    )
+    hidden().click(
+        maths_data, [state, c.m_layer, c.m_head, c.m_pos], out, api_name="attention_maths", concurrency_id="inside"
+    )
+    hidden().click(intervene_data, i_inputs, out, api_name="intervene", concurrency_id="inside")
+    hidden().click(
+        dose_data, [state, c.i_scale, c.i_pos, c.i_target], out, api_name="dose_response", concurrency_id="inside"
+    )
+    hidden().click(sweep_data, state, out, api_name="head_sweep", concurrency_id="inside_sweep", concurrency_limit=1)

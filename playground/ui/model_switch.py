@@ -1,0 +1,203 @@
+"""The session's model: the form that describes a model, and switching the session to a new one.
+
+Shared by the tabs that load a model (Model: Build; Train: use the trained model; Score & compare:
+model B's recipe). A switch gives the session a fresh state (the old run belonged to the old
+model), redraws the model's views and sets the form from the loaded model itself, so the form
+always tells the truth about the model in use.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+import pandas as pd
+
+from playground import figures
+from playground.engine.config import PRESETS, ConfigError, GPTConfig
+from playground.engine.weights import HUB_MODELS
+from playground.errors import UserError
+from playground.server.files import import_upload, is_trained_checkpoint
+from playground.server.model_views import breakdown_table, summary_line, tree_items, tree_table, tying_explanation
+from playground.server.recipes import bundled_recipe, hub_recipe, random_recipe
+
+from .chips import RESET
+from .common import (
+    choices,
+    dress,
+    lang_of,
+    new_state,
+    parse_bool,
+    parse_choice,
+    parse_number,
+    parse_seed,
+    parse_whole,
+    slider_range,
+    tr,
+)
+from .results import outputs, result
+
+FIELDS = (
+    "vocab_size",
+    "context_length",
+    "emb_dim",
+    "n_heads",
+    "n_layers",
+    "drop_rate",
+    "qkv_bias",
+    "tie_weights",
+    "pos_encoding",
+    "activation",
+    "norm_placement",
+    "attention_impl",
+)
+INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
+WEIGHT_KEYS = {
+    "bundled": "w_bundled",
+    "random": "w_random",
+    "hub": "w_hub",
+    "upload": "w_upload",
+    "trained": "w_trained",
+}
+WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the ids the API sends and gets back; labels follow the language
+CUSTOM = "custom (the fields below)"
+PRESET_CHOICES = list(PRESETS) + [CUSTOM]
+DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.engine.quantize)
+
+# What describes a model on the page: its views (the layer/head sliders live in the Generate tab)
+# and the form's fields (named as the Model tab's components).
+VIEW_FIELDS = ("summary", "tying_md", "breakdown_df", "treemap", "memory_plot", "tree_df", "layer", "head")
+FORM_FIELDS = ("weights", "preset", "seed_init", "hub_name", "dtype") + FIELDS
+ModelViews = result("ModelViews", *VIEW_FIELDS)
+FormValues = result("FormValues", *FORM_FIELDS)
+# A switch: the new state, a message, the views, the kernels box (the Model tab draws it), the form,
+# then what the old run showed in the Generate tab.
+Switch = result("Switch", "state", "message", *VIEW_FIELDS, "kernels_md", *FORM_FIELDS, "heatmap", "chips", "head_box")
+
+
+def preset_choices(lang: str | None = None) -> list[tuple]:
+    return [(name, name) for name in PRESETS] + choices({CUSTOM: "custom"}, lang)
+
+
+def config_from_fields(*values) -> GPTConfig:
+    data = dict(zip(FIELDS, values))
+    for name in INT_FIELDS:
+        value = data[name]
+        if value is None or value == "":
+            raise ConfigError("config.field_empty", "{name} is empty: enter a whole number.", name=name)
+        try:
+            data[name] = parse_whole(value, name)
+        except UserError as e:
+            raise ConfigError(e.key, e.template, **e.fields) from None
+    try:
+        data["drop_rate"] = parse_number(data["drop_rate"], "drop_rate")
+        data["qkv_bias"] = parse_bool(data["qkv_bias"], "qkv_bias")
+        data["tie_weights"] = parse_bool(data["tie_weights"], "tie_weights")
+    except UserError as e:
+        raise ConfigError(e.key, e.template, **e.fields) from None
+    return GPTConfig(**data)
+
+
+def preset_name(cfg: GPTConfig) -> str:
+    return next((name for name, preset in PRESETS.items() if preset == cfg), CUSTOM)
+
+
+def form_values(model, recipe: dict) -> FormValues:
+    """The form as it describes the loaded model: weights, preset, init seed, hub choice, precision, fields."""
+    kind = recipe.get("kind")
+    weights = kind if kind in ("bundled", "random", "hub") else None
+    if kind == "file":
+        weights = "trained" if is_trained_checkpoint(recipe.get("path", "")) else "upload"
+    hub = next((name for name, repo in HUB_MODELS.items() if repo == recipe.get("repo")), None)
+    cfg = model.cfg
+    return FormValues(
+        weights or gr.skip(),
+        preset_name(cfg),
+        recipe.get("seed", gr.skip()),
+        hub or gr.skip(),
+        recipe.get("dtype", "float32"),
+        *(getattr(cfg, f) for f in FIELDS),
+    )
+
+
+def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: bool = False) -> ModelViews:
+    """Summary, tying text, tables and figures of the model, then the layer/head slider ranges."""
+    rows, breakdown = breakdown_table(model, lang)
+    cfg = model.cfg
+    memory = {tr(lang, name): size for name, size in breakdown.memory.items()}
+    memory[tr(lang, "kv_cache", n=cfg.context_length)] = (
+        breakdown.kv_cache_bytes_per_token["float32"] * cfg.context_length
+    )
+    return ModelViews(
+        summary=summary_line(model, recipe, lang),
+        tying_md=tying_explanation(cfg, lang),
+        breakdown_df=table(rows, "breakdown_headers", lang),
+        treemap=dress(figures.parameter_treemap(tree_items(model), title=tr(lang, "fig_treemap")), lang, present),
+        memory_plot=dress(
+            figures.memory_bars(memory, title=tr(lang, "fig_memory", mflops=f"{breakdown.flops_per_token / 1e6:,.1f}")),
+            lang,
+            present,
+        ),
+        tree_df=table(tree_table(model, int(depth), lang), "tree_headers", lang),
+        layer=slider_range(cfg.n_layers - 1),
+        head=slider_range(cfg.n_heads - 1),
+    )
+
+
+def table(rows, headers_key: str, lang: str, relabel: bool = False):
+    """Rows (English: the columns the layout declared), or a table with its column names in the
+    page's language (always when ``relabel``: the page's language just changed)."""
+    if lang == "en" and not relabel:
+        return rows
+    if isinstance(rows, pd.DataFrame):
+        rows = rows.values.tolist()
+    return pd.DataFrame(rows, columns=tr(lang, headers_key).split("|"))
+
+
+def switch_model(model, recipe: dict, message: str, state=None) -> Switch:
+    """A session's new model: fresh state (the old run belonged to the old model; the language
+    stays), its views, the form describing it, and the bundled model's head examples only while it
+    is the one loaded. The kernels box is left to the Model tab."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
+    state = {**new_state(lang), "recipe": recipe, "present": present}
+    return Switch(
+        state=state,
+        message=message,
+        **model_views(model, recipe, lang=lang, present=present)._asdict(),
+        kernels_md=gr.skip(),
+        **form_values(model, recipe)._asdict(),
+        heatmap=dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present),
+        chips=RESET,
+        head_box=gr.update(visible=recipe["kind"] == "bundled"),
+    )
+
+
+def switch_outputs(page, message) -> list:
+    """Where a ``Switch`` goes: every tab that shows something of the session's model or run;
+    ``message``: the component that says how the switch went."""
+    return outputs(Switch, page, page.model, page.generate, message=message)
+
+
+def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=None, lang="en") -> dict:
+    """The recipe the form describes (no build): also used by the Score & compare tab's second model."""
+    weights = parse_choice(weights, WEIGHT_CHOICES, "Weights")
+    dtype = parse_choice(dtype, DTYPES, "Precision")
+    if weights == "random":
+        cfg = config_from_fields(*fields)
+        init_seed = parse_seed(seed, "Init seed")
+        recipe = random_recipe(cfg, seed=init_seed or 0, dtype=dtype)
+    elif weights == "hub":
+        recipe = hub_recipe(hub_name, dtype)
+    elif weights == "upload":
+        if not upload:
+            raise UserError("model.need_upload", "Choose a .safetensors file to upload first.")
+        upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
+        recipe = {**import_upload(upload_path), "dtype": dtype}
+    elif weights == "trained":
+        trained = (train_state or {}).get("recipe")
+        if not trained:
+            raise UserError(
+                "model.need_trained", "Train a model in the Train tab first (or wait for training to finish or stop)."
+            )
+        recipe = {**trained, "dtype": dtype}
+    else:
+        recipe = bundled_recipe(dtype)
+    return recipe
