@@ -113,7 +113,8 @@ EN = {
     "c_shakespeare": "Tiny Shakespeare (downloaded once, then cached)",
     "c_upload": "upload a .txt",
     "c_paste": "paste text",
-    "c_aesop": "Aesop's fables & nursery rhymes (bundled, works offline)",
+    "c_aesop": "Aesop's fables & nursery rhymes (bundled, small: watch it overfit)",
+    "c_austen": "Pride and Prejudice (bundled, works offline)",
     # model tab messages
     "ready": "Ready: {model} in {seconds} s.{extra}",
     "loaded_weights": " Loaded weights: {report}.",
@@ -272,6 +273,9 @@ EN = {
     "started_eta": " Estimated time: {total}.",
     "n_shakespeare": "Tiny Shakespeare",
     "n_aesop": "Aesop's fables & nursery rhymes",
+    "n_austen": "Pride and Prejudice",
+    "train_outcome": "Validation loss {start} → {end} nats/token (unigram baseline {unigram}).",
+    "train_overfit": "Overfitting: the validation loss rose while the training loss fell — use more data or fewer steps.",
     "trained_label": "trained {layers}L d{d}, {steps} steps on {corpus}",
     # Tokenizer tab's handler text (issue 12)
     "tk_summary": "{chars} characters · {bytes} UTF-8 bytes · {tokens} tokens ({ratio} bytes per token)",

@@ -78,7 +78,11 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
     return tr(lang, "recipe_file", label=label)
 
 
-CORPUS_LABEL_KEYS = {"Tiny Shakespeare": "n_shakespeare", "Aesop's fables & nursery rhymes": "n_aesop"}
+CORPUS_LABEL_KEYS = {
+    "Tiny Shakespeare": "n_shakespeare",
+    "Aesop's fables & nursery rhymes": "n_aesop",
+    "Pride and Prejudice": "n_austen",
+}
 
 
 def model_label(recipe: dict) -> str:

@@ -34,7 +34,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_TINY_SHAKESPEARE = REPO_ROOT.parent / "shared" / "data" / TINY_SHAKESPEARE_FILENAME
 # Aesop's fables, nursery rhymes and five Tang poems, all public domain (assets/corpus/README.md
 # names the sources): small enough to ship, so a lesson's training run needs no network.
-BUNDLED_CORPUS = REPO_ROOT / "assets" / "corpus" / "fables_and_rhymes.txt"
+# The bundled public-domain texts (assets/corpus/README.md says where each comes from).
+BUNDLED_CORPORA = {
+    "austen": REPO_ROOT / "assets" / "corpus" / "pride_and_prejudice.txt",  # 167,305 tokens: the default lesson
+    "aesop": REPO_ROOT / "assets" / "corpus" / "fables_and_rhymes.txt",  # 3,678 tokens: learned by heart, overfits
+}
 
 # More than this share of replacement or control characters and the "text" is not text (a
 # Latin-1 file still passes, with its accents shown as U+FFFD).
@@ -149,15 +153,17 @@ def _looks_like_user_name(name: str) -> bool:
     return 0 < len(name) <= 80 and name.isprintable()
 
 
-def load_bundled_corpus() -> str:
-    """The bundled public-domain training text (works offline)."""
+def load_bundled_corpus(name: str = "austen") -> str:
+    """A bundled public-domain training text (works offline): ``"austen"`` (Pride and Prejudice,
+    the default) or ``"aesop"`` (fables and nursery rhymes)."""
+    path = BUNDLED_CORPORA[name]
     try:
-        return BUNDLED_CORPUS.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as e:
         raise CorpusError(
             "corpus.bundled_missing",
             "The bundled training text is missing ({path}): {reason}. Reinstall the app, or upload or paste a text.",
-            path=BUNDLED_CORPUS,
+            path=path,
             reason=e.strerror,
         ) from None
 

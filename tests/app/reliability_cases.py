@@ -171,7 +171,7 @@ def _attention_data(layer, head):
     return call
 
 
-def _train(steps=10, lr=1e-3, source=2, pasted=None, preset="nano (2 layers, d64)"):
+def _train(steps=10, lr=1e-3, source="paste", pasted=None, preset="nano (2 layers, d64)"):
     def call(state):
         from playground.ui import train_tab
 
@@ -369,7 +369,7 @@ CASES = [
     ("train", "learning rate 5", _train(lr=5), "learning rate must be in (0, 1]"),
     ("train", "pasted text too short", _train(pasted="too short"), "too short"),
     ("train", "pasted text empty", _train(pasted="   "), "empty"),
-    ("train", "upload chosen, no file", _train(source=1), "No file was uploaded"),
+    ("train", "upload chosen, no file", _train(source="upload"), "No file was uploaded"),
     ("train", "unknown model", _train(preset="gpt-5"), "Unknown model"),
 ]
 

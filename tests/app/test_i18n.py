@@ -232,12 +232,12 @@ def test_train_tab_in_chinese_with_the_same_numbers():
     outs = list(train_tab.train_model(zh, preset, train_tab.CORPUS_CHOICES[0], None, None, 3, 3e-3, 1))
     final_state, loss_fig, progress, message = outs[-1]
     assert final_state["lang"] == "zh-CN" and final_state["recipe"]  # the page's language survives the run
-    assert "训练完成，共 3 步" in message and "第 3 / 3 步" in progress and "伊索寓言与童谣" in outs[0][3]
+    assert "训练完成，共 3 步" in message and "第 3 / 3 步" in progress and "《傲慢与偏见》" in outs[0][3]
     assert loss_fig.layout.title.text == tr("zh-CN", "fig_loss")
     _no_english(outs)
     _no_english([train_tab.stop_training(zh), train_tab.use_trained(common.new_state("zh-CN"), zh)[1]])
     used = train_tab.use_trained(common.new_state("zh-CN"), final_state)[1]
-    assert "在伊索寓言与童谣上训练 3 步" in used
+    assert "在《傲慢与偏见》上训练 3 步" in used
     _no_english(used)
 
 

@@ -2,7 +2,6 @@
 machine (the arithmetic checked with a scripted clock), and a default corpus that works offline."""
 
 import hashlib
-import itertools
 
 import pytest
 
@@ -118,11 +117,23 @@ def no_network(monkeypatch):
 
 
 def test_default_corpus_is_bundled_public_domain_text(no_network):
-    assert tt.CORPUS_CHOICES[0] == "aesop"
+    assert tt.CORPUS_CHOICES[0] == "austen"
     text, name = tt.corpus_text(tt.CORPUS_CHOICES[0], None, None)
+    assert text.startswith("PRIDE AND PREJUDICE") and "It is a truth universally acknowledged" in text
+    assert name == "Pride and Prejudice"
+    data = corpus.BUNDLED_CORPORA["austen"].read_bytes()
+    assert hashlib.sha256(data).hexdigest() == "dfc684d4f857fa938268f9ab9c5567b64bd0691251eca959644adeabe6287a4d"
+    assert hashlib.sha256(data).hexdigest() != corpus.TINY_SHAKESPEARE_SHA256
+    prepared = corpus.prepare_corpus(text, 128)
+    assert prepared.n_tokens == 167_305  # big enough that the default lesson's run never repeats it much
+    assert tt.DEFAULT_STEPS * tt.DEFAULT_BATCH * 128 < 1.5 * len(prepared.train_ids)
+
+
+def test_the_small_bundled_corpus_is_public_domain_text(no_network):
+    text, name = tt.corpus_text("aesop", None, None)
     assert "THE FOX AND THE GRAPES" in text and "Twinkle, twinkle, little star" in text and "床前明月光" in text
     assert name == "Aesop's fables & nursery rhymes"
-    data = corpus.BUNDLED_CORPUS.read_bytes()
+    data = corpus.BUNDLED_CORPORA["aesop"].read_bytes()
     assert len(data) < 64 * 1024  # small enough to ship
     assert hashlib.sha256(data).hexdigest() != corpus.TINY_SHAKESPEARE_SHA256
     assert "First Citizen" not in text and "ROMEO" not in text  # not Tiny Shakespeare
@@ -131,7 +142,7 @@ def test_default_corpus_is_bundled_public_domain_text(no_network):
     from playground.engine.tokenizer import load_tokenizer
 
     assert load_tokenizer().decode(held_out).isascii()  # the held-out tenth is English, like most of it
-    assert (corpus.BUNDLED_CORPUS.parent / "README.md").read_text().count("public domain") >= 1
+    assert (corpus.BUNDLED_CORPORA["aesop"].parent / "README.md").read_text().count("public domain") >= 2
 
 
 def test_training_on_the_default_corpus_works_offline(no_network):
@@ -142,11 +153,12 @@ def test_training_on_the_default_corpus_works_offline(no_network):
     )
     state, fig, progress, message = outs[-1]
     assert "Finished after 3 steps" in message and state["recipe"] is not None
-    assert "Aesop" in state["recipe"]["label"]
+    assert "Pride and Prejudice" in state["recipe"]["label"]
+    assert "Validation loss" in message and "unigram baseline" in message
 
 
 def test_missing_bundled_corpus_and_unknown_source_get_messages(monkeypatch, tmp_path):
-    monkeypatch.setattr(corpus, "BUNDLED_CORPUS", tmp_path / "gone.txt")
+    monkeypatch.setitem(corpus.BUNDLED_CORPORA, "austen", tmp_path / "gone.txt")
     with pytest.raises(corpus.CorpusError, match="bundled training text is missing"):
         tt.corpus_text(tt.CORPUS_CHOICES[0], None, None)
     with pytest.raises(ValueError, match="Corpus must be one of"):
@@ -154,5 +166,5 @@ def test_missing_bundled_corpus_and_unknown_source_get_messages(monkeypatch, tmp
 
 
 def test_tab_defaults_are_the_lesson_run():
-    assert (tt.DEFAULT_PRESET, tt.DEFAULT_STEPS, tt.DEFAULT_BATCH) == ("nano (2 layers, d64)", 80, 4)
-    assert list(itertools.islice(tt.CORPUS_CHOICES, 1, 3)) == ["upload", "paste"]  # the ids API callers send
+    assert (tt.DEFAULT_PRESET, tt.DEFAULT_STEPS, tt.DEFAULT_BATCH) == ("nano (2 layers, d64)", 200, 8)
+    assert tt.CORPUS_CHOICES == ["austen", "aesop", "upload", "paste", "shakespeare"]  # the ids API callers send

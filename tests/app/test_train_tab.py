@@ -1,5 +1,7 @@
 """The Train tab's handlers: corpus choices, live curve, stop keeps what was learned, use the result."""
 
+import re
+
 import pytest
 
 from playground.server.jobs import JOBS
@@ -11,9 +13,7 @@ TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mi
 
 def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
     outs = list(
-        train_tab.train_model(
-            {"job": None, "recipe": None}, "nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], None, TEXT, 25, 3e-3
-        )
+        train_tab.train_model({"job": None, "recipe": None}, "nano (2 layers, d64)", "paste", None, TEXT, 25, 3e-3)
     )
     train_state, fig, progress, message = outs[-1]
     assert "Finished after 25 steps" in message
@@ -31,9 +31,7 @@ def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
 
 
 def test_stop_keeps_what_was_learned():
-    gen = train_tab.train_model(
-        {"job": None, "recipe": None}, "nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], None, TEXT, 5000, 3e-3
-    )
+    gen = train_tab.train_model({"job": None, "recipe": None}, "nano (2 layers, d64)", "paste", None, TEXT, 5000, 3e-3)
     first = next(gen)
     train_state = first[0]
     assert train_state["job"] in JOBS
@@ -51,9 +49,7 @@ def test_stop_keeps_what_was_learned():
 
 
 def test_closing_the_tab_stops_the_thread():
-    gen = train_tab.train_model(
-        {"job": None, "recipe": None}, "nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], None, TEXT, 5000, 3e-3
-    )
+    gen = train_tab.train_model({"job": None, "recipe": None}, "nano (2 layers, d64)", "paste", None, TEXT, 5000, 3e-3)
     job = JOBS[next(gen)[0]["job"]]
     gen.close()  # what Gradio does when the client disconnects
     assert job.done.wait(60)
@@ -63,12 +59,12 @@ def test_closing_the_tab_stops_the_thread():
 @pytest.mark.parametrize(
     "preset, source, pasted, steps, lr, message",
     [
-        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], "too short", 10, 1e-3, "too short"),
-        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], "   ", 10, 1e-3, "empty"),
-        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[1], "", 10, 1e-3, "No file was uploaded"),
-        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], TEXT, 0, 1e-3, "Steps must be between 1 and 5,000"),
-        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], TEXT, 10, -1, "learning rate must be in (0, 1]"),
-        ("nano (2 layers, d64)", train_tab.CORPUS_CHOICES[2], TEXT, "many", 1e-3, "Steps must be a number"),
+        ("nano (2 layers, d64)", "paste", "too short", 10, 1e-3, "too short"),
+        ("nano (2 layers, d64)", "paste", "   ", 10, 1e-3, "empty"),
+        ("nano (2 layers, d64)", "upload", "", 10, 1e-3, "No file was uploaded"),
+        ("nano (2 layers, d64)", "paste", TEXT, 0, 1e-3, "Steps must be between 1 and 5,000"),
+        ("nano (2 layers, d64)", "paste", TEXT, 10, -1, "learning rate must be in (0, 1]"),
+        ("nano (2 layers, d64)", "paste", TEXT, "many", 1e-3, "Steps must be a number"),
     ],
 )
 def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, message):
@@ -80,9 +76,7 @@ def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, m
 def test_training_a_model_over_the_memory_budget_is_refused(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "0.5")
     outs = list(
-        train_tab.train_model(
-            {"job": None, "recipe": None}, "gpt2-small (124M)", train_tab.CORPUS_CHOICES[2], None, TEXT, 10, 1e-3
-        )
+        train_tab.train_model({"job": None, "recipe": None}, "gpt2-small (124M)", "paste", None, TEXT, 10, 1e-3)
     )
     assert "memory budget" in outs[0][3]
 
@@ -91,3 +85,32 @@ def test_use_trained_before_training():
     state = common.new_state()
     out = train_tab.use_trained(state, {"job": None, "recipe": None})
     assert out[0] is state and "Train a model first" in out[1]
+
+
+@pytest.mark.slow
+def test_the_default_lesson_learns_something_visible():
+    """The tab's defaults on its default corpus: the validation loss ends below where it started and
+    below the corpus's unigram baseline, and the finishing message says both."""
+    outs = list(
+        train_tab.train_model(
+            {"job": None, "recipe": None},
+            train_tab.DEFAULT_PRESET,
+            train_tab.CORPUS_CHOICES[0],
+            None,
+            None,
+            train_tab.DEFAULT_STEPS,
+            train_tab.DEFAULT_LR,
+            train_tab.DEFAULT_BATCH,
+        )
+    )
+    state, fig, progress, message = outs[-1]
+    val = [y for trace in fig.data if trace.name and "valid" in trace.name.lower() for y in trace.y]
+    start, end, unigram = (
+        float(x)
+        for x in re.search(
+            r"Validation loss ([\d.]+) → ([\d.]+) nats/token \(unigram baseline ([\d.]+)\)", message
+        ).groups()
+    )
+    assert end < start - 3 and end < unigram, message
+    assert "Overfitting" not in message
+    assert val and abs(val[-1] - end) < 0.01

@@ -268,29 +268,6 @@ def test_concurrent_builds_do_not_change_another_users_unseeded_sampling():
     assert all(torch.equal(built[s], reference[s]) for s in (1, 2))
 
 
-@pytest.mark.slow
-def test_idle_sessions_of_the_running_app_release_their_runs(app_url):
-    """API sessions that generated and looked at attention, then went quiet: the sweeper finds
-    their runs inside Gradio's session state and drops the tokens and the attention."""
-    from gradio_client import Client
-
-    clients = [Client(app_url, verbose=False) for _ in range(3)]
-    for i, c in enumerate(clients):
-        list(c.submit(f"Session {i} says", 0.8, 40, 1.0, 6, i, False, api_name="/generate"))
-        assert "attention" in c.predict(0, 0, api_name="/attention_data")
-    gc.collect()
-    live = [r for r in list(runs.RUNS.values()) if not r.released]
-    assert len(live) >= len(clients)
-    assert [h for h in BUDGET.usage() if h.kind == "attention"]
-    assert release_idle_runs(idle_seconds=0) >= len(clients)
-    gc.collect()
-    assert not [h for h in BUDGET.usage() if h.kind == "attention"]
-    assert all(r.released for r in live)
-    # a session that comes back simply generates again
-    list(clients[0].submit("Back again", 0.8, 40, 1.0, 3, 0, False, api_name="/generate"))
-    assert len(clients[0].predict(api_name="/run_data")["steps"]) == 3
-
-
 def test_a_training_job_is_counted_until_it_is_gone():
     from playground.training.trainer import estimate_training_memory_bytes
 
