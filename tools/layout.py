@@ -40,9 +40,11 @@ def block() -> str:
 
 
 def readme_block() -> str:
+    """The block of README's Layout section that lists the modules (the one starting with app.py)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Layout\n", 1)[1]
-    return section.split("```\n", 2)[1]
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    blocks = section.split("```\n")[1::2]
+    return next((b for b in blocks if b.startswith("app.py")), "")
 
 
 if __name__ == "__main__":

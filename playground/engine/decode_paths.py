@@ -1,4 +1,6 @@
-"""Decode speed, applied explicitly: ``optimize_for_decode(model)`` after a model is built, loaded or
+"""Decode speed, applied explicitly: the measured weight layout, stacked Q/K/V and bfloat16 kernel.
+
+Decode speed, applied explicitly: ``optimize_for_decode(model)`` after a model is built, loaded or
 converted (the server's recipes do it for every model they build).
 
 Decoding one token multiplies every weight matrix by a single row, so its speed is how fast the

@@ -1,5 +1,8 @@
-"""The KV cache: keys and values of every layer, preallocated for the whole context, so a decode step
-computes one new row per layer instead of re-running the whole sequence."""
+"""The KV cache: every layer's keys and values, preallocated for the whole context.
+
+The KV cache: keys and values of every layer, preallocated for the whole context, so a decode step
+computes one new row per layer instead of re-running the whole sequence.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Run and model exports: their size known *before* anything is written, refused over
+"""Run and model exports, sized before anything is written and refused over the limit.
+
+Run and model exports: their size known *before* anything is written, refused over
 ``PLAYGROUND_MAX_EXPORT_MB``; the attention streamed map by map, never gathered into Python lists (a
 1024-token GPT-2 small run once took 3 minutes, 2.1 GB and 13 GB of RAM as JSON). Exports are written
 inside Gradio's cache folder (files.exports_dir), which Gradio serves without a second copy, and

@@ -1,4 +1,6 @@
-"""Files the server keeps: the work dir (uploads by content hash, trained checkpoints), the folders
+"""Files the server keeps: the work dir, uploads, trained checkpoints, and the disk budget.
+
+Files the server keeps: the work dir (uploads by content hash, trained checkpoints), the folders
 exports and uploads live in, and a disk budget over all of them (no gradio here; the UI passes paths
 in and gets paths back).
 

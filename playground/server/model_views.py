@@ -1,5 +1,8 @@
-"""A built model described for the Model tab: the summary line, the module tree, the parameter
-breakdown (formula against measured) and the weight-tying explanation, in the user's language."""
+"""A built model described for the Model tab: summary, module tree, parameter table, tying.
+
+A built model described for the Model tab: the summary line, the module tree, the parameter
+breakdown (formula against measured) and the weight-tying explanation, in the user's language.
+"""
 
 from __future__ import annotations
 

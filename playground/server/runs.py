@@ -1,4 +1,4 @@
-"""Runs: a prompt, the tokens generated from it, and what the model saw -- kept by the server, released when idle.
+"""Runs: a prompt, its generated tokens and what the model saw, released when idle.
 
 Runs are registered in ``RUNS`` under a random ``run.id``. ``start_run`` validates what a user typed
 and returns ``(run, generation)``. Called with ``replaces=<the session's previous run id, or None>``,

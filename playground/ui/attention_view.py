@@ -1,4 +1,6 @@
-"""The attention half of "Generate & attention": one head, all heads, head average, rollout, and
+"""The attention half of the Generate tab: one head, all heads, average, rollout, overview.
+
+The attention half of "Generate & attention": one head, all heads, head average, rollout, and
 the layer × head overview, for the run's last context window.
 
 Positions are numbered as in the whole sequence everywhere (status line, titles, axes, the query

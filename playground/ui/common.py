@@ -1,5 +1,8 @@
-"""What every tab shares, in one import: messages, the session state, input parsing and i18n
-(each lives in its own module; this one only gathers them)."""
+"""What every tab shares, in one import: messages, session state, input parsing and i18n.
+
+What every tab shares, in one import: messages, the session state, input parsing and i18n
+(each lives in its own module; this one only gathers them).
+"""
 
 from .figure_dress import dress
 from .i18n import I18N, T, choices, lang_of, page_prefs, tr, tr_error

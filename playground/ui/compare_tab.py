@@ -1,4 +1,6 @@
-"""The Score & compare tab: score a text under the session's model (A) and a second model (B), run
+"""The Score & compare tab's handlers: score texts, model B, receipts, replay, share links.
+
+The Score & compare tab: score a text under the session's model (A) and a second model (B), run
 two models or two settings side by side, read a step's sampling receipt, replay or share a run.
 
 Model A is always the session's current model (Model tab); model B is named by a recipe kept in

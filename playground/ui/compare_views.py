@@ -1,5 +1,8 @@
-"""HTML and figures of the Score & compare tab: surprisal chips, difference chips, two token streams
-side by side, and the sampling receipt. Pure functions of library results (no gradio)."""
+"""HTML and figures of the Score & compare tab: surprisal and difference chips, streams, receipts.
+
+HTML and figures of the Score & compare tab: surprisal chips, difference chips, two token streams
+side by side, and the sampling receipt. Pure functions of library results (no gradio).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The last touch on every figure the page shows: its words in the page's language and, in
+"""The last touch on every figure: its words in the page's language, presenter-size type.
+
+The last touch on every figure the page shows: its words in the page's language and, in
 presenter mode, type large enough for the back of a room and a height that fits a projector.
 
 Figure builders (``playground.figures``) take their titles from the caller and are language-free

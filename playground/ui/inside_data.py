@@ -1,4 +1,6 @@
-"""The Inside tab's numbers: parsing what the page or an API caller sent, and one function per view
+"""The Inside tab's numbers: parsed inputs in, one plain-data function per view out.
+
+The Inside tab's numbers: parsing what the page or an API caller sent, and one function per view
 returning plain numbers (each is also an API endpoint). Positions are absolute, as in the run; the
 figures are drawn by inside_tab from these same dicts. No figures here, no layout.
 """

@@ -1,4 +1,6 @@
-"""The Inside tab's components and their events (its views are drawn by inside_tab, its numbers
+"""The Inside tab's components and their events.
+
+The Inside tab's components and their events (its views are drawn by inside_tab, its numbers
 computed by inside_data, clicks on its heatmaps handled by inside_picks).
 
 Four sub-tabs: logit lens, direct logit attribution, attention maths, interventions; and hidden

@@ -1,4 +1,6 @@
-"""Clicking the Inside tab's heatmaps (the page script is cell_click.PAGE_JS):
+"""Clicking the Inside tab's heatmaps picks a cell (the page script is cell_click.PAGE_JS).
+
+What a click does:
 
 - a lens cell shows that cell's top-10 and KL to the final layer (the layer/position fields follow);
 - a head in the attribution heatmap steps through its attention maths at the attributed position and

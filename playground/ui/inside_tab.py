@@ -1,4 +1,6 @@
-"""The Inside tab's views, drawn and redrawn: logit lens, direct logit attribution, attention maths
+"""The Inside tab's views, drawn and redrawn: lens, attribution, maths, interventions, sweep.
+
+The Inside tab's views, drawn and redrawn: logit lens, direct logit attribution, attention maths
 step by step, and interventions, for the session's current run (prompt + generated tokens, its last
 context window).
 

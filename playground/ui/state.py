@@ -1,5 +1,8 @@
-"""A session's state: names only (its model's recipe, its current run's id); the server keeps the
-model in the shared cache and the run in the run registry."""
+"""A session's state: names only (its model's recipe, its current run's id).
+
+A session's state: names only (its model's recipe, its current run's id); the server keeps the
+model in the shared cache and the run in the run registry.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The Tokenizer tab: what GPT-2 reads. Each token of a text with its id and bytes, byte fragments
+"""The Tokenizer tab: each token's id and bytes, characters, and a word's BPE merges.
+
+The Tokenizer tab: what GPT-2 reads. Each token of a text with its id and bytes, byte fragments
 grouped under the character they build, and a word's BPE merges replayed from ``vocab.bpe``.
 
 Layout and wiring both live here: ``layout()`` inside the tab's ``with gr.Tab`` block, then ``wire(page)``.

@@ -1,4 +1,6 @@
-"""The Train tab: train a small model on a corpus in a background thread, watch the loss live,
+"""The Train tab: a background training run with a live loss curve and a measured estimate.
+
+The Train tab: train a small model on a corpus in a background thread, watch the loss live,
 stop at any time keeping what was learned, then use the result in the other tabs.
 
 Made for a lesson: the default run (nano, the bundled fables, 4 × 128 tokens a step) finishes in
