@@ -93,6 +93,9 @@ def parse_args(argv=None):
     p.add_argument("--p-random", type=float, default=0.06)
     p.add_argument("--p-span", type=float, default=0.06)
     p.add_argument("--pool", type=int, default=5000, help="random tokens are drawn from this many most frequent")
+    p.add_argument("--switch-step", type=int, default=0, help="from this step on, use --p-random2 / --p-span2 (0: never)")
+    p.add_argument("--p-random2", type=float, default=None)
+    p.add_argument("--p-span2", type=float, default=None)
     # bookkeeping
     p.add_argument("--eval-every", type=int, default=150)
     p.add_argument("--log-every", type=int, default=25)
@@ -148,15 +151,22 @@ class Batches:
         seq = torch.cat([span, span, self.ids[s + L : s + L + T]])[:T]
         return seq[:-1], seq[1:].clone()
 
+    def shares(self, step: int) -> tuple[float, float]:
+        a = self.a
+        if a.switch_step and step >= a.switch_step:
+            return a.p_random2, a.p_span2
+        return a.p_random, a.p_span
+
     def __call__(self, step: int):
         gen = torch.Generator().manual_seed(step_seed(self.a.seed, step, 0))
+        p_random, p_span = self.shares(step)
         xs, ys, kinds = [], [], []
         for _ in range(self.a.batch):
             u = float(torch.rand(1, generator=gen))
-            if u < self.a.p_random:
+            if u < p_random:
                 x, y = self.repeated_random(gen)
                 kinds.append("r")
-            elif u < self.a.p_random + self.a.p_span:
+            elif u < p_random + p_span:
                 x, y = self.repeated_span(gen)
                 kinds.append("s")
             else:
@@ -296,6 +306,8 @@ def log(out: Path, line: str) -> None:
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    if a.switch_step and (a.p_random2 is None or a.p_span2 is None):
+        raise SystemExit("--switch-step needs --p-random2 and --p-span2")
     torch.set_num_threads(a.threads)
     train_ids, val_ids = bm.load_split(a.data)
     batches = Batches(train_ids, a)
