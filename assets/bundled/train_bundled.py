@@ -56,7 +56,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from playground import GPTConfig, GPTModel, save_checkpoint  # noqa: E402
+from playground import GPTConfig, GPTModel, load_tokenizer, save_checkpoint  # noqa: E402
 
 import bundled_metrics as bm  # noqa: E402
 
@@ -89,6 +89,12 @@ def parse_args(argv=None):
     p.add_argument("--chunked-head", type=int, default=1, help="1: output head + loss in 128-row chunks (ChunkedHeadLoss)")
     p.add_argument("--bf16-head", action="store_true", help="with --chunked-head: head products in bfloat16")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--pos-init", choices=("normal", "sinusoid"), default="normal",
+                   help="sinusoid: the learned position table starts as the sinusoidal table times --pos-scale")
+    p.add_argument("--pos-scale", type=float, default=0.25)
+    p.add_argument("--pos-wd", type=float, default=None, help="weight decay of the position table (default: --wd)")
+    p.add_argument("--extra", default=None, help="a second text for natural windows (the bundled Pride and Prejudice)")
+    p.add_argument("--p-extra", type=float, default=0.0, help="share of rows drawn from --extra")
     # data mix
     p.add_argument("--p-random", type=float, default=0.06)
     p.add_argument("--p-span", type=float, default=0.06)
@@ -121,9 +127,15 @@ def lr_at(step: int, a) -> float:
 class Batches:
     """Inputs and targets (batch, block) for step ``step``, a function of (seed, step) alone."""
 
-    def __init__(self, train_ids: torch.Tensor, a):
+    def __init__(self, train_ids: torch.Tensor, a, extra_ids: torch.Tensor | None = None):
         self.ids, self.a, self.block = train_ids, a, a.context
+        self.extra = extra_ids
         self.pool = bm.frequent_tokens(train_ids, a.pool)
+
+    def natural_extra(self, gen) -> tuple[torch.Tensor, torch.Tensor]:
+        s = int(torch.randint(len(self.extra) - self.block - 1, (1,), generator=gen))
+        w = self.extra[s : s + self.block + 1]
+        return w[:-1], w[1:].clone()
 
     def natural(self, gen) -> tuple[torch.Tensor, torch.Tensor]:
         s = int(torch.randint(len(self.ids) - self.block - 1, (1,), generator=gen))
@@ -169,6 +181,9 @@ class Batches:
             elif u < p_random + p_span:
                 x, y = self.repeated_span(gen)
                 kinds.append("s")
+            elif self.extra is not None and u < p_random + p_span + self.a.p_extra:
+                x, y = self.natural_extra(gen)
+                kinds.append("e")
             else:
                 x, y = self.natural(gen)
                 kinds.append("n")
@@ -184,10 +199,24 @@ def build(a) -> tuple[GPTModel, torch.optim.Optimizer]:
         activation="gelu_tanh", norm_placement="pre",
     )
     model = GPTModel(cfg, generator=torch.Generator().manual_seed(a.seed))
-    decay = [p for p in model.parameters() if p.dim() >= 2]  # matrices and the tied embedding
+    if a.pos_init == "sinusoid":
+        # Positions the attention can tell apart from the first step: a sinusoidal table (relative
+        # offsets are rotations of it, so "the previous token" is one linear map away), at a scale a
+        # trained token embedding does not drown out. It stays learned.
+        T, d = cfg.context_length, cfg.emb_dim
+        pos = torch.arange(T, dtype=torch.float32)[:, None]
+        freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+        table = torch.zeros(T, d)
+        table[:, 0::2], table[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
+        with torch.no_grad():
+            model.pos_emb.weight.copy_(table * a.pos_scale)
+    pos = model.pos_emb.weight
+    decay = [p for p in model.parameters() if p.dim() >= 2 and p is not pos]  # matrices and the tied embedding
     no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases, LayerNorm scale/shift
+    pos_wd = a.wd if a.pos_wd is None else a.pos_wd
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
+        [{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0},
+         {"params": [pos], "weight_decay": pos_wd}],
         lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
     )
     return model, opt
@@ -310,7 +339,10 @@ def main(argv=None) -> int:
         raise SystemExit("--switch-step needs --p-random2 and --p-span2")
     torch.set_num_threads(a.threads)
     train_ids, val_ids = bm.load_split(a.data)
-    batches = Batches(train_ids, a)
+    extra_ids = None
+    if a.extra:
+        extra_ids = torch.tensor(load_tokenizer().encode(Path(a.extra).read_text(encoding="utf-8")), dtype=torch.long)
+    batches = Batches(train_ids, a, extra_ids)
     model, opt = build(a)
     n_params = sum(p.numel() for p in model.parameters())
 
