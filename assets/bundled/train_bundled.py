@@ -1,0 +1,464 @@
+"""Train the bundled Tiny Shakespeare model (issue 24): a GPT-2-shaped model small enough to ship
+(<= 16 MB in float16) that shows a previous-token head, an induction head, in-context copying and an
+attention sink, with a held-out loss <= 4.6 nats/token.
+
+Standalone on purpose: from the package it imports only top-level public names (GPTConfig,
+GPTModel, load_tokenizer, save_checkpoint); the data pipeline, the learning-rate schedule and the
+measurements (bundled_metrics.py) are written here.
+
+Data mix (every choice a function of (seed, step), so a resumed run draws the same batches):
+  * natural windows: ``block + 1`` consecutive tokens of the first 90% of Tiny Shakespeare, at a
+    uniformly random start (the last 10% is never read during training except for evaluation);
+  * ``--p-random`` of the rows: synthetic "repeated random tokens": an optional <|endoftext|> (half
+    of them), then a run of L ~ U[8, 96] distinct tokens drawn from the ``--pool`` most frequent
+    training tokens, repeated until the window is full. The loss is taken only where copying can
+    predict the target (from the second copy's second token on): the first copy is noise by design
+    and would only teach the model a flat distribution over the pool;
+  * ``--p-span`` of the rows: "repeated Shakespeare": a training span of L ~ U[16, 128] tokens, the
+    same span again, then the text that follows it, all scored.
+  Why: induction heads need repeated sequences to form, and 300K tokens of verse repeat little
+  beyond names and stock phrases, so they form late or not at all in a short run; a small share of
+  explicit repeats makes them form reliably and early (they then also help on real text, where
+  names and phrases recur). The random runs mirror TransformerLens's induction test, <|endoftext|>
+  first included.
+
+Schedule: AdamW (betas 0.9/0.95, weight decay on matrices and the tied embedding only), linear
+warm-up then cosine decay to ``--min-lr``; gradient clipping at 1.0; dropout ``--dropout``.
+Early stopping: every evaluation measures the full held-out loss; the best one is saved as
+``best.safetensors`` (via save_checkpoint), and the run stops after ``--patience`` evaluations without
+improvement.
+
+Resuming: ``state.pt`` (model, optimizer, RNG states, step, history; tensors and plain types only,
+so it loads with ``weights_only=True``) is written every ``--save-every-s`` seconds and at every
+evaluation; re-running the same command continues from it (a different set of arguments is refused).
+
+    setsid nohup nice -n 5 python assets/bundled/train_bundled.py --out /work/runs/bundled-v2 ... &
+    python assets/bundled/train_bundled.py --bench 20 ...   # seconds per step, nothing written
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("PLAYGROUND_KERNELS", "default")  # no timing-based layout choices: same numbers every run
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from playground import GPTConfig, GPTModel, load_tokenizer, save_checkpoint  # noqa: E402
+
+import bundled_metrics as bm  # noqa: E402
+
+DEFAULT_DATA = str(ROOT.parent / "shared" / "data" / "tinyshakespeare.txt")
+IGNORE = -100
+
+# Arguments that may differ between the original run and a resume without changing the result.
+RESUME_FREE = {"out", "data", "bench", "save_every_s", "threads", "max_minutes"}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="/work/runs/bundled-v2")
+    p.add_argument("--data", default=DEFAULT_DATA)
+    # model
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--emb", type=int, default=128)
+    p.add_argument("--context", type=int, default=256)
+    p.add_argument("--dropout", type=float, default=0.1)
+    # optimisation
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--min-lr", type=float, default=2e-4)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--wd", type=float, default=0.1)
+    p.add_argument("--clip", type=float, default=1.0)
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the forward (weights stay float32)")
+    p.add_argument("--chunked-head", type=int, default=1, help="1: output head + loss in 128-row chunks (ChunkedHeadLoss)")
+    p.add_argument("--bf16-head", action="store_true", help="with --chunked-head: head products in bfloat16")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--pos-init", choices=("normal", "sinusoid"), default="normal",
+                   help="sinusoid: the learned position table starts as the sinusoidal table times --pos-scale")
+    p.add_argument("--pos-scale", type=float, default=0.25)
+    p.add_argument("--pos-wd", type=float, default=None, help="weight decay of the position table (default: --wd)")
+    p.add_argument("--extra", default=None, help="a second text for natural windows (the bundled Pride and Prejudice)")
+    p.add_argument("--p-extra", type=float, default=0.0, help="share of rows drawn from --extra")
+    # data mix
+    p.add_argument("--p-random", type=float, default=0.06)
+    p.add_argument("--p-span", type=float, default=0.06)
+    p.add_argument("--pool", type=int, default=5000, help="random tokens are drawn from this many most frequent")
+    p.add_argument("--switch-step", type=int, default=0, help="from this step on, use --p-random2 / --p-span2 (0: never)")
+    p.add_argument("--p-random2", type=float, default=None)
+    p.add_argument("--p-span2", type=float, default=None)
+    # bookkeeping
+    p.add_argument("--eval-every", type=int, default=150)
+    p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--patience", type=int, default=6, help="evaluations without a new best val loss before stopping")
+    p.add_argument("--save-every-s", type=float, default=480.0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--max-minutes", type=float, default=0, help="stop (after saving) once this much wall time has passed; 0 = no limit")
+    p.add_argument("--bench", type=int, default=0, help="time this many steps (after 3 warm-up steps), print s/step, write nothing")
+    return p.parse_args(argv)
+
+
+def step_seed(seed: int, step: int, stream: int) -> int:
+    return (seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + stream * 0x94D049BB133111EB + 1) % (2**63)
+
+
+def lr_at(step: int, a) -> float:
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    progress = min(1.0, (step - a.warmup) / max(1, a.steps - 1 - a.warmup))
+    return a.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (a.lr - a.min_lr)
+
+
+class Batches:
+    """Inputs and targets (batch, block) for step ``step``, a function of (seed, step) alone."""
+
+    def __init__(self, train_ids: torch.Tensor, a, extra_ids: torch.Tensor | None = None):
+        self.ids, self.a, self.block = train_ids, a, a.context
+        self.extra = extra_ids
+        self.pool = bm.frequent_tokens(train_ids, a.pool)
+
+    def natural_extra(self, gen) -> tuple[torch.Tensor, torch.Tensor]:
+        s = int(torch.randint(len(self.extra) - self.block - 1, (1,), generator=gen))
+        w = self.extra[s : s + self.block + 1]
+        return w[:-1], w[1:].clone()
+
+    def natural(self, gen) -> tuple[torch.Tensor, torch.Tensor]:
+        s = int(torch.randint(len(self.ids) - self.block - 1, (1,), generator=gen))
+        w = self.ids[s : s + self.block + 1]
+        return w[:-1], w[1:].clone()
+
+    def repeated_random(self, gen):
+        T = self.block + 1
+        bos = bool(torch.rand(1, generator=gen) < 0.5)
+        L = int(torch.randint(8, 97, (1,), generator=gen))
+        r = self.pool[torch.randperm(len(self.pool), generator=gen)[:L]]
+        body = r.repeat(T // L + 2)
+        seq = torch.cat([torch.tensor([bm.EOT]), body])[:T] if bos else body[:T]
+        x, y = seq[:-1], seq[1:].clone()
+        start = 1 if bos else 0  # position of the first copy's first token
+        # y[j] is the token at j + 1: score only targets at positions >= start + L + 1
+        y[: start + L] = IGNORE
+        return x, y
+
+    def repeated_span(self, gen):
+        T = self.block + 1
+        L = int(torch.randint(16, 129, (1,), generator=gen))
+        s = int(torch.randint(len(self.ids) - T - 1, (1,), generator=gen))
+        span = self.ids[s : s + L]
+        seq = torch.cat([span, span, self.ids[s + L : s + L + T]])[:T]
+        return seq[:-1], seq[1:].clone()
+
+    def shares(self, step: int) -> tuple[float, float]:
+        a = self.a
+        if a.switch_step and step >= a.switch_step:
+            return a.p_random2, a.p_span2
+        return a.p_random, a.p_span
+
+    def __call__(self, step: int):
+        gen = torch.Generator().manual_seed(step_seed(self.a.seed, step, 0))
+        p_random, p_span = self.shares(step)
+        xs, ys, kinds = [], [], []
+        for _ in range(self.a.batch):
+            u = float(torch.rand(1, generator=gen))
+            if u < p_random:
+                x, y = self.repeated_random(gen)
+                kinds.append("r")
+            elif u < p_random + p_span:
+                x, y = self.repeated_span(gen)
+                kinds.append("s")
+            elif self.extra is not None and u < p_random + p_span + self.a.p_extra:
+                x, y = self.natural_extra(gen)
+                kinds.append("e")
+            else:
+                x, y = self.natural(gen)
+                kinds.append("n")
+            xs.append(x)
+            ys.append(y)
+        return torch.stack(xs), torch.stack(ys), "".join(kinds)
+
+
+def build(a) -> tuple[GPTModel, torch.optim.Optimizer]:
+    cfg = GPTConfig(
+        vocab_size=50257, context_length=a.context, emb_dim=a.emb, n_heads=a.heads, n_layers=a.layers,
+        drop_rate=a.dropout, qkv_bias=True, tie_weights=True, pos_encoding="learned",
+        activation="gelu_tanh", norm_placement="pre",
+    )
+    model = GPTModel(cfg, generator=torch.Generator().manual_seed(a.seed))
+    if a.pos_init == "sinusoid":
+        # Positions the attention can tell apart from the first step: a sinusoidal table (relative
+        # offsets are rotations of it, so "the previous token" is one linear map away), at a scale a
+        # trained token embedding does not drown out. It stays learned.
+        T, d = cfg.context_length, cfg.emb_dim
+        pos = torch.arange(T, dtype=torch.float32)[:, None]
+        freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+        table = torch.zeros(T, d)
+        table[:, 0::2], table[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
+        with torch.no_grad():
+            model.pos_emb.weight.copy_(table * a.pos_scale)
+    pos = model.pos_emb.weight
+    decay = [p for p in model.parameters() if p.dim() >= 2 and p is not pos]  # matrices and the tied embedding
+    no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases, LayerNorm scale/shift
+    pos_wd = a.wd if a.pos_wd is None else a.pos_wd
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0},
+         {"params": [pos], "weight_decay": pos_wd}],
+        lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
+    )
+    return model, opt
+
+
+class ChunkedHeadLoss(torch.autograd.Function):
+    """Mean cross-entropy of ``h @ W.T`` (the tied output head) against ``y``, computed ``CHUNK`` rows
+    at a time and recomputed in the backward pass, so the (rows x 50257) logits are never held whole.
+
+    Same value and gradients as F.cross_entropy(h @ W.T, y, ignore_index=-100) (up to float
+    rounding; with ``bf16`` the two head products run in bfloat16 with float32 accumulation). Why:
+    a batch of 8 x 256 tokens has 411 MB of float32 logits; allocating that (and its softmax and
+    gradient) every step made the kernel fault in fresh pages for ~45% of the step time. Chunks of
+    128 rows (26 MB) stay under glibc's mmap threshold and are reused. Costs one extra head product.
+    """
+
+    CHUNK = 128
+
+    @staticmethod
+    def forward(ctx, h, W, y, bf16: bool):
+        Wc = W.bfloat16() if bf16 else W
+        valid = y != IGNORE
+        n = int(valid.sum())
+        acc = torch.float64 if h.dtype == torch.float64 else torch.float32  # float64 only in the test
+        lse = torch.empty(h.size(0), dtype=acc)
+        total = torch.zeros((), dtype=torch.float64)
+        for i in range(0, h.size(0), ChunkedHeadLoss.CHUNK):
+            hc = h[i : i + ChunkedHeadLoss.CHUNK]
+            logits = (hc.to(Wc.dtype) @ Wc.t()).to(acc)
+            lse[i : i + len(hc)] = torch.logsumexp(logits, dim=-1)
+            yc, vc = y[i : i + len(hc)], valid[i : i + len(hc)]
+            picked = logits.gather(1, yc.clamp(min=0)[:, None])[:, 0]
+            total += ((lse[i : i + len(hc)] - picked) * vc).sum().double()
+        ctx.save_for_backward(h, W, y, lse)
+        ctx.bf16, ctx.n = bf16, n
+        return (total / max(n, 1)).float()
+
+    @staticmethod
+    def backward(ctx, g):
+        h, W, y, lse = ctx.saved_tensors
+        Wc = W.bfloat16() if ctx.bf16 else W
+        grad_h = torch.empty_like(h)
+        acc = lse.dtype
+        grad_W = torch.zeros_like(W, dtype=acc)
+        scale = g.to(acc) / max(ctx.n, 1)
+        for i in range(0, h.size(0), ChunkedHeadLoss.CHUNK):
+            hc = h[i : i + ChunkedHeadLoss.CHUNK]
+            yc = y[i : i + len(hc)]
+            logits = (hc.to(Wc.dtype) @ Wc.t()).to(acc)
+            p = torch.exp_(logits.sub_(lse[i : i + len(hc), None]))  # softmax, in place
+            rows = torch.arange(len(hc))
+            valid = yc != IGNORE
+            p[rows[valid], yc[valid]] -= 1.0
+            p[~valid] = 0.0
+            p.mul_(scale)
+            pc = p.to(Wc.dtype)
+            grad_h[i : i + len(hc)] = (pc @ Wc).to(h.dtype)
+            if ctx.bf16:
+                grad_W.add_((pc.t() @ hc.to(Wc.dtype)).to(acc))
+            else:
+                grad_W.addmm_(p.t(), hc)
+        return grad_h, grad_W.to(W.dtype), None, None
+
+
+class _HiddenStates:
+    """Within: ``model(x)`` returns the final-norm hidden states (B, T, emb_dim) instead of logits
+    (the output head is swapped for an identity; the tied weight stays in tok_emb)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __enter__(self):
+        self.head = self.model.out_head
+        self.model.out_head = torch.nn.Identity()
+
+    def __exit__(self, *exc):
+        self.model.out_head = self.head
+
+
+def train_step(model, opt, batches, step, a) -> tuple[float, float, str]:
+    lr = lr_at(step, a)
+    for g in opt.param_groups:
+        g["lr"] = lr
+    x, y, kinds = batches(step)
+    model.train()
+    torch.manual_seed(step_seed(a.seed, step, 1))  # dropout masks: a function of (seed, step)
+    if a.chunked_head:
+        with _HiddenStates(model), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            h = model(x)
+        loss = ChunkedHeadLoss.apply(h.float().flatten(0, 1), model.tok_emb.weight, y.flatten(), a.bf16_head)
+    else:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            logits = model(x)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=IGNORE)
+    if not math.isfinite(float(loss.detach())):
+        raise FloatingPointError(f"loss {float(loss)} at step {step}")
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip))
+    opt.step()
+    return float(loss.detach()), gnorm, kinds
+
+
+def atomic_torch_save(obj, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def log(out: Path, line: str) -> None:
+    stamp = time.strftime("%H:%M:%S", time.gmtime())
+    with open(out / "log.txt", "a") as f:
+        f.write(f"{stamp} {line}\n")
+    print(f"{stamp} {line}", flush=True)
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    if a.switch_step and (a.p_random2 is None or a.p_span2 is None):
+        raise SystemExit("--switch-step needs --p-random2 and --p-span2")
+    torch.set_num_threads(a.threads)
+    train_ids, val_ids = bm.load_split(a.data)
+    extra_ids = None
+    if a.extra:
+        extra_ids = torch.tensor(load_tokenizer().encode(Path(a.extra).read_text(encoding="utf-8")), dtype=torch.long)
+    batches = Batches(train_ids, a, extra_ids)
+    model, opt = build(a)
+    n_params = sum(p.numel() for p in model.parameters())
+
+    if a.bench:
+        for s in range(3):
+            train_step(model, opt, batches, s, a)
+        t0 = time.perf_counter()
+        for s in range(3, 3 + a.bench):
+            train_step(model, opt, batches, s, a)
+        dt = (time.perf_counter() - t0) / a.bench
+        print(json.dumps({"layers": a.layers, "heads": a.heads, "emb": a.emb, "batch": a.batch, "bf16": a.bf16,
+                          "chunked_head": a.chunked_head, "bf16_head": a.bf16_head,
+                          "params": n_params, "s_per_step": round(dt, 3),
+                          "tokens_per_s": round(a.batch * a.context / dt)}), flush=True)
+        return 0
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    args_path, state_path = out / "args.json", out / "state.pt"
+    keyed = {k: v for k, v in vars(a).items() if k not in RESUME_FREE}
+    step, best, history, evals_since_best, wall = 0, None, [], 0, 0.0
+    if state_path.exists():
+        saved_args = json.loads(args_path.read_text())
+        saved = {k: v for k, v in saved_args.items() if k not in RESUME_FREE}
+        if saved != keyed:
+            diff = {k: (saved.get(k), keyed.get(k)) for k in set(saved) | set(keyed) if saved.get(k) != keyed.get(k)}
+            raise SystemExit(f"{state_path} was written with other arguments: {diff}")
+        state = torch.load(state_path, weights_only=True)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        step, best, history = state["step"], state["best"], state["history"]
+        evals_since_best, wall = state["evals_since_best"], state["wall_s"]
+        log(out, f"resumed from {state_path} at step {step} (best val {best and best['val_loss']})")
+        if step >= a.steps or evals_since_best >= a.patience:
+            log(out, "nothing to do: this run already finished (or stopped early); best.safetensors is its result")
+            return 0
+    else:
+        args_path.write_text(json.dumps(vars(a), indent=2, sort_keys=True) + "\n")
+        log(out, f"start: {n_params:,} parameters, config {model.cfg.to_json()}, args {json.dumps(vars(a), sort_keys=True)}")
+
+    def save_state():
+        atomic_torch_save({
+            "model": model.state_dict(), "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state(),
+            "step": step, "best": best, "history": history, "evals_since_best": evals_since_best,
+            "wall_s": wall, "args": keyed,
+        }, state_path)
+
+    def evaluate():
+        nonlocal best, evals_since_best
+        t0 = time.perf_counter()
+        m = bm.all_metrics(model, train_ids, val_ids, a.context, train_windows=16)
+        m.update(step=step, tokens=step * a.batch * a.context, wall_s=round(wall), eval_s=round(time.perf_counter() - t0, 1))
+        with open(out / "evals.jsonl", "a") as f:
+            f.write(json.dumps(m) + "\n")
+        improved = best is None or m["val_loss"] < best["val_loss"]
+        if improved:
+            best = {k: m[k] for k in ("step", "val_loss", "train_loss", "prev_token", "first_token", "induction",
+                                      "copy_gap_random", "copy_gap_text")}
+            evals_since_best = 0
+            save_checkpoint(model, out / "best.safetensors", metadata={
+                "step": step, "tokens_seen": step * a.batch * a.context, "val_loss": m["val_loss"],
+                "train_args": vars(a), "metrics": {k: v for k, v in m.items() if k != "per_head"},
+            })
+        else:
+            evals_since_best += 1
+        pt, ft, ind = m["prev_token"], m["first_token"], m["induction"]
+        log(out, f"eval step {step} | val {m['val_loss']:.4f} train {m['train_loss']:.4f} | "
+                 f"prev {pt['score']:.3f} (L{pt['layer']}H{pt['head']}) sink {ft['score']:.3f} (L{ft['layer']}H{ft['head']}) "
+                 f"induction {ind['score']:.3f} (L{ind['layer']}H{ind['head']}) | copy gap random {m['copy_gap_random']:.2f} "
+                 f"text {m['copy_gap_text']:.2f} (text {m['copy_text']['first']:.2f}->{m['copy_text']['second']:.2f}) | "
+                 f"{'BEST' if improved else f'no gain x{evals_since_best}'} | eval {m['eval_s']} s")
+        return m
+
+    if step == 0:
+        evaluate()
+        save_state()
+    last_save = time.perf_counter()
+    started = time.perf_counter()
+    window = []
+    while step < a.steps:
+        t0 = time.perf_counter()
+        loss, gnorm, kinds = train_step(model, opt, batches, step, a)
+        step += 1
+        dt = time.perf_counter() - t0
+        wall += dt
+        window.append((loss, dt))
+        history.append([step, round(loss, 4)])
+        if step % a.log_every == 0:
+            mean_loss = sum(x for x, _ in window) / len(window)
+            mean_dt = sum(d for _, d in window) / len(window)
+            log(out, f"step {step}/{a.steps} | loss {mean_loss:.4f} | lr {lr_at(step - 1, a):.2e} | "
+                     f"grad {gnorm:.2f} | {mean_dt:.2f} s/step | last rows {kinds}")
+            window = []
+        stop = False
+        if step % a.eval_every == 0 or step == a.steps:
+            evaluate()
+            save_state()
+            last_save = time.perf_counter()
+            if evals_since_best >= a.patience:
+                log(out, f"early stop: {a.patience} evaluations without a better val loss (best {best['val_loss']} at step {best['step']})")
+                stop = True
+        elif time.perf_counter() - last_save > a.save_every_s:
+            save_state()
+            last_save = time.perf_counter()
+        if a.max_minutes and time.perf_counter() - started > 60 * a.max_minutes:
+            save_state()
+            log(out, f"stopping after {a.max_minutes} minutes at step {step} (re-run to continue)")
+            return 0
+        if stop:
+            break
+    save_state()
+    log(out, f"done at step {step}: best val {best['val_loss']} at step {best['step']}")
+    (out / "DONE").write_text(json.dumps(best) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
