@@ -170,9 +170,11 @@ def induction_batch(train_ids: torch.Tensor) -> torch.Tensor:
 
 def _copy_gap(logits: torch.Tensor, idx: torch.Tensor, start: int, n: int) -> tuple[float, float]:
     """Mean loss on tokens 1..n-1 of the copy at [start, start+n) and of the copy at [start+n, start+2n)."""
-    nll = torch.stack([  # nll[:, j]: the loss of predicting token j + 1
-        F.cross_entropy(row[:-1].float(), ids[1:], reduction="none") for row, ids in zip(logits, idx)
-    ])
+    nll = torch.stack(
+        [  # nll[:, j]: the loss of predicting token j + 1
+            F.cross_entropy(row[:-1].float(), ids[1:], reduction="none") for row, ids in zip(logits, idx)
+        ]
+    )
     first = nll[:, start : start + n - 1].mean()  # targets start+1 .. start+n-1
     second = nll[:, start + n : start + 2 * n - 1].mean()  # targets start+n+1 .. start+2n-1
     return float(first), float(second)

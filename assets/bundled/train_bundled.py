@@ -56,9 +56,9 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from playground import GPTConfig, GPTModel, load_tokenizer, save_checkpoint  # noqa: E402
-
 import bundled_metrics as bm  # noqa: E402
+
+from playground import GPTConfig, GPTModel, load_tokenizer, save_checkpoint  # noqa: E402
 
 DEFAULT_DATA = str(ROOT.parent / "shared" / "data" / "tinyshakespeare.txt")
 IGNORE = -100
@@ -86,11 +86,17 @@ def parse_args(argv=None):
     p.add_argument("--wd", type=float, default=0.1)
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the forward (weights stay float32)")
-    p.add_argument("--chunked-head", type=int, default=1, help="1: output head + loss in 128-row chunks (ChunkedHeadLoss)")
+    p.add_argument(
+        "--chunked-head", type=int, default=1, help="1: output head + loss in 128-row chunks (ChunkedHeadLoss)"
+    )
     p.add_argument("--bf16-head", action="store_true", help="with --chunked-head: head products in bfloat16")
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--pos-init", choices=("normal", "sinusoid"), default="normal",
-                   help="sinusoid: the learned position table starts as the sinusoidal table times --pos-scale")
+    p.add_argument(
+        "--pos-init",
+        choices=("normal", "sinusoid"),
+        default="normal",
+        help="sinusoid: the learned position table starts as the sinusoidal table times --pos-scale",
+    )
     p.add_argument("--pos-scale", type=float, default=0.25)
     p.add_argument("--pos-wd", type=float, default=None, help="weight decay of the position table (default: --wd)")
     p.add_argument("--extra", default=None, help="a second text for natural windows (the bundled Pride and Prejudice)")
@@ -99,7 +105,9 @@ def parse_args(argv=None):
     p.add_argument("--p-random", type=float, default=0.06)
     p.add_argument("--p-span", type=float, default=0.06)
     p.add_argument("--pool", type=int, default=5000, help="random tokens are drawn from this many most frequent")
-    p.add_argument("--switch-step", type=int, default=0, help="from this step on, use --p-random2 / --p-span2 (0: never)")
+    p.add_argument(
+        "--switch-step", type=int, default=0, help="from this step on, use --p-random2 / --p-span2 (0: never)"
+    )
     p.add_argument("--p-random2", type=float, default=None)
     p.add_argument("--p-span2", type=float, default=None)
     # bookkeeping
@@ -108,8 +116,15 @@ def parse_args(argv=None):
     p.add_argument("--patience", type=int, default=6, help="evaluations without a new best val loss before stopping")
     p.add_argument("--save-every-s", type=float, default=480.0)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--max-minutes", type=float, default=0, help="stop (after saving) once this much wall time has passed; 0 = no limit")
-    p.add_argument("--bench", type=int, default=0, help="time this many steps (after 3 warm-up steps), print s/step, write nothing")
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        default=0,
+        help="stop (after saving) once this much wall time has passed; 0 = no limit",
+    )
+    p.add_argument(
+        "--bench", type=int, default=0, help="time this many steps (after 3 warm-up steps), print s/step, write nothing"
+    )
     return p.parse_args(argv)
 
 
@@ -194,9 +209,17 @@ class Batches:
 
 def build(a) -> tuple[GPTModel, torch.optim.Optimizer]:
     cfg = GPTConfig(
-        vocab_size=50257, context_length=a.context, emb_dim=a.emb, n_heads=a.heads, n_layers=a.layers,
-        drop_rate=a.dropout, qkv_bias=True, tie_weights=True, pos_encoding="learned",
-        activation="gelu_tanh", norm_placement="pre",
+        vocab_size=50257,
+        context_length=a.context,
+        emb_dim=a.emb,
+        n_heads=a.heads,
+        n_layers=a.layers,
+        drop_rate=a.dropout,
+        qkv_bias=True,
+        tie_weights=True,
+        pos_encoding="learned",
+        activation="gelu_tanh",
+        norm_placement="pre",
     )
     model = GPTModel(cfg, generator=torch.Generator().manual_seed(a.seed))
     if a.pos_init == "sinusoid":
@@ -215,9 +238,14 @@ def build(a) -> tuple[GPTModel, torch.optim.Optimizer]:
     no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases, LayerNorm scale/shift
     pos_wd = a.wd if a.pos_wd is None else a.pos_wd
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0},
-         {"params": [pos], "weight_decay": pos_wd}],
-        lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
+        [
+            {"params": decay, "weight_decay": a.wd},
+            {"params": no_decay, "weight_decay": 0.0},
+            {"params": [pos], "weight_decay": pos_wd},
+        ],
+        lr=a.lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
     )
     return model, opt
 
@@ -353,10 +381,23 @@ def main(argv=None) -> int:
         for s in range(3, 3 + a.bench):
             train_step(model, opt, batches, s, a)
         dt = (time.perf_counter() - t0) / a.bench
-        print(json.dumps({"layers": a.layers, "heads": a.heads, "emb": a.emb, "batch": a.batch, "bf16": a.bf16,
-                          "chunked_head": a.chunked_head, "bf16_head": a.bf16_head,
-                          "params": n_params, "s_per_step": round(dt, 3),
-                          "tokens_per_s": round(a.batch * a.context / dt)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "layers": a.layers,
+                    "heads": a.heads,
+                    "emb": a.emb,
+                    "batch": a.batch,
+                    "bf16": a.bf16,
+                    "chunked_head": a.chunked_head,
+                    "bf16_head": a.bf16_head,
+                    "params": n_params,
+                    "s_per_step": round(dt, 3),
+                    "tokens_per_s": round(a.batch * a.context / dt),
+                }
+            ),
+            flush=True,
+        )
         return 0
 
     out = Path(a.out)
@@ -382,39 +423,74 @@ def main(argv=None) -> int:
             return 0
     else:
         args_path.write_text(json.dumps(vars(a), indent=2, sort_keys=True) + "\n")
-        log(out, f"start: {n_params:,} parameters, config {model.cfg.to_json()}, args {json.dumps(vars(a), sort_keys=True)}")
+        log(
+            out,
+            f"start: {n_params:,} parameters, config {model.cfg.to_json()}, args {json.dumps(vars(a), sort_keys=True)}",
+        )
 
     def save_state():
-        atomic_torch_save({
-            "model": model.state_dict(), "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state(),
-            "step": step, "best": best, "history": history, "evals_since_best": evals_since_best,
-            "wall_s": wall, "args": keyed,
-        }, state_path)
+        atomic_torch_save(
+            {
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "step": step,
+                "best": best,
+                "history": history,
+                "evals_since_best": evals_since_best,
+                "wall_s": wall,
+                "args": keyed,
+            },
+            state_path,
+        )
 
     def evaluate():
         nonlocal best, evals_since_best
         t0 = time.perf_counter()
         m = bm.all_metrics(model, train_ids, val_ids, a.context, train_windows=16)
-        m.update(step=step, tokens=step * a.batch * a.context, wall_s=round(wall), eval_s=round(time.perf_counter() - t0, 1))
+        m.update(
+            step=step, tokens=step * a.batch * a.context, wall_s=round(wall), eval_s=round(time.perf_counter() - t0, 1)
+        )
         with open(out / "evals.jsonl", "a") as f:
             f.write(json.dumps(m) + "\n")
         improved = best is None or m["val_loss"] < best["val_loss"]
         if improved:
-            best = {k: m[k] for k in ("step", "val_loss", "train_loss", "prev_token", "first_token", "induction",
-                                      "copy_gap_random", "copy_gap_text")}
+            best = {
+                k: m[k]
+                for k in (
+                    "step",
+                    "val_loss",
+                    "train_loss",
+                    "prev_token",
+                    "first_token",
+                    "induction",
+                    "copy_gap_random",
+                    "copy_gap_text",
+                )
+            }
             evals_since_best = 0
-            save_checkpoint(model, out / "best.safetensors", metadata={
-                "step": step, "tokens_seen": step * a.batch * a.context, "val_loss": m["val_loss"],
-                "train_args": vars(a), "metrics": {k: v for k, v in m.items() if k != "per_head"},
-            })
+            save_checkpoint(
+                model,
+                out / "best.safetensors",
+                metadata={
+                    "step": step,
+                    "tokens_seen": step * a.batch * a.context,
+                    "val_loss": m["val_loss"],
+                    "train_args": vars(a),
+                    "metrics": {k: v for k, v in m.items() if k != "per_head"},
+                },
+            )
         else:
             evals_since_best += 1
         pt, ft, ind = m["prev_token"], m["first_token"], m["induction"]
-        log(out, f"eval step {step} | val {m['val_loss']:.4f} train {m['train_loss']:.4f} | "
-                 f"prev {pt['score']:.3f} (L{pt['layer']}H{pt['head']}) sink {ft['score']:.3f} (L{ft['layer']}H{ft['head']}) "
-                 f"induction {ind['score']:.3f} (L{ind['layer']}H{ind['head']}) | copy gap random {m['copy_gap_random']:.2f} "
-                 f"text {m['copy_gap_text']:.2f} (text {m['copy_text']['first']:.2f}->{m['copy_text']['second']:.2f}) | "
-                 f"{'BEST' if improved else f'no gain x{evals_since_best}'} | eval {m['eval_s']} s")
+        log(
+            out,
+            f"eval step {step} | val {m['val_loss']:.4f} train {m['train_loss']:.4f} | "
+            f"prev {pt['score']:.3f} (L{pt['layer']}H{pt['head']}) sink {ft['score']:.3f} (L{ft['layer']}H{ft['head']}) "
+            f"induction {ind['score']:.3f} (L{ind['layer']}H{ind['head']}) | copy gap random {m['copy_gap_random']:.2f} "
+            f"text {m['copy_gap_text']:.2f} (text {m['copy_text']['first']:.2f}->{m['copy_text']['second']:.2f}) | "
+            f"{'BEST' if improved else f'no gain x{evals_since_best}'} | eval {m['eval_s']} s",
+        )
         return m
 
     if step == 0:
@@ -434,8 +510,11 @@ def main(argv=None) -> int:
         if step % a.log_every == 0:
             mean_loss = sum(x for x, _ in window) / len(window)
             mean_dt = sum(d for _, d in window) / len(window)
-            log(out, f"step {step}/{a.steps} | loss {mean_loss:.4f} | lr {lr_at(step - 1, a):.2e} | "
-                     f"grad {gnorm:.2f} | {mean_dt:.2f} s/step | last rows {kinds}")
+            log(
+                out,
+                f"step {step}/{a.steps} | loss {mean_loss:.4f} | lr {lr_at(step - 1, a):.2e} | "
+                f"grad {gnorm:.2f} | {mean_dt:.2f} s/step | last rows {kinds}",
+            )
             window = []
         stop = False
         if step % a.eval_every == 0 or step == a.steps:
@@ -443,7 +522,10 @@ def main(argv=None) -> int:
             save_state()
             last_save = time.perf_counter()
             if evals_since_best >= a.patience:
-                log(out, f"early stop: {a.patience} evaluations without a better val loss (best {best['val_loss']} at step {best['step']})")
+                log(
+                    out,
+                    f"early stop: {a.patience} evaluations without a better val loss (best {best['val_loss']} at step {best['step']})",
+                )
                 stop = True
         elif time.perf_counter() - last_save > a.save_every_s:
             save_state()
