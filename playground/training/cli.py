@@ -24,7 +24,8 @@ import torch
 import torch.distributed as dist
 
 from playground.engine.config import PRESETS, ConfigError, GPTConfig
-from playground.engine.weights import WeightLoadError, read_checkpoint_metadata
+from playground.engine.weight_layout import WeightLoadError
+from playground.engine.weights import read_checkpoint_metadata
 from playground.runtime.devices import CHOICES as DEVICE_CHOICES
 from playground.runtime.devices import ENV_VAR as DEVICE_ENV_VAR
 from playground.runtime.devices import DeviceError, describe_device, resolve_device

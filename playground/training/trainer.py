@@ -46,7 +46,8 @@ from playground.engine.config import (
     format_bytes,
 )
 from playground.engine.model import GPTModel
-from playground.engine.weights import WeightLoadError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
+from playground.engine.weight_layout import WeightLoadError
+from playground.engine.weights import load_checkpoint, read_checkpoint_metadata, save_checkpoint
 from playground.runtime.devices import autocast, default_device, resolve_device
 from playground.runtime.memory import BUDGET
 from playground.training.corpus import CorpusError, check_corpus_length
