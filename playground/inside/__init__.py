@@ -1,1 +1,1 @@
-"""Interpretability around an unchanged model: hooks and interventions, lenses, attention statistics, scoring."""
+"""Interpretability around an unchanged model: hooks and interventions, lenses, attribution, effects, attention statistics, scoring."""
