@@ -21,7 +21,8 @@ _EXPORTS = {
     ),
     "playground.engine.decode_paths": ("optimize_for_decode",),
     "playground.engine.kv_cache": ("KVCache",),
-    "playground.engine.model": ("AttentionTrace", "GPTModel"),
+    "playground.engine.attention": ("AttentionTrace",),
+    "playground.engine.model": ("GPTModel",),
     "playground.engine.quantize": ("QuantizeError", "quantize_int8"),
     "playground.engine.sampling": ("Generation", "GenerationStep", "generate"),
     "playground.engine.tokenizer": ("load_tokenizer",),
@@ -75,6 +76,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from playground.engine.attention import AttentionTrace
     from playground.engine.config import (
         DEFAULT_PRESET,
         PRESETS,
@@ -87,7 +89,7 @@ if TYPE_CHECKING:
     from playground.engine.decode_paths import optimize_for_decode
     from playground.engine.hf_hub import load_pretrained
     from playground.engine.kv_cache import KVCache
-    from playground.engine.model import AttentionTrace, GPTModel
+    from playground.engine.model import GPTModel
     from playground.engine.quantize import QuantizeError, quantize_int8
     from playground.engine.sampling import Generation, GenerationStep, generate
     from playground.engine.tokenizer import load_tokenizer

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from playground.engine.model import causal_mask
+from playground.engine.attention import causal_mask
 from playground.inside.interventions import run_with_hooks
 from playground.inside.view_checks import check_ids, check_layer, check_position, reserve_logits
 
