@@ -162,7 +162,7 @@ class GPTModel(nn.Module):
     """
 
     pos_emb: nn.Module  # learned (nn.Embedding) or sinusoidal, by config
-    load_report: Any  # weights.LoadReport, set by the loaders in engine.weights
+    load_report: Any  # weight_layout.LoadReport, set by weights.load_checkpoint and hf_hub.load_pretrained
     checkpoint_metadata: dict[str, str]  # a loaded checkpoint's own metadata
 
     def __init__(self, cfg: GPTConfig, *, generator: torch.Generator | None = None):
