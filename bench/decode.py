@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 
 from playground.engine.decode_paths import optimize_for_decode
+from playground.engine.hf_hub import load_pretrained
 from playground.engine.quantize import model_bytes, quantize_int8
 from playground.engine.sampling import generate
-from playground.engine.weights import load_pretrained
 
 from . import ct2
 from .timing import copy_bandwidth, decode_rate, median, read_bandwidth, step_times

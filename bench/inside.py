@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from playground.inside import lenses
+from playground.inside import attention_maths, attribution, effects, lenses
 from playground.inside.interventions import Intervention
 
 from .decode import prompt_ids, run_ours
@@ -47,12 +47,12 @@ def views(model, ids) -> dict:
     return {
         "logit lens (32-position window)": lambda: lenses.logit_lens(model, ids, first=first),
         "lens cell (top-10 + KL)": lambda: lenses.lens_cell(model, ids, L // 2, p),
-        "logit attribution": lambda: lenses.logit_attribution(model, ids, p),
-        "attention maths": lambda: lenses.attention_maths(model, ids, L // 2, 1, p),
-        "intervention before/after (+ lens window after)": lambda: lenses.compare(
+        "logit attribution": lambda: attribution.logit_attribution(model, ids, p),
+        "attention maths": lambda: attention_maths.attention_maths(model, ids, L // 2, 1, p),
+        "intervention before/after (+ lens window after)": lambda: effects.compare(
             model, ids, spec, p, lens_window=(first, T)
         ),
-        "dose-response (11 α)": lambda: lenses.dose_response(model, ids, L // 2, 0, p),
+        "dose-response (11 α)": lambda: effects.dose_response(model, ids, L // 2, 0, p),
     }
 
 
@@ -138,22 +138,22 @@ def run(quick: bool = False) -> dict:
         bundled = build_from_recipe(bundled_recipe())
         ids = _ids(64)
         result["views"]["bundled, 64 tokens"] = time_calls(views(bundled, ids), reps)
-        sweep = time_calls({"head sweep (24 heads)": lambda: lenses.head_sweep(bundled, ids)}, max(1, reps - 2))
+        sweep = time_calls({"head sweep (24 heads)": lambda: effects.head_sweep(bundled, ids)}, max(1, reps - 2))
         result["views"]["bundled, 64 tokens"].update(sweep)
-        result["forward_s"] = {"bundled, 64 tokens": lenses.estimate_sweep_seconds(bundled, ids)[0]}
+        result["forward_s"] = {"bundled, 64 tokens": effects.estimate_sweep_seconds(bundled, ids)[0]}
     print("Inside views: GPT-2-small-shaped random weights, 256-token run ...")
     gpt2 = optimize_for_decode(
         GPTModel(PRESETS["gpt2-small (124M)"], generator=torch.Generator().manual_seed(0)).eval()
     )
     ids = _ids(256)
     result["views"]["gpt2-small shape, 256 tokens"] = time_calls(views(gpt2, ids), max(2, reps - 2))
-    one, estimate = lenses.estimate_sweep_seconds(gpt2, ids)
+    one, estimate = effects.estimate_sweep_seconds(gpt2, ids)
     result.setdefault("forward_s", {})["gpt2-small shape, 256 tokens"] = one
     result["gpt2_sweep_estimate_s"] = estimate
     try:
-        lenses.head_sweep(gpt2, ids)
+        effects.head_sweep(gpt2, ids)
         result["gpt2_sweep_refused"] = False
-    except lenses.SweepTooLongError as e:
+    except effects.SweepTooLongError as e:
         result["gpt2_sweep_refused"] = str(e)
     print("Plain decode path: today's forward against the one before hooks (same weights) ...")
     result["decode_ab"] = decode_ab(gpt2, 16 if quick else 48, reps)

@@ -30,7 +30,8 @@ class TrainingThread:
     def _run(self):
         from playground.engine.config import PRESETS
         from playground.runtime.threads import as_background_work
-        from playground.training.trainer import TrainConfig, Trainer, build_model
+        from playground.training.train_config import TrainConfig
+        from playground.training.trainer import Trainer, build_model
 
         if self.background:
             self.settings = as_background_work()

@@ -40,9 +40,10 @@ def _reset_peak() -> bool:
 def run(dtype: str, prompt_tokens: int, seed: int = 0) -> dict:
     import torch
 
+    from playground.engine.attention import attention_probs
     from playground.engine.config import GPTConfig
     from playground.engine.decode_paths import optimize_for_decode
-    from playground.engine.model import GPTModel, attention_probs
+    from playground.engine.model import GPTModel
     from playground.engine.sampling import generate
 
     rss_start = _status_kb("VmRSS")

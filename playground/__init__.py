@@ -21,17 +21,14 @@ _EXPORTS = {
     ),
     "playground.engine.decode_paths": ("optimize_for_decode",),
     "playground.engine.kv_cache": ("KVCache",),
-    "playground.engine.model": ("AttentionTrace", "GPTModel"),
+    "playground.engine.attention": ("AttentionTrace",),
+    "playground.engine.model": ("GPTModel",),
     "playground.engine.quantize": ("QuantizeError", "quantize_int8"),
     "playground.engine.sampling": ("Generation", "GenerationStep", "generate"),
     "playground.engine.tokenizer": ("load_tokenizer",),
-    "playground.engine.weights": (
-        "LoadReport",
-        "WeightLoadError",
-        "load_checkpoint",
-        "load_pretrained",
-        "save_checkpoint",
-    ),
+    "playground.engine.hf_hub": ("load_pretrained",),
+    "playground.engine.weight_layout": ("LoadReport", "WeightLoadError"),
+    "playground.engine.weights": ("load_checkpoint", "save_checkpoint"),
     "playground.inside.inspection": ("count_parameters", "module_tree", "parameter_breakdown"),
     "playground.errors": ("UserError",),
 }
@@ -79,6 +76,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from playground.engine.attention import AttentionTrace
     from playground.engine.config import (
         DEFAULT_PRESET,
         PRESETS,
@@ -89,11 +87,13 @@ if TYPE_CHECKING:
         get_preset,
     )
     from playground.engine.decode_paths import optimize_for_decode
+    from playground.engine.hf_hub import load_pretrained
     from playground.engine.kv_cache import KVCache
-    from playground.engine.model import AttentionTrace, GPTModel
+    from playground.engine.model import GPTModel
     from playground.engine.quantize import QuantizeError, quantize_int8
     from playground.engine.sampling import Generation, GenerationStep, generate
     from playground.engine.tokenizer import load_tokenizer
-    from playground.engine.weights import LoadReport, WeightLoadError, load_checkpoint, load_pretrained, save_checkpoint
+    from playground.engine.weight_layout import LoadReport, WeightLoadError
+    from playground.engine.weights import load_checkpoint, save_checkpoint
     from playground.errors import UserError
     from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown

@@ -33,9 +33,8 @@ def package_rows(folder: Path, depth: int) -> list[tuple[str, str]]:
 
 def block() -> str:
     rows = [("app.py", first_line(ROOT / "app.py")), *package_rows(ROOT / "playground", 0)]
-    for folder in ("bench", "tools"):
-        init = ROOT / folder / "__init__.py"
-        rows.append((folder + "/", first_line(init) if init.is_file() else ""))
+    rows.append(("bench/", first_line(ROOT / "bench" / "__init__.py")))
+    rows.append(("tools/", "Scripts: README's screenshot and Layout block, the page walk the browser tests share."))
     return "\n".join(f"{name:<{WIDTH}}{text}".rstrip() for name, text in rows) + "\n"
 
 

@@ -28,7 +28,7 @@ from playground.runtime import kernels
 
 @runtime_checkable
 class StacksQKV(Protocol):
-    """An attention whose Q/K/V can come from one stacked product (model.MultiHeadAttention)."""
+    """An attention whose Q/K/V can come from one stacked product (attention.MultiHeadAttention)."""
 
     W_query: nn.Linear
 

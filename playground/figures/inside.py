@@ -1,4 +1,4 @@
-"""Plotly figures for the Inside tab, built from plain numbers (playground.inside.lenses' output).
+"""Plotly figures for the Inside tab, built from plain numbers (the output of playground.inside's views).
 
 Positions are numeric axes everywhere (0..T-1 shifted by the window start) with token labels as
 tick text: token strings as categories would merge repeated tokens (notes/platform-facts.md).

@@ -119,7 +119,7 @@ ERRORS_ZH = {
     "export.decimals": "decimals 必须在 1 到 8 之间，收到的是 {decimals}。",
     "export.layers": "请选择 0 到 {last} 之间的层，收到的是 {layers}。",
     "export.non_finite": "第 {layer} 层的注意力含有 NaN 或无穷大（模型的数值溢出了）；拒绝导出。",
-    # ---- the Inside tab (inside.lenses, inside.interventions, ui.inside_data)
+    # ---- the Inside tab (inside.view_checks, lenses, attribution, effects, interventions; ui.inside_data)
     "inside.no_run": "请先生成（第 2 页）：“内部”各视图看的是当前这次运行。",
     "inside.no_tokens": "请先生成：现在没有可看的 token。",
     "inside.position_range": "{name} 必须是 0 到 {last} 之间的整数，收到的是 {value!r}。",

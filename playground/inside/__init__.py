@@ -1,1 +1,1 @@
-"""Interpretability around an unchanged model: hooks, lenses, attention statistics, scoring."""
+"""Interpretability around an unchanged model: hooks, lenses, attribution, effects, scoring."""

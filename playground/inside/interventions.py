@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from playground.engine.attention import causal_mask
 from playground.engine.config import GPTConfig
 from playground.errors import UserError
 
@@ -286,8 +287,6 @@ class _LayerHooks:
 
 
 def _allowed(q_len: int, k_len: int, device) -> torch.Tensor:
-    from playground.engine.model import causal_mask
-
     return ~causal_mask(q_len, k_len, device)
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from playground.engine.attention import attention_probs
 from playground.engine.config import GPTConfig
-from playground.engine.model import GPTModel, attention_probs
+from playground.engine.model import GPTModel
 from playground.engine.tokenizer import load_tokenizer
 from playground.engine.weights import save_checkpoint
 from playground.errors import UserError

@@ -22,16 +22,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from playground.engine.checkpoint_files import check_file_finite, check_header, read_header
 from playground.engine.config import ConfigError, check_build_size, check_fits
 from playground.engine.model import GPTModel
-from playground.engine.weights import (
-    WeightLoadError,
-    check_file_finite,
-    check_header,
-    checkpoint_config,
-    read_header,
-    save_checkpoint,
-)
+from playground.engine.weight_layout import WeightLoadError
+from playground.engine.weights import checkpoint_config, save_checkpoint
 from playground.runtime.memory import BUDGET
 from playground.server.recipes import MAX_UPLOAD_BYTES, file_recipe
 

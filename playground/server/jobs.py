@@ -19,7 +19,8 @@ from playground.server.files import save_trained
 from playground.server.inputs import typed_number
 from playground.training.corpus import prepare_corpus
 from playground.training.losses import unigram_loss
-from playground.training.trainer import TrainConfig, Trainer, build_model, check_training_memory
+from playground.training.train_config import TrainConfig, check_training_memory
+from playground.training.trainer import Trainer, build_model
 
 MAX_TRAIN_STEPS = 5000
 TRAIN_PRESETS = ("nano (2 layers, d64)", "tiny (4 layers, d128)", "decoder-only tutorial (d512)", "gpt2-small (124M)")

@@ -15,9 +15,11 @@ import torch
 
 from playground.engine.config import DEFAULT_PRESET, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.decode_paths import optimize_for_decode
+from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
 from playground.engine.model import GPTModel
 from playground.engine.quantize import quantize_int8
-from playground.engine.weights import HUB_MODELS, WeightLoadError, hf_progress_tqdm, load_checkpoint, load_pretrained
+from playground.engine.weight_layout import WeightLoadError
+from playground.engine.weights import load_checkpoint
 from playground.errors import UserError
 from playground.i18n import tr
 from playground.runtime.devices import default_device

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from playground.engine.hf_hub import HUB_MODELS
 from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
 from playground.engine.tokenizer import load_tokenizer
-from playground.engine.weights import HUB_MODELS
 from playground.errors import UserError
 from playground.server.files import is_inside, work_dir
 from playground.server.model_cache import CACHE

@@ -22,8 +22,9 @@ import weakref
 import numpy as np
 import torch
 
+from playground.engine.attention import attention_probs
 from playground.engine.config import GPTConfig
-from playground.engine.model import GPTModel, attention_probs
+from playground.engine.model import GPTModel
 from playground.engine.sampling import Generation, GenerationStep, generate
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError

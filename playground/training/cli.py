@@ -24,20 +24,15 @@ import torch
 import torch.distributed as dist
 
 from playground.engine.config import PRESETS, ConfigError, GPTConfig
-from playground.engine.weights import WeightLoadError, read_checkpoint_metadata
+from playground.engine.weight_layout import WeightLoadError
+from playground.engine.weights import read_checkpoint_metadata
 from playground.runtime.devices import CHOICES as DEVICE_CHOICES
 from playground.runtime.devices import ENV_VAR as DEVICE_ENV_VAR
 from playground.runtime.devices import DeviceError, describe_device, resolve_device
 from playground.runtime.memory import default_budget_bytes, format_bytes
 from playground.training.corpus import prepare_corpus, text_from_upload
-from playground.training.trainer import (
-    TrainConfig,
-    Trainer,
-    TrainEvent,
-    build_model,
-    check_training_memory,
-    estimate_training_memory_bytes,
-)
+from playground.training.train_config import TrainConfig, check_training_memory, estimate_training_memory_bytes
+from playground.training.trainer import Trainer, TrainEvent, build_model
 
 CLI_MAX_CORPUS_BYTES = 512 * 1024 * 1024  # the command line trusts its user more than the web app does
 AMP_DTYPES = {"off": "float32", "bf16": "bfloat16"}

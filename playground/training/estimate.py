@@ -21,6 +21,8 @@ import torch
 
 from playground.engine.config import GPTConfig
 from playground.runtime.memory import BUDGET
+from playground.training.train_config import check_training_memory
+from playground.training.trainer import Trainer, build_model
 
 MEASURED_STEPS = 2
 
@@ -68,8 +70,6 @@ def measure_step_time(
     the process budget first, as for a real run; refused with MemoryBudgetError if it does not fit).
 
     ``timer`` is injectable so tests can check the arithmetic with scripted times."""
-    from playground.training.trainer import Trainer, build_model, check_training_memory
-
     block = tcfg.block_size or cfg.context_length
     need = check_training_memory(cfg, tcfg, BUDGET.total)
     with BUDGET.reserve(need, f"timing a training step of a {cfg.n_layers}-layer d{cfg.emb_dim} model", "training"):

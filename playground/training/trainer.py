@@ -13,7 +13,7 @@ process with the same global batch (up to float rounding; dropout masks differ p
 rank 0 writes checkpoints. A checkpoint holds the global step and nothing rank-specific, so a run
 can resume on a different number of processes.
 
-The command line lives in train_cli.py:
+The command line lives in cli.py:
 
     python -m playground.training --config "nano (2 layers, d64)" --data input.txt --steps 500 --out runs/nano
     torchrun --nproc_per_node=4 -m playground.training --data input.txt --steps 500 --out runs/nano
@@ -34,97 +34,19 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
+from torch.nn.parallel import DistributedDataParallel
 
-from playground.engine.config import (
-    ConfigError,
-    GPTConfig,
-    SerializableConfig,
-    check_build_size,
-    check_fits,
-    count_parameters_analytic,
-    default_memory_budget_bytes,
-    format_bytes,
-)
+from playground.engine.config import ConfigError, GPTConfig, check_build_size, check_fits
 from playground.engine.model import GPTModel
-from playground.engine.weights import WeightLoadError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
+from playground.engine.weight_layout import WeightLoadError
+from playground.engine.weights import load_checkpoint, read_checkpoint_metadata, save_checkpoint
 from playground.runtime.devices import autocast, default_device, resolve_device
 from playground.runtime.memory import BUDGET
 from playground.training.corpus import CorpusError, check_corpus_length
 from playground.training.losses import evaluate_loss, evaluation_starts, loss_sums
+from playground.training.train_config import TrainConfig, lr_at
 
 ADAMW_BETAS = (0.9, 0.95)  # nanoGPT / GPT-3: a shorter second-moment memory than Adam's 0.999
-TRAIN_DTYPES = ("float32", "bfloat16")
-
-
-@dataclass(frozen=True)
-class TrainConfig(SerializableConfig):
-    _kind = "training"
-    steps: int = 500
-    batch_size: int = 8
-    lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup_steps: int = 20
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0  # max global gradient norm; 0 turns clipping off
-    eval_interval: int = 50
-    eval_batches: int = 4
-    seed: int = 1337
-    block_size: int | None = None  # tokens per training window; None = the model's context_length
-    dtype: str = "float32"  # compute dtype; bfloat16 runs the forward under autocast, weights stay float32
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "eval_interval", "eval_batches"):
-            _check_int(name, getattr(self, name), minimum=1)
-        _check_int("warmup_steps", self.warmup_steps, minimum=0)
-        _check_int("seed", self.seed, minimum=0)
-        if self.block_size is not None:
-            _check_int("block_size", self.block_size, minimum=1)
-        for name in ("lr", "min_lr", "weight_decay", "grad_clip"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(
-                    "train.not_finite", "{name} must be a finite number, got {value!r}.", name=name, value=value
-                )
-            if value < 0:
-                raise ConfigError("train.negative", "{name} must not be negative, got {value}.", name=name, value=value)
-        if self.lr == 0:
-            raise ConfigError("train.lr_zero", "lr (the learning rate) must be positive; with 0 nothing is learned.")
-        if self.lr > 1:
-            raise ConfigError(
-                "train.lr_too_large", "lr {lr} is far too large for AdamW (typical: 1e-4 to 3e-3).", lr=self.lr
-            )
-        if self.min_lr > self.lr:
-            raise ConfigError(
-                "train.min_lr", "min_lr ({min_lr}) must not exceed lr ({lr}).", min_lr=self.min_lr, lr=self.lr
-            )
-        if self.dtype not in TRAIN_DTYPES:
-            raise ConfigError(
-                "train.dtype",
-                "dtype must be one of {choices}, got {dtype!r}.",
-                choices=", ".join(TRAIN_DTYPES),
-                dtype=self.dtype,
-            )
-
-
-def _check_int(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError("train.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value)
-    if value < minimum:
-        raise ConfigError(
-            "train.at_least", "{name} must be at least {minimum}, got {value}.", name=name, minimum=minimum, value=value
-        )
-
-
-def lr_at(step: int, tcfg: TrainConfig) -> float:
-    """Learning rate of update ``step`` (0-based): linear warm-up to ``lr``, then half a cosine
-    down to ``min_lr``, reached exactly at the last step and held after it."""
-    if step < tcfg.warmup_steps:
-        return tcfg.lr * (step + 1) / tcfg.warmup_steps
-    decay_steps = tcfg.steps - 1 - tcfg.warmup_steps
-    if decay_steps <= 0:  # no room left for a decay: the warm-up ended on (or after) the last step
-        return tcfg.min_lr
-    progress = min(1.0, (step - tcfg.warmup_steps) / decay_steps)
-    return tcfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (tcfg.lr - tcfg.min_lr)
 
 
 def _step_seed(seed: int, step: int) -> int:
@@ -143,39 +65,6 @@ def build_model(cfg: GPTConfig, seed: int = 1337, memory_budget: int | None = No
     check_build_size(cfg)
     model = GPTModel(cfg, generator=torch.Generator().manual_seed(seed))
     return model.to(resolve_device(device) if device is not None else default_device())
-
-
-# ----------------------------------------------------------------------------------------------
-# Memory: training holds weights, gradients and two AdamW moments, plus activations for backward
-
-
-def estimate_training_memory_bytes(cfg: GPTConfig, tcfg: TrainConfig) -> int:
-    params = count_parameters_analytic(cfg)
-    B, T = tcfg.batch_size, tcfg.block_size or cfg.context_length
-    state = 4 * params * 4  # weights, gradients, exp_avg, exp_avg_sq in float32
-    # Saved activations per layer (~16 emb-sized tensors and the attention maps), and the logits,
-    # their softmax and their gradient: the vocabulary makes that last term the big one.
-    activations = cfg.n_layers * (16 * B * T * cfg.emb_dim + 2 * B * cfg.n_heads * T * T) * 4
-    logits = 3 * B * T * cfg.vocab_size * 4
-    return state + activations + logits
-
-
-def check_training_memory(cfg: GPTConfig, tcfg: TrainConfig, budget_bytes: int | None = None) -> int:
-    """ConfigError (with the estimate) if training this config would exceed the memory budget."""
-    budget = default_memory_budget_bytes() if budget_bytes is None else budget_bytes
-    estimate = estimate_training_memory_bytes(cfg, tcfg)
-    if estimate > budget:
-        raise ConfigError(
-            "budget.training_over",
-            "Training this model needs about {need} (weights, gradients, AdamW state and activations for a "
-            "batch of {batch_size} × {block} tokens), more than the memory budget of {budget}. Use a smaller "
-            "model, batch or context.",
-            need=format_bytes(estimate),
-            batch_size=tcfg.batch_size,
-            block=tcfg.block_size or cfg.context_length,
-            budget=format_bytes(budget),
-        )
-    return estimate
 
 
 # ----------------------------------------------------------------------------------------------
@@ -255,8 +144,6 @@ class Trainer:
         # backward (and broadcast rank 0's weights when it was made, so every rank starts equal).
         self.train_model = model
         if self.world_size > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
             # Each process measures its own fastest decode layout (playground.runtime.kernels), so two ranks
             # can hold the same weight with different strides, which DDP refuses; the layout only
             # matters for one-row decoding, so train on plain contiguous weights everywhere.

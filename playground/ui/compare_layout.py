@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.engine.config import DEFAULT_PRESET, PRESETS
-from playground.engine.weights import HUB_MODELS
+from playground.engine.hf_hub import HUB_MODELS
 
 from . import compare_views as cv
 from . import listeners, share

@@ -16,7 +16,7 @@ import gradio as gr
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
 from playground.i18n import EN, tr
-from playground.inside import lenses
+from playground.inside import attention_maths, attribution, effects, lenses, view_checks
 from playground.inside.interventions import Intervention
 from playground.server.recipes import recipe_key
 
@@ -110,8 +110,8 @@ def _target(value, model, ids, p: int) -> int | None:
     if value in (None, ""):
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return lenses.check_target(model, int(value))
-    return lenses.resolve_target(load_tokenizer(), str(value))
+        return view_checks.check_target(model, int(value))
+    return view_checks.resolve_target(load_tokenizer(), str(value))
 
 
 def describe_intervention(spec: Intervention, lang: str = "en") -> str:
@@ -190,7 +190,7 @@ def attribution_data(state, position, target=None):
     try:
         model, _, start, ids, labels = run_context(state)
         p = window_index(position, start, ids, default=max(0, len(ids) - 2))
-        d = lenses.logit_attribution(model, ids, p, _target(target, model, ids, p))
+        d = attribution.logit_attribution(model, ids, p, _target(target, model, ids, p))
     except Exception as e:
         return Refusal(e)
     d["position"] += start
@@ -204,7 +204,7 @@ def maths_data(state, layer, head, position):
         p = window_index(position, start, ids, "Query position", default=len(ids) - 1)
         layer = parse_whole(layer, "Layer", 0, model.cfg.n_layers - 1)
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
-        d = lenses.attention_maths(model, ids, layer, head, p)
+        d = attention_maths.attention_maths(model, ids, layer, head, p)
     except Exception as e:
         return Refusal(e)
     d["position"] += start
@@ -227,7 +227,7 @@ def intervene_data(
         spec = parse_intervention(zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos)
         p = window_index(position, start, ids, default=len(ids) - 1)
         T = len(ids)
-        d = lenses.compare(model, ids, spec, p, lens_window=(max(0, T - LENS_WINDOW), T))
+        d = effects.compare(model, ids, spec, p, lens_window=(max(0, T - LENS_WINDOW), T))
     except Exception as e:
         return Refusal(e)
     tok = load_tokenizer()
@@ -248,7 +248,7 @@ def dose_data(state, scale_head="", position=None, target=None):
             )
         layer, head = heads[0]
         p = window_index(position, start, ids, default=max(0, len(ids) - 2))
-        d = lenses.dose_response(model, ids, layer, head, p, _target(target, model, ids, p))
+        d = effects.dose_response(model, ids, layer, head, p, _target(target, model, ids, p))
     except Exception as e:
         return Refusal(e)
     d["position"] += start
@@ -259,8 +259,8 @@ def dose_data(state, scale_head="", position=None, target=None):
 def sweep_data(state, progress=gr.Progress()):
     try:
         model, _, start, ids, _ = run_context(state)
-        d = lenses.head_sweep(model, ids, progress=lambda f, text: progress(f, desc=text))
-    except lenses.SweepTooLongError as e:
+        d = effects.head_sweep(model, ids, progress=lambda f, text: progress(f, desc=text))
+    except effects.SweepTooLongError as e:
         return Refusal(e, estimate_s=e.estimate_s)
     except Exception as e:
         return Refusal(e)

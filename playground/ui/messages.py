@@ -7,7 +7,7 @@ import logging
 import traceback
 
 from playground.engine.config import ConfigError
-from playground.engine.weights import WeightLoadError
+from playground.engine.weight_layout import WeightLoadError
 from playground.i18n import tr, tr_error
 
 log = logging.getLogger("playground.ui")

@@ -13,7 +13,7 @@ import pandas as pd
 
 from playground import figures
 from playground.engine.config import PRESETS, ConfigError, GPTConfig
-from playground.engine.weights import HUB_MODELS
+from playground.engine.hf_hub import HUB_MODELS
 from playground.errors import UserError
 from playground.server.files import import_upload, is_trained_checkpoint
 from playground.server.model_views import breakdown_table, summary_line, tree_items, tree_table, tying_explanation

@@ -20,7 +20,7 @@ from playground.engine.config import (
     POS_ENCODINGS,
     PRESETS,
 )
-from playground.engine.weights import HUB_MODELS
+from playground.engine.hf_hub import HUB_MODELS
 from playground.runtime import kernels
 from playground.server.files import discard_upload
 from playground.server.model_cache import CACHE

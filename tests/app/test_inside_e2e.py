@@ -4,7 +4,7 @@ with a message while the session keeps working."""
 
 import pytest
 
-from playground.inside import lenses
+from playground.inside import attribution, effects, lenses
 from playground.inside.interventions import Intervention
 from playground.server.model_cache import CACHE
 from playground.server.recipes import default_recipe
@@ -41,23 +41,25 @@ def test_every_view_returns_the_librarys_numbers(client):
     assert dla["target_id"] == ids[-1]
     assert dla["total"] == pytest.approx(dla["model_logit"], abs=1e-3)
     flat = lambda rows: [v for row in rows for v in row]  # noqa: E731
-    assert flat(dla["heads"]) == pytest.approx(flat(lenses.logit_attribution(model, ids, T - 2)["heads"]), abs=1e-9)
+    assert flat(dla["heads"]) == pytest.approx(
+        flat(attribution.logit_attribution(model, ids, T - 2)["heads"]), abs=1e-9
+    )
 
     maths = client.predict(2, 1, 9, api_name="/attention_maths")
     att = client.predict(2, 1, api_name="/attention_data")["attention"]
     assert maths["softmax"] == pytest.approx(att[9], abs=1e-6)  # the Generate tab's heatmap row
 
     out = client.predict("1.2, 3.0", "", "", 1.0, "", "", False, 5, api_name="/intervene")
-    direct = lenses.compare(model, ids, Intervention(zero_heads=((1, 2), (3, 0))), 5, lens=False)
+    direct = effects.compare(model, ids, Intervention(zero_heads=((1, 2), (3, 0))), 5, lens=False)
     assert out["loss_after"] == pytest.approx(direct["loss_after"], abs=1e-5)
     assert out["shown_ids"] == direct["shown_ids"] and out["tokens"] == lens["tokens"]
 
     dose = client.predict("4.1", 6, "", api_name="/dose_response")
-    assert dose["logprob"] == pytest.approx(lenses.dose_response(model, ids, 4, 1, 6)["logprob"], abs=1e-5)
+    assert dose["logprob"] == pytest.approx(effects.dose_response(model, ids, 4, 1, 6)["logprob"], abs=1e-5)
 
     sweep = client.predict(api_name="/head_sweep")
     assert len(sweep["delta_loss"]) == model.cfg.n_layers and len(sweep["delta_loss"][0]) == model.cfg.n_heads
-    one = lenses.compare(model, ids, Intervention(zero_heads=((2, 3),)), 0, lens=False)
+    one = effects.compare(model, ids, Intervention(zero_heads=((2, 3),)), 0, lens=False)
     assert sweep["delta_loss"][2][3] == pytest.approx(one["mean_loss_after"] - one["mean_loss_before"], abs=1e-4)
 
 

@@ -1,13 +1,13 @@
 """Clicking the Inside tab's heatmaps, without a browser (tests/test_inside_browser.py clicks the real
-page): what each pick handler draws and which fields it fills, against playground.inside.lenses on the
-same model and tokens; the lens window that fits the page."""
+page): what each pick handler draws and which fields it fills, against playground.inside's views on
+the same model and tokens; the lens window that fits the page."""
 
 import re
 
 import pytest
 
 from playground import PRESETS
-from playground.inside import lenses
+from playground.inside import attention_maths, effects, lenses
 from playground.inside.interventions import Intervention
 from playground.server.recipes import random_recipe
 from playground.ui import common, generate_tab
@@ -65,7 +65,7 @@ def test_a_clicked_attribution_head_opens_its_maths_and_picks_it(run_state):
     out = ip.pick_head(state, shown, 2, 1)
     m_layer, m_head, m_pos, scale, i_pos, target, mlps, table, fig, text, note, msg = out
     assert (m_layer, m_head, m_pos, scale, i_pos, target, msg) == (1, 2, len(ids) - 2, "1.2", len(ids) - 2, "", "")
-    want = lenses.attention_maths(model, ids, 1, 2, len(ids) - 2)
+    want = attention_maths.attention_maths(model, ids, 1, 2, len(ids) - 2)
     assert table.iloc[:, 5].tolist() == pytest.approx(want["softmax"], abs=1e-6)
     assert list(table.columns)[0] == "key position"
     assert text.startswith(f"Layer 1, head 2, query position {len(ids) - 2}") and "head 2 of layer 1" in note
@@ -107,8 +107,8 @@ def test_a_clicked_sweep_head_is_zeroed_alone(run_state):
         assert all(tok.piece(t).display.startswith(cell.rstrip("…")) for cell, t in zip(shown_row, id_row))
     text = out[9]
     assert text.startswith("Zero L0H3.") and out[10] == ""
-    one = lenses.compare(model, ids, Intervention(zero_heads=((0, 3),)), len(ids) - 1, lens=False)
-    sweep = lenses.head_sweep(model, ids)
+    one = effects.compare(model, ids, Intervention(zero_heads=((0, 3),)), len(ids) - 1, lens=False)
+    sweep = effects.head_sweep(model, ids)
     delta = one["mean_loss_after"] - one["mean_loss_before"]
     assert sweep["delta_loss"][0][3] == pytest.approx(delta, abs=1e-5)
     assert f"({delta:+.3f})" in text

@@ -9,9 +9,11 @@ import psutil
 import pytest
 import torch
 
+from playground.engine.attention import attention_probs
 from playground.engine.config import PRESETS
-from playground.engine.model import GPTModel, attention_probs
-from playground.server.files import export_run, json_attention_bytes
+from playground.engine.model import GPTModel
+from playground.server.export_formats import json_attention_bytes
+from playground.server.exports import export_run
 from playground.server.recipes import random_recipe
 from playground.server.runs import Run
 from tests.export_helpers import private_dirs, strict_json

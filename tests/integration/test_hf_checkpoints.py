@@ -11,13 +11,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from playground.engine.config import ConfigError
+from playground.engine.hf_hub import hf_progress_tqdm, load_pretrained
 from playground.engine.sampling import generate
-from playground.engine.weights import (
-    WeightLoadError,
-    hf_progress_tqdm,
-    load_checkpoint,
-    load_pretrained,
-)
+from playground.engine.weight_layout import WeightLoadError
+from playground.engine.weights import load_checkpoint
 
 transformers = pytest.importorskip("transformers")
 

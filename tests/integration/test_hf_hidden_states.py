@@ -9,7 +9,7 @@ from playground.inside.interventions import run_with_hooks
 
 def test_capture_and_logit_lens_match_transformers_hidden_states(tmp_path):
     transformers = pytest.importorskip("transformers")
-    from playground.engine.weights import load_pretrained
+    from playground.engine.hf_hub import load_pretrained
     from playground.inside.lenses import logit_lens
 
     torch.manual_seed(7)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from playground.engine.tokenizer import load_tokenizer
-from playground.inside import lenses
+from playground.inside import attention_maths, attribution, effects, lenses, view_checks
 from playground.inside.interventions import Intervention
 from playground.server.recipes import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
 from playground.server.runs import layer_attention
@@ -70,7 +70,7 @@ def test_a_lens_window_is_the_same_slice_of_the_whole_lens(bundled, ids):
     mid = lenses.logit_lens(bundled, ids, first=2, stop=9)
     # a shorter forward (the model is causal: positions up to 8 only) gives the same numbers
     assert all(r == pytest.approx(w[2:9], rel=1e-5) for r, w in zip(mid["top_prob"], whole["top_prob"]))
-    with pytest.raises(lenses.LensError, match="lens window"):
+    with pytest.raises(view_checks.LensError, match="lens window"):
         lenses.logit_lens(bundled, ids, first=4, stop=4)
 
 
@@ -100,7 +100,7 @@ def test_lens_cell_top10_and_kl(bundled, ids):
 def test_attribution_parts_sum_to_the_final_logit(which, bundled, tiny, ids):
     model = bundled if which == "bundled" else tiny
     for pos in (0, 7, len(ids) - 2):
-        d = lenses.logit_attribution(model, ids, pos)
+        d = attribution.logit_attribution(model, ids, pos)
         assert d["target_id"] == ids[pos + 1]
         assert d["model_logit"] == pytest.approx(float(logits_of(model, ids)[pos, ids[pos + 1]]), abs=1e-4)
         parts = (
@@ -118,21 +118,21 @@ def test_attribution_parts_sum_to_the_final_logit(which, bundled, tiny, ids):
 
 def test_attribution_bad_input(tiny, bundled, ids):
     post = three_layer_model(norm_placement="post")
-    with pytest.raises(lenses.LensError, match="pre-norm"):
-        lenses.logit_attribution(post, ids, 2)
-    with pytest.raises(lenses.LensError, match="no next token"):
-        lenses.logit_attribution(tiny, ids, len(ids) - 1)
-    with pytest.raises(lenses.LensError, match="Position must be"):
-        lenses.logit_attribution(tiny, ids, len(ids))
-    with pytest.raises(lenses.LensError, match="target token id"):
-        lenses.logit_attribution(tiny, ids, 1, 50257)
-    with pytest.raises(lenses.LensError, match="Generate first"):
+    with pytest.raises(view_checks.LensError, match="pre-norm"):
+        attribution.logit_attribution(post, ids, 2)
+    with pytest.raises(view_checks.LensError, match="no next token"):
+        attribution.logit_attribution(tiny, ids, len(ids) - 1)
+    with pytest.raises(view_checks.LensError, match="Position must be"):
+        attribution.logit_attribution(tiny, ids, len(ids))
+    with pytest.raises(view_checks.LensError, match="target token id"):
+        attribution.logit_attribution(tiny, ids, 1, 50257)
+    with pytest.raises(view_checks.LensError, match="Generate first"):
         lenses.logit_lens(tiny, [])
 
 
 def test_attention_maths_softmax_is_the_generate_tabs_row(bundled, ids):
     layer, head, pos = 3, 2, 11
-    m = lenses.attention_maths(bundled, ids, layer, head, pos)
+    m = attention_maths.attention_maths(bundled, ids, layer, head, pos)
     with torch.no_grad():
         _, trace = bundled(torch.tensor([ids]), return_attention=True)
     want = trace.layer(layer)[0, head, pos]
@@ -150,12 +150,12 @@ def test_attention_maths_softmax_is_the_generate_tabs_row(bundled, ids):
 
 
 def test_compare_before_after_and_losses(bundled, ids):
-    same = lenses.compare(bundled, ids, Intervention(), 4, lens=False)
+    same = effects.compare(bundled, ids, Intervention(), 4, lens=False)
     assert same["before"] == same["after"] and same["loss_before"] == same["loss_after"]
     # against float64 cross-entropy: a float32 one is itself ~7e-5 off on this text
     want = F.cross_entropy(logits_of(bundled, ids)[:-1].double(), torch.tensor(ids[1:]), reduction="none")
     torch.testing.assert_close(torch.tensor(same["loss_before"], dtype=torch.float64), want, rtol=1e-5, atol=1e-5)
-    out = lenses.compare(bundled, ids, Intervention(skip_mlps=(0,)), 4)
+    out = effects.compare(bundled, ids, Intervention(skip_mlps=(0,)), 4)
     assert out["mean_loss_after"] > out["mean_loss_before"]  # the first MLP matters to a trained model
     assert len(out["lens_after"]["top_id"]) == bundled.cfg.n_layers + 1
     direct = lenses.logit_lens(bundled, ids, Intervention(skip_mlps=(0,)))
@@ -164,35 +164,35 @@ def test_compare_before_after_and_losses(bundled, ids):
 
 def test_dose_response_ends_match_plain_and_zeroed(bundled, ids):
     pos, layer, head = 6, 2, 1
-    d = lenses.dose_response(bundled, ids, layer, head, pos)
+    d = effects.dose_response(bundled, ids, layer, head, pos)
     assert d["alphas"] == pytest.approx([0.2 * i for i in range(11)]) and len(d["logprob"]) == 11
     plain = logits_of(bundled, ids)[pos].log_softmax(-1)[ids[pos + 1]]
     assert d["logprob"][5] == pytest.approx(float(plain), abs=1e-4)  # α = 1
-    zeroed = lenses.compare(bundled, ids, Intervention(zero_heads=((layer, head),)), pos, lens=False)
+    zeroed = effects.compare(bundled, ids, Intervention(zero_heads=((layer, head),)), pos, lens=False)
     assert d["logprob"][0] == pytest.approx(-zeroed["loss_after"][pos], abs=1e-4)  # α = 0
     # every α against its own full forward with that head scaled (not resumed mid-way)
     for i in (3, 8, 10):
         alpha = d["alphas"][i]
-        full = lenses.compare(bundled, ids, Intervention(scale_head=(layer, head, alpha)), pos, lens=False)
+        full = effects.compare(bundled, ids, Intervention(scale_head=(layer, head, alpha)), pos, lens=False)
         assert d["logprob"][i] == pytest.approx(-full["loss_after"][pos], abs=1e-4)
     for first_or_last in (0, bundled.cfg.n_layers - 1):
-        edge = lenses.dose_response(bundled, ids, first_or_last, 3, pos, alphas=[1.6])
-        full = lenses.compare(bundled, ids, Intervention(scale_head=(first_or_last, 3, 1.6)), pos, lens=False)
+        edge = effects.dose_response(bundled, ids, first_or_last, 3, pos, alphas=[1.6])
+        full = effects.compare(bundled, ids, Intervention(scale_head=(first_or_last, 3, 1.6)), pos, lens=False)
         assert edge["logprob"][0] == pytest.approx(-full["loss_after"][pos], abs=1e-4)
     with pytest.raises(ValueError, match="α must be"):
-        lenses.dose_response(bundled, ids, layer, head, pos, alphas=[0, 3])
+        effects.dose_response(bundled, ids, layer, head, pos, alphas=[0, 3])
 
 
 def test_head_sweep_matches_single_ablations_and_refuses_long_sweeps(bundled, ids):
     calls = []
-    sweep = lenses.head_sweep(bundled, ids, progress=lambda f, t: calls.append(f))
+    sweep = effects.head_sweep(bundled, ids, progress=lambda f, t: calls.append(f))
     assert calls and calls[-1] == 1.0
     for layer, head in ((0, 0), (5, 3)):
-        one = lenses.compare(bundled, ids, Intervention(zero_heads=((layer, head),)), 0, lens=False)
+        one = effects.compare(bundled, ids, Intervention(zero_heads=((layer, head),)), 0, lens=False)
         want = one["mean_loss_after"] - one["mean_loss_before"]
         assert sweep["delta_loss"][layer][head] == pytest.approx(want, abs=1e-4)
-    with pytest.raises(lenses.SweepTooLongError, match="would take about") as e:
-        lenses.head_sweep(bundled, ids, limit_s=1e-6)
+    with pytest.raises(effects.SweepTooLongError, match="would take about") as e:
+        effects.head_sweep(bundled, ids, limit_s=1e-6)
     assert e.value.estimate_s > 0
 
 
@@ -214,7 +214,7 @@ def test_readme_worked_example(bundled):
 
     target = torch.tensor(ids[1:])
     heads = [(layer, head) for layer in range(bundled.cfg.n_layers) for head in range(bundled.cfg.n_heads)]
-    base = lenses.token_losses(logits_of(bundled, ids)[None], ids)
+    base = effects.token_losses(logits_of(bundled, ids)[None], ids)
     delta = {}
     for start in range(0, len(heads), 4):
         chunk = heads[start : start + 4]

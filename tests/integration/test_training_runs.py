@@ -16,11 +16,8 @@ from playground.training import corpus as corpus_mod
 from playground.training.corpus import (
     prepare_corpus,
 )
-from playground.training.trainer import (
-    TrainConfig,
-    Trainer,
-    build_model,
-)
+from playground.training.train_config import TrainConfig
+from playground.training.trainer import Trainer, build_model
 
 # Small enough that a step takes a few milliseconds of matrix work beyond the 50257-way softmax.
 TINY = PRESETS["nano (2 layers, d64)"].replace(context_length=32, emb_dim=32)

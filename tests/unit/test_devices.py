@@ -120,7 +120,8 @@ def test_device_names_for_the_summary_line(probes, monkeypatch):
 
 
 def test_loaders_refuse_a_missing_gpu_before_reading_anything(probes, tmp_path):
-    from playground.engine.weights import load_checkpoint, load_pretrained
+    from playground.engine.hf_hub import load_pretrained
+    from playground.engine.weights import load_checkpoint
 
     probes.set(None)
     with pytest.raises(DeviceError, match="no usable GPU"):

@@ -12,7 +12,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from playground.engine.config import PRESETS, ConfigError
-from playground.engine.weights import CHECKPOINT_FORMAT, WeightLoadError, save_checkpoint
+from playground.engine.weight_layout import WeightLoadError
+from playground.engine.weights import CHECKPOINT_FORMAT, save_checkpoint
 from playground.server import files
 from playground.server.export_formats import json_attention_bytes
 from playground.server.exports import ExportTooLarge, export_model, export_run
@@ -176,7 +177,7 @@ def test_model_export_loads_back_through_import_upload(dirs):
 
 def test_a_tiny_file_declaring_gpt2_xl_is_refused_from_its_header(dirs):
     files.validate_checkpoint  # noqa: B018 (imported)
-    from playground.engine.weights import expected_shapes
+    from playground.engine.weight_layout import expected_shapes
 
     expected_shapes(NANO)  # the first meta-device build imports torch's meta kernels (~80 MB, once)
     path = upload_in_gradio(

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from playground.engine.tokenizer import load_tokenizer
-from playground.inside import lenses
+from playground.inside import attribution, effects, lenses, view_checks
 from playground.inside.interventions import Intervention
 from tests.tiny_models import three_layer_model
 
@@ -28,7 +28,7 @@ def test_attribution_of_a_layers_heads_equals_its_attention_output_read_by_hand(
     """Per-head terms + the bias term of a layer = that layer's whole attention output (taken with
     an ordinary forward hook) read through the frozen final norm."""
     pos, target, layer = 5, 123, 1
-    d = lenses.logit_attribution(tiny, ids, pos, target)
+    d = attribution.logit_attribution(tiny, ids, pos, target)
     seen = {}
     handle = tiny.trf_blocks[layer].att.register_forward_hook(lambda m, a, out: seen.setdefault("att", out))
     try:
@@ -49,12 +49,12 @@ def test_attribution_of_a_layers_heads_equals_its_attention_output_read_by_hand(
 
 def test_resolve_target_is_one_token_or_a_message():
     tok = load_tokenizer()
-    assert tok.decode([lenses.resolve_target(tok, " the")]) == " the"
-    assert tok.decode([lenses.resolve_target(tok, "\\n")]) == "\n"
-    with pytest.raises(lenses.LensError, match="exactly one token; 'hello world' is 2 tokens"):
-        lenses.resolve_target(tok, "hello world")
-    with pytest.raises(lenses.LensError, match="Type the target"):
-        lenses.resolve_target(tok, "")
+    assert tok.decode([view_checks.resolve_target(tok, " the")]) == " the"
+    assert tok.decode([view_checks.resolve_target(tok, "\\n")]) == "\n"
+    with pytest.raises(view_checks.LensError, match="exactly one token; 'hello world' is 2 tokens"):
+        view_checks.resolve_target(tok, "hello world")
+    with pytest.raises(view_checks.LensError, match="Type the target"):
+        view_checks.resolve_target(tok, "")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -70,8 +70,8 @@ VARIANTS = [
 
 @pytest.mark.parametrize("changes", VARIANTS)
 def test_last_row_block_equals_the_blocks_last_row(changes):
+    from playground.inside.effects import last_row_block
     from playground.inside.interventions import Hooks
-    from playground.inside.lenses import last_row_block
 
     model = three_layer_model(seed=4, std=0.15, **changes)
     x = torch.randn(3, 9, model.cfg.emb_dim, generator=torch.Generator().manual_seed(5))
@@ -103,7 +103,7 @@ def test_compare_resumed_at_the_first_changed_layer_equals_the_whole_hooked_forw
 
     model = three_layer_model(seed=7, std=0.15)
     ids = torch.randint(0, model.cfg.vocab_size, (12,), generator=torch.Generator().manual_seed(8)).tolist()
-    out = lenses.compare(model, ids, spec, 5)
+    out = effects.compare(model, ids, spec, 5)
     logits, cache = run_with_hooks(model, ids, spec)
     want = F.cross_entropy(logits[0, :-1].double(), torch.tensor(ids[1:]), reduction="none")
     torch.testing.assert_close(torch.tensor(out["loss_after"], dtype=torch.float64), want, rtol=1e-5, atol=1e-5)
@@ -111,7 +111,7 @@ def test_compare_resumed_at_the_first_changed_layer_equals_the_whole_hooked_forw
     assert out["after"] == pytest.approx([float(p[t]) for t in out["shown_ids"]], rel=1e-4, abs=1e-7)
     assert out["lens_after"]["top_id"] == lenses.logit_lens(model, ids, spec)["top_id"]
     # a window: its last layer is taken from the per-position loss's own readout, not read twice
-    window = lenses.compare(model, ids, spec, 5, lens_window=(3, 9))["lens_after"]
+    window = effects.compare(model, ids, spec, 5, lens_window=(3, 9))["lens_after"]
     direct = lenses.logit_lens(model, ids, spec, first=3, stop=9)
     assert window["top_id"] == direct["top_id"]
     for key in ("top_prob", "next_prob"):
@@ -122,7 +122,7 @@ def test_compare_resumed_at_the_first_changed_layer_equals_the_whole_hooked_forw
 def test_dose_response_equals_a_full_forward_per_alpha(layer):
     model = three_layer_model(seed=9, std=0.15)
     ids = torch.randint(0, model.cfg.vocab_size, (10,), generator=torch.Generator().manual_seed(10)).tolist()
-    d = lenses.dose_response(model, ids, layer, 1, 6, target_id=17)
+    d = effects.dose_response(model, ids, layer, 1, 6, target_id=17)
     for alpha, got in zip(d["alphas"], d["logprob"]):
         from playground.inside.interventions import run_with_hooks
 

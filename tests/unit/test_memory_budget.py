@@ -269,7 +269,7 @@ def test_concurrent_builds_do_not_change_another_users_unseeded_sampling():
 
 
 def test_a_training_job_is_counted_until_it_is_gone():
-    from playground.training.trainer import estimate_training_memory_bytes
+    from playground.training.train_config import estimate_training_memory_bytes
 
     text = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
     gc.collect()

@@ -10,7 +10,7 @@ import torch.nn as nn
 from playground.engine.config import GPTConfig
 from playground.engine.kv_cache import KVCache
 from playground.engine.model import GELU, GPTModel, LayerNorm
-from playground.engine.weights import fused_to_per_head, per_head_to_fused
+from playground.engine.weight_layout import fused_to_per_head, per_head_to_fused
 from tests.tiny_models import TINY
 from tests.tiny_models import random_model as make_model
 

@@ -7,10 +7,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from playground.engine.checkpoint_files import check_finite
 from playground.engine.config import GPTConfig
+from playground.engine.hf_hub import load_pretrained
 from playground.engine.model import GPTModel
 from playground.engine.sampling import NonFiniteError, check_logits, generate
-from playground.engine.weights import WeightLoadError, check_finite, load_checkpoint, load_pretrained, save_checkpoint
+from playground.engine.weight_layout import WeightLoadError
+from playground.engine.weights import load_checkpoint, save_checkpoint
 
 PROMPT = [15496, 11, 314, 716]  # "Hello, I am"
 CFG = GPTConfig(context_length=32, emb_dim=32, n_heads=4, n_layers=2)

@@ -15,9 +15,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.engine.attention import attend, attention_probs
 from playground.engine.config import GPTConfig
 from playground.engine.decode_paths import X86, one_row_bfloat16_switch, optimize_for_decode
-from playground.engine.model import GELU, GPTModel, _attend, attention_probs
+from playground.engine.model import GELU, GPTModel
 from playground.engine.sampling import (
     STAGES,
     apply_temperature,
@@ -383,12 +384,12 @@ def test_training_and_float32_use_the_three_modules():
 def test_single_low_precision_query_matches_explicit_attention(k_len):
     torch.manual_seed(k_len)
     q, k, v = (torch.randn(1, 4, n, 16).to(torch.bfloat16) for n in (1, k_len, k_len))
-    out = _attend(q, k, v, 0.0)
+    out = attend(q, k, v, 0.0)
     assert out.dtype == torch.bfloat16 and out.shape == (1, 4, 1, 16)
     explicit = attention_probs(q, k) @ v.float()  # softmax(QKᵀ/√d) in float32, then ·V
     torch.testing.assert_close(out.float(), explicit, atol=1e-2, rtol=1e-2)
     # float32 queries take the plain kernel, which must agree with the explicit formula too.
-    out32 = _attend(q.float(), k.float(), v.float(), 0.0)
+    out32 = attend(q.float(), k.float(), v.float(), 0.0)
     torch.testing.assert_close(out32, explicit, atol=1e-5, rtol=1e-5)
 
 

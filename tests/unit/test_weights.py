@@ -9,16 +9,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from playground.engine.config import ConfigError, GPTConfig
+from playground.engine.hf_hub import load_pretrained
 from playground.engine.model import GPTModel
-from playground.engine.weights import (
-    CHECKPOINT_FORMAT,
-    LoadReport,
-    WeightLoadError,
-    load_checkpoint,
-    load_pretrained,
-    read_checkpoint_metadata,
-    save_checkpoint,
-)
+from playground.engine.weight_layout import LoadReport, WeightLoadError
+from playground.engine.weights import CHECKPOINT_FORMAT, load_checkpoint, read_checkpoint_metadata, save_checkpoint
 
 TINY = dict(context_length=32, emb_dim=32, n_heads=4, n_layers=2)
 
@@ -165,12 +159,12 @@ def test_pickle_renamed_is_refused_without_unpickling(tmp_path, monkeypatch):
 
 
 def test_oversize_file_is_refused_before_reading(tmp_path, good_checkpoint, monkeypatch):
-    import playground.engine.weights as weights
+    import playground.engine.checkpoint_files as checkpoint_files
 
     def no_open(*args, **kwargs):
         raise AssertionError("opened a file over the limit")
 
-    monkeypatch.setattr(weights, "safe_open", no_open)
+    monkeypatch.setattr(checkpoint_files, "safe_open", no_open)
     size = good_checkpoint.stat().st_size
     with pytest.raises(WeightLoadError, match=rf"good\.safetensors is {size / 1e6:.1f} MB, over the 1 MB limit"):
         load_checkpoint(good_checkpoint, max_bytes=10**6)

@@ -1,0 +1,126 @@
+"""OpenAI GPT-2 from the Hugging Face hub or a downloaded folder: the models offered, download, load.
+
+The config is read and the memory estimate checked before the weights are fetched or allocated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from playground.engine.checkpoint_files import check_finite, check_header, read_header, stream_weights
+from playground.engine.config import check_fits
+from playground.engine.hf_gpt2 import config_from_hf
+from playground.engine.model import GPTModel
+from playground.engine.weight_layout import WeightLoadError, resolve_dtype
+from playground.runtime.devices import default_device, resolve_device
+from playground.runtime.memory import BUDGET
+
+HUB_MODELS = {
+    "gpt2 (124M)": "openai-community/gpt2",
+    "gpt2-medium (355M)": "openai-community/gpt2-medium",
+    "gpt2-large (774M)": "openai-community/gpt2-large",
+    "gpt2-xl (1558M)": "openai-community/gpt2-xl",
+}
+
+
+def download(repo_id: str, filename: str, cache_dir, local_files_only: bool, tqdm_class) -> Path:
+    from huggingface_hub import hf_hub_download  # at use: a slow import, and tests patch it on the package
+
+    try:
+        return Path(
+            hf_hub_download(
+                repo_id, filename, cache_dir=cache_dir, local_files_only=local_files_only, tqdm_class=tqdm_class
+            )
+        )
+    except FileNotFoundError as e:  # LocalEntryNotFoundError: offline and not cached
+        raise WeightLoadError(
+            "weights.hub_offline",
+            "Cannot get {filename} of {repo_id}: the Hugging Face hub is not reachable and the file is not in "
+            "the local cache. Connect to the network once, or download {repo_id} (config.json + "
+            "model.safetensors) into a folder and load that folder.",
+            filename=filename,
+            repo_id=repo_id,
+        ) from e
+    except Exception as e:  # network errors, unknown repos, gated repos...
+        raise WeightLoadError(
+            "weights.hub_download",
+            "Cannot download {filename} of {repo_id}: {kind}: {reason}",
+            filename=filename,
+            repo_id=repo_id,
+            kind=type(e).__name__,
+            reason=e,
+        ) from e
+
+
+def load_pretrained(
+    source: str | os.PathLike,
+    *,
+    dtype="float32",
+    device=None,
+    memory_budget: int | None = None,
+    cache_dir=None,
+    local_files_only: bool | None = None,
+    tqdm_class=None,
+    attention_impl: str = "fused",
+) -> GPTModel:
+    """OpenAI GPT-2 weights in the Hugging Face layout, from a folder or a hub repo id.
+
+    The config is read first and the memory estimate checked before the weights are fetched or
+    allocated. The returned model has a ``load_report`` (what was skipped, unexpected, ...).
+    ``device`` ("cpu", "cuda", "cuda:1", "mps"; default ``PLAYGROUND_DEVICE``, see playground.runtime.devices)
+    is where the model is put; a device this machine lacks raises DeviceError (a ValueError).
+    """
+    target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first
+    folder = Path(source)
+    if folder.is_dir():
+        config_path, weights_path = folder / "config.json", folder / "model.safetensors"
+        for p in (config_path, weights_path):
+            if not p.is_file():
+                raise WeightLoadError(
+                    "weights.folder_missing",
+                    "{folder} has no {file}; a GPT-2 folder needs config.json and model.safetensors.",
+                    folder=folder,
+                    file=p.name,
+                )
+    else:
+        repo_id = str(source)
+        if local_files_only is None:
+            local_files_only = os.environ.get("HF_HUB_OFFLINE", "0") in ("1", "true", "True")
+        config_path = download(repo_id, "config.json", cache_dir, local_files_only, tqdm_class)
+    try:
+        hf_config = json.loads(Path(config_path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise WeightLoadError("weights.config_json", "config.json is not readable JSON ({reason}).", reason=e) from None
+    cfg = config_from_hf(hf_config)
+    if attention_impl != "fused":
+        cfg = cfg.replace(attention_impl=attention_impl)
+    torch_dtype = resolve_dtype(dtype)
+    check_fits(cfg, str(torch_dtype).replace("torch.", ""), BUDGET if memory_budget is None else memory_budget)
+    if not folder.is_dir():
+        weights_path = download(repo_id, "model.safetensors", cache_dir, bool(local_files_only), tqdm_class)
+    header = read_header(weights_path)
+    report = check_header(header, cfg, "gpt2", allow_unexpected=True)
+    model = GPTModel(cfg)  # already checked above, in the requested dtype
+    stream_weights(model, Path(weights_path), header, "gpt2")
+    model = model.to(device=target, dtype=torch_dtype).eval()
+    check_finite(model, f"{repo_id if not folder.is_dir() else folder.name}")
+    model.load_report = report
+    return model
+
+
+def hf_progress_tqdm(callback: Callable[[float, str], None]):
+    """A tqdm class for ``hf_hub_download`` that reports (fraction, description) to ``callback``."""
+
+    class _Reporter(tqdm):
+        def update(self, n=1):
+            out = super().update(n)
+            if self.total:
+                callback(min(1.0, self.n / self.total), str(self.desc or "downloading"))
+            return out
+
+    return _Reporter

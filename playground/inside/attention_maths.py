@@ -1,0 +1,55 @@
+"""One head's attention for one query position, step by step, each step with its real numbers.
+
+The steps: q, k, q·k, ÷√d, the mask, softmax and the weighted v.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from playground.engine.attention import causal_mask
+from playground.inside.interventions import run_with_hooks
+from playground.inside.view_checks import check_ids, check_layer, check_position, reserve_logits
+
+
+def attention_maths(model, ids, layer: int, head: int, position: int) -> dict:
+    """One head's attention for one query position, every step with its real numbers.
+
+    ``scores`` = q·k_j, ``scaled`` = q·k_j / √head_dim, ``masked`` the same with None where the
+    causal mask forbids (j > position), ``softmax`` the probabilities over all T keys (0 where
+    masked) and ``weighted_v`` = Σ_j softmax_j v_j, the head's output at this position (``ctx``
+    is what the model itself computed there, for comparison).
+    """
+    ids = check_ids(ids)
+    cfg = model.cfg
+    layer = check_layer(layer, cfg.n_layers)
+    head = check_layer(head, cfg.n_heads, "Head")
+    position = check_position(position, len(ids), "Query position")
+    with reserve_logits(model, 1, "the attention maths", len(ids)):
+        _, cache = run_with_hooks(model, ids, capture=True, capture_qkv=(layer,), last_token_only=True)
+    q, k, v = (t[0, head].double() for t in cache.qkv[layer])  # (T, hd) each
+    qp = q[position]
+    scores = k @ qp  # (T,)
+    scaled = scores / math.sqrt(cfg.head_dim)
+    blocked = causal_mask(len(ids), len(ids))[position]  # True where j > position
+    masked = scaled.masked_fill(blocked, float("-inf"))
+    probs = torch.softmax(masked, dim=-1)
+    weighted = probs @ v
+    return {
+        "layer": layer,
+        "head": head,
+        "position": position,
+        "head_dim": cfg.head_dim,
+        "sqrt_head_dim": math.sqrt(cfg.head_dim),
+        "q": qp.tolist(),
+        "k": k.tolist(),
+        "v": v.tolist(),
+        "scores": scores.tolist(),
+        "scaled": scaled.tolist(),
+        "masked": [None if b else float(s) for s, b in zip(scaled.tolist(), blocked.tolist())],
+        "softmax": probs.tolist(),
+        "weighted_v": weighted.tolist(),
+        "ctx": cache.ctx[layer][0, head, position].double().tolist(),
+    }

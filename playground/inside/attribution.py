@@ -1,0 +1,77 @@
+"""Direct logit attribution: how much each part of the model wrote toward one token's logit.
+
+The parts: token and position embeddings, every head, every attention bias, every MLP and the final
+norm's shift, at one position.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from playground.engine.model import LayerNorm
+from playground.inside.interventions import run_with_hooks
+from playground.inside.view_checks import LensError, check_ids, check_position, reserve_logits, target_or_next
+
+
+def logit_attribution(model, ids, position: int, target_id: int | None = None) -> dict:
+    """How much each part wrote toward one token's logit at one position.
+
+    The residual stream at the end is a sum of parts: token and position embeddings, each head's
+    output, each attention's ``out_proj`` bias, each MLP's output. The final LayerNorm is linear in
+    its input once its denominator σ = sqrt(var + eps) is frozen at its value for this position
+    (the one approximation: it says what each part contributes *given* the others, not what would
+    happen without it), so the logit is exactly
+
+        logit = Σ_parts (w_target ⊙ γ / σ) · (part − mean(part)) + w_target · β
+
+    with w_target the target's row of ``out_head``, γ/β the final norm's scale/shift. The parts
+    sum to the model's own logit up to float rounding (``total`` against ``model_logit``).
+    """
+    if not isinstance(model.final_norm, LayerNorm):
+        raise LensError(
+            "inside.attribution_post_norm",
+            "Logit attribution needs a pre-norm model (a final LayerNorm); this one normalises after every "
+            "block, so its output is not a sum of parts.",
+        )
+    ids = check_ids(ids)
+    position = check_position(position, len(ids))
+    target_id = target_or_next(model, ids, position, target_id)
+    with reserve_logits(model, 1, "a logit attribution", position + 1):
+        logits, cache = run_with_hooks(model, ids[: position + 1], last_token_only=True)
+    cfg, p = model.cfg, position
+    dd = torch.float64
+    x = cache.resid[-1][0, p].to(dd)
+    sigma = torch.sqrt(x.var(unbiased=False) + model.final_norm.eps)
+    gamma, beta = model.final_norm.scale.detach().to(dd), model.final_norm.shift.detach().to(dd)
+    w = model.out_head.weight.detach()[target_id].to(dd)
+    u = w * gamma / sigma  # the direction each centred part is read along
+
+    def read(vec: torch.Tensor) -> float:
+        vec = vec.to(dd)
+        return float(u @ (vec - vec.mean()))
+
+    hd = cfg.head_dim
+    heads, attn_bias, mlps = [], [], []
+    for layer, block in enumerate(model.trf_blocks):
+        W_O = block.att.out_proj.weight.detach().to(dd)  # (d, d): out × in
+        ctx = cache.ctx[layer][0, :, p].to(dd)  # (H, hd)
+        heads.append([read(W_O[:, h * hd : (h + 1) * hd] @ ctx[h]) for h in range(cfg.n_heads)])
+        attn_bias.append(read(block.att.out_proj.bias.detach()))
+        mlps.append(read(cache.mlp_out[layer][0, p]))
+    tok, pos = read(cache.tok_emb[0, p]), read(cache.pos_emb[0, p])
+    shift = float(w @ beta)
+    total = tok + pos + sum(map(sum, heads)) + sum(attn_bias) + sum(mlps) + shift
+    return {
+        "position": position,
+        "target_id": target_id,
+        "tok_emb": tok,
+        "pos_emb": pos,
+        "heads": heads,
+        "attn_bias": attn_bias,
+        "mlp": mlps,
+        "final_norm_shift": shift,
+        "total": total,
+        "model_logit": float(logits[0, -1, target_id]),
+        "final_norm_sigma": float(sigma),
+        "approximation": "final LayerNorm's σ frozen at its value for this position",
+    }
