@@ -275,6 +275,7 @@ def train_model(
 
     started = _say(request, lang, started_message)
     try:
+        yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), started)  # at once
         while not job.done.wait(0.5):
             yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), started)
     finally:

@@ -523,5 +523,5 @@ def test_the_train_tabs_last_message_follows_a_language_switch():
     _no_english(zh)
     assert train_tab.train_message(page, {"lang": "en"}) == outs[-1][3]
     state, used = train_tab.use_trained(common.new_state(), outs[-1][0], request=page)[:2]
-    assert "在伊索寓言与童谣上训练 3 步" in train_tab.train_message(page, {"lang": "zh-CN"})
+    assert "在《傲慢与偏见》上训练 3 步" in train_tab.train_message(page, {"lang": "zh-CN"})
     assert train_tab.train_message(page, {"lang": "en"}) == used
