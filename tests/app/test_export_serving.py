@@ -2,7 +2,8 @@
 
 import pytest
 
-from playground.server.files import export_run, exports_dir
+from playground.server.exports import export_run
+from playground.server.files import exports_dir
 from tests.export_helpers import nano_model, private_dirs, small_run
 
 
