@@ -47,7 +47,7 @@ MODELS = {
     "bundled": {"label": "bundled (Tiny Shakespeare, 3.5M)"},
     "gpt2-small": {
         "label": "GPT-2 small shape, random init (124M)",
-        "preset": "gpt2-small (124M)",
+        "preset": "gpt2-small",
         "summary": "12 layers × 12 heads, d=768",
     },
 }

@@ -142,9 +142,7 @@ def run(quick: bool = False) -> dict:
         result["views"]["bundled, 64 tokens"].update(sweep)
         result["forward_s"] = {"bundled, 64 tokens": effects.estimate_sweep_seconds(bundled, ids)[0]}
     print("Inside views: GPT-2-small-shaped random weights, 256-token run ...")
-    gpt2 = optimize_for_decode(
-        GPTModel(PRESETS["gpt2-small (124M)"], generator=torch.Generator().manual_seed(0)).eval()
-    )
+    gpt2 = optimize_for_decode(GPTModel(PRESETS["gpt2-small"], generator=torch.Generator().manual_seed(0)).eval())
     ids = _ids(256)
     result["views"]["gpt2-small shape, 256 tokens"] = time_calls(views(gpt2, ids), max(2, reps - 2))
     one, estimate = effects.estimate_sweep_seconds(gpt2, ids)

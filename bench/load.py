@@ -35,7 +35,7 @@ class TrainingThread:
 
         if self.background:
             self.settings = as_background_work()
-        cfg = PRESETS["tiny (4 layers, d128)"]
+        cfg = PRESETS["tiny"]
         ids = torch.randint(0, cfg.vocab_size, (20_000,), generator=torch.Generator().manual_seed(0))
         trainer = Trainer(
             build_model(cfg, seed=0),

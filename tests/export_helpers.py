@@ -11,7 +11,7 @@ from playground.server import files
 from playground.server.recipes import random_recipe
 from playground.server.runs import start_run
 
-NANO = PRESETS["nano (2 layers, d64)"]
+NANO = PRESETS["nano"]
 
 
 def private_dirs(tmp_path, monkeypatch):

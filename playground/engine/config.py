@@ -145,15 +145,15 @@ def _divisors_near(n: int, target: int) -> list[int]:
 # Presets. Counts in comments are the figures tests assert on the built models.
 PRESETS: dict[str, GPTConfig] = {
     # OpenAI's GPT-2 family: qkv bias, tied input/output embeddings.
-    "gpt2-small (124M)": GPTConfig(),  # 124,439,808
-    "gpt2-medium (355M)": GPTConfig(emb_dim=1024, n_heads=16, n_layers=24),  # 354,823,168
-    "gpt2-large (774M)": GPTConfig(emb_dim=1280, n_heads=20, n_layers=36),  # 774,030,080
-    "gpt2-xl (1558M)": GPTConfig(emb_dim=1600, n_heads=25, n_layers=48),  # 1,557,611,200
+    "gpt2-small": GPTConfig(),  # 124,439,808
+    "gpt2-medium": GPTConfig(emb_dim=1024, n_heads=16, n_layers=24),  # 354,823,168
+    "gpt2-large": GPTConfig(emb_dim=1280, n_heads=20, n_layers=36),  # 774,030,080
+    "gpt2-xl": GPTConfig(emb_dim=1600, n_heads=25, n_layers=48),  # 1,557,611,200
     # The textbook's GPT_CONFIG_124M as written: no qkv bias, separate output head -> 163,009,536.
-    "textbook GPT_CONFIG_124M": GPTConfig(drop_rate=0.1, qkv_bias=False, tie_weights=False),
-    "textbook 124M, 8 heads": GPTConfig(n_heads=8, drop_rate=0.1, qkv_bias=False, tie_weights=False),
+    "textbook-124m": GPTConfig(drop_rate=0.1, qkv_bias=False, tie_weights=False),
+    "textbook-124m-8-heads": GPTConfig(n_heads=8, drop_rate=0.1, qkv_bias=False, tie_weights=False),
     # The decoder-only tutorial model: sinusoidal positions, ReLU, d=512, 8 heads, 6 blocks.
-    "decoder-only tutorial (d512)": GPTConfig(
+    "tutorial-d512": GPTConfig(
         context_length=512,
         emb_dim=512,
         n_heads=8,
@@ -164,11 +164,11 @@ PRESETS: dict[str, GPTConfig] = {
         tie_weights=True,
     ),
     # Small enough to build and generate in well under a second on a laptop CPU.
-    "tiny (4 layers, d128)": GPTConfig(context_length=256, emb_dim=128, n_heads=4, n_layers=4),
-    "nano (2 layers, d64)": GPTConfig(context_length=128, emb_dim=64, n_heads=4, n_layers=2),
+    "tiny": GPTConfig(context_length=256, emb_dim=128, n_heads=4, n_layers=4),
+    "nano": GPTConfig(context_length=128, emb_dim=64, n_heads=4, n_layers=2),
 }
 
-DEFAULT_PRESET = "tiny (4 layers, d128)"
+DEFAULT_PRESET = "tiny"
 
 
 def get_preset(name: str) -> GPTConfig:

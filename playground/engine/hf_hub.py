@@ -21,10 +21,10 @@ from playground.runtime.devices import default_device, resolve_device
 from playground.runtime.memory import BUDGET
 
 HUB_MODELS = {
-    "gpt2 (124M)": "openai-community/gpt2",
-    "gpt2-medium (355M)": "openai-community/gpt2-medium",
-    "gpt2-large (774M)": "openai-community/gpt2-large",
-    "gpt2-xl (1558M)": "openai-community/gpt2-xl",
+    "gpt2": "openai-community/gpt2",
+    "gpt2-medium": "openai-community/gpt2-medium",
+    "gpt2-large": "openai-community/gpt2-large",
+    "gpt2-xl": "openai-community/gpt2-xl",
 }
 
 

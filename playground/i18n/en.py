@@ -1,6 +1,20 @@
 """Interface text in English: every key the page and its handlers use (``zh`` has the same keys)."""
 
 EN = {
+    # preset and hub-model ids -> their labels
+    "preset_gpt2-small": "gpt2-small (124M)",
+    "preset_gpt2-medium": "gpt2-medium (355M)",
+    "preset_gpt2-large": "gpt2-large (774M)",
+    "preset_gpt2-xl": "gpt2-xl (1558M)",
+    "preset_textbook-124m": "textbook GPT_CONFIG_124M",
+    "preset_textbook-124m-8-heads": "textbook 124M, 8 heads",
+    "preset_tutorial-d512": "decoder-only tutorial (d512)",
+    "preset_tiny": "tiny (4 layers, d128)",
+    "preset_nano": "nano (2 layers, d64)",
+    "hubm_gpt2": "gpt2 (124M)",
+    "hubm_gpt2-medium": "gpt2-medium (355M)",
+    "hubm_gpt2-large": "gpt2-large (774M)",
+    "hubm_gpt2-xl": "gpt2-xl (1558M)",
     "title": "GPT Playground",
     "subtitle": "Build a GPT-2-style model, look inside it, generate, and watch its attention.",
     "tab_model": "1 · Model",

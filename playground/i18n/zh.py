@@ -1,6 +1,20 @@
 """Interface text in 中文: the same keys as ``en``, the same ``str.format`` fields."""
 
 ZH = {
+    # preset and hub-model ids -> their labels
+    "preset_gpt2-small": "gpt2-small（1.24 亿参数）",
+    "preset_gpt2-medium": "gpt2-medium（3.55 亿参数）",
+    "preset_gpt2-large": "gpt2-large（7.74 亿参数）",
+    "preset_gpt2-xl": "gpt2-xl（15.58 亿参数）",
+    "preset_textbook-124m": "教科书 GPT_CONFIG_124M",
+    "preset_textbook-124m-8-heads": "教科书 124M，8 个头",
+    "preset_tutorial-d512": "仅解码器教程模型（d512）",
+    "preset_tiny": "tiny（4 层，d128）",
+    "preset_nano": "nano（2 层，d64）",
+    "hubm_gpt2": "gpt2（1.24 亿参数）",
+    "hubm_gpt2-medium": "gpt2-medium（3.55 亿参数）",
+    "hubm_gpt2-large": "gpt2-large（7.74 亿参数）",
+    "hubm_gpt2-xl": "gpt2-xl（15.58 亿参数）",
     "title": "GPT 实验场",
     "subtitle": "搭建一个 GPT-2 风格的模型，查看它的内部结构，生成文本，观察它的注意力。",
     "tab_model": "1 · 模型",

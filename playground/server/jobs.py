@@ -23,7 +23,7 @@ from playground.training.train_config import TrainConfig, check_training_memory
 from playground.training.trainer import Trainer, build_model
 
 MAX_TRAIN_STEPS = 5000
-TRAIN_PRESETS = ("nano (2 layers, d64)", "tiny (4 layers, d128)", "decoder-only tutorial (d512)", "gpt2-small (124M)")
+TRAIN_PRESETS = ("nano", "tiny", "tutorial-d512", "gpt2-small")
 
 
 def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_size: int | None = None, seed: int = 1337):

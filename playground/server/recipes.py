@@ -94,7 +94,8 @@ def model_label(recipe: dict) -> str:
         return "a model"
     if kind == "random":
         cfg = recipe["config"]
-        name = next((n for n, p in PRESETS.items() if p.to_dict() == cfg), f"{cfg['n_layers']}-layer d{cfg['emb_dim']}")
+        preset = next((n for n, p in PRESETS.items() if p.to_dict() == cfg), None)
+        name = tr("en", f"preset_{preset}") if preset else f"{cfg['n_layers']}-layer d{cfg['emb_dim']}"
         return f"{name} {describe_recipe(recipe)}"
     return describe_recipe(recipe)
 
@@ -152,7 +153,7 @@ def build_peak_bytes(recipe: dict) -> int:
         n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))
         return n * 4 + (n * target if target != 4 else 0)
     if kind == "hub":
-        name = next((k for k, v in HUB_MODELS.items() if v == recipe["repo"]), "gpt2 (124M)")
+        name = next((k for k, v in HUB_MODELS.items() if v == recipe["repo"]), "gpt2")
         preset = next((p for n, p in PRESETS.items() if n.split(" ")[0] == name.split(" ")[0]), PRESETS[DEFAULT_PRESET])
         n = count_parameters_analytic(preset)
         return n * 4 * 2 + (n * target if target != 4 else 0)

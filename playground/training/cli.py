@@ -1,7 +1,7 @@
 """The training command line: one process, or one process per device under ``torchrun``.
 
-    python -m playground.training --config "nano (2 layers, d64)" --data input.txt --steps 500 --out runs/nano
-    torchrun --nproc_per_node=4 -m playground.training --config "gpt2-small (124M)" --data input.txt \
+    python -m playground.training --config nano --data input.txt --steps 500 --out runs/nano
+    torchrun --nproc_per_node=4 -m playground.training --config gpt2-small --data input.txt \
         --batch-size 32 --amp bf16 --out runs/small
 
 Under torchrun every process trains on its slice of the same global batch (``--batch-size``, which
@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a GPT on a text file: in one process, or with DistributedDataParallel in each process "
         "torchrun starts (torchrun --nproc_per_node=N -m playground.training ...).",
     )
-    p.add_argument("--config", default="nano (2 layers, d64)", help="preset name, JSON object, or JSON file")
+    p.add_argument("--config", default="nano", help="preset name, JSON object, or JSON file")
     p.add_argument("--data", required=True, help="a UTF-8 text file (the last 10%% is held out)")
     p.add_argument("--out", required=True, help="output folder: model.safetensors, model.optim.safetensors, log.jsonl")
     p.add_argument(

@@ -15,7 +15,7 @@ can resume on a different number of processes.
 
 The command line lives in cli.py:
 
-    python -m playground.training --config "nano (2 layers, d64)" --data input.txt --steps 500 --out runs/nano
+    python -m playground.training --config "nano" --data input.txt --steps 500 --out runs/nano
     torchrun --nproc_per_node=4 -m playground.training --data input.txt --steps 500 --out runs/nano
 """
 

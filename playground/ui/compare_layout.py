@@ -44,13 +44,13 @@ def layout() -> SimpleNamespace:
         with gr.Row():
             c.b_weights = gr.Radio(choices(ms.WEIGHT_KEYS), value="random", label=T("weights"))
             c.b_preset = gr.Dropdown(
-                list(PRESETS),
-                value="nano (2 layers, d64)" if "nano (2 layers, d64)" in PRESETS else DEFAULT_PRESET,
+                ms.preset_choices()[:-1],  # presets only: model B has no form of its own
+                value="nano" if "nano" in PRESETS else DEFAULT_PRESET,
                 label=T("preset"),
             )
         with gr.Row():
             c.b_seed = gr.Number(0, label=T("seed_init"), min_width=100)
-            c.b_hub = gr.Dropdown(list(HUB_MODELS), value=list(HUB_MODELS)[0], label=T("hub_model"))
+            c.b_hub = gr.Dropdown(ms.hub_choices(), value=list(HUB_MODELS)[0], label=T("hub_model"))
             c.b_dtype = gr.Radio(list(ms.DTYPES), value="float32", label=T("dtype"))
         c.b_upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
         c.b_btn = gr.Button(T("load_b"), elem_id="pg-load-b")
@@ -138,9 +138,11 @@ def wire(page) -> None:
             gr.update(choices=choices(ms.WEIGHT_KEYS, lang_of(st))),
             cv.surprisal_legend(lang_of(st)),
             gr.update(choices=choices(SOURCE_KEYS, lang_of(st))),
+            gr.update(choices=ms.preset_choices(lang_of(st))[:-1]),
+            gr.update(choices=ms.hub_choices(lang_of(st))),
         ),
         [],
-        [c.b_weights, c.legend, c.source],
+        [c.b_weights, c.legend, c.source, c.b_preset, c.b_hub],
     )
     listeners.on_change(
         page,

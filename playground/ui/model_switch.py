@@ -58,7 +58,9 @@ WEIGHT_KEYS = {
     "trained": "w_trained",
 }
 WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the ids the API sends and gets back; labels follow the language
-CUSTOM = "custom (the fields below)"
+CUSTOM = "custom"  # the form's own fields, not a preset
+PRESET_KEYS = {name: f"preset_{name}" for name in PRESETS}  # preset id -> its label's key
+HUB_KEYS = {name: f"hubm_{name}" for name in HUB_MODELS}  # hub model id -> its label's key
 PRESET_CHOICES = list(PRESETS) + [CUSTOM]
 DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.engine.quantize)
 
@@ -74,7 +76,11 @@ Switch = result("Switch", "state", "message", *VIEW_FIELDS, "kernels_md", *FORM_
 
 
 def preset_choices(lang: str | None = None) -> list[tuple]:
-    return [(name, name) for name in PRESETS] + choices({CUSTOM: "custom"}, lang)
+    return choices(PRESET_KEYS, lang) + choices({CUSTOM: "custom"}, lang)
+
+
+def hub_choices(lang: str | None = None) -> list[tuple]:
+    return choices(HUB_KEYS, lang)
 
 
 def config_from_fields(*values) -> GPTConfig:

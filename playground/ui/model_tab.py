@@ -37,6 +37,7 @@ from .model_switch import (
     WEIGHT_KEYS,
     Switch,
     form_values,
+    hub_choices,
     model_views,
     preset_choices,
     recipe_from_form,
@@ -55,6 +56,7 @@ Relabelled = result(
     "summary",
     "weights",
     "preset",
+    "hub_name",
     "dtype",
     "tying_md",
     "breakdown_df",
@@ -186,6 +188,7 @@ def relabel(request: gr.Request, state, depth) -> Relabelled:
         summary=views.summary,
         weights=gr.update(choices=choices(WEIGHT_KEYS, lang)),
         preset=gr.update(choices=preset_choices(lang)),
+        hub_name=gr.update(choices=hub_choices(lang)),
         dtype=gr.update(info=tr(lang, "dtype_info")),
         tying_md=views.tying_md,
         breakdown_df=table(views.breakdown_df, "breakdown_headers", lang, relabel=True),
@@ -219,7 +222,7 @@ def layout() -> SimpleNamespace:
                 value="bundled" if BUNDLED_CHECKPOINT.is_file() else "random",
             )
             # Shown only for the weights they belong to (an empty upload box only takes room).
-            c.hub_name = gr.Dropdown(list(HUB_MODELS), value=list(HUB_MODELS)[0], label=T("hub_model"), visible=False)
+            c.hub_name = gr.Dropdown(hub_choices(), value=list(HUB_MODELS)[0], label=T("hub_model"), visible=False)
             c.upload = gr.File(
                 label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False, height=140
             )

@@ -31,14 +31,14 @@ from .common import T, choices, dress, lang_of, parse_choice, parse_count, parse
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
-from .model_switch import Switch, switch_model, switch_outputs
+from .model_switch import Switch, preset_choices, switch_model, switch_outputs
 from .results import only, outputs, result
 
 # The ids API callers send (the bundled text first, the default: it needs no network); the labels
 # follow the page's language.
 CORPUS_CHOICES = ["austen", "aesop", "upload", "paste", "shakespeare"]
 CORPUS_KEYS = dict(zip(CORPUS_CHOICES, ("c_austen", "c_aesop", "c_upload", "c_paste", "c_shakespeare")))
-DEFAULT_PRESET = "nano (2 layers, d64)"
+DEFAULT_PRESET = "nano"
 # The default lesson: 200 steps of 8 windows of 128 tokens see 205 K tokens, about 1.4 passes over
 # Pride and Prejudice's training part, so the validation loss falls with the training loss and ends
 # below the unigram baseline (docs/benchmarks.md has the run and its time).
@@ -68,7 +68,7 @@ CORPUS_NAMES = {
 
 Trained = result("Trained", "train_state", "loss_plot", "progress", "msg")  # each streamed update of a run
 # After a change of the page's language: every text and figure this tab built.
-Relabelled = result("Relabelled", "corpus_source", "loss_plot", "progress", "estimate", "msg")
+Relabelled = result("Relabelled", "preset", "corpus_source", "loss_plot", "progress", "estimate", "msg")
 
 
 def duration(seconds: float, lang: str = "en") -> str:
@@ -270,7 +270,8 @@ def train_model(
     eta = None if timing is None else train_estimate.estimate_seconds(timing, job.tcfg.steps, job.tcfg.eval_interval)
 
     def started_message(lang, present=False):
-        message = tr(lang, MESSAGES["started"], model=preset_name, corpus=_corpus_desc(job.corpus, lang))
+        model = tr(lang, f"preset_{preset_name}")
+        message = tr(lang, MESSAGES["started"], model=model, corpus=_corpus_desc(job.corpus, lang))
         return _ok(message + (tr(lang, MESSAGES["started_eta"], total=duration(eta, lang)) if eta is not None else ""))
 
     started = _say(request, lang, started_message)
@@ -338,6 +339,7 @@ def relabel(state, train_state, preset_name, steps, batch_size, request: gr.Requ
     progress = {"loss_plot": _loss_figure(job, train_state), "progress": _progress_html(job, lang)} if job else {}
     return only(
         Relabelled,
+        preset=gr.update(choices=preset_choices(lang)[:-1]),
         corpus_source=gr.update(choices=choices(CORPUS_KEYS, lang)),
         **progress,
         estimate=estimate_html(preset_name, steps, batch_size, state=state),
@@ -358,7 +360,7 @@ def layout() -> SimpleNamespace:
     with gr.Row():
         with gr.Column(scale=2, min_width=320):
             c.preset = gr.Dropdown(
-                list(PRESETS), value=DEFAULT_PRESET, label=T("train_config"), elem_id="pg-train-preset"
+                preset_choices()[:-1], value=DEFAULT_PRESET, label=T("train_config"), elem_id="pg-train-preset"
             )
             with gr.Row():
                 c.steps = gr.Number(

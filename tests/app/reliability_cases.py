@@ -48,10 +48,8 @@ def _build(weights="random", seed=0, dtype="float32", **fields):
         from playground import PRESETS
         from playground.ui import model_switch, model_tab
 
-        cfg = PRESETS["nano (2 layers, d64)"].to_dict() | fields
-        out = model_tab.build_model(
-            state, weights, seed, "gpt2 (124M)", None, dtype, *[cfg[f] for f in model_switch.FIELDS]
-        )
+        cfg = PRESETS["nano"].to_dict() | fields
+        out = model_tab.build_model(state, weights, seed, "gpt2", None, dtype, *[cfg[f] for f in model_switch.FIELDS])
         return out[1]
 
     return call
@@ -70,8 +68,8 @@ def _upload(make, name):
         folder = Path(tempfile.mkdtemp(prefix="pg-upload-"))
         path = folder / name
         make(path)
-        fields = [PRESETS["nano (2 layers, d64)"].to_dict()[f] for f in model_switch.FIELDS]
-        return model_tab.build_model(state, "upload", 0, "gpt2 (124M)", str(path), "float32", *fields)[1]
+        fields = [PRESETS["nano"].to_dict()[f] for f in model_switch.FIELDS]
+        return model_tab.build_model(state, "upload", 0, "gpt2", str(path), "float32", *fields)[1]
 
     return call
 
@@ -83,7 +81,7 @@ def _nano_checkpoint(poison=None):
         from playground import PRESETS, GPTModel
         from playground.engine.weights import save_checkpoint
 
-        model = GPTModel(PRESETS["nano (2 layers, d64)"])
+        model = GPTModel(PRESETS["nano"])
         if poison is not None:
             with torch.no_grad():
                 model.trf_blocks[0].att.W_query.weight[0, :3] = poison
@@ -103,7 +101,7 @@ def _xl_header_one_tensor(path):
     save_file(
         {"final_norm.scale": torch.ones(4)},
         str(path),
-        metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl (1558M)"].to_json()},
+        metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl"].to_json()},
     )
 
 
@@ -117,7 +115,7 @@ def _header_of(cfg_changes):
         from playground import PRESETS
         from playground.engine.weights import CHECKPOINT_FORMAT
 
-        cfg = PRESETS["nano (2 layers, d64)"].replace(**cfg_changes)
+        cfg = PRESETS["nano"].replace(**cfg_changes)
         save_file(
             {"final_norm.scale": torch.ones(4)},
             str(path),
@@ -171,7 +169,7 @@ def _attention_data(layer, head):
     return call
 
 
-def _train(steps=10, lr=1e-3, source="paste", pasted=None, preset="nano (2 layers, d64)"):
+def _train(steps=10, lr=1e-3, source="paste", pasted=None, preset="nano"):
     def call(state):
         from playground.ui import train_tab
 
@@ -380,7 +378,7 @@ def nano_state():
     from playground.server.recipes import random_recipe
     from playground.ui import common, generate_tab
 
-    state = {**common.new_state(), "recipe": random_recipe(PRESETS["nano (2 layers, d64)"], seed=0)}
+    state = {**common.new_state(), "recipe": random_recipe(PRESETS["nano"], seed=0)}
     outs = list(generate_tab.generate_tokens(state, "Hello, I am", 0, 0, 1.0, 3, 1, True))
     return outs[-1][0]
 

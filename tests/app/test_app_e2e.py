@@ -12,7 +12,7 @@ from playground.server.recipes import random_recipe
 
 pytestmark = pytest.mark.slow
 
-PRESET = "nano (2 layers, d64)"
+PRESET = "nano"
 
 
 def _build(client, preset=PRESET, seed=3):
@@ -31,7 +31,7 @@ def _build(client, preset=PRESET, seed=3):
         cfg.norm_placement,
         cfg.attention_impl,
     ]
-    return client.predict("random", seed, "gpt2 (124M)", None, "float32", *fields, api_name="/build_model")
+    return client.predict("random", seed, "gpt2", None, "float32", *fields, api_name="/build_model")
 
 
 def test_build_generate_and_attention_match_the_engine(app_url):
@@ -86,7 +86,7 @@ def test_bad_input_gets_a_message_and_the_session_keeps_working(app_url):
     out = client.predict(
         "random",
         0,
-        "gpt2 (124M)",
+        "gpt2",
         None,
         "float32",
         cfg.vocab_size,
@@ -158,9 +158,7 @@ def test_exports_download_and_the_model_loads_back(app_url):
             "attention_impl",
         )
     ]
-    out = client.predict(
-        "upload", 0, "gpt2 (124M)", handle_file(model_path), "float32", *fields, api_name="/build_model"
-    )
+    out = client.predict("upload", 0, "gpt2", handle_file(model_path), "float32", *fields, api_name="/build_model")
     assert "Ready" in out[0] and "3,324,736 parameters" in out[1]
     list(client.submit("Hello, I am", 0, 0, 1.0, 4, 0, True, api_name="/generate"))
     again = client.predict(api_name="/run_data")

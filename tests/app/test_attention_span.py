@@ -14,7 +14,7 @@ from playground.server.runs import get_run
 from playground.ui import attention_view as av
 from playground.ui.generate_tab import generate_tokens
 
-NANO = PRESETS["nano (2 layers, d64)"]
+NANO = PRESETS["nano"]
 N_NEW = 110  # with the prompt, past the 64-position window and the 96 labelled ones (nano: 128 max)
 
 

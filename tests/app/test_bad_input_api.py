@@ -8,7 +8,7 @@ import pytest
 from playground import PRESETS
 from tests.bad_inputs import SAMPLING_CASES
 
-NANO = PRESETS["nano (2 layers, d64)"]
+NANO = PRESETS["nano"]
 
 
 @pytest.mark.slow
@@ -31,7 +31,7 @@ def test_through_the_running_app(app_url):
         NANO.norm_placement,
         NANO.attention_impl,
     ]
-    assert "Ready" in client.predict("random", 1, "gpt2 (124M)", None, "float32", *base, api_name="/build_model")[0]
+    assert "Ready" in client.predict("random", 1, "gpt2", None, "float32", *base, api_name="/build_model")[0]
     # gradio_client carries numbers as JSON: NaN / inf cannot travel, the library cases cover them.
     for prompt, temperature, top_k, top_p, n, message in SAMPLING_CASES:
         if isinstance(temperature, float) and not math.isfinite(temperature):
@@ -69,7 +69,7 @@ def test_through_the_running_app(app_url):
     ]:
         fields = list(base)
         fields[index] = value
-        out = client.predict("random", 1, "gpt2 (124M)", None, "float32", *fields, api_name="/build_model")
+        out = client.predict("random", 1, "gpt2", None, "float32", *fields, api_name="/build_model")
         assert message in out[0], out[0]
     # After all that: the model is the one built first, and a normal request works.
     list(client.submit("Hello", 0, 0, 1.0, 3, 0, True, api_name="/generate"))

@@ -23,13 +23,13 @@ def client(app_url):
 
 
 def test_score_two_models_matches_the_library(client):
-    msg = client.predict("random", "nano (2 layers, d64)", 3, "gpt2 (124M)", None, "float32", api_name="/second_model")
+    msg = client.predict("random", "nano", 3, "gpt2", None, "float32", api_name="/second_model")
     assert "Model B ready" in msg
     out = client.predict("paste", TEXT, None, False, 0, api_name="/score_compare")
     message, table, chips_a, chips_b, diff, _, data = out
     assert "Scored" in message and "loss (nats/token)" in table and "pg-chip" in chips_b and "B − A" in diff
     a = score_text(CACHE.get(bundled_recipe()), TEXT)
-    b = score_text(CACHE.get(random_recipe(PRESETS["nano (2 layers, d64)"], seed=3)), TEXT)
+    b = score_text(CACHE.get(random_recipe(PRESETS["nano"], seed=3)), TEXT)
     # Equal to float32 rounding: the head's product is measured per torch thread count
     # (kernels.many_row_product), and the app's request thread may have another count than this
     # one, so another BLAS may sum the same products in another order (seen: 1.6e-6 relative).

@@ -21,7 +21,7 @@ from playground.ui.figure_dress import PRESENT_FONT, dress
 from playground.ui.i18n import page_prefs
 
 ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ ,;:'’\-]+[A-Za-z]{2,}){2,}")
-NANO = PRESETS["nano (2 layers, d64)"]
+NANO = PRESETS["nano"]
 
 
 def _fields(cfg):
@@ -97,8 +97,8 @@ def test_common_errors_are_translated_with_their_values():
 
 def test_a_build_in_chinese_says_everything_in_chinese_with_the_same_numbers():
     zh = {**common.new_state("zh-CN")}
-    en_out = model_tab.build_model(common.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
-    zh_out = model_tab.build_model(zh, "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO))
+    en_out = model_tab.build_model(common.new_state(), "random", 3, "gpt2", None, "float32", *_fields(NANO))
+    zh_out = model_tab.build_model(zh, "random", 3, "gpt2", None, "float32", *_fields(NANO))
     model = CACHE.get(zh_out[0]["recipe"])
     assert zh_out[0]["lang"] == "zh-CN"  # the new model's state keeps the page's language
     assert "就绪" in zh_out[1] and f"{count_parameters(model):,} 个参数" in zh_out[2]
@@ -144,7 +144,7 @@ def test_switching_the_page_language_redraws_every_server_text():
         titles = prefs.tab_titles(state, ["model", "generate", "train"])
         model = model_tab.relabel(None, state, 3)
         gen = generate_tab.relabel(state, attention_view.VIEWS[0], 0, 0, True, None, attention_view.SPANS[0], 3)
-        train = train_tab.relabel(state, train_state, "nano (2 layers, d64)", 7, 1)
+        train = train_tab.relabel(state, train_state, "nano", 7, 1)
         return header + titles + model + gen + train, titles, model, gen
 
     out, titles, _, gen = switch('{"lang": "zh-CN", "present": true}')
@@ -217,7 +217,7 @@ def zh_run():
 def test_train_tab_in_chinese_with_the_same_numbers():
 
     zh, en = {**train_tab.new_train_state(), "lang": "zh-CN"}, train_tab.new_train_state()
-    preset = "nano (2 layers, d64)"
+    preset = "nano"
     est_zh, est_en = (train_tab.estimate_html(preset, 7, 1, state=s) for s in (zh, en))
     assert "在本机上约需" in est_zh and est_en.startswith("<div class='pg-msg pg-estimate'") and "About " in est_en
     # The same measured seconds in both languages (one measurement, cached).
@@ -295,7 +295,7 @@ def test_score_and_compare_in_chinese(zh_run):
         {"recipe": None},
         {"lang": "zh-CN"},
         "random",
-        "nano (2 layers, d64)",
+        "nano",
         1,
         None,
         None,
@@ -392,7 +392,7 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
         {"recipe": None},
         {"lang": "en"},
         "random",
-        "nano (2 layers, d64)",
+        "nano",
         1,
         None,
         None,
@@ -456,9 +456,7 @@ def test_the_build_message_follows_a_language_switch():
     from playground.ui import model_tab, redraw
 
     page = SimpleNamespace(session_hash="page-build")
-    out = model_tab.build_model(
-        common.new_state(), "random", 3, "gpt2 (124M)", None, "float32", *_fields(NANO), request=page
-    )
+    out = model_tab.build_model(common.new_state(), "random", 3, "gpt2", None, "float32", *_fields(NANO), request=page)
     zh = model_tab.build_message(page, {"lang": "zh-CN"})
     assert "Ready" in out[1] and "就绪" in zh and "随机初始化（种子 3）" in zh
     assert re.findall(r"\d+\.\d+", zh) == re.findall(r"\d+\.\d+", out[1])  # the same measured seconds
@@ -467,7 +465,7 @@ def test_the_build_message_follows_a_language_switch():
         common.new_state(),
         "random",
         3,
-        "gpt2 (124M)",
+        "gpt2",
         None,
         "float32",
         *_fields(NANO)[:2],
@@ -507,7 +505,7 @@ def test_the_train_tabs_last_message_follows_a_language_switch():
     outs = list(
         train_tab.train_model(
             train_tab.new_train_state(),
-            "nano (2 layers, d64)",
+            "nano",
             train_tab.CORPUS_CHOICES[0],
             None,
             None,

@@ -16,7 +16,7 @@ from playground.ui import inside_tab as it
 from playground.ui.cell_click import PAGE_JS, PICKERS, read_pick, with_page_js
 from playground.ui.common import session_model, session_run
 
-NANO = PRESETS["nano (2 layers, d64)"]
+NANO = PRESETS["nano"]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from playground.training.estimate import (
 )
 from playground.ui import train_tab as tt
 
-NANO = PRESETS["nano (2 layers, d64)"]
+NANO = PRESETS["nano"]
 
 
 class ScriptedClock:
@@ -166,5 +166,5 @@ def test_missing_bundled_corpus_and_unknown_source_get_messages(monkeypatch, tmp
 
 
 def test_tab_defaults_are_the_lesson_run():
-    assert (tt.DEFAULT_PRESET, tt.DEFAULT_STEPS, tt.DEFAULT_BATCH) == ("nano (2 layers, d64)", 200, 8)
+    assert (tt.DEFAULT_PRESET, tt.DEFAULT_STEPS, tt.DEFAULT_BATCH) == ("nano", 200, 8)
     assert tt.CORPUS_CHOICES == ["austen", "aesop", "upload", "paste", "shakespeare"]  # the ids API callers send

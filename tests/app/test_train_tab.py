@@ -12,9 +12,7 @@ TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mi
 
 
 def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
-    outs = list(
-        train_tab.train_model({"job": None, "recipe": None}, "nano (2 layers, d64)", "paste", None, TEXT, 25, 3e-3)
-    )
+    outs = list(train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 25, 3e-3))
     train_state, fig, progress, message = outs[-1]
     assert "Finished after 25 steps" in message
     assert "step 25 / 25" in progress
@@ -31,7 +29,7 @@ def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
 
 
 def test_stop_keeps_what_was_learned():
-    gen = train_tab.train_model({"job": None, "recipe": None}, "nano (2 layers, d64)", "paste", None, TEXT, 5000, 3e-3)
+    gen = train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 5000, 3e-3)
     first = next(gen)
     train_state = first[0]
     assert train_state["job"] in JOBS
@@ -49,7 +47,7 @@ def test_stop_keeps_what_was_learned():
 
 
 def test_closing_the_tab_stops_the_thread():
-    gen = train_tab.train_model({"job": None, "recipe": None}, "nano (2 layers, d64)", "paste", None, TEXT, 5000, 3e-3)
+    gen = train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 5000, 3e-3)
     job = JOBS[next(gen)[0]["job"]]
     gen.close()  # what Gradio does when the client disconnects
     assert job.done.wait(60)
@@ -59,12 +57,12 @@ def test_closing_the_tab_stops_the_thread():
 @pytest.mark.parametrize(
     "preset, source, pasted, steps, lr, message",
     [
-        ("nano (2 layers, d64)", "paste", "too short", 10, 1e-3, "too short"),
-        ("nano (2 layers, d64)", "paste", "   ", 10, 1e-3, "empty"),
-        ("nano (2 layers, d64)", "upload", "", 10, 1e-3, "No file was uploaded"),
-        ("nano (2 layers, d64)", "paste", TEXT, 0, 1e-3, "Steps must be between 1 and 5,000"),
-        ("nano (2 layers, d64)", "paste", TEXT, 10, -1, "learning rate must be in (0, 1]"),
-        ("nano (2 layers, d64)", "paste", TEXT, "many", 1e-3, "Steps must be a number"),
+        ("nano", "paste", "too short", 10, 1e-3, "too short"),
+        ("nano", "paste", "   ", 10, 1e-3, "empty"),
+        ("nano", "upload", "", 10, 1e-3, "No file was uploaded"),
+        ("nano", "paste", TEXT, 0, 1e-3, "Steps must be between 1 and 5,000"),
+        ("nano", "paste", TEXT, 10, -1, "learning rate must be in (0, 1]"),
+        ("nano", "paste", TEXT, "many", 1e-3, "Steps must be a number"),
     ],
 )
 def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, message):
@@ -75,9 +73,7 @@ def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, m
 
 def test_training_a_model_over_the_memory_budget_is_refused(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "0.5")
-    outs = list(
-        train_tab.train_model({"job": None, "recipe": None}, "gpt2-small (124M)", "paste", None, TEXT, 10, 1e-3)
-    )
+    outs = list(train_tab.train_model({"job": None, "recipe": None}, "gpt2-small", "paste", None, TEXT, 10, 1e-3))
     assert "memory budget" in outs[0][3]
 
 

@@ -16,7 +16,7 @@ from playground.server.runs import get_run
 from playground.ui import attention_view, generate_tab, model_switch, model_tab
 from playground.ui.chips import RESET, all_chips
 
-NANO = PRESETS["nano (2 layers, d64)"]
+NANO = PRESETS["nano"]
 
 
 def fields_of(cfg):
@@ -86,9 +86,7 @@ def test_config_form_accepts_float_integers_from_number_widgets():
 def test_build_rejects_bad_config_and_keeps_the_previous_model():
     state = nano_state()
     bad = dict(zip(model_switch.FIELDS, fields_of(NANO))) | {"n_heads": 5}
-    out = model_tab.build_model(
-        state, "random", 0, "gpt2 (124M)", None, "float32", *[bad[f] for f in model_switch.FIELDS]
-    )
+    out = model_tab.build_model(state, "random", 0, "gpt2", None, "float32", *[bad[f] for f in model_switch.FIELDS])
     assert out[0] is state
     assert "divisible by n_heads" in out[1] and "⚠️" in out[1]
     assert all(isinstance(o, type(gr.skip())) for o in out[2:])
@@ -97,14 +95,14 @@ def test_build_rejects_bad_config_and_keeps_the_previous_model():
 def test_build_refuses_a_model_over_the_memory_budget(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "1")
     state = nano_state()
-    xl = PRESETS["gpt2-xl (1558M)"]
-    out = model_tab.build_model(state, "random", 0, "gpt2 (124M)", None, "float32", *fields_of(xl))
+    xl = PRESETS["gpt2-xl"]
+    out = model_tab.build_model(state, "random", 0, "gpt2", None, "float32", *fields_of(xl))
     assert out[0] is state
     assert "memory budget" in out[1] and "1,557,611,200 parameters" in out[1]
 
 
 def test_build_random_model_reports_live_counts():
-    out = model_tab.build_model(nano_state(), "random", 5, "gpt2 (124M)", None, "float32", *fields_of(NANO))
+    out = model_tab.build_model(nano_state(), "random", 5, "gpt2", None, "float32", *fields_of(NANO))
     state, message, summary, tying, table = out[:5]
     model = CACHE.get(state["recipe"])
     assert "Ready" in message
@@ -116,7 +114,7 @@ def test_build_random_model_reports_live_counts():
 
 
 def test_tying_explanation_uses_the_configs_numbers():
-    text = model_tab.preset_fields("textbook GPT_CONFIG_124M")[-1]
+    text = model_tab.preset_fields("textbook-124m")[-1]
     assert "163,009,536" in text and "124,412,160" in text and "38,597,376" in text
 
 
@@ -262,7 +260,7 @@ def test_exports_round_trip(tmp_path, monkeypatch):
     assert npz["token_ids"].tolist() == run_of(state).token_ids
     model_path, msg = generate_tab.export_model_file(state)
     assert "upload box accepts it back" in msg
-    out = model_tab.build_model(state, "upload", 0, "gpt2 (124M)", model_path, "float32", *fields_of(NANO))
+    out = model_tab.build_model(state, "upload", 0, "gpt2", model_path, "float32", *fields_of(NANO))
     assert "Ready" in out[1]
     original, reloaded = CACHE.get(state["recipe"]), CACHE.get(out[0]["recipe"])
     ids = torch.tensor([run_of(state).token_ids])
@@ -275,10 +273,10 @@ def test_upload_of_a_non_safetensors_file_is_refused(tmp_path, monkeypatch):
     bad = tmp_path / "evil.safetensors"
     torch.save({"x": torch.zeros(2)}, bad)  # a pickle in disguise
     state = nano_state()
-    out = model_tab.build_model(state, "upload", 0, "gpt2 (124M)", str(bad), "float32", *fields_of(NANO))
+    out = model_tab.build_model(state, "upload", 0, "gpt2", str(bad), "float32", *fields_of(NANO))
     assert out[0] is state
     assert "not a readable safetensors file" in out[1]
-    out = model_tab.build_model(state, "upload", 0, "gpt2 (124M)", None, "float32", *fields_of(NANO))
+    out = model_tab.build_model(state, "upload", 0, "gpt2", None, "float32", *fields_of(NANO))
     assert "Choose a .safetensors file" in out[1]
 
 
@@ -286,7 +284,7 @@ def test_hub_offline_message(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     state = nano_state()
-    out = model_tab.build_model(state, "hub", 0, "gpt2 (124M)", None, "float32", *fields_of(NANO))
+    out = model_tab.build_model(state, "hub", 0, "gpt2", None, "float32", *fields_of(NANO))
     assert out[0] is state
     assert "not reachable" in out[1] and "openai-community/gpt2" in out[1]
 
@@ -306,9 +304,9 @@ def test_the_form_describes_the_loaded_model():
     assert "weight layout (64, 64)" in kernels_box and "ms" in kernels_box
     assert fields == [getattr(model.cfg, f) for f in model_switch.FIELDS]  # 6 layers × d64, not the default preset
     assert out[-1]["visible"] is True  # the bundled model's head examples
-    out = model_tab.build_model(nano_state(), "random", 7, "gpt2 (124M)", None, "bfloat16", *fields_of(NANO))
+    out = model_tab.build_model(nano_state(), "random", 7, "gpt2", None, "bfloat16", *fields_of(NANO))
     weights, preset, seed, _, dtype, fields = _form(out, out._fields.index("weights"))
-    assert (weights, preset, seed, dtype) == ("random", "nano (2 layers, d64)", 7, "bfloat16")
+    assert (weights, preset, seed, dtype) == ("random", "nano", 7, "bfloat16")
     assert fields == fields_of(NANO)
     assert out[-1]["visible"] is False  # head examples belong to the bundled model only
     from playground.server.files import work_dir
@@ -329,7 +327,7 @@ def test_the_form_describes_the_loaded_model():
 def test_one_layer_one_head_and_one_token_models_work():
     """Gradio refuses a slider whose minimum equals its maximum: single choices hide the slider."""
     one = NANO.replace(n_layers=1, n_heads=1, emb_dim=32)
-    out = model_tab.build_model(nano_state(), "random", 0, "gpt2 (124M)", None, "float32", *fields_of(one))
+    out = model_tab.build_model(nano_state(), "random", 0, "gpt2", None, "float32", *fields_of(one))
     assert "Ready" in out[1]
     layer_update, head_update = out[2 + 6], out[2 + 7]
     assert layer_update["visible"] is False and head_update["visible"] is False

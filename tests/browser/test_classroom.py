@@ -26,7 +26,7 @@ TABS = ("model", "generate", "inside", "train", "compare", "tokenizer")  # every
 INSIDE_VIEWS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")  # the Inside tab's own tabs
 
 # "An English sentence": three or more alphabetic words in a row, joined only by spaces or
-# punctuation. Token text, numbers, model and preset names ("nano (2 layers, d64)", "Tiny
+# punctuation. Token text, numbers, model and preset names ("nano", "Tiny
 # Shakespeare") and code identifiers (emb_dim, tok_emb, MultiHeadAttention) never match.
 ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ ,;:'’\-]+[A-Za-z]{2,}){2,}")
 
@@ -415,7 +415,7 @@ def test_train_tab_estimate_and_messages_are_beside_the_button(page_url):
         estimate = page.locator("#pg-train-estimate .pg-estimate")
         estimate.wait_for(timeout=180_000)  # a few real steps of nano are timed the first time
         assert float(estimate.get_attribute("data-seconds")) > 0
-        assert "80 steps" in estimate.inner_text()
+        assert "200 steps" in estimate.inner_text()
         # the estimate and the Train button are on the first screen of a 1024×768 projector
         for selector in ("#pg-train", "#pg-train-estimate"):
             box = page.locator(selector).bounding_box()

@@ -48,7 +48,7 @@ def test_a_1024_token_gpt2_small_shaped_run_exports_as_json_within_twice_its_siz
     """12 layers × 12 heads × 1024 tokens, as GPT-2 small: a 756 MB file (it used to be 2.1 GB, 3
     minutes and +13 GB of RAM). A narrower model (d=192) keeps the forward cheap; the export is the
     same size."""
-    cfg = PRESETS["gpt2-small (124M)"].replace(emb_dim=192)
+    cfg = PRESETS["gpt2-small"].replace(emb_dim=192)
     torch.manual_seed(0)
     model = GPTModel(cfg).eval()
     ids = torch.randint(0, cfg.vocab_size, (1024,), generator=torch.Generator().manual_seed(0)).tolist()

@@ -23,7 +23,7 @@ from playground.training.cli import main
 from tests.helpers import ROOT
 
 DDP_WORKER = ROOT / "tests" / "integration" / "ddp_worker.py"  # a worker script, not a test module
-CONFIG = json.dumps({"preset": "nano (2 layers, d64)", "context_length": 16, "emb_dim": 32, "drop_rate": 0.0})
+CONFIG = json.dumps({"preset": "nano", "context_length": 16, "emb_dim": 32, "drop_rate": 0.0})
 # global batch 4 (2 windows per process), constant lr (warm-up 0, min_lr = lr), eval every 2 steps
 COMMON = [
     "--config",

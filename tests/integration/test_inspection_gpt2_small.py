@@ -14,7 +14,7 @@ from playground.inside.inspection import (
 @pytest.fixture(scope="module")
 def gpt2_small():
     """GPT-2 small built for real, once: ~0.5 GB of float32."""
-    return GPTModel(PRESETS["gpt2-small (124M)"])
+    return GPTModel(PRESETS["gpt2-small"])
 
 
 def test_gpt2_small_live_count(gpt2_small):

@@ -41,7 +41,7 @@ def record(bundled):
 
 
 def test_weights_hash_is_stable_and_sees_any_change():
-    cfg = PRESETS["nano (2 layers, d64)"]
+    cfg = PRESETS["nano"]
     a = CACHE.get(random_recipe(cfg, seed=1))
     b = CACHE.get(random_recipe(cfg, seed=2))
     h = weights_sha256(a)
@@ -71,7 +71,7 @@ def test_greedy_runs_replay_too(bundled):
 
 
 def test_other_weights_are_named_and_the_first_difference_found(record):
-    cfg = PRESETS["nano (2 layers, d64)"]
+    cfg = PRESETS["nano"]
     other = CACHE.get(random_recipe(cfg, seed=1))
     report = replay(record, other)
     assert not report.identical and report.first_difference["step"] == 0

@@ -20,7 +20,7 @@ from playground.training.train_config import TrainConfig
 from playground.training.trainer import Trainer, build_model
 
 # Small enough that a step takes a few milliseconds of matrix work beyond the 50257-way softmax.
-TINY = PRESETS["nano (2 layers, d64)"].replace(context_length=32, emb_dim=32)
+TINY = PRESETS["nano"].replace(context_length=32, emb_dim=32)
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ from playground.server.runs import start_run
 from playground.training.trainer import build_model
 from tests.bad_inputs import SAMPLING_CASES
 
-NANO = PRESETS["nano (2 layers, d64)"]
+NANO = PRESETS["nano"]
 
 
 @pytest.fixture(scope="module")

@@ -30,10 +30,10 @@ TINY = dict(context_length=16, emb_dim=32, n_heads=4, n_layers=2)
 @pytest.mark.parametrize(
     "name, layers, heads, dim",
     [
-        ("gpt2-small (124M)", 12, 12, 768),
-        ("gpt2-medium (355M)", 24, 16, 1024),
-        ("gpt2-large (774M)", 36, 20, 1280),
-        ("gpt2-xl (1558M)", 48, 25, 1600),
+        ("gpt2-small", 12, 12, 768),
+        ("gpt2-medium", 24, 16, 1024),
+        ("gpt2-large", 36, 20, 1280),
+        ("gpt2-xl", 48, 25, 1600),
     ],
 )
 def test_gpt2_presets_match_openai(name, layers, heads, dim):
@@ -46,15 +46,15 @@ def test_gpt2_presets_match_openai(name, layers, heads, dim):
 
 
 def test_textbook_presets_as_written():
-    cfg = PRESETS["textbook GPT_CONFIG_124M"]
+    cfg = PRESETS["textbook-124m"]
     # LLMs-from-scratch ch. 4: GPT_CONFIG_124M
     assert (cfg.vocab_size, cfg.context_length, cfg.emb_dim, cfg.n_heads, cfg.n_layers) == (50257, 1024, 768, 12, 12)
     assert cfg.drop_rate == 0.1 and cfg.qkv_bias is False and cfg.tie_weights is False
-    assert PRESETS["textbook 124M, 8 heads"].n_heads == 8
+    assert PRESETS["textbook-124m-8-heads"].n_heads == 8
 
 
 def test_decoder_only_tutorial_preset():
-    cfg = PRESETS["decoder-only tutorial (d512)"]
+    cfg = PRESETS["tutorial-d512"]
     assert (cfg.pos_encoding, cfg.activation, cfg.emb_dim, cfg.n_heads, cfg.n_layers) == (
         "sinusoidal",
         "relu",
@@ -69,7 +69,7 @@ def test_tiny_preset_builds_and_generates():
     from playground.engine.sampling import generate
 
     torch.manual_seed(0)
-    model = GPTModel(PRESETS["tiny (4 layers, d128)"])
+    model = GPTModel(PRESETS["tiny"])
     steps = list(generate(model, [15496, 11, 314, 716], max_new_tokens=20, temperature=0))
     assert len(steps) == 20
 
@@ -77,7 +77,7 @@ def test_tiny_preset_builds_and_generates():
 def test_get_preset_unknown_name():
     with pytest.raises(ConfigError, match="unknown preset 'gpt5'"):
         get_preset("gpt5")
-    assert get_preset("gpt2-small (124M)") is PRESETS["gpt2-small (124M)"]
+    assert get_preset("gpt2-small") is PRESETS["gpt2-small"]
 
 
 def test_config_is_frozen_and_round_trips():
@@ -154,7 +154,7 @@ def test_vocab_at_and_above_tokenizer_size_is_accepted():
 
 
 def test_memory_estimate_is_weights_plus_cache_plus_activations():
-    cfg = PRESETS["gpt2-small (124M)"]
+    cfg = PRESETS["gpt2-small"]
     est = estimate_memory_bytes(cfg, "float32")
     weights = 124_439_808 * 4
     kv = 2 * 12 * 1024 * 768 * 4
@@ -165,7 +165,7 @@ def test_memory_estimate_is_weights_plus_cache_plus_activations():
 
 
 def test_check_memory_message_contains_the_estimate():
-    cfg = PRESETS["gpt2-xl (1558M)"]
+    cfg = PRESETS["gpt2-xl"]
     est = estimate_memory_bytes(cfg, "float32")
     with pytest.raises(ConfigError) as info:
         check_memory(cfg, "float32", budget_bytes=10**9)
@@ -183,12 +183,12 @@ def test_gpt2_xl_refused_before_allocation(monkeypatch):
     monkeypatch.setattr(torch.nn.Embedding, "__init__", no_alloc)
     monkeypatch.setattr(torch.nn.Linear, "__init__", no_alloc)
     with pytest.raises(ConfigError, match=r"about 7\.\d\d GB in float32"):
-        build_model(PRESETS["gpt2-xl (1558M)"], memory_budget=1e9)
+        build_model(PRESETS["gpt2-xl"], memory_budget=1e9)
 
 
 def test_absurd_layer_count_refused_by_default_budget(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "4")
-    cfg = PRESETS["gpt2-small (124M)"].replace(n_layers=10_000)
+    cfg = PRESETS["gpt2-small"].replace(n_layers=10_000)
     with pytest.raises(ConfigError, match=r"more than the memory budget of 4\.29 GB"):
         build_model(cfg)
 

@@ -186,7 +186,7 @@ def test_a_tiny_file_declaring_gpt2_xl_is_refused_from_its_header(dirs):
         lambda p: save_file(
             {"final_norm.shift": torch.zeros(16)},
             str(p),
-            metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl (1558M)"].to_json()},
+            metadata={"format": CHECKPOINT_FORMAT, "config": PRESETS["gpt2-xl"].to_json()},
         ),
     )
     assert path.stat().st_size < 600

@@ -24,15 +24,15 @@ from playground.inside.inspection import (
 )
 
 KNOWN_TOTALS = {
-    "gpt2-small (124M)": 124_439_808,
-    "gpt2-medium (355M)": 354_823_168,
-    "gpt2-large (774M)": 774_030_080,
-    "gpt2-xl (1558M)": 1_557_611_200,
-    "textbook GPT_CONFIG_124M": 163_009_536,
-    "textbook 124M, 8 heads": 163_009_536,  # heads split d, they add no parameters
+    "gpt2-small": 124_439_808,
+    "gpt2-medium": 354_823_168,
+    "gpt2-large": 774_030_080,
+    "gpt2-xl": 1_557_611_200,
+    "textbook-124m": 163_009_536,
+    "textbook-124m-8-heads": 163_009_536,  # heads split d, they add no parameters
     # d=512, V=50257, L=6, tied, sinusoidal (no table), qkv bias:
     # 50257·512 + 6·(3·512² + 3·512 + 512² + 512 + 8·512² + 5·512 + 4·512) + 2·512 = 44,646,912
-    "decoder-only tutorial (d512)": 44_646_912,
+    "tutorial-d512": 44_646_912,
 }
 
 TINY = dict(context_length=16, emb_dim=32, n_heads=4, n_layers=2)
@@ -63,7 +63,7 @@ def test_preset_counts_on_meta(name):
 
 
 def test_textbook_with_tying():
-    cfg = PRESETS["textbook GPT_CONFIG_124M"].replace(tie_weights=True)
+    cfg = PRESETS["textbook-124m"].replace(tie_weights=True)
     assert count_parameters(meta_model(cfg)) == 124_412_160
     assert parameter_breakdown(cfg).total_formula == 124_412_160
 
@@ -131,7 +131,7 @@ def test_breakdown_of_a_live_model(changes):
 
 
 def test_breakdown_formula_text_for_gpt2_small():
-    rows = {r.component: r for r in parameter_breakdown(PRESETS["gpt2-small (124M)"]).rows}
+    rows = {r.component: r for r in parameter_breakdown(PRESETS["gpt2-small"]).rows}
     assert rows["token embedding"].formula_value == 50257 * 768 == 38_597_376
     assert rows["position embedding"].formula_value == 1024 * 768
     assert rows["attention QKV"].formula_value == 12 * (3 * 768 * 768 + 3 * 768)
@@ -142,7 +142,7 @@ def test_breakdown_formula_text_for_gpt2_small():
 
 
 def test_memory_and_kv_cache_figures():
-    b = parameter_breakdown(PRESETS["gpt2-small (124M)"])
+    b = parameter_breakdown(PRESETS["gpt2-small"])
     n = 124_439_808
     assert b.memory["fp32"] == 4 * n and b.memory["bf16/fp16"] == 2 * n
     # int8 weights: the 85M matrix entries + the tied 38.6M embedding one byte each, a bfloat16 scale

@@ -9,7 +9,7 @@ from playground import PRESETS, count_parameters
 from playground.server.model_cache import ModelCache, model_bytes
 from playground.server.recipes import build_from_recipe, random_recipe, recipe_key
 
-NANO = PRESETS["nano (2 layers, d64)"]
+NANO = PRESETS["nano"]
 
 
 def test_same_recipe_same_model_and_seeded_weights_are_reproducible():

@@ -32,7 +32,7 @@ from playground.training.trainer import Trainer, build_model, optimizer_path
 from tests.helpers import TINY_SHAKESPEARE
 
 # Small enough that a step takes a few milliseconds of matrix work beyond the 50257-way softmax.
-TINY = PRESETS["nano (2 layers, d64)"].replace(context_length=32, emb_dim=32)
+TINY = PRESETS["nano"].replace(context_length=32, emb_dim=32)
 
 
 @pytest.fixture(autouse=True)
@@ -225,7 +225,7 @@ def test_block_size_larger_than_context_is_refused(tiny_corpus):
 
 
 def test_training_memory_check_refuses_with_the_estimate():
-    big = PRESETS["gpt2-small (124M)"]
+    big = PRESETS["gpt2-small"]
     with pytest.raises(ConfigError, match=r"needs about .* GB"):
         check_training_memory(big, TrainConfig(batch_size=8), budget_bytes=2 * 2**30)
     # 124M parameters: weights, gradients and two moments alone are 2 GB.
@@ -432,7 +432,7 @@ def test_cli_trains_saves_and_resumes(tmp_path, capsys):
     data = tmp_path / "data.txt"
     data.write_text(small_text(300))
     out = tmp_path / "run"
-    config = json.dumps({"preset": "nano (2 layers, d64)", "context_length": 16, "emb_dim": 32})
+    config = json.dumps({"preset": "nano", "context_length": 16, "emb_dim": 32})
     common = [
         "--data",
         str(data),
