@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from threadpoolctl import ThreadpoolController
 
 from playground.runtime import kernels
 
@@ -52,8 +53,6 @@ def one_blas_thread():
     global _OPENBLAS, _BLAS_HOLDERS, _BLAS_LIMIT
     with _BLAS_LOCK:
         if _OPENBLAS is None:
-            from threadpoolctl import ThreadpoolController
-
             _OPENBLAS = ThreadpoolController().select(internal_api="openblas")
         if _BLAS_HOLDERS == 0:
             _BLAS_LIMIT = _OPENBLAS.limit(limits=1)

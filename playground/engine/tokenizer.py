@@ -8,6 +8,8 @@ still tokenizes.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,8 +87,6 @@ def display_text(text: str) -> str:
 
 
 def _sha256(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -113,8 +113,6 @@ def mergeable_ranks(encoder_json: Path) -> dict[bytes, int]:
     vocab.bpe and checks against encoder.json -- 0.4-0.6 s at every start of the app. The files'
     sha256 are checked before this is called, so the check would always pass; a test holds the
     two tables equal."""
-    import json
-
     to_byte = {c: b for b, c in bytes_to_unicode().items()}
     encoder = json.loads(encoder_json.read_text(encoding="utf-8"))
     encoder.pop(END_OF_TEXT, None)

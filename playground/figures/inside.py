@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 FONT = 13
 TICK_CHARS = 10
@@ -177,8 +178,6 @@ def attribution_waterfall(names, values, total: float, *, title: str) -> go.Figu
 
 def attention_steps_figure(positions, labels, scaled, probs, *, title: str) -> go.Figure:
     """q·k/√d (masked ones left out) and the softmax over key positions, one above the other."""
-    from plotly.subplots import make_subplots
-
     fig = make_subplots(
         rows=2,
         cols=1,

@@ -12,6 +12,7 @@ moved, so a seed gives the same weights on every device.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -121,8 +122,6 @@ def device_memory_bytes(device: torch.device | str) -> int | None:
 
 def autocast(device: torch.device | str, dtype: str):
     """bfloat16 autocast on ``device`` for ``dtype == "bfloat16"``, else a no-op context."""
-    import contextlib
-
     if dtype != "bfloat16":
         return contextlib.nullcontext()
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)

@@ -30,7 +30,10 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import psutil
+
 from playground.errors import UserError
+from playground.runtime.devices import default_device, device_memory_bytes
 
 GiB = 2**30
 RAM_SHARE = 0.6
@@ -49,8 +52,6 @@ def format_bytes(n: float) -> str:
 
 def physical_ram_bytes() -> int:
     try:
-        import psutil
-
         return int(psutil.virtual_memory().total)
     except Exception:  # psutil missing or unsupported: the POSIX figure, then a guess
         try:
@@ -79,15 +80,11 @@ def default_budget_bytes(device=None) -> int:
 def accelerator_bytes(device=None) -> int | None:
     """Total memory of the GPU the models live on (``device``, default: the app's), or None when they
     live in RAM (CPU, and Apple's MPS, whose GPU shares the machine's RAM)."""
-    from playground.runtime.devices import default_device  # config imports this module: import at use
-
     return _device_total(str(device) if device is not None else str(default_device()))
 
 
 @functools.cache
 def _device_total(device) -> int | None:
-    from playground.runtime.devices import device_memory_bytes
-
     return device_memory_bytes(device)
 
 
