@@ -92,3 +92,20 @@ def unigram_loss(train_ids, val_ids, vocab_size: int = GPT2_VOCAB_SIZE) -> float
     counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0
     log_probs = counts.log() - counts.sum().log()
     return float(-log_probs[val_ids].mean())
+
+
+OVERFIT_MARGIN = 0.05  # nats/token above the best validation loss that count as rising, not noise
+
+
+def overfitting(train_points, val_points, margin: float = OVERFIT_MARGIN) -> bool:
+    """True when the validation loss has risen ``margin`` above its best while the training loss kept
+    falling: ``train_points`` and ``val_points`` are (step, loss) pairs as a run records them."""
+    if len(val_points) < 3 or len(train_points) < 2:
+        return False
+    best_step, best = min(val_points, key=lambda p: p[1])
+    train_then = [loss for step, loss in train_points if step <= best_step][-5:]
+    train_now = [loss for step, loss in train_points if step > best_step][-5:]
+    if not train_then or not train_now:
+        return False
+    falling = sum(train_now) / len(train_now) < sum(train_then) / len(train_then)
+    return val_points[-1][1] > best + margin and falling

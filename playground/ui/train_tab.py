@@ -25,6 +25,7 @@ from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
 from playground.training import estimate as train_estimate
 from playground.training.corpus import load_bundled_corpus, load_tiny_shakespeare, text_from_paste, text_from_upload
+from playground.training.losses import overfitting
 
 from . import listeners, redraw
 from .common import T, choices, dress, lang_of, parse_choice, parse_count, parse_number, parse_whole, tr
@@ -45,8 +46,6 @@ DEFAULT_PRESET = "nano"
 DEFAULT_STEPS = 200
 DEFAULT_LR = 3e-3
 DEFAULT_BATCH = 8
-# The validation loss this far above its best while the training loss still falls: overfitting.
-OVERFIT_MARGIN = 0.05
 MAX_BATCH = 64
 
 # Sentences built in handlers: their keys in translations.py (EN and ZH), read with tr(lang, key).
@@ -88,20 +87,6 @@ def corpus_text(source, upload, pasted) -> tuple[str, str]:
     if source in ("austen", None, ""):
         return load_bundled_corpus("austen"), "Pride and Prejudice"
     parse_choice(source, CORPUS_CHOICES, "Corpus")  # refuses it, naming the choices
-
-
-def overfitting(train_points, val_points) -> bool:
-    """The validation loss has risen above its best while the training loss kept falling."""
-    if len(val_points) < 3 or len(train_points) < 2:
-        return False
-    best_step, best = min(val_points, key=lambda p: p[1])
-    last_step, last = val_points[-1]
-    train_then = [loss for step, loss in train_points if step <= best_step]
-    train_now = [loss for step, loss in train_points if step > best_step]
-    if not train_then or not train_now:
-        return False
-    falling = sum(train_now[-5:]) / len(train_now[-5:]) < sum(train_then[-5:]) / len(train_then[-5:])
-    return last > best + OVERFIT_MARGIN and falling
 
 
 def outcome(job, lang: str) -> str:

@@ -26,7 +26,7 @@ from playground.training.corpus import (
     text_from_upload,
     tiny_shakespeare_path,
 )
-from playground.training.losses import evaluate_loss, random_init_loss, unigram_loss
+from playground.training.losses import evaluate_loss, overfitting, random_init_loss, unigram_loss
 from playground.training.train_config import TrainConfig, check_training_memory, lr_at
 from playground.training.trainer import Trainer, build_model, optimizer_path
 from tests.helpers import TINY_SHAKESPEARE
@@ -466,3 +466,14 @@ def test_cli_reports_errors_without_a_traceback(tmp_path, capsys):
     assert main(["--data", str(data), "--out", str(tmp_path / "o"), "--config", "no such preset"]) == 2
     assert main(["--data", str(data), "--out", str(tmp_path / "none"), "--resume"]) == 2
     assert "Nothing to resume" in capsys.readouterr().err
+
+
+def test_overfitting_is_validation_rising_while_training_falls():
+    train = [(s, 6.0 - 0.01 * s) for s in range(0, 101, 10)]
+    rising = [(0, 7.0), (50, 6.0), (100, 6.2)]
+    assert overfitting(train, rising)
+    assert not overfitting(train, [(0, 7.0), (50, 6.0), (100, 5.9)])  # still falling
+    assert not overfitting(train, [(0, 7.0), (50, 6.0), (100, 6.03)])  # within the margin: noise
+    flat_train = [(s, 5.0) for s in range(0, 101, 10)]
+    assert not overfitting(flat_train, rising)  # training stalled too: not overfitting
+    assert not overfitting(train, rising[:2])  # too few evaluations to say
