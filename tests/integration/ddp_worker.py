@@ -42,4 +42,6 @@ with contextlib.redirect_stdout(printed):
 Path.open = _path_open
 record = {"rc": code, "writes": writes, "stdout": printed.getvalue()}
 (Path(os.environ["PG_DDP_RECORD"]) / f"rank{os.environ['RANK']}.json").write_text(json.dumps(record))
-sys.exit(code)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)  # as python -m playground.training does under torchrun: no interpreter teardown
