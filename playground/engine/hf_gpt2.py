@@ -11,7 +11,7 @@ import re
 import torch
 
 from playground.engine.config import ConfigError, GPTConfig
-from playground.engine.weight_layout import LoadReport, WeightLoadError, fused_to_per_head
+from playground.engine.weight_layout import LoadReport, WeightLoadError, fused_to_per_head, per_head_to_fused
 
 # HF key (per layer, "{i}" = layer) -> our key; Conv1D weights are stored [in, out] and transposed.
 _GPT2_KEY_MAP = {
@@ -117,6 +117,77 @@ def convert_gpt2_state(hf_tensors: dict[str, torch.Tensor], cfg: GPTConfig, repo
             report.unexpected.append(raw_key)
     if cfg.attention_impl == "per_head":
         out = fused_to_per_head(out, cfg)
+    return out
+
+
+def gpt2_config_dict(cfg: GPTConfig) -> dict:
+    """transformers' ``config.json`` for a model of this config (the inverse of ``config_from_hf``).
+
+    Only GPT-2's own architecture has one: learned positions, pre-norm, qkv biases and a GELU or
+    ReLU activation; anything else is refused by name."""
+    unsupported = [
+        name
+        for name, ok in (
+            ("pos_encoding", cfg.pos_encoding == "learned"),
+            ("norm_placement", cfg.norm_placement == "pre"),
+            ("qkv_bias", cfg.qkv_bias),
+        )
+        if not ok
+    ]
+    if unsupported:
+        raise WeightLoadError(
+            "weights.not_gpt2_architecture",
+            "GPT-2's layout cannot hold this model: {fields} differ from GPT-2's architecture.",
+            fields=", ".join(unsupported),
+        )
+    activation = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}[cfg.activation]
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": cfg.vocab_size,
+        "n_positions": cfg.context_length,
+        "n_ctx": cfg.context_length,
+        "n_embd": cfg.emb_dim,
+        "n_head": cfg.n_heads,
+        "n_layer": cfg.n_layers,
+        "activation_function": activation,
+        "layer_norm_epsilon": cfg.ln_eps,
+        "tie_word_embeddings": cfg.tie_weights,
+        "resid_pdrop": cfg.drop_rate,
+        "embd_pdrop": cfg.drop_rate,
+        "attn_pdrop": cfg.drop_rate,
+        "bos_token_id": 50256,
+        "eos_token_id": 50256,
+    }
+
+
+def to_gpt2_state(state: dict[str, torch.Tensor], cfg: GPTConfig) -> dict[str, torch.Tensor]:
+    """Our tensors -> HF GPT-2 names and layouts (the inverse of ``convert_gpt2_state``): Conv1D
+    weights transposed to [in, out], the three query/key/value projections fused into ``c_attn``."""
+    gpt2_config_dict(cfg)  # refuses what GPT-2's layout cannot hold
+    if cfg.attention_impl == "per_head":
+        state = per_head_to_fused(state, cfg)
+    ours_to_hf = {}
+    for hf_key, ours in _GPT2_KEY_MAP.items():
+        for i in range(cfg.n_layers) if "{i}" in hf_key else [None]:
+            ours_to_hf[ours.format(i=i)] = hf_key.format(i=i)
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        if key == "out_head.weight":
+            if not cfg.tie_weights:
+                out["lm_head.weight"] = value.contiguous()
+            continue
+        m = re.match(r"^trf_blocks\.(\d+)\.att\.W_query\.(weight|bias)$", key)
+        if m:
+            layer, kind = m.groups()
+            parts = [state[f"trf_blocks.{layer}.att.{name}.{kind}"] for name in ("W_query", "W_key", "W_value")]
+            fused = torch.cat(parts, dim=0)  # (3 * emb_dim, emb_dim) or (3 * emb_dim,)
+            out[f"h.{layer}.attn.c_attn.{kind}"] = (fused.t() if kind == "weight" else fused).contiguous()
+            continue
+        if re.match(r"^trf_blocks\.\d+\.att\.W_(key|value)\.", key):
+            continue  # fused with W_query above
+        hf_key = ours_to_hf[key]
+        out[hf_key] = (value.t() if hf_key.endswith(_CONV1D) else value).contiguous()
     return out
 
 

@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 
 from playground.engine.checkpoint_files import CheckpointHeader, check_finite, check_header, read_header, stream_weights
 from playground.engine.config import ConfigError, GPTConfig, check_fits
-from playground.engine.hf_gpt2 import infer_gpt2_config
+from playground.engine.hf_gpt2 import infer_gpt2_config, to_gpt2_state
 from playground.engine.model import GPTModel
 from playground.engine.weight_layout import WeightLoadError, resolve_dtype, storable_state
 from playground.runtime.devices import default_device, resolve_device
@@ -25,17 +25,26 @@ CHECKPOINT_FORMAT = "gpt-playground/1"
 DEFAULT_MAX_CHECKPOINT_BYTES = 2 * 1024**3
 
 
-def save_checkpoint(model: GPTModel, path, *, dtype=None, metadata: dict | None = None) -> Path:
+def save_checkpoint(model: GPTModel, path, *, dtype=None, metadata: dict | None = None, layout="playground") -> Path:
     """Safetensors with the config in the header. Tied weights are stored once and re-tied on load.
-    ``dtype`` (e.g. "bfloat16") stores a smaller copy; the model itself is not changed."""
+    ``dtype`` (e.g. "bfloat16") stores a smaller copy; the model itself is not changed.
+
+    ``layout="gpt2"`` stores the tensors under Hugging Face GPT-2's names and orientations, so the
+    file is also a ``model.safetensors`` transformers' ``GPT2LMHeadModel`` loads (beside the
+    ``config.json`` of ``hf_gpt2.gpt2_config_dict``); the header still carries the exact config."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     store = resolve_dtype(dtype) if dtype is not None else None
+    state = storable_state(model)
+    if layout == "gpt2":
+        state = to_gpt2_state(state, model.cfg)
+    elif layout != "playground":
+        raise ValueError(f"layout must be 'playground' or 'gpt2', got {layout!r}")
     tensors = {
-        k: (v.detach().to(store) if store is not None else v.detach()).cpu().contiguous()
-        for k, v in storable_state(model).items()
+        k: (v.detach().to(store) if store is not None else v.detach()).cpu().contiguous() for k, v in state.items()
     }
-    header = {"format": CHECKPOINT_FORMAT, "config": model.cfg.to_json()}
+    # "format": "pt" is what transformers expects of a model.safetensors header.
+    header = {"format": "pt" if layout == "gpt2" else CHECKPOINT_FORMAT, "config": model.cfg.to_json()}
     for k, v in (metadata or {}).items():
         header[str(k)] = v if isinstance(v, str) else json.dumps(v)
     tmp = path.with_name(path.name + ".tmp")
@@ -94,9 +103,10 @@ def load_checkpoint(
 
 def checkpoint_config(header: CheckpointHeader) -> tuple[GPTConfig, str]:
     """The config a checkpoint declares (or, for a bare GPT-2 file, implies) and its key layout."""
+    layout = "gpt2" if any(k.removeprefix("transformer.") == "wte.weight" for k in header.shapes) else "playground"
     if "config" in header.metadata:
         try:
-            return GPTConfig.from_dict(json.loads(header.metadata["config"])), "playground"
+            return GPTConfig.from_dict(json.loads(header.metadata["config"])), layout
         except (json.JSONDecodeError, TypeError, AttributeError) as e:
             raise WeightLoadError(
                 "weights.checkpoint_config_json", "The checkpoint's config is not valid JSON ({reason}).", reason=e
@@ -105,7 +115,7 @@ def checkpoint_config(header: CheckpointHeader) -> tuple[GPTConfig, str]:
             raise WeightLoadError(
                 "weights.checkpoint_config", "The checkpoint's config is invalid: {reason}", reason=e
             ) from None
-    if any(k.removeprefix("transformer.") == "wte.weight" for k in header.shapes):
+    if layout == "gpt2":
         return infer_gpt2_config(header.shapes), "gpt2"
     raise WeightLoadError(
         "weights.no_config",

@@ -67,6 +67,7 @@ ERRORS_ZH = {
     "weights.gpt2_no_layers": "GPT-2 检查点里没有任何 Transformer 层（h.N.*）。",
     "weights.gpt2_no_embeddings": "GPT-2 检查点里没有二维的 wte/wpe 嵌入。",
     "weights.gpt2_shape": "GPT-2 检查点的形状不可用：{reason}",
+    "weights.not_gpt2_architecture": "GPT-2 的布局装不下这个模型：{fields} 与 GPT-2 的结构不同。",
     "weights.activation": "不支持的 activation_function {activation!r}",
     "weights.config_field": "config.json 缺少 GPT-2 字段 {field!r}",
     "weights.unreadable": "{name} 不是可读的 safetensors 文件（{reason}）。",
