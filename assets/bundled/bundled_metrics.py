@@ -3,7 +3,9 @@ the export (on the final float16 file).
 
 Only the package's top-level public names are used, and the attention maps are computed here from
 ``GPTModel(idx, return_attention=True)``'s trace (queries and keys per layer), so nothing depends on
-where the package's internals live.
+where the package's internals live. Every function also takes transformers' ``GPT2LMHeadModel``
+(loaded with ``attn_implementation="eager"``), measured through transformers' own forward: the
+export measures the shipped file both ways.
 
 Definitions (all on tokens of the GPT-2 BPE; the split is the one the app uses: the first
 ``len - round(0.1 * len)`` tokens of Tiny Shakespeare train, the rest is held out):
@@ -70,8 +72,16 @@ def frequent_tokens(train_ids: torch.Tensor, n: int) -> torch.Tensor:
 # Attention maps from the model's trace
 
 
+def is_transformers(model) -> bool:
+    """A transformers ``GPT2LMHeadModel`` (measured through its own forward) rather than ours."""
+    return hasattr(model, "transformer")
+
+
 def attention_maps(model, idx: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """logits (B, T, V) and each layer's attention probabilities (B, H, T, T), float32."""
+    if is_transformers(model):
+        out = model(idx, output_attentions=True)  # needs attn_implementation="eager"
+        return out.logits, [a.float() for a in out.attentions]
     logits, trace = model(idx, return_attention=True)
     maps = []
     for q, k in zip(trace.queries, trace.keys):
@@ -100,12 +110,13 @@ class hidden_states:
         self.model = model
 
     def __enter__(self):
-        self.head = self.model.out_head
-        self.model.out_head = torch.nn.Identity()
+        self.name = "lm_head" if is_transformers(self.model) else "out_head"
+        self.head = getattr(self.model, self.name)
+        setattr(self.model, self.name, torch.nn.Identity())
         return self
 
     def __exit__(self, *exc):
-        self.model.out_head = self.head
+        setattr(self.model, self.name, self.head)
 
 
 def _loss_sum(head, h: torch.Tensor, y: torch.Tensor, chunk: int = 128) -> tuple[float, int]:
@@ -124,7 +135,8 @@ def window_loss(model, ids: torch.Tensor, starts: torch.Tensor, block: int, batc
     with hidden_states(model) as hs:
         for chunk in starts.split(batch):
             w = ids[chunk[:, None] + torch.arange(block + 1)]
-            t, c = _loss_sum(hs.head, model(w[:, :-1]), w[:, 1:])
+            h = model(w[:, :-1])
+            t, c = _loss_sum(hs.head, h.logits if is_transformers(model) else h, w[:, 1:])
             total, count = total + t, count + c
     return total / count
 
@@ -191,7 +203,8 @@ def induction_and_copying(model, train_ids: torch.Tensor, val_ids: torch.Tensor,
     starts = torch.linspace(0, len(val_ids) - COPY_TEXT_LEN - 1, COPY_TEXT_WINDOWS).round().long()
     spans = val_ids[starts[:, None] + torch.arange(COPY_TEXT_LEN)]
     text = torch.cat([spans, spans], dim=1)
-    t_first, t_second = _copy_gap(model(text), text, 0, COPY_TEXT_LEN)
+    text_logits = model(text).logits if is_transformers(model) else model(text)
+    t_first, t_second = _copy_gap(text_logits, text, 0, COPY_TEXT_LEN)
     return {
         "induction": score,
         "copy_random": {"first": first, "second": second, "gap": first - second},
