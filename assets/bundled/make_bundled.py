@@ -1,26 +1,28 @@
-"""How assets/bundled/shakespeare.safetensors and facts.json were made, and how to make them again.
+"""How assets/bundled/model.safetensors, config.json and facts.json are made, and how to make them again.
 
-1. Train (about 25-40 minutes on one CPU thread):
+1. Train (a few hours on one CPU thread; resumable: run the same command again to continue):
 
-    nice python -m playground.training \\
-        --config '{"context_length": 256, "emb_dim": 64, "n_heads": 4, "n_layers": 6}' \\
-        --data ../shared/data/tinyshakespeare.txt --steps 1200 --batch-size 4 --lr 3e-3 --min-lr 3e-4 \\
-        --warmup-steps 100 --eval-interval 100 --eval-batches 4 --seed 1337 --threads 1 \\
-        --save-every 200 --out runs/bundled
+    python assets/bundled/make_bundled.py train --out runs/bundled
 
-2. Export in float16 and measure everything the README states:
+   runs train_bundled.py with RECIPE below (every batch, dropout mask and sampled-softmax draw is a
+   function of the seed and the step, so the run is reproducible). Each evaluation writes
+   ``stepNNNNN.safetensors`` and a line of measurements to ``evals.jsonl``.
 
-    python assets/bundled/make_bundled.py runs/bundled/model.safetensors
+2. Export one of its checkpoints in float16, in Hugging Face GPT-2's layout, and measure everything
+   the README and the issue state, on the exported file, twice: with the playground's model and with
+   transformers' ``GPT2LMHeadModel`` loaded from the same folder:
 
-Every figure in facts.json is measured here on the held-out last tenth of Tiny Shakespeare, on the
-exported float16 file loaded the way the app loads it.
+    python assets/bundled/make_bundled.py export runs/bundled/step02800.safetensors
+
+The measurements are defined in bundled_metrics.py; tests/integration/test_bundled_model.py
+recomputes them from the shipped file and compares them with facts.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import re
 import statistics
 import sys
 import time
@@ -28,223 +30,177 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 
+import bundled_metrics as bm  # noqa: E402
+import train_bundled  # noqa: E402
+
+from playground.engine.hf_gpt2 import gpt2_config_dict  # noqa: E402
 from playground.engine.model import GPTModel  # noqa: E402
 from playground.engine.sampling import generate  # noqa: E402
 from playground.engine.tokenizer import load_tokenizer  # noqa: E402
 from playground.engine.weights import load_checkpoint, save_checkpoint  # noqa: E402
-from playground.training.corpus import load_tiny_shakespeare, prepare_corpus  # noqa: E402
-from playground.training.losses import evaluate_loss, random_init_loss, unigram_loss  # noqa: E402
+from playground.training.losses import unigram_loss  # noqa: E402
 
-OUT = Path(__file__).resolve().parent
-CHECKPOINT = OUT / "shakespeare.safetensors"
-FACTS = OUT / "facts.json"
+CHECKPOINT = HERE / "model.safetensors"
+CONFIG = HERE / "config.json"
+FACTS = HERE / "facts.json"
 
-# The fixed subset tests/test_bundled_model.py evaluates: 64 evenly spaced windows of 128 tokens.
-TEST_WINDOWS, TEST_BLOCK = 64, 128
-# Attention statistics: evenly spaced held-out windows, queries from this position on (the first
-# few queries have so few keys to choose from that every head "attends to the previous token").
-HEAD_WINDOWS, HEAD_BLOCK, HEAD_MIN_QUERY = 32, 128, 8
-LINE_BREAK_IDS = [198, 628]  # "\n" and "\n\n" in the GPT-2 BPE
-CLEAR_RATIO = 2.0  # a head "has" a pattern when it attends there at least twice as much as an even spread
+# The training run (train_bundled.py's arguments; see docs/bundled-model.md for why each).
+RECIPE = [
+    "--layers", "6", "--heads", "4", "--emb", "128", "--context", "256", "--dropout", "0.2",
+    "--batch", "16", "--steps", "3000", "--lr", "2e-3", "--min-lr", "1e-4", "--warmup", "100",
+    "--bf16", "--bf16-head", "--head-vocab", "train", "--full-head-from", "2800",
+    "--p-random", "0.2", "--p-span", "0.1", "--eval-every", "200", "--patience", "5", "--seed", "1337",
+]  # fmt: skip
 
-
-# ----------------------------------------------------------------------------------------------
-# Measuring
-
-
-def attention_windows(val_ids: torch.Tensor) -> torch.Tensor:
-    starts = torch.linspace(0, len(val_ids) - HEAD_BLOCK - 1, HEAD_WINDOWS).round().long()
-    return val_ids[starts[:, None] + torch.arange(HEAD_BLOCK)]  # (W, T)
-
-
-def pattern_masks(windows: torch.Tensor) -> dict[str, torch.Tensor]:
-    """For each pattern, which keys it consists of: (W, Q, T) booleans for queries HEAD_MIN_QUERY..T-1."""
-    W, T = windows.shape
-    q = torch.arange(HEAD_MIN_QUERY, T)
-    eye = torch.eye(T, dtype=torch.bool)
-    line_breaks = torch.isin(windows, torch.tensor(LINE_BREAK_IDS))
-    return {
-        "previous_token": eye[q - 1].expand(W, -1, -1),
-        "first_token": eye[torch.zeros_like(q)].expand(W, -1, -1),
-        "line_break": line_breaks[:, None, :].expand(W, len(q), T),
-        "duplicate_token": (windows[:, None, :] == windows[:, q, None]) & ~eye[q],  # earlier copies of the query
-    }
+# What the issue asks of the model (facts.json records them next to the measured values).
+TARGETS = {
+    "val_loss_max": 4.6,
+    "previous_token_min": 0.5,
+    "induction_min": 0.3,
+    "copy_gap_random_min": 2.0,
+    "bytes_max": 16 * 1000 * 1000,
+}
+SAMPLE_PROMPT, SAMPLE_SETTINGS = "ROMEO:\n", dict(max_new_tokens=60, temperature=0.8, top_k=40, seed=0)
 
 
-def head_scores(model: GPTModel, val_ids: torch.Tensor) -> dict[str, dict]:
-    """For each pattern: ``score`` (n_layers, n_heads), the mean attention mass a head puts on the
-    pattern's keys, and ``base_rate``, the mass a head spreading attention evenly would put there."""
-    windows = attention_windows(val_ids)
-    T = windows.size(1)
-    q = torch.arange(HEAD_MIN_QUERY, T)
-    visible = torch.ones(T, T, dtype=torch.bool).tril()[q]  # (Q, T) keys each query can see
+def hf_model(folder: Path):
+    import transformers
+
+    # float32 explicitly: transformers would otherwise keep the file's float16, slow on a CPU.
+    return transformers.GPT2LMHeadModel.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
+
+
+def measure(model, train_ids: torch.Tensor, val_ids: torch.Tensor, block: int) -> dict:
+    """bundled_metrics' measurements (ours or transformers' model) with every head's table."""
     with torch.no_grad():
-        _, trace = model(windows, return_attention=True)
-    probs = [trace.layer(i)[:, :, q] for i in range(trace.n_layers)]  # each (W, H, Q, T)
-    out = {}
-    for name, mask in pattern_masks(windows).items():
-        mask = mask & visible
-        base = float((mask.sum(-1) / visible.sum(-1)).mean())
-        score = torch.stack([(p * mask[:, None]).sum(-1).mean(dim=(0, 2)) for p in probs])  # (L, H)
-        out[name] = {"score": score, "base_rate": base}
-    return out
+        m = bm.all_metrics(model, train_ids, val_ids, block)
+    return m
 
 
-def best_head(pattern: dict) -> dict:
-    scores = pattern["score"]
-    layer, head = divmod(int(scores.argmax()), scores.size(1))
-    score = float(scores[layer, head])
-    return {
-        "layer": layer,
-        "head": head,
-        "score": round(score, 4),
-        "base_rate": round(pattern["base_rate"], 4),
-        "ratio": round(score / pattern["base_rate"], 2),
-    }
+def head_entry(m: dict, name: str) -> dict:
+    best = m[name]
+    return {"layer": best["layer"], "head": best["head"], "score": best["score"]}
 
 
-def _wall_clock(stdout: Path) -> float | None:
-    """Seconds since start on the last progress line the training command printed ("... | 1,555 s")."""
-    if not stdout.is_file():
-        return None
-    seconds = re.findall(r"\| ([\d,]+) s$", stdout.read_text(), flags=re.M)
-    return float(seconds[-1].replace(",", "")) if seconds else None
-
-
-def main(trained_path: str) -> None:
+def export(trained_path: Path) -> dict:
     torch.manual_seed(0)
-    trained_path = Path(trained_path)
+    run_dir = trained_path.parent
+    args = json.loads((run_dir / "args.json").read_text())
     trained = load_checkpoint(trained_path, max_bytes=None)
-    meta = trained.checkpoint_metadata
-    train_config = json.loads(meta["train_config"])
+    step = int(trained.checkpoint_metadata["step"])
     cfg = trained.cfg
     save_checkpoint(
         trained,
         CHECKPOINT,
         dtype="float16",
+        layout="gpt2",
         metadata={
             "name": "Tiny Shakespeare (bundled)",
-            "corpus": "Tiny Shakespeare, first 90% of the GPT-2 tokens",
+            "corpus": "Tiny Shakespeare (first 90% of its GPT-2 tokens) with synthetic repeated sequences",
             "tokenizer": "gpt2",
-            "step": int(meta["step"]),
-            "tokens_seen": int(meta["tokens_seen"]),
-            "train_config": train_config,
+            "step": step,
+            "tokens_seen": step * args["batch"] * args["context"],
         },
     )
+    CONFIG.write_text(json.dumps(gpt2_config_dict(cfg.replace(drop_rate=0.0)), indent=2) + "\n")
     loads = []
     for _ in range(7):
         t0 = time.perf_counter()
-        model = load_checkpoint(CHECKPOINT)
+        ours = load_checkpoint(CHECKPOINT)
         loads.append(time.perf_counter() - t0)
+    theirs = hf_model(HERE)
 
-    corpus = prepare_corpus(load_tiny_shakespeare(download=False), cfg.context_length, name="Tiny Shakespeare")
-    val = corpus.val_ids
-    full = dict(n_windows=None, block_size=cfg.context_length)
-    subset = dict(n_windows=TEST_WINDOWS, block_size=TEST_BLOCK)
-    val_full = evaluate_loss(model, val, **full)
-    val_subset = evaluate_loss(model, val, **subset)
-    val_full_fp32 = evaluate_loss(trained, val, **full)
-    rand_full = random_init_loss(cfg, val, seed=0, **full)
-    rand_subset = random_init_loss(cfg, val, seed=0, **subset)
-    uni = unigram_loss(corpus.train_ids, val)
-    train_subset = evaluate_loss(model, corpus.train_ids, **subset)
-
-    scores = head_scores(model, val)
-    best = {name: best_head(pattern) for name, pattern in scores.items()}
-    clear = {name: found for name, found in best.items() if found["ratio"] >= CLEAR_RATIO}
+    train_ids, val_ids = bm.load_split(args["data"] if Path(args["data"]).is_file() else train_bundled.DEFAULT_DATA)
+    m_ours = measure(ours, train_ids, val_ids, cfg.context_length)
+    m_theirs = measure(theirs, train_ids, val_ids, cfg.context_length)
+    rand = GPTModel(cfg.replace(drop_rate=0.0), generator=torch.Generator().manual_seed(0)).eval()
+    with torch.no_grad():
+        random_val = bm.val_loss(rand, val_ids, cfg.context_length)
 
     tok = load_tokenizer()
-    prompt = "ROMEO:\n"
-    sample = generate(model, tok.encode(prompt), max_new_tokens=60, temperature=0.8, top_k=40, seed=0)
-    sample_text = prompt + tok.decode([s.token_id for s in sample])
-
-    # Margins the test asserts: three quarters of each measured gap on the test subset, rounded
-    # down to 0.1 nat, so float noise or a different BLAS cannot flip the test.
-    gap_random, gap_unigram = rand_subset - val_subset, uni - val_subset
-    margins = {
-        "vs_random_init": math.floor(0.75 * gap_random * 10) / 10,
-        "vs_unigram": math.floor(0.75 * gap_unigram * 10) / 10,
-    }
-    history = json.loads(meta.get("val_history", "[]"))
+    sample = generate(ours, tok.encode(SAMPLE_PROMPT), **SAMPLE_SETTINGS)
+    evals = [json.loads(line) for line in (run_dir / "evals.jsonl").read_text().splitlines() if line.strip()]
     facts = {
         "checkpoint": CHECKPOINT.name,
-        "config": cfg.to_dict(),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "train_config": train_config,
-        "steps": int(meta["step"]),
-        "tokens_seen": int(meta["tokens_seen"]),
-        "epochs": round(int(meta["tokens_seen"]) / len(corpus.train_ids), 2),
-        "train_wall_time_s": float(meta["elapsed_s"]),  # time inside Trainer.step, summed
-        "train_wall_clock_s": _wall_clock(trained_path.parent / "stdout.txt"),  # incl. evaluations, start-up
-        "threads": 1,
+        "config": cfg.replace(drop_rate=0.0).to_dict(),
+        "parameters": sum(p.numel() for p in ours.parameters()),
+        "recipe": {k: v for k, v in args.items() if k not in ("out", "data", "bench", "threads", "save_every_s")},
+        "recipe_command": "python assets/bundled/make_bundled.py train (RECIPE in make_bundled.py)",
+        "step": step,
+        "tokens_seen": step * args["batch"] * args["context"],
+        "train_wall_time_s": round(next((e["wall_s"] for e in evals if e["step"] == step), 0)),
+        "threads": args["threads"],
         "corpus": {
             "name": "Tiny Shakespeare",
-            "tokens": corpus.n_tokens,
-            "train_tokens": len(corpus.train_ids),
-            "val_tokens": len(val),
+            "train_tokens": len(train_ids),
+            "val_tokens": len(val_ids),
         },
-        "storage_dtype": "float16",
+        "storage": {"dtype": "float16", "layout": "Hugging Face GPT-2 (model.safetensors + config.json)"},
         "bytes_on_disk": CHECKPOINT.stat().st_size,
         "load_time_s": {"median": round(statistics.median(loads), 4), "max": round(max(loads), 4)},
+        "targets": TARGETS,
         "val_loss": {
-            "trained": round(val_full, 4),
-            "trained_float32_before_export": round(val_full_fp32, 4),
-            "random_init": round(rand_full, 4),
-            "unigram": round(uni, 4),
+            "playground": m_ours["val_loss"],
+            "transformers": m_theirs["val_loss"],
+            "random_init": round(random_val, 4),
+            "unigram": round(unigram_loss(train_ids, val_ids), 4),
             "ln_vocab": round(math.log(cfg.vocab_size), 4),
-            "how": f"mean cross-entropy in nats over all {len(val) // cfg.context_length} non-overlapping "
-            f"{cfg.context_length}-token windows of the held-out tenth; unigram over all its tokens "
-            f"(add-one smoothed counts of the training tokens); random init = same config, seed 0",
         },
-        "test_subset": {
-            "windows": TEST_WINDOWS,
-            "block_size": TEST_BLOCK,
-            "trained": round(val_subset, 4),
-            "random_init": round(rand_subset, 4),
-            "train_split_trained": round(train_subset, 4),
+        "train_loss": m_ours["train_loss"],
+        "heads": {
+            name: {**head_entry(m_ours, key), "transformers_score": m_theirs[key]["score"]}
+            for name, key in (
+                ("previous_token", "prev_token"),
+                ("induction", "induction"),
+                ("first_token", "first_token"),
+            )
         },
-        "test_margins": margins,
-        "val_history": history,
-        "attention_heads": clear,
-        "attention_best_per_pattern": best,
-        "attention_heads_how": f"score = mean attention mass on the pattern's keys over queries "
-        f"{HEAD_MIN_QUERY}..{HEAD_BLOCK - 1} of {HEAD_WINDOWS} evenly spaced "
-        f"{HEAD_BLOCK}-token held-out windows; base_rate = the mass a head spreading "
-        f"attention evenly over the visible keys would give them; a head is listed in "
-        f"attention_heads when score / base_rate >= {CLEAR_RATIO}; line breaks are "
-        f"token ids {LINE_BREAK_IDS}",
-        "head_scores": {
-            k: {
-                "base_rate": round(v["base_rate"], 4),
-                "score": [[round(float(x), 3) for x in row] for row in v["score"]],
-            }
-            for k, v in scores.items()
+        "even_spread": m_ours["even_spread"],
+        "copying": {
+            "random": m_ours["copy_random"],
+            "text": m_ours["copy_text"],
+            "random_transformers": m_theirs["copy_random"],
         },
-        "sample": {"prompt": prompt, "temperature": 0.8, "top_k": 40, "seed": 0, "text": sample_text},
+        "per_head": m_ours["per_head"],
+        "how": bm.__doc__.split("Definitions", 1)[1].strip(),
+        "evaluations": [
+            {k: e[k] for k in ("step", "val_loss", "train_loss", "copy_gap_random")}
+            | {k: e[k]["score"] for k in ("prev_token", "induction", "first_token")}
+            for e in evals
+        ],
+        "sample": {
+            "prompt": SAMPLE_PROMPT,
+            **{k: v for k, v in SAMPLE_SETTINGS.items() if k != "max_new_tokens"},
+            "text": SAMPLE_PROMPT + tok.decode([s.token_id for s in sample]),
+        },
     }
-    FACTS.write_text(json.dumps(facts, indent=2) + "\n")
-    print(
-        json.dumps(
-            {
-                k: facts[k]
-                for k in (
-                    "bytes_on_disk",
-                    "load_time_s",
-                    "val_loss",
-                    "test_subset",
-                    "test_margins",
-                    "attention_best_per_pattern",
-                )
-            },
-            indent=2,
-        )
-    )
-    print(sample_text)
+    FACTS.write_text(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
+    return facts
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="run (or resume) the recipe's training")
+    t.add_argument("--out", default=str(ROOT / "runs" / "bundled"))
+    t.add_argument("--data", default=train_bundled.DEFAULT_DATA)
+    t.add_argument("--threads", default="1")
+    e = sub.add_parser("export", help="export a checkpoint of the run and measure it")
+    e.add_argument("checkpoint", type=Path)
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+    if a.command == "train":
+        return train_bundled.main([*RECIPE, "--out", a.out, "--data", a.data, "--threads", a.threads])
+    facts = export(a.checkpoint)
+    print(json.dumps({k: facts[k] for k in ("bytes_on_disk", "load_time_s", "val_loss", "heads", "copying")}, indent=2))
+    print(facts["sample"]["text"])
+    return 0
 
 
 if __name__ == "__main__":
-    torch.set_num_threads(1)
-    main(sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "runs" / "bundled" / "model.safetensors"))
+    sys.exit(main())
