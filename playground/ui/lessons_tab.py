@@ -88,7 +88,8 @@ def draw(view: dict, question: Question, lang: str):
         return sampling_stages_figure(view["labels"], view["stages"], title=tr(lang, "lesson_fig_stages", t=t))
     if kind == "components":
         key = "lesson_fig_components_untied" if question.fields.get("preset") else "lesson_fig_components"
-        return parameter_components_bar(view["components"], view["formula"], view["measured"], title=tr(lang, key))
+        names = [tr(lang, c) for c in view["components"]]  # component names are interface words
+        return parameter_components_bar(names, view["formula"], view["measured"], title=tr(lang, key))
     if kind == "treemap":
         return parameter_treemap(view["items"], title=tr(lang, "lesson_fig_treemap"))
     if kind == "lens_column":
