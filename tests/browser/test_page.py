@@ -65,10 +65,11 @@ def test_chinese_interface(page_url):
         page = browser.new_page(locale="zh-CN", viewport={"width": 1400, "height": 1000})
         page.goto(page_url)
         page.get_by_role("tab", name="生成与注意力").wait_for(timeout=60_000)
-        page.get_by_role("button", name="构建模型").wait_for(timeout=60_000)
+        page.get_by_role("tab", name="1 · 模型", exact=True).click()
+        page.get_by_role("button", name="构建新模型").wait_for(timeout=60_000)
         # The session has loaded, and the server wrote its summary in Chinese too.
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
-        assert page.get_by_role("button", name="Build model").count() == 0
+        assert page.get_by_role("button", name="Build a new model").count() == 0
         page.screenshot(path=str(ARTIFACTS / "zh.png"))
         browser.close()
 
