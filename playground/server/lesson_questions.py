@@ -83,10 +83,37 @@ def millions(n: int) -> str:
 # What one forward over the prompt gives
 
 
-def attention_maps(model, ids) -> list[np.ndarray]:
-    """Every layer's attention probabilities over the prompt, [H, T, T] each."""
-    _, cache = run_with_hooks(model, ids, capture=False, capture_qkv=range(model.cfg.n_layers), last_token_only=True)
-    return [attention_probs(q, k)[0].cpu().numpy() for q, k, _ in (cache.qkv[i] for i in range(model.cfg.n_layers))]
+@dataclass
+class HeadFacts:
+    """What the lessons read from every head's attention over the prompt, each layer's maps reduced
+    as soon as they are computed (all of them at once would be L·H·T² numbers)."""
+
+    last_rows: np.ndarray  # [L, H, T]: where the last token looks
+    previous: np.ndarray  # [L, H]: mean attention on the previous token
+    first: np.ndarray  # [L, H]: mean attention on the first token
+
+
+def head_maps(model, ids, layers):
+    """The attention probabilities [H, T, T] of the given layers over the prompt, one layer at a time
+    (one forward keeps every asked layer's queries and keys; the maps are made as they are read)."""
+    _, cache = run_with_hooks(model, ids, capture=False, capture_qkv=tuple(layers), last_token_only=True)
+    for i in layers:
+        q, k, _ = cache.qkv.pop(i)
+        yield i, attention_probs(q, k)[0].cpu().numpy()
+
+
+def head_map(model, ids, layer: int, head: int) -> list:
+    return next(head_maps(model, ids, (layer,)))[1][head].tolist()
+
+
+def head_facts(model, ids) -> HeadFacts:
+    rows, previous, first = [], [], []
+    for _, A in head_maps(model, ids, range(model.cfg.n_layers)):
+        stats = head_stats([A])
+        rows.append(A[:, -1])
+        previous.append(stats["previous-token"][0])
+        first.append(stats["first-token"][0])
+    return HeadFacts(np.stack(rows), np.stack(previous), np.stack(first))
 
 
 def last_logits(model, ids) -> torch.Tensor:
@@ -94,21 +121,18 @@ def last_logits(model, ids) -> torch.Tensor:
     return logits[0, -1].float()
 
 
-def focused_head(maps) -> tuple[int, int]:
+def focused_head(facts: HeadFacts) -> tuple[int, int]:
     """The head whose last query puts the most attention on one earlier token other than the first
     (the first token is where many heads park their attention, which says little)."""
-    best, where = -1.0, (0, 0)
-    for layer, A in enumerate(maps):
-        for head in range(A.shape[0]):
-            row = A[head, -1, 1:-1]
-            if row.size and float(row.max()) > best:
-                best, where = float(row.max()), (layer, head)
-    return where
+    earlier = facts.last_rows[:, :, 1:-1]
+    if earlier.shape[-1] == 0:
+        return 0, 0
+    layer, head = np.unravel_index(int(np.argmax(earlier.max(-1))), earlier.shape[:2])
+    return int(layer), int(head)
 
 
-def previous_token_head(maps) -> tuple[int, int]:
-    prev = head_stats(maps)["previous-token"]
-    layer, head = np.unravel_index(int(np.nanargmax(prev)), prev.shape)
+def previous_token_head(facts: HeadFacts) -> tuple[int, int]:
+    layer, head = np.unravel_index(int(np.nanargmax(facts.previous)), facts.previous.shape)
     return int(layer), int(head)
 
 
@@ -158,9 +182,9 @@ def embedding_params(model, ids, labels, params) -> Question:
 
 def attends_most(model, ids, labels, params) -> Question:
     need_tokens(ids, 3)
-    maps = attention_maps(model, ids)
-    layer, head = focused_head(maps)
-    row = maps[layer][head, -1]
+    facts = head_facts(model, ids)
+    layer, head = focused_head(facts)
+    row = facts.last_rows[layer, head]
     earlier = list(range(len(ids) - 1))
     answer = int(np.argmax(row[:-1]))
     shown = pick(earlier, answer, lambda i: row[i])
@@ -173,20 +197,25 @@ def attends_most(model, ids, labels, params) -> Question:
 
 def first_token_mass(model, ids, labels, params) -> Question:
     need_tokens(ids, 3)
-    maps = attention_maps(model, ids)
-    layer, head = focused_head(maps)
-    mass = float(head_stats(maps)["first-token"][layer, head])
+    facts = head_facts(model, ids)
+    layer, head = focused_head(facts)
+    mass = float(facts.first[layer, head])
     answer = "yes" if mass > 0.5 else "no"
-    view = {"kind": "attention_map", "probs": maps[layer][head].tolist(), "labels": labels, "layer": layer}
+    view = {
+        "kind": "attention_map",
+        "probs": head_map(model, ids, layer, head),
+        "labels": labels,
+        "layer": layer,
+    }
     view["head"] = head
     return Question([("yes", "yes"), ("no", "no")], answer, view, {"head": f"{layer}.{head}", "p": f"{mass:.0%}"}, True)
 
 
 def previous_head(model, ids, labels, params) -> Question:
     need_tokens(ids, 3)
-    maps = attention_maps(model, ids)
-    prev = head_stats(maps)["previous-token"]
-    layer, head = previous_token_head(maps)
+    facts = head_facts(model, ids)
+    prev = facts.previous
+    layer, head = previous_token_head(facts)
     shown = pick(list(range(model.cfg.n_heads)), head, lambda h: prev[layer, h])
     choices = [(str(h), f"{layer}.{h}") for h in shown]
     view = {"kind": "overview", "values": prev.tolist()}
@@ -195,7 +224,7 @@ def previous_head(model, ids, labels, params) -> Question:
 
 def head_ablation(model, ids, labels, params) -> Question:
     need_tokens(ids, 3)
-    layer, head = previous_token_head(attention_maps(model, ids))
+    layer, head = previous_token_head(head_facts(model, ids))
     out = compare(model, ids, Intervention(zero_heads=((layer, head),)), len(ids) - 1, lens=False)
     before, after = out["mean_loss_before"], out["mean_loss_after"]
     answer = "rise" if after > before else "fall"

@@ -20,6 +20,7 @@ from playground.server.lesson_questions import QUESTIONS, VIEW_TABS, LessonError
 
 LESSONS_DIR = Path(__file__).resolve().parents[2] / "assets" / "lessons"
 TEXT_LANGS = ("en", "zh")
+MAX_TOKENS = 256  # a lesson's prompt: long enough for any question, short enough for every head's map
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,14 @@ def ask(step: Step, model, prompt: str) -> tuple[Question, list[str]]:
     ids = tok.encode(prompt or "")
     if not ids:
         raise LessonError("lessons.no_prompt", "Type a prompt in the Generate tab: the lessons look at it.")
-    ids = ids[-model.cfg.context_length :]
+    limit = min(MAX_TOKENS, model.cfg.context_length)
+    if len(ids) > limit:
+        raise LessonError(
+            "lessons.long_prompt",
+            "The lessons read prompts of up to {limit:,} tokens; this one has {n:,}. Shorten it in the Generate tab.",
+            limit=limit,
+            n=len(ids),
+        )
     labels = [p.display for p in tok.pieces(ids)]
     return QUESTIONS[step.question](model, ids, labels, step.params), labels
 

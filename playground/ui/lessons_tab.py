@@ -31,8 +31,10 @@ def first_position() -> dict:
 
 
 def _where(pos) -> tuple[lessons.Lesson, int]:
+    """(lesson, step index) of a position; anything unreadable (an API caller's) is the nearest step."""
     pos = pos if isinstance(pos, dict) else first_position()
-    return lessons.find(pos.get("lesson"), int(pos.get("step", 0)) + 1)
+    step = pos.get("step", 0)
+    return lessons.find(pos.get("lesson"), step + 1 if isinstance(step, int) else 1)
 
 
 def lesson_choices(lang: str) -> list[tuple[str, str]]:

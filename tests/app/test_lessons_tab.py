@@ -55,6 +55,9 @@ def test_next_and_back_cross_lessons_and_the_full_tab_link_names_the_views_tab()
     }
     assert lessons_tab.full_tab({"lesson": "attention", "step": 0}).selected == "generate"
     assert lessons_tab.full_tab({"lesson": "tokens", "step": 0}).selected == "tokenizer"
+    # what an API caller may send instead of a position: the first step, never a crash
+    for pos in (None, "x", {"lesson": "nope", "step": "two"}, {"step": -5}):
+        assert lessons_tab.show(state, pos, PROMPT).lesson_pos == {"lesson": first.id, "step": 0}
 
 
 def test_a_link_opens_its_step_and_a_short_prompt_is_said():

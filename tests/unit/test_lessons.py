@@ -86,13 +86,16 @@ def test_another_prompt_or_model_changes_the_answers(model):
     assert sum(here[k] != other_model[k] for k in here) >= 3
 
 
-def test_a_prompt_too_short_for_a_question_is_said_not_crashed(model):
+def test_a_prompt_too_short_or_too_long_for_a_question_is_said_not_crashed(model):
     attention = lessons.find("attention")[0].steps[0]
     with pytest.raises(LessonError, match="at least 3 tokens") as e:
         lessons.ask(attention, model, "Hi")
     assert e.value.key == "lessons.short_prompt"
     with pytest.raises(LessonError, match="Type a prompt"):
         lessons.ask(attention, model, "")
+    with pytest.raises(LessonError, match="up to 32 tokens; this one has 300") as e:  # TINY's context is 32
+        lessons.ask(attention, model, " word" * 300)
+    assert e.value.key == "lessons.long_prompt"
 
 
 def test_a_link_to_a_step_finds_it_and_falls_back_to_the_nearest():
