@@ -55,7 +55,7 @@ def open_page(browser, url: str, lang: str, size: tuple[int, int], theme: str = 
 
 
 def generate(page, prompt: str | None = None, n: int = 40, seed: int = 42) -> None:
-    page.locator("button[role=tab]").nth(1).click()
+    page.locator("button[role=tab]").nth(2).click()
     if prompt is not None:
         page.locator("#pg-prompt textarea").fill(prompt)
     for elem_id, value in (("pg-max-new", n), ("pg-seed", seed)):

@@ -23,6 +23,7 @@ from . import (
     generate_layout,
     inside_layout,
     inside_picks,
+    lessons_layout,
     model_tab,
     prefs,
     tokenizer_tab,
@@ -47,7 +48,9 @@ def build_demo() -> gr.Blocks:
         )
         page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")
-        with gr.Tabs() as page.tabs:
+        with gr.Tabs(elem_id="pg-tabs") as page.tabs:
+            with gr.Tab(T("tab_lessons"), id="lessons") as page.lessons_tab:
+                page.lessons = lessons_layout.layout()
             with gr.Tab(T("tab_model"), id="model") as page.model_tab:
                 page.model = model_tab.layout()
             with gr.Tab(T("tab_generate"), id="generate") as page.generate_tab:
@@ -62,7 +65,9 @@ def build_demo() -> gr.Blocks:
                 page.tokenizer = tokenizer_tab.layout()
         for tab in (model_tab, generate_layout, inside_layout, inside_picks, train_tab, compare_layout, tokenizer_tab):
             tab.wire(page)
+        lessons_layout.wire(page)  # after the Generate tab's: it reads that tab's prompt
         prefs.wire(page)  # last: it chains the redraws the tabs registered
+        page.lessons_tab.select(None, None, None, js=RESIZE_JS)
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
     demo.queue(default_concurrency_limit=2, max_size=64)
@@ -73,8 +78,8 @@ def launch_kwargs() -> dict:
     # Uploads larger than the checkpoint limit are refused by the server before they are stored.
     return {
         "i18n": I18N,
-        "css": CSS + COMPARE_CSS + cell_click.CSS,
-        "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS),
+        "css": CSS + COMPARE_CSS + cell_click.CSS + lessons_layout.CSS,
+        "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS, lessons_layout.PAGE_JS),
         "footer_links": ["api", "settings"],
         "theme": gr.themes.Soft(),
         "max_file_size": MAX_UPLOAD_BYTES,

@@ -21,6 +21,7 @@ from playground.engine.config import (
     PRESETS,
 )
 from playground.engine.hf_hub import HUB_MODELS
+from playground.inside.inspection import count_parameters
 from playground.runtime import kernels
 from playground.server.files import discard_upload
 from playground.server.model_cache import CACHE
@@ -200,6 +201,13 @@ def relabel(request: gr.Request, state, depth) -> Relabelled:
     )
 
 
+def in_use(state) -> str:
+    """What the session has loaded, said first: the form below it is for building another."""
+    model, recipe = session_model(state), state["recipe"]
+    n = f"{count_parameters(model):,}"
+    return tr(lang_of(state), "model_in_use", model=describe_recipe(recipe, lang_of(state)), n=n)
+
+
 def build_message(request: gr.Request, state):
     """The last build's message in the page's new language."""
     return redraw.redraw(request, "model_build", lang_of(state), bool((state or {}).get("present")), 1)[0]
@@ -216,6 +224,7 @@ def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     with gr.Row():
         with gr.Column(scale=2, min_width=300):
+            c.in_use = gr.Markdown(elem_id="pg-model-in-use")
             c.weights = gr.Radio(
                 choices(WEIGHT_KEYS),
                 label=T("weights"),
@@ -246,7 +255,7 @@ def layout() -> SimpleNamespace:
             with gr.Row(elem_classes=["pg-advanced"]):
                 c.seed_init = gr.Number(0, label=T("seed_init"), min_width=100)
                 c.dtype = gr.Radio(list(DTYPES), value="float32", label=T("dtype"), info=T("dtype_info"), min_width=200)
-            c.build_btn = gr.Button(T("build"), variant="primary", elem_id="pg-build")
+            c.build_btn = gr.Button(T("build"), variant="secondary", elem_id="pg-build")
             c.build_msg = gr.HTML(elem_id="pg-build-msg")
             c.tying_md = gr.Markdown(elem_id="pg-tying")
         with gr.Column(scale=3, min_width=300):
@@ -285,7 +294,10 @@ def weight_inputs(weights):
 
 def wire(page) -> None:
     m = page.model
-    page.demo.load(load_session, None, outputs(Loaded, page, m, page.generate), api_name="load_session")
+    page.demo.load(load_session, None, outputs(Loaded, page, m, page.generate), api_name="load_session").then(
+        in_use, page.state, m.in_use, api_visibility="private"
+    )  # what is loaded, kept current: after the first load, a build, and whenever the tab opens
+    page.model_tab.select(in_use, page.state, m.in_use, api_visibility="private")
     m.preset.input(preset_fields, [m.preset, page.state], outputs(PresetFields, m), api_name="preset_config")
     m.build_btn.click(
         build_from_form,
@@ -294,7 +306,8 @@ def wire(page) -> None:
         api_name="build_model",
         concurrency_id="models",
         concurrency_limit=2,
-    )
+    ).then(in_use, page.state, m.in_use, api_visibility="private")
     m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")
     m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)
     listeners.on_change(page, relabel, [m.tree_depth], outputs(Relabelled, page, m))
+    listeners.on_change(page, in_use, [], [m.in_use])

@@ -26,7 +26,7 @@ RANGES = {
     "seed": (0, MAX_SEED, True),
 }
 ORDER = ("prompt", "temperature", "top_k", "top_p", "max_new", "seed", "greedy")  # the Generate tab's controls
-TABS = ("model", "generate", "train", "compare")
+TABS = ("lessons", "model", "generate", "train", "compare")
 Prefill = result("Prefill", *ORDER, "tabs", "input_msg")  # the controls, the tab to open, a message
 
 MSG = {
@@ -83,7 +83,9 @@ def prefill(params: dict) -> Prefill:
             problems.append(MSG["bad_tab"].format(value=params["tab"], tabs=", ".join(TABS)))
     elif filled:
         tab = gr.Tabs(selected="generate")
-    unknown = sorted(set(params) - set(RANGES) - {"prompt", "greedy", "tab", "__theme", "lang", "view"})
+    unknown = sorted(
+        set(params) - set(RANGES) - {"prompt", "greedy", "tab", "__theme", "lang", "view", "lesson", "step"}
+    )
     if unknown:
         problems.append(MSG["unknown"].format(s="s" if len(unknown) > 1 else "", names=", ".join(unknown)))
     message = gr.skip()

@@ -22,7 +22,7 @@ from tools.pagewalk import draw_inside, plot_ready
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SIZES = [(1024, 768), (1280, 720)]
-TABS = ("model", "generate", "inside", "train", "compare", "tokenizer")  # every tab, in the page's order
+TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer")  # every tab, in the page's order
 INSIDE_VIEWS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")  # the Inside tab's own tabs
 
 # "An English sentence": three or more alphabetic words in a row, joined only by spaces or
@@ -67,7 +67,7 @@ def _open(browser, url, lang, size, present):
 
 
 def _generate(page, lang, n=8):
-    page.locator("button[role=tab]").nth(1).click()  # a tab's content is drawn when it is first opened
+    page.locator("button[role=tab]").nth(2).click()  # a tab's content is drawn when it is first opened
     page.wait_for_function(
         "() => (document.querySelector('#pg-legend')?.innerText || '').includes("
         + ("'灰色'" if lang == "zh-CN" else "'Grey'")
@@ -177,7 +177,7 @@ def _set_presenter(page, on: bool):
     """The header's toggle; waits until the server has redrawn the figures at the new size."""
     if page.evaluate("() => document.body.classList.contains('pg-present')") != on:
         page.locator("#pg-present input[type=checkbox]").click()
-    page.locator("button[role=tab]").nth(1).click()
+    page.locator("button[role=tab]").nth(2).click()
     page.wait_for_function(
         "() => { const t = document.querySelector('#pg-heatmap .xtick text');"
         f" return t && (parseFloat(getComputedStyle(t).fontSize) >= 16) === {str(on).lower()}; }}",
@@ -271,13 +271,13 @@ def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload
         page.reload()
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
         page.wait_for_function(
-            "() => document.querySelectorAll('button[role=tab]')[1]?.innerText === '2 · 生成与注意力'", timeout=30_000
+            "() => document.querySelectorAll('button[role=tab]')[2]?.innerText === '2 · 生成与注意力'", timeout=30_000
         )
         # The bare address in the same browser: the choice was remembered.
         page.goto(app_url)
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
         page.wait_for_function(
-            "() => document.querySelector('button[role=tab]').innerText === '1 · 模型'", timeout=30_000
+            "() => document.querySelector('button[role=tab]').innerText === '0 · 课程'", timeout=30_000
         )
         # The API is not a page: it stays in English.
         from gradio_client import Client
@@ -355,7 +355,7 @@ def test_generate_chips_name_the_character_of_a_fragment(page_url):
 
     with sync_playwright() as p:
         browser, page, errors = _open_tab_page(p, page_url)
-        page.locator("button[role=tab]").nth(1).click()
+        page.locator("button[role=tab]").nth(2).click()
         page.locator("#pg-prompt textarea").fill("从前")
         set_number(page, "pg-max-new", 2)
         page.locator("#pg-generate").click()
@@ -372,7 +372,7 @@ def test_whole_run_heatmap_in_the_page(page_url):
 
     with sync_playwright() as p:
         browser, page, errors = _open_tab_page(p, page_url)
-        page.locator("button[role=tab]").nth(1).click()
+        page.locator("button[role=tab]").nth(2).click()
         set_number(page, "pg-max-new", 200)
         page.locator("#pg-generate").click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=180_000)

@@ -112,7 +112,7 @@ def test_each_inside_view_is_drawn(app_url):
         )
         page.goto(app_url)
         page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
-        page.locator("button[role=tab]").nth(1).click()
+        page.locator("button[role=tab]").nth(2).click()
         box = page.locator("#pg-max-new input[type=number]")
         box.fill("24")
         box.press("Enter")

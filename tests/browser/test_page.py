@@ -65,10 +65,11 @@ def test_chinese_interface(page_url):
         page = browser.new_page(locale="zh-CN", viewport={"width": 1400, "height": 1000})
         page.goto(page_url)
         page.get_by_role("tab", name="生成与注意力").wait_for(timeout=60_000)
-        page.get_by_role("button", name="构建模型").wait_for(timeout=60_000)
+        page.get_by_role("tab", name="1 · 模型", exact=True).click()
+        page.get_by_role("button", name="构建新模型").wait_for(timeout=60_000)
         # The session has loaded, and the server wrote its summary in Chinese too.
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
-        assert page.get_by_role("button", name="Build model").count() == 0
+        assert page.get_by_role("button", name="Build a new model").count() == 0
         page.screenshot(path=str(ARTIFACTS / "zh.png"))
         browser.close()
 
@@ -82,7 +83,7 @@ def _generate_page(p, page_url, **context):
     page = browser.new_page(viewport={"width": 1600, "height": 1000}, **context)
     page.goto(page_url)
     page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
-    page.locator("button[role=tab]").nth(1).click()
+    page.locator("button[role=tab]").nth(2).click()
     page.locator("#pg-generate").wait_for()
     return browser, page
 
@@ -249,7 +250,7 @@ def test_values_the_widgets_would_clamp_or_round_are_said(page_url):
         page.locator("#pg-max-new input[type=number]").fill("30")
         page.wait_for_function("() => document.querySelector('#pg-input-msg').innerText.trim() === ''", timeout=30_000)
         # The Model tab: 2.5 layers is refused with a message, not rounded.
-        page.locator("button[role=tab]").nth(0).click()
+        page.locator("button[role=tab]").nth(1).click()
         page.get_by_text("random init").click()
         page.get_by_text("Config fields", exact=False).click()
         layers = page.get_by_label("n_layers", exact=True)
@@ -275,10 +276,10 @@ def test_charts_keep_full_width_after_a_build_from_another_tab(page_url):
         page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
         page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick')", timeout=60_000)
         full = page.locator("#pg-heatmap").bounding_box()["width"]
-        page.locator("button[role=tab]").nth(0).click()
+        page.locator("button[role=tab]").nth(1).click()
         page.locator("#pg-build").click()  # the bundled model again: the heatmap is reset while hidden
         page.locator("#pg-build-msg").get_by_text("Ready", exact=False).wait_for(timeout=60_000)
-        page.locator("button[role=tab]").nth(1).click()
+        page.locator("button[role=tab]").nth(2).click()
         page.wait_for_timeout(1500)
         drawn = page.evaluate(
             "() => document.querySelector('#pg-heatmap .js-plotly-plot .main-svg').getBoundingClientRect().width"

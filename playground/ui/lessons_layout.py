@@ -1,0 +1,113 @@
+"""The Lessons tab's components and their events (its handlers are in lessons_tab).
+
+The tab reads the session's model and the Generate tab's prompt, so opening it again after a
+change elsewhere draws the step again on what is there now. ``PAGE_JS`` remembers the tab a
+visitor last used and opens it on their next visit (a link that names a tab or a lesson wins).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from . import lessons_tab, listeners
+from .common import T
+from .results import outputs
+
+CSS = """
+.pg-lesson-toks { display: flex; flex-wrap: wrap; gap: 6px; }
+.pg-lesson-tok { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 2px 6px;
+  white-space: pre; font-family: var(--font-mono); }
+.pg-lesson-tok small { margin-left: 4px; opacity: 0.65; font-size: 0.75em; }
+.pg-lesson-reveal { padding: 8px 10px; border-radius: 6px; border-left: 4px solid; }
+.pg-lesson-reveal.pg-right { border-color: #2ca02c; background: rgba(44, 160, 44, 0.10); }
+.pg-lesson-reveal.pg-wrong { border-color: #d62728; background: rgba(214, 39, 40, 0.08); }
+#pg-lesson-choice .wrap { flex-wrap: wrap; }
+#pg-lesson-nav { align-items: flex-end; }
+#pg-lesson-nav > button { max-height: 3em; }
+body.pg-present .pg-lesson-tok { font-size: 22px; }
+"""
+
+# Runs once in the page: remember the main tab a visitor opens; on the next visit open it again.
+PAGE_JS = """
+() => {
+  const params = new URL(window.location.href).searchParams;
+  const get = (k) => { try { return localStorage.getItem(k); } catch (e) { return null; } };
+  const put = (k, v) => { try { localStorage.setItem(k, v); } catch (e) {} };
+  const mainTabs = () => {
+    const root = document.querySelector('#pg-tabs');
+    return root ? Array.from(root.querySelectorAll('button[role=tab]')).filter(b => b.closest('.tabs') === root) : [];
+  };
+  let restored = ['tab', 'lesson', 'prompt'].some(k => params.has(k));
+  document.addEventListener('click', (e) => {
+    const b = e.target.closest && e.target.closest('button[role=tab]');
+    const i = mainTabs().indexOf(b);
+    if (i >= 0) put('pg-tab', String(i));
+  }, true);
+  const timer = setInterval(() => {
+    const summary = document.querySelector('#pg-summary');
+    const tabs = mainTabs();
+    if (!summary || !summary.innerText.trim() || !tabs.length) return;  // the session has not loaded yet
+    clearInterval(timer);
+    if (restored) return;
+    restored = true;
+    const i = parseInt(get('pg-tab') || '0', 10);
+    if (i > 0 && i < tabs.length) tabs[i].click();
+  }, 250);
+}
+"""
+
+
+def layout() -> SimpleNamespace:
+    c = SimpleNamespace()
+    c.lesson_pos = gr.State(lessons_tab.first_position())
+    gr.Markdown(T("lesson_intro"), elem_id="pg-lesson-intro")
+    with gr.Row(elem_id="pg-lesson-nav"):
+        c.lesson_pick = gr.Dropdown(
+            lessons_tab.lesson_choices("en"), label=T("lesson_pick"), elem_id="pg-lesson-pick", scale=2, min_width=220
+        )
+        c.back = gr.Button(T("lesson_back"), elem_id="pg-lesson-back", scale=1, min_width=100)
+        c.next = gr.Button(T("lesson_next"), variant="primary", elem_id="pg-lesson-next", scale=1, min_width=100)
+    c.progress = gr.Markdown(elem_id="pg-lesson-progress")
+    with gr.Row():
+        with gr.Column(scale=2, min_width=280):
+            c.text = gr.Markdown(elem_id="pg-lesson-text")
+            c.question = gr.Markdown(elem_id="pg-lesson-question")
+            c.choice = gr.Radio([], label=T("lesson_guess"), elem_id="pg-lesson-choice")
+            c.reveal = gr.HTML(elem_id="pg-lesson-reveal")
+            c.full = gr.Button(T("lesson_full"), size="sm", elem_id="pg-lesson-full")
+        with gr.Column(scale=3, min_width=300):
+            c.plot = gr.Plot(show_label=False, elem_id="pg-lesson-plot")
+            c.tokens_html = gr.HTML(elem_id="pg-lesson-tokens", visible=False)
+    return c
+
+
+def wire(page) -> None:
+    c, prompt = page.lessons, page.generate.prompt
+    shown = outputs(lessons_tab.Shown, c)
+    page.demo.load(
+        lessons_tab.open_from_link,
+        [page.state, prompt],
+        shown + [page.tabs],
+        api_visibility="private",
+    )
+    c.next.click(
+        lambda s, p, q: lessons_tab.move(s, p, q, +1), [page.state, c.lesson_pos, prompt], shown, api_name="lesson_next"
+    )
+    c.back.click(
+        lambda s, p, q: lessons_tab.move(s, p, q, -1), [page.state, c.lesson_pos, prompt], shown, api_name="lesson_back"
+    )
+    c.lesson_pick.input(
+        lambda s, lesson, q: lessons_tab.show(s, {"lesson": lesson, "step": 0}, q),
+        [page.state, c.lesson_pick, prompt],
+        shown,
+        api_name="lesson_open",
+    )
+    c.choice.input(lessons_tab.answer, [page.state, c.lesson_pos, prompt, c.choice], c.reveal, api_name="lesson_answer")
+    c.full.click(lessons_tab.full_tab, c.lesson_pos, page.tabs, api_visibility="private")
+    # The model or the prompt may have changed in another tab: draw the step on what is there now.
+    page.lessons_tab.select(
+        lessons_tab.show, [page.state, c.lesson_pos, prompt, c.choice], shown, api_visibility="private"
+    )
+    listeners.on_change(page, lessons_tab.show, [c.lesson_pos, prompt, c.choice], shown)

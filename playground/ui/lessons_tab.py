@@ -1,0 +1,210 @@
+"""The Lessons tab's handlers: show a step on the session's model and prompt, reveal the answer.
+
+A position in the lessons is ``{"lesson": id, "step": index from 0}``. Every handler asks the
+step's question of the model and prompt as they are at that moment (``server.lessons.ask``), so
+a reveal never quotes an answer computed for another model or prompt.
+"""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+
+from playground.figures.attention import attention_heatmap, attention_overview, query_attention_bars
+from playground.figures.inside import loss_lines
+from playground.figures.model_charts import parameter_components_bar, parameter_treemap
+from playground.figures.sampling import sampling_stages_figure, token_probability_bars
+from playground.server import lessons
+from playground.server.lesson_questions import Question
+
+from .common import dress, fail, lang_of, page_prefs, session_model, tr
+from .results import result
+
+Shown = result(
+    "Shown", "lesson_pos", "lesson_pick", "progress", "text", "plot", "tokens_html", "question", "choice", "reveal"
+)
+
+
+def first_position() -> dict:
+    return {"lesson": lessons.lessons()[0].id, "step": 0}
+
+
+def _where(pos) -> tuple[lessons.Lesson, int]:
+    """(lesson, step index) of a position; anything unreadable (an API caller's) is the nearest step."""
+    pos = pos if isinstance(pos, dict) else first_position()
+    step = pos.get("step", 0)
+    return lessons.find(pos.get("lesson"), step + 1 if isinstance(step, int) else 1)
+
+
+def lesson_choices(lang: str) -> list[tuple[str, str]]:
+    return [(f"{x.order} · {lessons.say(x.title, lang)}", x.id) for x in lessons.lessons()]
+
+
+def choice_label(question: Question, choice_id: str, lang: str) -> str:
+    label = dict(question.choices).get(choice_id, str(choice_id))
+    return tr(lang, f"lesson_choice_{choice_id}") if question.words else label
+
+
+def tokens_html(labels, ids) -> str:
+    chips = "".join(
+        f"<span class='pg-lesson-tok' title='id {i}'>{html.escape(lab)}<small>{i}</small></span>"
+        for lab, i in zip(labels, ids)
+    )
+    return f"<div class='pg-lesson-toks' data-tokens='{len(ids)}'>{chips}</div>"
+
+
+def _losses_figure(view, lang, names):
+    labels = view["labels"]
+    after = view["after"] if view["after"] is not None else view["before"]
+    fig = loss_lines(range(1, len(labels) + 1), labels, view["before"], after, title=tr(lang, "lesson_fig_losses"))
+    if view["after"] is None:
+        fig.data = fig.data[:1]
+    for trace, name in zip(fig.data, names):
+        trace.name = tr(lang, name)
+    return fig
+
+
+def draw(view: dict, question: Question, lang: str):
+    """The step's figure from the question's plain data (None for the tokens view, drawn as HTML)."""
+    kind = view["kind"]
+    head = question.fields.get("head", "")
+    if kind == "attention_row":
+        title = tr(lang, "lesson_fig_row", head=head, token=view["query"])
+        return query_attention_bars(view["row"], view["labels"], query_label=view["query"], title=title)
+    if kind == "attention_map":
+        return attention_heatmap(view["probs"], view["labels"], title=tr(lang, "lesson_fig_map", head=head))
+    if kind == "overview":
+        return attention_overview(view["values"], zrange=(0.0, 1.0), title=tr(lang, "lesson_fig_overview"))
+    if kind == "losses":
+        names = (
+            "lesson_series_model",
+            "lesson_series_ablated" if "head" in question.fields else "lesson_series_uniform",
+        )
+        return _losses_figure(view, lang, names)
+    if kind == "next_tokens":
+        t = view["temperature"]
+        return token_probability_bars(view["labels"], view["probs"], chosen=0, title=tr(lang, "lesson_fig_next", t=t))
+    if kind == "stages":
+        t = question.fields["temperature"]
+        return sampling_stages_figure(view["labels"], view["stages"], title=tr(lang, "lesson_fig_stages", t=t))
+    if kind == "components":
+        key = "lesson_fig_components_untied" if question.fields.get("preset") else "lesson_fig_components"
+        names = [tr(lang, c) for c in view["components"]]  # component names are interface words
+        return parameter_components_bar(names, view["formula"], view["measured"], title=tr(lang, key))
+    if kind == "treemap":
+        return parameter_treemap(view["items"], title=tr(lang, "lesson_fig_treemap"))
+    if kind == "lens_column":
+        labels = [f"{tr(lang, 'lesson_layer', i=i)} · {top[0]}" for i, top in enumerate(view["tops"])]
+        title = tr(lang, "lesson_fig_lens", token=view["target_label"])
+        return token_probability_bars(labels, view["target_probs"], chosen=int(question.answer), title=title)
+    return None
+
+
+def reveal_html(question: Question, step, choice_id: str, lang: str) -> str:
+    right = choice_id == question.answer
+    answer = choice_label(question, question.answer, lang)
+    verdict = (
+        tr(lang, "lesson_right") if right else tr(lang, "lesson_wrong", choice=choice_label(question, choice_id, lang))
+    )
+    detail = lessons.fill(step.reveal, lang, question, answer)
+    return (
+        f"<div class='pg-lesson-reveal {'pg-right' if right else 'pg-wrong'}' data-right='{str(right).lower()}'"
+        f" data-answer='{html.escape(question.answer)}'><b>{html.escape(verdict)}</b> "
+        f"{html.escape(tr(lang, 'lesson_answer', answer=answer))}<br>{html.escape(detail)}</div>"
+    )
+
+
+def show(state, pos, prompt, choice=None) -> Shown:
+    """A step: its text and view, the question with fresh choices, and (``choice`` given) the reveal."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
+    lesson, index = _where(pos)
+    step = lesson.steps[index]
+    all_lessons = lessons.lessons()
+    progress = tr(
+        lang,
+        "lesson_progress",
+        lesson=all_lessons.index(lesson) + 1,
+        lessons=len(all_lessons),
+        step=index + 1,
+        steps=len(lesson.steps),
+    )
+    base = dict(
+        lesson_pos={"lesson": lesson.id, "step": index},
+        lesson_pick=gr.update(value=lesson.id, choices=lesson_choices(lang)),
+        progress=f"**{lessons.say(lesson.title, lang)}** · {progress}",
+        text=lessons.say(step.text, lang),
+    )
+    try:
+        question, labels = lessons.ask(step, session_model(state), prompt)
+    except Exception as e:  # a prompt too short for the question, a released model: said, never a crash
+        return Shown(
+            **base,
+            plot=gr.update(value=None, visible=False),
+            tokens_html=gr.update(value="", visible=False),
+            question="",
+            choice=gr.update(choices=[], value=None),
+            reveal=fail(e, lang),
+        )
+    view = question.view
+    figure = draw(view, question, lang)
+    chips = [(choice_label(question, cid, lang), cid) for cid, _ in question.choices]
+    picked = choice if choice in dict(question.choices) else None
+    return Shown(
+        **base,
+        plot=gr.update(value=dress(figure, lang, present), visible=True)
+        if figure is not None
+        else gr.update(visible=False),
+        tokens_html=gr.update(value=tokens_html(view["labels"], view["ids"]), visible=True)
+        if view["kind"] == "tokens"
+        else gr.update(visible=False),
+        question=f"**{lessons.fill(step.ask, lang, question, '')}**",
+        choice=gr.update(choices=chips, value=picked, label=tr(lang, "lesson_guess")),
+        reveal=reveal_html(question, step, picked, lang) if picked is not None else "",
+    )
+
+
+def move(state, pos, prompt, delta: int) -> Shown:
+    """Next (+1) or Back (−1): across the end of a lesson into the next or previous one."""
+    lesson, index = _where(pos)
+    all_lessons = list(lessons.lessons())
+    at = all_lessons.index(lesson)
+    index += delta
+    if index >= len(lesson.steps) and at + 1 < len(all_lessons):
+        lesson, index = all_lessons[at + 1], 0
+    elif index < 0 and at > 0:
+        lesson = all_lessons[at - 1]
+        index = len(lesson.steps) - 1
+    index = min(max(index, 0), len(lesson.steps) - 1)
+    return show(state, {"lesson": lesson.id, "step": index}, prompt)
+
+
+def answer(state, pos, prompt, choice):
+    """A choice was clicked: the answer computed now, and whether the choice was it."""
+    lang = lang_of(state)
+    lesson, index = _where(pos)
+    step = lesson.steps[index]
+    try:
+        question, _ = lessons.ask(step, session_model(state), prompt)
+    except Exception as e:
+        return fail(e, lang)
+    if choice is None:
+        return ""
+    return reveal_html(question, step, str(choice), lang)
+
+
+def full_tab(pos):
+    """The tab that owns the step's view."""
+    lesson, index = _where(pos)
+    return gr.Tabs(selected=lesson.steps[index].tab)
+
+
+def open_from_link(state, prompt, request: gr.Request = None):
+    """Page load: ``?lesson=attention&step=3`` opens that step (and the Lessons tab)."""
+    params = dict(request.query_params) if request is not None else {}
+    lang, present = page_prefs(request)
+    state = {**(state or {}), "lang": lang, "present": present}
+    lesson_id = params.get("lesson")
+    lesson, index = lessons.find(lesson_id, params.get("step", 1))
+    shown = show(state, {"lesson": lesson.id, "step": index}, prompt)
+    return (*shown, gr.Tabs(selected="lessons") if lesson_id else gr.skip())

@@ -1,0 +1,85 @@
+"""The Lessons tab's handlers as plain functions: a step shown on the session's model and prompt, the
+reveal after a choice, Next/Back across lessons, links to a step, and answers that follow the model."""
+
+import re
+from types import SimpleNamespace
+
+from playground import PRESETS
+from playground.server import lessons
+from playground.server.model_cache import CACHE
+from playground.server.recipes import random_recipe
+from playground.ui import lessons_tab
+from tests.lesson_figures import library_answer
+
+PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
+
+
+def state_of(seed=0, lang="en"):
+    return {"recipe": random_recipe(PRESETS["nano"], seed=seed), "run_id": None, "lang": lang}
+
+
+def revealed(html):
+    """(right?, answer id) from the reveal's HTML."""
+    right = re.search(r"data-right='(true|false)'", html).group(1) == "true"
+    return right, re.search(r"data-answer='([^']*)'", html).group(1)
+
+
+def test_every_step_shows_its_question_and_reveals_the_librarys_answer_in_both_languages():
+    state = state_of()
+    model = CACHE.get(state["recipe"])
+    for lang in ("en", "zh-CN"):
+        state["lang"] = lang
+        for lesson in lessons.lessons():
+            for index, step in enumerate(lesson.steps):
+                pos = {"lesson": lesson.id, "step": index}
+                shown = lessons_tab.show(state, pos, PROMPT)
+                assert shown.lesson_pos == pos and "<div class='pg-msg" not in shown.reveal
+                values = [v for _, v in shown.choice["choices"]]
+                question, _ = lessons.ask(step, model, PROMPT)
+                expected = library_answer(step, model, PROMPT, question)
+                wrong = next(v for v in values if v != expected)
+                assert revealed(lessons_tab.answer(state, pos, PROMPT, wrong)) == (False, expected)
+                assert revealed(lessons_tab.answer(state, pos, PROMPT, expected)) == (True, expected)
+                if lang == "zh-CN":  # the step's own words are Chinese
+                    assert re.search(r"[\u4e00-\u9fff]", shown.text + shown.question + shown.progress)
+
+
+def test_next_and_back_cross_lessons_and_the_full_tab_link_names_the_views_tab():
+    state, first = state_of(), lessons.lessons()[0]
+    last_step = {"lesson": first.id, "step": len(first.steps) - 1}
+    assert lessons_tab.move(state, last_step, PROMPT, +1).lesson_pos == {"lesson": lessons.lessons()[1].id, "step": 0}
+    assert lessons_tab.move(state, {"lesson": lessons.lessons()[1].id, "step": 0}, PROMPT, -1).lesson_pos == last_step
+    assert lessons_tab.move(state, {"lesson": first.id, "step": 0}, PROMPT, -1).lesson_pos == {
+        "lesson": first.id,
+        "step": 0,
+    }
+    assert lessons_tab.full_tab({"lesson": "attention", "step": 0}).selected == "generate"
+    assert lessons_tab.full_tab({"lesson": "tokens", "step": 0}).selected == "tokenizer"
+    # what an API caller may send instead of a position: the first step, never a crash
+    for pos in (None, "x", {"lesson": "nope", "step": "two"}, {"step": -5}):
+        assert lessons_tab.show(state, pos, PROMPT).lesson_pos == {"lesson": first.id, "step": 0}
+
+
+def test_a_link_opens_its_step_and_a_short_prompt_is_said():
+    request = SimpleNamespace(query_params={"lesson": "multihead", "step": "2"}, headers={})
+    *shown, tabs = lessons_tab.open_from_link(state_of(), PROMPT, request)
+    assert shown[0] == {"lesson": "multihead", "step": 1} and tabs.selected == "lessons"
+    short = lessons_tab.show(state_of(), {"lesson": "attention", "step": 0}, "Hi")
+    assert "at least 3 tokens" in short.reveal and short.choice["choices"] == []
+    zh = lessons_tab.show(state_of(lang="zh-CN"), {"lesson": "attention", "step": 0}, "Hi")
+    assert "至少 3 个词元" in zh.reveal
+
+
+def test_another_model_or_prompt_changes_a_revealed_answer():
+    def answers(state, prompt):
+        out = {}
+        for lesson in lessons.lessons():
+            for index, _ in enumerate(lesson.steps):
+                pos = {"lesson": lesson.id, "step": index}
+                value = lessons_tab.show(state, pos, prompt).choice["choices"][0][1]
+                out[lesson.id, index] = revealed(lessons_tab.answer(state, pos, prompt, value))[1]
+        return out
+
+    here = answers(state_of(0), PROMPT)
+    assert sum(here[k] != v for k, v in answers(state_of(7), PROMPT).items()) >= 1
+    assert sum(here[k] != v for k, v in answers(state_of(0), "The cat sat on the mat and then the dog").items()) >= 1

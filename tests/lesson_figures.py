@@ -1,0 +1,97 @@
+"""Each lesson question's answer recomputed by another route through the library (a plain module,
+no gradio), so the unit and browser tests check a lesson against the library's own figures."""
+
+import math
+from dataclasses import replace
+
+import torch
+
+from playground.engine.config import PRESETS, count_parameters_analytic
+from playground.engine.tokenizer import load_tokenizer
+from playground.inside.attention_maths import attention_maths
+from playground.inside.effects import token_losses
+from playground.inside.inspection import count_parameters, parameter_breakdown
+from playground.inside.interventions import Intervention, run_with_hooks
+from playground.inside.lenses import lens_cell
+from playground.inside.scoring import score_ids
+
+
+def _row(model, ids, layer, head, t):
+    return attention_maths(model, ids, layer, head, t)["softmax"]
+
+
+def _head(question):
+    return tuple(int(x) for x in question.fields["head"].split("."))
+
+
+def _previous_token_head(model, ids):
+    T = len(ids)
+    mass = {
+        (layer, h): sum(_row(model, ids, layer, h, t)[t - 1] for t in range(1, T))
+        for layer in range(model.cfg.n_layers)
+        for h in range(model.cfg.n_heads)
+    }
+    return max(mass, key=mass.get)
+
+
+def _mean_loss(model, ids):
+    return float(score_ids(model, ids).surprisal_bits.mean()) * math.log(2)
+
+
+def library_answer(step, model, prompt: str, question) -> str:
+    """The answer id of ``step``'s question on ``model`` and ``prompt`` (``question``: what the lesson
+    asked, for the head or layer it chose to ask about)."""
+    tok = load_tokenizer()
+    ids = tok.encode(prompt)
+    T = len(ids)
+    parts = {r.component: r.measured for r in parameter_breakdown(model).rows}
+    kind = step.question
+    if kind == "token_count":
+        return str(T)
+    if kind == "word_pieces":
+        return str(len(tok.encode(step.params["word"])))
+    if kind == "embedding_width":
+        return str(model.cfg.emb_dim)
+    if kind == "embedding_params":
+        return f"{parts['token embedding']:,}"
+    if kind == "attends_most":
+        row = _row(model, ids, *_head(question), T - 1)
+        return str(max(range(T - 1), key=lambda j: row[j]))
+    if kind == "first_token_mass":
+        first = sum(_row(model, ids, *_head(question), t)[0] for t in range(1, T)) / (T - 1)
+        return "yes" if first > 0.5 else "no"
+    if kind == "previous_head":
+        return str(_previous_token_head(model, ids)[1])
+    if kind == "head_ablation":
+        best = _previous_token_head(model, ids)
+        plain = token_losses(run_with_hooks(model, ids, capture=False)[0], ids)
+        ablated = token_losses(run_with_hooks(model, ids, Intervention(zero_heads=(best,)), capture=False)[0], ids)
+        return "rise" if sum(ablated) > sum(plain) else "fall"
+    if kind == "ffn_width":
+        return f"{model.trf_blocks[0].ff.layers[0].out_features:,}"
+    if kind == "ffn_vs_attention":
+        attention = parts["attention QKV"] + parts["attention output"]
+        return "feed-forward" if parts["feed-forward"] > attention else "attention"
+    if kind == "param_count":
+        return f"{count_parameters(model):,}"
+    if kind == "untied_count":
+        cfg = PRESETS[step.params["preset"]] if step.params.get("preset") else model.cfg
+        return f"{count_parameters_analytic(replace(cfg, tie_weights=False)):,}"
+    if kind == "lens_first_layer":
+        k = int(step.params.get("k", 3))
+        target = lens_cell(model, ids, model.cfg.n_layers, T - 1, k=1)["top"][0][0]
+        tops = [[t for t, _ in lens_cell(model, ids, i, T - 1, k=k)["top"]] for i in range(model.cfg.n_layers + 1)]
+        return str(next(i for i, top in enumerate(tops) if target in top))
+    with torch.no_grad():
+        logits = model(torch.tensor([ids], device=model.device))[0, -1].float().cpu()
+    temperature = float(step.params.get("temperature", 0.3))
+    if kind == "next_token":
+        return str(int(torch.softmax(logits / temperature, -1).argmax()))
+    if kind == "top_prob_temperature":
+        p1, pt = float(torch.softmax(logits, -1).max()), float(torch.softmax(logits / temperature, -1).max())
+        return "same" if math.isclose(p1, pt, abs_tol=5e-4) else ("up" if pt > p1 else "down")
+    if kind == "loss_vs_uniform":
+        return "below" if _mean_loss(model, ids) < math.log(model.cfg.vocab_size) else "above"
+    if kind == "prompt_loss":
+        return f"{_mean_loss(model, ids):.1f}"
+    raise AssertionError(f"no library figure for question type {kind!r}: add one here")
