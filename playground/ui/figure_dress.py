@@ -84,6 +84,7 @@ def tick(text):
 
 
 PRESENT_FONT = 16  # px: axis labels and tick labels readable from the back of a room
+PRESENT_MIN_FONT = 14  # px: no text of a figure is smaller in presenter mode (a cell's text included)
 PRESENT_TITLE_FONT = 20
 PRESENT_MAX_HEIGHT = 560  # a 720-pixel-high projector shows the whole figure under the controls
 
@@ -154,7 +155,13 @@ def _enlarge(fig):
     fig.update_yaxes(tickfont_size=PRESENT_FONT, title_font_size=PRESENT_FONT)
     for annotation in fig.layout.annotations or ():
         annotation.font.size = PRESENT_FONT
+    # Text plotly fits into a bar or a treemap tile is hidden where it would shrink below the minimum
+    # (the hover still names it), instead of shrinking to a few pixels.
+    fig.update_layout(uniformtext=dict(minsize=PRESENT_MIN_FONT, mode="hide"))
     for trace in fig.data:
+        font = getattr(trace, "textfont", None)
+        if font is not None and isinstance(font.size, (int, float)) and font.size < PRESENT_MIN_FONT:
+            font.size = PRESENT_MIN_FONT
         if trace.type == "waterfall" and trace.text is not None:
             # Plotly shrinks a value label to its bar's width; many bars at presenter size leave it
             # unreadable, so the labels stand upright along the bars at full size instead.
