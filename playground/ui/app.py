@@ -75,6 +75,7 @@ def launch_kwargs() -> dict:
         "i18n": I18N,
         "css": CSS + COMPARE_CSS + cell_click.CSS,
         "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS),
+        "head": prefs.HEAD,
         "footer_links": ["api", "settings"],
         "theme": gr.themes.Soft(),
         "max_file_size": MAX_UPLOAD_BYTES,

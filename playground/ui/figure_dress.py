@@ -27,7 +27,7 @@ WORDS_ZH = {
     "probability": "概率",
     "parameters": "参数",
     "step": "步",
-    "loss (cross-entropy, nats)": "损失（交叉熵，nats）",
+    "loss (cross-entropy, nats)": "损失（交叉熵，奈特）",
     "train": "训练",
     "validation": "验证",
     "raw softmax": "原始 softmax",
@@ -48,7 +48,7 @@ WORDS_ZH = {
     "before": "干预前",
     "after": "干预后",
     "position (predicting the next token)": "位置（预测下一个 token）",
-    "loss (nats)": "损失（nats）",
+    "loss (nats)": "损失（奈特）",
     "α (the head's output × α)": "α（该头的输出 × α）",
     "position": "位置",
     "bits": "比特",
@@ -173,16 +173,28 @@ def _enlarge(fig):
     if fig.layout.height and fig.layout.height > PRESENT_MAX_HEIGHT:
         fig.layout.height = PRESENT_MAX_HEIGHT
     height = fig.layout.height or 450
-    for axis in list(fig.select_xaxes()) + list(fig.select_yaxes()):
-        _thin_ticks(axis, height)
+    for axis in fig.select_xaxes():
+        _thin_ticks(axis, PRESENT_PLOT_WIDTH, across=abs(axis.tickangle or 0) >= 45)
+    for axis in fig.select_yaxes():
+        _thin_ticks(axis, height - 150, across=True)
 
 
-def _thin_ticks(axis, height: int) -> None:
-    """Token labels at presenter size would overlap: keep every k-th (anchored on the newest)."""
+PRESENT_PLOT_WIDTH = 420  # px: the narrowest plot area a figure gets on a 1024-px page (half of it)
+
+
+def _thin_ticks(axis, length: int, across: bool) -> None:
+    """Token labels at presenter size would overlap: keep every k-th (anchored on the newest).
+
+    ``length`` is the figure's plot length along the axis; a panel of a grid has its domain's share
+    of it. Labels stacked across the axis (y, or upright x labels) need a line each; labels along it
+    need their own width."""
     vals, text = axis.tickvals, axis.ticktext
     if vals is None or text is None or len(vals) < 2:
         return
-    room = max(1, int((height - 150) / (PRESENT_FONT + 4)))  # rows of 16-px labels a panel has room for
+    domain = axis.domain or (0, 1)
+    span = max(0.05, float(domain[1]) - float(domain[0])) * length
+    pitch = PRESENT_FONT + 4 if across else 0.6 * PRESENT_FONT * max(len(str(t)) for t in text) + 8
+    room = max(1, int(span / pitch))
     step = -(-len(vals) // room)
     if step > 1:
         keep = list(range(len(vals) - 1, -1, -step))[::-1]
