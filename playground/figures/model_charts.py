@@ -13,6 +13,7 @@ from playground.figures.style import (
     BAR_COLOR,
     MUTED,
     TICK_FONT_SIZE,
+    cell_text_fill,
     format_bytes,
     layout,
     scale_colors,
@@ -72,7 +73,7 @@ def parameter_treemap(items, *, title: str = "", maxdepth: int = 3) -> go.Figure
             texttemplate="%{label}<br>%{value:,}",
             hovertemplate="%{customdata[0]}<br>%{value:,} parameters<br>%{customdata[1]:.1%} of total<extra></extra>",
             marker=dict(colors=colors),
-            textfont=dict(color=[text_color_on(c) for c in colors]),
+            textfont=dict(color=[cell_text_fill(text_color_on(c)) for c in colors]),
         )
     )
     return layout(fig, title or f"{total:,} parameters", 520)

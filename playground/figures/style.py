@@ -7,10 +7,11 @@ formatters (a probability as a readable percentage, bytes in decimal units).
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.colors import get_colorscale, sample_colorscale, unlabel_rgb
+from plotly.colors import get_colorscale, sample_colorscale
 
 TEMPLATE = "plotly_white"
 TEXT_COLOR = "#2a3f5f"  # the template's text colour, which the page's dark theme recolours
@@ -25,9 +26,10 @@ MAX_TICKS = 40  # more tick labels than this overlap on a laptop screen
 MAX_TICK_CHARS = 12
 ANNOTATE_CELLS = 300  # print values in overview cells up to this many cells
 # Text on a coloured cell is one of these two, whichever contrasts more with the cell (WCAG 2: one
-# of them always reaches 4.58:1). The page's dark-theme CSS recolours every other figure text and
-# keeps exactly these two fills (ui/style.py), so a cell's text never takes the page's colour.
+# of them always reaches 4.58:1). It is written with an opacity of CELL_TEXT_ALPHA, which marks it
+# for the page's dark-theme CSS: that recolours every other figure text and keeps these (ui/style.py).
 CELL_TEXT_DARK, CELL_TEXT_LIGHT = "#000000", "#ffffff"
+CELL_TEXT_ALPHA = 0.999
 MIN_CONTRAST = 4.5  # WCAG AA for normal text
 # Up to this many positions every token labels its row and column; a larger map (a whole long run)
 # gets numbered axes whose ticks follow the zoom instead, since a 9 px label per cell would overlap.
@@ -169,8 +171,14 @@ def _rgb(color: str) -> tuple[float, float, float]:
         h = color[1:]
         h = "".join(ch * 2 for ch in h) if len(h) == 3 else h
         return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
-    r, g, b = unlabel_rgb(color)[:3]
-    return float(r), float(g), float(b)
+    r, g, b = (float(v) for v in re.findall(r"[\d.]+", color)[:3])  # rgb(r, g, b) or rgba(r, g, b, a)
+    return r, g, b
+
+
+def cell_text_fill(color: str) -> str:
+    """``color`` as the fill of a cell's text: rgba with CELL_TEXT_ALPHA (see CELL_TEXT_DARK)."""
+    r, g, b = _rgb(color)
+    return f"rgba({r:.0f}, {g:.0f}, {b:.0f}, {CELL_TEXT_ALPHA})"
 
 
 def relative_luminance(color: str) -> float:
@@ -218,7 +226,7 @@ def cell_text(x, y, text, z, colorscale, zmin: float, zmax: float, size: int = T
         y=list(y),
         text=[str(t) for t in text],
         mode="text",
-        textfont=dict(size=size, color=[c or TEXT_COLOR for c in colors]),
+        textfont=dict(size=size, color=[TEXT_COLOR if c is None else cell_text_fill(c) for c in colors]),
         hoverinfo="skip",
         showlegend=False,
         name="",

@@ -17,9 +17,9 @@ CSS = """
 .pg-swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; vertical-align: -1px; }
 /* Plotly figures are drawn on a transparent background; in dark mode their text and lines are
    recoloured here so one figure serves both themes. Text on a coloured cell keeps the black or
-   white the figure chose for that cell (figures/style.py: CELL_TEXT_DARK, CELL_TEXT_LIGHT). */
-.dark .js-plotly-plot .main-svg text:not([style*="fill: rgb(0, 0, 0)"]):not([style*="fill: rgb(255, 255, 255)"]) {
-  fill: #e5e7eb !important; }
+   white the figure chose for that cell, marked by its opacity (figures/style.py: CELL_TEXT_ALPHA;
+   a selector without commas, which Gradio's scoping of this CSS would split). */
+.dark .js-plotly-plot .main-svg text:not([style*="fill-opacity: 0.999"]) { fill: #e5e7eb !important; }
 .dark .js-plotly-plot .main-svg .gridlayer path, .dark .js-plotly-plot .main-svg .zerolinelayer path {
   stroke: #374151 !important; }
 """

@@ -7,9 +7,11 @@ from playground import figures as F
 from playground.figures import inside as lf
 from playground.figures.model_charts import parameter_treemap
 from playground.figures.style import (
+    CELL_TEXT_ALPHA,
     CELL_TEXT_DARK,
     CELL_TEXT_LIGHT,
     MIN_CONTRAST,
+    cell_text_fill,
     contrast_ratio,
     relative_luminance,
     scale_colors,
@@ -78,8 +80,11 @@ def test_logit_lens_cells_read_yellow_ones_included():
         ["emb", "L0"], [4, 5, 6], ["a", "b", "c", "d"], [["x", "y", "z"]] * 2, probs, probs, title="t"
     )
     text = _cells_read(fig)
-    assert text.textfont.color[2] == CELL_TEXT_DARK  # p = 0.99: Viridis' bright yellow
-    assert text.textfont.color[0] == CELL_TEXT_LIGHT  # p = 0: its deep purple
+    assert text.textfont.color[2] == cell_text_fill(CELL_TEXT_DARK)  # p = 0.99: Viridis' bright yellow
+    assert text.textfont.color[0] == cell_text_fill(CELL_TEXT_LIGHT)  # p = 0: its deep purple
+    assert cell_text_fill(CELL_TEXT_LIGHT) == f"rgba(255, 255, 255, {CELL_TEXT_ALPHA})"
+    assert "fill-opacity" not in text.textfont.color[4]  # the missing cell (no next token) keeps the page's colour
+    assert str(CELL_TEXT_ALPHA) not in text.textfont.color[4]
     assert text.hoverinfo == "skip"  # the heatmap under the text answers hovers and clicks
 
 
@@ -97,3 +102,11 @@ def test_treemap_tiles_read():
     assert len(trace.marker.colors) == len(trace.ids)
     for tile, text in zip(trace.marker.colors, trace.textfont.color):
         assert contrast_ratio(text, tile) >= MIN_CONTRAST, (tile, text)
+
+
+def test_the_dark_theme_css_keeps_exactly_the_marked_cell_text():
+    from playground.ui.style import CSS
+
+    rule = next(line for line in CSS.splitlines() if "main-svg text" in line)
+    assert f'fill-opacity: {CELL_TEXT_ALPHA}"' in rule and ":not(" in rule
+    assert "," not in rule.split("{")[0]  # Gradio's scoping splits selectors at commas
