@@ -116,7 +116,7 @@ def dress(fig, lang: str = "en", present: bool = False):
         _enlarge(fig)
     if len(list(fig.select_xaxes())) > 2:  # side-by-side panels: a few value ticks each
         fig.update_xaxes(nticks=4)
-    _wrap_title(fig, 40 if present else 48)
+    _wrap_title(fig, 36 if present else 48)  # columns of a half-width figure on a 1024-px page
     return fig
 
 
@@ -205,9 +205,10 @@ def _thin_ticks(axis, length: int, across: bool) -> None:
 def _wrap_title(fig, width: int) -> None:
     """A long title on two lines (a narrow figure would cut it)."""
     title = fig.layout.title.text if fig.layout.title else None
-    if not title or "<br>" in title or len(title) <= width:
+    if not title or "<br>" in title or text_columns(title) <= width:
         return
-    cut = max((title.rfind(sep, 0, width) for sep in (" · ", ": ", "：", "，", " ")), default=-1)
+    limit = next(i for i in range(len(title) + 1) if text_columns(title[: i + 1]) > width)  # chars within width
+    cut = max((title.rfind(sep, 0, limit) for sep in (" · ", ": ", "：", "，", " ")), default=-1)
     if cut <= 0:
         return
     sep_len = 1 if title[cut] in "：，" else len(next(sep for sep in (" · ", ": ", " ") if title.startswith(sep, cut)))
@@ -218,3 +219,8 @@ def _wrap_title(fig, width: int) -> None:
         margin.t = margin.t + (fig.layout.title.font.size or 16) + 6
         if fig.layout.height:
             fig.layout.height = fig.layout.height + (fig.layout.title.font.size or 16) + 6
+
+
+def text_columns(text: str) -> int:
+    """Width of ``text`` in Latin-letter columns: a Chinese character (or full-width sign) takes two."""
+    return sum(2 if "\u2e80" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef" else 1 for ch in text)

@@ -568,3 +568,17 @@ def test_presenter_mode_thins_each_panel_of_the_all_heads_grid_to_what_it_has_ro
             continue
         room = (axis.domain[1] - axis.domain[0]) * PRESENT_PLOT_WIDTH
         assert len(axis.tickvals) * (PRESENT_FONT + 4) <= room and axis.tickvals[-1] == 39
+
+
+def test_a_chinese_title_is_wrapped_by_its_width_not_its_character_count():
+    """A Chinese character is as wide as two Latin letters: a title that fits as English may not fit as 中文."""
+    fig = figures.empty_figure("")
+    fig.update_layout(title_text="第 19 步：采样分布下最可能的下一个 token")  # 28 characters, 42 columns
+    from playground.ui.figure_dress import text_columns
+
+    lines = dress(fig, "zh-CN", present=True).layout.title.text.split("<br>")
+    assert len(lines) == 2 and "".join(lines).replace(" ", "") == "第19步：采样分布下最可能的下一个token"
+    assert all(text_columns(line) <= 36 for line in lines)
+    short = figures.empty_figure("")
+    short.update_layout(title_text="层 · 头")
+    assert "<br>" not in dress(short, "zh-CN", present=True).layout.title.text

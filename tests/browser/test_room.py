@@ -46,7 +46,7 @@ SMALL_TEXT_JS = """(min) => {
   return small;
 }"""
 
-# Table headers whose text runs over more lines than it has words: a word was broken.
+# Table headers whose text runs over more lines than it has words (a word was broken), or is cut off.
 BROKEN_HEADERS_JS = """() => {
   const out = [];
   for (const th of document.querySelectorAll('th')) {
@@ -61,8 +61,12 @@ BROKEN_HEADERS_JS = """() => {
       const lines = new Set([...range.getClientRects()].filter(q => q.width > 0).map(q => Math.round(q.top)));
       if (lines.size > text.split(/\\s+/).length) out.push(text);
     }
+    // ... or cut off by its cell
+    for (const el of [th, ...th.querySelectorAll('*')]) {
+      if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible') out.push('cut: ' + th.textContent.trim());
+    }
   }
-  return out;
+  return [...new Set(out)];
 }"""
 
 # Each figure cell text (a text-only trace) against the colour the figure asked for: the page's dark
