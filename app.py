@@ -6,7 +6,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from playground.runtime.devices import DeviceError, default_device  # noqa: E402
 from playground.runtime.memory import map_large_blocks  # noqa: E402
-from playground.ui.app import build_demo, launch_kwargs  # noqa: E402
+from playground.ui.app import build_demo, launch_kwargs, warm_up  # noqa: E402
 
 map_large_blocks()  # before any model is built: freed weights go straight back to the OS
 try:
@@ -16,4 +16,5 @@ except DeviceError as e:
 demo = build_demo()
 
 if __name__ == "__main__":
-    demo.launch(**launch_kwargs())
+    warm_up()  # the first run's one-off costs, paid before the first page opens
+    demo.launch(**launch_kwargs())  # prints the address it serves

@@ -287,9 +287,11 @@ class AppServer(serving.App):
 
 def serve() -> None:
     """What ``app.py`` does: build the demo and launch it (port from GRADIO_SERVER_PORT)."""
-    from playground.ui.app import build_demo, launch_kwargs
+    from playground.ui.app import build_demo, launch_kwargs, warm_up
 
-    build_demo().launch(**launch_kwargs())
+    demo = build_demo()
+    warm_up()
+    demo.launch(**launch_kwargs())
 
 
 @dataclass
@@ -576,55 +578,86 @@ class Bench:
     def browser_run(self, model: str, prompt: str, max_new: int, r: RunResult, view_switch: bool = True):
         context, page, cdp, net, errors = self.open_page(model)
         try:
-            self._set_inputs(page, prompt, max_new)
-            t_issue = self._now_ms()
-            page.click("#pg-generate")
-            deadline = time.perf_counter() + self.run_timeout
-            heat0 = page.evaluate("() => window.__pg.snapshot().heat")
-            finished = self._wait_state(page, ("done", "stopped", "error"), t_issue, deadline)
-            if finished:  # the final update also carries the attention heatmap: wait for it to be drawn
-                finished = self._wait_heat(page, heat0, deadline)
-            if not finished:
-                r.timed_out_s = self.run_timeout
-            data = self._collect(page) if finished else self._collect_or_none(page)
-            t_end_ms = self._now_ms()
-            if data is None:
-                r.notes.append("the page did not answer after the timeout")
-                return
-            clicks = [c["t"] for c in data["clicks"] if c["id"] == "pg-generate" and c["t"] >= t_issue - 5]
-            t0 = clicks[0] if clicks else t_issue
-            tl = [e for e in data["timeline"] if e["t"] >= t0]
-            first = next((e for e in tl if e["chips"] > 0), None)
-            ended = [e for e in tl if e["state"] in ("done", "stopped", "error")]
-            # The status can be drawn a frame before the last chips: the run is over in the page
-            # when the status says so and every token it counts has its chip.
-            end = next(
-                (e for e in ended if e["tokens"] is None or e["chips"] >= e["tokens"]), ended[0] if ended else None
-            )
-            r.first_chip_s = (first["t"] - t0) / 1000 if first else None
-            if end is not None:
-                r.browser_s = (end["t"] - t0) / 1000
-                r.chips_at_end = end["chips"]
-                r.status_tokens = end["tokens"]
-                if end["state"] == "error":
-                    r.error = "the status shows an error"
-            heat = next(
-                (e for e in tl if e["heat"] and e["heat"] != heat0 and not e["heat"].startswith("Generate")), None
-            )
-            r.heatmap_s = (heat["t"] - t0) / 1000 if heat else None
-            if r.browser_s is not None and r.heatmap_s is not None:
-                r.done_s = r.browser_s
-                r.browser_s = max(r.browser_s, r.heatmap_s)
-            t_stop = end["t"] if end else t_end_ms
-            self._fill_page_figures(r, data, t0, t_stop, net)
-            if errors:
-                r.notes.append(f"page errors: {errors[:3]}")
-            if data.get("toasts"):
-                r.notes.append(f"toasts: {data['toasts'][:3]}")
-            if finished and view_switch and r.error is None:
-                self._view_switch(page, r)
+            self._generate_in(page, net, errors, prompt, max_new, r, view_switch)
         finally:
             context.close()
+
+    def first_runs(self, model: str, prompt: str, max_new: int) -> dict:
+        """A page's first run against its later ones: a fresh page's first Generate, a second in the
+        same page, and the first in another fresh page, each click -> run drawn (heatmap included)."""
+        runs = {}
+        context, page, cdp, net, errors = self.open_page(model)
+        try:
+            # The second run has another prompt, so that its heatmap is a new one to wait for.
+            for name, text in (("fresh page, first run", prompt), ("same page, second run", "JULIET:\n")):
+                r = RunResult(model=model, prompt="short", max_new=max_new)
+                self._generate_in(page, net, errors, text, max_new, r, view_switch=False)
+                runs[name] = self._first_run_figures(r)
+                self.wait_server_idle()
+        finally:
+            context.close()
+        r = RunResult(model=model, prompt="short", max_new=max_new)
+        self.browser_run(model, prompt, max_new, r, view_switch=False)
+        runs["another fresh page, first run"] = self._first_run_figures(r)
+        return runs
+
+    @staticmethod
+    def _first_run_figures(r: RunResult) -> dict:
+        """Where a run's time went: its first chip, the status saying done, the heatmap drawn."""
+        return {
+            "drawn_s": r.browser_s,
+            "first_chip_s": r.first_chip_s,
+            "done_s": r.done_s,
+            "heatmap_s": r.heatmap_s,
+            "longest_task_s": r.longest_task_s,
+            "long_task_total_s": r.long_task_total_s,
+        }
+
+    def _generate_in(self, page, net, errors, prompt: str, max_new: int, r: RunResult, view_switch: bool):
+        """One timed Generate in an open page (``r`` receives the figures)."""
+        self._set_inputs(page, prompt, max_new)
+        t_issue = self._now_ms()
+        page.click("#pg-generate")
+        deadline = time.perf_counter() + self.run_timeout
+        heat0 = page.evaluate("() => window.__pg.snapshot().heat")
+        finished = self._wait_state(page, ("done", "stopped", "error"), t_issue, deadline)
+        if finished:  # the final update also carries the attention heatmap: wait for it to be drawn
+            finished = self._wait_heat(page, heat0, deadline)
+        if not finished:
+            r.timed_out_s = self.run_timeout
+        data = self._collect(page) if finished else self._collect_or_none(page)
+        t_end_ms = self._now_ms()
+        if data is None:
+            r.notes.append("the page did not answer after the timeout")
+            return
+        clicks = [c["t"] for c in data["clicks"] if c["id"] == "pg-generate" and c["t"] >= t_issue - 5]
+        t0 = clicks[0] if clicks else t_issue
+        tl = [e for e in data["timeline"] if e["t"] >= t0]
+        first = next((e for e in tl if e["chips"] > 0), None)
+        ended = [e for e in tl if e["state"] in ("done", "stopped", "error")]
+        # The status can be drawn a frame before the last chips: the run is over in the page
+        # when the status says so and every token it counts has its chip.
+        end = next((e for e in ended if e["tokens"] is None or e["chips"] >= e["tokens"]), ended[0] if ended else None)
+        r.first_chip_s = (first["t"] - t0) / 1000 if first else None
+        if end is not None:
+            r.browser_s = (end["t"] - t0) / 1000
+            r.chips_at_end = end["chips"]
+            r.status_tokens = end["tokens"]
+            if end["state"] == "error":
+                r.error = "the status shows an error"
+        heat = next((e for e in tl if e["heat"] and e["heat"] != heat0 and not e["heat"].startswith("Generate")), None)
+        r.heatmap_s = (heat["t"] - t0) / 1000 if heat else None
+        if r.browser_s is not None and r.heatmap_s is not None:
+            r.done_s = r.browser_s
+            r.browser_s = max(r.browser_s, r.heatmap_s)
+        t_stop = end["t"] if end else t_end_ms
+        self._fill_page_figures(r, data, t0, t_stop, net)
+        if errors:
+            r.notes.append(f"page errors: {errors[:3]}")
+        if data.get("toasts"):
+            r.notes.append(f"toasts: {data['toasts'][:3]}")
+        if finished and view_switch and r.error is None:
+            self._view_switch(page, r)
 
     def _collect_or_none(self, page):
         try:
@@ -893,6 +926,20 @@ def run(
     result["chromium"] = bench.chromium_version
     result["app_page_s"] = bench.app.page_s
     try:
+        if "bundled" in models:  # before any other run: the server has served no run to a page yet
+            log("  bundled, short prompt, 200 tokens: a fresh page's first run, its second, another page's first ...")
+            try:
+                result["first_runs"] = bench.first_runs("bundled", SHORT_PROMPT, 200)
+            except Exception as e:
+                result["first_runs"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            log(
+                "   "
+                + ", ".join(
+                    f"{k} {_s(v.get('drawn_s')) if isinstance(v, dict) else v}" for k, v in result["first_runs"].items()
+                )
+            )
+            if checkpoint:
+                checkpoint(result)
         for model in models:
             for max_new in tokens:
                 for pname in prompts:
@@ -1050,6 +1097,20 @@ def table(result: dict) -> str:
             _n(r["view_switch_s"], 2),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    first = result.get("first_runs")
+    if first:
+        lines += [
+            "",
+            "| bundled model, short prompt, 200 new tokens | click → drawn s | first chip s | done s | heatmap s | "
+            "longest task s | long tasks total s |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for k, v in first.items():
+            if not isinstance(v, dict):
+                lines.append(f"| {k} | {v} |")
+                continue
+            keys = ("drawn_s", "first_chip_s", "done_s", "heatmap_s", "longest_task_s", "long_task_total_s")
+            lines.append(f"| {k} | " + " | ".join(_n(v.get(key), 2) for key in keys) + " |")
     if result["stop"]:
         lines += [
             "",

@@ -37,17 +37,17 @@ def download(repo_id: str, filename: str, cache_dir, local_files_only: bool, tqd
                 repo_id, filename, cache_dir=cache_dir, local_files_only=local_files_only, tqdm_class=tqdm_class
             )
         )
-    except FileNotFoundError as e:  # LocalEntryNotFoundError: offline and not cached
-        raise WeightLoadError(
-            "weights.hub_offline",
-            "Cannot get {filename} of {repo_id}: the Hugging Face hub is not reachable and the file is not in "
-            "the local cache. Connect to the network once, or download {repo_id} (config.json + "
-            "model.safetensors) into a folder and load that folder.",
-            filename=filename,
-            repo_id=repo_id,
-        ) from e
-    except Exception as e:  # network errors, unknown repos, gated repos...
-        raise WeightLoadError(
+    except Exception as e:
+        if _unreachable(e):  # LocalEntryNotFoundError (offline and not cached), or no connection at all
+            raise WeightLoadError(
+                "weights.hub_offline",
+                "Cannot get {filename} of {repo_id}: the Hugging Face hub is not reachable and the file is not in "
+                "the local cache. Connect to the network once, or download {repo_id} (config.json + "
+                "model.safetensors) into a folder and load that folder.",
+                filename=filename,
+                repo_id=repo_id,
+            ) from e
+        raise WeightLoadError(  # unknown or gated repos, server errors...
             "weights.hub_download",
             "Cannot download {filename} of {repo_id}: {kind}: {reason}",
             filename=filename,
@@ -55,6 +55,14 @@ def download(repo_id: str, filename: str, cache_dir, local_files_only: bool, tqd
             kind=type(e).__name__,
             reason=e,
         ) from e
+
+
+def _unreachable(error: BaseException) -> bool:
+    """The hub could not be reached at all (no network, no name server, a timeout): the same advice as
+    offline, in the page's language, instead of the transport's own English."""
+    import httpx  # huggingface_hub's transport
+
+    return isinstance(error, (FileNotFoundError, ConnectionError, TimeoutError, httpx.TransportError))
 
 
 def load_pretrained(

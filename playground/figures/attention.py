@@ -27,8 +27,10 @@ from playground.figures.style import (
     LOG_FLOOR,
     TICK_FONT_SIZE,
     as_2d,
+    cell_text,
     fixed_margins,
     format_prob,
+    heatmap_cells,
     layout,
     ticks,
     token_tick_font,
@@ -283,13 +285,15 @@ def attention_overview(
             zmin=zmin,
             zmax=zmax if zmax > zmin else zmin + 1.0,
             colorbar=dict(title=dict(text=metric_name)),
-            texttemplate="%{z:.2f}" if annotate else None,
-            textfont=dict(size=TICK_FONT_SIZE),
             hovertemplate=f"layer %{{y:d}}, head %{{x:d}}<br>{metric_name or 'value'} = %{{z:.3f}}<extra></extra>",
             xgap=1,
             ygap=1,
         )
     )
+    if annotate:
+        text = [[f"{v:.2f}" for v in row] for row in values]
+        cells = heatmap_cells(values.tolist(), text, range(H), range(L))
+        fig.add_trace(cell_text(*cells, COLORSCALE, zmin, zmax if zmax > zmin else zmin + 1.0, TICK_FONT_SIZE))
     layout(fig, title, max(260, min(720, 130 + 34 * L)))
     fixed_margins(fig, left=70, bottom=60)
     fig.update_xaxes(title_text="head", showgrid=False, **ticks(range(H), head_labels))

@@ -11,10 +11,12 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.figures.style import cell_text, heatmap_cells
+
 FONT = 13
 TICK_CHARS = 10
 CELL_CHARS = 5
-CELL_FONT, PRESENT_CELL_FONT = 10, 13  # px; presenter mode's cells are wider (ui/cell_click.CELL_PX_PRESENT)
+CELL_FONT, PRESENT_CELL_FONT = 10, 14  # px; presenter mode's cells are wider (ui/cell_click.CELL_PX_PRESENT)
 MAX_TICKS = 32  # token labels on a line plot's axis; a longer run names every k-th
 
 
@@ -73,9 +75,6 @@ def lens_heatmap(
             z=z,
             x=list(positions),
             y=list(range(len(layer_names))),
-            text=text,
-            texttemplate="%{text}",
-            textfont=dict(size=cell_font),
             hovertext=hover,
             hoverinfo="text",
             colorscale="Viridis",
@@ -83,6 +82,9 @@ def lens_heatmap(
             zmax=1,
             colorbar=dict(title="p(next)", thickness=12),
         )
+    )
+    fig.add_trace(
+        cell_text(*heatmap_cells(z, text, list(positions), range(len(layer_names))), "Viridis", 0, 1, cell_font)
     )
     if selected is not None:
         layer, pos = selected
@@ -130,11 +132,11 @@ def attribution_heatmap(heads, mlps, *, title: str) -> go.Figure:
             zmid=0,
             zmin=-peak,
             zmax=peak,
-            text=[[f"{v:+.2f}" for v in row] for row in z],
-            texttemplate="%{text}",
             colorbar=dict(title="logit", thickness=12),
         )
     )
+    text = [[f"{v:+.2f}" for v in row] for row in z]
+    fig.add_trace(cell_text(*heatmap_cells(z, text, range(n_heads + 1), range(len(z))), "RdBu", -peak, peak, FONT))
     fig.update_xaxes(
         tickmode="array", tickvals=list(range(n_heads + 1)), ticktext=[f"head {h}" for h in range(n_heads)] + ["MLP"]
     )
@@ -262,11 +264,13 @@ def sweep_heatmap(delta, *, title: str) -> go.Figure:
             zmid=0,
             zmin=-peak,
             zmax=peak,
-            text=[[f"{v:+.3f}" for v in row] for row in delta],
-            texttemplate="%{text}" if n_heads * len(delta) <= 200 else None,
             colorbar=dict(title="Δloss", thickness=12),
         )
     )
+    if n_heads * len(delta) <= 200:
+        text = [[f"{v:+.3f}" for v in row] for row in delta]
+        cells = heatmap_cells(delta, text, range(n_heads), range(len(delta)))
+        fig.add_trace(cell_text(*cells, "RdBu_r", -peak, peak, FONT))
     fig.update_xaxes(
         tickmode="array", tickvals=list(range(n_heads)), ticktext=[f"h{h}" for h in range(n_heads)], title="head"
     )

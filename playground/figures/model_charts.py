@@ -13,8 +13,11 @@ from playground.figures.style import (
     BAR_COLOR,
     MUTED,
     TICK_FONT_SIZE,
+    cell_text_fill,
     format_bytes,
     layout,
+    scale_colors,
+    text_color_on,
     ticks,
 )
 
@@ -54,6 +57,10 @@ def parameter_treemap(items, *, title: str = "", maxdepth: int = 3) -> go.Figure
         return ".".join(parts[-2:]) if parts[-1].isdigit() and len(parts) > 1 else parts[-1]
 
     share = [values[i] / total if total else 0.0 for i in ids]
+    # Bigger parts darker; the square root keeps small ones apart from each other. Each tile's text
+    # is black or white by its own colour (plotly would otherwise lighten deeper tiles to near-white).
+    colors = scale_colors([s**0.5 for s in share], "Blues", -0.15, 1.0)
+    colors[ids.index(ROOT_ID)] = "#ffffff"
     fig = go.Figure(
         go.Treemap(
             ids=ids,
@@ -65,8 +72,8 @@ def parameter_treemap(items, *, title: str = "", maxdepth: int = 3) -> go.Figure
             customdata=[[i, s] for i, s in zip(ids, share)],
             texttemplate="%{label}<br>%{value:,}",
             hovertemplate="%{customdata[0]}<br>%{value:,} parameters<br>%{customdata[1]:.1%} of total<extra></extra>",
-            marker=dict(colorscale="Blues"),
-            root=dict(color="white"),
+            marker=dict(colors=colors),
+            textfont=dict(color=[cell_text_fill(text_color_on(c)) for c in colors]),
         )
     )
     return layout(fig, title or f"{total:,} parameters", 520)

@@ -7,11 +7,14 @@ formatters (a probability as a readable percentage, bytes in decimal units).
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale, sample_colorscale
 
 TEMPLATE = "plotly_white"
+TEXT_COLOR = "#2a3f5f"  # the template's text colour, which the page's dark theme recolours
 FONT_SIZE = 14  # readable on a projector
 TICK_FONT_SIZE = 13
 COLORSCALE = "Viridis"  # perceptually uniform; masked (NaN) cells stay white, unlike any colour in it
@@ -22,6 +25,12 @@ LOG_FLOOR = 1e-4  # log-scale colours stop here: smaller weights are "nothing" f
 MAX_TICKS = 40  # more tick labels than this overlap on a laptop screen
 MAX_TICK_CHARS = 12
 ANNOTATE_CELLS = 300  # print values in overview cells up to this many cells
+# Text on a coloured cell is one of these two, whichever contrasts more with the cell (WCAG 2: one
+# of them always reaches 4.58:1). It is written with an opacity of CELL_TEXT_ALPHA, which marks it
+# for the page's dark-theme CSS: that recolours every other figure text and keeps these (ui/style.py).
+CELL_TEXT_DARK, CELL_TEXT_LIGHT = "#000000", "#ffffff"
+CELL_TEXT_ALPHA = 0.999
+MIN_CONTRAST = 4.5  # WCAG AA for normal text
 # Up to this many positions every token labels its row and column; a larger map (a whole long run)
 # gets numbered axes whose ticks follow the zoom instead, since a 9 px label per cell would overlap.
 LABEL_EVERY_TOKEN_MAX = 96
@@ -149,3 +158,88 @@ def empty_figure(message: str = "") -> go.Figure:
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return layout(fig, "", 300)
+
+
+def _channel(c: float) -> float:
+    c /= 255.0
+    return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+
+def _rgb(color: str) -> tuple[float, float, float]:
+    color = color.strip()
+    if color.startswith("#"):
+        h = color[1:]
+        h = "".join(ch * 2 for ch in h) if len(h) == 3 else h
+        return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
+    r, g, b = (float(v) for v in re.findall(r"[\d.]+", color)[:3])  # rgb(r, g, b) or rgba(r, g, b, a)
+    return r, g, b
+
+
+def cell_text_fill(color: str) -> str:
+    """``color`` as the fill of a cell's text: rgba with CELL_TEXT_ALPHA (see CELL_TEXT_DARK)."""
+    r, g, b = _rgb(color)
+    return f"rgba({r:.0f}, {g:.0f}, {b:.0f}, {CELL_TEXT_ALPHA})"
+
+
+def relative_luminance(color: str) -> float:
+    """WCAG 2 relative luminance of ``#rrggbb``, ``#rgb`` or ``rgb(r, g, b)``: 0 black … 1 white."""
+    r, g, b = (_channel(c) for c in _rgb(color))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two colours, 1 (same) … 21 (black on white)."""
+    la, lb = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def text_color_on(background: str) -> str:
+    """The cell text colour (black or white) that contrasts more with ``background``."""
+    dark = contrast_ratio(CELL_TEXT_DARK, background)
+    return CELL_TEXT_DARK if dark >= contrast_ratio(CELL_TEXT_LIGHT, background) else CELL_TEXT_LIGHT
+
+
+def scale_colors(values, colorscale, zmin: float, zmax: float) -> list:
+    """Each value's colour on ``colorscale`` (name or list) between zmin and zmax; None where the value
+    is missing or not finite (plotly leaves such a cell transparent)."""
+    scale = get_colorscale(colorscale) if isinstance(colorscale, str) else colorscale
+    scale = [[float(v), "rgb({}, {}, {})".format(*_rgb(c))] for v, c in scale]
+    span = (zmax - zmin) or 1.0
+    out = []
+    for v in values:
+        if v is None or not math.isfinite(float(v)):
+            out.append(None)
+        else:
+            out.append(sample_colorscale(scale, [min(max((float(v) - zmin) / span, 0.0), 1.0)])[0])
+    return out
+
+
+def cell_text(x, y, text, z, colorscale, zmin: float, zmax: float, size: int = TICK_FONT_SIZE) -> go.Scatter:
+    """Text for the cells of a heatmap drawn as its own trace, each cell's in the colour that reads on
+    it (a heatmap's text takes one colour for all cells). ``x``, ``y``, ``text`` and ``z`` are flat,
+    one entry per cell. A missing cell (no colour) keeps the figure's own text colour, which the page
+    sets per theme. It takes no hover or clicks: the heatmap under it answers them."""
+    backgrounds = scale_colors(z, colorscale, zmin, zmax)
+    colors = [None if bg is None else text_color_on(bg) for bg in backgrounds]
+    return go.Scatter(
+        x=list(x),
+        y=list(y),
+        text=[str(t) for t in text],
+        mode="text",
+        textfont=dict(size=size, color=[TEXT_COLOR if c is None else cell_text_fill(c) for c in colors]),
+        hoverinfo="skip",
+        showlegend=False,
+        name="",
+    )
+
+
+def heatmap_cells(z_rows, text_rows, xs, ys) -> tuple[list, list, list, list]:
+    """Rows of a heatmap (``z_rows[i][j]`` at ``xs[j]``, ``ys[i]``) as flat lists for ``cell_text``."""
+    x, y, text, z = [], [], [], []
+    for i, (zrow, trow) in enumerate(zip(z_rows, text_rows)):
+        for j, (v, t) in enumerate(zip(zrow, trow)):
+            x.append(xs[j])
+            y.append(ys[i])
+            text.append(t)
+            z.append(v)
+    return x, y, text, z

@@ -409,6 +409,12 @@ EN = {
     "kn_qkv": "{dtype} Q/K/V projections d={d}",
     "kn_int8": "int8 weights × {dtype} {shape}",
     "kn_rows": "float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane(s)",
+    # the kernels box's candidate names (the code's own words in English)
+    "kn_cand_in_out": "in_out",
+    "kn_cand_out_in": "out_in",
+    "kn_cand_separate": "separate",
+    "kn_cand_stacked": "stacked",
+    "kn_cand_dequantize": "dequantize",
     # Inside tab: clicking a heatmap cell (issue 11)
     "inside_click_lens": "**Click a cell** to see the top-10 at that layer and position and the KL divergence to the final layer (or type its layer and position above and press Enter).",
     "inside_click_head": "**Click a head's cell** to step through its attention maths at this position and pick it for the dose–response in Interventions; click an MLP cell to put its layer in “Skip MLPs”.",

@@ -9,6 +9,7 @@ wired last: it runs the language redraws the tabs registered.
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 
 import gradio as gr
@@ -21,6 +22,7 @@ from . import (
     cell_click,
     compare_layout,
     generate_layout,
+    generate_tab,
     inside_layout,
     inside_picks,
     lessons_layout,
@@ -80,7 +82,22 @@ def launch_kwargs() -> dict:
         "i18n": I18N,
         "css": CSS + COMPARE_CSS + cell_click.CSS + lessons_layout.CSS,
         "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS, lessons_layout.PAGE_JS),
+        "head": prefs.HEAD,
         "footer_links": ["api", "settings"],
         "theme": gr.themes.Soft(),
         "max_file_size": MAX_UPLOAD_BYTES,
     }
+
+
+def warm_up() -> float:
+    """A two-token run of the default model through the Generate tab's own handlers (the run, its
+    attention figures and its step view), at start-up: the process's first forward pass, sampling
+    receipt and plotly figures cost more than later ones, and the first learner's first run would
+    otherwise pay for them. Returns the seconds it took."""
+    t0 = time.perf_counter()
+    state = model_tab.load_session().state
+    for update in generate_tab.generate_tokens(state, "ROMEO:\n", 0.8, 40, 1.0, 2, 0, False):
+        state = update[0]
+    generate_tab.after_run(state)
+    generate_tab.last_step(state)
+    return time.perf_counter() - t0

@@ -27,7 +27,7 @@ WORDS_ZH = {
     "probability": "概率",
     "parameters": "参数",
     "step": "步",
-    "loss (cross-entropy, nats)": "损失（交叉熵，nats）",
+    "loss (cross-entropy, nats)": "损失（交叉熵，奈特）",
     "train": "训练",
     "validation": "验证",
     "raw softmax": "原始 softmax",
@@ -48,7 +48,7 @@ WORDS_ZH = {
     "before": "干预前",
     "after": "干预后",
     "position (predicting the next token)": "位置（预测下一个 token）",
-    "loss (nats)": "损失（nats）",
+    "loss (nats)": "损失（奈特）",
     "α (the head's output × α)": "α（该头的输出 × α）",
     "position": "位置",
     "bits": "比特",
@@ -84,6 +84,7 @@ def tick(text):
 
 
 PRESENT_FONT = 16  # px: axis labels and tick labels readable from the back of a room
+PRESENT_MIN_FONT = 14  # px: no text of a figure is smaller in presenter mode (a cell's text included)
 PRESENT_TITLE_FONT = 20
 PRESENT_MAX_HEIGHT = 560  # a 720-pixel-high projector shows the whole figure under the controls
 
@@ -115,7 +116,7 @@ def dress(fig, lang: str = "en", present: bool = False):
         _enlarge(fig)
     if len(list(fig.select_xaxes())) > 2:  # side-by-side panels: a few value ticks each
         fig.update_xaxes(nticks=4)
-    _wrap_title(fig, 40 if present else 48)
+    _wrap_title(fig, 36 if present else 48)  # columns of a half-width figure on a 1024-px page
     return fig
 
 
@@ -154,7 +155,13 @@ def _enlarge(fig):
     fig.update_yaxes(tickfont_size=PRESENT_FONT, title_font_size=PRESENT_FONT)
     for annotation in fig.layout.annotations or ():
         annotation.font.size = PRESENT_FONT
+    # Text plotly fits into a bar or a treemap tile is hidden where it would shrink below the minimum
+    # (the hover still names it), instead of shrinking to a few pixels.
+    fig.update_layout(uniformtext=dict(minsize=PRESENT_MIN_FONT, mode="hide"))
     for trace in fig.data:
+        font = getattr(trace, "textfont", None)
+        if font is not None and isinstance(font.size, (int, float)) and font.size < PRESENT_MIN_FONT:
+            font.size = PRESENT_MIN_FONT
         if trace.type == "waterfall" and trace.text is not None:
             # Plotly shrinks a value label to its bar's width; many bars at presenter size leave it
             # unreadable, so the labels stand upright along the bars at full size instead.
@@ -166,16 +173,28 @@ def _enlarge(fig):
     if fig.layout.height and fig.layout.height > PRESENT_MAX_HEIGHT:
         fig.layout.height = PRESENT_MAX_HEIGHT
     height = fig.layout.height or 450
-    for axis in list(fig.select_xaxes()) + list(fig.select_yaxes()):
-        _thin_ticks(axis, height)
+    for axis in fig.select_xaxes():
+        _thin_ticks(axis, PRESENT_PLOT_WIDTH, across=abs(axis.tickangle or 0) >= 45)
+    for axis in fig.select_yaxes():
+        _thin_ticks(axis, height - 150, across=True)
 
 
-def _thin_ticks(axis, height: int) -> None:
-    """Token labels at presenter size would overlap: keep every k-th (anchored on the newest)."""
+PRESENT_PLOT_WIDTH = 420  # px: the narrowest plot area a figure gets on a 1024-px page (half of it)
+
+
+def _thin_ticks(axis, length: int, across: bool) -> None:
+    """Token labels at presenter size would overlap: keep every k-th (anchored on the newest).
+
+    ``length`` is the figure's plot length along the axis; a panel of a grid has its domain's share
+    of it. Labels stacked across the axis (y, or upright x labels) need a line each; labels along it
+    need their own width."""
     vals, text = axis.tickvals, axis.ticktext
     if vals is None or text is None or len(vals) < 2:
         return
-    room = max(1, int((height - 150) / (PRESENT_FONT + 4)))  # rows of 16-px labels a panel has room for
+    domain = axis.domain or (0, 1)
+    span = max(0.05, float(domain[1]) - float(domain[0])) * length
+    pitch = PRESENT_FONT + 4 if across else 0.6 * PRESENT_FONT * max(len(str(t)) for t in text) + 8
+    room = max(1, int(span / pitch))
     step = -(-len(vals) // room)
     if step > 1:
         keep = list(range(len(vals) - 1, -1, -step))[::-1]
@@ -186,9 +205,10 @@ def _thin_ticks(axis, height: int) -> None:
 def _wrap_title(fig, width: int) -> None:
     """A long title on two lines (a narrow figure would cut it)."""
     title = fig.layout.title.text if fig.layout.title else None
-    if not title or "<br>" in title or len(title) <= width:
+    if not title or "<br>" in title or text_columns(title) <= width:
         return
-    cut = max((title.rfind(sep, 0, width) for sep in (" · ", ": ", "：", "，", " ")), default=-1)
+    limit = next(i for i in range(len(title) + 1) if text_columns(title[: i + 1]) > width)  # chars within width
+    cut = max((title.rfind(sep, 0, limit) for sep in (" · ", ": ", "：", "，", " ")), default=-1)
     if cut <= 0:
         return
     sep_len = 1 if title[cut] in "：，" else len(next(sep for sep in (" · ", ": ", " ") if title.startswith(sep, cut)))
@@ -199,3 +219,8 @@ def _wrap_title(fig, width: int) -> None:
         margin.t = margin.t + (fig.layout.title.font.size or 16) + 6
         if fig.layout.height:
             fig.layout.height = fig.layout.height + (fig.layout.title.font.size or 16) + 6
+
+
+def text_columns(text: str) -> int:
+    """Width of ``text`` in Latin-letter columns: a Chinese character (or full-width sign) takes two."""
+    return sum(2 if "\u2e80" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef" else 1 for ch in text)

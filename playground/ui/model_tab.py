@@ -21,6 +21,7 @@ from playground.engine.config import (
     PRESETS,
 )
 from playground.engine.hf_hub import HUB_MODELS
+from playground.i18n import EN
 from playground.inside.inspection import count_parameters
 from playground.runtime import kernels
 from playground.server.files import discard_upload
@@ -91,6 +92,11 @@ def _decision(choice, lang: str) -> str:
     return tr(lang, "kn_" + choice.kind, **choice.fields)
 
 
+def _candidate(name: str, lang: str) -> str:
+    """A candidate's name in the page's language (names that are proper nouns, numpy or oneDNN, stay)."""
+    return tr(lang, "kn_cand_" + name) if "kn_cand_" + name in EN else name
+
+
 def kernels_table(lang: str = "en") -> str:
     """Every kernel/layout decision this process made, with the figures it was made on."""
     choices = kernels.measured()
@@ -98,8 +104,8 @@ def kernels_table(lang: str = "en") -> str:
         return tr(lang, KERNEL_TEXT["none"])
     rows = [tr(lang, KERNEL_TEXT["head"])]
     for c in choices:
-        figures_ms = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in c.seconds.items()) or "—"
-        rows.append(f"| {_decision(c, lang)} | **{c.winner}** | {figures_ms} |")
+        figures_ms = ", ".join(f"{_candidate(k, lang)} {v * 1e3:.2f} ms" for k, v in c.seconds.items()) or "—"
+        rows.append(f"| {_decision(c, lang)} | **{_candidate(c.winner, lang)}** | {figures_ms} |")
     return "\n".join(rows) + "\n\n" + tr(lang, KERNEL_TEXT["note"])
 
 

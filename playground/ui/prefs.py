@@ -64,6 +64,37 @@ def tab_titles(state, names) -> tuple:
     return tuple(gr.update(label=tr(lang_of(state), f"tab_{name}")) for name in names)
 
 
+# In the page's head, as soon as Gradio has set up its languages (before the tabs are drawn): a page
+# asked for another language than the browser's (``?lang=``, or the one remembered) is switched at
+# once and kept hidden until the probe shows that language, so no English label flashes on a
+# Chinese page. PAGE_JS reveals it; a timer does too, should the switch fail.
+HEAD = """<script>
+(() => {
+  const norm = (l) => (l || '').toLowerCase().startsWith('zh') ? 'zh-CN' : 'en';
+  let stored = null;
+  try { stored = localStorage.getItem('pg-lang'); } catch (e) {}
+  const wanted = new URL(window.location.href).searchParams.get('lang') || stored;
+  if (!wanted || norm(wanted) === norm(navigator.language)) return;
+  const root = document.documentElement;
+  root.style.visibility = 'hidden';
+  window.pgReveal = () => { root.style.visibility = ''; };
+  setTimeout(window.pgReveal, 10000);
+  // Shown once the probe and every tab title are in that language (Gradio keeps a title it has
+  // drawn; the server sends the titles again once it knows the page's language).
+  const cjk = /[\u4e00-\u9fff]/;
+  const settled = () => {
+    const probe = document.querySelector('#pg-lang-probe');
+    const tabs = [...document.querySelectorAll('button[role=tab]')].map(b => b.textContent.trim()).filter(Boolean);
+    return probe && norm(probe.textContent.trim()) === norm(wanted) && tabs.length > 0
+      && tabs.every(t => cjk.test(t) === (norm(wanted) === 'zh-CN'));
+  };
+  const shown = setInterval(() => { if (settled()) { clearInterval(shown); window.pgReveal(); } }, 50);
+  const core = performance.getEntriesByType('resource').map(e => e.name)
+    .find(n => /\\/assets\\/core-[^\\/]*\\.js$/.test(n));
+  if (core) import(core).then(m => m.changeLocale(norm(wanted))).catch(e => console.warn('language', e));
+})();
+</script>"""
+
 # Runs once in the page (``launch(js=...)``). Finds Gradio's own locale switch (the Settings
 # panel's) to restore a remembered language, then watches the probe and the presenter toggle.
 PAGE_JS = """
@@ -77,7 +108,7 @@ PAGE_JS = """
   let wanted = params.get('lang') || get('pg-lang');
   const on = (v) => ['1', 'true', 'yes', 'on'].includes(String(v).toLowerCase());
   document.body.classList.toggle('pg-present', params.has('present') ? on(params.get('present')) : on(get('pg-present')));
-  window.pgPrefs = () => ({lang: norm(probe()?.innerText.trim()), present: document.body.classList.contains('pg-present')});
+  window.pgPrefs = () => ({lang: norm(probe()?.textContent.trim()), present: document.body.classList.contains('pg-present')});
   async function setLocale(lang) {
     const core = performance.getEntriesByType('resource').map(e => e.name)
       .find(n => /\\/assets\\/core-[^\\/]*\\.js$/.test(n));
@@ -88,11 +119,11 @@ PAGE_JS = """
   async function tick() {
     const p = probe(), box = toggle();
     const summary = document.querySelector('#pg-summary');
-    if (!p || !box || !summary || !summary.innerText.trim()) return;  // the session has not loaded yet
+    if (!p || !box || !summary || !summary.textContent.trim()) return;  // the session has not loaded yet
     if (wanted !== null) {
       const lang = norm(wanted);
       wanted = null;
-      if (lang !== norm(p.innerText.trim())) { await setLocale(lang); return; }
+      if (lang !== norm(p.textContent.trim())) { await setLocale(lang); return; }
     }
     const prefs = window.pgPrefs();
     const key = JSON.stringify(prefs);

@@ -27,6 +27,9 @@ RANGES = {
 }
 ORDER = ("prompt", "temperature", "top_k", "top_p", "max_new", "seed", "greedy")  # the Generate tab's controls
 TABS = ("lessons", "model", "generate", "train", "compare")
+# parameters the page itself reads (theme, language, presenter mode, the Inside view, a lesson's step),
+# not the Generate tab
+PAGE_PARAMS = frozenset({"__theme", "lang", "present", "view", "lesson", "step"})
 Prefill = result("Prefill", *ORDER, "tabs", "input_msg")  # the controls, the tab to open, a message
 
 MSG = {
@@ -83,9 +86,7 @@ def prefill(params: dict) -> Prefill:
             problems.append(MSG["bad_tab"].format(value=params["tab"], tabs=", ".join(TABS)))
     elif filled:
         tab = gr.Tabs(selected="generate")
-    unknown = sorted(
-        set(params) - set(RANGES) - {"prompt", "greedy", "tab", "__theme", "lang", "view", "lesson", "step"}
-    )
+    unknown = sorted(set(params) - set(RANGES) - {"prompt", "greedy", "tab"} - PAGE_PARAMS)
     if unknown:
         problems.append(MSG["unknown"].format(s="s" if len(unknown) > 1 else "", names=", ".join(unknown)))
     message = gr.skip()

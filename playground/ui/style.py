@@ -16,8 +16,10 @@ CSS = """
 .pg-chip.pg-selected { outline: 3px solid #f59e0b; outline-offset: 1px; }
 .pg-swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; vertical-align: -1px; }
 /* Plotly figures are drawn on a transparent background; in dark mode their text and lines are
-   recoloured here so one figure serves both themes. */
-.dark .js-plotly-plot .main-svg text { fill: #e5e7eb !important; }
+   recoloured here so one figure serves both themes. Text on a coloured cell keeps the black or
+   white the figure chose for that cell, marked by its opacity (figures/style.py: CELL_TEXT_ALPHA;
+   a selector without commas, which Gradio's scoping of this CSS would split). */
+.dark .js-plotly-plot .main-svg text:not([style*="fill-opacity: 0.999"]) { fill: #e5e7eb !important; }
 .dark .js-plotly-plot .main-svg .gridlayer path, .dark .js-plotly-plot .main-svg .zerolinelayer path {
   stroke: #374151 !important; }
 """
@@ -44,4 +46,10 @@ body.pg-present .pg-chip small { font-size: 14px !important; }
 body.pg-present #pg-summary *, body.pg-present .pg-status, body.pg-present .pg-msg,
 body.pg-present .pg-legend, body.pg-present #pg-step-md *, body.pg-present #pg-tying * { font-size: 18px !important; }
 body.pg-present .pg-advanced { display: none !important; }
+/* Nothing under 14 px on a projector: small print (token ids, merge ranks), code, help text and the
+   sliders' range and reset marks. A table header breaks between words, never inside one. */
+body.pg-present .gradio-container :is(small, code, .info-text, .min_value, .max_value, .reset-button) {
+  font-size: max(14px, 0.8em) !important; }
+body.pg-present .gradio-container th, body.pg-present .gradio-container th * {
+  word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important; }
 """

@@ -319,7 +319,7 @@ def layout() -> SimpleNamespace:
                 interactive=False,
                 max_height=360,
                 wrap=True,
-                column_widths=["10%", "12%", "18%", "20%", "40%"],
+                column_widths=["19%", "13%", "20%", "20%", "28%"],  # "position" whole at presenter size
                 elem_id="pg-tok-table",
             )
         with gr.Column(scale=2, min_width=300):

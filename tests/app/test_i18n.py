@@ -523,3 +523,62 @@ def test_the_train_tabs_last_message_follows_a_language_switch():
     state, used = train_tab.use_trained(common.new_state(), outs[-1][0], request=page)[:2]
     assert "在《傲慢与偏见》上训练 3 步" in train_tab.train_message(page, {"lang": "zh-CN"})
     assert train_tab.train_message(page, {"lang": "en"}) == used
+
+
+def test_the_kernels_box_names_its_candidates_in_chinese():
+    from playground.runtime import kernels
+
+    CACHE.get(random_recipe(NANO, seed=0))  # a build measures this machine's kernels
+    zh, en = model_tab.kernels_table("zh-CN"), model_tab.kernels_table("en")
+    named = {c.winner for c in kernels.measured()} | {k for c in kernels.measured() for k in c.seconds}
+    translated = [n for n in named if "kn_cand_" + n in EN]
+    assert translated  # this process measured layouts and Q/K/V stacking
+    for name in translated:
+        assert ZH["kn_cand_" + name] in zh and re.search(r"[\u4e00-\u9fff]", ZH["kn_cand_" + name])
+        assert f" {name} " in en or f"**{name}**" in en  # the English box keeps the code's names
+    assert not _english([zh]), _english([zh])
+
+
+def test_chinese_says_nats_in_chinese_and_gradios_own_screen_reader_key_has_words():
+    from playground.ui.figure_dress import WORDS_ZH
+    from playground.ui.i18n import I18N
+
+    assert not [k for k, v in ZH.items() if "nats" in v]
+    assert not [v for v in WORDS_ZH.values() if "nats" in v]
+    assert "奈特" in tr("zh-CN", "in_cell", layer="L0", pos=1, tok="a", kl="0.1")
+    # Gradio's status tracker reads "common.complete" to screen readers; its catalogues lack the key.
+    assert I18N.translations["en"]["common.complete"] == "Complete"
+    assert I18N.translations["zh-CN"]["common.complete"] == "完成"
+
+
+def test_presenter_mode_thins_each_panel_of_the_all_heads_grid_to_what_it_has_room_for():
+    probs = np.tril(np.ones((4, 40, 40)))
+    probs /= probs.sum(-1, keepdims=True)
+    labels = [f"t{i}" for i in range(40)]
+    fig = dress(figures.attention_grid(probs, labels, title="Layer 0"), "en", present=True)
+    from playground.ui.figure_dress import PRESENT_PLOT_WIDTH
+
+    for axis in fig.select_yaxes():
+        if axis.showticklabels is False:
+            continue
+        room = (axis.domain[1] - axis.domain[0]) * (fig.layout.height - 150)
+        assert len(axis.tickvals) * (PRESENT_FONT + 4) <= room and axis.tickvals[-1] == 39
+    for axis in fig.select_xaxes():
+        if axis.showticklabels is False:
+            continue
+        room = (axis.domain[1] - axis.domain[0]) * PRESENT_PLOT_WIDTH
+        assert len(axis.tickvals) * (PRESENT_FONT + 4) <= room and axis.tickvals[-1] == 39
+
+
+def test_a_chinese_title_is_wrapped_by_its_width_not_its_character_count():
+    """A Chinese character is as wide as two Latin letters: a title that fits as English may not fit as 中文."""
+    fig = figures.empty_figure("")
+    fig.update_layout(title_text="第 19 步：采样分布下最可能的下一个 token")  # 28 characters, 42 columns
+    from playground.ui.figure_dress import text_columns
+
+    lines = dress(fig, "zh-CN", present=True).layout.title.text.split("<br>")
+    assert len(lines) == 2 and "".join(lines).replace(" ", "") == "第19步：采样分布下最可能的下一个token"
+    assert all(text_columns(line) <= 36 for line in lines)
+    short = figures.empty_figure("")
+    short.update_layout(title_text="层 · 头")
+    assert "<br>" not in dress(short, "zh-CN", present=True).layout.title.text

@@ -54,8 +54,8 @@ def test_the_lens_window_is_what_fits_the_page(run_state, shown, want):
     assert len(heat.data[0].x) == want and list(heat.data[0].x) == list(range(len(ids) - want, len(ids)))
     assert f"Showing positions {len(ids) - want}–{len(ids) - 1}" in note
     assert scroll["maximum"] == len(ids) - want and scroll["visible"]
-    assert heat.data[0].textfont.size == 10
-    assert it.lens_view({**state, "present": True}, None, None, None, shown)[0].data[0].textfont.size == 13
+    assert heat.data[1].textfont.size == 10  # the cells' text
+    assert it.lens_view({**state, "present": True}, None, None, None, shown)[0].data[1].textfont.size == 14
 
 
 def test_a_clicked_attribution_head_opens_its_maths_and_picks_it(run_state):
@@ -103,8 +103,13 @@ def test_a_clicked_sweep_head_is_zeroed_alone(run_state):
     flat = lambda rows: [v for row in rows for v in row[:-1]]  # noqa: E731  (the last has no next token)
     assert flat(lens_after.z) == pytest.approx(flat(want["next_prob"]), rel=1e-4)
     tok = it.load_tokenizer()
-    for shown_row, id_row in zip(lens_after.text, want["top_id"]):  # each cell: its top token (cut to fit)
-        assert all(tok.piece(t).display.startswith(cell.rstrip("…")) for cell, t in zip(shown_row, id_row))
+    cells = list(out[8].data[1].text)  # row by row, each cell's top token (cut to fit)
+    width = len(lens_after.x)
+    for i, id_row in enumerate(want["top_id"]):
+        shown_row = cells[i * width : (i + 1) * width]
+        assert len(shown_row) == len(id_row) and all(
+            tok.piece(t).display.startswith(cell.rstrip("…")) for cell, t in zip(shown_row, id_row)
+        )
     text = out[9]
     assert text.startswith("Zero L0H3.") and out[10] == ""
     one = effects.compare(model, ids, Intervention(zero_heads=((0, 3),)), len(ids) - 1, lens=False)

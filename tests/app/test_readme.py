@@ -50,3 +50,22 @@ def test_gradio_client_example_runs(app_url):
     exec(code.replace('"http://127.0.0.1:7860/"', repr(app_url)), scope)
     assert len(scope["run"]["steps"]) == 20
     assert len(scope["att"]["attention"]) == len(scope["run"]["token_ids"])
+
+
+def test_every_environment_variable_the_app_reads_is_documented():
+    """README's table names every ``os.environ.get("...")`` of the app (torchrun's own variables aside)."""
+    names = set()
+    for path in [ROOT / "app.py", *(ROOT / "playground").rglob("*.py")]:
+        names |= set(re.findall(r"os\.environ\.get\(\s*\"([A-Z_]+)\"", path.read_text()))
+    names -= {"WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}  # set by torchrun for its workers
+    assert {"PLAYGROUND_WORK_DIR", "PLAYGROUND_KERNELS", "GRADIO_TEMP_DIR"} <= names
+    table = README.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    assert not [n for n in sorted(names) if f"`{n}`" not in table]
+
+
+def test_set_up_says_the_app_serves_and_gives_the_cpu_only_install_as_a_note():
+    setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    assert "opens the app" not in setup and "serves the app" in setup and "prints the address" in setup
+    cpu = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    assert f"`{cpu}`" in setup  # inline, beside the default line: the two set-up commands stay two
+    assert cpu not in "".join(_bash_blocks())

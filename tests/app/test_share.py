@@ -71,6 +71,15 @@ def test_out_of_range_is_clamped_and_said_garbage_is_ignored_and_said():
     assert "pg-error" in msg
 
 
+@pytest.mark.parametrize("name", sorted(share.PAGE_PARAMS))
+def test_parameters_the_page_reads_are_not_called_unknown(name):
+    """``?present=1``, ``?lang=zh-CN``, ``?__theme=dark`` and ``?view=`` belong to the page, not the form."""
+    out = outputs({name: "1", "temperature": "0.5"})
+    msg = html.unescape(out["message"])
+    assert "Unknown" not in msg and "pg-ok" in msg, msg
+    assert "Unknown link parameter ignored: foo" in html.unescape(outputs({name: "1", "foo": "2"})["message"])
+
+
 def test_share_query_round_trips():
     from urllib.parse import parse_qsl
 

@@ -398,3 +398,19 @@ def test_attention_of_a_run_that_grew_after_its_forward_keeps_its_labels(monkeyp
     fig, query_fig, query_update, msg = attention_view.attention_views(state, attention_view.VIEWS[0], 0, 0, True, None)
     assert msg == "" and fig.data[0].type == "heatmap"
     assert len(fig.layout.xaxis.ticktext) == len(run.token_ids) - 1  # the forward's positions
+
+
+def test_warm_up_runs_the_generate_path_once_and_leaves_nothing_running(monkeypatch):
+    """app.py pays the first run's one-off costs at start-up through the Generate tab's own handlers."""
+    from playground.ui import app
+
+    calls = []
+    for name in ("generate_tokens", "after_run", "last_step"):
+        real = getattr(generate_tab, name)
+        monkeypatch.setattr(
+            generate_tab, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k)
+        )
+    seconds = app.warm_up()
+    assert calls == ["generate_tokens", "after_run", "last_step"]
+    assert 0 < seconds < 600
+    assert not generate_tab.ACTIVE_STREAMS and not generate_tab.STOP_FLAGS

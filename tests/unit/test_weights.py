@@ -261,3 +261,44 @@ def test_public_names_are_importable_from_the_package():
     assert not missing, missing
     assert set(names) <= set(playground.__all__)
     assert playground.load_pretrained is load_pretrained
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        lambda: FileNotFoundError("not in the cache"),
+        lambda: __import__("httpx").ConnectError("[Errno -2] Name or service not known"),
+        lambda: ConnectionError("connection refused"),
+        lambda: TimeoutError("timed out"),
+    ],
+)
+def test_an_unreachable_hub_is_the_offline_message_in_both_languages(monkeypatch, tmp_path, failure):
+    import huggingface_hub
+
+    from playground.errors import UserError
+    from playground.i18n import tr_error
+
+    def unreachable(*args, **kwargs):
+        raise failure()
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
+    with pytest.raises(UserError) as caught:
+        load_pretrained("openai-community/gpt2", cache_dir=tmp_path)
+    assert caught.value.key == "weights.hub_offline"
+    assert "not reachable" in str(caught.value) and "openai-community/gpt2" in str(caught.value)
+    zh = tr_error("zh-CN", caught.value)
+    assert "连不上 Hugging Face hub" in zh and "Errno" not in zh and "reachable" not in zh
+
+
+def test_a_hub_refusal_is_not_called_offline(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    from playground.errors import UserError
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("401 gated repo")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", refused)
+    with pytest.raises(UserError) as caught:
+        load_pretrained("openai-community/gpt2", cache_dir=tmp_path)
+    assert caught.value.key == "weights.hub_download" and "401 gated repo" in str(caught.value)
