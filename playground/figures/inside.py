@@ -176,28 +176,32 @@ def attribution_waterfall(names, values, total: float, *, title: str) -> go.Figu
     return _layout(fig, title, 420, showlegend=False)
 
 
-def attention_steps_figure(positions, labels, scaled, probs, *, title: str) -> go.Figure:
-    """q·k/√d (masked ones left out) and the softmax over key positions, one above the other."""
+def attention_steps_figure(positions, labels, scaled, probs, *, title: str, label_top: int = 12) -> go.Figure:
+    """q·k/√d and the softmax over the keys a query can see (positions up to it), one above the
+    other. Only the ``label_top`` keys with the most attention (and the query itself) carry their
+    token under the bars: a long run's hundreds of labels would merge into a smear."""
+    positions, labels = list(positions), [str(x) for x in labels]
+    probs = [float(p) for p in probs]
+    top = sorted(range(len(probs)), key=lambda j: -probs[j])[:label_top]
+    named = sorted(set(top) | {len(positions) - 1}) if positions else []
     fig = make_subplots(
         rows=2,
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.08,
-        subplot_titles=("q·k / √d_head (masked: −∞, not drawn)", "softmax"),
+        subplot_titles=("q·k / √d_head", "softmax"),
     )
     fig.add_trace(
-        go.Bar(
-            x=list(positions),
-            y=[float("nan") if s is None else s for s in scaled],
-            marker_color="#0ea5e9",
-            name="q·k/√d",
-        ),
-        row=1,
-        col=1,
+        go.Bar(x=positions, y=[float(s) for s in scaled], marker_color="#0ea5e9", name="q·k/√d"), row=1, col=1
     )
-    fig.add_trace(go.Bar(x=list(positions), y=list(probs), marker_color="#f97316", name="softmax"), row=2, col=1)
+    fig.add_trace(go.Bar(x=positions, y=probs, marker_color="#f97316", name="softmax"), row=2, col=1)
     fig.update_xaxes(
-        tickmode="array", tickvals=list(positions), ticktext=[_short(x) for x in labels], tickangle=-60, row=2, col=1
+        tickmode="array",
+        tickvals=[positions[j] for j in named],
+        ticktext=[f"{positions[j]}·{_short(labels[j])}" for j in named],
+        tickangle=-60,
+        row=2,
+        col=1,
     )
     return _layout(fig, title, 460, showlegend=False)
 

@@ -337,6 +337,7 @@ EN = {
     "in_embeddings": "embeddings",
     "in_after_block": "after block {i}",
     "in_numbers": "({n} numbers)",
+    "in_maths_later": "keys {a}–{b} come after the query",
     "in_future": "−∞ (future)",
     "in_maths_headers": "key position|token|q·k|÷√d|masked|softmax",
     "in_fig_lens": "Logit lens: top token (text) and p(actual next token) (colour) per layer",

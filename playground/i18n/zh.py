@@ -328,6 +328,7 @@ ZH = {
     "in_embeddings": "嵌入",
     "in_after_block": "第 {i} 块之后",
     "in_numbers": "（{n} 个数）",
+    "in_maths_later": "键 {a}–{b} 在查询之后",
     "in_future": "−∞（未来）",
     "in_maths_headers": "键位置|token|q·k|÷√d|掩码后|softmax",
     "in_fig_lens": "Logit 透镜：每层的首选 token（文字）与 p(实际的下一个 token)（颜色）",
