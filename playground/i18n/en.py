@@ -317,6 +317,7 @@ EN = {
     "tk_note_invalid": ": not valid UTF-8 here",
     "tk_colon": ": ",
     # whole-run heatmaps (issue 12)
+    "previous_run": "previous run: the new one is being generated",
     "span_newest": "newest 64 positions",
     "span_whole": "whole run",
     "span_note_whole": "whole run, {n}×{n}: drag to zoom, double-click to reset",

@@ -75,6 +75,7 @@ def layout() -> SimpleNamespace:
                 dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
                 dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
                 dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
+            dla_msg = gr.HTML(elem_id="pg-dla-msg")  # each button's message sits under it, not at the tab's top
             dla_md = gr.Markdown(elem_id="pg-dla-md")
             inside_picks.layout_hint("inside_click_head")
             dla_shown = gr.State(None)  # the position and target the heatmap was drawn for
@@ -89,6 +90,7 @@ def layout() -> SimpleNamespace:
                 m_head = gr.Number(0, label=T("head"), precision=0, minimum=0)
                 m_pos = gr.Number(None, label=T("inside_query_position"), precision=0, minimum=0)
                 m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
+            m_msg = gr.HTML(elem_id="pg-maths-msg")
             m_md = gr.Markdown(elem_id="pg-maths-md")
             with gr.Row():
                 # before the first draw, the formula's symbols (the same in every language); a drawn
@@ -118,6 +120,7 @@ def layout() -> SimpleNamespace:
                 i_btn = gr.Button(T("inside_run_intervention"), variant="primary", elem_id="pg-intervene-btn")
                 dose_btn = gr.Button(T("inside_dose"), elem_id="pg-dose-btn")
                 sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
+            i_msg = gr.HTML(elem_id="pg-intervene-msg")  # the intervention's, the dose curve's and the sweep's
             i_md = gr.Markdown(elem_id="pg-intervene-md")
             with gr.Row():
                 i_bars = gr.Plot(show_label=False, elem_id="pg-intervene-bars")
@@ -167,14 +170,14 @@ def wire(page) -> None:
     c.dla_btn.click(
         remembering("dla"),
         [state, c.dla_pos, c.dla_target],
-        outputs(DlaView, c),
+        outputs(DlaView, c, msg=c.dla_msg),
         api_visibility="private",
         concurrency_id="inside",
     )
     c.m_btn.click(
         remembering("maths"),
         [state, c.m_layer, c.m_head, c.m_pos],
-        outputs(MathsView, c),
+        outputs(MathsView, c, msg=c.m_msg),
         api_visibility="private",
         concurrency_id="inside",
     )
@@ -182,7 +185,7 @@ def wire(page) -> None:
     c.i_btn.click(
         remembering("intervene"),
         i_inputs + [c.lens_cols],
-        outputs(InterveneView, c),
+        outputs(InterveneView, c, msg=c.i_msg),
         js=cols_js(len(i_inputs)),
         api_visibility="private",
         concurrency_id="inside",
@@ -190,7 +193,7 @@ def wire(page) -> None:
     c.dose_btn.click(
         remembering("dose"),
         [state, c.i_scale, c.i_pos, c.i_target],
-        outputs(DoseView, c),
+        outputs(DoseView, c, msg=c.i_msg),
         api_visibility="private",
         concurrency_id="inside",
     )
@@ -198,7 +201,7 @@ def wire(page) -> None:
     c.sweep_btn.click(
         remembering("sweep"),
         state,
-        outputs(SweepView, c),
+        outputs(SweepView, c, msg=c.i_msg),
         api_visibility="private",
         concurrency_id="inside_sweep",
         concurrency_limit=1,

@@ -45,3 +45,16 @@ body.pg-present #pg-summary *, body.pg-present .pg-status, body.pg-present .pg-m
 body.pg-present .pg-legend, body.pg-present #pg-step-md *, body.pg-present #pg-tying * { font-size: 18px !important; }
 body.pg-present .pg-advanced { display: none !important; }
 """
+
+CSS += """
+/* While a new run streams, the last run's figures and step panel are dimmed under a label that
+   says so (generate_layout.previous_run_js sets the flag and the label's text). */
+body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot) {
+  position: relative !important; }
+body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot) > * {
+  opacity: 0.35 !important; }
+body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot)::before {
+  content: var(--pg-previous-text); position: absolute; z-index: 10; top: 6px; left: 50%;
+  transform: translateX(-50%); background: #fde68a; color: #1f2937; padding: 3px 12px; border-radius: 6px;
+  font-size: 15px; font-weight: 600; white-space: nowrap; }
+"""
