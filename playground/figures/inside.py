@@ -15,6 +15,8 @@ FONT = 13
 TICK_CHARS = 10
 CELL_CHARS = 5
 CELL_FONT, PRESENT_CELL_FONT = 10, 13  # px; presenter mode's cells are wider (ui/cell_click.CELL_PX_PRESENT)
+# A probability axis in percent: plotly's default SI format writes a small one as "200µ".
+PROB_TICKS = ".3~%"
 MAX_TICKS = 32  # token labels on a line plot's axis; a longer run names every k-th
 
 
@@ -112,7 +114,7 @@ def top_bars(labels, probs, *, title: str) -> go.Figure:
         )
     )
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=list(labels), autorange="reversed")
-    fig.update_xaxes(title="probability")
+    fig.update_xaxes(title="probability", tickformat=PROB_TICKS)
     return _layout(fig, title, 120 + 26 * len(labels))
 
 
@@ -195,6 +197,7 @@ def attention_steps_figure(positions, labels, scaled, probs, *, title: str, labe
         go.Bar(x=positions, y=[float(s) for s in scaled], marker_color="#0ea5e9", name="q·k/√d"), row=1, col=1
     )
     fig.add_trace(go.Bar(x=positions, y=probs, marker_color="#f97316", name="softmax"), row=2, col=1)
+    fig.update_yaxes(tickformat=PROB_TICKS, row=2, col=1)
     fig.update_xaxes(
         tickmode="array",
         tickvals=[positions[j] for j in named],
@@ -215,7 +218,7 @@ def before_after_bars(labels, before, after, *, title: str) -> go.Figure:
         ]
     )
     fig.update_yaxes(tickmode="array", tickvals=y, ticktext=list(labels), autorange="reversed")
-    fig.update_xaxes(title="probability")
+    fig.update_xaxes(title="probability", tickformat=PROB_TICKS)
     return _layout(fig, title, 140 + 30 * len(labels), barmode="group")
 
 

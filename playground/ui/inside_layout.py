@@ -106,13 +106,13 @@ def layout() -> SimpleNamespace:
                 m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot", min_width=420)
         with gr.Tab(T("inside_interventions"), id="inside-intervene") as intervene_tab:
             with gr.Row():
-                i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder="0.1, 2.3", max_length=2000)
-                i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder="1.0", max_length=2000)
-                i_scale = gr.Textbox("", label=T("inside_scale_head"), placeholder="1.2", max_length=50)
+                i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder=T("ph_heads"), max_length=2000)
+                i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder=T("ph_head"), max_length=2000)
+                i_scale = gr.Textbox("", label=T("inside_scale_head"), placeholder=T("ph_head"), max_length=50)
                 i_alpha = gr.Slider(0, 2, value=0.0, step=0.1, label=T("inside_alpha"))
             with gr.Row():
-                i_mlps = gr.Textbox("", label=T("inside_skip_mlps"), placeholder="0, 3", max_length=500)
-                i_unmask = gr.Textbox("", label=T("inside_unmask"), placeholder="0", max_length=500)
+                i_mlps = gr.Textbox("", label=T("inside_skip_mlps"), placeholder=T("ph_layers"), max_length=500)
+                i_unmask = gr.Textbox("", label=T("inside_unmask"), placeholder=T("ph_layer"), max_length=500)
                 i_drop = gr.Checkbox(False, label=T("inside_drop_pos"))
                 i_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
                 i_target = gr.Textbox("", label=T("inside_target"), max_length=200)

@@ -103,6 +103,8 @@ def test_a_refusal_appears_under_its_own_button(page_url):
         page.get_by_role("tab", name="Inside").click()
         plot_ready(page, "pg-lens")
         page.get_by_role("tab", name="Interventions").click()
+        # A placeholder reads as an example, not as a value already filled in.
+        assert page.get_by_label("Zero-ablate heads", exact=False).get_attribute("placeholder") == "e.g. 0.1, 2.3"
         page.locator("#pg-dose-btn").click()  # no head named: refused, with the reason under the buttons
         msg = page.locator("#pg-intervene-msg")
         msg.get_by_text("Scale head", exact=False).wait_for(timeout=60_000)
