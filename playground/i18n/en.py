@@ -303,6 +303,7 @@ EN = {
     "tk_cut": "Showing the first {shown} of {total} tokens.",
     "tk_start": "Start: {n} bytes, one piece each",
     "tk_step": "merge rank {rank} (makes token {id})",
+    "tk_builds": " (bytes of {chars})",
     "tk_times": " ×{count}",
     "tk_final": "Result: {n} tokens",
     "tk_final_one": "Result: {n} token",

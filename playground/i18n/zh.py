@@ -294,6 +294,7 @@ ZH = {
     "tk_cut": "只显示 {total} 个 token 中的前 {shown} 个。",
     "tk_start": "开始：{n} 个字节，每个字节一块",
     "tk_step": "合并排名 {rank}（得到 token {id}）",
+    "tk_builds": "（{chars} 的字节）",
     "tk_times": " ×{count}",
     "tk_final": "结果：{n} 个 token",
     "tk_final_one": "结果：{n} 个 token",
