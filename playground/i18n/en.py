@@ -36,6 +36,7 @@ EN = {
     "attention_impl": "Multi-head attention",
     "weights": "Weights",
     "seed_init": "Init seed",
+    "hub_folder_info": "or type the path of a downloaded GPT-2 folder (config.json + model.safetensors) inside the server's models/ folder or PLAYGROUND_MODEL_DIRS",
     "hub_model": "OpenAI GPT-2 from the Hugging Face hub",
     "upload": "Upload a .safetensors checkpoint",
     "dtype": "Precision",

@@ -36,6 +36,7 @@ ZH = {
     "attention_impl": "多头注意力实现",
     "weights": "权重",
     "seed_init": "初始化随机种子",
+    "hub_folder_info": "或输入已下载的 GPT-2 文件夹路径（config.json + model.safetensors），须在服务器的 models/ 文件夹或 PLAYGROUND_MODEL_DIRS 中",
     "hub_model": "从 Hugging Face 下载 OpenAI GPT-2",
     "upload": "上传 .safetensors 检查点",
     "dtype": "精度",

@@ -233,7 +233,16 @@ def layout() -> SimpleNamespace:
                 value="bundled" if BUNDLED_CHECKPOINT.is_file() else "random",
             )
             # Shown only for the weights they belong to (an empty upload box only takes room).
-            c.hub_name = gr.Dropdown(hub_choices(), value=list(HUB_MODELS)[0], label=T("hub_model"), visible=False)
+            # A hub model, or the path of a GPT-2 folder on the server (recipes.folder_recipe) typed in.
+            c.hub_name = gr.Dropdown(
+                hub_choices(),
+                value=list(HUB_MODELS)[0],
+                label=T("hub_model"),
+                info=T("hub_folder_info"),
+                allow_custom_value=True,
+                visible=False,
+                elem_id="pg-hub-name",
+            )
             c.upload = gr.File(
                 label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False, height=140
             )
