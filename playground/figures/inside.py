@@ -258,8 +258,10 @@ def dose_curve(alphas, logprob, *, title: str) -> go.Figure:
 
 
 def sweep_heatmap(delta, *, title: str) -> go.Figure:
-    peak = max((abs(v) for row in delta for v in row), default=1.0) or 1.0
-    n_heads = len(delta[0]) if delta else 0
+    """Δ loss per layer (rows) and head; a row that is None is a layer not measured yet (left blank)."""
+    n_heads = len(next((row for row in delta if row is not None), []))
+    delta = [row if row is not None else [None] * n_heads for row in delta]
+    peak = max((abs(v) for row in delta for v in row if v is not None), default=1.0) or 1.0
     fig = go.Figure(
         go.Heatmap(
             z=delta,
@@ -269,7 +271,7 @@ def sweep_heatmap(delta, *, title: str) -> go.Figure:
             zmid=0,
             zmin=-peak,
             zmax=peak,
-            text=[[f"{v:+.3f}" for v in row] for row in delta],
+            text=[["" if v is None else f"{v:+.3f}" for v in row] for row in delta],
             texttemplate="%{text}" if n_heads * len(delta) <= 200 else None,
             colorbar=dict(title="Δloss", thickness=12),
         )

@@ -26,6 +26,7 @@ from .inside_data import (
     maths_data,
     sweep_data,
 )
+from .inside_live import dose_live, stopped, sweep_live
 from .inside_tab import (
     SUB_TABS,
     VIEWS,
@@ -120,6 +121,7 @@ def layout() -> SimpleNamespace:
                 i_btn = gr.Button(T("inside_run_intervention"), variant="primary", elem_id="pg-intervene-btn")
                 dose_btn = gr.Button(T("inside_dose"), elem_id="pg-dose-btn")
                 sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
+                stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-inside-stop")
             i_msg = gr.HTML(elem_id="pg-intervene-msg")  # the intervention's, the dose curve's and the sweep's
             i_md = gr.Markdown(elem_id="pg-intervene-md")
             with gr.Row():
@@ -190,22 +192,26 @@ def wire(page) -> None:
         api_visibility="private",
         concurrency_id="inside",
     )
-    c.dose_btn.click(
-        remembering("dose"),
+    # The two long views stream their figure as it grows (inside_live); Stop cancels them between updates.
+    dose = c.dose_btn.click(
+        dose_live,
         [state, c.i_scale, c.i_pos, c.i_target],
         outputs(DoseView, c, msg=c.i_msg),
         api_visibility="private",
         concurrency_id="inside",
+        show_progress="hidden",
     )
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
-    c.sweep_btn.click(
-        remembering("sweep"),
+    sweep = c.sweep_btn.click(
+        sweep_live,
         state,
         outputs(SweepView, c, msg=c.i_msg),
         api_visibility="private",
         concurrency_id="inside_sweep",
         concurrency_limit=1,
+        show_progress="hidden",
     )
+    c.stop_btn.click(stopped, state, c.i_msg, cancels=[dose, sweep], api_visibility="private", queue=False)
     # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
     for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
         tab.select(None, None, None, js=RESIZE_JS)

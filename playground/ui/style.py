@@ -6,6 +6,8 @@ CSS = """
 .pg-ok { background: #f0fdf4; color: #166534; border: 1px solid #bbf7d0; }
 .dark .pg-error { background: #450a0a; color: #fecaca; border-color: #7f1d1d; }
 .dark .pg-ok { background: #052e16; color: #bbf7d0; border-color: #14532d; }
+.pg-progress { background: #eff6ff; color: #1e3a8a; border: 1px solid #bfdbfe; }
+.dark .pg-progress { background: #172554; color: #dbeafe; border-color: #1e3a8a; }
 #pg-summary { font-size: 15px; }
 .pg-status { font-size: 15px; padding: 2px 0; }
 .pg-chipbox { max-height: 300px; overflow-y: auto; line-height: 2.1; padding: 4px; }

@@ -111,4 +111,18 @@ def test_a_refusal_appears_under_its_own_button(page_url):
         button, said = page.locator("#pg-dose-btn").bounding_box(), msg.bounding_box()
         assert 0 <= said["y"] - (button["y"] + button["height"]) < 80
         assert page.locator("#pg-inside-msg").inner_text().strip() == ""
+        # Named, the curve is drawn (streamed point by point) with all 11 α values, and the progress
+        # message under the buttons goes once it is complete.
+        page.get_by_label("Scale one head", exact=False).fill("1.2")
+        page.locator("#pg-dose-btn").click()
+        page.wait_for_function(
+            "() => { const g = document.querySelector('#pg-dose .js-plotly-plot');"
+            " return g && g._fullData && g._fullData.length && g._fullData[0].x.length === 11; }",
+            timeout=120_000,
+        )
+        page.wait_for_function("() => !document.querySelector('#pg-intervene-msg .pg-progress')", timeout=30_000)
+        # Stop answers next to the buttons.
+        page.locator("#pg-sweep-btn").click()
+        page.locator("#pg-inside-stop").click()
+        msg.get_by_text("Stopped", exact=False).wait_for(timeout=60_000)
         browser.close()
