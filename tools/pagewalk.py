@@ -35,6 +35,8 @@ def draw_inside(page, lang: str) -> None:
     plot_ready(page, "pg-intervene-lens")
     page.locator("#pg-dose-btn").click()
     plot_ready(page, "pg-dose")
+    page.wait_for_function("() => !document.querySelector('#pg-intervene-msg .pg-progress')", timeout=120_000)
     page.locator("#pg-sweep-btn").click()
     plot_ready(page, "pg-sweep")
+    page.wait_for_function("() => !document.querySelector('#pg-intervene-msg .pg-progress')", timeout=120_000)
     tab("inside_lens").click()

@@ -17,6 +17,8 @@ FONT = 13
 TICK_CHARS = 10
 CELL_CHARS = 5
 CELL_FONT, PRESENT_CELL_FONT = 10, 14  # px; presenter mode's cells are wider (ui/cell_click.CELL_PX_PRESENT)
+# A probability axis in percent: plotly's default SI format writes a small one as "200µ".
+PROB_TICKS = ".3~%"
 MAX_TICKS = 32  # token labels on a line plot's axis; a longer run names every k-th
 
 
@@ -114,7 +116,7 @@ def top_bars(labels, probs, *, title: str) -> go.Figure:
         )
     )
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=list(labels), autorange="reversed")
-    fig.update_xaxes(title="probability")
+    fig.update_xaxes(title="probability", tickformat=PROB_TICKS)
     return _layout(fig, title, 120 + 26 * len(labels))
 
 
@@ -178,28 +180,33 @@ def attribution_waterfall(names, values, total: float, *, title: str) -> go.Figu
     return _layout(fig, title, 420, showlegend=False)
 
 
-def attention_steps_figure(positions, labels, scaled, probs, *, title: str) -> go.Figure:
-    """q·k/√d (masked ones left out) and the softmax over key positions, one above the other."""
+def attention_steps_figure(positions, labels, scaled, probs, *, title: str, label_top: int = 12) -> go.Figure:
+    """q·k/√d and the softmax over the keys a query can see (positions up to it), one above the
+    other. Only the ``label_top`` keys with the most attention (and the query itself) carry their
+    token under the bars: a long run's hundreds of labels would merge into a smear."""
+    positions, labels = list(positions), [str(x) for x in labels]
+    probs = [float(p) for p in probs]
+    top = sorted(range(len(probs)), key=lambda j: -probs[j])[:label_top]
+    named = sorted(set(top) | {len(positions) - 1}) if positions else []
     fig = make_subplots(
         rows=2,
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.08,
-        subplot_titles=("q·k / √d_head (masked: −∞, not drawn)", "softmax"),
+        subplot_titles=("q·k / √d_head", "softmax"),
     )
     fig.add_trace(
-        go.Bar(
-            x=list(positions),
-            y=[float("nan") if s is None else s for s in scaled],
-            marker_color="#0ea5e9",
-            name="q·k/√d",
-        ),
-        row=1,
-        col=1,
+        go.Bar(x=positions, y=[float(s) for s in scaled], marker_color="#0ea5e9", name="q·k/√d"), row=1, col=1
     )
-    fig.add_trace(go.Bar(x=list(positions), y=list(probs), marker_color="#f97316", name="softmax"), row=2, col=1)
+    fig.add_trace(go.Bar(x=positions, y=probs, marker_color="#f97316", name="softmax"), row=2, col=1)
+    fig.update_yaxes(tickformat=PROB_TICKS, row=2, col=1)
     fig.update_xaxes(
-        tickmode="array", tickvals=list(positions), ticktext=[_short(x) for x in labels], tickangle=-60, row=2, col=1
+        tickmode="array",
+        tickvals=[positions[j] for j in named],
+        ticktext=[f"{positions[j]}·{_short(labels[j])}" for j in named],
+        tickangle=-60,
+        row=2,
+        col=1,
     )
     return _layout(fig, title, 460, showlegend=False)
 
@@ -213,7 +220,7 @@ def before_after_bars(labels, before, after, *, title: str) -> go.Figure:
         ]
     )
     fig.update_yaxes(tickmode="array", tickvals=y, ticktext=list(labels), autorange="reversed")
-    fig.update_xaxes(title="probability")
+    fig.update_xaxes(title="probability", tickformat=PROB_TICKS)
     return _layout(fig, title, 140 + 30 * len(labels), barmode="group")
 
 
@@ -253,8 +260,10 @@ def dose_curve(alphas, logprob, *, title: str) -> go.Figure:
 
 
 def sweep_heatmap(delta, *, title: str) -> go.Figure:
-    peak = max((abs(v) for row in delta for v in row), default=1.0) or 1.0
-    n_heads = len(delta[0]) if delta else 0
+    """Δ loss per layer (rows) and head; a row that is None is a layer not measured yet (left blank)."""
+    n_heads = len(next((row for row in delta if row is not None), []))
+    delta = [row if row is not None else [None] * n_heads for row in delta]
+    peak = max((abs(v) for row in delta for v in row if v is not None), default=1.0) or 1.0
     fig = go.Figure(
         go.Heatmap(
             z=delta,

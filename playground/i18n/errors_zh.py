@@ -87,6 +87,8 @@ ERRORS_ZH = {
     "upload.empty": "{label} 是空的。",
     # ---- the Model tab
     "model.unknown_hub": "未知的 hub 模型 {name!r}；可选：{choices}。",
+    "model.folder_not_allowed": "{path} 不是本服务器允许的模型文件夹（{roots}）中的文件夹。请把模型文件夹（config.json + model.safetensors）放到那里，或把它的上级目录加入 PLAYGROUND_MODEL_DIRS。",
+    "model.folder_not_dir": "{path} 是一个文件；请填写存放 config.json 和 model.safetensors 的文件夹。",
     "model.need_upload": "请先选择要上传的 .safetensors 文件。",
     "model.need_trained": "请先在“训练”页训练一个模型（或等训练结束或停止）。",
     # ---- generating

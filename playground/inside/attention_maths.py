@@ -10,7 +10,7 @@ import math
 import torch
 
 from playground.engine.attention import causal_mask
-from playground.inside.interventions import run_with_hooks
+from playground.inside.interventions import Hooks, resid_after
 from playground.inside.view_checks import check_ids, check_layer, check_position, reserve_logits
 
 
@@ -27,8 +27,12 @@ def attention_maths(model, ids, layer: int, head: int, position: int) -> dict:
     layer = check_layer(layer, cfg.n_layers)
     head = check_layer(head, cfg.n_heads, "Head")
     position = check_position(position, len(ids), "Query position")
-    with reserve_logits(model, 1, "the attention maths", len(ids)):
-        _, cache = run_with_hooks(model, ids, capture=True, capture_qkv=(layer,), last_token_only=True)
+    # Only the blocks up to ``layer`` run: the later ones and the output head change nothing here.
+    with reserve_logits(model, 1, "the attention maths", len(ids)), torch.no_grad():
+        idx = torch.tensor([list(ids)], dtype=torch.long, device=model.device)
+        hooks = Hooks(cfg, capture=True, capture_qkv=(layer,))
+        model.trf_blocks[layer](resid_after(model, idx, layer), None, None, hooks.layer(layer))
+    cache = hooks.cache
     q, k, v = (t[0, head].double() for t in cache.qkv[layer])  # (T, hd) each
     qp = q[position]
     scores = k @ qp  # (T,)

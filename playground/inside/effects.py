@@ -106,10 +106,19 @@ def dose_response(model, ids, layer: int, head: int, position: int, target_id: i
     """log p(target) at ``position`` as one head's output is scaled by α (default 0, 0.2, …, 2).
 
     Only the tokens up to ``position`` are run (the model is causal), the blocks before ``layer``
-    once and plainly (they do not depend on α), and the rest with every α as one batch, resumed
+    once and plainly (they do not depend on α), and the rest with the α values as batches, resumed
     from the residual stream at ``layer`` -- TransformerLens's "start at layer". The last block
     computes attention and MLP for the final row only (the one whose logits are read); the other
-    rows give it keys and values."""
+    rows give it keys and values. ``dose_response_points`` gives the same curve a few α at a time."""
+    *_, last = dose_response_points(model, ids, layer, head, position, target_id, alphas, chunk=None)
+    return last
+
+
+def dose_response_points(
+    model, ids, layer: int, head: int, position: int, target_id: int | None = None, alphas=None, chunk: int | None = 3
+):
+    """The dose-response curve as it grows: yields its dict (as ``dose_response``) after each batch
+    of ``chunk`` α values (None: all at once), so a page can draw it point by point and stop it."""
     ids = check_ids(ids)
     cfg = model.cfg
     layer = check_layer(layer, cfg.n_layers)
@@ -117,26 +126,34 @@ def dose_response(model, ids, layer: int, head: int, position: int, target_id: i
     position = check_position(position, len(ids))
     target_id = target_or_next(model, ids, position, target_id)
     alphas = [round(0.2 * i, 10) for i in range(11)] if alphas is None else [check_alpha(a) for a in alphas]
-    gain = torch.ones(cfg.n_layers, len(alphas), cfg.n_heads)
-    gain[layer, :, head] = torch.tensor(alphas)
-    with reserve_logits(model, len(alphas), "a dose-response curve", (len(alphas) + 1) * (position + 1)):
-        hooks = Hooks(cfg, capture=False, head_gain=gain)
-        with torch.no_grad():
-            idx = torch.tensor([ids[: position + 1]], dtype=torch.long, device=model.device)
-            x = resid_after(model, idx, layer).expand(len(alphas), -1, -1)  # (n_alphas, position + 1, d)
-            for i in range(layer, cfg.n_layers - 1):
-                x = model.trf_blocks[i](x, None, None, hooks.layer(i))
-            x = last_row_block(model.trf_blocks[-1], x, hooks.layer(cfg.n_layers - 1))  # (n_alphas, 1, d)
-            logits = model.out_head(model.final_norm(x))  # (n_alphas, 1, V)
-        logp = torch.log_softmax(logits[:, -1].float(), dim=-1)[:, target_id]
-    return {
-        "layer": layer,
-        "head": head,
-        "position": position,
-        "target_id": target_id,
-        "alphas": alphas,
-        "logprob": logp.tolist(),
-    }
+    chunk = len(alphas) if chunk is None else max(1, int(chunk))
+    done: list[float] = []
+    logprob: list[float] = []
+    with torch.no_grad():
+        idx = torch.tensor([ids[: position + 1]], dtype=torch.long, device=model.device)
+        start = resid_after(model, idx, layer)  # (1, position + 1, d): the same for every α
+    for first in range(0, len(alphas), chunk):
+        batch = alphas[first : first + chunk]
+        gain = torch.ones(cfg.n_layers, len(batch), cfg.n_heads)
+        gain[layer, :, head] = torch.tensor(batch)
+        with reserve_logits(model, len(batch), "a dose-response curve", (len(batch) + 1) * (position + 1)):
+            hooks = Hooks(cfg, capture=False, head_gain=gain)
+            with torch.no_grad():
+                x = start.expand(len(batch), -1, -1)  # (n_alphas, position + 1, d)
+                for i in range(layer, cfg.n_layers - 1):
+                    x = model.trf_blocks[i](x, None, None, hooks.layer(i))
+                x = last_row_block(model.trf_blocks[-1], x, hooks.layer(cfg.n_layers - 1))  # (n_alphas, 1, d)
+                logits = model.out_head(model.final_norm(x))  # (n_alphas, 1, V)
+            logp = torch.log_softmax(logits[:, -1].float(), dim=-1)[:, target_id]
+        done, logprob = done + batch, logprob + logp.tolist()
+        yield {
+            "layer": layer,
+            "head": head,
+            "position": position,
+            "target_id": target_id,
+            "alphas": done,
+            "logprob": logprob,
+        }
 
 
 class _Prefilled:
@@ -184,6 +201,13 @@ def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, bat
     take longer than ``limit_s``. ``progress(fraction, text)`` is called as batches finish. A
     layer's heads run as one batch resumed from the plain forward's residual stream at that
     layer (the blocks before it do not change when one of its heads is zeroed)."""
+    estimate = sweep_estimate(model, ids, limit_s)
+    *_, last = head_sweep_layers(model, ids, estimate, progress=progress, batch=batch)
+    return last
+
+
+def sweep_estimate(model, ids, limit_s: float = SWEEP_LIMIT_S) -> float:
+    """The sweep's estimated seconds, or SweepTooLongError when that is over ``limit_s``."""
     ids = check_ids(ids)
     if len(ids) < 2:
         raise LensError("inside.sweep_short", "The head sweep needs at least two tokens (a loss needs a next token).")
@@ -201,11 +225,20 @@ def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, bat
             tokens=len(ids),
             limit_s=limit_s,
         )
+    return estimate
+
+
+def head_sweep_layers(model, ids, estimate: float, *, progress=None, batch: int | None = None):
+    """The head sweep a layer at a time: yields its dict (as ``head_sweep``) after each layer, the
+    layers not measured yet as None in ``delta_loss``, so a page can draw it as it goes and stop it.
+    No time limit here: ``head_sweep`` (or the caller) checks the estimate first."""
+    ids = check_ids(ids)
+    cfg = model.cfg
     T, L, H = len(ids), cfg.n_layers, cfg.n_heads
     if batch is None:  # a batch's activations stay modest; logits are read in chunks (readout)
         batch = max(1, min(H, 4096 // T))
     target = ids[1:]
-    delta = [[0.0] * H for _ in range(L)]
+    delta: list[list[float] | None] = [None] * L
     done, total = 0, L * H
     with reserve_logits(model, CHUNK_ROWS, "the head-importance sweep", batch * T), torch.no_grad():
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
@@ -214,6 +247,7 @@ def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, bat
         base = float((-reader(plain.resid[-1][0, :-1], target, norm=True).target_logp).mean())
         t0 = time.perf_counter()
         for layer in range(L):
+            row_delta = [0.0] * H
             for start in range(0, H, batch):
                 heads = list(range(start, min(H, start + batch)))
                 gain = torch.ones(L, len(heads), H)
@@ -224,14 +258,15 @@ def head_sweep(model, ids, *, limit_s: float = SWEEP_LIMIT_S, progress=None, bat
                 f = reader(x[:, :-1].reshape(-1, cfg.emb_dim), target * len(heads), norm=True)
                 losses = (-f.target_logp).view(len(heads), T - 1).mean(dim=1)
                 for row, h in enumerate(heads):
-                    delta[layer][h] = float(losses[row]) - base
+                    row_delta[h] = float(losses[row]) - base
                 done += len(heads)
                 if progress is not None:
                     progress(done / total, f"{done}/{total} heads")
-    return {
-        "base_loss": base,
-        "delta_loss": delta,
-        "seconds": time.perf_counter() - t0,
-        "estimate_s": estimate,
-        "n_tokens": T,
-    }
+            delta[layer] = row_delta
+            yield {
+                "base_loss": base,
+                "delta_loss": list(delta),
+                "seconds": time.perf_counter() - t0,
+                "estimate_s": estimate,
+                "n_tokens": T,
+            }

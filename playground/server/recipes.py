@@ -38,7 +38,49 @@ def bundled_recipe(dtype: str = "float32") -> dict:
     return {"kind": "bundled", "dtype": dtype}
 
 
+# Folders the server may load GPT-2 weights from (a path typed into the page is read on the server,
+# so only inside these): the app's own models/ folder, and any listed in PLAYGROUND_MODEL_DIRS
+# (separated by the system's path separator, ":" on Linux).
+def model_dirs() -> list[Path]:
+    extra = [Path(p).expanduser() for p in os.environ.get("PLAYGROUND_MODEL_DIRS", "").split(os.pathsep) if p]
+    return [ROOT / "models", *extra]
+
+
+def looks_like_folder(name: str) -> bool:
+    return any(c in str(name) for c in ("/", "\\")) or str(name).startswith(("~", "."))
+
+
+def folder_recipe(path: str, dtype: str = "float32") -> dict:
+    """GPT-2 weights in the Hugging Face layout (config.json + model.safetensors) from a folder on
+    the server, loaded by the hub loader; the folder must lie inside one of ``model_dirs()``."""
+    folder = Path(str(path).strip()).expanduser()
+    roots = model_dirs()
+    try:
+        resolved = folder.resolve(strict=True)
+    except (OSError, RuntimeError):
+        resolved = None
+    allowed = resolved is not None and any(resolved.is_relative_to(r.resolve()) for r in roots)
+    if not allowed:  # the same words whether it is missing or outside: nothing is said about other paths
+        raise UserError(
+            "model.folder_not_allowed",
+            "{path} is not a folder inside the model folders this server allows ({roots}). Put the model's "
+            "folder (config.json + model.safetensors) there, or add its parent to PLAYGROUND_MODEL_DIRS.",
+            path=str(path),
+            roots=", ".join(str(r) for r in roots),
+        )
+    if not resolved.is_dir():
+        raise UserError(
+            "model.folder_not_dir",
+            "{path} is a file; name the folder that holds config.json and model.safetensors.",
+            path=str(path),
+        )
+    return {"kind": "hub", "repo": str(resolved), "dtype": dtype}
+
+
 def hub_recipe(name: str, dtype: str = "float32") -> dict:
+    """A hub model by its id (gpt2, gpt2-medium, ...), or a local folder path (folder_recipe)."""
+    if name not in HUB_MODELS and looks_like_folder(name):
+        return folder_recipe(name, dtype)
     if name not in HUB_MODELS:
         raise UserError(
             "model.unknown_hub",
@@ -152,6 +194,10 @@ def build_peak_bytes(recipe: dict) -> int:
     if kind == "random":
         n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))
         return n * 4 + (n * target if target != 4 else 0)
+    if kind == "hub" and Path(recipe["repo"]).is_dir():  # a local folder: sized by its file
+        weights = Path(recipe["repo"]) / "model.safetensors"
+        size = weights.stat().st_size if weights.is_file() else 0  # (the loader says what is missing)
+        return 3 * size + (size * target // 2 if target != 4 else 0)
     if kind == "hub":
         name = next((k for k, v in HUB_MODELS.items() if v == recipe["repo"]), "gpt2")
         preset = next((p for n, p in PRESETS.items() if n.split(" ")[0] == name.split(" ")[0]), PRESETS[DEFAULT_PRESET])

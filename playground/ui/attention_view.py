@@ -44,7 +44,7 @@ OVERVIEW_METRICS = {
 }
 # The attention figure, where one query looked, the query slider and a message (Generate tab components).
 AttentionViews = result("AttentionViews", "heatmap", "query_plot", "query", "att_msg")
-HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this the newest positions are shown (the title says so)
+HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this 64 positions up to the query (the title says so)
 GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
 # position of the model's last context window (numbered axes; drag to zoom, double-click to reset).
@@ -119,7 +119,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
         message = warn(tr(lang, "att_outside", query=query, start=start, end=end))
         query = start
     try:
-        fig, row = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang)
+        fig, row, lo = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
         return only(AttentionViews, att_msg=warn(tr_error(lang, e)))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
@@ -129,10 +129,10 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     q = query - start
     query_fig = figures.query_attention_bars(
         np.asarray(row),
-        labels,
+        labels[lo - start : q + 1],
         query_label=labels[q],
-        offset=start,
-        title=tr(lang, "fig_query", query=query, label=labels[q]),
+        offset=lo,
+        title=tr(lang, "fig_query", query=query, label=labels[q], lo=lo),
     )
     return AttentionViews(fig, gr.update(value=dress(query_fig, lang, present), visible=True), query_update, message)
 
@@ -163,37 +163,50 @@ def _derived(qk, name: str, model, T: int, what: str, compute):
     return cache[name]
 
 
+def shown_keys(start: int, end: int, query: int, limit: int | None) -> tuple[int, int]:
+    """(first, last) position a map shows: the whole window, or ``limit`` positions that end at
+    the query (or at ``limit`` - 1 past the window's start when the query is earlier), so the query's
+    row always holds every key it can see that fits, and its bars below agree with it."""
+    if limit is None or end - start + 1 <= limit:
+        return start, end
+    last = min(end, max(query, start + limit - 1))
+    return last - limit + 1, last
+
+
 def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole=False, lang="en"):
-    """(figure, the query's attention row or None) for one view; ``query`` lies in the window."""
+    """(figure, the query's attention row over the shown keys up to the query, first shown
+    position) for one view (row None for the overviews); ``query`` lies in the window."""
     T_len = len(labels)
     end = start + T_len - 1
-    q = query - start  # row in the window
+    limit = GRID_MAX_TOKENS if view == "all" else None if whole else HEATMAP_MAX_TOKENS
+    lo, hi = shown_keys(start, end, query, limit)
+    a, b, q = lo - start, hi - start + 1, query - start  # the shown slice and the query's row in the window
     note = tr(lang, "window_note", start=start, end=end) if start else ""
-    if whole and view not in OVERVIEW_METRICS:
-        grid = view == "all" and T_len > GRID_MAX_TOKENS
-        if view != "all" or grid:
-            note += " · " + (
-                tr(lang, SPAN_NOTES["grid"], k=GRID_MAX_TOKENS) if grid else tr(lang, SPAN_NOTES["whole"], n=T_len)
-            )
+    if view not in OVERVIEW_METRICS:
+        if (lo, hi) != (start, end):
+            key = "span_note_grid" if whole and view == "all" else "span_note_shown"
+            note += " · " + tr(lang, key, lo=lo, hi=hi, n=end + 1, k=GRID_MAX_TOKENS)
+        elif whole:  # a run longer than the context: the map is its last window, said so
+            key = "span_note_context" if start else "span_note_whole"
+            note += " · " + tr(lang, key, n=T_len, start=start)
     # (H, T, T): only the single-layer views need it (the all-layer ones have their own, cached)
     probs_layer = layer_attention(qk, layer) if view in VIEWS[:3] else None
-    heatmap = dict(
-        log_scale=log_scale, highlight_query=query, max_tokens=None if whole else HEATMAP_MAX_TOKENS, offset=start
-    )
+    shown = labels[a:b]
+    heatmap = dict(log_scale=log_scale, highlight_query=query, offset=lo)
     row = None
     if view == "all":
         fig = figures.attention_grid(
-            probs_layer,
-            labels,
+            probs_layer[:, a:b, a:b],
+            shown,
             title=tr(lang, "fig_all_heads", layer=layer, note=note),
             log_scale=log_scale,
-            max_tokens=GRID_MAX_TOKENS,
-            offset=start,
+            offset=lo,
         )
         row = probs_layer.mean(axis=0)[q]
     elif view == "average":
         avg = probs_layer.mean(axis=0)
-        fig = figures.attention_heatmap(avg, labels, title=tr(lang, "fig_head_avg", layer=layer, note=note), **heatmap)
+        title = tr(lang, "fig_head_avg", layer=layer, note=note)
+        fig = figures.attention_heatmap(avg[a:b, a:b], shown, title=title, **heatmap)
         row = avg[q]
     elif view == "rollout":
         rolled = _derived(
@@ -204,7 +217,8 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
             "attention rollout through every layer",
             lambda: attention_rollout(layer_attention(qk, i) for i in range(len(qk))),
         )
-        fig = figures.attention_heatmap(rolled, labels, title=tr(lang, "fig_rollout", n=len(qk), note=note), **heatmap)
+        title = tr(lang, "fig_rollout", n=len(qk), note=note)
+        fig = figures.attention_heatmap(rolled[a:b, a:b], shown, title=title, **heatmap)
         row = rolled[q]
     elif view in OVERVIEW_METRICS:
         metric = OVERVIEW_METRICS[view]
@@ -229,12 +243,13 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
                 lang, "fig_overview", metric=tr(lang, "m_" + metric), first=start + 1, end=end, note=note, scale=scale
             ),
         )
+        return fig, None, lo
     else:
-        fig = figures.attention_heatmap(
-            probs_layer[head], labels, title=tr(lang, "fig_one_head", layer=layer, head=head, note=note), **heatmap
-        )
-        row = probs_layer[head][q]
-    return fig, row
+        one = probs_layer[head]
+        title = tr(lang, "fig_one_head", layer=layer, head=head, note=note)
+        fig = figures.attention_heatmap(one[a:b, a:b], shown, title=title, **heatmap)
+        row = one[q]
+    return fig, row[a : q + 1], lo
 
 
 def attention_data(state, layer, head):

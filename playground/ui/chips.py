@@ -116,8 +116,11 @@ def all_chips(run) -> str:
     return stream.html()
 
 
-def status_html(run, elapsed: float, state: str, lang: str = "en") -> str:
-    """state: running | done | stopped | error. The element carries it (and the count) for tests and tools."""
+def status_html(run, elapsed: float, state: str, lang: str = "en", context_length: int | None = None) -> str:
+    """state: running | done | stopped | error. The element carries it (and the count) for tests and tools.
+
+    The window it names is the one the attention views show (the run's last ``context_length``
+    positions, run.window), so the status line and the figures' titles give the same start."""
     n = len(run.steps)
     rate = n / elapsed if elapsed > 0 else 0.0
     head = tr(lang, {"running": "st_running", "done": "st_done", "stopped": "st_stopped", "error": "st_error"}[state])
@@ -129,8 +132,11 @@ def status_html(run, elapsed: float, state: str, lang: str = "en") -> str:
     parts = [f"{head}{count} · {tr(lang, 'st_rate', rate=f'{rate:.1f}')}"]
     if run.n_cropped:
         parts.append(tr(lang, "st_cropped", n=run.n_cropped, context=len(run.prompt_ids)))
-    if run.steps and run.steps[-1].context_start:
-        parts.append(tr(lang, "st_window", start=run.steps[-1].context_start))
+    start = run.steps[-1].context_start if run.steps else 0
+    if context_length is not None:
+        start = max(0, len(run.token_ids) - context_length)
+    if start:
+        parts.append(tr(lang, "st_window", start=start))
     return f"<div class='pg-status' data-state='{state}' data-tokens='{n}'>{html.escape(' · '.join(parts))}</div>"
 
 

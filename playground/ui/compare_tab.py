@@ -364,7 +364,7 @@ def _replay_html(report, record, recipe, lang) -> str:
     detail = (
         f"<p>{ok(tr(lang, 'cmp_replayed', what=describe_recipe(recipe, lang)))}</p>"
         f"<p><b>{tr(lang, 'cmp_prompt')}</b>: <span class='pg-token-text'>{_esc(tok.decode(record['prompt_ids']))}</span></p>"
-        f"<p><b>{tr(lang, 'cmp_same_text')}</b>: <span class='pg-token-text'>{_esc(recorded)}</span></p>"
+        f"<p><b>{tr(lang, 'cmp_same_text' if d else 'cmp_whole_text')}</b>: <span class='pg-token-text'>{_esc(recorded)}</span></p>"
     )
     return head + detail
 

@@ -6,6 +6,7 @@ full width. Every event has an ``api_name`` or is marked private.
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import gradio as gr
@@ -80,7 +81,7 @@ def layout(model_cfg) -> SimpleNamespace:
             )
             c.step_slider = gr.Slider(0, 1, value=0, step=1, label=T("step"), visible=False, elem_id="pg-step")
             c.step_md = gr.Markdown(elem_id="pg-step-md")
-            c.prob_plot = gr.Plot(show_label=False)
+            c.prob_plot = gr.Plot(show_label=False, elem_id="pg-prob-plot")
         with gr.Column(scale=3, min_width=300):
             with gr.Row():
                 c.view = gr.Dropdown(
@@ -109,7 +110,8 @@ def layout(model_cfg) -> SimpleNamespace:
                     visible=model_cfg.n_heads > 1,
                     elem_id="pg-head",
                 )
-                c.query = gr.Slider(0, 1, value=0, step=1, label=T("query"), elem_id="pg-query")
+                # hidden until a run gives it its positions (a 0–1 slider would say nothing)
+                c.query = gr.Slider(0, 1, value=0, step=1, label=T("query"), elem_id="pg-query", visible=False)
             head_rows, head_labels = head_examples(VIEWS[0])
             c.head_examples = None
             with gr.Column(visible=bool(head_rows)) as c.head_box:
@@ -132,7 +134,9 @@ def layout(model_cfg) -> SimpleNamespace:
             c.export_file = gr.File(label=T("download"), interactive=False, visible=False, height=100)
             c.attention_json = gr.JSON(visible=False)
             c.run_json = gr.JSON(visible=False)
-    c.stages_plot = gr.Plot(show_label=False)  # the step's four stage panels need the page's width
+    c.stages_plot = gr.Plot(
+        show_label=False, elem_id="pg-stages-plot"
+    )  # the step's four stage panels need the page's width
     return c
 
 
@@ -160,6 +164,23 @@ def range_note_js(key: str, lo: float, hi: float) -> str:
     )
 
 
+def previous_run_js() -> str:
+    """A ``js=`` pre-processor for Generate: while a new run streams, the last run's figures and
+    step panel stay on screen, dimmed and labelled as the previous run (style.CSS draws the label);
+    CLEAR_PREVIOUS_JS takes the mark away once the new run's own figures are drawn."""
+    texts = {lang: tr(lang, "previous_run") for lang in ("en", "zh-CN")}
+    zh = "(document.querySelector('#pg-lang-probe')?.innerText || '').trim() === 'zh-CN'"
+    return (
+        "(...a) => { if (document.querySelector('#pg-chips .pg-chip')) {"
+        f" const text = {zh} ? {json.dumps(texts['zh-CN'])} : {json.dumps(texts['en'])};"
+        " document.body.style.setProperty('--pg-previous-text', JSON.stringify(text));"
+        " document.body.dataset.pgPrevious = '1'; } return a; }"
+    )
+
+
+CLEAR_PREVIOUS_JS = "() => { delete document.body.dataset.pgPrevious; }"
+
+
 def wire(page) -> None:
     g, state = page.generate, page.state
     att_outputs = outputs(AttentionViews, g)
@@ -172,6 +193,7 @@ def wire(page) -> None:
             generate_tokens,
             gen_inputs,
             outputs(Streamed, g, state=state),
+            js=previous_run_js(),
             concurrency_id="generate",
             concurrency_limit=4,
             show_progress="hidden",
@@ -181,7 +203,9 @@ def wire(page) -> None:
             [state, g.view, g.layer, g.head, g.log_scale, g.span],
             att_outputs,
             api_visibility="private",
-        ).then(last_step, state, outputs(LastStep, g), api_visibility="private")
+        ).then(last_step, state, outputs(LastStep, g), api_visibility="private").then(
+            None, None, None, js=CLEAR_PREVIOUS_JS
+        )
     # Stop only raises a flag: it never waits behind generation or model builds.
     g.stop_btn.click(stop_generation, state, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
     for slider, name in (

@@ -99,17 +99,19 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     token = object()
     ACTIVE_STREAMS.add(token)
     try:
-        yield from _stream(state, run, iter(gen), stop)
+        yield from _stream(state, run, iter(gen), stop, model.cfg.context_length)
     finally:
         ACTIVE_STREAMS.discard(token)
         STOP_FLAGS.pop(run_id, None)
 
 
-def _stream(state, run, steps, stop):
+def _stream(state, run, steps, stop, context_length):
     # The language is read at every update: the page may switch it while a run streams (in place).
     chips = ChipStream(run.prompt_ids)
     t0 = time.perf_counter()
-    yield Streamed(state, chips.delta(), status_html(run, 0.0, "running", lang_of(state)))  # the prompt's chips at once
+    yield Streamed(
+        state, chips.delta(), status_html(run, 0.0, "running", lang_of(state), context_length)
+    )  # the prompt's chips at once
     last_yield = time.perf_counter()
     error = None
     while not stop.is_set():
@@ -128,13 +130,15 @@ def _stream(state, run, steps, stop):
         # Pacing by the number of active generations keeps the whole server near 5 updates/s.
         if now - last_yield > STREAM_INTERVAL_S * max(1, len(ACTIVE_STREAMS)):
             last_yield = now
-            yield Streamed(state, chips.delta(), status_html(run, run.elapsed, "running", lang_of(state)))
+            yield Streamed(
+                state, chips.delta(), status_html(run, run.elapsed, "running", lang_of(state), context_length)
+            )
     run.stopped = stop.is_set()
     run.elapsed = time.perf_counter() - t0
     lang = lang_of(state)
-    final = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang)
+    final = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context_length)
     if error is not None:
-        final = status_html(run, run.elapsed, "error", lang) + fail(error, lang)
+        final = status_html(run, run.elapsed, "error", lang, context_length) + fail(error, lang)
     yield Streamed(state, chips.delta(final=True), final)
 
 
@@ -331,7 +335,8 @@ def relabel(state, view, layer, head, log_scale, query, span, step) -> Relabelle
         fixed["head_examples"] = gr.update(sample_labels=head_labels, label=tr(lang, "heads_label"))
     if run is None:  # nothing generated yet: the empty figures say so in the new language
         return only(Relabelled, **fixed, **attention_views(state, view, layer, head, log_scale, None, span)._asdict())
-    status = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang)
+    context_length = session_model(state).cfg.context_length
+    status = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context_length)
     att = attention_views(state, view, layer, head, log_scale, query, span)
     steps = inspect_step(state, step)._asdict() if run.steps else {}
     return only(Relabelled, **fixed, status=status, **att._asdict(), **steps)

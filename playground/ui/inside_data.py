@@ -238,6 +238,13 @@ def intervene_data(
 
 
 def dose_data(state, scale_head="", position=None, target=None):
+    *_, last = dose_steps(state, scale_head, position, target, chunk=None)
+    return last
+
+
+def dose_steps(state, scale_head="", position=None, target=None, chunk: int | None = 3):
+    """The dose-response curve as it grows (each yield as ``dose_data``: the α values so far), or
+    one Refusal."""
     try:
         model, _, start, ids, labels = run_context(state)
         heads = parse_heads(scale_head, "Scale head")
@@ -248,21 +255,28 @@ def dose_data(state, scale_head="", position=None, target=None):
             )
         layer, head = heads[0]
         p = window_index(position, start, ids, default=max(0, len(ids) - 2))
-        d = effects.dose_response(model, ids, layer, head, p, _target(target, model, ids, p))
+        target_id = _target(target, model, ids, p)
+        tok = load_tokenizer()
+        for d in effects.dose_response_points(model, ids, layer, head, p, target_id, chunk=chunk):
+            yield {**d, "position": d["position"] + start, "target": tok.piece(d["target_id"]).display}
     except Exception as e:
-        return Refusal(e)
-    d["position"] += start
-    d["target"] = load_tokenizer().piece(d["target_id"]).display
-    return d
+        yield Refusal(e)
 
 
 def sweep_data(state, progress=gr.Progress()):
+    *_, last = sweep_steps(state, lambda f, text: progress(f, desc=text))
+    return last
+
+
+def sweep_steps(state, progress=None):
+    """The head sweep a layer at a time (each yield as ``sweep_data``: later layers None), or one
+    Refusal (with the estimate when it would take too long)."""
     try:
         model, _, start, ids, _ = run_context(state)
-        d = effects.head_sweep(model, ids, progress=lambda f, text: progress(f, desc=text))
+        estimate = effects.sweep_estimate(model, ids)
+        for d in effects.head_sweep_layers(model, ids, estimate, progress=progress):
+            yield {**d, "window_start": start}
     except effects.SweepTooLongError as e:
-        return Refusal(e, estimate_s=e.estimate_s)
+        yield Refusal(e, estimate_s=e.estimate_s)
     except Exception as e:
-        return Refusal(e)
-    d["window_start"] = start
-    return d
+        yield Refusal(e)

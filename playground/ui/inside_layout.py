@@ -26,6 +26,7 @@ from .inside_data import (
     maths_data,
     sweep_data,
 )
+from .inside_live import dose_live, stopped, sweep_live
 from .inside_tab import (
     SUB_TABS,
     VIEWS,
@@ -75,6 +76,7 @@ def layout() -> SimpleNamespace:
                 dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
                 dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
                 dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
+            dla_msg = gr.HTML(elem_id="pg-dla-msg")  # each button's message sits under it, not at the tab's top
             dla_md = gr.Markdown(elem_id="pg-dla-md")
             inside_picks.layout_hint("inside_click_head")
             dla_shown = gr.State(None)  # the position and target the heatmap was drawn for
@@ -89,6 +91,7 @@ def layout() -> SimpleNamespace:
                 m_head = gr.Number(0, label=T("head"), precision=0, minimum=0)
                 m_pos = gr.Number(None, label=T("inside_query_position"), precision=0, minimum=0)
                 m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
+            m_msg = gr.HTML(elem_id="pg-maths-msg")
             m_md = gr.Markdown(elem_id="pg-maths-md")
             with gr.Row():
                 # before the first draw, the formula's symbols (the same in every language); a drawn
@@ -104,13 +107,13 @@ def layout() -> SimpleNamespace:
                 m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot", min_width=420)
         with gr.Tab(T("inside_interventions"), id="inside-intervene") as intervene_tab:
             with gr.Row():
-                i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder="0.1, 2.3", max_length=2000)
-                i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder="1.0", max_length=2000)
-                i_scale = gr.Textbox("", label=T("inside_scale_head"), placeholder="1.2", max_length=50)
+                i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder=T("ph_heads"), max_length=2000)
+                i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder=T("ph_head"), max_length=2000)
+                i_scale = gr.Textbox("", label=T("inside_scale_head"), placeholder=T("ph_head"), max_length=50)
                 i_alpha = gr.Slider(0, 2, value=0.0, step=0.1, label=T("inside_alpha"))
             with gr.Row():
-                i_mlps = gr.Textbox("", label=T("inside_skip_mlps"), placeholder="0, 3", max_length=500)
-                i_unmask = gr.Textbox("", label=T("inside_unmask"), placeholder="0", max_length=500)
+                i_mlps = gr.Textbox("", label=T("inside_skip_mlps"), placeholder=T("ph_layers"), max_length=500)
+                i_unmask = gr.Textbox("", label=T("inside_unmask"), placeholder=T("ph_layer"), max_length=500)
                 i_drop = gr.Checkbox(False, label=T("inside_drop_pos"))
                 i_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
                 i_target = gr.Textbox("", label=T("inside_target"), max_length=200)
@@ -118,6 +121,8 @@ def layout() -> SimpleNamespace:
                 i_btn = gr.Button(T("inside_run_intervention"), variant="primary", elem_id="pg-intervene-btn")
                 dose_btn = gr.Button(T("inside_dose"), elem_id="pg-dose-btn")
                 sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
+                stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-inside-stop")
+            i_msg = gr.HTML(elem_id="pg-intervene-msg")  # the intervention's, the dose curve's and the sweep's
             i_md = gr.Markdown(elem_id="pg-intervene-md")
             with gr.Row():
                 i_bars = gr.Plot(show_label=False, elem_id="pg-intervene-bars")
@@ -167,14 +172,14 @@ def wire(page) -> None:
     c.dla_btn.click(
         remembering("dla"),
         [state, c.dla_pos, c.dla_target],
-        outputs(DlaView, c),
+        outputs(DlaView, c, msg=c.dla_msg),
         api_visibility="private",
         concurrency_id="inside",
     )
     c.m_btn.click(
         remembering("maths"),
         [state, c.m_layer, c.m_head, c.m_pos],
-        outputs(MathsView, c),
+        outputs(MathsView, c, msg=c.m_msg),
         api_visibility="private",
         concurrency_id="inside",
     )
@@ -182,27 +187,31 @@ def wire(page) -> None:
     c.i_btn.click(
         remembering("intervene"),
         i_inputs + [c.lens_cols],
-        outputs(InterveneView, c),
+        outputs(InterveneView, c, msg=c.i_msg),
         js=cols_js(len(i_inputs)),
         api_visibility="private",
         concurrency_id="inside",
     )
-    c.dose_btn.click(
-        remembering("dose"),
+    # The two long views stream their figure as it grows (inside_live); Stop cancels them between updates.
+    dose = c.dose_btn.click(
+        dose_live,
         [state, c.i_scale, c.i_pos, c.i_target],
-        outputs(DoseView, c),
+        outputs(DoseView, c, msg=c.i_msg),
         api_visibility="private",
         concurrency_id="inside",
+        show_progress="hidden",
     )
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
-    c.sweep_btn.click(
-        remembering("sweep"),
+    sweep = c.sweep_btn.click(
+        sweep_live,
         state,
-        outputs(SweepView, c),
+        outputs(SweepView, c, msg=c.i_msg),
         api_visibility="private",
         concurrency_id="inside_sweep",
         concurrency_limit=1,
+        show_progress="hidden",
     )
+    c.stop_btn.click(stopped, state, c.i_msg, cancels=[dose, sweep], api_visibility="private", queue=False)
     # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
     for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
         tab.select(None, None, None, js=RESIZE_JS)

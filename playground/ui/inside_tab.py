@@ -210,25 +210,21 @@ def maths_view(state, layer, head, position):
     if "error" in d:
         return _error(d, MathsView, lang)
     start, labels, p = d["window_start"], d["tokens"], d["position"] - d["window_start"]
-    rows = []
-    for j in range(len(labels)):
-        masked = d["masked"][j]
-        rows.append(
-            [
-                start + j,
-                labels[j],
-                round(d["scores"][j], 4),
-                round(d["scaled"][j], 4),
-                tr(lang, "in_future") if masked is None else round(masked, 4),
-                round(d["softmax"][j], 6),
-            ]
-        )
+    # Only the keys the query can see (0..p): the later ones are masked, said in one last row.
+    rows = [
+        [start + j, labels[j], round(d["scores"][j], 4), round(d["scaled"][j], 4), round(d["masked"][j], 4)]
+        + [round(d["softmax"][j], 6)]
+        for j in range(p + 1)
+    ]
+    if p + 1 < len(labels):
+        later = tr(lang, "in_maths_later", a=start + p + 1, b=start + len(labels) - 1)
+        rows.append([f"{start + p + 1}–{start + len(labels) - 1}", later, "", "", tr(lang, "in_future"), 0.0])
     fig = dress(
         lf.attention_steps_figure(
-            [start + j for j in range(len(labels))],
-            labels,
-            d["masked"],
-            d["softmax"],
+            [start + j for j in range(p + 1)],
+            labels[: p + 1],
+            d["masked"][: p + 1],
+            d["softmax"][: p + 1],
             title=tr(lang, "in_fig_maths", layer=d["layer"], head=d["head"], pos=d["position"]),
         ),
         lang,

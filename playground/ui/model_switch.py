@@ -112,7 +112,7 @@ def form_values(model, recipe: dict) -> FormValues:
     weights = kind if kind in ("bundled", "random", "hub") else None
     if kind == "file":
         weights = "trained" if is_trained_checkpoint(recipe.get("path", "")) else "upload"
-    hub = next((name for name, repo in HUB_MODELS.items() if repo == recipe.get("repo")), None)
+    hub = next((name for name, repo in HUB_MODELS.items() if repo == recipe.get("repo")), recipe.get("repo"))
     cfg = model.cfg
     return FormValues(
         weights or gr.skip(),

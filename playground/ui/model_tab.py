@@ -30,7 +30,7 @@ from playground.server.model_views import tree_table, tying_explanation
 from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
 
 from . import listeners, redraw
-from .common import T, choices, fail, lang_of, new_state, ok, page_prefs, parse_whole, session_model, tr
+from .common import T, choices, fail, lang_of, new_state, ok, page_prefs, parse_whole, session_model, tr, warn
 from .model_switch import (
     DTYPES,
     FIELDS,
@@ -115,6 +115,7 @@ def build_model(
     """Build or load the model the form describes; on any problem the previous model stays. The
     message is remembered for a language switch to say again (``redraw``)."""
     lang = lang_of(state)
+    recipe = None
     try:
         recipe = recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state, lang=lang)
         upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
@@ -128,8 +129,18 @@ def build_model(
             raise
         elapsed = time.perf_counter() - t0
     except Exception as e:  # the previous model and run stay as they were
-        redraw.remember(request, "model_build", lambda lang, present=False, e=e: fail(e, lang))
-        return only(Switch, state=state, message=fail(e, lang))
+        if recipe is None:  # a field the form cannot take: the form keeps it, for the user to fix
+            redraw.remember(request, "model_build", lambda lang, present=False, e=e: fail(e, lang))
+            return only(Switch, state=state, message=fail(e, lang))
+        # The build itself failed (e.g. the hub while offline): the form goes back to the model that
+        # is still loaded, and the message says which one that is.
+        loaded = state["recipe"]
+
+        def failed(lang, present=False, e=e):
+            return fail(e, lang) + warn(tr(lang, "still_loaded", model=describe_recipe(loaded, lang)))
+
+        redraw.remember(request, "model_build", failed)
+        return only(Switch, state=state, message=failed(lang), **form_values(session_model(state), loaded)._asdict())
     report = getattr(model, "load_report", None)
 
     def say(lang, present=False):
@@ -237,7 +248,16 @@ def layout() -> SimpleNamespace:
                 value="bundled" if BUNDLED_CHECKPOINT.is_file() else "random",
             )
             # Shown only for the weights they belong to (an empty upload box only takes room).
-            c.hub_name = gr.Dropdown(hub_choices(), value=list(HUB_MODELS)[0], label=T("hub_model"), visible=False)
+            # A hub model, or the path of a GPT-2 folder on the server (recipes.folder_recipe) typed in.
+            c.hub_name = gr.Dropdown(
+                hub_choices(),
+                value=list(HUB_MODELS)[0],
+                label=T("hub_model"),
+                info=T("hub_folder_info"),
+                allow_custom_value=True,
+                visible=False,
+                elem_id="pg-hub-name",
+            )
             c.upload = gr.File(
                 label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False, height=140
             )

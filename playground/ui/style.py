@@ -6,6 +6,8 @@ CSS = """
 .pg-ok { background: #f0fdf4; color: #166534; border: 1px solid #bbf7d0; }
 .dark .pg-error { background: #450a0a; color: #fecaca; border-color: #7f1d1d; }
 .dark .pg-ok { background: #052e16; color: #bbf7d0; border-color: #14532d; }
+.pg-progress { background: #eff6ff; color: #1e3a8a; border: 1px solid #bfdbfe; }
+.dark .pg-progress { background: #172554; color: #dbeafe; border-color: #1e3a8a; }
 #pg-summary { font-size: 15px; }
 .pg-status { font-size: 15px; padding: 2px 0; }
 .pg-chipbox { max-height: 300px; overflow-y: auto; line-height: 2.1; padding: 4px; }
@@ -52,4 +54,17 @@ body.pg-present .gradio-container :is(small, code, .info-text, .min_value, .max_
   font-size: max(14px, 0.8em) !important; }
 body.pg-present .gradio-container th, body.pg-present .gradio-container th * {
   word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important; }
+"""
+
+CSS += """
+/* While a new run streams, the last run's figures and step panel are dimmed under a label that
+   says so (generate_layout.previous_run_js sets the flag and the label's text). */
+body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot) {
+  position: relative !important; }
+body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot) > * {
+  opacity: 0.35 !important; }
+body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot)::before {
+  content: var(--pg-previous-text); position: absolute; z-index: 10; top: 6px; left: 50%;
+  transform: translateX(-50%); background: #fde68a; color: #1f2937; padding: 3px 12px; border-radius: 6px;
+  font-size: 15px; font-weight: 600; white-space: nowrap; }
 """

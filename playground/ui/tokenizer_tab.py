@@ -172,6 +172,25 @@ def _parts_html(parts, highlight=None) -> str:
     )
 
 
+def _builds(text: str, parts, index: int) -> str | None:
+    """The characters of ``text`` that piece ``index`` of ``parts`` holds bytes of, when the piece
+    is not whole characters (⟨e4 bb⟩ -> 从): a merge of bytes says which character it builds."""
+    try:
+        parts[index].decode("utf-8")
+        return None
+    except UnicodeDecodeError:
+        pass
+    start = sum(len(p) for p in parts[:index])
+    end = start + len(parts[index])
+    chars, at = [], 0
+    for ch in text:
+        size = len(ch.encode("utf-8", "surrogatepass"))
+        if at < end and at + size > start:
+            chars.append(ch)
+        at += size
+    return "".join(chars) or None
+
+
 def merges_html(replays, lang="en") -> str:
     """Each word: its bytes, then one row per merge (rank, the pair, the pieces after it)."""
     tok = load_tokenizer()
@@ -184,10 +203,12 @@ def merges_html(replays, lang="en") -> str:
         for k, s in enumerate(w.steps, start=1):
             merged = s.left + s.right
             label = msg(lang, "step", rank=f"{s.rank:,}", id=f"{tok.encoding.encode_single_token(merged):,}")
+            builds = _builds(w.text, s.parts, s.parts.index(merged))
             pair = (
                 f"{html.escape(part_display(s.left))} + {html.escape(part_display(s.right))} → "
                 f"<b>{html.escape(part_display(merged))}</b>"
                 + (msg(lang, "times", count=s.count) if s.count > 1 else "")
+                + (html.escape(msg(lang, "builds", chars=builds)) if builds else "")
             )
             rows.append(
                 f"<tr data-rank='{s.rank}'><td>{k}</td><td>{pair}<br><small>{html.escape(label)}</small></td>"
@@ -197,7 +218,10 @@ def merges_html(replays, lang="en") -> str:
         final = (
             _plural(lang, "final", n)
             + msg(lang, "colon")
-            + ", ".join(f"{part_display(p)} = {i}" for p, i in zip(w.final, w.token_ids))
+            + ", ".join(
+                f"{part_display(p)}{msg(lang, 'builds', chars=c) if (c := _builds(w.text, w.final, k)) else ''} = {i}"
+                for k, (p, i) in enumerate(zip(w.final, w.token_ids))
+            )
         )
         if not w.steps:
             final = _plural(lang, "no_merge", len(w.parts0)) + " " + final

@@ -242,11 +242,13 @@ def train_model(
         cfg, tcfg = _train_config(preset_name, steps, lr, batch_size)
         text, name = corpus_text(source, upload, pasted)
         job = TrainingJob(cfg, text, name, steps=tcfg.steps, lr=tcfg.lr, batch_size=tcfg.batch_size).start()
-    except Exception as e:
-        yield only(
-            Trained,
-            train_state=train_state,
-            msg=_say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)),
+    except Exception as e:  # nothing started: an earlier run's curve and progress go, not left as if this run's
+        present = bool((train_state or {}).get("present"))
+        yield Trained(
+            train_state,
+            dress(figures.empty_figure(tr(lang, "train_not_started")), lang, present),
+            "",
+            _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)),
         )
         return
     train_state = {**keep, "job": job.id, "recipe": None}
@@ -344,15 +346,35 @@ def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     with gr.Row():
         with gr.Column(scale=2, min_width=320):
-            c.preset = gr.Dropdown(
-                preset_choices()[:-1], value=DEFAULT_PRESET, label=T("train_config"), elem_id="pg-train-preset"
-            )
+            # The model and the corpus are chosen before Train is pressed, so they come before the
+            # button, side by side: the button, the estimate and the messages then still fit the
+            # first screen of a 1024×768 projector. Only the chosen source's box is shown (an empty
+            # upload area took a third of the screen).
+            with gr.Row():
+                c.preset = gr.Dropdown(
+                    preset_choices()[:-1],
+                    value=DEFAULT_PRESET,
+                    label=T("train_config"),
+                    elem_id="pg-train-preset",
+                    min_width=150,
+                )
+                c.corpus_source = gr.Dropdown(
+                    choices(CORPUS_KEYS),
+                    value=CORPUS_CHOICES[0],
+                    label=T("corpus"),
+                    elem_id="pg-train-corpus",
+                    min_width=150,
+                )
             with gr.Row():
                 c.steps = gr.Number(
                     DEFAULT_STEPS, label=T("steps"), precision=0, minimum=1, maximum=5000, elem_id="pg-train-steps"
                 )
                 c.lr = gr.Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1)
                 c.batch = gr.Number(DEFAULT_BATCH, label=T("train_batch"), precision=0, minimum=1, maximum=MAX_BATCH)
+            c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
+            c.corpus_paste = gr.Textbox(
+                label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000, visible=False
+            )
             with gr.Row():
                 c.train_btn = gr.Button(T("train"), variant="primary", elem_id="pg-train")
                 c.stop_btn = gr.Button(T("stop"), variant="stop")
@@ -360,17 +382,9 @@ def layout() -> SimpleNamespace:
             c.estimate = gr.HTML(elem_id="pg-train-estimate")
             c.msg = gr.HTML(elem_id="pg-train-msg")
             c.use_btn = gr.Button(T("use_trained"))
-            # The corpus comes after the button: its default needs no choice, and the Train button,
-            # the estimate and the messages then fit the first screen of a 1024×768 projector. Only
-            # the chosen source's box is shown (an empty upload area took a third of the screen).
-            c.corpus_source = gr.Radio(choices(CORPUS_KEYS), value=CORPUS_CHOICES[0], label=T("corpus"))
-            c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
-            c.corpus_paste = gr.Textbox(
-                label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000, visible=False
-            )
         with gr.Column(scale=3):
             c.progress = gr.HTML(elem_id="pg-train-progress")
-            c.loss_plot = gr.Plot(show_label=False)
+            c.loss_plot = gr.Plot(show_label=False, elem_id="pg-train-loss")
     return c
 
 

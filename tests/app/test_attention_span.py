@@ -89,9 +89,59 @@ def test_whole_run_average_and_rollout(long_run, view):
 def test_grid_says_it_keeps_its_window_and_bad_span_is_refused(long_run):
     state, run, _ = long_run
     fig, *_ = av.attention_views(state, av.VIEWS[1], 0, 0, True, None, av.SPANS[1])
-    assert f"the grid shows the newest {av.GRID_MAX_TOKENS}" in _title(fig)
+    T = len(run.token_ids)
+    assert f"the grid shows positions {T - av.GRID_MAX_TOKENS}–{T - 1} ({av.GRID_MAX_TOKENS}," in _title(fig)
     out = av.attention_views(state, av.VIEWS[0], 0, 0, True, None, "everything")
     assert "Heatmap range must be one of" in out[3]
+
+
+@pytest.mark.parametrize("query", [10, 100])
+@pytest.mark.parametrize("view", [av.VIEWS[0], av.VIEWS[1]])
+def test_window_holds_the_querys_keys_and_its_bars_agree(long_run, query, view):
+    """An early query: the map's window ends at the query or later, never starts at it, and the
+    bars under it cover the same keys, up to the query."""
+    state, run, trace = long_run
+    T = len(run.token_ids)
+    fig, query_fig, _, msg = av.attention_views(state, view, 1, 1, False, query, av.SPANS[0])
+    assert msg == ""
+    limit = av.GRID_MAX_TOKENS if view == av.VIEWS[1] else av.HEATMAP_MAX_TOKENS
+    hi = max(query, limit - 1)
+    lo = hi - limit + 1
+    assert hi < T - 1 and lo <= query  # the early query is inside, with every key the window can hold
+    keys = [list(d.x) for d in fig.data]
+    assert all(k == list(range(lo, hi + 1)) for k in keys)
+    bars = query_fig["value"].data[0]
+    assert list(bars.x) == list(range(lo, query + 1))  # the same window, and no masked future keys
+    layer = trace.layer(1)[0].numpy()
+    expected = layer[1, query, lo : query + 1] if view == av.VIEWS[0] else layer.mean(0)[query, lo : query + 1]
+    np.testing.assert_allclose(np.asarray(bars.y), expected, rtol=1e-4, atol=1e-6)
+    if view == av.VIEWS[0]:
+        z = np.asarray(fig.data[0].z, dtype=np.float64)
+        np.testing.assert_allclose(z[query - lo, : query - lo + 1], expected, rtol=1e-4, atol=1e-6)
+        assert f"showing positions {lo}–{hi} of {T}, up to the query" in _title(fig)
+    assert f"keys {lo}–{query}" in query_fig["value"].layout.title.text
+
+
+def test_a_run_longer_than_the_context_says_so_and_the_status_agrees():
+    """Past the context: "whole run" is the model's last window, said in the title, and the status
+    line names the same first position as the figures."""
+    from playground.ui.chips import status_html
+
+    state = {"recipe": random_recipe(NANO, seed=3), "run_id": None}
+    ctx = NANO.context_length
+    *_, last = generate_tokens(state, "Once upon a time there was", 0.0, 0, 1.0, ctx + 12, 1, True)
+    state, status = last[0], last[2]
+    run = get_run(state["run_id"])
+    T = len(run.token_ids)
+    start = T - ctx
+    assert start > 0
+    fig, *_ = av.attention_views(state, av.VIEWS[0], 0, 0, False, None, av.SPANS[1])
+    title = _title(fig)
+    assert f"window: positions {start}–{T - 1}" in title
+    assert f"the model's last context window, {ctx}×{ctx} (positions before {start} are outside it)" in title
+    assert f"the window now starts at position {start} " in status
+    zh = status_html(run, 1.0, "done", "zh-CN", ctx)
+    assert f"窗口现在从位置 {start} 开始" in zh
 
 
 def test_overview_and_rollout_are_computed_once_per_trace(long_run, monkeypatch):

@@ -324,6 +324,7 @@ def test_score_and_compare_in_chinese(zh_run):
     _no_english(outs)
     replayed = ct.replay_file(zh_run, f)[0]
     assert "完全相同" in replayed and "已用" in replayed
+    assert "文本，每一步都相同" in replayed and "到第一处不同为止" not in replayed  # one verdict, said once
 
 
 # ---- a language switch redraws every view a page drew (Inside, Score & compare), same numbers ----

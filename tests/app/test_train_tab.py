@@ -69,6 +69,10 @@ def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, m
     outs = list(train_tab.train_model({"job": None, "recipe": None}, preset, source, None, pasted, steps, lr))
     assert len(outs) == 1
     assert message.lower() in outs[0][3].lower(), outs[0][3]
+    # An earlier run's curve and progress do not stay up as if they were this run's.
+    _, fig, progress, _ = outs[0]
+    assert progress == "" and not fig.data
+    assert "Training did not start" in fig.layout.annotations[0].text
 
 
 def test_training_a_model_over_the_memory_budget_is_refused(monkeypatch):

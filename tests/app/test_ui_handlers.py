@@ -287,6 +287,11 @@ def test_hub_offline_message(monkeypatch, tmp_path):
     out = model_tab.build_model(state, "hub", 0, "gpt2", None, "float32", *fields_of(NANO))
     assert out[0] is state
     assert "not reachable" in out[1] and "openai-community/gpt2" in out[1]
+    # The form goes back to the model still loaded, and the message names it.
+    sw = model_switch.Switch(*out)
+    assert (sw.weights, sw.preset, sw.seed_init, sw.dtype) == ("random", "nano", 0, "float32")
+    assert [getattr(sw, f) for f in model_switch.FIELDS] == fields_of(NANO)
+    assert "Still loaded: " in out[1] and "The form shows it again" in out[1]
 
 
 def _form(outputs, start):

@@ -420,6 +420,9 @@ def test_train_tab_estimate_and_messages_are_beside_the_button(page_url):
         for selector in ("#pg-train", "#pg-train-estimate"):
             box = page.locator(selector).bounding_box()
             assert box and box["y"] + box["height"] <= 768, (selector, box)
+        # the corpus is chosen before Train is pressed: it sits above the button
+        corpus, button = page.locator("#pg-train-corpus").bounding_box(), page.locator("#pg-train").bounding_box()
+        assert corpus["y"] + corpus["height"] <= button["y"], (corpus, button)
         page.locator("#pg-train-steps input").fill("160")
         page.locator("#pg-train-steps input").press("Enter")
         page.wait_for_function(

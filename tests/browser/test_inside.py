@@ -168,11 +168,14 @@ def test_each_inside_view_is_drawn(app_url):
         plot_ready(page, "pg-intervene-loss")
         plot_ready(page, "pg-intervene-lens")
         page.locator("#pg-dose-btn").click()
-        plot_ready(page, "pg-dose")
+        plot_ready(page, "pg-dose")  # drawn as it grows: wait for the whole curve
+        page.wait_for_function(
+            "() => document.querySelector('#pg-dose .js-plotly-plot')._fullData[0].x.length === 11", timeout=120_000
+        )
         dose = _trace(page, "pg-dose")
         assert len(dose["x"]) == 11
         page.locator("#pg-sweep-btn").click()
-        plot_ready(page, "pg-sweep")
+        page.locator("#pg-sweep-md").get_by_text("Most harmful", exact=False).wait_for(timeout=120_000)
         sweep = _trace(page, "pg-sweep")
         assert len(sweep["z"]) == 6 and len(sweep["z"][0]) == 4
         assert "Most harmful" in page.locator("#pg-sweep-md").inner_text()

@@ -450,3 +450,17 @@ def test_figure_modules_import_neither_torch_nor_gradio(module):
     code = f"import sys, {module}\nprint(sorted(k for k in ('torch', 'gradio') if k in sys.modules))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_probability_axes_are_percentages_not_si_prefixes():
+    """Small probabilities must not read as "200µ" (plotly's default SI format)."""
+    from playground.figures import inside as lf
+
+    tiny = [2e-4, 1e-4, 5e-5]
+    figs = {
+        "top": (lf.top_bars(["a", "b", "c"], tiny, title=""), "xaxis"),
+        "before_after": (lf.before_after_bars(["a", "b", "c"], tiny, tiny, title=""), "xaxis"),
+        "maths": (lf.attention_steps_figure([0, 1, 2], ["a", "b", "c"], [0.1, 0.2, 0.3], tiny, title=""), "yaxis2"),
+    }
+    for name, (fig, axis) in figs.items():
+        assert fig.layout[axis].tickformat == ".3~%", name

@@ -128,3 +128,30 @@ def test_dose_response_equals_a_full_forward_per_alpha(layer):
 
         logits, _ = run_with_hooks(model, ids[:7], Intervention(scale_head=(layer, 1, alpha)), capture=False)
         assert got == pytest.approx(float(torch.log_softmax(logits[0, -1].double(), -1)[17]), abs=2e-5)
+
+
+def test_dose_response_points_grow_to_the_whole_curve():
+    """Drawn point by point: each yield holds the α values so far, and the last is the whole curve."""
+    model = three_layer_model(seed=9, std=0.15)
+    ids = torch.randint(0, model.cfg.vocab_size, (10,), generator=torch.Generator().manual_seed(10)).tolist()
+    whole = effects.dose_response(model, ids, 1, 1, 6, target_id=17)
+    steps = list(effects.dose_response_points(model, ids, 1, 1, 6, target_id=17, chunk=4))
+    assert [len(d["alphas"]) for d in steps] == [4, 8, 11]
+    for d in steps:
+        n = len(d["alphas"])
+        assert d["alphas"] == whole["alphas"][:n]
+        assert d["logprob"] == pytest.approx(whole["logprob"][:n], abs=2e-5)
+
+
+def test_head_sweep_layers_fill_in_a_layer_at_a_time():
+    model = three_layer_model(seed=9, std=0.15)
+    ids = torch.randint(0, model.cfg.vocab_size, (12,), generator=torch.Generator().manual_seed(3)).tolist()
+    whole = effects.head_sweep(model, ids)
+    steps = list(effects.head_sweep_layers(model, ids, whole["estimate_s"]))
+    L = model.cfg.n_layers
+    assert len(steps) == L
+    for k, d in enumerate(steps):
+        assert all(row is None for row in d["delta_loss"][k + 1 :])  # not measured yet
+        for got, want in zip(d["delta_loss"][: k + 1], whole["delta_loss"][: k + 1]):
+            assert got == pytest.approx(want, abs=1e-5)
+    assert steps[-1]["base_loss"] == pytest.approx(whole["base_loss"], abs=1e-6)

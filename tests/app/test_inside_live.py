@@ -1,0 +1,70 @@
+"""The Inside tab's long views drawn as they go: the dose-response curve grows a few α at a time
+with a progress message, the head sweep a layer at a time, each ending on the same figure the
+one-shot view draws; the tab's Stop cancels both events."""
+
+import pytest
+
+from playground import PRESETS
+from playground.inside import effects
+from playground.server.recipes import random_recipe
+from playground.ui import common, generate_tab
+from playground.ui import inside_live as live
+from playground.ui import inside_tab as it
+from playground.ui.app import build_demo
+from playground.ui.common import session_model, session_run
+
+NANO = PRESETS["nano"]
+
+
+@pytest.fixture(scope="module")
+def run_state():
+    state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=0)}
+    state = list(generate_tab.generate_tokens(state, "Once upon a time there", 0.8, 40, 1.0, 20, 1, False))[-1][0]
+    return state
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_dose_curve_is_drawn_point_by_point(run_state, lang):
+    state = {**run_state, "lang": lang}
+    updates = list(live.dose_live(None, state, "1.2", None, None))
+    counts = [len(u.dose_plot.data[0].x) for u in updates]
+    assert counts == [3, 6, 9, 11]
+    assert all(it.tr(lang, "in_dose_progress", done=n) in u.msg for n, u in zip(counts[:-1], updates))
+    assert updates[-1].msg == ""
+    whole = it.dose_view(state, "1.2", None, None)[0]
+    assert list(updates[-1].dose_plot.data[0].y) == pytest.approx(list(whole.data[0].y), abs=2e-5)
+
+
+def test_the_sweep_fills_in_a_layer_at_a_time_and_ends_on_the_sweep(run_state):
+    updates = list(live.sweep_live(None, run_state))
+    L = NANO.n_layers
+    assert len(updates) == L  # one partial figure per layer but the last, then the finished view
+    for k, u in enumerate(updates[:-1]):
+        z = u.sweep_plot.data[0].z
+        assert all(v is not None for v in z[k]) and all(v is None for row in z[k + 1 :] for v in row)
+        assert f"{k + 1} of {L} layers measured" in u.msg
+    final = updates[-1]
+    assert final.msg == "" and "Most harmful" in final.sweep_md
+    model, run = session_model(run_state), session_run(run_state)
+    want = effects.head_sweep(model, run.token_ids)["delta_loss"]
+    got = [list(row) for row in final.sweep_plot.data[0].z]
+    assert sum(got, []) == pytest.approx(sum(want, []), abs=1e-5)
+
+
+def test_a_refused_dose_says_why_under_its_button(run_state):
+    (only,) = list(live.dose_live(None, run_state, "", None, None))
+    assert "Scale head: name one head" in only.msg
+
+
+def test_stop_cancels_the_dose_and_sweep_events():
+    demo = build_demo()
+    cfg = demo.get_config_file()
+    comps = {c["id"]: c["props"].get("elem_id") for c in cfg["components"]}
+    by_button = {}
+    for dep in cfg["dependencies"]:
+        for target, _ in dep["targets"]:
+            by_button.setdefault(comps.get(target), []).append(dep)
+    long = {d["id"] for name in ("pg-dose-btn", "pg-sweep-btn") for d in by_button[name]}
+    cancelled = {i for d in by_button["pg-inside-stop"] for i in d.get("cancels") or []}
+    assert len(long) == 2 and long <= cancelled
+    assert all(d["show_progress"] == "hidden" for name in ("pg-dose-btn", "pg-sweep-btn") for d in by_button[name])

@@ -1,0 +1,129 @@
+"""What a room sees in the page (issue 23): an early token of a long run keeps its keys in the
+heatmap and the bars under it agree; a new run marks the last one's figures as the previous run;
+a message appears next to the button that caused it; the query slider waits for a run."""
+
+import pytest
+
+from tests.browser.chromium import launch, set_number
+from tests.helpers import ARTIFACTS
+from tools.pagewalk import plot_ready
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _page(p, page_url):
+    browser = launch(p)
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(page_url)
+    page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
+    page.locator("button[role=tab]").nth(1).click()
+    page.locator("#pg-generate").wait_for()
+    return browser, page
+
+
+def _xs(page, elem_id):
+    return page.evaluate(
+        f"() => {{ const g = document.querySelector('#{elem_id} .js-plotly-plot');"
+        f" return g && g.data && g.data.length ? Array.from(g._fullData[0].x) : null; }}"
+    )
+
+
+def test_early_token_of_a_long_run_keeps_its_keys_and_a_new_run_marks_the_old(page_url):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser, page = _page(p, page_url)
+        assert not page.locator("#pg-query").is_visible()  # no 0–1 slider before any run
+        set_number(page, "pg-max-new", 80)
+        page.locator("#pg-generate").click()
+        page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
+        n = page.locator("#pg-chips .pg-chip").count()
+        assert n > 64 + 20
+        page.wait_for_function(
+            f"() => {{ const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
+            f" return g && g.data && g.data.length && Array.from(g._fullData[0].x).at(-1) === {n - 1}; }}",
+            timeout=60_000,
+        )
+        assert page.locator("#pg-query").is_visible()
+        chip = page.locator("#pg-chips .pg-chip[data-pos='20']")
+        chip.click()
+        page.wait_for_function(
+            "() => { const g = document.querySelector('#pg-query-plot .js-plotly-plot');"
+            " return g && g.layout.title.text.startsWith('Where position 20 '); }",
+            timeout=60_000,
+        )
+        page.wait_for_function(
+            "() => document.querySelector('#pg-heatmap .js-plotly-plot')._fullData[0].x[0] === 0", timeout=60_000
+        )
+        keys = _xs(page, "pg-heatmap")
+        assert keys == list(range(64))  # the window holds query 20 and every key it sees
+        assert _xs(page, "pg-query-plot") == list(range(21))  # the bars: the same keys, up to the query
+        row = page.evaluate(
+            "() => { const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
+            " const d = g._fullData[0]; return Array.from(d.customdata ? d.customdata[20] : d.z[20]); }"
+        )
+        bars = page.evaluate(
+            "() => Array.from(document.querySelector('#pg-query-plot .js-plotly-plot')._fullData[0].y)"
+        )
+        assert row[:21] == pytest.approx(bars, abs=1e-6)
+        title = page.evaluate("() => document.querySelector('#pg-heatmap .js-plotly-plot').layout.title.text")
+        assert f"showing positions 0–63 of {n}" in title.replace("<br>", " ")
+        page.locator("#pg-heatmap").screenshot(path=str(ARTIFACTS / "teacher-early-query.png"))
+
+        # A new run: the last one's figures and step panel are dimmed under "previous run" until
+        # the new run's own are drawn.
+        set_number(page, "pg-max-new", 512)
+        page.locator("#pg-generate").click()
+        page.wait_for_function("() => document.body.dataset.pgPrevious === '1'", timeout=30_000)
+        label = page.evaluate("() => getComputedStyle(document.querySelector('#pg-heatmap'), '::before').content")
+        assert "previous run" in label
+        assert page.evaluate("() => getComputedStyle(document.querySelector('#pg-step-md'), '::before').content") == (
+            label
+        )
+        page.screenshot(path=str(ARTIFACTS / "teacher-previous-run.png"))
+        page.locator("#pg-stop").click()
+        # (stopped, or done when the run ended first on a quiet machine)
+        page.locator("#pg-status [data-state=stopped], #pg-status [data-state=done]").wait_for(timeout=120_000)
+        page.wait_for_function("() => !document.body.dataset.pgPrevious", timeout=60_000)
+        assert page.evaluate("() => getComputedStyle(document.querySelector('#pg-heatmap'), '::before').content") in (
+            "none",
+            "normal",
+        )
+        browser.close()
+
+
+def test_a_refusal_appears_under_its_own_button(page_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _page(p, page_url)
+        set_number(page, "pg-max-new", 8)
+        page.locator("#pg-generate").click()
+        page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
+        page.get_by_role("tab", name="Inside").click()
+        plot_ready(page, "pg-lens")
+        page.get_by_role("tab", name="Interventions").click()
+        # A placeholder reads as an example, not as a value already filled in.
+        assert page.get_by_label("Zero-ablate heads", exact=False).get_attribute("placeholder") == "e.g. 0.1, 2.3"
+        page.locator("#pg-dose-btn").click()  # no head named: refused, with the reason under the buttons
+        msg = page.locator("#pg-intervene-msg")
+        msg.get_by_text("Scale head", exact=False).wait_for(timeout=60_000)
+        button, said = page.locator("#pg-dose-btn").bounding_box(), msg.bounding_box()
+        assert 0 <= said["y"] - (button["y"] + button["height"]) < 80
+        assert page.locator("#pg-inside-msg").inner_text().strip() == ""
+        # Named, the curve is drawn (streamed point by point) with all 11 α values, and the progress
+        # message under the buttons goes once it is complete.
+        page.get_by_label("Scale one head", exact=False).fill("1.2")
+        page.locator("#pg-dose-btn").click()
+        page.wait_for_function(
+            "() => { const g = document.querySelector('#pg-dose .js-plotly-plot');"
+            " return g && g._fullData && g._fullData.length && g._fullData[0].x.length === 11; }",
+            timeout=120_000,
+        )
+        page.wait_for_function("() => !document.querySelector('#pg-intervene-msg .pg-progress')", timeout=30_000)
+        # Stop answers next to the buttons.
+        page.locator("#pg-sweep-btn").click()
+        page.locator("#pg-inside-stop").click()
+        msg.get_by_text("Stopped", exact=False).wait_for(timeout=60_000)
+        browser.close()
