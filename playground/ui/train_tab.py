@@ -28,7 +28,7 @@ from playground.training.corpus import load_bundled_corpus, load_tiny_shakespear
 from playground.training.losses import overfitting
 
 from . import listeners, redraw
-from .common import T, choices, dress, lang_of, parse_choice, parse_count, parse_number, parse_whole, tr
+from .common import T, choices, dress, lang_of, parse_choice, parse_count, parse_number, parse_whole, session_id, tr
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
@@ -307,7 +307,7 @@ def use_trained(state, train_state, request: gr.Request = None):
             Switch, state=state, message=_say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_first")))
         )
     try:
-        model = CACHE.get(recipe)
+        model = CACHE.get(recipe, session=session_id(state))
     except Exception as e:
         return only(Switch, state=state, message=_say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)))
     using = _say(
