@@ -46,7 +46,7 @@ TRIM_AFTER_BYTES = 16 * 2**20  # smaller releases are not worth a malloc_trim
 # activations per generation, gradio's copies of results on their way to the page, short-lived
 # tensors of the views, and allocator pages not yet given back. A share of the budget, at least a floor.
 HEADROOM_SHARE = 0.1
-HEADROOM_MIN_BYTES = 160 * 2**20
+HEADROOM_MIN_BYTES = 256 * 2**20
 
 
 def format_bytes(n: float) -> str:
