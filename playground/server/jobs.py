@@ -141,11 +141,16 @@ class TrainingQueue:
                     slots=max_trainings(),
                     limit=time_limit_seconds() / 60,
                 )
-            self._waiting.append(job)
+            if not self._waiting and len(self._running) < max_trainings():
+                self._running[job] = time.monotonic()  # a free slot: it trains at once
+            else:
+                self._waiting.append(job)
 
     def wait_turn(self, job: TrainingJob) -> bool:
         with self._cond:
-            if job not in self._waiting and job not in self._running:
+            if job in self._running:
+                return True
+            if job not in self._waiting:
                 self._waiting.append(job)
             while not job.stopped:
                 if self._waiting[0] is job and len(self._running) < max_trainings():

@@ -243,8 +243,10 @@ class ModelCache:
         return sum(size for _, size in self._models.values())
 
     def keys(self) -> list[str]:
+        """The recipes of the cached models and of the leased ones (a leased model over the idle
+        limit lives outside the cache's list; its checkpoint file must stay all the same)."""
         with self._lock:
-            return list(self._models)
+            return list(self._models) + sorted(self._leased_keys() - set(self._models))
 
     def clear(self) -> None:
         with self._lock:

@@ -13,7 +13,7 @@ from playground import PRESETS
 from playground.runtime.memory import MemoryBudget, MemoryBudgetError, resident_bytes
 from playground.server import jobs, runs
 from playground.server.model_cache import IDLE_SHARE, ModelCache, model_bytes
-from playground.server.recipes import build_from_recipe, build_peak_bytes, random_recipe
+from playground.server.recipes import build_from_recipe, build_peak_bytes, random_recipe, recipe_key
 from playground.server.runs import generation_bytes, start_run
 
 NANO = PRESETS["nano"]
@@ -173,3 +173,14 @@ def test_evicting_from_many_threads_does_not_deadlock(one):
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads) and not errors
+
+
+def test_a_leased_model_over_the_idle_limit_is_kept_and_listed(one):
+    model, peak = one
+    budget = MemoryBudget(10 * model + peak)
+    cache = ModelCache(model // 2, budget=budget)  # idle models may hold half a model: none
+    recipe = random_recipe(NANO, seed=1)
+    cache.get(recipe, session="s")
+    gc.collect()
+    assert cache.idle_bytes() == 0 and budget.used() >= model  # kept for its session, not idle
+    assert recipe_key(recipe) in cache.keys()  # so its checkpoint file is never cleaned away
