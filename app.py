@@ -5,10 +5,11 @@ import os
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from playground.runtime.devices import DeviceError, default_device  # noqa: E402
-from playground.runtime.memory import map_large_blocks  # noqa: E402
+from playground.runtime.memory import BUDGET, map_large_blocks  # noqa: E402
 from playground.ui.app import build_demo, launch_kwargs, warm_up  # noqa: E402
 
 map_large_blocks()  # before any model is built: freed weights go straight back to the OS
+BUDGET.count_whole_process()  # the budget bounds the server's resident size, not only what it names
 try:
     default_device()  # PLAYGROUND_DEVICE=auto|cpu|cuda|mps: a device this machine lacks stops here, said plainly
 except DeviceError as e:

@@ -200,6 +200,11 @@ EN = {
     "train_finished": "Finished after {n} steps. Press “Use the trained model” to generate with it.",
     "train_stopped": "Stopped after {n} steps. Press “Use the trained model” to generate with it.",
     "no_training": "No training is running in this session.",
+    "train_queued": "Waiting for a training slot: you are number {position} in the queue ({running} of {slots} "
+    "runs that train at once are running; each may take up to {limit}). Yours starts within {wait}.",
+    "train_time_limit": "Stopped at the time limit of {limit} after {n} steps. Press “Use the trained model” to "
+    "generate with it.",
+    "train_left_queue": "Left the queue before the run started: nothing was trained.",
     "stopping": "Stopping after the current step; what was learned so far is kept.",
     "train_first": "Train a model first (or wait for training to finish or stop).",
     "now_using": "Now using {model}.",
@@ -287,6 +292,7 @@ EN = {
     "est_total": "About {total} on this machine: {steps} steps × {step} + {evals} evaluations × {eval} "
     "(from {n} real steps of this model timed on this server, {batch} × {block} tokens a step).",
     "est_busy": " Another training run was using the CPU while this was timed, so it is probably high.",
+    "est_over_limit": " That is over a training run's limit of {limit}: Train would refuse it.",
     "est_left": "about {left} left",
     "unit_h": "h",
     "unit_min": "min",

@@ -195,6 +195,11 @@ ERRORS_ZH = {
     "train.unknown_model": "未知的模型 {name!r}。",
     "train.steps_range": "训练步数必须在 1 到 {hi:,} 之间，收到的是 {steps:,}。",
     "train.lr_range": "学习率必须在 (0, 1] 之内，收到的是 {lr}。",
+    "train.too_long": "这次训练在本机上{how}需要 {minutes:.1f} 分钟；单次训练最长 {limit:g} 分钟。"
+    "最多训练 {fit:,} 步，或换更小的模型或批大小（现在每步 {batch} × {block} 个 token）。",
+    "train.step_too_long": "这次训练在本机上{how}需要 {minutes:.1f} 分钟；这个模型在批大小 {batch} × {block} 个 token 下，"
+    "连一步都放不进单次训练 {limit:g} 分钟的上限：请换更小的模型或批大小。",
+    "train.queue_full": "已有 {waiting} 个训练在排队等待（同时最多训练 {slots} 个，每个最长 {limit:g} 分钟）；请稍后再试。",
     "train.not_whole": "{name} 必须是整数，收到的是 {value!r}。",
     "train.at_least": "{name} 至少为 {minimum}，收到的是 {value}。",
     "train.not_finite": "{name} 必须是有限的数，收到的是 {value!r}。",
@@ -266,4 +271,6 @@ FIELD_ZH = {
     "Preset": "预设配置",
     "Replace undecodable bytes": "替换无法解码的字节",
     "Drop positional embedding": "去掉位置嵌入",
+    "about": "约",  # a training run's time: measured ...
+    "at least": "至少",  # ... or bounded below by its arithmetic
 }

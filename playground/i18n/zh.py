@@ -192,6 +192,10 @@ ZH = {
     "train_finished": "训练完成，共 {n} 步。点击“使用训练好的模型”即可用它生成。",
     "train_stopped": "已在第 {n} 步停止。点击“使用训练好的模型”即可用它生成。",
     "no_training": "本会话中没有正在进行的训练。",
+    "train_queued": "正在排队等待训练：你排在第 {position} 位（同时最多训练 {slots} 个，现在有 {running} 个在训练；"
+    "每次训练最长 {limit}）。你的训练最迟在 {wait} 内开始。",
+    "train_time_limit": "已到训练时间上限 {limit}，在第 {n} 步停止。点击“使用训练好的模型”即可用它生成。",
+    "train_left_queue": "训练开始之前就离开了队列：什么也没有训练。",
     "stopping": "将在当前这一步之后停止；已学到的内容会保留。",
     "train_first": "请先训练一个模型（或等待训练结束或停止）。",
     "now_using": "现在使用：{model}。",
@@ -278,6 +282,7 @@ ZH = {
     "est_total": "在本机上约需 {total}：{steps} 步 × {step} + {evals} 次评估 × {eval}"
     "（根据在本服务器上实测的 {n} 步该模型训练，每步 {batch} × {block} 个 token）。",
     "est_busy": " 测时另有训练在占用 CPU，所以这个估计可能偏高。",
+    "est_over_limit": " 这超过了单次训练的时间上限 {limit}：点击训练会被拒绝。",
     "unit_h": "小时",
     "unit_min": "分",
     "unit_s": "秒",

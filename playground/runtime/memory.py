@@ -15,7 +15,9 @@ context and the caching allocator's slack take the rest).
 
 Freed memory is handed back to the operating system (glibc ``malloc_trim``, and ``map_large_blocks``
 called once by the server's entry point), so the process's resident size follows what it holds
-instead of its peak.
+instead of its peak. The server's entry point also calls ``BUDGET.count_whole_process()``: from then
+on the budget is one for the process's resident size (what the interpreter, torch, gradio and the
+allocator hold besides the holdings, measured at every check, plus a headroom for short-lived work).
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ RAM_SHARE = 0.6
 DEVICE_SHARE = 0.85  # of a CUDA GPU's memory, when the models live there
 BASELINE_BYTES = 1 * GiB
 TRIM_AFTER_BYTES = 16 * 2**20  # smaller releases are not worth a malloc_trim
+# Kept free for what no holding names when the whole process is counted: one decode step's
+# activations per generation, gradio's copies of results on their way to the page, short-lived
+# tensors of the views, and allocator pages not yet given back. A share of the budget, at least a floor.
+HEADROOM_SHARE = 0.1
+HEADROOM_MIN_BYTES = 256 * 2**20
 
 
 def format_bytes(n: float) -> str:
@@ -143,6 +150,8 @@ KIND_LABELS = {  # kind -> (one, many)
     "training": ("training job", "training jobs"),
     "export": ("export", "exports"),
     "build": ("build in progress", "builds in progress"),
+    "reserved": ("generation kept ready for its session", "generations kept ready for their sessions"),
+    "server": ("server process", "server processes"),
 }
 
 ADVICE = (
@@ -174,6 +183,9 @@ class MemoryBudget:
         self._reclaimers: dict[int, Callable[[], object]] = {}  # key -> callable dropping it, oldest first
         self._next = 0
         self._local = threading.local()
+        self._evictors: list[weakref.WeakMethod] = []  # make room by dropping idle models (the model cache)
+        self._process_floor: int | None = None  # set by count_whole_process()
+        self._draws: dict[int, int] = {}  # standing reservation's key -> bytes drawn by live requests
 
     @property
     def total(self) -> int:
@@ -181,14 +193,56 @@ class MemoryBudget:
 
     def used(self) -> int:
         with self._lock:
-            return sum(h.nbytes for h in self._held.values())
+            held = sum(h.nbytes for h in self._held.values())
+        return held + self._unnamed(held)
 
     def available(self) -> int:
         return self.total - self.used()
 
     def usage(self) -> list[Holding]:
         with self._lock:
-            return sorted(self._held.values(), key=lambda h: -h.nbytes)
+            held = list(self._held.values())
+        unnamed = self._unnamed(sum(h.nbytes for h in held))
+        if unnamed:
+            what = (
+                f"interpreter, torch, gradio and allocator slack, with {format_bytes(self.headroom())} kept "
+                "free for short-lived work"
+            )
+            held.append(Holding(what, unnamed, "server"))
+        return sorted(held, key=lambda h: -h.nbytes)
+
+    # ------------------------------------------------------------------------------------------
+    # The whole process (the server's entry point turns it on)
+
+    def count_whole_process(self) -> None:
+        """Count what the process holds besides the holdings too, so its resident size stays within
+        the budget: from now on ``used()`` is the larger of the holdings plus the resident size
+        measured now (the interpreter, torch, gradio, loaded once) and the resident size measured at
+        each call, plus ``headroom()``. Library users and tests keep counting holdings only."""
+        self._process_floor = resident_bytes()
+
+    def counts_whole_process(self) -> bool:
+        return self._process_floor is not None
+
+    def headroom(self) -> int:
+        """Room kept free for short-lived work no holding names (when the whole process is counted)."""
+        return max(HEADROOM_MIN_BYTES, int(self.total * HEADROOM_SHARE))
+
+    def _unnamed(self, held: int) -> int:
+        """Bytes counted besides the holdings: none, or (whole process) what the resident size holds
+        beyond them (at least the size measured at start) plus the headroom."""
+        if self._process_floor is None:
+            return 0
+        return max(self._process_floor, resident_bytes() - held) + self.headroom()
+
+    # ------------------------------------------------------------------------------------------
+    # Making room: recomputable holdings first, then whatever the evictors drop (idle models)
+
+    def add_evictor(self, method) -> None:
+        """``method(nbytes)`` (a bound method, held weakly) frees memory it owns until ``nbytes`` fit;
+        called for any request that would not fit otherwise, after recomputable holdings are dropped."""
+        with self._lock:
+            self._evictors = [m for m in self._evictors if m() is not None] + [weakref.WeakMethod(method)]
 
     def describe(self) -> str:
         groups: dict[str, list[Holding]] = {}
@@ -207,7 +261,18 @@ class MemoryBudget:
     def _own_reserved(self) -> int:
         return sum(getattr(self._local, "reserved", ()))
 
-    def check(self, nbytes: int, what: str) -> None:
+    def check(self, nbytes: int, what: str, draw_on: StandingReservation | None = None) -> None:
+        """Refuse ``nbytes`` for ``what`` unless they fit, after making room. ``draw_on``: a standing
+        reservation the request takes from first (only the rest must fit)."""
+        nbytes = max(0, nbytes - self.spare(draw_on))
+        if self._over_total_or_own(nbytes, what):
+            return
+        self._make_room(nbytes)
+        self._refuse_unless_fits(nbytes, what)
+
+    def _over_total_or_own(self, nbytes: int, what: str) -> bool:
+        """Refuse what exceeds the whole budget; True when the calling thread is inside its own
+        reservation (what it allocates was checked when it reserved)."""
         total = self.total
         if nbytes > total:
             raise MemoryBudgetError(
@@ -218,9 +283,10 @@ class MemoryBudget:
                 need=format_bytes(nbytes),
                 total=format_bytes(total),
             )
-        if self._own_reserved():
-            return  # inside this thread's reservation: what it allocates was checked when it reserved
-        self._reclaim(nbytes)
+        return bool(self._own_reserved())
+
+    def _refuse_unless_fits(self, nbytes: int, what: str) -> None:
+        total = self.total
         with self._lock:
             free = total - self.used()
             if nbytes > free:
@@ -236,17 +302,24 @@ class MemoryBudget:
                     advice=ADVICE,
                 )
 
-    def _reclaim(self, nbytes: int) -> None:
-        """Drop reclaimable holdings (caches that can be recomputed), oldest first, until ``nbytes``
-        fit or none is left."""
+    def _make_room(self, nbytes: int) -> None:
+        """Drop reclaimable holdings (caches that can be recomputed), oldest first, then ask the
+        evictors, until ``nbytes`` fit or nothing more can go. Called without the lock held: the
+        evictors take their own locks, and then this budget's."""
         while True:
             with self._lock:
                 free = self.total - self.used()
                 if nbytes <= free or not self._reclaimers:
-                    return
+                    break
                 key = next(iter(self._reclaimers))
                 reclaim = self._reclaimers.pop(key)
             reclaim()
+        with self._lock:
+            evictors = [m() for m in self._evictors]
+        for evict in evictors:
+            if evict is None or self.total - self.used() >= nbytes:
+                continue
+            evict(nbytes)
 
     def _add(self, holding: Holding) -> int:
         with self._lock:
@@ -256,6 +329,7 @@ class MemoryBudget:
 
     def _forget(self, key: int) -> None:
         with self._lock:
+            self._draws.pop(key, None)
             holding = self._held.pop(key, None)
             self._finalizers.pop(key, None)
             self._reclaimers.pop(key, None)
@@ -265,8 +339,12 @@ class MemoryBudget:
     @contextlib.contextmanager
     def reserve(self, nbytes: int, what: str, kind: str = "build"):
         nbytes = int(nbytes)
-        with self._lock:
-            self.check(nbytes, what)
+        own = self._over_total_or_own(nbytes, what)
+        if not own:
+            self._make_room(nbytes)
+        with self._lock:  # the refusal and the holding at once: no other request slips in between
+            if not own:
+                self._refuse_unless_fits(nbytes, what)
             key = self._add(Holding(what, nbytes, kind))
         stack = self._local.__dict__.setdefault("reserved", [])
         stack.append(nbytes)
@@ -276,18 +354,62 @@ class MemoryBudget:
             stack.pop()
             self._forget(key)
 
-    def register(self, obj, nbytes: int, what: str, kind: str = "model", reclaim=None) -> None:
+    def register(
+        self, obj, nbytes: int, what: str, kind: str = "model", reclaim=None, draw_on: StandingReservation | None = None
+    ) -> None:
         """Count ``obj`` until it is freed. ``reclaim`` (optional, no arguments) drops the last
-        reference to it: the budget calls it, oldest first, when a request would not fit otherwise."""
+        reference to it: the budget calls it, oldest first, when a request would not fit otherwise.
+        ``draw_on``: a standing reservation ``obj`` takes its bytes from first while it lives."""
         with self._lock:
             if self._counts(obj):
                 return  # already counted
+            taken = min(int(nbytes), self.spare(draw_on))
             key = self._add(Holding(what, int(nbytes), kind))
             fin = weakref.finalize(obj, self._forget, key)
             fin.atexit = False  # nothing to give back when the process ends
             self._finalizers[key] = fin
             if reclaim is not None:
                 self._reclaimers[key] = reclaim
+            if taken and draw_on is not None:
+                self._draw(draw_on, taken)
+                weakref.finalize(obj, self._draw, draw_on, -taken).atexit = False
+
+    # ------------------------------------------------------------------------------------------
+    # Standing reservations: room kept for a request that has not come yet
+
+    def hold(self, nbytes: int, what: str, kind: str = "reserved") -> StandingReservation:
+        """Keep ``nbytes`` for a later request (refused now if they do not fit): counted until
+        ``release(reservation)`` or until the object is gone. A request that draws on it
+        (``check``/``register`` with ``draw_on``) takes from it first and gives it back when done."""
+        nbytes = int(nbytes)
+        reservation = StandingReservation(nbytes)
+        own = self._over_total_or_own(nbytes, what)
+        if not own:
+            self._make_room(nbytes)
+        with self._lock:
+            if not own:
+                self._refuse_unless_fits(nbytes, what)
+            self.register(reservation, nbytes, what, kind)
+        return reservation
+
+    def spare(self, reservation: StandingReservation | None) -> int:
+        """What a standing reservation still holds for its request (0 if none, or released)."""
+        if reservation is None:
+            return 0
+        with self._lock:
+            keys = self._counts(reservation)
+            return self._held[keys[0]].nbytes if keys else 0
+
+    def _draw(self, reservation: StandingReservation, nbytes: int) -> None:
+        """Move ``nbytes`` from a standing reservation to a request (negative: give them back)."""
+        with self._lock:
+            keys = self._counts(reservation)
+            if not keys:
+                return  # released meanwhile: nothing to give back to
+            h = self._held[keys[0]]
+            drawn = max(0, self._draws.get(keys[0], 0) + nbytes)
+            self._draws[keys[0]] = drawn
+            self._held[keys[0]] = Holding(h.what, max(0, reservation.nbytes - drawn), h.kind)
 
     def is_registered(self, obj) -> bool:
         with self._lock:
@@ -305,6 +427,21 @@ class MemoryBudget:
             fin = self._finalizers.get(key)
             if fin is not None:
                 fin()  # runs _forget once and detaches
+
+
+class StandingReservation:
+    """A token for room kept by ``MemoryBudget.hold``: ``nbytes`` in all, counted while it lives."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+
+def resident_bytes() -> int:
+    """This process's resident set size (0 where psutil cannot tell)."""
+    try:
+        return int(psutil.Process().memory_info().rss)
+    except Exception:  # psutil unsupported here: only the holdings are counted
+        return 0
 
 
 BUDGET = MemoryBudget()

@@ -1,26 +1,39 @@
 """The shared model cache: recipe -> built model, inside the process-wide memory budget.
 
 ``CACHE.get(recipe)`` builds through ONE build queue (``PLAYGROUND_MAX_BUILDS``, default 1), whoever
-asks (/build_model, a /generate after an eviction, "use the trained model"). Before a build it evicts
-idle models to make room; if the model still does not fit, ``MemoryBudgetError`` (a MemoryError) says
-what holds the memory. A model evicted while a session still uses it stays counted, and is handed out
-again instead of being built twice. Idle models are kept up to ``PLAYGROUND_CACHE_BUDGET_GB`` (default 4).
+asks (/build_model, a /generate after an eviction, "use the trained model"). Idle models are evicted
+for any request the budget would otherwise refuse (a build, a generation, an export, a replay, a
+training: the cache is one of the budget's evictors); if it still does not fit, ``MemoryBudgetError``
+(a MemoryError) says what holds the memory. A model evicted while a session still uses it stays
+counted, and is handed out again instead of being built twice. Idle models are kept up to half the
+memory budget (``IDLE_SHARE``), and at most ``PLAYGROUND_CACHE_BUDGET_GB`` (default 4).
+
+``CACHE.get(recipe, session=id)`` also gives that session a lease: its model is not idle (never
+evicted) and the room for one generation with it is held in the budget, so a session told "Ready"
+is not refused at its first Generate because later builds took its memory. A session's lease moves
+with its next model, and ends after ``PLAYGROUND_IDLE_MINUTES`` (default 15) without use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import threading
+import time
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from playground.engine.config import GPTConfig, check_build_size, check_memory
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_int8
 from playground.engine.quantize import model_bytes as int8_model_bytes
-from playground.runtime.memory import BUDGET, MemoryBudget, format_bytes, trim
+from playground.runtime.memory import BUDGET, MemoryBudget, StandingReservation, format_bytes, trim
 from playground.server.recipes import build_from_recipe, build_peak_bytes, model_label, recipe_key
+from playground.server.runs import IDLE_SECONDS, generation_bytes
+
+IDLE_SHARE = 0.5  # of the memory budget: the most idle models may hold
 
 
 def model_bytes(model: GPTModel) -> int:
@@ -29,18 +42,35 @@ def model_bytes(model: GPTModel) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
+@dataclass
+class Lease:
+    """A session's hold on its model: the model (kept, so never idle) and the room for one generation."""
+
+    key: str
+    model: GPTModel
+    room: StandingReservation
+    expires: float
+
+
 class ModelCache:
     """Recipe -> built model, least recently used evicted first, inside the process-wide budget.
 
     Models in the cache are only read (eval mode, no_grad), so sessions can share them; training
-    always works on a fresh copy. ``budget_bytes`` caps the idle models kept
-    (``PLAYGROUND_CACHE_BUDGET_GB``, default 4); ``budget`` is the memory account every build is
-    checked and registered against (the process's ``BUDGET`` unless given); ``max_builds`` builds
-    run at once (``PLAYGROUND_MAX_BUILDS``, default 1), the rest wait their turn.
+    always works on a fresh copy. Idle models (cached, not leased) hold at most ``idle_limit()``:
+    ``IDLE_SHARE`` of the budget, and no more than ``budget_bytes`` (``PLAYGROUND_CACHE_BUDGET_GB``,
+    default 4); ``budget`` is the memory account every build is checked and registered against (the
+    process's ``BUDGET`` unless given), and the cache evicts idle models for any request it would
+    refuse; ``max_builds`` builds run at once (``PLAYGROUND_MAX_BUILDS``, default 1), the rest wait
+    their turn. ``lease_seconds``: how long a session's lease lasts without use.
     """
 
     def __init__(
-        self, budget_bytes: int | None = None, *, budget: MemoryBudget | None = None, max_builds: int | None = None
+        self,
+        budget_bytes: int | None = None,
+        *,
+        budget: MemoryBudget | None = None,
+        max_builds: int | None = None,
+        lease_seconds: float = IDLE_SECONDS,
     ):
         if budget_bytes is None:
             budget_bytes = int(float(os.environ.get("PLAYGROUND_CACHE_BUDGET_GB", "4")) * 2**30)
@@ -54,6 +84,9 @@ class ModelCache:
         self._lock = threading.RLock()
         self._building: dict[str, threading.Lock] = {}
         self._build_slots = threading.BoundedSemaphore(max(1, max_builds))
+        self._leases: dict[str, Lease] = {}  # session id -> its lease
+        self.lease_seconds = lease_seconds
+        self.memory.add_evictor(self.make_room)  # any request the budget would refuse evicts idle models
 
     def _lookup(self, key: str) -> GPTModel | None:
         with self._lock:
@@ -65,21 +98,78 @@ class ModelCache:
             self.put(key, model)
         return model
 
-    def get(self, recipe: dict, *, progress=None) -> GPTModel:
+    def get(self, recipe: dict, *, progress=None, session: str | None = None) -> GPTModel:
+        """The model ``recipe`` names, built if needed; ``session``: the session that will use it
+        takes (or renews) its lease on it, and is refused now if the room for its generation is not there."""
         key = recipe_key(recipe)
         model = self._lookup(key)
-        if model is not None:
-            return model
+        if model is None:
+            with self._lock:
+                build_lock = self._building.setdefault(key, threading.Lock())
+            with build_lock:  # two users asking for the same model build it once
+                model = self._lookup(key)
+                if model is None:
+                    with self._build_slots:  # all builds, whoever asks, wait their turn here
+                        model = self._build(recipe, progress)
+                    self.put(key, model)
+        if session:
+            self.lease(session, key, model, model_label(recipe))
+        return model
+
+    def lease(self, session: str, key: str, model: GPTModel, label: str | None = None) -> Lease:
+        """Give ``session`` a lease on ``model`` (its previous lease ends), or renew the one it has.
+        Refused (MemoryBudgetError) when the room for a generation with it is not there; the session
+        then keeps its previous lease if that still fits."""
+        now = time.monotonic()
+        self.end_expired_leases(now)
         with self._lock:
-            build_lock = self._building.setdefault(key, threading.Lock())
-        with build_lock:  # two users asking for the same model build it once
-            model = self._lookup(key)
-            if model is not None:
-                return model
-            with self._build_slots:  # all builds, whoever asks, wait their turn here
-                model = self._build(recipe, progress)
-            self.put(key, model)
-            return model
+            old = self._leases.get(session)
+            if old is not None and old.key == key:
+                old.expires = now + self.lease_seconds
+                return old
+            self._leases.pop(session, None)
+        if old is not None:
+            self.memory.release(old.room)
+        try:
+            room = self._room_for_a_generation(model, label)
+        except MemoryError:
+            if old is not None:
+                with contextlib.suppress(MemoryError):
+                    old.room = self._room_for_a_generation(old.model, None)
+                    with self._lock:
+                        self._leases[session] = old
+            raise
+        lease = Lease(key, model, room, now + self.lease_seconds)
+        with self._lock:
+            self._leases[session] = lease
+        return lease
+
+    def _room_for_a_generation(self, model: GPTModel, label: str | None) -> StandingReservation:
+        cfg = model.cfg
+        what = f"a generation with {label or f'a {cfg.n_layers}-layer d{cfg.emb_dim} model'}"
+        return self.memory.hold(generation_bytes(model, cfg.context_length), what)
+
+    def reservation(self, session: str | None) -> StandingReservation | None:
+        """The room a session's lease holds for its generation (None without a lease)."""
+        with self._lock:
+            lease = self._leases.get(session or "")
+        return None if lease is None else lease.room
+
+    def end_expired_leases(self, now: float | None = None) -> int:
+        """End every lease unused for ``lease_seconds``: its model becomes idle, its room is freed."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            ended = [s for s, lease in self._leases.items() if lease.expires <= now]
+            leases = [self._leases.pop(s) for s in ended]
+        for lease in leases:
+            self.memory.release(lease.room)
+        if leases:
+            self._keep_idle_within_limit()
+        return len(leases)
+
+    def _leased_keys(self) -> set[str]:
+        with self._lock:
+            return {lease.key for lease in self._leases.values()}
 
     def _build(self, recipe: dict, progress) -> GPTModel:
         label = model_label(recipe)
@@ -96,18 +186,26 @@ class ModelCache:
 
     def make_room(self, nbytes: int) -> None:
         """Evict idle models, least recently used first, until ``nbytes`` fit in the budget (or
-        nothing idle is left: the reservation that follows then refuses with the holders)."""
+        nothing idle is left: the reservation that follows then refuses with the holders). The
+        budget calls it for every request that would not fit; it holds the cache's lock only
+        while it picks a model, never while it asks the budget."""
+        self.end_expired_leases()
         if self.memory.available() >= nbytes:
             return
         gc.collect()  # a traceback cycle may be all that keeps an old model alive
-        with self._lock:
-            for key in list(self._models):
-                if self.memory.available() >= nbytes:
-                    break
+        tried: set[str] = set()
+        while self.memory.available() < nbytes:
+            leased = self._leased_keys()
+            with self._lock:
+                key = next((k for k in self._models if k not in leased and k not in tried), None)
+                if key is None:
+                    return
+                tried.add(key)
                 model, size = self._models.pop(key)
-                ref = weakref.ref(model)
-                del model
-                if ref() is not None:  # in use by a session: evicting it frees nothing
+            ref = weakref.ref(model)
+            del model
+            if ref() is not None:  # in use (a generation, a view): evicting it frees nothing
+                with self._lock:
                     self._models[key] = (ref(), size)
                     self._models.move_to_end(key, last=False)
 
@@ -117,21 +215,46 @@ class ModelCache:
             self._models[key] = (model, size)
             self._models.move_to_end(key)
             self._alive[key] = model
-            while self.total_bytes() > self.budget_bytes and len(self._models) > 1:
-                self._models.popitem(last=False)  # still counted by the budget while in use
         del model
+        self._keep_idle_within_limit()
+
+    def idle_limit(self) -> int:
+        """The most idle models may hold: ``IDLE_SHARE`` of the memory budget, at most ``budget_bytes``."""
+        return min(self.budget_bytes, int(IDLE_SHARE * self.memory.total))
+
+    def idle_bytes(self) -> int:
+        leased = self._leased_keys()
+        with self._lock:
+            return sum(size for key, (_, size) in self._models.items() if key not in leased)
+
+    def _keep_idle_within_limit(self) -> None:
+        """Drop idle models, least recently used first, until they hold no more than ``idle_limit()``
+        (one in use by a generation is still counted by the budget, and handed out again if asked for)."""
+        limit, leased = self.idle_limit(), self._leased_keys()
+        with self._lock:
+            for key in list(self._models):
+                if self.idle_bytes() <= limit:
+                    break
+                if key not in leased:
+                    del self._models[key]
         trim()
 
     def total_bytes(self) -> int:
         return sum(size for _, size in self._models.values())
 
     def keys(self) -> list[str]:
+        """The recipes of the cached models and of the leased ones (a leased model over the idle
+        limit lives outside the cache's list; its checkpoint file must stay all the same)."""
         with self._lock:
-            return list(self._models)
+            return list(self._models) + sorted(self._leased_keys() - set(self._models))
 
     def clear(self) -> None:
         with self._lock:
             self._models.clear()
+            leases = list(self._leases.values())
+            self._leases.clear()
+        for lease in leases:
+            self.memory.release(lease.room)
         trim()
 
 

@@ -205,6 +205,7 @@ def start_run(
     seed,
     greedy=False,
     replaces=_NOT_GIVEN,
+    draw_on=None,
 ) -> tuple[Run, Generation]:
     """Validate everything a user typed, then return the run and its (not yet started) generation.
 
@@ -212,7 +213,8 @@ def start_run(
     the new run under ``run.id`` and releases the previous one now rather than after the idle
     timeout. Without it, whoever holds the returned Run keeps it alive. The generation's KV cache
     is counted in the memory budget (refused here if it does not fit) until the generation object
-    is gone."""
+    is gone; ``draw_on`` (a session's standing reservation, playground.server.model_cache) pays for
+    it first."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise UserError("generate.prompt_empty_ui", "The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -244,11 +246,11 @@ def start_run(
     ids = tok.encode(prompt)
     need = generation_bytes(model, len(ids))
     what = f"a generation with {model_label(recipe)}"
-    BUDGET.check(need, what)
+    BUDGET.check(need, what, draw_on=draw_on)
     gen = generate(
         model, ids, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k or None, top_p=top_p, seed=seed
     )
-    BUDGET.register(gen, need, what, "generation")
+    BUDGET.register(gen, need, what, "generation", draw_on=draw_on)
     release_idle_runs()  # on-access sweep, besides the sweeper thread
     # seed_used: the seed an unseeded run drew for itself, so it can be repeated by typing it in.
     settings = dict(

@@ -8,6 +8,11 @@ doing), so the estimate times real ``Trainer.step()`` calls of a fresh model on 
 step first (allocations and kernel choices make it slower), then a few more, then one evaluation
 (the run evaluates every ``eval_interval`` steps). Measurements are cached per config and batch
 shape for the life of the process.
+
+Before anything is timed, ``least_seconds`` bounds a run from below by arithmetic: its floating-point
+work (6 × parameters per trained token, 2 × per evaluated one) at the best rate this machine's matrix
+multiply reached in this process. A run over a time limit by that bound is refused without spending
+minutes to time one step.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.engine.config import GPTConfig
+from playground.engine.config import GPTConfig, count_parameters_analytic
 from playground.runtime.memory import BUDGET
 from playground.training.train_config import check_training_memory
 from playground.training.trainer import Trainer, build_model
 
 MEASURED_STEPS = 2
+_LOCK = threading.Lock()  # one measurement at a time: two at once would each time the other's load
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,42 @@ def measure_step_time(
     return StepTiming(first_step_s=t1 - t0, step_s=(t2 - t1) / n_steps, eval_s=t3 - t2, n_steps=n_steps)
 
 
+def training_flops(cfg: GPTConfig, tcfg) -> tuple[float, float]:
+    """Floating-point operations of one training step and of one evaluation: forward and backward
+    cost 6 × parameters per token, a forward alone 2 × (the usual estimate; attention's T² terms add
+    to it, so it stays a lower bound)."""
+    n = count_parameters_analytic(cfg)
+    tokens = tcfg.batch_size * (tcfg.block_size or cfg.context_length)
+    return 6.0 * n * tokens, 2.0 * n * tokens * tcfg.eval_batches
+
+
+_BEST_RATE = [0.0]
+
+
+def best_flops_per_second(size: int = 768, repeats: int = 3) -> float:
+    """The best float32 matrix-multiply rate this machine reached in this process, measured again at
+    every call (0.1-0.4 s) and never lowered: what else runs slows a measurement, and a bound made
+    from a slowed one would refuse runs that fit. Training steps reach less, so the bound made from
+    it stays a lower bound."""
+    with _LOCK:
+        a = torch.randn(size, size)
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a @ a
+            _BEST_RATE[0] = max(_BEST_RATE[0], 2.0 * size**3 / max(time.perf_counter() - t0, 1e-9))
+        return _BEST_RATE[0]
+
+
+def least_seconds(cfg: GPTConfig, tcfg, steps: int | None = None, *, rate: float | None = None) -> float:
+    """A lower bound on the training loop's time for ``steps`` updates (default ``tcfg.steps``):
+    its arithmetic at ``rate`` FLOP/s (default: the machine's best matrix-multiply rate)."""
+    steps = tcfg.steps if steps is None else steps
+    step, evaluation = training_flops(cfg, tcfg)
+    work = steps * step + evaluations(steps, tcfg.eval_interval) * evaluation
+    return work / (best_flops_per_second() if rate is None else rate)
+
+
 _CACHE: dict[tuple, StepTiming] = {}
-_LOCK = threading.Lock()  # one measurement at a time: two at once would each time the other's load
 
 
 def _key(cfg: GPTConfig, tcfg) -> tuple:

@@ -20,7 +20,7 @@ from .parsing import (
     parse_whole,
     slider_range,
 )
-from .state import api_run, new_state, session_model, session_run
+from .state import api_run, new_state, session_id, session_model, session_reservation, session_run
 
 __all__ = [
     "I18N",
@@ -48,7 +48,9 @@ __all__ = [
     "parse_seed",
     "parse_whole",
     "say",
+    "session_id",
     "session_model",
+    "session_reservation",
     "session_run",
     "slider_range",
     "warn",

@@ -163,7 +163,8 @@ def switch_model(model, recipe: dict, message: str, state=None) -> Switch:
     stays), its views, the form describing it, and the bundled model's head examples only while it
     is the one loaded. The kernels box is left to the Model tab."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    state = {**new_state(lang), "recipe": recipe, "present": present}
+    session = (state or {}).get("session")  # the same session: its lease moved to this model
+    state = {**new_state(lang), "recipe": recipe, "present": present, **({"session": session} if session else {})}
     return Switch(
         state=state,
         message=message,

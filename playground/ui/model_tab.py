@@ -30,7 +30,20 @@ from playground.server.model_views import tree_table, tying_explanation
 from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
 
 from . import listeners, redraw
-from .common import T, choices, fail, lang_of, new_state, ok, page_prefs, parse_whole, session_model, tr, warn
+from .common import (
+    T,
+    choices,
+    fail,
+    lang_of,
+    new_state,
+    ok,
+    page_prefs,
+    parse_whole,
+    session_id,
+    session_model,
+    tr,
+    warn,
+)
 from .model_switch import (
     DTYPES,
     FIELDS,
@@ -121,7 +134,8 @@ def build_model(
         upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
         t0 = time.perf_counter()
         try:
-            model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc))
+            # the session's lease moves to this model, with the room for its first generation
+            model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc), session=session_id(state))
         except Exception:
             if weights == "upload":  # a refused upload is not kept on disk
                 discard_upload(recipe["path"])

@@ -20,7 +20,15 @@ import gradio as gr
 from playground import figures
 from playground.engine.config import PRESETS
 from playground.errors import UserError
-from playground.server.jobs import JOBS, TrainingJob, training_config
+from playground.server.jobs import (
+    JOBS,
+    QUEUE,
+    TrainingJob,
+    check_training_time,
+    max_trainings,
+    time_limit_seconds,
+    training_config,
+)
 from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
 from playground.training import estimate as train_estimate
@@ -28,7 +36,7 @@ from playground.training.corpus import load_bundled_corpus, load_tiny_shakespear
 from playground.training.losses import overfitting
 
 from . import listeners, redraw
-from .common import T, choices, dress, lang_of, parse_choice, parse_count, parse_number, parse_whole, tr
+from .common import T, choices, dress, lang_of, parse_choice, parse_count, parse_number, parse_whole, session_id, tr
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
@@ -121,14 +129,19 @@ def estimate(preset_name, steps, batch_size=DEFAULT_BATCH, *, timer=None) -> dic
     """Seconds the run would take here, from steps of this config timed on this machine (cached per
     config and batch shape); plain numbers. ``timer`` (tests) replaces the clock of a new measurement."""
     cfg, tcfg = _train_config(preset_name, steps, DEFAULT_LR, batch_size)
+    if train_estimate.known_step_time(cfg, tcfg) is None and not timer:
+        check_training_time(cfg, tcfg)  # a run its arithmetic alone puts over the limit is not timed
     busy = any(not job.done.is_set() for job in list(JOBS.values()))
     timing = (
         train_estimate.measure_step_time(cfg, tcfg, timer=timer)
         if timer
         else train_estimate.cached_step_time(cfg, tcfg)
     )
+    seconds = train_estimate.estimate_seconds(timing, tcfg.steps, tcfg.eval_interval)
     return {
-        "seconds": train_estimate.estimate_seconds(timing, tcfg.steps, tcfg.eval_interval),
+        "seconds": seconds,
+        "limit_seconds": time_limit_seconds(),
+        "over_limit": seconds > time_limit_seconds(),
         "steps": tcfg.steps,
         "step_s": timing.step_s,
         "first_step_s": timing.first_step_s,
@@ -161,6 +174,8 @@ def estimate_html(preset_name, steps, batch_size=DEFAULT_BATCH, state=None) -> s
     )
     if e["busy"]:
         text += tr(lang, MESSAGES["estimate_busy"])
+    if e["over_limit"]:
+        text += tr(lang, "est_over_limit", limit=duration(e["limit_seconds"], lang))
     return f"<div class='pg-msg pg-estimate' data-seconds='{e['seconds']:.1f}'>{html.escape(text)}</div>"
 
 
@@ -261,11 +276,20 @@ def train_model(
         message = tr(lang, MESSAGES["started"], model=model, corpus=_corpus_desc(job.corpus, lang))
         return _ok(message + (tr(lang, MESSAGES["started_eta"], total=duration(eta, lang)) if eta is not None else ""))
 
-    started = _say(request, lang, started_message)
+    def now_message(lang, present=False):  # a place in the queue, then what is training
+        place = QUEUE.position(job)
+        if not place:
+            return started_message(lang)
+        limit, wait = duration(time_limit_seconds(), lang), duration(QUEUE.wait_bound(job), lang)
+        slots, running = max_trainings(), QUEUE.running()
+        return _ok(tr(lang, "train_queued", position=place, running=running, slots=slots, limit=limit, wait=wait))
+
     try:
-        yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), started)  # at once
-        while not job.done.wait(0.5):
-            yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), started)
+        while True:  # at once, then every half second until the run ends
+            message = _say(request, lang, now_message)
+            yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), message)
+            if job.done.wait(0.5):
+                break
     finally:
         if not job.done.is_set():
             job.stop()  # the user left or cancelled: end the thread after its current step
@@ -278,18 +302,19 @@ def train_model(
             _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_failed", error=job.error))),
         )
         return
+    if job.trainer.step_count == 0 and job.stopped:  # it left the queue before its turn
+        left = _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_left_queue")))
+        yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), left)
+        return
     train_state = {**keep, "job": job.id, "recipe": job.result_recipe()}
-    done = "train_stopped" if job.stopped else "train_finished"
-    yield Trained(
-        train_state,
-        _loss_figure(job, train_state),
-        _progress_html(job, lang),
-        _say(
-            request,
-            lang,
-            lambda lang, present=False: _ok(tr(lang, done, n=f"{job.trainer.step_count:,}") + " " + outcome(job, lang)),
-        ),
-    )
+    done = "train_time_limit" if job.timed_out else "train_stopped" if job.stopped else "train_finished"
+    limit = time_limit_seconds()
+
+    def finished(lang, present=False):
+        said = tr(lang, done, n=f"{job.trainer.step_count:,}", limit=duration(limit, lang))
+        return _ok(said + " " + outcome(job, lang))
+
+    yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), _say(request, lang, finished))
 
 
 def stop_training(train_state, request: gr.Request = None):
@@ -309,7 +334,7 @@ def use_trained(state, train_state, request: gr.Request = None):
             Switch, state=state, message=_say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_first")))
         )
     try:
-        model = CACHE.get(recipe)
+        model = CACHE.get(recipe, session=session_id(state))
     except Exception as e:
         return only(Switch, state=state, message=_say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)))
     using = _say(
@@ -418,14 +443,15 @@ def wire(page) -> None:
         concurrency_id="estimate",
         concurrency_limit=1,
     )
-    # Training: one at a time on this server (it uses every core); generation keeps its own queue.
+    # Training: the server's own queue (playground.server.jobs.QUEUE) lets a few runs train at once and
+    # tells the others their place, so every request gets its handler at once; generation keeps its own.
     t.train_btn.click(
         train_model,
         [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr, t.batch],
         outputs(Trained, t, train_state=train_state),
         api_name="train",
         concurrency_id="train",
-        concurrency_limit=1,
+        concurrency_limit=None,
     )
     listeners.on_change(page, relabel, [train_state] + estimate_inputs, outputs(Relabelled, t))
     t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")

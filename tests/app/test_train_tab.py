@@ -28,7 +28,13 @@ def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
     assert "25 steps" in out[0]["recipe"]["label"]
 
 
-def test_stop_keeps_what_was_learned():
+@pytest.fixture
+def no_time_limit(monkeypatch):
+    """Long runs that a test stops itself: the time limit (and the refusal by estimate) out of the way."""
+    monkeypatch.setenv("PLAYGROUND_TRAIN_MINUTES", "10000")
+
+
+def test_stop_keeps_what_was_learned(no_time_limit):
     gen = train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 5000, 3e-3)
     first = next(gen)
     train_state = first[0]
@@ -46,12 +52,28 @@ def test_stop_keeps_what_was_learned():
     assert "No training is running" in train_tab.stop_training(final_state)
 
 
-def test_closing_the_tab_stops_the_thread():
+def test_closing_the_tab_stops_the_thread(no_time_limit):
     gen = train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 5000, 3e-3)
     job = JOBS[next(gen)[0]["job"]]
     gen.close()  # what Gradio does when the client disconnects
     assert job.done.wait(60)
     assert job.trainer.step_count < 5000
+
+
+def test_a_run_waiting_for_a_slot_is_told_its_place_and_may_leave(no_time_limit, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_MAX_TRAININGS", "1")
+    first = train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 5000, 3e-3)
+    running = JOBS[next(first)[0]["job"]]
+    while not running.train_points:
+        next(first)
+    second = train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 5000, 3e-3)
+    state, _, _, message = next(second)
+    assert "you are number 1 in the queue (1 of 1 runs that train at once are running" in message, message
+    assert "each may take up to 166 h 40 min" in message and "Yours starts within 166 h" in message
+    assert "Stopping" in train_tab.stop_training(state)  # Stop while waiting: it leaves the queue
+    assert "Left the queue before the run started: nothing was trained" in list(second)[-1][3]
+    first.close()
+    assert running.done.wait(60)
 
 
 @pytest.mark.parametrize(
