@@ -129,6 +129,7 @@ ERRORS_ZH = {
     "inside.target_missing": "请输入目标 token（例如 ' the' 或 '\\n'）。",
     "inside.target_not_one": "目标必须恰好是一个 token；{text!r} 是 {n} 个 token（{pieces}）。开头的空格属于 token："
     "' the' 是一个 token，'the ' 是两个。",
+    "inside.target_long": "目标必须恰好是一个 token；这段文本有 {n:,} 个字符，而 GPT-2 最长的 token 只有 {longest} 个字符。",
     "inside.lens_window": "透镜窗口必须在位置 0–{last} 之内，收到的是 {first!r}–{stop!r}。",
     "inside.attribution_post_norm": "Logit 归因需要前归一化的模型（有最终的 LayerNorm）；这个模型在每一块之后归一化，"
     "它的输出不是各部分之和。",
@@ -145,6 +146,7 @@ ERRORS_ZH = {
     "inside.scale_head_shape": "scale_head 必须是 (层, 头, α)。",
     "inside.heads_field": "{name}：请把头写成 层.头，用逗号分隔（如 0.1, 2.3）；无法读取 {bad!r}。",
     "inside.layers_field": "{name}：请写层号，用逗号分隔（如 0, 2）；无法读取 {bad!r}。",
+    "inside.list_long": "{name} 有 {n:,} 个字符；这里的头或层的列表最多 {limit:,} 个字符。",
     "inside.scale_one_head": "缩放的头：只能写一个头（层.头）。",
     "inside.dose_needs_head": "缩放的头：剂量-响应曲线需要指定一个头，写成 层.头（如 1.2）。",
     # ---- Score & compare, replay
@@ -178,6 +180,21 @@ ERRORS_ZH = {
     "replay.unknown_model": "文件里写的模型本程序不认识",
     "replay.unknown_hub": "{repo!r} 不是本程序提供的 hub 模型",
     "replay.checkpoint_missing": "检查点 {label!r} 不在本服务器上",
+    "replay.nested": "这个文件的 JSON 嵌套太深，不可能是本程序的重放文件。",
+    "replay.npz_member_big": "这个 .npz 声明其成员 {member} 有 {size}；运行导出的成员最多 {limit}。没有读取它。",
+    "replay.npz_metadata": "这个 .npz 的 metadata.npy 不是运行导出的格式（它声明的是形状为 {shape} 的 {dtype}，而不是一个字符串）。",
+    "replay.npz_short": "这个 .npz 的 metadata.npy 只有 {got:,} 字节，而它的头部声明了 {declared:,} 字节。",
+    "replay.prompt_long": "重放记录的提示词有 {n:,} 个 token；一次运行的提示词最多 {limit:,} 个。",
+    "replay.too_many_tokens": "重放记录列出了 {n:,} 个生成的 token；一次运行最多生成 {limit} 个，重放也一样。",
+    "replay.probs_count": "重放记录的 probs 必须为它的 {n:,} 个生成 token 各给出一个概率。",
+    "replay.probs_range": "重放记录的 probs 必须是 0 到 1 之间的数。",
+    "replay.seed_range": "重放记录的种子必须在 0 到 2⁶³ − 1 之间。",
+    "replay.sha": "重放记录的 weights_sha256 必须是十六进制的 sha256。",
+    "replay.recipe": "重放记录的 recipe 必须是一个说明模型的对象。",
+    "replay.settings": "重放记录的 settings 必须是一个含 temperature、top_k 和 top_p 的对象。",
+    "replay.temperature": "重放记录的 settings.temperature 必须是 0（贪心）或正数。",
+    "replay.top_k": "重放记录的 settings.top_k 必须是 0（关闭）或正整数。",
+    "replay.top_p": "重放记录的 settings.top_p 必须在 (0, 1] 之内。",
     # ---- the Tokenizer tab
     "tokenizer.text_not_str": "文本必须是字符串，收到的是 {kind}。",
     "tokenizer.text_too_long": "文本有 {n:,} 个字符；分词视图最多接受 {limit:,} 个。",
@@ -260,4 +277,6 @@ FIELD_ZH = {
     "Preset": "预设配置",
     "Replace undecodable bytes": "替换无法解码的字节",
     "Drop positional embedding": "去掉位置嵌入",
+    "Log scale": "对数刻度",
+    "Target token id": "目标 token 编号",
 }

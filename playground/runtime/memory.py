@@ -143,6 +143,9 @@ KIND_LABELS = {  # kind -> (one, many)
     "training": ("training job", "training jobs"),
     "export": ("export", "exports"),
     "build": ("build in progress", "builds in progress"),
+    "scoring": ("text being scored", "texts being scored"),
+    "lens": ("view of the inside", "views of the inside"),
+    "replay": ("replay file being read", "replay files being read"),
 }
 
 ADVICE = (
@@ -163,7 +166,7 @@ class MemoryBudget:
       whole-budget limit applies): a loader checking the model it is about to build was already
       accounted for by the reservation.
     - ``check(nbytes, what)``: raise ``MemoryBudgetError`` naming the holders if it does not fit.
-    - ``usage()`` / ``describe()``: the holders, largest first / in one sentence.
+    - ``usage()`` / ``describe()``: the holders, largest first / counts and sizes in one sentence.
     """
 
     def __init__(self, total_bytes: int | None = None):
@@ -191,6 +194,8 @@ class MemoryBudget:
             return sorted(self._held.values(), key=lambda h: -h.nbytes)
 
     def describe(self) -> str:
+        """What holds the memory, as counts and sizes by kind. Never the holders' names: a refusal is
+        read by one user, and the models, checkpoint file names and seeds held are other users'."""
         groups: dict[str, list[Holding]] = {}
         for h in self.usage():
             groups.setdefault(h.kind, []).append(h)
@@ -199,9 +204,8 @@ class MemoryBudget:
         parts = []
         for kind, items in groups.items():
             one, many = KIND_LABELS.get(kind, (kind, kind + "s"))
-            names = "; ".join(h.what for h in items[:3]) + ("; …" if len(items) > 3 else "")
             label = f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
-            parts.append(f"{label} ({names}: {format_bytes(sum(h.nbytes for h in items))})")
+            parts.append(f"{label} ({format_bytes(sum(h.nbytes for h in items))})")
         return ", ".join(parts)
 
     def _own_reserved(self) -> int:

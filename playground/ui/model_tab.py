@@ -28,7 +28,7 @@ from playground.server.model_views import tree_table, tying_explanation
 from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
 
 from . import listeners, redraw
-from .common import T, choices, fail, lang_of, new_state, ok, page_prefs, parse_whole, session_model, tr
+from .common import T, choices, fail, lang_of, new_state, ok, page_prefs, parse_whole, session_model, tr, tr_error
 from .model_switch import (
     DTYPES,
     FIELDS,
@@ -152,13 +152,25 @@ def build_from_form(
 
 
 def show_tree(state, depth):
+    """The module tree to ``depth``; a depth that is not 1–10 is refused in the page's toast (the
+    tree has no message box of its own), without a traceback in the log."""
+    lang = lang_of(state)
     try:
-        lang = lang_of(state)
-        return table(
-            tree_table(session_model(state), parse_whole(depth, "Tree depth", 1, 10), lang), "tree_headers", lang
-        )
+        depth = parse_whole(depth, "Tree depth", 1, 10)
+    except ValueError as e:
+        raise gr.Error(tr_error(lang, e), print_exception=False) from None
+    try:
+        return table(tree_table(session_model(state), depth, lang), "tree_headers", lang)
     except Exception:
         return gr.skip()
+
+
+def _depth_or_default(depth) -> int:
+    """The tree depth a redraw uses: the slider's value when it is one, else the default 3."""
+    try:
+        return parse_whole(depth, "Tree depth", 1, 10)
+    except ValueError:
+        return 3
 
 
 def load_session(state=None, request: gr.Request = None) -> Loaded:
@@ -181,9 +193,7 @@ def relabel(request: gr.Request, state, depth) -> Relabelled:
     """After a change of the page's language: the model's views, the choices' labels, the kernels
     box and the last build's message, in the new language."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    views = model_views(
-        session_model(state), state["recipe"], depth if isinstance(depth, (int, float)) else 3, lang, present
-    )
+    views = model_views(session_model(state), state["recipe"], _depth_or_default(depth), lang, present)
     return Relabelled(
         summary=views.summary,
         weights=gr.update(choices=choices(WEIGHT_KEYS, lang)),

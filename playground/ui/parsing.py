@@ -59,11 +59,11 @@ def parse_count(value, name: str, lo: int | None = None, hi: int | None = None) 
     """A whole number of things (steps, top-k): text is refused as not a number at all; 2.5, nan
     and inf as not whole."""
     if isinstance(value, bool) or value is None or value == "":
-        raise ValueError(f"{name} must be a number, got {value!r}.")
+        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value)
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value) from None
     return parse_whole(number, name, lo, hi)
 
 
@@ -107,6 +107,20 @@ def parse_choice(value, choices, name: str) -> str:
             "input.not_one_of", "{name} must be one of {choices}; got {value!r}.", name=name, choices=shown, value=value
         )
     return value
+
+
+def _as_sent(payload):
+    return payload
+
+
+def numbers_as_sent(demo: gr.Blocks) -> None:
+    """Every slider and number box hands its handler the value as sent. Gradio's own preprocessing
+    rounds 2.5 to 2 where ``precision=0`` and answers a string, None, NaN or a value out of the
+    slider's range with its own error (no field named, a traceback in the log) before the handler
+    runs; the handlers parse every such value themselves (``parse_whole`` ...) and name the field."""
+    for block in demo.blocks.values():
+        if isinstance(block, (gr.Slider, gr.Number)):
+            block.preprocess = _as_sent
 
 
 def slider_range(maximum: int, value: int = 0) -> dict:
