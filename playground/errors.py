@@ -9,6 +9,7 @@ still catch by kind. This module imports nothing of the project: every layer may
 
 from __future__ import annotations
 
+import math
 import reprlib
 from typing import Any
 
@@ -34,6 +35,11 @@ def excerpt(value: Any) -> Any:
         return value if len(value) <= MAX_FIELD_CHARS else value[: MAX_FIELD_CHARS - 1] + "…"
     if isinstance(value, (bytes, bytearray, list, tuple, dict, set, frozenset)):
         return _Shown(_REPR.repr(value))
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**21:
+        try:
+            return float(value)  # said as 1e+308, not in 309 digits
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, BaseException) and not hasattr(value, "key"):  # (a UserError is said by its key)
         return excerpt(str(value))
     return value

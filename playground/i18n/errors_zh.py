@@ -20,6 +20,11 @@ ERRORS_ZH = {
     "config.not_whole": "{name} 必须是整数，收到的是 {value!r}。",
     "config.not_positive": "{name} 必须是正数，收到的是 {value}。",
     "config.field_empty": "{name} 是空的：请输入一个整数。",
+    "config.field_huge": "{name} 是 {value:,}；没有这么大的模型（最多 {cap:,}）。",
+    "config.vocab_too_large": "vocab_size 是 {value:,}；GPT-2 分词器只产生 {gpt2_vocab:,} 种 token，本服务器最多构建 {cap:,}"
+    "（超过 {gpt2_vocab:,} 的行永远用不到，只会占用内存和时间）。",
+    "config.context_too_large": "context_length 是 {value:,}；本服务器最多构建 {cap:,} 个位置（GPT-2：1,024）。",
+    "config.heads_too_many": "n_heads 是 {value:,}；本服务器每层最多构建 {cap} 个头（GPT-2 XL：25）。",
     "config.heads_divide": "emb_dim（{emb_dim}）必须能被 n_heads（{n_heads}）整除：每个头分到 emb_dim / n_heads 维。"
     "可以试试 n_heads = {options}。",
     "config.drop_rate_number": "drop_rate 必须是数字，收到的是 {drop_rate!r}。",
