@@ -67,6 +67,8 @@ ERRORS_ZH = {
     "weights.not_float": "{name}：有 {n} 个张量不是以浮点数存储的（{first}）；权重必须是 F32、F16、BF16 或 F64。",
     "weights.do_not_fit": "权重与这个模型不匹配：{report}。",
     "weights.not_filled": "{name}：{first} 没有被填充。",
+    "weights.activations_not_finite": "{name}：每个权重都是有限的，但用 {n} 个 token 试跑一次模型，得到的 logits 是 NaN 或无穷大"
+    "（最大的权重是 {largest:.3g}：有些权重对 {dtype} 来说太大了）。每次生成都会失败，所以拒绝这个文件。",
     "weights.non_finite": "{name}：有 {n} 个张量含有 NaN 或无穷大：{first}。这样的权重会让每个预测都变成 NaN；文件被拒绝。",
     "weights.no_checkpoint": "{path} 处没有检查点。",
     "weights.gpt2_no_layers": "GPT-2 检查点里没有任何 Transformer 层（h.N.*）。",
