@@ -150,7 +150,7 @@ def check_record(record) -> dict:
         raise ReplayError(
             "replay.version",
             "This replay file is version {version!r}; this app reads version {supported}.",
-            version=str(record.get("version"))[:20],
+            version=record.get("version"),
             supported=VERSION,
         )
     need = ("recipe", "weights_sha256", "prompt_ids", "settings", "seed", "token_ids", "probs")
