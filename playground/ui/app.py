@@ -30,7 +30,7 @@ from . import (
 )
 from .common import I18N, T, new_state
 from .compare_views import CSS as COMPARE_CSS
-from .parsing import numbers_as_sent
+from .parsing import inputs_as_sent
 from .style import CSS, RESIZE_JS
 
 
@@ -66,7 +66,7 @@ def build_demo() -> gr.Blocks:
         prefs.wire(page)  # last: it chains the redraws the tabs registered
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
-    numbers_as_sent(demo)
+    inputs_as_sent(demo)
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo
 
