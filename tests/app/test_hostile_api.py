@@ -143,3 +143,34 @@ def test_an_uploaded_file_name_is_literal_text_in_the_summary():
     line = summary_line(model, file_recipe(gradio_cache_dir() / "x.safetensors", name))
     assert markdown_literal(name) in line and "[click](" not in line and not re.search(r"(?<!\\)<img", line)
     assert markdown_literal(name).replace("\\", "") == name  # the escapes show the name as it is
+
+
+def test_every_endpoint_answers_junk_in_its_numbers_and_choices_itself(client, capfd):
+    """Every slider, number box, dropdown and radio of every endpoint, sent a string (and a fraction
+    where a number goes): the app answers, and only with its own words."""
+    capfd.readouterr()
+    endpoints = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    calls = 0
+    for api, endpoint in endpoints.items():
+        if api == "/train":
+            continue  # it starts a training job; its fields are tried in test_train_tab and reliability_cases
+        params = endpoint["parameters"]
+        base = [
+            p["parameter_default"]
+            if p["parameter_has_default"]
+            else (None if p["component"] == "File" else p["example_input"])
+            for p in params
+        ]
+        for i, p in enumerate(params):
+            if p["component"] not in ("Slider", "Number", "Dropdown", "Radio"):
+                continue
+            for bad in ("zzz", 2.5) if p["component"] in ("Slider", "Number") else ("zzz",):
+                args = list(base)
+                args[i] = bad
+                calls += 1
+                try:
+                    client.predict(*args, api_name=api)
+                except Exception as e:  # only a refusal the app raised itself (the module tree's toast)
+                    assert "must be" in str(e) and "Value" not in str(e), (api, p["parameter_name"], str(e))
+    assert calls > 80
+    assert "Traceback" not in capfd.readouterr().err
