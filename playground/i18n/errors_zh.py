@@ -188,6 +188,7 @@ ERRORS_ZH = {
     "replay.unknown_hub": "{repo!r} 不是本程序提供的 hub 模型",
     "replay.checkpoint_missing": "检查点 {label!r} 不在本服务器上",
     "replay.nested": "这个文件的 JSON 嵌套太深，不可能是本程序的重放文件。",
+    "replay.npz_members": "这个 .npz 列出了 {n:,} 个成员；运行导出最多只有 {most} 个。没有读取它。",
     "replay.npz_member_big": "这个 .npz 声明其成员 {member} 有 {size}；运行导出的成员最多 {limit}。没有读取它。",
     "replay.npz_metadata": "这个 .npz 的 metadata.npy 不是运行导出的格式（它声明的是形状为 {shape} 的 {dtype}，而不是一个字符串）。",
     "replay.npz_short": "这个 .npz 的 metadata.npy 只有 {got:,} 字节，而它的头部声明了 {declared:,} 字节。",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import struct
 import zipfile
 from pathlib import Path
 
@@ -30,6 +31,9 @@ MAX_METADATA_BYTES = 4 * MAX_REPLAY_JSON_BYTES
 # Parsing JSON into Python objects takes a few times the text: reserved in the budget while it runs.
 PARSE_FACTOR = 4
 MAX_PROMPT_IDS = MAX_PROMPT_CHARS  # a token is at least one character of the prompt
+# A run export has three members; zipfile builds an object per listed member before anything else,
+# so a directory of millions of entries is refused from the end record first.
+MAX_ZIP_MEMBERS = 16
 
 
 class ReplayError(UserError):
@@ -52,14 +56,14 @@ def read_record(path) -> dict:
                 "export) and load that.",
                 mb=size / 1000000.0,
             )
-        with BUDGET.reserve(size * (1 + PARSE_FACTOR), "reading a replay file", "replay"):
+        with BUDGET.reserve(2 * size, "reading a replay file", "replay"):  # the bytes and their text
             try:
                 text = path.read_bytes().decode("utf-8")
             except UnicodeDecodeError as e:
                 raise ReplayError(
                     "replay.not_json", "This file is not a replay file (it is not JSON: {reason}).", reason=e
                 ) from None
-    with BUDGET.reserve(len(text) * PARSE_FACTOR, "reading a replay file", "replay"):
+    with BUDGET.reserve(len(text) * (1 + PARSE_FACTOR), "reading a replay file", "replay"):  # the text and its objects
         try:
             meta = json.loads(text)
         except json.JSONDecodeError as e:
@@ -77,6 +81,14 @@ def _npz_metadata(path: Path) -> str:
     """The JSON text in an .npz export's ``metadata.npy``, after checking every member's declared
     size (zip entry) and the metadata's .npy header (a 0-d unicode string of a bounded size)."""
     limit = max_export_bytes()
+    members = _zip_member_count(path)
+    if members > MAX_ZIP_MEMBERS:
+        raise ReplayError(
+            "replay.npz_members",
+            "This .npz lists {n:,} members; a run export has {most} or fewer. It is not read.",
+            n=members,
+            most=MAX_ZIP_MEMBERS,
+        )
     try:
         with zipfile.ZipFile(path) as zf:
             infos = zf.infolist()
@@ -119,6 +131,19 @@ def _npz_metadata(path: Path) -> str:
         if isinstance(e, UserError):
             raise
         raise ReplayError("replay.npz", "This .npz is not a run export of this app ({reason}).", reason=e) from None
+
+
+def _zip_member_count(path: Path) -> int:
+    """How many members a zip's end-of-directory record lists (read from the file's last 64 KB; a
+    zip64 file says 0xFFFF there, which is more than a run export has)."""
+    with open(path, "rb") as f:
+        end = f.seek(0, 2)
+        f.seek(max(0, end - (22 + 0xFFFF)))  # the record, after a comment of at most 64 KB
+        tail = f.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return 0  # no record: zipfile's own refusal follows
+    return struct.unpack("<H", tail[at + 10 : at + 12])[0]
 
 
 def _member_too_big(name: str, nbytes: int, limit: int) -> ReplayError:

@@ -131,6 +131,13 @@ def test_a_zip_entry_declared_past_the_bound_is_refused_unread(tmp_path, monkeyp
     assert peak < 20_000_000
 
 
+def test_a_zip_listing_thousands_of_members_is_refused_from_its_end_record(tmp_path):
+    path = _npz(tmp_path, {f"m{i}.npy": b"" for i in range(5000)} | {"metadata.npy": b"x"})
+    error, peak = _read_measured(path)
+    assert error.key == "replay.npz_members" and "5,001 members" in str(error)
+    assert peak < 1_000_000  # not one ZipInfo object was made
+
+
 def test_a_header_shorter_than_its_data_is_refused(tmp_path):
     path = _npz(tmp_path, {"metadata.npy": _npy_header("<U1000", ()) + b"\0" * 40})
     assert _read_measured(path)[0].key == "replay.npz_short"
