@@ -161,6 +161,31 @@ def check_finite(model: GPTModel, name: str = "The weights") -> None:
     _refuse_non_finite(bad, name)
 
 
+PROBE_TOKENS = 8  # a few positions: enough for huge weights to overflow, cheap even for GPT-2 XL
+
+
+def check_activations(model: GPTModel, name: str = "The weights") -> None:
+    """Refuse finite weights that still overflow: a short probe forward (token ids 0, 1, ...) must
+    give finite logits, or every generation with the model would fail."""
+    n = min(PROBE_TOKENS, model.cfg.context_length)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        logits = model(torch.arange(n, device=device).remainder(model.cfg.vocab_size)[None])
+        if bool(torch.isfinite(logits).all()):
+            return
+        largest = max(float(p.detach().abs().max()) for p in model.parameters() if p.is_floating_point())
+    raise WeightLoadError(
+        "weights.activations_not_finite",
+        "{name}: every weight is finite, but a probe through the model on {n} tokens gives NaN or infinite "
+        "logits (the largest weight is {largest:.3g}: some weights are far too large for {dtype}). Every "
+        "generation would fail; the file is refused.",
+        name=name,
+        n=n,
+        largest=largest,
+        dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+    )
+
+
 def _non_finite_count(value: torch.Tensor) -> int:
     """How many values are NaN or ±inf. Any NaN or inf makes the sum non-finite, so one fast
     reduction clears a healthy tensor (30 ms for GPT-2's embedding, against 1.6 s for isfinite);

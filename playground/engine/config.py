@@ -17,6 +17,9 @@ from playground.errors import UserError
 from playground.runtime.memory import MemoryBudget, default_budget_bytes, format_bytes
 
 GPT2_VOCAB_SIZE = 50257  # tokens in the GPT-2 BPE (50,000 merges + 256 bytes + <|endoftext|>)
+# A whole-number field past this is no model at all (a tensor dimension, a count of layers): refused
+# before any size is computed from it, so 1e308 gets a message rather than an overflow.
+MAX_FIELD_VALUE = 2**31 - 1
 
 POS_ENCODINGS = ("learned", "sinusoidal")
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu")
@@ -81,6 +84,14 @@ class GPTConfig(SerializableConfig):
             if value <= 0:
                 raise ConfigError(
                     "config.not_positive", "{name} must be positive, got {value}.", name=name, value=value
+                )
+            if value > MAX_FIELD_VALUE:
+                raise ConfigError(
+                    "config.field_huge",
+                    "{name} is {value:,}; no model has that many (at most {cap:,}).",
+                    name=name,
+                    value=value,
+                    cap=MAX_FIELD_VALUE,
                 )
         if self.emb_dim % self.n_heads:
             raise ConfigError(
@@ -241,6 +252,14 @@ def default_memory_budget_bytes() -> int:
 MAX_LAYERS = 256
 MAX_EMB_DIM = 8192
 MAX_PARAMETERS = 1_700_000_000
+# The tokenizer never produces an id of 50,257 or more: rows past it are never read but cost memory
+# and time in every output-head product (vocab_size 10,000,000 passed the other caps and held the one
+# build slot for 114-322 s). A larger vocabulary is allowed on purpose, up to 2¹⁶ (nanoGPT pads GPT-2's
+# to 50,304 for speed). GPT-2 reads 1,024 positions; 8,192 leaves room to experiment. More heads than
+# 256 only split emb_dim into slivers (and a per-head model into that many modules).
+MAX_VOCAB_SIZE = 65_536
+MAX_CONTEXT_LENGTH = 8192
+MAX_HEADS = 256
 
 
 def check_build_size(cfg: GPTConfig) -> None:
@@ -263,6 +282,29 @@ def check_build_size(cfg: GPTConfig) -> None:
                 cap=cap,
                 unit=unit,
             )
+    if cfg.vocab_size > MAX_VOCAB_SIZE:
+        raise ConfigError(
+            "config.vocab_too_large",
+            "vocab_size is {value:,}; the GPT-2 tokenizer makes {gpt2_vocab:,} different tokens and this server "
+            "builds at most {cap:,} (rows past {gpt2_vocab:,} are never used; they only cost memory and time).",
+            value=cfg.vocab_size,
+            gpt2_vocab=GPT2_VOCAB_SIZE,
+            cap=MAX_VOCAB_SIZE,
+        )
+    if cfg.context_length > MAX_CONTEXT_LENGTH:
+        raise ConfigError(
+            "config.context_too_large",
+            "context_length is {value:,}; this server builds at most {cap:,} positions (GPT-2: 1,024).",
+            value=cfg.context_length,
+            cap=MAX_CONTEXT_LENGTH,
+        )
+    if cfg.n_heads > MAX_HEADS:
+        raise ConfigError(
+            "config.heads_too_many",
+            "n_heads is {value:,}; this server builds at most {cap} heads per layer (GPT-2 XL: 25).",
+            value=cfg.n_heads,
+            cap=MAX_HEADS,
+        )
 
 
 def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | None = None) -> int:

@@ -13,7 +13,14 @@ from pathlib import Path
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from playground.engine.checkpoint_files import CheckpointHeader, check_finite, check_header, read_header, stream_weights
+from playground.engine.checkpoint_files import (
+    CheckpointHeader,
+    check_activations,
+    check_finite,
+    check_header,
+    read_header,
+    stream_weights,
+)
 from playground.engine.config import ConfigError, GPTConfig, check_fits
 from playground.engine.hf_gpt2 import infer_gpt2_config, to_gpt2_state
 from playground.engine.model import GPTModel
@@ -80,7 +87,8 @@ def load_checkpoint(
 
     Untrusted input, in order of cost: the size; the header (keys, shapes, dtypes, config) against
     the model the config describes, on the meta device; the memory budget; only then the model is
-    built and the tensors streamed in one at a time; finally NaN/inf are refused. ``name`` is what
+    built and the tensors streamed in one at a time; finally NaN/inf are refused, and so are finite
+    weights whose probe forward overflows (``check_activations``). ``name`` is what
     messages call the file (an upload's original name; default: the file's own name). ``device`` as
     for ``load_pretrained`` (default ``PLAYGROUND_DEVICE``)."""
     target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first
@@ -96,6 +104,7 @@ def load_checkpoint(
     stream_weights(model, path, header, layout)
     model = model.to(device=target, dtype=torch_dtype).eval()
     check_finite(model, header.name)
+    check_activations(model, header.name)
     model.load_report = report
     model.checkpoint_metadata = {k: v for k, v in header.metadata.items() if k not in ("config", "format")}
     return model

@@ -20,6 +20,11 @@ ERRORS_ZH = {
     "config.not_whole": "{name} 必须是整数，收到的是 {value!r}。",
     "config.not_positive": "{name} 必须是正数，收到的是 {value}。",
     "config.field_empty": "{name} 是空的：请输入一个整数。",
+    "config.field_huge": "{name} 是 {value:,}；没有这么大的模型（最多 {cap:,}）。",
+    "config.vocab_too_large": "vocab_size 是 {value:,}；GPT-2 分词器只产生 {gpt2_vocab:,} 种 token，本服务器最多构建 {cap:,}"
+    "（超过 {gpt2_vocab:,} 的行永远用不到，只会占用内存和时间）。",
+    "config.context_too_large": "context_length 是 {value:,}；本服务器最多构建 {cap:,} 个位置（GPT-2：1,024）。",
+    "config.heads_too_many": "n_heads 是 {value:,}；本服务器每层最多构建 {cap} 个头（GPT-2 XL：25）。",
     "config.heads_divide": "emb_dim（{emb_dim}）必须能被 n_heads（{n_heads}）整除：每个头分到 emb_dim / n_heads 维。"
     "可以试试 n_heads = {options}。",
     "config.drop_rate_number": "drop_rate 必须是数字，收到的是 {drop_rate!r}。",
@@ -62,6 +67,8 @@ ERRORS_ZH = {
     "weights.not_float": "{name}：有 {n} 个张量不是以浮点数存储的（{first}）；权重必须是 F32、F16、BF16 或 F64。",
     "weights.do_not_fit": "权重与这个模型不匹配：{report}。",
     "weights.not_filled": "{name}：{first} 没有被填充。",
+    "weights.activations_not_finite": "{name}：每个权重都是有限的，但用 {n} 个 token 试跑一次模型，得到的 logits 是 NaN 或无穷大"
+    "（最大的权重是 {largest:.3g}：有些权重对 {dtype} 来说太大了）。每次生成都会失败，所以拒绝这个文件。",
     "weights.non_finite": "{name}：有 {n} 个张量含有 NaN 或无穷大：{first}。这样的权重会让每个预测都变成 NaN；文件被拒绝。",
     "weights.no_checkpoint": "{path} 处没有检查点。",
     "weights.gpt2_no_layers": "GPT-2 检查点里没有任何 Transformer 层（h.N.*）。",
@@ -135,6 +142,7 @@ ERRORS_ZH = {
     "inside.target_missing": "请输入目标 token（例如 ' the' 或 '\\n'）。",
     "inside.target_not_one": "目标必须恰好是一个 token；{text!r} 是 {n} 个 token（{pieces}）。开头的空格属于 token："
     "' the' 是一个 token，'the ' 是两个。",
+    "inside.target_long": "目标必须恰好是一个 token；这段文本有 {n:,} 个字符，而 GPT-2 最长的 token 只有 {longest} 个字符。",
     "inside.lens_window": "透镜窗口必须在位置 0–{last} 之内，收到的是 {first!r}–{stop!r}。",
     "inside.attribution_post_norm": "Logit 归因需要前归一化的模型（有最终的 LayerNorm）；这个模型在每一块之后归一化，"
     "它的输出不是各部分之和。",
@@ -151,6 +159,7 @@ ERRORS_ZH = {
     "inside.scale_head_shape": "scale_head 必须是 (层, 头, α)。",
     "inside.heads_field": "{name}：请把头写成 层.头，用逗号分隔（如 0.1, 2.3）；无法读取 {bad!r}。",
     "inside.layers_field": "{name}：请写层号，用逗号分隔（如 0, 2）；无法读取 {bad!r}。",
+    "inside.list_long": "{name} 有 {n:,} 个字符；这里的头或层的列表最多 {limit:,} 个字符。",
     "inside.scale_one_head": "缩放的头：只能写一个头（层.头）。",
     "inside.dose_needs_head": "缩放的头：剂量-响应曲线需要指定一个头，写成 层.头（如 1.2）。",
     # ---- Score & compare, replay
@@ -184,6 +193,22 @@ ERRORS_ZH = {
     "replay.unknown_model": "文件里写的模型本程序不认识",
     "replay.unknown_hub": "{repo!r} 不是本程序提供的 hub 模型",
     "replay.checkpoint_missing": "检查点 {label!r} 不在本服务器上",
+    "replay.nested": "这个文件的 JSON 嵌套太深，不可能是本程序的重放文件。",
+    "replay.npz_members": "这个 .npz 列出了 {n:,} 个成员；运行导出最多只有 {most} 个。没有读取它。",
+    "replay.npz_member_big": "这个 .npz 声明其成员 {member} 有 {size}；运行导出的成员最多 {limit}。没有读取它。",
+    "replay.npz_metadata": "这个 .npz 的 metadata.npy 不是运行导出的格式（它声明的是形状为 {shape} 的 {dtype}，而不是一个字符串）。",
+    "replay.npz_short": "这个 .npz 的 metadata.npy 只有 {got:,} 字节，而它的头部声明了 {declared:,} 字节。",
+    "replay.prompt_long": "重放记录的提示词有 {n:,} 个 token；一次运行的提示词最多 {limit:,} 个。",
+    "replay.too_many_tokens": "重放记录列出了 {n:,} 个生成的 token；一次运行最多生成 {limit} 个，重放也一样。",
+    "replay.probs_count": "重放记录的 probs 必须为它的 {n:,} 个生成 token 各给出一个概率。",
+    "replay.probs_range": "重放记录的 probs 必须是 0 到 1 之间的数。",
+    "replay.seed_range": "重放记录的种子必须在 0 到 2⁶³ − 1 之间。",
+    "replay.sha": "重放记录的 weights_sha256 必须是十六进制的 sha256。",
+    "replay.recipe": "重放记录的 recipe 必须是一个说明模型的对象。",
+    "replay.settings": "重放记录的 settings 必须是一个含 temperature、top_k 和 top_p 的对象。",
+    "replay.temperature": "重放记录的 settings.temperature 必须是 0（贪心）或正数。",
+    "replay.top_k": "重放记录的 settings.top_k 必须是 0（关闭）或正整数。",
+    "replay.top_p": "重放记录的 settings.top_p 必须在 (0, 1] 之内。",
     # ---- the Tokenizer tab
     "tokenizer.text_not_str": "文本必须是字符串，收到的是 {kind}。",
     "tokenizer.text_too_long": "文本有 {n:,} 个字符；分词视图最多接受 {limit:,} 个。",
@@ -273,4 +298,6 @@ FIELD_ZH = {
     "Drop positional embedding": "去掉位置嵌入",
     "about": "约",  # a training run's time: measured ...
     "at least": "至少",  # ... or bounded below by its arithmetic
+    "Log scale": "对数刻度",
+    "Target token id": "目标 token 编号",
 }

@@ -9,6 +9,9 @@ from __future__ import annotations
 from playground.errors import UserError
 from playground.runtime.memory import BUDGET
 
+LONGEST_TOKEN_CHARS = 66  # GPT-2's longest token (id 38093, a space and 65 "=")
+MAX_TARGET_CHARS = 2 * LONGEST_TOKEN_CHARS  # room for "\\n" typed as two characters
+
 
 class LensError(UserError):
     """A request the lenses cannot answer (bad position, target, layer...); for the user."""
@@ -77,9 +80,18 @@ def target_or_next(model, ids: list[int], position: int, target_id) -> int:
 
 
 def resolve_target(tokenizer, text: str) -> int:
-    """The single token ``text`` encodes to; LensError when it is empty or more than one token."""
+    """The single token ``text`` encodes to; LensError when it is empty or more than one token. A
+    text longer than any token is refused before the tokenizer sees it."""
     if not isinstance(text, str) or text == "":
         raise LensError("inside.target_missing", "Type the target token (for example ' the' or '\\n').")
+    if len(text) > MAX_TARGET_CHARS:
+        raise LensError(
+            "inside.target_long",
+            "The target must be exactly one token; this text is {n:,} characters, and the longest GPT-2 token "
+            "is {longest}.",
+            n=len(text),
+            longest=LONGEST_TOKEN_CHARS,
+        )
     text = text.replace("\\n", "\n")
     ids = tokenizer.encode(text)
     if len(ids) != 1:

@@ -152,6 +152,9 @@ KIND_LABELS = {  # kind -> (one, many)
     "build": ("build in progress", "builds in progress"),
     "reserved": ("generation kept ready for its session", "generations kept ready for their sessions"),
     "server": ("server process", "server processes"),
+    "scoring": ("text being scored", "texts being scored"),
+    "lens": ("view of the inside", "views of the inside"),
+    "replay": ("replay file being read", "replay files being read"),
 }
 
 ADVICE = (
@@ -172,7 +175,7 @@ class MemoryBudget:
       whole-budget limit applies): a loader checking the model it is about to build was already
       accounted for by the reservation.
     - ``check(nbytes, what)``: raise ``MemoryBudgetError`` naming the holders if it does not fit.
-    - ``usage()`` / ``describe()``: the holders, largest first / in one sentence.
+    - ``usage()`` / ``describe()``: the holders, largest first / counts and sizes in one sentence.
     """
 
     def __init__(self, total_bytes: int | None = None):
@@ -245,6 +248,8 @@ class MemoryBudget:
             self._evictors = [m for m in self._evictors if m() is not None] + [weakref.WeakMethod(method)]
 
     def describe(self) -> str:
+        """What holds the memory, as counts and sizes by kind. Never the holders' names: a refusal is
+        read by one user, and the models, checkpoint file names and seeds held are other users'."""
         groups: dict[str, list[Holding]] = {}
         for h in self.usage():
             groups.setdefault(h.kind, []).append(h)
@@ -253,9 +258,8 @@ class MemoryBudget:
         parts = []
         for kind, items in groups.items():
             one, many = KIND_LABELS.get(kind, (kind, kind + "s"))
-            names = "; ".join(h.what for h in items[:3]) + ("; …" if len(items) > 3 else "")
             label = f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
-            parts.append(f"{label} ({names}: {format_bytes(sum(h.nbytes for h in items))})")
+            parts.append(f"{label} ({format_bytes(sum(h.nbytes for h in items))})")
         return ", ".join(parts)
 
     def _own_reserved(self) -> int:

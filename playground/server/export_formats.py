@@ -12,12 +12,19 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 JSON_DECIMALS = 5
+DEFAULT_MAX_EXPORT_MB = 1000  # a full 1024-token GPT-2 small run is 756 MB as JSON, 604 MB as .npz
+
+
+def max_export_bytes() -> int:
+    """The largest export written (``PLAYGROUND_MAX_EXPORT_MB``), and so the largest file read back."""
+    return int(float(os.environ.get("PLAYGROUND_MAX_EXPORT_MB", DEFAULT_MAX_EXPORT_MB)) * 1e6)
 
 
 def json_attention_bytes(n_layers: int, n_heads: int, T: int, decimals: int = JSON_DECIMALS) -> int:

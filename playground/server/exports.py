@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from playground.server.export_formats import (
     JSON_DECIMALS,
     finite_json,
     json_attention_bytes,
+    max_export_bytes,
     npz_attention_bytes,
     write_json,
     write_npz,
@@ -36,8 +36,6 @@ from playground.server.files import enforce_disk_budget, exports_dir, touch, wri
 from playground.server.recipes import describe_recipe, recipe_key
 from playground.server.replay import replay_record
 from playground.server.runs import Run, all_layers_attention_bytes, run_attention
-
-DEFAULT_MAX_EXPORT_MB = 1000  # a full 1024-token GPT-2 small run is 756 MB as JSON, 604 MB as .npz
 
 
 class ExportTooLarge(UserError):
@@ -49,10 +47,6 @@ class ExportTooLarge(UserError):
     ):
         super().__init__(key, template, size=_mb(size), limit=_mb(limit), **fields)
         self.size, self.limit, self.options = size, limit, options
-
-
-def max_export_bytes() -> int:
-    return int(float(os.environ.get("PLAYGROUND_MAX_EXPORT_MB", DEFAULT_MAX_EXPORT_MB)) * 1e6)
 
 
 # ----------------------------------------------------------------------------------------------

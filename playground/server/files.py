@@ -120,6 +120,30 @@ def managed_dirs() -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
+ABANDONED_UPLOAD_SECONDS = 300.0
+
+
+def remove_abandoned_uploads(max_age: float = ABANDONED_UPLOAD_SECONDS) -> list[Path]:
+    """Gradio writes an upload to a temporary file (``tmp…``) at the top of its cache and moves it
+    into a folder named by its hash once the request is whole; a request cut off mid-body leaves the
+    temporary file behind (often empty). Delete those untouched for ``max_age`` seconds (a file still
+    being written is touched by every chunk that arrives)."""
+    root, now, removed = gradio_cache_dir(), time.time(), []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if entry.name.startswith("tmp") and entry.is_file(follow_symlinks=False):
+                if now - entry.stat(follow_symlinks=False).st_mtime >= max_age:
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
 def enforce_disk_budget(
     budget_bytes: int | None = None, *, protected: Iterable = (), dirs: Sequence | None = None
 ) -> list[Path]:
@@ -130,6 +154,7 @@ def enforce_disk_budget(
     both names go). Never deleted: protected paths (``protected`` and every ``protect()`` callable),
     and temporary files that may still be being written.
     """
+    remove_abandoned_uploads()
     budget = disk_budget_bytes() if budget_bytes is None else int(budget_bytes)
     roots = [Path(d) for d in (dirs if dirs is not None else managed_dirs())]
     keep = protected_paths(protected)

@@ -6,6 +6,8 @@ breakdown (formula against measured) and the weight-tying explanation, in the us
 
 from __future__ import annotations
 
+import re
+
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_int8
@@ -16,8 +18,17 @@ from playground.runtime.memory import format_bytes
 from playground.server.model_cache import model_bytes
 from playground.server.recipes import describe_recipe
 
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>&])")
+
+
+def markdown_literal(text: str) -> str:
+    """``text`` shown as itself in Markdown: every character Markdown (or HTML) would act on is
+    backslash-escaped, and line breaks become spaces (an uploaded file's name is the user's)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
+
 
 def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
+    """The Model tab's Markdown summary; the model's name (an upload's file name) as literal text."""
     cfg = model.cfg
     dtype = str(model.dtype).replace("torch.", "")
     if is_int8(model):
@@ -33,7 +44,7 @@ def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
         heads=cfg.n_heads,
         d=cfg.emb_dim,
         context=cfg.context_length,
-        model=describe_recipe(recipe, lang),
+        model=markdown_literal(describe_recipe(recipe, lang)),
         device=describe_device(model.device),
     )
 

@@ -7,8 +7,8 @@ torch version and machine it ran on. ``replay`` generates again from it and repo
 the first step that differs and the likely reason (other weights, another torch, another machine).
 
 Records are JSON. A full run export (exports.export_run, .json or .npz) carries one under "replay",
-so either file can be loaded back. No pickle is ever read (.npz members load with
-``allow_pickle=False``).
+so either file can be loaded back; ``replay_files`` reads them as untrusted input (sizes checked
+before reading, no pickle ever, every field checked by name).
 """
 
 from __future__ import annotations
@@ -16,29 +16,22 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from playground.engine.hf_hub import HUB_MODELS
 from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
 from playground.engine.tokenizer import load_tokenizer
-from playground.errors import UserError
+from playground.runtime.memory import BUDGET
 from playground.server.files import is_inside, work_dir
 from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
-
-FORMAT = "gpt-playground-replay"
-VERSION = 1
-MAX_REPLAY_JSON_BYTES = 50_000_000  # a replay record is a few KB; a full .json export with attention can be huge
-
-
-class ReplayError(UserError):
-    """A replay file that cannot be replayed here; the message says why and what to do."""
+from playground.server.replay_files import FORMAT, VERSION, ReplayError, check_record
+from playground.server.replay_files import read_record as read_record  # the files' entry point, kept here
+from playground.server.runs import generation_bytes
 
 
 def weights_sha256(model: GPTModel) -> str:
@@ -103,62 +96,6 @@ def write_record(record: dict, folder: Path) -> Path:
         tmp.write_bytes(data)
         tmp.replace(path)
     return path
-
-
-def read_record(path) -> dict:
-    """A replay record from a replay file or a full run export (.json or .npz)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ReplayError("replay.missing", "The replay file is missing; upload it again.")
-    if zipfile.is_zipfile(path):
-        try:
-            with zipfile.ZipFile(path) as zf, zf.open("metadata.npy") as member:
-                meta = json.loads(str(np.lib.format.read_array(member, allow_pickle=False)))
-        except (KeyError, ValueError, OSError, zipfile.BadZipFile) as e:
-            raise ReplayError("replay.npz", "This .npz is not a run export of this app ({reason}).", reason=e) from None
-    else:
-        size = path.stat().st_size
-        if size > MAX_REPLAY_JSON_BYTES:
-            raise ReplayError(
-                "replay.too_big",
-                "This file is {mb:,.0f} MB; a replay file is a few KB. Export the run's replay file (or a .npz "
-                "export) and load that.",
-                mb=size / 1000000.0,
-            )
-        try:
-            meta = json.loads(path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ReplayError(
-                "replay.not_json", "This file is not a replay file (it is not JSON: {reason}).", reason=e
-            ) from None
-    return check_record(meta.get("replay", meta) if isinstance(meta, dict) else meta)
-
-
-def check_record(record) -> dict:
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise ReplayError(
-            "replay.no_record",
-            "This file is not a replay file or run export of GPT Playground (no replay record in it).",
-        )
-    if record.get("version") != VERSION:
-        raise ReplayError(
-            "replay.version",
-            "This replay file is version {version!r}; this app reads version {supported}.",
-            version=record.get("version"),
-            supported=VERSION,
-        )
-    need = ("recipe", "weights_sha256", "prompt_ids", "settings", "seed", "token_ids", "probs")
-    missing = [k for k in need if k not in record]
-    if missing:
-        raise ReplayError("replay.lacks", "The replay record lacks {fields}.", fields=", ".join(missing))
-    ids, tokens = record["prompt_ids"], record["token_ids"]
-    if not (isinstance(ids, list) and ids and all(isinstance(i, int) for i in ids)):
-        raise ReplayError("replay.prompt_ids", "The replay record's prompt_ids must be a non-empty list of token ids.")
-    if not (isinstance(tokens, list) and tokens and all(isinstance(i, int) for i in tokens)):
-        raise ReplayError("replay.no_tokens", "The replay record has no generated tokens to compare with.")
-    if not isinstance(record["seed"], int):
-        raise ReplayError("replay.seed", "The replay record's seed must be a whole number.")
-    return record
 
 
 @dataclass
@@ -228,6 +165,9 @@ def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
             ),
         )
     s = record["settings"]
+    need = generation_bytes(model, len(record["prompt_ids"]))
+    what = f"a replay of {len(record['token_ids']):,} tokens"
+    BUDGET.check(need, what)
     gen = generate(
         model,
         record["prompt_ids"],
@@ -237,17 +177,18 @@ def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
         top_p=s.get("top_p"),
         seed=record["seed"],
     )
+    BUDGET.register(gen, need, what, "generation")
     reasons = []
     here = weights_sha256(model)
     if here != record["weights_sha256"]:
         reasons.append(
             f"other weights: the run used sha256 {record['weights_sha256'][:16]}…, this model is "
-            f"{here[:16]}… ({record.get('model', '?')} was asked for)"
+            f"{here[:16]}… ({_excerpt(record.get('model', '?'))} was asked for)"
         )
     if record.get("torch") and record["torch"] != torch.__version__:
-        reasons.append(f"other torch: recorded with {record['torch']}, replayed with {torch.__version__}")
+        reasons.append(f"other torch: recorded with {_excerpt(record['torch'])}, replayed with {torch.__version__}")
     if record.get("machine") and record["machine"] != machine():
-        reasons.append(f"other machine: recorded on {record['machine']}, replayed on {machine()}")
+        reasons.append(f"other machine: recorded on {_excerpt(record['machine'])}, replayed on {machine()}")
     first = None
     ids, probs = [], []
     steps = iter(gen)
@@ -270,6 +211,12 @@ def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
         if first is not None and step.token_id != want_id:
             break  # after a different token the two runs continue from different texts
     return ReplayReport(first is None, len(ids), first, reasons, ids, probs)
+
+
+def _excerpt(value, limit: int = 80) -> str:
+    """A value from the file as the report shows it: at most ``limit`` characters."""
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def model_for(record: dict, current: tuple | None = None) -> tuple[GPTModel, dict]:

@@ -29,6 +29,7 @@ from playground.engine.sampling import Generation, GenerationStep, generate
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
 from playground.runtime.memory import BUDGET, trim
+from playground.server.files import remove_abandoned_uploads
 from playground.server.inputs import typed_number
 from playground.server.recipes import describe_recipe, model_label
 
@@ -177,6 +178,7 @@ def _sweep_forever() -> None:
         time.sleep(max(1.0, min(60.0, IDLE_SECONDS / 4)))
         try:
             release_idle_runs()
+            remove_abandoned_uploads()
         except Exception:  # never let the sweeper die; the next round tries again
             pass
 

@@ -33,6 +33,7 @@ from . import (
 )
 from .common import I18N, T, new_state
 from .compare_views import CSS as COMPARE_CSS
+from .parsing import inputs_as_sent
 from .style import CSS, RESIZE_JS
 
 
@@ -72,6 +73,7 @@ def build_demo() -> gr.Blocks:
         page.lessons_tab.select(None, None, None, js=RESIZE_JS)
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
+    inputs_as_sent(demo)
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo
 

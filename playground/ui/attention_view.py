@@ -24,7 +24,7 @@ from playground.runtime.memory import BUDGET
 from playground.server.recipes import BUNDLED_CHECKPOINT
 from playground.server.runs import all_layers_attention_bytes, layer_attention, run_attention
 
-from .common import api_run, dress, lang_of, parse_choice, parse_whole, session_model, session_run, tr, warn
+from .common import api_run, dress, lang_of, parse_bool, parse_choice, parse_whole, session_model, session_run, tr, warn
 from .results import only, result
 
 VIEW_KEYS = {
@@ -105,7 +105,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
             return AttentionViews(empty, gr.update(value=empty, visible=True), gr.skip(), "")
         view = parse_choice(view, VIEWS, "Attention view")
         whole = parse_choice(span if span is not None else SPANS[0], SPANS, "Heatmap range") == SPANS[1]
-        log_scale = bool(log_scale) if isinstance(log_scale, (bool, int)) else str(log_scale).lower() == "true"
+        log_scale = parse_bool(log_scale, "Log scale")
         model, start, qk, _, labels = _window(state, run)
         T_len = len(labels)
         end = start + T_len - 1

@@ -203,8 +203,9 @@ def wire(page) -> None:
         [state, c.r_file],
         [c.replay_out, c.replay_json],
         api_name="replay",
-        concurrency_id="generate",
-        concurrency_limit=4,
+        # Replays queue among themselves, one at a time: never in the slots other users' Generate needs.
+        concurrency_id="replay",
+        concurrency_limit=1,
     )
     c.export_btn.click(export_replay, state, [c.export_out, c.export_msg], api_name="export_replay")
     gen_controls = [getattr(g, name) for name in share.ORDER]

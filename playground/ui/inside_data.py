@@ -53,14 +53,30 @@ def window_index(value, start: int, ids, name: str = "Position", default: int | 
     return parse_whole(value, name, start, start + len(ids) - 1) - start
 
 
+MAX_LIST_CHARS = 2000  # a list of heads or layers; read only after its size is checked
+
+
+def _list_text(text, name: str) -> str:
+    text = str(text)
+    if len(text) > MAX_LIST_CHARS:
+        raise UserError(
+            "inside.list_long",
+            "{name} is {n:,} characters; a list of heads or layers here is at most {limit:,}.",
+            name=name,
+            n=len(text),
+            limit=MAX_LIST_CHARS,
+        )
+    return text
+
+
 def parse_heads(text, name: str) -> tuple[tuple[int, int], ...]:
     if text in (None, ""):
         return ()
     out = []
-    for part in re.split(r"[,;\s]+", str(text).strip()):
+    for part in re.split(r"[,;\s]+", _list_text(text, name).strip()):
         if not part:
             continue
-        m = re.fullmatch(r"[Ll]?(\d+)\s*[.:/Hh]\s*(\d+)", part)
+        m = re.fullmatch(r"[Ll]?(\d{1,6})\s*[.:/Hh]\s*(\d{1,6})", part)
         if not m:
             raise UserError(
                 "inside.heads_field",
@@ -76,9 +92,9 @@ def parse_layers(text, name: str) -> tuple[int, ...]:
     if text in (None, ""):
         return ()
     out = []
-    for part in re.split(r"[,;\s]+", str(text).strip()):
+    for part in re.split(r"[,;\s]+", _list_text(text, name).strip()):
         if part:
-            if not part.isdigit():
+            if not (part.isdigit() and len(part) <= 6):
                 raise UserError(
                     "inside.layers_field",
                     "{name}: write layer numbers separated by commas (e.g. 0, 2); could not read {bad!r}.",
@@ -110,8 +126,8 @@ def _target(value, model, ids, p: int) -> int | None:
     if value in (None, ""):
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return view_checks.check_target(model, int(value))
-    return view_checks.resolve_target(load_tokenizer(), str(value))
+        return view_checks.check_target(model, parse_whole(value, "Target token id"))
+    return view_checks.resolve_target(load_tokenizer(), value)
 
 
 def describe_intervention(spec: Intervention, lang: str = "en") -> str:

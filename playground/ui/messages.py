@@ -8,6 +8,7 @@ import traceback
 
 from playground.engine.config import ConfigError
 from playground.engine.weight_layout import WeightLoadError
+from playground.errors import UserError, excerpt
 from playground.i18n import tr, tr_error
 
 log = logging.getLogger("playground.ui")
@@ -38,6 +39,6 @@ def say(lang: str, refused: dict) -> str:
 def fail(e: Exception, lang: str = "en") -> str:
     """User errors keep their own message; anything else is logged and reported briefly."""
     if isinstance(e, (ValueError, ConfigError, WeightLoadError, FileNotFoundError, MemoryError)):
-        return warn(tr_error(lang, e))
+        return warn(tr_error(lang, e) if isinstance(e, UserError) else excerpt(tr_error(lang, e)))
     log.error("unexpected error: %s", traceback.format_exc())
-    return warn(tr(lang, "unexpected", error=f"{type(e).__name__}: {e}"))
+    return warn(tr(lang, "unexpected", error=excerpt(f"{type(e).__name__}: {e}")))

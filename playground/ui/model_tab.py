@@ -42,6 +42,7 @@ from .common import (
     session_id,
     session_model,
     tr,
+    tr_error,
     warn,
 )
 from .model_switch import (
@@ -184,13 +185,25 @@ def build_from_form(
 
 
 def show_tree(state, depth):
+    """The module tree to ``depth``; a depth that is not 1–10 is refused in the page's toast (the
+    tree has no message box of its own), without a traceback in the log."""
+    lang = lang_of(state)
     try:
-        lang = lang_of(state)
-        return table(
-            tree_table(session_model(state), parse_whole(depth, "Tree depth", 1, 10), lang), "tree_headers", lang
-        )
+        depth = parse_whole(depth, "Tree depth", 1, 10)
+    except ValueError as e:
+        raise gr.Error(tr_error(lang, e), print_exception=False) from None
+    try:
+        return table(tree_table(session_model(state), depth, lang), "tree_headers", lang)
     except Exception:
         return gr.skip()
+
+
+def _depth_or_default(depth) -> int:
+    """The tree depth a redraw uses: the slider's value when it is one, else the default 3."""
+    try:
+        return parse_whole(depth, "Tree depth", 1, 10)
+    except ValueError:
+        return 3
 
 
 def load_session(state=None, request: gr.Request = None) -> Loaded:
@@ -213,9 +226,7 @@ def relabel(request: gr.Request, state, depth) -> Relabelled:
     """After a change of the page's language: the model's views, the choices' labels, the kernels
     box and the last build's message, in the new language."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    views = model_views(
-        session_model(state), state["recipe"], depth if isinstance(depth, (int, float)) else 3, lang, present
-    )
+    views = model_views(session_model(state), state["recipe"], _depth_or_default(depth), lang, present)
     return Relabelled(
         summary=views.summary,
         weights=gr.update(choices=choices(WEIGHT_KEYS, lang)),

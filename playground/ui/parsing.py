@@ -7,6 +7,7 @@ parsed here into the type the engine expects, or refused with a message that nam
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import gradio as gr
 
@@ -59,11 +60,11 @@ def parse_count(value, name: str, lo: int | None = None, hi: int | None = None) 
     """A whole number of things (steps, top-k): text is refused as not a number at all; 2.5, nan
     and inf as not whole."""
     if isinstance(value, bool) or value is None or value == "":
-        raise ValueError(f"{name} must be a number, got {value!r}.")
+        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value)
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value) from None
     return parse_whole(number, name, lo, hi)
 
 
@@ -107,6 +108,54 @@ def parse_choice(value, choices, name: str) -> str:
             "input.not_one_of", "{name} must be one of {choices}; got {value!r}.", name=name, choices=shown, value=value
         )
     return value
+
+
+# Components whose value goes to the handler exactly as it was sent. ``is_template``: Gradio draws each
+# as the component it subclasses (``get_block_name`` is then its base class's name). Subclasses, not a
+# per-instance override, because Gradio rebuilds a session's copy of a component from its class after
+# an update (a slider's new maximum). Gradio's ComponentMeta also writes a .pyi stub next to the module
+# of every component class defined; that side effect is switched off while these are.
+with mock.patch("gradio.component_meta.create_or_modify_pyi", lambda *args: None):
+
+    class SliderAsSent(gr.Slider):
+        is_template = True
+
+        def preprocess(self, payload):
+            return payload
+
+    class NumberAsSent(gr.Number):
+        is_template = True
+
+        def preprocess(self, payload):
+            return payload
+
+    class DropdownAsSent(gr.Dropdown):
+        is_template = True
+
+        def preprocess(self, payload):
+            return payload
+
+    class RadioAsSent(gr.Radio):
+        is_template = True
+
+        def preprocess(self, payload):
+            return payload
+
+
+AS_SENT = {gr.Slider: SliderAsSent, gr.Number: NumberAsSent, gr.Dropdown: DropdownAsSent, gr.Radio: RadioAsSent}
+
+
+def inputs_as_sent(demo: gr.Blocks) -> None:
+    """Every slider, number box, dropdown and radio group hands its handler the value as sent.
+    Gradio's own preprocessing rounds 2.5 to 2 where ``precision=0``, and answers a string, None,
+    NaN, a value out of a slider's range or not among a dropdown's choices with its own error (no
+    field named, the value echoed whole, a traceback in the log) before the handler runs; the
+    handlers parse every such value themselves (``parse_whole``, ``parse_choice`` ...) and name the
+    field. Dropdowns and radios here all pass values, never indices."""
+    for block in demo.blocks.values():
+        cls = AS_SENT.get(type(block))
+        if cls is not None and getattr(block, "type", "value") == "value" and not getattr(block, "multiselect", False):
+            block.__class__ = cls  # the same component, drawn the same; only its preprocessing differs
 
 
 def slider_range(maximum: int, value: int = 0) -> dict:
