@@ -63,9 +63,26 @@ TARGETS = {
     "previous_token_min": 0.5,
     "induction_min": 0.3,
     "copy_gap_random_min": 2.0,
+    "first_token_min": 0.3,  # an attention sink: a head sending at least 30% of its attention to position 0
     "bytes_max": 16 * 1000 * 1000,
 }
 SAMPLE_PROMPT, SAMPLE_SETTINGS = "ROMEO:\n", dict(max_new_tokens=60, temperature=0.8, top_k=40, seed=0)
+
+
+def short_of_targets(m: dict, who: str = "") -> list[str]:
+    """The targets a measurement misses, said with the measured value."""
+    checks = [
+        ("held-out loss", m["val_loss"], "<=", TARGETS["val_loss_max"]),
+        ("previous-token head", m["prev_token"]["score"], ">=", TARGETS["previous_token_min"]),
+        ("induction head", m["induction"]["score"], ">=", TARGETS["induction_min"]),
+        ("copying gap", m["copy_random"]["gap"], ">=", TARGETS["copy_gap_random_min"]),
+        ("first-token sink", m["first_token"]["score"], ">=", TARGETS["first_token_min"]),
+    ]
+    return [
+        f"{name}{who} {value:.3f}, target {op} {target}"
+        for name, value, op, target in checks
+        if not (value <= target if op == "<=" else value >= target)
+    ]
 
 
 def hf_model(folder: Path):
@@ -144,6 +161,8 @@ def export(trained_path: Path) -> dict:
         "bytes_on_disk": CHECKPOINT.stat().st_size,
         "load_time_s": {"median": round(statistics.median(loads), 4), "max": round(max(loads), 4)},
         "targets": TARGETS,
+        "targets_short": short_of_targets(m_ours) + short_of_targets(m_theirs, " (transformers)"),
+        "targets_met": not (short_of_targets(m_ours) or short_of_targets(m_theirs)),
         "val_loss": {
             "playground": m_ours["val_loss"],
             "transformers": m_theirs["val_loss"],
