@@ -277,7 +277,7 @@ def sweep_heatmap(delta, *, title: str) -> go.Figure:
         )
     )
     if n_heads * len(delta) <= 200:
-        text = [[f"{v:+.3f}" for v in row] for row in delta]
+        text = [["" if v is None else f"{v:+.3f}" for v in row] for row in delta]  # None: not measured yet
         cells = heatmap_cells(delta, text, range(n_heads), range(len(delta)))
         fig.add_trace(cell_text(*cells, "RdBu_r", -peak, peak, FONT))
     fig.update_xaxes(
