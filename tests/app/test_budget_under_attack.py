@@ -1,13 +1,17 @@
 """The memory budget bounds the server's resident size: `python app.py` under a small budget, with
-clients building, generating, exporting, replaying and training at once, never holds more than it."""
+clients building, generating, exporting, replaying and training at once, and two sending .npz zip
+bombs, never holds more than it."""
 
+import io
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+import zipfile
 
+import numpy as np
 import psutil
 import pytest
 
@@ -142,6 +146,26 @@ def test_peak_resident_size_stays_within_the_budget_under_an_attack_mix(server, 
                 said(str(report.get("message", report)))
                 done.append("replay")
 
+    def bomber():
+        # .npz replays whose metadata.npy declares 1 GiB and 3 GiB of float64 over deflated zeros
+        bombs = []
+        for gib in (1, 3):
+            path = tmp_path / f"bomb{gib}.npz"
+            header = io.BytesIO()
+            np.lib.format.write_array_header_1_0(
+                header, {"descr": "<f8", "fortran_order": False, "shape": (gib * 2**27,)}
+            )
+            with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+                zf.writestr("metadata.npy", header.getvalue() + bytes(1 << 20))
+            bombs.append(str(path))
+        c = Client(url, verbose=False)
+        while time.monotonic() < deadline:
+            for path in bombs:
+                message = str(c.predict(handle_file(path), api_name="/replay")[0])
+                if "metadata.npy" not in message:
+                    failures.append(f"bomb not refused by its declared size: {message[:200]}")
+                done.append("bomb")
+
     def trainer():
         c = Client(url, verbose=False)
         while time.monotonic() < deadline:
@@ -158,6 +182,7 @@ def test_peak_resident_size_stays_within_the_budget_under_an_attack_mix(server, 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     users = [(builder, 0), (builder, 1), (builder, 2), (builder, 3), (exporter,), (replayer,), (trainer,), (trainer,)]
+    users += [(bomber,), (bomber,)]
     threads = [threading.Thread(target=guarded, args=u) for u in users]
     for t in threads:
         t.start()
@@ -165,7 +190,7 @@ def test_peak_resident_size_stays_within_the_budget_under_an_attack_mix(server, 
         t.join(timeout=180)
     stop.set()
     sampler.join()
-    kinds = ("generate", "/export_run_json", "/export_run_npz", "/export_model", "replay", "train")
+    kinds = ("generate", "/export_run_json", "/export_run_npz", "/export_model", "replay", "train", "bomb")
     print(
         f"\npeak RSS {max(peak) / 2**30:.3f} GiB of a {BUDGET_GIB} GiB budget (start {start_rss / 2**30:.3f} GiB); "
         f"done: { ({k: done.count(k) for k in kinds}) }; {len(refusals)} refused for memory"
