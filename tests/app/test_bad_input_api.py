@@ -7,6 +7,7 @@ import pytest
 
 from playground import PRESETS
 from tests.bad_inputs import SAMPLING_CASES
+from tests.helpers import build_fields
 
 NANO = PRESETS["nano"]
 
@@ -17,20 +18,7 @@ def test_through_the_running_app(app_url):
 
     url = app_url
     client = Client(url, verbose=False)
-    base = [
-        NANO.vocab_size,
-        NANO.context_length,
-        NANO.emb_dim,
-        NANO.n_heads,
-        NANO.n_layers,
-        NANO.drop_rate,
-        NANO.qkv_bias,
-        NANO.tie_weights,
-        NANO.pos_encoding,
-        NANO.activation,
-        NANO.norm_placement,
-        NANO.attention_impl,
-    ]
+    base = build_fields(NANO)
     assert "Ready" in client.predict("random", 1, "gpt2", None, "float32", *base, api_name="/build_model")[0]
     # gradio_client carries numbers as JSON: NaN / inf cannot travel, the library cases cover them.
     for prompt, temperature, top_k, top_p, n, message in SAMPLING_CASES:

@@ -15,21 +15,13 @@ import numpy as np
 import psutil
 import pytest
 
-from playground import PRESETS
-from tests.helpers import ROOT
+from tests.helpers import ROOT, build_fields
 
 pytestmark = pytest.mark.slow
 
 BUDGET_GIB = 1.5
 ROUNDS_SECONDS = 20
 MID = dict(vocab_size=50257, context_length=256, emb_dim=384, n_heads=6, n_layers=4)  # 107 MB in float32
-
-
-def fields(cfg: dict) -> list:
-    base = PRESETS["nano"].to_dict()
-    keys = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate", "qkv_bias", "tie_weights")
-    keys += ("pos_encoding", "activation", "norm_placement", "attention_impl")
-    return [{**base, **cfg}[k] for k in keys]
 
 
 def free_port() -> int:
@@ -103,7 +95,9 @@ def test_peak_resident_size_stays_within_the_budget_under_an_attack_mix(server, 
         while time.monotonic() < deadline:
             seed += 1
             msg = said(
-                c.predict("random", 100 * i + seed, "gpt2", None, "float32", *fields(MID), api_name="/build_model")[0]
+                c.predict(
+                    "random", 100 * i + seed, "gpt2", None, "float32", *build_fields(MID), api_name="/build_model"
+                )[0]
             )
             if "Ready" not in msg:
                 continue
@@ -122,7 +116,7 @@ def test_peak_resident_size_stays_within_the_budget_under_an_attack_mix(server, 
                 "gpt2",
                 None,
                 "float32",
-                *fields(dict(n_layers=2, emb_dim=256, n_heads=4)),
+                *build_fields(dict(n_layers=2, emb_dim=256, n_heads=4)),
                 api_name="/build_model",
             )[0]
         )

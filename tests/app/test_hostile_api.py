@@ -15,24 +15,12 @@ from playground import PRESETS
 from playground.server.files import gradio_cache_dir, remove_abandoned_uploads
 from playground.server.model_views import markdown_literal, summary_line
 from playground.server.recipes import file_recipe
+from tests.helpers import build_fields
 
 pytestmark = pytest.mark.slow
 
 NANO = PRESETS["nano"]
-CONFIG = [
-    NANO.vocab_size,
-    NANO.context_length,
-    NANO.emb_dim,
-    NANO.n_heads,
-    NANO.n_layers,
-    NANO.drop_rate,
-    NANO.qkv_bias,
-    NANO.tie_weights,
-    NANO.pos_encoding,
-    NANO.activation,
-    NANO.norm_placement,
-    NANO.attention_impl,
-]
+CONFIG = build_fields(NANO)
 
 
 @pytest.fixture(scope="module")
