@@ -38,7 +38,8 @@ def start_app(env) -> subprocess.Popen | None:
     )
     for line in proc.stdout:
         if "public link" in line:  # printed after the check, when the server is up
-            threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+            proc.log = []  # what the server prints from now on: a failure quotes its tracebacks
+            threading.Thread(target=lambda: proc.log.extend(proc.stdout), daemon=True).start()  # keeps it drained
             return proc
     proc.wait()
     return None
@@ -46,7 +47,7 @@ def start_app(env) -> subprocess.Popen | None:
 
 @pytest.fixture(scope="module")
 def server():
-    """`python app.py` as a server runs it, under a small budget; its pid and address."""
+    """`python app.py` as a server runs it, under a small budget; its pid, address and printed lines."""
     port = free_port()
     env = {
         **os.environ,
@@ -58,7 +59,7 @@ def server():
     proc = start_app(env) or start_app(env)
     assert proc is not None, "python app.py did not start"
     try:
-        yield proc.pid, f"http://127.0.0.1:{port}/"
+        yield proc.pid, f"http://127.0.0.1:{port}/", proc.log
     finally:
         proc.terminate()
         try:
@@ -70,7 +71,7 @@ def server():
 def test_peak_resident_size_stays_within_the_budget_under_an_attack_mix(server, tmp_path):
     from gradio_client import Client, handle_file
 
-    pid, url = server
+    pid, url, server_log = server
     process = psutil.Process(pid)
     budget = BUDGET_GIB * 2**30
     start_rss = process.memory_info().rss
@@ -189,7 +190,7 @@ def test_peak_resident_size_stays_within_the_budget_under_an_attack_mix(server, 
         f"\npeak RSS {max(peak) / 2**30:.3f} GiB of a {BUDGET_GIB} GiB budget (start {start_rss / 2**30:.3f} GiB); "
         f"done: { ({k: done.count(k) for k in kinds}) }; {len(refusals)} refused for memory"
     )
-    assert not failures, failures
+    assert not failures, (failures, "".join(server_log)[-4000:])
     for kind in kinds:
         assert kind in done, (kind, refusals[:3])
     assert max(peak) <= budget, f"peak RSS {max(peak) / 2**30:.3f} GiB over the {BUDGET_GIB} GiB budget"

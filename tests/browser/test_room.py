@@ -19,7 +19,7 @@ from tools.pagewalk import draw_inside, plot_ready
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 MIN_PX = 14
-TABS = ("model", "generate", "inside", "train", "compare", "tokenizer")
+TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer")
 INSIDE_VIEWS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")
 
 # Every visible text on the page under MIN_PX: HTML text by its computed size, SVG text by its size
@@ -94,7 +94,7 @@ def _open(browser, url, *, locale="en-US", theme="light", query=""):
 
 
 def _generate(page, n=16):
-    page.locator("button[role=tab]").nth(1).click()
+    page.locator("button[role=tab]").nth(2).click()  # 0 Lessons, 1 Model, 2 Generate
     set_number(page, "pg-max-new", n)
     page.locator("#pg-generate").click()
     page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)

@@ -16,7 +16,7 @@ def _page(p, page_url):
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     page.goto(page_url)
     page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
-    page.locator("button[role=tab]").nth(1).click()
+    page.locator("button[role=tab]").nth(2).click()  # 0 Lessons, 1 Model, 2 Generate
     page.locator("#pg-generate").wait_for()
     return browser, page
 
