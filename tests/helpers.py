@@ -9,26 +9,11 @@ ARTIFACTS = ROOT / "tests" / "artifacts"  # screenshots the browser tests leave 
 README = ROOT / "README.md"
 
 
-# The config fields /build_model takes after its weights, dtype and upload arguments, in order.
-BUILD_FIELDS = (
-    "vocab_size",
-    "context_length",
-    "emb_dim",
-    "n_heads",
-    "n_layers",
-    "drop_rate",
-    "qkv_bias",
-    "tie_weights",
-    "pos_encoding",
-    "activation",
-    "norm_placement",
-    "attention_impl",
-)
-
-
 def build_fields(cfg) -> list:
-    """A config (GPTConfig or a dict of changes to the nano preset) as /build_model's field arguments."""
+    """A config (GPTConfig or a dict of changes to the nano preset) as /build_model's field arguments,
+    in the Model tab's field order (the API's)."""
     from playground import PRESETS
+    from playground.ui.model_switch import FIELDS  # imported here: this module stays free of gradio
 
     values = cfg.to_dict() if hasattr(cfg, "to_dict") else {**PRESETS["nano"].to_dict(), **cfg}
-    return [values[k] for k in BUILD_FIELDS]
+    return [values[k] for k in FIELDS]

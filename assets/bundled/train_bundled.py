@@ -322,21 +322,6 @@ class ChunkedHeadLoss(torch.autograd.Function):
         return grad_h, grad_W.to(W.dtype), None, None
 
 
-class _HiddenStates:
-    """Within: ``model(x)`` returns the final-norm hidden states (B, T, emb_dim) instead of logits
-    (the output head is swapped for an identity; the tied weight stays in tok_emb)."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def __enter__(self):
-        self.head = self.model.out_head
-        self.model.out_head = torch.nn.Identity()
-
-    def __exit__(self, *exc):
-        self.model.out_head = self.head
-
-
 class HeadVocab:
     """The training softmax over a subset of the vocabulary (a sampled softmax): the tokens the
     training texts contain, always, plus ``UNSEEN_SAMPLE`` of the others drawn afresh each step,
@@ -381,7 +366,7 @@ def train_step(model, opt, batches, step, a, head_vocab: HeadVocab | None = None
     model.train()
     torch.manual_seed(step_seed(a.seed, step, 1))  # dropout masks: a function of (seed, step)
     if a.chunked_head:
-        with _HiddenStates(model), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+        with bm.hidden_states(model), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
             h = model(x)
         W, h = model.tok_emb.weight, h.float()
         if head_vocab is not None and not (a.full_head_from and step >= a.full_head_from):

@@ -9,6 +9,7 @@ import torch
 from playground import PRESETS, GPTModel, generate, load_tokenizer
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
+from tests.helpers import build_fields
 
 pytestmark = pytest.mark.slow
 
@@ -141,23 +142,7 @@ def test_exports_download_and_the_model_loads_back(app_url):
     assert exported["token_ids"] == client.predict(api_name="/run_data")["token_ids"]
     model_path, _ = client.predict(api_name="/export_model")
     cfg = PRESETS[PRESET]
-    fields = [
-        getattr(cfg, f)
-        for f in (
-            "vocab_size",
-            "context_length",
-            "emb_dim",
-            "n_heads",
-            "n_layers",
-            "drop_rate",
-            "qkv_bias",
-            "tie_weights",
-            "pos_encoding",
-            "activation",
-            "norm_placement",
-            "attention_impl",
-        )
-    ]
+    fields = build_fields(cfg)
     out = client.predict("upload", 0, "gpt2", handle_file(model_path), "float32", *fields, api_name="/build_model")
     assert "Ready" in out[0] and "3,324,736 parameters" in out[1]
     list(client.submit("Hello, I am", 0, 0, 1.0, 4, 0, True, api_name="/generate"))
