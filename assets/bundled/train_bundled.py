@@ -104,6 +104,7 @@ def parse_args(argv=None):
         help="with --head-vocab train: the full softmax from this step (0: never)",
     )
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--init", default=None, help="start from this checkpoint's weights (a second training stage)")
     p.add_argument(
         "--pos-init",
         choices=("normal", "sinusoid"),
@@ -246,6 +247,15 @@ def build(a) -> tuple[GPTModel, torch.optim.Optimizer]:
         table[:, 0::2], table[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
         with torch.no_grad():
             model.pos_emb.weight.copy_(table * a.pos_scale)
+    if a.init:
+        # A second stage starts from an earlier run's weights (same shape) with a fresh optimizer and
+        # schedule: the recipe is then that run's command followed by this one.
+        from playground import load_checkpoint
+
+        start = load_checkpoint(a.init, max_bytes=None)
+        if start.cfg.replace(drop_rate=a.dropout) != cfg:
+            raise SystemExit(f"--init {a.init} has another shape: {start.cfg} (this run: {cfg})")
+        model.load_state_dict(start.state_dict())
     pos = model.pos_emb.weight
     decay = [p for p in model.parameters() if p.dim() >= 2 and p is not pos]  # matrices and the tied embedding
     no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases, LayerNorm scale/shift
