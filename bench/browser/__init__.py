@@ -25,9 +25,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import inside_views, summaries
 from .cases import CHROMIUM, MODELS, SHORT_PROMPT, VIEWPORT, RunResult, long_prompt
 from .generate_runs import Bench
-from .summaries import fmt_s, table, targets
+from .summaries import fmt_s
 
 __all__ = ["CHROMIUM", "run", "table", "targets"]
 
@@ -46,6 +47,8 @@ def run(
     trace_path: Path | None = None,
     log=print,
     checkpoint=None,
+    generate: bool = True,
+    inside: bool = True,
 ) -> dict:
     """Every run; ``checkpoint(result)`` is called after each one (partial results survive a crash)."""
     from bench import report
@@ -75,7 +78,7 @@ def run(
     result["chromium"] = bench.chromium_version
     result["app_page_s"] = bench.app.page_s
     try:
-        if "bundled" in models:  # before any other run: the server has served no run to a page yet
+        if "bundled" in models and generate:  # before any other run: the server has served no run to a page yet
             log("  bundled, short prompt, 200 tokens: a fresh page's first run, its second, another page's first ...")
             try:
                 result["first_runs"] = bench.first_runs("bundled", SHORT_PROMPT, 200)
@@ -90,7 +93,7 @@ def run(
             )
             if checkpoint:
                 checkpoint(result)
-        for model in models:
+        for model in models if generate else []:
             for max_new in tokens:
                 for pname in prompts:
                     r = RunResult(model=model, prompt=pname, max_new=max_new)
@@ -135,6 +138,15 @@ def run(
                 result["stop"].append(s)
                 if checkpoint:
                     checkpoint(result)
+        if inside:
+            log("  Inside views: GPT-2 small shape, a 256-token run, each view clicked in the page ...")
+            bench.ensure_app()
+            try:
+                result["inside_views"] = inside_views.measure(bench, log=log)
+            except Exception as e:
+                result["inside_views"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            if checkpoint:
+                checkpoint(result)
         if profile:
             log(f"  profile: {models[0]}, 300-word prompt, 200 tokens (Chrome trace + V8 CPU profile) ...")
             bench.ensure_app()
@@ -147,3 +159,12 @@ def run(
     result["loadavg_end"] = os.getloadavg()
     result["targets"] = [t.__dict__ for t in targets(result)]
     return result
+
+
+def targets(result: dict) -> list:
+    """The Generate tab's targets (issue 9), then the Inside views' (issue 23)."""
+    return summaries.targets(result) + inside_views.targets(result)
+
+
+def table(result: dict) -> str:
+    return "\n\n".join(t for t in (summaries.table(result), inside_views.table(result)) if t)
