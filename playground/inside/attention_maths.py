@@ -34,9 +34,9 @@ def attention_maths(model, ids, layer: int, head: int, position: int) -> dict:
         idx = torch.tensor([list(ids)], dtype=torch.long, device=model.device)
         block = model.trf_blocks[layer]
         x = resid_after(model, idx, layer)  # (1, T, d)
-        qkv = block.att.project_qkv(block.norm1(x) if block.pre_norm else x)  # 3 x (1, H, T, hd)
-        ctx = F.scaled_dot_product_attention(*qkv, is_causal=True)  # (1, H, T, hd): the block's own kernel
-    q, k, v = (t[0, head].double() for t in qkv)  # (T, hd) each
+        q4, k4, v4 = block.att.project_qkv(block.norm1(x) if block.pre_norm else x)  # (1, H, T, hd) each
+        ctx = F.scaled_dot_product_attention(q4, k4, v4, is_causal=True)  # (1, H, T, hd): the block's own kernel
+    q, k, v = (t[0, head].double() for t in (q4, k4, v4))  # (T, hd) each
     qp = q[position]
     scores = k @ qp  # (T,)
     scaled = scores / math.sqrt(cfg.head_dim)
