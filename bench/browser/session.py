@@ -161,11 +161,14 @@ class Session:
 
     def _build_in_page(self, page, spec: dict):
         """Model tab: Weights "random init", the preset, Build model, wait for Ready."""
+        page.get_by_role("tab", name="Model", exact=False).first.click()  # the page opens on the Lessons tab
         page.get_by_label("random init", exact=True).check()
         preset = page.get_by_label("Preset", exact=True)
         preset.click()
         t_pick = self.now_ms()
-        page.get_by_role("option", name=spec["preset"], exact=True).click()
+        from playground.i18n import EN
+
+        page.get_by_role("option", name=EN.get(f"preset_{spec['preset']}", spec["preset"]), exact=True).click()
         # preset.change fills the config form: let that event complete before building.
         page.wait_for_function(
             "([t]) => window.__pg.msgs.some(m => m.t >= t && m.msg === 'process_completed')",
@@ -174,13 +177,18 @@ class Session:
             polling=100,
         )
         page.wait_for_timeout(300)
-        for _ in range(3):
-            page.get_by_role("button", name="Build model", exact=True).click()
-            page.get_by_text("Ready:", exact=False).first.wait_for(timeout=180_000)
-            if spec["summary"] in page.locator("#pg-summary").inner_text():
-                return
-            page.wait_for_timeout(1000)
-        raise RuntimeError(f"the page did not build {spec['preset']}: {page.locator('#pg-summary').inner_text()[:300]}")
+        page.locator("#pg-build").click()
+        try:
+            page.wait_for_function(
+                "([want]) => (document.querySelector('#pg-summary')?.innerText || '').includes(want)",
+                arg=[spec["summary"]],
+                timeout=180_000,
+                polling=250,
+            )
+        except Exception:
+            raise RuntimeError(
+                f"the page did not build {spec['preset']}: {page.locator('#pg-summary').inner_text()[:300]}"
+            ) from None
 
     def set_inputs(self, page, prompt: str, max_new: int):
         page.fill("#pg-prompt textarea", prompt)
