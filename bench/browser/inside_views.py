@@ -48,9 +48,10 @@ WATCH_JS = r"""
 """
 
 STATE_JS = r"""
-([ids, t0]) => {
+([ids, t0, events]) => {
   const pg = window.__pg;
-  const msgs = pg.msgs.filter(m => m.t >= t0);
+  const mine = m => m.t >= t0 && (events === null || events.includes(m.event));
+  const msgs = pg.msgs.filter(mine);
   return {
     now: performance.timeOrigin + performance.now(),
     completed: msgs.filter(m => m.msg === 'process_completed').map(m => m.t),
@@ -61,6 +62,9 @@ STATE_JS = r"""
   };
 }
 """
+
+EVENTS_JS = "([t0, trigger]) => window.__pg.joins.filter(j => j.t >= t0 && j.trigger === trigger).map(j => j.event)"
+COMPONENT_JS = "(elem) => (window.gradio_config.components.find(c => c.props && c.props.elem_id === elem) || {}).id"
 
 
 def views(T: int, L: int, H: int) -> list[dict]:
@@ -206,7 +210,8 @@ def _run_ids(bench, hashes: list[str]) -> list[int]:
 
 
 def _page_view(bench, page, view: dict, en: dict) -> dict:
-    """Fill the view's fields, click, and time it until drawn."""
+    """Fill the view's fields, click, and time it until drawn. A button's view is its own event
+    (the fields' events are left out); opening the tab counts every event it starts."""
     r: dict = {"view": view["name"]}
     if view["tab"] is not None:
         page.get_by_role("tab", name=en[view["tab"]], exact=True).click()
@@ -225,6 +230,7 @@ def _page_view(bench, page, view: dict, en: dict) -> dict:
         target = page.locator(view["button"])
     target.scroll_into_view_if_needed()
     page.evaluate(WATCH_JS, ids)
+    trigger = page.evaluate(COMPONENT_JS, view["button"][1:]) if view["tab"] is not None else None
     t0 = bench.now_ms()
     target.click()
     # (elements a tab renders only once shown are watched as soon as they exist)
@@ -232,7 +238,11 @@ def _page_view(bench, page, view: dict, en: dict) -> dict:
     deadline = time.perf_counter() + bench.run_timeout
     state = None
     while time.perf_counter() < deadline:
-        state = page.evaluate(STATE_JS, [ids, t0])
+        events = None if trigger is None else page.evaluate(EVENTS_JS, [t0, trigger])
+        if events == []:
+            time.sleep(0.05)
+            continue
+        state = page.evaluate(STATE_JS, [ids, t0, events])
         if state["completed"] and state["last"] > t0:
             settled = state["now"] - max(state["last"], state["completed"][-1]) >= QUIET_S * 1000
             if settled:

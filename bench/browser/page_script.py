@@ -4,7 +4,7 @@
 INIT_SCRIPT = r"""
 (() => {
   const now = () => performance.timeOrigin + performance.now();
-  const pg = window.__pg = {longtasks: [], msgs: [], clicks: [], timeline: [], chunks: 0};
+  const pg = window.__pg = {longtasks: [], msgs: [], clicks: [], timeline: [], joins: [], chunks: 0};
   try {
     new PerformanceObserver(list => {
       for (const e of list.getEntries()) pg.longtasks.push({start: performance.timeOrigin + e.startTime, dur: e.duration});
@@ -17,6 +17,11 @@ INIT_SCRIPT = r"""
     try {
       const url = typeof input === 'string' ? input : (input && input.url) || String(input);
       const type = resp.headers.get('content-type') || '';
+      if (url.includes('/queue/join') && init && typeof init.body === 'string') {
+        // which component started the event, and the event's id (its SSE messages carry it)
+        const trigger = JSON.parse(init.body).trigger_id;
+        resp.clone().json().then(j => pg.joins.push({t: now(), trigger, event: j.event_id})).catch(() => {});
+      }
       if (url.includes('/queue/data') && type.includes('event-stream') && resp.body) {
         const [mine, theirs] = resp.body.tee();
         (async () => {
@@ -33,7 +38,9 @@ INIT_SCRIPT = r"""
               const text = buf.slice(0, i + 2);
               buf = buf.slice(i + 2);
               const m = /"msg"\s*:\s*"([a-z_]+)"/.exec(text.slice(0, 200));
-              pg.msgs.push({t: now(), bytes: new TextEncoder().encode(text).length, msg: m ? m[1] : null});
+              const ev = /"event_id"\s*:\s*"([^"]+)"/.exec(text.slice(0, 400));
+              pg.msgs.push({t: now(), bytes: new TextEncoder().encode(text).length, msg: m ? m[1] : null,
+                            event: ev ? ev[1] : null});
             }
           }
         })().catch(e => { pg.stream_error = String(e); });
