@@ -248,6 +248,11 @@ def targets(r: dict) -> list[Target]:
 def table(r: dict) -> str:
     m = r.get("matmul")
     lines = []
+    if r.get("loadavg_start") and r.get("loadavg_end"):
+        lines.append(
+            f"1-minute load average {r['loadavg_start'][0]:.1f} at the start, {r['loadavg_end'][0]:.1f} at the end"
+            + ("; a training run was using the CPU" if r.get("training_running") else "")
+        )
     if m:
         samples = [x / 1e9 for x in m["flop_s_samples"]]
         lines.append(

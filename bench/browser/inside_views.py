@@ -313,8 +313,10 @@ def table(result: dict) -> str:
         return ""
     if "error" in d:
         return f"Inside views: {d['error']}"
+    load = [result.get("loadavg_start"), result.get("loadavg_end")]
     lines = [
-        f"Inside views in the page: {d['model']}, a {d.get('tokens', '?')}-token run",
+        f"Inside views in the page: {d['model']}, a {d.get('tokens', '?')}-token run"
+        + (f"; 1-minute load average {load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end" if all(load) else ""),
         "",
         "| view | click → drawn s | library s | drawn / library | target s | server s | page s | KB | "
         "longest task s | long tasks total s |",
