@@ -5,4 +5,6 @@ decode.py    tokens/s at batch 1 for GPT-2 small: this project, Hugging Face ``t
 memory.py    time to first token and peak memory for a 1024-token prompt (run in a subprocess)
 serving.py   cold start of ``python app.py`` and concurrent users through the app's API
 report.py    the table, the targets of issue 5, and results/latest.json
+inside.py    the Inside views' times, FLOPs (view_flops.py) and share of this machine's matmul rate
+browser/     the app in headless Chromium: Generate runs, Stop, and the Inside views click to drawn
 """

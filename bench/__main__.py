@@ -2,8 +2,9 @@
 checks the targets of issue 5, writes bench/results/latest.json.
 ``python -m bench --browser [--quick]``: the app in headless Chromium against the same runs through
 gradio_client (issue 9); writes bench/results/browser-latest.json.
-``python -m bench --inside [--quick]``: the Inside tab's views (issue 11) and the plain decode path
-against the forward before hooks; writes bench/results/inside-latest.json."""
+``python -m bench --inside [--quick]``: the Inside tab's views (issues 11, 23: time, FLOPs, share of
+this machine's matmul rate) and the plain decode path against the forward before hooks; writes
+bench/results/inside-latest.json."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def main(argv=None) -> int:
     br.add_argument("--max-new", default=None, help="comma-separated max new tokens (default 40,200,512; quick 40,200)")
     br.add_argument("--prompts", default=None, help="comma-separated: short,long (default both)")
     br.add_argument("--no-stop", action="store_true", help="skip the Stop-latency runs")
+    br.add_argument("--skip-generate", action="store_true", help="no Generate runs (nor Stop): only the Inside views")
+    br.add_argument("--skip-inside", action="store_true", help="no Inside views (GPT-2 small, 256 tokens)")
     br.add_argument(
         "--profile",
         action="store_true",
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--inside",
         action="store_true",
-        help="time the Inside tab's views (issue 11) and the decode path before/after hooks",
+        help="time the Inside tab's views against this machine's matmul rate, and the decode path before/after hooks",
     )
     args = ap.parse_args(argv)
     if args.browser:
@@ -274,12 +277,14 @@ def _browser(args) -> int:
         profile=args.profile,
         trace_path=args.trace_out and os.path.abspath(args.trace_out),
         checkpoint=lambda r: report.write_json({**r, "partial": True}, out),
+        generate=not args.skip_generate,
+        inside=not args.skip_inside,
     )
     result["training_running"] = [training, _training_running()]
     print()
     print(browser.table(result))
     print()
-    print("Targets (issue 9):")
+    print("Targets (issues 9 and 23):")
     for t in browser.targets(result):
         print(t.row())
     path = report.write_json(result, out)
@@ -306,7 +311,7 @@ def _inside(args) -> int:
     print()
     print(inside.table(result))
     print()
-    print("Targets (issue 11):")
+    print("Targets (issues 11 and 23):")
     for c in checks:
         print(c.row())
     path = report.write_json(result, os.path.abspath(args.out) if args.out else report.RESULTS / "inside-latest.json")

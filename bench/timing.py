@@ -49,3 +49,19 @@ def read_bandwidth(n_bytes: int = 512 * 2**20, reps: int = 7) -> float:
         src.sum()
         rates.append(src.nbytes / (time.perf_counter() - t0))
     return median(rates)
+
+
+def matmul_rate(n: int = 2048, reps: int = 5) -> float:
+    """FLOP/s of a float32 (n × n) · (n × n) ``torch.matmul`` on this process's torch threads (2n³
+    FLOPs a product): the machine's arithmetic rate the Inside views are judged against. Median of
+    ``reps`` after one warm-up."""
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+    out = torch.empty(n, n)
+    torch.matmul(a, b, out=out)
+    rates = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.matmul(a, b, out=out)
+        rates.append(2 * n**3 / (time.perf_counter() - t0))
+    return median(rates)

@@ -205,13 +205,12 @@ def scale_colors(values, colorscale, zmin: float, zmax: float) -> list:
     scale = get_colorscale(colorscale) if isinstance(colorscale, str) else colorscale
     scale = [[float(v), "rgb({}, {}, {})".format(*_rgb(c))] for v, c in scale]
     span = (zmax - zmin) or 1.0
-    out = []
-    for v in values:
-        if v is None or not math.isfinite(float(v)):
-            out.append(None)
-        else:
-            out.append(sample_colorscale(scale, [min(max((float(v) - zmin) / span, 0.0), 1.0)])[0])
-    return out
+    shown = [v is not None and math.isfinite(float(v)) for v in values]
+    points = [min(max((float(v) - zmin) / span, 0.0), 1.0) for v, ok in zip(values, shown) if ok]
+    # one call for every cell: plotly validates the colorscale on each call (a 13 × 32 lens took 0.4 s
+    # of the view's 0.5 s figure building cell by cell)
+    sampled = iter(sample_colorscale(scale, points) if points else [])
+    return [next(sampled) if ok else None for ok in shown]
 
 
 def cell_text(x, y, text, z, colorscale, zmin: float, zmax: float, size: int = TICK_FONT_SIZE) -> go.Scatter:

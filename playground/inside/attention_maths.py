@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from playground.engine.attention import causal_mask
-from playground.inside.interventions import Hooks, resid_after
+from playground.inside.interventions import resid_after
 from playground.inside.view_checks import check_ids, check_layer, check_position, reserve_logits
 
 
@@ -27,13 +28,15 @@ def attention_maths(model, ids, layer: int, head: int, position: int) -> dict:
     layer = check_layer(layer, cfg.n_layers)
     head = check_layer(head, cfg.n_heads, "Head")
     position = check_position(position, len(ids), "Query position")
-    # Only the blocks up to ``layer`` run: the later ones and the output head change nothing here.
+    # Only the blocks before ``layer`` run, and of that block its Q/K/V and attention: its out_proj,
+    # its MLP, the later blocks and the output head change nothing here.
     with reserve_logits(model, 1, "the attention maths", len(ids)), torch.no_grad():
         idx = torch.tensor([list(ids)], dtype=torch.long, device=model.device)
-        hooks = Hooks(cfg, capture=True, capture_qkv=(layer,))
-        model.trf_blocks[layer](resid_after(model, idx, layer), None, None, hooks.layer(layer))
-    cache = hooks.cache
-    q, k, v = (t[0, head].double() for t in cache.qkv[layer])  # (T, hd) each
+        block = model.trf_blocks[layer]
+        x = resid_after(model, idx, layer)  # (1, T, d)
+        q4, k4, v4 = block.att.project_qkv(block.norm1(x) if block.pre_norm else x)  # (1, H, T, hd) each
+        ctx = F.scaled_dot_product_attention(q4, k4, v4, is_causal=True)  # (1, H, T, hd): the block's own kernel
+    q, k, v = (t[0, head].double() for t in (q4, k4, v4))  # (T, hd) each
     qp = q[position]
     scores = k @ qp  # (T,)
     scaled = scores / math.sqrt(cfg.head_dim)
@@ -55,5 +58,5 @@ def attention_maths(model, ids, layer: int, head: int, position: int) -> dict:
         "masked": [None if b else float(s) for s, b in zip(scaled.tolist(), blocked.tolist())],
         "softmax": probs.tolist(),
         "weighted_v": weighted.tolist(),
-        "ctx": cache.ctx[layer][0, head, position].double().tolist(),
+        "ctx": ctx[0, head, position].double().tolist(),
     }

@@ -155,3 +155,22 @@ def test_head_sweep_layers_fill_in_a_layer_at_a_time():
         for got, want in zip(d["delta_loss"][: k + 1], whole["delta_loss"][: k + 1]):
             assert got == pytest.approx(want, abs=1e-5)
     assert steps[-1]["base_loss"] == pytest.approx(whole["base_loss"], abs=1e-6)
+
+
+@pytest.mark.parametrize("changes", [{}, {"norm_placement": "post"}, {"attention_impl": "per_head"}])
+def test_attention_maths_reads_the_hooked_forwards_q_k_v_and_head_output(changes, ids):
+    """The maths runs only the blocks before its layer and that block's attention: its q, k, v and
+    the head's output are the ones a whole hooked forward captures there."""
+    from playground.inside import attention_maths
+    from playground.inside.interventions import run_with_hooks
+
+    model = three_layer_model(seed=4, std=0.15, **changes)
+    layer, head, pos = 1, 2, 7
+    d = attention_maths.attention_maths(model, ids, layer, head, pos)
+    _, cache = run_with_hooks(model, ids, capture_qkv=(layer,))
+    q, k, v = (t[0, head].double() for t in cache.qkv[layer])
+    torch.testing.assert_close(torch.tensor(d["q"], dtype=torch.float64), q[pos])
+    torch.testing.assert_close(torch.tensor(d["k"], dtype=torch.float64), k)
+    torch.testing.assert_close(torch.tensor(d["v"], dtype=torch.float64), v)
+    torch.testing.assert_close(torch.tensor(d["ctx"], dtype=torch.float64), cache.ctx[layer][0, head, pos].double())
+    torch.testing.assert_close(torch.tensor(d["weighted_v"]), torch.tensor(d["ctx"]), rtol=1e-5, atol=1e-6)
