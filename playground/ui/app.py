@@ -29,6 +29,7 @@ from . import (
     model_tab,
     prefs,
     tokenizer_tab,
+    train_layout,
     train_tab,
 )
 from .common import I18N, T, new_state
@@ -61,12 +62,20 @@ def build_demo() -> gr.Blocks:
             with gr.Tab(T("tab_inside"), id="inside") as page.inside_tab:
                 page.inside = inside_layout.layout()
             with gr.Tab(T("tab_train"), id="train") as page.train_tab:
-                page.train = train_tab.layout()
+                page.train = train_layout.layout()
             with gr.Tab(T("tab_compare"), id="compare") as page.compare_tab:
                 page.compare = compare_layout.layout()
             with gr.Tab(T("tab_tokenizer"), id="tokenizer") as page.tokenizer_tab:
                 page.tokenizer = tokenizer_tab.layout()
-        for tab in (model_tab, generate_layout, inside_layout, inside_picks, train_tab, compare_layout, tokenizer_tab):
+        for tab in (
+            model_tab,
+            generate_layout,
+            inside_layout,
+            inside_picks,
+            train_layout,
+            compare_layout,
+            tokenizer_tab,
+        ):
             tab.wire(page)
         lessons_layout.wire(page)  # after the Generate tab's: it reads that tab's prompt
         prefs.wire(page)  # last: it chains the redraws the tabs registered
