@@ -23,6 +23,7 @@ allocator hold besides the holdings, measured at every check, plus a headroom fo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import weakref
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from playground.runtime.holdings import (
     KIND_LABELS,
     Holding,
     MemoryBudgetError,
+    acting_for,
+    current_owner,
     describe_holdings,
     in_use,
     over_total,
@@ -67,7 +70,9 @@ class MemoryBudget:
       allocates (after ``check``). Checks made by the same thread inside it pass (only the
       whole-budget limit applies): a loader checking the model it is about to build was already
       accounted for by the reservation.
-    - ``check(nbytes, what)``: raise ``MemoryBudgetError`` naming the holders if it does not fit.
+    - ``check(nbytes, what)``: raise ``MemoryBudgetError`` saying what holds the memory if it does
+      not fit: by name the holdings of the session the request acts for (``acting_for``, and the
+      shared models it uses: ``add_owner``), everyone else's as counts and sizes.
     - ``usage()`` / ``describe()``: the holders, largest first / counts and sizes in one sentence.
     """
 
@@ -169,7 +174,7 @@ class MemoryBudget:
         with self._lock:
             free = total - self.used()
             if nbytes > free:
-                raise in_use(what, nbytes, total - free, total, self.usage())
+                raise in_use(what, nbytes, total - free, total, self.usage(), current_owner())
 
     def _make_room(self, nbytes: int) -> None:
         """Drop reclaimable holdings (caches that can be recomputed), oldest first, then ask the
@@ -214,7 +219,7 @@ class MemoryBudget:
         with self._lock:  # the refusal and the holding at once: no other request slips in between
             if not own:
                 self._refuse_unless_fits(nbytes, what)
-            key = self._add(Holding(what, nbytes, kind))
+            key = self._add(Holding(what, nbytes, kind, _owned_now()))
         stack = self._local.__dict__.setdefault("reserved", [])
         stack.append(nbytes)
         try:
@@ -233,7 +238,7 @@ class MemoryBudget:
             if self._counts(obj):
                 return  # already counted
             taken = min(int(nbytes), self.spare(draw_on))
-            key = self._add(Holding(what, int(nbytes), kind))
+            key = self._add(Holding(what, int(nbytes), kind, _owned_now()))
             fin = weakref.finalize(obj, self._forget, key)
             fin.atexit = False  # nothing to give back when the process ends
             self._finalizers[key] = fin
@@ -278,7 +283,7 @@ class MemoryBudget:
             h = self._held[keys[0]]
             drawn = max(0, self._draws.get(keys[0], 0) + nbytes)
             self._draws[keys[0]] = drawn
-            self._held[keys[0]] = Holding(h.what, max(0, reservation.nbytes - drawn), h.kind)
+            self._held[keys[0]] = dataclasses.replace(h, nbytes=max(0, reservation.nbytes - drawn))
 
     def is_registered(self, obj) -> bool:
         with self._lock:
@@ -288,6 +293,21 @@ class MemoryBudget:
         """The keys under which ``obj`` is counted (callers hold the lock)."""
         return [k for k, f in list(self._finalizers.items()) if (p := f.peek()) is not None and p[0] is obj]
 
+    def add_owner(self, obj, owner: str) -> None:
+        """Count ``obj`` (a cached model, shared) as ``owner``'s too while the session uses it: its
+        refusals name it. Nothing happens if ``obj`` is not counted here."""
+        self._set_owners(obj, lambda owners: owners | {owner})
+
+    def drop_owner(self, obj, owner: str) -> None:
+        """``owner`` no longer uses ``obj``: its name is no longer the session's to see."""
+        self._set_owners(obj, lambda owners: owners - {owner})
+
+    def _set_owners(self, obj, change: Callable[[frozenset[str]], frozenset[str]]) -> None:
+        with self._lock:
+            for key in self._counts(obj):
+                h = self._held[key]
+                self._held[key] = dataclasses.replace(h, owners=change(h.owners))
+
     def release(self, obj) -> None:
         """Stop counting ``obj`` now (its memory was freed another way)."""
         with self._lock:
@@ -296,6 +316,12 @@ class MemoryBudget:
             fin = self._finalizers.get(key)
             if fin is not None:
                 fin()  # runs _forget once and detaches
+
+
+def _owned_now() -> frozenset[str]:
+    """The owners of a holding made now: the session the request acts for, if any."""
+    owner = current_owner()
+    return frozenset() if owner is None else frozenset({owner})
 
 
 class StandingReservation:
@@ -316,6 +342,8 @@ __all__ = [
     "HEADROOM_SHARE",
     "KIND_LABELS",
     "TRIM_AFTER_BYTES",
+    "acting_for",
+    "current_owner",
     "Holding",
     "MemoryBudget",
     "MemoryBudgetError",

@@ -47,8 +47,10 @@ def build_demo() -> gr.Blocks:
     files.protect(_checkpoints_in_use)
     default_model = CACHE.get(default_recipe())  # warm: the first page load is instant
     with gr.Blocks(title="GPT Playground") as demo:
+        # The default state every session starts from has no session id: each draws its own (state.session_id).
+        default_state = {**new_state(), "session": None}
         page = SimpleNamespace(
-            demo=demo, state=gr.State(new_state()), train_state=gr.State(train_tab.new_train_state())
+            demo=demo, state=gr.State(default_state), train_state=gr.State(train_tab.new_train_state())
         )
         page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")

@@ -113,7 +113,7 @@ def wire(page) -> None:
     # tells the others their place, so every request gets its handler at once; generation keeps its own.
     t.train_btn.click(
         train_model,
-        [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr, t.batch],
+        [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr, t.batch, page.state],
         outputs(Trained, t, train_state=train_state),
         api_name="train",
         concurrency_id="train",

@@ -35,7 +35,18 @@ from playground.training.corpus import load_bundled_corpus, load_tiny_shakespear
 from playground.training.losses import overfitting
 
 from . import redraw
-from .common import choices, dress, lang_of, parse_choice, parse_count, parse_number, parse_whole, session_id, tr
+from .common import (
+    choices,
+    dress,
+    for_the_session,
+    lang_of,
+    parse_choice,
+    parse_count,
+    parse_number,
+    parse_whole,
+    session_id,
+    tr,
+)
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
@@ -153,6 +164,7 @@ def estimate(preset_name, steps, batch_size=DEFAULT_BATCH, *, timer=None) -> dic
     }
 
 
+@for_the_session
 def estimate_html(preset_name, steps, batch_size=DEFAULT_BATCH, state=None) -> str:
     lang = lang_of(state)
     try:
@@ -246,10 +258,22 @@ def train_message(request: gr.Request, state):
     return redraw.redraw(request, "train_msg", lang_of(state), False, 1)[0]
 
 
+@for_the_session
 def train_model(
-    train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH, request: gr.Request = None
+    train_state,
+    preset_name,
+    source,
+    upload,
+    pasted,
+    steps,
+    lr,
+    batch_size=DEFAULT_BATCH,
+    state=None,
+    request: gr.Request = None,
 ):
-    """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
+    """Train in a background thread and stream the loss curve; a closed tab stops the thread.
+    ``state``: the page's session state; the job's memory counts as that session's, so a refusal
+    names what the session holds."""
     lang = lang_of(train_state)
     keep = {k: v for k, v in (train_state or {}).items() if k in ("lang", "present")}  # the page's, not the job's
     try:
