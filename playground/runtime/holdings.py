@@ -108,28 +108,21 @@ def in_use(
 ) -> MemoryBudgetError:
     """The refusal of a request that does not fit beside what is held, read by ``owner`` (a session's
     id, or None): its own holdings by name, everyone else's as counts and sizes."""
+    said = dict(what=what, need=format_bytes(nbytes), used=format_bytes(used), total=format_bytes(total), advice=ADVICE)
     own = [h for h in holdings if owner is not None and owner in h.owners]
     if own:
         return MemoryBudgetError(
             "budget.in_use_yours",
             "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in use. "
             "Yours: {own}. Besides: {others}. {advice}",
-            what=what,
-            need=format_bytes(nbytes),
-            used=format_bytes(used),
-            total=format_bytes(total),
             own=name_holdings(own),
             others=describe_holdings([h for h in holdings if owner not in h.owners]),
-            advice=ADVICE,
+            **said,
         )
     return MemoryBudgetError(
         "budget.in_use",
         "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in "
         "use by {holdings}. {advice}",
-        what=what,
-        need=format_bytes(nbytes),
-        used=format_bytes(used),
-        total=format_bytes(total),
         holdings=describe_holdings(holdings),
-        advice=ADVICE,
+        **said,
     )
