@@ -2,7 +2,8 @@
 
 A session's state: names only (its model's recipe, its current run's id, its own id); the server
 keeps the model in the shared cache (leased to the session's id, with the room for a generation)
-and the run in the run registry.
+and the run in the run registry. ``for_the_session`` runs a handler on the session's behalf in the
+memory budget: what it holds is the session's, and its refusals name the session's own holdings.
 """
 
 from __future__ import annotations
