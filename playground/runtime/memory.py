@@ -23,24 +23,30 @@ allocator hold besides the holdings, measured at every check, plus a headroom fo
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import functools
-import os
+import dataclasses
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import psutil
+from playground.runtime.holdings import (
+    ADVICE,
+    KIND_LABELS,
+    Holding,
+    MemoryBudgetError,
+    acting_for,
+    current_owner,
+    describe_holdings,
+    in_use,
+    over_total,
+)
+from playground.runtime.machine_memory import (
+    default_budget_bytes,
+    format_bytes,
+    map_large_blocks,
+    resident_bytes,
+    trim,
+)
 
-from playground.errors import UserError
-from playground.runtime.devices import default_device, device_memory_bytes
-
-GiB = 2**30
-RAM_SHARE = 0.6
-DEVICE_SHARE = 0.85  # of a CUDA GPU's memory, when the models live there
-BASELINE_BYTES = 1 * GiB
 TRIM_AFTER_BYTES = 16 * 2**20  # smaller releases are not worth a malloc_trim
 # Kept free for what no holding names when the whole process is counted: one decode step's
 # activations per generation, gradio's copies of results on their way to the page, short-lived
@@ -49,118 +55,8 @@ HEADROOM_SHARE = 0.1
 HEADROOM_MIN_BYTES = 256 * 2**20
 
 
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
-
-
-def physical_ram_bytes() -> int:
-    try:
-        return int(psutil.virtual_memory().total)
-    except Exception:  # psutil missing or unsupported: the POSIX figure, then a guess
-        try:
-            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            return 8 * GiB
-
-
-def default_budget_bytes(device=None) -> int:
-    """``PLAYGROUND_MEMORY_BUDGET_GB`` (GiB) if set, else 60% of physical RAM minus 1 GiB, or 85% of
-    the GPU's memory for models on a CUDA ``device`` (default: where the app puts its models)."""
-    env = os.environ.get("PLAYGROUND_MEMORY_BUDGET_GB")
-    if env:
-        try:
-            return int(float(env) * GiB)
-        except ValueError:
-            raise UserError(
-                "budget.env_not_number", "PLAYGROUND_MEMORY_BUDGET_GB must be a number, got {value!r}.", value=env
-            ) from None
-    accelerator = accelerator_bytes(device)
-    if accelerator is not None:
-        return int(accelerator * DEVICE_SHARE)
-    return max(GiB // 2, int(physical_ram_bytes() * RAM_SHARE) - BASELINE_BYTES)
-
-
-def accelerator_bytes(device=None) -> int | None:
-    """Total memory of the GPU the models live on (``device``, default: the app's), or None when they
-    live in RAM (CPU, and Apple's MPS, whose GPU shares the machine's RAM)."""
-    return _device_total(str(device) if device is not None else str(default_device()))
-
-
-@functools.cache
-def _device_total(device) -> int | None:
-    return device_memory_bytes(device)
-
-
-# ----------------------------------------------------------------------------------------------
-# Giving freed memory back to the OS (glibc only; a no-op elsewhere)
-
-_libc = None
-if os.name == "posix":
-    try:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        _libc.malloc_trim  # noqa: B018 -- glibc has it, musl and macOS do not
-    except (OSError, AttributeError):
-        _libc = None
-
-M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD_BYTES = 1 << 20
-
-
-def map_large_blocks() -> bool:
-    """Give blocks of 1 MiB and more (every weight matrix) their own mapping, returned to the OS the
-    moment they are freed: glibc's default threshold rises to 32 MiB after the first big free and
-    puts later tensors on the heap, where a freed model leaves holes only a trim returns. A setting
-    of the whole process, so the server's entry point makes it (app.py), not an import. True if set."""
-    if _libc is None:
-        return False
-    return bool(_libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
-
-
-def trim() -> bool:
-    """Return free heap pages to the OS; True if glibc released something."""
-    if _libc is None:
-        return False
-    return bool(_libc.malloc_trim(0))
-
-
 # ----------------------------------------------------------------------------------------------
 # The budget
-
-
-class MemoryBudgetError(UserError, MemoryError):
-    """A request that does not fit in the memory budget; the message is written for the user. Both a
-    ``MemoryError`` (what callers catch it as) and a ``UserError`` (a message key and its fields)."""
-
-
-@dataclass(frozen=True)
-class Holding:
-    what: str  # e.g. "gpt2-large (774M) random init (seed 1)"
-    nbytes: int
-    kind: str  # model | generation | attention | training | export | build
-
-
-KIND_LABELS = {  # kind -> (one, many)
-    "model": ("model", "models"),
-    "generation": ("generation's KV cache", "generations' KV caches"),
-    "attention": ("run's attention", "runs' attention"),
-    "training": ("training job", "training jobs"),
-    "export": ("export", "exports"),
-    "build": ("build in progress", "builds in progress"),
-    "reserved": ("generation kept ready for its session", "generations kept ready for their sessions"),
-    "server": ("server process", "server processes"),
-    "scoring": ("text being scored", "texts being scored"),
-    "lens": ("view of the inside", "views of the inside"),
-    "replay": ("replay file being read", "replay files being read"),
-}
-
-ADVICE = (
-    "Try a smaller model or bfloat16, wait for other generations or trainings to finish, "
-    "or raise PLAYGROUND_MEMORY_BUDGET_GB."
-)
 
 
 class MemoryBudget:
@@ -174,7 +70,9 @@ class MemoryBudget:
       allocates (after ``check``). Checks made by the same thread inside it pass (only the
       whole-budget limit applies): a loader checking the model it is about to build was already
       accounted for by the reservation.
-    - ``check(nbytes, what)``: raise ``MemoryBudgetError`` naming the holders if it does not fit.
+    - ``check(nbytes, what)``: raise ``MemoryBudgetError`` saying what holds the memory if it does
+      not fit: by name the holdings of the session the request acts for (``acting_for``, and the
+      shared models it uses: ``add_owner``), everyone else's as counts and sizes.
     - ``usage()`` / ``describe()``: the holders, largest first / counts and sizes in one sentence.
     """
 
@@ -248,19 +146,8 @@ class MemoryBudget:
             self._evictors = [m for m in self._evictors if m() is not None] + [weakref.WeakMethod(method)]
 
     def describe(self) -> str:
-        """What holds the memory, as counts and sizes by kind. Never the holders' names: a refusal is
-        read by one user, and the models, checkpoint file names and seeds held are other users'."""
-        groups: dict[str, list[Holding]] = {}
-        for h in self.usage():
-            groups.setdefault(h.kind, []).append(h)
-        if not groups:
-            return "nothing is held"
-        parts = []
-        for kind, items in groups.items():
-            one, many = KIND_LABELS.get(kind, (kind, kind + "s"))
-            label = f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
-            parts.append(f"{label} ({format_bytes(sum(h.nbytes for h in items))})")
-        return ", ".join(parts)
+        """What holds the memory, as counts and sizes by kind (``describe_holdings``)."""
+        return describe_holdings(self.usage())
 
     def _own_reserved(self) -> int:
         return sum(getattr(self._local, "reserved", ()))
@@ -279,14 +166,7 @@ class MemoryBudget:
         reservation (what it allocates was checked when it reserved)."""
         total = self.total
         if nbytes > total:
-            raise MemoryBudgetError(
-                "budget.over_total",
-                "{what} needs about {need}, more than the whole memory budget of {total}. Make it smaller, or "
-                "raise PLAYGROUND_MEMORY_BUDGET_GB.",
-                what=what[:1].upper() + what[1:],
-                need=format_bytes(nbytes),
-                total=format_bytes(total),
-            )
+            raise over_total(what, nbytes, total)
         return bool(self._own_reserved())
 
     def _refuse_unless_fits(self, nbytes: int, what: str) -> None:
@@ -294,17 +174,7 @@ class MemoryBudget:
         with self._lock:
             free = total - self.used()
             if nbytes > free:
-                raise MemoryBudgetError(
-                    "budget.in_use",
-                    "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in "
-                    "use by {holdings}. {advice}",
-                    what=what,
-                    need=format_bytes(nbytes),
-                    used=format_bytes(total - free),
-                    total=format_bytes(total),
-                    holdings=self.describe(),
-                    advice=ADVICE,
-                )
+                raise in_use(what, nbytes, total - free, total, self.usage(), current_owner())
 
     def _make_room(self, nbytes: int) -> None:
         """Drop reclaimable holdings (caches that can be recomputed), oldest first, then ask the
@@ -349,7 +219,7 @@ class MemoryBudget:
         with self._lock:  # the refusal and the holding at once: no other request slips in between
             if not own:
                 self._refuse_unless_fits(nbytes, what)
-            key = self._add(Holding(what, nbytes, kind))
+            key = self._add(Holding(what, nbytes, kind, _owned_now()))
         stack = self._local.__dict__.setdefault("reserved", [])
         stack.append(nbytes)
         try:
@@ -368,7 +238,7 @@ class MemoryBudget:
             if self._counts(obj):
                 return  # already counted
             taken = min(int(nbytes), self.spare(draw_on))
-            key = self._add(Holding(what, int(nbytes), kind))
+            key = self._add(Holding(what, int(nbytes), kind, _owned_now()))
             fin = weakref.finalize(obj, self._forget, key)
             fin.atexit = False  # nothing to give back when the process ends
             self._finalizers[key] = fin
@@ -413,7 +283,7 @@ class MemoryBudget:
             h = self._held[keys[0]]
             drawn = max(0, self._draws.get(keys[0], 0) + nbytes)
             self._draws[keys[0]] = drawn
-            self._held[keys[0]] = Holding(h.what, max(0, reservation.nbytes - drawn), h.kind)
+            self._held[keys[0]] = dataclasses.replace(h, nbytes=max(0, reservation.nbytes - drawn))
 
     def is_registered(self, obj) -> bool:
         with self._lock:
@@ -422,6 +292,21 @@ class MemoryBudget:
     def _counts(self, obj) -> list[int]:
         """The keys under which ``obj`` is counted (callers hold the lock)."""
         return [k for k, f in list(self._finalizers.items()) if (p := f.peek()) is not None and p[0] is obj]
+
+    def add_owner(self, obj, owner: str) -> None:
+        """Count ``obj`` (a cached model, shared) as ``owner``'s too while the session uses it: its
+        refusals name it. Nothing happens if ``obj`` is not counted here."""
+        self._set_owners(obj, lambda owners: owners | {owner})
+
+    def drop_owner(self, obj, owner: str) -> None:
+        """``owner`` no longer uses ``obj``: its name is no longer the session's to see."""
+        self._set_owners(obj, lambda owners: owners - {owner})
+
+    def _set_owners(self, obj, change: Callable[[frozenset[str]], frozenset[str]]) -> None:
+        with self._lock:
+            for key in self._counts(obj):
+                h = self._held[key]
+                self._held[key] = dataclasses.replace(h, owners=change(h.owners))
 
     def release(self, obj) -> None:
         """Stop counting ``obj`` now (its memory was freed another way)."""
@@ -433,6 +318,12 @@ class MemoryBudget:
                 fin()  # runs _forget once and detaches
 
 
+def _owned_now() -> frozenset[str]:
+    """The owners of a holding made now: the session the request acts for, if any."""
+    owner = current_owner()
+    return frozenset() if owner is None else frozenset({owner})
+
+
 class StandingReservation:
     """A token for room kept by ``MemoryBudget.hold``: ``nbytes`` in all, counted while it lives."""
 
@@ -440,12 +331,26 @@ class StandingReservation:
         self.nbytes = nbytes
 
 
-def resident_bytes() -> int:
-    """This process's resident set size (0 where psutil cannot tell)."""
-    try:
-        return int(psutil.Process().memory_info().rss)
-    except Exception:  # psutil unsupported here: only the holdings are counted
-        return 0
-
-
 BUDGET = MemoryBudget()
+
+# The machine's sizes and the OS calls live in playground.runtime.machine_memory; importers of the
+# budget keep finding them here.
+__all__ = [
+    "ADVICE",
+    "BUDGET",
+    "HEADROOM_MIN_BYTES",
+    "HEADROOM_SHARE",
+    "KIND_LABELS",
+    "TRIM_AFTER_BYTES",
+    "acting_for",
+    "current_owner",
+    "Holding",
+    "MemoryBudget",
+    "MemoryBudgetError",
+    "StandingReservation",
+    "default_budget_bytes",
+    "format_bytes",
+    "map_large_blocks",
+    "resident_bytes",
+    "trim",
+]

@@ -11,7 +11,9 @@ memory budget (``IDLE_SHARE``), and at most ``PLAYGROUND_CACHE_BUDGET_GB`` (defa
 ``CACHE.get(recipe, session=id)`` also gives that session a lease: its model is not idle (never
 evicted) and the room for one generation with it is held in the budget, so a session told "Ready"
 is not refused at its first Generate because later builds took its memory. A session's lease moves
-with its next model, and ends after ``PLAYGROUND_IDLE_MINUTES`` (default 15) without use.
+with its next model, and ends after ``PLAYGROUND_IDLE_MINUTES`` (default 15) without use. While it
+lasts the model is also the session's in the budget: a refusal the session reads names it (and its
+build and its room), and says other sessions' models only as counts and sizes.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from playground.engine.config import GPTConfig, check_build_size, check_memory
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_int8
 from playground.engine.quantize import model_bytes as int8_model_bytes
-from playground.runtime.memory import BUDGET, MemoryBudget, StandingReservation, format_bytes, trim
+from playground.runtime.memory import BUDGET, MemoryBudget, StandingReservation, acting_for, format_bytes, trim
 from playground.server.recipes import build_from_recipe, build_peak_bytes, model_label, recipe_key
 from playground.server.runs import IDLE_SECONDS, generation_bytes
 
@@ -101,6 +103,10 @@ class ModelCache:
     def get(self, recipe: dict, *, progress=None, session: str | None = None) -> GPTModel:
         """The model ``recipe`` names, built if needed; ``session``: the session that will use it
         takes (or renews) its lease on it, and is refused now if the room for its generation is not there."""
+        with acting_for(session) if session else contextlib.nullcontext():
+            return self._get(recipe, progress, session)
+
+    def _get(self, recipe: dict, progress, session: str | None) -> GPTModel:
         key = recipe_key(recipe)
         model = self._lookup(key)
         if model is None:
@@ -130,15 +136,24 @@ class ModelCache:
             self._leases.pop(session, None)
         if old is not None:
             self.memory.release(old.room)
+        self.memory.add_owner(model, session)  # a refusal of its room names it to the session
         try:
-            room = self._room_for_a_generation(model, label)
+            with acting_for(session):
+                room = self._room_for_a_generation(model, label)
         except MemoryError:
+            self.memory.drop_owner(model, session)
+            kept = False
             if old is not None:
-                with contextlib.suppress(MemoryError):
+                with contextlib.suppress(MemoryError), acting_for(session):
                     old.room = self._room_for_a_generation(old.model, None)
                     with self._lock:
                         self._leases[session] = old
+                    kept = True
+                if not kept:
+                    self.memory.drop_owner(old.model, session)
             raise
+        if old is not None and old.model is not model:
+            self.memory.drop_owner(old.model, session)
         lease = Lease(key, model, room, now + self.lease_seconds)
         with self._lock:
             self._leases[session] = lease
@@ -160,9 +175,10 @@ class ModelCache:
         now = time.monotonic() if now is None else now
         with self._lock:
             ended = [s for s, lease in self._leases.items() if lease.expires <= now]
-            leases = [self._leases.pop(s) for s in ended]
-        for lease in leases:
+            leases = [(s, self._leases.pop(s)) for s in ended]
+        for session, lease in leases:
             self.memory.release(lease.room)
+            self.memory.drop_owner(lease.model, session)
         if leases:
             self._keep_idle_within_limit()
         return len(leases)
@@ -181,7 +197,8 @@ class ModelCache:
         self.make_room(peak)
         with self.memory.reserve(peak, f"building {label}"):  # refused here if it cannot fit
             model = build_from_recipe(recipe, progress=progress)
-            self.memory.register(model, model_bytes(model), label, "model")
+            with acting_for(None):  # the cache's, shared: a session owns it while it leases it
+                self.memory.register(model, model_bytes(model), label, "model")
         return model
 
     def make_room(self, nbytes: int) -> None:
@@ -251,10 +268,11 @@ class ModelCache:
     def clear(self) -> None:
         with self._lock:
             self._models.clear()
-            leases = list(self._leases.values())
+            leases = list(self._leases.items())
             self._leases.clear()
-        for lease in leases:
+        for session, lease in leases:
             self.memory.release(lease.room)
+            self.memory.drop_owner(lease.model, session)
         trim()
 
 

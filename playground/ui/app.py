@@ -29,6 +29,7 @@ from . import (
     model_tab,
     prefs,
     tokenizer_tab,
+    train_layout,
     train_tab,
 )
 from .common import I18N, T, new_state
@@ -46,8 +47,10 @@ def build_demo() -> gr.Blocks:
     files.protect(_checkpoints_in_use)
     default_model = CACHE.get(default_recipe())  # warm: the first page load is instant
     with gr.Blocks(title="GPT Playground") as demo:
+        # The default state every session starts from has no session id: each draws its own (state.session_id).
+        default_state = {**new_state(), "session": None}
         page = SimpleNamespace(
-            demo=demo, state=gr.State(new_state()), train_state=gr.State(train_tab.new_train_state())
+            demo=demo, state=gr.State(default_state), train_state=gr.State(train_tab.new_train_state())
         )
         page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")
@@ -61,12 +64,20 @@ def build_demo() -> gr.Blocks:
             with gr.Tab(T("tab_inside"), id="inside") as page.inside_tab:
                 page.inside = inside_layout.layout()
             with gr.Tab(T("tab_train"), id="train") as page.train_tab:
-                page.train = train_tab.layout()
+                page.train = train_layout.layout()
             with gr.Tab(T("tab_compare"), id="compare") as page.compare_tab:
                 page.compare = compare_layout.layout()
             with gr.Tab(T("tab_tokenizer"), id="tokenizer") as page.tokenizer_tab:
                 page.tokenizer = tokenizer_tab.layout()
-        for tab in (model_tab, generate_layout, inside_layout, inside_picks, train_tab, compare_layout, tokenizer_tab):
+        for tab in (
+            model_tab,
+            generate_layout,
+            inside_layout,
+            inside_picks,
+            train_layout,
+            compare_layout,
+            tokenizer_tab,
+        ):
             tab.wire(page)
         lessons_layout.wire(page)  # after the Generate tab's: it reads that tab's prompt
         prefs.wire(page)  # last: it chains the redraws the tabs registered

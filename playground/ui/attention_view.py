@@ -26,6 +26,7 @@ from playground.server.runs import all_layers_attention_bytes, layer_attention, 
 
 from .common import api_run, dress, lang_of, parse_bool, parse_choice, parse_whole, session_model, session_run, tr, warn
 from .results import only, result
+from .state import for_the_session
 
 VIEW_KEYS = {
     "one": "v_one",
@@ -93,6 +94,7 @@ def _window(state, run):
     return model, start, qk, ids, labels
 
 
+@for_the_session
 def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     """The chosen attention figure, where one query looked (hidden for overviews), the query
     slider's range (absolute positions of the window) and a message (empty when all is well).
@@ -252,6 +254,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
     return fig, row[a : q + 1], lo
 
 
+@for_the_session
 def attention_data(state, layer, head):
     """API: the raw attention matrix of one head for the current run, with its tokens."""
     run, error = api_run(state)

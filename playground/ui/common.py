@@ -20,7 +20,7 @@ from .parsing import (
     parse_whole,
     slider_range,
 )
-from .state import api_run, new_state, session_id, session_model, session_reservation, session_run
+from .state import api_run, for_the_session, new_state, session_id, session_model, session_reservation, session_run
 
 __all__ = [
     "I18N",
@@ -35,6 +35,7 @@ __all__ = [
     "tr",
     "tr_error",
     "fail",
+    "for_the_session",
     "log",
     "new_state",
     "ok",

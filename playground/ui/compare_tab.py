@@ -33,6 +33,7 @@ from . import redraw
 from .common import (
     dress,
     fail,
+    for_the_session,
     lang_of,
     ok,
     parse_bool,
@@ -158,6 +159,7 @@ def load_model_b(
     return cmp_state, draw(lang)
 
 
+@for_the_session
 def score(state, cmp_state, source, text, upload, replace, stride, both=False, progress=gr.Progress(), request=None):
     """Scores the text under model A (and B when ``both``): a ``Scored``."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
@@ -261,6 +263,7 @@ def _stream_error(e, lang, request):
     return draw(lang)
 
 
+@for_the_session
 def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, top_k, top_p, request: gr.Request = None):
     """The same prompt, settings and seed through model A and model B. Outputs: message, streams."""
     lang = lang_of(state)
@@ -275,6 +278,7 @@ def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, to
         yield _stream_error(e, lang, request)
 
 
+@for_the_session
 def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b, p_b, request: gr.Request = None):
     """One model (A), one prompt and seed, two sampling settings. Outputs: message, streams."""
     lang = lang_of(state)
@@ -322,6 +326,7 @@ def show_receipt(state, step_index, request: gr.Request = None):
     return draw(lang), r.to_dict()
 
 
+@for_the_session
 def export_replay(state, request: gr.Request = None):
     """A small JSON file that reproduces the current run. Outputs: file, message."""
     lang = lang_of(state)
@@ -337,6 +342,7 @@ def export_replay(state, request: gr.Request = None):
     return path, draw(lang)
 
 
+@for_the_session
 def replay_file(state, upload, request: gr.Request = None):
     """Replay an uploaded replay file or run export. Outputs: report HTML, report JSON."""
     lang = lang_of(state)

@@ -31,6 +31,7 @@ from .common import (
     choices,
     dress,
     fail,
+    for_the_session,
     lang_of,
     ok,
     parse_bool,
@@ -67,6 +68,7 @@ Relabelled = result(
 )
 
 
+@for_the_session
 def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, seed, greedy):
     """Stream tokens as chips with a status line (outputs: state, chips, status)."""
     lang = lang_of(state)
@@ -264,6 +266,7 @@ def pick_token(state, evt: gr.EventData):
     return Picked(gr.update(value=step), bars, stages, text + note, query)
 
 
+@for_the_session
 def export_run_file(state, fmt):
     lang = lang_of(state)
     try:
@@ -279,6 +282,7 @@ def export_run_file(state, fmt):
         return only(Exported, export_msg=fail(e, lang))
 
 
+@for_the_session
 def export_model_file(state):
     lang = lang_of(state)
     try:

@@ -13,7 +13,7 @@ import gradio as gr
 from playground.figures import inside as lf
 
 from . import redraw
-from .common import dress, lang_of, ok, say, tr, warn
+from .common import dress, for_the_session, lang_of, ok, say, tr, warn
 from .inside_data import dose_steps, sweep_steps
 from .inside_tab import DoseView, SweepView, draw_sweep, note_drawn
 from .results import only
@@ -25,6 +25,7 @@ def _progress(text: str) -> str:
     return f"<div class='pg-msg pg-progress'>⏳ {text}</div>"
 
 
+@for_the_session
 def dose_live(request: gr.Request, state, scale_head, position, target):
     """The Dose-response button: the curve grows point by point (outputs: figure, message)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
@@ -39,6 +40,7 @@ def dose_live(request: gr.Request, state, scale_head, position, target):
     note_drawn(request, "dose", state, scale_head, position, target)
 
 
+@for_the_session
 def sweep_live(request: gr.Request, state):
     """The Head sweep button: the heatmap fills a layer at a time (outputs: figure, text, message)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))

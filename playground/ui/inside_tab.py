@@ -20,7 +20,7 @@ from playground.figures import inside as lf
 from playground.inside.interventions import Intervention
 
 from . import redraw
-from .common import dress, fail, lang_of, parse_optional_whole, say, tr, tr_error, warn
+from .common import dress, fail, for_the_session, lang_of, parse_optional_whole, say, tr, tr_error, warn
 from .inside_data import (
     LENS_WINDOW,
     MIN_WINDOW,
@@ -68,6 +68,7 @@ def _layer(name: str, lang) -> str:
     return tr(lang, "in_after_block", i=name.rsplit(" ", 1)[-1]) if name.startswith("after block ") else name
 
 
+@for_the_session
 def lens_view(state, scroll, layer, position, shown=None):
     """(heatmap, window note, scroll slider, top-10 bars, cell text, message). ``shown``: how many
     positions fit the page's width (the page script measures it; at most LENS_WINDOW)."""
@@ -165,6 +166,7 @@ def open_tab(state, seen_run, scroll, layer, position, shown=None):
     return Opened(*lens_view(state, None, L, last, shown), L, last, before_last, prompt_end, before_last, run.id)
 
 
+@for_the_session
 def attribution_view(state, position, target):
     """(layer × head heatmap, waterfall, text, message)."""
     lang, present = _lang(state)
@@ -203,6 +205,7 @@ def _vec(values, n: int = 8, lang="en") -> str:
     return f"[{shown}{', …' if len(values) > n else ''}] " + tr(lang, "in_numbers", n=len(values))
 
 
+@for_the_session
 def maths_view(state, layer, head, position):
     """(table, bars, text, message)."""
     lang, present = _lang(state)
@@ -247,6 +250,7 @@ def maths_view(state, layer, head, position):
     return MathsView(rows, fig, text, "")
 
 
+@for_the_session
 def intervene_view(
     state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position, shown=None
 ):
@@ -309,6 +313,7 @@ def intervene_view(
     return InterveneView(bars, loss, lens_fig, text, "")
 
 
+@for_the_session
 def dose_view(state, scale_head, position, target):
     lang, present = _lang(state)
     d = dose_data(state, scale_head, position, target)
@@ -326,6 +331,7 @@ def dose_view(state, scale_head, position, target):
     return DoseView(fig, "")
 
 
+@for_the_session
 def sweep_view(state, progress=gr.Progress()):
     return draw_sweep(sweep_data(state, progress), *_lang(state))
 

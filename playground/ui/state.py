@@ -2,13 +2,17 @@
 
 A session's state: names only (its model's recipe, its current run's id, its own id); the server
 keeps the model in the shared cache (leased to the session's id, with the room for a generation)
-and the run in the run registry.
+and the run in the run registry. ``for_the_session`` runs a handler on the session's behalf in the
+memory budget: what it holds is the session's, and its refusals name the session's own holdings.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import secrets
 
+from playground.runtime.memory import acting_for
 from playground.server.model_cache import CACHE
 from playground.server.recipes import default_recipe
 from playground.server.runs import get_run
@@ -22,8 +26,54 @@ def new_state(lang: str = "en") -> dict:
 
 
 def session_id(state: dict | None) -> str | None:
-    """The id the session's model lease is under (None for a state from before sessions had one)."""
-    return (state or {}).get("session") or None
+    """The id the session's model lease is under, drawn at its first use by a state that has none
+    (the page's default state, which every API client's session starts from: one shared id would
+    make their models and refusals one session's). None without a state."""
+    if not isinstance(state, dict):
+        return None
+    if not state.get("session"):
+        state["session"] = secrets.token_hex(8)  # kept: Gradio hands a handler the session's own state
+    return state["session"]
+
+
+_DONE = object()  # what next() gives for a generator that has finished
+
+
+def for_the_session(handler):
+    """``handler`` (an event handler with a ``state`` argument) run for that session: what it holds in
+    the memory budget is the session's, and a refusal it meets names the session's own holdings (other
+    sessions' only as counts and sizes). A generator is run so one step at a time, as Gradio may run
+    each step in another thread."""
+    signature = inspect.signature(handler)
+
+    def owner(args, kwargs) -> str | None:
+        return session_id(signature.bind_partial(*args, **kwargs).arguments.get("state"))
+
+    if not inspect.isgeneratorfunction(handler):
+
+        @functools.wraps(handler)
+        def call(*args, **kwargs):
+            with acting_for(owner(args, kwargs)):
+                return handler(*args, **kwargs)
+
+        return call
+
+    @functools.wraps(handler)
+    def steps(*args, **kwargs):
+        who = owner(args, kwargs)
+        updates = handler(*args, **kwargs)
+        try:
+            while True:
+                with acting_for(who):
+                    update = next(updates, _DONE)
+                if update is _DONE:
+                    return
+                yield update
+        finally:
+            with acting_for(who):
+                updates.close()  # a closed page or Stop: the handler's own clean-up runs now
+
+    return steps
 
 
 def session_model(state: dict):

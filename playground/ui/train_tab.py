@@ -1,4 +1,4 @@
-"""The Train tab: a background training run with a live loss curve and a measured estimate.
+"""The Train tab's handlers: a background training run with a live loss curve and a measured estimate.
 
 The Train tab: train a small model on a corpus in a background thread, watch the loss live,
 stop at any time keeping what was learned, then use the result in the other tabs.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import html
 import math
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -35,13 +34,24 @@ from playground.training import estimate as train_estimate
 from playground.training.corpus import load_bundled_corpus, load_tiny_shakespeare, text_from_paste, text_from_upload
 from playground.training.losses import overfitting
 
-from . import listeners, redraw
-from .common import T, choices, dress, lang_of, parse_choice, parse_count, parse_number, parse_whole, session_id, tr
+from . import redraw
+from .common import (
+    choices,
+    dress,
+    for_the_session,
+    lang_of,
+    parse_choice,
+    parse_count,
+    parse_number,
+    parse_whole,
+    session_id,
+    tr,
+)
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
-from .model_switch import Switch, preset_choices, switch_model, switch_outputs
-from .results import only, outputs, result
+from .model_switch import Switch, preset_choices, switch_model
+from .results import only, result
 
 # The ids API callers send (the bundled text first, the default: it needs no network); the labels
 # follow the page's language.
@@ -154,6 +164,7 @@ def estimate(preset_name, steps, batch_size=DEFAULT_BATCH, *, timer=None) -> dic
     }
 
 
+@for_the_session
 def estimate_html(preset_name, steps, batch_size=DEFAULT_BATCH, state=None) -> str:
     lang = lang_of(state)
     try:
@@ -247,10 +258,22 @@ def train_message(request: gr.Request, state):
     return redraw.redraw(request, "train_msg", lang_of(state), False, 1)[0]
 
 
+@for_the_session
 def train_model(
-    train_state, preset_name, source, upload, pasted, steps, lr, batch_size=DEFAULT_BATCH, request: gr.Request = None
+    train_state,
+    preset_name,
+    source,
+    upload,
+    pasted,
+    steps,
+    lr,
+    batch_size=DEFAULT_BATCH,
+    state=None,
+    request: gr.Request = None,
 ):
-    """Train in a background thread and stream the loss curve; a closed tab stops the thread."""
+    """Train in a background thread and stream the loss curve; a closed tab stops the thread.
+    ``state``: the page's session state; the job's memory counts as that session's, so a refusal
+    names what the session holds."""
     lang = lang_of(train_state)
     keep = {k: v for k, v in (train_state or {}).items() if k in ("lang", "present")}  # the page's, not the job's
     try:
@@ -359,100 +382,5 @@ def relabel(state, train_state, preset_name, steps, batch_size, request: gr.Requ
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# Layout and wiring
-
-
 def new_train_state() -> dict:
     return {"job": None, "recipe": None}
-
-
-def layout() -> SimpleNamespace:
-    c = SimpleNamespace()
-    with gr.Row():
-        with gr.Column(scale=2, min_width=320):
-            # The model and the corpus are chosen before Train is pressed, so they come before the
-            # button, side by side: the button, the estimate and the messages then still fit the
-            # first screen of a 1024×768 projector. Only the chosen source's box is shown (an empty
-            # upload area took a third of the screen).
-            with gr.Row():
-                c.preset = gr.Dropdown(
-                    preset_choices()[:-1],
-                    value=DEFAULT_PRESET,
-                    label=T("train_config"),
-                    elem_id="pg-train-preset",
-                    min_width=150,
-                )
-                c.corpus_source = gr.Dropdown(
-                    choices(CORPUS_KEYS),
-                    value=CORPUS_CHOICES[0],
-                    label=T("corpus"),
-                    elem_id="pg-train-corpus",
-                    min_width=150,
-                )
-            with gr.Row():
-                c.steps = gr.Number(
-                    DEFAULT_STEPS, label=T("steps"), precision=0, minimum=1, maximum=5000, elem_id="pg-train-steps"
-                )
-                c.lr = gr.Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1)
-                c.batch = gr.Number(DEFAULT_BATCH, label=T("train_batch"), precision=0, minimum=1, maximum=MAX_BATCH)
-            c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
-            c.corpus_paste = gr.Textbox(
-                label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000, visible=False
-            )
-            with gr.Row():
-                c.train_btn = gr.Button(T("train"), variant="primary", elem_id="pg-train")
-                c.stop_btn = gr.Button(T("stop"), variant="stop")
-            # Messages where the user is looking: right under the Train button.
-            c.estimate = gr.HTML(elem_id="pg-train-estimate")
-            c.msg = gr.HTML(elem_id="pg-train-msg")
-            c.use_btn = gr.Button(T("use_trained"))
-        with gr.Column(scale=3):
-            c.progress = gr.HTML(elem_id="pg-train-progress")
-            c.loss_plot = gr.Plot(show_label=False, elem_id="pg-train-loss")
-    return c
-
-
-def wire(page) -> None:
-    t, train_state = page.train, page.train_state
-    t.corpus_source.change(
-        lambda s: (gr.update(visible=s == CORPUS_CHOICES[1]), gr.update(visible=s == CORPUS_CHOICES[2])),
-        t.corpus_source,
-        [t.corpus_file, t.corpus_paste],
-        api_visibility="private",
-    )
-    # The estimate: timed once per config and batch on this server (one at a time), then arithmetic;
-    # first shown when the tab is opened.
-    estimate_inputs = [t.preset, t.steps, t.batch]
-    for trigger in (t.preset.change, t.steps.change, t.batch.change, page.train_tab.select):
-        trigger(
-            estimate_html,
-            estimate_inputs + [page.state],
-            t.estimate,
-            api_visibility="private",
-            concurrency_id="estimate",
-            concurrency_limit=1,
-            trigger_mode="always_last",
-            show_progress="minimal",
-        )
-    gr.Button(visible=False).click(
-        estimate_api,
-        estimate_inputs,
-        gr.JSON(visible=False),
-        api_name="train_estimate",
-        concurrency_id="estimate",
-        concurrency_limit=1,
-    )
-    # Training: the server's own queue (playground.server.jobs.QUEUE) lets a few runs train at once and
-    # tells the others their place, so every request gets its handler at once; generation keeps its own.
-    t.train_btn.click(
-        train_model,
-        [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr, t.batch],
-        outputs(Trained, t, train_state=train_state),
-        api_name="train",
-        concurrency_id="train",
-        concurrency_limit=None,
-    )
-    listeners.on_change(page, relabel, [train_state] + estimate_inputs, outputs(Relabelled, t))
-    t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
-    t.use_btn.click(use_trained, [page.state, train_state], switch_outputs(page, t.msg), api_name="use_trained")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.runtime import devices, memory
+from playground.runtime import devices
+from playground.runtime import machine_memory as memory
 from playground.runtime.devices import DeviceError, default_device, describe_device, resolve_device
 from tests.helpers import ROOT
 

@@ -1,0 +1,128 @@
+"""What holds memory in the budget and how a refusal says so: holdings, their kinds, the messages.
+
+A holding made while a request acts for a session (``acting_for(session_id)``) is that session's, and
+so is a cached model while the session leases it (``MemoryBudget.add_owner``). A refusal is read by the
+one user who asked: it names that user's own holdings, and says everyone else's only as counts and
+sizes (their models, checkpoint file names and seeds are not the reader's to see).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass
+
+from playground.errors import UserError
+from playground.runtime.machine_memory import format_bytes
+
+
+class MemoryBudgetError(UserError, MemoryError):
+    """A request that does not fit in the memory budget; the message is written for the user. Both a
+    ``MemoryError`` (what callers catch it as) and a ``UserError`` (a message key and its fields)."""
+
+
+@dataclass(frozen=True)
+class Holding:
+    what: str  # e.g. "gpt2-large (774M) random init (seed 1)"
+    nbytes: int
+    kind: str  # model | generation | attention | training | export | build
+    owners: frozenset[str] = frozenset()  # the sessions it is for: they, and only they, see it by name
+
+
+KIND_LABELS = {  # kind -> (one, many)
+    "model": ("model", "models"),
+    "generation": ("generation's KV cache", "generations' KV caches"),
+    "attention": ("run's attention", "runs' attention"),
+    "training": ("training job", "training jobs"),
+    "export": ("export", "exports"),
+    "build": ("build in progress", "builds in progress"),
+    "reserved": ("generation kept ready for its session", "generations kept ready for their sessions"),
+    "server": ("server process", "server processes"),
+    "scoring": ("text being scored", "texts being scored"),
+    "lens": ("view of the inside", "views of the inside"),
+    "replay": ("replay file being read", "replay files being read"),
+}
+
+ADVICE = (
+    "Try a smaller model or bfloat16, wait for other generations or trainings to finish, "
+    "or raise PLAYGROUND_MEMORY_BUDGET_GB."
+)
+
+
+# The session the current request acts for (None: the library, a test, a thread of its own). A context
+# variable: each thread, and each call Gradio runs in a thread, sees only its own.
+_OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("playground_memory_owner", default=None)
+
+
+@contextlib.contextmanager
+def acting_for(owner: str | None):
+    """Inside, the request is ``owner``'s (a session's id; None: nobody's): what it holds in the
+    budget is that session's, and a refusal names the session's own holdings."""
+    token = _OWNER.set(owner)
+    try:
+        yield
+    finally:
+        _OWNER.reset(token)
+
+
+def current_owner() -> str | None:
+    """The session the current request acts for (None outside ``acting_for``)."""
+    return _OWNER.get()
+
+
+def describe_holdings(holdings: list[Holding]) -> str:
+    """What holds the memory, as counts and sizes by kind. Never the holders' names: a refusal is
+    read by one user, and the models, checkpoint file names and seeds held are other users'."""
+    groups: dict[str, list[Holding]] = {}
+    for h in holdings:
+        groups.setdefault(h.kind, []).append(h)
+    if not groups:
+        return "nothing is held"
+    parts = []
+    for kind, items in groups.items():
+        one, many = KIND_LABELS.get(kind, (kind, kind + "s"))
+        label = f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
+        parts.append(f"{label} ({format_bytes(sum(h.nbytes for h in items))})")
+    return ", ".join(parts)
+
+
+def over_total(what: str, nbytes: int, total: int) -> MemoryBudgetError:
+    """The refusal of a request bigger than the whole budget."""
+    return MemoryBudgetError(
+        "budget.over_total",
+        "{what} needs about {need}, more than the whole memory budget of {total}. Make it smaller, or "
+        "raise PLAYGROUND_MEMORY_BUDGET_GB.",
+        what=what[:1].upper() + what[1:],
+        need=format_bytes(nbytes),
+        total=format_bytes(total),
+    )
+
+
+def name_holdings(holdings: list[Holding]) -> str:
+    """Each holding by name and size (said only to the session that owns them)."""
+    return ", ".join(f"{h.what} ({format_bytes(h.nbytes)})" for h in holdings)
+
+
+def in_use(
+    what: str, nbytes: int, used: int, total: int, holdings: list[Holding], owner: str | None = None
+) -> MemoryBudgetError:
+    """The refusal of a request that does not fit beside what is held, read by ``owner`` (a session's
+    id, or None): its own holdings by name, everyone else's as counts and sizes."""
+    said = dict(what=what, need=format_bytes(nbytes), used=format_bytes(used), total=format_bytes(total), advice=ADVICE)
+    own = [h for h in holdings if owner is not None and owner in h.owners]
+    if own:
+        return MemoryBudgetError(
+            "budget.in_use_yours",
+            "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in use. "
+            "Yours: {own}. Besides: {others}. {advice}",
+            own=name_holdings(own),
+            others=describe_holdings([h for h in holdings if owner not in h.owners]),
+            **said,
+        )
+    return MemoryBudgetError(
+        "budget.in_use",
+        "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in "
+        "use by {holdings}. {advice}",
+        holdings=describe_holdings(holdings),
+        **said,
+    )

@@ -1,0 +1,124 @@
+"""The Train tab's components and their events (its handlers are in train_tab).
+
+The model and the corpus come before the Train button, the estimate and the messages right under
+it, the progress and the loss curve beside them. Every event has an ``api_name`` or is marked private.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from . import listeners
+from .common import T, choices
+from .model_switch import preset_choices, switch_outputs
+from .results import outputs
+from .train_tab import (
+    CORPUS_CHOICES,
+    CORPUS_KEYS,
+    DEFAULT_BATCH,
+    DEFAULT_LR,
+    DEFAULT_PRESET,
+    DEFAULT_STEPS,
+    MAX_BATCH,
+    Relabelled,
+    Trained,
+    estimate_api,
+    estimate_html,
+    relabel,
+    stop_training,
+    train_model,
+    use_trained,
+)
+
+
+def layout() -> SimpleNamespace:
+    c = SimpleNamespace()
+    with gr.Row():
+        with gr.Column(scale=2, min_width=320):
+            # The model and the corpus are chosen before Train is pressed, so they come before the
+            # button, side by side: the button, the estimate and the messages then still fit the
+            # first screen of a 1024×768 projector. Only the chosen source's box is shown (an empty
+            # upload area took a third of the screen).
+            with gr.Row():
+                c.preset = gr.Dropdown(
+                    preset_choices()[:-1],
+                    value=DEFAULT_PRESET,
+                    label=T("train_config"),
+                    elem_id="pg-train-preset",
+                    min_width=150,
+                )
+                c.corpus_source = gr.Dropdown(
+                    choices(CORPUS_KEYS),
+                    value=CORPUS_CHOICES[0],
+                    label=T("corpus"),
+                    elem_id="pg-train-corpus",
+                    min_width=150,
+                )
+            with gr.Row():
+                c.steps = gr.Number(
+                    DEFAULT_STEPS, label=T("steps"), precision=0, minimum=1, maximum=5000, elem_id="pg-train-steps"
+                )
+                c.lr = gr.Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1)
+                c.batch = gr.Number(DEFAULT_BATCH, label=T("train_batch"), precision=0, minimum=1, maximum=MAX_BATCH)
+            c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
+            c.corpus_paste = gr.Textbox(
+                label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000, visible=False
+            )
+            with gr.Row():
+                c.train_btn = gr.Button(T("train"), variant="primary", elem_id="pg-train")
+                c.stop_btn = gr.Button(T("stop"), variant="stop")
+            # Messages where the user is looking: right under the Train button.
+            c.estimate = gr.HTML(elem_id="pg-train-estimate")
+            c.msg = gr.HTML(elem_id="pg-train-msg")
+            c.use_btn = gr.Button(T("use_trained"))
+        with gr.Column(scale=3):
+            c.progress = gr.HTML(elem_id="pg-train-progress")
+            c.loss_plot = gr.Plot(show_label=False, elem_id="pg-train-loss")
+    return c
+
+
+def wire(page) -> None:
+    t, train_state = page.train, page.train_state
+    t.corpus_source.change(
+        lambda s: (gr.update(visible=s == CORPUS_CHOICES[1]), gr.update(visible=s == CORPUS_CHOICES[2])),
+        t.corpus_source,
+        [t.corpus_file, t.corpus_paste],
+        api_visibility="private",
+    )
+    # The estimate: timed once per config and batch on this server (one at a time), then arithmetic;
+    # first shown when the tab is opened.
+    estimate_inputs = [t.preset, t.steps, t.batch]
+    for trigger in (t.preset.change, t.steps.change, t.batch.change, page.train_tab.select):
+        trigger(
+            estimate_html,
+            estimate_inputs + [page.state],
+            t.estimate,
+            api_visibility="private",
+            concurrency_id="estimate",
+            concurrency_limit=1,
+            trigger_mode="always_last",
+            show_progress="minimal",
+        )
+    gr.Button(visible=False).click(
+        estimate_api,
+        estimate_inputs,
+        gr.JSON(visible=False),
+        api_name="train_estimate",
+        concurrency_id="estimate",
+        concurrency_limit=1,
+    )
+    # Training: the server's own queue (playground.server.jobs.QUEUE) lets a few runs train at once and
+    # tells the others their place, so every request gets its handler at once; generation keeps its own.
+    t.train_btn.click(
+        train_model,
+        [train_state, t.preset, t.corpus_source, t.corpus_file, t.corpus_paste, t.steps, t.lr, t.batch, page.state],
+        outputs(Trained, t, train_state=train_state),
+        api_name="train",
+        concurrency_id="train",
+        concurrency_limit=None,
+    )
+    listeners.on_change(page, relabel, [train_state] + estimate_inputs, outputs(Relabelled, t))
+    t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
+    t.use_btn.click(use_trained, [page.state, train_state], switch_outputs(page, t.msg), api_name="use_trained")
