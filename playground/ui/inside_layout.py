@@ -26,7 +26,7 @@ from .inside_data import (
     maths_data,
     sweep_data,
 )
-from .inside_live import dose_live, stopped, sweep_live
+from .inside_live import dose_live, stop, sweep_live
 from .inside_open import MATHS_SYMBOLS, Opened, open_tab
 from .inside_tab import (
     REDRAWN_MESSAGES,
@@ -195,7 +195,7 @@ def wire(page) -> None:
         api_visibility="private",
         concurrency_id="inside",
     )
-    # The two long views stream their figure as it grows (inside_live); Stop cancels them between updates.
+    # The two long views stream their figure as it grows (inside_live); Stop ends them within a block.
     dose = c.dose_btn.click(
         dose_live,
         [state, c.i_scale, c.i_pos, c.i_target],
@@ -214,7 +214,7 @@ def wire(page) -> None:
         concurrency_limit=1,
         show_progress="hidden",
     )
-    c.stop_btn.click(stopped, state, c.i_msg, cancels=[dose, sweep], api_visibility="private", queue=False)
+    c.stop_btn.click(stop, state, c.i_msg, cancels=[dose, sweep], api_visibility="private", queue=False)
     # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
     for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
         tab.select(None, None, None, js=RESIZE_JS)
