@@ -202,3 +202,39 @@ def test_inside_messages_sit_by_their_controls_and_a_new_run_clears_the_old_view
         assert page.locator("#pg-dla-md").inner_text().strip() == "" and pick_msg.inner_text().strip() == ""
         page.screenshot(path=str(ARTIFACTS / "teacher-inside-cleared.png"), full_page=True)
         browser.close()
+
+
+def test_the_train_choices_and_the_module_tree_fit_a_1024_projector(page_url):
+    """At 1024×768 in presenter mode, in English and 中文: each Train dropdown shows its whole
+    choice, and the module tree breaks no class or module name across lines."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        for lang in ("en", "zh-CN"):
+            page = browser.new_page(viewport={"width": 1024, "height": 768}, locale=lang)
+            page.goto(f"{page_url}?present=1&lang={lang}")
+            page.locator("#pg-summary").get_by_text("参数" if lang == "zh-CN" else "parameters").wait_for(
+                timeout=60_000
+            )
+            open_tab(page, "train")
+            for elem_id in ("pg-train-preset", "pg-train-corpus"):
+                box = page.locator(f"#{elem_id} input")
+                box.wait_for()
+                assert box.evaluate("(e) => e.scrollWidth <= e.clientWidth"), (lang, elem_id, box.input_value())
+            open_tab(page, "model")
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('#pg-tree .body-cell span')]"
+                ".some((s) => s.textContent.trim() === 'MultiHeadAttention' && s.offsetParent)",
+                timeout=30_000,
+            )
+            broken = page.evaluate(
+                """() => [...document.querySelectorAll('#pg-tree .body-cell')]
+                    .filter((c) => c.parentElement.children[0] === c || c.parentElement.children[1] === c)
+                    .map((c) => c.querySelector('span')).filter((s) => s && s.textContent.trim())
+                    .filter((s) => s.getClientRects().length > 1 || s.getBoundingClientRect().height > 30)
+                    .map((s) => s.textContent)"""
+            )
+            assert broken == [], (lang, broken)
+            page.close()
+        browser.close()
