@@ -173,6 +173,7 @@ def test_inside_messages_sit_by_their_controls_and_a_new_run_clears_the_old_view
         plot_ready(page, "pg-lens")
         page.wait_for_function("() => !document.querySelector('#pg-inside-msg').innerText.trim()", timeout=30_000)
         assert lens_msg.inner_text().strip() == ""
+        assert lens_msg.is_hidden() and top.is_hidden()  # an empty message takes no room
 
         # A click on the attribution heatmap that names no cell: the reason sits just above the heatmap.
         open_tab(page, "inside-dla")
