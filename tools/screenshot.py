@@ -3,6 +3,8 @@
     python tools/screenshot.py          # README's assets/screenshot.png: the core loop at 1600×1000
     python tools/screenshot.py --all    # every tab at 1600×1000 and 1024×768, light and dark, English
                                         # and 中文, after using its views -> tests/artifacts/look-*.png
+    python tools/screenshot.py --all --present --size 1024x768   # the same on a projector: presenter
+                                        # mode at 1024×768 only -> tests/artifacts/look-present-*.png
 
 The README's picture is the Generate & attention tab in English and the light theme, after a seeded
 40-token run of the bundled model with one generated token clicked, scrolled just enough to show the
@@ -45,17 +47,22 @@ def start_app() -> tuple[object, str]:
     return demo, url
 
 
-def open_page(browser, url: str, lang: str, size: tuple[int, int], theme: str = "light"):
+def open_page(browser, url: str, lang: str, size: tuple[int, int], theme: str = "light", present: bool = False):
     context = browser.new_context(locale=lang, viewport={"width": size[0], "height": size[1]}, color_scheme=theme)
     page = context.new_page()
-    page.goto(f"{url}?lang={'zh-CN' if lang.startswith('zh') else 'en'}")
+    page.goto(f"{url}?lang={'zh-CN' if lang.startswith('zh') else 'en'}{'&present=1' if present else ''}")
     word = "参数" if lang.startswith("zh") else "parameters"
     page.locator("#pg-summary").get_by_text(word, exact=False).wait_for(timeout=60_000)
     return context, page
 
 
+def open_tab(page, tab_id: str) -> None:
+    """Click the tab made by ``gr.Tab(id=tab_id)`` (Gradio marks its button with ``data-tab-id``)."""
+    page.locator(f"button[role=tab][data-tab-id='{tab_id}']").click()
+
+
 def generate(page, prompt: str | None = None, n: int = 40, seed: int = 42) -> None:
-    page.locator("button[role=tab]").nth(2).click()
+    open_tab(page, "generate")
     if prompt is not None:
         page.locator("#pg-prompt textarea").fill(prompt)
     for elem_id, value in (("pg-max-new", n), ("pg-seed", seed)):
@@ -87,14 +94,14 @@ def readme_screenshot(browser, url: str, out: Path) -> None:
     print(f"wrote {out}")
 
 
-def every_tab(browser, url: str) -> list[Path]:
+def every_tab(browser, url: str, sizes=((1600, 1000), (1024, 768)), present: bool = False) -> list[Path]:
     from playground.i18n import tr
 
     shots = []
     for lang in ("en", "zh-CN"):
         for theme in ("light", "dark"):
-            for size in ((1600, 1000), (1024, 768)):
-                context, page = open_page(browser, url, lang, size, theme)
+            for size in sizes:
+                context, page = open_page(browser, url, lang, size, theme, present)
                 generate(page, n=20)
                 tab = lambda key, page=page, lang=lang: page.get_by_role("tab", name=tr(lang, key), exact=True)
                 draw_inside(page, lang)
@@ -107,9 +114,17 @@ def every_tab(browser, url: str) -> list[Path]:
                 page.get_by_text(tr(lang, "receipt_section"), exact=True).click()
                 page.locator("#pg-receipt-btn").click()
                 page.locator("#pg-receipt .pg-receipt-bar").wait_for(timeout=60_000)
-                name = f"look-{lang}-{theme}-{size[0]}x{size[1]}"
-                for key in ("tab_model", "tab_generate", "tab_inside", "tab_train", "tab_compare", "tab_tokenizer"):
-                    tab(key).click()
+                name = f"look-{'present-' if present else ''}{lang}-{theme}-{size[0]}x{size[1]}"
+                for key in (
+                    "tab_lessons",
+                    "tab_model",
+                    "tab_generate",
+                    "tab_inside",
+                    "tab_train",
+                    "tab_compare",
+                    "tab_tokenizer",
+                ):
+                    open_tab(page, key[4:])
                     views = (
                         ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")
                         if key == "tab_inside"
@@ -130,6 +145,8 @@ def every_tab(browser, url: str) -> list[Path]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every tab, both sizes, themes and languages")
+    parser.add_argument("--present", action="store_true", help="with --all: in presenter mode (?present=1)")
+    parser.add_argument("--size", action="append", help="with --all: only this size, e.g. 1024x768 (repeatable)")
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png", help="the README picture")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
@@ -140,7 +157,9 @@ def main(argv=None) -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             if args.all:
                 ARTIFACTS.mkdir(exist_ok=True)
-                print(f"{len(every_tab(browser, url))} screenshots in {ARTIFACTS}")
+                sizes = [tuple(int(x) for x in s.split("x")) for s in args.size] if args.size else None
+                shots = every_tab(browser, url, sizes or ((1600, 1000), (1024, 768)), args.present)
+                print(f"{len(shots)} screenshots in {ARTIFACTS}")
             else:
                 readme_screenshot(browser, url, args.out)
             browser.close()

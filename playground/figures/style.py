@@ -1,7 +1,8 @@
 """What every figure shares: template, type sizes, colours, margins, ticks, formatters.
 
 What every figure shares: the template, type sizes and colours, margins, tick labels and small
-formatters (a probability as a readable percentage, bytes in decimal units).
+formatters (a probability as a readable percentage -- playground.formats, shared with the texts
+beside the figures -- and bytes in decimal units).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import re
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale, sample_colorscale
+
+from playground.formats import format_prob  # noqa: F401  (figures format probabilities as the text beside them)
 
 TEMPLATE = "plotly_white"
 TEXT_COLOR = "#2a3f5f"  # the template's text colour, which the page's dark theme recolours
@@ -65,26 +68,6 @@ def fixed_margins(fig: go.Figure, *, left: int, bottom: int, top: int = 60, righ
 
 
 LABEL_MARGIN = 125  # px for a 12-character tick label (at most 13 px type) plus its axis title
-
-
-def format_prob(p: float) -> str:
-    """A probability as a percentage with two significant digits below 10%, so a sampled token
-    never reads "0%": 0.45 -> "45%", 0.045 -> "4.5%", 0.00045 -> "0.045%"; only 0 is "0%"."""
-    p = float(p)
-    if not math.isfinite(p):
-        return "–"
-    if p <= 0:
-        return "0%"
-    if p >= 1:
-        return "100%"
-    pct = p * 100
-    if pct >= 10:
-        for decimals in range(6):  # 99.96% is not certainty: add decimals until it stays under 100
-            text = f"{pct:.{decimals}f}"
-            if float(text) < 100:
-                return text + "%"
-        return ">99.9999%"
-    return np.format_float_positional(pct, precision=2, unique=False, fractional=False, trim="-") + "%"
 
 
 def short_label(label: str, limit: int = MAX_TICK_CHARS) -> str:

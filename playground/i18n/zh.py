@@ -124,7 +124,7 @@ ZH = {
     "c_shakespeare": "Tiny Shakespeare（首次下载后缓存）",
     "c_upload": "上传 .txt 文件",
     "c_paste": "粘贴文本",
-    "c_aesop": "伊索寓言与童谣（内置，很短：可以看到过拟合）",
+    "c_aesop": "伊索寓言与童谣（很短：会过拟合）",
     "c_austen": "《傲慢与偏见》（内置，离线可用）",
     "still_loaded": "仍在使用：{model}。表单已改回它。",
     "ready": "就绪：{model}，用时 {seconds} 秒。{extra}",

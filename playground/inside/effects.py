@@ -13,7 +13,15 @@ import torch
 import torch.nn.functional as F
 
 from playground.engine.readout import CHUNK_ROWS, HeadReader
-from playground.inside.interventions import Hooks, Intervention, check_alpha, resid_after, run_from, run_with_hooks
+from playground.inside.interventions import (
+    Hooks,
+    Intervention,
+    StopRequested,
+    check_alpha,
+    resid_after,
+    run_from,
+    run_with_hooks,
+)
 from playground.inside.lenses import TOP_K, lens_from_cache, read_out
 from playground.inside.view_checks import (
     LensError,
@@ -115,10 +123,19 @@ def dose_response(model, ids, layer: int, head: int, position: int, target_id: i
 
 
 def dose_response_points(
-    model, ids, layer: int, head: int, position: int, target_id: int | None = None, alphas=None, chunk: int | None = 3
+    model,
+    ids,
+    layer: int,
+    head: int,
+    position: int,
+    target_id: int | None = None,
+    alphas=None,
+    chunk: int | None = 3,
+    stop=None,
 ):
     """The dose-response curve as it grows: yields its dict (as ``dose_response``) after each batch
-    of ``chunk`` α values (None: all at once), so a page can draw it point by point and stop it."""
+    of ``chunk`` α values (None: all at once), so a page can draw it point by point. ``stop()``,
+    when given, is asked before each block: once it says True the curve ends where it is."""
     ids = check_ids(ids)
     cfg = model.cfg
     layer = check_layer(layer, cfg.n_layers)
@@ -141,6 +158,8 @@ def dose_response_points(
             with torch.no_grad():
                 x = start.expand(len(batch), -1, -1)  # (n_alphas, position + 1, d)
                 for i in range(layer, cfg.n_layers - 1):
+                    if stop is not None and stop():
+                        return
                     x = model.trf_blocks[i](x, None, None, hooks.layer(i))
                 x = last_row_block(model.trf_blocks[-1], x, hooks.layer(cfg.n_layers - 1))  # (n_alphas, 1, d)
                 logits = model.out_head(model.final_norm(x))  # (n_alphas, 1, V)
@@ -228,9 +247,11 @@ def sweep_estimate(model, ids, limit_s: float = SWEEP_LIMIT_S) -> float:
     return estimate
 
 
-def head_sweep_layers(model, ids, estimate: float, *, progress=None, batch: int | None = None):
+def head_sweep_layers(model, ids, estimate: float, *, progress=None, batch: int | None = None, stop=None):
     """The head sweep a layer at a time: yields its dict (as ``head_sweep``) after each layer, the
-    layers not measured yet as None in ``delta_loss``, so a page can draw it as it goes and stop it.
+    layers not measured yet as None in ``delta_loss``, so a page can draw it as it goes. ``stop()``,
+    when given, is asked before each block and each head's readout: once it says True the sweep
+    ends with the layers measured so far (a page's Stop waits for one of those, not a layer).
     No time limit here: ``head_sweep`` (or the caller) checks the estimate first."""
     ids = check_ids(ids)
     cfg = model.cfg
@@ -254,11 +275,15 @@ def head_sweep_layers(model, ids, estimate: float, *, progress=None, batch: int 
                 for row, h in enumerate(heads):
                     gain[layer, row, h] = 0.0
                 resid = plain.resid[:layer] + [plain.resid[layer].expand(len(heads), -1, -1)]
-                x, _ = run_from(model, layer, resid, capture=False, head_gain=gain)  # (b, T, d)
-                f = reader(x[:, :-1].reshape(-1, cfg.emb_dim), target * len(heads), norm=True)
-                losses = (-f.target_logp).view(len(heads), T - 1).mean(dim=1)
-                for row, h in enumerate(heads):
-                    row_delta[h] = float(losses[row]) - base
+                try:
+                    x, _ = run_from(model, layer, resid, capture=False, head_gain=gain, stop=stop)  # (b, T, d)
+                except StopRequested:
+                    return
+                for row, h in enumerate(heads):  # one head's rows read out at a time: a Stop waits for one
+                    if stop is not None and stop():
+                        return
+                    f = reader(x[row, :-1], target, norm=True)
+                    row_delta[h] = float((-f.target_logp).mean()) - base
                 done += len(heads)
                 if progress is not None:
                     progress(done / total, f"{done}/{total} heads")

@@ -301,19 +301,33 @@ def resid_after(model, idx: torch.Tensor, n_blocks: int) -> torch.Tensor:
     return x
 
 
+class StopRequested(Exception):
+    """A long view's caller asked it to stop (its ``stop()`` said so between two blocks)."""
+
+
 def run_from(
-    model, start: int, resid: list, intervention: Intervention | None = None, *, capture: bool = True, head_gain=None
+    model,
+    start: int,
+    resid: list,
+    intervention: Intervention | None = None,
+    *,
+    capture: bool = True,
+    head_gain=None,
+    stop=None,
 ):
     """(final residual stream, Cache) of a hooked forward resumed at block ``start`` from
     ``resid[start]`` (TransformerLens's "start at layer"): ``resid`` holds the residual streams
     of a forward whose blocks before ``start`` are unchanged by the intervention, and the
-    returned cache's ``resid`` reuses them for the layers it did not recompute."""
+    returned cache's ``resid`` reuses them for the layers it did not recompute. ``stop()``, when
+    given, is asked before each block; StopRequested when it says True (a page's Stop)."""
     hooks = Hooks(model.cfg, intervention, capture=capture, head_gain=head_gain)
     if capture:
         hooks.cache.resid = list(resid[: start + 1])
     x = resid[start]
     with torch.no_grad():
         for i in range(start, model.cfg.n_layers):
+            if stop is not None and stop():
+                raise StopRequested
             x = model.trf_blocks[i](x, None, None, hooks.layer(i))
             hooks.resid(i + 1, x)
     return x, hooks.cache

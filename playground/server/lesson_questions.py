@@ -22,6 +22,7 @@ from playground.engine.config import PRESETS
 from playground.engine.sampling import sampling_distribution
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
+from playground.formats import format_prob
 from playground.inside.attention_stats import head_stats
 from playground.inside.effects import compare, token_losses
 from playground.inside.inspection import count_parameters, parameter_breakdown
@@ -191,7 +192,7 @@ def attends_most(model, ids, labels, params) -> Question:
     choices = [(str(i), f"{i}·{labels[i]}") for i in shown]
     view = {"kind": "attention_row", "row": row.tolist(), "labels": labels, "query": labels[-1], "layer": layer}
     view["head"] = head
-    fields = {"head": f"{layer}.{head}", "token": labels[-1], "p": f"{row[answer]:.0%}"}
+    fields = {"head": f"{layer}.{head}", "token": labels[-1], "p": format_prob(row[answer])}
     return Question(choices, str(answer), view, fields)
 
 
@@ -208,7 +209,9 @@ def first_token_mass(model, ids, labels, params) -> Question:
         "layer": layer,
     }
     view["head"] = head
-    return Question([("yes", "yes"), ("no", "no")], answer, view, {"head": f"{layer}.{head}", "p": f"{mass:.0%}"}, True)
+    return Question(
+        [("yes", "yes"), ("no", "no")], answer, view, {"head": f"{layer}.{head}", "p": format_prob(mass)}, True
+    )
 
 
 def previous_head(model, ids, labels, params) -> Question:
@@ -219,7 +222,7 @@ def previous_head(model, ids, labels, params) -> Question:
     shown = pick(list(range(model.cfg.n_heads)), head, lambda h: prev[layer, h])
     choices = [(str(h), f"{layer}.{h}") for h in shown]
     view = {"kind": "overview", "values": prev.tolist()}
-    return Question(choices, str(head), view, {"layer": layer, "p": f"{prev[layer, head]:.0%}"})
+    return Question(choices, str(head), view, {"layer": layer, "p": format_prob(prev[layer, head])})
 
 
 def head_ablation(model, ids, labels, params) -> Question:
@@ -308,7 +311,7 @@ def next_token(model, ids, labels, params) -> Question:
     order = sorted(range(MAX_CHOICES), key=lambda i: shown[i].lower())  # the top 4, alphabetically
     choices = [(str(top[i].item()), shown[i]) for i in order]
     view = {"kind": "next_tokens", "labels": shown, "probs": p.tolist(), "temperature": temperature}
-    fields = {"temperature": temperature, "token": shown[0], "p": f"{float(p[0]):.0%}"}
+    fields = {"temperature": temperature, "token": shown[0], "p": format_prob(float(p[0]))}
     return Question(choices, str(top[0].item()), view, fields)
 
 
@@ -326,7 +329,7 @@ def top_prob_temperature(model, ids, labels, params) -> Question:
         "labels": [tok.piece(t).display for t in top.tolist()],
         "stages": {"T = 1": plain[top].tolist(), f"T = {temperature:g}": cooled[top].tolist()},
     }
-    fields = {"temperature": temperature, "p1": f"{p1:.0%}", "pt": f"{pt:.0%}"}
+    fields = {"temperature": temperature, "p1": format_prob(p1), "pt": format_prob(pt)}
     return Question([("up", "up"), ("down", "down"), ("same", "same")], answer, view, fields, True)
 
 

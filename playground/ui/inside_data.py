@@ -258,9 +258,9 @@ def dose_data(state, scale_head="", position=None, target=None):
     return last
 
 
-def dose_steps(state, scale_head="", position=None, target=None, chunk: int | None = 3):
+def dose_steps(state, scale_head="", position=None, target=None, chunk: int | None = 3, stop=None):
     """The dose-response curve as it grows (each yield as ``dose_data``: the α values so far), or
-    one Refusal."""
+    one Refusal; ``stop()`` ends it early (effects.dose_response_points)."""
     try:
         model, _, start, ids, labels = run_context(state)
         heads = parse_heads(scale_head, "Scale head")
@@ -273,7 +273,7 @@ def dose_steps(state, scale_head="", position=None, target=None, chunk: int | No
         p = window_index(position, start, ids, default=max(0, len(ids) - 2))
         target_id = _target(target, model, ids, p)
         tok = load_tokenizer()
-        for d in effects.dose_response_points(model, ids, layer, head, p, target_id, chunk=chunk):
+        for d in effects.dose_response_points(model, ids, layer, head, p, target_id, chunk=chunk, stop=stop):
             yield {**d, "position": d["position"] + start, "target": tok.piece(d["target_id"]).display}
     except Exception as e:
         yield Refusal(e)
@@ -284,13 +284,13 @@ def sweep_data(state, progress=gr.Progress()):
     return last
 
 
-def sweep_steps(state, progress=None):
+def sweep_steps(state, progress=None, stop=None):
     """The head sweep a layer at a time (each yield as ``sweep_data``: later layers None), or one
-    Refusal (with the estimate when it would take too long)."""
+    Refusal (with the estimate when it would take too long); ``stop()`` ends it early."""
     try:
         model, _, start, ids, _ = run_context(state)
         estimate = effects.sweep_estimate(model, ids)
-        for d in effects.head_sweep_layers(model, ids, estimate, progress=progress):
+        for d in effects.head_sweep_layers(model, ids, estimate, progress=progress, stop=stop):
             yield {**d, "window_start": start}
     except effects.SweepTooLongError as e:
         yield Refusal(e, estimate_s=e.estimate_s)

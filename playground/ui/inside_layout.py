@@ -26,8 +26,10 @@ from .inside_data import (
     maths_data,
     sweep_data,
 )
-from .inside_live import dose_live, stopped, sweep_live
+from .inside_live import dose_live, stop, sweep_live
+from .inside_open import MATHS_SYMBOLS, Opened, open_tab
 from .inside_tab import (
+    REDRAWN_MESSAGES,
     SUB_TABS,
     VIEWS,
     DlaView,
@@ -35,10 +37,8 @@ from .inside_tab import (
     InterveneView,
     LensView,
     MathsView,
-    Opened,
     SweepView,
     lens_view,
-    open_tab,
     redraw_views,
     remembering,
 )
@@ -49,7 +49,7 @@ from .style import RESIZE_JS
 def layout() -> SimpleNamespace:
     """The tab's components (built inside its ``gr.Tab``)."""
     gr.Markdown(T("inside_intro"))
-    msg = gr.HTML(elem_id="pg-inside-msg")
+    msg = gr.HTML(elem_id="pg-inside-msg")  # opening the tab with no run to look inside
     seen_run = gr.State(None)  # the run whose defaults the position fields hold
     with gr.Tabs():
         with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
@@ -59,6 +59,7 @@ def layout() -> SimpleNamespace:
                     None, label=T("inside_lens_layer"), precision=0, minimum=0, elem_id="pg-lens-layer"
                 )
                 lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
+            lens_msg = gr.HTML(elem_id="pg-lens-msg")  # the lens' button, fields, slider and cell clicks
             lens_note = gr.Markdown(elem_id="pg-lens-note")
             inside_picks.layout_hint("inside_click_lens")
             lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
@@ -82,6 +83,7 @@ def layout() -> SimpleNamespace:
             dla_shown = gr.State(None)  # the position and target the heatmap was drawn for
             dla_pick = gr.Button("pick", elem_id="pg-dla-pick", elem_classes=["pg-offscreen"])
             dla_note = gr.Markdown(elem_id="pg-dla-pick-md")
+            dla_pick_msg = gr.HTML(elem_id="pg-dla-pick-msg")  # a click on the heatmap just under it
             with gr.Row():
                 dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
                 dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
@@ -97,7 +99,7 @@ def layout() -> SimpleNamespace:
                 # before the first draw, the formula's symbols (the same in every language); a drawn
                 # table carries its headers in the page's language
                 m_table = gr.Dataframe(
-                    headers=["j", "token", "q·kⱼ", "÷√d", "+ M", "softmax"],
+                    headers=MATHS_SYMBOLS,
                     interactive=False,
                     max_height=420,
                     elem_id="pg-maths-table",
@@ -133,6 +135,7 @@ def layout() -> SimpleNamespace:
                 with gr.Column():
                     sweep_md = gr.Markdown(elem_id="pg-sweep-md")
                     inside_picks.layout_hint("inside_click_sweep")
+                    sweep_msg = gr.HTML(elem_id="pg-sweep-msg")  # a click on the sweep just under it
                     sweep_pick = gr.Button("pick", elem_id="pg-sweep-pick", elem_classes=["pg-offscreen"])
                     sweep_plot = gr.Plot(show_label=False, elem_id="pg-sweep")
     # API-only endpoints (plain numbers): their hidden buttons and output, and the lens window bounds
@@ -147,7 +150,7 @@ def wire(page) -> None:
     c, state = page.inside, page.state
     # ---- views ----
     lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols]
-    lens_outputs = outputs(LensView, c)
+    lens_outputs = outputs(LensView, c, msg=c.lens_msg)
     fit = cols_js(4)  # the events read how many positions fit the page as they are sent
     c.lens_btn.click(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
     for control in (c.lens_layer, c.lens_pos):
@@ -192,7 +195,7 @@ def wire(page) -> None:
         api_visibility="private",
         concurrency_id="inside",
     )
-    # The two long views stream their figure as it grows (inside_live); Stop cancels them between updates.
+    # The two long views stream their figure as it grows (inside_live); Stop ends them within a block.
     dose = c.dose_btn.click(
         dose_live,
         [state, c.i_scale, c.i_pos, c.i_target],
@@ -211,7 +214,7 @@ def wire(page) -> None:
         concurrency_limit=1,
         show_progress="hidden",
     )
-    c.stop_btn.click(stopped, state, c.i_msg, cancels=[dose, sweep], api_visibility="private", queue=False)
+    c.stop_btn.click(stop, state, c.i_msg, cancels=[dose, sweep], api_visibility="private", queue=False)
     # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
     for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
         tab.select(None, None, None, js=RESIZE_JS)
@@ -222,9 +225,10 @@ def wire(page) -> None:
         [],
         [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab],
     )
-    # A language switch redraws the lens (when there is a run) and every other view drawn; the
-    # message is the one of the view drawn last.
-    redrawn = [f for view in (LensView, *(v for _, v in VIEWS.values())) for f in view._fields[:-1]] + ["msg"]
+    # A language switch redraws the lens (when there is a run) and every other view drawn, and the
+    # messages under their buttons.
+    redrawn = [f for view in (LensView, *(v for _, v in VIEWS.values())) for f in view._fields[:-1]]
+    redrawn += REDRAWN_MESSAGES
     listeners.on_change(page, redraw_views, lens_inputs[2:], [getattr(c, f) for f in redrawn])
 
     # ---- API: plain numbers ----

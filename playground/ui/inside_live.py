@@ -1,12 +1,17 @@
 """The Inside tab's long views drawn as they go: the dose-response curve and the head sweep.
 
 The dose-response curve is drawn a few α values at a time and the head sweep a layer at a time;
-each partial figure is a streamed update, the message under the buttons says how far it is, and
-the tab's Stop button cancels the event between two updates (its message says so). A language
-switch redraws a finished view from its own handler (inside_tab's redraw memory).
+each partial figure is a streamed update and the message under the buttons says how far it is.
+The tab's Stop raises the page's stop flag, which the computation reads between two blocks (or
+two heads' readouts), so it ends within one of those rather than at the next update; Stop also
+cancels the event, and its message says what the figure shows. A language switch redraws a
+finished view from its own handler (inside_tab's redraw memory).
 """
 
 from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
 
 import gradio as gr
 
@@ -19,6 +24,20 @@ from .inside_tab import DoseView, SweepView, draw_sweep, note_drawn
 from .results import only
 
 N_ALPHAS = 11  # the curve's α values, 0, 0.2, …, 2 (effects.dose_response_points)
+STOP_FLAGS: dict[str, threading.Event] = {}  # page (Gradio session) -> its long view's stop flag
+
+
+@contextmanager
+def stop_flag(request):
+    """A fresh stop flag for this page's long view while it runs (a Stop from before does not count)."""
+    page, flag = getattr(request, "session_hash", None), threading.Event()
+    if page is not None:
+        STOP_FLAGS[page] = flag
+    try:
+        yield flag
+    finally:
+        if page is not None and STOP_FLAGS.get(page) is flag:
+            del STOP_FLAGS[page]
 
 
 def _progress(text: str) -> str:
@@ -29,14 +48,18 @@ def _progress(text: str) -> str:
 def dose_live(request: gr.Request, state, scale_head, position, target):
     """The Dose-response button: the curve grows point by point (outputs: figure, message)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    for d in dose_steps(state, scale_head, position, target):
-        if "error" in d:
-            yield only(DoseView, msg=warn(say(lang, d)))
+    with stop_flag(request) as flag:
+        for d in dose_steps(state, scale_head, position, target, stop=flag.is_set):
+            if "error" in d:
+                yield only(DoseView, msg=warn(say(lang, d)))
+                return
+            title = tr(lang, "in_dose", tok=d["target"], pos=d["position"], head=d["head"], layer=d["layer"])
+            fig = dress(lf.dose_curve(d["alphas"], d["logprob"], title=title), lang, present)
+            done = len(d["alphas"])
+            yield DoseView(fig, "" if done >= N_ALPHAS else _progress(tr(lang, "in_dose_progress", done=done)))
+        if flag.is_set():
+            yield only(DoseView, msg=stopped(state))
             return
-        title = tr(lang, "in_dose", tok=d["target"], pos=d["position"], head=d["head"], layer=d["layer"])
-        fig = dress(lf.dose_curve(d["alphas"], d["logprob"], title=title), lang, present)
-        done = len(d["alphas"])
-        yield DoseView(fig, "" if done >= N_ALPHAS else _progress(tr(lang, "in_dose_progress", done=done)))
     note_drawn(request, "dose", state, scale_head, position, target)
 
 
@@ -45,23 +68,40 @@ def sweep_live(request: gr.Request, state):
     """The Head sweep button: the heatmap fills a layer at a time (outputs: figure, text, message)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     last = None
-    for d in sweep_steps(state):
-        if "error" in d:
-            yield only(SweepView, msg=warn(say(lang, d)))
+    with stop_flag(request) as flag:
+        for d in sweep_steps(state, stop=flag.is_set):
+            if "error" in d:
+                yield only(SweepView, msg=warn(say(lang, d)))
+                return
+            last = d
+            done, total = sum(row is not None for row in d["delta_loss"]), len(d["delta_loss"])
+            if done < total:
+                fig = dress(lf.sweep_heatmap(d["delta_loss"], title=tr(lang, "in_fig_sweep")), lang, present)
+                text = tr(
+                    lang,
+                    "in_sweep_progress",
+                    done=done,
+                    total=total,
+                    s=f"{d['seconds']:.1f}",
+                    e=f"{d['estimate_s']:.1f}",
+                )
+                yield SweepView(fig, "", _progress(text))
+        if flag.is_set():
+            yield only(SweepView, msg=stopped(state))
             return
-        last = d
-        done, total = sum(row is not None for row in d["delta_loss"]), len(d["delta_loss"])
-        if done < total:
-            fig = dress(lf.sweep_heatmap(d["delta_loss"], title=tr(lang, "in_fig_sweep")), lang, present)
-            text = tr(
-                lang, "in_sweep_progress", done=done, total=total, s=f"{d['seconds']:.1f}", e=f"{d['estimate_s']:.1f}"
-            )
-            yield SweepView(fig, "", _progress(text))
     if last is not None:
         redraw.remember(request, "inside_sweep", lambda lang, present: draw_sweep(last, lang, present))
         yield draw_sweep(last, lang, present)
 
 
+def stop(request: gr.Request, state) -> str:
+    """The Inside tab's Stop: raises the page's stop flag (the long view ends within a block) and says so."""
+    flag = STOP_FLAGS.get(getattr(request, "session_hash", None) or "")
+    if flag is not None:
+        flag.set()
+    return stopped(state)
+
+
 def stopped(state) -> str:
-    """The Inside tab's Stop: the long view it cancelled stops at its last drawn update."""
+    """What Stop says: the long view it stopped keeps its last drawn update."""
     return ok(tr(lang_of(state), "in_stopped"))

@@ -159,7 +159,7 @@ def wire(page) -> None:
     c.lens_pick.click(
         pick_lens_cell,
         [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
-        outputs(LensPick, c),
+        outputs(LensPick, c, msg=c.lens_msg),
         js=read_pick("pg-lens", x_at=3, y_at=2, cols_at=4),
         api_visibility="private",
         concurrency_id="inside",
@@ -176,7 +176,7 @@ def wire(page) -> None:
     c.dla_pick.click(
         pick_head,
         [state, c.dla_shown, c.m_head, c.m_layer],
-        outputs(HeadPick, c),
+        outputs(HeadPick, c, msg=c.dla_pick_msg),
         js=read_pick("pg-dla-heat", x_at=2, y_at=3),
         api_visibility="private",
         concurrency_id="inside",
@@ -185,7 +185,7 @@ def wire(page) -> None:
     c.sweep_pick.click(
         pick_sweep_head,
         [state, c.m_head, c.m_layer, c.i_alpha, c.i_pos, c.lens_cols],
-        outputs(SweepPick, c),
+        outputs(SweepPick, c, msg=c.sweep_msg),
         js=read_pick("pg-sweep", x_at=1, y_at=2, cols_at=5),
         api_visibility="private",
         concurrency_id="inside",

@@ -20,7 +20,7 @@ from playground.figures import inside as lf
 from playground.inside.interventions import Intervention
 
 from . import redraw
-from .common import dress, fail, for_the_session, lang_of, parse_optional_whole, say, tr, tr_error, warn
+from .common import dress, fail, for_the_session, lang_of, parse_optional_whole, say, tr, warn
 from .inside_data import (
     LENS_WINDOW,
     MIN_WINDOW,
@@ -38,13 +38,13 @@ from .results import only, result
 
 # Each view's outputs (the Inside tab's components), its message last.
 LensView = result("LensView", "lens_plot", "lens_note", "lens_scroll", "cell_plot", "cell_md", "msg")
-# Opening the tab: the lens, then the position fields set for a run not seen before.
-Opened = result("Opened", *LensView._fields, "lens_layer", "lens_pos", "dla_pos", "m_pos", "i_pos", "seen_run")
 DlaView = result("DlaView", "dla_heat", "dla_fall", "dla_md", "msg")
 MathsView = result("MathsView", "m_table", "m_plot", "m_md", "msg")
 InterveneView = result("InterveneView", "i_bars", "i_loss", "i_lens", "i_md", "msg")
 DoseView = result("DoseView", "dose_plot", "msg")
 SweepView = result("SweepView", "sweep_plot", "sweep_md", "msg")
+# After a language switch, the messages under the buttons: attribution's, maths', interventions', the lens'.
+REDRAWN_MESSAGES = ("dla_msg", "m_msg", "i_msg", "lens_msg")
 
 # ----------------------------------------------------------------------------------------------
 # Views (figures + messages)
@@ -147,23 +147,6 @@ def lens_window(shown) -> int:
     except ValueError:  # the page script's measurement, not a typed value: without one, the widest window
         shown = None
     return max(MIN_WINDOW, min(LENS_WINDOW, LENS_WINDOW if shown is None else shown))
-
-
-def open_tab(state, seen_run, scroll, layer, position, shown=None):
-    """Opening the tab draws the lens. For a run not seen before, every position field starts
-    where it says something: the lens cell at the final layer × last position, attribution and
-    interventions at the last position with a next token, the attention maths at the prompt's last
-    token (its keys after it are masked). Outputs: the lens view's, then those fields, seen run."""
-    try:
-        model, run, start, ids, _ = run_context(state)
-    except Exception as e:
-        return only(Opened, msg=warn(tr_error(lang_of(state), e)))
-    if run.id == seen_run:
-        return only(Opened, **lens_view(state, scroll, layer, position, shown)._asdict())
-    T, L = len(ids), model.cfg.n_layers
-    last, before_last = start + T - 1, start + max(0, T - 2)
-    prompt_end = max(start, min(last, len(run.prompt_ids) - 1))
-    return Opened(*lens_view(state, None, L, last, shown), L, last, before_last, prompt_end, before_last, run.id)
 
 
 @for_the_session
@@ -402,7 +385,7 @@ def note_drawn(request, key: str, state, *args) -> None:
 
 def redraw_views(request: gr.Request, state, layer, position, shown=None):
     """After a language switch: the lens (for the current run, its newest positions), then every
-    other view the page drew; the message is the one of the view drawn last. (The lens' scroll slider
+    other view the page drew, then the messages (REDRAWN_MESSAGES), each under its own button. (The lens' scroll slider
     is not read: Gradio checks its value against the bounds it had when the page loaded.)"""
     lang, present = _lang(state)
     try:
@@ -410,10 +393,11 @@ def redraw_views(request: gr.Request, state, layer, position, shown=None):
         lens = lens_view(state, None, layer, position, shown)
     except Exception:
         lens = only(LensView)
-    out, messages = list(lens[:-1]), {"lens": lens[-1]}
+    out, messages = list(lens[:-1]), {}
     for key, (_, view) in VIEWS.items():
         drawn = redraw.redraw(request, "inside_" + key, lang, present, len(view._fields))
         out += drawn[:-1]
         messages[key] = drawn[-1]
-    last = redraw.order(request, ["inside_" + k for k in VIEWS])
-    return tuple(out) + (messages[last[-1][7:]] if last else messages["lens"],)
+    # The intervention, dose and sweep share the message under their buttons: the last one drawn says it.
+    last = redraw.order(request, ["inside_" + k for k in ("intervene", "dose", "sweep")])
+    return (*out, messages["dla"], messages["maths"], messages[last[-1][7:]] if last else gr.skip(), lens[-1])

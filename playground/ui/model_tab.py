@@ -330,7 +330,9 @@ def layout() -> SimpleNamespace:
         max_height=420,
         wrap=True,
         elem_id="pg-tree",
-        column_widths=["15%", "15%", "21%", "11%", "12%", "12%", "14%"],
+        # Names and numbers never break inside (a 1024-px projector fits "drop_shortcut" three levels
+        # deep, "MultiHeadAttention" and "124,439,808" in 14-px type); shapes, ties and paths wrap.
+        column_widths=["18.5%", "18.5%", "13%", "10.5%", "11.5%", "10%", "18%"],
     )
     for name, field in zip(FIELDS, c.fields):  # each also by its name: results name their outputs
         setattr(c, name, field)

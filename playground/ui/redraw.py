@@ -70,6 +70,14 @@ def redraw(request, key: str, lang: str, present: bool, n: int) -> tuple:
     return out
 
 
+def drop(request, keys) -> None:
+    """This page no longer shows views ``keys`` (they were drawn for an earlier run): forget them."""
+    session = _session(request)
+    with _LOCK:
+        for key in keys:
+            _DRAWN.pop((session, key), None)
+
+
 def forget(request: gr.Request) -> None:
     """The page closed: drop its views."""
     session = _session(request)

@@ -68,3 +68,9 @@ body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-pl
   transform: translateX(-50%); background: #fde68a; color: #1f2937; padding: 3px 12px; border-radius: 6px;
   font-size: 15px; font-weight: 600; white-space: nowrap; }
 """
+
+CSS += """
+/* The Inside tab's messages sit under their controls: an empty one takes no room between them. */
+:is(#pg-inside-msg, #pg-lens-msg, #pg-dla-msg, #pg-dla-pick-msg, #pg-maths-msg, #pg-intervene-msg,
+    #pg-sweep-msg):not(:has(.pg-msg)) { display: none !important; }
+"""

@@ -36,32 +36,32 @@ from .train_tab import (
 def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     with gr.Row():
-        with gr.Column(scale=2, min_width=320):
+        with gr.Column(scale=1, min_width=320):
             # The model and the corpus are chosen before Train is pressed, so they come before the
-            # button, side by side: the button, the estimate and the messages then still fit the
-            # first screen of a 1024×768 projector. Only the chosen source's box is shown (an empty
-            # upload area took a third of the screen).
-            with gr.Row():
-                c.preset = gr.Dropdown(
-                    preset_choices()[:-1],
-                    value=DEFAULT_PRESET,
-                    label=T("train_config"),
-                    elem_id="pg-train-preset",
-                    min_width=150,
-                )
-                c.corpus_source = gr.Dropdown(
-                    choices(CORPUS_KEYS),
-                    value=CORPUS_CHOICES[0],
-                    label=T("corpus"),
-                    elem_id="pg-train-corpus",
-                    min_width=150,
-                )
+            # button, one above the other (a dropdown shows its choice on one line: side by side, a
+            # 1024-px projector cut them) with the three numbers in one row: the button and the
+            # estimate then still fit the first screen of a 1024×768 projector. Only the chosen
+            # source's box is shown (an empty upload area took a third of the screen).
+            c.preset = gr.Dropdown(
+                preset_choices()[:-1], value=DEFAULT_PRESET, label=T("train_config"), elem_id="pg-train-preset"
+            )
+            c.corpus_source = gr.Dropdown(
+                choices(CORPUS_KEYS), value=CORPUS_CHOICES[0], label=T("corpus"), elem_id="pg-train-corpus"
+            )
             with gr.Row():
                 c.steps = gr.Number(
-                    DEFAULT_STEPS, label=T("steps"), precision=0, minimum=1, maximum=5000, elem_id="pg-train-steps"
+                    DEFAULT_STEPS,
+                    label=T("steps"),
+                    precision=0,
+                    minimum=1,
+                    maximum=5000,
+                    elem_id="pg-train-steps",
+                    min_width=110,
                 )
-                c.lr = gr.Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1)
-                c.batch = gr.Number(DEFAULT_BATCH, label=T("train_batch"), precision=0, minimum=1, maximum=MAX_BATCH)
+                c.lr = gr.Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1, min_width=110)
+                c.batch = gr.Number(
+                    DEFAULT_BATCH, label=T("train_batch"), precision=0, minimum=1, maximum=MAX_BATCH, min_width=110
+                )
             c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
             c.corpus_paste = gr.Textbox(
                 label=T("corpus_paste"), lines=4, max_lines=8, max_length=2_000_000, visible=False
@@ -73,7 +73,7 @@ def layout() -> SimpleNamespace:
             c.estimate = gr.HTML(elem_id="pg-train-estimate")
             c.msg = gr.HTML(elem_id="pg-train-msg")
             c.use_btn = gr.Button(T("use_trained"))
-        with gr.Column(scale=3):
+        with gr.Column(scale=1):
             c.progress = gr.HTML(elem_id="pg-train-progress")
             c.loss_plot = gr.Plot(show_label=False, elem_id="pg-train-loss")
     return c
@@ -119,6 +119,6 @@ def wire(page) -> None:
         concurrency_id="train",
         concurrency_limit=None,
     )
-    listeners.on_change(page, relabel, [train_state] + estimate_inputs, outputs(Relabelled, t))
+    listeners.on_change(page, relabel, [train_state] + estimate_inputs + [t.estimate], outputs(Relabelled, t))
     t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
     t.use_btn.click(use_trained, [page.state, train_state], switch_outputs(page, t.msg), api_name="use_trained")

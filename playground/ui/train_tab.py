@@ -366,18 +366,24 @@ def use_trained(state, train_state, request: gr.Request = None):
     return switch_model(model, recipe, using, state)
 
 
-def relabel(state, train_state, preset_name, steps, batch_size, request: gr.Request = None) -> Relabelled:
+def relabel(
+    state, train_state, preset_name, steps, batch_size, shown_estimate=None, request: gr.Request = None
+) -> Relabelled:
     """After a change of the page's language: the corpus choices, the live figure and progress line
-    of a run (if one is under way), the estimate and the tab's last message."""
+    of a run (if one is under way), the estimate (if the page shows one: ``shown_estimate``) and
+    the tab's last message. Every page load sends a language change: an estimate not shown yet is
+    left to the tab's opening, since measuring one times training steps, which would take the CPU
+    from the page's first Generate."""
     lang = lang_of(state)
     job = JOBS.get((train_state or {}).get("job") or "")
     progress = {"loss_plot": _loss_figure(job, train_state), "progress": _progress_html(job, lang)} if job else {}
+    shown = bool(str(shown_estimate or "").strip())
     return only(
         Relabelled,
         preset=gr.update(choices=preset_choices(lang)[:-1]),
         corpus_source=gr.update(choices=choices(CORPUS_KEYS, lang)),
         **progress,
-        estimate=estimate_html(preset_name, steps, batch_size, state=state),
+        estimate=estimate_html(preset_name, steps, batch_size, state=state) if shown else gr.skip(),
         msg=train_message(request, state),
     )
 

@@ -144,7 +144,7 @@ def test_switching_the_page_language_redraws_every_server_text():
         titles = prefs.tab_titles(state, ["model", "generate", "train"])
         model = model_tab.relabel(None, state, 3)
         gen = generate_tab.relabel(state, attention_view.VIEWS[0], 0, 0, True, None, attention_view.SPANS[0], 3)
-        train = train_tab.relabel(state, train_state, "nano", 7, 1)
+        train = train_tab.relabel(state, train_state, "nano", 7, 1, train_tab.estimate_html("nano", 7, 1))
         return header + titles + model + gen + train, titles, model, gen
 
     out, titles, _, gen = switch('{"lang": "zh-CN", "present": true}')

@@ -2,6 +2,8 @@
 with a progress message, the head sweep a layer at a time, each ending on the same figure the
 one-shot view draws; the tab's Stop cancels both events."""
 
+import re
+
 import pytest
 
 from playground import PRESETS
@@ -68,3 +70,41 @@ def test_stop_cancels_the_dose_and_sweep_events():
     cancelled = {i for d in by_button["pg-inside-stop"] for i in d.get("cancels") or []}
     assert len(long) == 2 and long <= cancelled
     assert all(d["show_progress"] == "hidden" for name in ("pg-dose-btn", "pg-sweep-btn") for d in by_button[name])
+
+
+@pytest.mark.slow
+def test_stop_ends_a_sweep_within_a_block_not_a_layer():
+    """Stop pressed while a layer is being measured: the sweep ends long before that layer would
+    finish (it reads the page's stop flag between blocks and heads' readouts), ending on the
+    message Stop gives. Timed against the first layer on a model where a layer takes a while."""
+    import queue
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    state = {**common.new_state("en"), "recipe": random_recipe(PRESETS["tutorial-d512"], seed=0)}
+    state = list(generate_tab.generate_tokens(state, "Once upon a time there", 0.8, 40, 1.0, 100, 1, False))[-1][0]
+    page = SimpleNamespace(session_hash="stop-timing")
+    got: queue.Queue = queue.Queue()
+    updates: list = []
+
+    def consume():
+        for u in live.sweep_live(page, state):
+            updates.append(u)
+            got.put(time.perf_counter())
+
+    worker = threading.Thread(target=consume)
+    worker.start()
+    got.get(timeout=120)  # the first layer is drawn
+    first = updates[0]
+    layer_s = float(re.search(r"\(([\d.]+) s so far", first.msg).group(1))  # the first layer's time
+    time.sleep(0.05)  # into the second layer
+    t0 = time.perf_counter()
+    assert "Stopped" in live.stop(page, state)
+    worker.join(timeout=120)
+    took = time.perf_counter() - t0
+    assert not worker.is_alive()
+    assert "Stopped" in updates[-1].msg and len(updates) == 2  # the first layer, then the stop
+    assert "stop-timing" not in live.STOP_FLAGS
+    print(f"stop took {took:.3f} s; the first layer {layer_s} s")
+    assert took < layer_s / 3

@@ -168,3 +168,26 @@ def test_missing_bundled_corpus_and_unknown_source_get_messages(monkeypatch, tmp
 def test_tab_defaults_are_the_lesson_run():
     assert (tt.DEFAULT_PRESET, tt.DEFAULT_STEPS, tt.DEFAULT_BATCH) == ("nano", 200, 8)
     assert tt.CORPUS_CHOICES == ["austen", "aesop", "upload", "paste", "shakespeare"]  # the ids API callers send
+
+
+def test_a_page_loads_language_change_never_times_training_steps(monkeypatch):
+    """Every page load sends a language change; the Train tab's redraw measures no estimate the
+    page does not show yet (that would take the CPU from the page's first Generate), and one it
+    shows is written again in the new language."""
+    import gradio as gr
+
+    from playground.training import estimate as train_estimate
+    from playground.ui import train_tab
+
+    timed = []
+    real = train_estimate.measure_step_time
+    monkeypatch.setattr(train_estimate, "measure_step_time", lambda *a, **k: timed.append(1) or real(*a, **k))
+    monkeypatch.setattr(train_estimate, "_CACHE", {})
+    zh = {"lang": "zh-CN"}
+    for nothing_shown in (None, ""):
+        out = train_tab.relabel(zh, {"job": None}, "nano", 7, 1, nothing_shown)
+        assert out.estimate == gr.skip() and timed == []
+    shown = train_tab.estimate_html("nano", 7, 1)
+    assert "data-seconds" in shown and len(timed) == 1
+    again = train_tab.relabel(zh, {"job": None}, "nano", 7, 1, shown)
+    assert "data-seconds" in again.estimate and "步" in again.estimate and len(timed) == 1  # (cached)

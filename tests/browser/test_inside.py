@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.browser.chromium import chromium_or_skip, launch
+from tests.browser.chromium import chromium_or_skip, launch, open_tab
 from tests.helpers import ARTIFACTS
 from tools.pagewalk import plot_ready
 
@@ -112,7 +112,7 @@ def test_each_inside_view_is_drawn(app_url):
         )
         page.goto(app_url)
         page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
-        page.locator("button[role=tab]").nth(2).click()
+        open_tab(page, "generate")
         box = page.locator("#pg-max-new input[type=number]")
         box.fill("24")
         box.press("Enter")
@@ -120,7 +120,7 @@ def test_each_inside_view_is_drawn(app_url):
         page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
         n_tokens = page.locator("#pg-chips .pg-chip").count()
 
-        page.get_by_role("tab", name="Inside").click()  # opening the tab draws the lens
+        open_tab(page, "inside")  # opening the tab draws the lens
         plot_ready(page, "pg-lens")
         lens = _trace(page, "pg-lens")
         assert lens["type"] == "heatmap"
@@ -134,7 +134,7 @@ def test_each_inside_view_is_drawn(app_url):
         page.screenshot(path=str(ARTIFACTS / "inside-lens.png"), full_page=True)
         _check_lens_click(page, app_url, next(h for h in hashes if h))
 
-        page.get_by_role("tab", name="Logit attribution").click()
+        open_tab(page, "inside-dla")
         page.locator("#pg-dla-btn").click()
         plot_ready(page, "pg-dla-heat")
         plot_ready(page, "pg-dla-fall")
@@ -151,7 +151,7 @@ def test_each_inside_view_is_drawn(app_url):
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "inside-attribution.png"), full_page=True)
 
-        page.get_by_role("tab", name="Attention maths").click()
+        open_tab(page, "inside-maths")
         plot_ready(page, "pg-maths-plot")  # drawn by the click
         assert page.locator("#pg-maths-md").inner_text().startswith("Layer 3, head 2, query position")
         page.locator("#pg-maths-btn").click()
@@ -160,7 +160,7 @@ def test_each_inside_view_is_drawn(app_url):
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "inside-maths.png"), full_page=True)
 
-        page.get_by_role("tab", name="Interventions").click()
+        open_tab(page, "inside-intervene")
         page.get_by_label("Zero-ablate heads", exact=False).fill("3.0")
         page.get_by_label("Scale one head", exact=False).fill("3.0")
         page.locator("#pg-intervene-btn").click()

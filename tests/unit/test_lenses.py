@@ -174,3 +174,54 @@ def test_attention_maths_reads_the_hooked_forwards_q_k_v_and_head_output(changes
     torch.testing.assert_close(torch.tensor(d["v"], dtype=torch.float64), v)
     torch.testing.assert_close(torch.tensor(d["ctx"], dtype=torch.float64), cache.ctx[layer][0, head, pos].double())
     torch.testing.assert_close(torch.tensor(d["weighted_v"]), torch.tensor(d["ctx"]), rtol=1e-5, atol=1e-6)
+
+
+def _counting_blocks(model) -> list:
+    calls: list = []
+    for block in model.trf_blocks:
+        block.register_forward_hook(lambda m, a, out: calls.append(1))
+    return calls
+
+
+def test_a_stop_ends_the_sweep_before_its_next_block_or_readout():
+    model = three_layer_model(seed=9, std=0.15)
+    calls = _counting_blocks(model)
+    ids = torch.randint(0, model.cfg.vocab_size, (12,), generator=torch.Generator().manual_seed(3)).tolist()
+    # Asked before every block: once it says True, no other block runs and the unfinished layer is not yielded.
+    assert list(effects.head_sweep_layers(model, ids, 1.0, batch=1, stop=lambda: len(calls) >= 5)) == []
+    assert len(calls) == 5
+    # Stopped after the first layer: it ends at once, with what it had yielded.
+    asked, said = [], []
+    steps = effects.head_sweep_layers(model, ids, 1.0, stop=lambda: asked.append(1) or bool(said))
+    first = next(steps)
+    before = (len(calls), len(asked))
+    said.append(True)
+    assert list(steps) == [] and len(calls) == before[0] and len(asked) == before[1] + 1
+    assert first["delta_loss"][0] is not None and first["delta_loss"][1] is None
+    # Asked between heads' readouts too: a stop raised during the readout of a batch's first head
+    # ends the sweep before the second head is read.
+    reads = []
+    original = effects.HeadReader.__call__
+
+    def counting(self, rows, *a, **k):
+        reads.append(1)
+        return original(self, rows, *a, **k)
+
+    effects.HeadReader.__call__ = counting
+    try:
+        assert list(effects.head_sweep_layers(model, ids, 1.0, stop=lambda: len(reads) >= 2)) == []
+    finally:
+        effects.HeadReader.__call__ = original
+    assert len(reads) == 2  # the base loss' readout and the first head's
+
+
+def test_a_stop_ends_the_dose_curve_before_its_next_block():
+    model = three_layer_model(seed=9, std=0.15)
+    calls = _counting_blocks(model)
+    ids = torch.randint(0, model.cfg.vocab_size, (10,), generator=torch.Generator().manual_seed(10)).tolist()
+    said: list = []
+    steps = effects.dose_response_points(model, ids, 0, 1, 6, target_id=17, chunk=4, stop=lambda: bool(said))
+    first = next(steps)
+    blocks = len(calls)
+    said.append(True)
+    assert list(steps) == [] and len(calls) == blocks and len(first["alphas"]) == 4

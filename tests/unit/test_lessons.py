@@ -103,3 +103,19 @@ def test_a_link_to_a_step_finds_it_and_falls_back_to_the_nearest():
     assert (lesson.id, index) == ("attention", 1)
     assert lessons.find("attention", 99)[1] == len(lesson.steps) - 1
     assert lessons.find("nope", "x") == (lessons.lessons()[0], 0)
+
+
+def test_a_revealed_probability_reads_as_the_chart_beside_it(model):
+    """The revealed text and the chart write a probability with one formatter: a cooled top token's
+    99.98% is not "100%" in the sentence while its bar reads 99.98%."""
+    from playground.figures import token_probability_bars
+    from playground.formats import format_prob
+
+    ids = load_tokenizer().encode(PROMPT)
+    q = QUESTIONS["next_token"](model, ids, None, {"temperature": 0.015})
+    p = q.view["probs"][0]
+    assert 0.999 < p < 0.99995 and q.fields["p"] == format_prob(p) != "100%"
+    bars = token_probability_bars(q.view["labels"], q.view["probs"])
+    assert q.fields["p"] in list(bars.data[0].text)
+    cooled = QUESTIONS["top_prob_temperature"](model, ids, None, {"temperature": 0.015})
+    assert cooled.fields["pt"] == format_prob(max(cooled.view["stages"]["T = 0.015"])) != "100%"
