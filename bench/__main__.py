@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-app", action="store_true", help="no cold start / concurrent users")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-ct2", action="store_true", help="no CTranslate2 peer")
+    ap.add_argument("--skip-llama", action="store_true", help="no llama.cpp peer (llama-cpp-python + LLAMA_CPP_SRC)")
+    ap.add_argument("--skip-onnx", action="store_true", help="no ONNX Runtime peer")
     ap.add_argument("--skip-load", action="store_true", help="no decode-under-training measurement")
     ap.add_argument(
         "--load-reps", type=int, default=None, help="rounds of the training-load measurement (default 3, quick 2)"
@@ -111,15 +113,26 @@ def main(argv=None) -> int:
         )
 
     print("Building GPT-2 small (Hugging Face init -> save_pretrained -> playground.load_pretrained) ...")
-    peers = decode.build_peers(seed=0, with_ct2=not args.skip_ct2)
+    peers = decode.build_peers(
+        seed=0, with_ct2=not args.skip_ct2, with_llama=not args.skip_llama, with_onnx=not args.skip_onnx
+    )
     prompt = decode.prompt_ids(args.prompt_tokens, seed=0)
     if peers.ct2_note:
         print(f"note: CTranslate2 not measured: {peers.ct2_note}")
+    if peers.llama_note:
+        print(f"note: llama.cpp not measured: {peers.llama_note}")
+    if peers.onnx_note:
+        print(f"note: ONNX Runtime not measured: {peers.onnx_note}")
     result["ctranslate2"] = {
         "version": _version("ctranslate2"),
         "note": peers.ct2_note,
         "model_bin_bytes": peers.ct2_bytes,
         "threads": torch.get_num_threads(),
+    }
+    result["peers"] = {
+        "llama.cpp": {"version": _version("llama-cpp-python"), "note": peers.llama_note},
+        "onnxruntime": {"version": _version("onnxruntime"), "note": peers.onnx_note},
+        "file_bytes": peers.peer_bytes,
     }
     result["build_seconds"] = peers.seconds
     result["kernels"] = [
@@ -191,6 +204,8 @@ def main(argv=None) -> int:
             "int8 (ours int8)": dec.tokens["ctranslate2 int8"] == dec.tokens["ours int8"],
             "int8 (ours float32)": dec.tokens["ctranslate2 int8"] == dec.tokens["ours float32"],
         }
+
+    result["peer_tokens_vs_ours_float32"] = decode.peer_tokens_check(dec.tokens)
 
     if not args.skip_load:
         print(
