@@ -193,6 +193,17 @@ def main(argv=None) -> int:
             precision="int8",
         )
     )
+    agreement.append(
+        decode.agreement_report(
+            "random GPT-2 small (ours)",
+            peers.ours["float32"],
+            peers.ours["int8-dynamic"],
+            prompt,
+            dec.tokens["ours float32"],
+            dec.tokens["ours int8-dynamic"],
+            precision="int8-dynamic",
+        )
+    )
     agreement.extend(_bundled_agreement(n_new))
     result["agreement"] = agreement
     result["ours_vs_transformers_float32_tokens_identical"] = (
@@ -337,7 +348,7 @@ def _training_running() -> bool:
 
 
 def _bundled_agreement(n_new) -> list[dict]:
-    """The same comparisons (bfloat16, int8 against float32) on the bundled model, if this copy of
+    """The same comparisons (bfloat16, int8, int8-dynamic against float32) on the bundled model, if this copy of
     the app has one."""
     from playground.engine.decode_paths import optimize_for_decode
     from playground.engine.quantize import quantize_int8
@@ -352,10 +363,14 @@ def _bundled_agreement(n_new) -> list[dict]:
     m32 = optimize_for_decode(load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu"))
     t32 = decode.run_ours(m32, prompt, n_new)[1]
     out = []
-    for precision in ("bfloat16", "int8"):
-        m = load_checkpoint(BUNDLED_CHECKPOINT, dtype="bfloat16", device="cpu")
+    for precision in ("bfloat16", "int8", "int8-dynamic"):
+        m = load_checkpoint(
+            BUNDLED_CHECKPOINT, dtype="float32" if precision == "int8-dynamic" else "bfloat16", device="cpu"
+        )
         if precision == "int8":
             m = quantize_int8(m)
+        elif precision == "int8-dynamic":
+            m = quantize_int8(m, "float32", dynamic=True)
         t = decode.run_ours(optimize_for_decode(m), prompt, n_new)[1]
         out.append(decode.agreement_report(f"bundled ({BUNDLED_CHECKPOINT.name})", m32, m, prompt, t32, t, precision))
     return out

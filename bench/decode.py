@@ -34,7 +34,7 @@ def prompt_ids(n: int, seed: int = 0) -> list[int]:
 
 @dataclass
 class Peers:
-    ours: dict  # dtype name -> GPTModel ("int8": weight-only int8, bfloat16 activations)
+    ours: dict  # dtype name -> GPTModel ("int8": weight-only, bfloat16 activations; "int8-dynamic": int8 x int8)
     hf: dict  # dtype name -> GPT2LMHeadModel
     weight_bytes: dict  # dtype name -> bytes of one copy of the weights (tied head counted once)
     ct2: dict = field(default_factory=dict)  # compute type -> folder of its converted model
@@ -72,6 +72,10 @@ def build_peers(seed: int = 0, with_ct2: bool = True, with_llama: bool = True, w
         t0 = time.perf_counter()
         ours["int8"] = optimize_for_decode(quantize_int8(load_pretrained(hf_dir, dtype="bfloat16", device="cpu")))
         seconds["ours int8 (load + quantize + kernel measurements)"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        dynamic = quantize_int8(load_pretrained(hf_dir, dtype="float32", device="cpu"), "float32", dynamic=True)
+        ours["int8-dynamic"] = optimize_for_decode(dynamic)
+        seconds["ours int8-dynamic (load + quantize + kernel measurements)"] = time.perf_counter() - t0
         gens, note, sizes, keep = {}, ct2.available() if with_ct2 else "skipped (--skip-ct2)", {}, None
         if note is None:
             t0 = time.perf_counter()
@@ -103,6 +107,7 @@ def build_peers(seed: int = 0, with_ct2: bool = True, with_llama: bool = True, w
     hf = {"float32": hf32, "bfloat16": copy.deepcopy(hf32).to(torch.bfloat16)}
     n_params = sum(p.numel() for p in ours["float32"].parameters())  # parameters() skips the tied copy
     weight_bytes = {"float32": 4 * n_params, "bfloat16": 2 * n_params, "int8": model_bytes(ours["int8"])}
+    # (int8-dynamic keeps its norms and biases in float32: a few hundred KB more than int8's, same matrices)
     return Peers(
         ours,
         hf,
@@ -224,6 +229,7 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
         "ours bfloat16 + attention": lambda: run_ours(ours["bfloat16"], prompt, n_new, capture=True),
         "ours int8": lambda: run_ours(ours["int8"], prompt, n_new),
         "ours int8 + attention": lambda: run_ours(ours["int8"], prompt, n_new, capture=True),
+        "ours int8-dynamic": lambda: run_ours(ours["int8-dynamic"], prompt, n_new),
         "transformers float32": lambda: run_hf(hf["float32"], prompt, n_new),
         "transformers bfloat16": lambda: run_hf(hf["bfloat16"], prompt, n_new),
         "re-run loop float32": lambda: run_rerun(ours["float32"], prompt, n_new),

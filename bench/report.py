@@ -156,7 +156,7 @@ def targets(r: dict) -> list[Target]:
             _at_least("scoring / full-logits evaluation loop (speed)", _ratio(sc["peer_median_s"], sc["median_s"]), 1.0)
         )
     for a in r.get("agreement", []):
-        if a["model"].startswith("random") or a.get("precision") == "int8":
+        if a["model"].startswith("random") or a.get("precision", "").startswith("int8"):
             out.append(
                 Target(
                     f"{a.get('precision', 'bfloat16')} vs float32 teacher-forced greedy agreement, "
