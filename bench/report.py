@@ -210,8 +210,8 @@ def class_lines(r: dict) -> list[str]:
         ours, peer = best["ours"], best["peer"]
         if ours and peer:
             lines.append(
-                f"{CLASSES[dt]}: best ours {ours[0]} {ours[1]:.1f} tok/s, best peer {peer[0]} {peer[1]:.1f} tok/s "
-                f"-> {ours[1] / peer[1]:.2f}×"
+                f"{CLASSES[dt]}: {ours[0]} {ours[1]:.1f} tok/s (the best of ours) against {peer[0]} "
+                f"{peer[1]:.1f} tok/s (the best peer): {ours[1] / peer[1]:.2f}×"
             )
     for name, check in r.get("peer_tokens_vs_ours_float32", {}).items():
         div = "identical" if check["identical"] else f"first differs at token {check['first_divergence']}"
