@@ -2,6 +2,9 @@
 
 decode.py    tokens/s at batch 1 for GPT-2 small: this project, Hugging Face ``transformers``, the
              tutorial loop that re-runs the whole sequence, and the memory-bandwidth limit
+ct2.py       CTranslate2 as a peer (float32, int8), converted by its own converter
+llamacpp.py  llama.cpp as a peer (f32, f16, q8_0 GGUF), optional: a source build of llama-cpp-python
+onnx_peer.py ONNX Runtime as a peer: a KV-cache step exported by torch.onnx, float32 and dynamic int8
 memory.py    time to first token and peak memory for a 1024-token prompt (run in a subprocess)
 serving.py   cold start of ``python app.py`` and concurrent users through the app's API
 report.py    the table, the targets of issue 5, and results/latest.json

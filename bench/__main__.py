@@ -38,6 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-app", action="store_true", help="no cold start / concurrent users")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-ct2", action="store_true", help="no CTranslate2 peer")
+    ap.add_argument("--skip-llama", action="store_true", help="no llama.cpp peer (llama-cpp-python + LLAMA_CPP_SRC)")
+    ap.add_argument("--skip-onnx", action="store_true", help="no ONNX Runtime peer")
     ap.add_argument("--skip-load", action="store_true", help="no decode-under-training measurement")
     ap.add_argument(
         "--load-reps", type=int, default=None, help="rounds of the training-load measurement (default 3, quick 2)"
@@ -114,15 +116,26 @@ def main(argv=None) -> int:
         )
 
     print("Building GPT-2 small (Hugging Face init -> save_pretrained -> playground.load_pretrained) ...")
-    peers = decode.build_peers(seed=0, with_ct2=not args.skip_ct2)
+    peers = decode.build_peers(
+        seed=0, with_ct2=not args.skip_ct2, with_llama=not args.skip_llama, with_onnx=not args.skip_onnx
+    )
     prompt = decode.prompt_ids(args.prompt_tokens, seed=0)
     if peers.ct2_note:
         print(f"note: CTranslate2 not measured: {peers.ct2_note}")
+    if peers.llama_note:
+        print(f"note: llama.cpp not measured: {peers.llama_note}")
+    if peers.onnx_note:
+        print(f"note: ONNX Runtime not measured: {peers.onnx_note}")
     result["ctranslate2"] = {
         "version": _version("ctranslate2"),
         "note": peers.ct2_note,
         "model_bin_bytes": peers.ct2_bytes,
         "threads": torch.get_num_threads(),
+    }
+    result["peers"] = {
+        "llama.cpp": {"version": _version("llama-cpp-python"), "note": peers.llama_note},
+        "onnxruntime": {"version": _version("onnxruntime"), "note": peers.onnx_note},
+        "file_bytes": peers.peer_bytes,
     }
     result["build_seconds"] = peers.seconds
     result["kernels"] = [
@@ -183,6 +196,17 @@ def main(argv=None) -> int:
             precision="int8",
         )
     )
+    agreement.append(
+        decode.agreement_report(
+            "random GPT-2 small (ours)",
+            peers.ours["float32"],
+            peers.ours["int8-dynamic"],
+            prompt,
+            dec.tokens["ours float32"],
+            dec.tokens["ours int8-dynamic"],
+            precision="int8-dynamic",
+        )
+    )
     agreement.extend(_bundled_agreement(n_new))
     result["agreement"] = agreement
     result["ours_vs_transformers_float32_tokens_identical"] = (
@@ -194,6 +218,8 @@ def main(argv=None) -> int:
             "int8 (ours int8)": dec.tokens["ctranslate2 int8"] == dec.tokens["ours int8"],
             "int8 (ours float32)": dec.tokens["ctranslate2 int8"] == dec.tokens["ours float32"],
         }
+
+    result["peer_tokens_vs_ours_float32"] = decode.peer_tokens_check(dec.tokens)
 
     if not args.skip_load:
         print(
@@ -327,7 +353,7 @@ def _training_running() -> bool:
 
 
 def _bundled_agreement(n_new) -> list[dict]:
-    """The same comparisons (bfloat16, int8 against float32) on the bundled model, if this copy of
+    """The same comparisons (bfloat16, int8, int8-dynamic against float32) on the bundled model, if this copy of
     the app has one."""
     from playground.engine.decode_paths import optimize_for_decode
     from playground.engine.quantize import quantize_int8
@@ -342,10 +368,14 @@ def _bundled_agreement(n_new) -> list[dict]:
     m32 = optimize_for_decode(load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu"))
     t32 = decode.run_ours(m32, prompt, n_new)[1]
     out = []
-    for precision in ("bfloat16", "int8"):
-        m = load_checkpoint(BUNDLED_CHECKPOINT, dtype="bfloat16", device="cpu")
+    for precision in ("bfloat16", "int8", "int8-dynamic"):
+        m = load_checkpoint(
+            BUNDLED_CHECKPOINT, dtype="float32" if precision == "int8-dynamic" else "bfloat16", device="cpu"
+        )
         if precision == "int8":
             m = quantize_int8(m)
+        elif precision == "int8-dynamic":
+            m = quantize_int8(m, "float32", dynamic=True)
         t = decode.run_ours(optimize_for_decode(m), prompt, n_new)[1]
         out.append(decode.agreement_report(f"bundled ({BUNDLED_CHECKPOINT.name})", m32, m, prompt, t32, t, precision))
     return out

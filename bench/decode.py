@@ -20,7 +20,7 @@ from playground.engine.hf_hub import load_pretrained
 from playground.engine.quantize import model_bytes, quantize_int8
 from playground.engine.sampling import generate
 
-from . import ct2
+from . import ct2, llamacpp, onnx_peer
 from .timing import copy_bandwidth, decode_rate, median, read_bandwidth, step_times
 
 GPT2_EOT = 50256
@@ -34,7 +34,7 @@ def prompt_ids(n: int, seed: int = 0) -> list[int]:
 
 @dataclass
 class Peers:
-    ours: dict  # dtype name -> GPTModel ("int8": weight-only int8, bfloat16 activations)
+    ours: dict  # dtype name -> GPTModel ("int8": weight-only, bfloat16 activations; "int8-dynamic": int8 x int8)
     hf: dict  # dtype name -> GPT2LMHeadModel
     weight_bytes: dict  # dtype name -> bytes of one copy of the weights (tied head counted once)
     ct2: dict = field(default_factory=dict)  # compute type -> folder of its converted model
@@ -43,9 +43,19 @@ class Peers:
     ct2_bytes: dict = field(default_factory=dict)  # compute type -> size of its converted model.bin
     seconds: dict = field(default_factory=dict)  # what building each peer took
     keep: object = None  # the temporary folder the converted CTranslate2 models live in
+    gguf: dict = field(default_factory=dict)  # llama.cpp GGUF type -> its file
+    llama_note: str | None = None  # why llama.cpp is missing, if it is
+    onnx: dict = field(default_factory=dict)  # "float32" / "int8" -> its ONNX file
+    onnx_note: str | None = None  # why ONNX Runtime is missing, if it is
+    peer_bytes: dict = field(default_factory=dict)  # "llama.cpp f16", "onnxruntime int8", ... -> file size
+    keep_peers: object = None  # the temporary folder of the GGUF and ONNX files
 
 
-def build_peers(seed: int = 0, with_ct2: bool = True) -> Peers:
+def peer_note(wanted: bool, flag: str, check) -> str | None:
+    return check() if wanted else f"skipped ({flag})"
+
+
+def build_peers(seed: int = 0, with_ct2: bool = True, with_llama: bool = True, with_onnx: bool = True) -> Peers:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
@@ -62,6 +72,10 @@ def build_peers(seed: int = 0, with_ct2: bool = True) -> Peers:
         t0 = time.perf_counter()
         ours["int8"] = optimize_for_decode(quantize_int8(load_pretrained(hf_dir, dtype="bfloat16", device="cpu")))
         seconds["ours int8 (load + quantize + kernel measurements)"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        dynamic = quantize_int8(load_pretrained(hf_dir, dtype="float32", device="cpu"), "float32", dynamic=True)
+        ours["int8-dynamic"] = optimize_for_decode(dynamic)
+        seconds["ours int8-dynamic (load + quantize + kernel measurements)"] = time.perf_counter() - t0
         gens, note, sizes, keep = {}, ct2.available() if with_ct2 else "skipped (--skip-ct2)", {}, None
         if note is None:
             t0 = time.perf_counter()
@@ -69,10 +83,51 @@ def build_peers(seed: int = 0, with_ct2: bool = True) -> Peers:
             gens = ct2.convert(hf_dir, Path(keep.name))
             sizes = {ct: (path / "model.bin").stat().st_size for ct, path in gens.items()}
             seconds["ctranslate2 (convert float32 + int8)"] = time.perf_counter() - t0
+        llama_note = peer_note(with_llama, "--skip-llama", llamacpp.available)
+        onnx_note = peer_note(with_onnx, "--skip-onnx", onnx_peer.available)
+        gguf, onnx, peer_bytes = {}, {}, {}
+        keep_peers = (
+            tempfile.TemporaryDirectory(prefix="bench-peers-") if llama_note is None or onnx_note is None else None
+        )
+        if llama_note is None:
+            t0 = time.perf_counter()
+            if note is not None:  # CTranslate2 did not save the tokenizer the converter reads
+                ct2.save_tokenizer(hf_dir)
+            try:
+                gguf = llamacpp.convert(hf_dir, Path(keep_peers.name))
+                peer_bytes.update({f"llama.cpp {t}": f.stat().st_size for t, f in gguf.items()})
+                seconds["llama.cpp (convert f32 + f16 + q8_0)"] = time.perf_counter() - t0
+            except (RuntimeError, OSError) as e:
+                llama_note = f"conversion failed: {e}"
+        if onnx_note is None:
+            t0 = time.perf_counter()
+            try:
+                onnx = onnx_peer.export(hf32, Path(keep_peers.name))
+                peer_bytes.update({f"onnxruntime {p}": f.stat().st_size for p, f in onnx.items()})
+                seconds["onnxruntime (export float32 + quantize int8)"] = time.perf_counter() - t0
+            except Exception as e:  # an exporter that cannot handle this torch: the other peers still run
+                onnx_note = f"export failed: {type(e).__name__}: {e}"
     hf = {"float32": hf32, "bfloat16": copy.deepcopy(hf32).to(torch.bfloat16)}
     n_params = sum(p.numel() for p in ours["float32"].parameters())  # parameters() skips the tied copy
     weight_bytes = {"float32": 4 * n_params, "bfloat16": 2 * n_params, "int8": model_bytes(ours["int8"])}
-    return Peers(ours, hf, weight_bytes, gens, torch.get_num_threads(), note, sizes, seconds, keep)
+    # (int8-dynamic keeps its norms and biases in float32: a few hundred KB more than int8's, same matrices)
+    return Peers(
+        ours,
+        hf,
+        weight_bytes,
+        gens,
+        torch.get_num_threads(),
+        note,
+        sizes,
+        seconds,
+        keep,
+        gguf,
+        llama_note,
+        onnx,
+        onnx_note,
+        peer_bytes,
+        keep_peers,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -177,6 +232,7 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
         "ours bfloat16 + attention": lambda: run_ours(ours["bfloat16"], prompt, n_new, capture=True),
         "ours int8": lambda: run_ours(ours["int8"], prompt, n_new),
         "ours int8 + attention": lambda: run_ours(ours["int8"], prompt, n_new, capture=True),
+        "ours int8-dynamic": lambda: run_ours(ours["int8-dynamic"], prompt, n_new),
         "transformers float32": lambda: run_hf(hf["float32"], prompt, n_new),
         "transformers bfloat16": lambda: run_hf(hf["bfloat16"], prompt, n_new),
         "re-run loop float32": lambda: run_rerun(ours["float32"], prompt, n_new),
@@ -185,6 +241,13 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
         variants[f"ctranslate2 {ct}"] = (lambda f, c: lambda: run_ct2(f, c, peers.ct2_threads, prompt, n_new))(
             folder, ct
         )
+    threads = peers.ct2_threads
+    for t, path in peers.gguf.items():  # loaded for each run and freed after it, like CTranslate2
+        variants[f"llama.cpp {t}"] = (lambda f: lambda: llamacpp.run_loaded(f, threads, prompt, n_new))(path)
+    cfg = ours["float32"].cfg
+    shape = (cfg.n_layers, cfg.n_heads, cfg.emb_dim // cfg.n_heads)
+    for p, path in peers.onnx.items():
+        variants[f"onnxruntime {p}"] = (lambda f: lambda: onnx_peer.run_loaded(f, threads, prompt, n_new, shape))(path)
     for name, fn in variants.items():  # warm-up: allocator, oneDNN/MKL kernels, caches
         if name.startswith("re-run"):
             run_rerun(ours["float32"], prompt, 4)
@@ -254,4 +317,18 @@ def agreement_report(name: str, model32, model16, prompt, tokens32, tokens16, pr
         "first_divergence": first_divergence(tokens32, tokens16),
         "teacher_forced_agreement": teacher_forced_agreement(model32, model16, prompt, tokens32),
         "mean_kl_nats": mean_kl(model32, model16, prompt, tokens32),
+    }
+
+
+PEER_PREFIXES = ("transformers", "ctranslate2", "llama.cpp", "onnxruntime")
+
+
+def peer_tokens_check(tokens: dict[str, list[int]], reference: str = "ours float32") -> dict[str, dict]:
+    """Each peer's greedy tokens against ours in float32: identical, or the index of the first difference
+    (a float32 peer should agree everywhere; a 16- or 8-bit one may drift)."""
+    ref = tokens[reference]
+    return {
+        name: {"identical": ids == ref, "first_divergence": first_divergence(ref, ids)}
+        for name, ids in tokens.items()
+        if name.startswith(PEER_PREFIXES)
     }

@@ -98,6 +98,15 @@ def targets(r: dict) -> list[Target]:
             "float32 / re-run-everything loop (float32)", _ratio(get("ours float32"), get("re-run loop float32")), 6.0
         ),
     ]
+    for dt, best in best_by_class(d).items():
+        if best["ours"] and best["peer"]:
+            out.append(
+                _at_least(
+                    f"{CLASSES[dt]}: best ours ({best['ours'][0]}) / best peer ({best['peer'][0]})",
+                    _ratio(best["ours"][1], best["peer"][1]),
+                    1.0,
+                )
+            )
     for dt in ("float32", "bfloat16"):
         slow = _ratio(get(f"ours {dt}"), get(f"ours {dt} + attention"))
         out.append(_at_most(f"attention capture slowdown, {dt}", None if slow is None else slow - 1, 0.15))
@@ -147,7 +156,7 @@ def targets(r: dict) -> list[Target]:
             _at_least("scoring / full-logits evaluation loop (speed)", _ratio(sc["peer_median_s"], sc["median_s"]), 1.0)
         )
     for a in r.get("agreement", []):
-        if a["model"].startswith("random") or a.get("precision") == "int8":
+        if a["model"].startswith("random") or a.get("precision", "").startswith("int8"):
             out.append(
                 Target(
                     f"{a.get('precision', 'bfloat16')} vs float32 teacher-forced greedy agreement, "
@@ -165,7 +174,52 @@ def _ratio(a, b):
 
 
 def _dtype_of(name: str) -> str:
-    return "int8" if "int8" in name else "bfloat16" if "bfloat16" in name else "float32"
+    """The precision class of a variant: 32-bit, 16-bit (bfloat16, llama.cpp's f16) or 8-bit (int8, q8_0)."""
+    if "int8" in name or "q8_0" in name:
+        return "int8"
+    return "bfloat16" if "bfloat16" in name or name.endswith(" f16") else "float32"
+
+
+PEERS = ("transformers", "ctranslate2", "llama.cpp", "onnxruntime")
+CLASSES = {"float32": "32-bit", "bfloat16": "16-bit", "int8": "8-bit"}
+
+
+def best_by_class(d: dict) -> dict[str, dict[str, tuple[str, float] | None]]:
+    """{class: {"ours": (variant, tok/s), "peer": (variant, tok/s)}}: the fastest of each side in each precision
+    class (ours without attention capture, which no peer offers)."""
+    out: dict = {dt: {"ours": None, "peer": None} for dt in CLASSES}
+    for name, rate in d.items():
+        side = (
+            "ours"
+            if name.startswith("ours") and "attention" not in name
+            else "peer"
+            if name.startswith(PEERS)
+            else None
+        )
+        if side is None:
+            continue
+        best = out[_dtype_of(name)][side]
+        if best is None or rate > best[1]:
+            out[_dtype_of(name)][side] = (name, rate)
+    return out
+
+
+def class_lines(r: dict) -> list[str]:
+    lines = []
+    for dt, best in best_by_class(r["decode_tok_s"]).items():
+        ours, peer = best["ours"], best["peer"]
+        if ours and peer:
+            lines.append(
+                f"{CLASSES[dt]}: {ours[0]} {ours[1]:.1f} tok/s (the best of ours) against {peer[0]} "
+                f"{peer[1]:.1f} tok/s (the best peer): {ours[1] / peer[1]:.2f}×"
+            )
+    for name, check in r.get("peer_tokens_vs_ours_float32", {}).items():
+        div = "identical" if check["identical"] else f"first differs at token {check['first_divergence']}"
+        lines.append(f"greedy tokens of {name} vs ours float32: {div}")
+    for peer, info in r.get("peers", {}).items():
+        if isinstance(info, dict) and info.get("note"):
+            lines.append(f"{peer}: not measured: {info['note']}")
+    return lines
 
 
 def decode_table(r: dict) -> list[str]:
@@ -216,7 +270,7 @@ def table(r: dict) -> str:
         f"median of {r['config']['reps']} rounds, {r['machine']['torch_threads']} threads",
         "",
     ] + decode_table(r)
-    lines += ["", bandwidth_line(r)]
+    lines += ["", bandwidth_line(r)] + class_lines(r)
     load = r.get("under_training")
     if load:
         lines.append(load_line(load))
@@ -298,11 +352,18 @@ def docs_block(r: dict, short: bool = False) -> str:
         f'CPU "{m["cpu"]}" ({", ".join(m["cpu_flags"]) or "no AVX-512"}), {m["cores"]} cores, {m["torch_threads"]} torch threads, '
         f"torch {m['torch']}"
         + (f", CTranslate2 {r['ctranslate2']['version']}" if r.get("ctranslate2", {}).get("version") else "")
+        + "".join(
+            f", {peer} {info['version']}"
+            for peer, info in r.get("peers", {}).items()
+            if isinstance(info, dict) and info.get("version") and not info.get("note")
+        )
         + (f"; 1-minute load average {la[0][0]:.1f} at the start, {la[1][0]:.1f} at the end" if la[0] and la[1] else "")
         + f". GPT-2 small (random weights), batch 1, {c['prompt_tokens']}-token prompt, {c['new_tokens']} new tokens, "
         f"greedy, median of {c['reps']} rounds."
     )
     lines = [START, "", head, ""] + decode_table(r) + ["", bandwidth_line(r)]
+    if not short:
+        lines += [""] + [f"- {line}" for line in class_lines(r)]
     if r.get("under_training"):
         lines += ["", load_line(r["under_training"])]
     checks = [] if short else r.get("targets", [])

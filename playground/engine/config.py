@@ -26,7 +26,7 @@ ACTIVATIONS = ("gelu_tanh", "gelu", "relu")
 NORM_PLACEMENTS = ("pre", "post")
 ATTENTION_IMPLS = ("fused", "per_head")
 
-_BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+_BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "int8-dynamic": 1}
 
 
 class ConfigError(UserError):

@@ -10,6 +10,10 @@ and the KV cache stay in ``activations`` (bfloat16 by default, or float32); each
 Decoding streams every weight once per token, so a quarter of float32's bytes is what makes it
 fast; which kernel computes the product is measured on the machine (playground.runtime.kernels). Training
 an int8 model is not supported (its weights are frozen int8 parameters).
+
+``quantize_int8(model, dynamic=True)`` (the "int8-dynamic" precision, as CTranslate2's int8 and llama.cpp's
+q8_0 compute) also quantizes each product's input at run time: every activation row x becomes round(x / r)
+with r = max|x| / 127, the product runs on int8 values with int32 sums, and y = (xq · qᵀ) · r · s + b.
 """
 
 from __future__ import annotations
@@ -52,9 +56,33 @@ def _dequantize(x2d, q, scale, bias):
 _KERNELS = {"dequantize": _dequantize, "int8pack": _int8pack}
 
 
-def int8_linear_kernels() -> dict:
-    """Candidate kernels, the plain one (dequantize, then an ordinary product) first."""
-    return dict(_KERNELS)
+def quantize_activations(x2d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, in) float activations -> int8 (rows, in) and float32 scales (rows, 1), one per row."""
+    x = x2d.float()
+    scale = x.abs().amax(dim=1, keepdim=True) / 127.0
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    return torch.round(x / scale).clamp_(-127, 127).to(torch.int8), scale
+
+
+def _dynamic_dequantize(x2d, q, scale, bias):
+    xq, xs = quantize_activations(x2d)
+    out = (F.linear(xq.float(), q.float()) * (xs * scale.float())).to(x2d.dtype)
+    return out if bias is None else out + bias
+
+
+def _dynamic_int_mm(x2d, q, scale, bias):
+    xq, xs = quantize_activations(x2d)
+    out = (torch._int_mm(xq, q.t()) * (xs * scale.float())).to(x2d.dtype)  # int32 sums, exact
+    return out if bias is None else out + bias
+
+
+_DYNAMIC_KERNELS = {"dequantize": _dynamic_dequantize, "int_mm": _dynamic_int_mm}
+
+
+def int8_linear_kernels(dynamic: bool = False) -> dict:
+    """Candidate kernels, the plain one (dequantize, then an ordinary product) first; ``dynamic``: those
+    that also quantize the activations per row."""
+    return dict(_DYNAMIC_KERNELS if dynamic else _KERNELS)
 
 
 class Int8Linear(nn.Module):
@@ -66,8 +94,11 @@ class Int8Linear(nn.Module):
     weight: nn.Parameter
     scale: torch.Tensor
 
-    def __init__(self, q: torch.Tensor | nn.Parameter, scale: torch.Tensor, bias: torch.Tensor | None):
+    def __init__(
+        self, q: torch.Tensor | nn.Parameter, scale: torch.Tensor, bias: torch.Tensor | None, dynamic: bool = False
+    ):
         super().__init__()
+        self.dynamic = dynamic  # activations quantized per row at run time too
         self.out_features, self.in_features = q.shape
         self.weight = q if isinstance(q, nn.Parameter) else nn.Parameter(q, requires_grad=False)
         self.register_buffer("scale", scale)
@@ -81,11 +112,12 @@ class Int8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         x2d = x.reshape(-1, self.in_features).to(self.scale.dtype).contiguous()
-        out = _KERNELS[self.kernel](x2d, self.weight, self.scale, self.bias)
+        out = (_DYNAMIC_KERNELS if self.dynamic else _KERNELS)[self.kernel](x2d, self.weight, self.scale, self.bias)
         return out.view(*shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8, kernel={self.kernel}"
+        kind = "int8 weights and activations" if self.dynamic else "int8"
+        return f"in_features={self.in_features}, out_features={self.out_features}, {kind}, kernel={self.kernel}"
 
 
 class Int8Embedding(nn.Module):
@@ -111,10 +143,11 @@ class Int8Embedding(nn.Module):
         return f"{self.num_embeddings}, {self.embedding_dim}, int8"
 
 
-def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int) -> kernels.Choice:
+def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int, dynamic: bool = False) -> kernels.Choice:
     """How an int8-weight product runs: ATen's int8 matrix-vector kernel with per-channel scales
     (``_weight_int8pack_mm``), or the weight dequantized to the activations' dtype per product;
-    measured on ``count`` weights of ``shape`` (up to the kernel working set)."""
+    ``dynamic``: int8 × int8 with int32 sums (``torch._int_mm``) or the plain float product of the same
+    integers. Measured on ``count`` weights of ``shape`` (up to the kernel working set)."""
     n = kernels.copies(shape, torch.int8, count)
 
     def candidates() -> kernels.Candidates:
@@ -122,7 +155,7 @@ def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int) ->
         ws = [torch.randint(-127, 128, shape, dtype=torch.int8, generator=gen) for _ in range(n)]
         scales = torch.full((shape[0],), 0.02 / 127).to(activations)
         x = torch.randn(1, shape[1]).to(activations)
-        impls = int8_linear_kernels()
+        impls = int8_linear_kernels(dynamic)
 
         def run(kernel):
             def one_pass():
@@ -134,6 +167,13 @@ def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int) ->
         return {k: run(k) for k in impls}
 
     name = str(activations).replace("torch.", "")
+    if dynamic:
+        return kernels.choose(
+            ("int8 dynamic kernel", tuple(shape), activations, n),
+            f"int8 weights × int8 activations (per row, {name} between) {tuple(shape)}",
+            candidates,
+            label=("int8dyn", {"dtype": name, "shape": tuple(shape)}),
+        )
     return kernels.choose(
         ("int8 kernel", tuple(shape), activations, n),
         f"int8 weights × {name} {tuple(shape)}",
@@ -146,17 +186,23 @@ def is_int8(model: nn.Module) -> bool:
     return any(isinstance(m, (Int8Linear, Int8Embedding)) for m in model.modules())
 
 
+def is_dynamic_int8(model: nn.Module) -> bool:
+    """Whether the model's products also quantize their activations (``quantize_int8(..., dynamic=True)``)."""
+    return any(isinstance(m, Int8Linear) and m.dynamic for m in model.modules())
+
+
 def _quantized(weight: torch.Tensor, act: torch.dtype) -> tuple[nn.Parameter, torch.Tensor]:
     q, scale = quantize_rows(weight)
     return nn.Parameter(q, requires_grad=False), scale.to(act)
 
 
-def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16") -> nn.Module:
+def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16", dynamic: bool = False) -> nn.Module:
     """Quantize ``model``'s weight matrices to int8 in place (see the module docstring); returns it.
 
     Every nn.Linear becomes an Int8Linear of the same name; the token embedding becomes an
     Int8Embedding (per-row scales), and a tied output head keeps sharing it -- the head's output
     channels are the embedding's rows, so one set of int8 values and scales serves both.
+    ``dynamic``: every product quantizes its input rows too (int8 × int8, int32 sums).
     """
     if is_int8(model):
         raise QuantizeError("quantize.already_int8", "This model is already int8.")
@@ -193,8 +239,8 @@ def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16")
         parent = model.get_submodule(parent_name) if parent_name else model
         if id(linear.weight) not in done:
             done[id(linear.weight)] = _quantized(linear.weight, act)
-        q = Int8Linear(*done[id(linear.weight)], linear.bias)
-        q.kernel = int8_kernel(tuple(q.weight.shape), act, shapes[tuple(q.weight.shape)]).winner
+        q = Int8Linear(*done[id(linear.weight)], linear.bias, dynamic=dynamic)
+        q.kernel = int8_kernel(tuple(q.weight.shape), act, shapes[tuple(q.weight.shape)], dynamic).winner
         setattr(parent, child, q)
     for m in model.modules():  # the stacked Q/K/V copy was of the float weights
         if isinstance(m, StacksQKV):

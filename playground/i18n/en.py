@@ -285,8 +285,9 @@ EN = {
     "train_estimate": "Estimated time",
     "train_batch": "Batch (windows of 128 tokens)",
     # speed (issue 14): int8 precision, measured kernels
-    "dtype_info": "bfloat16 halves memory and is faster on most CPUs; int8 stores weights in a quarter of float32's bytes (decoding only); float32 is exact.",
+    "dtype_info": "bfloat16 halves memory and is faster on most CPUs; int8 stores weights in a quarter of float32's bytes (decoding only); int8-dynamic also rounds each product's input to int8 per row as it runs; float32 is exact.",
     "dtype_int8": "int8 weights, {dtype} activations",
+    "dtype_int8_dynamic": "int8 weights × int8 activations (quantized per row as it runs), {dtype} between",
     "kernels": "Kernels measured on this machine",
     # Train tab's estimate and progress (issue 12, classroom)
     "est_total": "About {total} on this machine: {steps} steps × {step} + {evals} evaluations × {eval} "
@@ -430,6 +431,7 @@ EN = {
     "kn_layout": "{dtype} weight layout {shape}",
     "kn_qkv": "{dtype} Q/K/V projections d={d}",
     "kn_int8": "int8 weights × {dtype} {shape}",
+    "kn_int8dyn": "int8 weights × int8 activations (per row, {dtype} between) {shape}",
     "kn_rows": "float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane(s)",
     # the kernels box's candidate names (the code's own words in English)
     "kn_cand_in_out": "in_out",

@@ -275,8 +275,9 @@ ZH = {
     "train_estimate": "预计用时",
     "train_batch": "批大小（每个窗口 128 个 token）",
     # speed (issue 14): int8 precision, measured kernels
-    "dtype_info": "bfloat16 内存减半，在多数 CPU 上更快；int8 权重只占 float32 的四分之一（仅用于生成）；float32 最精确。",
+    "dtype_info": "bfloat16 内存减半，在多数 CPU 上更快；int8 权重只占 float32 的四分之一（仅用于生成）；int8-dynamic 还在运行时把每次矩阵乘的输入逐行取整为 int8；float32 最精确。",
     "dtype_int8": "int8 权重、{dtype} 激活",
+    "dtype_int8_dynamic": "int8 权重 × int8 激活（运行时逐行量化），其余为 {dtype}",
     "kernels": "在本机上测得的计算内核",
     # Train tab's estimate and progress (issue 12, classroom)
     "est_total": "在本机上约需 {total}：{steps} 步 × {step} + {evals} 次评估 × {eval}"
@@ -420,6 +421,7 @@ ZH = {
     "kn_layout": "{dtype} 权重布局 {shape}",
     "kn_qkv": "{dtype} Q/K/V 投影 d={d}",
     "kn_int8": "int8 权重 × {dtype} {shape}",
+    "kn_int8dyn": "int8 权重 × int8 激活（逐行，其余为 {dtype}）{shape}",
     "kn_rows": "float32 多行乘积 (64, {d})·({d}, V)，numpy 分 {lanes} 路并行",
     # 计算内核框里候选方案的名字（括号里是代码里的名字）
     "kn_cand_in_out": "输入×输出（in_out）",

@@ -10,7 +10,7 @@ import re
 
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
-from playground.engine.quantize import is_int8
+from playground.engine.quantize import is_dynamic_int8, is_int8
 from playground.i18n import tr, tr_formula
 from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
 from playground.runtime.devices import describe_device
@@ -31,7 +31,9 @@ def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
     """The Model tab's Markdown summary; the model's name (an upload's file name) as literal text."""
     cfg = model.cfg
     dtype = str(model.dtype).replace("torch.", "")
-    if is_int8(model):
+    if is_dynamic_int8(model):
+        dtype = tr(lang, "dtype_int8_dynamic", dtype=dtype)
+    elif is_int8(model):
         dtype = tr(lang, "dtype_int8", dtype=dtype)
     return tr(
         lang,

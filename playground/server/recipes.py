@@ -147,9 +147,12 @@ def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
     (engine.decode_paths). Raises ConfigError / WeightLoadError with user-facing text. A random
     init's config is checked against the memory budget and the build caps by the model cache
     before it makes room and reserves (a loader checks its file's config itself). ``dtype`` "int8"
-    builds in bfloat16, then quantizes the weights (playground.engine.quantize)."""
+    builds in bfloat16, then quantizes the weights (playground.engine.quantize); "int8-dynamic" builds in
+    float32 and quantizes the weights and, at run time, each product's activations."""
     if recipe.get("dtype") == "int8":
         model = quantize_int8(_build_plain({**recipe, "dtype": "bfloat16"}, progress))
+    elif recipe.get("dtype") == "int8-dynamic":
+        model = quantize_int8(_build_plain({**recipe, "dtype": "float32"}, progress), "float32", dynamic=True)
     else:
         model = _build_plain(recipe, progress)
     return optimize_for_decode(model)
@@ -189,7 +192,7 @@ def build_peak_bytes(recipe: dict) -> int:
     file's tensors, the float32 model they are copied into, and the converted copy.
     """
     dtype = recipe.get("dtype", "float32")
-    target = 2 if dtype in ("bfloat16", "int8") else 4  # int8 is quantized from a bfloat16 build
+    target = 2 if dtype in ("bfloat16", "int8") else 4  # int8 is quantized from a bfloat16 build, int8-dynamic float32
     kind = recipe.get("kind")
     if kind == "random":
         n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))

@@ -62,7 +62,8 @@ CUSTOM = "custom"  # the form's own fields, not a preset
 PRESET_KEYS = {name: f"preset_{name}" for name in PRESETS}  # preset id -> its label's key
 HUB_KEYS = {name: f"hubm_{name}" for name in HUB_MODELS}  # hub model id -> its label's key
 PRESET_CHOICES = list(PRESETS) + [CUSTOM]
-DTYPES = ("float32", "bfloat16", "int8")  # int8: weight-only, bfloat16 activations (playground.engine.quantize)
+# int8: weight-only, bfloat16 activations; int8-dynamic: activations quantized per row too (playground.engine.quantize)
+DTYPES = ("float32", "bfloat16", "int8", "int8-dynamic")
 
 # What describes a model on the page: its views (the layer/head sliders live in the Generate tab)
 # and the form's fields (named as the Model tab's components).
