@@ -154,7 +154,7 @@ def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int, dy
         gen = torch.Generator().manual_seed(0)
         ws = [torch.randint(-127, 128, shape, dtype=torch.int8, generator=gen) for _ in range(n)]
         scales = torch.full((shape[0],), 0.02 / 127).to(activations)
-        x = torch.randn(1, shape[1]).to(activations)
+        x = torch.randn(1, shape[1], generator=torch.Generator().manual_seed(0)).to(activations)
         impls = int8_linear_kernels(dynamic)
 
         def run(kernel):
