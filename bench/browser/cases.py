@@ -18,7 +18,7 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1600, "height": 1000}
 
 MODELS = {
-    "bundled": {"label": "bundled (Tiny Shakespeare, 3.5M)"},
+    "bundled": {"label": "bundled (Tiny Shakespeare, 7.7M)"},
     "gpt2-small": {
         "label": "GPT-2 small shape, random init (124M)",
         "preset": "gpt2-small",

@@ -136,9 +136,10 @@ EN = {
     "loaded_weights": " Loaded weights: {report}.",
     "unexpected": "Something went wrong ({error}). Your model and results are unchanged.",
     "heads_label": "Heads with a pattern in the bundled model (measured; see README): pick one, then Generate",
-    "head_line_break": "line-break head",
-    "head_duplicate_token": "duplicate-token head",
-    "head_example": "{label}: layer {layer}, head {head} ({ratio}× an even spread)",
+    "head_previous_token": "previous-token head",
+    "head_induction": "induction head",
+    "head_first_token": "first-token (sink) head",
+    "head_example": "{label}: layer {layer}, head {head} (score {score})",
     # generate tab
     "st_running": "Generating: ",
     "st_done": "Done: ",

@@ -25,7 +25,7 @@ from playground.i18n import tr
 from playground.runtime.devices import default_device
 
 ROOT = Path(__file__).resolve().parents[2]
-BUNDLED_CHECKPOINT = ROOT / "assets" / "bundled" / "shakespeare.safetensors"
+BUNDLED_CHECKPOINT = ROOT / "assets" / "bundled" / "model.safetensors"
 # The largest checkpoint a file recipe may name: an upload, or a checkpoint the Train tab wrote (files.py).
 MAX_UPLOAD_BYTES = int(float(os.environ.get("PLAYGROUND_MAX_UPLOAD_MB", "700")) * 1e6)
 

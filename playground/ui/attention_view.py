@@ -57,12 +57,20 @@ SPAN_NOTES = {  # said in the figure's title: keys of translations.py
 }
 
 
-HEAD_PATTERNS = {  # pattern name in facts.json -> (label key, a prompt that shows it)
-    "line_break": (
-        "head_line_break",
-        "KING RICHARD:\nA horse! a horse!\nMy kingdom for a horse!\n\nCATESBY:\nWithdraw, my lord;\n",
+HEAD_PATTERNS = {  # head in facts.json's "heads" -> (label key, a prompt that shows it)
+    "previous_token": (
+        "head_previous_token",
+        "KING RICHARD:\nA horse! a horse! my kingdom for a horse!\n",
     ),
-    "duplicate_token": ("head_duplicate_token", "the king, the queen, the king, the prince, the king and the queen"),
+    # A list said twice: from each word of the second copy the head looks at the word that followed
+    # it in the first (docs/bundled-model.md has how much of its attention goes there).
+    "induction": (
+        "head_induction",
+        "ROMEO:\nhorse crown night sword lady honour blood river morrow gold wind grave heart field moon tongue "
+        "bread fool ship hand,\nhorse crown night sword lady honour blood river morrow gold wind grave heart "
+        "field moon tongue bread fool ship hand",
+    ),
+    "first_token": ("head_first_token", "CORIOLANUS:\nWhat would you have, you curs, that like nor peace nor war?"),
 }
 
 
@@ -71,11 +79,18 @@ def head_examples(view_name: str, lang: str = "en") -> tuple[list[list], list[st
     facts_path = BUNDLED_CHECKPOINT.with_name("facts.json")
     if not facts_path.is_file():
         return [], []
-    heads = json.loads(facts_path.read_text()).get("attention_heads", {})
-    found = [(HEAD_PATTERNS[name], h) for name, h in heads.items() if name in HEAD_PATTERNS]
+    facts = json.loads(facts_path.read_text())
+    heads, targets = facts.get("heads", {}), facts.get("targets", {})
+    # Only heads that show their pattern as strongly as the bundled model's targets ask: a weak one
+    # offered as "the previous-token head" would teach the wrong picture.
+    found = [
+        (HEAD_PATTERNS[name], h)
+        for name, h in heads.items()
+        if name in HEAD_PATTERNS and h["score"] >= targets.get(f"{name}_min", 0.0)
+    ]
     examples = [[prompt, view_name, h["layer"], h["head"]] for (_, prompt), h in found]
     labels = [
-        tr(lang, "head_example", label=tr(lang, label), layer=h["layer"], head=h["head"], ratio=f"{h['ratio']:.1f}")
+        tr(lang, "head_example", label=tr(lang, label), layer=h["layer"], head=h["head"], score=f"{h['score']:.2f}")
         for (label, _), h in found
     ]
     return examples, labels
