@@ -11,7 +11,7 @@ from __future__ import annotations
 import string
 
 from .en import EN
-from .errors_zh import ERRORS_ZH, FIELD_ZH
+from .errors_zh import ERRORS_ZH, FIELD_ZH, HOLDING_KINDS_ZH
 from .zh import ZH
 
 assert EN.keys() == ZH.keys(), "every interface string needs both languages"
@@ -67,6 +67,11 @@ def tr_error(lang: str | None, error: BaseException | str) -> str:
 def _field_zh(lang, value):
     if isinstance(value, BaseException):
         return tr_error(lang, value)
+    counted = getattr(value, "parts", None)  # holdings said as (kind, count, size): runtime.holdings
+    if isinstance(value, str) and counted is not None:
+        if not counted:
+            return HOLDING_KINDS_ZH["nothing"]
+        return "，".join(f"{n} {HOLDING_KINDS_ZH.get(kind, kind)}（{size}）" for kind, n, size in counted)
     if isinstance(value, str):
         return FIELD_ZH.get(value, value)
     return value

@@ -303,3 +303,20 @@ FIELD_ZH = {
     "Log scale": "对数刻度",
     "Target token id": "目标 token 编号",
 }
+
+
+# The memory budget's kinds of holding (runtime/holdings.py's KIND_LABELS), with their measure words.
+HOLDING_KINDS_ZH = {
+    "nothing": "没有任何占用",
+    "model": "个模型",
+    "generation": "个生成的 KV 缓存",
+    "attention": "次运行的注意力",
+    "training": "个训练任务",
+    "export": "个导出",
+    "build": "个正在进行的构建",
+    "reserved": "个为其会话保留的生成空间",
+    "server": "个服务器进程",
+    "scoring": "段正在评分的文本",
+    "lens": "个内部视图",
+    "replay": "个正在读取的回放文件",
+}

@@ -70,20 +70,34 @@ def current_owner() -> str | None:
     return _OWNER.get()
 
 
-def describe_holdings(holdings: list[Holding]) -> str:
+class CountedHoldings(str):
+    """Holdings said as counts and sizes by kind: the English text, carrying its parts (kind, count,
+    size) so a refusal shown in another language says them in that language's words."""
+
+    parts: tuple[tuple[str, int, str], ...]
+
+    def __new__(cls, parts: tuple[tuple[str, int, str], ...]):
+        said = []
+        for kind, count, size in parts:
+            one, many = KIND_LABELS.get(kind, (kind, kind + "s"))
+            said.append(f"{count} {one if count == 1 else many} ({size})")
+        text = super().__new__(cls, ", ".join(said) if said else "nothing is held")
+        text.parts = parts
+        return text
+
+    def __getnewargs__(self):  # copies and pickles rebuild it from its parts
+        return (self.parts,)
+
+
+def describe_holdings(holdings: list[Holding]) -> CountedHoldings:
     """What holds the memory, as counts and sizes by kind. Never the holders' names: a refusal is
     read by one user, and the models, checkpoint file names and seeds held are other users'."""
     groups: dict[str, list[Holding]] = {}
     for h in holdings:
         groups.setdefault(h.kind, []).append(h)
-    if not groups:
-        return "nothing is held"
-    parts = []
-    for kind, items in groups.items():
-        one, many = KIND_LABELS.get(kind, (kind, kind + "s"))
-        label = f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
-        parts.append(f"{label} ({format_bytes(sum(h.nbytes for h in items))})")
-    return ", ".join(parts)
+    return CountedHoldings(
+        tuple((kind, len(items), format_bytes(sum(h.nbytes for h in items))) for kind, items in groups.items())
+    )
 
 
 def over_total(what: str, nbytes: int, total: int) -> MemoryBudgetError:

@@ -72,7 +72,7 @@ def test_the_refusal_in_chinese_keeps_the_names_and_the_counts(full):
     budget, cache, a, b = full
     zh = tr_error("zh-CN", refusal(lambda: cache.get(random_recipe(NANO, seed=7), session="b")))
     assert zh.startswith("内存不足，无法用于 building ")
-    assert "你的：" in zh and "random init (seed 4242)" in zh and "其他：1 model (" in zh
+    assert "你的：" in zh and "random init (seed 4242)" in zh and "其他：1 个模型（" in zh
     assert "31337" not in zh
 
 
@@ -99,3 +99,15 @@ def test_what_a_request_holds_is_its_sessions_and_no_other_threads():
             assert [h.owners for h in budget.usage()] == [frozenset({"a"})]
         assert current_owner() == "a"
     assert seen == [None] and current_owner() is None
+
+
+def test_counts_by_kind_are_said_in_chinese_and_survive_a_copy(full):
+    import copy
+    import pickle
+
+    budget, cache, a, b = full
+    e = refusal(lambda: cache.get(random_recipe(NANO, seed=9)))
+    zh = tr_error("zh-CN", e)
+    assert "2 个模型（" in zh and "model" not in zh, zh
+    counted = e.fields["holdings"]
+    assert copy.deepcopy(counted) == counted and pickle.loads(pickle.dumps(counted)).parts == counted.parts
