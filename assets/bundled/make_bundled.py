@@ -137,6 +137,7 @@ def export(trained_path: Path) -> dict:
     stages = stages_behind(trained_path)
     args = stages[-1]["args"]
     trained = load_checkpoint(trained_path, max_bytes=None)
+    trained.cfg = trained.cfg.replace(drop_rate=0.0)  # the shipped file is for inference: no dropout in its config
     step = sum(s["step"] for s in stages)  # optimizer steps over all stages
     tokens_seen = sum(s["step"] * s["args"]["batch"] * s["args"]["context"] for s in stages)
     cfg = trained.cfg

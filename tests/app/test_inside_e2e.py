@@ -32,7 +32,8 @@ def test_every_view_returns_the_librarys_numbers(client):
     lens = client.predict(api_name="/logit_lens")
     want = lenses.logit_lens(model, ids)
     assert lens["top_id"] == want["top_id"] and lens["window_start"] == 0
-    assert lens["next_prob"][-1][:-1] == pytest.approx(want["next_prob"][-1][:-1], rel=1e-6)
+    # float32 through differently blocked kernels (the app's decode layout): equal to ~2e-6 relative
+    assert lens["next_prob"][-1][:-1] == pytest.approx(want["next_prob"][-1][:-1], rel=1e-5)
 
     cell = client.predict(3, 10, api_name="/lens_cell")
     assert [t for t, _, _ in cell["top"]] == [t for t, _ in lenses.lens_cell(model, ids, 3, 10)["top"]]
