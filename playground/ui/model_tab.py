@@ -155,7 +155,11 @@ def build_model(
             return fail(e, lang) + warn(tr(lang, "still_loaded", model=describe_recipe(loaded, lang)))
 
         redraw.remember(request, "model_build", failed)
-        return only(Switch, state=state, message=failed(lang), **form_values(session_model(state), loaded)._asdict())
+        try:
+            values = form_values(session_model(state), loaded)._asdict()
+        except MemoryError:  # the budget is full even for the session's own model: the form stays as typed
+            values = {}
+        return only(Switch, state=state, message=failed(lang), **values)
     report = getattr(model, "load_report", None)
 
     def say(lang, present=False):

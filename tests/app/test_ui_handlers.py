@@ -419,3 +419,18 @@ def test_warm_up_runs_the_generate_path_once_and_leaves_nothing_running(monkeypa
     assert calls == ["generate_tokens", "after_run", "last_step"]
     assert 0 < seconds < 600
     assert not generate_tab.ACTIVE_STREAMS and not generate_tab.STOP_FLAGS
+
+
+def test_a_refused_build_in_a_full_budget_answers_instead_of_raising(monkeypatch):
+    """When the budget is so full that the session's previous model cannot even be leased again to
+    redraw the form (other sessions hold the rest), a refused build still returns its message."""
+    from playground.runtime.holdings import in_use
+
+    def full(state):
+        raise in_use("a generation with nano", 1_459_472, 2**30, 2**30, [])
+
+    state = nano_state()
+    monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "1")
+    monkeypatch.setattr(model_tab, "session_model", full)
+    out = model_tab.build_model(state, "random", 0, "gpt2", None, "float32", *fields_of(PRESETS["gpt2-xl"]))
+    assert out[0] is state and "memory budget" in out[1] and "1,557,611,200 parameters" in out[1]
