@@ -1,4 +1,4 @@
-"""How the app writes a probability: a percentage that never rounds a real chance to 0% or 100%.
+"""How the app writes a probability (a percentage that never rounds a real chance to 0% or 100%) and a size.
 
 Shared by the figures and by the texts beside them (a lesson's revealed answer, a step's panel), so a
 number reads the same in both: 0.9999 is "99.99%" on the chart and in the sentence under it. This
@@ -30,3 +30,12 @@ def format_prob(p: float) -> str:
                 return text + "%"
         return ">99.9999%"
     return np.format_float_positional(pct, precision=2, unique=False, fractional=False, trim="-") + "%"
+
+
+def format_bytes(n: float) -> str:
+    """A size in decimal units: 13.30 MB, 1.07 GB (what the memory budget and the Model tab say)."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")

@@ -14,7 +14,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale, sample_colorscale
 
-from playground.formats import format_prob  # noqa: F401  (figures format probabilities as the text beside them)
+from playground.formats import (
+    format_bytes,  # noqa: F401  (re-exported)
+    format_prob,  # noqa: F401  (figures format probabilities as the text beside them)
+)
 
 TEMPLATE = "plotly_white"
 TEXT_COLOR = "#2a3f5f"  # the template's text colour, which the page's dark theme recolours
@@ -105,15 +108,6 @@ def as_2d(probs, name: str = "probs") -> np.ndarray:
     if a.ndim != 2:
         raise ValueError(f"{name} must be 2-D [queries, keys], got shape {a.shape}")
     return a
-
-
-def format_bytes(n: float) -> str:
-    # Decimal units, as playground.engine.config.format_bytes; figures import nothing of the engine.
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
 
 
 def index_of(chosen, labels) -> int | None:

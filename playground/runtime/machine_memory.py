@@ -15,20 +15,13 @@ import os
 import psutil
 
 from playground.errors import UserError
+from playground.formats import format_bytes  # noqa: F401  (re-exported)
 from playground.runtime.devices import default_device, device_memory_bytes
 
 GiB = 2**30
 RAM_SHARE = 0.6
 DEVICE_SHARE = 0.85  # of a CUDA GPU's memory, when the models live there
 BASELINE_BYTES = 1 * GiB
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
 
 
 def physical_ram_bytes() -> int:
