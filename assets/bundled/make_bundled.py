@@ -68,8 +68,16 @@ STAGES = {
         "--warmup", "50", "--p-random", "0.2", "--p-span", "0.1", "--eval-every", "200", "--patience", "4",
         "--seed", "1338",
     ],
+    "stage3": [
+        *COMMON, "--dropout", "0.15", "--steps", "1600", "--full-head-from", "1400", "--lr", "6e-4",
+        "--min-lr", "5e-5", "--warmup", "50", "--p-random", "0.15", "--p-span", "0.05",
+        "--extra", str(ROOT / "assets" / "corpus" / "pride_and_prejudice.txt"), "--p-extra", "0.25",
+        "--shape-prev", "0,2", "--shape-sink", "2,3", "--eval-every", "200", "--patience", "100",
+        "--seed", "1339",
+    ],
 }  # fmt: skip
-STAGE2_INIT = "stage1/step04000.safetensors"  # inside --out
+# Each later stage starts from a checkpoint of the one before (paths inside --out).
+INITS = {"stage2": "stage1/step04000.safetensors", "stage3": "stage2/step02400.safetensors"}
 
 # What the issue asks of the model (facts.json records them next to the measured values).
 TARGETS = {
@@ -250,10 +258,11 @@ def main(argv=None) -> int:
     if a.command == "train":
         out = Path(a.out)
         common = ["--data", a.data, "--threads", a.threads]
-        if rc := train_bundled.main([*STAGES["stage1"], "--out", str(out / "stage1"), *common]):
-            return rc
-        init = ["--init", str(out / STAGE2_INIT)]
-        return train_bundled.main([*STAGES["stage2"], *init, "--out", str(out / "stage2"), *common])
+        for name, args in STAGES.items():
+            init = ["--init", str(out / INITS[name])] if name in INITS else []
+            if rc := train_bundled.main([*args, *init, "--out", str(out / name), *common]):
+                return rc
+        return 0
     facts = export(a.checkpoint)
     print(json.dumps({k: facts[k] for k in ("bytes_on_disk", "load_time_s", "val_loss", "heads", "copying")}, indent=2))
     print(facts["sample"]["text"])

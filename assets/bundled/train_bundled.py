@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import bundled_metrics as bm  # noqa: E402
+from head_shaping import HeadShaper, parse_head  # noqa: E402
 
 from playground import GPTConfig, GPTModel, load_tokenizer, save_checkpoint  # noqa: E402
 
@@ -115,6 +116,15 @@ def parse_args(argv=None):
     p.add_argument("--pos-wd", type=float, default=None, help="weight decay of the position table (default: --wd)")
     p.add_argument("--extra", default=None, help="a second text for natural windows (the bundled Pride and Prejudice)")
     p.add_argument("--p-extra", type=float, default=0.0, help="share of rows drawn from --extra")
+    p.add_argument(
+        "--shape-prev",
+        default=None,
+        help="LAYER,HEAD: keep this head's attention on the previous token (head_shaping.py)",
+    )
+    p.add_argument("--shape-sink", default=None, help="LAYER,HEAD: keep this head's attention on the first token")
+    p.add_argument("--shape-prev-floor", type=float, default=0.7)
+    p.add_argument("--shape-sink-floor", type=float, default=0.5)
+    p.add_argument("--shape-weight", type=float, default=1.0)
     # data mix
     p.add_argument("--p-random", type=float, default=0.06)
     p.add_argument("--p-span", type=float, default=0.06)
@@ -368,7 +378,9 @@ class HeadVocab:
         return torch.cat([h, ones], dim=-1), torch.cat([rows, offset], dim=1)
 
 
-def train_step(model, opt, batches, step, a, head_vocab: HeadVocab | None = None) -> tuple[float, float, str]:
+def train_step(
+    model, opt, batches, step, a, head_vocab: HeadVocab | None = None, shaper: HeadShaper | None = None
+) -> tuple[float, float, str]:
     lr = lr_at(step, a)
     for g in opt.param_groups:
         g["lr"] = lr
@@ -389,8 +401,12 @@ def train_step(model, opt, batches, step, a, head_vocab: HeadVocab | None = None
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=IGNORE)
     if not math.isfinite(float(loss.detach())):
         raise FloatingPointError(f"loss {float(loss)} at step {step}")
+    total = loss
+    if shaper:
+        total = loss + a.shape_weight * shaper.loss()
+        kinds += " " + " ".join(f"{k} {v:.2f}" for k, v in shaper.last.items())
     opt.zero_grad(set_to_none=True)
-    loss.backward()
+    total.backward()
     gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip))
     opt.step()
     return float(loss.detach()), gnorm, kinds
@@ -426,14 +442,17 @@ def main(argv=None) -> int:
         head_vocab = HeadVocab(train_ids, *([] if extra_ids is None else [extra_ids]))
         print(f"training softmax over {len(head_vocab.ids):,} of 50257 tokens", flush=True)
     model, opt = build(a)
+    shaper = HeadShaper(
+        model, parse_head(a.shape_prev), parse_head(a.shape_sink), a.shape_prev_floor, a.shape_sink_floor
+    )
     n_params = sum(p.numel() for p in model.parameters())
 
     if a.bench:
         for s in range(3):
-            train_step(model, opt, batches, s, a, head_vocab)
+            train_step(model, opt, batches, s, a, head_vocab, shaper)
         t0 = time.perf_counter()
         for s in range(3, 3 + a.bench):
-            train_step(model, opt, batches, s, a, head_vocab)
+            train_step(model, opt, batches, s, a, head_vocab, shaper)
         dt = (time.perf_counter() - t0) / a.bench
         print(
             json.dumps(
@@ -461,7 +480,9 @@ def main(argv=None) -> int:
     step, best, history, evals_since_best, wall = 0, None, [], 0, 0.0
     if state_path.exists():
         saved_args = json.loads(args_path.read_text())
-        saved = {k: v for k, v in saved_args.items() if k not in RESUME_FREE}
+        # Options added after a run was written count as their defaults in it.
+        defaults = {k: v for k, v in vars(parse_args([])).items() if k not in RESUME_FREE}
+        saved = defaults | {k: v for k, v in saved_args.items() if k not in RESUME_FREE}
         if saved != keyed:
             diff = {k: (saved.get(k), keyed.get(k)) for k in set(saved) | set(keyed) if saved.get(k) != keyed.get(k)}
             raise SystemExit(f"{state_path} was written with other arguments: {diff}")
@@ -557,7 +578,7 @@ def main(argv=None) -> int:
     window = []
     while step < a.steps:
         t0 = time.perf_counter()
-        loss, gnorm, kinds = train_step(model, opt, batches, step, a, head_vocab)
+        loss, gnorm, kinds = train_step(model, opt, batches, step, a, head_vocab, shaper)
         step += 1
         dt = time.perf_counter() - t0
         wall += dt
