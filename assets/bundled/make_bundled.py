@@ -126,6 +126,13 @@ def head_entry(m: dict, name: str) -> dict:
     return {"layer": best["layer"], "head": best["head"], "score": best["score"]}
 
 
+def repo_relative(value):
+    """A path inside this repository (e.g. --extra's text) as the repository-relative path a clone has."""
+    if isinstance(value, str) and value.startswith(str(ROOT) + "/"):
+        return value[len(str(ROOT)) + 1 :]
+    return value
+
+
 def stages_behind(trained_path: Path) -> list[dict]:
     """Each training stage that led to this checkpoint, first stage first: its arguments, the step
     it ended at, its evaluations (a stage started with --init names the checkpoint it started from)."""
@@ -184,7 +191,10 @@ def export(trained_path: Path) -> dict:
         "checkpoint": CHECKPOINT.name,
         "config": cfg.replace(drop_rate=0.0).to_dict(),
         "parameters": sum(p.numel() for p in ours.parameters()),
-        "recipe": [{k: v for k, v in st["args"].items() if k not in drop} | {"steps_run": st["step"]} for st in stages],
+        "recipe": [
+            {k: repo_relative(v) for k, v in st["args"].items() if k not in drop} | {"steps_run": st["step"]}
+            for st in stages
+        ],
         "recipe_command": "python assets/bundled/make_bundled.py train (STAGES in make_bundled.py)",
         "step": step,
         "tokens_seen": tokens_seen,

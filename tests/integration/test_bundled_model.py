@@ -179,9 +179,9 @@ def test_meets_the_teaching_target(measured, target):
 
 
 def test_the_generate_tabs_head_examples_show_their_pattern(model):
-    """The Generate tab offers a head only where it meets its target, and the induction example's
-    prompt (a list said twice) makes that head look from each repeated word to the word after its
-    first occurrence far more than an even spread would."""
+    """The Generate tab offers a head only where it meets its target, and each example's prompt shows
+    its head's pattern: the induction example (a list said twice) makes that head look from each
+    repeated word to the word after its first occurrence far more than an even spread would."""
     from playground.ui.attention_view import HEAD_PATTERNS, head_examples
 
     examples, labels = head_examples("heatmap")
@@ -199,3 +199,15 @@ def test_the_generate_tabs_head_examples_show_their_pattern(model):
     even = sum(1 / (q + 1) for q, _ in pairs) / len(pairs)
     print(f"induction example: L{layer}H{head} puts {on_pattern:.2f} on the pattern (even spread {even:.3f})")
     assert len(pairs) >= 20 and on_pattern > 5 * even
+    # The previous-token and sink examples, when offered: their head looks where its label says on the
+    # example's own prompt (queries from position 4 on, where an even spread is at most 0.2).
+    where = {"previous_token": lambda a, q: float(a[q, q - 1]), "first_token": lambda a, q: float(a[q, 0])}
+    for name in offered & set(where):
+        layer, head = FACTS["heads"][name]["layer"], FACTS["heads"][name]["head"]
+        ids = load_tokenizer().encode(HEAD_PATTERNS[name][1])
+        with torch.no_grad():
+            _, trace = model(torch.tensor([ids]), return_attention=True)
+        a = trace.layer(layer)[0, head]
+        share = sum(where[name](a, q) for q in range(4, len(ids))) / (len(ids) - 4)
+        print(f"{name} example: L{layer}H{head} puts {share:.2f} where its pattern says")
+        assert len(ids) >= 12 and share >= TARGETS[f"{name}_min"]
