@@ -62,13 +62,13 @@ HEAD_PATTERNS = {  # head in facts.json's "heads" -> (label key, a prompt that s
         "head_previous_token",
         "KING RICHARD:\nA horse! a horse! my kingdom for a horse!\n",
     ),
-    # A list said twice: from each word of the second copy the head looks at the word that followed
-    # it in the first (docs/bundled-model.md has how much of its attention goes there).
+    # The play's names said twice: from each name of the second list the head looks at the name that
+    # followed it in the first (docs/bundled-model.md has how much of its attention goes there).
     "induction": (
         "head_induction",
-        "ROMEO:\nhorse crown night sword lady honour blood river morrow gold wind grave heart field moon tongue "
-        "bread fool ship hand,\nhorse crown night sword lady honour blood river morrow gold wind grave heart "
-        "field moon tongue bread fool ship hand",
+        "PROLOGUE:\nRomeo Juliet Tybalt Mercutio Benvolio Capulet Montague Paris Escalus Laurence Balthasar "
+        "Sampson Gregory Abraham Peter Rosaline,\nRomeo Juliet Tybalt Mercutio Benvolio Capulet Montague Paris "
+        "Escalus Laurence Balthasar Sampson Gregory Abraham Peter Rosaline",
     ),
     "first_token": ("head_first_token", "CORIOLANUS:\nWhat would you have, you curs, that like nor peace nor war?"),
 }

@@ -180,8 +180,8 @@ def test_meets_the_teaching_target(measured, target):
 
 def test_the_generate_tabs_head_examples_show_their_pattern(model):
     """The Generate tab offers a head only where it meets its target, and each example's prompt shows
-    its head's pattern: the induction example (a list said twice) makes that head look from each
-    repeated word to the word after its first occurrence far more than an even spread would."""
+    its head's pattern: the induction example (a list of names said twice) makes that head look from each
+    repeated name to the name after its first occurrence far more than an even spread would."""
     from playground.ui.attention_view import HEAD_PATTERNS, head_examples
 
     examples, labels = head_examples("heatmap")
