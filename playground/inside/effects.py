@@ -247,6 +247,7 @@ def sweep_estimate(model, ids, limit_s: float = SWEEP_LIMIT_S) -> float:
     return estimate
 
 
+@torch.no_grad()  # as a decorator: grad mode is off only while the generator runs, not across its yields
 def head_sweep_layers(model, ids, estimate: float, *, progress=None, batch: int | None = None, stop=None):
     """The head sweep a layer at a time: yields its dict (as ``head_sweep``) after each layer, the
     layers not measured yet as None in ``delta_loss``, so a page can draw it as it goes. ``stop()``,
@@ -261,7 +262,7 @@ def head_sweep_layers(model, ids, estimate: float, *, progress=None, batch: int 
     target = ids[1:]
     delta: list[list[float] | None] = [None] * L
     done, total = 0, L * H
-    with reserve_logits(model, CHUNK_ROWS, "the head-importance sweep", batch * T), torch.no_grad():
+    with reserve_logits(model, CHUNK_ROWS, "the head-importance sweep", batch * T):
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
         _, plain = run_with_hooks(model, idx, last_token_only=True)
         reader = HeadReader(model)

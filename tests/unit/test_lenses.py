@@ -157,6 +157,18 @@ def test_head_sweep_layers_fill_in_a_layer_at_a_time():
     assert steps[-1]["base_loss"] == pytest.approx(whole["base_loss"], abs=1e-6)
 
 
+def test_head_sweep_layers_leave_grad_mode_alone_between_layers():
+    """A paused sweep must not switch gradients off for its caller: a server thread that drew one
+    layer of it goes on to time a training step (whose backward then failed)."""
+    model = three_layer_model(seed=9, std=0.15)
+    ids = torch.randint(0, model.cfg.vocab_size, (12,), generator=torch.Generator().manual_seed(3)).tolist()
+    steps = effects.head_sweep_layers(model, ids, 1.0)
+    assert torch.is_grad_enabled()
+    next(steps)
+    assert torch.is_grad_enabled()
+    steps.close()
+
+
 @pytest.mark.parametrize("changes", [{}, {"norm_placement": "post"}, {"attention_impl": "per_head"}])
 def test_attention_maths_reads_the_hooked_forwards_q_k_v_and_head_output(changes, ids):
     """The maths runs only the blocks before its layer and that block's attention: its q, k, v and
