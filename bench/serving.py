@@ -34,7 +34,14 @@ def _http_ok(url: str) -> bool:
 
 
 class App:
-    """``python app.py`` on a free port; ``close()`` ends that process (and only that one)."""
+    """``python app.py`` on a free port; ``close()`` ends that process (and only that one).
+
+    A subclass that starts the app another way names its ``command`` (the arguments after the
+    interpreter), the ``name`` its errors use and the ``log_mode`` its log file opens with."""
+
+    command: tuple[str, ...] = ("app.py",)
+    name = "app.py"
+    log_mode = "w"
 
     def __init__(self, timeout: float = 120.0, log_path: Path | None = None):
         self.port = free_port()
@@ -47,22 +54,22 @@ class App:
             "HF_HUB_OFFLINE": "1",
         }
         self.log_path = log_path or Path(os.devnull)
-        self._log = open(self.log_path, "w")
+        self._log = open(self.log_path, self.log_mode)
         self.t_spawn = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+            [sys.executable, *self.command], cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
         )
         self.page_s = None
         deadline = self.t_spawn + timeout
         while time.perf_counter() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"app.py exited with code {self.proc.returncode} before serving the page")
+                raise RuntimeError(f"{self.name} exited with code {self.proc.returncode} before serving the page")
             if _http_ok(self.url):
                 self.page_s = time.perf_counter() - self.t_spawn
                 return
             time.sleep(0.05)
         self.close()
-        raise TimeoutError(f"app.py did not serve {self.url} within {timeout:.0f} s")
+        raise TimeoutError(f"{self.name} did not serve {self.url} within {timeout:.0f} s")
 
     def close(self) -> None:
         if self.proc.poll() is None:

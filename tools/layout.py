@@ -34,7 +34,7 @@ def package_rows(folder: Path, depth: int) -> list[tuple[str, str]]:
 def block() -> str:
     rows = [("app.py", first_line(ROOT / "app.py")), *package_rows(ROOT / "playground", 0)]
     rows.append(("bench/", first_line(ROOT / "bench" / "__init__.py")))
-    rows.append(("tools/", "Scripts: README's screenshot and Layout block, the page walk the browser tests share."))
+    rows.append(("tools/", "Scripts: README's screenshot and Layout block, the browser page walk and Chromium flags."))
     return "\n".join(f"{name:<{WIDTH}}{text}".rstrip() for name, text in rows) + "\n"
 
 

@@ -26,17 +26,10 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
-from tools.pagewalk import draw_inside, plot_ready  # noqa: E402  (needs ROOT on sys.path)
+from tools.chromium_args import ARGS  # noqa: E402  (needs ROOT on sys.path)
+from tools.pagewalk import draw_inside, plot_ready  # noqa: E402
 
 
 def start_app() -> tuple[object, str]:

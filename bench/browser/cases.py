@@ -1,4 +1,4 @@
-"""The cases the browser benchmark runs: Chromium's flags, the models, the prompts, the targets, a run's figures."""
+"""The cases the browser benchmark runs: Chromium's path, the models, the prompts, the targets, a run's figures."""
 
 from __future__ import annotations
 
@@ -7,14 +7,6 @@ import random
 from dataclasses import dataclass, field
 
 CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 VIEWPORT = {"width": 1600, "height": 1000}
 
 MODELS = {

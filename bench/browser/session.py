@@ -7,9 +7,10 @@ import time
 from pathlib import Path
 
 from bench import serving
+from tools.chromium_args import ARGS
 
 from .app_server import AppServer
-from .cases import CHROMIUM, CHROMIUM_ARGS, MODELS, VIEWPORT
+from .cases import CHROMIUM, MODELS, VIEWPORT
 from .page_script import INIT_SCRIPT
 
 
@@ -24,7 +25,7 @@ class Session:
         self.app = AppServer(timeout=120.0, log_path=Path(os.environ.get("BENCH_APP_LOG", os.devnull)))
         self.url = self.app.url
         self._pw = sync_playwright().start()
-        self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         self.chromium_version = self.browser.version
         self._clients: dict = {}
 

@@ -17,17 +17,25 @@ from typing import Any
 import numpy as np
 import torch
 
-from playground.engine.attention import attention_probs
 from playground.engine.config import PRESETS
 from playground.engine.sampling import sampling_distribution
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
 from playground.formats import format_prob
-from playground.inside.attention_stats import head_stats
-from playground.inside.effects import compare, token_losses
+from playground.inside.effects import compare
 from playground.inside.inspection import count_parameters, parameter_breakdown
 from playground.inside.interventions import Intervention, run_with_hooks
 from playground.inside.lenses import read_out
+from playground.server.lesson_facts import (
+    block_parts,
+    focused_head,
+    head_facts,
+    head_map,
+    last_logits,
+    previous_token_head,
+    prompt_losses,
+    untied_total,
+)
 from playground.server.model_views import tree_items
 
 MAX_CHOICES = 4
@@ -78,63 +86,6 @@ def numbers(answer: int | float, others, fmt: str = "{:,}") -> tuple[list[tuple[
 
 def millions(n: int) -> str:
     return f"{n / 1e6:.1f}M"
-
-
-# ----------------------------------------------------------------------------------------------
-# What one forward over the prompt gives
-
-
-@dataclass
-class HeadFacts:
-    """What the lessons read from every head's attention over the prompt, each layer's maps reduced
-    as soon as they are computed (all of them at once would be L·H·T² numbers)."""
-
-    last_rows: np.ndarray  # [L, H, T]: where the last token looks
-    previous: np.ndarray  # [L, H]: mean attention on the previous token
-    first: np.ndarray  # [L, H]: mean attention on the first token
-
-
-def head_maps(model, ids, layers):
-    """The attention probabilities [H, T, T] of the given layers over the prompt, one layer at a time
-    (one forward keeps every asked layer's queries and keys; the maps are made as they are read)."""
-    _, cache = run_with_hooks(model, ids, capture=False, capture_qkv=tuple(layers), last_token_only=True)
-    for i in layers:
-        q, k, _ = cache.qkv.pop(i)
-        yield i, attention_probs(q, k)[0].cpu().numpy()
-
-
-def head_map(model, ids, layer: int, head: int) -> list:
-    return next(head_maps(model, ids, (layer,)))[1][head].tolist()
-
-
-def head_facts(model, ids) -> HeadFacts:
-    rows, previous, first = [], [], []
-    for _, A in head_maps(model, ids, range(model.cfg.n_layers)):
-        stats = head_stats([A])
-        rows.append(A[:, -1])
-        previous.append(stats["previous-token"][0])
-        first.append(stats["first-token"][0])
-    return HeadFacts(np.stack(rows), np.stack(previous), np.stack(first))
-
-
-def last_logits(model, ids) -> torch.Tensor:
-    logits, _ = run_with_hooks(model, ids, capture=False, last_token_only=True)
-    return logits[0, -1].float()
-
-
-def focused_head(facts: HeadFacts) -> tuple[int, int]:
-    """The head whose last query puts the most attention on one earlier token other than the first
-    (the first token is where many heads park their attention, which says little)."""
-    earlier = facts.last_rows[:, :, 1:-1]
-    if earlier.shape[-1] == 0:
-        return 0, 0
-    layer, head = np.unravel_index(int(np.argmax(earlier.max(-1))), earlier.shape[:2])
-    return int(layer), int(head)
-
-
-def previous_token_head(facts: HeadFacts) -> tuple[int, int]:
-    layer, head = np.unravel_index(int(np.nanargmax(facts.previous)), facts.previous.shape)
-    return int(layer), int(head)
 
 
 def pick(ids_in_order: list[int], answer: int, score) -> list[int]:
@@ -236,11 +187,6 @@ def head_ablation(model, ids, labels, params) -> Question:
     return Question([("rise", "rise"), ("fall", "fall")], answer, view, fields, True)
 
 
-def block_parts(model) -> dict[str, int]:
-    rows = {r.component: r.measured for r in parameter_breakdown(model).rows}
-    return {"attention": rows["attention QKV"] + rows["attention output"], "feed-forward": rows["feed-forward"]}
-
-
 def ffn_vs_attention(model, ids, labels, params) -> Question:
     parts = block_parts(model)
     answer = max(parts, key=lambda k: parts[k])
@@ -256,14 +202,6 @@ def ffn_width(model, ids, labels, params) -> Question:
     hidden = (block_parts(model)["feed-forward"] // L - d) // (2 * d + 1)
     choices, answer = numbers(hidden, [d, 2 * d, 3 * d, 8 * d])
     return Question(choices, answer, components_view(model), {"d": f"{d:,}", "h": f"{hidden:,}"})
-
-
-def untied_total(cfg) -> tuple[int, int]:
-    """(tied, untied) parameter counts of a config (built on the meta device: no memory)."""
-    return (
-        parameter_breakdown(replace(cfg, tie_weights=True)).total_measured,
-        parameter_breakdown(replace(cfg, tie_weights=False)).total_measured,
-    )
 
 
 def param_count(model, ids, labels, params) -> Question:
@@ -331,11 +269,6 @@ def top_prob_temperature(model, ids, labels, params) -> Question:
     }
     fields = {"temperature": temperature, "p1": format_prob(p1), "pt": format_prob(pt)}
     return Question([("up", "up"), ("down", "down"), ("same", "same")], answer, view, fields, True)
-
-
-def prompt_losses(model, ids) -> list[float]:
-    logits, _ = run_with_hooks(model, ids, capture=False)
-    return token_losses(logits, list(ids))
 
 
 def loss_vs_uniform(model, ids, labels, params) -> Question:

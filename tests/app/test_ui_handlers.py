@@ -93,8 +93,8 @@ def test_build_rejects_bad_config_and_keeps_the_previous_model():
 
 
 def test_build_refuses_a_model_over_the_memory_budget(monkeypatch):
-    state = nano_state()  # before the budget shrinks: other tests' sessions may hold more than 1 GB
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", "1")
+    state = nano_state()
     xl = PRESETS["gpt2-xl"]
     out = model_tab.build_model(state, "random", 0, "gpt2", None, "float32", *fields_of(xl))
     assert out[0] is state

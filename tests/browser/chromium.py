@@ -6,15 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tools.chromium_args import ARGS
+
 CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 
 
 def chromium_or_skip():

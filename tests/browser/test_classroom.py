@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import pytest
 
 from playground.i18n import EN, tr
-from tests.browser.chromium import chromium_or_skip, launch, set_number
+from tests.browser.chromium import chromium_or_skip, launch, open_tab, set_number
 from tests.helpers import ARTIFACTS
 from tools.pagewalk import draw_inside, plot_ready
 
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SIZES = [(1024, 768), (1280, 720)]
 TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer")  # every tab, in the page's order
-INSIDE_VIEWS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")  # the Inside tab's own tabs
+INSIDE_VIEWS = ("inside-lens", "inside-dla", "inside-maths", "inside-intervene")  # the Inside tab's own tabs
 
 # "An English sentence": three or more alphabetic words in a row, joined only by spaces or
 # punctuation. Token text, numbers, model and preset names ("nano", "Tiny
@@ -67,7 +67,7 @@ def _open(browser, url, lang, size, present):
 
 
 def _generate(page, lang, n=8):
-    page.locator("button[role=tab]").nth(2).click()  # a tab's content is drawn when it is first opened
+    open_tab(page, "generate")  # a tab's content is drawn when it is first opened
     page.wait_for_function(
         "() => (document.querySelector('#pg-legend')?.innerText || '').includes("
         + ("'灰色'" if lang == "zh-CN" else "'Grey'")
@@ -95,10 +95,9 @@ def _use_every_view(page, lang):
     """Draw what each of the other tabs shows after the run _generate made: every Inside view, the
     Score & compare sections (model B, A and B scores, both side-by-side streams, a receipt, an
     exported replay file replayed, a share link) and the Tokenizer's text and typed word."""
-    tab = lambda key: page.get_by_role("tab", name=tr(lang, key), exact=True)  # noqa: E731
     draw_inside(page, lang)
 
-    tab("tab_compare").click()
+    open_tab(page, "compare")
     page.get_by_text(tr(lang, "model_b"), exact=True).click()
     page.locator("#pg-load-b").click()
     page.locator("#pg-b-msg .pg-msg").wait_for(timeout=120_000)
@@ -132,7 +131,7 @@ def _use_every_view(page, lang):
         timeout=60_000,
     )
 
-    tab("tab_tokenizer").click()
+    open_tab(page, "tokenizer")
     page.locator("#pg-tok-text textarea").fill("从前有座山 🦙 unbelievable!")
     page.locator("#pg-tok-btn").click()
     page.locator("#pg-tok-summary [data-tokens]").wait_for(timeout=60_000)
@@ -177,7 +176,7 @@ def _set_presenter(page, on: bool):
     """The header's toggle; waits until the server has redrawn the figures at the new size."""
     if page.evaluate("() => document.body.classList.contains('pg-present')") != on:
         page.locator("#pg-present input[type=checkbox]").click()
-    page.locator("button[role=tab]").nth(2).click()
+    open_tab(page, "generate")
     page.wait_for_function(
         "() => { const t = document.querySelector('#pg-heatmap .xtick text');"
         f" return t && (parseFloat(getComputedStyle(t).fontSize) >= 16) === {str(on).lower()}; }}",
@@ -207,11 +206,11 @@ def test_every_tab_fits_the_projector_in_both_languages_with_and_without_present
                     _set_presenter(page, present)
                     name = f"classroom-{lang}-{size[0]}x{size[1]}-{'present' if present else 'normal'}"
                     for tab in TABS:
-                        page.get_by_role("tab", name=tr(lang, f"tab_{tab}"), exact=True).click()
+                        open_tab(page, tab)
                         for view in INSIDE_VIEWS if tab == "inside" else (None,):
-                            shot = f"{name}-{tab}" + (f"-{view[7:]}" if view else "")
+                            shot = f"{name}-{tab}" + (f"-{view.removeprefix('inside-')}" if view else "")
                             if view:
-                                page.get_by_role("tab", name=tr(lang, view), exact=True).click()
+                                open_tab(page, view)
                             page.wait_for_timeout(700)  # plotly re-measures a tab's figures when it shows
                             page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
                             width, client = page.evaluate(SCROLL_JS)
@@ -238,11 +237,11 @@ def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload
         context, page, _ = _open(browser, app_url, "en-US", (1280, 720), False)
         # Views drawn in English before the switch: an attribution, a sampling receipt.
         _generate(page, "en", n=6)
-        page.get_by_role("tab", name=tr("en", "tab_inside"), exact=True).click()
-        page.get_by_role("tab", name=tr("en", "inside_dla"), exact=True).click()
+        open_tab(page, "inside")
+        open_tab(page, "inside-dla")
         page.locator("#pg-dla-btn").click()
         _text_in(page, "#pg-dla-md", "Parts sum to")
-        page.get_by_role("tab", name=tr("en", "tab_compare"), exact=True).click()
+        open_tab(page, "compare")
         page.get_by_text(tr("en", "receipt_section"), exact=True).click()
         page.locator("#pg-receipt-btn").click()
         _text_in(page, "#pg-receipt", "the seeded draw was")
@@ -271,13 +270,15 @@ def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload
         page.reload()
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
         page.wait_for_function(
-            "() => document.querySelectorAll('button[role=tab]')[2]?.innerText === '2 · 生成与注意力'", timeout=30_000
+            "() => document.querySelector(\"button[role=tab][data-tab-id='generate']\")?.innerText === '2 · 生成与注意力'",
+            timeout=30_000,
         )
         # The bare address in the same browser: the choice was remembered.
         page.goto(app_url)
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
         page.wait_for_function(
-            "() => document.querySelector('button[role=tab]').innerText === '0 · 课程'", timeout=30_000
+            "() => document.querySelector(\"button[role=tab][data-tab-id='lessons']\")?.innerText === '0 · 课程'",
+            timeout=30_000,
         )
         # The API is not a page: it stays in English.
         from gradio_client import Client
@@ -314,7 +315,7 @@ def test_tokenizer_tab_groups_bytes_under_their_characters(page_url):
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser, page, errors = _open_tab_page(p, page_url)
-        page.get_by_role("tab", name="Tokenizer").click()
+        open_tab(page, "tokenizer")
         page.locator("#pg-tok-text textarea").fill(TEXT)
         page.locator("#pg-tok-btn").click()
         page.locator(f"#pg-tok-summary [data-tokens='{len(ids)}']").wait_for(timeout=30_000)
@@ -355,7 +356,7 @@ def test_generate_chips_name_the_character_of_a_fragment(page_url):
 
     with sync_playwright() as p:
         browser, page, errors = _open_tab_page(p, page_url)
-        page.locator("button[role=tab]").nth(2).click()
+        open_tab(page, "generate")
         page.locator("#pg-prompt textarea").fill("从前")
         set_number(page, "pg-max-new", 2)
         page.locator("#pg-generate").click()
@@ -372,7 +373,7 @@ def test_whole_run_heatmap_in_the_page(page_url):
 
     with sync_playwright() as p:
         browser, page, errors = _open_tab_page(p, page_url)
-        page.locator("button[role=tab]").nth(2).click()
+        open_tab(page, "generate")
         set_number(page, "pg-max-new", 200)
         page.locator("#pg-generate").click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=180_000)
@@ -411,7 +412,7 @@ def test_train_tab_estimate_and_messages_are_beside_the_button(page_url):
         page = browser.new_page(viewport={"width": 1024, "height": 768})
         page.goto(page_url)
         page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
-        page.get_by_role("tab", name="Train").click()
+        open_tab(page, "train")
         estimate = page.locator("#pg-train-estimate .pg-estimate")
         estimate.wait_for(timeout=180_000)  # a few real steps of nano are timed the first time
         assert float(estimate.get_attribute("data-seconds")) > 0

@@ -5,7 +5,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.browser.chromium import launch
+from tests.browser.chromium import launch, open_tab
 from tests.helpers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -51,7 +51,7 @@ def test_link_prefills_generate_and_side_by_side_views_render(page_url):
         page.screenshot(path=str(ARTIFACTS / "url_prefill.png"), full_page=False)
 
         # Score & compare: score a text (chips coloured by surprisal), then two settings side by side.
-        page.get_by_role("tab", name="Score & compare").click()
+        open_tab(page, "compare")
         page.locator("#pg-score-text textarea").fill("ROMEO:\nBut soft, what light through yonder window breaks?")
         page.locator("#pg-score").click()
         page.locator("#pg-score-a .pg-chip[data-bits]").first.wait_for(timeout=60_000)
@@ -80,12 +80,12 @@ def test_link_prefills_generate_and_side_by_side_views_render(page_url):
         page.screenshot(path=str(ARTIFACTS / "score_two_models.png"), full_page=False)
 
         # A run in the Generate tab, then its receipt for one step.
-        page.get_by_role("tab", name="Generate").click()
+        open_tab(page, "generate")
         page.locator("#pg-max-new input[type=number]").fill("12")
         page.locator("#pg-max-new input[type=number]").press("Enter")
         page.get_by_role("button", name="Generate", exact=True).click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
-        page.get_by_role("tab", name="Score & compare").click()
+        open_tab(page, "compare")
         page.get_by_text("Sampling receipt").click()
         page.locator("#pg-receipt-btn").click()
         page.locator("#pg-receipt .pg-receipt-bar .pg-u").wait_for(timeout=60_000)

@@ -11,7 +11,7 @@ from playground.i18n import tr
 from playground.server import lessons
 from playground.server.model_cache import CACHE
 from playground.server.recipes import default_recipe
-from tests.browser.chromium import launch
+from tests.browser.chromium import launch, open_tab
 from tests.lesson_figures import library_answer
 
 pytestmark = pytest.mark.browser
@@ -131,7 +131,7 @@ def test_a_link_opens_a_step_the_full_tab_link_goes_there_and_the_last_tab_is_re
             timeout=30_000,
         )
         # A returning visitor (same browser, bare address) gets the tab they last used.
-        page.get_by_role("tab", name=tr("en", "tab_tokenizer")).click()
+        open_tab(page, "tokenizer")
         page.goto(page_url)
         page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
         page.wait_for_function(

@@ -3,7 +3,7 @@ checks that the token chips and an attention heatmap are really drawn. Saves a s
 
 import pytest
 
-from tests.browser.chromium import launch, set_number
+from tests.browser.chromium import launch, open_tab, set_number
 from tests.helpers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -29,7 +29,7 @@ def test_generate_draws_chips_and_heatmap(page_url):
         )
         page.goto(page_url)
         page.get_by_text("parameters", exact=False).first.wait_for(timeout=60_000)
-        page.get_by_role("tab", name="Generate").click()
+        open_tab(page, "generate")
         page.get_by_role("button", name="Generate", exact=True).click()
         page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
         page.wait_for_function(
@@ -58,14 +58,15 @@ def test_generate_draws_chips_and_heatmap(page_url):
 
 
 def test_chinese_interface(page_url):
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(locale="zh-CN", viewport={"width": 1400, "height": 1000})
         page.goto(page_url)
         page.get_by_role("tab", name="生成与注意力").wait_for(timeout=60_000)
-        page.get_by_role("tab", name="1 · 模型", exact=True).click()
+        expect(page.locator("button[role=tab][data-tab-id='model']")).to_have_text("1 · 模型")
+        open_tab(page, "model")
         page.get_by_role("button", name="构建新模型").wait_for(timeout=60_000)
         # The session has loaded, and the server wrote its summary in Chinese too.
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
@@ -83,7 +84,7 @@ def _generate_page(p, page_url, **context):
     page = browser.new_page(viewport={"width": 1600, "height": 1000}, **context)
     page.goto(page_url)
     page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
-    page.locator("button[role=tab]").nth(2).click()
+    open_tab(page, "generate")
     page.locator("#pg-generate").wait_for()
     return browser, page
 
@@ -250,7 +251,7 @@ def test_values_the_widgets_would_clamp_or_round_are_said(page_url):
         page.locator("#pg-max-new input[type=number]").fill("30")
         page.wait_for_function("() => document.querySelector('#pg-input-msg').innerText.trim() === ''", timeout=30_000)
         # The Model tab: 2.5 layers is refused with a message, not rounded.
-        page.locator("button[role=tab]").nth(1).click()
+        open_tab(page, "model")
         page.get_by_text("random init").click()
         page.get_by_text("Config fields", exact=False).click()
         layers = page.get_by_label("n_layers", exact=True)
@@ -276,10 +277,10 @@ def test_charts_keep_full_width_after_a_build_from_another_tab(page_url):
         page.locator("#pg-status [data-state=done]").wait_for(timeout=60_000)
         page.wait_for_function("() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick')", timeout=60_000)
         full = page.locator("#pg-heatmap").bounding_box()["width"]
-        page.locator("button[role=tab]").nth(1).click()
+        open_tab(page, "model")
         page.locator("#pg-build").click()  # the bundled model again: the heatmap is reset while hidden
         page.locator("#pg-build-msg").get_by_text("Ready", exact=False).wait_for(timeout=60_000)
-        page.locator("button[role=tab]").nth(2).click()
+        open_tab(page, "generate")
         page.wait_for_timeout(1500)
         drawn = page.evaluate(
             "() => document.querySelector('#pg-heatmap .js-plotly-plot .main-svg').getBoundingClientRect().width"

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from playground.i18n import tr
-from tests.browser.chromium import chromium_or_skip, launch, set_number
+from tests.browser.chromium import chromium_or_skip, launch, open_tab, set_number
 from tests.helpers import ARTIFACTS
 from tools.pagewalk import draw_inside, plot_ready
 
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 MIN_PX = 14
 TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer")
-INSIDE_VIEWS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")
+INSIDE_VIEWS = ("inside-lens", "inside-dla", "inside-maths", "inside-intervene")
 
 # Every visible text on the page under MIN_PX: HTML text by its computed size, SVG text by its size
 # times the scale it is drawn at (plotly shrinks a treemap's or a bar's label with a transform).
@@ -94,7 +94,7 @@ def _open(browser, url, *, locale="en-US", theme="light", query=""):
 
 
 def _generate(page, n=16):
-    page.locator("button[role=tab]").nth(2).click()  # 0 Lessons, 1 Model, 2 Generate
+    open_tab(page, "generate")
     set_number(page, "pg-max-new", n)
     page.locator("#pg-generate").click()
     page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
@@ -114,21 +114,20 @@ def test_presenter_mode_at_1024_has_no_text_under_14px_and_cells_keep_their_colo
             # ?present=1 is the page's own parameter, not one the link got wrong
             assert "Unknown link parameter" not in page.locator("body").inner_text()
             draw_inside(page, "en")
-            tab = lambda key: page.get_by_role("tab", name=tr("en", key), exact=True)  # noqa: E731
-            tab("tab_compare").click()
+            open_tab(page, "compare")
             page.locator("#pg-score-text textarea").fill("ROMEO:\nBut soft, what light through yonder window breaks?")
             page.locator("#pg-score").click()
             plot_ready(page, "pg-score-plot")
-            tab("tab_tokenizer").click()
+            open_tab(page, "tokenizer")
             page.locator("#pg-tok-text textarea").fill("从前有座山 unbelievable position!")
             page.locator("#pg-tok-btn").click()
             page.locator("#pg-tok-merges .pg-merges").first.wait_for(timeout=60_000)
             problems = []
             for name in TABS:
-                tab(f"tab_{name}").click()
+                open_tab(page, name)
                 for view in INSIDE_VIEWS if name == "inside" else (None,):
                     if view:
-                        tab(view).click()
+                        open_tab(page, view)
                     page.wait_for_timeout(900)  # plotly redraws a figure whose tab was hidden
                     where = f"{name}{'/' + view if view else ''}"
                     page.screenshot(
@@ -138,11 +137,11 @@ def test_presenter_mode_at_1024_has_no_text_under_14px_and_cells_keep_their_colo
                     problems += [
                         f"{where}: header broken inside a word: {h!r}" for h in page.evaluate(BROKEN_HEADERS_JS)
                     ]
-                    if view == "inside_lens":
+                    if view == "inside-lens":
                         fills = page.evaluate(CELL_FILLS_JS, "pg-lens")
                         assert fills and all(got == want for got, want in fills if want)
                         assert {want for _, want in fills} >= {"#000000", "#ffffff"}  # yellow and purple cells
-                    if view == "inside_interventions":
+                    if view == "inside-intervene":
                         fills = page.evaluate(CELL_FILLS_JS, "pg-sweep")
                         assert fills and all(got == want for got, want in fills)
             assert not problems, "\n".join(problems)
@@ -189,7 +188,7 @@ def test_a_chinese_page_never_shows_an_english_tab_title_or_a_bare_key(page_url,
                 " && /^[a-z_]+\\.[a-z_]+$/.test(e.textContent.trim())).map(e => e.textContent.trim())"
             )
             assert keys == []
-            page.get_by_role("tab", name=tr("zh-CN", "tab_generate"), exact=True).click()
+            open_tab(page, "generate")
             set_number(page, "pg-max-new", 4)
             page.locator("#pg-generate").click()
             page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)

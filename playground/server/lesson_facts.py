@@ -1,0 +1,89 @@
+"""What lesson questions read from the live model: heads' attention, next-token logits, losses, parameter counts.
+
+Every function here reads the model (and the prompt's token ids) and returns plain numbers; the
+question types in ``lesson_questions`` turn them into choices, an answer and a view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from playground.engine.attention import attention_probs
+from playground.inside.attention_stats import head_stats
+from playground.inside.effects import token_losses
+from playground.inside.inspection import parameter_breakdown
+from playground.inside.interventions import run_with_hooks
+
+
+@dataclass
+class HeadFacts:
+    """What the lessons read from every head's attention over the prompt, each layer's maps reduced
+    as soon as they are computed (all of them at once would be L·H·T² numbers)."""
+
+    last_rows: np.ndarray  # [L, H, T]: where the last token looks
+    previous: np.ndarray  # [L, H]: mean attention on the previous token
+    first: np.ndarray  # [L, H]: mean attention on the first token
+
+
+def head_maps(model, ids, layers):
+    """The attention probabilities [H, T, T] of the given layers over the prompt, one layer at a time
+    (one forward keeps every asked layer's queries and keys; the maps are made as they are read)."""
+    _, cache = run_with_hooks(model, ids, capture=False, capture_qkv=tuple(layers), last_token_only=True)
+    for i in layers:
+        q, k, _ = cache.qkv.pop(i)
+        yield i, attention_probs(q, k)[0].cpu().numpy()
+
+
+def head_map(model, ids, layer: int, head: int) -> list:
+    return next(head_maps(model, ids, (layer,)))[1][head].tolist()
+
+
+def head_facts(model, ids) -> HeadFacts:
+    rows, previous, first = [], [], []
+    for _, A in head_maps(model, ids, range(model.cfg.n_layers)):
+        stats = head_stats([A])
+        rows.append(A[:, -1])
+        previous.append(stats["previous-token"][0])
+        first.append(stats["first-token"][0])
+    return HeadFacts(np.stack(rows), np.stack(previous), np.stack(first))
+
+
+def last_logits(model, ids) -> torch.Tensor:
+    logits, _ = run_with_hooks(model, ids, capture=False, last_token_only=True)
+    return logits[0, -1].float()
+
+
+def focused_head(facts: HeadFacts) -> tuple[int, int]:
+    """The head whose last query puts the most attention on one earlier token other than the first
+    (the first token is where many heads park their attention, which says little)."""
+    earlier = facts.last_rows[:, :, 1:-1]
+    if earlier.shape[-1] == 0:
+        return 0, 0
+    layer, head = np.unravel_index(int(np.argmax(earlier.max(-1))), earlier.shape[:2])
+    return int(layer), int(head)
+
+
+def previous_token_head(facts: HeadFacts) -> tuple[int, int]:
+    layer, head = np.unravel_index(int(np.nanargmax(facts.previous)), facts.previous.shape)
+    return int(layer), int(head)
+
+
+def prompt_losses(model, ids) -> list[float]:
+    logits, _ = run_with_hooks(model, ids, capture=False)
+    return token_losses(logits, list(ids))
+
+
+def block_parts(model) -> dict[str, int]:
+    rows = {r.component: r.measured for r in parameter_breakdown(model).rows}
+    return {"attention": rows["attention QKV"] + rows["attention output"], "feed-forward": rows["feed-forward"]}
+
+
+def untied_total(cfg) -> tuple[int, int]:
+    """(tied, untied) parameter counts of a config (built on the meta device: no memory)."""
+    return (
+        parameter_breakdown(replace(cfg, tie_weights=True)).total_measured,
+        parameter_breakdown(replace(cfg, tie_weights=False)).total_measured,
+    )
