@@ -15,7 +15,7 @@ import gradio as gr
 
 from . import inside_picks, listeners
 from .cell_click import cols_js
-from .common import T, lang_of, tr
+from .common import T, tr
 from .inside_data import (
     LENS_WINDOW,
     attribution_data,
@@ -152,18 +152,12 @@ def wire(page) -> None:
     lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols]
     lens_outputs = outputs(LensView, c, msg=c.lens_msg)
     fit = cols_js(4)  # the events read how many positions fit the page as they are sent
-    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
+    # Each view shows its progress on the figure it redraws (ui/progress says why only there).
+    lens = {"js": fit, "api_visibility": "private", "concurrency_id": "inside", "show_progress_on": [c.lens_plot]}
+    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, **lens)
     for control in (c.lens_layer, c.lens_pos):
-        control.submit(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
-    c.lens_scroll.release(
-        lens_view,
-        lens_inputs,
-        lens_outputs,
-        js=fit,
-        api_visibility="private",
-        concurrency_id="inside",
-        trigger_mode="always_last",
-    )
+        control.submit(lens_view, lens_inputs, lens_outputs, **lens)
+    c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, trigger_mode="always_last", **lens)
     page.inside_tab.select(
         open_tab,
         [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
@@ -171,6 +165,7 @@ def wire(page) -> None:
         js=cols_js(5),
         api_visibility="private",
         concurrency_id="inside",
+        show_progress_on=[c.lens_plot],
     )
     c.dla_btn.click(
         remembering("dla"),
@@ -178,6 +173,7 @@ def wire(page) -> None:
         outputs(DlaView, c, msg=c.dla_msg),
         api_visibility="private",
         concurrency_id="inside",
+        show_progress_on=[c.dla_heat],
     )
     c.m_btn.click(
         remembering("maths"),
@@ -185,6 +181,7 @@ def wire(page) -> None:
         outputs(MathsView, c, msg=c.m_msg),
         api_visibility="private",
         concurrency_id="inside",
+        show_progress_on=[c.m_plot],
     )
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
     c.i_btn.click(
@@ -194,6 +191,7 @@ def wire(page) -> None:
         js=cols_js(len(i_inputs)),
         api_visibility="private",
         concurrency_id="inside",
+        show_progress_on=[c.i_bars],
     )
     # The two long views stream their figure as it grows (inside_live); Stop ends them within a block.
     dose = c.dose_btn.click(
@@ -219,12 +217,8 @@ def wire(page) -> None:
     for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
         tab.select(None, None, None, js=RESIZE_JS)
     # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
-    listeners.on_change(
-        page,
-        lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS),
-        [],
-        [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab],
-    )
+    titles = {lang: [tr(lang, key) for key in SUB_TABS] for lang in ("en", "zh-CN")}
+    listeners.on_change_titles(page, titles, [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab])
     # A language switch redraws the lens (when there is a run) and every other view drawn, and the
     # messages under their buttons.
     redrawn = [f for view in (LensView, *(v for _, v in VIEWS.values())) for f in view._fields[:-1]]

@@ -162,6 +162,7 @@ def wire(page) -> None:
         outputs(LensPick, c, msg=c.lens_msg),
         js=read_pick("pg-lens", x_at=3, y_at=2, cols_at=4),
         api_visibility="private",
+        show_progress_on=[c.cell_plot],
         concurrency_id="inside",
         trigger_mode="always_last",
     )
@@ -179,6 +180,7 @@ def wire(page) -> None:
         outputs(HeadPick, c, msg=c.dla_pick_msg),
         js=read_pick("pg-dla-heat", x_at=2, y_at=3),
         api_visibility="private",
+        show_progress_on=[c.dla_note],
         concurrency_id="inside",
         trigger_mode="always_last",
     )
@@ -188,6 +190,7 @@ def wire(page) -> None:
         outputs(SweepPick, c, msg=c.sweep_msg),
         js=read_pick("pg-sweep", x_at=1, y_at=2, cols_at=5),
         api_visibility="private",
+        show_progress_on=[c.i_bars],
         concurrency_id="inside",
         trigger_mode="always_last",
     )

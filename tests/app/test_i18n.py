@@ -141,7 +141,7 @@ def test_switching_the_page_language_redraws_every_server_text():
     def switch(prefs_json):
         """The header, then the redraws the tabs register (in the page, chained after it)."""
         header = prefs.apply_prefs(prefs_json, state, train_state)
-        titles = prefs.tab_titles(state, ["model", "generate", "train"])
+        titles = tuple(prefs.tab_titles(common.lang_of(state), ["model", "generate", "train"]))
         model = model_tab.relabel(None, state, 3)
         gen = generate_tab.relabel(state, attention_view.VIEWS[0], 0, 0, True, None, attention_view.SPANS[0], 3)
         train = train_tab.relabel(state, train_state, "nano", 7, 1, train_tab.estimate_html("nano", 7, 1))
@@ -151,7 +151,7 @@ def test_switching_the_page_language_redraws_every_server_text():
     # The states change in place (an event returning them could undo a generation's run id).
     assert state["lang"] == train_state["lang"] == "zh-CN" and state["present"] is True
     assert state["run_id"] == run_id
-    assert [t["label"] for t in titles] == ["1 · 模型", "2 · 生成与注意力", "3 · 训练"]
+    assert list(titles) == ["1 · 模型", "2 · 生成与注意力", "3 · 训练"]
     assert "第 3 步" in gen.step_md and "完成" in gen.status
     assert not _english(out), _english(out)
     # And back: the English headers return.
