@@ -43,7 +43,7 @@ from .inside_tab import (
     remembering,
 )
 from .results import outputs
-from .style import RESIZE_JS
+from .style import HIDE_EMPTY, RESIZE_JS
 
 
 def layout() -> SimpleNamespace:
@@ -60,7 +60,7 @@ def layout() -> SimpleNamespace:
                 )
                 lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
             lens_msg = gr.HTML(elem_id="pg-lens-msg")  # the lens' button, fields, slider and cell clicks
-            lens_note = gr.Markdown(elem_id="pg-lens-note")
+            lens_note = gr.Markdown(elem_id="pg-lens-note", elem_classes=HIDE_EMPTY)
             inside_picks.layout_hint("inside_click_lens")
             lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
             lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
@@ -71,18 +71,18 @@ def layout() -> SimpleNamespace:
             lens_pick = gr.Button("pick", elem_id="pg-lens-pick", elem_classes=["pg-offscreen"])
             with gr.Row():
                 cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
-                cell_md = gr.Markdown()
+                cell_md = gr.Markdown(elem_id="pg-lens-cell-md", elem_classes=HIDE_EMPTY)
         with gr.Tab(T("inside_dla"), id="inside-dla") as dla_tab:
             with gr.Row():
                 dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
                 dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
                 dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
             dla_msg = gr.HTML(elem_id="pg-dla-msg")  # each button's message sits under it, not at the tab's top
-            dla_md = gr.Markdown(elem_id="pg-dla-md")
+            dla_md = gr.Markdown(elem_id="pg-dla-md", elem_classes=HIDE_EMPTY)
             inside_picks.layout_hint("inside_click_head")
             dla_shown = gr.State(None)  # the position and target the heatmap was drawn for
             dla_pick = gr.Button("pick", elem_id="pg-dla-pick", elem_classes=["pg-offscreen"])
-            dla_note = gr.Markdown(elem_id="pg-dla-pick-md")
+            dla_note = gr.Markdown(elem_id="pg-dla-pick-md", elem_classes=HIDE_EMPTY)
             dla_pick_msg = gr.HTML(elem_id="pg-dla-pick-msg")  # a click on the heatmap just under it
             with gr.Row():
                 dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
@@ -94,7 +94,7 @@ def layout() -> SimpleNamespace:
                 m_pos = gr.Number(None, label=T("inside_query_position"), precision=0, minimum=0)
                 m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
             m_msg = gr.HTML(elem_id="pg-maths-msg")
-            m_md = gr.Markdown(elem_id="pg-maths-md")
+            m_md = gr.Markdown(elem_id="pg-maths-md", elem_classes=HIDE_EMPTY)
             with gr.Row():
                 # before the first draw, the formula's symbols (the same in every language); a drawn
                 # table carries its headers in the page's language
@@ -125,7 +125,7 @@ def layout() -> SimpleNamespace:
                 sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
                 stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-inside-stop")
             i_msg = gr.HTML(elem_id="pg-intervene-msg")  # the intervention's, the dose curve's and the sweep's
-            i_md = gr.Markdown(elem_id="pg-intervene-md")
+            i_md = gr.Markdown(elem_id="pg-intervene-md", elem_classes=HIDE_EMPTY)
             with gr.Row():
                 i_bars = gr.Plot(show_label=False, elem_id="pg-intervene-bars")
                 i_loss = gr.Plot(show_label=False, elem_id="pg-intervene-loss")
@@ -133,7 +133,7 @@ def layout() -> SimpleNamespace:
             with gr.Row():
                 dose_plot = gr.Plot(show_label=False, elem_id="pg-dose")
                 with gr.Column():
-                    sweep_md = gr.Markdown(elem_id="pg-sweep-md")
+                    sweep_md = gr.Markdown(elem_id="pg-sweep-md", elem_classes=HIDE_EMPTY)
                     inside_picks.layout_hint("inside_click_sweep")
                     sweep_msg = gr.HTML(elem_id="pg-sweep-msg")  # a click on the sweep just under it
                     sweep_pick = gr.Button("pick", elem_id="pg-sweep-pick", elem_classes=["pg-offscreen"])

@@ -69,7 +69,12 @@ body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-pl
   font-size: 15px; font-weight: 600; white-space: nowrap; }
 """
 
+HIDE_EMPTY = ["pg-hide-empty"]  # a text that takes no room (not even the gaps around it) while it is empty
+
 CSS += """
+/* A text drawn only after a view (its numbers, a note): hidden while empty, so a tab that has not
+   drawn it yet shows no gaps between its controls and figures. */
+.pg-hide-empty:has(span.md:empty) { display: none !important; }
 /* The Inside tab's messages sit under their controls: an empty one takes no room between them. */
 :is(#pg-inside-msg, #pg-lens-msg, #pg-dla-msg, #pg-dla-pick-msg, #pg-maths-msg, #pg-intervene-msg,
     #pg-sweep-msg):not(:has(.pg-msg)) { display: none !important; }

@@ -1,0 +1,58 @@
+"""Where things sit and when they show, in the page (issue 23): a text not drawn yet takes no
+room; Score & compare shows only the chosen text source's input; a lens message appears by the
+control that caused it; the Inside tab's views of the last run are marked while a new run's are
+not drawn yet."""
+
+import pytest
+
+from tests.browser.chromium import launch, open_tab, set_number
+from tools.pagewalk import plot_ready
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _page(p, page_url, lang="en"):
+    browser = launch(p)
+    page = browser.new_page(viewport={"width": 1600, "height": 1000}, locale=lang)
+    page.goto(f"{page_url}?lang={lang}")
+    page.locator("#pg-summary").get_by_text("参数" if lang == "zh-CN" else "parameters", exact=False).wait_for(
+        timeout=60_000
+    )
+    return browser, page
+
+
+def _run(page, n):
+    open_tab(page, "generate")
+    set_number(page, "pg-max-new", n)
+    page.locator("#pg-generate").click()
+    page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
+
+
+def _gap(page, upper, lower):
+    a, b = page.locator(upper).bounding_box(), page.locator(lower).bounding_box()
+    return b["y"] - (a["y"] + a["height"])
+
+
+def test_texts_not_drawn_yet_take_no_room(page_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _page(p, page_url)
+        _run(page, 8)
+        open_tab(page, "inside")
+        plot_ready(page, "pg-lens")
+        open_tab(page, "inside-dla")
+        page.locator("#pg-dla-btn").wait_for()
+        # Before attribution: its texts are empty and hidden, the hint follows the button row closely.
+        for elem_id in ("pg-dla-md", "pg-dla-pick-md"):
+            assert page.locator(f"#{elem_id}").is_hidden(), elem_id
+        button_row_to_hint = _gap(page, "#pg-dla-btn", "#pg-dla-heat")
+        page.locator("#pg-dla-btn").click()
+        page.locator("#pg-dla-md").get_by_text("sum", exact=False).first.wait_for(timeout=60_000)
+        assert page.locator("#pg-dla-md").is_visible()  # drawn: it shows, and takes its room
+        assert _gap(page, "#pg-dla-btn", "#pg-dla-heat") > button_row_to_hint
+        open_tab(page, "inside-maths")
+        assert page.locator("#pg-maths-md").is_hidden()
+        open_tab(page, "inside-intervene")
+        assert page.locator("#pg-intervene-md").is_hidden() and page.locator("#pg-sweep-md").is_hidden()
+        browser.close()
