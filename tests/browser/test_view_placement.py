@@ -5,6 +5,7 @@ not drawn yet."""
 
 import pytest
 
+from playground.i18n import tr
 from tests.browser.chromium import launch, open_tab, set_number
 from tools.pagewalk import plot_ready
 
@@ -56,3 +57,25 @@ def test_texts_not_drawn_yet_take_no_room(page_url):
         open_tab(page, "inside-intervene")
         assert page.locator("#pg-intervene-md").is_hidden() and page.locator("#pg-sweep-md").is_hidden()
         browser.close()
+
+
+def test_score_and_compare_shows_only_the_chosen_text_source(page_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        for lang in ("en", "zh-CN"):
+            browser, page = _page(p, page_url, lang)
+            open_tab(page, "compare")
+            text, upload = page.locator("#pg-score-text"), page.locator("#pg-score-upload")
+            text.wait_for()
+            assert text.is_visible() and upload.is_hidden()  # "paste" is the default
+            page.get_by_label(tr(lang, "src_upload"), exact=True).check()
+            upload.wait_for(state="visible", timeout=10_000)
+            assert text.is_hidden()
+            page.get_by_label(tr(lang, "src_run"), exact=True).check()
+            upload.wait_for(state="hidden", timeout=10_000)
+            assert text.is_hidden()
+            page.get_by_label(tr(lang, "src_paste"), exact=True).check()
+            text.wait_for(state="visible", timeout=10_000)
+            assert upload.is_hidden()
+            browser.close()
