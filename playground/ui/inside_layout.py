@@ -59,10 +59,11 @@ def layout() -> SimpleNamespace:
                     None, label=T("inside_lens_layer"), precision=0, minimum=0, elem_id="pg-lens-layer"
                 )
                 lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
-            lens_msg = gr.HTML(elem_id="pg-lens-msg")  # the lens' button, fields, slider and cell clicks
+            lens_msg = gr.HTML(elem_id="pg-lens-msg")  # the lens' button and fields
             lens_note = gr.Markdown(elem_id="pg-lens-note", elem_classes=HIDE_EMPTY)
             inside_picks.layout_hint("inside_click_lens")
             lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
+            lens_plot_msg = gr.HTML(elem_id="pg-lens-plot-msg")  # the slider's and a cell click's, by the heatmap
             lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
             # positions that fit the page's width: the page script (cell_click) keeps it up to date
             lens_cols = gr.Number(
@@ -157,7 +158,8 @@ def wire(page) -> None:
     c.lens_btn.click(lens_view, lens_inputs, lens_outputs, **lens)
     for control in (c.lens_layer, c.lens_pos):
         control.submit(lens_view, lens_inputs, lens_outputs, **lens)
-    c.lens_scroll.release(lens_view, lens_inputs, lens_outputs, trigger_mode="always_last", **lens)
+    scrolled = outputs(LensView, c, msg=c.lens_plot_msg)
+    c.lens_scroll.release(lens_view, lens_inputs, scrolled, trigger_mode="always_last", **lens)
     page.inside_tab.select(
         open_tab,
         [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],

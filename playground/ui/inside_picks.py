@@ -159,7 +159,7 @@ def wire(page) -> None:
     c.lens_pick.click(
         pick_lens_cell,
         [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
-        outputs(LensPick, c, msg=c.lens_msg),
+        outputs(LensPick, c, msg=c.lens_plot_msg),
         js=read_pick("pg-lens", x_at=3, y_at=2, cols_at=4),
         api_visibility="private",
         show_progress_on=[c.cell_plot],

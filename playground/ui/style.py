@@ -76,6 +76,6 @@ CSS += """
    drawn it yet shows no gaps between its controls and figures. */
 .pg-hide-empty:has(span.md:empty) { display: none !important; }
 /* The Inside tab's messages sit under their controls: an empty one takes no room between them. */
-:is(#pg-inside-msg, #pg-lens-msg, #pg-dla-msg, #pg-dla-pick-msg, #pg-maths-msg, #pg-intervene-msg,
+:is(#pg-inside-msg, #pg-lens-msg, #pg-lens-plot-msg, #pg-dla-msg, #pg-dla-pick-msg, #pg-maths-msg, #pg-intervene-msg,
     #pg-sweep-msg):not(:has(.pg-msg)) { display: none !important; }
 """

@@ -7,6 +7,7 @@ import pytest
 
 from playground.i18n import tr
 from tests.browser.chromium import launch, open_tab, set_number
+from tests.helpers import ARTIFACTS
 from tools.pagewalk import plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -79,3 +80,23 @@ def test_score_and_compare_shows_only_the_chosen_text_source(page_url):
             text.wait_for(state="visible", timeout=10_000)
             assert upload.is_hidden()
             browser.close()
+
+
+def test_a_lens_click_message_sits_by_the_heatmap(page_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _page(p, page_url)
+        _run(page, 8)
+        open_tab(page, "inside")
+        plot_ready(page, "pg-lens")
+        # A click the page read badly: the reason sits just above the heatmap, not under the button.
+        page.evaluate(
+            "() => { window.pgPicked['pg-lens'] = {x: 2.5, y: 1}; document.querySelector('#pg-lens-pick').click(); }"
+        )
+        msg = page.locator("#pg-lens-plot-msg")
+        msg.get_by_text("whole number", exact=False).wait_for(timeout=60_000)
+        assert 0 <= _gap(page, "#pg-lens-plot-msg", "#pg-lens") < 80
+        assert page.locator("#pg-lens-msg").is_hidden() and page.locator("#pg-inside-msg").is_hidden()
+        page.locator("#pg-lens").screenshot(path=str(ARTIFACTS / "inside-lens-click-message.png"))
+        browser.close()
