@@ -160,6 +160,8 @@ def wire(page) -> None:
         control.submit(lens_view, lens_inputs, lens_outputs, **lens)
     scrolled = outputs(LensView, c, msg=c.lens_plot_msg)
     c.lens_scroll.release(lens_view, lens_inputs, scrolled, trigger_mode="always_last", **lens)
+    # Opening the tab draws the lens for the current run and clears the other views: the last
+    # run's views lose their "previous run" mark (generate_layout.previous_run_js) once it has.
     page.inside_tab.select(
         open_tab,
         [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
@@ -168,7 +170,7 @@ def wire(page) -> None:
         api_visibility="private",
         concurrency_id="inside",
         show_progress_on=[c.lens_plot],
-    )
+    ).then(None, None, None, js="() => { delete document.body.dataset.pgInsidePrevious; }")
     c.dla_btn.click(
         remembering("dla"),
         [state, c.dla_pos, c.dla_target],

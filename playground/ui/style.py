@@ -71,6 +71,33 @@ body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-pl
 
 HIDE_EMPTY = ["pg-hide-empty"]  # a text that takes no room (not even the gaps around it) while it is empty
 
+# The Inside tab's views of a run (generate_layout.previous_run_js marks them when a new run starts,
+# inside_layout clears the mark once opening the tab has drawn the new run's): a figure only when
+# one is drawn, a text only when it has any.
+INSIDE_VIEWS = (
+    "#pg-lens, #pg-lens-cell, #pg-dla-heat, #pg-dla-fall, #pg-maths-plot, #pg-intervene-bars, #pg-intervene-loss,"
+    " #pg-intervene-lens, #pg-dose, #pg-sweep"
+)
+INSIDE_TEXTS = (
+    "#pg-lens-note, #pg-lens-cell-md, #pg-dla-md, #pg-dla-pick-md, #pg-maths-md, #pg-intervene-md, #pg-sweep-md"
+)
+
+CSS += f"""
+/* The Inside tab's views of the previous run, while the tab draws the new run's: dimmed under a
+   label that says so (as the Generate tab's, above). */
+body[data-pg-inside-previous] :is({INSIDE_VIEWS}):has(.js-plotly-plot),
+body[data-pg-inside-previous] :is({INSIDE_TEXTS}), body[data-pg-inside-previous] #pg-maths-table:has(td) {{
+  position: relative !important; }}
+body[data-pg-inside-previous] :is({INSIDE_VIEWS}):has(.js-plotly-plot) > *,
+body[data-pg-inside-previous] :is({INSIDE_TEXTS}) > *, body[data-pg-inside-previous] #pg-maths-table:has(td) > * {{
+  opacity: 0.35 !important; }}
+body[data-pg-inside-previous] :is({INSIDE_VIEWS}):has(.js-plotly-plot)::before,
+body[data-pg-inside-previous] #pg-maths-table:has(td)::before {{
+  content: var(--pg-inside-previous-text); position: absolute; z-index: 10; top: 6px; left: 50%;
+  transform: translateX(-50%); background: #fde68a; color: #1f2937; padding: 3px 12px; border-radius: 6px;
+  font-size: 15px; font-weight: 600; white-space: nowrap; }}
+"""
+
 CSS += """
 /* A text drawn only after a view (its numbers, a note): hidden while empty, so a tab that has not
    drawn it yet shows no gaps between its controls and figures. */

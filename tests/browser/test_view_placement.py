@@ -100,3 +100,36 @@ def test_a_lens_click_message_sits_by_the_heatmap(page_url):
         assert page.locator("#pg-lens-msg").is_hidden() and page.locator("#pg-inside-msg").is_hidden()
         page.locator("#pg-lens").screenshot(path=str(ARTIFACTS / "inside-lens-click-message.png"))
         browser.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_inside_views_of_the_last_run_are_marked_until_the_tab_draws_the_new_one(page_url, lang):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _page(p, page_url, lang)
+        _run(page, 8)
+        open_tab(page, "inside")
+        plot_ready(page, "pg-lens")
+        open_tab(page, "inside-dla")
+        page.locator("#pg-dla-btn").click()
+        plot_ready(page, "pg-dla-heat")
+        assert not page.evaluate("() => document.body.dataset.pgInsidePrevious")
+        # A new run: the Inside tab's figures and texts of the last one are marked as such.
+        open_tab(page, "generate")
+        set_number(page, "pg-max-new", 60)
+        page.locator("#pg-generate").click()
+        page.wait_for_function("() => document.body.dataset.pgInsidePrevious === '1'", timeout=30_000)
+        label = page.evaluate("() => getComputedStyle(document.querySelector('#pg-dla-heat'), '::before').content")
+        assert tr(lang, "previous_run_inside") in label
+        assert page.evaluate("() => getComputedStyle(document.querySelector('#pg-dla-md > *')).opacity") == "0.35"
+        assert page.evaluate("() => getComputedStyle(document.querySelector('#pg-lens'), '::before').content") == label
+        page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
+        open_tab(page, "inside")
+        page.screenshot(path=str(ARTIFACTS / f"inside-previous-run-{lang}.png"))
+        # Opening the tab draws the new run's lens and clears the rest: the mark goes.
+        page.wait_for_function("() => !document.body.dataset.pgInsidePrevious", timeout=60_000)
+        page.wait_for_function(
+            "() => !document.querySelector('#pg-dla-heat .js-plotly-plot')?.data?.length", timeout=30_000
+        )
+        browser.close()
