@@ -120,12 +120,12 @@ def views(T: int, L: int, H: int) -> list[dict]:
             ),
         },
         {
-            "name": "dose-response (11 α, drawn 3 at a time)",
+            "name": "dose-response (11 α, drawn point by point)",
             "tab": "inside_interventions",
             "texts": [("inside_scale_head", f"{mid}.0")],
             "button": "#pg-dose-btn",
             "elements": ["pg-dose", "pg-intervene-msg"],
-            "library": lambda m, ids, cols: list(effects.dose_response_points(m, ids, mid, 0, p, chunk=3)),
+            "library": lambda m, ids, cols: list(effects.dose_response_points(m, ids, mid, 0, p, chunk=1)),
         },
         {
             "name": "head sweep (refused: its estimate)",

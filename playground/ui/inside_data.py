@@ -286,9 +286,10 @@ def dose_data(state, scale_head="", position=None, target=None):
     return last
 
 
-def dose_steps(state, scale_head="", position=None, target=None, chunk: int | None = 3, stop=None):
-    """The dose-response curve as it grows (each yield as ``dose_data``: the α values so far), or
-    one Refusal; ``stop()`` ends it early (effects.dose_response_points)."""
+def dose_steps(state, scale_head="", position=None, target=None, chunk: int | None = 1, stop=None):
+    """The dose-response curve as it grows, an α at a time (each yield as ``dose_data``: the α
+    values so far), or one Refusal; ``stop()`` ends it early, within one α's blocks
+    (effects.dose_response_points)."""
     try:
         model, _, start, ids, labels = run_context(state)
         heads = parse_heads(scale_head, "Scale head")
@@ -314,11 +315,13 @@ def sweep_data(state, progress=gr.Progress()):
 
 def sweep_steps(state, progress=None, stop=None):
     """The head sweep a layer at a time (each yield as ``sweep_data``: later layers None), or one
-    Refusal (with the estimate when it would take too long); ``stop()`` ends it early."""
+    Refusal (with the estimate when it would take too long); ``stop()`` ends it early: with one,
+    each head runs on its own, so a Stop waits for at most one block of one head."""
     try:
         model, _, start, ids, _ = run_context(state)
         estimate = effects.sweep_estimate(model, ids)
-        for d in effects.head_sweep_layers(model, ids, estimate, progress=progress, stop=stop):
+        batch = None if stop is None else 1
+        for d in effects.head_sweep_layers(model, ids, estimate, progress=progress, batch=batch, stop=stop):
             yield {**d, "window_start": start}
     except effects.SweepTooLongError as e:
         yield Refusal(e, estimate_s=e.estimate_s)

@@ -197,7 +197,8 @@ def wire(page) -> None:
         concurrency_id="inside",
         show_progress_on=[c.i_bars],
     )
-    # The two long views stream their figure as it grows (inside_live); Stop ends them within a block.
+    # The two long views stream their figure as it grows (inside_live); Stop ends them within one
+    # block of one α or one head.
     dose = c.dose_btn.click(
         dose_live,
         [state, c.i_scale, c.i_pos, c.i_target],
