@@ -28,10 +28,8 @@ from .inside_data import (
 )
 from .inside_live import dose_live, stop, sweep_live
 from .inside_open import MATHS_SYMBOLS, Opened, open_tab
+from .inside_redraw import REDRAWN_MESSAGES, VIEWS, redraw_views, remembering
 from .inside_tab import (
-    REDRAWN_MESSAGES,
-    SUB_TABS,
-    VIEWS,
     DlaView,
     DoseView,
     InterveneView,
@@ -39,11 +37,11 @@ from .inside_tab import (
     MathsView,
     SweepView,
     lens_view,
-    redraw_views,
-    remembering,
 )
 from .results import outputs
 from .style import HIDE_EMPTY, RESIZE_JS
+
+SUB_TABS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")  # their titles' keys
 
 
 def layout() -> SimpleNamespace:

@@ -21,7 +21,8 @@ from playground.figures import inside as lf
 from . import redraw
 from .common import dress, for_the_session, lang_of, ok, say, tr, warn
 from .inside_data import dose_steps, sweep_steps
-from .inside_tab import DoseView, SweepView, draw_sweep, note_drawn
+from .inside_redraw import note_drawn
+from .inside_tab import DoseView, SweepView, draw_sweep
 from .results import only
 
 N_ALPHAS = 11  # the curve's α values, 0, 0.2, …, 2 (effects.dose_response_points)

@@ -15,7 +15,8 @@ import pandas as pd
 from . import redraw
 from .common import lang_of, tr_error, warn
 from .inside_data import run_context
-from .inside_tab import VIEWS, LensView, lens_view
+from .inside_redraw import VIEWS
+from .inside_tab import LensView, lens_view
 from .results import only, result
 
 # The maths table's headers before its first drawing: the formula's symbols (the same in every language).

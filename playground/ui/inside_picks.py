@@ -22,7 +22,8 @@ from . import listeners, redraw
 from .cell_click import read_pick
 from .common import T, lang_of, parse_optional_whole, tr, warn
 from .inside_data import run_context, window_index
-from .inside_tab import InterveneView, LensView, intervene_view, lens_view, lens_window, maths_view, note_drawn
+from .inside_redraw import note_drawn
+from .inside_tab import InterveneView, LensView, intervene_view, lens_view, lens_window, maths_view
 from .results import only, outputs, result
 
 LensPick = result("LensPick", *LensView._fields, "lens_layer", "lens_pos")

@@ -44,7 +44,7 @@ def test_each_inside_view_shows_progress_on_the_figure_it_redraws():
         if name in want:
             assert fn.show_progress_on == [by_elem[want[name]]], name
             seen.add(name)
-        if name == "handler":  # inside_tab.remembering: attribution, maths, intervention
+        if name == "handler":  # inside_redraw.remembering: attribution, maths, intervention
             (target,) = fn.show_progress_on
             assert target.elem_id in {"pg-dla-heat", "pg-maths-plot", "pg-intervene-bars"}
             assert target in fn.outputs
