@@ -69,7 +69,7 @@ def layout() -> SimpleNamespace:
                     elem_id="pg-score-upload",
                 )
                 with gr.Row():
-                    c.replace = gr.Checkbox(False, label=T("replace_bytes"))
+                    c.replace = gr.Checkbox(False, label=T("replace_bytes"), visible=False, elem_id="pg-score-replace")
                     c.stride = gr.Number(0, label=T("stride"), precision=0, minimum=0)
                 with gr.Row():
                     c.score_btn = gr.Button(T("score_a"), variant="primary", elem_id="pg-score")
@@ -134,10 +134,11 @@ def layout() -> SimpleNamespace:
     return c
 
 
-# The text box for "paste", the file box for "upload", neither for "the current run": set in the
-# page at once, no server round trip.
+# The text box for "paste", the file box (and its decoding choice) for "upload", neither for "the
+# current run": set in the page at once, no server round trip.
 SHOW_CHOSEN_SOURCE_JS = (
     f"(source) => [{{__type__: 'update', visible: source === '{SOURCES[0]}'}},"
+    f" {{__type__: 'update', visible: source === '{SOURCES[1]}'}},"
     f" {{__type__: 'update', visible: source === '{SOURCES[1]}'}}]"
 )
 
@@ -186,7 +187,7 @@ def wire(page) -> None:
         concurrency_id="models",
         concurrency_limit=2,
     )
-    c.source.change(None, c.source, [c.text, c.upload], js=SHOW_CHOSEN_SOURCE_JS)
+    c.source.change(None, c.source, [c.text, c.upload, c.replace], js=SHOW_CHOSEN_SOURCE_JS)
     score_inputs = [state, c.cmp_state, c.source, c.text, c.upload, c.replace, c.stride]
     score_outputs = outputs(Scored, c)
     c.score_btn.click(

@@ -1,7 +1,7 @@
 """The page's own CSS and the small scripts that run in the browser."""
 
 CSS = """
-.pg-msg { padding: 6px 10px; border-radius: 6px; margin: 4px 0; font-size: 15px; }
+.pg-msg { padding: 6px 10px; border-radius: 6px; margin: 4px 0; font-size: 15px; overflow-wrap: anywhere; }
 .pg-error { background: #fef2f2; color: #991b1b; border: 1px solid #fecaca; }
 .pg-ok { background: #f0fdf4; color: #166534; border: 1px solid #bbf7d0; }
 .dark .pg-error { background: #450a0a; color: #fecaca; border-color: #7f1d1d; }

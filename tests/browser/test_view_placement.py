@@ -68,14 +68,15 @@ def test_score_and_compare_shows_only_the_chosen_text_source(page_url):
             browser, page = _page(p, page_url, lang)
             open_tab(page, "compare")
             text, upload = page.locator("#pg-score-text"), page.locator("#pg-score-upload")
+            replace = page.locator("#pg-score-replace")  # how to decode an uploaded file
             text.wait_for()
-            assert text.is_visible() and upload.is_hidden()  # "paste" is the default
+            assert text.is_visible() and upload.is_hidden() and replace.is_hidden()  # "paste" is the default
             page.get_by_label(tr(lang, "src_upload"), exact=True).check()
             upload.wait_for(state="visible", timeout=10_000)
-            assert text.is_hidden()
+            assert text.is_hidden() and replace.is_visible()
             page.get_by_label(tr(lang, "src_run"), exact=True).check()
             upload.wait_for(state="hidden", timeout=10_000)
-            assert text.is_hidden()
+            assert text.is_hidden() and replace.is_hidden()
             page.get_by_label(tr(lang, "src_paste"), exact=True).check()
             text.wait_for(state="visible", timeout=10_000)
             assert upload.is_hidden()
@@ -132,4 +133,28 @@ def test_the_inside_views_of_the_last_run_are_marked_until_the_tab_draws_the_new
         page.wait_for_function(
             "() => !document.querySelector('#pg-dla-heat .js-plotly-plot')?.data?.length", timeout=30_000
         )
+        browser.close()
+
+
+def test_a_message_with_a_long_name_stays_in_its_box_on_a_projector(page_url):
+    """A refusal naming PLAYGROUND_MEMORY_BUDGET_GB (one unbroken word) in a narrow column at
+    1024×768 in presenter mode breaks inside the word rather than run out of its box."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1024, "height": 768}, locale="zh-CN")
+        page.goto(f"{page_url}?lang=zh-CN&present=1")
+        page.locator("#pg-summary").get_by_text("参数", exact=False).wait_for(timeout=60_000)
+        open_tab(page, "model")
+        box = page.locator("#pg-build")
+        box.wait_for()
+        fits = page.evaluate(
+            """() => { const m = document.createElement('div'); m.className = 'pg-msg pg-error';
+            m.textContent = '⚠ 或调高 PLAYGROUND_MEMORY_BUDGET_GB_AND_A_LONGER_NAME_STILL。';
+            const b = document.querySelector('#pg-build'); b.parentElement.appendChild(m);
+            const ok = m.scrollWidth <= m.clientWidth && m.getBoundingClientRect().right <= b.parentElement.getBoundingClientRect().right + 1;
+            m.remove(); return ok; }"""
+        )
+        assert fits
         browser.close()
