@@ -49,8 +49,10 @@ body.pg-present #pg-summary *, body.pg-present .pg-status, body.pg-present .pg-m
 body.pg-present .pg-legend, body.pg-present #pg-step-md *, body.pg-present #pg-tying * { font-size: 18px !important; }
 body.pg-present .pg-advanced { display: none !important; }
 /* Nothing under 14 px on a projector: small print (token ids, merge ranks), code, help text, small
-   buttons and the sliders' range and reset marks. A table header breaks between words, never inside one. */
-body.pg-present .gradio-container :is(small, code, .info-text, .min_value, .max_value, .reset-button, button.sm) {
+   buttons, the sliders' range and reset marks, and Gradio's "processing | 1.2s" while a view computes.
+   A table header breaks between words, never inside one. */
+body.pg-present .gradio-container :is(small, code, .info-text, .min_value, .max_value, .reset-button, button.sm,
+    .progress-text, .meta-text, .meta-text-center) {
   font-size: max(14px, 0.8em) !important; }
 body.pg-present .gradio-container th, body.pg-present .gradio-container th * {
   word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important; }

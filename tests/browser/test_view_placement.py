@@ -157,4 +157,11 @@ def test_a_message_with_a_long_name_stays_in_its_box_on_a_projector(page_url):
             m.remove(); return ok; }"""
         )
         assert fits
+        # Gradio's "processing | 1.2s" under a view that computes is no smaller than 14 px either.
+        size = page.evaluate(
+            """() => { const t = document.createElement('div'); t.className = 'progress-text meta-text-center';
+            t.textContent = 'processing | 1.2s'; t.style.fontSize = '12px'; document.querySelector('#pg-build').parentElement.appendChild(t);
+            const px = parseFloat(getComputedStyle(t).fontSize); t.remove(); return px; }"""
+        )
+        assert size >= 14
         browser.close()
