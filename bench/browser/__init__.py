@@ -144,7 +144,7 @@ def run(
             try:
                 result["inside_views"] = inside_views.measure(bench, log=log)
             except Exception as e:
-                result["inside_views"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+                result["inside_views"] = {"error": f"{type(e).__name__}: {e}"[:300] + _where(e)}
             if checkpoint:
                 checkpoint(result)
         if profile:
@@ -168,3 +168,15 @@ def targets(result: dict) -> list:
 
 def table(result: dict) -> str:
     return "\n\n".join(t for t in (summaries.table(result), inside_views.table(result)) if t)
+
+
+def _where(e: BaseException) -> str:
+    """Where ``e`` was raised, as " (at file:line, in function)": some exceptions (a CancelledError)
+    carry no message at all."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at {os.path.basename(f.filename)}:{f.lineno}, in {f.name})"

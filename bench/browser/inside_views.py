@@ -20,6 +20,7 @@ Target (issue 23): drawn <= 1.3 × library + 0.3 s, no main-thread task over 0.2
 
 from __future__ import annotations
 
+import re
 import time
 
 from .cases import MODELS, long_prompt
@@ -64,6 +65,7 @@ STATE_JS = r"""
 """
 
 EVENTS_JS = "([t0, trigger]) => window.__pg.joins.filter(j => j.t >= t0 && j.trigger === trigger).map(j => j.event)"
+CHIP_TITLES_JS = "() => [...document.querySelectorAll('#pg-chips .pg-chip[data-pos]')].map(c => c.title)"
 COMPONENT_JS = "(elem) => (window.gradio_config.components.find(c => c.props && c.props.elem_id === elem) || {}).id"
 
 
@@ -118,12 +120,12 @@ def views(T: int, L: int, H: int) -> list[dict]:
             ),
         },
         {
-            "name": "dose-response (11 α, drawn 3 at a time)",
+            "name": "dose-response (11 α, drawn point by point)",
             "tab": "inside_interventions",
             "texts": [("inside_scale_head", f"{mid}.0")],
             "button": "#pg-dose-btn",
             "elements": ["pg-dose", "pg-intervene-msg"],
-            "library": lambda m, ids, cols: list(effects.dose_response_points(m, ids, mid, 0, p, chunk=3)),
+            "library": lambda m, ids, cols: list(effects.dose_response_points(m, ids, mid, 0, p, chunk=1)),
         },
         {
             "name": "head sweep (refused: its estimate)",
@@ -153,8 +155,6 @@ def measure(bench, model: str = "gpt2-small", log=print) -> dict:
     from playground.i18n import EN
 
     context, page, cdp, net, errors = bench.open_page(model)
-    hashes: list[str] = []
-    page.on("request", lambda r: _session_of(r, hashes))
     out: dict = {"model": MODELS[model]["label"], "views": []}
     try:
         bench.set_inputs(page, run_prompt(), NEW_TOKENS)
@@ -162,7 +162,7 @@ def measure(bench, model: str = "gpt2-small", log=print) -> dict:
         page.click("#pg-generate")
         if not bench.wait_state(page, ("done",), t_issue, time.perf_counter() + bench.run_timeout):
             raise RuntimeError("the run before the Inside views did not finish")
-        ids = _run_ids(bench, hashes)
+        ids = ids_from_chip_titles(page.evaluate(CHIP_TITLES_JS))
         out["tokens"] = len(ids)
         bench.wait_server_idle()
         lib_model = optimize_for_decode(
@@ -188,25 +188,20 @@ def measure(bench, model: str = "gpt2-small", log=print) -> dict:
     return out
 
 
-def _session_of(request, hashes: list[str]) -> None:
-    import json
-
-    if request.method == "POST" and "/queue/join" in request.url and request.post_data:
-        try:
-            hashes.append(json.loads(request.post_data).get("session_hash"))
-        except ValueError:
-            pass
-
-
-def _run_ids(bench, hashes: list[str]) -> list[int]:
-    """The page's run, read through the API in the page's own session."""
-    from gradio_client import Client
-
-    if not hashes:
-        raise RuntimeError("no session hash seen in the page's requests")
-    client = Client(bench.url, verbose=False)
-    client.session_hash = hashes[-1]
-    return list(client.predict(api_name="/run_data")["token_ids"])
+def ids_from_chip_titles(titles: list[str]) -> list[int]:
+    """The run's token ids, read from its chips' titles ("... position 12 · id 318 ...") in the
+    page itself. (An API client on the page's own session would share its event stream with the
+    page, and either may then receive the other's messages: the client saw its stream closed,
+    a CancelledError, in some runs.)"""
+    found = {}
+    for title in titles:
+        m = re.search(r"\bposition (\d+) · id (\d+)", title)
+        if m is None:
+            raise RuntimeError(f"a chip's title names no position and id: {title[:120]!r}")
+        found[int(m.group(1))] = int(m.group(2))
+    if not found or sorted(found) != list(range(min(found), min(found) + len(found))):
+        raise RuntimeError(f"the chips' positions are not one run: {sorted(found)[:10]} ...")
+    return [found[p] for p in sorted(found)]
 
 
 def _page_view(bench, page, view: dict, en: dict) -> dict:

@@ -218,14 +218,22 @@ def attribution_waterfall(names, values, total: float, *, title: str) -> go.Figu
     return _layout(fig, title, 420, showlegend=False)
 
 
+ALL_KEYS_LABELLED = 20  # keys a maths chart names one by one: upright labels fit a 420-px presenter plot
+
+
 def attention_steps_figure(positions, labels, scaled, probs, *, title: str, label_top: int = 12) -> go.Figure:
     """q·k/√d and the softmax over the keys a query can see (positions up to it), one above the
-    other. Only the ``label_top`` keys with the most attention (and the query itself) carry their
-    token under the bars: a long run's hundreds of labels would merge into a smear."""
+    other. Up to ALL_KEYS_LABELLED keys each carry their token under the bars (a gap in a short
+    row of labels reads as a key gone missing); past that only the ``label_top`` keys with the
+    most attention and the query itself do: a long run's hundreds of labels would merge into a
+    smear. Either way no more labels than a presenter-mode plot shows, so none is thinned out."""
     positions, labels = list(positions), [str(x) for x in labels]
     probs = [float(p) for p in probs]
-    top = sorted(range(len(probs)), key=lambda j: -probs[j])[:label_top]
-    named = sorted(set(top) | {len(positions) - 1}) if positions else []
+    if len(positions) <= ALL_KEYS_LABELLED:
+        named = list(range(len(positions)))
+    else:
+        top = sorted(range(len(probs)), key=lambda j: -probs[j])[: min(label_top, ALL_KEYS_LABELLED - 1)]
+        named = sorted(set(top) | {len(positions) - 1})
     fig = make_subplots(
         rows=2,
         cols=1,

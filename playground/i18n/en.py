@@ -334,6 +334,7 @@ EN = {
     "tk_colon": ": ",
     # whole-run heatmaps (issue 12)
     "previous_run": "previous run: the new one is being generated",
+    "previous_run_inside": "previous run: this tab is being redrawn for the new one",
     "span_newest": "newest 64 positions",
     "span_whole": "whole run",
     "span_note_whole": "whole run, {n}×{n}: drag to zoom, double-click to reset",

@@ -324,6 +324,7 @@ ZH = {
     "tk_colon": "：",
     # whole-run heatmaps (issue 12)
     "previous_run": "上一次运行：新的一次正在生成",
+    "previous_run_inside": "上一次运行：本页正在按新的运行重画",
     "span_newest": "最新的 64 个位置",
     "span_whole": "整个运行",
     "span_note_whole": "整个运行，{n}×{n}：拖动可放大，双击复原",

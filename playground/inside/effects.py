@@ -135,7 +135,8 @@ def dose_response_points(
 ):
     """The dose-response curve as it grows: yields its dict (as ``dose_response``) after each batch
     of ``chunk`` α values (None: all at once), so a page can draw it point by point. ``stop()``,
-    when given, is asked before each block: once it says True the curve ends where it is."""
+    when given, is asked before each batch and each block: once it says True the curve ends where
+    it is."""
     ids = check_ids(ids)
     cfg = model.cfg
     layer = check_layer(layer, cfg.n_layers)
@@ -150,6 +151,8 @@ def dose_response_points(
         idx = torch.tensor([ids[: position + 1]], dtype=torch.long, device=model.device)
         start = resid_after(model, idx, layer)  # (1, position + 1, d): the same for every α
     for first in range(0, len(alphas), chunk):
+        if stop is not None and stop():  # (the last block alone asks nowhere else)
+            return
         batch = alphas[first : first + chunk]
         gain = torch.ones(cfg.n_layers, len(batch), cfg.n_heads)
         gain[layer, :, head] = torch.tensor(batch)

@@ -4,7 +4,8 @@ The residual stream is read after the embeddings and after each block.
 
 - ``logit_lens``: the top token and the probability of the actual next token at every layer ×
   position. Its last row is the model's own output.
-- ``lens_cell``: the top-10 at one layer and position, and KL(final ‖ that layer).
+- ``lens_cell``: the top-10 at one layer and position, and KL(final ‖ that layer); ``cell_from_rows``
+  the same from residual rows a lens already read (``logit_lens_rows``).
 
 Every function takes the ids of one context window (positions 0..T-1 of that window) and returns
 plain numbers (lists and floats), so the UI, the API and the tests read the same values.
@@ -46,6 +47,14 @@ def logit_lens(model, ids, intervention: Intervention | None = None, first: int 
     names and ``first``. Reading a row out costs a product with the whole vocabulary -- for GPT-2
     and 256 positions that is 5× the forward itself -- so the tab asks for the window it shows.
     """
+    return logit_lens_rows(model, ids, intervention, first, stop)[0]
+
+
+def logit_lens_rows(
+    model, ids, intervention: Intervention | None = None, first: int = 0, stop: int | None = None
+) -> tuple[dict, torch.Tensor]:
+    """``logit_lens``, and the residual-stream rows it read: (n_layers + 1, stop − first, d_model).
+    A cell of that window (``cell_from_rows``) then needs no forward of its own."""
     ids = check_ids(ids)
     T = len(ids)
     stop = T if stop is None else stop
@@ -57,7 +66,7 @@ def logit_lens(model, ids, intervention: Intervention | None = None, first: int 
     ):
         _, cache = run_with_hooks(model, ids[:stop] if causal else ids, intervention, last_token_only=True)
         out = lens_from_cache(model, cache, ids, first, stop)
-    return out
+    return out, torch.stack([r[0, first:stop] for r in cache.resid])
 
 
 def lens_from_cache(model, cache, ids, first: int, stop: int, final: RowFigures | None = None) -> dict:
@@ -104,8 +113,16 @@ def lens_cell(model, ids, layer: int, position: int, k: int = TOP_K, interventio
             intervention,
             last_token_only=True,
         )
-    logp = torch.log_softmax(read_out(model, cache.resid[layer][0, position]).double(), dim=-1)
-    final = torch.log_softmax(read_out(model, cache.resid[-1][0, position]).double(), dim=-1)
+    return cell_from_rows(model, cache.resid[layer][0, position], cache.resid[-1][0, position], layer, position, k)
+
+
+def cell_from_rows(
+    model, row: torch.Tensor, final_row: torch.Tensor, layer: int, position: int, k: int = TOP_K
+) -> dict:
+    """``lens_cell`` from the residual stream at that position after ``layer`` (``row``) and after
+    the last block (``final_row``), e.g. rows ``logit_lens_rows`` read already."""
+    logp = torch.log_softmax(read_out(model, row).double(), dim=-1)
+    final = torch.log_softmax(read_out(model, final_row).double(), dim=-1)
     kl = float((final.exp() * (final - logp)).sum())
     p, i = logp.exp().topk(k)
     return {

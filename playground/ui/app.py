@@ -28,6 +28,7 @@ from . import (
     lessons_layout,
     model_tab,
     prefs,
+    progress,
     tokenizer_tab,
     train_layout,
     train_tab,
@@ -84,6 +85,7 @@ def build_demo() -> gr.Blocks:
         page.lessons_tab.select(None, None, None, js=RESIZE_JS)
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
+        progress.route(demo, progress.sink())
     inputs_as_sent(demo)
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo

@@ -60,9 +60,16 @@ def layout() -> SimpleNamespace:
             with gr.Column(scale=2, min_width=320):
                 c.source = gr.Radio(choices(SOURCE_KEYS), value=SOURCES[0], label=T("text_source"))
                 c.text = gr.Textbox(label=T("text_to_score"), lines=5, max_length=200_000, elem_id="pg-score-text")
-                c.upload = gr.File(label=T("text_upload"), file_types=[".txt"], type="filepath")
+                # only the chosen source's input shows (the text box for "paste", this for "upload")
+                c.upload = gr.File(
+                    label=T("text_upload"),
+                    file_types=[".txt"],
+                    type="filepath",
+                    visible=False,
+                    elem_id="pg-score-upload",
+                )
                 with gr.Row():
-                    c.replace = gr.Checkbox(False, label=T("replace_bytes"))
+                    c.replace = gr.Checkbox(False, label=T("replace_bytes"), visible=False, elem_id="pg-score-replace")
                     c.stride = gr.Number(0, label=T("stride"), precision=0, minimum=0)
                 with gr.Row():
                     c.score_btn = gr.Button(T("score_a"), variant="primary", elem_id="pg-score")
@@ -127,6 +134,15 @@ def layout() -> SimpleNamespace:
     return c
 
 
+# The text box for "paste", the file box (and its decoding choice) for "upload", neither for "the
+# current run": set in the page at once, no server round trip.
+SHOW_CHOSEN_SOURCE_JS = (
+    f"(source) => [{{__type__: 'update', visible: source === '{SOURCES[0]}'}},"
+    f" {{__type__: 'update', visible: source === '{SOURCES[1]}'}},"
+    f" {{__type__: 'update', visible: source === '{SOURCES[1]}'}}]"
+)
+
+
 def wire(page) -> None:
     """Every action has an api_name. A link's query parameters fill the Generate tab on page load."""
     c, state, g = page.compare, page.state, page.generate
@@ -171,6 +187,7 @@ def wire(page) -> None:
         concurrency_id="models",
         concurrency_limit=2,
     )
+    c.source.change(None, c.source, [c.text, c.upload, c.replace], js=SHOW_CHOSEN_SOURCE_JS)
     score_inputs = [state, c.cmp_state, c.source, c.text, c.upload, c.replace, c.stride]
     score_outputs = outputs(Scored, c)
     c.score_btn.click(

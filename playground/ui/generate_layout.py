@@ -167,14 +167,22 @@ def range_note_js(key: str, lo: float, hi: float) -> str:
 def previous_run_js() -> str:
     """A ``js=`` pre-processor for Generate: while a new run streams, the last run's figures and
     step panel stay on screen, dimmed and labelled as the previous run (style.CSS draws the label);
-    CLEAR_PREVIOUS_JS takes the mark away once the new run's own figures are drawn."""
-    texts = {lang: tr(lang, "previous_run") for lang in ("en", "zh-CN")}
+    CLEAR_PREVIOUS_JS takes the mark away once the new run's own figures are drawn. The Inside
+    tab's views of the last run are marked too, until that tab is opened and draws the new run's
+    (inside_layout clears that mark)."""
+    texts = {key: {lang: tr(lang, key) for lang in ("en", "zh-CN")} for key in ("previous_run", "previous_run_inside")}
     zh = "(document.querySelector('#pg-lang-probe')?.innerText || '').trim() === 'zh-CN'"
+    marks = "".join(
+        f" document.body.style.setProperty('{var}', JSON.stringify(zh ? {json.dumps(t['zh-CN'], ensure_ascii=False)}"
+        f" : {json.dumps(t['en'])}));"
+        for var, t in (
+            ("--pg-previous-text", texts["previous_run"]),
+            ("--pg-inside-previous-text", texts["previous_run_inside"]),
+        )
+    )
     return (
-        "(...a) => { if (document.querySelector('#pg-chips .pg-chip')) {"
-        f" const text = {zh} ? {json.dumps(texts['zh-CN'])} : {json.dumps(texts['en'])};"
-        " document.body.style.setProperty('--pg-previous-text', JSON.stringify(text));"
-        " document.body.dataset.pgPrevious = '1'; } return a; }"
+        f"(...a) => {{ if (document.querySelector('#pg-chips .pg-chip')) {{ const zh = {zh};{marks}"
+        " document.body.dataset.pgPrevious = '1'; document.body.dataset.pgInsidePrevious = '1'; } return a; }"
     )
 
 

@@ -20,15 +20,20 @@ from playground.inside import attention_maths, attribution, effects, lenses, vie
 from playground.inside.interventions import Intervention
 from playground.server.recipes import recipe_key
 
-from .common import Refusal, parse_bool, parse_number, parse_whole, session_model, session_run
+from .common import Refusal, parse_bool, parse_number, parse_whole, session_id, session_model, session_run
 
 LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps (at most); a slider scrolls through the rest
 MIN_WINDOW = 8  # the fewest, on the narrowest page
 
 MSG = {name: EN["in_" + name] for name in ("nothing",)}  # the API's English words for "no intervention"
 
-_LENS_CACHE: OrderedDict = OrderedDict()  # (recipe, run id, n tokens, intervention) -> lens, the newest few
+_LENS_CACHE: OrderedDict = OrderedDict()  # (recipe, run id, n tokens, first id, window) -> lens, the newest few
 _LENS_LOCK = threading.Lock()
+# session -> (its lens cache key, the residual rows that lens read): the lens cell of the window the
+# lens view just drew is read from them instead of a second forward. One window per session (a new
+# run or window replaces it), for the few sessions that drew one last.
+_LENS_ROWS: OrderedDict = OrderedDict()
+LENS_ROW_SESSIONS = 8
 
 
 # ----------------------------------------------------------------------------------------------
@@ -149,18 +154,41 @@ def describe_intervention(spec: Intervention, lang: str = "en") -> str:
     return ("; " if lang == "en" else "；").join(parts)
 
 
+def _lens_key(state, run, ids, first: int, stop: int) -> tuple:
+    return (recipe_key(state["recipe"]), run.id, len(ids), ids[0], first, stop)
+
+
 def _lens(model, state, run, ids, first: int, stop: int) -> dict:
-    key = (recipe_key(state["recipe"]), run.id, len(ids), ids[0], first, stop)
+    key = _lens_key(state, run, ids, first, stop)
     with _LENS_LOCK:
         if key in _LENS_CACHE:
             _LENS_CACHE.move_to_end(key)
             return _LENS_CACHE[key]
-    lens = lenses.logit_lens(model, ids, first=first, stop=stop)
+    lens, rows = lenses.logit_lens_rows(model, ids, first=first, stop=stop)
     with _LENS_LOCK:
         _LENS_CACHE[key] = lens
         while len(_LENS_CACHE) > 16:
             _LENS_CACHE.popitem(last=False)
+        session = session_id(state)
+        if session is not None:
+            _LENS_ROWS[session] = (key, rows)
+            _LENS_ROWS.move_to_end(session)
+            while len(_LENS_ROWS) > LENS_ROW_SESSIONS:
+                _LENS_ROWS.popitem(last=False)
     return lens
+
+
+def _cell(model, state, run, ids, layer: int, p: int) -> dict:
+    """The lens cell at window index ``p``: from the rows of the lens this session drew last when
+    they are of this run and window, else by a forward of its own (lenses.lens_cell)."""
+    with _LENS_LOCK:
+        key, rows = _LENS_ROWS.get(session_id(state), (None, None))
+    if key is not None:
+        first, stop = key[-2:]
+        if key == _lens_key(state, run, ids, first, stop) and first <= p < stop:
+            layer = view_checks.check_layer(layer, model.cfg.n_layers + 1, "Lens layer")
+            return lenses.cell_from_rows(model, rows[layer, p - first], rows[-1, p - first], layer, p)
+    return lenses.lens_cell(model, ids, layer, p)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -191,9 +219,9 @@ def lens_data(state, first=None, last=None):
 
 def lens_cell_data(state, layer, position):
     try:
-        model, _, start, ids, labels = run_context(state)
+        model, run, start, ids, labels = run_context(state)
         layer = parse_whole(layer, "Lens layer", 0, model.cfg.n_layers)
-        cell = lenses.lens_cell(model, ids, layer, window_index(position, start, ids))
+        cell = _cell(model, state, run, ids, layer, window_index(position, start, ids))
     except Exception as e:
         return Refusal(e)
     tok = load_tokenizer()
@@ -258,9 +286,10 @@ def dose_data(state, scale_head="", position=None, target=None):
     return last
 
 
-def dose_steps(state, scale_head="", position=None, target=None, chunk: int | None = 3, stop=None):
-    """The dose-response curve as it grows (each yield as ``dose_data``: the α values so far), or
-    one Refusal; ``stop()`` ends it early (effects.dose_response_points)."""
+def dose_steps(state, scale_head="", position=None, target=None, chunk: int | None = 1, stop=None):
+    """The dose-response curve as it grows, an α at a time (each yield as ``dose_data``: the α
+    values so far), or one Refusal; ``stop()`` ends it early, within one α's blocks
+    (effects.dose_response_points)."""
     try:
         model, _, start, ids, labels = run_context(state)
         heads = parse_heads(scale_head, "Scale head")
@@ -286,11 +315,13 @@ def sweep_data(state, progress=gr.Progress()):
 
 def sweep_steps(state, progress=None, stop=None):
     """The head sweep a layer at a time (each yield as ``sweep_data``: later layers None), or one
-    Refusal (with the estimate when it would take too long); ``stop()`` ends it early."""
+    Refusal (with the estimate when it would take too long); ``stop()`` ends it early: with one,
+    each head runs on its own, so a Stop waits for at most one block of one head."""
     try:
         model, _, start, ids, _ = run_context(state)
         estimate = effects.sweep_estimate(model, ids)
-        for d in effects.head_sweep_layers(model, ids, estimate, progress=progress, stop=stop):
+        batch = None if stop is None else 1
+        for d in effects.head_sweep_layers(model, ids, estimate, progress=progress, batch=batch, stop=stop):
             yield {**d, "window_start": start}
     except effects.SweepTooLongError as e:
         yield Refusal(e, estimate_s=e.estimate_s)

@@ -15,7 +15,7 @@ import gradio as gr
 
 from . import inside_picks, listeners
 from .cell_click import cols_js
-from .common import T, lang_of, tr
+from .common import T, tr
 from .inside_data import (
     LENS_WINDOW,
     attribution_data,
@@ -28,10 +28,8 @@ from .inside_data import (
 )
 from .inside_live import dose_live, stop, sweep_live
 from .inside_open import MATHS_SYMBOLS, Opened, open_tab
+from .inside_redraw import REDRAWN_MESSAGES, VIEWS, redraw_views, remembering
 from .inside_tab import (
-    REDRAWN_MESSAGES,
-    SUB_TABS,
-    VIEWS,
     DlaView,
     DoseView,
     InterveneView,
@@ -39,11 +37,11 @@ from .inside_tab import (
     MathsView,
     SweepView,
     lens_view,
-    redraw_views,
-    remembering,
 )
 from .results import outputs
-from .style import RESIZE_JS
+from .style import HIDE_EMPTY, RESIZE_JS
+
+SUB_TABS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")  # their titles' keys
 
 
 def layout() -> SimpleNamespace:
@@ -59,10 +57,11 @@ def layout() -> SimpleNamespace:
                     None, label=T("inside_lens_layer"), precision=0, minimum=0, elem_id="pg-lens-layer"
                 )
                 lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
-            lens_msg = gr.HTML(elem_id="pg-lens-msg")  # the lens' button, fields, slider and cell clicks
-            lens_note = gr.Markdown(elem_id="pg-lens-note")
+            lens_msg = gr.HTML(elem_id="pg-lens-msg")  # the lens' button and fields
+            lens_note = gr.Markdown(elem_id="pg-lens-note", elem_classes=HIDE_EMPTY)
             inside_picks.layout_hint("inside_click_lens")
             lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
+            lens_plot_msg = gr.HTML(elem_id="pg-lens-plot-msg")  # the slider's and a cell click's, by the heatmap
             lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
             # positions that fit the page's width: the page script (cell_click) keeps it up to date
             lens_cols = gr.Number(
@@ -71,18 +70,18 @@ def layout() -> SimpleNamespace:
             lens_pick = gr.Button("pick", elem_id="pg-lens-pick", elem_classes=["pg-offscreen"])
             with gr.Row():
                 cell_plot = gr.Plot(show_label=False, elem_id="pg-lens-cell")
-                cell_md = gr.Markdown()
+                cell_md = gr.Markdown(elem_id="pg-lens-cell-md", elem_classes=HIDE_EMPTY)
         with gr.Tab(T("inside_dla"), id="inside-dla") as dla_tab:
             with gr.Row():
                 dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
                 dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
                 dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
             dla_msg = gr.HTML(elem_id="pg-dla-msg")  # each button's message sits under it, not at the tab's top
-            dla_md = gr.Markdown(elem_id="pg-dla-md")
+            dla_md = gr.Markdown(elem_id="pg-dla-md", elem_classes=HIDE_EMPTY)
             inside_picks.layout_hint("inside_click_head")
             dla_shown = gr.State(None)  # the position and target the heatmap was drawn for
             dla_pick = gr.Button("pick", elem_id="pg-dla-pick", elem_classes=["pg-offscreen"])
-            dla_note = gr.Markdown(elem_id="pg-dla-pick-md")
+            dla_note = gr.Markdown(elem_id="pg-dla-pick-md", elem_classes=HIDE_EMPTY)
             dla_pick_msg = gr.HTML(elem_id="pg-dla-pick-msg")  # a click on the heatmap just under it
             with gr.Row():
                 dla_heat = gr.Plot(show_label=False, elem_id="pg-dla-heat")
@@ -94,7 +93,7 @@ def layout() -> SimpleNamespace:
                 m_pos = gr.Number(None, label=T("inside_query_position"), precision=0, minimum=0)
                 m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
             m_msg = gr.HTML(elem_id="pg-maths-msg")
-            m_md = gr.Markdown(elem_id="pg-maths-md")
+            m_md = gr.Markdown(elem_id="pg-maths-md", elem_classes=HIDE_EMPTY)
             with gr.Row():
                 # before the first draw, the formula's symbols (the same in every language); a drawn
                 # table carries its headers in the page's language
@@ -125,7 +124,7 @@ def layout() -> SimpleNamespace:
                 sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
                 stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-inside-stop")
             i_msg = gr.HTML(elem_id="pg-intervene-msg")  # the intervention's, the dose curve's and the sweep's
-            i_md = gr.Markdown(elem_id="pg-intervene-md")
+            i_md = gr.Markdown(elem_id="pg-intervene-md", elem_classes=HIDE_EMPTY)
             with gr.Row():
                 i_bars = gr.Plot(show_label=False, elem_id="pg-intervene-bars")
                 i_loss = gr.Plot(show_label=False, elem_id="pg-intervene-loss")
@@ -133,7 +132,7 @@ def layout() -> SimpleNamespace:
             with gr.Row():
                 dose_plot = gr.Plot(show_label=False, elem_id="pg-dose")
                 with gr.Column():
-                    sweep_md = gr.Markdown(elem_id="pg-sweep-md")
+                    sweep_md = gr.Markdown(elem_id="pg-sweep-md", elem_classes=HIDE_EMPTY)
                     inside_picks.layout_hint("inside_click_sweep")
                     sweep_msg = gr.HTML(elem_id="pg-sweep-msg")  # a click on the sweep just under it
                     sweep_pick = gr.Button("pick", elem_id="pg-sweep-pick", elem_classes=["pg-offscreen"])
@@ -152,18 +151,15 @@ def wire(page) -> None:
     lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols]
     lens_outputs = outputs(LensView, c, msg=c.lens_msg)
     fit = cols_js(4)  # the events read how many positions fit the page as they are sent
-    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
+    # Each view shows its progress on the figure it redraws (ui/progress says why only there).
+    lens = {"js": fit, "api_visibility": "private", "concurrency_id": "inside", "show_progress_on": [c.lens_plot]}
+    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, **lens)
     for control in (c.lens_layer, c.lens_pos):
-        control.submit(lens_view, lens_inputs, lens_outputs, js=fit, api_visibility="private", concurrency_id="inside")
-    c.lens_scroll.release(
-        lens_view,
-        lens_inputs,
-        lens_outputs,
-        js=fit,
-        api_visibility="private",
-        concurrency_id="inside",
-        trigger_mode="always_last",
-    )
+        control.submit(lens_view, lens_inputs, lens_outputs, **lens)
+    scrolled = outputs(LensView, c, msg=c.lens_plot_msg)
+    c.lens_scroll.release(lens_view, lens_inputs, scrolled, trigger_mode="always_last", **lens)
+    # Opening the tab draws the lens for the current run and clears the other views: the last
+    # run's views lose their "previous run" mark (generate_layout.previous_run_js) once it has.
     page.inside_tab.select(
         open_tab,
         [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
@@ -171,13 +167,15 @@ def wire(page) -> None:
         js=cols_js(5),
         api_visibility="private",
         concurrency_id="inside",
-    )
+        show_progress_on=[c.lens_plot],
+    ).then(None, None, None, js="() => { delete document.body.dataset.pgInsidePrevious; }")
     c.dla_btn.click(
         remembering("dla"),
         [state, c.dla_pos, c.dla_target],
         outputs(DlaView, c, msg=c.dla_msg),
         api_visibility="private",
         concurrency_id="inside",
+        show_progress_on=[c.dla_heat],
     )
     c.m_btn.click(
         remembering("maths"),
@@ -185,6 +183,7 @@ def wire(page) -> None:
         outputs(MathsView, c, msg=c.m_msg),
         api_visibility="private",
         concurrency_id="inside",
+        show_progress_on=[c.m_plot],
     )
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
     c.i_btn.click(
@@ -194,8 +193,10 @@ def wire(page) -> None:
         js=cols_js(len(i_inputs)),
         api_visibility="private",
         concurrency_id="inside",
+        show_progress_on=[c.i_bars],
     )
-    # The two long views stream their figure as it grows (inside_live); Stop ends them within a block.
+    # The two long views stream their figure as it grows (inside_live); Stop ends them within one
+    # block of one α or one head.
     dose = c.dose_btn.click(
         dose_live,
         [state, c.i_scale, c.i_pos, c.i_target],
@@ -219,12 +220,8 @@ def wire(page) -> None:
     for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
         tab.select(None, None, None, js=RESIZE_JS)
     # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
-    listeners.on_change(
-        page,
-        lambda st: tuple(gr.update(label=tr(lang_of(st), key)) for key in SUB_TABS),
-        [],
-        [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab],
-    )
+    titles = {lang: [tr(lang, key) for key in SUB_TABS] for lang in ("en", "zh-CN")}
+    listeners.on_change_titles(page, titles, [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab])
     # A language switch redraws the lens (when there is a run) and every other view drawn, and the
     # messages under their buttons.
     redrawn = [f for view in (LensView, *(v for _, v in VIEWS.values())) for f in view._fields[:-1]]

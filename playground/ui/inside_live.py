@@ -1,9 +1,10 @@
 """The Inside tab's long views drawn as they go: the dose-response curve and the head sweep.
 
-The dose-response curve is drawn a few α values at a time and the head sweep a layer at a time;
-each partial figure is a streamed update and the message under the buttons says how far it is.
-The tab's Stop raises the page's stop flag, which the computation reads between two blocks (or
-two heads' readouts), so it ends within one of those rather than at the next update; Stop also
+The dose-response curve is drawn point by point (one α at a time) and the head sweep a layer at
+a time (its heads one by one); each partial figure is a streamed update and the message under the
+buttons says how far it is. The tab's Stop raises the page's stop flag, which the computation
+reads before each block of one α or one head (and between heads' readouts), so it ends within one
+of those rather than at the next update; Stop also
 cancels the event, and its message says what the figure shows. A language switch redraws a
 finished view from its own handler (inside_tab's redraw memory).
 """
@@ -20,7 +21,8 @@ from playground.figures import inside as lf
 from . import redraw
 from .common import dress, for_the_session, lang_of, ok, say, tr, warn
 from .inside_data import dose_steps, sweep_steps
-from .inside_tab import DoseView, SweepView, draw_sweep, note_drawn
+from .inside_redraw import note_drawn
+from .inside_tab import DoseView, SweepView, draw_sweep
 from .results import only
 
 N_ALPHAS = 11  # the curve's α values, 0, 0.2, …, 2 (effects.dose_response_points)

@@ -15,7 +15,8 @@ import pandas as pd
 from . import redraw
 from .common import lang_of, tr_error, warn
 from .inside_data import run_context
-from .inside_tab import VIEWS, LensView, lens_view
+from .inside_redraw import VIEWS
+from .inside_tab import LensView, lens_view
 from .results import only, result
 
 # The maths table's headers before its first drawing: the formula's symbols (the same in every language).
@@ -27,7 +28,7 @@ STALE = {
         ("dla_heat", "dla_fall", "dla_shown", "m_plot", "i_bars", "i_loss", "i_lens", "dose_plot", "sweep_plot")
     ),
     **dict.fromkeys(("dla_md", "dla_note", "m_md", "i_md", "sweep_md"), ""),
-    **dict.fromkeys(("dla_msg", "dla_pick_msg", "m_msg", "i_msg", "sweep_msg"), ""),
+    **dict.fromkeys(("lens_plot_msg", "dla_msg", "dla_pick_msg", "m_msg", "i_msg", "sweep_msg"), ""),
 }
 # The lens' outputs (its message under the lens button), the position fields, the run they were
 # set for, the stale views, and the tab's own message (there is no run to look inside yet).

@@ -22,7 +22,8 @@ from . import listeners, redraw
 from .cell_click import read_pick
 from .common import T, lang_of, parse_optional_whole, tr, warn
 from .inside_data import run_context, window_index
-from .inside_tab import InterveneView, LensView, intervene_view, lens_view, lens_window, maths_view, note_drawn
+from .inside_redraw import note_drawn
+from .inside_tab import InterveneView, LensView, intervene_view, lens_view, lens_window, maths_view
 from .results import only, outputs, result
 
 LensPick = result("LensPick", *LensView._fields, "lens_layer", "lens_pos")
@@ -159,9 +160,10 @@ def wire(page) -> None:
     c.lens_pick.click(
         pick_lens_cell,
         [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
-        outputs(LensPick, c, msg=c.lens_msg),
+        outputs(LensPick, c, msg=c.lens_plot_msg),
         js=read_pick("pg-lens", x_at=3, y_at=2, cols_at=4),
         api_visibility="private",
+        show_progress_on=[c.cell_plot],
         concurrency_id="inside",
         trigger_mode="always_last",
     )
@@ -179,6 +181,7 @@ def wire(page) -> None:
         outputs(HeadPick, c, msg=c.dla_pick_msg),
         js=read_pick("pg-dla-heat", x_at=2, y_at=3),
         api_visibility="private",
+        show_progress_on=[c.dla_note],
         concurrency_id="inside",
         trigger_mode="always_last",
     )
@@ -188,6 +191,7 @@ def wire(page) -> None:
         outputs(SweepPick, c, msg=c.sweep_msg),
         js=read_pick("pg-sweep", x_at=1, y_at=2, cols_at=5),
         api_visibility="private",
+        show_progress_on=[c.i_bars],
         concurrency_id="inside",
         trigger_mode="always_last",
     )

@@ -1,13 +1,15 @@
-"""The Inside tab's views, drawn and redrawn: lens, attribution, maths, interventions, sweep.
+"""The Inside tab's views drawn from their numbers: lens, attribution, maths, interventions, sweep.
 
-The Inside tab's views, drawn and redrawn: logit lens, direct logit attribution, attention maths
-step by step, and interventions, for the session's current run (prompt + generated tokens, its last
-context window).
+The Inside tab's views, drawn: logit lens, direct logit attribution, attention maths step by step,
+and interventions, for the session's current run (prompt + generated tokens, its last context
+window).
 
 Each view has a data function (``*_data`` in inside_data: plain numbers, also an API endpoint) and a
-view handler here that draws it; inside_layout builds the components and wires them. Positions are absolute (as in the Generate tab): a run longer than the context
-shows its last window, and the lens heatmap shows as many positions as fit the page's width (at
-most LENS_WINDOW, each cell wide enough for its text) at a time, scrolled by a slider (said on screen).
+view handler here that draws it; inside_layout builds the components and wires them, inside_redraw
+remembers what a page drew and draws it again in a new language. Positions are absolute (as in the
+Generate tab): a run longer than the context shows its last window, and the lens heatmap shows as
+many positions as fit the page's width (at most LENS_WINDOW, each cell wide enough for its text) at
+a time, scrolled by a slider (said on screen).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from playground.engine.tokenizer import load_tokenizer
 from playground.figures import inside as lf
 from playground.inside.interventions import Intervention
 
-from . import redraw
 from .common import dress, fail, for_the_session, lang_of, parse_optional_whole, say, tr, warn
 from .inside_data import (
     LENS_WINDOW,
@@ -43,14 +44,13 @@ MathsView = result("MathsView", "m_table", "m_plot", "m_md", "msg")
 InterveneView = result("InterveneView", "i_bars", "i_loss", "i_lens", "i_md", "msg")
 DoseView = result("DoseView", "dose_plot", "msg")
 SweepView = result("SweepView", "sweep_plot", "sweep_md", "msg")
-# After a language switch, the messages under the buttons: attribution's, maths', interventions', the lens'.
-REDRAWN_MESSAGES = ("dla_msg", "m_msg", "i_msg", "lens_msg")
 
 # ----------------------------------------------------------------------------------------------
 # Views (figures + messages)
 
 
-def _lang(state) -> tuple[str, bool]:
+def page_lang(state) -> tuple[str, bool]:
+    """(the page's language, presenter mode) from the session state."""
     return lang_of(state), bool((state or {}).get("present"))
 
 
@@ -72,7 +72,7 @@ def _layer(name: str, lang) -> str:
 def lens_view(state, scroll, layer, position, shown=None):
     """(heatmap, window note, scroll slider, top-10 bars, cell text, message). ``shown``: how many
     positions fit the page's width (the page script measures it; at most LENS_WINDOW)."""
-    lang, present = _lang(state)
+    lang, present = page_lang(state)
     try:
         window = lens_window(shown)
         first = parse_optional_whole(scroll, "Scroll")
@@ -152,7 +152,7 @@ def lens_window(shown) -> int:
 @for_the_session
 def attribution_view(state, position, target):
     """(layer × head heatmap, waterfall, text, message)."""
-    lang, present = _lang(state)
+    lang, present = page_lang(state)
     d = attribution_data(state, position, target)
     if "error" in d:
         return _error(d, DlaView, lang)
@@ -191,7 +191,7 @@ def _vec(values, n: int = 8, lang="en") -> str:
 @for_the_session
 def maths_view(state, layer, head, position):
     """(table, bars, text, message)."""
-    lang, present = _lang(state)
+    lang, present = page_lang(state)
     d = maths_data(state, layer, head, position)
     if "error" in d:
         return _error(d, MathsView, lang)
@@ -239,7 +239,7 @@ def intervene_view(
 ):
     """(before/after bars, loss lines, lens after, text, message). The lens after shows the last
     ``shown`` positions (as many as fit the page, as the lens view; at most the API's LENS_WINDOW)."""
-    lang, present = _lang(state)
+    lang, present = page_lang(state)
     d = intervene_data(state, zero_heads, mean_heads, scale_head, alpha, skip_mlps, unmasked, drop_pos, position)
     if "error" in d:
         return _error(d, InterveneView, lang)
@@ -298,7 +298,7 @@ def intervene_view(
 
 @for_the_session
 def dose_view(state, scale_head, position, target):
-    lang, present = _lang(state)
+    lang, present = page_lang(state)
     d = dose_data(state, scale_head, position, target)
     if "error" in d:
         return _error(d, DoseView, lang)
@@ -316,7 +316,7 @@ def dose_view(state, scale_head, position, target):
 
 @for_the_session
 def sweep_view(state, progress=gr.Progress()):
-    return draw_sweep(sweep_data(state, progress), *_lang(state))
+    return draw_sweep(sweep_data(state, progress), *page_lang(state))
 
 
 def draw_sweep(d, lang, present):
@@ -338,66 +338,3 @@ def draw_sweep(d, lang, present):
         dl=f"{delta[layer][h]:+.3f}",
     )
     return SweepView(dress(lf.sweep_heatmap(delta, title=tr(lang, "in_fig_sweep")), lang, present), text, "")
-
-
-# ----------------------------------------------------------------------------------------------
-# Drawn again in the page's new language: each view the page drew, for the run it drew it for
-
-
-SUB_TABS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")
-VIEWS = {
-    "dla": (attribution_view, DlaView),
-    "maths": (maths_view, MathsView),
-    "intervene": (intervene_view, InterveneView),
-    "dose": (dose_view, DoseView),
-    "sweep": (None, SweepView),
-}  # key -> (view, its result)
-
-
-def remembering(key: str):
-    """The view's event handler: draws it and remembers how to draw it again (same run, same fields;
-    the sweep from its numbers, which take up to a minute to measure)."""
-    view = VIEWS[key][0]
-
-    def handler(request: gr.Request, state, *args):
-        out = view(state, *args)
-        note_drawn(request, key, state, *args)
-        return out
-
-    def sweep(request: gr.Request, state, progress=gr.Progress()):
-        d = sweep_data(state, progress)
-        redraw.remember(request, "inside_sweep", lambda lang, present: draw_sweep(d, lang, present))
-        return draw_sweep(d, *_lang(state))
-
-    return sweep if key == "sweep" else handler
-
-
-def note_drawn(request, key: str, state, *args) -> None:
-    """View ``key`` was just drawn from ``args`` (by its button or a click on another view's cell)."""
-    view, frozen = VIEWS[key][0], dict(state or {})
-
-    def draw(lang, present):
-        out = view({**frozen, "lang": lang, "present": present}, *args)
-        return out
-
-    redraw.remember(request, "inside_" + key, draw)
-
-
-def redraw_views(request: gr.Request, state, layer, position, shown=None):
-    """After a language switch: the lens (for the current run, its newest positions), then every
-    other view the page drew, then the messages (REDRAWN_MESSAGES), each under its own button. (The lens' scroll slider
-    is not read: Gradio checks its value against the bounds it had when the page loaded.)"""
-    lang, present = _lang(state)
-    try:
-        run_context(state)
-        lens = lens_view(state, None, layer, position, shown)
-    except Exception:
-        lens = only(LensView)
-    out, messages = list(lens[:-1]), {}
-    for key, (_, view) in VIEWS.items():
-        drawn = redraw.redraw(request, "inside_" + key, lang, present, len(view._fields))
-        out += drawn[:-1]
-        messages[key] = drawn[-1]
-    # The intervention, dose and sweep share the message under their buttons: the last one drawn says it.
-    last = redraw.order(request, ["inside_" + k for k in ("intervene", "dose", "sweep")])
-    return (*out, messages["dla"], messages["maths"], messages[last[-1][7:]] if last else gr.skip(), lens[-1])

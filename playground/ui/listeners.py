@@ -8,11 +8,33 @@ preferences in the session state; it never needs to know the tabs.
 
 from __future__ import annotations
 
+import json
+
 
 def on_change(page, fn, inputs: list, outputs: list) -> None:
     page.__dict__.setdefault("prefs_listeners", []).append((fn, list(inputs), list(outputs)))
 
 
+def on_change_titles(page, titles: dict[str, list[str]], blocks: list) -> None:
+    """Like ``on_change`` for the titles of ``blocks`` (tabs), ``titles[lang]`` in each language,
+    set by a script in the page (``titles_js``)."""
+    page.__dict__.setdefault("prefs_listeners", []).append((titles_js(titles), [], list(blocks)))
+
+
+def titles_js(titles: dict[str, list[str]]) -> str:
+    """A ``js=`` function that sets blocks' titles to ``titles[the page's language]``, in the page.
+
+    A title Gradio translated once would otherwise stay in the old language until its tab is
+    opened. A script sets it, not a server event: Gradio's front end copies every component a
+    server event has ever updated at each later event's status change, and for a tab that is
+    everything inside it, figures included -- main-thread work on every click of every tab."""
+    return (
+        f"() => {{ const titles = {json.dumps(titles, ensure_ascii=False)};"
+        " const lang = window.pgPrefs ? window.pgPrefs().lang : 'en';"
+        " return (titles[lang] || titles.en).map((label) => ({__type__: 'update', label})); }"
+    )
+
+
 def registered(page) -> list[tuple]:
-    """(fn, inputs, outputs) of every redraw, in the order the tabs registered them."""
+    """(fn or script, inputs, outputs) of every redraw, in the order the tabs registered them."""
     return list(page.__dict__.get("prefs_listeners", []))

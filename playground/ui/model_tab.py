@@ -156,7 +156,9 @@ def build_model(
 
         redraw.remember(request, "model_build", failed)
         try:
-            values = form_values(session_model(state), loaded)._asdict()
+            kept = session_model(state)
+            # (and the tying text the form previewed for the refused config goes back to the kept model's)
+            values = {**form_values(kept, loaded)._asdict(), "tying_md": tying_explanation(kept.cfg, lang)}
         except MemoryError:  # the budget is full even for the session's own model: the form stays as typed
             values = {}
         return only(Switch, state=state, message=failed(lang), **values)

@@ -19,7 +19,7 @@ import gradio as gr
 from playground.i18n import EN, ZH, normalize_lang
 
 from . import listeners, redraw
-from .common import T, lang_of, tr
+from .common import T, tr
 
 
 def header() -> SimpleNamespace:
@@ -58,10 +58,9 @@ def apply_prefs(prefs, state, train_state):
     return f"# {EN['title']} · {ZH['title']}\n{tr(lang, 'subtitle')}", gr.update(value=present)
 
 
-def tab_titles(state, names) -> tuple:
-    """The tabs' titles (key "tab_<name>") in the page's language: a title Gradio translated once
-    would otherwise stay in the old language until the tab is opened."""
-    return tuple(gr.update(label=tr(lang_of(state), f"tab_{name}")) for name in names)
+def tab_titles(lang: str, names) -> list[str]:
+    """The tabs' titles (key "tab_<name>") in ``lang``."""
+    return [tr(lang, f"tab_{name}") for name in names]
 
 
 # In the page's head, as soon as Gradio has set up its languages (before the tabs are drawn): a page
@@ -162,13 +161,12 @@ def wire(page) -> None:
     )
     # Every tab's title: page.<name>_tab, key "tab_<name>".
     tabs = [(name[:-4], tab) for name, tab in vars(page).items() if name.endswith("_tab") and isinstance(tab, gr.Tab)]
-    event.then(
-        lambda state: tab_titles(state, [name for name, _ in tabs]),
-        page.state,
-        [tab for _, tab in tabs],
-        api_visibility="private",
-        show_progress="hidden",
-    )
+    names = [name for name, _ in tabs]
+    titles = {lang: tab_titles(lang, names) for lang in ("en", "zh-CN")}
+    event.then(None, None, [tab for _, tab in tabs], js=listeners.titles_js(titles))
     page.demo.unload(redraw.forget)  # a closed page's drawn views (kept for redrawing them) are dropped
     for fn, inputs, outputs in listeners.registered(page):
-        event.then(fn, [page.state] + inputs, outputs, api_visibility="private", show_progress="hidden")
+        if isinstance(fn, str):  # a script run in the page (listeners.on_change_titles)
+            event.then(None, None, outputs, js=fn)
+        else:
+            event.then(fn, [page.state] + inputs, outputs, api_visibility="private", show_progress="hidden")

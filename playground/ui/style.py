@@ -1,7 +1,7 @@
 """The page's own CSS and the small scripts that run in the browser."""
 
 CSS = """
-.pg-msg { padding: 6px 10px; border-radius: 6px; margin: 4px 0; font-size: 15px; }
+.pg-msg { padding: 6px 10px; border-radius: 6px; margin: 4px 0; font-size: 15px; overflow-wrap: anywhere; }
 .pg-error { background: #fef2f2; color: #991b1b; border: 1px solid #fecaca; }
 .pg-ok { background: #f0fdf4; color: #166534; border: 1px solid #bbf7d0; }
 .dark .pg-error { background: #450a0a; color: #fecaca; border-color: #7f1d1d; }
@@ -71,8 +71,40 @@ body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-pl
   font-size: 15px; font-weight: 600; white-space: nowrap; }
 """
 
+HIDE_EMPTY = ["pg-hide-empty"]  # a text that takes no room (not even the gaps around it) while it is empty
+
+# The Inside tab's views of a run (generate_layout.previous_run_js marks them when a new run starts,
+# inside_layout clears the mark once opening the tab has drawn the new run's): a figure only when
+# one is drawn, a text only when it has any.
+INSIDE_VIEWS = (
+    "#pg-lens, #pg-lens-cell, #pg-dla-heat, #pg-dla-fall, #pg-maths-plot, #pg-intervene-bars, #pg-intervene-loss,"
+    " #pg-intervene-lens, #pg-dose, #pg-sweep"
+)
+INSIDE_TEXTS = (
+    "#pg-lens-note, #pg-lens-cell-md, #pg-dla-md, #pg-dla-pick-md, #pg-maths-md, #pg-intervene-md, #pg-sweep-md"
+)
+
+CSS += f"""
+/* The Inside tab's views of the previous run, while the tab draws the new run's: dimmed under a
+   label that says so (as the Generate tab's, above). */
+body[data-pg-inside-previous] :is({INSIDE_VIEWS}):has(.js-plotly-plot),
+body[data-pg-inside-previous] :is({INSIDE_TEXTS}), body[data-pg-inside-previous] #pg-maths-table:has(td) {{
+  position: relative !important; }}
+body[data-pg-inside-previous] :is({INSIDE_VIEWS}):has(.js-plotly-plot) > *,
+body[data-pg-inside-previous] :is({INSIDE_TEXTS}) > *, body[data-pg-inside-previous] #pg-maths-table:has(td) > * {{
+  opacity: 0.35 !important; }}
+body[data-pg-inside-previous] :is({INSIDE_VIEWS}):has(.js-plotly-plot)::before,
+body[data-pg-inside-previous] #pg-maths-table:has(td)::before {{
+  content: var(--pg-inside-previous-text); position: absolute; z-index: 10; top: 6px; left: 50%;
+  transform: translateX(-50%); background: #fde68a; color: #1f2937; padding: 3px 12px; border-radius: 6px;
+  font-size: 15px; font-weight: 600; white-space: nowrap; }}
+"""
+
 CSS += """
+/* A text drawn only after a view (its numbers, a note): hidden while empty, so a tab that has not
+   drawn it yet shows no gaps between its controls and figures. */
+.pg-hide-empty:has(span.md:empty) { display: none !important; }
 /* The Inside tab's messages sit under their controls: an empty one takes no room between them. */
-:is(#pg-inside-msg, #pg-lens-msg, #pg-dla-msg, #pg-dla-pick-msg, #pg-maths-msg, #pg-intervene-msg,
+:is(#pg-inside-msg, #pg-lens-msg, #pg-lens-plot-msg, #pg-dla-msg, #pg-dla-pick-msg, #pg-maths-msg, #pg-intervene-msg,
     #pg-sweep-msg):not(:has(.pg-msg)) { display: none !important; }
 """

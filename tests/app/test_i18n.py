@@ -141,7 +141,7 @@ def test_switching_the_page_language_redraws_every_server_text():
     def switch(prefs_json):
         """The header, then the redraws the tabs register (in the page, chained after it)."""
         header = prefs.apply_prefs(prefs_json, state, train_state)
-        titles = prefs.tab_titles(state, ["model", "generate", "train"])
+        titles = tuple(prefs.tab_titles(common.lang_of(state), ["model", "generate", "train"]))
         model = model_tab.relabel(None, state, 3)
         gen = generate_tab.relabel(state, attention_view.VIEWS[0], 0, 0, True, None, attention_view.SPANS[0], 3)
         train = train_tab.relabel(state, train_state, "nano", 7, 1, train_tab.estimate_html("nano", 7, 1))
@@ -151,7 +151,7 @@ def test_switching_the_page_language_redraws_every_server_text():
     # The states change in place (an event returning them could undo a generation's run id).
     assert state["lang"] == train_state["lang"] == "zh-CN" and state["present"] is True
     assert state["run_id"] == run_id
-    assert [t["label"] for t in titles] == ["1 · 模型", "2 · 生成与注意力", "3 · 训练"]
+    assert list(titles) == ["1 · 模型", "2 · 生成与注意力", "3 · 训练"]
     assert "第 3 步" in gen.step_md and "完成" in gen.status
     assert not _english(out), _english(out)
     # And back: the English headers return.
@@ -349,21 +349,21 @@ def _numbers(outputs):
 
 def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run):
     from playground.ui import compare_tab as ct
-    from playground.ui import inside_tab as it
+    from playground.ui import inside_redraw as ir
     from playground.ui import redraw
 
     noop = lambda *a, **k: None  # noqa: E731
     page, other = SimpleNamespace(session_hash="page-1"), SimpleNamespace(session_hash="page-2")
     en = {**zh_run, "lang": "en"}
     drawn = {
-        "dla": it.remembering("dla")(page, en, None, ""),
-        "maths": it.remembering("maths")(page, en, 1, 0, None),
-        "intervene": it.remembering("intervene")(page, en, "0.1", "", "", 1.0, "", "", False, None),
+        "dla": ir.remembering("dla")(page, en, None, ""),
+        "maths": ir.remembering("maths")(page, en, 1, 0, None),
+        "intervene": ir.remembering("intervene")(page, en, "0.1", "", "", 1.0, "", "", False, None),
     }
     drawn["maths"] = (pd.DataFrame(drawn["maths"][0]),) + tuple(drawn["maths"][1:])  # (English: bare rows)
     # A page that drew nothing gets nothing redrawn; the lens follows the run (it is always drawn).
-    assert all(_skipped(x) for x in it.redraw_views(other, zh_run, None, None)[5:-1])
-    out = it.redraw_views(page, zh_run, None, None)
+    assert all(_skipped(x) for x in ir.redraw_views(other, zh_run, None, None)[5:-1])
+    out = ir.redraw_views(page, zh_run, None, None)
     assert out[0].layout.title.text.startswith("Logit 透镜")
     dla, maths, intervene = out[5:8], out[8:11], out[11:15]
     assert all(_skipped(x) for x in out[15:18])  # dose and sweep were not drawn
@@ -379,13 +379,13 @@ def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run)
     assert bars[:3] == ["tok_emb", "pos_emb", "L0 注意力"] and bars[-2:] == ["final_norm 偏移", "最终 logit"]
     assert list(drawn["dla"][1].data[0].x)[2] == "L0 attn"  # English as before
     # The sweep is drawn from its numbers (not measured again); its message is the one shown last.
-    swept = it.remembering("sweep")(page, en, progress=noop)
+    swept = ir.remembering("sweep")(page, en, progress=noop)
     assert redraw.order(page, ["inside_dla", "inside_sweep"])[-1] == "inside_sweep"
-    again = it.redraw_views(page, zh_run, None, None)
+    again = ir.redraw_views(page, zh_run, None, None)
     assert _numbers(again[16:18]) == _numbers(swept[:2]) and "依次把每个头置零" in again[17]
     assert again[16].layout.yaxis.ticktext[0] == "第 0 层" and again[16].layout.xaxis.title.text == "头"
     # And back to English: the first drawing again.
-    back = it.redraw_views(page, en, None, None)
+    back = ir.redraw_views(page, en, None, None)
     assert back[7] == drawn["dla"][2] and list(back[8].columns)[0] == "key position"
 
     # Score & compare: model B, A and B scores, both streams, a receipt, an export and its replay.

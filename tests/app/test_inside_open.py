@@ -11,7 +11,7 @@ from playground import PRESETS
 from playground.server.recipes import random_recipe
 from playground.ui import common, generate_tab, redraw
 from playground.ui import inside_open as io
-from playground.ui import inside_tab as it
+from playground.ui import inside_redraw as ir
 from playground.ui.common import session_model, session_run
 
 NANO = PRESETS["nano"]
@@ -40,7 +40,7 @@ def test_a_new_run_clears_the_last_runs_views_and_forgets_them(two_runs):
     assert opened.seen_run == session_run(first).id and opened.msg == "" and opened.lens_msg == ""
     model, run = session_model(first), session_run(first)
     assert (opened.lens_layer, opened.lens_pos) == (model.cfg.n_layers, len(run.token_ids) - 1)
-    it.remembering("dla")(page, first, None, "")
+    ir.remembering("dla")(page, first, None, "")
     assert redraw.order(page, ["inside_dla"]) == ["inside_dla"]
     # The same run again: the views stay (nothing of theirs is sent).
     again = io.open_tab(first, opened.seen_run, None, None, None, 40, request=page)
@@ -52,8 +52,8 @@ def test_a_new_run_clears_the_last_runs_views_and_forgets_them(two_runs):
     assert {f: getattr(new, f) for f in io.STALE} == io.STALE
     assert isinstance(new.m_table, pd.DataFrame) and len(new.m_table) == 0
     assert list(new.m_table.columns) == io.MATHS_SYMBOLS
-    assert redraw.order(page, ["inside_" + k for k in it.VIEWS]) == []
-    assert all(_skipped(x) for x in it.redraw_views(page, {**second, "lang": "zh-CN"}, None, None)[5:-1])
+    assert redraw.order(page, ["inside_" + k for k in ir.VIEWS]) == []
+    assert all(_skipped(x) for x in ir.redraw_views(page, {**second, "lang": "zh-CN"}, None, None)[5:-1])
 
 
 def test_no_run_is_said_at_the_tabs_top_and_clears_what_was_shown(two_runs):

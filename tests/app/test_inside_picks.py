@@ -125,3 +125,33 @@ def test_the_page_script_names_every_picker():
     js = read_pick("pg-lens", x_at=3, y_at=2)
     assert '["pg-lens"]' in js and "a[3] = p.x" in js and "a[2] = p.y" in js
     assert with_page_js("() => { a(); }", "() => { b(); }").count("})();") == 2
+
+
+def test_the_lens_cell_reuses_the_lens_views_forward_until_the_run_changes(monkeypatch):
+    """The lens view's cell is read from the rows its lens just read (no forward of its own); a
+    cell outside that window, or of the session's next run, is computed for itself."""
+    from playground.ui import inside_data
+
+    state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=0)}
+    prompt = "Hello there, how are you today my friend, and what"
+    state = list(generate_tab.generate_tokens(state, prompt, 0.8, 40, 1.0, 30, 1, False))[-1][0]
+    model, ids = session_model(state), session_run(state).window(NANO.context_length)[1]
+    assert len(ids) > 32
+    real, calls = lenses.lens_cell, []
+    monkeypatch.setattr(
+        lenses, "lens_cell", lambda m, i, layer, p, **k: calls.append((layer, p)) or real(m, i, layer, p)
+    )
+    pos = len(ids) - 5  # inside the lens' window (its last 32 positions)
+    bars = it.lens_view(state, None, 2, pos, 32).cell_plot
+    assert calls == []
+    want = real(model, ids, 2, pos)
+    assert list(bars.data[0].x) == pytest.approx([p for _, p in want["top"]], abs=1e-6)
+    assert inside_data.lens_cell_data(state, 1, 0)["top"][0][0] == real(model, ids, 1, 0)["top"][0][0]
+    assert calls == [(1, 0)]  # position 0 is not in the window the lens read
+    # The next run of the same session: the rows of the last one are not used for it.
+    state = list(generate_tab.generate_tokens(state, prompt + " is", 0.8, 40, 1.0, 30, 2, False))[-1][0]
+    new_ids = session_run(state).window(NANO.context_length)[1]
+    calls.clear()
+    cell = inside_data.lens_cell_data(state, 2, pos)
+    assert calls == [(2, pos)]
+    assert [t for t, _, _ in cell["top"]] == [t for t, _ in real(model, new_ids, 2, pos)["top"]]

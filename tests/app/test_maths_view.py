@@ -51,3 +51,23 @@ def test_maths_at_the_last_position_has_no_masked_row(run_state):
     state, _, ids = run_state
     table, fig, _, msg = it.maths_view(state, 0, 0, len(ids) - 1)
     assert msg == "" and len(table) == len(ids) and list(fig.data[0].x) == list(range(len(ids)))
+
+
+@pytest.mark.parametrize("pos", [12, 19, 30, 60])
+def test_every_labelled_key_shows_in_both_languages_on_a_projector(run_state, pos):
+    """A short row of keys is labelled key by key (no gap that reads as a missing key); a long one
+    names its top keys and the query. Presenter mode, English or 中文, keeps every one of them."""
+    state, _, _ = run_state
+    shown = {}
+    for lang in ("en", "zh-CN"):
+        for present in (False, True):
+            _, fig, _, msg = it.maths_view({**state, "lang": lang, "present": present}, 1, 2, pos)
+            assert msg == ""
+            shown[lang, present] = (list(fig.layout.xaxis2.tickvals), list(fig.layout.xaxis2.ticktext))
+    ticks, text = shown["en", False]
+    assert all(v == (ticks, text) for v in shown.values()), shown
+    if pos + 1 <= 20:
+        assert ticks == list(range(pos + 1))
+    else:
+        assert len(ticks) == 13 and ticks[-1] == pos
+    assert [t.split("·")[0] for t in text] == [str(k) for k in ticks]

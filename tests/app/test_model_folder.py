@@ -78,3 +78,20 @@ def test_a_folder_outside_the_allowed_dirs_is_refused(tmp_path, monkeypatch):
 def test_a_hub_name_that_is_no_path_is_still_an_unknown_hub_model():
     out = model_tab.build_model(common.new_state(), "hub", 0, "gpt5", None, "float32", *fields())
     assert "Unknown hub model &#x27;gpt5&#x27;" in out[1]
+
+
+def test_a_failed_build_puts_the_tying_text_back_to_the_model_still_loaded(monkeypatch):
+    """GPT-2 small from the hub while offline: the build fails, the bundled model stays, and the
+    weight-tying text (previewed for GPT-2 small's d=768 when its preset was picked) describes the
+    bundled model again, as the form does."""
+    from playground.server.model_views import tying_explanation
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", "/nonexistent-hf-home")
+    state = common.new_state()
+    small = model_tab.preset_fields("gpt2-small", state)
+    assert "d=768" in small.tying_md
+    out = model_switch.Switch(*model_tab.build_model(state, "hub", 0, "gpt2", None, "float32", *small[:-1]))
+    assert "Still loaded" in out.message
+    kept = common.session_model(state)
+    assert out.tying_md == tying_explanation(kept.cfg, "en") and f"d={kept.cfg.emb_dim}" in out.tying_md

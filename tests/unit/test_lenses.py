@@ -237,3 +237,21 @@ def test_a_stop_ends_the_dose_curve_before_its_next_block():
     blocks = len(calls)
     said.append(True)
     assert list(steps) == [] and len(calls) == blocks and len(first["alphas"]) == 4
+
+
+def test_a_cell_read_from_the_lens_rows_equals_its_own_forward(tiny, ids):
+    """The rows a lens window read give each of its cells the numbers lens_cell's own forward gives
+    (the Inside tab draws the cell from the lens view's rows), and the lens itself is unchanged."""
+    first, stop = 4, 12
+    lens, rows = lenses.logit_lens_rows(tiny, ids, first=first, stop=stop)
+    assert lens == lenses.logit_lens(tiny, ids, first=first, stop=stop)
+    assert rows.shape == (tiny.cfg.n_layers + 1, stop - first, tiny.cfg.emb_dim)
+    for layer, p in [(0, 4), (2, 7), (tiny.cfg.n_layers, 11)]:
+        got = lenses.cell_from_rows(tiny, rows[layer, p - first], rows[-1, p - first], layer, p)
+        want = lenses.lens_cell(tiny, ids, layer, p)
+        assert [t for t, _ in got["top"]] == [t for t, _ in want["top"]]
+        assert [q for _, q in got["top"]] == pytest.approx([q for _, q in want["top"]], abs=1e-6)
+        assert got["kl_to_final_nats"] == pytest.approx(want["kl_to_final_nats"], abs=1e-5)
+        assert (got["layer"], got["position"]) == (layer, p)
+    # the last layer's cell is the model's own prediction: KL to itself is 0
+    assert lenses.cell_from_rows(tiny, rows[-1, 0], rows[-1, 0], 3, first)["kl_to_final_nats"] == 0.0
