@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.engine.config import GPTConfig
-from playground.engine.decode_paths import is_in_out
+from playground.engine.decode_paths import is_in_out, one_row_linear
 
 
 def causal_mask(q_len: int, k_len: int, device=None) -> torch.Tensor:
@@ -78,6 +78,7 @@ class MultiHeadAttention(nn.Module):
 
     _stacked: tuple | None = None  # (version key, weight, bias): see stacked_qkv
     stack_qkv = False  # one product for Q, K and V when inferring: set by decode_paths.optimize_for_decode (measured)
+    qkv_compiled_threads: int | None = None  # that product on the compiled one-row kernel (measured; None: plain)
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -95,7 +96,7 @@ class MultiHeadAttention(nn.Module):
             # Inference: Q, K and V from one product with the three weights stacked -- one kernel
             # instead of three, where a measurement on this machine found it faster
             # (playground.runtime.kernels). Training uses the three modules as written below.
-            qkv = F.linear(x, *self.stacked_qkv())  # (B, T, 3 * emb_dim)
+            qkv = one_row_linear(x, *self.stacked_qkv(), self.qkv_compiled_threads)  # (B, T, 3 * emb_dim)
             q, k, v = qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
             return q, k, v
         q = self.W_query(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
@@ -114,14 +115,17 @@ class MultiHeadAttention(nn.Module):
             with torch.no_grad():
                 weight = torch.cat([m.weight for m in linears])
                 bias = torch.cat([m.bias for m in linears]) if self.W_query.bias is not None else None
-                if is_in_out(self.W_query.weight):  # the memory order measured fastest for these products
+                if is_in_out(self.W_query.weight) and self.qkv_compiled_threads is None:
+                    # the memory order measured fastest for the plain product (the compiled one reads (out, in))
                     weight = weight.t().contiguous().t()
             self._stacked = (key, weight, bias)
         return self._stacked[1], self._stacked[2]
 
-    def set_stacked_qkv(self, on: bool) -> None:
-        """Whether inference computes Q, K and V by one product with the three weights stacked."""
+    def set_stacked_qkv(self, on: bool, compiled_threads: int | None = None) -> None:
+        """Whether inference computes Q, K and V by one product with the three weights stacked, and
+        on how many threads of the compiled one-row kernel (None: the plain product)."""
         self.stack_qkv = on
+        self.qkv_compiled_threads = compiled_threads if on else None
         self._stacked = None
 
     def _apply(self, fn, recurse=True):

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from playground.runtime import native_gemv
+
 WORKING_SET_BYTES = 64 * 2**20  # > the last-level cache of the CPUs we met (32 MB): weights stream from RAM
 REPS = 7
 MIN_REPS = 3
@@ -262,4 +264,50 @@ def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -
         f"{name} Q/K/V projections d={emb_dim}",
         candidates,
         label=("qkv", {"dtype": name, "d": emb_dim}),
+    )
+
+
+COMPILED_CANDIDATES = ("compiled", "compiled_1_thread")  # the kernel of native_gemv, on every thread or one
+
+
+def compiled_threads(choice: Choice | None) -> int | None:
+    """The threads a ``one_row_kernel`` decision runs the compiled kernel on: 0 for all of the calling
+    thread's (torch.get_num_threads at the call), 1 for one, None for the plain product."""
+    winner = choice.winner if choice is not None else ""
+    return {"compiled": 0, "compiled_1_thread": 1}.get(winner)
+
+
+def one_row_kernel(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Choice | None:
+    """The plain product (``F.linear`` on the weight layout ``weight_layout`` chose) or the compiled
+    one-row kernel (native_gemv: W stored (out, in), rows split over torch's threads, or on one
+    thread: on a CPU shared with other work, waking a second thread for every product can cost
+    more than it brings). None when the compiled kernel is unavailable here (no compiler, a failed
+    build or check) or does not handle ``dtype``, and under PLAYGROUND_KERNELS=default (nothing is
+    built then): the plain product runs, undecided."""
+    if dtype not in native_gemv.DTYPES or not measuring_enabled() or not native_gemv.available():
+        return None
+    n = copies(shape, dtype, count)
+
+    def candidates() -> Candidates:
+        plain_in_out = weight_layout(shape, dtype, count).winner == "in_out"
+        kernel = _kernel_for(dtype)
+        x = torch.randn(1, shape[1], generator=_probe_generator()).to(dtype)
+        plain = matrices(shape, dtype, n, in_out=plain_in_out)
+        rows = matrices(shape, dtype, n, in_out=False)
+
+        def compiled(threads: int):
+            for w in rows:
+                native_gemv.linear(x, w, None, threads)
+
+        out: Candidates = {"aten": lambda: _gemv_pass(x, plain, kernel), "compiled": lambda: compiled(0)}
+        if torch.get_num_threads() > 1:
+            out["compiled_1_thread"] = lambda: compiled(1)
+        return out
+
+    name = str(dtype).replace("torch.", "")
+    return choose(
+        ("one-row kernel", tuple(shape), dtype, n),
+        f"{name} one-row kernel {tuple(shape)}",
+        candidates,
+        label=("kernel", {"dtype": name, "shape": tuple(shape)}),
     )
