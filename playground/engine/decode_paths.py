@@ -125,7 +125,7 @@ def is_in_out(w: torch.Tensor) -> bool:
     return w.dim() == 2 and w.stride() == (1, w.size(0)) and not w.is_contiguous()
 
 
-def optimize_for_decode(model: nn.Module) -> nn.Module:
+def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Module:
     """Apply this machine's measured decode choices to ``model`` (in place; returned for chaining).
 
     - Every weight matrix is stored in the memory order its one-row product reads fastest: on one
@@ -135,10 +135,13 @@ def optimize_for_decode(model: nn.Module) -> nn.Module:
       against F.linear) measured faster than the plain product for a weight shape, that shape's
       one-row products run on it, with the weight stored [out, in], the order it reads.
     - Q, K and V come from one stacked product where that measured faster.
-    - The one-row bfloat16 kernel and the readout's many-row product are decided now, not in a request.
+    - The one-row bfloat16 kernel, the readout's many-row product and the sampler's threads are
+      decided now, not in a request.
 
     Call it again after a dtype or device conversion: the best layout depends on the dtype.
+    ``compiled_kernel=False`` keeps every product plain (bench's same-run comparison).
     """
+    decide_kernel = kernels.one_row_kernel if compiled_kernel else lambda *a: None
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     params = {id(m.weight): m.weight for m in linears}
     shapes = collections.Counter(tuple(w.shape) for w in params.values())
@@ -148,7 +151,7 @@ def optimize_for_decode(model: nn.Module) -> nn.Module:
             continue  # meta tensors have nothing to time; other devices have their own libraries
         shape, count = tuple(w.shape), shapes[tuple(w.shape)]
         want_in_out = kernels.weight_layout(shape, w.dtype, count).winner == "in_out"
-        compiled[id(w)] = kernels.compiled_threads(kernels.one_row_kernel((shape[0], shape[1]), w.dtype, count))
+        compiled[id(w)] = kernels.compiled_threads(decide_kernel((shape[0], shape[1]), w.dtype, count))
         want_in_out = want_in_out and compiled[id(w)] is None
         if want_in_out != is_in_out(w):
             with torch.no_grad():
@@ -166,13 +169,14 @@ def optimize_for_decode(model: nn.Module) -> nn.Module:
             and kernels.stacked_qkv(w.size(1), w.dtype, is_in_out(w), len(attention)).winner == "stacked"
         )
         d = w.size(1)
-        threads = (
-            kernels.compiled_threads(kernels.one_row_kernel((3 * d, d), w.dtype, len(attention))) if stacked else None
-        )
+        threads = kernels.compiled_threads(decide_kernel((3 * d, d), w.dtype, len(attention))) if stacked else None
         m.set_stacked_qkv(stacked, threads)
     dtype, device = getattr(model, "dtype", None), getattr(model, "device", None)
     if dtype == torch.bfloat16 and device is not None and device.type == "cpu":
         kernels.one_row_bfloat16_kernel()  # the forward's switch reads this decision (an int8 model's too)
+    vocab = getattr(getattr(model, "cfg", None), "vocab_size", None)
+    if device is not None and device.type == "cpu" and isinstance(vocab, int):
+        kernels.vocabulary_threads(vocab)  # the sampler reads this decision each step
     head = getattr(model, "out_head", None)
     if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
         many_row_product(head.weight.detach().t())  # readout's product

@@ -435,6 +435,7 @@ EN = {
     "kn_int8dyn": "int8 weights × int8 activations (per row, {dtype} between) {shape}",
     "kn_rows": "float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane(s)",
     "kn_kernel": "{dtype} one-row kernel {shape}",
+    "kn_vocab": "threads for one row of {vocab} logits (the sampler)",
     "kn_path": "**Decode path:** one token at a time through the model as written (eager PyTorch), on the choices below; a `torch.compile`d step measured slower and is not used (docs/benchmarks.md).",
     "kn_native_ready": "**Compiled one-row kernel:** built on this machine by {compiler} ({bits}-bit vectors) and checked against PyTorch's product; a weight shape uses it only where it measured faster (the “one-row kernel” rows).",
     "kn_native_off": "**Compiled one-row kernel:** switched off (`PLAYGROUND_NATIVE_GEMV=off`); every product is PyTorch's.",
@@ -451,6 +452,8 @@ EN = {
     "kn_cand_dequantize": "dequantize",
     "kn_cand_compiled": "compiled",
     "kn_cand_compiled_1_thread": "compiled_1_thread",
+    "kn_cand_all": "all",
+    "kn_cand_one": "one",
     # Inside tab: clicking a heatmap cell (issue 11)
     "inside_click_lens": "**Click a cell** to see the top-10 at that layer and position and the KL divergence to the final layer (or type its layer and position above and press Enter).",
     "inside_click_head": "**Click a head's cell** to step through its attention maths at this position and pick it for the dose–response in Interventions; click an MLP cell to put its layer in “Skip MLPs”.",

@@ -425,6 +425,7 @@ ZH = {
     "kn_int8dyn": "int8 权重 × int8 激活（逐行，其余为 {dtype}）{shape}",
     "kn_rows": "float32 多行乘积 (64, {d})·({d}, V)，numpy 分 {lanes} 路并行",
     "kn_kernel": "{dtype} 单行乘积内核 {shape}",
+    "kn_vocab": "采样器处理一行 {vocab} 个 logit 时用的线程数",
     "kn_path": "**解码路径：**按模型原本的写法逐个生成词元（PyTorch 即时执行），采用下表中的选择；用 `torch.compile` 编译的整步实测更慢，未采用（见 docs/benchmarks.md）。",
     "kn_native_ready": "**本机编译的单行乘积内核：**已在本机用 {compiler} 编译（{bits} 位向量），并与 PyTorch 的乘积核对过结果；只有实测更快的权重形状才使用它（见表中“单行乘积内核”各行）。",
     "kn_native_off": "**本机编译的单行乘积内核：**已关闭（`PLAYGROUND_NATIVE_GEMV=off`）；所有乘积都由 PyTorch 计算。",
@@ -441,6 +442,8 @@ ZH = {
     "kn_cand_dequantize": "先反量化（dequantize）",
     "kn_cand_compiled": "本机编译（compiled）",
     "kn_cand_compiled_1_thread": "本机编译、单线程（compiled_1_thread）",
+    "kn_cand_all": "全部线程（all）",
+    "kn_cand_one": "单线程（one）",
     # Inside tab: clicking a heatmap cell (issue 11)
     "inside_click_lens": "**点击一个单元格**，查看该层、该位置的前 10 名以及与最终层分布的 KL 散度（也可以在上方输入层和位置后按回车）。",
     "inside_click_head": "**点击某个注意力头的单元格**，逐步查看它在这个位置的注意力计算，并在“干预”中选中它做剂量-响应；点击 MLP 单元格，把该层填入“跳过 MLP”。",

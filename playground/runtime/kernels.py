@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from playground.runtime import native_gemv
+from playground.runtime.threads import torch_threads
 
 WORKING_SET_BYTES = 64 * 2**20  # > the last-level cache of the CPUs we met (32 MB): weights stream from RAM
 REPS = 7
@@ -311,3 +312,43 @@ def one_row_kernel(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Ch
         candidates,
         label=("kernel", {"dtype": name, "shape": tuple(shape)}),
     )
+
+
+def vocabulary_threads(vocab: int) -> Choice | None:
+    """All of torch's threads or one for a decode step's work on one row of ``vocab`` logits (a
+    softmax, a top-k, a few reductions: the sampler's). Each operation is short, so a second thread
+    saves microseconds when it is awake and costs milliseconds when the CPU is busy with other work
+    and the thread must wait its turn to wake. None with one thread: nothing to choose."""
+    if torch.get_num_threads() < 2:
+        return None
+
+    def candidates() -> Candidates:
+        logits = torch.randn(vocab, generator=_probe_generator()) * 3
+
+        def work():
+            for _ in range(4):
+                p = torch.softmax(logits, dim=-1)
+                bool(torch.isfinite(logits).all())
+                torch.topk(p, 10)
+                float(torch.special.entr(p).sum())
+                int((p > p[0]).sum())
+
+        def one():
+            with torch_threads(1):
+                work()
+
+        return {"all": work, "one": one}
+
+    return choose(
+        ("vocabulary threads", vocab),
+        f"threads for one row of {vocab} logits (the sampler)",
+        candidates,
+        label=("vocab", {"vocab": vocab}),
+    )
+
+
+def vocabulary_threads_decided(vocab: int) -> int | None:
+    """1 if ``vocabulary_threads`` chose one thread (for the calling thread's thread count), else
+    None (all threads, or not decided); never measures: what a decode step asks."""
+    choice = decided(("vocabulary threads", vocab))
+    return 1 if choice is not None and choice.winner == "one" else None
