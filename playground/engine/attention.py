@@ -15,6 +15,8 @@ import torch.nn.functional as F
 
 from playground.engine.config import GPTConfig
 from playground.engine.decode_paths import is_in_out, one_row_linear
+from playground.runtime import kernels
+from playground.runtime.threads import torch_threads
 
 
 def causal_mask(q_len: int, k_len: int, device=None) -> torch.Tensor:
@@ -59,17 +61,27 @@ class AttentionTrace:
 def attend(q, k, v, dropout_p: float) -> torch.Tensor:
     """The fast path: fused scaled-dot-product attention with the causal mask for Tq <= Tk."""
     q_len, k_len = q.size(-2), k.size(-2)
-    if q_len == 1:  # one new token sees every cached position
-        if q.dtype != torch.float32 and q.device.type == "cpu":
-            # The CPU kernel for a single low-precision query is slow (bfloat16, 1024 keys: ~4x
-            # the time of float32 on upcast copies); float32 is also the more exact of the two.
-            out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), dropout_p=dropout_p)
-            return out.to(q.dtype)
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    if q_len == 1:
+        # A few microseconds of work a layer: on one thread where that measured faster here.
+        threads = kernels.one_query_attention_threads_decided(q.size(1), q.size(-1)) if q.device.type == "cpu" else None
+        if threads is None:
+            return _attend_one_query(q, k, v, dropout_p)
+        with torch_threads(threads):
+            return _attend_one_query(q, k, v, dropout_p)
     if q_len == k_len:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
     allowed = ~causal_mask(q_len, k_len, q.device)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)
+
+
+def _attend_one_query(q, k, v, dropout_p: float) -> torch.Tensor:
+    """One new token sees every cached position: no mask."""
+    if q.dtype != torch.float32 and q.device.type == "cpu":
+        # The CPU kernel for a single low-precision query is slow (bfloat16, 1024 keys: ~4x
+        # the time of float32 on upcast copies); float32 is also the more exact of the two.
+        out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), dropout_p=dropout_p)
+        return out.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
 
 
 class MultiHeadAttention(nn.Module):

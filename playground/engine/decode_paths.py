@@ -135,8 +135,8 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
       against F.linear) measured faster than the plain product for a weight shape, that shape's
       one-row products run on it, with the weight stored [out, in], the order it reads.
     - Q, K and V come from one stacked product where that measured faster.
-    - The one-row bfloat16 kernel, the readout's many-row product and the sampler's threads are
-      decided now, not in a request.
+    - The one-row bfloat16 kernel, the readout's many-row product, and the threads of the sampler
+      and of one query's attention are decided now, not in a request.
 
     Call it again after a dtype or device conversion: the best layout depends on the dtype.
     ``compiled_kernel=False`` keeps every product plain (bench's same-run comparison).
@@ -174,9 +174,10 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
     dtype, device = getattr(model, "dtype", None), getattr(model, "device", None)
     if dtype == torch.bfloat16 and device is not None and device.type == "cpu":
         kernels.one_row_bfloat16_kernel()  # the forward's switch reads this decision (an int8 model's too)
-    vocab = getattr(getattr(model, "cfg", None), "vocab_size", None)
-    if device is not None and device.type == "cpu" and isinstance(vocab, int):
-        kernels.vocabulary_threads(vocab)  # the sampler reads this decision each step
+    cfg = getattr(model, "cfg", None)
+    if device is not None and device.type == "cpu" and cfg is not None:
+        kernels.vocabulary_threads(cfg.vocab_size)  # the sampler reads this decision each step
+        kernels.one_query_attention_threads(cfg.n_heads, cfg.head_dim)  # attention.attend reads it for one query
     head = getattr(model, "out_head", None)
     if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
         many_row_product(head.weight.detach().t())  # readout's product

@@ -436,6 +436,7 @@ EN = {
     "kn_rows": "float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane(s)",
     "kn_kernel": "{dtype} one-row kernel {shape}",
     "kn_vocab": "threads for one row of {vocab} logits (the sampler)",
+    "kn_attn": "threads for one query's attention ({heads} heads of {hd}, {keys} keys)",
     "kn_path": "**Decode path:** one token at a time through the model as written (eager PyTorch), on the choices below; a `torch.compile`d step measured slower and is not used (docs/benchmarks.md).",
     "kn_native_ready": "**Compiled one-row kernel:** built on this machine by {compiler} ({bits}-bit vectors) and checked against PyTorch's product; a weight shape uses it only where it measured faster (the “one-row kernel” rows).",
     "kn_native_off": "**Compiled one-row kernel:** switched off (`PLAYGROUND_NATIVE_GEMV=off`); every product is PyTorch's.",

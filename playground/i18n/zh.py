@@ -426,6 +426,7 @@ ZH = {
     "kn_rows": "float32 多行乘积 (64, {d})·({d}, V)，numpy 分 {lanes} 路并行",
     "kn_kernel": "{dtype} 单行乘积内核 {shape}",
     "kn_vocab": "采样器处理一行 {vocab} 个 logit 时用的线程数",
+    "kn_attn": "单个查询的注意力所用线程数（{heads} 个头，每头 {hd} 维，{keys} 个键）",
     "kn_path": "**解码路径：**按模型原本的写法逐个生成词元（PyTorch 即时执行），采用下表中的选择；用 `torch.compile` 编译的整步实测更慢，未采用（见 docs/benchmarks.md）。",
     "kn_native_ready": "**本机编译的单行乘积内核：**已在本机用 {compiler} 编译（{bits} 位向量），并与 PyTorch 的乘积核对过结果；只有实测更快的权重形状才使用它（见表中“单行乘积内核”各行）。",
     "kn_native_off": "**本机编译的单行乘积内核：**已关闭（`PLAYGROUND_NATIVE_GEMV=off`）；所有乘积都由 PyTorch 计算。",

@@ -352,3 +352,44 @@ def vocabulary_threads_decided(vocab: int) -> int | None:
     None (all threads, or not decided); never measures: what a decode step asks."""
     choice = decided(("vocabulary threads", vocab))
     return 1 if choice is not None and choice.winner == "one" else None
+
+
+ATTENTION_KEYS = 256  # keys the one-query attention decision is timed on: a typical decode position
+
+
+def one_query_attention_threads(n_heads: int, head_dim: int) -> Choice | None:
+    """All of torch's threads or one for a decode step's attention (one query over the cached
+    keys, every head: a few microseconds of work per layer, for the same reason as
+    ``vocabulary_threads``). None with one thread: nothing to choose."""
+    if torch.get_num_threads() < 2:
+        return None
+
+    def candidates() -> Candidates:
+        gen = _probe_generator()
+        q = torch.randn(1, n_heads, 1, head_dim, generator=gen)
+        k = torch.randn(1, n_heads, ATTENTION_KEYS, head_dim, generator=gen)
+        v = torch.randn(1, n_heads, ATTENTION_KEYS, head_dim, generator=gen)
+
+        def work():
+            for _ in range(12):  # a GPT-2 small step's layers
+                F.scaled_dot_product_attention(q, k, v)
+
+        def one():
+            for _ in range(12):
+                with torch_threads(1):
+                    F.scaled_dot_product_attention(q, k, v)
+
+        return {"all": work, "one": one}
+
+    return choose(
+        ("one-query attention threads", n_heads, head_dim),
+        f"threads for one query's attention ({n_heads} heads of {head_dim}, {ATTENTION_KEYS} keys)",
+        candidates,
+        label=("attn", {"heads": n_heads, "hd": head_dim, "keys": ATTENTION_KEYS}),
+    )
+
+
+def one_query_attention_threads_decided(n_heads: int, head_dim: int) -> int | None:
+    """1 if ``one_query_attention_threads`` chose one thread (for the calling thread's count), else None."""
+    choice = decided(("one-query attention threads", n_heads, head_dim))
+    return 1 if choice is not None and choice.winner == "one" else None
