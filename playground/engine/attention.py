@@ -64,8 +64,6 @@ def attend(q, k, v, dropout_p: float) -> torch.Tensor:
     if q_len == 1:
         # A few microseconds of work a layer: on one thread where that measured faster here.
         threads = kernels.one_query_attention_threads_decided(q.size(1), q.size(-1)) if q.device.type == "cpu" else None
-        if threads is None:
-            return _attend_one_query(q, k, v, dropout_p)
         with torch_threads(threads):
             return _attend_one_query(q, k, v, dropout_p)
     if q_len == k_len:

@@ -281,7 +281,7 @@ class Generation:
         try:
             for index in range(self.max_new_tokens):
                 logits, attention = self._next_logits(seq, cache, window_start)
-                with torch_threads(threads or torch.get_num_threads()):
+                with torch_threads(threads):
                     step = self._choose(logits, gen, index, len(seq), window_start)
                 if attention is not None:
                     step.attention = attention

@@ -268,9 +268,6 @@ def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -
     )
 
 
-COMPILED_CANDIDATES = ("compiled", "compiled_1_thread")  # the kernel of native_gemv, on every thread or one
-
-
 def compiled_threads(choice: Choice | None) -> int | None:
     """The threads a ``one_row_kernel`` decision runs the compiled kernel on: 0 for all of the calling
     thread's (torch.get_num_threads at the call), 1 for one, None for the plain product."""

@@ -37,12 +37,13 @@ def as_background_work(nice: int = BACKGROUND_NICE, threads: int | None = None) 
 
 
 @contextlib.contextmanager
-def torch_threads(n: int):
-    """Within: the calling thread runs torch's operations on ``n`` intra-op threads (restored after).
-    For short work, such as the sampler's few operations on one row of logits, waking a second
-    thread can cost more than it saves: on a CPU shared with other processes, far more."""
+def torch_threads(n: int | None):
+    """Within: the calling thread runs torch's operations on ``n`` intra-op threads (restored after;
+    None changes nothing). For short work, such as the sampler's few operations on one row of
+    logits, waking a second thread can cost more than it saves: on a CPU shared with other
+    processes, far more."""
     before = torch.get_num_threads()
-    if n == before:
+    if n is None or n == before:
         yield
         return
     torch.set_num_threads(n)

@@ -2,6 +2,8 @@
 whenever it cannot be built or checked, and a model routed through it decodes as the plain one does.
 Which kernel is faster is the machine's business: nothing here asserts a time."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -149,6 +151,8 @@ def test_routing_back_to_the_plain_forward(monkeypatch):
     lin = nn.Linear(16, 8)
     use_compiled_kernel(lin, 1)
     assert compiled_kernel_threads(lin) == 1
+    twin = copy.deepcopy(lin)  # a trainer's snapshot: the copy routes its own weights
+    assert compiled_kernel_threads(twin) == 1 and twin.forward.__self__ is twin
     use_compiled_kernel(lin, None)
     assert compiled_kernel_threads(lin) is None and "forward" not in lin.__dict__
     x = torch.randn(1, 16)

@@ -35,6 +35,8 @@ def test_torch_threads_sets_and_restores():
     with torch_threads(before + 1):
         assert torch.get_num_threads() == before + 1
     assert torch.get_num_threads() == before
+    with torch_threads(None):
+        assert torch.get_num_threads() == before
 
 
 def test_vocabulary_threads_is_measured_only_with_threads_to_spare():
