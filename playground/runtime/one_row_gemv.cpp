@@ -90,6 +90,50 @@ inline void dot_rows(const W* w, const float* x, int64_t k, float* out) {
         for (int r = 0; r < R; ++r) out[r] += scalar(w + r * k + i) * x[i];
 }
 
+#if defined(__AVX512BF16__)
+// bfloat16 weights times bfloat16 activations, pairs multiplied and summed in float32 by the CPU's own
+// bfloat16 dot-product instruction: half the instructions of widening each weight to float32 first.
+template <int R>
+inline void dot_rows_bf16(const uint16_t* w, const uint16_t* x, int64_t k, float* out) {
+    int64_t i = 0;
+    __m512 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (; i + 64 <= k; i += 64) {
+        __m512bh x0 = (__m512bh)_mm512_loadu_si512(x + i), x1 = (__m512bh)_mm512_loadu_si512(x + i + 32);
+        for (int r = 0; r < R; ++r) {
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)_mm512_loadu_si512(w + r * k + i), x0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)_mm512_loadu_si512(w + r * k + i + 32), x1);
+        }
+    }
+    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+    for (; i < k; ++i)
+        for (int r = 0; r < R; ++r) out[r] += bf16_to_float(w[r * k + i]) * bf16_to_float(x[i]);
+}
+
+void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, float* y, int64_t n, int64_t k,
+                   int threads) {
+    auto block = [&](int64_t lo, int64_t hi) {
+        int64_t r = lo;
+        for (; r + ROWS <= hi; r += ROWS) dot_rows_bf16<ROWS>(w + r * k, x, k, y + r);
+        for (; r < hi; ++r) dot_rows_bf16<1>(w + r * k, x, k, y + r);
+        if (bias)
+            for (int64_t j = lo; j < hi; ++j) y[j] += bias[j];
+    };
+    if (threads <= 1) {
+        block(0, n);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t blocks = (n + ROWS - 1) / ROWS;
+        int64_t lo = blocks * t / nt * ROWS, hi = blocks * (t + 1) / nt * ROWS;
+        if (hi > n) hi = n;
+        if (lo < hi) block(lo, hi);
+    }
+}
+#endif
+
 template <typename W>
 inline void rows_block(const W* w, const float* x, const float* bias, int64_t k, int64_t lo, int64_t hi, float* y) {
     int64_t r = lo;
@@ -143,10 +187,17 @@ void pg_gemv_bf16(const uint16_t* x, const uint16_t* w, const uint16_t* bias, ui
     float* xf = scratch;
     float* yf = scratch + k;
     float* bf = bias ? scratch + k + n : nullptr;
+#if !defined(__AVX512BF16__)
     for (int64_t i = 0; i < k; ++i) xf[i] = bf16_to_float(x[i]);
+#endif
     if (bias)
         for (int64_t j = 0; j < n; ++j) bf[j] = bf16_to_float(bias[j]);
+#if defined(__AVX512BF16__)
+    (void)xf;  // the dot-product instruction reads x as it is
+    gemv_bf16_dot(w, x, bf, yf, n, k, threads);
+#else
     gemv(w, xf, bf, yf, n, k, threads);
+#endif
     for (int64_t j = 0; j < n; ++j) y[j] = float_to_bf16(yf[j]);
 }
 }
