@@ -22,7 +22,7 @@ from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
 from playground.runtime import kernels, native_gemv
 
-from .decode import products_seconds, prompt_ids, step_products
+from .decode import first_divergence, products_seconds, prompt_ids, step_products
 from .timing import median, step_times
 
 
@@ -92,7 +92,8 @@ def main(argv=None) -> int:
             flush=True,
         )
     print(
-        f"GPT-2 small {args.dtype}: greedy tokens identical: {tokens['plain'] == tokens['measured']}; "
+        f"GPT-2 small {args.dtype}: greedy tokens first differ at "
+        f"{first_divergence(tokens['plain'], tokens['measured'])} (None: identical); "
         f"1-minute load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
     )
     for name in variants:
