@@ -5,7 +5,9 @@
 // Decoding multiplies every weight matrix by a single row, so the only thing that matters is how
 // fast the weights stream from memory: each thread takes a contiguous block of output rows, reads
 // each weight row exactly once, front to back, four rows at a time (four streams for the hardware
-// prefetchers, and every load of x serves four rows), and allocates nothing.
+// prefetchers, and every load of x serves four rows), and allocates nothing. bfloat16 weights are
+// widened to float32 in registers, or, where the compiler targets AVX512-BF16, multiplied as they are by
+// the CPU's bfloat16 dot-product instruction (float32 sums either way).
 //
 // The OpenMP team is torch's own: the library links the libgomp that torch loaded, so its threads
 // are the ones ATen's kernels use and no second pool spins against them.
