@@ -9,6 +9,7 @@ bench/results/inside-latest.json."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from playground.runtime import kernels  # noqa: E402
+from playground.runtime import kernels, native_gemv  # noqa: E402
 
 from . import decode, load, memory, report, scoring, serving  # noqa: E402
 from .timing import median  # noqa: E402
@@ -142,6 +143,16 @@ def main(argv=None) -> int:
         {"decision": c.decision, "winner": c.winner, "seconds": c.seconds, "measured": c.measured}
         for c in kernels.measured()
     ]
+    status = native_gemv.status()
+    print(
+        f"Compiled one-row kernel: {status.reason}"
+        + (
+            f" ({status.compiler}, {status.vector_bits}-bit vectors, "
+            + (f"built in {status.build_seconds:.1f} s)" if status.build_seconds else "loaded from the cache)")
+            if status.available
+            else f" {status.detail}"
+        )
+    )
     print("Kernel choices measured on this machine (playground.runtime.kernels):")
     for c in kernels.measured():
         print("  " + c.summary())
@@ -162,6 +173,12 @@ def main(argv=None) -> int:
     result["decode_spread"] = {k: (min(v), max(v)) for k, v in dec.rates.items()}
     result["decode_rates"] = dec.rates
     result["decode_step_median_tok_s"] = dec.step_medians()
+    result["decode_outside_products_ms"] = dec.outside_products()
+    result["native_gemv"] = dataclasses.asdict(native_gemv.status())
+    if f"ours {decode.PLAIN_KERNELS}" in dec.tokens:
+        result["native_gemv"]["tokens_identical_to_plain"] = (
+            dec.tokens["ours float32"] == dec.tokens[f"ours {decode.PLAIN_KERNELS}"]
+        )
     result["decode_seconds"] = time.perf_counter() - t0
 
     print("bfloat16 vs float32 greedy agreement ...")

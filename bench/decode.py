@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 
-from playground.engine.decode_paths import optimize_for_decode
+from playground.engine.decode_paths import one_row_bfloat16_switch, optimize_for_decode
 from playground.engine.hf_hub import load_pretrained
 from playground.engine.quantize import model_bytes, quantize_int8
 from playground.engine.sampling import generate
+from playground.runtime import native_gemv
 
 from . import ct2, llamacpp, onnx_peer
 from .timing import copy_bandwidth, decode_rate, median, read_bandwidth, step_times
@@ -51,6 +52,9 @@ class Peers:
     keep_peers: object = None  # the temporary folder of the GGUF and ONNX files
 
 
+PLAIN_KERNELS = "float32, plain kernels"  # ours float32 without the compiled one-row kernel
+
+
 def peer_note(wanted: bool, flag: str, check) -> str | None:
     return check() if wanted else f"skipped ({flag})"
 
@@ -69,6 +73,9 @@ def build_peers(seed: int = 0, with_ct2: bool = True, with_llama: bool = True, w
             t0 = time.perf_counter()
             ours[dt] = optimize_for_decode(load_pretrained(hf_dir, dtype=dt, device="cpu"))  # measures its kernels
             seconds[f"ours {dt} (load + kernel measurements)"] = time.perf_counter() - t0
+        if native_gemv.status().available:  # the same weights on the plain products, for the same-run ratio
+            plain = load_pretrained(hf_dir, dtype="float32", device="cpu")
+            ours[PLAIN_KERNELS] = optimize_for_decode(plain, compiled_kernel=False)
         t0 = time.perf_counter()
         ours["int8"] = optimize_for_decode(quantize_int8(load_pretrained(hf_dir, dtype="bfloat16", device="cpu")))
         seconds["ours int8 (load + quantize + kernel measurements)"] = time.perf_counter() - t0
@@ -201,6 +208,39 @@ def run_rerun(model, prompt: list[int], n_new: int):
     return times, idx[0, len(prompt) :].tolist()
 
 
+def step_products(model):
+    """A function running every matrix product one decode step of ``model`` makes, each on one row
+    and through the model's own modules (so on the kernels and layouts its decode uses): each
+    block's Q/K/V, attention output and two MLP products, then the output head."""
+    d = model.cfg.emb_dim
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 1, d, generator=gen).to(model.dtype)
+    blocks = list(model.trf_blocks)
+    h = torch.randn(1, 1, blocks[0].ff.layers[2].in_features, generator=gen).to(model.dtype)
+
+    def run():
+        with torch.no_grad(), one_row_bfloat16_switch(model.dtype, model.device, 1):
+            for block in blocks:
+                block.att.project_qkv(x)
+                block.att.out_proj(x)
+                block.ff.layers[0](x)
+                block.ff.layers[2](h)
+            model.out_head(x)
+
+    return run
+
+
+def products_seconds(run, reps: int = 5) -> float:
+    """Median seconds of one pass of ``step_products``' function (after one warm-up pass)."""
+    run()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return median(times)
+
+
 # ----------------------------------------------------------------------------------------------
 
 
@@ -211,6 +251,7 @@ class DecodeResult:
     tokens: dict[str, list[int]] = field(default_factory=dict)  # variant -> greedy ids (last rep)
     copy_bw: list[float] = field(default_factory=list)  # bytes/s, measured once a round
     read_bw: list[float] = field(default_factory=list)
+    products: dict[str, list[float]] = field(default_factory=dict)  # variant -> seconds of its step's products alone
 
     def medians(self) -> dict[str, float]:
         return {name: median(r) for name, r in self.rates.items()}
@@ -220,6 +261,16 @@ class DecodeResult:
         work slow some steps 2x; this figure shows the speed of the undisturbed steps."""
         return {name: 1 / median(s) for name, s in self.steps.items()}
 
+    def outside_products(self) -> dict[str, dict[str, float]]:
+        """Per variant of ours: the median step, its matrix products timed alone (right after the
+        variant's run, in every round) and the difference -- the time a step spends outside the
+        products (attention, norms, the sampler, Python, threads waking), in milliseconds."""
+        out = {}
+        for name, seconds in self.products.items():
+            step, products = median(self.steps[name]), median(seconds)
+            out[name] = {"step_ms": 1e3 * step, "products_ms": 1e3 * products, "outside_ms": 1e3 * (step - products)}
+        return out
+
 
 def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=print) -> DecodeResult:
     """Every variant once per round, rounds repeated: a burst of load from other processes then
@@ -227,6 +278,11 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
     ours, hf = peers.ours, peers.hf
     variants = {
         "ours float32": lambda: run_ours(ours["float32"], prompt, n_new),
+        **(
+            {f"ours {PLAIN_KERNELS}": lambda: run_ours(ours[PLAIN_KERNELS], prompt, n_new)}
+            if PLAIN_KERNELS in ours
+            else {}
+        ),
         "ours float32 + attention": lambda: run_ours(ours["float32"], prompt, n_new, capture=True),
         "ours bfloat16": lambda: run_ours(ours["bfloat16"], prompt, n_new),
         "ours bfloat16 + attention": lambda: run_ours(ours["bfloat16"], prompt, n_new, capture=True),
@@ -253,6 +309,9 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
             run_rerun(ours["float32"], prompt, 4)
         else:
             fn()
+    products = {
+        f"ours {k}": step_products(m) for k, m in ours.items()
+    }  # variants with attention capture: same products
     result = DecodeResult()
     for rep in range(reps):
         # The bandwidth of a shared (virtual) machine drifts with its neighbours' load: measure it in
@@ -264,6 +323,8 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
             result.rates.setdefault(name, []).append(decode_rate(times))
             result.steps.setdefault(name, []).extend(step_times(times))
             result.tokens[name] = tokens
+            if name in products:
+                result.products.setdefault(name, []).append(products_seconds(products[name]))
         log(
             f"  round {rep + 1}/{reps}: copy {result.copy_bw[-1] / 1e9:.1f} GB/s, "
             + ", ".join(f"{n} {r[-1]:.1f}" for n, r in result.rates.items())

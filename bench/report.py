@@ -264,13 +264,45 @@ def bandwidth_line(r: dict) -> str:
     )
 
 
+def outside_lines(r: dict) -> list[str]:
+    """The time a decode step spends outside its matrix products, and the compiled kernel's part."""
+    lines = []
+    outside = r.get("decode_outside_products_ms", {})
+    if outside:
+        lines.append(
+            "Time outside the matrix products (median step − that step's products timed alone, same rounds): "
+            + "; ".join(
+                f"{name} {o['step_ms']:.1f} ms = {o['products_ms']:.1f} products + {o['outside_ms']:.1f} outside"
+                for name, o in outside.items()
+            )
+            + "."
+        )
+    native = r.get("native_gemv")
+    if native:
+        if native.get("available"):
+            d = r["decode_tok_s"]
+            a, b = d.get("ours float32"), d.get("ours float32, plain kernels")
+            same_run = (
+                f"; same run: ours float32 {a:.1f} tok/s against plain kernels {b:.1f} tok/s, {a / b:.2f}×"
+                if a and b
+                else ""
+            )
+            lines.append(
+                f"Compiled one-row kernel (`playground.runtime.native_gemv`): built by {native['compiler']}, "
+                f"{native['vector_bits'] or 'scalar'}-bit vectors, used where the kernel choices below say 'compiled'{same_run}."
+            )
+        else:
+            lines.append(f"Compiled one-row kernel: not used ({native.get('reason')}: {native.get('detail') or '—'}).")
+    return lines
+
+
 def table(r: dict) -> str:
     lines = [
         f"GPT-2 small, batch 1, {r['config']['prompt_tokens']}-token prompt, {r['config']['new_tokens']} new tokens, greedy; "
         f"median of {r['config']['reps']} rounds, {r['machine']['torch_threads']} threads",
         "",
     ] + decode_table(r)
-    lines += ["", bandwidth_line(r)] + class_lines(r)
+    lines += ["", bandwidth_line(r), *outside_lines(r)] + class_lines(r)
     load = r.get("under_training")
     if load:
         lines.append(load_line(load))
@@ -362,6 +394,8 @@ def docs_block(r: dict, short: bool = False) -> str:
         f"greedy, median of {c['reps']} rounds."
     )
     lines = [START, "", head, ""] + decode_table(r) + ["", bandwidth_line(r)]
+    if not short:
+        lines += [""] + outside_lines(r)
     if not short:
         lines += [""] + [f"- {line}" for line in class_lines(r)]
     if r.get("under_training"):

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from playground.runtime import native_gemv
+from playground.runtime.threads import torch_threads
+
 WORKING_SET_BYTES = 64 * 2**20  # > the last-level cache of the CPUs we met (32 MB): weights stream from RAM
 REPS = 7
 MIN_REPS = 3
@@ -263,3 +266,127 @@ def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -
         candidates,
         label=("qkv", {"dtype": name, "d": emb_dim}),
     )
+
+
+def compiled_threads(choice: Choice | None) -> int | None:
+    """The threads a ``one_row_kernel`` decision runs the compiled kernel on: 0 for all of the calling
+    thread's (torch.get_num_threads at the call), 1 for one, None for the plain product."""
+    winner = choice.winner if choice is not None else ""
+    return {"compiled": 0, "compiled_1_thread": 1}.get(winner)
+
+
+def one_row_kernel(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Choice | None:
+    """The plain product (``F.linear`` on the weight layout ``weight_layout`` chose) or the compiled
+    one-row kernel (native_gemv: W stored (out, in), rows split over torch's threads, or on one
+    thread: on a CPU shared with other work, waking a second thread for every product can cost
+    more than it brings). None when the compiled kernel is unavailable here (no compiler, a failed
+    build or check) or does not handle ``dtype``, and under PLAYGROUND_KERNELS=default (nothing is
+    built then): the plain product runs, undecided."""
+    if dtype not in native_gemv.DTYPES or not measuring_enabled() or not native_gemv.available():
+        return None
+    n = copies(shape, dtype, count)
+
+    def candidates() -> Candidates:
+        plain_in_out = weight_layout(shape, dtype, count).winner == "in_out"
+        kernel = _kernel_for(dtype)
+        x = torch.randn(1, shape[1], generator=_probe_generator()).to(dtype)
+        plain = matrices(shape, dtype, n, in_out=plain_in_out)
+        rows = matrices(shape, dtype, n, in_out=False)
+
+        def compiled(threads: int):
+            for w in rows:
+                native_gemv.linear(x, w, None, threads)
+
+        out: Candidates = {"aten": lambda: _gemv_pass(x, plain, kernel), "compiled": lambda: compiled(0)}
+        if torch.get_num_threads() > 1:
+            out["compiled_1_thread"] = lambda: compiled(1)
+        return out
+
+    name = str(dtype).replace("torch.", "")
+    return choose(
+        ("one-row kernel", tuple(shape), dtype, n),
+        f"{name} one-row kernel {tuple(shape)}",
+        candidates,
+        label=("kernel", {"dtype": name, "shape": tuple(shape)}),
+    )
+
+
+def vocabulary_threads(vocab: int) -> Choice | None:
+    """All of torch's threads or one for a decode step's work on one row of ``vocab`` logits (a
+    softmax, a top-k, a few reductions: the sampler's). Each operation is short, so a second thread
+    saves microseconds when it is awake and costs milliseconds when the CPU is busy with other work
+    and the thread must wait its turn to wake. None with one thread: nothing to choose."""
+    if torch.get_num_threads() < 2:
+        return None
+
+    def candidates() -> Candidates:
+        logits = torch.randn(vocab, generator=_probe_generator()) * 3
+
+        def work():
+            for _ in range(4):
+                p = torch.softmax(logits, dim=-1)
+                bool(torch.isfinite(logits).all())
+                torch.topk(p, 10)
+                float(torch.special.entr(p).sum())
+                int((p > p[0]).sum())
+
+        def one():
+            with torch_threads(1):
+                work()
+
+        return {"all": work, "one": one}
+
+    return choose(
+        ("vocabulary threads", vocab),
+        f"threads for one row of {vocab} logits (the sampler)",
+        candidates,
+        label=("vocab", {"vocab": vocab}),
+    )
+
+
+def vocabulary_threads_decided(vocab: int) -> int | None:
+    """1 if ``vocabulary_threads`` chose one thread (for the calling thread's thread count), else
+    None (all threads, or not decided); never measures: what a decode step asks."""
+    choice = decided(("vocabulary threads", vocab))
+    return 1 if choice is not None and choice.winner == "one" else None
+
+
+ATTENTION_KEYS = 256  # keys the one-query attention decision is timed on: a typical decode position
+
+
+def one_query_attention_threads(n_heads: int, head_dim: int) -> Choice | None:
+    """All of torch's threads or one for a decode step's attention (one query over the cached
+    keys, every head: a few microseconds of work per layer, for the same reason as
+    ``vocabulary_threads``). None with one thread: nothing to choose."""
+    if torch.get_num_threads() < 2:
+        return None
+
+    def candidates() -> Candidates:
+        gen = _probe_generator()
+        q = torch.randn(1, n_heads, 1, head_dim, generator=gen)
+        k = torch.randn(1, n_heads, ATTENTION_KEYS, head_dim, generator=gen)
+        v = torch.randn(1, n_heads, ATTENTION_KEYS, head_dim, generator=gen)
+
+        def work():
+            for _ in range(12):  # a GPT-2 small step's layers
+                F.scaled_dot_product_attention(q, k, v)
+
+        def one():
+            for _ in range(12):
+                with torch_threads(1):
+                    F.scaled_dot_product_attention(q, k, v)
+
+        return {"all": work, "one": one}
+
+    return choose(
+        ("one-query attention threads", n_heads, head_dim),
+        f"threads for one query's attention ({n_heads} heads of {head_dim}, {ATTENTION_KEYS} keys)",
+        candidates,
+        label=("attn", {"heads": n_heads, "hd": head_dim, "keys": ATTENTION_KEYS}),
+    )
+
+
+def one_query_attention_threads_decided(n_heads: int, head_dim: int) -> int | None:
+    """1 if ``one_query_attention_threads`` chose one thread (for the calling thread's count), else None."""
+    choice = decided(("one-query attention threads", n_heads, head_dim))
+    return 1 if choice is not None and choice.winner == "one" else None

@@ -6,10 +6,12 @@ came out at a fraction of their speed. ``as_background_work()``, called at the s
 thread, gives that thread (and the OpenMP workers it starts later, which inherit it) a lower
 scheduling priority, and one intra-op thread fewer than the process default. Both are per thread:
 generation keeps every core and the normal priority; training still uses whatever is idle.
+``torch_threads(n)`` runs short work on fewer threads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -32,3 +34,20 @@ def as_background_work(nice: int = BACKGROUND_NICE, threads: int | None = None) 
         except OSError:
             pass
     return {"threads": n, "nice": applied}
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """Within: the calling thread runs torch's operations on ``n`` intra-op threads (restored after;
+    None changes nothing). For short work, such as the sampler's few operations on one row of
+    logits, waking a second thread can cost more than it saves: on a CPU shared with other
+    processes, far more."""
+    before = torch.get_num_threads()
+    if n is None or n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -23,7 +23,7 @@ from playground.engine.config import (
 from playground.engine.hf_hub import HUB_MODELS
 from playground.i18n import EN
 from playground.inside.inspection import count_parameters
-from playground.runtime import kernels
+from playground.runtime import kernels, native_gemv
 from playground.server.files import discard_upload
 from playground.server.model_cache import CACHE
 from playground.server.model_views import tree_table, tying_explanation
@@ -111,12 +111,20 @@ def _candidate(name: str, lang: str) -> str:
     return tr(lang, "kn_cand_" + name) if "kn_cand_" + name in EN else name
 
 
+def decode_path_text(lang: str = "en") -> str:
+    """Which decode path runs, and what became of the compiled one-row kernel and why."""
+    status = native_gemv.status()
+    compiler = status.compiler.rsplit("/", 1)[-1]
+    native = tr(lang, "kn_native_" + status.reason, compiler=compiler, bits=status.vector_bits, detail=status.detail)
+    return tr(lang, "kn_path") + "\n\n" + native
+
+
 def kernels_table(lang: str = "en") -> str:
-    """Every kernel/layout decision this process made, with the figures it was made on."""
+    """The decode path, then every kernel/layout decision this process made, with the figures it was made on."""
     choices = kernels.measured()
     if not choices:
         return tr(lang, KERNEL_TEXT["none"])
-    rows = [tr(lang, KERNEL_TEXT["head"])]
+    rows = [decode_path_text(lang), "", tr(lang, KERNEL_TEXT["head"])]
     for c in choices:
         figures_ms = ", ".join(f"{_candidate(k, lang)} {v * 1e3:.2f} ms" for k, v in c.seconds.items()) or "—"
         rows.append(f"| {_decision(c, lang)} | **{_candidate(c.winner, lang)}** | {figures_ms} |")

@@ -120,6 +120,7 @@ def _force(monkeypatch, layout=None, stacked=None, gemv=None):
         monkeypatch.setattr(
             kernels, "weight_layout", lambda shape, dtype, count: kernels.Choice("f", layout, measured=False)
         )
+        monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
     if stacked is not None:
         monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("f", stacked, measured=False))
     if gemv is not None:
@@ -203,6 +204,7 @@ def test_relayout_after_a_dtype_change_asks_again(monkeypatch):
     )
     monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("f", "separate", measured=False))
     monkeypatch.setattr(kernels, "one_row_bfloat16_kernel", lambda *a: kernels.Choice("f", "onednn", measured=False))
+    monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)
     model = _model()
     assert ((64, 64), torch.float32, 8) in asked  # 4 square matrices a layer, 2 layers
     asked.clear()

@@ -49,6 +49,7 @@ def fixed_kernel_choices(monkeypatch):
     )
     monkeypatch.setattr(kernels, "one_row_bfloat16_kernel", lambda *a: fixed("aten"))
     monkeypatch.setattr(kernels, "one_row_bfloat16_decided", lambda: fixed("aten"))
+    monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
 
 
 def make_model(seed=0, std=0.1, dtype=torch.float32, **changes) -> GPTModel:

@@ -1,0 +1,110 @@
+"""``python -m bench.decode_paths_ab [float32|bfloat16]``: the plain decode path against the measured one, same process.
+
+"Plain": every product through PyTorch (``optimize_for_decode(..., compiled_kernel=False)``), the sampler and
+one query's attention on all threads. "Measured": the compiled one-row kernel where it measured faster, and
+the threads the decisions chose. Both decode GPT-2 small (random weights) greedily, alternating, every round;
+the output is each one's tok/s, its step split into the products timed alone and the time outside them, the
+per-round ratio and the load average -- the figures docs/benchmarks.md records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+
+import torch
+
+from playground.engine.config import PRESETS
+from playground.engine.decode_paths import optimize_for_decode
+from playground.engine.model import GPTModel
+from playground.engine.sampling import generate
+from playground.runtime import kernels, native_gemv
+
+from .decode import first_divergence, products_seconds, prompt_ids, step_products
+from .timing import median, step_times
+
+
+@contextlib.contextmanager
+def threads_decided(sampler: int | None, attention: int | None):
+    """Within: the sampler's and one query's attention's thread decisions read as given."""
+    saved = kernels.vocabulary_threads_decided, kernels.one_query_attention_threads_decided
+    kernels.vocabulary_threads_decided = lambda vocab: sampler  # type: ignore[assignment]
+    kernels.one_query_attention_threads_decided = lambda heads, hd: attention  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        kernels.vocabulary_threads_decided, kernels.one_query_attention_threads_decided = saved
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.decode_paths_ab", description=__doc__.splitlines()[0])
+    ap.add_argument("dtype", nargs="?", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--reps", type=int, default=6)
+    args = ap.parse_args(argv)
+    load_start = os.getloadavg()[0]
+    dtype = getattr(torch, args.dtype)
+    cfg = PRESETS["gpt2-small"]
+
+    def build(compiled: bool):
+        model = GPTModel(cfg, generator=torch.Generator().manual_seed(0)).eval().to(dtype)
+        return optimize_for_decode(model, compiled_kernel=compiled)
+
+    plain, measured = build(False), build(True)
+    status = native_gemv.status()
+    print(f"compiled one-row kernel: {status.reason} {status.detail}".rstrip())
+    for c in kernels.measured():
+        if "one-row" in c.decision or "threads for" in c.decision:
+            print("  " + c.summary())
+    chosen = (
+        kernels.vocabulary_threads_decided(cfg.vocab_size),
+        kernels.one_query_attention_threads_decided(cfg.n_heads, cfg.head_dim),
+    )
+    variants = {"plain": (plain, (None, None)), "measured": (measured, chosen)}
+    prompt = prompt_ids(32)
+
+    def run(name):
+        model, threads = variants[name]
+        with threads_decided(*threads):
+            stamps, tokens = [], []
+            for step in generate(model, prompt, max_new_tokens=args.new_tokens, temperature=0):
+                stamps.append(time.perf_counter())
+                tokens.append(step.token_id)
+        return median(step_times(stamps)), tokens
+
+    products = {name: step_products(model) for name, (model, _) in variants.items()}
+    for name in variants:  # warm-up
+        run(name)
+    steps: dict[str, list[float]] = {n: [] for n in variants}
+    prods: dict[str, list[float]] = {n: [] for n in variants}
+    tokens = {}
+    for rep in range(args.reps):
+        for name in variants:
+            step, tokens[name] = run(name)
+            steps[name].append(step)
+            prods[name].append(products_seconds(products[name]))
+        print(
+            f"round {rep + 1}: "
+            + ", ".join(f"{n} {1 / steps[n][-1]:.1f} tok/s" for n in variants)
+            + f", load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    print(
+        f"GPT-2 small {args.dtype}: greedy tokens first differ at "
+        f"{first_divergence(tokens['plain'], tokens['measured'])} (None: identical); "
+        f"1-minute load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    )
+    for name in variants:
+        s, p = median(steps[name]), median(prods[name])
+        print(
+            f"  {name}: {1 / s:.1f} tok/s, step {s * 1e3:.1f} ms = products {p * 1e3:.1f} + outside {(s - p) * 1e3:.1f} ms"
+        )
+    ratios = [a / b for a, b in zip(steps["plain"], steps["measured"])]
+    print(f"  measured / plain, per round: {', '.join(f'{r:.2f}' for r in ratios)}; median {median(ratios):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

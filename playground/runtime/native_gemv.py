@@ -1,0 +1,227 @@
+"""A one-row matrix product compiled here (g++ -O3 -march=native) at first use; optional, checked, measured.
+
+Decoding multiplies every weight matrix by one row, so its speed is how fast the weights stream
+from memory. ATen's and oneDNN's one-row kernels stream at well under what the machine can (the
+peers in ``python -m bench`` show it); ``one_row_gemv.cpp`` reads each weight row once, split into
+one block of rows per thread of torch's own OpenMP team. It is built with the machine's C++
+compiler the first time a caller asks (a second or two: it includes no torch headers), cached
+under the user's cache folder by a hash of its source and flags, and loaded with ctypes.
+
+Nothing here is trusted blindly: ``available`` is False when there is no compiler, the build or the
+load fails, or the product differs from ``torch.nn.functional.linear`` on random inputs; callers
+then keep the plain path. Whether it is *used* is decided per weight shape by
+``kernels.one_row_kernel``, by timing it against the plain product on this machine.
+``PLAYGROUND_NATIVE_GEMV=off`` never builds it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+SOURCE = Path(__file__).with_name("one_row_gemv.cpp")
+FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-std=c++17"]
+DTYPES = (torch.float32, torch.bfloat16)
+BUILD_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class Status:
+    """What became of the compiled kernel in this process: as data a UI words in its own language."""
+
+    available: bool
+    reason: str  # "ready", "off", "no_compiler", "build_failed", "load_failed", "mismatch", "not_tried"
+    detail: str = ""  # the compiler's last line, the largest difference, ...
+    compiler: str = ""
+    vector_bits: int = 0  # 512 (AVX-512), 256 (AVX2 + FMA) or 0 (scalar)
+    build_seconds: float = 0.0  # 0 when the cached library was loaded
+    library: str = ""
+
+
+_LOCK = threading.Lock()
+_STATUS = Status(False, "not_tried")
+_LIB: ctypes.CDLL | None = None
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("PLAYGROUND_KERNEL_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpt-playground" / "kernels"
+
+
+def compiler() -> str | None:
+    """The C++ compiler: ``$CXX`` if set, else the first of g++, c++, clang++ on the PATH."""
+    names = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++", "clang++"]
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def torch_openmp() -> Path | None:
+    """The OpenMP runtime torch loaded (torch/lib/libgomp*.so*), linked by path so the kernel's
+    threads are torch's own team and not a second pool spinning on the same cores."""
+    lib = Path(torch.__file__).parent / "lib"
+    found = sorted(lib.glob("libgomp*.so*"))
+    return found[0] if found else None
+
+
+def _build(cxx: str) -> tuple[Path, float]:
+    source = SOURCE.read_text()
+    openmp = torch_openmp()
+    link = [str(openmp), f"-Wl,-rpath,{openmp.parent}"] if openmp else []
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+    key = hashlib.sha256("\0".join([source, cxx, version, *FLAGS, *link]).encode()).hexdigest()[:16]
+    target = cache_dir() / f"one_row_gemv-{key}.so"
+    if target.exists():
+        return target, 0.0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / target.name
+        done = subprocess.run(
+            [cxx, *FLAGS, str(SOURCE), "-o", str(out), *link], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+        )
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            raise RuntimeError(lines[-1] if lines else f"exit status {done.returncode}")
+        os.replace(out, target)  # atomic: another process building the same key sees a whole file or none
+    return target, time.perf_counter() - t0
+
+
+def _load(path: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(path))
+    p, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    lib.pg_vector_bits.restype = c_int
+    lib.pg_gemv_f32.argtypes = [p, p, p, p, i64, i64, c_int]
+    lib.pg_gemv_f32.restype = None
+    lib.pg_gemv_bf16.argtypes = [p, p, p, p, p, i64, i64, c_int]
+    lib.pg_gemv_bf16.restype = None
+    return lib
+
+
+def status() -> Status:
+    """What happened to the kernel so far (``not_tried`` until someone called ``available``)."""
+    return _STATUS
+
+
+def available() -> bool:
+    """Build (or load from the cache), load and check the kernel once per process; True if it can
+    be used. Never raises: every failure is a Status with its reason, and the plain path stays."""
+    global _STATUS, _LIB
+    with _LOCK:
+        if _STATUS.reason != "not_tried":
+            return _STATUS.available
+        if os.environ.get("PLAYGROUND_NATIVE_GEMV", "").strip().lower() in ("off", "0", "no"):
+            _STATUS = Status(False, "off")
+            return False
+        cxx = compiler()
+        if cxx is None:
+            _STATUS = Status(False, "no_compiler")
+            return False
+        try:
+            path, seconds = _build(cxx)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            _STATUS = Status(False, "build_failed", str(e)[-300:], cxx)
+            return False
+        try:
+            lib = _load(path)
+        except OSError as e:
+            _STATUS = Status(False, "load_failed", str(e)[-300:], cxx)
+            return False
+        _LIB = lib
+        worst = parity_error()
+        if worst is not None:
+            _LIB = None
+            _STATUS = Status(False, "mismatch", worst, cxx)
+            return False
+        _STATUS = Status(True, "ready", "", cxx, int(lib.pg_vector_bits()), seconds, str(path))
+        return True
+
+
+def supports(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> bool:
+    """Whether ``linear(x, w, b)`` is a product this kernel computes: one row on the CPU, W (out, in)
+    contiguous, everything float32 or everything bfloat16, no gradient wanted."""
+    return (
+        _LIB is not None
+        and x.numel() == w.size(1)
+        and w.dtype in DTYPES
+        and x.dtype == w.dtype
+        and w.device.type == "cpu"
+        and x.device.type == "cpu"
+        and w.is_contiguous()
+        and x.is_contiguous()
+        and (b is None or (b.dtype == w.dtype and b.is_contiguous()))
+        and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))
+    )
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, threads: int = 0) -> torch.Tensor:
+    """``F.linear(x, w, b)`` for one row (``supports`` must hold): x (..., in) -> (..., out), on
+    ``threads`` of torch's OpenMP team (0: all of them)."""
+    lib = _LIB
+    assert lib is not None, "native_gemv.linear before available()"
+    n, k = w.shape
+    y = torch.empty((*x.shape[:-1], n), dtype=w.dtype)
+    bias = b.data_ptr() if b is not None else None
+    threads = threads or torch.get_num_threads()
+    if w.dtype == torch.float32:
+        lib.pg_gemv_f32(x.data_ptr(), w.data_ptr(), bias, y.data_ptr(), n, k, threads)
+    else:
+        scratch = _scratch(k + 2 * n)
+        lib.pg_gemv_bf16(x.data_ptr(), w.data_ptr(), bias, y.data_ptr(), scratch.data_ptr(), n, k, threads)
+    return y
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(n: int) -> torch.Tensor:
+    """A float32 buffer of at least ``n`` for the calling thread, kept between calls."""
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.numel() < n:
+        buf = _SCRATCH.buf = torch.empty(n)
+    return buf
+
+
+# Shapes that cover a remainder of every width (rows not a multiple of 4, in not a multiple of 32)
+# and a bias or none.
+PARITY_SHAPES = ((1, 1, True), (7, 33, False), (64, 768, True), (130, 100, True), (3072, 768, False))
+
+
+def parity_error() -> str | None:
+    """None if the kernel matches F.linear on random inputs in every dtype; else what differed."""
+    gen = torch.Generator().manual_seed(0)
+    for dtype in DTYPES:
+        for n, k, with_bias in PARITY_SHAPES:
+            w = torch.randn(n, k, generator=gen).to(dtype)
+            x = torch.randn(1, k, generator=gen).to(dtype)
+            b = torch.randn(n, generator=gen).to(dtype) if with_bias else None
+            want = F.linear(x.float(), w.float(), None if b is None else b.float())
+            got = linear(x, w, b).float()
+            # float32: summation order differs from ATen's; bfloat16: one rounding of the output
+            tol = 1e-4 if dtype == torch.float32 else 8e-3
+            err = float((got - want).abs().max() / (want.abs().max() + 1e-6))
+            if not err <= tol:  # also catches NaN
+                return f"{str(dtype).replace('torch.', '')} {(n, k)}: relative error {err:.2e} > {tol:.0e}"
+    return None
+
+
+def forget() -> None:
+    """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
+    global _STATUS, _LIB
+    with _LOCK:
+        _STATUS, _LIB = Status(False, "not_tried"), None

@@ -1,0 +1,205 @@
+// One-row matrix products for decoding: y = W x + b, W stored (out, in) row-major.
+//
+// Built by playground/runtime/native_gemv.py with this machine's compiler (-O3 -march=native) and
+// loaded with ctypes; no torch headers, so the build takes a second or two instead of a minute.
+// Decoding multiplies every weight matrix by a single row, so the only thing that matters is how
+// fast the weights stream from memory: each thread takes a contiguous block of output rows, reads
+// each weight row exactly once, front to back, four rows at a time (four streams for the hardware
+// prefetchers, and every load of x serves four rows), and allocates nothing. bfloat16 weights are
+// widened to float32 in registers, or, where the compiler targets AVX512-BF16, multiplied as they are by
+// the CPU's bfloat16 dot-product instruction (float32 sums either way).
+//
+// The OpenMP team is torch's own: the library links the libgomp that torch loaded, so its threads
+// are the ones ATen's kernels use and no second pool spins against them.
+
+#include <immintrin.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+namespace {
+
+constexpr int64_t ROWS = 4;  // weight rows read side by side
+
+inline float bf16_to_float(uint16_t h) {
+    uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+inline uint16_t float_to_bf16(float f) {  // round to nearest even, as torch's .to(bfloat16) does
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN stays NaN
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return static_cast<uint16_t>(bits >> 16);
+}
+
+#if defined(__AVX512F__)
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+inline float scalar(const float* p) { return *p; }
+inline float scalar(const uint16_t* p) { return bf16_to_float(*p); }
+
+// out[r] = dot(w rows r0..r0+R-1, x) for R <= ROWS rows of length k.
+template <typename W, int R>
+inline void dot_rows(const W* w, const float* x, int64_t k, float* out) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    __m512 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (; i + 32 <= k; i += 32) {
+        __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+        for (int r = 0; r < R; ++r) {
+            acc[r][0] = _mm512_fmadd_ps(load16(w + r * k + i), x0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(load16(w + r * k + i + 16), x1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (; i + 16 <= k; i += 16) {
+        __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+        for (int r = 0; r < R; ++r) {
+            acc[r][0] = _mm256_fmadd_ps(load8(w + r * k + i), x0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(load8(w + r * k + i + 8), x1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
+#else
+    for (int r = 0; r < R; ++r) out[r] = 0.0f;
+#endif
+    for (; i < k; ++i)
+        for (int r = 0; r < R; ++r) out[r] += scalar(w + r * k + i) * x[i];
+}
+
+#if defined(__AVX512BF16__)
+// bfloat16 weights times bfloat16 activations, pairs multiplied and summed in float32 by the CPU's own
+// bfloat16 dot-product instruction: half the instructions of widening each weight to float32 first.
+template <int R>
+inline void dot_rows_bf16(const uint16_t* w, const uint16_t* x, int64_t k, float* out) {
+    int64_t i = 0;
+    __m512 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (; i + 64 <= k; i += 64) {
+        __m512bh x0 = (__m512bh)_mm512_loadu_si512(x + i), x1 = (__m512bh)_mm512_loadu_si512(x + i + 32);
+        for (int r = 0; r < R; ++r) {
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)_mm512_loadu_si512(w + r * k + i), x0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)_mm512_loadu_si512(w + r * k + i + 32), x1);
+        }
+    }
+    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+    for (; i < k; ++i)
+        for (int r = 0; r < R; ++r) out[r] += bf16_to_float(w[r * k + i]) * bf16_to_float(x[i]);
+}
+
+void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, float* y, int64_t n, int64_t k,
+                   int threads) {
+    auto block = [&](int64_t lo, int64_t hi) {
+        int64_t r = lo;
+        for (; r + ROWS <= hi; r += ROWS) dot_rows_bf16<ROWS>(w + r * k, x, k, y + r);
+        for (; r < hi; ++r) dot_rows_bf16<1>(w + r * k, x, k, y + r);
+        if (bias)
+            for (int64_t j = lo; j < hi; ++j) y[j] += bias[j];
+    };
+    if (threads <= 1) {
+        block(0, n);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t blocks = (n + ROWS - 1) / ROWS;
+        int64_t lo = blocks * t / nt * ROWS, hi = blocks * (t + 1) / nt * ROWS;
+        if (hi > n) hi = n;
+        if (lo < hi) block(lo, hi);
+    }
+}
+#endif
+
+template <typename W>
+inline void rows_block(const W* w, const float* x, const float* bias, int64_t k, int64_t lo, int64_t hi, float* y) {
+    int64_t r = lo;
+    for (; r + ROWS <= hi; r += ROWS) dot_rows<W, ROWS>(w + r * k, x, k, y + r);
+    for (; r < hi; ++r) dot_rows<W, 1>(w + r * k, x, k, y + r);
+    if (bias)
+        for (int64_t j = lo; j < hi; ++j) y[j] += bias[j];
+}
+
+// Rows split into one contiguous block per thread, each a multiple of ROWS long.
+template <typename W>
+void gemv(const W* w, const float* x, const float* bias, float* y, int64_t n, int64_t k, int threads) {
+    if (threads <= 1) {
+        rows_block(w, x, bias, k, 0, n, y);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t blocks = (n + ROWS - 1) / ROWS;
+        int64_t lo = blocks * t / nt * ROWS, hi = blocks * (t + 1) / nt * ROWS;
+        if (hi > n) hi = n;
+        if (lo < hi) rows_block(w, x, bias, k, lo, hi, y);
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// Which vector width this build uses: 512, 256 or 0 (scalar).
+int pg_vector_bits() {
+#if defined(__AVX512F__)
+    return 512;
+#elif defined(__AVX2__) && defined(__FMA__)
+    return 256;
+#else
+    return 0;
+#endif
+}
+
+// float32: x (k), w (n, k), bias (n) or null, y (n).
+void pg_gemv_f32(const float* x, const float* w, const float* bias, float* y, int64_t n, int64_t k, int threads) {
+    gemv(w, x, bias, y, n, k, threads);
+}
+
+// bfloat16 weights, activations and bias, float32 accumulation; ``scratch`` holds k + 2n floats
+// (x, y and the bias in float32), so the call allocates nothing.
+void pg_gemv_bf16(const uint16_t* x, const uint16_t* w, const uint16_t* bias, uint16_t* y, float* scratch, int64_t n,
+                  int64_t k, int threads) {
+    float* xf = scratch;
+    float* yf = scratch + k;
+    float* bf = bias ? scratch + k + n : nullptr;
+#if !defined(__AVX512BF16__)
+    for (int64_t i = 0; i < k; ++i) xf[i] = bf16_to_float(x[i]);
+#endif
+    if (bias)
+        for (int64_t j = 0; j < n; ++j) bf[j] = bf16_to_float(bias[j]);
+#if defined(__AVX512BF16__)
+    (void)xf;  // the dot-product instruction reads x as it is
+    gemv_bf16_dot(w, x, bf, yf, n, k, threads);
+#else
+    gemv(w, xf, bf, yf, n, k, threads);
+#endif
+    for (int64_t j = 0; j < n; ++j) y[j] = float_to_bf16(yf[j]);
+}
+}

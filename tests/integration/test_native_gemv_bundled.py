@@ -1,0 +1,36 @@
+"""The bundled model decoding on the compiled one-row kernel (runtime.native_gemv) gives the greedy tokens
+of the plain path, float32 and bfloat16 (the kernel itself is checked in tests/unit/test_native_gemv.py)."""
+
+import pytest
+import torch.nn as nn
+
+from playground.engine.decode_paths import compiled_kernel_threads, optimize_for_decode
+from playground.engine.sampling import generate
+from playground.engine.tokenizer import load_tokenizer
+from playground.engine.weights import load_checkpoint
+from playground.runtime import kernels, native_gemv
+from playground.server.recipes import BUNDLED_CHECKPOINT
+
+
+def _greedy(dtype, winner, monkeypatch, prompt):
+    kernels.forget()
+    monkeypatch.setattr(
+        kernels, "one_row_kernel", lambda shape, dtype, count: kernels.Choice("forced", winner, measured=False)
+    )
+    model = optimize_for_decode(load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device="cpu"))
+    routed = {compiled_kernel_threads(m) for m in model.modules() if isinstance(m, nn.Linear)}
+    assert routed == ({None} if winner == "aten" else {0})
+    return [s.token_id for s in generate(model, prompt, max_new_tokens=40, temperature=0)]
+
+
+@pytest.mark.skipif(not BUNDLED_CHECKPOINT.is_file(), reason="no bundled model")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_bundled_greedy_tokens_with_and_without_the_compiled_kernel(monkeypatch, dtype):
+    native_gemv.forget()
+    if not native_gemv.available():
+        pytest.skip(f"no compiled kernel here: {native_gemv.status().reason}")
+    prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
+    plain = _greedy(dtype, "aten", monkeypatch, prompt)
+    compiled = _greedy(dtype, "compiled", monkeypatch, prompt)
+    assert compiled == plain and len(set(plain)) > 5  # a real continuation, not one token repeated
+    kernels.forget()
