@@ -12,7 +12,7 @@
    the README and the issue state, on the exported file, twice: with the playground's model and with
    transformers' ``GPT2LMHeadModel`` loaded from the same folder:
 
-    python assets/bundled/make_bundled.py export runs/bundled/stage2/step02400.safetensors
+    python assets/bundled/make_bundled.py export runs/bundled/stage3/step01600.safetensors
 
 The measurements are defined in bundled_metrics.py; tests/integration/test_bundled_model.py
 recomputes them from the shipped file and compares them with facts.json.
@@ -49,10 +49,12 @@ CHECKPOINT = HERE / "model.safetensors"
 CONFIG = HERE / "config.json"
 FACTS = HERE / "facts.json"
 
-# The training run: two stages of train_bundled.py (docs/bundled-model.md says why). Stage 1 trains on
-# repeated random tokens alone until the induction circuit forms (it forms after a plateau, at step
+# The training run: three stages of train_bundled.py (docs/bundled-model.md says why). Stage 1 trains
+# on repeated random tokens alone until the induction circuit forms (it forms after a plateau, at step
 # ~1,600), then on text with 30% repeats; stage 2 starts from stage 1's last checkpoint with a fresh
-# schedule, mostly text, and dropout against overfitting the 304 K training tokens.
+# schedule, mostly text, and dropout against overfitting the 304 K training tokens; stage 3 adds the
+# bundled Pride and Prejudice, more dropout, and shapes a previous-token head and a sink
+# (head_shaping.py), which did not form on their own.
 COMMON = [
     "--layers", "6", "--heads", "4", "--emb", "128", "--context", "256", "--batch", "16",
     "--bf16", "--bf16-head", "--head-vocab", "train", "--min-lr", "1e-4",
