@@ -4,6 +4,13 @@ tools/screenshot.py, so both draw the views the same way."""
 from __future__ import annotations
 
 
+def open_tab(page, tab_id: str) -> None:
+    """Click the tab made by ``gr.Tab(id=tab_id)`` (a page tab such as "generate", or a sub-tab such
+    as "inside-dla"): Gradio marks its button with ``data-tab-id``, so a caller does not depend on
+    the tabs' order or on the words of their titles."""
+    page.locator(f"button[role=tab][data-tab-id='{tab_id}']").click()
+
+
 def plot_ready(page, elem_id: str, timeout: int = 120_000) -> None:
     """Wait until the plotly figure inside ``#elem_id`` has data drawn."""
     page.wait_for_function(

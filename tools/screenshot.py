@@ -29,7 +29,7 @@ CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chro
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
 from tools.chromium_args import ARGS  # noqa: E402  (needs ROOT on sys.path)
-from tools.pagewalk import draw_inside, plot_ready  # noqa: E402
+from tools.pagewalk import draw_inside, open_tab, plot_ready  # noqa: E402
 
 
 def start_app() -> tuple[object, str]:
@@ -47,11 +47,6 @@ def open_page(browser, url: str, lang: str, size: tuple[int, int], theme: str = 
     word = "参数" if lang.startswith("zh") else "parameters"
     page.locator("#pg-summary").get_by_text(word, exact=False).wait_for(timeout=60_000)
     return context, page
-
-
-def open_tab(page, tab_id: str) -> None:
-    """Click the tab made by ``gr.Tab(id=tab_id)`` (Gradio marks its button with ``data-tab-id``)."""
-    page.locator(f"button[role=tab][data-tab-id='{tab_id}']").click()
 
 
 def generate(page, prompt: str | None = None, n: int = 40, seed: int = 42) -> None:

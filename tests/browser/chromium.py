@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tools.chromium_args import ARGS
+from tools.pagewalk import open_tab  # noqa: F401  (the browser tests import it from here)
 
 CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
 
@@ -27,10 +28,3 @@ def set_number(page, elem_id, value):
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
     box.press("Enter")
-
-
-def open_tab(page, tab_id):
-    """Click the tab made by ``gr.Tab(id=tab_id)`` (a page tab such as "generate", or a sub-tab such
-    as "inside-dla"): Gradio marks its button with ``data-tab-id``, so a test does not depend on
-    the tabs' order or on the words of their titles."""
-    page.locator(f"button[role=tab][data-tab-id='{tab_id}']").click()
