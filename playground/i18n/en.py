@@ -110,6 +110,7 @@ EN = {
     "training (AdamW, fp32)": "training (AdamW, fp32)",
     "kv_cache": "KV cache ({n} tokens, fp32)",
     "fig_treemap": "Parameters by module (tied weights counted once)",
+    "fig_treemap_root": "model",
     "fig_memory": "Memory · {mflops} MFLOPs per token at a full context",
     # choices: the labels of the ids the API sends (playground.ui.i18n.choices)
     "w_bundled": "bundled (Tiny Shakespeare)",

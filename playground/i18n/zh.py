@@ -107,6 +107,7 @@ ZH = {
     "training (AdamW, fp32)": "训练（AdamW，fp32）",
     "kv_cache": "KV 缓存（{n} 个 token，fp32）",
     "fig_treemap": "各模块的参数（共享权重只计一次）",
+    "fig_treemap_root": "模型",
     "fig_memory": "内存 · 满上下文时每个 token {mflops} MFLOPs",
     "w_bundled": "内置模型（Tiny Shakespeare）",
     "w_random": "随机初始化",
