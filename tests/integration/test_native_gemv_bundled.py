@@ -1,5 +1,6 @@
 """The bundled model decoding on the compiled one-row kernel (runtime.native_gemv) gives the greedy tokens
-of the plain path, float32 and bfloat16 (the kernel itself is checked in tests/unit/test_native_gemv.py)."""
+of the plain path, float32 and bfloat16, and in int8-dynamic on the int8 dot-product kernel those of torch's
+`_int_mm` (the kernels themselves are checked in tests/unit/test_native_gemv.py and test_int8_vnni.py)."""
 
 import pytest
 import torch.nn as nn
@@ -33,4 +34,23 @@ def test_bundled_greedy_tokens_with_and_without_the_compiled_kernel(monkeypatch,
     plain = _greedy(dtype, "aten", monkeypatch, prompt)
     compiled = _greedy(dtype, "compiled", monkeypatch, prompt)
     assert compiled == plain and len(set(plain)) > 5  # a real continuation, not one token repeated
+    kernels.forget()
+
+
+@pytest.mark.skipif(not BUNDLED_CHECKPOINT.is_file(), reason="no bundled model")
+def test_bundled_int8_dynamic_greedy_tokens_on_the_vnni_kernel_and_on_int_mm():
+    from playground.engine.quantize import Int8Linear, quantize_int8
+
+    native_gemv.forget()
+    if not native_gemv.int8_dot_ready():
+        pytest.skip(f"no int8 dot-product kernel here: {native_gemv.status().reason}")
+    prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
+    tokens = {}
+    for kernel in ("int_mm", "compiled_vnni"):
+        model = quantize_int8(load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu"), "float32", True)
+        for m in model.modules():
+            if isinstance(m, Int8Linear):
+                m.kernel = kernel
+        tokens[kernel] = [s.token_id for s in generate(model, prompt, max_new_tokens=40, temperature=0)]
+    assert tokens["compiled_vnni"] == tokens["int_mm"] and len(set(tokens["int_mm"])) > 5
     kernels.forget()
