@@ -58,7 +58,20 @@ def _dequantize(x2d, q, scale, bias):
     return F.linear(x2d, q.to(x2d.dtype) * scale[:, None], bias)
 
 
-_KERNELS = {"dequantize": _dequantize, "int8pack": _int8pack}
+def _compiled_weights(x2d, q, scale, bias, threads: int):
+    if x2d.size(0) == 1:
+        return native_gemv.linear_int8_weights(x2d, q, scale, bias, threads)
+    return _int8pack(x2d, q, scale, bias)  # a prompt's rows: ATen's int8 kernel
+
+
+_KERNELS: dict[str, Callable[..., torch.Tensor]] = {
+    "dequantize": _dequantize,
+    "int8pack": _int8pack,
+    # one row on the compiled kernel (runtime.native_gemv: int8 widened to float32 in registers), all threads or one
+    "compiled": functools.partial(_compiled_weights, threads=0),
+    "compiled_1_thread": functools.partial(_compiled_weights, threads=1),
+}
+COMPILED_WEIGHTS = ("compiled", "compiled_1_thread")
 
 
 def quantize_activations(x2d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -118,10 +131,16 @@ COMPILED_DYNAMIC = ("compiled_vnni", "compiled_vnni_1_thread")
 
 def int8_linear_kernels(dynamic: bool = False, activations: torch.dtype = torch.float32) -> dict:
     """Candidate kernels, the plain one (dequantize, then an ordinary product) first; ``dynamic``: those
-    that also quantize the activations per row -- the compiled ones only where this machine built and
-    checked the int8 dot-product kernel, for float32 activations, and on one thread only with several."""
+    that also quantize the activations per row. The compiled ones (runtime.native_gemv) only where this machine
+    built and checked them (for int8 × int8: the int8 dot product, float32 activations), and on one thread
+    only with several."""
     if not dynamic:
-        return dict(_KERNELS)
+        out = {k: v for k, v in _KERNELS.items() if k not in COMPILED_WEIGHTS}
+        if native_gemv.available():
+            out["compiled"] = _KERNELS["compiled"]
+            if torch.get_num_threads() > 1:
+                out["compiled_1_thread"] = _KERNELS["compiled_1_thread"]
+        return out
     out = {k: v for k, v in _DYNAMIC_KERNELS.items() if k not in COMPILED_DYNAMIC}
     if activations == torch.float32 and native_gemv.int8_dot_ready():
         out["compiled_vnni"] = _DYNAMIC_KERNELS["compiled_vnni"]

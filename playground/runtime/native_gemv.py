@@ -117,6 +117,10 @@ def _load(path: Path) -> ctypes.CDLL:
     lib.pg_gemv_f32.restype = None
     lib.pg_gemv_bf16.argtypes = [p, p, p, p, p, i64, i64, c_int]
     lib.pg_gemv_bf16.restype = None
+    lib.pg_gemv_i8w_f32.argtypes = [p, p, p, p, p, i64, i64, c_int]
+    lib.pg_gemv_i8w_f32.restype = None
+    lib.pg_gemv_i8w_bf16.argtypes = [p, p, p, p, p, p, i64, i64, c_int]
+    lib.pg_gemv_i8w_bf16.restype = None
     lib.pg_i8_dot_bits.restype = c_int
     lib.pg_gemv_i8_dynamic.argtypes = [p, p, p, p, p, p, i64, i64, c_int, p]
     lib.pg_gemv_i8_dynamic.restype = c_int
@@ -208,6 +212,28 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, thre
     return y
 
 
+def linear_int8_weights(
+    x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None, threads: int = 0
+) -> torch.Tensor:
+    """Weight-only int8 for one row: x (..., in) float32 or bfloat16 times int8 q (out, in), each output times
+    its ``scale``, plus ``bias`` (x, scale and bias of one dtype, the output's), the weights widened to float32
+    in registers; everything contiguous, ``available()`` true."""
+    lib = _LIB
+    assert lib is not None, "native_gemv.linear_int8_weights before available()"
+    n, k = q.shape
+    y = torch.empty((*x.shape[:-1], n), dtype=x.dtype)
+    bias_ptr = bias.data_ptr() if bias is not None else None
+    threads = threads or torch.get_num_threads()
+    if x.dtype == torch.float32:
+        lib.pg_gemv_i8w_f32(x.data_ptr(), q.data_ptr(), scale.data_ptr(), bias_ptr, y.data_ptr(), n, k, threads)
+    else:
+        scratch = _scratch(k + 2 * n).data_ptr()
+        lib.pg_gemv_i8w_bf16(
+            x.data_ptr(), q.data_ptr(), scale.data_ptr(), bias_ptr, y.data_ptr(), scratch, n, k, threads
+        )
+    return y
+
+
 def linear_int8_dynamic(
     x: torch.Tensor,
     q: torch.Tensor,
@@ -282,7 +308,8 @@ PARITY_SHAPES = ((1, 1, True), (7, 33, False), (64, 768, True), (130, 100, True)
 
 
 def parity_error() -> str | None:
-    """None if the kernel matches F.linear on random inputs in every dtype; else what differed."""
+    """None if the kernel matches F.linear on random inputs in every dtype (weights float, or int8 with
+    per-row scales); else what differed."""
     gen = torch.Generator().manual_seed(0)
     for dtype in DTYPES:
         for n, k, with_bias in PARITY_SHAPES:
@@ -296,6 +323,12 @@ def parity_error() -> str | None:
             err = float((got - want).abs().max() / (want.abs().max() + 1e-6))
             if not err <= tol:  # also catches NaN
                 return f"{str(dtype).replace('torch.', '')} {(n, k)}: relative error {err:.2e} > {tol:.0e}"
+            q = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=gen)  # weight-only int8
+            s = (torch.rand(n, generator=gen) / 127).to(dtype)
+            want = F.linear(x.float(), q.float() * s.float()[:, None], None if b is None else b.float())
+            err = float((linear_int8_weights(x, q, s, b).float() - want).abs().max() / (want.abs().max() + 1e-6))
+            if not err <= 2 * tol:  # bfloat16: the scaled sum and the bias add each rounded once
+                return f"int8 × {str(dtype).replace('torch.', '')} {(n, k)}: relative error {err:.2e} > {2 * tol:.0e}"
     return None
 
 

@@ -59,8 +59,20 @@ inline float hsum8(__m256 v) {
 }
 #endif
 
+// int8 weights (weight-only int8) widened to float32 in registers: sign-extend, convert, then the same FMA loop.
+#if defined(__AVX512F__)
+inline __m512 load16(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+inline __m256 load8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+#endif
+
 inline float scalar(const float* p) { return *p; }
 inline float scalar(const uint16_t* p) { return bf16_to_float(*p); }
+inline float scalar(const int8_t* p) { return static_cast<float>(*p); }
 
 // out[r] = dot(w rows r0..r0+R-1, x) for R <= ROWS rows of length k.
 template <typename W, int R>
@@ -321,6 +333,31 @@ inline bool gemv_i8_dynamic(const float* x, const int8_t* w, const int32_t* row_
 #endif
 }
 
+// Weight-only int8, float32 activations: y[j] = (Σ_i x[i] · w[j, i]) · scale[j] + bias[j], float32 sums.
+inline void i8w_rows_block(const int8_t* w, const float* x, const float* scale, const float* bias, int64_t k,
+                           int64_t lo, int64_t hi, float* y) {
+    int64_t r = lo;
+    for (; r + ROWS <= hi; r += ROWS) dot_rows<int8_t, ROWS>(w + r * k, x, k, y + r);
+    for (; r < hi; ++r) dot_rows<int8_t, 1>(w + r * k, x, k, y + r);
+    for (int64_t j = lo; j < hi; ++j) y[j] = bias ? y[j] * scale[j] + bias[j] : y[j] * scale[j];
+}
+
+void gemv_i8_weights(const float* x, const int8_t* w, const float* scale, const float* bias, float* y, int64_t n,
+                     int64_t k, int threads) {
+    if (threads <= 1) {
+        i8w_rows_block(w, x, scale, bias, k, 0, n, y);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t blocks = (n + ROWS - 1) / ROWS;
+        int64_t lo = blocks * t / nt * ROWS, hi = blocks * (t + 1) / nt * ROWS;
+        if (hi > n) hi = n;
+        if (lo < hi) i8w_rows_block(w, x, scale, bias, k, lo, hi, y);
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -382,5 +419,28 @@ int pg_gemv_i8_sums(const float* x, const int8_t* w, const int32_t* row_sums, in
     (void)x, (void)w, (void)row_sums, (void)sums, (void)r_out, (void)n, (void)k, (void)threads, (void)scratch;
     return 0;
 #endif
+}
+
+// Weight-only int8, float32: x (k), w (n, k) int8, scale (n), bias (n) or null, y (n).
+void pg_gemv_i8w_f32(const float* x, const int8_t* w, const float* scale, const float* bias, float* y, int64_t n,
+                     int64_t k, int threads) {
+    gemv_i8_weights(x, w, scale, bias, y, n, k, threads);
+}
+
+// Weight-only int8, bfloat16 activations, scales, bias and output, float32 accumulation; ``scratch`` holds
+// k + 2n floats (x, y and the scales in float32). The product times the scale is rounded to bfloat16 before
+// the bias is added, as torch's int8 kernel followed by its bias add does.
+void pg_gemv_i8w_bf16(const uint16_t* x, const int8_t* w, const uint16_t* scale, const uint16_t* bias, uint16_t* y,
+                      float* scratch, int64_t n, int64_t k, int threads) {
+    float* xf = scratch;
+    float* yf = scratch + k;
+    float* sf = scratch + k + n;
+    for (int64_t i = 0; i < k; ++i) xf[i] = bf16_to_float(x[i]);
+    for (int64_t j = 0; j < n; ++j) sf[j] = bf16_to_float(scale[j]);
+    gemv_i8_weights(xf, w, sf, nullptr, yf, n, k, threads);
+    for (int64_t j = 0; j < n; ++j) {
+        uint16_t v = float_to_bf16(yf[j]);
+        y[j] = bias ? float_to_bf16(bf16_to_float(v) + bf16_to_float(bias[j])) : v;
+    }
 }
 }

@@ -1,6 +1,6 @@
 """The bundled model decoding on the compiled one-row kernel (runtime.native_gemv) gives the greedy tokens
-of the plain path, float32 and bfloat16, and in int8-dynamic on the int8 dot-product kernel those of torch's
-`_int_mm` (the kernels themselves are checked in tests/unit/test_native_gemv.py and test_int8_vnni.py)."""
+of the plain path, float32 and bfloat16, and in int8 on the compiled int8 kernels those of torch's (`_int_mm`
+for int8-dynamic, `_weight_int8pack_mm` for weight-only; the kernels: tests/unit/test_native_gemv.py, test_int8_compiled.py)."""
 
 import pytest
 import torch.nn as nn
@@ -38,19 +38,26 @@ def test_bundled_greedy_tokens_with_and_without_the_compiled_kernel(monkeypatch,
 
 
 @pytest.mark.skipif(not BUNDLED_CHECKPOINT.is_file(), reason="no bundled model")
-def test_bundled_int8_dynamic_greedy_tokens_on_the_vnni_kernel_and_on_int_mm():
+@pytest.mark.parametrize(
+    "precision, old, new",
+    [("int8-dynamic", "int_mm", "compiled_vnni"), ("int8", "int8pack", "compiled")],
+)
+def test_bundled_int8_greedy_tokens_on_the_compiled_kernel_and_on_torchs(precision, old, new):
     from playground.engine.quantize import Int8Linear, quantize_int8
 
     native_gemv.forget()
-    if not native_gemv.int8_dot_ready():
-        pytest.skip(f"no int8 dot-product kernel here: {native_gemv.status().reason}")
+    ready = native_gemv.int8_dot_ready() if precision == "int8-dynamic" else native_gemv.available()
+    if not ready:
+        pytest.skip(f"no compiled {precision} kernel here: {native_gemv.status().reason}")
     prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
     tokens = {}
-    for kernel in ("int_mm", "compiled_vnni"):
-        model = quantize_int8(load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu"), "float32", True)
+    for kernel in (old, new):
+        dtype = "float32" if precision == "int8-dynamic" else "bfloat16"  # as the recipes build them
+        model = load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device="cpu")
+        model = quantize_int8(model, dtype, dynamic=precision == "int8-dynamic")
         for m in model.modules():
             if isinstance(m, Int8Linear):
                 m.kernel = kernel
         tokens[kernel] = [s.token_id for s in generate(model, prompt, max_new_tokens=40, temperature=0)]
-    assert tokens["compiled_vnni"] == tokens["int_mm"] and len(set(tokens["int_mm"])) > 5
+    assert tokens[new] == tokens[old] and len(set(tokens[old])) > 5
     kernels.forget()

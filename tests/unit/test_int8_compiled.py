@@ -1,6 +1,7 @@
-"""The compiled int8-dynamic kernel on the CPU's int8 dot product (runtime.native_gemv, VNNI): torch's integer
-sums exactly on random shapes, torch's int8-dynamic result bit for bit, a model on it as on ``int_mm``, and
-the old kernels, unchanged, where it is off. Skipped where the build reports no int8 dot product."""
+"""The compiled int8 kernels (runtime.native_gemv). int8-dynamic on the CPU's int8 dot product (VNNI): torch's
+integer sums exactly on random shapes, torch's int8-dynamic result bit for bit, a model on it as on ``int_mm``
+(skipped where the build reports no int8 dot product). Weight-only int8 widened to float32 in registers: the
+product of the dequantized weights, as ATen's int8 kernel computes it. Both: the old kernels, unchanged, where the compiled kernel is off."""
 
 import copy
 
@@ -9,6 +10,7 @@ import torch
 
 from playground.engine.quantize import (
     COMPILED_DYNAMIC,
+    COMPILED_WEIGHTS,
     Int8Linear,
     int8_kernel,
     int8_linear_kernels,
@@ -127,6 +129,7 @@ def test_offered_only_for_float32_activations_and_chosen_by_measuring():
     needs_vnni()
     assert not set(COMPILED_DYNAMIC) & set(int8_linear_kernels(dynamic=True, activations=torch.bfloat16))
     assert not set(COMPILED_DYNAMIC) & set(int8_linear_kernels(dynamic=False))
+    assert not set(COMPILED_WEIGHTS) & set(int8_linear_kernels(dynamic=True))
     choice = int8_kernel((96, 64), torch.float32, 2, dynamic=True)
     assert "compiled_vnni" in choice.seconds and choice.winner in choice.seconds
 
@@ -136,6 +139,7 @@ def test_off_the_old_kernels_run_and_results_are_unchanged(monkeypatch, tmp_path
     monkeypatch.setenv("PLAYGROUND_NATIVE_GEMV", "off")
     assert not native_gemv.int8_dot_ready() and native_gemv.status().reason == "off"
     assert set(int8_linear_kernels(dynamic=True)) == {"dequantize", "int_mm"}
+    assert set(int8_linear_kernels(dynamic=False)) == {"dequantize", "int8pack"}
     dynamic = quantize_int8(_model(seed=3), "float32", dynamic=True)
     linears = [m for m in dynamic.modules() if isinstance(m, Int8Linear)]
     assert linears and all(m.kernel in ("dequantize", "int_mm") for m in linears)
@@ -155,3 +159,42 @@ def test_without_vnni_in_the_build_the_float_kernels_stay(monkeypatch):
     assert s.available and s.int8_dot_bits == 0 and not native_gemv.int8_dot_ready()
     assert s.int8_dot_error in ("", "int8 (7, 33): sums off by up to 3")  # "" where the build has no VNNI at all
     assert set(int8_linear_kernels(dynamic=True)) == {"dequantize", "int_mm"}
+
+
+def needs_kernel():
+    if not native_gemv.available():
+        pytest.skip(f"no compiled kernel here: {native_gemv.status().reason} {native_gemv.status().detail}")
+
+
+@pytest.mark.parametrize("act", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("seed", range(4))
+def test_weight_only_int8_is_the_product_of_the_dequantized_weights(act, seed):
+    needs_kernel()
+    gen = torch.Generator().manual_seed(200 + seed)
+    n, k = 4 * int(torch.randint(1, 150, (1,), generator=gen)) + seed, int(torch.randint(1, 900, (1,), generator=gen))
+    x, q, s, b = _random(n, k, seed, bias=seed % 2 == 0)
+    x, s, b = x.to(act), s.to(act), None if b is None else b.to(act)
+    here = int8_linear_kernels()
+    assert set(COMPILED_WEIGHTS) <= set(here) or torch.get_num_threads() == 1
+    exact = torch.nn.functional.linear(x.double(), q.double() * s.double()[:, None], None if b is None else b.double())
+    for name in (n for n in COMPILED_WEIGHTS if n in here):
+        got = here[name](x, q, s, b)
+        assert got.dtype == act and got.shape == (1, n)
+        if act == torch.float32:  # only the order of the float32 sums differs
+            torch.testing.assert_close(got.double(), exact, atol=1e-4 * float(exact.abs().max()), rtol=1e-5)
+        else:  # the scaled sum and the bias add each rounded to bfloat16, as ATen's kernel and add do
+            torch.testing.assert_close(got.double(), exact, atol=1e-2 * float(exact.abs().max()), rtol=1e-2)
+    # A prompt's rows take ATen's kernel (whose bfloat16 case reads past the row, or crashes, when in is not a
+    # multiple of 32: in here is one of 64, as GPT-2's are).
+    xs, q64 = torch.randn(3, 64).to(act), torch.randint(-127, 128, (n, 64), dtype=torch.int8)
+    assert torch.equal(here["compiled"](xs, q64, s, b), here["int8pack"](xs, q64, s, b))
+
+
+def test_a_weight_only_int8_model_on_the_compiled_kernel_decodes_as_on_int8pack():
+    needs_kernel()
+    model = quantize_int8(_model(seed=4), "float32")
+    ids = torch.randint(0, 50257, (1, 7), generator=torch.Generator().manual_seed(7))
+    want = _decode(_with_kernel(copy.deepcopy(model), "int8pack"), ids)
+    got = _decode(_with_kernel(model, "compiled"), ids)
+    torch.testing.assert_close(got, want, atol=1e-4 * float(want.std()), rtol=1e-4)
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
