@@ -49,13 +49,17 @@ def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q.contiguous(), scale
 
 
-def _int8pack(x2d, q, scale, bias):
-    out = torch.ops.aten._weight_int8pack_mm(x2d, q, scale)
-    return out if bias is None else out + bias
-
-
 def _dequantize(x2d, q, scale, bias):
     return F.linear(x2d, q.to(x2d.dtype) * scale[:, None], bias)
+
+
+def _int8pack(x2d, q, scale, bias):
+    if x2d.dtype == torch.bfloat16 and x2d.size(1) % 16:
+        # ATen's bfloat16 int8 kernel (torch 2.13) returns wrong sums, or crashes with several rows, when in is not
+        # a multiple of 16: such a layer (a custom emb_dim) is dequantized instead.
+        return _dequantize(x2d, q, scale, bias)
+    out = torch.ops.aten._weight_int8pack_mm(x2d, q, scale)
+    return out if bias is None else out + bias
 
 
 def _compiled_weights(x2d, q, scale, bias, threads: int):
