@@ -140,13 +140,13 @@ def int8_linear_kernels(dynamic: bool = False, activations: torch.dtype = torch.
     only with several."""
     if not dynamic:
         out = {k: v for k, v in _KERNELS.items() if k not in COMPILED_WEIGHTS}
-        if native_gemv.available():
+        if kernels.measuring_enabled() and native_gemv.available():  # PLAYGROUND_KERNELS=default builds nothing
             out["compiled"] = _KERNELS["compiled"]
             if torch.get_num_threads() > 1:
                 out["compiled_1_thread"] = _KERNELS["compiled_1_thread"]
         return out
     out = {k: v for k, v in _DYNAMIC_KERNELS.items() if k not in COMPILED_DYNAMIC}
-    if activations == torch.float32 and native_gemv.int8_dot_ready():
+    if activations == torch.float32 and kernels.measuring_enabled() and native_gemv.int8_dot_ready():
         out["compiled_vnni"] = _DYNAMIC_KERNELS["compiled_vnni"]
         if torch.get_num_threads() > 1:
             out["compiled_vnni_1_thread"] = _DYNAMIC_KERNELS["compiled_vnni_1_thread"]

@@ -151,6 +151,16 @@ def test_off_the_old_kernels_run_and_results_are_unchanged(monkeypatch, tmp_path
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+def test_with_measurements_off_nothing_is_built_and_the_plain_kernel_runs(monkeypatch, tmp_path):
+    monkeypatch.setenv("PLAYGROUND_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setenv("PLAYGROUND_KERNELS", "default")
+    assert set(int8_linear_kernels(dynamic=True)) == {"dequantize", "int_mm"}
+    assert set(int8_linear_kernels()) == {"dequantize", "int8pack"}
+    dynamic = quantize_int8(_model(seed=3), "float32", dynamic=True)
+    assert {m.kernel for m in dynamic.modules() if isinstance(m, Int8Linear)} == {"dequantize"}
+    assert native_gemv.status().reason == "not_tried" and not list(tmp_path.iterdir())
+
+
 def test_without_vnni_in_the_build_the_float_kernels_stay(monkeypatch):
     monkeypatch.setattr(native_gemv, "int8_parity_error", lambda: "int8 (7, 33): sums off by up to 3")
     if not native_gemv.available():
