@@ -268,7 +268,7 @@ inline float quantize_row_u8(const float* x, int64_t k, uint8_t* xu) {
 #endif
     for (; i < k; ++i) {
         float q = nearbyintf(x[i] / r);
-        q = q < -127.0f ? -127.0f : (q > 127.0f ? 127.0f : q);
+        q = q >= -127.0f ? (q > 127.0f ? 127.0f : q) : -127.0f;  // NaN to -127 too, as the vector loop does
         xu[i] = static_cast<uint8_t>(static_cast<int32_t>(q) + 128);
     }
     return r;
