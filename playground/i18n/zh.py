@@ -436,7 +436,10 @@ ZH = {
     "kn_native_build_failed": "**本机编译的单行乘积内核：**编译失败（{detail}）；所有乘积都由 PyTorch 计算。",
     "kn_native_load_failed": "**本机编译的单行乘积内核：**已编译但无法加载（{detail}）；所有乘积都由 PyTorch 计算。",
     "kn_native_mismatch": "**本机编译的单行乘积内核：**已编译，但结果与 PyTorch 的乘积不一致（{detail}），因此不使用。",
-    "kn_native_not_tried": "**本机编译的单行乘积内核：**尚未尝试：本进程还没有为解码准备过 float32 或 bfloat16 模型。",
+    "kn_native_not_tried": "**本机编译的单行乘积内核：**尚未尝试：本进程还没有为解码准备过 float32、bfloat16 或 int8-dynamic 模型。",
+    "kn_native_int8_ready": "它的 int8-dynamic 乘积使用 CPU 的 int8 点积指令（VNNI，{bits} 位向量），并与 PyTorch 的整数乘积逐位核对过；只有实测更快的 int8 权重形状才使用它（见表中“compiled_vnni”各行）。",
+    "kn_native_int8_none": "这次编译没有可用的 int8 点积指令（VNNI）：int8 乘积仍由 PyTorch 计算。",
+    "kn_native_int8_mismatch": "它的 int8 点积内核与 PyTorch 的整数乘积不一致（{detail}），因此 int8 乘积仍由 PyTorch 计算。",
     # 计算内核框里候选方案的名字（括号里是代码里的名字）
     "kn_cand_in_out": "输入×输出（in_out）",
     "kn_cand_out_in": "输出×输入（out_in）",
@@ -445,6 +448,8 @@ ZH = {
     "kn_cand_dequantize": "先反量化（dequantize）",
     "kn_cand_compiled": "本机编译（compiled）",
     "kn_cand_compiled_1_thread": "本机编译、单线程（compiled_1_thread）",
+    "kn_cand_compiled_vnni": "本机编译、int8 点积指令（compiled_vnni）",
+    "kn_cand_compiled_vnni_1_thread": "本机编译、int8 点积指令、单线程（compiled_vnni_1_thread）",
     "kn_cand_all": "全部线程（all）",
     "kn_cand_one": "单线程（one）",
     # Inside tab: clicking a heatmap cell (issue 11)

@@ -112,10 +112,13 @@ def _candidate(name: str, lang: str) -> str:
 
 
 def decode_path_text(lang: str = "en") -> str:
-    """Which decode path runs, and what became of the compiled one-row kernel and why."""
+    """Which decode path runs, and what became of the compiled one-row kernel (and its int8 dot product) and why."""
     status = native_gemv.status()
     compiler = status.compiler.rsplit("/", 1)[-1]
     native = tr(lang, "kn_native_" + status.reason, compiler=compiler, bits=status.vector_bits, detail=status.detail)
+    if status.available:
+        int8 = "ready" if status.int8_dot_bits else "mismatch" if status.int8_dot_error else "none"
+        native += " " + tr(lang, "kn_native_int8_" + int8, bits=status.int8_dot_bits, detail=status.int8_dot_error)
     return tr(lang, "kn_path") + "\n\n" + native
 
 

@@ -52,3 +52,13 @@ def test_report_prints_outside_time_and_the_compiled_kernel():
     assert "512-bit" in text and "1.25×" in text
     r["native_gemv"] = {"available": False, "reason": "no_compiler", "detail": ""}
     assert "not used (no_compiler" in "\n".join(report.outside_lines(r))
+
+
+def test_report_names_the_int8_dot_product_kernel_or_why_there_is_none():
+    native = {"available": True, "compiler": "/usr/bin/g++", "vector_bits": 512, "reason": "ready"}
+    r = {"decode_tok_s": {}, "native_gemv": {**native, "int8_dot_bits": 512, "int8_dot_error": ""}}
+    assert "int8 dot product (VNNI, 512-bit)" in "\n".join(report.outside_lines(r))
+    r["native_gemv"] = {**native, "int8_dot_bits": 0, "int8_dot_error": "int8 (7, 33): sums off by up to 3"}
+    assert "No int8 dot-product kernel (int8 (7, 33): sums off by up to 3)" in "\n".join(report.outside_lines(r))
+    r["native_gemv"] = native  # a results file written before the int8 kernel existed: said as it was
+    assert "int8" not in "\n".join(report.outside_lines(r))
