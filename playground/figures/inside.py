@@ -305,10 +305,8 @@ def dose_curve(alphas, logprob, *, title: str) -> go.Figure:
     return _layout(fig, title, 340)
 
 
-def sweep_heatmap(delta, *, title: str, values: bool = True) -> go.Figure:
-    """Δ loss per layer (rows) and head; a row that is None is a layer not measured yet (left blank).
-    ``values=False`` leaves out each cell's number: a figure redrawn at every layer of a running
-    sweep stays cheap for the page (the numbers' text takes most of plotly's time to draw)."""
+def sweep_heatmap(delta, *, title: str) -> go.Figure:
+    """Δ loss per layer (rows) and head; a row that is None is a layer not measured yet (left blank)."""
     n_heads = len(next((row for row in delta if row is not None), []))
     delta = [row if row is not None else [None] * n_heads for row in delta]
     peak = max((abs(v) for row in delta for v in row if v is not None), default=1.0) or 1.0
@@ -324,7 +322,7 @@ def sweep_heatmap(delta, *, title: str, values: bool = True) -> go.Figure:
             colorbar=dict(title="Δloss", thickness=12),
         )
     )
-    if values and n_heads * len(delta) <= 200:
+    if n_heads * len(delta) <= 200:
         text = [["" if v is None else f"{v:+.3f}" for v in row] for row in delta]  # None: not measured yet
         cells = heatmap_cells(delta, text, range(n_heads), range(len(delta)))
         fig.add_trace(cell_text(*cells, "RdBu_r", -peak, peak, FONT))

@@ -78,9 +78,7 @@ def sweep_live(request: gr.Request, state):
             last = d
             done, total = sum(row is not None for row in d["delta_loss"]), len(d["delta_loss"])
             if done < total:
-                # (each cell's number comes with the finished figure: the page redraws this one per layer)
-                partial = lf.sweep_heatmap(d["delta_loss"], title=tr(lang, "in_fig_sweep"), values=False)
-                fig = dress(partial, lang, present)
+                fig = dress(lf.sweep_heatmap(d["delta_loss"], title=tr(lang, "in_fig_sweep")), lang, present)
                 text = tr(
                     lang,
                     "in_sweep_progress",
