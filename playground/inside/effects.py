@@ -270,7 +270,9 @@ def head_sweep_layers(model, ids, estimate: float, *, progress=None, batch: int 
         _, plain = run_with_hooks(model, idx, last_token_only=True)
         reader = HeadReader(model)
         base = float((-reader(plain.resid[-1][0, :-1], target, norm=True).target_logp).mean())
-        t0 = time.perf_counter()
+        # The sweep's own time: a page draws each yielded layer while this generator waits, and that
+        # time is the page's, not the sweep's (the estimate is of the sweep's).
+        busy, resumed = 0.0, time.perf_counter()
         for layer in range(L):
             row_delta = [0.0] * H
             for start in range(0, H, batch):
@@ -292,10 +294,12 @@ def head_sweep_layers(model, ids, estimate: float, *, progress=None, batch: int 
                 if progress is not None:
                     progress(done / total, f"{done}/{total} heads")
             delta[layer] = row_delta
+            busy += time.perf_counter() - resumed
             yield {
                 "base_loss": base,
                 "delta_loss": list(delta),
-                "seconds": time.perf_counter() - t0,
+                "seconds": busy,
                 "estimate_s": estimate,
                 "n_tokens": T,
             }
+            resumed = time.perf_counter()

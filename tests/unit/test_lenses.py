@@ -157,6 +157,22 @@ def test_head_sweep_layers_fill_in_a_layer_at_a_time():
     assert steps[-1]["base_loss"] == pytest.approx(whole["base_loss"], abs=1e-6)
 
 
+def test_head_sweep_seconds_count_the_sweep_not_the_time_its_caller_holds_it_paused():
+    """A page draws each layer while the sweep waits: that time is not the sweep's (its estimate
+    is of the sweep alone)."""
+    import time
+
+    model = three_layer_model(seed=9, std=0.15)
+    ids = torch.randint(0, model.cfg.vocab_size, (12,), generator=torch.Generator().manual_seed(3)).tolist()
+    t0, seconds = time.perf_counter(), []
+    for d in effects.head_sweep_layers(model, ids, 1.0):
+        seconds.append(d["seconds"])
+        time.sleep(0.3)  # the caller's drawing
+    wall = time.perf_counter() - t0
+    assert seconds == sorted(seconds) and seconds[0] > 0
+    assert seconds[-1] < wall - 0.3 * len(seconds) + 0.05  # the pauses (0.9 s) are not in it
+
+
 def test_head_sweep_layers_leave_grad_mode_alone_between_layers():
     """A paused sweep must not switch gradients off for its caller: a server thread that drew one
     layer of it goes on to time a training step (whose backward then failed)."""
