@@ -77,8 +77,9 @@ def _has_hooks(modules) -> bool:
     return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
 
 
-def unsupported(model) -> str | None:
-    """Why ``model``'s plain decode step cannot run as the native step, or None if it can."""
+def unsupported(model, any_layout: bool = False) -> str | None:
+    """Why ``model``'s plain decode step cannot run as the native step, or None if it can.
+    ``any_layout``: a weight matrix stored [in, out] does not count (``prepare`` can store it (out, in))."""
     cfg = getattr(model, "cfg", None)
     if cfg is None or not hasattr(model, "trf_blocks"):
         return "not a GPTModel"
@@ -97,14 +98,16 @@ def unsupported(model) -> str | None:
     if any(getattr(n, "eps", None) != cfg.ln_eps for n in norms):
         return "LayerNorm"
     for t in _tensors(model):
-        if t is not None and (t.dtype != dtype or not t.is_contiguous() or t.device.type != "cpu"):
+        in_order = t is None or t.is_contiguous() or (any_layout and t.dim() == 2)
+        if t is not None and (t.dtype != dtype or not in_order or t.device.type != "cpu"):
             return "a tensor in another dtype or memory order"
     return None
 
 
-def _plan(model) -> Plan:
+def _plan(model, rows: dict | None = None) -> Plan:
+    """The step's plan for ``model``; ``rows`` maps id(weight) to an (out, in) copy to read instead."""
     cfg = model.cfg
-    tensors = _tensors(model)
+    tensors = [(rows or {}).get(id(t), t) for t in _tensors(model)]
     addresses = [t.data_ptr() if t is not None else 0 for t in tensors]
     dims = [cfg.emb_dim, cfg.n_heads, cfg.head_dim, cfg.n_layers, cfg.vocab_size, 4 * cfg.emb_dim]
     dims += [0, 0, 0, ACTIVATIONS[cfg.activation]]  # capacity, position and token: set at each step
@@ -179,15 +182,35 @@ def decode_step(model, new_ids: list[int], cache: KVCache | None, attention: boo
 
 def set_native_step(model, threads: int | None) -> bool:
     """Run ``model``'s plain steps as the native step on ``threads`` (0: all of torch's) without
-    measuring, or never (None): what tests and bench's same-run comparisons use. Returns whether the
-    step is available and valid for the model (if not, nothing changes)."""
+    measuring, or never (None): what tests and bench's same-run comparisons use. Weight matrices
+    stored [in, out] are stored (out, in). Returns whether the step is available and valid for the
+    model (if not, nothing changes)."""
     if threads is None:
         _THREADS.pop(model, None)
         return True
-    if unsupported(model) is not None or not native_step.available():
+    if not native_step.available() or unsupported(model, any_layout=True) is not None:
         return False
+    _store_rows(model, _row_copies(model))
     _THREADS[model] = threads
     return True
+
+
+MAX_COPY_BYTES = 256 * 2**20  # weights stored [in, out] copied (out, in) to check and time the step; above: plain
+
+
+def _row_copies(model) -> dict[int, torch.Tensor]:
+    """id(weight) -> an (out, in) contiguous copy, for each weight matrix the model stores [in, out]."""
+    with torch.no_grad():
+        return {id(t): t.detach().contiguous() for t in _tensors(model) if t is not None and not t.is_contiguous()}
+
+
+def _store_rows(model, copies: dict[int, torch.Tensor]) -> None:
+    """Each weight matrix stored [in, out] takes its (out, in) copy as its data: the values, shape, name and
+    state_dict key stay; only the memory order changes, as decode_paths.optimize_for_decode changes it."""
+    with torch.no_grad():
+        for t in _tensors(model):
+            if t is not None and id(t) in copies:
+                t.data = copies[id(t)]
 
 
 def uses_native_step(model) -> bool:
@@ -209,10 +232,10 @@ def _prompt(model) -> torch.Tensor:
     return (torch.arange(n) * 7919 % model.cfg.vocab_size).view(1, n)
 
 
-def parity_error(model) -> str | None:
+def parity_error(model, rows: dict | None = None) -> str | None:
     """None if the native step gives the torch forward's logits, keys and values (and attention) on
-    ``model`` for a step after a short prompt; else what differed."""
-    plan = _plan(model)
+    ``model`` for a step after a short prompt; else what differed. ``rows``: as ``_plan``'s."""
+    plan = _plan(model, rows)
     cache = _small_cache(model)
     prompt = _prompt(model)
     token = int(prompt[0, -1]) + 1
@@ -243,13 +266,13 @@ def parity_error(model) -> str | None:
     return None
 
 
-def _step_candidates(model) -> kernels.Candidates:
+def _step_candidates(model, rows: dict) -> kernels.Candidates:
     cache = _small_cache(model)
     prompt = _prompt(model)
     with torch.no_grad():
         model(prompt, kv_cache=cache)
     start = cache.length
-    plan = _plan(model)
+    plan = _plan(model, rows)
 
     def plain():
         cache.length = start
@@ -272,21 +295,28 @@ def _step_candidates(model) -> kernels.Candidates:
 def prepare(model) -> kernels.Choice | None:
     """Decide whether ``model``'s plain generation steps run as the native step: built here, valid
     for this model, equal to its torch forward (checked on this model) and measured faster here (once
-    per process and model shape). Returns the decision, None when there was nothing to decide."""
+    per process and model shape). The plain candidate runs on the weight layout the kernel choices
+    gave it; the step reads (out, in) copies of any matrix stored [in, out], which become the weights
+    if it wins. Returns the decision, None when there was nothing to decide."""
     _THREADS.pop(model, None)
     _PLANS.pop(model, None)
-    if not kernels.measuring_enabled() or not native_step.available() or unsupported(model) is not None:
+    if not kernels.measuring_enabled() or not native_step.available() or unsupported(model, True) is not None:
         return None
+    strided = [t for t in _tensors(model) if t is not None and not t.is_contiguous()]
+    if sum(t.nbytes for t in strided) > MAX_COPY_BYTES:
+        return None
+    rows = _row_copies(model)
     cfg, dtype = model.cfg, model.tok_emb.weight.dtype
     name = str(dtype).replace("torch.", "")
-    if parity_error(model) is not None:
+    if parity_error(model, rows) is not None:
         return None
     choice = kernels.choose(
         ("native decode step", cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.vocab_size, dtype),
         f"{name} decode step ({cfg.n_layers} blocks, d={cfg.emb_dim})",
-        lambda: _step_candidates(model),
+        lambda: _step_candidates(model, rows),
         label=("step", {"dtype": name, "layers": cfg.n_layers, "d": cfg.emb_dim}),
     )
     if choice.winner != "plain":
+        _store_rows(model, rows)
         _THREADS[model] = 1 if choice.winner == "native_step_1_thread" else 0
     return choice

@@ -135,13 +135,19 @@ def test_prepare_checks_and_measures_and_the_generation_then_takes_it():
     assert took == (choice.winner != "plain")
 
 
-def test_a_layout_the_step_does_not_read_keeps_the_plain_path():
+def test_weights_stored_in_out_are_read_from_row_copies_and_stored_so_when_it_wins():
     needs_step()
     model = tiny()
     w = model.trf_blocks[0].ff.layers[0].weight
+    before = w.detach().clone()
     w.data = w.data.t().contiguous().t()  # stored [in, out], as optimize_for_decode may choose for the plain product
     assert native_decode.unsupported(model) == "a tensor in another dtype or memory order"
-    assert native_decode.prepare(model) is None and not native_decode.uses_native_step(model)
+    assert native_decode.unsupported(model, any_layout=True) is None
+    choice = native_decode.prepare(model)
+    assert choice is not None
+    assert w.is_contiguous() == native_decode.uses_native_step(model) == (choice.winner != "plain")
+    assert torch.equal(w, before)  # the same values whichever order they are stored in
+    assert native_decode.set_native_step(model, 0) and w.is_contiguous()
 
 
 @pytest.mark.parametrize("switch", ["PLAYGROUND_NATIVE_STEP", "PLAYGROUND_NATIVE_GEMV"])
