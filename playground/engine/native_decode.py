@@ -110,7 +110,7 @@ def _plan(model, rows: dict | None = None) -> Plan:
     tensors = [(rows or {}).get(id(t), t) for t in _tensors(model)]
     addresses = [t.data_ptr() if t is not None else 0 for t in tensors]
     dims = [cfg.emb_dim, cfg.n_heads, cfg.head_dim, cfg.n_layers, cfg.vocab_size, 4 * cfg.emb_dim]
-    dims += [0, 0, 0, ACTIVATIONS[cfg.activation]]  # capacity, position and token: set at each step
+    dims += [0, 0, 0, ACTIVATIONS[cfg.activation], 0]  # capacity, position and token: set at each step
     bf16 = tensors[0] is not None and tensors[0].dtype == torch.bfloat16
     addressed = native_step.pointer_array(addresses)
     return Plan(tensors, addressed, tuple(addresses), list(model.modules())[1:], dims, cfg.ln_eps, bf16)
@@ -152,6 +152,26 @@ def _run(model, plan: Plan, token: int, cache: KVCache, threads: int, attention:
     )
     cache.length += 1
     return logits, (list(probs.unbind(0)) if probs is not None else None)
+
+
+def products_alone(model):
+    """A function running only the matrix products of ``model``'s native step, in the step's own
+    parallel region with its split and barriers (no norms, attention, activations or cache writes):
+    a step's time minus this one's is its time outside the products. None if the step is not chosen."""
+    plan = _current_plan(model) if uses_native_step(model) else None
+    if plan is None:
+        return None
+    cache = _small_cache(model)
+    dims = native_step.dims_array([*plan.dims[:6], cache.capacity, 0, 0, plan.dims[9], 1])
+    logits = torch.empty(model.cfg.vocab_size)
+    threads = _THREADS.get(model, 0)
+
+    def run():
+        n = threads or torch.get_num_threads()
+        args = (plan.addresses, dims, plan.eps, cache.k.data_ptr(), cache.v.data_ptr(), logits.data_ptr(), None, n)
+        native_step.run(plan.bfloat16, *args)
+
+    return run
 
 
 def cache_fits(model, cache: KVCache | None) -> bool:

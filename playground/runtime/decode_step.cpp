@@ -53,7 +53,7 @@ inline void store(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
 enum { LN1_S, LN1_B, WQ, BQ, WK, BK, WV, BV, WO, BO, LN2_S, LN2_B, W1, B1, W2, B2, PER_BLOCK };
 
 struct Dims {
-    int64_t d, heads, hd, layers, vocab, ff, capacity, pos, token, activation;
+    int64_t d, heads, hd, layers, vocab, ff, capacity, pos, token, activation, products_only;
 };
 
 // The rows [lo, hi) of thread t of nt, a multiple of ROWS long, as the one-row kernels split them.
@@ -106,8 +106,11 @@ inline float activate(float v, int64_t kind) {
 template <typename T>
 void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_cache, T* v_cache, float* logits,
           float* attention, int threads) {
-    const Dims dm = {dims_in[0], dims_in[1], dims_in[2], dims_in[3], dims_in[4],
-                     dims_in[5], dims_in[6], dims_in[7], dims_in[8], dims_in[9]};
+    const Dims dm = {dims_in[0], dims_in[1], dims_in[2], dims_in[3], dims_in[4], dims_in[5],
+                     dims_in[6], dims_in[7], dims_in[8], dims_in[9], dims_in[10]};
+    // products_only: the same products on the same team, split and barriers, and nothing else -- the
+    // step's time minus this is its time outside the products (bench prints it). Writes no cache.
+    const bool all = !dm.products_only;
     const bool bf16 = sizeof(T) == 2;
     const int64_t d = dm.d, hd = dm.hd, keys = dm.pos + 1;
     const float inv_sqrt_hd = 1.0f / sqrtf(static_cast<float>(hd));
@@ -137,10 +140,10 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
         uint16_t* hh = reinterpret_cast<uint16_t*>(scores + keys);
         int64_t lo, hi;
 #pragma omp single
-        for (int64_t i = 0; i < d; ++i) x[i] = round_to(load(tok, i) + load(posrow, i), bf16);
+        for (int64_t i = 0; i < d && all; ++i) x[i] = round_to(load(tok, i) + load(posrow, i), bf16);
         for (int64_t l = 0; l < dm.layers; ++l) {
             const T* const* w = layer + PER_BLOCK * l;
-            layer_norm(x, w[LN1_S], w[LN1_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
+            if (all) layer_norm(x, w[LN1_S], w[LN1_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
             // Q, K and V: each thread takes its rows of each of the three products.
             for (int m = 0; m < 3; ++m) {
                 const T* wm = w[WQ + 2 * m];
@@ -148,12 +151,12 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
                 float* y = qkv + m * d;
                 split(d, t, nt, &lo, &hi);
                 rows(wm, xn, xh, d, lo, hi, y);
-                for (int64_t j = lo; j < hi; ++j) y[j] = round_to(y[j] + (bm ? load(bm, j) : 0.0f), bf16);
+                for (int64_t j = lo; j < hi && all; ++j) y[j] = round_to(y[j] + (bm ? load(bm, j) : 0.0f), bf16);
             }
 #pragma omp barrier
             // Attention, one head at a time per thread: this position's key and value into the cache,
             // then the new query over every cached key.
-            for (int64_t h = t; h < dm.heads; h += nt) {
+            for (int64_t h = t; h < dm.heads && all; h += nt) {
                 T* kh = k_cache + ((l * dm.heads + h) * dm.capacity) * hd;
                 T* vh = v_cache + ((l * dm.heads + h) * dm.capacity) * hd;
                 const float* q = qkv + h * hd;
@@ -195,13 +198,13 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
                 for (int64_t i = 0; i < d; ++i) xh[i] = float_to_bf16(ctx[i]);
             split(d, t, nt, &lo, &hi);
             rows(w[WO], ctx, xh, d, lo, hi, out);
-            for (int64_t j = lo; j < hi; ++j)
+            for (int64_t j = lo; j < hi && all; ++j)
                 x[j] = round_to(x[j] + round_to(out[j] + (w[BO] ? load(w[BO], j) : 0.0f), bf16), bf16);
 #pragma omp barrier
-            layer_norm(x, w[LN2_S], w[LN2_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
+            if (all) layer_norm(x, w[LN2_S], w[LN2_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
             split(dm.ff, t, nt, &lo, &hi);
             rows(w[W1], xn, xh, d, lo, hi, hidden);
-            for (int64_t j = lo; j < hi; ++j) {
+            for (int64_t j = lo; j < hi && all; ++j) {
                 const float pre = round_to(hidden[j] + (w[B1] ? load(w[B1], j) : 0.0f), bf16);
                 hidden[j] = round_to(activate(pre, dm.activation), bf16);
             }
@@ -212,11 +215,11 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
                 for (int64_t i = 0; i < dm.ff; ++i) hh[i] = float_to_bf16(hidden[i]);
 #endif
             rows(w[W2], hidden, hh, dm.ff, lo, hi, out);
-            for (int64_t j = lo; j < hi; ++j)
+            for (int64_t j = lo; j < hi && all; ++j)
                 x[j] = round_to(x[j] + round_to(out[j] + (w[B2] ? load(w[B2], j) : 0.0f), bf16), bf16);
 #pragma omp barrier
         }
-        layer_norm(x, tail[0], tail[1], d, eps, bf16, xn, bf16 ? xh : nullptr);
+        if (all) layer_norm(x, tail[0], tail[1], d, eps, bf16, xn, bf16 ? xh : nullptr);
         split(dm.vocab, t, nt, &lo, &hi);
         rows(tail[2], xn, xh, d, lo, hi, logits);
         if (bf16)
@@ -231,7 +234,7 @@ extern "C" {
 // tensors: token embedding, position table, 16 per block (see PER_BLOCK; a missing bias is null), final
 // LayerNorm scale and shift, output head weight -- all float32, contiguous, weights (out, in).
 // dims: emb_dim, heads, head_dim, layers, vocab, ff, cache capacity, position, token, activation (0 GELU
-// tanh, 1 ReLU). The caches are (layers, heads, capacity, head_dim); logits (vocab); attention, if not
+// tanh, 1 ReLU), products only (1: see Dims). The caches are (layers, heads, capacity, head_dim); logits (vocab); attention, if not
 // null, (layers, heads, position + 1): the new query's probabilities over every cached position.
 void pg_step_f32(const void* const* tensors, const int64_t* dims, float eps, float* k_cache, float* v_cache,
                  float* logits, float* attention, int threads) {
