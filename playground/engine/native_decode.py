@@ -193,6 +193,8 @@ def decode_step(model, new_ids: list[int], cache: KVCache | None, attention: boo
     threads = _THREADS.get(model)
     if threads is None or len(new_ids) != 1 or torch.is_grad_enabled() or not cache_fits(model, cache):
         return None
+    if not 0 <= int(new_ids[0]) < model.cfg.vocab_size:
+        return None  # the torch forward says what is wrong with it
     plan = _current_plan(model)
     if plan is None:
         return None
@@ -322,6 +324,8 @@ def prepare(model) -> kernels.Choice | None:
     _PLANS.pop(model, None)
     if not kernels.measuring_enabled() or not native_step.available() or unsupported(model, True) is not None:
         return None
+    if model.cfg.context_length < CHECK_PROMPT + MEASURE_STEPS + 1:
+        return None  # no room for the check's prompt and steps: such a model keeps the plain path
     strided = [t for t in _tensors(model) if t is not None and not t.is_contiguous()]
     if sum(t.nbytes for t in strided) > MAX_COPY_BYTES:
         return None
