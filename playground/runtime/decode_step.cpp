@@ -4,8 +4,9 @@
 // and called once per generated token. Between the operations of a step there is then no Python, no
 // torch dispatch and no waking of threads: one OpenMP parallel region runs the whole step, every
 // matrix product split across the team by output rows (the way llama.cpp runs a token), the
-// LayerNorms computed by every thread into its own buffer (cheaper than a barrier), attention split
-// by heads, and a barrier wherever a result of the whole team is needed next.
+// LayerNorms computed by every thread into its own buffer (cheaper than a barrier), Q/K/V and attention
+// split by heads (a thread attends with the rows it computed), and a barrier wherever a result of the whole
+// team is needed next: four per block.
 //
 // The numbers follow the model's plain forward (playground/engine/model.py): pre-norm blocks, the
 // keys and values of the new position written into the KV cache's own tensors at the same place the
@@ -144,16 +145,16 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
         for (int64_t l = 0; l < dm.layers; ++l) {
             const T* const* w = layer + PER_BLOCK * l;
             if (all) layer_norm(x, w[LN1_S], w[LN1_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
-            // Q, K and V: each thread takes its rows of each of the three products.
-            for (int m = 0; m < 3; ++m) {
-                const T* wm = w[WQ + 2 * m];
-                const T* bm = w[BQ + 2 * m];
-                float* y = qkv + m * d;
-                split(d, t, nt, &lo, &hi);
-                rows(wm, xn, xh, d, lo, hi, y);
-                for (int64_t j = lo; j < hi && all; ++j) y[j] = round_to(y[j] + (bm ? load(bm, j) : 0.0f), bf16);
-            }
-#pragma omp barrier
+            // Q, K and V by heads: each thread computes the rows of its own heads, which are all its
+            // attention reads next, so no barrier is needed between the two.
+            for (int64_t h = t; h < dm.heads; h += nt)
+                for (int m = 0; m < 3; ++m) {
+                    const T* bm = w[BQ + 2 * m];
+                    float* y = qkv + m * d;
+                    rows(w[WQ + 2 * m], xn, xh, d, h * hd, (h + 1) * hd, y);
+                    for (int64_t j = h * hd; j < (h + 1) * hd && all; ++j)
+                        y[j] = round_to(y[j] + (bm ? load(bm, j) : 0.0f), bf16);
+                }
             // Attention, one head at a time per thread: this position's key and value into the cache,
             // then the new query over every cached key.
             for (int64_t h = t; h < dm.heads && all; h += nt) {
