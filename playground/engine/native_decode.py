@@ -29,7 +29,8 @@ from playground.runtime import kernels, native_step
 
 ACTIVATIONS = {"gelu_tanh": 0, "relu": 1}
 CHECK_PROMPT = 8  # tokens the check and the measurement put in their cache before stepping
-MEASURE_STEPS = 4  # steps in one timed pass
+MEASURE_STEPS = 4  # steps in one timed pass, at most
+PASS_BYTES = 256 * 2**20  # weights streamed in one timed pass, about: a large model times one step a pass
 CHECK_CAPACITY = CHECK_PROMPT + MEASURE_STEPS + 4
 # The step's logits against the torch forward's, largest difference over the largest logit: float32
 # only differs in summation order; bfloat16 in where a value rounds one way instead of the other.
@@ -295,17 +296,19 @@ def _step_candidates(model, rows: dict) -> kernels.Candidates:
         model(prompt, kv_cache=cache)
     start = cache.length
     plan = _plan(model, rows)
+    weight_bytes = sum(t.nbytes for t in plan.tensors if t is not None)
+    steps = max(1, min(MEASURE_STEPS, PASS_BYTES // max(1, weight_bytes)))
 
     def plain():
         cache.length = start
         with torch.no_grad():
-            for i in range(MEASURE_STEPS):
+            for i in range(steps):
                 model(torch.tensor([[i]]), kv_cache=cache, last_token_only=True)
 
     def native(threads: int):
         cache.length = start
         with torch.no_grad():
-            for i in range(MEASURE_STEPS):
+            for i in range(steps):
                 _run(model, plan, i, cache, threads, False)
 
     out: kernels.Candidates = {"plain": plain, "native_step": lambda: native(0)}
