@@ -176,10 +176,12 @@ def products_alone(model):
 
 
 def cache_fits(model, cache: KVCache | None) -> bool:
+    """Whether ``cache`` is one the step can append to: this model's shape, batch 1, contiguous, room left."""
+    cfg = model.cfg
     return (
         cache is not None
-        and cache.k.dtype == model.tok_emb.weight.dtype
-        and cache.k.shape[1] == 1
+        and cache.k.dtype == cache.v.dtype == model.tok_emb.weight.dtype
+        and tuple(cache.k.shape) == tuple(cache.v.shape) == (cfg.n_layers, 1, cfg.n_heads, cache.capacity, cfg.head_dim)
         and cache.k.is_contiguous()
         and cache.v.is_contiguous()
         and cache.length < cache.capacity

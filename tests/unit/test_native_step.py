@@ -181,6 +181,11 @@ def test_hooks_training_and_gradients_take_the_plain_path():
         assert native_decode.decode_step(model, [3], cache) is not None
         assert cache.length == 3
     assert native_decode.decode_step(model, [4], cache) is None  # gradients on: not an inference step
+    with torch.no_grad():
+        other = tiny(n_layers=3).new_kv_cache()  # another model's cache: never read past its ends
+        other.length = 2
+        assert native_decode.decode_step(model, [4], other) is None
+        assert native_decode.decode_step(model, [50257], cache) is None  # outside the vocabulary
 
 
 @pytest.mark.parametrize(
