@@ -152,6 +152,13 @@ def main(argv=None) -> int:
             if status.available
             else f" {status.detail}"
         )
+        + (
+            f"; int8 dot product (VNNI) {status.int8_dot_bits}-bit"
+            if status.int8_dot_bits
+            else f"; no int8 dot product {status.int8_dot_error}".rstrip()
+            if status.available
+            else ""
+        )
     )
     print(
         "Decode path (each generation step): "

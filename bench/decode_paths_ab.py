@@ -1,4 +1,4 @@
-"""``python -m bench.decode_paths_ab [float32|bfloat16]``: the plain decode path against the measured one and the native step, same process.
+"""``python -m bench.decode_paths_ab [float32|bfloat16|int8-dynamic]``: the plain decode path against the measured one and the native step, same process.
 
 "Plain": every product through PyTorch (``optimize_for_decode(..., compiled_kernel=False)``), the sampler and
 one query's attention on all threads. "Measured": the compiled one-row kernel where it measured faster, and
@@ -7,12 +7,17 @@ step in one compiled call (engine.native_decode; on the threads its decision cho
 step). All decode GPT-2 small (random weights) greedily, alternating, every round;
 the output is each one's tok/s, its step split into the products timed alone and the time outside them, the
 per-round ratio and the load average -- the figures docs/benchmarks.md records.
+
+``int8-dynamic``: "measured" is the model as quantize_int8 chose its kernels (the int8 dot-product kernel where
+it won), "plain" the same weights on the fastest of torch's int8-dynamic kernels in that measurement.
+``--also float32 int8``: those precisions' measured models decode in the same rounds, for their tok/s beside.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import os
 import time
 
@@ -22,6 +27,7 @@ from playground.engine import native_decode
 from playground.engine.config import PRESETS
 from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.model import GPTModel
+from playground.engine.quantize import COMPILED_DYNAMIC, Int8Linear, quantize_int8
 from playground.engine.sampling import generate
 from playground.runtime import kernels, native_gemv
 
@@ -41,25 +47,48 @@ def threads_decided(sampler: int | None, attention: int | None):
         kernels.vocabulary_threads_decided, kernels.one_query_attention_threads_decided = saved
 
 
+def fastest_torch_int8_dynamic_kernel(shape: tuple[int, ...]) -> str:
+    """The fastest of torch's own int8-dynamic kernels in this process's measurement for ``shape``."""
+    for c in kernels.measured():
+        if c.kind == "int8dyn" and c.fields.get("shape") == shape and c.seconds:
+            return min((k for k in c.seconds if k not in COMPILED_DYNAMIC), key=c.seconds.__getitem__)
+    return "int_mm"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.decode_paths_ab", description=__doc__.splitlines()[0])
-    ap.add_argument("dtype", nargs="?", default="float32", choices=["float32", "bfloat16"])
+    precisions = ["float32", "bfloat16", "int8", "int8-dynamic"]
+    ap.add_argument("dtype", nargs="?", default="float32", choices=precisions[:2] + precisions[3:])
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--reps", type=int, default=6)
+    ap.add_argument("--also", nargs="*", default=[], choices=precisions, help="more measured models, same rounds")
     args = ap.parse_args(argv)
     load_start = os.getloadavg()[0]
-    dtype = getattr(torch, args.dtype)
     cfg = PRESETS["gpt2-small"]
 
-    def build(compiled: bool):
-        model = GPTModel(cfg, generator=torch.Generator().manual_seed(0)).eval().to(dtype)
+    def build(precision: str, compiled: bool = True):
+        model = GPTModel(cfg, generator=torch.Generator().manual_seed(0)).eval()
+        if precision == "int8":  # as bench.decode builds them: int8 from bfloat16, int8-dynamic from float32
+            model = quantize_int8(model.to(torch.bfloat16), "bfloat16")
+        elif precision == "int8-dynamic":
+            model = quantize_int8(model, "float32", dynamic=True)
+        else:
+            model = model.to(getattr(torch, precision))
         return optimize_for_decode(model, compiled_kernel=compiled)
 
-    plain, measured = build(False), build(True)
+    if args.dtype == "int8-dynamic":
+        measured = build(args.dtype)
+        plain = copy.deepcopy(measured)
+        for m in plain.modules():
+            if isinstance(m, Int8Linear):
+                m.kernel = fastest_torch_int8_dynamic_kernel(tuple(m.weight.shape))
+    else:
+        plain, measured = build(args.dtype, False), build(args.dtype)
+    also = {f"{p} (measured)": build(p) for p in args.also}
     status = native_gemv.status()
-    print(f"compiled one-row kernel: {status.reason} {status.detail}".rstrip())
+    print(f"compiled one-row kernel: {status.reason} {status.detail}; int8 dot product {status.int8_dot_bits} bits")
     for c in kernels.measured():
-        if "one-row" in c.decision or "threads for" in c.decision or c.kind == "step":
+        if "one-row" in c.decision or "threads for" in c.decision or "int8" in c.decision or c.kind == "step":
             print("  " + c.summary())
     step_choice = [c for c in kernels.measured() if c.kind == "step"]
     step_threads = 1 if step_choice and step_choice[0].winner == "native_step_1_thread" else 0
@@ -67,9 +96,12 @@ def main(argv=None) -> int:
         kernels.vocabulary_threads_decided(cfg.vocab_size),
         kernels.one_query_attention_threads_decided(cfg.n_heads, cfg.head_dim),
     )
-    variants = {"plain": (plain, (None, None)), "measured": (measured, chosen)}
+    # int8-dynamic compares kernels only: both on the measured threads (main's int8-dynamic path has them too)
+    plain_threads = chosen if args.dtype == "int8-dynamic" else (None, None)
+    variants = {"plain": (plain, plain_threads), "measured": (measured, chosen)}
     if native_decode.set_native_step(measured, step_threads):
         variants["native step"] = (measured, chosen)
+    variants.update({name: (model, chosen) for name, model in also.items()})
     prompt = prompt_ids(32)
 
     def run(name):
@@ -83,7 +115,11 @@ def main(argv=None) -> int:
                 tokens.append(step.token_id)
         return median(step_times(stamps)), tokens
 
-    products = {name: step_products(model) for name, (model, _) in variants.items()}
+    products = {}
+    for name, (model, _) in variants.items():  # each variant's products as its own steps run them
+        if model is measured:
+            native_decode.set_native_step(measured, step_threads if name == "native step" else None)
+        products[name] = step_products(model)
     for name in variants:  # warm-up
         run(name)
     steps: dict[str, list[float]] = {n: [] for n in variants}

@@ -295,9 +295,18 @@ def outside_lines(r: dict) -> list[str]:
                 if a and b
                 else ""
             )
+            int8 = (
+                f" Its int8-dynamic product on the CPU's int8 dot product (VNNI, {native['int8_dot_bits']}-bit), used where"
+                " the int8 dynamic kernel choices below say 'compiled_vnni'."
+                if native.get("int8_dot_bits")
+                else f" No int8 dot-product kernel ({native.get('int8_dot_error') or 'not in this build'})."
+                if "int8_dot_bits" in native
+                else ""
+            )
             lines.append(
                 f"Compiled one-row kernel (`playground.runtime.native_gemv`): built by {native['compiler']}, "
                 f"{native['vector_bits'] or 'scalar'}-bit vectors, used where the kernel choices below say 'compiled'{same_run}."
+                + int8
             )
         else:
             lines.append(f"Compiled one-row kernel: not used ({native.get('reason')}: {native.get('detail') or '—'}).")

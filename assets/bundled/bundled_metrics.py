@@ -1,5 +1,6 @@
-"""The measurements issue 24 sets targets for, shared by train_bundled.py (at every evaluation) and
-the export (on the final float16 file).
+"""The bundled model's teaching measurements: held-out loss, head scores and copying.
+
+Shared by train_bundled.py (at every evaluation) and the export (on the final float16 file).
 
 Only the package's top-level public names are used, and the attention maps are computed here from
 ``GPTModel(idx, return_attention=True)``'s trace (queries and keys per layer), so nothing depends on

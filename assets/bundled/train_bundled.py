@@ -1,4 +1,4 @@
-"""Train the bundled Tiny Shakespeare model (issue 24): a GPT-2-shaped model small enough to ship
+"""Train the bundled Tiny Shakespeare model: a GPT-2-shaped model small enough to ship
 (<= 16 MB in float16) that shows a previous-token head, an induction head, in-context copying and an
 attention sink, with a held-out loss <= 4.6 nats/token.
 
@@ -57,12 +57,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import bundled_metrics as bm  # noqa: E402
+from bundled_batches import IGNORE, Batches, step_seed  # noqa: E402
+from bundled_head_loss import ChunkedHeadLoss, HeadVocab  # noqa: E402
 from head_shaping import HeadShaper, parse_head  # noqa: E402
 
 from playground import GPTConfig, GPTModel, load_tokenizer, save_checkpoint  # noqa: E402
 
 DEFAULT_DATA = str(ROOT.parent / "shared" / "data" / "tinyshakespeare.txt")
-IGNORE = -100
 
 # Arguments that may differ between the original run and a resume without changing the result.
 RESUME_FREE = {"out", "data", "bench", "save_every_s", "threads", "max_minutes"}
@@ -152,83 +153,11 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def step_seed(seed: int, step: int, stream: int) -> int:
-    return (seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + stream * 0x94D049BB133111EB + 1) % (2**63)
-
-
 def lr_at(step: int, a) -> float:
     if step < a.warmup:
         return a.lr * (step + 1) / a.warmup
     progress = min(1.0, (step - a.warmup) / max(1, a.steps - 1 - a.warmup))
     return a.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (a.lr - a.min_lr)
-
-
-class Batches:
-    """Inputs and targets (batch, block) for step ``step``, a function of (seed, step) alone."""
-
-    def __init__(self, train_ids: torch.Tensor, a, extra_ids: torch.Tensor | None = None):
-        self.ids, self.a, self.block = train_ids, a, a.context
-        self.extra = extra_ids
-        self.pool = bm.frequent_tokens(train_ids, a.pool)
-
-    def natural_extra(self, gen) -> tuple[torch.Tensor, torch.Tensor]:
-        s = int(torch.randint(len(self.extra) - self.block - 1, (1,), generator=gen))
-        w = self.extra[s : s + self.block + 1]
-        return w[:-1], w[1:].clone()
-
-    def natural(self, gen) -> tuple[torch.Tensor, torch.Tensor]:
-        s = int(torch.randint(len(self.ids) - self.block - 1, (1,), generator=gen))
-        w = self.ids[s : s + self.block + 1]
-        return w[:-1], w[1:].clone()
-
-    def repeated_random(self, gen):
-        T = self.block + 1
-        bos = bool(torch.rand(1, generator=gen) < 0.5)
-        L = int(torch.randint(8, 97, (1,), generator=gen))
-        r = self.pool[torch.randperm(len(self.pool), generator=gen)[:L]]
-        body = r.repeat(T // L + 2)
-        seq = torch.cat([torch.tensor([bm.EOT]), body])[:T] if bos else body[:T]
-        x, y = seq[:-1], seq[1:].clone()
-        start = 1 if bos else 0  # position of the first copy's first token
-        # y[j] is the token at j + 1: score only targets at positions >= start + L + 1
-        y[: start + L] = IGNORE
-        return x, y
-
-    def repeated_span(self, gen):
-        T = self.block + 1
-        L = int(torch.randint(16, 129, (1,), generator=gen))
-        s = int(torch.randint(len(self.ids) - T - 1, (1,), generator=gen))
-        span = self.ids[s : s + L]
-        seq = torch.cat([span, span, self.ids[s + L : s + L + T]])[:T]
-        return seq[:-1], seq[1:].clone()
-
-    def shares(self, step: int) -> tuple[float, float]:
-        a = self.a
-        if a.switch_step and step >= a.switch_step:
-            return a.p_random2, a.p_span2
-        return a.p_random, a.p_span
-
-    def __call__(self, step: int):
-        gen = torch.Generator().manual_seed(step_seed(self.a.seed, step, 0))
-        p_random, p_span = self.shares(step)
-        xs, ys, kinds = [], [], []
-        for _ in range(self.a.batch):
-            u = float(torch.rand(1, generator=gen))
-            if u < p_random:
-                x, y = self.repeated_random(gen)
-                kinds.append("r")
-            elif u < p_random + p_span:
-                x, y = self.repeated_span(gen)
-                kinds.append("s")
-            elif self.extra is not None and u < p_random + p_span + self.a.p_extra:
-                x, y = self.natural_extra(gen)
-                kinds.append("e")
-            else:
-                x, y = self.natural(gen)
-                kinds.append("n")
-            xs.append(x)
-            ys.append(y)
-        return torch.stack(xs), torch.stack(ys), "".join(kinds)
 
 
 def build(a) -> tuple[GPTModel, torch.optim.Optimizer]:
@@ -281,101 +210,6 @@ def build(a) -> tuple[GPTModel, torch.optim.Optimizer]:
         eps=1e-8,
     )
     return model, opt
-
-
-class ChunkedHeadLoss(torch.autograd.Function):
-    """Mean cross-entropy of ``h @ W.T`` (the tied output head) against ``y``, computed ``CHUNK`` rows
-    at a time and recomputed in the backward pass, so the (rows x 50257) logits are never held whole.
-
-    Same value and gradients as F.cross_entropy(h @ W.T, y, ignore_index=-100) (up to float
-    rounding; with ``bf16`` the two head products run in bfloat16 with float32 accumulation). Why:
-    a batch of 8 x 256 tokens has 411 MB of float32 logits; allocating that (and its softmax and
-    gradient) every step made the kernel fault in fresh pages for ~45% of the step time. Chunks of
-    128 rows (26 MB) stay under glibc's mmap threshold and are reused. Costs one extra head product.
-    """
-
-    CHUNK = 128
-
-    @staticmethod
-    def forward(ctx, h, W, y, bf16: bool):
-        Wc = W.bfloat16() if bf16 else W
-        valid = y != IGNORE
-        n = int(valid.sum())
-        acc = torch.float64 if h.dtype == torch.float64 else torch.float32  # float64 only in the test
-        lse = torch.empty(h.size(0), dtype=acc)
-        total = torch.zeros((), dtype=torch.float64)
-        for i in range(0, h.size(0), ChunkedHeadLoss.CHUNK):
-            hc = h[i : i + ChunkedHeadLoss.CHUNK]
-            logits = (hc.to(Wc.dtype) @ Wc.t()).to(acc)
-            lse[i : i + len(hc)] = torch.logsumexp(logits, dim=-1)
-            yc, vc = y[i : i + len(hc)], valid[i : i + len(hc)]
-            picked = logits.gather(1, yc.clamp(min=0)[:, None])[:, 0]
-            total += ((lse[i : i + len(hc)] - picked) * vc).sum().double()
-        ctx.save_for_backward(h, W, y, lse)
-        ctx.bf16, ctx.n = bf16, n
-        return (total / max(n, 1)).float()
-
-    @staticmethod
-    def backward(ctx, g):
-        h, W, y, lse = ctx.saved_tensors
-        Wc = W.bfloat16() if ctx.bf16 else W
-        grad_h = torch.empty_like(h)
-        acc = lse.dtype
-        grad_W = torch.zeros_like(W, dtype=acc)
-        scale = g.to(acc) / max(ctx.n, 1)
-        for i in range(0, h.size(0), ChunkedHeadLoss.CHUNK):
-            hc = h[i : i + ChunkedHeadLoss.CHUNK]
-            yc = y[i : i + len(hc)]
-            logits = (hc.to(Wc.dtype) @ Wc.t()).to(acc)
-            p = torch.exp_(logits.sub_(lse[i : i + len(hc), None]))  # softmax, in place
-            rows = torch.arange(len(hc))
-            valid = yc != IGNORE
-            p[rows[valid], yc[valid]] -= 1.0
-            p[~valid] = 0.0
-            p.mul_(scale)
-            pc = p.to(Wc.dtype)
-            grad_h[i : i + len(hc)] = (pc @ Wc).to(h.dtype)
-            if ctx.bf16:
-                grad_W.add_((pc.t() @ hc.to(Wc.dtype)).to(acc))
-            else:
-                grad_W.addmm_(p.t(), hc)
-        return grad_h, grad_W.to(W.dtype), None, None
-
-
-class HeadVocab:
-    """The training softmax over a subset of the vocabulary (a sampled softmax): the tokens the
-    training texts contain, always, plus ``UNSEEN_SAMPLE`` of the others drawn afresh each step,
-    whose logits are raised by log(unseen / sample) so they stand for all the others (the
-    importance-weighted estimate of the full partition function).
-
-    Why: the tied 50257-wide output product is ~80% of a step's arithmetic, while Tiny Shakespeare
-    (and every synthetic row, drawn from its frequent tokens) uses about a quarter of the
-    vocabulary. Without the sampled others, nothing would keep the model from giving the tokens it
-    never sees as much probability as the ones it does (a softmax is shift-invariant): the full
-    held-out loss was 1.2 nats above the subset's at step 200. Evaluation always uses all 50257.
-    """
-
-    UNSEEN_SAMPLE = 2048
-
-    def __init__(self, *texts: torch.Tensor):
-        self.ids = torch.unique(torch.cat([*texts, torch.tensor([bm.EOT])]))
-        self.row = torch.full((50257,), IGNORE, dtype=torch.long)
-        self.row[self.ids] = torch.arange(len(self.ids))
-        self.unseen = torch.nonzero(self.row == IGNORE)[:, 0]
-
-    def targets(self, y: torch.Tensor) -> torch.Tensor:
-        return torch.where(y == IGNORE, y, self.row[y.clamp(min=0)])
-
-    def head(self, W: torch.Tensor, h: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """(hidden states with a constant 1 appended, the subset's rows with the logit offset as
-        their last column): ``h1 @ W1.T`` are the subset's logits, offsets included."""
-        k = min(self.UNSEEN_SAMPLE, len(self.unseen))
-        sample = self.unseen[torch.randperm(len(self.unseen), generator=gen)[:k]]
-        rows = W[torch.cat([self.ids, sample])]
-        offset = torch.zeros(len(rows), 1, dtype=W.dtype)
-        offset[len(self.ids) :] = math.log(len(self.unseen) / k)
-        ones = torch.ones(*h.shape[:-1], 1, dtype=h.dtype)
-        return torch.cat([h, ones], dim=-1), torch.cat([rows, offset], dim=1)
 
 
 def train_step(

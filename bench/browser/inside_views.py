@@ -12,6 +12,9 @@ refuses for this model and run: its estimate is the work). For each:
 - **server**: from the click to that ``process_completed`` message (the handler, Gradio's
   serialisation, the transfer); **page**: from that message to drawn (parsing, Svelte, plotly);
 - **bytes**: the event's SSE messages; **longest task**: the longest main-thread task in between;
+- **main-thread CPU**: the CPU time the renderers' main threads used from the click until the view
+  settled (their ``/proc`` counters): long tasks that add up to much more than it were the thread
+  waiting for a core (descheduled on a busy machine), not the page working;
 - **library**: the same call on the same token ids in this process, with the same shapes
   (GPT-2 small, random weights), timed right after the page's view while the server is idle.
 
@@ -230,6 +233,7 @@ def _page_view(bench, page, view: dict, en: dict) -> dict:
     target.scroll_into_view_if_needed()
     page.evaluate(WATCH_JS, ids)
     trigger = page.evaluate(COMPONENT_JS, view["button"][1:]) if view["tab"] is not None else None
+    cpu0 = renderer_main_thread_cpu()
     t0 = bench.now_ms()
     target.click()
     # (elements a tab renders only once shown are watched as soon as they exist)
@@ -251,6 +255,7 @@ def _page_view(bench, page, view: dict, en: dict) -> dict:
         r["error"] = f"not drawn within {bench.run_timeout:.0f} s"
         return r
     drawn = state["last"]
+    r["main_thread_cpu_s"] = renderer_main_thread_cpu() - cpu0
     r["drawn_s"] = (drawn - t0) / 1000
     r["server_s"] = (state["completed"][-1] - t0) / 1000
     r["page_s"] = max(0.0, (drawn - state["completed"][-1]) / 1000)
@@ -266,6 +271,21 @@ def _page_view(bench, page, view: dict, en: dict) -> dict:
     return r
 
 
+def renderer_main_thread_cpu() -> float:
+    """CPU seconds so far of the main threads (thread id = process id) of this process's Chromium renderers."""
+    import psutil
+
+    total = 0.0
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "--type=renderer" not in " ".join(proc.cmdline()):
+                continue
+            total += sum(t.user_time + t.system_time for t in proc.threads() if t.id == proc.pid)
+        except psutil.Error:
+            pass
+    return total
+
+
 def _library_seconds(call, model, ids, cols, reps: int = 2) -> float:
     times = []
     for _ in range(reps):
@@ -273,6 +293,10 @@ def _library_seconds(call, model, ids, cols, reps: int = 2) -> float:
         call(model, ids, cols)
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def _fmt_cpu(x) -> str:
+    return "—" if x is None else f"{x:.2f}"
 
 
 def _fmt(x) -> str:
@@ -318,8 +342,8 @@ def table(result: dict) -> str:
         + (f"; 1-minute load average {load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end" if all(load) else ""),
         "",
         "| view | click → drawn s | library s | drawn / library | target s | server s | page s | KB | "
-        "longest task s | long tasks total s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "longest task s | long tasks total s | main-thread CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in d["views"]:
         if r.get("drawn_s") is None:
@@ -328,6 +352,6 @@ def table(result: dict) -> str:
         lines.append(
             f"| {r['view']} | {r['drawn_s']:.2f} | {r['library_s']:.2f} | {r['ratio']:.2f}× | {r['target_s']:.2f} | "
             f"{r['server_s']:.2f} | {r['page_s']:.2f} | {r['bytes'] / 1000:,.0f} | {r['longest_task_s']:.2f} | "
-            f"{r['long_task_total_s']:.2f} |"
+            f"{r['long_task_total_s']:.2f} | {_fmt_cpu(r.get('main_thread_cpu_s'))} |"
         )
     return "\n".join(lines)

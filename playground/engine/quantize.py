@@ -13,12 +13,17 @@ an int8 model is not supported (its weights are frozen int8 parameters).
 
 ``quantize_int8(model, dynamic=True)`` (the "int8-dynamic" precision, as CTranslate2's int8 and llama.cpp's
 q8_0 compute) also quantizes each product's input at run time: every activation row x becomes round(x / r)
-with r = max|x| / 127, the product runs on int8 values with int32 sums, and y = (xq · qᵀ) · r · s + b.
+with r = max|x| / 127, the product runs on int8 values with int32 sums, and y = (xq · qᵀ) · r · s + b. Where the
+CPU's int8 dot-product instruction (VNNI) is built here (runtime.native_gemv), a one-row product can run on it,
+with the same sums and the same result, bit for bit, when it measures faster.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
+import weakref
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -26,7 +31,7 @@ import torch.nn.functional as F
 
 from playground.engine.decode_paths import StacksQKV
 from playground.errors import UserError
-from playground.runtime import kernels
+from playground.runtime import kernels, native_gemv
 
 ACTIVATIONS = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -44,16 +49,33 @@ def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q.contiguous(), scale
 
 
-def _int8pack(x2d, q, scale, bias):
-    out = torch.ops.aten._weight_int8pack_mm(x2d, q, scale)
-    return out if bias is None else out + bias
-
-
 def _dequantize(x2d, q, scale, bias):
     return F.linear(x2d, q.to(x2d.dtype) * scale[:, None], bias)
 
 
-_KERNELS = {"dequantize": _dequantize, "int8pack": _int8pack}
+def _int8pack(x2d, q, scale, bias):
+    if x2d.dtype == torch.bfloat16 and x2d.size(1) % 16:
+        # ATen's bfloat16 int8 kernel (torch 2.13) returns wrong sums, or crashes with several rows, when in is not
+        # a multiple of 16: such a layer (a custom emb_dim) is dequantized instead.
+        return _dequantize(x2d, q, scale, bias)
+    out = torch.ops.aten._weight_int8pack_mm(x2d, q, scale)
+    return out if bias is None else out + bias
+
+
+def _compiled_weights(x2d, q, scale, bias, threads: int):
+    if x2d.size(0) == 1:
+        return native_gemv.linear_int8_weights(x2d, q, scale, bias, threads)
+    return _int8pack(x2d, q, scale, bias)  # a prompt's rows: ATen's int8 kernel
+
+
+_KERNELS: dict[str, Callable[..., torch.Tensor]] = {
+    "dequantize": _dequantize,
+    "int8pack": _int8pack,
+    # one row on the compiled kernel (runtime.native_gemv: int8 widened to float32 in registers), all threads or one
+    "compiled": functools.partial(_compiled_weights, threads=0),
+    "compiled_1_thread": functools.partial(_compiled_weights, threads=1),
+}
+COMPILED_WEIGHTS = ("compiled", "compiled_1_thread")
 
 
 def quantize_activations(x2d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -76,13 +98,59 @@ def _dynamic_int_mm(x2d, q, scale, bias):
     return out if bias is None else out + bias
 
 
-_DYNAMIC_KERNELS = {"dequantize": _dynamic_dequantize, "int_mm": _dynamic_int_mm}
+_ROW_SUMS: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}  # id(q) -> (q, its version, Σ_k q[row, k])
 
 
-def int8_linear_kernels(dynamic: bool = False) -> dict:
+def weight_row_sums(q: torch.Tensor) -> torch.Tensor:
+    """Σ_k q[row, k] of an int8 weight as int32 (out,): what the compiled int8 kernel subtracts 128 times over.
+    Computed once per weight and kept while the weight lives; again if its values change in place."""
+    key = id(q)
+    hit = _ROW_SUMS.get(key)
+    if hit is not None and hit[0]() is q and hit[1] == q._version:
+        return hit[2]
+    sums = q.detach().sum(dim=1, dtype=torch.int32)
+
+    def drop(_ref: weakref.ref) -> None:  # the weight is gone: so are its sums
+        _ROW_SUMS.pop(key, None)
+
+    _ROW_SUMS[key] = (weakref.ref(q, drop), q._version, sums)
+    return sums
+
+
+def _dynamic_compiled(x2d, q, scale, bias, threads: int):
+    if x2d.size(0) == 1 and x2d.dtype == torch.float32 and scale.dtype == torch.float32:
+        return native_gemv.linear_int8_dynamic(x2d, q, weight_row_sums(q), scale, bias, threads)
+    return _dynamic_int_mm(x2d, q, scale, bias)  # a prompt's rows, or bfloat16 between: torch's integer product
+
+
+_DYNAMIC_KERNELS: dict[str, Callable[..., torch.Tensor]] = {
+    "dequantize": _dynamic_dequantize,
+    "int_mm": _dynamic_int_mm,
+    # one row on the CPU's int8 dot product (runtime.native_gemv), on all of torch's threads or on one
+    "compiled_vnni": functools.partial(_dynamic_compiled, threads=0),
+    "compiled_vnni_1_thread": functools.partial(_dynamic_compiled, threads=1),
+}
+COMPILED_DYNAMIC = ("compiled_vnni", "compiled_vnni_1_thread")
+
+
+def int8_linear_kernels(dynamic: bool = False, activations: torch.dtype = torch.float32) -> dict:
     """Candidate kernels, the plain one (dequantize, then an ordinary product) first; ``dynamic``: those
-    that also quantize the activations per row."""
-    return dict(_DYNAMIC_KERNELS if dynamic else _KERNELS)
+    that also quantize the activations per row. The compiled ones (runtime.native_gemv) only where this machine
+    built and checked them (for int8 × int8: the int8 dot product, float32 activations), and on one thread
+    only with several."""
+    if not dynamic:
+        out = {k: v for k, v in _KERNELS.items() if k not in COMPILED_WEIGHTS}
+        if kernels.measuring_enabled() and native_gemv.available():  # PLAYGROUND_KERNELS=default builds nothing
+            out["compiled"] = _KERNELS["compiled"]
+            if torch.get_num_threads() > 1:
+                out["compiled_1_thread"] = _KERNELS["compiled_1_thread"]
+        return out
+    out = {k: v for k, v in _DYNAMIC_KERNELS.items() if k not in COMPILED_DYNAMIC}
+    if activations == torch.float32 and kernels.measuring_enabled() and native_gemv.int8_dot_ready():
+        out["compiled_vnni"] = _DYNAMIC_KERNELS["compiled_vnni"]
+        if torch.get_num_threads() > 1:
+            out["compiled_vnni_1_thread"] = _DYNAMIC_KERNELS["compiled_vnni_1_thread"]
+    return out
 
 
 class Int8Linear(nn.Module):
@@ -146,8 +214,9 @@ class Int8Embedding(nn.Module):
 def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int, dynamic: bool = False) -> kernels.Choice:
     """How an int8-weight product runs: ATen's int8 matrix-vector kernel with per-channel scales
     (``_weight_int8pack_mm``), or the weight dequantized to the activations' dtype per product;
-    ``dynamic``: int8 × int8 with int32 sums (``torch._int_mm``) or the plain float product of the same
-    integers. Measured on ``count`` weights of ``shape`` (up to the kernel working set)."""
+    ``dynamic``: int8 × int8 with int32 sums (``torch._int_mm``, or the compiled kernel on the CPU's int8 dot
+    product where it is built) or the plain float product of the same integers. Measured on ``count`` weights
+    of ``shape`` (up to the kernel working set)."""
     n = kernels.copies(shape, torch.int8, count)
 
     def candidates() -> kernels.Candidates:
@@ -155,7 +224,7 @@ def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int, dy
         ws = [torch.randint(-127, 128, shape, dtype=torch.int8, generator=gen) for _ in range(n)]
         scales = torch.full((shape[0],), 0.02 / 127).to(activations)
         x = torch.randn(1, shape[1], generator=torch.Generator().manual_seed(0)).to(activations)
-        impls = int8_linear_kernels(dynamic)
+        impls = int8_linear_kernels(dynamic, activations)
 
         def run(kernel):
             def one_pass():

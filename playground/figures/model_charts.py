@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from playground.figures.style import (
     BAR_COLOR,
     MUTED,
+    TEXT_COLOR,
     TICK_FONT_SIZE,
     cell_text_fill,
     format_bytes,
@@ -24,12 +25,13 @@ from playground.figures.style import (
 ROOT_ID = "(model)"  # cannot collide with a module path: those have no parentheses
 
 
-def parameter_treemap(items, *, title: str = "", maxdepth: int = 3) -> go.Figure:
+def parameter_treemap(items, *, title: str = "", maxdepth: int = 3, root_label: str = "model") -> go.Figure:
     """Where the parameters live, as a treemap of dotted module paths.
 
     items: [(path, count)], e.g. ("trf_blocks.0.att.W_query", 590592). Every prefix becomes a node
     whose value is the sum below it (branchvalues="total"); a tied module (count 0) is a leaf of
-    size zero, so it keeps its place in the tree without drawing area.
+    size zero, so it keeps its place in the tree without drawing area. ``root_label`` names the whole
+    (the tiles are module paths, the same in every language).
     """
     own: dict[str, int] = {}
     for path, count in items:
@@ -51,7 +53,7 @@ def parameter_treemap(items, *, title: str = "", maxdepth: int = 3) -> go.Figure
 
     def label(node: str) -> str:
         if node == ROOT_ID:
-            return "model"
+            return root_label
         parts = node.split(".")
         # "0" alone says little: a numbered block is shown with its container, "trf_blocks.0".
         return ".".join(parts[-2:]) if parts[-1].isdigit() and len(parts) > 1 else parts[-1]
@@ -60,7 +62,11 @@ def parameter_treemap(items, *, title: str = "", maxdepth: int = 3) -> go.Figure
     # Bigger parts darker; the square root keeps small ones apart from each other. Each tile's text
     # is black or white by its own colour (plotly would otherwise lighten deeper tiles to near-white).
     colors = scale_colors([s**0.5 for s in share], "Blues", -0.15, 1.0)
-    colors[ids.index(ROOT_ID)] = "#ffffff"
+    text_fills = [cell_text_fill(text_color_on(c)) for c in colors]
+    # The root is the frame around the tiles: transparent, so the page's light or dark theme shows
+    # through, and its label in the template's text colour, which the dark theme recolours.
+    root = ids.index(ROOT_ID)
+    colors[root], text_fills[root] = "rgba(0,0,0,0)", TEXT_COLOR
     fig = go.Figure(
         go.Treemap(
             ids=ids,
@@ -73,7 +79,7 @@ def parameter_treemap(items, *, title: str = "", maxdepth: int = 3) -> go.Figure
             texttemplate="%{label}<br>%{value:,}",
             hovertemplate="%{customdata[0]}<br>%{value:,} parameters<br>%{customdata[1]:.1%} of total<extra></extra>",
             marker=dict(colors=colors),
-            textfont=dict(color=[cell_text_fill(text_color_on(c)) for c in colors]),
+            textfont=dict(color=text_fills),
         )
     )
     return layout(fig, title or f"{total:,} parameters", 520)
@@ -111,27 +117,34 @@ def parameter_components_bar(components, formula_values, measured_values, *, tit
 
 
 def memory_bars(memory: dict[str, int], *, title: str = "") -> go.Figure:
-    """Bytes per use (fp32 weights, bf16, int8, training...) as bars labelled in MB or GB."""
+    """Bytes per use (fp32 weights, bf16, int8, training...) as horizontal bars labelled in MB or GB.
+
+    Horizontal: the names ("KV cache (256 tokens, fp32)") read level at the left, each broken before
+    its parenthesis, instead of slanting under the bars and past the figure's edge."""
     names = [str(k) for k in memory]
     sizes = [int(v) for v in memory.values()]
     unit, scale = ("GB", 1e9) if max(sizes, default=0) >= 1e9 else ("MB", 1e6)
     fig = go.Figure(
         go.Bar(
-            x=names,
-            y=[s / scale for s in sizes],
+            x=[s / scale for s in sizes],
+            y=names,
+            orientation="h",
             marker_color=BAR_COLOR,
             text=[format_bytes(s) for s in sizes],
             textposition="outside",
+            # An outside label may be wider than its bar is thick; it is never shrunk (or hidden).
+            constraintext="none",
             cliponaxis=False,
             customdata=[f"{s:,}" for s in sizes],
-            hovertemplate="%{x}: %{text} (%{customdata} bytes)<extra></extra>",
+            hovertemplate="%{y}: %{text} (%{customdata} bytes)<extra></extra>",
         )
     )
-    # Room on the right: the last name ("KV cache (256 tokens, fp32)") is slanted past the last bar.
-    layout(fig, title, 340, showlegend=False)
-    fig.update_layout(margin_r=70)
-    fig.update_yaxes(title_text=unit, rangemode="tozero", range=[0, max(sizes, default=1) / scale * 1.25])
-    fig.update_xaxes(type="category")  # names are distinct keys of a dict, so categories are safe
+    layout(fig, title, max(260, 110 + 48 * len(names)), showlegend=False)
+    # Room on the right for the largest bar's label.
+    fig.update_xaxes(title_text=unit, rangemode="tozero", range=[0, max(sizes, default=1) / scale * 1.35])
+    wrapped = [name.replace(" (", "<br>(", 1) for name in names]
+    # Names are distinct keys of a dict, so categories are safe; the first name on top.
+    fig.update_yaxes(type="category", autorange="reversed", tickvals=names, ticktext=wrapped)
     return fig
 
 

@@ -110,6 +110,7 @@ EN = {
     "training (AdamW, fp32)": "training (AdamW, fp32)",
     "kv_cache": "KV cache ({n} tokens, fp32)",
     "fig_treemap": "Parameters by module (tied weights counted once)",
+    "fig_treemap_root": "model",
     "fig_memory": "Memory · {mflops} MFLOPs per token at a full context",
     # choices: the labels of the ids the API sends (playground.ui.i18n.choices)
     "w_bundled": "bundled (Tiny Shakespeare)",
@@ -450,7 +451,10 @@ EN = {
     "kn_native_build_failed": "**Compiled one-row kernel:** the build failed ({detail}); every product is PyTorch's.",
     "kn_native_load_failed": "**Compiled one-row kernel:** built but could not be loaded ({detail}); every product is PyTorch's.",
     "kn_native_mismatch": "**Compiled one-row kernel:** built, but its products differed from PyTorch's ({detail}), so it is not used.",
-    "kn_native_not_tried": "**Compiled one-row kernel:** not tried yet: no float32 or bfloat16 model has been prepared for decoding in this process.",
+    "kn_native_not_tried": "**Compiled one-row kernel:** not tried yet: no float32, bfloat16 or int8-dynamic model has been prepared for decoding in this process.",
+    "kn_native_int8_ready": "Its int8-dynamic product uses the CPU's int8 dot-product instruction (VNNI, {bits}-bit vectors), checked exactly against PyTorch's integer product; an int8 weight shape uses it only where it measured faster (the “compiled_vnni” rows).",
+    "kn_native_int8_none": "This build has no int8 dot-product instruction (VNNI) to use: int8 products stay PyTorch's.",
+    "kn_native_int8_mismatch": "Its int8 dot-product kernel differed from PyTorch's integer product ({detail}), so int8 products stay PyTorch's.",
     # the kernels box's candidate names (the code's own words in English)
     "kn_cand_in_out": "in_out",
     "kn_cand_out_in": "out_in",
@@ -459,6 +463,8 @@ EN = {
     "kn_cand_dequantize": "dequantize",
     "kn_cand_compiled": "compiled",
     "kn_cand_compiled_1_thread": "compiled_1_thread",
+    "kn_cand_compiled_vnni": "compiled_vnni",
+    "kn_cand_compiled_vnni_1_thread": "compiled_vnni_1_thread",
     "kn_cand_all": "all",
     "kn_cand_one": "one",
     "kn_cand_plain": "plain",

@@ -12,6 +12,11 @@ load fails, or the product differs from ``torch.nn.functional.linear`` on random
 then keep the plain path. Whether it is *used* is decided per weight shape by
 ``kernels.one_row_kernel``, by timing it against the plain product on this machine.
 ``PLAYGROUND_NATIVE_GEMV=off`` never builds it.
+
+Where the compiler targets the CPU's int8 dot-product instruction (AVX512-VNNI, or AVX-VNNI with 256-bit
+vectors) the library also holds the "int8-dynamic" one-row product (``linear_int8_dynamic``), checked exactly
+against an integer reference before ``int8_dot_ready`` says yes; elsewhere it reports 0 bits and torch's
+int8 kernels stay.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class Status:
     vector_bits: int = 0  # 512 (AVX-512), 256 (AVX2 + FMA) or 0 (scalar)
     build_seconds: float = 0.0  # 0 when the cached library was loaded
     library: str = ""
+    int8_dot_bits: int = 0  # the int8 dot product's width (512 AVX512-VNNI, 256 AVX-VNNI), 0: not built here
+    int8_dot_error: str = ""  # what differed from the integer reference, if it did (then it is not used)
 
 
 _LOCK = threading.Lock()
@@ -110,6 +117,15 @@ def _load(path: Path) -> ctypes.CDLL:
     lib.pg_gemv_f32.restype = None
     lib.pg_gemv_bf16.argtypes = [p, p, p, p, p, i64, i64, c_int]
     lib.pg_gemv_bf16.restype = None
+    lib.pg_gemv_i8w_f32.argtypes = [p, p, p, p, p, i64, i64, c_int]
+    lib.pg_gemv_i8w_f32.restype = None
+    lib.pg_gemv_i8w_bf16.argtypes = [p, p, p, p, p, p, i64, i64, c_int]
+    lib.pg_gemv_i8w_bf16.restype = None
+    lib.pg_i8_dot_bits.restype = c_int
+    lib.pg_gemv_i8_dynamic.argtypes = [p, p, p, p, p, p, i64, i64, c_int, p]
+    lib.pg_gemv_i8_dynamic.restype = c_int
+    lib.pg_gemv_i8_sums.argtypes = [p, p, p, p, p, i64, i64, c_int, p]
+    lib.pg_gemv_i8_sums.restype = c_int
     return lib
 
 
@@ -148,8 +164,18 @@ def available() -> bool:
             _LIB = None
             _STATUS = Status(False, "mismatch", worst, cxx)
             return False
-        _STATUS = Status(True, "ready", "", cxx, int(lib.pg_vector_bits()), seconds, str(path))
+        bits = int(lib.pg_i8_dot_bits())
+        int8_error = (int8_parity_error() or "") if bits else ""
+        _STATUS = Status(
+            True, "ready", "", cxx, int(lib.pg_vector_bits()), seconds, str(path), 0 if int8_error else bits, int8_error
+        )
         return True
+
+
+def int8_dot_ready() -> bool:
+    """Whether ``linear_int8_dynamic`` can be used: the kernel is available, this build has the CPU's int8
+    dot-product instruction, and it matched the integer reference (builds on first call, as ``available``)."""
+    return available() and _STATUS.int8_dot_bits > 0
 
 
 def supports(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> bool:
@@ -186,6 +212,85 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, thre
     return y
 
 
+def linear_int8_weights(
+    x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None, threads: int = 0
+) -> torch.Tensor:
+    """Weight-only int8 for one row: x (..., in) float32 or bfloat16 times int8 q (out, in), each output times
+    its ``scale``, plus ``bias`` (x, scale and bias of one dtype, the output's), the weights widened to float32
+    in registers; everything contiguous, ``available()`` true."""
+    lib = _LIB
+    assert lib is not None, "native_gemv.linear_int8_weights before available()"
+    n, k = q.shape
+    y = torch.empty((*x.shape[:-1], n), dtype=x.dtype)
+    bias_ptr = bias.data_ptr() if bias is not None else None
+    threads = threads or torch.get_num_threads()
+    if x.dtype == torch.float32:
+        lib.pg_gemv_i8w_f32(x.data_ptr(), q.data_ptr(), scale.data_ptr(), bias_ptr, y.data_ptr(), n, k, threads)
+    else:
+        scratch = _scratch(k + 2 * n).data_ptr()
+        lib.pg_gemv_i8w_bf16(
+            x.data_ptr(), q.data_ptr(), scale.data_ptr(), bias_ptr, y.data_ptr(), scratch, n, k, threads
+        )
+    return y
+
+
+def linear_int8_dynamic(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    row_sums: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    threads: int = 0,
+) -> torch.Tensor:
+    """One float32 row x (..., in) times int8 weights q (out, in) with the row quantized per call, as
+    engine.quantize's int8-dynamic kernels compute it: (Σ xq·q) · r · scale + bias, float32 (..., out).
+    ``row_sums`` is ``q.sum(1, dtype=torch.int32)``; everything contiguous, ``int8_dot_ready()`` true."""
+    lib = _LIB
+    assert lib is not None, "native_gemv.linear_int8_dynamic before available()"
+    n, k = q.shape
+    y = torch.empty((*x.shape[:-1], n))
+    bias_ptr = bias.data_ptr() if bias is not None else None
+    scratch = _scratch((k + 3) // 4).data_ptr()  # k bytes: the quantized row
+    threads = threads or torch.get_num_threads()
+    lib.pg_gemv_i8_dynamic(
+        x.data_ptr(),
+        q.data_ptr(),
+        row_sums.data_ptr(),
+        scale.data_ptr(),
+        bias_ptr,
+        y.data_ptr(),
+        n,
+        k,
+        threads,
+        scratch,
+    )
+    return y
+
+
+def int8_dynamic_sums(
+    x: torch.Tensor, q: torch.Tensor, row_sums: torch.Tensor, threads: int = 0
+) -> tuple[torch.Tensor, float]:
+    """The integer part of ``linear_int8_dynamic``: the int32 sums Σ xq·q (out,) and the row's scale r."""
+    lib = _LIB
+    assert lib is not None, "native_gemv.int8_dynamic_sums before available()"
+    n, k = q.shape
+    sums = torch.empty(n, dtype=torch.int32)
+    r = torch.empty(1)
+    scratch = _scratch((k + 3) // 4).data_ptr()
+    lib.pg_gemv_i8_sums(
+        x.data_ptr(),
+        q.data_ptr(),
+        row_sums.data_ptr(),
+        sums.data_ptr(),
+        r.data_ptr(),
+        n,
+        k,
+        threads or torch.get_num_threads(),
+        scratch,
+    )
+    return sums, float(r)
+
+
 _SCRATCH = threading.local()
 
 
@@ -203,7 +308,8 @@ PARITY_SHAPES = ((1, 1, True), (7, 33, False), (64, 768, True), (130, 100, True)
 
 
 def parity_error() -> str | None:
-    """None if the kernel matches F.linear on random inputs in every dtype; else what differed."""
+    """None if the kernel matches F.linear on random inputs in every dtype (weights float, or int8 with
+    per-row scales); else what differed."""
     gen = torch.Generator().manual_seed(0)
     for dtype in DTYPES:
         for n, k, with_bias in PARITY_SHAPES:
@@ -217,6 +323,42 @@ def parity_error() -> str | None:
             err = float((got - want).abs().max() / (want.abs().max() + 1e-6))
             if not err <= tol:  # also catches NaN
                 return f"{str(dtype).replace('torch.', '')} {(n, k)}: relative error {err:.2e} > {tol:.0e}"
+            q = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=gen)  # weight-only int8
+            s = (torch.rand(n, generator=gen) / 127).to(dtype)
+            want = F.linear(x.float(), q.float() * s.float()[:, None], None if b is None else b.float())
+            err = float((linear_int8_weights(x, q, s, b).float() - want).abs().max() / (want.abs().max() + 1e-6))
+            if not err <= 2 * tol:  # bfloat16: the scaled sum and the bias add each rounded once
+                return f"int8 × {str(dtype).replace('torch.', '')} {(n, k)}: relative error {err:.2e} > {2 * tol:.0e}"
+    return None
+
+
+# int8 shapes: rows not a multiple of 4, in below, at and past the 64- and 128-byte steps.
+INT8_PARITY_SHAPES = ((1, 1), (7, 33), (5, 64), (130, 100), (9, 200), (64, 768), (3, 1000), (257, 3072))
+
+
+def quantized_row_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One float32 row (1, in) -> int8 (1, in) and its scale r (1, 1), in torch: the rounding the kernel must
+    reproduce (engine.quantize.quantize_activations'; the unit tests check the two agree)."""
+    r = x.abs().amax(dim=1, keepdim=True) / 127.0
+    r = torch.where(r > 0, r, torch.ones_like(r))
+    return torch.round(x / r).clamp_(-127, 127).to(torch.int8), r
+
+
+def int8_parity_error() -> str | None:
+    """None if the int8-dynamic kernel's integer sums and row scale are exactly torch's on random inputs
+    (rows and lengths with remainders, an all-zero row, one thread and all); else what differed."""
+    gen = torch.Generator().manual_seed(0)
+    for n, k in INT8_PARITY_SHAPES:
+        q = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=gen)
+        sums = q.sum(dim=1, dtype=torch.int32)
+        for x in (torch.randn(1, k, generator=gen) * 3, torch.zeros(1, k)):
+            xq, r = quantized_row_reference(x)
+            want = (xq.int() @ q.int().t())[0]
+            for threads in (1, 0):
+                got, got_r = int8_dynamic_sums(x, q, sums, threads)
+                if got_r != float(r) or not torch.equal(got, want):
+                    worst = int((got - want).abs().max())
+                    return f"int8 {(n, k)}: sums off by up to {worst}, scale {got_r!r} against {float(r)!r}"
     return None
 
 

@@ -27,13 +27,17 @@ MIN_WINDOW = 8  # the fewest, on the narrowest page
 
 MSG = {name: EN["in_" + name] for name in ("nothing",)}  # the API's English words for "no intervention"
 
-_LENS_CACHE: OrderedDict = OrderedDict()  # (recipe, run id, n tokens, first id, window) -> lens, the newest few
+# (recipe, run id, n tokens, first id, window) -> (lens, the residual rows it read or None), the newest
+# few. The lens cell of a window a lens view drew is read from its rows instead of a second forward,
+# for whichever session asks (a redraw, a second page); rows are kept for the newest entries up to
+# LENS_ROWS_BYTES in all (a window of GPT-2 small's is ~1.3 MB, of GPT-2 XL's ~10 MB).
+_LENS_CACHE: OrderedDict = OrderedDict()
 _LENS_LOCK = threading.Lock()
-# session -> (its lens cache key, the residual rows that lens read): the lens cell of the window the
-# lens view just drew is read from them instead of a second forward. One window per session (a new
-# run or window replaces it), for the few sessions that drew one last.
-_LENS_ROWS: OrderedDict = OrderedDict()
-LENS_ROW_SESSIONS = 8
+LENS_CACHE_ENTRIES = 16
+LENS_ROWS_BYTES = 64 * 2**20
+# session -> the cache key of the lens it drew last: its lens cell is of that window.
+_LENS_DRAWN: OrderedDict = OrderedDict()
+LENS_DRAWN_SESSIONS = 64
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,29 +165,44 @@ def _lens_key(state, run, ids, first: int, stop: int) -> tuple:
 def _lens(model, state, run, ids, first: int, stop: int) -> dict:
     key = _lens_key(state, run, ids, first, stop)
     with _LENS_LOCK:
-        if key in _LENS_CACHE:
+        hit = _LENS_CACHE.get(key)
+        if hit is not None:
             _LENS_CACHE.move_to_end(key)
-            return _LENS_CACHE[key]
+            _drawn(state, key)
+            return hit[0]
     lens, rows = lenses.logit_lens_rows(model, ids, first=first, stop=stop)
     with _LENS_LOCK:
-        _LENS_CACHE[key] = lens
-        while len(_LENS_CACHE) > 16:
+        _LENS_CACHE[key] = (lens, rows)
+        while len(_LENS_CACHE) > LENS_CACHE_ENTRIES:
             _LENS_CACHE.popitem(last=False)
-        session = session_id(state)
-        if session is not None:
-            _LENS_ROWS[session] = (key, rows)
-            _LENS_ROWS.move_to_end(session)
-            while len(_LENS_ROWS) > LENS_ROW_SESSIONS:
-                _LENS_ROWS.popitem(last=False)
+        kept = 0
+        for k in reversed(_LENS_CACHE):  # newest first: older entries give up their rows
+            lens_k, rows_k = _LENS_CACHE[k]
+            if rows_k is not None:
+                kept += rows_k.nbytes
+                if kept > LENS_ROWS_BYTES:
+                    _LENS_CACHE[k] = (lens_k, None)
+        _drawn(state, key)
     return lens
+
+
+def _drawn(state, key: tuple) -> None:
+    """Remember that this session's lens view shows ``key``'s window (under _LENS_LOCK)."""
+    session = session_id(state)
+    if session is not None:
+        _LENS_DRAWN[session] = key
+        _LENS_DRAWN.move_to_end(session)
+        while len(_LENS_DRAWN) > LENS_DRAWN_SESSIONS:
+            _LENS_DRAWN.popitem(last=False)
 
 
 def _cell(model, state, run, ids, layer: int, p: int) -> dict:
     """The lens cell at window index ``p``: from the rows of the lens this session drew last when
-    they are of this run and window, else by a forward of its own (lenses.lens_cell)."""
+    they are of this run and window and still kept, else by a forward of its own (lenses.lens_cell)."""
     with _LENS_LOCK:
-        key, rows = _LENS_ROWS.get(session_id(state), (None, None))
-    if key is not None:
+        key = _LENS_DRAWN.get(session_id(state))
+        rows = _LENS_CACHE.get(key, (None, None))[1] if key is not None else None
+    if key is not None and rows is not None:
         first, stop = key[-2:]
         if key == _lens_key(state, run, ids, first, stop) and first <= p < stop:
             layer = view_checks.check_layer(layer, model.cfg.n_layers + 1, "Lens layer")

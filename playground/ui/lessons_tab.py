@@ -93,7 +93,9 @@ def draw(view: dict, question: Question, lang: str):
         names = [tr(lang, c) for c in view["components"]]  # component names are interface words
         return parameter_components_bar(names, view["formula"], view["measured"], title=tr(lang, key))
     if kind == "treemap":
-        return parameter_treemap(view["items"], title=tr(lang, "lesson_fig_treemap"))
+        return parameter_treemap(
+            view["items"], title=tr(lang, "lesson_fig_treemap"), root_label=tr(lang, "fig_treemap_root")
+        )
     if kind == "lens_column":
         labels = [f"{tr(lang, 'lesson_layer', i=i)} · {top[0]}" for i, top in enumerate(view["tops"])]
         title = tr(lang, "lesson_fig_lens", token=view["target_label"])

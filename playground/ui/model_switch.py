@@ -137,7 +137,13 @@ def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: 
         summary=summary_line(model, recipe, lang),
         tying_md=tying_explanation(cfg, lang),
         breakdown_df=table(rows, "breakdown_headers", lang),
-        treemap=dress(figures.parameter_treemap(tree_items(model), title=tr(lang, "fig_treemap")), lang, present),
+        treemap=dress(
+            figures.parameter_treemap(
+                tree_items(model), title=tr(lang, "fig_treemap"), root_label=tr(lang, "fig_treemap_root")
+            ),
+            lang,
+            present,
+        ),
         memory_plot=dress(
             figures.memory_bars(memory, title=tr(lang, "fig_memory", mflops=f"{breakdown.flops_per_token / 1e6:,.1f}")),
             lang,

@@ -113,10 +113,13 @@ def _candidate(name: str, lang: str) -> str:
 
 def decode_path_text(lang: str = "en") -> str:
     """Which decode path runs (the native step where it was chosen, else the model's forward), and what
-    became of the compiled one-row kernel and the compiled step and why."""
+    became of the compiled one-row kernel (and its int8 dot product) and of the compiled step, and why."""
     status = native_gemv.status()
     compiler = status.compiler.rsplit("/", 1)[-1]
     native = tr(lang, "kn_native_" + status.reason, compiler=compiler, bits=status.vector_bits, detail=status.detail)
+    if status.available:
+        int8 = "ready" if status.int8_dot_bits else "mismatch" if status.int8_dot_error else "none"
+        native += " " + tr(lang, "kn_native_int8_" + int8, bits=status.int8_dot_bits, detail=status.int8_dot_error)
     step = native_step.status()
     path = tr(lang, "kn_path_native" if step.available else "kn_path")
     if "kn_step_" + step.reason in EN and not (step.reason == "off" and status.reason == "off"):

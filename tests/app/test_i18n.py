@@ -540,6 +540,24 @@ def test_the_kernels_box_names_its_candidates_in_chinese():
     assert not _english([zh]), _english([zh])
 
 
+@pytest.mark.parametrize(
+    "bits, error, en_words, zh_words",
+    [
+        (512, "", "VNNI, 512-bit", "VNNI，512 位"),
+        (0, "int8 (7, 33): sums off by up to 3", "sums off by up to 3", "不一致"),
+        (0, "", "no int8 dot-product instruction", "没有可用的 int8 点积指令"),
+    ],
+)
+def test_the_decode_path_says_what_became_of_the_int8_dot_product(monkeypatch, bits, error, en_words, zh_words):
+    from playground.runtime import native_gemv
+
+    status = native_gemv.Status(True, "ready", "", "/usr/bin/g++", 512, 0.0, "", bits, error)
+    monkeypatch.setattr(native_gemv, "status", lambda: status)
+    en, zh = model_tab.decode_path_text("en"), model_tab.decode_path_text("zh-CN")
+    assert en_words in en and zh_words in zh
+    assert not _english([zh.replace(error, "")]), _english([zh])
+
+
 def test_chinese_says_nats_in_chinese_and_gradios_own_screen_reader_key_has_words():
     from playground.ui.figure_dress import WORDS_ZH
     from playground.ui.i18n import I18N

@@ -155,3 +155,32 @@ def test_the_lens_cell_reuses_the_lens_views_forward_until_the_run_changes(monke
     cell = inside_data.lens_cell_data(state, 2, pos)
     assert calls == [(2, pos)]
     assert [t for t, _, _ in cell["top"]] == [t for t, _ in real(model, new_ids, 2, pos)["top"]]
+
+
+def test_the_lens_cell_reuses_rows_of_a_lens_drawn_again_from_the_cache_within_a_byte_bound(monkeypatch):
+    """A window drawn again comes from the shared lens cache, and its cell still needs no forward;
+    rows beyond LENS_ROWS_BYTES are dropped oldest first, and that window's cell is then computed."""
+    from playground.ui import inside_data
+
+    state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=3)}
+    state = list(generate_tab.generate_tokens(state, "Once upon a time there was a", 0.8, 40, 1.0, 50, 4, False))[-1][0]
+    model, ids = session_model(state), session_run(state).window(NANO.context_length)[1]
+    assert len(ids) > 40
+    real, calls = lenses.lens_cell, []
+    monkeypatch.setattr(
+        lenses, "lens_cell", lambda m, i, layer, p, **k: calls.append((layer, p)) or real(m, i, layer, p)
+    )
+    start = session_run(state).window(NANO.context_length)[0]
+    it.lens_view(state, start, 1, start + 3, 16)  # window A: positions 0-15
+    it.lens_view(state, start + 20, 1, start + 23, 16)  # window B: 20-35
+    it.lens_view(state, start, 1, start + 3, 16)  # A again, from the cache
+    cell = inside_data.lens_cell_data(state, 2, start + 5)
+    assert calls == []
+    assert [t for t, _, _ in cell["top"]] == [t for t, _ in real(model, ids, 2, 5)["top"]]
+    # Room for one window's rows only: drawing B keeps B's and drops A's.
+    one = (model.cfg.n_layers + 1) * 16 * model.cfg.emb_dim * 4
+    monkeypatch.setattr(inside_data, "LENS_ROWS_BYTES", one)
+    it.lens_view(state, start + 40, 1, start + 43, 16)  # a new window C: computed, its rows kept
+    it.lens_view(state, start, 1, start + 3, 16)  # A again: from the cache, without rows now
+    inside_data.lens_cell_data(state, 2, start + 5)
+    assert calls == [(1, 3), (2, 5)]  # the view's own cell, then the asked one: each a forward

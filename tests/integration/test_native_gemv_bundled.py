@@ -1,5 +1,6 @@
 """The bundled model decoding on the compiled one-row kernel (runtime.native_gemv) gives the greedy tokens
-of the plain path, float32 and bfloat16 (the kernel itself is checked in tests/unit/test_native_gemv.py)."""
+of the plain path, float32 and bfloat16, and in int8 on the compiled int8 kernels those of torch's (`_int_mm`
+for int8-dynamic, `_weight_int8pack_mm` for weight-only; the kernels: tests/unit/test_native_gemv.py, test_int8_compiled.py)."""
 
 import pytest
 import torch.nn as nn
@@ -33,4 +34,30 @@ def test_bundled_greedy_tokens_with_and_without_the_compiled_kernel(monkeypatch,
     plain = _greedy(dtype, "aten", monkeypatch, prompt)
     compiled = _greedy(dtype, "compiled", monkeypatch, prompt)
     assert compiled == plain and len(set(plain)) > 5  # a real continuation, not one token repeated
+    kernels.forget()
+
+
+@pytest.mark.skipif(not BUNDLED_CHECKPOINT.is_file(), reason="no bundled model")
+@pytest.mark.parametrize(
+    "precision, old, new",
+    [("int8-dynamic", "int_mm", "compiled_vnni"), ("int8", "int8pack", "compiled")],
+)
+def test_bundled_int8_greedy_tokens_on_the_compiled_kernel_and_on_torchs(precision, old, new):
+    from playground.engine.quantize import Int8Linear, quantize_int8
+
+    native_gemv.forget()
+    ready = native_gemv.int8_dot_ready() if precision == "int8-dynamic" else native_gemv.available()
+    if not ready:
+        pytest.skip(f"no compiled {precision} kernel here: {native_gemv.status().reason}")
+    prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
+    tokens = {}
+    for kernel in (old, new):
+        dtype = "float32" if precision == "int8-dynamic" else "bfloat16"  # as the recipes build them
+        model = load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device="cpu")
+        model = quantize_int8(model, dtype, dynamic=precision == "int8-dynamic")
+        for m in model.modules():
+            if isinstance(m, Int8Linear):
+                m.kernel = kernel
+        tokens[kernel] = [s.token_id for s in generate(model, prompt, max_new_tokens=40, temperature=0)]
+    assert tokens[new] == tokens[old] and len(set(tokens[old])) > 5
     kernels.forget()

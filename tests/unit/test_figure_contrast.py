@@ -5,7 +5,7 @@ import pytest
 
 from playground import figures as F
 from playground.figures import inside as lf
-from playground.figures.model_charts import parameter_treemap
+from playground.figures.model_charts import ROOT_ID, parameter_treemap
 from playground.figures.style import (
     CELL_TEXT_ALPHA,
     CELL_TEXT_DARK,
@@ -100,8 +100,15 @@ def test_treemap_tiles_read():
     fig = parameter_treemap([("tok_emb", 3_000_000), ("trf_blocks.0.att.W_query", 4096), ("final_norm", 128)])
     trace = fig.data[0]
     assert len(trace.marker.colors) == len(trace.ids)
-    for tile, text in zip(trace.marker.colors, trace.textfont.color):
-        assert contrast_ratio(text, tile) >= MIN_CONTRAST, (tile, text)
+    root = list(trace.ids).index(ROOT_ID)
+    for i, (tile, text) in enumerate(zip(trace.marker.colors, trace.textfont.color)):
+        if i != root:
+            assert contrast_ratio(text, tile) >= MIN_CONTRAST, (tile, text)
+    # The frame around the tiles shows the page through it, in both themes; its label is the page's
+    # text colour (unmarked, so the dark theme's CSS recolours it), readable on the light page.
+    assert trace.marker.colors[root] == "rgba(0,0,0,0)"
+    assert f"{CELL_TEXT_ALPHA}" not in trace.textfont.color[root]
+    assert contrast_ratio(trace.textfont.color[root], "#ffffff") >= MIN_CONTRAST
 
 
 def test_the_dark_theme_css_keeps_exactly_the_marked_cell_text():

@@ -350,6 +350,9 @@ def test_parameter_treemap_sums_and_parents_are_consistent():
     ]
     (tm,) = F.parameter_treemap(items).data
     ids, parents, values = list(tm.ids), list(tm.parents), list(tm.values)
+    assert list(tm.labels)[ids.index(F.ROOT_ID)] == "model"
+    (zh,) = F.parameter_treemap(items, root_label="模型").data
+    assert list(zh.labels)[ids.index(F.ROOT_ID)] == "模型" and list(zh.ids) == ids
     assert len(set(ids)) == len(ids)
     value = dict(zip(ids, values))
     root = F.ROOT_ID
@@ -394,13 +397,16 @@ def test_loss_curve_traces_and_baselines():
 
 
 def test_memory_bars_units():
-    fig = F.memory_bars({"fp32": 497_758_232, "int8": 124_439_808})
+    fig = F.memory_bars({"fp32": 497_758_232, "KV cache (1024 tokens, fp32)": 37_748_736})
     (bar,) = fig.data
-    assert fig.layout.yaxis.title.text == "MB"
-    np.testing.assert_allclose(list(bar.y), [497.758232, 124.439808])
-    assert list(bar.text) == ["497.76 MB", "124.44 MB"]
+    assert bar.orientation == "h" and fig.layout.xaxis.title.text == "MB"
+    np.testing.assert_allclose(list(bar.x), [497.758232, 37.748736])
+    assert list(bar.text) == ["497.76 MB", "37.75 MB"]
+    # Outside labels are never shrunk, so presenter mode's minimum text size cannot hide them.
+    assert bar.constraintext == "none"
+    assert list(fig.layout.yaxis.ticktext) == ["fp32", "KV cache<br>(1024 tokens, fp32)"]
     big = F.memory_bars({"training": 1_991_036_928})
-    assert big.layout.yaxis.title.text == "GB" and list(big.data[0].text) == ["1.99 GB"]
+    assert big.layout.xaxis.title.text == "GB" and list(big.data[0].text) == ["1.99 GB"]
 
 
 def test_empty_figure_message():

@@ -70,6 +70,16 @@ def test_every_int8_kernel_is_the_float_product_of_the_dequantized_weight(act, r
         assert ((got - exact).abs() <= tol * (exact.abs() + 1)).all(), name
 
 
+@pytest.mark.parametrize("rows", [1, 3, 17])
+@pytest.mark.parametrize("width", [24, 100])
+def test_int8pack_with_a_width_atens_bfloat16_kernel_gets_wrong_is_still_the_product(width, rows):
+    q, s = quantize_rows(torch.randn(40, width))
+    x = torch.randn(rows, width).bfloat16()
+    exact = F.linear(x.float(), q.float() * s.bfloat16().float()[:, None])
+    got = int8_linear_kernels()["int8pack"](x, q, s.bfloat16(), None).float()
+    assert (got - exact).abs().max() <= 2**-6 * exact.abs().max()  # bfloat16 weights' rounding; ATen's: 1e19, NaN
+
+
 def test_int8_model_keeps_names_counts_ties_and_dtype(pair):
     m32, q = pair
     assert is_int8(q) and not is_int8(m32)
