@@ -26,8 +26,9 @@ namespace {
 // expf for a vector loop: 2^n · p(r), r = x - n·ln2 in two parts, a degree-6 polynomial (a few ulp);
 // written so that the compiler vectorises it, where libm's expf would run one value at a time.
 inline float fast_exp(float x) {
-    x = fminf(fmaxf(x, -87.3f), 88.7f);
-    float n = nearbyintf(x * 1.44269504088896341f);
+    x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
+    // round to nearest by the 1.5·2^23 trick: libm's rounding calls would keep the loop scalar
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = fmaf(n, -0.693145751953125f, x);
     r = fmaf(n, -1.428606765330187e-06f, r);
     float p = 1.0f / 720.0f;
@@ -87,9 +88,11 @@ template <typename T>
 void layer_norm(const float* x, const T* scale, const T* shift, int64_t d, float eps, bool bf16, float* out,
                 uint16_t* outh) {
     double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t i = 0; i < d; ++i) sum += x[i];
     float mean = static_cast<float>(sum / d);
     double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
     for (int64_t i = 0; i < d; ++i) sq += static_cast<double>(x[i] - mean) * (x[i] - mean);
     float inv = 1.0f / sqrtf(static_cast<float>(sq / d) + eps);
     for (int64_t i = 0; i < d; ++i) out[i] = round_to((x[i] - mean) * inv * load(scale, i) + load(shift, i), bf16);
@@ -97,11 +100,24 @@ void layer_norm(const float* x, const T* scale, const T* shift, int64_t d, float
         for (int64_t i = 0; i < d; ++i) outh[i] = float_to_bf16(out[i]);
 }
 
-inline float activate(float v, int64_t kind) {
-    if (kind == 1) return v > 0.0f ? v : 0.0f;  // ReLU
-    // GELU, tanh form: 0.5·v·(1 + tanh(u)) with 1 + tanh(u) = 2 - 2 / (exp(2u) + 1)
-    float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-    return v * (1.0f - 1.0f / (fast_exp(2.0f * u) + 1.0f));
+// y = activation(round(y + bias)), rounded, over n values: each step a loop of its own, which the compiler vectorises.
+template <typename T>
+void bias_activate(float* y, const T* bias, int64_t n, int64_t kind, bool bf16) {
+    if (bias)
+        for (int64_t j = 0; j < n; ++j) y[j] += load(bias, j);
+    if (bf16)
+        for (int64_t j = 0; j < n; ++j) y[j] = round_to(y[j], true);
+    if (kind == 1) {  // ReLU
+        for (int64_t j = 0; j < n; ++j) y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+    } else {  // GELU, tanh form: 0.5·v·(1 + tanh(u)) with 1 + tanh(u) = 2 - 2 / (exp(2u) + 1)
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) {
+            const float v = y[j], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+            y[j] = v * (1.0f - 1.0f / (fast_exp(2.0f * u) + 1.0f));
+        }
+    }
+    if (bf16)
+        for (int64_t j = 0; j < n; ++j) y[j] = round_to(y[j], true);
 }
 
 template <typename T>
@@ -205,10 +221,7 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
             if (all) layer_norm(x, w[LN2_S], w[LN2_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
             split(dm.ff, t, nt, &lo, &hi);
             rows(w[W1], xn, xh, d, lo, hi, hidden);
-            for (int64_t j = lo; j < hi && all; ++j) {
-                const float pre = round_to(hidden[j] + (w[B1] ? load(w[B1], j) : 0.0f), bf16);
-                hidden[j] = round_to(activate(pre, dm.activation), bf16);
-            }
+            if (all) bias_activate(hidden + lo, w[B1] ? w[B1] + lo : nullptr, hi - lo, dm.activation, bf16);
 #pragma omp barrier
             split(d, t, nt, &lo, &hi);
 #if defined(__AVX512BF16__)
