@@ -20,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from playground.runtime import kernels, native_gemv  # noqa: E402
+from playground.runtime import kernels, native_gemv, native_step  # noqa: E402
 
 from . import decode, load, memory, report, scoring, serving  # noqa: E402
 from .timing import median  # noqa: E402
@@ -160,6 +160,11 @@ def main(argv=None) -> int:
             else ""
         )
     )
+    print(
+        "Decode path (each generation step): "
+        + ", ".join(f"ours {k} {decode.decode_path(m)}" for k, m in peers.ours.items())
+        + f" (native step: {native_step.status().reason})"
+    )
     print("Kernel choices measured on this machine (playground.runtime.kernels):")
     for c in kernels.measured():
         print("  " + c.summary())
@@ -181,6 +186,7 @@ def main(argv=None) -> int:
     result["decode_rates"] = dec.rates
     result["decode_step_median_tok_s"] = dec.step_medians()
     result["decode_outside_products_ms"] = dec.outside_products()
+    result["decode_paths"] = {f"ours {k}": decode.decode_path(m) for k, m in peers.ours.items()}
     result["native_gemv"] = dataclasses.asdict(native_gemv.status())
     if f"ours {decode.PLAIN_KERNELS}" in dec.tokens:
         result["native_gemv"]["tokens_identical_to_plain"] = (

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from playground.engine import native_decode
 from playground.engine.decode_paths import one_row_bfloat16_switch, optimize_for_decode
 from playground.engine.hf_hub import load_pretrained
 from playground.engine.quantize import model_bytes, quantize_int8
@@ -208,10 +209,20 @@ def run_rerun(model, prompt: list[int], n_new: int):
     return times, idx[0, len(prompt) :].tolist()
 
 
+def decode_path(model) -> str:
+    """How ``model``'s generation steps run: "native step" (each token in one compiled call,
+    engine.native_decode) or "torch forward" (the model's forward, op by op)."""
+    return "native step" if native_decode.uses_native_step(model) else "torch forward"
+
+
 def step_products(model):
     """A function running every matrix product one decode step of ``model`` makes, each on one row
     and through the model's own modules (so on the kernels and layouts its decode uses): each
-    block's Q/K/V, attention output and two MLP products, then the output head."""
+    block's Q/K/V, attention output and two MLP products, then the output head. A model on the
+    native step runs them as its step does: in the step's own compiled region, products only."""
+    alone = native_decode.products_alone(model)
+    if alone is not None:
+        return alone
     d = model.cfg.emb_dim
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(1, 1, d, generator=gen).to(model.dtype)

@@ -1,8 +1,10 @@
-"""``python -m bench.decode_paths_ab [float32|bfloat16|int8-dynamic]``: the plain decode path against the measured one, same process.
+"""``python -m bench.decode_paths_ab [float32|bfloat16|int8-dynamic]``: the plain decode path against the measured one and the native step, same process.
 
 "Plain": every product through PyTorch (``optimize_for_decode(..., compiled_kernel=False)``), the sampler and
 one query's attention on all threads. "Measured": the compiled one-row kernel where it measured faster, and
-the threads the decisions chose. Both decode GPT-2 small (random weights) greedily, alternating, every round;
+the threads the decisions chose, each step through the torch forward. "Native step": the same model with each
+step in one compiled call (engine.native_decode; on the threads its decision chose, all if it chose the plain
+step). All decode GPT-2 small (random weights) greedily, alternating, every round;
 the output is each one's tok/s, its step split into the products timed alone and the time outside them, the
 per-round ratio and the load average -- the figures docs/benchmarks.md records.
 
@@ -21,6 +23,7 @@ import time
 
 import torch
 
+from playground.engine import native_decode
 from playground.engine.config import PRESETS
 from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.model import GPTModel
@@ -85,8 +88,10 @@ def main(argv=None) -> int:
     status = native_gemv.status()
     print(f"compiled one-row kernel: {status.reason} {status.detail}; int8 dot product {status.int8_dot_bits} bits")
     for c in kernels.measured():
-        if "one-row" in c.decision or "threads for" in c.decision or "int8" in c.decision:
+        if "one-row" in c.decision or "threads for" in c.decision or "int8" in c.decision or c.kind == "step":
             print("  " + c.summary())
+    step_choice = [c for c in kernels.measured() if c.kind == "step"]
+    step_threads = 1 if step_choice and step_choice[0].winner == "native_step_1_thread" else 0
     chosen = (
         kernels.vocabulary_threads_decided(cfg.vocab_size),
         kernels.one_query_attention_threads_decided(cfg.n_heads, cfg.head_dim),
@@ -94,11 +99,15 @@ def main(argv=None) -> int:
     # int8-dynamic compares kernels only: both on the measured threads (main's int8-dynamic path has them too)
     plain_threads = chosen if args.dtype == "int8-dynamic" else (None, None)
     variants = {"plain": (plain, plain_threads), "measured": (measured, chosen)}
+    if native_decode.set_native_step(measured, step_threads):
+        variants["native step"] = (measured, chosen)
     variants.update({name: (model, chosen) for name, model in also.items()})
     prompt = prompt_ids(32)
 
     def run(name):
         model, threads = variants[name]
+        if model is measured:  # one model, its steps on the torch forward or the native step
+            native_decode.set_native_step(measured, step_threads if name == "native step" else None)
         with threads_decided(*threads):
             stamps, tokens = [], []
             for step in generate(model, prompt, max_new_tokens=args.new_tokens, temperature=0):
@@ -106,7 +115,11 @@ def main(argv=None) -> int:
                 tokens.append(step.token_id)
         return median(step_times(stamps)), tokens
 
-    products = {name: step_products(model) for name, (model, _) in variants.items()}
+    products = {}
+    for name, (model, _) in variants.items():  # each variant's products as its own steps run them
+        if model is measured:
+            native_decode.set_native_step(measured, step_threads if name == "native step" else None)
+        products[name] = step_products(model)
     for name in variants:  # warm-up
         run(name)
     steps: dict[str, list[float]] = {n: [] for n in variants}
@@ -123,9 +136,9 @@ def main(argv=None) -> int:
             + f", load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+    differ = {n: first_divergence(tokens["plain"], tokens[n]) for n in variants if n != "plain"}
     print(
-        f"GPT-2 small {args.dtype}: greedy tokens first differ at "
-        f"{first_divergence(tokens['plain'], tokens['measured'])} (None: identical); "
+        f"GPT-2 small {args.dtype}: greedy tokens first differ from plain at {differ} (None: identical); "
         f"1-minute load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
     )
     for name in variants:
@@ -133,8 +146,10 @@ def main(argv=None) -> int:
         print(
             f"  {name}: {1 / s:.1f} tok/s, step {s * 1e3:.1f} ms = products {p * 1e3:.1f} + outside {(s - p) * 1e3:.1f} ms"
         )
-    ratios = [a / b for a, b in zip(steps["plain"], steps["measured"])]
-    print(f"  measured / plain, per round: {', '.join(f'{r:.2f}' for r in ratios)}; median {median(ratios):.2f}")
+    for name in variants:
+        if name != "plain":
+            ratios = [a / b for a, b in zip(steps["plain"], steps[name])]
+            print(f"  {name} / plain, per round: {', '.join(f'{r:.2f}' for r in ratios)}; median {median(ratios):.2f}")
     return 0
 
 

@@ -277,6 +277,14 @@ def outside_lines(r: dict) -> list[str]:
             )
             + "."
         )
+    paths = r.get("decode_paths")
+    if paths:
+        lines.append(
+            "Decode path of each generation step: "
+            + "; ".join(f"{name}: {path}" for name, path in paths.items())
+            + " (native step: the whole token in one compiled call, `playground.engine.native_decode`; its "
+            "products timed alone run in its own compiled region)."
+        )
     native = r.get("native_gemv")
     if native:
         if native.get("available"):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from playground.engine import native_decode
 from playground.engine.model import GPTModel
 from playground.engine.receipts import inverse_cdf_draw, slices
 from playground.errors import UserError
@@ -304,6 +305,9 @@ class Generation:
                 cache.reset()
             idx = torch.tensor([window], dtype=torch.long, device=model.device)
         else:
+            native = native_decode.decode_step(model, window[cache.length :], cache, self.capture_attention)
+            if native is not None:  # the whole step in one compiled call (chosen for this model, valid now)
+                return native
             idx = torch.tensor([window[cache.length :]], dtype=torch.long, device=model.device)
         out = model(idx, kv_cache=cache, return_attention=self.capture_attention, last_token_only=True)
         if self.capture_attention:

@@ -23,7 +23,7 @@ from playground.engine.config import (
 from playground.engine.hf_hub import HUB_MODELS
 from playground.i18n import EN
 from playground.inside.inspection import count_parameters
-from playground.runtime import kernels, native_gemv
+from playground.runtime import kernels, native_gemv, native_step
 from playground.server.files import discard_upload
 from playground.server.model_cache import CACHE
 from playground.server.model_views import tree_table, tying_explanation
@@ -112,14 +112,19 @@ def _candidate(name: str, lang: str) -> str:
 
 
 def decode_path_text(lang: str = "en") -> str:
-    """Which decode path runs, and what became of the compiled one-row kernel (and its int8 dot product) and why."""
+    """Which decode path runs (the native step where it was chosen, else the model's forward), and what
+    became of the compiled one-row kernel (and its int8 dot product) and of the compiled step, and why."""
     status = native_gemv.status()
     compiler = status.compiler.rsplit("/", 1)[-1]
     native = tr(lang, "kn_native_" + status.reason, compiler=compiler, bits=status.vector_bits, detail=status.detail)
     if status.available:
         int8 = "ready" if status.int8_dot_bits else "mismatch" if status.int8_dot_error else "none"
         native += " " + tr(lang, "kn_native_int8_" + int8, bits=status.int8_dot_bits, detail=status.int8_dot_error)
-    return tr(lang, "kn_path") + "\n\n" + native
+    step = native_step.status()
+    path = tr(lang, "kn_path_native" if step.available else "kn_path")
+    if "kn_step_" + step.reason in EN and not (step.reason == "off" and status.reason == "off"):
+        native += "\n\n" + tr(lang, "kn_step_" + step.reason, detail=step.detail)
+    return path + "\n\n" + native
 
 
 def kernels_table(lang: str = "en") -> str:

@@ -52,6 +52,21 @@ def test_report_prints_outside_time_and_the_compiled_kernel():
     assert "512-bit" in text and "1.25×" in text
     r["native_gemv"] = {"available": False, "reason": "no_compiler", "detail": ""}
     assert "not used (no_compiler" in "\n".join(report.outside_lines(r))
+    r["decode_paths"] = {"ours float32": "native step", "ours int8": "torch forward"}
+    assert "ours float32: native step; ours int8: torch forward" in "\n".join(report.outside_lines(r))
+
+
+def test_a_model_on_the_native_step_times_its_products_in_the_step_s_region():
+    from playground.engine import native_decode
+    from playground.runtime import native_step
+
+    model = GPTModel(GPTConfig(**TINY)).eval()
+    assert decode.decode_path(model) == "torch forward"
+    if not native_decode.set_native_step(model, 0):
+        pytest.skip(f"no compiled step here: {native_step.status().reason}")
+    assert decode.decode_path(model) == "native step"
+    run = decode.step_products(model)
+    assert run is not None and decode.products_seconds(run, reps=2) > 0
 
 
 def test_report_names_the_int8_dot_product_kernel_or_why_there_is_none():

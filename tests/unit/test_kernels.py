@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from playground.engine import native_decode
 from playground.engine.config import GPTConfig
 from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.model import GPTModel
@@ -121,6 +122,7 @@ def _force(monkeypatch, layout=None, stacked=None, gemv=None):
             kernels, "weight_layout", lambda shape, dtype, count: kernels.Choice("f", layout, measured=False)
         )
         monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
+        monkeypatch.setattr(native_decode, "prepare", lambda model: None)  # the compiled step: test_native_step.py
     if stacked is not None:
         monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("f", stacked, measured=False))
     if gemv is not None:

@@ -15,6 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.engine import native_decode
 from playground.engine.attention import attend, attention_probs
 from playground.engine.config import GPTConfig
 from playground.engine.decode_paths import X86, one_row_bfloat16_switch, optimize_for_decode
@@ -50,6 +51,7 @@ def fixed_kernel_choices(monkeypatch):
     monkeypatch.setattr(kernels, "one_row_bfloat16_kernel", lambda *a: fixed("aten"))
     monkeypatch.setattr(kernels, "one_row_bfloat16_decided", lambda: fixed("aten"))
     monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
+    monkeypatch.setattr(native_decode, "prepare", lambda model: None)  # the compiled step: test_native_step.py
 
 
 def make_model(seed=0, std=0.1, dtype=torch.float32, **changes) -> GPTModel:

@@ -1,0 +1,351 @@
+"""The native decode step: a plain generation step in one compiled call, where valid, checked and faster.
+
+``runtime.native_step`` runs a whole GPT-2 token in compiled code; this module owns what that needs
+to know about the model: which tensors it reads (the modules' own parameters, in place, never a
+copy), when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in),
+pre-norm fused attention, GELU tanh or ReLU, no torch hooks, not training, batch 1, one new token),
+and whether a model uses it: ``prepare(model)`` (from ``decode_paths.optimize_for_decode``) checks
+the step against the torch forward on that model (logits and the keys and values it writes) and
+measures both on this machine, once per process and model shape like the kernel choices
+(``kernels.choose``). A model that failed either keeps the plain path; so does any step that is not
+valid (an interventions' forward passes ``hooks`` and never comes here).
+
+The step writes into the project's ``KVCache`` tensors at the position the torch forward would, so a
+generation can switch between the two paths at any step.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import weakref
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from playground.engine.kv_cache import KVCache
+from playground.runtime import kernels, native_step
+
+ACTIVATIONS = {"gelu_tanh": 0, "relu": 1}
+CHECK_PROMPT = 8  # tokens the check and the measurement put in their cache before stepping
+MEASURE_STEPS = 4  # steps in one timed pass, at most
+PASS_BYTES = 256 * 2**20  # weights streamed in one timed pass, about: a large model times one step a pass
+CHECK_CAPACITY = CHECK_PROMPT + MEASURE_STEPS + 4
+# The step's logits against the torch forward's, largest difference over the largest logit: float32
+# only differs in summation order; bfloat16 in where a value rounds one way instead of the other.
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 6e-2}
+
+
+@dataclass
+class Plan:
+    """What one model's step reads: its tensors (kept alive here), their addresses, its dimensions."""
+
+    tensors: list[torch.Tensor | None]
+    addresses: ctypes.Array
+    key: tuple  # the tensors' addresses when the plan was made: a converted model makes a new plan
+    modules: list[nn.Module]  # whose torch hooks would make the step invalid (not the model: a plan must not hold it)
+    dims: list[int]
+    eps: float
+    bfloat16: bool
+
+
+_THREADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the step's threads (0: all)
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> Plan
+
+
+def _block_tensors(block) -> list[torch.Tensor | None]:
+    att, ff = block.att, block.ff.layers
+    return [
+        block.norm1.scale,
+        block.norm1.shift,
+        *(t for m in (att.W_query, att.W_key, att.W_value, att.out_proj) for t in (m.weight, m.bias)),
+        block.norm2.scale,
+        block.norm2.shift,
+        *(t for m in (ff[0], ff[2]) for t in (m.weight, m.bias)),
+    ]
+
+
+def _tensors(model) -> list[torch.Tensor | None]:
+    pos = model.pos_emb.weight if model.cfg.pos_encoding == "learned" else model.pos_emb.table
+    out = [model.tok_emb.weight, pos]
+    for block in model.trf_blocks:
+        out += _block_tensors(block)
+    return out + [model.final_norm.scale, model.final_norm.shift, model.out_head.weight]
+
+
+def _has_hooks(modules) -> bool:
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
+
+
+def unsupported(model, any_layout: bool = False) -> str | None:
+    """Why ``model``'s plain decode step cannot run as the native step, or None if it can.
+    ``any_layout``: a weight matrix stored [in, out] does not count (``prepare`` can store it (out, in))."""
+    cfg = getattr(model, "cfg", None)
+    if cfg is None or not hasattr(model, "trf_blocks"):
+        return "not a GPTModel"
+    if cfg.norm_placement != "pre" or cfg.attention_impl != "fused" or cfg.activation not in ACTIVATIONS:
+        return "architecture"
+    dtype = model.tok_emb.weight.dtype
+    if dtype not in (torch.float32, torch.bfloat16) or model.device.type != "cpu":
+        return "dtype or device"
+    if _has_hooks(model.modules()):
+        return "torch hooks"
+    linears = [m for b in model.trf_blocks for m in (b.att.W_query, b.att.W_key, b.att.W_value, b.att.out_proj)]
+    linears += [m for b in model.trf_blocks for m in (b.ff.layers[0], b.ff.layers[2])] + [model.out_head]
+    if any(type(m) is not nn.Linear for m in linears) or model.out_head.bias is not None:
+        return "layers other than nn.Linear (int8)"
+    norms = [n for b in model.trf_blocks for n in (b.norm1, b.norm2)] + [model.final_norm]
+    if any(getattr(n, "eps", None) != cfg.ln_eps for n in norms):
+        return "LayerNorm"
+    for t in _tensors(model):
+        in_order = t is None or t.is_contiguous() or (any_layout and t.dim() == 2)
+        if t is not None and (t.dtype != dtype or not in_order or t.device.type != "cpu"):
+            return "a tensor in another dtype or memory order"
+    return None
+
+
+def _plan(model, rows: dict | None = None) -> Plan:
+    """The step's plan for ``model``; ``rows`` maps id(weight) to an (out, in) copy to read instead."""
+    cfg = model.cfg
+    tensors = [(rows or {}).get(id(t), t) for t in _tensors(model)]
+    addresses = [t.data_ptr() if t is not None else 0 for t in tensors]
+    dims = [cfg.emb_dim, cfg.n_heads, cfg.head_dim, cfg.n_layers, cfg.vocab_size, 4 * cfg.emb_dim]
+    dims += [0, 0, 0, ACTIVATIONS[cfg.activation], 0]  # capacity, position and token: set at each step
+    bf16 = tensors[0] is not None and tensors[0].dtype == torch.bfloat16
+    addressed = native_step.pointer_array(addresses)
+    return Plan(tensors, addressed, tuple(addresses), list(model.modules())[1:], dims, cfg.ln_eps, bf16)
+
+
+def _current_plan(model) -> Plan | None:
+    """The model's plan, made again when its tensors moved (a conversion); None while the step is not
+    valid for the model (training, torch hooks, a layout or dtype it does not read)."""
+    if model.training or torch.nn.modules.module._global_forward_hooks:
+        return None
+    plan = _PLANS.get(model)
+    if plan is not None and all((t.data_ptr() if t is not None else 0) == a for t, a in zip(plan.tensors, plan.key)):
+        return None if _has_hooks((model, *plan.modules)) else plan
+    if unsupported(model) is not None:
+        _PLANS.pop(model, None)
+        return None
+    plan = _PLANS[model] = _plan(model)
+    return plan
+
+
+def _run(model, plan: Plan, token: int, cache: KVCache, threads: int, attention: bool):
+    """One token through the compiled step; its logits (vocab,) float32 and each layer's (heads, keys)
+    attention probabilities if asked."""
+    position = cache.length
+    dims = list(plan.dims)
+    dims[6], dims[7], dims[8] = cache.capacity, position, token
+    logits = torch.empty(model.cfg.vocab_size)
+    probs = torch.empty(model.cfg.n_layers, model.cfg.n_heads, position + 1) if attention else None
+    native_step.run(
+        plan.bfloat16,
+        plan.addresses,
+        native_step.dims_array(dims),
+        plan.eps,
+        cache.k.data_ptr(),
+        cache.v.data_ptr(),
+        logits.data_ptr(),
+        probs.data_ptr() if probs is not None else None,
+        threads or torch.get_num_threads(),
+    )
+    cache.length += 1
+    return logits, (list(probs.unbind(0)) if probs is not None else None)
+
+
+def products_alone(model):
+    """A function running only the matrix products of ``model``'s native step, in the step's own
+    parallel region with its split and barriers (no norms, attention, activations or cache writes):
+    a step's time minus this one's is its time outside the products. None if the step is not chosen."""
+    plan = _current_plan(model) if uses_native_step(model) else None
+    if plan is None:
+        return None
+    cache = _small_cache(model)
+    dims = native_step.dims_array([*plan.dims[:6], cache.capacity, 0, 0, plan.dims[9], 1])
+    logits = torch.empty(model.cfg.vocab_size)
+    threads = _THREADS.get(model, 0)
+
+    def run():
+        n = threads or torch.get_num_threads()
+        args = (plan.addresses, dims, plan.eps, cache.k.data_ptr(), cache.v.data_ptr(), logits.data_ptr(), None, n)
+        native_step.run(plan.bfloat16, *args)
+
+    return run
+
+
+def cache_fits(model, cache: KVCache | None) -> bool:
+    """Whether ``cache`` is one the step can append to: this model's shape, batch 1, contiguous, room left."""
+    cfg = model.cfg
+    return (
+        cache is not None
+        and cache.k.dtype == cache.v.dtype == model.tok_emb.weight.dtype
+        and tuple(cache.k.shape) == tuple(cache.v.shape) == (cfg.n_layers, 1, cfg.n_heads, cache.capacity, cfg.head_dim)
+        and cache.k.is_contiguous()
+        and cache.v.is_contiguous()
+        and cache.length < cache.capacity
+        and cache.length < model.cfg.context_length
+    )
+
+
+def decode_step(model, new_ids: list[int], cache: KVCache | None, attention: bool = False):
+    """(logits (vocab,) float32, per-layer (heads, keys) attention or None) for one new token on the
+    native step, or None when this model and step take the plain path (not chosen for the model,
+    not valid now, more than one new token)."""
+    threads = _THREADS.get(model)
+    if threads is None or len(new_ids) != 1 or torch.is_grad_enabled() or not cache_fits(model, cache):
+        return None
+    if not 0 <= int(new_ids[0]) < model.cfg.vocab_size:
+        return None  # the torch forward says what is wrong with it
+    plan = _current_plan(model)
+    if plan is None:
+        return None
+    assert cache is not None
+    return _run(model, plan, int(new_ids[0]), cache, threads, attention)
+
+
+def set_native_step(model, threads: int | None) -> bool:
+    """Run ``model``'s plain steps as the native step on ``threads`` (0: all of torch's) without
+    measuring, or never (None): what tests and bench's same-run comparisons use. Weight matrices
+    stored [in, out] are stored (out, in). Returns whether the step is available and valid for the
+    model (if not, nothing changes)."""
+    if threads is None:
+        _THREADS.pop(model, None)
+        return True
+    if not native_step.available() or unsupported(model, any_layout=True) is not None:
+        return False
+    _store_rows(model, _row_copies(model))
+    _THREADS[model] = threads
+    return True
+
+
+MAX_COPY_BYTES = 256 * 2**20  # weights stored [in, out] copied (out, in) to check and time the step; above: plain
+
+
+def _row_copies(model) -> dict[int, torch.Tensor]:
+    """id(weight) -> an (out, in) contiguous copy, for each weight matrix the model stores [in, out]."""
+    with torch.no_grad():
+        return {id(t): t.detach().contiguous() for t in _tensors(model) if t is not None and not t.is_contiguous()}
+
+
+def _store_rows(model, copies: dict[int, torch.Tensor]) -> None:
+    """Each weight matrix stored [in, out] takes its (out, in) copy as its data: the values, shape, name and
+    state_dict key stay; only the memory order changes, as decode_paths.optimize_for_decode changes it."""
+    with torch.no_grad():
+        for t in _tensors(model):
+            if t is not None and id(t) in copies:
+                t.data = copies[id(t)]
+
+
+def uses_native_step(model) -> bool:
+    """Whether ``prepare`` chose the native step for ``model`` (its steps take it while valid)."""
+    return _THREADS.get(model) is not None
+
+
+# ----------------------------------------------------------------------------------------------
+# The check and the measurement
+
+
+def _small_cache(model) -> KVCache:
+    cfg = dataclasses.replace(model.cfg, context_length=min(CHECK_CAPACITY, model.cfg.context_length))
+    return KVCache(cfg, 1, model.device, model.tok_emb.weight.dtype)
+
+
+def _prompt(model) -> torch.Tensor:
+    n = min(CHECK_PROMPT, model.cfg.context_length - MEASURE_STEPS - 1)
+    return (torch.arange(n) * 7919 % model.cfg.vocab_size).view(1, n)
+
+
+def parity_error(model, rows: dict | None = None) -> str | None:
+    """None if the native step gives the torch forward's logits, keys and values (and attention) on
+    ``model`` for a step after a short prompt; else what differed. ``rows``: as ``_plan``'s."""
+    plan = _plan(model, rows)
+    cache = _small_cache(model)
+    prompt = _prompt(model)
+    token = int(prompt[0, -1]) + 1
+    with torch.no_grad():
+        model(prompt, kv_cache=cache)
+        start = cache.length
+        want, trace = model(torch.tensor([[token]]), kv_cache=cache, return_attention=True)
+        want_k, want_v = cache.k[..., start, :].clone(), cache.v[..., start, :].clone()
+        cache.k[..., start, :] = 0
+        cache.v[..., start, :] = 0
+        cache.length = start
+        got, probs = _run(model, plan, token, cache, 0, True)
+    want = want[0, -1].float()
+    scale = float(want.abs().max()) + 1e-6
+    tol = TOLERANCE[model.tok_emb.weight.dtype]
+    for name, a, b in (
+        ("logits", got, want),
+        ("keys", cache.k[..., start, :].float(), want_k.float()),
+        ("values", cache.v[..., start, :].float(), want_v.float()),
+    ):
+        err = float((a - b).abs().max()) / (scale if name == "logits" else float(b.abs().max()) + 1e-6)
+        if not err <= tol:  # also catches NaN
+            return f"{name}: relative difference {err:.2e} > {tol:.0e}"
+    for i, p in enumerate(probs or []):
+        ref = trace.layer(i)[0, :, -1, :]  # (heads, keys)
+        if not torch.allclose(p, ref, atol=1e-3 if plan.bfloat16 else 1e-5):
+            return f"attention of layer {i} differs"
+    return None
+
+
+def _step_candidates(model, rows: dict) -> kernels.Candidates:
+    cache = _small_cache(model)
+    prompt = _prompt(model)
+    with torch.no_grad():
+        model(prompt, kv_cache=cache)
+    start = cache.length
+    plan = _plan(model, rows)
+    weight_bytes = sum(t.nbytes for t in plan.tensors if t is not None)
+    steps = max(1, min(MEASURE_STEPS, PASS_BYTES // max(1, weight_bytes)))
+
+    def plain():
+        cache.length = start
+        with torch.no_grad():
+            for i in range(steps):
+                model(torch.tensor([[i]]), kv_cache=cache, last_token_only=True)
+
+    def native(threads: int):
+        cache.length = start
+        with torch.no_grad():
+            for i in range(steps):
+                _run(model, plan, i, cache, threads, False)
+
+    out: kernels.Candidates = {"plain": plain, "native_step": lambda: native(0)}
+    if torch.get_num_threads() > 1:
+        out["native_step_1_thread"] = lambda: native(1)
+    return out
+
+
+def prepare(model) -> kernels.Choice | None:
+    """Decide whether ``model``'s plain generation steps run as the native step: built here, valid
+    for this model, equal to its torch forward (checked on this model) and measured faster here (once
+    per process and model shape). The plain candidate runs on the weight layout the kernel choices
+    gave it; the step reads (out, in) copies of any matrix stored [in, out], which become the weights
+    if it wins. Returns the decision, None when there was nothing to decide."""
+    _THREADS.pop(model, None)
+    _PLANS.pop(model, None)
+    if not kernels.measuring_enabled() or not native_step.available() or unsupported(model, True) is not None:
+        return None
+    if model.cfg.context_length < CHECK_PROMPT + MEASURE_STEPS + 1:
+        return None  # no room for the check's prompt and steps: such a model keeps the plain path
+    strided = [t for t in _tensors(model) if t is not None and not t.is_contiguous()]
+    if sum(t.nbytes for t in strided) > MAX_COPY_BYTES:
+        return None
+    rows = _row_copies(model)
+    cfg, dtype = model.cfg, model.tok_emb.weight.dtype
+    name = str(dtype).replace("torch.", "")
+    if parity_error(model, rows) is not None:
+        return None
+    choice = kernels.choose(
+        ("native decode step", cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.vocab_size, dtype),
+        f"{name} decode step ({cfg.n_layers} blocks, d={cfg.emb_dim})",
+        lambda: _step_candidates(model, rows),
+        label=("step", {"dtype": name, "layers": cfg.n_layers, "d": cfg.emb_dim}),
+    )
+    if choice.winner != "plain":
+        _store_rows(model, rows)
+        _THREADS[model] = 1 if choice.winner == "native_step_1_thread" else 0
+    return choice

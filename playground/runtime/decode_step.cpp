@@ -1,0 +1,263 @@
+// One GPT-2 decode step in one call: embeddings, every block, the final LayerNorm and the output head.
+//
+// Built by playground/runtime/native_step.py like one_row_gemv.cpp (whose row kernels it includes),
+// and called once per generated token. Between the operations of a step there is then no Python, no
+// torch dispatch and no waking of threads: one OpenMP parallel region runs the whole step, every
+// matrix product split across the team by output rows (the way llama.cpp runs a token), the
+// LayerNorms computed by every thread into its own buffer (cheaper than a barrier), Q/K/V and attention
+// split by heads (a thread attends with the rows it computed), and a barrier wherever a result of the whole
+// team is needed next: four per block.
+//
+// The numbers follow the model's plain forward (playground/engine/model.py): pre-norm blocks, the
+// keys and values of the new position written into the KV cache's own tensors at the same place the
+// torch forward writes them, one query's attention over every cached position in float32, GELU in
+// its tanh form. A bfloat16 model rounds to bfloat16 wherever its torch forward stores a tensor
+// (each product's output, the residual stream, the LayerNorms' and GELU's outputs, the keys and
+// values), so both paths agree to bfloat16 rounding.
+
+#include "one_row_gemv.cpp"
+
+#include <math.h>
+
+#include <vector>
+
+namespace {
+
+// expf for a vector loop: 2^n · p(r), r = x - n·ln2 in two parts, a degree-6 polynomial (a few ulp);
+// written so that the compiler vectorises it, where libm's expf would run one value at a time.
+inline float fast_exp(float x) {
+    x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
+    // round to nearest by the 1.5·2^23 trick: libm's rounding calls would keep the loop scalar
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = fmaf(n, -0.693145751953125f, x);
+    r = fmaf(n, -1.428606765330187e-06f, r);
+    float p = 1.0f / 720.0f;
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+inline float round_to(float v, bool bf16) { return bf16 ? bf16_to_float(float_to_bf16(v)) : v; }
+
+inline float load(const float* p, int64_t i) { return p[i]; }
+inline float load(const uint16_t* p, int64_t i) { return bf16_to_float(p[i]); }
+inline void store(float* p, int64_t i, float v) { p[i] = v; }
+inline void store(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
+
+// The tensors of one block, in the order native_step.py passes them.
+enum { LN1_S, LN1_B, WQ, BQ, WK, BK, WV, BV, WO, BO, LN2_S, LN2_B, W1, B1, W2, B2, PER_BLOCK };
+
+struct Dims {
+    int64_t d, heads, hd, layers, vocab, ff, capacity, pos, token, activation, products_only;
+};
+
+// The rows [lo, hi) of thread t of nt, a multiple of ROWS long, as the one-row kernels split them.
+inline void split(int64_t n, int t, int nt, int64_t* lo, int64_t* hi) {
+    int64_t blocks = (n + ROWS - 1) / ROWS;
+    *lo = blocks * t / nt * ROWS;
+    *hi = blocks * (t + 1) / nt * ROWS;
+    if (*hi > n) *hi = n;
+    if (*lo > n) *lo = n;
+}
+
+// y[lo..hi) = W x (no bias); x in float32 (xf) and, for bfloat16 weights, also in bfloat16 (xh).
+inline void rows(const float* w, const float* xf, const uint16_t*, int64_t k, int64_t lo, int64_t hi, float* y) {
+    rows_block<float>(w, xf, nullptr, k, lo, hi, y);
+}
+inline void rows(const uint16_t* w, const float* xf, const uint16_t* xh, int64_t k, int64_t lo, int64_t hi, float* y) {
+#if defined(__AVX512BF16__)
+    (void)xf;
+    int64_t r = lo;
+    for (; r + ROWS <= hi; r += ROWS) dot_rows_bf16<ROWS>(w + r * k, xh, k, y + r);
+    for (; r < hi; ++r) dot_rows_bf16<1>(w + r * k, xh, k, y + r);
+#else
+    (void)xh;
+    rows_block<uint16_t>(w, xf, nullptr, k, lo, hi, y);
+#endif
+}
+
+// out = LayerNorm(x) (rounded as the model's dtype stores it), also as bfloat16 in outh when wanted.
+template <typename T>
+void layer_norm(const float* x, const T* scale, const T* shift, int64_t d, float eps, bool bf16, float* out,
+                uint16_t* outh) {
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < d; ++i) sum += x[i];
+    float mean = static_cast<float>(sum / d);
+    double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t i = 0; i < d; ++i) sq += static_cast<double>(x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf(static_cast<float>(sq / d) + eps);
+    for (int64_t i = 0; i < d; ++i) out[i] = round_to((x[i] - mean) * inv * load(scale, i) + load(shift, i), bf16);
+    if (outh)
+        for (int64_t i = 0; i < d; ++i) outh[i] = float_to_bf16(out[i]);
+}
+
+// y = activation(round(y + bias)), rounded, over n values: each step a loop of its own, which the compiler vectorises.
+template <typename T>
+void bias_activate(float* y, const T* bias, int64_t n, int64_t kind, bool bf16) {
+    if (bias)
+        for (int64_t j = 0; j < n; ++j) y[j] += load(bias, j);
+    if (bf16)
+        for (int64_t j = 0; j < n; ++j) y[j] = round_to(y[j], true);
+    if (kind == 1) {  // ReLU
+        for (int64_t j = 0; j < n; ++j) y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+    } else {  // GELU, tanh form: 0.5·v·(1 + tanh(u)) with 1 + tanh(u) = 2 - 2 / (exp(2u) + 1)
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) {
+            const float v = y[j], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+            y[j] = v * (1.0f - 1.0f / (fast_exp(2.0f * u) + 1.0f));
+        }
+    }
+    if (bf16)
+        for (int64_t j = 0; j < n; ++j) y[j] = round_to(y[j], true);
+}
+
+template <typename T>
+void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_cache, T* v_cache, float* logits,
+          float* attention, int threads) {
+    const Dims dm = {dims_in[0], dims_in[1], dims_in[2], dims_in[3], dims_in[4], dims_in[5],
+                     dims_in[6], dims_in[7], dims_in[8], dims_in[9], dims_in[10]};
+    // products_only: the same products on the same team, split and barriers, and nothing else -- the
+    // step's time minus this is its time outside the products (bench prints it). Writes no cache.
+    const bool all = !dm.products_only;
+    const bool bf16 = sizeof(T) == 2;
+    const int64_t d = dm.d, hd = dm.hd, keys = dm.pos + 1;
+    const float inv_sqrt_hd = 1.0f / sqrtf(static_cast<float>(hd));
+    if (threads < 1) threads = 1;
+    // Shared: the residual stream, q|k|v, the attention's output, the MLP's hidden row, one product's output.
+    // Per thread: its LayerNorm output (float32 and bfloat16), one head's scores, the hidden row in bfloat16.
+    const int64_t half_d = (d + 1) / 2 + 8, half_ff = (dm.ff + 1) / 2 + 8;
+    const int64_t per_thread = d + half_d + keys + half_ff;
+    std::vector<float> buf(d + 3 * d + d + dm.ff + d + threads * per_thread);
+    float* x = buf.data();
+    float* qkv = x + d;
+    float* ctx = qkv + 3 * d;
+    float* hidden = ctx + d;
+    float* out = hidden + dm.ff;
+    float* own = out + d;
+    const T* tok = static_cast<const T*>(tensors[0]) + dm.token * d;
+    const T* posrow = static_cast<const T*>(tensors[1]) + dm.pos * d;
+    const T* const* layer = reinterpret_cast<const T* const*>(tensors + 2);
+    const T* const* tail = layer + PER_BLOCK * dm.layers;  // final_norm scale, shift, out_head weight
+
+#pragma omp parallel num_threads(threads)
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        float* xn = own + t * per_thread;
+        uint16_t* xh = reinterpret_cast<uint16_t*>(xn + d);  // d bfloat16 values in d / 2 floats' room
+        float* scores = xn + d + half_d;
+        uint16_t* hh = reinterpret_cast<uint16_t*>(scores + keys);
+        int64_t lo, hi;
+#pragma omp single
+        for (int64_t i = 0; i < d && all; ++i) x[i] = round_to(load(tok, i) + load(posrow, i), bf16);
+        for (int64_t l = 0; l < dm.layers; ++l) {
+            const T* const* w = layer + PER_BLOCK * l;
+            if (all) layer_norm(x, w[LN1_S], w[LN1_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
+            // Q, K and V by heads: each thread computes the rows of its own heads, which are all its
+            // attention reads next, so no barrier is needed between the two.
+            for (int64_t h = t; h < dm.heads; h += nt)
+                for (int m = 0; m < 3; ++m) {
+                    const T* bm = w[BQ + 2 * m];
+                    float* y = qkv + m * d;
+                    rows(w[WQ + 2 * m], xn, xh, d, h * hd, (h + 1) * hd, y);
+                    for (int64_t j = h * hd; j < (h + 1) * hd && all; ++j)
+                        y[j] = round_to(y[j] + (bm ? load(bm, j) : 0.0f), bf16);
+                }
+            // Attention, one head at a time per thread: this position's key and value into the cache,
+            // then the new query over every cached key.
+            for (int64_t h = t; h < dm.heads && all; h += nt) {
+                T* kh = k_cache + ((l * dm.heads + h) * dm.capacity) * hd;
+                T* vh = v_cache + ((l * dm.heads + h) * dm.capacity) * hd;
+                const float* q = qkv + h * hd;
+                for (int64_t e = 0; e < hd; ++e) {
+                    store(kh, dm.pos * hd + e, qkv[d + h * hd + e]);
+                    store(vh, dm.pos * hd + e, qkv[2 * d + h * hd + e]);
+                }
+                float* p = attention ? attention + (l * dm.heads + h) * keys : scores;
+                float top = -INFINITY;
+                for (int64_t j = 0; j < keys; ++j) {
+                    const T* kj = kh + j * hd;
+                    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+                    for (int64_t e = 0; e < hd; ++e) s += q[e] * load(kj, e);
+                    p[j] = s * inv_sqrt_hd;
+                    top = fmaxf(top, p[j]);
+                }
+                float total = 0.0f;
+#pragma omp simd reduction(+ : total)
+                for (int64_t j = 0; j < keys; ++j) {
+                    p[j] = fast_exp(p[j] - top);
+                    total += p[j];
+                }
+                const float inv_total = 1.0f / total;
+                float* c = ctx + h * hd;
+                for (int64_t e = 0; e < hd; ++e) c[e] = 0.0f;
+                for (int64_t j = 0; j < keys; ++j) {
+                    const float pj = p[j] * inv_total;
+                    p[j] = pj;
+                    const T* vj = vh + j * hd;
+#pragma omp simd
+                    for (int64_t e = 0; e < hd; ++e) c[e] += pj * load(vj, e);
+                }
+                for (int64_t e = 0; e < hd; ++e) c[e] = round_to(c[e], bf16);
+            }
+#pragma omp barrier
+            // out_proj and the residual add, row by row: each thread owns its rows of x.
+            if (bf16)
+                for (int64_t i = 0; i < d; ++i) xh[i] = float_to_bf16(ctx[i]);
+            split(d, t, nt, &lo, &hi);
+            rows(w[WO], ctx, xh, d, lo, hi, out);
+            for (int64_t j = lo; j < hi && all; ++j)
+                x[j] = round_to(x[j] + round_to(out[j] + (w[BO] ? load(w[BO], j) : 0.0f), bf16), bf16);
+#pragma omp barrier
+            if (all) layer_norm(x, w[LN2_S], w[LN2_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
+            split(dm.ff, t, nt, &lo, &hi);
+            rows(w[W1], xn, xh, d, lo, hi, hidden);
+            if (all) bias_activate(hidden + lo, w[B1] ? w[B1] + lo : nullptr, hi - lo, dm.activation, bf16);
+#pragma omp barrier
+            split(d, t, nt, &lo, &hi);
+#if defined(__AVX512BF16__)
+            if (bf16)  // the bfloat16 dot-product instruction reads the hidden row as bfloat16
+                for (int64_t i = 0; i < dm.ff; ++i) hh[i] = float_to_bf16(hidden[i]);
+#endif
+            rows(w[W2], hidden, hh, dm.ff, lo, hi, out);
+            for (int64_t j = lo; j < hi && all; ++j)
+                x[j] = round_to(x[j] + round_to(out[j] + (w[B2] ? load(w[B2], j) : 0.0f), bf16), bf16);
+#pragma omp barrier
+        }
+        if (all) layer_norm(x, tail[0], tail[1], d, eps, bf16, xn, bf16 ? xh : nullptr);
+        split(dm.vocab, t, nt, &lo, &hi);
+        rows(tail[2], xn, xh, d, lo, hi, logits);
+        if (bf16)
+            for (int64_t j = lo; j < hi; ++j) logits[j] = round_to(logits[j], true);
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// tensors: token embedding, position table, 16 per block (see PER_BLOCK; a missing bias is null), final
+// LayerNorm scale and shift, output head weight -- all float32, contiguous, weights (out, in).
+// dims: emb_dim, heads, head_dim, layers, vocab, ff, cache capacity, position, token, activation (0 GELU
+// tanh, 1 ReLU), products only (1: see Dims). The caches are (layers, heads, capacity, head_dim); logits (vocab); attention, if not
+// null, (layers, heads, position + 1): the new query's probabilities over every cached position.
+void pg_step_f32(const void* const* tensors, const int64_t* dims, float eps, float* k_cache, float* v_cache,
+                 float* logits, float* attention, int threads) {
+    step<float>(tensors, dims, eps, k_cache, v_cache, logits, attention, threads);
+}
+
+// The same with every tensor and the caches in bfloat16 (float32 sums; logits and attention float32).
+void pg_step_bf16(const void* const* tensors, const int64_t* dims, float eps, uint16_t* k_cache, uint16_t* v_cache,
+                  float* logits, float* attention, int threads) {
+    step<uint16_t>(tensors, dims, eps, k_cache, v_cache, logits, attention, threads);
+}
+}

@@ -1,0 +1,155 @@
+"""A whole decode step compiled here (decode_step.cpp, g++ -O3 -march=native) at first use: one call per token.
+
+``decode_step.cpp`` runs one GPT-2 token -- embeddings, every block, the output head -- in one OpenMP
+parallel region of torch's own team, reusing the row kernels of ``one_row_gemv.cpp``. This module
+builds it the way ``native_gemv`` builds those kernels (the machine's compiler, cached under the
+user's cache folder by a hash of both sources and the flags, loaded with ctypes) and calls it with
+raw pointers; it knows nothing of models. What a model's tensors are, whether the step is valid
+for a model, its check against the torch forward and the measurement that decides whether it is
+used are ``playground.engine.native_decode``'s.
+
+``available`` is False without a compiler, when the build or load fails, or when
+``PLAYGROUND_NATIVE_GEMV=off`` or ``PLAYGROUND_NATIVE_STEP=off``; callers then keep the plain path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from playground.runtime import native_gemv
+
+SOURCE = Path(__file__).with_name("decode_step.cpp")
+INCLUDED = (native_gemv.SOURCE,)  # what the source #includes: a change there is a new build too
+OFF = ("off", "0", "no")
+
+
+@dataclass(frozen=True)
+class Status:
+    """What became of the compiled step in this process: as data a UI words in its own language."""
+
+    available: bool
+    reason: str  # "ready", "off", "no_compiler", "build_failed", "load_failed", "not_tried"
+    detail: str = ""
+    build_seconds: float = 0.0  # 0 when the cached library was loaded
+
+
+_LOCK = threading.Lock()
+_STATUS = Status(False, "not_tried")
+_LIB: ctypes.CDLL | None = None
+
+
+def switched_off() -> bool:
+    return any(
+        os.environ.get(v, "").strip().lower() in OFF for v in ("PLAYGROUND_NATIVE_GEMV", "PLAYGROUND_NATIVE_STEP")
+    )
+
+
+def _build(cxx: str) -> tuple[Path, float]:
+    sources = [SOURCE.read_text(), *(p.read_text() for p in INCLUDED)]
+    openmp = native_gemv.torch_openmp()
+    link = [str(openmp), f"-Wl,-rpath,{openmp.parent}"] if openmp else []
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+    key = hashlib.sha256("\0".join([*sources, cxx, version, *native_gemv.FLAGS, *link]).encode()).hexdigest()[:16]
+    target = native_gemv.cache_dir() / f"decode_step-{key}.so"
+    if target.exists():
+        return target, 0.0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / target.name
+        done = subprocess.run(
+            [cxx, *native_gemv.FLAGS, str(SOURCE), "-o", str(out), *link],
+            capture_output=True,
+            text=True,
+            timeout=native_gemv.BUILD_TIMEOUT_S,
+        )
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            raise RuntimeError(lines[-1] if lines else f"exit status {done.returncode}")
+        os.replace(out, target)  # atomic: another process building the same key sees a whole file or none
+    return target, time.perf_counter() - t0
+
+
+def _load(path: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(path))
+    p = ctypes.c_void_p
+    for name in ("pg_step_f32", "pg_step_bf16"):
+        fn = getattr(lib, name)
+        fn.argtypes = [p, p, ctypes.c_float, p, p, p, p, ctypes.c_int]
+        fn.restype = None
+    return lib
+
+
+def status() -> Status:
+    return _STATUS
+
+
+def available() -> bool:
+    """Build (or load from the cache) and load the step once per process; True if it can be called.
+    Never raises: every failure is a Status with its reason."""
+    global _STATUS, _LIB
+    with _LOCK:
+        if _STATUS.reason != "not_tried":
+            return _STATUS.available
+        if switched_off():
+            _STATUS = Status(False, "off")
+            return False
+        cxx = native_gemv.compiler()
+        if cxx is None:
+            _STATUS = Status(False, "no_compiler")
+            return False
+        try:
+            path, seconds = _build(cxx)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            _STATUS = Status(False, "build_failed", str(e)[-300:])
+            return False
+        try:
+            _LIB = _load(path)
+        except (OSError, AttributeError) as e:
+            _STATUS = Status(False, "load_failed", str(e)[-300:])
+            return False
+        _STATUS = Status(True, "ready", "", seconds)
+        return True
+
+
+def pointer_array(addresses: list[int]) -> ctypes.Array:
+    """The tensors' addresses (0 for a missing bias) as the C array the step reads."""
+    return (ctypes.c_void_p * len(addresses))(*[a or None for a in addresses])
+
+
+def dims_array(values: list[int]) -> ctypes.Array:
+    return (ctypes.c_int64 * len(values))(*values)
+
+
+def run(
+    bfloat16: bool,
+    tensors: ctypes.Array,
+    dims: ctypes.Array,
+    eps: float,
+    k_cache: int,
+    v_cache: int,
+    logits: int,
+    attention: int | None,
+    threads: int,
+) -> None:
+    """One token through the compiled step (``available`` must hold). ``dims`` as decode_step.cpp's
+    ``pg_step_f32`` reads them; the addresses are of contiguous tensors the caller keeps alive."""
+    lib = _LIB
+    assert lib is not None, "native_step.run before available()"
+    fn = lib.pg_step_bf16 if bfloat16 else lib.pg_step_f32
+    fn(tensors, dims, eps, k_cache, v_cache, logits, attention, threads)
+
+
+def forget() -> None:
+    """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
+    global _STATUS, _LIB
+    with _LOCK:
+        _STATUS, _LIB = Status(False, "not_tried"), None
