@@ -7,7 +7,8 @@ llamacpp.py  llama.cpp as a peer (f32, f16, q8_0 GGUF), optional: a source build
 onnx_peer.py ONNX Runtime as a peer: a KV-cache step exported by torch.onnx, float32 and dynamic int8
 memory.py    time to first token and peak memory for a 1024-token prompt (run in a subprocess)
 serving.py   cold start of ``python app.py`` and concurrent users through the app's API
-report.py    the table, the targets of issue 5, and results/latest.json
+report.py    the table, the docs' blocks, and results/latest.json
+checks.py    the targets a run is checked against, and the precision classes
 inside.py    the Inside views' times, FLOPs (view_flops.py) and share of this machine's matmul rate
 browser/     the app in headless Chromium: Generate runs, Stop, and the Inside views click to drawn
 """

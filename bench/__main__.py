@@ -22,7 +22,7 @@ import torch  # noqa: E402
 
 from playground.runtime import kernels, native_gemv, native_step  # noqa: E402
 
-from . import decode, load, memory, report, scoring, serving  # noqa: E402
+from . import checks, decode, load, memory, report, scoring, serving  # noqa: E402
 from .timing import median  # noqa: E402
 
 
@@ -281,14 +281,14 @@ def main(argv=None) -> int:
     result["concurrent_load"]["loadavg_end"] = os.getloadavg()
     result["concurrent_load"]["training_running_end"] = _training_running()
 
-    checks = report.targets(result)
-    result["targets"] = [c.__dict__ for c in checks]
+    checked = checks.targets(result)
+    result["targets"] = [c.__dict__ for c in checked]
     print()
     print(report.table(result))
     print("\n".join(scoring.rows(result["scoring"])))
     print()
     print("Targets (issues 5 and 14):")
-    for c in checks:
+    for c in checked:
         print(c.row())
     path = report.write_json(result, args.out and os.path.abspath(args.out))
     print(f"\nwrote {path}")
@@ -362,13 +362,13 @@ def _inside(args) -> int:
     }
     result.update(inside.run(quick=args.quick))
     result["loadavg_end"] = os.getloadavg()
-    checks = inside.targets(result)
-    result["targets"] = [c.__dict__ for c in checks]
+    checked = inside.targets(result)
+    result["targets"] = [c.__dict__ for c in checked]
     print()
     print(inside.table(result))
     print()
     print("Targets (issues 11 and 23):")
-    for c in checks:
+    for c in checked:
         print(c.row())
     path = report.write_json(result, os.path.abspath(args.out) if args.out else report.RESULTS / "inside-latest.json")
     print(f"\nwrote {path}")

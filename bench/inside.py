@@ -25,8 +25,8 @@ from playground.inside import attention_maths, attribution, effects, lenses
 from playground.inside.interventions import Intervention
 
 from . import view_flops
+from .checks import Target, at_most
 from .decode import prompt_ids, run_ours
-from .report import Target, _at_most
 from .timing import decode_rate, matmul_rate, median
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,7 +226,7 @@ def targets(r: dict) -> list[Target]:
     out = []
     for name, t in r["views"].get("bundled, 64 tokens", {}).items():
         goal = 3.0 if name.startswith("head sweep") else 0.2
-        out.append(_at_most(f"bundled, 64 tokens: {name} (s, median)", t["median_s"], goal))
+        out.append(at_most(f"bundled, 64 tokens: {name} (s, median)", t["median_s"], goal))
     for name, t in r["views"].get(GPT2_RUN, {}).items():
         if name.startswith("one plain forward") or "fraction_of_matmul" not in t:
             continue

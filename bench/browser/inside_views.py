@@ -304,7 +304,7 @@ def _fmt(x) -> str:
 
 
 def targets(result: dict) -> list:
-    from bench.report import Target
+    from bench.checks import Target
 
     out = []
     for r in (result.get("inside_views") or {}).get("views", []):

@@ -72,7 +72,7 @@ def fmt_s(x):
 
 
 def targets(result: dict) -> list:
-    from bench.report import Target
+    from bench.checks import Target
 
     out = []
     runs = result["runs"]

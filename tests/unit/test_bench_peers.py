@@ -10,7 +10,7 @@ import types
 import pytest
 import torch
 
-from bench import decode, llamacpp, onnx_peer, report
+from bench import checks, decode, llamacpp, onnx_peer
 
 
 def test_llama_missing_says_how_to_install(monkeypatch):
@@ -114,7 +114,7 @@ def test_precision_classes_put_each_peer_in_its_class():
         "onnxruntime int8": 20.0,
         "ours bfloat16": 70.0,
     }
-    best = report.best_by_class(rates)
+    best = checks.best_by_class(rates)
     assert best["float32"] == {"ours": ("ours float32", 30.0), "peer": ("llama.cpp f32", 50.0)}
     assert best["bfloat16"] == {"ours": ("ours bfloat16", 70.0), "peer": ("llama.cpp f16", 90.0)}
     assert best["int8"] == {"ours": None, "peer": ("llama.cpp q8_0", 140.0)}
