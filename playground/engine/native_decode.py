@@ -3,7 +3,7 @@
 ``runtime.native_step`` runs a whole GPT-2 token in compiled code; this module owns what that needs
 to know about the model: which tensors it reads (the modules' own parameters, in place, never a
 copy), when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in), or
-engine.quantize's int8 and int8-dynamic with float32 activations,
+engine.quantize's int8 (float32 or bfloat16 activations) and int8-dynamic (float32),
 pre-norm fused attention, GELU tanh or ReLU, no torch hooks, not training, batch 1, one new token),
 and whether a model uses it: ``prepare(model)`` (from ``decode_paths.optimize_for_decode``) checks
 the step against the torch forward on that model (logits and the keys and values it writes) and
@@ -140,8 +140,8 @@ def unsupported(model, any_layout: bool = False) -> str | None:
     kind = weights_kind(model)
     if kind == "mixed" or model.out_head.bias is not None:
         return "layers other than nn.Linear or int8"
-    if kind != "float" and dtype != torch.float32:
-        return "int8 with bfloat16 activations"  # their torch path rounds where the step would not: kept there
+    if kind == "int8-dynamic" and dtype != torch.float32:
+        return "int8-dynamic with bfloat16 activations"  # the compiled int8 dot product takes float32 rows only
     if kind == "int8-dynamic" and not native_gemv.int8_dot_ready():
         return "int8-dynamic without the int8 dot product"
     norms = [n for b in model.trf_blocks for n in (b.norm1, b.norm2)] + [model.final_norm]
@@ -332,7 +332,7 @@ def parity_error(model, rows: dict | None = None) -> str | None:
     want = want[0, -1].float()
     scale = float(want.abs().max()) + 1e-6
     kind = weights_kind(model)
-    tol = TOLERANCE[activation_dtype(model)] if kind == "float" else INT8_TOLERANCE[kind]
+    tol = TOLERANCE[activation_dtype(model)] if kind == "float" or plan.bfloat16 else INT8_TOLERANCE[kind]
     for name, a, b in (
         ("logits", got, want),
         ("keys", cache.k[..., start, :].float(), want_k.float()),
@@ -393,7 +393,8 @@ def prepare(model) -> kernels.Choice | None:
         return None
     rows = _row_copies(model)
     cfg, dtype, kind = model.cfg, activation_dtype(model), weights_kind(model)
-    name = str(dtype).replace("torch.", "") if kind == "float" else kind
+    name = str(dtype).replace("torch.", "")
+    name = name if kind == "float" else kind + ("-bfloat16" if dtype == torch.bfloat16 else "")
     if parity_error(model, rows) is not None:
         return None
     choice = kernels.choose(

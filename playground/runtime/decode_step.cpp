@@ -15,7 +15,7 @@
 // (each product's output, the residual stream, the LayerNorms' and GELU's outputs, the keys and
 // values), so both paths agree to bfloat16 rounding.
 //
-// An int8 model (engine/quantize.py, float32 activations) passes its int8 weight matrices where a float
+// An int8 model (engine/quantize.py; int8-dynamic with float32 activations only) passes its int8 weight matrices where a float
 // model passes float ones, with each matrix's per-row scales (and, for int8-dynamic, its row sums) after the
 // float tensors. Weight-only int8 widens the weights to float32 in registers and scales each row's sum;
 // int8-dynamic quantizes each product's input row as torch does and sums on the CPU's int8 dot product. Every
@@ -75,7 +75,7 @@ constexpr int INT8_PER_BLOCK = 12;
 // One weight matrix: its values, and for int8 its per-row scales and Σ_k q[row, k].
 struct Matrix {
     const void* w;
-    const float* scale;
+    const void* scale;  // in the activations' dtype
     const int32_t* row_sums;
 };
 
@@ -116,12 +116,14 @@ inline void product(const Matrix& m, int64_t quant, const float* xf, const uint1
                     int64_t lo, int64_t hi, float* y) {
     if (quant == FLOAT_WEIGHTS) {
         rows(static_cast<const T*>(m.w), xf, xh, k, lo, hi, y);
-    } else if (quant == INT8_WEIGHTS) {
-        i8w_rows_block(static_cast<const int8_t*>(m.w), xf, m.scale, nullptr, k, lo, hi, y);
+    } else if (quant == INT8_WEIGHTS) {  // the sum times the row's scale, rounded as torch's int8 kernel stores it
+        rows_block<int8_t>(static_cast<const int8_t*>(m.w), xf, nullptr, k, lo, hi, y);
+        const T* scale = static_cast<const T*>(m.scale);
+        for (int64_t j = lo; j < hi; ++j) y[j] = round_to(y[j] * load(scale, j), sizeof(T) == 2);
     } else {
 #if PG_I8_DOT_BITS
-        i8_rows_block(static_cast<const int8_t*>(m.w), q.xu, m.row_sums, q.r, m.scale, nullptr, k, lo, hi, y,
-                      nullptr);
+        i8_rows_block(static_cast<const int8_t*>(m.w), q.xu, m.row_sums, q.r, static_cast<const float*>(m.scale),
+                      nullptr, k, lo, hi, y, nullptr);
 #else
         (void)q;  // never asked of such a build: native_gemv.int8_dot_ready is false with the same flags
 #endif
@@ -199,16 +201,16 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
     const T* const* layer = reinterpret_cast<const T* const*>(tensors + 2);
     const T* const* tail = layer + PER_BLOCK * dm.layers;  // final_norm scale, shift, out_head weight
     const bool int8 = dm.quant != FLOAT_WEIGHTS;
-    const float* const* extra = reinterpret_cast<const float* const*>(tail + 3);  // int8 scales and row sums
-    const float* tok_scale = int8 ? extra[INT8_PER_BLOCK * dm.layers + 2] + dm.token : nullptr;
+    const void* const* extra = reinterpret_cast<const void* const*>(tail + 3);  // int8 scales and row sums
+    const T* tok_scale = int8 ? static_cast<const T*>(extra[INT8_PER_BLOCK * dm.layers + 2]) + dm.token : nullptr;
     const int8_t* tok8 = static_cast<const int8_t*>(tensors[0]) + dm.token * d;
     // Matrix m of block l (0..5: Q, K, V, out_proj, MLP in, MLP out), or the output head (l = layers).
     auto matrix = [&](int64_t l, int m) -> Matrix {
         const void* w = l < dm.layers ? static_cast<const void*>(layer[PER_BLOCK * l + (m < 4 ? WQ + 2 * m : W1 + 2 * (m - 4))])
                                       : static_cast<const void*>(tail[2]);
         if (!int8) return {w, nullptr, nullptr};
-        const float* const* e = extra + INT8_PER_BLOCK * l + 2 * m;
-        return {w, e[0], reinterpret_cast<const int32_t*>(e[1])};
+        const void* const* e = extra + INT8_PER_BLOCK * l + 2 * m;
+        return {w, e[0], static_cast<const int32_t*>(e[1])};
     };
 
 #pragma omp parallel num_threads(threads)
@@ -223,9 +225,9 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
 #pragma omp single
         for (int64_t i = 0; i < d && all; ++i) {
             if (int8) {  // Int8Embedding: the row's int8 values times its scale, rounded, then the position added
-                float e = static_cast<float>(tok8[i]) * *tok_scale;
+                float e = round_to(static_cast<float>(tok8[i]) * load(tok_scale, 0), bf16);
                 asm("" : "+x"(e));  // rounded before the add, as torch's two operations are
-                x[i] = e + load(posrow, i);
+                x[i] = round_to(e + load(posrow, i), bf16);
             } else {
                 x[i] = round_to(load(tok, i) + load(posrow, i), bf16);
             }

@@ -197,9 +197,9 @@ def test_other_architectures_never_take_it(over):
     assert not native_decode.set_native_step(model, 0)
 
 
-def test_int8_with_bfloat16_activations_keeps_the_plain_path():
+def test_int8_dynamic_with_bfloat16_activations_keeps_the_plain_path():
     from playground.engine.quantize import quantize_int8
 
-    model = quantize_int8(tiny(), "bfloat16")
-    assert native_decode.unsupported(model) == "int8 with bfloat16 activations"
+    model = quantize_int8(tiny(), "bfloat16", dynamic=True)
+    assert native_decode.unsupported(model) == "int8-dynamic with bfloat16 activations"
     assert not native_decode.set_native_step(model, 0)
