@@ -15,12 +15,13 @@
 // (each product's output, the residual stream, the LayerNorms' and GELU's outputs, the keys and
 // values), so both paths agree to bfloat16 rounding.
 //
-// An int8 model (engine/quantize.py; int8-dynamic with float32 activations only) passes its int8 weight matrices where a float
-// model passes float ones, with each matrix's per-row scales (and, for int8-dynamic, its row sums) after the
-// float tensors. Weight-only int8 widens the weights to float32 in registers and scales each row's sum;
-// int8-dynamic quantizes each product's input row as torch does and sums on the CPU's int8 dot product. Every
-// thread quantizes the input row into its own buffer (identical on every thread, as its LayerNorm output is),
-// which costs less than a barrier around one shared row.
+// An int8 model (engine/quantize.py) passes its int8 weight matrices where a float model passes float
+// ones, with each matrix's per-row scales (and, for int8-dynamic, its row sums) after the float tensors.
+// Weight-only int8 widens the weights to float32 in registers and scales each row's sum, rounded as the
+// activations are stored; int8-dynamic (float32 activations) quantizes each product's input row as torch
+// does and sums on the CPU's int8 dot product. Every thread quantizes the input row into its own buffer
+// (identical on every thread, as its LayerNorm output is), which costs less than a barrier around one
+// shared row.
 
 #include "one_row_gemv.cpp"
 
@@ -185,10 +186,11 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
     const float inv_sqrt_hd = 1.0f / sqrtf(static_cast<float>(hd));
     if (threads < 1) threads = 1;
     // Shared: the residual stream, q|k|v, the attention's output, the MLP's hidden row, one product's output.
-    // Per thread: its LayerNorm output (float32 and bfloat16), one head's scores, the hidden row in bfloat16.
+    // Per thread: its LayerNorm output (float32 and bfloat16), one head's scores, the hidden row in bfloat16,
+    // for int8-dynamic the quantized input row of the next product.
     const int64_t half_d = (d + 1) / 2 + 8, half_ff = (dm.ff + 1) / 2 + 8;
-    const int64_t quarter_ff = dm.quant == INT8_DYNAMIC ? (dm.ff > d ? dm.ff : d) / 4 + 16 : 0;
-    const int64_t per_thread = d + half_d + keys + half_ff + quarter_ff;
+    const int64_t quarter_row = dm.quant == INT8_DYNAMIC ? (dm.ff > d ? dm.ff : d) / 4 + 16 : 0;
+    const int64_t per_thread = d + half_d + keys + half_ff + quarter_row;
     std::vector<float> buf(d + 3 * d + d + dm.ff + d + threads * per_thread);
     float* x = buf.data();
     float* qkv = x + d;
@@ -206,8 +208,8 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
     const int8_t* tok8 = static_cast<const int8_t*>(tensors[0]) + dm.token * d;
     // Matrix m of block l (0..5: Q, K, V, out_proj, MLP in, MLP out), or the output head (l = layers).
     auto matrix = [&](int64_t l, int m) -> Matrix {
-        const void* w = l < dm.layers ? static_cast<const void*>(layer[PER_BLOCK * l + (m < 4 ? WQ + 2 * m : W1 + 2 * (m - 4))])
-                                      : static_cast<const void*>(tail[2]);
+        const int slot = m < 4 ? WQ + 2 * m : W1 + 2 * (m - 4);
+        const void* w = l < dm.layers ? static_cast<const void*>(layer[PER_BLOCK * l + slot]) : tail[2];
         if (!int8) return {w, nullptr, nullptr};
         const void* const* e = extra + INT8_PER_BLOCK * l + 2 * m;
         return {w, e[0], static_cast<const int32_t*>(e[1])};
@@ -327,8 +329,9 @@ extern "C" {
 // tensors: token embedding, position table, 16 per block (see PER_BLOCK; a missing bias is null), final
 // LayerNorm scale and shift, output head weight -- all float32, contiguous, weights (out, in).
 // dims: emb_dim, heads, head_dim, layers, vocab, ff, cache capacity, position, token, activation (0 GELU
-// tanh, 1 ReLU), products only (1: see Dims), weights (0 float32, 1 int8, 2 int8-dynamic: the token embedding
-// and every weight matrix int8, their scales and row sums after the output head, see INT8_PER_BLOCK). The caches are (layers, heads, capacity, head_dim); logits (vocab); attention, if not
+// tanh, 1 ReLU), products only (1: see Dims), weights (0 as the activations, 1 int8, 2 int8-dynamic: the
+// token embedding and every weight matrix int8, their scales and row sums after the output head, see
+// INT8_PER_BLOCK). The caches are (layers, heads, capacity, head_dim); logits (vocab); attention, if not
 // null, (layers, heads, position + 1): the new query's probabilities over every cached position.
 void pg_step_f32(const void* const* tensors, const int64_t* dims, float eps, float* k_cache, float* v_cache,
                  float* logits, float* attention, int threads) {
