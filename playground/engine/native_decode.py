@@ -37,10 +37,12 @@ CHECK_CAPACITY = CHECK_PROMPT + MEASURE_STEPS + 4
 # The step's logits against the torch forward's, largest difference over the largest logit: float32
 # only differs in summation order; bfloat16 in where a value rounds one way instead of the other.
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 6e-2}
-# The weights' storage, as decode_step.cpp numbers it, and the check's tolerance beyond float32's: int8-dynamic's
-# products are exact, but a LayerNorm or attention output a last bit away can quantize to the next int8 step.
+# The weights' storage, as decode_step.cpp numbers it, and the check's tolerance for float32 activations:
+# int8-dynamic's integer sums are exact, but a LayerNorm or attention output a last bit away from torch's can
+# quantize to the next int8 step, and on GPT-2 small's random weights such a step moves the logits by up to
+# 2% of the largest (a wrong step moves them by its whole size).
 WEIGHTS = {"float": 0, "int8": 1, "int8-dynamic": 2}
-INT8_TOLERANCE = {"int8": 1e-4, "int8-dynamic": 2e-2}
+INT8_TOLERANCE = {"int8": 1e-4, "int8-dynamic": 5e-2}
 
 
 @dataclass

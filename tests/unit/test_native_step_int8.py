@@ -14,8 +14,9 @@ from tests.unit.test_native_step import needs_step, relative, tiny, walk
 
 # largest difference over the largest logit: weight-only int8 sums in another order (bfloat16: rounds one way
 # instead of the other); int8-dynamic's integer sums are exact and differ only where a LayerNorm or attention
-# output a last bit away quantizes differently
-TOLERANCE = {"int8": 1e-5, "int8-bfloat16": 6e-2, "int8-dynamic": 1e-4}
+# output a last bit away from torch's quantizes to the next int8 step (none does on these seeds here; on
+# GPT-2 small's random weights one does within a few tokens, and the logits then differ by about 2%)
+TOLERANCE = {"int8": 1e-5, "int8-bfloat16": 6e-2, "int8-dynamic": 2e-2}
 PRECISIONS = list(TOLERANCE)
 
 
@@ -58,7 +59,7 @@ def test_int8_logits_and_cache_match_the_torch_forward_over_30_steps(precision):
     assert len(errors) == 30 and max(errors) <= TOLERANCE[precision]
     n = cache.length
     for a, b in ((cache.k, ref.k), (cache.v, ref.v)):
-        assert relative(a[..., :n, :], b[..., :n, :]) <= (2e-2 if precision == "int8-bfloat16" else 1e-5)
+        assert relative(a[..., :n, :], b[..., :n, :]) <= (1e-5 if precision == "int8" else 2e-2)
         assert not a[..., n:, :].any()
 
 
