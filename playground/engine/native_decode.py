@@ -11,6 +11,9 @@ measures both on this machine, once per process and model shape like the kernel 
 (``kernels.choose``). A model that failed either keeps the plain path; so does any step that is not
 valid (an interventions' forward passes ``hooks`` and never comes here).
 
+A chosen step's team size (all of torch's threads or one) then follows the machine's load
+(``runtime.team_under_load``): the step's barriers stall on a core another process has taken.
+
 The step writes into the project's ``KVCache`` tensors at the position the torch forward would, so a
 generation can switch between the two paths at any step.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import time
 import weakref
 from dataclasses import dataclass
 from typing import cast
@@ -28,6 +32,7 @@ import torch.nn as nn
 
 from playground.engine.kv_cache import KVCache
 from playground.runtime import kernels, native_gemv, native_step
+from playground.runtime.team_under_load import TeamChoice
 
 ACTIVATIONS = {"gelu_tanh": 0, "relu": 1}
 CHECK_PROMPT = 8  # tokens the check and the measurement put in their cache before stepping
@@ -59,6 +64,7 @@ class Plan:
 
 
 _THREADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the step's threads (0: all)
+_TEAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> TeamChoice, where prepare chose
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> Plan
 
 
@@ -260,7 +266,14 @@ def decode_step(model, new_ids: list[int], cache: KVCache | None, attention: boo
     if plan is None:
         return None
     assert cache is not None
-    return _run(model, plan, int(new_ids[0]), cache, threads, attention)
+    team = _TEAMS.get(model)
+    if team is None:
+        return _run(model, plan, int(new_ids[0]), cache, threads, attention)
+    size = team.next_size()  # the measured team size, or now and then the other: the load may have changed
+    start = time.perf_counter()
+    out = _run(model, plan, int(new_ids[0]), cache, size, attention)
+    team.record(size, time.perf_counter() - start)
+    return out
 
 
 def set_native_step(model, threads: int | None) -> bool:
@@ -268,6 +281,7 @@ def set_native_step(model, threads: int | None) -> bool:
     measuring, or never (None): what tests and bench's same-run comparisons use. Weight matrices
     stored [in, out] are stored (out, in). Returns whether the step is available and valid for the
     model (if not, nothing changes)."""
+    _TEAMS.pop(model, None)
     if threads is None:
         _THREADS.pop(model, None)
         return True
@@ -294,6 +308,11 @@ def _store_rows(model, copies: dict[int, torch.Tensor]) -> None:
         for t in _tensors(model):
             if t is not None and id(t) in copies:
                 t.data = copies[id(t)]
+
+
+def team_choice(model) -> TeamChoice | None:
+    """How ``model``'s chosen step picks its team size under the load (None: a fixed one, or no step)."""
+    return _TEAMS.get(model)
 
 
 def uses_native_step(model) -> bool:
@@ -385,6 +404,7 @@ def prepare(model) -> kernels.Choice | None:
     gave it; the step reads (out, in) copies of any matrix stored [in, out], which become the weights
     if it wins. Returns the decision, None when there was nothing to decide."""
     _THREADS.pop(model, None)
+    _TEAMS.pop(model, None)
     _PLANS.pop(model, None)
     if not kernels.measuring_enabled() or not native_step.available() or unsupported(model, True) is not None:
         return None
@@ -408,4 +428,6 @@ def prepare(model) -> kernels.Choice | None:
     if choice.winner != "plain":
         _store_rows(model, rows)
         _THREADS[model] = 1 if choice.winner == "native_step_1_thread" else 0
+        if torch.get_num_threads() > 1:  # the team size follows the load from here (runtime.team_under_load)
+            _TEAMS[model] = TeamChoice(_THREADS[model])
     return choice

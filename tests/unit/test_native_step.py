@@ -133,6 +133,9 @@ def test_prepare_checks_and_measures_and_the_generation_then_takes_it():
         model(torch.tensor([[1, 2]]), kv_cache=cache)
         took = native_decode.decode_step(model, [3], cache) is not None
     assert took == (choice.winner != "plain")
+    # a chosen step follows the load between its team sizes; a fixed one (set_native_step) does not
+    assert (native_decode.team_choice(model) is not None) == (choice.winner != "plain" and torch.get_num_threads() > 1)
+    assert native_decode.set_native_step(model, 0) and native_decode.team_choice(model) is None
 
 
 def test_weights_stored_in_out_are_read_from_row_copies_and_stored_so_when_it_wins():
