@@ -229,10 +229,10 @@ def products_alone(model):
     cache = _small_cache(model)
     dims = native_step.dims_array([*plan.dims[:6], cache.capacity, 0, 0, plan.dims[9], 1, plan.dims[11]])
     logits = torch.empty(model.cfg.vocab_size)
-    threads = _THREADS.get(model, 0)
+    team = _TEAMS.get(model)
 
-    def run():
-        n = threads or torch.get_num_threads()
+    def run():  # on the team size the steps use now
+        n = (team.current if team is not None else _THREADS.get(model, 0)) or torch.get_num_threads()
         args = (plan.addresses, dims, plan.eps, cache.k.data_ptr(), cache.v.data_ptr(), logits.data_ptr(), None, n)
         native_step.run(plan.bfloat16, *args)
 
