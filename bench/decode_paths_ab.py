@@ -1,4 +1,4 @@
-"""``python -m bench.decode_paths_ab [float32|bfloat16|int8-dynamic]``: the plain decode path against the measured one and the native step, same process.
+"""``python -m bench.decode_paths_ab [float32|bfloat16|int8|int8-dynamic]``: the plain decode path against the measured one and the native step, same process.
 
 "Plain": every product through PyTorch (``optimize_for_decode(..., compiled_kernel=False)``), the sampler and
 one query's attention on all threads. "Measured": the compiled one-row kernel where it measured faster, and
@@ -8,7 +8,8 @@ step). All decode GPT-2 small (random weights) greedily, alternating, every roun
 the output is each one's tok/s, its step split into the products timed alone and the time outside them, the
 per-round ratio and the load average -- the figures docs/benchmarks.md records.
 
-``int8-dynamic``: "measured" is the model as quantize_int8 chose its kernels (the int8 dot-product kernel where
+``int8`` (bfloat16 activations, as the app builds it): "plain" on torch's int8 kernels, "measured" on the compiled
+ones where they won. ``int8-dynamic``: "measured" is the model as quantize_int8 chose its kernels (the int8 dot-product kernel where
 it won), "plain" the same weights on the fastest of torch's int8-dynamic kernels in that measurement.
 ``--also float32 int8``: those precisions' measured models decode in the same rounds, for their tok/s beside.
 """
@@ -58,7 +59,7 @@ def fastest_torch_int8_dynamic_kernel(shape: tuple[int, ...]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.decode_paths_ab", description=__doc__.splitlines()[0])
     precisions = ["float32", "bfloat16", "int8", "int8-dynamic"]
-    ap.add_argument("dtype", nargs="?", default="float32", choices=precisions[:2] + precisions[3:])
+    ap.add_argument("dtype", nargs="?", default="float32", choices=precisions)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("--also", nargs="*", default=[], choices=precisions, help="more measured models, same rounds")

@@ -2,13 +2,17 @@
 
 ``runtime.native_step`` runs a whole GPT-2 token in compiled code; this module owns what that needs
 to know about the model: which tensors it reads (the modules' own parameters, in place, never a
-copy), when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in),
+copy), when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in), or
+engine.quantize's int8 (float32 or bfloat16 activations) and int8-dynamic (float32),
 pre-norm fused attention, GELU tanh or ReLU, no torch hooks, not training, batch 1, one new token),
 and whether a model uses it: ``prepare(model)`` (from ``decode_paths.optimize_for_decode``) checks
 the step against the torch forward on that model (logits and the keys and values it writes) and
 measures both on this machine, once per process and model shape like the kernel choices
 (``kernels.choose``). A model that failed either keeps the plain path; so does any step that is not
 valid (an interventions' forward passes ``hooks`` and never comes here).
+
+A chosen step's team size (all of torch's threads or one) then follows the machine's load
+(``runtime.team_under_load``): the step's barriers stall on a core another process has taken.
 
 The step writes into the project's ``KVCache`` tensors at the position the torch forward would, so a
 generation can switch between the two paths at any step.
@@ -18,14 +22,17 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import time
 import weakref
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn as nn
 
 from playground.engine.kv_cache import KVCache
-from playground.runtime import kernels, native_step
+from playground.runtime import kernels, native_gemv, native_step
+from playground.runtime.team_under_load import TeamChoice
 
 ACTIVATIONS = {"gelu_tanh": 0, "relu": 1}
 CHECK_PROMPT = 8  # tokens the check and the measurement put in their cache before stepping
@@ -35,6 +42,12 @@ CHECK_CAPACITY = CHECK_PROMPT + MEASURE_STEPS + 4
 # The step's logits against the torch forward's, largest difference over the largest logit: float32
 # only differs in summation order; bfloat16 in where a value rounds one way instead of the other.
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 6e-2}
+# The weights' storage, as decode_step.cpp numbers it, and the check's tolerance for float32 activations:
+# int8-dynamic's integer sums are exact, but a LayerNorm or attention output a last bit away from torch's can
+# quantize to the next int8 step, and on GPT-2 small's random weights such a step moves the logits by up to
+# 2% of the largest (a wrong step moves them by its whole size).
+WEIGHTS = {"float": 0, "int8": 1, "int8-dynamic": 2}
+INT8_TOLERANCE = {"int8": 1e-4, "int8-dynamic": 5e-2}
 
 
 @dataclass
@@ -51,6 +64,7 @@ class Plan:
 
 
 _THREADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the step's threads (0: all)
+_TEAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> TeamChoice, where prepare chose
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> Plan
 
 
@@ -74,6 +88,46 @@ def _tensors(model) -> list[torch.Tensor | None]:
     return out + [model.final_norm.scale, model.final_norm.shift, model.out_head.weight]
 
 
+def _matrices(model) -> list[nn.Module]:
+    """Every block's Q, K, V, out_proj and two MLP layers in turn, then the output head."""
+    out = []
+    for b in model.trf_blocks:
+        out += [b.att.W_query, b.att.W_key, b.att.W_value, b.att.out_proj, b.ff.layers[0], b.ff.layers[2]]
+    return out + [model.out_head]
+
+
+def weights_kind(model) -> str:
+    """How ``model``'s weight matrices are stored: "float" (as its activations), "int8" (quantize.Int8Linear,
+    weight-only) or "int8-dynamic" (activations quantized per product too); "mixed" for anything else."""
+    layers = _matrices(model)
+    if all(type(m) is nn.Linear for m in layers) and isinstance(model.tok_emb, nn.Embedding):
+        return "float"
+    # quantize.Int8Linear and Int8Embedding by what they hold: the engine's quantize imports decode_paths, which imports this
+    dynamic = {getattr(m, "dynamic", None) for m in layers}
+    int8 = all(m.weight.dtype == torch.int8 and isinstance(getattr(m, "scale", None), torch.Tensor) for m in layers)
+    emb = model.tok_emb
+    if not int8 or len(dynamic) != 1 or emb.weight.dtype != torch.int8 or not hasattr(emb, "scale"):
+        return "mixed"
+    return "int8-dynamic" if dynamic == {True} else "int8"
+
+
+def activation_dtype(model) -> torch.dtype:
+    """The dtype the model's activations and KV cache are in (an int8 model's: its scales')."""
+    emb = model.tok_emb
+    return emb.scale.dtype if emb.weight.dtype == torch.int8 else emb.weight.dtype
+
+
+def _int8_tensors(model) -> list[torch.Tensor | None]:
+    """What decode_step.cpp reads after the float tensors of an int8 model: each matrix's scales and row sums
+    (Σ_k q[row, k], computed here for int8-dynamic), then the token embedding's scales."""
+    dynamic = weights_kind(model) == "int8-dynamic"
+    out: list[torch.Tensor | None] = []
+    for m in _matrices(model):
+        q = cast(torch.Tensor, m.weight)
+        out += [cast(torch.Tensor, m.scale), q.sum(dim=1, dtype=torch.int32) if dynamic else None]
+    return out + [model.tok_emb.scale]
+
+
 def _has_hooks(modules) -> bool:
     return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
 
@@ -86,21 +140,27 @@ def unsupported(model, any_layout: bool = False) -> str | None:
         return "not a GPTModel"
     if cfg.norm_placement != "pre" or cfg.attention_impl != "fused" or cfg.activation not in ACTIVATIONS:
         return "architecture"
-    dtype = model.tok_emb.weight.dtype
+    dtype = activation_dtype(model)
     if dtype not in (torch.float32, torch.bfloat16) or model.device.type != "cpu":
         return "dtype or device"
     if _has_hooks(model.modules()):
         return "torch hooks"
-    linears = [m for b in model.trf_blocks for m in (b.att.W_query, b.att.W_key, b.att.W_value, b.att.out_proj)]
-    linears += [m for b in model.trf_blocks for m in (b.ff.layers[0], b.ff.layers[2])] + [model.out_head]
-    if any(type(m) is not nn.Linear for m in linears) or model.out_head.bias is not None:
-        return "layers other than nn.Linear (int8)"
+    kind = weights_kind(model)
+    if kind == "mixed" or model.out_head.bias is not None:
+        return "layers other than nn.Linear or int8"
+    if kind == "int8-dynamic" and dtype != torch.float32:
+        return "int8-dynamic with bfloat16 activations"  # the compiled int8 dot product takes float32 rows only
+    if kind == "int8-dynamic" and not native_gemv.int8_dot_ready():
+        return "int8-dynamic without the int8 dot product"
     norms = [n for b in model.trf_blocks for n in (b.norm1, b.norm2)] + [model.final_norm]
     if any(getattr(n, "eps", None) != cfg.ln_eps for n in norms):
         return "LayerNorm"
-    for t in _tensors(model):
+    matrices = {id(m.weight) for m in _matrices(model)} | {id(model.tok_emb.weight)} if kind != "float" else set()
+    scales = [m.scale for m in [*_matrices(model), model.tok_emb]] if kind != "float" else []
+    for t in _tensors(model) + scales:
         in_order = t is None or t.is_contiguous() or (any_layout and t.dim() == 2)
-        if t is not None and (t.dtype != dtype or not in_order or t.device.type != "cpu"):
+        want = torch.int8 if id(t) in matrices else dtype
+        if t is not None and (t.dtype != want or not in_order or t.device.type != "cpu"):
             return "a tensor in another dtype or memory order"
     return None
 
@@ -108,11 +168,13 @@ def unsupported(model, any_layout: bool = False) -> str | None:
 def _plan(model, rows: dict | None = None) -> Plan:
     """The step's plan for ``model``; ``rows`` maps id(weight) to an (out, in) copy to read instead."""
     cfg = model.cfg
+    kind = weights_kind(model)
     tensors = [(rows or {}).get(id(t), t) for t in _tensors(model)]
+    tensors += _int8_tensors(model) if kind != "float" else []
     addresses = [t.data_ptr() if t is not None else 0 for t in tensors]
     dims = [cfg.emb_dim, cfg.n_heads, cfg.head_dim, cfg.n_layers, cfg.vocab_size, 4 * cfg.emb_dim]
-    dims += [0, 0, 0, ACTIVATIONS[cfg.activation], 0]  # capacity, position and token: set at each step
-    bf16 = tensors[0] is not None and tensors[0].dtype == torch.bfloat16
+    dims += [0, 0, 0, ACTIVATIONS[cfg.activation], 0, WEIGHTS[kind]]  # capacity, position and token: set at each step
+    bf16 = activation_dtype(model) == torch.bfloat16
     addressed = native_step.pointer_array(addresses)
     return Plan(tensors, addressed, tuple(addresses), list(model.modules())[1:], dims, cfg.ln_eps, bf16)
 
@@ -123,7 +185,9 @@ def _current_plan(model) -> Plan | None:
     if model.training or torch.nn.modules.module._global_forward_hooks:
         return None
     plan = _PLANS.get(model)
-    if plan is not None and all((t.data_ptr() if t is not None else 0) == a for t, a in zip(plan.tensors, plan.key)):
+    # the model's own tensors now, not the plan's (which it keeps alive): a module replaced in place (quantize_int8)
+    # has tensors at other addresses; the int8 scales and row sums after them belong to the same modules
+    if plan is not None and all((t.data_ptr() if t is not None else 0) == a for t, a in zip(_tensors(model), plan.key)):
         return None if _has_hooks((model, *plan.modules)) else plan
     if unsupported(model) is not None:
         _PLANS.pop(model, None)
@@ -163,12 +227,12 @@ def products_alone(model):
     if plan is None:
         return None
     cache = _small_cache(model)
-    dims = native_step.dims_array([*plan.dims[:6], cache.capacity, 0, 0, plan.dims[9], 1])
+    dims = native_step.dims_array([*plan.dims[:6], cache.capacity, 0, 0, plan.dims[9], 1, plan.dims[11]])
     logits = torch.empty(model.cfg.vocab_size)
-    threads = _THREADS.get(model, 0)
+    team = _TEAMS.get(model)
 
-    def run():
-        n = threads or torch.get_num_threads()
+    def run():  # on the team size the steps use now
+        n = (team.current if team is not None else _THREADS.get(model, 0)) or torch.get_num_threads()
         args = (plan.addresses, dims, plan.eps, cache.k.data_ptr(), cache.v.data_ptr(), logits.data_ptr(), None, n)
         native_step.run(plan.bfloat16, *args)
 
@@ -180,7 +244,7 @@ def cache_fits(model, cache: KVCache | None) -> bool:
     cfg = model.cfg
     return (
         cache is not None
-        and cache.k.dtype == cache.v.dtype == model.tok_emb.weight.dtype
+        and cache.k.dtype == cache.v.dtype == activation_dtype(model)
         and tuple(cache.k.shape) == tuple(cache.v.shape) == (cfg.n_layers, 1, cfg.n_heads, cache.capacity, cfg.head_dim)
         and cache.k.is_contiguous()
         and cache.v.is_contiguous()
@@ -202,7 +266,14 @@ def decode_step(model, new_ids: list[int], cache: KVCache | None, attention: boo
     if plan is None:
         return None
     assert cache is not None
-    return _run(model, plan, int(new_ids[0]), cache, threads, attention)
+    team = _TEAMS.get(model)
+    if team is None:
+        return _run(model, plan, int(new_ids[0]), cache, threads, attention)
+    size = team.next_size()  # the measured team size, or now and then the other: the load may have changed
+    start = time.perf_counter()
+    out = _run(model, plan, int(new_ids[0]), cache, size, attention)
+    team.record(size, time.perf_counter() - start)
+    return out
 
 
 def set_native_step(model, threads: int | None) -> bool:
@@ -210,6 +281,7 @@ def set_native_step(model, threads: int | None) -> bool:
     measuring, or never (None): what tests and bench's same-run comparisons use. Weight matrices
     stored [in, out] are stored (out, in). Returns whether the step is available and valid for the
     model (if not, nothing changes)."""
+    _TEAMS.pop(model, None)
     if threads is None:
         _THREADS.pop(model, None)
         return True
@@ -238,6 +310,11 @@ def _store_rows(model, copies: dict[int, torch.Tensor]) -> None:
                 t.data = copies[id(t)]
 
 
+def team_choice(model) -> TeamChoice | None:
+    """How ``model``'s chosen step picks its team size under the load (None: a fixed one, or no step)."""
+    return _TEAMS.get(model)
+
+
 def uses_native_step(model) -> bool:
     """Whether ``prepare`` chose the native step for ``model`` (its steps take it while valid)."""
     return _THREADS.get(model) is not None
@@ -249,7 +326,7 @@ def uses_native_step(model) -> bool:
 
 def _small_cache(model) -> KVCache:
     cfg = dataclasses.replace(model.cfg, context_length=min(CHECK_CAPACITY, model.cfg.context_length))
-    return KVCache(cfg, 1, model.device, model.tok_emb.weight.dtype)
+    return KVCache(cfg, 1, model.device, activation_dtype(model))
 
 
 def _prompt(model) -> torch.Tensor:
@@ -275,7 +352,8 @@ def parity_error(model, rows: dict | None = None) -> str | None:
         got, probs = _run(model, plan, token, cache, 0, True)
     want = want[0, -1].float()
     scale = float(want.abs().max()) + 1e-6
-    tol = TOLERANCE[model.tok_emb.weight.dtype]
+    kind = weights_kind(model)
+    tol = TOLERANCE[activation_dtype(model)] if kind == "float" or plan.bfloat16 else INT8_TOLERANCE[kind]
     for name, a, b in (
         ("logits", got, want),
         ("keys", cache.k[..., start, :].float(), want_k.float()),
@@ -326,6 +404,7 @@ def prepare(model) -> kernels.Choice | None:
     gave it; the step reads (out, in) copies of any matrix stored [in, out], which become the weights
     if it wins. Returns the decision, None when there was nothing to decide."""
     _THREADS.pop(model, None)
+    _TEAMS.pop(model, None)
     _PLANS.pop(model, None)
     if not kernels.measuring_enabled() or not native_step.available() or unsupported(model, True) is not None:
         return None
@@ -335,12 +414,13 @@ def prepare(model) -> kernels.Choice | None:
     if sum(t.nbytes for t in strided) > MAX_COPY_BYTES:
         return None
     rows = _row_copies(model)
-    cfg, dtype = model.cfg, model.tok_emb.weight.dtype
+    cfg, dtype, kind = model.cfg, activation_dtype(model), weights_kind(model)
     name = str(dtype).replace("torch.", "")
+    name = name if kind == "float" else kind + ("-bfloat16" if dtype == torch.bfloat16 else "")
     if parity_error(model, rows) is not None:
         return None
     choice = kernels.choose(
-        ("native decode step", cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.vocab_size, dtype),
+        ("native decode step", cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.vocab_size, dtype, kind),
         f"{name} decode step ({cfg.n_layers} blocks, d={cfg.emb_dim})",
         lambda: _step_candidates(model, rows),
         label=("step", {"dtype": name, "layers": cfg.n_layers, "d": cfg.emb_dim}),
@@ -348,4 +428,6 @@ def prepare(model) -> kernels.Choice | None:
     if choice.winner != "plain":
         _store_rows(model, rows)
         _THREADS[model] = 1 if choice.winner == "native_step_1_thread" else 0
+        if torch.get_num_threads() > 1:  # the team size follows the load from here (runtime.team_under_load)
+            _TEAMS[model] = TeamChoice(_THREADS[model])
     return choice

@@ -431,7 +431,7 @@ ZH = {
     "kn_attn": "单个查询的注意力所用线程数（{heads} 个头，每头 {hd} 维，{keys} 个键）",
     "kn_step": "{dtype} 解码整步（{layers} 个块，d={d}）",
     "kn_path": "**解码路径：**按模型原本的写法逐个生成词元（PyTorch 即时执行），采用下表中的选择；用 `torch.compile` 编译的整步实测更慢，未采用（见 docs/benchmarks.md）。",
-    "kn_path_native": "**解码路径：**表中“解码整步”一行选了 native_step 的模型，每生成一个词元只调用一次在本机编译的代码（本机编译整步：词嵌入、每个块和输出头在同一个并行区域里算完；每个模型先与它自己的前向计算核对过结果）；其余情形（提示词、钩子、干预、int8）按模型原本的写法逐个算子执行（PyTorch 即时执行），采用下表中的选择。用 `torch.compile` 编译的整步实测更慢，未采用（见 docs/benchmarks.md）。",
+    "kn_path_native": "**解码路径：**表中“解码整步”一行选了 native_step 的模型，每生成一个词元只调用一次在本机编译的代码（本机编译整步：词嵌入、每个块和输出头在同一个并行区域里算完；每个模型先与它自己的前向计算核对过结果）；其余情形（提示词、钩子、干预、激活值为 bfloat16 的 int8 动态量化）按模型原本的写法逐个算子执行（PyTorch 即时执行），采用下表中的选择。用 `torch.compile` 编译的整步实测更慢，未采用（见 docs/benchmarks.md）。",
     "kn_step_off": "**本机编译整步：**已关闭（`PLAYGROUND_NATIVE_STEP=off` 或 `PLAYGROUND_NATIVE_GEMV=off`）；每一步都运行模型自己的前向计算。",
     "kn_step_build_failed": "**本机编译整步：**编译失败（{detail}）；每一步都运行模型自己的前向计算。",
     "kn_step_load_failed": "**本机编译整步：**已编译但无法加载（{detail}）；每一步都运行模型自己的前向计算。",

@@ -14,6 +14,14 @@
 // its tanh form. A bfloat16 model rounds to bfloat16 wherever its torch forward stores a tensor
 // (each product's output, the residual stream, the LayerNorms' and GELU's outputs, the keys and
 // values), so both paths agree to bfloat16 rounding.
+//
+// An int8 model (engine/quantize.py) passes its int8 weight matrices where a float model passes float
+// ones, with each matrix's per-row scales (and, for int8-dynamic, its row sums) after the float tensors.
+// Weight-only int8 widens the weights to float32 in registers and scales each row's sum, rounded as the
+// activations are stored; int8-dynamic (float32 activations) quantizes each product's input row as torch
+// does and sums on the CPU's int8 dot product. Every thread quantizes the input row into its own buffer
+// (identical on every thread, as its LayerNorm output is), which costs less than a barrier around one
+// shared row.
 
 #include "one_row_gemv.cpp"
 
@@ -55,7 +63,27 @@ inline void store(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
 enum { LN1_S, LN1_B, WQ, BQ, WK, BK, WV, BV, WO, BO, LN2_S, LN2_B, W1, B1, W2, B2, PER_BLOCK };
 
 struct Dims {
-    int64_t d, heads, hd, layers, vocab, ff, capacity, pos, token, activation, products_only;
+    int64_t d, heads, hd, layers, vocab, ff, capacity, pos, token, activation, products_only, quant;
+};
+
+// How the weight matrices are stored: as the activations are, or int8 (see the header).
+enum { FLOAT_WEIGHTS, INT8_WEIGHTS, INT8_DYNAMIC };
+// After the float tensors of an int8 model: per block, for Q, K, V, out_proj, the two MLP layers in turn, the
+// matrix's scales and row sums (null for weight-only int8); then the output head's two; then the token
+// embedding's scales.
+constexpr int INT8_PER_BLOCK = 12;
+
+// One weight matrix: its values, and for int8 its per-row scales and Σ_k q[row, k].
+struct Matrix {
+    const void* w;
+    const void* scale;  // in the activations' dtype
+    const int32_t* row_sums;
+};
+
+// The int8-dynamic input row of one thread: x quantized as quantize_row_u8 does, and its scale r.
+struct QuantRow {
+    uint8_t* xu;
+    float r;
 };
 
 // The rows [lo, hi) of thread t of nt, a multiple of ROWS long, as the one-row kernels split them.
@@ -81,6 +109,31 @@ inline void rows(const uint16_t* w, const float* xf, const uint16_t* xh, int64_t
     (void)xh;
     rows_block<uint16_t>(w, xf, nullptr, k, lo, hi, y);
 #endif
+}
+
+// y[lo..hi) = W x (no bias) for any storage of W; ``q`` holds x quantized (int8-dynamic only).
+template <typename T>
+inline void product(const Matrix& m, int64_t quant, const float* xf, const uint16_t* xh, const QuantRow& q, int64_t k,
+                    int64_t lo, int64_t hi, float* y) {
+    if (quant == FLOAT_WEIGHTS) {
+        rows(static_cast<const T*>(m.w), xf, xh, k, lo, hi, y);
+    } else if (quant == INT8_WEIGHTS) {  // the sum times the row's scale, rounded as torch's int8 kernel stores it
+        rows_block<int8_t>(static_cast<const int8_t*>(m.w), xf, nullptr, k, lo, hi, y);
+        const T* scale = static_cast<const T*>(m.scale);
+        for (int64_t j = lo; j < hi; ++j) y[j] = round_to(y[j] * load(scale, j), sizeof(T) == 2);
+    } else {
+#if PG_I8_DOT_BITS
+        i8_rows_block(static_cast<const int8_t*>(m.w), q.xu, m.row_sums, q.r, static_cast<const float*>(m.scale),
+                      nullptr, k, lo, hi, y, nullptr);
+#else
+        (void)q;  // never asked of such a build: native_gemv.int8_dot_ready is false with the same flags
+#endif
+    }
+}
+
+// Quantize x (k) into this thread's row when the products are int8-dynamic.
+inline void quantize_input(int64_t quant, const float* x, int64_t k, QuantRow* q) {
+    if (quant == INT8_DYNAMIC) q->r = quantize_row_u8(x, k, q->xu);
 }
 
 // out = LayerNorm(x) (rounded as the model's dtype stores it), also as bfloat16 in outh when wanted.
@@ -124,7 +177,7 @@ template <typename T>
 void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_cache, T* v_cache, float* logits,
           float* attention, int threads) {
     const Dims dm = {dims_in[0], dims_in[1], dims_in[2], dims_in[3], dims_in[4], dims_in[5],
-                     dims_in[6], dims_in[7], dims_in[8], dims_in[9], dims_in[10]};
+                     dims_in[6], dims_in[7], dims_in[8], dims_in[9], dims_in[10], dims_in[11]};
     // products_only: the same products on the same team, split and barriers, and nothing else -- the
     // step's time minus this is its time outside the products (bench prints it). Writes no cache.
     const bool all = !dm.products_only;
@@ -133,9 +186,11 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
     const float inv_sqrt_hd = 1.0f / sqrtf(static_cast<float>(hd));
     if (threads < 1) threads = 1;
     // Shared: the residual stream, q|k|v, the attention's output, the MLP's hidden row, one product's output.
-    // Per thread: its LayerNorm output (float32 and bfloat16), one head's scores, the hidden row in bfloat16.
+    // Per thread: its LayerNorm output (float32 and bfloat16), one head's scores, the hidden row in bfloat16,
+    // for int8-dynamic the quantized input row of the next product.
     const int64_t half_d = (d + 1) / 2 + 8, half_ff = (dm.ff + 1) / 2 + 8;
-    const int64_t per_thread = d + half_d + keys + half_ff;
+    const int64_t quarter_row = dm.quant == INT8_DYNAMIC ? (dm.ff > d ? dm.ff : d) / 4 + 16 : 0;
+    const int64_t per_thread = d + half_d + keys + half_ff + quarter_row;
     std::vector<float> buf(d + 3 * d + d + dm.ff + d + threads * per_thread);
     float* x = buf.data();
     float* qkv = x + d;
@@ -147,6 +202,18 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
     const T* posrow = static_cast<const T*>(tensors[1]) + dm.pos * d;
     const T* const* layer = reinterpret_cast<const T* const*>(tensors + 2);
     const T* const* tail = layer + PER_BLOCK * dm.layers;  // final_norm scale, shift, out_head weight
+    const bool int8 = dm.quant != FLOAT_WEIGHTS;
+    const void* const* extra = reinterpret_cast<const void* const*>(tail + 3);  // int8 scales and row sums
+    const T* tok_scale = int8 ? static_cast<const T*>(extra[INT8_PER_BLOCK * dm.layers + 2]) + dm.token : nullptr;
+    const int8_t* tok8 = static_cast<const int8_t*>(tensors[0]) + dm.token * d;
+    // Matrix m of block l (0..5: Q, K, V, out_proj, MLP in, MLP out), or the output head (l = layers).
+    auto matrix = [&](int64_t l, int m) -> Matrix {
+        const int slot = m < 4 ? WQ + 2 * m : W1 + 2 * (m - 4);
+        const void* w = l < dm.layers ? static_cast<const void*>(layer[PER_BLOCK * l + slot]) : tail[2];
+        if (!int8) return {w, nullptr, nullptr};
+        const void* const* e = extra + INT8_PER_BLOCK * l + 2 * m;
+        return {w, e[0], static_cast<const int32_t*>(e[1])};
+    };
 
 #pragma omp parallel num_threads(threads)
     {
@@ -155,19 +222,29 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
         uint16_t* xh = reinterpret_cast<uint16_t*>(xn + d);  // d bfloat16 values in d / 2 floats' room
         float* scores = xn + d + half_d;
         uint16_t* hh = reinterpret_cast<uint16_t*>(scores + keys);
+        QuantRow q = {reinterpret_cast<uint8_t*>(scores + keys + half_ff), 1.0f};
         int64_t lo, hi;
 #pragma omp single
-        for (int64_t i = 0; i < d && all; ++i) x[i] = round_to(load(tok, i) + load(posrow, i), bf16);
+        for (int64_t i = 0; i < d && all; ++i) {
+            if (int8) {  // Int8Embedding: the row's int8 values times its scale, rounded, then the position added
+                float e = round_to(static_cast<float>(tok8[i]) * load(tok_scale, 0), bf16);
+                asm("" : "+x"(e));  // rounded before the add, as torch's two operations are
+                x[i] = round_to(e + load(posrow, i), bf16);
+            } else {
+                x[i] = round_to(load(tok, i) + load(posrow, i), bf16);
+            }
+        }
         for (int64_t l = 0; l < dm.layers; ++l) {
             const T* const* w = layer + PER_BLOCK * l;
             if (all) layer_norm(x, w[LN1_S], w[LN1_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
+            quantize_input(dm.quant, xn, d, &q);
             // Q, K and V by heads: each thread computes the rows of its own heads, which are all its
             // attention reads next, so no barrier is needed between the two.
             for (int64_t h = t; h < dm.heads; h += nt)
                 for (int m = 0; m < 3; ++m) {
                     const T* bm = w[BQ + 2 * m];
                     float* y = qkv + m * d;
-                    rows(w[WQ + 2 * m], xn, xh, d, h * hd, (h + 1) * hd, y);
+                    product<T>(matrix(l, m), dm.quant, xn, xh, q, d, h * hd, (h + 1) * hd, y);
                     for (int64_t j = h * hd; j < (h + 1) * hd && all; ++j)
                         y[j] = round_to(y[j] + (bm ? load(bm, j) : 0.0f), bf16);
                 }
@@ -213,14 +290,16 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
             // out_proj and the residual add, row by row: each thread owns its rows of x.
             if (bf16)
                 for (int64_t i = 0; i < d; ++i) xh[i] = float_to_bf16(ctx[i]);
+            quantize_input(dm.quant, ctx, d, &q);
             split(d, t, nt, &lo, &hi);
-            rows(w[WO], ctx, xh, d, lo, hi, out);
+            product<T>(matrix(l, 3), dm.quant, ctx, xh, q, d, lo, hi, out);
             for (int64_t j = lo; j < hi && all; ++j)
                 x[j] = round_to(x[j] + round_to(out[j] + (w[BO] ? load(w[BO], j) : 0.0f), bf16), bf16);
 #pragma omp barrier
             if (all) layer_norm(x, w[LN2_S], w[LN2_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
+            quantize_input(dm.quant, xn, d, &q);
             split(dm.ff, t, nt, &lo, &hi);
-            rows(w[W1], xn, xh, d, lo, hi, hidden);
+            product<T>(matrix(l, 4), dm.quant, xn, xh, q, d, lo, hi, hidden);
             if (all) bias_activate(hidden + lo, w[B1] ? w[B1] + lo : nullptr, hi - lo, dm.activation, bf16);
 #pragma omp barrier
             split(d, t, nt, &lo, &hi);
@@ -228,14 +307,16 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
             if (bf16)  // the bfloat16 dot-product instruction reads the hidden row as bfloat16
                 for (int64_t i = 0; i < dm.ff; ++i) hh[i] = float_to_bf16(hidden[i]);
 #endif
-            rows(w[W2], hidden, hh, dm.ff, lo, hi, out);
+            quantize_input(dm.quant, hidden, dm.ff, &q);
+            product<T>(matrix(l, 5), dm.quant, hidden, hh, q, dm.ff, lo, hi, out);
             for (int64_t j = lo; j < hi && all; ++j)
                 x[j] = round_to(x[j] + round_to(out[j] + (w[B2] ? load(w[B2], j) : 0.0f), bf16), bf16);
 #pragma omp barrier
         }
         if (all) layer_norm(x, tail[0], tail[1], d, eps, bf16, xn, bf16 ? xh : nullptr);
+        quantize_input(dm.quant, xn, d, &q);
         split(dm.vocab, t, nt, &lo, &hi);
-        rows(tail[2], xn, xh, d, lo, hi, logits);
+        product<T>(matrix(dm.layers, 0), dm.quant, xn, xh, q, d, lo, hi, logits);
         if (bf16)
             for (int64_t j = lo; j < hi; ++j) logits[j] = round_to(logits[j], true);
     }
@@ -248,7 +329,9 @@ extern "C" {
 // tensors: token embedding, position table, 16 per block (see PER_BLOCK; a missing bias is null), final
 // LayerNorm scale and shift, output head weight -- all float32, contiguous, weights (out, in).
 // dims: emb_dim, heads, head_dim, layers, vocab, ff, cache capacity, position, token, activation (0 GELU
-// tanh, 1 ReLU), products only (1: see Dims). The caches are (layers, heads, capacity, head_dim); logits (vocab); attention, if not
+// tanh, 1 ReLU), products only (1: see Dims), weights (0 as the activations, 1 int8, 2 int8-dynamic: the
+// token embedding and every weight matrix int8, their scales and row sums after the output head, see
+// INT8_PER_BLOCK). The caches are (layers, heads, capacity, head_dim); logits (vocab); attention, if not
 // null, (layers, heads, position + 1): the new query's probabilities over every cached position.
 void pg_step_f32(const void* const* tensors, const int64_t* dims, float eps, float* k_cache, float* v_cache,
                  float* logits, float* attention, int threads) {

@@ -133,6 +133,9 @@ def test_prepare_checks_and_measures_and_the_generation_then_takes_it():
         model(torch.tensor([[1, 2]]), kv_cache=cache)
         took = native_decode.decode_step(model, [3], cache) is not None
     assert took == (choice.winner != "plain")
+    # a chosen step follows the load between its team sizes; a fixed one (set_native_step) does not
+    assert (native_decode.team_choice(model) is not None) == (choice.winner != "plain" and torch.get_num_threads() > 1)
+    assert native_decode.set_native_step(model, 0) and native_decode.team_choice(model) is None
 
 
 def test_weights_stored_in_out_are_read_from_row_copies_and_stored_so_when_it_wins():
@@ -197,9 +200,9 @@ def test_other_architectures_never_take_it(over):
     assert not native_decode.set_native_step(model, 0)
 
 
-def test_int8_layers_never_take_it():
+def test_int8_dynamic_with_bfloat16_activations_keeps_the_plain_path():
     from playground.engine.quantize import quantize_int8
 
-    model = quantize_int8(tiny(), "float32")
-    assert native_decode.unsupported(model) is not None
+    model = quantize_int8(tiny(), "bfloat16", dynamic=True)
+    assert native_decode.unsupported(model) == "int8-dynamic with bfloat16 activations"
     assert not native_decode.set_native_step(model, 0)
