@@ -86,13 +86,17 @@ def torch_openmp() -> Path | None:
     return found[0] if found else None
 
 
-def _build(cxx: str) -> tuple[Path, float]:
-    source = SOURCE.read_text()
+def build_library(source: Path, cxx: str, included: tuple[Path, ...] = ()) -> tuple[Path, float]:
+    """Compile ``source`` into a shared library in the cache folder, or find it there: (its path,
+    the seconds the build took, 0 when cached). The name holds a hash of the source, the files it
+    #includes (``included``), the compiler, its version, the flags and torch's OpenMP runtime, so
+    any change to them is a new build and two processes never load a stale one."""
+    texts = [source.read_text(), *(p.read_text() for p in included)]
     openmp = torch_openmp()
     link = [str(openmp), f"-Wl,-rpath,{openmp.parent}"] if openmp else []
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
-    key = hashlib.sha256("\0".join([source, cxx, version, *FLAGS, *link]).encode()).hexdigest()[:16]
-    target = cache_dir() / f"one_row_gemv-{key}.so"
+    key = hashlib.sha256("\0".join([*texts, cxx, version, *FLAGS, *link]).encode()).hexdigest()[:16]
+    target = cache_dir() / f"{source.stem}-{key}.so"
     if target.exists():
         return target, 0.0
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +104,7 @@ def _build(cxx: str) -> tuple[Path, float]:
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / target.name
         done = subprocess.run(
-            [cxx, *FLAGS, str(SOURCE), "-o", str(out), *link], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+            [cxx, *FLAGS, str(source), "-o", str(out), *link], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
         )
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines()
@@ -149,7 +153,7 @@ def available() -> bool:
             _STATUS = Status(False, "no_compiler")
             return False
         try:
-            path, seconds = _build(cxx)
+            path, seconds = build_library(SOURCE, cxx)
         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
             _STATUS = Status(False, "build_failed", str(e)[-300:], cxx)
             return False

@@ -15,12 +15,9 @@ used are ``playground.engine.native_decode``'s.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import subprocess
-import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,32 +49,6 @@ def switched_off() -> bool:
     )
 
 
-def _build(cxx: str) -> tuple[Path, float]:
-    sources = [SOURCE.read_text(), *(p.read_text() for p in INCLUDED)]
-    openmp = native_gemv.torch_openmp()
-    link = [str(openmp), f"-Wl,-rpath,{openmp.parent}"] if openmp else []
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
-    key = hashlib.sha256("\0".join([*sources, cxx, version, *native_gemv.FLAGS, *link]).encode()).hexdigest()[:16]
-    target = native_gemv.cache_dir() / f"decode_step-{key}.so"
-    if target.exists():
-        return target, 0.0
-    target.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        out = Path(tmp) / target.name
-        done = subprocess.run(
-            [cxx, *native_gemv.FLAGS, str(SOURCE), "-o", str(out), *link],
-            capture_output=True,
-            text=True,
-            timeout=native_gemv.BUILD_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            lines = (done.stderr or done.stdout).strip().splitlines()
-            raise RuntimeError(lines[-1] if lines else f"exit status {done.returncode}")
-        os.replace(out, target)  # atomic: another process building the same key sees a whole file or none
-    return target, time.perf_counter() - t0
-
-
 def _load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     p = ctypes.c_void_p
@@ -107,7 +78,7 @@ def available() -> bool:
             _STATUS = Status(False, "no_compiler")
             return False
         try:
-            path, seconds = _build(cxx)
+            path, seconds = native_gemv.build_library(SOURCE, cxx, INCLUDED)
         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
             _STATUS = Status(False, "build_failed", str(e)[-300:])
             return False
