@@ -33,8 +33,11 @@ class NonFiniteError(UserError):
 
 
 def check_logits(logits: torch.Tensor, step: int) -> None:
-    """Raise NonFiniteError if one row of logits holds NaN or ±inf (one reduction, checked per step)."""
-    if bool(torch.isfinite(logits).all()):
+    """Raise NonFiniteError if one row of logits holds NaN or ±inf (one reduction, checked per step).
+    A finite sum means every entry is finite (NaN and ±inf survive a sum), and a sum is several
+    times cheaper than a per-entry test; only a sum that overflowed or met a NaN is looked at entry
+    by entry."""
+    if math.isfinite(float(logits.sum())) or bool(torch.isfinite(logits).all()):
         return
     counts = [
         (int(torch.isnan(logits).sum()), "NaN"),
@@ -170,6 +173,23 @@ def sampling_distribution(logits, temperature, top_k=None, top_p=None) -> dict[s
         if id(x) not in softmaxes:
             softmaxes[id(x)] = torch.softmax(x, dim=-1)
     return {name: softmaxes[id(x)] for name, x in zip(STAGES, (logits, t, k, p))}
+
+
+def first_argmax(x: torch.Tensor) -> int:
+    """The index of the largest entry of a 1-D tensor, the first one on a tie (as torch.argmax).
+    On the CPU through numpy: torch's reduction of one long row costs ~10x more there, and the
+    sampler runs a few of them on every token."""
+    if x.device.type == "cpu" and x.dtype == torch.float32:
+        return int(x.numpy().argmax())
+    return int(torch.argmax(x))
+
+
+def count_above(x: torch.Tensor, threshold: float) -> int:
+    """How many entries of a 1-D tensor are greater than ``threshold`` (numpy on the CPU, as
+    ``first_argmax``)."""
+    if x.device.type == "cpu" and x.dtype == torch.float32:
+        return int(np.count_nonzero(x.numpy() > np.float32(threshold)))
+    return int((x > threshold).sum())
 
 
 def entropy_bits(probs: torch.Tensor) -> float:
@@ -323,7 +343,7 @@ class Generation:
         final = dists["top_p"]
         u, intervals = None, []
         if self.temperature == 0:
-            token_id = int(torch.argmax(final))
+            token_id = first_argmax(final)
         else:
             # The project's own inverse-CDF sampler, not torch.multinomial: multinomial draws one
             # exponential per vocabulary entry and takes argmax(p / E), so no single number explains
@@ -332,7 +352,7 @@ class Generation:
             token_id, u, cdf = inverse_cdf_draw(final.cpu(), gen)
         raw = dists["raw"]
         raw_prob = float(raw[token_id])
-        rank = int((raw > raw[token_id]).sum()) + 1
+        rank = count_above(raw, raw_prob) + 1
         n = min(self.n_top, final.numel())
         top_p_vals, top_ids = torch.topk(final, n)
         if raw is final:  # no stage changed anything (e.g. greedy): one top-k and one entropy
@@ -362,7 +382,7 @@ class Generation:
             candidates=candidates,
             stages={name: list(stage_rows[id(dists[name])]) for name in STAGES},
             context_start=window_start,
-            kept_tokens=int((final > 0).sum()),
+            kept_tokens=count_above(final, 0.0),
             u=u,
             intervals=intervals,
         )

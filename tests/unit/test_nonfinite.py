@@ -2,6 +2,7 @@
 the step), and sampling never touches torch's global random generator."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -196,3 +197,25 @@ def test_other_users_drawing_from_the_global_rng_do_not_change_a_seeded_run():
 def test_seed_out_of_range_is_a_value_error_at_the_call():
     with pytest.raises(ValueError, match="The seed must be a whole number between"):
         generate(small_model(), PROMPT, max_new_tokens=1, seed=2**64)
+
+
+def test_logits_whose_sum_overflows_are_still_finite():
+    """A sum that overflows to inf is only a hint: every entry here is finite, so no error."""
+    logits = torch.full((50257,), 3e38)
+    assert not math.isfinite(float(logits.sum()))
+    check_logits(logits, 1)  # does not raise
+    logits[7] = float("nan")
+    with pytest.raises(NonFiniteError, match="1 NaN"):
+        check_logits(logits, 1)
+
+
+def test_the_samplers_argmax_and_counts_match_torch_ties_included():
+    from playground.engine.sampling import count_above, first_argmax
+
+    gen = torch.Generator().manual_seed(0)
+    for x in (torch.randn(50257, generator=gen), torch.zeros(100), torch.tensor([1.0, 3.0, 3.0, 2.0])):
+        assert first_argmax(x) == int(torch.argmax(x))
+        for threshold in (0.0, float(x[1]), float(x.max())):
+            assert count_above(x, threshold) == int((x > threshold).sum())
+    p = torch.softmax(torch.randn(1000, generator=gen) * 40, dim=-1)  # some entries underflow to 0
+    assert count_above(p, 0.0) == int((p > 0).sum()) < 1000
