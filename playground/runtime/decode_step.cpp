@@ -86,14 +86,6 @@ struct QuantRow {
     float r;
 };
 
-// The rows [lo, hi) of thread t of nt, a multiple of ROWS long, as the one-row kernels split them.
-inline void split(int64_t n, int t, int nt, int64_t* lo, int64_t* hi) {
-    int64_t blocks = (n + ROWS - 1) / ROWS;
-    *lo = blocks * t / nt * ROWS;
-    *hi = blocks * (t + 1) / nt * ROWS;
-    if (*hi > n) *hi = n;
-    if (*lo > n) *lo = n;
-}
 
 // y[lo..hi) = W x (no bias); x in float32 (xf) and, for bfloat16 weights, also in bfloat16 (xh).
 inline void rows(const float* w, const float* xf, const uint16_t*, int64_t k, int64_t lo, int64_t hi, float* y) {
@@ -291,18 +283,18 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
             if (bf16)
                 for (int64_t i = 0; i < d; ++i) xh[i] = float_to_bf16(ctx[i]);
             quantize_input(dm.quant, ctx, d, &q);
-            split(d, t, nt, &lo, &hi);
+            thread_rows(d, t, nt, &lo, &hi);
             product<T>(matrix(l, 3), dm.quant, ctx, xh, q, d, lo, hi, out);
             for (int64_t j = lo; j < hi && all; ++j)
                 x[j] = round_to(x[j] + round_to(out[j] + (w[BO] ? load(w[BO], j) : 0.0f), bf16), bf16);
 #pragma omp barrier
             if (all) layer_norm(x, w[LN2_S], w[LN2_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
             quantize_input(dm.quant, xn, d, &q);
-            split(dm.ff, t, nt, &lo, &hi);
+            thread_rows(dm.ff, t, nt, &lo, &hi);
             product<T>(matrix(l, 4), dm.quant, xn, xh, q, d, lo, hi, hidden);
             if (all) bias_activate(hidden + lo, w[B1] ? w[B1] + lo : nullptr, hi - lo, dm.activation, bf16);
 #pragma omp barrier
-            split(d, t, nt, &lo, &hi);
+            thread_rows(d, t, nt, &lo, &hi);
 #if defined(__AVX512BF16__)
             if (bf16)  // the bfloat16 dot-product instruction reads the hidden row as bfloat16
                 for (int64_t i = 0; i < dm.ff; ++i) hh[i] = float_to_bf16(hidden[i]);
@@ -315,7 +307,7 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
         }
         if (all) layer_norm(x, tail[0], tail[1], d, eps, bf16, xn, bf16 ? xh : nullptr);
         quantize_input(dm.quant, xn, d, &q);
-        split(dm.vocab, t, nt, &lo, &hi);
+        thread_rows(dm.vocab, t, nt, &lo, &hi);
         product<T>(matrix(dm.layers, 0), dm.quant, xn, xh, q, d, lo, hi, logits);
         if (bf16)
             for (int64_t j = lo; j < hi; ++j) logits[j] = round_to(logits[j], true);

@@ -24,6 +24,30 @@ namespace {
 
 constexpr int64_t ROWS = 4;  // weight rows read side by side
 
+// The rows [lo, hi) of thread t of nt: one contiguous block per thread, a multiple of ROWS long.
+inline void thread_rows(int64_t n, int t, int nt, int64_t* lo, int64_t* hi) {
+    int64_t blocks = (n + ROWS - 1) / ROWS;
+    *lo = blocks * t / nt * ROWS;
+    *hi = blocks * (t + 1) / nt * ROWS;
+    if (*hi > n) *hi = n;
+    if (*lo > n) *lo = n;
+}
+
+// block(lo, hi) over each thread's rows of n, on ``threads`` of torch's OpenMP team (1: the caller alone).
+template <typename Block>
+inline void split_rows(int64_t n, int threads, Block&& block) {
+    if (threads <= 1) {
+        block(int64_t{0}, n);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t lo, hi;
+        thread_rows(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        if (lo < hi) block(lo, hi);
+    }
+}
+
 inline float bf16_to_float(uint16_t h) {
     uint32_t bits = static_cast<uint32_t>(h) << 16;
     float f;
@@ -136,18 +160,7 @@ void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, floa
         if (bias)
             for (int64_t j = lo; j < hi; ++j) y[j] += bias[j];
     };
-    if (threads <= 1) {
-        block(0, n);
-        return;
-    }
-#pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t blocks = (n + ROWS - 1) / ROWS;
-        int64_t lo = blocks * t / nt * ROWS, hi = blocks * (t + 1) / nt * ROWS;
-        if (hi > n) hi = n;
-        if (lo < hi) block(lo, hi);
-    }
+    split_rows(n, threads, block);
 }
 #endif
 
@@ -160,21 +173,9 @@ inline void rows_block(const W* w, const float* x, const float* bias, int64_t k,
         for (int64_t j = lo; j < hi; ++j) y[j] += bias[j];
 }
 
-// Rows split into one contiguous block per thread, each a multiple of ROWS long.
 template <typename W>
 void gemv(const W* w, const float* x, const float* bias, float* y, int64_t n, int64_t k, int threads) {
-    if (threads <= 1) {
-        rows_block(w, x, bias, k, 0, n, y);
-        return;
-    }
-#pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t blocks = (n + ROWS - 1) / ROWS;
-        int64_t lo = blocks * t / nt * ROWS, hi = blocks * (t + 1) / nt * ROWS;
-        if (hi > n) hi = n;
-        if (lo < hi) rows_block(w, x, bias, k, lo, hi, y);
-    }
+    split_rows(n, threads, [&](int64_t lo, int64_t hi) { rows_block(w, x, bias, k, lo, hi, y); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,18 +305,8 @@ void gemv_i8_rows(const float* x, const int8_t* w, const int32_t* row_sums, cons
                   float* y, int32_t* sums, float* r_out, int64_t n, int64_t k, int threads, uint8_t* scratch) {
     float r = quantize_row_u8(x, k, scratch);
     if (r_out) *r_out = r;
-    if (threads <= 1) {
-        i8_rows_block(w, scratch, row_sums, r, scale, bias, k, 0, n, y, sums);
-        return;
-    }
-#pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t blocks = (n + ROWS - 1) / ROWS;
-        int64_t lo = blocks * t / nt * ROWS, hi = blocks * (t + 1) / nt * ROWS;
-        if (hi > n) hi = n;
-        if (lo < hi) i8_rows_block(w, scratch, row_sums, r, scale, bias, k, lo, hi, y, sums);
-    }
+    split_rows(n, threads,
+               [&](int64_t lo, int64_t hi) { i8_rows_block(w, scratch, row_sums, r, scale, bias, k, lo, hi, y, sums); });
 }
 #endif
 
@@ -344,18 +335,7 @@ inline void i8w_rows_block(const int8_t* w, const float* x, const float* scale, 
 
 void gemv_i8_weights(const float* x, const int8_t* w, const float* scale, const float* bias, float* y, int64_t n,
                      int64_t k, int threads) {
-    if (threads <= 1) {
-        i8w_rows_block(w, x, scale, bias, k, 0, n, y);
-        return;
-    }
-#pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t blocks = (n + ROWS - 1) / ROWS;
-        int64_t lo = blocks * t / nt * ROWS, hi = blocks * (t + 1) / nt * ROWS;
-        if (hi > n) hi = n;
-        if (lo < hi) i8w_rows_block(w, x, scale, bias, k, lo, hi, y);
-    }
+    split_rows(n, threads, [&](int64_t lo, int64_t hi) { i8w_rows_block(w, x, scale, bias, k, lo, hi, y); });
 }
 
 }  // namespace
