@@ -110,4 +110,4 @@ def wire(page) -> None:
     page.lessons_tab.select(
         lessons_tab.show, [page.state, c.lesson_pos, prompt, c.choice], shown, api_visibility="private"
     )
-    listeners.on_change(page, lessons_tab.show, [c.lesson_pos, prompt, c.choice], shown)
+    listeners.on_change(page, lessons_tab.redraw, [c.lesson_pos, prompt, c.choice], shown)

@@ -117,8 +117,13 @@ def reveal_html(question: Question, step, choice_id: str, lang: str) -> str:
     )
 
 
-def show(state, pos, prompt, choice=None) -> Shown:
-    """A step: its text and view, the question with fresh choices, and (``choice`` given) the reveal."""
+def show(state, pos, prompt, choice=None, keep_pick: bool = False) -> Shown:
+    """A step: its text and view, the question with fresh choices, and (``choice`` given) the reveal.
+
+    ``keep_pick``: a redraw of the same step in another language or size (the page's preferences,
+    applied while it opens). Its choices keep their ids, so it leaves the radio's value and, with no
+    pick in its inputs, the reveal as the page has them: a pick made while the redraw was computed
+    stays (the inputs were read before it)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     lesson, index = _where(pos)
     step = lesson.steps[index]
@@ -161,9 +166,16 @@ def show(state, pos, prompt, choice=None) -> Shown:
         if view["kind"] == "tokens"
         else gr.update(visible=False),
         question=f"**{lessons.fill(step.ask, lang, question, '')}**",
-        choice=gr.update(choices=chips, value=picked, label=tr(lang, "lesson_guess")),
-        reveal=reveal_html(question, step, picked, lang) if picked is not None else "",
+        choice=gr.update(choices=chips, label=tr(lang, "lesson_guess"))
+        if keep_pick
+        else gr.update(choices=chips, value=picked, label=tr(lang, "lesson_guess")),
+        reveal=reveal_html(question, step, picked, lang) if picked is not None else gr.skip() if keep_pick else "",
     )
+
+
+def redraw(state, pos, prompt, choice=None) -> Shown:
+    """The step again after the page's language or presenter mode changed (``show`` keeping the pick)."""
+    return show(state, pos, prompt, choice, keep_pick=True)
 
 
 def move(state, pos, prompt, delta: int) -> Shown:

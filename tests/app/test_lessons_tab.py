@@ -83,3 +83,20 @@ def test_another_model_or_prompt_changes_a_revealed_answer():
     here = answers(state_of(0), PROMPT)
     assert sum(here[k] != v for k, v in answers(state_of(7), PROMPT).items()) >= 1
     assert sum(here[k] != v for k, v in answers(state_of(0), "The cat sat on the mat and then the dog").items()) >= 1
+
+
+def test_the_pages_preference_redraw_keeps_a_pick_made_while_it_was_computed():
+    """The page applies its saved language as it opens: that redraw read the radio before the user
+    picked, so it must not set the radio's value nor clear the reveal; with a pick in its inputs it
+    redraws that reveal in the new language. A step opened anew still starts unpicked."""
+    state, pos = state_of(lang="zh-CN"), {"lesson": "attention", "step": 0}
+    fresh = lessons_tab.show(state, pos, PROMPT)
+    assert fresh.choice["value"] is None and fresh.reveal == ""
+    again = lessons_tab.redraw(state, pos, PROMPT, None)
+    assert "value" not in again.choice and again.reveal == lessons_tab.gr.skip()
+    assert again.choice["choices"] == fresh.choice["choices"]  # the same ids: the page's pick stays valid
+    pick = fresh.choice["choices"][0][1]
+    picked = lessons_tab.redraw(state, pos, PROMPT, pick)
+    assert "value" not in picked.choice
+    assert revealed(picked.reveal)[1] == revealed(lessons_tab.answer(state, pos, PROMPT, pick))[1]
+    assert re.search(r"[\u4e00-\u9fff]", picked.reveal)
