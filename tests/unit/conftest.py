@@ -30,3 +30,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def forget_compiled():
+    """Each test decides kernels and builds or loads the compiled kernel and decode step afresh, and
+    leaves none of its choices to the next (files that test them use it for every test)."""
+    from playground.runtime import kernels, native_gemv, native_step
+
+    for m in (kernels, native_gemv, native_step):
+        m.forget()
+    yield
+    for m in (kernels, native_gemv, native_step):
+        m.forget()

@@ -19,17 +19,10 @@ from playground.engine.quantize import (
     quantize_rows,
     weight_row_sums,
 )
-from playground.runtime import kernels, native_gemv
+from playground.runtime import native_gemv
 from tests.unit.test_int8 import _model
 
-
-@pytest.fixture(autouse=True)
-def fresh():
-    kernels.forget()
-    native_gemv.forget()
-    yield
-    kernels.forget()
-    native_gemv.forget()
+pytestmark = pytest.mark.usefixtures("forget_compiled")
 
 
 def needs_vnni():

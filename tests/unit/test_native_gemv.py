@@ -17,13 +17,7 @@ from playground.runtime import kernels, native_gemv
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    kernels.forget()
-    native_gemv.forget()
-    yield
-    kernels.forget()
-    native_gemv.forget()
+pytestmark = pytest.mark.usefixtures("forget_compiled")
 
 
 def needs_kernel():

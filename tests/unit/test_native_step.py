@@ -11,7 +11,7 @@ from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
 from playground.engine.weights import load_checkpoint
-from playground.runtime import kernels, native_gemv, native_step
+from playground.runtime import kernels, native_step
 from tests.helpers import ROOT
 
 TINY = dict(context_length=64, emb_dim=64, n_heads=4, n_layers=2)
@@ -19,13 +19,7 @@ TINY = dict(context_length=64, emb_dim=64, n_heads=4, n_layers=2)
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 6e-2}
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    for m in (kernels, native_gemv, native_step):
-        m.forget()
-    yield
-    for m in (kernels, native_gemv, native_step):
-        m.forget()
+pytestmark = pytest.mark.usefixtures("forget_compiled")
 
 
 def needs_step():

@@ -8,7 +8,7 @@ from playground.engine import native_decode
 from playground.engine.quantize import quantize_int8
 from playground.engine.sampling import generate
 from playground.engine.weights import load_checkpoint
-from playground.runtime import kernels, native_gemv, native_step
+from playground.runtime import native_gemv
 from tests.helpers import ROOT
 from tests.unit.test_native_step import needs_step, relative, tiny, walk
 
@@ -20,13 +20,7 @@ TOLERANCE = {"int8": 1e-5, "int8-bfloat16": 6e-2, "int8-dynamic": 2e-2}
 PRECISIONS = list(TOLERANCE)
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    for m in (kernels, native_gemv, native_step):
-        m.forget()
-    yield
-    for m in (kernels, native_gemv, native_step):
-        m.forget()
+pytestmark = pytest.mark.usefixtures("forget_compiled")
 
 
 def needs(precision: str):
