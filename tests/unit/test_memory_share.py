@@ -137,14 +137,18 @@ def test_a_lease_moves_with_the_session_and_ends_when_unused(one):
 
 
 def test_counting_the_whole_process_counts_its_resident_size():
+    gc.collect()  # what earlier tests left behind is freed before the floor is measured, not after
     budget = MemoryBudget(resident_bytes() + 2**30)
     assert budget.used() == 0
     budget.count_whole_process()
     before = budget.available()
     assert before <= 2**30 - budget.headroom()
     assert "server process" in budget.describe()
-    blob = torch.ones(64 * 2**20, dtype=torch.uint8)  # 64 MiB no holding names
-    assert budget.available() <= before - 50 * 2**20
+    # 256 MiB no holding names: large against what other threads of the process free meanwhile
+    blob = torch.ones(256 * 2**20, dtype=torch.uint8)
+    grown = resident_bytes()
+    assert budget.available() <= budget.total - grown - budget.headroom() + 16 * 2**20
+    assert budget.available() <= before - 192 * 2**20
     with pytest.raises(MemoryBudgetError, match="server process"):
         budget.check(before, "a request that fitted before")
     del blob
