@@ -318,5 +318,6 @@ HOLDING_KINDS_ZH = {
     "server": "个服务器进程",
     "scoring": "段正在评分的文本",
     "lens": "个内部视图",
+    "lens rows": "份逻辑透镜保留的残差行",
     "replay": "个正在读取的回放文件",
 }

@@ -40,6 +40,7 @@ KIND_LABELS = {  # kind -> (one, many)
     "server": ("server process", "server processes"),
     "scoring": ("text being scored", "texts being scored"),
     "lens": ("view of the inside", "views of the inside"),
+    "lens rows": ("lens's kept residual rows", "lenses' kept residual rows"),
     "replay": ("replay file being read", "replay files being read"),
 }
 

@@ -18,7 +18,8 @@ from playground.errors import UserError
 from playground.i18n import EN, tr
 from playground.inside import attention_maths, attribution, effects, lenses, view_checks
 from playground.inside.interventions import Intervention
-from playground.server.recipes import recipe_key
+from playground.runtime.memory import BUDGET
+from playground.server.recipes import model_label, recipe_key
 
 from .common import Refusal, parse_bool, parse_number, parse_whole, session_id, session_model, session_run
 
@@ -171,6 +172,9 @@ def _lens(model, state, run, ids, first: int, stop: int) -> dict:
             _drawn(state, key)
             return hit[0]
     lens, rows = lenses.logit_lens_rows(model, ids, first=first, stop=stop)
+    if rows is not None:  # counted while kept; the budget drops them first when a request needs the room
+        what = f"the residual rows of a lens over positions {first}–{stop - 1} ({model_label(state['recipe'])})"
+        BUDGET.register(rows, rows.nbytes, what, "lens rows", reclaim=lambda: _drop_rows(key))
     with _LENS_LOCK:
         _LENS_CACHE[key] = (lens, rows)
         while len(_LENS_CACHE) > LENS_CACHE_ENTRIES:
@@ -184,6 +188,14 @@ def _lens(model, state, run, ids, first: int, stop: int) -> dict:
                     _LENS_CACHE[k] = (lens_k, None)
         _drawn(state, key)
     return lens
+
+
+def _drop_rows(key: tuple) -> None:
+    """Forget the residual rows kept for ``key``'s lens (the lens itself stays): its cells recompute."""
+    with _LENS_LOCK:
+        hit = _LENS_CACHE.get(key)
+        if hit is not None:
+            _LENS_CACHE[key] = (hit[0], None)
 
 
 def _drawn(state, key: tuple) -> None:

@@ -184,3 +184,33 @@ def test_the_lens_cell_reuses_rows_of_a_lens_drawn_again_from_the_cache_within_a
     it.lens_view(state, start, 1, start + 3, 16)  # A again: from the cache, without rows now
     inside_data.lens_cell_data(state, 2, start + 5)
     assert calls == [(1, 3), (2, 5)]  # the view's own cell, then the asked one: each a forward
+
+
+def test_the_kept_lens_rows_are_counted_and_given_up_when_a_request_needs_the_room(monkeypatch):
+    """The residual rows a lens keeps are a named holding of the memory budget while kept; a request
+    that would not fit otherwise takes their room first, and the cell is then computed again."""
+    from playground.runtime.memory import BUDGET
+    from playground.ui import inside_data
+
+    state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=5)}
+    state = list(generate_tab.generate_tokens(state, "A tale of two cities and", 0.8, 30, 1.0, 30, 6, False))[-1][0]
+    model, (start, ids) = session_model(state), session_run(state).window(NANO.context_length)
+    it.lens_view(state, start, 1, start + 3, 16)
+    key = inside_data._lens_key(state, session_run(state), ids, 0, 16)
+    rows = inside_data._LENS_CACHE[key][1]
+    assert rows is not None
+    held = [h for h in BUDGET.usage() if h.kind == "lens rows" and "positions 0–15" in h.what]
+    assert [h.nbytes for h in held] == [rows.nbytes] == [(model.cfg.n_layers + 1) * 16 * model.cfg.emb_dim * 4]
+    del rows
+    monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", repr((BUDGET.used() + 1024) / 2**30))
+    # a request as large as everything recomputable the budget counts (runs' attention, lens rows)
+    recomputable = sum(h.nbytes for h in BUDGET.usage() if h.kind in ("attention", "lens rows"))
+    BUDGET.check(BUDGET.available() + recomputable, "a request that needs the rows' room")
+    assert inside_data._LENS_CACHE[key][1] is None
+    assert not [h for h in BUDGET.usage() if h.kind == "lens rows" and "positions 0–15" in h.what]
+    real, calls = lenses.lens_cell, []
+    monkeypatch.setattr(
+        lenses, "lens_cell", lambda m, i, layer, p, **k: calls.append((layer, p)) or real(m, i, layer, p)
+    )
+    inside_data.lens_cell_data(state, 2, start + 5)
+    assert calls == [(2, 5)]
