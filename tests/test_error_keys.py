@@ -112,3 +112,11 @@ def test_a_budget_refusal_is_a_memory_error_and_a_user_error():
     e = caught.value
     assert isinstance(e, MemoryBudgetError) and isinstance(e, UserError) and e.key == "budget.over_total"
     assert tr_error("zh-CN", e).startswith("This model 约需")
+
+
+def test_every_kind_of_holding_is_said_in_chinese():
+    from playground.i18n import HOLDING_KINDS_ZH
+    from playground.runtime.holdings import KIND_LABELS
+
+    assert set(KIND_LABELS) <= set(HOLDING_KINDS_ZH)
+    assert all(HOLDING_KINDS_ZH[kind].strip() for kind in KIND_LABELS)
