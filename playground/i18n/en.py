@@ -378,7 +378,7 @@ EN = {
     "in_d_nopos": "no positional embedding",
     # Score & compare tab's handler text (issue 12)
     "cmp_b_ready": "Model B ready: {what} ({seconds} s).",
-    "cmp_scored": "Scored {n} tokens with {models} in {seconds} s.",
+    "cmp_scored": "Scored {n} of {total} tokens with {models} in {seconds} s (the first has nothing before it).",
     "cmp_and": " and ",
     "cmp_scoring": "scoring with {label}: {done}/{total} tokens",
     "cmp_streams": "Generating {n} tokens with each… seed {seed}",

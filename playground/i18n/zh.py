@@ -368,7 +368,7 @@ ZH = {
     "in_d_nopos": "去掉位置嵌入",
     # Score & compare tab's handler text (issue 12)
     "cmp_b_ready": "模型 B 已就绪：{what}（{seconds} 秒）。",
-    "cmp_scored": "用 {models} 给 {n} 个 token 评了分，用时 {seconds} 秒。",
+    "cmp_scored": "用 {models} 给 {total} 个 token 中的 {n} 个评了分（第一个之前没有内容），用时 {seconds} 秒。",
     "cmp_and": " 和 ",
     "cmp_scoring": "正在用 {label} 评分：{done}/{total} 个 token",
     "cmp_streams": "每边生成 {n} 个 token…… 种子 {seed}",

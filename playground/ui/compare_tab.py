@@ -211,7 +211,8 @@ def _score_outputs(results, recipes, comparison, seconds, lang, present):
         tr(
             lang,
             "cmp_scored",
-            n=f"{len(results[0].token_ids):,}",
+            n=f"{results[0].n_scored:,}",
+            total=f"{len(results[0].token_ids):,}",
             models=tr(lang, "cmp_and").join(s.label for s in results),
             seconds=f"{seconds:.2f}",
         )

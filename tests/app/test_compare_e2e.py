@@ -30,6 +30,9 @@ def test_score_two_models_matches_the_library(client):
     assert "Scored" in message and "loss (nats/token)" in table and "pg-chip" in chips_b and "B − A" in diff
     a = score_text(CACHE.get(bundled_recipe()), TEXT)
     b = score_text(CACHE.get(random_recipe(PRESETS["nano"], seed=3)), TEXT)
+    # the message counts the tokens scored as the table does: every one but the first
+    assert f"Scored {a.n_scored:,} of {len(a.token_ids):,} tokens" in message
+    assert a.n_scored == len(a.token_ids) - 1
     # Equal to float32 rounding: the head's product is measured per torch thread count
     # (kernels.many_row_product), and the app's request thread may have another count than this
     # one, so another BLAS may sum the same products in another order (seen: 1.6e-6 relative).
