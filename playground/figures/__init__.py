@@ -22,6 +22,7 @@ from playground.figures.style import (
     TICK_FONT_SIZE,
     empty_figure,
     format_prob,
+    token_id_label,
     token_tick_font,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "attention_overview",
     "empty_figure",
     "format_prob",
+    "token_id_label",
     "loss_curve",
     "memory_bars",
     "parameter_components_bar",

@@ -14,9 +14,10 @@ from playground.figures.style import (
     BAR_COLOR,
     FONT_SIZE,
     HIGHLIGHT,
-    LABEL_MARGIN,
     MUTED,
     TICK_FONT_SIZE,
+    TOKEN_LABEL_CHARS,
+    TOKEN_LABEL_MARGIN,
     fixed_margins,
     format_prob,
     index_of,
@@ -58,9 +59,9 @@ def token_probability_bars(labels, probs, *, chosen=None, title: str = "") -> go
         )
     )
     layout(fig, title, max(260, 90 + 30 * len(labels)), showlegend=False)
-    fixed_margins(fig, left=LABEL_MARGIN, bottom=60, right=60)  # right: room for the value labels
+    fixed_margins(fig, left=TOKEN_LABEL_MARGIN, bottom=60, right=60)  # right: room for the value labels
     fig.update_xaxes(title_text="probability", tickformat=".3~%", range=[0, max(probs.max(initial=0) * 1.2, 0.05)])
-    fig.update_yaxes(autorange="reversed", **ticks(pos, labels))
+    fig.update_yaxes(autorange="reversed", **ticks(pos, labels, max_chars=TOKEN_LABEL_CHARS))
     return fig
 
 
@@ -125,8 +126,8 @@ def sampling_stages_figure(labels, stages, *, chosen=None, stage_names=None, tit
                 col=c,
             )
         fig.update_xaxes(range=[0, top * 1.3], tickformat=".3~%", row=1, col=c)
-    fig.update_yaxes(autorange="reversed", **ticks(pos, labels), row=1, col=1)
+    fig.update_yaxes(autorange="reversed", **ticks(pos, labels, max_chars=TOKEN_LABEL_CHARS), row=1, col=1)
     layout(fig, title, max(300, 110 + 28 * len(labels)), showlegend=False, bargap=0.25)
-    fixed_margins(fig, left=LABEL_MARGIN, bottom=50, top=80, right=50)
+    fixed_margins(fig, left=TOKEN_LABEL_MARGIN, bottom=50, top=80, right=50)
     fig.update_annotations(font_size=FONT_SIZE)
     return fig

@@ -78,6 +78,16 @@ def short_label(label: str, limit: int = MAX_TICK_CHARS) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
+TOKEN_LABEL_CHARS = 14  # "token (id)" tick labels: a 6-character token with a 5-digit id fits whole
+TOKEN_LABEL_MARGIN = LABEL_MARGIN + 18
+
+
+def token_id_label(text: str, token_id: int, limit: int = TOKEN_LABEL_CHARS) -> str:
+    """``"text (id)"`` in at most ``limit`` characters: the token's text is shortened, never its id."""
+    suffix = f" ({token_id})"
+    return short_label(text, max(2, limit - len(suffix))) + suffix
+
+
 def ticks(
     positions,
     labels,

@@ -194,11 +194,11 @@ def inspect_step(state, step_index):
     s = run.steps[i]
     tok = load_tokenizer()
     fp = figures.format_prob
-    top_labels = [f"{tok.piece(t).display} ({t})" for t, _ in s.top]
+    top_labels = [figures.token_id_label(tok.piece(t).display, t) for t, _ in s.top]
     bars = figures.token_probability_bars(
         top_labels, [p for _, p in s.top], chosen=_index_of(s.top, s.token_id), title=tr(lang, "fig_step", i=i)
     )
-    cand_labels = [f"{tok.piece(t).display} ({t})" for t in s.candidates]
+    cand_labels = [figures.token_id_label(tok.piece(t).display, t) for t in s.candidates]
     stages = figures.sampling_stages_figure(
         cand_labels, s.stages, chosen=s.candidates.index(s.token_id), title=tr(lang, "fig_stages")
     )

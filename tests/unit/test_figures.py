@@ -470,3 +470,13 @@ def test_probability_axes_are_percentages_not_si_prefixes():
     }
     for name, (fig, axis) in figs.items():
         assert fig.layout[axis].tickformat == ".3~%", name
+
+
+def test_a_token_label_keeps_its_id_whole_and_fits_the_tick_budget():
+    from playground.figures.style import TOKEN_LABEL_CHARS, token_id_label
+
+    assert token_id_label("\u2423thee", 17903) == "\u2423thee (17903)"
+    long = token_id_label("\u2423unbelievable", 24479)
+    assert long.endswith(" (24479)") and "…" in long and len(long) == TOKEN_LABEL_CHARS
+    fig = F.token_probability_bars([token_id_label("\u2423thee", 17903), long], [0.43, 0.2], chosen=0)
+    assert list(fig.layout.yaxis.ticktext) == ["\u2423thee (17903)", long]
