@@ -1,8 +1,8 @@
-"""The sampler's summary of one float32 logits row, compiled here (row_summary.cpp) at first use: a few µs.
+"""The sampler's summary of one float32 logits row, compiled here (row_summary.cpp) at first use: tens of µs.
 
 A step's sampler reads one row of ``vocab_size`` logits: is it finite, its largest entry, the
 log-sum-exp, the entropy, the few most likely ids. torch's reductions over one 50,257-long row cost
-tens of microseconds each (a dispatch, a parallel region), ``row_summary.cpp`` does all of it in two
+tens of microseconds each (a dispatch, a parallel region), ``row_summary.cpp`` does all of it in three
 vectorised passes. Built like ``native_gemv``'s kernels (the machine's compiler, cached by a hash of
 the source and flags, loaded with ctypes); ``available`` is False without a compiler, when the build
 or the load fails, or when ``PLAYGROUND_NATIVE_GEMV=off`` or ``PLAYGROUND_NATIVE_ROW=off``; callers

@@ -1,4 +1,4 @@
-// What the sampler reports about one float32 row of logits, in two passes over the row, as llama.cpp's
+// What the sampler reports about one float32 row of logits, in three passes over the row, as llama.cpp's
 // sampler runs in C: whether every entry is finite, the largest logit and its first index, log Σ exp(x - max),
 // the entropy of softmax(x) in bits, the n most likely ids (larger logit first, the lower id on a tie) with
 // their probabilities, and how many probabilities are surely above zero in float32.
@@ -141,6 +141,7 @@ int pg_row_summary(const float* x, int64_t n, int n_top, int allow_neg_inf, int3
     while (x[first] != m) ++first;
 
     // Pass 2: Σ exp(d) and Σ exp(d)·d (d = x - max) for the log-sum-exp and the entropy, the counts.
+    // exp(d) / Σ >= exp(d) / n, and above exp(-102) ~ 5e-45 it rounds to float32's smallest subnormal or more.
     const float sure_kept = static_cast<float>(std::log(static_cast<double>(n)) - 102.0);
     // float32 sums over blocks of 1,024 entries, added up in double.
     double sum = 0.0, weighted = 0.0;
