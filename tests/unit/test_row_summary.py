@@ -205,3 +205,27 @@ def test_the_summary_path_is_only_for_plain_greedy(monkeypatch):
     assert built == []
     list(generate(model, PROMPT, max_new_tokens=2, temperature=0, top_k=50257, top_p=1.0))
     assert built == [N_TOP]
+
+
+@pytest.mark.parametrize("name", ["randn x3.0", "ties", "underflow", "short"])
+def test_the_portable_build_gives_the_same_summary(name, monkeypatch, tmp_path):
+    """Built without AVX2 (as for a CPU that lacks it), the summary runs its plain C++ loops: the same answer."""
+    import platform
+
+    from playground.runtime import native_gemv
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the AVX2 switch is an x86 flag")
+    vectorised = compiled()(rows()[name])
+    native_row_summary.forget()
+    monkeypatch.setenv("PLAYGROUND_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(native_gemv, "FLAGS", [*native_gemv.FLAGS, "-mno-avx2", "-mno-fma"])
+    portable = compiled()(rows()[name])
+    assert portable is not None and vectorised is not None
+    assert (portable.argmax, portable.kept, [i for i, _ in portable.top]) == (
+        vectorised.argmax,
+        vectorised.kept,
+        [i for i, _ in vectorised.top],
+    )
+    assert [p for _, p in portable.top] == pytest.approx([p for _, p in vectorised.top], rel=3e-7, abs=1e-30)
+    assert portable.entropy == pytest.approx(vectorised.entropy, rel=1e-6)
