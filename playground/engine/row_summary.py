@@ -116,6 +116,30 @@ class Summarizer:
         return RowSummary(int(out[1]), prob, float(out[3]), top, kept)
 
 
+def greedy_step_fields(summary: RowSummary, stages: tuple[str, ...]) -> dict:
+    """The fields of the step the full sampler makes at temperature 0 with no filter, from the row's summary:
+    every stage is the one softmax, the token is its first largest entry (rank 1), the candidates are the top
+    ids (with the token, if the top holds fewer than one)."""
+    token_id, prob = summary.argmax, summary.prob
+    candidates = [i for i, _ in summary.top]
+    row = [p for _, p in summary.top]
+    if token_id not in candidates:
+        candidates.append(token_id)
+        row.append(prob)
+    return dict(
+        token_id=token_id,
+        prob=prob,
+        raw_prob=prob,
+        rank=1,
+        entropy=summary.entropy,
+        raw_entropy=summary.entropy,
+        top=summary.top,
+        candidates=candidates,
+        stages={name: list(row) for name in stages},
+        kept_tokens=summary.kept,
+    )
+
+
 def reference_summary(logits: torch.Tensor, n_top: int) -> RowSummary | None:
     """The summary from torch's float32 softmax and numpy (no compiler): the same ids and counts as the
     compiled one, probabilities and entropy within float32 rounding of it."""

@@ -20,12 +20,12 @@ from playground.engine.row_summary import (
     NonFiniteError as NonFiniteError,  # raised by generation: importable from here as it always was
 )
 from playground.engine.row_summary import (
-    RowSummary,
     Summarizer,
     check_logits,
     count_above,
     entropy_bits,
     first_argmax,
+    greedy_step_fields,
 )
 from playground.errors import UserError
 from playground.runtime import kernels
@@ -271,7 +271,8 @@ class Generation:
                     if summary is None:
                         check_logits(logits, index + 1)  # raises, saying what is not finite
                     assert summary is not None
-                    step = self._greedy_step(summary, index, len(seq), window_start)
+                    fields = greedy_step_fields(summary, STAGES)
+                    step = GenerationStep(index, len(seq), context_start=window_start, **fields)
                 else:
                     with torch_threads(threads):
                         step = self._choose(logits, gen, index, len(seq), window_start)
@@ -356,32 +357,6 @@ class Generation:
             kept_tokens=count_above(final, 0.0),
             u=u,
             intervals=intervals,
-        )
-
-    def _greedy_step(self, summary: RowSummary, index, position, window_start) -> GenerationStep:
-        """The step ``_choose`` makes at temperature 0 with no filter, from the row's summary: the four stages
-        are one softmax, the token is its first largest entry, which has rank 1."""
-        token_id, prob = summary.argmax, summary.prob
-        top = summary.top
-        candidates = [i for i, _ in top]
-        row = [p for _, p in top]
-        if token_id not in candidates:
-            candidates.append(token_id)
-            row.append(prob)
-        return GenerationStep(
-            index=index,
-            position=position,
-            token_id=token_id,
-            prob=prob,
-            raw_prob=prob,
-            rank=1,
-            entropy=summary.entropy,
-            raw_entropy=summary.entropy,
-            top=top,
-            candidates=candidates,
-            stages={name: list(row) for name in STAGES},
-            context_start=window_start,
-            kept_tokens=summary.kept,
         )
 
 
