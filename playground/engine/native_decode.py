@@ -31,6 +31,7 @@ import torch
 import torch.nn as nn
 
 from playground.engine.kv_cache import KVCache
+from playground.engine.module_watch import ModelWatch, has_hooks
 from playground.runtime import kernels, native_gemv, native_step
 from playground.runtime.team_under_load import TeamChoice
 
@@ -57,7 +58,7 @@ class Plan:
     tensors: list[torch.Tensor | None]
     addresses: ctypes.Array
     key: tuple  # the tensors' addresses when the plan was made: a converted model makes a new plan
-    modules: list[nn.Module]  # whose torch hooks would make the step invalid (not the model: a plan must not hold it)
+    watch: ModelWatch  # the model's modules, whose torch hooks would make the step invalid, and when last walked
     dims: list[int]
     eps: float
     bfloat16: bool
@@ -128,10 +129,6 @@ def _int8_tensors(model) -> list[torch.Tensor | None]:
     return out + [model.tok_emb.scale]
 
 
-def _has_hooks(modules) -> bool:
-    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
-
-
 def unsupported(model, any_layout: bool = False) -> str | None:
     """Why ``model``'s plain decode step cannot run as the native step, or None if it can.
     ``any_layout``: a weight matrix stored [in, out] does not count (``prepare`` can store it (out, in))."""
@@ -143,7 +140,7 @@ def unsupported(model, any_layout: bool = False) -> str | None:
     dtype = activation_dtype(model)
     if dtype not in (torch.float32, torch.bfloat16) or model.device.type != "cpu":
         return "dtype or device"
-    if _has_hooks(model.modules()):
+    if has_hooks(model.modules()):
         return "torch hooks"
     kind = weights_kind(model)
     if kind == "mixed" or model.out_head.bias is not None:
@@ -176,7 +173,7 @@ def _plan(model, rows: dict | None = None) -> Plan:
     dims += [0, 0, 0, ACTIVATIONS[cfg.activation], 0, WEIGHTS[kind]]  # capacity, position and token: set at each step
     bf16 = activation_dtype(model) == torch.bfloat16
     addressed = native_step.pointer_array(addresses)
-    return Plan(tensors, addressed, tuple(addresses), list(model.modules())[1:], dims, cfg.ln_eps, bf16)
+    return Plan(tensors, addressed, tuple(addresses), ModelWatch(model, tensors), dims, cfg.ln_eps, bf16)
 
 
 def _current_plan(model) -> Plan | None:
@@ -185,10 +182,13 @@ def _current_plan(model) -> Plan | None:
     if model.training or torch.nn.modules.module._global_forward_hooks:
         return None
     plan = _PLANS.get(model)
+    if plan is not None and plan.watch.unchanged():  # nothing swapped since the last walk
+        return None if plan.watch.hooked() else plan
     # the model's own tensors now, not the plan's (which it keeps alive): a module replaced in place (quantize_int8)
     # has tensors at other addresses; the int8 scales and row sums after them belong to the same modules
     if plan is not None and all((t.data_ptr() if t is not None else 0) == a for t, a in zip(_tensors(model), plan.key)):
-        return None if _has_hooks((model, *plan.modules)) else plan
+        plan.watch.mark()
+        return None if plan.watch.hooked() else plan
     if unsupported(model) is not None:
         _PLANS.pop(model, None)
         return None

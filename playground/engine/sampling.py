@@ -16,44 +16,22 @@ import torch
 from playground.engine import native_decode
 from playground.engine.model import GPTModel
 from playground.engine.receipts import inverse_cdf_draw, slices
+from playground.engine.row_summary import (
+    NonFiniteError as NonFiniteError,  # raised by generation: importable from here as it always was
+)
+from playground.engine.row_summary import (
+    Summarizer,
+    check_logits,
+    count_above,
+    entropy_bits,
+    first_argmax,
+    greedy_step_fields,
+)
 from playground.errors import UserError
 from playground.runtime import kernels
 from playground.runtime.threads import torch_threads
 
 STAGES = ("raw", "temperature", "top_k", "top_p")
-
-
-class NonFiniteError(UserError):
-    """The model produced NaN or infinite logits: no token can be chosen, so generation stops.
-    ``step`` is the 1-based number of the token that could not be generated."""
-
-    def __init__(self, key: str, template: str, /, **fields):
-        super().__init__(key, template, **fields)
-        self.step = fields["step"]
-
-
-def check_logits(logits: torch.Tensor, step: int) -> None:
-    """Raise NonFiniteError if one row of logits holds NaN or ±inf (one reduction, checked per step).
-    A finite sum means every entry is finite (NaN and ±inf survive a sum), and a sum is several
-    times cheaper than a per-entry test; only a sum that overflowed or met a NaN is looked at entry
-    by entry."""
-    if math.isfinite(float(logits.sum())) or bool(torch.isfinite(logits).all()):
-        return
-    counts = [
-        (int(torch.isnan(logits).sum()), "NaN"),
-        (int(torch.isposinf(logits).sum()), "+inf"),
-        (int(torch.isneginf(logits).sum()), "-inf"),
-    ]
-    found = ", ".join(f"{n:,} {kind}" for n, kind in counts if n)
-    raise NonFiniteError(
-        "generate.non_finite",
-        "Step {step}: the model produced NaN/infinite logits ({found} of {total:,}); generation stopped. The "
-        "weights or settings overflow the number format: try float32 instead of bfloat16, or load other "
-        "weights.",
-        step=step,
-        found=found,
-        total=logits.numel(),
-    )
 
 
 def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size=None) -> None:
@@ -175,29 +153,6 @@ def sampling_distribution(logits, temperature, top_k=None, top_p=None) -> dict[s
     return {name: softmaxes[id(x)] for name, x in zip(STAGES, (logits, t, k, p))}
 
 
-def first_argmax(x: torch.Tensor) -> int:
-    """The index of the largest entry of a 1-D tensor, the first one on a tie (as torch.argmax).
-    On the CPU through numpy: torch's reduction of one long row costs ~10x more there, and the
-    sampler runs a few of them on every token."""
-    if x.device.type == "cpu" and x.dtype == torch.float32:
-        return int(x.numpy().argmax())
-    return int(torch.argmax(x))
-
-
-def count_above(x: torch.Tensor, threshold: float) -> int:
-    """How many entries of a 1-D tensor are greater than ``threshold`` (numpy on the CPU, as
-    ``first_argmax``)."""
-    if x.device.type == "cpu" and x.dtype == torch.float32:
-        return int(np.count_nonzero(x.numpy() > np.float32(threshold)))
-    return int((x > threshold).sum())
-
-
-def entropy_bits(probs: torch.Tensor) -> float:
-    """-sum p·log2 p, with 0·log 0 = 0. ``special.entr`` is -p·ln p with that convention built in:
-    one pass over the vocabulary instead of masking out the zeros first."""
-    return float(torch.special.entr(probs).sum() / math.log(2))
-
-
 @dataclass
 class GenerationStep:
     """One generated token, with what the UI needs to explain the choice."""
@@ -299,11 +254,28 @@ class Generation:
         window_start = 0  # first sequence position inside the model's window
         # The sampler's work on one row of logits, on one thread where that measured faster here.
         threads = kernels.vocabulary_threads_decided(model.cfg.vocab_size) if model.device.type == "cpu" else None
+        # A greedy step with no filter needs only a summary of its row (row_summary): no torch operation, so
+        # no thread count to set either.
+        plain_greedy = (
+            self.temperature == 0
+            and (not self.top_k or self.top_k >= model.cfg.vocab_size)
+            and (self.top_p is None or self.top_p >= 1.0)
+            and model.device.type == "cpu"
+        )
+        summarize = Summarizer(self.n_top) if plain_greedy else None
         try:
             for index in range(self.max_new_tokens):
                 logits, attention = self._next_logits(seq, cache, window_start)
-                with torch_threads(threads):
-                    step = self._choose(logits, gen, index, len(seq), window_start)
+                if summarize is not None:
+                    summary = summarize(logits)
+                    if summary is None:
+                        check_logits(logits, index + 1)  # raises, saying what is not finite
+                    assert summary is not None
+                    fields = greedy_step_fields(summary, STAGES)
+                    step = GenerationStep(index, len(seq), context_start=window_start, **fields)
+                else:
+                    with torch_threads(threads):
+                        step = self._choose(logits, gen, index, len(seq), window_start)
                 if attention is not None:
                     step.attention = attention
                 self.steps.append(step)

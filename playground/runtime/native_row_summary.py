@@ -1,0 +1,113 @@
+"""The sampler's summary of one float32 logits row, compiled here (row_summary.cpp) at first use: tens of µs.
+
+A step's sampler reads one row of ``vocab_size`` logits: is it finite, its largest entry, the
+log-sum-exp, the entropy, the few most likely ids. torch's reductions over one 50,257-long row cost
+tens of microseconds each (a dispatch, a parallel region), ``row_summary.cpp`` does all of it in three
+vectorised passes. Built like ``native_gemv``'s kernels (the machine's compiler, cached by a hash of
+the source and flags, loaded with ctypes); ``available`` is False without a compiler, when the build
+or the load fails, or when ``PLAYGROUND_NATIVE_GEMV=off`` or ``PLAYGROUND_NATIVE_ROW=off``; callers
+then use their own (numpy/torch) summary. What the numbers mean for a sampling step is
+``playground.engine.row_summary``'s.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from playground.runtime import native_gemv
+
+SOURCE = Path(__file__).with_name("row_summary.cpp")
+OFF = ("off", "0", "no")
+FIELDS = 6  # doubles row_summary.cpp writes to ``out``
+
+
+@dataclass(frozen=True)
+class Status:
+    """What became of the compiled summary in this process (as native_step.Status)."""
+
+    available: bool
+    reason: str  # "ready", "off", "no_compiler", "build_failed", "load_failed", "not_tried"
+    detail: str = ""
+    build_seconds: float = 0.0
+
+
+_LOCK = threading.Lock()
+_STATUS = Status(False, "not_tried")
+_FN = None  # the loaded pg_row_summary
+
+
+def switched_off() -> bool:
+    return any(
+        os.environ.get(v, "").strip().lower() in OFF for v in ("PLAYGROUND_NATIVE_GEMV", "PLAYGROUND_NATIVE_ROW")
+    )
+
+
+def status() -> Status:
+    return _STATUS
+
+
+def available() -> bool:
+    """Build (or load from the cache) and load the summary once per process; True if it can be called.
+    Never raises: every failure is a Status with its reason."""
+    global _STATUS, _FN
+    if _STATUS.reason != "not_tried":  # decided: no lock on the per-token path
+        return _STATUS.available
+    with _LOCK:
+        if _STATUS.reason != "not_tried":
+            return _STATUS.available
+        if switched_off():
+            _STATUS = Status(False, "off")
+            return False
+        cxx = native_gemv.compiler()
+        if cxx is None:
+            _STATUS = Status(False, "no_compiler")
+            return False
+        try:
+            path, seconds = native_gemv.build_library(SOURCE, cxx)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            _STATUS = Status(False, "build_failed", str(e)[-300:])
+            return False
+        try:
+            fn = ctypes.CDLL(str(path)).pg_row_summary
+        except (OSError, AttributeError) as e:
+            _STATUS = Status(False, "load_failed", str(e)[-300:])
+            return False
+        p = ctypes.c_void_p
+        fn.argtypes = [p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, p, p, p]
+        fn.restype = ctypes.c_int
+        _FN = fn
+        _STATUS = Status(True, "ready", "", seconds)
+        return True
+
+
+class Buffers:
+    """The output arrays of one caller (a generation), made once and refilled by every ``summarize``."""
+
+    def __init__(self, n_top: int):
+        self.ids = np.zeros(max(1, n_top), dtype=np.int32)
+        self.probs = np.zeros(max(1, n_top), dtype=np.float32)
+        self.out = np.zeros(FIELDS, dtype=np.float64)
+        self.n_top = n_top
+        self.pointers = (self.ids.ctypes.data, self.probs.ctypes.data, self.out.ctypes.data)
+
+
+def summarize(address: int, n: int, buffers: Buffers, allow_neg_inf: bool = False) -> bool:
+    """Summarise the contiguous float32 row of ``n`` entries at ``address`` into ``buffers`` (``available``
+    must hold); False if the row holds NaN or ±inf (-inf allowed with ``allow_neg_inf``): nothing is filled."""
+    fn = _FN
+    assert fn is not None, "native_row_summary.summarize before available()"
+    return bool(fn(address, n, buffers.n_top, int(allow_neg_inf), *buffers.pointers))
+
+
+def forget() -> None:
+    """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
+    global _STATUS, _FN
+    with _LOCK:
+        _STATUS, _FN = Status(False, "not_tried"), None
