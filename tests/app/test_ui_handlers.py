@@ -405,18 +405,26 @@ def test_attention_of_a_run_that_grew_after_its_forward_keeps_its_labels(monkeyp
     assert len(fig.layout.xaxis.ticktext) == len(run.token_ids) - 1  # the forward's positions
 
 
-def test_warm_up_runs_the_generate_path_once_and_leaves_nothing_running(monkeypatch):
-    """app.py pays the first run's one-off costs at start-up through the Generate tab's own handlers."""
+def test_warm_up_runs_the_generate_path_greedy_and_sampled_and_leaves_nothing_running(monkeypatch):
+    """app.py pays the first run's one-off costs at start-up through the Generate tab's own handlers:
+    a greedy run (its row summary is compiled once per machine) and a sampled one."""
     from playground.ui import app
 
-    calls = []
+    calls, temperatures = [], []
     for name in ("generate_tokens", "after_run", "last_step"):
         real = getattr(generate_tab, name)
         monkeypatch.setattr(
             generate_tab, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k)
         )
+    real_generate = generate_tab.generate_tokens
+    monkeypatch.setattr(
+        generate_tab,
+        "generate_tokens",
+        lambda state, prompt, t, *a: temperatures.append(t) or real_generate(state, prompt, t, *a),
+    )
     seconds = app.warm_up()
-    assert calls == ["generate_tokens", "after_run", "last_step"]
+    assert calls == ["generate_tokens", "generate_tokens", "after_run", "last_step"]
+    assert temperatures == [0.0, 0.8]
     assert 0 < seconds < 600
     assert not generate_tab.ACTIVE_STREAMS and not generate_tab.STOP_FLAGS
 
