@@ -15,6 +15,8 @@ refuses for this model and run: its estimate is the work). For each:
 - **main-thread CPU**: the CPU time the renderers' main threads used from the click until the view
   settled (their ``/proc`` counters): long tasks that add up to much more than it were the thread
   waiting for a core (descheduled on a busy machine), not the page working;
+- **CPU server / Chromium**: the CPU seconds the app server and every Chromium process used in that
+  time: on 2 cores, the page's share is taken from the server's two-thread forwards;
 - **library**: the same call on the same token ids in this process, with the same shapes
   (GPT-2 small, random weights), timed right after the page's view while the server is idle.
 
@@ -127,7 +129,7 @@ def views(T: int, L: int, H: int) -> list[dict]:
             ),
         },
         {
-            "name": "dose-response (11 α, drawn point by point)",
+            "name": "dose-response (11 α, drawn as it grows, at most 4 updates a second)",
             "tab": "inside_interventions",
             "texts": [("inside_scale_head", f"{mid}.0")],
             "button": "#pg-dose-btn",
@@ -152,8 +154,10 @@ def run_prompt(n_tokens: int = PROMPT_TOKENS) -> str:
     return tok.decode(tok.encode(long_prompt())[:n_tokens])
 
 
-def measure(bench, model: str = "gpt2-small", log=print) -> dict:
-    """Every view of the Inside tab on ``model`` (a Bench's server and browser): page and library."""
+def measure(bench, model: str = "gpt2-small", log=print, only: list[str] | None = None, reps: int = 1) -> dict:
+    """Every view of the Inside tab on ``model`` (a Bench's server and browser): page and library.
+    ``only``: the views whose names contain one of these words (the lens, which opening the tab
+    draws, always runs); ``reps``: clicks of each chosen view, each timed with its own library call."""
     import torch
 
     from playground.engine.config import PRESETS
@@ -177,7 +181,12 @@ def measure(bench, model: str = "gpt2-small", log=print) -> dict:
         )
         cfg = lib_model.cfg
         lib_model(torch.tensor([ids]))  # warm: the library's first call pays for nothing the page's did not
-        for view in views(len(ids), cfg.n_layers, cfg.n_heads):
+        chosen = [
+            v
+            for v in views(len(ids), cfg.n_layers, cfg.n_heads)
+            if v["tab"] is None or not only or any(word in v["name"] for word in only)
+        ]
+        for view in [v for v in chosen for _ in range(1 if v["tab"] is None else reps)]:
             log(f"  Inside view in the page: {view['name']} ...", end="", flush=True)
             r = _page_view(bench, page, view, EN)
             cols = r.pop("lens_cols", None) or (max(0, len(ids) - 32), len(ids))
@@ -233,7 +242,7 @@ def _page_view(bench, page, view: dict, en: dict) -> dict:
     target.scroll_into_view_if_needed()
     page.evaluate(WATCH_JS, ids)
     trigger = page.evaluate(COMPONENT_JS, view["button"][1:]) if view["tab"] is not None else None
-    cpu0 = renderer_main_thread_cpu()
+    cpu0, split0 = renderer_main_thread_cpu(), cpu_by_process(bench.app.proc.pid)
     t0 = bench.now_ms()
     target.click()
     # (elements a tab renders only once shown are watched as soon as they exist)
@@ -256,6 +265,7 @@ def _page_view(bench, page, view: dict, en: dict) -> dict:
         return r
     drawn = state["last"]
     r["main_thread_cpu_s"] = renderer_main_thread_cpu() - cpu0
+    r["cpu_s"] = {k: v - split0[k] for k, v in cpu_by_process(bench.app.proc.pid).items()}
     r["drawn_s"] = (drawn - t0) / 1000
     r["server_s"] = (state["completed"][-1] - t0) / 1000
     r["page_s"] = max(0.0, (drawn - state["completed"][-1]) / 1000)
@@ -286,6 +296,31 @@ def renderer_main_thread_cpu() -> float:
     return total
 
 
+def cpu_by_process(server_pid: int) -> dict:
+    """CPU seconds so far of the app server, of Chromium (every process) and of the harness (this
+    process and Playwright's driver): on a 2-core machine, what the page and the harness use while
+    the server computes is taken from the server's threads."""
+    import psutil
+
+    def used(proc) -> float:
+        t = proc.cpu_times()
+        return t.user + t.system
+
+    out = {"server": 0.0, "chromium": 0.0, "harness": used(psutil.Process())}
+    try:
+        out["server"] = used(psutil.Process(server_pid))
+    except psutil.Error:
+        pass
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.pid == server_pid:
+                continue
+            out["chromium" if "chrom" in proc.name().lower() else "harness"] += used(proc)
+        except psutil.Error:
+            pass
+    return out
+
+
 def _library_seconds(call, model, ids, cols, reps: int = 2) -> float:
     times = []
     for _ in range(reps):
@@ -297,6 +332,10 @@ def _library_seconds(call, model, ids, cols, reps: int = 2) -> float:
 
 def _fmt_cpu(x) -> str:
     return "—" if x is None else f"{x:.2f}"
+
+
+def _fmt_split(cpu) -> str:
+    return "—" if not cpu else f"{cpu['server']:.2f} / {cpu['chromium']:.2f}"
 
 
 def _fmt(x) -> str:
@@ -342,8 +381,8 @@ def table(result: dict) -> str:
         + (f"; 1-minute load average {load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end" if all(load) else ""),
         "",
         "| view | click → drawn s | library s | drawn / library | target s | server s | page s | KB | "
-        "longest task s | long tasks total s | main-thread CPU s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "longest task s | long tasks total s | main-thread CPU s | CPU s server / Chromium |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in d["views"]:
         if r.get("drawn_s") is None:
@@ -352,6 +391,6 @@ def table(result: dict) -> str:
         lines.append(
             f"| {r['view']} | {r['drawn_s']:.2f} | {r['library_s']:.2f} | {r['ratio']:.2f}× | {r['target_s']:.2f} | "
             f"{r['server_s']:.2f} | {r['page_s']:.2f} | {r['bytes'] / 1000:,.0f} | {r['longest_task_s']:.2f} | "
-            f"{r['long_task_total_s']:.2f} | {_fmt_cpu(r.get('main_thread_cpu_s'))} |"
+            f"{r['long_task_total_s']:.2f} | {_fmt_cpu(r.get('main_thread_cpu_s'))} | {_fmt_split(r.get('cpu_s'))} |"
         )
     return "\n".join(lines)
