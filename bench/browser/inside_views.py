@@ -146,6 +146,18 @@ def views(T: int, L: int, H: int) -> list[dict]:
     ]
 
 
+def chosen_views(all_views: list[dict], only: list[str] | None = None, reps: int = 1) -> list[dict]:
+    """The views to click, in order: those whose names contain one of the words ``only`` (all when
+    None), each ``reps`` times, after the tab's opening view (the lens) once: the others are in it."""
+    out = []
+    for v in all_views:
+        if v["tab"] is None:
+            out.append(v)
+        elif not only or any(word in v["name"] for word in only):
+            out += [v] * reps
+    return out
+
+
 def run_prompt(n_tokens: int = PROMPT_TOKENS) -> str:
     """The 300-word prompt cut to its first ``n_tokens`` tokens."""
     from playground.engine.tokenizer import load_tokenizer
@@ -181,12 +193,7 @@ def measure(bench, model: str = "gpt2-small", log=print, only: list[str] | None 
         )
         cfg = lib_model.cfg
         lib_model(torch.tensor([ids]))  # warm: the library's first call pays for nothing the page's did not
-        chosen = [
-            v
-            for v in views(len(ids), cfg.n_layers, cfg.n_heads)
-            if v["tab"] is None or not only or any(word in v["name"] for word in only)
-        ]
-        for view in [v for v in chosen for _ in range(1 if v["tab"] is None else reps)]:
+        for view in chosen_views(views(len(ids), cfg.n_layers, cfg.n_heads), only, reps):
             log(f"  Inside view in the page: {view['name']} ...", end="", flush=True)
             r = _page_view(bench, page, view, EN)
             cols = r.pop("lens_cols", None) or (max(0, len(ids) - 32), len(ids))
