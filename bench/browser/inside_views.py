@@ -71,6 +71,9 @@ STATE_JS = r"""
 
 EVENTS_JS = "([t0, trigger]) => window.__pg.joins.filter(j => j.t >= t0 && j.trigger === trigger).map(j => j.event)"
 CHIP_TITLES_JS = "() => [...document.querySelectorAll('#pg-chips .pg-chip[data-pos]')].map(c => c.title)"
+KERNEL_ROWS_JS = (
+    "() => [...document.querySelectorAll('#pg-kernels tr')].map(r => (r.innerText || r.textContent).trim())"
+)
 COMPONENT_JS = "(elem) => (window.gradio_config.components.find(c => c.props && c.props.elem_id === elem) || {}).id"
 
 
@@ -187,6 +190,10 @@ def measure(bench, model: str = "gpt2-small", log=print, only: list[str] | None 
             raise RuntimeError("the run before the Inside views did not finish")
         ids = ids_from_chip_titles(page.evaluate(CHIP_TITLES_JS))
         out["tokens"] = len(ids)
+        # What the server decided for the readout's product (the Model tab's kernels box): the
+        # intervention's and the lens's readouts run on it, and the decision is made under whatever load
+        # the build met.
+        out["server_readout_product"] = server_readout_product(page, EN)
         bench.wait_server_idle()
         lib_model = optimize_for_decode(
             GPTModel(PRESETS[MODELS[model]["preset"]], generator=torch.Generator().manual_seed(0)).eval()
@@ -209,6 +216,20 @@ def measure(bench, model: str = "gpt2-small", log=print, only: list[str] | None 
     finally:
         context.close()
     return out
+
+
+def server_readout_product(page, en: dict) -> list[str]:
+    """The many-row product rows of the Model tab's kernels box (its accordion opened to read them;
+    the page is left on the Generate tab, where the run put it)."""
+    page.get_by_role("tab", name="Model", exact=False).first.click()
+    page.get_by_text(en["kernels"], exact=True).first.click()
+    try:
+        page.wait_for_function("() => document.querySelectorAll('#pg-kernels tr').length > 0", timeout=10_000)
+        rows = [row for row in page.evaluate(KERNEL_ROWS_JS) if "many-row" in row]
+    except Exception:
+        rows = []
+    page.get_by_role("tab", name="Generate").click()
+    return rows
 
 
 def ids_from_chip_titles(titles: list[str]) -> list[int]:
@@ -386,6 +407,7 @@ def table(result: dict) -> str:
     lines = [
         f"Inside views in the page: {d['model']}, a {d.get('tokens', '?')}-token run"
         + (f"; 1-minute load average {load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end" if all(load) else ""),
+        *(f"The server's readout product: {' '.join(row.split())}" for row in d.get("server_readout_product", [])),
         "",
         "| view | click → drawn s | library s | drawn / library | target s | server s | page s | KB | "
         "longest task s | long tasks total s | main-thread CPU s | CPU s server / Chromium |",
