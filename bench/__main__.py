@@ -65,6 +65,13 @@ def main(argv=None) -> int:
     br.add_argument("--skip-generate", action="store_true", help="no Generate runs (nor Stop): only the Inside views")
     br.add_argument("--skip-inside", action="store_true", help="no Inside views (GPT-2 small, 256 tokens)")
     br.add_argument(
+        "--inside-views",
+        default=None,
+        help="comma-separated words: only the Inside views whose names contain one (e.g. intervention,dose; "
+        "the lens always runs: opening the tab draws it)",
+    )
+    br.add_argument("--inside-reps", type=int, default=1, help="clicks of each chosen Inside view (default 1)")
+    br.add_argument(
         "--profile",
         action="store_true",
         help="also trace one 200-token run (Chrome trace + V8 CPU profile) and summarise the main thread",
@@ -335,6 +342,8 @@ def _browser(args) -> int:
         checkpoint=lambda r: report.write_json({**r, "partial": True}, out),
         generate=not args.skip_generate,
         inside=not args.skip_inside,
+        inside_only=split(args.inside_views),
+        inside_reps=max(1, args.inside_reps),
     )
     result["training_running"] = [training, _training_running()]
     print()

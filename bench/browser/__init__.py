@@ -49,6 +49,8 @@ def run(
     checkpoint=None,
     generate: bool = True,
     inside: bool = True,
+    inside_only: list[str] | None = None,
+    inside_reps: int = 1,
 ) -> dict:
     """Every run; ``checkpoint(result)`` is called after each one (partial results survive a crash)."""
     from bench import report
@@ -142,7 +144,7 @@ def run(
             log("  Inside views: GPT-2 small shape, a 256-token run, each view clicked in the page ...")
             bench.ensure_app()
             try:
-                result["inside_views"] = inside_views.measure(bench, log=log)
+                result["inside_views"] = inside_views.measure(bench, log=log, only=inside_only, reps=inside_reps)
             except Exception as e:
                 result["inside_views"] = {"error": f"{type(e).__name__}: {e}"[:300] + _where(e)}
             if checkpoint:

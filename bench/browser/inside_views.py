@@ -15,6 +15,8 @@ refuses for this model and run: its estimate is the work). For each:
 - **main-thread CPU**: the CPU time the renderers' main threads used from the click until the view
   settled (their ``/proc`` counters): long tasks that add up to much more than it were the thread
   waiting for a core (descheduled on a busy machine), not the page working;
+- **CPU server / Chromium**: the CPU seconds the app server and every Chromium process used in that
+  time: on 2 cores, the page's share is taken from the server's two-thread forwards;
 - **library**: the same call on the same token ids in this process, with the same shapes
   (GPT-2 small, random weights), timed right after the page's view while the server is idle.
 
@@ -69,6 +71,9 @@ STATE_JS = r"""
 
 EVENTS_JS = "([t0, trigger]) => window.__pg.joins.filter(j => j.t >= t0 && j.trigger === trigger).map(j => j.event)"
 CHIP_TITLES_JS = "() => [...document.querySelectorAll('#pg-chips .pg-chip[data-pos]')].map(c => c.title)"
+KERNEL_ROWS_JS = (
+    "() => [...document.querySelectorAll('#pg-kernels tr')].map(r => (r.innerText || r.textContent).trim())"
+)
 COMPONENT_JS = "(elem) => (window.gradio_config.components.find(c => c.props && c.props.elem_id === elem) || {}).id"
 
 
@@ -127,7 +132,7 @@ def views(T: int, L: int, H: int) -> list[dict]:
             ),
         },
         {
-            "name": "dose-response (11 α, drawn point by point)",
+            "name": "dose-response (11 α, drawn as it grows, at most 4 updates a second)",
             "tab": "inside_interventions",
             "texts": [("inside_scale_head", f"{mid}.0")],
             "button": "#pg-dose-btn",
@@ -144,6 +149,18 @@ def views(T: int, L: int, H: int) -> list[dict]:
     ]
 
 
+def chosen_views(all_views: list[dict], only: list[str] | None = None, reps: int = 1) -> list[dict]:
+    """The views to click, in order: those whose names contain one of the words ``only`` (all when
+    None), each ``reps`` times, after the tab's opening view (the lens) once: the others are in it."""
+    out = []
+    for v in all_views:
+        if v["tab"] is None:
+            out.append(v)
+        elif not only or any(word in v["name"] for word in only):
+            out += [v] * reps
+    return out
+
+
 def run_prompt(n_tokens: int = PROMPT_TOKENS) -> str:
     """The 300-word prompt cut to its first ``n_tokens`` tokens."""
     from playground.engine.tokenizer import load_tokenizer
@@ -152,8 +169,10 @@ def run_prompt(n_tokens: int = PROMPT_TOKENS) -> str:
     return tok.decode(tok.encode(long_prompt())[:n_tokens])
 
 
-def measure(bench, model: str = "gpt2-small", log=print) -> dict:
-    """Every view of the Inside tab on ``model`` (a Bench's server and browser): page and library."""
+def measure(bench, model: str = "gpt2-small", log=print, only: list[str] | None = None, reps: int = 1) -> dict:
+    """Every view of the Inside tab on ``model`` (a Bench's server and browser): page and library.
+    ``only``: the views whose names contain one of these words (the lens, which opening the tab
+    draws, always runs); ``reps``: clicks of each chosen view, each timed with its own library call."""
     import torch
 
     from playground.engine.config import PRESETS
@@ -171,13 +190,17 @@ def measure(bench, model: str = "gpt2-small", log=print) -> dict:
             raise RuntimeError("the run before the Inside views did not finish")
         ids = ids_from_chip_titles(page.evaluate(CHIP_TITLES_JS))
         out["tokens"] = len(ids)
+        # What the server decided for the readout's product (the Model tab's kernels box): the
+        # intervention's and the lens's readouts run on it, and the decision is made under whatever load
+        # the build met.
+        out["server_readout_product"] = server_readout_product(page, EN)
         bench.wait_server_idle()
         lib_model = optimize_for_decode(
             GPTModel(PRESETS[MODELS[model]["preset"]], generator=torch.Generator().manual_seed(0)).eval()
         )
         cfg = lib_model.cfg
         lib_model(torch.tensor([ids]))  # warm: the library's first call pays for nothing the page's did not
-        for view in views(len(ids), cfg.n_layers, cfg.n_heads):
+        for view in chosen_views(views(len(ids), cfg.n_layers, cfg.n_heads), only, reps):
             log(f"  Inside view in the page: {view['name']} ...", end="", flush=True)
             r = _page_view(bench, page, view, EN)
             cols = r.pop("lens_cols", None) or (max(0, len(ids) - 32), len(ids))
@@ -193,6 +216,20 @@ def measure(bench, model: str = "gpt2-small", log=print) -> dict:
     finally:
         context.close()
     return out
+
+
+def server_readout_product(page, en: dict) -> list[str]:
+    """The many-row product rows of the Model tab's kernels box (its accordion opened to read them;
+    the page is left on the Generate tab, where the run put it)."""
+    page.get_by_role("tab", name="Model", exact=False).first.click()
+    page.get_by_text(en["kernels"], exact=True).first.click()
+    try:
+        page.wait_for_function("() => document.querySelectorAll('#pg-kernels tr').length > 0", timeout=10_000)
+        rows = [row for row in page.evaluate(KERNEL_ROWS_JS) if "many-row" in row]
+    except Exception:
+        rows = []
+    page.get_by_role("tab", name="Generate").click()
+    return rows
 
 
 def ids_from_chip_titles(titles: list[str]) -> list[int]:
@@ -233,7 +270,7 @@ def _page_view(bench, page, view: dict, en: dict) -> dict:
     target.scroll_into_view_if_needed()
     page.evaluate(WATCH_JS, ids)
     trigger = page.evaluate(COMPONENT_JS, view["button"][1:]) if view["tab"] is not None else None
-    cpu0 = renderer_main_thread_cpu()
+    cpu0, split0 = renderer_main_thread_cpu(), cpu_by_process(bench.app.proc.pid)
     t0 = bench.now_ms()
     target.click()
     # (elements a tab renders only once shown are watched as soon as they exist)
@@ -256,6 +293,7 @@ def _page_view(bench, page, view: dict, en: dict) -> dict:
         return r
     drawn = state["last"]
     r["main_thread_cpu_s"] = renderer_main_thread_cpu() - cpu0
+    r["cpu_s"] = {k: v - split0[k] for k, v in cpu_by_process(bench.app.proc.pid).items()}
     r["drawn_s"] = (drawn - t0) / 1000
     r["server_s"] = (state["completed"][-1] - t0) / 1000
     r["page_s"] = max(0.0, (drawn - state["completed"][-1]) / 1000)
@@ -286,6 +324,31 @@ def renderer_main_thread_cpu() -> float:
     return total
 
 
+def cpu_by_process(server_pid: int) -> dict:
+    """CPU seconds so far of the app server, of Chromium (every process) and of the harness (this
+    process and Playwright's driver): on a 2-core machine, what the page and the harness use while
+    the server computes is taken from the server's threads."""
+    import psutil
+
+    def used(proc) -> float:
+        t = proc.cpu_times()
+        return t.user + t.system
+
+    out = {"server": 0.0, "chromium": 0.0, "harness": used(psutil.Process())}
+    try:
+        out["server"] = used(psutil.Process(server_pid))
+    except psutil.Error:
+        pass
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.pid == server_pid:
+                continue
+            out["chromium" if "chrom" in proc.name().lower() else "harness"] += used(proc)
+        except psutil.Error:
+            pass
+    return out
+
+
 def _library_seconds(call, model, ids, cols, reps: int = 2) -> float:
     times = []
     for _ in range(reps):
@@ -297,6 +360,10 @@ def _library_seconds(call, model, ids, cols, reps: int = 2) -> float:
 
 def _fmt_cpu(x) -> str:
     return "—" if x is None else f"{x:.2f}"
+
+
+def _fmt_split(cpu) -> str:
+    return "—" if not cpu else f"{cpu['server']:.2f} / {cpu['chromium']:.2f}"
 
 
 def _fmt(x) -> str:
@@ -340,10 +407,11 @@ def table(result: dict) -> str:
     lines = [
         f"Inside views in the page: {d['model']}, a {d.get('tokens', '?')}-token run"
         + (f"; 1-minute load average {load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end" if all(load) else ""),
+        *(f"The server's readout product: {' '.join(row.split())}" for row in d.get("server_readout_product", [])),
         "",
         "| view | click → drawn s | library s | drawn / library | target s | server s | page s | KB | "
-        "longest task s | long tasks total s | main-thread CPU s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "longest task s | long tasks total s | main-thread CPU s | CPU s server / Chromium |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in d["views"]:
         if r.get("drawn_s") is None:
@@ -352,6 +420,6 @@ def table(result: dict) -> str:
         lines.append(
             f"| {r['view']} | {r['drawn_s']:.2f} | {r['library_s']:.2f} | {r['ratio']:.2f}× | {r['target_s']:.2f} | "
             f"{r['server_s']:.2f} | {r['page_s']:.2f} | {r['bytes'] / 1000:,.0f} | {r['longest_task_s']:.2f} | "
-            f"{r['long_task_total_s']:.2f} | {_fmt_cpu(r.get('main_thread_cpu_s'))} |"
+            f"{r['long_task_total_s']:.2f} | {_fmt_cpu(r.get('main_thread_cpu_s'))} | {_fmt_split(r.get('cpu_s'))} |"
         )
     return "\n".join(lines)

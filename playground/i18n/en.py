@@ -429,7 +429,7 @@ EN = {
     # the Model tab's kernels box (issue 14, translated for issue 12)
     "kn_head": "| decision | chosen | measured (median of one pass over the working set) |\n|---|---|---|",
     "kn_none": "Nothing measured yet in this process.",
-    "kn_note": "Each choice times its candidates on this machine once per process and weight shape (`playground.runtime.kernels`); `PLAYGROUND_KERNELS=default` turns the measurements off.",
+    "kn_note": "Each choice times its candidates on this machine once per process and weight shape (`playground.runtime.kernels`); medians within 5% of each other are decided by the fastest single pass; `PLAYGROUND_KERNELS=default` turns the measurements off.",
     "kn_gemv": "one-row bfloat16 kernel {shape}",
     "kn_layout": "{dtype} weight layout {shape}",
     "kn_qkv": "{dtype} Q/K/V projections d={d}",

@@ -419,7 +419,7 @@ ZH = {
     # the Model tab's kernels box (issue 14, translated for issue 12)
     "kn_head": "| 决策 | 选用 | 实测（遍历一次工作集的中位数） |\n|---|---|---|",
     "kn_none": "本进程中还没有测量过。",
-    "kn_note": "每个选择都在本机上对候选方案计时，每个进程、每种权重形状各一次（`playground.runtime.kernels`）；设置 `PLAYGROUND_KERNELS=default` 可关闭测量。",
+    "kn_note": "每个选择都在本机上对候选方案计时，每个进程、每种权重形状各一次（`playground.runtime.kernels`）；中位数相差不到 5% 时，以最快的单次为准；设置 `PLAYGROUND_KERNELS=default` 可关闭测量。",
     "kn_gemv": "单行 bfloat16 计算内核 {shape}",
     "kn_layout": "{dtype} 权重布局 {shape}",
     "kn_qkv": "{dtype} Q/K/V 投影 d={d}",

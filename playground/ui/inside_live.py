@@ -1,17 +1,18 @@
 """The Inside tab's long views drawn as they go: the dose-response curve and the head sweep.
 
-The dose-response curve is drawn point by point (one α at a time) and the head sweep a layer at
-a time (its heads one by one); each partial figure is a streamed update and the message under the
-buttons says how far it is. The tab's Stop raises the page's stop flag, which the computation
-reads before each block of one α or one head (and between heads' readouts), so it ends within one
-of those rather than at the next update; Stop also
-cancels the event, and its message says what the figure shows. A language switch redraws a
+The dose-response curve is drawn as it grows (one α at a time, at most one update per
+MIN_UPDATE_S) and the head sweep a layer at a time (its heads one by one); each partial figure is a
+streamed update and the message under the buttons says how far it is. The tab's Stop raises the
+page's stop flag, which the computation reads before each block of one α or one head (and between
+heads' readouts), so it ends within one of those rather than at the next update; Stop also cancels
+the event, and its message says what the figure shows. A language switch redraws a
 finished view from its own handler (inside_tab's redraw memory).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 
 import gradio as gr
@@ -26,6 +27,10 @@ from .inside_tab import DoseView, SweepView, draw_sweep
 from .results import only
 
 N_ALPHAS = 11  # the curve's α values, 0, 0.2, …, 2 (effects.dose_response_points)
+# Each partial curve costs the page a plotly redraw, and on a 2-core machine the browser's CPU for it
+# is taken from the server's threads computing the next point; a few updates a second show it growing.
+MIN_UPDATE_S = 0.25
+clock = time.perf_counter
 STOP_FLAGS: dict[str, threading.Event] = {}  # page (Gradio session) -> its long view's stop flag
 
 
@@ -46,21 +51,37 @@ def _progress(text: str) -> str:
     return f"<div class='pg-msg pg-progress'>⏳ {text}</div>"
 
 
+def _dose_figure(d: dict, lang: str, present: bool):
+    title = tr(lang, "in_dose", tok=d["target"], pos=d["position"], head=d["head"], layer=d["layer"])
+    return dress(lf.dose_curve(d["alphas"], d["logprob"], title=title), lang, present)
+
+
 @for_the_session
 def dose_live(request: gr.Request, state, scale_head, position, target):
-    """The Dose-response button: the curve grows point by point (outputs: figure, message)."""
+    """The Dose-response button: the curve grows point by point (outputs: figure, message), at most
+    one partial curve per MIN_UPDATE_S of computing; the first point and the whole curve always."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
+    unsent, sent_at = None, None
     with stop_flag(request) as flag:
         for d in dose_steps(state, scale_head, position, target, stop=flag.is_set):
             if "error" in d:
                 yield only(DoseView, msg=warn(say(lang, d)))
                 return
-            title = tr(lang, "in_dose", tok=d["target"], pos=d["position"], head=d["head"], layer=d["layer"])
-            fig = dress(lf.dose_curve(d["alphas"], d["logprob"], title=title), lang, present)
             done = len(d["alphas"])
-            yield DoseView(fig, "" if done >= N_ALPHAS else _progress(tr(lang, "in_dose_progress", done=done)))
+            if done < N_ALPHAS and sent_at is not None and clock() - sent_at < MIN_UPDATE_S:
+                unsent = d
+                continue
+            yield DoseView(
+                _dose_figure(d, lang, present),
+                "" if done >= N_ALPHAS else _progress(tr(lang, "in_dose_progress", done=done)),
+            )
+            unsent, sent_at = None, clock()  # (after the page took the update: the next points' time)
         if flag.is_set():
-            yield only(DoseView, msg=stopped(state))
+            # The points computed since the last update are drawn with the message Stop gives.
+            if unsent is None:
+                yield only(DoseView, msg=stopped(state))
+            else:
+                yield DoseView(_dose_figure(unsent, lang, present), stopped(state))
             return
     note_drawn(request, "dose", state, scale_head, position, target)
 

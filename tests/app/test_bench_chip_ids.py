@@ -1,5 +1,6 @@
 """bench --browser reads a run's token ids from its chips in the page: the chips the app draws,
-prompt and generated, whole characters and UTF-8 fragments, give back exactly the run's ids."""
+prompt and generated, whole characters and UTF-8 fragments, give back exactly the run's ids; and it
+clicks the Inside views asked for (--inside-views, --inside-reps)."""
 
 from html.parser import HTMLParser
 from types import SimpleNamespace
@@ -44,3 +45,13 @@ def test_a_gap_in_the_positions_is_refused():
     titles = _chip_titles([464, 3797, 531], [257])
     with pytest.raises(RuntimeError, match="not one run"):
         ids_from_chip_titles(titles[:1] + titles[2:])
+
+
+def test_bench_clicks_the_chosen_inside_views_after_opening_the_tab():
+    from bench.browser.inside_views import chosen_views, views
+
+    every = views(256, 12, 12)
+    names = [v["name"] for v in chosen_views(every, ["intervention", "dose"], reps=2)]
+    assert names[0] == every[0]["name"] and every[0]["tab"] is None  # the lens: opening the tab, once
+    assert [n.split(" ")[0] for n in names[1:]] == ["intervention", "intervention", "dose-response", "dose-response"]
+    assert chosen_views(every) == every

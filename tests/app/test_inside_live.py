@@ -26,7 +26,8 @@ def run_state():
 
 
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
-def test_the_dose_curve_is_drawn_point_by_point(run_state, lang):
+def test_the_dose_curve_is_drawn_point_by_point(run_state, lang, monkeypatch):
+    monkeypatch.setattr(live, "MIN_UPDATE_S", 0.0)  # every point as soon as it is computed
     state = {**run_state, "lang": lang}
     updates = list(live.dose_live(None, state, "1.2", None, None))
     counts = [len(u.dose_plot.data[0].x) for u in updates]
@@ -35,6 +36,59 @@ def test_the_dose_curve_is_drawn_point_by_point(run_state, lang):
     assert updates[-1].msg == ""
     whole = it.dose_view(state, "1.2", None, None)[0]
     assert list(updates[-1].dose_plot.data[0].y) == pytest.approx(list(whole.data[0].y), abs=2e-5)
+
+
+def ticking(step: float):
+    """A clock that advances ``step`` seconds each time it is read."""
+    now = [0.0]
+
+    def clock():
+        now[0] += step
+        return now[0]
+
+    return clock
+
+
+@pytest.mark.parametrize("step, counts", [(0.01, [1, 11]), (0.1, [1, 4, 7, 10, 11])])
+def test_the_dose_curve_sends_at_most_one_update_per_interval_and_always_the_whole_curve(
+    run_state, monkeypatch, step, counts
+):
+    """Points computed within MIN_UPDATE_S of the last update wait for the next one: the first point
+    and the whole curve are always sent, and the last update holds every point's value."""
+    monkeypatch.setattr(live, "clock", ticking(step))
+    updates = list(live.dose_live(None, run_state, "1.2", None, None))
+    assert [len(u.dose_plot.data[0].x) for u in updates] == counts
+    assert all(it.tr("en", "in_dose_progress", done=n) in u.msg for n, u in zip(counts[:-1], updates))
+    assert updates[-1].msg == ""
+    whole = it.dose_view(run_state, "1.2", None, None)[0]
+    assert list(updates[-1].dose_plot.data[0].x) == pytest.approx([0.2 * i for i in range(11)])
+    assert list(updates[-1].dose_plot.data[0].y) == pytest.approx(list(whole.data[0].y), abs=2e-5)
+
+
+def test_stop_draws_the_points_computed_since_the_last_update(run_state, monkeypatch):
+    """Stop after three points of which only the first was sent: the stopped update draws all three."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(live, "clock", ticking(0.01))
+    page = SimpleNamespace(session_hash="dose-stop-unsent")
+    model, calls = session_model(run_state), []
+    steps = live.dose_live(page, run_state, "1.2", None, None)
+    first = next(steps)
+
+    def count(*a):  # head 1.2's layer is the last: one call a point
+        calls.append(1)
+        if len(calls) == 2:  # while the third point is computed
+            live.stop(page, run_state)
+
+    handles = [model.trf_blocks[-1].register_forward_hook(count)]
+    try:
+        rest = list(steps)
+    finally:
+        for h in handles:
+            h.remove()
+    assert len(first.dose_plot.data[0].x) == 1
+    (last,) = rest
+    assert "Stopped" in last.msg and len(last.dose_plot.data[0].x) == 3
 
 
 def test_the_sweep_fills_in_a_layer_at_a_time_and_ends_on_the_sweep(run_state):

@@ -64,6 +64,29 @@ def test_median_not_mean_a_burst_of_load_does_not_decide():
     assert kernels.choose(("burst",), "burst", cands, reps=5, budget=1e9, timer=clock).winner == "b"
 
 
+def test_a_tie_of_medians_under_load_goes_to_the_fastest_pass():
+    """Load slows both candidates alike (medians 2% apart, b's a little lower); a's least disturbed
+    pass is the faster one, as it would be on a quiet machine: a wins. Medians 10% apart decide alone."""
+    clock = FakeClock()
+    a = iter([1.0, 1.0] + [3.06] * 6)  # warm-up, then one quiet pass among loaded ones
+    b = iter([1.0] + [3.0] * 7)
+    cands = {
+        "a": lambda: setattr(clock, "now", clock.now + next(a)),
+        "b": lambda: setattr(clock, "now", clock.now + next(b)),
+    }
+    choice = kernels.choose(("tie",), "tie", cands, reps=7, budget=1e9, timer=clock)
+    assert choice.seconds["b"] < choice.seconds["a"] <= choice.seconds["b"] * (1 + kernels.TIE)
+    assert choice.winner == "a"
+    clock = FakeClock()
+    a = iter([1.0, 1.0] + [3.3] * 6)
+    b = iter([1.0] + [3.0] * 7)
+    cands = {
+        "a": lambda: setattr(clock, "now", clock.now + next(a)),
+        "b": lambda: setattr(clock, "now", clock.now + next(b)),
+    }
+    assert kernels.choose(("no tie",), "no tie", cands, reps=7, budget=1e9, timer=clock).winner == "b"
+
+
 def test_a_decision_is_measured_once_per_process_and_key():
     clock, calls = FakeClock(), []
     cands = {"a": clock.costs(1.0, calls), "b": clock.costs(2.0, calls)}
