@@ -280,8 +280,8 @@ def decode_step(model, new_ids: list[int], cache: KVCache | None, attention: boo
 def set_native_step(model, threads: int | None) -> bool:
     """Run ``model``'s plain steps as the native step on ``threads`` (0: all of torch's) without
     measuring, or never (None): what tests and bench's same-run comparisons use. Weight matrices
-    stored [in, out] are stored (out, in), and all on 2 MB pages (``step_weights``). Returns whether the step is available and valid for the
-    model (if not, nothing changes)."""
+    stored [in, out] are stored (out, in), and all on 2 MB pages (``step_weights``). Returns whether
+    the step is available and valid for the model (if not, nothing changes)."""
     _TEAMS.pop(model, None)
     if threads is None:
         _THREADS.pop(model, None)
@@ -385,7 +385,8 @@ def prepare(model) -> kernels.Choice | None:
     for this model, equal to its torch forward (checked on this model) and measured faster here (once
     per process and model shape). The plain candidate runs on the weight layout the kernel choices
     gave it; the step reads (out, in) copies of any matrix stored [in, out], which become the weights
-    if it wins, all then moved onto 2 MB pages (``step_weights``). Returns the decision, None when there was nothing to decide."""
+    if it wins, all then moved onto 2 MB pages (``step_weights``). Returns the decision, None when
+    there was nothing to decide."""
     _THREADS.pop(model, None)
     _TEAMS.pop(model, None)
     _PLANS.pop(model, None)
