@@ -1,12 +1,16 @@
 """Where the native step's weights live (engine.step_weights, runtime.huge_pages): moved into one mapping on
 2 MB pages with their values, shapes, ties and state_dict unchanged, and the model decoding as before."""
 
+import mmap
+
+import pytest
 import torch
 
-from playground.engine import step_weights
+from playground.engine import native_decode, step_weights
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
-from playground.runtime import huge_pages
+from playground.engine.sampling import generate
+from playground.runtime import huge_pages, native_step
 
 
 def test_empty_like_all_gives_each_dtype_and_shape_in_one_mapping_aligned_to_cache_lines():
@@ -54,3 +58,15 @@ def test_tensors_sharing_memory_stay_where_they_are():
     view[0] = -1.0
     assert whole[4] == -1.0
     assert torch.equal(alone, torch.ones(3))
+
+
+def test_a_model_set_on_the_native_step_has_its_weights_in_one_mapping_and_decodes_the_same():
+    if not native_step.available() or not hasattr(mmap, "MAP_ANONYMOUS"):
+        pytest.skip(f"no compiled step or anonymous mapping here: {native_step.status().reason}")
+    cfg = GPTConfig(context_length=32, emb_dim=64, n_heads=4, n_layers=2)
+    model = GPTModel(cfg, generator=torch.Generator().manual_seed(1)).eval()
+    want = [s.token_id for s in generate(model, [5, 6, 7], max_new_tokens=6, temperature=0)]
+    assert native_decode.set_native_step(model, 0)
+    assert len({p.untyped_storage().data_ptr() for p in model.parameters()}) == 1
+    assert [s.token_id for s in generate(model, [5, 6, 7], max_new_tokens=6, temperature=0)] == want
+    native_decode.set_native_step(model, None)
