@@ -30,6 +30,7 @@ from typing import cast
 import torch
 import torch.nn as nn
 
+from playground.engine import step_weights
 from playground.engine.kv_cache import KVCache
 from playground.engine.module_watch import ModelWatch, has_hooks
 from playground.runtime import kernels, native_gemv, native_step
@@ -279,35 +280,17 @@ def decode_step(model, new_ids: list[int], cache: KVCache | None, attention: boo
 def set_native_step(model, threads: int | None) -> bool:
     """Run ``model``'s plain steps as the native step on ``threads`` (0: all of torch's) without
     measuring, or never (None): what tests and bench's same-run comparisons use. Weight matrices
-    stored [in, out] are stored (out, in). Returns whether the step is available and valid for the
-    model (if not, nothing changes)."""
+    stored [in, out] are stored (out, in), and all on 2 MB pages (``step_weights``). Returns whether
+    the step is available and valid for the model (if not, nothing changes)."""
     _TEAMS.pop(model, None)
     if threads is None:
         _THREADS.pop(model, None)
         return True
     if not native_step.available() or unsupported(model, any_layout=True) is not None:
         return False
-    _store_rows(model, _row_copies(model))
+    step_weights.store(_tensors(model), step_weights.row_copies(_tensors(model)))
     _THREADS[model] = threads
     return True
-
-
-MAX_COPY_BYTES = 256 * 2**20  # weights stored [in, out] copied (out, in) to check and time the step; above: plain
-
-
-def _row_copies(model) -> dict[int, torch.Tensor]:
-    """id(weight) -> an (out, in) contiguous copy, for each weight matrix the model stores [in, out]."""
-    with torch.no_grad():
-        return {id(t): t.detach().contiguous() for t in _tensors(model) if t is not None and not t.is_contiguous()}
-
-
-def _store_rows(model, copies: dict[int, torch.Tensor]) -> None:
-    """Each weight matrix stored [in, out] takes its (out, in) copy as its data: the values, shape, name and
-    state_dict key stay; only the memory order changes, as decode_paths.optimize_for_decode changes it."""
-    with torch.no_grad():
-        for t in _tensors(model):
-            if t is not None and id(t) in copies:
-                t.data = copies[id(t)]
 
 
 def team_choice(model) -> TeamChoice | None:
@@ -402,7 +385,8 @@ def prepare(model) -> kernels.Choice | None:
     for this model, equal to its torch forward (checked on this model) and measured faster here (once
     per process and model shape). The plain candidate runs on the weight layout the kernel choices
     gave it; the step reads (out, in) copies of any matrix stored [in, out], which become the weights
-    if it wins. Returns the decision, None when there was nothing to decide."""
+    if it wins, all then moved onto 2 MB pages (``step_weights``). Returns the decision, None when
+    there was nothing to decide."""
     _THREADS.pop(model, None)
     _TEAMS.pop(model, None)
     _PLANS.pop(model, None)
@@ -411,9 +395,9 @@ def prepare(model) -> kernels.Choice | None:
     if model.cfg.context_length < CHECK_PROMPT + MEASURE_STEPS + 1:
         return None  # no room for the check's prompt and steps: such a model keeps the plain path
     strided = [t for t in _tensors(model) if t is not None and not t.is_contiguous()]
-    if sum(t.nbytes for t in strided) > MAX_COPY_BYTES:
+    if sum(t.nbytes for t in strided) > step_weights.MAX_COPY_BYTES:
         return None
-    rows = _row_copies(model)
+    rows = step_weights.row_copies(_tensors(model))
     cfg, dtype, kind = model.cfg, activation_dtype(model), weights_kind(model)
     name = str(dtype).replace("torch.", "")
     name = name if kind == "float" else kind + ("-bfloat16" if dtype == torch.bfloat16 else "")
@@ -426,7 +410,7 @@ def prepare(model) -> kernels.Choice | None:
         label=("step", {"dtype": name, "layers": cfg.n_layers, "d": cfg.emb_dim}),
     )
     if choice.winner != "plain":
-        _store_rows(model, rows)
+        step_weights.store(_tensors(model), rows)
         _THREADS[model] = 1 if choice.winner == "native_step_1_thread" else 0
         if torch.get_num_threads() > 1:  # the team size follows the load from here (runtime.team_under_load)
             _TEAMS[model] = TeamChoice(_THREADS[model])
