@@ -151,8 +151,15 @@ def wire(page) -> None:
     lens_inputs = [state, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols]
     lens_outputs = outputs(LensView, c, msg=c.lens_msg)
     fit = cols_js(4)  # the events read how many positions fit the page as they are sent
-    # Each view shows its progress on the figure it redraws (ui/progress says why only there).
-    lens = {"js": fit, "api_visibility": "private", "concurrency_id": "inside", "show_progress_on": [c.lens_plot]}
+    # Each view shows its progress on the figure it redraws (ui/progress says why only there), as its
+    # runtime only: a spinner's animation over the figure took a core from the view's own forwards.
+    lens = {
+        "js": fit,
+        "api_visibility": "private",
+        "concurrency_id": "inside",
+        "show_progress_on": [c.lens_plot],
+        "show_progress": "minimal",
+    }
     c.lens_btn.click(lens_view, lens_inputs, lens_outputs, **lens)
     for control in (c.lens_layer, c.lens_pos):
         control.submit(lens_view, lens_inputs, lens_outputs, **lens)
@@ -168,6 +175,7 @@ def wire(page) -> None:
         api_visibility="private",
         concurrency_id="inside",
         show_progress_on=[c.lens_plot],
+        show_progress="minimal",
     ).then(None, None, None, js="() => { delete document.body.dataset.pgInsidePrevious; }")
     c.dla_btn.click(
         remembering("dla"),
@@ -176,6 +184,7 @@ def wire(page) -> None:
         api_visibility="private",
         concurrency_id="inside",
         show_progress_on=[c.dla_heat],
+        show_progress="minimal",
     )
     c.m_btn.click(
         remembering("maths"),
@@ -184,6 +193,7 @@ def wire(page) -> None:
         api_visibility="private",
         concurrency_id="inside",
         show_progress_on=[c.m_plot],
+        show_progress="minimal",
     )
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
     c.i_btn.click(
@@ -194,6 +204,7 @@ def wire(page) -> None:
         api_visibility="private",
         concurrency_id="inside",
         show_progress_on=[c.i_bars],
+        show_progress="minimal",
     )
     # The two long views stream their figure as it grows (inside_live); Stop ends them within one
     # block of one α or one head.

@@ -44,6 +44,9 @@ def test_each_inside_view_shows_progress_on_the_figure_it_redraws():
         if name in want:
             assert fn.show_progress_on == [by_elem[want[name]]], name
             seen.add(name)
+        if name in ("lens_view", "open_tab", "handler"):
+            # the runtime only, no spinner over the figure: its animation took the server's core
+            assert fn.show_progress == "minimal", name
         if name == "handler":  # inside_redraw.remembering: attribution, maths, intervention
             (target,) = fn.show_progress_on
             assert target.elem_id in {"pg-dla-heat", "pg-maths-plot", "pg-intervene-bars"}
