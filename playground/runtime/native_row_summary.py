@@ -13,40 +13,26 @@ then use their own (numpy/torch) summary. What the numbers mean for a sampling s
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from playground.runtime import native_gemv
+from playground.runtime import compiled_library
+from playground.runtime.compiled_library import NOT_TRIED, Status
 
 SOURCE = Path(__file__).with_name("row_summary.cpp")
-OFF = ("off", "0", "no")
+SWITCHES = ("PLAYGROUND_NATIVE_GEMV", "PLAYGROUND_NATIVE_ROW")
 FIELDS = 6  # doubles row_summary.cpp writes to ``out``
 
 
-@dataclass(frozen=True)
-class Status:
-    """What became of the compiled summary in this process (as native_step.Status)."""
-
-    available: bool
-    reason: str  # "ready", "off", "no_compiler", "build_failed", "load_failed", "not_tried"
-    detail: str = ""
-    build_seconds: float = 0.0
-
-
 _LOCK = threading.Lock()
-_STATUS = Status(False, "not_tried")
+_STATUS = NOT_TRIED
 _FN = None  # the loaded pg_row_summary
 
 
 def switched_off() -> bool:
-    return any(
-        os.environ.get(v, "").strip().lower() in OFF for v in ("PLAYGROUND_NATIVE_GEMV", "PLAYGROUND_NATIVE_ROW")
-    )
+    return compiled_library.switched_off(*SWITCHES)
 
 
 def status() -> Status:
@@ -60,31 +46,17 @@ def available() -> bool:
     if _STATUS.reason != "not_tried":  # decided: no lock on the per-token path
         return _STATUS.available
     with _LOCK:
-        if _STATUS.reason != "not_tried":
-            return _STATUS.available
-        if switched_off():
-            _STATUS = Status(False, "off")
-            return False
-        cxx = native_gemv.compiler()
-        if cxx is None:
-            _STATUS = Status(False, "no_compiler")
-            return False
-        try:
-            path, seconds = native_gemv.build_library(SOURCE, cxx)
-        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
-            _STATUS = Status(False, "build_failed", str(e)[-300:])
-            return False
-        try:
-            fn = ctypes.CDLL(str(path)).pg_row_summary
-        except (OSError, AttributeError) as e:
-            _STATUS = Status(False, "load_failed", str(e)[-300:])
-            return False
-        p = ctypes.c_void_p
-        fn.argtypes = [p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, p, p, p]
-        fn.restype = ctypes.c_int
-        _FN = fn
-        _STATUS = Status(True, "ready", "", seconds)
-        return True
+        if _STATUS.reason == "not_tried":
+            _STATUS, _FN = compiled_library.load_once(SOURCE, (), SWITCHES, _load)
+        return _STATUS.available
+
+
+def _load(path: Path):
+    fn = ctypes.CDLL(str(path)).pg_row_summary
+    p = ctypes.c_void_p
+    fn.argtypes = [p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, p, p, p]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 class Buffers:
@@ -110,4 +82,4 @@ def forget() -> None:
     """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
     global _STATUS, _FN
     with _LOCK:
-        _STATUS, _FN = Status(False, "not_tried"), None
+        _STATUS, _FN = NOT_TRIED, None

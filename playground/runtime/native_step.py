@@ -15,38 +15,24 @@ used are ``playground.engine.native_decode``'s.
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
-from playground.runtime import native_gemv
+from playground.runtime import compiled_library, native_gemv
+from playground.runtime.compiled_library import NOT_TRIED, Status
 
 SOURCE = Path(__file__).with_name("decode_step.cpp")
 INCLUDED = (native_gemv.SOURCE,)  # what the source #includes: a change there is a new build too
-OFF = ("off", "0", "no")
-
-
-@dataclass(frozen=True)
-class Status:
-    """What became of the compiled step in this process: as data a UI words in its own language."""
-
-    available: bool
-    reason: str  # "ready", "off", "no_compiler", "build_failed", "load_failed", "not_tried"
-    detail: str = ""
-    build_seconds: float = 0.0  # 0 when the cached library was loaded
+SWITCHES = ("PLAYGROUND_NATIVE_GEMV", "PLAYGROUND_NATIVE_STEP")
 
 
 _LOCK = threading.Lock()
-_STATUS = Status(False, "not_tried")
+_STATUS = NOT_TRIED
 _LIB: ctypes.CDLL | None = None
 
 
 def switched_off() -> bool:
-    return any(
-        os.environ.get(v, "").strip().lower() in OFF for v in ("PLAYGROUND_NATIVE_GEMV", "PLAYGROUND_NATIVE_STEP")
-    )
+    return compiled_library.switched_off(*SWITCHES)
 
 
 def _load(path: Path) -> ctypes.CDLL:
@@ -68,27 +54,9 @@ def available() -> bool:
     Never raises: every failure is a Status with its reason."""
     global _STATUS, _LIB
     with _LOCK:
-        if _STATUS.reason != "not_tried":
-            return _STATUS.available
-        if switched_off():
-            _STATUS = Status(False, "off")
-            return False
-        cxx = native_gemv.compiler()
-        if cxx is None:
-            _STATUS = Status(False, "no_compiler")
-            return False
-        try:
-            path, seconds = native_gemv.build_library(SOURCE, cxx, INCLUDED)
-        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
-            _STATUS = Status(False, "build_failed", str(e)[-300:])
-            return False
-        try:
-            _LIB = _load(path)
-        except (OSError, AttributeError) as e:
-            _STATUS = Status(False, "load_failed", str(e)[-300:])
-            return False
-        _STATUS = Status(True, "ready", "", seconds)
-        return True
+        if _STATUS.reason == "not_tried":
+            _STATUS, _LIB = compiled_library.load_once(SOURCE, INCLUDED, SWITCHES, _load)
+        return _STATUS.available
 
 
 def pointer_array(addresses: list[int]) -> ctypes.Array:
@@ -123,4 +91,4 @@ def forget() -> None:
     """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
     global _STATUS, _LIB
     with _LOCK:
-        _STATUS, _LIB = Status(False, "not_tried"), None
+        _STATUS, _LIB = NOT_TRIED, None

@@ -1,0 +1,60 @@
+"""One compiled library built, cached and loaded once per process; what became of it, never an exception.
+
+``native_step`` (the decode step) and ``native_row_summary`` (the sampler's row summary) each compile
+one C++ file the way ``native_gemv`` compiles its kernels (the machine's compiler, cached by a hash of
+the sources and flags, loaded with ctypes). ``load_once`` does the part they share: switched off by
+an environment variable, no compiler, a failed build or load, each said as a ``Status`` a UI words in
+its own language; callers then keep their plain path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from playground.runtime import native_gemv
+
+OFF = ("off", "0", "no")
+
+
+@dataclass(frozen=True)
+class Status:
+    """What became of a compiled library in this process: as data a UI words in its own language."""
+
+    available: bool
+    reason: str  # "ready", "off", "no_compiler", "build_failed", "load_failed", "not_tried"
+    detail: str = ""
+    build_seconds: float = 0.0  # 0 when the cached library was loaded
+
+
+NOT_TRIED = Status(False, "not_tried")
+
+
+def switched_off(*variables: str) -> bool:
+    """Whether any of these environment variables says off ("off", "0", "no")."""
+    return any(os.environ.get(v, "").strip().lower() in OFF for v in variables)
+
+
+def load_once(
+    source: Path, included: tuple[Path, ...], switches: tuple[str, ...], load: Callable[[Path], Any]
+) -> tuple[Status, Any]:
+    """Build ``source`` (or find it in the cache) and ``load(path)`` it: (its status, what ``load``
+    returned, None unless ready). ``load`` raises OSError or AttributeError when a symbol is missing."""
+    if switched_off(*switches):
+        return Status(False, "off"), None
+    cxx = native_gemv.compiler()
+    if cxx is None:
+        return Status(False, "no_compiler"), None
+    try:
+        path, seconds = native_gemv.build_library(source, cxx, included)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        return Status(False, "build_failed", str(e)[-300:]), None
+    try:
+        loaded = load(path)
+    except (OSError, AttributeError) as e:
+        return Status(False, "load_failed", str(e)[-300:]), None
+    return Status(True, "ready", "", seconds), loaded
