@@ -307,7 +307,8 @@ CSS = """
 .pg-tokbox { line-height: 2.6; padding: 4px; max-height: 420px; overflow-y: auto; }
 .pg-tok { display: inline-block; margin: 2px 1px; padding: 1px 6px; border-radius: 6px; font-size: 18px;
           color: #fff; white-space: pre; font-family: ui-monospace, monospace; }
-.pg-tok small { font-size: 11px; margin-left: 4px; font-family: system-ui, sans-serif; }
+.pg-tok small { font-size: 11px; margin-left: 4px; font-family: system-ui, sans-serif;
+                color: inherit !important; }  /* the chip's white, not the page's muted small text */
 .pg-tgroup { display: inline-flex; flex-direction: column; align-items: center; vertical-align: top;
              border: 2px solid #fbbf24; border-top: none; border-radius: 0 0 8px 8px; margin: 0 3px; padding: 0 2px; }
 .pg-tchar { font-size: 22px; line-height: 1.3; }

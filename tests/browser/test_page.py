@@ -237,6 +237,22 @@ def test_dark_mode_chips_and_figures_are_readable(page_url):
         browser.close()
 
 
+def test_token_ids_on_the_tokenizer_chips_are_readable_in_the_light_theme(page_url):
+    """Each chip's id is written in the chip's own white, not the page's muted text colour."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _generate_page(p, page_url, color_scheme="light")
+        open_tab(page, "tokenizer")
+        page.locator(".pg-tok small").first.wait_for(timeout=60_000)
+        colours = page.evaluate("""() => [...document.querySelectorAll('.pg-tok')].map(c => [
+            getComputedStyle(c.querySelector('small')).color, getComputedStyle(c).backgroundColor])""")
+        parse = lambda text: [int(float(x)) for x in text[text.index("(") + 1 : text.index(")")].split(",")[:3]]
+        ratios = [_contrast(parse(fg), parse(bg)) for fg, bg in colours]
+        assert len(ratios) > 10 and min(ratios) >= 4.5, min(ratios)
+        browser.close()
+
+
 def test_values_the_widgets_would_clamp_or_round_are_said(page_url):
     from playwright.sync_api import sync_playwright
 
