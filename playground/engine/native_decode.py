@@ -288,7 +288,8 @@ def set_native_step(model, threads: int | None) -> bool:
         return True
     if not native_step.available() or unsupported(model, any_layout=True) is not None:
         return False
-    step_weights.store(_tensors(model), step_weights.row_copies(_tensors(model)))
+    tensors = _tensors(model)
+    step_weights.store(tensors, step_weights.row_copies(tensors))
     _THREADS[model] = threads
     return True
 

@@ -4,9 +4,10 @@ A greedy step with no filter needs only a summary of its row: the first largest 
 the softmax, the ``n_top`` most likely ids with their probabilities and how many probabilities are
 above zero. ``Summarizer`` computes it in compiled code (``runtime.native_row_summary``: three passes
 over the row, 40-80 µs for GPT-2's 50,257 logits in a generation on a shared 2-core machine, where the
-full sampler's softmax, top-k and entropy took 0.45 ms quiet) or, without a compiler, with torch's softmax and
-numpy; both order the most likely ids by larger logit, then lower id. The compiled probabilities are within
-float32 rounding of the exact softmax; torch's float32 softmax (its vectorised exp) is within a few 1e-5. The row-wide helpers the full sampler uses (``check_logits``,
+full sampler's softmax, top-k and entropy took 0.45 ms quiet) or, without a compiler, with torch's
+softmax and numpy; both order the most likely ids by larger logit, then lower id. The compiled
+probabilities are within float32 rounding of the exact softmax; torch's float32 softmax (its
+vectorised exp) is within a few 1e-5. The row-wide helpers the full sampler uses (``check_logits``,
 ``first_argmax``, ``count_above``, ``entropy_bits``) live here too.
 """
 
