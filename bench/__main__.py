@@ -394,7 +394,7 @@ def _training_running() -> bool:
 def _bundled_agreement(n_new) -> list[dict]:
     """The same comparisons (bfloat16, int8, int8-dynamic against float32) on the bundled model, if this copy of
     the app has one."""
-    from playground.engine.decode_paths import optimize_for_decode
+    from playground.accel import accelerate
     from playground.engine.quantize import quantize_int8
     from playground.engine.weights import load_checkpoint
     from playground.server.recipes import BUNDLED_CHECKPOINT
@@ -404,7 +404,7 @@ def _bundled_agreement(n_new) -> list[dict]:
     from playground.engine.tokenizer import load_tokenizer
 
     prompt = load_tokenizer().encode("ROMEO:\nBut soft, what light through yonder window breaks?\n")
-    m32 = optimize_for_decode(load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu"))
+    m32 = accelerate(load_checkpoint(BUNDLED_CHECKPOINT, dtype="float32", device="cpu"))
     t32 = decode.run_ours(m32, prompt, n_new)[1]
     out = []
     for precision in ("bfloat16", "int8", "int8-dynamic"):
@@ -415,7 +415,7 @@ def _bundled_agreement(n_new) -> list[dict]:
             m = quantize_int8(m)
         elif precision == "int8-dynamic":
             m = quantize_int8(m, "float32", dynamic=True)
-        t = decode.run_ours(optimize_for_decode(m), prompt, n_new)[1]
+        t = decode.run_ours(accelerate(m), prompt, n_new)[1]
         out.append(decode.agreement_report(f"bundled ({BUNDLED_CHECKPOINT.name})", m32, m, prompt, t32, t, precision))
     return out
 

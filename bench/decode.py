@@ -15,8 +15,7 @@ from pathlib import Path
 
 import torch
 
-from playground.engine import native_decode
-from playground.engine.decode_paths import one_row_bfloat16_switch, optimize_for_decode
+from playground.accel import accelerate, native_decode
 from playground.engine.hf_hub import load_pretrained
 from playground.engine.quantize import model_bytes, quantize_int8
 from playground.engine.sampling import generate
@@ -72,17 +71,17 @@ def build_peers(seed: int = 0, with_ct2: bool = True, with_llama: bool = True, w
         ours = {}
         for dt in ("float32", "bfloat16"):
             t0 = time.perf_counter()
-            ours[dt] = optimize_for_decode(load_pretrained(hf_dir, dtype=dt, device="cpu"))  # measures its kernels
+            ours[dt] = accelerate(load_pretrained(hf_dir, dtype=dt, device="cpu"))  # measures its kernels
             seconds[f"ours {dt} (load + kernel measurements)"] = time.perf_counter() - t0
         if native_gemv.status().available:  # the same weights on the plain products, for the same-run ratio
             plain = load_pretrained(hf_dir, dtype="float32", device="cpu")
-            ours[PLAIN_KERNELS] = optimize_for_decode(plain, compiled_kernel=False)
+            ours[PLAIN_KERNELS] = accelerate(plain, compiled_kernel=False)
         t0 = time.perf_counter()
-        ours["int8"] = optimize_for_decode(quantize_int8(load_pretrained(hf_dir, dtype="bfloat16", device="cpu")))
+        ours["int8"] = accelerate(quantize_int8(load_pretrained(hf_dir, dtype="bfloat16", device="cpu")))
         seconds["ours int8 (load + quantize + kernel measurements)"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         dynamic = quantize_int8(load_pretrained(hf_dir, dtype="float32", device="cpu"), "float32", dynamic=True)
-        ours["int8-dynamic"] = optimize_for_decode(dynamic)
+        ours["int8-dynamic"] = accelerate(dynamic)
         seconds["ours int8-dynamic (load + quantize + kernel measurements)"] = time.perf_counter() - t0
         gens, note, sizes, keep = {}, ct2.available() if with_ct2 else "skipped (--skip-ct2)", {}, None
         if note is None:
@@ -230,7 +229,7 @@ def step_products(model):
     h = torch.randn(1, 1, blocks[0].ff.layers[2].in_features, generator=gen).to(model.dtype)
 
     def run():
-        with torch.no_grad(), one_row_bfloat16_switch(model.dtype, model.device, 1):
+        with torch.no_grad():
             for block in blocks:
                 block.att.project_qkv(x)
                 block.att.out_proj(x)

@@ -1,6 +1,6 @@
 """``python -m bench.decode_paths_ab [float32|bfloat16|int8|int8-dynamic]``: the plain decode path against the measured one and the native step, same process.
 
-"Plain": every product through PyTorch (``optimize_for_decode(..., compiled_kernel=False)``), the sampler and
+"Plain": every product through PyTorch (``accelerate(..., compiled_kernel=False)``), the sampler and
 one query's attention on all threads. "Measured": the compiled one-row kernel where it measured faster, and
 the threads the decisions chose, each step through the torch forward. "Native step": the same model with each
 step in one compiled call (engine.native_decode; on the threads its decision chose, all if it chose the plain
@@ -24,9 +24,8 @@ import time
 
 import torch
 
-from playground.engine import native_decode
+from playground.accel import accelerate, native_decode
 from playground.engine.config import PRESETS
-from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.model import GPTModel
 from playground.engine.quantize import COMPILED_DYNAMIC, Int8Linear, quantize_int8
 from playground.engine.sampling import generate
@@ -75,7 +74,7 @@ def main(argv=None) -> int:
             model = quantize_int8(model, "float32", dynamic=True)
         else:
             model = model.to(getattr(torch, precision))
-        return optimize_for_decode(model, compiled_kernel=compiled)
+        return accelerate(model, compiled_kernel=compiled)
 
     if args.dtype == "int8-dynamic":
         measured = build(args.dtype)

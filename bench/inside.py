@@ -166,8 +166,8 @@ def decode_ab(model, n_new: int, reps: int) -> dict | None:
 
 
 def run(quick: bool = False) -> dict:
+    from playground.accel import accelerate
     from playground.engine.config import PRESETS
-    from playground.engine.decode_paths import optimize_for_decode
     from playground.engine.model import GPTModel
     from playground.server.recipes import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
 
@@ -182,7 +182,7 @@ def run(quick: bool = False) -> dict:
         result["views"]["bundled, 64 tokens"].update(sweep)
         result["forward_s"] = {"bundled, 64 tokens": effects.estimate_sweep_seconds(bundled, ids)[0]}
     print("Inside views: GPT-2-small-shaped random weights, 256-token run, and this machine's matmul rate ...")
-    gpt2 = optimize_for_decode(GPTModel(PRESETS["gpt2-small"], generator=torch.Generator().manual_seed(0)).eval())
+    gpt2 = accelerate(GPTModel(PRESETS["gpt2-small"], generator=torch.Generator().manual_seed(0)).eval())
     ids = _ids(256)
     rates = [matmul_rate()]
     idx = torch.tensor([ids])

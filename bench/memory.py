@@ -40,15 +40,15 @@ def _reset_peak() -> bool:
 def run(dtype: str, prompt_tokens: int, seed: int = 0) -> dict:
     import torch
 
+    from playground.accel import accelerate
     from playground.engine.attention import attention_probs
     from playground.engine.config import GPTConfig
-    from playground.engine.decode_paths import optimize_for_decode
     from playground.engine.model import GPTModel
     from playground.engine.sampling import generate
 
     rss_start = _status_kb("VmRSS")
     torch.manual_seed(seed)
-    model = optimize_for_decode(GPTModel(GPTConfig()).to(getattr(torch, dtype)).eval())
+    model = accelerate(GPTModel(GPTConfig()).to(getattr(torch, dtype)).eval())
     gc.collect()
     rss_model = _status_kb("VmRSS")
     peak_after_build = _status_kb("VmHWM")

@@ -121,7 +121,7 @@ def outside_lines(r: dict) -> list[str]:
         lines.append(
             "Decode path of each generation step: "
             + "; ".join(f"{name}: {path}" for name, path in paths.items())
-            + " (native step: the whole token in one compiled call, `playground.engine.native_decode`; its "
+            + " (native step: the whole token in one compiled call, `playground.accel.native_decode`; its "
             "products timed alone run in its own compiled region)."
         )
     native = r.get("native_gemv")

@@ -15,11 +15,11 @@ _EXPORTS = {
         "PRESETS",
         "ConfigError",
         "GPTConfig",
-        "check_memory",
         "estimate_memory_bytes",
         "get_preset",
     ),
-    "playground.engine.decode_paths": ("optimize_for_decode",),
+    "playground.engine.memory_check": ("check_memory",),
+    "playground.accel": ("accelerate", "optimize_for_decode"),
     "playground.engine.kv_cache": ("KVCache",),
     "playground.engine.attention": ("AttentionTrace",),
     "playground.engine.model": ("GPTModel",),
@@ -47,6 +47,7 @@ __all__ = [
     "QuantizeError",
     "UserError",
     "WeightLoadError",
+    "accelerate",
     "check_memory",
     "count_parameters",
     "estimate_memory_bytes",
@@ -76,19 +77,19 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from playground.accel import accelerate, optimize_for_decode
     from playground.engine.attention import AttentionTrace
     from playground.engine.config import (
         DEFAULT_PRESET,
         PRESETS,
         ConfigError,
         GPTConfig,
-        check_memory,
         estimate_memory_bytes,
         get_preset,
     )
-    from playground.engine.decode_paths import optimize_for_decode
     from playground.engine.hf_hub import load_pretrained
     from playground.engine.kv_cache import KVCache
+    from playground.engine.memory_check import check_memory
     from playground.engine.model import GPTModel
     from playground.engine.quantize import QuantizeError, quantize_int8
     from playground.engine.sampling import Generation, GenerationStep, generate

@@ -175,8 +175,8 @@ def measure(bench, model: str = "gpt2-small", log=print, only: list[str] | None 
     draws, always runs); ``reps``: clicks of each chosen view, each timed with its own library call."""
     import torch
 
+    from playground.accel import accelerate
     from playground.engine.config import PRESETS
-    from playground.engine.decode_paths import optimize_for_decode
     from playground.engine.model import GPTModel
     from playground.i18n import EN
 
@@ -195,7 +195,7 @@ def measure(bench, model: str = "gpt2-small", log=print, only: list[str] | None 
         # the build met.
         out["server_readout_product"] = server_readout_product(page, EN)
         bench.wait_server_idle()
-        lib_model = optimize_for_decode(
+        lib_model = accelerate(
             GPTModel(PRESETS[MODELS[model]["preset"]], generator=torch.Generator().manual_seed(0)).eval()
         )
         cfg = lib_model.cfg

@@ -14,9 +14,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.engine.config import GPTConfig
-from playground.engine.decode_paths import is_in_out, one_row_linear
-from playground.runtime import kernels
-from playground.runtime.threads import torch_threads
 
 
 def causal_mask(q_len: int, k_len: int, device=None) -> torch.Tensor:
@@ -62,10 +59,7 @@ def attend(q, k, v, dropout_p: float) -> torch.Tensor:
     """The fast path: fused scaled-dot-product attention with the causal mask for Tq <= Tk."""
     q_len, k_len = q.size(-2), k.size(-2)
     if q_len == 1:
-        # A few microseconds of work a layer: on one thread where that measured faster here.
-        threads = kernels.one_query_attention_threads_decided(q.size(1), q.size(-1)) if q.device.type == "cpu" else None
-        with torch_threads(threads):
-            return _attend_one_query(q, k, v, dropout_p)
+        return _attend_one_query(q, k, v, dropout_p)
     if q_len == k_len:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
     allowed = ~causal_mask(q_len, k_len, q.device)
@@ -86,10 +80,6 @@ class MultiHeadAttention(nn.Module):
     """Causal multi-head attention, "logical split": one d->d projection each for Q, K and V,
     viewed as n_heads slices of head_dim."""
 
-    _stacked: tuple | None = None  # (version key, weight, bias): see stacked_qkv
-    stack_qkv = False  # one product for Q, K and V when inferring: set by decode_paths.optimize_for_decode (measured)
-    qkv_compiled_threads: int | None = None  # that product on the compiled one-row kernel (measured; None: plain)
-
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         d = cfg.emb_dim
@@ -102,45 +92,10 @@ class MultiHeadAttention(nn.Module):
 
     def project_qkv(self, x: torch.Tensor):
         B, T, _ = x.shape
-        if self.stack_qkv and not torch.is_grad_enabled():
-            # Inference: Q, K and V from one product with the three weights stacked -- one kernel
-            # instead of three, where a measurement on this machine found it faster
-            # (playground.runtime.kernels). Training uses the three modules as written below.
-            qkv = one_row_linear(x, *self.stacked_qkv(), self.qkv_compiled_threads)  # (B, T, 3 * emb_dim)
-            q, k, v = qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
-            return q, k, v
         q = self.W_query(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         k = self.W_key(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         v = self.W_value(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         return q, k, v
-
-    def stacked_qkv(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """W_query, W_key, W_value stacked along the output dimension: (3 * emb_dim, emb_dim) and the
-        biases (3 * emb_dim,). A copy, rebuilt whenever one of them changes: every in-place update
-        (optimiser step, load_state_dict, init) bumps a tensor's version, .to() gives new storage."""
-        linears = (self.W_query, self.W_key, self.W_value)
-        tensors = [t for m in linears for t in (m.weight, m.bias) if t is not None]
-        key = tuple((t.data_ptr(), t._version, t.dtype) for t in tensors)
-        if self._stacked is None or self._stacked[0] != key:
-            with torch.no_grad():
-                weight = torch.cat([m.weight for m in linears])
-                bias = torch.cat([m.bias for m in linears]) if self.W_query.bias is not None else None
-                if is_in_out(self.W_query.weight) and self.qkv_compiled_threads is None:
-                    # the memory order measured fastest for the plain product (the compiled one reads (out, in))
-                    weight = weight.t().contiguous().t()
-            self._stacked = (key, weight, bias)
-        return self._stacked[1], self._stacked[2]
-
-    def set_stacked_qkv(self, on: bool, compiled_threads: int | None = None) -> None:
-        """Whether inference computes Q, K and V by one product with the three weights stacked, and
-        on how many threads of the compiled one-row kernel (None: the plain product)."""
-        self.stack_qkv = on
-        self.qkv_compiled_threads = compiled_threads if on else None
-        self._stacked = None
-
-    def _apply(self, fn, recurse=True):
-        self._stacked = None  # .to() and friends: the stacked copy would be of the old tensors
-        return super()._apply(fn, recurse)
 
     def forward(self, x, layer_cache=None, trace: AttentionTrace | None = None, hooks=None):
         B, T, d = x.shape

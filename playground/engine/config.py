@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from playground.errors import UserError
-from playground.runtime.memory import MemoryBudget, default_budget_bytes, format_bytes
 
 GPT2_VOCAB_SIZE = 50257  # tokens in the GPT-2 BPE (50,000 merges + 256 bytes + <|endoftext|>)
 # A whole-number field past this is no model at all (a tensor dimension, a count of layers): refused
@@ -237,11 +236,6 @@ def estimate_memory_bytes(cfg: GPTConfig, dtype: str = "float32", batch_size: in
     return weights + kv_cache + logits + scores + hidden
 
 
-def default_memory_budget_bytes() -> int:
-    """The process-wide budget's size (playground.runtime.memory states the rule)."""
-    return default_budget_bytes()
-
-
 # Build size caps. The memory check alone lets through configs that fit in RAM but take minutes
 # to build and to run (10,000 layers of d128 gave no answer in 300 s; 3,000 layers took 83 s):
 # every layer adds a fixed cost to the build and to each generated token, and every parameter is
@@ -305,37 +299,3 @@ def check_build_size(cfg: GPTConfig) -> None:
             value=cfg.n_heads,
             cap=MAX_HEADS,
         )
-
-
-def check_memory(cfg: GPTConfig, dtype: str = "float32", budget_bytes: int | None = None) -> int:
-    """Raise ConfigError if the estimate exceeds ``budget_bytes``; return the estimate otherwise.
-
-    ``budget_bytes`` None is the size of the process-wide budget (playground.runtime.memory). This
-    checks the config against a size only; whether that much is free *now* is the question of
-    whoever holds the budget (``check_fits``).
-    """
-    budget = default_budget_bytes() if budget_bytes is None else budget_bytes
-    estimate = estimate_memory_bytes(cfg, dtype)
-    if estimate > budget:
-        raise ConfigError(
-            "budget.model_over",
-            "This model needs about {need} in {dtype} ({params:,} parameters), more than the memory budget of "
-            "{budget}. Make it smaller (fewer layers, a smaller emb_dim or context) or raise "
-            "PLAYGROUND_MEMORY_BUDGET_GB.",
-            need=format_bytes(estimate),
-            dtype=dtype,
-            params=count_parameters_analytic(cfg),
-            budget=format_bytes(budget),
-        )
-    return estimate
-
-
-def check_fits(cfg: GPTConfig, dtype: str, budget: MemoryBudget | int) -> int:
-    """``check_memory`` against a budget the caller holds: bytes (its whole size only), or a
-    MemoryBudget, whose ``check`` then also raises MemoryBudgetError (a MemoryError) naming what holds
-    the memory when the model fits the budget but not what is free now. Returns the estimate."""
-    if not isinstance(budget, MemoryBudget):
-        return check_memory(cfg, dtype, int(budget))
-    estimate = check_memory(cfg, dtype, budget.total)
-    budget.check(estimate, f"a model of {count_parameters_analytic(cfg):,} parameters in {dtype}")
-    return estimate

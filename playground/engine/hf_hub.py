@@ -13,8 +13,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from playground.engine.checkpoint_files import check_finite, check_header, read_header, stream_weights
-from playground.engine.config import check_fits
 from playground.engine.hf_gpt2 import config_from_hf
+from playground.engine.memory_check import check_fits
 from playground.engine.model import GPTModel
 from playground.engine.weight_layout import WeightLoadError, resolve_dtype
 from playground.runtime.devices import default_device, resolve_device

@@ -19,7 +19,6 @@ from torch.overrides import TorchFunctionMode
 
 from playground.engine.attention import AttentionTrace, MultiHeadAttention, MultiHeadAttentionWrapper
 from playground.engine.config import GPTConfig
-from playground.engine.decode_paths import one_row_bfloat16_switch
 from playground.engine.kv_cache import KVCache
 
 # ----------------------------------------------------------------------------------------------
@@ -154,9 +153,9 @@ class GPTModel(nn.Module):
     """``GPTModel(cfg)(idx)`` -> logits (batch, seq, vocab_size).
 
     A plain module: building one checks no memory budget and times no kernel. Whoever builds a model
-    for a user checks first (``config.check_memory`` / ``check_build_size``: the server's recipes,
-    training's ``build_model``, the loaders in ``weights``), and ``decode_paths.optimize_for_decode``
-    applies this machine's fastest decode layout afterwards. ``generator`` makes the initialisation
+    for a user checks first (``memory_check.check_memory`` / ``config.check_build_size``: the server's
+    recipes, training's ``build_model``, the loaders in ``weights``); speed is applied beside it, by
+    ``playground.accel.accelerate(model)``, never inside it. ``generator`` makes the initialisation
     draw from that ``torch.Generator`` instead of torch's global one, so building never disturbs
     anyone else's random numbers (the app always passes one).
     """
@@ -244,23 +243,22 @@ class GPTModel(nn.Module):
             raise ValueError(f"sequence of {start + T} tokens exceeds the context length {self.cfg.context_length}")
         positions = torch.arange(start, start + T, device=idx.device)
         trace = AttentionTrace() if return_attention else None
-        with one_row_bfloat16_switch(self.dtype, idx.device, B * T):
-            x = self.tok_emb(idx) + self.pos_emb(positions).to(self.dtype)  # (B, T, emb_dim)
+        x = self.tok_emb(idx) + self.pos_emb(positions).to(self.dtype)  # (B, T, emb_dim)
+        if hooks is not None:
+            x = hooks.embed(self.tok_emb(idx), self.pos_emb(positions).to(self.dtype))
+        x = self.drop_emb(x)
+        for i, block in enumerate(self.trf_blocks):
+            x = block(
+                x,
+                kv_cache.layers[i] if kv_cache is not None else None,
+                trace,
+                None if hooks is None else hooks.layer(i),
+            )
             if hooks is not None:
-                x = hooks.embed(self.tok_emb(idx), self.pos_emb(positions).to(self.dtype))
-            x = self.drop_emb(x)
-            for i, block in enumerate(self.trf_blocks):
-                x = block(
-                    x,
-                    kv_cache.layers[i] if kv_cache is not None else None,
-                    trace,
-                    None if hooks is None else hooks.layer(i),
-                )
-                if hooks is not None:
-                    hooks.resid(i + 1, x)
-            if last_token_only:
-                x = x[:, -1:, :]  # (B, 1, emb_dim)
-            logits = self.out_head(self.final_norm(x))  # (B, T, vocab_size)
+                hooks.resid(i + 1, x)
+        if last_token_only:
+            x = x[:, -1:, :]  # (B, 1, emb_dim)
+        logits = self.out_head(self.final_norm(x))  # (B, T, vocab_size)
         if kv_cache is not None:
             kv_cache.length += T
         return (logits, trace) if return_attention else logits

@@ -29,7 +29,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.engine.decode_paths import StacksQKV
 from playground.errors import UserError
 from playground.runtime import kernels, native_gemv
 
@@ -297,8 +296,6 @@ def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16",
             if id(t) not in matrices and t.is_floating_point():
                 t.data = t.data.to(act)
     shapes = collections.Counter(tuple(m.weight.shape) for _, m in linears)
-    if act == torch.bfloat16:
-        kernels.one_row_bfloat16_kernel()  # the forward's switch asks: decide now, not in a request
     done: dict[int, tuple[nn.Parameter, torch.Tensor]] = {}  # id(float weight) -> its int8 form (ties)
     if isinstance(emb, nn.Embedding):
         done[id(emb.weight)] = _quantized(emb.weight, act)
@@ -311,9 +308,6 @@ def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16",
         q = Int8Linear(*done[id(linear.weight)], linear.bias, dynamic=dynamic)
         q.kernel = int8_kernel(tuple(q.weight.shape), act, shapes[tuple(q.weight.shape)], dynamic).winner
         setattr(parent, child, q)
-    for m in model.modules():  # the stacked Q/K/V copy was of the float weights
-        if isinstance(m, StacksQKV):
-            m.set_stacked_qkv(False)
     return model.eval()
 
 

@@ -2,12 +2,9 @@
 
 A greedy step with no filter needs only a summary of its row: the first largest logit, the entropy of
 the softmax, the ``n_top`` most likely ids with their probabilities and how many probabilities are
-above zero. ``Summarizer`` computes it in compiled code (``runtime.native_row_summary``: three passes
-over the row, 40-80 µs for GPT-2's 50,257 logits in a generation on a shared 2-core machine, where the
-full sampler's softmax, top-k and entropy took 0.45 ms quiet) or, without a compiler, with torch's
-softmax and numpy; both order the most likely ids by larger logit, then lower id. The compiled
-probabilities are within float32 rounding of the exact softmax; torch's float32 softmax (its
-vectorised exp) is within a few 1e-5. The row-wide helpers the full sampler uses (``check_logits``,
+above zero. ``reference_summary`` computes it with torch's softmax and numpy; ``playground.accel``
+offers a compiled one (three passes over the row) through the decoder seam (``engine.decoding``). Both
+order the most likely ids by larger logit, then lower id. The row-wide helpers the full sampler uses (``check_logits``,
 ``first_argmax``, ``count_above``, ``entropy_bits``) live here too.
 """
 
@@ -20,7 +17,6 @@ import numpy as np
 import torch
 
 from playground.errors import UserError
-from playground.runtime import native_row_summary
 
 
 class NonFiniteError(UserError):
@@ -88,33 +84,6 @@ class RowSummary:
     entropy: float  # bits, of the softmax
     top: list[tuple[int, float]]  # the min(n_top, n) most likely (id, probability): larger logit, then lower id
     kept: int  # probabilities above zero in float32
-
-
-class Summarizer:
-    """Summaries of one generation's rows: compiled where available (its output arrays made once), else
-    torch and numpy. Returns None for a row holding NaN or ±inf (the caller says which)."""
-
-    def __init__(self, n_top: int):
-        self.n_top = n_top
-        self.compiled = native_row_summary.available()
-        self.buffers = native_row_summary.Buffers(n_top) if self.compiled else None
-
-    def __call__(self, logits: torch.Tensor) -> RowSummary | None:
-        row = logits if logits.is_contiguous() else logits.contiguous()
-        if self.buffers is None:
-            return reference_summary(row, self.n_top)
-        b = self.buffers
-        n = row.numel()
-        if not native_row_summary.summarize(row.data_ptr(), n, b):
-            return None
-        out = b.out
-        want = min(self.n_top, n)
-        top = list(zip(b.ids[:want].tolist(), b.probs[:want].tolist()))
-        # A row spanning over ~100 nats has entries whose float32 probability sits at the underflow: whether
-        # each rounds to zero is counted on the softmax itself, as the full sampler counts it.
-        kept = int(out[4]) if out[5] == 0 else count_above(torch.softmax(row, dim=-1), 0.0)
-        prob = float(np.float32(math.exp(-out[2])))  # exp(max - max - log Σ exp(x - max)), as the C code rounds it
-        return RowSummary(int(out[1]), prob, float(out[3]), top, kept)
 
 
 def greedy_step_fields(summary: RowSummary, stages: tuple[str, ...]) -> dict:

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from playground.engine import native_decode
+from playground.engine import decoding
+from playground.engine.decoding import Row, RowResult, last_row_probs
 from playground.engine.model import GPTModel
 from playground.engine.receipts import inverse_cdf_draw, slices
 from playground.engine.row_summary import (
     NonFiniteError as NonFiniteError,  # raised by generation: importable from here as it always was
 )
 from playground.engine.row_summary import (
-    Summarizer,
     check_logits,
     count_above,
     entropy_bits,
@@ -28,8 +28,6 @@ from playground.engine.row_summary import (
     greedy_step_fields,
 )
 from playground.errors import UserError
-from playground.runtime import kernels
-from playground.runtime.threads import torch_threads
 
 STAGES = ("raw", "temperature", "top_k", "top_p")
 
@@ -180,6 +178,10 @@ class Generation:
     """Iterate to get ``GenerationStep``s. ``n_cropped`` prompt tokens were dropped from the left to
     fit the context window (said, never silent).
 
+    A decoder serving many generations at once takes each one's ``next_row()``, computes the rows
+    together (``engine.decoding``) and hands each generation its result with ``advance``; a step with
+    no row (the prompt, a slid window) runs by itself with ``step_alone``, which is what iterating does.
+
     Sampling draws from a private ``torch.Generator``, never torch's global one, so runs of different
     users never disturb each other: one float64 uniform per sampled step (``receipts.inverse_cdf_draw``;
     greedy steps draw nothing). ``seed_used`` is the seed it was given, or, without one, the seed
@@ -230,83 +232,123 @@ class Generation:
         self.prompt_ids = ids[self.n_cropped :]
         # 32 random bits: short enough to type back into a seed box, exact in a JavaScript number.
         self.seed_used = int(self.seed) if self.seed is not None else int.from_bytes(os.urandom(4), "little")
-        self._iter = self._run()
+        self._gen = torch.Generator(device="cpu").manual_seed(self.seed_used)
+        self._seq = list(self.prompt_ids)
+        self._cache = self.model.new_kv_cache() if self.use_cache else None
+        self._window_start = 0  # first sequence position inside the model's window
+        self._finished = False
+        self._was_training: bool | None = None  # the model's mode before the first step
+        self._decoder = decoding.decoder_of(self.model)
+        cfg = self.model.cfg
+        # A greedy step with no filter needs only a summary of its row (row_summary).
+        plain_greedy = (
+            self.temperature == 0
+            and (not self.top_k or self.top_k >= cfg.vocab_size)
+            and (self.top_p is None or self.top_p >= 1.0)
+            and self.model.device.type == "cpu"
+        )
+        self._summarize = self._decoder.summarizer(self.n_top) if plain_greedy else None
 
     def __iter__(self):
         return self
 
     def __next__(self) -> GenerationStep:
-        return next(self._iter)
+        if self.done:
+            raise StopIteration
+        return self.step_alone()
 
     @property
     def token_ids(self) -> list[int]:
         return [s.token_id for s in self.steps]
 
-    @torch.no_grad()
-    def _run(self):
-        model = self.model
-        was_training = model.training
-        model.eval()
-        context = model.cfg.context_length
-        gen = torch.Generator(device="cpu").manual_seed(self.seed_used)
-        seq = list(self.prompt_ids)
-        cache = model.new_kv_cache() if self.use_cache else None
-        window_start = 0  # first sequence position inside the model's window
-        # The sampler's work on one row of logits, on one thread where that measured faster here.
-        threads = kernels.vocabulary_threads_decided(model.cfg.vocab_size) if model.device.type == "cpu" else None
-        # A greedy step with no filter needs only a summary of its row (row_summary): no torch operation, so
-        # no thread count to set either.
-        plain_greedy = (
-            self.temperature == 0
-            and (not self.top_k or self.top_k >= model.cfg.vocab_size)
-            and (self.top_p is None or self.top_p >= 1.0)
-            and model.device.type == "cpu"
-        )
-        summarize = Summarizer(self.n_top) if plain_greedy else None
-        try:
-            for index in range(self.max_new_tokens):
-                logits, attention = self._next_logits(seq, cache, window_start)
-                if summarize is not None:
-                    summary = summarize(logits)
-                    if summary is None:
-                        check_logits(logits, index + 1)  # raises, saying what is not finite
-                    assert summary is not None
-                    fields = greedy_step_fields(summary, STAGES)
-                    step = GenerationStep(index, len(seq), context_start=window_start, **fields)
-                else:
-                    with torch_threads(threads):
-                        step = self._choose(logits, gen, index, len(seq), window_start)
-                if attention is not None:
-                    step.attention = attention
-                self.steps.append(step)
-                seq.append(step.token_id)
-                if len(seq) - window_start > context:
-                    window_start = len(seq) - context
-                yield step
-        finally:
-            model.train(was_training)
+    @property
+    def done(self) -> bool:
+        """All tokens made, or stopped by a step that failed."""
+        return self._finished or len(self.steps) >= self.max_new_tokens
 
-    def _next_logits(self, seq, cache, window_start):
-        model = self.model
-        window = seq[window_start:]
-        if cache is None or cache.length == 0 or window_start > 0:
-            # First step, no cache, or a full window that slid: run the whole window. With learned
-            # positions every token's position changes when the window slides, so the cache
-            # cannot simply be shifted.
-            if cache is not None:
-                cache.reset()
-            idx = torch.tensor([window], dtype=torch.long, device=model.device)
-        else:
-            native = native_decode.decode_step(model, window[cache.length :], cache, self.capture_attention)
-            if native is not None:  # the whole step in one compiled call (chosen for this model, valid now)
-                return native
-            idx = torch.tensor([window[cache.length :]], dtype=torch.long, device=model.device)
+    def next_row(self) -> Row | None:
+        """This generation's next step as one row of a shared forward (one new token continuing its
+        cache), or None when that step runs alone: the first one (the whole prompt), one after the
+        window slid, one without a cache, or none left."""
+        cache = self._cache
+        if self.done or cache is None or cache.length == 0 or self._window_start > 0:
+            return None
+        if len(self._seq) - cache.length != 1:
+            return None
+        return Row(self._seq[-1], cache, self.capture_attention)
+
+    @torch.no_grad()
+    def step_alone(self) -> GenerationStep:
+        """Make the next token by itself: the row through this model's decoder, or the whole window."""
+        self._begin()
+        try:
+            row = self.next_row()
+            result = self._window_logits() if row is None else self._decoder.rows(self.model, [row])[0]
+        except BaseException:
+            self._finish()
+            raise
+        return self.advance(result)
+
+    @torch.no_grad()
+    def advance(self, result: RowResult) -> GenerationStep:
+        """Choose the next token from its logits (and attach its attention): ``result`` is what a
+        decoder's ``rows`` returned for ``next_row()``, or what ``step_alone`` computed."""
+        self._begin()
+        logits, attention = result
+        index = len(self.steps)
+        try:
+            if self._summarize is not None:
+                summary = self._summarize(logits)
+                if summary is None:
+                    check_logits(logits, index + 1)  # raises, saying what is not finite
+                assert summary is not None
+                fields = greedy_step_fields(summary, STAGES)
+                step = GenerationStep(index, len(self._seq), context_start=self._window_start, **fields)
+            else:
+                with self._decoder.sampling(self.model):
+                    step = self._choose(logits, self._gen, index, len(self._seq), self._window_start)
+        except BaseException:
+            self._finish()
+            raise
+        if attention is not None:
+            step.attention = attention
+        self.steps.append(step)
+        self._seq.append(step.token_id)
+        context = self.model.cfg.context_length
+        if len(self._seq) - self._window_start > context:
+            self._window_start = len(self._seq) - context
+        if self.done:
+            self._finish()
+        return step
+
+    def close(self) -> None:
+        """Stop here: no further steps; the model's training mode is as it was."""
+        self._finish()
+
+    def _begin(self) -> None:
+        if self._was_training is None:
+            self._was_training = self.model.training
+            self.model.eval()
+
+    def _finish(self) -> None:
+        self._finished = True
+        if self._was_training is not None:
+            self.model.train(self._was_training)
+            self._was_training = None
+
+    def _window_logits(self) -> RowResult:
+        """The whole window through the model's forward: the first step, no cache, or a full window that
+        slid (with learned positions every token's position changes then: the cache cannot shift)."""
+        model, cache = self.model, self._cache
+        if cache is not None:
+            cache.reset()
+        window = self._seq[self._window_start :]
+        idx = torch.tensor([window], dtype=torch.long, device=model.device)
         out = model(idx, kv_cache=cache, return_attention=self.capture_attention, last_token_only=True)
         if self.capture_attention:
             logits, trace = out
             # Only the newest query row is this step's attention: (n_heads, k_len) per layer.
-            attention = [_last_row_probs(q, k) for q, k in zip(trace.queries, trace.keys)]
-            return logits[0, -1].float(), attention
+            return logits[0, -1].float(), [last_row_probs(q, k) for q, k in zip(trace.queries, trace.keys)]
         return out[0, -1].float(), None
 
     def _choose(self, logits, gen, index, position, window_start) -> GenerationStep:
@@ -358,13 +400,6 @@ class Generation:
             u=u,
             intervals=intervals,
         )
-
-
-def _last_row_probs(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """The newest query's attention over all keys: (n_heads, k_len), float32, on the CPU."""
-    q_last = q[0, :, -1:, :].float()  # (H, 1, hd)
-    scores = q_last @ k[0].float().transpose(-2, -1) / math.sqrt(q.size(-1))  # (H, 1, Tk)
-    return torch.softmax(scores, dim=-1)[:, 0, :].cpu()
 
 
 def generate(

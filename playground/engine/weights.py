@@ -21,8 +21,9 @@ from playground.engine.checkpoint_files import (
     read_header,
     stream_weights,
 )
-from playground.engine.config import ConfigError, GPTConfig, check_fits
+from playground.engine.config import ConfigError, GPTConfig
 from playground.engine.hf_gpt2 import infer_gpt2_config, to_gpt2_state
+from playground.engine.memory_check import check_fits
 from playground.engine.model import GPTModel
 from playground.engine.weight_layout import WeightLoadError, resolve_dtype, storable_state
 from playground.runtime.devices import default_device, resolve_device

@@ -6,7 +6,7 @@ builds it the way ``native_gemv`` builds those kernels (the machine's compiler, 
 user's cache folder by a hash of both sources and the flags, loaded with ctypes) and calls it with
 raw pointers; it knows nothing of models. What a model's tensors are, whether the step is valid
 for a model, its check against the torch forward and the measurement that decides whether it is
-used are ``playground.engine.native_decode``'s.
+used are ``playground.accel.native_decode``'s.
 
 ``available`` is False without a compiler, when the build or load fails, or when
 ``PLAYGROUND_NATIVE_GEMV=off`` or ``PLAYGROUND_NATIVE_STEP=off``; callers then keep the plain path.

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from playground.engine.checkpoint_files import check_file_finite, check_header, read_header
-from playground.engine.config import ConfigError, check_build_size, check_fits
+from playground.engine.config import ConfigError, check_build_size
+from playground.engine.memory_check import check_fits
 from playground.engine.model import GPTModel
 from playground.engine.weight_layout import WeightLoadError
 from playground.engine.weights import checkpoint_config, save_checkpoint

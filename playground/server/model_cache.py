@@ -27,7 +27,8 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from playground.engine.config import GPTConfig, check_build_size, check_memory
+from playground.engine.config import GPTConfig, check_build_size
+from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_int8
 from playground.engine.quantize import model_bytes as int8_model_bytes

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
+from playground.accel import accelerate
 from playground.engine.config import DEFAULT_PRESET, PRESETS, GPTConfig, count_parameters_analytic
-from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
 from playground.engine.model import GPTModel
 from playground.engine.quantize import quantize_int8
@@ -155,7 +155,7 @@ def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
         model = quantize_int8(_build_plain({**recipe, "dtype": "float32"}, progress), "float32", dynamic=True)
     else:
         model = _build_plain(recipe, progress)
-    return optimize_for_decode(model)
+    return accelerate(model)
 
 
 def _build_plain(recipe: dict, progress) -> GPTModel:

@@ -10,9 +10,9 @@ from playground.engine.config import (
     GPTConfig,
     SerializableConfig,
     count_parameters_analytic,
-    default_memory_budget_bytes,
-    format_bytes,
 )
+from playground.engine.memory_check import default_memory_budget_bytes
+from playground.runtime.memory import format_bytes
 
 TRAIN_DTYPES = ("float32", "bfloat16")
 

@@ -36,7 +36,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch.nn.parallel import DistributedDataParallel
 
-from playground.engine.config import ConfigError, GPTConfig, check_build_size, check_fits
+from playground.engine.config import ConfigError, GPTConfig, check_build_size
+from playground.engine.memory_check import check_fits
 from playground.engine.model import GPTModel
 from playground.engine.weight_layout import WeightLoadError
 from playground.engine.weights import load_checkpoint, read_checkpoint_metadata, save_checkpoint

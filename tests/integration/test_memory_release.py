@@ -7,7 +7,8 @@ import gc
 import psutil
 import pytest
 
-from playground.engine.config import GPTConfig, check_memory
+from playground.engine.config import GPTConfig
+from playground.engine.memory_check import check_memory
 from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, map_large_blocks, trim
 from playground.server.model_cache import CACHE as APP_CACHE
 from playground.server.model_cache import ModelCache, model_bytes

@@ -5,7 +5,8 @@ for int8-dynamic, `_weight_int8pack_mm` for weight-only; the kernels: tests/unit
 import pytest
 import torch.nn as nn
 
-from playground.engine.decode_paths import compiled_kernel_threads, optimize_for_decode
+from playground.accel import accelerate
+from playground.accel.decode_paths import compiled_kernel_threads
 from playground.engine.sampling import generate
 from playground.engine.tokenizer import load_tokenizer
 from playground.engine.weights import load_checkpoint
@@ -18,7 +19,7 @@ def _greedy(dtype, winner, monkeypatch, prompt):
     monkeypatch.setattr(
         kernels, "one_row_kernel", lambda shape, dtype, count: kernels.Choice("forced", winner, measured=False)
     )
-    model = optimize_for_decode(load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device="cpu"))
+    model = accelerate(load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device="cpu"))
     routed = {compiled_kernel_threads(m) for m in model.modules() if isinstance(m, nn.Linear)}
     assert routed == ({None} if winner == "aten" else {0})
     return [s.token_id for s in generate(model, prompt, max_new_tokens=40, temperature=0)]

@@ -7,6 +7,7 @@ import pytest
 import torch.nn as nn
 
 from bench import decode, report
+from playground.accel.decode_paths import set_stacked_qkv
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 
@@ -17,7 +18,7 @@ TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=3)
 def test_step_products_runs_each_of_a_steps_products_once(stacked):
     model = GPTModel(GPTConfig(**TINY)).eval()
     for block in model.trf_blocks:
-        block.att.set_stacked_qkv(stacked)
+        set_stacked_qkv(block.att, stacked)
     shapes = []
     for m in model.modules():
         if isinstance(m, nn.Linear):
@@ -57,7 +58,7 @@ def test_report_prints_outside_time_and_the_compiled_kernel():
 
 
 def test_a_model_on_the_native_step_times_its_products_in_the_step_s_region():
-    from playground.engine import native_decode
+    from playground.accel import native_decode
     from playground.runtime import native_step
 
     model = GPTModel(GPTConfig(**TINY)).eval()

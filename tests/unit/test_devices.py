@@ -149,20 +149,6 @@ def test_models_go_where_they_are_asked_and_the_summary_says_so(probes):
     assert torch.equal(a.tok_emb.weight, b.tok_emb.weight)
 
 
-def test_the_one_row_bfloat16_switch_only_touches_the_cpu():
-    from playground.engine.decode_paths import one_row_bfloat16_kernel, one_row_bfloat16_switch
-
-    before = torch.backends.mkldnn.enabled
-    with one_row_bfloat16_switch(torch.bfloat16, torch.device("cuda"), 1):
-        assert torch.backends.mkldnn.enabled == before  # a GPU forward leaves oneDNN's flag alone
-    with one_row_bfloat16_switch(torch.bfloat16, torch.device("mps"), 1):
-        assert torch.backends.mkldnn.enabled == before
-    with one_row_bfloat16_switch(torch.bfloat16, torch.device("cpu"), 1):
-        # oneDNN is switched off only where this machine measured ATen's one-row kernel faster
-        assert torch.backends.mkldnn.enabled == (before and one_row_bfloat16_kernel() != "aten")
-    assert torch.backends.mkldnn.enabled == before
-
-
 def test_bfloat16_autocast_follows_the_device():
     from playground.runtime.devices import autocast
 

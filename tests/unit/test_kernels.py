@@ -6,9 +6,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from playground.engine import native_decode
+from playground.accel import accelerate, native_decode
 from playground.engine.config import GPTConfig
-from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.model import GPTModel
 from playground.engine.readout import many_row_product
 from playground.runtime import kernels
@@ -161,7 +160,7 @@ def _model(dtype=torch.float32, **changes):
             p.copy_(
                 1 + 0.2 * torch.randn(p.shape) if name.endswith("scale") else 0.1 * torch.randn(p.shape)
             )  # not randn_like: it follows the strides
-    return optimize_for_decode(model.to(dtype).eval())
+    return accelerate(model.to(dtype).eval())
 
 
 def _decode(model, ids, n_new=8):
@@ -233,14 +232,14 @@ def test_relayout_after_a_dtype_change_asks_again(monkeypatch):
     model = _model()
     assert ((64, 64), torch.float32, 8) in asked  # 4 square matrices a layer, 2 layers
     asked.clear()
-    optimize_for_decode(model.to(torch.bfloat16))
+    accelerate(model.to(torch.bfloat16))
     assert {(s, d) for s, d, _ in asked} == {
         ((64, 64), torch.bfloat16),
         ((256, 64), torch.bfloat16),
         ((64, 256), torch.bfloat16),
         ((50257, 64), torch.bfloat16),
     }
-    optimize_for_decode(model)
+    accelerate(model)
 
 
 def test_a_plain_model_measures_nothing_until_it_is_optimized(monkeypatch):
@@ -251,7 +250,7 @@ def test_a_plain_model_measures_nothing_until_it_is_optimized(monkeypatch):
         model(torch.tensor([[1, 2, 3]]))
         model(torch.tensor([[4]]))  # a one-row bfloat16 forward reads the decision, never makes it
     assert kernels.measured() == [] and kernels.one_row_bfloat16_decided() is None
-    optimize_for_decode(model)
+    accelerate(model)
     assert kernels.one_row_bfloat16_decided() is kernels.decided(kernels.ONE_ROW_BFLOAT16) is not None
 
 

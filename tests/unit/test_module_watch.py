@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from playground.engine import module_watch, native_decode
+from playground.accel import module_watch, native_decode
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.runtime import native_step

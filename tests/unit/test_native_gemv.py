@@ -9,8 +9,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.accel import accelerate
+from playground.accel.decode_paths import compiled_kernel_threads, use_compiled_kernel
 from playground.engine.config import GPTConfig
-from playground.engine.decode_paths import compiled_kernel_threads, optimize_for_decode, use_compiled_kernel
 from playground.engine.model import GPTModel
 from playground.runtime import kernels, native_gemv
 
@@ -71,7 +72,7 @@ def test_without_a_working_kernel_the_plain_path_runs(monkeypatch, tmp_path, bre
     assert not native_gemv.available()
     assert native_gemv.status().reason == reason and not native_gemv.status().available
     assert kernels.one_row_kernel((64, 64), torch.float32, 4) is None  # no decision, no measurement
-    model = optimize_for_decode(_model())
+    model = accelerate(_model())
     assert all(compiled_kernel_threads(m) is None for m in model.modules() if isinstance(m, nn.Linear))
     assert "forward" not in model.out_head.__dict__
     assert not any("one-row kernel" in c.decision for c in kernels.measured())
@@ -118,11 +119,11 @@ def test_a_model_on_the_compiled_kernel_decodes_as_the_plain_one(monkeypatch, dt
     needs_kernel()
     ids = torch.randint(0, 50257, (1, 9), generator=torch.Generator().manual_seed(1))
     _force_compiled(monkeypatch, "aten")
-    plain = optimize_for_decode(_model(dtype))
+    plain = accelerate(_model(dtype))
     assert all(compiled_kernel_threads(m) is None for m in plain.modules() if isinstance(m, nn.Linear))
     want = _decode(plain, ids)
     _force_compiled(monkeypatch, winner)
-    fast = optimize_for_decode(_model(dtype))
+    fast = accelerate(_model(dtype))
     threads = {compiled_kernel_threads(m) for m in fast.modules() if isinstance(m, nn.Linear)}
     assert threads == {0 if winner == "compiled" else 1}
     assert all(m.weight.is_contiguous() for m in fast.modules() if isinstance(m, nn.Linear))  # the order it reads

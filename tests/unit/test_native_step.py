@@ -5,9 +5,8 @@ Which path is faster is the machine's business: nothing here asserts a time."""
 import pytest
 import torch
 
-from playground.engine import native_decode
+from playground.accel import accelerate, native_decode
 from playground.engine.config import GPTConfig
-from playground.engine.decode_paths import optimize_for_decode
 from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
 from playground.engine.weights import load_checkpoint
@@ -151,7 +150,7 @@ def test_weights_stored_in_out_are_read_from_row_copies_and_stored_so_when_it_wi
 def test_switched_off_keeps_the_plain_path(monkeypatch, switch):
     monkeypatch.setenv(switch, "off")
     model = tiny()
-    optimize_for_decode(model)
+    accelerate(model)
     assert native_step.status().reason == "off"
     assert not native_decode.uses_native_step(model)
     assert not native_decode.set_native_step(model, 0)

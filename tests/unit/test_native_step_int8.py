@@ -4,7 +4,7 @@ and int8-dynamic (float32) give the torch forward's logits, keys and values step
 import pytest
 import torch
 
-from playground.engine import native_decode
+from playground.accel import native_decode
 from playground.engine.quantize import quantize_int8
 from playground.engine.sampling import generate
 from playground.engine.weights import load_checkpoint

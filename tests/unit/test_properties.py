@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 from playground.engine.config import (
     ConfigError,
     GPTConfig,
-    check_memory,
     count_parameters_analytic,
     estimate_memory_bytes,
 )
+from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
 from playground.engine.sampling import (
     STAGES,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from playground.engine import sampling
-from playground.engine.row_summary import Summarizer, reference_summary
+from playground.accel.row_summary import CompiledSummarizer as Summarizer
+from playground.engine.row_summary import reference_summary
 from playground.engine.sampling import STAGES, Generation, NonFiniteError, generate, sampling_distribution
 from playground.engine.weights import load_checkpoint
 from playground.runtime import native_row_summary
@@ -197,9 +197,10 @@ def sampling_model():
 def test_the_summary_path_is_only_for_plain_greedy(monkeypatch):
     """Temperature, top-k and top-p steps keep the full sampler (their stages differ)."""
     built = []
-    real = sampling.Summarizer
-    monkeypatch.setattr(sampling, "Summarizer", lambda n: built.append(n) or real(n))
     model = sampling_model()
+    decoder = decoding.decoder_of(model)
+    real = decoder.summarizer
+    monkeypatch.setattr(decoder, "summarizer", lambda n: built.append(n) or real(n))
     for kwargs in (dict(temperature=0.7), dict(temperature=0, top_k=5), dict(temperature=0, top_p=0.9)):
         list(generate(model, PROMPT, max_new_tokens=2, seed=0, **kwargs))
     assert built == []

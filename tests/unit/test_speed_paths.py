@@ -15,10 +15,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.engine import native_decode
+from playground.accel import accelerate, native_decode
+from playground.accel.decode_paths import X86, one_row_bfloat16_switch
 from playground.engine.attention import attend, attention_probs
 from playground.engine.config import GPTConfig
-from playground.engine.decode_paths import X86, one_row_bfloat16_switch, optimize_for_decode
 from playground.engine.model import GELU, GPTModel
 from playground.engine.sampling import (
     STAGES,
@@ -61,7 +61,7 @@ def make_model(seed=0, std=0.1, dtype=torch.float32, **changes) -> GPTModel:
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(1 + 0.2 * torch.randn_like(p) if name.endswith("scale") else std * torch.randn_like(p))
-    return optimize_for_decode(model.to(dtype).eval())
+    return accelerate(model.to(dtype).eval())
 
 
 def random_ids(batch, length, seed=1):
@@ -85,16 +85,16 @@ def test_float32_weights_are_stored_in_out_and_bfloat16_out_in(attention_impl):
     model = make_model(attention_impl=attention_impl)
     weights = linear_weights(model)
     assert weights and all(is_in_out(w) and not w.is_contiguous() for w in weights.values())
-    optimize_for_decode(model.to(torch.bfloat16))
+    accelerate(model.to(torch.bfloat16))
     assert all(w.is_contiguous() and w.dtype == torch.bfloat16 for w in linear_weights(model).values())
-    optimize_for_decode(model.float())
+    accelerate(model.float())
     assert all(is_in_out(w) for w in linear_weights(model).values())
 
 
 def test_layout_changes_no_name_shape_value_or_tie():
     model = make_model()
     plain = {k: v.contiguous() for k, v in model.state_dict().items()}
-    optimize_for_decode(model)  # idempotent
+    accelerate(model)  # idempotent
     state = model.state_dict()
     assert list(state) == list(plain)
     for key, value in state.items():

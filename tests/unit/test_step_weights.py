@@ -6,7 +6,7 @@ import mmap
 import pytest
 import torch
 
-from playground.engine import native_decode, step_weights
+from playground.accel import native_decode, step_weights
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.sampling import generate

@@ -1,96 +1,26 @@
-"""Decode speed, applied explicitly: the measured weight layout, stacked Q/K/V and one-row kernels.
+"""The measured weight layout, stacked Q/K/V and one-row kernels, applied to a model's instances.
 
-Decode speed, applied explicitly: ``optimize_for_decode(model)`` after a model is built, loaded or
-converted (the server's recipes do it for every model they build).
-
+``optimize_for_decode(model)`` (through ``accel.accelerate``) after a model is built, loaded or converted.
 Decoding one token multiplies every weight matrix by a single row, so its speed is how fast the
 weights stream from memory. Which memory order and which kernel stream fastest differs between CPUs,
-so playground.runtime.kernels measures them (once per process and shape); this module applies the
-winners. A model nobody optimized computes the same numbers on the plain path, and nothing here
-runs inside a forward pass except the one-row bfloat16 switch, which uses a decision only once one
-was made.
+so playground.runtime.kernels measures them (once per machine and shape); this module applies the
+winners by changing instances only (a Linear's forward, an attention's ``project_qkv``): the classes
+in ``engine.model`` stay as the textbook writes them, and a model nobody accelerated runs them as is.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
-import platform
-import threading
 import types
-from typing import Protocol, runtime_checkable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.engine import native_decode
+from playground.accel import native_decode
+from playground.engine.attention import MultiHeadAttention, MultiHeadAttentionWrapper
 from playground.engine.readout import many_row_product
 from playground.runtime import kernels, native_gemv
-
-
-@runtime_checkable
-class StacksQKV(Protocol):
-    """An attention whose Q/K/V can come from one stacked product (attention.MultiHeadAttention)."""
-
-    W_query: nn.Linear
-
-    def set_stacked_qkv(self, on: bool, compiled_threads: int | None = None) -> None: ...
-
-
-X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
-
-
-def one_row_bfloat16_kernel() -> str:
-    """The kernel one-row bfloat16 products use: the measured winner once ``optimize_for_decode``
-    decided it (on this thread count), else oneDNN, PyTorch's default. Never measures."""
-    choice = kernels.one_row_bfloat16_decided()
-    return choice.winner if choice is not None else "onednn"
-
-
-class _OneRowBfloat16Switch:
-    """Decoding multiplies every weight by one row. For that shape PyTorch sends bfloat16 matmuls
-    to oneDNN, which on CPUs with AVX512-BF16 runs at about half the speed of ATen's own
-    matrix-vector kernel (bench/ measures both; tests/test_speed_paths.py checks they agree).
-    ATen's kernel is only used while oneDNN is switched off -- a process-wide flag -- so one-row
-    bfloat16 forwards switch it off and any larger forward (a prompt, a training batch) switches it
-    back on for its duration, counted under a lock so that threads never leave it in the wrong
-    state. A bfloat16 backward pass in another thread during a decode step may take the slow path:
-    the speed changes, the results do not beyond bfloat16 rounding.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._one_row = 0  # forwards in flight that want oneDNN off
-        self._larger = 0  # forwards in flight that need it on
-        self._user_setting = True  # torch.backends.mkldnn.enabled before we touched it
-
-    @contextlib.contextmanager
-    def __call__(self, dtype: torch.dtype, device: torch.device, rows: int):
-        if dtype != torch.bfloat16 or device.type != "cpu" or one_row_bfloat16_kernel() != "aten":
-            yield
-            return
-        one_row = rows == 1
-        with self._lock:
-            if self._one_row == 0 and self._larger == 0:
-                self._user_setting = bool(torch.backends.mkldnn.enabled)
-            self._count(one_row, +1)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._count(one_row, -1)
-
-    def _count(self, one_row: bool, delta: int) -> None:
-        if one_row:
-            self._one_row += delta
-        else:
-            self._larger += delta
-        off = self._one_row > 0 and self._larger == 0
-        torch.backends.mkldnn.enabled = self._user_setting and not off  # type: ignore[assignment]  # a flag behind a descriptor
-
-
-one_row_bfloat16_switch = _OneRowBfloat16Switch()
 
 
 def one_row_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, threads: int | None) -> torch.Tensor:
@@ -124,6 +54,59 @@ def compiled_kernel_threads(linear: nn.Module) -> int | None:
 def is_in_out(w: torch.Tensor) -> bool:
     """Whether an (out, in) weight is stored [in, out] (Hugging Face's Conv1D memory order)."""
     return w.dim() == 2 and w.stride() == (1, w.size(0)) and not w.is_contiguous()
+
+
+class StackedQKV:
+    """W_query, W_key and W_value stacked along the output dimension, (3 * emb_dim, emb_dim) and the biases,
+    for one attention: a copy, made again whenever one of them changes (every in-place update bumps a
+    tensor's version; ``.to()`` gives new storage), and the threads of its compiled product (None: plain)."""
+
+    def __init__(self, threads: int | None):
+        self.threads = threads
+        self._key: tuple | None = None
+        self._tensors: tuple[torch.Tensor, torch.Tensor | None] | None = None
+
+    def tensors(self, linears) -> tuple[torch.Tensor, torch.Tensor | None]:
+        parts = [t for m in linears for t in (m.weight, m.bias) if t is not None]
+        key = tuple((t.data_ptr(), t._version, t.dtype) for t in parts)
+        if self._tensors is None or self._key != key:
+            with torch.no_grad():
+                weight = torch.cat([m.weight for m in linears])
+                bias = torch.cat([m.bias for m in linears]) if linears[0].bias is not None else None
+                if is_in_out(linears[0].weight) and self.threads is None:
+                    weight = weight.t().contiguous().t()  # the order measured fastest for the plain product
+            self._key, self._tensors = key, (weight, bias)
+        return self._tensors
+
+
+def _stacked_project_qkv(self: MultiHeadAttention, x: torch.Tensor):
+    """Q, K and V from one product with the three weights stacked: one kernel instead of three. Training
+    (gradients on), or a projection that is no longer an nn.Linear (quantize_int8 swaps them), takes the
+    module's own three products."""
+    linears = (self.W_query, self.W_key, self.W_value)
+    if torch.is_grad_enabled() or any(type(m) is not nn.Linear for m in linears):
+        return type(self).project_qkv(self, x)
+    stacked: StackedQKV = self.__dict__["stacked_qkv"]
+    B, T, _ = x.shape
+    qkv = one_row_linear(x, *stacked.tensors(linears), stacked.threads)  # (B, T, 3 * emb_dim)
+    q, k, v = qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
+    return q, k, v
+
+
+def set_stacked_qkv(attention: MultiHeadAttention, on: bool, threads: int | None = None) -> None:
+    """Whether ``attention`` computes Q, K and V for inference by one stacked product, on ``threads`` of the
+    compiled one-row kernel (None: the plain product). Only the instance changes: its class, parameters and
+    state_dict stay the textbook module's."""
+    if on:
+        attention.stacked_qkv = StackedQKV(threads)  # type: ignore[assignment]
+        attention.project_qkv = types.MethodType(_stacked_project_qkv, attention)  # type: ignore[method-assign]
+    else:
+        attention.__dict__.pop("stacked_qkv", None)
+        attention.__dict__.pop("project_qkv", None)
+
+
+def stacked_qkv_of(attention: nn.Module) -> StackedQKV | None:
+    return attention.__dict__.get("stacked_qkv") if "project_qkv" in attention.__dict__ else None
 
 
 def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Module:
@@ -161,7 +144,13 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
                 # (out, in) values over an (in, out) buffer, or back to a plain contiguous buffer
                 w.data = w.data.t().contiguous().t() if want_in_out else w.data.contiguous()
     # The fused attention (the per-head one has no W_query of its own and never stacks).
-    attention = [m for m in model.modules() if isinstance(m, StacksQKV) and isinstance(m.W_query, nn.Linear)]
+    attention = [
+        m
+        for m in model.modules()
+        if isinstance(m, MultiHeadAttention)
+        and not isinstance(m, MultiHeadAttentionWrapper)
+        and type(m.W_query) is nn.Linear
+    ]
     for linear in linears:
         use_compiled_kernel(linear, compiled.get(id(linear.weight)))
     for m in attention:
@@ -173,14 +162,11 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
         )
         d = w.size(1)
         threads = kernels.compiled_threads(decide_kernel((3 * d, d), w.dtype, len(attention))) if stacked else None
-        m.set_stacked_qkv(stacked, threads)
-    dtype, device = getattr(model, "dtype", None), getattr(model, "device", None)
-    if dtype == torch.bfloat16 and device is not None and device.type == "cpu":
-        kernels.one_row_bfloat16_kernel()  # the forward's switch reads this decision (an int8 model's too)
+        set_stacked_qkv(m, stacked, threads)
+    device = getattr(model, "device", None)
     cfg = getattr(model, "cfg", None)
     if device is not None and device.type == "cpu" and cfg is not None:
         kernels.vocabulary_threads(cfg.vocab_size)  # the sampler reads this decision each step
-        kernels.one_query_attention_threads(cfg.n_heads, cfg.head_dim)  # attention.attend reads it for one query
     head = getattr(model, "out_head", None)
     if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
         many_row_product(head.weight.detach().t())  # readout's product

@@ -21,12 +21,25 @@ def _count_registration(*_args) -> None:
     _REGISTRATIONS[0] += 1
 
 
-for _register in (
-    torch.nn.modules.module.register_module_module_registration_hook,
-    torch.nn.modules.module.register_module_parameter_registration_hook,
-    torch.nn.modules.module.register_module_buffer_registration_hook,
-):
-    _register(_count_registration)
+_INSTALLED: list = []  # the hooks' handles, once a watch exists
+
+
+def _install() -> None:
+    """Count registrations from the first watch on: a process that accelerates nothing has no global hooks."""
+    if not _INSTALLED:
+        for register in (
+            torch.nn.modules.module.register_module_module_registration_hook,
+            torch.nn.modules.module.register_module_parameter_registration_hook,
+            torch.nn.modules.module.register_module_buffer_registration_hook,
+        ):
+            _INSTALLED.append(register(_count_registration))
+
+
+def uninstall() -> None:
+    """Remove the global hooks (tests; watches made before then see every later check as a change)."""
+    while _INSTALLED:
+        _INSTALLED.pop().remove()
+    _REGISTRATIONS[0] += 1
 
 
 def has_hooks(modules) -> bool:
@@ -40,6 +53,7 @@ class ModelWatch:
     Holds no reference to the model itself."""
 
     def __init__(self, model: nn.Module, tensors):
+        _install()
         modules = list(model.modules())
         self.modules = modules[1:]  # the model's own hooks are in hook_dicts; a plan must not hold the model
         self.hook_dicts = tuple(d for m in modules for d in (m._forward_hooks, m._forward_pre_hooks))
@@ -54,7 +68,11 @@ class ModelWatch:
     def unchanged(self) -> bool:
         """Nothing registered anywhere since ``mark`` and every tensor still at its address (a ``.data``
         assignment or a conversion moves it)."""
-        return self.count == _REGISTRATIONS[0] and list(map(_DATA_PTR, self.tensors)) == self.addresses
+        return (
+            bool(_INSTALLED)
+            and self.count == _REGISTRATIONS[0]
+            and list(map(_DATA_PTR, self.tensors)) == self.addresses
+        )
 
     def hooked(self) -> bool:
         return any(self.hook_dicts)

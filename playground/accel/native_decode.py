@@ -30,9 +30,9 @@ from typing import cast
 import torch
 import torch.nn as nn
 
-from playground.engine import step_weights
+from playground.accel import step_weights
+from playground.accel.module_watch import ModelWatch, has_hooks
 from playground.engine.kv_cache import KVCache
-from playground.engine.module_watch import ModelWatch, has_hooks
 from playground.runtime import kernels, native_gemv, native_step
 from playground.runtime.team_under_load import TeamChoice
 

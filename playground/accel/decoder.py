@@ -1,0 +1,44 @@
+"""The accelerated decoder an ``accelerate``d model's generations run on (``engine.decoding``'s seam).
+
+Each row of a step goes through the native decode step where ``native_decode`` chose it for the model and
+it is valid now, else through the model's own forward; a greedy step's row summary is the compiled one
+where it built; the full sampler runs on the thread count measured for the vocabulary. A row's numbers
+are those it gets alone: which path it takes depends on the model and its own cache, never on the rows
+beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from playground.accel import native_decode
+from playground.accel.row_summary import CompiledSummarizer
+from playground.engine.decoding import Decoder, Row, RowResult, plain_row
+from playground.engine.row_summary import reference_summary
+from playground.runtime import kernels, native_row_summary
+from playground.runtime.threads import torch_threads
+
+
+class AcceleratedDecoder(Decoder):
+    name = "accelerated"
+
+    def rows(self, model, rows: Sequence[Row]) -> list[RowResult]:
+        out = []
+        for row in rows:
+            native = native_decode.decode_step(model, [row.token], row.cache, row.capture)
+            out.append(native if native is not None else plain_row(model, row))
+        return out
+
+    def summarizer(self, n_top: int):
+        if native_row_summary.available():
+            return CompiledSummarizer(n_top)
+        return lambda logits: reference_summary(logits if logits.is_contiguous() else logits.contiguous(), n_top)
+
+    def sampling(self, model):
+        # The sampler's torch work on the thread count measured for one vocabulary row (decided at
+        # ``accelerate``; read here, never measured).
+        threads = kernels.vocabulary_threads_decided(model.cfg.vocab_size) if model.device.type == "cpu" else None
+        return torch_threads(threads)
+
+
+ACCELERATED = AcceleratedDecoder()
