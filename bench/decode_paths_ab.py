@@ -36,15 +36,14 @@ from .timing import median, step_times
 
 
 @contextlib.contextmanager
-def threads_decided(sampler: int | None, attention: int | None):
-    """Within: the sampler's and one query's attention's thread decisions read as given."""
-    saved = kernels.vocabulary_threads_decided, kernels.one_query_attention_threads_decided
+def threads_decided(sampler: int | None):
+    """Within: the sampler's thread decision reads as given."""
+    saved = kernels.vocabulary_threads_decided
     kernels.vocabulary_threads_decided = lambda vocab: sampler  # type: ignore[assignment]
-    kernels.one_query_attention_threads_decided = lambda heads, hd: attention  # type: ignore[assignment]
     try:
         yield
     finally:
-        kernels.vocabulary_threads_decided, kernels.one_query_attention_threads_decided = saved
+        kernels.vocabulary_threads_decided = saved
 
 
 def fastest_torch_int8_dynamic_kernel(shape: tuple[int, ...]) -> str:
@@ -92,12 +91,9 @@ def main(argv=None) -> int:
             print("  " + c.summary())
     step_choice = [c for c in kernels.measured() if c.kind == "step"]
     step_threads = 1 if step_choice and step_choice[0].winner == "native_step_1_thread" else 0
-    chosen = (
-        kernels.vocabulary_threads_decided(cfg.vocab_size),
-        kernels.one_query_attention_threads_decided(cfg.n_heads, cfg.head_dim),
-    )
+    chosen = kernels.vocabulary_threads_decided(cfg.vocab_size)
     # int8-dynamic compares kernels only: both on the measured threads (main's int8-dynamic path has them too)
-    plain_threads = chosen if args.dtype == "int8-dynamic" else (None, None)
+    plain_threads = chosen if args.dtype == "int8-dynamic" else None
     variants = {"plain": (plain, plain_threads), "measured": (measured, chosen)}
     if native_decode.set_native_step(measured, step_threads):
         variants["native step"] = (measured, chosen)
@@ -108,7 +104,7 @@ def main(argv=None) -> int:
         model, threads = variants[name]
         if model is measured:  # one model, its steps on the torch forward or the native step
             native_decode.set_native_step(measured, step_threads if name == "native step" else None)
-        with threads_decided(*threads):
+        with threads_decided(threads):
             stamps, tokens = [], []
             for step in generate(model, prompt, max_new_tokens=args.new_tokens, temperature=0):
                 stamps.append(time.perf_counter())

@@ -46,7 +46,7 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("PLAYGROUND_KERNELS", "default")  # no timing-based layout choices: same numbers every run
+os.environ.setdefault("PLAYGROUND_ACCEL", "off")  # no timing-based layout choices: same numbers every run
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -139,7 +139,7 @@ def int8_linear_kernels(dynamic: bool = False, activations: torch.dtype = torch.
     only with several."""
     if not dynamic:
         out = {k: v for k, v in _KERNELS.items() if k not in COMPILED_WEIGHTS}
-        if kernels.measuring_enabled() and native_gemv.available():  # PLAYGROUND_KERNELS=default builds nothing
+        if kernels.measuring_enabled() and native_gemv.available():  # PLAYGROUND_ACCEL=off builds nothing
             out["compiled"] = _KERNELS["compiled"]
             if torch.get_num_threads() > 1:
                 out["compiled_1_thread"] = _KERNELS["compiled_1_thread"]

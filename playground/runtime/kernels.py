@@ -11,8 +11,8 @@ whole model's weights are) and happens when a caller asks for it (engine.decode_
 optimize_for_decode, after a model is built or converted), never inside a forward pass: that one
 reads a decision with ``decided`` and takes the plain path if none was made. ``measured()`` lists
 every decision with its figures (``python -m bench`` prints them, the Model tab shows them).
-``PLAYGROUND_KERNELS=default`` skips the measurements and uses each decision's first candidate (the
-plain path), for reproducing a result exactly.
+``PLAYGROUND_ACCEL=off`` skips the measurements and uses each decision's first candidate (the plain
+path), for reproducing a result exactly.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Choice:
     decision: str  # e.g. "float32 weight layout (3072, 768)"
     winner: str
     seconds: dict[str, float] = field(default_factory=dict)  # candidate -> median seconds of one pass
-    measured: bool = True  # False: PLAYGROUND_KERNELS=default, or nothing to measure on
+    measured: bool = True  # False: PLAYGROUND_ACCEL=off, or nothing to measure on
     # What was decided, as data an interface can word in its own language: a kind ("gemv",
     # "layout", "qkv", "int8", "rows") and the fields of ``decision`` ({"shape": (3072, 768)}, ...).
     kind: str = ""
@@ -67,7 +67,8 @@ _LOCK = threading.RLock()
 
 
 def measuring_enabled() -> bool:
-    return os.environ.get("PLAYGROUND_KERNELS", "measure").strip().lower() != "default"
+    """Off with ``PLAYGROUND_ACCEL=off``, the one switch of every speed path."""
+    return os.environ.get("PLAYGROUND_ACCEL", "on").strip().lower() not in ("off", "0", "no")
 
 
 Candidates = dict[str, Callable[[], object]]
@@ -294,7 +295,7 @@ def one_row_kernel(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Ch
     one-row kernel (native_gemv: W stored (out, in), rows split over torch's threads, or on one
     thread: on a CPU shared with other work, waking a second thread for every product can cost
     more than it brings). None when the compiled kernel is unavailable here (no compiler, a failed
-    build or check) or does not handle ``dtype``, and under PLAYGROUND_KERNELS=default (nothing is
+    build or check) or does not handle ``dtype``, and under PLAYGROUND_ACCEL=off (nothing is
     built then): the plain product runs, undecided."""
     if dtype not in native_gemv.DTYPES or not measuring_enabled() or not native_gemv.available():
         return None
@@ -362,45 +363,4 @@ def vocabulary_threads_decided(vocab: int) -> int | None:
     """1 if ``vocabulary_threads`` chose one thread (for the calling thread's thread count), else
     None (all threads, or not decided); never measures: what a decode step asks."""
     choice = decided(("vocabulary threads", vocab))
-    return 1 if choice is not None and choice.winner == "one" else None
-
-
-ATTENTION_KEYS = 256  # keys the one-query attention decision is timed on: a typical decode position
-
-
-def one_query_attention_threads(n_heads: int, head_dim: int) -> Choice | None:
-    """All of torch's threads or one for a decode step's attention (one query over the cached
-    keys, every head: a few microseconds of work per layer, for the same reason as
-    ``vocabulary_threads``). None with one thread: nothing to choose."""
-    if torch.get_num_threads() < 2:
-        return None
-
-    def candidates() -> Candidates:
-        gen = _probe_generator()
-        q = torch.randn(1, n_heads, 1, head_dim, generator=gen)
-        k = torch.randn(1, n_heads, ATTENTION_KEYS, head_dim, generator=gen)
-        v = torch.randn(1, n_heads, ATTENTION_KEYS, head_dim, generator=gen)
-
-        def work():
-            for _ in range(12):  # a GPT-2 small step's layers
-                F.scaled_dot_product_attention(q, k, v)
-
-        def one():
-            for _ in range(12):
-                with torch_threads(1):
-                    F.scaled_dot_product_attention(q, k, v)
-
-        return {"all": work, "one": one}
-
-    return choose(
-        ("one-query attention threads", n_heads, head_dim),
-        f"threads for one query's attention ({n_heads} heads of {head_dim}, {ATTENTION_KEYS} keys)",
-        candidates,
-        label=("attn", {"heads": n_heads, "hd": head_dim, "keys": ATTENTION_KEYS}),
-    )
-
-
-def one_query_attention_threads_decided(n_heads: int, head_dim: int) -> int | None:
-    """1 if ``one_query_attention_threads`` chose one thread (for the calling thread's count), else None."""
-    choice = decided(("one-query attention threads", n_heads, head_dim))
     return 1 if choice is not None and choice.winner == "one" else None

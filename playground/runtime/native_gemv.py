@@ -11,7 +11,7 @@ Nothing here is trusted blindly: ``available`` is False when there is no compile
 load fails, or the product differs from ``torch.nn.functional.linear`` on random inputs; callers
 then keep the plain path. Whether it is *used* is decided per weight shape by
 ``kernels.one_row_kernel``, by timing it against the plain product on this machine.
-``PLAYGROUND_NATIVE_GEMV=off`` never builds it.
+``PLAYGROUND_ACCEL=off`` never builds it.
 
 Where the compiler targets the CPU's int8 dot-product instruction (AVX512-VNNI, or AVX-VNNI with 256-bit
 vectors) the library also holds the "int8-dynamic" one-row product (``linear_int8_dynamic``), checked exactly
@@ -145,7 +145,7 @@ def available() -> bool:
     with _LOCK:
         if _STATUS.reason != "not_tried":
             return _STATUS.available
-        if os.environ.get("PLAYGROUND_NATIVE_GEMV", "").strip().lower() in ("off", "0", "no"):
+        if os.environ.get("PLAYGROUND_ACCEL", "").strip().lower() in ("off", "0", "no"):
             _STATUS = Status(False, "off")
             return False
         cxx = compiler()

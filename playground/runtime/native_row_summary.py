@@ -5,7 +5,7 @@ log-sum-exp, the entropy, the few most likely ids. torch's reductions over one 5
 tens of microseconds each (a dispatch, a parallel region), ``row_summary.cpp`` does all of it in three
 vectorised passes. Built like ``native_gemv``'s kernels (the machine's compiler, cached by a hash of
 the source and flags, loaded with ctypes); ``available`` is False without a compiler, when the build
-or the load fails, or when ``PLAYGROUND_NATIVE_GEMV=off`` or ``PLAYGROUND_NATIVE_ROW=off``; callers
+or the load fails, or when ``PLAYGROUND_ACCEL=off``; callers
 then use their own (numpy/torch) summary. What the numbers mean for a sampling step is
 ``playground.engine.row_summary``'s.
 """
@@ -22,7 +22,7 @@ from playground.runtime import compiled_library
 from playground.runtime.compiled_library import NOT_TRIED, Status
 
 SOURCE = Path(__file__).with_name("row_summary.cpp")
-SWITCHES = ("PLAYGROUND_NATIVE_GEMV", "PLAYGROUND_NATIVE_ROW")
+SWITCHES = ("PLAYGROUND_ACCEL",)
 FIELDS = 6  # doubles row_summary.cpp writes to ``out``
 
 

@@ -9,7 +9,7 @@ for a model, its check against the torch forward and the measurement that decide
 used are ``playground.accel.native_decode``'s.
 
 ``available`` is False without a compiler, when the build or load fails, or when
-``PLAYGROUND_NATIVE_GEMV=off`` or ``PLAYGROUND_NATIVE_STEP=off``; callers then keep the plain path.
+``PLAYGROUND_ACCEL=off``; callers then keep the plain path.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from playground.runtime.compiled_library import NOT_TRIED, Status
 
 SOURCE = Path(__file__).with_name("decode_step.cpp")
 INCLUDED = (native_gemv.SOURCE,)  # what the source #includes: a change there is a new build too
-SWITCHES = ("PLAYGROUND_NATIVE_GEMV", "PLAYGROUND_NATIVE_STEP")
+SWITCHES = ("PLAYGROUND_ACCEL",)
 
 
 _LOCK = threading.Lock()

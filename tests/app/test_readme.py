@@ -58,7 +58,7 @@ def test_every_environment_variable_the_app_reads_is_documented():
     for path in [ROOT / "app.py", *(ROOT / "playground").rglob("*.py")]:
         names |= set(re.findall(r"os\.environ\.get\(\s*\"([A-Z_]+)\"", path.read_text()))
     names -= {"WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}  # set by torchrun for its workers
-    assert {"PLAYGROUND_WORK_DIR", "PLAYGROUND_KERNELS", "GRADIO_TEMP_DIR"} <= names
+    assert {"PLAYGROUND_WORK_DIR", "PLAYGROUND_ACCEL", "GRADIO_TEMP_DIR"} <= names
     table = README.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
     assert not [n for n in sorted(names) if f"`{n}`" not in table]
 

@@ -12,10 +12,10 @@ from playground.engine.config import (
     GPTConfig,
     count_parameters_analytic,
     estimate_memory_bytes,
-    format_bytes,
     get_preset,
 )
 from playground.engine.memory_check import check_memory
+from playground.runtime.memory import format_bytes
 from playground.engine.model import GPTModel
 from playground.errors import UserError
 from playground.training.trainer import build_model

@@ -129,7 +129,7 @@ def test_offered_only_for_float32_activations_and_chosen_by_measuring():
 
 def test_off_the_old_kernels_run_and_results_are_unchanged(monkeypatch, tmp_path):
     monkeypatch.setenv("PLAYGROUND_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.setenv("PLAYGROUND_NATIVE_GEMV", "off")
+    monkeypatch.setenv("PLAYGROUND_ACCEL", "off")
     assert not native_gemv.int8_dot_ready() and native_gemv.status().reason == "off"
     assert set(int8_linear_kernels(dynamic=True)) == {"dequantize", "int_mm"}
     assert set(int8_linear_kernels(dynamic=False)) == {"dequantize", "int8pack"}
@@ -146,7 +146,7 @@ def test_off_the_old_kernels_run_and_results_are_unchanged(monkeypatch, tmp_path
 
 def test_with_measurements_off_nothing_is_built_and_the_plain_kernel_runs(monkeypatch, tmp_path):
     monkeypatch.setenv("PLAYGROUND_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.setenv("PLAYGROUND_KERNELS", "default")
+    monkeypatch.setenv("PLAYGROUND_ACCEL", "off")
     assert set(int8_linear_kernels(dynamic=True)) == {"dequantize", "int_mm"}
     assert set(int8_linear_kernels()) == {"dequantize", "int8pack"}
     dynamic = quantize_int8(_model(seed=3), "float32", dynamic=True)

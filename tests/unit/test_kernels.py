@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 
 from playground.accel import accelerate, native_decode
+from playground.accel.decode_paths import stacked_qkv_of
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.readout import many_row_product
@@ -109,7 +110,7 @@ def test_a_hopeless_candidate_is_not_repeated_and_the_budget_caps_the_rest():
 
 
 def test_measurements_can_be_switched_off(monkeypatch):
-    monkeypatch.setenv("PLAYGROUND_KERNELS", "default")
+    monkeypatch.setenv("PLAYGROUND_ACCEL", "off")
     clock, calls = FakeClock(), []
     choice = kernels.choose(
         ("off",), "off", {"plain": clock.costs(2.0, calls), "fast": clock.costs(1.0, calls)}, timer=clock
@@ -191,7 +192,7 @@ def test_every_layout_stacking_and_kernel_gives_the_plain_logits(monkeypatch, dt
     _force(monkeypatch, layout=layout, stacked=stacked, gemv=gemv)
     fast = _model(dtype)
     att = fast.trf_blocks[0].att
-    assert att.stack_qkv == (stacked == "stacked")
+    assert (stacked_qkv_of(att) is not None) == (stacked == "stacked")
     w = fast.trf_blocks[0].ff.layers[0].weight
     assert (w.stride() == (1, w.size(0))) == (layout == "in_out")
     got = _decode(fast, ids)
@@ -211,7 +212,7 @@ def test_stacked_copy_follows_the_measured_layout(monkeypatch):
     x = torch.randn(1, 1, 64)
     with torch.no_grad():
         q, k, v = att.project_qkv(x)
-    weight, _ = att.stacked_qkv()
+    weight, _ = stacked_qkv_of(att).tensors((att.W_query, att.W_key, att.W_value))
     assert weight.stride() == (1, weight.size(0))  # (in, out) storage, like the three it stacks
     for got, lin in zip((q, k, v), (att.W_query, att.W_key, att.W_value)):
         torch.testing.assert_close(got, lin(x).view(1, 1, 4, 16).transpose(1, 2), atol=1e-6, rtol=1e-5)
@@ -242,16 +243,18 @@ def test_relayout_after_a_dtype_change_asks_again(monkeypatch):
     accelerate(model)
 
 
-def test_a_plain_model_measures_nothing_until_it_is_optimized(monkeypatch):
-    monkeypatch.setenv("PLAYGROUND_KERNELS", "default")  # decisions still recorded, without the timing
+def test_a_plain_model_measures_nothing_until_it_is_accelerated():
+    from playground.engine.sampling import generate
+
+    kernels.forget()
     model = GPTModel(GPTConfig(**TINY)).to(torch.bfloat16).eval()
-    assert kernels.decided(kernels.ONE_ROW_BFLOAT16) is None
     with torch.no_grad():
         model(torch.tensor([[1, 2, 3]]))
-        model(torch.tensor([[4]]))  # a one-row bfloat16 forward reads the decision, never makes it
-    assert kernels.measured() == [] and kernels.one_row_bfloat16_decided() is None
+        model(torch.tensor([[4]]))
+    assert len(list(generate(model, [1, 2], max_new_tokens=3, temperature=0))) == 3
+    assert kernels.measured() == []  # a plain forward and a plain generate time nothing
     accelerate(model)
-    assert kernels.one_row_bfloat16_decided() is kernels.decided(kernels.ONE_ROW_BFLOAT16) is not None
+    assert kernels.measured() != []
 
 
 def test_a_different_thread_count_measures_again():

@@ -63,7 +63,7 @@ def test_declines_what_it_does_not_compute():
         (lambda mp, tmp: mp.setattr(native_gemv, "compiler", lambda: None), "no_compiler"),
         (lambda mp, tmp: mp.setenv("CXX", "false"), "build_failed"),
         (lambda mp, tmp: mp.setattr(native_gemv, "parity_error", lambda: "float32 (7, 33): off"), "mismatch"),
-        (lambda mp, tmp: mp.setenv("PLAYGROUND_NATIVE_GEMV", "off"), "off"),
+        (lambda mp, tmp: mp.setenv("PLAYGROUND_ACCEL", "off"), "off"),
     ],
 )
 def test_without_a_working_kernel_the_plain_path_runs(monkeypatch, tmp_path, break_it, reason):

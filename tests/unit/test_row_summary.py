@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from playground.accel.decoder import ACCELERATED
 from playground.accel.row_summary import CompiledSummarizer as Summarizer
+from playground.engine import decoding
 from playground.engine.row_summary import reference_summary
 from playground.engine.sampling import STAGES, Generation, NonFiniteError, generate, sampling_distribution
 from playground.engine.weights import load_checkpoint
@@ -113,7 +115,7 @@ def test_minus_infinity_entries_are_zero_probabilities_when_allowed():
 
 
 def test_switched_off_it_is_the_fallback(monkeypatch):
-    monkeypatch.setenv("PLAYGROUND_NATIVE_ROW", "off")
+    monkeypatch.setenv("PLAYGROUND_ACCEL", "off")
     summarize = Summarizer(N_TOP)
     assert not summarize.compiled and native_row_summary.status().reason == "off"
     x = rows()["ties"]
@@ -125,8 +127,14 @@ def bundled():
     return load_checkpoint(ROOT / "assets" / "bundled" / "model.safetensors", dtype="float32")
 
 
-def greedy_run(model, n: int, n_top: int = N_TOP) -> list:
-    return list(generate(model, PROMPT, max_new_tokens=n, temperature=0, n_top=n_top))
+def greedy_run(model, n: int, n_top: int = N_TOP, accelerated: bool = True) -> list:
+    """Greedy steps through the accelerated decoder (the compiled summary where it built) or the plain one."""
+    if accelerated:
+        decoding.attach(model, ACCELERATED)
+    try:
+        return list(generate(model, PROMPT, max_new_tokens=n, temperature=0, n_top=n_top))
+    finally:
+        decoding.detach(model)
 
 
 def assert_same_steps(got, want):
@@ -148,25 +156,26 @@ def assert_same_steps(got, want):
 def test_greedy_generation_with_the_compiled_summary_on_and_off(bundled, monkeypatch):
     compiled()
     on = greedy_run(bundled, 24)
+    plain = greedy_run(bundled, 24, accelerated=False)  # the reference summary
     native_row_summary.forget()
-    monkeypatch.setenv("PLAYGROUND_NATIVE_ROW", "off")
-    off = greedy_run(bundled, 24)
+    monkeypatch.setenv("PLAYGROUND_ACCEL", "off")
+    off = greedy_run(bundled, 24)  # the accelerated decoder with the compiled summary switched off
     assert native_row_summary.status().reason == "off"
+    assert_same_steps(on, plain)
     assert_same_steps(on, off)
 
 
 @pytest.mark.parametrize("n_top", [N_TOP, 1, 0])
 def test_greedy_steps_equal_the_full_samplers_steps(bundled, n_top, monkeypatch):
-    """Each step as ``Generation._choose`` (softmax, torch.topk, entropy over the whole row) makes it."""
+    """Each compiled-summary step as ``Generation._choose`` (softmax, torch.topk, entropy over the whole row) makes it."""
     seen = []
-    real = Generation._next_logits
+    real = Generation.advance
 
-    def recorded(self, *args):
-        out = real(self, *args)
-        seen.append(out[0].clone())
-        return out
+    def recorded(self, result):
+        seen.append(result[0].clone())
+        return real(self, result)
 
-    monkeypatch.setattr(Generation, "_next_logits", recorded)
+    monkeypatch.setattr(Generation, "advance", recorded)
     steps = greedy_run(bundled, 12, n_top)
     chooser = Generation(bundled, PROMPT, 1, temperature=0.0, n_top=n_top)
     want = [chooser._choose(x, None, s.index, s.position, 0) for x, s in zip(seen, steps)]

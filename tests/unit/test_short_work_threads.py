@@ -53,11 +53,13 @@ def test_vocabulary_threads_is_measured_only_with_threads_to_spare():
 
 @pytest.mark.parametrize("temperature", [0, 0.9])
 def test_the_sampler_on_one_thread_takes_the_same_steps(monkeypatch, temperature):
-    from playground.engine import sampling
+    from playground.accel.decoder import ACCELERATED
+    from playground.engine import decoding, sampling
     from playground.runtime.threads import torch_threads
 
     generate = sampling.generate
     model = _model()
+    decoding.attach(model, ACCELERATED)  # the accelerated decoder runs the sampler on the measured threads
     run = lambda: list(generate(model, [5, 6, 7], max_new_tokens=6, temperature=temperature, top_k=40, seed=3))
     with torch_threads(2):
         monkeypatch.setattr(kernels, "vocabulary_threads_decided", lambda vocab: None)
@@ -72,36 +74,3 @@ def test_the_sampler_on_one_thread_takes_the_same_steps(monkeypatch, temperature
     assert [s.token_id for s in got] == [s.token_id for s in want]
     for a, b in zip(got, want):
         assert a.top == pytest.approx(b.top, rel=1e-6) and a.entropy == pytest.approx(b.entropy, rel=1e-6)
-
-
-def test_one_query_attention_threads_is_measured_only_with_threads_to_spare():
-    from playground.runtime.threads import torch_threads
-
-    with torch_threads(1):
-        assert kernels.one_query_attention_threads(4, 16) is None
-    with torch_threads(2):
-        choice = kernels.one_query_attention_threads(4, 16)
-        assert choice is not None and choice.winner in ("all", "one") and set(choice.seconds) == {"all", "one"}
-        assert kernels.one_query_attention_threads_decided(4, 16) == (1 if choice.winner == "one" else None)
-        assert torch.get_num_threads() == 2
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_one_query_attention_on_one_thread_gives_the_same_numbers(monkeypatch, dtype):
-    from playground.engine import attention
-    from playground.runtime.threads import torch_threads
-
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 4, n, 16, generator=gen).to(dtype) for n in (1, 37, 37))
-    seen = []
-    real = attention.F.scaled_dot_product_attention
-    spy = lambda *a, **kw: seen.append(torch.get_num_threads()) or real(*a, **kw)
-    with torch_threads(2):
-        monkeypatch.setattr(kernels, "one_query_attention_threads_decided", lambda h, d: None)
-        want = attention.attend(q, k, v, 0.0)
-        monkeypatch.setattr(kernels, "one_query_attention_threads_decided", lambda h, d: 1)
-        monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
-        got = attention.attend(q, k, v, 0.0)
-        assert torch.get_num_threads() == 2
-    assert seen == [1]
-    torch.testing.assert_close(got, want)

@@ -3,12 +3,10 @@
 - weight layout: float32 weights stored [in, out] (HF Conv1D order) -- same shapes, names, values;
 - the fused GELU kernel against the formula written out;
 - the per-layer KV cache views: cached decoding against full forwards, float32 and bfloat16;
-- bfloat16 one-row products through ATen's gemv (oneDNN switched off) against oneDNN;
 - a single bfloat16 query attended in float32 against the explicit softmax(QKᵀ/√d)·V;
 - sampling: shared softmaxes / one top-k / entr-based entropy against the stage-by-stage recipe.
 """
 
-import threading
 
 import pytest
 import torch
@@ -16,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.accel import accelerate, native_decode
-from playground.accel.decode_paths import X86, one_row_bfloat16_switch
+from playground.accel.decode_paths import stacked_qkv_of
 from playground.engine.attention import attend, attention_probs
 from playground.engine.config import GPTConfig
 from playground.engine.model import GELU, GPTModel
@@ -31,7 +29,6 @@ from playground.engine.sampling import (
 )
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
-x86_only = pytest.mark.skipif(not X86, reason="the oneDNN switch is only used (and measured) on x86")
 
 
 @pytest.fixture(autouse=True)
@@ -48,8 +45,6 @@ def fixed_kernel_choices(monkeypatch):
     monkeypatch.setattr(
         kernels, "stacked_qkv", lambda d, dtype, in_out, n: fixed("stacked" if dtype == torch.bfloat16 else "separate")
     )
-    monkeypatch.setattr(kernels, "one_row_bfloat16_kernel", lambda *a: fixed("aten"))
-    monkeypatch.setattr(kernels, "one_row_bfloat16_decided", lambda: fixed("aten"))
     monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
     monkeypatch.setattr(native_decode, "prepare", lambda model: None)  # the compiled step: test_native_step.py
 
@@ -204,38 +199,6 @@ def test_cached_decoding_matches_full_forward_bfloat16():
 # bfloat16 one-row products: ATen gemv (oneDNN off) against oneDNN
 
 
-class _NoSwitch:
-    """Stand-in for the switch: leave oneDNN as it is (the plain path)."""
-
-    def __call__(self, dtype, device, rows):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-
-def test_one_row_bfloat16_gemv_matches_onednn(monkeypatch):
-    model = make_model(dtype=torch.bfloat16, std=0.05)
-    ids = random_ids(1, 30)
-    torch.backends.mkldnn.enabled = True
-
-    def decode(n_new):
-        with torch.no_grad():
-            cache = model.new_kv_cache()
-            logits = [model(ids, kv_cache=cache, last_token_only=True)]
-            for _ in range(n_new):
-                nxt = logits[-1][:, -1].argmax(-1, keepdim=True)
-                logits.append(model(nxt, kv_cache=cache))
-        return torch.cat(logits, dim=1).float()
-
-    fast = decode(15)
-    monkeypatch.setattr("playground.engine.model.one_row_bfloat16_switch", _NoSwitch())
-    plain = decode(15)
-    spread = plain.std().item()
-    assert fast.argmax(-1).tolist() == plain.argmax(-1).tolist()  # the same greedy tokens
-    torch.testing.assert_close(fast, plain, atol=0.05 * spread, rtol=0)
-    assert torch.backends.mkldnn.enabled  # left as found
-
-
 def test_one_row_bfloat16_linear_paths_agree_on_gpt2_shapes():
     torch.manual_seed(0)
     x = torch.randn(1, 768).to(torch.bfloat16)
@@ -255,67 +218,20 @@ def test_one_row_bfloat16_linear_paths_agree_on_gpt2_shapes():
     assert ((onednn - exact).abs() <= ulp).all()
 
 
-@x86_only
-def test_switch_turns_onednn_off_only_while_nothing_larger_runs():
-    switch = one_row_bfloat16_switch
-    bf16, cpu = torch.bfloat16, torch.device("cpu")
-    torch.backends.mkldnn.enabled = True
-    with switch(torch.float32, cpu, 1):
-        assert torch.backends.mkldnn.enabled  # float32 never touches it
-    with switch(bf16, cpu, 1):
-        assert not torch.backends.mkldnn.enabled
-        with switch(bf16, cpu, 32):  # a prompt in another thread needs oneDNN
-            assert torch.backends.mkldnn.enabled
-            with switch(bf16, cpu, 1):
-                assert torch.backends.mkldnn.enabled
-        assert not torch.backends.mkldnn.enabled
-    assert torch.backends.mkldnn.enabled
-    with pytest.raises(RuntimeError):
-        with switch(bf16, cpu, 1):
-            raise RuntimeError("boom")
-    assert torch.backends.mkldnn.enabled  # restored on errors too
-
-
-@x86_only
-def test_switch_respects_a_user_who_turned_onednn_off():
-    switch = one_row_bfloat16_switch
-    try:
-        torch.backends.mkldnn.enabled = False
-        with switch(torch.bfloat16, torch.device("cpu"), 32):
-            assert not torch.backends.mkldnn.enabled
-        assert not torch.backends.mkldnn.enabled
-    finally:
-        torch.backends.mkldnn.enabled = True
-
-
-def test_prompt_forward_keeps_onednn_while_other_threads_decode():
+def test_no_forward_flips_a_process_wide_flag():
+    """Speed lives beside the model: a bfloat16 one-row forward of an accelerated model runs with oneDNN as the
+    process has it, on every thread."""
     model = make_model(dtype=torch.bfloat16, n_layers=3)
     seen = []
-    hook = model.trf_blocks[1].register_forward_hook(
-        lambda mod, inp, out: seen.append((inp[0].shape[1], torch.backends.mkldnn.enabled))
-    )
-    stop = threading.Event()
-
-    def decoder():
-        with torch.no_grad():
-            cache = model.new_kv_cache()
-            model(random_ids(1, 2), kv_cache=cache)
-            while not stop.is_set() and cache.length < 40:
-                model(random_ids(1, 1, seed=cache.length), kv_cache=cache)
-
-    threads = [threading.Thread(target=decoder) for _ in range(2)]
-    for t in threads:
-        t.start()
+    hook = model.trf_blocks[1].register_forward_hook(lambda mod, inp, out: seen.append(torch.backends.mkldnn.enabled))
+    torch.backends.mkldnn.enabled = True
     with torch.no_grad():
-        for _ in range(5):
-            model(random_ids(1, 24))
-    stop.set()
-    for t in threads:
-        t.join()
+        cache = model.new_kv_cache()
+        model(random_ids(1, 3), kv_cache=cache)
+        for i in range(4):
+            model(random_ids(1, 1, seed=i), kv_cache=cache)
     hook.remove()
-    prompt_states = [on for length, on in seen if length > 1]
-    assert prompt_states and all(prompt_states)  # every prompt-sized forward ran with oneDNN on
-    assert torch.backends.mkldnn.enabled
+    assert seen == [True] * 5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,22 +277,23 @@ def test_stacked_qkv_follows_every_change_of_the_weights():
     check()
     model.load_state_dict(make_model(seed=7, dtype=torch.bfloat16).state_dict())
     check()
+    before = stacked_qkv_of(att)._tensors
     model.float().bfloat16()
-    assert att._stacked is None  # .to() drops the copy of the old tensors
-    check()
+    check()  # .to() gives new storage: the copy is made again
+    assert stacked_qkv_of(att)._tensors is not before
 
 
 def test_training_and_float32_use_the_three_modules():
     model = make_model(dtype=torch.bfloat16)
     model(random_ids(1, 4))  # grad enabled: the parameters themselves must be in the graph
-    assert all(b.att._stacked is None for b in model.trf_blocks)
+    assert all(stacked_qkv_of(b.att)._tensors is None for b in model.trf_blocks)
     model32 = make_model()
     with torch.no_grad():
         model32(random_ids(1, 4))
-    assert all(b.att._stacked is None for b in model32.trf_blocks)
+    assert all(stacked_qkv_of(b.att) is None for b in model32.trf_blocks)
     with torch.no_grad():
         model(random_ids(1, 4))
-    assert all(b.att._stacked is not None for b in model.trf_blocks)
+    assert all(stacked_qkv_of(b.att)._tensors is not None for b in model.trf_blocks)
 
 
 # ---------------------------------------------------------------------------------------------
