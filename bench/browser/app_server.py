@@ -17,8 +17,10 @@ class AppServer(serving.App):
 
 def serve() -> None:
     """What ``app.py`` does: build the demo and launch it (port from GRADIO_SERVER_PORT)."""
+    from playground.server.recipes import decide_kernels_at_start
     from playground.ui.app import build_demo, launch_kwargs, warm_up
 
+    decide_kernels_at_start()
     demo = build_demo()
     warm_up()
     demo.launch(**launch_kwargs())

@@ -11,12 +11,15 @@ every model plain and nothing is built.
 from __future__ import annotations
 
 import os
+import weakref
 
 from playground.accel.decode_paths import optimize_for_decode
 from playground.accel.decoder import ACCELERATED
 from playground.engine import decoding
+from playground.runtime import kernels
 
 SWITCH = "PLAYGROUND_ACCEL"
+_UNDECIDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> decisions it found unmade
 
 
 def enabled() -> bool:
@@ -24,20 +27,35 @@ def enabled() -> bool:
     return os.environ.get(SWITCH, "on").strip().lower() not in ("off", "0", "no")
 
 
-def accelerate(model, compiled_kernel: bool = True):
+def accelerate(model, compiled_kernel: bool = True, *, measure: bool = True):
     """Make ``model`` decode as fast as this machine allows, in place; returned for chaining. Its
     numbers are its plain forward's (checked where a compiled path is chosen). Call it again after a
-    dtype or device conversion. With acceleration switched off, the model stays plain."""
+    dtype or device conversion. With acceleration switched off, the model stays plain.
+
+    ``measure=False`` (a user's request) times nothing: each decision is read from this process or this
+    machine's file (``kernels.keep_decisions``), and one not made yet takes the plain path;
+    ``undecided(model)`` then names them, for a measurement outside the request."""
     if not enabled():
         decoding.detach(model)
         return model
-    optimize_for_decode(model, compiled_kernel=compiled_kernel)
+    if measure:
+        optimize_for_decode(model, compiled_kernel=compiled_kernel)
+        _UNDECIDED.pop(model, None)
+    else:
+        with kernels.decided_only() as skipped:
+            optimize_for_decode(model, compiled_kernel=compiled_kernel)
+        _UNDECIDED[model] = list(skipped)
     decoding.attach(model, ACCELERATED)
     return model
+
+
+def undecided(model) -> list[str]:
+    """The decisions ``accelerate(model, measure=False)`` found unmade (their plain path runs meanwhile)."""
+    return list(_UNDECIDED.get(model, []))
 
 
 def is_accelerated(model) -> bool:
     return decoding.decoder_of(model) is ACCELERATED
 
 
-__all__ = ["accelerate", "enabled", "is_accelerated", "optimize_for_decode"]
+__all__ = ["accelerate", "enabled", "is_accelerated", "optimize_for_decode", "undecided"]

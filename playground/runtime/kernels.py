@@ -22,12 +22,14 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from playground.runtime import native_gemv
+from playground.runtime.decision_store import DecisionStore
 from playground.runtime.threads import torch_threads
 
 WORKING_SET_BYTES = 64 * 2**20  # > the last-level cache of the CPUs we met (32 MB): weights stream from RAM
@@ -64,6 +66,53 @@ class Choice:
 
 _CHOICES: dict[tuple, Choice] = {}
 _LOCK = threading.RLock()
+_STORE: DecisionStore | None = None  # this machine's decisions on disk, once keep_decisions was called
+_LOCAL = threading.local()  # .decided_only: choose returns the plain candidate instead of measuring
+# Each decision's plain candidate (its first) by the first element of its key: what a decision not made yet
+# takes under ``decided_only`` without building the candidates' test matrices.
+PLAIN = {
+    "weight layout": "out_in",
+    "stacked qkv": "separate",
+    "one-row kernel": "aten",
+    "one-row bfloat16 kernel": "onednn",
+    "vocabulary threads": "all",
+    "many-row product": "torch",
+    "native decode step": "plain",
+    "int8 kernel": "dequantize",
+    "int8 dynamic kernel": "dequantize",
+}
+
+
+def keep_decisions(folder=None) -> DecisionStore:
+    """From now on read decisions from this machine's file in ``folder`` (default: the compiled kernels'
+    cache folder) and write each new one there: measured once per machine, not once per process."""
+    global _STORE
+    with _LOCK:
+        _STORE = DecisionStore(folder if folder is not None else native_gemv.cache_dir())
+        return _STORE
+
+
+def keeping_decisions() -> bool:
+    return _STORE is not None
+
+
+def stop_keeping_decisions() -> None:
+    global _STORE
+    with _LOCK:
+        _STORE = None
+
+
+@contextmanager
+def decided_only():
+    """Within (this thread): a decision not made yet takes the plain candidate without measuring and is
+    not cached, so a later measurement still makes it. What a user's request runs under."""
+    before = getattr(_LOCAL, "decided_only", None)
+    skipped: list[str] = []  # the decisions that took the plain candidate for want of a measurement
+    _LOCAL.decided_only = skipped
+    try:
+        yield skipped
+    finally:
+        _LOCAL.decided_only = before
 
 
 def measuring_enabled() -> bool:
@@ -95,6 +144,16 @@ def choose(
     with _LOCK:
         if key in _CHOICES:
             return _CHOICES[key]
+        stored = _STORE.get(key) if _STORE is not None else None
+        if stored is not None:
+            choice = Choice(decision, stored["winner"], stored["seconds"], bool(stored.get("measured", True)), *label)
+            _CHOICES[key] = choice
+            return choice
+        skipped = getattr(_LOCAL, "decided_only", None)
+        if skipped is not None and measuring_enabled() and key[0] in PLAIN:
+            if decision not in skipped:
+                skipped.append(decision)
+            return Choice(decision, PLAIN[key[0]], {}, False, *label)
         if callable(candidates):
             candidates = candidates()
         names = list(candidates)
@@ -122,6 +181,8 @@ def choose(
                     break
             seconds = {n: float(statistics.median(times[n])) if n in times else warm[n] for n in names}
             choice = Choice(decision, _winner(seconds, times), seconds, True, *label)
+            if _STORE is not None:
+                _STORE.put(key, {"winner": choice.winner, "seconds": seconds, "measured": True})
         _CHOICES[key] = choice
         return choice
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from playground.accel import accelerate
+from playground.accel import accelerate, background, undecided
 from playground.engine.config import DEFAULT_PRESET, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
 from playground.engine.model import GPTModel
@@ -22,6 +22,7 @@ from playground.engine.weight_layout import WeightLoadError
 from playground.engine.weights import load_checkpoint
 from playground.errors import UserError
 from playground.i18n import tr
+from playground.runtime import kernels
 from playground.runtime.devices import default_device
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,20 +143,66 @@ def model_label(recipe: dict) -> str:
     return describe_recipe(recipe)
 
 
-def build_from_recipe(recipe: dict, *, progress=None) -> GPTModel:
-    """Build the model a recipe names, with this machine's fastest decode layout
-    (engine.decode_paths). Raises ConfigError / WeightLoadError with user-facing text. A random
-    init's config is checked against the memory budget and the build caps by the model cache
-    before it makes room and reserves (a loader checks its file's config itself). ``dtype`` "int8"
-    builds in bfloat16, then quantizes the weights (playground.engine.quantize); "int8-dynamic" builds in
-    float32 and quantizes the weights and, at run time, each product's activations."""
-    if recipe.get("dtype") == "int8":
-        model = quantize_int8(_build_plain({**recipe, "dtype": "bfloat16"}, progress))
-    elif recipe.get("dtype") == "int8-dynamic":
-        model = quantize_int8(_build_plain({**recipe, "dtype": "float32"}, progress), "float32", dynamic=True)
-    else:
-        model = _build_plain(recipe, progress)
-    return accelerate(model)
+def build_from_recipe(recipe: dict, *, progress=None, measure: bool | None = None) -> GPTModel:
+    """Build the model a recipe names, accelerated (``playground.accel``). Raises ConfigError /
+    WeightLoadError with user-facing text. A random init's config is checked against the memory budget
+    and the build caps by the model cache before it makes room and reserves (a loader checks its file's
+    config itself). ``dtype`` "int8" builds in bfloat16, then quantizes the weights
+    (playground.engine.quantize); "int8-dynamic" builds in float32 and quantizes the weights and, at run
+    time, each product's activations.
+
+    In a server that keeps this machine's decisions (``decide_kernels_at_start``) a build times no kernel
+    (``measure`` None or False, what a user's request runs): decisions made before are read, and a shape met
+    for the first time decodes on its plain path while its decisions are measured in the background
+    (``accel.background``) for its next build. Elsewhere (a script, the bench) ``measure`` None measures
+    in the call, once per process and shape."""
+    if measure is None:
+        measure = not kernels.keeping_decisions()
+    with kernels.decided_only() if not measure else _nothing_skipped() as skipped:
+        if recipe.get("dtype") == "int8":
+            model = quantize_int8(_build_plain({**recipe, "dtype": "bfloat16"}, progress))
+        elif recipe.get("dtype") == "int8-dynamic":
+            model = quantize_int8(_build_plain({**recipe, "dtype": "float32"}, progress), "float32", dynamic=True)
+        else:
+            model = _build_plain(recipe, progress)
+        accelerate(model, measure=measure)
+    if (skipped or undecided(model)) and kernels.keeping_decisions():
+        timing = timing_recipe(model.cfg, recipe.get("dtype", "float32"))
+        background.measure_later(
+            json.dumps(timing, sort_keys=True),
+            lambda: build_from_recipe(timing, measure=True),
+            build_peak_bytes(timing),
+        )
+    return model
+
+
+def decide_kernels_at_start() -> None:
+    """At start, before the first page: this machine's decisions kept on disk (``kernels.keep_decisions``),
+    the default model's made now -- measured once per machine, read from the file after -- and GPT-2
+    small's (the preset a room is most likely to build) measured in the background."""
+    kernels.keep_decisions()
+    build_from_recipe(default_recipe(), measure=True)
+    for recipe in (random_recipe(PRESETS["gpt2-small"], seed=0),):
+        cfg = GPTConfig.from_dict(recipe["config"])
+        timing = timing_recipe(cfg, recipe.get("dtype", "float32"))
+        background.measure_later(
+            json.dumps(timing, sort_keys=True),
+            lambda t=timing: build_from_recipe(t, measure=True),
+            build_peak_bytes(timing),
+        )
+
+
+def timing_recipe(cfg: GPTConfig, dtype: str) -> dict:
+    """A model of ``cfg``'s shape with random weights, in ``dtype``: what its kernel decisions are timed on."""
+    return {"kind": "random", "config": cfg.to_dict(), "seed": 0, "dtype": dtype}
+
+
+class _nothing_skipped:
+    def __enter__(self) -> list:
+        return []
+
+    def __exit__(self, *exc) -> bool:
+        return False
 
 
 def _build_plain(recipe: dict, progress) -> GPTModel:

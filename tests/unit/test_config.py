@@ -15,9 +15,9 @@ from playground.engine.config import (
     get_preset,
 )
 from playground.engine.memory_check import check_memory
-from playground.runtime.memory import format_bytes
 from playground.engine.model import GPTModel
 from playground.errors import UserError
+from playground.runtime.memory import format_bytes
 from playground.training.trainer import build_model
 
 TINY = dict(context_length=16, emb_dim=32, n_heads=4, n_layers=2)

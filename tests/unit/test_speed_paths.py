@@ -7,7 +7,6 @@
 - sampling: shared softmaxes / one top-k / entr-based entropy against the stage-by-stage recipe.
 """
 
-
 import pytest
 import torch
 import torch.nn as nn

@@ -1,0 +1,77 @@
+"""Kernel decisions for a new model shape, measured on a thread of their own, never in a user's request.
+
+A model built for a user is accelerated with ``measure=False``: decisions this machine already made are
+read, any other runs its plain path. ``measure_later`` then times that shape here, on a model of the same
+config with random weights (held in the memory budget while it exists, dropped after), at background
+priority; the decisions go to this machine's file (``kernels.keep_decisions``), so the next build of that
+shape is fast from the start.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+import torch
+
+from playground.runtime.memory import BUDGET
+from playground.runtime.threads import as_background_work
+
+log = logging.getLogger(__name__)
+
+_JOBS: queue.Queue = queue.Queue()
+_SEEN: set[str] = set()  # shapes queued in this process: each is measured once
+_LOCK = threading.Lock()
+_THREAD: threading.Thread | None = None
+_IDLE = threading.Event()
+_IDLE.set()
+
+
+def measure_later(key: str, build: Callable[[], object], nbytes: int) -> bool:
+    """Queue one measurement under ``key`` (a shape's name): ``build()`` makes a model of that shape with
+    its decisions measured (``accelerate(model)``), and the model is dropped; ``nbytes`` is held in the
+    memory budget meanwhile. Returns False when that key was queued before in this process."""
+    global _THREAD
+    with _LOCK:
+        if key in _SEEN:
+            return False
+        _SEEN.add(key)
+        _IDLE.clear()
+        _JOBS.put((key, build, nbytes))
+        if _THREAD is None or not _THREAD.is_alive():
+            _THREAD = threading.Thread(target=_work, name="kernel-timing", daemon=True)
+            _THREAD.start()
+    return True
+
+
+def wait_idle(timeout: float | None = None) -> bool:
+    """Wait until every queued measurement is done (tests, the bench); True if they are."""
+    return _IDLE.wait(timeout)
+
+
+def _work() -> None:
+    # Low priority, but torch's thread count of a request: a decision is kept per thread count.
+    as_background_work(threads=torch.get_num_threads())
+    while True:
+        try:
+            key, build, nbytes = _JOBS.get(timeout=5.0)
+        except queue.Empty:
+            with _LOCK:
+                if _JOBS.empty():
+                    _IDLE.set()
+            continue
+        try:
+            with BUDGET.reserve(nbytes, f"timing the kernels of {key}", kind="build"):
+                build()
+        except MemoryError:
+            log.info("kernel timing for %s skipped: not enough memory now", key)
+        except Exception:  # a measurement never takes the server down; the shape keeps its plain path
+            log.exception("kernel timing for %s failed", key)
+        finally:
+            gc.collect()
+            with _LOCK:
+                if _JOBS.empty():
+                    _IDLE.set()
