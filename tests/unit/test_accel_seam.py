@@ -1,0 +1,138 @@
+"""Speed behind one seam (issue 33): the teaching model is plain, ``accelerate`` is the one way in, and a
+server's kernel decisions are made once per machine, read from disk, never timed in a request."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from playground.accel import accelerate, is_accelerated, undecided
+from playground.engine import decoding
+from playground.engine.sampling import generate
+from playground.runtime import decision_store, kernels
+from tests.helpers import ROOT
+from tests.tiny_models import random_model
+
+PLAIN_GENERATE = """
+import sys, torch
+import torch.nn.modules.module as mm
+from playground.engine.config import GPTConfig
+from playground.engine.model import GPTModel
+from playground.engine.sampling import generate
+cfg = GPTConfig(context_length=32, emb_dim=32, n_heads=2, n_layers=2)
+model = GPTModel(cfg, generator=torch.Generator().manual_seed(0))
+steps = list(generate(model, [1, 2, 3], max_new_tokens=4, temperature=0))
+steps += list(generate(model, [1, 2, 3], max_new_tokens=4, temperature=0.8, top_k=20, seed=1))
+print(len(steps))
+print(sorted(m for m in sys.modules if m.startswith("playground")))
+print(len(mm._global_module_registration_hooks) + len(mm._global_parameter_registration_hooks)
+      + len(mm._global_buffer_registration_hooks) + len(mm._global_forward_hooks))
+print(torch.backends.mkldnn.enabled)
+"""
+
+
+def test_a_plain_generate_in_a_fresh_process_compiles_times_and_installs_nothing(tmp_path):
+    cache = tmp_path / "kernels"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "PLAYGROUND_KERNEL_CACHE": str(cache),
+        "HOME": str(tmp_path),
+    }
+    out = subprocess.run([sys.executable, "-c", PLAIN_GENERATE], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    n, modules, hooks, mkldnn = out.stdout.strip().splitlines()
+    assert n == "8"
+    loaded = eval(modules)  # a printed list of names
+    assert not [m for m in loaded if m.startswith(("playground.runtime", "playground.accel", "playground.server"))]
+    assert hooks == "0" and mkldnn == "True"
+    assert not cache.exists()  # no library built, no decision written
+
+
+def test_accelerate_attaches_the_decoder_and_gives_the_plain_tokens():
+    plain = random_model(seed=3)
+    fast = random_model(seed=3)
+    assert decoding.decoder_of(plain) is decoding.PLAIN and not is_accelerated(plain)
+    accelerate(fast)
+    assert is_accelerated(fast)
+    for kwargs in (dict(temperature=0), dict(temperature=0.9, top_k=30, seed=4)):
+        want = [s.token_id for s in generate(plain, [5, 6, 7], max_new_tokens=8, **kwargs)]
+        got = [s.token_id for s in generate(fast, [5, 6, 7], max_new_tokens=8, **kwargs)]
+        assert got == want
+
+
+def test_the_one_switch_keeps_every_model_plain(monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_ACCEL", "off")
+    model = random_model()
+    kernels.forget()
+    accelerate(model)
+    assert not is_accelerated(model) and kernels.measured() == []
+    assert not kernels.measuring_enabled()
+
+
+def test_decided_only_times_nothing_and_names_what_it_skipped():
+    kernels.forget()
+    model = random_model(seed=5)
+    accelerate(model, measure=False)
+    assert is_accelerated(model)
+    assert kernels.measured() == []  # nothing timed, nothing cached: a later measurement still decides
+    skipped = undecided(model)
+    assert any("weight layout" in d for d in skipped)
+    assert all(d == " ".join(d.split()) for d in skipped)
+
+
+def test_the_plain_name_of_every_decision_is_its_first_candidate():
+    """``kernels.PLAIN`` is what a decision not made yet takes: each decision's plain candidate."""
+    kernels.forget()
+    with kernels.decided_only():
+        choices = [
+            kernels.weight_layout((64, 32), torch.float32, 2),
+            kernels.stacked_qkv(32, torch.float32, False, 2),
+            kernels.vocabulary_threads(5000),
+        ]
+    with kernels.decided_only():
+        measured = [
+            kernels.weight_layout((64, 32), torch.float32, 2),
+            kernels.stacked_qkv(32, torch.float32, False, 2),
+        ]
+    assert [c.winner for c in choices[:2]] == ["out_in", "separate"] == [c.winner for c in measured]
+    assert choices[2] is None or choices[2].winner == "all"
+    # the same decisions measured: their first candidate is the plain one
+    measured_first = kernels.weight_layout((64, 32), torch.float32, 2)
+    assert list(measured_first.seconds)[0] == kernels.PLAIN["weight layout"]
+    stacked = kernels.stacked_qkv(32, torch.float32, False, 2)
+    assert list(stacked.seconds)[0] == kernels.PLAIN["stacked qkv"]
+
+
+def test_decisions_are_kept_per_machine_and_read_back(tmp_path, monkeypatch):
+    kernels.forget()
+    store = kernels.keep_decisions(tmp_path)
+    try:
+        first = kernels.weight_layout((96, 32), torch.float32, 2)
+        assert first.measured and len(store) == 1
+        data = json.loads(store.path.read_text())
+        assert data["identity"] == decision_store.cpu_identity()
+        kernels.forget()
+        kernels.keep_decisions(tmp_path)  # a new process reads the file: no timing
+        calls = []
+        monkeypatch.setattr(kernels, "_gemv_pass", lambda *a: calls.append(a))
+        again = kernels.weight_layout((96, 32), torch.float32, 2)
+        assert calls == [] and again.winner == first.winner and again.seconds == first.seconds
+        # another CPU (other ISA flags) has a file of its own
+        monkeypatch.setattr(decision_store, "cpu_identity", lambda: "x86_64|other cpu|avx512f")
+        assert decision_store.DecisionStore(tmp_path).path != store.path
+    finally:
+        kernels.stop_keeping_decisions()
+        kernels.forget()
+
+
+@pytest.mark.parametrize("content", ["", "{not json", '{"decisions": [1, 2]}', '{"decisions": {"x": 3}}'])
+def test_an_unreadable_decisions_file_is_measured_again(tmp_path, content):
+    path = decision_store.DecisionStore(tmp_path).path
+    path.write_text(content)
+    store = decision_store.DecisionStore(tmp_path)
+    assert store.get(("weight layout", (8, 8), torch.float32, 1, 1)) is None
+    store.put(("k",), {"winner": "a", "seconds": {"a": 1.0}})
+    assert decision_store.DecisionStore(tmp_path).get(("k",))["winner"] == "a"
