@@ -186,10 +186,10 @@ class DecodeLoop:
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._forever, name="decode-loop", daemon=True)
+            self._thread = threading.Thread(target=self._decode_forever, name="decode-loop", daemon=True)
             self._thread.start()
 
-    def _forever(self) -> None:
+    def _decode_forever(self) -> None:
         torch.set_grad_enabled(False)  # per thread: the loop's forwards never build graphs
         while True:
             with self._cond:
