@@ -27,7 +27,7 @@ def app_url():
         demo.close()
 
 
-IDLE_LOOPS = {"_sweep_forever"}  # app threads that wait for ever between rounds: never "busy"
+IDLE_LOOPS = {"_sweep_forever", "_decode_forever"}  # app threads that wait for ever between rounds: never "busy"
 
 
 def wait_for_app_threads(timeout: float = 60.0) -> None:

@@ -150,6 +150,8 @@ EN = {
     "st_tokens": "{n} tokens",
     "st_token": "{n} token",
     "st_rate": "{rate} tokens/s",
+    "st_others": "decoding with {n} others",
+    "st_other": "decoding with 1 other",
     "st_cropped": "the prompt was cropped by {n} tokens from the left to fit the {context}-token context window",
     "st_window": "the window now starts at position {start} (older tokens fall out)",
     "legend": "Grey: prompt tokens (with their ids). Generated tokens show id · probability: "

@@ -144,6 +144,8 @@ ZH = {
     "st_tokens": "{n} 个 token",
     "st_token": "{n} 个 token",
     "st_rate": "每秒 {rate} 个 token",
+    "st_others": "与另外 {n} 人一起解码",
+    "st_other": "与另外 1 人一起解码",
     "st_cropped": "提示词从左侧裁掉了 {n} 个 token，以放进 {context} 个 token 的上下文窗口",
     "st_window": "窗口现在从位置 {start} 开始（更早的 token 已移出）",
     "legend": "灰色：提示词的 token（带 id）。生成的 token 显示 id · 概率："

@@ -13,6 +13,7 @@ before reading, no pickle ever, every field checked by name).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import platform
@@ -26,6 +27,7 @@ from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
 from playground.engine.tokenizer import load_tokenizer
 from playground.runtime.memory import BUDGET
+from playground.server.decode_loop import LOOP
 from playground.server.files import is_inside, work_dir
 from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
@@ -149,10 +151,10 @@ def cannot_load(record: dict, detail: Exception) -> ReplayError:
     )
 
 
-def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
-    """Generate again with ``model`` and compare with the record, step by step. ``step_lock`` (a
-    context manager) is held around each decode step only, so a long replay interleaves with
-    other users' generations instead of holding the CPU for its whole length."""
+def replay(record: dict, model: GPTModel, *, shared: bool = False) -> ReplayReport:
+    """Generate again with ``model`` and compare with the record, step by step. ``shared``: the steps
+    are made by the server's decode loop beside every other learner's run (a long replay never holds
+    the CPU for its whole length); else in the calling thread."""
     record = check_record(record)
     cfg = model.cfg
     if max(record["prompt_ids"] + record["token_ids"]) >= cfg.vocab_size:
@@ -191,25 +193,22 @@ def replay(record: dict, model: GPTModel, *, step_lock=None) -> ReplayReport:
         reasons.append(f"other machine: recorded on {_excerpt(record['machine'])}, replayed on {machine()}")
     first = None
     ids, probs = [], []
-    steps = iter(gen)
-    for want_id, want_p in zip(record["token_ids"], record["probs"]):
-        if step_lock is not None:
-            with step_lock:
-                step = next(steps)
-        else:
+    steps = LOOP.steps(gen) if shared else iter(gen)
+    with contextlib.closing(steps) if shared else contextlib.nullcontext():
+        for want_id, want_p in zip(record["token_ids"], record["probs"]):
             step = next(steps)
-        ids.append(step.token_id)
-        probs.append(step.prob)
-        if first is None and (step.token_id != want_id or step.prob != want_p):
-            first = {
-                "step": step.index,
-                "recorded_token": want_id,
-                "replayed_token": step.token_id,
-                "recorded_prob": want_p,
-                "replayed_prob": step.prob,
-            }
-        if first is not None and step.token_id != want_id:
-            break  # after a different token the two runs continue from different texts
+            ids.append(step.token_id)
+            probs.append(step.prob)
+            if first is None and (step.token_id != want_id or step.prob != want_p):
+                first = {
+                    "step": step.index,
+                    "recorded_token": want_id,
+                    "replayed_token": step.token_id,
+                    "recorded_prob": want_p,
+                    "replayed_prob": step.prob,
+                }
+            if first is not None and step.token_id != want_id:
+                break  # after a different token the two runs continue from different texts
     return ReplayReport(first is None, len(ids), first, reasons, ids, probs)
 
 

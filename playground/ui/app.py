@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.server import files
+from playground.server.decode_loop import MAX_CONCURRENT_RUNS
 from playground.server.model_cache import CACHE
 from playground.server.recipes import MAX_UPLOAD_BYTES, default_recipe
 
@@ -87,13 +88,24 @@ def build_demo() -> gr.Blocks:
             tab.select(None, None, None, js=RESIZE_JS)
         progress.route(demo, progress.sink())
     inputs_as_sent(demo)
-    demo.queue(default_concurrency_limit=2, max_size=64)
+    # max_size: events waiting for a worker, every session's together. A room of 30+ learners opening
+    # the page and pressing Generate at once queues a few events each (the page's loads, Generate and
+    # the events chained after it), so the queue holds several per possible Generate worker.
+    demo.queue(default_concurrency_limit=2, max_size=QUEUE_SIZE)
     return demo
+
+
+QUEUE_SIZE = 4 * MAX_CONCURRENT_RUNS
+# Gradio runs every synchronous handler in one thread pool (40 threads unless told): each Generate
+# worker holds a thread while it waits on its stream, so the pool has room for all of them besides
+# the 40 that every other event (Stop included) shares.
+MAX_THREADS = 40 + MAX_CONCURRENT_RUNS
 
 
 def launch_kwargs() -> dict:
     # Uploads larger than the checkpoint limit are refused by the server before they are stored.
     return {
+        "max_threads": MAX_THREADS,
         "i18n": I18N,
         "css": CSS + COMPARE_CSS + cell_click.CSS + lessons_layout.CSS,
         "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS, lessons_layout.PAGE_JS),

@@ -116,8 +116,12 @@ def all_chips(run) -> str:
     return stream.html()
 
 
-def status_html(run, elapsed: float, state: str, lang: str = "en", context_length: int | None = None) -> str:
+def status_html(
+    run, elapsed: float, state: str, lang: str = "en", context_length: int | None = None, others: int = 0
+) -> str:
     """state: running | done | stopped | error. The element carries it (and the count) for tests and tools.
+    ``others``: how many other runs shared the run's latest decode step (said while it runs, so a slow
+    rate in a full room reads as the room's, not the app's).
 
     The window it names is the one the attention views show (the run's last ``context_length``
     positions, run.window), so the status line and the figures' titles give the same start."""
@@ -130,6 +134,8 @@ def status_html(run, elapsed: float, state: str, lang: str = "en", context_lengt
         else tr(lang, "st_token" if n == 1 else "st_tokens", n=n)
     )
     parts = [f"{head}{count} · {tr(lang, 'st_rate', rate=f'{rate:.1f}')}"]
+    if state == "running" and others > 0:
+        parts.append(tr(lang, "st_other" if others == 1 else "st_others", n=others))
     if run.n_cropped:
         parts.append(tr(lang, "st_cropped", n=run.n_cropped, context=len(run.prompt_ids)))
     start = run.steps[-1].context_start if run.steps else 0

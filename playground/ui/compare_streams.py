@@ -1,15 +1,18 @@
 """Two generations side by side, step by step: two models, or two sampling settings, one seed.
 
-Both streams share the prompt and the seed, so only the model or the settings differ; their steps
-take turns under the server's decode lock.
+Both streams share the prompt and the seed, so only the model or the settings differ; the server's
+decode loop makes their steps beside every other learner's (one shared forward when both use the
+same model), and this handler waits for them.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from types import SimpleNamespace
 
+from playground.server.decode_loop import LOOP
 from playground.server.runs import start_run
 
 from . import compare_views as cv
@@ -24,7 +27,6 @@ from .common import (
     parse_whole,
     tr,
 )
-from .decoding import DECODE_LOCK
 from .results import only, result
 
 MAX_COMPARE_NEW = 200  # tokens per stream in the side-by-side views
@@ -39,26 +41,34 @@ def two_streams(pairs, prompt, seed, max_new, titles, lang="en", request=None):
     seed = parse_seed(seed, "Sampling seed")
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")  # both streams share it: only the model/settings differ
-    gens = []
-    for model, recipe, settings in pairs:
-        run, gen = start_run(model, recipe, prompt, max_new_tokens=max_new, seed=seed, **settings)
-        gens.append((run, iter(gen)))
-    steps = ([], [])
-    prompt_ids = gens[0][0].prompt_ids
-    t0 = last = time.perf_counter()
-    yield Streams(
-        ok(tr(lang, "cmp_streams", n=max_new, seed=seed)),
-        cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang),
-    )
-    for _ in range(max_new):
-        for (_run, it), out in zip(gens, steps):
-            with DECODE_LOCK:
-                step = next(it, None)
-            if step is not None:
-                out.append(step)
-        if time.perf_counter() - last > STREAM_INTERVAL_S:
-            last = time.perf_counter()
-            yield only(Streams, side=cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang))
+    wake = threading.Event()  # both streams wake this handler
+    streams = []
+    try:
+        for model, recipe, settings in pairs:
+            run, gen = start_run(model, recipe, prompt, max_new_tokens=max_new, seed=seed, **settings)
+            streams.append((run, LOOP.submit(gen, wake=wake)))
+        steps = ([], [])
+        prompt_ids = streams[0][0].prompt_ids
+        t0 = last = time.perf_counter()
+        yield Streams(
+            ok(tr(lang, "cmp_streams", n=max_new, seed=seed)),
+            cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang),
+        )
+        ended = [False, False]
+        while not all(ended):
+            wake.wait(1.0)
+            wake.clear()  # before taking: a step delivered after it sets it again
+            for i, ((_run, stream), out) in enumerate(zip(streams, steps)):
+                new, ended[i] = stream.take()
+                out.extend(new)
+                if ended[i] and stream.error is not None:
+                    raise stream.error
+            if time.perf_counter() - last > STREAM_INTERVAL_S:
+                last = time.perf_counter()
+                yield only(Streams, side=cv.side_by_side(titles(lang), prompt_ids, *steps, False, lang))
+    finally:
+        for _run, stream in streams:
+            stream.stop()  # a cancelled event or an error: neither stream keeps decoding
     seconds = f"{time.perf_counter() - t0:.1f}"
     # What the columns show of each step (not its attention rows), to draw them again in another language.
     kept = tuple(

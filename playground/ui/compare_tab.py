@@ -45,7 +45,6 @@ from .common import (
     warn,
 )
 from .compare_streams import Streams, sampling_settings, two_streams
-from .decoding import DECODE_LOCK
 from .results import only, result
 
 SOURCES = ("paste", "upload", "run")  # ids the API sends; labels follow the language
@@ -353,7 +352,7 @@ def replay_file(state, upload, request: gr.Request = None):
             raise UserError("compare.no_replay_file", "Upload a replay file (or a run export) first.")
         record = read_record(path)
         model, recipe = model_for(record, (session_model(state), state["recipe"]))
-        report = replay(record, model, step_lock=DECODE_LOCK)
+        report = replay(record, model, shared=True)
     except Exception as e:
         redraw.remember(request, "cmp_replay", lambda lang, present=False, e=e: fail(e, lang))
         return fail(e, lang), {"error": str(e)}

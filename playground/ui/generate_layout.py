@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from playground.server.decode_loop import concurrent_runs
 from playground.server.runs import MAX_NEW_TOKENS
 
 from . import attention_view as av
@@ -51,7 +52,7 @@ EXAMPLES = [
 def layout(model_cfg) -> SimpleNamespace:
     """Rows: the prompt beside the knobs; the tokens beside their attention, so a run's chips and its
     heatmap share the screen (a 1024×768 projector included); the chosen step's stages at full width."""
-    c = SimpleNamespace()
+    c = SimpleNamespace(served_cfg=model_cfg)  # the concurrency limit is sized for it (wire)
     with gr.Row():
         with gr.Column(scale=2, min_width=300):
             c.prompt = gr.Textbox(EXAMPLES[0][0], label=T("prompt"), lines=3, max_length=20_000, elem_id="pg-prompt")
@@ -191,6 +192,9 @@ CLEAR_PREVIOUS_JS = "() => { delete document.body.dataset.pgPrevious; }"
 
 def wire(page) -> None:
     g, state = page.generate, page.state
+    # Every run decodes in the server's shared loop, so a Generate worker only waits on its stream: as
+    # many may wait as the memory budget holds runs of the served model (decode_loop.concurrent_runs).
+    limit = concurrent_runs(g.served_cfg)
     att_outputs = outputs(AttentionViews, g)
     gen_inputs = [state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
     # The stream updates only chips and status; the figures follow once it ends (see the module's docstring).
@@ -203,7 +207,7 @@ def wire(page) -> None:
             outputs(Streamed, g, state=state),
             js=previous_run_js(),
             concurrency_id="generate",
-            concurrency_limit=4,
+            concurrency_limit=limit,
             show_progress="hidden",
             **api,
         ).then(

@@ -1,8 +1,9 @@
 """The Generate half of "Generate & attention": stream tokens, stop, inspect a step, export.
 
-The streaming loop is the heart of the app. Its costs are bounded per update (the chips grow by
-appending; figures are drawn once the run ends or when asked), updates are paced across users,
-and Stop is a flag the loop reads between two steps, so it takes effect within one decode step.
+The server's decode loop (playground.server.decode_loop) makes every learner's tokens in shared
+steps; a handler here only waits on its run's stream and shows what arrived. Its costs are bounded
+per update (the chips grow by appending; figures are drawn once the run ends or when asked), updates
+are paced across users, and Stop asks the loop to drop the run before its next step.
 
 The streaming event outputs only the state, the chips and the status line: the browser re-applies
 every output of an event on every streamed update, and a figure among them would be re-laid-out by
@@ -11,7 +12,6 @@ plotly each time. The figures come from a second event (``after_run``) chained a
 
 from __future__ import annotations
 
-import threading
 import time
 
 import gradio as gr
@@ -19,6 +19,7 @@ import gradio as gr
 from playground import figures
 from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import tr_error
+from playground.server.decode_loop import LOOP
 from playground.server.exports import export_model, export_run, reserve_export
 from playground.server.recipes import describe_recipe
 from playground.server.runs import start_run
@@ -47,15 +48,13 @@ from .common import (
     tr,
     warn,
 )
-from .decoding import DECODE_LOCK
 from .results import only, result, skipped
 
-ACTIVE_STREAMS: set = set()  # one token per generation in flight, to pace the streamed updates
-STOP_FLAGS: dict[str, threading.Event] = {}  # run id -> set by Stop; removed when the run ends
 # Every streamed message costs the page a fixed amount of Gradio bookkeeping whatever it carries
 # (20–60 ms on a loaded 2-core machine, Chromium profile), so updates come at most 5 times a second (per server, shared by the users
 # generating): a run still reads as live, and a slow machine's page never falls behind the server.
 STREAM_INTERVAL_S = 0.2
+WAIT_S = 1.0  # a handler wakes at least this often, so a cancelled event can close it
 
 Streamed = result("Streamed", "state", "chips", "status")  # what each streamed update carries
 StepView = result("StepView", "prob_plot", "stages_plot", "step_md")  # one generated token's step
@@ -97,19 +96,15 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     except Exception as e:
         yield Streamed(state, gr.skip(), fail(e, lang))
         return
-    run_id = run.id
-    stop = STOP_FLAGS[run_id] = threading.Event()
-    state = {**state, "run_id": run_id}
-    token = object()
-    ACTIVE_STREAMS.add(token)
+    state = {**state, "run_id": run.id}
+    stream = LOOP.submit(gen, key=run.id)
     try:
-        yield from _stream(state, run, iter(gen), stop, model.cfg.context_length)
+        yield from _stream(state, run, stream, model.cfg.context_length)
     finally:
-        ACTIVE_STREAMS.discard(token)
-        STOP_FLAGS.pop(run_id, None)
+        stream.stop()  # a closed page or a cancelled event: the loop drops the run before its next step
 
 
-def _stream(state, run, steps, stop, context_length):
+def _stream(state, run, stream, context_length):
     # The language is read at every update: the page may switch it while a run streams (in place).
     chips = ChipStream(run.prompt_ids)
     t0 = time.perf_counter()
@@ -117,32 +112,27 @@ def _stream(state, run, steps, stop, context_length):
         state, chips.delta(), status_html(run, 0.0, "running", lang_of(state), context_length)
     )  # the prompt's chips at once
     last_yield = time.perf_counter()
-    error = None
-    while not stop.is_set():
-        try:
-            with DECODE_LOCK:
-                step = next(steps, None)
-        except Exception as e:  # e.g. NaN logits at some step: keep the tokens made so far, say why
-            error = e
-            break
-        if step is None:
-            break
-        run.steps.append(step)
-        chips.add(step)
+    ended = False
+    while not ended:
+        stream.wait(WAIT_S)
+        new, ended = stream.take()
+        for step in new:
+            run.steps.append(step)
+            chips.add(step)
         now = time.perf_counter()
         run.elapsed = now - t0
-        # Pacing by the number of active generations keeps the whole server near 5 updates/s.
-        if now - last_yield > STREAM_INTERVAL_S * max(1, len(ACTIVE_STREAMS)):
+        # Pacing by the number of runs in the loop keeps the whole server near 5 updates/s.
+        if new and not ended and now - last_yield > STREAM_INTERVAL_S * max(1, LOOP.active()):
             last_yield = now
-            yield Streamed(
-                state, chips.delta(), status_html(run, run.elapsed, "running", lang_of(state), context_length)
-            )
-    run.stopped = stop.is_set()
+            lang = lang_of(state)
+            status = status_html(run, run.elapsed, "running", lang, context_length, others=stream.others)
+            yield Streamed(state, chips.delta(), status)
+    run.stopped = stream.stop_asked and stream.error is None and len(run.steps) < run.settings["max_new_tokens"]
     run.elapsed = time.perf_counter() - t0
     lang = lang_of(state)
     final = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context_length)
-    if error is not None:
-        final = status_html(run, run.elapsed, "error", lang, context_length) + fail(error, lang)
+    if stream.error is not None:  # e.g. NaN logits at some step: keep the tokens made so far, say why
+        final = status_html(run, run.elapsed, "error", lang, context_length) + fail(stream.error, lang)
     yield Streamed(state, chips.delta(final=True), final)
 
 
@@ -169,11 +159,10 @@ def last_step(state):
 
 
 def stop_generation(state):
-    """Raise the run's stop flag; the streaming loop ends after its current step and reports how
-    many tokens it made. A run that already finished is left as it is (its status says "Done")."""
-    flag = STOP_FLAGS.get((state or {}).get("run_id") or "")
-    if flag is not None:
-        flag.set()
+    """Ask the server's decode loop to drop the run before its next step; its stream then ends and
+    reports how many tokens it made. A run that already finished is left as it is (its status says
+    "Done")."""
+    LOOP.stop((state or {}).get("run_id"))
     return None
 
 
@@ -334,7 +323,7 @@ def relabel(state, view, layer, head, log_scale, query, span, step) -> Relabelle
         run = session_run(state)
     except ValueError:
         run = None
-    if run is not None and run.id in STOP_FLAGS:
+    if run is not None and LOOP.running(run.id):
         return only(Relabelled, **fixed)
     _, head_labels = head_examples(view, lang)
     if head_labels:

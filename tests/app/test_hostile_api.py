@@ -103,7 +103,7 @@ def test_replays_queue_in_their_own_slot_not_in_generates():
 
     fns = {fn.api_name: fn for fn in build_demo().fns.values()}
     assert fns["replay"].concurrency_id != fns["generate"].concurrency_id
-    assert fns["replay"].concurrency_limit == 1 and fns["generate"].concurrency_limit == 4
+    assert fns["replay"].concurrency_limit == 1 and fns["generate"].concurrency_limit >= 32
 
 
 def test_an_upload_cut_off_mid_body_leaves_no_temp_file(app_url):

@@ -1,0 +1,301 @@
+"""One decoder for every learner: a background thread that advances every active generation.
+
+A generation joins with ``LOOP.submit(gen, key=run_id)`` and gets a ``Stream``: the steps the loop
+made for it, which its consumer (a UI handler in its own thread) waits for and takes. The loop never
+waits for a consumer; a consumer never holds the loop.
+
+How a round goes (``DecodeLoop._round``):
+
+- **Stop and leave first.** Runs whose stop was asked for (``stop(key)``, ``Stream.stop()``, a consumer
+  that went away) or that are done leave before anything is computed, so Stop takes effect within
+  the one step in flight.
+- **Prompt steps, a few per round.** A step with no row of a shared forward (the prompt's first step,
+  a step after the window slid) runs alone (``Generation.step_alone``). At most
+  ``PROMPT_STEPS_PER_ROUND`` of them run per round, the run that waited longest first, so a
+  newcomer's first token comes within a round or two and a burst of newcomers never stalls the
+  runs already going.
+- **One shared forward.** The model groups take turns (round-robin): this round's group computes the
+  next row of every one of its runs at once (``decoder_of(model).rows``), and each run chooses its own
+  token from its own row (``Generation.advance``, its own sampler, seed and settings). Every run of a
+  group makes one token per shared step, so a short run is never starved by a long one; runs join
+  and leave between steps (continuous batching).
+- **Errors stay in their run.** An exception in one run's step (NaN logits, ...) ends that run and is
+  delivered to its stream; if a shared forward itself fails, its rows are rewound and computed one by
+  one, so only the failing run ends. The thread logs anything else and goes on.
+
+A decoder's rows give each row the numbers it would give it alone (``engine.decoding``), so a run's
+tokens, probabilities, receipts and attention never depend on who decodes beside it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import torch
+
+from playground.engine.config import GPTConfig
+from playground.engine.decoding import decoder_of
+from playground.engine.sampling import Generation, GenerationStep
+from playground.runtime.memory import BUDGET
+from playground.server.runs import attention_bytes
+
+log = logging.getLogger(__name__)
+
+PROMPT_STEPS_PER_ROUND = 2
+# The Generate event's workers (each waits on its stream): the budget over one run's KV cache and
+# attention, at least a room of 30 learners and at most 64 (each waiting worker holds a thread).
+MIN_CONCURRENT_RUNS, MAX_CONCURRENT_RUNS = 32, 64
+
+
+class Stream:
+    """One generation's place in the loop: the steps made for it that its consumer has not taken yet.
+
+    The consumer waits with ``wait`` and takes with ``take`` (the steps and whether the run ended);
+    ``error`` is the exception that ended it, ``others`` how many other runs shared its latest step."""
+
+    def __init__(self, loop: DecodeLoop, gen: Generation, key: str | None, wake: threading.Event | None):
+        self.loop, self.gen, self.key = loop, gen, key
+        self.wake = wake if wake is not None else threading.Event()  # several streams may share one
+        self.order = next(_ORDER)  # join order, for the prompt steps' queue
+        self.waited_since = time.monotonic()  # since its last prompt step (or joining)
+        self.error: Exception | None = None
+        self.others = 0
+        self._lock = threading.Lock()
+        self._new: list[GenerationStep] = []
+        self._ended = False
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Leave the loop before its next step (the step in flight, if any, is still delivered)."""
+        self._stop.set()
+        self.loop.poke()
+
+    @property
+    def stop_asked(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until the loop made a step for this stream (or one sharing its ``wake``) or ended it."""
+        woke = self.wake.wait(timeout)
+        self.wake.clear()  # before ``take``: a step delivered after it sets the event again
+        return woke
+
+    def take(self) -> tuple[list[GenerationStep], bool]:
+        """The steps made since the last take, and whether the run has ended (no steps will follow)."""
+        with self._lock:
+            new, self._new = self._new, []
+            return new, self._ended
+
+    # The loop's side
+
+    def _deliver(self, step: GenerationStep, others: int) -> None:
+        with self._lock:
+            self._new.append(step)
+            self.others = others
+        self.wake.set()
+
+    def _end(self, error: Exception | None = None) -> None:
+        try:
+            self.gen.close()  # the model's training mode as it was
+        except Exception:  # closing never keeps the stream open
+            log.exception("closing a generation")
+        with self._lock:
+            if error is not None:
+                self.error = error
+            self._ended = True
+        self.wake.set()
+
+
+_ORDER = itertools.count()
+
+
+class DecodeLoop:
+    """The background thread and the runs it advances (see the module's docstring)."""
+
+    def __init__(self, prompt_steps_per_round: int = PROMPT_STEPS_PER_ROUND):
+        self.prompt_steps_per_round = prompt_steps_per_round
+        self._cond = threading.Condition()
+        self._streams: list[Stream] = []  # in join order
+        self._by_key: dict[str, Stream] = {}
+        self._next_model = 0  # the round-robin's position: the model group (by join order) that goes next
+        self._thread: threading.Thread | None = None
+        self.rounds = 0  # rounds made, for tests and tools
+
+    def submit(self, gen: Generation, key: str | None = None, wake: threading.Event | None = None) -> Stream:
+        """``gen`` (not yet started, or between steps) joins the loop. A ``key`` (a run id) lets ``stop``
+        find it; a run submitted under a key already in the loop replaces that one (it stops)."""
+        stream = Stream(self, gen, key, wake)
+        with self._cond:
+            if key is not None:
+                old = self._by_key.get(key)
+                if old is not None:
+                    old._stop.set()
+                self._by_key[key] = stream
+            self._streams.append(stream)
+            self._start()
+            self._cond.notify()
+        return stream
+
+    def stop(self, key: str | None) -> bool:
+        """Stop the run submitted under ``key``; False if no such run is in the loop."""
+        with self._cond:
+            stream = self._by_key.get(key or "")
+        if stream is None:
+            return False
+        stream.stop()
+        return True
+
+    def running(self, key: str | None) -> bool:
+        with self._cond:
+            return (key or "") in self._by_key
+
+    def active(self) -> int:
+        """Runs in the loop now (every user's, every model's)."""
+        with self._cond:
+            return len(self._streams)
+
+    def poke(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def steps(self, gen: Generation) -> Iterator[GenerationStep]:
+        """``gen``'s steps, made by the loop, for a caller that reads them in order (a replay). Closing
+        the iterator early takes the run out of the loop. Raises the error that ended the run."""
+        stream = self.submit(gen)
+        try:
+            while True:
+                stream.wait(1.0)
+                new, ended = stream.take()
+                yield from new
+                if ended:
+                    if stream.error is not None:
+                        raise stream.error
+                    return
+        finally:
+            stream.stop()
+
+    # The thread
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._decode_forever, name="decode-loop", daemon=True)
+            self._thread.start()
+
+    def _decode_forever(self) -> None:
+        torch.set_grad_enabled(False)  # per thread: the loop's forwards never build graphs
+        while True:
+            with self._cond:
+                while not self._streams:
+                    self._cond.wait()
+            try:
+                self._round()
+            except Exception:  # a bug here must not end every learner's runs: log it and go on
+                log.exception("decode loop round failed")
+                time.sleep(0.01)
+
+    def _round(self) -> None:
+        self.rounds += 1
+        streams = self._leave()
+        groups: dict[int, list[Stream]] = {}
+        for s in streams:
+            groups.setdefault(id(s.gen.model), []).append(s)
+        rows = {}
+        for s in streams:
+            row = self._row_of(s)
+            if row is not None:
+                rows[id(s)] = row
+        # Prompt steps: the runs that waited longest for one first.
+        alone = sorted((s for s in streams if id(s) not in rows and not s.ended), key=lambda s: s.waited_since)
+        for s in alone[: self.prompt_steps_per_round]:
+            if s.stop_asked:
+                continue
+            others = len(groups[id(s.gen.model)]) - 1
+            try:
+                step = s.gen.step_alone()
+            except Exception as e:  # this run only
+                s._end(e)
+                continue
+            s.waited_since = time.monotonic()
+            s._deliver(step, others)
+        # One shared forward for the next model group (in join order) that has rows.
+        order = list(groups)
+        for i in range(len(order)):
+            key = order[(self._next_model + i) % len(order)]
+            batch = [s for s in groups[key] if id(s) in rows and not s.stop_asked and not s.ended]
+            if batch:
+                self._next_model = (self._next_model + i + 1) % len(order)
+                self._shared_step(batch, [rows[id(s)] for s in batch])
+                break
+
+    def _leave(self) -> list[Stream]:
+        """Take out the runs that are done or asked to stop; the ones that stay, in join order."""
+        with self._cond:
+            leaving = [s for s in self._streams if s.stop_asked or s.ended or s.gen.done]
+            if leaving:
+                self._streams = [s for s in self._streams if s not in leaving]
+                for s in leaving:
+                    if s.key is not None and self._by_key.get(s.key) is s:
+                        del self._by_key[s.key]
+            staying = list(self._streams)
+        for s in leaving:
+            if not s.ended:
+                s._end()
+        return staying
+
+    def _row_of(self, s: Stream):
+        try:
+            return s.gen.next_row()
+        except Exception as e:
+            s._end(e)
+            return None
+
+    def _shared_step(self, batch: list[Stream], rows: list) -> None:
+        model = batch[0].gen.model
+        decoder = decoder_of(model)
+        lengths = [row.cache.length for row in rows]
+        try:
+            results = decoder.rows(model, rows)
+        except Exception:
+            # Which row failed is unknown: rewind every cache and compute the rows one by one.
+            for row, n in zip(rows, lengths):
+                row.cache.length = n
+            results = []
+            for s, row in zip(batch, rows):
+                try:
+                    results.append(decoder.rows(model, [row])[0])
+                except Exception as e:
+                    s._end(e)
+                    results.append(None)
+        others = len(batch) - 1
+        for s, result in zip(batch, results):
+            if result is None:
+                continue
+            try:
+                step = s.gen.advance(result)
+            except Exception as e:  # e.g. NaN logits: this run only
+                s._end(e)
+                continue
+            s._deliver(step, others)
+
+
+LOOP = DecodeLoop()
+
+
+def concurrent_runs(cfg: GPTConfig, budget_bytes: int | None = None) -> int:
+    """How many Generate events may run at once for models like ``cfg``: the memory budget over one
+    run's KV cache (for a full context) and its attention for the views, within
+    [MIN_CONCURRENT_RUNS, MAX_CONCURRENT_RUNS]. The budget still refuses each run that does not fit
+    (``start_run``); this only bounds how many wait on the loop at once."""
+    elem = 4
+    kv = 2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * elem
+    per_run = kv + attention_bytes(cfg, cfg.context_length)
+    total = BUDGET.total if budget_bytes is None else budget_bytes
+    return max(MIN_CONCURRENT_RUNS, min(MAX_CONCURRENT_RUNS, total // per_run))
