@@ -124,6 +124,9 @@ def decode_path_text(lang: str = "en") -> str:
     path = tr(lang, "kn_path_native" if step.available else "kn_path")
     if "kn_step_" + step.reason in EN and not (step.reason == "off" and status.reason == "off"):
         native += "\n\n" + tr(lang, "kn_step_" + step.reason, detail=step.detail)
+    # A cached library set aside and built again: said once, by its reason (never its path).
+    for note in dict.fromkeys(n for n in (status.cache_note, step.cache_note) if "kn_cache_" + n in EN):
+        native += "\n\n" + tr(lang, "kn_cache_" + note)
     return path + "\n\n" + native
 
 
