@@ -462,6 +462,7 @@ EN = {
     "kn_cache_no_checksum": "A library in the kernel cache had no checksum from its build; it was built again.",
     "kn_cache_checksum": "A library in the kernel cache did not match its build's checksum; it was built again.",
     "kn_cache_unreadable": "A library in the kernel cache could not be read; it was built again.",
+    "kn_cache_missing_symbols": "A library in the kernel cache lacked the functions the app calls; it was built again.",
     "kn_cache_unloadable": "A library in the kernel cache passed its check but could not be loaded; it was built again.",
     # the kernels box's candidate names (the code's own words in English)
     "kn_cand_in_out": "in_out",

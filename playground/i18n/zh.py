@@ -452,6 +452,7 @@ ZH = {
     "kn_cache_no_checksum": "内核缓存中的一个库没有编译时写下的校验和，已重新编译。",
     "kn_cache_checksum": "内核缓存中的一个库与编译时的校验和不符，已重新编译。",
     "kn_cache_unreadable": "内核缓存中的一个库无法读取，已重新编译。",
+    "kn_cache_missing_symbols": "内核缓存中的一个库缺少应用要调用的函数，已重新编译。",
     "kn_cache_unloadable": "内核缓存中的一个库通过了检查但无法加载，已重新编译。",
     # 计算内核框里候选方案的名字（括号里是代码里的名字）
     "kn_cand_in_out": "输入×输出（in_out）",

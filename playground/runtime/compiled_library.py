@@ -40,17 +40,22 @@ def switched_off(*variables: str) -> bool:
 
 
 def load_once(
-    source: Path, included: tuple[Path, ...], switches: tuple[str, ...], load: Callable[[Path], Any]
+    source: Path,
+    included: tuple[Path, ...],
+    switches: tuple[str, ...],
+    load: Callable[[Path], Any],
+    symbols: tuple[str, ...] = (),
 ) -> tuple[Status, Any]:
-    """Build ``source`` (or find it in the cache) and ``load(path)`` it: (its status, what ``load``
-    returned, None unless ready). ``load`` raises OSError or AttributeError when a symbol is missing."""
+    """Build ``source`` (or find it in the cache, checked) and ``load(path)`` it: (its status, what
+    ``load`` returned, None unless ready). ``symbols``: the functions ``load`` binds (a cached library
+    without them is rebuilt); ``load`` raises OSError or AttributeError when it cannot bind them."""
     if switched_off(*switches):
         return Status(False, "off"), None
     cxx = library_cache.compiler()
     if cxx is None:
         return Status(False, "no_compiler"), None
     try:
-        loaded, _, seconds, note = library_cache.build_and_load(source, cxx, included, load)
+        loaded, _, seconds, note = library_cache.build_and_load(source, cxx, included, load, symbols)
     except library_cache.LoadFailed as e:
         return Status(False, "load_failed", library_cache.public_detail(str(e))), None
     except Exception as e:  # a failed build, or anything else: the caller's plain path stays, said

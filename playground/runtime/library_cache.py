@@ -9,9 +9,10 @@ call, so nothing is loaded on trust:
 - the cache name holds the CPU's identity (its ISA flags) besides the sources, compiler and flags, so
   a library built on one machine is never looked up on another;
 - the build writes ``<name>.so.sum`` beside the library (its SHA-256, its size and the CPU identity);
-- before loading, ``verify`` checks the checksum file, the size, the digest and the ELF header (a
-  shared object for this machine's architecture, its header tables inside the file). A file that
-  fails is removed and built again; a cached library that still will not load is built again once.
+- before loading, ``verify`` checks the checksum file, the size, the digest, the ELF header (a
+  shared object for this machine's architecture, its header tables inside the file) and the
+  functions it exports. A file that fails is removed and built again; a cached library that the
+  loader still refuses is built again once.
 
 Every failure is an exception the callers turn into a Status (``compiled_library``): nothing in the
 cache can stop the app from starting. ``public_detail`` takes server paths out of what a page shows.
@@ -141,9 +142,30 @@ def elf_problem(data: bytes, size: int) -> str | None:
     return None
 
 
-def verify(path: Path) -> None:
+def dynamic_symbols(path: Path) -> set[str]:
+    """The names a shared object exports (its ``.dynsym`` table), read from the file without loading
+    it: a library without the functions its caller binds is refused before ``dlopen`` (which would
+    keep it mapped under its path, so a rebuild there could not be loaded in this process)."""
+    data = path.read_bytes()
+    e_shoff = struct.unpack_from("<Q", data, 40)[0]
+    e_shentsize, e_shnum = struct.unpack_from("<HH", data, 58)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    names: set[str] = set()
+    for _, sh_type, _, _, offset, size, link, _, _, entsize in sections:
+        if sh_type != 11 or not entsize:  # SHT_DYNSYM
+            continue
+        strtab = sections[link][4]
+        for at in range(offset, offset + size, entsize):
+            st_name, st_info, _, st_shndx = struct.unpack_from("<IBBH", data, at)
+            if st_name and st_shndx != 0 and (st_info & 0xF) == 2:  # defined here, a function
+                end = data.index(b"\0", strtab + st_name)
+                names.add(data[strtab + st_name : end].decode(errors="replace"))
+    return names
+
+
+def verify(path: Path, symbols: tuple[str, ...] = ()) -> None:
     """Raise ``CacheRejected`` unless ``path`` is the library its checksum file describes, whole, an
-    ELF shared object for this machine, built for this CPU."""
+    ELF shared object for this machine, built for this CPU, exporting every name in ``symbols``."""
     try:
         size = path.stat().st_size
         with path.open("rb") as f:
@@ -164,6 +186,19 @@ def verify(path: Path) -> None:
         raise CacheRejected("truncated", f"{size:,} of {want_size:,} bytes")
     if _digest(path) != want_digest:
         raise CacheRejected("checksum")
+    missing = _missing(path, symbols)
+    if missing:
+        raise CacheRejected("missing_symbols", ", ".join(missing))
+
+
+def _missing(path: Path, symbols: tuple[str, ...]) -> list[str]:
+    if not symbols:
+        return []
+    try:
+        found = dynamic_symbols(path)
+    except (OSError, struct.error, IndexError, ValueError):
+        return list(symbols)
+    return [name for name in symbols if name not in found]
 
 
 def _remove(path: Path) -> None:
@@ -194,15 +229,17 @@ def _compile(source: Path, cxx: str, target: Path, link: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def build_library(source: Path, cxx: str, included: tuple[Path, ...] = ()) -> tuple[Path, float, str]:
-    """Compile ``source`` into the cache folder, or find it there checked (``verify``): (its path,
-    the seconds the build took, 0 when cached, and a note: the reason a cached file was rejected
-    and rebuilt, "" if none)."""
+def build_library(
+    source: Path, cxx: str, included: tuple[Path, ...] = (), symbols: tuple[str, ...] = ()
+) -> tuple[Path, float, str]:
+    """Compile ``source`` into the cache folder, or find it there checked (``verify``, with the
+    ``symbols`` its caller binds): (its path, the seconds the build took, 0 when cached, and a note:
+    the reason a cached file was rejected and rebuilt, "" if none)."""
     target, link = library_path(source, cxx, included)
     note = ""
     if target.exists():
         try:
-            verify(target)
+            verify(target, symbols)
             return target, 0.0, ""
         except CacheRejected as e:
             note = e.reason
@@ -211,20 +248,23 @@ def build_library(source: Path, cxx: str, included: tuple[Path, ...] = ()) -> tu
 
 
 def build_and_load(
-    source: Path, cxx: str, included: tuple[Path, ...], load: Callable[[Path], Any]
+    source: Path, cxx: str, included: tuple[Path, ...], load: Callable[[Path], Any], symbols: tuple[str, ...] = ()
 ) -> tuple[Any, Path, float, str]:
-    """``load(path)`` of the checked build of ``source``: (what it returned, the path, the build's
-    seconds, the note of ``build_library``). A cached library that passes its check but will not
-    load (OSError, or AttributeError: a symbol missing) is removed and built again once; a library
-    that still will not load raises ``LoadFailed``, a failed build what ``build_library`` raises."""
-    path, seconds, note = build_library(source, cxx, included)
+    """``load(path)`` of the checked build of ``source`` (``symbols``: the names ``load`` binds):
+    (what it returned, the path, the build's seconds, the note of ``build_library``). A cached
+    library that passes its check but that the loader refuses (OSError: nothing stays mapped) is
+    removed and built again once; a library that still will not load raises ``LoadFailed``, a
+    failed build what ``build_library`` raises."""
+    path, seconds, note = build_library(source, cxx, included, symbols)
+    if seconds and _missing(path, symbols):
+        raise LoadFailed(f"{path.name}: the build exports none of {', '.join(_missing(path, symbols))}")
     try:
         return load(path), path, seconds, note
     except (OSError, AttributeError) as e:
-        if seconds:  # built just now: building again would fail the same way
+        if seconds or isinstance(e, AttributeError):  # built just now, or mapped already: no second try
             raise LoadFailed(str(e)) from None
     _remove(path)
-    path, seconds, _ = build_library(source, cxx, included)
+    path, seconds, _ = build_library(source, cxx, included, symbols)
     try:
         return load(path), path, seconds, "unloadable"
     except (OSError, AttributeError) as e:

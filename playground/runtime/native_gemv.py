@@ -34,6 +34,16 @@ from playground.runtime.library_cache import LoadFailed, build_and_load, compile
 
 SOURCE = Path(__file__).with_name("one_row_gemv.cpp")
 DTYPES = (torch.float32, torch.bfloat16)
+SYMBOLS = (  # what _load binds: a cached library without them is rebuilt before it is loaded
+    "pg_vector_bits",
+    "pg_gemv_f32",
+    "pg_gemv_bf16",
+    "pg_gemv_i8w_f32",
+    "pg_gemv_i8w_bf16",
+    "pg_i8_dot_bits",
+    "pg_gemv_i8_dynamic",
+    "pg_gemv_i8_sums",
+)
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,7 @@ def available() -> bool:
             _STATUS = Status(False, "no_compiler")
             return False
         try:
-            lib, path, seconds, note = build_and_load(SOURCE, cxx, (), _load)
+            lib, path, seconds, note = build_and_load(SOURCE, cxx, (), _load, SYMBOLS)
         except LoadFailed as e:  # the loader refused it, or a symbol this module calls is missing
             _STATUS = Status(False, "load_failed", public_detail(str(e)), cxx)
             return False

@@ -25,7 +25,6 @@ from playground.i18n import EN
 from playground.inside.inspection import count_parameters
 from playground.runtime import kernels, native_gemv, native_step
 from playground.server.files import discard_upload
-from playground.server.model_cache import CACHE
 from playground.server.model_views import tree_table, tying_explanation
 from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
 
@@ -35,11 +34,11 @@ from .common import (
     choices,
     fail,
     lang_of,
+    leased_model,
     new_state,
     ok,
     page_prefs,
     parse_whole,
-    session_id,
     session_model,
     tr,
     tr_error,
@@ -155,7 +154,7 @@ def build_model(
         t0 = time.perf_counter()
         try:
             # the session's lease moves to this model, with the room for its first generation
-            model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc), session=session_id(state))
+            model = leased_model(recipe, state, progress=lambda frac, desc: progress(frac, desc=desc))
         except Exception:
             if weights == "upload":  # a refused upload is not kept on disk
                 discard_upload(recipe["path"])
