@@ -47,6 +47,12 @@ def client_address() -> str | None:
     return host if isinstance(host, str) and host else None
 
 
+def _acting(who: str | None, client: str | None):
+    """``acting_for`` the session, from the request's address (outside a request, the address the
+    caller already set stays: a test, a warm-up)."""
+    return acting_for(who, client) if client is not None else acting_for(who)
+
+
 _DONE = object()  # what next() gives for a generator that has finished
 
 
@@ -64,7 +70,7 @@ def for_the_session(handler):
 
         @functools.wraps(handler)
         def call(*args, **kwargs):
-            with acting_for(owner(args, kwargs), client_address()):
+            with _acting(owner(args, kwargs), client_address()):
                 return handler(*args, **kwargs)
 
         return call
@@ -75,13 +81,13 @@ def for_the_session(handler):
         updates = handler(*args, **kwargs)
         try:
             while True:
-                with acting_for(who, client):
+                with _acting(who, client):
                     update = next(updates, _DONE)
                 if update is _DONE:
                     return
                 yield update
         finally:
-            with acting_for(who, client):
+            with _acting(who, client):
                 updates.close()  # a closed page or Stop: the handler's own clean-up runs now
 
     return steps
@@ -95,7 +101,7 @@ def session_model(state: dict):
 def leased_model(recipe: dict, state: dict | None, progress=None):
     """The model ``recipe`` names, leased to the session, for the client address that asked."""
     sid = session_id(state)
-    with acting_for(sid, client_address()):
+    with _acting(sid, client_address()):
         return CACHE.get(recipe, progress=progress, session=sid)
 
 
