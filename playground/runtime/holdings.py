@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import time
 from dataclasses import dataclass
 
 from playground.errors import UserError
@@ -84,6 +85,17 @@ def current_owner() -> str | None:
 def current_client() -> str | None:
     """The address the current request came from (None where the app saw none)."""
     return _CLIENT.get()
+
+
+def wait_seconds(short: int, holdings: list[Holding], fallback: float) -> float:
+    """Seconds until work in flight is expected to give back ``short`` bytes, soonest first
+    (``fallback`` if what is in flight does not hold that much)."""
+    now, freed = time.monotonic(), 0
+    for h in sorted((h for h in holdings if h.ends_by is not None), key=lambda h: h.ends_by or 0.0):
+        freed += h.nbytes
+        if freed >= short:
+            return max(1.0, (h.ends_by or now) - now)
+    return fallback
 
 
 def wait_words(seconds: float) -> int:

@@ -42,6 +42,7 @@ from playground.runtime.holdings import (
     describe_holdings,
     in_use,
     over_total,
+    wait_seconds,
 )
 from playground.runtime.machine_memory import (
     default_budget_bytes,
@@ -50,6 +51,7 @@ from playground.runtime.machine_memory import (
     resident_bytes,
     trim,
 )
+from playground.runtime.reservation import Reservation
 
 TRIM_AFTER_BYTES = 16 * 2**20  # smaller releases are not worth a malloc_trim
 # Kept free for what no holding names when the whole process is counted: one decode step's
@@ -101,7 +103,6 @@ class MemoryBudget:
         self._local = threading.local()
         self._evictors: list[weakref.WeakMethod] = []  # make room by dropping idle models (the model cache)
         self._process_floor: int | None = None  # set by count_whole_process()
-        self._draws: dict[int, int] = {}  # standing reservation's key -> bytes drawn by live requests
         self._keys_of: dict[int, list[int]] = {}  # id(obj) -> its keys: finding a holding is O(1)
         self._typical_s: dict[str, float] = {}  # kind -> how long a reservation of it lasted lately
 
@@ -169,10 +170,8 @@ class MemoryBudget:
     def _own_reserved(self) -> int:
         return sum(getattr(self._local, "reserved", ()))
 
-    def check(self, nbytes: int, what: str, draw_on: StandingReservation | None = None) -> None:
-        """Refuse ``nbytes`` for ``what`` unless they fit, after making room. ``draw_on``: a standing
-        reservation the request takes from first (only the rest must fit)."""
-        nbytes = max(0, nbytes - self.spare(draw_on))
+    def check(self, nbytes: int, what: str) -> None:
+        """Refuse ``nbytes`` for ``what`` unless they fit, after making room."""
         if self._over_total_or_own(nbytes, what):
             return
         self._make_room(nbytes)
@@ -193,18 +192,14 @@ class MemoryBudget:
             if nbytes > free:
                 usage = self.usage()
                 raise in_use(
-                    what, nbytes, total - free, total, usage, current_owner(), self._wait_s(nbytes - free, usage)
+                    what,
+                    nbytes,
+                    total - free,
+                    total,
+                    usage,
+                    current_owner(),
+                    wait_seconds(nbytes - free, usage, WAIT_FALLBACK_S),
                 )
-
-    def _wait_s(self, short: int, holdings: list[Holding]) -> float:
-        """Seconds until work in flight is expected to give back ``short`` bytes (``WAIT_FALLBACK_S``
-        if what is in flight does not hold that much)."""
-        now, freed = time.monotonic(), 0
-        for h in sorted((h for h in holdings if h.ends_by is not None), key=lambda h: h.ends_by or 0.0):
-            freed += h.nbytes
-            if freed >= short:
-                return max(1.0, (h.ends_by or now) - now)
-        return WAIT_FALLBACK_S
 
     def _make_room(self, nbytes: int) -> None:
         """Drop reclaimable holdings (caches that can be recomputed), oldest first, then ask the
@@ -233,7 +228,6 @@ class MemoryBudget:
 
     def _forget(self, key: int, obj_id: int | None = None) -> None:
         with self._lock:
-            self._draws.pop(key, None)
             holding = self._held.pop(key, None)
             self._finalizers.pop(key, None)
             self._reclaimers.pop(key, None)
@@ -262,16 +256,12 @@ class MemoryBudget:
             stack.pop()
             self._forget(key)
 
-    def register(
-        self, obj, nbytes: int, what: str, kind: str = "model", reclaim=None, draw_on: StandingReservation | None = None
-    ) -> None:
+    def register(self, obj, nbytes: int, what: str, kind: str = "model", reclaim=None) -> None:
         """Count ``obj`` until it is freed. ``reclaim`` (optional, no arguments) drops the last
-        reference to it: the budget calls it, oldest first, when a request would not fit otherwise.
-        ``draw_on``: a standing reservation ``obj`` takes its bytes from first while it lives."""
+        reference to it: the budget calls it, oldest first, when a request would not fit otherwise."""
         with self._lock:
             if self._counts(obj):
                 return  # already counted
-            taken = min(int(nbytes), self.spare(draw_on))
             key = self._add(Holding(what, int(nbytes), kind, _owned_now(), current_client()))
             fin = weakref.finalize(obj, self._forget, key, id(obj))
             fin.atexit = False  # nothing to give back when the process ends
@@ -279,9 +269,6 @@ class MemoryBudget:
             self._keys_of.setdefault(id(obj), []).append(key)
             if reclaim is not None:
                 self._reclaimers[key] = reclaim
-            if taken and draw_on is not None:
-                self._draw(draw_on, taken)
-                weakref.finalize(obj, self._draw, draw_on, -taken).atexit = False
 
     # ------------------------------------------------------------------------------------------
     # Reservations: the room of one piece of work, from its start to its end
@@ -364,43 +351,6 @@ class MemoryBudget:
             held = self._held.get(key)
             return 0 if held is None else held.nbytes
 
-    # ------------------------------------------------------------------------------------------
-    # Standing reservations: room kept for a request that has not come yet
-
-    def hold(self, nbytes: int, what: str, kind: str = "reserved") -> StandingReservation:
-        """Keep ``nbytes`` for a later request (refused now if they do not fit): counted until
-        ``release(reservation)`` or until the object is gone. A request that draws on it
-        (``check``/``register`` with ``draw_on``) takes from it first and gives it back when done."""
-        nbytes = int(nbytes)
-        reservation = StandingReservation(nbytes)
-        own = self._over_total_or_own(nbytes, what)
-        if not own:
-            self._make_room(nbytes)
-        with self._lock:
-            if not own:
-                self._refuse_unless_fits(nbytes, what)
-            self.register(reservation, nbytes, what, kind)
-        return reservation
-
-    def spare(self, reservation: StandingReservation | None) -> int:
-        """What a standing reservation still holds for its request (0 if none, or released)."""
-        if reservation is None:
-            return 0
-        with self._lock:
-            keys = self._counts(reservation)
-            return self._held[keys[0]].nbytes if keys else 0
-
-    def _draw(self, reservation: StandingReservation, nbytes: int) -> None:
-        """Move ``nbytes`` from a standing reservation to a request (negative: give them back)."""
-        with self._lock:
-            keys = self._counts(reservation)
-            if not keys:
-                return  # released meanwhile: nothing to give back to
-            h = self._held[keys[0]]
-            drawn = max(0, self._draws.get(keys[0], 0) + nbytes)
-            self._draws[keys[0]] = drawn
-            self._held[keys[0]] = dataclasses.replace(h, nbytes=max(0, reservation.nbytes - drawn))
-
     def is_registered(self, obj) -> bool:
         with self._lock:
             return bool(self._counts(obj))
@@ -445,65 +395,6 @@ def _owned_now() -> frozenset[str]:
     return frozenset() if owner is None else frozenset({owner})
 
 
-class StandingReservation:
-    """A token for room kept by ``MemoryBudget.hold``: ``nbytes`` in all, counted while it lives."""
-
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-
-
-class Reservation:
-    """The room of one piece of work (a generation, a replay), taken when it starts
-    (``MemoryBudget.take``) and given back when it ends. What a decoder (one run, or each run of
-    a batch) does with it:
-
-    - ``grow(nbytes)``: hold ``nbytes`` more, as the work allocates them (a KV cache filled as it
-      goes); refused with ``MemoryBudgetError`` if they do not fit, the room held so far staying;
-    - ``resize(nbytes)``: hold exactly ``nbytes`` from now (less gives the rest back at once);
-    - ``expect_end(seconds)``: when the work expects to end, from now: refusals meanwhile tell
-      their users when to try again (by default, how long the same kind of work took lately);
-    - ``release()``: give everything back (again: nothing happens); ``with budget.take(...) as r:``
-      releases at the end of the block, and a reservation no one holds is released when collected;
-    - ``tie(obj)``: release when ``obj`` (say, the generation's iterator) is collected.
-    """
-
-    def __init__(self, budget: MemoryBudget, what: str, kind: str):
-        self._budget, self.what, self.kind = budget, what, kind
-        self._key = 0
-
-    @property
-    def nbytes(self) -> int:
-        """What it holds now (0 once released)."""
-        return self._budget.held_bytes(self._key)
-
-    @property
-    def released(self) -> bool:
-        return not self._budget.is_registered(self)
-
-    def grow(self, nbytes: int) -> None:
-        if nbytes > 0:
-            self.resize(self.nbytes + int(nbytes))
-
-    def resize(self, nbytes: int) -> None:
-        if not self.released:
-            self._budget._resize(self._key, max(0, int(nbytes)), self.what)
-
-    def expect_end(self, seconds: float) -> None:
-        self._budget.expect_end(self._key, seconds)
-
-    def release(self) -> None:
-        self._budget.release(self)
-
-    def tie(self, obj) -> None:
-        weakref.finalize(obj, self.release).atexit = False
-
-    def __enter__(self) -> Reservation:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
 BUDGET = MemoryBudget()
 
 # The machine's sizes and the OS calls live in playground.runtime.machine_memory; importers of the
@@ -521,7 +412,6 @@ __all__ = [
     "MemoryBudget",
     "MemoryBudgetError",
     "Reservation",
-    "StandingReservation",
     "default_budget_bytes",
     "format_bytes",
     "map_large_blocks",

@@ -38,7 +38,6 @@ from playground.engine.quantize import model_bytes as int8_model_bytes
 from playground.runtime.memory import (
     BUDGET,
     MemoryBudget,
-    StandingReservation,
     acting_for,
     current_client,
     current_owner,
@@ -183,9 +182,9 @@ class ModelCache:
             del self._leases[s]
         return ended
 
-    def reservation(self, session: str | None) -> StandingReservation | None:
+    def reservation(self, session: str | None) -> None:
         """The room a session's lease keeps for its next generation: none (a generation takes its
-        room when it starts, ``runs.generation_room``); kept for callers that pass it on."""
+        room when it starts, ``runs.generation_room``); kept for callers that still ask."""
         return None
 
     def client_leases(self, client: str | None) -> int:

@@ -218,7 +218,7 @@ def start_run(
     (``generation_room``: its KV cache and the forward of its prompt, at the size this run asked for)
     is taken here, refused if it does not fit, and given back when the generation object is gone;
     ``run.room`` is that ``Reservation`` (a decoder that ends the run earlier may ``release()`` it).
-    ``draw_on`` (a standing reservation, if the caller kept one) pays for it first."""
+    ``draw_on`` is accepted and ignored: a session's lease keeps no room to draw on any more."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise UserError("generate.prompt_empty_ui", "The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -249,9 +249,8 @@ def start_run(
     tok = load_tokenizer()
     ids = tok.encode(prompt)
     # The room is taken now and given back when the generation ends (its iterator is gone); a
-    # session's lease holds none between runs. ``draw_on`` is still honoured for a caller that kept
-    # a standing reservation.
-    room = generation_room(model, model_label(recipe), len(ids), max_new_tokens, draw_on=draw_on)
+    # session's lease holds none between runs.
+    room = generation_room(model, model_label(recipe), len(ids), max_new_tokens)
     try:
         gen = generate(
             model,
@@ -311,19 +310,14 @@ def generation_bytes(model: GPTModel, n_prompt_tokens: int, max_new_tokens: int 
     return kv_cache_bytes(model) + forward_bytes(model, rows)
 
 
-def generation_room(
-    model: GPTModel, label: str, n_prompt_tokens: int, max_new_tokens: int, draw_on=None
-) -> Reservation:
+def generation_room(model: GPTModel, label: str, n_prompt_tokens: int, max_new_tokens: int) -> Reservation:
     """The memory-budget room of one generation, taken now (``MemoryBudgetError`` if it does not
     fit, or if the client address already runs its most work at once): a ``Reservation`` sized by
     ``generation_bytes``. A decoder holds it while the run decodes and ``release()``s it when the
     run ends (or ``tie``s it to the run's iterator); one that allocates the KV cache as it fills
     ``resize``s it (``kv_cache_bytes(model, rows)`` + ``forward_bytes``) or ``grow``s it per token."""
     need = generation_bytes(model, n_prompt_tokens, max_new_tokens)
-    what = f"a generation with {label}"
-    if draw_on is not None:  # a standing reservation pays first: only the rest is taken
-        need = max(0, need - BUDGET.spare(draw_on))
-    return BUDGET.take(need, what, "generation")
+    return BUDGET.take(need, f"a generation with {label}", "generation")
 
 
 def attention_bytes(cfg: GPTConfig, n_tokens: int, elem: int = 4) -> int:
