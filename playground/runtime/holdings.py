@@ -193,10 +193,10 @@ def client_busy(what: str, running: int, limit: int, wait_s: float) -> MemoryBud
     """The refusal of work from a client (an address) that already runs ``limit`` pieces of work."""
     return MemoryBudgetError(
         "budget.client_busy",
-        "Not now: {what} would be the {n:,}th piece of work running for your address at once, and one address "
-        "may run at most {limit:,}. Try again in about {wait_s:,} s, when one of them has finished.",
+        "Not now: your address already runs {running:,} pieces of work at once, the most one address may "
+        "({limit:,}); {what} can start when one of them has finished. Try again in about {wait_s:,} s.",
         what=what,
-        n=running + 1,
+        running=running,
         limit=limit,
         wait_s=wait_words(wait_s),
     )

@@ -128,7 +128,7 @@ def check_choice(question: Question, choice) -> str:
         raise LessonError(
             "lessons.unknown_choice",
             "{choice!r} is not one of this question's choices ({choices}).",
-            choice=choice if isinstance(choice, str) else repr(choice),
+            choice=choice,
             choices=", ".join(ids),
         )
     return choice
