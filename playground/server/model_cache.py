@@ -48,6 +48,7 @@ from playground.server.recipes import build_from_recipe, build_peak_bytes, model
 from playground.server.runs import IDLE_SECONDS
 
 IDLE_SHARE = 0.5  # of the memory budget: the most idle models may hold
+COLLECT_EVERY_S = 30.0  # the least time between two full garbage collections to make room
 MAX_SESSIONS_PER_CLIENT = 64  # leases one client address keeps: a classroom behind one NAT address fits
 
 
@@ -107,6 +108,7 @@ class ModelCache:
         self._building: dict[str, threading.Lock] = {}
         self._build_slots = threading.BoundedSemaphore(max(1, max_builds))
         self._leases: dict[str, Lease] = {}  # session id -> its lease
+        self._collected = float("-inf")  # when make_room last ran a full garbage collection
         self.lease_seconds = lease_seconds
         self.memory.add_evictor(self.make_room)  # any request the budget would refuse evicts idle models
 
@@ -204,6 +206,16 @@ class ModelCache:
             self._keep_idle_within_limit()
         return len(leases)
 
+    def end_lease(self, session: str) -> bool:
+        """End ``session``'s lease now (the session ended); whether it had one."""
+        with self._lock:
+            lease = self._leases.pop(session, None)
+        if lease is None:
+            return False
+        self.memory.drop_owner(lease.model, session)
+        self._keep_idle_within_limit()
+        return True
+
     def end_leases_of(self, key: str, keep: str | None = None) -> int:
         """End every lease on the model ``key`` but ``keep``'s (the requester's own): memory is short,
         and other sessions' leases give way before anyone is refused."""
@@ -242,7 +254,6 @@ class ModelCache:
         self.end_expired_leases()
         if self.memory.available() >= nbytes:
             return
-        gc.collect()  # a traceback cycle may be all that keeps an old model alive
         self._evict_idle(nbytes)
         keep, tried = current_owner(), set()
         while self.memory.available() < nbytes:
@@ -258,6 +269,16 @@ class ModelCache:
             self.end_leases_of(key, keep)
             self._evict_idle(nbytes)
 
+    def _collect(self) -> bool:
+        """Whether a full garbage collection may run now: it costs 0.1–0.4 s beside many sessions'
+        records, so at most one every ``COLLECT_EVERY_S`` (a flood of refused requests stays fast)."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._collected < COLLECT_EVERY_S:
+                return False
+            self._collected = now
+            return True
+
     def _evict_idle(self, nbytes: int) -> None:
         tried: set[str] = set()
         while self.memory.available() < nbytes:
@@ -270,6 +291,10 @@ class ModelCache:
                 model, size = self._models.pop(key)
             ref = weakref.ref(model)
             del model
+            if ref() is not None:  # a cycle (a finished generation's, a traceback's) may be all that holds it
+                gc.collect(1)  # the young ones: milliseconds
+                if ref() is not None and self._collect():
+                    gc.collect()
             if ref() is not None:  # in use (a generation, a view): evicting it frees nothing
                 with self._lock:
                     self._models[key] = (ref(), size)

@@ -264,6 +264,10 @@ def start_run(
     except BaseException:
         room.release()
         raise
+    # Given back when the last step is made, when a step fails, or when the stream is closed (Stop, a
+    # closed page): not at the garbage collection of the generation (its iterator's frame holds it in
+    # a cycle), and at that collection at the latest.
+    gen._iter = _room_until_done(gen._iter, room)
     room.tie(gen)
     release_idle_runs()  # on-access sweep, besides the sweeper thread
     # seed_used: the seed an unseeded run drew for itself, so it can be repeated by typing it in.
@@ -280,6 +284,13 @@ def start_run(
     if replaces is not _NOT_GIVEN:
         run.keep()
     return run, gen
+
+
+def _room_until_done(steps, room: Reservation):
+    try:
+        yield from steps
+    finally:
+        room.release()
 
 
 def kv_cache_bytes(model: GPTModel, rows: int | None = None) -> int:

@@ -44,14 +44,24 @@ def _checkpoints_in_use() -> list[str]:
     return [json.loads(key).get("path") for key in CACHE.keys()]
 
 
+def end_session(state) -> None:
+    """The session's state is being deleted: its model lease ends (the model becomes idle)."""
+    if isinstance(state, dict) and state.get("session"):
+        CACHE.end_lease(state["session"])
+
+
 def build_demo() -> gr.Blocks:
     files.protect(_checkpoints_in_use)
     default_model = CACHE.get(default_recipe())  # warm: the first page load is instant
     with gr.Blocks(title="GPT Playground") as demo:
         # The default state every session starts from has no session id: each draws its own (state.session_id).
         default_state = {**new_state(), "session": None}
+        # A session Gradio forgets (its page gone, or the oldest past the server's session capacity)
+        # ends its lease at once: its record and its hold on a model go together.
         page = SimpleNamespace(
-            demo=demo, state=gr.State(default_state), train_state=gr.State(train_tab.new_train_state())
+            demo=demo,
+            state=gr.State(default_state, delete_callback=end_session),
+            train_state=gr.State(train_tab.new_train_state()),
         )
         page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")

@@ -165,3 +165,13 @@ def test_thirty_decoding_runs_of_one_address_fit(budget):
             for i in range(30)
         ]
     assert [len(list(gen)) for _, gen in batch] == [2] * 30
+
+
+def test_a_session_that_ends_ends_its_lease(budget):
+    cache = ModelCache(budget=budget)
+    recipe = random_recipe(NANO, seed=0)
+    with acting_for("gone", "10.0.0.1"):
+        cache.get(recipe, session="gone")
+    assert cache.client_leases("10.0.0.1") == 1 and cache.idle_bytes() == 0
+    assert cache.end_lease("gone") and not cache.end_lease("gone")
+    assert cache.client_leases("10.0.0.1") == 0 and cache.idle_bytes() > 0  # its model is idle now
