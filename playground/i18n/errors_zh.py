@@ -47,8 +47,8 @@ ERRORS_ZH = {
     "budget.in_use_yours": "内存不足，无法用于 {what}（约需 {need}）：内存预算 {total} 中已有 {used} 被占用。你的：{own}。"
     "其他：{others}。请换更小的模型或 bfloat16，等其他生成或训练结束，或调高 PLAYGROUND_MEMORY_BUDGET_GB。"
     "约 {wait_s:,} 秒后再试。",
-    "budget.client_busy": "现在不行：你的地址已经同时运行 {running:,} 项工作，这是一个地址的上限（{limit:,}）；"
-    "其中一项结束后，{what} 才能开始。约 {wait_s:,} 秒后再试。",
+    "budget.client_busy": "现在不行：你的地址同时运行的工作已达一个地址的上限（每次 {limit:,} 项）；"
+    "其中一些结束后，{what} 才能开始。约 {wait_s:,} 秒后再试。",
     "budget.model_over": "这个模型用 {dtype} 约需 {need}（{params:,} 个参数），超过了内存预算 {budget}。"
     "请把它改小（更少的层、更小的 emb_dim 或上下文），或调高 PLAYGROUND_MEMORY_BUDGET_GB。",
     "budget.training_over": "训练这个模型约需 {need}（权重、梯度、AdamW 状态，以及一批 {batch_size} × {block} 个 token 的激活），"

@@ -193,8 +193,8 @@ def client_busy(what: str, running: int, limit: int, wait_s: float) -> MemoryBud
     """The refusal of work from a client (an address) that already runs ``limit`` pieces of work."""
     return MemoryBudgetError(
         "budget.client_busy",
-        "Not now: your address already runs {running:,} pieces of work at once, the most one address may "
-        "({limit:,}); {what} can start when one of them has finished. Try again in about {wait_s:,} s.",
+        "Not now: your address already runs as much work at once as one address may ({limit:,} at a time); "
+        "{what} can start when some of it has finished. Try again in about {wait_s:,} s.",
         what=what,
         running=running,
         limit=limit,

@@ -9,6 +9,7 @@ wired last: it runs the language redraws the tabs registered.
 from __future__ import annotations
 
 import json
+import os
 import time
 from types import SimpleNamespace
 
@@ -111,7 +112,18 @@ def launch_kwargs() -> dict:
         "footer_links": ["api", "settings"],
         "theme": gr.themes.Soft(),
         "max_file_size": MAX_UPLOAD_BYTES,
+        # Gradio keeps a record of every session (about 0.6 MB here: a config of each component), the
+        # least recently used forgotten past this many: the records' memory is bounded.
+        "state_session_capacity": max_sessions(),
     }
+
+
+def max_sessions() -> int:
+    """Sessions whose records the server keeps (``PLAYGROUND_MAX_SESSIONS``, default 500)."""
+    try:
+        return max(10, int(os.environ.get("PLAYGROUND_MAX_SESSIONS", "500")))
+    except ValueError:
+        return 500
 
 
 def warm_up() -> float:
