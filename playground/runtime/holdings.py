@@ -51,7 +51,6 @@ ADVICE = (
     "Try a smaller model or bfloat16, wait for other generations or trainings to finish, "
     "or raise PLAYGROUND_MEMORY_BUDGET_GB."
 )
-WAIT = "Try again in about {wait_s:,} s."
 
 
 # The session the current request acts for (None: the library, a test, a thread of its own), and the
@@ -175,7 +174,7 @@ def in_use(
         return MemoryBudgetError(
             "budget.in_use_yours",
             "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in use. "
-            "Yours: {own}. Besides: {others}. {advice} " + WAIT,
+            "Yours: {own}. Besides: {others}. {advice} Try again in about {wait_s:,} s.",
             own=name_holdings(own),
             others=describe_holdings([h for h in holdings if owner not in h.owners]),
             **said,
@@ -183,7 +182,7 @@ def in_use(
     return MemoryBudgetError(
         "budget.in_use",
         "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in "
-        "use by {holdings}. {advice} " + WAIT,
+        "use by {holdings}. {advice} Try again in about {wait_s:,} s.",
         holdings=describe_holdings(holdings),
         **said,
     )
