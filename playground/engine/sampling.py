@@ -238,6 +238,9 @@ class Generation:
         self._window_start = 0  # first sequence position inside the model's window
         self._finished = False
         self._was_training: bool | None = None  # the model's mode before the first step
+        # Called once when the generation ends (done, failed or closed): whoever holds something for it
+        # (a server's memory room) gives it back then.
+        self.on_finish: list = []
         self._decoder = decoding.decoder_of(self.model)
         cfg = self.model.cfg
         # A greedy step with no filter needs only a summary of its row (row_summary).
@@ -335,6 +338,9 @@ class Generation:
         if self._was_training is not None:
             self.model.train(self._was_training)
             self._was_training = None
+        callbacks, self.on_finish = self.on_finish, []
+        for callback in callbacks:
+            callback()
 
     def _window_logits(self) -> RowResult:
         """The whole window through the model's forward: the first step, no cache, or a full window that

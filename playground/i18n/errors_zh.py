@@ -43,9 +43,12 @@ ERRORS_ZH = {
     "budget.env_not_number": "PLAYGROUND_MEMORY_BUDGET_GB 必须是数字，收到的是 {value!r}。",
     "budget.over_total": "{what} 约需 {need}，超过了全部内存预算 {total}。请把它改小，或调高 PLAYGROUND_MEMORY_BUDGET_GB。",
     "budget.in_use": "内存不足，无法用于 {what}（约需 {need}）：内存预算 {total} 中已有 {used} 被占用（{holdings}）。"
-    "请换更小的模型或 bfloat16，等其他生成或训练结束，或调高 PLAYGROUND_MEMORY_BUDGET_GB。",
+    "请换更小的模型或 bfloat16，等其他生成或训练结束，或调高 PLAYGROUND_MEMORY_BUDGET_GB。约 {wait_s:,} 秒后再试。",
     "budget.in_use_yours": "内存不足，无法用于 {what}（约需 {need}）：内存预算 {total} 中已有 {used} 被占用。你的：{own}。"
-    "其他：{others}。请换更小的模型或 bfloat16，等其他生成或训练结束，或调高 PLAYGROUND_MEMORY_BUDGET_GB。",
+    "其他：{others}。请换更小的模型或 bfloat16，等其他生成或训练结束，或调高 PLAYGROUND_MEMORY_BUDGET_GB。"
+    "约 {wait_s:,} 秒后再试。",
+    "budget.client_busy": "现在不行：你的地址同时运行的工作已达一个地址的上限（每次 {limit:,} 项）；"
+    "其中一些结束后，{what} 才能开始。约 {wait_s:,} 秒后再试。",
     "budget.model_over": "这个模型用 {dtype} 约需 {need}（{params:,} 个参数），超过了内存预算 {budget}。"
     "请把它改小（更少的层、更小的 emb_dim 或上下文），或调高 PLAYGROUND_MEMORY_BUDGET_GB。",
     "budget.training_over": "训练这个模型约需 {need}（权重、梯度、AdamW 状态，以及一批 {batch_size} × {block} 个 token 的激活），"
@@ -135,6 +138,10 @@ ERRORS_ZH = {
     "lessons.short_prompt": "这个问题需要至少 {n} 个词元的提示词（现在有 {got} 个）；请在“生成”页输入更长的提示词。",
     "lessons.long_prompt": "课程读取的提示词最多 {limit:,} 个词元；这一段有 {n:,} 个。请在“生成”页缩短它。",
     "lessons.no_prompt": "请在“生成”页输入提示词：课程看的就是它。",
+    "lessons.long_prompt_chars": "课程读取的提示词最多 {limit:,} 个词元；这一段有 {n:,} 个字符（“生成”页最多接受 {chars:,} 个）。"
+    "请在“生成”页缩短它。",
+    "lessons.unknown": "没有名为 {lesson!r} 的课程；现有课程：{ids}。",
+    "lessons.unknown_choice": "{choice!r} 不是这道题的选项（{choices}）。",
     "inside.no_run": "请先生成（第 2 页）：“内部”各视图看的是当前这次运行。",
     "inside.no_tokens": "请先生成：现在没有可看的 token。",
     "inside.position_range": "{name} 必须是 0 到 {last} 之间的整数，收到的是 {value!r}。",

@@ -2,7 +2,7 @@
 
 ``native_step`` (the decode step) and ``native_row_summary`` (the sampler's row summary) each compile
 one C++ file the way ``native_gemv`` compiles its kernels (the machine's compiler, cached by a hash of
-the sources and flags, loaded with ctypes). ``load_once`` does the part they share: switched off by
+the sources, flags and CPU, checked before it is loaded: ``library_cache``). ``load_once`` does the part they share: switched off by
 an environment variable, no compiler, a failed build or load, each said as a ``Status`` a UI words in
 its own language; callers then keep their plain path.
 """
@@ -10,13 +10,12 @@ its own language; callers then keep their plain path.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.runtime import native_gemv
+from playground.runtime import library_cache
 
 OFF = ("off", "0", "no")
 
@@ -29,6 +28,7 @@ class Status:
     reason: str  # "ready", "off", "no_compiler", "build_failed", "load_failed", "not_tried"
     detail: str = ""
     build_seconds: float = 0.0  # 0 when the cached library was loaded
+    cache_note: str = ""  # why a cached library was rejected and built again ("truncated", ...), "" if none
 
 
 NOT_TRIED = Status(False, "not_tried")
@@ -40,21 +40,24 @@ def switched_off(*variables: str) -> bool:
 
 
 def load_once(
-    source: Path, included: tuple[Path, ...], switches: tuple[str, ...], load: Callable[[Path], Any]
+    source: Path,
+    included: tuple[Path, ...],
+    switches: tuple[str, ...],
+    load: Callable[[Path], Any],
+    symbols: tuple[str, ...] = (),
 ) -> tuple[Status, Any]:
-    """Build ``source`` (or find it in the cache) and ``load(path)`` it: (its status, what ``load``
-    returned, None unless ready). ``load`` raises OSError or AttributeError when a symbol is missing."""
+    """Build ``source`` (or find it in the cache, checked) and ``load(path)`` it: (its status, what
+    ``load`` returned, None unless ready). ``symbols``: the functions ``load`` binds (a cached library
+    without them is rebuilt); ``load`` raises OSError or AttributeError when it cannot bind them."""
     if switched_off(*switches):
         return Status(False, "off"), None
-    cxx = native_gemv.compiler()
+    cxx = library_cache.compiler()
     if cxx is None:
         return Status(False, "no_compiler"), None
     try:
-        path, seconds = native_gemv.build_library(source, cxx, included)
-    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
-        return Status(False, "build_failed", str(e)[-300:]), None
-    try:
-        loaded = load(path)
-    except (OSError, AttributeError) as e:
-        return Status(False, "load_failed", str(e)[-300:]), None
-    return Status(True, "ready", "", seconds), loaded
+        loaded, _, seconds, note = library_cache.build_and_load(source, cxx, included, load, symbols)
+    except library_cache.LoadFailed as e:
+        return Status(False, "load_failed", library_cache.public_detail(str(e))), None
+    except Exception as e:  # a failed build, or anything else: the caller's plain path stays, said
+        return Status(False, "build_failed", library_cache.public_detail(str(e))), None
+    return Status(True, "ready", "", seconds, note), loaded

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import time
 from dataclasses import dataclass
 
 from playground.errors import UserError
@@ -27,6 +28,8 @@ class Holding:
     nbytes: int
     kind: str  # model | generation | attention | training | export | build
     owners: frozenset[str] = frozenset()  # the sessions it is for: they, and only they, see it by name
+    client: str | None = None  # the address of the client that asked, where the app saw one
+    ends_by: float | None = None  # time.monotonic() by which it is expected to be given back (work in flight)
 
 
 KIND_LABELS = {  # kind -> (one, many)
@@ -50,25 +53,53 @@ ADVICE = (
 )
 
 
-# The session the current request acts for (None: the library, a test, a thread of its own). A context
-# variable: each thread, and each call Gradio runs in a thread, sees only its own.
+# The session the current request acts for (None: the library, a test, a thread of its own), and the
+# address of the client that sent it (None where the app sees none). Context variables: each thread,
+# and each call Gradio runs in a thread, sees only its own.
 _OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("playground_memory_owner", default=None)
+_CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("playground_memory_client", default=None)
+_KEEP = object()
 
 
 @contextlib.contextmanager
-def acting_for(owner: str | None):
+def acting_for(owner: str | None, client: object = _KEEP):
     """Inside, the request is ``owner``'s (a session's id; None: nobody's): what it holds in the
-    budget is that session's, and a refusal names the session's own holdings."""
+    budget is that session's, and a refusal names the session's own holdings. ``client``: the
+    address the request came from (kept as it is when not given), which per-client caps count by."""
     token = _OWNER.set(owner)
+    client_token = None if client is _KEEP else _CLIENT.set(client if isinstance(client, str) else None)
     try:
         yield
     finally:
+        if client_token is not None:
+            _CLIENT.reset(client_token)
         _OWNER.reset(token)
 
 
 def current_owner() -> str | None:
     """The session the current request acts for (None outside ``acting_for``)."""
     return _OWNER.get()
+
+
+def current_client() -> str | None:
+    """The address the current request came from (None where the app saw none)."""
+    return _CLIENT.get()
+
+
+def wait_seconds(short: int, holdings: list[Holding], fallback: float) -> float:
+    """Seconds until work in flight is expected to give back ``short`` bytes, soonest first
+    (``fallback`` if what is in flight does not hold that much)."""
+    now, freed = time.monotonic(), 0
+    for h in sorted((h for h in holdings if h.ends_by is not None), key=lambda h: h.ends_by or 0.0):
+        freed += h.nbytes
+        if freed >= short:
+            return max(1.0, (h.ends_by or now) - now)
+    return fallback
+
+
+def wait_words(seconds: float) -> int:
+    """A wait said to a user, in whole seconds (at least 1)."""
+    return max(1, int(seconds + 0.999))
 
 
 class CountedHoldings(str):
@@ -119,17 +150,31 @@ def name_holdings(holdings: list[Holding]) -> str:
 
 
 def in_use(
-    what: str, nbytes: int, used: int, total: int, holdings: list[Holding], owner: str | None = None
+    what: str,
+    nbytes: int,
+    used: int,
+    total: int,
+    holdings: list[Holding],
+    owner: str | None = None,
+    wait_s: float = 60.0,
 ) -> MemoryBudgetError:
     """The refusal of a request that does not fit beside what is held, read by ``owner`` (a session's
-    id, or None): its own holdings by name, everyone else's as counts and sizes."""
-    said = dict(what=what, need=format_bytes(nbytes), used=format_bytes(used), total=format_bytes(total), advice=ADVICE)
+    id, or None): its own holdings by name, everyone else's as counts and sizes, and when to try again
+    (``wait_s``, the budget's estimate of when enough is given back)."""
+    said = dict(
+        what=what,
+        need=format_bytes(nbytes),
+        used=format_bytes(used),
+        total=format_bytes(total),
+        advice=ADVICE,
+        wait_s=wait_words(wait_s),
+    )
     own = [h for h in holdings if owner is not None and owner in h.owners]
     if own:
         return MemoryBudgetError(
             "budget.in_use_yours",
             "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in use. "
-            "Yours: {own}. Besides: {others}. {advice}",
+            "Yours: {own}. Besides: {others}. {advice} Try again in about {wait_s:,} s.",
             own=name_holdings(own),
             others=describe_holdings([h for h in holdings if owner not in h.owners]),
             **said,
@@ -137,7 +182,20 @@ def in_use(
     return MemoryBudgetError(
         "budget.in_use",
         "Not enough memory for {what} (about {need}): {used} of the {total} memory budget is in "
-        "use by {holdings}. {advice}",
+        "use by {holdings}. {advice} Try again in about {wait_s:,} s.",
         holdings=describe_holdings(holdings),
         **said,
+    )
+
+
+def client_busy(what: str, running: int, limit: int, wait_s: float) -> MemoryBudgetError:
+    """The refusal of work from a client (an address) that already runs ``limit`` pieces of work."""
+    return MemoryBudgetError(
+        "budget.client_busy",
+        "Not now: your address already runs as much work at once as one address may ({limit:,} at a time); "
+        "{what} can start when some of it has finished. Try again in about {wait_s:,} s.",
+        what=what,
+        running=running,
+        limit=limit,
+        wait_s=wait_words(wait_s),
     )

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
@@ -34,10 +36,13 @@ from playground.runtime.holdings import (
     Holding,
     MemoryBudgetError,
     acting_for,
+    client_busy,
+    current_client,
     current_owner,
     describe_holdings,
     in_use,
     over_total,
+    wait_seconds,
 )
 from playground.runtime.machine_memory import (
     default_budget_bytes,
@@ -46,6 +51,7 @@ from playground.runtime.machine_memory import (
     resident_bytes,
     trim,
 )
+from playground.runtime.reservation import Reservation
 
 TRIM_AFTER_BYTES = 16 * 2**20  # smaller releases are not worth a malloc_trim
 # Kept free for what no holding names when the whole process is counted: one decode step's
@@ -53,6 +59,11 @@ TRIM_AFTER_BYTES = 16 * 2**20  # smaller releases are not worth a malloc_trim
 # tensors of the views, and allocator pages not yet given back. A share of the budget, at least a floor.
 HEADROOM_SHARE = 0.1
 HEADROOM_MIN_BYTES = 256 * 2**20
+# Work one client address may run at once (generations, replays, views taking a ``Reservation``): a
+# class's 30 followers behind one NAT address and a batch of 30 decoding runs fit; one anonymous
+# client does not fill the server with work no one reads.
+MAX_WORK_PER_CLIENT = 48
+WAIT_FALLBACK_S = 60.0  # the wait said when nothing in flight is known to end sooner
 
 
 # ----------------------------------------------------------------------------------------------
@@ -73,7 +84,13 @@ class MemoryBudget:
     - ``check(nbytes, what)``: raise ``MemoryBudgetError`` saying what holds the memory if it does
       not fit: by name the holdings of the session the request acts for (``acting_for``, and the
       shared models it uses: ``add_owner``), everyone else's as counts and sizes.
+    - ``take(nbytes, what, kind)``: a ``Reservation`` for one piece of work, taken when it starts,
+      grown as it allocates, released when it ends (see ``Reservation``); a client address runs at
+      most ``max_work_per_client()`` at once.
     - ``usage()`` / ``describe()``: the holders, largest first / counts and sizes in one sentence.
+
+    A refusal says when to try again: the time by which work in flight is expected to give back
+    enough (from how long the same kind of work took here), else ``WAIT_FALLBACK_S``.
     """
 
     def __init__(self, total_bytes: int | None = None):
@@ -86,7 +103,8 @@ class MemoryBudget:
         self._local = threading.local()
         self._evictors: list[weakref.WeakMethod] = []  # make room by dropping idle models (the model cache)
         self._process_floor: int | None = None  # set by count_whole_process()
-        self._draws: dict[int, int] = {}  # standing reservation's key -> bytes drawn by live requests
+        self._keys_of: dict[int, list[int]] = {}  # id(obj) -> its keys: finding a holding is O(1)
+        self._typical_s: dict[str, float] = {}  # kind -> how long a reservation of it lasted lately
 
     @property
     def total(self) -> int:
@@ -152,10 +170,8 @@ class MemoryBudget:
     def _own_reserved(self) -> int:
         return sum(getattr(self._local, "reserved", ()))
 
-    def check(self, nbytes: int, what: str, draw_on: StandingReservation | None = None) -> None:
-        """Refuse ``nbytes`` for ``what`` unless they fit, after making room. ``draw_on``: a standing
-        reservation the request takes from first (only the rest must fit)."""
-        nbytes = max(0, nbytes - self.spare(draw_on))
+    def check(self, nbytes: int, what: str) -> None:
+        """Refuse ``nbytes`` for ``what`` unless they fit, after making room."""
         if self._over_total_or_own(nbytes, what):
             return
         self._make_room(nbytes)
@@ -174,7 +190,16 @@ class MemoryBudget:
         with self._lock:
             free = total - self.used()
             if nbytes > free:
-                raise in_use(what, nbytes, total - free, total, self.usage(), current_owner())
+                usage = self.usage()
+                raise in_use(
+                    what,
+                    nbytes,
+                    total - free,
+                    total,
+                    usage,
+                    current_owner(),
+                    wait_seconds(nbytes - free, usage, WAIT_FALLBACK_S),
+                )
 
     def _make_room(self, nbytes: int) -> None:
         """Drop reclaimable holdings (caches that can be recomputed), oldest first, then ask the
@@ -201,12 +226,15 @@ class MemoryBudget:
             self._held[self._next] = holding
             return self._next
 
-    def _forget(self, key: int) -> None:
+    def _forget(self, key: int, obj_id: int | None = None) -> None:
         with self._lock:
-            self._draws.pop(key, None)
             holding = self._held.pop(key, None)
             self._finalizers.pop(key, None)
             self._reclaimers.pop(key, None)
+            if obj_id is not None and key in (keys := self._keys_of.get(obj_id, [])):
+                keys.remove(key)
+                if not keys:
+                    del self._keys_of[obj_id]
         if holding is not None and holding.nbytes >= TRIM_AFTER_BYTES:
             trim()
 
@@ -219,7 +247,7 @@ class MemoryBudget:
         with self._lock:  # the refusal and the holding at once: no other request slips in between
             if not own:
                 self._refuse_unless_fits(nbytes, what)
-            key = self._add(Holding(what, nbytes, kind, _owned_now()))
+            key = self._add(Holding(what, nbytes, kind, _owned_now(), current_client()))
         stack = self._local.__dict__.setdefault("reserved", [])
         stack.append(nbytes)
         try:
@@ -228,62 +256,100 @@ class MemoryBudget:
             stack.pop()
             self._forget(key)
 
-    def register(
-        self, obj, nbytes: int, what: str, kind: str = "model", reclaim=None, draw_on: StandingReservation | None = None
-    ) -> None:
+    def register(self, obj, nbytes: int, what: str, kind: str = "model", reclaim=None) -> None:
         """Count ``obj`` until it is freed. ``reclaim`` (optional, no arguments) drops the last
-        reference to it: the budget calls it, oldest first, when a request would not fit otherwise.
-        ``draw_on``: a standing reservation ``obj`` takes its bytes from first while it lives."""
+        reference to it: the budget calls it, oldest first, when a request would not fit otherwise."""
         with self._lock:
             if self._counts(obj):
                 return  # already counted
-            taken = min(int(nbytes), self.spare(draw_on))
-            key = self._add(Holding(what, int(nbytes), kind, _owned_now()))
-            fin = weakref.finalize(obj, self._forget, key)
+            key = self._add(Holding(what, int(nbytes), kind, _owned_now(), current_client()))
+            fin = weakref.finalize(obj, self._forget, key, id(obj))
             fin.atexit = False  # nothing to give back when the process ends
             self._finalizers[key] = fin
+            self._keys_of.setdefault(id(obj), []).append(key)
             if reclaim is not None:
                 self._reclaimers[key] = reclaim
-            if taken and draw_on is not None:
-                self._draw(draw_on, taken)
-                weakref.finalize(obj, self._draw, draw_on, -taken).atexit = False
 
     # ------------------------------------------------------------------------------------------
-    # Standing reservations: room kept for a request that has not come yet
+    # Reservations: the room of one piece of work, from its start to its end
 
-    def hold(self, nbytes: int, what: str, kind: str = "reserved") -> StandingReservation:
-        """Keep ``nbytes`` for a later request (refused now if they do not fit): counted until
-        ``release(reservation)`` or until the object is gone. A request that draws on it
-        (``check``/``register`` with ``draw_on``) takes from it first and gives it back when done."""
-        nbytes = int(nbytes)
-        reservation = StandingReservation(nbytes)
+    def max_work_per_client(self) -> int:
+        """Pieces of work one client address may run at once (``PLAYGROUND_MAX_WORK_PER_CLIENT``)."""
+        try:
+            return max(1, int(os.environ.get("PLAYGROUND_MAX_WORK_PER_CLIENT", MAX_WORK_PER_CLIENT)))
+        except ValueError:
+            return MAX_WORK_PER_CLIENT
+
+    def take(self, nbytes: int, what: str, kind: str = "generation") -> Reservation:
+        """Room for one piece of work that starts now (see ``Reservation``): refused with
+        ``MemoryBudgetError`` if ``nbytes`` do not fit after making room, or if the client address
+        the request came from already runs ``max_work_per_client()`` pieces of work."""
+        nbytes, client = int(nbytes), current_client()
+        if client is not None:
+            self._refuse_a_busy_client(client, what)
+        reservation = Reservation(self, what, kind)
         own = self._over_total_or_own(nbytes, what)
         if not own:
             self._make_room(nbytes)
         with self._lock:
             if not own:
                 self._refuse_unless_fits(nbytes, what)
-            self.register(reservation, nbytes, what, kind)
+            ends_by = time.monotonic() + self._typical_s.get(kind, 1.0)
+            key = self._add(Holding(what, nbytes, kind, _owned_now(), client, ends_by))
+            fin = weakref.finalize(reservation, self._end_work, key, kind, time.monotonic(), id(reservation))
+            fin.atexit = False
+            self._finalizers[key] = fin
+            self._keys_of.setdefault(id(reservation), []).append(key)
+        reservation._key = key
         return reservation
 
-    def spare(self, reservation: StandingReservation | None) -> int:
-        """What a standing reservation still holds for its request (0 if none, or released)."""
-        if reservation is None:
-            return 0
+    def _refuse_a_busy_client(self, client: str, what: str) -> None:
+        limit, now = self.max_work_per_client(), time.monotonic()
         with self._lock:
-            keys = self._counts(reservation)
-            return self._held[keys[0]].nbytes if keys else 0
+            running = [h for h in self._held.values() if h.client == client and h.ends_by is not None]
+        if len(running) >= limit:
+            soonest = min((h.ends_by or now) - now for h in running)
+            raise client_busy(what, len(running), limit, max(1.0, soonest))
 
-    def _draw(self, reservation: StandingReservation, nbytes: int) -> None:
-        """Move ``nbytes`` from a standing reservation to a request (negative: give them back)."""
+    def _end_work(self, key: int, kind: str, started: float, obj_id: int) -> None:
+        """A reservation ended: its room is given back, and how long it lasted tells later refusals
+        when to say to try again."""
+        lasted = time.monotonic() - started
         with self._lock:
-            keys = self._counts(reservation)
-            if not keys:
-                return  # released meanwhile: nothing to give back to
-            h = self._held[keys[0]]
-            drawn = max(0, self._draws.get(keys[0], 0) + nbytes)
-            self._draws[keys[0]] = drawn
-            self._held[keys[0]] = dataclasses.replace(h, nbytes=max(0, reservation.nbytes - drawn))
+            before = self._typical_s.get(kind)
+            self._typical_s[kind] = lasted if before is None else 0.8 * before + 0.2 * lasted
+        self._forget(key, obj_id)
+
+    def _resize(self, key: int, nbytes: int, what: str) -> None:
+        """A reservation holds ``nbytes`` from now: more is checked first (refused if it does not fit)."""
+        with self._lock:
+            held = self._held.get(key)
+            if held is None:
+                return  # released meanwhile
+            more = nbytes - held.nbytes
+        if more > 0 and not self._over_total_or_own(more, what):
+            self._make_room(more)
+        with self._lock:
+            held = self._held.get(key)
+            if held is None:
+                return
+            more = nbytes - held.nbytes
+            if more > 0 and not self._own_reserved():
+                self._refuse_unless_fits(more, what)
+            self._held[key] = dataclasses.replace(held, nbytes=nbytes)
+        if more < 0 and -more >= TRIM_AFTER_BYTES:
+            trim()
+
+    def expect_end(self, key: int, seconds: float) -> None:
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None:
+                self._held[key] = dataclasses.replace(held, ends_by=time.monotonic() + max(0.0, seconds))
+
+    def held_bytes(self, key: int) -> int:
+        with self._lock:
+            held = self._held.get(key)
+            return 0 if held is None else held.nbytes
 
     def is_registered(self, obj) -> bool:
         with self._lock:
@@ -291,7 +357,12 @@ class MemoryBudget:
 
     def _counts(self, obj) -> list[int]:
         """The keys under which ``obj`` is counted (callers hold the lock)."""
-        return [k for k, f in list(self._finalizers.items()) if (p := f.peek()) is not None and p[0] is obj]
+        keys = self._keys_of.get(id(obj), ())
+        return [
+            k
+            for k in keys
+            if (f := self._finalizers.get(k)) is not None and (p := f.peek()) is not None and p[0] is obj
+        ]
 
     def add_owner(self, obj, owner: str) -> None:
         """Count ``obj`` (a cached model, shared) as ``owner``'s too while the session uses it: its
@@ -324,13 +395,6 @@ def _owned_now() -> frozenset[str]:
     return frozenset() if owner is None else frozenset({owner})
 
 
-class StandingReservation:
-    """A token for room kept by ``MemoryBudget.hold``: ``nbytes`` in all, counted while it lives."""
-
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-
-
 BUDGET = MemoryBudget()
 
 # The machine's sizes and the OS calls live in playground.runtime.machine_memory; importers of the
@@ -347,7 +411,7 @@ __all__ = [
     "Holding",
     "MemoryBudget",
     "MemoryBudgetError",
-    "StandingReservation",
+    "Reservation",
     "default_budget_bytes",
     "format_bytes",
     "map_large_blocks",

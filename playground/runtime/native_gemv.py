@@ -22,23 +22,28 @@ int8 kernels stay.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from playground.runtime.library_cache import LoadFailed, build_and_load, compiler, public_detail
+
 SOURCE = Path(__file__).with_name("one_row_gemv.cpp")
-FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-std=c++17"]
 DTYPES = (torch.float32, torch.bfloat16)
-BUILD_TIMEOUT_S = 120
+SYMBOLS = (  # what _load binds: a cached library without them is rebuilt before it is loaded
+    "pg_vector_bits",
+    "pg_gemv_f32",
+    "pg_gemv_bf16",
+    "pg_gemv_i8w_f32",
+    "pg_gemv_i8w_bf16",
+    "pg_i8_dot_bits",
+    "pg_gemv_i8_dynamic",
+    "pg_gemv_i8_sums",
+)
 
 
 @dataclass(frozen=True)
@@ -54,63 +59,12 @@ class Status:
     library: str = ""
     int8_dot_bits: int = 0  # the int8 dot product's width (512 AVX512-VNNI, 256 AVX-VNNI), 0: not built here
     int8_dot_error: str = ""  # what differed from the integer reference, if it did (then it is not used)
+    cache_note: str = ""  # why a cached library was rejected and built again ("truncated", ...), "" if none
 
 
 _LOCK = threading.Lock()
 _STATUS = Status(False, "not_tried")
 _LIB: ctypes.CDLL | None = None
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("PLAYGROUND_KERNEL_CACHE")
-    if root:
-        return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpt-playground" / "kernels"
-
-
-def compiler() -> str | None:
-    """The C++ compiler: ``$CXX`` if set, else the first of g++, c++, clang++ on the PATH."""
-    names = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++", "clang++"]
-    for name in names:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-def torch_openmp() -> Path | None:
-    """The OpenMP runtime torch loaded (torch/lib/libgomp*.so*), linked by path so the kernel's
-    threads are torch's own team and not a second pool spinning on the same cores."""
-    lib = Path(torch.__file__).parent / "lib"
-    found = sorted(lib.glob("libgomp*.so*"))
-    return found[0] if found else None
-
-
-def build_library(source: Path, cxx: str, included: tuple[Path, ...] = ()) -> tuple[Path, float]:
-    """Compile ``source`` into a shared library in the cache folder, or find it there: (its path,
-    the seconds the build took, 0 when cached). The name holds a hash of the source, the files it
-    #includes (``included``), the compiler, its version, the flags and torch's OpenMP runtime, so
-    any change to them is a new build and two processes never load a stale one."""
-    texts = [source.read_text(), *(p.read_text() for p in included)]
-    openmp = torch_openmp()
-    link = [str(openmp), f"-Wl,-rpath,{openmp.parent}"] if openmp else []
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
-    key = hashlib.sha256("\0".join([*texts, cxx, version, *FLAGS, *link]).encode()).hexdigest()[:16]
-    target = cache_dir() / f"{source.stem}-{key}.so"
-    if target.exists():
-        return target, 0.0
-    target.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        out = Path(tmp) / target.name
-        done = subprocess.run(
-            [cxx, *FLAGS, str(source), "-o", str(out), *link], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
-        )
-        if done.returncode != 0:
-            lines = (done.stderr or done.stdout).strip().splitlines()
-            raise RuntimeError(lines[-1] if lines else f"exit status {done.returncode}")
-        os.replace(out, target)  # atomic: another process building the same key sees a whole file or none
-    return target, time.perf_counter() - t0
 
 
 def _load(path: Path) -> ctypes.CDLL:
@@ -153,14 +107,12 @@ def available() -> bool:
             _STATUS = Status(False, "no_compiler")
             return False
         try:
-            path, seconds = build_library(SOURCE, cxx)
-        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
-            _STATUS = Status(False, "build_failed", str(e)[-300:], cxx)
+            lib, path, seconds, note = build_and_load(SOURCE, cxx, (), _load, SYMBOLS)
+        except LoadFailed as e:  # the loader refused it, or a symbol this module calls is missing
+            _STATUS = Status(False, "load_failed", public_detail(str(e)), cxx)
             return False
-        try:
-            lib = _load(path)
-        except OSError as e:
-            _STATUS = Status(False, "load_failed", str(e)[-300:], cxx)
+        except Exception as e:  # a failed build, or anything else: the plain path stays, said
+            _STATUS = Status(False, "build_failed", public_detail(str(e)), cxx)
             return False
         _LIB = lib
         worst = parity_error()
@@ -171,7 +123,16 @@ def available() -> bool:
         bits = int(lib.pg_i8_dot_bits())
         int8_error = (int8_parity_error() or "") if bits else ""
         _STATUS = Status(
-            True, "ready", "", cxx, int(lib.pg_vector_bits()), seconds, str(path), 0 if int8_error else bits, int8_error
+            True,
+            "ready",
+            "",
+            cxx,
+            int(lib.pg_vector_bits()),
+            seconds,
+            str(path),
+            0 if int8_error else bits,
+            int8_error,
+            note,
         )
         return True
 

@@ -47,7 +47,7 @@ def available() -> bool:
         return _STATUS.available
     with _LOCK:
         if _STATUS.reason == "not_tried":
-            _STATUS, _FN = compiled_library.load_once(SOURCE, (), SWITCHES, _load)
+            _STATUS, _FN = compiled_library.load_once(SOURCE, (), SWITCHES, _load, ("pg_row_summary",))
         return _STATUS.available
 
 

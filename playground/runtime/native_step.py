@@ -24,6 +24,7 @@ from playground.runtime.compiled_library import NOT_TRIED, Status
 SOURCE = Path(__file__).with_name("decode_step.cpp")
 INCLUDED = (native_gemv.SOURCE,)  # what the source #includes: a change there is a new build too
 SWITCHES = ("PLAYGROUND_ACCEL",)
+SYMBOLS = ("pg_step_f32", "pg_step_bf16")
 
 
 _LOCK = threading.Lock()
@@ -38,7 +39,7 @@ def switched_off() -> bool:
 def _load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     p = ctypes.c_void_p
-    for name in ("pg_step_f32", "pg_step_bf16"):
+    for name in SYMBOLS:
         fn = getattr(lib, name)
         fn.argtypes = [p, p, ctypes.c_float, p, p, p, p, ctypes.c_int]
         fn.restype = None
@@ -55,7 +56,7 @@ def available() -> bool:
     global _STATUS, _LIB
     with _LOCK:
         if _STATUS.reason == "not_tried":
-            _STATUS, _LIB = compiled_library.load_once(SOURCE, INCLUDED, SWITCHES, _load)
+            _STATUS, _LIB = compiled_library.load_once(SOURCE, INCLUDED, SWITCHES, _load, SYMBOLS)
         return _STATUS.available
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import normalize_lang
 from playground.server.lesson_questions import QUESTIONS, VIEW_TABS, LessonError, Question
+from playground.server.runs import MAX_PROMPT_CHARS
 
 LESSONS_DIR = Path(__file__).resolve().parents[2] / "assets" / "lessons"
 TEXT_LANGS = ("en", "zh")
@@ -98,10 +99,21 @@ def lessons(folder: Path = LESSONS_DIR) -> tuple[Lesson, ...]:
 
 
 def find(lesson_id, step=1) -> tuple[Lesson, int]:
-    """(lesson, step index from 0) for a lesson id and a step counted from 1; unknown ids and steps
-    out of range fall back to the first lesson and the nearest step."""
+    """(lesson, step index from 0) for a lesson id and a step counted from 1. No id (None or "") is
+    the first lesson; an id that names no lesson is refused by name (``LessonError``); a step out of
+    range or unreadable is the nearest one (a shared link that outlived a shorter lesson still opens)."""
     all_lessons = lessons()
-    lesson = next((x for x in all_lessons if x.id == lesson_id), all_lessons[0])
+    if lesson_id is None or lesson_id == "":
+        lesson = all_lessons[0]
+    else:
+        lesson = next((x for x in all_lessons if isinstance(lesson_id, str) and x.id == lesson_id), None)
+        if lesson is None:
+            raise LessonError(
+                "lessons.unknown",
+                "There is no lesson {lesson!r}; the lessons are: {ids}.",
+                lesson=lesson_id,
+                ids=", ".join(x.id for x in all_lessons),
+            )
     try:
         index = int(step) - 1
     except (TypeError, ValueError):
@@ -109,8 +121,33 @@ def find(lesson_id, step=1) -> tuple[Lesson, int]:
     return lesson, min(max(index, 0), len(lesson.steps) - 1)
 
 
+def check_choice(question: Question, choice) -> str:
+    """``choice`` if it is one of the question's choices (by id), else refused by name."""
+    ids = [cid for cid, _ in question.choices]
+    if not isinstance(choice, str) or choice not in ids:
+        raise LessonError(
+            "lessons.unknown_choice",
+            "{choice!r} is not one of this question's choices ({choices}).",
+            choice=choice,
+            choices=", ".join(ids),
+        )
+    return choice
+
+
 def ask(step: Step, model, prompt: str) -> tuple[Question, list[str]]:
-    """The step's question computed on ``model`` and ``prompt``, with the prompt's token labels."""
+    """The step's question computed on ``model`` and ``prompt``, with the prompt's token labels. The
+    prompt's length in characters is checked before it is tokenized: a 10 MB prompt is refused at once."""
+    if prompt is not None and not isinstance(prompt, str):
+        raise LessonError("lessons.no_prompt", "Type a prompt in the Generate tab: the lessons look at it.")
+    if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
+        raise LessonError(
+            "lessons.long_prompt_chars",
+            "The lessons read prompts of up to {limit:,} tokens; this one is {n:,} characters (the Generate tab "
+            "takes at most {chars:,}). Shorten it in the Generate tab.",
+            limit=MAX_TOKENS,
+            n=len(prompt),
+            chars=MAX_PROMPT_CHARS,
+        )
     tok = load_tokenizer()
     ids = tok.encode(prompt or "")
     if not ids:

@@ -8,12 +8,16 @@ training: the cache is one of the budget's evictors); if it still does not fit, 
 counted, and is handed out again instead of being built twice. Idle models are kept up to half the
 memory budget (``IDLE_SHARE``), and at most ``PLAYGROUND_CACHE_BUDGET_GB`` (default 4).
 
-``CACHE.get(recipe, session=id)`` also gives that session a lease: its model is not idle (never
-evicted) and the room for one generation with it is held in the budget, so a session told "Ready"
-is not refused at its first Generate because later builds took its memory. A session's lease moves
-with its next model, and ends after ``PLAYGROUND_IDLE_MINUTES`` (default 15) without use. While it
-lasts the model is also the session's in the budget: a refusal the session reads names it (and its
-build and its room), and says other sessions' models only as counts and sizes.
+``CACHE.get(recipe, session=id)`` also gives that session a lease: its model is kept (not idle)
+while memory allows, and is the session's in the budget: a refusal the session reads names it (and
+its build), and says other sessions' models only as counts and sizes. A lease holds no room for a
+generation: a generation takes its room when it starts and gives it back when it ends
+(``runs.generation_room``), so idle sessions hold nothing but their (shared) model. A session's
+lease moves with its next model, and ends after ``PLAYGROUND_IDLE_MINUTES`` (default 15) without
+use. When memory is short, idle models go first, then the models of other sessions' leases, least
+recently used first (the lease ends; the model is built again when its session comes back), before
+anyone is refused. One client address keeps at most ``PLAYGROUND_MAX_SESSIONS_PER_CLIENT`` (default
+64) leases: its oldest ends when it opens another.
 """
 
 from __future__ import annotations
@@ -32,11 +36,28 @@ from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_int8
 from playground.engine.quantize import model_bytes as int8_model_bytes
-from playground.runtime.memory import BUDGET, MemoryBudget, StandingReservation, acting_for, format_bytes, trim
+from playground.runtime.memory import (
+    BUDGET,
+    MemoryBudget,
+    acting_for,
+    current_client,
+    current_owner,
+    format_bytes,
+    trim,
+)
 from playground.server.recipes import build_from_recipe, build_peak_bytes, model_label, recipe_key
-from playground.server.runs import IDLE_SECONDS, generation_bytes
+from playground.server.runs import IDLE_SECONDS
 
 IDLE_SHARE = 0.5  # of the memory budget: the most idle models may hold
+COLLECT_EVERY_S = 30.0  # the least time between two full garbage collections to make room
+MAX_SESSIONS_PER_CLIENT = 64  # leases one client address keeps: a classroom behind one NAT address fits
+
+
+def max_sessions_per_client() -> int:
+    try:
+        return max(1, int(os.environ.get("PLAYGROUND_MAX_SESSIONS_PER_CLIENT", MAX_SESSIONS_PER_CLIENT)))
+    except ValueError:
+        return MAX_SESSIONS_PER_CLIENT
 
 
 def model_bytes(model: GPTModel) -> int:
@@ -47,12 +68,12 @@ def model_bytes(model: GPTModel) -> int:
 
 @dataclass
 class Lease:
-    """A session's hold on its model: the model (kept, so never idle) and the room for one generation."""
+    """A session's hold on its model (kept, so not idle while memory allows), and who asked."""
 
     key: str
     model: GPTModel
-    room: StandingReservation
     expires: float
+    client: str | None = None  # the address it came from, where the app saw one
 
 
 class ModelCache:
@@ -88,6 +109,7 @@ class ModelCache:
         self._building: dict[str, threading.Lock] = {}
         self._build_slots = threading.BoundedSemaphore(max(1, max_builds))
         self._leases: dict[str, Lease] = {}  # session id -> its lease
+        self._collected = float("-inf")  # when make_room last ran a full garbage collection
         self.lease_seconds = lease_seconds
         self.memory.add_evictor(self.make_room)  # any request the budget would refuse evicts idle models
 
@@ -103,7 +125,7 @@ class ModelCache:
 
     def get(self, recipe: dict, *, progress=None, session: str | None = None) -> GPTModel:
         """The model ``recipe`` names, built if needed; ``session``: the session that will use it
-        takes (or renews) its lease on it, and is refused now if the room for its generation is not there."""
+        takes (or renews) its lease on it."""
         with acting_for(session) if session else contextlib.nullcontext():
             return self._get(recipe, progress, session)
 
@@ -125,64 +147,86 @@ class ModelCache:
 
     def lease(self, session: str, key: str, model: GPTModel, label: str | None = None) -> Lease:
         """Give ``session`` a lease on ``model`` (its previous lease ends), or renew the one it has.
-        Refused (MemoryBudgetError) when the room for a generation with it is not there; the session
-        then keeps its previous lease if that still fits."""
+        The client address the request came from keeps at most ``max_sessions_per_client()``
+        leases: its least recently used one ends first. (``label`` is kept for callers.)"""
         now = time.monotonic()
         self.end_expired_leases(now)
+        client = current_client()
         with self._lock:
             old = self._leases.get(session)
             if old is not None and old.key == key:
-                old.expires = now + self.lease_seconds
+                old.expires, old.client = now + self.lease_seconds, client or old.client
                 return old
             self._leases.pop(session, None)
-        if old is not None:
-            self.memory.release(old.room)
-        self.memory.add_owner(model, session)  # a refusal of its room names it to the session
-        try:
-            with acting_for(session):
-                room = self._room_for_a_generation(model, label)
-        except MemoryError:
-            self.memory.drop_owner(model, session)
-            kept = False
-            if old is not None:
-                with contextlib.suppress(MemoryError), acting_for(session):
-                    old.room = self._room_for_a_generation(old.model, None)
-                    with self._lock:
-                        self._leases[session] = old
-                    kept = True
-                if not kept:
-                    self.memory.drop_owner(old.model, session)
-            raise
+            crowded = self._oldest_over_cap(client, session)
+            lease = Lease(key, model, now + self.lease_seconds, client)
+            self._leases[session] = lease
+        for other, ended in crowded:
+            self.memory.drop_owner(ended.model, other)
         if old is not None and old.model is not model:
             self.memory.drop_owner(old.model, session)
-        lease = Lease(key, model, room, now + self.lease_seconds)
-        with self._lock:
-            self._leases[session] = lease
+        self.memory.add_owner(model, session)  # a refusal the session reads names it
+        if crowded:
+            self._keep_idle_within_limit()
         return lease
 
-    def _room_for_a_generation(self, model: GPTModel, label: str | None) -> StandingReservation:
-        cfg = model.cfg
-        what = f"a generation with {label or f'a {cfg.n_layers}-layer d{cfg.emb_dim} model'}"
-        return self.memory.hold(generation_bytes(model, cfg.context_length), what)
+    def _oldest_over_cap(self, client: str | None, session: str) -> list[tuple[str, Lease]]:
+        """End the client's least recently used leases until one more fits under the cap (callers
+        hold the lock); the ended (session, lease) pairs."""
+        if client is None:
+            return []
+        mine = sorted(
+            ((s, lease) for s, lease in self._leases.items() if lease.client == client and s != session),
+            key=lambda item: item[1].expires,
+        )
+        over = len(mine) + 1 - max_sessions_per_client()
+        ended = mine[: max(0, over)]
+        for s, _ in ended:
+            del self._leases[s]
+        return ended
 
-    def reservation(self, session: str | None) -> StandingReservation | None:
-        """The room a session's lease holds for its generation (None without a lease)."""
+    def reservation(self, session: str | None) -> None:
+        """The room a session's lease keeps for its next generation: none (a generation takes its
+        room when it starts, ``runs.generation_room``); kept for callers that still ask."""
+        return None
+
+    def client_leases(self, client: str | None) -> int:
+        """How many leases the client address holds."""
         with self._lock:
-            lease = self._leases.get(session or "")
-        return None if lease is None else lease.room
+            return sum(1 for lease in self._leases.values() if lease.client == client)
 
     def end_expired_leases(self, now: float | None = None) -> int:
-        """End every lease unused for ``lease_seconds``: its model becomes idle, its room is freed."""
+        """End every lease unused for ``lease_seconds``: its model becomes idle."""
         now = time.monotonic() if now is None else now
         with self._lock:
             ended = [s for s, lease in self._leases.items() if lease.expires <= now]
             leases = [(s, self._leases.pop(s)) for s in ended]
         for session, lease in leases:
-            self.memory.release(lease.room)
             self.memory.drop_owner(lease.model, session)
         if leases:
             self._keep_idle_within_limit()
         return len(leases)
+
+    def end_lease(self, session: str) -> bool:
+        """End ``session``'s lease now (the session ended); whether it had one."""
+        with self._lock:
+            lease = self._leases.pop(session, None)
+        if lease is None:
+            return False
+        self.memory.drop_owner(lease.model, session)
+        self._keep_idle_within_limit()
+        return True
+
+    def end_leases_of(self, key: str, keep: str | None = None) -> int:
+        """End every lease on the model ``key`` but ``keep``'s (the requester's own): memory is short,
+        and other sessions' leases give way before anyone is refused."""
+        with self._lock:
+            ended = [
+                (s, self._leases.pop(s)) for s, lease in list(self._leases.items()) if lease.key == key and s != keep
+            ]
+        for session, lease in ended:
+            self.memory.drop_owner(lease.model, session)
+        return len(ended)
 
     def _leased_keys(self) -> set[str]:
         with self._lock:
@@ -203,14 +247,40 @@ class ModelCache:
         return model
 
     def make_room(self, nbytes: int) -> None:
-        """Evict idle models, least recently used first, until ``nbytes`` fit in the budget (or
-        nothing idle is left: the reservation that follows then refuses with the holders). The
-        budget calls it for every request that would not fit; it holds the cache's lock only
-        while it picks a model, never while it asks the budget."""
+        """Evict idle models, least recently used first, until ``nbytes`` fit in the budget; then the
+        models of other sessions' leases, least recently used first (their leases end). What is left
+        is in use (a generation, a view) or the requester's own: the reservation that follows then
+        refuses with the holders. The budget calls it for every request that would not fit; it holds
+        the cache's lock only while it picks a model, never while it asks the budget."""
         self.end_expired_leases()
         if self.memory.available() >= nbytes:
             return
-        gc.collect()  # a traceback cycle may be all that keeps an old model alive
+        self._evict_idle(nbytes)
+        keep, tried = current_owner(), set()
+        while self.memory.available() < nbytes:
+            with self._lock:
+                last_use: dict[str, float] = {}
+                for s, lease in self._leases.items():
+                    if s != keep:
+                        last_use[lease.key] = max(last_use.get(lease.key, 0.0), lease.expires)
+                key = min((k for k in last_use if k not in tried), key=last_use.__getitem__, default=None)
+            if key is None:
+                return
+            tried.add(key)
+            self.end_leases_of(key, keep)
+            self._evict_idle(nbytes)
+
+    def _collect(self) -> bool:
+        """Whether a full garbage collection may run now: it costs 0.1–0.4 s beside many sessions'
+        records, so at most one every ``COLLECT_EVERY_S`` (a flood of refused requests stays fast)."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._collected < COLLECT_EVERY_S:
+                return False
+            self._collected = now
+            return True
+
+    def _evict_idle(self, nbytes: int) -> None:
         tried: set[str] = set()
         while self.memory.available() < nbytes:
             leased = self._leased_keys()
@@ -222,6 +292,10 @@ class ModelCache:
                 model, size = self._models.pop(key)
             ref = weakref.ref(model)
             del model
+            if ref() is not None:  # a cycle (a finished generation's, a traceback's) may be all that holds it
+                gc.collect(1)  # the young ones: milliseconds
+                if ref() is not None and self._collect():
+                    gc.collect()
             if ref() is not None:  # in use (a generation, a view): evicting it frees nothing
                 with self._lock:
                     self._models[key] = (ref(), size)
@@ -272,7 +346,6 @@ class ModelCache:
             leases = list(self._leases.items())
             self._leases.clear()
         for session, lease in leases:
-            self.memory.release(lease.room)
             self.memory.drop_owner(lease.model, session)
         trim()
 

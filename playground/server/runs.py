@@ -28,7 +28,7 @@ from playground.engine.model import GPTModel
 from playground.engine.sampling import Generation, GenerationStep, generate
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
-from playground.runtime.memory import BUDGET, trim
+from playground.runtime.memory import BUDGET, Reservation, trim
 from playground.server.files import remove_abandoned_uploads
 from playground.server.inputs import typed_number
 from playground.server.recipes import describe_recipe, model_label
@@ -66,6 +66,7 @@ class Run:
         self.stopped = stopped
         self.elapsed = elapsed  # seconds spent generating so far
         self._trace_cache: _Trace | None = None
+        self.room: Reservation | None = None  # its generation's room while it decodes (start_run)
         self.last_access = time.monotonic()
         self.released = False
         with _RUNS_LOCK:
@@ -213,10 +214,11 @@ def start_run(
 
     ``replaces`` (the session's previous run or run id, or None for its first): the server keeps
     the new run under ``run.id`` and releases the previous one now rather than after the idle
-    timeout. Without it, whoever holds the returned Run keeps it alive. The generation's KV cache
-    is counted in the memory budget (refused here if it does not fit) until the generation object
-    is gone; ``draw_on`` (a session's standing reservation, playground.server.model_cache) pays for
-    it first."""
+    timeout. Without it, whoever holds the returned Run keeps it alive. The generation's room
+    (``generation_room``: its KV cache and the forward of its prompt, at the size this run asked for)
+    is taken here, refused if it does not fit, and given back when the generation object is gone;
+    ``run.room`` is that ``Reservation`` (a decoder that ends the run earlier may ``release()`` it).
+    ``draw_on`` is accepted and ignored: a session's lease keeps no room to draw on any more."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise UserError("generate.prompt_empty_ui", "The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -246,13 +248,26 @@ def start_run(
             old.release()
     tok = load_tokenizer()
     ids = tok.encode(prompt)
-    need = generation_bytes(model, len(ids))
-    what = f"a generation with {model_label(recipe)}"
-    BUDGET.check(need, what, draw_on=draw_on)
-    gen = generate(
-        model, ids, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k or None, top_p=top_p, seed=seed
-    )
-    BUDGET.register(gen, need, what, "generation", draw_on=draw_on)
+    # The room is taken now and given back when the generation ends (its iterator is gone); a
+    # session's lease holds none between runs.
+    room = generation_room(model, model_label(recipe), len(ids), max_new_tokens)
+    try:
+        gen = generate(
+            model,
+            ids,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k or None,
+            top_p=top_p,
+            seed=seed,
+        )
+    except BaseException:
+        room.release()
+        raise
+    # Given back when the last step is made, when a step fails, or when the run is closed (Stop, a
+    # closed page: the decode loop closes it), and at the generation's garbage collection at the latest.
+    gen.on_finish.append(room.release)
+    room.tie(gen)
     release_idle_runs()  # on-access sweep, besides the sweeper thread
     # seed_used: the seed an unseeded run drew for itself, so it can be repeated by typing it in.
     settings = dict(
@@ -264,19 +279,48 @@ def start_run(
         seed_used=gen.seed_used,
     )
     run = Run(recipe, gen.prompt_ids, gen.n_cropped, settings)
+    run.room = room
     if replaces is not _NOT_GIVEN:
         run.keep()
     return run, gen
 
 
-def generation_bytes(model: GPTModel, n_prompt_tokens: int) -> int:
-    """A generation's KV cache (preallocated for the whole context) and its prompt forward."""
+def kv_cache_bytes(model: GPTModel, rows: int | None = None) -> int:
+    """A KV cache of ``rows`` positions in the model's dtype (the engine preallocates the whole
+    context, ``rows=None``, and fills it with zeros: every page of it is touched at once)."""
     cfg = model.cfg
     elem = torch.finfo(model.dtype).bits // 8
-    kv = 2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * elem
-    T = min(n_prompt_tokens, cfg.context_length)
-    forward = T * cfg.emb_dim * 4 * 8 + cfg.n_heads * T * T * 4 + cfg.vocab_size * 4 * 4
-    return kv + forward
+    return (
+        2 * cfg.n_layers * (cfg.context_length if rows is None else min(rows, cfg.context_length)) * cfg.emb_dim * elem
+    )
+
+
+def forward_bytes(model: GPTModel, rows: int) -> int:
+    """One forward over ``rows`` positions besides the KV cache: activations, the attention scores of
+    the rows computed (n_heads · rows² · 4 bytes) and the logits."""
+    cfg = model.cfg
+    T = min(rows, cfg.context_length)
+    return T * cfg.emb_dim * 4 * 8 + cfg.n_heads * T * T * 4 + cfg.vocab_size * 4 * 4
+
+
+def generation_bytes(model: GPTModel, n_prompt_tokens: int, max_new_tokens: int = 0) -> int:
+    """What a generation of ``max_new_tokens`` after a prompt of ``n_prompt_tokens`` really holds at
+    its peak: the KV cache as the engine allocates it, and the largest forward it runs -- the
+    prompt's, or the whole window's once the window slides (prompt and new tokens past the context).
+    Decode steps compute one attention row each, which the budget's headroom covers."""
+    ctx = model.cfg.context_length
+    rows = ctx if n_prompt_tokens + max_new_tokens > ctx else n_prompt_tokens
+    return kv_cache_bytes(model) + forward_bytes(model, rows)
+
+
+def generation_room(model: GPTModel, label: str, n_prompt_tokens: int, max_new_tokens: int) -> Reservation:
+    """The memory-budget room of one generation, taken now (``MemoryBudgetError`` if it does not
+    fit, or if the client address already runs its most work at once): a ``Reservation`` sized by
+    ``generation_bytes``. A decoder holds it while the run decodes and ``release()``s it when the
+    run ends (or ``tie``s it to the run's iterator); one that allocates the KV cache as it fills
+    ``resize``s it (``kv_cache_bytes(model, rows)`` + ``forward_bytes``) or ``grow``s it per token."""
+    need = generation_bytes(model, n_prompt_tokens, max_new_tokens)
+    return BUDGET.take(need, f"a generation with {label}", "generation")
 
 
 def attention_bytes(cfg: GPTConfig, n_tokens: int, elem: int = 4) -> int:
@@ -294,10 +338,7 @@ def run_attention(model: GPTModel, run: Run) -> tuple[int, list[tuple[torch.Tens
     run._trace_cache = None  # the old window's attention goes before the new one is made
     elem = torch.finfo(model.dtype).bits // 8
     keep = attention_bytes(model.cfg, len(window), elem)
-    forward = (
-        generation_bytes(model, len(window))
-        - 2 * model.cfg.n_layers * model.cfg.context_length * model.cfg.emb_dim * elem
-    )
+    forward = forward_bytes(model, len(window))
     what = f"the attention of a run of {len(window):,} tokens ({model_label(run.recipe)})"
     with BUDGET.reserve(keep + forward, what, "attention"), torch.no_grad():
         idx = torch.tensor([window], dtype=torch.long, device=model.device)

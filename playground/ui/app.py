@@ -9,6 +9,7 @@ wired last: it runs the language redraws the tabs registered.
 from __future__ import annotations
 
 import json
+import os
 import time
 from types import SimpleNamespace
 
@@ -45,14 +46,24 @@ def _checkpoints_in_use() -> list[str]:
     return [json.loads(key).get("path") for key in CACHE.keys()]
 
 
+def end_session(state) -> None:
+    """The session's state is being deleted: its model lease ends (the model becomes idle)."""
+    if isinstance(state, dict) and state.get("session"):
+        CACHE.end_lease(state["session"])
+
+
 def build_demo() -> gr.Blocks:
     files.protect(_checkpoints_in_use)
     default_model = CACHE.get(default_recipe())  # warm: the first page load is instant
     with gr.Blocks(title="GPT Playground") as demo:
         # The default state every session starts from has no session id: each draws its own (state.session_id).
         default_state = {**new_state(), "session": None}
+        # A session Gradio forgets (its page gone, or the oldest past the server's session capacity)
+        # ends its lease at once: its record and its hold on a model go together.
         page = SimpleNamespace(
-            demo=demo, state=gr.State(default_state), train_state=gr.State(train_tab.new_train_state())
+            demo=demo,
+            state=gr.State(default_state, delete_callback=end_session),
+            train_state=gr.State(train_tab.new_train_state()),
         )
         page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")
@@ -113,7 +124,18 @@ def launch_kwargs() -> dict:
         "footer_links": ["api", "settings"],
         "theme": gr.themes.Soft(),
         "max_file_size": MAX_UPLOAD_BYTES,
+        # Gradio keeps a record of every session (about 0.6 MB here: a config of each component), the
+        # least recently used forgotten past this many: the records' memory is bounded.
+        "state_session_capacity": max_sessions(),
     }
+
+
+def max_sessions() -> int:
+    """Sessions whose records the server keeps (``PLAYGROUND_MAX_SESSIONS``, default 500)."""
+    try:
+        return max(10, int(os.environ.get("PLAYGROUND_MAX_SESSIONS", "500")))
+    except ValueError:
+        return 500
 
 
 def warm_up() -> float:

@@ -20,7 +20,17 @@ from .parsing import (
     parse_whole,
     slider_range,
 )
-from .state import api_run, for_the_session, new_state, session_id, session_model, session_reservation, session_run
+from .state import (
+    api_run,
+    client_address,
+    for_the_session,
+    leased_model,
+    new_state,
+    session_id,
+    session_model,
+    session_reservation,
+    session_run,
+)
 
 __all__ = [
     "I18N",
@@ -29,6 +39,8 @@ __all__ = [
     "T",
     "api_run",
     "choices",
+    "client_address",
+    "leased_model",
     "dress",
     "lang_of",
     "page_prefs",

@@ -16,10 +16,10 @@ from playground.figures.inside import loss_lines
 from playground.figures.model_charts import parameter_components_bar, parameter_treemap
 from playground.figures.sampling import sampling_stages_figure, token_probability_bars
 from playground.server import lessons
-from playground.server.lesson_questions import Question
+from playground.server.lesson_questions import LessonError, Question
 
 from .common import dress, fail, lang_of, page_prefs, session_model, tr
-from .results import result
+from .results import only, result
 
 Shown = result(
     "Shown", "lesson_pos", "lesson_pick", "progress", "text", "plot", "tokens_html", "question", "choice", "reveal"
@@ -31,7 +31,8 @@ def first_position() -> dict:
 
 
 def _where(pos) -> tuple[lessons.Lesson, int]:
-    """(lesson, step index) of a position; anything unreadable (an API caller's) is the nearest step."""
+    """(lesson, step index) of a position; an unreadable step is the nearest one, an unknown lesson
+    is refused by name (``LessonError``)."""
     pos = pos if isinstance(pos, dict) else first_position()
     step = pos.get("step", 0)
     return lessons.find(pos.get("lesson"), step + 1 if isinstance(step, int) else 1)
@@ -125,7 +126,10 @@ def show(state, pos, prompt, choice=None, keep_pick: bool = False) -> Shown:
     pick in its inputs, the reveal as the page has them: a pick made while the redraw was computed
     stays (the inputs were read before it)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    lesson, index = _where(pos)
+    try:
+        lesson, index = _where(pos)
+    except LessonError as e:  # an API caller's unknown lesson id: said, the page stays where it is
+        return only(Shown, reveal=fail(e, lang))
     step = lesson.steps[index]
     all_lessons = lessons.lessons()
     progress = tr(
@@ -180,7 +184,10 @@ def redraw(state, pos, prompt, choice=None) -> Shown:
 
 def move(state, pos, prompt, delta: int) -> Shown:
     """Next (+1) or Back (−1): across the end of a lesson into the next or previous one."""
-    lesson, index = _where(pos)
+    try:
+        lesson, index = _where(pos)
+    except LessonError as e:
+        return only(Shown, reveal=fail(e, lang_of(state)))
     all_lessons = list(lessons.lessons())
     at = all_lessons.index(lesson)
     index += delta
@@ -194,22 +201,26 @@ def move(state, pos, prompt, delta: int) -> Shown:
 
 
 def answer(state, pos, prompt, choice):
-    """A choice was clicked: the answer computed now, and whether the choice was it."""
+    """A choice was clicked: the answer computed now, and whether the choice was it (a choice that is
+    not one of the question's is refused by name)."""
     lang = lang_of(state)
-    lesson, index = _where(pos)
-    step = lesson.steps[index]
     try:
+        lesson, index = _where(pos)
+        step = lesson.steps[index]
         question, _ = lessons.ask(step, session_model(state), prompt)
+        if choice is None:
+            return ""
+        return reveal_html(question, step, lessons.check_choice(question, choice), lang)
     except Exception as e:
         return fail(e, lang)
-    if choice is None:
-        return ""
-    return reveal_html(question, step, str(choice), lang)
 
 
 def full_tab(pos):
     """The tab that owns the step's view."""
-    lesson, index = _where(pos)
+    try:
+        lesson, index = _where(pos)
+    except LessonError:
+        return gr.skip()
     return gr.Tabs(selected=lesson.steps[index].tab)
 
 
@@ -219,6 +230,12 @@ def open_from_link(state, prompt, request: gr.Request = None):
     lang, present = page_prefs(request)
     state = {**(state or {}), "lang": lang, "present": present}
     lesson_id = params.get("lesson")
-    lesson, index = lessons.find(lesson_id, params.get("step", 1))
+    try:
+        lesson, index = lessons.find(lesson_id, params.get("step", 1))
+        refused = None
+    except LessonError as e:  # a link naming no lesson: the first one opens, and the link's id is said
+        lesson, index, refused = lessons.lessons()[0], 0, e
     shown = show(state, {"lesson": lesson.id, "step": index}, prompt)
+    if refused is not None:
+        shown = shown._replace(reveal=fail(refused, lang))
     return (*shown, gr.Tabs(selected="lessons") if lesson_id else gr.skip())

@@ -25,7 +25,6 @@ from playground.i18n import EN
 from playground.inside.inspection import count_parameters
 from playground.runtime import kernels, native_gemv, native_step
 from playground.server.files import discard_upload
-from playground.server.model_cache import CACHE
 from playground.server.model_views import tree_table, tying_explanation
 from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
 
@@ -35,11 +34,11 @@ from .common import (
     choices,
     fail,
     lang_of,
+    leased_model,
     new_state,
     ok,
     page_prefs,
     parse_whole,
-    session_id,
     session_model,
     tr,
     tr_error,
@@ -124,6 +123,9 @@ def decode_path_text(lang: str = "en") -> str:
     path = tr(lang, "kn_path_native" if step.available else "kn_path")
     if "kn_step_" + step.reason in EN and not (step.reason == "off" and status.reason == "off"):
         native += "\n\n" + tr(lang, "kn_step_" + step.reason, detail=step.detail)
+    # A cached library set aside and built again: said once, by its reason (never its path).
+    for note in dict.fromkeys(n for n in (status.cache_note, step.cache_note) if "kn_cache_" + n in EN):
+        native += "\n\n" + tr(lang, "kn_cache_" + note)
     return path + "\n\n" + native
 
 
@@ -152,7 +154,7 @@ def build_model(
         t0 = time.perf_counter()
         try:
             # the session's lease moves to this model, with the room for its first generation
-            model = CACHE.get(recipe, progress=lambda frac, desc: progress(frac, desc=desc), session=session_id(state))
+            model = leased_model(recipe, state, progress=lambda frac, desc: progress(frac, desc=desc))
         except Exception:
             if weights == "upload":  # a refused upload is not kept on disk
                 discard_upload(recipe["path"])

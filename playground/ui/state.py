@@ -12,6 +12,8 @@ import functools
 import inspect
 import secrets
 
+from gradio.context import LocalContext
+
 from playground.runtime.memory import acting_for
 from playground.server.model_cache import CACHE
 from playground.server.recipes import default_recipe
@@ -36,6 +38,21 @@ def session_id(state: dict | None) -> str | None:
     return state["session"]
 
 
+def client_address() -> str | None:
+    """The address of the client whose request runs now (Gradio's, set for each event), or None
+    outside one (a test, warm-up): per-client caps count by it. Behind a proxy it is the proxy's."""
+    request = LocalContext.request.get(None)
+    client = getattr(request, "client", None)
+    host = getattr(client, "host", None)
+    return host if isinstance(host, str) and host else None
+
+
+def _acting(who: str | None, client: str | None):
+    """``acting_for`` the session, from the request's address (outside a request, the address the
+    caller already set stays: a test, a warm-up)."""
+    return acting_for(who, client) if client is not None else acting_for(who)
+
+
 _DONE = object()  # what next() gives for a generator that has finished
 
 
@@ -53,24 +70,24 @@ def for_the_session(handler):
 
         @functools.wraps(handler)
         def call(*args, **kwargs):
-            with acting_for(owner(args, kwargs)):
+            with _acting(owner(args, kwargs), client_address()):
                 return handler(*args, **kwargs)
 
         return call
 
     @functools.wraps(handler)
     def steps(*args, **kwargs):
-        who = owner(args, kwargs)
+        who, client = owner(args, kwargs), client_address()
         updates = handler(*args, **kwargs)
         try:
             while True:
-                with acting_for(who):
+                with _acting(who, client):
                     update = next(updates, _DONE)
                 if update is _DONE:
                     return
                 yield update
         finally:
-            with acting_for(who):
+            with _acting(who, client):
                 updates.close()  # a closed page or Stop: the handler's own clean-up runs now
 
     return steps
@@ -78,11 +95,19 @@ def for_the_session(handler):
 
 def session_model(state: dict):
     """The session's model, renewing its lease (built again if it was evicted after the lease ended)."""
-    return CACHE.get(state["recipe"], session=session_id(state))
+    return leased_model(state["recipe"], state)
+
+
+def leased_model(recipe: dict, state: dict | None, progress=None):
+    """The model ``recipe`` names, leased to the session, for the client address that asked."""
+    sid = session_id(state)
+    with _acting(sid, client_address()):
+        return CACHE.get(recipe, progress=progress, session=sid)
 
 
 def session_reservation(state: dict | None):
-    """The room the session's lease holds for its next generation (None without a lease)."""
+    """The room the session's lease holds for its next generation: none (a generation takes its
+    own when it starts); kept for the callers that pass it on as ``draw_on``."""
     return CACHE.reservation(session_id(state))
 
 

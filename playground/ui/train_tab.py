@@ -28,7 +28,6 @@ from playground.server.jobs import (
     time_limit_seconds,
     training_config,
 )
-from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
 from playground.training import estimate as train_estimate
 from playground.training.corpus import load_bundled_corpus, load_tiny_shakespeare, text_from_paste, text_from_upload
@@ -40,11 +39,11 @@ from .common import (
     dress,
     for_the_session,
     lang_of,
+    leased_model,
     parse_choice,
     parse_count,
     parse_number,
     parse_whole,
-    session_id,
     tr,
 )
 from .common import fail as _fail
@@ -357,7 +356,7 @@ def use_trained(state, train_state, request: gr.Request = None):
             Switch, state=state, message=_say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_first")))
         )
     try:
-        model = CACHE.get(recipe, session=session_id(state))
+        model = leased_model(recipe, state)
     except Exception as e:
         return only(Switch, state=state, message=_say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)))
     using = _say(

@@ -199,6 +199,46 @@ def _export(fmt):
     return call
 
 
+LESSON_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
+
+
+def _lesson_open(lesson_id, prompt=LESSON_PROMPT):
+    def call(state):
+        from playground.ui import lessons_tab
+
+        return lessons_tab.show(state, {"lesson": lesson_id, "step": 0}, prompt).reveal
+
+    return call
+
+
+def _lesson_answer(choice, prompt=LESSON_PROMPT):
+    def call(state):
+        from playground.ui import lessons_tab
+
+        return lessons_tab.answer(state, {"lesson": "attention", "step": 0}, prompt, choice)
+
+    return call
+
+
+def _busy_address(state):
+    """A generation from an address that already runs its most work at once (the cap set to 1 here)."""
+    import os
+
+    from playground.runtime.memory import BUDGET, acting_for
+
+    before = os.environ.get("PLAYGROUND_MAX_WORK_PER_CLIENT")
+    os.environ["PLAYGROUND_MAX_WORK_PER_CLIENT"] = "1"
+    try:
+        with acting_for(None, "203.0.113.7"):
+            with BUDGET.take(1, "another generation of this address", "generation"):
+                return _gen()(state)
+    finally:
+        if before is None:
+            os.environ.pop("PLAYGROUND_MAX_WORK_PER_CLIENT")
+        else:
+            os.environ["PLAYGROUND_MAX_WORK_PER_CLIENT"] = before
+
+
 def _no_run(fn):
     """The same handler on a session that has not generated anything yet."""
 
@@ -369,6 +409,18 @@ CASES = [
     ("train", "pasted text empty", _train(pasted="   "), "empty"),
     ("train", "upload chosen, no file", _train(source="upload"), "No file was uploaded"),
     ("train", "unknown model", _train(preset="gpt-5"), "Unknown model"),
+    # --- Lessons (/lesson_open, /lesson_answer)
+    ("lesson", "lesson id 'nope'", _lesson_open("nope"), "There is no lesson 'nope'"),
+    ("lesson", "lesson id as HTML", _lesson_open("<img src=x onerror=alert(1)>"), "There is no lesson"),
+    ("lesson", "a known lesson", _lesson_open("attention"), ""),
+    ("lesson", "prompt of 10 MB", _lesson_open("attention", "word " * 2_000_000), "10,000,000 characters"),
+    ("lesson", "prompt of 300 tokens", _lesson_open("attention", " word" * 300), "up to"),
+    ("lesson", "choice 'no-such-choice'", _lesson_answer("no-such-choice"), "is not one of this question's choices"),
+    ("lesson", "choice as HTML", _lesson_answer("<script>x</script>"), "is not one of this question's choices"),
+    ("lesson", "choice 7 (a number)", _lesson_answer(7), "is not one of this question's choices"),
+    ("lesson", "no choice (cleared)", _lesson_answer(None), ""),
+    # --- Memory: one address's share
+    ("memory", "a generation while the address runs its most work at once", _busy_address, "Try again in about"),
 ]
 
 
@@ -400,13 +452,16 @@ def write_table(path="docs/reliability.md") -> int:
     state = nano_state()
     rows = []
     for area, sent, call, _expected in CASES:
-        message = re.sub(r" · [\d.]+ tokens/s", "", outcome(call, state))  # the rate varies run to run
-        shown = message if message else "(no message: handled, the view is drawn)"
-        cells = [html.escape(x, quote=False).replace("|", "\\|").replace("\n", " ") for x in (area, sent, shown)]
+        said = []
+        for lang in ("en", "zh-CN"):
+            message = re.sub(r" · [\d.]+ tokens/s", "", outcome(call, {**state, "lang": lang}))  # the rate varies
+            said.append(message if message else "(no message: handled, the view is drawn)")
+        cells = [html.escape(x, quote=False).replace("|", "\\|").replace("\n", " ") for x in (area, sent, *said)]
         rows.append("| " + " | ".join(cells) + " |")
     text = Path(path).read_text() if Path(path).exists() else ""
     start, end = "<!-- cases:start -->", "<!-- cases:end -->"
-    table = "\n".join([start, "| area | what is sent | what the user reads |", "|---|---|---|", *rows, end])
+    head = "| area | what is sent | what the user reads | 中文 |"
+    table = "\n".join([start, head, "|---|---|---|---|", *rows, end])
     if start in text and end in text:
         text = text[: text.index(start)] + table + text[text.index(end) + len(end) :]
     else:

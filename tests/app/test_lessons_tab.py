@@ -56,8 +56,12 @@ def test_next_and_back_cross_lessons_and_the_full_tab_link_names_the_views_tab()
     assert lessons_tab.full_tab({"lesson": "attention", "step": 0}).selected == "generate"
     assert lessons_tab.full_tab({"lesson": "tokens", "step": 0}).selected == "tokenizer"
     # what an API caller may send instead of a position: the first step, never a crash
-    for pos in (None, "x", {"lesson": "nope", "step": "two"}, {"step": -5}):
+    for pos in (None, "x", {"step": "two"}, {"step": -5}):
         assert lessons_tab.show(state, pos, PROMPT).lesson_pos == {"lesson": first.id, "step": 0}
+    # a lesson id that names no lesson is refused by name, and the page stays where it is
+    refused = lessons_tab.show(state, {"lesson": "nope", "step": "two"}, PROMPT)
+    assert "There is no lesson &#x27;nope&#x27;" in refused.reveal and refused.lesson_pos == {"__type__": "update"}
+    assert "There is no lesson" in lessons_tab.answer(state, {"lesson": "nope", "step": 0}, PROMPT, "a")
 
 
 def test_a_link_opens_its_step_and_a_short_prompt_is_said():

@@ -102,7 +102,39 @@ def test_a_link_to_a_step_finds_it_and_falls_back_to_the_nearest():
     lesson, index = lessons.find("attention", "2")
     assert (lesson.id, index) == ("attention", 1)
     assert lessons.find("attention", 99)[1] == len(lesson.steps) - 1
-    assert lessons.find("nope", "x") == (lessons.lessons()[0], 0)
+    assert lessons.find("attention", "x") == (lesson, 0)
+    assert lessons.find(None) == (lessons.lessons()[0], 0)  # no id: the first lesson
+
+
+@pytest.mark.parametrize("lesson_id", ["nope", "ATTENTION", " attention", "<b>x</b>", 7, ["attention"]])
+def test_an_unknown_lesson_id_is_refused_by_name(lesson_id):
+    with pytest.raises(LessonError) as e:
+        lessons.find(lesson_id)
+    assert e.value.key == "lessons.unknown" and "attention" in str(e.value) and repr(lesson_id)[:10] in str(e.value)
+
+
+def test_a_choice_that_is_not_the_questions_is_refused_by_name(model):
+    step = lessons.find("attention")[0].steps[0]
+    question, _ = lessons.ask(step, model, PROMPT)
+    first = question.choices[0][0]
+    assert lessons.check_choice(question, first) == first
+    for bad in ("no-such-choice", "<script>x</script>", None, 3, first + " "):
+        with pytest.raises(LessonError) as e:
+            lessons.check_choice(question, bad)
+        assert e.value.key == "lessons.unknown_choice" and first in str(e.value)
+
+
+def test_a_10_mb_prompt_is_refused_before_it_is_tokenized(model):
+    import time
+
+    step = lessons.find("attention")[0].steps[0]
+    prompt = "word " * 2_000_000  # 10 MB
+    t0 = time.perf_counter()
+    with pytest.raises(LessonError) as e:
+        lessons.ask(step, model, prompt)
+    took = time.perf_counter() - t0
+    assert e.value.key == "lessons.long_prompt_chars" and "10,000,000 characters" in str(e.value)
+    assert took < 0.2, took
 
 
 def test_a_revealed_probability_reads_as_the_chart_beside_it(model):

@@ -44,9 +44,10 @@ def test_the_refused_session_sees_its_own_model_by_name_and_the_others_as_counts
     message = str(e)
     assert e.key == "budget.in_use_yours"
     own, others = message.split("Yours: ", 1)[1].split(" Besides: ", 1)
-    assert "random init (seed 4242)" in own and "a generation with" in own  # its model and its room
+    assert "random init (seed 4242)" in own and "a generation with" not in own  # its model; a lease keeps no room
     assert "31337" not in message and "3-layer d192" not in message  # the other session's model and seed
-    assert others.startswith("1 model (") and "1 generation kept ready for its session (" in others
+    assert others.startswith("1 model (") and "kept ready" not in others
+    assert "Try again in about " in message
     assert f"({model_bytes(a) / 1e6:.2f} MB)" in others  # ... counted and sized
 
 

@@ -222,14 +222,14 @@ def test_the_portable_build_gives_the_same_summary(name, monkeypatch, tmp_path):
     """Built without AVX2 (as for a CPU that lacks it), the summary runs its plain C++ loops: the same answer."""
     import platform
 
-    from playground.runtime import native_gemv
+    from playground.runtime import library_cache
 
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the AVX2 switch is an x86 flag")
     vectorised = compiled()(rows()[name])
     native_row_summary.forget()
     monkeypatch.setenv("PLAYGROUND_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.setattr(native_gemv, "FLAGS", [*native_gemv.FLAGS, "-mno-avx2", "-mno-fma"])
+    monkeypatch.setattr(library_cache, "FLAGS", [*library_cache.FLAGS, "-mno-avx2", "-mno-fma"])
     portable = compiled()(rows()[name])
     assert portable is not None and vectorised is not None
     assert (portable.argmax, portable.kept, [i for i, _ in portable.top]) == (
