@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import tempfile
 import threading
 from pathlib import Path
@@ -20,21 +19,12 @@ from typing import Any
 
 import torch
 
+from playground.runtime import library_cache
+
 
 def cpu_identity() -> str:
-    """The CPU's model name and ISA flags (Linux's /proc/cpuinfo), its architecture and torch's version."""
-    name, flags = "", ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "model name" and not name:
-                name = value.strip()
-            elif key in ("flags", "Features") and not flags:
-                flags = " ".join(sorted(value.split()))
-    except OSError:
-        pass
-    return "|".join((platform.machine(), platform.processor(), name, flags, torch.__version__))
+    """The compiled kernels' CPU identity (``library_cache``: architecture, model, ISA flags) and torch's version."""
+    return f"{library_cache.cpu_identity()}|torch {torch.__version__}"
 
 
 def identity_hash() -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from playground.runtime import native_gemv
+from playground.runtime import library_cache, native_gemv
 from playground.runtime.decision_store import DecisionStore
 from playground.runtime.threads import torch_threads
 
@@ -88,7 +88,7 @@ def keep_decisions(folder=None) -> DecisionStore:
     cache folder) and write each new one there: measured once per machine, not once per process."""
     global _STORE
     with _LOCK:
-        _STORE = DecisionStore(folder if folder is not None else native_gemv.cache_dir())
+        _STORE = DecisionStore(folder if folder is not None else library_cache.cache_dir())
         return _STORE
 
 

@@ -121,7 +121,7 @@ def test_decisions_are_kept_per_machine_and_read_back(tmp_path, monkeypatch):
         again = kernels.weight_layout((96, 32), torch.float32, 2)
         assert calls == [] and again.winner == first.winner and again.seconds == first.seconds
         # another CPU (other ISA flags) has a file of its own
-        monkeypatch.setattr(decision_store, "cpu_identity", lambda: "x86_64|other cpu|avx512f")
+        monkeypatch.setattr(decision_store.library_cache, "cpu_identity", lambda: "another CPU's digest")
         assert decision_store.DecisionStore(tmp_path).path != store.path
     finally:
         kernels.stop_keeping_decisions()
