@@ -24,6 +24,7 @@
 // shared row.
 
 #include "one_row_gemv.cpp"
+#include "batched_rows.cpp"
 
 #include <math.h>
 
@@ -176,22 +177,6 @@ struct RowIO {
     float* attention;
 };
 
-// each(b, r, r') over the output rows [lo, hi) of every input b: each block of ROWS weight rows (then each
-// row of the tail) for every input while the block is in cache. A block is the one a single input's product
-// over [lo, hi) would take (lo is a multiple of ROWS), so every output is summed exactly as it is alone.
-template <typename Each>
-inline void blocks_for_rows(int64_t lo, int64_t hi, int64_t n_rows, Each&& each) {
-    if (n_rows == 1) {  // one input: the whole range in one call, the same blocks
-        each(int64_t{0}, lo, hi);
-        return;
-    }
-    int64_t r = lo;
-    for (; r + ROWS <= hi; r += ROWS)
-        for (int64_t b = 0; b < n_rows; ++b) each(b, r, r + ROWS);
-    for (; r < hi; ++r)
-        for (int64_t b = 0; b < n_rows; ++b) each(b, r, r + 1);
-}
-
 template <typename T>
 void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, int64_t n_rows, const RowIO<T>* io,
                int threads) {
@@ -242,12 +227,27 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
         auto hh = [&](int64_t b) { return reinterpret_cast<uint16_t*>(xn(b) + d + half_d); };
         std::vector<QuantRow> q(B);
         for (int64_t b = 0; b < B; ++b) q[b] = {reinterpret_cast<uint8_t*>(xn(b) + d + half_d + half_ff), 1.0f};
-        // y_b[lo..hi) = matrix m of block l times in_b(b), for every row b; in_h(b): its bfloat16 copy
+        std::vector<const float*> xs(B);
+        std::vector<const uint16_t*> xhs(B);
+        std::vector<float*> ys(B);
+        // y(b)[lo..hi) = matrix m of block l times in_f(b) (in_h(b): its bfloat16 copy), for every row b
         auto product_rows = [&](int64_t l, int m, auto in_f, auto in_h, int64_t k, int64_t lo, int64_t hi, auto y) {
             const Matrix mat = matrix(l, m);
-            blocks_for_rows(lo, hi, B, [&](int64_t b, int64_t r0, int64_t r1) {
-                product<T>(mat, dm.quant, in_f(b), in_h(b), q[b], k, r0, r1, y(b));
-            });
+            if (B == 1 || dm.quant == INT8_DYNAMIC) {  // row by row within each block of weight rows
+                blocks_for_rows(lo, hi, B, [&](int64_t b, int64_t r0, int64_t r1) {
+                    product<T>(mat, dm.quant, in_f(b), in_h(b), q[b], k, r0, r1, y(b));
+                });
+                return;
+            }
+            for (int64_t b = 0; b < B; ++b) xs[b] = in_f(b), xhs[b] = in_h(b), ys[b] = y(b);
+            if (dm.quant == FLOAT_WEIGHTS) {
+                rows_multi(static_cast<const T*>(mat.w), xs.data(), xhs.data(), B, k, lo, hi, ys.data());
+                return;
+            }
+            rows_multi(static_cast<const int8_t*>(mat.w), xs.data(), xhs.data(), B, k, lo, hi, ys.data());
+            const T* scale = static_cast<const T*>(mat.scale);  // as product() scales an int8 row's sums
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t j = lo; j < hi; ++j) ys[b][j] = round_to(ys[b][j] * load(scale, j), bf16);
         };
         int64_t lo, hi;
 #pragma omp single
