@@ -55,13 +55,14 @@ def step_seconds(model, n_rows: int, repeats: int) -> float:
     return median(times[1:])
 
 
-def table(name: str, model, repeats: int) -> list[str]:
-    assert native_decode.set_native_step(model, 0), "no native step for this model here"
+def table(name: str, model, repeats: int, threads: int) -> list[str]:
+    assert native_decode.set_native_step(model, threads), "no native step for this model here"
     load = load_average()
     seconds = {b: step_seconds(model, b, repeats) for b in BATCHES}
     one = seconds[1]
     lines = [
-        f"{name}: 1-minute load average {load:.1f} before, {load_average():.1f} after, {torch.get_num_threads()} threads",
+        f"{name}: 1-minute load average {load:.1f} before, {load_average():.1f} after, "
+        f"{threads or torch.get_num_threads()} of {torch.get_num_threads()} threads",
         "",
         "| rows B | ms / step | tokens/s (all rows) | × one row's tokens/s | B × one-row step (ms) | step / (B × one-row) |",
         "|---:|---:|---:|---:|---:|---:|",
@@ -77,16 +78,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=9, help="timed steps per B (median)")
     parser.add_argument("--skip-bundled", action="store_true")
+    parser.add_argument("--threads", type=int, default=0, help="the step's team (0: all of torch's threads)")
     args = parser.parse_args(argv)
     small = GPTModel(PRESETS["gpt2-small"], generator=torch.Generator().manual_seed(0)).eval()
-    for line in table("GPT-2 small float32 (random weights)", small, args.repeats):
+    for line in table("GPT-2 small float32 (random weights)", small, args.repeats, args.threads):
         print(line)
     if not args.skip_bundled:
         bundled = load_checkpoint(os.path.join(ROOT, "assets", "bundled", "model.safetensors"), dtype="float32").eval()
         cfg = bundled.cfg
         print()
         name = f"bundled model float32 ({cfg.n_layers} blocks, d={cfg.emb_dim})"
-        for line in table(name, bundled, args.repeats):
+        for line in table(name, bundled, args.repeats, args.threads):
             print(line)
 
 

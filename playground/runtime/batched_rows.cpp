@@ -12,7 +12,13 @@
 
 namespace {
 
-constexpr int IN = 2;  // inputs sharing each weight load
+// Inputs sharing each weight load: with 32 vector registers, 3 inputs' 4 rows of accumulators (24), their 6
+// input vectors and the weights fit (4 spill); with 16, one input's already fill them.
+#if defined(__AVX512F__)
+constexpr int IN = 3;
+#else
+constexpr int IN = 1;
+#endif
 
 // each(b, r, r') over the output rows [lo, hi) of every input b: each block of ROWS weight rows (then each
 // row of the tail) for every input while the block is in cache. A block is the one a single input's product

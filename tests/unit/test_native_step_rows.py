@@ -211,3 +211,17 @@ def test_generations_stepped_together_make_the_steps_each_makes_alone(dtype, mon
     for steps, g in zip(alone, together):
         assert len(steps) == len(g.steps)
         assert all(same_step(a, b) for a, b in zip(steps, g.steps))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_rows_own_capture_flag_changes_none_of_its_numbers(dtype):
+    needs_step()
+    model = model_for(dtype, "tails", seed=9)
+    assert native_decode.set_native_step(model, 0)
+    rows = prompted_rows(model, 5, seed=5)
+    flipped = [Row(r.token, r.cache, not r.capture) for r in clone_rows(rows, model)]
+    with torch.no_grad():
+        a, b = native_decode.decode_rows(model, rows), native_decode.decode_rows(model, flipped)
+    for x, y, rx, ry in zip(a, b, rows, flipped):
+        assert torch.equal(x[0], y[0])
+        assert torch.equal(rx.cache.k, ry.cache.k) and torch.equal(rx.cache.v, ry.cache.v)
