@@ -22,43 +22,23 @@
 // does and sums on the CPU's int8 dot product. Every thread quantizes the input row into its own buffer
 // (identical on every thread, as its LayerNorm output is), which costs less than a barrier around one
 // shared row.
+//
+// Several rows (generations of one model, each with its own token, position and KV cache) can share one
+// step (pg_step_rows_*): the same region, split and barriers, every product reading each block of weight
+// rows once for all rows (batched_rows.cpp) and summing every output exactly as the single-row kernel does,
+// the norms and attention computed row by row by the same code. A row's logits, keys, values and attention
+// are then bit for bit those it gets alone, whatever rows share its step and whatever the team size (the
+// split of a product's rows falls on whole blocks of ROWS). The single-row step is its one-row case.
 
 #include "one_row_gemv.cpp"
 #include "batched_rows.cpp"
+#include "step_parts.cpp"
 
 #include <math.h>
 
 #include <vector>
 
 namespace {
-
-// expf for a vector loop: 2^n · p(r), r = x - n·ln2 in two parts, a degree-6 polynomial (a few ulp);
-// written so that the compiler vectorises it, where libm's expf would run one value at a time.
-inline float fast_exp(float x) {
-    x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
-    // round to nearest by the 1.5·2^23 trick: libm's rounding calls would keep the loop scalar
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = fmaf(n, -0.693145751953125f, x);
-    r = fmaf(n, -1.428606765330187e-06f, r);
-    float p = 1.0f / 720.0f;
-    p = fmaf(p, r, 1.0f / 120.0f);
-    p = fmaf(p, r, 1.0f / 24.0f);
-    p = fmaf(p, r, 1.0f / 6.0f);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-inline float round_to(float v, bool bf16) { return bf16 ? bf16_to_float(float_to_bf16(v)) : v; }
-
-inline float load(const float* p, int64_t i) { return p[i]; }
-inline float load(const uint16_t* p, int64_t i) { return bf16_to_float(p[i]); }
-inline void store(float* p, int64_t i, float v) { p[i] = v; }
-inline void store(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
 
 // The tensors of one block, in the order native_step.py passes them.
 enum { LN1_S, LN1_B, WQ, BQ, WK, BK, WV, BV, WO, BO, LN2_S, LN2_B, W1, B1, W2, B2, PER_BLOCK };
@@ -127,43 +107,6 @@ inline void product(const Matrix& m, int64_t quant, const float* xf, const uint1
 // Quantize x (k) into this thread's row when the products are int8-dynamic.
 inline void quantize_input(int64_t quant, const float* x, int64_t k, QuantRow* q) {
     if (quant == INT8_DYNAMIC) q->r = quantize_row_u8(x, k, q->xu);
-}
-
-// out = LayerNorm(x) (rounded as the model's dtype stores it), also as bfloat16 in outh when wanted.
-template <typename T>
-void layer_norm(const float* x, const T* scale, const T* shift, int64_t d, float eps, bool bf16, float* out,
-                uint16_t* outh) {
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < d; ++i) sum += x[i];
-    float mean = static_cast<float>(sum / d);
-    double sq = 0.0;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t i = 0; i < d; ++i) sq += static_cast<double>(x[i] - mean) * (x[i] - mean);
-    float inv = 1.0f / sqrtf(static_cast<float>(sq / d) + eps);
-    for (int64_t i = 0; i < d; ++i) out[i] = round_to((x[i] - mean) * inv * load(scale, i) + load(shift, i), bf16);
-    if (outh)
-        for (int64_t i = 0; i < d; ++i) outh[i] = float_to_bf16(out[i]);
-}
-
-// y = activation(round(y + bias)), rounded, over n values: each step a loop of its own, which the compiler vectorises.
-template <typename T>
-void bias_activate(float* y, const T* bias, int64_t n, int64_t kind, bool bf16) {
-    if (bias)
-        for (int64_t j = 0; j < n; ++j) y[j] += load(bias, j);
-    if (bf16)
-        for (int64_t j = 0; j < n; ++j) y[j] = round_to(y[j], true);
-    if (kind == 1) {  // ReLU
-        for (int64_t j = 0; j < n; ++j) y[j] = y[j] > 0.0f ? y[j] : 0.0f;
-    } else {  // GELU, tanh form: 0.5·v·(1 + tanh(u)) with 1 + tanh(u) = 2 - 2 / (exp(2u) + 1)
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) {
-            const float v = y[j], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-            y[j] = v * (1.0f - 1.0f / (fast_exp(2.0f * u) + 1.0f));
-        }
-    }
-    if (bf16)
-        for (int64_t j = 0; j < n; ++j) y[j] = round_to(y[j], true);
 }
 
 // One row of a batched step: its token at its position, and its own cache (capacity positions), logits and

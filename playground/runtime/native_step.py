@@ -22,7 +22,8 @@ from playground.runtime import compiled_library, native_gemv
 from playground.runtime.compiled_library import NOT_TRIED, Status
 
 SOURCE = Path(__file__).with_name("decode_step.cpp")
-INCLUDED = (native_gemv.SOURCE, SOURCE.with_name("batched_rows.cpp"))  # #included: a change there is a new build too
+# what the source #includes: a change there is a new build too
+INCLUDED = (native_gemv.SOURCE, SOURCE.with_name("batched_rows.cpp"), SOURCE.with_name("step_parts.cpp"))
 SWITCHES = ("PLAYGROUND_NATIVE_GEMV", "PLAYGROUND_NATIVE_STEP")
 
 
