@@ -172,8 +172,7 @@ def generations(model):
     prompts = [[1, 2, 3], [50, 60], list(range(10, 30)), [7], list(range(5, 38))]
     lengths = [12, 9, 14, 6, 10]
     return [
-        generate(model, p, max_new_tokens=n, capture_attention=True, **s)
-        for p, n, s in zip(prompts, lengths, SETTINGS)
+        generate(model, p, max_new_tokens=n, capture_attention=True, **s) for p, n, s in zip(prompts, lengths, SETTINGS)
     ]
 
 

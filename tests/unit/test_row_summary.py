@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from playground.accel.row_summary import CompiledSummarizer as Summarizer
+from playground.engine import decoding
 from playground.engine.row_summary import reference_summary
 from playground.engine.sampling import STAGES, Generation, NonFiniteError, generate, sampling_distribution
 from playground.engine.weights import load_checkpoint
