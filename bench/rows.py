@@ -33,8 +33,9 @@ def load_average() -> float:
 
 
 @torch.no_grad()
-def step_seconds(model, n_rows: int, repeats: int) -> float:
-    """Median seconds of one native step of ``n_rows`` rows (each its own cache, positions ``PROMPT`` + row % 4)."""
+def step_seconds(model, n_rows: int, repeats: int) -> tuple[float, float]:
+    """Median seconds of one native step of ``n_rows`` rows (each its own cache, positions ``PROMPT`` + row % 4):
+    wall-clock, and the calling thread's CPU time (the whole step's on a team of one, whatever the load)."""
     cache = model.new_kv_cache()
     model(torch.arange(PROMPT + 4).view(1, -1) % model.cfg.vocab_size, kv_cache=cache)
     rows = []
@@ -44,33 +45,35 @@ def step_seconds(model, n_rows: int, repeats: int) -> float:
         own.v.copy_(cache.v)
         rows.append(Row(1000 + 37 * i, own))
     starts = [PROMPT + i % 4 for i in range(n_rows)]
-    times = []
+    times, cpu = [], []
     for _ in range(repeats + 1):  # the first is a warm-up
         for row, start in zip(rows, starts):
             row.cache.length = start
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         out = native_decode.decode_rows(model, rows)
+        cpu.append(time.thread_time() - c0)
         times.append(time.perf_counter() - t0)
         assert all(o is not None for o in out), "a row took the plain path"
-    return median(times[1:])
+    return median(times[1:]), median(cpu[1:])
 
 
 def table(name: str, model, repeats: int, threads: int) -> list[str]:
     assert native_decode.set_native_step(model, threads), "no native step for this model here"
     load = load_average()
     seconds = {b: step_seconds(model, b, repeats) for b in BATCHES}
-    one = seconds[1]
+    one, one_cpu = seconds[1]
+    alone = threads == 1  # the calling thread runs the whole step: its CPU time is the step's
     lines = [
         f"{name}: 1-minute load average {load:.1f} before, {load_average():.1f} after, "
         f"{threads or torch.get_num_threads()} of {torch.get_num_threads()} threads",
         "",
-        "| rows B | ms / step | tokens/s (all rows) | × one row's tokens/s | B × one-row step (ms) | step / (B × one-row) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| rows B | ms / step | tokens/s (all rows) | × one row's tokens/s | B × one-row step (ms) | step / (B × one-row) |"
+        + (" CPU ms / step | × one row's tokens/s by CPU time |" if alone else ""),
+        "|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if alone else ""),
     ]
-    for b, s in seconds.items():
-        lines.append(
-            f"| {b} | {1e3 * s:.2f} | {b / s:.0f} | {b * one / s:.2f}× | {1e3 * b * one:.1f} | {s / (b * one):.2f} |"
-        )
+    for b, (s, c) in seconds.items():
+        line = f"| {b} | {1e3 * s:.2f} | {b / s:.0f} | {b * one / s:.2f}× | {1e3 * b * one:.1f} | {s / (b * one):.2f} |"
+        lines.append(line + (f" {1e3 * c:.1f} | {b * one_cpu / c:.2f}× |" if alone else ""))
     return lines
 
 
