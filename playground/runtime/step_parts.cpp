@@ -51,8 +51,9 @@ void layer_norm(const float* x, const T* scale, const T* shift, int64_t d, float
 }
 
 // y = activation(round(y + bias)), rounded, over n values: each step a loop of its own, which the compiler vectorises.
+// Not inlined: inside the step's loop over rows the compiler left its loops scalar (GELU's exp included).
 template <typename T>
-void bias_activate(float* y, const T* bias, int64_t n, int64_t kind, bool bf16) {
+__attribute__((noinline)) void bias_activate(float* y, const T* bias, int64_t n, int64_t kind, bool bf16) {
     if (bias)
         for (int64_t j = 0; j < n; ++j) y[j] += load(bias, j);
     if (bf16)
