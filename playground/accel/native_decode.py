@@ -271,7 +271,9 @@ def decode_rows(model, rows: Sequence[Row]) -> list[RowResult | None]:
     compiled call that reads every weight once for all of them; None for a row it cannot take (its cache
     does not fit, a token outside the vocabulary, a cache already in this call) and for every row while the
     step is not chosen or not valid for the model. A row's numbers are those it gets alone, whatever rows
-    are beside it and whatever the team size. int8 and int8-dynamic models are batched the same way."""
+    are beside it and whatever the team size. int8 and int8-dynamic models are batched too (int8-dynamic
+    reads each weight block once for all rows but multiplies it by one row at a time). Gradients on: every
+    row None, as for ``decode_step`` (a server calls it under ``torch.no_grad``, as ``Generation`` does)."""
     out: list[RowResult | None] = [None] * len(rows)
     threads = _THREADS.get(model)
     if threads is None or torch.is_grad_enabled():
