@@ -1,10 +1,11 @@
 """The accelerated decoder an ``accelerate``d model's generations run on (``engine.decoding``'s seam).
 
-Each row of a step goes through the native decode step where ``native_decode`` chose it for the model and
-it is valid now, else through the model's own forward; a greedy step's row summary is the compiled one
-where it built; the full sampler runs on the thread count measured for the vocabulary. A row's numbers
-are those it gets alone: which path it takes depends on the model and its own cache, never on the rows
-beside it.
+The rows of a step go through the native decode step together, in one call, where ``native_decode``
+chose it for the model and it is valid for the row now, else one by one through the model's own forward;
+a greedy step's row summary is the compiled one where it built; the full sampler runs on the thread count
+measured for the vocabulary. A row's numbers are those it gets alone: which path it takes depends on the
+model and its own cache, never on the rows beside it, and the native step sums each row's outputs as it
+does for that row alone.
 """
 
 from __future__ import annotations
@@ -23,11 +24,9 @@ class AcceleratedDecoder(Decoder):
     name = "accelerated"
 
     def rows(self, model, rows: Sequence[Row]) -> list[RowResult]:
-        out = []
-        for row in rows:
-            native = native_decode.decode_step(model, [row.token], row.cache, row.capture)
-            out.append(native if native is not None else plain_row(model, row))
-        return out
+        # the rows the native step takes in one call (every weight read once for all), the rest one by one
+        native = native_decode.decode_rows(model, rows)
+        return [got if got is not None else plain_row(model, row) for got, row in zip(native, rows)]
 
     def summarizer(self, n_top: int):
         if native_row_summary.available():

@@ -24,6 +24,7 @@ import ctypes
 import dataclasses
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -32,6 +33,7 @@ import torch.nn as nn
 
 from playground.accel import step_weights
 from playground.accel.module_watch import ModelWatch, has_hooks
+from playground.engine.decoding import Row, RowResult
 from playground.engine.kv_cache import KVCache
 from playground.runtime import kernels, native_gemv, native_step
 from playground.runtime.team_under_load import TeamChoice
@@ -68,6 +70,7 @@ class Plan:
 _THREADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the step's threads (0: all)
 _TEAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> TeamChoice, where prepare chose
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> Plan
+_ROW_TEAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {rows in a call: TeamChoice}
 
 
 def _block_tensors(block) -> list[torch.Tensor | None]:
@@ -258,23 +261,75 @@ def decode_step(model, new_ids: list[int], cache: KVCache | None, attention: boo
     """(logits (vocab,) float32, per-layer (heads, keys) attention or None) for one new token on the
     native step, or None when this model and step take the plain path (not chosen for the model,
     not valid now, more than one new token)."""
-    threads = _THREADS.get(model)
-    if threads is None or len(new_ids) != 1 or torch.is_grad_enabled() or not cache_fits(model, cache):
+    if len(new_ids) != 1 or cache is None:
         return None
-    if not 0 <= int(new_ids[0]) < model.cfg.vocab_size:
-        return None  # the torch forward says what is wrong with it
+    return decode_rows(model, [Row(int(new_ids[0]), cache, attention)])[0]
+
+
+def decode_rows(model, rows: Sequence[Row]) -> list[RowResult | None]:
+    """Each row's ``decode_step`` (its token continuing its own cache), the rows the step can take in one
+    compiled call that reads every weight once for all of them; None for a row it cannot take (its cache
+    does not fit, a token outside the vocabulary, a cache already in this call) and for every row while the
+    step is not chosen or not valid for the model. A row's numbers are those it gets alone, whatever rows
+    are beside it and whatever the team size. int8 and int8-dynamic models are batched too (int8-dynamic
+    reads each weight block once for all rows but multiplies it by one row at a time). Gradients on: every
+    row None, as for ``decode_step`` (a server calls it under ``torch.no_grad``, as ``Generation`` does)."""
+    out: list[RowResult | None] = [None] * len(rows)
+    threads = _THREADS.get(model)
+    if threads is None or torch.is_grad_enabled():
+        return out
     plan = _current_plan(model)
     if plan is None:
-        return None
-    assert cache is not None
-    team = _TEAMS.get(model)
-    if team is None:
-        return _run(model, plan, int(new_ids[0]), cache, threads, attention)
-    size = team.next_size()  # the measured team size, or now and then the other: the load may have changed
+        return out
+    take, seen = [], set()
+    for i, row in enumerate(rows):
+        if cache_fits(model, row.cache) and 0 <= int(row.token) < model.cfg.vocab_size and id(row.cache) not in seen:
+            seen.add(id(row.cache))
+            take.append(i)
+    if not take:
+        return out
+    team = _team(model, len(take))
+    size = threads if team is None else team.next_size()  # now and then the other size: the load may have changed
     start = time.perf_counter()
-    out = _run(model, plan, int(new_ids[0]), cache, size, attention)
-    team.record(size, time.perf_counter() - start)
+    if len(take) == 1:
+        row = rows[take[0]]
+        out[take[0]] = _run(model, plan, int(row.token), row.cache, size, row.capture)
+    else:
+        for i, result in zip(take, _run_rows(model, plan, [rows[i] for i in take], size)):
+            out[i] = result
+    if team is not None:
+        team.record(size, time.perf_counter() - start)
     return out
+
+
+def _team(model, n_rows: int) -> TeamChoice | None:
+    """The team-size choice for calls of ``n_rows`` rows (a call's time grows with its rows, so each count
+    keeps its own), starting from the one prepare measured; None where the team size is fixed."""
+    first = _TEAMS.get(model)
+    if first is None or n_rows == 1:
+        return first
+    teams = _ROW_TEAMS.setdefault(model, {})
+    if n_rows not in teams:
+        teams[n_rows] = TeamChoice(first.current)
+    return teams[n_rows]
+
+
+def _run_rows(model, plan: Plan, rows: list[Row], threads: int) -> list[RowResult]:
+    """Several tokens through one compiled step, as ``_run`` runs one."""
+    cfg = model.cfg
+    made, args = [], []
+    for row in rows:
+        position = row.cache.length
+        logits = torch.empty(cfg.vocab_size)
+        probs = torch.empty(cfg.n_layers, cfg.n_heads, position + 1) if row.capture else None
+        made.append((logits, probs))
+        k, v, p = row.cache.k.data_ptr(), row.cache.v.data_ptr(), probs.data_ptr() if probs is not None else None
+        args.append((int(row.token), position, row.cache.capacity, k, v, logits.data_ptr(), p))
+    dims = native_step.dims_array(plan.dims)
+    native_step.run_rows(plan.bfloat16, plan.addresses, dims, plan.eps, args, threads or torch.get_num_threads())
+    for row in rows:
+        row.cache.length += 1
+    return [(logits, list(probs.unbind(0)) if probs is not None else None) for logits, probs in made]
 
 
 def set_native_step(model, threads: int | None) -> bool:
@@ -283,6 +338,7 @@ def set_native_step(model, threads: int | None) -> bool:
     stored [in, out] are stored (out, in), and all on 2 MB pages (``step_weights``). Returns whether
     the step is available and valid for the model (if not, nothing changes)."""
     _TEAMS.pop(model, None)
+    _ROW_TEAMS.pop(model, None)
     if threads is None:
         _THREADS.pop(model, None)
         return True
@@ -390,6 +446,7 @@ def prepare(model) -> kernels.Choice | None:
     there was nothing to decide."""
     _THREADS.pop(model, None)
     _TEAMS.pop(model, None)
+    _ROW_TEAMS.pop(model, None)
     _PLANS.pop(model, None)
     if not kernels.measuring_enabled() or not native_step.available() or unsupported(model, True) is not None:
         return None

@@ -22,42 +22,23 @@
 // does and sums on the CPU's int8 dot product. Every thread quantizes the input row into its own buffer
 // (identical on every thread, as its LayerNorm output is), which costs less than a barrier around one
 // shared row.
+//
+// Several rows (generations of one model, each with its own token, position and KV cache) can share one
+// step (pg_step_rows_*): the same region, split and barriers, every product reading each block of weight
+// rows once for all rows (batched_rows.cpp) and summing every output exactly as the single-row kernel does,
+// the norms and attention computed row by row by the same code. A row's logits, keys, values and attention
+// are then bit for bit those it gets alone, whatever rows share its step and whatever the team size (the
+// split of a product's rows falls on whole blocks of ROWS). The single-row step is its one-row case.
 
 #include "one_row_gemv.cpp"
+#include "batched_rows.cpp"
+#include "step_parts.cpp"
 
 #include <math.h>
 
 #include <vector>
 
 namespace {
-
-// expf for a vector loop: 2^n · p(r), r = x - n·ln2 in two parts, a degree-6 polynomial (a few ulp);
-// written so that the compiler vectorises it, where libm's expf would run one value at a time.
-inline float fast_exp(float x) {
-    x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
-    // round to nearest by the 1.5·2^23 trick: libm's rounding calls would keep the loop scalar
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = fmaf(n, -0.693145751953125f, x);
-    r = fmaf(n, -1.428606765330187e-06f, r);
-    float p = 1.0f / 720.0f;
-    p = fmaf(p, r, 1.0f / 120.0f);
-    p = fmaf(p, r, 1.0f / 24.0f);
-    p = fmaf(p, r, 1.0f / 6.0f);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-inline float round_to(float v, bool bf16) { return bf16 ? bf16_to_float(float_to_bf16(v)) : v; }
-
-inline float load(const float* p, int64_t i) { return p[i]; }
-inline float load(const uint16_t* p, int64_t i) { return bf16_to_float(p[i]); }
-inline void store(float* p, int64_t i, float v) { p[i] = v; }
-inline void store(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
 
 // The tensors of one block, in the order native_step.py passes them.
 enum { LN1_S, LN1_B, WQ, BQ, WK, BK, WV, BV, WO, BO, LN2_S, LN2_B, W1, B1, W2, B2, PER_BLOCK };
@@ -128,76 +109,49 @@ inline void quantize_input(int64_t quant, const float* x, int64_t k, QuantRow* q
     if (quant == INT8_DYNAMIC) q->r = quantize_row_u8(x, k, q->xu);
 }
 
-// out = LayerNorm(x) (rounded as the model's dtype stores it), also as bfloat16 in outh when wanted.
+// One row of a batched step: its token at its position, and its own cache (capacity positions), logits and
+// attention (null: not captured).
 template <typename T>
-void layer_norm(const float* x, const T* scale, const T* shift, int64_t d, float eps, bool bf16, float* out,
-                uint16_t* outh) {
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < d; ++i) sum += x[i];
-    float mean = static_cast<float>(sum / d);
-    double sq = 0.0;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t i = 0; i < d; ++i) sq += static_cast<double>(x[i] - mean) * (x[i] - mean);
-    float inv = 1.0f / sqrtf(static_cast<float>(sq / d) + eps);
-    for (int64_t i = 0; i < d; ++i) out[i] = round_to((x[i] - mean) * inv * load(scale, i) + load(shift, i), bf16);
-    if (outh)
-        for (int64_t i = 0; i < d; ++i) outh[i] = float_to_bf16(out[i]);
-}
-
-// y = activation(round(y + bias)), rounded, over n values: each step a loop of its own, which the compiler vectorises.
-template <typename T>
-void bias_activate(float* y, const T* bias, int64_t n, int64_t kind, bool bf16) {
-    if (bias)
-        for (int64_t j = 0; j < n; ++j) y[j] += load(bias, j);
-    if (bf16)
-        for (int64_t j = 0; j < n; ++j) y[j] = round_to(y[j], true);
-    if (kind == 1) {  // ReLU
-        for (int64_t j = 0; j < n; ++j) y[j] = y[j] > 0.0f ? y[j] : 0.0f;
-    } else {  // GELU, tanh form: 0.5·v·(1 + tanh(u)) with 1 + tanh(u) = 2 - 2 / (exp(2u) + 1)
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) {
-            const float v = y[j], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-            y[j] = v * (1.0f - 1.0f / (fast_exp(2.0f * u) + 1.0f));
-        }
-    }
-    if (bf16)
-        for (int64_t j = 0; j < n; ++j) y[j] = round_to(y[j], true);
-}
+struct RowIO {
+    int64_t token, pos, capacity;
+    T* k_cache;
+    T* v_cache;
+    float* logits;
+    float* attention;
+};
 
 template <typename T>
-void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_cache, T* v_cache, float* logits,
-          float* attention, int threads) {
+void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, int64_t n_rows, const RowIO<T>* io,
+               int threads) {
     const Dims dm = {dims_in[0], dims_in[1], dims_in[2], dims_in[3], dims_in[4], dims_in[5],
                      dims_in[6], dims_in[7], dims_in[8], dims_in[9], dims_in[10], dims_in[11]};
     // products_only: the same products on the same team, split and barriers, and nothing else -- the
     // step's time minus this is its time outside the products (bench prints it). Writes no cache.
     const bool all = !dm.products_only;
     const bool bf16 = sizeof(T) == 2;
-    const int64_t d = dm.d, hd = dm.hd, keys = dm.pos + 1;
+    const int64_t d = dm.d, hd = dm.hd, ff = dm.ff, B = n_rows;
     const float inv_sqrt_hd = 1.0f / sqrtf(static_cast<float>(hd));
     if (threads < 1) threads = 1;
-    // Shared: the residual stream, q|k|v, the attention's output, the MLP's hidden row, one product's output.
-    // Per thread: its LayerNorm output (float32 and bfloat16), one head's scores, the hidden row in bfloat16,
-    // for int8-dynamic the quantized input row of the next product.
-    const int64_t half_d = (d + 1) / 2 + 8, half_ff = (dm.ff + 1) / 2 + 8;
-    const int64_t quarter_row = dm.quant == INT8_DYNAMIC ? (dm.ff > d ? dm.ff : d) / 4 + 16 : 0;
-    const int64_t per_thread = d + half_d + keys + half_ff + quarter_row;
-    std::vector<float> buf(d + 3 * d + d + dm.ff + d + threads * per_thread);
-    float* x = buf.data();
-    float* qkv = x + d;
-    float* ctx = qkv + 3 * d;
-    float* hidden = ctx + d;
-    float* out = hidden + dm.ff;
-    float* own = out + d;
-    const T* tok = static_cast<const T*>(tensors[0]) + dm.token * d;
-    const T* posrow = static_cast<const T*>(tensors[1]) + dm.pos * d;
+    int64_t max_keys = 1;
+    for (int64_t b = 0; b < B; ++b) max_keys = io[b].pos + 1 > max_keys ? io[b].pos + 1 : max_keys;
+    // Shared, per row: the residual stream, q|k|v, the attention's output, the MLP's hidden row, one product's
+    // output. Per thread: one head's scores; per row its LayerNorm output (float32 and bfloat16), the hidden row
+    // in bfloat16, for int8-dynamic the quantized input row of the next product.
+    const int64_t half_d = (d + 1) / 2 + 8, half_ff = (ff + 1) / 2 + 8;
+    const int64_t quarter_row = dm.quant == INT8_DYNAMIC ? (ff > d ? ff : d) / 4 + 16 : 0;
+    const int64_t shared_row = 6 * d + ff, own_row = d + half_d + half_ff + quarter_row;
+    const int64_t per_thread = max_keys + B * own_row;
+    std::vector<float> buf(B * shared_row + threads * per_thread);
+    auto x = [&](int64_t b) { return buf.data() + b * shared_row; };
+    auto qkv = [&](int64_t b) { return x(b) + d; };
+    auto ctx = [&](int64_t b) { return x(b) + 4 * d; };
+    auto hidden = [&](int64_t b) { return x(b) + 5 * d; };
+    auto out = [&](int64_t b) { return x(b) + 5 * d + ff; };
+    float* own = buf.data() + B * shared_row;
     const T* const* layer = reinterpret_cast<const T* const*>(tensors + 2);
     const T* const* tail = layer + PER_BLOCK * dm.layers;  // final_norm scale, shift, out_head weight
     const bool int8 = dm.quant != FLOAT_WEIGHTS;
     const void* const* extra = reinterpret_cast<const void* const*>(tail + 3);  // int8 scales and row sums
-    const T* tok_scale = int8 ? static_cast<const T*>(extra[INT8_PER_BLOCK * dm.layers + 2]) + dm.token : nullptr;
-    const int8_t* tok8 = static_cast<const int8_t*>(tensors[0]) + dm.token * d;
     // Matrix m of block l (0..5: Q, K, V, out_proj, MLP in, MLP out), or the output head (l = layers).
     auto matrix = [&](int64_t l, int m) -> Matrix {
         const int slot = m < 4 ? WQ + 2 * m : W1 + 2 * (m - 4);
@@ -210,108 +164,181 @@ void step(const void* const* tensors, const int64_t* dims_in, float eps, T* k_ca
 #pragma omp parallel num_threads(threads)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        float* xn = own + t * per_thread;
-        uint16_t* xh = reinterpret_cast<uint16_t*>(xn + d);  // d bfloat16 values in d / 2 floats' room
-        float* scores = xn + d + half_d;
-        uint16_t* hh = reinterpret_cast<uint16_t*>(scores + keys);
-        QuantRow q = {reinterpret_cast<uint8_t*>(scores + keys + half_ff), 1.0f};
+        float* scores = own + t * per_thread;
+        auto xn = [&](int64_t b) { return scores + max_keys + b * own_row; };
+        auto xh = [&](int64_t b) { return reinterpret_cast<uint16_t*>(xn(b) + d); };  // d bfloat16 in d / 2 floats
+        auto hh = [&](int64_t b) { return reinterpret_cast<uint16_t*>(xn(b) + d + half_d); };
+        std::vector<QuantRow> q(B);
+        for (int64_t b = 0; b < B; ++b) q[b] = {reinterpret_cast<uint8_t*>(xn(b) + d + half_d + half_ff), 1.0f};
+        std::vector<const float*> xs(B);
+        std::vector<const uint16_t*> xhs(B);
+        std::vector<float*> ys(B);
+        // y(b)[lo..hi) = matrix m of block l times in_f(b) (in_h(b): its bfloat16 copy), for every row b
+        auto product_rows = [&](int64_t l, int m, auto in_f, auto in_h, int64_t k, int64_t lo, int64_t hi, auto y) {
+            const Matrix mat = matrix(l, m);
+            if (B == 1 || dm.quant == INT8_DYNAMIC) {  // row by row within each block of weight rows
+                blocks_for_rows(lo, hi, B, [&](int64_t b, int64_t r0, int64_t r1) {
+                    product<T>(mat, dm.quant, in_f(b), in_h(b), q[b], k, r0, r1, y(b));
+                });
+                return;
+            }
+            for (int64_t b = 0; b < B; ++b) xs[b] = in_f(b), xhs[b] = in_h(b), ys[b] = y(b);
+            if (dm.quant == FLOAT_WEIGHTS) {
+                rows_multi(static_cast<const T*>(mat.w), xs.data(), xhs.data(), B, k, lo, hi, ys.data());
+                return;
+            }
+            rows_multi(static_cast<const int8_t*>(mat.w), xs.data(), xhs.data(), B, k, lo, hi, ys.data());
+            const T* scale = static_cast<const T*>(mat.scale);  // as product() scales an int8 row's sums
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t j = lo; j < hi; ++j) ys[b][j] = round_to(ys[b][j] * load(scale, j), bf16);
+        };
         int64_t lo, hi;
 #pragma omp single
-        for (int64_t i = 0; i < d && all; ++i) {
-            if (int8) {  // Int8Embedding: the row's int8 values times its scale, rounded, then the position added
-                float e = round_to(static_cast<float>(tok8[i]) * load(tok_scale, 0), bf16);
-                asm("" : "+x"(e));  // rounded before the add, as torch's two operations are
-                x[i] = round_to(e + load(posrow, i), bf16);
-            } else {
-                x[i] = round_to(load(tok, i) + load(posrow, i), bf16);
+        for (int64_t b = 0; b < B && all; ++b) {
+            const T* tok = static_cast<const T*>(tensors[0]) + io[b].token * d;
+            const T* posrow = static_cast<const T*>(tensors[1]) + io[b].pos * d;
+            const int8_t* tok8 = static_cast<const int8_t*>(tensors[0]) + io[b].token * d;
+            const T* tok_scale = int8 ? static_cast<const T*>(extra[INT8_PER_BLOCK * dm.layers + 2]) + io[b].token : nullptr;
+            float* xb = x(b);
+            for (int64_t i = 0; i < d; ++i) {
+                if (int8) {  // Int8Embedding: the row's int8 values times its scale, rounded, then the position added
+                    float e = round_to(static_cast<float>(tok8[i]) * load(tok_scale, 0), bf16);
+                    asm("" : "+x"(e));  // rounded before the add, as torch's two operations are
+                    xb[i] = round_to(e + load(posrow, i), bf16);
+                } else {
+                    xb[i] = round_to(load(tok, i) + load(posrow, i), bf16);
+                }
             }
         }
         for (int64_t l = 0; l < dm.layers; ++l) {
             const T* const* w = layer + PER_BLOCK * l;
-            if (all) layer_norm(x, w[LN1_S], w[LN1_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
-            quantize_input(dm.quant, xn, d, &q);
-            // Q, K and V by heads: each thread computes the rows of its own heads, which are all its
-            // attention reads next, so no barrier is needed between the two.
+            for (int64_t b = 0; b < B; ++b) {
+                if (all) layer_norm(x(b), w[LN1_S], w[LN1_B], d, eps, bf16, xn(b), bf16 ? xh(b) : nullptr);
+                quantize_input(dm.quant, xn(b), d, &q[b]);
+            }
+            // Q, K and V by heads: each thread computes the rows of its own heads for every row, which are all
+            // its attention reads next, so no barrier is needed between the two.
             for (int64_t h = t; h < dm.heads; h += nt)
                 for (int m = 0; m < 3; ++m) {
                     const T* bm = w[BQ + 2 * m];
-                    float* y = qkv + m * d;
-                    product<T>(matrix(l, m), dm.quant, xn, xh, q, d, h * hd, (h + 1) * hd, y);
-                    for (int64_t j = h * hd; j < (h + 1) * hd && all; ++j)
-                        y[j] = round_to(y[j] + (bm ? load(bm, j) : 0.0f), bf16);
+                    product_rows(l, m, xn, xh, d, h * hd, (h + 1) * hd, [&](int64_t b) { return qkv(b) + m * d; });
+                    for (int64_t b = 0; b < B && all; ++b) {
+                        float* y = qkv(b) + m * d;
+                        for (int64_t j = h * hd; j < (h + 1) * hd; ++j)
+                            y[j] = round_to(y[j] + (bm ? load(bm, j) : 0.0f), bf16);
+                    }
                 }
-            // Attention, one head at a time per thread: this position's key and value into the cache,
-            // then the new query over every cached key.
-            for (int64_t h = t; h < dm.heads && all; h += nt) {
-                T* kh = k_cache + ((l * dm.heads + h) * dm.capacity) * hd;
-                T* vh = v_cache + ((l * dm.heads + h) * dm.capacity) * hd;
-                const float* q = qkv + h * hd;
-                for (int64_t e = 0; e < hd; ++e) {
-                    store(kh, dm.pos * hd + e, qkv[d + h * hd + e]);
-                    store(vh, dm.pos * hd + e, qkv[2 * d + h * hd + e]);
-                }
-                float* p = attention ? attention + (l * dm.heads + h) * keys : scores;
-                float top = -INFINITY;
-                for (int64_t j = 0; j < keys; ++j) {
-                    const T* kj = kh + j * hd;
-                    float s = 0.0f;
+            // Attention, one (row, head) pair at a time, each thread its own heads: this position's key and
+            // value into the row's cache, then its new query over every cached key.
+            for (int64_t h = t; h < dm.heads && all; h += nt)
+                for (int64_t b = 0; b < B; ++b) {
+                    const RowIO<T>& r = io[b];
+                    const int64_t keys = r.pos + 1;
+                    T* kh = r.k_cache + ((l * dm.heads + h) * r.capacity) * hd;
+                    T* vh = r.v_cache + ((l * dm.heads + h) * r.capacity) * hd;
+                    const float* qb = qkv(b);
+                    const float* qh = qb + h * hd;
+                    for (int64_t e = 0; e < hd; ++e) {
+                        store(kh, r.pos * hd + e, qb[d + h * hd + e]);
+                        store(vh, r.pos * hd + e, qb[2 * d + h * hd + e]);
+                    }
+                    float* p = r.attention ? r.attention + (l * dm.heads + h) * keys : scores;
+                    float top = -INFINITY;
+                    for (int64_t j = 0; j < keys; ++j) {
+                        const T* kj = kh + j * hd;
+                        float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-                    for (int64_t e = 0; e < hd; ++e) s += q[e] * load(kj, e);
-                    p[j] = s * inv_sqrt_hd;
-                    top = fmaxf(top, p[j]);
-                }
-                float total = 0.0f;
+                        for (int64_t e = 0; e < hd; ++e) s += qh[e] * load(kj, e);
+                        p[j] = s * inv_sqrt_hd;
+                        top = fmaxf(top, p[j]);
+                    }
+                    float total = 0.0f;
 #pragma omp simd reduction(+ : total)
-                for (int64_t j = 0; j < keys; ++j) {
-                    p[j] = fast_exp(p[j] - top);
-                    total += p[j];
-                }
-                const float inv_total = 1.0f / total;
-                float* c = ctx + h * hd;
-                for (int64_t e = 0; e < hd; ++e) c[e] = 0.0f;
-                for (int64_t j = 0; j < keys; ++j) {
-                    const float pj = p[j] * inv_total;
-                    p[j] = pj;
-                    const T* vj = vh + j * hd;
+                    for (int64_t j = 0; j < keys; ++j) {
+                        p[j] = fast_exp(p[j] - top);
+                        total += p[j];
+                    }
+                    const float inv_total = 1.0f / total;
+                    float* c = ctx(b) + h * hd;
+                    for (int64_t e = 0; e < hd; ++e) c[e] = 0.0f;
+                    for (int64_t j = 0; j < keys; ++j) {
+                        const float pj = p[j] * inv_total;
+                        p[j] = pj;
+                        const T* vj = vh + j * hd;
 #pragma omp simd
-                    for (int64_t e = 0; e < hd; ++e) c[e] += pj * load(vj, e);
+                        for (int64_t e = 0; e < hd; ++e) c[e] += pj * load(vj, e);
+                    }
+                    for (int64_t e = 0; e < hd; ++e) c[e] = round_to(c[e], bf16);
                 }
-                for (int64_t e = 0; e < hd; ++e) c[e] = round_to(c[e], bf16);
-            }
 #pragma omp barrier
             // out_proj and the residual add, row by row: each thread owns its rows of x.
-            if (bf16)
-                for (int64_t i = 0; i < d; ++i) xh[i] = float_to_bf16(ctx[i]);
-            quantize_input(dm.quant, ctx, d, &q);
+            for (int64_t b = 0; b < B; ++b) {
+                if (bf16)
+                    for (int64_t i = 0; i < d; ++i) xh(b)[i] = float_to_bf16(ctx(b)[i]);
+                quantize_input(dm.quant, ctx(b), d, &q[b]);
+            }
             thread_rows(d, t, nt, &lo, &hi);
-            product<T>(matrix(l, 3), dm.quant, ctx, xh, q, d, lo, hi, out);
-            for (int64_t j = lo; j < hi && all; ++j)
-                x[j] = round_to(x[j] + round_to(out[j] + (w[BO] ? load(w[BO], j) : 0.0f), bf16), bf16);
+            product_rows(l, 3, ctx, xh, d, lo, hi, out);
+            for (int64_t b = 0; b < B && all; ++b)
+                for (int64_t j = lo; j < hi; ++j)
+                    x(b)[j] = round_to(x(b)[j] + round_to(out(b)[j] + (w[BO] ? load(w[BO], j) : 0.0f), bf16), bf16);
 #pragma omp barrier
-            if (all) layer_norm(x, w[LN2_S], w[LN2_B], d, eps, bf16, xn, bf16 ? xh : nullptr);
-            quantize_input(dm.quant, xn, d, &q);
-            thread_rows(dm.ff, t, nt, &lo, &hi);
-            product<T>(matrix(l, 4), dm.quant, xn, xh, q, d, lo, hi, hidden);
-            if (all) bias_activate(hidden + lo, w[B1] ? w[B1] + lo : nullptr, hi - lo, dm.activation, bf16);
+            for (int64_t b = 0; b < B; ++b) {
+                if (all) layer_norm(x(b), w[LN2_S], w[LN2_B], d, eps, bf16, xn(b), bf16 ? xh(b) : nullptr);
+                quantize_input(dm.quant, xn(b), d, &q[b]);
+            }
+            thread_rows(ff, t, nt, &lo, &hi);
+            product_rows(l, 4, xn, xh, d, lo, hi, hidden);
+            for (int64_t b = 0; b < B && all; ++b)
+                bias_activate(hidden(b) + lo, w[B1] ? w[B1] + lo : nullptr, hi - lo, dm.activation, bf16);
 #pragma omp barrier
             thread_rows(d, t, nt, &lo, &hi);
+            for (int64_t b = 0; b < B; ++b) {
 #if defined(__AVX512BF16__)
-            if (bf16)  // the bfloat16 dot-product instruction reads the hidden row as bfloat16
-                for (int64_t i = 0; i < dm.ff; ++i) hh[i] = float_to_bf16(hidden[i]);
+                if (bf16)  // the bfloat16 dot-product instruction reads the hidden row as bfloat16
+                    for (int64_t i = 0; i < ff; ++i) hh(b)[i] = float_to_bf16(hidden(b)[i]);
 #endif
-            quantize_input(dm.quant, hidden, dm.ff, &q);
-            product<T>(matrix(l, 5), dm.quant, hidden, hh, q, dm.ff, lo, hi, out);
-            for (int64_t j = lo; j < hi && all; ++j)
-                x[j] = round_to(x[j] + round_to(out[j] + (w[B2] ? load(w[B2], j) : 0.0f), bf16), bf16);
+                quantize_input(dm.quant, hidden(b), ff, &q[b]);
+            }
+            product_rows(l, 5, hidden, hh, ff, lo, hi, out);
+            for (int64_t b = 0; b < B && all; ++b)
+                for (int64_t j = lo; j < hi; ++j)
+                    x(b)[j] = round_to(x(b)[j] + round_to(out(b)[j] + (w[B2] ? load(w[B2], j) : 0.0f), bf16), bf16);
 #pragma omp barrier
         }
-        if (all) layer_norm(x, tail[0], tail[1], d, eps, bf16, xn, bf16 ? xh : nullptr);
-        quantize_input(dm.quant, xn, d, &q);
+        for (int64_t b = 0; b < B; ++b) {
+            if (all) layer_norm(x(b), tail[0], tail[1], d, eps, bf16, xn(b), bf16 ? xh(b) : nullptr);
+            quantize_input(dm.quant, xn(b), d, &q[b]);
+        }
         thread_rows(dm.vocab, t, nt, &lo, &hi);
-        product<T>(matrix(dm.layers, 0), dm.quant, xn, xh, q, d, lo, hi, logits);
+        product_rows(dm.layers, 0, xn, xh, d, lo, hi, [&](int64_t b) { return io[b].logits; });
         if (bf16)
-            for (int64_t j = lo; j < hi; ++j) logits[j] = round_to(logits[j], true);
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t j = lo; j < hi; ++j) io[b].logits[j] = round_to(io[b].logits[j], true);
     }
+}
+
+// The single-row step: the batched one with one row.
+template <typename T>
+void step(const void* const* tensors, const int64_t* dims, float eps, T* k_cache, T* v_cache, float* logits,
+          float* attention, int threads) {
+    const RowIO<T> row = {dims[8], dims[7], dims[6], k_cache, v_cache, logits, attention};
+    step_rows<T>(tensors, dims, eps, 1, &row, threads);
+}
+
+// The rows of a batched call: row_dims (token, position, capacity) and row_ptrs (k cache, v cache, logits,
+// attention or null) per row.
+template <typename T>
+void step_batch(const void* const* tensors, const int64_t* dims, float eps, int64_t n_rows, const int64_t* row_dims,
+                void* const* row_ptrs, int threads) {
+    std::vector<RowIO<T>> io(n_rows);
+    for (int64_t b = 0; b < n_rows; ++b) {
+        const int64_t* rd = row_dims + 3 * b;
+        void* const* rp = row_ptrs + 4 * b;
+        io[b] = {rd[0], rd[1], rd[2], static_cast<T*>(rp[0]), static_cast<T*>(rp[1]), static_cast<float*>(rp[2]),
+                 static_cast<float*>(rp[3])};
+    }
+    step_rows<T>(tensors, dims, eps, n_rows, io.data(), threads);
 }
 
 }  // namespace
@@ -334,5 +361,20 @@ void pg_step_f32(const void* const* tensors, const int64_t* dims, float eps, flo
 void pg_step_bf16(const void* const* tensors, const int64_t* dims, float eps, uint16_t* k_cache, uint16_t* v_cache,
                   float* logits, float* attention, int threads) {
     step<uint16_t>(tensors, dims, eps, k_cache, v_cache, logits, attention, threads);
+}
+
+// Several rows in one step, each as it is alone (bit for bit, for any rows beside it and any team size):
+// every weight block is read once for all of them, each output summed by the single-row kernel. dims as
+// pg_step_f32's (capacity, position and token unused); per row, row_dims (token, position, cache capacity)
+// and row_ptrs (its k cache, v cache, logits, attention or null), shaped as pg_step_f32's.
+void pg_step_rows_f32(const void* const* tensors, const int64_t* dims, float eps, int64_t rows,
+                      const int64_t* row_dims, void* const* row_ptrs, int threads) {
+    step_batch<float>(tensors, dims, eps, rows, row_dims, row_ptrs, threads);
+}
+
+// The same with every tensor and the caches in bfloat16.
+void pg_step_rows_bf16(const void* const* tensors, const int64_t* dims, float eps, int64_t rows,
+                       const int64_t* row_dims, void* const* row_ptrs, int threads) {
+    step_batch<uint16_t>(tensors, dims, eps, rows, row_dims, row_ptrs, threads);
 }
 }

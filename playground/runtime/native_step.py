@@ -22,9 +22,10 @@ from playground.runtime import compiled_library, native_gemv
 from playground.runtime.compiled_library import NOT_TRIED, Status
 
 SOURCE = Path(__file__).with_name("decode_step.cpp")
-INCLUDED = (native_gemv.SOURCE,)  # what the source #includes: a change there is a new build too
+# what the source #includes: a change there is a new build too
+INCLUDED = (native_gemv.SOURCE, SOURCE.with_name("batched_rows.cpp"), SOURCE.with_name("step_parts.cpp"))
 SWITCHES = ("PLAYGROUND_ACCEL",)
-SYMBOLS = ("pg_step_f32", "pg_step_bf16")
+SYMBOLS = ("pg_step_f32", "pg_step_bf16", "pg_step_rows_f32", "pg_step_rows_bf16")
 
 
 _LOCK = threading.Lock()
@@ -39,9 +40,13 @@ def switched_off() -> bool:
 def _load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     p = ctypes.c_void_p
-    for name in SYMBOLS:
+    for name in ("pg_step_f32", "pg_step_bf16"):
         fn = getattr(lib, name)
         fn.argtypes = [p, p, ctypes.c_float, p, p, p, p, ctypes.c_int]
+        fn.restype = None
+    for name in ("pg_step_rows_f32", "pg_step_rows_bf16"):
+        fn = getattr(lib, name)
+        fn.argtypes = [p, p, ctypes.c_float, ctypes.c_int64, p, p, ctypes.c_int]
         fn.restype = None
     return lib
 
@@ -86,6 +91,25 @@ def run(
     assert lib is not None, "native_step.run before available()"
     fn = lib.pg_step_bf16 if bfloat16 else lib.pg_step_f32
     fn(tensors, dims, eps, k_cache, v_cache, logits, attention, threads)
+
+
+def run_rows(
+    bfloat16: bool,
+    tensors: ctypes.Array,
+    dims: ctypes.Array,
+    eps: float,
+    rows: list[tuple[int, int, int, int, int, int, int | None]],
+    threads: int,
+) -> None:
+    """Several tokens through one compiled step, each row's numbers those it gets alone (``available``
+    must hold). ``rows``: per row (token, position, cache capacity, k cache, v cache, logits, attention or
+    None), the addresses as ``run`` takes them; ``dims`` as ``run``'s (capacity, position and token unused)."""
+    lib = _LIB
+    assert lib is not None, "native_step.run_rows before available()"
+    row_dims = (ctypes.c_int64 * (3 * len(rows)))(*[v for r in rows for v in r[:3]])
+    row_ptrs = (ctypes.c_void_p * (4 * len(rows)))(*[a or None for r in rows for a in r[3:]])
+    fn = lib.pg_step_rows_bf16 if bfloat16 else lib.pg_step_rows_f32
+    fn(tensors, dims, eps, len(rows), row_dims, row_ptrs, threads)
 
 
 def forget() -> None:

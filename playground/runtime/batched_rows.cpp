@@ -1,0 +1,154 @@
+// The products of a batched decode step: several input rows times one weight matrix, the weights read once.
+//
+// Included by decode_step.cpp after one_row_gemv.cpp. One row's product streams every weight from memory
+// once per token; with B rows, each block of ROWS weight rows is read from memory once and multiplied by
+// every input while it is in the core's cache, and inputs go IN at a time through one kernel that loads each
+// weight vector once for all of them (fewer loads per multiply-add, the bound once the weights are in
+// cache). Each output keeps the single-row kernel's arithmetic exactly -- its own two accumulators, the same
+// column order, the same reduction and the same tail -- so a row's numbers never depend on the rows beside
+// it: what the kernel of one input computes, the kernel of IN inputs computes for each of them.
+
+#include <type_traits>
+
+namespace {
+
+// Inputs sharing each weight load: with 32 vector registers, 3 inputs' 4 rows of accumulators (24), their 6
+// input vectors and the weights fit (4 spill); with 16, one input's already fill them.
+#if defined(__AVX512F__)
+constexpr int IN = 3;
+#else
+constexpr int IN = 1;
+#endif
+
+// each(b, r, r') over the output rows [lo, hi) of every input b: each block of ROWS weight rows (then each
+// row of the tail) for every input while the block is in cache. A block is the one a single input's product
+// over [lo, hi) would take (lo is a multiple of ROWS), so every output is summed exactly as it is alone.
+template <typename Each>
+inline void blocks_for_rows(int64_t lo, int64_t hi, int64_t n_rows, Each&& each) {
+    if (n_rows == 1) {  // one input: the whole range in one call, the same blocks
+        each(int64_t{0}, lo, hi);
+        return;
+    }
+    int64_t r = lo;
+    for (; r + ROWS <= hi; r += ROWS)
+        for (int64_t b = 0; b < n_rows; ++b) each(b, r, r + ROWS);
+    for (; r < hi; ++r)
+        for (int64_t b = 0; b < n_rows; ++b) each(b, r, r + 1);
+}
+
+// out[j][r] = dot(w rows r0..r0+R-1, x[j]) for I inputs: dot_rows<W, R>'s arithmetic for each of them.
+template <typename W, int R, int I>
+inline void dot_rows_multi(const W* w, const float* const* x, int64_t k, float* const* out) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    __m512 acc[I][R][2];
+    for (int j = 0; j < I; ++j)
+        for (int r = 0; r < R; ++r) acc[j][r][0] = acc[j][r][1] = _mm512_setzero_ps();
+    for (; i + 32 <= k; i += 32) {
+        __m512 x0[I], x1[I];
+        for (int j = 0; j < I; ++j) x0[j] = _mm512_loadu_ps(x[j] + i), x1[j] = _mm512_loadu_ps(x[j] + i + 16);
+        for (int r = 0; r < R; ++r) {
+            const __m512 w0 = load16(w + r * k + i), w1 = load16(w + r * k + i + 16);
+            for (int j = 0; j < I; ++j) {
+                acc[j][r][0] = _mm512_fmadd_ps(w0, x0[j], acc[j][r][0]);
+                acc[j][r][1] = _mm512_fmadd_ps(w1, x1[j], acc[j][r][1]);
+            }
+        }
+    }
+    for (int j = 0; j < I; ++j)
+        for (int r = 0; r < R; ++r) out[j][r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][r][0], acc[j][r][1]));
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc[I][R][2];
+    for (int j = 0; j < I; ++j)
+        for (int r = 0; r < R; ++r) acc[j][r][0] = acc[j][r][1] = _mm256_setzero_ps();
+    for (; i + 16 <= k; i += 16) {
+        __m256 x0[I], x1[I];
+        for (int j = 0; j < I; ++j) x0[j] = _mm256_loadu_ps(x[j] + i), x1[j] = _mm256_loadu_ps(x[j] + i + 8);
+        for (int r = 0; r < R; ++r) {
+            const __m256 w0 = load8(w + r * k + i), w1 = load8(w + r * k + i + 8);
+            for (int j = 0; j < I; ++j) {
+                acc[j][r][0] = _mm256_fmadd_ps(w0, x0[j], acc[j][r][0]);
+                acc[j][r][1] = _mm256_fmadd_ps(w1, x1[j], acc[j][r][1]);
+            }
+        }
+    }
+    for (int j = 0; j < I; ++j)
+        for (int r = 0; r < R; ++r) out[j][r] = hsum8(_mm256_add_ps(acc[j][r][0], acc[j][r][1]));
+#else
+    for (int j = 0; j < I; ++j)
+        for (int r = 0; r < R; ++r) out[j][r] = 0.0f;
+#endif
+    for (; i < k; ++i)
+        for (int j = 0; j < I; ++j)
+            for (int r = 0; r < R; ++r) out[j][r] += scalar(w + r * k + i) * x[j][i];
+}
+
+#if defined(__AVX512BF16__)
+// The same for bfloat16 weights and inputs on the bfloat16 dot-product instruction: dot_rows_bf16<R>'s arithmetic.
+template <int R, int I>
+inline void dot_rows_bf16_multi(const uint16_t* w, const uint16_t* const* x, int64_t k, float* const* out) {
+    int64_t i = 0;
+    __m512 acc[I][R][2];
+    for (int j = 0; j < I; ++j)
+        for (int r = 0; r < R; ++r) acc[j][r][0] = acc[j][r][1] = _mm512_setzero_ps();
+    for (; i + 64 <= k; i += 64) {
+        __m512bh x0[I], x1[I];
+        for (int j = 0; j < I; ++j) {
+            x0[j] = (__m512bh)_mm512_loadu_si512(x[j] + i);
+            x1[j] = (__m512bh)_mm512_loadu_si512(x[j] + i + 32);
+        }
+        for (int r = 0; r < R; ++r) {
+            const __m512bh w0 = (__m512bh)_mm512_loadu_si512(w + r * k + i);
+            const __m512bh w1 = (__m512bh)_mm512_loadu_si512(w + r * k + i + 32);
+            for (int j = 0; j < I; ++j) {
+                acc[j][r][0] = _mm512_dpbf16_ps(acc[j][r][0], w0, x0[j]);
+                acc[j][r][1] = _mm512_dpbf16_ps(acc[j][r][1], w1, x1[j]);
+            }
+        }
+    }
+    for (int j = 0; j < I; ++j)
+        for (int r = 0; r < R; ++r) out[j][r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][r][0], acc[j][r][1]));
+    for (; i < k; ++i)
+        for (int j = 0; j < I; ++j)
+            for (int r = 0; r < R; ++r) out[j][r] += bf16_to_float(w[r * k + i]) * bf16_to_float(x[j][i]);
+}
+#endif
+
+// The kernel for R rows and I inputs: float32, bfloat16 (widened, or on the dot-product instruction, which
+// takes the inputs in bfloat16: xh) or int8 (widened) weights.
+template <typename W, int R, int I>
+inline void kernel_multi(const W* w, const float* const* xf, const uint16_t* const* xh, int64_t k, float* const* out) {
+#if defined(__AVX512BF16__)
+    if constexpr (sizeof(W) == 2) {
+        dot_rows_bf16_multi<R, I>(w, xh, k, out);
+        return;
+    }
+#endif
+    (void)xh;
+    dot_rows_multi<W, R, I>(w, xf, k, out);
+}
+
+// y[b][lo..hi) = W x[b] (no bias) for the n inputs b: each block of ROWS weight rows once for all of them,
+// IN inputs per kernel call (then one by one), every output summed as the single-row product sums it.
+template <typename W>
+inline void rows_multi(const W* w, const float* const* xf, const uint16_t* const* xh, int64_t n, int64_t k,
+                       int64_t lo, int64_t hi, float* const* y) {
+    float* out[IN];
+    auto block = [&](int64_t r, auto rows) {
+        constexpr int R = decltype(rows)::value;
+        int64_t b = 0;
+        for (; b + IN <= n; b += IN) {
+            for (int j = 0; j < IN; ++j) out[j] = y[b + j] + r;
+            kernel_multi<W, R, IN>(w + r * k, xf + b, xh + b, k, out);
+        }
+        for (; b < n; ++b) {
+            out[0] = y[b] + r;
+            kernel_multi<W, R, 1>(w + r * k, xf + b, xh + b, k, out);
+        }
+    };
+    int64_t r = lo;
+    for (; r + ROWS <= hi; r += ROWS) block(r, std::integral_constant<int, ROWS>{});
+    for (; r < hi; ++r) block(r, std::integral_constant<int, 1>{});
+}
+
+}  // namespace
