@@ -60,7 +60,7 @@ def test_a_streamed_status_says_how_many_others_decode(monkeypatch):
     from playground import PRESETS
     from playground.server.recipes import random_recipe
 
-    monkeypatch.setattr(generate_tab, "STREAM_INTERVAL_S", 0.0)  # an update after every step
+    monkeypatch.setattr(generate_tab, "update_interval", lambda active: 0.0)  # an update after every step
     state = {"recipe": random_recipe(PRESETS["nano"], seed=0), "run_id": None}
     other = generate_tab.generate_tokens(dict(state), "Someone else", 1.0, 0, 1.0, 60, 2, False)
     next(other)  # the other learner's run is in the loop

@@ -147,7 +147,7 @@ def test_streamed_chips_are_deltas_that_add_up_to_the_run(monkeypatch):
     the first starts with RESET, and together they are every chip of the run, in order."""
     import playground.ui.generate_tab as gt
 
-    monkeypatch.setattr(gt, "STREAM_INTERVAL_S", 0.0)  # an update after every token
+    monkeypatch.setattr(gt, "update_interval", lambda active: 0.0)  # an update after every token
     outs = run_outputs(nano_state(), n=30)
     deltas = [o[1] for o in outs]
     run = run_of(outs[-1][0])
