@@ -9,6 +9,7 @@ shape is fast from the start.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
 import queue
@@ -28,6 +29,8 @@ _LOCK = threading.Lock()
 _THREAD: threading.Thread | None = None
 _IDLE = threading.Event()
 _IDLE.set()
+_EXITING = threading.Event()
+EXIT_WAIT_S = 60.0  # the longest a process's exit waits for the measurement under way
 
 
 def measure_later(key: str, build: Callable[[], object], nbytes: int) -> bool:
@@ -45,6 +48,20 @@ def measure_later(key: str, build: Callable[[], object], nbytes: int) -> bool:
             _THREAD = threading.Thread(target=_work, name="kernel-timing", daemon=True)
             _THREAD.start()
     return True
+
+
+def _finish_at_exit() -> None:
+    # A measurement cut off by the interpreter's exit aborts the process inside OpenMP: let it end first.
+    _EXITING.set()
+    thread = _THREAD
+    if thread is not None and thread.is_alive():
+        with _LOCK:
+            while not _JOBS.empty():
+                _JOBS.get_nowait()
+        _IDLE.wait(EXIT_WAIT_S)
+
+
+atexit.register(_finish_at_exit)
 
 
 def wait_idle(timeout: float | None = None) -> bool:
@@ -69,7 +86,10 @@ def _work() -> None:
         except MemoryError:
             log.info("kernel timing for %s skipped: not enough memory now", key)
         except Exception:  # a measurement never takes the server down; the shape keeps its plain path
-            log.exception("kernel timing for %s failed", key)
+            if _EXITING.is_set():
+                log.info("kernel timing for %s cut short by the process's exit", key)
+            else:
+                log.exception("kernel timing for %s failed", key)
         finally:
             gc.collect()
             with _LOCK:

@@ -136,3 +136,34 @@ def test_an_unreadable_decisions_file_is_measured_again(tmp_path, content):
     assert store.get(("weight layout", (8, 8), torch.float32, 1, 1)) is None
     store.put(("k",), {"winner": "a", "seconds": {"a": 1.0}})
     assert decision_store.DecisionStore(tmp_path).get(("k",))["winner"] == "a"
+
+
+def test_a_servers_build_times_nothing_and_measures_the_new_shape_in_the_background(tmp_path, monkeypatch):
+    import threading
+
+    from playground.accel import background
+    from playground.engine.config import PRESETS
+    from playground.server.recipes import build_from_recipe, random_recipe
+
+    kernels.forget()
+    kernels.keep_decisions(tmp_path)
+    try:
+        recipe = random_recipe(PRESETS["nano"], seed=0)
+        timed_on = []
+        real = kernels._gemv_pass
+        monkeypatch.setattr(
+            kernels, "_gemv_pass", lambda *a: timed_on.append(threading.current_thread().name) or real(*a)
+        )
+        first = build_from_recipe(recipe)
+        assert "MainThread" not in timed_on  # the request timed nothing
+        assert undecided(first)  # a shape never met here: plain paths while it is measured
+        assert background.wait_idle(300)
+        assert timed_on and set(timed_on) == {"kernel-timing"}
+        kernels.forget()
+        kernels.keep_decisions(tmp_path)  # a restart: read from the file
+        timed_on.clear()
+        again = build_from_recipe(recipe)
+        assert undecided(again) == [] and is_accelerated(again) and timed_on == []
+    finally:
+        kernels.stop_keeping_decisions()
+        kernels.forget()
