@@ -34,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -127,6 +128,7 @@ class DecodeLoop:
         self._by_key: dict[str, Stream] = {}
         self._next_model = 0  # the round-robin's position: the model group (by join order) that goes next
         self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None  # the rows' samplers (_shared_step)
         self.rounds = 0  # rounds made, for tests and tools
 
     def submit(self, gen: Generation, key: str | None = None, wake: threading.Event | None = None) -> Stream:
@@ -275,15 +277,35 @@ class DecodeLoop:
                     s._end(e)
                     results.append(None)
         others = len(batch) - 1
-        for s, result in zip(batch, results):
-            if result is None:
-                continue
-            try:
-                step = s.gen.advance(result)
-            except Exception as e:  # e.g. NaN logits: this run only
-                s._end(e)
-                continue
-            s._deliver(step, others)
+        # Each row's sampler in the pool, every one on one torch thread: in a room the samplers cost more than
+        # the shared forward, and a row's numbers must not depend on how many rows share the step.
+        chosen = list(self._samplers().map(_advance, [s.gen for s in batch], results))
+        for s, (step, error) in zip(batch, chosen):
+            if error is not None:  # e.g. NaN logits: this run only
+                s._end(error)
+            elif step is not None:
+                s._deliver(step, others)
+
+    def _samplers(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                max_workers=max(1, torch.get_num_threads()), thread_name_prefix="sampler", initializer=_one_thread
+            )
+        return self._pool
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+    torch.set_grad_enabled(False)
+
+
+def _advance(gen: Generation, result) -> tuple[GenerationStep | None, Exception | None]:
+    if result is None:
+        return None, None
+    try:
+        return gen.advance(result), None
+    except Exception as e:
+        return None, e
 
 
 LOOP = DecodeLoop()
