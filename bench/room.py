@@ -401,15 +401,15 @@ def measure_app(room: Room, model: str, sizes, log=print) -> list[dict]:
 
 def measure_llama(model: str, sizes, binary, prompt_ids, ctx: int, timeout: float, log=print) -> list[dict]:
     """The same rounds on llama-server: a server per N (``-np N``), warmed up, then one round."""
-    from .report import RESULTS
-
     rows = []
+    logs = room_llama.CACHE / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
     path = room_llama.gguf(model)
     one = None
     for n in sorted(set(sizes) | {1}):
         log(f"    llama-server {model} -np {n} ...", end="", flush=True)
         try:
-            server = room_llama.Server(binary, path, n, ctx, log_path=RESULTS / f"room-llama-server-{model}-{n}.log")
+            server = room_llama.Server(binary, path, n, ctx, log_path=logs / f"{model}-np{n}.log")
         except (RuntimeError, TimeoutError) as e:
             log(f" {e}")
             rows.append({"model": model, "server": "llama-server", "n": n, "errors": [str(e)]})
