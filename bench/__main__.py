@@ -94,6 +94,11 @@ def main(argv=None) -> int:
     rm.add_argument("--room-n", default="1,8,30", help="comma-separated room sizes (default 1,8,30; 1 always runs)")
     rm.add_argument("--room-models", default="bundled,gpt2-small", help="comma-separated: bundled,gpt2-small")
     rm.add_argument("--room-skip-llama", action="store_true", help="no llama-server peer")
+    rm.add_argument(
+        "--room-llama-args",
+        default="",
+        help='extra llama-server arguments, one string (e.g. "-lm none": weights read into memory, not mapped)',
+    )
     rm.add_argument("--room-timeout", type=float, default=900.0, help="seconds a round may take (default 900)")
     args = ap.parse_args(argv)
     if args.room:
@@ -422,6 +427,7 @@ def _room(args) -> int:
         sizes,
         llama=not args.room_skip_llama,
         run_timeout=args.room_timeout,
+        llama_args=args.room_llama_args.split(),
         checkpoint=lambda r: report.write_json({**r, "partial": True}, out),
     )
     result["training_running"] = [training, _training_running()]

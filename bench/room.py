@@ -399,7 +399,9 @@ def measure_app(room: Room, model: str, sizes, log=print) -> list[dict]:
     return rows
 
 
-def measure_llama(model: str, sizes, binary, prompt_ids, ctx: int, timeout: float, log=print) -> list[dict]:
+def measure_llama(
+    model: str, sizes, binary, prompt_ids, ctx: int, timeout: float, log=print, extra_args=()
+) -> list[dict]:
     """The same rounds on llama-server: a server per N (``-np N``), warmed up, then one round."""
     rows = []
     logs = room_llama.CACHE / "logs"
@@ -409,13 +411,18 @@ def measure_llama(model: str, sizes, binary, prompt_ids, ctx: int, timeout: floa
     for n in sorted(set(sizes) | {1}):
         log(f"    llama-server {model} -np {n} ...", end="", flush=True)
         try:
-            server = room_llama.Server(binary, path, n, ctx, log_path=logs / f"{model}-np{n}.log")
+            server = room_llama.Server(
+                binary, path, n, ctx, log_path=logs / f"{model}-np{n}.log", extra_args=extra_args
+            )
         except (RuntimeError, TimeoutError) as e:
             log(f" {e}")
             rows.append({"model": model, "server": "llama-server", "n": n, "errors": [str(e)]})
             continue
         try:
-            room_llama.run_round(server.port, prompt_ids, n, 8, timeout)  # warm-up
+            # warm-up: one full request alone (a fresh server's first one ran at 1/30 the speed of its
+            # next in one test), then every slot once (its batch shapes)
+            room_llama.run_round(server.port, prompt_ids, 1, MAX_NEW, timeout)
+            room_llama.run_round(server.port, prompt_ids, n, 8, timeout)
             reps = ALONE_REPS if n == 1 else 1
             learners, cpu_s, walls, loads = [], 0.0, 0.0, [os.getloadavg()[0]]
             for _ in range(reps):
@@ -467,7 +474,15 @@ def context_length(model: str) -> int:
     return PRESETS["gpt2-small"].context_length
 
 
-def run(models=MODELS, sizes=SIZES, llama: bool = True, run_timeout: float = 900.0, log=print, checkpoint=None) -> dict:
+def run(
+    models=MODELS,
+    sizes=SIZES,
+    llama: bool = True,
+    run_timeout: float = 900.0,
+    log=print,
+    checkpoint=None,
+    llama_args=(),
+) -> dict:
     from . import report
 
     sizes = sorted(set(sizes) | {1})
@@ -502,10 +517,12 @@ def run(models=MODELS, sizes=SIZES, llama: bool = True, run_timeout: float = 900
         if binary is None:
             result["skipped"]["llama-server"] = note
         else:
-            result["llama_server"] = {"binary": str(binary), "note": note}
+            result["llama_server"] = {"binary": str(binary), "note": note, "extra_args": list(llama_args)}
             for model in models:
                 try:
-                    result["rows"] += measure_llama(model, sizes, binary, ids, context_length(model), run_timeout, log)
+                    result["rows"] += measure_llama(
+                        model, sizes, binary, ids, context_length(model), run_timeout, log, llama_args
+                    )
                 except Exception as e:
                     result["skipped"][f"{model} (llama-server)"] = f"{type(e).__name__}: {e}"[:300]
                 if checkpoint:

@@ -161,9 +161,10 @@ def gguf(model: str, cache: Path = CACHE) -> Path:
     return path
 
 
-def server_command(binary, model_path, n: int, ctx: int, port: int, threads: int = 2) -> list[str]:
+def server_command(binary, model_path, n: int, ctx: int, port: int, threads: int = 2, extra_args=()) -> list[str]:
     """llama-server on loopback: N slots sharing an N × ctx KV cache, continuous batching, ``threads``
-    threads for both decoding and prompt batches."""
+    threads for both decoding and prompt batches; ``extra_args`` last (e.g. ``-lm none``: weights
+    read into memory instead of llama.cpp's default memory map)."""
     return [
         str(binary),
         "-m",
@@ -181,6 +182,7 @@ def server_command(binary, model_path, n: int, ctx: int, port: int, threads: int
         str(threads),
         "-tb",
         str(threads),
+        *extra_args,
     ]
 
 
@@ -212,9 +214,11 @@ def completion_body(prompt_ids: list[int], n_predict: int, seed: int) -> dict:
 class Server:
     """One llama-server process; ``close()`` ends that process only."""
 
-    def __init__(self, binary, model_path, n: int, ctx: int, log_path: Path | None = None, timeout: float = 120.0):
+    def __init__(
+        self, binary, model_path, n: int, ctx: int, log_path: Path | None = None, timeout: float = 120.0, extra_args=()
+    ):
         self.port = free_port()
-        self.cmd = server_command(binary, model_path, n, ctx, self.port)
+        self.cmd = server_command(binary, model_path, n, ctx, self.port, extra_args=extra_args)
         self._log = open(log_path or os.devnull, "w")
         self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.perf_counter() + timeout

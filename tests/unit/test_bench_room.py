@@ -142,6 +142,8 @@ def test_llama_server_command_line():
     assert pairs["-np"] == "30" and pairs["-c"] == str(30 * 1024)
     assert "-cb" in cmd
     assert cmd[cmd.index("-t") + 1] == "2" and cmd[cmd.index("-tb") + 1] == "2"
+    more = room_llama.server_command("s", "m", n=1, ctx=256, port=1, extra_args=["-lm", "none"])
+    assert more[-2:] == ["-lm", "none"] and more[more.index("-c") + 1] == "256"
 
 
 def test_llama_request_streams_the_apps_sampling():
