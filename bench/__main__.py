@@ -4,7 +4,10 @@ checks the targets of issue 5, writes bench/results/latest.json.
 gradio_client (issue 9); writes bench/results/browser-latest.json.
 ``python -m bench --inside [--quick]``: the Inside tab's views (issues 11, 23: time, FLOPs, share of
 this machine's matmul rate) and the plain decode path against the forward before hooks; writes
-bench/results/inside-latest.json."""
+bench/results/inside-latest.json.
+``python -m bench --room [--room-n 1,8,30] [--room-models bundled,gpt2-small]``: N learners at once on
+one app (gradio_client sessions and a Chromium page) against llama.cpp's llama-server with ``-np N``
+(issue 33); writes bench/results/room-latest.json."""
 
 from __future__ import annotations
 
@@ -82,7 +85,24 @@ def main(argv=None) -> int:
         action="store_true",
         help="time the Inside tab's views against this machine's matmul rate, and the decode path before/after hooks",
     )
+    rm = ap.add_argument_group("room (issue 33)")
+    rm.add_argument(
+        "--room",
+        action="store_true",
+        help="N learners at once on the app (64 tokens each) and on llama-server -np N (bench/room.py)",
+    )
+    rm.add_argument("--room-n", default="1,8,30", help="comma-separated room sizes (default 1,8,30; 1 always runs)")
+    rm.add_argument("--room-models", default="bundled,gpt2-small", help="comma-separated: bundled,gpt2-small")
+    rm.add_argument("--room-skip-llama", action="store_true", help="no llama-server peer")
+    rm.add_argument(
+        "--room-llama-args",
+        default="",
+        help='extra llama-server arguments, one string (e.g. "-lm none": weights read into memory, not mapped)',
+    )
+    rm.add_argument("--room-timeout", type=float, default=900.0, help="seconds a round may take (default 900)")
     args = ap.parse_args(argv)
+    if args.room:
+        return _room(args)
     if args.browser:
         return _browser(args)
     if args.inside:
@@ -380,6 +400,43 @@ def _inside(args) -> int:
     for c in checked:
         print(c.row())
     path = report.write_json(result, os.path.abspath(args.out) if args.out else report.RESULTS / "inside-latest.json")
+    print(f"\nwrote {path}")
+    return 0
+
+
+def _room(args) -> int:
+    from . import browser, room
+
+    models = [m.strip() for m in args.room_models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in room.MODELS]
+    if unknown:
+        print(f"unknown --room-models {unknown}: choose from {', '.join(room.MODELS)}", file=sys.stderr)
+        return 2
+    sizes = sorted({int(x) for x in args.room_n.split(",") if x.strip()})
+    if not sizes or min(sizes) < 1 or max(sizes) > 64:
+        print("--room-n takes room sizes from 1 to 64", file=sys.stderr)
+        return 2
+    if not os.path.exists(browser.CHROMIUM):
+        print(f"no Chromium at {browser.CHROMIUM} (set PLAYGROUND_CHROMIUM)", file=sys.stderr)
+        return 2
+    out = os.path.abspath(args.out) if args.out else report.RESULTS / "room-latest.json"
+    training = _training_running()
+    print(f"Room benchmark: {', '.join(models)}; N = {', '.join(map(str, sizes))}; {room.MAX_NEW} tokens each ...")
+    result = room.run(
+        models,
+        sizes,
+        llama=not args.room_skip_llama,
+        run_timeout=args.room_timeout,
+        llama_args=args.room_llama_args.split(),
+        checkpoint=lambda r: report.write_json({**r, "partial": True}, out),
+    )
+    result["training_running"] = [training, _training_running()]
+    print()
+    print(room.table(result))
+    print()
+    print("Targets (issue 33; measured, not yet expected to be met):")
+    print("\n".join(room.targets(result)))
+    path = report.write_json(result, out)
     print(f"\nwrote {path}")
     return 0
 

@@ -67,27 +67,9 @@ class Session:
 
     def api_client(self, model: str):
         """A gradio_client session on ``model`` (its own session: built through /build_model)."""
-        if model in self._clients:
-            return self._clients[model]
-        client = serving._client(self.url)
-        ready = serving._endpoint_parameters(client, "/load_session")
-        if ready is not None:
-            client.predict(**serving._call_kwargs(ready, {}), api_name="/load_session")
-        spec = MODELS[model]
-        if "preset" in spec:
-            fields = client.predict(spec["preset"], api_name="/preset_config")
-            params = serving._endpoint_parameters(client, "/build_model")
-            names = [p["parameter_name"] for p in params]
-            overrides = {"weights": "random", "seed": 0, "dtype": "float32", "upload": None}
-            # the config fields follow (state), weights, seed, hub_name, upload, dtype in the signature
-            field_names = names[-len(fields) + 1 :] if len(names) >= len(fields) - 1 else []
-            overrides.update(dict(zip(field_names, fields[:-1])))
-            out = client.predict(**serving._call_kwargs(params, overrides), api_name="/build_model")
-            summary = str(out[1] if isinstance(out, (list, tuple)) and len(out) > 1 else out)
-            if spec["summary"] not in summary:
-                raise RuntimeError(f"/build_model did not build {spec['preset']}: {summary[:300]}")
-        self._clients[model] = client
-        return client
+        if model not in self._clients:
+            self._clients[model] = session_client(self.url, model)
+        return self._clients[model]
 
     def api_run(self, model: str, prompt: str, max_new: int) -> dict:
         client = self.api_client(model)
@@ -270,3 +252,26 @@ class Session:
             return self.collect(page)
         except Exception:
             return None
+
+
+def session_client(url: str, model: str):
+    """A new gradio_client session on the app at ``url`` with ``model`` built in it (/load_session,
+    then for a preset /preset_config and /build_model: random weights, seed 0, float32)."""
+    client = serving._client(url)
+    ready = serving._endpoint_parameters(client, "/load_session")
+    if ready is not None:
+        client.predict(**serving._call_kwargs(ready, {}), api_name="/load_session")
+    spec = MODELS[model]
+    if "preset" in spec:
+        fields = client.predict(spec["preset"], api_name="/preset_config")
+        params = serving._endpoint_parameters(client, "/build_model")
+        names = [p["parameter_name"] for p in params]
+        overrides = {"weights": "random", "seed": 0, "dtype": "float32", "upload": None}
+        # the config fields follow (state), weights, seed, hub_name, upload, dtype in the signature
+        field_names = names[-len(fields) + 1 :] if len(names) >= len(fields) - 1 else []
+        overrides.update(dict(zip(field_names, fields[:-1])))
+        out = client.predict(**serving._call_kwargs(params, overrides), api_name="/build_model")
+        summary = str(out[1] if isinstance(out, (list, tuple)) and len(out) > 1 else out)
+        if spec["summary"] not in summary:
+            raise RuntimeError(f"/build_model did not build {spec['preset']}: {summary[:300]}")
+    return client

@@ -1,0 +1,173 @@
+"""The room benchmark's pure parts (bench/room.py, bench/room_llama.py): percentiles, reading a
+/generate update's status, a learner's timings, a row's summary and ratios, the table, and
+llama-server's command line and request -- no app, no server, no network."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import room, room_llama
+
+
+def test_percentile_interpolates_like_numpy():
+    xs = [4.0, 1.0, 3.0, 2.0]
+    assert room.percentile(xs, 0) == 1.0
+    assert room.percentile(xs, 100) == 4.0
+    assert room.percentile(xs, 50) == 2.5
+    assert math.isclose(room.percentile(xs, 95), 3.85)
+    assert room.percentile([7.0], 95) == 7.0
+    assert room.percentile([None, 2.0, None], 50) == 2.0
+    assert room.percentile([], 50) is None
+    with pytest.raises(ValueError):
+        room.percentile(xs, 101)
+
+
+def test_percentile_matches_numpy_on_a_room():
+    np = pytest.importorskip("numpy")
+    xs = [0.1 * i * i for i in range(30)]
+    for q in (50, 95):
+        assert math.isclose(room.percentile(xs, q), float(np.percentile(xs, q)))
+
+
+def status(state, n):
+    return f"<div class='pg-status' data-state='{state}' data-tokens='{n}'>…</div>"
+
+
+def test_parse_status_reads_the_status_element():
+    assert room.parse_status((None, "<span class='pg-chip'>x</span>", status("running", 3))) == ("running", 3)
+    assert room.parse_status(status("done", 64)) == ("done", 64)
+    assert room.parse_status(("no status here", 1)) == (None, None)
+
+
+def test_first_token_is_the_first_update_with_a_generated_token():
+    """The prompt-only update (0 tokens) does not count; completion is the update saying done."""
+    t0 = 100.0
+    stamped = [
+        (100.2, ("chips of the prompt", status("running", 0))),
+        (100.9, ("chips", status("running", 5))),
+        (101.5, ("chips", status("running", 40))),
+        (102.0, ("chips", status("done", 64))),
+        (102.1, ("chips", status("done", 64))),  # Gradio's final pair
+    ]
+    t = room.timings(stamped, t0)
+    assert math.isclose(t["first_s"], 0.9) and math.isclose(t["completion_s"], 2.0)
+    assert t["tokens"] == 64 and t["state"] == "done"
+    unfinished = room.timings(stamped[:3], t0)
+    assert unfinished["completion_s"] is None and unfinished["tokens"] == 40
+
+
+def learner(start, first, completion, tokens=64):
+    return {"start": start, "first_s": first, "completion_s": completion, "end": start + completion, "tokens": tokens}
+
+
+def test_summary_percentiles_aggregate_and_ratios():
+    one = room.one_learner([learner(0, 0.3, 2.0), learner(10, 0.3, 1.0), learner(20, 0.4, 1.0)])
+    assert one["completion_s"] == 1.0 and one["tok_s"] == 64.0
+    many = [learner(0.0, 0.1 * (i + 1), 2.0 + i) for i in range(4)]
+    page = {"start": 0.0, "end": 8.0, "tokens": 64, "first_chip_s": 1.0, "done_s": 8.0}  # no first_s: not in p50/p95
+    row = room.summarize(many + [page], one)
+    assert row["learners"] == 5 and row["finished"] == 4 and row["errors"] == []
+    assert math.isclose(row["first_p50_s"], 0.25)
+    assert math.isclose(row["completion_p95_s"], room.percentile([2.0, 3.0, 4.0, 5.0], 95))
+    assert row["tokens"] == 5 * 64 and row["wall_s"] == 8.0
+    assert math.isclose(row["aggregate_tok_s"], 40.0)
+    assert math.isclose(row["x_one_learner"], 40.0 / 64.0)
+    assert math.isclose(row["completion_x_alone"], row["completion_p95_s"] / 1.0)
+
+
+def test_summary_counts_errors_and_survives_an_empty_room():
+    row = room.summarize([{"error": "TimeoutError: late"}, learner(0, 0.5, 1.0)], None)
+    assert row["errors"] == ["TimeoutError: late"] and row["finished"] == 1
+    assert "x_one_learner" not in row
+    empty = room.summarize([{"error": "x"}], {})
+    assert empty["first_p95_s"] is None and "aggregate_tok_s" not in empty
+
+
+def test_table_has_a_row_per_measurement_and_notes_errors():
+    result = {
+        "rows": [
+            {
+                "model": "bundled",
+                "server": "app",
+                "n": 8,
+                "first_p50_s": 0.5,
+                "first_p95_s": 1.25,
+                "completion_p50_s": 2.0,
+                "completion_p95_s": 3.0,
+                "completion_x_alone": 4.0,
+                "aggregate_tok_s": 123.45,
+                "x_one_learner": 1.5,
+                "page": {"first_chip_s": 0.75, "done_s": 3.5},
+                "server_cores": 1.9,
+                "loadavg": [2.0, 3.5],
+                "errors": ["TimeoutError: late"],
+            },
+            {"model": "gpt2-small", "server": "llama-server", "n": 1, "loadavg": [1.0, 1.0]},
+        ],
+        "skipped": {"llama-server": "cmake is not installed"},
+    }
+    text = room.table(result)
+    lines = text.splitlines()
+    assert lines[0] == room.HEADER
+    assert lines[1].count("|") == lines[0].count("|")
+    assert (
+        lines[2]
+        == "| bundled | app | 8 | 0.50 / 1.25 | 2.00 / 3.00 | 4.0× | 123.5 | 1.5× | 0.75 / 3.50 | 1.90 | 2.00→3.50 |"
+    )
+    assert lines[3].startswith("| gpt2-small | llama-server | 1 | – / – |")
+    assert "bundled app N=8: 1 errors, first: TimeoutError: late" in text
+    assert "llama-server: cmake is not installed" in text
+
+
+def test_targets_read_the_largest_room():
+    rows = [
+        {"model": "bundled", "server": "app", "n": 30, "x_one_learner": 12.0, "first_p95_s": 2.0},
+        {"model": "gpt2-small", "server": "app", "n": 30, "x_one_learner": 1.0, "aggregate_tok_s": 30.0},
+        {"model": "gpt2-small", "server": "llama-server", "n": 30, "aggregate_tok_s": 60.0},
+    ]
+    lines = room.targets({"rows": rows})
+    assert "bundled N=30 aggregate × one learner ≥ 10: 12.00 (met)" in lines[0]
+    assert "(not met)" in lines[1] and "(–)" in lines[2]
+    assert "0.50 (not met)" in lines[4]
+
+
+def test_llama_server_command_line():
+    cmd = room_llama.server_command("/opt/llama-server", "/m/gpt2-small-f32.gguf", n=30, ctx=1024, port=8123)
+    assert cmd[0] == "/opt/llama-server"
+    pairs = dict(zip(cmd[1::2], cmd[2::2]))
+    assert pairs["-m"] == "/m/gpt2-small-f32.gguf"
+    assert pairs["--host"] == "127.0.0.1" and pairs["--port"] == "8123"
+    assert pairs["-np"] == "30" and pairs["-c"] == str(30 * 1024)
+    assert "-cb" in cmd
+    assert cmd[cmd.index("-t") + 1] == "2" and cmd[cmd.index("-tb") + 1] == "2"
+    more = room_llama.server_command("s", "m", n=1, ctx=256, port=1, extra_args=["-lm", "none"])
+    assert more[-2:] == ["-lm", "none"] and more[more.index("-c") + 1] == "256"
+
+
+def test_llama_request_streams_the_apps_sampling():
+    body = room_llama.completion_body([1, 2, 3], 64, seed=43)
+    assert body["prompt"] == [1, 2, 3] and body["n_predict"] == 64 and body["stream"] is True
+    assert body["ignore_eos"] is True and body["cache_prompt"] is False
+    assert (body["temperature"], body["top_k"], body["top_p"], body["seed"]) == (0.8, 40, 1.0, 43)
+    assert body["repeat_penalty"] == 1.0 and body["min_p"] == 0.0
+
+
+def test_llama_build_commands_build_only_the_server(tmp_path, monkeypatch):
+    monkeypatch.setattr(room_llama.shutil, "which", lambda name: None)
+    configure, build = room_llama.build_commands(tmp_path / "src", tmp_path / "build", jobs=2)
+    assert configure[:5] == ["cmake", "-S", str(tmp_path / "src"), "-B", str(tmp_path / "build")]
+    assert "-DLLAMA_BUILD_SERVER=ON" in configure and "-DGGML_NATIVE=ON" in configure and "-G" not in configure
+    assert build == ["cmake", "--build", str(tmp_path / "build"), "--target", "llama-server", "-j2"]
+
+
+def test_llama_binary_from_the_environment_or_the_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv(room_llama.BINARY_ENV, raising=False)
+    assert room_llama.find_binary(tmp_path) is None
+    built = tmp_path / "build" / "bin" / "llama-server"
+    built.parent.mkdir(parents=True)
+    built.write_text("")
+    assert room_llama.find_binary(tmp_path) == built
+    monkeypatch.setenv(room_llama.BINARY_ENV, str(tmp_path / "missing"))
+    assert room_llama.find_binary(tmp_path) is None
