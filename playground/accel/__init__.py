@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import weakref
 
+from playground.accel import background
 from playground.accel.decode_paths import optimize_for_decode
 from playground.accel.decoder import ACCELERATED
 from playground.engine import decoding
@@ -44,18 +45,25 @@ def accelerate(model, compiled_kernel: bool = True, *, measure: bool = True):
     else:
         with kernels.decided_only() as skipped:
             optimize_for_decode(model, compiled_kernel=compiled_kernel)
-        _UNDECIDED[model] = list(skipped)
+        _UNDECIDED[model] = (list(skipped), background.completed())
     decoding.attach(model, ACCELERATED)
     return model
 
 
 def undecided(model) -> list[str]:
     """The decisions ``accelerate(model, measure=False)`` found unmade (their plain path runs meanwhile)."""
-    return list(_UNDECIDED.get(model, []))
+    return list(_UNDECIDED.get(model, ([], 0))[0])
+
+
+def stale(model) -> bool:
+    """Whether ``model`` runs plain paths for decisions that a background measurement may have made since it
+    was built: a server builds it again (a model in use is never changed in place)."""
+    skipped, seen = _UNDECIDED.get(model, ([], 0))
+    return bool(skipped) and background.completed() > seen
 
 
 def is_accelerated(model) -> bool:
     return decoding.decoder_of(model) is ACCELERATED
 
 
-__all__ = ["accelerate", "enabled", "is_accelerated", "optimize_for_decode", "undecided"]
+__all__ = ["accelerate", "enabled", "is_accelerated", "optimize_for_decode", "stale", "undecided"]

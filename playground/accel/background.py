@@ -30,6 +30,7 @@ _THREAD: threading.Thread | None = None
 _IDLE = threading.Event()
 _IDLE.set()
 _EXITING = threading.Event()
+_COMPLETED = [0]  # measurements finished in this process
 EXIT_WAIT_S = 60.0  # the longest a process's exit waits for the measurement under way
 
 
@@ -64,6 +65,11 @@ def _finish_at_exit() -> None:
 atexit.register(_finish_at_exit)
 
 
+def completed() -> int:
+    """How many measurements finished in this process (a model built before the last one may be stale)."""
+    return _COMPLETED[0]
+
+
 def wait_idle(timeout: float | None = None) -> bool:
     """Wait until every queued measurement is done (tests, the bench); True if they are."""
     return _IDLE.wait(timeout)
@@ -92,6 +98,7 @@ def _work() -> None:
                 log.exception("kernel timing for %s failed", key)
         finally:
             gc.collect()
+            _COMPLETED[0] += 1
             with _LOCK:
                 if _JOBS.empty():
                     _IDLE.set()

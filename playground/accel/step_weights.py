@@ -13,7 +13,7 @@ import torch
 
 from playground.runtime import huge_pages
 
-MAX_COPY_BYTES = 256 * 2**20  # weights stored [in, out] copied (out, in) to check and time the step; above: plain
+MAX_COPY_BYTES = 1024 * 2**20  # weights stored [in, out] copied (out, in) to check and time the step; above: plain
 
 
 def row_copies(tensors: list[torch.Tensor | None]) -> dict[int, torch.Tensor]:

@@ -31,6 +31,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from playground.accel import stale
 from playground.engine.config import GPTConfig, check_build_size
 from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
@@ -116,9 +117,16 @@ class ModelCache:
     def _lookup(self, key: str) -> GPTModel | None:
         with self._lock:
             if key in self._models:
+                if stale(self._models[key][0]):  # built before its shape's kernels were measured: build anew
+                    del self._models[key]
+                    self._alive.pop(key, None)
+                    return None
                 self._models.move_to_end(key)
                 return self._models[key][0]
             model = self._alive.get(key)
+            if model is not None and stale(model):
+                self._alive.pop(key, None)
+                return None
         if model is not None:
             self.put(key, model)
         return model

@@ -60,6 +60,8 @@ UPDATES_PER_S = 25  # the whole server's streamed updates, about: each costs the
 def update_interval(active_runs: int) -> float:
     """Seconds between one stream's updates while ``active_runs`` decode: 0.2 s alone, 1.2 s in a room of 30."""
     return max(STREAM_INTERVAL_S, active_runs / UPDATES_PER_S)
+
+
 WAIT_S = 1.0  # a handler wakes at least this often, so a cancelled event can close it
 
 Streamed = result("Streamed", "state", "chips", "status")  # what each streamed update carries
