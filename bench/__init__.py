@@ -11,4 +11,6 @@ report.py    the table, the docs' blocks, and results/latest.json
 checks.py    the targets a run is checked against, and the precision classes
 inside.py    the Inside views' times, FLOPs (view_flops.py) and share of this machine's matmul rate
 browser/     the app in headless Chromium: Generate runs, Stop, and the Inside views click to drawn
+room.py      ``--room``: N learners at once (gradio_client sessions and a Chromium page) on one app
+room_llama.py  llama.cpp's llama-server with -np N as the room's peer: its build, GGUF files, clients
 """
