@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from .llamacpp import VERSION, add_n_ctx, convert_command
-from .serving import free_port
+from .serving import free_port, stop_process
 
 CACHE = Path(os.environ.get("LLAMA_SERVER_CACHE", Path.home() / ".cache" / "gpt-playground" / "llama-server"))
 BINARY_ENV = "LLAMA_SERVER"
@@ -243,13 +243,7 @@ class Server:
             return False
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         if not self._log.closed:
             self._log.close()
 

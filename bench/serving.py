@@ -72,13 +72,7 @@ class App:
         raise TimeoutError(f"{self.name} did not serve {self.url} within {timeout:.0f} s")
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()
 
 
@@ -204,3 +198,14 @@ def concurrent_users(
         return out
     finally:
         app.close()
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminate a server the bench started, and kill it if it has not ended 10 s later."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
