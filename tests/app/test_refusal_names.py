@@ -35,25 +35,14 @@ def test_each_session_reads_its_own_holdings_by_name_and_the_others_as_counts(ap
     filler, other = Client(app_url, verbose=False), Client(app_url, verbose=False)
     assert "Ready" in build(filler, 31337, FILLER)
     assert "Ready" in build(other, 4242, NANO)
-    CACHE.make_room(BUDGET.total)  # idle models go: what is left is the two sessions' models and rooms
+    CACHE.make_room(0)  # expired leases end
     gc.collect()
     monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET_GB", repr((BUDGET.used() + 4096) / 2**30))
 
-    refused = build(other, 7, NANO)
-    own, others = yours_and_besides(refused)
-    assert "nano (2 layers, d64) random init (seed 4242)" in own
-    assert "31337" not in refused and "d512" not in refused  # the filler's model: no name, seed or shape
-    assert "1 model (" in others, others  # counted: the filler's, and no one else's
-
-    trained = html.unescape(str(other.predict("nano", "aesop", None, "", 20, 3e-3, 1, api_name="/train")[-1]))
-    own, _ = yours_and_besides(trained)  # the Train tab knows its session too
-    assert "training a 2-layer d64 model" in trained and "random init (seed 4242)" in own
-    assert "31337" not in trained and "d512" not in trained
-
-    refused = build(filler, 8, NANO)
-    own, others = yours_and_besides(refused)
-    assert "4-layer d512 random init (seed 31337)" in own
-    assert "4242" not in refused and "1 model (" in others, others
+    # The filler's model is another session's idle holding: it gives way before anyone is refused (issue 40),
+    # and the message of the build that displaced it says nothing of it.
+    built = build(other, 7, NANO)
+    assert "Ready" in built and "31337" not in built and "d512" not in built, built
 
 
 def test_every_session_draws_its_own_id_from_the_shared_default_state():
