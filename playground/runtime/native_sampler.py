@@ -89,7 +89,7 @@ class Buffers:
 def prepare(address: int, n: int, temperature: float, top_k: int, top_p: float, buffers: Buffers) -> int:
     """Everything of the step on the contiguous float32 row of ``n`` at ``address`` but the draw (``available``
     must hold): NOT_FINITE (a NaN or ±inf entry, or a temperature float32 rounds to 0), TIED (equal
-    probabilities among the top ids), ZERO_FILL (fewer positive final probabilities than n_top: the caller
+    probabilities among the top ids, or a top-p cut within float32 rounding of p), ZERO_FILL (fewer positive final probabilities than n_top: the caller
     chooses the zeros the top shows) or READY."""
     fns = _FNS
     assert fns is not None, "native_sampler.prepare before available()"

@@ -27,6 +27,8 @@ namespace {
 constexpr float EXP_FLOOR = -104.0f;
 constexpr int64_t BLOCK = 256;  // entries per block of the sums and of the cumulative distribution
 constexpr int64_t HEAP_MOST = 256;  // up to this many best entries are held by insertion, more by nth_element
+// How near p (relative) the mass before the top-p cut may come before the cut is left to the reference sampler.
+constexpr float P_MARGIN = 4e-6f;
 
 // exp(d) for d <= 0 within a few float32 ulps (row_summary.cpp's, its 2^n applied in two halves so that the
 // subnormal results come out too): 0 below EXP_FLOOR and for -inf.
@@ -225,7 +227,8 @@ extern "C" {
 
 // Everything of the step but the draw. Returns 0 if an entry is NaN or ±inf or float32(T) is 0 (the caller
 // takes its own path, which says what is wrong), 2 if the top ids of the final or the raw distribution have
-// equal probabilities (torch.topk orders ties its own way: the caller's sampler takes the row), 3 if fewer
+// equal probabilities (torch.topk orders ties its own way) or the top-p cut lies within float32 rounding of p
+// (the caller's sampler takes the row), 3 if fewer
 // than n_top final probabilities are above zero (the caller chooses the zero entries the top shows, as
 // torch.topk would, from the positive ids, probabilities and cumulative sums written here), else 1.
 int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top_k, double top_p, int64_t n_top,
@@ -310,15 +313,22 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
             best(wt, ids, count, size, r.order.data(), r.pairs);
             double c = 0.0;
             int64_t dropped = -1;
+            float last_before = 0.0f;  // the mass before the last entry looked at
             for (int64_t j = 0; j < size; ++j) {
                 const float p = et[r.order[j]] * r.inv_k;
                 c += p;
-                if (static_cast<float>(c) - p >= p32) {
+                const float before = static_cast<float>(c) - p;
+                if (before >= p32) {
                     dropped = j;
+                    // torch's float32 softmax is off the exact one by a common factor up to ~1e-6: a cut this
+                    // close to p may fall one entry apart there, so the row is the reference sampler's.
+                    if (before - p32 <= P_MARGIN * p32 || p32 - last_before <= P_MARGIN * p32) return 2;
                     break;
                 }
+                last_before = before;
             }
             if (dropped >= 0 || size == count) {
+                if (dropped < 0 && p32 - last_before <= P_MARGIN * p32) return 2;
                 keep = dropped >= 0 ? dropped : size;
                 break;
             }
