@@ -181,7 +181,9 @@ def test_a_generation_alone_and_beside_others_takes_the_same_steps(bundled):
     decoding.attach(bundled, ACCELERATED)
     try:
         alone = list(generate(bundled, PROMPT, seed=7, **settings))
-        gens = [generate(bundled, prompt, seed=seed, **settings) for prompt, seed in ((PROMPT, 7), ([464], 8), ([50], 9))]
+        gens = [
+            generate(bundled, prompt, seed=seed, **settings) for prompt, seed in ((PROMPT, 7), ([464], 8), ([50], 9))
+        ]
         for g in gens:
             g.step_alone()  # the prompt, by itself
         while not all(g.done for g in gens):
