@@ -130,6 +130,7 @@ struct Before {
 struct Pair {
     float v;
     int32_t i;
+    float e = 0.0f;  // exp(v), where a selection follows the mass
 };
 
 // The ``want`` best of the entries ``ids`` (ascending; 0..count-1 when null) into ``out``, best first;
@@ -182,10 +183,127 @@ int64_t best(const float* w, const int32_t* ids, int64_t count, int64_t want, in
     return want;
 }
 
+// A value of w (whose largest is 0) above which the entries' Σ e reaches ``mass``, among 16 thresholds summed
+// in one pass (each entry against all of them at once); -inf if none does.
+float mass_floor(const float* w, const float* e, int64_t n, double mass) {
+    constexpr int K = 16;
+    constexpr float FLOORS[K] = {-0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -5.0f, -6.0f,
+                                 -8.0f, -10.0f, -12.0f, -16.0f, -20.0f, -24.0f, -32.0f, -48.0f};
+    double total[K] = {};
+    for (int64_t start = 0; start < n; start += BLOCK) {
+        const int64_t stop = start + BLOCK < n ? start + BLOCK : n;
+        float block[K] = {};
+        for (int64_t i = start; i < stop; ++i) {
+            const float wi = w[i], ei = e[i];
+#pragma omp simd
+            for (int k = 0; k < K; ++k) block[k] += wi >= FLOORS[k] ? ei : 0.0f;
+        }
+        for (int k = 0; k < K; ++k) total[k] += block[k];
+    }
+    for (int k = 0; k < K; ++k) {
+        if (total[k] >= mass) return FLOORS[k];
+    }
+    return -INFINITY;
+}
+
+// The ids i (ascending) with w[i] >= floor_w into ``out``, without a branch per entry.
+void collect(const float* w, int64_t n, float floor_w, std::vector<int32_t>& out) {
+    out.resize(n);
+    int32_t* o = out.data();
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        o[c] = static_cast<int32_t>(i);
+        c += w[i] >= floor_w;
+    }
+    out.resize(c);
+}
+
+// Moves the entries of d[lo..hi) that pass ``keep`` to the front, without a branch (a data-dependent branch
+// mispredicts on half the entries); returns where the others begin, with the kept ones' Σ e in ``mass``.
+template <class Keep>
+int64_t split(Pair* d, int64_t lo, int64_t hi, Keep keep, double& mass) {
+    int64_t k = lo;
+    double m = 0.0;
+    for (int64_t j = lo; j < hi; ++j) {
+        const Pair q = d[j];
+        const bool c = keep(q);
+        d[j] = d[k];
+        d[k] = q;
+        k += c;
+        m += c ? static_cast<double>(q.e) : 0.0;
+    }
+    mass = m;
+    return k;
+}
+
+// The most likely entries of ``ids`` (0..count-1 when null) whose Σ e reaches ``mass``, and the next one, in
+// order (larger value, then lower id) into ``order``; returns how many. A quickselect that follows the mass instead of a count: each
+// partition puts the entries above a pivot first and keeps the side where the mass is reached, so only the
+// entries taken are sorted.
+int64_t by_mass(const float* w, const float* e, const int32_t* ids, int64_t count, double mass,
+                std::vector<int32_t>& order, std::vector<Pair>& pairs) {
+    pairs.resize(count);
+    for (int64_t j = 0; j < count; ++j) {
+        const int32_t i = ids ? ids[j] : static_cast<int32_t>(j);
+        pairs[j] = {w[i], i, e[i]};
+    }
+    auto before = [](const Pair& a, const Pair& b) { return a.v > b.v || (a.v == b.v && a.i < b.i); };
+    Pair* data = pairs.data();
+    int64_t lo = 0, hi = count, end = count;
+    double need = mass;
+    while (hi - lo > 64) {
+        float a = data[lo].v, b = data[lo + (hi - lo) / 2].v, c = data[hi - 1].v;
+        const float pivot = std::max(std::min(a, b), std::min(std::max(a, b), c));  // the median of three
+        double m_above = 0.0, m_equal = 0.0;
+        Pair* above = data + split(data, lo, hi, [pivot](const Pair& q) { return q.v > pivot; }, m_above);
+        if (m_above >= need) {
+            hi = above - data;
+            continue;
+        }
+        need -= m_above;
+        Pair* equal = data + split(data, above - data, hi, [pivot](const Pair& q) { return q.v == pivot; }, m_equal);
+        if (m_equal >= need) {  // the pivot's ties reach it: the ones with lower ids first
+            std::sort(above, equal, before);
+            end = equal - data;
+            for (Pair* q = above; q != equal; ++q) {
+                need -= q->e;
+                if (need <= 0.0) {
+                    end = q - data + 1;
+                    break;
+                }
+            }
+            need = 0.0;
+            break;
+        }
+        need -= m_equal;
+        lo = equal - data;
+    }
+    if (need > 0.0) {  // the last few, in order, until the mass is reached
+        std::sort(data + lo, data + hi, before);
+        end = hi;
+        for (int64_t j = lo; j < hi; ++j) {
+            need -= data[j].e;
+            if (need <= 0.0) {
+                end = j + 1;
+                break;
+            }
+        }
+    }
+    if (end < count) {  // and the next most likely: the first one top-p drops is then among those taken
+        Pair* next = std::min_element(data + end, data + count, before);
+        std::swap(*next, data[end]);
+        ++end;
+    }
+    std::sort(data, data + end, before);
+    order.resize(end);
+    for (int64_t j = 0; j < end; ++j) order[j] = data[j].i;
+    return end;
+}
+
 // What one row's prepare leaves for its draw (this thread's last row).
 struct Row {
     std::vector<float> wr, er, wt_own, et_own, values;
-    std::vector<int32_t> kept_k, final_ids, order;
+    std::vector<int32_t> kept_k, kept_p, final_ids, order;
     std::vector<Pair> pairs;
     std::vector<double> final_cdf, block_start;  // cumulative sums: per final id, or at each block's start
     const float* wt = nullptr;  // the temperature stage's logits minus their maximum, and their exp
@@ -285,14 +403,9 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
             std::nth_element(r.values.begin(), r.values.begin() + (top_k - 1), r.values.end(), std::greater<float>());
             r.kth = r.values[top_k - 1];
         }
-        r.kept_k.clear();
+        collect(wt, n, r.kth, r.kept_k);
         kept_sums = Sums();
-        for (int64_t i = 0; i < n; ++i) {
-            if (wt[i] >= r.kth) {
-                r.kept_k.push_back(static_cast<int32_t>(i));
-                kept_sums.sum += et[i];
-            }
-        }
+        for (int32_t i : r.kept_k) kept_sums.sum += et[i];
         r.inv_k = static_cast<float>(1.0 / kept_sums.sum);
     }
 
@@ -307,10 +420,27 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
         const int32_t* ids = r.k_on ? r.kept_k.data() : nullptr;
         const int64_t count = r.k_on ? static_cast<int64_t>(r.kept_k.size()) : n;
         int64_t keep = count;
-        for (int64_t window = 64;; window *= 8) {
-            const int64_t size = window < count ? window : count;
-            r.order.resize(size);
-            best(wt, ids, count, size, r.order.data(), r.pairs);
+        for (int pass = 0;; ++pass) {
+            int64_t size = count;
+            if (pass == 0) {  // the top 64 usually reach p already
+                size = 64 < count ? 64 : count;
+                r.order.resize(size);
+                best(wt, ids, count, size, r.order.data(), r.pairs);
+            } else if (pass == 1) {  // the most likely entries whose mass passes p, and a little more
+                const double mass = static_cast<double>(p32) * (1.0 + 1e-4) / r.inv_k;
+                const int32_t* among = ids;
+                int64_t among_count = count;
+                if (ids == nullptr) {  // first only the entries above a floor that holds the mass
+                    const float floor_w = mass_floor(wt, et, n, mass * (1.0 + 1e-3));
+                    collect(wt, n, floor_w, r.kept_p);
+                    among = r.kept_p.data();
+                    among_count = static_cast<int64_t>(r.kept_p.size());
+                }
+                size = by_mass(wt, et, among, among_count, mass, r.order, r.pairs);
+            } else {
+                r.order.resize(size);
+                best(wt, ids, count, size, r.order.data(), r.pairs);
+            }
             double c = 0.0;
             int64_t dropped = -1;
             float last_before = 0.0f;  // the mass before the last entry looked at
