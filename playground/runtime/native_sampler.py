@@ -1,11 +1,12 @@
-"""One sampled step of the teaching sampler on one float32 row of logits, compiled here (sample_row.cpp) at first use.
+"""One sampled step of the teaching sampler on one float32 row of logits, compiled at first use.
 
 ``engine.sampling``'s ``Generation._choose`` runs a sampled step as a dozen torch operations over the
 whole vocabulary (four softmaxes, top-k, a partial sort for top-p, cumulative sums, entropies); in a
 room of learners that is the cost of a step. ``sample_row.cpp`` computes the same step in a few
-vectorised passes. Built like ``native_row_summary`` (the machine's compiler, cached by a hash of the
-source and flags, loaded with ctypes); ``available`` is False without a compiler, when the build or the
-load fails, or when ``PLAYGROUND_ACCEL=off``: callers then keep the teaching sampler.
+vectorised passes (written in ``sample_parts.cpp``). Built like ``native_row_summary`` (the machine's
+compiler, cached by a hash of the sources and flags, loaded with ctypes); ``available`` is False without a
+compiler, when the build or the load fails, or when ``PLAYGROUND_ACCEL=off``: callers then keep the
+teaching sampler.
 
 A row is two calls on one thread: ``prepare`` (everything the draw does not decide; it says whether the
 row can be taken here) and, only then, ``draw`` with the uniform the caller drew from its own generator.
@@ -23,6 +24,7 @@ from playground.runtime import compiled_library
 from playground.runtime.compiled_library import NOT_TRIED, Status
 
 SOURCE = Path(__file__).with_name("sample_row.cpp")
+INCLUDED = (SOURCE.with_name("sample_parts.cpp"),)  # what the source #includes: a change there is a new build too
 SWITCHES = ("PLAYGROUND_ACCEL",)
 SYMBOLS = ("pg_sample_prepare", "pg_sample_draw")
 SCALARS = 16  # doubles before the slices in the doubles buffer (sample_row.cpp's Out)
@@ -52,7 +54,7 @@ def available() -> bool:
         return _STATUS.available
     with _LOCK:
         if _STATUS.reason == "not_tried":
-            _STATUS, _FNS = compiled_library.load_once(SOURCE, (), SWITCHES, _load, SYMBOLS)
+            _STATUS, _FNS = compiled_library.load_once(SOURCE, INCLUDED, SWITCHES, _load, SYMBOLS)
         return _STATUS.available
 
 

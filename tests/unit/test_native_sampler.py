@@ -10,6 +10,7 @@ import torch
 from playground.accel.decoder import ACCELERATED
 from playground.accel.sampler import CompiledSampler
 from playground.engine import decoding
+from playground.engine.receipts import receipt
 from playground.engine.sampling import STAGES, Generation, NonFiniteError, generate
 from playground.engine.weights import load_checkpoint
 from playground.runtime import native_sampler
@@ -172,6 +173,7 @@ def test_generations_take_the_reference_steps(which, settings, request, monkeypa
     assert len(taken) == 30 and sum(taken) >= (28 if settings[2] is None or which == "bundled" else 5)
     assert_same_steps(fast, plain)
     assert len({s.token_id for s in fast}) > 5
+    assert all(receipt(s).reproduced for s in fast)  # u lies in the chosen token's slice
 
 
 def test_a_generation_alone_and_beside_others_takes_the_same_steps(bundled):
