@@ -39,30 +39,29 @@ class CompiledSampler:
             return None
         u = draw_uniform(generator)
         token = ns.draw(u, b)
-        out = b.doubles
-        want = min(self.n_top, n)
+        # each array to Python numbers in one call, then sliced: a few µs less than a call per part
+        ints, floats, out = b.ints.tolist(), b.floats.tolist(), b.doubles.tolist()
+        n1, want = b.n1, min(self.n_top, n)
         if got == ns.READY:
-            top_ids = b.part(b.ints, 0, want).tolist()
-            top = list(zip(top_ids, b.part(b.floats, 0, want).tolist()))
+            top = list(zip(ints[:want], floats[:want]))
             n_shown = int(out[ns.N_SHOWN])
-            shown = b.part(b.ints, 3, n_shown).tolist()
-            lo = b.part(out, 0, n_shown, ns.SCALARS).tolist()
-            hi = b.part(out, 1, n_shown, ns.SCALARS).tolist()
-            intervals = list(zip(shown, lo, hi))
+            lo = ns.SCALARS
+            intervals = list(
+                zip(ints[3 * n1 : 3 * n1 + n_shown], out[lo : lo + n_shown], out[lo + n1 : lo + n1 + n_shown])
+            )
         else:
             top, intervals = self._top_among_zeros(n, want, token)
         n_cand = int(out[ns.N_CAND])
-        candidates = b.part(b.ints, 2, n_cand).tolist()
         return dict(
             token_id=token,
-            prob=float(out[ns.PROB]),
-            raw_prob=float(out[ns.RAW_PROB]),
+            prob=out[ns.PROB],
+            raw_prob=out[ns.RAW_PROB],
             rank=int(out[ns.RANK]),
-            entropy=float(out[ns.ENTROPY]),
-            raw_entropy=float(out[ns.RAW_ENTROPY]),
+            entropy=out[ns.ENTROPY],
+            raw_entropy=out[ns.RAW_ENTROPY],
             top=top,
-            candidates=candidates,
-            stages={name: b.part(b.floats, 1 + s, n_cand).tolist() for s, name in enumerate(STAGES)},
+            candidates=ints[2 * n1 : 2 * n1 + n_cand],
+            stages={name: floats[(1 + s) * n1 : (1 + s) * n1 + n_cand] for s, name in enumerate(STAGES)},
             kept_tokens=int(out[ns.KEPT]),
             u=u,
             intervals=intervals,
