@@ -26,6 +26,8 @@ class CompiledSampler:
             raise RuntimeError(f"no compiled sampler here: {ns.status().reason}")
         self.n_top = n_top
         self.buffers = ns.Buffers(n_top)
+        # torch's softmax sums a row in the float32 lanes of its vector width: 16 with AVX-512, else 8
+        self.lanes = 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
 
     def __call__(self, logits: torch.Tensor, generator: torch.Generator, temperature, top_k, top_p) -> dict | None:
         if logits.dtype != torch.float32 or logits.device.type != "cpu" or logits.dim() != 1:
@@ -34,7 +36,7 @@ class CompiledSampler:
         b = self.buffers
         n = row.numel()
         p = 1.0 if top_p is None else float(top_p)
-        got = ns.prepare(row.data_ptr(), n, float(temperature), int(top_k or 0), p, b)
+        got = ns.prepare(row.data_ptr(), n, float(temperature), int(top_k or 0), p, b, self.lanes)
         if got not in (ns.READY, ns.ZERO_FILL):
             return None
         u = draw_uniform(generator)

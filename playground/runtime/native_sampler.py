@@ -62,7 +62,7 @@ def _load(path: Path):
     lib = ctypes.CDLL(str(path))
     p, i64, f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
     prepare, draw = lib.pg_sample_prepare, lib.pg_sample_draw
-    prepare.argtypes = [p, i64, f64, i64, f64, i64, p, p, p]
+    prepare.argtypes = [p, i64, f64, i64, f64, i64, i64, p, p, p]
     prepare.restype = ctypes.c_int
     draw.argtypes = [f64, i64, p, p, p]
     draw.restype = i64
@@ -88,14 +88,14 @@ class Buffers:
         return array[at : at + length]
 
 
-def prepare(address: int, n: int, temperature: float, top_k: int, top_p: float, buffers: Buffers) -> int:
+def prepare(address: int, n: int, temperature: float, top_k: int, top_p: float, buffers: Buffers, lanes: int) -> int:
     """Everything of the step on the contiguous float32 row of ``n`` at ``address`` but the draw (``available``
-    must hold): NOT_FINITE (a NaN or ±inf entry, or a temperature float32 rounds to 0), TIED (equal
+    must hold); ``lanes``: how many float32 lanes torch's softmax sums in (16 with AVX-512, else 8): NOT_FINITE (a NaN or ±inf entry, or a temperature float32 rounds to 0), TIED (equal
     probabilities among the top ids, or a top-p cut within float32 rounding of p), ZERO_FILL (fewer positive final probabilities than n_top: the caller
     chooses the zeros the top shows) or READY."""
     fns = _FNS
     assert fns is not None, "native_sampler.prepare before available()"
-    return int(fns[0](address, n, temperature, top_k, top_p, buffers.n_top, *buffers.pointers))
+    return int(fns[0](address, n, temperature, top_k, top_p, buffers.n_top, lanes, *buffers.pointers))
 
 
 def draw(u: float, buffers: Buffers) -> int:

@@ -21,7 +21,30 @@
 namespace {
 
 // How near p (relative) the mass before the top-p cut may come before the cut is left to the reference sampler.
-constexpr float P_MARGIN = 4e-6f;
+constexpr float P_MARGIN = 1e-6f;
+
+// The normaliser of a softmax as torch's CPU kernel sums it: float32 lanes, entry i in lane i % lanes in order
+// (entries outside ``ids`` are exp(-inf) = 0 there and change no lane), then the lanes pairwise, halves first.
+// A float32 sum of a peaked row drops the smallest terms' low bits, up to ~1e-4 of the exact sum: summed the
+// same way, the probabilities top-p adds up are torch's within an ulp or so, not off by that common factor.
+constexpr int64_t MAX_LANES = 64;
+float torch_sum(const float* e, const int32_t* ids, int64_t count, int64_t lanes) {
+    float acc[MAX_LANES] = {};
+    if (ids == nullptr) {
+        int64_t i = 0;
+        for (; i + lanes <= count; i += lanes) {
+#pragma omp simd
+            for (int64_t j = 0; j < lanes; ++j) acc[j] += e[i + j];
+        }
+        for (int64_t j = 0; i + j < count; ++j) acc[j] += e[i + j];
+    } else {
+        for (int64_t j = 0; j < count; ++j) acc[ids[j] % lanes] += e[ids[j]];
+    }
+    for (int64_t half = lanes / 2; half >= 1; half /= 2) {
+        for (int64_t j = 0; j < half; ++j) acc[j] += acc[j + half];
+    }
+    return acc[0];
+}
 
 // What one row's prepare leaves for its draw (this thread's last row).
 struct Row {
@@ -73,8 +96,8 @@ extern "C" {
 // than n_top final probabilities are above zero (the caller chooses the zero entries the top shows, as
 // torch.topk would, from the positive ids, probabilities and cumulative sums written here), else 1.
 int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top_k, double top_p, int64_t n_top,
-                      int32_t* ints, float* floats, double* doubles) {
-    if (n <= 0 || n_top < 0 || n > INT32_MAX) return 0;
+                      int64_t lanes, int32_t* ints, float* floats, double* doubles) {
+    if (n <= 0 || n_top < 0 || n > INT32_MAX || lanes < 1 || lanes > MAX_LANES) return 0;
     int bad = 0;
     float m = -INFINITY;
 #pragma omp simd reduction(| : bad) reduction(max : m)
@@ -94,7 +117,7 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
     r.er.resize(n);
     Sums raw;
     exp_pass(x, n, m, 1.0f, false, r.wr.data(), r.er.data(), raw);
-    r.inv_raw = static_cast<float>(1.0 / raw.sum);
+    r.inv_raw = 1.0f / torch_sum(r.er.data(), nullptr, n, lanes);
     doubles[RAW_ENTROPY] = entropy_bits(raw);
     Sums temp = raw;
     if (temperature == 1.0) {  // x / 1 is x: the stage is the raw softmax itself
@@ -110,7 +133,7 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
     }
     const float* wt = r.wt;
     const float* et = r.et;
-    r.inv_t = static_cast<float>(1.0 / temp.sum);
+    r.inv_t = temperature == 1.0 ? r.inv_raw : 1.0f / torch_sum(et, nullptr, n, lanes);
 
     // Top-k: the k-th largest value, every entry at least as large kept (ids ascending).
     r.k_on = top_k > 0 && top_k < n;
@@ -129,7 +152,7 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
         collect(wt, n, r.kth, r.kept_k);
         kept_sums = Sums();
         for (int32_t i : r.kept_k) kept_sums.sum += et[i];
-        r.inv_k = static_cast<float>(1.0 / kept_sums.sum);
+        r.inv_k = 1.0f / torch_sum(et, r.kept_k.data(), static_cast<int64_t>(r.kept_k.size()), lanes);
     }
 
     // Top-p over the top-k stage's probabilities, most likely first: an entry is dropped once the mass of those
@@ -173,8 +196,9 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
                 const float before = static_cast<float>(c) - p;
                 if (before >= p32) {
                     dropped = j;
-                    // torch's float32 softmax is off the exact one by a common factor up to ~1e-6: a cut this
-                    // close to p may fall one entry apart there, so the row is the reference sampler's.
+                    // The probabilities are torch's within its exp's rounding (the sums are summed as torch sums
+                    // them), ~1e-7 of the mass: a cut this close to p may fall one entry apart there, so the row is
+                    // the reference sampler's.
                     if (before - p32 <= P_MARGIN * p32 || p32 - last_before <= P_MARGIN * p32) return 2;
                     break;
                 }
@@ -216,7 +240,7 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
         if (r.p_on) {
             fin = Sums();
             for (int32_t i : r.final_ids) fin.sum += et[i];
-            r.inv_f = static_cast<float>(1.0 / fin.sum);
+            r.inv_f = 1.0f / torch_sum(et, r.final_ids.data(), static_cast<int64_t>(r.final_ids.size()), lanes);
         } else {
             fin = kept_sums;
         }

@@ -260,3 +260,29 @@ def test_the_portable_build_gives_the_same_step(monkeypatch, tmp_path):
         assert portable[name] == vectorised[name]
     assert portable["entropy"] == pytest.approx(vectorised["entropy"], rel=1e-6)
     assert math.isclose(portable["prob"], vectorised["prob"], rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("settings", [(1.0, None, 0.9), (1.0, None, 0.95), (0.8, None, 0.9), (1.0, 40, 0.9)], ids=str)
+def test_top_p_cuts_on_the_bundled_models_rows(bundled, settings, monkeypatch):
+    """A float32 sum of a peaked row drops its smallest terms' low bits (up to ~1e-4 of the sum): the compiled
+    step sums as torch's softmax does, so its top-p cut is torch's on every row it takes."""
+    sample = compiled()
+    rows = []
+    real = Generation.advance
+
+    def recorded(self, result):
+        rows.append(result[0].clone())
+        return real(self, result)
+
+    monkeypatch.setattr(Generation, "advance", recorded)
+    for seed, prompt in enumerate((PROMPT, [464], [50, 1110, 318])):
+        list(generate(bundled, prompt, max_new_tokens=30, temperature=1.0, seed=seed))
+    chooser = reference(bundled, settings)
+    left = 0
+    for seed, x in enumerate(rows):
+        got = sample(x, torch.Generator().manual_seed(seed), *settings)
+        if got is None:
+            left += 1
+            continue
+        assert_same_step(got, chooser._choose(x, torch.Generator().manual_seed(seed), 0, 0, 0))
+    assert len(rows) == 90 and left <= 20
