@@ -2,8 +2,9 @@
 
 The rows of a step go through the native decode step together, in one call, where ``native_decode``
 chose it for the model and it is valid for the row now, else one by one through the model's own forward;
-a greedy step's row summary is the compiled one where it built; the full sampler runs on the thread count
-measured for the vocabulary. A row's numbers are those it gets alone: which path it takes depends on the
+a greedy step's row summary and a sampled step are the compiled ones where they built (``accel.row_summary``,
+``accel.sampler``); the full sampler, for the rows they leave to it, runs on the thread count measured for
+the vocabulary. A row's numbers are those it gets alone: which path it takes depends on the
 model and its own cache, never on the rows beside it, and the native step sums each row's outputs as it
 does for that row alone.
 """
@@ -14,9 +15,10 @@ from collections.abc import Sequence
 
 from playground.accel import native_decode
 from playground.accel.row_summary import CompiledSummarizer
+from playground.accel.sampler import CompiledSampler
 from playground.engine.decoding import Decoder, Row, RowResult, plain_row
 from playground.engine.row_summary import reference_summary
-from playground.runtime import kernels, native_row_summary
+from playground.runtime import kernels, native_row_summary, native_sampler
 from playground.runtime.threads import torch_threads
 
 
@@ -32,6 +34,9 @@ class AcceleratedDecoder(Decoder):
         if native_row_summary.available():
             return CompiledSummarizer(n_top)
         return lambda logits: reference_summary(logits if logits.is_contiguous() else logits.contiguous(), n_top)
+
+    def sampler(self, n_top: int):
+        return CompiledSampler(n_top) if native_sampler.available() else None
 
     def sampling(self, model):
         # The sampler's torch work on the thread count measured for one vocabulary row (decided at

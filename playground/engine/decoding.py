@@ -5,6 +5,7 @@ A generation (``sampling.Generation``) asks ``decoder_of(model)`` for what a ste
 - ``rows(model, rows)``: the logits of one new token for each of several generations at once, each
   continuing its own KV cache (and, where asked, that token's attention row per layer);
 - ``summarizer(n_top)``: the summary of a greedy step's row of logits;
+- ``sampler(n_top)``: a faster way to make a sampled step's fields, or None (the teaching ``_choose``);
 - ``sampling(model)``: the context the full sampler's torch work runs in.
 
 ``PLAIN`` answers with the model's own forward, one row at a time, so a model nobody accelerated
@@ -48,6 +49,12 @@ class Decoder:
 
     def summarizer(self, n_top: int) -> Callable[[torch.Tensor], RowSummary | None]:
         return lambda logits: reference_summary(logits if logits.is_contiguous() else logits.contiguous(), n_top)
+
+    def sampler(self, n_top: int) -> Callable[..., dict | None] | None:
+        """None: a sampled step is the teaching sampler's own (``Generation._choose``). A decoder's sampler is
+        called as ``sampler(logits, generator, temperature, top_k, top_p)`` and returns the step's fields, or
+        None for a row it leaves to ``_choose`` (then it has drawn nothing from the generator)."""
+        return None
 
     def sampling(self, model) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()

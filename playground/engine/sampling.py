@@ -251,6 +251,9 @@ class Generation:
             and self.model.device.type == "cpu"
         )
         self._summarize = self._decoder.summarizer(self.n_top) if plain_greedy else None
+        # A sampled step may have a faster way to the same fields than ``_choose`` (the decoder's; None: plain).
+        sampled = self.temperature > 0 and self.model.device.type == "cpu"
+        self._sample = self._decoder.sampler(self.n_top) if sampled else None
 
     def __iter__(self):
         return self
@@ -308,8 +311,14 @@ class Generation:
                 fields = greedy_step_fields(summary, STAGES)
                 step = GenerationStep(index, len(self._seq), context_start=self._window_start, **fields)
             else:
-                with self._decoder.sampling(self.model):
-                    step = self._choose(logits, self._gen, index, len(self._seq), self._window_start)
+                fields = None
+                if self._sample is not None:  # None: the row is left to ``_choose`` (it drew nothing)
+                    fields = self._sample(logits, self._gen, self.temperature, self.top_k, self.top_p)
+                if fields is not None:
+                    step = GenerationStep(index, len(self._seq), context_start=self._window_start, **fields)
+                else:
+                    with self._decoder.sampling(self.model):
+                        step = self._choose(logits, self._gen, index, len(self._seq), self._window_start)
         except BaseException:
             self._finish()
             raise

@@ -1,0 +1,112 @@
+"""One sampled step of the teaching sampler on one float32 row of logits, compiled at first use.
+
+``engine.sampling``'s ``Generation._choose`` runs a sampled step as a dozen torch operations over the
+whole vocabulary (four softmaxes, top-k, a partial sort for top-p, cumulative sums, entropies); in a
+room of learners that is the cost of a step. ``sample_row.cpp`` computes the same step in a few
+vectorised passes (written in ``sample_parts.cpp``). Built like ``native_row_summary`` (the machine's
+compiler, cached by a hash of the sources and flags, loaded with ctypes); ``available`` is False without a
+compiler, when the build or the load fails, or when ``PLAYGROUND_ACCEL=off``: callers then keep the
+teaching sampler.
+
+A row is two calls on one thread: ``prepare`` (everything the draw does not decide; it says whether the
+row can be taken here) and, only then, ``draw`` with the uniform the caller drew from its own generator.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from playground.runtime import compiled_library
+from playground.runtime.compiled_library import NOT_TRIED, Status
+
+SOURCE = Path(__file__).with_name("sample_row.cpp")
+INCLUDED = (SOURCE.with_name("sample_parts.cpp"),)  # what the source #includes: a change there is a new build too
+SWITCHES = ("PLAYGROUND_ACCEL",)
+SYMBOLS = ("pg_sample_prepare", "pg_sample_draw")
+SCALARS = 16  # doubles before the slices in the doubles buffer (sample_row.cpp's Out)
+# indices into the scalars
+ENTROPY, RAW_ENTROPY, KEPT, TOP_HELD, N_POSITIVE, TOKEN, PROB, RAW_PROB, RANK, N_CAND, N_SHOWN, TOTAL = range(12)
+# what prepare returns
+NOT_FINITE, READY, TIED, ZERO_FILL = 0, 1, 2, 3
+
+_LOCK = threading.Lock()
+_STATUS = NOT_TRIED
+_FNS = None  # (pg_sample_prepare, pg_sample_draw)
+
+
+def switched_off() -> bool:
+    return compiled_library.switched_off(*SWITCHES)
+
+
+def status() -> Status:
+    return _STATUS
+
+
+def available() -> bool:
+    """Build (or load from the cache) and load the sampler once per process; True if it can be called.
+    Never raises: every failure is a Status with its reason."""
+    global _STATUS, _FNS
+    if _STATUS.reason != "not_tried":  # decided: no lock on the per-token path
+        return _STATUS.available
+    with _LOCK:
+        if _STATUS.reason == "not_tried":
+            _STATUS, _FNS = compiled_library.load_once(SOURCE, INCLUDED, SWITCHES, _load, SYMBOLS)
+        return _STATUS.available
+
+
+def _load(path: Path):
+    lib = ctypes.CDLL(str(path))
+    p, i64, f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+    prepare, draw = lib.pg_sample_prepare, lib.pg_sample_draw
+    prepare.argtypes = [p, i64, f64, i64, f64, i64, i64, p, p, p]
+    prepare.restype = ctypes.c_int
+    draw.argtypes = [f64, i64, p, p, p]
+    draw.restype = i64
+    return prepare, draw
+
+
+class Buffers:
+    """The output arrays of one caller (a generation), made once and refilled by every row. With N1 = n_top + 1:
+    ``ints`` [top | raw top | candidates | shown | positive ids], ``floats`` [top probs | four stage rows |
+    positive probs], ``doubles`` [SCALARS | lo | hi | positive cumulative sums], each part N1 long."""
+
+    def __init__(self, n_top: int):
+        n1 = n_top + 1
+        self.n_top, self.n1 = n_top, n1
+        self.ints = np.zeros(5 * n1, dtype=np.int32)
+        self.floats = np.zeros(6 * n1, dtype=np.float32)
+        self.doubles = np.zeros(SCALARS + 3 * n1, dtype=np.float64)
+        self.pointers = (self.ints.ctypes.data, self.floats.ctypes.data, self.doubles.ctypes.data)
+
+    def part(self, array: np.ndarray, index: int, length: int, start: int = 0) -> np.ndarray:
+        """The first ``length`` entries of part ``index`` (after ``start`` leading entries)."""
+        at = start + index * self.n1
+        return array[at : at + length]
+
+
+def prepare(address: int, n: int, temperature: float, top_k: int, top_p: float, buffers: Buffers, lanes: int) -> int:
+    """Everything of the step on the contiguous float32 row of ``n`` at ``address`` but the draw (``available``
+    must hold); ``lanes``: how many float32 lanes torch's softmax sums in (16 with AVX-512, else 8): NOT_FINITE (a NaN or ±inf entry, or a temperature float32 rounds to 0), TIED (equal
+    probabilities among the top ids, or a top-p cut within float32 rounding of p), ZERO_FILL (fewer positive final probabilities than n_top: the caller
+    chooses the zeros the top shows) or READY."""
+    fns = _FNS
+    assert fns is not None, "native_sampler.prepare before available()"
+    return int(fns[0](address, n, temperature, top_k, top_p, buffers.n_top, lanes, *buffers.pointers))
+
+
+def draw(u: float, buffers: Buffers) -> int:
+    """The token u picks in the row this thread prepared last, with the rest of the step in ``buffers``."""
+    fns = _FNS
+    assert fns is not None, "native_sampler.draw before available()"
+    return int(fns[1](u, buffers.n_top, *buffers.pointers))
+
+
+def forget() -> None:
+    """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
+    global _STATUS, _FNS
+    with _LOCK:
+        _STATUS, _FNS = NOT_TRIED, None
