@@ -10,7 +10,6 @@ import psutil
 import pytest
 
 from playground import PRESETS
-from playground.runtime.machine_memory import GiB
 from playground.runtime.memory import BUDGET
 from playground.server.model_cache import CACHE
 from tests.helpers import build_fields
