@@ -13,13 +13,19 @@ from __future__ import annotations
 import os
 import weakref
 
+import torch
+
 from playground.accel import background
 from playground.accel.decode_paths import optimize_for_decode
 from playground.accel.decoder import ACCELERATED
 from playground.engine import decoding
 from playground.runtime import kernels
+from playground.runtime.threads import torch_threads
 
 SWITCH = "PLAYGROUND_ACCEL"
+# The thread count decisions are made for: the process's own (a new thread's, such as the decode loop's).
+# A request's worker thread may run on fewer, and its decisions would then be for threads no decoder uses.
+DECODE_THREADS = torch.get_num_threads()
 _UNDECIDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> decisions it found unmade
 
 
@@ -40,10 +46,11 @@ def accelerate(model, compiled_kernel: bool = True, *, measure: bool = True):
         decoding.detach(model)
         return model
     if measure:
-        optimize_for_decode(model, compiled_kernel=compiled_kernel)
+        with torch_threads(DECODE_THREADS):
+            optimize_for_decode(model, compiled_kernel=compiled_kernel)
         _UNDECIDED.pop(model, None)
     else:
-        with kernels.decided_only() as skipped:
+        with kernels.decided_only() as skipped, torch_threads(DECODE_THREADS):
             optimize_for_decode(model, compiled_kernel=compiled_kernel)
         _UNDECIDED[model] = (list(skipped), background.completed())
     decoding.attach(model, ACCELERATED)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from playground.accel import accelerate, background, undecided
+from playground.accel import DECODE_THREADS, accelerate, background, undecided
 from playground.engine.config import DEFAULT_PRESET, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
 from playground.engine.model import GPTModel
@@ -24,6 +24,7 @@ from playground.errors import UserError
 from playground.i18n import tr
 from playground.runtime import kernels
 from playground.runtime.devices import default_device
+from playground.runtime.threads import torch_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_CHECKPOINT = ROOT / "assets" / "bundled" / "model.safetensors"
@@ -158,7 +159,8 @@ def build_from_recipe(recipe: dict, *, progress=None, measure: bool | None = Non
     in the call, once per process and shape."""
     if measure is None:
         measure = not kernels.keeping_decisions()
-    with kernels.decided_only() if not measure else _nothing_skipped() as skipped:
+    # Decisions for the decode loop's thread count, whichever thread builds (accel.DECODE_THREADS)
+    with kernels.decided_only() if not measure else _nothing_skipped() as skipped, torch_threads(DECODE_THREADS):
         if recipe.get("dtype") == "int8":
             model = quantize_int8(_build_plain({**recipe, "dtype": "bfloat16"}, progress))
         elif recipe.get("dtype") == "int8-dynamic":
