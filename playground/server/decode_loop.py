@@ -68,6 +68,7 @@ class Stream:
         self._lock = threading.Lock()
         self._new: list[GenerationStep] = []
         self._ended = False
+        self._done = threading.Event()  # set once the run has ended
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -88,6 +89,11 @@ class Stream:
         woke = self.wake.wait(timeout)
         self.wake.clear()  # before ``take``: a step delivered after it sets the event again
         return woke
+
+    def wait_end(self, timeout: float) -> bool:
+        """Until the run ended, at most ``timeout`` s: a consumer that shows steps only now and then sleeps
+        between its updates instead of waking at every step (thirty awake consumers hold up the loop)."""
+        return self._done.wait(timeout)
 
     def take(self) -> tuple[list[GenerationStep], bool]:
         """The steps made since the last take, and whether the run has ended (no steps will follow)."""
@@ -112,6 +118,7 @@ class Stream:
             if error is not None:
                 self.error = error
             self._ended = True
+        self._done.set()
         self.wake.set()
 
 

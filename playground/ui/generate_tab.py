@@ -122,6 +122,10 @@ def _stream(state, run, stream, context_length):
     last_yield = time.perf_counter()
     ended = False
     while not ended:
+        if run.steps:  # after the first token: wake when the next update is due, or at once when the run ends
+            rest = last_yield + update_interval(LOOP.active()) - time.perf_counter()
+            if rest > 0:
+                stream.wait_end(min(rest, WAIT_S))
         stream.wait(WAIT_S)
         new, ended = stream.take()
         for step in new:
