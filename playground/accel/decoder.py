@@ -17,7 +17,6 @@ from playground.accel import native_decode
 from playground.accel.row_summary import CompiledSummarizer
 from playground.accel.sampler import CompiledSampler
 from playground.engine.decoding import Decoder, Row, RowResult, plain_row
-from playground.engine.row_summary import reference_summary
 from playground.runtime import kernels, native_row_summary, native_sampler
 from playground.runtime.threads import torch_threads
 
@@ -33,7 +32,7 @@ class AcceleratedDecoder(Decoder):
     def summarizer(self, n_top: int):
         if native_row_summary.available():
             return CompiledSummarizer(n_top)
-        return lambda logits: reference_summary(logits if logits.is_contiguous() else logits.contiguous(), n_top)
+        return super().summarizer(n_top)  # the plain decoder's reference summary
 
     def sampler(self, n_top: int):
         return CompiledSampler(n_top) if native_sampler.available() else None

@@ -7,6 +7,7 @@ cache (model_cache.py) maps recipes to built models, so an evicted model is simp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -160,7 +161,8 @@ def build_from_recipe(recipe: dict, *, progress=None, measure: bool | None = Non
     if measure is None:
         measure = not kernels.keeping_decisions()
     # Decisions for the decode loop's thread count, whichever thread builds (accel.DECODE_THREADS)
-    with kernels.decided_only() if not measure else _nothing_skipped() as skipped, torch_threads(DECODE_THREADS):
+    skipping = kernels.decided_only() if not measure else contextlib.nullcontext([])
+    with skipping as skipped, torch_threads(DECODE_THREADS):
         if recipe.get("dtype") == "int8":
             model = quantize_int8(_build_plain({**recipe, "dtype": "bfloat16"}, progress))
         elif recipe.get("dtype") == "int8-dynamic":
@@ -197,14 +199,6 @@ def decide_kernels_at_start() -> None:
 def timing_recipe(cfg: GPTConfig, dtype: str) -> dict:
     """A model of ``cfg``'s shape with random weights, in ``dtype``: what its kernel decisions are timed on."""
     return {"kind": "random", "config": cfg.to_dict(), "seed": 0, "dtype": dtype}
-
-
-class _nothing_skipped:
-    def __enter__(self) -> list:
-        return []
-
-    def __exit__(self, *exc) -> bool:
-        return False
 
 
 def _build_plain(recipe: dict, progress) -> GPTModel:
