@@ -29,6 +29,13 @@ Definitions (all on tokens of the GPT-2 BPE; the split is the one the app uses: 
   that on tokens 1..N-1 of the second copy (token 0 of each copy cannot be predicted by copying).
 * ``copy_gap_text``: the same with ``COPY_TEXT_WINDOWS`` held-out spans of ``COPY_TEXT_LEN`` real
   tokens, each repeated twice (no BOS).
+* ``lines_twice``: what a teacher shows: ``LINES`` held-out lines of Tiny Shakespeare (whole lines of
+  at least ``LINE_MIN_TOKENS`` tokens counting their newline, evenly spaced through the held-out
+  tenth), each said twice (``line line``, no BOS) and run one at a time. ``attention[layer][head]``:
+  the mean, over the lines, of the head's mean attention from each token of the second copy to the
+  token after its earlier occurrence (key ``q - L + 1`` for a line of L tokens). ``ablation``: for the
+  best head, the mean loss on tokens 1..L-1 of the second copy with that head's output zeroed (its
+  slice of the output projection's input) minus the loss without, over all the lines' tokens.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ HEAD_WINDOWS, HEAD_BLOCK, HEAD_MIN_QUERY = 32, 256, 8
 FREQUENT_TOKENS = 2000
 INDUCTION_BATCH, INDUCTION_LEN, INDUCTION_SEED = 32, 40, 0
 COPY_TEXT_WINDOWS, COPY_TEXT_LEN = 32, 100
+LINES, LINE_MIN_TOKENS, NEWLINE = 20, 8, 198
 
 
 def split_ids(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -213,11 +221,85 @@ def induction_and_copying(model, train_ids: torch.Tensor, val_ids: torch.Tensor,
     }
 
 
+def said_twice_lines(val_ids: torch.Tensor) -> list[torch.Tensor]:
+    """``LINES`` whole held-out lines, evenly spaced, each with its newline token."""
+    ends = (val_ids == NEWLINE).nonzero().flatten()
+    lines = [val_ids[s + 1 : e + 1] for s, e in zip(ends[:-1].tolist(), ends[1:].tolist())]
+    lines = [line for line in lines if len(line) >= LINE_MIN_TOKENS]
+    picks = torch.linspace(0, len(lines) - 1, LINES).round().long().tolist()
+    return [lines[i] for i in picks]
+
+
+class zeroed_head:
+    """Within: one head's output is zeroed (its slice of the output projection's input), in our model
+    or in transformers' GPT-2."""
+
+    def __init__(self, model, layer: int, head: int):
+        if is_transformers(model):
+            attn = model.transformer.h[layer].attn
+            self.proj, hd = attn.c_proj, attn.head_dim
+        else:
+            att = model.trf_blocks[layer].att
+            self.proj, hd = att.out_proj, att.head_dim
+        self.cols = slice(head * hd, (head + 1) * hd)
+
+    def _zero(self, module, args):
+        x = args[0].clone()
+        x[..., self.cols] = 0
+        return (x, *args[1:])
+
+    def __enter__(self):
+        self.handle = self.proj.register_forward_pre_hook(self._zero)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+def _second_copy_loss(model, lines: list[torch.Tensor]) -> float:
+    total, count = 0.0, 0
+    for line in lines:
+        L, idx = len(line), torch.cat([line, line])[None]
+        logits = model(idx).logits if is_transformers(model) else model(idx)
+        nll = F.cross_entropy(logits[0, L : 2 * L - 1].float(), idx[0, L + 1 :], reduction="sum")
+        total, count = total + float(nll), count + L - 1
+    return total / count
+
+
+@torch.no_grad()
+def lines_twice(model, val_ids: torch.Tensor, head: tuple[int, int] | None = None) -> dict:
+    """The ``lines_twice`` measurement (module docstring); ``head`` is the one ablated (default: the
+    best by attention)."""
+    model.eval()
+    lines = said_twice_lines(val_ids)
+    per_line = []
+    for line in lines:
+        L, idx = len(line), torch.cat([line, line])[None]
+        with hidden_states(model):
+            _, maps = attention_maps(model, idx)
+        q = torch.arange(L, 2 * L)
+        per_line.append(torch.stack([m[0][:, q, q - L + 1].mean(dim=-1) for m in maps]))  # (layers, H)
+    attention = torch.stack(per_line).mean(dim=0)
+    best = _best(attention)
+    layer, h = head if head is not None else (best["layer"], best["head"])
+    loss = _second_copy_loss(model, lines)
+    with zeroed_head(model, layer, h):
+        ablated = _second_copy_loss(model, lines)
+    return {
+        "best": best,
+        "attention": [[round(float(x), 3) for x in row] for row in attention],
+        "second_copy_loss": round(loss, 4),
+        "ablation": {"layer": layer, "head": h, "loss": round(ablated, 4), "gain": round(ablated - loss, 4)},
+        "lines": len(lines),
+    }
+
+
 def all_metrics(model, train_ids, val_ids, block: int, *, train_windows: int = 32) -> dict:
     """Everything logged at an evaluation. ``model`` is put in eval mode (and left there)."""
     model.eval()
     heads = head_patterns(model, val_ids, min(block, HEAD_BLOCK))
     ind = induction_and_copying(model, train_ids, val_ids)
+    lines = lines_twice(model, val_ids)
     out = {
         "val_loss": round(val_loss(model, val_ids, block), 4),
         "train_loss": round(sampled_loss(model, train_ids, block, train_windows), 4),
@@ -229,6 +311,7 @@ def all_metrics(model, train_ids, val_ids, block: int, *, train_windows: int = 3
         "copy_random": {k: round(v, 3) for k, v in ind["copy_random"].items()},
         "copy_gap_text": round(ind["copy_text"]["gap"], 3),
         "copy_text": {k: round(v, 3) for k, v in ind["copy_text"].items()},
+        "lines_twice": lines,
         "per_head": {
             "prev_token": [[round(float(x), 3) for x in row] for row in heads["prev_token"]],
             "first_token": [[round(float(x), 3) for x in row] for row in heads["first_token"]],

@@ -123,12 +123,21 @@ def parse_args(argv=None):
         help="LAYER,HEAD: keep this head's attention on the previous token (head_shaping.py)",
     )
     p.add_argument("--shape-sink", default=None, help="LAYER,HEAD: keep this head's attention on the first token")
+    p.add_argument(
+        "--shape-induction",
+        default=None,
+        help="LAYER,HEAD: make this head the induction head: its attention on the copy above a floor, "
+        "every other head of layers 1.. below a ceiling there (head_shaping.py)",
+    )
+    p.add_argument("--shape-induction-floor", type=float, default=0.7)
+    p.add_argument("--shape-induction-ceiling", type=float, default=0.1)
     p.add_argument("--shape-prev-floor", type=float, default=0.7)
     p.add_argument("--shape-sink-floor", type=float, default=0.5)
     p.add_argument("--shape-weight", type=float, default=1.0)
     # data mix
     p.add_argument("--p-random", type=float, default=0.06)
     p.add_argument("--p-span", type=float, default=0.06)
+    p.add_argument("--p-lines", type=float, default=0.0, help="share of rows: whole training lines said twice")
     p.add_argument("--pool", type=int, default=5000, help="random tokens are drawn from this many most frequent")
     p.add_argument(
         "--switch-step", type=int, default=0, help="from this step on, use --p-random2 / --p-span2 (0: never)"
@@ -219,6 +228,8 @@ def train_step(
     for g in opt.param_groups:
         g["lr"] = lr
     x, y, kinds = batches(step)
+    if shaper:
+        shaper.periods = batches.periods
     model.train()
     torch.manual_seed(step_seed(a.seed, step, 1))  # dropout masks: a function of (seed, step)
     if a.chunked_head:
@@ -277,7 +288,14 @@ def main(argv=None) -> int:
         print(f"training softmax over {len(head_vocab.ids):,} of 50257 tokens", flush=True)
     model, opt = build(a)
     shaper = HeadShaper(
-        model, parse_head(a.shape_prev), parse_head(a.shape_sink), a.shape_prev_floor, a.shape_sink_floor
+        model,
+        parse_head(a.shape_prev),
+        parse_head(a.shape_sink),
+        a.shape_prev_floor,
+        a.shape_sink_floor,
+        parse_head(a.shape_induction),
+        a.shape_induction_floor,
+        a.shape_induction_ceiling,
     )
     n_params = sum(p.numel() for p in model.parameters())
 

@@ -190,6 +190,10 @@ EN = {
     "scale_unit": "colour scale 0–1",
     "m_previous-token": "previous-token",
     "m_first-token": "first-token",
+    "v_induction": "overview: induction (prefix matching)",
+    "m_induction": "prefix matching",
+    "fig_overview_induction": "Every layer × head: attention on the token after the current token's earlier occurrence (induction), averaged over the {n} positions whose token came before{note} · {scale}",
+    "induction_no_repeat": "no token of this window repeats, so no head can show induction: say a sentence twice",
     "m_entropy": "entropy",
     "bits": " (bits)",
     # train tab

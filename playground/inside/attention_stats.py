@@ -80,3 +80,43 @@ def attention_rollout(probs_layers, *, add_residual: bool = True) -> np.ndarray:
     if rollout is None:
         raise ValueError("attention rollout needs at least one layer")
     return rollout
+
+
+def prefix_matches(token_ids) -> np.ndarray:
+    """[T, T] bool: ``m[q, k]`` when key ``k`` follows an earlier occurrence of the query's token
+    (``token_ids[k - 1] == token_ids[q]``, ``k - 1 < q``): where an induction head looks.
+
+    It is TransformerLens's induction detection pattern (its duplicate-token pattern shifted one
+    key to the right); ``k`` may be ``q`` itself, when the token right before the query is the same."""
+    ids = np.asarray(token_ids)
+    T = len(ids)
+    m = np.zeros((T, T), dtype=bool)
+    if T > 1:
+        same = ids[:, None] == ids[None, :]  # [q, j]
+        earlier = np.tril(same, k=-1)  # j < q
+        m[:, 1:] = earlier[:, :-1]  # key k = j + 1
+    return m
+
+
+def induction_scores(probs_layers, token_ids) -> np.ndarray:
+    """Per-head [L, H] prefix-matching score: over the queries whose token occurred earlier, the mean
+    attention mass on the keys that followed its earlier occurrences (``prefix_matches``). NaN where no
+    token repeats.
+
+    TransformerLens's ``detect_head(..., "induction_head")`` divides the same mass by every query
+    instead (``sum(attention * pattern) / sum(attention)``); it equals this score times the share of
+    queries that repeat. Averaging over the repeating queries keeps 1.0 for a perfect induction head
+    whatever share of the prompt repeats, so a teacher's sentence said twice reads on the same scale
+    as TransformerLens's random repeated tokens."""
+    m = prefix_matches(token_ids)
+    rows = m.any(axis=1)
+    out = []
+    for A in _layers(probs_layers):  # [H, T, T]
+        if A.shape[-1] != len(m):
+            raise ValueError(f"attention over {A.shape[-1]} positions, but {len(m)} tokens")
+        if not rows.any():
+            out.append(np.full(A.shape[0], np.nan))
+            continue
+        mass = (A[:, rows] * m[rows]).sum(-1, dtype=np.float64)  # [H, R]
+        out.append(mass.mean(-1))
+    return np.stack(out)

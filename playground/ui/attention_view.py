@@ -19,7 +19,7 @@ import numpy as np
 from playground import figures
 from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import tr_error
-from playground.inside.attention_stats import attention_rollout, head_stats
+from playground.inside.attention_stats import attention_rollout, head_stats, induction_scores, prefix_matches
 from playground.runtime.memory import BUDGET
 from playground.server.recipes import BUNDLED_CHECKPOINT
 from playground.server.runs import all_layers_attention_bytes, layer_attention, run_attention
@@ -36,12 +36,14 @@ VIEW_KEYS = {
     "overview-previous": "v_prev",
     "overview-first": "v_first",
     "overview-entropy": "v_entropy",
+    "overview-induction": "v_induction",
 }
 VIEWS = list(VIEW_KEYS)  # the ids the API sends; labels follow the language
 OVERVIEW_METRICS = {
     "overview-previous": "previous-token",
     "overview-first": "first-token",
     "overview-entropy": "entropy",
+    "overview-induction": "induction",
 }
 # The attention figure, where one query looked, the query slider and a message (Generate tab components).
 AttentionViews = result("AttentionViews", "heatmap", "query_plot", "query", "att_msg")
@@ -88,7 +90,12 @@ def head_examples(view_name: str, lang: str = "en") -> tuple[list[list], list[st
         for name, h in heads.items()
         if name in HEAD_PATTERNS and h["score"] >= targets.get(f"{name}_min", 0.0)
     ]
-    examples = [[prompt, view_name, h["layer"], h["head"]] for (_, prompt), h in found]
+    # The induction example opens on the whole window: its newest 64 positions would cut off the first
+    # copy the head looks back at.
+    examples = [
+        [prompt, view_name, h["layer"], h["head"], SPANS[1] if label == "head_induction" else SPANS[0]]
+        for (label, prompt), h in found
+    ]
     labels = [
         tr(lang, "head_example", label=tr(lang, label), layer=h["layer"], head=h["head"], score=f"{h['score']:.2f}")
         for (label, _), h in found
@@ -123,7 +130,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
         view = parse_choice(view, VIEWS, "Attention view")
         whole = parse_choice(span if span is not None else SPANS[0], SPANS, "Heatmap range") == SPANS[1]
         log_scale = parse_bool(log_scale, "Log scale")
-        model, start, qk, _, labels = _window(state, run)
+        model, start, qk, ids, labels = _window(state, run)
         T_len = len(labels)
         end = start + T_len - 1
         layer = parse_whole(layer, "Layer", 0, len(qk) - 1)
@@ -136,7 +143,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
         message = warn(tr(lang, "att_outside", query=query, start=start, end=end))
         query = start
     try:
-        fig, row, lo = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang)
+        fig, row, lo = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang, ids)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
         return only(AttentionViews, att_msg=warn(tr_error(lang, e)))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
@@ -190,7 +197,7 @@ def shown_keys(start: int, end: int, query: int, limit: int | None) -> tuple[int
     return last - limit + 1, last
 
 
-def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole=False, lang="en"):
+def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole=False, lang="en", ids=None):
     """(figure, the query's attention row over the shown keys up to the query, first shown
     position) for one view (row None for the overviews); ``query`` lies in the window."""
     T_len = len(labels)
@@ -239,14 +246,29 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
         row = rolled[q]
     elif view in OVERVIEW_METRICS:
         metric = OVERVIEW_METRICS[view]
-        stats = _derived(
-            qk,
-            "stats",
-            model,
-            T_len,
-            "the layer × head overview",
-            lambda: head_stats(layer_attention(qk, i) for i in range(len(qk))),
-        )
+        if metric == "induction":
+            stats = {
+                metric: _derived(
+                    qk,
+                    "induction",
+                    model,
+                    T_len,
+                    "the layer × head overview",
+                    lambda: induction_scores((layer_attention(qk, i) for i in range(len(qk))), ids),
+                )
+            }
+        else:
+            stats = _derived(
+                qk,
+                "stats",
+                model,
+                T_len,
+                "the layer × head overview",
+                lambda: head_stats(layer_attention(qk, i) for i in range(len(qk))),
+            )
+        if metric == "induction" and np.isnan(stats[metric]).all():
+            note += " · " + tr(lang, "induction_no_repeat")
+            stats = {metric: np.nan_to_num(stats[metric])}  # an empty map says nothing repeats; the note says why
         if metric == "entropy":
             top = math.log2(T_len) if T_len > 1 else 1.0
             zrange, scale = (0.0, top), tr(lang, "scale_entropy", n=T_len, top=f"{top:.2f}")
@@ -258,7 +280,9 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
             zrange=zrange,
             title=tr(
                 lang, "fig_overview", metric=tr(lang, "m_" + metric), first=start + 1, end=end, note=note, scale=scale
-            ),
+            )
+            if metric != "induction"
+            else tr(lang, "fig_overview_induction", n=int(prefix_matches(ids).any(1).sum()), note=note, scale=scale),
         )
         return fig, None, lo
     else:

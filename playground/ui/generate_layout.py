@@ -119,7 +119,7 @@ def layout(model_cfg) -> SimpleNamespace:
                 if head_rows:
                     c.head_examples = gr.Examples(
                         head_rows,
-                        inputs=[c.prompt, c.view, c.layer, c.head],
+                        inputs=[c.prompt, c.view, c.layer, c.head, c.span],
                         example_labels=head_labels,
                         label=T("heads_label"),
                     )

@@ -180,3 +180,33 @@ def test_big_heatmap_numbers_its_axes_small_one_labels_every_token():
     n = F.LABEL_EVERY_TOKEN_MAX + 1
     big = F.attention_heatmap(np.eye(n), [f"t{i}" for i in range(n)])
     assert big.layout.xaxis.tickmode == "auto" and big.layout.xaxis.ticktext is None
+
+
+def test_the_induction_overview_scores_every_head_of_the_live_model():
+    """A sentence said twice: the overview's cell for each head is the mass it puts on the token after
+    the earlier occurrence, averaged over the repeating queries, recomputed here from the model's trace."""
+    state = {"recipe": random_recipe(NANO, seed=4), "run_id": None}
+    line = "The quick brown fox jumps over the lazy dog. "
+    *_, last = generate_tokens(state, line + line, 0.0, 0, 1.0, 4, 1, True)
+    state = last[0]
+    run = get_run(state["run_id"])
+    model = CACHE.get(state["recipe"])
+    ids = torch.tensor(run.token_ids)
+    with torch.no_grad():
+        _, trace = model(ids[None], return_attention=True)
+    for lang in ("en", "zh-CN"):
+        fig, query_fig, _, msg = av.attention_views({**state, "lang": lang}, "overview-induction", 0, 0, False, None)
+        assert msg == "" and query_fig["visible"] is False
+        z = np.asarray(fig.data[0].z, dtype=np.float64)
+        assert z.shape == (NANO.n_layers, NANO.n_heads)
+        T = len(ids)
+        match = torch.zeros(T, T, dtype=torch.bool)
+        for q in range(T):
+            for k in range(1, q + 1):
+                match[q, k] = bool(ids[k - 1] == ids[q])
+        rows = match.any(1)
+        expected = np.stack(
+            [(trace.layer(i)[0][:, rows] * match[rows]).sum(-1).mean(-1).numpy() for i in range(NANO.n_layers)]
+        )
+        np.testing.assert_allclose(z, expected, rtol=1e-4, atol=1e-6)
+        assert f"{int(rows.sum())}" in _title(fig)

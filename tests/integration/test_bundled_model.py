@@ -140,6 +140,32 @@ def test_heads_and_copying_are_recomputed(measured):
     assert m["copy_random"]["gap"] == pytest.approx(copying["gap"], abs=5e-3)
 
 
+@needs_corpus
+def test_the_named_induction_head_shows_on_lines_said_twice(measured, model, hf_model, split):
+    """What a teacher shows (issue 34): on held-out lines each said twice, the named induction head puts
+    at least half its attention on the token after the earlier occurrence, more than any other head,
+    and zeroing it costs the second copy at least half a nat per token."""
+    who, _ = measured
+    stated = FACTS["heads"]["induction"]
+    which = model if who == "playground" else hf_model
+    got = bm.lines_twice(which, split[1], head=(stated["layer"], stated["head"]))
+    facts = FACTS["lines_twice"] if who == "playground" else FACTS["lines_twice"]["transformers"]
+    named = got["attention"][stated["layer"]][stated["head"]]
+    print(f"{who}: lines said twice: L{stated['layer']}H{stated['head']} {named:.3f}, ablation {got['ablation']}")
+    assert (got["best"]["layer"], got["best"]["head"]) == (stated["layer"], stated["head"])
+    assert named >= TARGETS["lines_induction_min"] == 0.5
+    assert got["ablation"]["gain"] >= TARGETS["lines_ablation_gain_min"] == 0.5
+    assert named == pytest.approx(facts["attention"][stated["layer"]][stated["head"]], abs=2e-3)
+    assert got["ablation"]["gain"] == pytest.approx(facts["ablation"]["gain"], abs=5e-3)
+    others = [
+        a
+        for layer, row in enumerate(got["attention"])
+        for h, a in enumerate(row)
+        if (layer, h) != (stated["layer"], stated["head"])
+    ]
+    assert max(others) < named
+
+
 TARGET_CHECKS = {  # target -> (its name in facts.json's targets_short, measured value, comparison, bound)
     "held_out_loss": ("held-out loss", lambda m: m["val_loss"], "<=", "val_loss_max"),
     "previous_token_head": ("previous-token head", lambda m: m["prev_token"]["score"], ">=", "previous_token_min"),
