@@ -100,6 +100,12 @@ def main(argv=None) -> int:
         help='extra llama-server arguments, one string (e.g. "-lm none": weights read into memory, not mapped)',
     )
     rm.add_argument("--room-timeout", type=float, default=900.0, help="seconds a round may take (default 900)")
+    rm.add_argument(
+        "--room-client",
+        choices=("http", "gradio"),
+        default="http",
+        help="how a learner asks: a bare HTTP event stream like llama-server's clients (default), or gradio_client",
+    )
     args = ap.parse_args(argv)
     if args.room:
         return _room(args)
@@ -428,6 +434,7 @@ def _room(args) -> int:
         llama=not args.room_skip_llama,
         run_timeout=args.room_timeout,
         llama_args=args.room_llama_args.split(),
+        client=args.room_client,
         checkpoint=lambda r: report.write_json({**r, "partial": True}, out),
     )
     result["training_running"] = [training, _training_running()]

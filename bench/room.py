@@ -33,6 +33,7 @@ import threading
 import time
 
 from . import room_llama
+from .room_sse import Endpoint, stream_generate
 
 MODELS = ("bundled", "gpt2-small")
 SIZES = (1, 8, 30)
@@ -241,6 +242,20 @@ def client_learner(client, kwargs: dict, barrier, timeout: float) -> dict:
         return {"error": f"{type(e).__name__}: {e}"[:300]}
 
 
+def sse_learner(client, endpoint, data: list, barrier, timeout: float) -> dict:
+    """One learner's /generate as a bare HTTP stream on its gradio_client session (room_sse.py)."""
+    try:
+        start, stamped = stream_generate(endpoint, client.session_hash, data, barrier, timeout)
+        out = {"start": start, **timings(stamped, start)}
+        if out["completion_s"] is not None:
+            out["end"] = start + out["completion_s"]
+        else:
+            out["error"] = f"no final update (state {out['state']})"
+        return out
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
 def _page_bench(run_timeout: float, log):
     from .browser.generate_runs import Bench
 
@@ -291,8 +306,10 @@ def page_learner(bench, model: str, barrier, log) -> dict:
 class Room:
     """The app (and Chromium) for the whole benchmark, the sessions of each model."""
 
-    def __init__(self, run_timeout: float, log=print):
+    def __init__(self, run_timeout: float, log=print, client: str = "http"):
         self.log, self.run_timeout = log, run_timeout
+        self.client = client  # "http": room_sse's bare stream; "gradio": gradio_client's submit
+        self.endpoint = None
         self.bench = _page_bench(run_timeout, log)
         self.sessions: dict[str, list] = {}
         self.params = None
@@ -314,6 +331,7 @@ class Room:
             have.append(session_client(self.bench.url, model))
         if self.params is None:
             self.params = _endpoint_parameters(have[0], "/generate")
+            self.endpoint = Endpoint(have[0], "/generate")
         return have[:n]
 
     def kwargs(self, i: int) -> dict:
@@ -336,7 +354,12 @@ class Room:
         offset = 1 if with_page else 0
 
         def run(i):
-            results[i] = client_learner(clients[i], self.kwargs(i + offset), barrier, self.run_timeout)
+            kwargs = self.kwargs(i + offset)
+            if self.client == "gradio":
+                results[i] = client_learner(clients[i], kwargs, barrier, self.run_timeout)
+            else:
+                data = self.endpoint.data(kwargs, self.params)
+                results[i] = sse_learner(clients[i], self.endpoint, data, barrier, self.run_timeout)
 
         t0 = time.time()
         threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n_clients)]
@@ -482,6 +505,7 @@ def run(
     log=print,
     checkpoint=None,
     llama_args=(),
+    client: str = "http",
 ) -> dict:
     from . import report
 
@@ -489,12 +513,18 @@ def run(
     result = {
         "date": report.now(),
         "machine": report.machine(),
-        "config": {"models": list(models), "sizes": sizes, "max_new_tokens": MAX_NEW, "alone_reps": ALONE_REPS},
+        "config": {
+            "models": list(models),
+            "sizes": sizes,
+            "max_new_tokens": MAX_NEW,
+            "alone_reps": ALONE_REPS,
+            "client": client,
+        },
         "loadavg_start": os.getloadavg(),
         "rows": [],
         "skipped": {},
     }
-    room = Room(run_timeout, log)
+    room = Room(run_timeout, log, client)
     try:
         for model in models:
             try:

@@ -1,0 +1,94 @@
+"""A learner's /generate as a bare HTTP stream: Gradio's queue protocol (``queue/join``, then the
+session's ``queue/data`` event stream) on ``http.client``, the way bench/room_llama.py reads
+llama-server's ``/completion`` stream, so both servers face clients of the same weight.
+
+gradio_client, the room's first client, runs a reader thread per session that polls every 50 ms and
+a prediction processor per update; 30 of them took 2.81 s of CPU for the 1,920 tokens the server
+made with 2.58 s (docs/benchmarks.md): on a 2-core machine the harness took a core from the server.
+The session (its model built, its ``session_hash``) still comes from gradio_client; only the timed
+request goes this way.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import urllib.parse
+
+from gradio_client.utils import apply_diff
+
+
+class Endpoint:
+    """What a raw request to one event needs: its fn_index and its inputs in order, the session's
+    state inputs left as None (the server fills them from the session), as gradio_client sends them."""
+
+    def __init__(self, client, api_name: str):
+        self.fn_index = client._infer_fn_index(api_name, None)
+        self.endpoint = client.endpoints[self.fn_index]
+        prefix = client.config.get("api_prefix", "/gradio_api").strip("/")
+        parts = urllib.parse.urlsplit(client.src)
+        self.host, self.port = parts.hostname, parts.port or 80
+        self.join_path = f"/{prefix}/queue/join"
+        self.data_path = f"/{prefix}/queue/data"
+
+    def data(self, kwargs: dict, parameters: list[dict]) -> list:
+        values = [kwargs[p["parameter_name"]] for p in parameters]
+        return list(self.endpoint.insert_empty_state(*values))
+
+
+def stream_generate(
+    endpoint: Endpoint, session_hash: str, data: list, barrier: threading.Barrier | None, timeout: float
+) -> tuple[float, list[tuple[float, list]]]:
+    """(start, [(arrival time, full outputs)]): one event's updates with their diffs applied."""
+    if barrier is not None:
+        barrier.wait(timeout=timeout)
+    start = time.time()
+    body = {"data": data, "fn_index": endpoint.fn_index, "session_hash": session_hash, "event_data": None}
+    conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout)
+    conn.request("POST", endpoint.join_path, json.dumps(body), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    joined = resp.read()
+    if resp.status != 200:
+        raise RuntimeError(f"queue/join: HTTP {resp.status}: {joined[:200]!r}")
+    event_id = json.loads(joined)["event_id"]
+    conn.request("GET", f"{endpoint.data_path}?session_hash={session_hash}", headers={"Accept": "text/event-stream"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"queue/data: HTTP {resp.status}")
+    stamped: list[tuple[float, list]] = []
+    outputs: list | None = None
+    deadline = start + timeout
+    try:
+        while time.time() < deadline:
+            line = resp.readline()
+            if not line:
+                break
+            if not line.startswith(b"data:"):
+                continue
+            msg = json.loads(line[5:])
+            if msg.get("event_id") not in (None, event_id):
+                continue
+            kind = msg.get("msg")
+            if kind in ("process_generating", "process_completed"):
+                if kind == "process_completed" and not msg.get("success", True):
+                    raise RuntimeError(f"the event failed: {str(msg.get('output'))[:200]}")
+                diff = (msg.get("output") or {}).get("data") or []
+                if outputs is None or kind == "process_completed" and not _is_diff(diff):
+                    outputs = list(diff)
+                else:
+                    outputs = [apply_diff(old, new) for old, new in zip(outputs, diff)]
+                stamped.append((time.time(), list(outputs)))
+                if kind == "process_completed":
+                    break
+            elif kind == "close_stream":
+                break
+    finally:
+        conn.close()
+    return start, stamped
+
+
+def _is_diff(output: list) -> bool:
+    """A streamed update's outputs are lists of [op, path, value] edits."""
+    return all(isinstance(o, list) and all(isinstance(e, list) and len(e) == 3 for e in o) for o in output)
