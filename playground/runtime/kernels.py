@@ -46,8 +46,8 @@ class Choice:
     winner: str
     seconds: dict[str, float] = field(default_factory=dict)  # candidate -> median seconds of one pass
     measured: bool = True  # False: PLAYGROUND_ACCEL=off, or nothing to measure on
-    # What was decided, as data an interface can word in its own language: a kind ("gemv",
-    # "layout", "qkv", "int8", "rows") and the fields of ``decision`` ({"shape": (3072, 768)}, ...).
+    # What was decided, as data an interface can word in its own language: a kind ("layout",
+    # "qkv", "int8", "rows") and the fields of ``decision`` ({"shape": (3072, 768)}, ...).
     kind: str = ""
     fields: dict = field(default_factory=dict)
 
@@ -74,7 +74,6 @@ PLAIN = {
     "weight layout": "out_in",
     "stacked qkv": "separate",
     "one-row kernel": "aten",
-    "one-row bfloat16 kernel": "onednn",
     "vocabulary threads": "all",
     "many-row product": "torch",
     "native decode step": "plain",
@@ -244,63 +243,13 @@ def matrices(shape, dtype, n, in_out: bool) -> list[torch.Tensor]:
     return out
 
 
-class onednn:
-    """Within: torch.backends.mkldnn.enabled set to ``on`` (restored after)."""
-
-    def __init__(self, on: bool):
-        self.on = on
-
-    def __enter__(self):
-        self.before = torch.backends.mkldnn.enabled
-        torch.backends.mkldnn.enabled = self.on and self.before
-
-    def __exit__(self, *exc):
-        torch.backends.mkldnn.enabled = self.before
-
-
-def _gemv_pass(x, weights, kernel: str):
-    if kernel == "aten":
-        with onednn(False):
-            for w in weights:
-                F.linear(x, w)
-    else:
-        for w in weights:
-            F.linear(x, w)
+def _gemv_pass(x, weights):
+    for w in weights:
+        F.linear(x, w)
 
 
 # ----------------------------------------------------------------------------------------------
 # The decisions
-
-
-ONE_ROW_BFLOAT16 = ("one-row bfloat16 kernel",)  # one key whatever the shape: the switch is process-wide
-
-
-def one_row_bfloat16_kernel(shape: tuple[int, int] = (3072, 768), count: int = 1 << 30) -> Choice:
-    """oneDNN (PyTorch's default for bfloat16 matmuls on x86) or ATen's own matrix-vector kernel
-    (used while oneDNN is switched off) for one-row bfloat16 products. The switch is process-wide,
-    so this is decided once per process, on the first bfloat16 model's feed-forward shape."""
-
-    def candidates() -> Candidates:
-        ws = matrices(shape, torch.bfloat16, copies(shape, torch.bfloat16, count), in_out=False)
-        x = torch.randn(1, shape[1], generator=_probe_generator()).to(torch.bfloat16)
-        return {"onednn": lambda: _gemv_pass(x, ws, "onednn"), "aten": lambda: _gemv_pass(x, ws, "aten")}
-
-    return choose(
-        ONE_ROW_BFLOAT16,
-        f"one-row bfloat16 kernel {tuple(shape)}",
-        candidates,
-        label=("gemv", {"shape": tuple(shape)}),
-    )
-
-
-def one_row_bfloat16_decided() -> Choice | None:
-    """``one_row_bfloat16_kernel``'s decision if it was made in this process (for this thread count),
-    else None; never measures."""
-    return decided(ONE_ROW_BFLOAT16)
-
-
-def _kernel_for(dtype: torch.dtype) -> str:
-    return one_row_bfloat16_kernel().winner if dtype == torch.bfloat16 else "onednn"
 
 
 def weight_layout(shape: tuple[int, ...], dtype: torch.dtype, count: int) -> Choice:
@@ -309,11 +258,10 @@ def weight_layout(shape: tuple[int, ...], dtype: torch.dtype, count: int) -> Cho
     n = copies(shape, dtype, count)
 
     def candidates() -> Candidates:
-        kernel = _kernel_for(dtype)
         x = torch.randn(1, shape[1], generator=_probe_generator()).to(dtype)
         plain = matrices(shape, dtype, n, in_out=False)
         transposed = matrices(shape, dtype, n, in_out=True)
-        return {"out_in": lambda: _gemv_pass(x, plain, kernel), "in_out": lambda: _gemv_pass(x, transposed, kernel)}
+        return {"out_in": lambda: _gemv_pass(x, plain), "in_out": lambda: _gemv_pass(x, transposed)}
 
     name = str(dtype).replace("torch.", "")
     return choose(
@@ -329,11 +277,10 @@ def stacked_qkv(emb_dim: int, dtype: torch.dtype, in_out: bool, n_layers: int) -
     n = copies((3 * emb_dim, emb_dim), dtype, n_layers)
 
     def candidates() -> Candidates:
-        kernel = _kernel_for(dtype)
         x = torch.randn(1, 1, emb_dim, generator=_probe_generator()).to(dtype)
         separate = matrices((emb_dim, emb_dim), dtype, 3 * n, in_out)
         stacked = matrices((3 * emb_dim, emb_dim), dtype, n, in_out)
-        return {"separate": lambda: _gemv_pass(x, separate, kernel), "stacked": lambda: _gemv_pass(x, stacked, kernel)}
+        return {"separate": lambda: _gemv_pass(x, separate), "stacked": lambda: _gemv_pass(x, stacked)}
 
     name = str(dtype).replace("torch.", "")
     return choose(
@@ -364,7 +311,6 @@ def one_row_kernel(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Ch
 
     def candidates() -> Candidates:
         plain_in_out = weight_layout(shape, dtype, count).winner == "in_out"
-        kernel = _kernel_for(dtype)
         x = torch.randn(1, shape[1], generator=_probe_generator()).to(dtype)
         plain = matrices(shape, dtype, n, in_out=plain_in_out)
         rows = matrices(shape, dtype, n, in_out=False)
@@ -373,7 +319,7 @@ def one_row_kernel(shape: tuple[int, int], dtype: torch.dtype, count: int) -> Ch
             for w in rows:
                 native_gemv.linear(x, w, None, threads)
 
-        out: Candidates = {"aten": lambda: _gemv_pass(x, plain, kernel), "compiled": lambda: compiled(0)}
+        out: Candidates = {"aten": lambda: _gemv_pass(x, plain), "compiled": lambda: compiled(0)}
         if torch.get_num_threads() > 1:
             out["compiled_1_thread"] = lambda: compiled(1)
         return out
