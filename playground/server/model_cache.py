@@ -193,11 +193,6 @@ class ModelCache:
             del self._leases[s]
         return ended
 
-    def reservation(self, session: str | None) -> None:
-        """The room a session's lease keeps for its next generation: none (a generation takes its
-        room when it starts, ``runs.generation_room``); kept for callers that still ask."""
-        return None
-
     def client_leases(self, client: str | None) -> int:
         """How many leases the client address holds."""
         with self._lock:

@@ -208,7 +208,6 @@ def start_run(
     seed,
     greedy=False,
     replaces=_NOT_GIVEN,
-    draw_on=None,
 ) -> tuple[Run, Generation]:
     """Validate everything a user typed, then return the run and its (not yet started) generation.
 
@@ -217,8 +216,7 @@ def start_run(
     timeout. Without it, whoever holds the returned Run keeps it alive. The generation's room
     (``generation_room``: its KV cache and the forward of its prompt, at the size this run asked for)
     is taken here, refused if it does not fit, and given back when the generation object is gone;
-    ``run.room`` is that ``Reservation`` (a decoder that ends the run earlier may ``release()`` it).
-    ``draw_on`` is accepted and ignored: a session's lease keeps no room to draw on any more."""
+    ``run.room`` is that ``Reservation`` (a decoder that ends the run earlier may ``release()`` it)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise UserError("generate.prompt_empty_ui", "The prompt is empty: type some text for the model to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:

@@ -28,7 +28,6 @@ from .state import (
     new_state,
     session_id,
     session_model,
-    session_reservation,
     session_run,
 )
 
@@ -63,7 +62,6 @@ __all__ = [
     "say",
     "session_id",
     "session_model",
-    "session_reservation",
     "session_run",
     "slider_range",
     "warn",

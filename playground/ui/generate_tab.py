@@ -43,7 +43,6 @@ from .common import (
     parse_seed,
     parse_whole,
     session_model,
-    session_reservation,
     session_run,
     tr,
     warn,
@@ -99,7 +98,6 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
             seed=seed,
             greedy=greedy,
             replaces=(state or {}).get("run_id"),
-            draw_on=session_reservation(state),  # the room its lease kept since "Ready"
         )
     except Exception as e:
         yield Streamed(state, gr.skip(), fail(e, lang))

@@ -105,12 +105,6 @@ def leased_model(recipe: dict, state: dict | None, progress=None):
         return CACHE.get(recipe, progress=progress, session=sid)
 
 
-def session_reservation(state: dict | None):
-    """The room the session's lease holds for its next generation: none (a generation takes its
-    own when it starts); kept for the callers that pass it on as ``draw_on``."""
-    return CACHE.reservation(session_id(state))
-
-
 def api_run(state: dict | None):
     """(run, None), or (None, {"error": message}) for the raw-data API endpoints."""
     try:
