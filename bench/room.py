@@ -33,13 +33,14 @@ import threading
 import time
 
 from . import room_llama
-from .room_sse import Endpoint, stream_generate
+from .room_sse import Endpoint, call, stream_generate
 
 MODELS = ("bundled", "gpt2-small")
 SIZES = (1, 8, 30)
 MAX_NEW = 64
 ALONE_REPS = 3
 SEED = 42
+STOP_EVERY, STOP_AFTER_S = 5, 0.3  # in the Stop round: every 5th learner presses Stop 0.3 s after its first token
 STATUS = re.compile(r"data-state=['\"](\w+)['\"] data-tokens=['\"](\d+)['\"]")
 ENDED = ("done", "stopped", "error")
 
@@ -195,7 +196,24 @@ def targets(result: dict) -> list[str]:
         else None
     )
     check(f"gpt2-small N={n} aggregate × llama-server's ≥ 1.0", ratio, lambda v: v >= 1.0)
+    for model in ("bundled", "gpt2-small"):
+        stop = rows.get((model, "app", n), {}).get("stop") or {}
+        check(f"{model} N={n} Stop p95 ≤ 0.3 s", stop.get("p95_s"), lambda v: v <= 0.3)
     return out
+
+
+def stop_round(room: Room, model: str, n: int) -> dict:
+    """N learners at once, every STOP_EVERY-th pressing Stop: how long until its stream ends."""
+    res, _, _ = room.round(model, n, with_page=False, stop_every=STOP_EVERY)
+    stops = [r["stop_s"] for r in res if r.get("stop_s") is not None]
+    return {
+        "learners": n,
+        "pressed": len(stops),
+        "stopped": sum(r.get("state") == "stopped" for r in res),
+        "p50_s": percentile(stops, 50),
+        "p95_s": percentile(stops, 95),
+        "max_s": max(stops, default=None),
+    }
 
 
 # ---- the app ---------------------------------------------------------------------------
@@ -242,11 +260,26 @@ def client_learner(client, kwargs: dict, barrier, timeout: float) -> dict:
         return {"error": f"{type(e).__name__}: {e}"[:300]}
 
 
-def sse_learner(client, endpoint, data: list, barrier, timeout: float) -> dict:
-    """One learner's /generate as a bare HTTP stream on its gradio_client session (room_sse.py)."""
+def sse_learner(client, endpoint, data: list, barrier, timeout: float, stop=None) -> dict:
+    """One learner's /generate as a bare HTTP stream on its gradio_client session (room_sse.py).
+    ``stop`` = (Stop's endpoint, seconds): the learner presses Stop that long after its first token;
+    ``stop_s`` is then the time from pressing it to the stream's last update."""
+    pressed: list[float] = []
+
+    def press():
+        pressed.append(time.time())
+        call(stop[0], client.session_hash, stop[0].data({}, []))
+
+    def on_update(t, outputs):
+        if stop is not None and not pressed and (parse_status(outputs)[1] or 0) > 0:
+            pressed.append(0.0)  # taken: one timer
+            threading.Timer(stop[1], lambda: (pressed.clear(), press())).start()
+
     try:
-        start, stamped = stream_generate(endpoint, client.session_hash, data, barrier, timeout)
+        start, stamped = stream_generate(endpoint, client.session_hash, data, barrier, timeout, on_update)
         out = {"start": start, **timings(stamped, start)}
+        if stop is not None and pressed and pressed[0] > 0 and stamped:
+            out["stop_s"] = stamped[-1][0] - pressed[0]
         if out["completion_s"] is not None:
             out["end"] = start + out["completion_s"]
         else:
@@ -309,7 +342,7 @@ class Room:
     def __init__(self, run_timeout: float, log=print, client: str = "http"):
         self.log, self.run_timeout = log, run_timeout
         self.client = client  # "http": room_sse's bare stream; "gradio": gradio_client's submit
-        self.endpoint = None
+        self.endpoint = self.stop_endpoint = None
         self.bench = _page_bench(run_timeout, log)
         self.sessions: dict[str, list] = {}
         self.params = None
@@ -332,6 +365,7 @@ class Room:
         if self.params is None:
             self.params = _endpoint_parameters(have[0], "/generate")
             self.endpoint = Endpoint(have[0], "/generate")
+            self.stop_endpoint = Endpoint(have[0], "/stop")
         return have[:n]
 
     def kwargs(self, i: int) -> dict:
@@ -339,8 +373,11 @@ class Room:
 
         return _call_kwargs(self.params, {"max_new_tokens": MAX_NEW, "seed": SEED + i})
 
-    def round(self, model: str, n_clients: int, with_page: bool) -> tuple[list[dict], dict | None, dict]:
-        """Every learner at once -> (client learners, page learner, server CPU and load)."""
+    def round(
+        self, model: str, n_clients: int, with_page: bool, stop_every: int = 0
+    ) -> tuple[list[dict], dict | None, dict]:
+        """Every learner at once -> (client learners, page learner, server CPU and load); with
+        ``stop_every`` k, every k-th learner presses Stop STOP_AFTER_S after its first token."""
         clients = self.clients(model, n_clients)
         parties = n_clients + (1 if with_page else 0)
         mark = {}
@@ -359,7 +396,8 @@ class Room:
                 results[i] = client_learner(clients[i], kwargs, barrier, self.run_timeout)
             else:
                 data = self.endpoint.data(kwargs, self.params)
-                results[i] = sse_learner(clients[i], self.endpoint, data, barrier, self.run_timeout)
+                stop = (self.stop_endpoint, STOP_AFTER_S) if stop_every and i % stop_every == 0 else None
+                results[i] = sse_learner(clients[i], self.endpoint, data, barrier, self.run_timeout, stop)
 
         t0 = time.time()
         threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n_clients)]
@@ -419,6 +457,11 @@ def measure_app(room: Room, model: str, sizes, log=print) -> list[dict]:
             f" p95 first {_s(row['first_p95_s'])} s, completion {_s(row['completion_p95_s'])} s, "
             f"{_s(row.get('aggregate_tok_s'))} tok/s"
         )
+    n = max(sizes)
+    if room.client == "http" and n >= STOP_EVERY:
+        log(f"    N={n}, every {STOP_EVERY}th learner pressing Stop ...", end="", flush=True)
+        rows[-1]["stop"] = stop = stop_round(room, model, n)
+        log(f" {stop['pressed']} pressed, {stop['stopped']} stopped, p95 {_s(stop['p95_s'])} s")
     return rows
 
 

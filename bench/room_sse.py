@@ -39,9 +39,15 @@ class Endpoint:
 
 
 def stream_generate(
-    endpoint: Endpoint, session_hash: str, data: list, barrier: threading.Barrier | None, timeout: float
+    endpoint: Endpoint,
+    session_hash: str,
+    data: list,
+    barrier: threading.Barrier | None,
+    timeout: float,
+    on_update=None,
 ) -> tuple[float, list[tuple[float, list]]]:
-    """(start, [(arrival time, full outputs)]): one event's updates with their diffs applied."""
+    """(start, [(arrival time, full outputs)]): one event's updates with their diffs applied;
+    ``on_update(time, outputs)`` is called as each arrives (from the reading thread)."""
     if barrier is not None:
         barrier.wait(timeout=timeout)
     start = time.time()
@@ -80,6 +86,8 @@ def stream_generate(
                 else:
                     outputs = [apply_diff(old, new) for old, new in zip(outputs, diff)]
                 stamped.append((time.time(), list(outputs)))
+                if on_update is not None:
+                    on_update(*stamped[-1])
                 if kind == "process_completed":
                     break
             elif kind == "close_stream":
@@ -87,6 +95,21 @@ def stream_generate(
     finally:
         conn.close()
     return start, stamped
+
+
+def call(endpoint: Endpoint, session_hash: str, data: list, timeout: float = 30.0) -> None:
+    """Queue one event of the session without reading its result (e.g. Stop, whose effect is seen
+    on the running event's stream)."""
+    body = {"data": data, "fn_index": endpoint.fn_index, "session_hash": session_hash, "event_data": None}
+    conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout)
+    try:
+        conn.request("POST", endpoint.join_path, json.dumps(body), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"queue/join: HTTP {resp.status}")
+    finally:
+        conn.close()
 
 
 def _is_diff(output: list) -> bool:
