@@ -123,7 +123,14 @@ def test_table_has_a_row_per_measurement_and_notes_errors():
 
 def test_targets_read_the_largest_room():
     rows = [
-        {"model": "bundled", "server": "app", "n": 30, "x_one_learner": 12.0, "first_p95_s": 2.0},
+        {
+            "model": "bundled",
+            "server": "app",
+            "n": 30,
+            "x_one_learner": 12.0,
+            "first_p95_s": 2.0,
+            "stop": {"pressed": 6, "p95_s": 0.12},
+        },
         {"model": "gpt2-small", "server": "app", "n": 30, "x_one_learner": 1.0, "aggregate_tok_s": 30.0},
         {"model": "gpt2-small", "server": "llama-server", "n": 30, "aggregate_tok_s": 60.0},
     ]
@@ -131,6 +138,7 @@ def test_targets_read_the_largest_room():
     assert "bundled N=30 aggregate × one learner ≥ 10: 12.00 (met)" in lines[0]
     assert "(not met)" in lines[1] and "(–)" in lines[2]
     assert "0.50 (not met)" in lines[4]
+    assert "bundled N=30 Stop p95 ≤ 0.3 s: 0.12 (met)" in lines[5] and "(–)" in lines[6]
 
 
 def test_llama_server_command_line():
