@@ -220,7 +220,9 @@ def prior_stages(facts_path: Path) -> list[dict]:
         out.append(
             {"args": {k: v for k, v in args.items() if k != "steps_run"}, "step": args["steps_run"], "evals": evals}
         )
-    out[-1]["wall_s"] = facts["train_wall_time_s"]  # the total over those stages
+    for st in out:  # the facts keep the total over those stages, not each one's
+        st["wall_s"] = 0
+    out[-1]["wall_s"] = facts["train_wall_time_s"]
     return out
 
 
@@ -277,7 +279,9 @@ def export(trained_path: Path) -> dict:
         "tokens_seen": tokens_seen,
         "train_wall_time_s": round(
             sum(
-                st.get("wall_s", next((e["wall_s"] for e in st["evals"] if e["step"] == st["step"]), 0))
+                st["wall_s"]
+                if "wall_s" in st
+                else next((e["wall_s"] for e in st["evals"] if e["step"] == st["step"]), 0)
                 for st in stages
             )
         ),
