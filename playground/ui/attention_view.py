@@ -64,13 +64,13 @@ HEAD_PATTERNS = {  # head in facts.json's "heads" -> (label key, a prompt that s
         "head_previous_token",
         "KING RICHARD:\nA horse! a horse! my kingdom for a horse!\n",
     ),
-    # The play's names said twice: from each name of the second list the head looks at the name that
-    # followed it in the first (docs/bundled-model.md has how much of its attention goes there).
+    # Two lines said twice, as a teacher would type their own: from each token of the second copy the head
+    # looks at the token that followed it in the first (docs/bundled-model.md has how much of its attention
+    # goes there on held-out lines).
     "induction": (
         "head_induction",
-        "PROLOGUE:\nRomeo Juliet Tybalt Mercutio Benvolio Capulet Montague Paris Escalus Laurence Balthasar "
-        "Sampson Gregory Abraham Peter Rosaline,\nRomeo Juliet Tybalt Mercutio Benvolio Capulet Montague Paris "
-        "Escalus Laurence Balthasar Sampson Gregory Abraham Peter Rosaline",
+        "JULIET:\nO Romeo, Romeo! wherefore art thou Romeo?\nDeny thy father and refuse thy name.\n"
+        "O Romeo, Romeo! wherefore art thou Romeo?\nDeny thy father and refuse thy name.\n",
     ),
     "first_token": ("head_first_token", "CORIOLANUS:\nWhat would you have, you curs, that like nor peace nor war?"),
 }

@@ -93,6 +93,7 @@ def test_transformers_loads_the_same_folder_with_the_same_logits(model, hf_model
         torch.testing.assert_close(theirs.attentions[layer], trace.layer(layer), atol=1e-5, rtol=1e-4)
 
 
+@needs_corpus
 def test_greedy_continuation_is_english_not_noise(model):
     tok = load_tokenizer()
     ids = torch.tensor([tok.encode("ROMEO:\nWhat say you, my good lord")])
@@ -100,9 +101,11 @@ def test_greedy_continuation_is_english_not_noise(model):
         for _ in range(20):
             ids = torch.cat([ids, model(ids)[:, -1:].argmax(-1)], dim=1)
     text = tok.decode(ids[0, -20:].tolist())
-    words = [w.strip(".,;:!?'\n").lower() for w in text.split()]
-    common = set("the and i to of my you a that is in not me it your be with for he his this thou have will so".split())
-    assert sum(w in common for w in words) >= 3, text
+    words = [w.strip(".,;:!?'-\n").lower() for w in text.split()]
+    words = [w for w in words if w]
+    # Words of the play, not noise: nearly every word is one the training text uses.
+    known = {w.strip(".,;:!?'-").lower() for w in TINY_SHAKESPEARE.read_text(encoding="utf-8").split()}
+    assert len(words) >= 5 and sum(w in known for w in words) >= 0.8 * len(words), text
 
 
 @pytest.fixture(scope="module", params=["playground", "transformers"])
@@ -206,8 +209,8 @@ def test_meets_the_teaching_target(measured, target):
 
 def test_the_generate_tabs_head_examples_show_their_pattern(model):
     """The Generate tab offers a head only where it meets its target, and each example's prompt shows
-    its head's pattern: the induction example (a list of names said twice) makes that head look from each
-    repeated name to the name after its first occurrence far more than an even spread would."""
+    its head's pattern: the induction example (two lines said twice) makes that head look from each
+    repeated token to the token after its first occurrence far more than an even spread would."""
     from playground.ui.attention_view import HEAD_PATTERNS, head_examples
 
     examples, labels = head_examples("heatmap")

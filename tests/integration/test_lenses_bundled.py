@@ -35,9 +35,10 @@ def tiny():
 
 
 # README's worked example, as measured on the shipped file (test_readme_worked_example recomputes them)
-WORKED_FIRST_SECOND = (10.88, 1.70)
-WORKED_TOP_HEADS = [(0, 2), (0, 0)]
-WORKED_TOP_LOSSES = [3.69, 1.97]
+WORKED_FIRST_SECOND = (11.81, 0.63)
+WORKED_TOP_HEADS = [(1, 3), (0, 0)]
+WORKED_TOP_LOSSES = [4.22, 0.89]
+WORKED_LAYER0_ALL = 11.21  # every layer-0 head zeroed at once
 
 
 def logits_of(model, ids):
@@ -242,6 +243,13 @@ def test_readme_worked_example(bundled):
     assert [round(after[k], 2) for k in ranked[:2]] == WORKED_TOP_LOSSES
     # Zeroing any one head of layers 2-5 leaves the copying (within 0.05 nats of the intact model)
     assert all(after[k] < base_second + 0.05 for k in heads if k[0] >= 2)
+    # Layer 0's heads stand in for each other: any one zeroed costs little, all four end the copying.
+    gain = torch.ones(bundled.cfg.n_layers, 1, bundled.cfg.n_heads)
+    gain[0] = 0.0
+    with torch.no_grad():
+        logits, _ = run_with_hooks(bundled, ids[None], capture=False, head_gain=gain)
+    assert all(after[0, h] < base_second + 0.3 for h in range(bundled.cfg.n_heads))
+    assert round(copy_losses(logits[0])[1], 2) == WORKED_LAYER0_ALL
 
 
 def test_readme_python_example_runs():
