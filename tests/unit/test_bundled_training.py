@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from tests.helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "assets" / "bundled"))
-from bundled_batches import IGNORE, Batches  # noqa: E402
+from bundled_batches import IGNORE, NEWLINE, Batches, line_starts  # noqa: E402
 from bundled_head_loss import ChunkedHeadLoss, HeadVocab  # noqa: E402
 
 
@@ -86,3 +86,57 @@ def test_batches_are_a_function_of_seed_and_step_and_score_only_what_copying_pre
         assert first >= period
         for j in torch.nonzero(scored)[:, 0].tolist():
             assert y[row, j] == seq[j + 1 - period]
+
+
+def test_every_repeated_row_says_its_period_and_lines_are_whole_lines():
+    """Stage 4's rows: each repeated row's (start, L, end) names queries whose token is the one L back,
+    and a row of lines said twice is whole lines of the training text (it starts after a newline)."""
+    line = torch.tensor([5, 6, 7, NEWLINE])
+    train = torch.cat(
+        [
+            torch.randint(10, 1000, (7,), generator=torch.Generator().manual_seed(i)).index_put_(
+                (torch.tensor([6]),), torch.tensor(NEWLINE)
+            )
+            for i in range(800)
+        ]
+        + [line]
+    )
+    a = _args()
+    a.p_random, a.p_span, a.p_lines = 0.3, 0.2, 0.4
+    batches = Batches(train, a)
+    x, y, kinds = batches(3)
+    assert "l" in kinds and batches.periods.shape == (len(kinds), 3)
+    starts = set(line_starts(train).tolist())
+    for row, kind in enumerate(kinds):
+        start, L, end = batches.periods[row].tolist()
+        if kind in "ne":
+            assert L == 0
+            continue
+        assert L > 0 and start + L < end <= x.size(1)
+        q = torch.arange(start + L, end)
+        assert torch.equal(x[row, q], x[row, q - L])  # the query's token occurred L back
+        if kind == "l":
+            begin = next(s for s in starts if torch.equal(train[s : s + L], x[row, :L]))
+            assert begin in starts and int(train[begin + L - 1]) == NEWLINE
+
+
+def test_the_induction_shaping_reads_the_models_own_attention():
+    """head_shaping's recomputed pattern is the model's attention; its induction terms are zero for a
+    head already at its floor and for the others under their ceiling, and positive otherwise."""
+    from head_shaping import HeadShaper
+
+    from playground import GPTConfig, GPTModel
+
+    torch.manual_seed(0)
+    model = GPTModel(GPTConfig(context_length=32, emb_dim=32, n_heads=2, n_layers=2, drop_rate=0.0)).train()
+    shaper = HeadShaper(model, None, None, 0.7, 0.5, induction=(1, 1), induction_floor=0.7, induction_ceiling=0.1)
+    x = torch.randint(1000, (3, 24))
+    shaper.periods = torch.tensor([[0, 8, 24], [0, 0, 0], [2, 10, 20]])
+    with torch.no_grad():
+        _, trace = model.eval()(x, return_attention=True)
+    model.train()
+    model(x)
+    torch.testing.assert_close(shaper.pattern(1), trace.layer(1), rtol=1e-4, atol=1e-6)
+    loss = shaper.induction_loss()
+    assert float(loss.detach()) > 0  # a random model is below the floor
+    assert 0 <= shaper.last["ind"] <= 1 and 0 <= shaper.last["ind_other_max"] <= 1
