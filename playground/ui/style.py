@@ -131,3 +131,11 @@ body.pg-present #pg-prompt .block-title, body.pg-present #pg-prompt label > span
 /* An empty message takes no room between the attention controls and the heatmap. */
 #pg-att-msg:not(:has(.pg-msg)), #pg-input-msg:not(:has(.pg-msg)) { display: none !important; }
 """
+
+CSS += f"""
+/* An Inside view not drawn yet is not an empty box with a chart icon: it takes no height (its width
+   stays, so plotly sizes the figure to it when it is drawn) until its button draws it. */
+:is({INSIDE_VIEWS}):not(:has(.js-plotly-plot)) {{
+  height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important;
+  overflow: hidden !important; }}
+"""

@@ -1,4 +1,4 @@
-"""Issue 34: after Generate, the token chips and the per-head heatmap stand side by side on the first
+"""Issue 34: a link's ``?tab=`` opens that tab; and after Generate, the token chips and the per-head heatmap stand side by side on the first
 screen, with the heatmap's controls: at 1600×1000, and on a 1024×768 projector in presenter mode,
 in English and in 中文. Measured from the elements' boxes at the page's top (nothing scrolled),
 after a 40-token run; each case is screenshotted under tests/artifacts/first-screen-*.png."""
@@ -69,3 +69,21 @@ def test_chips_heatmap_and_its_controls_share_the_first_screen(page_url, lang):
             context.close()
         browser.close()
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("tab", ["tokenizer", "inside"])
+def test_a_link_naming_a_tab_opens_it(page_url, tab):
+    """``?tab=tokenizer`` and ``?tab=inside`` opened Lessons: they open their tab (and stay there)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{page_url}?tab={tab}")
+        page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
+        selected = f"button[role=tab][data-tab-id='{tab}'][aria-selected=true]"
+        page.locator(selected).wait_for(timeout=30_000)
+        page.wait_for_timeout(1500)  # the page's own scripts (a remembered tab, a lesson link) have run
+        assert page.locator(selected).count() == 1
+        assert page.locator("button[role=tab][data-tab-id='lessons'][aria-selected=true]").count() == 0
+        browser.close()
