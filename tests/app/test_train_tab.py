@@ -13,9 +13,14 @@ TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mi
 
 def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
     outs = list(train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 25, 3e-3))
-    train_state, fig, progress, message = outs[-1]
+    train_state, fig, progress, message, samples = outs[-1]
     assert "Finished after 25 steps" in message
     assert "step 25 / 25" in progress
+    # what the model writes from the same prompt and seed, before and after (tests/unit/test_train_samples.py
+    # checks they are generate() on the initial and the trained weights)
+    assert "Before training (step 0)" in samples and "After 25 steps" in samples
+    texts = re.findall(r"data-step='(\d+)' data-text='([^']*)'", samples)
+    assert texts[0][0] == "0" and texts[1][0] == "25" and texts[0][1] != texts[1][1]
     names = [t.name for t in fig.data]
     train_trace = fig.data[0]
     assert train_trace.y[-1] < 0.7 * train_trace.y[0], (train_trace.y[0], train_trace.y[-1])
@@ -43,7 +48,7 @@ def test_stop_keeps_what_was_learned(no_time_limit):
         next(gen)
     assert "Stopping" in train_tab.stop_training(train_state)
     outs = list(gen)
-    final_state, _, _, message = outs[-1]
+    final_state, _, _, message, _ = outs[-1]
     assert "Stopped after" in message
     steps = int(message.split("after ")[1].split(" steps")[0])
     assert 1 <= steps < 5000
@@ -67,7 +72,7 @@ def test_a_run_waiting_for_a_slot_is_told_its_place_and_may_leave(no_time_limit,
     while not running.train_points:
         next(first)
     second = train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 5000, 3e-3)
-    state, _, _, message = next(second)
+    state, _, _, message, _ = next(second)
     assert "you are number 1 in the queue (1 of 1 runs that train at once are running" in message, message
     assert "each may take up to 166 h 40 min" in message and "Yours starts within 166 h" in message
     assert "Stopping" in train_tab.stop_training(state)  # Stop while waiting: it leaves the queue
@@ -92,7 +97,7 @@ def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, m
     assert len(outs) == 1
     assert message.lower() in outs[0][3].lower(), outs[0][3]
     # An earlier run's curve and progress do not stay up as if they were this run's.
-    _, fig, progress, _ = outs[0]
+    _, fig, progress, _, _ = outs[0]
     assert progress == "" and not fig.data
     assert "Training did not start" in fig.layout.annotations[0].text
 
@@ -125,7 +130,7 @@ def test_the_default_lesson_learns_something_visible():
             train_tab.DEFAULT_BATCH,
         )
     )
-    state, fig, progress, message = outs[-1]
+    state, fig, progress, message, samples = outs[-1]
     val = [y for trace in fig.data if trace.name and "valid" in trace.name.lower() for y in trace.y]
     start, end, unigram = (
         float(x)
