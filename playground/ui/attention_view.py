@@ -50,6 +50,7 @@ AttentionViews = result("AttentionViews", "heatmap", "query_plot", "query", "att
 # the map's controls, so a run's chips, its map and the controls are seen together (1600×1000, and
 # a 1024×768 projector in presenter mode; tests/browser/test_first_screen.py measures it).
 MAP_HEIGHT = {False: 600, True: 460}  # px, by presenter mode
+MIN_TICK_FONT = 8  # px: token labels that would overlap are set this small before every other one goes
 HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this 64 positions up to the query (the title says so)
 GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
@@ -145,7 +146,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
         return only(AttentionViews, att_msg=warn(tr_error(lang, e)))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
-    fig = fit_height(dress(fig, lang, present), MAP_HEIGHT[present])
+    fig = fit_height(dress(fig, lang, present), MAP_HEIGHT[present], None if present else MIN_TICK_FONT)
     if row is None:  # an overview is about every head and position, not one query
         return AttentionViews(fig, gr.update(visible=False), query_update, message)
     q = query - start

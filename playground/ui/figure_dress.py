@@ -221,10 +221,11 @@ def _wrap_title(fig, width: int) -> None:
             fig.layout.height = fig.layout.height + (fig.layout.title.font.size or 16) + 6
 
 
-def fit_height(fig, most: int):
+def fit_height(fig, most: int, min_font: float | None = None):
     """``fig`` no taller than ``most`` px (in place; returned): a view that shares the first screen
     with other things keeps its place there, its plot area taking what the title and margins leave.
-    Token labels that would then overlap keep every k-th (as ``_thin_ticks`` does on a projector)."""
+    Token labels that would then overlap are set smaller, down to ``min_font`` (None: their size is
+    kept, as on a projector), and past that keep every k-th (as ``_thin_ticks`` does on a projector)."""
     if fig is None:
         return fig
     if (fig.layout.height or 450) > most:
@@ -235,7 +236,13 @@ def fit_height(fig, most: int):
     for axis in list(fig.select_xaxes()) + list(fig.select_yaxes()):
         size = axis.tickfont.size if axis.tickfont is not None and axis.tickfont.size else 12
         # a map's x labels stand upright; its plot is square, so as long as it is high
-        _thin_ticks(axis, plot, across=axis.tickangle is None or abs(axis.tickangle) >= 45, font=size)
+        across = axis.tickangle is None or abs(axis.tickangle) >= 45
+        if min_font is not None and across and axis.tickvals is not None and len(axis.tickvals) > 1:
+            domain = axis.domain or (0, 1)
+            pitch = (float(domain[1]) - float(domain[0])) * plot / len(axis.tickvals)
+            size = max(min_font, min(size, pitch - 4))
+            axis.tickfont.size = size
+        _thin_ticks(axis, plot, across=across, font=size)
     return fig
 
 

@@ -1,5 +1,6 @@
 """The Train tab's handlers: corpus choices, live curve, stop keeps what was learned, use the result."""
 
+import html
 import re
 
 import pytest
@@ -141,3 +142,11 @@ def test_the_default_lesson_learns_something_visible():
     assert end < start - 3 and end < unigram, message
     assert "Overfitting" not in message
     assert val and abs(val[-1] - end) < 0.01
+    # ...and what it writes after the run reads as English words, not newlines and quotes (the corpus's
+    # e-text line breaks are joined: training.corpus.HARD_WRAPPED); README says what it wrote in our run.
+    after = re.findall(r"data-kind='after' data-step='(\d+)' data-text='([^']*)'", samples)
+    assert after and after[0][0] == str(train_tab.DEFAULT_STEPS)
+    text = html.unescape(after[0][1])
+    words = re.findall(r"[A-Za-z]{2,}", text)
+    common = {"the", "and", "to", "of", "her", "he", "she", "was", "be", "not", "his", "had", "have", "it", "that"}
+    assert len(words) >= 15 and text.count("\n") <= 8 and sum(w.lower() in common for w in words) >= 5, text
