@@ -139,3 +139,13 @@ CSS += f"""
   height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important;
   overflow: hidden !important; }}
 """
+
+CSS += """
+/* Before a run the Generate tab's empty chip box and step figures take no room (their width stays,
+   for the figures plotly draws into them), nor does the status line before it says anything, so the
+   example prompts sit right under the legend. */
+#pg-status:not(:has(.pg-status)) { display: none !important; }
+#pg-chips:not(:has(.pg-chip)), :is(#pg-prob-plot, #pg-stages-plot):not(:has(.js-plotly-plot)) {
+  height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important;
+  overflow: hidden !important; }
+"""
