@@ -7,8 +7,8 @@
                                         # mode at 1024×768 only -> tests/artifacts/look-present-*.png
 
 The README's picture is the Generate & attention tab in English and the light theme, after a seeded
-40-token run of the bundled model with one generated token clicked, scrolled just enough to show the
-whole attention heatmap beside the token chips and the step's controls. The app runs in this process
+40-token run of the bundled model with one generated token clicked: the first screen, where the token
+chips stand beside the whole attention heatmap and its controls. The app runs in this process
 on a free local port; nothing is downloaded.
 """
 
@@ -69,7 +69,7 @@ def readme_screenshot(browser, url: str, out: Path) -> None:
     chips = page.locator("#pg-chips .pg-chip:not(.pg-prompt)")
     chips.nth(min(12, chips.count() - 1)).click()  # a step with some context to look back at
     page.wait_for_timeout(1500)  # the step's query row and figures redraw
-    # Scrolled just enough for the whole heatmap: the chips, the step's controls and the map together.
+    # The first screen holds the chips, the map's controls and the whole map (scrolled only should it not).
     bottom = page.evaluate(
         "() => { const r = document.querySelector('#pg-heatmap').getBoundingClientRect();"
         " return r.bottom + window.scrollY; }"

@@ -313,6 +313,13 @@ EN = {
     "train_outcome": "Validation loss {start} → {end} nats/token (unigram baseline {unigram}).",
     "train_overfit": "Overfitting: the validation loss rose while the training loss fell — use more data or fewer steps.",
     "trained_label": "trained {layers}L d{d}, {steps} steps on {corpus}",
+    "samples_title": "What the model writes after “{prompt}” (seed {seed}, temperature {temperature}, top-k {top_k}: only the weights change)",
+    "sample_before": "Before training (step 0)",
+    "sample_now": "Now (step {step})",
+    "sample_after": "After {step} steps",
+    "sample_step": "Step {step}",
+    "samples_all": "At every logged step ({n})",
+    "samples_none": "Samples appear here when training starts: the same prompt and seed before, during and after.",
     # Tokenizer tab's handler text (issue 12)
     "tk_summary": "{chars} characters · {bytes} UTF-8 bytes · {tokens} tokens ({ratio} bytes per token)",
     "tk_fragments": " · {n} characters are split across tokens (shown with a yellow bracket)",

@@ -303,6 +303,13 @@ ZH = {
     "train_outcome": "验证损失 {start} → {end} 奈特/token（一元模型基线 {unigram}）。",
     "train_overfit": "过拟合：训练损失在下降，验证损失却在上升——请用更多数据或更少的步数。",
     "trained_label": "训练的 {layers} 层 d{d} 模型，在{corpus}上训练 {steps} 步",
+    "samples_title": "模型在“{prompt}”之后写出的内容（种子 {seed}，温度 {temperature}，top-k {top_k}：只有权重在变）",
+    "sample_before": "训练前（第 0 步）",
+    "sample_now": "现在（第 {step} 步）",
+    "sample_after": "训练 {step} 步之后",
+    "sample_step": "第 {step} 步",
+    "samples_all": "每个记录点（{n} 个）",
+    "samples_none": "开始训练后，这里显示样本：同一个提示词和种子，训练前、训练中和训练后各写一段。",
     # Tokenizer tab's handler text (issue 12)
     "tk_summary": "{chars} 个字符 · {bytes} 个 UTF-8 字节 · {tokens} 个 token（每个 token {ratio} 字节）",
     "tk_fragments": " · {n} 个字符被拆进了多个 token（用黄色括线标出）",

@@ -25,6 +25,7 @@ from playground.runtime.memory import BUDGET
 from playground.runtime.threads import as_background_work
 from playground.server.files import save_trained
 from playground.server.inputs import typed_number
+from playground.server.train_samples import sample_prompt_ids, write_sample
 from playground.training import estimate
 from playground.training.corpus import prepare_corpus
 from playground.training.losses import unigram_loss
@@ -228,6 +229,9 @@ class TrainingJob:
         self.id = hashlib.sha256(os.urandom(16)).hexdigest()[:16]
         self.train_points: list[tuple[int, float]] = []
         self.val_points: list[tuple[int, float]] = []
+        # (step, token ids written): before training, at every evaluation, and where the run ended
+        self.sample_prompt = sample_prompt_ids(self.corpus)
+        self.samples: list[tuple[int, list[int]]] = []
         self.last_event = None
         self.error: str | None = None
         self.timed_out = False  # stopped at the time limit
@@ -248,6 +252,8 @@ class TrainingJob:
                 self.train_points.append((ev.step, ev.loss))
             elif ev.kind == "eval" and ev.val_loss is not None:
                 self.val_points.append((ev.step, ev.val_loss))
+            if ev.kind == "eval" or (ev.kind == "done" and (not self.samples or self.samples[-1][0] != ev.step)):
+                self.samples.append((ev.step, write_sample(self.trainer.model, self.sample_prompt)))
             self.last_event = ev
 
         def should_stop() -> bool:

@@ -36,9 +36,14 @@ LOCAL_TINY_SHAKESPEARE = REPO_ROOT.parent / "shared" / "data" / TINY_SHAKESPEARE
 # names the sources): small enough to ship, so a lesson's training run needs no network.
 # The bundled public-domain texts (assets/corpus/README.md says where each comes from).
 BUNDLED_CORPORA = {
-    "austen": REPO_ROOT / "assets" / "corpus" / "pride_and_prejudice.txt",  # 167,305 tokens: the default lesson
+    "austen": REPO_ROOT / "assets" / "corpus" / "pride_and_prejudice.txt",  # 155,887 tokens: the default lesson
     "aesop": REPO_ROOT / "assets" / "corpus" / "fables_and_rhymes.txt",  # 3,678 tokens: learned by heart, overfits
 }
+# Texts whose line breaks are the e-text's typesetting (a break every ~70 characters), not the
+# author's: their lines are joined within a paragraph. Kept, a newline is one token in twelve and
+# the default lesson's model writes mostly newlines; joined, it writes words (docs/benchmarks.md).
+# The rhymes' line breaks are the verse's own.
+HARD_WRAPPED = frozenset({"austen"})
 
 # More than this share of replacement or control characters and the "text" is not text (a
 # Latin-1 file still passes, with its accents shown as U+FFFD).
@@ -158,7 +163,7 @@ def load_bundled_corpus(name: str = "austen") -> str:
     the default) or ``"aesop"`` (fables and nursery rhymes)."""
     path = BUNDLED_CORPORA[name]
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise CorpusError(
             "corpus.bundled_missing",
@@ -166,6 +171,13 @@ def load_bundled_corpus(name: str = "austen") -> str:
             path=path,
             reason=e.strerror,
         ) from None
+    return join_wrapped_lines(text) if name in HARD_WRAPPED else text
+
+
+def join_wrapped_lines(text: str) -> str:
+    """``text`` with each line break inside a paragraph (between two non-blank lines) made a space;
+    blank lines, and so paragraphs, headings and chapters, stay."""
+    return re.sub(r"(?<=\S)[ \t]*\n(?=[ \t]*\S)", " ", text)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from playground.server.recipes import BUNDLED_CHECKPOINT
 from playground.server.runs import all_layers_attention_bytes, layer_attention, run_attention
 
 from .common import api_run, dress, lang_of, parse_bool, parse_choice, parse_whole, session_model, session_run, tr, warn
+from .figure_dress import fit_height
 from .results import only, result
 from .state import for_the_session
 
@@ -47,6 +48,11 @@ OVERVIEW_METRICS = {
 }
 # The attention figure, where one query looked, the query slider and a message (Generate tab components).
 AttentionViews = result("AttentionViews", "heatmap", "query_plot", "query", "att_msg")
+# The heatmap's height on the Generate tab: what the first screen leaves under the tab's top row and
+# the map's controls, so a run's chips, its map and the controls are seen together (1600×1000, and
+# a 1024×768 projector in presenter mode; tests/browser/test_first_screen.py measures it).
+MAP_HEIGHT = {False: 600, True: 460}  # px, by presenter mode
+MIN_TICK_FONT = 8  # px: token labels that would overlap are set this small before every other one goes
 HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this 64 positions up to the query (the title says so)
 GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
@@ -147,7 +153,7 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0]):
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
         return only(AttentionViews, att_msg=warn(tr_error(lang, e)))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
-    fig = dress(fig, lang, present)
+    fig = fit_height(dress(fig, lang, present), MAP_HEIGHT[present], None if present else MIN_TICK_FONT)
     if row is None:  # an overview is about every head and position, not one query
         return AttentionViews(fig, gr.update(visible=False), query_update, message)
     q = query - start
@@ -216,7 +222,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
     # (H, T, T): only the single-layer views need it (the all-layer ones have their own, cached)
     probs_layer = layer_attention(qk, layer) if view in VIEWS[:3] else None
     shown = labels[a:b]
-    heatmap = dict(log_scale=log_scale, highlight_query=query, offset=lo)
+    heatmap = dict(log_scale=log_scale, highlight_query=query, offset=lo, height=MAP_HEIGHT[False])
     row = None
     if view == "all":
         fig = figures.attention_grid(

@@ -182,7 +182,7 @@ def _enlarge(fig):
 PRESENT_PLOT_WIDTH = 420  # px: the narrowest plot area a figure gets on a 1024-px page (half of it)
 
 
-def _thin_ticks(axis, length: int, across: bool) -> None:
+def _thin_ticks(axis, length: int, across: bool, font: float = PRESENT_FONT) -> None:
     """Token labels at presenter size would overlap: keep every k-th (anchored on the newest).
 
     ``length`` is the figure's plot length along the axis; a panel of a grid has its domain's share
@@ -193,7 +193,7 @@ def _thin_ticks(axis, length: int, across: bool) -> None:
         return
     domain = axis.domain or (0, 1)
     span = max(0.05, float(domain[1]) - float(domain[0])) * length
-    pitch = PRESENT_FONT + 4 if across else 0.6 * PRESENT_FONT * max(len(str(t)) for t in text) + 8
+    pitch = font + 4 if across else 0.6 * font * max(len(str(t)) for t in text) + 8
     room = max(1, int(span / pitch))
     step = -(-len(vals) // room)
     if step > 1:
@@ -219,6 +219,31 @@ def _wrap_title(fig, width: int) -> None:
         margin.t = margin.t + (fig.layout.title.font.size or 16) + 6
         if fig.layout.height:
             fig.layout.height = fig.layout.height + (fig.layout.title.font.size or 16) + 6
+
+
+def fit_height(fig, most: int, min_font: float | None = None):
+    """``fig`` no taller than ``most`` px (in place; returned): a view that shares the first screen
+    with other things keeps its place there, its plot area taking what the title and margins leave.
+    Token labels that would then overlap are set smaller, down to ``min_font`` (None: their size is
+    kept, as on a projector), and past that keep every k-th (as ``_thin_ticks`` does on a projector)."""
+    if fig is None:
+        return fig
+    if (fig.layout.height or 450) > most:
+        fig.layout.height = most
+    height = fig.layout.height or 450
+    margin = fig.layout.margin
+    plot = height - (margin.t or 0) - (margin.b or 0) if margin is not None else height - 150
+    for axis in list(fig.select_xaxes()) + list(fig.select_yaxes()):
+        size = axis.tickfont.size if axis.tickfont is not None and axis.tickfont.size else 12
+        # a map's x labels stand upright; its plot is square, so as long as it is high
+        across = axis.tickangle is None or abs(axis.tickangle) >= 45
+        if min_font is not None and across and axis.tickvals is not None and len(axis.tickvals) > 1:
+            domain = axis.domain or (0, 1)
+            pitch = (float(domain[1]) - float(domain[0])) * plot / len(axis.tickvals)
+            size = max(min_font, min(size, pitch - 4))
+            axis.tickfont.size = size
+        _thin_ticks(axis, plot, across=across, font=size)
+    return fig
 
 
 def text_columns(text: str) -> int:

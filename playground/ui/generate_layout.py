@@ -50,69 +50,72 @@ EXAMPLES = [
 
 
 def layout(model_cfg) -> SimpleNamespace:
-    """Rows: the prompt beside the knobs; the tokens beside their attention, so a run's chips and its
-    heatmap share the screen (a 1024×768 projector included); the chosen step's stages at full width."""
+    """Two rows, then the details. The prompt with its buttons beside the sampling knobs; then the
+    tokens beside their attention, so that after a run the chips, the heatmap and its controls
+    share the first screen (1600×1000, and a 1024×768 projector in presenter mode: style.CSS
+    compacts the knobs there, and the heatmap's height is what is left: attention_view.MAP_HEIGHT).
+    The example prompts, the chosen step and the query's bars follow under them."""
     c = SimpleNamespace(served_cfg=model_cfg)  # the concurrency limit is sized for it (wire)
-    with gr.Row():
-        with gr.Column(scale=2, min_width=300):
-            c.prompt = gr.Textbox(EXAMPLES[0][0], label=T("prompt"), lines=3, max_length=20_000, elem_id="pg-prompt")
-            gr.Examples(EXAMPLES, inputs=[c.prompt], label=T("examples"), elem_id="pg-examples")
-        with gr.Column(scale=3, min_width=300):
+    with gr.Row(elem_id="pg-gen-top"):
+        with gr.Column(scale=2, min_width=300), gr.Row():
+            c.prompt = gr.Textbox(
+                EXAMPLES[0][0], label=T("prompt"), lines=2, max_length=20_000, elem_id="pg-prompt", scale=3
+            )
+            with gr.Column(scale=1, min_width=110, elem_id="pg-gen-buttons"):
+                c.gen_btn = gr.Button(T("generate"), variant="primary", elem_id="pg-generate")
+                c.stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-stop")
+        with gr.Column(scale=3, min_width=300, elem_id="pg-knobs"):
             with gr.Row():
                 c.temperature = gr.Slider(0, 2, value=0.8, step=0.05, label=T("temperature"), min_width=200)
                 c.top_k = gr.Slider(0, 200, value=40, step=1, label=T("top_k"), min_width=200)
-            with gr.Row():
                 c.top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p"), min_width=200)
                 c.max_new = gr.Slider(
                     1, MAX_NEW_TOKENS, value=40, step=1, label=T("max_new_tokens"), elem_id="pg-max-new", min_width=200
                 )
             c.input_msg = gr.HTML(elem_id="pg-input-msg")
             with gr.Row(elem_classes=["pg-advanced"]):
-                c.seed = gr.Number(42, label=T("seed"), min_width=100)
+                c.seed = gr.Number(42, label=T("seed"), min_width=100, elem_id="pg-seed")
                 c.greedy = gr.Checkbox(False, label=T("greedy"))
-            with gr.Row():
-                c.gen_btn = gr.Button(T("generate"), variant="primary", elem_id="pg-generate")
-                c.stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-stop")
-    with gr.Row():
+    with gr.Row(elem_id="pg-gen-main"):
         with gr.Column(scale=2, min_width=300):
             c.status = gr.HTML(elem_id="pg-status")
-            c.legend = gr.HTML(LEGEND, elem_id="pg-legend")
             c.chips = gr.HTML(
                 "", label=T("tokens"), elem_id="pg-chips", js_on_load=CHIPS_JS, html_template=CHIPS_TEMPLATE
             )
+            c.legend = gr.HTML(LEGEND, elem_id="pg-legend")
+            gr.Examples(EXAMPLES, inputs=[c.prompt], label=T("examples"), elem_id="pg-examples")
             c.step_slider = gr.Slider(0, 1, value=0, step=1, label=T("step"), visible=False, elem_id="pg-step")
             c.step_md = gr.Markdown(elem_id="pg-step-md")
             c.prob_plot = gr.Plot(show_label=False, elem_id="pg-prob-plot")
+        # The map's controls stand in a narrow column beside it (not above it): the map takes the
+        # height the first screen has left, and it is about as wide as it is high.
+        with gr.Column(scale=1, min_width=130, elem_id="pg-att-controls"):
+            c.view = gr.Dropdown(choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view")
+            c.layer = gr.Slider(
+                0,
+                max(1, model_cfg.n_layers - 1),
+                value=0,
+                step=1,
+                label=T("layer"),
+                visible=model_cfg.n_layers > 1,
+                elem_id="pg-layer",
+            )
+            c.head = gr.Slider(
+                0,
+                max(1, model_cfg.n_heads - 1),
+                value=0,
+                step=1,
+                label=T("head"),
+                visible=model_cfg.n_heads > 1,
+                elem_id="pg-head",
+            )
+            # hidden until a run gives it its positions (a 0–1 slider would say nothing)
+            c.query = gr.Slider(0, 1, value=0, step=1, label=T("query"), elem_id="pg-query", visible=False)
+            c.span = gr.Radio(choices(av.SPAN_KEYS), value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span")
+            c.log_scale = gr.Checkbox(True, label=T("log_scale"), elem_id="pg-log-scale")
         with gr.Column(scale=3, min_width=300):
-            with gr.Row():
-                c.view = gr.Dropdown(
-                    choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view", min_width=200
-                )
-                c.log_scale = gr.Checkbox(True, label=T("log_scale"), min_width=200)
-                c.span = gr.Radio(
-                    choices(av.SPAN_KEYS), value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span", min_width=200
-                )
-            with gr.Row():
-                c.layer = gr.Slider(
-                    0,
-                    max(1, model_cfg.n_layers - 1),
-                    value=0,
-                    step=1,
-                    label=T("layer"),
-                    visible=model_cfg.n_layers > 1,
-                    elem_id="pg-layer",
-                )
-                c.head = gr.Slider(
-                    0,
-                    max(1, model_cfg.n_heads - 1),
-                    value=0,
-                    step=1,
-                    label=T("head"),
-                    visible=model_cfg.n_heads > 1,
-                    elem_id="pg-head",
-                )
-                # hidden until a run gives it its positions (a 0–1 slider would say nothing)
-                c.query = gr.Slider(0, 1, value=0, step=1, label=T("query"), elem_id="pg-query", visible=False)
+            c.att_msg = gr.HTML(elem_id="pg-att-msg")
+            c.heatmap = gr.Plot(show_label=False, elem_id="pg-heatmap")
             head_rows, head_labels = head_examples(VIEWS[0])
             c.head_examples = None
             with gr.Column(visible=bool(head_rows)) as c.head_box:
@@ -123,8 +126,6 @@ def layout(model_cfg) -> SimpleNamespace:
                         example_labels=head_labels,
                         label=T("heads_label"),
                     )
-            c.att_msg = gr.HTML(elem_id="pg-att-msg")
-            c.heatmap = gr.Plot(show_label=False, elem_id="pg-heatmap")
             c.query_plot = gr.Plot(show_label=False, elem_id="pg-query-plot")
             with gr.Row(elem_classes=["pg-advanced"]):
                 c.exp_json = gr.Button(T("export_json"), size="sm")

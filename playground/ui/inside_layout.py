@@ -103,6 +103,9 @@ def layout() -> SimpleNamespace:
                     max_height=420,
                     elem_id="pg-maths-table",
                     min_width=560,
+                    # every column, softmax the last, within the table's width (a long token wraps)
+                    column_widths=["13%", "22%", "17%", "16%", "16%", "16%"],
+                    wrap=True,
                 )
                 # (side by side from 1200 px; a 1024-px projector stacks them rather than cut the softmax column)
                 m_plot = gr.Plot(show_label=False, elem_id="pg-maths-plot", min_width=420)

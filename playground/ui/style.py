@@ -30,10 +30,6 @@ CSS = """
 # would otherwise keep the narrow default width.
 RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
 
-# After a tab becomes visible, tell plotly to re-measure: a figure drawn while its tab was hidden
-# would otherwise keep the narrow default width.
-RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
-
 CSS += """
 .pg-offscreen { display: none !important; }
 #pg-header { align-items: center; }
@@ -107,4 +103,49 @@ CSS += """
 /* The Inside tab's messages sit under their controls: an empty one takes no room between them. */
 :is(#pg-inside-msg, #pg-lens-msg, #pg-lens-plot-msg, #pg-dla-msg, #pg-dla-pick-msg, #pg-maths-msg, #pg-intervene-msg,
     #pg-sweep-msg):not(:has(.pg-msg)) { display: none !important; }
+"""
+
+CSS += """
+/* The first screen holds a run's chips beside its heatmap (generate_layout): the header is one line,
+   the title's subtitle beside it. */
+#pg-title h1 { display: inline; font-size: 1.6em; margin: 0 0.6em 0 0; }
+#pg-title p { display: inline; margin: 0; }
+#pg-header { gap: 8px; }
+/* The sampling knobs four in a row: a label and a short number box side by side, the seed one line. */
+#pg-knobs .head { flex-wrap: nowrap; }
+#pg-knobs .head input[type=number] { width: 4.2em; min-width: 0; }
+#pg-knobs .pg-advanced label:has(input[type=number]) { display: flex; align-items: center; gap: 8px; }
+#pg-knobs .pg-advanced label:has(input[type=number]) input { max-width: 10em; }
+/* On a projector the header is the title alone, and the model's summary one line (the Model tab
+   has all of it); the four sampling knobs are a label and a number each (typed, or stepped with
+   the arrow keys): their tracks would take a second row of the 768 px. The map's controls keep
+   their tracks in their narrow column, without the reset marks and range ends that would not fit. */
+body.pg-present #pg-title p { display: none !important; }
+body.pg-present #pg-title h1 { font-size: 26px !important; }
+body.pg-present #pg-summary p { white-space: nowrap !important; overflow: hidden !important;
+  text-overflow: ellipsis !important; margin: 0 !important; }
+body.pg-present #pg-knobs :is(.slider_input_container, .reset-button) { display: none !important; }
+body.pg-present #pg-summary { margin: -8px 0 !important; }
+body.pg-present #pg-att-controls :is(.reset-button, .min_value, .max_value) { display: none !important; }
+body.pg-present #pg-prompt .block-title, body.pg-present #pg-prompt label > span:first-child { display: none !important; }
+/* An empty message takes no room between the attention controls and the heatmap. */
+#pg-att-msg:not(:has(.pg-msg)), #pg-input-msg:not(:has(.pg-msg)) { display: none !important; }
+"""
+
+CSS += f"""
+/* An Inside view not drawn yet is not an empty box with a chart icon: it takes no height (its width
+   stays, so plotly sizes the figure to it when it is drawn) until its button draws it. */
+:is({INSIDE_VIEWS}):not(:has(.js-plotly-plot)) {{
+  height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important;
+  overflow: hidden !important; }}
+"""
+
+CSS += """
+/* Before a run the Generate tab's empty chip box and step figures take no room (their width stays,
+   for the figures plotly draws into them), nor does the status line before it says anything, so the
+   example prompts sit right under the legend. */
+#pg-status:not(:has(.pg-status)) { display: none !important; }
+#pg-chips:not(:has(.pg-chip)), :is(#pg-prob-plot, #pg-stages-plot):not(:has(.js-plotly-plot)) {
+  height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important;
+  overflow: hidden !important; }
 """

@@ -14,6 +14,7 @@ from . import listeners
 from .common import T, choices
 from .model_switch import preset_choices, switch_outputs
 from .results import outputs
+from .train_samples_view import samples_html
 from .train_tab import (
     CORPUS_CHOICES,
     CORPUS_KEYS,
@@ -76,6 +77,8 @@ def layout() -> SimpleNamespace:
         with gr.Column(scale=1):
             c.progress = gr.HTML(elem_id="pg-train-progress")
             c.loss_plot = gr.Plot(show_label=False, elem_id="pg-train-loss")
+            # What the model writes from one prompt and seed: before, now or after, and at each logged step.
+            c.samples = gr.HTML(samples_html(None), elem_id="pg-train-samples")
     return c
 
 

@@ -51,15 +51,17 @@ from .common import ok as _ok
 from .common import warn as _warn
 from .model_switch import Switch, preset_choices, switch_model
 from .results import only, result
+from .train_samples_view import samples as _samples
 
 # The ids API callers send (the bundled text first, the default: it needs no network); the labels
 # follow the page's language.
 CORPUS_CHOICES = ["austen", "aesop", "upload", "paste", "shakespeare"]
 CORPUS_KEYS = dict(zip(CORPUS_CHOICES, ("c_austen", "c_aesop", "c_upload", "c_paste", "c_shakespeare")))
 DEFAULT_PRESET = "nano"
-# The default lesson: 200 steps of 8 windows of 128 tokens see 205 K tokens, about 1.4 passes over
+# The default lesson: 200 steps of 8 windows of 128 tokens see 205 K tokens, about 1.5 passes over
 # Pride and Prejudice's training part, so the validation loss falls with the training loss and ends
-# below the unigram baseline (docs/benchmarks.md has the run and its time).
+# below the unigram baseline, and the model writes English words, in no order yet (docs/benchmarks.md
+# has the run, its samples and its time).
 DEFAULT_STEPS = 200
 DEFAULT_LR = 3e-3
 DEFAULT_BATCH = 8
@@ -82,9 +84,9 @@ CORPUS_NAMES = {
     "Pride and Prejudice": "n_austen",
 }
 
-Trained = result("Trained", "train_state", "loss_plot", "progress", "msg")  # each streamed update of a run
+Trained = result("Trained", "train_state", "loss_plot", "progress", "msg", "samples")  # each streamed update of a run
 # After a change of the page's language: every text and figure this tab built.
-Relabelled = result("Relabelled", "preset", "corpus_source", "loss_plot", "progress", "estimate", "msg")
+Relabelled = result("Relabelled", "preset", "corpus_source", "loss_plot", "progress", "estimate", "msg", "samples")
 
 
 def duration(seconds: float, lang: str = "en") -> str:
@@ -286,6 +288,7 @@ def train_model(
             dress(figures.empty_figure(tr(lang, "train_not_started")), lang, present),
             "",
             _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)),
+            _samples(request, lang, None),
         )
         return
     train_state = {**keep, "job": job.id, "recipe": None}
@@ -309,7 +312,13 @@ def train_model(
     try:
         while True:  # at once, then every half second until the run ends
             message = _say(request, lang, now_message)
-            yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), message)
+            yield Trained(
+                train_state,
+                _loss_figure(job, train_state),
+                _progress_html(job, lang),
+                message,
+                _samples(request, lang, job),
+            )
             if job.done.wait(0.5):
                 break
     finally:
@@ -322,11 +331,14 @@ def train_model(
             _loss_figure(job, train_state),
             _progress_html(job, lang),
             _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_failed", error=job.error))),
+            _samples(request, lang, job),
         )
         return
     if job.trainer.step_count == 0 and job.stopped:  # it left the queue before its turn
         left = _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_left_queue")))
-        yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), left)
+        yield Trained(
+            train_state, _loss_figure(job, train_state), _progress_html(job, lang), left, _samples(request, lang, job)
+        )
         return
     train_state = {**keep, "job": job.id, "recipe": job.result_recipe()}
     done = "train_time_limit" if job.timed_out else "train_stopped" if job.stopped else "train_finished"
@@ -336,7 +348,13 @@ def train_model(
         said = tr(lang, done, n=f"{job.trainer.step_count:,}", limit=duration(limit, lang))
         return _ok(said + " " + outcome(job, lang))
 
-    yield Trained(train_state, _loss_figure(job, train_state), _progress_html(job, lang), _say(request, lang, finished))
+    yield Trained(
+        train_state,
+        _loss_figure(job, train_state),
+        _progress_html(job, lang),
+        _say(request, lang, finished),
+        _samples(request, lang, job, finished=True),
+    )
 
 
 def stop_training(train_state, request: gr.Request = None):
@@ -384,6 +402,7 @@ def relabel(
         **progress,
         estimate=estimate_html(preset_name, steps, batch_size, state=state) if shown else gr.skip(),
         msg=train_message(request, state),
+        samples=redraw.redraw(request, "train_samples", lang, False, 1)[0],
     )
 
 

@@ -101,3 +101,19 @@ def test_a_file_that_is_not_utf8_is_said_and_replacement_offered(tmp_path):
     assert (
         "Generate something" in score_a(new_state(), None, "run", "", None, False, 0, progress=lambda *a, **k: None)[0]
     )
+
+
+@pytest.mark.parametrize("tab", ["lessons", "model", "generate", "inside", "train", "compare", "tokenizer"])
+def test_a_link_opens_every_tab_it_names(tab):
+    """``?tab=tokenizer`` and ``?tab=inside`` opened Lessons (issue 34): every page tab is a link's to open."""
+    out = outputs({"tab": tab})
+    assert getattr(out["tab"], "selected", None) == tab
+    assert "is not one of" not in html.unescape(str(out["message"]))
+
+
+def test_the_tabs_a_link_may_name_are_the_pages():
+    import re
+    from pathlib import Path
+
+    source = (Path(share.__file__).parent / "app.py").read_text()
+    assert set(re.findall(r'gr\.Tab\(T\("tab_\w+"\), id="(\w+)"\)', source)) == set(share.TABS)

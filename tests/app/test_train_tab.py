@@ -1,5 +1,6 @@
 """The Train tab's handlers: corpus choices, live curve, stop keeps what was learned, use the result."""
 
+import html
 import re
 
 import pytest
@@ -13,9 +14,14 @@ TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mi
 
 def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
     outs = list(train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 25, 3e-3))
-    train_state, fig, progress, message = outs[-1]
+    train_state, fig, progress, message, samples = outs[-1]
     assert "Finished after 25 steps" in message
     assert "step 25 / 25" in progress
+    # what the model writes from the same prompt and seed, before and after (tests/unit/test_train_samples.py
+    # checks they are generate() on the initial and the trained weights)
+    assert "Before training (step 0)" in samples and "After 25 steps" in samples
+    texts = re.findall(r"data-step='(\d+)' data-text='([^']*)'", samples)
+    assert texts[0][0] == "0" and texts[1][0] == "25" and texts[0][1] != texts[1][1]
     names = [t.name for t in fig.data]
     train_trace = fig.data[0]
     assert train_trace.y[-1] < 0.7 * train_trace.y[0], (train_trace.y[0], train_trace.y[-1])
@@ -43,7 +49,7 @@ def test_stop_keeps_what_was_learned(no_time_limit):
         next(gen)
     assert "Stopping" in train_tab.stop_training(train_state)
     outs = list(gen)
-    final_state, _, _, message = outs[-1]
+    final_state, _, _, message, _ = outs[-1]
     assert "Stopped after" in message
     steps = int(message.split("after ")[1].split(" steps")[0])
     assert 1 <= steps < 5000
@@ -67,7 +73,7 @@ def test_a_run_waiting_for_a_slot_is_told_its_place_and_may_leave(no_time_limit,
     while not running.train_points:
         next(first)
     second = train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 5000, 3e-3)
-    state, _, _, message = next(second)
+    state, _, _, message, _ = next(second)
     assert "you are number 1 in the queue (1 of 1 runs that train at once are running" in message, message
     assert "each may take up to 166 h 40 min" in message and "Yours starts within 166 h" in message
     assert "Stopping" in train_tab.stop_training(state)  # Stop while waiting: it leaves the queue
@@ -92,7 +98,7 @@ def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, m
     assert len(outs) == 1
     assert message.lower() in outs[0][3].lower(), outs[0][3]
     # An earlier run's curve and progress do not stay up as if they were this run's.
-    _, fig, progress, _ = outs[0]
+    _, fig, progress, _, _ = outs[0]
     assert progress == "" and not fig.data
     assert "Training did not start" in fig.layout.annotations[0].text
 
@@ -125,7 +131,7 @@ def test_the_default_lesson_learns_something_visible():
             train_tab.DEFAULT_BATCH,
         )
     )
-    state, fig, progress, message = outs[-1]
+    state, fig, progress, message, samples = outs[-1]
     val = [y for trace in fig.data if trace.name and "valid" in trace.name.lower() for y in trace.y]
     start, end, unigram = (
         float(x)
@@ -136,3 +142,11 @@ def test_the_default_lesson_learns_something_visible():
     assert end < start - 3 and end < unigram, message
     assert "Overfitting" not in message
     assert val and abs(val[-1] - end) < 0.01
+    # ...and what it writes after the run reads as English words, not newlines and quotes (the corpus's
+    # e-text line breaks are joined: training.corpus.HARD_WRAPPED); README says what it wrote in our run.
+    after = re.findall(r"data-kind='after' data-step='(\d+)' data-text='([^']*)'", samples)
+    assert after and after[0][0] == str(train_tab.DEFAULT_STEPS)
+    text = html.unescape(after[0][1])
+    words = re.findall(r"[A-Za-z]{2,}", text)
+    common = {"the", "and", "to", "of", "her", "he", "she", "was", "be", "not", "his", "had", "have", "it", "that"}
+    assert len(words) >= 15 and text.count("\n") <= 8 and sum(w.lower() in common for w in words) >= 5, text
