@@ -26,7 +26,7 @@ RANGES = {
     "seed": (0, MAX_SEED, True),
 }
 ORDER = ("prompt", "temperature", "top_k", "top_p", "max_new", "seed", "greedy")  # the Generate tab's controls
-TABS = ("lessons", "model", "generate", "train", "compare")
+TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer")  # the page's tab ids
 # parameters the page itself reads (theme, language, presenter mode, the Inside view, a lesson's step),
 # not the Generate tab
 PAGE_PARAMS = frozenset({"__theme", "lang", "present", "view", "lesson", "step"})
