@@ -34,8 +34,9 @@ NEWEST = 64
 
 
 def generate_target(ids, layer: int, head: int, view: str, query: int | None = None, text: str | None = None):
-    """Where a head's view lives: the Generate tab on this prompt, that head, that view."""
-    span = "whole" if len(ids) > NEWEST else "newest"
+    """Where a head's view lives: the Generate tab on this prompt, that head, that view. A sentence
+    said twice is shown whole (the newest positions alone would cut off its first copy)."""
+    span = "whole" if text is not None or len(ids) > NEWEST else "newest"
     return {"tab": "generate", "view": view, "layer": layer, "head": head, "query": query, "span": span, "text": text}
 
 

@@ -182,4 +182,4 @@ def wire_show_me(page) -> None:
         outputs(lessons_showme.Scored, cmp),
         concurrency_id="score",
         **private,
-    )
+    ).then(None, c.target, None, js=lessons_showme.SCROLL_JS)

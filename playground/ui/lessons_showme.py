@@ -43,6 +43,20 @@ Prepared = result(
 )
 GenerateDrawn = result("GenerateDrawn", *AttentionViews._fields, *LastStep._fields)
 RUN_TABS = ("generate", "inside")  # tabs whose views read the session's run
+# The element that shows the step's view in its tab: scrolled into view once drawn.
+ANCHORS = {"generate": "pg-heatmap", "inside-lens": "pg-lens", "inside-intervene": "pg-intervene-loss"}
+ANCHORS |= {"tokenizer": "pg-tok-chips", "compare": "pg-score-a", "model": "pg-breakdown", "step": "pg-prob-plot"}
+
+
+def anchor(target: dict) -> str:
+    """The element id of the target's view (``ANCHORS``)."""
+    if target.get("tab") == "inside":
+        return ANCHORS[target["sub"]]
+    return ANCHORS["step" if target.get("step") is not None else target["tab"]]
+
+
+SCROLL_JS = """(t) => { const id = t && t.anchor; const el = id && document.getElementById(id);
+  if (el) el.scrollIntoView({block: 'start', behavior: 'instant'}); }"""
 
 
 def target_of(state, pos, prompt) -> dict:
@@ -62,7 +76,7 @@ def prepare(state, pos, prompt) -> Prepared:
     if tab is None:
         return skipped(Prepared)._replace(target={})
     out = {name: gr.skip() for name in Prepared._fields}
-    out["target"], out["tabs"] = target, gr.Tabs(selected=tab)
+    out["target"], out["tabs"] = {**target, "anchor": anchor(target)}, gr.Tabs(selected=tab)
     if tab == "generate":
         if target.get("text"):
             out["prompt"] = target["text"]

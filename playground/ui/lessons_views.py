@@ -49,24 +49,27 @@ def _losses_figure(view, lang, names):
 
 
 def _widths_figure(view, lang, revealed: bool) -> go.Figure:
+    """Two traces: the widths that frame the question (context) and the asked ones, drawn in the
+    answer's colour after the guess and as a "?" on an empty place before it."""
     names = [tr(lang, key) for key in view["parts"]]
-    shown = [revealed or i in view["context"] for i in range(len(names))]
-    widths = [w if s else None for w, s in zip(view["widths"], shown)]
-    fig = go.Figure(
-        go.Bar(
-            x=names,
-            y=widths,
-            text=[f"{w:,}" if s else "?" for w, s in zip(view["widths"], shown)],
-            textposition="outside",
-            marker_color=MASK_GREY if not revealed else None,
-            hovertemplate="%{x}: %{y:,}<extra></extra>",
-        )
+    known = [i in view["context"] for i in range(len(names))]
+    shown = [w if k else None for w, k in zip(view["widths"], known)]
+    asked = [None if k else (w if revealed else 0) for w, k in zip(view["widths"], known)]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(x=names, y=shown, text=[f"{w:,}" if w else "" for w in shown], textposition="outside", meta="context")
     )
-    # A hidden width keeps its place on the axis: its "?" sits where its bar would start.
-    for i, s in enumerate(shown):
-        if not s:
+    answer = go.Bar(x=names, y=asked, marker_color=HIGHLIGHT if revealed else MASK_GREY, hoverinfo="skip")
+    if revealed:
+        answer.update(text=[f"{w:,}" if w else "" for w in asked], textposition="outside")
+    fig.add_trace(answer)
+    for i, k in enumerate(known):  # an asked width keeps its place on the axis: a "?" until the guess
+        if not k and not revealed:
             fig.add_annotation(x=names[i], y=0, text="?", showarrow=False, yshift=14, font=dict(size=22))
-    fig.update_layout(title=tr(lang, "lesson_fig_widths"), height=360, showlegend=False)
+    title = tr(lang, "lesson_fig_widths")
+    if not revealed:
+        title = f"{title}<br><sup>{tr(lang, 'lesson_masked_note')}</sup>"
+    fig.update_layout(title=title, height=360, showlegend=False, barmode="overlay")
     fig.update_yaxes(title_text=tr(lang, "lesson_axis_numbers"), rangemode="tozero")
     return fig
 
