@@ -29,15 +29,15 @@ CSS = """
 body.pg-present .pg-lesson-tok { font-size: 22px; }
 .pg-lesson-uncut .pg-lesson-text { border: 1px dashed var(--border-color-primary); border-radius: 6px; padding: 4px 8px;
   white-space: pre-wrap; font-family: var(--font-mono); }
-/* Until a lesson question that asks for a header figure is answered, the header masks that figure. */
+/* Until a lesson question that asks for a header figure is answered, the header shows "?" in its place. */
 body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=n])
-  #pg-summary .pg-fig-n,
+  #pg-summary .pg-fig-n > span,
 body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=d])
-  #pg-summary .pg-fig-d { display: none; }
+  #pg-summary .pg-fig-d > span { display: none; }
 body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=n])
-  #pg-summary p:has(.pg-fig-n)::before,
+  #pg-summary .pg-fig-n::before,
 body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=d])
-  #pg-summary p:has(.pg-fig-d)::before { content: "? "; font-weight: 700; }
+  #pg-summary .pg-fig-d::before { content: "?"; }
 """
 
 # After a guess: the verdict in view (on a 1024×768 projector it sits below the first screen's fold).

@@ -57,11 +57,18 @@ def _widths_figure(view, lang, revealed: bool) -> go.Figure:
     asked = [None if k else (w if revealed else 0) for w, k in zip(view["widths"], known)]
     fig = go.Figure()
     fig.add_trace(
-        go.Bar(x=names, y=shown, text=[f"{w:,}" if w else "" for w in shown], textposition="outside", meta="context")
+        go.Bar(
+            x=names,
+            y=shown,
+            text=[f"{w:,}" if w else "" for w in shown],
+            textposition="outside",
+            cliponaxis=False,
+            meta="context",
+        )
     )
     answer = go.Bar(x=names, y=asked, marker_color=HIGHLIGHT if revealed else MASK_GREY, hoverinfo="skip")
     if revealed:
-        answer.update(text=[f"{w:,}" if w else "" for w in asked], textposition="outside")
+        answer.update(text=[f"{w:,}" if w else "" for w in asked], textposition="outside", cliponaxis=False)
     fig.add_trace(answer)
     for i, k in enumerate(known):  # an asked width keeps its place on the axis: a "?" until the guess
         if not k and not revealed:

@@ -99,8 +99,8 @@ def test_the_header_carries_the_figures_the_page_masks():
     state = state_of()
     model = CACHE.get(state["recipe"])
     line = summary_line(model, state["recipe"])
-    assert f"<span class='pg-fig-n'>{count_parameters(model):,}</span>" in line
-    assert f"<span class='pg-fig-d'>{model.cfg.emb_dim}</span>" in line
+    assert f"<span class='pg-fig-n'><span>{count_parameters(model):,}</span></span>" in line
+    assert f"<span class='pg-fig-d'><span>{model.cfg.emb_dim}</span></span>" in line
 
 
 def _drawn_title(update) -> str:
