@@ -1,5 +1,7 @@
-"""The lessons' questions about attention heads: where one looks, the sink, the previous-token head,
-removing a head, and the induction head on a sentence said twice.
+"""The lessons' questions about attention heads, each head found on the model and prompt given.
+
+Where one head looks, the first-token sink, the previous-token head and what removing it costs, and
+the induction head on the prompt's beginning said twice.
 
 Every head a question asks about is found now, on the model and prompt given (the highest score
 of all heads), never named in a lesson file: another model, or the bundled one retrained, has its

@@ -1,5 +1,7 @@
-"""What every lesson question is made of: a ``Question`` (choices, answer, view, the numbers its texts
-quote, where its view lives in the full tab), the refusal it raises, and helpers to choose choices."""
+"""What every lesson question is made of: a ``Question``, the refusal it raises, helpers to pick choices.
+
+A ``Question`` holds its choices, answer and view, the numbers its texts quote, and where its view
+lives in the full tab."""
 
 from __future__ import annotations
 
