@@ -525,6 +525,7 @@ EN = {
     "lesson_series_model": "this model",
     "lesson_series_ablated": "head removed",
     "lesson_series_uniform": "even guess",
+    "lesson_lens_top": "{p} · top: {token}",
     "lesson_fig_overview_first": "Attention on the first token, per head",
     "lesson_fig_widths": "One token's vector: how many numbers at each stage",
     "lesson_axis_numbers": "numbers",

@@ -515,6 +515,7 @@ ZH = {
     "lesson_series_model": "这个模型",
     "lesson_series_ablated": "去掉该头后",
     "lesson_series_uniform": "平均猜测",
+    "lesson_lens_top": "{p} · 排第一：{token}",
     "lesson_fig_overview_first": "每个头放在第一个词元上的注意力",
     "lesson_fig_widths": "一个词元的向量：每一步有多少个数字",
     "lesson_axis_numbers": "数字个数",

@@ -14,7 +14,7 @@ import math
 
 import plotly.graph_objects as go
 
-from playground.figures import HIGHLIGHT, empty_figure
+from playground.figures import HIGHLIGHT, format_prob
 from playground.figures.attention import attention_heatmap, attention_overview, query_attention_bars
 from playground.figures.inside import loss_lines
 from playground.figures.model_charts import parameter_components_bar, parameter_treemap
@@ -121,18 +121,25 @@ def figure(view: dict, question: Question, lang: str, revealed: bool = True):
         names = [tr(lang, c) for c in view["components"]]  # component names are interface words
         fig = parameter_components_bar(names, view["formula"], view["measured"], title=tr(lang, key))
     elif kind == "treemap":
-        if not revealed:  # a treemap is its numbers: nothing of it shows before the guess
-            return empty_figure(tr(lang, "lesson_masked_note"))
         fig = parameter_treemap(
             view["items"], title=tr(lang, "lesson_fig_treemap"), root_label=tr(lang, "fig_treemap_root")
         )
+        if not revealed:  # the modules' names only: every tile the same size and colour, no counts
+            fig.data[0].update(values=None, branchvalues=None, customdata=None, text=None, texttemplate="%{label}")
+            fig.data[0].update(hoverinfo="skip", hovertemplate=None)
+            fig.data[0].marker.colors = [MASK_GREY] * len(fig.data[0].ids)
+            return masked(fig, [0], lang)
     elif kind == "lens_column":
         reads = [tr(lang, key, **fields) for key, fields in view["reads"]]
-        labels = [f"{read} · {top}" for read, top in zip(reads, view["tops"])] if revealed else reads
         title = tr(lang, "lesson_fig_lens", token=view["target_label"], pos=question.fields["pos"])
         fig = token_probability_bars(
-            labels, view["target_probs"], chosen=view["mark"] if revealed else None, title=title
+            reads, view["target_probs"], chosen=view["mark"] if revealed else None, title=title
         )
+        if revealed:  # each read's own top token beside its bar (a tick label would be cut short)
+            fig.data[0].text = [
+                tr(lang, "lesson_lens_top", p=format_prob(p), token=top)
+                for p, top in zip(view["target_probs"], view["tops"])
+            ]
     elif kind == "widths":
         return _widths_figure(view, lang, revealed)
     if fig is None or revealed:

@@ -33,18 +33,18 @@ LESSON_TEXT_JS = """() => ['#pg-lesson-progress', '#pg-lesson-text', '#pg-lesson
 # What on the lesson's view shows values: a non-context trace with bar heights, bar colours or printed
 # numbers, heatmap cells, or any other trace (lines). Context traces frame the question (lessons_views).
 SHOWN_JS = """() => { const g = document.querySelector('#pg-lesson-plot .js-plotly-plot');
-  const found = [];
-  for (const t of (g && g.data) || []) {
-    if (t.meta === 'context') continue;
+  const found = [], list = (a) => (a && typeof a !== 'string') ? Array.from(a) : [];
+  // _fullData: the traces as plotly drew them (data holds the arrays still base64-packed)
+  ((g && g._fullData) || []).forEach((t, i) => {
+    if ((g.data[i] || {}).meta === 'context') return;
     if (t.type === 'bar') {
-      const v = Array.from((t.orientation === 'h' ? t.x : t.y) || []);
-      if (v.some(x => x)) found.push('bar heights');
-      if (Array.isArray(t.marker && t.marker.color)) found.push('bar colours');
-      if (t.text && Array.from(t.text).some(x => x)) found.push('bar numbers');
+      if (list(t.orientation === 'h' ? t.x : t.y).some(x => x)) found.push('bar heights');
+      if (list(t.marker && t.marker.color).length) found.push('bar colours');
+      if (list(t.text).some(x => x)) found.push('bar numbers');
     } else if (t.type === 'heatmap') {
-      if (Array.from(t.z || []).some(r => Array.from(r).some(x => x !== null && !Number.isNaN(x)))) found.push('cells');
+      if (list(t.z).some(r => list(r).some(x => x !== null && !Number.isNaN(x)))) found.push('cells');
     } else found.push(t.type);
-  }
+  });
   const chips = document.querySelectorAll('#pg-lesson-tokens .pg-lesson-tok').length;
   if (chips || document.querySelector('#pg-lesson-tokens [data-tokens]')) found.push('chips');
   return found; }"""
