@@ -19,8 +19,9 @@ from .common import session_model
 from .compare_tab import SOURCES, Scored, score_a
 from .generate_tab import AttentionViews, LastStep, generate_tokens, inspect_step, last_step
 from .inside_open import Opened, open_tab
+from .inside_redraw import note_drawn
 from .inside_tab import intervene_view, lens_view
-from .lessons_tab import _where
+from .lessons_tab import locate
 from .results import result, skipped
 from .tokenizer_tab import Tokens, show_tokens
 
@@ -62,7 +63,7 @@ SCROLL_JS = """(t) => { const id = t && t.anchor; const el = id && document.getE
 def target_of(state, pos, prompt) -> dict:
     """The step's target computed on the session's model and prompt ({} when the step cannot be asked)."""
     try:
-        lesson, index = _where(pos)
+        lesson, index = locate(pos)
         question, _ = lessons.ask(lesson.steps[index], session_model(state), prompt)
     except Exception:  # the step says why where it is drawn; Show me then opens nothing
         return {}
@@ -129,10 +130,12 @@ def draw_inside(target, state, seen_run, scroll, layer, position, cols, request:
         lens["lens_msg"] = lens.pop("msg")
         opened.update(lens, lens_layer=target["layer"], lens_pos=target["position"])
     elif target.get("zero"):
-        drawn = intervene_view(state, target["zero"], "", "", 0.0, "", "", False, target["position"], cols)
-        opened.update(drawn._asdict(), i_pos=target["position"])
-        opened["i_msg"] = opened.pop("msg") if drawn.msg else ""
-        opened["msg"] = ""
+        fields = (target["zero"], "", "", 0.0, "", "", False, target["position"], cols)  # the tab's own fields
+        drawn = intervene_view(state, *fields)._asdict()
+        if request is not None:  # a language switch draws it again, as one drawn by the tab's button
+            note_drawn(request, "intervene", state, *fields)
+        opened.update({k: drawn[k] for k in ("i_bars", "i_loss", "i_lens", "i_md")}, i_msg=drawn["msg"])
+        opened["i_pos"] = target["position"]
     return Opened(**opened)
 
 

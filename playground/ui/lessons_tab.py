@@ -28,7 +28,7 @@ def first_position() -> dict:
     return {"lesson": lessons.lessons()[0].id, "step": 0}
 
 
-def _where(pos) -> tuple[lessons.Lesson, int]:
+def locate(pos) -> tuple[lessons.Lesson, int]:
     """(lesson, step index) of a position; an unreadable step is the nearest one, an unknown lesson
     is refused by name (``LessonError``)."""
     pos = pos if isinstance(pos, dict) else first_position()
@@ -90,7 +90,7 @@ def show(state, pos, prompt, choice=None, keep_pick: bool = False) -> Shown:
     stays (the inputs were read before it)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     try:
-        lesson, index = _where(pos)
+        lesson, index = locate(pos)
     except LessonError as e:  # an API caller's unknown lesson id: said, the page stays where it is
         return only(Shown, reveal=fail(e, lang))
     step = lesson.steps[index]
@@ -147,7 +147,7 @@ def redraw(state, pos, prompt, choice=None) -> Shown:
 def move(state, pos, prompt, delta: int) -> Shown:
     """Next (+1) or Back (−1): across the end of a lesson into the next or previous one."""
     try:
-        lesson, index = _where(pos)
+        lesson, index = locate(pos)
     except LessonError as e:
         return only(Shown, reveal=fail(e, lang_of(state)))
     all_lessons = list(lessons.lessons())
@@ -167,7 +167,7 @@ def answer(state, pos, prompt, choice) -> Revealed:
     answer drawn on it (a choice that is not one of the question's is refused by name)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     try:
-        lesson, index = _where(pos)
+        lesson, index = locate(pos)
         step = lesson.steps[index]
         question, _ = lessons.ask(step, session_model(state), prompt)
         if choice is None:
