@@ -135,8 +135,9 @@ def wire(page) -> None:
 
 
 def wire_show_me(page) -> None:
-    """ "Show me in the full tab": the target tab's controls set (lessons_showme.prepare), then each
-    tab's part of the chain draws its view; the parts for other tabs do nothing."""
+    """ "Show me in the full tab": the target tab's controls set (lessons_showme.prepare), a run of the
+    prompt when the view reads one, then the view drawn (one event for every tab's outputs: the others
+    are left as they are), then scrolled into sight."""
     c, g, ins, tok, cmp = page.lessons, page.generate, page.inside, page.tokenizer, page.compare
     state = page.state
     prepared = lessons_showme.Prepared(
@@ -156,7 +157,6 @@ def wire_show_me(page) -> None:
     )
     private = {"api_visibility": "private"}
     gen_inputs = [c.target, state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
-    drawn = outputs(lessons_showme.GenerateDrawn, g)
     c.full.click(
         lessons_showme.prepare, [state, c.lesson_pos, page.generate.prompt], list(prepared), api_name="lesson_show_me"
     ).then(
@@ -167,19 +167,13 @@ def wire_show_me(page) -> None:
         show_progress="hidden",
         **private,
     ).then(
-        lessons_showme.draw_generate, [c.target, state, g.view, g.layer, g.head, g.log_scale, g.span], drawn, **private
-    ).then(
-        lessons_showme.draw_inside,
-        [c.target, state, ins.seen_run, ins.lens_scroll, ins.lens_layer, ins.lens_pos, ins.lens_cols],
-        outputs(lessons_showme.Opened, ins),
-        concurrency_id="inside",
-        **private,
-    ).then(
-        lessons_showme.draw_tokenizer, [c.target, tok.text, state], outputs(lessons_showme.Tokens, tok), **private
-    ).then(
-        lessons_showme.draw_compare,
-        [c.target, state, cmp.cmp_state, cmp.source, cmp.text, cmp.upload, cmp.replace, cmp.stride],
-        outputs(lessons_showme.Scored, cmp),
-        concurrency_id="score",
+        lessons_showme.draw_view,
+        [c.target, state, g.view, g.layer, g.head, g.log_scale, g.span]
+        + [ins.seen_run, ins.lens_scroll, ins.lens_layer, ins.lens_pos, ins.lens_cols, tok.text]
+        + [cmp.cmp_state, cmp.source, cmp.text, cmp.upload, cmp.replace, cmp.stride],
+        outputs(lessons_showme.GenerateDrawn, g)
+        + outputs(lessons_showme.Opened, ins)
+        + outputs(lessons_showme.Tokens, tok)
+        + outputs(lessons_showme.Scored, cmp),
         **private,
     ).then(None, c.target, None, js=lessons_showme.SCROLL_JS)

@@ -2,10 +2,10 @@
 
 The step's question says where its view lives (``Question.target``: the tab, and there the view,
 layer and head, the sub-tab, the position, the text). ``prepare`` sets the target tab's controls
-and selects it; the events chained after it (``lessons_layout.wire``) each act only for their own
-tab: a run of the lesson's prompt for the Generate and Inside tabs (so no view there waits on
-"Generate first"), then the attention view or the step, the lens or the intervention, the
-tokenizer's chips, or the Compare tab's per-token loss.
+and selects it; the events chained after it (``lessons_layout.wire_show_me``) make a run of the
+lesson's prompt for the Generate and Inside tabs (so no view there waits on "Generate first"), then
+``draw_view`` draws the attention view or the step, the lens or the intervention, the tokenizer's
+chips, or the Compare tab's per-token loss, leaving every other tab's outputs as they are.
 """
 
 from __future__ import annotations
@@ -150,3 +150,35 @@ def draw_compare(target, state, cmp_state, source, text, upload, replace, stride
     if (target or {}).get("tab") != "compare":
         return skipped(Scored)
     return score_a(state, cmp_state, source, text, upload, replace, stride, request=request)
+
+
+def draw_view(
+    target,
+    state,
+    view,
+    layer,
+    head,
+    log_scale,
+    span,
+    seen_run,
+    scroll,
+    lens_layer,
+    lens_pos,
+    cols,
+    tok_text,
+    cmp_state,
+    source,
+    cmp_text,
+    upload,
+    replace,
+    stride,
+    request: gr.Request = None,
+) -> tuple:
+    """The step's view in its tab, as one event (each queued event costs a round trip): the outputs of
+    the Generate, Inside, Tokenizer and Compare views in that order, those of the other tabs unchanged."""
+    return (
+        *draw_generate(target, state, view, layer, head, log_scale, span),
+        *draw_inside(target, state, seen_run, scroll, lens_layer, lens_pos, cols, request),
+        *draw_tokenizer(target, tok_text, state),
+        *draw_compare(target, state, cmp_state, source, cmp_text, upload, replace, stride, request),
+    )

@@ -18,6 +18,7 @@ from playground.server.model_cache import CACHE
 from playground.server.model_views import summary_line
 from playground.server.recipes import random_recipe
 from playground.ui import common, lessons_showme, lessons_tab
+from playground.ui.compare_tab import SOURCES
 from playground.ui.share import prefill
 from tests.lesson_figures import library_answer
 
@@ -103,6 +104,10 @@ def test_the_header_carries_the_figures_the_page_masks():
     assert f"<span class='pg-fig-d'><span>{model.cfg.emb_dim}</span></span>" in line
 
 
+def _skipped(x) -> bool:
+    return isinstance(x, dict) and x.get("__type__") == "update" and len(x) == 1
+
+
 def _drawn_title(update) -> str:
     fig = figure_of(update)
     return (fig.layout.title.text or "") if fig is not None else ""
@@ -112,6 +117,7 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
     state = state_of()
     model = CACHE.get(state["recipe"])
     request = SimpleNamespace(session_hash="lesson-show-me")
+    sizes = [len(r._fields) for r in (lessons_showme.GenerateDrawn, lessons_showme.Opened, lessons_showme.Tokens)]
     for lesson, index, step in steps():
         pos, where = {"lesson": lesson.id, "step": index}, (lesson.id, index)
         question, _ = lessons.ask(step, model, PROMPT)
@@ -124,18 +130,29 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
             runs = list(lessons_showme.run_for(target, state, prompt, temperature, 40, 1.0, 4, 1, False))
             state = runs[-1][0]
             assert state["run_id"], where
+        view = target.get("view", "one")
+        tok_text = ready.tok_text if isinstance(ready.tok_text, str) else ""
+        out = lessons_showme.draw_view(
+            target,
+            state,
+            *(view, target.get("layer", 0), target.get("head", 0), True, target.get("span", "newest")),
+            *(None, None, None, None, 40, tok_text),
+            *({"recipe": None}, SOURCES[0], PROMPT, None, False, 0),
+            request=request,
+        )
+        g, o, t = sizes
+        parts = {
+            "generate": lessons_showme.GenerateDrawn(*out[:g]),
+            "inside": lessons_showme.Opened(*out[g : g + o]),
+            "tokenizer": lessons_showme.Tokens(*out[g + o : g + o + t]),
+            "compare": lessons_showme.Scored(*out[g + o + t :]),
+        }
+        for tab, part in parts.items():  # the other tabs' outputs are left as they are
+            assert (tab == target["tab"]) != all(_skipped(x) for x in part), (where, tab)
         if target["tab"] == "generate":
+            drawn = parts["generate"]
             if target.get("view"):
                 assert (ready.view, ready.layer, ready.head) == (target["view"], target["layer"], target["head"])
-            drawn = lessons_showme.draw_generate(
-                target,
-                state,
-                target.get("view", "one"),
-                target.get("layer", 0),
-                target.get("head", 0),
-                True,
-                target.get("span", "newest"),
-            )
             title = _drawn_title(drawn.heatmap)
             if target.get("view") == "one":
                 assert f"{target['layer']}" in title and f"{target['head']}" in title, (where, title)
@@ -149,25 +166,19 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
             if target.get("text"):  # the sentence said twice is the Generate tab's prompt now
                 assert ready.prompt == target["text"] and load_tokenizer().encode(target["text"])
         elif target["tab"] == "inside":
-            opened = lessons_showme.draw_inside(target, state, None, None, None, None, 40, request=request)
+            opened = parts["inside"]
             if target["sub"] == "inside-lens":
                 assert opened.lens_pos == target["position"] and figure_of(opened.lens_plot).data, where
                 assert opened.lens_layer == model.cfg.n_layers, where
             else:
                 assert ready.i_zero == target["zero"] == question.fields["head"], where
-                assert figure_of(opened.i_loss).data and target["zero"] in opened.i_md.replace("L", "").replace(
-                    "H", "."
-                ), where
+                md = opened.i_md.replace("L", "").replace("H", ".")
+                assert figure_of(opened.i_loss).data and target["zero"] in md, where
         elif target["tab"] == "tokenizer":
-            tokens = lessons_showme.draw_tokenizer(target, ready.tok_text, state)
-            n = len(load_tokenizer().encode(ready.tok_text))
-            assert f"data-tokens='{n}'" in tokens.summary, where
+            n = len(load_tokenizer().encode(tok_text))
+            assert f"data-tokens='{n}'" in parts["tokenizer"].summary, where
         elif target["tab"] == "compare":
-            assert ready.cmp_text == PROMPT
-            scored = lessons_showme.draw_compare(
-                target, state, {"recipe": None}, ready.cmp_source, PROMPT, None, False, 0
-            )
-            assert figure_of(scored.figure).data, where
+            assert ready.cmp_text == PROMPT and figure_of(parts["compare"].figure).data, where
 
 
 def test_a_link_names_every_tab_of_the_page():
