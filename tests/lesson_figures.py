@@ -34,6 +34,21 @@ def _previous_token_head(model, ids):
     return max(mass, key=mass.get)
 
 
+def _induction_place(model, ids):
+    """Where the head with the highest prefix-matching score looks from the repeat of the prompt's
+    first tokens (at most 24, as the lesson says them twice), by attention_maths' rows."""
+    n = min(len(ids), 24, model.cfg.context_length // 2)
+    twice = list(ids[:n]) * 2
+    queries = range(n + 1, 2 * n)
+    heads = [(layer, h) for layer in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+    rows = {lh: {q: _row(model, twice, *lh, q) for q in queries} for lh in heads}
+    score = {lh: sum(r[q][q - n + 1] for q in queries) for lh, r in rows.items()}
+    best = rows[max(score, key=score.get)]
+    places = {"prev": lambda q: q - 1, "copy": lambda q: q - n, "after": lambda q: q - n + 1, "first": lambda q: 0}
+    mass = {name: sum(best[q][at(q)] for q in queries) for name, at in places.items()}
+    return max(mass, key=mass.get)
+
+
 def _mean_loss(model, ids):
     return float(score_ids(model, ids).surprisal_bits.mean()) * math.log(2)
 
@@ -57,9 +72,12 @@ def library_answer(step, model, prompt: str, question) -> str:
     if kind == "attends_most":
         row = _row(model, ids, *_head(question), T - 1)
         return str(max(range(T - 1), key=lambda j: row[j]))
-    if kind == "first_token_mass":
-        first = sum(_row(model, ids, *_head(question), t)[0] for t in range(1, T)) / (T - 1)
-        return "yes" if first > 0.5 else "no"
+    if kind == "sink_head":
+        heads = [(layer, h) for layer in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+        first = {lh: sum(_row(model, ids, *lh, t)[0] for t in range(1, T)) for lh in heads}
+        return "{}.{}".format(*max(first, key=first.get))
+    if kind == "induction_looks":
+        return _induction_place(model, ids)
     if kind == "previous_head":
         return str(_previous_token_head(model, ids)[1])
     if kind == "head_ablation":
@@ -77,11 +95,14 @@ def library_answer(step, model, prompt: str, question) -> str:
     if kind == "untied_count":
         cfg = PRESETS[step.params["preset"]] if step.params.get("preset") else model.cfg
         return f"{count_parameters_analytic(replace(cfg, tie_weights=False)):,}"
-    if kind == "lens_first_layer":
-        k = int(step.params.get("k", 3))
-        target = lens_cell(model, ids, model.cfg.n_layers, T - 1, k=1)["top"][0][0]
-        tops = [[t for t, _ in lens_cell(model, ids, i, T - 1, k=k)["top"]] for i in range(model.cfg.n_layers + 1)]
-        return str(next(i for i, top in enumerate(tops) if target in top))
+    if kind == "lens_first_top":
+        L = model.cfg.n_layers
+
+        def top1(i, t):
+            return lens_cell(model, ids, i, t, k=1)["top"][0][0]
+
+        t = next((t for t in range(T - 1, -1, -1) if top1(L, t) != ids[t]), T - 1)
+        return str(next(i for i in range(L + 1) if top1(i, t) == top1(L, t)))
     with torch.no_grad():
         logits = model(torch.tensor([ids], device=model.device))[0, -1].float().cpu()
     temperature = float(step.params.get("temperature", 0.3))

@@ -71,6 +71,39 @@ def previous_token_head(facts: HeadFacts) -> tuple[int, int]:
     return int(layer), int(head)
 
 
+def sink_head(facts: HeadFacts) -> tuple[int, int]:
+    """The head that puts the most attention on the first token, on average over the prompt."""
+    layer, head = np.unravel_index(int(np.nanargmax(facts.first)), facts.first.shape)
+    return int(layer), int(head)
+
+
+REPEAT_TOKENS = 24  # the induction step says the prompt's first tokens twice: short enough to read as one map
+
+
+def said_twice(ids, context_length: int) -> tuple[list[int], int]:
+    """(the prompt's first ``n`` tokens twice, ``n``): a sentence and its repeat, within the context."""
+    n = min(len(ids), REPEAT_TOKENS, context_length // 2)
+    return list(ids[:n]) * 2, n
+
+
+# Where a query of the second copy can look: the token before it, the same token in the first copy,
+# the token that followed that one (an induction head's target), and the first token.
+PLACES = ("prev", "copy", "after", "first")
+
+
+def induction_facts(model, twice, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """([L, H] induction scores, [L, H, 4] mean attention on each of PLACES) over the second copy's
+    queries. The score is TransformerLens's prefix matching: the attention a query of the repeat
+    puts on the token after its earlier occurrence, averaged over the repeat."""
+    q = np.arange(n + 1, 2 * n)  # queries of the second copy that have a "token after" in the first
+    keys = {"prev": q - 1, "copy": q - n, "after": q - n + 1, "first": np.zeros_like(q)}
+    places = []
+    for _, A in head_maps(model, twice, range(model.cfg.n_layers)):
+        places.append(np.stack([A[:, q, keys[name]].mean(-1) for name in PLACES], -1))
+    where = np.stack(places)
+    return where[..., PLACES.index("after")], where
+
+
 def prompt_losses(model, ids) -> list[float]:
     logits, _ = run_with_hooks(model, ids, capture=False)
     return token_losses(logits, list(ids))

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import normalize_lang
-from playground.server.lesson_questions import QUESTIONS, VIEW_TABS, LessonError, Question
+from playground.server.lesson_kit import LessonError, Question
+from playground.server.lesson_questions import QUESTIONS, VIEW_TABS
 from playground.server.runs import MAX_PROMPT_CHARS
 
 LESSONS_DIR = Path(__file__).resolve().parents[2] / "assets" / "lessons"

@@ -38,13 +38,15 @@ def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
     return tr(
         lang,
         "summary",
-        n=f"{count_parameters(model):,}",
+        # The two figures lesson questions ask for carry a class: the page masks them while such a
+        # question waits for its guess (ui.lessons_layout's CSS).
+        n=f"<span class='pg-fig-n'><span>{count_parameters(model):,}</span></span>",
         size=format_bytes(model_bytes(model)),
         dtype=dtype,
         tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"),
         layers=cfg.n_layers,
         heads=cfg.n_heads,
-        d=cfg.emb_dim,
+        d=f"<span class='pg-fig-d'><span>{cfg.emb_dim}</span></span>",
         context=cfg.context_length,
         model=markdown_literal(describe_recipe(recipe, lang)),
         device=describe_device(model.device),

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from . import lessons_tab, listeners
+from . import lessons_showme, lessons_tab, listeners
 from .common import T
 from .results import outputs
 
@@ -27,7 +27,22 @@ CSS = """
 #pg-lesson-nav { align-items: flex-end; }
 #pg-lesson-nav > button { max-height: 3em; }
 body.pg-present .pg-lesson-tok { font-size: 22px; }
+.pg-lesson-uncut .pg-lesson-text { border: 1px dashed var(--border-color-primary); border-radius: 6px; padding: 4px 8px;
+  white-space: pre-wrap; font-family: var(--font-mono); }
+/* Until a lesson question that asks for a header figure is answered, the header shows "?" in its place. */
+body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=n])
+  #pg-summary .pg-fig-n > span,
+body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=d])
+  #pg-summary .pg-fig-d > span { display: none; }
+body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=n])
+  #pg-summary .pg-fig-n::before,
+body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=d])
+  #pg-summary .pg-fig-d::before { content: "?"; }
 """
+
+# After a guess: the verdict in view (on a 1024×768 projector it sits below the first screen's fold).
+SCROLL_TO_REVEAL_JS = """() => { const r = document.querySelector('#pg-lesson-reveal');
+  if (r) r.scrollIntoView({block: 'nearest', behavior: 'instant'}); }"""
 
 # Runs once in the page: remember the main tab a visitor opens; on the next visit open it again.
 PAGE_JS = """
@@ -62,6 +77,7 @@ PAGE_JS = """
 def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     c.lesson_pos = gr.State(lessons_tab.first_position())
+    c.target = gr.State({})  # where the step's view lives in the full tab (lessons_showme)
     gr.Markdown(T("lesson_intro"), elem_id="pg-lesson-intro")
     with gr.Row(elem_id="pg-lesson-nav"):
         c.lesson_pick = gr.Dropdown(
@@ -104,10 +120,60 @@ def wire(page) -> None:
         shown,
         api_name="lesson_open",
     )
-    c.choice.input(lessons_tab.answer, [page.state, c.lesson_pos, prompt, c.choice], c.reveal, api_name="lesson_answer")
-    c.full.click(lessons_tab.full_tab, c.lesson_pos, page.tabs, api_visibility="private")
+    c.choice.input(
+        lessons_tab.answer,
+        [page.state, c.lesson_pos, prompt, c.choice],
+        outputs(lessons_tab.Revealed, c),
+        api_name="lesson_answer",
+    ).then(None, None, None, js=SCROLL_TO_REVEAL_JS)
+    wire_show_me(page)
     # The model or the prompt may have changed in another tab: draw the step on what is there now.
     page.lessons_tab.select(
         lessons_tab.show, [page.state, c.lesson_pos, prompt, c.choice], shown, api_visibility="private"
     )
     listeners.on_change(page, lessons_tab.redraw, [c.lesson_pos, prompt, c.choice], shown)
+
+
+def wire_show_me(page) -> None:
+    """ "Show me in the full tab": the target tab's controls set (lessons_showme.prepare), a run of the
+    prompt when the view reads one, then the view drawn (one event for every tab's outputs: the others
+    are left as they are), then scrolled into sight."""
+    c, g, ins, tok, cmp = page.lessons, page.generate, page.inside, page.tokenizer, page.compare
+    state = page.state
+    prepared = lessons_showme.Prepared(
+        target=c.target,
+        tabs=page.tabs,
+        prompt=g.prompt,
+        temperature=g.temperature,
+        view=g.view,
+        layer=g.layer,
+        head=g.head,
+        span=g.span,
+        tok_text=tok.text,
+        cmp_source=cmp.source,
+        cmp_text=cmp.text,
+        inside_tabs=ins.sub_tabs,
+        i_zero=ins.i_zero,
+    )
+    private = {"api_visibility": "private"}
+    gen_inputs = [c.target, state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
+    c.full.click(
+        lessons_showme.prepare, [state, c.lesson_pos, page.generate.prompt], list(prepared), api_name="lesson_show_me"
+    ).then(
+        lessons_showme.run_for,
+        gen_inputs,
+        [state, g.chips, g.status],
+        concurrency_id="generate",
+        show_progress="hidden",
+        **private,
+    ).then(
+        lessons_showme.draw_view,
+        [c.target, state, g.view, g.layer, g.head, g.log_scale, g.span]
+        + [ins.seen_run, ins.lens_scroll, ins.lens_layer, ins.lens_pos, ins.lens_cols, tok.text]
+        + [cmp.cmp_state, cmp.source, cmp.text, cmp.upload, cmp.replace, cmp.stride],
+        outputs(lessons_showme.GenerateDrawn, g)
+        + outputs(lessons_showme.Opened, ins)
+        + outputs(lessons_showme.Tokens, tok)
+        + outputs(lessons_showme.Scored, cmp),
+        **private,
+    ).then(None, c.target, None, js=lessons_showme.SCROLL_JS)

@@ -11,26 +11,24 @@ import html
 
 import gradio as gr
 
-from playground.figures.attention import attention_heatmap, attention_overview, query_attention_bars
-from playground.figures.inside import loss_lines
-from playground.figures.model_charts import parameter_components_bar, parameter_treemap
-from playground.figures.sampling import sampling_stages_figure, token_probability_bars
 from playground.server import lessons
-from playground.server.lesson_questions import LessonError, Question
+from playground.server.lesson_kit import LessonError, Question
 
+from . import lessons_views
 from .common import dress, fail, lang_of, page_prefs, session_model, tr
 from .results import only, result
 
 Shown = result(
     "Shown", "lesson_pos", "lesson_pick", "progress", "text", "plot", "tokens_html", "question", "choice", "reveal"
 )
+Revealed = result("Revealed", "reveal", "plot", "tokens_html")  # a guess: the verdict, and the view with its answer
 
 
 def first_position() -> dict:
     return {"lesson": lessons.lessons()[0].id, "step": 0}
 
 
-def _where(pos) -> tuple[lessons.Lesson, int]:
+def locate(pos) -> tuple[lessons.Lesson, int]:
     """(lesson, step index) of a position; an unreadable step is the nearest one, an unknown lesson
     is refused by name (``LessonError``)."""
     pos = pos if isinstance(pos, dict) else first_position()
@@ -43,65 +41,30 @@ def lesson_choices(lang: str) -> list[tuple[str, str]]:
 
 
 def choice_label(question: Question, choice_id: str, lang: str) -> str:
+    if choice_id in question.said:
+        key, fields = question.said[choice_id]
+        return tr(lang, key, **fields)
     label = dict(question.choices).get(choice_id, str(choice_id))
     return tr(lang, f"lesson_choice_{choice_id}") if question.words else label
 
 
-def tokens_html(labels, ids) -> str:
-    chips = "".join(
-        f"<span class='pg-lesson-tok' title='id {i}'>{html.escape(lab)}<small>{i}</small></span>"
-        for lab, i in zip(labels, ids)
+def asking_html(question: Question) -> str:
+    """What the reveal's place holds before the guess: nothing to see, and which of the page header's
+    figures the question asks for (the page's CSS masks them until the guess)."""
+    hidden = " ".join(question.view.get("header", []))
+    return f"<div class='pg-lesson-asking' data-hide='{html.escape(hidden)}'></div>"
+
+
+def view_updates(question: Question, lang: str, present: bool, revealed: bool):
+    """(plot, tokens_html) updates: the step's view, its answer masked or drawn."""
+    view = question.view
+    figure = lessons_views.figure(view, question, lang, revealed)
+    plot = (
+        gr.update(value=dress(figure, lang, present), visible=True) if figure is not None else gr.update(visible=False)
     )
-    return f"<div class='pg-lesson-toks' data-tokens='{len(ids)}'>{chips}</div>"
-
-
-def _losses_figure(view, lang, names):
-    labels = view["labels"]
-    after = view["after"] if view["after"] is not None else view["before"]
-    fig = loss_lines(range(1, len(labels) + 1), labels, view["before"], after, title=tr(lang, "lesson_fig_losses"))
-    if view["after"] is None:
-        fig.data = fig.data[:1]
-    for trace, name in zip(fig.data, names):
-        trace.name = tr(lang, name)
-    return fig
-
-
-def draw(view: dict, question: Question, lang: str):
-    """The step's figure from the question's plain data (None for the tokens view, drawn as HTML)."""
-    kind = view["kind"]
-    head = question.fields.get("head", "")
-    if kind == "attention_row":
-        title = tr(lang, "lesson_fig_row", head=head, token=view["query"])
-        return query_attention_bars(view["row"], view["labels"], query_label=view["query"], title=title)
-    if kind == "attention_map":
-        return attention_heatmap(view["probs"], view["labels"], title=tr(lang, "lesson_fig_map", head=head))
-    if kind == "overview":
-        return attention_overview(view["values"], zrange=(0.0, 1.0), title=tr(lang, "lesson_fig_overview"))
-    if kind == "losses":
-        names = (
-            "lesson_series_model",
-            "lesson_series_ablated" if "head" in question.fields else "lesson_series_uniform",
-        )
-        return _losses_figure(view, lang, names)
-    if kind == "next_tokens":
-        t = view["temperature"]
-        return token_probability_bars(view["labels"], view["probs"], chosen=0, title=tr(lang, "lesson_fig_next", t=t))
-    if kind == "stages":
-        t = question.fields["temperature"]
-        return sampling_stages_figure(view["labels"], view["stages"], title=tr(lang, "lesson_fig_stages", t=t))
-    if kind == "components":
-        key = "lesson_fig_components_untied" if question.fields.get("preset") else "lesson_fig_components"
-        names = [tr(lang, c) for c in view["components"]]  # component names are interface words
-        return parameter_components_bar(names, view["formula"], view["measured"], title=tr(lang, key))
-    if kind == "treemap":
-        return parameter_treemap(
-            view["items"], title=tr(lang, "lesson_fig_treemap"), root_label=tr(lang, "fig_treemap_root")
-        )
-    if kind == "lens_column":
-        labels = [f"{tr(lang, 'lesson_layer', i=i)} · {top[0]}" for i, top in enumerate(view["tops"])]
-        title = tr(lang, "lesson_fig_lens", token=view["target_label"])
-        return token_probability_bars(labels, view["target_probs"], chosen=int(question.answer), title=title)
-    return None
+    if view["kind"] != "tokens":
+        return plot, gr.update(visible=False)
+    return plot, gr.update(value=lessons_views.tokens_html(view, revealed), visible=True)
 
 
 def reveal_html(question: Question, step, choice_id: str, lang: str) -> str:
@@ -127,7 +90,7 @@ def show(state, pos, prompt, choice=None, keep_pick: bool = False) -> Shown:
     stays (the inputs were read before it)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     try:
-        lesson, index = _where(pos)
+        lesson, index = locate(pos)
     except LessonError as e:  # an API caller's unknown lesson id: said, the page stays where it is
         return only(Shown, reveal=fail(e, lang))
     step = lesson.steps[index]
@@ -157,23 +120,22 @@ def show(state, pos, prompt, choice=None, keep_pick: bool = False) -> Shown:
             choice=gr.update(choices=[], value=None),
             reveal=fail(e, lang),
         )
-    view = question.view
-    figure = draw(view, question, lang)
     chips = [(choice_label(question, cid, lang), cid) for cid, _ in question.choices]
     picked = choice if choice in dict(question.choices) else None
+    plot, tokens = view_updates(question, lang, present, revealed=picked is not None)
+    if keep_pick and picked is None:  # the page's own pick (if any) keeps its drawn answer
+        plot, tokens, reveal = gr.skip(), gr.skip(), gr.skip()
+    else:
+        reveal = reveal_html(question, step, picked, lang) if picked is not None else asking_html(question)
     return Shown(
         **base,
-        plot=gr.update(value=dress(figure, lang, present), visible=True)
-        if figure is not None
-        else gr.update(visible=False),
-        tokens_html=gr.update(value=tokens_html(view["labels"], view["ids"]), visible=True)
-        if view["kind"] == "tokens"
-        else gr.update(visible=False),
+        plot=plot,
+        tokens_html=tokens,
         question=f"**{lessons.fill(step.ask, lang, question, '')}**",
         choice=gr.update(choices=chips, label=tr(lang, "lesson_guess"))
         if keep_pick
         else gr.update(choices=chips, value=picked, label=tr(lang, "lesson_guess")),
-        reveal=reveal_html(question, step, picked, lang) if picked is not None else gr.skip() if keep_pick else "",
+        reveal=reveal,
     )
 
 
@@ -185,7 +147,7 @@ def redraw(state, pos, prompt, choice=None) -> Shown:
 def move(state, pos, prompt, delta: int) -> Shown:
     """Next (+1) or Back (−1): across the end of a lesson into the next or previous one."""
     try:
-        lesson, index = _where(pos)
+        lesson, index = locate(pos)
     except LessonError as e:
         return only(Shown, reveal=fail(e, lang_of(state)))
     all_lessons = list(lessons.lessons())
@@ -200,28 +162,20 @@ def move(state, pos, prompt, delta: int) -> Shown:
     return show(state, {"lesson": lesson.id, "step": index}, prompt)
 
 
-def answer(state, pos, prompt, choice):
-    """A choice was clicked: the answer computed now, and whether the choice was it (a choice that is
-    not one of the question's is refused by name)."""
-    lang = lang_of(state)
+def answer(state, pos, prompt, choice) -> Revealed:
+    """A choice was clicked: the answer computed now, whether the choice was it, and the view with the
+    answer drawn on it (a choice that is not one of the question's is refused by name)."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
     try:
-        lesson, index = _where(pos)
+        lesson, index = locate(pos)
         step = lesson.steps[index]
         question, _ = lessons.ask(step, session_model(state), prompt)
         if choice is None:
-            return ""
-        return reveal_html(question, step, lessons.check_choice(question, choice), lang)
+            return only(Revealed, reveal=asking_html(question))
+        verdict = reveal_html(question, step, lessons.check_choice(question, choice), lang)
+        return Revealed(verdict, *view_updates(question, lang, present, revealed=True))
     except Exception as e:
-        return fail(e, lang)
-
-
-def full_tab(pos):
-    """The tab that owns the step's view."""
-    try:
-        lesson, index = _where(pos)
-    except LessonError:
-        return gr.skip()
-    return gr.Tabs(selected=lesson.steps[index].tab)
+        return only(Revealed, reveal=fail(e, lang))
 
 
 def open_from_link(state, prompt, request: gr.Request = None):

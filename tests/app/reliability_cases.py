@@ -215,7 +215,7 @@ def _lesson_answer(choice, prompt=LESSON_PROMPT):
     def call(state):
         from playground.ui import lessons_tab
 
-        return lessons_tab.answer(state, {"lesson": "attention", "step": 0}, prompt, choice)
+        return lessons_tab.answer(state, {"lesson": "attention", "step": 0}, prompt, choice).reveal
 
     return call
 

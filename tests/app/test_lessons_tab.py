@@ -8,7 +8,7 @@ from playground import PRESETS
 from playground.server import lessons
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
-from playground.ui import lessons_tab
+from playground.ui import lessons_showme, lessons_tab
 from tests.lesson_figures import library_answer
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
@@ -19,7 +19,8 @@ def state_of(seed=0, lang="en"):
 
 
 def revealed(html):
-    """(right?, answer id) from the reveal's HTML."""
+    """(right?, answer id) from the reveal's HTML (or from an answer's ``Revealed``)."""
+    html = getattr(html, "reveal", html)
     right = re.search(r"data-right='(true|false)'", html).group(1) == "true"
     return right, re.search(r"data-answer='([^']*)'", html).group(1)
 
@@ -53,15 +54,15 @@ def test_next_and_back_cross_lessons_and_the_full_tab_link_names_the_views_tab()
         "lesson": first.id,
         "step": 0,
     }
-    assert lessons_tab.full_tab({"lesson": "attention", "step": 0}).selected == "generate"
-    assert lessons_tab.full_tab({"lesson": "tokens", "step": 0}).selected == "tokenizer"
+    assert lessons_showme.prepare(state, {"lesson": "attention", "step": 0}, PROMPT).tabs.selected == "generate"
+    assert lessons_showme.prepare(state, {"lesson": "tokens", "step": 0}, PROMPT).tabs.selected == "tokenizer"
     # what an API caller may send instead of a position: the first step, never a crash
     for pos in (None, "x", {"step": "two"}, {"step": -5}):
         assert lessons_tab.show(state, pos, PROMPT).lesson_pos == {"lesson": first.id, "step": 0}
     # a lesson id that names no lesson is refused by name, and the page stays where it is
     refused = lessons_tab.show(state, {"lesson": "nope", "step": "two"}, PROMPT)
     assert "There is no lesson &#x27;nope&#x27;" in refused.reveal and refused.lesson_pos == {"__type__": "update"}
-    assert "There is no lesson" in lessons_tab.answer(state, {"lesson": "nope", "step": 0}, PROMPT, "a")
+    assert "There is no lesson" in lessons_tab.answer(state, {"lesson": "nope", "step": 0}, PROMPT, "a").reveal
 
 
 def test_a_link_opens_its_step_and_a_short_prompt_is_said():
@@ -95,9 +96,9 @@ def test_the_pages_preference_redraw_keeps_a_pick_made_while_it_was_computed():
     redraws that reveal in the new language. A step opened anew still starts unpicked."""
     state, pos = state_of(lang="zh-CN"), {"lesson": "attention", "step": 0}
     fresh = lessons_tab.show(state, pos, PROMPT)
-    assert fresh.choice["value"] is None and fresh.reveal == ""
+    assert fresh.choice["value"] is None and "pg-lesson-asking" in fresh.reveal
     again = lessons_tab.redraw(state, pos, PROMPT, None)
-    assert "value" not in again.choice and again.reveal == lessons_tab.gr.skip()
+    assert "value" not in again.choice and again.reveal == lessons_tab.gr.skip() == again.plot
     assert again.choice["choices"] == fresh.choice["choices"]  # the same ids: the page's pick stays valid
     pick = fresh.choice["choices"][0][1]
     picked = lessons_tab.redraw(state, pos, PROMPT, pick)

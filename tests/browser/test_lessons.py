@@ -1,13 +1,18 @@
 """The Lessons tab in a real page: every step of every lesson, in English and in 中文, at 1024×768 in
-presenter mode (light and dark), each question answered once wrongly and once rightly, the revealed
-answer checked against the library's own figure for the page's model and prompt."""
+presenter mode (light and dark). Before a guess nothing on the page shows the step's answer (bar
+heights or colours, heatmap cells, the chips' count, the header's figures); each question is then
+answered once wrongly and once rightly, the revealed answer checked against the library's own figure
+for the page's model and prompt, the reveal in view and the view drawn with its answer. Every step's
+"Show me in the full tab" lands on its view, drawn."""
 
 import re
 from pathlib import Path
 
 import pytest
 
+from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import tr
+from playground.inside.inspection import count_parameters
 from playground.server import lessons
 from playground.server.model_cache import CACHE
 from playground.server.recipes import default_recipe
@@ -23,6 +28,56 @@ ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ ,;:'’\-]+[A-Za-z]{2,}){2,}")
 LESSON_TEXT_JS = """() => ['#pg-lesson-progress', '#pg-lesson-text', '#pg-lesson-question', '#pg-lesson-reveal',
   '#pg-lesson-intro', '#pg-lesson-nav', '#pg-lesson-full', '#pg-lesson-choice [data-testid=block-info]']
   .map(s => document.querySelector(s)?.innerText || '').join('\\n')"""
+
+
+# What on the lesson's view shows values: a non-context trace with bar heights, bar colours or printed
+# numbers, heatmap cells, or any other trace (lines). Context traces frame the question (lessons_views).
+SHOWN_JS = """() => { const g = document.querySelector('#pg-lesson-plot .js-plotly-plot');
+  const found = [], list = (a) => (a && typeof a !== 'string') ? Array.from(a) : [];
+  // _fullData: the traces as plotly drew them (data holds the arrays still base64-packed)
+  ((g && g._fullData) || []).forEach((t, i) => {
+    if ((g.data[i] || {}).meta === 'context') return;
+    if (t.type === 'bar') {
+      if (list(t.orientation === 'h' ? t.x : t.y).some(x => x)) found.push('bar heights');
+      if (list(t.marker && t.marker.color).length) found.push('bar colours');
+      if (list(t.text).some(x => x)) found.push('bar numbers');
+    } else if (t.type === 'heatmap') {
+      if (list(t.z).some(r => list(r).some(x => x !== null && !Number.isNaN(x)))) found.push('cells');
+    } else found.push(t.type);
+  });
+  const chips = document.querySelectorAll('#pg-lesson-tokens .pg-lesson-tok').length;
+  if (chips || document.querySelector('#pg-lesson-tokens [data-tokens]')) found.push('chips');
+  return found; }"""
+MASKED_JS = """(note) => { const g = document.querySelector('#pg-lesson-plot .js-plotly-plot');
+  return !!document.querySelector('#pg-lesson-tokens .pg-lesson-uncut')
+    || !!(g && g.layout && JSON.stringify([g.layout.title, g.layout.annotations]).includes(note)); }"""
+REVEAL_BOX_JS = """() => { const r = document.querySelector('#pg-lesson-reveal .pg-lesson-reveal').getBoundingClientRect();
+  return [r.top, r.bottom, window.innerHeight]; }"""
+
+
+def _before_the_guess(page, lang, step, question, model, where, problems):
+    """Nothing on the page gives the step's answer away until a choice is made."""
+    note = tr(lang, "lesson_masked_note")
+    page.wait_for_function(MASKED_JS, arg=note, timeout=60_000)
+    if shown := page.evaluate(SHOWN_JS):
+        problems.append(f"{where}: before the guess the view shows {shown}")
+    header = page.locator("#pg-summary").inner_text()
+    if step.question in ("param_count", "embedding_params") and f"{count_parameters(model):,}" in header:
+        problems.append(f"{where}: the header shows the parameter count before the guess")
+    if step.question == "embedding_width" and f"d={model.cfg.emb_dim}" in header.replace(" ", ""):
+        problems.append(f"{where}: the header shows d before the guess")
+    label = question.answer_label  # a figure such as 7,655,552 (a word answer names an axis' category)
+    numeric = len(label) >= 4 and re.fullmatch(r"[\d,.]+M?", label)
+    if step.view != "tokens" and numeric and label in page.locator("#pg-lesson-plot").inner_text():
+        problems.append(f"{where}: the view prints the answer {label} before the guess")
+
+
+def _after_the_guess(page, where, problems):
+    """The reveal within the first screen, and the view drawn with its answer."""
+    top, bottom, height = page.evaluate(REVEAL_BOX_JS)
+    if top < 0 or bottom > height + 1:
+        problems.append(f"{where}: the reveal ({top:.0f}–{bottom:.0f}) is outside the {height}-px viewport")
+    page.wait_for_function(f"() => ({SHOWN_JS})().length > 0", timeout=60_000)
 
 
 def _progress(page):
@@ -55,6 +110,8 @@ def _walk(page, lang, scheme, prompt, model, problems):
             page.locator("#pg-lesson-choice input[type=radio]").first.wait_for(timeout=60_000)
             question, _ = lessons.ask(step, model, prompt)
             expected = library_answer(step, model, prompt, question)
+            where = f"{lang} {lesson.id} step {index + 1}"
+            _before_the_guess(page, lang, step, question, model, where, problems)
             values = page.locator("#pg-lesson-choice input[type=radio]").evaluate_all("xs => xs.map(x => x.value)")
             assert expected in values, (lesson.id, index, expected, values)
             wrong = next(v for v in values if v != expected)
@@ -62,6 +119,7 @@ def _walk(page, lang, scheme, prompt, model, problems):
             assert _reveal(page, False) == expected, (lesson.id, index)
             page.locator(f"#pg-lesson-choice input[value='{expected}']").click()
             assert _reveal(page, True) == expected, (lesson.id, index)
+            _after_the_guess(page, where, problems)
             shot = f"lesson-{lang}-{scheme}-1024x768-present-{lesson.order}-{lesson.id}-{index + 1}"
             page.wait_for_timeout(300)
             page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
@@ -142,3 +200,86 @@ def test_a_link_opens_a_step_the_full_tab_link_goes_there_and_the_last_tab_is_re
         assert generate.get_attribute("aria-selected") == "false"
         context.close()
         browser.close()
+
+
+SELECTED_JS = (
+    """() => [...document.querySelectorAll('button[role=tab][aria-selected=true]')].map(b => b.dataset.tabId)"""
+)
+DRAWN_JS = """(id) => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
+  return !!(g && g.data && g.data.length && g.offsetParent); }"""
+TITLE_JS = """(id) => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
+  return (g && g.layout && g.layout.title && g.layout.title.text) || ''; }"""
+IN_VIEW_JS = """(id) => { const r = document.getElementById(id).getBoundingClientRect();
+  return r.top < window.innerHeight && r.bottom > 0; }"""
+
+
+def _lands_on_its_view(page, target, where, problems):
+    """The target tab is selected, its view drawn for the step (head, position, text) and in view."""
+    tab = target["tab"]
+    page.wait_for_function(f"() => ({SELECTED_JS})().includes({tab!r})", timeout=120_000)
+    if tab == "generate":
+        anchor = "pg-prob-plot" if target.get("step") is not None else "pg-heatmap"
+        page.wait_for_function(DRAWN_JS, arg=anchor, timeout=120_000)
+        page.locator("#pg-chips .pg-chip").first.wait_for(timeout=60_000)
+        title = page.evaluate(TITLE_JS, "pg-heatmap")
+        if target.get("view") == "one" and f"Layer {target['layer']}, head {target['head']}" not in title:
+            problems.append(f"{where}: the Generate tab shows {title!r}, not head {target['layer']}.{target['head']}")
+        if target.get("view", "").startswith("overview"):
+            metric = "first-token" if target["view"] == "overview-first" else "previous-token"
+            if metric not in title:
+                problems.append(f"{where}: the Generate tab shows {title!r}, not the {metric} overview")
+        if target.get("text") and page.locator("#pg-prompt textarea").input_value() != target["text"]:
+            problems.append(f"{where}: the Generate tab's prompt is not the lesson's sentence said twice")
+    elif tab == "inside":
+        page.wait_for_function(f"() => ({SELECTED_JS})().includes({target['sub']!r})", timeout=60_000)
+        anchor = "pg-lens" if target["sub"] == "inside-lens" else "pg-intervene-loss"
+        page.wait_for_function(DRAWN_JS, arg=anchor, timeout=120_000)
+        if "Generate first" in page.locator("#pg-inside-msg").inner_text():
+            problems.append(f"{where}: the Inside tab says Generate first")
+        if target["sub"] == "inside-lens":
+            if page.locator("#pg-lens-pos input").input_value() != str(target["position"]):
+                problems.append(f"{where}: the lens is not at position {target['position']}")
+        elif target["zero"] not in page.locator("#pg-tabs textarea, #pg-tabs input[type=text]").evaluate_all(
+            "xs => xs.map(x => x.value)"
+        ):
+            problems.append(f"{where}: the intervention does not remove head {target['zero']}")
+    elif tab == "tokenizer":
+        anchor = "pg-tok-chips"
+        n = len(load_tokenizer().encode(target["text"]))
+        page.locator(f"#pg-tok-summary [data-tokens='{n}']").wait_for(timeout=60_000)
+    elif tab == "compare":
+        anchor = "pg-score-a"
+        page.wait_for_function("() => (document.querySelector('#pg-score-a')?.innerText || '').trim()", timeout=60_000)
+    else:
+        anchor = "pg-breakdown"
+    page.wait_for_timeout(300)
+    if not page.evaluate(IN_VIEW_JS, anchor):
+        problems.append(f"{where}: the view #{anchor} is not on screen")
+    return anchor
+
+
+def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
+    from playwright.sync_api import sync_playwright
+
+    from playground.ui.generate_layout import EXAMPLES
+
+    model, prompt = CACHE.get(default_recipe()), EXAMPLES[0][0]
+    problems = []
+    with sync_playwright() as p:
+        browser = launch(p)
+        context = browser.new_context(viewport={"width": 1024, "height": 768})
+        page = context.new_page()
+        for lesson in lessons.lessons():
+            for index, step in enumerate(lesson.steps):
+                where = f"{lesson.id} step {index + 1}"
+                page.goto(page_url.rstrip("/") + f"/?present=1&lesson={lesson.id}&step={index + 1}")
+                page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
+                page.locator("#pg-lesson-choice input[type=radio]").first.wait_for(timeout=60_000)
+                question, _ = lessons.ask(step, model, prompt)
+                page.locator("#pg-lesson-full").click()
+                anchor = _lands_on_its_view(page, question.target, where, problems)
+                shot = f"lesson-show-me-{lesson.order}-{lesson.id}-{index + 1}-{anchor}"
+                page.screenshot(path=str(ARTIFACTS / f"{shot}.png"))
+        context.close()
+        browser.close()
+    assert not problems, "\n".join(problems)

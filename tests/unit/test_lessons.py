@@ -9,7 +9,8 @@ import pytest
 from playground.engine.config import PRESETS, count_parameters_analytic
 from playground.engine.tokenizer import load_tokenizer
 from playground.server import lessons
-from playground.server.lesson_questions import QUESTIONS, VIEW_TABS, WORD_CHOICES, LessonError
+from playground.server.lesson_kit import LessonError
+from playground.server.lesson_questions import QUESTIONS, VIEW_TABS, WORD_CHOICES
 from tests.lesson_figures import library_answer
 from tests.tiny_models import random_model
 

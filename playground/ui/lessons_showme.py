@@ -1,0 +1,184 @@
+"""A lesson step's "Show me in the full tab": the tab that owns the step's view opens on that view, drawn.
+
+The step's question says where its view lives (``Question.target``: the tab, and there the view,
+layer and head, the sub-tab, the position, the text). ``prepare`` sets the target tab's controls
+and selects it; the events chained after it (``lessons_layout.wire_show_me``) make a run of the
+lesson's prompt for the Generate and Inside tabs (so no view there waits on "Generate first"), then
+``draw_view`` draws the attention view or the step, the lens or the intervention, the tokenizer's
+chips, or the Compare tab's per-token loss, leaving every other tab's outputs as they are.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from playground.server import lessons
+
+from .attention_view import attention_views
+from .common import session_model
+from .compare_tab import SOURCES, Scored, score_a
+from .generate_tab import AttentionViews, LastStep, generate_tokens, inspect_step, last_step
+from .inside_open import Opened, open_tab
+from .inside_redraw import note_drawn
+from .inside_tab import intervene_view, lens_view
+from .lessons_tab import locate
+from .results import result, skipped
+from .tokenizer_tab import Tokens, show_tokens
+
+# What "prepare" sets: the target, the page's tab, and the controls of the tab it opens.
+Prepared = result(
+    "Prepared",
+    "target",
+    "tabs",
+    "prompt",
+    "temperature",
+    "view",
+    "layer",
+    "head",
+    "span",
+    "tok_text",
+    "cmp_source",
+    "cmp_text",
+    "inside_tabs",
+    "i_zero",
+)
+GenerateDrawn = result("GenerateDrawn", *AttentionViews._fields, *LastStep._fields)
+RUN_TABS = ("generate", "inside")  # tabs whose views read the session's run
+# The element that shows the step's view in its tab: scrolled into view once drawn.
+ANCHORS = {"generate": "pg-heatmap", "inside-lens": "pg-lens", "inside-intervene": "pg-intervene-loss"}
+ANCHORS |= {"tokenizer": "pg-tok-chips", "compare": "pg-score-a", "model": "pg-breakdown", "step": "pg-prob-plot"}
+
+
+def anchor(target: dict) -> str:
+    """The element id of the target's view (``ANCHORS``)."""
+    if target.get("tab") == "inside":
+        return ANCHORS[target["sub"]]
+    return ANCHORS["step" if target.get("step") is not None else target["tab"]]
+
+
+SCROLL_JS = """(t) => { const id = t && t.anchor; const el = id && document.getElementById(id);
+  if (el) el.scrollIntoView({block: 'start', behavior: 'instant'}); }"""
+
+
+def target_of(state, pos, prompt) -> dict:
+    """The step's target computed on the session's model and prompt ({} when the step cannot be asked)."""
+    try:
+        lesson, index = locate(pos)
+        question, _ = lessons.ask(lesson.steps[index], session_model(state), prompt)
+    except Exception:  # the step says why where it is drawn; Show me then opens nothing
+        return {}
+    return dict(question.target)
+
+
+def prepare(state, pos, prompt) -> Prepared:
+    """The target tab selected with its controls set to the step's view (the rest left as they are)."""
+    target = target_of(state, pos, prompt)
+    tab = target.get("tab")
+    if tab is None:
+        return skipped(Prepared)._replace(target={})
+    out = {name: gr.skip() for name in Prepared._fields}
+    out["target"], out["tabs"] = {**target, "anchor": anchor(target)}, gr.Tabs(selected=tab)
+    if tab == "generate":
+        if target.get("text"):
+            out["prompt"] = target["text"]
+        if target.get("temperature") is not None:
+            out["temperature"] = target["temperature"]
+        if target.get("view"):
+            out.update(view=target["view"], layer=target["layer"], head=target["head"], span=target["span"])
+    elif tab == "tokenizer":
+        out["tok_text"] = target["text"]
+    elif tab == "compare":
+        out["cmp_source"], out["cmp_text"] = SOURCES[0], target["text"]
+    elif tab == "inside":
+        out["inside_tabs"] = gr.Tabs(selected=target["sub"])
+        if target.get("zero"):
+            out["i_zero"] = target["zero"]
+    return Prepared(**out)
+
+
+def run_for(target, state, prompt, temperature, top_k, top_p, max_new, seed, greedy):
+    """A run of the lesson's prompt, for the tabs whose views read a run (outputs: state, chips, status)."""
+    if (target or {}).get("tab") not in RUN_TABS:
+        yield gr.skip(), gr.skip(), gr.skip()
+        return
+    yield from generate_tokens(state, prompt, temperature, top_k, top_p, max_new, seed, greedy)
+
+
+def draw_generate(target, state, view, layer, head, log_scale, span) -> GenerateDrawn:
+    """The Generate tab's attention view of the step (its query on the prompt's last token when the
+    step asks about that token), and the step's token: the first generated for a step about the
+    next token, else the last."""
+    if (target or {}).get("tab") != "generate":
+        return skipped(GenerateDrawn)
+    attention = attention_views(state, view, layer, head, log_scale, target.get("query"), span)
+    if target.get("step") is None:
+        return GenerateDrawn(*attention, *last_step(state))
+    step = last_step(state)
+    first = {**step.step_slider, "value": target["step"]} if isinstance(step.step_slider, dict) else step.step_slider
+    return GenerateDrawn(*attention, first, *inspect_step(state, target["step"]))
+
+
+def draw_inside(target, state, seen_run, scroll, layer, position, cols, request: gr.Request = None) -> Opened:
+    """The Inside tab opened on the step's view: the lens at the step's position, or the intervention
+    the step made (the head removed), drawn for the run just made."""
+    target = target or {}
+    if target.get("tab") != "inside":
+        return skipped(Opened)
+    opened = open_tab(state, seen_run, scroll, layer, position, cols, request)._asdict()
+    if target.get("sub") == "inside-lens":
+        lens = lens_view(state, None, target["layer"], target["position"], cols)._asdict()
+        lens["lens_msg"] = lens.pop("msg")
+        opened.update(lens, lens_layer=target["layer"], lens_pos=target["position"])
+    elif target.get("zero"):
+        fields = (target["zero"], "", "", 0.0, "", "", False, target["position"], cols)  # the tab's own fields
+        drawn = intervene_view(state, *fields)._asdict()
+        if request is not None:  # a language switch draws it again, as one drawn by the tab's button
+            note_drawn(request, "intervene", state, *fields)
+        opened.update({k: drawn[k] for k in ("i_bars", "i_loss", "i_lens", "i_md")}, i_msg=drawn["msg"])
+        opened["i_pos"] = target["position"]
+    return Opened(**opened)
+
+
+def draw_tokenizer(target, text, state) -> Tokens:
+    if (target or {}).get("tab") != "tokenizer":
+        return skipped(Tokens)
+    return show_tokens(text, state)
+
+
+def draw_compare(target, state, cmp_state, source, text, upload, replace, stride, request: gr.Request = None):
+    """The Compare tab's per-token loss of the lesson's prompt (its text scored by the session's model)."""
+    if (target or {}).get("tab") != "compare":
+        return skipped(Scored)
+    return score_a(state, cmp_state, source, text, upload, replace, stride, request=request)
+
+
+def draw_view(
+    target,
+    state,
+    view,
+    layer,
+    head,
+    log_scale,
+    span,
+    seen_run,
+    scroll,
+    lens_layer,
+    lens_pos,
+    cols,
+    tok_text,
+    cmp_state,
+    source,
+    cmp_text,
+    upload,
+    replace,
+    stride,
+    request: gr.Request = None,
+) -> tuple:
+    """The step's view in its tab, as one event (each queued event costs a round trip): the outputs of
+    the Generate, Inside, Tokenizer and Compare views in that order, those of the other tabs unchanged."""
+    return (
+        *draw_generate(target, state, view, layer, head, log_scale, span),
+        *draw_inside(target, state, seen_run, scroll, lens_layer, lens_pos, cols, request),
+        *draw_tokenizer(target, tok_text, state),
+        *draw_compare(target, state, cmp_state, source, cmp_text, upload, replace, stride, request),
+    )
