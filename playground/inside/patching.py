@@ -153,6 +153,25 @@ class KeyPrefix:
         return torch.cat([self.k.expand(B, -1, -1, -1), k], 2), torch.cat([self.v.expand(B, -1, -1, -1), v], 2)
 
 
+def last_position(block, x: torch.Tensor, prefix: KeyPrefix, patch: LayerPatch) -> torch.Tensor:
+    """The last block for the last position only (B, 1, d): the metric reads nothing else. The earlier
+    positions give it their keys and values (computed from their input as the block would), so its
+    attention sees what the whole block's would; a patch there keeps its last position only."""
+    earlier = x[:, :-1]
+    _, k, v = block.att.project_qkv(block.norm1(earlier) if block.pre_norm else earlier)  # (B, H, Tw − 1, hd)
+    keys = KeyPrefix(
+        torch.cat([prefix.k.expand(x.size(0), -1, -1, -1), k], 2),
+        torch.cat([prefix.v.expand(x.size(0), -1, -1, -1), v], 2),
+    )
+    last = LayerPatch(
+        None if patch.head_mask is None else patch.head_mask[:, :, -1:],
+        None if patch.clean_ctx is None else patch.clean_ctx[:, :, -1:],
+        None if patch.mlp_mask is None else patch.mlp_mask[:, -1:],
+        None if patch.clean_mlp is None else patch.clean_mlp[:, -1:],
+    )
+    return block(x[:, -1:], keys, None, last)
+
+
 def final_logit_diff(model, x: torch.Tensor, pair: PatchPair) -> torch.Tensor:
     """logit(answer) − logit(wrong) at the last position of the residual stream x (B, T, d), float32.
     A plain output head is read at those two rows only (the other 50,255 dot products are not needed)."""
@@ -195,13 +214,13 @@ def run_group(model, runs: Runs, target: str, group: list[Variant], stop=None) -
     clean, corrupted = runs.clean, runs.corrupted
     H, Tw = model.cfg.n_heads, len(runs.pair.clean) - s
     order = sorted(range(len(group)), key=lambda j: group[j].layer)
-    x = None
+    x: torch.Tensor | None = None
     joined: list[Variant] = []
     with torch.no_grad():
         for i in range(group[order[0]].layer, model.cfg.n_layers):
             if stop is not None and stop():
                 raise StopRequested
-            new = [group[j] for j in order if group[j].layer == i]
+            new = [group[j] for j in order if group[j].layer == i]  # the loop starts at the first one's layer
             patch = LayerPatch()
             if new:
                 x_new = corrupted.resid[i][:, s:].expand(len(new), -1, -1)
@@ -220,10 +239,15 @@ def run_group(model, runs: Runs, target: str, group: list[Variant], stop=None) -
                     mask = torch.zeros(B, Tw, dtype=torch.bool)
                     mask[n_old:, 0] = True
                     patch = LayerPatch(mlp_mask=mask, clean_mlp=clean.mlp_out[i][:, s:])
+            assert x is not None
             _, k, v = corrupted.qkv[i]
-            prefix = KeyPrefix(k[:, :, :s], v[:, :, :s]) if s else None
-            x = model.trf_blocks[i](x, prefix, None, patch)
-        metric = runs.normalise(final_logit_diff(model, x, runs.pair))  # type: ignore[arg-type]
+            prefix = KeyPrefix(k[:, :, :s], v[:, :, :s])
+            if i == model.cfg.n_layers - 1 and Tw > 1:
+                x = last_position(model.trf_blocks[i], x, prefix, patch)
+            else:
+                x = model.trf_blocks[i](x, prefix if s else None, None, patch)
+        assert x is not None
+        metric = runs.normalise(final_logit_diff(model, x, runs.pair))
     back = {var: b for b, var in enumerate(joined)}
     return torch.stack([metric[back[var]] for var in group])
 
