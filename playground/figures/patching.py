@@ -21,6 +21,12 @@ def _peak(values, *more) -> float:
     return max([1.0, *cells])
 
 
+def _cell(v: float) -> str:
+    """Two decimals; a value that rounds to zero is "0.00" (float noise of ±1e-6 is not a negative effect)."""
+    text = f"{v:.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
 def patching_heatmap(
     values, rows, columns, *, title: str, x_title: str = "", y_title: str = "", peak: float | None = None, mark=None
 ) -> go.Figure:
@@ -43,7 +49,7 @@ def patching_heatmap(
         )
     )
     if n_rows * n_cols <= CELL_TEXT_MAX:
-        text = [["" if v is None else f"{v:.2f}" for v in row] for row in z]
+        text = [["" if v is None else _cell(v) for v in row] for row in z]
         fig.add_trace(cell_text(*heatmap_cells(z, text, range(n_cols), range(n_rows)), COLORS, -peak, peak, 10))
     if mark is not None:
         r, c = mark

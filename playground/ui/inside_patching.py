@@ -56,9 +56,10 @@ def layout() -> SimpleNamespace:
         pt_stop = gr.Button(T("stop"), variant="stop", elem_id="pg-patch-stop")
     pt_msg = gr.HTML(elem_id="pg-patch-msg")
     pt_md = gr.Markdown(elem_id="pg-patch-md", elem_classes=HIDE_EMPTY)
+    # side by side from ~1100 px; a 1024-px projector stacks them, each wide enough for its cells' text
     with gr.Row():
-        pt_exact = gr.Plot(show_label=False, elem_id="pg-patch-exact", min_width=420)
-        pt_attr = gr.Plot(show_label=False, elem_id="pg-patch-attr", min_width=420)
+        pt_exact = gr.Plot(show_label=False, elem_id="pg-patch-exact", min_width=520)
+        pt_attr = gr.Plot(show_label=False, elem_id="pg-patch-attr", min_width=520)
     pt_shown = gr.State(None)  # the last drawn result: a language switch draws it again
     pt_api_out = gr.JSON(visible=False)
     pt_api_buttons = [gr.Button(visible=False) for _ in range(2)]

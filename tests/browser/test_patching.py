@@ -72,7 +72,7 @@ def test_each_target_and_the_path_view_are_drawn(app_url, lang, size):
             page.wait_for_timeout(400)
             page.screenshot(path=str(ARTIFACTS / f"patching-{lang}-{size[0]}-{target}.png"), full_page=True)
         # a corrupted prompt of another length is refused with both lengths, in the page's language
-        page.locator("#pg-patch-corrupted textarea").fill("When Elizabeth went to the store")
+        page.locator("#pg-patch-corrupted").locator("input, textarea").first.fill("When Elizabeth went to the store")
         page.locator("#pg-patch-btn").click()
         page.locator("#pg-patch-msg").get_by_text("14" if lang == "en" else "14 个", exact=False).wait_for(
             timeout=60_000
