@@ -65,3 +65,25 @@ def test_different_lengths_are_refused_with_both_lengths(client):
     assert "error" in out
     out = client.predict(PAIR["clean"], PAIR["corrupted"], " Mary", " John", "nope", api_name="/activation_patching")
     assert "resid_pre" in out["error"]
+
+
+def test_the_view_and_its_redraw_say_it_in_chinese_with_the_same_numbers():
+    from playground.server.patching_views import activation_patching
+    from playground.ui import inside_patching as ip
+
+    model = CACHE.get(default_recipe())
+    d = activation_patching(model, PAIR["clean"], PAIR["corrupted"], PAIR["answer"], PAIR["wrong"], "mlp_out")
+    en = ip.draw(d, "en", False)
+    zh = ip.redraw({"lang": "zh-CN"}, d)
+    assert en[0].layout.title.text.startswith("Activation patching") and "correlation" in en[2]
+    assert zh.pt_exact.layout.title.text.startswith("激活修补") and "相关系数" in zh.pt_md
+    assert zh.pt_attr.layout.title.text.startswith("归因修补") and zh.pt_exact.layout.xaxis.title.text.startswith(
+        "位置"
+    )
+    assert [list(r) for r in zh.pt_exact.data[0].z] == [list(r) for r in en[0].data[0].z]
+    path = activation_patching(
+        model, PAIR["clean"], PAIR["corrupted"], PAIR["answer"], PAIR["wrong"], "path",
+        sender=(0, 2), receiver=(1, 3), via="q",
+    )  # fmt: skip
+    zh_path = ip.draw(path, "zh-CN", False)
+    assert "L0H2 → L1H3" in zh_path[2] and zh_path[1].data[0].type == "bar"
