@@ -40,7 +40,13 @@ def layout() -> SimpleNamespace:
     with gr.Row():
         pt_pair = gr.Dropdown(choices(PAIR_KEYS), value=first["name"], label=T("pt_pair"), scale=1)
         pt_clean = gr.Textbox(first["clean"], label=T("pt_clean"), max_length=pv.MAX_PROMPT_CHARS, scale=3)
-        pt_corrupted = gr.Textbox(first["corrupted"], label=T("pt_corrupted"), max_length=pv.MAX_PROMPT_CHARS, scale=3)
+        pt_corrupted = gr.Textbox(
+            first["corrupted"],
+            label=T("pt_corrupted"),
+            max_length=pv.MAX_PROMPT_CHARS,
+            scale=3,
+            elem_id="pg-patch-corrupted",
+        )
     with gr.Row():
         pt_answer = gr.Textbox(first["answer"], label=T("pt_answer"), max_length=200)
         pt_wrong = gr.Textbox(first["wrong"], label=T("pt_wrong"), max_length=200)
