@@ -366,7 +366,7 @@ EN = {
     "pt_pair": "Suggested pair",
     "pt_pair_names": "Names swapped (who gets the drink)",
     "pt_pair_induction": "Repeated phrase (induction)",
-    "pt_pair_austen": "Austen's names swapped",
+    "pt_pair_romeo": "Speakers swapped (Romeo and Juliet)",
     "pt_clean": "Clean prompt",
     "pt_corrupted": "Corrupted prompt (same number of tokens)",
     "pt_answer": "Answer token",

@@ -356,7 +356,7 @@ ZH = {
     "pt_pair": "示例提示对",
     "pt_pair_names": "交换名字（谁拿到饮料）",
     "pt_pair_induction": "重复的短语（归纳）",
-    "pt_pair_austen": "交换奥斯汀小说里的名字",
+    "pt_pair_romeo": "交换说话人（罗密欧与朱丽叶）",
     "pt_clean": "干净提示",
     "pt_corrupted": "被破坏的提示（token 数相同）",
     "pt_answer": "答案 token",

@@ -20,16 +20,10 @@ from playground.runtime.memory import BUDGET
 MAX_PROMPT_CHARS = 1000  # read only after this check: the token limit (patching.MAX_TOKENS) is far below it
 TARGETS = (*patching.TARGETS, "path")
 
-# Pairs that show something on GPT-2 and on the bundled model: the names swapped (indirect object),
-# a repeated phrase whose first word changes (induction), and two of Austen's names.
+# Pairs that show something on GPT-2 and on the bundled Shakespeare model: a repeated phrase whose first
+# word changes (induction: the bundled model's clean and corrupted logit differences are 3.7 and −1.1), two
+# names swapped (indirect object), and the speakers of a greeting swapped.
 SUGGESTED_PAIRS = (
-    {
-        "name": "names",
-        "clean": "When Mary and John went to the store, John gave a drink to",
-        "corrupted": "When Mary and John went to the store, Mary gave a drink to",
-        "answer": " Mary",
-        "wrong": " John",
-    },
     {
         "name": "induction",
         "clean": "The cat sat on the mat. The dog ran to the park. The cat",
@@ -38,11 +32,18 @@ SUGGESTED_PAIRS = (
         "wrong": " ran",
     },
     {
-        "name": "austen",
-        "clean": "Emma and Harriet walked home; then Harriet spoke to",
-        "corrupted": "Emma and Harriet walked home; then Emma spoke to",
-        "answer": " Emma",
-        "wrong": " Harriet",
+        "name": "names",
+        "clean": "When Mary and John went to the store, John gave a drink to",
+        "corrupted": "When Mary and John went to the store, Mary gave a drink to",
+        "answer": " Mary",
+        "wrong": " John",
+    },
+    {
+        "name": "romeo",
+        "clean": "ROMEO: Good morrow, Juliet.\nJULIET: Good morrow,",
+        "corrupted": "JULIET: Good morrow, Romeo.\nROMEO: Good morrow,",
+        "answer": " Romeo",
+        "wrong": " Juliet",
     },
 )
 

@@ -38,11 +38,13 @@ def layout() -> SimpleNamespace:
     first = pv.SUGGESTED_PAIRS[0]
     gr.Markdown(T("pt_intro"))
     with gr.Row():
-        pt_pair = gr.Dropdown(choices(PAIR_KEYS), value=first["name"], label=T("pt_pair"), scale=1)
-        pt_clean = gr.Textbox(first["clean"], label=T("pt_clean"), max_length=pv.MAX_PROMPT_CHARS, scale=3)
+        pt_pair = gr.Dropdown(choices(PAIR_KEYS), value=first["name"], label=T("pt_pair"), scale=1, min_width=260)
+        # two lines: a prompt may hold a line break (the Romeo and Juliet pair does)
+        pt_clean = gr.Textbox(first["clean"], label=T("pt_clean"), lines=2, max_length=pv.MAX_PROMPT_CHARS, scale=3)
         pt_corrupted = gr.Textbox(
             first["corrupted"],
             label=T("pt_corrupted"),
+            lines=2,
             max_length=pv.MAX_PROMPT_CHARS,
             scale=3,
             elem_id="pg-patch-corrupted",

@@ -3,7 +3,9 @@ English at 1600×1000 and in 中文 at 1024×768; screenshots go to tests/artifa
 
 import pytest
 
+from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import tr
+from playground.server.patching_views import SUGGESTED_PAIRS
 from tests.browser.chromium import chromium_or_skip, launch, open_tab
 from tests.helpers import ARTIFACTS
 from tools.pagewalk import plot_ready
@@ -74,7 +76,8 @@ def test_each_target_and_the_path_view_are_drawn(app_url, lang, size):
         # a corrupted prompt of another length is refused with both lengths, in the page's language
         page.locator("#pg-patch-corrupted").locator("input, textarea").first.fill("When Elizabeth went to the store")
         page.locator("#pg-patch-btn").click()
-        page.locator("#pg-patch-msg").get_by_text("14" if lang == "en" else "14 个", exact=False).wait_for(
+        n = len(load_tokenizer().encode(SUGGESTED_PAIRS[0]["clean"]))
+        page.locator("#pg-patch-msg").get_by_text(f"{n} tokens" if lang == "en" else f"{n} 个", exact=False).wait_for(
             timeout=60_000
         )
         page.screenshot(path=str(ARTIFACTS / f"patching-{lang}-{size[0]}-lengths.png"), full_page=True)
