@@ -171,6 +171,23 @@ ERRORS_ZH = {
     "inside.list_long": "{name} 有 {n:,} 个字符；这里的头或层的列表最多 {limit:,} 个字符。",
     "inside.scale_one_head": "缩放的头：只能写一个头（层.头）。",
     "inside.dose_needs_head": "缩放的头：剂量-响应曲线需要指定一个头，写成 层.头（如 1.2）。",
+    # ---- activation patching (inside.patching, inside.patching_paths, server.patching_views)
+    "inside.patch_lengths": "干净提示有 {clean} 个 token，被破坏的提示有 {corrupted} 个 token：修补是按位置逐个复制的，"
+    "所以两者的 token 数必须相同。请在被破坏的提示里换用 token 数相同的词（例如把一个单 token 的名字换成另一个）。",
+    "inside.patch_lengths_shown": "干净提示有 {clean} 个 token，被破坏的提示有 {corrupted} 个 token：修补是按位置逐个复制的，"
+    "所以两者的 token 数必须相同。请换用 token 数相同的词（例如把一个单 token 的名字换成另一个）。"
+    "干净：{clean_tokens}。被破坏：{corrupted_tokens}。",
+    "inside.patch_long": "两个提示各有 {n} 个 token；这里的修补最多 {limit} 个（每个格子都要单独做一次前向计算）。",
+    "inside.patch_same_tokens": "答案 token 和错误 token 是同一个 token：请选两个不同的。",
+    "inside.patch_no_difference": "干净提示和被破坏的提示给出相同的 logit 差（{ld:.4f}）：没有什么可以恢复的。"
+    "请选一对提示：模型在干净提示上偏向答案，在被破坏的提示上不偏向。",
+    "inside.patch_target": "修补目标必须是 {choices} 之一；收到的是 {value!r}。",
+    "inside.patch_head": "{name}头必须写成 层.头，层为 0–{last_layer}，头为 0–{last_head}；收到的是 {value!r}。",
+    "inside.patch_path_order": "接收头 L{rl}H{rh} 必须在发送头 L{sl}H{sh} 之后的层：一个头只能读到更早的层写下的东西。",
+    "inside.patch_head_field": "{name}：写一个头，格式为 层.头（如 0.2）。",
+    "inside.patch_input": "接收头的输入必须是 q、k 或 v；收到的是 {value!r}。",
+    "inside.patch_prompt_missing": "请输入{name}提示。",
+    "inside.patch_prompt_long": "{name}提示有 {n:,} 个字符；修补最多接受 {limit:,} 个。",
     # ---- Score & compare, replay
     "score.text_not_str": "文本必须是字符串，收到的是 {kind}。",
     "score.text_empty": "文本是空的：请粘贴或上传要打分的文本。",
@@ -275,6 +292,12 @@ ERRORS_ZH = {
 
 # Field values that are interface words (the name of the control a refusal is about).
 FIELD_ZH = {
+    "clean": "干净",
+    "corrupted": "被破坏的",
+    "sender": "发送",
+    "receiver": "接收",
+    "Sender head": "发送头",
+    "Receiver head": "接收头",
     "Layer": "层",
     "Head": "头",
     "Query position": "查询位置",

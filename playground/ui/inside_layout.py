@@ -3,7 +3,8 @@
 The Inside tab's components and their events (its views are drawn by inside_tab, its numbers
 computed by inside_data, clicks on its heatmaps handled by inside_picks).
 
-Four sub-tabs: logit lens, direct logit attribution, attention maths, interventions; and hidden
+Five sub-tabs: logit lens, direct logit attribution, attention maths, interventions, activation
+patching (inside_patching); and hidden
 API-only endpoints that return plain numbers.
 """
 
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from . import inside_picks, listeners
+from . import inside_patching, inside_picks, listeners
 from .cell_click import cols_js
 from .common import T, tr
 from .inside_data import (
@@ -41,7 +42,13 @@ from .inside_tab import (
 from .results import outputs
 from .style import HIDE_EMPTY, RESIZE_JS
 
-SUB_TABS = ("inside_lens", "inside_dla", "inside_maths", "inside_interventions")  # their titles' keys
+SUB_TABS = (
+    "inside_lens",
+    "inside_dla",
+    "inside_maths",
+    "inside_interventions",
+    "inside_patching",
+)  # their titles' keys
 
 
 def layout() -> SimpleNamespace:
@@ -140,6 +147,8 @@ def layout() -> SimpleNamespace:
                     sweep_msg = gr.HTML(elem_id="pg-sweep-msg")  # a click on the sweep just under it
                     sweep_pick = gr.Button("pick", elem_id="pg-sweep-pick", elem_classes=["pg-offscreen"])
                     sweep_plot = gr.Plot(show_label=False, elem_id="pg-sweep")
+        with gr.Tab(T("inside_patching"), id="inside-patching") as patching_tab:
+            patching = inside_patching.layout()
     # API-only endpoints (plain numbers): their hidden buttons and output, and the lens window bounds
     api_out = gr.JSON(visible=False)
     api_first, api_last = gr.Number(None, visible=False), gr.Number(None, visible=False)
@@ -231,11 +240,13 @@ def wire(page) -> None:
     )
     c.stop_btn.click(stop, state, c.i_msg, cancels=[dose, sweep], api_visibility="private", queue=False)
     # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
-    for tab in (c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab):
+    tabs = [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab, c.patching_tab]
+    for tab in tabs:
         tab.select(None, None, None, js=RESIZE_JS)
     # (its own tabs' titles too: Gradio translated them once, when they were first drawn)
     titles = {lang: [tr(lang, key) for key in SUB_TABS] for lang in ("en", "zh-CN")}
-    listeners.on_change_titles(page, titles, [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab])
+    listeners.on_change_titles(page, titles, tabs)
+    inside_patching.wire(page, c.patching)
     # A language switch redraws the lens (when there is a run) and every other view drawn, and the
     # messages under their buttons.
     redrawn = [f for view in (LensView, *(v for _, v in VIEWS.values())) for f in view._fields[:-1]]
