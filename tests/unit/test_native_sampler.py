@@ -64,8 +64,10 @@ def assert_same_step(got: dict, want):
     assert [p for _, p in got["top"]] == pytest.approx([p for _, p in want.top], rel=TORCH_REL, abs=1e-30)
     for name in ("prob", "raw_prob"):
         assert got[name] == pytest.approx(getattr(want, name), rel=TORCH_REL, abs=1e-30), name
+    # The reference's entropy is a float32 sum of 50,257 terms of float32 probabilities; on a peaked row
+    # (the bundled model's 0.012 bits) that rounding reaches a few 1e-6 bits, the compiled sum is in double.
     for name in ("entropy", "raw_entropy"):
-        assert got[name] == pytest.approx(getattr(want, name), rel=TORCH_REL, abs=1e-6), name
+        assert got[name] == pytest.approx(getattr(want, name), rel=TORCH_REL, abs=1e-5), name
     assert list(got["stages"]) == list(STAGES)
     for name in STAGES:
         assert got["stages"][name] == pytest.approx(want.stages[name], rel=TORCH_REL, abs=1e-30), name
