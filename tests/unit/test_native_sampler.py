@@ -64,10 +64,12 @@ def assert_same_step(got: dict, want):
     assert [p for _, p in got["top"]] == pytest.approx([p for _, p in want.top], rel=TORCH_REL, abs=1e-30)
     for name in ("prob", "raw_prob"):
         assert got[name] == pytest.approx(getattr(want, name), rel=TORCH_REL, abs=1e-30), name
-    # The reference's entropy is a float32 sum of 50,257 terms of float32 probabilities; on a peaked row
-    # (the bundled model's 0.012 bits) that rounding reaches a few 1e-6 bits, the compiled sum is in double.
+    # The reference's entropy is taken from float32 probabilities whose normaliser, a float32 sum of a peaked
+    # row, drops its smallest terms' low bits (up to ~1e-4 of the sum, test_top_p_cuts_on_the_bundled_models_
+    # rows): every probability then carries the same factor 1 + e, which moves the entropy by up to about
+    # e / ln 2 = 1.5e-4 bits. The compiled entropy is summed in double from the logits.
     for name in ("entropy", "raw_entropy"):
-        assert got[name] == pytest.approx(getattr(want, name), rel=TORCH_REL, abs=1e-5), name
+        assert got[name] == pytest.approx(getattr(want, name), rel=TORCH_REL, abs=2e-4), name
     assert list(got["stages"]) == list(STAGES)
     for name in STAGES:
         assert got["stages"][name] == pytest.approx(want.stages[name], rel=TORCH_REL, abs=1e-30), name
