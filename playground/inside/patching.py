@@ -1,4 +1,4 @@
-"""Activation patching: copy one activation from a clean run into a corrupted one, and see how much of the answer comes back.
+"""Activation patching: copy one activation from a clean run into a corrupted one; how much answer returns?
 
 A clean prompt ("When Mary and John went to the store, John gave a drink to") and a corrupted one of the same
 token length (the names swapped) differ in what the model should say next. The metric is the logit
