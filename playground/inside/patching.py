@@ -1,4 +1,4 @@
-"""Activation patching: one activation of a clean run copied into a corrupted run, and what comes back.
+"""Activation patching: copy one activation from a clean run into a corrupted one; how much answer returns?
 
 A clean prompt ("When Mary and John went to the store, John gave a drink to") and a corrupted one of the same
 token length (the names swapped) differ in what the model should say next. The metric is the logit
@@ -279,8 +279,9 @@ def check_target_name(target) -> str:
 def patching_steps(
     model, pair: PatchPair, target: str, layer: int | None = None, stop: Callable[[], bool] | None = None
 ) -> Iterator[dict]:
-    """The grid as it fills, one layer's row at a time (rows not computed yet are None), then once more
-    with the attribution-patching estimate beside it (``attribution``, ``correlation``).
+    """The grid as it fills, a batch of cells at a time (the latest positions first; cells not measured
+    yet are None), then once more with the attribution-patching estimate beside it (``attribution``,
+    ``correlation``). Each yield holds its own copy of the grid.
 
     ``values`` is rows × columns: layers × positions (``resid_pre``, ``mlp_out``), layers × heads
     (``attn_head``), heads × positions of ``layer`` (``attn_head_pos``). StopRequested when ``stop()``."""
@@ -308,7 +309,13 @@ def patching_steps(
             row, col = where[var]
             values[row][col] = value
         done += len(group)
-        yield {**base, "values": values, "seconds": time.perf_counter() - started, "done": done, "total": len(cells)}
+        yield {
+            **base,
+            "values": [row[:] for row in values],
+            "seconds": time.perf_counter() - started,
+            "done": done,
+            "total": len(cells),
+        }
     attribution = None
     try:
         if stop is not None and stop():
