@@ -14,7 +14,6 @@ from . import listeners
 from .common import T, choices
 from .model_switch import preset_choices, switch_outputs
 from .results import outputs
-from .train_samples_view import samples_html
 from .train_tab import (
     CORPUS_CHOICES,
     CORPUS_KEYS,
@@ -78,7 +77,8 @@ def layout() -> SimpleNamespace:
             c.progress = gr.HTML(elem_id="pg-train-progress")
             c.loss_plot = gr.Plot(show_label=False, elem_id="pg-train-loss")
             # What the model writes from one prompt and seed: before, now or after, and at each logged step.
-            c.samples = gr.HTML(samples_html(None), elem_id="pg-train-samples")
+            # (its note before any run is written in the page's language by the tab's relabel)
+            c.samples = gr.HTML(elem_id="pg-train-samples")
     return c
 
 

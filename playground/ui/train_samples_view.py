@@ -80,3 +80,10 @@ def samples(request, lang: str, job, finished: bool = False) -> str:
     record = None if job is None else SimpleNamespace(samples=list(job.samples), sample_prompt=list(job.sample_prompt))
     redraw.remember(request, "train_samples", lambda lang, present=False: samples_html(record, lang, finished))
     return samples_html(record, lang, finished)
+
+
+def samples_again(request, lang: str) -> str:
+    """The tab's samples drawn again in ``lang`` (after a change of language, and at every page load):
+    the run's, or before any run the note that says they will come."""
+    shown = redraw.redraw(request, "train_samples", lang, False, 1)[0]
+    return samples(request, lang, None) if isinstance(shown, dict) and shown.get("__type__") == "update" else shown

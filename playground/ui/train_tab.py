@@ -52,6 +52,7 @@ from .common import warn as _warn
 from .model_switch import Switch, preset_choices, switch_model
 from .results import only, result
 from .train_samples_view import samples as _samples
+from .train_samples_view import samples_again
 
 # The ids API callers send (the bundled text first, the default: it needs no network); the labels
 # follow the page's language.
@@ -402,7 +403,7 @@ def relabel(
         **progress,
         estimate=estimate_html(preset_name, steps, batch_size, state=state) if shown else gr.skip(),
         msg=train_message(request, state),
-        samples=redraw.redraw(request, "train_samples", lang, False, 1)[0],
+        samples=samples_again(request, lang),
     )
 
 
