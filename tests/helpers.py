@@ -1,5 +1,6 @@
 """Paths every test folder shares (a plain module: no fixtures, no gradio, no test of its own)."""
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -17,3 +18,9 @@ def build_fields(cfg) -> list:
 
     values = cfg.to_dict() if hasattr(cfg, "to_dict") else {**PRESETS["nano"].to_dict(), **cfg}
     return [values[k] for k in FIELDS]
+
+
+def plain_text(html: str) -> str:
+    """What a reader sees of a Markdown/HTML value: its tags dropped (the header wraps its figures in spans
+    that a lesson masks while it asks for them)."""
+    return re.sub(r"<[^>]+>", "", html)

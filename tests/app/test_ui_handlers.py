@@ -15,6 +15,7 @@ from playground.server.recipes import random_recipe
 from playground.server.runs import get_run
 from playground.ui import attention_view, generate_tab, model_switch, model_tab
 from playground.ui.chips import RESET, all_chips
+from tests.helpers import plain_text
 
 NANO = PRESETS["nano"]
 
@@ -106,7 +107,7 @@ def test_build_random_model_reports_live_counts():
     state, message, summary, tying, table = out[:5]
     model = CACHE.get(state["recipe"])
     assert "Ready" in message
-    assert f"{count_parameters(model):,} parameters" in summary
+    assert f"{count_parameters(model):,} parameters" in plain_text(summary)
     assert table[-1][2] == table[-1][3] == f"{count_parameters(model):,}"
     assert all(row[4] == "✓" for row in table)
     treemap = out[5]
