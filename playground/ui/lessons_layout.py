@@ -78,6 +78,11 @@ def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     c.lesson_pos = gr.State(lessons_tab.first_position())
     c.target = gr.State({})  # where the step's view lives in the full tab (lessons_showme)
+    # the id of the element that shows it, read by the page's script once it is drawn (a State never
+    # reaches the page)
+    c.anchor = gr.Textbox(
+        "", show_label=False, container=False, elem_id="pg-lesson-anchor", elem_classes=["pg-offscreen"]
+    )
     gr.Markdown(T("lesson_intro"), elem_id="pg-lesson-intro")
     with gr.Row(elem_id="pg-lesson-nav"):
         c.lesson_pick = gr.Dropdown(
@@ -142,6 +147,7 @@ def wire_show_me(page) -> None:
     state = page.state
     prepared = lessons_showme.Prepared(
         target=c.target,
+        anchor=c.anchor,
         tabs=page.tabs,
         prompt=g.prompt,
         temperature=g.temperature,
@@ -176,4 +182,4 @@ def wire_show_me(page) -> None:
         + outputs(lessons_showme.Tokens, tok)
         + outputs(lessons_showme.Scored, cmp),
         **private,
-    ).then(None, c.target, None, js=lessons_showme.SCROLL_JS)
+    ).then(None, c.anchor, None, js=lessons_showme.SCROLL_JS)

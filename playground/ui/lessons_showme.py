@@ -29,6 +29,7 @@ from .tokenizer_tab import Tokens, show_tokens
 Prepared = result(
     "Prepared",
     "target",
+    "anchor",
     "tabs",
     "prompt",
     "temperature",
@@ -56,7 +57,7 @@ def anchor(target: dict) -> str:
     return ANCHORS["step" if target.get("step") is not None else target["tab"]]
 
 
-SCROLL_JS = """(t) => { const id = t && t.anchor; const el = id && document.getElementById(id);
+SCROLL_JS = """(id) => { const el = id && document.getElementById(id);
   if (el) el.scrollIntoView({block: 'start', behavior: 'instant'}); }"""
 
 
@@ -77,7 +78,7 @@ def prepare(state, pos, prompt) -> Prepared:
     if tab is None:
         return skipped(Prepared)._replace(target={})
     out = {name: gr.skip() for name in Prepared._fields}
-    out["target"], out["tabs"] = {**target, "anchor": anchor(target)}, gr.Tabs(selected=tab)
+    out["target"], out["anchor"], out["tabs"] = target, anchor(target), gr.Tabs(selected=tab)
     if tab == "generate":
         if target.get("text"):
             out["prompt"] = target["text"]
