@@ -148,7 +148,6 @@ def wire_show_me(page) -> None:
     prepared = lessons_showme.Prepared(
         target=c.target,
         anchor=c.anchor,
-        tabs=page.tabs,
         prompt=g.prompt,
         temperature=g.temperature,
         view=g.view,
@@ -158,7 +157,6 @@ def wire_show_me(page) -> None:
         tok_text=tok.text,
         cmp_source=cmp.source,
         cmp_text=cmp.text,
-        inside_tabs=ins.sub_tabs,
         i_zero=ins.i_zero,
     )
     private = {"api_visibility": "private"}
@@ -177,7 +175,8 @@ def wire_show_me(page) -> None:
         [c.target, state, g.view, g.layer, g.head, g.log_scale, g.span]
         + [ins.seen_run, ins.lens_scroll, ins.lens_layer, ins.lens_pos, ins.lens_cols, tok.text]
         + [cmp.cmp_state, cmp.source, cmp.text, cmp.upload, cmp.replace, cmp.stride],
-        outputs(lessons_showme.GenerateDrawn, g)
+        [page.tabs, ins.sub_tabs]
+        + outputs(lessons_showme.GenerateDrawn, g)
         + outputs(lessons_showme.Opened, ins)
         + outputs(lessons_showme.Tokens, tok)
         + outputs(lessons_showme.Scored, cmp),
