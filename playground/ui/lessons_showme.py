@@ -55,8 +55,12 @@ def anchor(target: dict) -> str:
     return ANCHORS["step" if target.get("step") is not None else target["tab"]]
 
 
-SCROLL_JS = """(id) => { const el = id && document.getElementById(id);
-  if (el) el.scrollIntoView({block: 'start', behavior: 'instant'}); }"""
+# (a tab opened by the same event mounts its content a moment later: look again until it is there)
+SCROLL_JS = """(id) => { let tries = 0;
+  const go = () => { const el = id && document.getElementById(id);
+    if (el && el.offsetParent) el.scrollIntoView({block: 'start', behavior: 'instant'});
+    else if (id && tries++ < 50) setTimeout(go, 100); };
+  go(); }"""
 
 
 def target_of(state, pos, prompt) -> dict:
