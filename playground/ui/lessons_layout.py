@@ -78,6 +78,11 @@ def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     c.lesson_pos = gr.State(lessons_tab.first_position())
     c.target = gr.State({})  # where the step's view lives in the full tab (lessons_showme)
+    # the id of the element that shows it, read by the page's script once it is drawn (a State never
+    # reaches the page)
+    c.anchor = gr.Textbox(
+        "", show_label=False, container=False, elem_id="pg-lesson-anchor", elem_classes=["pg-offscreen"]
+    )
     gr.Markdown(T("lesson_intro"), elem_id="pg-lesson-intro")
     with gr.Row(elem_id="pg-lesson-nav"):
         c.lesson_pick = gr.Dropdown(
@@ -142,7 +147,7 @@ def wire_show_me(page) -> None:
     state = page.state
     prepared = lessons_showme.Prepared(
         target=c.target,
-        tabs=page.tabs,
+        anchor=c.anchor,
         prompt=g.prompt,
         temperature=g.temperature,
         view=g.view,
@@ -152,7 +157,6 @@ def wire_show_me(page) -> None:
         tok_text=tok.text,
         cmp_source=cmp.source,
         cmp_text=cmp.text,
-        inside_tabs=ins.sub_tabs,
         i_zero=ins.i_zero,
     )
     private = {"api_visibility": "private"}
@@ -171,9 +175,10 @@ def wire_show_me(page) -> None:
         [c.target, state, g.view, g.layer, g.head, g.log_scale, g.span]
         + [ins.seen_run, ins.lens_scroll, ins.lens_layer, ins.lens_pos, ins.lens_cols, tok.text]
         + [cmp.cmp_state, cmp.source, cmp.text, cmp.upload, cmp.replace, cmp.stride],
-        outputs(lessons_showme.GenerateDrawn, g)
+        [page.tabs, ins.sub_tabs]
+        + outputs(lessons_showme.GenerateDrawn, g)
         + outputs(lessons_showme.Opened, ins)
         + outputs(lessons_showme.Tokens, tok)
         + outputs(lessons_showme.Scored, cmp),
         **private,
-    ).then(None, c.target, None, js=lessons_showme.SCROLL_JS)
+    ).then(None, c.anchor, None, js=lessons_showme.SCROLL_JS)

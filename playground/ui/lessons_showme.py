@@ -29,7 +29,7 @@ from .tokenizer_tab import Tokens, show_tokens
 Prepared = result(
     "Prepared",
     "target",
-    "tabs",
+    "anchor",
     "prompt",
     "temperature",
     "view",
@@ -39,7 +39,6 @@ Prepared = result(
     "tok_text",
     "cmp_source",
     "cmp_text",
-    "inside_tabs",
     "i_zero",
 )
 GenerateDrawn = result("GenerateDrawn", *AttentionViews._fields, *LastStep._fields)
@@ -56,8 +55,12 @@ def anchor(target: dict) -> str:
     return ANCHORS["step" if target.get("step") is not None else target["tab"]]
 
 
-SCROLL_JS = """(t) => { const id = t && t.anchor; const el = id && document.getElementById(id);
-  if (el) el.scrollIntoView({block: 'start', behavior: 'instant'}); }"""
+# (a tab opened by the same event mounts its content a moment later: look again until it is there)
+SCROLL_JS = """(id) => { let tries = 0;
+  const go = () => { const el = id && document.getElementById(id);
+    if (el && el.offsetParent) el.scrollIntoView({block: 'start', behavior: 'instant'});
+    else if (id && tries++ < 50) setTimeout(go, 100); };
+  go(); }"""
 
 
 def target_of(state, pos, prompt) -> dict:
@@ -71,13 +74,14 @@ def target_of(state, pos, prompt) -> dict:
 
 
 def prepare(state, pos, prompt) -> Prepared:
-    """The target tab selected with its controls set to the step's view (the rest left as they are)."""
+    """The target tab's controls set to the step's view (the rest left as they are); ``draw_view``
+    opens the tab once the view is drawn."""
     target = target_of(state, pos, prompt)
     tab = target.get("tab")
     if tab is None:
         return skipped(Prepared)._replace(target={})
     out = {name: gr.skip() for name in Prepared._fields}
-    out["target"], out["tabs"] = {**target, "anchor": anchor(target)}, gr.Tabs(selected=tab)
+    out["target"], out["anchor"] = target, anchor(target)
     if tab == "generate":
         if target.get("text"):
             out["prompt"] = target["text"]
@@ -90,7 +94,6 @@ def prepare(state, pos, prompt) -> Prepared:
     elif tab == "compare":
         out["cmp_source"], out["cmp_text"] = SOURCES[0], target["text"]
     elif tab == "inside":
-        out["inside_tabs"] = gr.Tabs(selected=target["sub"])
         if target.get("zero"):
             out["i_zero"] = target["zero"]
     return Prepared(**out)
@@ -174,9 +177,15 @@ def draw_view(
     stride,
     request: gr.Request = None,
 ) -> tuple:
-    """The step's view in its tab, as one event (each queued event costs a round trip): the outputs of
-    the Generate, Inside, Tokenizer and Compare views in that order, those of the other tabs unchanged."""
+    """The step's view in its tab, as one event (each queued event costs a round trip): the page's tab
+    and the Inside tab's sub-tab selected, then the outputs of the Generate, Inside, Tokenizer and
+    Compare views in that order, those of the other tabs unchanged. The tab opens only now, with its
+    view drawn: a tab's own "opened" event (the Inside tab's) then sees this run, not the last one."""
+    target = target or {}
+    sub = gr.Tabs(selected=target["sub"]) if target.get("sub") else gr.skip()
     return (
+        gr.Tabs(selected=target["tab"]) if target.get("tab") else gr.skip(),
+        sub,
         *draw_generate(target, state, view, layer, head, log_scale, span),
         *draw_inside(target, state, seen_run, scroll, lens_layer, lens_pos, cols, request),
         *draw_tokenizer(target, tok_text, state),

@@ -54,8 +54,8 @@ def test_next_and_back_cross_lessons_and_the_full_tab_link_names_the_views_tab()
         "lesson": first.id,
         "step": 0,
     }
-    assert lessons_showme.prepare(state, {"lesson": "attention", "step": 0}, PROMPT).tabs.selected == "generate"
-    assert lessons_showme.prepare(state, {"lesson": "tokens", "step": 0}, PROMPT).tabs.selected == "tokenizer"
+    assert lessons_showme.prepare(state, {"lesson": "attention", "step": 0}, PROMPT).target["tab"] == "generate"
+    assert lessons_showme.prepare(state, {"lesson": "tokens", "step": 0}, PROMPT).target["tab"] == "tokenizer"
     # what an API caller may send instead of a position: the first step, never a crash
     for pos in (None, "x", {"step": "two"}, {"step": -5}):
         assert lessons_tab.show(state, pos, PROMPT).lesson_pos == {"lesson": first.id, "step": 0}

@@ -216,7 +216,13 @@ IN_VIEW_JS = """(id) => { const r = document.getElementById(id).getBoundingClien
 def _lands_on_its_view(page, target, where, problems):
     """The target tab is selected, its view drawn for the step (head, position, text) and in view."""
     tab = target["tab"]
-    page.wait_for_function(f"() => ({SELECTED_JS})().includes({tab!r})", timeout=120_000)
+    try:
+        page.wait_for_function(f"() => ({SELECTED_JS})().includes({tab!r})", timeout=120_000)
+    except Exception:
+        shot = ARTIFACTS / f"lesson-show-me-failed-{where.replace(' ', '-')}.png"
+        page.screenshot(path=str(shot))
+        problems.append(f"{where}: Show me did not open the {tab} tab (see {shot.name})")
+        return None
     if tab == "generate":
         anchor = "pg-prob-plot" if target.get("step") is not None else "pg-heatmap"
         page.wait_for_function(DRAWN_JS, arg=anchor, timeout=120_000)
@@ -252,8 +258,9 @@ def _lands_on_its_view(page, target, where, problems):
         page.wait_for_function("() => (document.querySelector('#pg-score-a')?.innerText || '').trim()", timeout=60_000)
     else:
         anchor = "pg-breakdown"
-    page.wait_for_timeout(300)
-    if not page.evaluate(IN_VIEW_JS, anchor):
+    try:  # the page scrolls it into sight once the chain after Show me has ended
+        page.wait_for_function(IN_VIEW_JS, arg=anchor, timeout=30_000)
+    except Exception:
         problems.append(f"{where}: the view #{anchor} is not on screen")
     return anchor
 
@@ -275,9 +282,20 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
                 page.goto(page_url.rstrip("/") + f"/?present=1&lesson={lesson.id}&step={index + 1}")
                 page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
                 page.locator("#pg-lesson-choice input[type=radio]").first.wait_for(timeout=60_000)
+                # The page's own redraws as it opens (presenter mode applied) read the tabs' fields when
+                # they start: let them end first, or one may redraw a tab over what Show me drew (the
+                # page keeps a connection open, so there is no network quiet to wait for).
+                page.wait_for_timeout(3000)
                 question, _ = lessons.ask(step, model, prompt)
                 page.locator("#pg-lesson-full").click()
-                anchor = _lands_on_its_view(page, question.target, where, problems)
+                try:
+                    anchor = _lands_on_its_view(page, question.target, where, problems)
+                except Exception as e:  # said with what the page showed, and the walk goes on
+                    anchor = None
+                    page.screenshot(path=str(ARTIFACTS / f"lesson-show-me-failed-{lesson.id}-{index + 1}.png"))
+                    problems.append(f"{where}: {type(e).__name__}: {str(e).splitlines()[0]}")
+                if anchor is None:
+                    continue
                 shot = f"lesson-show-me-{lesson.order}-{lesson.id}-{index + 1}-{anchor}"
                 page.screenshot(path=str(ARTIFACTS / f"{shot}.png"))
         context.close()
