@@ -35,8 +35,10 @@ ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ ,;:'’\-]+[A-Za-z]{2,}){2,}")
 VISIBLE_TEXT_JS = """() => {
   const skip = ['#pg-prompt, #pg-examples, #pg-chips, .xtick, .ytick, .pg-offscreen, script, style, textarea',
     // token text: scored and streamed chips, the tokenizer's chips, text column and merge parts, the
-    // replayed prompt and text (.pg-token-text), the lens' top tokens written in its cells
-    '.pg-chip, .pg-tok, .pg-tgroup, #pg-tok-table td, .pg-part, .pg-merges-word, .pg-merges-final, .pg-token-text, .textpoint'].join(', ');
+    // replayed prompt and text (.pg-token-text), the lens' top tokens written in its cells, a lesson's
+    // prompt shown uncut before its chips are drawn (.pg-lesson-text)
+    '.pg-chip, .pg-tok, .pg-tgroup, #pg-tok-table td, .pg-part, .pg-merges-word, .pg-merges-final, .pg-token-text, .textpoint',
+    '.pg-lesson-text'].join(', ');
   const out = [];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   while (walker.nextNode()) {
