@@ -250,40 +250,43 @@ def client_learner(client, kwargs: dict, barrier, timeout: float) -> dict:
         job.result(timeout=10)
         with job.communicator.lock:
             pairs = list(zip(stamped.times, list(stamped)))
-        out = {"start": start, **timings(pairs, start)}
-        if out["completion_s"] is not None:
-            out["end"] = start + out["completion_s"]
-        else:
-            out["error"] = f"no final update (state {out['state']})"
-        return out
+        return learner_result(pairs, start)
     except Exception as e:
         return {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
+def learner_result(stamped: list[tuple[float, object]], start: float) -> dict:
+    """A learner's figures from its stamped updates, with when it ended, or why it has no end."""
+    out = {"start": start, **timings(stamped, start)}
+    if out["completion_s"] is not None:
+        out["end"] = start + out["completion_s"]
+    else:
+        out["error"] = f"no final update (state {out['state']})"
+    return out
 
 
 def sse_learner(client, endpoint, data: list, barrier, timeout: float, stop=None) -> dict:
     """One learner's /generate as a bare HTTP stream on its gradio_client session (room_sse.py).
     ``stop`` = (Stop's endpoint, seconds): the learner presses Stop that long after its first token;
     ``stop_s`` is then the time from pressing it to the stream's last update."""
-    pressed: list[float] = []
+    timer: threading.Timer | None = None
+    pressed_at: list[float] = []  # set by the timer's thread when it presses
 
     def press():
-        pressed.append(time.time())
+        pressed_at.append(time.time())
         call(stop[0], client.session_hash, stop[0].data({}, []))
 
     def on_update(t, outputs):
-        if stop is not None and not pressed and (parse_status(outputs)[1] or 0) > 0:
-            pressed.append(0.0)  # taken: one timer
-            threading.Timer(stop[1], lambda: (pressed.clear(), press())).start()
+        nonlocal timer
+        if stop is not None and timer is None and (parse_status(outputs)[1] or 0) > 0:
+            timer = threading.Timer(stop[1], press)
+            timer.start()
 
     try:
         start, stamped = stream_generate(endpoint, client.session_hash, data, barrier, timeout, on_update)
-        out = {"start": start, **timings(stamped, start)}
-        if stop is not None and pressed and pressed[0] > 0 and stamped:
-            out["stop_s"] = stamped[-1][0] - pressed[0]
-        if out["completion_s"] is not None:
-            out["end"] = start + out["completion_s"]
-        else:
-            out["error"] = f"no final update (state {out['state']})"
+        out = learner_result(stamped, start)
+        if pressed_at and stamped:
+            out["stop_s"] = stamped[-1][0] - pressed_at[0]
         return out
     except Exception as e:
         return {"error": f"{type(e).__name__}: {e}"[:300]}
