@@ -34,8 +34,9 @@ Definitions (all on tokens of the GPT-2 BPE; the split is the one the app uses: 
   tenth), each said twice (``line line``, no BOS) and run one at a time. ``attention[layer][head]``:
   the mean, over the lines, of the head's mean attention from each token of the second copy to the
   token after its earlier occurrence (key ``q - L + 1`` for a line of L tokens). ``ablation``: for the
-  best head, the mean loss on tokens 1..L-1 of the second copy with that head's output zeroed (its
-  slice of the output projection's input) minus the loss without, over all the lines' tokens.
+  induction head (in ``all_metrics``: the best by TransformerLens's score), the mean loss on tokens
+  1..L-1 of the second copy with that head's output zeroed (its slice of the output projection's input)
+  minus the loss without, over all the lines' tokens.
 """
 
 from __future__ import annotations
@@ -299,14 +300,15 @@ def all_metrics(model, train_ids, val_ids, block: int, *, train_windows: int = 3
     model.eval()
     heads = head_patterns(model, val_ids, min(block, HEAD_BLOCK))
     ind = induction_and_copying(model, train_ids, val_ids)
-    lines = lines_twice(model, val_ids)
+    named = _best(ind["induction"])  # the induction head (TransformerLens's score): the one ablated on lines
+    lines = lines_twice(model, val_ids, head=(named["layer"], named["head"]))
     out = {
         "val_loss": round(val_loss(model, val_ids, block), 4),
         "train_loss": round(sampled_loss(model, train_ids, block, train_windows), 4),
         "prev_token": _best(heads["prev_token"]),
         "first_token": _best(heads["first_token"]),
         "even_spread": round(heads["even_spread"], 4),
-        "induction": _best(ind["induction"]),
+        "induction": named,
         "copy_gap_random": round(ind["copy_random"]["gap"], 3),
         "copy_random": {k: round(v, 3) for k, v in ind["copy_random"].items()},
         "copy_gap_text": round(ind["copy_text"]["gap"], 3),

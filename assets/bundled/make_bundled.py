@@ -116,28 +116,15 @@ SAMPLE_PROMPT, SAMPLE_SETTINGS = "ROMEO:\n", dict(max_new_tokens=60, temperature
 def lines_score(m: dict) -> float:
     """The named induction head's attention on the copy in lines said twice; 0 unless it is also the
     best head there (the issue asks that it score highest of all heads)."""
-    lines, named = m["lines_twice"], m["induction"]
-    best = lines["best"]
-    return (
-        lines["attention"][named["layer"]][named["head"]]
-        if (best["layer"], best["head"])
-        == (
-            named["layer"],
-            named["head"],
-        )
-        else 0.0
-    )
+    lines, named = m["lines_twice"], (m["induction"]["layer"], m["induction"]["head"])
+    best = (lines["best"]["layer"], lines["best"]["head"])
+    return lines["attention"][named[0]][named[1]] if best == named else 0.0
 
 
 def lines_gain(m: dict) -> float:
-    """What zeroing the named induction head costs the second copy of lines said twice."""
-    named = m["induction"]
-    return (
-        m["lines_twice"]["ablation"]["gain"]
-        if (m["lines_twice"]["ablation"]["layer"], m["lines_twice"]["ablation"]["head"])
-        == (named["layer"], named["head"])
-        else 0.0
-    )
+    """What zeroing the named induction head costs the second copy of lines said twice (all_metrics
+    ablates that head)."""
+    return m["lines_twice"]["ablation"]["gain"]
 
 
 def short_of_targets(m: dict, who: str = "") -> list[str]:
@@ -169,8 +156,6 @@ def measure(model, train_ids: torch.Tensor, val_ids: torch.Tensor, block: int) -
     """bundled_metrics' measurements (ours or transformers' model) with every head's table."""
     with torch.no_grad():
         m = bm.all_metrics(model, train_ids, val_ids, block)
-        ind = m["induction"]
-        m["lines_twice"] = bm.lines_twice(model, val_ids, head=(ind["layer"], ind["head"]))
     return m
 
 

@@ -144,14 +144,14 @@ def test_heads_and_copying_are_recomputed(measured):
 
 
 @needs_corpus
-def test_the_named_induction_head_shows_on_lines_said_twice(measured, model, hf_model, split):
+def test_the_named_induction_head_shows_on_lines_said_twice(measured):
     """What a teacher shows (issue 34): on held-out lines each said twice, the named induction head puts
     at least half its attention on the token after the earlier occurrence, more than any other head,
     and zeroing it costs the second copy at least half a nat per token."""
-    who, _ = measured
+    who, m = measured
     stated = FACTS["heads"]["induction"]
-    which = model if who == "playground" else hf_model
-    got = bm.lines_twice(which, split[1], head=(stated["layer"], stated["head"]))
+    got = m["lines_twice"]  # all_metrics ablates the induction head it names, checked against facts.json below
+    assert (got["ablation"]["layer"], got["ablation"]["head"]) == (stated["layer"], stated["head"])
     facts = FACTS["lines_twice"] if who == "playground" else FACTS["lines_twice"]["transformers"]
     named = got["attention"][stated["layer"]][stated["head"]]
     print(f"{who}: lines said twice: L{stated['layer']}H{stated['head']} {named:.3f}, ablation {got['ablation']}")
