@@ -252,17 +252,20 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
         row = rolled[q]
     elif view in OVERVIEW_METRICS:
         metric = OVERVIEW_METRICS[view]
+        repeating = 0  # the induction overview's positions whose token came before
         if metric == "induction":
-            stats = {
-                metric: _derived(
-                    qk,
-                    "induction",
-                    model,
-                    T_len,
-                    "the layer × head overview",
-                    lambda: induction_scores((layer_attention(qk, i) for i in range(len(qk))), ids),
-                )
-            }
+            scores, repeating = _derived(
+                qk,
+                "induction",
+                model,
+                T_len,
+                "the layer × head overview",
+                lambda: (
+                    induction_scores((layer_attention(qk, i) for i in range(len(qk))), ids),
+                    int(prefix_matches(ids).any(1).sum()),
+                ),
+            )
+            stats = {metric: scores}
         else:
             stats = _derived(
                 qk,
@@ -288,7 +291,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
                 lang, "fig_overview", metric=tr(lang, "m_" + metric), first=start + 1, end=end, note=note, scale=scale
             )
             if metric != "induction"
-            else tr(lang, "fig_overview_induction", n=int(prefix_matches(ids).any(1).sum()), note=note, scale=scale),
+            else tr(lang, "fig_overview_induction", n=repeating, note=note, scale=scale),
         )
         return fig, None, lo
     else:
