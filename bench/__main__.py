@@ -106,6 +106,11 @@ def main(argv=None) -> int:
         default="http",
         help="how a learner asks: a bare HTTP event stream like llama-server's clients (default), or gradio_client",
     )
+    rm.add_argument(
+        "--room-no-page",
+        action="store_true",
+        help="no Chromium page among the learners (its rendering shares the server's cores on one machine)",
+    )
     args = ap.parse_args(argv)
     if args.room:
         return _room(args)
@@ -435,6 +440,7 @@ def _room(args) -> int:
         run_timeout=args.room_timeout,
         llama_args=args.room_llama_args.split(),
         client=args.room_client,
+        with_page=not args.room_no_page,
         checkpoint=lambda r: report.write_json({**r, "partial": True}, out),
     )
     result["training_running"] = [training, _training_running()]

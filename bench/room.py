@@ -141,7 +141,7 @@ def _x(x) -> str:
 
 HEADER = (
     "| model | server | N | first token p50 / p95 (s) | completion p50 / p95 (s) | p95 × alone "
-    "| aggregate tok/s | × one learner | page first chip / done (s) | server CPU (cores) | load 1-min start→end |"
+    "| aggregate tok/s | × one learner | page first chip / done (s) | CPU cores: server / learners / machine | load 1-min start→end |"
 )
 
 
@@ -162,7 +162,7 @@ def table(result: dict) -> str:
             "–" if r.get("aggregate_tok_s") is None else f"{r['aggregate_tok_s']:.1f}",
             _x(r.get("x_one_learner")),
             f"{_s(page.get('first_chip_s'))} / {_s(page.get('done_s'))}" if page else "–",
-            _s(r.get("server_cores")),
+            f"{_s(r.get('server_cores'))} / {_s(r.get('client_cores'))} / {_s(r.get('machine_cores'))}",
             f"{_s(load[0])}→{_s(load[1])}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -342,8 +342,9 @@ def page_learner(bench, model: str, barrier, log) -> dict:
 class Room:
     """The app (and Chromium) for the whole benchmark, the sessions of each model."""
 
-    def __init__(self, run_timeout: float, log=print, client: str = "http"):
+    def __init__(self, run_timeout: float, log=print, client: str = "http", with_page: bool = True):
         self.log, self.run_timeout = log, run_timeout
+        self.with_page = with_page  # one Chromium page among the learners of every room
         self.client = client  # "http": room_sse's bare stream; "gradio": gradio_client's submit
         self.endpoint = self.stop_endpoint = None
         self.bench = _page_bench(run_timeout, log)
@@ -386,7 +387,9 @@ class Room:
         mark = {}
 
         def started():  # every learner is at the barrier: the round's CPU and load are counted from here
-            mark.update(cpu=_cpu(self.pid), load=os.getloadavg()[0], t=time.time())
+            mark.update(
+                cpu=_cpu(self.pid), load=os.getloadavg()[0], t=time.time(), mine=time.process_time(), busy=_busy()
+            )
 
         barrier = threading.Barrier(parties, action=started)
         results: list[dict] = [{"error": "never finished"}] * n_clients
@@ -412,10 +415,23 @@ class Room:
         cpu = {"server_cores": None, "loadavg": [None, os.getloadavg()[0]]}
         if mark:
             wall = time.time() - mark["t"]
-            cpu["server_cores"] = (_cpu(self.pid) - mark["cpu"]) / wall if wall > 0 else None
+            if wall > 0:
+                cpu["server_cores"] = (_cpu(self.pid) - mark["cpu"]) / wall
+                # where the rest of the machine went: this process's learners, and everything (the page's
+                # Chromium, the system) -- on one machine they take cores a classroom's laptops would not
+                cpu["client_cores"] = (time.process_time() - mark["mine"]) / wall
+                cpu["machine_cores"] = (_busy() - mark["busy"]) / wall
             cpu["loadavg"][0] = mark["load"]
         self.bench.wait_server_idle(limit_s=60)
         return results, page, cpu
+
+
+def _busy() -> float:
+    """CPU seconds the whole machine has spent on anything but idling, since boot."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
 def _cpu(pid: int) -> float:
@@ -451,9 +467,17 @@ def measure_app(room: Room, model: str, sizes, log=print) -> list[dict]:
     for n in sizes:
         if n == 1:
             continue
-        log(f"    N={n}: {n - 1} gradio_client sessions + 1 Chromium page ...", end="", flush=True)
-        res, page, cpu = room.round(model, n - 1, with_page=True)
-        row = {"model": model, "server": "app", "n": n, **summarize(res + [page], one), "page": page, **cpu}
+        page_note = " + 1 Chromium page" if room.with_page else " (no page)"
+        log(f"    N={n}: {n - 1} {room.client} learners{page_note} ...", end="", flush=True)
+        res, page, cpu = room.round(model, n - 1, with_page=room.with_page)
+        row = {
+            "model": model,
+            "server": "app",
+            "n": n,
+            **summarize(res + ([page] if page else []), one),
+            "page": page,
+            **cpu,
+        }
         row["learner_results"] = res
         rows.append(row)
         log(
@@ -494,10 +518,13 @@ def measure_llama(
             room_llama.run_round(server.port, prompt_ids, n, 8, timeout)
             reps = ALONE_REPS if n == 1 else 1
             learners, cpu_s, walls, loads = [], 0.0, 0.0, [os.getloadavg()[0]]
+            mine = busy = 0.0
             for _ in range(reps):
-                c0, t0 = _cpu(server.proc.pid), time.time()
+                c0, t0, m0, b0 = _cpu(server.proc.pid), time.time(), time.process_time(), _busy()
                 got = room_llama.run_round(server.port, prompt_ids, n, MAX_NEW, timeout)
                 cpu_s += _cpu(server.proc.pid) - c0
+                mine += time.process_time() - m0
+                busy += _busy() - b0
                 walls += time.time() - t0
                 for x in got:
                     if "first" in x and x["first"] is not None:
@@ -515,6 +542,7 @@ def measure_llama(
         else:
             row = summarize(learners[0], one)
         row.update(model=model, server="llama-server", n=n, server_cores=cpu_s / walls, loadavg=loads)
+        row.update(client_cores=mine / walls, machine_cores=busy / walls)
         row["command"] = server.cmd
         rows.append(row)
         log(
@@ -552,6 +580,7 @@ def run(
     checkpoint=None,
     llama_args=(),
     client: str = "http",
+    with_page: bool = True,
 ) -> dict:
     from . import report
 
@@ -565,12 +594,13 @@ def run(
             "max_new_tokens": MAX_NEW,
             "alone_reps": ALONE_REPS,
             "client": client,
+            "page": with_page,
         },
         "loadavg_start": os.getloadavg(),
         "rows": [],
         "skipped": {},
     }
-    room = Room(run_timeout, log, client)
+    room = Room(run_timeout, log, client, with_page)
     try:
         for model in models:
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -272,6 +273,7 @@ def session_client(url: str, model: str):
         overrides.update(dict(zip(field_names, fields[:-1])))
         out = client.predict(**serving._call_kwargs(params, overrides), api_name="/build_model")
         summary = str(out[1] if isinstance(out, (list, tuple)) and len(out) > 1 else out)
+        summary = re.sub(r"<[^>]+>", "", summary)  # the header wraps n and d in spans a lesson can mask
         if spec["summary"] not in summary:
             raise RuntimeError(f"/build_model did not build {spec['preset']}: {summary[:300]}")
     return client

@@ -1,7 +1,8 @@
-"""The KV cache: every layer's keys and values, preallocated for the whole context.
+"""The KV cache: every layer's keys and values, preallocated for as many positions as a run can reach.
 
-The KV cache: keys and values of every layer, preallocated for the whole context, so a decode step
-computes one new row per layer instead of re-running the whole sequence.
+The KV cache: keys and values of every layer, preallocated (for the whole context, or for the positions
+one generation can reach: its prompt and new tokens), so a decode step computes one new row per layer
+instead of re-running the whole sequence.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from playground.engine.config import GPTConfig
 class LayerKVCache:
     def __init__(self, owner: KVCache, index: int):
         self.owner, self.index = owner, index
-        # This layer's slabs, (B, H, context_length, hd), viewed once: a decode step then costs one
+        # This layer's slabs, (B, H, capacity, hd), viewed once: a decode step then costs one
         # narrow + copy per tensor instead of a chain of indexing ops.
         self.k, self.v = owner.k[index], owner.v[index]
 
@@ -27,18 +28,25 @@ class LayerKVCache:
 
 
 class KVCache:
-    """Preallocated keys and values for every layer: (n_layers, B, n_heads, context_length, head_dim).
+    """Preallocated keys and values for every layer: (n_layers, B, n_heads, capacity, head_dim).
 
     The model writes new positions in place and advances ``length`` once per forward, so a decode
-    step costs one new row per layer instead of re-running the whole sequence.
+    step costs one new row per layer instead of re-running the whole sequence. ``capacity`` is the
+    positions it holds: the whole context by default, fewer for a run that can never reach it (GPT-2
+    small's full context is 75 MB a run; a 32-token prompt and 64 new tokens need 7 MB of it).
     """
 
-    def __init__(self, cfg: GPTConfig, batch_size: int = 1, device=None, dtype=torch.float32):
-        shape = (cfg.n_layers, batch_size, cfg.n_heads, cfg.context_length, cfg.head_dim)
+    def __init__(
+        self, cfg: GPTConfig, batch_size: int = 1, device=None, dtype=torch.float32, capacity: int | None = None
+    ):
+        capacity = cfg.context_length if capacity is None else int(capacity)
+        if not 1 <= capacity <= cfg.context_length:
+            raise ValueError(f"a KV cache holds 1..{cfg.context_length} positions, got {capacity}")
+        shape = (cfg.n_layers, batch_size, cfg.n_heads, capacity, cfg.head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0
-        self.capacity = cfg.context_length
+        self.capacity = capacity
         self.layers = [LayerKVCache(self, i) for i in range(cfg.n_layers)]
 
     def reset(self) -> None:

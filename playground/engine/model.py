@@ -215,8 +215,9 @@ class GPTModel(nn.Module):
         """The activations' dtype (an int8-weight model computes in bfloat16 or float32)."""
         return getattr(self.tok_emb, "activation_dtype", self.tok_emb.weight.dtype)
 
-    def new_kv_cache(self, batch_size: int = 1) -> KVCache:
-        return KVCache(self.cfg, batch_size, self.device, self.dtype)
+    def new_kv_cache(self, batch_size: int = 1, capacity: int | None = None) -> KVCache:
+        """An empty cache for ``capacity`` positions (default: the whole context)."""
+        return KVCache(self.cfg, batch_size, self.device, self.dtype, capacity)
 
     def forward(
         self,
@@ -241,6 +242,8 @@ class GPTModel(nn.Module):
             raise ValueError("idx has no tokens")
         if start + T > self.cfg.context_length:
             raise ValueError(f"sequence of {start + T} tokens exceeds the context length {self.cfg.context_length}")
+        if kv_cache is not None and start + T > kv_cache.capacity:
+            raise ValueError(f"sequence of {start + T} tokens exceeds the KV cache's {kv_cache.capacity} positions")
         positions = torch.arange(start, start + T, device=idx.device)
         trace = AttentionTrace() if return_attention else None
         x = self.tok_emb(idx) + self.pos_emb(positions).to(self.dtype)  # (B, T, emb_dim)

@@ -234,7 +234,9 @@ class Generation:
         self.seed_used = int(self.seed) if self.seed is not None else int.from_bytes(os.urandom(4), "little")
         self._gen = torch.Generator(device="cpu").manual_seed(self.seed_used)
         self._seq = list(self.prompt_ids)
-        self._cache = self.model.new_kv_cache() if self.use_cache else None
+        # The positions this run can reach (its window slides only once it outgrows the context).
+        reach = min(context, len(self.prompt_ids) + self.max_new_tokens)
+        self._cache = self.model.new_kv_cache(capacity=reach) if self.use_cache else None
         self._window_start = 0  # first sequence position inside the model's window
         self._finished = False
         self._was_training: bool | None = None  # the model's mode before the first step

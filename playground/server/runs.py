@@ -284,8 +284,8 @@ def start_run(
 
 
 def kv_cache_bytes(model: GPTModel, rows: int | None = None) -> int:
-    """A KV cache of ``rows`` positions in the model's dtype (the engine preallocates the whole
-    context, ``rows=None``, and fills it with zeros: every page of it is touched at once)."""
+    """A KV cache of ``rows`` positions in the model's dtype (``rows=None``: the whole context). The engine
+    preallocates the positions a run can reach and fills them with zeros: every page is touched at once."""
     cfg = model.cfg
     elem = torch.finfo(model.dtype).bits // 8
     return (
@@ -303,12 +303,12 @@ def forward_bytes(model: GPTModel, rows: int) -> int:
 
 def generation_bytes(model: GPTModel, n_prompt_tokens: int, max_new_tokens: int = 0) -> int:
     """What a generation of ``max_new_tokens`` after a prompt of ``n_prompt_tokens`` really holds at
-    its peak: the KV cache as the engine allocates it, and the largest forward it runs -- the
+    its peak: the KV cache as the engine allocates it (the positions the run can reach), and the largest forward it runs -- the
     prompt's, or the whole window's once the window slides (prompt and new tokens past the context).
     Decode steps compute one attention row each, which the budget's headroom covers."""
     ctx = model.cfg.context_length
     rows = ctx if n_prompt_tokens + max_new_tokens > ctx else n_prompt_tokens
-    return kv_cache_bytes(model) + forward_bytes(model, rows)
+    return kv_cache_bytes(model, n_prompt_tokens + max_new_tokens) + forward_bytes(model, rows)
 
 
 def generation_room(model: GPTModel, label: str, n_prompt_tokens: int, max_new_tokens: int) -> Reservation:

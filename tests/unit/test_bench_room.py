@@ -101,6 +101,8 @@ def test_table_has_a_row_per_measurement_and_notes_errors():
                 "x_one_learner": 1.5,
                 "page": {"first_chip_s": 0.75, "done_s": 3.5},
                 "server_cores": 1.9,
+                "client_cores": 0.05,
+                "machine_cores": 1.98,
                 "loadavg": [2.0, 3.5],
                 "errors": ["TimeoutError: late"],
             },
@@ -114,7 +116,7 @@ def test_table_has_a_row_per_measurement_and_notes_errors():
     assert lines[1].count("|") == lines[0].count("|")
     assert (
         lines[2]
-        == "| bundled | app | 8 | 0.50 / 1.25 | 2.00 / 3.00 | 4.0× | 123.5 | 1.5× | 0.75 / 3.50 | 1.90 | 2.00→3.50 |"
+        == "| bundled | app | 8 | 0.50 / 1.25 | 2.00 / 3.00 | 4.0× | 123.5 | 1.5× | 0.75 / 3.50 | 1.90 / 0.05 / 1.98 | 2.00→3.50 |"
     )
     assert lines[3].startswith("| gpt2-small | llama-server | 1 | – / – |")
     assert "bundled app N=8: 1 errors, first: TimeoutError: late" in text
