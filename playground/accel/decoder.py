@@ -29,6 +29,9 @@ class AcceleratedDecoder(Decoder):
         native = native_decode.decode_rows(model, rows)
         return [got if got is not None else plain_row(model, row) for got, row in zip(native, rows)]
 
+    def prompt_rows(self, model) -> int:
+        return native_decode.prompt_rows(model)
+
     def summarizer(self, n_top: int):
         if native_row_summary.available():
             return CompiledSummarizer(n_top)

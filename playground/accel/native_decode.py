@@ -243,8 +243,9 @@ def products_alone(model):
     return run
 
 
-def cache_fits(model, cache: KVCache | None) -> bool:
-    """Whether ``cache`` is one the step can append to: this model's shape, batch 1, contiguous, room left."""
+def cache_fits(model, cache: KVCache | None, n_tokens: int = 1) -> bool:
+    """Whether ``cache`` is one the step can append ``n_tokens`` to: this model's shape, batch 1, contiguous,
+    room left."""
     cfg = model.cfg
     return (
         cache is not None
@@ -252,8 +253,8 @@ def cache_fits(model, cache: KVCache | None) -> bool:
         and tuple(cache.k.shape) == tuple(cache.v.shape) == (cfg.n_layers, 1, cfg.n_heads, cache.capacity, cfg.head_dim)
         and cache.k.is_contiguous()
         and cache.v.is_contiguous()
-        and cache.length < cache.capacity
-        and cache.length < model.cfg.context_length
+        and cache.length + n_tokens <= cache.capacity
+        and cache.length + n_tokens <= model.cfg.context_length
     )
 
 
@@ -282,8 +283,10 @@ def decode_rows(model, rows: Sequence[Row]) -> list[RowResult | None]:
     if plan is None:
         return out
     take, seen = [], set()
+    vocab = model.cfg.vocab_size
     for i, row in enumerate(rows):
-        if cache_fits(model, row.cache) and 0 <= int(row.token) < model.cfg.vocab_size and id(row.cache) not in seen:
+        fits = cache_fits(model, row.cache, row.n_tokens) and id(row.cache) not in seen
+        if fits and all(0 <= int(t) < vocab for t in (*row.before, row.token)):
             seen.add(id(row.cache))
             take.append(i)
     if not take:
@@ -291,7 +294,7 @@ def decode_rows(model, rows: Sequence[Row]) -> list[RowResult | None]:
     team = _team(model, len(take))
     size = threads if team is None else team.next_size()  # now and then the other size: the load may have changed
     start = time.perf_counter()
-    if len(take) == 1:
+    if len(take) == 1 and not rows[take[0]].before:
         row = rows[take[0]]
         out[take[0]] = _run(model, plan, int(row.token), row.cache, size, row.capture)
     else:
@@ -317,18 +320,24 @@ def _team(model, n_rows: int) -> TeamChoice | None:
 def _run_rows(model, plan: Plan, rows: list[Row], threads: int) -> list[RowResult]:
     """Several tokens through one compiled step, as ``_run`` runs one."""
     cfg = model.cfg
-    made, args = [], []
+    made: list = []
+    args: list[tuple[int, int, int, int, int, int | None, int | None]] = []
     for row in rows:
-        position = row.cache.length
+        k, v = row.cache.k.data_ptr(), row.cache.v.data_ptr()
+        start = row.cache.length
+        # a prompt's earlier tokens: their keys and values into the cache, no logits, no attention kept
+        for j, token in enumerate(row.before):
+            args.append((int(token), start + j, row.cache.capacity, k, v, None, None))
+        position = start + len(row.before)
         logits = torch.empty(cfg.vocab_size)
         probs = torch.empty(cfg.n_layers, cfg.n_heads, position + 1) if row.capture else None
         made.append((logits, probs))
-        k, v, p = row.cache.k.data_ptr(), row.cache.v.data_ptr(), probs.data_ptr() if probs is not None else None
+        p = probs.data_ptr() if probs is not None else None
         args.append((int(row.token), position, row.cache.capacity, k, v, logits.data_ptr(), p))
     dims = native_step.dims_array(plan.dims)
     native_step.run_rows(plan.bfloat16, plan.addresses, dims, plan.eps, args, threads or torch.get_num_threads())
     for row in rows:
-        row.cache.length += 1
+        row.cache.length += row.n_tokens
     return [(logits, list(probs.unbind(0)) if probs is not None else None) for logits, probs in made]
 
 
@@ -353,6 +362,18 @@ def set_native_step(model, threads: int | None) -> bool:
 def team_choice(model) -> TeamChoice | None:
     """How ``model``'s chosen step picks its team size under the load (None: a fixed one, or no step)."""
     return _TEAMS.get(model)
+
+
+# The longest prompt fed as rows of the native step (its earlier positions fill the cache in the same call
+# as the room's other rows, every weight read once for all); a longer one goes through torch's forward,
+# whose matrix products are faster for many rows (docs/benchmarks.md, "prompts as rows").
+PROMPT_ROWS = 48
+
+
+def prompt_rows(model) -> int:
+    """The longest prompt ``model``'s generations hand the decoder as one row: PROMPT_ROWS where the native
+    step is chosen for the model, else 0 (a prompt runs alone, through the forward)."""
+    return PROMPT_ROWS if uses_native_step(model) and _current_plan(model) is not None else 0
 
 
 def uses_native_step(model) -> bool:

@@ -32,11 +32,17 @@ RowResult = tuple[torch.Tensor, list[torch.Tensor] | None]  # logits (vocab,) fl
 
 @dataclass
 class Row:
-    """One generation's next step as a row of a shared forward: the newest token, fed at ``cache.length``."""
+    """One generation's next step as a row of a shared forward: the newest token, fed at ``cache.length``
+    (after ``before``: a prompt's earlier tokens, whose keys and values fill the cache in the same call)."""
 
     token: int
     cache: KVCache
     capture: bool = False  # also the new query's attention, per layer (n_heads, k_len)
+    before: tuple[int, ...] = ()
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.before) + 1
 
 
 class Decoder:
@@ -46,6 +52,11 @@ class Decoder:
 
     def rows(self, model, rows: Sequence[Row]) -> list[RowResult]:
         return [plain_row(model, row) for row in rows]
+
+    def prompt_rows(self, model) -> int:
+        """The longest prompt a generation hands this decoder as one row (``Row.before``), so that a room's
+        prompts share the forward of everyone's next tokens; 0: a prompt runs alone through the forward."""
+        return 0
 
     def summarizer(self, n_top: int) -> Callable[[torch.Tensor], RowSummary | None]:
         return lambda logits: reference_summary(logits if logits.is_contiguous() else logits.contiguous(), n_top)
@@ -79,8 +90,8 @@ def decoder_of(model) -> Decoder:
 
 
 def plain_row(model, row: Row) -> RowResult:
-    """One new token through ``model``'s forward, continuing ``row.cache``."""
-    idx = torch.tensor([[row.token]], dtype=torch.long, device=model.device)
+    """The row's tokens (``before``, then ``token``) through ``model``'s forward, continuing ``row.cache``."""
+    idx = torch.tensor([[*row.before, row.token]], dtype=torch.long, device=model.device)
     out = model(idx, kv_cache=row.cache, return_attention=row.capture, last_token_only=True)
     if row.capture:
         logits, trace = out

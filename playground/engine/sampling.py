@@ -276,12 +276,16 @@ class Generation:
 
     def next_row(self) -> Row | None:
         """This generation's next step as one row of a shared forward (one new token continuing its
-        cache), or None when that step runs alone: the first one (the whole prompt), one after the
-        window slid, one without a cache, or none left."""
+        cache, or the whole prompt where the decoder takes prompts as rows), or None when that step runs
+        alone: the first one (a prompt longer than the decoder's ``prompt_rows``), one after the window
+        slid, one without a cache, or none left."""
         cache = self._cache
-        if self.done or cache is None or cache.length == 0 or self._window_start > 0:
+        if self.done or cache is None or self._window_start > 0:
             return None
-        if len(self._seq) - cache.length != 1:
+        if cache.length == 0 and len(self._seq) <= self._decoder.prompt_rows(self.model):
+            # the whole prompt as one row, where the decoder feeds prompts with the rows beside them
+            return Row(self._seq[-1], cache, self.capture_attention, before=tuple(self._seq[:-1]))
+        if cache.length == 0 or len(self._seq) - cache.length != 1:
             return None
         return Row(self._seq[-1], cache, self.capture_attention)
 

@@ -29,6 +29,11 @@
 // the norms and attention computed row by row by the same code. A row's logits, keys, values and attention
 // are then bit for bit those it gets alone, whatever rows share its step and whatever the team size (the
 // split of a product's rows falls on whole blocks of ROWS). The single-row step is its one-row case.
+//
+// Rows may share a cache at consecutive positions (a prompt fed in one step): a thread writes a head's key
+// and value of every row before it attends with the next row, in row order, so each position attends over
+// the ones before it as the forward's causal mask allows. A row without logits (a prompt's earlier
+// positions) only fills its cache: the final norm and the output head run for the rows with logits.
 
 #include "one_row_gemv.cpp"
 #include "batched_rows.cpp"
@@ -160,6 +165,9 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
         const void* const* e = extra + INT8_PER_BLOCK * l + 2 * m;
         return {w, e[0], static_cast<const int32_t*>(e[1])};
     };
+    std::vector<int64_t> outs;  // the rows with logits to compute
+    for (int64_t b = 0; b < B; ++b)
+        if (io[b].logits) outs.push_back(b);
 
 #pragma omp parallel num_threads(threads)
     {
@@ -173,24 +181,31 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
         std::vector<const float*> xs(B);
         std::vector<const uint16_t*> xhs(B);
         std::vector<float*> ys(B);
-        // y(b)[lo..hi) = matrix m of block l times in_f(b) (in_h(b): its bfloat16 copy), for every row b
-        auto product_rows = [&](int64_t l, int m, auto in_f, auto in_h, int64_t k, int64_t lo, int64_t hi, auto y) {
+        // y(b)[lo..hi) = matrix m of block l times in_f(b) (in_h(b): its bfloat16 copy), for the n rows
+        // b = row(0..n-1): every row, or the output head's rows
+        auto product_of = [&](int64_t n, auto row, int64_t l, int m, auto in_f, auto in_h, int64_t k, int64_t lo,
+                              int64_t hi, auto y) {
             const Matrix mat = matrix(l, m);
-            if (B == 1 || dm.quant == INT8_DYNAMIC) {  // row by row within each block of weight rows
-                blocks_for_rows(lo, hi, B, [&](int64_t b, int64_t r0, int64_t r1) {
+            if (n == 1 || dm.quant == INT8_DYNAMIC) {  // row by row within each block of weight rows
+                blocks_for_rows(lo, hi, n, [&](int64_t i, int64_t r0, int64_t r1) {
+                    const int64_t b = row(i);
                     product<T>(mat, dm.quant, in_f(b), in_h(b), q[b], k, r0, r1, y(b));
                 });
                 return;
             }
-            for (int64_t b = 0; b < B; ++b) xs[b] = in_f(b), xhs[b] = in_h(b), ys[b] = y(b);
+            for (int64_t i = 0; i < n; ++i) xs[i] = in_f(row(i)), xhs[i] = in_h(row(i)), ys[i] = y(row(i));
             if (dm.quant == FLOAT_WEIGHTS) {
-                rows_multi(static_cast<const T*>(mat.w), xs.data(), xhs.data(), B, k, lo, hi, ys.data());
+                rows_multi(static_cast<const T*>(mat.w), xs.data(), xhs.data(), n, k, lo, hi, ys.data());
                 return;
             }
-            rows_multi(static_cast<const int8_t*>(mat.w), xs.data(), xhs.data(), B, k, lo, hi, ys.data());
+            rows_multi(static_cast<const int8_t*>(mat.w), xs.data(), xhs.data(), n, k, lo, hi, ys.data());
             const T* scale = static_cast<const T*>(mat.scale);  // as product() scales an int8 row's sums
-            for (int64_t b = 0; b < B; ++b)
-                for (int64_t j = lo; j < hi; ++j) ys[b][j] = round_to(ys[b][j] * load(scale, j), bf16);
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = lo; j < hi; ++j) ys[i][j] = round_to(ys[i][j] * load(scale, j), bf16);
+        };
+        auto every = [](int64_t b) { return b; };
+        auto product_rows = [&](int64_t l, int m, auto in_f, auto in_h, int64_t k, int64_t lo, int64_t hi, auto y) {
+            product_of(B, every, l, m, in_f, in_h, k, lo, hi, y);
         };
         int64_t lo, hi;
 #pragma omp single
@@ -306,15 +321,21 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
                     x(b)[j] = round_to(x(b)[j] + round_to(out(b)[j] + (w[B2] ? load(w[B2], j) : 0.0f), bf16), bf16);
 #pragma omp barrier
         }
-        for (int64_t b = 0; b < B; ++b) {
+        // The final norm and the output head for the rows that asked for logits only (a prompt's earlier
+        // positions just fill their cache).
+        const int64_t n_out = static_cast<int64_t>(outs.size());
+        auto out_row = [&](int64_t i) { return outs[i]; };
+        for (int64_t i = 0; i < n_out; ++i) {
+            const int64_t b = outs[i];
             if (all) layer_norm(x(b), tail[0], tail[1], d, eps, bf16, xn(b), bf16 ? xh(b) : nullptr);
             quantize_input(dm.quant, xn(b), d, &q[b]);
         }
         thread_rows(dm.vocab, t, nt, &lo, &hi);
-        product_rows(dm.layers, 0, xn, xh, d, lo, hi, [&](int64_t b) { return io[b].logits; });
+        if (n_out > 0)
+            product_of(n_out, out_row, dm.layers, 0, xn, xh, d, lo, hi, [&](int64_t b) { return io[b].logits; });
         if (bf16)
-            for (int64_t b = 0; b < B; ++b)
-                for (int64_t j = lo; j < hi; ++j) io[b].logits[j] = round_to(io[b].logits[j], true);
+            for (int64_t i = 0; i < n_out; ++i)
+                for (int64_t j = lo; j < hi; ++j) io[outs[i]].logits[j] = round_to(io[outs[i]].logits[j], true);
     }
 }
 
@@ -366,7 +387,8 @@ void pg_step_bf16(const void* const* tensors, const int64_t* dims, float eps, ui
 // Several rows in one step, each as it is alone (bit for bit, for any rows beside it and any team size):
 // every weight block is read once for all of them, each output summed by the single-row kernel. dims as
 // pg_step_f32's (capacity, position and token unused); per row, row_dims (token, position, cache capacity)
-// and row_ptrs (its k cache, v cache, logits, attention or null), shaped as pg_step_f32's.
+// and row_ptrs (its k cache, v cache, logits or null, attention or null), shaped as pg_step_f32's. Rows of one
+// cache come in order of position.
 void pg_step_rows_f32(const void* const* tensors, const int64_t* dims, float eps, int64_t rows,
                       const int64_t* row_dims, void* const* row_ptrs, int threads) {
     step_batch<float>(tensors, dims, eps, rows, row_dims, row_ptrs, threads);

@@ -98,12 +98,14 @@ def run_rows(
     tensors: ctypes.Array,
     dims: ctypes.Array,
     eps: float,
-    rows: list[tuple[int, int, int, int, int, int, int | None]],
+    rows: list[tuple[int, int, int, int, int, int | None, int | None]],
     threads: int,
 ) -> None:
     """Several tokens through one compiled step, each row's numbers those it gets alone (``available``
-    must hold). ``rows``: per row (token, position, cache capacity, k cache, v cache, logits, attention or
-    None), the addresses as ``run`` takes them; ``dims`` as ``run``'s (capacity, position and token unused)."""
+    must hold). ``rows``: per row (token, position, cache capacity, k cache, v cache, logits or None,
+    attention or None), the addresses as ``run`` takes them; ``dims`` as ``run``'s (capacity, position and
+    token unused). Rows of one cache come in order of position (a prompt fed at once); a row without logits
+    only fills its cache."""
     lib = _LIB
     assert lib is not None, "native_step.run_rows before available()"
     row_dims = (ctypes.c_int64 * (3 * len(rows)))(*[v for r in rows for v in r[:3]])

@@ -9,11 +9,13 @@ How a round goes (``DecodeLoop._round``):
 - **Stop and leave first.** Runs whose stop was asked for (``stop(key)``, ``Stream.stop()``, a consumer
   that went away) or that are done leave before anything is computed, so Stop takes effect within
   the one step in flight.
-- **Prompt steps, a few per round.** A step with no row of a shared forward (the prompt's first step,
-  a step after the window slid) runs alone (``Generation.step_alone``). At most
-  ``PROMPT_STEPS_PER_ROUND`` of them run per round, the run that waited longest first, so a
-  newcomer's first token comes within a round or two and a burst of newcomers never stalls the
-  runs already going.
+- **Prompts.** Where the decoder takes a whole prompt as one row (``Decoder.prompt_rows``: the native
+  step, prompts of up to 48 tokens), it joins the shared forward below, whose weights are then read
+  once for the newcomers' prompts and everyone's next tokens; at most ``PROMPT_TOKENS_PER_ROUND``
+  prompt tokens a round, in join order. A step with no row of a shared forward (a longer prompt, a
+  step after the window slid) runs alone (``Generation.step_alone``): at most
+  ``PROMPT_STEPS_PER_ROUND`` of them per round, the run that waited longest first, so a newcomer's
+  first token comes within a round or two and a burst of newcomers never stalls the runs already going.
 - **One shared forward.** The model groups take turns (round-robin): this round's group computes the
   next row of every one of its runs at once (``decoder_of(model).rows``), and each run chooses its own
   token from its own row (``Generation.advance``, its own sampler, seed and settings). Every run of a
@@ -47,6 +49,10 @@ from playground.server.runs import attention_bytes
 log = logging.getLogger(__name__)
 
 PROMPT_STEPS_PER_ROUND = 2
+# The prompt tokens fed as rows of one shared forward beside the runs already going (see
+# ``_prompts_for_later``): two short prompts a round, as many rows as keep every row's input in the
+# core's cache while each block of weights passes over them (with hundreds of rows the step slows).
+PROMPT_TOKENS_PER_ROUND = 64
 # The Generate event's workers (each waits on its stream): the budget over one run's KV cache and
 # attention, at least a room of 30 learners and at most 64 (each waiting worker holds a thread).
 MIN_CONCURRENT_RUNS, MAX_CONCURRENT_RUNS = 32, 64
@@ -128,8 +134,13 @@ _ORDER = itertools.count()
 class DecodeLoop:
     """The background thread and the runs it advances (see the module's docstring)."""
 
-    def __init__(self, prompt_steps_per_round: int = PROMPT_STEPS_PER_ROUND):
+    def __init__(
+        self,
+        prompt_steps_per_round: int = PROMPT_STEPS_PER_ROUND,
+        prompt_tokens_per_round: int = PROMPT_TOKENS_PER_ROUND,
+    ):
         self.prompt_steps_per_round = prompt_steps_per_round
+        self.prompt_tokens_per_round = prompt_tokens_per_round
         self._cond = threading.Condition()
         self._streams: list[Stream] = []  # in join order
         self._by_key: dict[str, Stream] = {}
@@ -221,8 +232,12 @@ class DecodeLoop:
             row = self._row_of(s)
             if row is not None:
                 rows[id(s)] = row
+        later = self._prompts_for_later(streams, rows)
         # Prompt steps: the runs that waited longest for one first.
-        alone = sorted((s for s in streams if id(s) not in rows and not s.ended), key=lambda s: s.waited_since)
+        alone = sorted(
+            (s for s in streams if id(s) not in rows and id(s) not in later and not s.ended),
+            key=lambda s: s.waited_since,
+        )
         for s in alone[: self.prompt_steps_per_round]:
             if s.stop_asked:
                 continue
@@ -243,6 +258,22 @@ class DecodeLoop:
                 self._next_model = (self._next_model + i + 1) % len(order)
                 self._shared_step(batch, [rows[id(s)] for s in batch])
                 break
+
+    def _prompts_for_later(self, streams: list[Stream], rows: dict) -> set[int]:
+        """Prompts the decoder takes as rows join the shared forward, the longest-waiting first, at most
+        ``prompt_tokens_per_round`` of their tokens a round (always one prompt): the others are taken out of
+        ``rows`` until a later round, so a burst of newcomers holds the runs already going for one short
+        step at a time. The streams left for later (their ids)."""
+        waiting = sorted((s for s in streams if id(s) in rows and rows[id(s)].cache.length == 0), key=lambda s: s.order)
+        room, later = self.prompt_tokens_per_round, set()
+        for i, s in enumerate(waiting):
+            n = rows[id(s)].n_tokens
+            if i > 0 and n > room:
+                later.add(id(s))
+                del rows[id(s)]
+            else:
+                room -= n
+        return later
 
     def _leave(self) -> list[Stream]:
         """Take out the runs that are done or asked to stop; the ones that stay, in join order."""

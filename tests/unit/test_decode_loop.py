@@ -111,6 +111,37 @@ def test_a_run_alongside_others_is_bit_identical_to_it_alone():
         assert error is None and len(steps) == n
 
 
+class PromptRowsDecoder(CountingDecoder):
+    """The counting decoder that also takes prompts of up to 8 tokens as rows; logs (name, rows, tokens)."""
+
+    def prompt_rows(self, model):
+        return 8
+
+    def rows(self, model, rows):
+        self.log.append((self.model_name, len(rows), sum(r.n_tokens for r in rows)))
+        return decoding.Decoder.rows(self, model, rows)
+
+
+def test_prompts_join_the_shared_forward_a_few_tokens_a_round_and_change_nothing():
+    log = []
+    model = random_model(0)
+    decoding.attach(model, PromptRowsDecoder("a", log))
+    runs = [([3 + i, 9, 4 + i, 1, 5], 6, dict(temperature=0.8, seed=i, capture_attention=True)) for i in range(6)]
+    runs.append((list(range(1, 13)), 6, dict(temperature=0.0)))  # 12 tokens: its prompt runs alone
+    alone = [run(DecodeLoop(), [gen(model, p, n, **kw)])[0] for p, n, kw in runs]
+    log.clear()
+    loop = DecodeLoop(prompt_tokens_per_round=12)
+    together = run(loop, [gen(model, p, n, **kw) for p, n, kw in runs])
+    for (a, error_a), (b, error_b) in zip(alone, together):
+        assert error_a is None and error_b is None
+        same_steps(a, b)
+    # a round feeds at most 12 prompt tokens as rows: two prompts of 5 (a third would pass 12), beside the
+    # runs already going; the 12-token prompt never came as a row (steps alone are not logged here)
+    fed = [tokens - rows for _, rows, tokens in log]  # the prompts' earlier tokens in each shared forward
+    assert max(fed) == 8 and all(tokens - rows <= 8 for _, rows, tokens in log)
+    assert max(rows for _, rows, _ in log) == 7
+
+
 def test_stop_ends_a_run_within_one_step_and_the_others_do_not_change():
     model = random_model(1, context_length=256)
     others = [([i + 1, i + 2], 40, dict(temperature=0.8, seed=i)) for i in range(10)]
