@@ -11,7 +11,7 @@ from playground.server.inputs import typed_number, typed_seed
 from playground.server.replay import read_record, replay, replay_record, write_record
 from playground.server.runs import start_run
 from playground.whole_numbers import MAX_SEED, exact_whole, is_inexact_whole, read_number
-from tests.export_helpers import nano_model
+from tests.export_helpers import nano_model, private_dirs
 from tests.helpers import ROOT
 
 PAST_FLOAT = 2**53 + 1  # float(PAST_FLOAT) is 2**53: the seed a float() would silently use instead
@@ -131,3 +131,13 @@ def test_a_run_seeded_past_2_53_uses_that_seed_and_replays_from_its_file(seed, t
     assert back["seed"] == seed and type(back["seed"]) is int
     report = replay(back, model)
     assert report.identical and report.replayed_ids == [s.token_id for s in run.steps]
+
+
+def test_a_full_run_export_carries_the_seed_exactly(tmp_path, monkeypatch):
+    from playground.server.exports import export_run
+
+    private_dirs(tmp_path, monkeypatch)
+    model, run = _run(PAST_FLOAT, n=4)
+    back = read_record(export_run(run, model, layers=[0]))
+    assert back["seed"] == PAST_FLOAT and back["token_ids"] == [s.token_id for s in run.steps]
+    assert replay(back, model).identical
