@@ -54,7 +54,7 @@ def generate(page, prompt: str | None = None, n: int = 40, seed: int = 42) -> No
     if prompt is not None:
         page.locator("#pg-prompt textarea").fill(prompt)
     for elem_id, value in (("pg-max-new", n), ("pg-seed", seed)):
-        box = page.locator(f"#{elem_id} input[type=number]")
+        box = page.locator(f"#{elem_id} input[type=number], #{elem_id} input[type=text], #{elem_id} textarea")
         if box.count():
             box.fill(str(value))
             box.press("Enter")

@@ -28,6 +28,7 @@ from playground.engine.row_summary import (
     greedy_step_fields,
 )
 from playground.errors import UserError
+from playground.whole_numbers import MAX_SEED, MIN_SEED, exact_whole, is_inexact_whole, not_exact
 
 STAGES = ("raw", "temperature", "top_k", "top_p")
 
@@ -212,12 +213,18 @@ class Generation:
         ids = [int(i) for i in self.prompt_ids]
         if not ids:
             raise UserError("generate.prompt_empty", "The prompt is empty: type some text to continue.")
-        if self.seed is not None and not -(2**63) <= int(self.seed) < 2**64:
-            raise UserError(
-                "generate.seed_range",
-                "The seed must be a whole number between -2^63 and 2^64 - 1, got {seed}.",
-                seed=self.seed,
-            )
+        if self.seed is not None:
+            # Exactly the seed given: 2.5 is not truncated, nor 2⁵³ + 1 rounded through a float.
+            seed = exact_whole(self.seed)
+            if seed is None and is_inexact_whole(self.seed):
+                raise not_exact(self.seed, "The seed")
+            if seed is None or not MIN_SEED <= seed <= MAX_SEED:
+                raise UserError(
+                    "generate.seed_range",
+                    "The seed must be a whole number between 0 and 2⁶³ − 1, got {seed}.",
+                    seed=self.seed,
+                )
+            self.seed = seed
         vocab = self.model.cfg.vocab_size
         bad = [i for i in ids if not 0 <= i < vocab]
         if bad:

@@ -11,6 +11,7 @@ ERRORS_ZH = {
     "input.not_number": "{name} 必须是数字，收到的是 {value!r}。",
     "input.not_finite": "{name} 必须是有限的数，收到的是 {value!r}。",
     "input.not_whole": "{name} 必须是整数，收到的是 {value!r}。",
+    "input.not_exact": "{name} {value!r} 超过了 2⁵³：以浮点数发送的数在这里可能变成相邻的整数；请以整数（或整数的数字文本）发送。",
     "input.between": "{name} 必须在 {lo:,} 到 {hi:,} 之间，收到的是 {value:,}。",
     "input.at_least": "{name} 至少为 {lo:,}，收到的是 {value:,}。",
     "input.at_most": "{name} 至多为 {hi:,}，收到的是 {value:,}。",
@@ -119,7 +120,7 @@ ERRORS_ZH = {
     "generate.top_k_negative": "top-k 必须是 0（关闭）或正整数，收到的是 {top_k}。",
     "generate.top_p_number": "top-p 必须是 (0, 1] 之内的数，收到的是 {top_p!r}。",
     "generate.top_p_range": "top-p 必须在 (0, 1] 之内（1 = 关闭），收到的是 {top_p}。",
-    "generate.seed_range": "种子必须是 -2^63 到 2^64 - 1 之间的整数，收到的是 {seed}。",
+    "generate.seed_range": "种子必须是 0 到 2⁶³ − 1 之间的整数，收到的是 {seed}。",
     "generate.token_outside": "token 编号 {token_id} 超出了词表（0..{last}）。",
     "generate.non_finite": "第 {step} 步：模型输出了 NaN/无穷大的 logit（{total:,} 个中有 {found}）；生成已停止。权重或设置超出了"
     "数值格式的范围：请用 float32 代替 bfloat16，或加载别的权重。",

@@ -30,6 +30,7 @@ from playground.engine.readout import CHUNK_ROWS, HeadReader
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
 from playground.runtime.memory import BUDGET
+from playground.whole_numbers import exact_whole, read_number
 
 MAX_SCORE_TOKENS = 16_384  # a longer text is cut here (and the cut is said)
 MAX_SCORE_CHARS = 200_000  # read at most this much text before tokenising
@@ -169,17 +170,17 @@ def score_ids(
     W = cfg.context_length
     stride = default_stride(W) if stride in (None, "", 0) else stride
     try:
-        whole = not isinstance(stride, bool) and float(stride).is_integer() and 1 <= int(stride) <= W
-    except (TypeError, ValueError, OverflowError):
-        whole = False
-    if not whole:
+        number = exact_whole(read_number(stride))  # "3" or 3.0 is 3; never rounded through a float
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not 1 <= number <= W:
         raise ScoringError(
             "score.stride_range",
             "The stride must be a whole number of tokens between 1 and the window ({window}), got {stride!r}.",
             window=W,
             stride=stride,
         )
-    stride = int(float(stride))
+    stride = number
     truncated_from = None
     if len(ids) > max_tokens:
         truncated_from, ids = len(ids), ids[:max_tokens]

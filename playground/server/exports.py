@@ -36,6 +36,7 @@ from playground.server.files import enforce_disk_budget, exports_dir, touch, wri
 from playground.server.recipes import describe_recipe, recipe_key
 from playground.server.replay import replay_record
 from playground.server.runs import Run, all_layers_attention_bytes, run_attention
+from playground.server.step_records import step_record
 
 
 class ExportTooLarge(UserError):
@@ -77,19 +78,7 @@ def _window_attention(model: GPTModel, run, layers: Sequence[int]):
 
 def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
     tok = load_tokenizer()
-    steps = [
-        {
-            "index": s.index,
-            "token_id": s.token_id,
-            "token": tok.decode([s.token_id]),
-            "prob": s.prob,
-            "raw_prob": s.raw_prob,
-            "rank": s.rank,
-            "entropy_bits": s.entropy,
-            "top": [[i, p] for i, p in s.top],
-        }
-        for s in run.steps
-    ]
+    steps = [{"index": s.index} | step_record(tok, s) for s in run.steps]
     return finite_json(
         {
             "model": describe_recipe(run.recipe),

@@ -22,6 +22,7 @@ from playground.errors import UserError
 from playground.runtime.memory import BUDGET, format_bytes
 from playground.server.export_formats import max_export_bytes
 from playground.server.runs import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
+from playground.whole_numbers import MAX_SEED, MIN_SEED
 
 FORMAT = "gpt-playground-replay"
 VERSION = 1
@@ -211,7 +212,7 @@ def check_record(record) -> dict:
         raise ReplayError("replay.probs_range", "The replay record's probs must be numbers between 0 and 1.")
     if not _is_whole(record["seed"]):
         raise ReplayError("replay.seed", "The replay record's seed must be a whole number.")
-    if not 0 <= record["seed"] < 2**63:
+    if not MIN_SEED <= record["seed"] <= MAX_SEED:
         raise ReplayError("replay.seed_range", "The replay record's seed must be between 0 and 2⁶³ − 1.")
     if not isinstance(record["weights_sha256"], str):
         raise ReplayError("replay.sha", "The replay record's weights_sha256 must be a sha256 in hex.")

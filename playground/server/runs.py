@@ -30,7 +30,7 @@ from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
 from playground.runtime.memory import BUDGET, Reservation, trim
 from playground.server.files import remove_abandoned_uploads
-from playground.server.inputs import typed_number
+from playground.server.inputs import typed_number, typed_seed
 from playground.server.recipes import describe_recipe, model_label
 
 MAX_PROMPT_CHARS = 20_000
@@ -235,7 +235,7 @@ def start_run(
             limit=MAX_NEW_TOKENS,
         )
     top_k = typed_number(top_k, "top-k", whole=True) if top_k is not None else None
-    seed = typed_number(seed, "Seed", whole=True) if seed is not None else None
+    seed = typed_seed(seed)
     temperature = typed_number(temperature, "Temperature")
     top_p = typed_number(top_p, "top-p") if top_p is not None else None
     if greedy:

@@ -18,6 +18,7 @@ from .parsing import (
     parse_optional_whole,
     parse_seed,
     parse_whole,
+    seed_box,
     slider_range,
 )
 from .state import (
@@ -58,6 +59,7 @@ __all__ = [
     "parse_optional_number",
     "parse_optional_whole",
     "parse_seed",
+    "seed_box",
     "parse_whole",
     "say",
     "session_id",

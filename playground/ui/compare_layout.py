@@ -16,7 +16,7 @@ from playground.engine.hf_hub import HUB_MODELS
 from . import compare_views as cv
 from . import listeners, share
 from . import model_switch as ms
-from .common import T, choices, lang_of
+from .common import T, choices, lang_of, seed_box
 from .compare_streams import Streams
 from .compare_tab import (
     SOURCE_KEYS,
@@ -49,7 +49,7 @@ def layout() -> SimpleNamespace:
                 label=T("preset"),
             )
         with gr.Row():
-            c.b_seed = gr.Number(0, label=T("seed_init"), min_width=100)
+            c.b_seed = seed_box(0, T("seed_init"), min_width=100)
             c.b_hub = gr.Dropdown(ms.hub_choices(), value=list(HUB_MODELS)[0], label=T("hub_model"))
             c.b_dtype = gr.Radio(list(ms.DTYPES), value="float32", label=T("dtype"))
         c.b_upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
@@ -87,7 +87,7 @@ def layout() -> SimpleNamespace:
     with gr.Accordion(T("side_section"), open=True):
         with gr.Row():
             c.s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
-            c.s_seed = gr.Number(42, label=T("seed"), min_width=100)
+            c.s_seed = seed_box(42, T("seed"), min_width=100)
             c.s_max = gr.Slider(
                 1,
                 value=40,

@@ -18,7 +18,7 @@ from . import attention_view as av
 from . import listeners
 from .attention_view import SPANS, VIEWS, AttentionViews, attention_views, head_examples
 from .chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND
-from .common import T, choices, tr
+from .common import T, choices, seed_box, tr
 from .generate_tab import (
     Exported,
     LastStep,
@@ -74,7 +74,7 @@ def layout(model_cfg) -> SimpleNamespace:
                 )
             c.input_msg = gr.HTML(elem_id="pg-input-msg")
             with gr.Row(elem_classes=["pg-advanced"]):
-                c.seed = gr.Number(42, label=T("seed"), min_width=100, elem_id="pg-seed")
+                c.seed = seed_box(42, T("seed"), min_width=100, elem_id="pg-seed")
                 c.greedy = gr.Checkbox(False, label=T("greedy"))
     with gr.Row(elem_id="pg-gen-main"):
         with gr.Column(scale=2, min_width=300):

@@ -23,6 +23,7 @@ from playground.server.decode_loop import LOOP
 from playground.server.exports import export_model, export_run, reserve_export
 from playground.server.recipes import describe_recipe
 from playground.server.runs import start_run
+from playground.server.step_records import step_record
 
 from . import attention_view as av
 from .attention_view import SPANS, VIEW_KEYS, VIEWS, AttentionViews, attention_views, head_examples
@@ -307,18 +308,7 @@ def run_data(state):
         "token_ids": run.token_ids,
         "stopped": run.stopped,
         "text": tok.decode([s.token_id for s in run.steps]),
-        "steps": [
-            {
-                "token_id": s.token_id,
-                "token": tok.piece(s.token_id).display,
-                "prob": s.prob,
-                "raw_prob": s.raw_prob,
-                "rank": s.rank,
-                "entropy_bits": s.entropy,
-                "top": [[t, p] for t, p in s.top],
-            }
-            for s in run.steps
-        ],
+        "steps": [step_record(tok, s) for s in run.steps],
     }
 
 

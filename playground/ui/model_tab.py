@@ -39,6 +39,7 @@ from .common import (
     ok,
     page_prefs,
     parse_whole,
+    seed_box,
     session_model,
     tr,
     tr_error,
@@ -328,7 +329,7 @@ def layout() -> SimpleNamespace:
                     gr.Dropdown(list(ATTENTION_IMPLS), value=cfg.attention_impl, label=T("attention_impl")),
                 ]
             with gr.Row(elem_classes=["pg-advanced"]):
-                c.seed_init = gr.Number(0, label=T("seed_init"), min_width=100)
+                c.seed_init = seed_box(0, T("seed_init"), min_width=100)
                 c.dtype = gr.Radio(list(DTYPES), value="float32", label=T("dtype"), info=T("dtype_info"), min_width=200)
             c.build_btn = gr.Button(T("build"), variant="secondary", elem_id="pg-build")
             c.build_msg = gr.HTML(elem_id="pg-build-msg")

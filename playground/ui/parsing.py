@@ -12,32 +12,47 @@ from unittest import mock
 import gradio as gr
 
 from playground.errors import UserError
+from playground.whole_numbers import MAX_SEED, MIN_SEED, exact_whole, is_inexact_whole, not_exact, read_number
 
-MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
+
+def _not_number(value, name: str) -> UserError:
+    return UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value)
+
+
+def _not_whole(value, name: str) -> UserError:
+    return UserError("input.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value)
+
+
+def _read(value, name: str):
+    """The int or float a box sent (digits stay an exact int), or input.not_number."""
+    if isinstance(value, bool) or value is None or value == "":
+        raise _not_number(value, name)
+    try:
+        return read_number(value)
+    except (TypeError, ValueError):
+        raise _not_number(value, name) from None
 
 
 def parse_number(value, name: str) -> float:
-    if isinstance(value, bool) or value is None or value == "":
-        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value)
+    number = _read(value, name)
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value) from None
+        number = float(number)
+    except OverflowError:  # an int too large for a float, e.g. 10**400
+        number = math.inf
     if not math.isfinite(number):
         raise UserError("input.not_finite", "{name} must be a finite number, got {value!r}.", name=name, value=value)
     return number
 
 
-def parse_whole(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
-    try:
-        number = parse_number(value, name)
-    except ValueError:
-        raise UserError(
-            "input.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value
-        ) from None
-    if not number.is_integer():
-        raise UserError("input.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value)
-    whole = int(number)
+def _whole_in_range(number, value, name: str, lo: int | None, hi: int | None) -> int:
+    """``number`` as the exact whole number it names, within lo..hi. A float past 2⁵³ is checked against
+    the range first (1e20 new tokens is too many, whatever its last digits), then refused as inexact."""
+    whole = exact_whole(number)
+    inexact = whole is None and is_inexact_whole(number)
+    if inexact:
+        whole = int(number)
+    if whole is None:
+        raise _not_whole(value, name)
     if (lo is not None and whole < lo) or (hi is not None and whole > hi):
         if lo is not None and hi is not None:
             raise UserError(
@@ -53,19 +68,25 @@ def parse_whole(value, name: str, lo: int | None = None, hi: int | None = None) 
                 "input.at_least", "{name} must be at least {lo:,}, got {value:,}.", name=name, lo=lo, value=whole
             )
         raise UserError("input.at_most", "{name} must be at most {hi:,}, got {value:,}.", name=name, hi=hi, value=whole)
+    if inexact:
+        raise not_exact(value, name)
     return whole
+
+
+def parse_whole(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    """A whole number, exactly (digits are read by int(), never through a float): text that is no
+    number, 2.5, nan and inf are all refused as not whole."""
+    try:
+        number = _read(value, name)
+    except ValueError:
+        raise _not_whole(value, name) from None
+    return _whole_in_range(number, value, name, lo, hi)
 
 
 def parse_count(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
     """A whole number of things (steps, top-k): text is refused as not a number at all; 2.5, nan
     and inf as not whole."""
-    if isinstance(value, bool) or value is None or value == "":
-        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise UserError("input.not_number", "{name} must be a number, got {value!r}.", name=name, value=value) from None
-    return parse_whole(number, name, lo, hi)
+    return _whole_in_range(_read(value, name), value, name, lo, hi)
 
 
 def parse_optional_number(value, name: str) -> float | None:
@@ -87,7 +108,15 @@ def parse_seed(value, name: str = "Seed") -> int | None:
     """None or empty means "no seed"; otherwise a whole number torch accepts."""
     if value is None or value == "":
         return None
-    return parse_whole(value, name, 0, MAX_SEED)
+    return parse_whole(value, name, MIN_SEED, MAX_SEED)
+
+
+def seed_box(value: int, label, **kwargs) -> gr.Textbox:
+    """A seed typed on the page: a one-line text box, not a number box, because the browser holds a
+    number box's value as a JavaScript number, which keeps whole numbers exactly only up to 2⁵³
+    (9007199254740993 would reach the server as ...992). Its text is read by ``parse_seed`` with int().
+    An API caller may send an int or digits alike."""
+    return gr.Textbox(str(value), label=label, max_lines=1, **kwargs)
 
 
 def parse_bool(value, name: str) -> bool:

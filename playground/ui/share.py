@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from playground.server.runs import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
+from playground.whole_numbers import exact_whole, read_number
 
 from .common import MAX_SEED, ok, parse_bool, warn
 from .results import result, skipped
@@ -53,15 +54,18 @@ def prefill(params: dict) -> Prefill:
             continue
         raw = params[name]
         try:
-            value = float(raw)
+            # Digits are read by int(): a seed past 2⁵³ fills the box as it is in the link, not rounded.
+            value = read_number(raw) if whole else float(raw)
             if not math.isfinite(value):
                 raise ValueError
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             problems.append(MSG["not_number"].format(name=name, value=raw))
             continue
         clamped = min(max(value, lo), hi)
         if whole:
-            clamped = int(round(clamped))
+            clamped = exact_whole(clamped)
+            if clamped is None:  # 2.5, or a float past 2⁵³: the nearest whole number (said below)
+                clamped = int(round(min(max(value, lo), hi)))
         if clamped != value:
             problems.append(MSG["clamped"].format(name=name, value=raw, lo=lo, hi=hi, clamped=clamped))
         out[name] = clamped

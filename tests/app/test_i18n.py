@@ -603,3 +603,21 @@ def test_a_chinese_title_is_wrapped_by_its_width_not_its_character_count():
     short = figures.empty_figure("")
     short.update_layout(title_text="层 · 头")
     assert "<br>" not in dress(short, "zh-CN", present=True).layout.title.text
+
+
+def test_a_field_name_that_is_an_interface_word_is_translated_too():
+    from playground.errors import UserError
+    from playground.ui.parsing import parse_number, parse_whole
+
+    with pytest.raises(UserError) as caught:
+        parse_whole("2.5", "Temperature")
+    assert tr_error("zh-CN", caught.value) == "温度 必须是整数，收到的是 '2.5'。"
+    with pytest.raises(UserError) as caught:
+        parse_whole(9, "Layer", 0, 1)
+    assert tr_error("zh-CN", caught.value) == "层 必须在 0 到 1 之间，收到的是 9。"
+    with pytest.raises(UserError) as caught:
+        parse_number("inf", "Max new tokens")
+    assert tr_error("zh-CN", caught.value) == "最多生成的 token 数 必须是有限的数，收到的是 'inf'。"
+    with pytest.raises(UserError) as caught:
+        parse_whole(float(2**60), "Sampling seed", 0, 2**63 - 1)
+    assert caught.value.key == "input.not_exact" and tr_error("zh-CN", caught.value).startswith("采样随机种子 ")

@@ -117,3 +117,10 @@ def test_the_tabs_a_link_may_name_are_the_pages():
 
     source = (Path(share.__file__).parent / "app.py").read_text()
     assert set(re.findall(r'gr\.Tab\(T\("tab_\w+"\), id="(\w+)"\)', source)) == set(share.TABS)
+
+
+def test_a_seed_past_2_53_in_a_link_fills_the_box_exactly():
+    out = outputs({"seed": "9007199254740993"})
+    assert out["seed"] == 2**53 + 1 and type(out["seed"]) is int and "pg-ok" in out["message"]
+    out = outputs({"seed": "9223372036854775808"})  # 2⁶³: one past the range, clamped and said
+    assert out["seed"] == 2**63 - 1 and "outside" in out["message"]
