@@ -53,6 +53,12 @@ def end_session(state) -> None:
         CACHE.end_lease(state["session"])
 
 
+# Gradio's queue rebuilds its monitoring summary (a pandas table of up to 10,000 past events, grouped, with
+# percentiles) at the end of every event unless told otherwise, holding the interpreter lock meanwhile: in a
+# room that is hundreds of rebuilds a minute taken from the decode loop. The dashboard needs far fewer.
+os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "500")
+
+
 def build_demo() -> gr.Blocks:
     files.protect(_checkpoints_in_use)
     default_model = CACHE.get(default_recipe())  # warm: the first page load is instant

@@ -187,3 +187,20 @@ def test_four_sessions_of_big_models_are_refused_not_killed(app_url, monkeypatch
         in client.predict("random", 0, "gpt2", None, "float32", *_fields(PRESETS_USED[0]), api_name="/build_model")[0]
     )
     assert "Done: 3 tokens" in list(client.submit("Hi", 0, 0, 1.0, 3, 0, True, api_name="/generate"))[-1][1]
+
+
+def test_the_queue_rebuilds_its_monitoring_summary_now_and_then_not_after_every_event():
+    """Gradio's default rebuilds a pandas summary of up to 10,000 past events at the end of each event,
+    holding the interpreter lock: the app's queue does it every 500 events."""
+    from gradio.queueing import Queue
+
+    from playground.ui.app import build_demo
+
+    queue = build_demo()._queue
+    assert isinstance(queue, Queue) and queue.ANAYLTICS_CACHE_FREQUENCY == 500
+    records = [{"status": "success", "process_time": 0.1, "function": "/generate"}] * 3
+    queue.events_recorded, queue.event_count_at_last_cache = 10, 0
+    queue.cached_event_analytics_summary = {"functions": {}}
+    assert queue.compute_analytics_summary(records) == {"functions": {}}  # 10 events: not rebuilt yet
+    queue.events_recorded = 600
+    assert queue.compute_analytics_summary(records)["functions"]["/generate"]["success_rate"] == 1.0
