@@ -140,12 +140,13 @@ def ask(step: Step, model, prompt: str) -> tuple[Question, list[str]]:
     prompt's length in characters is checked before it is tokenized: a 10 MB prompt is refused at once."""
     if prompt is not None and not isinstance(prompt, str):
         raise LessonError("lessons.no_prompt", "Type a prompt in the Generate tab: the lessons look at it.")
+    limit = min(MAX_TOKENS, model.cfg.context_length)  # the same figure whichever check refuses
     if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
         raise LessonError(
             "lessons.long_prompt_chars",
             "The lessons read prompts of up to {limit:,} tokens; this one is {n:,} characters (the Generate tab "
             "takes at most {chars:,}). Shorten it in the Generate tab.",
-            limit=MAX_TOKENS,
+            limit=limit,
             n=len(prompt),
             chars=MAX_PROMPT_CHARS,
         )
@@ -153,7 +154,6 @@ def ask(step: Step, model, prompt: str) -> tuple[Question, list[str]]:
     ids = tok.encode(prompt or "")
     if not ids:
         raise LessonError("lessons.no_prompt", "Type a prompt in the Generate tab: the lessons look at it.")
-    limit = min(MAX_TOKENS, model.cfg.context_length)
     if len(ids) > limit:
         raise LessonError(
             "lessons.long_prompt",
