@@ -205,6 +205,8 @@ def run(quick: bool = False) -> dict:
         for t in rows.values():
             if "flops" in t:
                 t["fraction_of_matmul"] = t["flops"] / t["median_s"] / result["matmul"]["flop_s"]
+    print("Activation patching: GPT-2-small-shaped weights, 20 tokens, the whole resid_pre grid ...")
+    result["views"][PATCH_RUN] = time_calls({PATCH_VIEW: patching_call(gpt2)}, max(2, reps - 2))
     one, estimate = effects.estimate_sweep_seconds(gpt2, ids)
     result.setdefault("forward_s", {})["gpt2-small shape, 256 tokens"] = one
     result["gpt2_sweep_estimate_s"] = estimate
@@ -220,6 +222,20 @@ def run(quick: bool = False) -> dict:
 
 FRACTION_TARGET = 0.6  # of this machine's measured matmul rate, for GPT-2 small's views at 256 tokens
 GPT2_RUN = "gpt2-small shape, 256 tokens"
+PATCH_RUN, PATCH_VIEW = "gpt2-small shape, 20-token patching", "activation patching, resid_pre grid + attribution"
+PATCH_TARGET_S = 5.0  # issue 37: the whole 12 × 20 grid of GPT-2 small
+
+
+def patching_call(model):
+    """The Inside tab's patching view on a 20-token clean prompt and a corrupted one two tokens apart: every
+    layer's block input at every position patched (240 cells, batched forwards), then attribution patching."""
+    from playground.inside.patching import activation_patching
+
+    clean = _ids(20)
+    corrupted = list(clean)
+    corrupted[3], corrupted[10] = (clean[3] + 1) % model.cfg.vocab_size, (clean[10] + 1) % model.cfg.vocab_size
+    answer, wrong = clean[-1], corrupted[-1] if corrupted[-1] != clean[-1] else (clean[-1] + 1) % model.cfg.vocab_size
+    return lambda: activation_patching(model, clean, corrupted, answer, wrong, "resid_pre")
 
 
 def targets(r: dict) -> list[Target]:
@@ -227,6 +243,8 @@ def targets(r: dict) -> list[Target]:
     for name, t in r["views"].get("bundled, 64 tokens", {}).items():
         goal = 3.0 if name.startswith("head sweep") else 0.2
         out.append(at_most(f"bundled, 64 tokens: {name} (s, median)", t["median_s"], goal))
+    for name, t in r["views"].get(PATCH_RUN, {}).items():
+        out.append(at_most(f"{PATCH_RUN}: {name} (s, median)", t["median_s"], PATCH_TARGET_S))
     for name, t in r["views"].get(GPT2_RUN, {}).items():
         if name.startswith("one plain forward") or "fraction_of_matmul" not in t:
             continue
@@ -264,7 +282,7 @@ def table(r: dict) -> str:
         f"{'of matmul':>10}"
     )
     for run, rows in r["views"].items():
-        forward = r["forward_s"].get(run, float("nan"))
+        forward = r.get("forward_s", {}).get(run, float("nan"))
         lines.append(f"-- {run} (one plain forward: {forward * 1000:.0f} ms)")
         for name, t in rows.items():
             line = f"{name:48} {t['median_s']:9.3f} {t['min_s']:8.3f} {t['max_s']:8.3f} {t['median_s'] / forward:9.1f}x"
