@@ -57,7 +57,7 @@ def _path_key_share(model, question):
     tok = load_tokenizer()
     patch = question.target["patch"]
     clean, corrupted = tok.encode(patch["clean"]), tok.encode(patch["corrupted"])
-    answer, wrong = tok.encode(patch["answer"]), tok.encode(patch["wrong"])
+    answer, wrong = (tok.encode(patch[key].replace("\\n", "\n")) for key in ("answer", "wrong"))
     assert len(answer) == len(wrong) == 1, patch
     pair = check_pair(model, clean, corrupted, answer[0], wrong[0])
     sender, receiver = (tuple(int(x) for x in patch[name].split(".")) for name in ("sender", "receiver"))

@@ -189,7 +189,8 @@ def path_patching_key(model, ids, labels, params) -> Question:
     fields |= {via: percent(mine[via]) for via in ("q", "k", "v")}
     fields |= {"together": percent(together["k"]), "heads": model.cfg.n_heads}
     patch = {"clean": tok.decode(p.clean), "corrupted": tok.decode(p.corrupted), "via": "k"}
-    patch |= {"answer": tok.decode([p.answer]), "wrong": tok.decode([wrong])}
+    # typed as the tab's one-line fields read them: a line break as backslash-n
+    patch |= {key: tok.decode([t]).replace("\n", "\\n") for key, t in (("answer", p.answer), ("wrong", wrong))}
     patch |= {"sender": fields["sender"], "receiver": fields["receiver"]}
     target = {"tab": "inside", "sub": "inside-patching", "patch": patch}
     return Question(list(SHARE_BINS), share_bin(mine["k"]), view, fields, target=target)

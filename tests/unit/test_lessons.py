@@ -172,7 +172,8 @@ def test_the_path_patching_step_reads_the_library_and_breaks_only_the_key_side(m
     assert q.target["sub"] == "inside-patching" and patch["via"] == "k"
     sender, receiver = (tuple(int(x) for x in patch[k].split(".")) for k in ("sender", "receiver"))
     assert sender[0] < receiver[0] and q.view["mark"] == sender[1]
-    pair = check_pair(model, clean, corrupted, tok.encode(patch["answer"])[0], tok.encode(patch["wrong"])[0])
+    answer, wrong = (tok.encode(patch[key].replace("\\n", "\n")) for key in ("answer", "wrong"))
+    pair = check_pair(model, clean, corrupted, answer[0], wrong[0])
     by_input = path_patching(model, pair, sender, receiver, "k")["by_input"]
     for via in ("q", "k", "v"):
         assert q.view["values"][via][sender[1]] == pytest.approx(by_input[via], abs=1e-5)
