@@ -121,13 +121,12 @@ class InductionPair:
     answer: int
 
 
-def induction_pair(ids, context_length: int, tokenizer) -> InductionPair:
-    """The pair on the prompt's first tokens (at most ``REPEAT_TOKENS``): ``x`` is the latest token of
-    the sentence said only once in it (a token said twice there would have two earlier places to copy
-    from), so the copy is the longest the sentence allows. The stand-in keeps both prompts' text
-    reading back as the same tokens where it can (the Inside tab's patching view reads them as text)."""
-    n = min(len(ids), REPEAT_TOKENS, context_length // 2)
-    sentence = list(ids[:n])
+def induction_pair(twice, n: int, tokenizer) -> InductionPair:
+    """The pair on the sentence said twice (``said_twice``): ``x`` is the latest token of the sentence
+    said only once in it (a token said twice there would have two earlier places to copy from), so
+    the copy is the longest the sentence allows. The stand-in keeps both prompts' text reading back
+    as the same tokens where it can (the Inside tab's patching view reads them as text)."""
+    sentence = list(twice[:n])
     once = [j for j in range(1, n - 1) if sentence.count(sentence[j]) == 1]
     j = once[-1] if once else n - 2
     clean = sentence + sentence[: j + 1]

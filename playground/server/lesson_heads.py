@@ -171,9 +171,9 @@ def path_patching_key(model, ids, labels, params) -> Question:
     sender's layer, and all of them at once, through the receiver's q, k and v."""
     need_tokens(ids, 4)
     tok = load_tokenizer()
-    p = induction_pair(ids, model.cfg.context_length, tok)
     twice, n = said_twice(ids, model.cfg.context_length)
     sender, receiver = path_heads(model, ids, twice, n)
+    p = induction_pair(twice, n, tok)
     wrong = wrong_token(model, p.corrupted, p.answer, tok)
     pair = check_pair(model, p.clean, p.corrupted, p.answer, wrong)
     layer = sender[0]
