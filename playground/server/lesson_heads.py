@@ -1,7 +1,7 @@
 """The lessons' questions about attention heads, each head found on the model and prompt given.
 
-Where one head looks, the first-token sink, the previous-token head and what removing it costs, and
-the induction head on the prompt's beginning said twice.
+Where one head looks, the first-token sink, the previous-token head and what removing it costs, the
+induction head on the prompt's beginning said twice, and the path between the two (path patching).
 
 Every head a question asks about is found now, on the model and prompt given (the highest score
 of all heads), never named in a lesson file: another model, or the bundled one retrained, has its
@@ -183,9 +183,9 @@ def path_patching_key(model, ids, labels, params) -> Question:
     view = {"kind": "path_inputs", "senders": [f"{layer}.{h}" for h in range(model.cfg.n_heads)], "layer": layer}
     view["values"] = {via: [g[via] for g in got] for via in ("q", "k", "v")}
     view["mark"], view["receiver"] = sender[1], f"{receiver[0]}.{receiver[1]}"
-    show = lambda t: tok.piece(t).display  # noqa: E731
     fields = {"sender": f"{layer}.{sender[1]}", "receiver": view["receiver"], "layer": layer}
-    fields |= {"x": show(p.x), "stand_in": show(p.stand_in), "token": show(p.answer), "wrong": show(wrong)}
+    shown = {"x": p.x, "stand_in": p.stand_in, "token": p.answer, "wrong": wrong}
+    fields |= {name: tok.piece(t).display for name, t in shown.items()}
     fields |= {via: percent(mine[via]) for via in ("q", "k", "v")}
     fields |= {"together": percent(together["k"]), "heads": model.cfg.n_heads}
     patch = {"clean": tok.decode(p.clean), "corrupted": tok.decode(p.corrupted), "via": "k"}
