@@ -100,6 +100,9 @@ def _path_inputs_figure(view, lang) -> go.Figure:
     layout(fig, tr(lang, "lesson_fig_path_inputs", receiver=view["receiver"]), 360, barmode="group")
     fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
     fig.update_xaxes(title_text=tr(lang, "lesson_axis_sender"))
+    # room above 100% for the key's printed shares (plotly drops an outside label that does not fit)
+    values = [v for vs in view["values"].values() for v in vs]
+    fig.update_yaxes(range=[min(0.0, *values) - 0.05, max(1.0, *values) * 1.15])
     fig.update_yaxes(title_text=tr(lang, "lesson_axis_share"), tickformat=".0%")
     return fig
 
