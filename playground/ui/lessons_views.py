@@ -94,7 +94,9 @@ def _path_inputs_figure(view, lang) -> go.Figure:
     for via, values in view["values"].items():
         bar = go.Bar(x=x, y=values, name=via, marker_color=INPUT_COLOURS[via])
         if via == "k":
+            # wider than its thin bar: plotly would shrink it, and the presenter mode then hide it
             bar.update(text=[percent(v) for v in values], textposition="outside", cliponaxis=False)
+            bar.constraintext = "none"
             bar.marker.line = dict(width=[3 if i == view["mark"] else 0 for i in range(len(x))], color="#111827")
         fig.add_trace(bar)
     layout(fig, tr(lang, "lesson_fig_path_inputs", receiver=view["receiver"]), 360, barmode="group")
