@@ -13,6 +13,8 @@ from playground.inside.effects import token_losses
 from playground.inside.inspection import count_parameters, parameter_breakdown
 from playground.inside.interventions import Intervention, run_with_hooks
 from playground.inside.lenses import lens_cell
+from playground.inside.patching import check_pair
+from playground.inside.patching_paths import path_patching
 from playground.inside.scoring import score_ids
 
 
@@ -49,6 +51,19 @@ def _induction_place(model, ids):
     return max(mass, key=mass.get)
 
 
+def _path_key_share(model, question):
+    """The lesson's pair as the Inside tab reads it (its texts, tokenized again), measured by the
+    path-patching grid's own route: the sender's output into the receiver's key alone."""
+    tok = load_tokenizer()
+    patch = question.target["patch"]
+    clean, corrupted = tok.encode(patch["clean"]), tok.encode(patch["corrupted"])
+    answer, wrong = (tok.encode(patch[key].replace("\\n", "\n")) for key in ("answer", "wrong"))
+    assert len(answer) == len(wrong) == 1, patch
+    pair = check_pair(model, clean, corrupted, answer[0], wrong[0])
+    sender, receiver = (tuple(int(x) for x in patch[name].split(".")) for name in ("sender", "receiver"))
+    return path_patching(model, pair, sender, receiver, "k")["value"]
+
+
 def _mean_loss(model, ids):
     return float(score_ids(model, ids).surprisal_bits.mean()) * math.log(2)
 
@@ -78,6 +93,9 @@ def library_answer(step, model, prompt: str, question) -> str:
         return "{}.{}".format(*max(first, key=first.get))
     if kind == "induction_looks":
         return _induction_place(model, ids)
+    if kind == "path_patching_key":
+        share = _path_key_share(model, question)
+        return ("0-25", "25-50", "50-75", "75-100")[min(3, max(0, int(share * 4)))]
     if kind == "previous_head":
         return str(_previous_token_head(model, ids)[1])
     if kind == "head_ablation":

@@ -141,6 +141,7 @@ ERRORS_ZH = {
     "lessons.no_prompt": "请在“生成”页输入提示词：课程看的就是它。",
     "lessons.long_prompt_chars": "课程读取的提示词最多 {limit:,} 个词元；这一段有 {n:,} 个字符（“生成”页最多接受 {chars:,} 个）。"
     "请在“生成”页缩短它。",
+    "lessons.one_layer": "这个问题需要至少 2 层的模型。",
     "lessons.unknown": "没有名为 {lesson!r} 的课程；现有课程：{ids}。",
     "lessons.unknown_choice": "{choice!r} 不是这道题的选项（{choices}）。",
     "inside.no_run": "请先生成（第 2 页）：“内部”各视图看的是当前这次运行。",

@@ -136,3 +136,18 @@ def path_patching_steps(
 def path_patching(model, pair: PatchPair, sender, receiver, via: str = "k") -> dict:
     *_, last = path_patching_steps(model, pair, sender, receiver, via)
     return last
+
+
+def receiver_inputs(model, pair: PatchPair, senders, receiver) -> list[dict[str, float]]:
+    """For each group of sender heads in ``senders`` (a list of lists), the receiver's metric through
+    its q, k and v when it is given what the whole group writes, clean − corrupted. Heads of one
+    layer can share a job (several previous-token heads): one of them alone may move the receiver
+    little where the group together moves it much, and the sum of their writes is what it reads."""
+    runs = reference_runs(model, pair)
+    out = []
+    for group in senders:
+        checked = [check_heads(model.cfg, s, receiver, "k")[0] for s in group]
+        delta = torch.stack([sender_delta(model, runs, s) for s in checked]).sum(0)
+        got = receiver_batch(model, runs, delta, receiver[0], [(receiver[1], i) for i in INPUTS])
+        out.append(dict(zip(INPUTS, got.tolist())))
+    return out

@@ -104,6 +104,44 @@ def induction_facts(model, twice, n: int) -> tuple[np.ndarray, np.ndarray]:
     return where[..., PLACES.index("after")], where
 
 
+# Common single tokens; the first not in the sentence stands in for the token the induction pair changes.
+STAND_INS = (" and", " the", " of", " to", " a", " in", " that", " is", ",", ".")
+
+
+@dataclass(frozen=True)
+class InductionPair:
+    """The sentence said once and again up to token ``x`` (clean): an induction head copies the token
+    that followed ``x`` the first time (``answer``). The corrupted prompt changes that first ``x`` to
+    ``stand_in``, so no earlier key says "the token before me was ``x``"; the second copy is the same."""
+
+    clean: list[int]
+    corrupted: list[int]
+    x: int
+    stand_in: int
+    answer: int
+
+
+def induction_pair(twice, n: int, tokenizer) -> InductionPair:
+    """The pair on the sentence said twice (``said_twice``): ``x`` is the latest token of the sentence
+    said only once in it (a token said twice there would have two earlier places to copy from), so
+    the copy is the longest the sentence allows. The stand-in keeps both prompts' text reading back
+    as the same tokens where it can (the Inside tab's patching view reads them as text)."""
+    sentence = list(twice[:n])
+    once = [j for j in range(1, n - 1) if sentence.count(sentence[j]) == 1]
+    j = once[-1] if once else n - 2
+    clean = sentence + sentence[: j + 1]
+    free = [t for t in (tokenizer.encode(s)[0] for s in STAND_INS) if t not in sentence] or [
+        next(t for t in range(len(sentence) + 1) if t not in sentence)
+    ]
+
+    def corrupted(stand_in):
+        return clean[:j] + [stand_in] + clean[j + 1 :]
+
+    reads_back = [t for t in free if tokenizer.encode(tokenizer.decode(corrupted(t))) == corrupted(t)]
+    stand_in = (reads_back or free)[0]
+    return InductionPair(clean, corrupted(stand_in), sentence[j], stand_in, sentence[j + 1])
+
+
 def prompt_losses(model, ids) -> list[float]:
     logits, _ = run_with_hooks(model, ids, capture=False)
     return token_losses(logits, list(ids))

@@ -59,6 +59,12 @@ def numbers(answer: int | float, others, fmt: str = "{:,}") -> tuple[list[tuple[
     return [(label, label) for label, _ in ordered], fmt.format(answer)
 
 
+def percent(value: float) -> str:
+    """A share as a whole percentage that can be negative or above 100% ("-0%" reads as "0%")."""
+    text = f"{value:.0%}"
+    return "0%" if text == "-0%" else text
+
+
 def millions(n: int) -> str:
     return f"{n / 1e6:.1f}M"
 

@@ -192,6 +192,17 @@ def patch_live(request: gr.Request, state, clean, corrupted, answer, wrong, targ
         yield PatchView(*draw(d, lang, present), d, "")
 
 
+@for_the_session
+def patched(state, clean, corrupted, answer, wrong, sender, receiver, via) -> PatchView:
+    """A path patching drawn whole, in one go (a lesson's "Show me" opens the view on its pair)."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
+    try:
+        *_, d = _steps(state, clean, corrupted, answer, wrong, "path", None, sender, receiver, via)
+    except Exception as e:
+        return only(PatchView, pt_msg=fail(e, lang))
+    return PatchView(*draw(d, lang, present), d, "")
+
+
 def d_total(d: dict) -> int:
     """Cells (or receiver layers, for a path) in all."""
     return d.get("total") or len(d["rows"]) - d["sender"][0] - 1

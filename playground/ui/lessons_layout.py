@@ -158,6 +158,7 @@ def wire_show_me(page) -> None:
         cmp_source=cmp.source,
         cmp_text=cmp.text,
         i_zero=ins.i_zero,
+        **{field: getattr(ins.patching, field) for field in lessons_showme.PATCH_FIELDS.values()},
     )
     private = {"api_visibility": "private"}
     gen_inputs = [c.target, state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
@@ -179,6 +180,7 @@ def wire_show_me(page) -> None:
         + outputs(lessons_showme.GenerateDrawn, g)
         + outputs(lessons_showme.Opened, ins)
         + outputs(lessons_showme.Tokens, tok)
-        + outputs(lessons_showme.Scored, cmp),
+        + outputs(lessons_showme.Scored, cmp)
+        + outputs(lessons_showme.PatchView, ins.patching),
         **private,
     ).then(None, c.anchor, None, js=lessons_showme.SCROLL_JS)

@@ -1,11 +1,12 @@
 """A lesson step's "Show me in the full tab": the tab that owns the step's view opens on that view, drawn.
 
 The step's question says where its view lives (``Question.target``: the tab, and there the view,
-layer and head, the sub-tab, the position, the text). ``prepare`` sets the target tab's controls
-and selects it; the events chained after it (``lessons_layout.wire_show_me``) make a run of the
-lesson's prompt for the Generate and Inside tabs (so no view there waits on "Generate first"), then
-``draw_view`` draws the attention view or the step, the lens or the intervention, the tokenizer's
-chips, or the Compare tab's per-token loss, leaving every other tab's outputs as they are.
+layer and head, the sub-tab, the position, the text, the patching pair). ``prepare`` sets the target
+tab's controls and selects it; the events chained after it (``lessons_layout.wire_show_me``) make a
+run of the lesson's prompt for the Generate and Inside tabs (so no view there waits on "Generate
+first"), then ``draw_view`` draws the attention view or the step, the lens, the intervention or the
+path patching, the tokenizer's chips, or the Compare tab's per-token loss, leaving every other tab's
+outputs as they are.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from .common import session_model
 from .compare_tab import SOURCES, Scored, score_a
 from .generate_tab import AttentionViews, LastStep, generate_tokens, inspect_step, last_step
 from .inside_open import Opened, open_tab
+from .inside_patching import PatchView, patched
 from .inside_redraw import note_drawn
 from .inside_tab import intervene_view, lens_view
 from .lessons_tab import locate
 from .results import result, skipped
 from .tokenizer_tab import Tokens, show_tokens
 
+# The patching view's controls a target's "patch" fills (its keys: the fields of ``patch``).
+PATCH_FIELDS = {"clean": "pt_clean", "corrupted": "pt_corrupted", "answer": "pt_answer", "wrong": "pt_wrong"}
+PATCH_FIELDS |= {"sender": "pt_sender", "receiver": "pt_receiver", "via": "pt_via", "target": "pt_target"}
 # What "prepare" sets: the target, the page's tab, and the controls of the tab it opens.
 Prepared = result(
     "Prepared",
@@ -40,11 +45,13 @@ Prepared = result(
     "cmp_source",
     "cmp_text",
     "i_zero",
+    *PATCH_FIELDS.values(),
 )
 GenerateDrawn = result("GenerateDrawn", *AttentionViews._fields, *LastStep._fields)
 RUN_TABS = ("generate", "inside")  # tabs whose views read the session's run
 # The element that shows the step's view in its tab: scrolled into view once drawn.
 ANCHORS = {"generate": "pg-heatmap", "inside-lens": "pg-lens", "inside-intervene": "pg-intervene-loss"}
+ANCHORS |= {"inside-patching": "pg-patch-exact"}
 ANCHORS |= {"tokenizer": "pg-tok-chips", "compare": "pg-score-a", "model": "pg-breakdown", "step": "pg-prob-plot"}
 
 
@@ -96,6 +103,9 @@ def prepare(state, pos, prompt) -> Prepared:
     elif tab == "inside":
         if target.get("zero"):
             out["i_zero"] = target["zero"]
+        if target.get("patch"):
+            patch = {**target["patch"], "target": "path"}
+            out.update({field: patch[key] for key, field in PATCH_FIELDS.items()})
     return Prepared(**out)
 
 
@@ -142,6 +152,15 @@ def draw_inside(target, state, seen_run, scroll, layer, position, cols, request:
     return Opened(**opened)
 
 
+def draw_patching(target, state) -> PatchView:
+    """The Inside tab's path patching of the step's pair: the grid of receivers and the chosen
+    receiver's q, k and v, drawn as its Patch button draws them."""
+    patch = (target or {}).get("patch")
+    if not patch:
+        return skipped(PatchView)
+    return patched(state, **patch)
+
+
 def draw_tokenizer(target, text, state) -> Tokens:
     if (target or {}).get("tab") != "tokenizer":
         return skipped(Tokens)
@@ -179,7 +198,7 @@ def draw_view(
 ) -> tuple:
     """The step's view in its tab, as one event (each queued event costs a round trip): the page's tab
     and the Inside tab's sub-tab selected, then the outputs of the Generate, Inside, Tokenizer and
-    Compare views in that order, those of the other tabs unchanged. The tab opens only now, with its
+    Compare views and the Inside tab's patching view in that order, those of the other tabs unchanged. The tab opens only now, with its
     view drawn: a tab's own "opened" event (the Inside tab's) then sees this run, not the last one."""
     target = target or {}
     sub = gr.Tabs(selected=target["sub"]) if target.get("sub") else gr.skip()
@@ -190,4 +209,5 @@ def draw_view(
         *draw_inside(target, state, seen_run, scroll, lens_layer, lens_pos, cols, request),
         *draw_tokenizer(target, tok_text, state),
         *draw_compare(target, state, cmp_state, source, cmp_text, upload, replace, stride, request),
+        *draw_patching(target, state),
     )

@@ -19,7 +19,8 @@ from playground.figures.attention import attention_heatmap, attention_overview, 
 from playground.figures.inside import loss_lines
 from playground.figures.model_charts import parameter_components_bar, parameter_treemap
 from playground.figures.sampling import sampling_stages_figure, token_probability_bars
-from playground.server.lesson_kit import Question
+from playground.figures.style import layout
+from playground.server.lesson_kit import Question, percent
 
 from .common import tr
 
@@ -78,6 +79,33 @@ def _widths_figure(view, lang, revealed: bool) -> go.Figure:
         title = f"{title}<br><sup>{tr(lang, 'lesson_masked_note')}</sup>"
     fig.update_layout(title=title, height=360, showlegend=False, barmode="overlay")
     fig.update_yaxes(title_text=tr(lang, "lesson_axis_numbers"), rangemode="tozero")
+    return fig
+
+
+INPUT_COLOURS = {"q": "#93c5fd", "k": HIGHLIGHT, "v": "#a7f3d0"}
+
+
+def _path_inputs_figure(view, lang) -> go.Figure:
+    """Grouped bars: for each head of the sender's layer and for all of them at once, the share of
+    the answer brought back through the receiver's q, k and v (the asked head's k bar outlined). Only
+    the key's bars print their share: three numbers a group would overlap at 1024 px."""
+    x = [*view["senders"], tr(lang, "lesson_path_all", layer=view["layer"])]
+    fig = go.Figure()
+    for via, values in view["values"].items():
+        bar = go.Bar(x=x, y=values, name=via, marker_color=INPUT_COLOURS[via])
+        if via == "k":
+            # wider than its thin bar: plotly would shrink it, and the presenter mode then hide it
+            bar.update(text=[percent(v) for v in values], textposition="outside", cliponaxis=False)
+            bar.constraintext = "none"
+            bar.marker.line = dict(width=[3 if i == view["mark"] else 0 for i in range(len(x))], color="#111827")
+        fig.add_trace(bar)
+    layout(fig, tr(lang, "lesson_fig_path_inputs", receiver=view["receiver"]), 360, barmode="group")
+    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    fig.update_xaxes(title_text=tr(lang, "lesson_axis_sender"))
+    # room above 100% for the key's printed shares (plotly drops an outside label that does not fit)
+    values = [v for vs in view["values"].values() for v in vs]
+    fig.update_yaxes(range=[min(0.0, *values) - 0.05, max(1.0, *values) * 1.15])
+    fig.update_yaxes(title_text=tr(lang, "lesson_axis_share"), tickformat=".0%")
     return fig
 
 
@@ -142,6 +170,8 @@ def figure(view: dict, question: Question, lang: str, revealed: bool = True):
             ]
     elif kind == "widths":
         return _widths_figure(view, lang, revealed)
+    elif kind == "path_inputs":
+        fig = _path_inputs_figure(view, lang)
     if fig is None or revealed:
         return fig
     return masked(fig, view.get("context", ()), lang)

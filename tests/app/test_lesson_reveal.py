@@ -117,7 +117,8 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
     state = state_of()
     model = CACHE.get(state["recipe"])
     request = SimpleNamespace(session_hash="lesson-show-me")
-    sizes = [len(r._fields) for r in (lessons_showme.GenerateDrawn, lessons_showme.Opened, lessons_showme.Tokens)]
+    kinds = (lessons_showme.GenerateDrawn, lessons_showme.Opened, lessons_showme.Tokens, lessons_showme.Scored)
+    sizes = [len(r._fields) for r in kinds]
     for lesson, index, step in steps():
         pos, where = {"lesson": lesson.id, "step": index}, (lesson.id, index)
         question, _ = lessons.ask(step, model, PROMPT)
@@ -142,15 +143,17 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
         )
         tabs, sub, out = out[0], out[1], out[2:]
         assert tabs.selected == target["tab"] and (sub.selected == target["sub"] if "sub" in target else _skipped(sub))
-        g, o, t = sizes
+        g, o, t, c = sizes
         parts = {
             "generate": lessons_showme.GenerateDrawn(*out[:g]),
             "inside": lessons_showme.Opened(*out[g : g + o]),
             "tokenizer": lessons_showme.Tokens(*out[g + o : g + o + t]),
-            "compare": lessons_showme.Scored(*out[g + o + t :]),
+            "compare": lessons_showme.Scored(*out[g + o + t : g + o + t + c]),
         }
+        patched = lessons_showme.PatchView(*out[g + o + t + c :])
         for tab, part in parts.items():  # the other tabs' outputs are left as they are
             assert (tab == target["tab"]) != all(_skipped(x) for x in part), (where, tab)
+        assert ("patch" in target) != all(_skipped(x) for x in patched), where
         if target["tab"] == "generate":
             drawn = parts["generate"]
             if target.get("view"):
@@ -172,6 +175,15 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
             if target["sub"] == "inside-lens":
                 assert opened.lens_pos == target["position"] and figure_of(opened.lens_plot).data, where
                 assert opened.lens_layer == model.cfg.n_layers, where
+            elif target["sub"] == "inside-patching":  # the step's pair in the fields, its path drawn
+                patch = target["patch"]
+                assert (ready.pt_clean, ready.pt_sender, ready.pt_target) == (patch["clean"], patch["sender"], "path")
+                assert (ready.pt_answer, ready.pt_receiver, ready.pt_via) == (patch["answer"], patch["receiver"], "k")
+                d = patched.pt_shown
+                assert patched.pt_msg == "" and figure_of(patched.pt_exact).data, (where, patched.pt_msg)
+                assert d["by_input"]["k"] == pytest.approx(question.view["values"]["k"][question.view["mark"]])
+                assert f"{d['sender'][0]}.{d['sender'][1]}" == question.fields["sender"], where
+                assert figure_of(patched.pt_attr).data[0].x == ("q", "k", "v"), where
             else:
                 assert ready.i_zero == target["zero"] == question.fields["head"], where
                 md = opened.i_md.replace("L", "").replace("H", ".")

@@ -213,8 +213,10 @@ IN_VIEW_JS = """(id) => { const r = document.getElementById(id).getBoundingClien
   return r.top < window.innerHeight && r.bottom > 0; }"""
 
 
-def _lands_on_its_view(page, target, where, problems):
-    """The target tab is selected, its view drawn for the step (head, position, text) and in view."""
+def _lands_on_its_view(page, question, where, problems):
+    """The target tab is selected, its view drawn for the step (head, position, text, patching pair)
+    and in view."""
+    target = question.target
     tab = target["tab"]
     try:
         page.wait_for_function(f"() => ({SELECTED_JS})().includes({tab!r})", timeout=120_000)
@@ -238,13 +240,24 @@ def _lands_on_its_view(page, target, where, problems):
             problems.append(f"{where}: the Generate tab's prompt is not the lesson's sentence said twice")
     elif tab == "inside":
         page.wait_for_function(f"() => ({SELECTED_JS})().includes({target['sub']!r})", timeout=60_000)
-        anchor = "pg-lens" if target["sub"] == "inside-lens" else "pg-intervene-loss"
+        anchor = {"inside-lens": "pg-lens", "inside-patching": "pg-patch-exact"}.get(target["sub"], "pg-intervene-loss")
         page.wait_for_function(DRAWN_JS, arg=anchor, timeout=120_000)
         if "Generate first" in page.locator("#pg-inside-msg").inner_text():
             problems.append(f"{where}: the Inside tab says Generate first")
         if target["sub"] == "inside-lens":
             if page.locator("#pg-lens-pos input").input_value() != str(target["position"]):
                 problems.append(f"{where}: the lens is not at position {target['position']}")
+        elif target["sub"] == "inside-patching":  # the step's pair typed in, its path drawn with its figure
+            patch, values = target["patch"], question.view["values"]["k"]
+            (sl, sh), (rl, rh) = (patch[key].split(".") for key in ("sender", "receiver"))
+            want = f"L{sl}H{sh} → L{rl}H{rh}"
+            value = f"{values[question.view['mark']]:.3f}"
+            page.locator("#pg-patch-md").get_by_text(want, exact=False).wait_for(timeout=60_000)
+            md = page.locator("#pg-patch-md").inner_text()
+            if value not in md:
+                problems.append(f"{where}: the path view says {md!r}, not {want} through k = {value}")
+            if page.locator("#pg-patch-corrupted textarea").input_value() != patch["corrupted"]:
+                problems.append(f"{where}: the corrupted prompt is not the step's")
         elif target["zero"] not in page.locator("#pg-tabs textarea, #pg-tabs input[type=text]").evaluate_all(
             "xs => xs.map(x => x.value)"
         ):
@@ -292,7 +305,7 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
                 question, _ = lessons.ask(step, model, prompt)
                 page.locator("#pg-lesson-full").click()
                 try:
-                    anchor = _lands_on_its_view(page, question.target, where, problems)
+                    anchor = _lands_on_its_view(page, question, where, problems)
                 except Exception as e:  # said with what the page showed, and the walk goes on
                     anchor = None
                     page.screenshot(path=str(ARTIFACTS / f"lesson-show-me-failed-{lesson.id}-{index + 1}.png"))

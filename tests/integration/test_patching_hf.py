@@ -124,17 +124,19 @@ class HFRef:
         """The receiver head's q/k/v slice of c_attn, recomputed from the corrupted block input plus
         the sender's c_proj-written difference (clean − corrupted)."""
         corrupt = self.capture(self.corrupted)
-        (sl, sh), (rl, rh) = sender, receiver
+        senders = sender if isinstance(sender, list) else [sender]  # a list: their writes summed
+        rl, rh = receiver
         hd, d = self.hd, self.hf.config.n_embd
-        proj = self.blocks()[sl].attn.c_proj
 
-        def written(z):
+        def written(z, sl, sh):
             only = torch.zeros_like(z)
             only[..., sh * hd : (sh + 1) * hd] = z[..., sh * hd : (sh + 1) * hd]
-            return proj(only)
+            return self.blocks()[sl].attn.c_proj(only)
 
         with torch.no_grad():
-            delta = written(self.clean_acts["z"][sl]) - written(corrupt["z"][sl])
+            delta = sum(
+                written(self.clean_acts["z"][sl], sl, sh) - written(corrupt["z"][sl], sl, sh) for sl, sh in senders
+            )
             rblock = self.blocks()[rl]
             alt = rblock.attn.c_attn(rblock.ln_1(corrupt["resid_pre"][rl] + delta))  # (1, T, 3d)
         col = "qkv".index(via) * d + rh * hd
@@ -236,6 +238,32 @@ def test_path_patching_matches_hf_hooks(which, via, request):
     want_last = norm(ref.path(sender, (last, 0), via, answer, wrong))
     assert got["values"][last][0] == pytest.approx(want_last, abs=TOL)
     assert got["values"][0] == [None] * ours.cfg.n_heads  # the sender's layer and before: no receivers
+
+
+def test_the_lesson_step_on_the_induction_circuit_matches_hf_hooks(bundled):
+    """Lesson 4's path-patching step on the bundled model: the found previous-token head's output into
+    the found induction head's key, and all of its layer's heads at once, as HF hooks measure them."""
+    from playground.engine.tokenizer import load_tokenizer
+    from playground.server import lessons
+
+    hf, ours = bundled
+    tok = load_tokenizer()
+    step = next(s for lesson in lessons.lessons() for s in lesson.steps if s.question == "path_patching_key")
+    q, _ = lessons.ask(step, ours, "ROMEO:\nBut soft, what light through yonder window breaks? It is the east")
+    patch = q.target["patch"]
+    clean, corrupted = tok.encode(patch["clean"]), tok.encode(patch["corrupted"])
+    answer, wrong = (tok.encode(patch[key].replace("\\n", "\n"))[0] for key in ("answer", "wrong"))
+    sender, receiver = (tuple(int(x) for x in patch[key].split(".")) for key in ("sender", "receiver"))
+    ref = HFRef(hf, clean, corrupted)
+    with torch.no_grad():
+        lc = hf(torch.tensor([clean])).logits[0, -1].double()
+    clean_ld, corr_ld = float(lc[answer] - lc[wrong]), ref.logit_diff(answer, wrong)
+    norm = lambda ld: (ld - corr_ld) / (clean_ld - corr_ld)
+    k = q.view["values"]["k"]
+    assert k[sender[1]] == pytest.approx(norm(ref.path(sender, receiver, "k", answer, wrong)), abs=TOL)
+    layer = [(sender[0], h) for h in range(ours.cfg.n_heads)]
+    assert k[-1] == pytest.approx(norm(ref.path(layer, receiver, "k", answer, wrong)), abs=TOL)
+    assert q.answer == ("0-25", "25-50", "50-75", "75-100")[min(3, max(0, int(k[sender[1]] * 4)))]
 
 
 def hf_attribution(hf, clean, corrupted, answer, wrong, target, layer):

@@ -152,3 +152,29 @@ def test_a_revealed_probability_reads_as_the_chart_beside_it(model):
     assert q.fields["p"] in list(bars.data[0].text)
     cooled = QUESTIONS["top_prob_temperature"](model, ids, None, {"temperature": 0.015})
     assert cooled.fields["pt"] == format_prob(max(cooled.view["stages"]["T = 0.015"])) != "100%"
+
+
+def test_the_path_patching_step_reads_the_library_and_breaks_only_the_key_side(model):
+    """The induction circuit's step: its pair changes one token of the first copy only (the token
+    before the one to copy), and every bar of its view is path patching's own figure."""
+    from playground.inside.patching import check_pair
+    from playground.inside.patching_paths import path_patching
+
+    step = next(s for lesson, _, s in all_steps() if s.question == "path_patching_key")
+    q, _ = lessons.ask(step, model, PROMPT)
+    tok = load_tokenizer()
+    patch = q.target["patch"]
+    clean, corrupted = tok.encode(patch["clean"]), tok.encode(patch["corrupted"])
+    differ = [i for i, (a, b) in enumerate(zip(clean, corrupted)) if a != b]
+    assert len(clean) == len(corrupted) and len(differ) == 1
+    n = min(len(tok.encode(PROMPT)), 24, model.cfg.context_length // 2)
+    assert differ[0] < n and clean[differ[0]] == clean[-1]  # the last token's earlier copy is what changed
+    assert q.target["sub"] == "inside-patching" and patch["via"] == "k"
+    sender, receiver = (tuple(int(x) for x in patch[k].split(".")) for k in ("sender", "receiver"))
+    assert sender[0] < receiver[0] and q.view["mark"] == sender[1]
+    answer, wrong = (tok.encode(patch[key].replace("\\n", "\n")) for key in ("answer", "wrong"))
+    pair = check_pair(model, clean, corrupted, answer[0], wrong[0])
+    by_input = path_patching(model, pair, sender, receiver, "k")["by_input"]
+    for via in ("q", "k", "v"):
+        assert q.view["values"][via][sender[1]] == pytest.approx(by_input[via], abs=1e-5)
+    assert q.fields["k"] == f"{by_input['k']:.0%}".replace("-0%", "0%")
