@@ -133,10 +133,14 @@ class Rooms:
             return code, key
 
     def publish(self, code: Any, key: Any, state: Any, client: str | None = None) -> int:
-        """The teacher's place (fields of ``STATE_FIELDS``; the ones not sent stay): the new version."""
+        """The teacher's place (fields of ``STATE_FIELDS``; the ones not sent stay): the new version. A new
+        lesson or step closes the vote (it asked the step the room has left)."""
         clean = check_state(state)
         with self._lock:
             room = self._teacher(code, key, client)
+            moved = any(clean.get(name, room.state.get(name)) != room.state.get(name) for name in ("lesson", "step"))
+            if moved:  # a vote is on one step's question: the room's next step has none until the teacher opens one
+                room.vote = None
             room.state = {**room.state, **clean}
             room.version += 1
             return room.version

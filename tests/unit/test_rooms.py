@@ -128,6 +128,14 @@ def test_votes_count_once_and_students_see_only_their_own():
     vid2 = r.open_vote(code, key, "Again?", CHOICES, "yes")
     assert vid2 != vid and r.tally(code, key)["answered"] == 0
     refused("room.vote_closed", r.vote, code, a, vid, "yes")  # the old question's id
+    # the teacher moves on: the step's vote goes with it (the same step again keeps it)
+    r.publish(code, key, {"lesson": "x", "step": 1})
+    vid3 = r.open_vote(code, key, "On step 1", CHOICES, "yes")
+    r.publish(code, key, {"lesson": "x", "step": 1, "prompt": "new"})
+    assert r.state(code)["vote"]["id"] == vid3
+    r.publish(code, key, {"step": 2})
+    assert r.state(code)["vote"] is None
+    refused("room.vote_closed", r.vote, code, a, vid3, "yes")
 
 
 def test_bad_votes_are_refused():
