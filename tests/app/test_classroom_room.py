@@ -153,3 +153,44 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     gone = lessons_room.poll(student_state, polled.room, PROMPT)
     assert gone.room["code"] is None and "结束" in gone.room_status
     assert ROOMS.count() == 0 or t_room["code"] not in str(ROOMS._rooms)
+
+
+class Request:
+    """What a page load's request carries that the room reads: its link's parameters."""
+
+    def __init__(self, **params):
+        self.query_params, self.headers = params, {}
+
+
+def loaded(out) -> lessons_room.Entered:
+    return lessons_room.Entered(*out[: len(lessons_room.Entered._fields)])
+
+
+def test_a_teachers_page_reloaded_leads_its_room_again_and_draws_its_step(pages):
+    teacher_state, student_state = pages
+    start = lessons_tab.first_position()
+    entered = lessons_room.start_room(teacher_state, None, start, PROMPT)
+    saved = entered.room_saved
+    code, key = saved["code"], saved["key"]
+    moved = lessons_tab.move(teacher_state, start, PROMPT, +1)
+    lessons_room.publish_move(teacher_state, entered.room, moved.lesson_pos, PROMPT)
+
+    # a reload (of ?room=new too), or the join link, in the teacher's browser
+    for request in (Request(), Request(room="new"), Request(room=code)):
+        led = loaded(lessons_room.from_link(teacher_state, None, "", start, saved, request))
+        assert led.room["key"] == key and led.room_teacher_row["visible"] and led.room_saved == SKIP
+        drawn = lessons_room.poll(teacher_state, led.room, "")
+        assert drawn.lesson_pos == moved.lesson_pos and drawn.prompt == PROMPT and not drawn.room["resumed"]
+        assert lessons_room.poll(teacher_state, drawn.room, PROMPT).lesson_pos == SKIP  # once
+
+    # another browser with the link joins as a student; nothing of the teacher's is saved there
+    student = loaded(lessons_room.from_link(student_state, None, "", start, {}, Request(room=code)))
+    assert student.room["member"] and not student.room["key"] and student.room_saved == SKIP
+    # a page with no room link and nothing saved: nothing happens
+    assert all(v == SKIP for v in lessons_room.from_link(student_state, None, "", start, {}, Request()))
+
+    ROOMS.end(code, key)
+    gone = loaded(lessons_room.from_link(teacher_state, None, "", start, saved, Request()))
+    assert gone.room_saved == {} and gone.room == SKIP  # forgotten, quietly
+    gone = loaded(lessons_room.from_link(teacher_state, None, "", start, saved, Request(room=code)))
+    assert gone.room_saved == {} and "has ended" in gone.room_status
