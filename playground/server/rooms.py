@@ -31,6 +31,7 @@ from playground.errors import UserError
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector and typed without doubt
 CODE_LENGTH = 6  # 31**6 ≈ 887 million codes
 MAX_MEMBERS = 200
+MEMBER_IDLE_SECONDS = 120.0  # a member unseen this long (its page polls every second) may lose its place to a newcomer
 MAX_FAILURES = 30  # wrong codes or keys a client address may send per window
 FAILURE_WINDOW = 60.0
 MAX_TRACKED_CLIENTS = 10_000  # addresses whose failures are remembered (the oldest forgotten first)
@@ -195,6 +196,9 @@ class Rooms:
         """A member id for a student of room ``code`` (each join is a new member)."""
         with self._lock:
             room = self._room(code, client)
+            if len(room.members) >= MAX_MEMBERS:  # pages closed or reloaded long ago give their places up
+                gone = self._clock() - MEMBER_IDLE_SECONDS
+                room.members = {m: seen for m, seen in room.members.items() if seen >= gone}
             if len(room.members) >= MAX_MEMBERS:
                 raise RoomError("room.full", "Room {code} is full ({n} members).", code=room.code, n=MAX_MEMBERS)
             member = secrets.token_urlsafe(16)

@@ -182,15 +182,27 @@ def test_rooms_end_after_the_teacher_is_idle(monkeypatch):
 def test_bounded_rooms_and_members(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MAX_ROOMS", "3")
     monkeypatch.setattr(rooms, "MAX_MEMBERS", 5)
-    r = Rooms()
+    clock = Clock()
+    r = Rooms(clock=clock)
     made = [r.create() for _ in range(3)]
     refused("room.too_many", r.create)
     r.end(*made[0])
     r.create()  # an ended room's place is free again
-    code = made[1][0]
-    for _ in range(5):
-        r.join(code)
+    code, key = made[1]
+    members = [r.join(code) for _ in range(5)]
     refused("room.full", r.join, code)
+    # pages gone for minutes (closed, or reloaded: a reload joins again) give their places to newcomers
+    vid = r.open_vote(code, key, "q", CHOICES, "yes")
+    r.vote(code, members[0], vid, "yes")
+    clock.now += rooms.MEMBER_IDLE_SECONDS - 10
+    r.state(code, member=members[1])  # still polling
+    r.tally(code, key)
+    clock.now += 20
+    newcomers = [r.join(code) for _ in range(4)]
+    refused("room.full", r.join, code)
+    r.vote(code, members[1], vid, "no")
+    refused("room.not_member", r.vote, code, members[2], vid, "no")
+    assert r.tally(code, key)["counts"] == {"yes": 1, "no": 1} and len(newcomers) == 4  # a vote cast stays
 
 
 def test_a_thousand_wrong_codes_are_refused_fast_and_the_room_still_serves():
