@@ -25,7 +25,7 @@ from playground.server import lessons
 from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 
-from . import lessons_tab
+from . import lessons_tab, listeners
 from .common import T, client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
 from .results import only, result, skipped
 
@@ -400,6 +400,20 @@ def poll(state, room, prompt) -> Polled:
     return out._replace(**shown._asdict(), prompt=here)
 
 
+def redraw(state, room):
+    """(status, vote, result) in the page's new language, from what the page holds of its room."""
+    room = room or no_room()
+    lang = lang_of(state)
+    if not room.get("code"):
+        return gr.skip(), gr.skip(), gr.skip()
+    vote = room.get("vote")
+    result = counts_html(vote, lang) if vote and "counts" in vote else gr.skip()
+    if room.get("key"):
+        return teacher_status(room, lang), gr.skip(), result
+    key = "room_joined" if room.get("follow") else "room_away"
+    return tr(lang, key, code=room["code"]), vote_radio(vote, lang, student=True), result
+
+
 # ---- the API: the same operations by code, key and member id
 def _api(fn):
     """``fn`` answering a refusal as ``{"error": message, "key": its key}`` (English, as every endpoint)."""
@@ -485,6 +499,7 @@ def wire(page) -> None:
     page.demo.load(
         from_link, [state, c.room, prompt, c.lesson_pos, c.room_saved], entered + [c.room_code, page.tabs], **private
     )
+    listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
     c.room_follow.click(follow, [state, c.room], [c.room, c.room_status], **private)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)

@@ -137,6 +137,11 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     s_room = polled.room
     assert f"data-choice='{choice}' data-count='1'" in polled.room_result
 
+    # the page's language changes: the room's texts follow
+    status, radio, result = lessons_room.redraw({**student_state, "lang": "en"}, s_room)
+    assert "following the teacher" in status and f"data-choice='{choice}' data-count='1'" in result
+    assert "The answer" in result and radio["choices"]
+
     # the student moves on their own: away, until Follow
     s_room, status, radio = lessons_room.publish_move(student_state, s_room, moved.lesson_pos, PROMPT)
     assert s_room["follow"] is False and radio["visible"]
