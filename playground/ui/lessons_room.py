@@ -1,8 +1,8 @@
 """Classroom mode in the Lessons tab: a teacher's room that students follow and vote in (server.rooms).
 
 The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
-link (``?room=CODE``); the teacher's key stays in the teacher's page and browser (local storage, so a
-reload leads the same room again), never in the link. Each Next,
+link (``?room=CODE``); the teacher's key stays in the session's state, never in the link (a reload of the
+teacher's page loses it). Each Next,
 Back or lesson pick of the teacher's page publishes the step. A student's page (``?room=CODE``, or the
 code typed) polls the room once a second by version and, while following, draws the teacher's step on
 the teacher's prompt; moving on their own steps away until they press Follow. The teacher opens a vote
@@ -27,7 +27,7 @@ from playground.server.rooms import ROOMS, RoomError
 
 from . import lessons_tab, listeners
 from .common import T, client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
-from .results import only, result, skipped
+from .results import only, result
 
 POLL_SECONDS = 1.0
 LANGS = ("en", "zh-CN")
@@ -45,7 +45,6 @@ Entered = result(
     "room_panel",
     "room_teacher_row",
     "room_follow",
-    "room_saved",
 )
 
 
@@ -59,8 +58,6 @@ def layout() -> object:
 
     c = SimpleNamespace()
     c.room = gr.State(no_room())
-    # the teacher's room in the teacher's browser (its local storage): a reload of the page leads it again
-    c.room_saved = gr.BrowserState({}, storage_key="pg-room-teacher")
     c.room_timer = gr.Timer(POLL_SECONDS, active=False)
     with gr.Accordion(T("room_title"), open=False, elem_id="pg-room") as c.room_panel:
         with gr.Row():
@@ -193,30 +190,6 @@ def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
         gr.Accordion(open=True),
         gr.update(visible=True),
         gr.update(visible=False),
-        {"code": code, "key": key, "link": link},
-    )
-
-
-def resume(state, saved) -> Entered | None:
-    """The room this browser leads (its saved code and key), if it is still open: the page leads it again."""
-    if not (isinstance(saved, dict) and saved.get("code") and saved.get("key")):
-        return None
-    try:
-        tally = ROOMS.tally(saved["code"], saved["key"], client_address())
-    except RoomError:
-        return None
-    room = {**no_room(), "code": saved["code"], "key": saved["key"], "link": saved.get("link"), "resumed": True}
-    lang = lang_of(state)
-    return Entered(
-        room,
-        teacher_status(room, lang, tally=tally),
-        vote_radio(None, lang, False),
-        "",
-        gr.Timer(active=True),
-        gr.Accordion(open=True),
-        gr.update(visible=True),
-        gr.update(visible=False),
-        gr.skip(),
     )
 
 
@@ -273,7 +246,7 @@ def end_room(state, room):
             ROOMS.end(room.get("code"), room.get("key"), client_address())
     except RoomError as e:
         if e.key != "room.ended":
-            return gr.skip(), fail(e, lang), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), fail(e, lang), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     return (
         no_room(),
         tr(lang, "room_left"),
@@ -282,7 +255,6 @@ def end_room(state, room):
         gr.Timer(active=False),
         gr.update(visible=False),
         gr.update(visible=False),
-        {} if room.get("key") else gr.skip(),
     )
 
 
@@ -304,31 +276,20 @@ def join_room(state, room, code) -> Entered:
         gr.Accordion(open=True),
         gr.update(visible=False),
         gr.update(visible=True),
-        gr.skip(),  # (a teacher's browser opening a student's link keeps its own room)
     )
 
 
-def from_link(state, room, prompt, pos, saved=None, request: gr.Request = None):
-    """Page load: ``?room=CODE`` joins that room, ``?room=new`` starts one (and opens the Lessons tab); a
-    browser that leads an open room (its key saved) leads it again, whether the link names its code,
-    ``new`` (the teacher's page reloaded) or no room."""
+def from_link(state, room, prompt, pos, request: gr.Request = None):
+    """Page load: ``?room=CODE`` joins that room, ``?room=new`` starts one (and opens the Lessons tab)."""
     params = dict(request.query_params) if request is not None else {}
     code = params.get("room")
+    if not code:
+        return (*[gr.skip()] * len(Entered._fields), gr.skip(), gr.skip())
     state = {**(state or {}), "lang": page_prefs(request)[0]}  # (the page has not said its language yet)
-    new = str(code).lower() == "new"
-    mine = saved.get("code") if isinstance(saved, dict) else None
-    if new or not code or code == mine:  # (?room=new reloaded: the room it started, not another)
-        led = resume(state, saved)
-        if led is not None:
-            return (*led, gr.skip(), gr.Tabs(selected="lessons"))
-        if not code:  # the room this browser led has ended: forgotten
-            return (*(only(Entered, room_saved={}) if mine else skipped(Entered)), gr.skip(), gr.skip())
-    if new:
+    if str(code).lower() == "new":
         entered = start_room(state, room, pos, prompt, request)
     else:
-        entered = join_room(state, room, code)  # (the code of the ended room it led: said so)
-        if mine and code == mine:
-            entered = entered._replace(room_saved={})
+        entered = join_room(state, room, code)
     return (*entered, gr.update(value="" if str(code).lower() == "new" else code), gr.Tabs(selected="lessons"))
 
 
@@ -386,15 +347,11 @@ def poll(state, room, prompt) -> Polled:
         room_result=counts_html(vote, lang) if vote and "counts" in vote else "",
     )
     published = seen.get("state") or {}
-    # a student following draws the teacher's step; a teacher's page once, when it takes its room back
-    draw = room.get("resumed") if teacher else room.get("follow")
-    if not draw or not published.get("lesson"):
+    if teacher or not room.get("follow") or not published.get("lesson"):
         return out
     pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
     here = published.get("prompt") if published.get("prompt") is not None else prompt
     shown = lessons_tab.show(state, pos, here)
-    if teacher:
-        return out._replace(**shown._asdict(), prompt=here, room={**room, "resumed": False})
     choice = shown.choice if isinstance(shown.choice, dict) else {}
     shown = shown._replace(choice={**choice, "visible": False})  # the room's vote stands in for it
     return out._replace(**shown._asdict(), prompt=here)
@@ -496,9 +453,7 @@ def wire(page) -> None:
     c.room_start.click(start_room, [state, c.room, c.lesson_pos, prompt], entered, **private)
     c.room_join.click(join_room, [state, c.room, c.room_code], entered, **private)
     c.room_code.submit(join_room, [state, c.room, c.room_code], entered, **private)
-    page.demo.load(
-        from_link, [state, c.room, prompt, c.lesson_pos, c.room_saved], entered + [c.room_code, page.tabs], **private
-    )
+    page.demo.load(from_link, [state, c.room, prompt, c.lesson_pos], entered + [c.room_code, page.tabs], **private)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
     c.room_follow.click(follow, [state, c.room], [c.room, c.room_status], **private)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
@@ -506,8 +461,7 @@ def wire(page) -> None:
     c.room_end.click(
         end_room,
         [state, c.room],
-        [c.room, c.room_status, c.room_vote, c.room_result, c.room_timer, c.room_teacher_row, c.room_follow]
-        + [c.room_saved],
+        [c.room, c.room_status, c.room_vote, c.room_result, c.room_timer, c.room_teacher_row, c.room_follow],
         **private,
     )
     c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)

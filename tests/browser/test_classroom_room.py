@@ -1,8 +1,7 @@
 """Classroom mode (issue 35) in Chromium: a teacher page (``?room=new``) and two student pages
 (``?room=CODE``, one in English, one in 中文). The students follow the teacher's Next within a few
 seconds (the time is printed), a vote from each shows as counts on the teacher's page, Reveal shows the
-room's counts on both student pages, the teacher's page reloaded leads the room again, and a student who
-steps away and presses Follow is back in step.
+room's counts on both student pages, and a student who steps away and presses Follow is back in step.
 Screenshots: tests/artifacts/room-*.png."""
 
 import re
@@ -90,11 +89,6 @@ def test_a_teacher_leads_two_students(page_url):
             assert sum(counts) == 2 and max(counts) == 2, counts
         s2.screenshot(path=str(ARTIFACTS / "room-student-zh.png"), full_page=True)
         assert "答案" in s2.locator("#pg-room-result").inner_text()
-
-        # the teacher's page reloaded: it leads the room again (its key in the browser), on the room's step
-        teacher.reload()
-        teacher.locator("#pg-room-status").get_by_text(f"You lead room {code}", exact=False).wait_for(timeout=60_000)
-        wait_progress(teacher, progress_text("en", first, 1), timeout=30)
 
         # s1 steps away; the teacher moves on; Follow brings s1 back in step
         s1.locator("#pg-lesson-back").click()
