@@ -290,6 +290,23 @@ ERRORS_ZH = {
     "每部分至少需要 {need:,} 个 token，所以文本总共需要约 {need_total:,} 个 token。请换一段更长的文本，或选更小的上下文。",
     "corpus.too_few_tokens": "{n_tokens} 个 token 填不满一个 {block_size} + 1 的窗口。",
     "corpus.empty": "训练文本是空的。",
+    # ---- classroom rooms (server.rooms)
+    "room.too_many": "本服务器已有 {n} 个教室：请先结束一个，或等有教室结束后再试。",
+    "room.answer_not_choice": "答案 {answer!r} 不在选项之中。",
+    "room.no_vote": "教室 {code} 没有可以公布的投票：请先发起投票。",
+    "room.full": "教室 {code} 已满（{n} 人）。",
+    "room.not_member": "你不在教室 {code} 中：请用教室代码重新加入。",
+    "room.vote_closed": "教室 {code} 的这次投票已结束：请跟随老师。",
+    "room.bad_choice": "{choice!r} 不在选项（{choices}）之中。",
+    "room.too_many_tries": "这个地址输错教室代码或密钥的次数太多：请在 {seconds} 秒后再试。",
+    "room.bad_code": "{code!r} 不是教室代码：代码是 {n} 个字母和数字，见老师的屏幕。",
+    "room.ended": "教室 {code} 已经结束。",
+    "room.not_found": "没有代码为 {code} 的教室：请对照老师屏幕上的代码。",
+    "room.not_teacher": "只有教室 {code} 的老师才能这样做。",
+    "room.state_not_dict": "教室的状态是一个包含 {fields} 的字典。",
+    "room.state_unknown": "教室的状态没有字段 {names}。",
+    "room.state_bad_field": "教室的 {name} 不能是 {value!r}。",
+    "room.bad_choices": "一次投票需要 2 到 {n} 个互不相同的选项，每个是 [id, 标签]。",
 }
 
 # Field values that are interface words (the name of the control a refusal is about).

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from . import lessons_showme, lessons_tab, listeners
+from . import lessons_room, lessons_showme, lessons_tab, listeners
 from .common import T
 from .results import outputs
 
@@ -54,7 +54,7 @@ PAGE_JS = """
     const root = document.querySelector('#pg-tabs');
     return root ? Array.from(root.querySelectorAll('button[role=tab]')).filter(b => b.closest('.tabs') === root) : [];
   };
-  let restored = ['tab', 'lesson', 'prompt'].some(k => params.has(k));
+  let restored = ['tab', 'lesson', 'prompt', 'room'].some(k => params.has(k));
   document.addEventListener('click', (e) => {
     const b = e.target.closest && e.target.closest('button[role=tab]');
     const i = mainTabs().indexOf(b);
@@ -84,6 +84,7 @@ def layout() -> SimpleNamespace:
         "", show_label=False, container=False, elem_id="pg-lesson-anchor", elem_classes=["pg-offscreen"]
     )
     gr.Markdown(T("lesson_intro"), elem_id="pg-lesson-intro")
+    c.__dict__.update(vars(lessons_room.layout()))  # classroom mode: a room to lead or follow
     with gr.Row(elem_id="pg-lesson-nav"):
         c.lesson_pick = gr.Dropdown(
             lessons_tab.lesson_choices("en"), label=T("lesson_pick"), elem_id="pg-lesson-pick", scale=2, min_width=220
@@ -113,18 +114,21 @@ def wire(page) -> None:
         shown + [page.tabs],
         api_visibility="private",
     )
+    # after a move, a teacher's page publishes the step to its room; a student's has stepped away
+    moved = (lessons_room.publish_move, [page.state, c.room, c.lesson_pos, prompt], [c.room, c.room_status, c.choice])
     c.next.click(
         lambda s, p, q: lessons_tab.move(s, p, q, +1), [page.state, c.lesson_pos, prompt], shown, api_name="lesson_next"
-    )
+    ).then(*moved, api_visibility="private")
     c.back.click(
         lambda s, p, q: lessons_tab.move(s, p, q, -1), [page.state, c.lesson_pos, prompt], shown, api_name="lesson_back"
-    )
+    ).then(*moved, api_visibility="private")
     c.lesson_pick.input(
         lambda s, lesson, q: lessons_tab.show(s, {"lesson": lesson, "step": 0}, q),
         [page.state, c.lesson_pick, prompt],
         shown,
         api_name="lesson_open",
-    )
+    ).then(*moved, api_visibility="private")
+    lessons_room.wire(page)
     c.choice.input(
         lessons_tab.answer,
         [page.state, c.lesson_pos, prompt, c.choice],

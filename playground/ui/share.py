@@ -29,9 +29,10 @@ RANGES = {
 ORDER = ("prompt", "temperature", "top_k", "top_p", "max_new", "seed", "greedy")  # the Generate tab's controls
 # every page tab's id (app.build_demo's gr.Tab ids): ?tab=inside opens the Inside tab, not Lessons
 TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer")
-# parameters the page itself reads (theme, language, presenter mode, the Inside view, a lesson's step),
+# parameters the page itself reads (theme, language, presenter mode, the Inside view, a lesson's step, a
+# classroom room to join: lessons_room),
 # not the Generate tab
-PAGE_PARAMS = frozenset({"__theme", "lang", "present", "view", "lesson", "step"})
+PAGE_PARAMS = frozenset({"__theme", "lang", "present", "view", "lesson", "step", "room"})
 Prefill = result("Prefill", *ORDER, "tabs", "input_msg")  # the controls, the tab to open, a message
 
 MSG = {

@@ -220,6 +220,42 @@ def _lesson_answer(choice, prompt=LESSON_PROMPT):
     return call
 
 
+def _room_join(code):
+    def call(state):
+        from playground.ui import lessons_room
+
+        return lessons_room.join_room(state, None, code).room_status
+
+    return call
+
+
+def _ended_room(state):
+    from playground.server.rooms import ROOMS
+    from playground.ui import lessons_room
+
+    code, key = ROOMS.create()
+    ROOMS.end(code, key)
+    return lessons_room.join_room(state, None, code).room_status
+
+
+def _room_vote_alone(state):
+    from playground.ui import lessons_room
+
+    return lessons_room.cast(state, None, "yes")
+
+
+def _student_opens_a_vote(state):
+    from playground.server.rooms import ROOMS
+    from playground.ui import lessons_room
+
+    code, key = ROOMS.create()
+    try:
+        room = lessons_room.join_room(state, None, code).room
+        return lessons_room.open_vote(state, room, {"lesson": "attention", "step": 0}, LESSON_PROMPT)
+    finally:
+        ROOMS.end(code, key)
+
+
 def _busy_address(state):
     """A generation from an address that already runs its most work at once (the cap set to 1 here)."""
     import os
@@ -427,6 +463,13 @@ CASES = [
     ("lesson", "choice as HTML", _lesson_answer("<script>x</script>"), "is not one of this question's choices"),
     ("lesson", "choice 7 (a number)", _lesson_answer(7), "is not one of this question's choices"),
     ("lesson", "no choice (cleared)", _lesson_answer(None), ""),
+    # --- Classroom rooms (the Lessons tab's Classroom, /room_join ...)
+    ("room", "room code 'nope'", _room_join("nope"), "is not a room code"),
+    ("room", "room code as HTML", _room_join("<img src=x onerror=alert(1)>"), "is not a room code"),
+    ("room", "a code no room has", _room_join("ZZZZZZ"), "No room has the code ZZZZZZ"),
+    ("room", "the code of an ended room", _ended_room, "has ended"),
+    ("room", "a vote with no room joined", _room_vote_alone, "Join a room first"),
+    ("room", "a student's page opens a vote", _student_opens_a_vote, "Start a room first"),
     # --- Memory: one address's share
     ("memory", "a generation while the address runs its most work at once", _busy_address, "Try again in about"),
 ]

@@ -1,0 +1,394 @@
+"""Classroom rooms: a teacher's short code that students follow and vote in, driven by a secret key.
+
+``ROOMS.create(client)`` gives ``(code, key)``: the code (6 characters from an alphabet without
+look-alikes) lets anyone follow the room and vote once per question; the key (``secrets.token_urlsafe``)
+alone publishes the teacher's place, opens and reveals a vote and ends the room (checked with
+``hmac.compare_digest``). A student ``join``s and gets a member id of their own: it is what makes a vote
+count once (voting again replaces it). What the teacher publishes is a small dict (tab, lesson, step,
+model, prompt, view) under a version counter that followers read (``state(code, since=version)``).
+Students see their own vote, never another's: the room shows counts only when the teacher reveals.
+
+A wrong code (or a wrong key) counts against the client address that sent it: past
+``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds that address is refused before any lookup, the rooms and
+every other client untouched. Rooms end when the teacher ends them or after ``PLAYGROUND_ROOM_IDLE_MINUTES``
+(60) without the teacher; the server holds at most ``PLAYGROUND_MAX_ROOMS`` (20) of ``MAX_MEMBERS`` each.
+Pure Python: no model, no Gradio.
+"""
+
+from __future__ import annotations
+
+import collections
+import hmac
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from playground.errors import UserError
+
+ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector and typed without doubt
+CODE_LENGTH = 6  # 31**6 ≈ 887 million codes
+MAX_MEMBERS = 200
+MEMBER_IDLE_SECONDS = 120.0  # a member unseen this long (its page polls every second) may lose its place to a newcomer
+MAX_FAILURES = 30  # wrong codes or keys a client address may send per window
+FAILURE_WINDOW = 60.0
+MAX_TRACKED_CLIENTS = 10_000  # addresses whose failures are remembered (the oldest forgotten first)
+MAX_ENDED = 1_000  # ended codes remembered, so a late student is told the room ended
+STATE_FIELDS = {"tab": 40, "lesson": 80, "step": None, "model": 400, "prompt": 20_000, "view": None}
+MAX_VIEW_FIELDS = 20
+MAX_CHOICES = 12
+MAX_LABEL_CHARS = 200
+
+
+class RoomError(UserError):
+    """A room refused a request: the message says what to do."""
+
+
+def max_rooms() -> int:
+    try:
+        return max(1, int(os.environ.get("PLAYGROUND_MAX_ROOMS", "20")))
+    except ValueError:
+        return 20
+
+
+def idle_seconds() -> float:
+    try:
+        return max(1.0, float(os.environ.get("PLAYGROUND_ROOM_IDLE_MINUTES", "60")) * 60)
+    except ValueError:
+        return 3600.0
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
+
+
+def normalize_code(code: Any) -> str | None:
+    """A code as typed (lower case, spaces, a dash) in its canonical form, or None when it cannot be one."""
+    if not isinstance(code, str):
+        return None
+    text = code.strip().upper().replace(" ", "").replace("-", "")
+    if len(text) != CODE_LENGTH or any(ch not in ALPHABET for ch in text):
+        return None
+    return text
+
+
+@dataclass
+class Vote:
+    """One question put to the room: its choices, its answer (hidden until revealed), one ballot per member."""
+
+    id: int
+    question: str
+    choices: list[list]  # [choice id, label(s)]
+    answer: str
+    ballots: dict[str, str] = field(default_factory=dict)
+    open: bool = True
+    revealed: bool = False
+
+    def counts(self) -> dict[str, int]:
+        counts = {str(cid): 0 for cid, _ in self.choices}
+        for choice in self.ballots.values():
+            counts[choice] += 1
+        return counts
+
+
+@dataclass
+class Room:
+    code: str
+    key: str
+    touched: float
+    version: int = 0
+    state: dict = field(default_factory=dict)
+    members: dict[str, float] = field(default_factory=dict)
+    vote: Vote | None = None
+    votes_opened: int = 0
+
+
+class Rooms:
+    """Every room of the server, behind one lock (each call is short: no model work happens here)."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._rooms: dict[str, Room] = {}
+        self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._failures: collections.OrderedDict[Any, collections.deque] = collections.OrderedDict()
+
+    # ---- the teacher
+    def create(self, client: str | None = None) -> tuple[str, str]:
+        """A new room: (code, teacher key)."""
+        with self._lock:
+            self._sweep()
+            if len(self._rooms) >= max_rooms():
+                raise RoomError(
+                    "room.too_many",
+                    "This server already holds {n} rooms: end one, or try again when one has ended.",
+                    n=len(self._rooms),
+                )
+            code = new_code()
+            while code in self._rooms or code in self._ended:
+                code = new_code()
+            key = secrets.token_urlsafe(32)
+            self._rooms[code] = Room(code=code, key=key, touched=self._clock())
+            return code, key
+
+    def publish(self, code: Any, key: Any, state: Any, client: str | None = None) -> int:
+        """The teacher's place (fields of ``STATE_FIELDS``; the ones not sent stay): the new version. A new
+        lesson or step closes the vote (it asked the step the room has left)."""
+        clean = check_state(state)
+        with self._lock:
+            room = self._teacher(code, key, client)
+            moved = any(clean.get(name, room.state.get(name)) != room.state.get(name) for name in ("lesson", "step"))
+            if moved:  # a vote is on one step's question: the room's next step has none until the teacher opens one
+                room.vote = None
+            room.state = {**room.state, **clean}
+            room.version += 1
+            return room.version
+
+    def open_vote(
+        self, code: Any, key: Any, question: str, choices: list, answer: str, client: str | None = None
+    ) -> int:
+        """Put ``question`` to the room with ``choices`` ([id, label] pairs, labels as the teacher's page
+        built them); ``answer`` (one of the ids) stays on the server until ``reveal``. The vote's id."""
+        clean = check_choices(choices)
+        if str(answer) not in {cid for cid, _ in clean}:
+            raise RoomError("room.answer_not_choice", "The answer {answer!r} is not one of the choices.", answer=answer)
+        with self._lock:
+            room = self._teacher(code, key, client)
+            room.votes_opened += 1
+            room.vote = Vote(room.votes_opened, str(question)[:MAX_LABEL_CHARS], clean, str(answer))
+            room.version += 1
+            return room.vote.id
+
+    def tally(self, code: Any, key: Any, client: str | None = None) -> dict:
+        """The teacher's view of the vote: how many answered and the counts (no member's own choice)."""
+        with self._lock:
+            room = self._teacher(code, key, client)
+            vote = room.vote
+            if vote is None:
+                return {"vote": None, "answered": 0, "counts": {}, "members": len(room.members)}
+            return {
+                "vote": vote.id,
+                "open": vote.open,
+                "answered": len(vote.ballots),
+                "counts": vote.counts(),
+                "members": len(room.members),
+            }
+
+    def reveal(self, code: Any, key: Any, client: str | None = None) -> dict:
+        """Close the vote and show every page its answer and the room's counts."""
+        with self._lock:
+            room = self._teacher(code, key, client)
+            if room.vote is None:
+                raise RoomError("room.no_vote", "Room {code} has no vote to reveal: open one first.", code=room.code)
+            room.vote.open, room.vote.revealed = False, True
+            room.version += 1
+            return _public_vote(room.vote, None)
+
+    def end(self, code: Any, key: Any, client: str | None = None) -> None:
+        with self._lock:
+            room = self._teacher(code, key, client)
+            self._end(room.code)
+
+    # ---- students
+    def join(self, code: Any, client: str | None = None) -> str:
+        """A member id for a student of room ``code`` (each join is a new member)."""
+        with self._lock:
+            room = self._room(code, client)
+            if len(room.members) >= MAX_MEMBERS:  # pages closed or reloaded long ago give their places up
+                gone = self._clock() - MEMBER_IDLE_SECONDS
+                room.members = {m: seen for m, seen in room.members.items() if seen >= gone}
+            if len(room.members) >= MAX_MEMBERS:
+                raise RoomError("room.full", "Room {code} is full ({n} members).", code=room.code, n=MAX_MEMBERS)
+            member = secrets.token_urlsafe(16)
+            room.members[member] = self._clock()
+            return member
+
+    def vote(self, code: Any, member: Any, vote_id: Any, choice: Any, client: str | None = None) -> None:
+        """A member's choice on vote ``vote_id``: counted once, a second choice replacing the first."""
+        with self._lock:
+            room = self._room(code, client)
+            if not isinstance(member, str) or member not in room.members:
+                raise RoomError(
+                    "room.not_member", "You are not in room {code}: join it again with its code.", code=room.code
+                )
+            vote = room.vote
+            if vote is None or not vote.open or vote_id != vote.id:
+                raise RoomError(
+                    "room.vote_closed", "That vote in room {code} has closed: follow the teacher.", code=room.code
+                )
+            ids = [cid for cid, _ in vote.choices]
+            if choice not in ids:
+                raise RoomError(
+                    "room.bad_choice", "{choice!r} is not one of the choices ({choices}).", choice=choice, choices=ids
+                )
+            vote.ballots[member] = choice
+            room.members[member] = self._clock()
+
+    def state(self, code: Any, since: Any = None, member: Any = None, client: str | None = None) -> dict:
+        """What a follower sees: the version, the teacher's place, the vote (its question and choices, and
+        the member's own choice), the counts and answer once revealed. ``since`` equal to the version: only
+        ``{"version": v, "changed": False}``."""
+        with self._lock:
+            room = self._room(code, client)
+            if isinstance(member, str) and member in room.members:
+                room.members[member] = self._clock()
+            if since == room.version and not isinstance(since, bool):
+                return {"code": room.code, "version": room.version, "changed": False}
+            mine = member if isinstance(member, str) and member in room.members else None
+            vote = _public_vote(room.vote, mine) if room.vote is not None else None
+            return {
+                "code": room.code,
+                "version": room.version,
+                "changed": True,
+                "state": dict(room.state),
+                "vote": vote,
+            }
+
+    # ---- the registry
+    def count(self) -> int:
+        with self._lock:
+            self._sweep()
+            return len(self._rooms)
+
+    def _end(self, code: str) -> None:
+        self._rooms.pop(code, None)
+        self._ended[code] = None
+        while len(self._ended) > MAX_ENDED:
+            self._ended.popitem(last=False)
+
+    def _sweep(self) -> None:
+        """End every room whose teacher has been away for the idle time (callers hold the lock)."""
+        limit = self._clock() - idle_seconds()
+        for code in [c for c, room in self._rooms.items() if room.touched < limit]:
+            self._end(code)
+
+    def _refuse_if_locked_out(self, client) -> None:
+        now = self._clock()
+        failures = self._failures.get(client)
+        if failures is None:
+            return
+        while failures and failures[0] < now - FAILURE_WINDOW:
+            failures.popleft()
+        if len(failures) >= MAX_FAILURES:
+            wait = max(1, int(failures[0] + FAILURE_WINDOW - now + 1))
+            raise RoomError(
+                "room.too_many_tries",
+                "Too many wrong room codes or keys from this address: try again in {seconds} s.",
+                seconds=wait,
+            )
+
+    def _failed(self, client) -> None:
+        failures = self._failures.pop(client, None) or collections.deque(maxlen=MAX_FAILURES)
+        failures.append(self._clock())
+        self._failures[client] = failures  # the most recent last: the oldest is forgotten first
+        while len(self._failures) > MAX_TRACKED_CLIENTS:
+            self._failures.popitem(last=False)
+
+    def _room(self, code: Any, client) -> Room:
+        """The live room of ``code`` (callers hold the lock), or a refusal that counts against ``client``."""
+        self._refuse_if_locked_out(client)
+        canonical = normalize_code(code)
+        if canonical is None:
+            self._failed(client)
+            raise RoomError(
+                "room.bad_code",
+                "{code!r} is not a room code: a code is {n} letters and digits, as on the teacher's screen.",
+                code=code if isinstance(code, str) else type(code).__name__,
+                n=CODE_LENGTH,
+            )
+        room = self._rooms.get(canonical)
+        if room is not None and room.touched < self._clock() - idle_seconds():
+            self._end(canonical)
+            room = None
+        if room is None:
+            if canonical in self._ended:
+                raise RoomError("room.ended", "Room {code} has ended.", code=canonical)
+            self._failed(client)
+            raise RoomError(
+                "room.not_found", "No room has the code {code}: check it on the teacher's screen.", code=canonical
+            )
+        return room
+
+    def _teacher(self, code: Any, key: Any, client) -> Room:
+        room = self._room(code, client)
+        given = key.encode("utf-8", "replace") if isinstance(key, str) else b""
+        if not hmac.compare_digest(given, room.key.encode()):
+            self._failed(client)
+            raise RoomError("room.not_teacher", "Only the teacher of room {code} can do that.", code=room.code)
+        room.touched = self._clock()
+        return room
+
+
+def _public_vote(vote: Vote, member: str | None) -> dict:
+    """A vote as every page sees it: the member's own choice, counts and answer only once revealed."""
+    public: dict = {"id": vote.id, "question": vote.question, "choices": vote.choices, "open": vote.open}
+    if member is not None:
+        public["mine"] = vote.ballots.get(member)
+    if vote.revealed:
+        public.update(answer=vote.answer, counts=vote.counts(), answered=len(vote.ballots))
+    return public
+
+
+def check_state(state: Any) -> dict:
+    """The fields of a published state, each checked for its kind and size."""
+    if not isinstance(state, dict):
+        raise RoomError("room.state_not_dict", "A room's state is a dict of {fields}.", fields=list(STATE_FIELDS))
+    unknown = sorted(str(k) for k in state if k not in STATE_FIELDS)
+    if unknown:
+        raise RoomError("room.state_unknown", "A room's state has no field {names}.", names=unknown)
+    clean: dict = {}
+    for name, value in state.items():
+        limit = STATE_FIELDS[name]
+        if name == "step":
+            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1000
+        elif name == "view":
+            ok = (
+                isinstance(value, dict)
+                and len(value) <= MAX_VIEW_FIELDS
+                and all(
+                    isinstance(k, str)
+                    and len(k) <= 40
+                    and (v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 200))
+                    for k, v in value.items()
+                )
+            )
+        else:
+            ok = value is None or (isinstance(value, str) and len(value) <= (limit or 0))
+        if not ok:
+            raise RoomError("room.state_bad_field", "The room's {name} cannot be {value!r}.", name=name, value=value)
+        clean[name] = dict(value) if isinstance(value, dict) else value
+    return clean
+
+
+def check_choices(choices: Any) -> list[list]:
+    """[[id, label], ...]: ids short strings, labels a string or a {language: string} dict."""
+
+    def label_ok(label) -> bool:
+        if isinstance(label, str):
+            return len(label) <= MAX_LABEL_CHARS
+        return (
+            isinstance(label, dict)
+            and len(label) <= 4
+            and all(isinstance(k, str) and isinstance(v, str) and len(v) <= MAX_LABEL_CHARS for k, v in label.items())
+        )
+
+    ok = isinstance(choices, (list, tuple)) and 2 <= len(choices) <= MAX_CHOICES
+    clean = []
+    for pair in choices if ok else []:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str) and len(pair[0]) <= 80):
+            ok = False
+            break
+        if not label_ok(pair[1]):
+            ok = False
+            break
+        clean.append([pair[0], dict(pair[1]) if isinstance(pair[1], dict) else pair[1]])
+    if not ok or len({cid for cid, _ in clean}) != len(clean):
+        raise RoomError(
+            "room.bad_choices", "A vote needs 2 to {n} distinct choices as [id, label] pairs.", n=MAX_CHOICES
+        )
+    return clean
+
+
+ROOMS = Rooms()

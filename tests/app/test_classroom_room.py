@@ -1,0 +1,160 @@
+"""Classroom mode (issue 35) through the running app's API: a teacher and two students. The students
+follow the teacher's step within a second, each vote counts once, the teacher sees counts, the reveal
+reaches both; a student cannot drive, reveal or end with the code, a member id or a crafted key; an
+ended room refuses a join. Then the Lessons tab's room handlers as the pages run them: a following
+student's page draws the teacher's step and steps away on its own Next."""
+
+import time
+
+import gradio as gr
+import pytest
+from gradio_client import Client
+
+from playground import PRESETS
+from playground.server import lessons
+from playground.server.recipes import random_recipe
+from playground.server.rooms import ROOMS
+from playground.ui import lessons_room, lessons_tab
+
+SKIP = gr.skip()
+PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
+
+
+def wait_for(client, code, member, version, timeout=1.0):
+    """Poll /room_state until its version passes ``version``: (state, seconds it took)."""
+    t0 = time.perf_counter()
+    while True:
+        seen = client.predict(code, version, member, "", api_name="/room_state")
+        if seen.get("changed"):
+            return seen, time.perf_counter() - t0
+        assert time.perf_counter() - t0 < timeout, f"no change within {timeout} s"
+        time.sleep(0.05)
+
+
+def test_a_teacher_and_two_students(app_url):
+    teacher, s1, s2 = Client(app_url, verbose=False), Client(app_url, verbose=False), Client(app_url, verbose=False)
+    room = teacher.predict(api_name="/room_create")
+    code, key = room["code"], room["key"]
+    assert room["link"].endswith(f"/?room={code}") and key not in room["link"]
+    members = []
+    for student in (s1, s2):
+        joined = student.predict(code.lower(), api_name="/room_join")
+        assert joined["code"] == code
+        members.append(joined["member"])
+    versions = [s.predict(code, None, m, "", api_name="/room_state")["version"] for s, m in zip((s1, s2), members)]
+
+    lesson = lessons.lessons()[0]
+    step = min(2, len(lesson.steps) - 1)
+    published = teacher.predict(
+        code, key, {"tab": "lessons", "lesson": lesson.id, "step": step, "prompt": PROMPT}, api_name="/room_publish"
+    )
+    assert "error" not in published, published
+    for student, member, version in zip((s1, s2), members, versions):
+        seen, took = wait_for(student, code, member, version)
+        assert seen["state"]["lesson"] == lesson.id and seen["state"]["step"] == step and took < 1.0
+
+    opened = teacher.predict(code, key, api_name="/room_open_vote")
+    assert "error" not in opened, opened
+    vote_id, choices = opened["vote"], [cid for cid, _ in opened["choices"]]
+    seen = s1.predict(code, None, members[0], "", api_name="/room_state")
+    assert seen["vote"]["open"] and "answer" not in seen["vote"] and "counts" not in seen["vote"]
+    s1.predict(code, members[0], vote_id, choices[1], api_name="/room_vote")
+    s1.predict(code, members[0], vote_id, choices[0], api_name="/room_vote")  # changed: still one vote
+    s2.predict(code, members[1], vote_id, choices[0], api_name="/room_vote")
+    tally = teacher.predict(code, None, "", key, api_name="/room_state")["tally"]
+    assert tally["answered"] == 2 and tally["counts"][choices[0]] == 2 and sum(tally["counts"].values()) == 2
+    # a student sees their own vote, never the other's nor the counts
+    seen = s2.predict(code, None, members[1], "", api_name="/room_state")
+    assert seen["vote"]["mine"] == choices[0] and "counts" not in seen["vote"] and "tally" not in seen
+
+    # a student cannot drive, reveal or end
+    for crafted in (code, members[0], "", key[:-1] + ("A" if key[-1] != "A" else "B")):
+        for api, args in (
+            ("/room_publish", (code, crafted, {"step": 0})),
+            ("/room_reveal", (code, crafted)),
+            ("/room_end", (code, crafted)),
+        ):
+            refused = s1.predict(*args, api_name=api)
+            assert refused.get("key") == "room.not_teacher", (api, refused)
+        if crafted:  # (no key: a follower's read, without the tally)
+            seen = s1.predict(code, None, members[0], crafted, api_name="/room_state")
+            assert seen.get("key") == "room.not_teacher"
+
+    revealed = teacher.predict(code, key, api_name="/room_reveal")
+    assert revealed["counts"][choices[0]] == 2 and revealed["answer"] in choices
+    for student, member in zip((s1, s2), members):
+        seen = student.predict(code, None, member, "", api_name="/room_state")
+        assert seen["vote"]["answer"] == revealed["answer"] and seen["vote"]["counts"] == revealed["counts"]
+
+    assert teacher.predict(code, key, api_name="/room_end") == {"ended": code}
+    assert s1.predict(code, api_name="/room_join")["key"] == "room.ended"
+    assert s1.predict("ZZZZZ1", api_name="/room_join")["key"] == "room.bad_code"
+
+
+@pytest.fixture
+def pages():
+    recipe = random_recipe(PRESETS["nano"], seed=0)
+    teacher = {"recipe": recipe, "run_id": None, "lang": "en"}
+    student = {"recipe": recipe, "run_id": None, "lang": "zh-CN"}
+    return teacher, student
+
+
+def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
+    teacher_state, student_state = pages
+    start = lessons_tab.first_position()
+    entered = lessons_room.start_room(teacher_state, None, start, PROMPT)
+    t_room = entered.room
+    assert t_room["key"] and t_room["code"] in entered.room_status
+    assert t_room["key"] not in entered.room_status  # the link and the code, never the key
+    assert entered.room_teacher_row["visible"] and not entered.room_follow["visible"]
+    joined = lessons_room.join_room(student_state, None, t_room["code"])
+    s_room = joined.room
+    assert s_room["member"] and not s_room.get("key") and "教室" in joined.room_status
+    assert not joined.room_teacher_row["visible"] and joined.room_follow["visible"]
+
+    polled = lessons_room.poll(student_state, s_room, "")
+    s_room = polled.room
+    assert polled.lesson_pos == start and polled.prompt == PROMPT and polled.choice["visible"] is False
+
+    moved = lessons_tab.move(teacher_state, start, PROMPT, +1)
+    lessons_room.publish_move(teacher_state, t_room, moved.lesson_pos, PROMPT)
+    polled = lessons_room.poll(student_state, s_room, PROMPT)
+    s_room = polled.room
+    assert polled.lesson_pos == moved.lesson_pos
+    # unchanged: nothing redrawn
+    assert all(v == SKIP for v in lessons_room.poll(student_state, s_room, PROMPT)[5:])
+
+    # the teacher's vote on this step: the student's radio shows its choices in the student's language
+    assert "pg-ok" in lessons_room.open_vote(teacher_state, t_room, moved.lesson_pos, PROMPT)
+    polled = lessons_room.poll(student_state, s_room, PROMPT)
+    s_room = polled.room
+    assert polled.room_vote["visible"] and polled.room_vote["choices"]
+    choice = polled.room_vote["choices"][0][1]
+    assert "pg-ok" in lessons_room.cast(student_state, s_room, choice)
+    assert "1" in lessons_room.poll(teacher_state, t_room, PROMPT).room_status  # "1 of 1 answered"
+    lessons_room.reveal(teacher_state, t_room)
+    polled = lessons_room.poll(student_state, s_room, PROMPT)
+    s_room = polled.room
+    assert f"data-choice='{choice}' data-count='1'" in polled.room_result
+
+    # the page's language changes: the room's texts follow
+    status, radio, result = lessons_room.redraw({**student_state, "lang": "en"}, s_room)
+    assert "following the teacher" in status and f"data-choice='{choice}' data-count='1'" in result
+    assert "The answer" in result and radio["choices"]
+
+    # the student moves on their own: away, until Follow
+    s_room, status, radio = lessons_room.publish_move(student_state, s_room, moved.lesson_pos, PROMPT)
+    assert s_room["follow"] is False and radio["visible"]
+    back = lessons_tab.move(teacher_state, moved.lesson_pos, PROMPT, +1)
+    lessons_room.publish_move(teacher_state, t_room, back.lesson_pos, PROMPT)
+    polled = lessons_room.poll(student_state, s_room, PROMPT)
+    s_room = polled.room
+    assert polled.lesson_pos == SKIP and polled.room_vote["visible"] is False  # the new step's, without a vote
+    s_room, _ = lessons_room.follow(student_state, s_room)
+    polled = lessons_room.poll(student_state, s_room, PROMPT)
+    assert polled.lesson_pos == back.lesson_pos
+
+    lessons_room.end_room(teacher_state, t_room)
+    gone = lessons_room.poll(student_state, polled.room, PROMPT)
+    assert gone.room["code"] is None and "结束" in gone.room_status
+    assert ROOMS.count() == 0 or t_room["code"] not in str(ROOMS._rooms)
