@@ -63,15 +63,17 @@ def open_tab(state, seen_run, scroll, layer, position, shown=None, request: gr.R
     T, L = len(ids), model.cfg.n_layers
     last, before_last = start + T - 1, start + max(0, T - 2)
     prompt_end = max(start, min(last, len(run.prompt_ids) - 1))
+    cleared = cleared_views(request)  # before the lens is computed: a view drawn meanwhile is this run's
+    lens = _lens(lens_view(state, None, L, last, shown))
     return Opened(
-        **_lens(lens_view(state, None, L, last, shown)),
+        **lens,
         lens_layer=L,
         lens_pos=last,
         dla_pos=before_last,
         m_pos=prompt_end,
         i_pos=before_last,
         seen_run=run.id,
-        **cleared_views(request),
+        **keep_drawn_since(request, cleared),
         msg="",
     )
 
@@ -80,6 +82,20 @@ def _lens(view) -> dict:
     fields = view._asdict()
     fields["lens_msg"] = fields.pop("msg")
     return fields
+
+
+# Each view's outputs among STALE (and the maths table), by the view's key in VIEWS.
+VIEW_OUTPUTS = {"dla": "dla_", "maths": "m_", "intervene": "i_", "dose": "dose_", "sweep": "sweep_"}
+
+
+def keep_drawn_since(request, cleared: dict) -> dict:
+    """``cleared`` without the views the page drew after it was made (a button pressed while the lens was
+    computed, for the run being opened): those outputs are skipped, not emptied."""
+    drawn = {key.removeprefix("inside_") for key in redraw.order(request, ["inside_" + k for k in VIEWS])}
+    prefixes = tuple(VIEW_OUTPUTS[k] for k in drawn if k in VIEW_OUTPUTS)
+    if not prefixes:
+        return cleared
+    return {name: gr.skip() if name.startswith(prefixes) else value for name, value in cleared.items()}
 
 
 def cleared_views(request) -> dict:

@@ -65,3 +65,24 @@ def test_no_run_is_said_at_the_tabs_top_and_clears_what_was_shown(two_runs):
     assert {f: getattr(opened, f) for f in io.STALE} == io.STALE
     nothing_shown = io.open_tab(no_run, None, None, None, None, 40, request=page)
     assert "Generate first" in nothing_shown.msg and _skipped(nothing_shown.dla_heat)
+
+
+def test_a_view_drawn_while_the_lens_of_a_new_run_is_computed_is_not_cleared(two_runs, monkeypatch):
+    """The tab's opening and a view's button run at once (the Inside events may run two at a time): an
+    attribution drawn for the new run before the opening's lens is done stays, the other views are cleared."""
+    first, second = two_runs
+    page = SimpleNamespace(session_hash="open-3")
+    opened = io.open_tab(first, None, None, None, None, 40, request=page)
+    ir.remembering("maths")(page, first, 0, 0, 1)  # drawn for the first run: stale once the second opens
+    real_lens = io.lens_view
+
+    def lens_while_dla_is_drawn(*args, **kwargs):
+        ir.remembering("dla")(page, second, None, "")  # the button pressed during the opening
+        return real_lens(*args, **kwargs)
+
+    monkeypatch.setattr(io, "lens_view", lens_while_dla_is_drawn)
+    new = io.open_tab(second, opened.seen_run, None, None, None, 40, request=page)
+    dla = {f for f in io.STALE if f.startswith("dla_")}
+    assert dla and all(_skipped(getattr(new, f)) for f in dla)
+    assert {f: getattr(new, f) for f in io.STALE if f not in dla} == {f: v for f, v in io.STALE.items() if f not in dla}
+    assert redraw.order(page, ["inside_" + k for k in ir.VIEWS]) == ["inside_dla"]
