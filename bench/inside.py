@@ -282,10 +282,11 @@ def table(r: dict) -> str:
         f"{'of matmul':>10}"
     )
     for run, rows in r["views"].items():
-        forward = r.get("forward_s", {}).get(run, float("nan"))
-        lines.append(f"-- {run} (one plain forward: {forward * 1000:.0f} ms)")
+        forward = r.get("forward_s", {}).get(run)
+        lines.append(f"-- {run}" + (f" (one plain forward: {forward * 1000:.0f} ms)" if forward else ""))
         for name, t in rows.items():
-            line = f"{name:48} {t['median_s']:9.3f} {t['min_s']:8.3f} {t['max_s']:8.3f} {t['median_s'] / forward:9.1f}x"
+            times = f"{name:48} {t['median_s']:9.3f} {t['min_s']:8.3f} {t['max_s']:8.3f}"
+            line = times + (f" {t['median_s'] / forward:9.1f}x" if forward else f" {'–':>10}")
             if "flops" in t:
                 line += f" {t['flops'] / 1e9:8.1f} {t['flops'] / 1e9 / t['median_s']:8.1f}"
             if "fraction_of_matmul" in t:
