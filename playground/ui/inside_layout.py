@@ -56,7 +56,7 @@ def layout() -> SimpleNamespace:
     gr.Markdown(T("inside_intro"))
     msg = gr.HTML(elem_id="pg-inside-msg")  # opening the tab with no run to look inside
     seen_run = gr.State(None)  # the run whose defaults the position fields hold
-    with gr.Tabs() as sub_tabs:  # a lesson's Show me selects one
+    with gr.Tabs(elem_id="pg-inside-tabs") as sub_tabs:  # a lesson's Show me selects one
         with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
             with gr.Row():
                 lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")

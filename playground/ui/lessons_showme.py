@@ -11,6 +11,8 @@ outputs as they are.
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
 from playground.server import lessons
@@ -56,17 +58,40 @@ ANCHORS |= {"tokenizer": "pg-tok-chips", "compare": "pg-score-a", "model": "pg-b
 
 
 def anchor(target: dict) -> str:
-    """The element id of the target's view (``ANCHORS``)."""
+    """Where the page looks once the step's view is drawn (``SCROLL_JS``): the tab, the Inside tab's
+    sub-tab ("" for the others) and the element id of the view (``ANCHORS``), as JSON."""
     if target.get("tab") == "inside":
-        return ANCHORS[target["sub"]]
-    return ANCHORS["step" if target.get("step") is not None else target["tab"]]
+        element = ANCHORS[target["sub"]]
+    else:
+        element = ANCHORS["step" if target.get("step") is not None else target["tab"]]
+    return json.dumps({"tab": target.get("tab", ""), "sub": target.get("sub", ""), "id": element})
 
 
-# (a tab opened by the same event mounts its content a moment later: look again until it is there)
-SCROLL_JS = """(id) => { let tries = 0;
-  const go = () => { const el = id && document.getElementById(id);
-    if (el && el.offsetParent) el.scrollIntoView({block: 'start', behavior: 'instant'});
-    else if (id && tries++ < 50) setTimeout(go, 100); };
+# Once the chain has drawn the view: the step's tab (and sub-tab) selected, its view scrolled into
+# sight. The server selected the tab already; for five seconds the page checks that it stays selected
+# and selects it again by its button if a redraw under way when Show me was pressed (the page's
+# opening, a language or presenter switch) took the selection away, until the visitor clicks or types
+# (then the page is theirs). A tab opened by the same event mounts its content a moment later: look
+# again until it is there.
+SCROLL_JS = """(where) => { let spot = {}, theirs = false;
+  try { spot = JSON.parse(where || '{}'); } catch (e) { return; }
+  const mine = (e) => { if (e.isTrusted) theirs = true; };
+  for (const kind of ['pointerdown', 'keydown']) document.addEventListener(kind, mine, {capture: true, once: true});
+  const pick = (root, id) => {
+    const box = root && document.querySelector(root);
+    const b = id && box && [...box.querySelectorAll('button[role=tab]')].find(b => b.dataset.tabId === id);
+    if (!b || b.getAttribute('aria-selected') === 'true') return false;
+    b.click();
+    return true;
+  };
+  let tries = 0, scrolled = false;
+  const go = () => {
+    if (theirs) return;
+    if (pick('#pg-tabs', spot.tab) | (spot.sub ? pick('#pg-inside-tabs', spot.sub) : false)) scrolled = false;
+    const el = spot.id && document.getElementById(spot.id);
+    if (!scrolled && el && el.offsetParent) { el.scrollIntoView({block: 'start', behavior: 'instant'}); scrolled = true; }
+    if (tries++ < 50) setTimeout(go, 100);
+  };
   go(); }"""
 
 

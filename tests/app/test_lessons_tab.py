@@ -1,6 +1,7 @@
 """The Lessons tab's handlers as plain functions: a step shown on the session's model and prompt, the
 reveal after a choice, Next/Back across lessons, links to a step, and answers that follow the model."""
 
+import json
 import re
 from types import SimpleNamespace
 
@@ -56,6 +57,11 @@ def test_next_and_back_cross_lessons_and_the_full_tab_link_names_the_views_tab()
     }
     assert lessons_showme.prepare(state, {"lesson": "attention", "step": 0}, PROMPT).target["tab"] == "generate"
     assert lessons_showme.prepare(state, {"lesson": "tokens", "step": 0}, PROMPT).target["tab"] == "tokenizer"
+    # the page's script reads where to land from the anchor: the tab, the Inside sub-tab and the view's element
+    spot = json.loads(lessons_showme.prepare(state, {"lesson": "gpt", "step": 2}, PROMPT).anchor)
+    assert spot == {"tab": "inside", "sub": "inside-lens", "id": "pg-lens"}
+    spot = json.loads(lessons_showme.prepare(state, {"lesson": "training", "step": 0}, PROMPT).anchor)
+    assert spot == {"tab": "compare", "sub": "", "id": "pg-score-a"}
     # what an API caller may send instead of a position: the first step, never a crash
     for pos in (None, "x", {"step": "two"}, {"step": -5}):
         assert lessons_tab.show(state, pos, PROMPT).lesson_pos == {"lesson": first.id, "step": 0}

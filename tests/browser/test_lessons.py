@@ -223,7 +223,8 @@ def _lands_on_its_view(page, question, where, problems):
     except Exception:
         shot = ARTIFACTS / f"lesson-show-me-failed-{where.replace(' ', '-')}.png"
         page.screenshot(path=str(shot))
-        problems.append(f"{where}: Show me did not open the {tab} tab (see {shot.name})")
+        selected = page.evaluate(SELECTED_JS)
+        problems.append(f"{where}: Show me did not open the {tab} tab; selected: {selected} (see {shot.name})")
         return None
     if tab == "generate":
         anchor = "pg-prob-plot" if target.get("step") is not None else "pg-heatmap"
