@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parent.parent / "playground" / "assets"
 COMPUTE_TYPES = ("float32", "int8")
 
 

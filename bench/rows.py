@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     for line in table("GPT-2 small float32 (random weights)", small, args.repeats, args.threads):
         print(line)
     if not args.skip_bundled:
-        bundled = load_checkpoint(os.path.join(ROOT, "assets", "bundled", "model.safetensors"), dtype="float32").eval()
+        bundled = load_checkpoint(
+            os.path.join(ROOT, "playground", "assets", "bundled", "model.safetensors"), dtype="float32"
+        ).eval()
         cfg = bundled.cfg
         print()
         name = f"bundled model float32 ({cfg.n_layers} blocks, d={cfg.emb_dim})"

@@ -28,7 +28,7 @@ _EXPORTS = {
     "playground.engine.tokenizer": ("load_tokenizer",),
     "playground.engine.hf_hub": ("load_pretrained",),
     "playground.engine.weight_layout": ("LoadReport", "WeightLoadError"),
-    "playground.engine.weights": ("load_checkpoint", "save_checkpoint"),
+    "playground.engine.weights": ("load_bundled", "load_checkpoint", "save_checkpoint"),
     "playground.inside.inspection": ("count_parameters", "module_tree", "parameter_breakdown"),
     "playground.errors": ("UserError",),
 }
@@ -53,6 +53,7 @@ __all__ = [
     "estimate_memory_bytes",
     "generate",
     "get_preset",
+    "load_bundled",
     "load_checkpoint",
     "load_pretrained",
     "load_tokenizer",
@@ -95,6 +96,6 @@ if TYPE_CHECKING:
     from playground.engine.sampling import Generation, GenerationStep, generate
     from playground.engine.tokenizer import load_tokenizer
     from playground.engine.weight_layout import LoadReport, WeightLoadError
-    from playground.engine.weights import load_checkpoint, save_checkpoint
+    from playground.engine.weights import load_bundled, load_checkpoint, save_checkpoint
     from playground.errors import UserError
     from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown

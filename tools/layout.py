@@ -34,7 +34,12 @@ def package_rows(folder: Path, depth: int) -> list[tuple[str, str]]:
 def block() -> str:
     rows = [("app.py", first_line(ROOT / "app.py")), *package_rows(ROOT / "playground", 0)]
     rows.append(("bench/", first_line(ROOT / "bench" / "__init__.py")))
-    rows.append(("tools/", "Scripts: README's screenshot and Layout block, the browser page walk and Chromium flags."))
+    rows.append(
+        (
+            "tools/",
+            "Scripts: README's screenshot and Layout block, the browser page walk, Chromium flags, the bundled model's recipe (bundled/).",
+        )
+    )
     return "\n".join(f"{name:<{WIDTH}}{text}".rstrip() for name, text in rows) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""The GPT-2 tokenizer, offline: tiktoken's encoding built from the BPE files in ``assets/``.
+"""The GPT-2 tokenizer, offline: tiktoken's encoding built from the BPE files in ``playground/assets/``.
 
 ``tiktoken.get_encoding("gpt2")`` downloads these same two files; building the encoding from the
 bundled copies (checked against the same sha256 tiktoken uses) means a classroom with no network
@@ -16,7 +16,9 @@ from pathlib import Path
 import tiktoken
 from tiktoken_ext.openai_public import r50k_pat_str
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+from playground import assets
+
+ASSETS = assets.path()
 VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
 END_OF_TEXT = "<|endoftext|>"

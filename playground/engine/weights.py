@@ -13,6 +13,7 @@ from pathlib import Path
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from playground import assets
 from playground.engine.checkpoint_files import (
     CheckpointHeader,
     check_activations,
@@ -109,6 +110,12 @@ def load_checkpoint(
     model.load_report = report
     model.checkpoint_metadata = {k: v for k, v in header.metadata.items() if k not in ("config", "format")}
     return model
+
+
+def load_bundled(*, dtype="float32", device=None) -> GPTModel:
+    """The bundled model that ships with the package (``playground/assets/bundled``: a 7.7M-parameter
+    GPT-2 trained on Tiny Shakespeare), found wherever the package is installed."""
+    return load_checkpoint(assets.path("bundled", "model.safetensors"), dtype=dtype, device=device)
 
 
 def checkpoint_config(header: CheckpointHeader) -> tuple[GPTConfig, str]:

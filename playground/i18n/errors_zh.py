@@ -64,7 +64,7 @@ ERRORS_ZH = {
     "device.rank_no_gpu": "本节点上的进程 {local_rank} 没有自己的 GPU：{count} 块 GPU 要分给 --nproc_per_node 个进程。",
     "device.multi_process": "不支持在多个 {device} 进程上训练；请用 --device cpu 或 CUDA GPU。",
     # ---- weights and checkpoints
-    "weights.no_bundled": "这份程序里没有内置模型（assets/bundled/）。",
+    "weights.no_bundled": "这份程序里没有内置模型（playground/assets/bundled/）。",
     "weights.no_config": "这个 safetensors 文件没有 GPT Playground 配置，也不是 GPT-2 检查点；请用 playground.save_checkpoint"
     "（或本程序的导出）保存。",
     "weights.attn_scaling": "config.json 设置了 scale_attn_by_inverse_layer_idx 或 scale_attn_weights=false：这种注意力缩放不是 "

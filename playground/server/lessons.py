@@ -1,4 +1,4 @@
-"""The lessons: read from their files in ``assets/lessons/``, each step's question asked of the live model.
+"""The lessons: files in ``playground/assets/lessons/``, each step's question asked of the live model.
 
 A lesson file is data (one JSON file a lesson, see README "Adding a lesson"): its id, its place in the
 order, a title, and steps; each step has its text, the view it shows and a question -- a type from
@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from playground import assets
 from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import normalize_lang
 from playground.server.lesson_kit import LessonError, Question
 from playground.server.lesson_questions import QUESTIONS, VIEW_TABS
 from playground.server.runs import MAX_PROMPT_CHARS
 
-LESSONS_DIR = Path(__file__).resolve().parents[2] / "assets" / "lessons"
+LESSONS_DIR = assets.path("lessons")
 TEXT_LANGS = ("en", "zh")
 MAX_TOKENS = 256  # a lesson's prompt: long enough for any question, short enough for every head's map
 

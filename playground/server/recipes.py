@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from playground import assets
 from playground.accel import DECODE_THREADS, accelerate, background, undecided
 from playground.engine.config import DEFAULT_PRESET, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
@@ -27,8 +28,10 @@ from playground.runtime import kernels
 from playground.runtime.devices import default_device
 from playground.runtime.threads import torch_threads
 
-ROOT = Path(__file__).resolve().parents[2]
-BUNDLED_CHECKPOINT = ROOT / "assets" / "bundled" / "model.safetensors"
+BUNDLED_CHECKPOINT = assets.path("bundled", "model.safetensors")
+# A checkout (``python app.py``) keeps its models/ folder beside the package; an installed package
+# (``gpt-playground``) uses the models/ folder of the directory it is started in.
+CHECKOUT = Path(__file__).resolve().parents[2]
 # The largest checkpoint a file recipe may name: an upload, or a checkpoint the Train tab wrote (files.py).
 MAX_UPLOAD_BYTES = int(float(os.environ.get("PLAYGROUND_MAX_UPLOAD_MB", "700")) * 1e6)
 
@@ -46,7 +49,8 @@ def bundled_recipe(dtype: str = "float32") -> dict:
 # (separated by the system's path separator, ":" on Linux).
 def model_dirs() -> list[Path]:
     extra = [Path(p).expanduser() for p in os.environ.get("PLAYGROUND_MODEL_DIRS", "").split(os.pathsep) if p]
-    return [ROOT / "models", *extra]
+    home = CHECKOUT if (CHECKOUT / "app.py").is_file() else Path.cwd()
+    return [home / "models", *extra]
 
 
 def looks_like_folder(name: str) -> bool:
@@ -215,7 +219,7 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
     if kind == "bundled":
         if not BUNDLED_CHECKPOINT.is_file():
             raise WeightLoadError(
-                "weights.no_bundled", "The bundled model is not in this copy of the app (assets/bundled/)."
+                "weights.no_bundled", "The bundled model is not in this copy of the app (playground/assets/bundled/)."
             )
         return load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device=default_device())
     if kind == "hub":

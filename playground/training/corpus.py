@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from playground import assets
 from playground.engine.tokenizer import load_tokenizer
 from playground.errors import UserError
 
@@ -32,12 +33,12 @@ TINY_SHAKESPEARE_BYTES = 1_115_394
 TINY_SHAKESPEARE_FILENAME = "tinyshakespeare.txt"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_TINY_SHAKESPEARE = REPO_ROOT.parent / "shared" / "data" / TINY_SHAKESPEARE_FILENAME
-# Aesop's fables, nursery rhymes and five Tang poems, all public domain (assets/corpus/README.md
+# Aesop's fables, nursery rhymes and five Tang poems, all public domain (playground/assets/corpus/README.md
 # names the sources): small enough to ship, so a lesson's training run needs no network.
-# The bundled public-domain texts (assets/corpus/README.md says where each comes from).
+# The bundled public-domain texts (playground/assets/corpus/README.md says where each comes from).
 BUNDLED_CORPORA = {
-    "austen": REPO_ROOT / "assets" / "corpus" / "pride_and_prejudice.txt",  # 155,887 tokens: the default lesson
-    "aesop": REPO_ROOT / "assets" / "corpus" / "fables_and_rhymes.txt",  # 3,678 tokens: learned by heart, overfits
+    "austen": assets.path("corpus", "pride_and_prejudice.txt"),  # 155,887 tokens: the default lesson
+    "aesop": assets.path("corpus", "fables_and_rhymes.txt"),  # 3,678 tokens: learned by heart, overfits
 }
 # Texts whose line breaks are the e-text's typesetting (a break every ~70 characters), not the
 # author's: their lines are joined within a paragraph. Kept, a newline is one token in twelve and

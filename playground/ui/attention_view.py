@@ -83,7 +83,7 @@ HEAD_PATTERNS = {  # head in facts.json's "heads" -> (label key, a prompt that s
 
 
 def head_examples(view_name: str, lang: str = "en") -> tuple[list[list], list[str]]:
-    """(examples, labels): prompts paired with the bundled model's measured heads (assets/bundled/facts.json)."""
+    """(examples, labels): prompts paired with the bundled model's measured heads (playground/assets/bundled/facts.json)."""
     facts_path = BUNDLED_CHECKPOINT.with_name("facts.json")
     if not facts_path.is_file():
         return [], []

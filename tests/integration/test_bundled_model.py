@@ -1,4 +1,4 @@
-"""The model that ships in assets/bundled: small, quick to load, a GPT-2 that transformers loads from
+"""The model that ships in playground/assets/bundled: small, quick to load, a GPT-2 that transformers loads from
 the same folder with the same logits, and every figure in facts.json recomputed here from the file,
 with the playground's model and with transformers', and held against the issue's targets: a
 previous-token head, an induction head, in-context copying, a first-token sink and the held-out loss."""
@@ -20,12 +20,12 @@ from playground.engine.weights import load_checkpoint, read_checkpoint_metadata
 from playground.training.losses import unigram_loss
 from tests.helpers import ROOT, TINY_SHAKESPEARE
 
-BUNDLED = ROOT / "assets" / "bundled"
+BUNDLED = ROOT / "playground" / "assets" / "bundled"
 CHECKPOINT = BUNDLED / "model.safetensors"
 FACTS = json.loads((BUNDLED / "facts.json").read_text())
 TARGETS = FACTS["targets"]
 
-sys.path.insert(0, str(BUNDLED))
+sys.path.insert(0, str(ROOT / "tools" / "bundled"))  # how the model is made: its metrics
 import bundled_metrics as bm  # noqa: E402
 
 transformers = pytest.importorskip("transformers")

@@ -14,7 +14,7 @@ from tests.helpers import ROOT
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
 
-BUNDLED = ROOT / "assets" / "bundled"
+BUNDLED = ROOT / "playground" / "assets" / "bundled"
 TOL = 1e-4
 
 

@@ -1,4 +1,4 @@
-"""The bundled model's training pieces (assets/bundled): the chunked head loss equals the plain
+"""The bundled model's training pieces (tools/bundled): the chunked head loss equals the plain
 cross-entropy in value and gradients, the sampled softmax is the subset's logits plus the stated
 offset, and every batch is a function of (seed, step) whose repeated rows score only what copying
 can predict."""
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from tests.helpers import ROOT
 
-sys.path.insert(0, str(ROOT / "assets" / "bundled"))
+sys.path.insert(0, str(ROOT / "tools" / "bundled"))
 from bundled_batches import IGNORE, NEWLINE, Batches, line_starts  # noqa: E402
 from bundled_head_loss import ChunkedHeadLoss, HeadVocab  # noqa: E402
 

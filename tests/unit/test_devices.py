@@ -12,7 +12,7 @@ from playground.runtime import machine_memory as memory
 from playground.runtime.devices import DeviceError, default_device, describe_device, resolve_device
 from tests.helpers import ROOT
 
-BUNDLED = ROOT / "assets" / "bundled" / "model.safetensors"
+BUNDLED = ROOT / "playground" / "assets" / "bundled" / "model.safetensors"
 HAS_CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU; this machine has none")
 

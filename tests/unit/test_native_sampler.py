@@ -129,7 +129,7 @@ def test_non_finite_rows_are_left_to_the_reference(bad):
 
 @pytest.fixture(scope="module")
 def bundled():
-    return load_checkpoint(ROOT / "assets" / "bundled" / "model.safetensors", dtype="float32")
+    return load_checkpoint(ROOT / "playground" / "assets" / "bundled" / "model.safetensors", dtype="float32")
 
 
 def run(model, settings, n: int, seed: int, accelerated: bool = True, n_top: int = N_TOP) -> list:

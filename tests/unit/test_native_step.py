@@ -88,7 +88,7 @@ def test_switching_native_plain_native_mid_generation():
 
 def test_greedy_tokens_identical_on_the_bundled_model():
     needs_step()
-    model = load_checkpoint(ROOT / "assets" / "bundled" / "model.safetensors", dtype="float32")
+    model = load_checkpoint(ROOT / "playground" / "assets" / "bundled" / "model.safetensors", dtype="float32")
     prompt = list(range(300, 316))
     plain = [s.token_id for s in generate(model, prompt, max_new_tokens=40, temperature=0)]
     assert native_decode.set_native_step(model, 0)

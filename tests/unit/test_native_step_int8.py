@@ -60,7 +60,7 @@ def test_int8_logits_and_cache_match_the_torch_forward_over_30_steps(precision):
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_int8_greedy_tokens_identical_on_the_bundled_model(precision):
     needs(precision)
-    model = load_checkpoint(ROOT / "assets" / "bundled" / "model.safetensors", dtype="float32")
+    model = load_checkpoint(ROOT / "playground" / "assets" / "bundled" / "model.safetensors", dtype="float32")
     int8_model(model, precision)
     prompt = list(range(300, 316))
     plain = [s.token_id for s in generate(model, prompt, max_new_tokens=30, temperature=0)]

@@ -124,7 +124,7 @@ def test_switched_off_it_is_the_fallback(monkeypatch):
 
 @pytest.fixture(scope="module")
 def bundled():
-    return load_checkpoint(ROOT / "assets" / "bundled" / "model.safetensors", dtype="float32")
+    return load_checkpoint(ROOT / "playground" / "assets" / "bundled" / "model.safetensors", dtype="float32")
 
 
 def greedy_run(model, n: int, n_top: int = N_TOP, accelerated: bool = True) -> list:

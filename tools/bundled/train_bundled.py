@@ -32,8 +32,8 @@ Resuming: ``state.pt`` (model, optimizer, RNG states, step, history; tensors and
 so it loads with ``weights_only=True``) is written every ``--save-every-s`` seconds and at every
 evaluation; re-running the same command continues from it (a different set of arguments is refused).
 
-    setsid nohup nice -n 5 python assets/bundled/train_bundled.py --out /work/runs/bundled-v2 ... &
-    python assets/bundled/train_bundled.py --bench 20 ...   # seconds per step, nothing written
+    setsid nohup nice -n 5 python tools/bundled/train_bundled.py --out /work/runs/bundled-v2 ... &
+    python tools/bundled/train_bundled.py --bench 20 ...   # seconds per step, nothing written
 """
 
 from __future__ import annotations

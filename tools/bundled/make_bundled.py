@@ -1,8 +1,8 @@
-"""How the bundled model (assets/bundled/model.safetensors, config.json, facts.json) is made.
+"""How the bundled model (playground/assets/bundled/model.safetensors, config.json, facts.json) is made.
 
 1. Train (a few hours on one CPU thread; resumable: run the same command again to continue):
 
-    python assets/bundled/make_bundled.py train --out runs/bundled
+    python tools/bundled/make_bundled.py train --out runs/bundled
 
    runs train_bundled.py with STAGES below (every batch, dropout mask and sampled-softmax draw is a
    function of the seed and the step, so the run is reproducible). Each evaluation writes
@@ -12,7 +12,7 @@
    the README and the issue state, on the exported file, twice: with the playground's model and with
    transformers' ``GPT2LMHeadModel`` loaded from the same folder:
 
-    python assets/bundled/make_bundled.py export runs/bundled/stage4/step01600.safetensors
+    python tools/bundled/make_bundled.py export runs/bundled/stage4/step01600.safetensors
 
 The measurements are defined in bundled_metrics.py; tests/integration/test_bundled_model.py
 recomputes them from the shipped file and compares them with facts.json.
@@ -45,9 +45,10 @@ from playground.engine.tokenizer import load_tokenizer  # noqa: E402
 from playground.engine.weights import load_checkpoint, save_checkpoint  # noqa: E402
 from playground.training.losses import unigram_loss  # noqa: E402
 
-CHECKPOINT = HERE / "model.safetensors"
-CONFIG = HERE / "config.json"
-FACTS = HERE / "facts.json"
+SHIPPED = ROOT / "playground" / "assets" / "bundled"  # the package data the app loads
+CHECKPOINT = SHIPPED / "model.safetensors"
+CONFIG = SHIPPED / "config.json"
+FACTS = SHIPPED / "facts.json"
 
 # The training run: three stages of train_bundled.py (docs/bundled-model.md says why). Stage 1 trains
 # on repeated random tokens alone until the induction circuit forms (it forms after a plateau, at step
@@ -76,14 +77,14 @@ STAGES = {
     "stage3": [
         *COMMON, "--dropout", "0.15", "--steps", "1600", "--full-head-from", "1400", "--lr", "6e-4",
         "--min-lr", "5e-5", "--warmup", "50", "--p-random", "0.15", "--p-span", "0.05",
-        "--extra", str(ROOT / "assets" / "corpus" / "pride_and_prejudice.txt"), "--p-extra", "0.25",
+        "--extra", str(ROOT / "playground" / "assets" / "corpus" / "pride_and_prejudice.txt"), "--p-extra", "0.25",
         "--shape-prev", "0,2", "--shape-sink", "2,3", "--eval-every", "200", "--patience", "100",
         "--seed", "1339",
     ],
     "stage4": [
         *COMMON, "--dropout", "0.1", "--steps", "1600", "--full-head-from", "1400", "--lr", "3e-4",
         "--min-lr", "3e-5", "--warmup", "50", "--p-random", "0.15", "--p-span", "0.1", "--p-lines", "0.3",
-        "--extra", str(ROOT / "assets" / "corpus" / "pride_and_prejudice.txt"), "--p-extra", "0.15",
+        "--extra", str(ROOT / "playground" / "assets" / "corpus" / "pride_and_prejudice.txt"), "--p-extra", "0.15",
         "--shape-prev", "0,2", "--shape-sink", "2,3", "--shape-induction", "1,3", "--eval-every", "200",
         "--patience", "100", "--seed", "1340",
     ],
@@ -239,7 +240,7 @@ def export(trained_path: Path) -> dict:
         t0 = time.perf_counter()
         ours = load_checkpoint(CHECKPOINT)
         loads.append(time.perf_counter() - t0)
-    theirs = hf_model(HERE)
+    theirs = hf_model(SHIPPED)
 
     train_ids, val_ids = bm.load_split(args["data"] if Path(args["data"]).is_file() else train_bundled.DEFAULT_DATA)
     m_ours = measure(ours, train_ids, val_ids, cfg.context_length)
@@ -259,7 +260,7 @@ def export(trained_path: Path) -> dict:
             {k: repo_relative(v) for k, v in st["args"].items() if k not in drop} | {"steps_run": st["step"]}
             for st in stages
         ],
-        "recipe_command": "python assets/bundled/make_bundled.py train (STAGES in make_bundled.py)",
+        "recipe_command": "python tools/bundled/make_bundled.py train (STAGES in make_bundled.py)",
         "step": step,
         "tokens_seen": tokens_seen,
         "train_wall_time_s": round(

@@ -1,0 +1,49 @@
+"""Serving the app: ``python app.py`` (a checkout, a Space) and the installed ``gpt-playground`` command.
+
+``prepare`` readies the process and builds the page (a Space imports ``demo`` from app.py);
+``main`` then pays the first run's one-off costs and serves."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+
+from playground.runtime.devices import DeviceError, default_device  # noqa: E402
+from playground.runtime.memory import BUDGET, map_large_blocks  # noqa: E402
+from playground.server.recipes import decide_kernels_at_start  # noqa: E402
+from playground.ui.app import build_demo, launch_kwargs, warm_up  # noqa: E402
+
+
+def prepare() -> gr.Blocks:
+    """The process set up for serving, then the page built."""
+    map_large_blocks()  # before any model is built: freed weights go straight back to the OS
+    BUDGET.count_whole_process()  # the budget bounds the server's resident size, not only what it names
+    try:
+        default_device()  # PLAYGROUND_DEVICE=auto|cpu|cuda|mps: a device this machine lacks stops here, said plainly
+    except DeviceError as e:
+        raise SystemExit(f"error: {e}") from None
+    # Kernel decisions: the default model's made now (once per machine: read from disk after), GPT-2
+    # small's in the background; a learner's Build only reads them.
+    decide_kernels_at_start()
+    return build_demo()
+
+
+def serve(demo: gr.Blocks, **launch) -> None:
+    warm_up()  # the first run's one-off costs, paid before the first page opens
+    demo.launch(**launch_kwargs(), **launch)  # prints the address it serves
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``gpt-playground [--host H] [--port P]``: serve the app (the bundled model ships with the package)."""
+    parser = argparse.ArgumentParser(prog="gpt-playground", description=main.__doc__)
+    parser.add_argument(
+        "--host", default=None, help="the address to listen on (default: GRADIO_SERVER_NAME or 127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=None, help="the port (default: GRADIO_SERVER_PORT or 7860 upward)")
+    args = parser.parse_args(argv)
+    launch = {k: v for k, v in (("server_name", args.host), ("server_port", args.port)) if v is not None}
+    serve(prepare(), **launch)
