@@ -48,7 +48,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--load-reps", type=int, default=None, help="rounds of the training-load measurement (default 3, quick 2)"
     )
-    ap.add_argument("--no-docs", action="store_true", help="do not regenerate docs/benchmarks.md and README's table")
+    ap.add_argument(
+        "--no-docs", action="store_true", help="do not regenerate docs/benchmarks.md and docs/speed.md's table"
+    )
     ap.add_argument(
         "--out",
         default=None,

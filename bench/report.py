@@ -224,10 +224,10 @@ def _kernel_text(k: dict) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# docs/benchmarks.md and README.md: the generated blocks between markers
+# docs/benchmarks.md and docs/speed.md: the generated blocks between markers
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = {"docs": ROOT / "docs" / "benchmarks.md", "readme": ROOT / "README.md"}
+DOCS = {"docs": ROOT / "docs" / "benchmarks.md", "speed": ROOT / "docs" / "speed.md"}
 START, END = "<!-- bench:decode:start (python -m bench writes this block) -->", "<!-- bench:decode:end -->"
 
 
@@ -290,7 +290,7 @@ def docs_block(r: dict, short: bool = False) -> str:
 
 
 def write_docs(r: dict) -> list[Path]:
-    """Replace the generated block in docs/benchmarks.md (full) and README.md (short)."""
+    """Replace the generated block in docs/benchmarks.md (full) and docs/speed.md (short); README has none."""
     written = []
     for name, path in DOCS.items():
         if not path.is_file():
@@ -300,7 +300,7 @@ def write_docs(r: dict) -> list[Path]:
             continue
         before, rest = text.split(START, 1)
         _, after = rest.split(END, 1)
-        path.write_text(before + docs_block(r, short=name == "readme") + after, encoding="utf-8")
+        path.write_text(before + docs_block(r, short=name == "speed") + after, encoding="utf-8")
         written.append(path)
     return written
 

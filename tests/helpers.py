@@ -8,6 +8,7 @@ SHARED = ROOT.parent / "shared"  # data beside the checkout, shared by every wor
 TINY_SHAKESPEARE = SHARED / "data" / "tinyshakespeare.txt"
 ARTIFACTS = ROOT / "tests" / "artifacts"  # screenshots the browser tests leave for a person to look at
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"  # what README links to: the reference, examples that tests run
 
 
 def build_fields(cfg) -> list:

@@ -1,7 +1,7 @@
-"""Prints README's Layout block: every module of the package with the first line of its docstring.
+"""Prints docs/layout.md's module block: every module of the package with the first line of its docstring.
 
-``python tools/layout.py`` writes the block to stdout; ``--check`` exits 1 when README.md differs
-(tests/unit/test_layout.py runs the same comparison).
+``python tools/layout.py`` writes the block to stdout; ``--write`` puts it into docs/layout.md; ``--check``
+exits 1 when docs/layout.md differs (tests/unit/test_layout.py runs the same comparison).
 """
 
 from __future__ import annotations
@@ -37,21 +37,25 @@ def block() -> str:
     rows.append(
         (
             "tools/",
-            "Scripts: README's screenshot and Layout block, the browser page walk, Chromium flags, the bundled model's recipe (bundled/).",
+            "Scripts: README's screenshot, this Layout block, the browser page walk, Chromium flags, the bundled model's recipe (bundled/).",
         )
     )
     return "\n".join(f"{name:<{WIDTH}}{text}".rstrip() for name, text in rows) + "\n"
 
 
-def readme_block() -> str:
-    """The block of README's Layout section that lists the modules (the one starting with app.py)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
-    blocks = section.split("```\n")[1::2]
+LAYOUT = ROOT / "docs" / "layout.md"
+
+
+def written_block() -> str:
+    """The block of docs/layout.md that lists the modules (the one starting with app.py)."""
+    blocks = LAYOUT.read_text(encoding="utf-8").split("```\n")[1::2]
     return next((b for b in blocks if b.startswith("app.py")), "")
 
 
 if __name__ == "__main__":
     if "--check" in sys.argv:
-        sys.exit(0 if readme_block() == block() else 1)
-    sys.stdout.write(block())
+        sys.exit(0 if written_block() == block() else 1)
+    if "--write" in sys.argv:
+        LAYOUT.write_text(LAYOUT.read_text(encoding="utf-8").replace(written_block(), block(), 1), encoding="utf-8")
+    else:
+        sys.stdout.write(block())

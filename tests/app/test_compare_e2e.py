@@ -81,10 +81,10 @@ def test_two_settings_side_by_side_and_receipt_and_replay(client, tmp_path):
 def test_readme_scoring_example_runs(app_url, capsys):
     import re
 
-    from tests.helpers import README
+    from tests.helpers import DOCS
 
-    readme = README.read_text()
-    code = re.search(r"```python\n(from gradio_client import Client, handle_file.*?)```", readme, re.S).group(1)
+    text = (DOCS / "python.md").read_text()
+    code = re.search(r"```python\n(from gradio_client import Client, handle_file.*?)```", text, re.S).group(1)
     scope = {}
     exec(code.replace('"http://127.0.0.1:7860/"', repr(app_url)), scope)
     assert scope["scores"]["a"]["loss_nats_per_token"] < scope["scores"]["b"]["loss_nats_per_token"]

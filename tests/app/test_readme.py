@@ -45,7 +45,8 @@ def test_space_front_matter():
 
 @pytest.mark.slow
 def test_gradio_client_example_runs(app_url):
-    code = re.search(r"```python\n(from gradio_client import Client.*?)```", README, re.S).group(1)
+    docs = (ROOT / "docs" / "python.md").read_text()
+    code = re.search(r"```python\n(from gradio_client import Client.*?)```", docs, re.S).group(1)
     scope = {}
     exec(code.replace('"http://127.0.0.1:7860/"', repr(app_url)), scope)
     assert len(scope["run"]["steps"]) == 20
@@ -53,13 +54,14 @@ def test_gradio_client_example_runs(app_url):
 
 
 def test_every_environment_variable_the_app_reads_is_documented():
-    """README's table names every ``os.environ.get("...")`` of the app (torchrun's own variables aside)."""
+    """docs/operations.md's table names every ``os.environ.get("...")`` of the app (torchrun's own variables aside)."""
     names = set()
     for path in [ROOT / "app.py", *(ROOT / "playground").rglob("*.py")]:
         names |= set(re.findall(r"os\.environ\.get\(\s*\"([A-Z_]+)\"", path.read_text()))
     names -= {"WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}  # set by torchrun for its workers
     assert {"PLAYGROUND_WORK_DIR", "PLAYGROUND_ACCEL", "GRADIO_TEMP_DIR"} <= names
-    table = README.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    table = operations.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
     assert not [n for n in sorted(names) if f"`{n}`" not in table]
 
 

@@ -255,13 +255,15 @@ def test_readme_worked_example(bundled):
 def test_readme_python_example_runs():
     import re
 
-    from tests.helpers import README
+    from tests.helpers import DOCS
 
     if not BUNDLED_CHECKPOINT.is_file():
         pytest.skip("no bundled model in this copy")
-    readme = README.read_text()
+    text = (DOCS / "inside.md").read_text()
     code = re.search(
-        r"```python\n(from playground import load_tokenizer\nfrom playground.inside import lenses.*?)```", readme, re.S
+        r"```python\n(from playground import load_bundled, load_tokenizer\nfrom playground.inside import lenses.*?)```",
+        text,
+        re.S,
     ).group(1)
     scope = {}
     exec(code, scope)

@@ -1,6 +1,6 @@
 """The installable package: `pip install .` builds a wheel that carries what the app reads (the BPE files,
 the bundled model, the lessons, the texts, the kernels' C++ sources); installed into a fresh virtual
-environment, README's Python examples run from a directory outside the checkout and `gpt-playground`
+environment, README's Python examples (and docs/inside.md's) run from a directory outside the checkout and `gpt-playground`
 serves the app. Offline: the wheel is built without build isolation and installed without its
 dependencies, which the environment sees from this interpreter's site-packages."""
 
@@ -81,13 +81,14 @@ def test_the_wheel_carries_what_the_app_reads_and_nothing_of_the_checkout(instal
 
 
 def test_readmes_python_examples_run_outside_the_checkout(installed):
-    """README's "Use it from Python" example (its hub and GPU lines aside: no network, no GPU here) and the
-    Inside example, run by the installed package from another directory."""
+    """README's "Use it from Python" example (its hub and GPU lines aside: no network, no GPU here) and
+    docs/inside.md's example, run by the installed package from another directory."""
     _, python, elsewhere = installed
     text = README.read_text()
     use = re.search(r"## Use it from Python.*?```python\n(.*?)```", text, re.S).group(1)
     use = "\n".join(line for line in use.splitlines() if "load_pretrained(" not in line)
-    inside = re.search(r"```python\n(from playground import load_bundled, load_tokenizer\n.*?)```", text, re.S).group(1)
+    docs = (ROOT / "docs" / "inside.md").read_text()
+    inside = re.search(r"```python\n(from playground import load_bundled, load_tokenizer\n.*?)```", docs, re.S).group(1)
     probe = "import playground, pathlib; where = pathlib.Path(playground.__file__).resolve()\n"
     probe += f"assert {str(ROOT)!r} not in str(where), where\n"
     done = _run(python, elsewhere, probe + use + "\n" + inside + "\nprint('examples ran')")

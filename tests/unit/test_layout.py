@@ -1,4 +1,4 @@
-"""The package's shape: README's Layout block is the tree as it is, and every module says its one job
+"""The package's shape: docs/layout.md's module block is the tree as it is, and every module says its one job
 in the first line of its docstring."""
 
 import ast
@@ -11,10 +11,10 @@ layout = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(layout)
 
 
-def test_readme_lists_every_module_with_its_one_line_job():
+def test_the_layout_lists_every_module_with_its_one_line_job():
     block = layout.block()
     assert len(block.splitlines()) > len(list((ROOT / "playground").rglob("*.py")))  # every module has a row
-    assert layout.readme_block() == block, "run `python tools/layout.py` and paste it into README's Layout"
+    assert layout.written_block() == block, "run `python tools/layout.py --write`"
 
 
 def test_every_module_opens_with_one_line_saying_its_job():

@@ -20,7 +20,7 @@ SEEDS = [PAST_FLOAT, MAX_SEED]
 
 def test_the_documented_range_is_the_one_enforced():
     assert MAX_SEED == 2**63 - 1
-    assert "seeds below 2⁶³" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "seeds below 2⁶³" in (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
