@@ -1,6 +1,6 @@
 """The bundled model decoding on the compiled one-row kernel (runtime.native_gemv) gives the greedy tokens
 of the plain path, float32 and bfloat16, and in int8 on the compiled int8 kernels those of torch's (`_int_mm`
-for int8-dynamic, `_weight_int8pack_mm` for weight-only; the kernels: tests/unit/test_native_gemv.py, test_int8_compiled.py)."""
+for int8-dynamic, `_weight_int8pack_mm` for weight-only; the kernels: tests/native/test_native_gemv.py, test_int8_compiled.py)."""
 
 import pytest
 import torch.nn as nn

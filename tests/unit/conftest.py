@@ -1,6 +1,7 @@
-"""The fast loop: nothing in tests/unit may load gradio, directly or through playground.ui. A test that
-needs the UI belongs in tests/app."""
+"""The fast loop: nothing in tests/unit may load gradio, directly or through playground.ui (a test that
+needs the UI belongs in tests/app), build native code, time kernels or load transformers (tests/native)."""
 
+import os
 import sys
 
 import pytest
@@ -32,14 +33,20 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture
-def forget_compiled():
-    """Each test decides kernels and builds or loads the compiled kernel and decode step afresh, and
-    leaves none of its choices to the next (files that test them use it for every test)."""
-    from playground.runtime import kernels, native_gemv, native_step
+@pytest.fixture(scope="package", autouse=True)
+def plain_paths():
+    """The one switch of every speed path off (``PLAYGROUND_ACCEL``, runtime.kernels.enabled): nothing
+    here compiles or measures a kernel, and the server's builds take the plain path; tests/native tests
+    the speed paths. Whatever was decided meanwhile is forgotten after, so the folders that run next in
+    the same process decide with the switch as they find it."""
+    from playground.runtime import kernels, native_gemv, native_row_summary, native_sampler, native_step
 
-    for m in (kernels, native_gemv, native_step):
-        m.forget()
+    before = os.environ.get("PLAYGROUND_ACCEL")
+    os.environ["PLAYGROUND_ACCEL"] = "off"
     yield
-    for m in (kernels, native_gemv, native_step):
+    if before is None:
+        del os.environ["PLAYGROUND_ACCEL"]
+    else:
+        os.environ["PLAYGROUND_ACCEL"] = before
+    for m in (kernels, native_gemv, native_row_summary, native_sampler, native_step):
         m.forget()

@@ -18,7 +18,7 @@ from tests.helpers import ROOT
 from tests.tiny_models import random_model
 
 N_TOP = 10
-TORCH_REL = 5e-5  # torch's float32 softmax against the exact one (as tests/unit/test_row_summary.py)
+TORCH_REL = 5e-5  # torch's float32 softmax against the exact one (as tests/native/test_row_summary.py)
 PROMPT = [15496, 11, 314, 716]  # "Hello, I am"
 V = 50257
 # (temperature, top_k, top_p): no filter, each filter at its edges, both, a tiny temperature

@@ -34,7 +34,7 @@ TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 def fixed_kernel_choices(monkeypatch):
     """The choices these tests exercise (float32 stored [in, out], bfloat16 [out, in] with Q/K/V
     stacked and ATen's one-row kernel), set instead of measured: which one a machine measures
-    faster is tests/unit/test_kernels.py's business, every path giving the same numbers is this file's."""
+    faster is tests/native/test_kernels.py's business, every path giving the same numbers is this file's."""
     from playground.runtime import kernels
 
     fixed = lambda winner: kernels.Choice("fixed for the test", winner, measured=False)  # noqa: E731

@@ -14,8 +14,8 @@ from playground.engine.kv_cache import KVCache
 from playground.engine.quantize import quantize_int8
 from playground.engine.sampling import generate
 from playground.runtime import native_gemv, native_step
+from tests.native.test_native_step import needs_step, relative
 from tests.tiny_models import random_model
-from tests.unit.test_native_step import needs_step, relative
 
 pytestmark = pytest.mark.usefixtures("forget_compiled")
 

@@ -10,7 +10,7 @@ from playground.engine.sampling import generate
 from playground.engine.weights import load_checkpoint
 from playground.runtime import native_gemv
 from tests.helpers import ROOT
-from tests.unit.test_native_step import needs_step, relative, tiny, walk
+from tests.native.test_native_step import needs_step, relative, tiny, walk
 
 # largest difference over the largest logit: weight-only int8 sums in another order (bfloat16: rounds one way
 # instead of the other); int8-dynamic's integer sums are exact and differ only where a LayerNorm or attention
