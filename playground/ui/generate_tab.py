@@ -312,10 +312,12 @@ def run_data(state):
     }
 
 
-def relabel(state, view, layer, head, log_scale, query, span, step) -> Relabelled:
+def relabel(state, view, layer, head, log_scale, query, span, step, request: gr.Request = None) -> Relabelled:
     """After a change of the page's language: the choices' labels, the legend, the head examples,
-    and (unless the run is still streaming: it redraws itself) the status, attention and step views."""
+    and (unless the run is still streaming: it redraws itself) the status, attention and step views
+    (the attention view with the settings the page last drew, ``av.drawn_settings``)."""
     lang = lang_of(state)
+    view, layer, head, log_scale, query, span = av.drawn_settings(request, view, layer, head, log_scale, query, span)
     fixed = {
         "view": gr.update(choices=choices(VIEW_KEYS, lang)),
         "legend": legend(lang),

@@ -142,13 +142,13 @@ def run_for(target, state, prompt, temperature, top_k, top_p, max_new, seed, gre
     yield from generate_tokens(state, prompt, temperature, top_k, top_p, max_new, seed, greedy)
 
 
-def draw_generate(target, state, view, layer, head, log_scale, span) -> GenerateDrawn:
+def draw_generate(target, state, view, layer, head, log_scale, span, request: gr.Request = None) -> GenerateDrawn:
     """The Generate tab's attention view of the step (its query on the prompt's last token when the
     step asks about that token), and the step's token: the first generated for a step about the
     next token, else the last."""
     if (target or {}).get("tab") != "generate":
         return skipped(GenerateDrawn)
-    attention = attention_views(state, view, layer, head, log_scale, target.get("query"), span)
+    attention = attention_views(state, view, layer, head, log_scale, target.get("query"), span, request)
     if target.get("step") is None:
         return GenerateDrawn(*attention, *last_step(state))
     step = last_step(state)
@@ -186,10 +186,10 @@ def draw_patching(target, state) -> PatchView:
     return patched(state, **patch)
 
 
-def draw_tokenizer(target, text, state) -> Tokens:
+def draw_tokenizer(target, text, state, request: gr.Request = None) -> Tokens:
     if (target or {}).get("tab") != "tokenizer":
         return skipped(Tokens)
-    return show_tokens(text, state)
+    return show_tokens(text, state, request=request)
 
 
 def draw_compare(target, state, cmp_state, source, text, upload, replace, stride, request: gr.Request = None):
@@ -230,9 +230,9 @@ def draw_view(
     return (
         gr.Tabs(selected=target["tab"]) if target.get("tab") else gr.skip(),
         sub,
-        *draw_generate(target, state, view, layer, head, log_scale, span),
+        *draw_generate(target, state, view, layer, head, log_scale, span, request),
         *draw_inside(target, state, seen_run, scroll, lens_layer, lens_pos, cols, request),
-        *draw_tokenizer(target, tok_text, state),
+        *draw_tokenizer(target, tok_text, state, request),
         *draw_compare(target, state, cmp_state, source, cmp_text, upload, replace, stride, request),
         *draw_patching(target, state),
     )

@@ -30,6 +30,7 @@ from playground.inside.bpe import (
 from playground.server.runs import MAX_PROMPT_CHARS
 
 from . import listeners
+from . import redraw as redraw_views
 from .common import T, lang_of, tr, warn
 from .results import only, outputs, result
 
@@ -247,10 +248,12 @@ Tokens = result("Tokens", "summary", "chips", "table", "word", "merges")  # a te
 Relabelled = result("Relabelled", "summary", "chips", "table", "merges")  # after a change of language
 
 
-def show_tokens(text, state=None, relabel=False) -> Tokens:
+def show_tokens(text, state=None, relabel=False, request: gr.Request = None) -> Tokens:
     """A text's tokens (summary, chips, table), its words to pick and the best one's merges, in the
-    page's language."""
+    page's language. The page's text is remembered as drawn (``redraw``), for a change of language."""
     lang = lang_of(state)
+    if not relabel:
+        redraw_views.remember(request, "tokens", lambda lang, present: (text,))
     try:
         text = _check_text(text, lang)
         view = tokenize_view(text)
@@ -267,8 +270,12 @@ def show_tokens(text, state=None, relabel=False) -> Tokens:
     )
 
 
-def redraw(state, text, word) -> Relabelled:
-    """After a language switch: the same text and word, said in the page's new language."""
+def redraw(state, text, word, request: gr.Request = None) -> Relabelled:
+    """After a language switch: the same text and word, said in the page's new language. The text is the
+    one the page last drew when it drew one (``text`` was read when the switch's events set off: a Show
+    me that drew the step's text meanwhile would otherwise be drawn over), else the text box's."""
+    if redraw_views.order(request, ["tokens"]):
+        (text,) = redraw_views.redraw(request, "tokens", lang_of(state), False, 1)
     out = show_tokens(text, state, relabel=True)
     return Relabelled(out.summary, out.chips, out.table, show_merges(word, state) if word else out.merges)
 

@@ -621,3 +621,20 @@ def test_a_field_name_that_is_an_interface_word_is_translated_too():
     with pytest.raises(UserError) as caught:
         parse_whole(float(2**60), "Sampling seed", 0, 2**63 - 1)
     assert caught.value.key == "input.not_exact" and tr_error("zh-CN", caught.value).startswith("采样随机种子 ")
+
+
+def test_a_language_redraw_keeps_the_attention_view_the_page_last_drew():
+    """The Generate tab's language redraw reads the view controls when its events set off; a Show me (or a
+    click) that drew another head meanwhile must not be drawn over with the controls' old values."""
+    from types import SimpleNamespace
+
+    state = {**common.new_state(), "recipe": random_recipe(NANO, seed=0)}
+    state = list(generate_tab.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 4, 1, False))[-1][0]
+    page, other = SimpleNamespace(session_hash="att-page"), SimpleNamespace(session_hash="att-other")
+    view, span = attention_view.VIEWS[0], attention_view.SPANS[0]
+    drawn = attention_view.attention_views(state, view, 1, 1, True, None, span, request=page)
+    assert drawn.heatmap.layout.title.text.startswith("Layer 1, head 1")
+    stale = generate_tab.relabel(state, view, 0, 0, True, None, span, 3, request=page)
+    assert stale.heatmap.layout.title.text.startswith("Layer 1, head 1")
+    fresh = generate_tab.relabel(state, view, 0, 0, True, None, span, 3, request=other)
+    assert fresh.heatmap.layout.title.text.startswith("Layer 0, head 0")

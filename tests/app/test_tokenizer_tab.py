@@ -68,3 +68,21 @@ def test_generate_chips_say_which_character_fragments_build(tok):
     stream.add(Step(2, 20015, 3))
     last = stream.delta(final=True)  # the run ended mid-character: the chip is still sent
     assert "data-step='2'" in last and "unfinished character" in last
+
+
+def test_a_language_redraw_draws_the_text_the_page_last_drew_not_the_one_it_read_when_it_set_off(tok):
+    """A page's language switch reads the text box when its events set off; a Show me that drew a lesson's
+    text meanwhile must not be drawn over with the old text (it was, now and then, in the browser test)."""
+    from types import SimpleNamespace
+
+    from playground.ui import tokenizer_tab
+
+    page, other = SimpleNamespace(session_hash="tok-page"), SimpleNamespace(session_hash="tok-other")
+    old, new = "ROMEO:\nWhat light through yonder window breaks?\n", "unbelievable things"
+    drawn = tokenizer_tab.show_tokens(new, {"lang": "en"}, request=page)
+    assert f"data-tokens='{len(tok.encode(new))}'" in drawn.summary
+    again = tokenizer_tab.redraw({"lang": "zh-CN"}, old, None, request=page)
+    assert f"data-tokens='{len(tok.encode(new))}'" in again.summary and re.search(r"[\u4e00-\u9fff]", again.summary)
+    # a page that has drawn nothing yet (the tab's first view is the layout's) draws its text box's text
+    fresh = tokenizer_tab.redraw({"lang": "zh-CN"}, old, None, request=other)
+    assert f"data-tokens='{len(tok.encode(old))}'" in fresh.summary
