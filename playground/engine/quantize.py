@@ -24,6 +24,7 @@ import collections
 import functools
 import weakref
 from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 import torch.nn as nn
@@ -31,6 +32,8 @@ import torch.nn.functional as F
 
 from playground.errors import UserError
 from playground.runtime import kernels, native_gemv
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)  # the model given is the model returned, quantized in place
 
 ACTIVATIONS = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -264,7 +267,7 @@ def _quantized(weight: torch.Tensor, act: torch.dtype) -> tuple[nn.Parameter, to
     return nn.Parameter(q, requires_grad=False), scale.to(act)
 
 
-def quantize_int8(model: nn.Module, activations: str | torch.dtype = "bfloat16", dynamic: bool = False) -> nn.Module:
+def quantize_int8(model: ModuleT, activations: str | torch.dtype = "bfloat16", dynamic: bool = False) -> ModuleT:
     """Quantize ``model``'s weight matrices to int8 in place (see the module docstring); returns it.
 
     Every nn.Linear becomes an Int8Linear of the same name; the token embedding becomes an

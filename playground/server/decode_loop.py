@@ -35,7 +35,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -186,7 +186,7 @@ class DecodeLoop:
         with self._cond:
             self._cond.notify()
 
-    def steps(self, gen: Generation) -> Iterator[GenerationStep]:
+    def steps(self, gen: Generation) -> Generator[GenerationStep, None, None]:
         """``gen``'s steps, made by the loop, for a caller that reads them in order (a replay). Closing
         the iterator early takes the run out of the loop. Raises the error that ended the run."""
         stream = self.submit(gen)
@@ -302,7 +302,7 @@ class DecodeLoop:
         decoder = decoder_of(model)
         lengths = [row.cache.length for row in rows]
         try:
-            results = decoder.rows(model, rows)
+            results: list = decoder.rows(model, rows)  # a row that failed alone: None (below)
         except Exception:
             # Which row failed is unknown: rewind every cache and compute the rows one by one.
             for row, n in zip(rows, lengths):

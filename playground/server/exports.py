@@ -171,10 +171,10 @@ def export_run(
     size, meta, head = plan(fmt, chosen, dtype, decimals)
     limit = max_export_bytes()
     if size > limit:
-        choices = {".npz (float16)": {"fmt": "npz", "dtype": "float16"}}
+        choices: dict[str, dict] = {".npz (float16)": {"fmt": "npz", "dtype": "float16"}}
         if fmt == "json":
             choices |= {".npz": {"fmt": "npz"}, "3 decimals": {"fmt": "json", "decimals": 3}}
-        options = {
+        options: dict[str, tuple[dict, int]] = {
             name: (kw, plan(kw["fmt"], chosen, kw.get("dtype", "float32"), kw.get("decimals", JSON_DECIMALS))[0])
             for name, kw in choices.items()
             if kw != {"fmt": fmt, "dtype": dtype}

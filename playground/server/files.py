@@ -129,7 +129,8 @@ def remove_abandoned_uploads(max_age: float = ABANDONED_UPLOAD_SECONDS) -> list[
     into a folder named by its hash once the request is whole; a request cut off mid-body leaves the
     temporary file behind (often empty). Delete those untouched for ``max_age`` seconds (a file still
     being written is touched by every chunk that arrives)."""
-    root, now, removed = gradio_cache_dir(), time.time(), []
+    root, now = gradio_cache_dir(), time.time()
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(root))
     except OSError:

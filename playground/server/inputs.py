@@ -22,12 +22,12 @@ def typed_number(value, name: str, whole: bool = False):
             raise UserError("input.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value)
         return number
     try:
-        number = float(value)
+        real = float(value)
     except OverflowError:  # an int too large for a float, e.g. 10**400
-        number = math.inf
-    if not math.isfinite(number):
+        real = math.inf
+    if not math.isfinite(real):
         raise UserError("input.not_finite", "{name} must be a finite number, got {value!r}.", name=name, value=value)
-    return number
+    return real
 
 
 def typed_seed(value, name: str = "Seed") -> int | None:

@@ -126,7 +126,7 @@ class TrainingQueue:
     ``leave``; ``position`` (0: training) and ``wait_bound`` (the longest the job can still wait,
     each run ahead taking at most the time limit) for the message a waiting user reads."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._cond = threading.Condition()
         self._running: dict[TrainingJob, float] = {}  # job -> when it started (time.monotonic)
         self._waiting: list[TrainingJob] = []

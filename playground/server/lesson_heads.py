@@ -117,13 +117,12 @@ def induction_looks(model, ids, labels, params) -> Question:
     need_tokens(ids, 4)
     twice, n = said_twice(ids, model.cfg.context_length)
     scores, where = induction_facts(model, twice, n)
-    layer, head = np.unravel_index(int(np.nanargmax(scores)), scores.shape)
-    layer, head = int(layer), int(head)
+    layer, head = (int(i) for i in np.unravel_index(int(np.nanargmax(scores)), scores.shape))
     mass = where[layer, head]
     answer = PLACES[int(np.argmax(mass))]
     tok = load_tokenizer()
     shown = [p.display for p in tok.pieces(twice)]
-    view = {"kind": "attention_map", "probs": head_map(model, twice, layer, head), "labels": shown}
+    view: dict = {"kind": "attention_map", "probs": head_map(model, twice, layer, head), "labels": shown}
     view["layer"], view["head"] = layer, head
     fields = {
         "head": f"{layer}.{head}",
@@ -183,7 +182,7 @@ def path_patching_key(model, ids, labels, params) -> Question:
     view = {"kind": "path_inputs", "senders": [f"{layer}.{h}" for h in range(model.cfg.n_heads)], "layer": layer}
     view["values"] = {via: [g[via] for g in got] for via in ("q", "k", "v")}
     view["mark"], view["receiver"] = sender[1], f"{receiver[0]}.{receiver[1]}"
-    fields = {"sender": f"{layer}.{sender[1]}", "receiver": view["receiver"], "layer": layer}
+    fields: dict = {"sender": f"{layer}.{sender[1]}", "receiver": view["receiver"], "layer": layer}
     shown = {"x": p.x, "stand_in": p.stand_in, "token": p.answer, "wrong": wrong}
     fields |= {name: tok.piece(t).display for name, t in shown.items()}
     fields |= {via: percent(mine[via]) for via in ("q", "k", "v")}

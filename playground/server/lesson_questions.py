@@ -133,7 +133,7 @@ def lens_first_top(model, ids, labels, params) -> Question:
     said = {str(i): ("in_embeddings", {}) if i == 0 else ("in_after_block", {"i": i - 1}) for i in reads}
     english = {str(i): "embeddings" if i == 0 else f"after block {i - 1}" for i in reads}
     tok = load_tokenizer()
-    view = {
+    view: dict = {
         "kind": "lens_column",
         "tops": [tok.piece(top[t]).display for top in tops],
         "target_probs": [float(p[target]) for p in probs],
@@ -170,7 +170,7 @@ def top_prob_temperature(model, ids, labels, params) -> Question:
     answer = "same" if math.isclose(p1, pt, abs_tol=5e-4) else ("up" if pt > p1 else "down")
     top = plain.topk(TOP_SHOWN).indices
     tok = load_tokenizer()
-    view = {
+    view: dict = {
         "kind": "stages",
         "labels": [tok.piece(t).display for t in top.tolist()],
         "stages": {"T = 1": plain[top].tolist(), f"T = {temperature:g}": cooled[top].tolist()},

@@ -108,14 +108,15 @@ def find(lesson_id, step=1) -> tuple[Lesson, int]:
     if lesson_id is None or lesson_id == "":
         lesson = all_lessons[0]
     else:
-        lesson = next((x for x in all_lessons if isinstance(lesson_id, str) and x.id == lesson_id), None)
-        if lesson is None:
+        named = next((x for x in all_lessons if isinstance(lesson_id, str) and x.id == lesson_id), None)
+        if named is None:
             raise LessonError(
                 "lessons.unknown",
                 "There is no lesson {lesson!r}; the lessons are: {ids}.",
                 lesson=lesson_id,
                 ids=", ".join(x.id for x in all_lessons),
             )
+        lesson = named
     try:
         index = int(step) - 1
     except (TypeError, ValueError):

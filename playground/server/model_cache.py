@@ -299,10 +299,12 @@ class ModelCache:
                 gc.collect(1)  # the young ones: milliseconds
                 if ref() is not None and self._collect():
                     gc.collect()
-            if ref() is not None:  # in use (a generation, a view): evicting it frees nothing
+            kept = ref()
+            if kept is not None:  # in use (a generation, a view): evicting it frees nothing
                 with self._lock:
-                    self._models[key] = (ref(), size)
+                    self._models[key] = (kept, size)
                     self._models.move_to_end(key, last=False)
+            del kept  # the loop's next eviction must not find this one held from here
 
     def put(self, key: str, model: GPTModel) -> None:
         size = model_bytes(model)

@@ -8,6 +8,7 @@ cache (model_cache.py) maps recipes to built models, so an evicted model is simp
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 from pathlib import Path
@@ -67,7 +68,9 @@ def folder_recipe(path: str, dtype: str = "float32") -> dict:
     except (OSError, RuntimeError):
         resolved = None
     allowed = resolved is not None and any(resolved.is_relative_to(r.resolve()) for r in roots)
-    if not allowed:  # the same words whether it is missing or outside: nothing is said about other paths
+    if (
+        resolved is None or not allowed
+    ):  # the same words whether it is missing or outside: nothing is said about other paths
         raise UserError(
             "model.folder_not_allowed",
             "{path} is not a folder inside the model folders this server allows ({roots}). Put the model's "
@@ -165,7 +168,9 @@ def build_from_recipe(recipe: dict, *, progress=None, measure: bool | None = Non
     if measure is None:
         measure = not kernels.keeping_decisions()
     # Decisions for the decode loop's thread count, whichever thread builds (accel.DECODE_THREADS)
-    skipping = kernels.decided_only() if not measure else contextlib.nullcontext([])
+    skipping: contextlib.AbstractContextManager[list[str]] = (
+        kernels.decided_only() if not measure else contextlib.nullcontext([])
+    )
     with skipping as skipped, torch_threads(DECODE_THREADS):
         if recipe.get("dtype") == "int8":
             model = quantize_int8(_build_plain({**recipe, "dtype": "bfloat16"}, progress))
@@ -195,7 +200,7 @@ def decide_kernels_at_start() -> None:
         timing = timing_recipe(cfg, recipe.get("dtype", "float32"))
         background.measure_later(
             json.dumps(timing, sort_keys=True),
-            lambda t=timing: build_from_recipe(t, measure=True),
+            functools.partial(build_from_recipe, timing, measure=True),
             build_peak_bytes(timing),
         )
 

@@ -115,6 +115,7 @@ class ReplayReport:
                 f" ({'; '.join(self.reasons)}.)" if self.reasons else ""
             )
         d = self.first_difference
+        assert d is not None  # not identical: a step differed
         why = (
             "; ".join(self.reasons)
             if self.reasons
@@ -193,8 +194,9 @@ def replay(record: dict, model: GPTModel, *, shared: bool = False) -> ReplayRepo
         reasons.append(f"other machine: recorded on {_excerpt(record['machine'])}, replayed on {machine()}")
     first = None
     ids, probs = [], []
-    steps = LOOP.steps(gen) if shared else iter(gen)
-    with contextlib.closing(steps) if shared else contextlib.nullcontext():
+    stream = LOOP.steps(gen) if shared else None  # closed at the end: the run leaves the loop
+    steps = stream if stream is not None else iter(gen)
+    with contextlib.closing(stream) if stream is not None else contextlib.nullcontext():
         for want_id, want_p in zip(record["token_ids"], record["probs"]):
             step = next(steps)
             ids.append(step.token_id)

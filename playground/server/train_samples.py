@@ -7,6 +7,8 @@ with the run's initial weights, the last one what the trained model writes (test
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from playground.engine.sampling import generate
@@ -14,7 +16,7 @@ from playground.engine.tokenizer import load_tokenizer
 
 SAMPLE_TOKENS = 40
 SAMPLE_SEED = 42
-SAMPLE_SETTINGS = {"temperature": 0.8, "top_k": 40}  # the Generate tab's defaults
+SAMPLE_SETTINGS: dict[str, Any] = {"temperature": 0.8, "top_k": 40}  # the Generate tab's defaults
 # A prompt in each bundled corpus's own words; any other text is prompted with its held-out part's
 # first tokens (the run never trains on those).
 PROMPTS = {

@@ -213,7 +213,7 @@ def _train(args, launch: Launch) -> int:
     started = time.perf_counter()
 
     def report(ev: TrainEvent) -> None:
-        if not launch.main:
+        if not launch.main or log is None:
             return
         log.write(json.dumps(dataclasses.asdict(ev)) + "\n")
         if ev.kind == "eval":

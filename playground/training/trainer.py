@@ -143,7 +143,7 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         # What the forward/backward of a step runs: DDP averages the gradients across ranks during
         # backward (and broadcast rank 0's weights when it was made, so every rank starts equal).
-        self.train_model = model
+        self.train_model: torch.nn.Module = model  # DDP's wrapper under torchrun
         if self.world_size > 1:
             # Each process measures its own fastest decode layout (playground.runtime.kernels), so two ranks
             # can hold the same weight with different strides, which DDP refuses; the layout only
@@ -164,7 +164,8 @@ class Trainer:
     def _make_optimizer(self) -> torch.optim.AdamW:
         # Weight decay on matrices (incl. the embedding) only: decaying biases and LayerNorm gains
         # towards 0 just fights the normalisation.
-        decay, no_decay = [], []
+        decay: list[torch.nn.Parameter] = []
+        no_decay: list[torch.nn.Parameter] = []
         for _name, p in self.model.named_parameters():  # a tied weight is listed once
             (decay if p.dim() >= 2 else no_decay).append(p)
         groups = [
