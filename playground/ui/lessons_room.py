@@ -1,33 +1,28 @@
-"""Classroom mode in the Lessons tab: a teacher's room that students follow and vote in (server.rooms).
+"""Classroom mode in the Lessons tab: the room's controls and the handlers of a teacher's and a student's page.
 
 The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
 link (``?room=CODE``); the teacher's key stays in the session's state, never in the link (a reload of the
-teacher's page loses it). Each Next,
-Back or lesson pick of the teacher's page publishes the step. A student's page (``?room=CODE``, or the
-code typed) polls the room once a second by version and, while following, draws the teacher's step on
-the teacher's prompt; moving on their own steps away until they press Follow. The teacher opens a vote
-on the step's question (its answer computed on the teacher's model and kept on the server), sees how
-many answered, and Reveal shows the answer and the room's counts on every page. The ``room_*``
-endpoints are the same operations for an API caller.
+teacher's page loses it). Each Next, Back or lesson pick of the teacher's page publishes the step. A
+student's page (``?room=CODE``, or the code typed) polls the room once a second by version and, while
+following, draws the teacher's step on the teacher's prompt; moving on their own steps away until they
+press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
+model and kept on the server), sees how many answered, and Reveal shows the answer and the room's counts
+on every page. What the pages show is drawn by ``room_views``; the ``/room_*`` endpoints (the same
+operations for an API caller) are in ``room_api``.
 """
 
 from __future__ import annotations
 
-import functools
-import html
-import os
-import socket
-
 import gradio as gr
 
-from playground.errors import UserError
 from playground.server import lessons
 from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 
-from . import lessons_tab, listeners
+from . import lessons_tab, listeners, room_api
 from .common import T, client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
 from .results import only, result
+from .room_views import counts_html, join_link, teacher_status, vote_radio
 
 POLL_SECONDS = 1.0
 LANGS = ("en", "zh-CN")
@@ -83,84 +78,6 @@ def layout() -> object:
     c.api_state = gr.JSON(visible=False)
     c.api_out = gr.JSON(visible=False)
     return c
-
-
-# ---- what pages show
-def join_link(code: str, request) -> str:
-    """``?room=CODE`` on the address the teacher's browser used; on loopback while the server listens
-    beyond it (``GRADIO_SERVER_NAME=0.0.0.0``), the machine's LAN address instead."""
-    headers = getattr(request, "headers", None) or {}
-    host = headers.get("x-forwarded-host") or headers.get("host") or "127.0.0.1:7860"
-    scheme = headers.get("x-forwarded-proto") or getattr(getattr(request, "url", None), "scheme", None) or "http"
-    name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
-    if name in ("127.0.0.1", "localhost") and os.environ.get("GRADIO_SERVER_NAME", "") not in ("", "127.0.0.1"):
-        lan = lan_address()
-        if lan:
-            host = f"{lan}:{port}" if port else lan
-    return f"{scheme}://{host}/?room={code}"
-
-
-def lan_address() -> str | None:
-    """This machine's address on its network (no packet is sent), or None."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            address = s.getsockname()[0]
-        return None if address.startswith("127.") else address
-    except OSError:
-        return None
-
-
-def label_in(label, lang: str) -> str:
-    return (label.get(lang) or label.get("en") or "") if isinstance(label, dict) else str(label)
-
-
-def counts_html(vote: dict, lang: str) -> str:
-    """The revealed vote: the answer and one bar per choice (counts only: never who chose what)."""
-    counts, total = vote.get("counts") or {}, max(1, int(vote.get("answered") or 0))
-    answer = next((label_in(label, lang) for cid, label in vote["choices"] if cid == vote.get("answer")), "")
-    rows = []
-    for cid, label in vote["choices"]:
-        n = int(counts.get(cid, 0))
-        width = round(100 * n / total)
-        mark = " ✓" if cid == vote.get("answer") else ""
-        rows.append(
-            f"<div class='pg-room-bar' data-choice='{html.escape(cid)}' data-count='{n}'>"
-            f"<span>{html.escape(label_in(label, lang))}{mark}</span> <b>{n}</b>"
-            f"<div style='background:#4c78a8;height:8px;width:{width}%'></div></div>"
-        )
-    head = html.escape(tr(lang, "room_revealed", answer=answer, answered=int(vote.get("answered") or 0)))
-    return f"<div class='pg-room-counts' data-answer='{html.escape(str(vote.get('answer')))}'><b>{head}</b>{''.join(rows)}</div>"
-
-
-def vote_radio(vote: dict | None, lang: str, student: bool):
-    if not student or vote is None:
-        return gr.update(visible=False, choices=[], value=None)
-    return gr.update(
-        visible=True,
-        choices=[(label_in(label, lang), cid) for cid, label in vote["choices"]],
-        value=vote.get("mine"),
-        interactive=bool(vote.get("open")),
-        label=tr(lang, "room_vote"),
-    )
-
-
-def tally_text(tally: dict, lang: str, vote: dict | None = None) -> str:
-    """How many answered, and each choice's count (by its label when the page has the vote's choices)."""
-    if not tally.get("vote"):
-        return ""
-    labels = {cid: label_in(label, lang) for cid, label in (vote or {}).get("choices", [])}
-    counts = " · ".join(f"“{labels.get(cid, cid)}” {n}" for cid, n in tally["counts"].items())
-    return tr(lang, "room_tally", answered=tally["answered"], members=tally["members"], counts=counts)
-
-
-def teacher_status(room: dict, lang: str, link: str | None = None, tally: dict | None = None) -> str:
-    text = tr(lang, "room_teacher", code=room["code"])
-    if link or room.get("link"):
-        text += "  \n" + tr(lang, "room_link", link=link or room.get("link"), code_hint=room["code"])
-    if tally:
-        text += "  \n" + tally_text(tally, lang, room.get("vote"))
-    return text
 
 
 # ---- the teacher
@@ -371,80 +288,6 @@ def redraw(state, room):
     return tr(lang, key, code=room["code"]), vote_radio(vote, lang, student=True), result
 
 
-# ---- the API: the same operations by code, key and member id
-def _api(fn):
-    """``fn`` answering a refusal as ``{"error": message, "key": its key}`` (English, as every endpoint)."""
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except UserError as e:
-            return {"error": str(e), "key": e.key}
-        except (ValueError, TypeError) as e:
-            return {"error": str(e), "key": None}
-
-    return call
-
-
-@_api
-def api_create(request: gr.Request = None) -> dict:
-    """A new room: its code, the teacher's key (keep it secret) and the join link."""
-    code, key = ROOMS.create(client_address())
-    return {"code": code, "key": key, "link": join_link(code, request)}
-
-
-@_api
-def api_join(code) -> dict:
-    member = ROOMS.join(code, client_address())
-    seen = ROOMS.state(code, member=member, client=client_address())
-    return {"code": seen["code"], "member": member, "version": seen["version"]}
-
-
-@_api
-def api_state(code, since, member, key) -> dict:
-    """What a follower sees (``since``: the version already seen); with the teacher's key, the tally too."""
-    since = int(since) if isinstance(since, (int, float)) and since == since else None
-    seen = ROOMS.state(code, since=since, member=member or None, client=client_address())
-    if key:
-        seen["tally"] = ROOMS.tally(code, key, client_address())
-    return seen
-
-
-@_api
-def api_publish(code, key, state) -> dict:
-    return {"version": ROOMS.publish(code, key, state, client_address())}
-
-
-@_api
-def api_open_vote(state, code, key) -> dict:
-    """A vote on the room's published step, its answer computed on this session's model."""
-    published = ROOMS.state(code, client=client_address()).get("state") or {}
-    lesson, index = lessons_tab.locate({"lesson": published.get("lesson"), "step": published.get("step", 0)})
-    question, _ = lessons.ask(lesson.steps[index], session_model(state), published.get("prompt") or "")
-    choices = [[cid, {lg: lessons_tab.choice_label(question, cid, lg) for lg in LANGS}] for cid, _ in question.choices]
-    vote = ROOMS.open_vote(code, key, f"{lesson.id}/{index + 1}", choices, question.answer, client_address())
-    return {"vote": vote, "choices": choices}
-
-
-@_api
-def api_vote(code, member, vote_id, choice) -> dict:
-    vote_id = int(vote_id) if isinstance(vote_id, (int, float)) and vote_id == vote_id else None
-    ROOMS.vote(code, member, vote_id, choice, client_address())
-    return {"voted": choice}
-
-
-@_api
-def api_reveal(code, key) -> dict:
-    return ROOMS.reveal(code, key, client_address())
-
-
-@_api
-def api_end(code, key) -> dict:
-    ROOMS.end(code, key, client_address())
-    return {"ended": code}
-
-
 def wire(page) -> None:
     c, prompt = page.lessons, page.generate.prompt
     state = page.state
@@ -475,20 +318,4 @@ def wire(page) -> None:
         concurrency_limit=8,
         **private,
     )
-    # the API
-    hidden = lambda: gr.Button(visible=False)
-    hidden().click(api_create, None, c.api_out, api_name="room_create")
-    hidden().click(api_join, c.api_code, c.api_out, api_name="room_join")
-    hidden().click(
-        api_state,
-        [c.api_code, c.api_number, c.api_member, c.api_key],
-        c.api_out,
-        api_name="room_state",
-        concurrency_id="room_poll",
-        concurrency_limit=8,
-    )
-    hidden().click(api_publish, [c.api_code, c.api_key, c.api_state], c.api_out, api_name="room_publish")
-    hidden().click(api_open_vote, [state, c.api_code, c.api_key], c.api_out, api_name="room_open_vote")
-    hidden().click(api_vote, [c.api_code, c.api_member, c.api_number, c.api_choice], c.api_out, api_name="room_vote")
-    hidden().click(api_reveal, [c.api_code, c.api_key], c.api_out, api_name="room_reveal")
-    hidden().click(api_end, [c.api_code, c.api_key], c.api_out, api_name="room_end")
+    room_api.wire(c, state)
