@@ -594,6 +594,7 @@ EN = {
     "room_title": "Classroom: lead a room, or follow one",
     "room_start": "Start a room (teacher)",
     "room_code": "Room code",
+    "room_code_hint": "the 6-character code on the teacher's screen",
     "room_join": "Join",
     "room_follow": "Follow the teacher",
     "room_open_vote": "Open a vote on this question",

@@ -584,6 +584,7 @@ ZH = {
     "room_title": "课堂：带领一个教室，或跟随一个教室",
     "room_start": "开设教室（老师）",
     "room_code": "教室代码",
+    "room_code_hint": "老师屏幕上的 6 位代码",
     "room_join": "加入",
     "room_follow": "跟随老师",
     "room_open_vote": "就这个问题发起投票",

@@ -5,8 +5,16 @@ look-alikes) lets anyone follow the room and vote once per question; the key (``
 alone publishes the teacher's place, opens and reveals a vote and ends the room (checked with
 ``hmac.compare_digest``). A student ``join``s and gets a member id of their own: it is what makes a vote
 count once (voting again replaces it). What the teacher publishes is a small dict (tab, lesson, step,
-model, prompt, view) under a version counter that followers read (``state(code, since=version)``).
-Students see their own vote, never another's: the room shows counts only when the teacher reveals.
+model, prompt, view) under a version counter that followers read (``state(code, since=version)``);
+``publish_run`` adds the teacher's last run as the teacher's page drew it (its chips, status line and
+attention figure, built once on the server from the teacher's run), which every follower is sent as it
+is: no follower's page runs the model for it. Students see their own vote, never another's: the room
+shows counts only when the teacher reveals.
+
+A room's memory is bounded: the published fields by ``STATE_FIELDS`` (about 21 kB), the run by
+``MAX_RUN_CHARS`` (1.5 M characters: the attention figure is left out of a run that would pass it, the
+page then says so), the vote by ``MAX_CHOICES`` labels, the members by ``MAX_MEMBERS``: under 2 MB a
+room, so the default 20 rooms hold under 40 MB.
 
 A wrong code (or a wrong key) counts against the client address that sent it: past
 ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds that address is refused before any lookup, the rooms and
@@ -40,6 +48,8 @@ STATE_FIELDS = {"tab": 40, "lesson": 80, "step": None, "model": 400, "prompt": 2
 MAX_VIEW_FIELDS = 20
 MAX_CHOICES = 12
 MAX_LABEL_CHARS = 200
+MAX_RUN_CHARS = 1_500_000  # a published run: its chips, status and figure (a 64-token map is about 150 k)
+RUN_FIELDS = {"id": 80, "chips": None, "status": 4_000, "figure": None}  # None: within MAX_RUN_CHARS together
 
 
 class RoomError(UserError):
@@ -144,6 +154,17 @@ class Rooms:
                 room.vote = None
             room.state = {**room.state, **clean}
             room.version += 1
+            return room.version
+
+    def publish_run(self, code: Any, key: Any, run: Any, client: str | None = None) -> int:
+        """The teacher's last run as the teacher's page shows it (``RUN_FIELDS``: its id, chips and status
+        HTML, the attention figure's JSON), replacing the previous one: the new version. A run past
+        ``MAX_RUN_CHARS`` is kept without its figure (``figure_left_out``)."""
+        clean = check_run(run)
+        with self._lock:
+            room = self._teacher(code, key, client)
+            room.version += 1
+            room.state = {**room.state, "run": {**clean, "version": room.version}}
             return room.version
 
     def open_vote(
@@ -359,6 +380,33 @@ def check_state(state: Any) -> dict:
         if not ok:
             raise RoomError("room.state_bad_field", "The room's {name} cannot be {value!r}.", name=name, value=value)
         clean[name] = dict(value) if isinstance(value, dict) else value
+    return clean
+
+
+def check_run(run: Any) -> dict:
+    """A published run's fields, each a string of its size; the figure left out when the whole would pass
+    ``MAX_RUN_CHARS`` (the chips and status alone may not)."""
+    ok = isinstance(run, dict) and set(run) <= set(RUN_FIELDS) and isinstance(run.get("id"), str)
+    ok = ok and all(
+        v is None or (isinstance(v, str) and len(v) <= (RUN_FIELDS[k] or MAX_RUN_CHARS)) for k, v in run.items()
+    )
+    if not ok:
+        raise RoomError(
+            "room.bad_run",
+            "A room's run is a dict of {fields} (strings) within {n} characters.",
+            fields=list(RUN_FIELDS),
+            n=MAX_RUN_CHARS,
+        )
+    clean = {k: run.get(k) for k in RUN_FIELDS}
+    if sum(len(v) for v in clean.values() if v) > MAX_RUN_CHARS:
+        clean["figure"], clean["figure_left_out"] = None, True
+        if sum(len(v) for v in clean.values() if isinstance(v, str)) > MAX_RUN_CHARS:
+            raise RoomError(
+                "room.bad_run",
+                "A room's run is a dict of {fields} (strings) within {n} characters.",
+                fields=list(RUN_FIELDS),
+                n=MAX_RUN_CHARS,
+            )
     return clean
 
 

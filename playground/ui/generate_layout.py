@@ -199,10 +199,11 @@ def wire(page) -> None:
     att_outputs = outputs(AttentionViews, g)
     gen_inputs = [state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
     # The stream updates only chips and status; the figures follow once it ends (see the module's docstring).
+    g.room_published_after = []  # the events after which a classroom teacher's page publishes its run (room_follow)
     for trigger, api in ((g.gen_btn.click, {"api_name": "generate"}), (g.prompt.submit, {"api_visibility": "private"})):
         # show_progress hidden: the status line says what is happening, and Gradio's own progress
         # overlay would be re-rendered on every streamed update.
-        trigger(
+        drawn = trigger(
             generate_tokens,
             gen_inputs,
             outputs(Streamed, g, state=state),
@@ -216,9 +217,11 @@ def wire(page) -> None:
             [state, g.view, g.layer, g.head, g.log_scale, g.span],
             att_outputs,
             api_visibility="private",
-        ).then(last_step, state, outputs(LastStep, g), api_visibility="private").then(
+        )
+        drawn.then(last_step, state, outputs(LastStep, g), api_visibility="private").then(
             None, None, None, js=CLEAR_PREVIOUS_JS
         )
+        g.room_published_after.append(drawn)  # (beside the step view: the room's map does not wait for it)
     # Stop only raises a flag: it never waits behind generation or model builds.
     g.stop_btn.click(stop_generation, state, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
     for slider, name in (
@@ -236,16 +239,21 @@ def wire(page) -> None:
         trigger_mode="always_last",
     )
     att_inputs = [state, g.view, g.layer, g.head, g.log_scale, g.query, g.span]
-    g.chips.pick(
+    picked = g.chips.pick(
         pick_token,
         state,
         outputs(Picked, g),
         api_visibility="private",
         trigger_mode="always_last",
     ).then(attention_views, att_inputs, att_outputs, api_visibility="private")
+    g.room_published_after.append(picked)
     # .input: a slider's dragging, typing in its number box and arrow keys alike (not .release).
     for control in (g.view, g.log_scale, g.layer, g.head, g.query, g.span):
-        control.input(attention_views, att_inputs, att_outputs, api_visibility="private", trigger_mode="always_last")
+        g.room_published_after.append(
+            control.input(
+                attention_views, att_inputs, att_outputs, api_visibility="private", trigger_mode="always_last"
+            )
+        )
     for button, handler, api in (
         (g.exp_json, lambda s: export_run_file(s, "json"), "export_run_json"),
         (g.exp_npz, lambda s: export_run_file(s, "npz"), "export_run_npz"),

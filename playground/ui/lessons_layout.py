@@ -11,11 +11,12 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from . import lessons_room, lessons_showme, lessons_tab, listeners
+from . import lessons_room, lessons_showme, lessons_tab, listeners, room_views
 from .common import T
 from .results import outputs
 
-CSS = """
+CSS = (
+    """
 .pg-lesson-toks { display: flex; flex-wrap: wrap; gap: 6px; }
 .pg-lesson-tok { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 2px 6px;
   white-space: pre; font-family: var(--font-mono); }
@@ -39,6 +40,8 @@ body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-less
 body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=d])
   #pg-summary .pg-fig-d::before { content: "?"; }
 """
+    + room_views.CSS
+)
 
 # After a guess: the verdict in view (on a 1024×768 projector it sits below the first screen's fold).
 SCROLL_TO_REVEAL_JS = """() => { const r = document.querySelector('#pg-lesson-reveal');

@@ -1,14 +1,15 @@
 """Classroom mode in the Lessons tab: the room's controls and the handlers of a teacher's and a student's page.
 
 The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
-link (``?room=CODE``); the teacher's key stays in the session's state, never in the link (a reload of the
-teacher's page loses it). Each Next, Back or lesson pick of the teacher's page publishes the step. A
+link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
+browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step. A
 student's page (``?room=CODE``, or the code typed) polls the room once a second by version and, while
 following, draws the teacher's step on the teacher's prompt; moving on their own steps away until they
 press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
 model and kept on the server), sees how many answered, and Reveal shows the answer and the room's counts
-on every page. What the pages show is drawn by ``room_views``; the ``/room_*`` endpoints (the same
-operations for an API caller) are in ``room_api``.
+on every page. What the pages show is drawn by ``room_views``; following the tab, the prompt and the
+teacher's Generate run is ``room_follow``'s; the ``/room_*`` endpoints (the same operations for an API
+caller) are in ``room_api``.
 """
 
 from __future__ import annotations
@@ -19,16 +20,36 @@ from playground.server import lessons
 from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 
-from . import lessons_tab, listeners, room_api
+from . import lessons_tab, listeners, room_api, room_follow, room_keep
 from .common import T, client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
-from .results import only, result
-from .room_views import counts_html, join_link, teacher_status, vote_radio
+from .results import only, outputs, result
+from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
 
 POLL_SECONDS = 1.0
 LANGS = ("en", "zh-CN")
 
 Polled = result(
-    "Polled", "room", "room_status", "room_vote", "room_result", "room_timer", *lessons_tab.Shown._fields, "prompt"
+    "Polled",
+    "room",
+    "room_status",
+    "room_vote",
+    "room_result",
+    "room_timer",
+    *lessons_tab.Shown._fields,
+    *room_follow.Followed._fields,
+    "room_qr",
+)
+Ended = result(
+    "Ended",
+    "room",
+    "room_status",
+    "room_vote",
+    "room_result",
+    "room_timer",
+    "room_teacher_row",
+    "room_follow",
+    "room_qr",
+    "room_secret",
 )
 Entered = result(
     "Entered",
@@ -40,6 +61,8 @@ Entered = result(
     "room_panel",
     "room_teacher_row",
     "room_follow",
+    "room_qr",
+    "room_secret",
 )
 
 
@@ -58,11 +81,12 @@ def layout() -> object:
         with gr.Row():
             c.room_start = gr.Button(T("room_start"), size="sm", elem_id="pg-room-start", scale=1)
             c.room_code = gr.Textbox(
-                label=T("room_code"), placeholder="K7QM2R", max_lines=1, elem_id="pg-room-code", scale=1
+                label=T("room_code"), placeholder=T("room_code_hint"), max_lines=1, elem_id="pg-room-code", scale=1
             )
             c.room_join = gr.Button(T("room_join"), size="sm", elem_id="pg-room-join", scale=1)
             c.room_follow = gr.Button(T("room_follow"), size="sm", elem_id="pg-room-follow", scale=1, visible=False)
         c.room_status = gr.Markdown(elem_id="pg-room-status")
+        c.room_qr = gr.HTML(elem_id="pg-room-qr")  # the teacher's page: the join link as a QR code
         with gr.Row(visible=False) as c.room_teacher_row:  # the teacher's page only
             c.room_open = gr.Button(T("room_open_vote"), size="sm", elem_id="pg-room-open")
             c.room_reveal = gr.Button(T("room_reveal"), size="sm", variant="primary", elem_id="pg-room-reveal")
@@ -77,6 +101,7 @@ def layout() -> object:
     c.api_choice = gr.Textbox(visible=False)
     c.api_state = gr.JSON(visible=False)
     c.api_out = gr.JSON(visible=False)
+    c.room_secret = gr.Textbox(visible=False)  # the teacher's page only: its room's key, for room_keep.SAVE_JS
     return c
 
 
@@ -97,7 +122,14 @@ def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
         ROOMS.publish(code, key, publishable(state, pos or lessons_tab.first_position(), prompt or ""))
     except Exception as e:
         return only(Entered, room_status=fail(e, lang))
-    room = {**no_room(), "code": code, "key": key, "link": link, "version": None}
+    return lead(state, code, key, link)
+
+
+def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
+    """The teacher's page of room ``code``: its status and QR code, its controls; ``again`` (the page
+    reloaded, its key kept in the browser): the next poll draws the room's published step on it."""
+    lang = lang_of(state)
+    room = {**no_room(), "code": code, "key": key, "link": link, "version": None, "resumed": again}
     return Entered(
         room,
         teacher_status(room, lang, link),
@@ -107,6 +139,8 @@ def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
         gr.Accordion(open=True),
         gr.update(visible=True),
         gr.update(visible=False),
+        qr_html(link),
+        gr.skip() if again else room_keep.secret(code, key),
     )
 
 
@@ -163,8 +197,8 @@ def end_room(state, room):
             ROOMS.end(room.get("code"), room.get("key"), client_address())
     except RoomError as e:
         if e.key != "room.ended":
-            return gr.skip(), fail(e, lang), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    return (
+            return only(Ended, room_status=fail(e, lang))
+    return Ended(
         no_room(),
         tr(lang, "room_left"),
         gr.update(visible=False, choices=[], value=None),
@@ -172,6 +206,8 @@ def end_room(state, room):
         gr.Timer(active=False),
         gr.update(visible=False),
         gr.update(visible=False),
+        "",
+        room_keep.secret(room["code"], ended=True) if room.get("key") else gr.skip(),
     )
 
 
@@ -193,17 +229,24 @@ def join_room(state, room, code) -> Entered:
         gr.Accordion(open=True),
         gr.update(visible=False),
         gr.update(visible=True),
+        "",
+        gr.skip(),  # (a student's page never gets a key)
     )
 
 
-def from_link(state, room, prompt, pos, request: gr.Request = None):
-    """Page load: ``?room=CODE`` joins that room, ``?room=new`` starts one (and opens the Lessons tab)."""
+def from_link(state, room, prompt, pos, saved=None, request: gr.Request = None):
+    """Page load: ``?room=CODE`` joins that room, or leads it again when this browser keeps its key
+    (``saved``, from room_keep.LOAD_JS: the teacher's page reloaded); ``?room=new`` starts one (and
+    opens the Lessons tab)."""
     params = dict(request.query_params) if request is not None else {}
     code = params.get("room")
     if not code:
         return (*[gr.skip()] * len(Entered._fields), gr.skip(), gr.skip())
     state = {**(state or {}), "lang": page_prefs(request)[0]}  # (the page has not said its language yet)
-    if str(code).lower() == "new":
+    led = room_keep.lead_again(saved, code)
+    if led is not None:
+        entered = lead(state, led["code"], led["key"], join_link(led["code"], request), again=True)
+    elif str(code).lower() == "new":
         entered = start_room(state, room, pos, prompt, request)
     else:
         entered = join_room(state, room, code)
@@ -215,7 +258,9 @@ def follow(state, room):
     room = room or no_room()
     if not room.get("member"):
         return gr.skip(), warn(tr(lang_of(state), "room_none"))
-    return {**room, "follow": True, "version": None}, tr(lang_of(state), "room_joined", code=room["code"])
+    # everything is taken from the room again: its tab, its run, its step
+    again = {**room, "follow": True, "version": None, "tab": None, "run_version": None, "run_id": None, "drawn": None}
+    return again, tr(lang_of(state), "room_joined", code=room["code"])
 
 
 def cast(state, room, choice) -> str:
@@ -249,6 +294,7 @@ def poll(state, room, prompt) -> Polled:
             room_status=fail(e, lang),
             room_vote=gr.update(visible=False),
             room_timer=gr.Timer(active=False),
+            room_qr="",
         )
     out = nothing
     if seen["changed"]:
@@ -264,14 +310,31 @@ def poll(state, room, prompt) -> Polled:
         room_result=counts_html(vote, lang) if vote and "counts" in vote else "",
     )
     published = seen.get("state") or {}
-    if teacher or not room.get("follow") or not published.get("lesson"):
+    if teacher and room.get("resumed") and published.get("lesson"):  # the teacher's page reloaded: its room's step
+        pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
+        here = published.get("prompt") if published.get("prompt") is not None else prompt
+        shown = lessons_tab.show(state, pos, here)
+        return out._replace(**shown._asdict(), prompt=here, room={**room, "resumed": False})
+    if teacher or not room.get("follow"):
+        return out
+    room, followed = room_follow.follow_published(room, published, prompt)
+    out = out._replace(room=room, **followed)
+    if not published.get("lesson"):
+        return out
+    here = published.get("prompt") if published.get("prompt") is not None else prompt
+    # The lesson's step is drawn again when the teacher moves, or when the prompt changes while the
+    # teacher is on the Lessons tab (each student's page draws it on its own model: not per keystroke
+    # typed in the Generate tab).
+    on_lessons = published.get("tab") in (None, "lessons")
+    drawn = [published["lesson"], published.get("step", 0), here if on_lessons else None]
+    before = room.get("drawn") or [None, None, None]
+    if drawn[:2] == before[:2] and (not on_lessons or drawn[2] == before[2]):
         return out
     pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
-    here = published.get("prompt") if published.get("prompt") is not None else prompt
     shown = lessons_tab.show(state, pos, here)
     choice = shown.choice if isinstance(shown.choice, dict) else {}
     shown = shown._replace(choice={**choice, "visible": False})  # the room's vote stands in for it
-    return out._replace(**shown._asdict(), prompt=here)
+    return out._replace(**shown._asdict(), prompt=here, room={**room, "drawn": drawn})
 
 
 def redraw(state, room):
@@ -293,10 +356,17 @@ def wire(page) -> None:
     state = page.state
     private = {"api_visibility": "private"}
     entered = [getattr(c, name) for name in Entered._fields]
-    c.room_start.click(start_room, [state, c.room, c.lesson_pos, prompt], entered, **private)
+    keep = {"fn": None, "inputs": [c.room_secret], "outputs": None, "js": room_keep.SAVE_JS}
+    c.room_start.click(start_room, [state, c.room, c.lesson_pos, prompt], entered, **private).then(**keep)
     c.room_join.click(join_room, [state, c.room, c.room_code], entered, **private)
     c.room_code.submit(join_room, [state, c.room, c.room_code], entered, **private)
-    page.demo.load(from_link, [state, c.room, prompt, c.lesson_pos], entered + [c.room_code, page.tabs], **private)
+    page.demo.load(
+        from_link,
+        [state, c.room, prompt, c.lesson_pos, c.room_secret],
+        entered + [c.room_code, page.tabs],
+        js=room_keep.LOAD_JS,
+        **private,
+    ).then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
     c.room_follow.click(follow, [state, c.room], [c.room, c.room_status], **private)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
@@ -304,11 +374,11 @@ def wire(page) -> None:
     c.room_end.click(
         end_room,
         [state, c.room],
-        [c.room, c.room_status, c.room_vote, c.room_result, c.room_timer, c.room_teacher_row, c.room_follow],
+        outputs(Ended, c),
         **private,
-    )
+    ).then(**keep)
     c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
-    polled = [getattr(c, name) for name in Polled._fields[:-1]] + [prompt]
+    polled = outputs(Polled, c, page.generate, tabs=page.tabs)
     c.room_timer.tick(
         poll,
         [state, c.room, prompt],
@@ -318,4 +388,5 @@ def wire(page) -> None:
         concurrency_limit=8,
         **private,
     )
+    room_follow.wire(page)
     room_api.wire(c, state)

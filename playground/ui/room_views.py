@@ -10,8 +10,24 @@ import os
 import socket
 
 import gradio as gr
+import segno
 
 from .common import tr
+
+# The join link's QR code stays dark on white in either theme (a phone's camera reads it best so), and
+# large on a projector; each revealed answer is one row: its label, its bar, its count.
+CSS = """
+#pg-room-qr .pg-room-qr { display: inline-block; background: #fff; padding: 6px; border-radius: 6px; line-height: 0; }
+#pg-room-qr svg { width: 168px; height: 168px; }
+body.pg-present #pg-room-qr svg { width: 340px; height: 340px; }
+.pg-room-bar { display: grid; grid-template-columns: minmax(6em, max-content) minmax(60px, 1fr) 3em;
+  align-items: center; gap: 4px 10px; margin: 4px 0; }
+.pg-room-bar .pg-room-track { height: 12px; border-radius: 3px; background: var(--border-color-primary); }
+.pg-room-bar .pg-room-fill { height: 100%; border-radius: 3px; background: #4c78a8; }
+.pg-room-bar b { text-align: right; font-variant-numeric: tabular-nums; }
+body.pg-present .pg-room-bar { font-size: 22px; }
+body.pg-present .pg-room-bar .pg-room-track { height: 20px; }
+"""
 
 
 def join_link(code: str, request) -> str:
@@ -21,7 +37,10 @@ def join_link(code: str, request) -> str:
     host = headers.get("x-forwarded-host") or headers.get("host") or "127.0.0.1:7860"
     scheme = headers.get("x-forwarded-proto") or getattr(getattr(request, "url", None), "scheme", None) or "http"
     name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
-    if name in ("127.0.0.1", "localhost") and os.environ.get("GRADIO_SERVER_NAME", "") not in ("", "127.0.0.1"):
+    if name in ("127.0.0.1", "localhost", "0.0.0.0") and os.environ.get("GRADIO_SERVER_NAME", "") not in (
+        "",
+        "127.0.0.1",
+    ):
         lan = lan_address()
         if lan:
             host = f"{lan}:{port}" if port else lan
@@ -39,6 +58,13 @@ def lan_address() -> str | None:
         return None
 
 
+def qr_html(link: str) -> str:
+    """The join link as a QR code: inline SVG (segno, no image file), its alt text the link itself."""
+    svg = segno.make(link, error="m").svg_inline(scale=4, border=2, dark="#000", light="#fff")
+    label = html.escape(link, quote=True)
+    return f"<div class='pg-room-qr' role='img' aria-label='{label}' title='{label}' data-link='{label}'>{svg}</div>"
+
+
 def label_in(label, lang: str) -> str:
     return (label.get(lang) or label.get("en") or "") if isinstance(label, dict) else str(label)
 
@@ -54,8 +80,9 @@ def counts_html(vote: dict, lang: str) -> str:
         mark = " ✓" if cid == vote.get("answer") else ""
         rows.append(
             f"<div class='pg-room-bar' data-choice='{html.escape(cid)}' data-count='{n}'>"
-            f"<span>{html.escape(label_in(label, lang))}{mark}</span> <b>{n}</b>"
-            f"<div style='background:#4c78a8;height:8px;width:{width}%'></div></div>"
+            f"<span>{html.escape(label_in(label, lang))}{mark}</span>"
+            f"<div class='pg-room-track'><div class='pg-room-fill' style='width:{width}%'></div></div>"
+            f"<b>{n}</b></div>"
         )
     head = html.escape(tr(lang, "room_revealed", answer=answer, answered=int(vote.get("answered") or 0)))
     return f"<div class='pg-room-counts' data-answer='{html.escape(str(vote.get('answer')))}'><b>{head}</b>{''.join(rows)}</div>"
