@@ -50,6 +50,7 @@ Ended = result(
     "room_follow",
     "room_qr",
     "room_secret",
+    "room_bar",
 )
 Entered = result(
     "Entered",
@@ -63,11 +64,32 @@ Entered = result(
     "room_follow",
     "room_qr",
     "room_secret",
+    "room_bar",
 )
 
 
 def no_room() -> dict:
     return {"code": None, "key": None, "member": None, "version": None, "follow": True, "vote": None}
+
+
+def bar() -> object:
+    """Above the tabs, shown in a room: the room's status (the teacher's tally; a student's "following" or
+    "stepped away") and a student's Follow button, seen from every tab the student may explore."""
+    from types import SimpleNamespace
+
+    c = SimpleNamespace()
+    with gr.Row(visible=False, elem_id="pg-room-bar", equal_height=True) as c.room_bar:
+        c.room_status = gr.Markdown(elem_id="pg-room-status")
+        c.room_follow = gr.Button(
+            T("room_follow"),
+            size="sm",
+            variant="primary",
+            elem_id="pg-room-follow",
+            scale=0,
+            min_width=160,
+            visible=False,
+        )
+    return c
 
 
 def layout() -> object:
@@ -84,8 +106,6 @@ def layout() -> object:
                 label=T("room_code"), placeholder=T("room_code_hint"), max_lines=1, elem_id="pg-room-code", scale=1
             )
             c.room_join = gr.Button(T("room_join"), size="sm", elem_id="pg-room-join", scale=1)
-            c.room_follow = gr.Button(T("room_follow"), size="sm", elem_id="pg-room-follow", scale=1, visible=False)
-        c.room_status = gr.Markdown(elem_id="pg-room-status")
         c.room_qr = gr.HTML(elem_id="pg-room-qr")  # the teacher's page: the join link as a QR code
         with gr.Row(visible=False) as c.room_teacher_row:  # the teacher's page only
             c.room_open = gr.Button(T("room_open_vote"), size="sm", elem_id="pg-room-open")
@@ -121,7 +141,7 @@ def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
         link = join_link(code, request)
         ROOMS.publish(code, key, publishable(state, pos or lessons_tab.first_position(), prompt or ""))
     except Exception as e:
-        return only(Entered, room_status=fail(e, lang))
+        return only(Entered, room_status=fail(e, lang), room_bar=gr.Row(visible=True))
     return lead(state, code, key, link)
 
 
@@ -141,6 +161,7 @@ def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
         gr.update(visible=False),
         qr_html(link),
         gr.skip() if again else room_keep.secret(code, key),
+        gr.Row(visible=True),
     )
 
 
@@ -208,6 +229,7 @@ def end_room(state, room):
         gr.update(visible=False),
         "",
         room_keep.secret(room["code"], ended=True) if room.get("key") else gr.skip(),
+        gr.skip(),  # (the bar stays: it says the page left the room)
     )
 
 
@@ -217,7 +239,9 @@ def join_room(state, room, code) -> Entered:
     try:
         member = ROOMS.join(code, client_address())
     except Exception as e:
-        return only(Entered, room_status=fail(e, lang), room_panel=gr.Accordion(open=True))
+        return only(
+            Entered, room_status=fail(e, lang), room_panel=gr.Accordion(open=True), room_bar=gr.Row(visible=True)
+        )
     code = ROOMS.state(code, member=member, client=client_address())["code"]
     room = {**no_room(), "code": code, "member": member}
     return Entered(
@@ -231,6 +255,7 @@ def join_room(state, room, code) -> Entered:
         gr.update(visible=True),
         "",
         gr.skip(),  # (a student's page never gets a key)
+        gr.Row(visible=True),
     )
 
 
@@ -314,7 +339,9 @@ def poll(state, room, prompt) -> Polled:
         pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
         here = published.get("prompt") if published.get("prompt") is not None else prompt
         shown = lessons_tab.show(state, pos, here)
-        return out._replace(**shown._asdict(), prompt=here, room={**room, "resumed": False})
+        tab = published.get("tab") if published.get("tab") in room_follow.TABS else "lessons"
+        resumed = {**room, "resumed": False}
+        return out._replace(**shown._asdict(), prompt=here, room=resumed, tabs=gr.Tabs(selected=tab))
     if teacher or not room.get("follow"):
         return out
     room, followed = room_follow.follow_published(room, published, prompt)

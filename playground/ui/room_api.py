@@ -12,9 +12,10 @@ import gradio as gr
 
 from playground.errors import UserError
 from playground.server import lessons
-from playground.server.rooms import ROOMS
+from playground.server.rooms import ROOMS, RoomError
 
-from . import lessons_tab
+from . import lessons_tab, room_follow
+from .attention_view import SPANS, VIEWS
 from .common import client_address, session_model
 from .room_views import join_link
 
@@ -77,6 +78,15 @@ def api_open_vote(state, code, key) -> dict:
 
 
 @_api
+def api_publish_run(state, code, key) -> dict:
+    """This session's last run (its chips, status and attention map, the first view) published to the room."""
+    version = room_follow.published_run(state, code, key, None, VIEWS[0], 0, 0, True, None, SPANS[0])
+    if version is None:
+        raise RoomError("room.no_run", "This session has no finished run to publish: generate one first.")
+    return {"version": version}
+
+
+@_api
 def api_vote(code, member, vote_id, choice) -> dict:
     vote_id = int(vote_id) if isinstance(vote_id, (int, float)) and vote_id == vote_id else None
     ROOMS.vote(code, member, vote_id, choice, client_address())
@@ -108,6 +118,9 @@ def wire(c, state) -> None:
         concurrency_limit=8,
     )
     hidden().click(api_publish, [c.api_code, c.api_key, c.api_state], c.api_out, api_name="room_publish")
+    hidden().click(
+        api_publish_run, [state, c.api_code, c.api_key], c.api_out, api_name="room_publish_run", concurrency_limit=2
+    )
     hidden().click(api_open_vote, [state, c.api_code, c.api_key], c.api_out, api_name="room_open_vote")
     hidden().click(api_vote, [c.api_code, c.api_member, c.api_number, c.api_choice], c.api_out, api_name="room_vote")
     hidden().click(api_reveal, [c.api_code, c.api_key], c.api_out, api_name="room_reveal")

@@ -94,30 +94,40 @@ def publish_run(state, room, prompt, view, layer, head, log_scale, query, span) 
     room = room or {}
     if not room.get("key"):
         return Away(gr.skip(), gr.skip(), gr.skip())
-    lang = lang_of(state)
     try:
-        run = session_run(state)
-        if run is None or LOOP.running(run.id):
-            return Away(gr.skip(), gr.skip(), gr.skip())
-        drawn = attention_views(state, view, layer, head, log_scale, query, span)
-        figure = drawn.heatmap.to_json() if hasattr(drawn.heatmap, "to_json") else None
-        context = session_model(state).cfg.context_length
-        status = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context)
-        chips = all_chips(run)
-        shown = view_of(view, layer, head, query, span, log_scale)
-        query_update = drawn.query if isinstance(drawn.query, dict) else {}
-        shown["query"] = query_update.get("value", query)
-        shown["query_max"] = query_update.get("maximum")
-        shown["query_min"] = query_update.get("minimum")
-        ROOMS.publish(
-            room["code"], room["key"], {"tab": "generate", "prompt": str(prompt or "")[:20_000], "view": shown}
-        )
-        ROOMS.publish_run(
-            room["code"], room["key"], {"id": str(run.id), "chips": chips, "status": status, "figure": figure}
-        )
+        published_run(state, room["code"], room["key"], prompt, view, layer, head, log_scale, query, span)
     except Exception as e:
-        return Away(gr.skip(), fail(e, lang), gr.skip())
+        return Away(gr.skip(), fail(e, lang_of(state)), gr.skip())
     return Away(gr.skip(), gr.skip(), gr.skip())
+
+
+def published_run(state, code, key, prompt, view, layer, head, log_scale, query, span) -> int | None:
+    """Publish the session's last run (a finished one) with this view to room ``code``: the new version,
+    or None when there is nothing to publish yet (no run, or one still streaming)."""
+    run = session_run(state)
+    if run is None or LOOP.running(run.id):
+        return None
+    lang = lang_of(state)
+    drawn = attention_views(state, view, layer, head, log_scale, query, span)
+    figure = drawn.heatmap.to_json() if hasattr(drawn.heatmap, "to_json") else None
+    cfg = session_model(state).cfg
+    context = cfg.context_length
+    status = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context)
+    shown = view_of(view, layer, head, query, span, log_scale)
+    query_update = drawn.query if isinstance(drawn.query, dict) else {}
+    shown.update(
+        query=query_update.get("value", query),
+        query_max=query_update.get("maximum"),
+        query_min=query_update.get("minimum"),
+        layer_max=max(1, cfg.n_layers - 1),  # (the follower's sliders take the teacher's model's ranges)
+        head_max=max(1, cfg.n_heads - 1),
+    )
+    place = {"tab": "generate", "view": shown}
+    if prompt is not None:
+        place["prompt"] = str(prompt)[:20_000]
+    ROOMS.publish(code, key, place, client_address())
+    record = {"id": str(run.id), "chips": all_chips(run), "status": status, "figure": figure}
+    return ROOMS.publish_run(code, key, record, client_address())
 
 
 def follow_published(room: dict, published: dict, prompt) -> tuple[dict, dict]:
@@ -143,8 +153,9 @@ def follow_published(room: dict, published: dict, prompt) -> tuple[dict, dict]:
         if view.get("view") in VIEWS:
             out["view"] = view["view"]
         for name in ("layer", "head"):
-            if isinstance(view.get(name), int):
-                out[name] = gr.update(value=view[name], maximum=max(view[name], 1))
+            top = view.get(f"{name}_max")
+            if isinstance(view.get(name), int) and isinstance(top, int):
+                out[name] = gr.update(value=view[name], maximum=max(top, view[name], 1))
         if isinstance(view.get("query"), int) and isinstance(view.get("query_max"), int):
             out["query"] = gr.update(
                 value=view["query"], minimum=view.get("query_min") or 0, maximum=view["query_max"], visible=True

@@ -60,7 +60,9 @@ def lan_address() -> str | None:
 
 def qr_html(link: str) -> str:
     """The join link as a QR code: inline SVG (segno, no image file), its alt text the link itself."""
-    svg = segno.make(link, error="m").svg_inline(scale=4, border=2, dark="#000", light="#fff")
+    svg = segno.make(link, error="m").svg_inline(
+        border=2, dark="#000", light="#fff", omitsize=True
+    )  # a viewBox: CSS sizes it
     label = html.escape(link, quote=True)
     return f"<div class='pg-room-qr' role='img' aria-label='{label}' title='{label}' data-link='{label}'>{svg}</div>"
 

@@ -275,3 +275,21 @@ def test_the_teachers_page_reloaded_leads_its_room_again_with_the_key_its_browse
     gone = load(code, room_keep.secret(code, key), teacher_state)
     assert gone.room == SKIP and "ended" in gone.room_status
     lessons_room.end_room(teacher_state, {**other})
+
+
+def test_the_join_link_uses_the_lan_address_when_the_server_listens_beyond_loopback(monkeypatch):
+    from types import SimpleNamespace
+
+    from playground.ui import room_views
+
+    request = SimpleNamespace(headers={"host": "127.0.0.1:7860"}, url=None)
+    monkeypatch.setattr(room_views, "lan_address", lambda: "192.168.1.20")
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    assert room_views.join_link("ABCDEF", request) == "http://127.0.0.1:7860/?room=ABCDEF"  # loopback only
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    link = room_views.join_link("ABCDEF", request)
+    assert link == "http://192.168.1.20:7860/?room=ABCDEF"
+    lan = SimpleNamespace(headers={"host": "10.0.0.5:7860"}, url=None)  # the address the teacher's browser used
+    assert room_views.join_link("ABCDEF", lan) == "http://10.0.0.5:7860/?room=ABCDEF"
+    qr = room_views.qr_html(link)
+    assert f"data-link='{link}'" in qr and "<svg" in qr and "viewBox" in qr  # sized by CSS (large in presenter mode)
