@@ -252,7 +252,7 @@ def join_room(state, room, code) -> Entered:
         gr.Timer(active=True),
         gr.Accordion(open=True),
         gr.update(visible=False),
-        gr.update(visible=True),
+        gr.update(visible=False),  # (Follow: shown once the student steps away)
         "",
         gr.skip(),  # (a student's page never gets a key)
         gr.Row(visible=True),
@@ -282,10 +282,10 @@ def follow(state, room):
     """Back in step: the next poll draws the teacher's step."""
     room = room or no_room()
     if not room.get("member"):
-        return gr.skip(), warn(tr(lang_of(state), "room_none"))
+        return gr.skip(), warn(tr(lang_of(state), "room_none")), gr.skip()
     # everything is taken from the room again: its tab, its run, its step
     again = {**room, "follow": True, "version": None, "tab": None, "run_version": None, "run_id": None, "drawn": None}
-    return again, tr(lang_of(state), "room_joined", code=room["code"])
+    return again, tr(lang_of(state), "room_joined", code=room["code"]), gr.update(visible=False)
 
 
 def cast(state, room, choice) -> str:
@@ -395,7 +395,7 @@ def wire(page) -> None:
         **private,
     ).then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
-    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status], **private)
+    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
     c.room_end.click(

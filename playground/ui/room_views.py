@@ -17,16 +17,18 @@ from .common import tr
 # The join link's QR code stays dark on white in either theme (a phone's camera reads it best so), and
 # large on a projector; each revealed answer is one row: its label, its bar, its count.
 CSS = """
+#pg-room-qr:not(:has(.pg-room-qr)) { display: none; }
 #pg-room-qr .pg-room-qr { display: inline-block; background: #fff; padding: 6px; border-radius: 6px; line-height: 0; }
 #pg-room-qr svg { width: 168px; height: 168px; }
-body.pg-present #pg-room-qr svg { width: 340px; height: 340px; }
+body.pg-present #pg-room-qr svg { width: 340px !important; height: 340px !important; }  /* (over Gradio's scoped copy) */
 .pg-room-bar { display: grid; grid-template-columns: minmax(6em, max-content) minmax(60px, 1fr) 3em;
   align-items: center; gap: 4px 10px; margin: 4px 0; }
 .pg-room-bar .pg-room-track { height: 12px; border-radius: 3px; background: var(--border-color-primary); }
 .pg-room-bar .pg-room-fill { height: 100%; border-radius: 3px; background: #4c78a8; }
 .pg-room-bar b { text-align: right; font-variant-numeric: tabular-nums; }
-body.pg-present .pg-room-bar { font-size: 22px; }
-body.pg-present .pg-room-bar .pg-room-track { height: 20px; }
+body.pg-present #pg-room-status strong { font-size: 30px !important; letter-spacing: 0.08em; }  /* the code, read off the screen */
+body.pg-present .pg-room-bar { font-size: 22px !important; }
+body.pg-present .pg-room-bar .pg-room-track { height: 20px !important; }
 """
 
 

@@ -110,7 +110,7 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     joined = lessons_room.join_room(student_state, None, t_room["code"])
     s_room = joined.room
     assert s_room["member"] and not s_room.get("key") and "教室" in joined.room_status
-    assert not joined.room_teacher_row["visible"] and joined.room_follow["visible"]
+    assert not joined.room_teacher_row["visible"] and not joined.room_follow["visible"]  # until stepped away
 
     polled = lessons_room.poll(student_state, s_room, "")
     s_room = polled.room
@@ -150,7 +150,8 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     polled = lessons_room.poll(student_state, s_room, PROMPT)
     s_room = polled.room
     assert polled.lesson_pos == SKIP and polled.room_vote["visible"] is False  # the new step's, without a vote
-    s_room, _ = lessons_room.follow(student_state, s_room)
+    s_room, _, follow_button = lessons_room.follow(student_state, s_room)
+    assert follow_button["visible"] is False
     polled = lessons_room.poll(student_state, s_room, PROMPT)
     assert polled.lesson_pos == back.lesson_pos
 
@@ -215,7 +216,8 @@ def test_a_students_page_follows_the_teachers_tab_prompt_run_and_view(pages):
     assert s_room["follow"] is False and away.room_follow["visible"]
     room_follow.prompt_typed(teacher_state, t_room, "Next prompt")
     assert lessons_room.poll(student_state, s_room, "my own").prompt == SKIP
-    s_room, _ = lessons_room.follow(student_state, s_room)
+    s_room, _, follow_button = lessons_room.follow(student_state, s_room)
+    assert follow_button["visible"] is False
     polled = lessons_room.poll(student_state, s_room, "my own")
     assert polled.prompt == "Next prompt" and polled.tabs.selected == "generate" and polled.chips.startswith(RESET)
 
