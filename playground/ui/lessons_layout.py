@@ -118,7 +118,11 @@ def wire(page) -> None:
         api_visibility="private",
     )
     # after a move, a teacher's page publishes the step to its room; a student's has stepped away
-    moved = (lessons_room.publish_move, [page.state, c.room, c.lesson_pos, prompt], [c.room, c.room_status, c.choice])
+    moved = (
+        lessons_room.publish_move,
+        [page.state, c.room, c.lesson_pos, prompt],
+        [c.room, c.room_status, c.choice, c.room_follow],
+    )
     c.next.click(
         lambda s, p, q: lessons_tab.move(s, p, q, +1), [page.state, c.lesson_pos, prompt], shown, api_name="lesson_next"
     ).then(*moved, api_visibility="private")

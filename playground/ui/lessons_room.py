@@ -167,17 +167,19 @@ def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
 
 def publish_move(state, room, pos, prompt):
     """After the page moved (Next, Back, a lesson picked): the teacher's page publishes the step; a
-    student's page has stepped away (its own lesson radio back)."""
+    student's page has stepped away (its own lesson radio back, and Follow shown).
+    Outputs: room, status, the lesson's own choice radio, Follow."""
     room = room or no_room()
     if room.get("key"):
         try:
             ROOMS.publish(room["code"], room["key"], publishable(state, pos or {}, prompt or ""))
         except Exception as e:
-            return gr.skip(), fail(e, lang_of(state)), gr.skip()
-        return gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), fail(e, lang_of(state)), gr.skip(), gr.skip()
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     if room.get("member") and room.get("follow"):
-        return {**room, "follow": False}, tr(lang_of(state), "room_away", code=room["code"]), gr.update(visible=True)
-    return gr.skip(), gr.skip(), gr.skip()
+        away = tr(lang_of(state), "room_away", code=room["code"])
+        return {**room, "follow": False}, away, gr.update(visible=True), gr.update(visible=True)
+    return gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 
 def open_vote(state, room, pos, prompt) -> str:

@@ -143,7 +143,8 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     assert "The answer" in result and radio["choices"]
 
     # the student moves on their own: away, until Follow
-    s_room, status, radio = lessons_room.publish_move(student_state, s_room, moved.lesson_pos, PROMPT)
+    s_room, status, radio, follow_button = lessons_room.publish_move(student_state, s_room, moved.lesson_pos, PROMPT)
+    assert follow_button["visible"]
     assert s_room["follow"] is False and radio["visible"]
     back = lessons_tab.move(teacher_state, moved.lesson_pos, PROMPT, +1)
     lessons_room.publish_move(teacher_state, t_room, back.lesson_pos, PROMPT)
@@ -295,3 +296,18 @@ def test_the_join_link_uses_the_lan_address_when_the_server_listens_beyond_loopb
     assert room_views.join_link("ABCDEF", lan) == "http://10.0.0.5:7860/?room=ABCDEF"
     qr = room_views.qr_html(link)
     assert f"data-link='{link}'" in qr and "<svg" in qr and "viewBox" in qr  # sized by CSS (large in presenter mode)
+
+
+def test_a_student_cannot_publish_a_run_through_the_api(app_url):
+    teacher, student = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    room = teacher.predict(api_name="/room_create")
+    code, key = room["code"], room["key"]
+    member = student.predict(code, api_name="/room_join")["member"]
+    assert teacher.predict(code, key, api_name="/room_publish_run")["key"] == "room.no_run"  # nothing generated yet
+    for crafted in (member, code, "", key[:-1] + ("A" if key[-1] != "A" else "B")):
+        assert student.predict(code, crafted, api_name="/room_publish_run")["key"] == "room.not_teacher"
+    teacher.predict("ROMEO:", 0.8, 40, 1.0, 4, 0, False, api_name="/generate")
+    assert "version" in teacher.predict(code, key, api_name="/room_publish_run")
+    run = student.predict(code, None, member, "", api_name="/room_state")["state"]["run"]
+    assert run["chips"].count("pg-gen") == 4 and run["figure"] and "data" in run["figure"]
+    teacher.predict(code, key, api_name="/room_end")
