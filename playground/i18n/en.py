@@ -601,7 +601,7 @@ EN = {
     "room_reveal": "Reveal",
     "room_end": "End the room",
     "room_vote": "Your vote for the room",
-    "room_teacher": "You lead room **{code}**: Next, Back, the lesson, the tab, the prompt and your Generate runs move every student's page. Your teacher key stays in this browser (a reload leads the room again).",
+    "room_teacher": "You lead room **{code}**: your steps, tabs, prompt and runs lead every student's page (your key stays in this browser).",
     "room_link": "Students join at {link} or type the code {code_hint}",
     "room_tally": "{answered} of {members} answered: {counts}",
     "room_revealed": "The answer: {answer} · {answered} answered",

@@ -591,7 +591,7 @@ ZH = {
     "room_reveal": "公布答案",
     "room_end": "结束教室",
     "room_vote": "你的投票",
-    "room_teacher": "你在带领教室 **{code}**：下一步、上一步、课程、标签页、提示词和你的生成结果会带动每个学生的页面。你的老师密钥只保存在本浏览器中（刷新页面后仍由你带领）。",
+    "room_teacher": "你在带领教室 **{code}**：你的步骤、标签页、提示词和生成结果会带动每个学生的页面（密钥只保存在本浏览器中）。",
     "room_link": "学生打开 {link} 加入，或输入代码 {code_hint}",
     "room_tally": "{members} 人中已有 {answered} 人作答：{counts}",
     "room_revealed": "答案：{answer} · {answered} 人作答",

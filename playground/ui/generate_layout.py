@@ -199,11 +199,12 @@ def wire(page) -> None:
     att_outputs = outputs(AttentionViews, g)
     gen_inputs = [state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
     # The stream updates only chips and status; the figures follow once it ends (see the module's docstring).
-    g.room_published_after = []  # the events after which a classroom teacher's page publishes its run (room_follow)
+    # the events after which a classroom teacher's page publishes its run (room_follow): a run ended, a view changed
+    g.room_run_ended, g.room_view_changed = [], []
     for trigger, api in ((g.gen_btn.click, {"api_name": "generate"}), (g.prompt.submit, {"api_visibility": "private"})):
         # show_progress hidden: the status line says what is happening, and Gradio's own progress
         # overlay would be re-rendered on every streamed update.
-        drawn = trigger(
+        streamed = trigger(
             generate_tokens,
             gen_inputs,
             outputs(Streamed, g, state=state),
@@ -212,7 +213,8 @@ def wire(page) -> None:
             concurrency_limit=limit,
             show_progress="hidden",
             **api,
-        ).then(
+        )
+        drawn = streamed.then(
             after_run,
             [state, g.view, g.layer, g.head, g.log_scale, g.span],
             att_outputs,
@@ -221,7 +223,8 @@ def wire(page) -> None:
         drawn.then(last_step, state, outputs(LastStep, g), api_visibility="private").then(
             None, None, None, js=CLEAR_PREVIOUS_JS
         )
-        g.room_published_after.append(drawn)  # (beside the step view: the room's map does not wait for it)
+        # (beside the page's own figures: the room's map, drawn from the same run, waits for neither)
+        g.room_run_ended.append(streamed)
     # Stop only raises a flag: it never waits behind generation or model builds.
     g.stop_btn.click(stop_generation, state, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
     for slider, name in (
@@ -246,10 +249,10 @@ def wire(page) -> None:
         api_visibility="private",
         trigger_mode="always_last",
     ).then(attention_views, att_inputs, att_outputs, api_visibility="private")
-    g.room_published_after.append(picked)
+    g.room_view_changed.append(picked)
     # .input: a slider's dragging, typing in its number box and arrow keys alike (not .release).
     for control in (g.view, g.log_scale, g.layer, g.head, g.query, g.span):
-        g.room_published_after.append(
+        g.room_view_changed.append(
             control.input(
                 attention_views, att_inputs, att_outputs, api_visibility="private", trigger_mode="always_last"
             )

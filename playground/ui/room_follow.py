@@ -101,6 +101,12 @@ def publish_run(state, room, prompt, view, layer, head, log_scale, query, span) 
     return Away(gr.skip(), gr.skip(), gr.skip())
 
 
+def publish_new_run(state, room, prompt, view, layer, head, log_scale, span) -> Away:
+    """After the teacher's run ended: published as ``after_run`` draws it on the teacher's page (its query at
+    the run's last position), in parallel with that page's own figures."""
+    return publish_run(state, room, prompt, view, layer, head, log_scale, None, span)
+
+
 def published_run(state, code, key, prompt, view, layer, head, log_scale, query, span) -> int | None:
     """Publish the session's last run (a finished one) with this view to room ``code``: the new version,
     or None when there is nothing to publish yet (no run, or one still streaming)."""
@@ -183,5 +189,8 @@ def wire(page) -> None:
     for trigger in (g.gen_btn.click, g.prompt.submit, *(getattr(g, n).input for n in VIEW_CONTROLS)):
         trigger(moved_by_hand, [state, c.room], away, **quick)
     inputs = [state, c.room, g.prompt, g.view, g.layer, g.head, g.log_scale, g.query, g.span]
-    for shown in g.room_published_after:
-        shown.then(publish_run, inputs, away, api_visibility="private", show_progress="hidden")
+    for changed in g.room_view_changed:
+        changed.then(publish_run, inputs, away, api_visibility="private", show_progress="hidden")
+    inputs = [state, c.room, g.prompt, g.view, g.layer, g.head, g.log_scale, g.span]
+    for ended in g.room_run_ended:
+        ended.then(publish_new_run, inputs, away, api_visibility="private", show_progress="hidden")

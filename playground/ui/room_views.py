@@ -116,7 +116,7 @@ def tally_text(tally: dict, lang: str, vote: dict | None = None) -> str:
 def teacher_status(room: dict, lang: str, link: str | None = None, tally: dict | None = None) -> str:
     text = tr(lang, "room_teacher", code=room["code"])
     if link or room.get("link"):
-        text += "  \n" + tr(lang, "room_link", link=link or room.get("link"), code_hint=room["code"])
+        text += " " + tr(lang, "room_link", link=link or room.get("link"), code_hint=room["code"])
     if tally:
         text += "  \n" + tally_text(tally, lang, room.get("vote"))
     return text
