@@ -28,10 +28,10 @@ from . import (
     inside_layout,
     inside_picks,
     lessons_layout,
-    lessons_room,
     model_tab,
     prefs,
     progress,
+    room_layout,
     tokenizer_tab,
     train_layout,
     train_tab,
@@ -75,7 +75,7 @@ def build_demo() -> gr.Blocks:
         )
         page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")
-        page.room_bar = lessons_room.bar()  # a classroom room's status and Follow, seen from every tab
+        page.room_bar = room_layout.bar()  # a classroom room's status and Follow, seen from every tab
         with gr.Tabs(elem_id="pg-tabs") as page.tabs:
             with gr.Tab(T("tab_lessons"), id="lessons") as page.lessons_tab:
                 page.lessons = lessons_layout.layout()

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from . import lessons_room, lessons_showme, lessons_tab, listeners, room_views
+from . import lessons_room, lessons_showme, lessons_tab, listeners, room_layout, room_views
 from .common import T
 from .results import outputs
 
@@ -87,7 +87,7 @@ def layout() -> SimpleNamespace:
         "", show_label=False, container=False, elem_id="pg-lesson-anchor", elem_classes=["pg-offscreen"]
     )
     gr.Markdown(T("lesson_intro"), elem_id="pg-lesson-intro")
-    c.__dict__.update(vars(lessons_room.layout()))  # classroom mode: a room to lead or follow
+    c.__dict__.update(vars(room_layout.layout()))  # classroom mode: a room to lead or follow
     with gr.Row(elem_id="pg-lesson-nav"):
         c.lesson_pick = gr.Dropdown(
             lessons_tab.lesson_choices("en"), label=T("lesson_pick"), elem_id="pg-lesson-pick", scale=2, min_width=220

@@ -21,11 +21,11 @@ from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 
 from . import lessons_tab, listeners, room_api, room_follow, room_keep
-from .common import T, client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
+from .common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
 from .results import only, outputs, result
+from .room_layout import no_room
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
 
-POLL_SECONDS = 1.0
 LANGS = ("en", "zh-CN")
 
 Polled = result(
@@ -66,63 +66,6 @@ Entered = result(
     "room_secret",
     "room_bar",
 )
-
-
-def no_room() -> dict:
-    return {"code": None, "key": None, "member": None, "version": None, "follow": True, "vote": None}
-
-
-def bar() -> object:
-    """Above the tabs, shown in a room: the room's status (the teacher's tally; a student's "following" or
-    "stepped away") and a student's Follow button, seen from every tab the student may explore."""
-    from types import SimpleNamespace
-
-    c = SimpleNamespace()
-    with gr.Row(visible=False, elem_id="pg-room-bar", equal_height=True) as c.room_bar:
-        c.room_status = gr.Markdown(elem_id="pg-room-status")
-        c.room_follow = gr.Button(
-            T("room_follow"),
-            size="sm",
-            variant="primary",
-            elem_id="pg-room-follow",
-            scale=0,
-            min_width=160,
-            visible=False,
-        )
-    return c
-
-
-def layout() -> object:
-    """The room's controls (in the Lessons tab) and the hidden inputs of its API endpoints."""
-    from types import SimpleNamespace
-
-    c = SimpleNamespace()
-    c.room = gr.State(no_room())
-    c.room_timer = gr.Timer(POLL_SECONDS, active=False)
-    with gr.Accordion(T("room_title"), open=False, elem_id="pg-room") as c.room_panel:
-        with gr.Row():
-            c.room_start = gr.Button(T("room_start"), size="sm", elem_id="pg-room-start", scale=1)
-            c.room_code = gr.Textbox(
-                label=T("room_code"), placeholder=T("room_code_hint"), max_lines=1, elem_id="pg-room-code", scale=1
-            )
-            c.room_join = gr.Button(T("room_join"), size="sm", elem_id="pg-room-join", scale=1)
-        c.room_qr = gr.HTML(elem_id="pg-room-qr")  # the teacher's page: the join link as a QR code
-        with gr.Row(visible=False) as c.room_teacher_row:  # the teacher's page only
-            c.room_open = gr.Button(T("room_open_vote"), size="sm", elem_id="pg-room-open")
-            c.room_reveal = gr.Button(T("room_reveal"), size="sm", variant="primary", elem_id="pg-room-reveal")
-            c.room_end = gr.Button(T("room_end"), size="sm", variant="stop", elem_id="pg-room-end")
-        c.room_vote = gr.Radio([], label=T("room_vote"), visible=False, elem_id="pg-room-vote")
-        c.room_result = gr.HTML(elem_id="pg-room-result")
-    # the API endpoints' inputs and output (never shown)
-    c.api_code = gr.Textbox(visible=False)
-    c.api_key = gr.Textbox(visible=False)
-    c.api_member = gr.Textbox(visible=False)
-    c.api_number = gr.Number(None, visible=False)
-    c.api_choice = gr.Textbox(visible=False)
-    c.api_state = gr.JSON(visible=False)
-    c.api_out = gr.JSON(visible=False)
-    c.room_secret = gr.Textbox(visible=False)  # the teacher's page only: its room's key, for room_keep.SAVE_JS
-    return c
 
 
 # ---- the teacher
