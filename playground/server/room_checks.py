@@ -1,7 +1,7 @@
-"""What a classroom room accepts from its teacher: the published place, the run and a vote's choices, each
-checked for its kind and size before the room stores it (so a room's memory stays bounded: ``server.rooms``).
+"""What a classroom room accepts from its teacher: the published place, the run, a vote's choices.
 
-A refusal is a ``RoomError`` naming the field and the limit. Pure Python.
+Each is checked for its kind and size before the room stores it (so a room's memory stays bounded:
+``server.rooms``). A refusal is a ``RoomError`` naming the field and the limit. Pure Python.
 """
 
 from __future__ import annotations
