@@ -5,8 +5,16 @@ look-alikes) lets anyone follow the room and vote once per question; the key (``
 alone publishes the teacher's place, opens and reveals a vote and ends the room (checked with
 ``hmac.compare_digest``). A student ``join``s and gets a member id of their own: it is what makes a vote
 count once (voting again replaces it). What the teacher publishes is a small dict (tab, lesson, step,
-model, prompt, view) under a version counter that followers read (``state(code, since=version)``).
-Students see their own vote, never another's: the room shows counts only when the teacher reveals.
+model, prompt, view) under a version counter that followers read (``state(code, since=version)``);
+``publish_run`` adds the teacher's last run as the teacher's page drew it (its chips, status line and
+attention figure, built once on the server from the teacher's run), which every follower is sent as it
+is: no follower's page runs the model for it. Students see their own vote, never another's: the room
+shows counts only when the teacher reveals.
+
+A room's memory is bounded: the published fields by ``STATE_FIELDS`` (about 21 kB), the run by
+``MAX_RUN_CHARS`` (1.5 M characters: the attention figure is left out of a run that would pass it, and
+followers get its chips without a map), the vote by ``MAX_CHOICES`` labels, the members by ``MAX_MEMBERS``:
+under 2 MB a room, so the default 20 rooms hold under 40 MB (``room_checks`` checks each before it is stored).
 
 A wrong code (or a wrong key) counts against the client address that sent it: past
 ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds that address is refused before any lookup, the rooms and
@@ -26,7 +34,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.errors import UserError
+from playground.server.room_checks import (  # noqa: F401  (the limits and the error are the rooms' too)
+    MAX_CHOICES,
+    MAX_LABEL_CHARS,
+    MAX_RUN_CHARS,
+    MAX_VIEW_FIELDS,
+    RUN_FIELDS,
+    STATE_FIELDS,
+    RoomError,
+    check_choices,
+    check_run,
+    check_state,
+)
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector and typed without doubt
 CODE_LENGTH = 6  # 31**6 ≈ 887 million codes
@@ -36,14 +55,6 @@ MAX_FAILURES = 30  # wrong codes or keys a client address may send per window
 FAILURE_WINDOW = 60.0
 MAX_TRACKED_CLIENTS = 10_000  # addresses whose failures are remembered (the oldest forgotten first)
 MAX_ENDED = 1_000  # ended codes remembered, so a late student is told the room ended
-STATE_FIELDS = {"tab": 40, "lesson": 80, "step": None, "model": 400, "prompt": 20_000, "view": None}
-MAX_VIEW_FIELDS = 20
-MAX_CHOICES = 12
-MAX_LABEL_CHARS = 200
-
-
-class RoomError(UserError):
-    """A room refused a request: the message says what to do."""
 
 
 def max_rooms() -> int:
@@ -144,6 +155,17 @@ class Rooms:
                 room.vote = None
             room.state = {**room.state, **clean}
             room.version += 1
+            return room.version
+
+    def publish_run(self, code: Any, key: Any, run: Any, client: str | None = None) -> int:
+        """The teacher's last run as the teacher's page shows it (``RUN_FIELDS``: its id, chips and status
+        HTML, the attention figure's JSON), replacing the previous one: the new version. A run past
+        ``MAX_RUN_CHARS`` is kept without its figure (``figure_left_out``)."""
+        clean = check_run(run)
+        with self._lock:
+            room = self._teacher(code, key, client)
+            room.version += 1
+            room.state = {**room.state, "run": {**clean, "version": room.version}}
             return room.version
 
     def open_vote(
@@ -329,66 +351,6 @@ def _public_vote(vote: Vote, member: str | None) -> dict:
     if vote.revealed:
         public.update(answer=vote.answer, counts=vote.counts(), answered=len(vote.ballots))
     return public
-
-
-def check_state(state: Any) -> dict:
-    """The fields of a published state, each checked for its kind and size."""
-    if not isinstance(state, dict):
-        raise RoomError("room.state_not_dict", "A room's state is a dict of {fields}.", fields=list(STATE_FIELDS))
-    unknown = sorted(str(k) for k in state if k not in STATE_FIELDS)
-    if unknown:
-        raise RoomError("room.state_unknown", "A room's state has no field {names}.", names=unknown)
-    clean: dict = {}
-    for name, value in state.items():
-        limit = STATE_FIELDS[name]
-        if name == "step":
-            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1000
-        elif name == "view":
-            ok = (
-                isinstance(value, dict)
-                and len(value) <= MAX_VIEW_FIELDS
-                and all(
-                    isinstance(k, str)
-                    and len(k) <= 40
-                    and (v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 200))
-                    for k, v in value.items()
-                )
-            )
-        else:
-            ok = value is None or (isinstance(value, str) and len(value) <= (limit or 0))
-        if not ok:
-            raise RoomError("room.state_bad_field", "The room's {name} cannot be {value!r}.", name=name, value=value)
-        clean[name] = dict(value) if isinstance(value, dict) else value
-    return clean
-
-
-def check_choices(choices: Any) -> list[list]:
-    """[[id, label], ...]: ids short strings, labels a string or a {language: string} dict."""
-
-    def label_ok(label) -> bool:
-        if isinstance(label, str):
-            return len(label) <= MAX_LABEL_CHARS
-        return (
-            isinstance(label, dict)
-            and len(label) <= 4
-            and all(isinstance(k, str) and isinstance(v, str) and len(v) <= MAX_LABEL_CHARS for k, v in label.items())
-        )
-
-    ok = isinstance(choices, (list, tuple)) and 2 <= len(choices) <= MAX_CHOICES
-    clean = []
-    for pair in choices if ok else []:
-        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str) and len(pair[0]) <= 80):
-            ok = False
-            break
-        if not label_ok(pair[1]):
-            ok = False
-            break
-        clean.append([pair[0], dict(pair[1]) if isinstance(pair[1], dict) else pair[1]])
-    if not ok or len({cid for cid, _ in clean}) != len(clean):
-        raise RoomError(
-            "room.bad_choices", "A vote needs 2 to {n} distinct choices as [id, label] pairs.", n=MAX_CHOICES
-        )
-    return clean
 
 
 ROOMS = Rooms()

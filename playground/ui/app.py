@@ -31,6 +31,7 @@ from . import (
     model_tab,
     prefs,
     progress,
+    room_layout,
     tokenizer_tab,
     train_layout,
     train_tab,
@@ -74,9 +75,11 @@ def build_demo() -> gr.Blocks:
         )
         page.header = prefs.header()
         page.summary = gr.Markdown(elem_id="pg-summary")
+        page.room_bar = room_layout.bar()  # a classroom room's status and Follow, seen from every tab
         with gr.Tabs(elem_id="pg-tabs") as page.tabs:
             with gr.Tab(T("tab_lessons"), id="lessons") as page.lessons_tab:
                 page.lessons = lessons_layout.layout()
+                vars(page.lessons).update(vars(page.room_bar))  # (the room's handlers find them with its controls)
             with gr.Tab(T("tab_model"), id="model") as page.model_tab:
                 page.model = model_tab.layout()
             with gr.Tab(T("tab_generate"), id="generate") as page.generate_tab:

@@ -199,10 +199,12 @@ def wire(page) -> None:
     att_outputs = outputs(AttentionViews, g)
     gen_inputs = [state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
     # The stream updates only chips and status; the figures follow once it ends (see the module's docstring).
+    # the events after which a classroom teacher's page publishes its run (room_follow): a run ended, a view changed
+    g.room_run_ended, g.room_view_changed = [], []
     for trigger, api in ((g.gen_btn.click, {"api_name": "generate"}), (g.prompt.submit, {"api_visibility": "private"})):
         # show_progress hidden: the status line says what is happening, and Gradio's own progress
         # overlay would be re-rendered on every streamed update.
-        trigger(
+        streamed = trigger(
             generate_tokens,
             gen_inputs,
             outputs(Streamed, g, state=state),
@@ -211,14 +213,18 @@ def wire(page) -> None:
             concurrency_limit=limit,
             show_progress="hidden",
             **api,
-        ).then(
+        )
+        drawn = streamed.then(
             after_run,
             [state, g.view, g.layer, g.head, g.log_scale, g.span],
             att_outputs,
             api_visibility="private",
-        ).then(last_step, state, outputs(LastStep, g), api_visibility="private").then(
+        )
+        drawn.then(last_step, state, outputs(LastStep, g), api_visibility="private").then(
             None, None, None, js=CLEAR_PREVIOUS_JS
         )
+        # (beside the page's own figures: the room's map, drawn from the same run, waits for neither)
+        g.room_run_ended.append(streamed)
     # Stop only raises a flag: it never waits behind generation or model builds.
     g.stop_btn.click(stop_generation, state, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
     for slider, name in (
@@ -236,16 +242,21 @@ def wire(page) -> None:
         trigger_mode="always_last",
     )
     att_inputs = [state, g.view, g.layer, g.head, g.log_scale, g.query, g.span]
-    g.chips.pick(
+    picked = g.chips.pick(
         pick_token,
         state,
         outputs(Picked, g),
         api_visibility="private",
         trigger_mode="always_last",
     ).then(attention_views, att_inputs, att_outputs, api_visibility="private")
+    g.room_view_changed.append(picked)
     # .input: a slider's dragging, typing in its number box and arrow keys alike (not .release).
     for control in (g.view, g.log_scale, g.layer, g.head, g.query, g.span):
-        control.input(attention_views, att_inputs, att_outputs, api_visibility="private", trigger_mode="always_last")
+        g.room_view_changed.append(
+            control.input(
+                attention_views, att_inputs, att_outputs, api_visibility="private", trigger_mode="always_last"
+            )
+        )
     for button, handler, api in (
         (g.exp_json, lambda s: export_run_file(s, "json"), "export_run_json"),
         (g.exp_npz, lambda s: export_run_file(s, "npz"), "export_run_npz"),

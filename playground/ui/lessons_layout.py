@@ -11,11 +11,12 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from . import lessons_room, lessons_showme, lessons_tab, listeners
+from . import lessons_room, lessons_showme, lessons_tab, listeners, room_layout, room_views
 from .common import T
 from .results import outputs
 
-CSS = """
+CSS = (
+    """
 .pg-lesson-toks { display: flex; flex-wrap: wrap; gap: 6px; }
 .pg-lesson-tok { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 2px 6px;
   white-space: pre; font-family: var(--font-mono); }
@@ -39,6 +40,8 @@ body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-less
 body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=d])
   #pg-summary .pg-fig-d::before { content: "?"; }
 """
+    + room_views.CSS
+)
 
 # After a guess: the verdict in view (on a 1024×768 projector it sits below the first screen's fold).
 SCROLL_TO_REVEAL_JS = """() => { const r = document.querySelector('#pg-lesson-reveal');
@@ -84,7 +87,7 @@ def layout() -> SimpleNamespace:
         "", show_label=False, container=False, elem_id="pg-lesson-anchor", elem_classes=["pg-offscreen"]
     )
     gr.Markdown(T("lesson_intro"), elem_id="pg-lesson-intro")
-    c.__dict__.update(vars(lessons_room.layout()))  # classroom mode: a room to lead or follow
+    c.__dict__.update(vars(room_layout.layout()))  # classroom mode: a room to lead or follow
     with gr.Row(elem_id="pg-lesson-nav"):
         c.lesson_pick = gr.Dropdown(
             lessons_tab.lesson_choices("en"), label=T("lesson_pick"), elem_id="pg-lesson-pick", scale=2, min_width=220
@@ -115,7 +118,11 @@ def wire(page) -> None:
         api_visibility="private",
     )
     # after a move, a teacher's page publishes the step to its room; a student's has stepped away
-    moved = (lessons_room.publish_move, [page.state, c.room, c.lesson_pos, prompt], [c.room, c.room_status, c.choice])
+    moved = (
+        lessons_room.publish_move,
+        [page.state, c.room, c.lesson_pos, prompt],
+        [c.room, c.room_status, c.choice, c.room_follow],
+    )
     c.next.click(
         lambda s, p, q: lessons_tab.move(s, p, q, +1), [page.state, c.lesson_pos, prompt], shown, api_name="lesson_next"
     ).then(*moved, api_visibility="private")

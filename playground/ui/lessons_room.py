@@ -1,39 +1,56 @@
-"""Classroom mode in the Lessons tab: a teacher's room that students follow and vote in (server.rooms).
+"""Classroom mode in the Lessons tab: the room's controls and the handlers of a teacher's and a student's page.
 
 The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
-link (``?room=CODE``); the teacher's key stays in the session's state, never in the link (a reload of the
-teacher's page loses it). Each Next,
-Back or lesson pick of the teacher's page publishes the step. A student's page (``?room=CODE``, or the
-code typed) polls the room once a second by version and, while following, draws the teacher's step on
-the teacher's prompt; moving on their own steps away until they press Follow. The teacher opens a vote
-on the step's question (its answer computed on the teacher's model and kept on the server), sees how
-many answered, and Reveal shows the answer and the room's counts on every page. The ``room_*``
-endpoints are the same operations for an API caller.
+link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
+browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step. A
+student's page (``?room=CODE``, or the code typed) polls the room once a second by version and, while
+following, draws the teacher's step on the teacher's prompt; moving on their own steps away until they
+press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
+model and kept on the server), sees how many answered, and Reveal shows the answer and the room's counts
+on every page. What the pages show is drawn by ``room_views``; following the tab, the prompt and the
+teacher's Generate run is ``room_follow``'s; the ``/room_*`` endpoints (the same operations for an API
+caller) are in ``room_api``.
 """
 
 from __future__ import annotations
 
-import functools
-import html
-import os
-import socket
-
 import gradio as gr
 
-from playground.errors import UserError
 from playground.server import lessons
 from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 
-from . import lessons_tab, listeners
-from .common import T, client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
-from .results import only, result
+from . import lessons_tab, listeners, room_api, room_follow, room_keep
+from .common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
+from .results import only, outputs, result
+from .room_layout import no_room
+from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
 
-POLL_SECONDS = 1.0
 LANGS = ("en", "zh-CN")
 
 Polled = result(
-    "Polled", "room", "room_status", "room_vote", "room_result", "room_timer", *lessons_tab.Shown._fields, "prompt"
+    "Polled",
+    "room",
+    "room_status",
+    "room_vote",
+    "room_result",
+    "room_timer",
+    *lessons_tab.Shown._fields,
+    *room_follow.Followed._fields,
+    "room_qr",
+)
+Ended = result(
+    "Ended",
+    "room",
+    "room_status",
+    "room_vote",
+    "room_result",
+    "room_timer",
+    "room_teacher_row",
+    "room_follow",
+    "room_qr",
+    "room_secret",
+    "room_bar",
 )
 Entered = result(
     "Entered",
@@ -45,122 +62,10 @@ Entered = result(
     "room_panel",
     "room_teacher_row",
     "room_follow",
+    "room_qr",
+    "room_secret",
+    "room_bar",
 )
-
-
-def no_room() -> dict:
-    return {"code": None, "key": None, "member": None, "version": None, "follow": True, "vote": None}
-
-
-def layout() -> object:
-    """The room's controls (in the Lessons tab) and the hidden inputs of its API endpoints."""
-    from types import SimpleNamespace
-
-    c = SimpleNamespace()
-    c.room = gr.State(no_room())
-    c.room_timer = gr.Timer(POLL_SECONDS, active=False)
-    with gr.Accordion(T("room_title"), open=False, elem_id="pg-room") as c.room_panel:
-        with gr.Row():
-            c.room_start = gr.Button(T("room_start"), size="sm", elem_id="pg-room-start", scale=1)
-            c.room_code = gr.Textbox(
-                label=T("room_code"), placeholder="K7QM2R", max_lines=1, elem_id="pg-room-code", scale=1
-            )
-            c.room_join = gr.Button(T("room_join"), size="sm", elem_id="pg-room-join", scale=1)
-            c.room_follow = gr.Button(T("room_follow"), size="sm", elem_id="pg-room-follow", scale=1, visible=False)
-        c.room_status = gr.Markdown(elem_id="pg-room-status")
-        with gr.Row(visible=False) as c.room_teacher_row:  # the teacher's page only
-            c.room_open = gr.Button(T("room_open_vote"), size="sm", elem_id="pg-room-open")
-            c.room_reveal = gr.Button(T("room_reveal"), size="sm", variant="primary", elem_id="pg-room-reveal")
-            c.room_end = gr.Button(T("room_end"), size="sm", variant="stop", elem_id="pg-room-end")
-        c.room_vote = gr.Radio([], label=T("room_vote"), visible=False, elem_id="pg-room-vote")
-        c.room_result = gr.HTML(elem_id="pg-room-result")
-    # the API endpoints' inputs and output (never shown)
-    c.api_code = gr.Textbox(visible=False)
-    c.api_key = gr.Textbox(visible=False)
-    c.api_member = gr.Textbox(visible=False)
-    c.api_number = gr.Number(None, visible=False)
-    c.api_choice = gr.Textbox(visible=False)
-    c.api_state = gr.JSON(visible=False)
-    c.api_out = gr.JSON(visible=False)
-    return c
-
-
-# ---- what pages show
-def join_link(code: str, request) -> str:
-    """``?room=CODE`` on the address the teacher's browser used; on loopback while the server listens
-    beyond it (``GRADIO_SERVER_NAME=0.0.0.0``), the machine's LAN address instead."""
-    headers = getattr(request, "headers", None) or {}
-    host = headers.get("x-forwarded-host") or headers.get("host") or "127.0.0.1:7860"
-    scheme = headers.get("x-forwarded-proto") or getattr(getattr(request, "url", None), "scheme", None) or "http"
-    name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
-    if name in ("127.0.0.1", "localhost") and os.environ.get("GRADIO_SERVER_NAME", "") not in ("", "127.0.0.1"):
-        lan = lan_address()
-        if lan:
-            host = f"{lan}:{port}" if port else lan
-    return f"{scheme}://{host}/?room={code}"
-
-
-def lan_address() -> str | None:
-    """This machine's address on its network (no packet is sent), or None."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            address = s.getsockname()[0]
-        return None if address.startswith("127.") else address
-    except OSError:
-        return None
-
-
-def label_in(label, lang: str) -> str:
-    return (label.get(lang) or label.get("en") or "") if isinstance(label, dict) else str(label)
-
-
-def counts_html(vote: dict, lang: str) -> str:
-    """The revealed vote: the answer and one bar per choice (counts only: never who chose what)."""
-    counts, total = vote.get("counts") or {}, max(1, int(vote.get("answered") or 0))
-    answer = next((label_in(label, lang) for cid, label in vote["choices"] if cid == vote.get("answer")), "")
-    rows = []
-    for cid, label in vote["choices"]:
-        n = int(counts.get(cid, 0))
-        width = round(100 * n / total)
-        mark = " ✓" if cid == vote.get("answer") else ""
-        rows.append(
-            f"<div class='pg-room-bar' data-choice='{html.escape(cid)}' data-count='{n}'>"
-            f"<span>{html.escape(label_in(label, lang))}{mark}</span> <b>{n}</b>"
-            f"<div style='background:#4c78a8;height:8px;width:{width}%'></div></div>"
-        )
-    head = html.escape(tr(lang, "room_revealed", answer=answer, answered=int(vote.get("answered") or 0)))
-    return f"<div class='pg-room-counts' data-answer='{html.escape(str(vote.get('answer')))}'><b>{head}</b>{''.join(rows)}</div>"
-
-
-def vote_radio(vote: dict | None, lang: str, student: bool):
-    if not student or vote is None:
-        return gr.update(visible=False, choices=[], value=None)
-    return gr.update(
-        visible=True,
-        choices=[(label_in(label, lang), cid) for cid, label in vote["choices"]],
-        value=vote.get("mine"),
-        interactive=bool(vote.get("open")),
-        label=tr(lang, "room_vote"),
-    )
-
-
-def tally_text(tally: dict, lang: str, vote: dict | None = None) -> str:
-    """How many answered, and each choice's count (by its label when the page has the vote's choices)."""
-    if not tally.get("vote"):
-        return ""
-    labels = {cid: label_in(label, lang) for cid, label in (vote or {}).get("choices", [])}
-    counts = " · ".join(f"“{labels.get(cid, cid)}” {n}" for cid, n in tally["counts"].items())
-    return tr(lang, "room_tally", answered=tally["answered"], members=tally["members"], counts=counts)
-
-
-def teacher_status(room: dict, lang: str, link: str | None = None, tally: dict | None = None) -> str:
-    text = tr(lang, "room_teacher", code=room["code"])
-    if link or room.get("link"):
-        text += "  \n" + tr(lang, "room_link", link=link or room.get("link"), code_hint=room["code"])
-    if tally:
-        text += "  \n" + tally_text(tally, lang, room.get("vote"))
-    return text
 
 
 # ---- the teacher
@@ -179,8 +84,15 @@ def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
         link = join_link(code, request)
         ROOMS.publish(code, key, publishable(state, pos or lessons_tab.first_position(), prompt or ""))
     except Exception as e:
-        return only(Entered, room_status=fail(e, lang))
-    room = {**no_room(), "code": code, "key": key, "link": link, "version": None}
+        return only(Entered, room_status=fail(e, lang), room_bar=gr.Row(visible=True))
+    return lead(state, code, key, link)
+
+
+def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
+    """The teacher's page of room ``code``: its status and QR code, its controls; ``again`` (the page
+    reloaded, its key kept in the browser): the next poll draws the room's published step on it."""
+    lang = lang_of(state)
+    room = {**no_room(), "code": code, "key": key, "link": link, "version": None, "resumed": again}
     return Entered(
         room,
         teacher_status(room, lang, link),
@@ -190,22 +102,27 @@ def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
         gr.Accordion(open=True),
         gr.update(visible=True),
         gr.update(visible=False),
+        qr_html(link),
+        gr.skip() if again else room_keep.secret(code, key),
+        gr.Row(visible=True),
     )
 
 
 def publish_move(state, room, pos, prompt):
     """After the page moved (Next, Back, a lesson picked): the teacher's page publishes the step; a
-    student's page has stepped away (its own lesson radio back)."""
+    student's page has stepped away (its own lesson radio back, and Follow shown).
+    Outputs: room, status, the lesson's own choice radio, Follow."""
     room = room or no_room()
     if room.get("key"):
         try:
             ROOMS.publish(room["code"], room["key"], publishable(state, pos or {}, prompt or ""))
         except Exception as e:
-            return gr.skip(), fail(e, lang_of(state)), gr.skip()
-        return gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), fail(e, lang_of(state)), gr.skip(), gr.skip()
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     if room.get("member") and room.get("follow"):
-        return {**room, "follow": False}, tr(lang_of(state), "room_away", code=room["code"]), gr.update(visible=True)
-    return gr.skip(), gr.skip(), gr.skip()
+        away = tr(lang_of(state), "room_away", code=room["code"])
+        return {**room, "follow": False}, away, gr.update(visible=True), gr.update(visible=True)
+    return gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 
 def open_vote(state, room, pos, prompt) -> str:
@@ -246,8 +163,8 @@ def end_room(state, room):
             ROOMS.end(room.get("code"), room.get("key"), client_address())
     except RoomError as e:
         if e.key != "room.ended":
-            return gr.skip(), fail(e, lang), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    return (
+            return only(Ended, room_status=fail(e, lang))
+    return Ended(
         no_room(),
         tr(lang, "room_left"),
         gr.update(visible=False, choices=[], value=None),
@@ -255,6 +172,9 @@ def end_room(state, room):
         gr.Timer(active=False),
         gr.update(visible=False),
         gr.update(visible=False),
+        "",
+        room_keep.secret(room["code"], ended=True) if room.get("key") else gr.skip(),
+        gr.skip(),  # (the bar stays: it says the page left the room)
     )
 
 
@@ -264,7 +184,9 @@ def join_room(state, room, code) -> Entered:
     try:
         member = ROOMS.join(code, client_address())
     except Exception as e:
-        return only(Entered, room_status=fail(e, lang), room_panel=gr.Accordion(open=True))
+        return only(
+            Entered, room_status=fail(e, lang), room_panel=gr.Accordion(open=True), room_bar=gr.Row(visible=True)
+        )
     code = ROOMS.state(code, member=member, client=client_address())["code"]
     room = {**no_room(), "code": code, "member": member}
     return Entered(
@@ -275,18 +197,26 @@ def join_room(state, room, code) -> Entered:
         gr.Timer(active=True),
         gr.Accordion(open=True),
         gr.update(visible=False),
-        gr.update(visible=True),
+        gr.update(visible=False),  # (Follow: shown once the student steps away)
+        "",
+        gr.skip(),  # (a student's page never gets a key)
+        gr.Row(visible=True),
     )
 
 
-def from_link(state, room, prompt, pos, request: gr.Request = None):
-    """Page load: ``?room=CODE`` joins that room, ``?room=new`` starts one (and opens the Lessons tab)."""
+def from_link(state, room, prompt, pos, saved=None, request: gr.Request = None):
+    """Page load: ``?room=CODE`` joins that room, or leads it again when this browser keeps its key
+    (``saved``, from room_keep.LOAD_JS: the teacher's page reloaded); ``?room=new`` starts one (and
+    opens the Lessons tab)."""
     params = dict(request.query_params) if request is not None else {}
     code = params.get("room")
     if not code:
         return (*[gr.skip()] * len(Entered._fields), gr.skip(), gr.skip())
     state = {**(state or {}), "lang": page_prefs(request)[0]}  # (the page has not said its language yet)
-    if str(code).lower() == "new":
+    led = room_keep.lead_again(saved, code)
+    if led is not None:
+        entered = lead(state, led["code"], led["key"], join_link(led["code"], request), again=True)
+    elif str(code).lower() == "new":
         entered = start_room(state, room, pos, prompt, request)
     else:
         entered = join_room(state, room, code)
@@ -297,8 +227,10 @@ def follow(state, room):
     """Back in step: the next poll draws the teacher's step."""
     room = room or no_room()
     if not room.get("member"):
-        return gr.skip(), warn(tr(lang_of(state), "room_none"))
-    return {**room, "follow": True, "version": None}, tr(lang_of(state), "room_joined", code=room["code"])
+        return gr.skip(), warn(tr(lang_of(state), "room_none")), gr.skip()
+    # everything is taken from the room again: its tab, its run, its step
+    again = {**room, "follow": True, "version": None, "tab": None, "run_version": None, "run_id": None, "drawn": None}
+    return again, tr(lang_of(state), "room_joined", code=room["code"]), gr.update(visible=False)
 
 
 def cast(state, room, choice) -> str:
@@ -332,6 +264,7 @@ def poll(state, room, prompt) -> Polled:
             room_status=fail(e, lang),
             room_vote=gr.update(visible=False),
             room_timer=gr.Timer(active=False),
+            room_qr="",
         )
     out = nothing
     if seen["changed"]:
@@ -347,14 +280,33 @@ def poll(state, room, prompt) -> Polled:
         room_result=counts_html(vote, lang) if vote and "counts" in vote else "",
     )
     published = seen.get("state") or {}
-    if teacher or not room.get("follow") or not published.get("lesson"):
+    if teacher and room.get("resumed") and published.get("lesson"):  # the teacher's page reloaded: its room's step
+        pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
+        here = published.get("prompt") if published.get("prompt") is not None else prompt
+        shown = lessons_tab.show(state, pos, here)
+        tab = published.get("tab") if published.get("tab") in room_follow.TABS else "lessons"
+        resumed = {**room, "resumed": False}
+        return out._replace(**shown._asdict(), prompt=here, room=resumed, tabs=gr.Tabs(selected=tab))
+    if teacher or not room.get("follow"):
+        return out
+    room, followed = room_follow.follow_published(room, published, prompt)
+    out = out._replace(room=room, **followed)
+    if not published.get("lesson"):
+        return out
+    here = published.get("prompt") if published.get("prompt") is not None else prompt
+    # The lesson's step is drawn again when the teacher moves, or when the prompt changes while the
+    # teacher is on the Lessons tab (each student's page draws it on its own model: not per keystroke
+    # typed in the Generate tab).
+    on_lessons = published.get("tab") in (None, "lessons")
+    drawn = [published["lesson"], published.get("step", 0), here if on_lessons else None]
+    before = room.get("drawn") or [None, None, None]
+    if drawn[:2] == before[:2] and (not on_lessons or drawn[2] == before[2]):
         return out
     pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
-    here = published.get("prompt") if published.get("prompt") is not None else prompt
     shown = lessons_tab.show(state, pos, here)
     choice = shown.choice if isinstance(shown.choice, dict) else {}
     shown = shown._replace(choice={**choice, "visible": False})  # the room's vote stands in for it
-    return out._replace(**shown._asdict(), prompt=here)
+    return out._replace(**shown._asdict(), prompt=here, room={**room, "drawn": drawn})
 
 
 def redraw(state, room):
@@ -371,101 +323,34 @@ def redraw(state, room):
     return tr(lang, key, code=room["code"]), vote_radio(vote, lang, student=True), result
 
 
-# ---- the API: the same operations by code, key and member id
-def _api(fn):
-    """``fn`` answering a refusal as ``{"error": message, "key": its key}`` (English, as every endpoint)."""
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except UserError as e:
-            return {"error": str(e), "key": e.key}
-        except (ValueError, TypeError) as e:
-            return {"error": str(e), "key": None}
-
-    return call
-
-
-@_api
-def api_create(request: gr.Request = None) -> dict:
-    """A new room: its code, the teacher's key (keep it secret) and the join link."""
-    code, key = ROOMS.create(client_address())
-    return {"code": code, "key": key, "link": join_link(code, request)}
-
-
-@_api
-def api_join(code) -> dict:
-    member = ROOMS.join(code, client_address())
-    seen = ROOMS.state(code, member=member, client=client_address())
-    return {"code": seen["code"], "member": member, "version": seen["version"]}
-
-
-@_api
-def api_state(code, since, member, key) -> dict:
-    """What a follower sees (``since``: the version already seen); with the teacher's key, the tally too."""
-    since = int(since) if isinstance(since, (int, float)) and since == since else None
-    seen = ROOMS.state(code, since=since, member=member or None, client=client_address())
-    if key:
-        seen["tally"] = ROOMS.tally(code, key, client_address())
-    return seen
-
-
-@_api
-def api_publish(code, key, state) -> dict:
-    return {"version": ROOMS.publish(code, key, state, client_address())}
-
-
-@_api
-def api_open_vote(state, code, key) -> dict:
-    """A vote on the room's published step, its answer computed on this session's model."""
-    published = ROOMS.state(code, client=client_address()).get("state") or {}
-    lesson, index = lessons_tab.locate({"lesson": published.get("lesson"), "step": published.get("step", 0)})
-    question, _ = lessons.ask(lesson.steps[index], session_model(state), published.get("prompt") or "")
-    choices = [[cid, {lg: lessons_tab.choice_label(question, cid, lg) for lg in LANGS}] for cid, _ in question.choices]
-    vote = ROOMS.open_vote(code, key, f"{lesson.id}/{index + 1}", choices, question.answer, client_address())
-    return {"vote": vote, "choices": choices}
-
-
-@_api
-def api_vote(code, member, vote_id, choice) -> dict:
-    vote_id = int(vote_id) if isinstance(vote_id, (int, float)) and vote_id == vote_id else None
-    ROOMS.vote(code, member, vote_id, choice, client_address())
-    return {"voted": choice}
-
-
-@_api
-def api_reveal(code, key) -> dict:
-    return ROOMS.reveal(code, key, client_address())
-
-
-@_api
-def api_end(code, key) -> dict:
-    ROOMS.end(code, key, client_address())
-    return {"ended": code}
-
-
 def wire(page) -> None:
     c, prompt = page.lessons, page.generate.prompt
     state = page.state
     private = {"api_visibility": "private"}
     entered = [getattr(c, name) for name in Entered._fields]
-    c.room_start.click(start_room, [state, c.room, c.lesson_pos, prompt], entered, **private)
+    keep = {"fn": None, "inputs": [c.room_secret], "outputs": None, "js": room_keep.SAVE_JS}
+    c.room_start.click(start_room, [state, c.room, c.lesson_pos, prompt], entered, **private).then(**keep)
     c.room_join.click(join_room, [state, c.room, c.room_code], entered, **private)
     c.room_code.submit(join_room, [state, c.room, c.room_code], entered, **private)
-    page.demo.load(from_link, [state, c.room, prompt, c.lesson_pos], entered + [c.room_code, page.tabs], **private)
+    page.demo.load(
+        from_link,
+        [state, c.room, prompt, c.lesson_pos, c.room_secret],
+        entered + [c.room_code, page.tabs],
+        js=room_keep.LOAD_JS,
+        **private,
+    ).then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
-    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status], **private)
+    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
     c.room_end.click(
         end_room,
         [state, c.room],
-        [c.room, c.room_status, c.room_vote, c.room_result, c.room_timer, c.room_teacher_row, c.room_follow],
+        outputs(Ended, c),
         **private,
-    )
+    ).then(**keep)
     c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
-    polled = [getattr(c, name) for name in Polled._fields[:-1]] + [prompt]
+    polled = outputs(Polled, c, page.generate, tabs=page.tabs)
     c.room_timer.tick(
         poll,
         [state, c.room, prompt],
@@ -475,20 +360,5 @@ def wire(page) -> None:
         concurrency_limit=8,
         **private,
     )
-    # the API
-    hidden = lambda: gr.Button(visible=False)
-    hidden().click(api_create, None, c.api_out, api_name="room_create")
-    hidden().click(api_join, c.api_code, c.api_out, api_name="room_join")
-    hidden().click(
-        api_state,
-        [c.api_code, c.api_number, c.api_member, c.api_key],
-        c.api_out,
-        api_name="room_state",
-        concurrency_id="room_poll",
-        concurrency_limit=8,
-    )
-    hidden().click(api_publish, [c.api_code, c.api_key, c.api_state], c.api_out, api_name="room_publish")
-    hidden().click(api_open_vote, [state, c.api_code, c.api_key], c.api_out, api_name="room_open_vote")
-    hidden().click(api_vote, [c.api_code, c.api_member, c.api_number, c.api_choice], c.api_out, api_name="room_vote")
-    hidden().click(api_reveal, [c.api_code, c.api_key], c.api_out, api_name="room_reveal")
-    hidden().click(api_end, [c.api_code, c.api_key], c.api_out, api_name="room_end")
+    room_follow.wire(page)
+    room_api.wire(c, state)

@@ -110,7 +110,7 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     joined = lessons_room.join_room(student_state, None, t_room["code"])
     s_room = joined.room
     assert s_room["member"] and not s_room.get("key") and "教室" in joined.room_status
-    assert not joined.room_teacher_row["visible"] and joined.room_follow["visible"]
+    assert not joined.room_teacher_row["visible"] and not joined.room_follow["visible"]  # until stepped away
 
     polled = lessons_room.poll(student_state, s_room, "")
     s_room = polled.room
@@ -143,14 +143,16 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     assert "The answer" in result and radio["choices"]
 
     # the student moves on their own: away, until Follow
-    s_room, status, radio = lessons_room.publish_move(student_state, s_room, moved.lesson_pos, PROMPT)
+    s_room, status, radio, follow_button = lessons_room.publish_move(student_state, s_room, moved.lesson_pos, PROMPT)
+    assert follow_button["visible"]
     assert s_room["follow"] is False and radio["visible"]
     back = lessons_tab.move(teacher_state, moved.lesson_pos, PROMPT, +1)
     lessons_room.publish_move(teacher_state, t_room, back.lesson_pos, PROMPT)
     polled = lessons_room.poll(student_state, s_room, PROMPT)
     s_room = polled.room
     assert polled.lesson_pos == SKIP and polled.room_vote["visible"] is False  # the new step's, without a vote
-    s_room, _ = lessons_room.follow(student_state, s_room)
+    s_room, _, follow_button = lessons_room.follow(student_state, s_room)
+    assert follow_button["visible"] is False
     polled = lessons_room.poll(student_state, s_room, PROMPT)
     assert polled.lesson_pos == back.lesson_pos
 
@@ -158,3 +160,154 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     gone = lessons_room.poll(student_state, polled.room, PROMPT)
     assert gone.room["code"] is None and "结束" in gone.room_status
     assert ROOMS.count() == 0 or t_room["code"] not in str(ROOMS._rooms)
+
+
+def test_a_students_page_follows_the_teachers_tab_prompt_run_and_view(pages):
+    """Beyond the lesson: the tab, the prompt, the teacher's run (its chips, status and heatmap as the
+    teacher's page drew them, sent as they are) and the view's controls; the student's own typing steps away."""
+    import json
+
+    from gradio.components.plot import PlotData
+
+    from playground.ui import generate_tab, room_follow
+    from playground.ui.chips import RESET
+
+    teacher_state, student_state = pages
+    t_room = lessons_room.start_room(teacher_state, None, lessons_tab.first_position(), PROMPT).room
+    s_room = lessons_room.join_room(student_state, None, t_room["code"]).room
+    s_room = lessons_room.poll(student_state, s_room, "").room
+
+    # the teacher opens the Generate tab and types: the student's page opens it and shows the prompt,
+    # without drawing the lesson's step again (the teacher is not on the Lessons tab)
+    assert all(v == SKIP for v in room_follow.tab_opened("generate")(teacher_state, t_room))
+    room_follow.prompt_typed(teacher_state, t_room, "Hello there")
+    polled = lessons_room.poll(student_state, s_room, PROMPT)
+    s_room = polled.room
+    assert polled.tabs.selected == "generate" and polled.prompt == "Hello there" and polled.lesson_pos == SKIP
+    # the page's own select of the tab the poll opened is not a move of the student's
+    assert room_follow.tab_opened("generate")(student_state, s_room).room == SKIP
+
+    # the teacher generates: the run is published once it ends, as the teacher's page shows it
+    for update in generate_tab.generate_tokens(teacher_state, "Hello there", 0.8, 40, 1.0, 6, 0, False):
+        teacher_state = update[0]
+    generate_tab.after_run(teacher_state)
+    assert all(
+        v == SKIP
+        for v in room_follow.publish_run(teacher_state, t_room, "Hello there", "one", 0, 0, True, None, "newest")
+    )
+    polled = lessons_room.poll(student_state, s_room, "Hello there")
+    s_room = polled.room
+    record = ROOMS._rooms[t_room["code"]].state["run"]
+    assert polled.chips.startswith(RESET) and polled.chips.count("pg-gen") == 6
+    assert isinstance(polled.heatmap, PlotData) and polled.heatmap.plot is record["figure"]  # sent as it is
+    assert json.loads(polled.heatmap.plot)["data"][0]["type"] == "heatmap"
+    assert "data-state" in polled.status or "6" in polled.status
+    assert polled.view == "one" and polled.layer["value"] == 0 and polled.span == "newest"
+    assert student_state.get("run_id") is None  # the student's page ran nothing
+
+    # the teacher changes the head: a new figure, the chips not sent again
+    room_follow.publish_run(teacher_state, t_room, "Hello there", "average", 0, 0, True, None, "newest")
+    polled = lessons_room.poll(student_state, s_room, "Hello there")
+    s_room = polled.room
+    assert polled.chips == SKIP and polled.view == "average" and isinstance(polled.heatmap, PlotData)
+
+    # the student types: stepped away; the teacher's next prompt is not followed until Follow
+    away = room_follow.prompt_typed(student_state, s_room, "my own")
+    s_room = away.room
+    assert s_room["follow"] is False and away.room_follow["visible"]
+    room_follow.prompt_typed(teacher_state, t_room, "Next prompt")
+    assert lessons_room.poll(student_state, s_room, "my own").prompt == SKIP
+    s_room, _, follow_button = lessons_room.follow(student_state, s_room)
+    assert follow_button["visible"] is False
+    polled = lessons_room.poll(student_state, s_room, "my own")
+    assert polled.prompt == "Next prompt" and polled.tabs.selected == "generate" and polled.chips.startswith(RESET)
+
+    # a student's page publishes nothing, and cannot publish a run through the rooms
+    assert all(
+        v == SKIP for v in room_follow.publish_run(student_state, s_room, "x", "one", 0, 0, True, None, "newest")
+    )
+    with pytest.raises(Exception, match="Only the teacher"):
+        ROOMS.publish_run(t_room["code"], s_room["member"], {"id": "1", "chips": "<script>"})
+    lessons_room.end_room(teacher_state, t_room)
+
+
+def test_the_teachers_page_reloaded_leads_its_room_again_with_the_key_its_browser_kept(pages):
+    """``?room=new`` gives the page its key once (for the browser's local storage, room_keep.SAVE_JS); the
+    page reloaded at ``?room=CODE`` with that key leads the room again and draws its step; a wrong, another
+    room's or an ended room's key, or none, is a student's join; a student's page is never given a key."""
+    import json
+    from types import SimpleNamespace
+
+    from playground.ui import room_keep
+
+    teacher_state, student_state = pages
+
+    def load(code, saved, state):
+        request = SimpleNamespace(query_params={"room": code}, headers={"host": "127.0.0.1:7860"}, url=None)
+        return lessons_room.Entered(*lessons_room.from_link(state, None, PROMPT, None, saved, request)[:-2])
+
+    started = load("new", "", teacher_state)
+    code, key = started.room["code"], started.room["key"]
+    assert json.loads(started.room_secret) == {"code": code, "key": key}
+    assert key not in started.room_status and key not in started.room_qr and "<svg" in started.room_qr
+    other = load("new", "", teacher_state).room
+
+    again = load(code.lower(), room_keep.secret(code, key), teacher_state)
+    assert again.room["key"] == key and again.room["resumed"] and again.room_secret == SKIP
+    assert again.room_teacher_row["visible"] and "<svg" in again.room_qr
+    lessons_room.publish_move(
+        teacher_state, started.room, lessons_tab.move(teacher_state, None, PROMPT, +1).lesson_pos, PROMPT
+    )
+    polled = lessons_room.poll(teacher_state, again.room, "")
+    assert polled.lesson_pos["step"] == 1 and polled.prompt == PROMPT and polled.room["resumed"] is False
+    assert lessons_room.poll(teacher_state, polled.room, PROMPT).lesson_pos == SKIP  # drawn once
+
+    for saved in (
+        "",
+        "not json",
+        room_keep.secret(code, other["key"]),
+        room_keep.secret(other["code"], key),
+        json.dumps({"code": code, "key": ["x"]}),
+    ):
+        joined = load(code, saved, student_state)
+        assert joined.room["member"] and not joined.room.get("key") and joined.room_secret == SKIP, saved
+        assert not joined.room_teacher_row["visible"] and joined.room_qr == ""
+
+    ended = lessons_room.end_room(teacher_state, again.room)
+    assert json.loads(ended.room_secret) == {"code": code, "ended": True} and ended.room_qr == ""
+    gone = load(code, room_keep.secret(code, key), teacher_state)
+    assert gone.room == SKIP and "ended" in gone.room_status
+    lessons_room.end_room(teacher_state, {**other})
+
+
+def test_the_join_link_uses_the_lan_address_when_the_server_listens_beyond_loopback(monkeypatch):
+    from types import SimpleNamespace
+
+    from playground.ui import room_views
+
+    request = SimpleNamespace(headers={"host": "127.0.0.1:7860"}, url=None)
+    monkeypatch.setattr(room_views, "lan_address", lambda: "192.168.1.20")
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    assert room_views.join_link("ABCDEF", request) == "http://127.0.0.1:7860/?room=ABCDEF"  # loopback only
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    link = room_views.join_link("ABCDEF", request)
+    assert link == "http://192.168.1.20:7860/?room=ABCDEF"
+    lan = SimpleNamespace(headers={"host": "10.0.0.5:7860"}, url=None)  # the address the teacher's browser used
+    assert room_views.join_link("ABCDEF", lan) == "http://10.0.0.5:7860/?room=ABCDEF"
+    qr = room_views.qr_html(link)
+    assert f"data-link='{link}'" in qr and "<svg" in qr and "viewBox" in qr  # sized by CSS (large in presenter mode)
+
+
+def test_a_student_cannot_publish_a_run_through_the_api(app_url):
+    teacher, student = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    room = teacher.predict(api_name="/room_create")
+    code, key = room["code"], room["key"]
+    member = student.predict(code, api_name="/room_join")["member"]
+    assert teacher.predict(code, key, api_name="/room_publish_run")["key"] == "room.no_run"  # nothing generated yet
+    for crafted in (member, code, "", key[:-1] + ("A" if key[-1] != "A" else "B")):
+        assert student.predict(code, crafted, api_name="/room_publish_run")["key"] == "room.not_teacher"
+    teacher.predict("ROMEO:", 0.8, 40, 1.0, 4, 0, False, api_name="/generate")
+    assert "version" in teacher.predict(code, key, api_name="/room_publish_run")
+    run = student.predict(code, None, member, "", api_name="/room_state")["state"]["run"]
+    assert run["chips"].count("pg-gen") == 4 and run["figure"] and "data" in run["figure"]
+    teacher.predict(code, key, api_name="/room_end")

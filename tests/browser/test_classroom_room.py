@@ -2,6 +2,8 @@
 (``?room=CODE``, one in English, one in 中文). The students follow the teacher's Next within a few
 seconds (the time is printed), a vote from each shows as counts on the teacher's page, Reveal shows the
 room's counts on both student pages, and a student who steps away and presses Follow is back in step.
+Then the teacher's Generate tab, prompt, run and attention view reach the students' pages (the time is
+printed); a student who types steps away.
 Screenshots: tests/artifacts/room-*.png."""
 
 import re
@@ -11,12 +13,23 @@ import pytest
 
 from playground.i18n import tr
 from playground.server import lessons
-from tests.browser.chromium import launch
+from playground.server.rooms import ROOMS
+from tests.browser.chromium import launch, open_tab, set_number
 from tests.helpers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-FOLLOW_S = 5.0  # a poll a second, then the step drawn (on a 2-core machine shared with the server)
+FOLLOW_S = 5.0
+RUN_FOLLOW_S = 15.0  # the teacher's run: its map drawn once on the server, then chips and map drawn by each page
+TEACHER_PROMPT = "ROMEO: What light through yonder window breaks?"  # (no newline: Enter would generate)
+SELECTED = (
+    "() => document.querySelector(\"button[role=tab][data-tab-id='{tab}']\")?.getAttribute('aria-selected') === 'true'"
+)
+SELECTED_NOW = "() => document.querySelector('button[role=tab][aria-selected=true]')?.dataset.tabId"
+PROMPT_IS = "(want) => document.querySelector('#pg-prompt textarea')?.value === want"
+CHIPS_ARE = "(n) => document.querySelectorAll('#pg-chips .pg-gen').length === n"
+TITLE = "() => document.querySelector('#pg-heatmap .js-plotly-plot')?.layout?.title?.text ?? null"
+TITLE_IS = f"(want) => ({TITLE})() === want"  # a poll a second, then the step drawn (on a 2-core machine shared with the server)
 
 
 def progress_text(lang, lesson, index):
@@ -36,6 +49,13 @@ def wait_progress(page, text, timeout=FOLLOW_S) -> float:
     t0 = time.perf_counter()
     page.locator("#pg-lesson-progress").get_by_text(text, exact=False).wait_for(timeout=timeout * 1000)
     return time.perf_counter() - t0
+
+
+def type_in(page, text):
+    """Typed key by key, as a person does (Gradio's input event, which a fill() does not raise)."""
+    box = page.locator("#pg-prompt textarea")
+    box.fill("")
+    box.press_sequentially(text)
 
 
 def test_a_teacher_leads_two_students(page_url):
@@ -104,8 +124,76 @@ def test_a_teacher_leads_two_students(page_url):
         s1.locator("#pg-room-follow").click()
         wait_progress(s1, progress_text("en", lesson, index))
 
+        # the teacher opens the Generate tab, types a prompt and generates: the students' pages open the
+        # tab, show the prompt, and then the teacher's run (its chips and heatmap, not a run of their own)
+        open_tab(teacher, "generate")
+        for page in (s1, s2):
+            try:
+                page.wait_for_function(SELECTED.format(tab="generate"), timeout=FOLLOW_S * 1000)
+            except Exception:
+                print("room", {k: v for k, v in ROOMS._rooms[code].state.items() if k != "run"})
+                print(page.locator("#pg-room-status").inner_text(), page.evaluate(SELECTED_NOW))
+                page.screenshot(path=str(ARTIFACTS / "room-debug.png"))
+                raise
+        type_in(teacher, TEACHER_PROMPT)
+        for page in (s1, s2):
+            page.wait_for_function(PROMPT_IS, arg=TEACHER_PROMPT, timeout=FOLLOW_S * 1000)
+        set_number(teacher, "pg-max-new", 12)
+        teacher.locator("#pg-generate").click()
+        teacher.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
+        t0 = time.perf_counter()
+        while "run" not in ROOMS._rooms[code].state and time.perf_counter() - t0 < 60:  # (the server is this process)
+            time.sleep(0.05)
+        in_room = time.perf_counter() - t0
+        for page in (s1, s2):  # (the pages draw a 12-token map on a 2-core machine shared with the server)
+            page.wait_for_function(CHIPS_ARE, arg=12, timeout=RUN_FOLLOW_S * 1000)
+            page.locator("#pg-heatmap .js-plotly-plot").wait_for(timeout=RUN_FOLLOW_S * 1000)
+            page.locator("#pg-status [data-state=done]").wait_for(timeout=RUN_FOLLOW_S * 1000)
+        print(
+            f"the teacher's run in the room {in_room:.2f} s after the teacher's status said done; on both students'"
+            f" pages {time.perf_counter() - t0:.2f} s after it"
+        )
+        chips = [p.locator("#pg-chips .pg-gen").count() for p in (teacher, s1, s2)]
+        assert chips == [12, 12, 12], chips
+        # the teacher picks another layer/head view: the students' maps follow
+        teacher.locator("#pg-view input").click()
+        teacher.locator("[role=option]").nth(2).click()
+        teacher.wait_for_timeout(1500)  # (the teacher's new map drawn)
+        title = teacher.evaluate(TITLE)
+        for page in (s1, s2):  # the teacher's figure as it is: the same title, in the teacher's language
+            page.wait_for_function(TITLE_IS, arg=title, timeout=FOLLOW_S * 1000)
+        for size in ((1600, 1000), (1024, 768)):
+            for page, name in ((teacher, "teacher"), (s2, "student-zh")):
+                page.set_viewport_size({"width": size[0], "height": size[1]})
+                page.wait_for_timeout(500)
+                page.screenshot(path=str(ARTIFACTS / f"room-generate-{name}-{size[0]}x{size[1]}.png"))
+        # a student who types steps away: the teacher's next prompt does not reach that page until Follow
+        type_in(s1, "my own prompt")
+        s1.locator("#pg-room-status").get_by_text("stepped away", exact=False).wait_for(timeout=10_000)
+        type_in(teacher, TEACHER_PROMPT + " again")
+        s2.wait_for_function(PROMPT_IS, arg=TEACHER_PROMPT + " again", timeout=FOLLOW_S * 1000)
+        assert s1.locator("#pg-prompt textarea").input_value() == "my own prompt"
+        s1.locator("#pg-room-follow").click()
+        s1.wait_for_function(PROMPT_IS, arg=TEACHER_PROMPT + " again", timeout=FOLLOW_S * 1000)
+
+        # the teacher's page reloaded: its key kept in its browser (never in the address), it leads the room
+        # again and still drives; the students' pages never held the key
+        assert f"room={code}" in teacher.url and "key" not in teacher.url
+        key = teacher.evaluate(f"() => localStorage.getItem('pg-room-key:{code}')")
+        assert key and all(p.evaluate(f"() => localStorage.getItem('pg-room-key:{code}')") is None for p in (s1, s2))
+        teacher.reload()
+        teacher.locator("#pg-room-status").get_by_text(f"You lead room {code}", exact=False).wait_for(timeout=60_000)
+        teacher.locator("#pg-room-qr svg").first.wait_for(timeout=10_000)
+        assert key not in teacher.content()
+        teacher.wait_for_function(SELECTED.format(tab="generate"), timeout=FOLLOW_S * 1000)  # the room's tab
+        open_tab(teacher, "lessons")
+        for page in (s1, s2):
+            page.wait_for_function(SELECTED.format(tab="lessons"), timeout=FOLLOW_S * 1000)
+        teacher.screenshot(path=str(ARTIFACTS / "room-teacher-reloaded.png"))
+
         # the teacher ends the room: the students are told
         teacher.locator("#pg-room-end").click()
         s1.locator("#pg-room-status").get_by_text("has ended", exact=False).wait_for(timeout=10_000)
+        teacher.wait_for_function(f"() => localStorage.getItem('pg-room-key:{code}') === null", timeout=10_000)
         assert not errors, errors
         browser.close()

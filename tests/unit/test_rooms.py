@@ -265,3 +265,33 @@ def test_refusals_read_in_chinese():
     code, key = r.create()
     r.end(code, key)
     assert tr_error("zh-CN", refused("room.ended", r.join, code)) == f"教室 {code} 已经结束。"
+
+
+def test_a_published_run_is_bounded_replaced_and_only_the_teachers():
+    r = Rooms()
+    code, key = r.create()
+    other, other_key = r.create()
+    member = r.join(code)
+    v = r.publish_run(code, key, {"id": "7", "chips": "<span>a</span>", "status": "done", "figure": '{"data": []}'})
+    seen = r.state(code, member=member)
+    assert seen["version"] == v and seen["state"]["run"]["figure"] == '{"data": []}'
+    assert seen["state"]["run"]["version"] == v
+    # a new publish of the place keeps the run; a new run replaces it (one run a room, never a list)
+    r.publish(code, key, {"tab": "generate"})
+    r.publish_run(code, key, {"id": "8", "chips": "b", "status": "", "figure": None})
+    assert r.state(code)["state"]["run"]["id"] == "8" and r.state(code)["state"]["tab"] == "generate"
+    # past the cap: kept without its figure (said), and chips alone past it are refused
+    big = "x" * rooms.MAX_RUN_CHARS
+    r.publish_run(code, key, {"id": "9", "chips": "c" * 1000, "status": "", "figure": big})
+    run = r.state(code)["state"]["run"]
+    assert run["figure"] is None and run["figure_left_out"] and run["id"] == "9"
+    refused("room.bad_run", r.publish_run, code, key, {"id": "9", "chips": big + "x"})
+    refused("room.bad_run", r.publish_run, code, key, {"id": 9, "chips": ""})
+    refused("room.bad_run", r.publish_run, code, key, {"id": "9", "chips": "", "script": "x"})
+    refused("room.bad_run", r.publish_run, code, key, "not a dict")
+    # a student (the code, a member id), another room's key: refused; the API's publish cannot set a run
+    for bad in (code, member, other_key, ""):
+        refused("room.not_teacher", r.publish_run, code, bad, {"id": "1", "chips": "<script>"}, client="s")
+    refused("room.state_unknown", r.publish, code, key, {"run": {"id": "1", "chips": "<script>"}})
+    assert r.state(code)["state"]["run"]["id"] == "9" and "run" not in r.state(other)["state"]
+    assert tr_error("zh-CN", RoomError("room.bad_run", "x {fields} {n}", fields=["id"], n=1)) != "x ['id'] 1"
