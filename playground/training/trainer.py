@@ -186,7 +186,11 @@ class Trainer:
             {"params": decay, "weight_decay": self.tcfg.weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
         ]
-        return torch.optim.AdamW(groups, lr=self.tcfg.lr, betas=ADAMW_BETAS, eps=1e-8)
+        return torch.optim.AdamW(groups, lr=self.tcfg.lr, betas=self.betas, eps=1e-8)
+
+    @property
+    def betas(self) -> tuple[float, float]:
+        return (ADAMW_BETAS[0], self.tcfg.beta2)
 
     def get_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and targets (batch_size / world_size, block_size) for update ``step``: this rank's
@@ -344,7 +348,7 @@ class Trainer:
                 tensors[f"{names[id(p)]}.{key}"] = torch.as_tensor(value).detach().cpu().contiguous()
         opt_path = optimizer_path(path)
         tmp = opt_path.with_name(opt_path.name + ".tmp")
-        save_file(tensors, str(tmp), metadata={"step": str(self.step_count), "betas": json.dumps(ADAMW_BETAS)})
+        save_file(tensors, str(tmp), metadata={"step": str(self.step_count), "betas": json.dumps(self.betas)})
         tmp.replace(opt_path)
         return path
 

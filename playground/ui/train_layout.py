@@ -73,13 +73,14 @@ def layout() -> SimpleNamespace:
             with gr.Row():
                 c.train_btn = gr.Button(T("train"), variant="primary", elem_id="pg-train")
                 c.stop_btn = gr.Button(T("stop"), variant="stop")
-            # The induction-head run: its own model, text and mix; its time is measured when the tab opens.
-            c.heads_btn = gr.Button(T("heads_watch"), variant="secondary", elem_id="pg-train-heads")
-            c.heads_estimate = gr.HTML(elem_id="pg-heads-estimate")
             # Messages where the user is looking: right under the Train button.
             c.estimate = gr.HTML(elem_id="pg-train-estimate")
             c.msg = gr.HTML(elem_id="pg-train-msg")
             c.use_btn = gr.Button(T("use_trained"))
+            # The induction-head run: its own model, text and mix (below Train's estimate and messages,
+            # which stay on a projector's first screen); its time is measured when the tab opens.
+            c.heads_btn = gr.Button(T("heads_watch"), variant="secondary", elem_id="pg-train-heads")
+            c.heads_estimate = gr.HTML(elem_id="pg-heads-estimate")
         with gr.Column(scale=1):
             c.progress = gr.HTML(elem_id="pg-train-progress")
             c.loss_plot = gr.Plot(show_label=False, elem_id="pg-train-loss")
