@@ -1,5 +1,6 @@
-"""What a head's attention map looks like, in numbers: previous-token, first-token and self mass,
-entropy, and the induction (prefix-matching) score.
+"""What a head's attention map looks like, in numbers: its previous-token, first-token and induction scores.
+
+Previous-token, first-token and self mass, entropy, and the induction (prefix-matching) score.
 
 Pure numpy on [heads, T, T] probability maps (any source: the live model, a training run's probe, an
 export, a hand-built array in a test). They live beside the model because both the interpretability

@@ -1,5 +1,7 @@
-"""A training run's heads as curves: each head's previous-token, induction and first-token score
-against the step, the in-context loss gap beside them, the phase change marked on all four."""
+"""A training run's heads as curves: every head's scores and the in-context gap against the step.
+
+Each head's previous-token, induction and first-token score against the step, the in-context loss
+gap beside them, the phase change marked on all four."""
 
 from __future__ import annotations
 
