@@ -27,13 +27,23 @@ from playground.training.head_watch import HeadWatch, probe_batch  # noqa: E402
 from playground.training.trainer import Trainer, build_model  # noqa: E402
 
 
-def one_run(corpus, tcfg, watched: bool) -> tuple[float, float]:
+def one_run(corpus, tcfg, watched: bool) -> tuple[float, float, str]:
     model = build_model(induction_run.MODEL, tcfg.seed, device="cpu")
     trainer = Trainer(model, corpus.train_ids, corpus.val_ids, tcfg, **induction_run.trainer_extras(corpus, tcfg))
     watch = HeadWatch(model, probe_batch(corpus.train_ids), induction_run.WATCH_EVERY) if watched else None
     started = time.perf_counter()
     trainer.run(watch)
-    return time.perf_counter() - started, watch.seconds if watch else 0.0
+    seconds = time.perf_counter() - started
+    if watch is None:
+        return seconds, 0.0, ""
+    last, tl = watch.records[-1], watch.timeline()
+    found = (
+        f"step {last.step}: previous-token {last.previous_token.max():.2f} (layer "
+        f"{int(last.previous_token.argmax()) // last.previous_token.shape[1]}), induction {last.induction.max():.2f} "
+        f"(layer {int(last.induction.argmax()) // last.induction.shape[1]}), gap {last.gap:+.2f}; "
+        f"phase change {tl['phase_change']}; training {trainer.elapsed_s:.1f} s"
+    )
+    return seconds, watch.seconds, found
 
 
 def main() -> None:

@@ -12,9 +12,10 @@ import html
 import gradio as gr
 
 from playground import figures
+from playground.engine.config import PRESETS
 from playground.figures.head_curves import head_score_curves
 from playground.server import train_heads
-from playground.server.jobs import JOBS
+from playground.server.jobs import JOBS, training_config
 from playground.training import induction_run
 from playground.training.corpus import load_bundled_corpus, prepare_corpus
 from playground.training.estimate import format_duration
@@ -58,14 +59,6 @@ def curves_figure(run, train_state=None):
     return dress(fig, lang, present)
 
 
-def head_choices(run) -> list[tuple[str, str]]:
-    """("L1 H2", "1.2") for every head of the run's model."""
-    if run is None or not run.records:
-        return []
-    layers, heads = run.records[0].induction.shape
-    return [(f"L{layer} H{head}", f"{layer}.{head}") for layer in range(layers) for head in range(heads)]
-
-
 def best_head(run) -> str | None:
     """The head with the highest induction score at the last log ("layer.head")."""
     if run is None or not run.records:
@@ -73,16 +66,6 @@ def best_head(run) -> str | None:
     scores = run.records[-1].induction
     layer, head = divmod(int(scores.argmax()), scores.shape[1])
     return f"{layer}.{head}"
-
-
-def scrubber_update(run, total_steps: int):
-    """The slider over the run's steps, in steps of its log interval (set once, when the run starts)."""
-    every = run.every if run is not None else induction_run.WATCH_EVERY
-    return gr.update(minimum=0, maximum=max(every, total_steps), step=every, value=0)
-
-
-def heads_pick_update(run, value=None):
-    return gr.update(choices=head_choices(run), value=value or best_head(run))
 
 
 def _phase_text(run, lang) -> str:
@@ -139,26 +122,39 @@ def scrub_view(train_state, step, pick, request: gr.Request = None):
     return dress(fig, lang, present), text
 
 
-class LiveHeads:
-    """The heads' outputs of one streamed run: the curves every time; the slider's range and the
-    head choices once, when the first scores are in (later, the learner's own pick is left alone)."""
+def live_curves(job, train_state):
+    """The curves of a job that is training (its records read as they are now)."""
+    return curves_figure(train_heads.view_of(job), train_state)
 
-    def __init__(self, total_steps: int):
-        self.total_steps, self.set_up = total_steps, False
 
-    def updates(self, job, train_state) -> tuple:
-        run = train_heads.view_of(job) if job is not None else None
-        plot = curves_figure(run, train_state)
-        if self.set_up or run is None or not run.records:
-            return plot, gr.skip(), gr.skip()
-        self.set_up = True
-        return plot, scrubber_update(run, self.total_steps), heads_pick_update(run)
+def finished_curves(job, train_state):
+    """The curves of a job that has ended (its kept records)."""
+    return curves_figure(train_heads.find(job.id, JOBS), train_state)
 
-    @staticmethod
-    def finished(job, train_state) -> tuple:
-        """After the run: the curves, and the pick moved to the head with the highest induction score."""
-        run = train_heads.find(job.id, JOBS)
-        return curves_figure(run, train_state), gr.skip(), heads_pick_update(run)
+
+def _heads(cfg) -> list[tuple[str, str]]:
+    """("L1 H2", "1.2") for every head of a model of ``cfg``."""
+    return [(f"L{layer} H{head}", f"{layer}.{head}") for layer in range(cfg.n_layers) for head in range(cfg.n_heads)]
+
+
+def scrubber_for(preset_name, steps):
+    """When a run starts: the slider over its steps (in steps of its log interval) and the model's
+    heads. Set by a quick event of its own, not by the run's stream: an output of a running event
+    shows as pending in the page, and the learner's moves of it were not sent."""
+    cfg = PRESETS.get(preset_name) or induction_run.MODEL
+    try:
+        total = int(steps)
+        every = max(1, training_config(cfg, total, 1e-3).steps // 40)
+    except (TypeError, ValueError):
+        total, every = induction_run.STEPS, induction_run.WATCH_EVERY
+    return gr.update(minimum=0, maximum=max(every, total), step=every, value=0), gr.update(
+        choices=_heads(cfg), value=None
+    )
+
+
+def scrubber_for_induction():
+    cfg, total, every = induction_run.MODEL, induction_run.STEPS, induction_run.WATCH_EVERY
+    return gr.update(minimum=0, maximum=total, step=every, value=0), gr.update(choices=_heads(cfg), value="1.0")
 
 
 def keep(job) -> None:

@@ -17,7 +17,7 @@ from .common import T, choices
 from .model_switch import preset_choices, switch_outputs
 from .results import outputs
 from .train_heads_run import watch_heads
-from .train_heads_view import heads_estimate_html, scrub_view, timeline_api
+from .train_heads_view import heads_estimate_html, scrub_view, scrubber_for, scrubber_for_induction, timeline_api
 from .train_tab import (
     CORPUS_CHOICES,
     CORPUS_KEYS,
@@ -149,6 +149,10 @@ def wire(page) -> None:
     )
     listeners.on_change(page, relabel, [train_state] + estimate_inputs + [t.estimate], outputs(Relabelled, t))
     t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
+    t.train_btn.click(
+        scrubber_for, [t.preset, t.steps], [t.heads_step, t.heads_pick], api_visibility="private", queue=False
+    )
+    t.heads_btn.click(scrubber_for_induction, None, [t.heads_step, t.heads_pick], api_visibility="private", queue=False)
     t.heads_btn.click(
         watch_heads,
         [train_state, page.state],

@@ -300,7 +300,7 @@ def train_model(
             "",
             _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)),
             _samples(request, lang, None),
-            *heads_view.LiveHeads(0).updates(None, train_state),
+            heads_view.curves_figure(None, train_state),
         )
         return
     train_state = {**keep, "job": job.id, "recipe": None}
@@ -321,7 +321,6 @@ def train_model(
         slots, running = max_trainings(), QUEUE.running()
         return _ok(tr(lang, "train_queued", position=place, running=running, slots=slots, limit=limit, wait=wait))
 
-    live = heads_view.LiveHeads(job.tcfg.steps)
     try:
         while True:  # at once, then every half second until the run ends
             message = _say(request, lang, now_message)
@@ -331,7 +330,7 @@ def train_model(
                 _progress_html(job, lang),
                 message,
                 _samples(request, lang, job),
-                *live.updates(job, train_state),
+                heads_view.live_curves(job, train_state),
             )
             if job.done.wait(0.5):
                 break
@@ -347,7 +346,7 @@ def train_model(
             _progress_html(job, lang),
             _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_failed", error=job.error))),
             _samples(request, lang, job),
-            *live.finished(job, train_state),
+            heads_view.finished_curves(job, train_state),
         )
         return
     if job.trainer.step_count == 0 and job.stopped:  # it left the queue before its turn
@@ -358,7 +357,7 @@ def train_model(
             _progress_html(job, lang),
             left,
             _samples(request, lang, job),
-            *live.finished(job, train_state),
+            heads_view.finished_curves(job, train_state),
         )
         return
     train_state = {**keep, "job": job.id, "recipe": job.result_recipe()}
@@ -375,7 +374,7 @@ def train_model(
         _progress_html(job, lang),
         _say(request, lang, finished),
         _samples(request, lang, job, finished=True),
-        *live.finished(job, train_state),
+        heads_view.finished_curves(job, train_state),
     )
 
 

@@ -14,10 +14,16 @@ MAP_Z = "() => { const g = document.querySelector('#pg-train-heads-map .js-plotl
 
 def _map_at(page, step: int) -> str:
     set_number(page, "pg-train-heads-step", step)
-    page.wait_for_function(
-        f"() => {{ const f = document.querySelector('#pg-train-heads-facts .pg-heads-facts'); return f && f.dataset.step == '{step}'; }}",
-        timeout=60_000,
-    )
+    try:
+        page.wait_for_function(
+            f"() => {{ const f = document.querySelector('#pg-train-heads-facts .pg-heads-facts'); return f && f.dataset.step == '{step}'; }}",
+            timeout=60_000,
+        )
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "watch-heads-failed.png"), full_page=True)
+        print("facts:", page.locator("#pg-train-heads-facts").inner_html()[:500])
+        print("slider:", page.locator("#pg-train-heads-step").inner_html()[:800])
+        raise
     return page.evaluate(MAP_Z)
 
 
@@ -41,7 +47,7 @@ def test_the_induction_run_draws_growing_curves_and_scrubs_two_steps(page_url):
         first = page.evaluate(LOGGED_POINTS)
         page.wait_for_function(f"() => ({LOGGED_POINTS})() >= {first + 2}", timeout=180_000)  # the curves grow
         every = int(page.locator("#pg-train-heads-step input[type=number]").get_attribute("step") or 10)
-        early, later = _map_at(page, 0), _map_at(page, every * (first + 1))
+        early, later = _map_at(page, every), _map_at(page, every * (first + 1))
         assert early and later and early != later
         page.screenshot(path=str(ARTIFACTS / "watch-heads-1600.png"), full_page=True)
         page.set_viewport_size({"width": 1024, "height": 768})
