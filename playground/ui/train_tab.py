@@ -87,9 +87,7 @@ CORPUS_NAMES = {
 }
 
 # each streamed update of a run
-Trained = result(
-    "Trained", "train_state", "loss_plot", "progress", "msg", "samples", "heads_plot", "heads_step", "heads_pick"
-)
+Trained = result("Trained", "train_state", "loss_plot", "progress", "msg", "samples", "heads_plot")
 # After a change of the page's language: every text and figure this tab built.
 Relabelled = result(
     "Relabelled", "preset", "corpus_source", "loss_plot", "progress", "estimate", "msg", "samples", "heads_plot"
