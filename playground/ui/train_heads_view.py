@@ -8,6 +8,7 @@ shows that head's map on the probe's first row then, and the sample the model wr
 from __future__ import annotations
 
 import html
+import time
 
 import gradio as gr
 
@@ -122,9 +123,22 @@ def scrub_view(train_state, step, pick, request: gr.Request = None):
     return dress(fig, lang, present), text
 
 
-def live_curves(job, train_state):
-    """The curves of a job that is training (its records read as they are now)."""
-    return curves_figure(train_heads.view_of(job), train_state)
+class LiveCurves:
+    """The curves of a job that is training, sent only when a new log is in and at most every
+    ``MIN_REDRAW_S``: 24 lines in four panels, redrawn on every half-second update of the stream,
+    kept Chromium's main thread busy for tens of seconds on a loaded machine (the scrubber waited)."""
+
+    MIN_REDRAW_S = 2.0
+
+    def __init__(self):
+        self.shown, self.at = -1, 0.0
+
+    def __call__(self, job, train_state):
+        n, now = len(job.watch.records), time.monotonic()
+        if n == self.shown or now - self.at < self.MIN_REDRAW_S:
+            return gr.skip()
+        self.shown, self.at = n, now
+        return curves_figure(train_heads.view_of(job), train_state)
 
 
 def finished_curves(job, train_state):

@@ -319,6 +319,7 @@ def train_model(
         slots, running = max_trainings(), QUEUE.running()
         return _ok(tr(lang, "train_queued", position=place, running=running, slots=slots, limit=limit, wait=wait))
 
+    live_curves = heads_view.LiveCurves()
     try:
         while True:  # at once, then every half second until the run ends
             message = _say(request, lang, now_message)
@@ -328,7 +329,7 @@ def train_model(
                 _progress_html(job, lang),
                 message,
                 _samples(request, lang, job),
-                heads_view.live_curves(job, train_state),
+                live_curves(job, train_state),
             )
             if job.done.wait(0.5):
                 break

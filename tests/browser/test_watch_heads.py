@@ -46,6 +46,12 @@ def test_the_induction_run_draws_growing_curves_and_scrubs_two_steps(page_url):
         page.wait_for_function(f"() => ({LOGGED_POINTS})() >= 2", timeout=180_000)
         first = page.evaluate(LOGGED_POINTS)
         page.wait_for_function(f"() => ({LOGGED_POINTS})() >= {first + 2}", timeout=180_000)  # the curves grow
+        # Stopped, the run keeps what it logged; the scrubber reads it while the page is calm (on a loaded
+        # machine a page still drawing the live curves answered a scrub slowly)
+        page.get_by_role("button", name="Stop").first.click()
+        page.wait_for_function(
+            "() => document.querySelector('#pg-train-msg').innerText.match(/Stopped|Finished/)", timeout=120_000
+        )
         every = int(page.locator("#pg-train-heads-step input[type=number]").get_attribute("step") or 10)
         early, later = _map_at(page, every), _map_at(page, every * (first + 1))
         assert early and later and early != later
@@ -53,9 +59,5 @@ def test_the_induction_run_draws_growing_curves_and_scrubs_two_steps(page_url):
         page.set_viewport_size({"width": 1024, "height": 768})
         page.wait_for_timeout(1500)
         page.screenshot(path=str(ARTIFACTS / "watch-heads-1024.png"), full_page=True)
-        page.get_by_role("button", name="Stop").first.click()
-        page.wait_for_function(
-            "() => document.querySelector('#pg-train-msg').innerText.match(/Stopped|Finished/)", timeout=120_000
-        )
         assert not errors, errors
         browser.close()
