@@ -72,7 +72,7 @@ def layout() -> SimpleNamespace:
             )
             with gr.Row():
                 c.train_btn = gr.Button(T("train"), variant="primary", elem_id="pg-train")
-                c.stop_btn = gr.Button(T("stop"), variant="stop")
+                c.stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-train-stop")
             # Messages where the user is looking: right under the Train button.
             c.estimate = gr.HTML(elem_id="pg-train-estimate")
             c.msg = gr.HTML(elem_id="pg-train-msg")

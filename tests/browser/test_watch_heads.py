@@ -48,7 +48,7 @@ def test_the_induction_run_draws_growing_curves_and_scrubs_two_steps(page_url):
         page.wait_for_function(f"() => ({LOGGED_POINTS})() >= {first + 2}", timeout=180_000)  # the curves grow
         # Stopped, the run keeps what it logged; the scrubber reads it while the page is calm (on a loaded
         # machine a page still drawing the live curves answered a scrub slowly)
-        page.get_by_role("button", name="Stop").first.click()
+        page.locator("#pg-train-stop").click()
         page.wait_for_function(
             "() => document.querySelector('#pg-train-msg').innerText.match(/Stopped|Finished/)", timeout=120_000
         )
