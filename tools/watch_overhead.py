@@ -59,11 +59,13 @@ def main() -> None:
     times: dict[bool, list[float]] = {True: [], False: []}
     for r in range(a.rounds):
         for watched in (True, False) if r % 2 == 0 else (False, True):
-            seconds, logging = one_run(corpus, tcfg, watched)
+            seconds, logging, found = one_run(corpus, tcfg, watched)
             times[watched].append(seconds)
             print(
                 f"round {r + 1} {'with' if watched else 'without'} the watch: {seconds:.1f} s (logging {logging:.2f} s)"
             )
+            if found:
+                print(f"  {found}", flush=True)
     with_, without = statistics.median(times[True]), statistics.median(times[False])
     print(f"load after: {os.getloadavg()}")
     print(f"median with {with_:.1f} s, without {without:.1f} s: overhead {100 * (with_ - without) / without:+.1f}%")

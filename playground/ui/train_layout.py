@@ -171,12 +171,16 @@ def wire(page) -> None:
         trigger_mode="always_last",
         show_progress="minimal",
     )
-    for trigger in (t.heads_step.release, t.heads_pick.input):
+    # The scrubber: a moved slider (or a step typed in its box) or a picked head draws that step's map.
+    for trigger in (t.heads_step.change, t.heads_pick.change):
         trigger(
             scrub_view,
             [train_state, t.heads_step, t.heads_pick],
             [t.heads_map, t.heads_facts],
             api_visibility="private",
+            trigger_mode="always_last",
+            concurrency_id="heads_scrub",
+            concurrency_limit=4,
         )
     gr.Button(visible=False).click(
         scrub_view, [train_state, t.heads_step, t.heads_pick], [t.heads_map, t.heads_facts], api_name="train_heads_map"
