@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from playground.engine.head_patterns import head_stats, induction_scores
+from playground.engine.tokenizer import load_tokenizer
 from playground.training.repeats import END_OF_TEXT, frequent_tokens
 
 PROBE_ROWS = 4  # each row costs a 50,257-way output head: four keep a log a few % of a step's time
@@ -37,7 +38,12 @@ PHASE_JUMP = 0.1  # a rise of the induction score between two logs that counts a
 
 def probe_batch(train_ids, rows: int = PROBE_ROWS, period: int = PROBE_PERIOD, seed: int = PROBE_SEED) -> torch.Tensor:
     """(rows, 1 + 2·period) token ids: ``<|endoftext|>``, a run of distinct frequent tokens, the run again."""
-    pool = frequent_tokens(train_ids, PROBE_POOL)
+    tok = load_tokenizer()
+    # whole characters only: a token that is part of a character's bytes labels the map as �
+    pool = torch.tensor(
+        [t for t in frequent_tokens(train_ids, PROBE_POOL).tolist() if "\ufffd" not in tok.decode([t])],
+        dtype=torch.long,
+    )
     if len(pool) < period:  # a text of a few words: the probe takes other tokens too
         others = torch.tensor([i for i in range(256, 256 + 2 * period) if i not in set(pool.tolist())])
         pool = torch.cat([pool, others])[: max(period, len(pool))]
