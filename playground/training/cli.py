@@ -32,7 +32,7 @@ from playground.runtime.devices import DeviceError, describe_device, resolve_dev
 from playground.runtime.memory import default_budget_bytes, format_bytes
 from playground.training import induction_run
 from playground.training.corpus import prepare_corpus, text_from_upload
-from playground.training.head_watch import HeadWatch, probe_batch, record_json
+from playground.training.head_watch import HeadWatch, probe_batch, probe_period, record_json
 from playground.training.train_config import TrainConfig, check_training_memory, estimate_training_memory_bytes
 from playground.training.trainer import Trainer, TrainEvent, build_model
 
@@ -215,8 +215,9 @@ def _train(args, launch: Launch) -> int:
             model = build_model(cfg, tcfg.seed, device=launch.device)
             trainer = Trainer(model, corpus.train_ids, corpus.val_ids, tcfg, **extras)
         watch = None
-        if args.heads_every > 0 and launch.main:
-            watch = HeadWatch(trainer.model, probe_batch(corpus.train_ids), args.heads_every)
+        period = probe_period(cfg.context_length)
+        if args.heads_every > 0 and launch.main and period:
+            watch = HeadWatch(trainer.model, probe_batch(corpus.train_ids, period=period), args.heads_every)
     except (ValueError, OSError) as e:  # ConfigError, CorpusError, WeightLoadError are ValueErrors
         where = f"[rank {launch.rank}] " if launch.world_size > 1 else ""
         print(f"{where}error: {e}", file=sys.stderr)

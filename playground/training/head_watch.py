@@ -52,6 +52,13 @@ def probe_batch(train_ids, rows: int = PROBE_ROWS, period: int = PROBE_PERIOD, s
     return torch.stack([torch.cat([torch.tensor([END_OF_TEXT]), run, run]) for run in runs])
 
 
+def probe_period(context_length: int) -> int:
+    """The probe's period for a model of this context: ``PROBE_PERIOD``, or what fits twice after
+    ``<|endoftext|>`` (0: no probe fits, the heads are not watched)."""
+    period = min(PROBE_PERIOD, (context_length - 1) // 2)
+    return period if period >= 2 else 0
+
+
 @dataclass(frozen=True)
 class HeadScores:
     """One logged step: [layers, heads] scores, the probe's losses and the first row's maps."""
