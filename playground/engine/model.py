@@ -226,6 +226,7 @@ class GPTModel(nn.Module):
         return_attention: bool = False,
         last_token_only: bool = False,
         hooks=None,
+        output_rows: torch.Tensor | None = None,
     ):
         """idx (B, T) token ids -> logits (B, T, vocab_size), or (logits, AttentionTrace).
 
@@ -261,7 +262,10 @@ class GPTModel(nn.Module):
                 hooks.resid(i + 1, x)
         if last_token_only:
             x = x[:, -1:, :]  # (B, 1, emb_dim)
-        logits = self.out_head(self.final_norm(x))  # (B, T, vocab_size)
+        if output_rows is not None:
+            logits = F.linear(self.final_norm(x), self.out_head.weight[output_rows])  # (B, T, len(output_rows))
+        else:
+            logits = self.out_head(self.final_norm(x))  # (B, T, vocab_size)
         if kv_cache is not None:
             kv_cache.length += T
         return (logits, trace) if return_attention else logits

@@ -247,6 +247,10 @@ ERRORS_ZH = {
     # ---- training (training.*, the Train tab)
     "train.unknown_model": "未知的模型 {name!r}。",
     "train.steps_range": "训练步数必须在 1 到 {hi:,} 之间，收到的是 {steps:,}。",
+    "train.no_head_scores": "还没有头部分数：训练在第 0 步记录第一批分数。",
+    "train.head_pick": "请选择一个步数和一个头（层和头都是整数）。",
+    "train.head_range": "模型有 {layers} 层、每层 {heads} 个头；第 {layer} 层第 {head} 个头不在其中。",
+    "train.beta2": "beta2 必须在 [0, 1) 之间，收到的是 {beta2!r}。",
     "train.lr_range": "学习率必须在 (0, 1] 之内，收到的是 {lr}。",
     "train.too_long": "这次训练在本机上{how}需要 {minutes:.1f} 分钟；单次训练最长 {limit:g} 分钟。"
     "最多训练 {fit:,} 步，或换更小的模型或批大小（现在每步 {batch} × {block} 个 token）。",

@@ -26,8 +26,9 @@ from playground.runtime.threads import as_background_work
 from playground.server.files import save_trained
 from playground.server.inputs import typed_number
 from playground.server.train_samples import sample_prompt_ids, write_sample
-from playground.training import estimate
+from playground.training import estimate, induction_run
 from playground.training.corpus import prepare_corpus
+from playground.training.head_watch import HeadWatch, probe_batch
 from playground.training.losses import unigram_loss
 from playground.training.train_config import TrainConfig, check_training_memory
 from playground.training.trainer import Trainer, build_model
@@ -213,8 +214,12 @@ class TrainingJob:
         batch_size: int = 8,
         block_size: int | None = None,
         seed: int = 1337,
+        watch_induction: bool = False,
     ):
         tcfg = training_config(cfg, steps, lr, batch_size=batch_size, block_size=block_size, seed=seed)
+        if watch_induction:  # the "watch an induction head form" run: its own schedule, data mix and loss
+            tcfg = induction_run.train_config(tcfg.steps, tcfg.lr, tcfg.batch_size, seed)
+        self.watch_induction = watch_induction
         block = tcfg.block_size
         self.expected_seconds = check_training_time(cfg, tcfg)  # refused before anything is allocated
         need = check_training_memory(cfg, tcfg, BUDGET.total)  # refused before anything is allocated
@@ -223,7 +228,12 @@ class TrainingJob:
             self.corpus = prepare_corpus(text, block, name=corpus_name)
             self.unigram = unigram_loss(self.corpus.train_ids, self.corpus.val_ids, cfg.vocab_size)
             self.cfg, self.tcfg = cfg, tcfg
-            self.trainer = Trainer(build_model(cfg, seed=seed), self.corpus.train_ids, self.corpus.val_ids, tcfg)
+            extras = induction_run.trainer_extras(self.corpus, tcfg, cfg) if watch_induction else {}
+            model = build_model(cfg, seed=seed)
+            self.trainer = Trainer(model, self.corpus.train_ids, self.corpus.val_ids, tcfg, **extras)
+            # every run's heads, on a small fixed probe: the induction run often, any other ~40 times
+            every = induction_run.WATCH_EVERY if watch_induction else max(1, tcfg.steps // 40)
+            self.watch = HeadWatch(model, probe_batch(self.corpus.train_ids), every)
             # model, gradients, AdamW state and activations: counted until the job is gone
             BUDGET.register(self, need, what, "training")
         self.id = hashlib.sha256(os.urandom(16)).hexdigest()[:16]
@@ -254,6 +264,7 @@ class TrainingJob:
                 self.val_points.append((ev.step, ev.val_loss))
             if ev.kind == "eval" or (ev.kind == "done" and (not self.samples or self.samples[-1][0] != ev.step)):
                 self.samples.append((ev.step, write_sample(self.trainer.model, self.sample_prompt)))
+            self.watch(ev)
             self.last_event = ev
 
         def should_stop() -> bool:

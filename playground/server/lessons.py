@@ -1,6 +1,6 @@
 """The lessons: files in ``playground/assets/lessons/``, each step's question asked of the live model.
 
-A lesson file is data (one JSON file a lesson, see README "Adding a lesson"): its id, its place in the
+A lesson file is data (one JSON file a lesson, see docs/lessons.md): its id, its place in the
 order, a title, and steps; each step has its text, the view it shows and a question -- a type from
 ``lesson_questions.QUESTIONS`` with its parameters, and the question's and the reveal's text, in
 English and 中文. ``ask`` computes a step's question on a model and prompt; nothing a lesson shows

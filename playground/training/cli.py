@@ -30,10 +30,13 @@ from playground.runtime.devices import CHOICES as DEVICE_CHOICES
 from playground.runtime.devices import ENV_VAR as DEVICE_ENV_VAR
 from playground.runtime.devices import DeviceError, describe_device, resolve_device
 from playground.runtime.memory import default_budget_bytes, format_bytes
+from playground.training import induction_run
 from playground.training.corpus import prepare_corpus, text_from_upload
+from playground.training.head_watch import HeadWatch, probe_batch, probe_period, record_json
 from playground.training.train_config import TrainConfig, check_training_memory, estimate_training_memory_bytes
 from playground.training.trainer import Trainer, TrainEvent, build_model
 
+HEADS_EVERY = 50
 CLI_MAX_CORPUS_BYTES = 512 * 1024 * 1024  # the command line trusts its user more than the web app does
 AMP_DTYPES = {"off": "float32", "bf16": "bfloat16"}
 
@@ -70,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a GPT on a text file: in one process, or with DistributedDataParallel in each process "
         "torchrun starts (torchrun --nproc_per_node=N -m playground.training ...).",
     )
-    p.add_argument("--config", default="nano", help="preset name, JSON object, or JSON file")
+    p.add_argument("--config", default=None, help="preset name, JSON object, or JSON file (default nano)")
     p.add_argument("--data", required=True, help="a UTF-8 text file (the last 10%% is held out)")
     p.add_argument("--out", required=True, help="output folder: model.safetensors, model.optim.safetensors, log.jsonl")
     p.add_argument(
@@ -100,6 +103,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--save-every", type=int, default=0, help="also checkpoint every N steps (0: only at the end)")
+    p.add_argument(
+        "--heads-every",
+        type=int,
+        default=HEADS_EVERY,
+        help="measure every head's previous-token, induction and first-token scores and the in-context loss gap "
+        "on a fixed probe every N steps, into log.jsonl and heads.json (0: never)",
+    )
+    p.add_argument(
+        "--watch-induction",
+        action="store_true",
+        help="the Train tab's 'watch an induction head form' run: its tiny model, its mix of the text with "
+        "synthetic repeats and its sampled softmax (--config, --steps etc. still override)",
+    )
     return p
 
 
@@ -183,15 +199,25 @@ def _train(args, launch: Launch) -> int:
             meta = read_checkpoint_metadata(model_path)
             tcfg = TrainConfig.from_dict({**json.loads(meta.get("train_config", "{}")), **overrides})
             cfg = GPTConfig.from_dict(json.loads(meta["config"]))
+        elif args.watch_induction:
+            tcfg = induction_run.train_config().replace(**overrides)
+            cfg = parse_model_config(args.config) if args.config else induction_run.MODEL
         else:
             tcfg = TrainConfig(**overrides)
-            cfg = parse_model_config(args.config)
+            cfg = parse_model_config(args.config or "nano")
         _check_memory(cfg, tcfg, launch)
         corpus = prepare_corpus(text, tcfg.block_size or cfg.context_length, name=Path(args.data).name)
+        extras = induction_run.trainer_extras(corpus, tcfg, cfg) if args.watch_induction else {}
         if args.resume:
             trainer = Trainer.from_checkpoint(model_path, corpus.train_ids, corpus.val_ids, tcfg, device=launch.device)
+            trainer.batches, trainer.softmax = extras.get("batches"), extras.get("softmax")
         else:
-            trainer = Trainer(build_model(cfg, tcfg.seed, device=launch.device), corpus.train_ids, corpus.val_ids, tcfg)
+            model = build_model(cfg, tcfg.seed, device=launch.device)
+            trainer = Trainer(model, corpus.train_ids, corpus.val_ids, tcfg, **extras)
+        watch = None
+        period = probe_period(cfg.context_length)
+        if args.heads_every > 0 and launch.main and period:
+            watch = HeadWatch(trainer.model, probe_batch(corpus.train_ids, period=period), args.heads_every)
     except (ValueError, OSError) as e:  # ConfigError, CorpusError, WeightLoadError are ValueErrors
         where = f"[rank {launch.rank}] " if launch.world_size > 1 else ""
         print(f"{where}error: {e}", file=sys.stderr)
@@ -216,6 +242,16 @@ def _train(args, launch: Launch) -> int:
         if not launch.main or log is None:
             return
         log.write(json.dumps(dataclasses.asdict(ev)) + "\n")
+        heads = watch(ev) if watch is not None else None
+        if heads is not None:
+            line = record_json(heads)
+            log.write(json.dumps(line) + "\n")
+            best = max(range(len(line["induction"])), key=lambda i: max(line["induction"][i]))
+            print(
+                f"step {ev.step:>6}/{ev.total_steps} | heads: previous-token {heads.previous_token.max():.2f}, "
+                f"induction {heads.induction.max():.2f} (layer {best}), in-context gap {heads.gap:+.2f}",
+                flush=True,
+            )
         if ev.kind == "eval":
             print(f"step {ev.step:>6}/{ev.total_steps} | val loss {ev.val_loss:.4f}", flush=True)
         elif ev.kind == "step" and (ev.step % 10 == 0 or ev.step == 1):
@@ -238,6 +274,8 @@ def _train(args, launch: Launch) -> int:
         trainer.save(model_path)  # rank 0 only
         if log is not None:
             log.close()
+        if watch is not None and watch.records:
+            (out / "heads.json").write_text(json.dumps(watch.timeline()))
     say(
         f"saved {model_path} at step {trainer.step_count}"
         + (f", val loss {done.val_loss:.4f}" if done and done.val_loss is not None else "")

@@ -26,6 +26,9 @@ class TrainConfig(SerializableConfig):
     min_lr: float = 1e-4
     warmup_steps: int = 20
     weight_decay: float = 0.1
+    # AdamW's second-moment decay: nanoGPT's / GPT-3's 0.95 by default; Adam's own 0.999 lets the tiny
+    # induction-head run leave its plateau (measured: docs/benchmarks.md, "Watching heads form")
+    beta2: float = 0.95
     grad_clip: float = 1.0  # max global gradient norm; 0 turns clipping off
     eval_interval: int = 50
     eval_batches: int = 4
@@ -58,6 +61,8 @@ class TrainConfig(SerializableConfig):
             raise ConfigError(
                 "train.min_lr", "min_lr ({min_lr}) must not exceed lr ({lr}).", min_lr=self.min_lr, lr=self.lr
             )
+        if isinstance(self.beta2, bool) or not isinstance(self.beta2, (int, float)) or not 0 <= self.beta2 < 1:
+            raise ConfigError("train.beta2", "beta2 must be in [0, 1), got {beta2!r}.", beta2=self.beta2)
         if self.dtype not in TRAIN_DTYPES:
             raise ConfigError(
                 "train.dtype",

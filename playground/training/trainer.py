@@ -45,6 +45,7 @@ from playground.runtime.devices import autocast, default_device, resolve_device
 from playground.runtime.memory import BUDGET
 from playground.training.corpus import CorpusError, check_corpus_length
 from playground.training.losses import evaluate_loss, evaluation_starts, loss_sums
+from playground.training.sampled_softmax import SampledSoftmax
 from playground.training.train_config import TrainConfig, lr_at
 
 ADAMW_BETAS = (0.9, 0.95)  # nanoGPT / GPT-3: a shorter second-moment memory than Adam's 0.999
@@ -105,8 +106,22 @@ class Trainer:
     must call ``step``/``evaluate``/``run`` in the same order (they are collective).
     """
 
-    def __init__(self, model: GPTModel, train_ids, val_ids, tcfg: TrainConfig | None = None):
+    def __init__(
+        self,
+        model: GPTModel,
+        train_ids,
+        val_ids,
+        tcfg: TrainConfig | None = None,
+        *,
+        batches: Callable[[int, int], tuple[torch.Tensor, torch.Tensor]] | None = None,
+        softmax: SampledSoftmax | None = None,
+    ):
         self.tcfg = tcfg or TrainConfig()
+        # ``batches(batch_size, seed)``: the global batch of a step when the windows of the text are
+        # not the data (a mix with synthetic repeats: repeats.RepeatBatches); ``softmax``: a loss over
+        # part of the vocabulary (sampled_softmax). Neither is saved in a checkpoint: a resumed run is
+        # given them again.
+        self.batches, self.softmax = batches, softmax
         self.model = model
         self.block_size = self.tcfg.block_size or model.cfg.context_length
         if self.block_size > model.cfg.context_length:
@@ -172,12 +187,21 @@ class Trainer:
             {"params": decay, "weight_decay": self.tcfg.weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
         ]
-        return torch.optim.AdamW(groups, lr=self.tcfg.lr, betas=ADAMW_BETAS, eps=1e-8)
+        return torch.optim.AdamW(groups, lr=self.tcfg.lr, betas=self.betas, eps=1e-8)
+
+    @property
+    def betas(self) -> tuple[float, float]:
+        return (ADAMW_BETAS[0], self.tcfg.beta2)
 
     def get_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and targets (batch_size / world_size, block_size) for update ``step``: this rank's
         consecutive slice of the global batch of random windows, whose positions depend only on
         (seed, step) -- not on the number of processes, so a resumed run continues the same data."""
+        if self.batches is not None:
+            x, y = self.batches(self.tcfg.batch_size, _step_seed(self.tcfg.seed, step))
+            rows = slice(self.rank * self.local_batch_size, (self.rank + 1) * self.local_batch_size)
+            device = self.train_ids.device
+            return x[rows, : self.block_size].to(device), y[rows, : self.block_size].to(device)
         gen = torch.Generator().manual_seed(_step_seed(self.tcfg.seed, step))
         starts = torch.randint(len(self.train_ids) - self.block_size, (self.tcfg.batch_size,), generator=gen)
         starts = starts.view(self.world_size, self.local_batch_size)[self.rank]
@@ -209,9 +233,16 @@ class Trainer:
             group["lr"] = lr
         x, y = self.get_batch(step)
         self.model.train()
-        with self._dropout_rng(step), autocast(self.model.device, self.tcfg.dtype):
-            logits = self.train_model(x)  # (B, T, vocab)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        if self.softmax is not None:  # the output rows of this step: the known tokens and a fresh draw
+            gen = torch.Generator().manual_seed(_step_seed(self.tcfg.seed + 2, step))
+            output_rows = self.softmax.rows(gen).to(x.device)
+            with self._dropout_rng(step), autocast(self.model.device, self.tcfg.dtype):
+                logits = self.train_model(x, output_rows=output_rows)  # (B, T, known + drawn)
+            loss = self.softmax.loss(logits, y)
+        else:
+            with self._dropout_rng(step), autocast(self.model.device, self.tcfg.dtype):
+                logits = self.train_model(x)  # (B, T, vocab)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
         # The whole batch's loss (the mean of the ranks' equal slices), known to every rank, so that
         # all of them stop together on a diverged run instead of waiting for each other.
         batch_loss = float(self._all_sum(loss.detach().clone())) / self.world_size
@@ -318,7 +349,7 @@ class Trainer:
                 tensors[f"{names[id(p)]}.{key}"] = torch.as_tensor(value).detach().cpu().contiguous()
         opt_path = optimizer_path(path)
         tmp = opt_path.with_name(opt_path.name + ".tmp")
-        save_file(tensors, str(tmp), metadata={"step": str(self.step_count), "betas": json.dumps(ADAMW_BETAS)})
+        save_file(tensors, str(tmp), metadata={"step": str(self.step_count), "betas": json.dumps(self.betas)})
         tmp.replace(opt_path)
         return path
 

@@ -40,6 +40,7 @@ from .common import I18N, T, new_state
 from .compare_views import CSS as COMPARE_CSS
 from .parsing import inputs_as_sent
 from .style import CSS, RESIZE_JS
+from .train_heads_view import CSS as TRAIN_HEADS_CSS
 from .train_samples_view import CSS as TRAIN_SAMPLES_CSS
 
 
@@ -128,7 +129,7 @@ def launch_kwargs() -> dict:
     return {
         "max_threads": MAX_THREADS,
         "i18n": I18N,
-        "css": CSS + COMPARE_CSS + cell_click.CSS + lessons_layout.CSS + TRAIN_SAMPLES_CSS,
+        "css": CSS + COMPARE_CSS + cell_click.CSS + lessons_layout.CSS + TRAIN_SAMPLES_CSS + TRAIN_HEADS_CSS,
         "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS, lessons_layout.PAGE_JS),
         "head": prefs.HEAD,
         "footer_links": ["api", "settings"],

@@ -10,10 +10,14 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from playground.training import induction_run
+
 from . import listeners
 from .common import T, choices
 from .model_switch import preset_choices, switch_outputs
 from .results import outputs
+from .train_heads_run import watch_heads
+from .train_heads_view import heads_estimate_html, scrub_view, scrubber_for, scrubber_for_induction, timeline_api
 from .train_tab import (
     CORPUS_CHOICES,
     CORPUS_KEYS,
@@ -68,17 +72,38 @@ def layout() -> SimpleNamespace:
             )
             with gr.Row():
                 c.train_btn = gr.Button(T("train"), variant="primary", elem_id="pg-train")
-                c.stop_btn = gr.Button(T("stop"), variant="stop")
+                c.stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-train-stop")
             # Messages where the user is looking: right under the Train button.
             c.estimate = gr.HTML(elem_id="pg-train-estimate")
             c.msg = gr.HTML(elem_id="pg-train-msg")
             c.use_btn = gr.Button(T("use_trained"))
+            # The induction-head run: its own model, text and mix (below Train's estimate and messages,
+            # which stay on a projector's first screen); its time is measured when the tab opens.
+            c.heads_btn = gr.Button(T("heads_watch"), variant="secondary", elem_id="pg-train-heads")
+            c.heads_estimate = gr.HTML(elem_id="pg-heads-estimate")
         with gr.Column(scale=1):
             c.progress = gr.HTML(elem_id="pg-train-progress")
             c.loss_plot = gr.Plot(show_label=False, elem_id="pg-train-loss")
             # What the model writes from one prompt and seed: before, now or after, and at each logged step.
             # (its note before any run is written in the page's language by the tab's relabel)
             c.samples = gr.HTML(elem_id="pg-train-samples")
+    with gr.Row():
+        with gr.Column(scale=1):
+            # Every head's scores on the probe, live, the phase change marked (train_heads_view).
+            c.heads_plot = gr.Plot(show_label=False, elem_id="pg-train-heads-plot")
+        with gr.Column(scale=1):
+            with gr.Row():
+                c.heads_step = gr.Slider(
+                    0,
+                    induction_run.STEPS,
+                    value=0,
+                    step=induction_run.WATCH_EVERY,
+                    label=T("heads_step"),
+                    elem_id="pg-train-heads-step",
+                )
+                c.heads_pick = gr.Dropdown([], label=T("heads_head"), elem_id="pg-train-heads-pick", min_width=110)
+            c.heads_map = gr.Plot(show_label=False, elem_id="pg-train-heads-map")
+            c.heads_facts = gr.HTML(elem_id="pg-train-heads-facts")
     return c
 
 
@@ -124,4 +149,41 @@ def wire(page) -> None:
     )
     listeners.on_change(page, relabel, [train_state] + estimate_inputs + [t.estimate], outputs(Relabelled, t))
     t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
+    t.train_btn.click(
+        scrubber_for, [t.preset, t.steps], [t.heads_step, t.heads_pick], api_visibility="private", queue=False
+    )
+    t.heads_btn.click(scrubber_for_induction, None, [t.heads_step, t.heads_pick], api_visibility="private", queue=False)
+    t.heads_btn.click(
+        watch_heads,
+        [train_state, page.state],
+        outputs(Trained, t, train_state=train_state),
+        api_name="train_watch_heads",
+        concurrency_id="train",
+        concurrency_limit=None,
+    )
+    page.train_tab.select(
+        heads_estimate_html,
+        [page.state],
+        t.heads_estimate,
+        api_visibility="private",
+        concurrency_id="estimate",
+        concurrency_limit=1,
+        trigger_mode="always_last",
+        show_progress="minimal",
+    )
+    # The scrubber: a moved slider (or a step typed in its box) or a picked head draws that step's map.
+    for trigger in (t.heads_step.change, t.heads_pick.change):
+        trigger(
+            scrub_view,
+            [train_state, t.heads_step, t.heads_pick],
+            [t.heads_map, t.heads_facts],
+            api_visibility="private",
+            trigger_mode="always_last",
+            concurrency_id="heads_scrub",
+            concurrency_limit=4,
+        )
+    gr.Button(visible=False).click(
+        scrub_view, [train_state, t.heads_step, t.heads_pick], [t.heads_map, t.heads_facts], api_name="train_heads_map"
+    )
+    gr.Button(visible=False).click(timeline_api, [train_state], gr.JSON(visible=False), api_name="train_heads")
     t.use_btn.click(use_trained, [page.state, train_state], switch_outputs(page, t.msg), api_name="use_trained")

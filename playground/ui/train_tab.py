@@ -34,6 +34,7 @@ from playground.training.corpus import load_bundled_corpus, load_tiny_shakespear
 from playground.training.losses import overfitting
 
 from . import redraw
+from . import train_heads_view as heads_view
 from .common import (
     choices,
     dress,
@@ -85,9 +86,12 @@ CORPUS_NAMES = {
     "Pride and Prejudice": "n_austen",
 }
 
-Trained = result("Trained", "train_state", "loss_plot", "progress", "msg", "samples")  # each streamed update of a run
+# each streamed update of a run
+Trained = result("Trained", "train_state", "loss_plot", "progress", "msg", "samples", "heads_plot")
 # After a change of the page's language: every text and figure this tab built.
-Relabelled = result("Relabelled", "preset", "corpus_source", "loss_plot", "progress", "estimate", "msg", "samples")
+Relabelled = result(
+    "Relabelled", "preset", "corpus_source", "loss_plot", "progress", "estimate", "msg", "samples", "heads_plot"
+)
 
 
 def duration(seconds: float, lang: str = "en") -> str:
@@ -272,16 +276,20 @@ def train_model(
     batch_size=DEFAULT_BATCH,
     state=None,
     request: gr.Request = None,
+    watch_induction: bool = False,
 ):
-    """Train in a background thread and stream the loss curve; a closed tab stops the thread.
-    ``state``: the page's session state; the job's memory counts as that session's, so a refusal
-    names what the session holds."""
+    """Train in a background thread and stream the loss curve and the heads' scores; a closed tab
+    stops the thread. ``state``: the page's session state; the job's memory counts as that session's,
+    so a refusal names what the session holds. ``watch_induction``: the induction-head run's data
+    mix and loss (train_heads_run)."""
     lang = lang_of(train_state)
     keep = {k: v for k, v in (train_state or {}).items() if k in ("lang", "present")}  # the page's, not the job's
     try:
         cfg, tcfg = _train_config(preset_name, steps, lr, batch_size)
         text, name = corpus_text(source, upload, pasted)
-        job = TrainingJob(cfg, text, name, steps=tcfg.steps, lr=tcfg.lr, batch_size=tcfg.batch_size).start()
+        job = TrainingJob(
+            cfg, text, name, steps=tcfg.steps, lr=tcfg.lr, batch_size=tcfg.batch_size, watch_induction=watch_induction
+        ).start()
     except Exception as e:  # nothing started: an earlier run's curve and progress go, not left as if this run's
         present = bool((train_state or {}).get("present"))
         yield Trained(
@@ -290,6 +298,7 @@ def train_model(
             "",
             _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)),
             _samples(request, lang, None),
+            heads_view.curves_figure(None, train_state),
         )
         return
     train_state = {**keep, "job": job.id, "recipe": None}
@@ -310,6 +319,7 @@ def train_model(
         slots, running = max_trainings(), QUEUE.running()
         return _ok(tr(lang, "train_queued", position=place, running=running, slots=slots, limit=limit, wait=wait))
 
+    live_curves = heads_view.LiveCurves()
     try:
         while True:  # at once, then every half second until the run ends
             message = _say(request, lang, now_message)
@@ -319,12 +329,14 @@ def train_model(
                 _progress_html(job, lang),
                 message,
                 _samples(request, lang, job),
+                live_curves(job, train_state),
             )
             if job.done.wait(0.5):
                 break
     finally:
         if not job.done.is_set():
             job.stop()  # the user left or cancelled: end the thread after its current step
+        heads_view.keep(job)  # its heads stay for the scrubber; the job (and its model) go
         JOBS.pop(job.id, None)  # also when the tab closed: the job (and its memory) can then go
     if job.error:
         yield Trained(
@@ -333,12 +345,18 @@ def train_model(
             _progress_html(job, lang),
             _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_failed", error=job.error))),
             _samples(request, lang, job),
+            heads_view.finished_curves(job, train_state),
         )
         return
     if job.trainer.step_count == 0 and job.stopped:  # it left the queue before its turn
         left = _say(request, lang, lambda lang, present=False: _warn(tr(lang, "train_left_queue")))
         yield Trained(
-            train_state, _loss_figure(job, train_state), _progress_html(job, lang), left, _samples(request, lang, job)
+            train_state,
+            _loss_figure(job, train_state),
+            _progress_html(job, lang),
+            left,
+            _samples(request, lang, job),
+            heads_view.finished_curves(job, train_state),
         )
         return
     train_state = {**keep, "job": job.id, "recipe": job.result_recipe()}
@@ -355,6 +373,7 @@ def train_model(
         _progress_html(job, lang),
         _say(request, lang, finished),
         _samples(request, lang, job, finished=True),
+        heads_view.finished_curves(job, train_state),
     )
 
 
@@ -395,6 +414,9 @@ def relabel(
     lang = lang_of(state)
     job = JOBS.get((train_state or {}).get("job") or "")
     progress = {"loss_plot": _loss_figure(job, train_state), "progress": _progress_html(job, lang)} if job else {}
+    run = heads_view.train_heads.find((train_state or {}).get("job"), JOBS)
+    if run is not None:
+        progress["heads_plot"] = heads_view.curves_figure(run, {**(train_state or {}), "lang": lang})
     shown = bool(str(shown_estimate or "").strip())
     return only(
         Relabelled,

@@ -231,7 +231,7 @@ def test_train_tab_in_chinese_with_the_same_numbers():
     assert "未知的模型" in bad[0] and "批大小 必须在 1 到 64 之间" in bad[1]
     _no_english(bad)
     outs = list(train_tab.train_model(zh, preset, train_tab.CORPUS_CHOICES[0], None, None, 3, 3e-3, 1))
-    final_state, loss_fig, progress, message, samples = outs[-1]
+    final_state, loss_fig, progress, message, samples = outs[-1][:5]
     assert final_state["lang"] == "zh-CN" and final_state["recipe"]  # the page's language survives the run
     assert "训练完成，共 3 步" in message and "第 3 / 3 步" in progress and "《傲慢与偏见》" in outs[0][3]
     assert loss_fig.layout.title.text == tr("zh-CN", "fig_loss")

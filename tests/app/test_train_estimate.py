@@ -153,7 +153,7 @@ def test_training_on_the_default_corpus_works_offline(no_network):
             {"job": None, "recipe": None}, tt.DEFAULT_PRESET, tt.CORPUS_CHOICES[0], None, None, 3, tt.DEFAULT_LR, 1
         )
     )
-    state, fig, progress, message, _ = outs[-1]
+    state, fig, progress, message, _ = outs[-1][:5]
     assert "Finished after 3 steps" in message and state["recipe"] is not None
     assert "Pride and Prejudice" in state["recipe"]["label"]
     assert "Validation loss" in message and "unigram baseline" in message

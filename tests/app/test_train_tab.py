@@ -14,7 +14,7 @@ TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mi
 
 def test_train_on_pasted_text_lowers_loss_and_becomes_the_model():
     outs = list(train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 25, 3e-3))
-    train_state, fig, progress, message, samples = outs[-1]
+    train_state, fig, progress, message, samples = outs[-1][:5]
     assert "Finished after 25 steps" in message
     assert "step 25 / 25" in progress
     # what the model writes from the same prompt and seed, before and after (tests/unit/test_train_samples.py
@@ -49,7 +49,7 @@ def test_stop_keeps_what_was_learned(no_time_limit):
         next(gen)
     assert "Stopping" in train_tab.stop_training(train_state)
     outs = list(gen)
-    final_state, _, _, message, _ = outs[-1]
+    final_state, _, _, message, _ = outs[-1][:5]
     assert "Stopped after" in message
     steps = int(message.split("after ")[1].split(" steps")[0])
     assert 1 <= steps < 5000
@@ -73,7 +73,7 @@ def test_a_run_waiting_for_a_slot_is_told_its_place_and_may_leave(no_time_limit,
     while not running.train_points:
         next(first)
     second = train_tab.train_model({"job": None, "recipe": None}, "nano", "paste", None, TEXT, 5000, 3e-3)
-    state, _, _, message, _ = next(second)
+    state, _, _, message, _ = next(second)[:5]
     assert "you are number 1 in the queue (1 of 1 runs that train at once are running" in message, message
     assert "each may take up to 166 h 40 min" in message and "Yours starts within 166 h" in message
     assert "Stopping" in train_tab.stop_training(state)  # Stop while waiting: it leaves the queue
@@ -98,7 +98,7 @@ def test_bad_training_requests_get_messages(preset, source, pasted, steps, lr, m
     assert len(outs) == 1
     assert message.lower() in outs[0][3].lower(), outs[0][3]
     # An earlier run's curve and progress do not stay up as if they were this run's.
-    _, fig, progress, _, _ = outs[0]
+    _, fig, progress, _, _ = outs[0][:5]
     assert progress == "" and not fig.data
     assert "Training did not start" in fig.layout.annotations[0].text
 
@@ -131,7 +131,7 @@ def test_the_default_lesson_learns_something_visible():
             train_tab.DEFAULT_BATCH,
         )
     )
-    state, fig, progress, message, samples = outs[-1]
+    state, fig, progress, message, samples = outs[-1][:5]
     val = [y for trace in fig.data if trace.name and "valid" in trace.name.lower() for y in trace.y]
     start, end, unigram = (
         float(x)
