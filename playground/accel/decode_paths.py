@@ -127,6 +127,9 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
     Call it again after a dtype or device conversion: the best layout depends on the dtype.
     ``compiled_kernel=False`` keeps every product and step plain (bench's same-run comparison).
     """
+    cfg = getattr(model, "cfg", None)
+    if cfg is not None and hasattr(cfg, "since_gpt2") and cfg.since_gpt2():
+        return model  # every choice here is for GPT-2's layout (accel.refuses): a variant stays plain
     decide_kernel = kernels.one_row_kernel if compiled_kernel else lambda *a: None
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     params = {id(m.weight): m.weight for m in linears}
