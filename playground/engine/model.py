@@ -183,6 +183,7 @@ class GPTModel(nn.Module):
     """
 
     pos_emb: nn.Module  # learned (nn.Embedding), sinusoidal, or none with RoPE, by config
+    tokenizer: Any  # a Llama-family checkpoint folder's own (hf_tokenizer.FolderTokenizer); GPT-2 models have none
     load_report: Any  # weight_layout.LoadReport, set by weights.load_checkpoint and hf_hub.load_pretrained
     checkpoint_metadata: dict[str, str]  # a loaded checkpoint's own metadata
 

@@ -33,6 +33,15 @@ ERRORS_ZH = {
     "config.vocab_too_small": "vocab_size（{vocab_size}）小于 GPT-2 分词器的 {gpt2_vocab} 个 token；有些 token 编号会没有嵌入。",
     "config.not_one_of": "{name} 必须是以下之一：{choices}；收到的是 {value!r}。",
     "config.sinusoidal_odd": "正弦位置编码需要偶数的 emb_dim，收到的是 {emb_dim}。",
+    "config.kv_heads_divide": "n_kv_heads（{n_kv_heads}）必须整除 n_heads（{n_heads}）：每个键/值头服务 n_heads / n_kv_heads "
+    "个查询头。可以试试 n_kv_heads = {options}。",
+    "config.per_head_gqa": "attention_impl 为 per_head 时每个头都有自己的键和值；分组查询注意力（n_kv_heads {n_kv_heads} < "
+    "n_heads {n_heads}）需要融合的注意力模块。",
+    "config.rope_odd": "RoPE 成对旋转一个头的维度，所以 head_dim 必须是偶数，收到的是 {head_dim}。",
+    "config.rope_theta": "rope_theta 必须是大于 1 的数，收到的是 {theta!r}。",
+    "config.not_bool": "{name} 必须是 true 或 false，收到的是 {value!r}。",
+    "config.window_layers": "window_layers 必须列出 0 到 {last} 之间的层，收到的是 {value!r}。",
+    "config.window_layers_without_window": "window_layers 指定了使用滑动窗口的层，但 sliding_window 是 0：请设置窗口大小。",
     "config.ln_eps_number": "ln_eps 必须是数字，收到的是 {ln_eps!r}。",
     "config.ln_eps_range": "ln_eps 必须在 (0, 1) 之内，收到的是 {ln_eps}。",
     "config.unknown_fields": "未知的 {kind} 字段：{fields}。",
@@ -81,6 +90,12 @@ ERRORS_ZH = {
     "weights.gpt2_no_embeddings": "GPT-2 检查点里没有二维的 wte/wpe 嵌入。",
     "weights.gpt2_shape": "GPT-2 检查点的形状不可用：{reason}",
     "weights.not_gpt2_architecture": "GPT-2 的布局装不下这个模型：{fields} 与 GPT-2 的结构不同。",
+    "weights.model_type": "config.json 写的 model_type 是 {kind!r}；本 playground 能加载 gpt2、{types}。",
+    "weights.rope_type": "config.json 对 RoPE 的频率做了缩放（{rope_type!r}）；本 playground 只实现了普通的 RoPE，"
+    "缩放过的检查点会算出错误的数。",
+    "weights.mixed_bias": "config.json 中 attention_bias={a} 而 mlp_bias={m}；本模型只有一个开关同时控制两者。",
+    "weights.config_field_family": "config.json 缺少 {kind} 的字段 {field!r}",
+    "weights.config_invalid": "检查点的配置无效：{reason}",
     "weights.activation": "不支持的 activation_function {activation!r}",
     "weights.config_field": "config.json 缺少 GPT-2 字段 {field!r}",
     "weights.unreadable": "{name} 不是可读的 safetensors 文件（{reason}）。",
