@@ -138,7 +138,7 @@ class MultiHeadAttention(nn.Module):
             self.q_norm = RMSNorm(cfg.head_dim, cfg.ln_eps)
             self.k_norm = RMSNorm(cfg.head_dim, cfg.ln_eps)
         if cfg.pos_encoding == "rope":
-            self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope_theta)
+            self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope_theta, cfg.rope_llama3)
 
     def project_qkv(self, x: torch.Tensor, start: int = 0):
         """Q (B, H, T, hd), K and V (B, K, T, hd) of the positions start … start + T − 1."""

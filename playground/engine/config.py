@@ -35,6 +35,7 @@ SINCE_GPT2_DEFAULTS: dict[str, Any] = {
     "ff": "mlp",
     "ff_hidden_dim": 0,
     "rope_theta": 10000.0,
+    "rope_llama3": (),
     "n_kv_heads": 0,
     "fixed_head_dim": 0,
     "qk_norm": False,
@@ -65,8 +66,9 @@ class SerializableConfig:
         for name, default in SINCE_GPT2_DEFAULTS.items():
             if name in data and data[name] == default:
                 del data[name]
-        if isinstance(data.get("window_layers"), tuple):
-            data["window_layers"] = list(data["window_layers"])
+        for name in ("window_layers", "rope_llama3"):
+            if isinstance(data.get(name), tuple):
+                data[name] = list(data[name])
         return data
 
     def to_json(self) -> str:
@@ -103,6 +105,7 @@ class GPTConfig(SerializableConfig):
     ff: str = "mlp"  # Linear -> activation -> Linear (GPT-2) | SwiGLU: fc3(silu(fc1(x)) · fc2(x))
     ff_hidden_dim: int = 0  # the feed-forward's hidden width; 0: 4 · emb_dim (GPT-2)
     rope_theta: float = 10000.0  # RoPE's base: pair i turns by position · θ^(-2i/head_dim)
+    rope_llama3: tuple = ()  # Llama 3's long-context RoPE: (factor, low_freq_factor, high_freq_factor, original)
     n_kv_heads: int = 0  # grouped-query attention: heads sharing one key/value head; 0: n_heads (GPT-2)
     fixed_head_dim: int = 0  # a head's width when it is not emb_dim / n_heads (Qwen3: 128); 0: emb_dim / n_heads
     qk_norm: bool = False  # RMSNorm on each head's query and key before RoPE (Qwen3)
@@ -112,8 +115,9 @@ class GPTConfig(SerializableConfig):
     tokenizer: str = "gpt2"  # "gpt2": the bundled BPE | "own": a checkpoint folder's tokenizer.json
 
     def __post_init__(self) -> None:
-        if isinstance(self.window_layers, list):  # from JSON
-            object.__setattr__(self, "window_layers", tuple(self.window_layers))
+        for name in ("window_layers", "rope_llama3"):
+            if isinstance(getattr(self, name), list):  # from JSON
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         for name in (
             "vocab_size",
             "context_length",
@@ -252,6 +256,19 @@ def check_since_gpt2(cfg: GPTConfig) -> None:
     theta = cfg.rope_theta
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not (1 < theta < 1e12):
         raise ConfigError("config.rope_theta", "rope_theta must be a number above 1, got {theta!r}.", theta=theta)
+    scaling = cfg.rope_llama3
+    if scaling and (
+        not isinstance(scaling, tuple)
+        or len(scaling) != 4
+        or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 for v in scaling)
+        or not scaling[2] > scaling[1]
+    ):
+        raise ConfigError(
+            "config.rope_llama3",
+            "rope_llama3 must be four positive numbers (factor, low_freq_factor, high_freq_factor > low_freq_factor, "
+            "original context), got {value!r}.",
+            value=scaling,
+        )
     for name in ("qk_norm", "bias"):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(
@@ -363,6 +380,7 @@ REAL_SIZES: dict[str, GPTConfig] = {
         n_layers=16,
         ff_hidden_dim=8192,
         rope_theta=500000.0,
+        rope_llama3=(32.0, 1.0, 4.0, 8192),  # factor, low_freq_factor, high_freq_factor, original context
         tokenizer="own",
         **_LLAMA_SWITCHES,
     ),  # 1,235,814,400

@@ -83,7 +83,11 @@ def config_from_hf_llama(hf: dict) -> GPTConfig:
         )
     rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type not in ("default", None):
+    llama3 = ()
+    if rope_type == "llama3":
+        keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+        llama3 = tuple(rope.get(k) for k in keys)
+    elif rope_type not in ("default", None):
         raise WeightLoadError(
             "weights.rope_type",
             "config.json scales RoPE's frequencies ({rope_type!r}); this playground implements plain RoPE only, "
@@ -117,6 +121,7 @@ def config_from_hf_llama(hf: dict) -> GPTConfig:
             tie_weights=bool(hf.get("tie_word_embeddings", False)),
             pos_encoding="rope",
             rope_theta=float(rope.get("rope_theta", hf.get("rope_theta", 10000.0))),
+            rope_llama3=llama3,
             norm="rmsnorm",
             ln_eps=float(hf.get("rms_norm_eps", 1e-6)),
             ff="swiglu",

@@ -39,6 +39,8 @@ ERRORS_ZH = {
     "n_heads {n_heads}）需要融合的注意力模块。",
     "config.rope_odd": "RoPE 成对旋转一个头的维度，所以 head_dim 必须是偶数，收到的是 {head_dim}。",
     "config.rope_theta": "rope_theta 必须是大于 1 的数，收到的是 {theta!r}。",
+    "config.rope_llama3": "rope_llama3 必须是四个正数（factor、low_freq_factor、大于 low_freq_factor 的 high_freq_factor、"
+    "原始上下文长度），收到的是 {value!r}。",
     "config.not_bool": "{name} 必须是 true 或 false，收到的是 {value!r}。",
     "config.window_layers": "window_layers 必须列出 0 到 {last} 之间的层，收到的是 {value!r}。",
     "config.window_layers_without_window": "window_layers 指定了使用滑动窗口的层，但 sliding_window 是 0：请设置窗口大小。",
@@ -90,6 +92,7 @@ ERRORS_ZH = {
     "weights.gpt2_no_embeddings": "GPT-2 检查点里没有二维的 wte/wpe 嵌入。",
     "weights.gpt2_shape": "GPT-2 检查点的形状不可用：{reason}",
     "weights.not_gpt2_architecture": "GPT-2 的布局装不下这个模型：{fields} 与 GPT-2 的结构不同。",
+    "weights.tokenizer_json": "{name} 不是可读的 tokenizer.json（{reason}）。",
     "weights.model_type": "config.json 写的 model_type 是 {kind!r}；本 playground 能加载 gpt2、{types}。",
     "weights.rope_type": "config.json 对 RoPE 的频率做了缩放（{rope_type!r}）；本 playground 只实现了普通的 RoPE，"
     "缩放过的检查点会算出错误的数。",

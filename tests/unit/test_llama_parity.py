@@ -33,6 +33,19 @@ FAMILIES = {
     "llama": lambda: transformers.LlamaForCausalLM(
         transformers.LlamaConfig(**COMMON, rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
     ),
+    "llama3_scaled_rope": lambda: transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            **COMMON,
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 32.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+        )
+    ),
     "llama_tied_mqa": lambda: transformers.LlamaForCausalLM(
         transformers.LlamaConfig(**{**COMMON, "num_key_value_heads": 1}, tie_word_embeddings=True)
     ),
