@@ -83,7 +83,7 @@ def config_from_hf_llama(hf: dict) -> GPTConfig:
         )
     rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
-    llama3 = ()
+    llama3: tuple = ()
     if rope_type == "llama3":
         keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
         llama3 = tuple(rope.get(k) for k in keys)
