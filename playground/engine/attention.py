@@ -163,13 +163,14 @@ class MultiHeadAttention(nn.Module):
         if layer_cache is not None:
             k, v = layer_cache.append(k, v)  # (B, K, T_cached + T, hd)
         group = self.n_heads // self.n_kv_heads
-        k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, T_cached + T, hd): one per query head
+        # (B, H, T_cached + T, hd): one per query head (a view's prefilled keys may come expanded already)
+        k, v = expand_kv(k, self.n_heads // k.size(1)), expand_kv(v, self.n_heads // v.size(1))
         if trace is not None:
             trace.record(q, k, self.window, group)
         if hooks is None:
             ctx = attend(q, k, v, self.dropout if self.training else 0.0, self.window)  # (B, H, T, hd)
         else:  # playground.inside.interventions: capture / ablate / scale heads, or lift the mask
-            ctx = hooks.attend(q, k, v)  # (B, H, T, hd)
+            ctx = hooks.attend(q, k, v, self.window) if self.window else hooks.attend(q, k, v)  # (B, H, T, hd)
         ctx = ctx.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H · hd)
         return self.out_proj(ctx)
 

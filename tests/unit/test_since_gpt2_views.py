@@ -1,0 +1,62 @@
+"""The views of the inside on a model with every switch since GPT-2 (issue 38): each works and agrees with
+the model's own numbers, or says why not (a message key with 中文)."""
+
+import pytest
+import torch
+
+from playground.i18n import ERRORS_ZH
+from playground.inside import attribution, effects, lenses
+from playground.inside.attention_maths import attention_maths
+from playground.inside.interventions import Intervention, run_with_hooks
+from playground.inside.view_checks import LensError
+from tests.tiny_models import SINCE_GPT2, three_layer_model
+
+IDS = [5, 17, 230, 9, 41, 77, 3, 230, 9, 41, 12, 8]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return three_layer_model(seed=3, std=0.15, **SINCE_GPT2)
+
+
+def test_attention_maths_is_the_traced_row_of_a_query_head_with_its_shared_key_head(model):
+    with torch.no_grad():
+        _, trace = model(torch.tensor([IDS]), return_attention=True)
+    for layer, head, position in ((0, 0, 11), (2, 3, 9), (1, 1, 2)):
+        got = attention_maths(model, IDS, layer, head, position)
+        want = trace.layer(layer)[0, head, position]
+        assert got["softmax"] == pytest.approx(want.tolist(), abs=1e-6)
+        assert got["weighted_v"] == pytest.approx(got["ctx"], abs=1e-5)
+        assert got["kv_head"] == head // 2 and got["window"] == 5
+        allowed = [j for j, m in enumerate(got["masked"]) if m is not None]
+        assert allowed == list(range(max(0, position - 4), position + 1))  # the last 5 positions only
+
+
+def test_the_lens_last_row_is_the_models_prediction(model):
+    lens = lenses.logit_lens(model, IDS)
+    with torch.no_grad():
+        logits = model(torch.tensor([IDS]))[0]
+    assert lens["top_id"][-1] == logits.argmax(-1).tolist()
+
+
+def test_hooks_keep_the_window_and_gqa(model):
+    plain = model(torch.tensor([IDS])).detach()
+    logits, cache = run_with_hooks(model, IDS)
+    torch.testing.assert_close(logits, plain, rtol=1e-5, atol=1e-5)
+    assert cache.ctx[0].shape == (1, 4, len(IDS), model.cfg.head_dim)  # one output per query head
+    zeroed, _ = run_with_hooks(model, IDS, Intervention(zero_heads=((1, 2),)))
+    assert not torch.allclose(zeroed, plain)
+
+
+def test_dose_response_at_alpha_one_is_the_plain_log_probability(model):
+    d = effects.dose_response(model, IDS, 1, 2, 6, target_id=17)
+    with torch.no_grad():
+        want = torch.log_softmax(model(torch.tensor([IDS[:7]]))[0, -1].double(), -1)[17]
+    one = d["alphas"].index(1.0)
+    assert d["logprob"][one] == pytest.approx(float(want), abs=2e-5)
+
+
+def test_attribution_says_why_not_in_both_languages(model):
+    with pytest.raises(LensError, match="final norm is an RMSNorm") as caught:
+        attribution.logit_attribution(model, IDS, 5)
+    assert caught.value.key == "inside.attribution_rmsnorm" and "RMSNorm" in ERRORS_ZH[caught.value.key]
