@@ -262,3 +262,21 @@ def test_accelerate_leaves_variants_plain_and_still_generates():
     assert steps[-1].attention[0].shape == (8, 8)  # every query head's row, though only 2 key/value heads
     assert torch.allclose(steps[-1].attention[0], trace.layer(0)[0, :, -1], atol=1e-5)
     assert refuses(random_model()) is None
+
+
+def test_breakdown_rows_agree_per_component_for_every_variant_preset():
+    from playground.inside.inspection import parameter_breakdown
+
+    for name, cfg in {**MODERN_PRESETS, **REAL_SIZES}.items():
+        b = parameter_breakdown(cfg)
+        assert all(r.agrees for r in b.rows), name
+        assert b.total_formula == b.total_measured == count_parameters_analytic(cfg)
+    b = parameter_breakdown(REAL_SIZES["llama-3.2-1b"])
+    assert b.total_measured == 1_235_814_400
+    assert b.kv_cache_bytes_per_token == {"float32": 65536, "bfloat16": 32768}
+    qkv = next(r for r in b.rows if r.component == "attention QKV")
+    assert qkv.measured == 16 * (2048 * 32 * 64 + 2 * 2048 * 8 * 64)  # K = 8 key/value heads, not 32
+    # FLOPs: 2 per weight a token multiplies through, 4·H·hd per key; a window caps the keys read
+    mistral = MODERN_PRESETS["mistral-style"]
+    full, windowed = parameter_breakdown(mistral.replace(sliding_window=0)), parameter_breakdown(mistral)
+    assert full.flops_per_token - windowed.flops_per_token == 4 * 8 * 16 * 4 * (256 - 64)

@@ -60,3 +60,12 @@ def test_attribution_says_why_not_in_both_languages(model):
     with pytest.raises(LensError, match="final norm is an RMSNorm") as caught:
         attribution.logit_attribution(model, IDS, 5)
     assert caught.value.key == "inside.attribution_rmsnorm" and "RMSNorm" in ERRORS_ZH[caught.value.key]
+
+
+def test_the_servers_maps_keep_a_layers_window():
+    from playground.server.runs import layer_attention
+
+    q, k = torch.randn(2, 6, 8), torch.randn(2, 6, 8)
+    windowed, whole = layer_attention([(q, k, 3)], 0), layer_attention([(q, k)], 0)
+    assert (windowed[:, 5, :3] == 0).all() and (windowed[:, 5, 3:] > 0).all()
+    assert (whole[:, 5] > 0).all()
