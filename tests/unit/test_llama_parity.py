@@ -151,3 +151,14 @@ def test_a_folder_without_tokenizer_json_is_refused(tmp_path):
     (tmp_path / "tokenizer.json").unlink()
     with pytest.raises(WeightLoadError, match="has no tokenizer.json"):
         load_pretrained(tmp_path, local_files_only=True)
+
+
+def test_the_app_refuses_a_folder_with_its_own_tokenizer_by_name(tmp_path):
+    """The tabs still read GPT-2's tokenizer: a Llama folder is refused before loading, not shown garbled."""
+    from playground.errors import UserError
+    from playground.server.recipes import build_from_recipe
+
+    build("llama", tmp_path)
+    with pytest.raises(UserError, match="llama checkpoint with its own tokenizer") as caught:
+        build_from_recipe({"kind": "hub", "repo": str(tmp_path), "dtype": "float32"}, measure=False)
+    assert caught.value.key == "model.own_tokenizer"
