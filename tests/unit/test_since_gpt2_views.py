@@ -69,3 +69,23 @@ def test_the_servers_maps_keep_a_layers_window():
     windowed, whole = layer_attention([(q, k, 3)], 0), layer_attention([(q, k)], 0)
     assert (windowed[:, 5, :3] == 0).all() and (windowed[:, 5, 3:] > 0).all()
     assert (whole[:, 5] > 0).all()
+
+
+def test_side_by_side_marks_what_changed_since_gpt2():
+    from playground.engine.config import MODERN_PRESETS, PRESETS, REAL_SIZES
+    from playground.inside.side_by_side import side_by_side
+
+    got = side_by_side(PRESETS["tiny"], MODERN_PRESETS["llama-3.2-style"])
+    marks = {row["name"]: row["mark"] for row in got["tree"]}
+    assert marks["tok_emb"] == "same" and marks["trf_blocks.0.norm1"] == "changed"
+    assert marks["trf_blocks.0.att.rotary"] == "only_b" and marks["trf_blocks.0.ff.layers.1"] == "only_a"
+    assert marks["trf_blocks.0.ff.fc3"] == "only_b"
+    rows = {r["component"]: r for r in got["breakdown"]}
+    assert rows["attention QKV"]["a"] == 4 * (3 * 128 * 128 + 3 * 128)
+    assert rows["attention QKV"]["b"] == 4 * (128 * 8 * 16 + 2 * 128 * 2 * 16)  # GQA: 2 key/value heads
+    assert not rows["token embedding"]["differs"] and rows["layer norms"]["differs"]
+    assert got["total"] == (7_259_008, 7_384_320)
+    assert ("n_kv_heads", 0, 2) in got["switches"]
+    assert got["kv_bytes_per_token"] == (2048.0, 512.0)
+    real = side_by_side(PRESETS["gpt2-xl"], REAL_SIZES["llama-3.2-1b"])  # on the meta device: no memory
+    assert real["total"] == (1_557_611_200, 1_235_814_400)
