@@ -439,7 +439,7 @@ def parameter_formula(cfg: GPTConfig) -> dict[str, int]:
     dimensions, F the feed-forward's hidden width, V the vocabulary, L blocks, C positions."""
     d, V, L, C = cfg.emb_dim, cfg.vocab_size, cfg.n_layers, cfg.context_length
     H, K, hd, F = cfg.n_heads, cfg.kv_heads, cfg.head_dim, cfg.ff_dim
-    qkv_bias, bias = int(cfg.qkv_bias), int(cfg.bias)
+    qkv_bias, bias = (1 if cfg.qkv_bias else 0), (1 if cfg.bias else 0)
     norm = 2 * d if cfg.norm == "layernorm" else d  # scale and shift | scale only
     attention = (
         (d * H * hd + qkv_bias * H * hd)  # W_query

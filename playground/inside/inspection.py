@@ -182,7 +182,7 @@ def _formulas_since_gpt2(cfg: GPTConfig) -> dict[str, tuple[str, int]]:
     """The same table with H query heads, K key/value heads of hd dimensions, F the feed-forward width."""
     d, V, L, C = cfg.emb_dim, cfg.vocab_size, cfg.n_layers, cfg.context_length
     H, K, hd, F = cfg.n_heads, cfg.kv_heads, cfg.head_dim, cfg.ff_dim
-    qb, b = int(cfg.qkv_bias), int(cfg.bias)
+    qb, b = (1 if cfg.qkv_bias else 0), (1 if cfg.bias else 0)
     qkv = d * H * hd + 2 * d * K * hd + qb * (H + 2 * K) * hd + (2 * hd if cfg.qk_norm else 0)
     qkv_text = f"L·(d·H·hd + 2·d·K·hd{' + (H + 2·K)·hd' if qb else ''}{' + 2·hd (QK-norm)' if cfg.qk_norm else ''})"
     swiglu = cfg.ff == "swiglu"

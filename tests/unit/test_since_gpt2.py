@@ -280,3 +280,52 @@ def test_breakdown_rows_agree_per_component_for_every_variant_preset():
     mistral = MODERN_PRESETS["mistral-style"]
     full, windowed = parameter_breakdown(mistral.replace(sliding_window=0)), parameter_breakdown(mistral)
     assert full.flops_per_token - windowed.flops_per_token == 4 * 8 * 16 * 4 * (256 - 64)
+
+
+def test_any_mix_of_switches_is_refused_by_name_or_counts_and_runs():
+    """Hypothesis over the switches since GPT-2: a ConfigError naming a field, or a model whose formula per
+    component equals the measured count and whose cached decode equals its full forward."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from playground.inside.inspection import parameter_breakdown
+
+    fields = st.fixed_dictionaries(
+        {"context_length": st.just(16), "emb_dim": st.sampled_from([24, 32]), "n_layers": st.integers(1, 2)},
+        optional={
+            "n_heads": st.sampled_from([1, 2, 3, 4, 8]),
+            "n_kv_heads": st.integers(-1, 5),
+            "fixed_head_dim": st.sampled_from([0, 0, 5, 6, 12]),
+            "pos_encoding": st.sampled_from(["learned", "sinusoidal", "rope"]),
+            "norm": st.sampled_from(["layernorm", "rmsnorm", "batchnorm"]),
+            "ff": st.sampled_from(["mlp", "swiglu"]),
+            "ff_hidden_dim": st.integers(0, 40),
+            "qk_norm": st.booleans(),
+            "sliding_window": st.integers(0, 20),
+            "window_layers": st.sampled_from([(), (0,), (1,), (0, 1)]),
+            "bias": st.booleans(),
+            "qkv_bias": st.booleans(),
+            "tie_weights": st.booleans(),
+            "norm_placement": st.sampled_from(["pre", "post"]),
+            "attention_impl": st.sampled_from(["fused", "per_head"]),
+        },
+    )
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(fields=fields)
+    def check(fields):
+        try:
+            cfg = GPTConfig(**fields)
+        except ConfigError as e:
+            assert any(name in str(e) for name in GPTConfig.__dataclass_fields__), str(e)
+            return
+        assert all(row.agrees for row in parameter_breakdown(cfg).rows)
+        model = GPTModel(cfg, generator=torch.Generator().manual_seed(0)).eval()
+        x = ids(10)
+        with torch.no_grad():
+            full = model(x)
+            cache = model.new_kv_cache()
+            steps = [model(x[:, :4], kv_cache=cache)] + [model(x[:, t : t + 1], kv_cache=cache) for t in range(4, 10)]
+        assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
+
+    check()
