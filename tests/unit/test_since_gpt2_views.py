@@ -89,3 +89,17 @@ def test_side_by_side_marks_what_changed_since_gpt2():
     assert got["kv_bytes_per_token"] == (2048.0, 512.0)
     real = side_by_side(PRESETS["gpt2-xl"], REAL_SIZES["llama-3.2-1b"])  # on the meta device: no memory
     assert real["total"] == (1_557_611_200, 1_235_814_400)
+
+
+def test_the_model_tabs_side_by_side_tables():
+    from playground.server.side_by_side_views import side_by_side_tables
+
+    tree, breakdown, summary = side_by_side_tables("gpt2-small", "llama-3.2-1b", max_depth=4)
+    rows = {r[1].strip("\u2003"): r for r in tree}
+    assert rows["W_key"][0] == "≠" and rows["W_key"][3] == "590,592" and rows["W_key"][5] == "1,048,576"
+    assert rows["fc1"][0] == "▶" and rows["layers"][0] == "◀"
+    assert all(not r[1].startswith("\u2003\u20031") for r in tree)  # block 0 only
+    assert breakdown[2][2] == "21,261,312" and breakdown[2][4] == "100,663,296" and breakdown[2][5] == "≠"
+    assert "1,235,814,400" in summary and "32,768" in summary and "`n_kv_heads` 0 → 8" in summary
+    _, _, zh = side_by_side_tables("tiny", "qwen3-style", lang="zh")
+    assert "个参数" in zh
