@@ -118,10 +118,10 @@ def load_pretrained(
             tokenizer_path = download(repo_id, "tokenizer.json", cache_dir, bool(local_files_only), tqdm_class)
         if not tokenizer_path.is_file():
             raise WeightLoadError(
-                "weights.folder_missing",
-                "{folder} has no {file}; a model folder needs config.json and model.safetensors.",
+                "weights.folder_no_tokenizer",
+                "{folder} has no tokenizer.json: a {family} model's token ids mean the words of its own tokenizer.",
                 folder=folder,
-                file="tokenizer.json",
+                family=family,
             )
         tokenizer = FolderTokenizer(tokenizer_path)
     if attention_impl != "fused":
