@@ -250,7 +250,8 @@ def check_since_gpt2(cfg: GPTConfig) -> None:
     if cfg.pos_encoding == "rope" and cfg.head_dim % 2:
         raise ConfigError(
             "config.rope_odd",
-            "RoPE turns pairs of a head's dimensions, so it needs an even head_dim, got {head_dim}.",
+            "RoPE turns pairs of a head's dimensions, so it needs an even head_dim (emb_dim / n_heads, or "
+            "fixed_head_dim), got {head_dim}.",
             head_dim=cfg.head_dim,
         )
     theta = cfg.rope_theta

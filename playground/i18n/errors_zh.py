@@ -37,7 +37,8 @@ ERRORS_ZH = {
     "个查询头。可以试试 n_kv_heads = {options}。",
     "config.per_head_gqa": "attention_impl 为 per_head 时每个头都有自己的键和值；分组查询注意力（n_kv_heads {n_kv_heads} < "
     "n_heads {n_heads}）需要融合的注意力模块。",
-    "config.rope_odd": "RoPE 成对旋转一个头的维度，所以 head_dim 必须是偶数，收到的是 {head_dim}。",
+    "config.rope_odd": "RoPE 成对旋转一个头的维度，所以 head_dim（emb_dim / n_heads，或 fixed_head_dim）必须是偶数，"
+    "收到的是 {head_dim}。",
     "config.rope_theta": "rope_theta 必须是大于 1 的数，收到的是 {theta!r}。",
     "config.rope_llama3": "rope_llama3 必须是四个正数（factor、low_freq_factor、大于 low_freq_factor 的 high_freq_factor、"
     "原始上下文长度），收到的是 {value!r}。",

@@ -118,7 +118,10 @@ def test_variant_configs_round_trip():
         (dict(n_kv_heads=5), r"n_kv_heads \(5\) must divide n_heads \(12\)"),
         (dict(n_kv_heads=24), r"n_kv_heads \(24\) must divide n_heads \(12\)"),
         (dict(n_kv_heads=-1), "n_kv_heads must be positive"),
-        (dict(pos_encoding="rope", fixed_head_dim=15), "RoPE turns pairs .* even head_dim, got 15"),
+        (
+            dict(pos_encoding="rope", fixed_head_dim=15),
+            r"RoPE turns pairs .* even head_dim \(emb_dim / n_heads, or fixed_head_dim\), got 15",
+        ),
         (dict(rope_theta=0.5), "rope_theta must be a number above 1"),
         (dict(norm="batchnorm"), "norm must be one of layernorm, rmsnorm"),
         (dict(ff="moe"), "ff must be one of mlp, swiglu"),
