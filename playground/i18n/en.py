@@ -47,7 +47,6 @@ EN = {
     "sbs_a": "Left",
     "sbs_b": "Right",
     "sbs_button": "Compare",
-    "sbs_unknown": "Choose two presets from: {choices}.",
     "sbs_summary": "**{a}**: {ta} parameters, {ka} bytes of KV cache a token (bfloat16) · **{b}**: {tb} parameters, "
     "{kb} bytes a token. Switches that differ: {changed}. In the tables ≠ marks a part that changed, ◀ one only on "
     "the left, ▶ one only on the right (block 0 shown; the other blocks repeat it).",

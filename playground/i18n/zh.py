@@ -47,7 +47,6 @@ ZH = {
     "sbs_a": "左",
     "sbs_b": "右",
     "sbs_button": "对照",
-    "sbs_unknown": "请从这些预设中选两个：{choices}。",
     "sbs_summary": "**{a}**：{ta} 个参数，每个词元 {ka} 字节 KV 缓存（bfloat16）· **{b}**：{tb} 个参数，每个词元 {kb} 字节。"
     "不同的开关：{changed}。表中 ≠ 表示有变化的部分，◀ 只在左边有，▶ 只在右边有（只显示第 0 块，其余块与它相同）。",
     "sbs_breakdown_headers": "组成部分|左边公式|左边|右边公式|右边|不同",

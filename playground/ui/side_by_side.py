@@ -8,7 +8,7 @@ import gradio as gr
 
 from playground.server.side_by_side_views import CHOICES, DEFAULT_PAIR, side_by_side_tables
 
-from .common import T, lang_of, tr, tr_error
+from .common import T, lang_of, parse_choice, tr, tr_error
 from .model_switch import table
 
 
@@ -41,8 +41,7 @@ def compare_presets(state, a, b):
     """Both presets' trees and breakdowns (built on the meta device: the real sizes cost no memory)."""
     lang = lang_of(state)
     try:
-        if a not in CHOICES or b not in CHOICES:
-            raise ValueError(tr(lang, "sbs_unknown", choices=", ".join(CHOICES)))
+        a, b = parse_choice(a, CHOICES, "Left"), parse_choice(b, CHOICES, "Right")
         tree, breakdown, summary = side_by_side_tables(a, b, max_depth=4, lang=lang)
     except ValueError as e:
         raise gr.Error(tr_error(lang, e), print_exception=False) from None
