@@ -113,6 +113,18 @@ def library_answer(step, model, prompt: str, question) -> str:
     if kind == "untied_count":
         cfg = PRESETS[step.params["preset"]] if step.params.get("preset") else model.cfg
         return f"{count_parameters_analytic(replace(cfg, tie_weights=False)):,}"
+    if kind in ("gqa_saving", "kv_cache_saving"):  # measured on models built on the meta device
+        from playground.engine.config import get_preset
+        from playground.engine.kv_cache import KVCache
+        from playground.engine.model import GPTModel
+
+        cfg = get_preset(step.params["preset"])
+        if kind == "kv_cache_saving":
+            cache = KVCache(cfg.replace(context_length=4), 1, "meta", torch.bfloat16)
+            return f"{cache.nbytes() // 4:,}"
+        with torch.device("meta"):
+            with_gqa, without = GPTModel(cfg), GPTModel(cfg.replace(n_kv_heads=0))
+        return f"{count_parameters(without) - count_parameters(with_gqa):,}"
     if kind == "lens_first_top":
         L = model.cfg.n_layers
 

@@ -26,3 +26,18 @@ def random_model(seed=0, std=0.1, **changes) -> GPTModel:
 def three_layer_model(seed=0, std=0.1, **changes) -> GPTModel:
     """random_model with a third layer, so that an intervention has blocks both before and after it."""
     return random_model(seed, std, **{"n_layers": 3, **changes})
+
+
+# Every switch since GPT-2 at once (issue 38), small enough for the views' tests: RoPE, RMSNorm, SwiGLU,
+# 2 key/value heads for 4 query heads, QK-norm, a 5-position window, no biases.
+SINCE_GPT2 = dict(
+    pos_encoding="rope",
+    norm="rmsnorm",
+    ff="swiglu",
+    ff_hidden_dim=48,
+    n_kv_heads=2,
+    qk_norm=True,
+    sliding_window=5,
+    bias=False,
+    qkv_bias=False,
+)

@@ -34,6 +34,15 @@ def enabled() -> bool:
     return os.environ.get(SWITCH, "on").strip().lower() not in ("off", "0", "no")
 
 
+def refuses(model) -> str | None:
+    """Why ``model`` stays on the plain torch path whatever this machine measured, or None. Every path here
+    (stacked Q/K/V, the native step, its cache layout) computes GPT-2's layout: a model with any switch since
+    GPT-2 (RoPE, RMSNorm, SwiGLU, GQA, QK-norm, a window, no biases...) would get wrong numbers from them."""
+    cfg = getattr(model, "cfg", None)
+    switches = cfg.since_gpt2() if cfg is not None and hasattr(cfg, "since_gpt2") else []
+    return "plain path for a model with switches since GPT-2: " + ", ".join(switches) if switches else None
+
+
 def accelerate(model, compiled_kernel: bool = True, *, measure: bool = True):
     """Make ``model`` decode as fast as this machine allows, in place; returned for chaining. Its
     numbers are its plain forward's (checked where a compiled path is chosen). Call it again after a
@@ -42,7 +51,7 @@ def accelerate(model, compiled_kernel: bool = True, *, measure: bool = True):
     ``measure=False`` (a user's request) times nothing: each decision is read from this process or this
     machine's file (``kernels.keep_decisions``), and one not made yet takes the plain path;
     ``undecided(model)`` then names them, for a measurement outside the request."""
-    if not enabled():
+    if not enabled() or refuses(model) is not None:
         decoding.detach(model)
         return model
     if measure:
@@ -73,4 +82,4 @@ def is_accelerated(model) -> bool:
     return decoding.decoder_of(model) is ACCELERATED
 
 
-__all__ = ["accelerate", "enabled", "is_accelerated", "optimize_for_decode", "stale", "undecided"]
+__all__ = ["accelerate", "enabled", "is_accelerated", "optimize_for_decode", "refuses", "stale", "undecided"]

@@ -79,13 +79,14 @@ class StackedQKV:
         return self._tensors
 
 
-def _stacked_project_qkv(self: MultiHeadAttention, x: torch.Tensor):
+def _stacked_project_qkv(self: MultiHeadAttention, x: torch.Tensor, start: int = 0):
     """Q, K and V from one product with the three weights stacked: one kernel instead of three. Training
     (gradients on), or a projection that is no longer an nn.Linear (quantize_int8 swaps them), takes the
-    module's own three products."""
+    module's own three products. ``start`` (RoPE's first position) changes nothing here: only GPT-2-layout
+    models are accelerated (``accel.refuses``)."""
     linears = (self.W_query, self.W_key, self.W_value)
     if torch.is_grad_enabled() or any(type(m) is not nn.Linear for m in linears):
-        return type(self).project_qkv(self, x)
+        return type(self).project_qkv(self, x, start)
     stacked: StackedQKV = self.__dict__["stacked_qkv"]
     B, T, _ = x.shape
     qkv = one_row_linear(x, *stacked.tensors(linears), stacked.threads)  # (B, T, 3 * emb_dim)
@@ -127,6 +128,9 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
     Call it again after a dtype or device conversion: the best layout depends on the dtype.
     ``compiled_kernel=False`` keeps every product and step plain (bench's same-run comparison).
     """
+    cfg = getattr(model, "cfg", None)
+    if cfg is not None and hasattr(cfg, "since_gpt2") and cfg.since_gpt2():
+        return model  # every choice here is for GPT-2's layout (accel.refuses): a variant stays plain
     decide_kernel = kernels.one_row_kernel if compiled_kernel else lambda *a: None
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     params = {id(m.weight): m.weight for m in linears}

@@ -139,6 +139,8 @@ def unsupported(model, any_layout: bool = False) -> str | None:
     cfg = getattr(model, "cfg", None)
     if cfg is None or not hasattr(model, "trf_blocks"):
         return "not a GPTModel"
+    if cfg.since_gpt2():
+        return "a switch since GPT-2: " + ", ".join(cfg.since_gpt2())  # the step computes GPT-2's layout only
     if cfg.norm_placement != "pre" or cfg.attention_impl != "fused" or cfg.activation not in ACTIVATIONS:
         return "architecture"
     dtype = activation_dtype(model)

@@ -15,6 +15,7 @@ from safetensors import SafetensorError, safe_open
 
 from playground.engine.config import GPTConfig
 from playground.engine.hf_gpt2 import convert_gpt2_state, is_skipped_buffer
+from playground.engine.hf_llama import convert_llama_state
 from playground.engine.model import GPTModel
 from playground.engine.weight_layout import LoadReport, WeightLoadError, expected_shapes, storable_state
 
@@ -87,8 +88,7 @@ def check_header(header: CheckpointHeader, cfg: GPTConfig, layout: str, *, allow
     nothing else): checked on the header alone, before the model or any tensor is allocated."""
     report = LoadReport()
     tensors = _meta_tensors(header)
-    if layout == "gpt2":
-        tensors = convert_gpt2_state(tensors, cfg, report)
+    tensors = _convert(tensors, cfg, layout, report)
     expected = expected_shapes(cfg)
     report.unexpected.extend(sorted(tensors.keys() - expected.keys()))
     report.missing.extend(sorted(expected.keys() - tensors.keys()))
@@ -113,9 +113,7 @@ def stream_weights(model: GPTModel, path: Path, header: CheckpointHeader, layout
             for key in f.keys():
                 if layout == "gpt2" and is_skipped_buffer(key):
                     continue  # causal-mask buffers: 4 MB a layer that is never used
-                tensors = {key: f.get_tensor(key)}
-                if layout == "gpt2":
-                    tensors = convert_gpt2_state(tensors, cfg, LoadReport())  # already reported by check_header
+                tensors = _convert({key: f.get_tensor(key)}, cfg, layout, LoadReport())  # reported by check_header
                 for ours, value in tensors.items():
                     if ours in targets:
                         targets[ours].copy_(value.to(targets[ours].dtype))
@@ -132,6 +130,15 @@ def stream_weights(model: GPTModel, path: Path, header: CheckpointHeader, layout
             name=header.name,
             first=_first(sorted(targets.keys() - filled)),
         )
+
+
+def _convert(tensors: dict, cfg: GPTConfig, layout: str, report: LoadReport) -> dict:
+    """The file's tensors under our names: "gpt2" and "llama" (Llama, Qwen3, Mistral) are Hugging Face's."""
+    if layout == "gpt2":
+        return convert_gpt2_state(tensors, cfg, report)
+    if layout == "llama":
+        return convert_llama_state(tensors, cfg, report)
+    return tensors
 
 
 def check_file_finite(path, header: CheckpointHeader) -> None:

@@ -20,10 +20,30 @@ GPT2_VOCAB_SIZE = 50257  # tokens in the GPT-2 BPE (50,000 merges + 256 bytes + 
 # before any size is computed from it, so 1e308 gets a message rather than an overflow.
 MAX_FIELD_VALUE = 2**31 - 1
 
-POS_ENCODINGS = ("learned", "sinusoidal")
+POS_ENCODINGS = ("learned", "sinusoidal", "rope")
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu")
 NORM_PLACEMENTS = ("pre", "post")
 ATTENTION_IMPLS = ("fused", "per_head")
+NORMS = ("layernorm", "rmsnorm")
+FEED_FORWARDS = ("mlp", "swiglu")
+TOKENIZERS = ("gpt2", "own")  # the bundled GPT-2 BPE | a checkpoint folder's own tokenizer.json
+
+# The switches that came after GPT-2, with the value that leaves a model GPT-2's. A config whose switches
+# all hold these values serialises, builds and runs exactly as before the switches existed.
+SINCE_GPT2_DEFAULTS: dict[str, Any] = {
+    "norm": "layernorm",
+    "ff": "mlp",
+    "ff_hidden_dim": 0,
+    "rope_theta": 10000.0,
+    "rope_llama3": (),
+    "n_kv_heads": 0,
+    "fixed_head_dim": 0,
+    "qk_norm": False,
+    "sliding_window": 0,
+    "window_layers": (),
+    "bias": True,
+    "tokenizer": "gpt2",
+}
 
 _BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "int8-dynamic": 1}
 
@@ -41,7 +61,15 @@ class SerializableConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(cast(Any, self))
+        data = dataclasses.asdict(cast(Any, self))
+        # A switch at its GPT-2 value is left out, so a GPT-2 config's record is what it always was.
+        for name, default in SINCE_GPT2_DEFAULTS.items():
+            if name in data and data[name] == default:
+                del data[name]
+        for name in ("window_layers", "rope_llama3"):
+            if isinstance(data.get(name), tuple):
+                data[name] = list(data[name])
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -71,16 +99,43 @@ class GPTConfig(SerializableConfig):
     activation: str = "gelu_tanh"  # GELU tanh approximation (GPT-2) | exact GELU | ReLU
     norm_placement: str = "pre"  # LayerNorm before each sub-layer (GPT-2) | after the residual add
     attention_impl: str = "fused"  # one projection split into heads | a list of single-head modules
-    ln_eps: float = 1e-5
+    ln_eps: float = 1e-5  # the norms' epsilon (LayerNorm or RMSNorm)
+    # Since GPT-2 (Llama, Qwen, Mistral). Each is off by default; see SINCE_GPT2_DEFAULTS.
+    norm: str = "layernorm"  # LayerNorm (GPT-2) | RMSNorm: x / √(mean(x²) + eps) · scale, no mean, no shift
+    ff: str = "mlp"  # Linear -> activation -> Linear (GPT-2) | SwiGLU: fc3(silu(fc1(x)) · fc2(x))
+    ff_hidden_dim: int = 0  # the feed-forward's hidden width; 0: 4 · emb_dim (GPT-2)
+    rope_theta: float = 10000.0  # RoPE's base: pair i turns by position · θ^(-2i/head_dim)
+    rope_llama3: tuple = ()  # Llama 3's long-context RoPE: (factor, low_freq_factor, high_freq_factor, original)
+    n_kv_heads: int = 0  # grouped-query attention: heads sharing one key/value head; 0: n_heads (GPT-2)
+    fixed_head_dim: int = 0  # a head's width when it is not emb_dim / n_heads (Qwen3: 128); 0: emb_dim / n_heads
+    qk_norm: bool = False  # RMSNorm on each head's query and key before RoPE (Qwen3)
+    sliding_window: int = 0  # a query sees only the last `sliding_window` positions (itself included); 0: all
+    window_layers: tuple[int, ...] = ()  # the layers the window applies to; (): every layer
+    bias: bool = True  # biases in out_proj and the feed-forward (False: none, as in Llama and Qwen3)
+    tokenizer: str = "gpt2"  # "gpt2": the bundled BPE | "own": a checkpoint folder's tokenizer.json
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
+        for name in ("window_layers", "rope_llama3"):
+            if isinstance(getattr(self, name), list):  # from JSON
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in (
+            "vocab_size",
+            "context_length",
+            "emb_dim",
+            "n_heads",
+            "n_layers",
+            "ff_hidden_dim",
+            "n_kv_heads",
+            "fixed_head_dim",
+            "sliding_window",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(
                     "config.not_whole", "{name} must be a whole number, got {value!r}.", name=name, value=value
                 )
-            if value <= 0:
+            may_be_zero = name in SINCE_GPT2_DEFAULTS  # 0 means "as GPT-2" for these
+            if value < 0 or (value == 0 and not may_be_zero):
                 raise ConfigError(
                     "config.not_positive", "{name} must be positive, got {value}.", name=name, value=value
                 )
@@ -92,7 +147,7 @@ class GPTConfig(SerializableConfig):
                     value=value,
                     cap=MAX_FIELD_VALUE,
                 )
-        if self.emb_dim % self.n_heads:
+        if not self.fixed_head_dim and self.emb_dim % self.n_heads:
             raise ConfigError(
                 "config.heads_divide",
                 "emb_dim ({emb_dim}) must be divisible by n_heads ({n_heads}): each head gets emb_dim / "
@@ -109,7 +164,7 @@ class GPTConfig(SerializableConfig):
             raise ConfigError(
                 "config.drop_rate_range", "drop_rate must be in [0, 1), got {drop_rate}.", drop_rate=self.drop_rate
             )
-        if self.vocab_size < GPT2_VOCAB_SIZE:
+        if self.tokenizer == "gpt2" and self.vocab_size < GPT2_VOCAB_SIZE:
             raise ConfigError(
                 "config.vocab_too_small",
                 "vocab_size ({vocab_size}) is smaller than the GPT-2 tokenizer's {gpt2_vocab} tokens; some "
@@ -122,6 +177,9 @@ class GPTConfig(SerializableConfig):
             ("activation", ACTIVATIONS),
             ("norm_placement", NORM_PLACEMENTS),
             ("attention_impl", ATTENTION_IMPLS),
+            ("norm", NORMS),
+            ("ff", FEED_FORWARDS),
+            ("tokenizer", TOKENIZERS),
         ):
             if getattr(self, name) not in allowed:
                 raise ConfigError(
@@ -141,10 +199,97 @@ class GPTConfig(SerializableConfig):
             raise ConfigError("config.ln_eps_number", "ln_eps must be a number, got {ln_eps!r}.", ln_eps=self.ln_eps)
         if not (0 < self.ln_eps < 1):
             raise ConfigError("config.ln_eps_range", "ln_eps must be in (0, 1), got {ln_eps}.", ln_eps=self.ln_eps)
+        check_since_gpt2(self)
 
     @property
     def head_dim(self) -> int:
-        return self.emb_dim // self.n_heads
+        return self.fixed_head_dim or self.emb_dim // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_heads in GPT-2; fewer with grouped-query attention (each shared by a group)."""
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def ff_dim(self) -> int:
+        return self.ff_hidden_dim or 4 * self.emb_dim
+
+    def windowed(self, layer: int) -> int:
+        """The sliding window of ``layer`` (0: it sees every earlier position)."""
+        if not self.sliding_window or (self.window_layers and layer not in self.window_layers):
+            return 0
+        return self.sliding_window
+
+    def since_gpt2(self) -> list[str]:
+        """The switches this config sets away from GPT-2's layout (empty: a GPT-2-layout model)."""
+        changed = [name for name, default in SINCE_GPT2_DEFAULTS.items() if getattr(self, name) != default]
+        if self.pos_encoding == "rope":
+            changed.insert(0, "pos_encoding")
+        return [name for name in changed if name != "tokenizer" or self.tokenizer != "gpt2"]
+
+
+def check_since_gpt2(cfg: GPTConfig) -> None:
+    """The switches after GPT-2: each alone or together, with messages a learner can act on."""
+    if cfg.kv_heads > cfg.n_heads or cfg.n_heads % cfg.kv_heads:
+        raise ConfigError(
+            "config.kv_heads_divide",
+            "n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads}): each key/value head serves a group of "
+            "n_heads / n_kv_heads query heads. Try n_kv_heads in {options}.",
+            n_kv_heads=cfg.n_kv_heads,
+            n_heads=cfg.n_heads,
+            options=[d for d in range(1, cfg.n_heads + 1) if cfg.n_heads % d == 0][:6],
+        )
+    if cfg.attention_impl == "per_head" and cfg.kv_heads != cfg.n_heads:
+        raise ConfigError(
+            "config.per_head_gqa",
+            "attention_impl per_head gives every head its own key and value; grouped-query attention "
+            "(n_kv_heads {n_kv_heads} < n_heads {n_heads}) needs the fused module.",
+            n_kv_heads=cfg.n_kv_heads,
+            n_heads=cfg.n_heads,
+        )
+    if cfg.pos_encoding == "rope" and cfg.head_dim % 2:
+        raise ConfigError(
+            "config.rope_odd",
+            "RoPE turns pairs of a head's dimensions, so it needs an even head_dim (emb_dim / n_heads, or "
+            "fixed_head_dim), got {head_dim}.",
+            head_dim=cfg.head_dim,
+        )
+    theta = cfg.rope_theta
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not (1 < theta < 1e12):
+        raise ConfigError("config.rope_theta", "rope_theta must be a number above 1, got {theta!r}.", theta=theta)
+    scaling = cfg.rope_llama3
+    if scaling and (
+        not isinstance(scaling, tuple)
+        or len(scaling) != 4
+        or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 for v in scaling)
+        or not scaling[2] > scaling[1]
+    ):
+        raise ConfigError(
+            "config.rope_llama3",
+            "rope_llama3 must be four positive numbers (factor, low_freq_factor, high_freq_factor > low_freq_factor, "
+            "original context), got {value!r}.",
+            value=scaling,
+        )
+    for name in ("qk_norm", "bias"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigError(
+                "config.not_bool", "{name} must be true or false, got {value!r}.", name=name, value=getattr(cfg, name)
+            )
+    layers = cfg.window_layers
+    if not isinstance(layers, tuple) or any(
+        isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < cfg.n_layers for i in layers
+    ):
+        raise ConfigError(
+            "config.window_layers",
+            "window_layers must list layers from 0 to {last}, got {value!r}.",
+            last=cfg.n_layers - 1,
+            value=layers,
+        )
+    if layers and not cfg.sliding_window:
+        raise ConfigError(
+            "config.window_layers_without_window",
+            "window_layers names layers for a sliding window, but sliding_window is 0: set the window's size.",
+        )
 
 
 def _divisors_near(n: int, target: int) -> list[int]:
@@ -180,17 +325,93 @@ PRESETS: dict[str, GPTConfig] = {
 
 DEFAULT_PRESET = "tiny"
 
+# What changed since GPT-2, on the same from-scratch model: tiny and trainable on the GPT-2 tokenizer,
+# each with the switches of the family it is named after (the sizes are this playground's, not theirs).
+_LLAMA_SWITCHES: dict[str, Any] = dict(
+    pos_encoding="rope", norm="rmsnorm", ff="swiglu", qkv_bias=False, bias=False, drop_rate=0.0, ln_eps=1e-5
+)
+MODERN_PRESETS: dict[str, GPTConfig] = {
+    # Llama 3.2: RoPE (θ 500,000), RMSNorm, SwiGLU, 4 query heads per key/value head, no biases, tied head.
+    "llama-3.2-style": GPTConfig(
+        context_length=256,
+        emb_dim=128,
+        n_heads=8,
+        n_kv_heads=2,
+        n_layers=4,
+        ff_hidden_dim=512,
+        rope_theta=500000.0,
+        **_LLAMA_SWITCHES,
+    ),
+    # Qwen3: Llama's switches plus RMSNorm on queries and keys, and heads wider than emb_dim / n_heads.
+    "qwen3-style": GPTConfig(
+        context_length=256,
+        emb_dim=128,
+        n_heads=4,
+        n_kv_heads=2,
+        fixed_head_dim=64,
+        n_layers=4,
+        ff_hidden_dim=384,
+        rope_theta=1000000.0,
+        qk_norm=True,
+        **{**_LLAMA_SWITCHES, "ln_eps": 1e-6},
+    ),
+    # Mistral: Llama's switches, a sliding window over the last 64 positions, an untied output head.
+    "mistral-style": GPTConfig(
+        context_length=256,
+        emb_dim=128,
+        n_heads=8,
+        n_kv_heads=2,
+        n_layers=4,
+        ff_hidden_dim=448,
+        sliding_window=64,
+        tie_weights=False,
+        **_LLAMA_SWITCHES,
+    ),
+}
+
+# The real sizes, for counting only (built on the meta device: shapes, no numbers). Their configs as
+# published (config.json on the hub); the counts are the ones tests assert on the built models.
+REAL_SIZES: dict[str, GPTConfig] = {
+    "llama-3.2-1b": GPTConfig(
+        vocab_size=128256,
+        context_length=131072,
+        emb_dim=2048,
+        n_heads=32,
+        n_kv_heads=8,
+        n_layers=16,
+        ff_hidden_dim=8192,
+        rope_theta=500000.0,
+        rope_llama3=(32.0, 1.0, 4.0, 8192),  # factor, low_freq_factor, high_freq_factor, original context
+        tokenizer="own",
+        **_LLAMA_SWITCHES,
+    ),  # 1,235,814,400
+    "qwen3-0.6b": GPTConfig(
+        vocab_size=151936,
+        context_length=40960,
+        emb_dim=1024,
+        n_heads=16,
+        n_kv_heads=8,
+        fixed_head_dim=128,
+        n_layers=28,
+        ff_hidden_dim=3072,
+        rope_theta=1000000.0,
+        qk_norm=True,
+        tokenizer="own",
+        **{**_LLAMA_SWITCHES, "ln_eps": 1e-6},
+    ),  # 596,049,920
+}
+
 
 def get_preset(name: str) -> GPTConfig:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise ConfigError(
-            "config.unknown_preset",
-            "unknown preset {name!r}; choose one of: {choices}.",
-            name=name,
-            choices=", ".join(PRESETS),
-        ) from None
+    for table in (PRESETS, MODERN_PRESETS, REAL_SIZES):
+        if name in table:
+            return table[name]
+    raise ConfigError(
+        "config.unknown_preset",
+        "unknown preset {name!r}; choose one of: {choices}.",
+        name=name,
+        choices=", ".join([*PRESETS, *MODERN_PRESETS, *REAL_SIZES]),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -211,28 +432,59 @@ def bytes_per_element(dtype: str) -> int:
 
 def count_parameters_analytic(cfg: GPTConfig) -> int:
     """The parameter count from the formulas (inspection.parameter_breakdown shows each term)."""
+    return sum(parameter_formula(cfg).values())
+
+
+def parameter_formula(cfg: GPTConfig) -> dict[str, int]:
+    """Each component's parameters, written out: d = emb_dim, H query heads and K key/value heads of hd
+    dimensions, F the feed-forward's hidden width, V the vocabulary, L blocks, C positions."""
     d, V, L, C = cfg.emb_dim, cfg.vocab_size, cfg.n_layers, cfg.context_length
-    per_block = (3 * d * d + (3 * d if cfg.qkv_bias else 0)) + (d * d + d) + (8 * d * d + 5 * d) + 4 * d
-    total = V * d + L * per_block
-    if cfg.pos_encoding == "learned":
-        total += C * d
-    if cfg.norm_placement == "pre":
-        total += 2 * d  # final_norm
-    if not cfg.tie_weights:
-        total += V * d
-    return total
+    H, K, hd, F = cfg.n_heads, cfg.kv_heads, cfg.head_dim, cfg.ff_dim
+    qkv_bias, bias = (1 if cfg.qkv_bias else 0), (1 if cfg.bias else 0)
+    norm = 2 * d if cfg.norm == "layernorm" else d  # scale and shift | scale only
+    attention = (
+        (d * H * hd + qkv_bias * H * hd)  # W_query
+        + 2 * (d * K * hd + qkv_bias * K * hd)  # W_key, W_value: K heads, not H (GQA's saving)
+        + (H * hd * d + bias * d)  # out_proj
+        + (2 * hd if cfg.qk_norm else 0)  # q_norm, k_norm: one scale of hd each
+    )
+    if cfg.ff == "swiglu":
+        feed_forward = 3 * d * F + bias * (2 * F + d)  # fc1 (gate), fc2 (up): d -> F; fc3: F -> d
+    else:
+        feed_forward = 2 * d * F + bias * (F + d)  # d -> F -> d
+    return {
+        "tok_emb": V * d,
+        "pos_emb": C * d if cfg.pos_encoding == "learned" else 0,  # sinusoids and RoPE are computed, not learned
+        "attention": L * attention,
+        "feed_forward": L * feed_forward,
+        "norms": L * 2 * norm + (norm if cfg.norm_placement == "pre" else 0),  # norm1, norm2 per block; final_norm
+        "out_head": 0 if cfg.tie_weights else V * d,
+    }
+
+
+def kv_cache_bytes(cfg: GPTConfig, tokens: int, dtype: str = "float32", batch_size: int = 1) -> int:
+    """Bytes of keys and values held for ``tokens`` positions: 2 · K · hd numbers per layer and position,
+    where a windowed layer holds at most its window's positions."""
+    per_position = 2 * cfg.kv_heads * cfg.head_dim * bytes_per_element(dtype) * batch_size
+    return sum(per_position * min(tokens, cfg.windowed(i) or tokens) for i in range(cfg.n_layers))
+
+
+def kv_bytes_per_token(cfg: GPTConfig, dtype: str = "float32") -> float:
+    """The KV cache per token of a full context: 2 · L · K · hd · bytes, less where windows cap a layer."""
+    return kv_cache_bytes(cfg, cfg.context_length, dtype) / cfg.context_length
 
 
 def estimate_memory_bytes(cfg: GPTConfig, dtype: str = "float32", batch_size: int = 1) -> int:
     """Weights + a full-context KV cache + the largest activations of one inference forward pass."""
     b = bytes_per_element(dtype)
     weights = count_parameters_analytic(cfg) * b
-    kv_cache = 2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * b * batch_size
+    # The cache is allocated for every position, windows or not (the mask, not the cache, is windowed).
+    kv_cache = 2 * cfg.n_layers * cfg.context_length * cfg.kv_heads * cfg.head_dim * b * batch_size
     # Largest transient tensors: the logits of a full-context forward (kept in float32) and one
     # layer's attention scores.
     logits = batch_size * cfg.context_length * cfg.vocab_size * 4
     scores = batch_size * cfg.n_heads * cfg.context_length**2 * 4
-    hidden = batch_size * cfg.context_length * cfg.emb_dim * 4 * 8
+    hidden = batch_size * cfg.context_length * max(cfg.emb_dim, cfg.ff_dim // 4) * 4 * 8
     return weights + kv_cache + logits + scores + hidden
 
 

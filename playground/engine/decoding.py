@@ -95,12 +95,16 @@ def plain_row(model, row: Row) -> RowResult:
     out = model(idx, kv_cache=row.cache, return_attention=row.capture, last_token_only=True)
     if row.capture:
         logits, trace = out
-        return logits[0, -1].float(), [last_row_probs(q, k) for q, k in zip(trace.queries, trace.keys)]
+        probs = [last_row_probs(q, k, trace.window(i)) for i, (q, k) in enumerate(zip(trace.queries, trace.keys))]
+        return logits[0, -1].float(), probs
     return out[0, -1].float(), None
 
 
-def last_row_probs(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """The newest query's attention over all keys: (n_heads, k_len), float32, on the CPU."""
+def last_row_probs(q: torch.Tensor, k: torch.Tensor, window: int = 0) -> torch.Tensor:
+    """The newest query's attention over all keys: (n_heads, k_len), float32, on the CPU (0 outside a
+    sliding ``window``: the newest query sees only the last ``window`` keys)."""
     q_last = q[0, :, -1:, :].float()  # (H, 1, hd)
     scores = q_last @ k[0].float().transpose(-2, -1) / math.sqrt(q.size(-1))  # (H, 1, Tk)
+    if window and window < scores.size(-1):
+        scores[..., : scores.size(-1) - window] = float("-inf")
     return torch.softmax(scores, dim=-1)[:, 0, :].cpu()

@@ -1,5 +1,6 @@
-"""OpenAI GPT-2 from the Hugging Face hub or a downloaded folder: the models offered, download, load.
+"""Hugging Face checkpoints from the hub or a downloaded folder: the models offered, download, load.
 
+OpenAI GPT-2, and the Llama, Qwen3 and Mistral families (``hf_llama``) with the folder's own tokenizer.
 The config is read and the memory estimate checked before the weights are fetched or allocated.
 """
 
@@ -14,6 +15,8 @@ from tqdm.auto import tqdm
 
 from playground.engine.checkpoint_files import check_finite, check_header, read_header, stream_weights
 from playground.engine.hf_gpt2 import config_from_hf
+from playground.engine.hf_llama import MODEL_TYPES, config_from_hf_llama
+from playground.engine.hf_tokenizer import FolderTokenizer
 from playground.engine.memory_check import check_fits
 from playground.engine.model import GPTModel
 from playground.engine.weight_layout import WeightLoadError, resolve_dtype
@@ -76,12 +79,13 @@ def load_pretrained(
     tqdm_class=None,
     attention_impl: str = "fused",
 ) -> GPTModel:
-    """OpenAI GPT-2 weights in the Hugging Face layout, from a folder or a hub repo id.
+    """OpenAI GPT-2, Llama, Qwen3 or Mistral weights in the Hugging Face layout, from a folder or a hub repo id.
 
     The config is read first and the memory estimate checked before the weights are fetched or
     allocated. The returned model has a ``load_report`` (what was skipped, unexpected, ...).
     ``device`` ("cpu", "cuda", "cuda:1", "mps"; default ``PLAYGROUND_DEVICE``, see playground.runtime.devices)
     is where the model is put; a device this machine lacks raises DeviceError (a ValueError).
+    A Llama-family model carries its folder's tokenizer as ``model.tokenizer`` (a ``FolderTokenizer``).
     """
     target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first
     folder = Path(source)
@@ -91,7 +95,7 @@ def load_pretrained(
             if not p.is_file():
                 raise WeightLoadError(
                     "weights.folder_missing",
-                    "{folder} has no {file}; a GPT-2 folder needs config.json and model.safetensors.",
+                    "{folder} has no {file}; a model folder needs config.json and model.safetensors.",
                     folder=folder,
                     file=p.name,
                 )
@@ -104,7 +108,22 @@ def load_pretrained(
         hf_config = json.loads(Path(config_path).read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise WeightLoadError("weights.config_json", "config.json is not readable JSON ({reason}).", reason=e) from None
-    cfg = config_from_hf(hf_config)
+    family = hf_config.get("model_type", "gpt2") if isinstance(hf_config, dict) else "gpt2"
+    layout = "llama" if family in MODEL_TYPES else "gpt2"
+    cfg = config_from_hf_llama(hf_config) if layout == "llama" else config_from_hf(hf_config)
+    tokenizer = None
+    if layout == "llama":  # the folder's own vocabulary: GPT-2's BPE would give its ids other meanings
+        tokenizer_path = folder / "tokenizer.json" if folder.is_dir() else None
+        if tokenizer_path is None:
+            tokenizer_path = download(repo_id, "tokenizer.json", cache_dir, bool(local_files_only), tqdm_class)
+        if not tokenizer_path.is_file():
+            raise WeightLoadError(
+                "weights.folder_no_tokenizer",
+                "{folder} has no tokenizer.json: a {family} model's token ids mean the words of its own tokenizer.",
+                folder=folder,
+                family=family,
+            )
+        tokenizer = FolderTokenizer(tokenizer_path)
     if attention_impl != "fused":
         cfg = cfg.replace(attention_impl=attention_impl)
     torch_dtype = resolve_dtype(dtype)
@@ -112,12 +131,14 @@ def load_pretrained(
     if not folder.is_dir():
         weights_path = download(repo_id, "model.safetensors", cache_dir, bool(local_files_only), tqdm_class)
     header = read_header(weights_path)
-    report = check_header(header, cfg, "gpt2", allow_unexpected=True)
+    report = check_header(header, cfg, layout, allow_unexpected=True)
     model = GPTModel(cfg)  # already checked above, in the requested dtype
-    stream_weights(model, Path(weights_path), header, "gpt2")
+    stream_weights(model, Path(weights_path), header, layout)
     model = model.to(device=target, dtype=torch_dtype).eval()
     check_finite(model, f"{repo_id if not folder.is_dir() else folder.name}")
     model.load_report = report
+    if tokenizer is not None:
+        model.tokenizer = tokenizer
     return model
 
 

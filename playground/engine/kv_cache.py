@@ -24,16 +24,17 @@ class LayerKVCache:
         n = k.size(-2)
         self.k.narrow(2, start, n).copy_(k)
         self.v.narrow(2, start, n).copy_(v)
-        return self.k.narrow(2, 0, start + n), self.v.narrow(2, 0, start + n)  # (B, H, start + n, hd)
+        return self.k.narrow(2, 0, start + n), self.v.narrow(2, 0, start + n)  # (B, K, start + n, hd)
 
 
 class KVCache:
-    """Preallocated keys and values for every layer: (n_layers, B, n_heads, capacity, head_dim).
+    """Preallocated keys and values for every layer: (n_layers, B, n_kv_heads, capacity, head_dim).
 
     The model writes new positions in place and advances ``length`` once per forward, so a decode
     step costs one new row per layer instead of re-running the whole sequence. ``capacity`` is the
     positions it holds: the whole context by default, fewer for a run that can never reach it (GPT-2
-    small's full context is 75 MB a run; a 32-token prompt and 64 new tokens need 7 MB of it).
+    small's full context is 75 MB a run; a 32-token prompt and 64 new tokens need 7 MB of it). With
+    grouped-query attention it holds n_kv_heads heads, not n_heads: the memory GQA saves is here.
     """
 
     def __init__(
@@ -42,7 +43,7 @@ class KVCache:
         capacity = cfg.context_length if capacity is None else int(capacity)
         if not 1 <= capacity <= cfg.context_length:
             raise ValueError(f"a KV cache holds 1..{cfg.context_length} positions, got {capacity}")
-        shape = (cfg.n_layers, batch_size, cfg.n_heads, capacity, cfg.head_dim)
+        shape = (cfg.n_layers, batch_size, cfg.kv_heads, capacity, cfg.head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0

@@ -1,7 +1,9 @@
 """A GPT-2-style model written from scratch, in the textbook's names, built to be looked inside.
 
 Classes come in the order they are used: LayerNorm -> GELU -> FeedForward -> attention (fused and
-per-head: attention.py) -> TransformerBlock -> GPTModel. Attention maps are never stored on
+per-head: attention.py) -> TransformerBlock -> GPTModel. What came after GPT-2 is switched on by the
+config and lives beside this file: RMSNorm (norms.py), SwiGLU (swiglu.py), rotary positions (rotary.py),
+grouped-query attention, QK-norm and sliding windows (attention.py). Attention maps are never stored on
 modules: pass ``return_attention=True`` and the forward hands back an ``AttentionTrace`` holding
 each layer's queries and keys, from which the probabilities are computed only for the layers
 someone looks at.
@@ -20,6 +22,9 @@ from torch.overrides import TorchFunctionMode
 from playground.engine.attention import AttentionTrace, MultiHeadAttention, MultiHeadAttentionWrapper
 from playground.engine.config import GPTConfig
 from playground.engine.kv_cache import KVCache
+from playground.engine.norms import RMSNorm
+from playground.engine.rotary import RotaryEmbedding
+from playground.engine.swiglu import SwiGLU
 
 # ----------------------------------------------------------------------------------------------
 # Building blocks
@@ -80,13 +85,21 @@ class FeedForward(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.layers = nn.Sequential(
-            nn.Linear(cfg.emb_dim, 4 * cfg.emb_dim),
+            nn.Linear(cfg.emb_dim, cfg.ff_dim, bias=cfg.bias),  # ff_dim: 4 · emb_dim in GPT-2
             make_activation(cfg.activation),
-            nn.Linear(4 * cfg.emb_dim, cfg.emb_dim),
+            nn.Linear(cfg.ff_dim, cfg.emb_dim, bias=cfg.bias),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)
+
+
+def make_feed_forward(cfg: GPTConfig) -> nn.Module:
+    return SwiGLU(cfg.emb_dim, cfg.ff_dim, cfg.bias) if cfg.ff == "swiglu" else FeedForward(cfg)
+
+
+def make_norm(cfg: GPTConfig) -> nn.Module:
+    return RMSNorm(cfg.emb_dim, cfg.ln_eps) if cfg.norm == "rmsnorm" else LayerNorm(cfg.emb_dim, cfg.ln_eps)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -94,12 +107,13 @@ class FeedForward(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: GPTConfig, layer: int = 0):
         super().__init__()
-        self.att = MultiHeadAttentionWrapper(cfg) if cfg.attention_impl == "per_head" else MultiHeadAttention(cfg)
-        self.ff = FeedForward(cfg)
-        self.norm1 = LayerNorm(cfg.emb_dim, cfg.ln_eps)
-        self.norm2 = LayerNorm(cfg.emb_dim, cfg.ln_eps)
+        attention = MultiHeadAttentionWrapper if cfg.attention_impl == "per_head" else MultiHeadAttention
+        self.att = attention(cfg, layer)
+        self.ff = make_feed_forward(cfg)
+        self.norm1 = make_norm(cfg)
+        self.norm2 = make_norm(cfg)
         self.drop_shortcut = nn.Dropout(cfg.drop_rate)
         self.pre_norm = cfg.norm_placement == "pre"
 
@@ -139,6 +153,14 @@ class SinusoidalPositionalEmbedding(nn.Module):
         return self.table[positions]
 
 
+class RotaryPositions(nn.Module):
+    """RoPE's input gets no position: positions turn the queries and keys inside attention (rotary.py).
+    Adds an exact 0, so every view that reads ``tok_emb + pos_emb`` reads the same stream."""
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(positions.size(0), 1, device=positions.device)  # (T, 1): broadcast over emb_dim
+
+
 class _skip_default_init(TorchFunctionMode):
     """Inside: nn.init's fills (kaiming_uniform_, normal_, ...) and the random in-place ops leave
     tensors as they are."""
@@ -160,7 +182,8 @@ class GPTModel(nn.Module):
     anyone else's random numbers (the app always passes one).
     """
 
-    pos_emb: nn.Module  # learned (nn.Embedding) or sinusoidal, by config
+    pos_emb: nn.Module  # learned (nn.Embedding), sinusoidal, or none with RoPE, by config
+    tokenizer: Any  # a Llama-family checkpoint folder's own (hf_tokenizer.FolderTokenizer); GPT-2 models have none
     load_report: Any  # weight_layout.LoadReport, set by weights.load_checkpoint and hf_hub.load_pretrained
     checkpoint_metadata: dict[str, str]  # a loaded checkpoint's own metadata
 
@@ -176,12 +199,14 @@ class GPTModel(nn.Module):
             self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
             if cfg.pos_encoding == "learned":
                 self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
-            else:
+            elif cfg.pos_encoding == "sinusoidal":
                 self.pos_emb = SinusoidalPositionalEmbedding(cfg.context_length, cfg.emb_dim)
+            else:
+                self.pos_emb = RotaryPositions()
             self.drop_emb = nn.Dropout(cfg.drop_rate)
-            self.trf_blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
-            # Post-norm blocks already end in a LayerNorm; a final one would normalise twice.
-            self.final_norm = LayerNorm(cfg.emb_dim, cfg.ln_eps) if cfg.norm_placement == "pre" else nn.Identity()
+            self.trf_blocks = nn.ModuleList(TransformerBlock(cfg, i) for i in range(cfg.n_layers))
+            # Post-norm blocks already end in a norm; a final one would normalise twice.
+            self.final_norm = make_norm(cfg) if cfg.norm_placement == "pre" else nn.Identity()
             self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.out_head.weight = self.tok_emb.weight
@@ -197,13 +222,13 @@ class GPTModel(nn.Module):
             if isinstance(module, nn.Linear):
                 if module.weight is self.tok_emb.weight:
                     continue  # the tied output head: initialised as the embedding
-                std = residual_std if name.endswith(("out_proj", "layers.2")) else 0.02
+                std = residual_std if name.endswith(("out_proj", "layers.2", "ff.fc3")) else 0.02
                 nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
-            elif isinstance(module, (LayerNorm, SinusoidalPositionalEmbedding)):
+            elif isinstance(module, (LayerNorm, RMSNorm, SinusoidalPositionalEmbedding, RotaryEmbedding)):
                 module.reset_parameters()
 
     @property

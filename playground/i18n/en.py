@@ -43,6 +43,15 @@ EN = {
     "build": "Build a new model",
     "tree": "Module tree",
     "tree_depth": "Tree depth",
+    "sbs_title": "GPT-2 ↔ today's models, side by side",
+    "sbs_a": "Left",
+    "sbs_b": "Right",
+    "sbs_button": "Compare",
+    "sbs_summary": "**{a}**: {ta} parameters, {ka} bytes of KV cache a token (bfloat16) · **{b}**: {tb} parameters, "
+    "{kb} bytes a token. Switches that differ: {changed}. In the tables ≠ marks a part that changed, ◀ one only on "
+    "the left, ▶ one only on the right (block 0 shown; the other blocks repeat it).",
+    "sbs_breakdown_headers": "component|left formula|left|right formula|right|differs",
+    "sbs_tree_headers": "differs|module|left type|left parameters|right type|right parameters",
     "breakdown": "Where the parameters live (formula vs measured)",
     "prompt": "Prompt",
     "examples": "Examples",

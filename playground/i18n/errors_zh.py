@@ -33,6 +33,18 @@ ERRORS_ZH = {
     "config.vocab_too_small": "vocab_size（{vocab_size}）小于 GPT-2 分词器的 {gpt2_vocab} 个 token；有些 token 编号会没有嵌入。",
     "config.not_one_of": "{name} 必须是以下之一：{choices}；收到的是 {value!r}。",
     "config.sinusoidal_odd": "正弦位置编码需要偶数的 emb_dim，收到的是 {emb_dim}。",
+    "config.kv_heads_divide": "n_kv_heads（{n_kv_heads}）必须整除 n_heads（{n_heads}）：每个键/值头服务 n_heads / n_kv_heads "
+    "个查询头。可以试试 n_kv_heads = {options}。",
+    "config.per_head_gqa": "attention_impl 为 per_head 时每个头都有自己的键和值；分组查询注意力（n_kv_heads {n_kv_heads} < "
+    "n_heads {n_heads}）需要融合的注意力模块。",
+    "config.rope_odd": "RoPE 成对旋转一个头的维度，所以 head_dim（emb_dim / n_heads，或 fixed_head_dim）必须是偶数，"
+    "收到的是 {head_dim}。",
+    "config.rope_theta": "rope_theta 必须是大于 1 的数，收到的是 {theta!r}。",
+    "config.rope_llama3": "rope_llama3 必须是四个正数（factor、low_freq_factor、大于 low_freq_factor 的 high_freq_factor、"
+    "原始上下文长度），收到的是 {value!r}。",
+    "config.not_bool": "{name} 必须是 true 或 false，收到的是 {value!r}。",
+    "config.window_layers": "window_layers 必须列出 0 到 {last} 之间的层，收到的是 {value!r}。",
+    "config.window_layers_without_window": "window_layers 指定了使用滑动窗口的层，但 sliding_window 是 0：请设置窗口大小。",
     "config.ln_eps_number": "ln_eps 必须是数字，收到的是 {ln_eps!r}。",
     "config.ln_eps_range": "ln_eps 必须在 (0, 1) 之内，收到的是 {ln_eps}。",
     "config.unknown_fields": "未知的 {kind} 字段：{fields}。",
@@ -81,6 +93,13 @@ ERRORS_ZH = {
     "weights.gpt2_no_embeddings": "GPT-2 检查点里没有二维的 wte/wpe 嵌入。",
     "weights.gpt2_shape": "GPT-2 检查点的形状不可用：{reason}",
     "weights.not_gpt2_architecture": "GPT-2 的布局装不下这个模型：{fields} 与 GPT-2 的结构不同。",
+    "weights.tokenizer_json": "{name} 不是可读的 tokenizer.json（{reason}）。",
+    "weights.model_type": "config.json 写的 model_type 是 {kind!r}；本 playground 能加载 gpt2、{types}。",
+    "weights.rope_type": "config.json 对 RoPE 的频率做了缩放（{rope_type!r}）；本 playground 只实现了普通的 RoPE，"
+    "缩放过的检查点会算出错误的数。",
+    "weights.mixed_bias": "config.json 中 attention_bias={a} 而 mlp_bias={m}；本模型只有一个开关同时控制两者。",
+    "weights.config_field_family": "config.json 缺少 {kind} 的字段 {field!r}",
+    "weights.config_invalid": "检查点的配置无效：{reason}",
     "weights.activation": "不支持的 activation_function {activation!r}",
     "weights.config_field": "config.json 缺少 GPT-2 字段 {field!r}",
     "weights.unreadable": "{name} 不是可读的 safetensors 文件（{reason}）。",
@@ -88,7 +107,8 @@ ERRORS_ZH = {
     "或把 {repo_id}（config.json + model.safetensors）下载到一个文件夹后加载该文件夹。",
     "weights.hub_download": "无法下载 {repo_id} 的 {filename}：{kind}：{reason}",
     "weights.config_json": "config.json 不是可读的 JSON（{reason}）。",
-    "weights.folder_missing": "{folder} 里没有 {file}；GPT-2 文件夹需要 config.json 和 model.safetensors。",
+    "weights.folder_missing": "{folder} 里没有 {file}；模型文件夹需要 config.json 和 model.safetensors。",
+    "weights.folder_no_tokenizer": "{folder} 里没有 tokenizer.json：{family} 模型的词元编号对应的是它自己分词器里的词。",
     "weights.checkpoint_config_json": "检查点的配置不是有效的 JSON（{reason}）。",
     "weights.checkpoint_config": "检查点的配置无效：{reason}",
     "quantize.already_int8": "这个模型已经是 int8。",
@@ -100,6 +120,8 @@ ERRORS_ZH = {
     "upload.empty": "{label} 是空的。",
     # ---- the Model tab
     "model.unknown_hub": "未知的 hub 模型 {name!r}；可选：{choices}。",
+    "model.own_tokenizer": "{name} 是一个 {family} 检查点，带有自己的分词器；应用的各个标签页目前仍使用 GPT-2 的分词器，"
+    "所以还不能显示它。请在 Python 中加载：playground.load_pretrained(folder)。",
     "model.folder_not_allowed": "{path} 不是本服务器允许的模型文件夹（{roots}）中的文件夹。请把模型文件夹（config.json + model.safetensors）放到那里，或把它的上级目录加入 PLAYGROUND_MODEL_DIRS。",
     "model.folder_not_dir": "{path} 是一个文件；请填写存放 config.json 和 model.safetensors 的文件夹。",
     "model.need_upload": "请先选择要上传的 .safetensors 文件。",
@@ -155,6 +177,8 @@ ERRORS_ZH = {
     "' the' 是一个 token，'the ' 是两个。",
     "inside.target_long": "目标必须恰好是一个 token；这段文本有 {n:,} 个字符，而 GPT-2 最长的 token 只有 {longest} 个字符。",
     "inside.lens_window": "透镜窗口必须在位置 0–{last} 之内，收到的是 {first!r}–{stop!r}。",
+    "inside.attribution_rmsnorm": "Logit 归因是为最后的 LayerNorm 写的；这个模型最后的归一化是 RMSNorm（不减均值、没有平移），"
+    "归因暂时还不能读它。",
     "inside.attribution_post_norm": "Logit 归因需要前归一化的模型（有最终的 LayerNorm）；这个模型在每一块之后归一化，"
     "它的输出不是各部分之和。",
     "inside.sweep_short": "注意力头扫描至少需要两个 token（损失要有下一个 token）。",

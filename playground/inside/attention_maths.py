@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from playground.engine.attention import causal_mask
+from playground.engine.attention import attend, causal_mask, expand_kv
 from playground.inside.interventions import resid_after
 from playground.inside.view_checks import check_ids, check_layer, check_position, reserve_logits
 
@@ -35,12 +35,17 @@ def attention_maths(model, ids, layer: int, head: int, position: int) -> dict:
         block = model.trf_blocks[layer]
         x = resid_after(model, idx, layer)  # (1, T, d)
         q4, k4, v4 = block.att.project_qkv(block.norm1(x) if block.pre_norm else x)  # (1, H, T, hd) each
-        ctx = F.scaled_dot_product_attention(q4, k4, v4, is_causal=True)  # (1, H, T, hd): the block's own kernel
+        group, window = cfg.n_heads // cfg.kv_heads, block.att.window
+        k4, v4 = expand_kv(k4, group), expand_kv(v4, group)  # GQA: the key/value head this query head shares
+        if window:
+            ctx = attend(q4, k4, v4, 0.0, window)  # (1, H, T, hd): the block's own kernel, windowed
+        else:
+            ctx = F.scaled_dot_product_attention(q4, k4, v4, is_causal=True)  # (1, H, T, hd): the block's own kernel
     q, k, v = (t[0, head].double() for t in (q4, k4, v4))  # (T, hd) each
     qp = q[position]
     scores = k @ qp  # (T,)
     scaled = scores / math.sqrt(cfg.head_dim)
-    blocked = causal_mask(len(ids), len(ids))[position]  # True where j > position
+    blocked = causal_mask(len(ids), len(ids), window=window)[position]  # True where j > position (or out of a window)
     masked = scaled.masked_fill(blocked, float("-inf"))
     probs = torch.softmax(masked, dim=-1)
     weighted = probs @ v
@@ -49,6 +54,8 @@ def attention_maths(model, ids, layer: int, head: int, position: int) -> dict:
         "head": head,
         "position": position,
         "head_dim": cfg.head_dim,
+        "kv_head": head // group,  # with GQA, the key/value head this query head reads (shared by its group)
+        "window": window,
         "sqrt_head_dim": math.sqrt(cfg.head_dim),
         "q": qp.tolist(),
         "k": k.tolist(),

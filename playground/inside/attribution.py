@@ -27,6 +27,12 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
     with w_target the target's row of ``out_head``, γ/β the final norm's scale/shift. The parts
     sum to the model's own logit up to float rounding (``total`` against ``model_logit``).
     """
+    if model.cfg.norm == "rmsnorm":
+        raise LensError(
+            "inside.attribution_rmsnorm",
+            "Logit attribution is written for a final LayerNorm; this model's final norm is an RMSNorm "
+            "(no centring, no shift), which the attribution does not read yet.",
+        )
     if not isinstance(model.final_norm, LayerNorm):
         raise LensError(
             "inside.attribution_post_norm",

@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-from playground.engine.config import GPTConfig, bytes_per_element, count_parameters_analytic
+from playground.engine.config import (
+    GPTConfig,
+    count_parameters_analytic,
+    kv_bytes_per_token,
+    parameter_formula,
+)
 from playground.engine.model import GPTModel
 from playground.engine.quantize import int8_bytes
 
@@ -148,6 +153,8 @@ class Breakdown:
 
 
 def _formulas(cfg: GPTConfig) -> dict[str, tuple[str, int]]:
+    if cfg.since_gpt2():
+        return _formulas_since_gpt2(cfg)
     d, V, L, C = cfg.emb_dim, cfg.vocab_size, cfg.n_layers, cfg.context_length
     qkv_bias = " + 3·d" if cfg.qkv_bias else ""
     final_norm = cfg.norm_placement == "pre"
@@ -169,6 +176,50 @@ def _formulas(cfg: GPTConfig) -> dict[str, tuple[str, int]]:
         ),
         "output head": (("0 (tied to the token embedding)", 0) if cfg.tie_weights else (f"d·V = {d}·{V:,}", d * V)),
     }
+
+
+def _formulas_since_gpt2(cfg: GPTConfig) -> dict[str, tuple[str, int]]:
+    """The same table with H query heads, K key/value heads of hd dimensions, F the feed-forward width."""
+    d, V, L, C = cfg.emb_dim, cfg.vocab_size, cfg.n_layers, cfg.context_length
+    H, K, hd, F = cfg.n_heads, cfg.kv_heads, cfg.head_dim, cfg.ff_dim
+    qb, b = (1 if cfg.qkv_bias else 0), (1 if cfg.bias else 0)
+    qkv = d * H * hd + 2 * d * K * hd + qb * (H + 2 * K) * hd + (2 * hd if cfg.qk_norm else 0)
+    qkv_text = f"L·(d·H·hd + 2·d·K·hd{' + (H + 2·K)·hd' if qb else ''}{' + 2·hd (QK-norm)' if cfg.qk_norm else ''})"
+    swiglu = cfg.ff == "swiglu"
+    ff = (3 if swiglu else 2) * d * F + b * ((2 * F if swiglu else F) + d)
+    ff_text = f"L·({'3' if swiglu else '2'}·d·F{(' + 2·F + d' if swiglu else ' + F + d') if b else ''})"
+    per_norm, norm_text = (d, "d") if cfg.norm == "rmsnorm" else (2 * d, "2·d")
+    n_norms = 2 * L + (1 if cfg.norm_placement == "pre" else 0)
+    table = {
+        "token embedding": (f"V·d = {V:,}·{d}", V * d),
+        "position embedding": {
+            "learned": (f"C·d = {C:,}·{d}", C * d),
+            "sinusoidal": ("0 (fixed sinusoids, a buffer)", 0),
+            "rope": ("0 (RoPE turns queries and keys; nothing learned)", 0),
+        }[cfg.pos_encoding],
+        "attention QKV": (f"{qkv_text} = {L}·{qkv:,} (H={H}, K={K}, hd={hd})", L * qkv),
+        "attention output": (f"L·(H·hd·d{' + d' if b else ''}) = {L}·{H * hd * d + b * d:,}", L * (H * hd * d + b * d)),
+        "feed-forward": (f"{ff_text} = {L}·{ff:,} (F={F})", L * ff),
+        "layer norms": (f"{n_norms}·{norm_text} = {n_norms}·{per_norm}", n_norms * per_norm),
+        "output head": (("0 (tied to the token embedding)", 0) if cfg.tie_weights else (f"d·V = {d}·{V:,}", d * V)),
+    }
+    assert sum(v for _, v in table.values()) == sum(parameter_formula(cfg).values())
+    return table
+
+
+def _flops_per_token(cfg: GPTConfig, T: int) -> tuple[int, str]:
+    """Forward FLOPs of one token at T positions: 2 per weight it multiplies through, and 4·H·hd per key it
+    attends to (Q·Kᵀ and A·V); a windowed layer attends to at most its window."""
+    d, L, V = cfg.emb_dim, cfg.n_layers, cfg.vocab_size
+    if not cfg.since_gpt2():
+        matmul_params = L * (12 * d * d) + V * d  # weights every token multiplies through
+        return 2 * matmul_params + 2 * 2 * L * T * d, f"2·(12·L·d² + V·d) + 4·L·T·d with T = {T}"
+    H, K, hd, F = cfg.n_heads, cfg.kv_heads, cfg.head_dim, cfg.ff_dim
+    per_layer = 2 * d * H * hd + 2 * d * K * hd + (3 if cfg.ff == "swiglu" else 2) * d * F
+    keys = sum(min(T, cfg.windowed(i) or T) for i in range(L))  # Σ over layers of the keys each reads
+    flops = 2 * (L * per_layer + V * d) + 4 * H * hd * keys
+    ff = "3·d·F" if cfg.ff == "swiglu" else "2·d·F"
+    return flops, f"2·(L·(2·d·H·hd + 2·d·K·hd + {ff}) + V·d) + 4·H·hd·Σ keys read, T = {T}"
 
 
 def _measure(model: nn.Module) -> dict[str, int]:
@@ -194,10 +245,8 @@ def parameter_breakdown(cfg_or_model: GPTConfig | GPTModel, context_tokens: int 
     total_formula = sum(r.formula_value for r in rows)
     assert total_formula == count_parameters_analytic(cfg)
     total = count_parameters(model)
-    d, L, V = cfg.emb_dim, cfg.n_layers, cfg.vocab_size
     T = context_tokens or cfg.context_length
-    matmul_params = L * (12 * d * d) + V * d  # weights every token multiplies through
-    flops = 2 * matmul_params + 2 * 2 * L * T * d  # + Q·Kᵀ and A·V over T positions
+    flops, flops_formula = _flops_per_token(cfg, T)
     return Breakdown(
         config=cfg,
         rows=rows,
@@ -212,7 +261,8 @@ def parameter_breakdown(cfg_or_model: GPTConfig | GPTModel, context_tokens: int 
             # AdamW in fp32: weights + gradients + two moment estimates (activations not included).
             "training (AdamW, fp32)": total * (4 + 4 + 8),
         },
-        kv_cache_bytes_per_token={dt: 2 * L * d * bytes_per_element(dt) for dt in ("float32", "bfloat16")},
+        # 2·L·K·hd numbers a token (2·L·d in GPT-2); a window caps its layers, averaged over a full context
+        kv_cache_bytes_per_token={dt: int(kv_bytes_per_token(cfg, dt)) for dt in ("float32", "bfloat16")},
         flops_per_token=flops,
-        flops_formula=f"2·(12·L·d² + V·d) + 4·L·T·d with T = {T}",
+        flops_formula=flops_formula,
     )

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from playground.engine.attention import causal_mask
+from playground.engine.attention import attend, causal_mask
 from playground.engine.config import GPTConfig
 from playground.errors import UserError
 
@@ -249,12 +249,14 @@ class _LayerHooks:
     def __init__(self, hooks: Hooks, index: int):
         self.hooks, self.index = hooks, index
 
-    def attend(self, q, k, v) -> torch.Tensor:
+    def attend(self, q, k, v, window: int = 0) -> torch.Tensor:
         hooks, i = self.hooks, self.index
         if i in hooks.capture_qkv:
             hooks.cache.qkv[i] = (q.detach(), k.detach(), v.detach())
         if i in hooks.spec.unmasked_layers:
             ctx = F.scaled_dot_product_attention(q, k, v)  # no mask: the future leaks in
+        elif window and window < k.size(-2):  # a sliding window: the engine's own masked kernel
+            ctx = attend(q, k, v, 0.0, window)
         else:
             causal = q.size(-2) == k.size(-2)
             ctx = (

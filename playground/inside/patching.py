@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.engine.attention import attend
+from playground.engine.attention import attend, expand_kv
 from playground.errors import UserError
 from playground.inside.interventions import Cache, StopRequested, run_with_hooks
 from playground.inside.view_checks import check_ids, check_layer, check_target
@@ -126,10 +126,10 @@ class LayerPatch:
         self.head_mask, self.clean_ctx = head_mask, clean_ctx
         self.mlp_mask, self.clean_mlp, self.qkv = mlp_mask, clean_mlp, qkv
 
-    def attend(self, q, k, v) -> torch.Tensor:
+    def attend(self, q, k, v, window: int = 0) -> torch.Tensor:
         if self.qkv is not None:
             q, k, v = self.qkv(q, k, v)
-        ctx = attend(q, k, v, 0.0)  # (B, H, Tw, hd): the plain forward's attention
+        ctx = attend(q, k, v, 0.0, window)  # (B, H, Tw, hd): the plain forward's attention
         if self.head_mask is not None:
             ctx = torch.where(self.head_mask[..., None], self.clean_ctx.to(ctx.dtype), ctx)
         return ctx
@@ -150,6 +150,8 @@ class KeyPrefix:
 
     def append(self, k: torch.Tensor, v: torch.Tensor):
         B = k.size(0)
+        # GQA: the new positions' K key/value heads, copied to the prefix's one per query head
+        k, v = expand_kv(k, self.k.size(1) // k.size(1)), expand_kv(v, self.v.size(1) // v.size(1))
         return torch.cat([self.k.expand(B, -1, -1, -1), k], 2), torch.cat([self.v.expand(B, -1, -1, -1), v], 2)
 
 
@@ -158,7 +160,11 @@ def last_position(block, x: torch.Tensor, prefix: KeyPrefix, patch: LayerPatch) 
     positions give it their keys and values (computed from their input as the block would), so its
     attention sees what the whole block's would; a patch there keeps its last position only."""
     earlier = x[:, :-1]
-    _, k, v = block.att.project_qkv(block.norm1(earlier) if block.pre_norm else earlier)  # (B, H, Tw − 1, hd)
+    normed = block.norm1(earlier) if block.pre_norm else earlier
+    # RoPE: the earlier rows sit after the prefix's positions
+    _, k, v = block.att.project_qkv(normed, prefix.k.size(2)) if prefix.k.size(2) else block.att.project_qkv(normed)
+    group = prefix.k.size(1) // k.size(1)  # GQA: the prefix holds one key per query head
+    k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, Tw − 1, hd)
     keys = KeyPrefix(
         torch.cat([prefix.k.expand(x.size(0), -1, -1, -1), k], 2),
         torch.cat([prefix.v.expand(x.size(0), -1, -1, -1), v], 2),
@@ -395,8 +401,8 @@ class _Grab:
     def layer(self, i: int) -> _Grab:
         return self
 
-    def attend(self, q, k, v) -> torch.Tensor:
-        ctx = attend(q, k, v, 0.0)
+    def attend(self, q, k, v, window: int = 0) -> torch.Tensor:
+        ctx = attend(q, k, v, 0.0, window)
         self.ctx.append(ctx)
         return ctx
 

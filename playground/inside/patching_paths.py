@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from playground.engine.attention import expand_kv
 from playground.inside.interventions import StopRequested
 from playground.inside.patching import (
     LayerPatch,
@@ -88,7 +89,9 @@ def receiver_batch(model, runs: Runs, delta: torch.Tensor, layer: int, rows: lis
     x = runs.corrupted.resid[layer]  # (1, T, d): the receiver layer's input in the corrupted run
     with torch.no_grad():
         moved = x + delta.to(x.dtype)
-        alt = block.att.project_qkv(block.norm1(moved) if block.pre_norm else moved)  # 3 × (1, H, T, hd)
+        q_alt, k_alt, v_alt = block.att.project_qkv(block.norm1(moved) if block.pre_norm else moved)
+        group = H // k_alt.size(1)  # GQA: each query head's own copy of its shared key and value
+        alt = (q_alt, expand_kv(k_alt, group), expand_kv(v_alt, group))  # 3 × (1, H, T, hd)
         masks = torch.zeros(3, B, H, 1, 1, dtype=torch.bool)
         for b, (head, via) in enumerate(rows):
             masks[INPUTS.index(via), b, head] = True

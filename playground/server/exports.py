@@ -62,8 +62,8 @@ def _window_attention(model: GPTModel, run, layers: Sequence[int]):
     _, qk = run_attention(model, run)
 
     def layer(i: int) -> np.ndarray:
-        q, k = qk[layers[i]]  # (H, T, head_dim) each
-        probs = attention_probs(q.unsqueeze(0), k.unsqueeze(0))[0].numpy()  # (H, T, T)
+        q, k, *window = qk[layers[i]]  # (H, T, head_dim) each, and a windowed layer's window
+        probs = attention_probs(q.unsqueeze(0), k.unsqueeze(0), *window)[0].numpy()  # (H, T, T)
         if not np.isfinite(probs).all():
             raise UserError(
                 "export.non_finite",

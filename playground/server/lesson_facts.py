@@ -34,7 +34,7 @@ def head_maps(model, ids, layers):
     _, cache = run_with_hooks(model, ids, capture=False, capture_qkv=tuple(layers), last_token_only=True)
     for i in layers:
         q, k, _ = cache.qkv.pop(i)
-        yield i, attention_probs(q, k)[0].cpu().numpy()
+        yield i, attention_probs(q, k, model.cfg.windowed(i))[0].cpu().numpy()
 
 
 def head_map(model, ids, layer: int, head: int) -> list:

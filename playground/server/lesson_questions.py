@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import torch
 
-from playground.engine.config import PRESETS
+from playground.engine.config import PRESETS, count_parameters_analytic, get_preset, kv_bytes_per_token
 from playground.engine.sampling import sampling_distribution
 from playground.engine.tokenizer import load_tokenizer
 from playground.formats import format_prob
@@ -114,6 +114,42 @@ def untied_count(model, ids, labels, params) -> Question:
     fields = {"tied": millions(tied), "untied": millions(untied), "extra": f"{V:,} × {d:,}", "preset": name or ""}
     view = components_view(model) if not name else components_view(replace(cfg, tie_weights=False))
     return Question(choices, answer, view, fields, target={"tab": "model"})
+
+
+def gqa_saving(model, ids, labels, params) -> Question:
+    """How many parameters grouped-query attention saves in a named preset (a real size, counted on the meta
+    device): W_key and W_value have n_kv_heads heads instead of n_heads."""
+    cfg = get_preset(str(params["preset"]))
+    mha = cfg.replace(n_kv_heads=0)
+    saving = count_parameters_analytic(mha) - count_parameters_analytic(cfg)
+    L, d, H, K, hd = cfg.n_layers, cfg.emb_dim, cfg.n_heads, cfg.kv_heads, cfg.head_dim
+    choices, answer = numbers(saving, [saving // 2, 2 * saving, L * d * (H - K) * hd, saving * 4], fmt="{:,}")
+    fields = {
+        "preset": str(params["preset"]),
+        "heads": H,
+        "kv_heads": K,
+        "saving": f"{saving:,}",
+        "formula": f"{L}·2·{d}·({H} − {K})·{hd}",
+        "share": f"{saving / count_parameters_analytic(mha):.1%}",
+    }
+    return Question(choices, answer, components_view(cfg), fields, target={"tab": "model"})
+
+
+def kv_cache_saving(model, ids, labels, params) -> Question:
+    """The KV cache a token keeps in bfloat16 (2 · L · n_kv_heads · head_dim · 2 bytes), GQA's real saving."""
+    cfg = get_preset(str(params["preset"]))
+    kept, mha = int(kv_bytes_per_token(cfg, "bfloat16")), int(kv_bytes_per_token(cfg.replace(n_kv_heads=0), "bfloat16"))
+    choices, answer = numbers(kept, [mha, kept // 2, 2 * kept, mha * 2], fmt="{:,}")
+    tokens = cfg.context_length
+    fields = {
+        "preset": str(params["preset"]),
+        "kept": f"{kept:,}",
+        "mha": f"{mha:,}",
+        "context": f"{tokens:,}",
+        "gb": f"{kept * tokens / 1e9:.1f}",
+        "gb_mha": f"{mha * tokens / 1e9:.1f}",
+    }
+    return Question(choices, answer, components_view(cfg), fields, target={"tab": "model"})
 
 
 def lens_first_top(model, ids, labels, params) -> Question:
@@ -242,6 +278,8 @@ QUESTIONS: dict[str, Callable[..., Question]] = {
         ffn_width,
         param_count,
         untied_count,
+        gqa_saving,
+        kv_cache_saving,
         lens_first_top,
         next_token,
         top_prob_temperature,

@@ -123,7 +123,7 @@ class Run:
 class _Trace:
     """A run's per-layer (queries, keys) for its last window: one object, so the budget can count it."""
 
-    def __init__(self, n_tokens: int, start: int, qk: list[tuple[torch.Tensor, torch.Tensor]]):
+    def __init__(self, n_tokens: int, start: int, qk: list[tuple]):
         self.n_tokens, self.start, self.qk = n_tokens, start, qk
 
 
@@ -326,7 +326,9 @@ def attention_bytes(cfg: GPTConfig, n_tokens: int, elem: int = 4) -> int:
     return 2 * cfg.n_layers * min(n_tokens, cfg.context_length) * cfg.emb_dim * elem
 
 
-def run_attention(model: GPTModel, run: Run) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]]]:
+def run_attention(
+    model: GPTModel, run: Run
+) -> tuple[int, list[tuple]]:  # (q, k) per layer, (q, k, window) where windowed
     """Queries and keys of every layer for the run's last context window (one forward, cached and
     counted in the memory budget until the run is released or generates again)."""
     start, window = run.window(model.cfg.context_length)
@@ -341,7 +343,11 @@ def run_attention(model: GPTModel, run: Run) -> tuple[int, list[tuple[torch.Tens
     with BUDGET.reserve(keep + forward, what, "attention"), torch.no_grad():
         idx = torch.tensor([window], dtype=torch.long, device=model.device)
         _, trace = model(idx, return_attention=True, last_token_only=True)
-        qk = [(q[0].cpu(), k[0].cpu()) for q, k in zip(trace.queries, trace.keys)]  # (H, T, hd) each
+        # (H, T, hd) each; a layer with a sliding window also carries it: (q, k, window)
+        qk = [
+            (q[0].cpu(), k[0].cpu(), trace.window(i)) if trace.window(i) else (q[0].cpu(), k[0].cpu())
+            for i, (q, k) in enumerate(zip(trace.queries, trace.keys))
+        ]
         del trace
         cached = _Trace(len(run.token_ids), start, qk)
         run_ref = weakref.ref(run)
@@ -366,5 +372,5 @@ def _drop_attention(run_ref) -> None:
 
 def layer_attention(qk: list, layer: int) -> np.ndarray:
     """(n_heads, T, T) float32 probabilities for one layer."""
-    q, k = qk[layer]
-    return attention_probs(q.unsqueeze(0), k.unsqueeze(0))[0].numpy()
+    q, k, *window = qk[layer]  # (q, k) or, for a windowed layer, (q, k, window)
+    return attention_probs(q.unsqueeze(0), k.unsqueeze(0), *window)[0].numpy()

@@ -28,7 +28,7 @@ from playground.server.files import discard_upload
 from playground.server.model_views import tree_table, tying_explanation
 from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
 
-from . import listeners, redraw
+from . import listeners, redraw, side_by_side
 from .common import (
     T,
     choices,
@@ -359,6 +359,7 @@ def layout() -> SimpleNamespace:
         # deep, "MultiHeadAttention" and "124,439,808" in 14-px type); shapes, ties and paths wrap.
         column_widths=["18.5%", "18.5%", "13%", "10.5%", "11.5%", "10%", "18%"],
     )
+    c.sbs = side_by_side.layout()  # GPT-2 ↔ a variant, any two presets (issue 38)
     for name, field in zip(FIELDS, c.fields):  # each also by its name: results name their outputs
         setattr(c, name, field)
     c.form = [c.weights, c.preset, c.seed_init, c.hub_name, c.dtype] + c.fields
@@ -386,6 +387,7 @@ def wire(page) -> None:
         concurrency_limit=2,
     ).then(in_use, page.state, m.in_use, api_visibility="private")
     m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")
+    side_by_side.wire(page, m.sbs)
     m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)
     listeners.on_change(page, relabel, [m.tree_depth], outputs(Relabelled, page, m))
     listeners.on_change(page, in_use, [], [m.in_use])

@@ -204,7 +204,7 @@ def test_hf_unexpected_key_is_reported(hf_small, tmp_path):
 def test_hf_folder_missing_files(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(
-        WeightLoadError, match="has no model.safetensors; a GPT-2 folder needs config.json and model.safetensors"
+        WeightLoadError, match="has no model.safetensors; a model folder needs config.json and model.safetensors"
     ):
         load_pretrained(tmp_path)
 

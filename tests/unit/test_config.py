@@ -119,7 +119,7 @@ def test_from_dict_rejects_unknown_fields():
         (dict(drop_rate=float("inf")), r"drop_rate must be in \[0, 1\)"),
         (dict(drop_rate="0.1"), "drop_rate must be a number, got '0.1'"),
         (dict(vocab_size=50000), r"vocab_size \(50000\) is smaller than the GPT-2 tokenizer's 50257"),
-        (dict(pos_encoding="rotary"), "pos_encoding must be one of learned, sinusoidal; got 'rotary'"),
+        (dict(pos_encoding="rotary"), "pos_encoding must be one of learned, sinusoidal, rope; got 'rotary'"),
         (dict(activation="swiglu"), "activation must be one of gelu_tanh, gelu, relu; got 'swiglu'"),
         (dict(norm_placement="sandwich"), "norm_placement must be one of pre, post; got 'sandwich'"),
         (dict(attention_impl="flash"), "attention_impl must be one of fused, per_head; got 'flash'"),

@@ -6,11 +6,13 @@ import pytest
 import torch
 
 from playground.inside.interventions import Hooks, Intervention, InterventionError, run_with_hooks
-from tests.tiny_models import three_layer_model
+from tests.tiny_models import SINCE_GPT2, three_layer_model
 
 
-@pytest.fixture(scope="module", params=["fused", "per_head"])
+@pytest.fixture(scope="module", params=["fused", "per_head", "since_gpt2"])
 def model(request):
+    if request.param == "since_gpt2":
+        return three_layer_model(**SINCE_GPT2)
     return three_layer_model(attention_impl=request.param)
 
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from playground.engine.tokenizer import load_tokenizer
 from playground.inside import attribution, effects, lenses, view_checks
 from playground.inside.interventions import Intervention
-from tests.tiny_models import three_layer_model
+from tests.tiny_models import SINCE_GPT2, three_layer_model
 
 TEXT = "ROMEO:\nWhat light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n"
 
@@ -65,6 +65,7 @@ VARIANTS = [
     dict(norm_placement="post"),
     dict(attention_impl="per_head"),
     dict(pos_encoding="sinusoidal", activation="relu"),
+    SINCE_GPT2,
 ]
 
 

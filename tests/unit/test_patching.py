@@ -8,15 +8,15 @@ import torch
 
 from playground.inside import patching, patching_paths
 from playground.inside.interventions import StopRequested
-from tests.tiny_models import three_layer_model
+from tests.tiny_models import SINCE_GPT2, three_layer_model
 
 CLEAN = [5, 17, 230, 9, 41, 77, 3]
 CORRUPTED = [5, 17, 231, 9, 41, 78, 3]
 
 
-@pytest.fixture(scope="module")
-def model():
-    return three_layer_model(seed=4, std=0.2)
+@pytest.fixture(scope="module", params=["gpt2", "since_gpt2"])
+def model(request):
+    return three_layer_model(seed=4, std=0.2, **(SINCE_GPT2 if request.param == "since_gpt2" else {}))
 
 
 def tokens(model):

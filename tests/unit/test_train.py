@@ -477,3 +477,22 @@ def test_overfitting_is_validation_rising_while_training_falls():
     flat_train = [(s, 5.0) for s in range(0, 101, 10)]
     assert not overfitting(flat_train, rising)  # training stalled too: not overfitting
     assert not overfitting(train, rising[:2])  # too few evaluations to say
+
+
+def test_a_llama_style_model_learns_and_its_checkpoint_reloads(tmp_path):
+    """Issue 38: the tiny Llama-style preset (RoPE, RMSNorm, SwiGLU, GQA, no biases) trains on the GPT-2
+    tokenizer like any other, and its checkpoint reloads to the same model with the same switches."""
+    from playground.engine.config import MODERN_PRESETS
+
+    cfg = MODERN_PRESETS["llama-3.2-style"].replace(context_length=TINY.context_length, n_layers=2)
+    corpus = prepare_corpus(small_text(), cfg.context_length, name="small")
+    tcfg = TrainConfig(steps=30, batch_size=4, lr=1e-2, min_lr=1e-3, warmup_steps=3, eval_interval=10, eval_batches=2)
+    trainer = Trainer(build_model(cfg, seed=3), corpus.train_ids, corpus.val_ids, tcfg)
+    losses = [trainer.step()["loss"] for _ in range(30)]
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 1.0
+    path = trainer.save(tmp_path / "llama.safetensors")
+    reloaded = load_checkpoint(path)
+    assert reloaded.cfg == cfg and reloaded.cfg.since_gpt2()
+    x = torch.tensor([corpus.val_ids[:20].tolist()])
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(x), trainer.model.eval()(x))

@@ -207,9 +207,9 @@ def test_config_in_header_is_validated(tmp_path, good_checkpoint):
         WeightLoadError, match=r"The checkpoint's config is invalid: emb_dim \(32\) must be divisible by n_heads \(5\)"
     ):
         load_checkpoint(path)
-    unknown = json.loads(metadata["config"]) | {"rope_theta": 10000}
+    unknown = json.loads(metadata["config"]) | {"rope_scaling": 32}
     save_file(tensors, str(path), metadata=metadata | {"config": json.dumps(unknown)})
-    with pytest.raises(WeightLoadError, match="unknown config field.*rope_theta"):
+    with pytest.raises(WeightLoadError, match="unknown config field.*rope_scaling"):
         load_checkpoint(path)
 
 
