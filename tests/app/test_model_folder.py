@@ -70,7 +70,7 @@ def test_a_folder_outside_the_allowed_dirs_is_refused(tmp_path, monkeypatch):
         out = model_tab.build_model(state, "hub", 0, str(path), None, "float32", *fields())
         assert out[0] is state
         assert "is not a folder inside the model folders this server allows" in out[1]
-        assert str(tmp_path / "models") in out[1] and str(recipes.ROOT / "models") in out[1]
+        assert str(tmp_path / "models") in out[1] and str(recipes.CHECKOUT / "models") in out[1]
     zh = model_tab.build_model({**state, "lang": "zh-CN"}, "hub", 0, "/etc", None, "float32", *fields())
     assert "PLAYGROUND_MODEL_DIRS" in zh[1] and "不是本服务器允许的模型文件夹" in zh[1]
 

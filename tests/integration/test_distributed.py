@@ -114,7 +114,8 @@ def test_two_processes_follow_one_and_only_rank_0_writes(corpus, reference, tmp_
     assert [v for _, v in vals] == pytest.approx([v for _, v in ref_vals], **LOSS_TOL)
     assert losses[-1] < losses[0]  # it learned something: the comparison is not between two no-ops
     # each rank ran its half of the batch: 4 steps × 4 windows × 16 tokens in all, not twice that
-    assert json.loads((out / "log.jsonl").read_text().splitlines()[-1])["tokens_seen"] == 4 * 4 * 16
+    events = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [e for e in events if e["kind"] == "step"][-1]["tokens_seen"] == 4 * 4 * 16
     assert_same_tensors(out / "model.safetensors", reference / "s4" / "model.safetensors")
     assert_same_tensors(out / "model.optim.safetensors", reference / "s4" / "model.optim.safetensors")
 
@@ -122,9 +123,15 @@ def test_two_processes_follow_one_and_only_rank_0_writes(corpus, reference, tmp_
     assert ranks[0]["rc"] == ranks[1]["rc"] == 0
     assert ranks[1]["writes"] == [] and ranks[1]["stdout"] == ""  # rank 1 trained silently
     written = {os.path.basename(p) for p in ranks[0]["writes"]}
-    assert written == {"log.jsonl", "model.safetensors.tmp", "model.optim.safetensors.tmp"}
+    # (heads.json: the heads' scores on the probe, logged by rank 0 alone at step 0 and every --heads-every)
+    assert written == {"log.jsonl", "heads.json", "model.safetensors.tmp", "model.optim.safetensors.tmp"}
     assert "2 processes (gloo), 2 of the 4 windows of each batch per process" in ranks[0]["stdout"]
-    assert sorted(p.name for p in out.iterdir()) == ["log.jsonl", "model.optim.safetensors", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "heads.json",
+        "log.jsonl",
+        "model.optim.safetensors",
+        "model.safetensors",
+    ]
 
     # The 2-process checkpoint, resumed by ONE process, continues the one-process curve.
     threads = torch.get_num_threads()
