@@ -68,7 +68,7 @@ def anchor(target: dict) -> str:
 
 
 # Once the chain has drawn the view: the step's tab (and sub-tab) selected, its view scrolled into
-# sight. The server selected the tab already; for five seconds the page checks that it stays selected
+# sight. The server selected the tab already; for twenty seconds the page checks that it stays selected
 # and selects it again by its button if a redraw under way when Show me was pressed (the page's
 # opening, a language or presenter switch) took the selection away, until the visitor clicks or types
 # (then the page is theirs). A tab opened by the same event mounts its content a moment later: look
@@ -90,7 +90,7 @@ SCROLL_JS = """(where) => { let spot = {}, theirs = false;
     if (pick('#pg-tabs', spot.tab) | (spot.sub ? pick('#pg-inside-tabs', spot.sub) : false)) scrolled = false;
     const el = spot.id && document.getElementById(spot.id);
     if (!scrolled && el && el.offsetParent) { el.scrollIntoView({block: 'start', behavior: 'instant'}); scrolled = true; }
-    if (tries++ < 50) setTimeout(go, 100);
+    if (tries++ < 200) setTimeout(go, 100);
   };
   go(); }"""
 
