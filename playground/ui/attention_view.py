@@ -128,9 +128,9 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0], r
     """The chosen attention figure, where one query looked (hidden for overviews), the query
     slider's range (absolute positions of the window) and a message (empty when all is well).
     span: one of SPANS, the newest positions or the whole run. What the page asked for is
-    remembered as drawn (``drawn_settings``), for a change of language."""
+    remembered as drawn (``redraw.remember_inputs``), for a change of language."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    redraw.remember(request, "attention", lambda lang, present: (view, layer, head, log_scale, query, span))
+    redraw.remember_inputs(request, "attention", (view, layer, head, log_scale, query, span))
     try:
         run = session_run(state)
         if run is None:
@@ -326,12 +326,3 @@ def attention_data(state, layer, head):
         "tokens": labels,
         "attention": probs.tolist(),
     }
-
-
-def drawn_settings(request, view, layer, head, log_scale, query, span) -> tuple:
-    """The attention settings this page last drew (view, layer, head, log scale, query, span), else the
-    ones given: a language switch reads the controls when its events set off, and a Show me may have
-    drawn other settings meanwhile."""
-    if redraw.order(request, ["attention"]):
-        return redraw.redraw(request, "attention", "en", False, 6)
-    return view, layer, head, log_scale, query, span

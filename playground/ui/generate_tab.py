@@ -26,6 +26,7 @@ from playground.server.runs import start_run
 from playground.server.step_records import step_record
 
 from . import attention_view as av
+from . import redraw
 from .attention_view import SPANS, VIEW_KEYS, VIEWS, AttentionViews, attention_views, head_examples
 from .chips import ChipStream, legend, status_html
 from .common import (
@@ -315,9 +316,10 @@ def run_data(state):
 def relabel(state, view, layer, head, log_scale, query, span, step, request: gr.Request = None) -> Relabelled:
     """After a change of the page's language: the choices' labels, the legend, the head examples,
     and (unless the run is still streaming: it redraws itself) the status, attention and step views
-    (the attention view with the settings the page last drew, ``av.drawn_settings``)."""
+    (the attention view with the settings the page last drew, ``redraw.drawn_inputs``)."""
     lang = lang_of(state)
-    view, layer, head, log_scale, query, span = av.drawn_settings(request, view, layer, head, log_scale, query, span)
+    given = (view, layer, head, log_scale, query, span)
+    view, layer, head, log_scale, query, span = redraw.drawn_inputs(request, "attention", given)
     fixed = {
         "view": gr.update(choices=choices(VIEW_KEYS, lang)),
         "legend": legend(lang),

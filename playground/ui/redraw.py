@@ -70,6 +70,19 @@ def redraw(request, key: str, lang: str, present: bool, n: int) -> tuple:
     return out
 
 
+def remember_inputs(request, key: str, inputs: tuple) -> None:
+    """Keep the inputs a view was last drawn from (a quick view, drawn again from them)."""
+    remember(request, key, lambda lang, present: inputs)
+
+
+def drawn_inputs(request, key: str, given: tuple) -> tuple:
+    """The inputs this page last drew view ``key`` from, else ``given``: a redraw's inputs are read when
+    its events set off, and a view drawn meanwhile (a lesson's Show me) must not be drawn over."""
+    with _LOCK:
+        draw, _ = _DRAWN.get((_session(request), key), (None, 0))
+    return given if draw is None else draw("en", False)
+
+
 def drop(request, keys) -> None:
     """This page no longer shows views ``keys`` (they were drawn for an earlier run): forget them."""
     session = _session(request)

@@ -253,7 +253,7 @@ def show_tokens(text, state=None, relabel=False, request: gr.Request = None) -> 
     page's language. The page's text is remembered as drawn (``redraw``), for a change of language."""
     lang = lang_of(state)
     if not relabel:
-        redraw_views.remember(request, "tokens", lambda lang, present: (text,))
+        redraw_views.remember_inputs(request, "tokens", (text,))
     try:
         text = _check_text(text, lang)
         view = tokenize_view(text)
@@ -274,8 +274,7 @@ def redraw(state, text, word, request: gr.Request = None) -> Relabelled:
     """After a language switch: the same text and word, said in the page's new language. The text is the
     one the page last drew when it drew one (``text`` was read when the switch's events set off: a Show
     me that drew the step's text meanwhile would otherwise be drawn over), else the text box's."""
-    if redraw_views.order(request, ["tokens"]):
-        (text,) = redraw_views.redraw(request, "tokens", lang_of(state), False, 1)
+    (text,) = redraw_views.drawn_inputs(request, "tokens", (text,))
     out = show_tokens(text, state, relabel=True)
     return Relabelled(out.summary, out.chips, out.table, show_merges(word, state) if word else out.merges)
 
