@@ -102,6 +102,7 @@ def summarize(learners: list[dict], one: dict | None = None) -> dict:
         "first_p95_s": percentile([x.get("first_s") for x in ok], 95),
         "completion_p50_s": percentile([x["completion_s"] for x in ok], 50),
         "completion_p95_s": percentile([x["completion_s"] for x in ok], 95),
+        "updates_p50": percentile([x.get("updates") for x in ok], 50),
     }
     if timed:
         wall = max(x["end"] for x in timed) - min(x["start"] for x in timed)
@@ -257,7 +258,8 @@ def client_learner(client, kwargs: dict, barrier, timeout: float) -> dict:
 
 def learner_result(stamped: list[tuple[float, object]], start: float) -> dict:
     """A learner's figures from its stamped updates, with when it ended, or why it has no end."""
-    out = {"start": start, **timings(stamped, start)}
+    # updates: the streamed messages the learner received (the Generate handler paces them by the room's size)
+    out = {"start": start, **timings(stamped, start), "updates": len(stamped)}
     if out["completion_s"] is not None:
         out["end"] = start + out["completion_s"]
     else:
@@ -482,7 +484,7 @@ def measure_app(room: Room, model: str, sizes, log=print) -> list[dict]:
         rows.append(row)
         log(
             f" p95 first {_s(row['first_p95_s'])} s, completion {_s(row['completion_p95_s'])} s, "
-            f"{_s(row.get('aggregate_tok_s'))} tok/s"
+            f"{_s(row.get('aggregate_tok_s'))} tok/s, {_s(row.get('updates_p50'))} updates a learner (median)"
         )
     n = max(sizes)
     if room.client == "http" and n >= STOP_EVERY:

@@ -181,3 +181,41 @@ def test_llama_binary_from_the_environment_or_the_cache(tmp_path, monkeypatch):
     assert room_llama.find_binary(tmp_path) == built
     monkeypatch.setenv(room_llama.BINARY_ENV, str(tmp_path / "missing"))
     assert room_llama.find_binary(tmp_path) is None
+
+
+def test_room_profile_sorts_py_spy_samples_by_what_they_were_doing():
+    from bench import room_profile
+
+    raw = [
+        "thread (1): decode-loop;_round (playground/server/decode_loop.py:259);"
+        "run_rows (playground/runtime/native_step.py:114) 7\n",
+        "thread (2): sampler_0;_worker (thread.py:81);advance (playground/engine/sampling.py:329);"
+        "prepare (playground/runtime/native_sampler.py:98) 5\n",
+        "thread (2): sampler_0;_worker (thread.py:81) 2\n",
+        "thread (3): Thread-1 (run);process_events (gradio/queueing.py:973);send (h11/_h11_impl.py:503) 3\n",
+        "thread (3): Thread-1 (run);process_events (gradio/queueing.py:915) 1\n",
+        "thread (4): MainThread;block_thread (gradio/blocks.py:3957) 2\n",
+        "\n",
+        "not a sample line\n",
+    ]
+    counts = room_profile.categorize(raw)
+    assert counts == {
+        "shared forward (native rows, calling thread)": 7,
+        "row samplers (Generation.advance)": 5,
+        "sampler pool hand-over": 2,
+        "uvicorn: sending": 3,
+        "Gradio: queue": 1,
+        "other": 2,
+    }
+    ranked = room_profile.shares(counts)
+    assert ranked[0] == ("shared forward (native rows, calling thread)", 7, 0.35)
+    assert abs(sum(share for _, _, share in ranked) - 1.0) < 1e-12
+    assert room_profile.shares(type(counts)()) == []
+
+
+def test_learner_result_counts_the_updates_it_received():
+    stamped = [(10.1, status("running", 0)), (10.3, status("running", 5)), (10.9, status("done", 64))]
+    out = room.learner_result(stamped, 10.0)
+    assert out["updates"] == 3 and out["tokens"] == 64 and math.isclose(out["completion_s"], 0.9)
+    row = room.summarize([out, {**out, "updates": 5}, {**out, "updates": 9}])
+    assert row["updates_p50"] == 5

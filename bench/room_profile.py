@@ -1,0 +1,184 @@
+"""``python -m bench.room_profile``: where a room's server time goes (issue 33).
+
+Two measurements of one room (N learners, 64 tokens each, the room benchmark's settings):
+
+- ``--app`` (the default): the app started as ``python -m bench --room`` starts it, N bare HTTP learners at
+  once (bench/room.py), and py-spy sampling the server's Python threads during that round only. The samples
+  are sorted into what they were doing (``CATEGORIES``: the shared forward, the rows' samplers, Gradio's queue
+  and streaming, the Generate handler's own work, ``start_run``). py-spy sees Python threads only: the forward's
+  second OpenMP thread is not counted, so the forward's share is its calling thread's.
+- ``--loop``: the same N generations stepped by the server's decode loop in this process, without the app:
+  the wall time, this process's CPU per token, and how much of it the shared forwards took
+  (``decoder.rows``) against the rest of each shared step (the rows' samplers).
+
+py-spy comes from PyPI (``pip install py-spy``); it reads another process's memory, so it needs the rights to
+(root, or ``ptrace`` allowed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+# The first rule whose key occurs in a sample's stack names it (order matters: a sampler's stack also holds
+# the pool's frames, the Generate handler's the queue's).
+CATEGORIES = (
+    ("run_rows", "shared forward (native rows, calling thread)"),
+    ("advance (playground/engine/sampling", "row samplers (Generation.advance)"),
+    ("sampler_", "sampler pool hand-over"),
+    ("start_run", "start_run (tokenize, memory budget, KV cache)"),
+    ("generate_tab.py", "Generate handler (chips, status, waiting)"),
+    ("jsonable_encoder", "Gradio: encoding updates"),
+    ("h11_impl", "uvicorn: sending"),
+    ("brotli", "Gradio: compression middleware"),
+    ("_find_and_load", "Gradio: import attempts per event (matplotlib)"),
+    ("postprocess", "Gradio: postprocess"),
+    ("preprocess", "Gradio: preprocess"),
+    ("queueing.py", "Gradio: queue"),
+    ("decode-loop", "decode loop: the rest"),
+    ("Thread-1", "event loop: the rest"),
+)
+
+
+def categorize(lines) -> collections.Counter:
+    """Samples per category from py-spy's raw (collapsed) output: one ``frame;frame;... count`` a line."""
+    counts: collections.Counter = collections.Counter()
+    for line in lines:
+        line = line.rstrip()
+        if not line or " " not in line:
+            continue
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        name = next((label for key, label in CATEGORIES if key in stack), "other")
+        counts[name] += int(n)
+    return counts
+
+
+def shares(counts: collections.Counter) -> list[tuple[str, int, float]]:
+    """(category, samples, share of all samples), the largest first."""
+    total = sum(counts.values())
+    return [(k, n, n / total if total else 0.0) for k, n in counts.most_common()]
+
+
+def profile_app(model: str, n: int, rate: int, out: str) -> None:
+    from . import room as R
+
+    spy = shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("py-spy is not installed: pip install py-spy")
+    rm = R.Room(300, print, "http", with_page=False)
+    try:
+        rm.clients(model, n)
+        for _ in range(2):  # first runs: caches, kernels
+            rm.round(model, 1, with_page=False)
+        alone = [rm.round(model, 1, with_page=False)[0][0] for _ in range(R.ALONE_REPS)]
+        one = R.one_learner(alone)
+        print(f"one learner: {R._s(one.get('completion_s'))} s, {R._s(one.get('tok_s'))} tok/s")
+        proc = subprocess.Popen(
+            [spy, "record", "--pid", str(rm.pid), "--rate", str(rate), "--format", "raw", "--threads"]
+            + ["--nonblocking", "-o", out],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.0)  # py-spy attached before the round starts
+        res, _, cpu = rm.round(model, n, with_page=False)
+        proc.send_signal(2)
+        proc.wait(60)
+        s = R.summarize(res, one)
+        print(
+            f"N={n}: first token p95 {R._s(s['first_p95_s'])} s, completion p95 {R._s(s['completion_p95_s'])} s "
+            f"({R._x(s.get('completion_x_alone'))} alone), {R._s(s.get('aggregate_tok_s'))} tok/s "
+            f"({R._x(s.get('x_one_learner'))} one learner), {R._s(s.get('updates_p50'))} updates a learner; "
+            f"server {R._s(cpu.get('server_cores'))} cores, machine {R._s(cpu.get('machine_cores'))}, "
+            f"load {R._s(cpu['loadavg'][0])}"
+        )
+    finally:
+        rm.close()
+    with open(out) as f:
+        for name, count, share in shares(categorize(f)):
+            print(f"  {100 * share:5.1f}%  {count:6d}  {name}")
+
+
+def loop_alone(n: int) -> None:
+    """N generations of the bundled model through a DecodeLoop of this process, then one alone, twice."""
+    import torch
+
+    import playground.server.decode_loop as dl
+    from playground.server.recipes import build_from_recipe, default_recipe
+    from playground.server.runs import start_run
+    from playground.ui.generate_layout import EXAMPLES
+
+    from .room import MAX_NEW, SEED
+
+    recipe = default_recipe()
+    model = build_from_recipe(recipe)
+    forward = [0.0]
+    plain = dl.decoder_of
+
+    class Timed:  # the decoder, its shared forwards timed
+        def __init__(self, decoder):
+            self.decoder = decoder
+
+        def rows(self, m, rows):
+            t = time.perf_counter()
+            try:
+                return self.decoder.rows(m, rows)
+            finally:
+                forward[0] += time.perf_counter() - t
+
+        def __getattr__(self, name):
+            return getattr(self.decoder, name)
+
+    dl.decoder_of = lambda m: Timed(plain(m))  # type: ignore[assignment]
+    prompt = EXAMPLES[0][0]  # what the room's learners send (the Generate tab's first example)
+    try:
+        for size in (1, n, 1, n):
+            loop = dl.DecodeLoop()
+            gens = [
+                start_run(
+                    model, recipe, prompt, max_new_tokens=MAX_NEW, temperature=0.8, top_k=40, top_p=1.0, seed=SEED + i
+                )[1]
+                for i in range(size)
+            ]
+            forward[0] = 0.0
+            t0, c0 = time.perf_counter(), time.process_time()
+            streams = [loop.submit(g) for g in gens]
+            for s in streams:
+                s.wait_end(120)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            tokens = sum(len(g.steps) for g in gens)
+            print(
+                f"N={size}: {wall:.3f} s, {tokens / wall:.0f} tok/s, CPU {1e3 * cpu / tokens:.2f} ms a token "
+                f"({cpu / wall:.2f} cores), shared forwards {forward[0]:.3f} s of the wall, {loop.rounds} rounds, "
+                f"{torch.get_num_threads()} torch threads, load {os.getloadavg()[0]:.1f}"
+            )
+    finally:
+        dl.decoder_of = plain  # type: ignore[assignment]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.room_profile", description=__doc__.split("\n")[0])
+    ap.add_argument("--loop", action="store_true", help="the decode loop alone in this process (bundled model)")
+    ap.add_argument("--model", default="bundled", choices=("bundled", "gpt2-small"))
+    ap.add_argument("--n", type=int, default=30, help="learners (default 30)")
+    ap.add_argument("--rate", type=int, default=100, help="py-spy samples a second (default 100)")
+    ap.add_argument("--out", default="room-profile.raw", help="py-spy's raw output (default room-profile.raw)")
+    args = ap.parse_args(argv)
+    if not 1 <= args.n <= 64:
+        print("--n takes 1 to 64 learners", file=sys.stderr)
+        return 2
+    if args.loop:
+        loop_alone(args.n)
+    else:
+        profile_app(args.model, args.n, args.rate, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
