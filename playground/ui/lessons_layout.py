@@ -123,14 +123,14 @@ def wire(page) -> None:
         [page.state, c.room, c.lesson_pos, prompt],
         [c.room, c.room_status, c.choice, c.room_follow],
     )
-    c.next.click(
-        lambda s, p, q: lessons_tab.move(s, p, q, +1), [page.state, c.lesson_pos, prompt], shown, api_name="lesson_next"
-    ).then(*moved, api_visibility="private")
-    c.back.click(
-        lambda s, p, q: lessons_tab.move(s, p, q, -1), [page.state, c.lesson_pos, prompt], shown, api_name="lesson_back"
-    ).then(*moved, api_visibility="private")
+    c.next.click(lessons_tab.next_step, [page.state, c.lesson_pos, prompt], shown, api_name="lesson_next").then(
+        *moved, api_visibility="private"
+    )
+    c.back.click(lessons_tab.step_back, [page.state, c.lesson_pos, prompt], shown, api_name="lesson_back").then(
+        *moved, api_visibility="private"
+    )
     c.lesson_pick.input(
-        lambda s, lesson, q: lessons_tab.show(s, {"lesson": lesson, "step": 0}, q),
+        lessons_tab.open_lesson,
         [page.state, c.lesson_pick, prompt],
         shown,
         api_name="lesson_open",
@@ -145,7 +145,7 @@ def wire(page) -> None:
     wire_show_me(page)
     # The model or the prompt may have changed in another tab: draw the step on what is there now.
     page.lessons_tab.select(
-        lessons_tab.show, [page.state, c.lesson_pos, prompt, c.choice], shown, api_visibility="private"
+        lessons_tab.show_here, [page.state, c.lesson_pos, prompt, c.choice], shown, api_visibility="private"
     )
     listeners.on_change(page, lessons_tab.redraw, [c.lesson_pos, prompt, c.choice], shown)
 

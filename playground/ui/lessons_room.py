@@ -246,7 +246,7 @@ def cast(state, room, choice) -> str:
     return ok(tr(lang, "room_voted"))
 
 
-def poll(state, room, prompt) -> Polled:
+def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     """A tick: nothing when the room has not changed; else what changed (the step while following,
     the vote, the reveal); the teacher's page also gets the count of answers."""
     room = room or no_room()
@@ -283,7 +283,7 @@ def poll(state, room, prompt) -> Polled:
     if teacher and room.get("resumed") and published.get("lesson"):  # the teacher's page reloaded: its room's step
         pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
         here = published.get("prompt") if published.get("prompt") is not None else prompt
-        shown = lessons_tab.show(state, pos, here)
+        shown = lessons_tab.show_at(state, pos, here, request)
         tab = published.get("tab") if published.get("tab") in room_follow.TABS else "lessons"
         resumed = {**room, "resumed": False}
         return out._replace(**shown._asdict(), prompt=here, room=resumed, tabs=gr.Tabs(selected=tab))
@@ -303,7 +303,7 @@ def poll(state, room, prompt) -> Polled:
     if drawn[:2] == before[:2] and (not on_lessons or drawn[2] == before[2]):
         return out
     pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
-    shown = lessons_tab.show(state, pos, here)
+    shown = lessons_tab.show_at(state, pos, here, request)
     choice = shown.choice if isinstance(shown.choice, dict) else {}
     shown = shown._replace(choice={**choice, "visible": False})  # the room's vote stands in for it
     return out._replace(**shown._asdict(), prompt=here, room={**room, "drawn": drawn})

@@ -25,7 +25,7 @@ from .inside_open import Opened, open_tab
 from .inside_patching import PatchView, patched
 from .inside_redraw import note_drawn
 from .inside_tab import intervene_view, lens_view
-from .lessons_tab import locate
+from .lessons_tab import locate, position
 from .results import result, skipped
 from .tokenizer_tab import Tokens, show_tokens
 
@@ -95,20 +95,21 @@ SCROLL_JS = """(where) => { let spot = {}, theirs = false;
   go(); }"""
 
 
-def target_of(state, pos, prompt) -> dict:
-    """The step's target computed on the session's model and prompt ({} when the step cannot be asked)."""
+def target_of(state, pos, prompt, request=None) -> dict:
+    """The target of the step the page shows, computed on the session's model and prompt ({} when
+    the step cannot be asked)."""
     try:
-        lesson, index = locate(pos)
+        lesson, index = locate(position(request, pos))
         question, _ = lessons.ask(lesson.steps[index], session_model(state), prompt)
     except Exception:  # the step says why where it is drawn; Show me then opens nothing
         return {}
     return dict(question.target)
 
 
-def prepare(state, pos, prompt) -> Prepared:
+def prepare(state, pos, prompt, request: gr.Request = None) -> Prepared:
     """The target tab's controls set to the step's view (the rest left as they are); ``draw_view``
     opens the tab once the view is drawn."""
-    target = target_of(state, pos, prompt)
+    target = target_of(state, pos, prompt, request)
     tab = target.get("tab")
     if tab is None:
         return skipped(Prepared)._replace(target={})

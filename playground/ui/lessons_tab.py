@@ -15,6 +15,7 @@ from playground.server import lessons
 from playground.server.lesson_kit import LessonError, Question
 
 from . import lessons_views
+from . import redraw as drawn
 from .common import dress, fail, lang_of, page_prefs, session_model, tr
 from .results import only, result
 
@@ -139,9 +140,66 @@ def show(state, pos, prompt, choice=None, keep_pick: bool = False) -> Shown:
     )
 
 
-def redraw(state, pos, prompt, choice=None) -> Shown:
+# A page's events run side by side, and as it opens three of them draw its step: the link's (the
+# page's load), the Lessons tab's select (Gradio selects the first tab as it mounts it) and the
+# preferences' redraw. Each reads the page's position as it sets off, so one that read the first
+# step could finish after the link's and draw the first lesson over the linked one (and Show me then
+# opens the first step's tab). So the page's drawings of its step take the page's lock one at a
+# time, each records the step it drew (``STEP``), and a redraw draws the recorded step.
+STEP = "lesson-step"
+
+
+def position(request, given) -> dict:
+    """The step this page last drew, else ``given`` (the page's position as the event set off)."""
+    return drawn.noted(request, STEP, given)
+
+
+def recorded(request, shown: Shown) -> Shown:
+    """``shown``, its step recorded as the page's (a refusal, which draws no step, records nothing)."""
+    if isinstance(shown.lesson_pos, dict):
+        drawn.note(request, STEP, shown.lesson_pos)
+    return shown
+
+
+def show_here(state, pos, prompt, choice=None, request: gr.Request = None) -> Shown:
+    """The Lessons tab selected: the step the page last drew, on the model and prompt there now (the
+    select Gradio sends as it mounts the tab, before the page has drawn a step, leaves the page to
+    its load)."""
+    with drawn.page_lock(request):
+        if request is not None and position(request, None) is None:
+            return only(Shown)
+        return recorded(request, show(state, position(request, pos), prompt, choice))
+
+
+def redraw(state, pos, prompt, choice=None, request: gr.Request = None) -> Shown:
     """The step again after the page's language or presenter mode changed (``show`` keeping the pick)."""
-    return show(state, pos, prompt, choice, keep_pick=True)
+    with drawn.page_lock(request):
+        if request is not None and position(request, None) is None:
+            return only(Shown)  # the page's load has not drawn its step yet: it draws it in these prefs
+        return recorded(request, show(state, position(request, pos), prompt, choice, keep_pick=True))
+
+
+def next_step(state, pos, prompt, request: gr.Request = None) -> Shown:
+    """Next: the step after the one the page shows."""
+    with drawn.page_lock(request):
+        return recorded(request, move(state, position(request, pos), prompt, +1))
+
+
+def step_back(state, pos, prompt, request: gr.Request = None) -> Shown:
+    """Back: the step before the one the page shows."""
+    with drawn.page_lock(request):
+        return recorded(request, move(state, position(request, pos), prompt, -1))
+
+
+def show_at(state, pos, prompt, request: gr.Request = None) -> Shown:
+    """Step ``pos`` drawn as the page's step (a lesson picked, a room's step followed)."""
+    with drawn.page_lock(request):
+        return recorded(request, show(state, pos, prompt))
+
+
+def open_lesson(state, lesson_id, prompt, request: gr.Request = None) -> Shown:
+    """A lesson picked from the list: its first step."""
+    return show_at(state, {"lesson": lesson_id, "step": 0}, prompt, request)
 
 
 def move(state, pos, prompt, delta: int) -> Shown:
@@ -162,12 +220,12 @@ def move(state, pos, prompt, delta: int) -> Shown:
     return show(state, {"lesson": lesson.id, "step": index}, prompt)
 
 
-def answer(state, pos, prompt, choice) -> Revealed:
+def answer(state, pos, prompt, choice, request: gr.Request = None) -> Revealed:
     """A choice was clicked: the answer computed now, whether the choice was it, and the view with the
     answer drawn on it (a choice that is not one of the question's is refused by name)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     try:
-        lesson, index = locate(pos)
+        lesson, index = locate(position(request, pos))
         step = lesson.steps[index]
         question, _ = lessons.ask(step, session_model(state), prompt)
         if choice is None:
@@ -189,7 +247,8 @@ def open_from_link(state, prompt, request: gr.Request = None):
         refused = None
     except LessonError as e:  # a link naming no lesson: the first one opens, and the link's id is said
         lesson, index, refused = lessons.lessons()[0], 0, e
-    shown = show(state, {"lesson": lesson.id, "step": index}, prompt)
+    with drawn.page_lock(request):
+        shown = recorded(request, show(state, {"lesson": lesson.id, "step": index}, prompt))
     if refused is not None:
         shown = shown._replace(reveal=fail(refused, lang))
     return (*shown, gr.Tabs(selected="lessons") if lesson_id else gr.skip())

@@ -24,6 +24,9 @@ MAX_BYTES = 200 * 2**20  # what the kept views may hold in all (a scored long te
 
 _DRAWN: OrderedDict = OrderedDict()  # (session hash, view key) -> (draw(lang, present), bytes it holds)
 _LOCK = threading.Lock()
+_PAGE_LOCKS: dict[str, threading.Lock] = {}  # session hash -> the lock its drawings of one view share
+_NOTES: OrderedDict = OrderedDict()  # (session hash, key) -> a small value the page's events share
+MAX_NOTES = 20_000  # pages that never say they closed: the oldest notes go first
 
 
 def _session(request) -> str | None:
@@ -91,9 +94,41 @@ def drop(request, keys) -> None:
             _DRAWN.pop((session, key), None)
 
 
+def note(request, key: str, value) -> None:
+    """Keep a small ``value`` for this page (kept apart from the views: never dropped for their room)."""
+    session = _session(request)
+    if session is None:
+        return
+    with _LOCK:
+        _NOTES.pop((session, key), None)
+        _NOTES[(session, key)] = value
+        while len(_NOTES) > MAX_NOTES:
+            _NOTES.popitem(last=False)
+
+
+def noted(request, key: str, default=None):
+    """What ``note`` kept for this page under ``key``, else ``default``."""
+    with _LOCK:
+        return _NOTES.get((_session(request), key), default)
+
+
+def page_lock(request) -> threading.Lock:
+    """One lock per page, for a view that several of its events draw: a page's events run side by
+    side, and each reads its inputs as it sets off; taken one at a time, each draws after the one
+    before it has recorded what it drew. (A call without a page gets a lock of its own.)"""
+    session = _session(request)
+    if session is None:
+        return threading.Lock()
+    with _LOCK:
+        return _PAGE_LOCKS.setdefault(session, threading.Lock())
+
+
 def forget(request: gr.Request) -> None:
     """The page closed: drop its views."""
     session = _session(request)
     with _LOCK:
         for k in [k for k in _DRAWN if k[0] == session]:
             del _DRAWN[k]
+        for k in [k for k in _NOTES if k[0] == session]:
+            del _NOTES[k]
+        _PAGE_LOCKS.pop(session, None)

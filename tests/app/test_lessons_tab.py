@@ -111,3 +111,54 @@ def test_the_pages_preference_redraw_keeps_a_pick_made_while_it_was_computed():
     assert "value" not in picked.choice
     assert revealed(picked.reveal)[1] == revealed(lessons_tab.answer(state, pos, PROMPT, pick))[1]
     assert re.search(r"[\u4e00-\u9fff]", picked.reveal)
+
+
+def _page(session, query=""):
+    """A page's request as Gradio gives it to a handler: its session hash and its address's query."""
+    return SimpleNamespace(session_hash=session, query_params=dict(p.split("=") for p in query.split("&") if p))
+
+
+def test_the_pages_own_redraws_as_it_opens_never_draw_an_older_step_over_the_linked_one():
+    import threading
+    import time
+
+    from playground.ui import redraw
+
+    state, first = state_of(), lessons_tab.first_position()
+    page = _page("opening-page", "lesson=gpt&step=2")
+    try:
+        # Gradio's select of the Lessons tab as it mounts it, and the preferences' redraw, both set off
+        # with the page's first position before the link's step is drawn: they leave the page to the link.
+        skip = lessons_tab.gr.skip()
+        assert all(x == skip for x in lessons_tab.show_here(state, first, PROMPT, None, page))
+        assert all(x == skip for x in lessons_tab.redraw(state, first, PROMPT, None, page))
+        linked = lessons_tab.open_from_link(state, PROMPT, page)
+        assert linked[0] == {"lesson": "gpt", "step": 1}
+        # Once it is drawn, they draw the linked step although they read the first one as they set off,
+        # and Show me and an answer are those of the linked step.
+        assert lessons_tab.show_here(state, first, PROMPT, None, page).lesson_pos == {"lesson": "gpt", "step": 1}
+        assert lessons_tab.redraw(state, first, PROMPT, None, page).lesson_pos == {"lesson": "gpt", "step": 1}
+        gpt = lessons.find("gpt", 2)[0].steps[1]
+        target = lessons.ask(gpt, CACHE.get(state["recipe"]), PROMPT)[0].target
+        assert lessons_showme.target_of(state, first, PROMPT, page) == dict(target) != {}
+        assert lessons_tab.next_step(state, first, PROMPT, page).lesson_pos == {"lesson": "gpt", "step": 2}
+        # A drawing under way holds the page: one that sets off meanwhile draws after it, from its step.
+        original = lessons_tab.show
+
+        def slow(*args, **kwargs):
+            time.sleep(0.3)
+            return original(*args, **kwargs)
+
+        lessons_tab.show = slow
+        try:
+            other = threading.Thread(target=lessons_tab.step_back, args=(state, first, PROMPT, page))
+            other.start()
+            time.sleep(0.05)
+            after = lessons_tab.redraw(state, first, PROMPT, None, page)
+            other.join()
+        finally:
+            lessons_tab.show = original
+        assert after.lesson_pos == {"lesson": "gpt", "step": 1}  # drawn after Back, from Back's step
+    finally:
+        redraw.forget(page)
+    assert lessons_tab.position(page, first) == first  # a closed page's step is forgotten

@@ -224,7 +224,11 @@ def _lands_on_its_view(page, question, where, problems):
         shot = ARTIFACTS / f"lesson-show-me-failed-{where.replace(' ', '-')}.png"
         page.screenshot(path=str(shot))
         selected = page.evaluate(SELECTED_JS)
-        problems.append(f"{where}: Show me did not open the {tab} tab; selected: {selected} (see {shot.name})")
+        log = page.evaluate(TAB_LOG_SHOW_JS)
+        problems.append(
+            f"{where}: Show me did not open the {tab} tab; selected: {selected} (see {shot.name}); the page's tab"
+            f" selections:\n{log}"
+        )
         return None
     if tab == "generate":
         anchor = "pg-prob-plot" if target.get("step") is not None else "pg-heatmap"
@@ -282,7 +286,22 @@ def _lands_on_its_view(page, question, where, problems):
     return anchor
 
 
-RETRIED: list[str] = []  # first presses of Show me that did not land (printed by the test)
+# Every selection of a main or sub tab in the page, with what caused it (a click's caller, or the
+# component's own update), said when a Show me does not land.
+TAB_LOG_JS = """() => { window.__pgTabs = [];
+  const note = (what, tab) => window.__pgTabs.push([Math.round(performance.now()), what, tab,
+    (new Error().stack || '').split('\\n').slice(2, 7).map(x => x.trim()).join(' < ')]);
+  const set = Element.prototype.setAttribute;
+  Element.prototype.setAttribute = function (name, value) {
+    if (name === 'aria-selected' && String(value) === 'true' && this.getAttribute('aria-selected') !== 'true'
+        && this.getAttribute('role') === 'tab') note('selected', this.dataset.tabId);
+    return set.call(this, name, value);
+  };
+  document.addEventListener('click', (e) => {
+    const b = e.target.closest && e.target.closest('button[role=tab], #pg-lesson-full');
+    if (b) note(e.isTrusted ? 'click (user)' : 'click (script)', b.dataset.tabId || b.id);
+  }, true); }"""
+TAB_LOG_SHOW_JS = "() => (window.__pgTabs || []).slice(-12).map(x => x.join(' ')).join('\\n')"
 
 
 def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
@@ -295,8 +314,9 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
     with sync_playwright() as p:
         browser = launch(p)
         context = browser.new_context(viewport={"width": 1024, "height": 768})
+        context.add_init_script(f"({TAB_LOG_JS})()")
         page = context.new_page()
-        for lesson in lessons.lessons():
+        for number, lesson in enumerate(lessons.lessons(), 1):
             for index, step in enumerate(lesson.steps):
                 where = f"{lesson.id} step {index + 1}"
                 page.goto(page_url.rstrip("/") + f"/?present=1&lesson={lesson.id}&step={index + 1}")
@@ -306,21 +326,27 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
                 # they start: let them end first, or one may redraw a tab over what Show me drew (the
                 # page keeps a connection open, so there is no network quiet to wait for).
                 page.wait_for_timeout(3000)
+                # the linked step itself, not the first one (the page's own redraws as it opens)
+                want = tr(
+                    "en",
+                    "lesson_progress",
+                    lesson=number,
+                    lessons=len(lessons.lessons()),
+                    step=index + 1,
+                    steps=len(lesson.steps),
+                )
+                try:
+                    page.wait_for_function(
+                        f"() => (document.querySelector('#pg-lesson-progress')?.innerText || '').includes({want!r})",
+                        timeout=60_000,
+                    )
+                except Exception:
+                    problems.append(f"{where}: the link opened {_progress(page)!r}, not {want!r}")
+                    continue
                 question, _ = lessons.ask(step, model, prompt)
                 page.locator("#pg-lesson-full").click()
                 try:
-                    first: list[str] = []
-                    anchor = _lands_on_its_view(page, question, where, first)
-                    if anchor is None and first:
-                        # Known and open (closing note, session 16): now and then, under load, the page ends
-                        # on the Tokenizer tab instead of the step's (cause not found). Said, then a second
-                        # press of Show me must land; a step that fails twice fails the test.
-                        RETRIED.append(first[0])
-                        open_tab(page, "lessons")
-                        page.locator("#pg-lesson-full").click()
-                        anchor = _lands_on_its_view(page, question, where, problems)
-                    else:
-                        problems.extend(first)
+                    anchor = _lands_on_its_view(page, question, where, problems)
                 except Exception as e:  # said with what the page showed, and the walk goes on
                     anchor = None
                     page.screenshot(path=str(ARTIFACTS / f"lesson-show-me-failed-{lesson.id}-{index + 1}.png"))
@@ -331,6 +357,4 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
                 page.screenshot(path=str(ARTIFACTS / f"{shot}.png"))
         context.close()
         browser.close()
-    if RETRIED:
-        print("Show me landed only on a second press:\n" + "\n".join(RETRIED))
     assert not problems, "\n".join(problems)
