@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from playground.engine.config import GPTConfig
+from playground.engine.config import GPTConfig, kv_bytes_per_token
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_dynamic_int8, is_int8
 from playground.i18n import tr, tr_formula
@@ -35,22 +35,52 @@ def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
         dtype = tr(lang, "dtype_int8_dynamic", dtype=dtype)
     elif is_int8(model):
         dtype = tr(lang, "dtype_int8", dtype=dtype)
-    return tr(
-        lang,
-        "summary",
-        # The two figures lesson questions ask for carry a class: the page masks them while such a
-        # question waits for its guess (ui.lessons_layout's CSS).
-        n=f"<span class='pg-fig-n'><span>{count_parameters(model):,}</span></span>",
-        size=format_bytes(model_bytes(model)),
-        dtype=dtype,
-        tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"),
-        layers=cfg.n_layers,
-        heads=cfg.n_heads,
-        d=f"<span class='pg-fig-d'><span>{cfg.emb_dim}</span></span>",
-        context=cfg.context_length,
-        model=markdown_literal(describe_recipe(recipe, lang)),
-        device=describe_device(model.device),
+    return (
+        tr(
+            lang,
+            "summary",
+            # The two figures lesson questions ask for carry a class: the page masks them while such a
+            # question waits for its guess (ui.lessons_layout's CSS).
+            n=f"<span class='pg-fig-n'><span>{count_parameters(model):,}</span></span>",
+            size=format_bytes(model_bytes(model)),
+            dtype=dtype,
+            tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"),
+            layers=cfg.n_layers,
+            heads=cfg.n_heads,
+            d=f"<span class='pg-fig-d'><span>{cfg.emb_dim}</span></span>",
+            context=cfg.context_length,
+            model=markdown_literal(describe_recipe(recipe, lang)),
+            device=describe_device(model.device),
+        )
+        + kv_line(cfg, lang)
+        + since_gpt2_line(cfg, lang)
     )
+
+
+def kv_line(cfg: GPTConfig, lang: str = "en") -> str:
+    """The KV cache a token costs, from the config's own numbers: what GQA and sliding windows save."""
+    per_token = kv_bytes_per_token(cfg, "float32")
+    full = 2 * cfg.n_layers * cfg.kv_heads * cfg.head_dim * 4  # every layer holding every position
+    text = tr(
+        lang,
+        "summary_kv",
+        kv=f"{per_token:,.0f}",
+        L=cfg.n_layers,
+        K=cfg.kv_heads,
+        hd=cfg.head_dim,
+        full=f"{full:,}",
+    )
+    if cfg.kv_heads != cfg.n_heads:
+        text += tr(lang, "summary_kv_gqa", H=cfg.n_heads, K=cfg.kv_heads, group=cfg.n_heads // cfg.kv_heads)
+    if per_token < full:
+        text += tr(lang, "summary_kv_window", window=cfg.sliding_window, full=f"{full:,}")
+    return text
+
+
+def since_gpt2_line(cfg: GPTConfig, lang: str = "en") -> str:
+    """The switches set away from GPT-2's layout, by name (nothing for a GPT-2-layout model)."""
+    changed = cfg.since_gpt2()
+    return tr(lang, "summary_since", switches=", ".join(f"`{name}`" for name in changed)) if changed else ""
 
 
 def tree_table(model: GPTModel, max_depth: int = 10, lang: str = "en") -> list[list]:

@@ -17,7 +17,7 @@ import torch
 
 from playground import assets
 from playground.accel import DECODE_THREADS, accelerate, background, undecided
-from playground.engine.config import DEFAULT_PRESET, PRESETS, GPTConfig, count_parameters_analytic
+from playground.engine.config import DEFAULT_PRESET, MODERN_PRESETS, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
 from playground.engine.hf_llama import MODEL_TYPES as LLAMA_FAMILY
 from playground.engine.model import GPTModel
@@ -147,7 +147,7 @@ def model_label(recipe: dict) -> str:
         return "a model"
     if kind == "random":
         cfg = recipe["config"]
-        preset = next((n for n, p in PRESETS.items() if p.to_dict() == cfg), None)
+        preset = next((n for n, p in {**PRESETS, **MODERN_PRESETS}.items() if p.to_dict() == cfg), None)
         name = tr("en", f"preset_{preset}") if preset else f"{cfg['n_layers']}-layer d{cfg['emb_dim']}"
         return f"{name} {describe_recipe(recipe)}"
     return describe_recipe(recipe)
