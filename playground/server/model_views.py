@@ -35,25 +35,21 @@ def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
         dtype = tr(lang, "dtype_int8_dynamic", dtype=dtype)
     elif is_int8(model):
         dtype = tr(lang, "dtype_int8", dtype=dtype)
-    return (
-        tr(
-            lang,
-            "summary",
-            # The two figures lesson questions ask for carry a class: the page masks them while such a
-            # question waits for its guess (ui.lessons_layout's CSS).
-            n=f"<span class='pg-fig-n'><span>{count_parameters(model):,}</span></span>",
-            size=format_bytes(model_bytes(model)),
-            dtype=dtype,
-            tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"),
-            layers=cfg.n_layers,
-            heads=cfg.n_heads,
-            d=f"<span class='pg-fig-d'><span>{cfg.emb_dim}</span></span>",
-            context=cfg.context_length,
-            model=markdown_literal(describe_recipe(recipe, lang)),
-            device=describe_device(model.device),
-        )
-        + kv_line(cfg, lang)
-        + since_gpt2_line(cfg, lang)
+    return tr(
+        lang,
+        "summary",
+        # The two figures lesson questions ask for carry a class: the page masks them while such a
+        # question waits for its guess (ui.lessons_layout's CSS).
+        n=f"<span class='pg-fig-n'><span>{count_parameters(model):,}</span></span>",
+        size=format_bytes(model_bytes(model)),
+        dtype=dtype,
+        tied=tr(lang, "tied_yes" if cfg.tie_weights else "tied_no"),
+        layers=cfg.n_layers,
+        heads=cfg.n_heads,
+        d=f"<span class='pg-fig-d'><span>{cfg.emb_dim}</span></span>",
+        context=cfg.context_length,
+        model=markdown_literal(describe_recipe(recipe, lang)),
+        device=describe_device(model.device),
     )
 
 
@@ -135,6 +131,10 @@ def tying_explanation(cfg: GPTConfig, lang: str = "en") -> str:
     untied = parameter_breakdown(cfg.replace(tie_weights=False)).total_measured
     head = cfg.vocab_size * cfg.emb_dim
     state = tr(lang, "tying_state_tied" if cfg.tie_weights else "tying_state_untied")
+    return _tying(cfg, lang, state, head, tied, untied) + "\n\n" + kv_line(cfg, lang) + since_gpt2_line(cfg, lang)
+
+
+def _tying(cfg: GPTConfig, lang: str, state: str, head: int, tied: int, untied: int) -> str:
     return tr(
         lang,
         "tying",

@@ -19,7 +19,6 @@ from playground import assets
 from playground.accel import DECODE_THREADS, accelerate, background, undecided
 from playground.engine.config import DEFAULT_PRESET, MODERN_PRESETS, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
-from playground.engine.hf_llama import MODEL_TYPES as LLAMA_FAMILY
 from playground.engine.model import GPTModel
 from playground.engine.quantize import quantize_int8
 from playground.engine.weight_layout import WeightLoadError
@@ -229,7 +228,6 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
             )
         return load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device=default_device())
     if kind == "hub":
-        _refuse_own_tokenizer(recipe["repo"])
         tqdm_class = None
         if progress is not None:
             tqdm_class = hf_progress_tqdm(progress)
@@ -237,25 +235,6 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
     if kind == "file":
         return load_checkpoint(recipe["path"], dtype=dtype, device=default_device(), max_bytes=MAX_UPLOAD_BYTES)
     raise ValueError(f"unknown model recipe {recipe!r}")
-
-
-def _refuse_own_tokenizer(repo: str) -> None:
-    """A Llama, Qwen3 or Mistral folder loads in Python (``load_pretrained(folder)``, its own tokenizer.json
-    as ``model.tokenizer``), but every tab here still encodes and labels with GPT-2's tokenizer: its ids
-    would mean other words. Said before anything is loaded, rather than shown as garbled text."""
-    config = Path(repo) / "config.json"
-    try:
-        family = json.loads(config.read_text()).get("model_type") if config.is_file() else None
-    except (OSError, ValueError, AttributeError):
-        return  # the loader says what is wrong with the file
-    if family in LLAMA_FAMILY:
-        raise UserError(
-            "model.own_tokenizer",
-            "{name} is a {family} checkpoint with its own tokenizer; the app's tabs still read GPT-2's tokenizer, "
-            "so they cannot show it yet. Load it in Python: playground.load_pretrained(folder).",
-            name=Path(repo).name,
-            family=family,
-        )
 
 
 def build_peak_bytes(recipe: dict) -> int:

@@ -56,6 +56,7 @@ WORDS_ZH = {
 }
 PATTERNS_ZH = [
     (re.compile(r"^head (\d+)$"), r"头 \1"),
+    (re.compile(r"^head (\d+) · KV (\d+)$"), r"头 \1 · KV \2"),
     (
         re.compile(r"^showing positions (\d+)–(\d+) of (\d+) \(earlier keys cut\)$"),
         r"显示位置 \1–\2（共 \3 个，更早的键已略去）",

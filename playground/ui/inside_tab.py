@@ -17,11 +17,11 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from playground.engine.tokenizer import load_tokenizer
+from playground.engine.tokenizer import tokenizer_of
 from playground.figures import inside as lf
 from playground.inside.interventions import Intervention
 
-from .common import dress, fail, for_the_session, lang_of, parse_optional_whole, say, tr, warn
+from .common import dress, fail, for_the_session, lang_of, parse_optional_whole, say, session_model, tr, warn
 from .inside_data import (
     LENS_WINDOW,
     MIN_WINDOW,
@@ -265,7 +265,7 @@ def intervene_view(
         present,
     )
     lens = d["lens_after"]
-    tok = load_tokenizer()
+    tok = tokenizer_of(session_model(state))
     skip = max(0, T - (lens["first"] - start) - lens_window(shown))
     cols = range(lens["first"] - start + skip, T)
     lens_fig = dress(

@@ -41,12 +41,13 @@ def test_building_a_variant_shows_its_own_tree_breakdown_and_kv_cache_per_token(
     assert "Ready" in out.message, out.message
     model = CACHE.get(out.state["recipe"])
     assert model.cfg == cfg and out.preset == name
-    summary = plain_text(out.summary).replace("**", "")
-    assert f"{count_parameters(model):,} parameters" in summary
-    # The KV figure is what a full-context cache of this model holds, over its positions.
+    assert f"{count_parameters(model):,} parameters" in plain_text(out.summary).replace("**", "")
+    # The KV figure (below the build button) is what a full-context cache of this model holds, over its positions.
+    kv = plain_text(out.tying_md).replace("**", "")
     per_token = KVCache(cfg).nbytes() // cfg.context_length
-    assert f"KV cache {per_token:,} bytes a token" in summary
-    assert f"{cfg.n_heads} query heads share {cfg.kv_heads} key/value heads" in summary
+    assert f"KV cache. {per_token:,} bytes a token" in kv
+    assert f"{cfg.n_heads} query heads share {cfg.kv_heads} key/value heads" in kv
+    assert model_tab.preset_fields(name).tying_md == out.tying_md  # choosing the preset shows it before the build
     assert all(row[4] == "✓" for row in out.breakdown_df)  # formula = measured, GQA's K heads included
     tree = {row[-1]: row for row in model_tab.show_tree(out.state, 4)}  # the tree slider one level deeper
     w_key = tree["trf_blocks.0.att.W_key"]
