@@ -349,6 +349,7 @@ EN = {
     "samples_all": "At every logged step ({n})",
     "samples_none": "Samples appear here when training starts: the same prompt and seed before, during and after.",
     # Tokenizer tab's handler text (issue 12)
+    "tk_own_tokenizer": "The model in use ({name}) reads its own tokenizer.json, not GPT-2's BPE shown here: its ids mean other words. The Generate tab's chips show its own tokens.",
     "tk_summary": "{chars} characters · {bytes} UTF-8 bytes · {tokens} tokens ({ratio} bytes per token)",
     "tk_fragments": " · {n} characters are split across tokens (shown with a yellow bracket)",
     "tk_cut": "Showing the first {shown} of {total} tokens.",

@@ -338,6 +338,7 @@ ZH = {
     "samples_all": "每个记录点（{n} 个）",
     "samples_none": "开始训练后，这里显示样本：同一个提示词和种子，训练前、训练中和训练后各写一段。",
     # Tokenizer tab's handler text (issue 12)
+    "tk_own_tokenizer": "当前模型（{name}）使用它自己的 tokenizer.json，而不是这里展示的 GPT-2 BPE：它的 id 表示别的词。“生成”标签页的词元块显示它自己的词元。",
     "tk_summary": "{chars} 个字符 · {bytes} 个 UTF-8 字节 · {tokens} 个 token（每个 token {ratio} 字节）",
     "tk_fragments": " · {n} 个字符被拆进了多个 token（用黄色括线标出）",
     "tk_cut": "只显示 {total} 个 token 中的前 {shown} 个。",

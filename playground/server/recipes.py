@@ -19,6 +19,7 @@ from playground import assets
 from playground.accel import DECODE_THREADS, accelerate, background, undecided
 from playground.engine.config import DEFAULT_PRESET, MODERN_PRESETS, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
+from playground.engine.hf_llama import MODEL_TYPES as LLAMA_FAMILY
 from playground.engine.model import GPTModel
 from playground.engine.quantize import quantize_int8
 from playground.engine.weight_layout import WeightLoadError
@@ -235,6 +236,19 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
     if kind == "file":
         return load_checkpoint(recipe["path"], dtype=dtype, device=default_device(), max_bytes=MAX_UPLOAD_BYTES)
     raise ValueError(f"unknown model recipe {recipe!r}")
+
+
+def own_tokenizer_name(recipe: dict) -> str | None:
+    """The folder's name when ``recipe`` loads a Llama, Qwen3 or Mistral folder (a model with its own
+    tokenizer.json), else None; read from its config.json, without building the model."""
+    if not isinstance(recipe, dict) or recipe.get("kind") != "hub":
+        return None
+    config = Path(str(recipe.get("repo", ""))) / "config.json"
+    try:
+        family = json.loads(config.read_text()).get("model_type") if config.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(recipe["repo"]).name if family in LLAMA_FAMILY else None
 
 
 def build_peak_bytes(recipe: dict) -> int:

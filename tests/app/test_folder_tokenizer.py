@@ -132,3 +132,15 @@ def test_the_views_on_gpt2s_tokenizer_say_why_in_both_languages(loaded):
     # attribution reads a final LayerNorm: an RMSNorm model is told why, not given a wrong sum
     attribution = inside_data.attribution_data(final[0], None)
     assert "RMSNorm" in str(attribution.get("error", attribution))
+
+
+def test_the_tokenizer_tab_says_it_shows_gpt2s_bpe_not_the_models(loaded):
+    from playground.ui import tokenizer_tab
+
+    folder, out = loaded
+    shown = tokenizer_tab.show_tokens("hello", out.state)
+    assert f"The model in use ({folder.name}) reads its own tokenizer.json" in html.unescape(shown.summary)
+    zh = tokenizer_tab.show_tokens("hello", {**out.state, "lang": "zh-CN"})
+    assert f"当前模型（{folder.name}）使用它自己的 tokenizer.json" in html.unescape(zh.summary)
+    gpt2 = tokenizer_tab.show_tokens("hello", common.new_state())
+    assert "tokenizer.json" not in gpt2.summary
