@@ -211,7 +211,7 @@ EN = {
     "fig_rollout": "Attention rollout through all {n} layers{note}",
     "fig_overview": "Every layer × head: {metric}, averaged over positions {first}–{end}{note} · {scale}",
     "kv_shared_note": " · reads KV head {kv}, shared by query heads {first}–{last}",
-    "kv_grid_note": " · {H} query heads on {K} KV heads: titles of one colour share keys and values",
+    "kv_grid_note": " · {H} query heads on {K} KV heads (one colour each)",
     "fig_one_head": "Layer {layer}, head {head}{note}",
     "fig_query": "Where position {query} ({label}) looked · keys {lo}–{query}",
     "scale_entropy": "colour scale 0–log2({n}) = {top} bits",

@@ -203,7 +203,7 @@ ZH = {
     "fig_rollout": "贯穿全部 {n} 层的注意力累积{note}",
     "fig_overview": "所有层 × 头：{metric}，对位置 {first}–{end} 取平均{note} · {scale}",
     "kv_shared_note": " · 读取 KV 头 {kv}，由查询头 {first}–{last} 共用",
-    "kv_grid_note": " · {H} 个查询头共用 {K} 个 KV 头：同色标题的头读取相同的键和值",
+    "kv_grid_note": " · {H} 个查询头共用 {K} 个 KV 头（每个 KV 头一种颜色）",
     "fig_one_head": "第 {layer} 层，第 {head} 头{note}",
     "fig_query": "位置 {query}（{label}）关注了哪里 · 键 {lo}–{query}",
     "scale_entropy": "色标 0–log2({n}) = {top} 比特",

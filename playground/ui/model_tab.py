@@ -299,6 +299,7 @@ def layout() -> SimpleNamespace:
                 choices(WEIGHT_KEYS),
                 label=T("weights"),
                 value="bundled" if BUNDLED_CHECKPOINT.is_file() else "random",
+                elem_id="pg-weights",
             )
             # Shown only for the weights they belong to (an empty upload box only takes room).
             # A hub model, or the path of a GPT-2 folder on the server (recipes.folder_recipe) typed in.
@@ -314,7 +315,7 @@ def layout() -> SimpleNamespace:
             c.upload = gr.File(
                 label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False, height=140
             )
-            c.preset = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label=T("preset"))
+            c.preset = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label=T("preset"), elem_id="pg-preset")
             with gr.Accordion(T("config_fields"), open=False, elem_classes=["pg-advanced"]):
                 # Integers are checked by the handler (2.5 layers is refused and said), not rounded by the widget.
                 c.fields = [
