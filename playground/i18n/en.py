@@ -389,6 +389,7 @@ EN = {
     "in_window_all": "All {n} positions shown.",
     "in_cropped": " The run is longer than the model's context: only its last {n} tokens (from position {lo}) are used.",
     "in_cell": "**{layer}, position {pos}** ({tok}): top-10 read through `final_norm` and `out_head`. KL(final ‖ this layer) = **{kl} nats**.",
+    "in_dla_rms": "Target **{tok}** at position {pos}. Parts sum to **{total}**; the model's logit is **{logit}** (difference {diff}). Approximation: the final RMSNorm's rms = √(mean(x²) + eps) is frozen at its value for this position ({sigma}), which makes the norm linear; it neither centres nor shifts, so each part is read along out_head[target] ⊙ γ / rms as it is.",
     "in_dla": "Target **{tok}** at position {pos}. Parts sum to **{total}**; the model's logit is **{logit}** (difference {diff}). Approximation: the final LayerNorm's σ is frozen at its value for this position (σ = {sigma}), which makes the norm linear; each part is centred and read along out_head[target] ⊙ γ / σ, and the norm's shift adds w·β = {shift}.",
     "in_maths": "Layer {layer}, head {head}, query position {pos} ({tok}); head_dim = {hd}, √d = {sq}.\n\nq = {q}\n\nΣ softmax_j · v_j = {wv}\n\n(the model's own output for this head here: {ctx})",
     "in_compare": "{what}. Mean loss on the run's own tokens: **{lb} → {la} nats** ({d}). Next-token distribution at position {pos} ({tok}).",

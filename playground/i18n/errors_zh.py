@@ -179,8 +179,6 @@ ERRORS_ZH = {
     "' the' 是一个 token，'the ' 是两个。",
     "inside.target_long": "目标必须恰好是一个 token；这段文本有 {n:,} 个字符，而 GPT-2 最长的 token 只有 {longest} 个字符。",
     "inside.lens_window": "透镜窗口必须在位置 0–{last} 之内，收到的是 {first!r}–{stop!r}。",
-    "inside.attribution_rmsnorm": "Logit 归因是为最后的 LayerNorm 写的；这个模型最后的归一化是 RMSNorm（不减均值、没有平移），"
-    "归因暂时还不能读它。",
     "inside.attribution_post_norm": "Logit 归因需要前归一化的模型（有最终的 LayerNorm）；这个模型在每一块之后归一化，"
     "它的输出不是各部分之和。",
     "inside.sweep_short": "注意力头扫描至少需要两个 token（损失要有下一个 token）。",

@@ -378,6 +378,7 @@ ZH = {
     "in_window_all": "已显示全部 {n} 个位置。",
     "in_cropped": " 这次运行比模型的上下文长：只用了最后 {n} 个 token（从位置 {lo} 起）。",
     "in_cell": "**{layer}，位置 {pos}**（{tok}）：经 `final_norm` 和 `out_head` 读出的前 10 名。KL(最终 ‖ 这一层) = **{kl} 奈特**。",
+    "in_dla_rms": "目标 **{tok}**，位置 {pos}。各部分之和为 **{total}**；模型的 logit 为 **{logit}**（相差 {diff}）。近似：把最终 RMSNorm 的 rms = √(mean(x²) + eps) 固定在该位置的取值（{sigma}），归一化就成为线性的；它既不居中也不平移，所以每个部分直接沿 out_head[目标] ⊙ γ / rms 读出。",
     "in_dla": "目标 **{tok}**，位置 {pos}。各部分之和为 **{total}**；模型自己的 logit 是 **{logit}**（相差 {diff}）。近似：最终 LayerNorm 的 σ 固定为它在这个位置的值（σ = {sigma}），于是归一化变成线性的；每一部分先去中心化，再沿 out_head[target] ⊙ γ / σ 读出，归一化的偏移贡献 w·β = {shift}。",
     "in_maths": "第 {layer} 层，第 {head} 头，查询位置 {pos}（{tok}）；head_dim = {hd}，√d = {sq}。\n\nq = {q}\n\nΣ softmax_j · v_j = {wv}\n\n（模型自己在这里给出的该头输出：{ctx}）",
     "in_compare": "{what}。在这次运行自己的 token 上的平均损失：**{lb} → {la} 奈特**（{d}）。位置 {pos}（{tok}）的下一个 token 分布。",

@@ -166,12 +166,14 @@ def attribution_view(state, position, target):
     for i in range(L):
         names += [f"L{i} attn", f"L{i} MLP"]
         values += [sum(d["heads"][i]) + d["attn_bias"][i], d["mlp"][i]]
-    names.append("final_norm shift")
-    values.append(d["final_norm_shift"])
+    rms = d.get("final_norm") == "rmsnorm"
+    if not rms:  # an RMSNorm has no shift: no bar for it
+        names.append("final_norm shift")
+        values.append(d["final_norm_shift"])
     fall = dress(lf.attribution_waterfall(names, values, d["total"], title=tr(lang, "in_fig_waterfall")), lang, present)
     text = tr(
         lang,
-        "in_dla",
+        "in_dla_rms" if rms else "in_dla",
         tok=d["target"],
         pos=d["position"],
         total=f"{d['total']:.4f}",

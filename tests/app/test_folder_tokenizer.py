@@ -105,7 +105,7 @@ def test_the_heatmaps_label_the_folders_tokens_per_query_head(loaded):
     ].text == f"头 3 · KV {3 // group}" and "个查询头共用" in zh.layout.title.text.replace("<br>", "")
 
 
-def test_the_inside_tab_lens_reads_the_folders_tokens_and_attribution_says_why(loaded):
+def test_the_inside_tab_lens_and_attribution_read_the_folders_tokens(loaded):
     folder, out = loaded
     tok = FolderTokenizer(folder / "tokenizer.json")
     final = list(generate_tab.generate_tokens(out.state, PROMPT, 0.0, 0, 1.0, 4, 1, True))[-1]
@@ -113,6 +113,17 @@ def test_the_inside_tab_lens_reads_the_folders_tokens_and_attribution_says_why(l
     assert "error" not in lens, lens
     run = get_run(final[0]["run_id"])
     assert lens["tokens"] == [p.display for p in tok.pieces(run.token_ids)]
+    # attribution through the final RMSNorm: the parts sum to the model's own logit, the target in its own words
+    d = inside_data.attribution_data(final[0], None)
+    assert "error" not in d, d
+    assert d["total"] == pytest.approx(d["model_logit"], abs=1e-4)
+    assert d["target"] == tok.piece(d["target_id"]).display
+    from playground.ui import inside_tab
+
+    for lang, words in (("en", "final RMSNorm's rms"), ("zh-CN", "最终 RMSNorm 的 rms")):
+        view = inside_tab.attribution_view({**final[0], "lang": lang}, None, None)
+        assert words in view.dla_md, view.dla_md
+        assert "final_norm shift" not in str(view.dla_fall.data[0].x)  # an RMSNorm has no shift
 
 
 def test_the_views_on_gpt2s_tokenizer_say_why_in_both_languages(loaded):
@@ -129,9 +140,6 @@ def test_the_views_on_gpt2s_tokenizer_say_why_in_both_languages(loaded):
     with pytest.raises(ValueError, match="written for GPT-2's tokenizer") as caught:
         lessons.ask(lessons.lessons()[0].steps[0], model, PROMPT)
     assert caught.value.fields["n"] == model.tokenizer.n_vocab
-    # attribution reads a final LayerNorm: an RMSNorm model is told why, not given a wrong sum
-    attribution = inside_data.attribution_data(final[0], None)
-    assert "RMSNorm" in str(attribution.get("error", attribution))
 
 
 def test_the_tokenizer_tab_says_it_shows_gpt2s_bpe_not_the_models(loaded):
