@@ -31,8 +31,9 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
     A final RMSNorm (Llama, Qwen3) is read the same way with rms = √(mean(x²) + eps) frozen instead of σ:
     it neither centres nor shifts, so logit = Σ_parts (w_target ⊙ γ / rms) · part, exactly.
     """
-    rms = isinstance(model.final_norm, RMSNorm)
-    if not isinstance(model.final_norm, (LayerNorm, RMSNorm)):
+    norm = model.final_norm
+    rms = isinstance(norm, RMSNorm)
+    if not isinstance(norm, (LayerNorm, RMSNorm)):
         raise LensError(
             "inside.attribution_post_norm",
             "Logit attribution needs a pre-norm model (a final LayerNorm); this one normalises after every "
@@ -47,9 +48,9 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
     dd = torch.float64
     x = cache.resid[-1][0, p].to(dd)
     # LayerNorm divides by σ = √(var + eps) after centring; RMSNorm by √(mean(x²) + eps), without centring.
-    sigma = torch.sqrt((x.pow(2).mean() if rms else x.var(unbiased=False)) + model.final_norm.eps)
-    gamma = model.final_norm.scale.detach().to(dd)
-    beta = None if rms else model.final_norm.shift.detach().to(dd)
+    sigma = torch.sqrt((x.pow(2).mean() if rms else x.var(unbiased=False)) + norm.eps)
+    gamma = norm.scale.detach().to(dd)
+    beta = norm.shift.detach().to(dd) if isinstance(norm, LayerNorm) else None
     w = model.out_head.weight.detach()[target_id].to(dd)
     u = w * gamma / sigma  # the direction each part (centred, for LayerNorm) is read along
 
