@@ -111,6 +111,7 @@ EN = {
     "tied_no": "untied embeddings",
     "recipe_random": "random init (seed {seed})",
     "recipe_bundled": "bundled Tiny Shakespeare model",
+    "recipe_family": "{family} weights from the folder {repo} (its own tokenizer.json)",
     "recipe_hub": "OpenAI weights: {repo}",
     "recipe_file": "checkpoint: {label}",
     "tying_state_tied": "tied",

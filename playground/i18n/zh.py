@@ -109,6 +109,7 @@ ZH = {
     "tied_no": "嵌入不共享",
     "recipe_random": "随机初始化（种子 {seed}）",
     "recipe_bundled": "内置的 Tiny Shakespeare 模型",
+    "recipe_family": "{family} 权重，来自文件夹 {repo}（带自己的 tokenizer.json）",
     "recipe_hub": "OpenAI 权重：{repo}",
     "recipe_file": "检查点：{label}",
     "tying_state_tied": "共享",

@@ -123,6 +123,9 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
     if kind == "bundled":
         return tr(lang, "recipe_bundled")
     if kind == "hub":
+        family = folder_family(recipe)
+        if family:  # not OpenAI's: a Llama, Qwen3 or Mistral folder
+            return tr(lang, "recipe_family", family=family, repo=recipe["repo"])
         return tr(lang, "recipe_hub", repo=recipe["repo"])
     label = recipe.get("label", "file")
     trained = recipe.get("trained")  # what TrainingJob trained, as data: its label in any language
@@ -238,9 +241,9 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
     raise ValueError(f"unknown model recipe {recipe!r}")
 
 
-def own_tokenizer_name(recipe: dict) -> str | None:
-    """The folder's name when ``recipe`` loads a Llama, Qwen3 or Mistral folder (a model with its own
-    tokenizer.json), else None; read from its config.json, without building the model."""
+def folder_family(recipe: dict) -> str | None:
+    """ "llama", "qwen3" or "mistral" when ``recipe`` loads such a folder (a model with its own tokenizer.json),
+    else None; read from its config.json, without building the model."""
     if not isinstance(recipe, dict) or recipe.get("kind") != "hub":
         return None
     config = Path(str(recipe.get("repo", ""))) / "config.json"
@@ -248,7 +251,12 @@ def own_tokenizer_name(recipe: dict) -> str | None:
         family = json.loads(config.read_text()).get("model_type") if config.is_file() else None
     except (OSError, ValueError, AttributeError):
         return None
-    return Path(recipe["repo"]).name if family in LLAMA_FAMILY else None
+    return family if family in LLAMA_FAMILY else None
+
+
+def own_tokenizer_name(recipe: dict) -> str | None:
+    """The folder's name when ``recipe`` loads a Llama, Qwen3 or Mistral folder, else None."""
+    return Path(recipe["repo"]).name if folder_family(recipe) else None
 
 
 def build_peak_bytes(recipe: dict) -> int:

@@ -3,6 +3,7 @@ it, and Generate, the chips, the step view and the heatmaps read the folder's to
 The folders are tiny random models built offline with transformers' ``save_pretrained``."""
 
 import html
+import json
 
 import pytest
 import torch
@@ -152,3 +153,13 @@ def test_the_tokenizer_tab_says_it_shows_gpt2s_bpe_not_the_models(loaded):
     assert f"当前模型（{folder.name}）使用它自己的 tokenizer.json" in html.unescape(zh.summary)
     gpt2 = tokenizer_tab.show_tokens("hello", common.new_state())
     assert "tokenizer.json" not in gpt2.summary
+
+
+def test_the_folders_model_is_named_by_its_family_not_as_openais(loaded):
+    from playground.server.recipes import describe_recipe
+
+    folder, out = loaded
+    family = json.loads((folder / "config.json").read_text())["model_type"]
+    assert describe_recipe(out.state["recipe"]) == f"{family} weights from the folder {folder} (its own tokenizer.json)"
+    assert "OpenAI" not in plain_text(out.summary)
+    assert f"{family} 权重" in describe_recipe(out.state["recipe"], "zh-CN")
