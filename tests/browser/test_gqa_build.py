@@ -69,3 +69,56 @@ def test_build_a_gqa_variant_generate_and_see_the_shared_kv_heads(page_url):
         page.locator("#pg-heatmap").screenshot(path=str(ARTIFACTS / "gqa-all-heads.png"))
         browser.close()
     assert not errors, errors
+
+
+def test_a_llama_folder_loads_and_its_chips_show_its_own_tokens(page_url, tmp_path):
+    """A tiny random Llama checkpoint folder (transformers' save_pretrained, a character-level tokenizer.json)
+    typed into the Model tab's hub field: built, generated, its chips in the folder's own tokens."""
+    import os
+
+    from playwright.sync_api import sync_playwright
+
+    from playground.engine.hf_tokenizer import FolderTokenizer
+    from tests.tiny_models import write_llama_folder
+
+    pytest.importorskip("transformers")
+    folder = tmp_path / "models" / "tiny-llama"
+    write_llama_folder(folder)
+    tok = FolderTokenizer(folder / "tokenizer.json")
+    prompt = "the cat sat"
+    old = os.environ.get("PLAYGROUND_MODEL_DIRS")
+    os.environ["PLAYGROUND_MODEL_DIRS"] = str(tmp_path / "models")  # the server reads it at each build
+    try:
+        with sync_playwright() as p:
+            browser = launch(p)
+            page = browser.new_page(viewport={"width": 1500, "height": 1300})
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(page_url)
+            open_tab(page, "model")
+            page.locator("#pg-weights").get_by_text(tr("en", "w_hub"), exact=True).click()
+            box = page.locator("#pg-hub-name input")
+            box.fill(str(folder))
+            box.press("Enter")
+            page.locator("#pg-build").click()
+            page.locator("#pg-build-msg").get_by_text("Ready", exact=False).wait_for(timeout=120_000)
+            assert "llama weights from the folder" in page.locator("#pg-build-msg").inner_text()
+            open_tab(page, "generate")
+            prompt_box = page.locator("#pg-prompt textarea")
+            prompt_box.fill("")
+            prompt_box.press_sequentially(prompt)
+            page.locator("#pg-generate").click()
+            page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
+            chips = page.locator("#pg-chips .pg-prompt").all_inner_texts()
+            ids = tok.encode(prompt)
+            assert len(chips) == len(ids) == len(prompt)  # one character a token, not GPT-2's 3 words
+            assert [c.split("#")[0].strip() for c in chips][:3] == [tok.piece(i).display for i in ids][:3]
+            page.wait_for_function(f"() => {FIGURE}?.layout?.xaxis?.ticktext?.length > 0", timeout=60_000)
+            page.screenshot(path=str(ARTIFACTS / "llama-folder-generate.png"), full_page=False)
+            browser.close()
+    finally:
+        if old is None:
+            os.environ.pop("PLAYGROUND_MODEL_DIRS", None)
+        else:
+            os.environ["PLAYGROUND_MODEL_DIRS"] = old
+    assert not errors, errors
