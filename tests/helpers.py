@@ -17,7 +17,8 @@ def build_fields(cfg) -> list:
     from playground import PRESETS
     from playground.ui.model_switch import FIELDS  # imported here: this module stays free of gradio
 
-    values = cfg.to_dict() if hasattr(cfg, "to_dict") else {**PRESETS["nano"].to_dict(), **cfg}
+    nano = {k: getattr(PRESETS["nano"], k) for k in FIELDS}  # every field, the switches at GPT-2's values too
+    values = {k: getattr(cfg, k) for k in FIELDS} if hasattr(cfg, "to_dict") else {**nano, **cfg}
     return [values[k] for k in FIELDS]
 
 

@@ -12,11 +12,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tiktoken
 from tiktoken_ext.openai_public import r50k_pat_str
 
 from playground import assets
+from playground.errors import UserError
 
 ASSETS = assets.path()
 VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
@@ -140,3 +142,39 @@ def load_tokenizer(assets_dir: str | None = None) -> GPT2Tokenizer:
         special_tokens={END_OF_TEXT: 50256},
     )
     return GPT2Tokenizer(encoding)
+
+
+def tokenizer_of(model) -> Any:
+    """The tokenizer whose words a model's ids mean: a checkpoint folder's own (``model.tokenizer``, a Llama,
+    Qwen3 or Mistral folder's ``tokenizer.json``), else GPT-2's BPE. Every view that turns ids into text
+    asks this, never ``load_tokenizer`` alone, so a folder's model shows its own tokens."""
+    return getattr(model, "tokenizer", None) or load_tokenizer()
+
+
+def has_own_tokenizer(model) -> bool:
+    """Whether ``model``'s ids are not GPT-2's: the views built on GPT-2's byte-level BPE say so rather than guess."""
+    return getattr(model, "tokenizer", None) is not None
+
+
+def refuse_own_tokenizer(model, view: str) -> None:
+    """A UserError saying why ``view`` ("compare" or "lessons") cannot read ``model``, when its ids are not GPT-2's."""
+    if not has_own_tokenizer(model):
+        return
+    name, n = model.tokenizer.name, model.tokenizer.n_vocab
+    if view == "lessons":
+        raise UserError(
+            "model.lessons_own_tokenizer",
+            "The lessons' questions are written for GPT-2's tokenizer, and this model ({name}) has its own ({n:,} "
+            "tokens): they would ask about the wrong tokens. Look at it in the Generate & attention and Inside tabs, "
+            "or build a model on GPT-2's tokenizer for the lessons.",
+            name=name,
+            n=n,
+        )
+    raise UserError(
+        "model.compare_own_tokenizer",
+        "The Score & compare tab still reads text with GPT-2's tokenizer, and this model ({name}) has its own "
+        "({n:,} tokens): GPT-2's ids would mean other words to it. Generate, the chips, the attention maps, the "
+        "step view and the Inside tab's lens read its own tokenizer.",
+        name=name,
+        n=n,
+    )

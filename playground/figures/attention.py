@@ -188,10 +188,13 @@ def attention_grid(
     cols: int | None = None,
     log_floor: float = LOG_FLOOR,
     offset: int = 0,
+    kv_group: int = 1,
 ) -> go.Figure:
     """All heads of one layer as small multiples ([H, Tq, Tk]), on one shared colour scale.
 
-    Every token is labelled on the outer axes (left column, bottom row); inner panels share them."""
+    Every token is labelled on the outer axes (left column, bottom row); inner panels share them.
+    ``kv_group``: query heads per key/value head (grouped-query attention): each panel's title names its
+    KV head, coloured by it, so the heads that read the same keys and values are seen together."""
     heads = np.asarray(probs_heads, dtype=np.float64)
     if heads.ndim != 3:
         raise ValueError(f"probs_heads must be 3-D [heads, queries, keys], got shape {heads.shape}")
@@ -201,7 +204,7 @@ def attention_grid(
     fig = make_subplots(
         rows=rows,
         cols=cols,
-        subplot_titles=[f"head {h}" for h in range(H)],
+        subplot_titles=[f"head {h} · KV {h // kv_group}" if kv_group > 1 else f"head {h}" for h in range(H)],
         horizontal_spacing=0.02 + 0.1 / cols,
         vertical_spacing=min(0.25 / rows + 0.02, 0.12),
     )
@@ -250,7 +253,14 @@ def attention_grid(
     layout(fig, full_title, 90 + rows * row_height, coloraxis=_colour_axis(log_scale, log_floor))
     fixed_margins(fig, left=LABEL_MARGIN - 25, bottom=LABEL_MARGIN - 25)  # no axis titles here
     fig.update_annotations(font_size=FONT_SIZE)  # the subplot titles
+    if kv_group > 1:  # one colour per key/value head: its group of query heads reads the same keys
+        for h, note in enumerate(fig.layout.annotations[:H]):
+            note.font.color = KV_COLOURS[(h // kv_group) % len(KV_COLOURS)]
     return fig
+
+
+# Title colours of the key/value heads in a grouped-query grid (dark enough for text on white).
+KV_COLOURS = ("#1d4ed8", "#b45309", "#047857", "#b91c1c", "#6d28d9", "#0e7490", "#a21caf", "#4d7c0f")
 
 
 def attention_overview(

@@ -120,8 +120,10 @@ ERRORS_ZH = {
     "upload.empty": "{label} 是空的。",
     # ---- the Model tab
     "model.unknown_hub": "未知的 hub 模型 {name!r}；可选：{choices}。",
-    "model.own_tokenizer": "{name} 是一个 {family} 检查点，带有自己的分词器；应用的各个标签页目前仍使用 GPT-2 的分词器，"
-    "所以还不能显示它。请在 Python 中加载：playground.load_pretrained(folder)。",
+    "model.compare_own_tokenizer": "“评分与比较”标签页仍用 GPT-2 的分词器读文本，而这个模型（{name}）有自己的分词器（{n:,} 个词元）："
+    "GPT-2 的 id 在它那里是别的词。生成、词元块、注意力图、单步视图和“内部”标签页的透镜都使用它自己的分词器。",
+    "model.lessons_own_tokenizer": "课程的问题是为 GPT-2 的分词器写的，而这个模型（{name}）有自己的分词器（{n:,} 个词元）："
+    "课程会问错词元。请在“生成与注意力”和“内部”标签页中查看它，或构建一个 GPT-2 分词器的模型来上课。",
     "model.folder_not_allowed": "{path} 不是本服务器允许的模型文件夹（{roots}）中的文件夹。请把模型文件夹（config.json + model.safetensors）放到那里，或把它的上级目录加入 PLAYGROUND_MODEL_DIRS。",
     "model.folder_not_dir": "{path} 是一个文件；请填写存放 config.json 和 model.safetensors 的文件夹。",
     "model.need_upload": "请先选择要上传的 .safetensors 文件。",
@@ -177,8 +179,6 @@ ERRORS_ZH = {
     "' the' 是一个 token，'the ' 是两个。",
     "inside.target_long": "目标必须恰好是一个 token；这段文本有 {n:,} 个字符，而 GPT-2 最长的 token 只有 {longest} 个字符。",
     "inside.lens_window": "透镜窗口必须在位置 0–{last} 之内，收到的是 {first!r}–{stop!r}。",
-    "inside.attribution_rmsnorm": "Logit 归因是为最后的 LayerNorm 写的；这个模型最后的归一化是 RMSNorm（不减均值、没有平移），"
-    "归因暂时还不能读它。",
     "inside.attribution_post_norm": "Logit 归因需要前归一化的模型（有最终的 LayerNorm）；这个模型在每一块之后归一化，"
     "它的输出不是各部分之和。",
     "inside.sweep_short": "注意力头扫描至少需要两个 token（损失要有下一个 token）。",

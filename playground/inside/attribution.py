@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from playground.engine.model import LayerNorm
+from playground.engine.norms import RMSNorm
 from playground.inside.interventions import run_with_hooks
 from playground.inside.view_checks import LensError, check_ids, check_position, reserve_logits, target_or_next
 
@@ -26,14 +27,13 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
 
     with w_target the target's row of ``out_head``, γ/β the final norm's scale/shift. The parts
     sum to the model's own logit up to float rounding (``total`` against ``model_logit``).
+
+    A final RMSNorm (Llama, Qwen3) is read the same way with rms = √(mean(x²) + eps) frozen instead of σ:
+    it neither centres nor shifts, so logit = Σ_parts (w_target ⊙ γ / rms) · part, exactly.
     """
-    if model.cfg.norm == "rmsnorm":
-        raise LensError(
-            "inside.attribution_rmsnorm",
-            "Logit attribution is written for a final LayerNorm; this model's final norm is an RMSNorm "
-            "(no centring, no shift), which the attribution does not read yet.",
-        )
-    if not isinstance(model.final_norm, LayerNorm):
+    norm = model.final_norm
+    rms = isinstance(norm, RMSNorm)
+    if not isinstance(norm, (LayerNorm, RMSNorm)):
         raise LensError(
             "inside.attribution_post_norm",
             "Logit attribution needs a pre-norm model (a final LayerNorm); this one normalises after every "
@@ -47,14 +47,18 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
     cfg, p = model.cfg, position
     dd = torch.float64
     x = cache.resid[-1][0, p].to(dd)
-    sigma = torch.sqrt(x.var(unbiased=False) + model.final_norm.eps)
-    gamma, beta = model.final_norm.scale.detach().to(dd), model.final_norm.shift.detach().to(dd)
+    # LayerNorm divides by σ = √(var + eps) after centring; RMSNorm by √(mean(x²) + eps), without centring.
+    sigma = torch.sqrt((x.pow(2).mean() if rms else x.var(unbiased=False)) + norm.eps)
+    gamma = norm.scale.detach().to(dd)
+    beta = norm.shift.detach().to(dd) if isinstance(norm, LayerNorm) else None
     w = model.out_head.weight.detach()[target_id].to(dd)
-    u = w * gamma / sigma  # the direction each centred part is read along
+    u = w * gamma / sigma  # the direction each part (centred, for LayerNorm) is read along
 
-    def read(vec: torch.Tensor) -> float:
+    def read(vec: torch.Tensor | None) -> float:
+        if vec is None:  # a part this model does not have (no bias, no learned positions): it wrote nothing
+            return 0.0
         vec = vec.to(dd)
-        return float(u @ (vec - vec.mean()))
+        return float(u @ (vec if rms else vec - vec.mean()))
 
     hd = cfg.head_dim
     heads, attn_bias, mlps = [], [], []
@@ -62,10 +66,12 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
         W_O = block.att.out_proj.weight.detach().to(dd)  # (d, d): out × in
         ctx = cache.ctx[layer][0, :, p].to(dd)  # (H, hd)
         heads.append([read(W_O[:, h * hd : (h + 1) * hd] @ ctx[h]) for h in range(cfg.n_heads)])
-        attn_bias.append(read(block.att.out_proj.bias.detach()))
+        bias = block.att.out_proj.bias
+        attn_bias.append(read(None if bias is None else bias.detach()))
         mlps.append(read(cache.mlp_out[layer][0, p]))
-    tok, pos = read(cache.tok_emb[0, p]), read(cache.pos_emb[0, p])
-    shift = float(w @ beta)
+    tok = read(cache.tok_emb[0, p])
+    pos = read(None if cache.pos_emb is None else cache.pos_emb[0, p])  # RoPE turns q and k: nothing added here
+    shift = 0.0 if beta is None else float(w @ beta)  # RMSNorm has no shift
     total = tok + pos + sum(map(sum, heads)) + sum(attn_bias) + sum(mlps) + shift
     return {
         "position": position,
@@ -79,5 +85,7 @@ def logit_attribution(model, ids, position: int, target_id: int | None = None) -
         "total": total,
         "model_logit": float(logits[0, -1, target_id]),
         "final_norm_sigma": float(sigma),
-        "approximation": "final LayerNorm's σ frozen at its value for this position",
+        "final_norm": "rmsnorm" if rms else "layernorm",
+        "approximation": f"final {'RMSNorm' if rms else 'LayerNorm'}'s {'rms' if rms else 'σ'} frozen at its "
+        "value for this position",
     }

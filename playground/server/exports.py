@@ -19,7 +19,7 @@ import numpy as np
 from playground.engine.attention import attention_probs
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
-from playground.engine.tokenizer import load_tokenizer
+from playground.engine.tokenizer import tokenizer_of
 from playground.engine.weights import save_checkpoint
 from playground.errors import UserError
 from playground.runtime.memory import BUDGET
@@ -77,7 +77,7 @@ def _window_attention(model: GPTModel, run, layers: Sequence[int]):
 
 
 def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
-    tok = load_tokenizer()
+    tok = tokenizer_of(model)
     steps = [{"index": s.index} | step_record(tok, s) for s in run.steps]
     return finite_json(
         {

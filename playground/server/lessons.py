@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from playground import assets
-from playground.engine.tokenizer import load_tokenizer
+from playground.engine.tokenizer import load_tokenizer, refuse_own_tokenizer
 from playground.i18n import normalize_lang
 from playground.server.lesson_kit import LessonError, Question
 from playground.server.lesson_questions import QUESTIONS, VIEW_TABS
@@ -140,6 +140,7 @@ def check_choice(question: Question, choice) -> str:
 def ask(step: Step, model, prompt: str) -> tuple[Question, list[str]]:
     """The step's question computed on ``model`` and ``prompt``, with the prompt's token labels. The
     prompt's length in characters is checked before it is tokenized: a 10 MB prompt is refused at once."""
+    refuse_own_tokenizer(model, "lessons")
     if prompt is not None and not isinstance(prompt, str):
         raise LessonError("lessons.no_prompt", "Type a prompt in the Generate tab: the lessons look at it.")
     limit = min(MAX_TOKENS, model.cfg.context_length)  # the same figure whichever check refuses

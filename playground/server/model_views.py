@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from playground.engine.config import GPTConfig
+from playground.engine.config import GPTConfig, kv_bytes_per_token
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_dynamic_int8, is_int8
 from playground.i18n import tr, tr_formula
@@ -51,6 +51,32 @@ def summary_line(model: GPTModel, recipe: dict, lang: str = "en") -> str:
         model=markdown_literal(describe_recipe(recipe, lang)),
         device=describe_device(model.device),
     )
+
+
+def kv_line(cfg: GPTConfig, lang: str = "en") -> str:
+    """The KV cache a token costs, from the config's own numbers: what GQA and sliding windows save."""
+    per_token = kv_bytes_per_token(cfg, "float32")
+    full = 2 * cfg.n_layers * cfg.kv_heads * cfg.head_dim * 4  # every layer holding every position
+    text = tr(
+        lang,
+        "summary_kv",
+        kv=f"{per_token:,.0f}",
+        L=cfg.n_layers,
+        K=cfg.kv_heads,
+        hd=cfg.head_dim,
+        full=f"{full:,}",
+    )
+    if cfg.kv_heads != cfg.n_heads:
+        text += tr(lang, "summary_kv_gqa", H=cfg.n_heads, K=cfg.kv_heads, group=cfg.n_heads // cfg.kv_heads)
+    if per_token < full:
+        text += tr(lang, "summary_kv_window", window=cfg.sliding_window, full=f"{full:,}")
+    return text
+
+
+def since_gpt2_line(cfg: GPTConfig, lang: str = "en") -> str:
+    """The switches set away from GPT-2's layout, by name (nothing for a GPT-2-layout model)."""
+    changed = cfg.since_gpt2()
+    return tr(lang, "summary_since", switches=", ".join(f"`{name}`" for name in changed)) if changed else ""
 
 
 def tree_table(model: GPTModel, max_depth: int = 10, lang: str = "en") -> list[list]:
@@ -105,6 +131,10 @@ def tying_explanation(cfg: GPTConfig, lang: str = "en") -> str:
     untied = parameter_breakdown(cfg.replace(tie_weights=False)).total_measured
     head = cfg.vocab_size * cfg.emb_dim
     state = tr(lang, "tying_state_tied" if cfg.tie_weights else "tying_state_untied")
+    return _tying(cfg, lang, state, head, tied, untied) + "\n\n" + kv_line(cfg, lang) + since_gpt2_line(cfg, lang)
+
+
+def _tying(cfg: GPTConfig, lang: str, state: str, head: int, tied: int, untied: int) -> str:
     return tr(
         lang,
         "tying",

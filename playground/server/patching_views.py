@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from playground.engine.tokenizer import load_tokenizer
+from playground.engine.tokenizer import load_tokenizer, tokenizer_of
 from playground.errors import UserError
 from playground.inside import patching, patching_paths
 from playground.inside.view_checks import resolve_target
@@ -48,7 +48,7 @@ SUGGESTED_PAIRS = (
 )
 
 
-def _prompt(text, name: str) -> list[int]:
+def _prompt(text, name: str, tok=None) -> list[int]:
     if not isinstance(text, str) or not text:
         raise UserError("inside.patch_prompt_missing", "Type the {name} prompt.", name=name)
     if len(text) > MAX_PROMPT_CHARS:
@@ -59,13 +59,13 @@ def _prompt(text, name: str) -> list[int]:
             n=len(text),
             limit=MAX_PROMPT_CHARS,
         )
-    return load_tokenizer().encode(text)
+    return (tok or load_tokenizer()).encode(text)
 
 
 def read_pair(model, clean, corrupted, answer, wrong) -> patching.PatchPair:
     """The typed prompts and tokens as a checked pair (UserError naming what to change)."""
-    tok = load_tokenizer()
-    clean_ids, corrupted_ids = _prompt(clean, "clean"), _prompt(corrupted, "corrupted")
+    tok = tokenizer_of(model)  # a checkpoint folder's own tokenizer, else GPT-2's
+    clean_ids, corrupted_ids = _prompt(clean, "clean", tok), _prompt(corrupted, "corrupted", tok)
     if len(clean_ids) != len(corrupted_ids):
         show = lambda ids: " | ".join(tok.piece(t).display for t in ids)
         raise patching.PatchingError(
@@ -82,9 +82,9 @@ def read_pair(model, clean, corrupted, answer, wrong) -> patching.PatchPair:
     return patching.check_pair(model, clean_ids, corrupted_ids, resolve_target(tok, answer), resolve_target(tok, wrong))
 
 
-def position_labels(ids: list[int], corrupted: list[int]) -> list[str]:
+def position_labels(ids: list[int], corrupted: list[int], tok=None) -> list[str]:
     """ "3·␣John" for each position; "3·␣John/␣Mary" where the two prompts differ."""
-    tok = load_tokenizer()
+    tok = tok or load_tokenizer()
     out = []
     for p, (a, b) in enumerate(zip(ids, corrupted)):
         shown = tok.piece(a).display if a == b else f"{tok.piece(a).display}/{tok.piece(b).display}"
@@ -125,9 +125,9 @@ def patching_steps(
             value=target,
         )
     pair = read_pair(model, clean, corrupted, answer, wrong)
-    tok = load_tokenizer()
+    tok = tokenizer_of(model)
     T = len(pair.clean)
-    labels = position_labels(pair.clean, pair.corrupted)
+    labels = position_labels(pair.clean, pair.corrupted, tok)
     extra = {
         "tokens": [tok.piece(t).display for t in pair.clean],
         "corrupted_tokens": [tok.piece(t).display for t in pair.corrupted],

@@ -17,7 +17,7 @@ import torch
 
 from playground import assets
 from playground.accel import DECODE_THREADS, accelerate, background, undecided
-from playground.engine.config import DEFAULT_PRESET, PRESETS, GPTConfig, count_parameters_analytic
+from playground.engine.config import DEFAULT_PRESET, MODERN_PRESETS, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
 from playground.engine.hf_llama import MODEL_TYPES as LLAMA_FAMILY
 from playground.engine.model import GPTModel
@@ -123,6 +123,9 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
     if kind == "bundled":
         return tr(lang, "recipe_bundled")
     if kind == "hub":
+        family = folder_family(recipe)
+        if family:  # not OpenAI's: a Llama, Qwen3 or Mistral folder
+            return tr(lang, "recipe_family", family=family, repo=recipe["repo"])
         return tr(lang, "recipe_hub", repo=recipe["repo"])
     label = recipe.get("label", "file")
     trained = recipe.get("trained")  # what TrainingJob trained, as data: its label in any language
@@ -147,7 +150,7 @@ def model_label(recipe: dict) -> str:
         return "a model"
     if kind == "random":
         cfg = recipe["config"]
-        preset = next((n for n, p in PRESETS.items() if p.to_dict() == cfg), None)
+        preset = next((n for n, p in {**PRESETS, **MODERN_PRESETS}.items() if p.to_dict() == cfg), None)
         name = tr("en", f"preset_{preset}") if preset else f"{cfg['n_layers']}-layer d{cfg['emb_dim']}"
         return f"{name} {describe_recipe(recipe)}"
     return describe_recipe(recipe)
@@ -229,7 +232,6 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
             )
         return load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device=default_device())
     if kind == "hub":
-        _refuse_own_tokenizer(recipe["repo"])
         tqdm_class = None
         if progress is not None:
             tqdm_class = hf_progress_tqdm(progress)
@@ -239,23 +241,22 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
     raise ValueError(f"unknown model recipe {recipe!r}")
 
 
-def _refuse_own_tokenizer(repo: str) -> None:
-    """A Llama, Qwen3 or Mistral folder loads in Python (``load_pretrained(folder)``, its own tokenizer.json
-    as ``model.tokenizer``), but every tab here still encodes and labels with GPT-2's tokenizer: its ids
-    would mean other words. Said before anything is loaded, rather than shown as garbled text."""
-    config = Path(repo) / "config.json"
+def folder_family(recipe: dict) -> str | None:
+    """ "llama", "qwen3" or "mistral" when ``recipe`` loads such a folder (a model with its own tokenizer.json),
+    else None; read from its config.json, without building the model."""
+    if not isinstance(recipe, dict) or recipe.get("kind") != "hub":
+        return None
+    config = Path(str(recipe.get("repo", ""))) / "config.json"
     try:
         family = json.loads(config.read_text()).get("model_type") if config.is_file() else None
     except (OSError, ValueError, AttributeError):
-        return  # the loader says what is wrong with the file
-    if family in LLAMA_FAMILY:
-        raise UserError(
-            "model.own_tokenizer",
-            "{name} is a {family} checkpoint with its own tokenizer; the app's tabs still read GPT-2's tokenizer, "
-            "so they cannot show it yet. Load it in Python: playground.load_pretrained(folder).",
-            name=Path(repo).name,
-            family=family,
-        )
+        return None
+    return family if family in LLAMA_FAMILY else None
+
+
+def own_tokenizer_name(recipe: dict) -> str | None:
+    """The folder's name when ``recipe`` loads a Llama, Qwen3 or Mistral folder, else None."""
+    return Path(recipe["repo"]).name if folder_family(recipe) else None
 
 
 def build_peak_bytes(recipe: dict) -> int:

@@ -25,7 +25,7 @@ import torch
 from playground.engine.hf_hub import HUB_MODELS
 from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
-from playground.engine.tokenizer import load_tokenizer
+from playground.engine.tokenizer import tokenizer_of
 from playground.runtime.memory import BUDGET
 from playground.server.decode_loop import LOOP
 from playground.server.files import is_inside, work_dir
@@ -70,7 +70,7 @@ def replay_record(run, model: GPTModel) -> dict:
         "recipe": run.recipe,
         "weights_sha256": weights_sha256(model),
         "config": model.cfg.to_dict(),
-        "prompt": load_tokenizer().decode(run.prompt_ids),
+        "prompt": tokenizer_of(model).decode(run.prompt_ids),
         "prompt_ids": list(run.prompt_ids),
         "prompt_tokens_cropped": run.n_cropped,
         "settings": {

@@ -26,7 +26,7 @@ from playground.engine.attention import attention_probs
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.sampling import Generation, GenerationStep, generate
-from playground.engine.tokenizer import load_tokenizer
+from playground.engine.tokenizer import load_tokenizer, tokenizer_of
 from playground.errors import UserError
 from playground.runtime.memory import BUDGET, Reservation, trim
 from playground.server.files import remove_abandoned_uploads
@@ -67,6 +67,8 @@ class Run:
         self.elapsed = elapsed  # seconds spent generating so far
         self._trace_cache: _Trace | None = None
         self.room: Reservation | None = None  # its generation's room while it decodes (start_run)
+        # What its ids mean: the model's own tokenizer (a Llama/Qwen3 folder's), else GPT-2's (start_run sets it)
+        self.tokenizer = load_tokenizer()
         self.last_access = time.monotonic()
         self.released = False
         with _RUNS_LOCK:
@@ -244,7 +246,7 @@ def start_run(
         old = replaces if isinstance(replaces, Run) else RUNS.get(replaces)
         if old is not None:
             old.release()
-    tok = load_tokenizer()
+    tok = tokenizer_of(model)  # a checkpoint folder's own tokenizer, else GPT-2's
     ids = tok.encode(prompt)
     # The room is taken now and given back when the generation ends (its iterator is gone); a
     # session's lease holds none between runs.
@@ -278,6 +280,7 @@ def start_run(
     )
     run = Run(recipe, gen.prompt_ids, gen.n_cropped, settings)
     run.room = room
+    run.tokenizer = tok
     if replaces is not _NOT_GIVEN:
         run.keep()
     return run, gen

@@ -17,7 +17,6 @@ import gradio as gr
 import numpy as np
 
 from playground import figures
-from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import tr_error
 from playground.inside.attention_stats import attention_rollout, head_stats, induction_scores, prefix_matches
 from playground.runtime.memory import BUDGET
@@ -119,7 +118,7 @@ def _window(state, run):
     start, qk = run_attention(model, run)
     T = qk[0][0].shape[1]  # (H, T, head_dim)
     ids = run.token_ids[start : start + T]
-    labels = [p.display for p in load_tokenizer().pieces(ids)]
+    labels = [p.display for p in run.tokenizer.pieces(ids)]
     return model, start, qk, ids, labels
 
 
@@ -231,9 +230,10 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
         fig = figures.attention_grid(
             probs_layer[:, a:b, a:b],
             shown,
-            title=tr(lang, "fig_all_heads", layer=layer, note=note),
+            title=tr(lang, "fig_all_heads", layer=layer, note=note + _kv_grid_note(model.cfg, lang)),
             log_scale=log_scale,
             offset=lo,
+            kv_group=model.cfg.n_heads // model.cfg.kv_heads,
         )
         row = probs_layer.mean(axis=0)[q]
     elif view == "average":
@@ -299,10 +299,24 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
         return fig, None, lo
     else:
         one = probs_layer[head]
-        title = tr(lang, "fig_one_head", layer=layer, head=head, note=note)
+        title = tr(lang, "fig_one_head", layer=layer, head=head, note=note + _kv_head_note(model.cfg, head, lang))
         fig = figures.attention_heatmap(one[a:b, a:b], shown, title=title, **heatmap)
         row = one[q]
     return fig, row[a : q + 1], lo
+
+
+def _kv_head_note(cfg, head: int, lang: str) -> str:
+    """With grouped-query attention: which key/value head this query head reads, and who shares it."""
+    group = cfg.n_heads // cfg.kv_heads
+    if group == 1:
+        return ""
+    first = head // group * group
+    return tr(lang, "kv_shared_note", kv=head // group, first=first, last=first + group - 1)
+
+
+def _kv_grid_note(cfg, lang: str) -> str:
+    group = cfg.n_heads // cfg.kv_heads
+    return tr(lang, "kv_grid_note", H=cfg.n_heads, K=cfg.kv_heads) if group > 1 else ""
 
 
 @for_the_session

@@ -25,13 +25,17 @@ def chip_color(prob: float) -> str:
     return SURE if prob >= 0.5 else UNSURE if prob >= 0.1 else SURPRISE
 
 
-def prompt_chips(prompt_ids: list[int], start_position: int = 0) -> str:
-    view = token_view(prompt_ids)
-    return "".join(_prompt_chip(start_position + t.position, t.id, *_fragment_label(t, view)) for t in view.tokens)
+def prompt_chips(prompt_ids: list[int], start_position: int = 0, tok=None) -> str:
+    """``tok``: the tokenizer the ids mean (``engine.tokenizer.tokenizer_of``); GPT-2's when None."""
+    tok = tok or load_tokenizer()
+    view = token_view(prompt_ids, tok)
+    return "".join(
+        _prompt_chip(start_position + t.position, t.id, *_fragment_label(t, view), tok=tok) for t in view.tokens
+    )
 
 
-def _prompt_chip(position: int, token_id: int, badge: str = "", note: str = "") -> str:
-    piece = load_tokenizer().piece(token_id)
+def _prompt_chip(position: int, token_id: int, badge: str = "", note: str = "", tok=None) -> str:
+    piece = (tok or load_tokenizer()).piece(token_id)
     return (
         f"<span class='pg-chip pg-prompt{' pg-frag' if badge else ''}' data-pos='{position}' "
         f"title='position {position} · id {token_id} (prompt){html.escape(note, quote=True)}'>"
@@ -39,10 +43,10 @@ def _prompt_chip(position: int, token_id: int, badge: str = "", note: str = "") 
     )
 
 
-def step_chip(step, badge: str = "", note: str = "") -> str:
+def step_chip(step, badge: str = "", note: str = "", tok=None) -> str:
     """One generated token: its text, id and probability; data-step lets a click find its step.
     badge/note: for a token that is only part of a character, which character (see _fragment_label)."""
-    piece = load_tokenizer().piece(step.token_id)
+    piece = (tok or load_tokenizer()).piece(step.token_id)
     pct = format_prob(step.prob)
     return (
         f"<span class='pg-chip pg-gen{' pg-frag' if badge else ''}' style='background:{chip_color(step.prob)}' "
@@ -76,7 +80,8 @@ class ChipStream:
     finishes it, so both chips can say which character they build; the final delta sends any
     token still waiting."""
 
-    def __init__(self, prompt_ids: list[int]):
+    def __init__(self, prompt_ids: list[int], tok=None):
+        self._tok = tok or load_tokenizer()  # the run's tokenizer: a checkpoint folder's own, else GPT-2's
         self._parts = [RESET]
         self._waiting: list = [(None, int(i), p) for p, i in enumerate(prompt_ids)]  # (step or None, id, position)
         self._sent = 0
@@ -87,12 +92,16 @@ class ChipStream:
     def _format(self, final: bool) -> None:
         if not self._waiting:
             return
-        view = token_view([i for _, i, _ in self._waiting])
+        view = token_view([i for _, i, _ in self._waiting], self._tok)
         last = view.groups[-1]
         n_ready = len(view.tokens) if final or last.complete else last.positions[0]
         for token, (step, token_id, position) in zip(view.tokens[:n_ready], self._waiting):
             label = _fragment_label(token, view)
-            self._parts.append(_prompt_chip(position, token_id, *label) if step is None else step_chip(step, *label))
+            self._parts.append(
+                _prompt_chip(position, token_id, *label, tok=self._tok)
+                if step is None
+                else step_chip(step, *label, tok=self._tok)
+            )
         self._waiting = self._waiting[n_ready:]
 
     def delta(self, final: bool = False) -> str:
@@ -110,7 +119,7 @@ class ChipStream:
 
 def all_chips(run) -> str:
     """Every chip of a run as one value (RESET first): what the page shows for a finished run."""
-    stream = ChipStream(run.prompt_ids)
+    stream = ChipStream(run.prompt_ids, run.tokenizer)
     for step in run.steps:
         stream.add(step)
     return stream.html()

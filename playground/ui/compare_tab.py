@@ -19,7 +19,7 @@ import gradio as gr
 
 from playground.engine.config import PRESETS
 from playground.engine.receipts import receipt
-from playground.engine.tokenizer import load_tokenizer
+from playground.engine.tokenizer import load_tokenizer, refuse_own_tokenizer
 from playground.errors import UserError
 from playground.inside.scoring import compare_scores, decode_upload, score_text
 from playground.server.files import exports_dir
@@ -106,7 +106,7 @@ def text_from(state, source, text, upload, replace) -> str:
     run = session_run(state)
     if run is None:
         raise no_run()
-    return load_tokenizer().decode(run.token_ids)
+    return run.tokenizer.decode(run.token_ids)
 
 
 def _stride(value) -> int | None:
@@ -175,10 +175,12 @@ def _score(state, cmp_state, source, text, upload, replace, stride, both, progre
         text = text_from(state, source, text, upload, replace)
         stride = _stride(stride)
         model_a = session_model(state)
+        refuse_own_tokenizer(model_a, "compare")
         label_a = f"A: {describe_recipe(state['recipe'], lang)}"
         pairs = [(model_a, label_a)]
         if both:
             mb, recipe_b = model_b(cmp_state)
+            refuse_own_tokenizer(mb, "compare")
             pairs.append((mb, f"B: {describe_recipe(recipe_b, lang)}"))
         t0 = time.perf_counter()
         results = []
@@ -271,6 +273,8 @@ def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, to
         mb, recipe_b = model_b(cmp_state)
         settings = sampling_settings(temperature, top_k, top_p)
         pairs = [(session_model(state), state["recipe"], settings), (mb, recipe_b, settings)]
+        for model, _, _ in pairs:
+            refuse_own_tokenizer(model, "compare")
         recipe_a = state["recipe"]
         titles = lambda lang: (f"A: {describe_recipe(recipe_a, lang)}", f"B: {describe_recipe(recipe_b, lang)}")  # noqa: E731
         yield from two_streams(pairs, prompt, seed, max_new, titles, lang, request)
@@ -284,6 +288,7 @@ def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b,
     lang = lang_of(state)
     try:
         model = session_model(state)
+        refuse_own_tokenizer(model, "compare")
         a, b = sampling_settings(t_a, k_a, p_a), sampling_settings(t_b, k_b, p_b)
         name = lambda lang, ab, s: tr(
             lang,
@@ -318,7 +323,7 @@ def show_receipt(state, step_index, request: gr.Request = None):
         draw = lambda lang, present=False, e=e: fail(e, lang)  # noqa: E731
         redraw.remember(request, "cmp_receipt", draw)
         return draw(lang), gr.skip()
-    tok = load_tokenizer()
+    tok = run.tokenizer  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
     draw = lambda lang, present=False: cv.receipt_html(  # noqa: E731
         r, cv.explain_text(r, lambda t: f"“{tok.piece(t).display}”", lang), lang
     )
@@ -334,6 +339,7 @@ def export_replay(state, request: gr.Request = None):
         run = session_run(state)
         if run is None or not run.steps:
             raise no_run()
+        refuse_own_tokenizer(session_model(state), "compare")  # a replay is read back by this tab
         path = str(write_record(replay_record(run, session_model(state)), exports_dir()))
         draw = lambda lang, present=False: ok(tr(lang, "cmp_exported"))  # noqa: E731
     except Exception as e:
@@ -352,6 +358,7 @@ def replay_file(state, upload, request: gr.Request = None):
             raise UserError("compare.no_replay_file", "Upload a replay file (or a run export) first.")
         record = read_record(path)
         model, recipe = model_for(record, (session_model(state), state["recipe"]))
+        refuse_own_tokenizer(model, "compare")
         report = replay(record, model, shared=True)
     except Exception as e:
         redraw.remember(request, "cmp_replay", lambda lang, present=False, e=e: fail(e, lang))

@@ -56,6 +56,7 @@ WORDS_ZH = {
 }
 PATTERNS_ZH = [
     (re.compile(r"^head (\d+)$"), r"头 \1"),
+    (re.compile(r"^head (\d+) · KV (\d+)$"), r"头 \1 · KV \2"),
     (
         re.compile(r"^showing positions (\d+)–(\d+) of (\d+) \(earlier keys cut\)$"),
         r"显示位置 \1–\2（共 \3 个，更早的键已略去）",
@@ -203,22 +204,33 @@ def _thin_ticks(axis, length: int, across: bool, font: float = PRESENT_FONT) -> 
 
 
 def _wrap_title(fig, width: int) -> None:
-    """A long title on two lines (a narrow figure would cut it)."""
+    """A long title on as many lines as it needs (a narrow figure would cut it), each line ending at a separator."""
     title = fig.layout.title.text if fig.layout.title else None
-    if not title or "<br>" in title or text_columns(title) <= width:
+    if not title or "<br>" in title:
         return
-    limit = next(i for i in range(len(title) + 1) if text_columns(title[: i + 1]) > width)  # chars within width
-    cut = max((title.rfind(sep, 0, limit) for sep in (" · ", ": ", "：", "，", " ")), default=-1)
-    if cut <= 0:
+    lines = []
+    while text_columns(title) > width:
+        limit = next(i for i in range(len(title) + 1) if text_columns(title[: i + 1]) > width)  # chars within width
+        cut = max((title.rfind(sep, 0, limit) for sep in (" · ", ": ", "：", "，", " ")), default=-1)
+        if cut <= 0:
+            break
+        sep_len = (
+            1 if title[cut] in "：，" else len(next(sep for sep in (" · ", ": ", " ") if title.startswith(sep, cut)))
+        )
+        lines.append(title[: cut + (1 if title[cut] in "：，:" else 0)].rstrip())
+        title = title[cut + sep_len :].lstrip()
+    if not lines:
         return
-    sep_len = 1 if title[cut] in "：，" else len(next(sep for sep in (" · ", ": ", " ") if title.startswith(sep, cut)))
-    head = title[: cut + (1 if title[cut] in "：，:" else 0)]
-    fig.layout.title.text = head.rstrip() + "<br>" + title[cut + sep_len :].lstrip()
+    fig.layout.title.text = "<br>".join([*lines, title])
     margin = fig.layout.margin
     if margin is not None and margin.t is not None:
-        margin.t = margin.t + (fig.layout.title.font.size or 16) + 6
+        line = (fig.layout.title.font.size or 16) + 6
+        extra = len(lines) * line
+        margin.t = margin.t + extra
         if fig.layout.height:
-            fig.layout.height = fig.layout.height + (fig.layout.title.font.size or 16) + 6
+            fig.layout.height = fig.layout.height + extra
+            if len(lines) > 1:  # hung from the top (centred in the margin, three lines reach a grid's panel titles)
+                fig.layout.title.update(yref="container", yanchor="top", y=1 - line / fig.layout.height)
 
 
 def fit_height(fig, most: int, min_font: float | None = None):

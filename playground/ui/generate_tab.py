@@ -17,7 +17,6 @@ import time
 import gradio as gr
 
 from playground import figures
-from playground.engine.tokenizer import load_tokenizer
 from playground.i18n import tr_error
 from playground.server.decode_loop import LOOP
 from playground.server.exports import export_model, export_run, reserve_export
@@ -114,7 +113,7 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
 
 def _stream(state, run, stream, context_length):
     # The language is read at every update: the page may switch it while a run streams (in place).
-    chips = ChipStream(run.prompt_ids)
+    chips = ChipStream(run.prompt_ids, run.tokenizer)
     t0 = time.perf_counter()
     yield Streamed(
         state, chips.delta(), status_html(run, 0.0, "running", lang_of(state), context_length)
@@ -195,7 +194,7 @@ def inspect_step(state, step_index):
     except ValueError as e:
         return only(StepView, step_md=f"⚠️ {tr_error(lang_of(state), e)}")
     s = run.steps[i]
-    tok = load_tokenizer()
+    tok = run.tokenizer  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
     fp = figures.format_prob
     top_labels = [figures.token_id_label(tok.piece(t).display, t) for t, _ in s.top]
     bars = figures.token_probability_bars(
@@ -300,7 +299,7 @@ def run_data(state):
     run, error = api_run(state)
     if error:
         return error
-    tok = load_tokenizer()
+    tok = run.tokenizer  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
     return {
         "model": describe_recipe(run.recipe),
         "settings": run.settings,

@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from playground.engine.tokenizer import load_tokenizer
+from playground.engine.tokenizer import tokenizer_of
 from playground.errors import UserError
 from playground.i18n import EN, tr
 from playground.inside import attention_maths, attribution, effects, lenses, view_checks
@@ -52,7 +52,7 @@ def run_context(state):
         raise UserError("inside.no_run", "Generate first (tab 2): the Inside views look at the current run.")
     model = session_model(state)
     start, ids = run.window(model.cfg.context_length)
-    labels = [p.display for p in load_tokenizer().pieces(ids)]
+    labels = [p.display for p in tokenizer_of(model).pieces(ids)]
     return model, run, start, ids, labels
 
 
@@ -137,7 +137,7 @@ def _target(value, model, ids, p: int) -> int | None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return view_checks.check_target(model, parse_whole(value, "Target token id"))
-    return view_checks.resolve_target(load_tokenizer(), value)
+    return view_checks.resolve_target(tokenizer_of(model), value)
 
 
 def describe_intervention(spec: Intervention, lang: str = "en") -> str:
@@ -240,7 +240,7 @@ def lens_data(state, first=None, last=None):
         lens = _lens(model, state, run, ids, a - start, b - start + 1)
     except Exception as e:
         return Refusal(e)
-    tok = load_tokenizer()
+    tok = tokenizer_of(model)
     return _with_tokens(
         {**lens, "first": a, "top_token": [[tok.piece(t).display for t in row] for row in lens["top_id"]]},
         start,
@@ -255,7 +255,7 @@ def lens_cell_data(state, layer, position):
         cell = _cell(model, state, run, ids, layer, window_index(position, start, ids))
     except Exception as e:
         return Refusal(e)
-    tok = load_tokenizer()
+    tok = tokenizer_of(model)
     cell["position"] += start
     cell["top"] = [[t, tok.piece(t).display, p] for t, p in cell["top"]]
     return cell
@@ -269,7 +269,7 @@ def attribution_data(state, position, target=None):
     except Exception as e:
         return Refusal(e)
     d["position"] += start
-    d["target"] = load_tokenizer().piece(d["target_id"]).display
+    d["target"] = tokenizer_of(model).piece(d["target_id"]).display
     return d
 
 
@@ -305,7 +305,7 @@ def intervene_data(
         d = effects.compare(model, ids, spec, p, lens_window=(max(0, T - LENS_WINDOW), T))
     except Exception as e:
         return Refusal(e)
-    tok = load_tokenizer()
+    tok = tokenizer_of(model)
     d["position"] += start
     d["lens_after"]["first"] += start
     d["token_labels"] = [tok.piece(t).display for t in d["shown_ids"]]
@@ -332,7 +332,7 @@ def dose_steps(state, scale_head="", position=None, target=None, chunk: int | No
         layer, head = heads[0]
         p = window_index(position, start, ids, default=max(0, len(ids) - 2))
         target_id = _target(target, model, ids, p)
-        tok = load_tokenizer()
+        tok = tokenizer_of(model)
         for d in effects.dose_response_points(model, ids, layer, head, p, target_id, chunk=chunk, stop=stop):
             yield {**d, "position": d["position"] + start, "target": tok.piece(d["target_id"]).display}
     except Exception as e:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from playground.engine.tokenizer import load_tokenizer
+from playground.engine.tokenizer import tokenizer_of
 from playground.figures import inside as lf
 from playground.inside.interventions import Intervention
 
-from .common import dress, fail, for_the_session, lang_of, parse_optional_whole, say, tr, warn
+from .common import dress, fail, for_the_session, lang_of, parse_optional_whole, say, session_model, tr, warn
 from .inside_data import (
     LENS_WINDOW,
     MIN_WINDOW,
@@ -166,12 +166,14 @@ def attribution_view(state, position, target):
     for i in range(L):
         names += [f"L{i} attn", f"L{i} MLP"]
         values += [sum(d["heads"][i]) + d["attn_bias"][i], d["mlp"][i]]
-    names.append("final_norm shift")
-    values.append(d["final_norm_shift"])
+    rms = d.get("final_norm") == "rmsnorm"
+    if not rms:  # an RMSNorm has no shift: no bar for it
+        names.append("final_norm shift")
+        values.append(d["final_norm_shift"])
     fall = dress(lf.attribution_waterfall(names, values, d["total"], title=tr(lang, "in_fig_waterfall")), lang, present)
     text = tr(
         lang,
-        "in_dla",
+        "in_dla_rms" if rms else "in_dla",
         tok=d["target"],
         pos=d["position"],
         total=f"{d['total']:.4f}",
@@ -265,7 +267,7 @@ def intervene_view(
         present,
     )
     lens = d["lens_after"]
-    tok = load_tokenizer()
+    tok = tokenizer_of(session_model(state))
     skip = max(0, T - (lens["first"] - start) - lens_window(shown))
     cols = range(lens["first"] - start + skip, T)
     lens_fig = dress(

@@ -12,7 +12,7 @@ import gradio as gr
 import pandas as pd
 
 from playground import figures
-from playground.engine.config import PRESETS, ConfigError, GPTConfig
+from playground.engine.config import MODERN_PRESETS, PRESETS, SINCE_GPT2_DEFAULTS, ConfigError, GPTConfig
 from playground.engine.hf_hub import HUB_MODELS
 from playground.errors import UserError
 from playground.server.files import import_upload, is_trained_checkpoint
@@ -48,8 +48,34 @@ FIELDS = (
     "activation",
     "norm_placement",
     "attention_impl",
+    # Since GPT-2 (issue 38), after GPT-2's fields so that an API call that sends only those still builds
+    # GPT-2's layout: each left out takes its GPT-2 value.
+    "norm",
+    "ff",
+    "ff_hidden_dim",
+    "n_kv_heads",
+    "fixed_head_dim",
+    "rope_theta",
+    "qk_norm",
+    "sliding_window",
+    "bias",
+    "ln_eps",
 )
-INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
+INT_FIELDS = (
+    "vocab_size",
+    "context_length",
+    "emb_dim",
+    "n_heads",
+    "n_layers",
+    "ff_hidden_dim",
+    "n_kv_heads",
+    "fixed_head_dim",
+    "sliding_window",
+)
+BOOL_FIELDS = ("qkv_bias", "tie_weights", "qk_norm", "bias")
+NUMBER_FIELDS = ("drop_rate", "rope_theta", "ln_eps")
+# A field an older caller leaves out: its value in GPT-2's layout (the form's own widgets start there too).
+FIELD_DEFAULTS = {**SINCE_GPT2_DEFAULTS, "ln_eps": GPTConfig().ln_eps}
 WEIGHT_KEYS = {
     "bundled": "w_bundled",
     "random": "w_random",
@@ -59,9 +85,12 @@ WEIGHT_KEYS = {
 }
 WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the ids the API sends and gets back; labels follow the language
 CUSTOM = "custom"  # the form's own fields, not a preset
-PRESET_KEYS = {name: f"preset_{name}" for name in PRESETS}  # preset id -> its label's key
+# The form's presets: GPT-2's family and the tiny, trainable "what changed since GPT-2" ones (the real
+# sizes are for counting only: they stay in the side-by-side view, built on the meta device).
+FORM_PRESETS = {**PRESETS, **MODERN_PRESETS}
+PRESET_KEYS = {name: f"preset_{name}" for name in FORM_PRESETS}  # preset id -> its label's key
 HUB_KEYS = {name: f"hubm_{name}" for name in HUB_MODELS}  # hub model id -> its label's key
-PRESET_CHOICES = list(PRESETS) + [CUSTOM]
+PRESET_CHOICES = list(FORM_PRESETS) + [CUSTOM]
 # int8: weight-only, bfloat16 activations; int8-dynamic: activations quantized per row too (playground.engine.quantize)
 DTYPES = ("float32", "bfloat16", "int8", "int8-dynamic")
 
@@ -85,7 +114,11 @@ def hub_choices(lang: str | None = None) -> list[tuple]:
 
 
 def config_from_fields(*values) -> GPTConfig:
+    """The config the form's fields describe; fields past those given (an older API caller) keep GPT-2's values."""
     data = dict(zip(FIELDS, values))
+    for name in FIELDS[len(values) :]:
+        if name in FIELD_DEFAULTS:
+            data[name] = FIELD_DEFAULTS[name]
     for name in INT_FIELDS:
         value = data[name]
         if value is None or value == "":
@@ -95,16 +128,17 @@ def config_from_fields(*values) -> GPTConfig:
         except UserError as e:
             raise ConfigError(e.key, e.template, **e.fields) from None
     try:
-        data["drop_rate"] = parse_number(data["drop_rate"], "drop_rate")
-        data["qkv_bias"] = parse_bool(data["qkv_bias"], "qkv_bias")
-        data["tie_weights"] = parse_bool(data["tie_weights"], "tie_weights")
+        for name in NUMBER_FIELDS:
+            data[name] = parse_number(data[name], name)
+        for name in BOOL_FIELDS:
+            data[name] = parse_bool(data[name], name)
     except UserError as e:
         raise ConfigError(e.key, e.template, **e.fields) from None
     return GPTConfig(**data)
 
 
 def preset_name(cfg: GPTConfig) -> str:
-    return next((name for name, preset in PRESETS.items() if preset == cfg), CUSTOM)
+    return next((name for name, preset in FORM_PRESETS.items() if preset == cfg), CUSTOM)
 
 
 def form_values(model, recipe: dict) -> FormValues:

@@ -16,7 +16,9 @@ from playground.engine.config import (
     ACTIVATIONS,
     ATTENTION_IMPLS,
     DEFAULT_PRESET,
+    FEED_FORWARDS,
     NORM_PLACEMENTS,
+    NORMS,
     POS_ENCODINGS,
     PRESETS,
 )
@@ -49,6 +51,7 @@ from .model_switch import (
     DTYPES,
     FIELDS,
     FORM_FIELDS,
+    FORM_PRESETS,
     VIEW_FIELDS,
     WEIGHT_KEYS,
     Switch,
@@ -86,9 +89,9 @@ Relabelled = result(
 
 def preset_fields(name: str, state=None) -> PresetFields:
     """Fill the config form from a preset (and preview the tying explanation); "custom" keeps the form."""
-    if name not in PRESETS:
+    if name not in FORM_PRESETS:
         return skipped(PresetFields)
-    cfg = PRESETS[name]
+    cfg = FORM_PRESETS[name]
     return PresetFields(*(getattr(cfg, f) for f in FIELDS), tying_explanation(cfg, lang_of(state)))
 
 
@@ -296,6 +299,7 @@ def layout() -> SimpleNamespace:
                 choices(WEIGHT_KEYS),
                 label=T("weights"),
                 value="bundled" if BUNDLED_CHECKPOINT.is_file() else "random",
+                elem_id="pg-weights",
             )
             # Shown only for the weights they belong to (an empty upload box only takes room).
             # A hub model, or the path of a GPT-2 folder on the server (recipes.folder_recipe) typed in.
@@ -311,7 +315,7 @@ def layout() -> SimpleNamespace:
             c.upload = gr.File(
                 label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False, height=140
             )
-            c.preset = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label=T("preset"))
+            c.preset = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label=T("preset"), elem_id="pg-preset")
             with gr.Accordion(T("config_fields"), open=False, elem_classes=["pg-advanced"]):
                 # Integers are checked by the handler (2.5 layers is refused and said), not rounded by the widget.
                 c.fields = [
@@ -327,6 +331,17 @@ def layout() -> SimpleNamespace:
                     gr.Dropdown(list(ACTIVATIONS), value=cfg.activation, label=T("activation")),
                     gr.Dropdown(list(NORM_PLACEMENTS), value=cfg.norm_placement, label=T("norm_placement")),
                     gr.Dropdown(list(ATTENTION_IMPLS), value=cfg.attention_impl, label=T("attention_impl")),
+                    # What changed since GPT-2 (issue 38): each switch alone or together; 0 means "as GPT-2".
+                    gr.Dropdown(list(NORMS), value=cfg.norm, label=T("norm"), elem_id="pg-f-norm"),
+                    gr.Dropdown(list(FEED_FORWARDS), value=cfg.ff, label=T("ff"), elem_id="pg-f-ff"),
+                    gr.Number(cfg.ff_hidden_dim, label=T("ff_hidden_dim"), elem_id="pg-f-ff-hidden"),
+                    gr.Number(cfg.n_kv_heads, label=T("n_kv_heads"), elem_id="pg-f-kv-heads"),
+                    gr.Number(cfg.fixed_head_dim, label=T("fixed_head_dim"), elem_id="pg-f-head-dim"),
+                    gr.Number(cfg.rope_theta, label=T("rope_theta"), elem_id="pg-f-rope-theta"),
+                    gr.Checkbox(cfg.qk_norm, label=T("qk_norm"), elem_id="pg-f-qk-norm"),
+                    gr.Number(cfg.sliding_window, label=T("sliding_window"), elem_id="pg-f-window"),
+                    gr.Checkbox(cfg.bias, label=T("bias"), elem_id="pg-f-bias"),
+                    gr.Number(cfg.ln_eps, label=T("ln_eps"), elem_id="pg-f-ln-eps"),
                 ]
             with gr.Row(elem_classes=["pg-advanced"]):
                 c.seed_init = seed_box(0, T("seed_init"), min_width=100)

@@ -27,6 +27,7 @@ from playground.inside.bpe import (
     replay_word,
     tokenize_view,
 )
+from playground.server.recipes import own_tokenizer_name
 from playground.server.runs import MAX_PROMPT_CHARS
 
 from . import listeners
@@ -261,8 +262,9 @@ def show_tokens(text, state=None, relabel=False, request: gr.Request = None) -> 
         return only(Tokens, summary=warn(tr_error(lang, e)))
     choices, best = word_choices(text)
     merges = show_merges(best, state)
+    own = own_tokenizer_name((state or {}).get("recipe"))
     return Tokens(
-        summary_html(text, view, lang),
+        summary_html(text, view, lang) + (warn(tr(lang, "tk_own_tokenizer", name=own)) if own else ""),
         chips_html(view, lang=lang),
         _table(view, lang, relabel),
         gr.update(choices=choices, value=best),

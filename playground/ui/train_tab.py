@@ -17,7 +17,6 @@ import math
 import gradio as gr
 
 from playground import figures
-from playground.engine.config import PRESETS
 from playground.errors import UserError
 from playground.server.jobs import (
     JOBS,
@@ -50,7 +49,7 @@ from .common import (
 from .common import fail as _fail
 from .common import ok as _ok
 from .common import warn as _warn
-from .model_switch import Switch, preset_choices, switch_model
+from .model_switch import FORM_PRESETS, Switch, preset_choices, switch_model
 from .results import only, result
 from .train_samples_view import samples as _samples
 from .train_samples_view import samples_again
@@ -132,12 +131,12 @@ def outcome(job, lang: str) -> str:
 
 def _train_config(preset_name, steps, lr, batch_size):
     """The model's config and the run's TrainConfig from the tab's (or an API caller's) values."""
-    if preset_name not in PRESETS:
+    if preset_name not in FORM_PRESETS:  # GPT-2's family and the tiny Llama/Qwen3/Mistral-style ones
         raise UserError("train.unknown_model", "Unknown model {name!r}.", name=preset_name)
     batch = parse_whole(batch_size, "Batch size", 1, MAX_BATCH)
     steps = parse_count(steps, "Steps")
     lr = parse_number(lr, "Learning rate")
-    cfg = PRESETS[preset_name]
+    cfg = FORM_PRESETS[preset_name]
     return cfg, training_config(cfg, steps, lr, batch_size=batch)
 
 

@@ -48,7 +48,7 @@ def _build(weights="random", seed=0, dtype="float32", **fields):
         from playground import PRESETS
         from playground.ui import model_switch, model_tab
 
-        cfg = PRESETS["nano"].to_dict() | fields
+        cfg = {f: getattr(PRESETS["nano"], f) for f in model_switch.FIELDS} | fields  # the switches at GPT-2's values
         out = model_tab.build_model(state, weights, seed, "gpt2", None, dtype, *[cfg[f] for f in model_switch.FIELDS])
         return out[1]
 
@@ -68,7 +68,7 @@ def _upload(make, name):
         folder = Path(tempfile.mkdtemp(prefix="pg-upload-"))
         path = folder / name
         make(path)
-        fields = [PRESETS["nano"].to_dict()[f] for f in model_switch.FIELDS]
+        fields = [getattr(PRESETS["nano"], f) for f in model_switch.FIELDS]
         return model_tab.build_model(state, "upload", 0, "gpt2", str(path), "float32", *fields)[1]
 
     return call
@@ -350,6 +350,19 @@ CASES = [
     ("build", "n_heads 1 (one head)", _build(n_heads=1), "Ready"),
     ("build", "n_heads 3 for emb_dim 64", _build(n_heads=3), "divisible by n_heads"),
     ("build", "n_heads 1.5", _build(n_heads=1.5), "n_heads must be a whole number"),
+    ("build", "n_kv_heads 3 for 4 heads (GQA)", _build(n_kv_heads=3), "n_kv_heads (3) must divide n_heads (4)"),
+    ("build", "n_kv_heads 2 with per-head modules", _build(n_kv_heads=2, attention_impl="per_head"), "needs the fused"),
+    ("build", "RoPE on 15-dim heads", _build(pos_encoding="rope", fixed_head_dim=15), "even head_dim"),
+    ("build", "norm 'batchnorm'", _build(norm="batchnorm"), "norm must be one of layernorm, rmsnorm"),
+    ("build", "rope_theta 1", _build(pos_encoding="rope", rope_theta=1), "rope_theta must be a number above 1"),
+    ("build", "sliding_window −4", _build(sliding_window=-4), "sliding_window must be positive"),
+    ("build", "qk_norm 'maybe'", _build(qk_norm="maybe"), "qk_norm must be true or false"),
+    (
+        "build",
+        "Llama-style switches together",
+        _build(pos_encoding="rope", norm="rmsnorm", ff="swiglu", n_kv_heads=2, bias=False),
+        "Ready",
+    ),
     ("build", "emb_dim 0", _build(emb_dim=0), "emb_dim must be positive"),
     ("build", "emb_dim None", _build(emb_dim=None), "emb_dim is empty"),
     ("build", "context_length −1", _build(context_length=-1), "context_length must be positive"),

@@ -150,3 +150,17 @@ def test_the_default_lesson_learns_something_visible():
     words = re.findall(r"[A-Za-z]{2,}", text)
     common = {"the", "and", "to", "of", "her", "he", "she", "was", "be", "not", "his", "had", "have", "it", "that"}
     assert len(words) >= 15 and text.count("\n") <= 8 and sum(w.lower() in common for w in words) >= 5, text
+
+
+def test_the_llama_style_preset_trains_and_becomes_the_model():
+    """The Train tab offers the Model tab's presets, the tiny Llama-3.2-style one included (RoPE, RMSNorm,
+    SwiGLU, GQA): its loss falls and the trained model keeps its switches."""
+    from playground.engine.config import MODERN_PRESETS
+
+    outs = list(train_tab.train_model({"job": None, "recipe": None}, "llama-3.2-style", "paste", None, TEXT, 20, 3e-3))
+    train_state, fig, _, message = outs[-1][:4]
+    assert "Finished after 20 steps" in message, message
+    loss = fig.data[0].y
+    assert loss[-1] < 0.8 * loss[0], (loss[0], loss[-1])
+    out = train_tab.use_trained(common.new_state(), train_state)
+    assert CACHE.get(out[0]["recipe"]).cfg == MODERN_PRESETS["llama-3.2-style"]

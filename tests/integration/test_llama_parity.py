@@ -153,12 +153,14 @@ def test_a_folder_without_tokenizer_json_is_refused(tmp_path):
         load_pretrained(tmp_path, local_files_only=True)
 
 
-def test_the_app_refuses_a_folder_with_its_own_tokenizer_by_name(tmp_path):
-    """The tabs still read GPT-2's tokenizer: a Llama folder is refused before loading, not shown garbled."""
-    from playground.errors import UserError
+def test_the_app_builds_a_folder_with_its_own_tokenizer(tmp_path):
+    """The app's recipe for a Llama folder loads it with its tokenizer.json (tests/app/test_folder_tokenizer.py
+    shows it in the tabs); its logits are the library's load of the same folder."""
     from playground.server.recipes import build_from_recipe
 
     build("llama", tmp_path)
-    with pytest.raises(UserError, match="llama checkpoint with its own tokenizer") as caught:
-        build_from_recipe({"kind": "hub", "repo": str(tmp_path), "dtype": "float32"}, measure=False)
-    assert caught.value.key == "model.own_tokenizer"
+    model = build_from_recipe({"kind": "hub", "repo": str(tmp_path), "dtype": "float32"}, measure=False)
+    assert isinstance(model.tokenizer, FolderTokenizer)
+    ids = torch.tensor([model.tokenizer.encode("hello there")])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), load_pretrained(tmp_path, local_files_only=True)(ids))

@@ -4,11 +4,9 @@ the model's own numbers, or says why not (a message key with 中文)."""
 import pytest
 import torch
 
-from playground.i18n import ERRORS_ZH
 from playground.inside import attribution, effects, lenses
 from playground.inside.attention_maths import attention_maths
 from playground.inside.interventions import Intervention, run_with_hooks
-from playground.inside.view_checks import LensError
 from tests.tiny_models import SINCE_GPT2, three_layer_model
 
 IDS = [5, 17, 230, 9, 41, 77, 3, 230, 9, 41, 12, 8]
@@ -56,10 +54,28 @@ def test_dose_response_at_alpha_one_is_the_plain_log_probability(model):
     assert d["logprob"][one] == pytest.approx(float(want), abs=2e-5)
 
 
-def test_attribution_says_why_not_in_both_languages(model):
-    with pytest.raises(LensError, match="final norm is an RMSNorm") as caught:
-        attribution.logit_attribution(model, IDS, 5)
-    assert caught.value.key == "inside.attribution_rmsnorm" and "RMSNorm" in ERRORS_ZH[caught.value.key]
+@pytest.mark.parametrize("position, target", [(5, None), (11, 230), (0, 9)])
+def test_attribution_through_a_final_rmsnorm_sums_to_the_models_logit(model, position, target):
+    d = attribution.logit_attribution(model, IDS, position, target)
+    assert d["final_norm"] == "rmsnorm"
+    assert d["total"] == pytest.approx(d["model_logit"], abs=1e-4)
+    with torch.no_grad():
+        logits = model(torch.tensor([IDS[: position + 1]]))[0, -1]
+        assert d["model_logit"] == pytest.approx(float(logits[d["target_id"]]), abs=1e-5)
+        # the frozen rms is the final norm's own denominator at that position
+        _, cache = run_with_hooks(model, IDS[: position + 1])
+        x = cache.resid[-1][0, position].double()
+        assert d["final_norm_sigma"] == pytest.approx(float(torch.sqrt(x.pow(2).mean() + model.final_norm.eps)))
+    # RoPE adds nothing to the residual stream, and there are no biases and no shift to read
+    assert d["pos_emb"] == 0.0 and d["final_norm_shift"] == 0.0 and set(d["attn_bias"]) == {0.0}
+    assert len(d["heads"][0]) == model.cfg.n_heads  # one figure per query head, GQA's shared keys or not
+
+
+def test_attribution_of_a_layernorm_model_without_biases_sums_to_its_logit():
+    plain = three_layer_model(seed=4, std=0.15, bias=False, qkv_bias=False)
+    d = attribution.logit_attribution(plain, IDS, 7)
+    assert d["final_norm"] == "layernorm" and set(d["attn_bias"]) == {0.0}
+    assert d["total"] == pytest.approx(d["model_logit"], abs=1e-4)
 
 
 def test_the_servers_maps_keep_a_layers_window():
