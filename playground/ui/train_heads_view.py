@@ -60,6 +60,45 @@ def curves_figure(run, train_state=None):
     return dress(fig, lang, present)
 
 
+def recorded_view(train_state=None) -> tuple:
+    """(curves, note): the run recorded for the lesson on heads forming (``induction_run.recorded``),
+    drawn as a live run's, and what it is; the scrubber needs a run trained here (its maps are not kept)."""
+    lang, present = lang_of(train_state), bool((train_state or {}).get("present"))
+    rec = induction_run.recorded()
+    run = rec["run"]
+    fig = head_score_curves(
+        rec["timeline"],
+        title=tr(lang, "lesson_fig_heads", steps=f"{run['steps']:,}", seed=run["seed"], every=run["every"]),
+        names={
+            "previous_token": tr(lang, "heads_prev"),
+            "induction": tr(lang, "heads_ind"),
+            "first_token": tr(lang, "heads_first"),
+            "in_context_gap": tr(lang, "heads_gap"),
+        },
+        phase_label=tr(lang, "heads_phase"),
+    )
+    fields = {"steps": f"{run['steps']:,}", "seed": run["seed"], "seconds": f"{run['seconds']:.0f}"}
+    note = (
+        f"<div class='pg-heads-facts pg-heads-recorded' data-recorded='{run['seed']}'>"
+        f"{html.escape(tr(lang, 'heads_recorded_note', **fields))} {html.escape(_recorded_phase(rec, lang))}</div>"
+    )
+    return dress(fig, lang, present), note
+
+
+def _recorded_phase(rec, lang) -> str:
+    phase = rec["timeline"]["phase_change"]
+    if not phase:
+        return tr(lang, "heads_no_phase")
+    return tr(
+        lang,
+        "heads_phase_at",
+        layer=phase["layer"],
+        head=phase["head"],
+        rise=f"{phase['rise']:.2f}",
+        step=phase["step"],
+    )
+
+
 def best_head(run) -> str | None:
     """The head with the highest induction score at the last log ("layer.head")."""
     if run is None or not run.records:
