@@ -15,6 +15,7 @@ import numpy as np
 from playground.server.lesson_kit import Question
 from playground.training import induction_run
 
+RECORDED = "lesson_answer_recorded"  # the reveal says the answer is the recorded run's, not the model's now
 PANELS = ("previous_token", "induction", "first_token", "in_context_gap")
 
 
@@ -73,7 +74,9 @@ def induction_layer(model, ids, labels, params) -> Question:
     said = {str(i): ("lesson_layer", {"layer": i}) for i in layers}
     view = curves_view(tl, rec["run"], ("previous_token", "first_token", "in_context_gap"), (layer, head))
     fields = _common_fields(rec, tl) | {"layer": layer}
-    return Question(choices, str(layer), view, fields, target=train_target(tl, (layer, head)), said=said)
+    return Question(
+        choices, str(layer), view, fields, target=train_target(tl, (layer, head)), said=said, answer_from=RECORDED
+    )
 
 
 def step_choices(answer: int, steps: list[int], n: int = 4) -> list[int]:
@@ -109,7 +112,9 @@ def phase_step(model, ids, labels, params) -> Question:
         "gap_after": f"{gap[at]:+.2f}",
         "gap_end": f"{gap[-1]:+.2f}",
     }
-    return Question(choices, str(phase["step"]), view, fields, target=train_target(tl, (layer, head)))
+    return Question(
+        choices, str(phase["step"]), view, fields, target=train_target(tl, (layer, head)), answer_from=RECORDED
+    )
 
 
 def repeat_loss(model, ids, labels, params) -> Question:
@@ -128,4 +133,4 @@ def repeat_loss(model, ids, labels, params) -> Question:
     }
     choices = [("below", "below"), ("above", "above")]
     answer = "below" if gap < 0 else "above"
-    return Question(choices, answer, view, fields, True, target=train_target(tl, (layer, head)))
+    return Question(choices, answer, view, fields, True, target=train_target(tl, (layer, head)), answer_from=RECORDED)

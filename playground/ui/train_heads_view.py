@@ -53,7 +53,7 @@ def curves_figure(run, train_state=None):
     }
     fig = head_score_curves(
         train_heads.timeline(run),
-        title=tr(lang, "fig_heads", every=run.every),
+        title=tr(lang, "fig_heads", every=run.every, period=(run.probe.shape[1] - 1) // 2),
         names=names,
         phase_label=tr(lang, "heads_phase"),
     )

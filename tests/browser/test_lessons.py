@@ -272,7 +272,7 @@ def _lands_on_its_view(page, question, where, problems):
         page.wait_for_function(DRAWN_JS, arg=anchor, timeout=120_000)
         page.locator("#pg-train-heads-facts [data-recorded]").wait_for(timeout=60_000)
         title = page.evaluate(TITLE_JS, anchor)
-        if "recorded run" not in title:
+        if "recorded run" not in title.lower():
             problems.append(f"{where}: the Train tab's heads view shows {title!r}, not the recorded run")
     elif tab == "compare":
         anchor = "pg-score-a"
