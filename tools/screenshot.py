@@ -136,17 +136,19 @@ def every_tab(browser, url: str, sizes=((1600, 1000), (1024, 768)), present: boo
 HEADS_STEPS = 40  # a short run: curves and maps to look at within seconds (the induction run takes minutes)
 
 
-def heads_views(browser, url: str) -> list[Path]:
+def heads_views(browser, url: str, configs=None) -> list[Path]:
     """The Train tab's heads view (curves, scrubber, map, facts) after a short nano run scrubbed to its
-    middle, at 1600×1000 and 1024×768, light and dark, English and 中文, and presenter mode at 1024×768."""
+    middle: by default at 1600×1000 and 1024×768, light and dark, English and 中文, and presenter mode at
+    1024×768; ``configs``: (lang, theme, (width, height), present) tuples instead."""
     shots = []
-    configs = [
-        (lang, theme, size, False)
-        for lang in ("en", "zh-CN")
-        for theme in ("light", "dark")
-        for size in ((1600, 1000), (1024, 768))
-    ]
-    configs += [(lang, theme, (1024, 768), True) for lang, theme in (("en", "light"), ("zh-CN", "dark"))]
+    if configs is None:
+        configs = [
+            (lang, theme, size, False)
+            for lang in ("en", "zh-CN")
+            for theme in ("light", "dark")
+            for size in ((1600, 1000), (1024, 768))
+        ]
+        configs += [(lang, theme, (1024, 768), True) for lang, theme in (("en", "light"), ("zh-CN", "dark"))]
     for lang, theme, size, present in configs:
         context, page = open_page(browser, url, lang, size, theme, present)
         open_tab(page, "train")
@@ -183,6 +185,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every tab, both sizes, themes and languages")
     parser.add_argument("--heads", action="store_true", help="the Train tab's heads view in every look")
+    parser.add_argument(
+        "--look", action="append", help="with --heads: only this look, e.g. zh-CN,dark,1024x768,present (repeatable)"
+    )
     parser.add_argument("--present", action="store_true", help="with --all: in presenter mode (?present=1)")
     parser.add_argument("--size", action="append", help="with --all: only this size, e.g. 1024x768 (repeatable)")
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png", help="the README picture")
@@ -195,7 +200,11 @@ def main(argv=None) -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             if args.heads:
                 ARTIFACTS.mkdir(exist_ok=True)
-                print(f"{len(heads_views(browser, url))} screenshots in {ARTIFACTS}")
+                looks = [look.split(",") for look in args.look or []]
+                configs = [
+                    (x[0], x[1], tuple(int(n) for n in x[2].split("x")), "present" in x[3:]) for x in looks
+                ] or None
+                print(f"{len(heads_views(browser, url, configs))} screenshots in {ARTIFACTS}")
             elif args.all:
                 ARTIFACTS.mkdir(exist_ok=True)
                 sizes = [tuple(int(x) for x in s.split("x")) for s in args.size] if args.size else None

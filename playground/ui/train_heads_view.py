@@ -32,6 +32,9 @@ body.pg-present #pg-train-heads-facts { font-size: 19px !important; }
 """
 
 
+MAP_LABELS = 20  # tick labels a scrubbed map keeps all of; past that, every other one
+
+
 def _duration(seconds: float, lang: str) -> str:
     return format_duration(seconds, units=(tr(lang, "unit_h"), tr(lang, "unit_min"), tr(lang, "unit_s")))
 
@@ -139,6 +142,11 @@ def scrub_view(train_state, step, pick, request: gr.Request = None):
         title=tr(lang, "fig_heads_map", layer=view["layer"], head=view["head"], step=view["step"]),
         height=520,
     )
+    # every other token labelled: 33 labels in a half-width map at 1024 px overlapped; even positions
+    # keep each token of the repeat beside its first occurrence's (the probe's period is even)
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        if axis.tickvals is not None and len(axis.tickvals) > MAP_LABELS:
+            axis.tickvals, axis.ticktext = axis.tickvals[::2], axis.ticktext[::2]
     facts = tr(
         lang,
         "heads_map_facts",
