@@ -143,7 +143,7 @@ def scrub_view(train_state, step, pick, request: gr.Request = None):
         height=520,
     )
     # every other token labelled: 33 labels in a half-width map at 1024 px overlapped; even positions
-    # keep each token of the repeat beside its first occurrence's (the probe's period is even)
+    # keep each token of the repeat beside its first occurrence's (the probe's period of 16 is even)
     for axis in (fig.layout.xaxis, fig.layout.yaxis):
         if axis.tickvals is not None and len(axis.tickvals) > MAP_LABELS:
             axis.tickvals, axis.ticktext = axis.tickvals[::2], axis.ticktext[::2]
