@@ -68,6 +68,26 @@ def _mean_loss(model, ids):
     return float(score_ids(model, ids).surprisal_bits.mean()) * math.log(2)
 
 
+def _recorded_answer(kind: str) -> str:
+    """The lesson on heads forming reads the recorded run's file: its answers recomputed from the file's
+    own lists with plain loops (tests/integration/test_heads_timeline.py checks the file against a new run)."""
+    import json
+
+    from playground.training.induction_run import TIMELINE
+
+    tl = json.loads(TIMELINE.read_text(encoding="utf-8"))["timeline"]
+    last = tl["induction"][-1]
+    cells = [(last[layer][h], layer, h) for layer in range(len(last)) for h in range(len(last[layer]))]
+    _, layer, head = max(cells)
+    if kind == "induction_layer":
+        return str(layer)
+    if kind == "phase_step":
+        series = [scores[layer][head] for scores in tl["induction"]]
+        rises = [(b - a, i + 1) for i, (a, b) in enumerate(zip(series, series[1:]))]
+        return str(tl["steps"][max(rises)[1]])
+    return "below" if tl["late_loss"][-1] < tl["early_loss"][-1] else "above"
+
+
 def library_answer(step, model, prompt: str, question) -> str:
     """The answer id of ``step``'s question on ``model`` and ``prompt`` (``question``: what the lesson
     asked, for the head or layer it chose to ask about)."""
@@ -76,6 +96,8 @@ def library_answer(step, model, prompt: str, question) -> str:
     T = len(ids)
     parts = {r.component: r.measured for r in parameter_breakdown(model).rows}
     kind = step.question
+    if kind in ("induction_layer", "phase_step", "repeat_loss"):
+        return _recorded_answer(kind)
     if kind == "token_count":
         return str(T)
     if kind == "word_pieces":

@@ -5,6 +5,9 @@
                                         # and 中文, after using its views -> tests/artifacts/look-*.png
     python tools/screenshot.py --all --present --size 1024x768   # the same on a projector: presenter
                                         # mode at 1024×768 only -> tests/artifacts/look-present-*.png
+    python tools/screenshot.py --heads  # the Train tab's heads view after a short run, scrubbed, both
+                                        # sizes, themes and languages, and in presenter mode
+                                        # -> tests/artifacts/look-heads-*.png
 
 The README's picture is the Generate & attention tab in English and the light theme, after a seeded
 40-token run of the bundled model with one generated token clicked: the first screen, where the token
@@ -130,9 +133,61 @@ def every_tab(browser, url: str, sizes=((1600, 1000), (1024, 768)), present: boo
     return shots
 
 
+HEADS_STEPS = 40  # a short run: curves and maps to look at within seconds (the induction run takes minutes)
+
+
+def heads_views(browser, url: str, configs=None) -> list[Path]:
+    """The Train tab's heads view (curves, scrubber, map, facts) after a short nano run scrubbed to its
+    middle: by default at 1600×1000 and 1024×768, light and dark, English and 中文, and presenter mode at
+    1024×768; ``configs``: (lang, theme, (width, height), present) tuples instead."""
+    shots = []
+    if configs is None:
+        configs = [
+            (lang, theme, size, False)
+            for lang in ("en", "zh-CN")
+            for theme in ("light", "dark")
+            for size in ((1600, 1000), (1024, 768))
+        ]
+        configs += [(lang, theme, (1024, 768), True) for lang, theme in (("en", "light"), ("zh-CN", "dark"))]
+    for lang, theme, size, present in configs:
+        context, page = open_page(browser, url, lang, size, theme, present)
+        open_tab(page, "train")
+        box = page.locator("#pg-train-steps input[type=number]")
+        box.fill(str(HEADS_STEPS))
+        box.press("Enter")
+        page.locator("#pg-train").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#pg-train-msg')?.innerText || '').match(/Finished|训练完成/)",
+            timeout=240_000,
+        )
+        step = page.locator("#pg-train-heads-step input[type=number]")
+        step.fill(str(HEADS_STEPS // 2))
+        step.press("Enter")
+        page.wait_for_function(
+            f"() => document.querySelector('#pg-train-heads-facts .pg-heads-facts')?.dataset.step == '{HEADS_STEPS // 2}'",
+            timeout=120_000,
+        )
+        plot_ready(page, "pg-train-heads-map")
+        page.locator("#pg-train-heads-plot").scroll_into_view_if_needed()
+        page.mouse.move(1, size[1] - 1)
+        page.wait_for_timeout(800)
+        name = f"look-heads-{'present-' if present else ''}{lang}-{theme}-{size[0]}x{size[1]}"
+        for suffix, full in (("", True), ("-screen", False)):
+            path = ARTIFACTS / f"{name}{suffix}.png"
+            page.screenshot(path=str(path), full_page=full)
+            shots.append(path)
+        context.close()
+        print(f"{name}: done", flush=True)
+    return shots
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every tab, both sizes, themes and languages")
+    parser.add_argument("--heads", action="store_true", help="the Train tab's heads view in every look")
+    parser.add_argument(
+        "--look", action="append", help="with --heads: only this look, e.g. zh-CN,dark,1024x768,present (repeatable)"
+    )
     parser.add_argument("--present", action="store_true", help="with --all: in presenter mode (?present=1)")
     parser.add_argument("--size", action="append", help="with --all: only this size, e.g. 1024x768 (repeatable)")
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png", help="the README picture")
@@ -143,7 +198,14 @@ def main(argv=None) -> None:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            if args.all:
+            if args.heads:
+                ARTIFACTS.mkdir(exist_ok=True)
+                looks = [look.split(",") for look in args.look or []]
+                configs = [
+                    (x[0], x[1], tuple(int(n) for n in x[2].split("x")), "present" in x[3:]) for x in looks
+                ] or None
+                print(f"{len(heads_views(browser, url, configs))} screenshots in {ARTIFACTS}")
+            elif args.all:
                 ARTIFACTS.mkdir(exist_ok=True)
                 sizes = [tuple(int(x) for x in s.split("x")) for s in args.size] if args.size else None
                 shots = every_tab(browser, url, sizes or ((1600, 1000), (1024, 768)), args.present)

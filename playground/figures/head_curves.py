@@ -16,7 +16,7 @@ PANEL_NAMES = {
     "previous_token": "previous-token score",
     "induction": "induction score",
     "first_token": "first-token mass",
-    "in_context_gap": "in-context loss gap (late − early, nats)",
+    "in_context_gap": "in-context gap (late − early, nats)",
 }
 
 
@@ -73,6 +73,7 @@ def head_score_curves(
     if phase:
         for r, c in ((1, 1), (1, 2), (2, 1), (2, 2)):
             fig.add_vline(x=phase["step"], line=dict(color=HIGHLIGHT, dash="dot", width=2), row=r, col=c)
+        late = bool(steps) and phase["step"] > steps[-1] / 2  # the label on the side with room for it
         fig.add_annotation(
             x=phase["step"],
             y=1.0,
@@ -80,11 +81,14 @@ def head_score_curves(
             yref="y2",
             text=f"{phase_label}: {phase['step']}",
             showarrow=False,
-            xanchor="left",
+            xanchor="right" if late else "left",
             yanchor="top",
             font=dict(size=TICK_FONT_SIZE, color=HIGHLIGHT),
         )
     layout(fig, title, 560, legend=dict(orientation="h", y=-0.12, x=0, font=dict(size=TICK_FONT_SIZE)))
     fig.update_annotations(font_size=TICK_FONT_SIZE)
-    fig.update_xaxes(rangemode="tozero")
+    # the run's steps, whatever the labels: an annotation's text would widen an autorange
+    fig.update_xaxes(range=[0, max(steps[-1], 1)] if steps else None, rangemode="tozero")
+    # the subplot titles sit above the panels, in the top margin: room for them under the title
+    fig.update_layout(margin=dict(t=fig.layout.margin.t + 28))
     return fig

@@ -27,6 +27,8 @@ class Question:
     target: dict[str, Any] = field(default_factory=dict)
     # choices the UI says through i18n with numbers: id -> (key, fields)
     said: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    # the i18n key of the reveal's "the answer from ...": the model now, or a recorded run's
+    answer_from: str = "lesson_answer"
 
     @property
     def answer_label(self) -> str:

@@ -22,7 +22,7 @@ from playground.formats import format_prob
 from playground.inside.inspection import count_parameters, parameter_breakdown
 from playground.inside.interventions import run_with_hooks
 from playground.inside.lenses import read_out
-from playground.server import lesson_heads
+from playground.server import lesson_heads, lesson_training
 from playground.server.lesson_facts import PLACES, block_parts, last_logits, prompt_losses, untied_total
 from playground.server.lesson_kit import MAX_CHOICES, Question, millions, need_tokens, numbers, pick
 from playground.server.model_views import tree_items
@@ -285,6 +285,9 @@ QUESTIONS: dict[str, Callable[..., Question]] = {
         top_prob_temperature,
         loss_vs_uniform,
         prompt_loss,
+        lesson_training.induction_layer,
+        lesson_training.phase_step,
+        lesson_training.repeat_loss,
     )
 }
 # The views the lesson files may name, and the tab of the app that owns each.
@@ -301,6 +304,7 @@ VIEW_TABS = {
     "next_tokens": "generate",
     "stages": "generate",
     "widths": "model",
+    "head_curves": "train",
 }
 WORD_CHOICES = (
     "yes",

@@ -18,10 +18,13 @@ What it is, and why each choice (docs/benchmarks.md has the measured run):
 
 from __future__ import annotations
 
+import json
 import time
+from functools import cache
 
 import torch
 
+from playground import assets
 from playground.engine.config import PRESETS
 from playground.training.estimate import evaluations
 from playground.training.head_watch import HeadWatch, probe_batch
@@ -40,6 +43,8 @@ BATCH = 32
 SEED = 1337
 OTHERS = 0  # drawn others slowed the circuit (gap -0.03 against -0.56 at step 300, docs/benchmarks.md)
 WATCH_EVERY = 10
+# The run recorded once (``record``, by tools/heads_timeline.py): what the lesson on heads forming reads.
+TIMELINE = assets.path("timelines", "induction_run.json")
 
 
 def train_config(steps: int = STEPS, lr: float = LR, batch_size: int = BATCH, seed: int = SEED) -> TrainConfig:
@@ -99,3 +104,65 @@ def time_run(corpus, tcfg: TrainConfig, cfg=MODEL, n_steps: int = 3) -> dict:
     logs = 1 + tcfg.steps // WATCH_EVERY + (1 if tcfg.steps % WATCH_EVERY else 0)
     seconds = t["first_step_s"] + (tcfg.steps - 1) * t["step_s"] + evals * t["eval_s"] + logs * t["log_s"]
     return {**t, "seconds": seconds, "steps": tcfg.steps, "evaluations": evals, "logs": logs}
+
+
+def record(steps: int = STEPS, threads: int = 1) -> dict:
+    """The run trained once with its fixed seed, as the Train tab trains it (``threads`` torch threads),
+    its heads logged: the head timeline (``head_watch.timeline``), the training loss averaged over each
+    log interval, the held-out losses and what the run was. ``tools/heads_timeline.py`` writes it for
+    the lesson on heads forming, which cannot train 700 steps while a page waits."""
+    from playground.training.corpus import load_bundled_corpus, prepare_corpus
+
+    torch.set_num_threads(threads)
+    tcfg = train_config(steps)
+    corpus = prepare_corpus(load_bundled_corpus(CORPUS), tcfg.block_size or BLOCK, name=CORPUS)
+    trainer = Trainer(
+        build_model(MODEL, tcfg.seed, device="cpu"),
+        corpus.train_ids,
+        corpus.val_ids,
+        tcfg,
+        **trainer_extras(corpus, tcfg),
+    )
+    watch = HeadWatch(trainer.model, probe_batch(corpus.train_ids), WATCH_EVERY)
+    losses: list[tuple[int, float]] = []
+    val: list[tuple[int, float]] = []
+
+    def on_event(event):
+        if event.kind == "step" and event.loss is not None:
+            losses.append((event.step, event.loss))
+        elif event.kind == "eval" and event.val_loss is not None:
+            val.append((event.step, round(event.val_loss, 4)))
+        watch(event)
+
+    trainer.run(on_event)
+    # the training loss of each log interval's steps, at the log that ends it
+    logged = [r.step for r in watch.records]
+    train_loss = [
+        round(sum(x for s, x in losses if a < s <= b) / max(1, sum(1 for s, _ in losses if a < s <= b)), 4)
+        for a, b in zip(logged, logged[1:])
+    ]
+    return {
+        "run": {
+            "model": "nano",
+            "corpus": CORPUS,
+            "steps": tcfg.steps,
+            "seed": tcfg.seed,
+            "batch_size": tcfg.batch_size,
+            "block_size": tcfg.block_size,
+            "lr": tcfg.lr,
+            "repeat_share": MIX.share,
+            "every": WATCH_EVERY,
+            "threads": threads,
+            "torch": torch.__version__,
+            "seconds": round(trainer.elapsed_s, 1),
+        },
+        "timeline": watch.timeline(),
+        "train_loss": {"steps": logged[1:], "loss": train_loss},
+        "val_loss": val,
+    }
+
+
+@cache
+def recorded() -> dict:
+    """The recorded run (``TIMELINE``), as ``record`` returned it."""
+    return json.loads(TIMELINE.read_text(encoding="utf-8"))

@@ -192,6 +192,7 @@ def wire_show_me(page) -> None:
         + outputs(lessons_showme.Opened, ins)
         + outputs(lessons_showme.Tokens, tok)
         + outputs(lessons_showme.Scored, cmp)
-        + outputs(lessons_showme.PatchView, ins.patching),
+        + outputs(lessons_showme.PatchView, ins.patching)
+        + outputs(lessons_showme.TrainDrawn, page.train),
         **private,
     ).then(None, c.anchor, None, js=lessons_showme.SCROLL_JS)

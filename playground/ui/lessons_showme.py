@@ -18,7 +18,7 @@ import gradio as gr
 from playground.server import lessons
 
 from .attention_view import attention_views
-from .common import session_model
+from .common import lang_of, session_model
 from .compare_tab import SOURCES, Scored, score_a
 from .generate_tab import AttentionViews, LastStep, generate_tokens, inspect_step, last_step
 from .inside_open import Opened, open_tab
@@ -28,6 +28,7 @@ from .inside_tab import intervene_view, lens_view
 from .lessons_tab import locate, position
 from .results import result, skipped
 from .tokenizer_tab import Tokens, show_tokens
+from .train_heads_view import recorded_view
 
 # The patching view's controls a target's "patch" fills (its keys: the fields of ``patch``).
 PATCH_FIELDS = {"clean": "pt_clean", "corrupted": "pt_corrupted", "answer": "pt_answer", "wrong": "pt_wrong"}
@@ -50,10 +51,12 @@ Prepared = result(
     *PATCH_FIELDS.values(),
 )
 GenerateDrawn = result("GenerateDrawn", *AttentionViews._fields, *LastStep._fields)
+TrainDrawn = result("TrainDrawn", "heads_plot", "heads_facts")
 RUN_TABS = ("generate", "inside")  # tabs whose views read the session's run
 # The element that shows the step's view in its tab: scrolled into view once drawn.
 ANCHORS = {"generate": "pg-heatmap", "inside-lens": "pg-lens", "inside-intervene": "pg-intervene-loss"}
 ANCHORS |= {"inside-patching": "pg-patch-exact"}
+ANCHORS |= {"train": "pg-train-heads-plot"}
 ANCHORS |= {"tokenizer": "pg-tok-chips", "compare": "pg-score-a", "model": "pg-breakdown", "step": "pg-prob-plot"}
 
 
@@ -200,6 +203,13 @@ def draw_compare(target, state, cmp_state, source, text, upload, replace, stride
     return score_a(state, cmp_state, source, text, upload, replace, stride, request=request)
 
 
+def draw_train(target, state) -> TrainDrawn:
+    """The Train tab's heads view of the run the lesson asked about (recorded: the session may have none)."""
+    if (target or {}).get("tab") != "train":
+        return skipped(TrainDrawn)
+    return TrainDrawn(*recorded_view({"lang": lang_of(state), "present": bool((state or {}).get("present"))}))
+
+
 def draw_view(
     target,
     state,
@@ -224,7 +234,7 @@ def draw_view(
 ) -> tuple:
     """The step's view in its tab, as one event (each queued event costs a round trip): the page's tab
     and the Inside tab's sub-tab selected, then the outputs of the Generate, Inside, Tokenizer and
-    Compare views and the Inside tab's patching view in that order, those of the other tabs unchanged. The tab opens only now, with its
+    Compare views, the Inside tab's patching view and the Train tab's heads in that order, those of the other tabs unchanged. The tab opens only now, with its
     view drawn: a tab's own "opened" event (the Inside tab's) then sees this run, not the last one."""
     target = target or {}
     sub = gr.Tabs(selected=target["sub"]) if target.get("sub") else gr.skip()
@@ -236,4 +246,5 @@ def draw_view(
         *draw_tokenizer(target, tok_text, state, request),
         *draw_compare(target, state, cmp_state, source, cmp_text, upload, replace, stride, request),
         *draw_patching(target, state),
+        *draw_train(target, state),
     )

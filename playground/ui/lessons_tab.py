@@ -78,7 +78,7 @@ def reveal_html(question: Question, step, choice_id: str, lang: str) -> str:
     return (
         f"<div class='pg-lesson-reveal {'pg-right' if right else 'pg-wrong'}' data-right='{str(right).lower()}'"
         f" data-answer='{html.escape(question.answer)}'><b>{html.escape(verdict)}</b> "
-        f"{html.escape(tr(lang, 'lesson_answer', answer=answer))}<br>{html.escape(detail)}</div>"
+        f"{html.escape(tr(lang, question.answer_from, answer=answer))}<br>{html.escape(detail)}</div>"
     )
 
 

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from playground.figures import HIGHLIGHT, format_prob
 from playground.figures.attention import attention_heatmap, attention_overview, query_attention_bars
+from playground.figures.head_curves import SCORES, head_score_curves
 from playground.figures.inside import loss_lines
 from playground.figures.model_charts import parameter_components_bar, parameter_treemap
 from playground.figures.sampling import sampling_stages_figure, token_probability_bars
@@ -109,6 +110,36 @@ def _path_inputs_figure(view, lang) -> go.Figure:
     return fig
 
 
+HEAD_PANELS = {"previous_token": "heads_prev", "induction": "heads_ind", "first_token": "heads_first"}
+HEAD_PANELS |= {"in_context_gap": "heads_gap"}
+
+
+def head_curves_figure(view, lang, revealed: bool) -> go.Figure:
+    """The Train tab's head curves of a recorded run. Before the guess the panels that frame the
+    question (``view["context"]``) are drawn, the others empty and the phase change not marked; after
+    it every panel, the phase change and the asked head's lines drawn thicker."""
+    tl = view["timeline"] if revealed else {**view["timeline"], "phase_change": None}
+    run = view["run"]
+    fig = head_score_curves(
+        tl,
+        title=tr(lang, "lesson_fig_heads", steps=f"{run['steps']:,}", seed=run["seed"], every=run["every"]),
+        names={key: tr(lang, name) for key, name in HEAD_PANELS.items()},
+        phase_label=tr(lang, "heads_phase"),
+    )
+    if revealed:
+        mark = "L{} H{}".format(*view["mark"])
+        for trace in fig.data:
+            if trace.name == mark:
+                trace.line.width = 5
+        return fig
+    per_panel = int(tl["layers"]) * int(tl["heads"])
+    panels = [p for p, key in enumerate(SCORES) if key in view["context"]]
+    keep = [i for p in panels for i in range(p * per_panel, (p + 1) * per_panel)]
+    if "in_context_gap" in view["context"]:
+        keep.append(len(SCORES) * per_panel)
+    return masked(fig, keep, lang)
+
+
 def _mark_cell(fig, layer: int, head: int) -> None:
     fig.add_shape(
         type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5, line=dict(color=HIGHLIGHT, width=4)
@@ -172,6 +203,8 @@ def figure(view: dict, question: Question, lang: str, revealed: bool = True):
         return _widths_figure(view, lang, revealed)
     elif kind == "path_inputs":
         fig = _path_inputs_figure(view, lang)
+    elif kind == "head_curves":
+        return head_curves_figure(view, lang, revealed)
     if fig is None or revealed:
         return fig
     return masked(fig, view.get("context", ()), lang)

@@ -32,6 +32,9 @@ body.pg-present #pg-train-heads-facts { font-size: 19px !important; }
 """
 
 
+MAP_LABELS = 20  # tick labels a scrubbed map keeps all of; past that, every other one
+
+
 def _duration(seconds: float, lang: str) -> str:
     return format_duration(seconds, units=(tr(lang, "unit_h"), tr(lang, "unit_min"), tr(lang, "unit_s")))
 
@@ -53,11 +56,50 @@ def curves_figure(run, train_state=None):
     }
     fig = head_score_curves(
         train_heads.timeline(run),
-        title=tr(lang, "fig_heads", every=run.every),
+        title=tr(lang, "fig_heads", every=run.every, period=(run.probe.shape[1] - 1) // 2),
         names=names,
         phase_label=tr(lang, "heads_phase"),
     )
     return dress(fig, lang, present)
+
+
+def recorded_view(train_state=None) -> tuple:
+    """(curves, note): the run recorded for the lesson on heads forming (``induction_run.recorded``),
+    drawn as a live run's, and what it is; the scrubber needs a run trained here (its maps are not kept)."""
+    lang, present = lang_of(train_state), bool((train_state or {}).get("present"))
+    rec = induction_run.recorded()
+    run = rec["run"]
+    fig = head_score_curves(
+        rec["timeline"],
+        title=tr(lang, "lesson_fig_heads", steps=f"{run['steps']:,}", seed=run["seed"], every=run["every"]),
+        names={
+            "previous_token": tr(lang, "heads_prev"),
+            "induction": tr(lang, "heads_ind"),
+            "first_token": tr(lang, "heads_first"),
+            "in_context_gap": tr(lang, "heads_gap"),
+        },
+        phase_label=tr(lang, "heads_phase"),
+    )
+    fields = {"steps": f"{run['steps']:,}", "seed": run["seed"], "seconds": f"{run['seconds']:.0f}"}
+    note = (
+        f"<div class='pg-heads-facts pg-heads-recorded' data-recorded='{run['seed']}'>"
+        f"{html.escape(tr(lang, 'heads_recorded_note', **fields))} {html.escape(_recorded_phase(rec, lang))}</div>"
+    )
+    return dress(fig, lang, present), note
+
+
+def _recorded_phase(rec, lang) -> str:
+    phase = rec["timeline"]["phase_change"]
+    if not phase:
+        return tr(lang, "heads_no_phase")
+    return tr(
+        lang,
+        "heads_phase_at",
+        layer=phase["layer"],
+        head=phase["head"],
+        rise=f"{phase['rise']:.2f}",
+        step=phase["step"],
+    )
 
 
 def best_head(run) -> str | None:
@@ -100,6 +142,11 @@ def scrub_view(train_state, step, pick, request: gr.Request = None):
         title=tr(lang, "fig_heads_map", layer=view["layer"], head=view["head"], step=view["step"]),
         height=520,
     )
+    # every other token labelled: 33 labels in a half-width map at 1024 px overlapped; even positions
+    # keep each token of the repeat beside its first occurrence's (the probe's period of 16 is even)
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        if axis.tickvals is not None and len(axis.tickvals) > MAP_LABELS:
+            axis.tickvals, axis.ticktext = axis.tickvals[::2], axis.ticktext[::2]
     facts = tr(
         lang,
         "heads_map_facts",

@@ -1,4 +1,4 @@
-"""The Train tab's components and their events (its handlers are in train_tab).
+"""The Train tab's components and their events (its handlers are in train_tab and train_settings).
 
 The model and the corpus come before the Train button, the estimate and the messages right under
 it, the progress and the loss curve beside them. Every event has an ``api_name`` or is marked private.
@@ -18,7 +18,7 @@ from .model_switch import preset_choices, switch_outputs
 from .results import outputs
 from .train_heads_run import watch_heads
 from .train_heads_view import heads_estimate_html, scrub_view, scrubber_for, scrubber_for_induction, timeline_api
-from .train_tab import (
+from .train_settings import (
     CORPUS_CHOICES,
     CORPUS_KEYS,
     DEFAULT_BATCH,
@@ -26,15 +26,10 @@ from .train_tab import (
     DEFAULT_PRESET,
     DEFAULT_STEPS,
     MAX_BATCH,
-    Relabelled,
-    Trained,
     estimate_api,
     estimate_html,
-    relabel,
-    stop_training,
-    train_model,
-    use_trained,
 )
+from .train_tab import Relabelled, Trained, relabel, stop_training, train_model, use_trained
 
 
 def layout() -> SimpleNamespace:

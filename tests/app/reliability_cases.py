@@ -171,14 +171,14 @@ def _attention_data(layer, head):
 
 def _train(steps=10, lr=1e-3, source="paste", pasted=None, preset="nano"):
     def call(state):
-        from playground.ui import train_tab
+        from playground.ui import train_settings, train_tab
 
         text = pasted if pasted is not None else "To be, or not to be, that is the question. " * 200
         outs = list(
             train_tab.train_model(
                 {"job": None, "recipe": None},
                 preset,
-                train_tab.CORPUS_CHOICES[source] if isinstance(source, int) else source,
+                train_settings.CORPUS_CHOICES[source] if isinstance(source, int) else source,
                 None,
                 text,
                 steps,

@@ -16,7 +16,16 @@ from playground import PRESETS, count_parameters, figures
 from playground.i18n import EN, ZH, normalize_lang, tr, tr_error
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
-from playground.ui import attention_view, common, generate_tab, model_switch, model_tab, prefs, train_tab
+from playground.ui import (
+    attention_view,
+    common,
+    generate_tab,
+    model_switch,
+    model_tab,
+    prefs,
+    train_settings,
+    train_tab,
+)
 from playground.ui.figure_dress import PRESENT_FONT, dress
 from playground.ui.i18n import page_prefs
 from tests.helpers import plain_text
@@ -145,7 +154,7 @@ def test_switching_the_page_language_redraws_every_server_text():
         titles = tuple(prefs.tab_titles(common.lang_of(state), ["model", "generate", "train"]))
         model = model_tab.relabel(None, state, 3)
         gen = generate_tab.relabel(state, attention_view.VIEWS[0], 0, 0, True, None, attention_view.SPANS[0], 3)
-        train = train_tab.relabel(state, train_state, "nano", 7, 1, train_tab.estimate_html("nano", 7, 1))
+        train = train_tab.relabel(state, train_state, "nano", 7, 1, train_settings.estimate_html("nano", 7, 1))
         return header + titles + model + gen + train, titles, model, gen
 
     out, titles, _, gen = switch('{"lang": "zh-CN", "present": true}')
@@ -219,18 +228,18 @@ def test_train_tab_in_chinese_with_the_same_numbers():
 
     zh, en = {**train_tab.new_train_state(), "lang": "zh-CN"}, train_tab.new_train_state()
     preset = "nano"
-    est_zh, est_en = (train_tab.estimate_html(preset, 7, 1, state=s) for s in (zh, en))
+    est_zh, est_en = (train_settings.estimate_html(preset, 7, 1, state=s) for s in (zh, en))
     assert "在本机上约需" in est_zh and est_en.startswith("<div class='pg-msg pg-estimate'") and "About " in est_en
     # The same measured seconds in both languages (one measurement, cached).
     assert re.search(r"data-seconds='([\d.]+)'", est_zh).group(1) == re.search(
         r"data-seconds='([\d.]+)'", est_en
     ).group(1)
     _no_english(est_zh)
-    assert train_tab.duration(200, "zh-CN") == "3 分 20 秒" and train_tab.duration(200) == "3 min 20 s"
-    bad = [train_tab.estimate_html("nano-x", 7, 1, state=zh), train_tab.estimate_html(preset, 7, 0, state=zh)]
+    assert train_settings.duration(200, "zh-CN") == "3 分 20 秒" and train_settings.duration(200) == "3 min 20 s"
+    bad = [train_settings.estimate_html("nano-x", 7, 1, state=zh), train_settings.estimate_html(preset, 7, 0, state=zh)]
     assert "未知的模型" in bad[0] and "批大小 必须在 1 到 64 之间" in bad[1]
     _no_english(bad)
-    outs = list(train_tab.train_model(zh, preset, train_tab.CORPUS_CHOICES[0], None, None, 3, 3e-3, 1))
+    outs = list(train_tab.train_model(zh, preset, train_settings.CORPUS_CHOICES[0], None, None, 3, 3e-3, 1))
     final_state, loss_fig, progress, message, samples = outs[-1][:5]
     assert final_state["lang"] == "zh-CN" and final_state["recipe"]  # the page's language survives the run
     assert "训练完成，共 3 步" in message and "第 3 / 3 步" in progress and "《傲慢与偏见》" in outs[0][3]
@@ -509,7 +518,7 @@ def test_the_train_tabs_last_message_follows_a_language_switch():
         train_tab.train_model(
             train_tab.new_train_state(),
             "nano",
-            train_tab.CORPUS_CHOICES[0],
+            train_settings.CORPUS_CHOICES[0],
             None,
             None,
             3,

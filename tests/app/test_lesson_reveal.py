@@ -150,7 +150,9 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
             "tokenizer": lessons_showme.Tokens(*out[g + o : g + o + t]),
             "compare": lessons_showme.Scored(*out[g + o + t : g + o + t + c]),
         }
-        patched = lessons_showme.PatchView(*out[g + o + t + c :])
+        p = len(lessons_showme.PatchView._fields)
+        patched = lessons_showme.PatchView(*out[g + o + t + c : g + o + t + c + p])
+        parts["train"] = lessons_showme.TrainDrawn(*out[g + o + t + c + p :])
         for tab, part in parts.items():  # the other tabs' outputs are left as they are
             assert (tab == target["tab"]) != all(_skipped(x) for x in part), (where, tab)
         assert ("patch" in target) != all(_skipped(x) for x in patched), where
@@ -193,6 +195,12 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
             assert f"data-tokens='{n}'" in parts["tokenizer"].summary, where
         elif target["tab"] == "compare":
             assert ready.cmp_text == PROMPT and figure_of(parts["compare"].figure).data, where
+        elif target["tab"] == "train":  # the recorded run's heads, its phase change marked where the lesson said
+            drawn = figure_of(parts["train"].heads_plot)
+            head = "L{} H{}".format(*target["head"].split("."))
+            assert head in {trace.name for trace in drawn.data}, where
+            assert any(str(target["heads_step"]) in (a.text or "") for a in drawn.layout.annotations), where
+            assert "data-recorded" in parts["train"].heads_facts, where
 
 
 def test_a_link_names_every_tab_of_the_page():

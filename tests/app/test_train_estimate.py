@@ -16,6 +16,7 @@ from playground.training.estimate import (
     measure_step_time,
     steps_for_seconds,
 )
+from playground.ui import train_settings as ts
 from playground.ui import train_tab as tt
 
 NANO = PRESETS["nano"]
@@ -80,15 +81,15 @@ def test_measurement_times_real_steps_with_the_given_clock():
 
 def test_tab_estimate_is_the_measured_timing_times_the_run():
     clock = ScriptedClock(0.0, 2.0, 3.0, 3.5)  # 2 s first step, 0.5 s a step, 0.5 s an evaluation
-    e = tt.estimate(tt.DEFAULT_PRESET, 80, 1, timer=clock)
-    tcfg = training_config(NANO, 80, tt.DEFAULT_LR, batch_size=1)
+    e = ts.estimate(ts.DEFAULT_PRESET, 80, 1, timer=clock)
+    tcfg = training_config(NANO, 80, ts.DEFAULT_LR, batch_size=1)
     assert e["steps"] == 80 and e["batch_size"] == 1 and e["block_size"] == 128
     assert e["evaluations"] == evaluations(80, tcfg.eval_interval) == 17
     assert e["seconds"] == pytest.approx(2.0 + 79 * 0.5 + 17 * 0.5)
-    assert tt.estimate_api("gpt-5", 80)["error"] == "Unknown model 'gpt-5'."
-    assert "Steps must be between 1 and 5,000" in tt.estimate_api(tt.DEFAULT_PRESET, 0)["error"]
-    assert "Batch size must be between 1 and 64" in tt.estimate_api(tt.DEFAULT_PRESET, 10, 0)["error"]
-    assert "⚠️" in tt.estimate_html(tt.DEFAULT_PRESET, "many")
+    assert ts.estimate_api("gpt-5", 80)["error"] == "Unknown model 'gpt-5'."
+    assert "Steps must be between 1 and 5,000" in ts.estimate_api(ts.DEFAULT_PRESET, 0)["error"]
+    assert "Batch size must be between 1 and 64" in ts.estimate_api(ts.DEFAULT_PRESET, 10, 0)["error"]
+    assert "⚠️" in ts.estimate_html(ts.DEFAULT_PRESET, "many")
 
 
 def test_estimate_html_says_the_numbers(monkeypatch):
@@ -96,7 +97,7 @@ def test_estimate_html_says_the_numbers(monkeypatch):
 
     timing = StepTiming(first_step_s=1.0, step_s=0.5, eval_s=0.25, n_steps=2)
     monkeypatch.setattr(train_estimate, "cached_step_time", lambda cfg, tcfg: timing)
-    html = tt.estimate_html(tt.DEFAULT_PRESET, 80, 4)
+    html = ts.estimate_html(ts.DEFAULT_PRESET, 80, 4)
     seconds = 1.0 + 79 * 0.5 + 17 * 0.25
     assert f"data-seconds='{seconds:.1f}'" in html
     assert "About 45 s" in html and "80 steps × 0.50 s + 17 evaluations × 0.25 s" in html and "4 × 128" in html
@@ -117,8 +118,8 @@ def no_network(monkeypatch):
 
 
 def test_default_corpus_is_bundled_public_domain_text(no_network):
-    assert tt.CORPUS_CHOICES[0] == "austen"
-    text, name = tt.corpus_text(tt.CORPUS_CHOICES[0], None, None)
+    assert ts.CORPUS_CHOICES[0] == "austen"
+    text, name = ts.corpus_text(ts.CORPUS_CHOICES[0], None, None)
     assert text.startswith("PRIDE AND PREJUDICE") and "It is a truth universally acknowledged" in text
     assert name == "Pride and Prejudice"
     data = corpus.BUNDLED_CORPORA["austen"].read_bytes()
@@ -128,11 +129,11 @@ def test_default_corpus_is_bundled_public_domain_text(no_network):
     assert "that a single man in possession of a good fortune, must be in want of a wife.\n\n" in text
     prepared = corpus.prepare_corpus(text, 128)
     assert prepared.n_tokens == 155_887  # big enough that the default lesson's run never repeats it much
-    assert tt.DEFAULT_STEPS * tt.DEFAULT_BATCH * 128 < 1.5 * len(prepared.train_ids)
+    assert ts.DEFAULT_STEPS * ts.DEFAULT_BATCH * 128 < 1.5 * len(prepared.train_ids)
 
 
 def test_the_small_bundled_corpus_is_public_domain_text(no_network):
-    text, name = tt.corpus_text("aesop", None, None)
+    text, name = ts.corpus_text("aesop", None, None)
     assert "THE FOX AND THE GRAPES" in text and "Twinkle, twinkle, little star" in text and "床前明月光" in text
     assert name == "Aesop's fables & nursery rhymes"
     data = corpus.BUNDLED_CORPORA["aesop"].read_bytes()
@@ -150,7 +151,7 @@ def test_the_small_bundled_corpus_is_public_domain_text(no_network):
 def test_training_on_the_default_corpus_works_offline(no_network):
     outs = list(
         tt.train_model(
-            {"job": None, "recipe": None}, tt.DEFAULT_PRESET, tt.CORPUS_CHOICES[0], None, None, 3, tt.DEFAULT_LR, 1
+            {"job": None, "recipe": None}, ts.DEFAULT_PRESET, ts.CORPUS_CHOICES[0], None, None, 3, ts.DEFAULT_LR, 1
         )
     )
     state, fig, progress, message, _ = outs[-1][:5]
@@ -162,14 +163,14 @@ def test_training_on_the_default_corpus_works_offline(no_network):
 def test_missing_bundled_corpus_and_unknown_source_get_messages(monkeypatch, tmp_path):
     monkeypatch.setitem(corpus.BUNDLED_CORPORA, "austen", tmp_path / "gone.txt")
     with pytest.raises(corpus.CorpusError, match="bundled training text is missing"):
-        tt.corpus_text(tt.CORPUS_CHOICES[0], None, None)
+        ts.corpus_text(ts.CORPUS_CHOICES[0], None, None)
     with pytest.raises(ValueError, match="Corpus must be one of"):
-        tt.corpus_text("the internet", None, None)
+        ts.corpus_text("the internet", None, None)
 
 
 def test_tab_defaults_are_the_lesson_run():
-    assert (tt.DEFAULT_PRESET, tt.DEFAULT_STEPS, tt.DEFAULT_BATCH) == ("nano", 200, 8)
-    assert tt.CORPUS_CHOICES == ["austen", "aesop", "upload", "paste", "shakespeare"]  # the ids API callers send
+    assert (ts.DEFAULT_PRESET, ts.DEFAULT_STEPS, ts.DEFAULT_BATCH) == ("nano", 200, 8)
+    assert ts.CORPUS_CHOICES == ["austen", "aesop", "upload", "paste", "shakespeare"]  # the ids API callers send
 
 
 def test_a_page_loads_language_change_never_times_training_steps(monkeypatch):
@@ -189,7 +190,7 @@ def test_a_page_loads_language_change_never_times_training_steps(monkeypatch):
     for nothing_shown in (None, ""):
         out = train_tab.relabel(zh, {"job": None}, "nano", 7, 1, nothing_shown)
         assert out.estimate == gr.skip() and timed == []
-    shown = train_tab.estimate_html("nano", 7, 1)
+    shown = ts.estimate_html("nano", 7, 1)
     assert "data-seconds" in shown and len(timed) == 1
     again = train_tab.relabel(zh, {"job": None}, "nano", 7, 1, shown)
     assert "data-seconds" in again.estimate and "步" in again.estimate and len(timed) == 1  # (cached)

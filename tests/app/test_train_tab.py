@@ -7,7 +7,7 @@ import pytest
 
 from playground.server.jobs import JOBS
 from playground.server.model_cache import CACHE
-from playground.ui import common, train_tab
+from playground.ui import common, train_settings, train_tab
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
 
@@ -122,13 +122,13 @@ def test_the_default_lesson_learns_something_visible():
     outs = list(
         train_tab.train_model(
             {"job": None, "recipe": None},
-            train_tab.DEFAULT_PRESET,
-            train_tab.CORPUS_CHOICES[0],
+            train_settings.DEFAULT_PRESET,
+            train_settings.CORPUS_CHOICES[0],
             None,
             None,
-            train_tab.DEFAULT_STEPS,
-            train_tab.DEFAULT_LR,
-            train_tab.DEFAULT_BATCH,
+            train_settings.DEFAULT_STEPS,
+            train_settings.DEFAULT_LR,
+            train_settings.DEFAULT_BATCH,
         )
     )
     state, fig, progress, message, samples = outs[-1][:5]
@@ -145,7 +145,7 @@ def test_the_default_lesson_learns_something_visible():
     # ...and what it writes after the run reads as English words, not newlines and quotes (the corpus's
     # e-text line breaks are joined: training.corpus.HARD_WRAPPED); README says what it wrote in our run.
     after = re.findall(r"data-kind='after' data-step='(\d+)' data-text='([^']*)'", samples)
-    assert after and after[0][0] == str(train_tab.DEFAULT_STEPS)
+    assert after and after[0][0] == str(train_settings.DEFAULT_STEPS)
     text = html.unescape(after[0][1])
     words = re.findall(r"[A-Za-z]{2,}", text)
     common = {"the", "and", "to", "of", "her", "he", "she", "was", "be", "not", "his", "had", "have", "it", "that"}

@@ -271,6 +271,13 @@ def _lands_on_its_view(page, question, where, problems):
         anchor = "pg-tok-chips"
         n = len(load_tokenizer().encode(target["text"]))
         page.locator(f"#pg-tok-summary [data-tokens='{n}']").wait_for(timeout=60_000)
+    elif tab == "train":  # the recorded run's heads, and what they are
+        anchor = "pg-train-heads-plot"
+        page.wait_for_function(DRAWN_JS, arg=anchor, timeout=120_000)
+        page.locator("#pg-train-heads-facts [data-recorded]").wait_for(timeout=60_000)
+        title = page.evaluate(TITLE_JS, anchor)
+        if "recorded run" not in title.lower():
+            problems.append(f"{where}: the Train tab's heads view shows {title!r}, not the recorded run")
     elif tab == "compare":
         anchor = "pg-score-a"
         page.wait_for_function("() => (document.querySelector('#pg-score-a')?.innerText || '').trim()", timeout=60_000)
