@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -18,8 +19,9 @@ import torch
 from playground import assets
 from playground.accel import DECODE_THREADS, accelerate, background, undecided
 from playground.engine.config import DEFAULT_PRESET, MODERN_PRESETS, PRESETS, GPTConfig, count_parameters_analytic
-from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
+from playground.engine.hf_hub import HUB_MODELS, cached_config, hf_progress_tqdm, load_pretrained
 from playground.engine.hf_llama import MODEL_TYPES as LLAMA_FAMILY
+from playground.engine.hf_llama import config_from_hf_llama
 from playground.engine.model import GPTModel
 from playground.engine.quantize import quantize_int8
 from playground.engine.weight_layout import WeightLoadError
@@ -88,8 +90,19 @@ def folder_recipe(path: str, dtype: str = "float32") -> dict:
     return {"kind": "hub", "repo": str(resolved), "dtype": dtype}
 
 
+def looks_like_repo_id(name: str) -> bool:
+    """owner/name as the hub spells it ("Qwen/Qwen3-0.6B"), and no folder of that name here."""
+    return (
+        re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}", name) is not None and not Path(name).exists()
+    )
+
+
 def hub_recipe(name: str, dtype: str = "float32") -> dict:
-    """A hub model by its id (gpt2, gpt2-medium, ...), or a local folder path (folder_recipe)."""
+    """A hub model by its id (gpt2, gpt2-medium, ... or a Llama-family repo such as Qwen/Qwen3-0.6B, whose
+    config.json the loader checks before any weights), or a local folder path (folder_recipe)."""
+    name = str(name).strip()
+    if name not in HUB_MODELS and looks_like_repo_id(name):
+        return {"kind": "hub", "repo": name, "dtype": dtype}
     if name not in HUB_MODELS and looks_like_folder(name):
         return folder_recipe(name, dtype)
     if name not in HUB_MODELS:
@@ -125,7 +138,8 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
     if kind == "hub":
         family = folder_family(recipe)
         if family:  # not OpenAI's: a Llama, Qwen3 or Mistral folder
-            return tr(lang, "recipe_family", family=family, repo=recipe["repo"])
+            key = "recipe_family" if Path(recipe["repo"]).is_dir() else "recipe_family_hub"
+            return tr(lang, key, family=family, repo=recipe["repo"])
         return tr(lang, "recipe_hub", repo=recipe["repo"])
     label = recipe.get("label", "file")
     trained = recipe.get("trained")  # what TrainingJob trained, as data: its label in any language
@@ -246,9 +260,11 @@ def folder_family(recipe: dict) -> str | None:
     else None; read from its config.json, without building the model."""
     if not isinstance(recipe, dict) or recipe.get("kind") != "hub":
         return None
-    config = Path(str(recipe.get("repo", ""))) / "config.json"
+    repo = str(recipe.get("repo", ""))
+    config = Path(repo) / "config.json"
     try:
-        family = json.loads(config.read_text()).get("model_type") if config.is_file() else None
+        hf = json.loads(config.read_text()) if config.is_file() else cached_config(repo)  # a hub repo once fetched
+        family = hf.get("model_type") if hf else None
     except (OSError, ValueError, AttributeError):
         return None
     return family if family in LLAMA_FAMILY else None
@@ -275,6 +291,13 @@ def build_peak_bytes(recipe: dict) -> int:
         weights = Path(recipe["repo"]) / "model.safetensors"
         size = weights.stat().st_size if weights.is_file() else 0  # (the loader says what is missing)
         return 3 * size + (size * target // 2 if target != 4 else 0)
+    hf = cached_config(recipe["repo"]) if kind == "hub" and recipe["repo"] not in HUB_MODELS.values() else None
+    if hf and hf.get("model_type") in LLAMA_FAMILY:  # a Llama-family repo fetched before: sized by its config
+        try:
+            n = count_parameters_analytic(config_from_hf_llama(hf))
+        except UserError:
+            n = 0  # (the loader says why it cannot build it)
+        return n * 4 * 2 + (n * target if target != 4 else 0)
     if kind == "hub":
         name = next((k for k, v in HUB_MODELS.items() if v == recipe["repo"]), "gpt2")
         preset = next((p for n, p in PRESETS.items() if n.split(" ")[0] == name.split(" ")[0]), PRESETS[DEFAULT_PRESET])
