@@ -148,6 +148,7 @@ def load_pretrained(
     local_files_only: bool | None = None,
     tqdm_class=None,
     attention_impl: str = "fused",
+    from_hub: bool | None = None,
 ) -> GPTModel:
     """OpenAI GPT-2, Llama, Qwen3 or Mistral weights in the Hugging Face layout, from a folder or a hub repo id.
 
@@ -159,10 +160,12 @@ def load_pretrained(
     ``device`` ("cpu", "cuda", "cuda:1", "mps"; default ``PLAYGROUND_DEVICE``, see playground.runtime.devices)
     is where the model is put; a device this machine lacks raises DeviceError (a ValueError).
     A Llama-family model carries its folder's tokenizer as ``model.tokenizer`` (a ``FolderTokenizer``).
+    ``from_hub`` True reads ``source`` as a repo id even where a folder of that name exists (the server's
+    allow-list); None: a folder when there is one.
     """
     target = resolve_device(device) if device is not None else default_device()  # a missing GPU is said first
     folder = Path(source)
-    on_disk = folder.is_dir()
+    on_disk = not from_hub and folder.is_dir()
     if on_disk:
         config_path, weights_path = folder / "config.json", folder / "model.safetensors"
         for p in (config_path, weights_path):

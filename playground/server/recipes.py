@@ -91,18 +91,20 @@ def folder_recipe(path: str, dtype: str = "float32") -> dict:
 
 
 def looks_like_repo_id(name: str) -> bool:
-    """owner/name as the hub spells it ("Qwen/Qwen3-0.6B"), and no folder of that name here."""
-    return (
-        re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}", name) is not None and not Path(name).exists()
-    )
+    """owner/name as the hub spells it ("Qwen/Qwen3-0.6B")."""
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}", name) is not None
 
 
 def hub_recipe(name: str, dtype: str = "float32") -> dict:
     """A hub model by its id (gpt2, gpt2-medium, ... or a Llama-family repo such as Qwen/Qwen3-0.6B, whose
-    config.json the loader checks before any weights), or a local folder path (folder_recipe)."""
+    config.json the loader checks before any weights), or a local folder path (folder_recipe). An owner/name
+    that is also an allowed folder is the folder; whether it exists elsewhere is never asked, nor said."""
     name = str(name).strip()
     if name not in HUB_MODELS and looks_like_repo_id(name):
-        return {"kind": "hub", "repo": name, "dtype": dtype}
+        try:
+            return folder_recipe(name, dtype)
+        except UserError:
+            return {"kind": "hub", "repo": name, "dtype": dtype}
     if name not in HUB_MODELS and looks_like_folder(name):
         return folder_recipe(name, dtype)
     if name not in HUB_MODELS:
@@ -138,7 +140,7 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
     if kind == "hub":
         family = folder_family(recipe)
         if family:  # not OpenAI's: a Llama, Qwen3 or Mistral folder
-            key = "recipe_family" if Path(recipe["repo"]).is_dir() else "recipe_family_hub"
+            key = "recipe_family" if is_folder(recipe) else "recipe_family_hub"
             return tr(lang, key, family=family, repo=recipe["repo"])
         return tr(lang, "recipe_hub", repo=recipe["repo"])
     label = recipe.get("label", "file")
@@ -249,10 +251,19 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
         tqdm_class = None
         if progress is not None:
             tqdm_class = hf_progress_tqdm(progress)
-        return load_pretrained(recipe["repo"], dtype=dtype, device=default_device(), tqdm_class=tqdm_class)
+        return load_pretrained(
+            recipe["repo"], dtype=dtype, device=default_device(), tqdm_class=tqdm_class, from_hub=not is_folder(recipe)
+        )
     if kind == "file":
         return load_checkpoint(recipe["path"], dtype=dtype, device=default_device(), max_bytes=MAX_UPLOAD_BYTES)
     raise ValueError(f"unknown model recipe {recipe!r}")
+
+
+def is_folder(recipe: dict) -> bool:
+    """A hub recipe names a folder on the server: folder_recipe writes its resolved, absolute path. A relative
+    name is a hub repo id, even where the server's working folder has a folder of that name (not allowed)."""
+    repo = Path(str(recipe.get("repo", "")))
+    return repo.is_absolute() and repo.is_dir()
 
 
 def folder_family(recipe: dict) -> str | None:
@@ -263,7 +274,7 @@ def folder_family(recipe: dict) -> str | None:
     repo = str(recipe.get("repo", ""))
     config = Path(repo) / "config.json"
     try:
-        hf = json.loads(config.read_text()) if config.is_file() else cached_config(repo)  # a hub repo once fetched
+        hf = json.loads(config.read_text()) if is_folder(recipe) else cached_config(repo)  # a hub repo once fetched
         family = hf.get("model_type") if hf else None
     except (OSError, ValueError, AttributeError):
         return None
@@ -287,7 +298,7 @@ def build_peak_bytes(recipe: dict) -> int:
     if kind == "random":
         n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))
         return n * 4 + (n * target if target != 4 else 0)
-    if kind == "hub" and Path(recipe["repo"]).is_dir():  # a local folder: sized by its file
+    if kind == "hub" and is_folder(recipe):  # a local folder: sized by its file
         weights = Path(recipe["repo"]) / "model.safetensors"
         size = weights.stat().st_size if weights.is_file() else 0  # (the loader says what is missing)
         return 3 * size + (size * target // 2 if target != 4 else 0)

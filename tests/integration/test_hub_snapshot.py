@@ -16,54 +16,8 @@ from playground.engine.hf_hub import SNAPSHOT_PATTERNS, load_pretrained
 from playground.engine.hf_tokenizer import FolderTokenizer
 from playground.engine.sampling import generate
 from playground.engine.weight_layout import WeightLoadError
+from tests.fake_hub import FakeHubCache
 from tests.tiny_models import write_llama_folder
-
-
-class FakeHubCache:
-    """Stands in for hf_hub_download, snapshot_download and try_to_load_from_cache: a repo is a source folder;
-    what is fetched is copied into a cache folder, and ``local_files_only`` reads only that cache."""
-
-    def __init__(self, repos: dict, cache):
-        self.repos, self.cache, self.calls = repos, cache, []
-
-    def _fetch(self, repo_id, filename, local_files_only):
-        cached = self.cache / repo_id / filename
-        if not cached.is_file():
-            source = self.repos[repo_id] / filename
-            if local_files_only or not source.is_file():
-                from huggingface_hub.errors import LocalEntryNotFoundError
-
-                raise LocalEntryNotFoundError(f"{filename} of {repo_id} is not in the cache")
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(source, cached)
-        return cached
-
-    def hf_hub_download(self, repo_id, filename, *, cache_dir=None, local_files_only=False, tqdm_class=None):
-        self.calls.append(("file", repo_id, filename))
-        return str(self._fetch(repo_id, filename, local_files_only))
-
-    def snapshot_download(self, repo_id, *, cache_dir=None, local_files_only=False, allow_patterns=None, **kw):
-        self.calls.append(("snapshot", repo_id, tuple(allow_patterns or ())))
-        if local_files_only and not (self.cache / repo_id).is_dir():
-            from huggingface_hub.errors import LocalEntryNotFoundError
-
-            raise LocalEntryNotFoundError(f"{repo_id} is not in the cache")
-        names = sorted(p.name for p in self.repos[repo_id].iterdir())
-        for name in names:
-            if allow_patterns is None or any(fnmatch.fnmatch(name, pat) for pat in allow_patterns):
-                self._fetch(repo_id, name, local_files_only)
-        return str(self.cache / repo_id)
-
-    def try_to_load_from_cache(self, repo_id, filename, cache_dir=None, **kw):
-        path = self.cache / repo_id / filename
-        return str(path) if path.is_file() else None
-
-    def patch(self, monkeypatch):
-        import huggingface_hub
-
-        for name in ("hf_hub_download", "snapshot_download", "try_to_load_from_cache"):
-            monkeypatch.setattr(huggingface_hub, name, getattr(self, name))
-        return self
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +138,21 @@ def test_the_model_tab_refuses_an_unsupported_hub_repo_by_name(tmp_path, monkeyp
     with pytest.raises(WeightLoadError, match="model_type 'gemma3'"):
         build_from_recipe(hub_recipe("google/gemma-3-1b-pt"), measure=False)
     assert [c[0] for c in hub.calls] == ["file"]
+
+
+def test_a_relative_name_is_the_hub_never_a_folder_outside_the_allowed_ones(repos, tmp_path, monkeypatch):
+    """owner/name that is a folder in the server's working folder but not an allowed one: asked of the hub,
+    never loaded from the disk (folder_recipe's allow-list), nor said to exist."""
+    from playground.server.recipes import build_from_recipe, hub_recipe
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PLAYGROUND_MODEL_DIRS", str(tmp_path / "allowed"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    shutil.copytree(repos["Qwen/Qwen3-0.6B"], tmp_path / "secret" / "qwen")
+    hub = FakeHubCache({}, tmp_path / "cache").patch(monkeypatch)
+    hub.repos = {"secret/qwen": tmp_path / "not-on-the-hub"}
+    recipe = hub_recipe("secret/qwen")
+    assert recipe == {"kind": "hub", "repo": "secret/qwen", "dtype": "float32"}
+    with pytest.raises(WeightLoadError, match="Cannot get config.json of secret/qwen"):
+        build_from_recipe(recipe, measure=False)
+    assert hub.calls == [("file", "secret/qwen", "config.json")]
