@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -18,8 +19,9 @@ import torch
 from playground import assets
 from playground.accel import DECODE_THREADS, accelerate, background, undecided
 from playground.engine.config import DEFAULT_PRESET, MODERN_PRESETS, PRESETS, GPTConfig, count_parameters_analytic
-from playground.engine.hf_hub import HUB_MODELS, hf_progress_tqdm, load_pretrained
+from playground.engine.hf_hub import HUB_MODELS, cached_config, hf_progress_tqdm, load_pretrained
 from playground.engine.hf_llama import MODEL_TYPES as LLAMA_FAMILY
+from playground.engine.hf_llama import config_from_hf_llama
 from playground.engine.model import GPTModel
 from playground.engine.quantize import quantize_int8
 from playground.engine.weight_layout import WeightLoadError
@@ -88,8 +90,21 @@ def folder_recipe(path: str, dtype: str = "float32") -> dict:
     return {"kind": "hub", "repo": str(resolved), "dtype": dtype}
 
 
+def looks_like_repo_id(name: str) -> bool:
+    """owner/name as the hub spells it ("Qwen/Qwen3-0.6B")."""
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}", name) is not None
+
+
 def hub_recipe(name: str, dtype: str = "float32") -> dict:
-    """A hub model by its id (gpt2, gpt2-medium, ...), or a local folder path (folder_recipe)."""
+    """A hub model by its id (gpt2, gpt2-medium, ... or a Llama-family repo such as Qwen/Qwen3-0.6B, whose
+    config.json the loader checks before any weights), or a local folder path (folder_recipe). An owner/name
+    that is also an allowed folder is the folder; whether it exists elsewhere is never asked, nor said."""
+    name = str(name).strip()
+    if name not in HUB_MODELS and looks_like_repo_id(name):
+        try:
+            return folder_recipe(name, dtype)
+        except UserError:
+            return {"kind": "hub", "repo": name, "dtype": dtype}
     if name not in HUB_MODELS and looks_like_folder(name):
         return folder_recipe(name, dtype)
     if name not in HUB_MODELS:
@@ -125,7 +140,8 @@ def describe_recipe(recipe: dict, lang: str = "en") -> str:
     if kind == "hub":
         family = folder_family(recipe)
         if family:  # not OpenAI's: a Llama, Qwen3 or Mistral folder
-            return tr(lang, "recipe_family", family=family, repo=recipe["repo"])
+            key = "recipe_family" if is_folder(recipe) else "recipe_family_hub"
+            return tr(lang, key, family=family, repo=recipe["repo"])
         return tr(lang, "recipe_hub", repo=recipe["repo"])
     label = recipe.get("label", "file")
     trained = recipe.get("trained")  # what TrainingJob trained, as data: its label in any language
@@ -235,10 +251,19 @@ def _build_plain(recipe: dict, progress) -> GPTModel:
         tqdm_class = None
         if progress is not None:
             tqdm_class = hf_progress_tqdm(progress)
-        return load_pretrained(recipe["repo"], dtype=dtype, device=default_device(), tqdm_class=tqdm_class)
+        return load_pretrained(
+            recipe["repo"], dtype=dtype, device=default_device(), tqdm_class=tqdm_class, from_hub=not is_folder(recipe)
+        )
     if kind == "file":
         return load_checkpoint(recipe["path"], dtype=dtype, device=default_device(), max_bytes=MAX_UPLOAD_BYTES)
     raise ValueError(f"unknown model recipe {recipe!r}")
+
+
+def is_folder(recipe: dict) -> bool:
+    """A hub recipe names a folder on the server: folder_recipe writes its resolved, absolute path. A relative
+    name is a hub repo id, even where the server's working folder has a folder of that name (not allowed)."""
+    repo = Path(str(recipe.get("repo", "")))
+    return repo.is_absolute() and repo.is_dir()
 
 
 def folder_family(recipe: dict) -> str | None:
@@ -246,9 +271,11 @@ def folder_family(recipe: dict) -> str | None:
     else None; read from its config.json, without building the model."""
     if not isinstance(recipe, dict) or recipe.get("kind") != "hub":
         return None
-    config = Path(str(recipe.get("repo", ""))) / "config.json"
+    repo = str(recipe.get("repo", ""))
+    config = Path(repo) / "config.json"
     try:
-        family = json.loads(config.read_text()).get("model_type") if config.is_file() else None
+        hf = json.loads(config.read_text()) if is_folder(recipe) else cached_config(repo)  # a hub repo once fetched
+        family = hf.get("model_type") if hf else None
     except (OSError, ValueError, AttributeError):
         return None
     return family if family in LLAMA_FAMILY else None
@@ -271,10 +298,17 @@ def build_peak_bytes(recipe: dict) -> int:
     if kind == "random":
         n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))
         return n * 4 + (n * target if target != 4 else 0)
-    if kind == "hub" and Path(recipe["repo"]).is_dir():  # a local folder: sized by its file
+    if kind == "hub" and is_folder(recipe):  # a local folder: sized by its file
         weights = Path(recipe["repo"]) / "model.safetensors"
         size = weights.stat().st_size if weights.is_file() else 0  # (the loader says what is missing)
         return 3 * size + (size * target // 2 if target != 4 else 0)
+    hf = cached_config(recipe["repo"]) if kind == "hub" and recipe["repo"] not in HUB_MODELS.values() else None
+    if hf and hf.get("model_type") in LLAMA_FAMILY:  # a Llama-family repo fetched before: sized by its config
+        try:
+            n = count_parameters_analytic(config_from_hf_llama(hf))
+        except UserError:
+            n = 0  # (the loader says why it cannot build it)
+        return n * 4 * 2 + (n * target if target != 4 else 0)
     if kind == "hub":
         name = next((k for k, v in HUB_MODELS.items() if v == recipe["repo"]), "gpt2")
         preset = next((p for n, p in PRESETS.items() if n.split(" ")[0] == name.split(" ")[0]), PRESETS[DEFAULT_PRESET])
