@@ -7,6 +7,7 @@ import re
 import pytest
 
 from playground import PRESETS
+from playground.engine.tokenizer import tokenizer_of
 from playground.inside import attention_maths, effects, lenses
 from playground.inside.interventions import Intervention
 from playground.server.recipes import random_recipe
@@ -102,7 +103,7 @@ def test_a_clicked_sweep_head_is_zeroed_alone(run_state):
     want = lenses.logit_lens(model, ids, Intervention(zero_heads=((0, 3),)), first=len(ids) - 12)
     flat = lambda rows: [v for row in rows for v in row[:-1]]  # noqa: E731  (the last has no next token)
     assert flat(lens_after.z) == pytest.approx(flat(want["next_prob"]), rel=1e-4)
-    tok = it.load_tokenizer()
+    tok = tokenizer_of(model)
     cells = list(out[8].data[1].text)  # row by row, each cell's top token (cut to fit)
     width = len(lens_after.x)
     for i, id_row in enumerate(want["top_id"]):
