@@ -31,7 +31,7 @@ from .timing import decode_rate, matmul_rate, median
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
-WINDOW = 32  # positions the tab's lens shows at once (playground.ui.inside_data.LENS_WINDOW)
+WINDOW = 32  # positions the tab's lens shows at once (playground.ui.inside.data.LENS_WINDOW)
 
 
 def _ids(n: int) -> list[int]:

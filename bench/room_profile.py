@@ -112,7 +112,7 @@ def loop_alone(n: int) -> None:
     import playground.server.decode_loop as dl
     from playground.server.recipes import build_from_recipe, default_recipe
     from playground.server.runs import start_run
-    from playground.ui.generate_layout import EXAMPLES
+    from playground.ui.generate.layout import EXAMPLES
 
     from .room import MAX_NEW, SEED
 

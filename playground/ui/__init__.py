@@ -1,10 +1,12 @@
 """The Gradio app (the only package that imports gradio); ``app.build_demo`` composes the page.
 
-- ``app``: the page, one tab per module; ``prefs``: the page's language and presenter mode
-- tabs: ``model_tab``; ``generate_tab`` (+ ``generate_layout``, ``attention_view``, ``chips``);
-  ``inside_tab`` (+ ``inside_layout``, ``inside_data``, ``inside_picks``, ``cell_click``);
-  ``train_tab``; ``compare_tab`` (+ ``compare_layout``, ``compare_views``, ``share``); ``tokenizer_tab``
-- shared: ``model_switch`` (the session's model), ``listeners`` (language redraws), ``results``
-  (named handler outputs), ``decoding`` (one decode step at a time), ``redraw`` (what a page drew);
-  ``common`` gathers ``messages``, ``state``, ``parsing``, ``i18n`` and ``figure_dress``
+- ``app``: the page and its wiring; ``serve``: the ``gpt-playground`` command; ``prefs``: the page's
+  language and presenter mode; ``show_me``: a lesson step's "Show me", which opens another tab
+- one package per tab, none importing another: ``lessons`` (with the classroom room), ``model``,
+  ``generate``, ``inside``, ``train``, ``compare``, ``tokenizer``; each has its ``layout`` (the
+  components and their wiring) and its handlers (``tab``), with views beside them
+- shared: ``attention_view`` and ``chips`` (the run's heatmaps and tokens, also drawn by lessons and
+  rooms), ``model_switch`` (the session's model), ``listeners`` (language redraws), ``results``
+  (named handler outputs), ``redraw`` (what a page drew); ``common`` gathers ``messages``, ``state``,
+  ``parsing``, ``i18n`` and ``figure_dress``
 """

@@ -20,28 +20,25 @@ from playground.server.decode_loop import MAX_CONCURRENT_RUNS
 from playground.server.model_cache import CACHE
 from playground.server.recipes import MAX_UPLOAD_BYTES, default_recipe
 
-from . import (
-    cell_click,
-    compare_layout,
-    generate_layout,
-    generate_tab,
-    inside_layout,
-    inside_picks,
-    lessons_layout,
-    model_tab,
-    prefs,
-    progress,
-    room_layout,
-    tokenizer_tab,
-    train_layout,
-    train_tab,
-)
+from . import prefs, progress, show_me
 from .common import I18N, T, new_state
-from .compare_views import CSS as COMPARE_CSS
+from .compare import layout as compare_layout
+from .compare.views import CSS as COMPARE_CSS
+from .generate import layout as generate_layout
+from .generate import tab as generate_tab
+from .inside import cell_click
+from .inside import layout as inside_layout
+from .inside import picks as inside_picks
+from .lessons import layout as lessons_layout
+from .lessons import room_layout
+from .model import tab as model_tab
 from .parsing import inputs_as_sent
 from .style import CSS, RESIZE_JS
-from .train_heads_view import CSS as TRAIN_HEADS_CSS
-from .train_samples_view import CSS as TRAIN_SAMPLES_CSS
+from .tokenizer import tab as tokenizer_tab
+from .train import layout as train_layout
+from .train import tab as train_tab
+from .train.heads_view import CSS as TRAIN_HEADS_CSS
+from .train.samples_view import CSS as TRAIN_SAMPLES_CSS
 
 
 def _checkpoints_in_use() -> list[str]:
@@ -104,6 +101,7 @@ def build_demo() -> gr.Blocks:
         ):
             tab.wire(page)
         lessons_layout.wire(page)  # after the Generate tab's: it reads that tab's prompt
+        show_me.wire(page)
         prefs.wire(page)  # last: it chains the redraws the tabs registered
         page.lessons_tab.select(None, None, None, js=RESIZE_JS)
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):

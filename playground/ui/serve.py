@@ -15,7 +15,8 @@ import gradio as gr  # noqa: E402
 from playground.runtime.devices import DeviceError, default_device  # noqa: E402
 from playground.runtime.memory import BUDGET, map_large_blocks  # noqa: E402
 from playground.server.recipes import decide_kernels_at_start  # noqa: E402
-from playground.ui.app import build_demo, launch_kwargs, warm_up  # noqa: E402
+
+from .app import build_demo, launch_kwargs, warm_up  # noqa: E402
 
 
 def prepare() -> gr.Blocks:

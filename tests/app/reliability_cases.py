@@ -23,7 +23,7 @@ def _gen(**kw):
     args = dict(prompt="Hello", temperature=0.8, top_k=40, top_p=1.0, max_new_tokens=3, seed=1, greedy=False) | kw
 
     def call(state):
-        from playground.ui import generate_tab
+        from playground.ui.generate import tab as generate_tab
 
         # A copy without the run id: this generation must not replace the run the other cases use.
         outs = list(
@@ -46,7 +46,8 @@ def _gen(**kw):
 def _build(weights="random", seed=0, dtype="float32", **fields):
     def call(state):
         from playground import PRESETS
-        from playground.ui import model_switch, model_tab
+        from playground.ui import model_switch
+        from playground.ui.model import tab as model_tab
 
         cfg = {f: getattr(PRESETS["nano"], f) for f in model_switch.FIELDS} | fields  # the switches at GPT-2's values
         out = model_tab.build_model(state, weights, seed, "gpt2", None, dtype, *[cfg[f] for f in model_switch.FIELDS])
@@ -63,7 +64,8 @@ def _upload(make, name):
         from pathlib import Path
 
         from playground import PRESETS
-        from playground.ui import model_switch, model_tab
+        from playground.ui import model_switch
+        from playground.ui.model import tab as model_tab
 
         folder = Path(tempfile.mkdtemp(prefix="pg-upload-"))
         path = folder / name
@@ -142,7 +144,7 @@ def _attention(view="one", layer=0, head=0, query=1, log_scale=True):
 
 def _step(value):
     def call(state):
-        from playground.ui import generate_tab
+        from playground.ui.generate import tab as generate_tab
 
         return generate_tab.inspect_step(state, value)[2]
 
@@ -153,7 +155,7 @@ def _pick(position):
     def call(state):
         import gradio as gr
 
-        from playground.ui import generate_tab
+        from playground.ui.generate import tab as generate_tab
 
         return generate_tab.pick_token(state, gr.EventData(None, {"position": position}))[3]
 
@@ -171,7 +173,8 @@ def _attention_data(layer, head):
 
 def _train(steps=10, lr=1e-3, source="paste", pasted=None, preset="nano"):
     def call(state):
-        from playground.ui import train_settings, train_tab
+        from playground.ui.train import settings as train_settings
+        from playground.ui.train import tab as train_tab
 
         text = pasted if pasted is not None else "To be, or not to be, that is the question. " * 200
         outs = list(
@@ -192,7 +195,7 @@ def _train(steps=10, lr=1e-3, source="paste", pasted=None, preset="nano"):
 
 def _export(fmt):
     def call(state):
-        from playground.ui import generate_tab
+        from playground.ui.generate import tab as generate_tab
 
         return generate_tab.export_run_file(state, fmt)[1]
 
@@ -204,7 +207,7 @@ LESSON_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It i
 
 def _lesson_open(lesson_id, prompt=LESSON_PROMPT):
     def call(state):
-        from playground.ui import lessons_tab
+        from playground.ui.lessons import tab as lessons_tab
 
         return lessons_tab.show(state, {"lesson": lesson_id, "step": 0}, prompt).reveal
 
@@ -213,7 +216,7 @@ def _lesson_open(lesson_id, prompt=LESSON_PROMPT):
 
 def _lesson_answer(choice, prompt=LESSON_PROMPT):
     def call(state):
-        from playground.ui import lessons_tab
+        from playground.ui.lessons import tab as lessons_tab
 
         return lessons_tab.answer(state, {"lesson": "attention", "step": 0}, prompt, choice).reveal
 
@@ -222,7 +225,7 @@ def _lesson_answer(choice, prompt=LESSON_PROMPT):
 
 def _room_join(code):
     def call(state):
-        from playground.ui import lessons_room
+        from playground.ui.lessons import room as lessons_room
 
         return lessons_room.join_room(state, None, code).room_status
 
@@ -231,7 +234,7 @@ def _room_join(code):
 
 def _ended_room(state):
     from playground.server.rooms import ROOMS
-    from playground.ui import lessons_room
+    from playground.ui.lessons import room as lessons_room
 
     code, key = ROOMS.create()
     ROOMS.end(code, key)
@@ -239,14 +242,14 @@ def _ended_room(state):
 
 
 def _room_vote_alone(state):
-    from playground.ui import lessons_room
+    from playground.ui.lessons import room as lessons_room
 
     return lessons_room.cast(state, None, "yes")
 
 
 def _student_opens_a_vote(state):
     from playground.server.rooms import ROOMS
-    from playground.ui import lessons_room
+    from playground.ui.lessons import room as lessons_room
 
     code, key = ROOMS.create()
     try:
@@ -492,7 +495,8 @@ def nano_state():
     """A session on a nano model with a finished 3-token run (what most cases start from)."""
     from playground import PRESETS
     from playground.server.recipes import random_recipe
-    from playground.ui import common, generate_tab
+    from playground.ui import common
+    from playground.ui.generate import tab as generate_tab
 
     state = {**common.new_state(), "recipe": random_recipe(PRESETS["nano"], seed=0)}
     outs = list(generate_tab.generate_tokens(state, "Hello, I am", 0, 0, 1.0, 3, 1, True))

@@ -12,7 +12,7 @@ from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.server.runs import get_run
 from playground.ui import attention_view as av
-from playground.ui.generate_tab import generate_tokens
+from playground.ui.generate.tab import generate_tokens
 
 NANO = PRESETS["nano"]
 N_NEW = 110  # with the prompt, past the 64-position window and the 96 labelled ones (nano: 128 max)

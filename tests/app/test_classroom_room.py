@@ -14,7 +14,8 @@ from playground import PRESETS
 from playground.server import lessons
 from playground.server.recipes import random_recipe
 from playground.server.rooms import ROOMS
-from playground.ui import lessons_room, lessons_tab
+from playground.ui.lessons import room as lessons_room
+from playground.ui.lessons import tab as lessons_tab
 
 SKIP = gr.skip()
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
@@ -169,8 +170,9 @@ def test_a_students_page_follows_the_teachers_tab_prompt_run_and_view(pages):
 
     from gradio.components.plot import PlotData
 
-    from playground.ui import generate_tab, room_follow
     from playground.ui.chips import RESET
+    from playground.ui.generate import tab as generate_tab
+    from playground.ui.lessons import room_follow
 
     teacher_state, student_state = pages
     t_room = lessons_room.start_room(teacher_state, None, lessons_tab.first_position(), PROMPT).room
@@ -238,7 +240,7 @@ def test_the_teachers_page_reloaded_leads_its_room_again_with_the_key_its_browse
     import json
     from types import SimpleNamespace
 
-    from playground.ui import room_keep
+    from playground.ui.lessons import room_keep
 
     teacher_state, student_state = pages
 
@@ -283,7 +285,7 @@ def test_the_teachers_page_reloaded_leads_its_room_again_with_the_key_its_browse
 def test_the_join_link_uses_the_lan_address_when_the_server_listens_beyond_loopback(monkeypatch):
     from types import SimpleNamespace
 
-    from playground.ui import room_views
+    from playground.ui.lessons import room_views
 
     request = SimpleNamespace(headers={"host": "127.0.0.1:7860"}, url=None)
     monkeypatch.setattr(room_views, "lan_address", lambda: "192.168.1.20")

@@ -12,7 +12,7 @@ from playground.server import exports
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.server.runs import get_run
-from playground.ui import generate_tab
+from playground.ui.generate import tab as generate_tab
 from tests.helpers import build_fields
 
 NANO = PRESETS["nano"]

@@ -12,8 +12,11 @@ from playground.engine.hf_tokenizer import FolderTokenizer
 from playground.engine.tokenizer import load_tokenizer
 from playground.server.model_cache import CACHE
 from playground.server.runs import get_run
-from playground.ui import attention_view, common, generate_tab, inside_data, model_switch, model_tab
+from playground.ui import attention_view, common, model_switch
 from playground.ui.chips import all_chips
+from playground.ui.generate import tab as generate_tab
+from playground.ui.inside import data as inside_data
+from playground.ui.model import tab as model_tab
 from tests.helpers import plain_text
 from tests.tiny_models import write_llama_folder
 
@@ -119,7 +122,7 @@ def test_the_inside_tab_lens_and_attribution_read_the_folders_tokens(loaded):
     assert "error" not in d, d
     assert d["total"] == pytest.approx(d["model_logit"], abs=1e-4)
     assert d["target"] == tok.piece(d["target_id"]).display
-    from playground.ui import inside_tab
+    from playground.ui.inside import tab as inside_tab
 
     for lang, words in (("en", "final RMSNorm's rms"), ("zh-CN", "最终 RMSNorm 的 rms")):
         view = inside_tab.attribution_view({**final[0], "lang": lang}, None, None)
@@ -129,7 +132,7 @@ def test_the_inside_tab_lens_and_attribution_read_the_folders_tokens(loaded):
 
 def test_the_views_on_gpt2s_tokenizer_say_why_in_both_languages(loaded):
     from playground.server import lessons
-    from playground.ui import compare_tab
+    from playground.ui.compare import tab as compare_tab
 
     folder, out = loaded
     model = CACHE.get(out.state["recipe"])
@@ -144,7 +147,7 @@ def test_the_views_on_gpt2s_tokenizer_say_why_in_both_languages(loaded):
 
 
 def test_the_tokenizer_tab_says_it_shows_gpt2s_bpe_not_the_models(loaded):
-    from playground.ui import tokenizer_tab
+    from playground.ui.tokenizer import tab as tokenizer_tab
 
     folder, out = loaded
     shown = tokenizer_tab.show_tokens("hello", out.state)

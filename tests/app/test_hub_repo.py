@@ -10,7 +10,9 @@ import torch
 from playground.engine.hf_tokenizer import FolderTokenizer
 from playground.server.model_cache import CACHE
 from playground.server.runs import get_run
-from playground.ui import common, generate_tab, model_switch, model_tab
+from playground.ui import common, model_switch
+from playground.ui.generate import tab as generate_tab
+from playground.ui.model import tab as model_tab
 from tests.fake_hub import FakeHubCache
 from tests.helpers import plain_text
 from tests.tiny_models import write_llama_folder

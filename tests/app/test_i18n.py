@@ -16,18 +16,13 @@ from playground import PRESETS, count_parameters, figures
 from playground.i18n import EN, ZH, normalize_lang, tr, tr_error
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
-from playground.ui import (
-    attention_view,
-    common,
-    generate_tab,
-    model_switch,
-    model_tab,
-    prefs,
-    train_settings,
-    train_tab,
-)
+from playground.ui import attention_view, common, model_switch, prefs
 from playground.ui.figure_dress import PRESENT_FONT, dress
+from playground.ui.generate import tab as generate_tab
 from playground.ui.i18n import page_prefs
+from playground.ui.model import tab as model_tab
+from playground.ui.train import settings as train_settings
+from playground.ui.train import tab as train_tab
 from tests.helpers import plain_text
 
 ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ ,;:'’\-]+[A-Za-z]{2,}){2,}")
@@ -253,7 +248,7 @@ def test_train_tab_in_chinese_with_the_same_numbers():
 
 
 def test_tokenizer_tab_in_chinese_with_the_same_tokens():
-    from playground.ui import tokenizer_tab as tt
+    from playground.ui.tokenizer import tab as tt
 
     text = tt.DEFAULT_TEXT + " \U0001f600"
     zh, en = tt.show_tokens(text, {"lang": "zh-CN"}), tt.show_tokens(text)
@@ -270,7 +265,7 @@ def test_tokenizer_tab_in_chinese_with_the_same_tokens():
 
 
 def test_inside_tab_in_chinese(zh_run):
-    from playground.ui import inside_tab as it
+    from playground.ui.inside import tab as it
 
     noop = lambda *a, **k: None  # noqa: E731
     outs = [
@@ -298,7 +293,7 @@ def test_inside_tab_in_chinese(zh_run):
 
 
 def test_score_and_compare_in_chinese(zh_run):
-    from playground.ui import compare_tab as ct
+    from playground.ui.compare import tab as ct
 
     noop = lambda *a, **k: None  # noqa: E731
     text = "Once upon a time there was a fox."
@@ -359,9 +354,9 @@ def _numbers(outputs):
 
 
 def test_a_language_switch_redraws_every_inside_and_compare_view_it_drew(zh_run):
-    from playground.ui import compare_tab as ct
-    from playground.ui import inside_redraw as ir
     from playground.ui import redraw
+    from playground.ui.compare import tab as ct
+    from playground.ui.inside import redraw as ir
 
     noop = lambda *a, **k: None  # noqa: E731
     page, other = SimpleNamespace(session_hash="page-1"), SimpleNamespace(session_hash="page-2")
@@ -442,8 +437,8 @@ def _skipped(x) -> bool:
 def test_the_refusals_of_the_inside_and_compare_tabs_are_said_in_chinese(zh_run, tmp_path):
     """Bad input a class types (a two-token target, a head or layer the model lacks, an empty or
     one-token text, a file that is not a replay) is refused in 中文, with the values it names."""
-    from playground.ui import compare_tab as ct
-    from playground.ui import inside_tab as it
+    from playground.ui.compare import tab as ct
+    from playground.ui.inside import tab as it
 
     noop = lambda *a, **k: None  # noqa: E731
     not_json = tmp_path / "notes.json"
@@ -465,7 +460,8 @@ def test_the_refusals_of_the_inside_and_compare_tabs_are_said_in_chinese(zh_run,
 
 
 def test_the_build_message_follows_a_language_switch():
-    from playground.ui import model_tab, redraw
+    from playground.ui import redraw
+    from playground.ui.model import tab as model_tab
 
     page = SimpleNamespace(session_hash="page-build")
     out = model_tab.build_model(common.new_state(), "random", 3, "gpt2", None, "float32", *_fields(NANO), request=page)

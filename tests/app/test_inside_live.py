@@ -9,11 +9,12 @@ import pytest
 from playground import PRESETS
 from playground.inside import effects
 from playground.server.recipes import random_recipe
-from playground.ui import common, generate_tab
-from playground.ui import inside_live as live
-from playground.ui import inside_tab as it
+from playground.ui import common
 from playground.ui.app import build_demo
 from playground.ui.common import session_model, session_run
+from playground.ui.generate import tab as generate_tab
+from playground.ui.inside import live
+from playground.ui.inside import tab as it
 
 NANO = PRESETS["nano"]
 

@@ -9,10 +9,11 @@ import pytest
 
 from playground import PRESETS
 from playground.server.recipes import random_recipe
-from playground.ui import common, generate_tab, redraw
-from playground.ui import inside_open as io
-from playground.ui import inside_redraw as ir
+from playground.ui import common, redraw
 from playground.ui.common import session_model, session_run
+from playground.ui.generate import tab as generate_tab
+from playground.ui.inside import opening as io
+from playground.ui.inside import redraw as ir
 
 NANO = PRESETS["nano"]
 

@@ -11,11 +11,12 @@ from playground.engine.tokenizer import tokenizer_of
 from playground.inside import attention_maths, effects, lenses
 from playground.inside.interventions import Intervention
 from playground.server.recipes import random_recipe
-from playground.ui import common, generate_tab
-from playground.ui import inside_picks as ip
-from playground.ui import inside_tab as it
-from playground.ui.cell_click import PAGE_JS, PICKERS, read_pick, with_page_js
+from playground.ui import common
 from playground.ui.common import session_model, session_run
+from playground.ui.generate import tab as generate_tab
+from playground.ui.inside import picks as ip
+from playground.ui.inside import tab as it
+from playground.ui.inside.cell_click import PAGE_JS, PICKERS, read_pick, with_page_js
 
 NANO = PRESETS["nano"]
 
@@ -131,7 +132,7 @@ def test_the_page_script_names_every_picker():
 def test_the_lens_cell_reuses_the_lens_views_forward_until_the_run_changes(monkeypatch):
     """The lens view's cell is read from the rows its lens just read (no forward of its own); a
     cell outside that window, or of the session's next run, is computed for itself."""
-    from playground.ui import inside_data
+    from playground.ui.inside import data as inside_data
 
     state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=0)}
     prompt = "Hello there, how are you today my friend, and what"
@@ -161,7 +162,7 @@ def test_the_lens_cell_reuses_the_lens_views_forward_until_the_run_changes(monke
 def test_the_lens_cell_reuses_rows_of_a_lens_drawn_again_from_the_cache_within_a_byte_bound(monkeypatch):
     """A window drawn again comes from the shared lens cache, and its cell still needs no forward;
     rows beyond LENS_ROWS_BYTES are dropped oldest first, and that window's cell is then computed."""
-    from playground.ui import inside_data
+    from playground.ui.inside import data as inside_data
 
     state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=3)}
     state = list(generate_tab.generate_tokens(state, "Once upon a time there was a", 0.8, 40, 1.0, 50, 4, False))[-1][0]
@@ -191,7 +192,7 @@ def test_the_kept_lens_rows_are_counted_and_given_up_when_a_request_needs_the_ro
     """The residual rows a lens keeps are a named holding of the memory budget while kept; a request
     that would not fit otherwise takes their room first, and the cell is then computed again."""
     from playground.runtime.memory import BUDGET
-    from playground.ui import inside_data
+    from playground.ui.inside import data as inside_data
 
     state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=5)}
     state = list(generate_tab.generate_tokens(state, "A tale of two cities and", 0.8, 30, 1.0, 30, 6, False))[-1][0]

@@ -17,8 +17,9 @@ from playground.server import lessons
 from playground.server.model_cache import CACHE
 from playground.server.model_views import summary_line
 from playground.server.recipes import random_recipe
-from playground.ui import common, lessons_showme, lessons_tab
-from playground.ui.compare_tab import SOURCES
+from playground.ui import common, show_me
+from playground.ui.compare.tab import SOURCES
+from playground.ui.lessons import tab as lessons_tab
 from playground.ui.share import prefill
 from tests.lesson_figures import library_answer
 
@@ -117,23 +118,23 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
     state = state_of()
     model = CACHE.get(state["recipe"])
     request = SimpleNamespace(session_hash="lesson-show-me")
-    kinds = (lessons_showme.GenerateDrawn, lessons_showme.Opened, lessons_showme.Tokens, lessons_showme.Scored)
+    kinds = (show_me.GenerateDrawn, show_me.Opened, show_me.Tokens, show_me.Scored)
     sizes = [len(r._fields) for r in kinds]
     for lesson, index, step in steps():
         pos, where = {"lesson": lesson.id, "step": index}, (lesson.id, index)
         question, _ = lessons.ask(step, model, PROMPT)
-        ready = lessons_showme.prepare(state, pos, PROMPT)
+        ready = show_me.prepare(state, pos, PROMPT)
         target = ready.target
         assert target["tab"] == question.target["tab"], where
         prompt = target.get("text") if target["tab"] == "generate" and target.get("text") else PROMPT
-        if target["tab"] in lessons_showme.RUN_TABS:
+        if target["tab"] in show_me.RUN_TABS:
             temperature = target.get("temperature", 0.8)
-            runs = list(lessons_showme.run_for(target, state, prompt, temperature, 40, 1.0, 4, 1, False))
+            runs = list(show_me.run_for(target, state, prompt, temperature, 40, 1.0, 4, 1, False))
             state = runs[-1][0]
             assert state["run_id"], where
         view = target.get("view", "one")
         tok_text = ready.tok_text if isinstance(ready.tok_text, str) else ""
-        out = lessons_showme.draw_view(
+        out = show_me.draw_view(
             target,
             state,
             *(view, target.get("layer", 0), target.get("head", 0), True, target.get("span", "newest")),
@@ -145,14 +146,14 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
         assert tabs.selected == target["tab"] and (sub.selected == target["sub"] if "sub" in target else _skipped(sub))
         g, o, t, c = sizes
         parts = {
-            "generate": lessons_showme.GenerateDrawn(*out[:g]),
-            "inside": lessons_showme.Opened(*out[g : g + o]),
-            "tokenizer": lessons_showme.Tokens(*out[g + o : g + o + t]),
-            "compare": lessons_showme.Scored(*out[g + o + t : g + o + t + c]),
+            "generate": show_me.GenerateDrawn(*out[:g]),
+            "inside": show_me.Opened(*out[g : g + o]),
+            "tokenizer": show_me.Tokens(*out[g + o : g + o + t]),
+            "compare": show_me.Scored(*out[g + o + t : g + o + t + c]),
         }
-        p = len(lessons_showme.PatchView._fields)
-        patched = lessons_showme.PatchView(*out[g + o + t + c : g + o + t + c + p])
-        parts["train"] = lessons_showme.TrainDrawn(*out[g + o + t + c + p :])
+        p = len(show_me.PatchView._fields)
+        patched = show_me.PatchView(*out[g + o + t + c : g + o + t + c + p])
+        parts["train"] = show_me.TrainDrawn(*out[g + o + t + c + p :])
         for tab, part in parts.items():  # the other tabs' outputs are left as they are
             assert (tab == target["tab"]) != all(_skipped(x) for x in part), (where, tab)
         assert ("patch" in target) != all(_skipped(x) for x in patched), where

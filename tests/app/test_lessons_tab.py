@@ -9,7 +9,8 @@ from playground import PRESETS
 from playground.server import lessons
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
-from playground.ui import lessons_showme, lessons_tab
+from playground.ui import show_me
+from playground.ui.lessons import tab as lessons_tab
 from tests.lesson_figures import library_answer
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
@@ -55,12 +56,12 @@ def test_next_and_back_cross_lessons_and_the_full_tab_link_names_the_views_tab()
         "lesson": first.id,
         "step": 0,
     }
-    assert lessons_showme.prepare(state, {"lesson": "attention", "step": 0}, PROMPT).target["tab"] == "generate"
-    assert lessons_showme.prepare(state, {"lesson": "tokens", "step": 0}, PROMPT).target["tab"] == "tokenizer"
+    assert show_me.prepare(state, {"lesson": "attention", "step": 0}, PROMPT).target["tab"] == "generate"
+    assert show_me.prepare(state, {"lesson": "tokens", "step": 0}, PROMPT).target["tab"] == "tokenizer"
     # the page's script reads where to land from the anchor: the tab, the Inside sub-tab and the view's element
-    spot = json.loads(lessons_showme.prepare(state, {"lesson": "gpt", "step": 2}, PROMPT).anchor)
+    spot = json.loads(show_me.prepare(state, {"lesson": "gpt", "step": 2}, PROMPT).anchor)
     assert spot == {"tab": "inside", "sub": "inside-lens", "id": "pg-lens"}
-    spot = json.loads(lessons_showme.prepare(state, {"lesson": "training", "step": 0}, PROMPT).anchor)
+    spot = json.loads(show_me.prepare(state, {"lesson": "training", "step": 0}, PROMPT).anchor)
     assert spot == {"tab": "compare", "sub": "", "id": "pg-score-a"}
     # what an API caller may send instead of a position: the first step, never a crash
     for pos in (None, "x", {"step": "two"}, {"step": -5}):
@@ -140,7 +141,7 @@ def test_the_pages_own_redraws_as_it_opens_never_draw_an_older_step_over_the_lin
         assert lessons_tab.redraw(state, first, PROMPT, None, page).lesson_pos == {"lesson": "gpt", "step": 1}
         gpt = lessons.find("gpt", 2)[0].steps[1]
         target = lessons.ask(gpt, CACHE.get(state["recipe"]), PROMPT)[0].target
-        assert lessons_showme.target_of(state, first, PROMPT, page) == dict(target) != {}
+        assert show_me.target_of(state, first, PROMPT, page) == dict(target) != {}
         assert lessons_tab.next_step(state, first, PROMPT, page).lesson_pos == {"lesson": "gpt", "step": 2}
         # A drawing under way holds the page: one that sets off meanwhile draws after it, from its step.
         original = lessons_tab.show

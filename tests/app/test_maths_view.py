@@ -7,9 +7,10 @@ import torch
 
 from playground import PRESETS
 from playground.server.recipes import random_recipe
-from playground.ui import common, generate_tab
-from playground.ui import inside_tab as it
+from playground.ui import common
 from playground.ui.common import session_model, session_run
+from playground.ui.generate import tab as generate_tab
+from playground.ui.inside import tab as it
 
 NANO = PRESETS["nano"]
 

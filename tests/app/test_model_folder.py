@@ -10,7 +10,8 @@ from safetensors.torch import save_file
 from playground import PRESETS
 from playground.server import recipes
 from playground.server.model_cache import CACHE
-from playground.ui import common, model_switch, model_tab
+from playground.ui import common, model_switch
+from playground.ui.model import tab as model_tab
 
 D, LAYERS, VOCAB, CTX = 32, 2, 50257, 32
 

@@ -9,7 +9,8 @@ from playground.engine.config import MODERN_PRESETS
 from playground.engine.kv_cache import KVCache
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
-from playground.ui import common, model_switch, model_tab
+from playground.ui import common, model_switch
+from playground.ui.model import tab as model_tab
 from tests.helpers import plain_text
 
 NANO = PRESETS["nano"]

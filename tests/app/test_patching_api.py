@@ -69,7 +69,7 @@ def test_different_lengths_are_refused_with_both_lengths(client):
 
 def test_the_view_and_its_redraw_say_it_in_chinese_with_the_same_numbers():
     from playground.server.patching_views import activation_patching
-    from playground.ui import inside_patching as ip
+    from playground.ui.inside import patching as ip
 
     model = CACHE.get(default_recipe())
     d = activation_patching(model, PAIR["clean"], PAIR["corrupted"], PAIR["answer"], PAIR["wrong"], "mlp_out")

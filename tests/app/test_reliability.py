@@ -26,7 +26,7 @@ def test_there_are_at_least_100_cases():
 
 
 def test_the_session_still_serves_after_every_case(state):
-    from playground.ui import generate_tab
+    from playground.ui.generate import tab as generate_tab
 
     for _, _, call, _ in CASES:
         outcome(call, state)

@@ -17,7 +17,7 @@ import pytest
 from gradio_client import Client
 
 from bench.room_sse import Endpoint, stream_generate
-from playground.ui.room_layout import POLL_SECONDS
+from playground.ui.lessons.room_layout import POLL_SECONDS
 
 pytestmark = pytest.mark.slow
 

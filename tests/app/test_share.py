@@ -7,7 +7,7 @@ import pytest
 
 from playground.ui import share
 from playground.ui.common import new_state
-from playground.ui.compare_tab import score_a, text_from
+from playground.ui.compare.tab import score_a, text_from
 
 
 def outputs(params):

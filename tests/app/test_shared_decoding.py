@@ -4,8 +4,8 @@ alone, the status line names the room, and Stop still answers."""
 import threading
 
 from playground.server.decode_loop import LOOP
-from playground.ui import generate_tab
 from playground.ui.chips import status_html
+from playground.ui.generate import tab as generate_tab
 
 PROMPTS = [f"Learner {i} writes:" for i in range(8)]
 

@@ -4,7 +4,7 @@ import pytest
 
 from playground.engine.tokenizer import load_tokenizer
 from playground.inside.bpe import replay_word
-from playground.ui.tokenizer_tab import show_merges
+from playground.ui.tokenizer.tab import show_merges
 
 
 @pytest.mark.parametrize("lang, says", [("en", "(bytes of {c})"), ("zh-CN", "（{c} 的字节）")])

@@ -15,7 +15,7 @@ def tok():
 
 
 def test_api_endpoints_give_plain_numbers(tok):
-    from playground.ui.tokenizer_tab import bpe_merges_api, tokenize_api
+    from playground.ui.tokenizer.tab import bpe_merges_api, tokenize_api
 
     out = tokenize_api("从 x")
     assert [t["id"] for t in out["tokens"]] == tok.encode("从 x")
@@ -32,7 +32,7 @@ def test_api_endpoints_give_plain_numbers(tok):
 
 
 def test_tab_shows_groups_table_and_the_most_split_word(tok):
-    from playground.ui.tokenizer_tab import show_tokens
+    from playground.ui.tokenizer.tab import show_tokens
 
     summary, chips, rows, word, merges = show_tokens("Unbelievable 从")
     ids = tok.encode("Unbelievable 从")
@@ -75,7 +75,7 @@ def test_a_language_redraw_draws_the_text_the_page_last_drew_not_the_one_it_read
     text meanwhile must not be drawn over with the old text (it was, now and then, in the browser test)."""
     from types import SimpleNamespace
 
-    from playground.ui import tokenizer_tab
+    from playground.ui.tokenizer import tab as tokenizer_tab
 
     page, other = SimpleNamespace(session_hash="tok-page"), SimpleNamespace(session_hash="tok-other")
     old, new = "ROMEO:\nWhat light through yonder window breaks?\n", "unbelievable things"

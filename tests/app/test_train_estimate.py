@@ -16,8 +16,8 @@ from playground.training.estimate import (
     measure_step_time,
     steps_for_seconds,
 )
-from playground.ui import train_settings as ts
-from playground.ui import train_tab as tt
+from playground.ui.train import settings as ts
+from playground.ui.train import tab as tt
 
 NANO = PRESETS["nano"]
 
@@ -180,7 +180,7 @@ def test_a_page_loads_language_change_never_times_training_steps(monkeypatch):
     import gradio as gr
 
     from playground.training import estimate as train_estimate
-    from playground.ui import train_tab
+    from playground.ui.train import tab as train_tab
 
     timed = []
     real = train_estimate.measure_step_time

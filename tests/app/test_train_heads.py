@@ -6,8 +6,8 @@ import json
 import numpy as np
 
 from playground.server.jobs import JOBS
-from playground.ui import train_heads_view as view
-from playground.ui import train_tab
+from playground.ui.train import heads_view as view
+from playground.ui.train import tab as train_tab
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
 

@@ -7,7 +7,9 @@ import pytest
 
 from playground.server.jobs import JOBS
 from playground.server.model_cache import CACHE
-from playground.ui import common, train_settings, train_tab
+from playground.ui import common
+from playground.ui.train import settings as train_settings
+from playground.ui.train import tab as train_tab
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
 

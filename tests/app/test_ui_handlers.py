@@ -13,8 +13,10 @@ from playground.figures import format_prob
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.server.runs import get_run
-from playground.ui import attention_view, generate_tab, model_switch, model_tab
+from playground.ui import attention_view, model_switch
 from playground.ui.chips import RESET, all_chips
+from playground.ui.generate import tab as generate_tab
+from playground.ui.model import tab as model_tab
 from tests.helpers import plain_text
 
 NANO = PRESETS["nano"]
@@ -146,7 +148,7 @@ def test_generate_streams_and_ends_with_views():
 def test_streamed_chips_are_deltas_that_add_up_to_the_run(monkeypatch):
     """Each streamed update carries only the chips made since the previous one (O(new) per update);
     the first starts with RESET, and together they are every chip of the run, in order."""
-    import playground.ui.generate_tab as gt
+    import playground.ui.generate.tab as gt
 
     monkeypatch.setattr(gt, "update_interval", lambda active: 0.0)  # an update after every token
     outs = run_outputs(nano_state(), n=30)
@@ -372,7 +374,7 @@ def test_step_inputs_get_specific_messages():
 
 def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
     """A failure at some step (e.g. non-finite logits) ends the stream with a message, not a crash."""
-    import playground.ui.generate_tab as gt
+    import playground.ui.generate.tab as gt
 
     real_start = gt.start_run
 

@@ -137,7 +137,7 @@ def _walk(page, lang, scheme, prompt, model, problems):
 def test_every_lesson_step_in_both_languages_reveals_the_librarys_answer(page_url):
     from playwright.sync_api import sync_playwright
 
-    from playground.ui.generate_layout import EXAMPLES
+    from playground.ui.generate.layout import EXAMPLES
 
     model, prompt = CACHE.get(default_recipe()), EXAMPLES[0][0]
     ARTIFACTS.mkdir(exist_ok=True)
@@ -314,7 +314,7 @@ TAB_LOG_SHOW_JS = "() => (window.__pgTabs || []).slice(-12).map(x => x.join(' ')
 def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
     from playwright.sync_api import sync_playwright
 
-    from playground.ui.generate_layout import EXAMPLES
+    from playground.ui.generate.layout import EXAMPLES
 
     model, prompt = CACHE.get(default_recipe()), EXAMPLES[0][0]
     problems = []

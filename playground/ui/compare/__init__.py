@@ -1,0 +1,1 @@
+"""The Compare tab: two texts, or two models, scored token by token."""

@@ -1,0 +1,341 @@
+"""The Generate half of "Generate & attention": stream tokens, stop, inspect a step, export.
+
+The server's decode loop (playground.server.decode_loop) makes every learner's tokens in shared
+steps; a handler here only waits on its run's stream and shows what arrived. Its costs are bounded
+per update (the chips grow by appending; figures are drawn once the run ends or when asked), updates
+are paced across users, and Stop asks the loop to drop the run before its next step.
+
+The streaming event outputs only the state, the chips and the status line: the browser re-applies
+every output of an event on every streamed update, and a figure among them would be re-laid-out by
+plotly each time. The figures come from a second event (``after_run``) chained after the stream.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from playground import figures
+from playground.i18n import tr_error
+from playground.server.decode_loop import LOOP
+from playground.server.exports import export_model, export_run, reserve_export
+from playground.server.recipes import describe_recipe
+from playground.server.runs import start_run
+from playground.server.step_records import step_record
+from playground.ui import attention_view as av
+from playground.ui import redraw
+from playground.ui.attention_view import SPANS, VIEW_KEYS, VIEWS, AttentionViews, attention_views, head_examples
+from playground.ui.chips import ChipStream, legend, status_html
+from playground.ui.common import (
+    api_run,
+    choices,
+    dress,
+    fail,
+    for_the_session,
+    lang_of,
+    ok,
+    parse_bool,
+    parse_choice,
+    parse_number,
+    parse_optional_count,
+    parse_optional_number,
+    parse_seed,
+    parse_whole,
+    session_model,
+    session_run,
+    tr,
+    warn,
+)
+from playground.ui.results import only, result, skipped
+
+# Every streamed message costs the page a fixed amount of Gradio bookkeeping whatever it carries
+# (20–60 ms on a loaded 2-core machine, Chromium profile), so updates come at most 5 times a second (per server, shared by the users
+# generating): a run still reads as live, and a slow machine's page never falls behind the server.
+STREAM_INTERVAL_S = 0.2  # one stream's updates at most this often
+UPDATES_PER_S = 25  # the whole server's streamed updates, about: each costs the server a diff and a send
+
+
+def update_interval(active_runs: int) -> float:
+    """Seconds between one stream's updates while ``active_runs`` decode: 0.2 s alone, 1.2 s in a room of 30."""
+    return max(STREAM_INTERVAL_S, active_runs / UPDATES_PER_S)
+
+
+WAIT_S = 1.0  # a handler wakes at least this often, so a cancelled event can close it
+
+Streamed = result("Streamed", "state", "chips", "status")  # what each streamed update carries
+StepView = result("StepView", "prob_plot", "stages_plot", "step_md")  # one generated token's step
+LastStep = result("LastStep", "step_slider", *StepView._fields)
+Picked = result("Picked", "step_slider", *StepView._fields, "query")  # a clicked chip
+Exported = result("Exported", "export_file", "export_msg")
+# After a change of the page's language: every text and figure this tab built.
+Relabelled = result(
+    "Relabelled", "view", "legend", "head_examples", "span", "status", *AttentionViews._fields, *StepView._fields
+)
+
+
+@for_the_session
+def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, seed, greedy):
+    """Stream tokens as chips with a status line (outputs: state, chips, status)."""
+    lang = lang_of(state)
+    try:
+        greedy = parse_bool(greedy, "Greedy")
+        seed = parse_seed(seed, "Sampling seed")
+        max_new_tokens = parse_whole(max_new_tokens, "Max new tokens")  # start_run checks the range
+        temperature = parse_number(temperature, "Temperature")
+        top_k = parse_optional_count(top_k, "top-k")
+        top_p = parse_optional_number(top_p, "top-p")
+        model = session_model(state)
+        # replaces: the server keeps the new run under its id and lets the session's previous one go.
+        run, gen = start_run(
+            model,
+            state["recipe"],
+            prompt,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            greedy=greedy,
+            replaces=(state or {}).get("run_id"),
+        )
+    except Exception as e:
+        yield Streamed(state, gr.skip(), fail(e, lang))
+        return
+    state = {**state, "run_id": run.id}
+    stream = LOOP.submit(gen, key=run.id)
+    try:
+        yield from _stream(state, run, stream, model.cfg.context_length)
+    finally:
+        stream.stop()  # a closed page or a cancelled event: the loop drops the run before its next step
+
+
+def _stream(state, run, stream, context_length):
+    # The language is read at every update: the page may switch it while a run streams (in place).
+    chips = ChipStream(run.prompt_ids, run.tokenizer)
+    t0 = time.perf_counter()
+    yield Streamed(
+        state, chips.delta(), status_html(run, 0.0, "running", lang_of(state), context_length)
+    )  # the prompt's chips at once
+    last_yield = time.perf_counter()
+    ended = False
+    while not ended:
+        if run.steps:  # after the first token: wake when the next update is due, or at once when the run ends
+            rest = last_yield + update_interval(LOOP.active()) - time.perf_counter()
+            if rest > 0:
+                stream.wait_end(min(rest, WAIT_S))
+        stream.wait(WAIT_S)
+        new, ended = stream.take()
+        for step in new:
+            run.steps.append(step)
+            chips.add(step)
+        now = time.perf_counter()
+        run.elapsed = now - t0
+        # The first token at once (the room's first-token time is the decoder's, not the pacing's); after it,
+        # each stream's updates are spaced so the whole server sends about UPDATES_PER_S of them.
+        first = new and len(run.steps) == len(new)
+        if new and not ended and (first or now - last_yield > update_interval(LOOP.active())):
+            last_yield = now
+            lang = lang_of(state)
+            status = status_html(run, run.elapsed, "running", lang, context_length, others=stream.others)
+            yield Streamed(state, chips.delta(), status)
+    run.stopped = stream.stop_asked and stream.error is None and len(run.steps) < run.settings["max_new_tokens"]
+    run.elapsed = time.perf_counter() - t0
+    lang = lang_of(state)
+    final = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context_length)
+    if stream.error is not None:  # e.g. NaN logits at some step: keep the tokens made so far, say why
+        final = status_html(run, run.elapsed, "error", lang, context_length) + fail(stream.error, lang)
+    yield Streamed(state, chips.delta(final=True), final)
+
+
+def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True, span=SPANS[0]):
+    """Once a run has ended: its attention (outputs: heatmap, query bars, query slider, message)."""
+    if not (state or {}).get("run_id"):
+        return skipped(AttentionViews)
+    return attention_views(state, view, layer, head, log_scale, None, span)
+
+
+def last_step(state):
+    """Once a run has ended: the step slider on its last step, and that step's distribution
+    (outputs: step slider, prob bars, stages, step text). A separate event from ``after_run`` so the
+    browser draws the figures in two tasks, not one long one."""
+    try:
+        run = session_run(state)
+    except ValueError as e:
+        return only(LastStep, step_md=f"⚠️ {tr_error(lang_of(state), e)}")
+    if run is None or not run.steps:
+        return skipped(LastStep)
+    n = len(run.steps)
+    step_update = gr.update(minimum=0, maximum=max(1, n - 1), value=n - 1, visible=n > 1)
+    return LastStep(step_update, *inspect_step(state, n - 1))
+
+
+def stop_generation(state):
+    """Ask the server's decode loop to drop the run before its next step; its stream then ends and
+    reports how many tokens it made. A run that already finished is left as it is (its status says
+    "Done")."""
+    LOOP.stop((state or {}).get("run_id"))
+    return None
+
+
+def inspect_step(state, step_index):
+    """Probability bars, the stage-by-stage reshaping, and a sentence about one generated token."""
+    try:
+        run = session_run(state)
+    except ValueError as e:
+        return only(StepView, step_md=f"⚠️ {tr_error(lang_of(state), e)}")
+    lang, present = lang_of(state), bool(state.get("present"))
+    if run is None or not run.steps:
+        empty = dress(figures.empty_figure(tr(lang, "generate_first")), lang, present)
+        return StepView(empty, empty, tr(lang, "pick_one"))
+    try:
+        i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
+    except ValueError as e:
+        return only(StepView, step_md=f"⚠️ {tr_error(lang_of(state), e)}")
+    s = run.steps[i]
+    tok = run.tokenizer  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
+    fp = figures.format_prob
+    top_labels = [figures.token_id_label(tok.piece(t).display, t) for t, _ in s.top]
+    bars = figures.token_probability_bars(
+        top_labels, [p for _, p in s.top], chosen=_index_of(s.top, s.token_id), title=tr(lang, "fig_step", i=i)
+    )
+    cand_labels = [figures.token_id_label(tok.piece(t).display, t) for t in s.candidates]
+    stages = figures.sampling_stages_figure(
+        cand_labels, s.stages, chosen=s.candidates.index(s.token_id), title=tr(lang, "fig_stages")
+    )
+    settings = run.settings
+    off = tr(lang, "off")
+    top_p = settings["top_p"] if settings["top_p"] not in (None, 1.0) else off
+    text = tr(
+        lang,
+        "step_text",
+        i=i,
+        token=tok.piece(s.token_id).display,
+        id=s.token_id,
+        position=s.position,
+        p=fp(s.prob),
+        raw_p=fp(s.raw_prob),
+        rank=s.rank,
+        vocab=f"{tok.n_vocab:,}",
+        entropy=f"{s.entropy:.2f}",
+        raw_entropy=f"{s.raw_entropy:.2f}",
+        kept=f"{s.kept_tokens:,}",
+        temperature=settings["temperature"],
+        top_k=settings["top_k"] or off,
+        top_p=top_p,
+    ) + (
+        tr(lang, "step_seed", seed=settings["seed"])
+        if settings.get("seed") is not None
+        else tr(lang, "step_seed_used", seed=settings.get("seed_used"))
+    )
+    return StepView(dress(bars, lang, present), dress(stages, lang, present), text)
+
+
+def _index_of(top, token_id):
+    for i, (t, _) in enumerate(top):
+        if t == token_id:
+            return i
+    return None
+
+
+def pick_token(state, evt: gr.EventData):
+    """A click on a chip: a generated token opens its step, and the attention query moves to the
+    token (outputs: step slider, prob bars, stages, step text, query slider); the attention views
+    follow in a chained event that reads the query slider."""
+    try:
+        run = session_run(state)
+    except ValueError as e:
+        return only(Picked, step_md=f"⚠️ {tr_error(lang_of(state), e)}")
+    if run is None:
+        return skipped(Picked)
+    try:
+        # the chip's position, sent by the chips' script as the event's data
+        position = parse_whole(getattr(evt, "position", None), "Token position", 0, len(run.token_ids) - 1)
+    except ValueError as e:
+        return only(Picked, step_md=f"⚠️ {tr_error(lang_of(state), e)}")
+    lang = lang_of(state)
+    start, _ = run.window(session_model(state).cfg.context_length)
+    note = ""
+    if position < start:
+        note = tr(lang, "outside_window", position=position, start=start, end=len(run.token_ids) - 1)
+    query = gr.update(value=max(position, start))
+    step = position - len(run.prompt_ids)
+    if step < 0:
+        text = tr(lang, "prompt_position", position=position) + note
+        return only(Picked, step_md=text, query=query)
+    bars, stages, text = inspect_step(state, step)
+    return Picked(gr.update(value=step), bars, stages, text + note, query)
+
+
+@for_the_session
+def export_run_file(state, fmt):
+    lang = lang_of(state)
+    try:
+        run = session_run(state)
+        if run is None:
+            return only(Exported, export_msg=warn(tr(lang, "no_run_export")))
+        fmt = parse_choice(fmt, ("json", "npz"), "Export format")
+        model = session_model(state)
+        with reserve_export(model, run, fmt):  # refused before anything is allocated if it does not fit
+            path = export_run(run, model, fmt)
+        return Exported(str(path), ok(tr(lang, "run_exported", fmt=fmt)))
+    except Exception as e:
+        return only(Exported, export_msg=fail(e, lang))
+
+
+@for_the_session
+def export_model_file(state):
+    lang = lang_of(state)
+    try:
+        path = export_model(session_model(state), state["recipe"])
+        return Exported(str(path), ok(tr(lang, "model_exported")))
+    except Exception as e:
+        return only(Exported, export_msg=fail(e, lang))
+
+
+def run_data(state):
+    """API: the current run's tokens with their probabilities."""
+    run, error = api_run(state)
+    if error:
+        return error
+    tok = run.tokenizer  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
+    return {
+        "model": describe_recipe(run.recipe),
+        "settings": run.settings,
+        "prompt_ids": run.prompt_ids,
+        "prompt_tokens_cropped": run.n_cropped,
+        "token_ids": run.token_ids,
+        "stopped": run.stopped,
+        "text": tok.decode([s.token_id for s in run.steps]),
+        "steps": [step_record(tok, s) for s in run.steps],
+    }
+
+
+def relabel(state, view, layer, head, log_scale, query, span, step, request: gr.Request = None) -> Relabelled:
+    """After a change of the page's language: the choices' labels, the legend, the head examples,
+    and (unless the run is still streaming: it redraws itself) the status, attention and step views
+    (the attention view with the settings the page last drew, ``redraw.drawn_inputs``)."""
+    lang = lang_of(state)
+    given = (view, layer, head, log_scale, query, span)
+    view, layer, head, log_scale, query, span = redraw.drawn_inputs(request, "attention", given)
+    fixed = {
+        "view": gr.update(choices=choices(VIEW_KEYS, lang)),
+        "legend": legend(lang),
+        "span": gr.update(choices=choices(av.SPAN_KEYS, lang)),
+    }
+    try:
+        run = session_run(state)
+    except ValueError:
+        run = None
+    if run is not None and LOOP.running(run.id):
+        return only(Relabelled, **fixed)
+    _, head_labels = head_examples(view, lang)
+    if head_labels:
+        fixed["head_examples"] = gr.update(sample_labels=head_labels, label=tr(lang, "heads_label"))
+    if run is None:  # nothing generated yet: the empty figures say so in the new language
+        return only(Relabelled, **fixed, **attention_views(state, view, layer, head, log_scale, None, span)._asdict())
+    context_length = session_model(state).cfg.context_length
+    status = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context_length)
+    att = attention_views(state, view, layer, head, log_scale, query, span)
+    steps = inspect_step(state, step)._asdict() if run.steps else {}
+    return only(Relabelled, **fixed, status=status, **att._asdict(), **steps)

@@ -1,0 +1,130 @@
+"""The Inside tab's long views drawn as they go: the dose-response curve and the head sweep.
+
+The dose-response curve is drawn as it grows (one α at a time, at most one update per
+MIN_UPDATE_S) and the head sweep a layer at a time (its heads one by one); each partial figure is a
+streamed update and the message under the buttons says how far it is. The tab's Stop raises the
+page's stop flag, which the computation reads before each block of one α or one head (and between
+heads' readouts), so it ends within one of those rather than at the next update; Stop also cancels
+the event, and its message says what the figure shows. A language switch redraws a
+finished view from its own handler (inside_tab's redraw memory).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+import gradio as gr
+
+from playground.figures import inside as lf
+from playground.ui import redraw
+from playground.ui.common import dress, for_the_session, lang_of, ok, say, tr, warn
+from playground.ui.results import only
+
+from .data import dose_steps, sweep_steps
+from .redraw import note_drawn
+from .tab import DoseView, SweepView, draw_sweep
+
+N_ALPHAS = 11  # the curve's α values, 0, 0.2, …, 2 (effects.dose_response_points)
+# Each partial curve costs the page a plotly redraw, and on a 2-core machine the browser's CPU for it
+# is taken from the server's threads computing the next point; a few updates a second show it growing.
+MIN_UPDATE_S = 0.25
+clock = time.perf_counter
+STOP_FLAGS: dict[str, threading.Event] = {}  # page (Gradio session) -> its long view's stop flag
+
+
+@contextmanager
+def stop_flag(request):
+    """A fresh stop flag for this page's long view while it runs (a Stop from before does not count)."""
+    page, flag = getattr(request, "session_hash", None), threading.Event()
+    if page is not None:
+        STOP_FLAGS[page] = flag
+    try:
+        yield flag
+    finally:
+        if page is not None and STOP_FLAGS.get(page) is flag:
+            del STOP_FLAGS[page]
+
+
+def _progress(text: str) -> str:
+    return f"<div class='pg-msg pg-progress'>⏳ {text}</div>"
+
+
+def _dose_figure(d: dict, lang: str, present: bool):
+    title = tr(lang, "in_dose", tok=d["target"], pos=d["position"], head=d["head"], layer=d["layer"])
+    return dress(lf.dose_curve(d["alphas"], d["logprob"], title=title), lang, present)
+
+
+@for_the_session
+def dose_live(request: gr.Request, state, scale_head, position, target):
+    """The Dose-response button: the curve grows point by point (outputs: figure, message), at most
+    one partial curve per MIN_UPDATE_S of computing; the first point and the whole curve always."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
+    unsent, sent_at = None, None
+    with stop_flag(request) as flag:
+        for d in dose_steps(state, scale_head, position, target, stop=flag.is_set):
+            if "error" in d:
+                yield only(DoseView, msg=warn(say(lang, d)))
+                return
+            done = len(d["alphas"])
+            if done < N_ALPHAS and sent_at is not None and clock() - sent_at < MIN_UPDATE_S:
+                unsent = d
+                continue
+            yield DoseView(
+                _dose_figure(d, lang, present),
+                "" if done >= N_ALPHAS else _progress(tr(lang, "in_dose_progress", done=done)),
+            )
+            unsent, sent_at = None, clock()  # (after the page took the update: the next points' time)
+        if flag.is_set():
+            # The points computed since the last update are drawn with the message Stop gives.
+            if unsent is None:
+                yield only(DoseView, msg=stopped(state))
+            else:
+                yield DoseView(_dose_figure(unsent, lang, present), stopped(state))
+            return
+    note_drawn(request, "dose", state, scale_head, position, target)
+
+
+@for_the_session
+def sweep_live(request: gr.Request, state):
+    """The Head sweep button: the heatmap fills a layer at a time (outputs: figure, text, message)."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
+    last = None
+    with stop_flag(request) as flag:
+        for d in sweep_steps(state, stop=flag.is_set):
+            if "error" in d:
+                yield only(SweepView, msg=warn(say(lang, d)))
+                return
+            last = d
+            done, total = sum(row is not None for row in d["delta_loss"]), len(d["delta_loss"])
+            if done < total:
+                fig = dress(lf.sweep_heatmap(d["delta_loss"], title=tr(lang, "in_fig_sweep")), lang, present)
+                text = tr(
+                    lang,
+                    "in_sweep_progress",
+                    done=done,
+                    total=total,
+                    s=f"{d['seconds']:.1f}",
+                    e=f"{d['estimate_s']:.1f}",
+                )
+                yield SweepView(fig, "", _progress(text))
+        if flag.is_set():
+            yield only(SweepView, msg=stopped(state))
+            return
+    if last is not None:
+        redraw.remember(request, "inside_sweep", lambda lang, present: draw_sweep(last, lang, present))
+        yield draw_sweep(last, lang, present)
+
+
+def stop(request: gr.Request, state) -> str:
+    """The Inside tab's Stop: raises the page's stop flag (the long view ends within a block) and says so."""
+    flag = STOP_FLAGS.get(getattr(request, "session_hash", None) or "")
+    if flag is not None:
+        flag.set()
+    return stopped(state)
+
+
+def stopped(state) -> str:
+    """What Stop says: the long view it stopped keeps its last drawn update."""
+    return ok(tr(lang_of(state), "in_stopped"))

@@ -1,0 +1,366 @@
+"""Classroom mode in the Lessons tab: the room's controls and the handlers of a teacher's and a student's page.
+
+The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
+link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
+browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step. A
+student's page (``?room=CODE``, or the code typed) polls the room once a second by version and, while
+following, draws the teacher's step on the teacher's prompt; moving on their own steps away until they
+press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
+model and kept on the server), sees how many answered, and Reveal shows the answer and the room's counts
+on every page. What the pages show is drawn by ``room_views``; following the tab, the prompt and the
+teacher's Generate run is ``room_follow``'s; the ``/room_*`` endpoints (the same operations for an API
+caller) are in ``room_api``.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from playground.server import lessons
+from playground.server.recipes import model_label
+from playground.server.rooms import ROOMS, RoomError
+from playground.ui import listeners
+from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
+from playground.ui.results import only, outputs, result
+
+from . import room_api, room_follow, room_keep
+from . import tab as lessons_tab
+from .room_layout import no_room
+from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
+
+LANGS = ("en", "zh-CN")
+
+Polled = result(
+    "Polled",
+    "room",
+    "room_status",
+    "room_vote",
+    "room_result",
+    "room_timer",
+    *lessons_tab.Shown._fields,
+    *room_follow.Followed._fields,
+    "room_qr",
+)
+Ended = result(
+    "Ended",
+    "room",
+    "room_status",
+    "room_vote",
+    "room_result",
+    "room_timer",
+    "room_teacher_row",
+    "room_follow",
+    "room_qr",
+    "room_secret",
+    "room_bar",
+)
+Entered = result(
+    "Entered",
+    "room",
+    "room_status",
+    "room_vote",
+    "room_result",
+    "room_timer",
+    "room_panel",
+    "room_teacher_row",
+    "room_follow",
+    "room_qr",
+    "room_secret",
+    "room_bar",
+)
+
+
+# ---- the teacher
+def publishable(state, pos, prompt) -> dict:
+    try:
+        model = model_label(state["recipe"])[:400]
+    except Exception:
+        model = None
+    return {"tab": "lessons", "lesson": pos.get("lesson"), "step": pos.get("step", 0), "model": model, "prompt": prompt}
+
+
+def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
+    lang = lang_of(state)
+    try:
+        code, key = ROOMS.create(client_address())
+        link = join_link(code, request)
+        ROOMS.publish(code, key, publishable(state, pos or lessons_tab.first_position(), prompt or ""))
+    except Exception as e:
+        return only(Entered, room_status=fail(e, lang), room_bar=gr.Row(visible=True))
+    return lead(state, code, key, link)
+
+
+def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
+    """The teacher's page of room ``code``: its status and QR code, its controls; ``again`` (the page
+    reloaded, its key kept in the browser): the next poll draws the room's published step on it."""
+    lang = lang_of(state)
+    room = {**no_room(), "code": code, "key": key, "link": link, "version": None, "resumed": again}
+    return Entered(
+        room,
+        teacher_status(room, lang, link),
+        vote_radio(None, lang, False),
+        "",
+        gr.Timer(active=True),
+        gr.Accordion(open=True),
+        gr.update(visible=True),
+        gr.update(visible=False),
+        qr_html(link),
+        gr.skip() if again else room_keep.secret(code, key),
+        gr.Row(visible=True),
+    )
+
+
+def publish_move(state, room, pos, prompt):
+    """After the page moved (Next, Back, a lesson picked): the teacher's page publishes the step; a
+    student's page has stepped away (its own lesson radio back, and Follow shown).
+    Outputs: room, status, the lesson's own choice radio, Follow."""
+    room = room or no_room()
+    if room.get("key"):
+        try:
+            ROOMS.publish(room["code"], room["key"], publishable(state, pos or {}, prompt or ""))
+        except Exception as e:
+            return gr.skip(), fail(e, lang_of(state)), gr.skip(), gr.skip()
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    if room.get("member") and room.get("follow"):
+        away = tr(lang_of(state), "room_away", code=room["code"])
+        return {**room, "follow": False}, away, gr.update(visible=True), gr.update(visible=True)
+    return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+
+
+def open_vote(state, room, pos, prompt) -> str:
+    """The current step's question put to the room, its answer computed now on the teacher's model."""
+    lang = lang_of(state)
+    room = room or no_room()
+    if not room.get("key"):
+        return warn(tr(lang, "room_not_teacher"))
+    try:
+        lesson, index = lessons_tab.locate(pos)
+        step = lesson.steps[index]
+        question, _ = lessons.ask(step, session_model(state), prompt)
+        choices = [
+            [cid, {lg: lessons_tab.choice_label(question, cid, lg) for lg in LANGS}] for cid, _ in question.choices
+        ]
+        ROOMS.open_vote(room.get("code"), room.get("key"), f"{lesson.id}/{index + 1}", choices, question.answer)
+    except Exception as e:
+        return fail(e, lang)
+    return ok(tr(lang, "room_vote_opened"))
+
+
+def reveal(state, room) -> str:
+    room = room or no_room()
+    if not room.get("key"):
+        return warn(tr(lang_of(state), "room_not_teacher"))
+    try:
+        ROOMS.reveal(room.get("code"), room.get("key"), client_address())
+    except Exception as e:
+        return fail(e, lang_of(state))
+    return gr.skip()
+
+
+def end_room(state, room):
+    room = room or no_room()
+    lang = lang_of(state)
+    try:
+        if room.get("key"):
+            ROOMS.end(room.get("code"), room.get("key"), client_address())
+    except RoomError as e:
+        if e.key != "room.ended":
+            return only(Ended, room_status=fail(e, lang))
+    return Ended(
+        no_room(),
+        tr(lang, "room_left"),
+        gr.update(visible=False, choices=[], value=None),
+        "",
+        gr.Timer(active=False),
+        gr.update(visible=False),
+        gr.update(visible=False),
+        "",
+        room_keep.secret(room["code"], ended=True) if room.get("key") else gr.skip(),
+        gr.skip(),  # (the bar stays: it says the page left the room)
+    )
+
+
+# ---- students
+def join_room(state, room, code) -> Entered:
+    lang = lang_of(state)
+    try:
+        member = ROOMS.join(code, client_address())
+    except Exception as e:
+        return only(
+            Entered, room_status=fail(e, lang), room_panel=gr.Accordion(open=True), room_bar=gr.Row(visible=True)
+        )
+    code = ROOMS.state(code, member=member, client=client_address())["code"]
+    room = {**no_room(), "code": code, "member": member}
+    return Entered(
+        room,
+        tr(lang, "room_joined", code=code),
+        gr.skip(),
+        "",
+        gr.Timer(active=True),
+        gr.Accordion(open=True),
+        gr.update(visible=False),
+        gr.update(visible=False),  # (Follow: shown once the student steps away)
+        "",
+        gr.skip(),  # (a student's page never gets a key)
+        gr.Row(visible=True),
+    )
+
+
+def from_link(state, room, prompt, pos, saved=None, request: gr.Request = None):
+    """Page load: ``?room=CODE`` joins that room, or leads it again when this browser keeps its key
+    (``saved``, from room_keep.LOAD_JS: the teacher's page reloaded); ``?room=new`` starts one (and
+    opens the Lessons tab)."""
+    params = dict(request.query_params) if request is not None else {}
+    code = params.get("room")
+    if not code:
+        return (*[gr.skip()] * len(Entered._fields), gr.skip(), gr.skip())
+    state = {**(state or {}), "lang": page_prefs(request)[0]}  # (the page has not said its language yet)
+    led = room_keep.lead_again(saved, code)
+    if led is not None:
+        entered = lead(state, led["code"], led["key"], join_link(led["code"], request), again=True)
+    elif str(code).lower() == "new":
+        entered = start_room(state, room, pos, prompt, request)
+    else:
+        entered = join_room(state, room, code)
+    return (*entered, gr.update(value="" if str(code).lower() == "new" else code), gr.Tabs(selected="lessons"))
+
+
+def follow(state, room):
+    """Back in step: the next poll draws the teacher's step."""
+    room = room or no_room()
+    if not room.get("member"):
+        return gr.skip(), warn(tr(lang_of(state), "room_none")), gr.skip()
+    # everything is taken from the room again: its tab, its run, its step
+    again = {**room, "follow": True, "version": None, "tab": None, "run_version": None, "run_id": None, "drawn": None}
+    return again, tr(lang_of(state), "room_joined", code=room["code"]), gr.update(visible=False)
+
+
+def cast(state, room, choice) -> str:
+    room = room or no_room()
+    lang = lang_of(state)
+    if not room.get("member"):
+        return warn(tr(lang, "room_none"))
+    try:
+        vote = room.get("vote") or {}
+        ROOMS.vote(room.get("code"), room.get("member"), vote.get("id"), choice, client_address())
+    except Exception as e:
+        return fail(e, lang)
+    return ok(tr(lang, "room_voted"))
+
+
+def poll(state, room, prompt, request: gr.Request = None) -> Polled:
+    """A tick: nothing when the room has not changed; else what changed (the step while following,
+    the vote, the reveal); the teacher's page also gets the count of answers."""
+    room = room or no_room()
+    nothing = Polled(*[gr.skip()] * len(Polled._fields))
+    if not room.get("code"):
+        return nothing._replace(room_timer=gr.Timer(active=False))
+    lang = lang_of(state)
+    teacher = bool(room.get("key"))
+    try:
+        seen = ROOMS.state(room["code"], since=room.get("version"), member=room.get("member"), client=client_address())
+        tally = ROOMS.tally(room["code"], room["key"], client_address()) if teacher else None
+    except RoomError as e:
+        return nothing._replace(
+            room=no_room(),
+            room_status=fail(e, lang),
+            room_vote=gr.update(visible=False),
+            room_timer=gr.Timer(active=False),
+            room_qr="",
+        )
+    out = nothing
+    if seen["changed"]:
+        room = {**room, "version": seen["version"], "vote": seen.get("vote")}
+    if teacher:
+        out = out._replace(room_status=teacher_status(room, lang, tally=tally))
+    if not seen["changed"]:
+        return out
+    vote = seen.get("vote")
+    out = out._replace(
+        room=room,
+        room_vote=vote_radio(vote, lang, student=not teacher),
+        room_result=counts_html(vote, lang) if vote and "counts" in vote else "",
+    )
+    published = seen.get("state") or {}
+    if teacher and room.get("resumed") and published.get("lesson"):  # the teacher's page reloaded: its room's step
+        pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
+        here = published.get("prompt") if published.get("prompt") is not None else prompt
+        shown = lessons_tab.show_at(state, pos, here, request)
+        tab = published.get("tab") if published.get("tab") in room_follow.TABS else "lessons"
+        resumed = {**room, "resumed": False}
+        return out._replace(**shown._asdict(), prompt=here, room=resumed, tabs=gr.Tabs(selected=tab))
+    if teacher or not room.get("follow"):
+        return out
+    room, followed = room_follow.follow_published(room, published, prompt)
+    out = out._replace(room=room, **followed)
+    if not published.get("lesson"):
+        return out
+    here = published.get("prompt") if published.get("prompt") is not None else prompt
+    # The lesson's step is drawn again when the teacher moves, or when the prompt changes while the
+    # teacher is on the Lessons tab (each student's page draws it on its own model: not per keystroke
+    # typed in the Generate tab).
+    on_lessons = published.get("tab") in (None, "lessons")
+    drawn = [published["lesson"], published.get("step", 0), here if on_lessons else None]
+    before = room.get("drawn") or [None, None, None]
+    if drawn[:2] == before[:2] and (not on_lessons or drawn[2] == before[2]):
+        return out
+    pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
+    shown = lessons_tab.show_at(state, pos, here, request)
+    choice = shown.choice if isinstance(shown.choice, dict) else {}
+    shown = shown._replace(choice={**choice, "visible": False})  # the room's vote stands in for it
+    return out._replace(**shown._asdict(), prompt=here, room={**room, "drawn": drawn})
+
+
+def redraw(state, room):
+    """(status, vote, result) in the page's new language, from what the page holds of its room."""
+    room = room or no_room()
+    lang = lang_of(state)
+    if not room.get("code"):
+        return gr.skip(), gr.skip(), gr.skip()
+    vote = room.get("vote")
+    result = counts_html(vote, lang) if vote and "counts" in vote else gr.skip()
+    if room.get("key"):
+        return teacher_status(room, lang), gr.skip(), result
+    key = "room_joined" if room.get("follow") else "room_away"
+    return tr(lang, key, code=room["code"]), vote_radio(vote, lang, student=True), result
+
+
+def wire(page) -> None:
+    c, prompt = page.lessons, page.generate.prompt
+    state = page.state
+    private = {"api_visibility": "private"}
+    entered = [getattr(c, name) for name in Entered._fields]
+    keep = {"fn": None, "inputs": [c.room_secret], "outputs": None, "js": room_keep.SAVE_JS}
+    c.room_start.click(start_room, [state, c.room, c.lesson_pos, prompt], entered, **private).then(**keep)
+    c.room_join.click(join_room, [state, c.room, c.room_code], entered, **private)
+    c.room_code.submit(join_room, [state, c.room, c.room_code], entered, **private)
+    page.demo.load(
+        from_link,
+        [state, c.room, prompt, c.lesson_pos, c.room_secret],
+        entered + [c.room_code, page.tabs],
+        js=room_keep.LOAD_JS,
+        **private,
+    ).then(**keep)
+    listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
+    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private)
+    c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
+    c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
+    c.room_end.click(
+        end_room,
+        [state, c.room],
+        outputs(Ended, c),
+        **private,
+    ).then(**keep)
+    c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
+    polled = outputs(Polled, c, page.generate, tabs=page.tabs)
+    c.room_timer.tick(
+        poll,
+        [state, c.room, prompt],
+        polled,
+        show_progress="hidden",
+        concurrency_id="room_poll",
+        concurrency_limit=8,
+        **private,
+    )
+    room_follow.wire(page)
+    room_api.wire(c, state)

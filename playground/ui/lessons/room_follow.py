@@ -1,0 +1,195 @@
+"""Following the teacher beyond the lesson: the tab, the prompt, the Generate run and its attention view.
+
+The teacher's page publishes: the tab it opens, the prompt it types (the last one of a burst), and after
+each run or change of the attention view the run as that page shows it: its chips, its status line and
+its heatmap, drawn once on the server from the teacher's run (``ROOMS.publish_run``). A following
+student's page takes them from the room on its next poll (``follow_published``): the tab opens, the
+prompt box shows the teacher's prompt, the chips, status and heatmap are the teacher's (sent as they
+are: no follower's page runs the model for them) and the view's controls show the teacher's choices.
+A student who opens another tab, types in the prompt, presses Generate or changes the view has stepped
+away: their page stops following until they press Follow.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+from gradio.components.plot import PlotData
+
+from playground.server.decode_loop import LOOP
+from playground.server.rooms import ROOMS, RoomError
+from playground.ui.attention_view import SPANS, VIEWS, attention_views
+from playground.ui.chips import all_chips, status_html
+from playground.ui.common import client_address, fail, lang_of, session_model, session_run, tr
+from playground.ui.results import result
+
+TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer")
+VIEW_CONTROLS = ("view", "layer", "head", "query", "span", "log_scale")
+# What a follower's poll may change beyond the lesson: the tab, the prompt, the run and its view.
+Followed = result("Followed", "tabs", "prompt", "chips", "status", "heatmap", "query_plot", *VIEW_CONTROLS)
+Away = result("Away", "room", "room_status", "room_follow")
+
+
+def _away(state, room) -> Away:
+    """A following student's page after a move of its own: it stops following (Follow brings it back)."""
+    if room.get("member") and room.get("follow"):
+        return Away(
+            {**room, "follow": False}, tr(lang_of(state), "room_away", code=room["code"]), gr.update(visible=True)
+        )
+    return Away(gr.skip(), gr.skip(), gr.skip())
+
+
+def _publish(state, room, fields: dict) -> Away:
+    try:
+        ROOMS.publish(room["code"], room["key"], fields, client_address())
+    except RoomError as e:
+        return Away(gr.skip(), fail(e, lang_of(state)), gr.skip())
+    return Away(gr.skip(), gr.skip(), gr.skip())
+
+
+def tab_opened(tab: str):
+    """The handler of one tab's select: the teacher's page publishes the tab; a student's page that
+    opens another tab than the one it followed to has stepped away."""
+
+    def opened(state, room) -> Away:
+        room = room or {}
+        if room.get("key"):
+            return _publish(state, room, {"tab": tab})
+        if room.get("tab") == tab:  # (the poll opened it: following, not a move of the student's)
+            return Away(gr.skip(), gr.skip(), gr.skip())
+        return _away(state, room)
+
+    opened.__name__ = f"room_tab_{tab}"
+    return opened
+
+
+def prompt_typed(state, room, prompt) -> Away:
+    """The teacher's typing publishes the prompt; a student's typing steps away."""
+    room = room or {}
+    if room.get("key"):
+        return _publish(state, room, {"prompt": str(prompt or "")[:20_000]})
+    return _away(state, room)
+
+
+def prompt_left(state, room, prompt) -> Away:
+    """The teacher's page leaves the prompt box: its prompt published (a student's page: nothing)."""
+    room = room or {}
+    if room.get("key"):
+        return _publish(state, room, {"prompt": str(prompt or "")[:20_000]})
+    return Away(gr.skip(), gr.skip(), gr.skip())
+
+
+def moved_by_hand(state, room) -> Away:
+    """A student's own Generate or view change: stepped away (the teacher's page publishes after it)."""
+    return _away(state, room or {})
+
+
+def view_of(view, layer, head, query, span, log_scale) -> dict:
+    return {"view": view, "layer": layer, "head": head, "query": query, "span": span, "log_scale": log_scale}
+
+
+def publish_run(state, room, prompt, view, layer, head, log_scale, query, span) -> Away:
+    """After the teacher's run ended or its attention view changed: the run as the teacher's page shows
+    it, published to the room (its heatmap drawn once, here, from the teacher's run)."""
+    room = room or {}
+    if not room.get("key"):
+        return Away(gr.skip(), gr.skip(), gr.skip())
+    try:
+        published_run(state, room["code"], room["key"], prompt, view, layer, head, log_scale, query, span)
+    except Exception as e:
+        return Away(gr.skip(), fail(e, lang_of(state)), gr.skip())
+    return Away(gr.skip(), gr.skip(), gr.skip())
+
+
+def publish_new_run(state, room, prompt, view, layer, head, log_scale, span) -> Away:
+    """After the teacher's run ended: published as ``after_run`` draws it on the teacher's page (its query at
+    the run's last position), in parallel with that page's own figures."""
+    return publish_run(state, room, prompt, view, layer, head, log_scale, None, span)
+
+
+def published_run(state, code, key, prompt, view, layer, head, log_scale, query, span) -> int | None:
+    """Publish the session's last run (a finished one) with this view to room ``code``: the new version,
+    or None when there is nothing to publish yet (no run, or one still streaming)."""
+    ROOMS.tally(code, key, client_address())  # the teacher's key first: a wrong one costs no figure
+    run = session_run(state)
+    if run is None or LOOP.running(run.id):
+        return None
+    lang = lang_of(state)
+    drawn = attention_views(state, view, layer, head, log_scale, query, span)
+    figure = drawn.heatmap.to_json() if hasattr(drawn.heatmap, "to_json") else None
+    cfg = session_model(state).cfg
+    context = cfg.context_length
+    status = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context)
+    shown = view_of(view, layer, head, query, span, log_scale)
+    query_update = drawn.query if isinstance(drawn.query, dict) else {}
+    shown.update(
+        query=query_update.get("value", query),
+        query_max=query_update.get("maximum"),
+        query_min=query_update.get("minimum"),
+        layer_max=max(1, cfg.n_layers - 1),  # (the follower's sliders take the teacher's model's ranges)
+        head_max=max(1, cfg.n_heads - 1),
+    )
+    place = {"tab": "generate", "view": shown}
+    if prompt is not None:
+        place["prompt"] = str(prompt)[:20_000]
+    ROOMS.publish(code, key, place, client_address())
+    record = {"id": str(run.id), "chips": all_chips(run), "status": status, "figure": figure}
+    return ROOMS.publish_run(code, key, record, client_address())
+
+
+def follow_published(room: dict, published: dict, prompt) -> tuple[dict, dict]:
+    """What a following student's page takes from the room's published state: (the room's new record on
+    the page, the outputs of ``Followed`` that change). The run is sent only when it is new to the page."""
+    out: dict = {}
+    tab = published.get("tab")
+    if tab in TABS and tab != room.get("tab"):
+        out["tabs"] = gr.Tabs(selected=tab)
+        room = {**room, "tab": tab}
+    here = published.get("prompt")
+    if isinstance(here, str) and here != prompt:
+        out["prompt"] = here
+    run = published.get("run")
+    if isinstance(run, dict) and run.get("version") != room.get("run_version"):
+        if run.get("id") != room.get("run_id"):
+            out["chips"] = run.get("chips") or ""
+        out["status"] = run.get("status") or ""
+        figure = run.get("figure")
+        out["heatmap"] = PlotData(type="plotly", plot=figure) if figure else None
+        out["query_plot"] = gr.update(visible=False)  # the teacher's map only: the query's bars are the teacher's
+        view = published.get("view") or {}
+        if view.get("view") in VIEWS:
+            out["view"] = view["view"]
+        for name in ("layer", "head"):
+            top = view.get(f"{name}_max")
+            if isinstance(view.get(name), int) and isinstance(top, int):
+                out[name] = gr.update(value=view[name], maximum=max(top, view[name], 1))
+        if isinstance(view.get("query"), int) and isinstance(view.get("query_max"), int):
+            out["query"] = gr.update(
+                value=view["query"], minimum=view.get("query_min") or 0, maximum=view["query_max"], visible=True
+            )
+        if view.get("span") in SPANS:
+            out["span"] = view["span"]
+        if isinstance(view.get("log_scale"), bool):
+            out["log_scale"] = view["log_scale"]
+        room = {**room, "run_version": run.get("version"), "run_id": run.get("id")}
+    return room, out
+
+
+def wire(page) -> None:
+    """Each tab's select, the prompt's typing, Generate and the view's controls; then the teacher's
+    publishing after each run and view change (chained after the Generate tab's own events)."""
+    c, g, state = page.lessons, page.generate, page.state
+    quick = {"api_visibility": "private", "show_progress": "hidden", "concurrency_id": "room_poll"}
+    away = [c.room, c.room_status, c.room_follow]
+    for tab in TABS:
+        getattr(page, f"{tab}_tab").select(tab_opened(tab), [state, c.room], away, **quick)
+    g.prompt.input(prompt_typed, [state, c.room, g.prompt], away, trigger_mode="always_last", **quick)
+    # (a paste or a fill may raise no input event: the teacher's prompt is published when the box is left too)
+    g.prompt.blur(prompt_left, [state, c.room, g.prompt], away, **quick)
+    for trigger in (g.gen_btn.click, g.prompt.submit, *(getattr(g, n).input for n in VIEW_CONTROLS)):
+        trigger(moved_by_hand, [state, c.room], away, **quick)
+    inputs = [state, c.room, g.prompt, g.view, g.layer, g.head, g.log_scale, g.query, g.span]
+    for changed in g.room_view_changed:
+        changed.then(publish_run, inputs, away, api_visibility="private", show_progress="hidden")
+    inputs = [state, c.room, g.prompt, g.view, g.layer, g.head, g.log_scale, g.span]
+    for ended in g.room_run_ended:
+        ended.then(publish_new_run, inputs, away, api_visibility="private", show_progress="hidden")

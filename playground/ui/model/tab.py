@@ -1,0 +1,409 @@
+"""The Model tab: build or load a model from the form, and show where its parameters live.
+
+The form always tells the truth about the model the session is using: after the page loads, a
+build, or "Use the trained model", the weights choice, preset, config fields and precision are set
+from the loaded model itself (``model_switch``).
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import gradio as gr
+
+from playground.engine.config import (
+    ACTIVATIONS,
+    ATTENTION_IMPLS,
+    DEFAULT_PRESET,
+    FEED_FORWARDS,
+    NORM_PLACEMENTS,
+    NORMS,
+    POS_ENCODINGS,
+    PRESETS,
+)
+from playground.engine.hf_hub import HUB_MODELS
+from playground.i18n import EN
+from playground.inside.inspection import count_parameters
+from playground.runtime import kernels, native_gemv, native_step
+from playground.server.files import discard_upload
+from playground.server.model_views import tree_table, tying_explanation
+from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
+from playground.ui import listeners, redraw
+from playground.ui.common import (
+    T,
+    choices,
+    fail,
+    lang_of,
+    leased_model,
+    new_state,
+    ok,
+    page_prefs,
+    parse_whole,
+    seed_box,
+    session_model,
+    tr,
+    tr_error,
+    warn,
+)
+from playground.ui.model_switch import (
+    DTYPES,
+    FIELDS,
+    FORM_FIELDS,
+    FORM_PRESETS,
+    VIEW_FIELDS,
+    WEIGHT_KEYS,
+    Switch,
+    form_values,
+    hub_choices,
+    model_views,
+    preset_choices,
+    recipe_from_form,
+    switch_model,
+    switch_outputs,
+    table,
+)
+from playground.ui.results import only, outputs, result, skipped
+
+from . import side_by_side
+
+PresetFields = result("PresetFields", *FIELDS, "tying_md")
+# The page's first load: the session, the model's views, the kernels box, the form, the head examples.
+Loaded = result("Loaded", "state", *VIEW_FIELDS, "kernels_md", *FORM_FIELDS, "head_box")
+# After a change of the page's language: every text this tab built.
+Relabelled = result(
+    "Relabelled",
+    "summary",
+    "weights",
+    "preset",
+    "hub_name",
+    "dtype",
+    "tying_md",
+    "breakdown_df",
+    "treemap",
+    "memory_plot",
+    "tree_df",
+    "kernels_md",
+    "build_msg",
+)
+
+
+def preset_fields(name: str, state=None) -> PresetFields:
+    """Fill the config form from a preset (and preview the tying explanation); "custom" keeps the form."""
+    if name not in FORM_PRESETS:
+        return skipped(PresetFields)
+    cfg = FORM_PRESETS[name]
+    return PresetFields(*(getattr(cfg, f) for f in FIELDS), tying_explanation(cfg, lang_of(state)))
+
+
+KERNEL_TEXT = {  # templates of the kernels box: keys of translations.py
+    "head": "kn_head",
+    "none": "kn_none",
+    "note": "kn_note",
+}
+
+
+def _decision(choice, lang: str) -> str:
+    """A kernel decision in the page's language, from its kind and fields (``kn_`` + kind)."""
+    if lang == "en" or not choice.kind:
+        return choice.decision
+    return tr(lang, "kn_" + choice.kind, **choice.fields)
+
+
+def _candidate(name: str, lang: str) -> str:
+    """A candidate's name in the page's language (names that are proper nouns, numpy or oneDNN, stay)."""
+    return tr(lang, "kn_cand_" + name) if "kn_cand_" + name in EN else name
+
+
+def decode_path_text(lang: str = "en") -> str:
+    """Which decode path runs (the native step where it was chosen, else the model's forward), and what
+    became of the compiled one-row kernel (and its int8 dot product) and of the compiled step, and why."""
+    status = native_gemv.status()
+    compiler = status.compiler.rsplit("/", 1)[-1]
+    native = tr(lang, "kn_native_" + status.reason, compiler=compiler, bits=status.vector_bits, detail=status.detail)
+    if status.available:
+        int8 = "ready" if status.int8_dot_bits else "mismatch" if status.int8_dot_error else "none"
+        native += " " + tr(lang, "kn_native_int8_" + int8, bits=status.int8_dot_bits, detail=status.int8_dot_error)
+    step = native_step.status()
+    path = tr(lang, "kn_path_native" if step.available else "kn_path")
+    if "kn_step_" + step.reason in EN and not (step.reason == "off" and status.reason == "off"):
+        native += "\n\n" + tr(lang, "kn_step_" + step.reason, detail=step.detail)
+    # A cached library set aside and built again: said once, by its reason (never its path).
+    for note in dict.fromkeys(n for n in (status.cache_note, step.cache_note) if "kn_cache_" + n in EN):
+        native += "\n\n" + tr(lang, "kn_cache_" + note)
+    return path + "\n\n" + native
+
+
+def kernels_table(lang: str = "en") -> str:
+    """The decode path, then every kernel/layout decision this process made, with the figures it was made on."""
+    choices = kernels.measured()
+    if not choices:
+        return tr(lang, KERNEL_TEXT["none"])
+    rows = [decode_path_text(lang), "", tr(lang, KERNEL_TEXT["head"])]
+    for c in choices:
+        figures_ms = ", ".join(f"{_candidate(k, lang)} {v * 1e3:.2f} ms" for k, v in c.seconds.items()) or "—"
+        rows.append(f"| {_decision(c, lang)} | **{_candidate(c.winner, lang)}** | {figures_ms} |")
+    return "\n".join(rows) + "\n\n" + tr(lang, KERNEL_TEXT["note"])
+
+
+def build_model(
+    state, weights, seed, hub_name, upload, dtype, *fields, train_state=None, progress=gr.Progress(), request=None
+):
+    """Build or load the model the form describes; on any problem the previous model stays. The
+    message is remembered for a language switch to say again (``redraw``)."""
+    lang = lang_of(state)
+    recipe = None
+    try:
+        recipe = recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=train_state, lang=lang)
+        upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
+        t0 = time.perf_counter()
+        try:
+            # the session's lease moves to this model, with the room for its first generation
+            model = leased_model(recipe, state, progress=lambda frac, desc: progress(frac, desc=desc))
+        except Exception:
+            if weights == "upload":  # a refused upload is not kept on disk
+                discard_upload(recipe["path"])
+                discard_upload(upload_path)
+            raise
+        elapsed = time.perf_counter() - t0
+    except Exception as e:  # the previous model and run stay as they were
+        if recipe is None:  # a field the form cannot take: the form keeps it, for the user to fix
+            redraw.remember(request, "model_build", lambda lang, present=False, e=e: fail(e, lang))
+            return only(Switch, state=state, message=fail(e, lang))
+        # The build itself failed (e.g. the hub while offline): the form goes back to the model that
+        # is still loaded, and the message says which one that is.
+        loaded = state["recipe"]
+
+        def failed(lang, present=False, e=e):
+            return fail(e, lang) + warn(tr(lang, "still_loaded", model=describe_recipe(loaded, lang)))
+
+        redraw.remember(request, "model_build", failed)
+        try:
+            kept = session_model(state)
+            # (and the tying text the form previewed for the refused config goes back to the kept model's)
+            values = {**form_values(kept, loaded)._asdict(), "tying_md": tying_explanation(kept.cfg, lang)}
+        except MemoryError:  # the budget is full even for the session's own model: the form stays as typed
+            values = {}
+        return only(Switch, state=state, message=failed(lang), **values)
+    report = getattr(model, "load_report", None)
+
+    def say(lang, present=False):
+        extra = tr(lang, "loaded_weights", report=report.summary()) if report is not None else ""
+        return ok(tr(lang, "ready", model=describe_recipe(recipe, lang), seconds=f"{elapsed:.2f}", extra=extra))
+
+    redraw.remember(request, "model_build", say)
+    return switch_model(model, recipe, say(lang), state)._replace(kernels_md=kernels_table(lang))
+
+
+def build_from_form(
+    request: gr.Request, state, train_state, weights, seed, hub_name, upload, dtype, *fields, progress=gr.Progress()
+):
+    """The Build button: the form plus the session's training state (for the "trained" weights)."""
+    return build_model(
+        state,
+        weights,
+        seed,
+        hub_name,
+        upload,
+        dtype,
+        *fields,
+        train_state=train_state,
+        progress=progress,
+        request=request,
+    )
+
+
+def show_tree(state, depth):
+    """The module tree to ``depth``; a depth that is not 1–10 is refused in the page's toast (the
+    tree has no message box of its own), without a traceback in the log."""
+    lang = lang_of(state)
+    try:
+        depth = parse_whole(depth, "Tree depth", 1, 10)
+    except ValueError as e:
+        raise gr.Error(tr_error(lang, e), print_exception=False) from None
+    try:
+        return table(tree_table(session_model(state), depth, lang), "tree_headers", lang)
+    except Exception:
+        return gr.skip()
+
+
+def _depth_or_default(depth) -> int:
+    """The tree depth a redraw uses: the slider's value when it is one, else the default 3."""
+    try:
+        return parse_whole(depth, "Tree depth", 1, 10)
+    except ValueError:
+        return 3
+
+
+def load_session(state=None, request: gr.Request = None) -> Loaded:
+    """Page load: a fresh session on the default model, with the form describing it, in the page's
+    language (``?lang=`` in its address, else the browser's Accept-Language; English for the API)."""
+    lang, present = page_prefs(request)
+    state = {**new_state(lang), "present": present}
+    model = session_model(state)
+    recipe = state["recipe"]
+    return Loaded(
+        state=state,
+        **model_views(model, recipe, lang=lang, present=present)._asdict(),
+        kernels_md=kernels_table(lang),
+        **form_values(model, recipe)._asdict(),
+        head_box=gr.update(visible=recipe["kind"] == "bundled"),
+    )
+
+
+def relabel(request: gr.Request, state, depth) -> Relabelled:
+    """After a change of the page's language: the model's views, the choices' labels, the kernels
+    box and the last build's message, in the new language."""
+    lang, present = lang_of(state), bool((state or {}).get("present"))
+    views = model_views(session_model(state), state["recipe"], _depth_or_default(depth), lang, present)
+    return Relabelled(
+        summary=views.summary,
+        weights=gr.update(choices=choices(WEIGHT_KEYS, lang)),
+        preset=gr.update(choices=preset_choices(lang)),
+        hub_name=gr.update(choices=hub_choices(lang)),
+        dtype=gr.update(info=tr(lang, "dtype_info")),
+        tying_md=views.tying_md,
+        breakdown_df=table(views.breakdown_df, "breakdown_headers", lang, relabel=True),
+        treemap=views.treemap,
+        memory_plot=views.memory_plot,
+        tree_df=table(views.tree_df, "tree_headers", lang, relabel=True),
+        kernels_md=kernels_table(lang),
+        build_msg=build_message(request, state),
+    )
+
+
+def in_use(state) -> str:
+    """What the session has loaded, said first: the form below it is for building another."""
+    model, recipe = session_model(state), state["recipe"]
+    n = f"{count_parameters(model):,}"
+    return tr(lang_of(state), "model_in_use", model=describe_recipe(recipe, lang_of(state)), n=n)
+
+
+def build_message(request: gr.Request, state):
+    """The last build's message in the page's new language."""
+    return redraw.redraw(request, "model_build", lang_of(state), bool((state or {}).get("present")), 1)[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def layout() -> SimpleNamespace:
+    """The form and the model's figures side by side, then the two tables at full width (their
+    columns never fit beside the form on a 1024-pixel projector)."""
+    cfg = PRESETS[DEFAULT_PRESET]  # the form starts here; load_session fills in the real model
+    c = SimpleNamespace()
+    with gr.Row():
+        with gr.Column(scale=2, min_width=300):
+            c.in_use = gr.Markdown(elem_id="pg-model-in-use")
+            c.weights = gr.Radio(
+                choices(WEIGHT_KEYS),
+                label=T("weights"),
+                value="bundled" if BUNDLED_CHECKPOINT.is_file() else "random",
+                elem_id="pg-weights",
+            )
+            # Shown only for the weights they belong to (an empty upload box only takes room).
+            # A hub model, or the path of a GPT-2 folder on the server (recipes.folder_recipe) typed in.
+            c.hub_name = gr.Dropdown(
+                hub_choices(),
+                value=list(HUB_MODELS)[0],
+                label=T("hub_model"),
+                info=T("hub_folder_info"),
+                allow_custom_value=True,
+                visible=False,
+                elem_id="pg-hub-name",
+            )
+            c.upload = gr.File(
+                label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False, height=140
+            )
+            c.preset = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label=T("preset"), elem_id="pg-preset")
+            with gr.Accordion(T("config_fields"), open=False, elem_classes=["pg-advanced"]):
+                # Integers are checked by the handler (2.5 layers is refused and said), not rounded by the widget.
+                c.fields = [
+                    gr.Number(cfg.vocab_size, label=T("vocab_size")),
+                    gr.Number(cfg.context_length, label=T("context_length")),
+                    gr.Number(cfg.emb_dim, label=T("emb_dim")),
+                    gr.Number(cfg.n_heads, label=T("n_heads")),
+                    gr.Number(cfg.n_layers, label=T("n_layers")),
+                    gr.Number(cfg.drop_rate, label=T("drop_rate")),
+                    gr.Checkbox(cfg.qkv_bias, label=T("qkv_bias")),
+                    gr.Checkbox(cfg.tie_weights, label=T("tie_weights")),
+                    gr.Dropdown(list(POS_ENCODINGS), value=cfg.pos_encoding, label=T("pos_encoding")),
+                    gr.Dropdown(list(ACTIVATIONS), value=cfg.activation, label=T("activation")),
+                    gr.Dropdown(list(NORM_PLACEMENTS), value=cfg.norm_placement, label=T("norm_placement")),
+                    gr.Dropdown(list(ATTENTION_IMPLS), value=cfg.attention_impl, label=T("attention_impl")),
+                    # What changed since GPT-2 (issue 38): each switch alone or together; 0 means "as GPT-2".
+                    gr.Dropdown(list(NORMS), value=cfg.norm, label=T("norm"), elem_id="pg-f-norm"),
+                    gr.Dropdown(list(FEED_FORWARDS), value=cfg.ff, label=T("ff"), elem_id="pg-f-ff"),
+                    gr.Number(cfg.ff_hidden_dim, label=T("ff_hidden_dim"), elem_id="pg-f-ff-hidden"),
+                    gr.Number(cfg.n_kv_heads, label=T("n_kv_heads"), elem_id="pg-f-kv-heads"),
+                    gr.Number(cfg.fixed_head_dim, label=T("fixed_head_dim"), elem_id="pg-f-head-dim"),
+                    gr.Number(cfg.rope_theta, label=T("rope_theta"), elem_id="pg-f-rope-theta"),
+                    gr.Checkbox(cfg.qk_norm, label=T("qk_norm"), elem_id="pg-f-qk-norm"),
+                    gr.Number(cfg.sliding_window, label=T("sliding_window"), elem_id="pg-f-window"),
+                    gr.Checkbox(cfg.bias, label=T("bias"), elem_id="pg-f-bias"),
+                    gr.Number(cfg.ln_eps, label=T("ln_eps"), elem_id="pg-f-ln-eps"),
+                ]
+            with gr.Row(elem_classes=["pg-advanced"]):
+                c.seed_init = seed_box(0, T("seed_init"), min_width=100)
+                c.dtype = gr.Radio(list(DTYPES), value="float32", label=T("dtype"), info=T("dtype_info"), min_width=200)
+            c.build_btn = gr.Button(T("build"), variant="secondary", elem_id="pg-build")
+            c.build_msg = gr.HTML(elem_id="pg-build-msg")
+            c.tying_md = gr.Markdown(elem_id="pg-tying")
+        with gr.Column(scale=3, min_width=300):
+            c.treemap = gr.Plot(label="treemap", show_label=False)
+            c.memory_plot = gr.Plot(label="memory", show_label=False)
+    c.breakdown_df = gr.Dataframe(
+        headers=["component", "formula", "formula value", "measured", "agree"],
+        label=T("breakdown"),
+        interactive=False,
+        wrap=True,
+        elem_id="pg-breakdown",
+        column_widths=["18%", "42%", "15%", "15%", "10%"],
+    )
+    with gr.Accordion(T("kernels"), open=False, elem_classes=["pg-advanced"]):
+        c.kernels_md = gr.Markdown(elem_id="pg-kernels")
+    c.tree_depth = gr.Slider(1, 6, value=3, step=1, label=T("tree_depth"), elem_classes=["pg-advanced"])
+    c.tree_df = gr.Dataframe(
+        headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
+        label=T("tree"),
+        interactive=False,
+        max_height=420,
+        wrap=True,
+        elem_id="pg-tree",
+        # Names and numbers never break inside (a 1024-px projector fits "drop_shortcut" three levels
+        # deep, "MultiHeadAttention" and "124,439,808" in 14-px type); shapes, ties and paths wrap.
+        column_widths=["18.5%", "18.5%", "13%", "10.5%", "11.5%", "10%", "18%"],
+    )
+    c.sbs = side_by_side.layout()  # GPT-2 ↔ a variant, any two presets (issue 38)
+    for name, field in zip(FIELDS, c.fields):  # each also by its name: results name their outputs
+        setattr(c, name, field)
+    c.form = [c.weights, c.preset, c.seed_init, c.hub_name, c.dtype] + c.fields
+    return c
+
+
+def weight_inputs(weights):
+    """The hub choice and the upload box, each shown only with its own kind of weights."""
+    return gr.update(visible=weights == "hub"), gr.update(visible=weights == "upload")
+
+
+def wire(page) -> None:
+    m = page.model
+    page.demo.load(load_session, None, outputs(Loaded, page, m, page.generate), api_name="load_session").then(
+        in_use, page.state, m.in_use, api_visibility="private"
+    )  # what is loaded, kept current: after the first load, a build, and whenever the tab opens
+    page.model_tab.select(in_use, page.state, m.in_use, api_visibility="private")
+    m.preset.input(preset_fields, [m.preset, page.state], outputs(PresetFields, m), api_name="preset_config")
+    m.build_btn.click(
+        build_from_form,
+        [page.state, page.train_state, m.weights, m.seed_init, m.hub_name, m.upload, m.dtype] + m.fields,
+        switch_outputs(page, m.build_msg),
+        api_name="build_model",
+        concurrency_id="models",
+        concurrency_limit=2,
+    ).then(in_use, page.state, m.in_use, api_visibility="private")
+    m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")
+    side_by_side.wire(page, m.sbs)
+    m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)
+    listeners.on_change(page, relabel, [m.tree_depth], outputs(Relabelled, page, m))
+    listeners.on_change(page, in_use, [], [m.in_use])
