@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-import weakref
 
 import gradio as gr
 import numpy as np
 
 from playground import figures
 from playground.i18n import tr_error
-from playground.inside.attention_stats import attention_rollout, head_stats, induction_scores, prefix_matches
-from playground.runtime.memory import BUDGET
+from playground.server import attention_views as derived_views
+from playground.server.attention_views import attention_rollout, head_stats, induction_scores, prefix_matches
 from playground.server.recipes import BUNDLED_CHECKPOINT
-from playground.server.runs import all_layers_attention_bytes, layer_attention, run_attention
+from playground.server.runs import layer_attention, run_attention
 
 from . import redraw
 from .common import api_run, dress, lang_of, parse_bool, parse_choice, parse_whole, session_model, session_run, tr, warn
@@ -169,32 +168,6 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0], r
     return AttentionViews(fig, gr.update(value=dress(query_fig, lang, present), visible=True), query_update, message)
 
 
-def _all_layers_reserved(model, T: int, what: str):
-    """The memory the all-layer views use while they compute, held in the budget: refused with a
-    message, not an OOM. They take the layers one at a time (attention_stats), so the peak is a few
-    copies of one layer's (H, T, T) probabilities, not all of them."""
-    one_layer = all_layers_attention_bytes(model.cfg, T) // max(1, model.cfg.n_layers)
-    return BUDGET.reserve(6 * one_layer, what, "attention")
-
-
-# The rollout ([T, T] float64, 8 MB at 1,024 tokens) and the overview's statistics of a run's
-# trace, kept while the trace lives: moving the query slider or switching between the overview
-# metrics does not compute them again (seconds for a 1,024-token GPT-2 run).
-_DERIVED: dict[int, dict] = {}
-
-
-def _derived(qk, name: str, model, T: int, what: str, compute):
-    key = qk[0][0]  # the first layer's queries: alive exactly as long as this trace
-    cache = _DERIVED.get(id(key))
-    if cache is None:  # keyed by id (a tensor's == is elementwise); dropped with the tensor
-        cache = _DERIVED[id(key)] = {}
-        weakref.finalize(key, _DERIVED.pop, id(key), None)
-    if name not in cache:
-        with _all_layers_reserved(model, T, what):
-            cache[name] = compute()
-    return cache[name]
-
-
 def shown_keys(start: int, end: int, query: int, limit: int | None) -> tuple[int, int]:
     """(first, last) position a map shows: the whole window, or ``limit`` positions that end at
     the query (or at ``limit`` - 1 past the window's start when the query is earlier), so the query's
@@ -242,7 +215,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
         fig = figures.attention_heatmap(avg[a:b, a:b], shown, title=title, **heatmap)
         row = avg[q]
     elif view == "rollout":
-        rolled = _derived(
+        rolled = derived_views.derived(
             qk,
             "rollout",
             model,
@@ -257,7 +230,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
         metric = OVERVIEW_METRICS[view]
         repeating = 0  # the induction overview's positions whose token came before
         if metric == "induction":
-            scores, repeating = _derived(
+            scores, repeating = derived_views.derived(
                 qk,
                 "induction",
                 model,
@@ -270,7 +243,7 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
             )
             stats = {metric: scores}
         else:
-            stats = _derived(
+            stats = derived_views.derived(
                 qk,
                 "stats",
                 model,

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import html
 
-from playground.engine.tokenizer import load_tokenizer
 from playground.figures import format_prob
 from playground.i18n import tr
-from playground.inside.bpe import token_view
+from playground.server.tokens import gpt2_tokenizer, token_view
 
 # Chip colours by how sure the model was; white text on each is at least 4.5:1 (WCAG AA).
 PROMPT_COLOR = "#4b5563"
@@ -27,7 +26,7 @@ def chip_color(prob: float) -> str:
 
 def prompt_chips(prompt_ids: list[int], start_position: int = 0, tok=None) -> str:
     """``tok``: the tokenizer the ids mean (``engine.tokenizer.tokenizer_of``); GPT-2's when None."""
-    tok = tok or load_tokenizer()
+    tok = tok or gpt2_tokenizer()
     view = token_view(prompt_ids, tok)
     return "".join(
         _prompt_chip(start_position + t.position, t.id, *_fragment_label(t, view), tok=tok) for t in view.tokens
@@ -35,7 +34,7 @@ def prompt_chips(prompt_ids: list[int], start_position: int = 0, tok=None) -> st
 
 
 def _prompt_chip(position: int, token_id: int, badge: str = "", note: str = "", tok=None) -> str:
-    piece = (tok or load_tokenizer()).piece(token_id)
+    piece = (tok or gpt2_tokenizer()).piece(token_id)
     return (
         f"<span class='pg-chip pg-prompt{' pg-frag' if badge else ''}' data-pos='{position}' "
         f"title='position {position} · id {token_id} (prompt){html.escape(note, quote=True)}'>"
@@ -46,7 +45,7 @@ def _prompt_chip(position: int, token_id: int, badge: str = "", note: str = "", 
 def step_chip(step, badge: str = "", note: str = "", tok=None) -> str:
     """One generated token: its text, id and probability; data-step lets a click find its step.
     badge/note: for a token that is only part of a character, which character (see _fragment_label)."""
-    piece = (tok or load_tokenizer()).piece(step.token_id)
+    piece = (tok or gpt2_tokenizer()).piece(step.token_id)
     pct = format_prob(step.prob)
     return (
         f"<span class='pg-chip pg-gen{' pg-frag' if badge else ''}' style='background:{chip_color(step.prob)}' "
@@ -81,7 +80,7 @@ class ChipStream:
     token still waiting."""
 
     def __init__(self, prompt_ids: list[int], tok=None):
-        self._tok = tok or load_tokenizer()  # the run's tokenizer: a checkpoint folder's own, else GPT-2's
+        self._tok = tok or gpt2_tokenizer()  # the run's tokenizer: a checkpoint folder's own, else GPT-2's
         self._parts = [RESET]
         self._waiting: list = [(None, int(i), p) for p, i in enumerate(prompt_ids)]  # (step or None, id, position)
         self._sent = 0

@@ -6,10 +6,9 @@ import html
 import logging
 import traceback
 
-from playground.engine.config import ConfigError
-from playground.engine.weight_layout import WeightLoadError
 from playground.errors import UserError, excerpt
 from playground.i18n import tr, tr_error
+from playground.server.catalog import ConfigError, WeightLoadError
 
 log = logging.getLogger("playground.ui")
 

@@ -12,9 +12,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
-from playground.runtime.devices import DeviceError, default_device  # noqa: E402
-from playground.runtime.memory import BUDGET, map_large_blocks  # noqa: E402
 from playground.server.recipes import decide_kernels_at_start  # noqa: E402
+from playground.server.resources import BUDGET, DeviceError, default_device, map_large_blocks  # noqa: E402  # noqa: E402
 
 from .app import build_demo, launch_kwargs, warm_up  # noqa: E402
 

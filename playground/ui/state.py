@@ -14,9 +14,9 @@ import secrets
 
 from gradio.context import LocalContext
 
-from playground.runtime.memory import acting_for
 from playground.server.model_cache import CACHE
 from playground.server.recipes import default_recipe
+from playground.server.resources import acting_for
 from playground.server.runs import get_run
 
 

@@ -162,6 +162,7 @@ def test_the_lens_cell_reuses_the_lens_views_forward_until_the_run_changes(monke
 def test_the_lens_cell_reuses_rows_of_a_lens_drawn_again_from_the_cache_within_a_byte_bound(monkeypatch):
     """A window drawn again comes from the shared lens cache, and its cell still needs no forward;
     rows beyond LENS_ROWS_BYTES are dropped oldest first, and that window's cell is then computed."""
+    from playground.server import inside_views
     from playground.ui.inside import data as inside_data
 
     state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=3)}
@@ -181,7 +182,7 @@ def test_the_lens_cell_reuses_rows_of_a_lens_drawn_again_from_the_cache_within_a
     assert [t for t, _, _ in cell["top"]] == [t for t, _ in real(model, ids, 2, 5)["top"]]
     # Room for one window's rows only: drawing B keeps B's and drops A's.
     one = (model.cfg.n_layers + 1) * 16 * model.cfg.emb_dim * 4
-    monkeypatch.setattr(inside_data, "LENS_ROWS_BYTES", one)
+    monkeypatch.setattr(inside_views, "LENS_ROWS_BYTES", one)
     it.lens_view(state, start + 40, 1, start + 43, 16)  # a new window C: computed, its rows kept
     it.lens_view(state, start, 1, start + 3, 16)  # A again: from the cache, without rows now
     inside_data.lens_cell_data(state, 2, start + 5)
@@ -192,14 +193,15 @@ def test_the_kept_lens_rows_are_counted_and_given_up_when_a_request_needs_the_ro
     """The residual rows a lens keeps are a named holding of the memory budget while kept; a request
     that would not fit otherwise takes their room first, and the cell is then computed again."""
     from playground.runtime.memory import BUDGET
+    from playground.server import inside_views
     from playground.ui.inside import data as inside_data
 
     state = {**common.new_state("en"), "recipe": random_recipe(NANO, seed=5)}
     state = list(generate_tab.generate_tokens(state, "A tale of two cities and", 0.8, 30, 1.0, 30, 6, False))[-1][0]
     model, (start, ids) = session_model(state), session_run(state).window(NANO.context_length)
     it.lens_view(state, start, 1, start + 3, 16)
-    key = inside_data._lens_key(state, session_run(state), ids, 0, 16)
-    rows = inside_data._LENS_CACHE[key][1]
+    key = inside_views._lens_key(state["recipe"], session_run(state), ids, 0, 16)
+    rows = inside_views._LENS_CACHE[key][1]
     assert rows is not None
     held = [h for h in BUDGET.usage() if h.kind == "lens rows" and "positions 0–15" in h.what]
     assert [h.nbytes for h in held] == [rows.nbytes] == [(model.cfg.n_layers + 1) * 16 * model.cfg.emb_dim * 4]
@@ -208,7 +210,7 @@ def test_the_kept_lens_rows_are_counted_and_given_up_when_a_request_needs_the_ro
     # a request as large as everything recomputable the budget counts (runs' attention, lens rows)
     recomputable = sum(h.nbytes for h in BUDGET.usage() if h.kind in ("attention", "lens rows"))
     BUDGET.check(BUDGET.available() + recomputable, "a request that needs the rows' room")
-    assert inside_data._LENS_CACHE[key][1] is None
+    assert inside_views._LENS_CACHE[key][1] is None
     assert not [h for h in BUDGET.usage() if h.kind == "lens rows" and "positions 0–15" in h.what]
     real, calls = lenses.lens_cell, []
     monkeypatch.setattr(

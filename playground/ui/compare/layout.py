@@ -10,8 +10,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.engine.config import DEFAULT_PRESET, PRESETS
-from playground.engine.hf_hub import HUB_MODELS
+from playground.server.catalog import DEFAULT_PRESET, HUB_MODELS, PRESETS
 from playground.ui import listeners, share
 from playground.ui import model_switch as ms
 from playground.ui.common import T, choices, lang_of, seed_box

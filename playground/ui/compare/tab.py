@@ -17,15 +17,14 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.engine.config import PRESETS
-from playground.engine.receipts import receipt
-from playground.engine.tokenizer import load_tokenizer, refuse_own_tokenizer
 from playground.errors import UserError
-from playground.inside.scoring import compare_scores, decode_upload, score_text
+from playground.server.catalog import PRESETS
 from playground.server.files import exports_dir
 from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
 from playground.server.replay import model_for, read_record, replay, replay_record, write_record
+from playground.server.scores import compare_scores, decode_upload, receipt, score_text
+from playground.server.tokens import gpt2_tokenizer, refuse_own_tokenizer
 from playground.ui import model_switch as ms
 from playground.ui import redraw
 from playground.ui.common import (
@@ -369,7 +368,7 @@ def replay_file(state, upload, request: gr.Request = None):
 
 
 def _replay_html(report, record, recipe, lang) -> str:
-    tok = load_tokenizer()
+    tok = gpt2_tokenizer()
     need = record["token_ids"]
     head = (ok if report.identical else warn)(_report_message(report, lang))
     d = report.first_difference

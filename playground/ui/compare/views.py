@@ -11,10 +11,10 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.engine.receipts import explain
-from playground.engine.tokenizer import load_tokenizer
 from playground.figures import format_prob
 from playground.i18n import tr
+from playground.server.scores import explain
+from playground.server.tokens import gpt2_tokenizer
 
 MAX_CHIPS = 2_000  # chips drawn per view; the figures and totals always cover the whole text
 
@@ -40,7 +40,7 @@ def _swatch(color: str) -> str:
 
 
 def _piece(i: int) -> str:
-    return load_tokenizer().piece(int(i)).display
+    return gpt2_tokenizer().piece(int(i)).display
 
 
 def score_chips(scores, elem_class: str = "", lang: str = "en") -> str:
@@ -177,7 +177,7 @@ def mean_surprisal(steps) -> float:
 
 
 def stream_column(title: str, prompt_ids, steps, diverge: int | None, done: bool, lang: str = "en") -> str:
-    tok = load_tokenizer()
+    tok = gpt2_tokenizer()
     chips = [f"<span class='pg-chip pg-prompt'>{html.escape(p.display)}</span>" for p in tok.pieces(prompt_ids[-40:])]
     for s in steps:
         mark = " pg-diverge" if diverge is not None and s.index == diverge else ""

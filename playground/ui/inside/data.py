@@ -8,37 +8,20 @@ figures are drawn by inside_tab from these same dicts. No figures here, no layou
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 
 import gradio as gr
 
-from playground.engine.tokenizer import tokenizer_of
 from playground.errors import UserError
 from playground.i18n import EN, tr
-from playground.inside import attention_maths, attribution, effects, lenses, view_checks
-from playground.inside.interventions import Intervention
-from playground.runtime.memory import BUDGET
-from playground.server.recipes import model_label, recipe_key
+from playground.server import inside_views
+from playground.server.inside_views import Intervention, attention_maths, attribution, effects, view_checks
+from playground.server.tokens import tokenizer_of
 from playground.ui.common import Refusal, parse_bool, parse_number, parse_whole, session_id, session_model, session_run
 
 LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps (at most); a slider scrolls through the rest
 MIN_WINDOW = 8  # the fewest, on the narrowest page
 
 MSG = {name: EN["in_" + name] for name in ("nothing",)}  # the API's English words for "no intervention"
-
-# (recipe, run id, n tokens, first id, window) -> (lens, the residual rows it read or None), the newest
-# few. The lens cell of a window a lens view drew is read from its rows instead of a second forward,
-# for whichever session asks (a redraw, a second page); rows are kept for the newest entries up to
-# LENS_ROWS_BYTES in all (a window of GPT-2 small's is ~1.3 MB, of GPT-2 XL's ~10 MB).
-_LENS_CACHE: OrderedDict = OrderedDict()
-_LENS_LOCK = threading.Lock()
-LENS_CACHE_ENTRIES = 16
-LENS_ROWS_BYTES = 64 * 2**20
-# session -> the cache key of the lens it drew last: its lens cell is of that window.
-_LENS_DRAWN: OrderedDict = OrderedDict()
-LENS_DRAWN_SESSIONS = 64
-
 
 # ----------------------------------------------------------------------------------------------
 # Shared parsing
@@ -158,69 +141,6 @@ def describe_intervention(spec: Intervention, lang: str = "en") -> str:
     return ("; " if lang == "en" else "；").join(parts)
 
 
-def _lens_key(state, run, ids, first: int, stop: int) -> tuple:
-    return (recipe_key(state["recipe"]), run.id, len(ids), ids[0], first, stop)
-
-
-def _lens(model, state, run, ids, first: int, stop: int) -> dict:
-    key = _lens_key(state, run, ids, first, stop)
-    with _LENS_LOCK:
-        hit = _LENS_CACHE.get(key)
-        if hit is not None:
-            _LENS_CACHE.move_to_end(key)
-            _drawn(state, key)
-            return hit[0]
-    lens, rows = lenses.logit_lens_rows(model, ids, first=first, stop=stop)
-    if rows is not None:  # counted while kept; the budget drops them first when a request needs the room
-        what = f"the residual rows of a lens over positions {first}–{stop - 1} ({model_label(state['recipe'])})"
-        BUDGET.register(rows, rows.nbytes, what, "lens rows", reclaim=lambda: _drop_rows(key))
-    with _LENS_LOCK:
-        _LENS_CACHE[key] = (lens, rows)
-        while len(_LENS_CACHE) > LENS_CACHE_ENTRIES:
-            _LENS_CACHE.popitem(last=False)
-        kept = 0
-        for k in reversed(_LENS_CACHE):  # newest first: older entries give up their rows
-            lens_k, rows_k = _LENS_CACHE[k]
-            if rows_k is not None:
-                kept += rows_k.nbytes
-                if kept > LENS_ROWS_BYTES:
-                    _LENS_CACHE[k] = (lens_k, None)
-        _drawn(state, key)
-    return lens
-
-
-def _drop_rows(key: tuple) -> None:
-    """Forget the residual rows kept for ``key``'s lens (the lens itself stays): its cells recompute."""
-    with _LENS_LOCK:
-        hit = _LENS_CACHE.get(key)
-        if hit is not None:
-            _LENS_CACHE[key] = (hit[0], None)
-
-
-def _drawn(state, key: tuple) -> None:
-    """Remember that this session's lens view shows ``key``'s window (under _LENS_LOCK)."""
-    session = session_id(state)
-    if session is not None:
-        _LENS_DRAWN[session] = key
-        _LENS_DRAWN.move_to_end(session)
-        while len(_LENS_DRAWN) > LENS_DRAWN_SESSIONS:
-            _LENS_DRAWN.popitem(last=False)
-
-
-def _cell(model, state, run, ids, layer: int, p: int) -> dict:
-    """The lens cell at window index ``p``: from the rows of the lens this session drew last when
-    they are of this run and window and still kept, else by a forward of its own (lenses.lens_cell)."""
-    with _LENS_LOCK:
-        key = _LENS_DRAWN.get(session_id(state))
-        rows = _LENS_CACHE.get(key, (None, None))[1] if key is not None else None
-    if key is not None and rows is not None:
-        first, stop = key[-2:]
-        if key == _lens_key(state, run, ids, first, stop) and first <= p < stop:
-            layer = view_checks.check_layer(layer, model.cfg.n_layers + 1, "Lens layer")
-            return lenses.cell_from_rows(model, rows[layer, p - first], rows[-1, p - first], layer, p)
-    return lenses.lens_cell(model, ids, layer, p)
-
-
 # ----------------------------------------------------------------------------------------------
 # Data (API endpoints): plain numbers
 
@@ -236,7 +156,7 @@ def lens_data(state, first=None, last=None):
         end = start + len(ids) - 1
         a = start if first in (None, "") else parse_whole(first, "First position", start, end)
         b = end if last in (None, "") else parse_whole(last, "Last position", a, end)
-        lens = _lens(model, state, run, ids, a - start, b - start + 1)
+        lens = inside_views.lens(model, state["recipe"], session_id(state), run, ids, a - start, b - start + 1)
     except Exception as e:
         return Refusal(e)
     tok = tokenizer_of(model)
@@ -251,7 +171,9 @@ def lens_cell_data(state, layer, position):
     try:
         model, run, start, ids, labels = run_context(state)
         layer = parse_whole(layer, "Lens layer", 0, model.cfg.n_layers)
-        cell = _cell(model, state, run, ids, layer, window_index(position, start, ids))
+        cell = inside_views.lens_cell(
+            model, state["recipe"], session_id(state), run, ids, layer, window_index(position, start, ids)
+        )
     except Exception as e:
         return Refusal(e)
     tok = tokenizer_of(model)

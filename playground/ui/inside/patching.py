@@ -16,8 +16,8 @@ import gradio as gr
 
 from playground.figures import patching as pf
 from playground.figures.style import empty_figure
-from playground.inside.interventions import StopRequested
 from playground.server import patching_views as pv
+from playground.server.inside_views import StopRequested
 from playground.ui import listeners
 from playground.ui.common import (
     T,

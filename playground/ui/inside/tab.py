@@ -17,9 +17,9 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from playground.engine.tokenizer import tokenizer_of
 from playground.figures import inside as lf
-from playground.inside.interventions import Intervention
+from playground.server.inside_views import Intervention
+from playground.server.tokens import tokenizer_of
 from playground.ui.common import (
     dress,
     fail,

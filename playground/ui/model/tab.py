@@ -12,20 +12,20 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.engine.config import (
+from playground.i18n import EN
+from playground.server import speed_status
+from playground.server.catalog import (
     ACTIVATIONS,
     ATTENTION_IMPLS,
     DEFAULT_PRESET,
     FEED_FORWARDS,
+    HUB_MODELS,
     NORM_PLACEMENTS,
     NORMS,
     POS_ENCODINGS,
     PRESETS,
+    count_parameters,
 )
-from playground.engine.hf_hub import HUB_MODELS
-from playground.i18n import EN
-from playground.inside.inspection import count_parameters
-from playground.runtime import kernels, native_gemv, native_step
 from playground.server.files import discard_upload
 from playground.server.model_views import tree_table, tying_explanation
 from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
@@ -118,13 +118,13 @@ def _candidate(name: str, lang: str) -> str:
 def decode_path_text(lang: str = "en") -> str:
     """Which decode path runs (the native step where it was chosen, else the model's forward), and what
     became of the compiled one-row kernel (and its int8 dot product) and of the compiled step, and why."""
-    status = native_gemv.status()
+    status = speed_status.one_row_kernel()
     compiler = status.compiler.rsplit("/", 1)[-1]
     native = tr(lang, "kn_native_" + status.reason, compiler=compiler, bits=status.vector_bits, detail=status.detail)
     if status.available:
         int8 = "ready" if status.int8_dot_bits else "mismatch" if status.int8_dot_error else "none"
         native += " " + tr(lang, "kn_native_int8_" + int8, bits=status.int8_dot_bits, detail=status.int8_dot_error)
-    step = native_step.status()
+    step = speed_status.compiled_step()
     path = tr(lang, "kn_path_native" if step.available else "kn_path")
     if "kn_step_" + step.reason in EN and not (step.reason == "off" and status.reason == "off"):
         native += "\n\n" + tr(lang, "kn_step_" + step.reason, detail=step.detail)
@@ -136,7 +136,7 @@ def decode_path_text(lang: str = "en") -> str:
 
 def kernels_table(lang: str = "en") -> str:
     """The decode path, then every kernel/layout decision this process made, with the figures it was made on."""
-    choices = kernels.measured()
+    choices = speed_status.kernel_decisions()
     if not choices:
         return tr(lang, KERNEL_TEXT["none"])
     rows = [decode_path_text(lang), "", tr(lang, KERNEL_TEXT["head"])]

@@ -15,11 +15,14 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas as pd
 
-from playground.engine.tokenizer import display_text, load_tokenizer
 from playground.i18n import tr_error
-from playground.inside.bpe import (
+from playground.server.recipes import own_tokenizer_name
+from playground.server.runs import MAX_PROMPT_CHARS
+from playground.server.tokens import (
     MAX_REPLAY_BYTES,
     TokenizerViewError,
+    display_text,
+    gpt2_tokenizer,
     hex_bytes,
     part_display,
     pretokens,
@@ -27,8 +30,6 @@ from playground.inside.bpe import (
     replay_word,
     tokenize_view,
 )
-from playground.server.recipes import own_tokenizer_name
-from playground.server.runs import MAX_PROMPT_CHARS
 from playground.ui import listeners
 from playground.ui import redraw as redraw_views
 from playground.ui.common import T, lang_of, tr, warn
@@ -194,7 +195,7 @@ def _builds(text: str, parts, index: int) -> str | None:
 
 def merges_html(replays, lang="en") -> str:
     """Each word: its bytes, then one row per merge (rank, the pair, the pieces after it)."""
-    tok = load_tokenizer()
+    tok = gpt2_tokenizer()
     blocks = []
     for w in replays:
         rows = [
@@ -301,7 +302,7 @@ def tokenize_api(text) -> dict:
 def bpe_merges_api(word) -> dict:
     """API: the merges of each word of ``word``, in the order BPE applies them (lowest rank first)."""
     try:
-        tok = load_tokenizer()
+        tok = gpt2_tokenizer()
         return {"words": [w.as_dict(tok) for w in replay_text(_check_text(word))]}
     except ValueError as e:
         return {"error": str(e)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.training import induction_run
+from playground.server.training_inputs import induction_run
 
 from .tab import train_model
 

@@ -13,13 +13,11 @@ import time
 import gradio as gr
 
 from playground import figures
-from playground.engine.config import PRESETS
 from playground.figures.head_curves import head_score_curves
 from playground.server import train_heads
+from playground.server.catalog import PRESETS
 from playground.server.jobs import JOBS, training_config
-from playground.training import induction_run
-from playground.training.corpus import load_bundled_corpus, prepare_corpus
-from playground.training.estimate import format_duration
+from playground.server.training_inputs import format_duration, induction_run, load_bundled_corpus, prepare_corpus
 from playground.ui.common import dress, for_the_session, lang_of, tr
 from playground.ui.common import fail as _fail
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.training import induction_run
+from playground.server.training_inputs import induction_run
 from playground.ui import listeners
 from playground.ui.common import T, choices
 from playground.ui.model_switch import preset_choices, switch_outputs

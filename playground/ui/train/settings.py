@@ -11,8 +11,13 @@ import html
 
 from playground.errors import UserError
 from playground.server.jobs import JOBS, check_training_time, time_limit_seconds, training_config
-from playground.training import estimate as train_estimate
-from playground.training.corpus import load_bundled_corpus, load_tiny_shakespeare, text_from_paste, text_from_upload
+from playground.server.training_inputs import estimate as train_estimate
+from playground.server.training_inputs import (
+    load_bundled_corpus,
+    load_tiny_shakespeare,
+    text_from_paste,
+    text_from_upload,
+)
 from playground.ui.common import fail as _fail
 from playground.ui.common import for_the_session, lang_of, parse_choice, parse_count, parse_number, parse_whole, tr
 from playground.ui.model_switch import FORM_PRESETS

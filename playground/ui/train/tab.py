@@ -24,8 +24,8 @@ from playground.server.jobs import (
     time_limit_seconds,
 )
 from playground.server.recipes import describe_recipe
-from playground.training import estimate as train_estimate
-from playground.training.losses import overfitting
+from playground.server.training_inputs import estimate as train_estimate
+from playground.server.training_inputs import overfitting
 from playground.ui import redraw
 from playground.ui.common import choices, dress, for_the_session, lang_of, leased_model, tr
 from playground.ui.common import fail as _fail

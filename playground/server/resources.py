@@ -1,0 +1,9 @@
+"""The server's memory budget and device, as the app's start and its sessions use them: the budget
+every model, run and view reserves from, whom a reservation is made for, and the device chosen."""
+
+from __future__ import annotations
+
+from playground.runtime.devices import DeviceError, default_device
+from playground.runtime.memory import BUDGET, acting_for, map_large_blocks
+
+__all__ = ["BUDGET", "DeviceError", "acting_for", "default_device", "map_large_blocks"]
