@@ -1,5 +1,6 @@
-"""The attention views' derived numbers, kept while their run's trace lives: the rollout and the
-overview's statistics (each head's induction, previous-token and first-token scores), computed under
+"""The attention views' derived numbers, kept while their run's trace lives.
+
+The rollout and the overview's statistics (each head's induction, previous-token and first-token scores), computed under
 a reservation from the server's memory budget so a long run is refused with a message, not an OOM."""
 
 from __future__ import annotations

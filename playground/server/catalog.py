@@ -1,5 +1,6 @@
-"""What the UI offers to build and load: the config's choices and presets, the hub's models, and
-the errors a build or a load refuses with.
+"""What the UI offers to build and load: the config's choices and presets, the hub's models.
+
+Also the errors a build or a load refuses with.
 
 The Model, Compare and Train tabs draw their menus from these, so a choice the engine adds shows on
 the page without the UI reaching into the engine.

@@ -1,5 +1,6 @@
-"""The Inside tab's numbers as the server computes and keeps them: the logit lens of a run's window,
-kept for whichever session asks next, and its cells read from the lens's residual rows instead of a
+"""The Inside tab's numbers as the server computes and keeps them, and the maths it reaches them by.
+
+The logit lens of a run's window is kept for whichever session asks next, and its cells read from the lens's residual rows instead of a
 second forward. The views' maths (lenses, attributions, effects, attention maths, patching) are the
 ``playground.inside`` package's; the UI reaches them through here."""
 

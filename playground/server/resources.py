@@ -1,5 +1,6 @@
-"""The server's memory budget and device, as the app's start and its sessions use them: the budget
-every model, run and view reserves from, whom a reservation is made for, and the device chosen."""
+"""The server's memory budget and device, as the app's start and its sessions use them.
+
+The budget every model, run and view reserves from, whom a reservation is made for, and the device chosen."""
 
 from __future__ import annotations
 

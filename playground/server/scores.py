@@ -1,5 +1,4 @@
-"""The Compare tab's numbers: a text scored token by token by a model, two scorings compared, an
-upload decoded, and a run step's receipt explained."""
+"""The Compare tab's numbers: a text scored token by token, two scorings compared, a receipt explained."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""What became of the decode path's speed work on this machine, for the Model tab to say: the
-compiled one-row kernel's and the compiled step's status, and every kernel decision made, with the
+"""What became of the decode path's speed work on this machine, for the Model tab to say.
+
+The compiled one-row kernel's and the compiled step's status, and every kernel decision made, with the
 figures it was made on."""
 
 from __future__ import annotations

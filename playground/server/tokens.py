@@ -1,5 +1,6 @@
-"""Tokens as the pages show them: GPT-2's BPE or a checkpoint's own tokenizer, a token's display
-text, the prompt's chips, and the Tokenizer tab's replay of the BPE merges."""
+"""Tokens as the pages show them: GPT-2's BPE or a checkpoint's own tokenizer.
+
+A token's display text, the prompt's chips, and the Tokenizer tab's replay of the BPE merges."""
 
 from __future__ import annotations
 

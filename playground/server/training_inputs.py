@@ -1,5 +1,6 @@
-"""What the Train tab trains on and how long it will take: the corpora, the time estimates, the
-overfitting check, and the recorded "watch an induction head form" run."""
+"""What the Train tab trains on and how long it will take.
+
+The corpora, the time estimates, the overfitting check, and the recorded "watch an induction head form" run."""
 
 from __future__ import annotations
 
