@@ -25,7 +25,7 @@ from playground.inside.lenses import read_out
 from playground.server import lesson_heads, lesson_training
 from playground.server.lesson_facts import PLACES, block_parts, last_logits, prompt_losses, untied_total
 from playground.server.lesson_kit import MAX_CHOICES, Question, millions, need_tokens, numbers, pick
-from playground.server.model_views import tree_items
+from playground.server.model_facts import tree_items
 
 TOP_SHOWN = 10  # tokens a probability view shows
 

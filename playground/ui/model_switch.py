@@ -15,8 +15,8 @@ from playground import figures
 from playground.errors import UserError
 from playground.server.catalog import HUB_MODELS, MODERN_PRESETS, PRESETS, SINCE_GPT2_DEFAULTS, ConfigError, GPTConfig
 from playground.server.files import import_upload, is_trained_checkpoint
-from playground.server.model_views import breakdown_table, summary_line, tree_items, tree_table, tying_explanation
 from playground.server.recipes import bundled_recipe, hub_recipe, random_recipe
+from playground.ui.model_words import breakdown_table, summary_line, tree_items, tree_table, tying_explanation
 
 from .chips import RESET
 from .common import (

@@ -13,8 +13,8 @@ import pytest
 
 from playground import PRESETS
 from playground.server.files import gradio_cache_dir, remove_abandoned_uploads
-from playground.server.model_views import markdown_literal, summary_line
 from playground.server.recipes import file_recipe
+from playground.ui.model_words import markdown_literal, summary_line
 from tests.helpers import build_fields
 
 pytestmark = pytest.mark.slow

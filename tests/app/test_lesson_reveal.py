@@ -15,11 +15,11 @@ from playground.engine.tokenizer import load_tokenizer
 from playground.inside.inspection import count_parameters
 from playground.server import lessons
 from playground.server.model_cache import CACHE
-from playground.server.model_views import summary_line
 from playground.server.recipes import random_recipe
 from playground.ui import common, show_me
 from playground.ui.compare.tab import SOURCES
 from playground.ui.lessons import tab as lessons_tab
+from playground.ui.model_words import summary_line
 from playground.ui.share import prefill
 from tests.lesson_figures import library_answer
 

@@ -85,7 +85,7 @@ def test_a_failed_build_puts_the_tying_text_back_to_the_model_still_loaded(monke
     """GPT-2 small from the hub while offline: the build fails, the bundled model stays, and the
     weight-tying text (previewed for GPT-2 small's d=768 when its preset was picked) describes the
     bundled model again, as the form does."""
-    from playground.server.model_views import tying_explanation
+    from playground.ui.model_words import tying_explanation
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", "/nonexistent-hf-home")

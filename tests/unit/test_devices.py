@@ -133,9 +133,9 @@ def test_loaders_refuse_a_missing_gpu_before_reading_anything(probes, tmp_path):
 
 def test_models_go_where_they_are_asked_and_the_summary_says_so(probes):
     from playground.engine.weights import load_checkpoint
-    from playground.server.model_views import summary_line
     from playground.server.recipes import build_from_recipe, bundled_recipe
     from playground.training.trainer import build_model
+    from playground.ui.model_words import summary_line
 
     probes.set(None)
     assert load_checkpoint(BUNDLED, device="cpu").device.type == "cpu"

@@ -20,8 +20,8 @@ from playground.engine.quantize import (
     quantize_int8,
     quantize_rows,
 )
-from playground.server.model_views import summary_line
 from playground.server.recipes import build_from_recipe, random_recipe
+from playground.ui.model_words import summary_line
 from tests.unit.test_int8 import _model
 
 

@@ -27,7 +27,6 @@ from playground.server.catalog import (
     count_parameters,
 )
 from playground.server.files import discard_upload
-from playground.server.model_views import tree_table, tying_explanation
 from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
 from playground.ui import listeners, redraw
 from playground.ui.common import (
@@ -63,6 +62,7 @@ from playground.ui.model_switch import (
     switch_outputs,
     table,
 )
+from playground.ui.model_words import tree_table, tying_explanation
 from playground.ui.results import only, outputs, result, skipped
 
 from . import side_by_side
