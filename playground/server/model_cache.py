@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import threading
 import time
@@ -344,6 +345,10 @@ class ModelCache:
         limit lives outside the cache's list; its checkpoint file must stay all the same)."""
         with self._lock:
             return list(self._models) + sorted(self._leased_keys() - set(self._models))
+
+    def checkpoints_in_use(self) -> list[str]:
+        """Checkpoint files of the models held (cached or leased): the disk budget never deletes these."""
+        return [path for path in (json.loads(key).get("path") for key in self.keys()) if path]
 
     def clear(self) -> None:
         with self._lock:

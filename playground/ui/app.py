@@ -8,7 +8,6 @@ wired last: it runs the language redraws the tabs registered.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from types import SimpleNamespace
@@ -41,11 +40,6 @@ from .train.heads_view import CSS as TRAIN_HEADS_CSS
 from .train.samples_view import CSS as TRAIN_SAMPLES_CSS
 
 
-def _checkpoints_in_use() -> list[str]:
-    """Checkpoint files of the models the server holds: the disk budget never deletes these."""
-    return [json.loads(key).get("path") for key in CACHE.keys()]
-
-
 def end_session(state) -> None:
     """The session's state is being deleted: its model lease ends (the model becomes idle)."""
     if isinstance(state, dict) and state.get("session"):
@@ -59,7 +53,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "500")
 
 
 def build_demo() -> gr.Blocks:
-    files.protect(_checkpoints_in_use)
+    files.protect(CACHE.checkpoints_in_use)
     default_model = CACHE.get(default_recipe())  # warm: the first page load is instant
     with gr.Blocks(title="GPT Playground") as demo:
         # The default state every session starts from has no session id: each draws its own (state.session_id).
