@@ -17,10 +17,10 @@ import numpy as np
 
 from playground import figures
 from playground.i18n import tr_error
-from playground.server import attention_views as derived_views
-from playground.server.attention_views import attention_rollout, head_stats, induction_scores, prefix_matches
+from playground.server import attention_views as views
+from playground.server.attention_views import GRID_MAX_TOKENS, OVERVIEW_METRICS
 from playground.server.recipes import BUNDLED_CHECKPOINT
-from playground.server.runs import layer_attention, run_attention
+from playground.server.runs import layer_attention
 
 from . import redraw
 from .common import api_run, dress, lang_of, parse_bool, parse_choice, parse_whole, session_model, session_run, tr, warn
@@ -38,13 +38,7 @@ VIEW_KEYS = {
     "overview-entropy": "v_entropy",
     "overview-induction": "v_induction",
 }
-VIEWS = list(VIEW_KEYS)  # the ids the API sends; labels follow the language
-OVERVIEW_METRICS = {
-    "overview-previous": "previous-token",
-    "overview-first": "first-token",
-    "overview-entropy": "entropy",
-    "overview-induction": "induction",
-}
+VIEWS = list(views.VIEWS)  # the ids the API sends; labels follow the language (VIEW_KEYS)
 # The attention figure, where one query looked, the query slider and a message (Generate tab components).
 AttentionViews = result("AttentionViews", "heatmap", "query_plot", "query", "att_msg")
 # The heatmap's height on the Generate tab: what the first screen leaves under the tab's top row and
@@ -52,8 +46,6 @@ AttentionViews = result("AttentionViews", "heatmap", "query_plot", "query", "att
 # a 1024×768 projector in presenter mode; tests/browser/test_first_screen.py measures it).
 MAP_HEIGHT = {False: 600, True: 460}  # px, by presenter mode
 MIN_TICK_FONT = 8  # px: token labels that would overlap are set this small before every other one goes
-HEATMAP_MAX_TOKENS = 64  # in the "newest" range, beyond this 64 positions up to the query (the title says so)
-GRID_MAX_TOKENS = 24
 # What a single map shows of a long run: its newest positions (every token labelled), or every
 # position of the model's last context window (numbered axes; drag to zoom, double-click to reset).
 SPANS = ["newest", "whole"]  # ids; the newest HEATMAP_MAX_TOKENS positions, or the whole window
@@ -109,16 +101,9 @@ def head_examples(view_name: str, lang: str = "en") -> tuple[list[list], list[st
 
 
 def _window(state, run):
-    """(model, window start, per-layer q/k, token ids and labels of the window).
-
-    The tokens are read for exactly the positions the forward saw: a run that is still streaming
-    may have grown by a token since (a chip clicked mid-run), and its labels must not shift."""
+    """(model, the run's last window as one forward saw it: ``attention_views.Window``)."""
     model = session_model(state)
-    start, qk = run_attention(model, run)
-    T = qk[0][0].shape[1]  # (H, T, head_dim)
-    ids = run.token_ids[start : start + T]
-    labels = [p.display for p in run.tokenizer.pieces(ids)]
-    return model, start, qk, ids, labels
+    return model, views.window(model, run)
 
 
 @for_the_session
@@ -137,10 +122,9 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0], r
         view = parse_choice(view, VIEWS, "Attention view")
         whole = parse_choice(span if span is not None else SPANS[0], SPANS, "Heatmap range") == SPANS[1]
         log_scale = parse_bool(log_scale, "Log scale")
-        model, start, qk, ids, labels = _window(state, run)
-        T_len = len(labels)
-        end = start + T_len - 1
-        layer = parse_whole(layer, "Layer", 0, len(qk) - 1)
+        model, w = _window(state, run)
+        start, end, labels = w.start, w.end, w.labels
+        layer = parse_whole(layer, "Layer", 0, len(w.qk) - 1)
         head = parse_whole(head, "Head", 0, model.cfg.n_heads - 1)
         query = end if query is None else parse_whole(query, "Query position", 0, end)
     except (ValueError, MemoryError) as e:
@@ -150,16 +134,17 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0], r
         message = warn(tr(lang, "att_outside", query=query, start=start, end=end))
         query = start
     try:
-        fig, row, lo = _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole, lang, ids)
+        data = views.view_data(model, w, view, layer, head, query, whole)
+        fig = _figure(data, model.cfg, w, layer, head, log_scale, whole, lang)
     except MemoryError as e:  # the all-layer views did not fit in the memory budget
         return only(AttentionViews, att_msg=warn(tr_error(lang, e)))
     query_update = gr.update(minimum=start, maximum=max(end, start + 1), value=query, visible=end > start)
     fig = fit_height(dress(fig, lang, present), MAP_HEIGHT[present], None if present else MIN_TICK_FONT)
-    if row is None:  # an overview is about every head and position, not one query
+    if data.row is None:  # an overview is about every head and position, not one query
         return AttentionViews(fig, gr.update(visible=False), query_update, message)
-    q = query - start
+    q, lo = query - start, data.lo
     query_fig = figures.query_attention_bars(
-        np.asarray(row),
+        np.asarray(data.row),
         labels[lo - start : q + 1],
         query_label=labels[q],
         offset=lo,
@@ -168,25 +153,12 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0], r
     return AttentionViews(fig, gr.update(value=dress(query_fig, lang, present), visible=True), query_update, message)
 
 
-def shown_keys(start: int, end: int, query: int, limit: int | None) -> tuple[int, int]:
-    """(first, last) position a map shows: the whole window, or ``limit`` positions that end at
-    the query (or at ``limit`` - 1 past the window's start when the query is earlier), so the query's
-    row always holds every key it can see that fits, and its bars below agree with it."""
-    if limit is None or end - start + 1 <= limit:
-        return start, end
-    last = min(end, max(query, start + limit - 1))
-    return last - limit + 1, last
-
-
-def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole=False, lang="en", ids=None):
-    """(figure, the query's attention row over the shown keys up to the query, first shown
-    position) for one view (row None for the overviews); ``query`` lies in the window."""
-    T_len = len(labels)
-    end = start + T_len - 1
-    limit = GRID_MAX_TOKENS if view == "all" else None if whole else HEATMAP_MAX_TOKENS
-    lo, hi = shown_keys(start, end, query, limit)
-    a, b, q = lo - start, hi - start + 1, query - start  # the shown slice and the query's row in the window
+def _figure(data, cfg, w, layer: int, head: int, log_scale: bool, whole: bool = False, lang: str = "en"):
+    """The figure of one view's numbers (``attention_views.view_data``), titled in the page's language."""
+    start, end, lo, hi, query = w.start, w.end, data.lo, data.hi, data.query
+    T_len = len(w.labels)
     note = tr(lang, "window_note", start=start, end=end) if start else ""
+    view = data.view
     if view not in OVERVIEW_METRICS:
         if (lo, hi) != (start, end):
             key = "span_note_grid" if whole and view == "all" else "span_note_shown"
@@ -194,88 +166,46 @@ def _figure(view, model, qk, labels, start, layer, head, query, log_scale, whole
         elif whole:  # a run longer than the context: the map is its last window, said so
             key = "span_note_context" if start else "span_note_whole"
             note += " · " + tr(lang, key, n=T_len, start=start)
-    # (H, T, T): only the single-layer views need it (the all-layer ones have their own, cached)
-    probs_layer = layer_attention(qk, layer) if view in VIEWS[:3] else None
-    shown = labels[a:b]
+    shown = w.labels[lo - start : hi - start + 1]
     heatmap = dict(log_scale=log_scale, highlight_query=query, offset=lo, height=MAP_HEIGHT[False])
-    row = None
     if view == "all":
-        fig = figures.attention_grid(
-            probs_layer[:, a:b, a:b],
+        return figures.attention_grid(
+            data.matrix,
             shown,
-            title=tr(lang, "fig_all_heads", layer=layer, note=note + _kv_grid_note(model.cfg, lang)),
+            title=tr(lang, "fig_all_heads", layer=layer, note=note + _kv_grid_note(cfg, lang)),
             log_scale=log_scale,
             offset=lo,
-            kv_group=model.cfg.n_heads // model.cfg.kv_heads,
+            kv_group=cfg.n_heads // cfg.kv_heads,
         )
-        row = probs_layer.mean(axis=0)[q]
-    elif view == "average":
-        avg = probs_layer.mean(axis=0)
-        title = tr(lang, "fig_head_avg", layer=layer, note=note)
-        fig = figures.attention_heatmap(avg[a:b, a:b], shown, title=title, **heatmap)
-        row = avg[q]
-    elif view == "rollout":
-        rolled = derived_views.derived(
-            qk,
-            "rollout",
-            model,
-            T_len,
-            "attention rollout through every layer",
-            lambda: attention_rollout(layer_attention(qk, i) for i in range(len(qk))),
+    if view == "average":
+        return figures.attention_heatmap(
+            data.matrix, shown, title=tr(lang, "fig_head_avg", layer=layer, note=note), **heatmap
         )
-        title = tr(lang, "fig_rollout", n=len(qk), note=note)
-        fig = figures.attention_heatmap(rolled[a:b, a:b], shown, title=title, **heatmap)
-        row = rolled[q]
-    elif view in OVERVIEW_METRICS:
-        metric = OVERVIEW_METRICS[view]
-        repeating = 0  # the induction overview's positions whose token came before
-        if metric == "induction":
-            scores, repeating = derived_views.derived(
-                qk,
-                "induction",
-                model,
-                T_len,
-                "the layer × head overview",
-                lambda: (
-                    induction_scores((layer_attention(qk, i) for i in range(len(qk))), ids),
-                    int(prefix_matches(ids).any(1).sum()),
-                ),
-            )
-            stats = {metric: scores}
-        else:
-            stats = derived_views.derived(
-                qk,
-                "stats",
-                model,
-                T_len,
-                "the layer × head overview",
-                lambda: head_stats(layer_attention(qk, i) for i in range(len(qk))),
-            )
-        if metric == "induction" and np.isnan(stats[metric]).all():
+    if view == "rollout":
+        title = tr(lang, "fig_rollout", n=len(w.qk), note=note)
+        return figures.attention_heatmap(data.matrix, shown, title=title, **heatmap)
+    if data.metric is not None:
+        metric, scores = data.metric, data.matrix
+        if metric == "induction" and np.isnan(scores).all():
             note += " · " + tr(lang, "induction_no_repeat")
-            stats = {metric: np.nan_to_num(stats[metric])}  # an empty map says nothing repeats; the note says why
+            scores = np.nan_to_num(scores)  # an empty map says nothing repeats; the note says why
         if metric == "entropy":
             top = math.log2(T_len) if T_len > 1 else 1.0
             zrange, scale = (0.0, top), tr(lang, "scale_entropy", n=T_len, top=f"{top:.2f}")
         else:
             zrange, scale = (0.0, 1.0), tr(lang, "scale_unit")
-        fig = figures.attention_overview(
-            stats[metric],
+        return figures.attention_overview(
+            scores,
             metric_name=tr(lang, "m_" + metric) + (tr(lang, "bits") if metric == "entropy" else ""),
             zrange=zrange,
             title=tr(
                 lang, "fig_overview", metric=tr(lang, "m_" + metric), first=start + 1, end=end, note=note, scale=scale
             )
             if metric != "induction"
-            else tr(lang, "fig_overview_induction", n=repeating, note=note, scale=scale),
+            else tr(lang, "fig_overview_induction", n=data.repeating, note=note, scale=scale),
         )
-        return fig, None, lo
-    else:
-        one = probs_layer[head]
-        title = tr(lang, "fig_one_head", layer=layer, head=head, note=note + _kv_head_note(model.cfg, head, lang))
-        fig = figures.attention_heatmap(one[a:b, a:b], shown, title=title, **heatmap)
-        row = one[q]
-    return fig, row[a : q + 1], lo
+    title = tr(lang, "fig_one_head", layer=layer, head=head, note=note + _kv_head_note(cfg, head, lang))
+    return figures.attention_heatmap(data.matrix, shown, title=title, **heatmap)
 
 
 def _kv_head_note(cfg, head: int, lang: str) -> str:
@@ -298,7 +228,8 @@ def attention_data(state, layer, head):
     run, error = api_run(state)
     if error:
         return error
-    model, start, qk, ids, labels = _window(state, run)
+    model, w = _window(state, run)
+    qk, start, ids, labels = w.qk, w.start, w.ids, w.labels
     try:
         layer = parse_whole(layer, "layer", 0, len(qk) - 1)
         head = parse_whole(head, "head", 0, model.cfg.n_heads - 1)

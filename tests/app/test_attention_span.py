@@ -8,6 +8,7 @@ import torch
 from playground import PRESETS
 from playground import figures as F
 from playground.inside import attention_stats as S
+from playground.server import attention_views as views
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.server.runs import get_run
@@ -38,7 +39,7 @@ def long_run():
 def test_whole_run_has_every_cell_of_the_live_model(long_run):
     state, run, trace = long_run
     T = len(run.token_ids)
-    assert T > av.HEATMAP_MAX_TOKENS
+    assert T > views.HEATMAP_MAX_TOKENS
     fig, query_fig, query_update, msg = av.attention_views(state, av.VIEWS[0], 1, 1, False, T - 1, av.SPANS[1])
     assert msg == ""
     z = np.asarray(fig.data[0].z, dtype=np.float64)
@@ -61,8 +62,8 @@ def test_newest_window_is_64_positions_and_says_so(long_run):
     T = len(run.token_ids)
     fig, *_ = av.attention_views(state, av.VIEWS[0], 1, 1, False, T - 1, av.SPANS[0])
     z = np.asarray(fig.data[0].z, dtype=np.float64)
-    assert z.shape == (av.HEATMAP_MAX_TOKENS, av.HEATMAP_MAX_TOKENS)
-    start = T - av.HEATMAP_MAX_TOKENS
+    assert z.shape == (views.HEATMAP_MAX_TOKENS, views.HEATMAP_MAX_TOKENS)
+    start = T - views.HEATMAP_MAX_TOKENS
     expected = trace.layer(1)[0, 1].numpy()[start:, start:]
     lower = np.tril(np.ones(z.shape, dtype=bool))
     np.testing.assert_allclose(z[lower], expected[lower], rtol=1e-5, atol=1e-7)
@@ -90,7 +91,7 @@ def test_grid_says_it_keeps_its_window_and_bad_span_is_refused(long_run):
     state, run, _ = long_run
     fig, *_ = av.attention_views(state, av.VIEWS[1], 0, 0, True, None, av.SPANS[1])
     T = len(run.token_ids)
-    assert f"the grid shows positions {T - av.GRID_MAX_TOKENS}–{T - 1} ({av.GRID_MAX_TOKENS}," in _title(fig)
+    assert f"the grid shows positions {T - views.GRID_MAX_TOKENS}–{T - 1} ({views.GRID_MAX_TOKENS}," in _title(fig)
     out = av.attention_views(state, av.VIEWS[0], 0, 0, True, None, "everything")
     assert "Heatmap range must be one of" in out[3]
 
@@ -104,7 +105,7 @@ def test_window_holds_the_querys_keys_and_its_bars_agree(long_run, query, view):
     T = len(run.token_ids)
     fig, query_fig, _, msg = av.attention_views(state, view, 1, 1, False, query, av.SPANS[0])
     assert msg == ""
-    limit = av.GRID_MAX_TOKENS if view == av.VIEWS[1] else av.HEATMAP_MAX_TOKENS
+    limit = views.GRID_MAX_TOKENS if view == av.VIEWS[1] else views.HEATMAP_MAX_TOKENS
     hi = max(query, limit - 1)
     lo = hi - limit + 1
     assert hi < T - 1 and lo <= query  # the early query is inside, with every key the window can hold
@@ -149,8 +150,8 @@ def test_overview_and_rollout_are_computed_once_per_trace(long_run, monkeypatch)
     av.attention_views(state, av.VIEWS[3], 0, 0, True, None)
     av.attention_views(state, av.VIEWS[4], 0, 0, True, None)
     calls = []
-    monkeypatch.setattr(av, "attention_rollout", lambda *a, **k: calls.append(1))
-    monkeypatch.setattr(av, "head_stats", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(views, "attention_rollout", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(views, "head_stats", lambda *a, **k: calls.append(1))
     for view in av.VIEWS[3:]:
         fig, *_, msg = av.attention_views(state, view, 0, 0, True, 7)
         assert msg == ""
@@ -210,3 +211,36 @@ def test_the_induction_overview_scores_every_head_of_the_live_model():
         )
         np.testing.assert_allclose(z, expected, rtol=1e-4, atol=1e-6)
         assert f"{int(rows.sum())}" in _title(fig)
+
+
+@pytest.mark.parametrize("view", av.VIEWS)
+def test_the_servers_view_data_is_the_live_models_attention(long_run, view):
+    """One server call returns a view's numbers: each map is the model's own attention (or its head
+    average, rollout or overview scores) over the shown positions, and the query's row is the map's."""
+    state, run, trace = long_run
+    model = CACHE.get(state["recipe"])
+    w = views.window(model, run)
+    T = len(run.token_ids)
+    assert (w.start, w.end, len(w.labels)) == (0, T - 1, T)
+    query, layer, head = T - 5, 1, 2
+    data = views.view_data(model, w, view, layer, head, query)
+    if view in views.OVERVIEW_METRICS:
+        assert data.row is None and data.matrix.shape == (model.cfg.n_layers, model.cfg.n_heads)
+        return
+    lo, hi = data.lo, data.hi
+    assert hi - lo + 1 == (views.GRID_MAX_TOKENS if view == "all" else views.HEATMAP_MAX_TOKENS)
+    a, q = lo, query
+    one = trace.layer(layer)[0].numpy()  # (H, T, T): the live model's own forward
+    want = {
+        "one": one[head][a : hi + 1, a : hi + 1],
+        "all": one[:, a : hi + 1, a : hi + 1],
+        "average": one.mean(0)[a : hi + 1, a : hi + 1],
+    }
+    if view in want:
+        np.testing.assert_allclose(data.matrix, want[view], atol=1e-6)
+    matrix = data.matrix.mean(0) if view == "all" else data.matrix
+    np.testing.assert_allclose(data.row, matrix[q - lo, : q - lo + 1], atol=1e-6)
+    if view != "all":
+        # each shown row holds all of a query's attention when the shown keys start at position 0
+        full = views.view_data(model, w, view, layer, head, query, whole=True)
+        np.testing.assert_allclose(full.matrix.sum(-1), 1.0, atol=1e-5)
