@@ -23,7 +23,7 @@ class Question:
     view: dict[str, Any]
     fields: dict[str, Any] = field(default_factory=dict)
     words: bool = False
-    # where the view lives in the full tab (ui.lessons_showme opens it drawn): {"tab": ..., ...}
+    # where the view lives in the full tab (ui.show_me opens it drawn): {"tab": ..., ...}
     target: dict[str, Any] = field(default_factory=dict)
     # choices the UI says through i18n with numbers: id -> (key, fields)
     said: dict[str, tuple[str, dict]] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The Score & compare tab's components and their events (its handlers are in compare_tab).
+"""The Score & compare tab's components and their events (its handlers are in ``tab``).
 
 Model B's form, then the score, side-by-side, receipt and replay sections. Every action has an
 ``api_name``; a shared link's query parameters fill the Generate tab on page load (``share``).

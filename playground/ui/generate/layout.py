@@ -1,4 +1,4 @@
-"""The Generate & attention tab's components and their events (its handlers are in generate_tab).
+"""The Generate & attention tab's components and their events (its handlers are in ``tab``).
 
 Rows: the prompt beside the knobs; the tokens beside their attention; the chosen step's stages at
 full width. Every event has an ``api_name`` or is marked private.

@@ -1,4 +1,4 @@
-"""The Lessons tab's components and their events (its handlers are in lessons_tab).
+"""The Lessons tab's components and their events (its handlers are in ``tab``).
 
 The tab reads the session's model and the Generate tab's prompt, so opening it again after a
 change elsewhere draws the step again on what is there now. ``PAGE_JS`` remembers the tab a
@@ -84,7 +84,7 @@ PAGE_JS = """
 def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     c.lesson_pos = gr.State(lessons_tab.first_position())
-    c.target = gr.State({})  # where the step's view lives in the full tab (lessons_showme)
+    c.target = gr.State({})  # where the step's view lives in the full tab (ui.show_me)
     # the id of the element that shows it, read by the page's script once it is drawn (a State never
     # reaches the page)
     c.anchor = gr.Textbox(

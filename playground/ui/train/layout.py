@@ -1,4 +1,4 @@
-"""The Train tab's components and their events (its handlers are in train_tab and train_settings).
+"""The Train tab's components and their events (its handlers are in ``tab`` and ``settings``).
 
 The model and the corpus come before the Train button, the estimate and the messages right under
 it, the progress and the loss curve beside them. Every event has an ``api_name`` or is marked private.
