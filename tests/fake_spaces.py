@@ -2,9 +2,10 @@
 
 spaces 0.51.3 (``spaces/zero/wrappers.py``) runs a ``@spaces.GPU`` function in a worker process forked from
 the app, its arguments and results pickled through ``multiprocessing`` queues; a generator's items come back
-one by one, and closing it in the app sets an event that the worker checks after each item. ``GPU`` here
-does the same minus the scheduler (no network, no CUDA): what crosses the boundary must pickle, nothing the
-work changes reaches the app, and ``worker_pid``/``items`` say where and how far the work ran."""
+one by one, and closing it in the app sets an event that the worker checks after each item; the worker
+lives on after a call (tensors come back as shared-memory handles that the app opens through it). ``GPU``
+here does the same minus the scheduler (no network, no CUDA): what crosses the boundary must pickle, nothing
+the work changes reaches the app, and ``worker_pid``/``items`` say where and how far the work ran."""
 
 from __future__ import annotations
 
@@ -34,11 +35,12 @@ def _asked(duration, args, kwargs):
 def _regular(task, duration):
     def handler(*args, **kwargs):
         _asked(duration, args, kwargs)
-        args_q, res_q = _CTX.SimpleQueue(), _CTX.SimpleQueue()
-        worker = _CTX.Process(target=_run_regular, args=(task, args_q, res_q), daemon=True)
+        args_q, res_q, done = _CTX.SimpleQueue(), _CTX.SimpleQueue(), _CTX.Event()
+        worker = _CTX.Process(target=_run_regular, args=(task, args_q, res_q, done), daemon=True)
         worker.start()
         args_q.put((args, kwargs))
         ok, value = res_q.get()
+        done.set()
         worker.join(30)
         if not ok:
             raise RuntimeError(value)
@@ -47,20 +49,21 @@ def _regular(task, duration):
     return handler
 
 
-def _run_regular(task, args_q, res_q):
+def _run_regular(task, args_q, res_q, done):
     worker_pid.value = os.getpid()
     args, kwargs = args_q.get()
     try:
         res_q.put((True, task(*args, **kwargs)))
     except Exception:
         res_q.put((False, traceback.format_exc()))
+    done.wait(30)
 
 
 def _generator(task, duration):
     def handler(*args, **kwargs):
         _asked(duration, args, kwargs)
-        args_q, res_q, stop = _CTX.SimpleQueue(), _CTX.SimpleQueue(), _CTX.Event()
-        worker = _CTX.Process(target=_run_generator, args=(task, args_q, res_q, stop), daemon=True)
+        args_q, res_q, stop, done = _CTX.SimpleQueue(), _CTX.SimpleQueue(), _CTX.Event(), _CTX.Event()
+        worker = _CTX.Process(target=_run_generator, args=(task, args_q, res_q, stop, done), daemon=True)
         worker.start()
         args_q.put((args, kwargs))
         try:
@@ -76,6 +79,7 @@ def _generator(task, duration):
                     stop.set()
                     raise
         finally:
+            done.set()
             worker.join(5)
             if worker.is_alive():  # blocked writing an item nobody reads any more
                 worker.terminate()
@@ -84,7 +88,7 @@ def _generator(task, duration):
     return handler
 
 
-def _run_generator(task, args_q, res_q, stop):
+def _run_generator(task, args_q, res_q, stop, done):
     worker_pid.value = os.getpid()
     items.value = 0
     args, kwargs = args_q.get()
@@ -99,3 +103,4 @@ def _run_generator(task, args_q, res_q, stop):
         res_q.put(("end", None))
     except Exception:
         res_q.put(("error", traceback.format_exc()))
+    done.wait(30)

@@ -53,13 +53,17 @@ def spec_of(gen: Generation) -> dict:
 
 
 @gpu_work(duration=run_seconds)
-def gpu_generation(model, spec: dict) -> Iterator[GenerationStep]:
-    """The steps of one run, made in a GPU slot: the model moved in, each step out as CPU data."""
+def gpu_generation(model, spec: dict) -> Iterator[GenerationStep | Exception]:
+    """The steps of one run, made in a GPU slot: the model moved in, each step out as CPU data. An error
+    comes out as the last item, not raised: ``spaces`` would replace it by "ZeroGPU worker error" and its
+    class name, and the learner must read what went wrong (NaN logits at step N) in their language."""
     with moved_in(model), torch.no_grad():
         gen = Generation(model, **spec)
         try:
             for step in gen:
                 yield to_cpu(step)
+        except Exception as e:
+            yield e
         finally:
             gen.close()
 
@@ -78,6 +82,8 @@ def _read(stream, finished: Callable[[], None]) -> None:
     steps = gpu_generation(gen.model, spec_of(gen))
     try:
         for step in steps:
+            if isinstance(step, Exception):
+                raise step
             gen.steps.append(step)  # the app's generation counts the tokens made for it (``done``, ``token_ids``)
             stream._deliver(step, 0)
             if stream.stop_asked or gen.done:

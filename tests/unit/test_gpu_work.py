@@ -14,10 +14,13 @@ import pytest
 import torch
 
 from playground.accel import enabled as accel_enabled
-from playground.engine.sampling import generate
+from playground.engine.sampling import NonFiniteError, generate
+from playground.errors import UserError
+from playground.inside.interventions import StopRequested
 from playground.runtime import devices
 from playground.runtime.devices import DeviceError, resolve_device
 from playground.server import gpu, gpu_runs
+from playground.server import patching_views as pv
 from playground.server.decode_loop import DecodeLoop
 from tests import fake_spaces
 from tests.tiny_models import random_model
@@ -45,6 +48,7 @@ def zero_gpu(monkeypatch, fresh_spaces):
     monkeypatch.setitem(sys.modules, "spaces", fake_spaces)
     raw = gpu_runs.gpu_generation  # the real spaces decorated it outside a Space: the function itself
     monkeypatch.setattr(gpu_runs, "gpu_generation", fake_spaces.GPU(raw, duration=gpu_runs.run_seconds))
+    monkeypatch.setattr(pv, "gpu_grid_steps", fake_spaces.GPU(pv.gpu_grid_steps, duration=30))
     fake_spaces.durations.clear()
 
 
@@ -171,3 +175,41 @@ def test_to_cpu_reaches_into_containers():
     out = gpu.to_cpu({"a": [step, (torch.ones(2),)], "b": 3})
     assert out["b"] == 3 and torch.equal(out["a"][1][0], torch.ones(2))
     assert out["a"][0] is not step and out["a"][0].token_id == step.token_id
+
+
+class NanAfter:
+    """A forward hook whose output turns NaN after ``n`` calls (it travels to the worker with the model)."""
+
+    def __init__(self, n):
+        self.n, self.calls = n, 0
+
+    def __call__(self, module, args, output):
+        self.calls += 1
+        return output * float("nan") if self.calls > self.n else output
+
+
+def test_zero_gpu_refusal_in_the_worker_keeps_its_key(zero_gpu):
+    model = random_model(seed=7)
+    model.final_norm.register_forward_hook(NanAfter(3))
+    stream = DecodeLoop().submit(generate(model, PROMPT, max_new_tokens=10, temperature=0.5, seed=2))
+    steps = collect(stream)
+    assert len(steps) == 3 and isinstance(stream.error, NonFiniteError)
+    assert stream.error.key.startswith("generate.") and stream.error.step == 4
+    assert str(stream.error).startswith("Step 4: the model produced NaN/infinite logits")
+
+
+def test_zero_gpu_patching_grid_comes_from_its_worker(zero_gpu, monkeypatch):
+    model = random_model(seed=8)
+    pair = pv.SUGGESTED_PAIRS[0]
+    args = (model, pair["clean"], pair["corrupted"], pair["answer"], pair["wrong"])
+    in_slot = pv.activation_patching(*args, "resid_pre")
+    assert fake_spaces.worker_pid.value not in (0, os.getpid()) and fake_spaces.durations == [30]
+    with pytest.raises(UserError) as refused:  # checked in the worker, said with its key and fields
+        pv.activation_patching(*args, "attn_head_pos", layer=99)
+    assert refused.value.key and refused.value.fields and "99" in str(refused.value)
+    with pytest.raises(StopRequested):
+        list(pv.patching_steps(*args, "attn_head", stop=lambda: True))
+    monkeypatch.delenv(devices.ZERO_GPU_VAR)
+    here = pv.activation_patching(*args, "resid_pre")
+    assert here.pop("seconds") > 0 and in_slot.pop("seconds") > 0  # how long each took: the one difference
+    assert here == in_slot  # the app's own grid, number for number
