@@ -28,9 +28,9 @@ import torch
 from playground.runtime.devices import on_zero_gpu
 
 MIN_PARAMS_VAR = "PLAYGROUND_GPU_MIN_PARAMS"
-# Models below this many parameters stay on the CPU even on ZeroGPU: the bundled model's room of 30 learners
-# decodes about 1,000 tok/s on 2 cores (docs/benchmarks.md), while every GPU call waits for a slot and
-# spends the visitor's daily GPU quota. GPT-2 small (124M) and larger take a GPU slot per run.
+# Models below this many parameters stay on the CPU even on ZeroGPU: a room of 30 on the bundled model made
+# about 1,000 tok/s on 2 cores (docs/benchmarks.md), while every GPU call waits for a slot and spends the
+# visitor's GPU quota. GPT-2 small (124M) and larger take a GPU slot per run (docs/operations.md).
 DEFAULT_MIN_PARAMS = 50_000_000
 
 _APP_PID = os.getpid()  # a ZeroGPU worker is forked from the app after this module is imported
