@@ -1,9 +1,9 @@
 """Work on a ZeroGPU Space's GPU: ``gpu_work`` is ``spaces.GPU``, a no-op elsewhere, or the identity.
 
 ``gpu_work`` is ``spaces.GPU`` where the ``spaces`` package is installed (which returns the function itself
-outside a ZeroGPU Space) and the identity where it is not. On a ZeroGPU Space (``runtime.devices.on_zero_gpu``) CUDA exists only while a decorated function runs, and
-that function runs in a worker process forked from the app: its arguments go in and its results come back
-by pickle, and nothing it changes reaches the app. So the app keeps every model on the CPU (``auto`` is the
+outside a ZeroGPU Space) and the identity where it is not. On a ZeroGPU Space (``runtime.devices.on_zero_gpu``)
+CUDA exists only while a decorated function runs, and that function runs in a worker process forked from
+the app: its arguments go in and its results come back by pickle, and nothing it changes reaches the app. So the app keeps every model on the CPU (``auto`` is the
 CPU there) and a piece of GPU work moves its own copy of the model in (``moved_in``), does the work, and
 hands back plain data and CPU tensors (``to_cpu``). Everywhere else the same functions run in the caller's
 thread on the model where it is, and nothing moves.
