@@ -143,8 +143,7 @@ def test_zero_gpu_run_streams_from_its_worker(zero_gpu, settings):
     same_steps(steps, reference(model, 15, capture_attention=True, **settings))
     assert gen.token_ids == [s.token_id for s in steps] and gen.done
     assert fake_spaces.durations == [gpu_runs.run_seconds(model, gpu_runs.spec_of(gen))]
-    time.sleep(0.05)  # the slot's thread leaves the loop's books just after ending the stream
-    assert not loop.running("run-1") and loop.active() == 0
+    assert not loop.running("run-1") and loop.active() == 0  # off the books before the stream ended
 
 
 def test_zero_gpu_run_without_seed_draws_its_receipt_seed(zero_gpu):
