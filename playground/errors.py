@@ -54,3 +54,15 @@ class UserError(ValueError):
         self.template = template
         self.fields = fields
         super().__init__(template.format(**fields) if fields else template)
+
+    def __reduce__(self):
+        # Pickled whole (key, template, fields and any attribute a subclass adds), never rebuilt from the
+        # sentence alone: a refusal raised in another process (a ZeroGPU worker) keeps its key and 中文.
+        return _restore, (type(self), str(self), self.__dict__)
+
+
+def _restore(cls: type[UserError], message: str, state: dict) -> UserError:
+    error = cls.__new__(cls)
+    ValueError.__init__(error, message)
+    error.__dict__.update(state)
+    return error

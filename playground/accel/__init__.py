@@ -5,7 +5,9 @@ times and installs nothing. ``accelerate(model)`` applies this machine's measure
 that one model (``decode_paths``: weight layouts, stacked Q/K/V, the compiled one-row kernel;
 ``native_decode``: the whole step in one compiled call) and attaches the accelerated decoder to it
 (``engine.decoding``'s seam). ``PLAYGROUND_ACCEL=off`` is the one switch: then ``accelerate`` leaves
-every model plain and nothing is built.
+every model plain and nothing is built. On a ZeroGPU Space acceleration is off too: the models worth a
+GPU decode there, and a model that goes to a GPU worker is pickled, which moves each weight's storage into
+shared memory in place, under any layout or compiled step built on it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from playground.accel.decode_paths import optimize_for_decode
 from playground.accel.decoder import ACCELERATED
 from playground.engine import decoding
 from playground.runtime import kernels
+from playground.runtime.devices import on_zero_gpu
 from playground.runtime.threads import torch_threads
 
 SWITCH = "PLAYGROUND_ACCEL"
@@ -30,8 +33,8 @@ _UNDECIDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> 
 
 
 def enabled() -> bool:
-    """Whether acceleration is on (``PLAYGROUND_ACCEL`` is not "off", "0" or "no")."""
-    return os.environ.get(SWITCH, "on").strip().lower() not in ("off", "0", "no")
+    """Whether acceleration is on (``PLAYGROUND_ACCEL`` is not "off", "0" or "no", and not on ZeroGPU)."""
+    return os.environ.get(SWITCH, "on").strip().lower() not in ("off", "0", "no") and not on_zero_gpu()
 
 
 def refuses(model) -> str | None:

@@ -73,6 +73,8 @@ ERRORS_ZH = {
     "以及是否安装了 CUDA 版的 torch，或设置 {env}=auto 或 cpu。",
     "device.no_such_gpu": "{raw} 不存在：本机有 {count} 块 GPU，从 0 开始编号。",
     "device.no_mps": "要求使用 MPS（Apple GPU），但这里不可用。请设置 {env}=auto 或 cpu。",
+    "device.zero_gpu": "这是 ZeroGPU Space，却要求使用 {raw}：这里只有在程序的 GPU 任务里才有 CUDA"
+    "（任务自己把模型移到 GPU 再移回来）。请设置 {env}=auto（GPU 任务之外用 CPU）或 cpu。",
     "device.rank_no_gpu": "本节点上的进程 {local_rank} 没有自己的 GPU：{count} 块 GPU 要分给 --nproc_per_node 个进程。",
     "device.multi_process": "不支持在多个 {device} 进程上训练；请用 --device cpu 或 CUDA GPU。",
     # ---- weights and checkpoints

@@ -8,6 +8,11 @@ The app, the library's loaders (``load_checkpoint``, ``load_pretrained``) and tr
 ``default_device()``, which resolves the variable once per process (``default_device.cache_clear()``
 re-reads it). Models are always *initialised* on the CPU from a seeded ``torch.Generator`` and then
 moved, so a seed gives the same weights on every device.
+
+On a ZeroGPU Space (``SPACES_ZERO_GPU=true``, set by Hugging Face) the app's process has no GPU of its own:
+CUDA exists only inside a function decorated with ``spaces.GPU``, which runs in a worker process (and the
+``spaces`` package makes ``torch.cuda.is_available()`` say True everywhere). There ``auto`` is the CPU and
+an explicit ``cuda`` is refused with that reason; the GPU work moves its model in (``server.gpu``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from playground.errors import UserError
 
 ENV_VAR = "PLAYGROUND_DEVICE"
 CHOICES = ("auto", "cpu", "cuda", "mps")
+ZERO_GPU_VAR = "SPACES_ZERO_GPU"  # what Hugging Face sets on a ZeroGPU Space (the ``spaces`` package reads it too)
 
 
 class DeviceError(UserError):
@@ -35,6 +41,11 @@ def cuda_available() -> bool:
 def mps_available() -> bool:
     mps = getattr(torch.backends, "mps", None)
     return mps is not None and mps.is_available()
+
+
+def on_zero_gpu() -> bool:
+    """Whether this process is a ZeroGPU Space's app (read as the ``spaces`` package reads it)."""
+    return os.environ.get(ZERO_GPU_VAR, "").strip().lower() in ("1", "t", "true")
 
 
 def resolve_device(choice: str | torch.device | None = None) -> torch.device:
@@ -52,6 +63,17 @@ def resolve_device(choice: str | torch.device | None = None) -> torch.device:
             where=where,
             choices=", ".join(CHOICES),
         )
+    if on_zero_gpu() and kind in ("auto", "cuda"):
+        if kind == "cuda":
+            raise DeviceError(
+                "device.zero_gpu",
+                "{raw} was asked for on a ZeroGPU Space, where CUDA exists only inside the app's GPU work "
+                "(which moves its model to the GPU and back itself). Set {env}=auto (the CPU between GPU "
+                "work) or cpu.",
+                raw=raw,
+                env=ENV_VAR,
+            )
+        return torch.device("cpu")
     if kind == "auto":
         if cuda_available():
             return torch.device("cuda")

@@ -27,6 +27,10 @@ How a round goes (``DecodeLoop._round``):
 
 A decoder's rows give each row the numbers it would give it alone (``engine.decoding``), so a run's
 tokens, probabilities, receipts and attention never depend on who decodes beside it.
+
+On a ZeroGPU Space a run of a model big enough for the GPU (``gpu.uses_gpu_slots``) does not join the
+rounds: it gets a GPU slot of its own (``gpu_runs``), and its stream is fed from there; ``stop``,
+``running`` and ``active`` count it like any other.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from playground.engine.config import GPTConfig
 from playground.engine.decoding import decoder_of
 from playground.engine.sampling import Generation, GenerationStep
 from playground.runtime.memory import BUDGET
+from playground.server import gpu_runs
+from playground.server.gpu import uses_gpu_slots
 from playground.server.runs import attention_bytes
 
 log = logging.getLogger(__name__)
@@ -144,6 +150,7 @@ class DecodeLoop:
         self._cond = threading.Condition()
         self._streams: list[Stream] = []  # in join order
         self._by_key: dict[str, Stream] = {}
+        self._gpu_runs: set[Stream] = set()  # runs in GPU slots of their own (gpu_runs), not in the rounds
         self._next_model = 0  # the round-robin's position: the model group (by join order) that goes next
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None  # the rows' samplers (_shared_step)
@@ -153,16 +160,28 @@ class DecodeLoop:
         """``gen`` (not yet started, or between steps) joins the loop. A ``key`` (a run id) lets ``stop``
         find it; a run submitted under a key already in the loop replaces that one (it stops)."""
         stream = Stream(self, gen, key, wake)
+        in_slot = not gen.steps and uses_gpu_slots(gen.model)  # a run from its start, of a model for the GPU
         with self._cond:
             if key is not None:
                 old = self._by_key.get(key)
                 if old is not None:
                     old._stop.set()
                 self._by_key[key] = stream
-            self._streams.append(stream)
-            self._start()
-            self._cond.notify()
+            if in_slot:
+                self._gpu_runs.add(stream)
+            else:
+                self._streams.append(stream)
+                self._start()
+                self._cond.notify()
+        if in_slot:
+            gpu_runs.start(stream, lambda: self._left_slot(stream))
         return stream
+
+    def _left_slot(self, stream: Stream) -> None:
+        with self._cond:
+            self._gpu_runs.discard(stream)
+            if stream.key is not None and self._by_key.get(stream.key) is stream:
+                del self._by_key[stream.key]
 
     def stop(self, key: str | None) -> bool:
         """Stop the run submitted under ``key``; False if no such run is in the loop."""
@@ -178,9 +197,9 @@ class DecodeLoop:
             return (key or "") in self._by_key
 
     def active(self) -> int:
-        """Runs in the loop now (every user's, every model's)."""
+        """Runs in the loop now (every user's, every model's, in the rounds or in GPU slots)."""
         with self._cond:
-            return len(self._streams)
+            return len(self._streams) + len(self._gpu_runs)
 
     def poke(self) -> None:
         with self._cond:

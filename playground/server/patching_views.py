@@ -4,7 +4,8 @@ The Inside tab's patching view and the ``/activation_patching`` and ``/path_patc
 these: the prompts and the two tokens are text, read here with the GPT-2 tokenizer (a prompt pair of
 different lengths is refused with both lengths and how to fix it); the grid comes from
 ``playground.inside.patching`` with its positions labelled by the clean prompt's tokens, while the
-view holds its memory in the budget.
+view holds its memory in the budget. On a ZeroGPU Space a model big enough for the GPU (``gpu.uses_gpu_slots``)
+has its grid computed in a GPU slot (``gpu_grid_steps``), checked here first and stopped from here.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from collections.abc import Callable, Iterator
 from playground.engine.tokenizer import load_tokenizer, tokenizer_of
 from playground.errors import UserError
 from playground.inside import patching, patching_paths
+from playground.inside.interventions import StopRequested
 from playground.inside.view_checks import resolve_target
 from playground.runtime.memory import BUDGET
+from playground.server.gpu import gpu_work, moved_in, to_cpu, uses_gpu_slots
 
 MAX_PROMPT_CHARS = 1000  # read only after this check: the token limit (patching.MAX_TOKENS) is far below it
 TARGETS = (*patching.TARGETS, "path")
@@ -137,14 +140,46 @@ def patching_steps(
         "wrong_id": pair.wrong,
     }
     with BUDGET.reserve(patching_bytes(model.cfg, T), f"activation patching of {T} tokens", "lens"):
-        if target == "path":
-            steps = patching_paths.path_patching_steps(model, pair, sender, receiver, via, stop)
+        if uses_gpu_slots(model):
+            steps = _from_slot(gpu_grid_steps(model, pair, target, layer, sender, receiver, via), stop)
         else:
-            steps = patching.patching_steps(model, pair, target, layer, stop)
+            steps = _grid_steps(model, pair, target, layer, sender, receiver, via, stop)
         for d in steps:
             if d.get("column_kind") == "position":
                 d = {**d, "columns": labels}
             yield {**d, **extra}
+
+
+def _grid_steps(model, pair, target, layer, sender, receiver, via, stop) -> Iterator[dict]:
+    if target == "path":
+        return patching_paths.path_patching_steps(model, pair, sender, receiver, via, stop)
+    return patching.patching_steps(model, pair, target, layer, stop)
+
+
+@gpu_work(duration=30)
+def gpu_grid_steps(model, pair, target, layer, sender, receiver, via) -> Iterator[dict | Exception]:
+    """The grid as it fills, in a GPU slot: the model moved in, each grid out as CPU data. An error comes out
+    as the last item (``spaces`` would keep only its class name), a refusal with its key."""
+    with moved_in(model):
+        try:
+            for d in _grid_steps(model, pair, target, layer, sender, receiver, via, None):
+                yield to_cpu(d)
+        except Exception as e:
+            yield e
+
+
+def _from_slot(steps: Iterator, stop: Callable[[], bool] | None) -> Iterator[dict]:
+    """A slot's grids, Stop asked between them (a ``stop`` callable does not cross into the worker): closing
+    the slot's generator stops the worker after the batch in flight."""
+    try:
+        for d in steps:
+            if isinstance(d, Exception):
+                raise d
+            yield d
+            if stop is not None and stop():
+                raise StopRequested
+    finally:
+        steps.close()  # type: ignore[attr-defined]
 
 
 def activation_patching(model, clean, corrupted, answer, wrong, target, layer=None, **path) -> dict:

@@ -41,6 +41,12 @@ def test_space_front_matter():
     assert f"sdk_version: {gradio.__version__}" in front
     short = re.search(r"short_description: (.*)", front).group(1)
     assert len(short) <= 60
+    # A free account's only Gradio hardware (docs/operations.md): ZeroGPU, by huggingface_hub's id for it
+    from huggingface_hub import SpaceHardware
+
+    hardware = re.search(r"suggested_hardware: (.*)", front).group(1).strip()
+    assert hardware == SpaceHardware.ZERO_A10G.value
+    assert "spaces==" in (ROOT / "requirements.txt").read_text()
 
 
 @pytest.mark.slow
