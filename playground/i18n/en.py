@@ -652,6 +652,7 @@ EN = {
     "heads_watch_info": "A 2-layer d64 model on the fables mixed with synthetic repeats (80% of rows: random frequent tokens with a period of 8–24, said again and again), {steps} steps of {batch} × {block} tokens; every head scored on a fixed probe every {every} steps.",
     "heads_est": "The induction-head run: about {total} on this machine ({steps} steps × {step}, {evals} evaluations × {eval}, {logs} head logs × {log}; timed now).",
     "fig_heads": "Heads on the probe ({period} random tokens said twice), logged every {every} steps",
+    "fig_heads_each": "Heads on the probe ({period} random tokens said twice), logged at every step",
     "heads_prev": "previous-token score",
     "heads_ind": "induction score",
     "heads_first": "first-token mass",

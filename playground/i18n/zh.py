@@ -641,6 +641,7 @@ ZH = {
     "heads_watch_info": "一个 2 层、d64 的模型，在寓言文本与合成重复序列上训练（80% 的行：高频随机 token，周期 8–24，一遍遍重复），{steps} 步，每步 {batch} × {block} 个 token；每 {every} 步在固定探针上给每个头打分。",
     "heads_est": "归纳头训练：在本机上约需 {total}（{steps} 步 × {step}，{evals} 次评估 × {eval}，{logs} 次头部记录 × {log}；刚刚实测）。",
     "fig_heads": "探针（{period} 个随机 token 说两遍）上的各个头，每 {every} 步记录一次",
+    "fig_heads_each": "探针（{period} 个随机 token 说两遍）上的各个头，每一步都记录",
     "heads_prev": "前一个 token 分数",
     "heads_ind": "归纳分数",
     "heads_first": "首 token 注意力",

@@ -23,6 +23,7 @@ def test_a_run_logs_its_heads_and_the_scrubber_reads_them():
     slider, pick = view.scrubber_for("nano", 20)  # set when Train is pressed
     assert slider["maximum"] == 20 and slider["step"] == 1
     assert [c[1] for c in pick["choices"]] == [f"{layer}.{head}" for layer in range(2) for head in range(4)]
+    assert pick["value"] == "0.0"  # a head is picked, so the map shows without a pick
 
     timeline = view.timeline_api(last.train_state)
     json.dumps(timeline)
@@ -30,6 +31,11 @@ def test_a_run_logs_its_heads_and_the_scrubber_reads_them():
     assert timeline["steps"] == [*range(0, 20, every), 20] if 20 % every else list(range(0, 21, every))
     assert np.asarray(timeline["induction"]).shape == (len(timeline["steps"]), 2, 4)
     assert timeline["done"] and timeline["total_steps"] == 20
+    assert (
+        "logged at every step" in curves.layout.title.text
+        if every == 1
+        else f"every {every} steps" in curves.layout.title.text
+    )
 
     fig0, facts0 = view.scrub_view(last.train_state, 0, "1.2")
     fig1, facts1 = view.scrub_view(last.train_state, 20, "1.2")

@@ -53,7 +53,12 @@ def curves_figure(run, train_state=None):
     }
     fig = head_score_curves(
         train_heads.timeline(run),
-        title=tr(lang, "fig_heads", every=run.every, period=(run.probe.shape[1] - 1) // 2),
+        title=tr(
+            lang,
+            "fig_heads_each" if run.every == 1 else "fig_heads",
+            every=run.every,
+            period=(run.probe.shape[1] - 1) // 2,
+        ),
         names=names,
         phase_label=tr(lang, "heads_phase"),
     )
@@ -205,8 +210,9 @@ def scrubber_for(preset_name, steps):
         every = max(1, training_config(cfg, total, 1e-3).steps // 40)
     except (TypeError, ValueError):
         total, every = induction_run.STEPS, induction_run.WATCH_EVERY
+    heads = _heads(cfg)  # the first head is picked, so the map shows as soon as a step is logged
     return gr.update(minimum=0, maximum=max(every, total), step=every, value=0), gr.update(
-        choices=_heads(cfg), value=None
+        choices=heads, value=heads[0][1] if heads else None
     )
 
 
