@@ -38,7 +38,6 @@ from . import (
 )
 from .common import I18N, T, new_state
 from .compare_views import CSS as COMPARE_CSS
-from .parsing import inputs_as_sent
 from .style import CSS, RESIZE_JS
 from .train_heads_view import CSS as TRAIN_HEADS_CSS
 from .train_samples_view import CSS as TRAIN_SAMPLES_CSS
@@ -109,7 +108,6 @@ def build_demo() -> gr.Blocks:
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
         progress.route(demo, progress.sink())
-    inputs_as_sent(demo)
     # max_size: events waiting for a worker, every session's together. A room of 30+ learners opening
     # the page and pressing Generate at once queues a few events each (the page's loads, Generate and
     # the events chained after it), so the queue holds several per possible Generate worker.

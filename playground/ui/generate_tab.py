@@ -29,6 +29,7 @@ from . import redraw
 from .attention_view import SPANS, VIEW_KEYS, VIEWS, AttentionViews, attention_views, head_examples
 from .chips import ChipStream, legend, status_html
 from .common import (
+    SamplingSettings,
     api_run,
     choices,
     dress,
@@ -36,12 +37,7 @@ from .common import (
     for_the_session,
     lang_of,
     ok,
-    parse_bool,
     parse_choice,
-    parse_number,
-    parse_optional_count,
-    parse_optional_number,
-    parse_seed,
     parse_whole,
     session_model,
     session_run,
@@ -80,24 +76,22 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     """Stream tokens as chips with a status line (outputs: state, chips, status)."""
     lang = lang_of(state)
     try:
-        greedy = parse_bool(greedy, "Greedy")
-        seed = parse_seed(seed, "Sampling seed")
-        max_new_tokens = parse_whole(max_new_tokens, "Max new tokens")  # start_run checks the range
-        temperature = parse_number(temperature, "Temperature")
-        top_k = parse_optional_count(top_k, "top-k")
-        top_p = parse_optional_number(top_p, "top-p")
+        sampling = SamplingSettings.parse(
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,  # start_run checks the app's cap
+            seed=seed,
+            greedy=greedy,
+            seed_name="Sampling seed",
+        )
         model = session_model(state)
         # replaces: the server keeps the new run under its id and lets the session's previous one go.
         run, gen = start_run(
             model,
             state["recipe"],
             prompt,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            greedy=greedy,
+            sampling,
             replaces=(state or {}).get("run_id"),
         )
     except Exception as e:

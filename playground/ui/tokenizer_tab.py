@@ -29,6 +29,7 @@ from playground.inside.bpe import (
 )
 from playground.server.recipes import own_tokenizer_name
 from playground.server.runs import MAX_PROMPT_CHARS
+from playground.ui.widgets import Dropdown
 
 from . import listeners
 from . import redraw as redraw_views
@@ -356,7 +357,7 @@ def layout() -> SimpleNamespace:
                 elem_id="pg-tok-table",
             )
         with gr.Column(scale=2, min_width=300):
-            c.word = gr.Dropdown(
+            c.word = Dropdown(
                 choices,
                 value=best,
                 allow_custom_value=True,

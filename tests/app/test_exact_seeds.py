@@ -1,9 +1,10 @@
 """A seed reaches the run as it was typed or sent (2⁵³ + 1 and 2⁶³ − 1 included) through the Generate
-tab's handler and through the running app's API; the API's run data and the run export say every token
-the same way."""
+tab's handler and through the running app's API, and comes back exactly from the run's replay file; the
+API's run data and the run export say every token the same way."""
 
 import dataclasses
 import html
+import json
 
 import pytest
 
@@ -12,7 +13,7 @@ from playground.server import exports
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.server.runs import get_run
-from playground.ui import generate_tab
+from playground.ui import compare_tab, generate_tab
 from tests.helpers import build_fields
 
 NANO = PRESETS["nano"]
@@ -43,6 +44,19 @@ def test_the_generate_handler_keeps_the_seed_exact(typed, seed):
     assert type(run.settings["seed"]) is int
 
 
+@pytest.mark.parametrize("typed, seed", [(str(PAST_FLOAT), PAST_FLOAT), (str(MAX_SEED), MAX_SEED)])
+def test_the_seed_comes_back_exactly_from_the_replay_file(typed, seed):
+    """Typed in the page's box, written in the run's replay file, read back and replayed token for token."""
+    state = _generate(typed)[0]
+    path, message = compare_tab.export_replay(state)
+    assert "pg-ok" in message, message
+    record = json.loads(open(path, encoding="utf-8").read())
+    assert record["seed"] == seed and type(record["seed"]) is int
+    report, data = compare_tab.replay_file(state, path)
+    assert "pg-ok" in report and data["identical"], data
+    assert data["replayed_token_ids"] == [s.token_id for s in get_run(state["run_id"]).steps]
+
+
 @pytest.mark.parametrize(
     "typed, message",
     [
@@ -71,7 +85,7 @@ def test_the_api_and_the_export_say_each_token_the_same_way():
 
 @pytest.mark.slow
 def test_the_api_keeps_the_seed_exact(app_url):
-    from gradio_client import Client
+    from gradio_client import Client, handle_file
 
     client = Client(app_url, verbose=False)
     assert (
@@ -82,3 +96,8 @@ def test_the_api_keeps_the_seed_exact(app_url):
         assert "Done: 3 tokens" in status, status
         settings = client.predict(api_name="/run_data")["settings"]
         assert settings["seed"] == seed and settings["seed_used"] == seed, settings
+        path = client.predict(api_name="/export_replay")[0]
+        with open(path, encoding="utf-8") as f:
+            assert json.load(f)["seed"] == seed
+        report = client.predict(handle_file(path), api_name="/replay")[1]
+        assert report["identical"], report
