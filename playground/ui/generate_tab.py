@@ -20,9 +20,8 @@ from playground import figures
 from playground.i18n import tr_error
 from playground.server.decode_loop import LOOP
 from playground.server.exports import export_model, export_run, reserve_export
-from playground.server.recipes import describe_recipe
 from playground.server.runs import start_run
-from playground.server.step_records import step_record
+from playground.server.step_records import run_record
 
 from . import attention_view as av
 from . import redraw
@@ -289,21 +288,11 @@ def export_model_file(state):
 
 
 def run_data(state):
-    """API: the current run's tokens with their probabilities."""
+    """API: the current run's tokens with their probabilities (as the run export writes them)."""
     run, error = api_run(state)
     if error:
         return error
-    tok = run.tokenizer  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
-    return {
-        "model": describe_recipe(run.recipe),
-        "settings": run.settings,
-        "prompt_ids": run.prompt_ids,
-        "prompt_tokens_cropped": run.n_cropped,
-        "token_ids": run.token_ids,
-        "stopped": run.stopped,
-        "text": tok.decode([s.token_id for s in run.steps]),
-        "steps": [step_record(tok, s) for s in run.steps],
-    }
+    return run_record(run, run.tokenizer)  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
 
 
 def relabel(state, view, layer, head, log_scale, query, span, step, request: gr.Request = None) -> Relabelled:

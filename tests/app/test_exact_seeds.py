@@ -76,11 +76,15 @@ def test_the_api_and_the_export_say_each_token_the_same_way():
     run = get_run(state["run_id"])
     ids = [262, 198, 447]  # " the", "\n", the bytes e2 80 (the start of a curly quote)
     run.steps[:] = [dataclasses.replace(s, token_id=i) for s, i in zip(run.steps, ids)]
-    api = generate_tab.run_data(state)["steps"]
-    export = exports._run_metadata(run, CACHE.get(run.recipe), 0, [])["steps"]
+    api_run = generate_tab.run_data(state)
+    export_run = exports._run_metadata(run, CACHE.get(run.recipe), 0, [])
+    api, export = api_run["steps"], export_run["steps"]
     assert [s["token"] for s in api] == [s["token"] for s in export] == ["␣the", "↵", "⟨e2 80⟩"]
     assert [s["text"] for s in api] == [s["text"] for s in export] == [" the", "\n", "\ufffd"]
-    assert [{k: v for k, v in s.items() if k != "index"} for s in export] == api
+    # One serializer: the export is the API's record of the run, plus its attention, config and replay record.
+    assert {k: export_run[k] for k in api_run} == api_run
+    assert set(export_run) - set(api_run) == {"config", "attention_window_start", "attention_layers", "replay"}
+    assert api_run["tokens"][-3:] == ["␣the", "↵", "⟨e2 80⟩"] and api_run["text"] == " the\n\ufffd"
 
 
 @pytest.mark.slow
