@@ -6,7 +6,6 @@ raw softmax -> after temperature -> after top-k -> after top-p.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 
@@ -28,69 +27,15 @@ from playground.engine.row_summary import (
     greedy_step_fields,
 )
 from playground.errors import UserError
-from playground.whole_numbers import MAX_SEED, MIN_SEED, exact_whole, is_inexact_whole, not_exact
+from playground.settings import SamplingSettings
 
 STAGES = ("raw", "temperature", "top_k", "top_p")
 
 
 def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size=None) -> None:
-    """Raise ValueError with a message a UI can show as it is."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise UserError(
-            "generate.temperature_number", "Temperature must be a number, got {temperature!r}.", temperature=temperature
-        )
-    if not _is_finite(temperature):
-        raise UserError(
-            "generate.temperature_finite",
-            "Temperature must be a finite number, got {temperature}.",
-            temperature=temperature,
-        )
-    if temperature < 0:
-        raise UserError(
-            "generate.temperature_negative",
-            "Temperature must be 0 (greedy) or positive, got {temperature}.",
-            temperature=temperature,
-        )
-    if top_k is not None:
-        if (
-            isinstance(top_k, bool)
-            or not isinstance(top_k, int)
-            and not (isinstance(top_k, float) and top_k.is_integer())
-        ):
-            raise UserError(
-                "generate.top_k_whole", "top-k must be a whole number (0 or empty = off), got {top_k!r}.", top_k=top_k
-            )
-        if top_k < 0:
-            raise UserError(
-                "generate.top_k_negative",
-                "top-k must be 0 (off) or a positive whole number, got {top_k}.",
-                top_k=int(top_k),
-            )
-    if top_p is not None:
-        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not _is_finite(top_p):
-            raise UserError("generate.top_p_number", "top-p must be a number in (0, 1], got {top_p!r}.", top_p=top_p)
-        if not (0 < top_p <= 1):
-            raise UserError("generate.top_p_range", "top-p must be in (0, 1] (1 = off), got {top_p}.", top_p=top_p)
-    if max_new_tokens is not None:
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-            raise UserError(
-                "generate.max_new_whole",
-                "The number of new tokens must be a whole number, got {max_new_tokens!r}.",
-                max_new_tokens=max_new_tokens,
-            )
-        if max_new_tokens <= 0:
-            raise UserError(
-                "generate.max_new_zero",
-                "Ask for at least one new token (got {max_new_tokens}).",
-                max_new_tokens=max_new_tokens,
-            )
-
-
-def _is_finite(x) -> bool:
-    try:
-        return math.isfinite(x)
-    except OverflowError:  # an int too large for a float, e.g. 10**400
-        return False
+    """Raise a UserError (a ValueError) with a message a UI can show as it is. The rules belong to the
+    typed settings (``playground.settings.SamplingSettings``), which the generation builds too."""
+    SamplingSettings(temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens)
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -206,25 +151,23 @@ class Generation:
     def __post_init__(self) -> None:
         if self.max_new_tokens is None:
             raise UserError("generate.max_new_none", "The number of new tokens must be a whole number, got None.")
-        validate_sampling(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
-        self.temperature = float(self.temperature)
-        self.top_k = int(self.top_k) if self.top_k else None
-        self.top_p = float(self.top_p) if self.top_p is not None else None
+        # The settings' rules live in one place; a caller that parsed them already passes typed values.
+        typed = SamplingSettings(
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            seed=self.seed,
+            max_new_tokens=self.max_new_tokens,
+        )
+        self.temperature, self.top_k, self.top_p, self.seed = (
+            typed.temperature,
+            typed.top_k or None,
+            typed.top_p,
+            typed.seed,
+        )
         ids = [int(i) for i in self.prompt_ids]
         if not ids:
             raise UserError("generate.prompt_empty", "The prompt is empty: type some text to continue.")
-        if self.seed is not None:
-            # Exactly the seed given: 2.5 is not truncated, nor 2⁵³ + 1 rounded through a float.
-            seed = exact_whole(self.seed)
-            if seed is None and is_inexact_whole(self.seed):
-                raise not_exact(self.seed, "The seed")
-            if seed is None or not MIN_SEED <= seed <= MAX_SEED:
-                raise UserError(
-                    "generate.seed_range",
-                    "The seed must be a whole number between 0 and 2⁶³ − 1, got {seed}.",
-                    seed=self.seed,
-                )
-            self.seed = seed
         vocab = self.model.cfg.vocab_size
         bad = [i for i in ids if not 0 <= i < vocab]
         if bad:

@@ -7,7 +7,7 @@ name of the control that was refused.
 """
 
 ERRORS_ZH = {
-    # ---- widget and API input (ui.parsing, server.inputs)
+    # ---- widget and API input (playground.settings: one parser for the page, the API and the library)
     "input.not_number": "{name} 必须是数字，收到的是 {value!r}。",
     "input.not_finite": "{name} 必须是有限的数，收到的是 {value!r}。",
     "input.not_whole": "{name} 必须是整数，收到的是 {value!r}。",

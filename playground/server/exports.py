@@ -36,7 +36,7 @@ from playground.server.files import enforce_disk_budget, exports_dir, touch, wri
 from playground.server.recipes import describe_recipe, recipe_key
 from playground.server.replay import replay_record
 from playground.server.runs import Run, all_layers_attention_bytes, run_attention
-from playground.server.step_records import step_record
+from playground.server.step_records import run_record
 
 
 class ExportTooLarge(UserError):
@@ -77,18 +77,11 @@ def _window_attention(model: GPTModel, run, layers: Sequence[int]):
 
 
 def _run_metadata(run, model: GPTModel, start: int, layers: list[int]) -> dict:
-    tok = tokenizer_of(model)
-    steps = [{"index": s.index} | step_record(tok, s) for s in run.steps]
+    record = run_record(run, tokenizer_of(model))
     return finite_json(
-        {
-            "model": describe_recipe(run.recipe),
+        record
+        | {
             "config": model.cfg.to_dict(),
-            "settings": run.settings,
-            "prompt_ids": run.prompt_ids,
-            "prompt_tokens_cropped": run.n_cropped,
-            "token_ids": run.token_ids,
-            "tokens": [p.display for p in tok.pieces(run.token_ids)],
-            "steps": steps,
             "attention_window_start": start,
             "attention_layers": layers,
             "replay": replay_record(run, model),  # what replay.read_record reads back to reproduce the run

@@ -24,8 +24,8 @@ from playground.i18n import tr
 from playground.runtime.memory import BUDGET
 from playground.runtime.threads import as_background_work
 from playground.server.files import save_trained
-from playground.server.inputs import typed_number
 from playground.server.train_samples import sample_prompt_ids, write_sample
+from playground.settings import parse_number, parse_whole
 from playground.training import estimate, induction_run
 from playground.training.corpus import prepare_corpus
 from playground.training.head_watch import HeadWatch, probe_batch
@@ -99,12 +99,12 @@ def _most_steps_within(cfg: GPTConfig, tcfg, seconds: float, rate: float) -> int
 def training_config(cfg: GPTConfig, steps, lr, *, batch_size: int = 8, block_size: int | None = None, seed: int = 1337):
     """The TrainConfig of a Train-tab run (also what its time estimate measures); steps and lr are
     checked with messages for the user."""
-    steps = typed_number(steps, "Steps", whole=True)
+    steps = parse_whole(steps, "Steps", text=False)
     if not 1 <= steps <= MAX_TRAIN_STEPS:
         raise UserError(
             "train.steps_range", "Steps must be between 1 and {hi:,}, got {steps:,}.", hi=MAX_TRAIN_STEPS, steps=steps
         )
-    lr = typed_number(lr, "Learning rate")
+    lr = parse_number(lr, "Learning rate", text=False)
     if not (0 < lr <= 1):
         raise UserError("train.lr_range", "The learning rate must be in (0, 1], got {lr}.", lr=lr)
     block = min(block_size or 128, cfg.context_length)

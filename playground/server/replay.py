@@ -31,7 +31,7 @@ from playground.server.decode_loop import LOOP
 from playground.server.files import is_inside, work_dir
 from playground.server.model_cache import CACHE
 from playground.server.recipes import describe_recipe
-from playground.server.replay_files import FORMAT, VERSION, ReplayError, check_record
+from playground.server.replay_files import FORMAT, VERSION, ReplayError, check_record, check_settings
 from playground.server.replay_files import read_record as read_record  # the files' entry point, kept here
 from playground.server.runs import generation_bytes
 
@@ -167,7 +167,7 @@ def replay(record: dict, model: GPTModel, *, shared: bool = False) -> ReplayRepo
                 vocab_size=cfg.vocab_size,
             ),
         )
-    s = record["settings"]
+    sampling = check_settings(record["settings"], record["seed"])  # typed: the record was checked above
     need = generation_bytes(model, len(record["prompt_ids"]))
     what = f"a replay of {len(record['token_ids']):,} tokens"
     BUDGET.check(need, what)
@@ -175,10 +175,10 @@ def replay(record: dict, model: GPTModel, *, shared: bool = False) -> ReplayRepo
         model,
         record["prompt_ids"],
         max_new_tokens=len(record["token_ids"]),
-        temperature=float(s.get("temperature") or 0.0),
-        top_k=s.get("top_k") or None,
-        top_p=s.get("top_p"),
-        seed=record["seed"],
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        seed=sampling.seed,
     )
     BUDGET.register(gen, need, what, "generation")
     reasons = []

@@ -22,7 +22,7 @@ from playground.errors import UserError
 from playground.runtime.memory import BUDGET, format_bytes
 from playground.server.export_formats import max_export_bytes
 from playground.server.runs import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
-from playground.whole_numbers import MAX_SEED, MIN_SEED
+from playground.settings import SamplingSettings
 
 FORMAT = "gpt-playground-replay"
 VERSION = 1
@@ -210,32 +210,18 @@ def check_record(record) -> dict:
         )
     if not all(_is_number(p) and 0 <= p <= 1 for p in probs):
         raise ReplayError("replay.probs_range", "The replay record's probs must be numbers between 0 and 1.")
-    if not _is_whole(record["seed"]):
-        raise ReplayError("replay.seed", "The replay record's seed must be a whole number.")
-    if not MIN_SEED <= record["seed"] <= MAX_SEED:
-        raise ReplayError("replay.seed_range", "The replay record's seed must be between 0 and 2⁶³ − 1.")
     if not isinstance(record["weights_sha256"], str):
         raise ReplayError("replay.sha", "The replay record's weights_sha256 must be a sha256 in hex.")
     if not isinstance(record["recipe"], dict):
         raise ReplayError("replay.recipe", "The replay record's recipe must be an object naming the model.")
-    check_settings(record["settings"])
+    check_settings(record["settings"], record["seed"])
     return record
 
 
-def check_settings(settings) -> None:
-    """The record's sampling settings: the same ranges Generate takes, refused by name."""
-    if not isinstance(settings, dict):
-        raise ReplayError(
-            "replay.settings", "The replay record's settings must be an object with temperature, top_k and top_p."
-        )
-    temperature, top_k, top_p = (settings.get(k) for k in ("temperature", "top_k", "top_p"))
-    if temperature is not None and not (_is_number(temperature) and temperature >= 0):
-        raise ReplayError(
-            "replay.temperature", "The replay record's settings.temperature must be 0 (greedy) or a positive number."
-        )
-    if top_k is not None and not (_is_whole(top_k) and top_k >= 0):
-        raise ReplayError(
-            "replay.top_k", "The replay record's settings.top_k must be 0 (off) or a positive whole number."
-        )
-    if top_p is not None and not (_is_number(top_p) and 0 < top_p <= 1):
-        raise ReplayError("replay.top_p", "The replay record's settings.top_p must be in (0, 1].")
+def check_settings(settings, seed) -> SamplingSettings:
+    """The record's sampling settings and seed, typed by the app's one parser (the same ranges Generate
+    takes), refused as a ReplayError naming the record's field."""
+    try:
+        return SamplingSettings.from_record(settings, seed)
+    except UserError as e:
+        raise ReplayError(e.key, e.template, **e.fields) from None

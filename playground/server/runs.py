@@ -12,6 +12,7 @@ afterwards raises ``RunReleasedError`` (a ValueError) whose message is for the u
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import os
@@ -30,8 +31,8 @@ from playground.engine.tokenizer import load_tokenizer, tokenizer_of
 from playground.errors import UserError
 from playground.runtime.memory import BUDGET, Reservation, trim
 from playground.server.files import remove_abandoned_uploads
-from playground.server.inputs import typed_number, typed_seed
 from playground.server.recipes import describe_recipe, model_label
+from playground.settings import SamplingSettings
 
 MAX_PROMPT_CHARS = 20_000
 MAX_NEW_TOKENS = 512
@@ -202,16 +203,20 @@ def start_run(
     model: GPTModel,
     recipe: dict,
     prompt: str,
+    sampling: SamplingSettings | None = None,
     *,
-    max_new_tokens,
-    temperature,
-    top_k,
-    top_p,
-    seed,
+    max_new_tokens=None,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    seed=None,
     greedy=False,
     replaces=_NOT_GIVEN,
 ) -> tuple[Run, Generation]:
     """Validate everything a user typed, then return the run and its (not yet started) generation.
+
+    ``sampling``: the settings the page parsed (``SamplingSettings.parse``); without it the keyword
+    arguments are parsed here as a program's (numbers only, each refused by its name).
 
     ``replaces`` (the session's previous run or run id, or None for its first): the server keeps
     the new run under ``run.id`` and releases the previous one now rather than after the idle
@@ -228,7 +233,21 @@ def start_run(
             n=len(prompt),
             limit=MAX_PROMPT_CHARS,
         )
-    max_new_tokens = typed_number(max_new_tokens, "Max new tokens", whole=True)
+    if sampling is None:
+        sampling = SamplingSettings.parse(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            greedy=greedy,
+            text=False,
+        )
+    elif greedy:
+        sampling = dataclasses.replace(sampling, temperature=0.0)
+    if sampling.max_new_tokens is None:
+        raise UserError("generate.max_new_none", "The number of new tokens must be a whole number, got None.")
+    max_new_tokens = sampling.max_new_tokens
     if max_new_tokens > MAX_NEW_TOKENS:
         raise UserError(
             "generate.max_new_cap",
@@ -236,12 +255,6 @@ def start_run(
             max_new_tokens=max_new_tokens,
             limit=MAX_NEW_TOKENS,
         )
-    top_k = typed_number(top_k, "top-k", whole=True) if top_k is not None else None
-    seed = typed_seed(seed)
-    temperature = typed_number(temperature, "Temperature")
-    top_p = typed_number(top_p, "top-p") if top_p is not None else None
-    if greedy:
-        temperature = 0.0
     if replaces is not _NOT_GIVEN and replaces is not None:
         old = replaces if isinstance(replaces, Run) else RUNS.get(replaces)
         if old is not None:
@@ -256,10 +269,10 @@ def start_run(
             model,
             ids,
             max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k or None,
-            top_p=top_p,
-            seed=seed,
+            temperature=sampling.temperature,
+            top_k=sampling.top_k or None,
+            top_p=sampling.top_p,
+            seed=sampling.seed,
         )
     except BaseException:
         room.release()
@@ -270,14 +283,7 @@ def start_run(
     room.tie(gen)
     release_idle_runs()  # on-access sweep, besides the sweeper thread
     # seed_used: the seed an unseeded run drew for itself, so it can be repeated by typing it in.
-    settings = dict(
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
-        seed_used=gen.seed_used,
-    )
+    settings = sampling.as_dict() | {"seed_used": gen.seed_used}
     run = Run(recipe, gen.prompt_ids, gen.n_cropped, settings)
     run.room = room
     run.tokenizer = tok

@@ -31,7 +31,6 @@ from .inside import picks as inside_picks
 from .lessons import layout as lessons_layout
 from .lessons import room_layout
 from .model import tab as model_tab
-from .parsing import inputs_as_sent
 from .style import CSS, RESIZE_JS
 from .tokenizer import tab as tokenizer_tab
 from .train import layout as train_layout
@@ -101,7 +100,6 @@ def build_demo() -> gr.Blocks:
         for tab in (page.model_tab, page.generate_tab, page.inside_tab, page.train_tab, page.compare_tab):
             tab.select(None, None, None, js=RESIZE_JS)
         progress.route(demo, progress.sink())
-    inputs_as_sent(demo)
     # max_size: events waiting for a worker, every session's together. A room of 30+ learners opening
     # the page and pressing Generate at once queues a few events each (the page's loads, Generate and
     # the events chained after it), so the queue holds several per possible Generate worker.

@@ -9,6 +9,7 @@ from .i18n import I18N, T, choices, lang_of, page_prefs, tr, tr_error
 from .messages import Refusal, fail, log, ok, say, warn
 from .parsing import (
     MAX_SEED,
+    SamplingSettings,
     parse_bool,
     parse_choice,
     parse_count,
@@ -36,6 +37,7 @@ __all__ = [
     "I18N",
     "Refusal",
     "MAX_SEED",
+    "SamplingSettings",
     "T",
     "api_run",
     "choices",

@@ -1,9 +1,10 @@
 """A seed reaches the run as it was typed or sent (2⁵³ + 1 and 2⁶³ − 1 included) through the Generate
-tab's handler and through the running app's API; the API's run data and the run export say every token
-the same way."""
+tab's handler and through the running app's API, and comes back exactly from the run's replay file; the
+API's run data and the run export say every token the same way."""
 
 import dataclasses
 import html
+import json
 
 import pytest
 
@@ -12,6 +13,7 @@ from playground.server import exports
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.server.runs import get_run
+from playground.ui.compare import tab as compare_tab
 from playground.ui.generate import tab as generate_tab
 from tests.helpers import build_fields
 
@@ -43,6 +45,19 @@ def test_the_generate_handler_keeps_the_seed_exact(typed, seed):
     assert type(run.settings["seed"]) is int
 
 
+@pytest.mark.parametrize("typed, seed", [(str(PAST_FLOAT), PAST_FLOAT), (str(MAX_SEED), MAX_SEED)])
+def test_the_seed_comes_back_exactly_from_the_replay_file(typed, seed):
+    """Typed in the page's box, written in the run's replay file, read back and replayed token for token."""
+    state = _generate(typed)[0]
+    path, message = compare_tab.export_replay(state)
+    assert "pg-ok" in message, message
+    record = json.loads(open(path, encoding="utf-8").read())
+    assert record["seed"] == seed and type(record["seed"]) is int
+    report, data = compare_tab.replay_file(state, path)
+    assert "pg-ok" in report and data["identical"], data
+    assert data["replayed_token_ids"] == [s.token_id for s in get_run(state["run_id"]).steps]
+
+
 @pytest.mark.parametrize(
     "typed, message",
     [
@@ -62,16 +77,20 @@ def test_the_api_and_the_export_say_each_token_the_same_way():
     run = get_run(state["run_id"])
     ids = [262, 198, 447]  # " the", "\n", the bytes e2 80 (the start of a curly quote)
     run.steps[:] = [dataclasses.replace(s, token_id=i) for s, i in zip(run.steps, ids)]
-    api = generate_tab.run_data(state)["steps"]
-    export = exports._run_metadata(run, CACHE.get(run.recipe), 0, [])["steps"]
+    api_run = generate_tab.run_data(state)
+    export_run = exports._run_metadata(run, CACHE.get(run.recipe), 0, [])
+    api, export = api_run["steps"], export_run["steps"]
     assert [s["token"] for s in api] == [s["token"] for s in export] == ["␣the", "↵", "⟨e2 80⟩"]
     assert [s["text"] for s in api] == [s["text"] for s in export] == [" the", "\n", "\ufffd"]
-    assert [{k: v for k, v in s.items() if k != "index"} for s in export] == api
+    # One serializer: the export is the API's record of the run, plus its attention, config and replay record.
+    assert {k: export_run[k] for k in api_run} == api_run
+    assert set(export_run) - set(api_run) == {"config", "attention_window_start", "attention_layers", "replay"}
+    assert api_run["tokens"][-3:] == ["␣the", "↵", "⟨e2 80⟩"] and api_run["text"] == " the\n\ufffd"
 
 
 @pytest.mark.slow
 def test_the_api_keeps_the_seed_exact(app_url):
-    from gradio_client import Client
+    from gradio_client import Client, handle_file
 
     client = Client(app_url, verbose=False)
     assert (
@@ -82,3 +101,8 @@ def test_the_api_keeps_the_seed_exact(app_url):
         assert "Done: 3 tokens" in status, status
         settings = client.predict(api_name="/run_data")["settings"]
         assert settings["seed"] == seed and settings["seed_used"] == seed, settings
+        path = client.predict(api_name="/export_replay")[0]
+        with open(path, encoding="utf-8") as f:
+            assert json.load(f)["seed"] == seed
+        report = client.predict(handle_file(path), api_name="/replay")[1]
+        assert report["identical"], report

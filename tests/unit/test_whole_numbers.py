@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from playground.errors import UserError
-from playground.server.inputs import typed_number, typed_seed
 from playground.server.replay import read_record, replay, replay_record, write_record
 from playground.server.runs import start_run
+from playground.settings import parse_number, parse_seed, parse_whole
 from playground.whole_numbers import MAX_SEED, exact_whole, is_inexact_whole, read_number
 from tests.export_helpers import nano_model, private_dirs
 from tests.helpers import ROOT
@@ -57,7 +57,7 @@ def test_text_is_read_by_int_first():
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_server_takes_a_seed_as_the_int_it_is(seed):
-    assert typed_seed(seed) == seed and typed_number(seed, "Max new tokens", whole=True) == seed
+    assert parse_seed(seed, text=False) == seed and parse_whole(seed, "Max new tokens", text=False) == seed
 
 
 @pytest.mark.parametrize(
@@ -72,13 +72,13 @@ def test_the_server_takes_a_seed_as_the_int_it_is(seed):
 )
 def test_the_server_refuses_a_seed_by_key(value, key):
     with pytest.raises(UserError) as caught:
-        typed_seed(value)
+        parse_seed(value, text=False)
     assert caught.value.key == key
 
 
 def test_a_huge_int_where_a_float_is_wanted_is_refused_not_an_overflow():
     with pytest.raises(UserError) as caught:
-        typed_number(10**400, "Temperature")
+        parse_number(10**400, "Temperature", text=False)
     assert caught.value.key == "input.not_finite"
 
 

@@ -15,6 +15,7 @@ from playground.ui import listeners, share
 from playground.ui import model_switch as ms
 from playground.ui.common import T, choices, lang_of, seed_box
 from playground.ui.results import outputs
+from playground.ui.widgets import Dropdown, Number, Radio, Slider
 
 from . import views as cv
 from .streams import Streams
@@ -41,23 +42,23 @@ def layout() -> SimpleNamespace:
     gr.Markdown(T("compare_intro"))
     with gr.Accordion(T("model_b"), open=False):
         with gr.Row():
-            c.b_weights = gr.Radio(choices(ms.WEIGHT_KEYS), value="random", label=T("weights"))
-            c.b_preset = gr.Dropdown(
+            c.b_weights = Radio(choices(ms.WEIGHT_KEYS), value="random", label=T("weights"))
+            c.b_preset = Dropdown(
                 ms.preset_choices()[:-1],  # presets only: model B has no form of its own
                 value="nano" if "nano" in PRESETS else DEFAULT_PRESET,
                 label=T("preset"),
             )
         with gr.Row():
             c.b_seed = seed_box(0, T("seed_init"), min_width=100)
-            c.b_hub = gr.Dropdown(ms.hub_choices(), value=list(HUB_MODELS)[0], label=T("hub_model"))
-            c.b_dtype = gr.Radio(list(ms.DTYPES), value="float32", label=T("dtype"))
+            c.b_hub = Dropdown(ms.hub_choices(), value=list(HUB_MODELS)[0], label=T("hub_model"))
+            c.b_dtype = Radio(list(ms.DTYPES), value="float32", label=T("dtype"))
         c.b_upload = gr.File(label=T("upload"), file_types=[".safetensors"], type="filepath")
         c.b_btn = gr.Button(T("load_b"), elem_id="pg-load-b")
         c.b_msg = gr.HTML(elem_id="pg-b-msg")
     with gr.Accordion(T("score_section"), open=True):
         with gr.Row():
             with gr.Column(scale=2, min_width=320):
-                c.source = gr.Radio(choices(SOURCE_KEYS), value=SOURCES[0], label=T("text_source"))
+                c.source = Radio(choices(SOURCE_KEYS), value=SOURCES[0], label=T("text_source"))
                 c.text = gr.Textbox(label=T("text_to_score"), lines=5, max_length=200_000, elem_id="pg-score-text")
                 # only the chosen source's input shows (the text box for "paste", this for "upload")
                 c.upload = gr.File(
@@ -69,7 +70,7 @@ def layout() -> SimpleNamespace:
                 )
                 with gr.Row():
                     c.replace = gr.Checkbox(False, label=T("replace_bytes"), visible=False, elem_id="pg-score-replace")
-                    c.stride = gr.Number(0, label=T("stride"), precision=0, minimum=0)
+                    c.stride = Number(0, label=T("stride"), precision=0, minimum=0)
                 with gr.Row():
                     c.score_btn = gr.Button(T("score_a"), variant="primary", elem_id="pg-score")
                     c.score_ab_btn = gr.Button(T("score_ab"), elem_id="pg-score-ab")
@@ -87,7 +88,7 @@ def layout() -> SimpleNamespace:
         with gr.Row():
             c.s_prompt = gr.Textbox("ROMEO:\n", label=T("prompt"), lines=2, scale=3)
             c.s_seed = seed_box(42, T("seed"), min_width=100)
-            c.s_max = gr.Slider(
+            c.s_max = Slider(
                 1,
                 value=40,
                 step=1,
@@ -97,13 +98,13 @@ def layout() -> SimpleNamespace:
                 min_width=240,
             )  # (narrower, its label wrapped to five lines)
         with gr.Row():
-            c.t_a = gr.Slider(0, 2, value=0.7, step=0.05, label=T("temp_a"))
-            c.k_a = gr.Slider(0, 200, value=0, step=1, label=T("top_k_a"))
-            c.p_a = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_a"))
+            c.t_a = Slider(0, 2, value=0.7, step=0.05, label=T("temp_a"))
+            c.k_a = Slider(0, 200, value=0, step=1, label=T("top_k_a"))
+            c.p_a = Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_a"))
         with gr.Row():
-            c.t_b = gr.Slider(0, 2, value=1.5, step=0.05, label=T("temp_b"))
-            c.k_b = gr.Slider(0, 200, value=0, step=1, label=T("top_k_b"))
-            c.p_b = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_b"))
+            c.t_b = Slider(0, 2, value=1.5, step=0.05, label=T("temp_b"))
+            c.k_b = Slider(0, 200, value=0, step=1, label=T("top_k_b"))
+            c.p_b = Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p_b"))
         with gr.Row():
             c.two_models_btn = gr.Button(T("two_models"), elem_id="pg-two-models")
             c.two_settings_btn = gr.Button(T("two_settings"), variant="primary", elem_id="pg-two-settings")
@@ -111,7 +112,7 @@ def layout() -> SimpleNamespace:
         c.side = gr.HTML(elem_id="pg-side")
     with gr.Accordion(T("receipt_section"), open=False):
         with gr.Row():
-            c.r_step = gr.Number(0, label=T("step"), precision=0, minimum=0)
+            c.r_step = Number(0, label=T("step"), precision=0, minimum=0)
             c.r_btn = gr.Button(T("show_receipt"), elem_id="pg-receipt-btn")
         c.r_html = gr.HTML(elem_id="pg-receipt")
         c.r_json = gr.JSON(visible=False)

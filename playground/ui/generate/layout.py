@@ -19,6 +19,7 @@ from playground.ui.attention_view import SPANS, VIEWS, AttentionViews, attention
 from playground.ui.chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND
 from playground.ui.common import T, choices, seed_box, tr
 from playground.ui.results import outputs
+from playground.ui.widgets import Dropdown, Radio, Slider
 
 from .tab import (
     Exported,
@@ -66,10 +67,10 @@ def layout(model_cfg) -> SimpleNamespace:
                 c.stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-stop")
         with gr.Column(scale=3, min_width=300, elem_id="pg-knobs"):
             with gr.Row():
-                c.temperature = gr.Slider(0, 2, value=0.8, step=0.05, label=T("temperature"), min_width=200)
-                c.top_k = gr.Slider(0, 200, value=40, step=1, label=T("top_k"), min_width=200)
-                c.top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p"), min_width=200)
-                c.max_new = gr.Slider(
+                c.temperature = Slider(0, 2, value=0.8, step=0.05, label=T("temperature"), min_width=200)
+                c.top_k = Slider(0, 200, value=40, step=1, label=T("top_k"), min_width=200)
+                c.top_p = Slider(0.05, 1, value=1.0, step=0.05, label=T("top_p"), min_width=200)
+                c.max_new = Slider(
                     1, MAX_NEW_TOKENS, value=40, step=1, label=T("max_new_tokens"), elem_id="pg-max-new", min_width=200
                 )
             c.input_msg = gr.HTML(elem_id="pg-input-msg")
@@ -84,14 +85,14 @@ def layout(model_cfg) -> SimpleNamespace:
             )
             c.legend = gr.HTML(LEGEND, elem_id="pg-legend")
             gr.Examples(EXAMPLES, inputs=[c.prompt], label=T("examples"), elem_id="pg-examples")
-            c.step_slider = gr.Slider(0, 1, value=0, step=1, label=T("step"), visible=False, elem_id="pg-step")
+            c.step_slider = Slider(0, 1, value=0, step=1, label=T("step"), visible=False, elem_id="pg-step")
             c.step_md = gr.Markdown(elem_id="pg-step-md")
             c.prob_plot = gr.Plot(show_label=False, elem_id="pg-prob-plot")
         # The map's controls stand in a narrow column beside it (not above it): the map takes the
         # height the first screen has left, and it is about as wide as it is high.
         with gr.Column(scale=1, min_width=130, elem_id="pg-att-controls"):
-            c.view = gr.Dropdown(choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view")
-            c.layer = gr.Slider(
+            c.view = Dropdown(choices(av.VIEW_KEYS), value=VIEWS[0], label=T("view"), elem_id="pg-view")
+            c.layer = Slider(
                 0,
                 max(1, model_cfg.n_layers - 1),
                 value=0,
@@ -100,7 +101,7 @@ def layout(model_cfg) -> SimpleNamespace:
                 visible=model_cfg.n_layers > 1,
                 elem_id="pg-layer",
             )
-            c.head = gr.Slider(
+            c.head = Slider(
                 0,
                 max(1, model_cfg.n_heads - 1),
                 value=0,
@@ -110,8 +111,8 @@ def layout(model_cfg) -> SimpleNamespace:
                 elem_id="pg-head",
             )
             # hidden until a run gives it its positions (a 0–1 slider would say nothing)
-            c.query = gr.Slider(0, 1, value=0, step=1, label=T("query"), elem_id="pg-query", visible=False)
-            c.span = gr.Radio(choices(av.SPAN_KEYS), value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span")
+            c.query = Slider(0, 1, value=0, step=1, label=T("query"), elem_id="pg-query", visible=False)
+            c.span = Radio(choices(av.SPAN_KEYS), value=SPANS[0], label=T("heatmap_range"), elem_id="pg-span")
             c.log_scale = gr.Checkbox(True, label=T("log_scale"), elem_id="pg-log-scale")
         with gr.Column(scale=3, min_width=300):
             c.att_msg = gr.HTML(elem_id="pg-att-msg")

@@ -20,14 +20,14 @@ from playground import figures
 from playground.i18n import tr_error
 from playground.server.decode_loop import LOOP
 from playground.server.exports import export_model, export_run, reserve_export
-from playground.server.recipes import describe_recipe
 from playground.server.runs import start_run
-from playground.server.step_records import step_record
+from playground.server.step_records import run_record
 from playground.ui import attention_view as av
 from playground.ui import redraw
 from playground.ui.attention_view import SPANS, VIEW_KEYS, VIEWS, AttentionViews, attention_views, head_examples
 from playground.ui.chips import ChipStream, legend, status_html
 from playground.ui.common import (
+    SamplingSettings,
     api_run,
     choices,
     dress,
@@ -35,12 +35,7 @@ from playground.ui.common import (
     for_the_session,
     lang_of,
     ok,
-    parse_bool,
     parse_choice,
-    parse_number,
-    parse_optional_count,
-    parse_optional_number,
-    parse_seed,
     parse_whole,
     session_model,
     session_run,
@@ -79,24 +74,22 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
     """Stream tokens as chips with a status line (outputs: state, chips, status)."""
     lang = lang_of(state)
     try:
-        greedy = parse_bool(greedy, "Greedy")
-        seed = parse_seed(seed, "Sampling seed")
-        max_new_tokens = parse_whole(max_new_tokens, "Max new tokens")  # start_run checks the range
-        temperature = parse_number(temperature, "Temperature")
-        top_k = parse_optional_count(top_k, "top-k")
-        top_p = parse_optional_number(top_p, "top-p")
+        sampling = SamplingSettings.parse(
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,  # start_run checks the app's cap
+            seed=seed,
+            greedy=greedy,
+            seed_name="Sampling seed",
+        )
         model = session_model(state)
         # replaces: the server keeps the new run under its id and lets the session's previous one go.
         run, gen = start_run(
             model,
             state["recipe"],
             prompt,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            greedy=greedy,
+            sampling,
             replaces=(state or {}).get("run_id"),
         )
     except Exception as e:
@@ -294,21 +287,11 @@ def export_model_file(state):
 
 
 def run_data(state):
-    """API: the current run's tokens with their probabilities."""
+    """API: the current run's tokens with their probabilities (as the run export writes them)."""
     run, error = api_run(state)
     if error:
         return error
-    tok = run.tokenizer  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
-    return {
-        "model": describe_recipe(run.recipe),
-        "settings": run.settings,
-        "prompt_ids": run.prompt_ids,
-        "prompt_tokens_cropped": run.n_cropped,
-        "token_ids": run.token_ids,
-        "stopped": run.stopped,
-        "text": tok.decode([s.token_id for s in run.steps]),
-        "steps": [step_record(tok, s) for s in run.steps],
-    }
+    return run_record(run, run.tokenizer)  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
 
 
 def relabel(state, view, layer, head, log_scale, query, span, step, request: gr.Request = None) -> Relabelled:

@@ -18,6 +18,7 @@ from playground.ui import listeners
 from playground.ui.common import T, tr
 from playground.ui.results import outputs
 from playground.ui.style import HIDE_EMPTY, RESIZE_JS
+from playground.ui.widgets import Number, Slider
 
 from . import patching as inside_patching
 from . import picks as inside_picks
@@ -55,18 +56,16 @@ def layout() -> SimpleNamespace:
         with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
             with gr.Row():
                 lens_btn = gr.Button(T("inside_show_lens"), variant="primary", elem_id="pg-lens-btn")
-                lens_layer = gr.Number(
-                    None, label=T("inside_lens_layer"), precision=0, minimum=0, elem_id="pg-lens-layer"
-                )
-                lens_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
+                lens_layer = Number(None, label=T("inside_lens_layer"), precision=0, minimum=0, elem_id="pg-lens-layer")
+                lens_pos = Number(None, label=T("inside_position"), precision=0, minimum=0, elem_id="pg-lens-pos")
             lens_msg = gr.HTML(elem_id="pg-lens-msg")  # the lens' button and fields
             lens_note = gr.Markdown(elem_id="pg-lens-note", elem_classes=HIDE_EMPTY)
             inside_picks.layout_hint("inside_click_lens")
-            lens_scroll = gr.Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
+            lens_scroll = Slider(0, 1, value=0, step=1, label=T("inside_scroll"), visible=False)
             lens_plot_msg = gr.HTML(elem_id="pg-lens-plot-msg")  # the slider's and a cell click's, by the heatmap
             lens_plot = gr.Plot(show_label=False, elem_id="pg-lens")
             # positions that fit the page's width: the page script (cell_click) keeps it up to date
-            lens_cols = gr.Number(
+            lens_cols = Number(
                 LENS_WINDOW, precision=0, show_label=False, elem_id="pg-lens-cols", elem_classes=["pg-offscreen"]
             )
             lens_pick = gr.Button("pick", elem_id="pg-lens-pick", elem_classes=["pg-offscreen"])
@@ -75,7 +74,7 @@ def layout() -> SimpleNamespace:
                 cell_md = gr.Markdown(elem_id="pg-lens-cell-md", elem_classes=HIDE_EMPTY)
         with gr.Tab(T("inside_dla"), id="inside-dla") as dla_tab:
             with gr.Row():
-                dla_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                dla_pos = Number(None, label=T("inside_position"), precision=0, minimum=0)
                 dla_target = gr.Textbox("", label=T("inside_target"), max_length=200)
                 dla_btn = gr.Button(T("inside_attribute"), variant="primary", elem_id="pg-dla-btn")
             dla_msg = gr.HTML(elem_id="pg-dla-msg")  # each button's message sits under it, not at the tab's top
@@ -90,9 +89,9 @@ def layout() -> SimpleNamespace:
                 dla_fall = gr.Plot(show_label=False, elem_id="pg-dla-fall")
         with gr.Tab(T("inside_maths"), id="inside-maths") as maths_tab:
             with gr.Row():
-                m_layer = gr.Number(0, label=T("layer"), precision=0, minimum=0)
-                m_head = gr.Number(0, label=T("head"), precision=0, minimum=0)
-                m_pos = gr.Number(None, label=T("inside_query_position"), precision=0, minimum=0)
+                m_layer = Number(0, label=T("layer"), precision=0, minimum=0)
+                m_head = Number(0, label=T("head"), precision=0, minimum=0)
+                m_pos = Number(None, label=T("inside_query_position"), precision=0, minimum=0)
                 m_btn = gr.Button(T("inside_step_through"), variant="primary", elem_id="pg-maths-btn")
             m_msg = gr.HTML(elem_id="pg-maths-msg")
             m_md = gr.Markdown(elem_id="pg-maths-md", elem_classes=HIDE_EMPTY)
@@ -116,12 +115,12 @@ def layout() -> SimpleNamespace:
                 i_zero = gr.Textbox("", label=T("inside_zero_heads"), placeholder=T("ph_heads"), max_length=2000)
                 i_mean = gr.Textbox("", label=T("inside_mean_heads"), placeholder=T("ph_head"), max_length=2000)
                 i_scale = gr.Textbox("", label=T("inside_scale_head"), placeholder=T("ph_head"), max_length=50)
-                i_alpha = gr.Slider(0, 2, value=0.0, step=0.1, label=T("inside_alpha"))
+                i_alpha = Slider(0, 2, value=0.0, step=0.1, label=T("inside_alpha"))
             with gr.Row():
                 i_mlps = gr.Textbox("", label=T("inside_skip_mlps"), placeholder=T("ph_layers"), max_length=500)
                 i_unmask = gr.Textbox("", label=T("inside_unmask"), placeholder=T("ph_layer"), max_length=500)
                 i_drop = gr.Checkbox(False, label=T("inside_drop_pos"))
-                i_pos = gr.Number(None, label=T("inside_position"), precision=0, minimum=0)
+                i_pos = Number(None, label=T("inside_position"), precision=0, minimum=0)
                 i_target = gr.Textbox("", label=T("inside_target"), max_length=200)
             with gr.Row():
                 i_btn = gr.Button(T("inside_run_intervention"), variant="primary", elem_id="pg-intervene-btn")
@@ -146,7 +145,7 @@ def layout() -> SimpleNamespace:
             patching = inside_patching.layout()
     # API-only endpoints (plain numbers): their hidden buttons and output, and the lens window bounds
     api_out = gr.JSON(visible=False)
-    api_first, api_last = gr.Number(None, visible=False), gr.Number(None, visible=False)
+    api_first, api_last = Number(None, visible=False), Number(None, visible=False)
     api_buttons = [gr.Button(visible=False) for _ in range(7)]
     return SimpleNamespace(**{k: v for k, v in locals().items()})
 

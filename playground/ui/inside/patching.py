@@ -33,6 +33,7 @@ from playground.ui.common import (
 from playground.ui.messages import Refusal
 from playground.ui.results import only, outputs, result
 from playground.ui.style import HIDE_EMPTY
+from playground.ui.widgets import Dropdown, Number, Radio
 
 from .data import parse_heads
 from .live import stop, stop_flag, stopped
@@ -48,7 +49,7 @@ def layout() -> SimpleNamespace:
     first = pv.SUGGESTED_PAIRS[0]
     gr.Markdown(T("pt_intro"))
     with gr.Row():
-        pt_pair = gr.Dropdown(choices(PAIR_KEYS), value=first["name"], label=T("pt_pair"), scale=1, min_width=260)
+        pt_pair = Dropdown(choices(PAIR_KEYS), value=first["name"], label=T("pt_pair"), scale=1, min_width=260)
         # two lines: a prompt may hold a line break (the Romeo and Juliet pair does)
         pt_clean = gr.Textbox(first["clean"], label=T("pt_clean"), lines=2, max_length=pv.MAX_PROMPT_CHARS, scale=3)
         pt_corrupted = gr.Textbox(
@@ -62,14 +63,14 @@ def layout() -> SimpleNamespace:
     with gr.Row():
         pt_answer = gr.Textbox(first["answer"], label=T("pt_answer"), max_length=200)
         pt_wrong = gr.Textbox(first["wrong"], label=T("pt_wrong"), max_length=200)
-        pt_target = gr.Dropdown(
+        pt_target = Dropdown(
             choices(TARGET_KEYS), value="resid_pre", label=T("pt_target"), scale=2, elem_id="pg-patch-target"
         )
-        pt_layer = gr.Number(0, label=T("pt_layer"), precision=0, minimum=0)
+        pt_layer = Number(0, label=T("pt_layer"), precision=0, minimum=0)
     with gr.Row():
         pt_sender = gr.Textbox("0.2", label=T("pt_sender"), placeholder=T("ph_head"), max_length=20)
         pt_receiver = gr.Textbox("1.3", label=T("pt_receiver"), placeholder=T("ph_head"), max_length=20)
-        pt_via = gr.Radio(["q", "k", "v"], value="k", label=T("pt_input"))
+        pt_via = Radio(["q", "k", "v"], value="k", label=T("pt_input"))
         pt_btn = gr.Button(T("pt_run"), variant="primary", elem_id="pg-patch-btn")
         pt_stop = gr.Button(T("stop"), variant="stop", elem_id="pg-patch-stop")
     pt_msg = gr.HTML(elem_id="pg-patch-msg")

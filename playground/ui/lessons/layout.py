@@ -14,6 +14,7 @@ import gradio as gr
 from playground.ui import listeners
 from playground.ui.common import T
 from playground.ui.results import outputs
+from playground.ui.widgets import Dropdown, Radio
 
 from . import room as lessons_room
 from . import room_layout, room_views
@@ -93,7 +94,7 @@ def layout() -> SimpleNamespace:
     gr.Markdown(T("lesson_intro"), elem_id="pg-lesson-intro")
     c.__dict__.update(vars(room_layout.layout()))  # classroom mode: a room to lead or follow
     with gr.Row(elem_id="pg-lesson-nav"):
-        c.lesson_pick = gr.Dropdown(
+        c.lesson_pick = Dropdown(
             lessons_tab.lesson_choices("en"), label=T("lesson_pick"), elem_id="pg-lesson-pick", scale=2, min_width=220
         )
         c.back = gr.Button(T("lesson_back"), elem_id="pg-lesson-back", scale=1, min_width=100)
@@ -103,7 +104,7 @@ def layout() -> SimpleNamespace:
         with gr.Column(scale=2, min_width=280):
             c.text = gr.Markdown(elem_id="pg-lesson-text")
             c.question = gr.Markdown(elem_id="pg-lesson-question")
-            c.choice = gr.Radio([], label=T("lesson_guess"), elem_id="pg-lesson-choice")
+            c.choice = Radio([], label=T("lesson_guess"), elem_id="pg-lesson-choice")
             c.reveal = gr.HTML(elem_id="pg-lesson-reveal")
             c.full = gr.Button(T("lesson_full"), size="sm", elem_id="pg-lesson-full")
         with gr.Column(scale=3, min_width=300):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground.ui.common import T
+from playground.ui.widgets import Number, Radio
 
 POLL_SECONDS = 1.0  # a page in a room asks it for news this often
 
@@ -58,13 +59,13 @@ def layout() -> object:
             c.room_open = gr.Button(T("room_open_vote"), size="sm", elem_id="pg-room-open")
             c.room_reveal = gr.Button(T("room_reveal"), size="sm", variant="primary", elem_id="pg-room-reveal")
             c.room_end = gr.Button(T("room_end"), size="sm", variant="stop", elem_id="pg-room-end")
-        c.room_vote = gr.Radio([], label=T("room_vote"), visible=False, elem_id="pg-room-vote")
+        c.room_vote = Radio([], label=T("room_vote"), visible=False, elem_id="pg-room-vote")
         c.room_result = gr.HTML(elem_id="pg-room-result")
     # the API endpoints' inputs and output (never shown)
     c.api_code = gr.Textbox(visible=False)
     c.api_key = gr.Textbox(visible=False)
     c.api_member = gr.Textbox(visible=False)
-    c.api_number = gr.Number(None, visible=False)
+    c.api_number = Number(None, visible=False)
     c.api_choice = gr.Textbox(visible=False)
     c.api_state = gr.JSON(visible=False)
     c.api_out = gr.JSON(visible=False)

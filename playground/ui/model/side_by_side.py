@@ -9,14 +9,15 @@ import gradio as gr
 from playground.server.side_by_side_views import CHOICES, DEFAULT_PAIR, side_by_side_tables
 from playground.ui.common import T, lang_of, parse_choice, tr, tr_error
 from playground.ui.model_switch import table
+from playground.ui.widgets import Dropdown
 
 
 def layout() -> SimpleNamespace:
     c = SimpleNamespace()
     with gr.Accordion(T("sbs_title"), open=False, elem_id="pg-sbs"):
         with gr.Row():
-            c.a = gr.Dropdown(CHOICES, value=DEFAULT_PAIR[0], label=T("sbs_a"), elem_id="pg-sbs-a")
-            c.b = gr.Dropdown(CHOICES, value=DEFAULT_PAIR[1], label=T("sbs_b"), elem_id="pg-sbs-b")
+            c.a = Dropdown(CHOICES, value=DEFAULT_PAIR[0], label=T("sbs_a"), elem_id="pg-sbs-a")
+            c.b = Dropdown(CHOICES, value=DEFAULT_PAIR[1], label=T("sbs_b"), elem_id="pg-sbs-b")
             c.button = gr.Button(T("sbs_button"), variant="secondary", elem_id="pg-sbs-go")
         c.summary = gr.Markdown(elem_id="pg-sbs-summary")
         c.breakdown = gr.Dataframe(

@@ -64,6 +64,7 @@ from playground.ui.model_switch import (
 )
 from playground.ui.model_words import tree_table, tying_explanation
 from playground.ui.results import only, outputs, result, skipped
+from playground.ui.widgets import Dropdown, Number, Radio, Slider
 
 from . import side_by_side
 
@@ -296,7 +297,7 @@ def layout() -> SimpleNamespace:
     with gr.Row():
         with gr.Column(scale=2, min_width=300):
             c.in_use = gr.Markdown(elem_id="pg-model-in-use")
-            c.weights = gr.Radio(
+            c.weights = Radio(
                 choices(WEIGHT_KEYS),
                 label=T("weights"),
                 value="bundled" if BUNDLED_CHECKPOINT.is_file() else "random",
@@ -304,7 +305,7 @@ def layout() -> SimpleNamespace:
             )
             # Shown only for the weights they belong to (an empty upload box only takes room).
             # A hub model, or the path of a GPT-2 folder on the server (recipes.folder_recipe) typed in.
-            c.hub_name = gr.Dropdown(
+            c.hub_name = Dropdown(
                 hub_choices(),
                 value=list(HUB_MODELS)[0],
                 label=T("hub_model"),
@@ -316,37 +317,37 @@ def layout() -> SimpleNamespace:
             c.upload = gr.File(
                 label=T("upload"), file_types=[".safetensors"], type="filepath", visible=False, height=140
             )
-            c.preset = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label=T("preset"), elem_id="pg-preset")
+            c.preset = Dropdown(preset_choices(), value=DEFAULT_PRESET, label=T("preset"), elem_id="pg-preset")
             with gr.Accordion(T("config_fields"), open=False, elem_classes=["pg-advanced"]):
                 # Integers are checked by the handler (2.5 layers is refused and said), not rounded by the widget.
                 c.fields = [
-                    gr.Number(cfg.vocab_size, label=T("vocab_size")),
-                    gr.Number(cfg.context_length, label=T("context_length")),
-                    gr.Number(cfg.emb_dim, label=T("emb_dim")),
-                    gr.Number(cfg.n_heads, label=T("n_heads")),
-                    gr.Number(cfg.n_layers, label=T("n_layers")),
-                    gr.Number(cfg.drop_rate, label=T("drop_rate")),
+                    Number(cfg.vocab_size, label=T("vocab_size")),
+                    Number(cfg.context_length, label=T("context_length")),
+                    Number(cfg.emb_dim, label=T("emb_dim")),
+                    Number(cfg.n_heads, label=T("n_heads")),
+                    Number(cfg.n_layers, label=T("n_layers")),
+                    Number(cfg.drop_rate, label=T("drop_rate")),
                     gr.Checkbox(cfg.qkv_bias, label=T("qkv_bias")),
                     gr.Checkbox(cfg.tie_weights, label=T("tie_weights")),
-                    gr.Dropdown(list(POS_ENCODINGS), value=cfg.pos_encoding, label=T("pos_encoding")),
-                    gr.Dropdown(list(ACTIVATIONS), value=cfg.activation, label=T("activation")),
-                    gr.Dropdown(list(NORM_PLACEMENTS), value=cfg.norm_placement, label=T("norm_placement")),
-                    gr.Dropdown(list(ATTENTION_IMPLS), value=cfg.attention_impl, label=T("attention_impl")),
+                    Dropdown(list(POS_ENCODINGS), value=cfg.pos_encoding, label=T("pos_encoding")),
+                    Dropdown(list(ACTIVATIONS), value=cfg.activation, label=T("activation")),
+                    Dropdown(list(NORM_PLACEMENTS), value=cfg.norm_placement, label=T("norm_placement")),
+                    Dropdown(list(ATTENTION_IMPLS), value=cfg.attention_impl, label=T("attention_impl")),
                     # What changed since GPT-2 (issue 38): each switch alone or together; 0 means "as GPT-2".
-                    gr.Dropdown(list(NORMS), value=cfg.norm, label=T("norm"), elem_id="pg-f-norm"),
-                    gr.Dropdown(list(FEED_FORWARDS), value=cfg.ff, label=T("ff"), elem_id="pg-f-ff"),
-                    gr.Number(cfg.ff_hidden_dim, label=T("ff_hidden_dim"), elem_id="pg-f-ff-hidden"),
-                    gr.Number(cfg.n_kv_heads, label=T("n_kv_heads"), elem_id="pg-f-kv-heads"),
-                    gr.Number(cfg.fixed_head_dim, label=T("fixed_head_dim"), elem_id="pg-f-head-dim"),
-                    gr.Number(cfg.rope_theta, label=T("rope_theta"), elem_id="pg-f-rope-theta"),
+                    Dropdown(list(NORMS), value=cfg.norm, label=T("norm"), elem_id="pg-f-norm"),
+                    Dropdown(list(FEED_FORWARDS), value=cfg.ff, label=T("ff"), elem_id="pg-f-ff"),
+                    Number(cfg.ff_hidden_dim, label=T("ff_hidden_dim"), elem_id="pg-f-ff-hidden"),
+                    Number(cfg.n_kv_heads, label=T("n_kv_heads"), elem_id="pg-f-kv-heads"),
+                    Number(cfg.fixed_head_dim, label=T("fixed_head_dim"), elem_id="pg-f-head-dim"),
+                    Number(cfg.rope_theta, label=T("rope_theta"), elem_id="pg-f-rope-theta"),
                     gr.Checkbox(cfg.qk_norm, label=T("qk_norm"), elem_id="pg-f-qk-norm"),
-                    gr.Number(cfg.sliding_window, label=T("sliding_window"), elem_id="pg-f-window"),
+                    Number(cfg.sliding_window, label=T("sliding_window"), elem_id="pg-f-window"),
                     gr.Checkbox(cfg.bias, label=T("bias"), elem_id="pg-f-bias"),
-                    gr.Number(cfg.ln_eps, label=T("ln_eps"), elem_id="pg-f-ln-eps"),
+                    Number(cfg.ln_eps, label=T("ln_eps"), elem_id="pg-f-ln-eps"),
                 ]
             with gr.Row(elem_classes=["pg-advanced"]):
                 c.seed_init = seed_box(0, T("seed_init"), min_width=100)
-                c.dtype = gr.Radio(list(DTYPES), value="float32", label=T("dtype"), info=T("dtype_info"), min_width=200)
+                c.dtype = Radio(list(DTYPES), value="float32", label=T("dtype"), info=T("dtype_info"), min_width=200)
             c.build_btn = gr.Button(T("build"), variant="secondary", elem_id="pg-build")
             c.build_msg = gr.HTML(elem_id="pg-build-msg")
             c.tying_md = gr.Markdown(elem_id="pg-tying")
@@ -363,7 +364,7 @@ def layout() -> SimpleNamespace:
     )
     with gr.Accordion(T("kernels"), open=False, elem_classes=["pg-advanced"]):
         c.kernels_md = gr.Markdown(elem_id="pg-kernels")
-    c.tree_depth = gr.Slider(1, 6, value=3, step=1, label=T("tree_depth"), elem_classes=["pg-advanced"])
+    c.tree_depth = Slider(1, 6, value=3, step=1, label=T("tree_depth"), elem_classes=["pg-advanced"])
     c.tree_df = gr.Dataframe(
         headers=["module", "type", "parameters (shapes)", "own", "total", "tied", "path"],
         label=T("tree"),

@@ -34,6 +34,7 @@ from playground.ui import listeners
 from playground.ui import redraw as redraw_views
 from playground.ui.common import T, lang_of, tr, warn
 from playground.ui.results import only, outputs, result
+from playground.ui.widgets import Dropdown
 
 DEFAULT_TEXT = "An unbelievable tokenization: 从前有一座山 🦙"
 MAX_SHOWN_TOKENS = 2000  # chips and table rows drawn; the API returns every token
@@ -356,7 +357,7 @@ def layout() -> SimpleNamespace:
                 elem_id="pg-tok-table",
             )
         with gr.Column(scale=2, min_width=300):
-            c.word = gr.Dropdown(
+            c.word = Dropdown(
                 choices,
                 value=best,
                 allow_custom_value=True,

@@ -15,6 +15,7 @@ from playground.ui import listeners
 from playground.ui.common import T, choices
 from playground.ui.model_switch import preset_choices, switch_outputs
 from playground.ui.results import outputs
+from playground.ui.widgets import Dropdown, Number, Slider
 
 from .heads_run import watch_heads
 from .heads_view import heads_estimate_html, scrub_view, scrubber_for, scrubber_for_induction, timeline_api
@@ -41,14 +42,14 @@ def layout() -> SimpleNamespace:
             # 1024-px projector cut them) with the three numbers in one row: the button and the
             # estimate then still fit the first screen of a 1024×768 projector. Only the chosen
             # source's box is shown (an empty upload area took a third of the screen).
-            c.preset = gr.Dropdown(
+            c.preset = Dropdown(
                 preset_choices()[:-1], value=DEFAULT_PRESET, label=T("train_config"), elem_id="pg-train-preset"
             )
-            c.corpus_source = gr.Dropdown(
+            c.corpus_source = Dropdown(
                 choices(CORPUS_KEYS), value=CORPUS_CHOICES[0], label=T("corpus"), elem_id="pg-train-corpus"
             )
             with gr.Row():
-                c.steps = gr.Number(
+                c.steps = Number(
                     DEFAULT_STEPS,
                     label=T("steps"),
                     precision=0,
@@ -57,8 +58,8 @@ def layout() -> SimpleNamespace:
                     elem_id="pg-train-steps",
                     min_width=110,
                 )
-                c.lr = gr.Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1, min_width=110)
-                c.batch = gr.Number(
+                c.lr = Number(DEFAULT_LR, label=T("lr"), minimum=0, maximum=1, min_width=110)
+                c.batch = Number(
                     DEFAULT_BATCH, label=T("train_batch"), precision=0, minimum=1, maximum=MAX_BATCH, min_width=110
                 )
             c.corpus_file = gr.File(label=T("corpus_upload"), file_types=[".txt"], type="filepath", visible=False)
@@ -88,7 +89,7 @@ def layout() -> SimpleNamespace:
             c.heads_plot = gr.Plot(show_label=False, elem_id="pg-train-heads-plot")
         with gr.Column(scale=1):
             with gr.Row():
-                c.heads_step = gr.Slider(
+                c.heads_step = Slider(
                     0,
                     induction_run.STEPS,
                     value=0,
@@ -96,7 +97,7 @@ def layout() -> SimpleNamespace:
                     label=T("heads_step"),
                     elem_id="pg-train-heads-step",
                 )
-                c.heads_pick = gr.Dropdown([], label=T("heads_head"), elem_id="pg-train-heads-pick", min_width=110)
+                c.heads_pick = Dropdown([], label=T("heads_head"), elem_id="pg-train-heads-pick", min_width=110)
             c.heads_map = gr.Plot(show_label=False, elem_id="pg-train-heads-map")
             c.heads_facts = gr.HTML(elem_id="pg-train-heads-facts")
     return c
