@@ -87,25 +87,45 @@ int64_t scan(const float* x, int64_t n, int64_t want, int32_t* out, bool& bad, f
 // The lanes of torch's softmax sum (torch_sum) for entries in order, kept in registers: lane i % lanes of
 // entry i, for lanes 8 or 16.
 struct LaneSum {
-    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    __m512 l16 = _mm512_setzero_ps();  // lanes 16: entry i in lane i % 16
+    __m256 l8 = _mm256_setzero_ps();   // lanes 8
     int64_t lanes;
     explicit LaneSum(int64_t l) : lanes(l) {}
+    void add16(__m512 e, __m256 e_lo, __m256 e_hi) {  // entries i..i+15, i a multiple of 16
+        if (lanes == 16) {
+            l16 = _mm512_add_ps(l16, e);
+        } else {
+            l8 = _mm256_add_ps(l8, e_lo);
+            l8 = _mm256_add_ps(l8, e_hi);
+        }
+    }
     void add8(int64_t i, __m256 e) {  // entries i..i+7, i a multiple of 8
-        if (lanes == 16 && (i & 8)) hi = _mm256_add_ps(hi, e);
-        else lo = _mm256_add_ps(lo, e);
+        if (lanes == 16) {
+            const bool upper = (i & 8) != 0;
+            const __m512 wide = _mm512_castps256_ps512(e);  // its upper half unused (masked)
+            l16 = upper ? _mm512_mask_add_ps(l16, 0xFF00, l16, _mm512_shuffle_f32x4(wide, wide, _MM_SHUFFLE(1, 0, 1, 0)))
+                        : _mm512_mask_add_ps(l16, 0x00FF, l16, wide);
+        } else {
+            l8 = _mm256_add_ps(l8, e);
+        }
+    }
+    float* spill(float* a) const {
+        _mm512_store_ps(a, l16);
+        if (lanes == 8) _mm256_store_ps(a, l8);
+        return a;
+    }
+    void load(const float* a) {
+        l16 = _mm512_load_ps(a);
+        l8 = _mm256_load_ps(a);
     }
     void add_scalar(int64_t i, float e) {
-        alignas(32) float a[16];
-        _mm256_store_ps(a, lo);
-        _mm256_store_ps(a + 8, hi);
-        a[i % lanes] += e;
-        lo = _mm256_load_ps(a);
-        hi = _mm256_load_ps(a + 8);
+        alignas(64) float a[16];
+        spill(a)[i % lanes] += e;
+        load(a);
     }
     float total() const {  // the lanes pairwise, halves first, as torch_sum adds them
-        alignas(32) float a[16];
-        _mm256_store_ps(a, lo);
-        _mm256_store_ps(a + 8, hi);
+        alignas(64) float a[16];
+        spill(a);
         for (int64_t half = lanes / 2; half >= 1; half /= 2) {
             for (int64_t j = 0; j < half; ++j) a[j] += a[j + half];
         }
@@ -118,6 +138,13 @@ struct StageSums {
     __m256 vs = _mm256_setzero_ps(), vw = _mm256_setzero_ps();
     LaneSum lane;
     explicit StageSums(int64_t lanes) : lane(lanes) {}
+    void add16(__m512 d, __m512 e) {  // entries i..i+15 as exp_pass adds them: the lower eight, then the upper
+        const __m512 de = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(d, _mm512_set1_ps(EXP_FLOOR), _CMP_GE_OQ), e, d);
+        const __m256 e_lo = _mm512_castps512_ps256(e), e_hi = upper8(e);
+        vs = _mm256_add_ps(_mm256_add_ps(vs, e_lo), e_hi);
+        vw = _mm256_add_ps(_mm256_add_ps(vw, _mm512_castps512_ps256(de)), upper8(de));
+        lane.add16(e, e_lo, e_hi);
+    }
     void add8(int64_t i, __m256 d, __m256 e) {
         vs = _mm256_add_ps(vs, e);
         vw = _mm256_add_ps(vw, _mm256_and_ps(_mm256_mul_ps(e, d), _mm256_cmp_ps(d, _mm256_set1_ps(EXP_FLOOR), _CMP_GE_OQ)));
@@ -164,15 +191,13 @@ void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* 
             const __m512 e = exp16(d);
             if (wr) _mm512_storeu_ps(wr + i, d);
             _mm512_storeu_ps(er + i, e);
-            rs.add8(i, _mm512_castps512_ps256(d), _mm512_castps512_ps256(e));
-            rs.add8(i + 8, upper8(d), upper8(e));
+            rs.add16(d, e);
             const __m512 dt = two ? _mm512_div_ps(d, vt) : d;
             if (two) {
                 const __m512 f = exp16(dt);
                 _mm512_storeu_ps(wt + i, dt);
                 _mm512_storeu_ps(et + i, f);
-                ts.add8(i, _mm512_castps512_ps256(dt), _mm512_castps512_ps256(f));
-                ts.add8(i + 8, upper8(dt), upper8(f));
+                ts.add16(dt, f);
             }
             if (k_on) keep_mask(i, _mm512_cmp_ps_mask(dt, vk, _CMP_GE_OQ));
         }
