@@ -8,8 +8,9 @@ Two measurements of one room (N learners, 64 tokens each, the room benchmark's s
   and streaming, the Generate handler's own work, ``start_run``). py-spy sees Python threads only: the forward's
   second OpenMP thread is not counted, so the forward's share is its calling thread's.
 - ``--loop``: the same N generations stepped by the server's decode loop in this process, without the app:
-  the wall time, this process's CPU per token, and how much of it the shared forwards took
-  (``decoder.rows``) against the rest of each shared step (the rows' samplers).
+  the wall time, this process's CPU per token, how much of the wall the shared forwards took
+  (``decoder.rows``), and the CPU per token of the shared forwards' calling thread and of the rows'
+  samplers (``Generation.advance`` in the sampler pool), each its own threads' time.
 
 py-spy comes from PyPI (``pip install py-spy``); it reads another process's memory, so it needs the rights to
 (root, or ``ptrace`` allowed).
@@ -118,24 +119,39 @@ def loop_alone(n: int) -> None:
 
     recipe = default_recipe()
     model = build_from_recipe(recipe)
+    import threading
+
     forward = [0.0]
+    cpu = {"forward": 0.0, "samplers": 0.0}  # thread CPU seconds: the forwards' calling thread, the samplers
+    cpu_lock = threading.Lock()
     plain = dl.decoder_of
+    plain_advance = dl._advance
+
+    def advance(gen, result):  # one row's sampler, its thread's CPU counted
+        t = time.thread_time()
+        try:
+            return plain_advance(gen, result)
+        finally:
+            with cpu_lock:
+                cpu["samplers"] += time.thread_time() - t
 
     class Timed:  # the decoder, its shared forwards timed
         def __init__(self, decoder):
             self.decoder = decoder
 
         def rows(self, m, rows):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 return self.decoder.rows(m, rows)
             finally:
                 forward[0] += time.perf_counter() - t
+                cpu["forward"] += time.thread_time() - c
 
         def __getattr__(self, name):
             return getattr(self.decoder, name)
 
     dl.decoder_of = lambda m: Timed(plain(m))  # type: ignore[assignment]
+    dl._advance = advance  # type: ignore[assignment]
     prompt = EXAMPLES[0][0]  # what the room's learners send (the Generate tab's first example)
     try:
         for size in (1, n, 1, n):
@@ -147,19 +163,22 @@ def loop_alone(n: int) -> None:
                 for i in range(size)
             ]
             forward[0] = 0.0
+            cpu.update(forward=0.0, samplers=0.0)
             t0, c0 = time.perf_counter(), time.process_time()
             streams = [loop.submit(g) for g in gens]
             for s in streams:
                 s.wait_end(120)
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            wall, used = time.perf_counter() - t0, time.process_time() - c0
             tokens = sum(len(g.steps) for g in gens)
             print(
-                f"N={size}: {wall:.3f} s, {tokens / wall:.0f} tok/s, CPU {1e3 * cpu / tokens:.2f} ms a token "
-                f"({cpu / wall:.2f} cores), shared forwards {forward[0]:.3f} s of the wall, {loop.rounds} rounds, "
-                f"{torch.get_num_threads()} torch threads, load {os.getloadavg()[0]:.1f}"
+                f"N={size}: {wall:.3f} s, {tokens / wall:.0f} tok/s, CPU {1e3 * used / tokens:.2f} ms a token "
+                f"({used / wall:.2f} cores; forwards' thread {1e3 * cpu['forward'] / tokens:.2f}, samplers "
+                f"{1e3 * cpu['samplers'] / tokens:.2f}), shared forwards {forward[0]:.3f} s of the wall, "
+                f"{loop.rounds} rounds, {torch.get_num_threads()} torch threads, load {os.getloadavg()[0]:.1f}"
             )
     finally:
         dl.decoder_of = plain  # type: ignore[assignment]
+        dl._advance = plain_advance  # type: ignore[assignment]
 
 
 def main(argv=None) -> int:

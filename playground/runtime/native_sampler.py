@@ -24,7 +24,8 @@ from playground.runtime import compiled_library
 from playground.runtime.compiled_library import NOT_TRIED, Status
 
 SOURCE = Path(__file__).with_name("sample_row.cpp")
-INCLUDED = (SOURCE.with_name("sample_parts.cpp"),)  # what the source #includes: a change there is a new build too
+# what the source #includes: a change there is a new build too
+INCLUDED = (SOURCE.with_name("sample_parts.cpp"), SOURCE.with_name("sample_fused.cpp"))
 SWITCHES = ("PLAYGROUND_ACCEL",)
 SYMBOLS = ("pg_sample_prepare", "pg_sample_draw")
 SCALARS = 16  # doubles before the slices in the doubles buffer (sample_row.cpp's Out)

@@ -110,6 +110,29 @@ void exp_pass(const float* x, int64_t n, float m, float t, bool divide, float* w
     }
 }
 
+// The normaliser of a softmax as torch's CPU kernel sums it: float32 lanes, entry i in lane i % lanes in order
+// (entries outside ``ids`` are exp(-inf) = 0 there and change no lane), then the lanes pairwise, halves first.
+// A float32 sum of a peaked row drops the smallest terms' low bits, up to ~1e-4 of the exact sum: summed the
+// same way, the probabilities top-p adds up are torch's within an ulp or so, not off by that common factor.
+constexpr int64_t MAX_LANES = 64;
+float torch_sum(const float* e, const int32_t* ids, int64_t count, int64_t lanes) {
+    float acc[MAX_LANES] = {};
+    if (ids == nullptr) {
+        int64_t i = 0;
+        for (; i + lanes <= count; i += lanes) {
+#pragma omp simd
+            for (int64_t j = 0; j < lanes; ++j) acc[j] += e[i + j];
+        }
+        for (int64_t j = 0; i + j < count; ++j) acc[j] += e[i + j];
+    } else {
+        for (int64_t j = 0; j < count; ++j) acc[ids[j] % lanes] += e[ids[j]];
+    }
+    for (int64_t half = lanes / 2; half >= 1; half /= 2) {
+        for (int64_t j = 0; j < half; ++j) acc[j] += acc[j + half];
+    }
+    return acc[0];
+}
+
 struct Pair {
     float v;
     int32_t i;

@@ -17,39 +17,18 @@
 #include <vector>
 
 #include "sample_parts.cpp"
+#include "sample_fused.cpp"
 
 namespace {
 
 // How near p (relative) the mass before the top-p cut may come before the cut is left to the reference sampler.
 constexpr float P_MARGIN = 1e-6f;
 
-// The normaliser of a softmax as torch's CPU kernel sums it: float32 lanes, entry i in lane i % lanes in order
-// (entries outside ``ids`` are exp(-inf) = 0 there and change no lane), then the lanes pairwise, halves first.
-// A float32 sum of a peaked row drops the smallest terms' low bits, up to ~1e-4 of the exact sum: summed the
-// same way, the probabilities top-p adds up are torch's within an ulp or so, not off by that common factor.
-constexpr int64_t MAX_LANES = 64;
-float torch_sum(const float* e, const int32_t* ids, int64_t count, int64_t lanes) {
-    float acc[MAX_LANES] = {};
-    if (ids == nullptr) {
-        int64_t i = 0;
-        for (; i + lanes <= count; i += lanes) {
-#pragma omp simd
-            for (int64_t j = 0; j < lanes; ++j) acc[j] += e[i + j];
-        }
-        for (int64_t j = 0; i + j < count; ++j) acc[j] += e[i + j];
-    } else {
-        for (int64_t j = 0; j < count; ++j) acc[ids[j] % lanes] += e[ids[j]];
-    }
-    for (int64_t half = lanes / 2; half >= 1; half /= 2) {
-        for (int64_t j = 0; j < half; ++j) acc[j] += acc[j + half];
-    }
-    return acc[0];
-}
-
 // What one row's prepare leaves for its draw (this thread's last row).
 struct Row {
     std::vector<float> wr, er, wt_own, et_own, values;
     std::vector<int32_t> kept_k, kept_p, final_ids, order;
+    std::vector<int32_t> top_x;  // the fused scan's best ids of the logits, best first (empty without it)
     std::vector<Pair> pairs;
     std::vector<double> final_cdf, block_start;  // cumulative sums: per final id, or at each block's start
     const float* wt = nullptr;  // the temperature stage's logits minus their maximum, and their exp
@@ -98,49 +77,82 @@ extern "C" {
 int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top_k, double top_p, int64_t n_top,
                       int64_t lanes, int32_t* ints, float* floats, double* doubles) {
     if (n <= 0 || n_top < 0 || n > INT32_MAX || lanes < 1 || lanes > MAX_LANES) return 0;
-    int bad = 0;
-    float m = -INFINITY;
-#pragma omp simd reduction(| : bad) reduction(max : m)
-    for (int64_t i = 0; i < n; ++i) {
-        const float v = x[i];
-        bad |= !((v - v) == 0.0f);
-        m = v > m ? v : m;
-    }
-    const float t = static_cast<float>(temperature);
-    if (bad || !(t > 0.0f) || !std::isfinite(t)) return 0;
     Row& r = ROW;
     const int64_t n1 = n_top + 1;
     r.n = n;
     r.want = n_top < n ? n_top : n;
     r.top_ready = false;
-    r.wr.resize(n);
-    r.er.resize(n);
-    Sums raw;
-    exp_pass(x, n, m, 1.0f, false, r.wr.data(), r.er.data(), raw);
-    r.inv_raw = 1.0f / torch_sum(r.er.data(), nullptr, n, lanes);
-    doubles[RAW_ENTROPY] = entropy_bits(raw);
-    Sums temp = raw;
-    if (temperature == 1.0) {  // x / 1 is x: the stage is the raw softmax itself
-        r.wt = r.wr.data();
-        r.et = r.er.data();
+    r.k_on = top_k > 0 && top_k < n;
+    // Where the passes fuse (sample_fused.cpp), one scan finds the maximum, the raw top and top-k's k-th value
+    // (the k-th largest logit: (x - m) / t never reorders two logits, so its k-th largest is the k-th logit's).
+    const bool fused = FUSED && (lanes == 8 || lanes == 16);
+    const bool k_early = fused && r.k_on && top_k <= HEAP_MOST;
+    int bad = 0;
+    float m = -INFINITY;
+    r.top_x.clear();
+    if (fused) {
+        const int64_t want_x = k_early && top_k > r.want + 1 ? top_k : r.want + 1;
+        r.top_x.resize(want_x);
+        bool bad_x = false;
+        r.top_x.resize(scan(x, n, want_x, r.top_x.data(), bad_x, m));
+        bad = bad_x;
     } else {
-        r.wt_own.resize(n);
-        r.et_own.resize(n);
-        temp = Sums();
-        exp_pass(x, n, m, t, true, r.wt_own.data(), r.et_own.data(), temp);
-        r.wt = r.wt_own.data();
-        r.et = r.et_own.data();
+#pragma omp simd reduction(| : bad) reduction(max : m)
+        for (int64_t i = 0; i < n; ++i) {
+            const float v = x[i];
+            bad |= !((v - v) == 0.0f);
+            m = v > m ? v : m;
+        }
+    }
+    const float t = static_cast<float>(temperature);
+    if (bad || !(t > 0.0f) || !std::isfinite(t)) return 0;
+    r.er.resize(n);
+    Sums raw, temp;
+    if (fused) {
+        const bool one = temperature == 1.0;
+        if (k_early) {
+            float d = x[r.top_x[top_k - 1]] - m;
+            r.kth = one ? d : d / t;
+        }
+        r.wr.resize(one ? n : 0);
+        r.wt_own.resize(one ? 0 : n);
+        r.et_own.resize(one ? 0 : n);
+        float raw_sum = 0.0f, t_sum = 0.0f;
+        stages_pass(x, n, m, t, one ? r.wr.data() : nullptr, r.er.data(), one ? nullptr : r.wt_own.data(),
+                    one ? nullptr : r.et_own.data(), lanes, raw, temp, raw_sum, t_sum, k_early, r.kth, r.kept_k);
+        r.inv_raw = 1.0f / raw_sum;
+        r.wt = one ? r.wr.data() : r.wt_own.data();
+        r.et = one ? r.er.data() : r.et_own.data();
+        r.inv_t = one ? r.inv_raw : 1.0f / t_sum;
+        doubles[RAW_ENTROPY] = entropy_bits(raw);
+    } else {
+        r.wr.resize(n);
+        exp_pass(x, n, m, 1.0f, false, r.wr.data(), r.er.data(), raw);
+        r.inv_raw = 1.0f / torch_sum(r.er.data(), nullptr, n, lanes);
+        doubles[RAW_ENTROPY] = entropy_bits(raw);
+        temp = raw;
+        if (temperature == 1.0) {  // x / 1 is x: the stage is the raw softmax itself
+            r.wt = r.wr.data();
+            r.et = r.er.data();
+        } else {
+            r.wt_own.resize(n);
+            r.et_own.resize(n);
+            temp = Sums();
+            exp_pass(x, n, m, t, true, r.wt_own.data(), r.et_own.data(), temp);
+            r.wt = r.wt_own.data();
+            r.et = r.et_own.data();
+        }
+        r.inv_t = temperature == 1.0 ? r.inv_raw : 1.0f / torch_sum(r.et, nullptr, n, lanes);
     }
     const float* wt = r.wt;
     const float* et = r.et;
-    r.inv_t = temperature == 1.0 ? r.inv_raw : 1.0f / torch_sum(et, nullptr, n, lanes);
 
     // Top-k: the k-th largest value, every entry at least as large kept (ids ascending).
-    r.k_on = top_k > 0 && top_k < n;
     Sums kept_sums = temp;
     r.inv_k = r.inv_t;
     if (r.k_on) {
-        if (top_k <= HEAP_MOST) {
+        if (k_early) {  // the k-th value and the kept ids came with the fused passes
+        } else if (top_k <= HEAP_MOST) {
             r.order.resize(top_k);
             best(wt, nullptr, n, top_k, r.order.data(), r.pairs);
             r.kth = wt[r.order[top_k - 1]];
@@ -149,7 +161,7 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
             std::nth_element(r.values.begin(), r.values.begin() + (top_k - 1), r.values.end(), std::greater<float>());
             r.kth = r.values[top_k - 1];
         }
-        collect(wt, n, r.kth, r.kept_k);
+        if (!k_early) collect(wt, n, r.kth, r.kept_k);
         kept_sums = Sums();
         for (int32_t i : r.kept_k) kept_sums.sum += et[i];
         r.inv_k = 1.0f / torch_sum(et, r.kept_k.data(), static_cast<int64_t>(r.kept_k.size()), lanes);
@@ -264,7 +276,13 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
     // The raw top n (+1, to see a tie at the n-th place), by larger logit then lower id, as probabilities.
     int32_t* raw_top = ints + n1;
     std::vector<int32_t>& look = r.order;
-    const int64_t raw_held = best(x, nullptr, n, r.want + 1, (look.resize(r.want + 1), look.data()), r.pairs);
+    int64_t raw_held;
+    if (fused) {  // the scan's first want + 1: the order best gives them
+        raw_held = std::min<int64_t>(r.want + 1, static_cast<int64_t>(r.top_x.size()));
+        look.assign(r.top_x.begin(), r.top_x.begin() + raw_held);
+    } else {
+        raw_held = best(x, nullptr, n, r.want + 1, (look.resize(r.want + 1), look.data()), r.pairs);
+    }
     for (int64_t j = 0; j < r.want; ++j) raw_top[j] = look[j];
     for (int64_t j = 0; j + 1 < raw_held; ++j) {
         if (!(r.er[look[j]] * r.inv_raw > r.er[look[j + 1]] * r.inv_raw)) return 2;
@@ -345,8 +363,15 @@ int64_t pg_sample_draw(double u, int64_t n_top, int32_t* ints, float* floats, do
     int64_t above = 0;
     const float* er = r.er.data();
     const float inv_raw = r.inv_raw;
+    // An entry more likely than the token has a larger logit: where the token is among the scan's best ids,
+    // those before it are every candidate, and the count over them is the count over the row.
+    const auto at_tok = std::find(r.top_x.begin(), r.top_x.end(), tok);
+    if (at_tok != r.top_x.end()) {
+        for (auto j = r.top_x.begin(); j != at_tok; ++j) above += er[*j] * inv_raw > raw_prob;
+    } else {
 #pragma omp simd reduction(+ : above)
-    for (int64_t i = 0; i < r.n; ++i) above += er[i] * inv_raw > raw_prob;
+        for (int64_t i = 0; i < r.n; ++i) above += er[i] * inv_raw > raw_prob;
+    }
     doubles[TOKEN] = static_cast<double>(tok);
     doubles[PROB] = r.final_prob(tok);
     doubles[RAW_PROB] = raw_prob;

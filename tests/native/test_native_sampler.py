@@ -266,6 +266,31 @@ def test_the_portable_build_gives_the_same_step(monkeypatch, tmp_path):
     assert math.isclose(portable["prob"], vectorised["prob"], rel_tol=1e-6)
 
 
+def test_the_fused_passes_give_the_separate_passes_bits(monkeypatch, tmp_path):
+    """Where AVX-512 fuses prepare's passes (sample_fused.cpp), every field of every step is the one the separate
+    passes (the same source built without AVX-512) give, bit for bit: the same operations in the same order."""
+    from playground.runtime import library_cache
+
+    if "avx512f" not in open("/proc/cpuinfo").read():
+        pytest.skip("no AVX-512 here: the fused passes are not built")
+    gen = torch.Generator().manual_seed(11)
+    rows = [torch.randn(V, generator=gen) * scale for scale in (1.0, 3.0, 12.0)]
+    rows.append(torch.round(torch.randn(V, generator=gen) * 2))  # ties among the top ids and at top-k's k-th
+    settings = [*SETTINGS, (0.5, 300, None), (2.0, 5, 0.99)]
+
+    def steps():
+        sample = compiled()
+        return [sample(x, torch.Generator().manual_seed(i), *st) for i, x in enumerate(rows) for st in settings]
+
+    fused = steps()
+    native_sampler.forget()
+    monkeypatch.setenv("PLAYGROUND_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(library_cache, "FLAGS", [*library_cache.FLAGS, "-mno-avx512f"])
+    separate = steps()
+    assert sum(step is not None for step in fused) > len(fused) // 2  # most rows taken here, not left to _choose
+    assert fused == separate
+
+
 @pytest.mark.parametrize("settings", [(1.0, None, 0.9), (1.0, None, 0.95), (0.8, None, 0.9), (1.0, 40, 0.9)], ids=str)
 def test_top_p_cuts_on_the_bundled_models_rows(bundled, settings, monkeypatch):
     """A float32 sum of a peaked row drops its smallest terms' low bits (up to ~1e-4 of the sum): the compiled

@@ -1,0 +1,254 @@
+// The first passes of sample_row.cpp's prepare fused, where the CPU has AVX-512: one pass over the logits for
+// their maximum and their best ids (the raw top and top-k's k-th value), then one pass for both stages' exp,
+// their sums (as exp_pass sums each), their softmax normalisers (as torch_sum sums each) and top-k's kept ids.
+// Every value is computed with the same float32 operations in the same order as the separate passes compute it
+// (exp16 is exp8 on twice the lanes; the sums add the same terms into the same lanes), so a row's numbers are
+// those of the separate passes, bit for bit; only the passes over the 50,257 entries are fewer (five to two).
+// Included by sample_row.cpp after sample_parts.cpp.
+
+#include <cstring>
+
+namespace {
+
+#if defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)  // exp8 and the eight-lane sums too
+constexpr bool FUSED = true;
+
+inline __m256 upper8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+// exp8's arithmetic on sixteen entries (each lane the same operations, so each value is exp8's, bit for bit).
+inline __m512 exp16(__m512 d) {
+    const __m512 floor_v = _mm512_set1_ps(EXP_FLOOR);
+    const __mmask16 normal = _mm512_cmp_ps_mask(d, floor_v, _CMP_GE_OQ);  // false for -inf too
+    const __m512 xc = _mm512_max_ps(d, floor_v);
+    const __m512 n = _mm512_roundscale_ps(
+        _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc));
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.0f / 5040.0f), r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512 half = _mm512_roundscale_ps(_mm512_mul_ps(n, _mm512_set1_ps(0.5f)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512i bias = _mm512_set1_epi32(127);
+    const __m512i low = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(half), bias), 23);
+    const __m512i high = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_sub_ps(n, half)), bias), 23);
+    p = _mm512_mul_ps(_mm512_mul_ps(p, _mm512_castsi512_ps(high)), _mm512_castsi512_ps(low));
+    return _mm512_maskz_mov_ps(normal, p);
+}
+
+// Whether x holds a NaN or ±inf, its maximum, and its ``want`` best ids by larger value then lower id into
+// ``out`` (as best(x, nullptr, n, want, ...) orders them; want <= HEAP_MOST), in one pass. Returns how many
+// are held (want, or n if fewer).
+int64_t scan(const float* x, int64_t n, int64_t want, int32_t* out, bool& bad, float& max_out) {
+    if (want > n) want = n;
+    int64_t held = 0;
+    float floor_value = -INFINITY;
+    __mmask16 bad_v = 0;
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    int bad_s = 0;
+    float m_s = -INFINITY;
+    auto insert = [&](int64_t j) {
+        const float v = x[j];
+        if (held == want && !(v > floor_value)) return;  // an equal value later ranks after those held
+        int64_t at = held < want ? held : want - 1;
+        while (at > 0 && x[out[at - 1]] < v) {
+            out[at] = out[at - 1];
+            --at;
+        }
+        out[at] = static_cast<int32_t>(j);
+        if (held < want) ++held;
+        if (held == want) floor_value = x[out[want - 1]];
+    };
+    int64_t start = 0;
+    for (; start + 16 <= n; start += 16) {
+        const __m512 v = _mm512_loadu_ps(x + start);
+        bad_v |= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        vmax = _mm512_max_ps(v, vmax);
+        if (want > 0 && (held < want || _mm512_cmp_ps_mask(v, _mm512_set1_ps(floor_value), _CMP_GT_OQ))) {
+            for (int64_t j = start; j < start + 16; ++j) insert(j);
+        }
+    }
+    for (int64_t j = start; j < n; ++j) {
+        const float v = x[j];
+        bad_s |= !((v - v) == 0.0f);
+        m_s = v > m_s ? v : m_s;
+        if (want > 0) insert(j);
+    }
+    bad = bad_v != 0 || bad_s != 0;
+    const float m_v = _mm512_reduce_max_ps(vmax);
+    max_out = m_s > m_v ? m_s : m_v;
+    return want;
+}
+
+// The lanes of torch's softmax sum (torch_sum) for entries in order, kept in registers: lane i % lanes of
+// entry i, for lanes 8 or 16.
+struct LaneSum {
+    __m512 l16 = _mm512_setzero_ps();  // lanes 16: entry i in lane i % 16
+    __m256 l8 = _mm256_setzero_ps();   // lanes 8
+    int64_t lanes;
+    explicit LaneSum(int64_t l) : lanes(l) {}
+    void add16(__m512 e, __m256 e_lo, __m256 e_hi) {  // entries i..i+15, i a multiple of 16
+        if (lanes == 16) {
+            l16 = _mm512_add_ps(l16, e);
+        } else {
+            l8 = _mm256_add_ps(l8, e_lo);
+            l8 = _mm256_add_ps(l8, e_hi);
+        }
+    }
+    void add8(int64_t i, __m256 e) {  // entries i..i+7, i a multiple of 8
+        if (lanes == 16) {
+            const bool upper = (i & 8) != 0;
+            const __m512 wide = _mm512_castps256_ps512(e);  // its upper half unused (masked)
+            l16 = upper ? _mm512_mask_add_ps(l16, 0xFF00, l16, _mm512_shuffle_f32x4(wide, wide, _MM_SHUFFLE(1, 0, 1, 0)))
+                        : _mm512_mask_add_ps(l16, 0x00FF, l16, wide);
+        } else {
+            l8 = _mm256_add_ps(l8, e);
+        }
+    }
+    float* spill(float* a) const {
+        _mm512_store_ps(a, l16);
+        if (lanes == 8) _mm256_store_ps(a, l8);
+        return a;
+    }
+    void load(const float* a) {
+        l16 = _mm512_load_ps(a);
+        l8 = _mm256_load_ps(a);
+    }
+    void add_scalar(int64_t i, float e) {
+        alignas(64) float a[16];
+        spill(a)[i % lanes] += e;
+        load(a);
+    }
+    float total() const {  // the lanes pairwise, halves first, as torch_sum adds them
+        alignas(64) float a[16];
+        spill(a);
+        for (int64_t half = lanes / 2; half >= 1; half /= 2) {
+            for (int64_t j = 0; j < half; ++j) a[j] += a[j + half];
+        }
+        return a[0];
+    }
+};
+
+// One stage's running sums: exp_pass's eight float lanes per block (then added in double) and torch_sum's lanes.
+struct StageSums {
+    __m256 vs = _mm256_setzero_ps(), vw = _mm256_setzero_ps();
+    LaneSum lane;
+    explicit StageSums(int64_t lanes) : lane(lanes) {}
+    void add16(__m512 d, __m512 e) {  // entries i..i+15 as exp_pass adds them: the lower eight, then the upper
+        const __m512 de = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(d, _mm512_set1_ps(EXP_FLOOR), _CMP_GE_OQ), e, d);
+        const __m256 e_lo = _mm512_castps512_ps256(e), e_hi = upper8(e);
+        vs = _mm256_add_ps(_mm256_add_ps(vs, e_lo), e_hi);
+        vw = _mm256_add_ps(_mm256_add_ps(vw, _mm512_castps512_ps256(de)), upper8(de));
+        lane.add16(e, e_lo, e_hi);
+    }
+    void add8(int64_t i, __m256 d, __m256 e) {
+        vs = _mm256_add_ps(vs, e);
+        vw = _mm256_add_ps(vw, _mm256_and_ps(_mm256_mul_ps(e, d), _mm256_cmp_ps(d, _mm256_set1_ps(EXP_FLOOR), _CMP_GE_OQ)));
+        lane.add8(i, e);
+    }
+    void end_vectors(Sums& s) {  // a block's vector part done: its lanes into the double sums, as exp_pass does
+        alignas(32) float fs[8], fw[8];
+        _mm256_store_ps(fs, vs);
+        _mm256_store_ps(fw, vw);
+        for (int j = 0; j < 8; ++j) {
+            s.sum += fs[j];
+            s.weighted += fw[j];
+        }
+        vs = vw = _mm256_setzero_ps();
+    }
+    void add_scalar(int64_t i, float d, float e, Sums& s) {
+        s.sum += e;
+        s.weighted += d >= EXP_FLOOR ? static_cast<double>(e * d) : 0.0;
+        lane.add_scalar(i, e);
+    }
+};
+
+// Both stages in one pass: d = x - m, er = exp(d) (and wr = d when ``wr``), and where ``wt``, dt = d / t into
+// wt and et = exp(dt); each stage's Sums and softmax normaliser sum (``raw_sum``, ``t_sum``); with ``kth``
+// (top-k, not NaN) the ids whose dt (d without wt) is at least kth, ascending, into ``kept``.
+void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* er, float* wt, float* et,
+                 int64_t lanes, Sums& raw, Sums& temp, float& raw_sum, float& t_sum, bool k_on, float kth,
+                 std::vector<int32_t>& kept) {
+    StageSums rs(lanes), ts(lanes);
+    const bool two = wt != nullptr;
+    const __m512 vm = _mm512_set1_ps(m), vt = _mm512_set1_ps(t), vk = _mm512_set1_ps(kth);
+    kept.clear();
+    auto keep_mask = [&](int64_t i, __mmask16 mask) {
+        while (mask) {
+            kept.push_back(static_cast<int32_t>(i + __builtin_ctz(mask)));
+            mask &= mask - 1;
+        }
+    };
+    for (int64_t start = 0; start < n; start += BLOCK) {
+        const int64_t stop = start + BLOCK < n ? start + BLOCK : n;
+        int64_t i = start;
+        for (; i + 16 <= stop; i += 16) {
+            const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
+            const __m512 e = exp16(d);
+            if (wr) _mm512_storeu_ps(wr + i, d);
+            _mm512_storeu_ps(er + i, e);
+            rs.add16(d, e);
+            const __m512 dt = two ? _mm512_div_ps(d, vt) : d;
+            if (two) {
+                const __m512 f = exp16(dt);
+                _mm512_storeu_ps(wt + i, dt);
+                _mm512_storeu_ps(et + i, f);
+                ts.add16(dt, f);
+            }
+            if (k_on) keep_mask(i, _mm512_cmp_ps_mask(dt, vk, _CMP_GE_OQ));
+        }
+        if (i + 8 <= stop) {  // eight left in the block: exp8, as exp_pass takes them
+            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(m));
+            const __m256 e = exp8(d);
+            if (wr) _mm256_storeu_ps(wr + i, d);
+            _mm256_storeu_ps(er + i, e);
+            rs.add8(i, d, e);
+            const __m256 dt = two ? _mm256_div_ps(d, _mm256_set1_ps(t)) : d;
+            if (two) {
+                const __m256 f = exp8(dt);
+                _mm256_storeu_ps(wt + i, dt);
+                _mm256_storeu_ps(et + i, f);
+                ts.add8(i, dt, f);
+            }
+            if (k_on) keep_mask(i, static_cast<__mmask16>(_mm256_movemask_ps(_mm256_cmp_ps(dt, _mm256_set1_ps(kth), _CMP_GE_OQ))));
+            i += 8;
+        }
+        rs.end_vectors(raw);
+        if (two) ts.end_vectors(temp);
+        for (; i < stop; ++i) {
+            const float d = x[i] - m;
+            const float e = exp_nonpositive(d);
+            if (wr) wr[i] = d;
+            er[i] = e;
+            rs.add_scalar(i, d, e, raw);
+            float dt = d;
+            if (two) {
+                dt = d / t;
+                const float f = exp_nonpositive(dt);
+                wt[i] = dt;
+                et[i] = f;
+                ts.add_scalar(i, dt, f, temp);
+            }
+            if (k_on && dt >= kth) kept.push_back(static_cast<int32_t>(i));
+        }
+    }
+    raw_sum = rs.lane.total();
+    t_sum = two ? ts.lane.total() : raw_sum;
+    if (!two) temp = raw;
+}
+
+#else
+constexpr bool FUSED = false;  // the separate passes; these two are never called
+int64_t scan(const float*, int64_t, int64_t, int32_t*, bool& bad, float&) {
+    bad = true;
+    return 0;
+}
+void stages_pass(const float*, int64_t, float, float, float*, float*, float*, float*, int64_t, Sums&, Sums&, float&,
+                 float&, bool, float, std::vector<int32_t>&) {}
+#endif
+
+}  // namespace
