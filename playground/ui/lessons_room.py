@@ -23,7 +23,7 @@ from playground.server.rooms import ROOMS, RoomError
 from . import lessons_tab, listeners, room_api, room_follow, room_keep
 from .common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
 from .results import only, outputs, result
-from .room_layout import no_room
+from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
 
 LANGS = ("en", "zh-CN")
@@ -51,6 +51,7 @@ Ended = result(
     "room_qr",
     "room_secret",
     "room_bar",
+    "room_watch",
 )
 Entered = result(
     "Entered",
@@ -65,6 +66,7 @@ Entered = result(
     "room_qr",
     "room_secret",
     "room_bar",
+    "room_watch",
 )
 
 
@@ -98,13 +100,14 @@ def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
         teacher_status(room, lang, link),
         vote_radio(None, lang, False),
         "",
-        gr.Timer(active=True),
+        gr.Timer(POLL_SECONDS, active=True),
         gr.Accordion(open=True),
         gr.update(visible=True),
         gr.update(visible=False),
         qr_html(link),
         gr.skip() if again else room_keep.secret(code, key),
         gr.Row(visible=True),
+        "",
     )
 
 
@@ -175,6 +178,7 @@ def end_room(state, room):
         "",
         room_keep.secret(room["code"], ended=True) if room.get("key") else gr.skip(),
         gr.skip(),  # (the bar stays: it says the page left the room)
+        "",
     )
 
 
@@ -194,13 +198,14 @@ def join_room(state, room, code) -> Entered:
         tr(lang, "room_joined", code=code),
         gr.skip(),
         "",
-        gr.Timer(active=True),
+        gr.Timer(STUDENT_POLL_SECONDS, active=True),  # (its room's moves come through room_watch at once)
         gr.Accordion(open=True),
         gr.update(visible=False),
         gr.update(visible=False),  # (Follow: shown once the student steps away)
         "",
         gr.skip(),  # (a student's page never gets a key)
         gr.Row(visible=True),
+        watch_html(code),
     )
 
 
@@ -340,7 +345,13 @@ def wire(page) -> None:
         **private,
     ).then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
-    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private)
+    polled = outputs(Polled, c, page.generate, tabs=page.tabs)
+    poll_event = {"show_progress": "hidden", "concurrency_id": "room_poll", "concurrency_limit": 32, **private}
+    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private).then(
+        poll, [state, c.room, prompt], polled, **poll_event
+    )  # (back in step now, not at the next poll)
+    # WATCH_JS clicks it when the room moved; a click while a poll runs is kept for after it
+    c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
     c.room_end.click(
@@ -350,15 +361,6 @@ def wire(page) -> None:
         **private,
     ).then(**keep)
     c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
-    polled = outputs(Polled, c, page.generate, tabs=page.tabs)
-    c.room_timer.tick(
-        poll,
-        [state, c.room, prompt],
-        polled,
-        show_progress="hidden",
-        concurrency_id="room_poll",
-        concurrency_limit=8,
-        **private,
-    )
+    c.room_timer.tick(poll, [state, c.room, prompt], polled, **poll_event)
     room_follow.wire(page)
     room_api.wire(c, state)
