@@ -14,8 +14,8 @@ time (user + system, ``psutil``) is read over three windows of the same length:
 and the same publications again with no follower (what the teacher's moves cost alone). Per follower:
 (waiting - quiet) / followers / seconds, and (following - teacher alone) / (followers x steps) per
 update. One forward pass: the default model (the one followers follow) on the lesson's prompt, timed
-here with the server's torch threads (process CPU time, the median of 20). Prints the figures that
-docs/benchmarks.md states.
+here on one torch thread (that thread's CPU time, the median of 20), and GPT-2 small's shape
+(random weights: the same arithmetic) beside it. Prints the figures that docs/benchmarks.md states.
 """
 
 from __future__ import annotations
@@ -57,24 +57,38 @@ def window(proc: psutil.Process, seconds: float, during=None) -> tuple[float, fl
     return cpu_seconds(proc) - c0, time.perf_counter() - t0
 
 
-def forward_cpu_s(repeats: int = 20) -> tuple[float, int, str]:
-    """(process CPU seconds of one forward pass of the default model on PROMPT, its tokens, its name)."""
+def settle(proc: psutil.Process, limit_s: float = 180.0) -> None:
+    """Until the server is quiet (under 5% of a core over 2 s): its start-up's background work (the
+    kernel decisions of GPT-2 small) is not a follower's."""
+    deadline = time.perf_counter() + limit_s
+    while time.perf_counter() < deadline:
+        used, wall = window(proc, 2.0)
+        if used / wall < 0.05:
+            return
+
+
+def forward_cpu_s(recipe: dict, repeats: int = 20) -> tuple[float, int, str]:
+    """(process CPU seconds of one forward pass of ``recipe``'s model on PROMPT, its tokens, its name)."""
     import torch
 
     from playground.engine.tokenizer import tokenizer_of
     from playground.server.model_cache import CACHE
-    from playground.server.recipes import default_recipe, model_label
+    from playground.server.recipes import model_label
 
-    recipe = default_recipe()
     model = CACHE.get(recipe, session="bench-room-cpu")
     ids = torch.tensor([tokenizer_of(model).encode(PROMPT)])
-    with torch.inference_mode():
-        model(ids)  # (the first call's one-off costs)
-        costs = []
-        for _ in range(repeats):
-            c0 = time.process_time()
-            model(ids)
-            costs.append(time.process_time() - c0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # this thread's CPU time is then the forward's (no pool threads, no spinning)
+    try:
+        with torch.inference_mode():
+            model(ids)  # (the first call's one-off costs)
+            costs = []
+            for _ in range(repeats):
+                c0 = time.thread_time()
+                model(ids)
+                costs.append(time.thread_time() - c0)
+    finally:
+        torch.set_num_threads(threads)
     return statistics.median(costs), ids.shape[1], model_label(recipe)
 
 
@@ -102,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
                 teacher.predict(code, key, {"lesson": "attention", "step": next(step) % 8}, api_name="/room_publish")
                 time.sleep(max(0.0, args.step_seconds - (time.perf_counter() - t0)))
 
-        time.sleep(2.0)
+        settle(proc)
         quiet, wall_quiet = window(proc, seconds)
         alone, wall_alone = window(proc, seconds, publish_steps)
         pages = FollowerProcess(Endpoint(teacher, "/room_state"), code, args.followers)
@@ -114,7 +128,10 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         app.close()
     errors = [e for f in followers for e in f.errors]
-    forward, tokens, label = forward_cpu_s()
+    from playground.engine.config import PRESETS
+    from playground.server.recipes import default_recipe, random_recipe
+
+    forwards = [forward_cpu_s(default_recipe()), forward_cpu_s(random_recipe(PRESETS["gpt2-small"]))]
 
     per_wait = max(0.0, waiting / wall_waiting - quiet / wall_quiet) / args.followers
     per_update = max(0.0, following - alone * wall_following / wall_alone) / (args.followers * args.steps)
@@ -123,11 +140,15 @@ def main(argv: list[str] | None = None) -> None:
         f"{alone:.2f} s, {args.followers} followers waiting {waiting / wall_waiting * 1000:.1f} ms/s, "
         f"following the {args.steps} moves {following:.2f} s ({len(errors)} errors)"
     )
-    print(f"one forward pass of {label} on a {tokens}-token prompt: {forward * 1000:.1f} ms of CPU")
     print(
-        f"per follower: waiting {per_wait * 1000:.3f} ms of CPU a second ({per_wait / forward:.3f} of a forward); "
-        f"one follow update {per_update * 1000:.2f} ms of CPU ({per_update / forward:.2f} of a forward)"
+        f"per follower: waiting {per_wait * 1000:.3f} ms of CPU a second; one follow update "
+        f"{per_update * 1000:.2f} ms of CPU"
     )
+    for forward, tokens, label in forwards:
+        print(
+            f"one forward pass of {label} on a {tokens}-token prompt: {forward * 1000:.1f} ms of CPU; a follow "
+            f"update is {per_update / forward:.3f} of it, a second of waiting {per_wait / forward:.4f}"
+        )
     if errors:
         sys.exit(f"{len(errors)} follower errors, the first: {errors[0]}")
 

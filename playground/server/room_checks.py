@@ -15,7 +15,9 @@ MAX_VIEW_FIELDS = 20
 MAX_CHOICES = 12
 MAX_LABEL_CHARS = 200
 MAX_RUN_CHARS = 1_500_000  # a published run: its chips, status and figure (a 64-token map is about 150 k)
-RUN_FIELDS = {"id": 80, "chips": None, "status": 4_000, "figure": None}  # None: within MAX_RUN_CHARS together
+# None: within MAX_RUN_CHARS together. The status line in English and in Chinese (``status_zh``): each
+# follower's page shows it in its own language, not the teacher's.
+RUN_FIELDS = {"id": 80, "chips": None, "status": 4_000, "status_zh": 4_000, "figure": None}
 
 
 class RoomError(UserError):

@@ -294,7 +294,7 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
         return out._replace(**shown._asdict(), prompt=here, room=resumed, tabs=gr.Tabs(selected=tab))
     if teacher or not room.get("follow"):
         return out
-    room, followed = room_follow.follow_published(room, published, prompt)
+    room, followed = room_follow.follow_published(room, published, prompt, lang)
     out = out._replace(room=room, **followed)
     if not published.get("lesson"):
         return out

@@ -4,6 +4,7 @@ reaches both; a student cannot drive, reveal or end with the code, a member id o
 ended room refuses a join. Then the Lessons tab's room handlers as the pages run them: a following
 student's page draws the teacher's step and steps away on its own Next."""
 
+import re
 import time
 
 import gradio as gr
@@ -202,6 +203,9 @@ def test_a_students_page_follows_the_teachers_tab_prompt_run_and_view(pages):
     assert isinstance(polled.heatmap, PlotData) and polled.heatmap.plot is record["figure"]  # sent as it is
     assert json.loads(polled.heatmap.plot)["data"][0]["type"] == "heatmap"
     assert "data-state" in polled.status or "6" in polled.status
+    # its status line in the student's own language (the student's page is in Chinese), not the teacher's
+    assert polled.status == record["status_zh"] != record["status"]
+    assert re.search("[\u4e00-\u9fff]", polled.status) and not re.search("[\u4e00-\u9fff]", record["status"])
     assert polled.view == "one" and polled.layer["value"] == 0 and polled.span == "newest"
     assert student_state.get("run_id") is None  # the student's page ran nothing
 
