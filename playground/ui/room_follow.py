@@ -114,8 +114,12 @@ def published_run(state, code, key, prompt, view, layer, head, log_scale, query,
     run = session_run(state)
     if run is None or LOOP.running(run.id):
         return None
-    drawn = attention_views(state, view, layer, head, log_scale, query, span)
-    figure = drawn.heatmap.to_json() if hasattr(drawn.heatmap, "to_json") else None
+    # drawn in each language (the teacher's run, twice here, once per publication): a follower's page
+    # shows the one in its own language, sent as it is
+    figures = {}
+    for lg in ("en", "zh-CN"):
+        drawn = attention_views({**state, "lang": lg}, view, layer, head, log_scale, query, span)
+        figures[lg] = drawn.heatmap.to_json() if hasattr(drawn.heatmap, "to_json") else None
     cfg = session_model(state).cfg
     context = cfg.context_length
     ended = "stopped" if run.stopped else "done"
@@ -133,7 +137,14 @@ def published_run(state, code, key, prompt, view, layer, head, log_scale, query,
     if prompt is not None:
         place["prompt"] = str(prompt)[:20_000]
     ROOMS.publish(code, key, place, client_address())
-    record = {"id": str(run.id), "chips": all_chips(run), "status": status, "status_zh": status_zh, "figure": figure}
+    record = {
+        "id": str(run.id),
+        "chips": all_chips(run),
+        "status": status,
+        "status_zh": status_zh,
+        "figure": figures["en"],
+        "figure_zh": figures["zh-CN"],
+    }
     return ROOMS.publish_run(code, key, record, client_address())
 
 
@@ -154,7 +165,7 @@ def follow_published(room: dict, published: dict, prompt, lang: str = "en") -> t
         if run.get("id") != room.get("run_id"):
             out["chips"] = run.get("chips") or ""
         out["status"] = (lang == "zh-CN" and run.get("status_zh")) or run.get("status") or ""
-        figure = run.get("figure")
+        figure = (lang == "zh-CN" and run.get("figure_zh")) or run.get("figure")
         out["heatmap"] = PlotData(type="plotly", plot=figure) if figure else None
         out["query_plot"] = gr.update(visible=False)  # the teacher's map only: the query's bars are the teacher's
         view = published.get("view") or {}

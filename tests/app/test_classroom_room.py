@@ -200,7 +200,10 @@ def test_a_students_page_follows_the_teachers_tab_prompt_run_and_view(pages):
     s_room = polled.room
     record = ROOMS._rooms[t_room["code"]].state["run"]
     assert polled.chips.startswith(RESET) and polled.chips.count("pg-gen") == 6
-    assert isinstance(polled.heatmap, PlotData) and polled.heatmap.plot is record["figure"]  # sent as it is
+    # sent as it is, drawn in the student's language (Chinese here), not the teacher's
+    assert isinstance(polled.heatmap, PlotData) and polled.heatmap.plot is record["figure_zh"]
+    titles = [json.loads(record[f])["layout"]["title"]["text"] for f in ("figure", "figure_zh")]
+    assert not re.search("[\u4e00-\u9fff]", titles[0]) and re.search("[\u4e00-\u9fff]", titles[1]), titles
     assert json.loads(polled.heatmap.plot)["data"][0]["type"] == "heatmap"
     assert "data-state" in polled.status or "6" in polled.status
     # its status line in the student's own language (the student's page is in Chinese), not the teacher's
