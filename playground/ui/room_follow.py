@@ -2,7 +2,8 @@
 
 The teacher's page publishes: the tab it opens, the prompt it types (the last one of a burst), and after
 each run or change of the attention view the run as that page shows it: its chips, its status line and
-its heatmap, drawn once on the server from the teacher's run (``ROOMS.publish_run``). A following
+its heatmap, drawn on the server from the teacher's run once in each language (``ROOMS.publish_run``; a
+follower's page shows the one in its own language). A following
 student's page takes them from the room on its next poll (``follow_published``): the tab opens, the
 prompt box shows the teacher's prompt, the chips, status and heatmap are the teacher's (sent as they
 are: no follower's page runs the model for them) and the view's controls show the teacher's choices.
