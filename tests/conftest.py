@@ -19,12 +19,23 @@ def app_url():
     from playground.ui.app import build_demo, launch_kwargs
 
     demo = build_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs())
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_port=free_port(), **launch_kwargs())
     try:
         yield url
     finally:
         wait_for_app_threads()
         demo.close()
+
+
+def free_port() -> int:
+    """A port the system has just handed out as free (an ephemeral one). Gradio's own search tries
+    7860, 7861, ... in turn and binds the port it found only later: another worker's app started at the
+    same moment took the same one, and this module's requests went to that app (its rooms, its sessions)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 IDLE_LOOPS = {"_sweep_forever", "_decode_forever"}  # app threads that wait for ever between rounds: never "busy"

@@ -15,7 +15,9 @@ MAX_VIEW_FIELDS = 20
 MAX_CHOICES = 12
 MAX_LABEL_CHARS = 200
 MAX_RUN_CHARS = 1_500_000  # a published run: its chips, status and figure (a 64-token map is about 150 k)
-RUN_FIELDS = {"id": 80, "chips": None, "status": 4_000, "figure": None}  # None: within MAX_RUN_CHARS together
+# None: within MAX_RUN_CHARS together. The status line and the figure in English and in Chinese
+# (``status_zh``, ``figure_zh``): each follower's page shows them in its own language, not the teacher's.
+RUN_FIELDS = {"id": 80, "chips": None, "status": 4_000, "status_zh": 4_000, "figure": None, "figure_zh": None}
 
 
 class RoomError(UserError):
@@ -68,6 +70,8 @@ def check_run(run: Any) -> dict:
             n=MAX_RUN_CHARS,
         )
     clean = {k: run.get(k) for k in RUN_FIELDS}
+    if sum(len(v) for v in clean.values() if v) > MAX_RUN_CHARS:  # Chinese pages then show the English figure
+        clean["figure_zh"] = None
     if sum(len(v) for v in clean.values() if v) > MAX_RUN_CHARS:
         clean["figure"], clean["figure_left_out"] = None, True
         if sum(len(v) for v in clean.values() if isinstance(v, str)) > MAX_RUN_CHARS:

@@ -31,6 +31,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +126,16 @@ class Rooms:
         self._rooms: dict[str, Room] = {}
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._failures: collections.OrderedDict[Any, collections.deque] = collections.OrderedDict()
+        self._listeners: list[Callable[[str], None]] = []
+
+    def listen(self, changed: Callable[[str], None]) -> None:
+        """``changed(code)`` after each new version of a room and when it ends (called under the lock:
+        it only schedules, as ``room_wait`` does)."""
+        self._listeners.append(changed)
+
+    def _changed(self, code: str) -> None:
+        for changed in self._listeners:
+            changed(code)
 
     # ---- the teacher
     def create(self, client: str | None = None) -> tuple[str, str]:
@@ -155,6 +166,7 @@ class Rooms:
                 room.vote = None
             room.state = {**room.state, **clean}
             room.version += 1
+            self._changed(room.code)
             return room.version
 
     def publish_run(self, code: Any, key: Any, run: Any, client: str | None = None) -> int:
@@ -166,6 +178,7 @@ class Rooms:
             room = self._teacher(code, key, client)
             room.version += 1
             room.state = {**room.state, "run": {**clean, "version": room.version}}
+            self._changed(room.code)
             return room.version
 
     def open_vote(
@@ -181,6 +194,7 @@ class Rooms:
             room.votes_opened += 1
             room.vote = Vote(room.votes_opened, str(question)[:MAX_LABEL_CHARS], clean, str(answer))
             room.version += 1
+            self._changed(room.code)
             return room.vote.id
 
     def tally(self, code: Any, key: Any, client: str | None = None) -> dict:
@@ -206,6 +220,7 @@ class Rooms:
                 raise RoomError("room.no_vote", "Room {code} has no vote to reveal: open one first.", code=room.code)
             room.vote.open, room.vote.revealed = False, True
             room.version += 1
+            self._changed(room.code)
             return _public_vote(room.vote, None)
 
     def end(self, code: Any, key: Any, client: str | None = None) -> None:
@@ -277,6 +292,7 @@ class Rooms:
     def _end(self, code: str) -> None:
         self._rooms.pop(code, None)
         self._ended[code] = None
+        self._changed(code)
         while len(self._ended) > MAX_ENDED:
             self._ended.popitem(last=False)
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.server import files
+from playground.server import files, room_wait
 from playground.server.decode_loop import MAX_CONCURRENT_RUNS
 from playground.server.model_cache import CACHE
 from playground.server.recipes import MAX_UPLOAD_BYTES, default_recipe
@@ -118,9 +118,11 @@ def launch_kwargs() -> dict:
     # Uploads larger than the checkpoint limit are refused by the server before they are stored.
     return {
         "max_threads": MAX_THREADS,
+        # a room's followers wait for its next move here, outside the queue (server.room_wait)
+        "app_kwargs": {"routes": [room_wait.ROUTE]},
         "i18n": I18N,
         "css": CSS + COMPARE_CSS + cell_click.CSS + lessons_layout.CSS + TRAIN_SAMPLES_CSS + TRAIN_HEADS_CSS,
-        "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS, lessons_layout.PAGE_JS),
+        "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS, lessons_layout.PAGE_JS, room_layout.WATCH_JS),
         "head": prefs.HEAD,
         "footer_links": ["api", "settings"],
         "theme": gr.themes.Soft(),

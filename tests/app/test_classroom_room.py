@@ -4,6 +4,7 @@ reaches both; a student cannot drive, reveal or end with the code, a member id o
 ended room refuses a join. Then the Lessons tab's room handlers as the pages run them: a following
 student's page draws the teacher's step and steps away on its own Next."""
 
+import re
 import time
 
 import gradio as gr
@@ -201,9 +202,15 @@ def test_a_students_page_follows_the_teachers_tab_prompt_run_and_view(pages):
     s_room = polled.room
     record = ROOMS._rooms[t_room["code"]].state["run"]
     assert polled.chips.startswith(RESET) and polled.chips.count("pg-gen") == 6
-    assert isinstance(polled.heatmap, PlotData) and polled.heatmap.plot is record["figure"]  # sent as it is
+    # sent as it is, drawn in the student's language (Chinese here), not the teacher's
+    assert isinstance(polled.heatmap, PlotData) and polled.heatmap.plot is record["figure_zh"]
+    titles = [json.loads(record[f])["layout"]["title"]["text"] for f in ("figure", "figure_zh")]
+    assert not re.search("[\u4e00-\u9fff]", titles[0]) and re.search("[\u4e00-\u9fff]", titles[1]), titles
     assert json.loads(polled.heatmap.plot)["data"][0]["type"] == "heatmap"
     assert "data-state" in polled.status or "6" in polled.status
+    # its status line in the student's own language (the student's page is in Chinese), not the teacher's
+    assert polled.status == record["status_zh"] != record["status"]
+    assert re.search("[\u4e00-\u9fff]", polled.status) and not re.search("[\u4e00-\u9fff]", record["status"])
     assert polled.view == "one" and polled.layer["value"] == 0 and polled.span == "newest"
     assert student_state.get("run_id") is None  # the student's page ran nothing
 

@@ -6,6 +6,7 @@ Then the teacher's Generate tab, prompt, run and attention view reach the studen
 printed); a student who types steps away.
 Screenshots: tests/artifacts/room-*.png."""
 
+import json
 import re
 import time
 
@@ -160,8 +161,16 @@ def test_a_teacher_leads_two_students(page_url):
         teacher.locator("[role=option]").nth(2).click()
         teacher.wait_for_timeout(1500)  # (the teacher's new map drawn)
         title = teacher.evaluate(TITLE)
-        for page in (s1, s2):  # the teacher's figure as it is: the same title, in the teacher's language
-            page.wait_for_function(TITLE_IS, arg=title, timeout=FOLLOW_S * 1000)
+        s1.wait_for_function(TITLE_IS, arg=title, timeout=FOLLOW_S * 1000)  # the teacher's figure as it is
+        # the Chinese page: the same figure, drawn once on the server in its own language (the room holds both)
+        zh_title, t0 = None, time.perf_counter()
+        while zh_title is None and time.perf_counter() - t0 < FOLLOW_S:
+            run = ROOMS._rooms[code].state.get("run") or {}
+            if run.get("figure") and json.loads(run["figure"])["layout"]["title"]["text"] == title:
+                zh_title = json.loads(run["figure_zh"])["layout"]["title"]["text"]
+            time.sleep(0.05)
+        assert zh_title and zh_title != title and re.search("[\u4e00-\u9fff]", zh_title), (title, zh_title)
+        s2.wait_for_function(TITLE_IS, arg=zh_title, timeout=FOLLOW_S * 1000)
         for size in ((1600, 1000), (1024, 768)):
             for page, name in ((teacher, "teacher"), (s2, "student-zh")):
                 page.set_viewport_size({"width": size[0], "height": size[1]})

@@ -3,8 +3,8 @@
 The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
 link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
 browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step. A
-student's page (``?room=CODE``, or the code typed) polls the room once a second by version and, while
-following, draws the teacher's step on the teacher's prompt; moving on their own steps away until they
+student's page (``?room=CODE``, or the code typed) waits on the room's next version
+(``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, draws the teacher's step on the teacher's prompt; moving on their own steps away until they
 press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
 model and kept on the server), sees how many answered, and Reveal shows the answer and the room's counts
 on every page. What the pages show is drawn by ``room_views``; following the tab, the prompt and the
@@ -25,7 +25,7 @@ from playground.ui.results import only, outputs, result
 
 from . import room_api, room_follow, room_keep
 from . import tab as lessons_tab
-from .room_layout import no_room
+from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
 
 LANGS = ("en", "zh-CN")
@@ -53,6 +53,7 @@ Ended = result(
     "room_qr",
     "room_secret",
     "room_bar",
+    "room_watch",
 )
 Entered = result(
     "Entered",
@@ -67,6 +68,7 @@ Entered = result(
     "room_qr",
     "room_secret",
     "room_bar",
+    "room_watch",
 )
 
 
@@ -100,13 +102,14 @@ def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
         teacher_status(room, lang, link),
         vote_radio(None, lang, False),
         "",
-        gr.Timer(active=True),
+        gr.Timer(POLL_SECONDS, active=True),
         gr.Accordion(open=True),
         gr.update(visible=True),
         gr.update(visible=False),
         qr_html(link),
         gr.skip() if again else room_keep.secret(code, key),
         gr.Row(visible=True),
+        "",
     )
 
 
@@ -177,6 +180,7 @@ def end_room(state, room):
         "",
         room_keep.secret(room["code"], ended=True) if room.get("key") else gr.skip(),
         gr.skip(),  # (the bar stays: it says the page left the room)
+        "",
     )
 
 
@@ -196,13 +200,14 @@ def join_room(state, room, code) -> Entered:
         tr(lang, "room_joined", code=code),
         gr.skip(),
         "",
-        gr.Timer(active=True),
+        gr.Timer(STUDENT_POLL_SECONDS, active=True),  # (its room's moves come through room_watch at once)
         gr.Accordion(open=True),
         gr.update(visible=False),
         gr.update(visible=False),  # (Follow: shown once the student steps away)
         "",
         gr.skip(),  # (a student's page never gets a key)
         gr.Row(visible=True),
+        watch_html(code),
     )
 
 
@@ -291,7 +296,7 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
         return out._replace(**shown._asdict(), prompt=here, room=resumed, tabs=gr.Tabs(selected=tab))
     if teacher or not room.get("follow"):
         return out
-    room, followed = room_follow.follow_published(room, published, prompt)
+    room, followed = room_follow.follow_published(room, published, prompt, lang)
     out = out._replace(room=room, **followed)
     if not published.get("lesson"):
         return out
@@ -342,7 +347,13 @@ def wire(page) -> None:
         **private,
     ).then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
-    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private)
+    polled = outputs(Polled, c, page.generate, tabs=page.tabs)
+    poll_event = {"show_progress": "hidden", "concurrency_id": "room_poll", "concurrency_limit": 32, **private}
+    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private).then(
+        poll, [state, c.room, prompt], polled, **poll_event
+    )  # (back in step now, not at the next poll)
+    # WATCH_JS clicks it when the room moved; a click while a poll runs is kept for after it
+    c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
     c.room_end.click(
@@ -352,15 +363,6 @@ def wire(page) -> None:
         **private,
     ).then(**keep)
     c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
-    polled = outputs(Polled, c, page.generate, tabs=page.tabs)
-    c.room_timer.tick(
-        poll,
-        [state, c.room, prompt],
-        polled,
-        show_progress="hidden",
-        concurrency_id="room_poll",
-        concurrency_limit=8,
-        **private,
-    )
+    c.room_timer.tick(poll, [state, c.room, prompt], polled, **poll_event)
     room_follow.wire(page)
     room_api.wire(c, state)

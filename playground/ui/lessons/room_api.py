@@ -116,7 +116,7 @@ def wire(c, state) -> None:
         c.api_out,
         api_name="room_state",
         concurrency_id="room_poll",
-        concurrency_limit=8,
+        concurrency_limit=32,
     )
     hidden().click(api_publish, [c.api_code, c.api_key, c.api_state], c.api_out, api_name="room_publish")
     hidden().click(

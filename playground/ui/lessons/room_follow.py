@@ -2,7 +2,8 @@
 
 The teacher's page publishes: the tab it opens, the prompt it types (the last one of a burst), and after
 each run or change of the attention view the run as that page shows it: its chips, its status line and
-its heatmap, drawn once on the server from the teacher's run (``ROOMS.publish_run``). A following
+its heatmap, drawn on the server from the teacher's run once in each language (``ROOMS.publish_run``; a
+follower's page shows the one in its own language). A following
 student's page takes them from the room on its next poll (``follow_published``): the tab opens, the
 prompt box shows the teacher's prompt, the chips, status and heatmap are the teacher's (sent as they
 are: no follower's page runs the model for them) and the view's controls show the teacher's choices.
@@ -113,12 +114,16 @@ def published_run(state, code, key, prompt, view, layer, head, log_scale, query,
     run = session_run(state)
     if run is None or LOOP.running(run.id):
         return None
-    lang = lang_of(state)
-    drawn = attention_views(state, view, layer, head, log_scale, query, span)
-    figure = drawn.heatmap.to_json() if hasattr(drawn.heatmap, "to_json") else None
+    # drawn in each language (the teacher's run, twice here, once per publication): a follower's page
+    # shows the one in its own language, sent as it is
+    figures = {}
+    for lg in ("en", "zh-CN"):
+        drawn = attention_views({**state, "lang": lg}, view, layer, head, log_scale, query, span)
+        figures[lg] = drawn.heatmap.to_json() if hasattr(drawn.heatmap, "to_json") else None
     cfg = session_model(state).cfg
     context = cfg.context_length
-    status = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context)
+    ended = "stopped" if run.stopped else "done"
+    status, status_zh = (status_html(run, run.elapsed, ended, lg, context) for lg in ("en", "zh-CN"))
     shown = view_of(view, layer, head, query, span, log_scale)
     query_update = drawn.query if isinstance(drawn.query, dict) else {}
     shown.update(
@@ -132,13 +137,21 @@ def published_run(state, code, key, prompt, view, layer, head, log_scale, query,
     if prompt is not None:
         place["prompt"] = str(prompt)[:20_000]
     ROOMS.publish(code, key, place, client_address())
-    record = {"id": str(run.id), "chips": all_chips(run), "status": status, "figure": figure}
+    record = {
+        "id": str(run.id),
+        "chips": all_chips(run),
+        "status": status,
+        "status_zh": status_zh,
+        "figure": figures["en"],
+        "figure_zh": figures["zh-CN"],
+    }
     return ROOMS.publish_run(code, key, record, client_address())
 
 
-def follow_published(room: dict, published: dict, prompt) -> tuple[dict, dict]:
+def follow_published(room: dict, published: dict, prompt, lang: str = "en") -> tuple[dict, dict]:
     """What a following student's page takes from the room's published state: (the room's new record on
-    the page, the outputs of ``Followed`` that change). The run is sent only when it is new to the page."""
+    the page, the outputs of ``Followed`` that change). The run is sent only when it is new to the page;
+    its status line is in the page's language ``lang``."""
     out: dict = {}
     tab = published.get("tab")
     if tab in TABS and tab != room.get("tab"):
@@ -151,8 +164,8 @@ def follow_published(room: dict, published: dict, prompt) -> tuple[dict, dict]:
     if isinstance(run, dict) and run.get("version") != room.get("run_version"):
         if run.get("id") != room.get("run_id"):
             out["chips"] = run.get("chips") or ""
-        out["status"] = run.get("status") or ""
-        figure = run.get("figure")
+        out["status"] = (lang == "zh-CN" and run.get("status_zh")) or run.get("status") or ""
+        figure = (lang == "zh-CN" and run.get("figure_zh")) or run.get("figure")
         out["heatmap"] = PlotData(type="plotly", plot=figure) if figure else None
         out["query_plot"] = gr.update(visible=False)  # the teacher's map only: the query's bars are the teacher's
         view = published.get("view") or {}

@@ -8,16 +8,59 @@ handlers are ``lessons_room``'s.
 
 from __future__ import annotations
 
+import html
+import secrets
+
 import gradio as gr
 
+from playground.server.room_wait import PATH
 from playground.ui.common import T
 from playground.ui.widgets import Number, Radio
 
-POLL_SECONDS = 1.0  # a page in a room asks it for news this often
+POLL_SECONDS = 1.0  # a teacher's page asks its room for the tally this often
+# A student's page waits on its room's next move (WATCH_JS, /room/wait) and draws it at once; its own
+# poll through the queue runs only then, and this often besides (it keeps the member's place).
+STUDENT_POLL_SECONDS = 30.0
+
+# The student's page: a long poll on server.room_wait's route for the room in #pg-room-watch (written
+# when the page joins, emptied when it leaves); each answer that moved the room clicks the hidden
+# #pg-room-poke, whose handler is the page's poll (lessons_room.poll). A refused code stops the wait
+# (the poll says why) until the page joins again.
+WATCH_JS = """
+() => {
+  const root = () => ((window.gradio_config && window.gradio_config.root) || '').replace(/\\/$/, '');
+  const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+  const poke = () => document.querySelector('#pg-room-poke')?.click();
+  let dead = null;
+  (async () => {
+    let joined = null, since = null;
+    for (;;) {
+      const el = document.querySelector('#pg-room-watch .pg-room-watch');
+      const now = el ? el.dataset.code + ':' + el.dataset.join : null;
+      if (!el || now === dead) { joined = null; await sleep(250); continue; }
+      if (now !== joined) { joined = now; since = null; }
+      try {
+        const url = root() + 'ROOM_WAIT_PATH?code=' + encodeURIComponent(el.dataset.code) + '&timeout=20' +
+          (since === null ? '' : '&since=' + since);
+        const answer = await (await fetch(url, {cache: 'no-store'})).json();
+        if (answer.error) { dead = joined; poke(); continue; }
+        if (answer.changed) { since = answer.version; poke(); }
+      } catch (e) { await sleep(1000); }
+    }
+  })();
+}
+""".replace("ROOM_WAIT_PATH", PATH)
 
 
 def no_room() -> dict:
     return {"code": None, "key": None, "member": None, "version": None, "follow": True, "vote": None}
+
+
+def watch_html(code: str | None) -> str:
+    """What WATCH_JS reads: the room a student's page follows (a new ``join`` each time it joins), or none."""
+    if not code:
+        return ""
+    return f"<span class='pg-room-watch' data-code='{html.escape(code)}' data-join='{secrets.token_hex(4)}'></span>"
 
 
 def bar() -> object:
@@ -70,4 +113,6 @@ def layout() -> object:
     c.api_state = gr.JSON(visible=False)
     c.api_out = gr.JSON(visible=False)
     c.room_secret = gr.Textbox(visible=False)  # the teacher's page only: its room's key, for room_keep.SAVE_JS
+    c.room_watch = gr.HTML("", elem_id="pg-room-watch", elem_classes=["pg-offscreen"])  # a student's room, for WATCH_JS
+    c.room_poke = gr.Button("poll", elem_id="pg-room-poke", elem_classes=["pg-offscreen"])
     return c
