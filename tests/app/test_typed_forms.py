@@ -1,11 +1,15 @@
-"""The Score & compare tab's two streams each get one ``SamplingSettings`` from the same parser as the Generate
-tab (exact seeds, the same refusal keys with their 中文)."""
+"""The forms outside the Generate tab go through the typed boundary: the Score & compare tab's two streams each
+get one ``SamplingSettings`` from the Generate tab's parser, and the model form (Model tab, model B) one
+``ModelForm`` turned into the recipe dict the cache keys (exact seeds, the same refusal keys with their 中文)."""
 
 import pytest
 
 from playground.errors import UserError
 from playground.i18n import ERRORS_ZH, tr_error
+from playground.server.catalog import PRESETS, ConfigError
+from playground.server.recipes import random_recipe, recipe_key
 from playground.settings import SamplingSettings
+from playground.ui import model_switch
 from playground.ui.compare.streams import MAX_COMPARE_NEW, sampling_settings, shared_length_and_seed
 
 PAST_FLOAT = 2**53 + 1  # float(PAST_FLOAT) is 2**53
@@ -66,3 +70,28 @@ def test_compare_refuses_a_streams_settings_by_the_generate_tabs_keys(temperatur
     with pytest.raises(UserError) as generate_tab:
         SamplingSettings.parse(temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=5, seed=1)
     assert generate_tab.value.key == key
+
+
+def _form(cfg, seed="0", **change):
+    fields = dict(zip(model_switch.FIELDS, (getattr(cfg, f) for f in model_switch.FIELDS))) | change
+    return model_switch.recipe_from_form("random", seed, "", None, "float32", *fields.values())
+
+
+def test_the_model_form_keeps_an_init_seed_past_two_to_the_53_and_the_recipes_shape():
+    nano = PRESETS["nano"]
+    recipe = _form(nano, seed=str(PAST_FLOAT))
+    assert recipe["seed"] == PAST_FLOAT and type(recipe["seed"]) is int
+    assert recipe_key(recipe) == recipe_key(random_recipe(nano, seed=PAST_FLOAT))  # the same cache key as before
+    assert f'"seed": {PAST_FLOAT}' in recipe_key(recipe)
+
+
+def test_the_model_form_refuses_a_config_field_as_a_config_error_and_a_seed_as_itself():
+    nano = PRESETS["nano"]
+    with pytest.raises(ConfigError) as field:
+        _form(nano, n_heads="2.5")
+    assert field.value.key == "input.not_whole" and tr_error("zh-CN", field.value) != str(field.value)
+    with pytest.raises(ConfigError) as rule:  # the engine's rule between fields, after the typed parse
+        _form(nano, n_heads="5")
+    assert rule.value.key == "config.heads_divide"
+    seed = _refusal(lambda: _form(nano, seed=str(2**63)))
+    assert seed.key == "input.between" and not isinstance(seed, ConfigError)
