@@ -2,6 +2,8 @@
 get one ``SamplingSettings`` from the Generate tab's parser, and the model form (Model tab, model B) one
 ``ModelForm`` turned into the recipe dict the cache keys (exact seeds, the same refusal keys with their 中文)."""
 
+import html
+
 import pytest
 
 from playground.errors import UserError
@@ -95,3 +97,17 @@ def test_the_model_form_refuses_a_config_field_as_a_config_error_and_a_seed_as_i
     assert rule.value.key == "config.heads_divide"
     seed = _refusal(lambda: _form(nano, seed=str(2**63)))
     assert seed.key == "input.between" and not isinstance(seed, ConfigError)
+
+
+def test_two_settings_stream_with_one_exact_seed_past_two_to_the_53():
+    """The handler end to end: both streams run with the typed settings, and the seed said is the one typed."""
+    from playground.ui import common
+    from playground.ui.compare import tab as compare_tab
+
+    state = {**common.new_state(), "recipe": random_recipe(PRESETS["nano"], seed=0), "run_id": None}
+    out = list(compare_tab.generate_two_settings(state, "Hello", str(PAST_FLOAT), "3", "0", "", "", "1.5", "5", "0.9"))
+    message, side = out[-1]
+    assert f"{PAST_FLOAT}" in message.replace(",", "") and "⚠️" not in message, message
+    assert "temperature 0.0" in side and "top-k 5" in side and "top-p 0.9" in side
+    refused = list(compare_tab.generate_two_settings(state, "Hello", "1", "3", "hot", "", "", "1", "", ""))[-1]
+    assert "Temperature must be a number, got 'hot'" in html.unescape(refused[0])
