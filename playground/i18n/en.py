@@ -666,4 +666,12 @@ EN = {
     "heads_sample": "What the model wrote at step {step}:",
     "heads_phase_at": "Phase change: the induction score of layer {layer} head {head} jumped by {rise} at step {step}.",
     "heads_no_phase": "No phase change yet: no head's induction score has jumped by 0.1 between two logs.",
+    # a share link's parameters (playground.ui.share): what the page did with each
+    "link_clamped": "{name}={value} is outside {lo}–{hi}; set to {clamped}.",
+    "link_ignored": "{name} from the link is ignored.",
+    "link_long_prompt": "The prompt in the link has {n} characters; the first {limit} were kept.",
+    "link_unknown": "Unknown link parameter ignored: {names}.",
+    "link_unknown_many": "Unknown link parameters ignored: {names}.",
+    "link_bad_tab": "tab={value} is not one of {tabs}; ignored.",
+    "link_filled": "Settings from the link: {what}.",
 }

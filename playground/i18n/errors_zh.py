@@ -245,6 +245,7 @@ ERRORS_ZH = {
     "请先在“模型”页加载该模型（上传的或训练出的模型：上传它的 .safetensors 检查点），再重放。",
     "replay.vocab": "它的 token 超出了这个模型 {vocab_size:,} 个 token 的词表",
     "replay.unknown_model": "文件里写的模型本程序不认识",
+    "replay.random_recipe": "它的随机权重需要一个 config 对象和 0 到 2⁶³ − 1 之间的整数种子，收到的种子是 {seed!r}",
     "replay.unknown_hub": "{repo!r} 不是本程序提供的 hub 模型",
     "replay.checkpoint_missing": "检查点 {label!r} 不在本服务器上",
     "replay.nested": "这个文件的 JSON 嵌套太深，不可能是本程序的重放文件。",

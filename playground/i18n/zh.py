@@ -655,4 +655,12 @@ ZH = {
     "heads_sample": "第 {step} 步时模型写出的文字：",
     "heads_phase_at": "相变：第 {layer} 层第 {head} 个头的归纳分数在第 {step} 步跃升了 {rise}。",
     "heads_no_phase": "尚无相变：没有哪个头的归纳分数在两次记录之间跃升 0.1。",
+    # 分享链接的参数（playground.ui.share）
+    "link_clamped": "链接中的 {name}={value} 超出 {lo}–{hi} 的范围，已设为 {clamped}。",
+    "link_ignored": "已忽略链接中的 {name}。",
+    "link_long_prompt": "链接中的提示词有 {n} 个字符，只保留了前 {limit} 个。",
+    "link_unknown": "已忽略未知的链接参数：{names}。",
+    "link_unknown_many": "已忽略这些未知的链接参数：{names}。",
+    "link_bad_tab": "tab={value} 不是 {tabs} 之一，已忽略。",
+    "link_filled": "已从链接填入设置：{what}。",
 }

@@ -34,6 +34,7 @@ from playground.server.recipes import describe_recipe
 from playground.server.replay_files import FORMAT, VERSION, ReplayError, check_record, check_settings
 from playground.server.replay_files import read_record as read_record  # the files' entry point, kept here
 from playground.server.runs import generation_bytes
+from playground.whole_numbers import MAX_SEED, MIN_SEED
 
 
 def weights_sha256(model: GPTModel) -> str:
@@ -235,6 +236,18 @@ def model_for(record: dict, current: tuple | None = None) -> tuple[GPTModel, dic
         "bfloat16",
     ):
         raise cannot_load(record, ReplayError("replay.unknown_model", "the file names no model this app knows"))
+    seed = recipe.get("seed")
+    exact_seed = isinstance(seed, int) and not isinstance(seed, bool) and MIN_SEED <= seed <= MAX_SEED
+    if kind == "random" and not (isinstance(recipe.get("config"), dict) and exact_seed):
+        # The recipe's seed names its weights: 2.7 or a float past 2⁵³ is not truncated into another model.
+        raise cannot_load(
+            record,
+            ReplayError(
+                "replay.random_recipe",
+                "its random weights need a config object and a whole seed from 0 to 2⁶³ − 1, got seed {seed!r}",
+                seed=seed,
+            ),
+        )
     if kind == "hub" and recipe.get("repo") not in HUB_MODELS.values():
         raise cannot_load(
             record,

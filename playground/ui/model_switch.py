@@ -13,6 +13,8 @@ import pandas as pd
 
 from playground import figures
 from playground.errors import UserError
+from playground.model_form import CONFIG_FIELDS, WEIGHTS, ModelForm, parse_config_fields
+from playground.model_form import DTYPES as DTYPES  # the Model tab and model B offer these
 from playground.server.catalog import HUB_MODELS, MODERN_PRESETS, PRESETS, SINCE_GPT2_DEFAULTS, ConfigError, GPTConfig
 from playground.server.files import import_upload, is_trained_checkpoint
 from playground.server.recipes import bundled_recipe, hub_recipe, random_recipe
@@ -24,55 +26,13 @@ from .common import (
     dress,
     lang_of,
     new_state,
-    parse_bool,
-    parse_choice,
-    parse_number,
-    parse_seed,
-    parse_whole,
     slider_range,
     tr,
 )
 from .results import outputs, result
 
-FIELDS = (
-    "vocab_size",
-    "context_length",
-    "emb_dim",
-    "n_heads",
-    "n_layers",
-    "drop_rate",
-    "qkv_bias",
-    "tie_weights",
-    "pos_encoding",
-    "activation",
-    "norm_placement",
-    "attention_impl",
-    # Since GPT-2 (issue 38), after GPT-2's fields so that an API call that sends only those still builds
-    # GPT-2's layout: each left out takes its GPT-2 value.
-    "norm",
-    "ff",
-    "ff_hidden_dim",
-    "n_kv_heads",
-    "fixed_head_dim",
-    "rope_theta",
-    "qk_norm",
-    "sliding_window",
-    "bias",
-    "ln_eps",
-)
-INT_FIELDS = (
-    "vocab_size",
-    "context_length",
-    "emb_dim",
-    "n_heads",
-    "n_layers",
-    "ff_hidden_dim",
-    "n_kv_heads",
-    "fixed_head_dim",
-    "sliding_window",
-)
-BOOL_FIELDS = ("qkv_bias", "tie_weights", "qk_norm", "bias")
-NUMBER_FIELDS = ("drop_rate", "rope_theta", "ln_eps")
+# The config fields the form shows, in order (the Since-GPT-2 ones last: see playground.model_form).
+FIELDS = CONFIG_FIELDS
 # A field an older caller leaves out: its value in GPT-2's layout (the form's own widgets start there too).
 FIELD_DEFAULTS = {**SINCE_GPT2_DEFAULTS, "ln_eps": GPTConfig().ln_eps}
 WEIGHT_KEYS = {
@@ -82,7 +42,7 @@ WEIGHT_KEYS = {
     "upload": "w_upload",
     "trained": "w_trained",
 }
-WEIGHT_CHOICES = list(WEIGHT_KEYS)  # the ids the API sends and gets back; labels follow the language
+WEIGHT_CHOICES = list(WEIGHTS)  # the ids the API sends and gets back; labels follow the language
 CUSTOM = "custom"  # the form's own fields, not a preset
 # The form's presets: GPT-2's family and the tiny, trainable "what changed since GPT-2" ones (the real
 # sizes are for counting only: they stay in the side-by-side view, built on the meta device).
@@ -90,8 +50,6 @@ FORM_PRESETS = {**PRESETS, **MODERN_PRESETS}
 PRESET_KEYS = {name: f"preset_{name}" for name in FORM_PRESETS}  # preset id -> its label's key
 HUB_KEYS = {name: f"hubm_{name}" for name in HUB_MODELS}  # hub model id -> its label's key
 PRESET_CHOICES = list(FORM_PRESETS) + [CUSTOM]
-# int8: weight-only, bfloat16 activations; int8-dynamic: activations quantized per row too (playground.engine.quantize)
-DTYPES = ("float32", "bfloat16", "int8", "int8-dynamic")
 
 # What describes a model on the page: its views (the layer/head sliders live in the Generate tab)
 # and the form's fields (named as the Model tab's components).
@@ -114,23 +72,8 @@ def hub_choices(lang: str | None = None) -> list[tuple]:
 
 def config_from_fields(*values) -> GPTConfig:
     """The config the form's fields describe; fields past those given (an older API caller) keep GPT-2's values."""
-    data = dict(zip(FIELDS, values))
-    for name in FIELDS[len(values) :]:
-        if name in FIELD_DEFAULTS:
-            data[name] = FIELD_DEFAULTS[name]
-    for name in INT_FIELDS:
-        value = data[name]
-        if value is None or value == "":
-            raise ConfigError("config.field_empty", "{name} is empty: enter a whole number.", name=name)
-        try:
-            data[name] = parse_whole(value, name)
-        except UserError as e:
-            raise ConfigError(e.key, e.template, **e.fields) from None
     try:
-        for name in NUMBER_FIELDS:
-            data[name] = parse_number(data[name], name)
-        for name in BOOL_FIELDS:
-            data[name] = parse_bool(data[name], name)
+        data = parse_config_fields(values, FIELD_DEFAULTS)
     except UserError as e:
         raise ConfigError(e.key, e.template, **e.fields) from None
     return GPTConfig(**data)
@@ -225,26 +168,30 @@ def switch_outputs(page, message) -> list:
 
 def recipe_from_form(weights, seed, hub_name, upload, dtype, *fields, train_state=None, lang="en") -> dict:
     """The recipe the form describes (no build): also used by the Score & compare tab's second model."""
-    weights = parse_choice(weights, WEIGHT_CHOICES, "Weights")
-    dtype = parse_choice(dtype, DTYPES, "Precision")
-    if weights == "random":
-        cfg = config_from_fields(*fields)
-        init_seed = parse_seed(seed, "Init seed")
-        recipe = random_recipe(cfg, seed=init_seed or 0, dtype=dtype)
-    elif weights == "hub":
-        recipe = hub_recipe(hub_name, dtype)
-    elif weights == "upload":
-        if not upload:
+    try:
+        form = ModelForm.parse(weights, seed, hub_name, upload, dtype, *fields, defaults=FIELD_DEFAULTS)
+    except UserError as e:
+        if e.key.startswith("config.") or e.fields.get("name") in FIELDS:
+            raise ConfigError(e.key, e.template, **e.fields) from None  # a config field, as config_from_fields says it
+        raise
+    return recipe_of(form, train_state)
+
+
+def recipe_of(form: ModelForm, train_state=None) -> dict:
+    """The recipe dict a parsed form names (the shape the model cache and replay files keep)."""
+    if form.weights == "random":
+        return random_recipe(GPTConfig(**form.config_dict()), seed=form.init_seed, dtype=form.dtype)
+    if form.weights == "hub":
+        return hub_recipe(form.hub_name or "", form.dtype)
+    if form.weights == "upload":
+        if not form.upload:
             raise UserError("model.need_upload", "Choose a .safetensors file to upload first.")
-        upload_path = upload if isinstance(upload, str) else getattr(upload, "name", None)
-        recipe = {**import_upload(upload_path), "dtype": dtype}
-    elif weights == "trained":
+        return {**import_upload(form.upload), "dtype": form.dtype}
+    if form.weights == "trained":
         trained = (train_state or {}).get("recipe")
         if not trained:
             raise UserError(
                 "model.need_trained", "Train a model in the Train tab first (or wait for training to finish or stop)."
             )
-        recipe = {**trained, "dtype": dtype}
-    else:
-        recipe = bundled_recipe(dtype)
-    return recipe
+        return {**trained, "dtype": form.dtype}
+    return bundled_recipe(form.dtype)

@@ -1,21 +1,22 @@
 """A link that opens the playground ready to generate: ``?prompt=...&temperature=0.7&seed=42&tab=generate``.
 
-On page load the query parameters fill the Generate tab's controls. A value outside a control's
-range is clamped to it and the page says so; a value that is not a number is ignored and said;
-unknown parameters are named. The page always loads.
+On page load the query parameters fill the Generate tab's controls, each read by the same field
+readers as the Generate tab's boxes (``playground.settings``: whole numbers exactly, never through a
+float). A value outside a control's range is clamped to it and the page says so; a value the reader
+refuses is ignored and the page says the reader's refusal; unknown parameters are named. Every
+sentence is keyed, in the page's language. The page always loads.
 """
 
 from __future__ import annotations
 
-import math
 from urllib.parse import urlencode
 
 import gradio as gr
 
+from playground.errors import UserError
 from playground.server.runs import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
-from playground.whole_numbers import exact_whole, read_number
 
-from .common import MAX_SEED, ok, parse_bool, warn
+from .common import MAX_SEED, ok, page_prefs, parse_bool, parse_count, parse_number, tr, tr_error, warn
 from .results import result, skipped
 
 # name -> (lowest, highest, whole number?): the Generate tab's slider ranges
@@ -34,47 +35,49 @@ TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer
 # not the Generate tab
 PAGE_PARAMS = frozenset({"__theme", "lang", "present", "view", "lesson", "step", "room"})
 Prefill = result("Prefill", *ORDER, "tabs", "input_msg")  # the controls, the tab to open, a message
-
-MSG = {
-    "clamped": "{name}={value} is outside {lo}–{hi}; set to {clamped}.",
-    "not_number": "{name}={value!r} is not a number; ignored.",
-    "not_bool": "greedy={value!r} is not true or false; ignored.",
-    "long_prompt": "The prompt in the link has {n:,} characters; the first {limit:,} were kept.",
-    "unknown": "Unknown link parameter{s} ignored: {names}.",
-    "bad_tab": "tab={value!r} is not one of {tabs}; ignored.",
-    "filled": "Settings from the link: {what}.",
-}
+OUT_OF_RANGE = ("input.between", "input.at_least", "input.at_most")
 
 
-def prefill(params: dict) -> Prefill:
-    """Query parameters -> updates of the Generate tab's controls, the selected tab and a message."""
+def _read(name: str, raw, lo, hi, whole: bool):
+    """(the value for the control, or None when refused; the sentence to say, or None). A whole number
+    is read exactly within the range (a float past 2⁵³ inside it is refused as inexact), and one outside
+    it is clamped: the reader names the number it read, and the clamp says so."""
+    try:
+        if whole:
+            return parse_count(raw, name, lo, hi), None
+        value = parse_number(raw, name)
+    except UserError as e:
+        if e.key not in OUT_OF_RANGE:
+            return None, (e, "link_ignored")
+        value = e.fields["value"]
+    clamped = min(max(value, lo), hi)
+    if clamped == value:
+        return value, None
+    return clamped, ("link_clamped", dict(name=name, value=raw, lo=lo, hi=hi, clamped=clamped))
+
+
+def prefill(params: dict, lang: str = "en") -> Prefill:
+    """Query parameters -> updates of the Generate tab's controls, the selected tab and a message in ``lang``."""
     out = {name: gr.skip() for name in ORDER}
     problems, filled = [], []
+
+    def ignored(e: UserError, name: str) -> str:
+        return f"{tr_error(lang, e)} {tr(lang, 'link_ignored', name=name)}"
+
     for name, (lo, hi, whole) in RANGES.items():
         if name not in params:
             continue
-        raw = params[name]
-        try:
-            # Digits are read by int(): a seed past 2⁵³ fills the box as it is in the link, not rounded.
-            value = read_number(raw) if whole else float(raw)
-            if not math.isfinite(value):
-                raise ValueError
-        except (TypeError, ValueError, OverflowError):
-            problems.append(MSG["not_number"].format(name=name, value=raw))
-            continue
-        clamped = min(max(value, lo), hi)
-        if whole:
-            clamped = exact_whole(clamped)
-            if clamped is None:  # 2.5, or a float past 2⁵³: the nearest whole number (said below)
-                clamped = int(round(min(max(value, lo), hi)))
-        if clamped != value:
-            problems.append(MSG["clamped"].format(name=name, value=raw, lo=lo, hi=hi, clamped=clamped))
-        out[name] = clamped
-        filled.append(f"{name} {clamped}")
+        value, said = _read(name, params[name], lo, hi, whole)
+        if said is not None:
+            what, detail = said
+            problems.append(ignored(what, name) if isinstance(what, UserError) else tr(lang, what, **detail))
+        if value is not None:
+            out[name] = value
+            filled.append(f"{name} {value}")
     if "prompt" in params:
         prompt = str(params["prompt"])
         if len(prompt) > MAX_PROMPT_CHARS:
-            problems.append(MSG["long_prompt"].format(n=len(prompt), limit=MAX_PROMPT_CHARS))
+            problems.append(tr(lang, "link_long_prompt", n=f"{len(prompt):,}", limit=f"{MAX_PROMPT_CHARS:,}"))
             prompt = prompt[:MAX_PROMPT_CHARS]
         out["prompt"] = prompt
         filled.append("prompt")
@@ -82,24 +85,24 @@ def prefill(params: dict) -> Prefill:
         try:
             out["greedy"] = parse_bool(params["greedy"], "greedy")
             filled.append(f"greedy {out['greedy']}")
-        except ValueError:
-            problems.append(MSG["not_bool"].format(value=params["greedy"]))
+        except UserError as e:
+            problems.append(ignored(e, "greedy"))
     tab = gr.skip()
     if "tab" in params:
         if params["tab"] in TABS:
             tab = gr.Tabs(selected=params["tab"])
         else:
-            problems.append(MSG["bad_tab"].format(value=params["tab"], tabs=", ".join(TABS)))
+            problems.append(tr(lang, "link_bad_tab", value=repr(params["tab"]), tabs=", ".join(TABS)))
     elif filled:
         tab = gr.Tabs(selected="generate")
     unknown = sorted(set(params) - set(RANGES) - {"prompt", "greedy", "tab"} - PAGE_PARAMS)
     if unknown:
-        problems.append(MSG["unknown"].format(s="s" if len(unknown) > 1 else "", names=", ".join(unknown)))
+        problems.append(tr(lang, "link_unknown_many" if len(unknown) > 1 else "link_unknown", names=", ".join(unknown)))
     message = gr.skip()
     if problems:
         message = warn(" ".join(problems))
     elif filled:
-        message = ok(MSG["filled"].format(what=", ".join(filled)))
+        message = ok(tr(lang, "link_filled", what=", ".join(filled)))
     return Prefill(**out, tabs=tab, input_msg=message)
 
 
@@ -108,7 +111,7 @@ def prefill_from_url(request: gr.Request):
     params = dict(request.query_params) if request is not None else {}
     if not params:
         return skipped(Prefill)
-    return prefill(params)
+    return prefill(params, page_prefs(request)[0])
 
 
 def share_query(prompt, temperature, top_k, top_p, max_new, seed, greedy) -> str:

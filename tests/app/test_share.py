@@ -62,8 +62,9 @@ def test_out_of_range_is_clamped_and_said_garbage_is_ignored_and_said():
     for words in (
         "temperature=9 is outside 0.0–2.0; set to 2.0",
         "top_k=-3",
-        "seed='abc' is not a number",
-        "greedy='maybe'",
+        "seed must be a number, got 'abc'. seed from the link is ignored.",  # the Generate tab's own refusal
+        "top_p must be a finite number, got 'nan'",
+        "greedy must be true or false, got 'maybe'",
         "tab='nowhere'",
         "Unknown link parameter ignored: foo",
     ):
@@ -124,3 +125,23 @@ def test_a_seed_past_2_53_in_a_link_fills_the_box_exactly():
     assert out["seed"] == 2**53 + 1 and type(out["seed"]) is int and "pg-ok" in out["message"]
     out = outputs({"seed": "9223372036854775808"})  # 2⁶³: one past the range, clamped and said
     assert out["seed"] == 2**63 - 1 and "outside" in out["message"]
+
+
+def test_a_link_is_read_by_the_generate_tabs_field_readers_and_said_in_the_pages_language():
+    """The same readers as the Generate tab's boxes (a fraction for a whole number is refused, not rounded),
+    and every sentence keyed: in 中文 on a Chinese page, with no English left in it."""
+    from playground.i18n import EN, ZH
+
+    link = {"top_k": "2.5", "seed": "1e20", "temperature": "9", "greedy": "maybe", "tab": "nowhere", "foo": "1"}
+    en, zh = share.prefill(link), share.prefill(link, "zh-CN")
+    assert isinstance(en[share.ORDER.index("top_k")], type(gr.skip()))  # 2.5 is not a whole number: ignored
+    assert en[share.ORDER.index("seed")] == zh[share.ORDER.index("seed")] == 2**63 - 1  # clamped, exactly
+    said = html.unescape(zh[-1])
+    for key in ("link_clamped", "link_ignored", "link_bad_tab", "link_unknown"):
+        assert key in EN and key in ZH and ZH[key] != EN[key]
+    for words in ("top_k 必须是整数", "已忽略链接中的 top_k", "链接中的 seed=1e20 超出", "已忽略未知的链接参数：foo"):
+        assert words in said, (words, said)
+    for english in ("is outside", "ignored", "must be", "Unknown"):
+        assert english not in said, (english, said)
+    ok = html.unescape(share.prefill({"seed": "9007199254740993"}, "zh-CN")[-1])
+    assert "已从链接填入设置：seed 9007199254740993" in ok

@@ -126,3 +126,22 @@ def test_a_replay_files_settings_become_the_same_typed_settings():
     s = check_settings({"temperature": 0.7, "top_k": 0, "top_p": 1, "max_new_tokens": 9}, PAST_FLOAT)
     assert s == SamplingSettings(temperature=0.7, top_k=None, top_p=1.0, seed=PAST_FLOAT)
     assert check_settings({}, MAX_SEED).temperature == 0.0  # no temperature recorded: greedy
+
+
+@pytest.mark.parametrize("seed", [2.7, float(PAST_FLOAT), -1, 2**63, "3", None])
+def test_a_replay_files_random_recipe_needs_an_exact_seed(model, seed):
+    """A random recipe's seed names its weights: 2.7 is not truncated to 2, nor 2⁵³ + 1 sent as a float
+    rounded, into another model."""
+    from playground.server.replay import model_for, replay_record
+    from tests.export_helpers import small_run
+
+    record = replay_record(small_run(model), model)
+    record["recipe"] = {**record["recipe"], "seed": seed}
+    with pytest.raises(ReplayError) as caught:
+        model_for(record)
+    detail = caught.value.fields["detail"]
+    assert caught.value.key == "replay.needs_model" and detail.key == "replay.random_recipe"
+    assert "收到的种子是" in tr_error("zh-CN", caught.value)
+    record["recipe"]["seed"] = PAST_FLOAT  # a JSON int: exact, and built as it is
+    built, recipe = model_for(record)
+    assert recipe["seed"] == PAST_FLOAT and built.cfg == model.cfg

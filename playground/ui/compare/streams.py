@@ -15,16 +15,7 @@ from types import SimpleNamespace
 from playground.server.decode_loop import LOOP
 from playground.server.runs import start_run
 from playground.ui import redraw
-from playground.ui.common import (
-    ok,
-    parse_bool,
-    parse_number,
-    parse_optional_count,
-    parse_optional_number,
-    parse_seed,
-    parse_whole,
-    tr,
-)
+from playground.ui.common import SamplingSettings, ok, parse_seed, parse_whole, tr
 from playground.ui.results import only, result
 
 from . import views as cv
@@ -34,18 +25,39 @@ STREAM_INTERVAL_S = 0.25
 Streams = result("Streams", "side_msg", "side")  # the side-by-side section's message and columns
 
 
-def two_streams(pairs, prompt, seed, max_new, titles, lang="en", request=None):
-    """Run two generations step by step, yielding (message, side-by-side HTML). ``titles(lang)`` names
-    the two streams."""
+def shared_length_and_seed(max_new, seed) -> tuple[int, int]:
+    """The two streams' shared number of new tokens (1..MAX_COMPARE_NEW) and seed, as typed; no seed
+    draws one, which both streams then share: only the model or the settings differ."""
     max_new = parse_whole(max_new, "Max new tokens", 1, MAX_COMPARE_NEW)
     seed = parse_seed(seed, "Sampling seed")
     if seed is None:
-        seed = int.from_bytes(os.urandom(4), "little")  # both streams share it: only the model/settings differ
+        seed = int.from_bytes(os.urandom(4), "little")
+    return max_new, seed
+
+
+def sampling_settings(temperature, top_k, top_p, max_new: int, seed: int, greedy=False) -> SamplingSettings:
+    """One stream's settings, parsed once: what its boxes sent, with the shared length and seed."""
+    return SamplingSettings.parse(
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        max_new_tokens=max_new,
+        seed=seed,
+        greedy=greedy,
+        seed_name="Sampling seed",
+    )
+
+
+def two_streams(pairs, prompt, titles, lang="en", request=None):
+    """Run two generations step by step, yielding (message, side-by-side HTML). ``pairs`` holds
+    (model, recipe, SamplingSettings) twice, with the same length and seed; ``titles(lang)`` names
+    the two streams."""
+    max_new, seed = pairs[0][2].max_new_tokens, pairs[0][2].seed
     wake = threading.Event()  # both streams wake this handler
     streams = []
     try:
         for model, recipe, settings in pairs:
-            run, gen = start_run(model, recipe, prompt, max_new_tokens=max_new, seed=seed, **settings)
+            run, gen = start_run(model, recipe, prompt, settings)
             streams.append((run, LOOP.submit(gen, wake=wake)))
         steps = ([], [])
         prompt_ids = streams[0][0].prompt_ids
@@ -84,12 +96,3 @@ def two_streams(pairs, prompt, seed, max_new, titles, lang="en", request=None):
 
     redraw.remember(request, "cmp_side", draw)
     yield draw(lang)
-
-
-def sampling_settings(temperature, top_k, top_p, greedy=False) -> dict:
-    return {
-        "temperature": parse_number(temperature, "Temperature"),
-        "top_k": parse_optional_count(top_k, "top-k"),
-        "top_p": parse_optional_number(top_p, "top-p"),
-        "greedy": parse_bool(greedy, "Greedy"),
-    }

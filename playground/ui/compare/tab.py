@@ -44,7 +44,7 @@ from playground.ui.common import (
 from playground.ui.results import only, result
 
 from . import views as cv
-from .streams import Streams, sampling_settings, two_streams
+from .streams import Streams, sampling_settings, shared_length_and_seed, two_streams
 
 SOURCES = ("paste", "upload", "run")  # ids the API sends; labels follow the language
 SOURCE_KEYS = dict(zip(SOURCES, ("src_paste", "src_upload", "src_run")))  # labels in the page's language
@@ -270,13 +270,13 @@ def generate_two_models(state, cmp_state, prompt, seed, max_new, temperature, to
     lang = lang_of(state)
     try:
         mb, recipe_b = model_b(cmp_state)
-        settings = sampling_settings(temperature, top_k, top_p)
+        settings = sampling_settings(temperature, top_k, top_p, *shared_length_and_seed(max_new, seed))
         pairs = [(session_model(state), state["recipe"], settings), (mb, recipe_b, settings)]
         for model, _, _ in pairs:
             refuse_own_tokenizer(model, "compare")
         recipe_a = state["recipe"]
         titles = lambda lang: (f"A: {describe_recipe(recipe_a, lang)}", f"B: {describe_recipe(recipe_b, lang)}")  # noqa: E731
-        yield from two_streams(pairs, prompt, seed, max_new, titles, lang, request)
+        yield from two_streams(pairs, prompt, titles, lang, request)
     except Exception as e:
         yield _stream_error(e, lang, request)
 
@@ -288,19 +288,13 @@ def generate_two_settings(state, prompt, seed, max_new, t_a, k_a, p_a, t_b, k_b,
     try:
         model = session_model(state)
         refuse_own_tokenizer(model, "compare")
-        a, b = sampling_settings(t_a, k_a, p_a), sampling_settings(t_b, k_b, p_b)
-        name = lambda lang, ab, s: tr(
-            lang,
-            "cmp_settings",
-            ab=ab,
-            t=s["temperature"],  # noqa: E731
-            k=s["top_k"] or tr(lang, "cmp_off"),
-            p=s["top_p"],
+        shared = shared_length_and_seed(max_new, seed)
+        a, b = sampling_settings(t_a, k_a, p_a, *shared), sampling_settings(t_b, k_b, p_b, *shared)
+        name = lambda lang, ab, s: tr(  # noqa: E731
+            lang, "cmp_settings", ab=ab, t=s.temperature, k=s.top_k or tr(lang, "cmp_off"), p=s.top_p
         )
         pairs = [(model, state["recipe"], a), (model, state["recipe"], b)]
-        yield from two_streams(
-            pairs, prompt, seed, max_new, lambda lang: (name(lang, "A", a), name(lang, "B", b)), lang, request
-        )
+        yield from two_streams(pairs, prompt, lambda lang: (name(lang, "A", a), name(lang, "B", b)), lang, request)
     except Exception as e:
         yield _stream_error(e, lang, request)
 
