@@ -399,14 +399,14 @@ def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
 
 def test_attention_of_a_run_that_grew_after_its_forward_keeps_its_labels(monkeypatch):
     """A chip clicked mid-run: the run may gain a token between the forward and the labels."""
-    import playground.ui.attention_view as av
+    from playground.server import attention_views as views
     from playground.server.runs import run_attention
 
     state = run_generation(nano_state(), n=4)[0]
     run = run_of(state)
     stale = run_attention(CACHE.get(state["recipe"]), run)  # the forward for the tokens so far
     run.steps.append(run.steps[-1])  # one more token arrives before the figure is drawn
-    monkeypatch.setattr(av, "run_attention", lambda model, run: stale)
+    monkeypatch.setattr(views, "run_attention", lambda model, run: stale)
     fig, query_fig, query_update, msg = attention_view.attention_views(state, attention_view.VIEWS[0], 0, 0, True, None)
     assert msg == "" and fig.data[0].type == "heatmap"
     assert len(fig.layout.xaxis.ticktext) == len(run.token_ids) - 1  # the forward's positions

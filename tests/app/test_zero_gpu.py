@@ -12,7 +12,7 @@ from playground.runtime import devices
 from playground.server import gpu, gpu_runs
 from playground.server.decode_loop import LOOP
 from playground.server.recipes import random_recipe
-from playground.ui import generate_tab
+from playground.ui.generate import tab as generate_tab
 from tests import fake_spaces
 
 SETTINGS = ("ROMEO:\nWhat light", 0.8, 40, 1.0, 12, 5, False)  # temperature, top-k, top-p, new tokens, seed, greedy
