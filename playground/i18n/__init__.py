@@ -40,6 +40,13 @@ FORMULA_ZH = {
 }
 
 
+def tr_words(lang: str | None, words: tuple) -> str:
+    """Words the server handed over as data, ``(key, fields)``, in ``lang``: a field that is itself such a
+    pair (or a bare key, as a 1-tuple) is written first."""
+    key, fields = words
+    return tr(lang, key, **{name: tr_words(lang, v) if isinstance(v, tuple) else v for name, v in fields.items()})
+
+
 def tr_formula(lang: str | None, formula: str) -> str:
     if normalize_lang(lang) != "zh-CN":
         return formula

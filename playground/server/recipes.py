@@ -28,7 +28,7 @@ from playground.engine.quantize import quantize_int8
 from playground.engine.weight_layout import WeightLoadError
 from playground.engine.weights import load_checkpoint
 from playground.errors import UserError
-from playground.i18n import tr
+from playground.i18n import tr, tr_words
 from playground.runtime import kernels
 from playground.runtime.devices import default_device
 from playground.runtime.threads import torch_threads
@@ -132,25 +132,32 @@ def recipe_key(recipe: dict) -> str:
     return json.dumps(recipe, sort_keys=True)
 
 
-def describe_recipe(recipe: dict, lang: str = "en") -> str:
+def recipe_words(recipe: dict) -> tuple[str, dict]:
+    """How to name a recipe, as data the UI writes in the page's language (``i18n.tr_words``): an i18n
+    key and its fields (a trained model's label and its corpus are such pairs themselves)."""
     kind = recipe["kind"]
     if kind == "random":
-        return tr(lang, "recipe_random", seed=recipe["seed"])
+        return "recipe_random", {"seed": recipe["seed"]}
     if kind == "bundled":
-        return tr(lang, "recipe_bundled")
+        return "recipe_bundled", {}
     if kind == "hub":
         family = folder_family(recipe)
         if family:  # not OpenAI's: a Llama, Qwen3 or Mistral folder
             key = "recipe_family" if is_folder(recipe) else "recipe_family_hub"
-            return tr(lang, key, family=family, repo=recipe["repo"])
-        return tr(lang, "recipe_hub", repo=recipe["repo"])
-    label = recipe.get("label", "file")
+            return key, {"family": family, "repo": recipe["repo"]}
+        return "recipe_hub", {"repo": recipe["repo"]}
+    label: str | tuple = recipe.get("label", "file")
     trained = recipe.get("trained")  # what TrainingJob trained, as data: its label in any language
     if trained:
         corpus = trained["corpus"]
-        corpus = tr(lang, CORPUS_LABEL_KEYS[corpus]) if corpus in CORPUS_LABEL_KEYS else corpus
-        label = tr(lang, "trained_label", **{**trained, "corpus": corpus})
-    return tr(lang, "recipe_file", label=label)
+        corpus = (CORPUS_LABEL_KEYS[corpus], {}) if corpus in CORPUS_LABEL_KEYS else corpus
+        label = ("trained_label", {**trained, "corpus": corpus})
+    return "recipe_file", {"label": label}
+
+
+def describe_recipe(recipe: dict) -> str:
+    """A recipe named in English, for records, files and logs (pages write ``recipe_words`` themselves)."""
+    return tr_words("en", recipe_words(recipe))
 
 
 CORPUS_LABEL_KEYS = {

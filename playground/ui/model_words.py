@@ -9,11 +9,17 @@ from __future__ import annotations
 import re
 
 from playground.formats import format_bytes
-from playground.i18n import tr, tr_formula
+from playground.i18n import tr, tr_formula, tr_words
 from playground.server import model_facts
-from playground.server.recipes import describe_recipe
+from playground.server.recipes import recipe_words
+from playground.server.side_by_side_views import MARKS, side_by_side_data
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>&])")
+
+
+def describe_recipe(recipe: dict, lang: str = "en") -> str:
+    """A model's recipe named in the page's language ("random init (seed 3)", "随机初始化（种子 3）")."""
+    return tr_words(lang, recipe_words(recipe))
 
 
 def markdown_literal(text: str) -> str:
@@ -137,3 +143,44 @@ def tying_explanation(cfg, lang: str = "en") -> str:
 
 
 tree_items = model_facts.tree_items
+
+
+def _later_block(name: str) -> bool:
+    """Blocks 1, 2, … repeat block 0: the table shows block 0's inside only."""
+    parts = name.split(".")
+    return len(parts) >= 2 and parts[0] == "trf_blocks" and parts[1] != "0"
+
+
+def side_by_side_tables(a: str, b: str, max_depth: int = 3, lang: str = "en") -> tuple[list[list], list[list], str]:
+    """(tree rows, breakdown rows, a Markdown summary) for presets ``a`` and ``b``. Tree rows: mark, module,
+    a's type and parameters, b's; breakdown rows: component, a's formula and count, b's, mark."""
+    got = side_by_side_data(a, b)
+    tree = [
+        [
+            MARKS[r["mark"]],
+            "\u2003" * r["depth"] + (r["name"].split(".")[-1] if r["name"] else "GPTModel"),
+            r["a"]["type"] if r["a"] else "",
+            f"{r['a']['params']:,}" if r["a"] else "",
+            r["b"]["type"] if r["b"] else "",
+            f"{r['b']['params']:,}" if r["b"] else "",
+        ]
+        for r in got["tree"]
+        if r["depth"] <= max_depth and not _later_block(r["name"])
+    ]
+    breakdown = [
+        [
+            tr(lang, r["component"]),
+            tr_formula(lang, r["a_formula"]),
+            f"{r['a']:,}",
+            tr_formula(lang, r["b_formula"]),
+            f"{r['b']:,}",
+            "≠" if r["differs"] else "",
+        ]
+        for r in got["breakdown"]
+    ]
+    (ta, tb), (ka, kb) = got["total"], got["kv_bytes_per_token"]
+    changed = ", ".join(f"`{name}` {va!r} → {vb!r}" for name, va, vb in got["switches"]) or "—"
+    summary = tr(
+        lang, "sbs_summary", a=a, b=b, ta=f"{ta:,}", tb=f"{tb:,}", ka=f"{ka:,.0f}", kb=f"{kb:,.0f}", changed=changed
+    )
+    return tree, breakdown, summary

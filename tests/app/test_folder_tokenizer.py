@@ -159,7 +159,7 @@ def test_the_tokenizer_tab_says_it_shows_gpt2s_bpe_not_the_models(loaded):
 
 
 def test_the_folders_model_is_named_by_its_family_not_as_openais(loaded):
-    from playground.server.recipes import describe_recipe
+    from playground.ui.model_words import describe_recipe
 
     folder, out = loaded
     family = json.loads((folder / "config.json").read_text())["model_type"]

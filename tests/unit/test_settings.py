@@ -145,3 +145,17 @@ def test_a_replay_files_random_recipe_needs_an_exact_seed(model, seed):
     record["recipe"]["seed"] = PAST_FLOAT  # a JSON int: exact, and built as it is
     built, recipe = model_for(record)
     assert recipe["seed"] == PAST_FLOAT and built.cfg == model.cfg
+
+
+def test_a_recipe_is_named_as_data_and_written_in_either_language():
+    """The server names a recipe by key and fields; English for records, the page's language on the page."""
+    from playground.i18n import tr_words
+    from playground.server.recipes import describe_recipe, recipe_words
+
+    trained = {"kind": "file", "path": "x.safetensors", "label": "x", "dtype": "float32"}
+    trained["trained"] = {"layers": 2, "d": 64, "steps": 20, "corpus": "Pride and Prejudice"}
+    for recipe in ({"kind": "random", "seed": 3, "config": {}}, {"kind": "bundled"}, trained):
+        words = recipe_words(recipe)
+        assert describe_recipe(recipe) == tr_words("en", words)
+        assert tr_words("zh-CN", words) != tr_words("en", words)
+    assert tr_words("en", recipe_words({"kind": "random", "seed": 3})) == "random init (seed 3)"

@@ -108,7 +108,7 @@ def test_side_by_side_marks_what_changed_since_gpt2():
 
 
 def test_the_model_tabs_side_by_side_tables():
-    from playground.server.side_by_side_views import side_by_side_tables
+    from playground.ui.model_words import side_by_side_tables
 
     tree, breakdown, summary = side_by_side_tables("gpt2-small", "llama-3.2-1b", max_depth=4)
     rows = {r[1].strip("\u2003"): r for r in tree}

@@ -21,7 +21,6 @@ from playground.errors import UserError
 from playground.server.catalog import PRESETS
 from playground.server.files import exports_dir
 from playground.server.model_cache import CACHE
-from playground.server.recipes import describe_recipe
 from playground.server.replay import model_for, read_record, replay, replay_record, write_record
 from playground.server.scores import compare_scores, decode_upload, receipt, score_text
 from playground.server.tokens import gpt2_tokenizer, refuse_own_tokenizer
@@ -41,6 +40,7 @@ from playground.ui.common import (
     tr,
     warn,
 )
+from playground.ui.model_words import describe_recipe
 from playground.ui.results import only, result
 
 from . import views as cv

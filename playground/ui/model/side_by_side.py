@@ -6,9 +6,10 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground.server.side_by_side_views import CHOICES, DEFAULT_PAIR, side_by_side_tables
+from playground.server.side_by_side_views import CHOICES, DEFAULT_PAIR
 from playground.ui.common import T, lang_of, parse_choice, tr, tr_error
 from playground.ui.model_switch import table
+from playground.ui.model_words import side_by_side_tables
 from playground.ui.widgets import Dropdown
 
 

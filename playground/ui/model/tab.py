@@ -27,7 +27,7 @@ from playground.server.catalog import (
     count_parameters,
 )
 from playground.server.files import discard_upload
-from playground.server.recipes import BUNDLED_CHECKPOINT, describe_recipe
+from playground.server.recipes import BUNDLED_CHECKPOINT
 from playground.ui import listeners, redraw
 from playground.ui.common import (
     T,
@@ -62,7 +62,7 @@ from playground.ui.model_switch import (
     switch_outputs,
     table,
 )
-from playground.ui.model_words import tree_table, tying_explanation
+from playground.ui.model_words import describe_recipe, tree_table, tying_explanation
 from playground.ui.results import only, outputs, result, skipped
 from playground.ui.widgets import Dropdown, Number, Radio, Slider
 

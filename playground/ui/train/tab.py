@@ -23,7 +23,6 @@ from playground.server.jobs import (
     max_trainings,
     time_limit_seconds,
 )
-from playground.server.recipes import describe_recipe
 from playground.server.training_inputs import estimate as train_estimate
 from playground.server.training_inputs import overfitting
 from playground.ui import redraw
@@ -32,6 +31,7 @@ from playground.ui.common import fail as _fail
 from playground.ui.common import ok as _ok
 from playground.ui.common import warn as _warn
 from playground.ui.model_switch import Switch, preset_choices, switch_model
+from playground.ui.model_words import describe_recipe
 from playground.ui.results import only, result
 
 from . import heads_view
