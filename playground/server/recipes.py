@@ -18,7 +18,6 @@ import torch
 
 from playground import assets
 from playground.accel import DECODE_THREADS, accelerate, background, undecided
-from playground.accel import enabled as accel_enabled
 from playground.engine.config import DEFAULT_PRESET, MODERN_PRESETS, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.hf_hub import HUB_MODELS, cached_config, hf_progress_tqdm, load_pretrained
 from playground.engine.hf_llama import MODEL_TYPES as LLAMA_FAMILY
@@ -304,13 +303,8 @@ def build_peak_bytes(recipe: dict) -> int:
     target = 2 if dtype in ("bfloat16", "int8") else 4  # int8 is quantized from a bfloat16 build, int8-dynamic float32
     kind = recipe.get("kind")
     if kind == "random":
-        cfg = GPTConfig.from_dict(recipe["config"])
-        n = count_parameters_analytic(cfg)
-        # A GPT-2-layout model the accelerated path takes (accel.accelerate) gets its weights copied once
-        # more while it builds: each matrix in the layout this machine chose, and (out, in) copies for
-        # the native step while it is checked, before they replace the originals.
-        accelerated = accel_enabled() and not cfg.since_gpt2() and dtype in ("float32", "bfloat16")
-        return n * 4 + (n * target if target != 4 else 0) + (n * target if accelerated else 0)
+        n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))
+        return n * 4 + (n * target if target != 4 else 0)
     if kind == "hub" and is_folder(recipe):  # a local folder: sized by its file
         weights = Path(recipe["repo"]) / "model.safetensors"
         size = weights.stat().st_size if weights.is_file() else 0  # (the loader says what is missing)
