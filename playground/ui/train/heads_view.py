@@ -91,7 +91,11 @@ def recorded_view(train_state=None) -> tuple:
 
 
 def _recorded_phase(rec, lang) -> str:
-    phase = rec["timeline"]["phase_change"]
+    return _phase_words(rec["timeline"]["phase_change"], lang)
+
+
+def _phase_words(phase, lang) -> str:
+    """Where a timeline's phase change came (its head, rise and step), or that none came."""
     if not phase:
         return tr(lang, "heads_no_phase")
     return tr(
@@ -114,17 +118,7 @@ def best_head(run) -> str | None:
 
 
 def _phase_text(run, lang) -> str:
-    phase = train_heads.timeline(run)["phase_change"]
-    if not phase:
-        return tr(lang, "heads_no_phase")
-    return tr(
-        lang,
-        "heads_phase_at",
-        layer=phase["layer"],
-        head=phase["head"],
-        rise=f"{phase['rise']:.2f}",
-        step=phase["step"],
-    )
+    return _phase_words(train_heads.timeline(run)["phase_change"], lang)
 
 
 def scrub_view(train_state, step, pick, request: gr.Request = None):
