@@ -1,6 +1,6 @@
 """A room's follower as a student's page follows: a long poll on ``/room/wait`` (server.room_wait) and,
-each time it answers that the room moved, the page's own poll through Gradio's queue (``/room_state``,
-as the page's hidden poke runs ``lessons_room.poll``): the move counts as seen when that poll's answer
+each time it answers that the room moved, the page's own poll (``/room_state``, as the page's hidden
+poke runs ``lessons_room.poll``: one POST, the event being unqueued; through the queue if it is queued): the move counts as seen when that poll's answer
 arrives. Bare HTTP (``http.client``), as bench/room_sse.py's learners, so 60 of them weigh little
 beside the server.
 """
@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from .room_sse import Endpoint, stream_generate
+from .room_sse import Endpoint, post, stream_generate
 
 WAIT_S = 20.0  # as the page's WATCH_JS asks
 
@@ -48,10 +48,13 @@ class Route:
     port: int
     join_path: str
     data_path: str
+    run_path: str | None  # (set when the event is unqueued: one POST)
 
     @classmethod
     def of(cls, endpoint) -> Route:
-        return cls(endpoint.fn_index, endpoint.host, endpoint.port, endpoint.join_path, endpoint.data_path)
+        return cls(
+            endpoint.fn_index, endpoint.host, endpoint.port, endpoint.join_path, endpoint.data_path, endpoint.run_path
+        )
 
 
 class Follower(threading.Thread):
@@ -87,8 +90,13 @@ class Follower(threading.Thread):
                     continue
                 since = answer["version"]
                 self.woken.setdefault(since, time.time())
-                _, stamped = stream_generate(self.endpoint, self.session, [self.code, drawn, "", ""], None, timeout=60)
-                arrived, out = stamped[-1][0], stamped[-1][1][0]
+                data = [self.code, drawn, "", ""]
+                if self.endpoint.run_path:
+                    arrived, outputs = post(self.endpoint, self.session, data, timeout=60)
+                else:
+                    _, stamped = stream_generate(self.endpoint, self.session, data, None, timeout=60)
+                    arrived, outputs = stamped[-1]
+                out = outputs[0]
                 if "error" in out:
                     self.errors.append(out["error"])
                 elif out.get("changed"):

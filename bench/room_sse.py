@@ -32,6 +32,9 @@ class Endpoint:
         self.host, self.port = parts.hostname, parts.port or 80
         self.join_path = f"/{prefix}/queue/join"
         self.data_path = f"/{prefix}/queue/data"
+        # An event with queue=False is one POST, as the page sends it (``/run/predict`` with its fn_index)
+        dependency = next((d for d in client.config.get("dependencies", []) if d.get("id") == self.fn_index), {})
+        self.run_path = None if dependency.get("queue", True) else f"/{prefix}/run/predict"
 
     def data(self, kwargs: dict, parameters: list[dict]) -> list:
         values = [kwargs[p["parameter_name"]] for p in parameters]
@@ -95,6 +98,21 @@ def stream_generate(
     finally:
         conn.close()
     return start, stamped
+
+
+def post(endpoint, session_hash: str, data: list, timeout: float = 30.0) -> tuple[float, list]:
+    """(arrival time, outputs) of one unqueued event (``endpoint.run_path``), posted as the page posts it."""
+    body = {"data": data, "fn_index": endpoint.fn_index, "session_hash": session_hash, "event_data": None}
+    conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout)
+    try:
+        conn.request("POST", endpoint.run_path, json.dumps(body), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        answer = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{endpoint.run_path}: HTTP {resp.status}: {answer[:200]!r}")
+        return time.time(), json.loads(answer)["data"]
+    finally:
+        conn.close()
 
 
 def call(endpoint: Endpoint, session_hash: str, data: list, timeout: float = 30.0) -> None:

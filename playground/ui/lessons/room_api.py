@@ -115,8 +115,7 @@ def wire(c, state) -> None:
         [c.api_code, c.api_number, c.api_member, c.api_key],
         c.api_out,
         api_name="room_state",
-        concurrency_id="room_poll",
-        concurrency_limit=32,
+        queue=False,  # (one POST: a follower's poll never waits behind decoding, nor pays the queue's stream)
     )
     hidden().click(api_publish, [c.api_code, c.api_key, c.api_state], c.api_out, api_name="room_publish")
     hidden().click(
