@@ -118,17 +118,7 @@ class GPTConfig(SerializableConfig):
         for name in ("window_layers", "rope_llama3"):
             if isinstance(getattr(self, name), list):  # from JSON
                 object.__setattr__(self, name, tuple(getattr(self, name)))
-        for name in (
-            "vocab_size",
-            "context_length",
-            "emb_dim",
-            "n_heads",
-            "n_layers",
-            "ff_hidden_dim",
-            "n_kv_heads",
-            "fixed_head_dim",
-            "sliding_window",
-        ):
+        for name in whole_fields():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(
@@ -226,6 +216,12 @@ class GPTConfig(SerializableConfig):
         if self.pos_encoding == "rope":
             changed.insert(0, "pos_encoding")
         return [name for name in changed if name != "tokenizer" or self.tokenizer != "gpt2"]
+
+
+def whole_fields() -> tuple[str, ...]:
+    """The config's whole-number fields (annotated ``int``): each must be a positive int (or 0 where 0
+    means "as GPT-2"). The model form reads the same fields exactly (``model_form.INT_FIELDS``)."""
+    return tuple(f.name for f in dataclasses.fields(GPTConfig) if f.type in ("int", int))
 
 
 def check_since_gpt2(cfg: GPTConfig) -> None:

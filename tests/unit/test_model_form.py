@@ -100,3 +100,14 @@ def test_a_bad_choice_or_init_seed_is_refused_by_its_key(args, key):
     with pytest.raises(UserError) as caught:
         form(*typed(NANO), **args)
     assert caught.value.key == key and key in ERRORS_ZH and tr_error("zh-CN", caught.value) != str(caught.value)
+
+
+def test_the_form_reads_exactly_the_configs_whole_number_fields():
+    """The form is a leaf (it cannot import the engine), so its list of whole-number fields is its own: it
+    names the config's int fields, no more and no fewer, and every one is a field the form shows."""
+    from playground.engine.config import whole_fields
+    from playground.model_form import INT_FIELDS
+
+    assert set(INT_FIELDS) == set(whole_fields()) and set(INT_FIELDS) <= set(CONFIG_FIELDS)
+    with pytest.raises(ConfigError, match="sliding_window must be a whole number"):
+        GPTConfig(sliding_window=2.5)
