@@ -21,9 +21,10 @@ from playground.server import attention_views as views
 from playground.server.attention_views import GRID_MAX_TOKENS, OVERVIEW_METRICS
 from playground.server.recipes import BUNDLED_CHECKPOINT
 from playground.server.runs import layer_attention
+from playground.settings import parse_bool, parse_choice, parse_whole
 
 from . import redraw
-from .common import api_run, dress, lang_of, parse_bool, parse_choice, parse_whole, session_model, session_run, tr, warn
+from .common import api_run, dress, lang_of, session_model, session_run, tr, warn
 from .figure_dress import fit_height
 from .results import only, result
 from .state import for_the_session

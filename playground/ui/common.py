@@ -1,27 +1,13 @@
-"""What every tab shares, in one import: messages, session state, input parsing and i18n.
+"""What every tab shares, in one import: messages, the session state, the page's boxes and i18n.
 
-What every tab shares, in one import: messages, the session state, input parsing and i18n
-(each lives in its own module; this one only gathers them).
+Each lives in its own module; this one only gathers them. The parsers of what users send are
+``playground.settings``' (a leaf every layer imports directly).
 """
 
+from .boxes import seed_box, slider_range
 from .figure_dress import dress
 from .i18n import I18N, T, choices, lang_of, page_prefs, tr, tr_error
 from .messages import Refusal, fail, log, ok, say, warn
-from .parsing import (
-    MAX_SEED,
-    SamplingSettings,
-    parse_bool,
-    parse_choice,
-    parse_count,
-    parse_number,
-    parse_optional_count,
-    parse_optional_number,
-    parse_optional_whole,
-    parse_seed,
-    parse_whole,
-    seed_box,
-    slider_range,
-)
 from .state import (
     api_run,
     client_address,
@@ -36,8 +22,6 @@ from .state import (
 __all__ = [
     "I18N",
     "Refusal",
-    "MAX_SEED",
-    "SamplingSettings",
     "T",
     "api_run",
     "choices",
@@ -53,16 +37,7 @@ __all__ = [
     "log",
     "new_state",
     "ok",
-    "parse_bool",
-    "parse_choice",
-    "parse_count",
-    "parse_number",
-    "parse_optional_count",
-    "parse_optional_number",
-    "parse_optional_whole",
-    "parse_seed",
     "seed_box",
-    "parse_whole",
     "say",
     "session_id",
     "session_model",

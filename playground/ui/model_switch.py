@@ -21,14 +21,7 @@ from playground.server.recipes import bundled_recipe, hub_recipe, random_recipe
 from playground.ui.model_words import breakdown_table, summary_line, tree_items, tree_table, tying_explanation
 
 from .chips import RESET
-from .common import (
-    choices,
-    dress,
-    lang_of,
-    new_state,
-    slider_range,
-    tr,
-)
+from .common import choices, dress, lang_of, new_state, slider_range, tr
 from .results import outputs, result
 
 # The config fields the form shows, in order (the Since-GPT-2 ones last: see playground.model_form).

@@ -15,8 +15,10 @@ import gradio as gr
 
 from playground.errors import UserError
 from playground.server.runs import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
+from playground.settings import parse_bool, parse_count, parse_number
+from playground.whole_numbers import MAX_SEED
 
-from .common import MAX_SEED, ok, page_prefs, parse_bool, parse_count, parse_number, tr, tr_error, warn
+from .common import ok, page_prefs, tr, tr_error, warn
 from .results import result, skipped
 
 # name -> (lowest, highest, whole number?): the Generate tab's slider ranges

@@ -612,7 +612,7 @@ def test_a_chinese_title_is_wrapped_by_its_width_not_its_character_count():
 
 def test_a_field_name_that_is_an_interface_word_is_translated_too():
     from playground.errors import UserError
-    from playground.ui.parsing import parse_number, parse_whole
+    from playground.settings import parse_number, parse_whole
 
     with pytest.raises(UserError) as caught:
         parse_whole("2.5", "Temperature")

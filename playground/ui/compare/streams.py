@@ -14,8 +14,9 @@ from types import SimpleNamespace
 
 from playground.server.decode_loop import LOOP
 from playground.server.runs import start_run
+from playground.settings import SamplingSettings, parse_seed, parse_whole
 from playground.ui import redraw
-from playground.ui.common import SamplingSettings, ok, parse_seed, parse_whole, tr
+from playground.ui.common import ok, tr
 from playground.ui.results import only, result
 
 from . import views as cv

@@ -24,22 +24,10 @@ from playground.server.model_cache import CACHE
 from playground.server.replay import model_for, read_record, replay, replay_record, write_record
 from playground.server.scores import compare_scores, decode_upload, receipt, score_text
 from playground.server.tokens import gpt2_tokenizer, refuse_own_tokenizer
+from playground.settings import parse_bool, parse_choice, parse_whole
 from playground.ui import model_switch as ms
 from playground.ui import redraw
-from playground.ui.common import (
-    dress,
-    fail,
-    for_the_session,
-    lang_of,
-    ok,
-    parse_bool,
-    parse_choice,
-    parse_whole,
-    session_model,
-    session_run,
-    tr,
-    warn,
-)
+from playground.ui.common import dress, fail, for_the_session, lang_of, ok, session_model, session_run, tr, warn
 from playground.ui.model_words import describe_recipe
 from playground.ui.results import only, result
 

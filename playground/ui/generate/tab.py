@@ -22,12 +22,12 @@ from playground.server.decode_loop import LOOP
 from playground.server.exports import export_model, export_run, reserve_export
 from playground.server.runs import start_run
 from playground.server.step_records import run_record
+from playground.settings import SamplingSettings, parse_choice, parse_whole
 from playground.ui import attention_view as av
 from playground.ui import redraw
 from playground.ui.attention_view import SPANS, VIEW_KEYS, VIEWS, AttentionViews, attention_views, head_examples
 from playground.ui.chips import ChipStream, legend, status_html
 from playground.ui.common import (
-    SamplingSettings,
     api_run,
     choices,
     dress,
@@ -35,8 +35,6 @@ from playground.ui.common import (
     for_the_session,
     lang_of,
     ok,
-    parse_choice,
-    parse_whole,
     session_model,
     session_run,
     tr,

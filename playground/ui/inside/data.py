@@ -16,7 +16,8 @@ from playground.i18n import EN, tr
 from playground.server import inside_views
 from playground.server.inside_views import Intervention, attention_maths, attribution, effects, view_checks
 from playground.server.tokens import tokenizer_of
-from playground.ui.common import Refusal, parse_bool, parse_number, parse_whole, session_id, session_model, session_run
+from playground.settings import parse_bool, parse_number, parse_whole
+from playground.ui.common import Refusal, session_id, session_model, session_run
 
 LENS_WINDOW = 32  # positions drawn at once in the lens heatmaps (at most); a slider scrolls through the rest
 MIN_WINDOW = 8  # the fewest, on the narrowest page

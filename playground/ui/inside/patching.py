@@ -18,18 +18,9 @@ from playground.figures import patching as pf
 from playground.figures.style import empty_figure
 from playground.server import patching_views as pv
 from playground.server.inside_views import StopRequested
+from playground.settings import parse_optional_whole
 from playground.ui import listeners
-from playground.ui.common import (
-    T,
-    choices,
-    dress,
-    fail,
-    for_the_session,
-    lang_of,
-    parse_optional_whole,
-    session_model,
-    tr,
-)
+from playground.ui.common import T, choices, dress, fail, for_the_session, lang_of, session_model, tr
 from playground.ui.messages import Refusal
 from playground.ui.results import only, outputs, result
 from playground.ui.style import HIDE_EMPTY

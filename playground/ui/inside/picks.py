@@ -17,8 +17,9 @@ from __future__ import annotations
 import gradio as gr
 
 from playground.i18n import tr_error
+from playground.settings import parse_optional_whole
 from playground.ui import listeners, redraw
-from playground.ui.common import T, lang_of, parse_optional_whole, tr, warn
+from playground.ui.common import T, lang_of, tr, warn
 from playground.ui.results import only, outputs, result
 
 from .cell_click import read_pick

@@ -20,17 +20,8 @@ import pandas as pd
 from playground.figures import inside as lf
 from playground.server.inside_views import Intervention
 from playground.server.tokens import tokenizer_of
-from playground.ui.common import (
-    dress,
-    fail,
-    for_the_session,
-    lang_of,
-    parse_optional_whole,
-    say,
-    session_model,
-    tr,
-    warn,
-)
+from playground.settings import parse_optional_whole
+from playground.ui.common import dress, fail, for_the_session, lang_of, say, session_model, tr, warn
 from playground.ui.results import only, result
 
 from .data import (

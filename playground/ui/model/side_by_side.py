@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.server.side_by_side_views import CHOICES, DEFAULT_PAIR
-from playground.ui.common import T, lang_of, parse_choice, tr, tr_error
+from playground.settings import parse_choice
+from playground.ui.common import T, lang_of, tr, tr_error
 from playground.ui.model_switch import table
 from playground.ui.model_words import side_by_side_tables
 from playground.ui.widgets import Dropdown

@@ -28,6 +28,7 @@ from playground.server.catalog import (
 )
 from playground.server.files import discard_upload
 from playground.server.recipes import BUNDLED_CHECKPOINT
+from playground.settings import parse_whole
 from playground.ui import listeners, redraw
 from playground.ui.common import (
     T,
@@ -38,7 +39,6 @@ from playground.ui.common import (
     new_state,
     ok,
     page_prefs,
-    parse_whole,
     seed_box,
     session_model,
     tr,

@@ -18,8 +18,9 @@ from playground.server.training_inputs import (
     text_from_paste,
     text_from_upload,
 )
+from playground.settings import parse_choice, parse_count, parse_number, parse_whole
 from playground.ui.common import fail as _fail
-from playground.ui.common import for_the_session, lang_of, parse_choice, parse_count, parse_number, parse_whole, tr
+from playground.ui.common import for_the_session, lang_of, tr
 from playground.ui.model_switch import FORM_PRESETS
 
 # The ids API callers send (the bundled text first, the default: it needs no network); the labels
