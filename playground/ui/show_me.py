@@ -54,7 +54,7 @@ Prepared = result(
     *PATCH_FIELDS.values(),
 )
 GenerateDrawn = result("GenerateDrawn", *AttentionViews._fields, *LastStep._fields)
-TrainDrawn = result("TrainDrawn", "heads_plot", "heads_facts")
+TrainDrawn = result("TrainDrawn", "heads_plot", "heads_facts", "heads_row")
 RUN_TABS = ("generate", "inside")  # tabs whose views read the session's run
 # The element that shows the step's view in its tab: scrolled into view once drawn.
 ANCHORS = {"generate": "pg-heatmap", "inside-lens": "pg-lens", "inside-intervene": "pg-intervene-loss"}
@@ -210,7 +210,8 @@ def draw_train(target, state) -> TrainDrawn:
     """The Train tab's heads view of the run the lesson asked about (recorded: the session may have none)."""
     if (target or {}).get("tab") != "train":
         return skipped(TrainDrawn)
-    return TrainDrawn(*recorded_view({"lang": lang_of(state), "present": bool((state or {}).get("present"))}))
+    view = recorded_view({"lang": lang_of(state), "present": bool((state or {}).get("present"))})
+    return TrainDrawn(*view, gr.update(visible=True))
 
 
 def draw_view(

@@ -197,6 +197,7 @@ def test_every_show_me_opens_its_tab_on_the_steps_view_drawn():
         elif target["tab"] == "compare":
             assert ready.cmp_text == PROMPT and figure_of(parts["compare"].figure).data, where
         elif target["tab"] == "train":  # the recorded run's heads, its phase change marked where the lesson said
+            assert parts["train"].heads_row["visible"] is True, where  # (hidden until a run or a lesson shows it)
             drawn = figure_of(parts["train"].heads_plot)
             head = "L{} H{}".format(*target["head"].split("."))
             assert head in {trace.name for trace in drawn.data}, where

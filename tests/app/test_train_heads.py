@@ -20,7 +20,8 @@ def test_a_run_logs_its_heads_and_the_scrubber_reads_them():
     curves = last.heads_plot
     names = {t.name for t in curves.data}
     assert {f"L{layer} H{head}" for layer in range(2) for head in range(4)} <= names
-    slider, pick = view.scrubber_for("nano", 20)  # set when Train is pressed
+    slider, pick, row = view.scrubber_for("nano", 20)  # set when Train is pressed
+    assert row["visible"] is True  # the heads' row is hidden until a run starts
     assert slider["maximum"] == 20 and slider["step"] == 1
     assert [c[1] for c in pick["choices"]] == [f"{layer}.{head}" for layer in range(2) for head in range(4)]
     assert pick["value"] == "0.0"  # a head is picked, so the map shows without a pick

@@ -195,8 +195,8 @@ def _heads(cfg) -> list[tuple[str, str]]:
 
 
 def scrubber_for(preset_name, steps):
-    """When a run starts: the slider over its steps (in steps of its log interval) and the model's
-    heads. Set by a quick event of its own, not by the run's stream: an output of a running event
+    """When a run starts: the slider over its steps (in steps of its log interval), the model's heads,
+    and the heads' row shown. Set by a quick event of its own, not by the run's stream: an output of a running event
     shows as pending in the page, and the learner's moves of it were not sent."""
     cfg = PRESETS.get(preset_name) or induction_run.MODEL
     try:
@@ -205,14 +205,14 @@ def scrubber_for(preset_name, steps):
     except (TypeError, ValueError):
         total, every = induction_run.STEPS, induction_run.WATCH_EVERY
     heads = _heads(cfg)  # the first head is picked, so the map shows as soon as a step is logged
-    return gr.update(minimum=0, maximum=max(every, total), step=every, value=0), gr.update(
-        choices=heads, value=heads[0][1] if heads else None
-    )
+    slider = gr.update(minimum=0, maximum=max(every, total), step=every, value=0)
+    return slider, gr.update(choices=heads, value=heads[0][1] if heads else None), gr.update(visible=True)
 
 
 def scrubber_for_induction():
     cfg, total, every = induction_run.MODEL, induction_run.STEPS, induction_run.WATCH_EVERY
-    return gr.update(minimum=0, maximum=total, step=every, value=0), gr.update(choices=_heads(cfg), value="1.0")
+    slider = gr.update(minimum=0, maximum=total, step=every, value=0)
+    return slider, gr.update(choices=_heads(cfg), value="1.0"), gr.update(visible=True)
 
 
 def keep(job) -> None:

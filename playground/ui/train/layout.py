@@ -83,7 +83,8 @@ def layout() -> SimpleNamespace:
             # What the model writes from one prompt and seed: before, now or after, and at each logged step.
             # (its note before any run is written in the page's language by the tab's relabel)
             c.samples = gr.HTML(elem_id="pg-train-samples")
-    with gr.Row():
+    # (shown when a run starts: before, a slider and two empty plots would say nothing)
+    with gr.Row(visible=False) as c.heads_row:
         with gr.Column(scale=1):
             # Every head's scores on the probe, live, the phase change marked (train_heads_view).
             c.heads_plot = gr.Plot(show_label=False, elem_id="pg-train-heads-plot")
@@ -146,9 +147,14 @@ def wire(page) -> None:
     listeners.on_change(page, relabel, [train_state] + estimate_inputs + [t.estimate], outputs(Relabelled, t))
     t.stop_btn.click(stop_training, train_state, t.msg, api_name="stop_training")
     t.train_btn.click(
-        scrubber_for, [t.preset, t.steps], [t.heads_step, t.heads_pick], api_visibility="private", queue=False
+        scrubber_for,
+        [t.preset, t.steps],
+        [t.heads_step, t.heads_pick, t.heads_row],
+        api_visibility="private",
+        queue=False,
     )
-    t.heads_btn.click(scrubber_for_induction, None, [t.heads_step, t.heads_pick], api_visibility="private", queue=False)
+    scrubber = [t.heads_step, t.heads_pick, t.heads_row]
+    t.heads_btn.click(scrubber_for_induction, None, scrubber, api_visibility="private", queue=False)
     t.heads_btn.click(
         watch_heads,
         [train_state, page.state],
