@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import hmac
+import json
 import os
 import secrets
 import threading
@@ -127,11 +128,16 @@ class Rooms:
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._failures: collections.OrderedDict[Any, collections.deque] = collections.OrderedDict()
         self._listeners: list[Callable[[str], None]] = []
+        self._enders: list[Callable[[str], None]] = []
 
     def listen(self, changed: Callable[[str], None]) -> None:
         """``changed(code)`` after each new version of a room and when it ends (called under the lock:
         it only schedules, as ``room_wait`` does)."""
         self._listeners.append(changed)
+
+    def on_end(self, ended: Callable[[str], None]) -> None:
+        """``ended(code)`` when a room ends (under the lock: it only lets go of what it kept for the room)."""
+        self._enders.append(ended)
 
     def _changed(self, code: str) -> None:
         for changed in self._listeners:
@@ -155,13 +161,21 @@ class Rooms:
             self._rooms[code] = Room(code=code, key=key, touched=self._clock())
             return code, key
 
-    def publish(self, code: Any, key: Any, state: Any, client: str | None = None) -> int:
+    def publish(self, code: Any, key: Any, state: Any, client: str | None = None, recipe: dict | None = None) -> int:
         """The teacher's place (fields of ``STATE_FIELDS``; the ones not sent stay): the new version. A new
-        lesson or step closes the vote (it asked the step the room has left)."""
+        lesson or step, or a new model, closes the vote (it asked the step the room has left).
+
+        ``recipe``: the teacher's model, as the teacher's session names it (a server handler's, never an API
+        caller's: it is no field of ``state``), published with its model cache key (``model_key``), so every
+        follower's page takes the one model the cache holds for it."""
         clean = check_state(state)
+        if isinstance(recipe, dict):
+            clean["recipe"] = recipe
+            clean["model_key"] = json.dumps(recipe, sort_keys=True)  # (server.recipes.recipe_key: pure Python here)
         with self._lock:
             room = self._teacher(code, key, client)
-            moved = any(clean.get(name, room.state.get(name)) != room.state.get(name) for name in ("lesson", "step"))
+            watched = ("lesson", "step", "model_key")
+            moved = any(clean.get(name, room.state.get(name)) != room.state.get(name) for name in watched)
             if moved:  # a vote is on one step's question: the room's next step has none until the teacher opens one
                 room.vote = None
             room.state = {**room.state, **clean}
@@ -293,6 +307,8 @@ class Rooms:
         self._rooms.pop(code, None)
         self._ended[code] = None
         self._changed(code)
+        for ended in self._enders:
+            ended(code)
         while len(self._ended) > MAX_ENDED:
             self._ended.popitem(last=False)
 

@@ -41,7 +41,7 @@ def _away(state, room) -> Away:
 
 def _publish(state, room, fields: dict) -> Away:
     try:
-        ROOMS.publish(room["code"], room["key"], fields, client_address())
+        ROOMS.publish(room["code"], room["key"], fields, client_address(), recipe=(state or {}).get("recipe"))
     except RoomError as e:
         return Away(gr.skip(), fail(e, lang_of(state)), gr.skip())
     return Away(gr.skip(), gr.skip(), gr.skip())
@@ -136,7 +136,7 @@ def published_run(state, code, key, prompt, view, layer, head, log_scale, query,
     place = {"tab": "generate", "view": shown}
     if prompt is not None:
         place["prompt"] = str(prompt)[:20_000]
-    ROOMS.publish(code, key, place, client_address())
+    ROOMS.publish(code, key, place, client_address(), recipe=state.get("recipe"))
     record = {
         "id": str(run.id),
         "chips": all_chips(run),
