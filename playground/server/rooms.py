@@ -45,6 +45,7 @@ from playground.server.room_checks import (  # noqa: F401  (the limits and the e
     STATE_FIELDS,
     RoomError,
     check_choices,
+    check_inside,
     check_run,
     check_state,
 )
@@ -192,6 +193,17 @@ class Rooms:
             room = self._teacher(code, key, client)
             room.version += 1
             room.state = {**room.state, "run": {**clean, "version": room.version}}
+            self._changed(room.code)
+            return room.version
+
+    def publish_inside(self, code: Any, key: Any, inside: Any, client: str | None = None) -> int:
+        """The teacher's Inside view as the teacher's page shows it (``check_inside``: its selection and its
+        figures in each language), replacing the previous one, on the Inside tab: the new version."""
+        clean = check_inside(inside)
+        with self._lock:
+            room = self._teacher(code, key, client)
+            room.version += 1
+            room.state = {**room.state, "tab": "inside", "inside": {**clean, "version": room.version}}
             self._changed(room.code)
             return room.version
 

@@ -5,8 +5,9 @@ page takes it (its session's recipe, the Model tab's form), the model cache hold
 them. A lesson step drawn for the room is computed once per language on the server (the step's question
 asked of the live model once, however many follow) and every follower's figure equals the one the
 teacher's page draws; a student who steps away keeps their own model until Follow. One room's drawings
-are never another's, and they go when the room ends. Then through the running app: the model a teacher's
-run is published with."""
+are never another's, and they go when the room ends. The teacher's Inside view (its sub-tab, selection and
+figures) reaches every follower the same way: drawn on the server once per language. Then through the
+running app: the model a teacher's run is published with."""
 
 import json
 
@@ -115,3 +116,55 @@ def test_a_teachers_published_run_names_its_model(app_url):
     refused = teacher.predict(code, key, {"recipe": {"kind": "file", "path": "/etc"}}, api_name="/room_publish")
     assert refused.get("key") == "room.state_unknown", refused
     teacher.predict(code, key, api_name="/room_end")
+
+
+def test_followers_see_the_teachers_inside_view_drawn_on_the_server_once(rooms_pages, monkeypatch):
+    """The teacher's attention maths (layer, head, position) and lens reach every follower as the teacher's
+    page drew them: the view drawn twice (English, 中文) on the teacher's run, however many follow."""
+    from playground.ui.generate import tab as generate_tab
+    from playground.ui.inside import opening
+    from playground.ui.inside import tab as inside_tab
+    from playground.ui.lessons import room_inside
+
+    teacher, students = rooms_pages
+    for update in generate_tab.generate_tokens(teacher, "ROMEO: What light", 0.8, 40, 1.0, 5, 0, False):
+        teacher = update[0]
+    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
+    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students]
+    polled = [lessons_room.poll(s, r, "") for s, r in zip(students, rooms)]
+    states, rooms = [p.state for p in polled], [p.room for p in polled]
+
+    drawn = []
+    maths = lambda state, *a: drawn.append(state["lang"]) or inside_tab.maths_view(state, *a)  # noqa: E731
+    names = ("m_layer", "m_head", "m_pos")
+    publish = room_inside.publisher("maths", maths, names)
+    assert all(v == lessons_room.gr.skip() for v in publish(teacher, t_room, 1, 1, 4))
+    polled = [lessons_room.poll(s, r, PROMPT) for s, r in zip(states, rooms)]
+    assert sorted(drawn) == ["en", "zh-CN"]  # once per language, for all four followers
+    mine = inside_tab.maths_view(teacher, 1, 1, 4)
+    for p, s in zip(polled, students):
+        assert p.tabs.selected == "inside" and p.sub_tabs.selected == "inside-maths"
+        assert (p.m_layer, p.m_head, p.m_pos) == (1, 1, 4) and p.room_followed
+        figure = json.loads(p.m_plot.plot)
+        assert [t.get("y") for t in figure["data"]] == [t.get("y") for t in json.loads(mine.m_plot.to_json())["data"]]
+        assert p.m_table.values.tolist() == mine.m_table.values.tolist() or s["lang"] != "en"
+        assert p.state == lessons_room.gr.skip() or p.state.get("run_id") is None  # the student ran nothing
+    zh = json.loads(polled[-1].m_plot.plot)["layout"]["title"]["text"]
+    assert zh != json.loads(polled[0].m_plot.plot)["layout"]["title"]["text"]
+    # the page's own opening of the tab it followed to draws nothing over the teacher's view
+    opened = opening.open_tab(students[0], None, None, None, None, None, polled[0].room_followed)
+    assert all(v == lessons_room.gr.skip() for v in opened)
+    # unchanged: not sent again; the teacher's lens next: the lens tab and the teacher's cell
+    rooms = [p.room for p in polled]
+    assert lessons_room.poll(states[0], rooms[0], PROMPT).m_plot == lessons_room.gr.skip()
+    lens = room_inside.publisher("lens", inside_tab.lens_view, (None, "lens_layer", "lens_pos"))
+    lens(teacher, t_room, None, 2, 3, None)
+    p = lessons_room.poll(states[0], rooms[0], PROMPT)
+    assert p.sub_tabs.selected == "inside-lens" and (p.lens_layer, p.lens_pos) == (2, 3)
+    want = inside_tab.lens_view(teacher, None, 2, 3, None)
+    assert json.loads(p.lens_plot.plot)["data"][0]["z"] == json.loads(want.lens_plot.to_json())["data"][0]["z"]
+    assert p.cell_md == want.cell_md
+    # the student draws a view of their own: stepped away
+    away = room_inside.publisher("maths", inside_tab.maths_view, names)(states[0], p.room, 0, 0, 1)
+    assert away.room["follow"] is False
+    lessons_room.end_room(teacher, t_room)

@@ -49,11 +49,14 @@ Opened = result(
 )
 
 
-def open_tab(state, seen_run, scroll, layer, position, shown=None, request: gr.Request = None):
+def open_tab(state, seen_run, scroll, layer, position, shown=None, followed=None, request: gr.Request = None):
     """Opening the tab draws the lens. For a run not seen before, every position field starts
     where it says something: the lens cell at the final layer × last position, attribution and
     interventions at the last position with a next token, the attention maths at the prompt's last
-    token (its keys after it are masked); the previous run's views are cleared."""
+    token (its keys after it are masked); the previous run's views are cleared. ``followed``: the page
+    shows a classroom teacher's Inside view (the room opened the tab), so it draws nothing of its own."""
+    if followed:
+        return only(Opened)
     try:
         model, run, start, ids, _ = run_context(state)
     except Exception as e:

@@ -24,7 +24,7 @@ from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, 
 from playground.ui.redraw import page_lock
 from playground.ui.results import only, outputs, result
 
-from . import room_api, room_drawn, room_follow, room_keep
+from . import room_api, room_drawn, room_follow, room_inside, room_keep
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
@@ -41,6 +41,7 @@ Polled = result(
     *lessons_tab.Shown._fields,
     *room_follow.Followed._fields,
     *room_drawn.Modelled._fields,
+    *room_inside.Followed._fields,
     "room_qr",
 )
 Ended = result(
@@ -241,7 +242,8 @@ def follow(state, room):
         return gr.skip(), warn(tr(lang_of(state), "room_none")), gr.skip()
     # everything is taken from the room again: its tab, its run, its step
     again = {**room, "follow": True, "version": None, "tab": None, "run_version": None, "run_id": None, "drawn": None}
-    again["model_key"] = None  # (the teacher's model taken again, if the student built another meanwhile)
+    # (the teacher's model taken again, if the student built another meanwhile; its Inside view drawn again)
+    again.update(model_key=None, inside_version=None)
     return again, tr(lang_of(state), "room_joined", code=room["code"]), gr.update(visible=False)
 
 
@@ -306,7 +308,8 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
         room, modelled = room_drawn.follow_model(room["code"], published, state, room)
     except Exception as e:  # the teacher's model could not be had (memory): said, the page keeps its own
         return out._replace(room=room, room_status=fail(e, lang), **followed)
-    out = out._replace(room=room, **followed, **modelled)
+    room, inside = room_inside.follow_inside(room, published, lang)
+    out = out._replace(room=room, **followed, **modelled, **inside)
     state = modelled.get("state", state)
     if not published.get("lesson"):
         return out
@@ -365,7 +368,7 @@ def wire(page) -> None:
         **private,
     ).then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
-    polled = outputs(Polled, c, page.generate, page, page.model, tabs=page.tabs)
+    polled = outputs(Polled, c, page.generate, page, page.model, page.inside, tabs=page.tabs)
     poll_event = {"show_progress": "hidden", "concurrency_id": "room_poll", "concurrency_limit": 32, **private}
     c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private).then(
         poll, [state, c.room, prompt], polled, **poll_event
@@ -383,4 +386,5 @@ def wire(page) -> None:
     c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
     c.room_timer.tick(poll, [state, c.room, prompt], polled, **poll_event)
     room_follow.wire(page)
+    room_inside.wire(page)
     room_api.wire(c, state)
