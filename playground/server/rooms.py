@@ -5,16 +5,19 @@ look-alikes) lets anyone follow the room and vote once per question; the key (``
 alone publishes the teacher's place, opens and reveals a vote and ends the room (checked with
 ``hmac.compare_digest``). A student ``join``s and gets a member id of their own: it is what makes a vote
 count once (voting again replaces it). What the teacher publishes is a small dict (tab, lesson, step,
-model, prompt, view) under a version counter that followers read (``state(code, since=version)``);
-``publish_run`` adds the teacher's last run as the teacher's page drew it (its chips, status line and
-attention figure, built once on the server from the teacher's run), which every follower is sent as it
-is: no follower's page runs the model for it. Students see their own vote, never another's: the room
+model, prompt, view) under a version counter that followers read (``state(code, since=version)``),
+with the teacher's model as the teacher's session names it (``recipe`` and its cache key ``model_key``:
+given by the server's own handlers, never an API caller's state); ``publish_run`` adds the teacher's
+last run as the teacher's page drew it (its chips, status line and attention figure, built once on the
+server from the teacher's run) and ``publish_inside`` the teacher's Inside view (its selection and
+figures), which every follower is sent as they are: no follower's page runs the model for them. Students see their own vote, never another's: the room
 shows counts only when the teacher reveals.
 
 A room's memory is bounded: the published fields by ``STATE_FIELDS`` (about 21 kB), the run by
 ``MAX_RUN_CHARS`` (1.5 M characters: the attention figure is left out of a run that would pass it, and
-followers get its chips without a map), the vote by ``MAX_CHOICES`` labels, the members by ``MAX_MEMBERS``:
-under 2 MB a room, so the default 20 rooms hold under 40 MB (``room_checks`` checks each before it is stored).
+followers get its chips without a map), the Inside view by the same, the vote by ``MAX_CHOICES`` labels, the
+members by ``MAX_MEMBERS``: under 4 MB a room, so the default 20 rooms hold under 80 MB (``room_checks`` checks
+each before it is stored; the steps drawn for a room's followers are ``server.room_steps``'s, 8 a room).
 
 A wrong code (or a wrong key) counts against the client address that sent it: past
 ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds that address is refused before any lookup, the rooms and

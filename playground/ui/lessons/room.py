@@ -4,11 +4,12 @@ The teacher presses "Start a room" (or opens ``?room=new``): the page shows the 
 link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
 browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step. A
 student's page (``?room=CODE``, or the code typed) waits on the room's next version
-(``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, draws the teacher's step on the teacher's prompt; moving on their own steps away until they
-press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
+(``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, takes the teacher's model and
+shows the teacher's step on the teacher's prompt, drawn once for the room (``room_drawn``); moving on
+their own steps away until they press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
 model and kept on the server), sees how many answered, and Reveal shows the answer and the room's counts
 on every page. What the pages show is drawn by ``room_views``; following the tab, the prompt and the
-teacher's Generate run is ``room_follow``'s; the ``/room_*`` endpoints (the same operations for an API
+teacher's Generate run is ``room_follow``'s, the Inside view ``room_inside``'s; the ``/room_*`` endpoints (the same operations for an API
 caller) are in ``room_api``.
 """
 
