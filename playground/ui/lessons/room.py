@@ -310,7 +310,9 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     except Exception as e:  # the teacher's model could not be had (memory): said, the page keeps its own
         return out._replace(room=room, room_status=fail(e, lang), **followed)
     room, inside = room_inside.follow_inside(room, published, lang)
-    out = out._replace(room=room, **followed, **modelled, **inside)
+    if inside.get("room_followed") and "tabs" not in followed:  # (the page is on the tab: no opening to skip)
+        del inside["room_followed"]
+    out = out._replace(room=room, **{**modelled, **followed}, **inside)
     state = modelled.get("state", state)
     if not published.get("lesson"):
         return out

@@ -59,8 +59,8 @@ def step(code: str, published: dict, pos: dict, prompt, lang: str, present: bool
 
 
 def follow_model(code: str, published: dict, state: dict, room: dict) -> tuple[dict, dict]:
-    """(the page's room record, the ``Modelled`` outputs that change): the teacher's model taken when it
-    is new to this page; the Model tab's views of it drawn once for the room in each language."""
+    """(the page's room record, the ``Modelled`` outputs that change, and the layer/head sliders' ranges):
+    the teacher's model taken when it is new to this page; the Model tab's views of it drawn once for the room in each language."""
     key, recipe = published.get("model_key"), published.get("recipe")
     if not isinstance(recipe, dict) or not key or key == room.get("model_key"):
         return room, {}
@@ -75,7 +75,8 @@ def follow_model(code: str, published: dict, state: dict, room: dict) -> tuple[d
         return tuple(frozen(v) for v in views), tuple(form_values(model, recipe))
 
     views, form = DRAWN.get(code, ("model", key, lang, present), draw)
-    out = {name: dict(v) if isinstance(v, dict) else v for name, v in zip(VIEW_FIELDS, views) if name in MODEL_VIEWS}
+    # (with the Generate tab's layer and head sliders' ranges: a followed run sets them too, and wins)
+    out = {name: dict(v) if isinstance(v, dict) else v for name, v in zip(VIEW_FIELDS, views)}
     out.update({name: dict(v) if isinstance(v, dict) else v for name, v in zip(FORM_FIELDS, form)})
     # the session's model is now the teacher's (its own run belonged to its own model)
     out["state"] = {**state, "recipe": recipe, "run_id": None}
