@@ -1,4 +1,4 @@
-"""What a room's followers are shown, drawn once: a lesson step, a model's views, kept per room and freed with it.
+"""What a room's followers are shown, drawn once: a lesson step, a model's views, kept per room, freed with it.
 
 A following student's page shows the teacher's step on the teacher's model. Drawn for each follower,
 that is one forward (and one set of figures) per student per step; drawn here, it is one per room, per

@@ -1,4 +1,4 @@
-"""Following the teacher's Inside tab: the view it shows (lens, attribution, maths, intervention), its selection, its figures.
+"""Following the teacher's Inside tab: the view it shows, its selection (layer, head, position), its figures.
 
 After each Inside view the teacher's page draws (the lens as the tab opens or its cell is chosen, the
 attribution, the attention maths, an intervention), the view is drawn again on the server from the
