@@ -94,7 +94,15 @@ def test_followers_take_the_teachers_model_and_its_step_drawn_once(rooms_pages, 
     lessons_room.publish_move(teacher, t_room, pos, PROMPT)
     assert lessons_room.poll(own, away, PROMPT).state == lessons_room.gr.skip()
     back = lessons_room.follow(own, away)[0]
-    assert lessons_room.poll(own, back, PROMPT).state["recipe"] == teacher["recipe"]
+    polled = lessons_room.poll(own, back, PROMPT)
+    assert polled.state["recipe"] == teacher["recipe"]
+    # the teacher builds another model in the Model tab: published as it is built, and taken
+    from playground.ui.lessons import room_follow
+
+    rebuilt = {**teacher, "recipe": random_recipe(PRESETS["nano"], seed=5)}
+    assert all(v == lessons_room.gr.skip() for v in room_follow.model_built(rebuilt, t_room))
+    again = lessons_room.poll(polled.state, polled.room, PROMPT)
+    assert again.state["recipe"] == rebuilt["recipe"] and again.seed_init == 5
 
     # another room's drawings are its own; a room's go when it ends
     other = lessons_room.start_room({**teacher, "session": "t2"}, None, pos, PROMPT).room

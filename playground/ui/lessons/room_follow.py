@@ -79,6 +79,15 @@ def prompt_left(state, room, prompt) -> Away:
     return Away(gr.skip(), gr.skip(), gr.skip())
 
 
+def model_built(state, room) -> Away:
+    """After the Model tab built a model: the teacher's page publishes it (its followers take it); a
+    student's page built it in the Model tab, which it opened on its own: away already."""
+    room = room or {}
+    if room.get("key"):
+        return _publish(state, room, {})
+    return Away(gr.skip(), gr.skip(), gr.skip())
+
+
 def moved_by_hand(state, room) -> Away:
     """A student's own Generate or view change: stepped away (the teacher's page publishes after it)."""
     return _away(state, room or {})
@@ -198,6 +207,7 @@ def wire(page) -> None:
     g.prompt.input(prompt_typed, [state, c.room, g.prompt], away, trigger_mode="always_last", **quick)
     # (a paste or a fill may raise no input event: the teacher's prompt is published when the box is left too)
     g.prompt.blur(prompt_left, [state, c.room, g.prompt], away, **quick)
+    page.model.room_built.then(model_built, [state, c.room], away, **quick)
     for trigger in (g.gen_btn.click, g.prompt.submit, *(getattr(g, n).input for n in VIEW_CONTROLS)):
         trigger(moved_by_hand, [state, c.room], away, **quick)
     inputs = [state, c.room, g.prompt, g.view, g.layer, g.head, g.log_scale, g.query, g.span]
