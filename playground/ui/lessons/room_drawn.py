@@ -18,6 +18,7 @@ from gradio.components.plot import PlotData
 from playground.server.model_cache import CACHE
 from playground.server.recipes import recipe_key
 from playground.server.room_steps import DRAWN
+from playground.ui.common import lang_of
 from playground.ui.model_switch import FORM_FIELDS, VIEW_FIELDS, form_values, model_views
 from playground.ui.results import result
 
@@ -67,7 +68,7 @@ def follow_model(code: str, published: dict, state: dict, room: dict) -> tuple[d
     room = {**room, "model_key": key}
     if recipe_key((state or {}).get("recipe") or {}) == key:
         return room, {}  # the page's model already
-    lang, present = (state or {}).get("lang", "en"), bool((state or {}).get("present"))
+    lang, present = lang_of(state), bool((state or {}).get("present"))
 
     def draw() -> tuple:
         model = teacher_model(published)
