@@ -103,6 +103,7 @@ def test_followers_take_the_teachers_model_and_its_step_drawn_once(rooms_pages, 
     assert all(v == lessons_room.gr.skip() for v in room_follow.model_built(rebuilt, t_room))
     again = lessons_room.poll(polled.state, polled.room, PROMPT)
     assert again.state["recipe"] == rebuilt["recipe"] and again.seed_init == 5
+    assert again.lesson_pos == pos and again.plot != lessons_room.gr.skip()  # the step drawn again, on it
 
     # another room's drawings are its own; a room's go when it ends
     other = lessons_room.start_room({**teacher, "session": "t2"}, None, pos, PROMPT).room

@@ -317,12 +317,12 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     if not published.get("lesson"):
         return out
     here = published.get("prompt") if published.get("prompt") is not None else prompt
-    # The lesson's step is drawn again when the teacher moves, or when the prompt changes while the
-    # teacher is on the Lessons tab (not per keystroke typed in the Generate tab).
+    # The lesson's step is drawn again when the teacher moves or changes model, or when the prompt changes
+    # while the teacher is on the Lessons tab (not per keystroke typed in the Generate tab).
     on_lessons = published.get("tab") in (None, "lessons")
-    drawn = [published["lesson"], published.get("step", 0), here if on_lessons else None]
-    before = room.get("drawn") or [None, None, None]
-    if drawn[:2] == before[:2] and (not on_lessons or drawn[2] == before[2]):
+    drawn = [published["lesson"], published.get("step", 0), here if on_lessons else None, published.get("model_key")]
+    before = room.get("drawn") or [None] * 4
+    if drawn[:2] == before[:2] and drawn[3:] == before[3:] and (not on_lessons or drawn[2] == before[2]):
         return out
     pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
     if isinstance(published.get("recipe"), dict):  # the teacher's model: drawn once for the room, sent to each
