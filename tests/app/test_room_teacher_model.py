@@ -175,6 +175,11 @@ def test_followers_see_the_teachers_inside_view_drawn_on_the_server_once(rooms_p
     want = inside_tab.lens_view(teacher, None, 2, 3, None)
     assert json.loads(p.lens_plot.plot)["data"][0]["z"] == json.loads(want.lens_plot.to_json())["data"][0]["z"]
     assert p.cell_md == want.cell_md
+    # the English page switches to 中文: the teacher's lens in Chinese, as the room holds it (nothing drawn)
+    redrawn = room_inside.Followed(*room_inside.redrawn({**states[0], "lang": "zh-CN"}, p.room))
+    zh_title = json.loads(redrawn.lens_plot.plot)["layout"]["title"]["text"]
+    assert zh_title != json.loads(p.lens_plot.plot)["layout"]["title"]["text"]
+    assert redrawn.sub_tabs == lessons_room.gr.skip() and redrawn.lens_layer == 2
     # the student draws a view of their own: stepped away
     away = room_inside.publisher("maths", inside_tab.maths_view, names)(states[0], p.room, 0, 0, 1)
     assert away.room["follow"] is False

@@ -7,7 +7,8 @@ as JSON, its text, the maths table's rows, and the selection they were drawn for
 position, target). A following student's page takes them on its next poll (``follow_inside``): the
 Inside tab and its sub-tab open, the fields show the teacher's selection and the figures are the
 teacher's, sent as they are: no follower's page runs the model for them. While it shows the teacher's
-view, opening the tab draws nothing of the page's own over it (the Inside tab's ``room_followed``).
+view, opening the tab draws nothing of the page's own over it (the Inside tab's ``room_followed``), and a
+change of the page's language shows it in the new one (``redrawn``).
 The views come to this module through the page (``page.inside.room_drawn``): no tab imports another.
 """
 
@@ -19,8 +20,9 @@ import plotly.graph_objects as go
 from gradio.components.plot import PlotData
 
 from playground.server.rooms import ROOMS
+from playground.ui import listeners
 from playground.ui.common import client_address, fail, lang_of, session_run
-from playground.ui.results import result
+from playground.ui.results import outputs, result
 
 from .room_follow import Away, _away
 
@@ -113,10 +115,27 @@ def follow_inside(room: dict, published: dict, lang: str) -> tuple[dict, dict]:
     return {**room, "inside_version": inside.get("version")}, out
 
 
+def redrawn(state, room) -> tuple:
+    """After the page's language changed: a following student's page shows the teacher's Inside view in
+    its new language (the room holds both; nothing is drawn again)."""
+    room = room or {}
+    skipped = tuple(gr.skip() for _ in Followed._fields)
+    if not (room.get("member") and room.get("follow") and room.get("inside_version")):
+        return skipped
+    try:
+        published = ROOMS.state(room["code"], client=client_address()).get("state") or {}
+    except Exception:  # (an ended room: its next poll says so)
+        return skipped
+    _, out = follow_inside({**room, "inside_version": None}, published, lang_of(state))
+    kept = {name: out[name] for name in SHOWN if name in out}
+    return tuple(kept.get(name, gr.skip()) for name in Followed._fields)
+
+
 def wire(page) -> None:
     """The teacher's publishing after each Inside view drawn (chained after the Inside tab's own events)."""
     c, state = page.lessons, page.state
     away = [c.room, c.room_status, c.room_follow]
+    listeners.on_change(page, redrawn, [c.room], outputs(Followed, page.inside))
     for key, event, inputs, view, names, by_hand in page.inside.room_drawn:
         handler = publisher(key, view, names, by_hand)
         event.then(handler, [state, c.room, *inputs], away, api_visibility="private", show_progress="hidden")
