@@ -339,6 +339,7 @@ ERRORS_ZH = {
     "room.state_bad_field": "教室的 {name} 不能是 {value!r}。",
     "room.no_run": "这个会话还没有可以发布的已完成运行：请先生成一次。",
     "room.bad_run": "教室的运行结果是一个包含 {fields}（字符串）的字典，总长不超过 {n} 个字符。",
+    "room.bad_inside": "教室的“内部”视图是一个包含 {fields} 的字典，总长不超过 {n} 个字符。",
     "room.bad_choices": "一次投票需要 2 到 {n} 个互不相同的选项，每个是 [id, 标签]。",
 }
 

@@ -6,6 +6,7 @@ Each is checked for its kind and size before the room stores it (so a room's mem
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from playground.errors import UserError
@@ -82,6 +83,38 @@ def check_run(run: Any) -> dict:
                 n=MAX_RUN_CHARS,
             )
     return clean
+
+
+INSIDE_FIELDS = ("view", "sub", "id", "selection", "out", "out_zh")
+
+
+def check_inside(inside: Any) -> dict:
+    """A published Inside view: its key and sub-tab, its run's id, its selection (scalars by name) and
+    its outputs in each language (strings, or a table's headers and rows), within ``MAX_RUN_CHARS``."""
+    ok = isinstance(inside, dict) and set(inside) <= set(INSIDE_FIELDS)
+    ok = ok and all(isinstance(inside.get(k), str) and len(inside[k]) <= 80 for k in ("view", "sub", "id"))
+    selection = inside.get("selection") if ok else None
+    if not isinstance(selection, dict):
+        selection, ok = {}, False
+    ok = ok and len(selection) <= MAX_VIEW_FIELDS
+    ok = ok and all(
+        isinstance(k, str)
+        and (v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) < 2000))
+        for k, v in selection.items()
+    )
+    ok = ok and all(isinstance(inside.get(k), dict) for k in ("out", "out_zh"))
+    try:
+        size = len(json.dumps(inside)) if ok else 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or size > MAX_RUN_CHARS:
+        raise RoomError(
+            "room.bad_inside",
+            "A room's Inside view is a dict of {fields} within {n} characters.",
+            fields=list(INSIDE_FIELDS),
+            n=MAX_RUN_CHARS,
+        )
+    return json.loads(json.dumps(inside))  # (a copy of plain data: nothing of the caller's kept)
 
 
 def check_choices(choices: Any) -> list[list]:

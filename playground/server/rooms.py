@@ -5,16 +5,19 @@ look-alikes) lets anyone follow the room and vote once per question; the key (``
 alone publishes the teacher's place, opens and reveals a vote and ends the room (checked with
 ``hmac.compare_digest``). A student ``join``s and gets a member id of their own: it is what makes a vote
 count once (voting again replaces it). What the teacher publishes is a small dict (tab, lesson, step,
-model, prompt, view) under a version counter that followers read (``state(code, since=version)``);
-``publish_run`` adds the teacher's last run as the teacher's page drew it (its chips, status line and
-attention figure, built once on the server from the teacher's run), which every follower is sent as it
-is: no follower's page runs the model for it. Students see their own vote, never another's: the room
+model, prompt, view) under a version counter that followers read (``state(code, since=version)``),
+with the teacher's model as the teacher's session names it (``recipe`` and its cache key ``model_key``:
+given by the server's own handlers, never an API caller's state); ``publish_run`` adds the teacher's
+last run as the teacher's page drew it (its chips, status line and attention figure, built once on the
+server from the teacher's run) and ``publish_inside`` the teacher's Inside view (its selection and
+figures), which every follower is sent as they are: no follower's page runs the model for them. Students see their own vote, never another's: the room
 shows counts only when the teacher reveals.
 
 A room's memory is bounded: the published fields by ``STATE_FIELDS`` (about 21 kB), the run by
 ``MAX_RUN_CHARS`` (1.5 M characters: the attention figure is left out of a run that would pass it, and
-followers get its chips without a map), the vote by ``MAX_CHOICES`` labels, the members by ``MAX_MEMBERS``:
-under 2 MB a room, so the default 20 rooms hold under 40 MB (``room_checks`` checks each before it is stored).
+followers get its chips without a map), the Inside view by the same, the vote by ``MAX_CHOICES`` labels, the
+members by ``MAX_MEMBERS``: under 4 MB a room, so the default 20 rooms hold under 80 MB (``room_checks`` checks
+each before it is stored; the steps drawn for a room's followers are ``server.room_steps``'s, 8 a room).
 
 A wrong code (or a wrong key) counts against the client address that sent it: past
 ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds that address is refused before any lookup, the rooms and
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import hmac
+import json
 import os
 import secrets
 import threading
@@ -44,6 +48,7 @@ from playground.server.room_checks import (  # noqa: F401  (the limits and the e
     STATE_FIELDS,
     RoomError,
     check_choices,
+    check_inside,
     check_run,
     check_state,
 )
@@ -127,11 +132,16 @@ class Rooms:
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._failures: collections.OrderedDict[Any, collections.deque] = collections.OrderedDict()
         self._listeners: list[Callable[[str], None]] = []
+        self._enders: list[Callable[[str], None]] = []
 
     def listen(self, changed: Callable[[str], None]) -> None:
         """``changed(code)`` after each new version of a room and when it ends (called under the lock:
         it only schedules, as ``room_wait`` does)."""
         self._listeners.append(changed)
+
+    def on_end(self, ended: Callable[[str], None]) -> None:
+        """``ended(code)`` when a room ends (under the lock: it only lets go of what it kept for the room)."""
+        self._enders.append(ended)
 
     def _changed(self, code: str) -> None:
         for changed in self._listeners:
@@ -155,13 +165,21 @@ class Rooms:
             self._rooms[code] = Room(code=code, key=key, touched=self._clock())
             return code, key
 
-    def publish(self, code: Any, key: Any, state: Any, client: str | None = None) -> int:
+    def publish(self, code: Any, key: Any, state: Any, client: str | None = None, recipe: dict | None = None) -> int:
         """The teacher's place (fields of ``STATE_FIELDS``; the ones not sent stay): the new version. A new
-        lesson or step closes the vote (it asked the step the room has left)."""
+        lesson or step, or a new model, closes the vote (it asked the step the room has left).
+
+        ``recipe``: the teacher's model, as the teacher's session names it (a server handler's, never an API
+        caller's: it is no field of ``state``), published with its model cache key (``model_key``), so every
+        follower's page takes the one model the cache holds for it."""
         clean = check_state(state)
+        if isinstance(recipe, dict):
+            clean["recipe"] = recipe
+            clean["model_key"] = json.dumps(recipe, sort_keys=True)  # (server.recipes.recipe_key: pure Python here)
         with self._lock:
             room = self._teacher(code, key, client)
-            moved = any(clean.get(name, room.state.get(name)) != room.state.get(name) for name in ("lesson", "step"))
+            watched = ("lesson", "step", "model_key")
+            moved = any(clean.get(name, room.state.get(name)) != room.state.get(name) for name in watched)
             if moved:  # a vote is on one step's question: the room's next step has none until the teacher opens one
                 room.vote = None
             room.state = {**room.state, **clean}
@@ -178,6 +196,17 @@ class Rooms:
             room = self._teacher(code, key, client)
             room.version += 1
             room.state = {**room.state, "run": {**clean, "version": room.version}}
+            self._changed(room.code)
+            return room.version
+
+    def publish_inside(self, code: Any, key: Any, inside: Any, client: str | None = None) -> int:
+        """The teacher's Inside view as the teacher's page shows it (``check_inside``: its selection and its
+        figures in each language), replacing the previous one, on the Inside tab: the new version."""
+        clean = check_inside(inside)
+        with self._lock:
+            room = self._teacher(code, key, client)
+            room.version += 1
+            room.state = {**room.state, "tab": "inside", "inside": {**clean, "version": room.version}}
             self._changed(room.code)
             return room.version
 
@@ -293,6 +322,8 @@ class Rooms:
         self._rooms.pop(code, None)
         self._ended[code] = None
         self._changed(code)
+        for ended in self._enders:
+            ended(code)
         while len(self._ended) > MAX_ENDED:
             self._ended.popitem(last=False)
 

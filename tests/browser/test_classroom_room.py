@@ -206,3 +206,100 @@ def test_a_teacher_leads_two_students(page_url):
         teacher.wait_for_function(f"() => localStorage.getItem('pg-room-key:{code}') === null", timeout=10_000)
         assert not errors, errors
         browser.close()
+
+
+DATA = "(id) => JSON.stringify(document.querySelector(`#${id} .js-plotly-plot`)?.data ?? null)"
+PLOT_TITLE = "(id) => document.querySelector(`#${id} .js-plotly-plot`)?.layout?.title?.text ?? null"
+SAME_DATA = f"([id, want]) => ({DATA})(id) === want"
+
+
+def test_a_student_follows_the_teachers_model_step_and_inside_view(page_url):
+    """The teacher builds another model (nano: 2 layers, where the app starts on a 6-layer one), opens a
+    lesson step and then the Inside tab's lens and attention maths after a run: the student's page takes
+    the teacher's model (its Model form) and shows the very figures the teacher's page drew, the step's
+    map with the teacher's model's 2 layers. Screenshots: tests/artifacts/room-follow-*.png."""
+    from playwright.sync_api import sync_playwright
+
+    from playground import PRESETS
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    base = page_url.rstrip("/")
+    attention = next(x for x in lessons.lessons() if x.id == "attention")
+    with sync_playwright() as p:
+        browser = launch(p)
+        pages, errors = [], []
+        for _ in range(2):
+            page = browser.new_context(locale="en", viewport={"width": 1280, "height": 900}).new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            pages.append(page)
+        teacher, student = pages
+        teacher.goto(base + "/?room=new")
+        status = teacher.locator("#pg-room-status")
+        status.get_by_text("You lead room", exact=False).wait_for(timeout=60_000)
+        code = re.search(r"You lead room ([A-Z0-9]{6})", status.inner_text()).group(1)
+        student.goto(base + f"/?room={code}")
+        student.locator("#pg-room-status").get_by_text(code, exact=False).wait_for(timeout=60_000)
+
+        # the teacher builds the nano model
+        open_tab(teacher, "model")
+        teacher.locator("#pg-weights").get_by_text(tr("en", "w_random"), exact=True).click()
+        teacher.locator("#pg-preset input").click()
+        teacher.get_by_role("option", name=tr("en", "preset_nano")).click()
+        teacher.wait_for_function(
+            "(want) => document.querySelector('#pg-preset input')?.value === want", arg=tr("en", "preset_nano")
+        )
+        teacher.wait_for_timeout(1000)  # (the preset's fields filled in)
+        teacher.locator("#pg-build").click()
+        teacher.locator("#pg-build-msg").get_by_text("Ready", exact=False).wait_for(timeout=120_000)
+
+        # ... and opens the attention lesson's heads overview: the student's page on the teacher's model
+        open_tab(teacher, "lessons")
+        teacher.locator("#pg-lesson-pick input").click()
+        teacher.get_by_role("option", name=lessons_choice(attention)).click()
+        wait_progress(teacher, progress_text("en", attention, 0), timeout=60)
+        teacher.locator("#pg-lesson-next").click()
+        wait_progress(teacher, progress_text("en", attention, 1), timeout=60)
+        teacher.wait_for_function(f"() => ({DATA})('pg-lesson-plot') !== 'null'", timeout=30_000)
+        t0 = time.perf_counter()
+        wait_progress(student, progress_text("en", attention, 1), timeout=30)
+        want = teacher.evaluate(DATA, "pg-lesson-plot")
+        student.wait_for_function(SAME_DATA, arg=["pg-lesson-plot", want], timeout=FOLLOW_S * 1000)
+        print(f"the student's page drew the teacher's step {time.perf_counter() - t0:.2f} s after the teacher's")
+        rows = json.loads(want)[0]["z"]
+        assert len(rows) == PRESETS["nano"].n_layers, rows  # the teacher's model's layers, not the page's own 6
+        student.wait_for_function(
+            "() => document.querySelector('#pg-weights input:checked')?.value === 'random'", timeout=FOLLOW_S * 1000
+        )
+        student.screenshot(path=str(ARTIFACTS / "room-follow-step.png"))
+
+        # a run, then the Inside tab: the lens, then the attention maths, as the teacher's page drew them
+        open_tab(teacher, "generate")
+        type_in(teacher, TEACHER_PROMPT)
+        set_number(teacher, "pg-max-new", 8)
+        teacher.locator("#pg-generate").click()
+        teacher.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
+        open_tab(teacher, "inside")
+        teacher.wait_for_function(f"() => ({DATA})('pg-lens') !== 'null'", timeout=60_000)
+        want = teacher.evaluate(DATA, "pg-lens")
+        t0 = time.perf_counter()
+        student.wait_for_function(SELECTED.format(tab="inside"), timeout=RUN_FOLLOW_S * 1000)
+        student.wait_for_function(SAME_DATA, arg=["pg-lens", want], timeout=RUN_FOLLOW_S * 1000)
+        print(f"the teacher's lens on the student's page {time.perf_counter() - t0:.2f} s after the teacher's")
+        assert student.evaluate(PLOT_TITLE, "pg-lens") == teacher.evaluate(PLOT_TITLE, "pg-lens")
+        student.screenshot(path=str(ARTIFACTS / "room-follow-lens.png"))
+        teacher.get_by_role("tab", name=tr("en", "inside_maths"), exact=True).click()
+        teacher.locator("#pg-maths-btn").click()
+        teacher.wait_for_function(f"() => ({DATA})('pg-maths-plot') !== 'null'", timeout=60_000)
+        want = teacher.evaluate(DATA, "pg-maths-plot")
+        student.wait_for_function(SAME_DATA, arg=["pg-maths-plot", want], timeout=RUN_FOLLOW_S * 1000)
+        assert student.locator("#pg-maths-table").inner_text() == teacher.locator("#pg-maths-table").inner_text()
+        student.screenshot(path=str(ARTIFACTS / "room-follow-maths.png"))
+        open_tab(teacher, "lessons")
+        teacher.locator("#pg-room-end").click()
+        student.locator("#pg-room-status").get_by_text("has ended", exact=False).wait_for(timeout=10_000)
+        assert not errors, errors
+        browser.close()
+
+
+def lessons_choice(lesson) -> str:
+    return f"{lesson.order} · {lessons.say(lesson.title, 'en')}"

@@ -36,7 +36,18 @@ from .data import (
 from .live import dose_live, stop, sweep_live
 from .opening import MATHS_SYMBOLS, Opened, open_tab
 from .redraw import REDRAWN_MESSAGES, VIEWS, redraw_views, remembering
-from .tab import DlaView, DoseView, InterveneView, LensView, MathsView, SweepView, lens_view
+from .tab import (
+    DlaView,
+    DoseView,
+    InterveneView,
+    LensView,
+    MathsView,
+    SweepView,
+    attribution_view,
+    intervene_view,
+    lens_view,
+    maths_view,
+)
 
 SUB_TABS = (
     "inside_lens",
@@ -52,6 +63,9 @@ def layout() -> SimpleNamespace:
     gr.Markdown(T("inside_intro"))
     msg = gr.HTML(elem_id="pg-inside-msg")  # opening the tab with no run to look inside
     seen_run = gr.State(None)  # the run whose defaults the position fields hold
+    # a classroom room's Inside view this page shows (a student following the teacher's): opening the
+    # tab then draws nothing of the page's own over it
+    room_followed = gr.State(None)
     with gr.Tabs(elem_id="pg-inside-tabs") as sub_tabs:  # a lesson's Show me selects one
         with gr.Tab(T("inside_lens"), id="inside-lens") as lens_tab:
             with gr.Row():
@@ -150,6 +164,11 @@ def layout() -> SimpleNamespace:
     return SimpleNamespace(**{k: v for k, v in locals().items()})
 
 
+def newest_lens(state, layer, position, shown=None):
+    """The lens as opening the tab draws it: its newest positions."""
+    return lens_view(state, None, layer, position, shown)
+
+
 def wire(page) -> None:
     """The tab's events; ``page.inside`` holds its components, ``page.state`` the session."""
     c, state = page.inside, page.state
@@ -166,24 +185,35 @@ def wire(page) -> None:
         "show_progress_on": [c.lens_plot],
         "show_progress": "minimal",
     }
-    c.lens_btn.click(lens_view, lens_inputs, lens_outputs, **lens)
+    # Each view drawn, for a classroom room to publish after it (lessons.room_inside chains on these):
+    # (the view's key, its event, the inputs it was drawn from, the view, the names of the inputs that
+    # make its selection (None: not one), whether a page's own hand drew it)
+    c.room_drawn = []
+    lens_args, lens_names = [c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols], (None, "lens_layer", "lens_pos")
+    drawn = c.lens_btn.click(lens_view, lens_inputs, lens_outputs, **lens)
+    c.room_drawn.append(("lens", drawn, lens_args, lens_view, lens_names, True))
     for control in (c.lens_layer, c.lens_pos):
-        control.submit(lens_view, lens_inputs, lens_outputs, **lens)
+        drawn = control.submit(lens_view, lens_inputs, lens_outputs, **lens)
+        c.room_drawn.append(("lens", drawn, lens_args, lens_view, lens_names, True))
     scrolled = outputs(LensView, c, msg=c.lens_plot_msg)
-    c.lens_scroll.release(lens_view, lens_inputs, scrolled, trigger_mode="always_last", **lens)
+    drawn = c.lens_scroll.release(lens_view, lens_inputs, scrolled, trigger_mode="always_last", **lens)
+    c.room_drawn.append(("lens", drawn, lens_args, lens_view, lens_names, True))
     # Opening the tab draws the lens for the current run and clears the other views: the last
     # run's views lose their "previous run" mark (generate_layout.previous_run_js) once it has.
-    page.inside_tab.select(
+    opened = page.inside_tab.select(
         open_tab,
-        [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols],
+        [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols, c.room_followed],
         outputs(Opened, c),
         js=cols_js(5),
         api_visibility="private",
         concurrency_id="inside",
         show_progress_on=[c.lens_plot],
         show_progress="minimal",
-    ).then(None, None, None, js="() => { delete document.body.dataset.pgInsidePrevious; }")
-    c.dla_btn.click(
+    )
+    opened.then(None, None, None, js="() => { delete document.body.dataset.pgInsidePrevious; }")
+    opened_args = [c.lens_layer, c.lens_pos, c.lens_cols]
+    c.room_drawn.append(("lens", opened, opened_args, newest_lens, lens_names[1:], False))
+    dla = c.dla_btn.click(
         remembering("dla"),
         [state, c.dla_pos, c.dla_target],
         outputs(DlaView, c, msg=c.dla_msg),
@@ -192,7 +222,8 @@ def wire(page) -> None:
         show_progress_on=[c.dla_heat],
         show_progress="minimal",
     )
-    c.m_btn.click(
+    c.room_drawn.append(("dla", dla, [c.dla_pos, c.dla_target], attribution_view, ("dla_pos", "dla_target"), True))
+    maths = c.m_btn.click(
         remembering("maths"),
         [state, c.m_layer, c.m_head, c.m_pos],
         outputs(MathsView, c, msg=c.m_msg),
@@ -201,8 +232,10 @@ def wire(page) -> None:
         show_progress_on=[c.m_plot],
         show_progress="minimal",
     )
+    maths_names = ("m_layer", "m_head", "m_pos")
+    c.room_drawn.append(("maths", maths, [c.m_layer, c.m_head, c.m_pos], maths_view, maths_names, True))
     i_inputs = [state, c.i_zero, c.i_mean, c.i_scale, c.i_alpha, c.i_mlps, c.i_unmask, c.i_drop, c.i_pos]
-    c.i_btn.click(
+    intervened = c.i_btn.click(
         remembering("intervene"),
         i_inputs + [c.lens_cols],
         outputs(InterveneView, c, msg=c.i_msg),
@@ -212,6 +245,7 @@ def wire(page) -> None:
         show_progress_on=[c.i_bars],
         show_progress="minimal",
     )
+    c.room_drawn.append(("intervene", intervened, [*i_inputs[1:], c.lens_cols], intervene_view, (), True))
     # The two long views stream their figure as it grows (inside_live); Stop ends them within one
     # block of one α or one head.
     dose = c.dose_btn.click(

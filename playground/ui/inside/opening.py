@@ -46,14 +46,19 @@ Opened = result(
     "m_table",
     *STALE,
     "msg",
+    "room_followed",
 )
 
 
-def open_tab(state, seen_run, scroll, layer, position, shown=None, request: gr.Request = None):
+def open_tab(state, seen_run, scroll, layer, position, shown=None, request: gr.Request = None, followed=None):
     """Opening the tab draws the lens. For a run not seen before, every position field starts
     where it says something: the lens cell at the final layer × last position, attribution and
     interventions at the last position with a next token, the attention maths at the prompt's last
-    token (its keys after it are masked); the previous run's views are cleared."""
+    token (its keys after it are masked); the previous run's views are cleared. ``followed``: the page
+    shows a classroom teacher's Inside view (the room opened the tab), so it draws nothing of its own this
+    once: the next opening (the student's own) draws the page's."""
+    if followed:
+        return only(Opened, room_followed=None)
     try:
         model, run, start, ids, _ = run_context(state)
     except Exception as e:
@@ -76,6 +81,7 @@ def open_tab(state, seen_run, scroll, layer, position, shown=None, request: gr.R
         seen_run=run.id,
         **keep_drawn_since(request, cleared),
         msg="",
+        room_followed=gr.skip(),
     )
 
 

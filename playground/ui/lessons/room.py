@@ -4,11 +4,12 @@ The teacher presses "Start a room" (or opens ``?room=new``): the page shows the 
 link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
 browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step. A
 student's page (``?room=CODE``, or the code typed) waits on the room's next version
-(``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, draws the teacher's step on the teacher's prompt; moving on their own steps away until they
-press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
+(``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, takes the teacher's model and
+shows the teacher's step on the teacher's prompt, drawn once for the room (``room_drawn``); moving on
+their own steps away until they press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
 model and kept on the server), sees how many answered, and Reveal shows the answer and the room's counts
 on every page. What the pages show is drawn by ``room_views``; following the tab, the prompt and the
-teacher's Generate run is ``room_follow``'s; the ``/room_*`` endpoints (the same operations for an API
+teacher's Generate run is ``room_follow``'s, the Inside view ``room_inside``'s; the ``/room_*`` endpoints (the same operations for an API
 caller) are in ``room_api``.
 """
 
@@ -21,9 +22,10 @@ from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 from playground.ui import listeners
 from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
+from playground.ui.redraw import page_lock
 from playground.ui.results import only, outputs, result
 
-from . import room_api, room_follow, room_keep
+from . import room_api, room_drawn, room_follow, room_inside, room_keep
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
@@ -39,6 +41,8 @@ Polled = result(
     "room_timer",
     *lessons_tab.Shown._fields,
     *room_follow.Followed._fields,
+    *room_drawn.Modelled._fields,
+    *room_inside.Followed._fields,
     "room_qr",
 )
 Ended = result(
@@ -86,7 +90,8 @@ def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
     try:
         code, key = ROOMS.create(client_address())
         link = join_link(code, request)
-        ROOMS.publish(code, key, publishable(state, pos or lessons_tab.first_position(), prompt or ""))
+        place = publishable(state, pos or lessons_tab.first_position(), prompt or "")
+        ROOMS.publish(code, key, place, recipe=(state or {}).get("recipe"))
     except Exception as e:
         return only(Entered, room_status=fail(e, lang), room_bar=gr.Row(visible=True))
     return lead(state, code, key, link)
@@ -120,7 +125,8 @@ def publish_move(state, room, pos, prompt):
     room = room or no_room()
     if room.get("key"):
         try:
-            ROOMS.publish(room["code"], room["key"], publishable(state, pos or {}, prompt or ""))
+            place = publishable(state, pos or {}, prompt or "")
+            ROOMS.publish(room["code"], room["key"], place, recipe=(state or {}).get("recipe"))
         except Exception as e:
             return gr.skip(), fail(e, lang_of(state)), gr.skip(), gr.skip()
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
@@ -237,6 +243,8 @@ def follow(state, room):
         return gr.skip(), warn(tr(lang_of(state), "room_none")), gr.skip()
     # everything is taken from the room again: its tab, its run, its step
     again = {**room, "follow": True, "version": None, "tab": None, "run_version": None, "run_id": None, "drawn": None}
+    # (the teacher's model taken again, if the student built another meanwhile; its Inside view drawn again)
+    again.update(model_key=None, inside_version=None)
     return again, tr(lang_of(state), "room_joined", code=room["code"]), gr.update(visible=False)
 
 
@@ -297,20 +305,36 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     if teacher or not room.get("follow"):
         return out
     room, followed = room_follow.follow_published(room, published, prompt, lang)
-    out = out._replace(room=room, **followed)
+    try:
+        room, modelled = room_drawn.follow_model(room["code"], published, state, room)
+    except Exception as e:  # the teacher's model could not be had (memory): said, the page keeps its own
+        return out._replace(room=room, room_status=fail(e, lang), **followed)
+    room, inside = room_inside.follow_inside(room, published, lang)
+    if inside.get("room_followed") and "tabs" not in followed:  # (the page is on the tab: no opening to skip)
+        del inside["room_followed"]
+    out = out._replace(room=room, **{**modelled, **followed}, **inside)
+    state = modelled.get("state", state)
     if not published.get("lesson"):
         return out
     here = published.get("prompt") if published.get("prompt") is not None else prompt
-    # The lesson's step is drawn again when the teacher moves, or when the prompt changes while the
-    # teacher is on the Lessons tab (each student's page draws it on its own model: not per keystroke
-    # typed in the Generate tab).
+    # The lesson's step is drawn again when the teacher moves or changes model, or when the prompt changes
+    # while the teacher is on the Lessons tab (not per keystroke typed in the Generate tab).
     on_lessons = published.get("tab") in (None, "lessons")
-    drawn = [published["lesson"], published.get("step", 0), here if on_lessons else None]
-    before = room.get("drawn") or [None, None, None]
-    if drawn[:2] == before[:2] and (not on_lessons or drawn[2] == before[2]):
+    drawn = [published["lesson"], published.get("step", 0), here if on_lessons else None, published.get("model_key")]
+    before = room.get("drawn") or [None] * 4
+    if drawn[:2] == before[:2] and drawn[3:] == before[3:] and (not on_lessons or drawn[2] == before[2]):
         return out
     pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
-    shown = lessons_tab.show_at(state, pos, here, request)
+    if isinstance(published.get("recipe"), dict):  # the teacher's model: drawn once for the room, sent to each
+        present = bool((state or {}).get("present"))
+        with page_lock(request):
+            try:
+                shown = room_drawn.step(room["code"], published, pos, here, lang, present)
+            except Exception as e:
+                shown = only(lessons_tab.Shown, reveal=fail(e, lang))
+            shown = lessons_tab.recorded(request, shown)
+    else:  # (a room published through the API names no model: the page's own)
+        shown = lessons_tab.show_at(state, pos, here, request)
     choice = shown.choice if isinstance(shown.choice, dict) else {}
     shown = shown._replace(choice={**choice, "visible": False})  # the room's vote stands in for it
     return out._replace(**shown._asdict(), prompt=here, room={**room, "drawn": drawn})
@@ -347,7 +371,7 @@ def wire(page) -> None:
         **private,
     ).then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
-    polled = outputs(Polled, c, page.generate, tabs=page.tabs)
+    polled = outputs(Polled, c, page.generate, page, page.model, page.inside, tabs=page.tabs)
     poll_event = {"show_progress": "hidden", "concurrency_id": "room_poll", "concurrency_limit": 32, **private}
     c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private).then(
         poll, [state, c.room, prompt], polled, **poll_event
@@ -365,4 +389,5 @@ def wire(page) -> None:
     c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
     c.room_timer.tick(poll, [state, c.room, prompt], polled, **poll_event)
     room_follow.wire(page)
+    room_inside.wire(page)
     room_api.wire(c, state)

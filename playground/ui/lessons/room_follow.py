@@ -41,7 +41,7 @@ def _away(state, room) -> Away:
 
 def _publish(state, room, fields: dict) -> Away:
     try:
-        ROOMS.publish(room["code"], room["key"], fields, client_address())
+        ROOMS.publish(room["code"], room["key"], fields, client_address(), recipe=(state or {}).get("recipe"))
     except RoomError as e:
         return Away(gr.skip(), fail(e, lang_of(state)), gr.skip())
     return Away(gr.skip(), gr.skip(), gr.skip())
@@ -76,6 +76,15 @@ def prompt_left(state, room, prompt) -> Away:
     room = room or {}
     if room.get("key"):
         return _publish(state, room, {"prompt": str(prompt or "")[:20_000]})
+    return Away(gr.skip(), gr.skip(), gr.skip())
+
+
+def model_built(state, room) -> Away:
+    """After the Model tab built a model: the teacher's page publishes it (its followers take it); a
+    student's page built it in the Model tab, which it opened on its own: away already."""
+    room = room or {}
+    if room.get("key"):
+        return _publish(state, room, {})
     return Away(gr.skip(), gr.skip(), gr.skip())
 
 
@@ -136,7 +145,7 @@ def published_run(state, code, key, prompt, view, layer, head, log_scale, query,
     place = {"tab": "generate", "view": shown}
     if prompt is not None:
         place["prompt"] = str(prompt)[:20_000]
-    ROOMS.publish(code, key, place, client_address())
+    ROOMS.publish(code, key, place, client_address(), recipe=state.get("recipe"))
     record = {
         "id": str(run.id),
         "chips": all_chips(run),
@@ -198,6 +207,7 @@ def wire(page) -> None:
     g.prompt.input(prompt_typed, [state, c.room, g.prompt], away, trigger_mode="always_last", **quick)
     # (a paste or a fill may raise no input event: the teacher's prompt is published when the box is left too)
     g.prompt.blur(prompt_left, [state, c.room, g.prompt], away, **quick)
+    page.model.room_built.then(model_built, [state, c.room], away, **quick)
     for trigger in (g.gen_btn.click, g.prompt.submit, *(getattr(g, n).input for n in VIEW_CONTROLS)):
         trigger(moved_by_hand, [state, c.room], away, **quick)
     inputs = [state, c.room, g.prompt, g.view, g.layer, g.head, g.log_scale, g.query, g.span]

@@ -82,8 +82,9 @@ def reveal_html(question: Question, step, choice_id: str, lang: str) -> str:
     )
 
 
-def show(state, pos, prompt, choice=None, keep_pick: bool = False) -> Shown:
-    """A step: its text and view, the question with fresh choices, and (``choice`` given) the reveal.
+def show(state, pos, prompt, choice=None, keep_pick: bool = False, model=None) -> Shown:
+    """A step: its text and view, the question with fresh choices, and (``choice`` given) the reveal;
+    asked of ``model`` (a room's teacher's, drawn once for its followers) or else the session's.
 
     ``keep_pick``: a redraw of the same step in another language or size (the page's preferences,
     applied while it opens). Its choices keep their ids, so it leaves the radio's value and, with no
@@ -111,7 +112,7 @@ def show(state, pos, prompt, choice=None, keep_pick: bool = False) -> Shown:
         text=lessons.say(step.text, lang),
     )
     try:
-        question, labels = lessons.ask(step, session_model(state), prompt)
+        question, labels = lessons.ask(step, model if model is not None else session_model(state), prompt)
     except Exception as e:  # a prompt too short for the question, a released model: said, never a crash
         return Shown(
             **base,

@@ -395,14 +395,16 @@ def wire(page) -> None:
     )  # what is loaded, kept current: after the first load, a build, and whenever the tab opens
     page.model_tab.select(in_use, page.state, m.in_use, api_visibility="private")
     m.preset.input(preset_fields, [m.preset, page.state], outputs(PresetFields, m), api_name="preset_config")
-    m.build_btn.click(
+    # (kept for a classroom room: the teacher's new model published after it, lessons.room_follow)
+    m.room_built = m.build_btn.click(
         build_from_form,
         [page.state, page.train_state, m.weights, m.seed_init, m.hub_name, m.upload, m.dtype] + m.fields,
         switch_outputs(page, m.build_msg),
         api_name="build_model",
         concurrency_id="models",
         concurrency_limit=2,
-    ).then(in_use, page.state, m.in_use, api_visibility="private")
+    )
+    m.room_built.then(in_use, page.state, m.in_use, api_visibility="private")
     m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")
     side_by_side.wire(page, m.sbs)
     m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)

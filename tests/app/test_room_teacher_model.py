@@ -1,0 +1,186 @@
+"""Classroom mode (issue 35): students follow the teacher's model, and see the teacher's computed views.
+
+The teacher's page publishes its session's model (its recipe and model cache key); a following student's
+page takes it (its session's recipe, the Model tab's form), the model cache holding one model for all of
+them. A lesson step drawn for the room is computed once per language on the server (the step's question
+asked of the live model once, however many follow) and every follower's figure equals the one the
+teacher's page draws; a student who steps away keeps their own model until Follow. One room's drawings
+are never another's, and they go when the room ends. The teacher's Inside view (its sub-tab, selection and
+figures) reaches every follower the same way: drawn on the server once per language. Then through the
+running app: the model a teacher's run is published with."""
+
+import json
+
+import pytest
+from gradio.components.plot import PlotData
+from gradio_client import Client
+
+from playground import PRESETS
+from playground.server import lessons
+from playground.server.model_cache import CACHE
+from playground.server.recipes import random_recipe, recipe_key
+from playground.server.room_steps import DRAWN
+from playground.ui.common import session_model
+from playground.ui.lessons import room as lessons_room
+from playground.ui.lessons import tab as lessons_tab
+
+PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
+FOLLOWERS = 4  # three English pages and one Chinese
+
+
+def plot_of(value):
+    """A plot output's plotly JSON (a figure, or an update holding one), as the page is sent it."""
+    value = value.get("value") if isinstance(value, dict) else value
+    if isinstance(value, PlotData):
+        return json.loads(value.plot)
+    return json.loads(value.to_json())
+
+
+@pytest.fixture
+def rooms_pages():
+    teacher = {"recipe": random_recipe(PRESETS["nano"], seed=3), "run_id": None, "lang": "en", "session": "t1"}
+    students = [
+        {"recipe": random_recipe(PRESETS["nano"], seed=0), "run_id": None, "lang": lang, "session": f"s{i}"}
+        for i, lang in enumerate(["en"] * (FOLLOWERS - 1) + ["zh-CN"])
+    ]
+    return teacher, students
+
+
+def test_followers_take_the_teachers_model_and_its_step_drawn_once(rooms_pages, monkeypatch):
+    teacher, students = rooms_pages
+    pos = {"lesson": "attention", "step": 0}  # one head's attention row: the live model's numbers
+    t_room = lessons_room.start_room(teacher, None, pos, PROMPT).room
+    published = lessons_room.ROOMS.state(t_room["code"])["state"]
+    assert published["model_key"] == recipe_key(teacher["recipe"]) and published["recipe"] == teacher["recipe"]
+
+    asked = []
+    real_ask = lessons.ask
+    monkeypatch.setattr(lessons, "ask", lambda *a, **k: asked.append(a[1]) or real_ask(*a, **k))
+    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students]
+    polled = [lessons_room.poll(s, r, "") for s, r in zip(students, rooms)]
+    # the step asked of the live model once per language, for all the followers, on the teacher's model
+    assert len(asked) == 2 and all(m is session_model(teacher) for m in asked), len(asked)
+    for s, p in zip(students, polled):
+        assert p.state["recipe"] == teacher["recipe"] and p.state["session"] == s["session"]
+        assert p.weights == "random" and p.seed_init == 3 and p.n_layers == PRESETS["nano"].n_layers  # the form
+        assert p.layer["maximum"] == PRESETS["nano"].n_layers - 1  # the Generate tab's sliders: its ranges
+        assert p.lesson_pos == pos and p.prompt == PROMPT
+    # one model for all: each student's session gets the very model the teacher's has
+    assert all(session_model(p.state) is session_model(teacher) for p in polled)
+    assert sum(1 for k in CACHE.keys() if k == recipe_key(teacher["recipe"])) == 1
+
+    # each follower's figure is the teacher's, number for number (the teacher's page draws its own step)
+    mine = lessons_tab.show(teacher, pos, PROMPT)
+    want = plot_of(mine.plot)["data"]
+    for p in polled[:-1]:
+        assert plot_of(p.plot)["data"] == want
+    zh = plot_of(polled[-1].plot)
+    assert [t.get("y") for t in zh["data"]] == [t.get("y") for t in want]  # the same numbers, in Chinese words
+    assert zh["layout"]["title"]["text"] != plot_of(mine.plot)["layout"]["title"]["text"]
+
+    # the teacher moves: once more per language, not once per follower
+    moved = lessons_tab.move(teacher, pos, PROMPT, +1)  # (the teacher's page draws its own step)
+    lessons_room.publish_move(teacher, t_room, moved.lesson_pos, PROMPT)
+    asked.clear()
+    rooms = [p.room for p in polled]
+    states = [p.state for p in polled]
+    polled = [lessons_room.poll(s, r, PROMPT) for s, r in zip(states, rooms)]
+    assert len(asked) == 2 and all(p.lesson_pos == moved.lesson_pos for p in polled)
+    assert all(p.state == lessons_room.gr.skip() for p in polled)  # the model taken once, not again
+
+    # a student who steps away and builds another model keeps it; Follow takes the teacher's again
+    own = {**states[0], "recipe": random_recipe(PRESETS["nano"], seed=7)}
+    away = lessons_room.publish_move(own, polled[0].room, moved.lesson_pos, PROMPT)[0]
+    lessons_room.publish_move(teacher, t_room, pos, PROMPT)
+    assert lessons_room.poll(own, away, PROMPT).state == lessons_room.gr.skip()
+    back = lessons_room.follow(own, away)[0]
+    polled = lessons_room.poll(own, back, PROMPT)
+    assert polled.state["recipe"] == teacher["recipe"]
+    # the teacher builds another model in the Model tab: published as it is built, and taken
+    from playground.ui.lessons import room_follow
+
+    rebuilt = {**teacher, "recipe": random_recipe(PRESETS["nano"], seed=5)}
+    assert all(v == lessons_room.gr.skip() for v in room_follow.model_built(rebuilt, t_room))
+    again = lessons_room.poll(polled.state, polled.room, PROMPT)
+    assert again.state["recipe"] == rebuilt["recipe"] and again.seed_init == 5
+    assert again.lesson_pos == pos and again.plot != lessons_room.gr.skip()  # the step drawn again, on it
+
+    # another room's drawings are its own; a room's go when it ends
+    other = lessons_room.start_room({**teacher, "session": "t2"}, None, pos, PROMPT).room
+    assert DRAWN.held(other["code"]) == 0 and DRAWN.held(t_room["code"]) > 0
+    lessons_room.end_room(teacher, t_room)
+    assert DRAWN.held(t_room["code"]) == 0
+    lessons_room.end_room(teacher, other)
+
+
+def test_a_teachers_published_run_names_its_model(app_url):
+    teacher, student = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    room = teacher.predict(api_name="/room_create")
+    code, key = room["code"], room["key"]
+    member = student.predict(code, api_name="/room_join")["member"]
+    teacher.predict("ROMEO:", 0.8, 40, 1.0, 3, 0, False, api_name="/generate")
+    assert "version" in teacher.predict(code, key, api_name="/room_publish_run")
+    state = student.predict(code, None, member, "", api_name="/room_state")["state"]
+    assert isinstance(state["recipe"], dict) and state["model_key"] == recipe_key(state["recipe"])
+    # an API caller cannot name the room's model: it is no field of what a teacher publishes
+    refused = teacher.predict(code, key, {"recipe": {"kind": "file", "path": "/etc"}}, api_name="/room_publish")
+    assert refused.get("key") == "room.state_unknown", refused
+    teacher.predict(code, key, api_name="/room_end")
+
+
+def test_followers_see_the_teachers_inside_view_drawn_on_the_server_once(rooms_pages, monkeypatch):
+    """The teacher's attention maths (layer, head, position) and lens reach every follower as the teacher's
+    page drew them: the view drawn twice (English, 中文) on the teacher's run, however many follow."""
+    from playground.ui.generate import tab as generate_tab
+    from playground.ui.inside import opening
+    from playground.ui.inside import tab as inside_tab
+    from playground.ui.lessons import room_inside
+
+    teacher, students = rooms_pages
+    for update in generate_tab.generate_tokens(teacher, "ROMEO: What light", 0.8, 40, 1.0, 5, 0, False):
+        teacher = update[0]
+    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
+    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students]
+    polled = [lessons_room.poll(s, r, "") for s, r in zip(students, rooms)]
+    states, rooms = [p.state for p in polled], [p.room for p in polled]
+
+    drawn = []
+    maths = lambda state, *a: drawn.append(state["lang"]) or inside_tab.maths_view(state, *a)  # noqa: E731
+    names = ("m_layer", "m_head", "m_pos")
+    publish = room_inside.publisher("maths", maths, names)
+    assert all(v == lessons_room.gr.skip() for v in publish(teacher, t_room, 1, 1, 4))
+    polled = [lessons_room.poll(s, r, PROMPT) for s, r in zip(states, rooms)]
+    assert sorted(drawn) == ["en", "zh-CN"]  # once per language, for all four followers
+    mine = inside_tab.maths_view(teacher, 1, 1, 4)
+    for p, s in zip(polled, students):
+        assert p.tabs.selected == "inside" and p.sub_tabs.selected == "inside-maths"
+        assert (p.m_layer, p.m_head, p.m_pos) == (1, 1, 4) and p.room_followed
+        figure = json.loads(p.m_plot.plot)
+        assert [t.get("y") for t in figure["data"]] == [t.get("y") for t in json.loads(mine.m_plot.to_json())["data"]]
+        assert p.m_table.values.tolist() == mine.m_table.values.tolist() or s["lang"] != "en"
+        assert p.state == lessons_room.gr.skip() or p.state.get("run_id") is None  # the student ran nothing
+    zh = json.loads(polled[-1].m_plot.plot)["layout"]["title"]["text"]
+    assert zh != json.loads(polled[0].m_plot.plot)["layout"]["title"]["text"]
+    # the page's own opening of the tab it followed to draws nothing over the teacher's view
+    opened = opening.open_tab(students[0], None, None, None, None, None, followed=polled[0].room_followed)
+    assert opened.room_followed is None  # (this once: the student's own next opening draws the page's)
+    assert all(v == lessons_room.gr.skip() for v in opened._replace(room_followed=lessons_room.gr.skip()))
+    # unchanged: not sent again; the teacher's lens next: the lens tab and the teacher's cell
+    rooms = [p.room for p in polled]
+    assert lessons_room.poll(states[0], rooms[0], PROMPT).m_plot == lessons_room.gr.skip()
+    lens = room_inside.publisher("lens", inside_tab.lens_view, (None, "lens_layer", "lens_pos"))
+    lens(teacher, t_room, None, 2, 3, None)
+    p = lessons_room.poll(states[0], rooms[0], PROMPT)
+    assert p.sub_tabs.selected == "inside-lens" and (p.lens_layer, p.lens_pos) == (2, 3)
+    want = inside_tab.lens_view(teacher, None, 2, 3, None)
+    assert json.loads(p.lens_plot.plot)["data"][0]["z"] == json.loads(want.lens_plot.to_json())["data"][0]["z"]
+    assert p.cell_md == want.cell_md
+    # the English page switches to 中文: the teacher's lens in Chinese, as the room holds it (nothing drawn)
+    redrawn = room_inside.Followed(*room_inside.redrawn({**states[0], "lang": "zh-CN"}, p.room))
+    zh_title = json.loads(redrawn.lens_plot.plot)["layout"]["title"]["text"]
+    assert zh_title != json.loads(p.lens_plot.plot)["layout"]["title"]["text"]
+    assert redrawn.sub_tabs == lessons_room.gr.skip() and redrawn.lens_layer == 2
+    # the student draws a view of their own: stepped away
+    away = room_inside.publisher("maths", inside_tab.maths_view, names)(states[0], p.room, 0, 0, 1)
+    assert away.room["follow"] is False
+    lessons_room.end_room(teacher, t_room)
