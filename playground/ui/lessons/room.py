@@ -372,7 +372,9 @@ def wire(page) -> None:
     ).then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
     polled = outputs(Polled, c, page.generate, page, page.model, page.inside, tabs=page.tabs)
-    poll_event = {"show_progress": "hidden", "concurrency_id": "room_poll", "concurrency_limit": 32, **private}
+    # Unqueued: one POST, never behind a decode in the queue (a room's step is drawn once for the room,
+    # server.room_steps, so 60 pages polling at once do not draw 60 times)
+    poll_event = {"show_progress": "hidden", "queue": False, **private}
     c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private).then(
         poll, [state, c.room, prompt], polled, **poll_event
     )  # (back in step now, not at the next poll)

@@ -200,7 +200,12 @@ def wire(page) -> None:
     """Each tab's select, the prompt's typing, Generate and the view's controls; then the teacher's
     publishing after each run and view change (chained after the Generate tab's own events)."""
     c, g, state = page.lessons, page.generate, page.state
-    quick = {"api_visibility": "private", "show_progress": "hidden", "concurrency_id": "room_poll"}
+    quick = {
+        "api_visibility": "private",
+        "show_progress": "hidden",
+        "concurrency_id": "room_poll",
+        "concurrency_limit": 32,
+    }
     away = [c.room, c.room_status, c.room_follow]
     for tab in TABS:
         getattr(page, f"{tab}_tab").select(tab_opened(tab), [state, c.room], away, **quick)
