@@ -11,7 +11,8 @@ in ``engine.model`` stay as the textbook writes them, and a model nobody acceler
 from __future__ import annotations
 
 import collections
-import types
+import copy
+import weakref
 
 import torch
 import torch.nn as nn
@@ -35,6 +36,35 @@ def _compiled_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return one_row_linear(x, self.weight, self.bias, self.__dict__["compiled_threads"])
 
 
+class InstanceMethod:
+    """``fn`` bound to one module instance, as its own ``forward`` or ``project_qkv``, through a weak reference.
+
+    A bound method (``types.MethodType``) in the instance's ``__dict__`` is a cycle (module -> its dict -> the
+    method -> the module): a dropped model then stays in memory, its weights with it, until the cyclic
+    collector's next full pass, while the memory budget has stopped counting it (issue 33: a server's RSS
+    outgrew its budget by whole models). A copy (``copy.deepcopy``, a trained model's snapshot) binds the copy."""
+
+    __slots__ = ("fn", "ref", "__weakref__")
+
+    def __init__(self, fn, module: nn.Module):
+        self.fn = fn
+        self.ref = weakref.ref(module)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(self.ref(), *args, **kwargs)  # (alive: the module's own attribute called it)
+
+    def __deepcopy__(self, memo) -> InstanceMethod:
+        return InstanceMethod(self.fn, copy.deepcopy(self.module(), memo))
+
+    def module(self) -> nn.Module:
+        module = self.ref()
+        assert module is not None, "called on a module no longer alive"  # its own attribute: it is
+        return module
+
+    def __reduce__(self):
+        return InstanceMethod, (self.fn, self.module())
+
+
 def use_compiled_kernel(linear: nn.Linear, threads: int | None) -> None:
     """Route ``linear``'s one-row products to the compiled kernel on ``threads`` (None: back to
     nn.Linear's own forward). Only the instance's forward changes: its class, parameters and
@@ -43,7 +73,7 @@ def use_compiled_kernel(linear: nn.Linear, threads: int | None) -> None:
     if threads is None:
         linear.__dict__.pop("forward", None)
     else:
-        linear.forward = types.MethodType(_compiled_forward, linear)  # type: ignore[method-assign]
+        linear.forward = InstanceMethod(_compiled_forward, linear)  # type: ignore[method-assign]
 
 
 def compiled_kernel_threads(linear: nn.Module) -> int | None:
@@ -101,7 +131,7 @@ def set_stacked_qkv(attention: MultiHeadAttention, on: bool, threads: int | None
     state_dict stay the textbook module's."""
     if on:
         attention.stacked_qkv = StackedQKV(threads)  # type: ignore[assignment]
-        attention.project_qkv = types.MethodType(_stacked_project_qkv, attention)  # type: ignore[method-assign]
+        attention.project_qkv = InstanceMethod(_stacked_project_qkv, attention)  # type: ignore[method-assign]
     else:
         attention.__dict__.pop("stacked_qkv", None)
         attention.__dict__.pop("project_qkv", None)
