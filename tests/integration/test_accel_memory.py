@@ -108,3 +108,24 @@ def test_without_decisions_nothing_is_copied_and_nothing_more_is_reserved(kernel
     assert later[0] > weights  # the background measurement's build reserves its own copies
     assert grown_peak <= reserved + SLACK, (grown_peak, reserved)
     assert abs(resident - weights) < SLACK, (resident, weights)
+
+
+def test_a_dropped_accelerated_model_gives_its_memory_back_without_the_cycle_collector(kernel_cache):
+    """The budget stops counting a model when its last reference goes; its weights must go then too, not at
+    the collector's next full pass (an accelerated module bound to itself was such a cycle)."""
+    build_from_recipe(timing_recipe(SMALL, "float32"), measure=True)
+    kernels.forget()
+    model = build_from_recipe(random_recipe(SMALL, seed=5))
+    assert any("forward" in m.__dict__ or "project_qkv" in m.__dict__ for m in model.modules())  # accelerated
+    weights = weight_bytes(model)
+    gc.collect()
+    trim()
+    before = rss()
+    gc.disable()
+    try:
+        del model
+        trim()
+        freed = before - rss()
+    finally:
+        gc.enable()
+    assert freed > 0.9 * weights, (freed, weights)
