@@ -148,14 +148,12 @@ def linears_of(model: nn.Module) -> list[nn.Linear]:
 def planned_layouts(model: nn.Module, compiled_kernel: bool = True) -> dict[torch.Tensor, tuple[bool, int | None]]:
     """Each weight matrix a decision applies to -> (stored [in, out], the compiled kernel's threads or None),
     from this machine's decisions (measured here if not made yet, unless within ``kernels.decided_only``).
-    A model on the meta device stands in for a CPU model not built yet (``accel.copies``). Where the native
-    step is decided for the model, the matrices it reads stay (out, in): it would store them so anyway."""
+    A model on the meta device stands in for a CPU model not built yet (``accel.copies``). (A native step
+    chosen later stores its matrices (out, in) again: the layouts stay what the plain path's decisions, and
+    the stacking decision read from them, were measured on.)"""
     decide_kernel = kernels.one_row_kernel if compiled_kernel else lambda *a: None
     params = {id(m.weight): m.weight for m in linears_of(model)}
     shapes = collections.Counter(tuple(w.shape) for w in params.values())
-    planning = any(w.device.type == "meta" for w in params.values())
-    step = compiled_kernel and native_decode.steps_natively(model, planning=planning)
-    rows = {id(t) for t in native_decode.step_tensors(model)} if step else set()
     out: dict[torch.Tensor, tuple[bool, int | None]] = {}
     for w in params.values():
         if w.dim() != 2 or w.device.type not in ("cpu", "meta") or not w.is_floating_point():
@@ -163,7 +161,7 @@ def planned_layouts(model: nn.Module, compiled_kernel: bool = True) -> dict[torc
         shape, count = tuple(w.shape), shapes[tuple(w.shape)]
         want_in_out = kernels.weight_layout(shape, w.dtype, count).winner == "in_out"
         threads = kernels.compiled_threads(decide_kernel((shape[0], shape[1]), w.dtype, count))
-        out[w] = (want_in_out and threads is None and id(w) not in rows, threads)
+        out[w] = (want_in_out and threads is None, threads)
     return out
 
 

@@ -510,13 +510,6 @@ def known_step(model, *, planning: bool = False) -> kernels.Choice | None:
     return None if skipped else choice
 
 
-def steps_natively(model, *, planning: bool = False) -> bool:
-    """Whether ``prepare`` will choose the native step for ``model`` from a decision already made: its weight
-    matrices then end (out, in) whatever layout a plain one-row product would want (``decode_paths``)."""
-    choice = known_step(model, planning=planning)
-    return choice is not None and choice.winner != "plain"
-
-
 def prepare(model) -> kernels.Choice | None:
     """Decide whether ``model``'s plain generation steps run as the native step: built here, valid
     for this model, equal to its torch forward (checked on this model) and measured faster here (once
