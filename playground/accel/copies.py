@@ -74,7 +74,7 @@ def plan(model: nn.Module, *, measure: bool, compiled_kernel: bool = True) -> Co
         one = max(one, max((t.nbytes for t in tensors), default=0)) + native_decode.check_bytes(model)
     peak = resident + one
     if skipped and measure and compiled_kernel:  # measured in the build: as if nothing were decided
-        matrices = sum(t.nbytes for t in tensors if t.dim() == 2)
+        matrices = sum(w.nbytes for w in layouts)  # the weight matrices, each once (a tied one too)
         rows = min(matrices, step_weights.MAX_COPY_BYTES) if native_decode.can_prepare(model, planning=True) else 0
         attention = sum(stacked_bytes(m) for m in stacking)
         largest = max((t.nbytes for t in tensors), default=0)
