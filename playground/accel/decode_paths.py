@@ -56,6 +56,10 @@ class InstanceMethod:
     def __deepcopy__(self, memo) -> InstanceMethod:
         return InstanceMethod(self.fn, copy.deepcopy(self.module(), memo))
 
+    @property
+    def __self__(self) -> nn.Module:  # what a bound method says it is bound to
+        return self.module()
+
     def module(self) -> nn.Module:
         module = self.ref()
         assert module is not None, "called on a module no longer alive"  # its own attribute: it is
