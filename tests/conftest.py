@@ -13,6 +13,39 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def own_kernel_cache() -> str:
+    """A kernel cache of this test session's own (``PLAYGROUND_KERNEL_CACHE``, for the apps and processes the
+    tests start too): the kernel decisions a developer's machine keeps (issue 33: they changed what a build
+    copies, and test_load's result with it) are not read. The compiled libraries are copied in from the usual
+    cache, where there are any: they are the same sources built for this CPU, and each is checked before it
+    loads. ``PLAYGROUND_TEST_KERNEL_CACHE`` names a folder to use instead (one holding decisions, say)."""
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    chosen = os.environ.get("PLAYGROUND_TEST_KERNEL_CACHE")
+    if chosen:
+        return chosen
+    usual = Path(os.environ.get("PLAYGROUND_KERNEL_CACHE") or "")
+    if not usual.parts:
+        usual = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpt-playground" / "kernels"
+    folder = Path(tempfile.mkdtemp(prefix="playground-kernels-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for lib in usual.glob("*.so") if usual.is_dir() else []:
+        summed = lib.with_name(lib.name + ".sum")
+        if summed.is_file():
+            try:
+                shutil.copy2(lib, folder / lib.name)
+                shutil.copy2(summed, folder / summed.name)
+            except OSError:
+                pass  # built again at first use
+    return str(folder)
+
+
+os.environ["PLAYGROUND_KERNEL_CACHE"] = own_kernel_cache()
+
+
 @pytest.fixture(scope="module")
 def app_url():
     """The real app on a free local port for the tests of one module; closed afterwards."""

@@ -18,6 +18,7 @@ import weakref
 import torch
 
 from playground.accel import background
+from playground.accel.copies import Copies, copy_plan, held_bytes
 from playground.accel.decode_paths import optimize_for_decode
 from playground.accel.decoder import ACCELERATED
 from playground.engine import decoding
@@ -85,4 +86,15 @@ def is_accelerated(model) -> bool:
     return decoding.decoder_of(model) is ACCELERATED
 
 
-__all__ = ["accelerate", "enabled", "is_accelerated", "optimize_for_decode", "refuses", "stale", "undecided"]
+__all__ = [
+    "Copies",
+    "accelerate",
+    "copy_plan",
+    "enabled",
+    "held_bytes",
+    "is_accelerated",
+    "optimize_for_decode",
+    "refuses",
+    "stale",
+    "undecided",
+]

@@ -11,7 +11,8 @@ in ``engine.model`` stay as the textbook writes them, and a model nobody acceler
 from __future__ import annotations
 
 import collections
-import types
+import copy
+import weakref
 
 import torch
 import torch.nn as nn
@@ -35,6 +36,39 @@ def _compiled_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return one_row_linear(x, self.weight, self.bias, self.__dict__["compiled_threads"])
 
 
+class InstanceMethod:
+    """``fn`` bound to one module instance, as its own ``forward`` or ``project_qkv``, through a weak reference.
+
+    A bound method (``types.MethodType``) in the instance's ``__dict__`` is a cycle (module -> its dict -> the
+    method -> the module): a dropped model then stays in memory, its weights with it, until the cyclic
+    collector's next full pass, while the memory budget has stopped counting it (issue 33: a server's RSS
+    outgrew its budget by whole models). A copy (``copy.deepcopy``, a trained model's snapshot) binds the copy."""
+
+    __slots__ = ("fn", "ref", "__weakref__")
+
+    def __init__(self, fn, module: nn.Module):
+        self.fn = fn
+        self.ref = weakref.ref(module)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(self.ref(), *args, **kwargs)  # (alive: the module's own attribute called it)
+
+    def __deepcopy__(self, memo) -> InstanceMethod:
+        return InstanceMethod(self.fn, copy.deepcopy(self.module(), memo))
+
+    @property
+    def __self__(self) -> nn.Module:  # what a bound method says it is bound to
+        return self.module()
+
+    def module(self) -> nn.Module:
+        module = self.ref()
+        assert module is not None, "called on a module no longer alive"  # its own attribute: it is
+        return module
+
+    def __reduce__(self):
+        return InstanceMethod, (self.fn, self.module())
+
+
 def use_compiled_kernel(linear: nn.Linear, threads: int | None) -> None:
     """Route ``linear``'s one-row products to the compiled kernel on ``threads`` (None: back to
     nn.Linear's own forward). Only the instance's forward changes: its class, parameters and
@@ -43,7 +77,7 @@ def use_compiled_kernel(linear: nn.Linear, threads: int | None) -> None:
     if threads is None:
         linear.__dict__.pop("forward", None)
     else:
-        linear.forward = types.MethodType(_compiled_forward, linear)  # type: ignore[method-assign]
+        linear.forward = InstanceMethod(_compiled_forward, linear)  # type: ignore[method-assign]
 
 
 def compiled_kernel_threads(linear: nn.Module) -> int | None:
@@ -70,6 +104,7 @@ class StackedQKV:
         parts = [t for m in linears for t in (m.weight, m.bias) if t is not None]
         key = tuple((t.data_ptr(), t._version, t.dtype) for t in parts)
         if self._tensors is None or self._key != key:
+            self._tensors = None  # the stale copy goes before the new one is made: one copy held, never two
             with torch.no_grad():
                 weight = torch.cat([m.weight for m in linears])
                 bias = torch.cat([m.bias for m in linears]) if linears[0].bias is not None else None
@@ -100,7 +135,7 @@ def set_stacked_qkv(attention: MultiHeadAttention, on: bool, threads: int | None
     state_dict stay the textbook module's."""
     if on:
         attention.stacked_qkv = StackedQKV(threads)  # type: ignore[assignment]
-        attention.project_qkv = types.MethodType(_stacked_project_qkv, attention)  # type: ignore[method-assign]
+        attention.project_qkv = InstanceMethod(_stacked_project_qkv, attention)  # type: ignore[method-assign]
     else:
         attention.__dict__.pop("stacked_qkv", None)
         attention.__dict__.pop("project_qkv", None)
@@ -108,6 +143,58 @@ def set_stacked_qkv(attention: MultiHeadAttention, on: bool, threads: int | None
 
 def stacked_qkv_of(attention: nn.Module) -> StackedQKV | None:
     return attention.__dict__.get("stacked_qkv") if "project_qkv" in attention.__dict__ else None
+
+
+def linears_of(model: nn.Module) -> list[nn.Linear]:
+    return [m for m in model.modules() if isinstance(m, nn.Linear)]
+
+
+def planned_layouts(model: nn.Module, compiled_kernel: bool = True) -> dict[torch.Tensor, tuple[bool, int | None]]:
+    """Each weight matrix a decision applies to -> (stored [in, out], the compiled kernel's threads or None),
+    from this machine's decisions (measured here if not made yet, unless within ``kernels.decided_only``).
+    A model on the meta device stands in for a CPU model not built yet (``accel.copies``). (A native step
+    chosen later stores its matrices (out, in) again: the layouts stay what the plain path's decisions, and
+    the stacking decision read from them, were measured on.)"""
+    decide_kernel = kernels.one_row_kernel if compiled_kernel else lambda *a: None
+    params = {id(m.weight): m.weight for m in linears_of(model)}
+    shapes = collections.Counter(tuple(w.shape) for w in params.values())
+    out: dict[torch.Tensor, tuple[bool, int | None]] = {}
+    for w in params.values():
+        if w.dim() != 2 or w.device.type not in ("cpu", "meta") or not w.is_floating_point():
+            continue  # other devices have their own libraries
+        shape, count = tuple(w.shape), shapes[tuple(w.shape)]
+        want_in_out = kernels.weight_layout(shape, w.dtype, count).winner == "in_out"
+        threads = kernels.compiled_threads(decide_kernel((shape[0], shape[1]), w.dtype, count))
+        out[w] = (want_in_out and threads is None, threads)
+    return out
+
+
+def planned_stacking(
+    model: nn.Module, compiled_kernel: bool = True
+) -> dict[MultiHeadAttention, tuple[bool, int | None]]:
+    """Each fused attention -> (whether Q, K and V come from one stacked product, its compiled threads or None),
+    decided as ``planned_layouts``' are (call it after the layouts are applied: the decision reads W_query's)."""
+    decide_kernel = kernels.one_row_kernel if compiled_kernel else lambda *a: None
+    # The fused attention (the per-head one has no W_query of its own and never stacks).
+    attention = [
+        m
+        for m in model.modules()
+        if isinstance(m, MultiHeadAttention)
+        and not isinstance(m, MultiHeadAttentionWrapper)
+        and type(m.W_query) is nn.Linear
+    ]
+    out: dict[MultiHeadAttention, tuple[bool, int | None]] = {}
+    for m in attention:
+        w = m.W_query.weight
+        stacked = (
+            w.device.type in ("cpu", "meta")
+            and w.is_floating_point()
+            and kernels.stacked_qkv(w.size(1), w.dtype, is_in_out(w), len(attention)).winner == "stacked"
+        )
+        d = w.size(1)
+        threads = kernels.compiled_threads(decide_kernel((3 * d, d), w.dtype, len(attention))) if stacked else None
+        out[m] = (stacked, threads)
+    return out
 
 
 def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Module:
@@ -131,41 +218,16 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
     cfg = getattr(model, "cfg", None)
     if cfg is not None and hasattr(cfg, "since_gpt2") and cfg.since_gpt2():
         return model  # every choice here is for GPT-2's layout (accel.refuses): a variant stays plain
-    decide_kernel = kernels.one_row_kernel if compiled_kernel else lambda *a: None
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    params = {id(m.weight): m.weight for m in linears}
-    shapes = collections.Counter(tuple(w.shape) for w in params.values())
-    compiled: dict[int, int | None] = {}  # weight id -> threads of the compiled kernel, None: plain
-    for w in params.values():
-        if w.dim() != 2 or w.device.type != "cpu" or not w.is_floating_point():
-            continue  # meta tensors have nothing to time; other devices have their own libraries
-        shape, count = tuple(w.shape), shapes[tuple(w.shape)]
-        want_in_out = kernels.weight_layout(shape, w.dtype, count).winner == "in_out"
-        compiled[id(w)] = kernels.compiled_threads(decide_kernel((shape[0], shape[1]), w.dtype, count))
-        want_in_out = want_in_out and compiled[id(w)] is None
+    layouts = planned_layouts(model, compiled_kernel)
+    for w, (want_in_out, _) in layouts.items():
         if want_in_out != is_in_out(w):
             with torch.no_grad():
                 # (out, in) values over an (in, out) buffer, or back to a plain contiguous buffer
                 w.data = w.data.t().contiguous().t() if want_in_out else w.data.contiguous()
-    # The fused attention (the per-head one has no W_query of its own and never stacks).
-    attention = [
-        m
-        for m in model.modules()
-        if isinstance(m, MultiHeadAttention)
-        and not isinstance(m, MultiHeadAttentionWrapper)
-        and type(m.W_query) is nn.Linear
-    ]
-    for linear in linears:
+    compiled = {id(w): threads for w, (_, threads) in layouts.items()}
+    for linear in linears_of(model):
         use_compiled_kernel(linear, compiled.get(id(linear.weight)))
-    for m in attention:
-        w = m.W_query.weight
-        stacked = (
-            w.device.type == "cpu"
-            and w.is_floating_point()
-            and kernels.stacked_qkv(w.size(1), w.dtype, is_in_out(w), len(attention)).winner == "stacked"
-        )
-        d = w.size(1)
-        threads = kernels.compiled_threads(decide_kernel((3 * d, d), w.dtype, len(attention))) if stacked else None
+    for m, (stacked, threads) in planned_stacking(model, compiled_kernel).items():
         set_stacked_qkv(m, stacked, threads)
     device = getattr(model, "device", None)
     cfg = getattr(model, "cfg", None)

@@ -93,6 +93,11 @@ def _tensors(model) -> list[torch.Tensor | None]:
     return out + [model.final_norm.scale, model.final_norm.shift, model.out_head.weight]
 
 
+def step_tensors(model) -> list[torch.Tensor]:
+    """The model's own tensors the step reads (a tied weight once per use), or none where it has no such layout."""
+    return [t for t in _tensors(model) if t is not None] if hasattr(model, "trf_blocks") else []
+
+
 def _matrices(model) -> list[nn.Module]:
     """Every block's Q, K, V, out_proj and two MLP layers in turn, then the output head."""
     out = []
@@ -133,9 +138,11 @@ def _int8_tensors(model) -> list[torch.Tensor | None]:
     return out + [model.tok_emb.scale]
 
 
-def unsupported(model, any_layout: bool = False) -> str | None:
+def unsupported(model, any_layout: bool = False, *, planning: bool = False) -> str | None:
     """Why ``model``'s plain decode step cannot run as the native step, or None if it can.
-    ``any_layout``: a weight matrix stored [in, out] does not count (``prepare`` can store it (out, in))."""
+    ``any_layout``: a weight matrix stored [in, out] does not count (``prepare`` can store it (out, in)).
+    ``planning``: ``model`` is a stand-in on the meta device for a CPU model not built yet (``accel.copies``)."""
+    devices = ("cpu", "meta") if planning else ("cpu",)
     cfg = getattr(model, "cfg", None)
     if cfg is None or not hasattr(model, "trf_blocks"):
         return "not a GPTModel"
@@ -144,7 +151,7 @@ def unsupported(model, any_layout: bool = False) -> str | None:
     if cfg.norm_placement != "pre" or cfg.attention_impl != "fused" or cfg.activation not in ACTIVATIONS:
         return "architecture"
     dtype = activation_dtype(model)
-    if dtype not in (torch.float32, torch.bfloat16) or model.device.type != "cpu":
+    if dtype not in (torch.float32, torch.bfloat16) or model.device.type not in devices:
         return "dtype or device"
     if has_hooks(model.modules()):
         return "torch hooks"
@@ -163,7 +170,7 @@ def unsupported(model, any_layout: bool = False) -> str | None:
     for t in _tensors(model) + scales:
         in_order = t is None or t.is_contiguous() or (any_layout and t.dim() == 2)
         want = torch.int8 if id(t) in matrices else dtype
-        if t is not None and (t.dtype != want or not in_order or t.device.type != "cpu"):
+        if t is not None and (t.dtype != want or not in_order or t.device.type not in devices):
             return "a tensor in another dtype or memory order"
     return None
 
@@ -460,36 +467,84 @@ def _step_candidates(model, rows: dict) -> kernels.Candidates:
     return out
 
 
+def _decision(model) -> tuple[tuple, str, tuple]:
+    """The native step's decision for ``model``'s shape: its key, its words, its label."""
+    cfg, dtype, kind = model.cfg, activation_dtype(model), weights_kind(model)
+    name = str(dtype).replace("torch.", "")
+    name = name if kind == "float" else kind + ("-bfloat16" if dtype == torch.bfloat16 else "")
+    return (
+        ("native decode step", cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.vocab_size, dtype, kind),
+        f"{name} decode step ({cfg.n_layers} blocks, d={cfg.emb_dim})",
+        ("step", {"dtype": name, "layers": cfg.n_layers, "d": cfg.emb_dim}),
+    )
+
+
+def can_prepare(model, *, planning: bool = False) -> bool:
+    """Whether ``prepare`` has a decision to make for ``model``: the step built here and valid for it, room
+    for the check's prompt and steps. (A meta stand-in with ``planning``: the same, for a model not built yet.)"""
+    return (
+        kernels.measuring_enabled()
+        and native_step.available()
+        and unsupported(model, True, planning=planning) is None
+        and model.cfg.context_length >= CHECK_PROMPT + MEASURE_STEPS + 1
+    )
+
+
+def check_bytes(model) -> int:
+    """What the step's check holds beside the weights, about: its cache, the logits of its prompt and step
+    (the forward's and the step's), and the last 2 MB page of the weights' mapping."""
+    cfg = model.cfg
+    cache = 2 * cfg.n_layers * cfg.n_heads * min(CHECK_CAPACITY, cfg.context_length) * cfg.head_dim * 4
+    return cache + 3 * CHECK_PROMPT * cfg.vocab_size * 4 + 2 * 2**20
+
+
+def known_step(model, *, planning: bool = False) -> kernels.Choice | None:
+    """The native step's decision for ``model``'s shape where it is made already (in this process, or in this
+    machine's file that ``kernels.keep_decisions`` reads), else None; never measures. None too where
+    ``prepare`` has nothing to decide."""
+    if not can_prepare(model, planning=planning):
+        return None
+    key, decision, label = _decision(model)
+    with kernels.decided_only() as skipped:
+        choice = kernels.choose(key, decision, dict, label=label)  # a decision not made takes "plain", listed
+    return None if skipped else choice
+
+
 def prepare(model) -> kernels.Choice | None:
     """Decide whether ``model``'s plain generation steps run as the native step: built here, valid
     for this model, equal to its torch forward (checked on this model) and measured faster here (once
     per process and model shape). The plain candidate runs on the weight layout the kernel choices
     gave it; the step reads (out, in) copies of any matrix stored [in, out], which become the weights
-    if it wins, all then moved onto 2 MB pages (``step_weights``). Returns the decision, None when
-    there was nothing to decide."""
+    if it wins, all then moved onto 2 MB pages (``step_weights``). A decision made before (this process,
+    this machine's file) copies nothing beside the model: "plain" leaves it as it is; the step stores each
+    matrix (out, in) in place, one at a time, before its check. Returns the decision, None when there was
+    nothing to decide."""
     _THREADS.pop(model, None)
     _TEAMS.pop(model, None)
     _ROW_TEAMS.pop(model, None)
     _PLANS.pop(model, None)
-    if not kernels.measuring_enabled() or not native_step.available() or unsupported(model, True) is not None:
+    if not can_prepare(model):
         return None
-    if model.cfg.context_length < CHECK_PROMPT + MEASURE_STEPS + 1:
-        return None  # no room for the check's prompt and steps: such a model keeps the plain path
+    key, decision, label = _decision(model)
     strided = [t for t in _tensors(model) if t is not None and not t.is_contiguous()]
-    if sum(t.nbytes for t in strided) > step_weights.MAX_COPY_BYTES:
-        return None
-    rows = step_weights.row_copies(_tensors(model))
-    cfg, dtype, kind = model.cfg, activation_dtype(model), weights_kind(model)
-    name = str(dtype).replace("torch.", "")
-    name = name if kind == "float" else kind + ("-bfloat16" if dtype == torch.bfloat16 else "")
-    if parity_error(model, rows) is not None:
-        return None
-    choice = kernels.choose(
-        ("native decode step", cfg.emb_dim, cfg.n_heads, cfg.n_layers, cfg.vocab_size, dtype, kind),
-        f"{name} decode step ({cfg.n_layers} blocks, d={cfg.emb_dim})",
-        lambda: _step_candidates(model, rows),
-        label=("step", {"dtype": name, "layers": cfg.n_layers, "d": cfg.emb_dim}),
-    )
+    known = known_step(model)
+    if known is None and kernels.deciding_only():  # a user's request: plain, listed for a later measurement
+        return kernels.choose(key, decision, dict, label=label)
+    if known is not None and known.winner == "plain":
+        return known  # nothing to check or copy
+    if known is not None:  # decided for the step: its matrices stored (out, in) in place, one at a time
+        step_weights.to_rows(strided)
+        if parity_error(model) is not None:
+            step_weights.to_columns(strided)
+            return None
+        choice, rows = known, {}
+    else:  # measured now: the plain candidate on its own layout, the step on (out, in) copies beside it
+        if sum(t.nbytes for t in strided) > step_weights.MAX_COPY_BYTES:
+            return None
+        rows = step_weights.row_copies(_tensors(model))
+        if parity_error(model, rows) is not None:
+            return None
+        choice = kernels.choose(key, decision, lambda: _step_candidates(model, rows), label=label)
     if choice.winner != "plain":
         step_weights.store(_tensors(model), rows)
         _THREADS[model] = 1 if choice.winner == "native_step_1_thread" else 0

@@ -38,13 +38,29 @@ def _owners(tensors: list[torch.Tensor | None]) -> list[torch.Tensor]:
     ]
 
 
+def to_rows(tensors: list[torch.Tensor]) -> None:
+    """Each of ``tensors`` (stored [in, out]) stored (out, in) in place, one at a time: the old storage of
+    each goes before the next is copied, so the move costs one tensor more, never a second model."""
+    with torch.no_grad():
+        for t in tensors:
+            t.data = t.data.contiguous()
+
+
+def to_columns(tensors: list[torch.Tensor]) -> None:
+    """``to_rows`` undone: each tensor stored [in, out] again, one at a time."""
+    with torch.no_grad():
+        for t in tensors:
+            t.data = t.data.t().contiguous().t()
+
+
 def store(tensors: list[torch.Tensor | None], copies: dict[int, torch.Tensor]) -> None:
     """Each of ``tensors`` stored [in, out] takes its (out, in) copy as its data, then all move onto
-    2 MB pages: the values, shapes, names and state_dict keys stay; only where they are stored changes."""
+    2 MB pages: the values, shapes, names and state_dict keys stay; only where they are stored changes.
+    ``copies`` is emptied as they are taken, so each copy's memory goes when its tensor moves."""
     with torch.no_grad():
         for t in tensors:
             if t is not None and id(t) in copies:
-                t.data = copies[id(t)]
+                t.data = copies.pop(id(t))
         owners = _owners(tensors)
         for t, moved in zip(owners, huge_pages.empty_like_all(owners) or []):
             moved.copy_(t)

@@ -114,6 +114,11 @@ def decided_only():
         _LOCAL.decided_only = before
 
 
+def deciding_only() -> bool:
+    """Whether the calling thread is inside ``decided_only``: a decision not made yet takes its plain candidate."""
+    return getattr(_LOCAL, "decided_only", None) is not None
+
+
 def measuring_enabled() -> bool:
     """Off with ``PLAYGROUND_ACCEL=off``, the one switch of every speed path."""
     return os.environ.get("PLAYGROUND_ACCEL", "on").strip().lower() not in ("off", "0", "no")

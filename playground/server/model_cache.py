@@ -32,7 +32,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from playground.accel import stale
+from playground.accel import held_bytes, stale
 from playground.engine.config import GPTConfig, check_build_size
 from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
@@ -62,10 +62,17 @@ def max_sessions_per_client() -> int:
         return MAX_SESSIONS_PER_CLIENT
 
 
-def model_bytes(model: GPTModel) -> int:
+def weight_bytes(model: GPTModel) -> int:
+    """A model's own parameters (an int8 model's scales too): its size, as the Model tab says it."""
     if is_int8(model):
         return int8_model_bytes(model)  # its int8 parameters and their scales (buffers), measured
     return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def model_bytes(model: GPTModel) -> int:
+    """What a built model holds in the budget: its weights, and what ``accelerate`` keeps beside them (a
+    stacked Q/K/V copy in each attention where this machine's decisions stack them, ``accel.held_bytes``)."""
+    return weight_bytes(model) + held_bytes(model)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from playground.engine.model import GPTModel
 from playground.engine.quantize import is_dynamic_int8, is_int8
 from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
 from playground.runtime.devices import describe_device
-from playground.server.model_cache import model_bytes
+from playground.server.model_cache import weight_bytes
 
 __all__ = ["Summary", "kv_facts", "module_tree", "parameter_breakdown", "summary", "tree_items", "tying_facts"]
 
@@ -36,7 +36,7 @@ def summary(model: GPTModel) -> Summary:
     int8 = "dynamic" if is_dynamic_int8(model) else "static" if is_int8(model) else None
     return Summary(
         n_params=count_parameters(model),
-        size_bytes=model_bytes(model),
+        size_bytes=weight_bytes(model),
         dtype=str(model.dtype).replace("torch.", ""),
         int8=int8,
         tied=cfg.tie_weights,

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from playground import assets
-from playground.accel import DECODE_THREADS, accelerate, background, undecided
+from playground.accel import DECODE_THREADS, accelerate, background, copy_plan, undecided
 from playground.engine.config import DEFAULT_PRESET, MODERN_PRESETS, PRESETS, GPTConfig, count_parameters_analytic
 from playground.engine.hf_hub import HUB_MODELS, cached_config, hf_progress_tqdm, load_pretrained
 from playground.engine.hf_llama import MODEL_TYPES as LLAMA_FAMILY
@@ -211,7 +211,7 @@ def build_from_recipe(recipe: dict, *, progress=None, measure: bool | None = Non
         background.measure_later(
             json.dumps(timing, sort_keys=True),
             lambda: build_from_recipe(timing, measure=True),
-            build_peak_bytes(timing),
+            build_peak_bytes(timing, measure=True),
         )
     return model
 
@@ -228,7 +228,7 @@ def decide_kernels_at_start() -> None:
         background.measure_later(
             json.dumps(timing, sort_keys=True),
             functools.partial(build_from_recipe, timing, measure=True),
-            build_peak_bytes(timing),
+            build_peak_bytes(timing, measure=True),
         )
 
 
@@ -293,18 +293,22 @@ def own_tokenizer_name(recipe: dict) -> str | None:
     return Path(recipe["repo"]).name if folder_family(recipe) else None
 
 
-def build_peak_bytes(recipe: dict) -> int:
+def build_peak_bytes(recipe: dict, measure: bool | None = None) -> int:
     """What building a recipe holds at its peak, reserved before the build starts.
 
     Random init: float32 weights (+ the converted copy for bfloat16). Loading a checkpoint: the
-    file's tensors, the float32 model they are copied into, and the converted copy.
+    file's tensors, the float32 model they are copied into, and the converted copy. A GPT-2-layout
+    model of a known config (random init, OpenAI's hub models) then holds what ``accelerate`` copies
+    beside it, read from this machine's decisions for its shape (``accel.copy_plan``; ``measure``:
+    whether the build measures what is not decided yet, ``build_from_recipe``'s default if None).
     """
     dtype = recipe.get("dtype", "float32")
     target = 2 if dtype in ("bfloat16", "int8") else 4  # int8 is quantized from a bfloat16 build, int8-dynamic float32
     kind = recipe.get("kind")
     if kind == "random":
-        n = count_parameters_analytic(GPTConfig.from_dict(recipe["config"]))
-        return n * 4 + (n * target if target != 4 else 0)
+        cfg = GPTConfig.from_dict(recipe["config"])
+        n = count_parameters_analytic(cfg)
+        return max(n * 4 + (n * target if target != 4 else 0), _accelerated_peak(cfg, dtype, measure))
     if kind == "hub" and is_folder(recipe):  # a local folder: sized by its file
         weights = Path(recipe["repo"]) / "model.safetensors"
         size = weights.stat().st_size if weights.is_file() else 0  # (the loader says what is missing)
@@ -320,11 +324,25 @@ def build_peak_bytes(recipe: dict) -> int:
         name = next((k for k, v in HUB_MODELS.items() if v == recipe["repo"]), "gpt2")
         preset = next((p for n, p in PRESETS.items() if n.split(" ")[0] == name.split(" ")[0]), PRESETS[DEFAULT_PRESET])
         n = count_parameters_analytic(preset)
-        return n * 4 * 2 + (n * target if target != 4 else 0)
+        return max(n * 4 * 2 + (n * target if target != 4 else 0), _accelerated_peak(preset, dtype, measure))
     path = BUNDLED_CHECKPOINT if kind == "bundled" else Path(recipe.get("path", ""))
     size = path.stat().st_size if path.is_file() else 0
     # the file's tensors, then a float32 model (twice the file for float16 files such as the bundled one)
     return 3 * size + (size * target // 2 if target != 4 else 0)
+
+
+def _accelerated_peak(cfg: GPTConfig, dtype: str, measure: bool | None) -> int:
+    """The built model (in ``dtype``) and what ``accelerate`` copies beside it at its peak: one matrix at a
+    time where this machine's decisions for the shape are made, a stacked Q/K/V copy kept, the measurement's
+    copies where the build measures (``accel.copy_plan``). int8 models take no copy worth counting beside the
+    bfloat16 or float32 model they are quantized from."""
+    if dtype not in ("float32", "bfloat16"):
+        return 0
+    if measure is None:
+        measure = not kernels.keeping_decisions()
+    n = count_parameters_analytic(cfg)
+    torch_dtype = _torch_dtype(dtype)
+    return n * torch.empty((), dtype=torch_dtype).element_size() + copy_plan(cfg, torch_dtype, measure=measure).peak
 
 
 def _torch_dtype(name: str) -> torch.dtype:
