@@ -262,3 +262,41 @@ def test_followers_see_the_teachers_finished_long_views_measured_once(rooms_page
     p = lessons_room.poll(states[0], rooms[0], PROMPT)
     assert p.sweep_plot == lessons_room.gr.skip() and p.sub_tabs == lessons_room.gr.skip()
     lessons_room.end_room(teacher, t_room)
+
+
+def test_a_followers_attention_map_follows_the_pages_language(rooms_pages):
+    """The teacher's run's map is published in en and 中文: a following page that switches language shows
+    the room's in the new one (nothing drawn again) and its own Generate tab draws nothing over it."""
+    from playground.ui.attention_view import SPANS, VIEWS
+    from playground.ui.generate import tab as generate_tab
+    from playground.ui.lessons import room_follow
+
+    teacher, students = rooms_pages
+    for update in generate_tab.generate_tokens(teacher, "ROMEO: What light", 0.8, 40, 1.0, 5, 0, False):
+        teacher = update[0]
+    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
+    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students[:2]]
+    states = [p.state for p in (lessons_room.poll(s, r, "") for s, r in zip(students, rooms))]
+    version = room_follow.published_run(
+        teacher, t_room["code"], t_room["key"], None, VIEWS[0], 1, 2, True, None, SPANS[0]
+    )
+    en = lessons_room.poll(states[0], rooms[0], PROMPT)
+    assert en.room_shown == version and en.room["run_version"] == version
+    mine = generate_tab.attention_views(teacher, VIEWS[0], 1, 2, True, None, SPANS[0]).heatmap
+    assert json.loads(en.heatmap.plot)["data"][0]["z"] == json.loads(mine.to_json())["data"][0]["z"]
+    # the page switches to 中文: the room's map in Chinese, the same numbers; its own Generate tab draws none
+    zh_state = {**states[0], "lang": "zh-CN"}
+    heatmap, status = room_follow.redrawn_run(zh_state, en.room)
+    zh = json.loads(heatmap.plot)
+    assert zh["data"][0]["z"] == json.loads(mine.to_json())["data"][0]["z"]
+    assert zh["layout"]["title"]["text"] != json.loads(en.heatmap.plot)["layout"]["title"]["text"]
+    assert status != en.status and status
+    relabelled = generate_tab.relabel(zh_state, VIEWS[0], 1, 2, True, None, SPANS[0], 0, en.room_shown)
+    assert relabelled.heatmap == relabelled.status == lessons_room.gr.skip()
+    assert relabelled.span != lessons_room.gr.skip()  # (its own labels still change)
+    # a page not following, or one whose own hand moved: the room's map is not redrawn, the page's own is
+    moved = room_follow.moved_by_hand(states[0], en.room)
+    assert moved[-1] is None and moved[0]["follow"] is False
+    assert room_follow.redrawn_run(zh_state, moved[0]) == (lessons_room.gr.skip(), lessons_room.gr.skip())
+    assert hasattr(generate_tab.relabel(zh_state, VIEWS[0], 1, 2, True, None, SPANS[0], 0, None).heatmap, "to_json")
+    lessons_room.end_room(teacher, t_room)
