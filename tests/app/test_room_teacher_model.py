@@ -286,7 +286,7 @@ def test_a_followers_attention_map_follows_the_pages_language(rooms_pages):
     assert json.loads(en.heatmap.plot)["data"][0]["z"] == json.loads(mine.to_json())["data"][0]["z"]
     # the page switches to 中文: the room's map in Chinese, the same numbers; its own Generate tab draws none
     zh_state = {**states[0], "lang": "zh-CN"}
-    heatmap, status = room_follow.redrawn_run(zh_state, en.room)
+    heatmap, status = room_follow.redrawn_run(zh_state, en.room, en.room_shown)
     zh = json.loads(heatmap.plot)
     assert zh["data"][0]["z"] == json.loads(mine.to_json())["data"][0]["z"]
     assert zh["layout"]["title"]["text"] != json.loads(en.heatmap.plot)["layout"]["title"]["text"]
@@ -294,9 +294,15 @@ def test_a_followers_attention_map_follows_the_pages_language(rooms_pages):
     relabelled = generate_tab.relabel(zh_state, VIEWS[0], 1, 2, True, None, SPANS[0], 0, en.room_shown)
     assert relabelled.heatmap == relabelled.status == lessons_room.gr.skip()
     assert relabelled.span != lessons_room.gr.skip()  # (its own labels still change)
-    # a page not following, or one whose own hand moved: the room's map is not redrawn, the page's own is
+    # a page that stepped away to another tab still shows the room's map: in the new language too
+    away = room_follow.tab_opened("model")(states[0], en.room).room
+    assert away["follow"] is False
+    assert (
+        json.loads(room_follow.redrawn_run(zh_state, away, en.room_shown)[0].plot)["data"][0]["z"] == zh["data"][0]["z"]
+    )
+    # one whose own hand drew its map: the room's map is not redrawn, the page's own is
     moved = room_follow.moved_by_hand(states[0], en.room)
     assert moved[-1] is None and moved[0]["follow"] is False
-    assert room_follow.redrawn_run(zh_state, moved[0]) == (lessons_room.gr.skip(), lessons_room.gr.skip())
+    assert room_follow.redrawn_run(zh_state, moved[0], moved[-1]) == (lessons_room.gr.skip(), lessons_room.gr.skip())
     assert hasattr(generate_tab.relabel(zh_state, VIEWS[0], 1, 2, True, None, SPANS[0], 0, None).heatmap, "to_json")
     lessons_room.end_room(teacher, t_room)

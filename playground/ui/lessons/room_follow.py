@@ -99,20 +99,22 @@ def moved_by_hand(state, room) -> tuple:
     return (*_away(state, room or {}), None)
 
 
-def redrawn_run(state, room) -> tuple:
-    """After the page's language changed: a following student's page shows the teacher's run (its heatmap
-    and status) in its new language, as the room holds it (nothing is drawn again)."""
+def redrawn_run(state, room, shown=None) -> tuple:
+    """After the page's language changed: a student's page that shows the teacher's run (``shown``, the
+    Generate tab's ``room_shown``: followed to it, and not drawn over by the page's own Generate or view
+    change since, even if it stepped away elsewhere) shows its heatmap and status in its new language, as
+    the room holds them (nothing is drawn again)."""
     room = room or {}
     skipped = (gr.skip(), gr.skip())
-    if not (room.get("member") and room.get("follow") and room.get("run_version")):
+    if not (room.get("member") and shown):
         return skipped
     try:
         published = ROOMS.state(room["code"], client=client_address()).get("state") or {}
     except Exception:  # (an ended room: its next poll says so)
         return skipped
     run = published.get("run")
-    if not isinstance(run, dict) or run.get("version") != room.get("run_version"):
-        return skipped  # (a newer run: the next poll sends it)
+    if not isinstance(run, dict) or run.get("version") != shown:
+        return skipped  # (a newer run: a following page's next poll sends it)
     lang = lang_of(state)
     figure = (lang == "zh-CN" and run.get("figure_zh")) or run.get("figure")
     status = (lang == "zh-CN" and run.get("status_zh")) or run.get("status") or ""
@@ -242,7 +244,7 @@ def wire(page) -> None:
     page.model.room_built.then(model_built, [state, c.room], away, **quick)
     for trigger in (g.gen_btn.click, g.prompt.submit, *(getattr(g, n).input for n in VIEW_CONTROLS)):
         trigger(moved_by_hand, [state, c.room], [*away, g.room_shown], **quick)
-    listeners.on_change(page, redrawn_run, [c.room], [g.heatmap, g.status])
+    listeners.on_change(page, redrawn_run, [c.room, g.room_shown], [g.heatmap, g.status])
     inputs = [state, c.room, g.prompt, g.view, g.layer, g.head, g.log_scale, g.query, g.span]
     for changed in g.room_view_changed:
         changed.then(publish_run, inputs, away, api_visibility="private", show_progress="hidden")
