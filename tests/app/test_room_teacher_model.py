@@ -184,3 +184,125 @@ def test_followers_see_the_teachers_inside_view_drawn_on_the_server_once(rooms_p
     away = room_inside.publisher("maths", inside_tab.maths_view, names)(states[0], p.room, 0, 0, 1)
     assert away.room["follow"] is False
     lessons_room.end_room(teacher, t_room)
+
+
+def test_followers_see_the_teachers_finished_long_views_measured_once(rooms_pages, monkeypatch):
+    """The dose-response curve, the head sweep and activation patching stream on the teacher's page; once
+    finished, every follower gets the teacher's figure drawn from the numbers that page measured (each
+    measured once, however many follow); a stopped one is not published."""
+    from playground.server import patching_views as pv
+    from playground.server.inside_views import effects
+    from playground.ui.generate import tab as generate_tab
+    from playground.ui.inside import layout as inside_layout
+    from playground.ui.inside import live, patching
+    from playground.ui.lessons import room_inside
+
+    teacher, students = rooms_pages
+    for update in generate_tab.generate_tokens(teacher, "ROMEO: What light", 0.8, 40, 1.0, 5, 0, False):
+        teacher = update[0]
+    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
+    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students]
+    polled = [lessons_room.poll(s, r, "") for s, r in zip(students, rooms)]
+    states, rooms = [p.state for p in polled], [p.room for p in polled]
+    measured = []
+    for module, name in ((effects, "dose_response_points"), (effects, "head_sweep_layers"), (pv, "patching_steps")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _r=real, _n=name, **k: measured.append(_n) or _r(*a, **k))
+
+    def follow(key, view, args, names):
+        """The teacher's page publishes view ``key``; every follower polls: (their outputs, their rooms)."""
+        assert all(v == lessons_room.gr.skip() for v in room_inside.publisher(key, view, names)(teacher, t_room, *args))
+        out = [lessons_room.poll(s, r, PROMPT) for s, r in zip(states, rooms)]
+        return out, [p.room for p in out]
+
+    # the dose-response curve: the teacher's last streamed figure is every follower's
+    dose_args = ("1.1", None, "")
+    *_, last = live.dose_live(None, teacher, *dose_args)
+    dose_view = live.finished_view("dose", live.draw_dose)
+    polled, rooms = follow("dose", dose_view, dose_args, ("i_scale", "i_pos", "i_target"))
+    assert measured == ["dose_response_points"]  # measured once, by the teacher's page
+    want = json.loads(last.dose_plot.to_json())["data"]
+    assert len(want[0]["y"]) == live.N_ALPHAS
+    for p in polled:
+        assert p.sub_tabs.selected == "inside-intervene" and p.i_scale == "1.1"
+        assert [t.get("y") for t in json.loads(p.dose_plot.plot)["data"]] == [t.get("y") for t in want]
+    assert (
+        json.loads(polled[-1].dose_plot.plot)["layout"]["title"]["text"]
+        != json.loads(last.dose_plot.to_json())["layout"]["title"]["text"]
+    )  # (in 中文 for the Chinese page)
+
+    # the head sweep: the teacher's final heatmap and text
+    *_, swept = live.sweep_live(None, teacher)
+    polled, rooms = follow("sweep", live.finished_view("sweep", inside_layout.draw_sweep), (), ())
+    assert measured == ["dose_response_points", "head_sweep_layers"]
+    z = json.loads(swept.sweep_plot.to_json())["data"][0]["z"]
+    assert len(z) == PRESETS["nano"].n_layers and len(z[0]) == PRESETS["nano"].n_heads
+    for p in polled[:-1]:
+        assert json.loads(p.sweep_plot.plot)["data"][0]["z"] == z and p.sweep_md == swept.sweep_md
+    assert json.loads(polled[-1].sweep_plot.plot)["data"][0]["z"] == z and polled[-1].sweep_md != swept.sweep_md
+
+    # activation patching on a suggested pair: the teacher's grid, and the page's own result forgotten
+    pair = pv.SUGGESTED_PAIRS[0]
+    pt_args = (pair["clean"], pair["corrupted"], pair["answer"], pair["wrong"], "resid_pre", 0, "0.2", "1.3", "k")
+    *_, patched = patching.patch_live(None, teacher, *pt_args)
+    names = room_inside.VIEWS["patch"][1]
+    polled, rooms = follow("patch", live.finished_view("patch", patching.draw), pt_args, names)
+    assert measured == ["dose_response_points", "head_sweep_layers", "patching_steps"]
+    exact = json.loads(patched.pt_exact.to_json())["data"][0]["z"]
+    for p in polled:
+        assert p.sub_tabs.selected == "inside-patching" and p.pt_clean == pair["clean"] and p.pt_via == "k"
+        assert json.loads(p.pt_exact.plot)["data"][0]["z"] == exact and p.pt_shown is None
+    assert polled[0].pt_md == patched.pt_md and polled[-1].pt_md != patched.pt_md
+
+    # a sweep that finishes nothing (stopped before its first layer) is not published
+    monkeypatch.setattr(live, "sweep_steps", lambda state, stop=None: iter(()))
+    list(live.sweep_live(None, teacher))
+    assert live.finished(teacher, "sweep") is None
+    follow("sweep", live.finished_view("sweep", inside_layout.draw_sweep), (), ())
+    p = lessons_room.poll(states[0], rooms[0], PROMPT)
+    assert p.sweep_plot == lessons_room.gr.skip() and p.sub_tabs == lessons_room.gr.skip()
+    lessons_room.end_room(teacher, t_room)
+
+
+def test_a_followers_attention_map_follows_the_pages_language(rooms_pages):
+    """The teacher's run's map is published in en and 中文: a following page that switches language shows
+    the room's in the new one (nothing drawn again) and its own Generate tab draws nothing over it."""
+    from playground.ui.attention_view import SPANS, VIEWS
+    from playground.ui.generate import tab as generate_tab
+    from playground.ui.lessons import room_follow
+
+    teacher, students = rooms_pages
+    for update in generate_tab.generate_tokens(teacher, "ROMEO: What light", 0.8, 40, 1.0, 5, 0, False):
+        teacher = update[0]
+    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
+    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students[:2]]
+    states = [p.state for p in (lessons_room.poll(s, r, "") for s, r in zip(students, rooms))]
+    version = room_follow.published_run(
+        teacher, t_room["code"], t_room["key"], None, VIEWS[0], 1, 2, True, None, SPANS[0]
+    )
+    en = lessons_room.poll(states[0], rooms[0], PROMPT)
+    assert en.room_shown == version and en.room["run_version"] == version
+    mine = generate_tab.attention_views(teacher, VIEWS[0], 1, 2, True, None, SPANS[0]).heatmap
+    assert json.loads(en.heatmap.plot)["data"][0]["z"] == json.loads(mine.to_json())["data"][0]["z"]
+    # the page switches to 中文: the room's map in Chinese, the same numbers; its own Generate tab draws none
+    zh_state = {**states[0], "lang": "zh-CN"}
+    heatmap, status = room_follow.redrawn_run(zh_state, en.room, en.room_shown)
+    zh = json.loads(heatmap.plot)
+    assert zh["data"][0]["z"] == json.loads(mine.to_json())["data"][0]["z"]
+    assert zh["layout"]["title"]["text"] != json.loads(en.heatmap.plot)["layout"]["title"]["text"]
+    assert status != en.status and status
+    relabelled = generate_tab.relabel(zh_state, VIEWS[0], 1, 2, True, None, SPANS[0], 0, en.room_shown)
+    assert relabelled.heatmap == relabelled.status == lessons_room.gr.skip()
+    assert relabelled.span != lessons_room.gr.skip()  # (its own labels still change)
+    # a page that stepped away to another tab still shows the room's map: in the new language too
+    away = room_follow.tab_opened("model")(states[0], en.room).room
+    assert away["follow"] is False
+    assert (
+        json.loads(room_follow.redrawn_run(zh_state, away, en.room_shown)[0].plot)["data"][0]["z"] == zh["data"][0]["z"]
+    )
+    # one whose own hand drew its map: the room's map is not redrawn, the page's own is
+    moved = room_follow.moved_by_hand(states[0], en.room)
+    assert moved[-1] is None and moved[0]["follow"] is False
+    assert room_follow.redrawn_run(zh_state, moved[0], moved[-1]) == (lessons_room.gr.skip(), lessons_room.gr.skip())
+    assert hasattr(generate_tab.relabel(zh_state, VIEWS[0], 1, 2, True, None, SPANS[0], 0, None).heatmap, "to_json")
+    lessons_room.end_room(teacher, t_room)

@@ -117,6 +117,9 @@ def layout(model_cfg) -> SimpleNamespace:
         with gr.Column(scale=3, min_width=300):
             c.att_msg = gr.HTML(elem_id="pg-att-msg")
             c.heatmap = gr.Plot(show_label=False, elem_id="pg-heatmap")
+            # a classroom room's run this page shows (a student following the teacher's): a change of
+            # language draws nothing of the page's own over its map and status (the room's redraws them)
+            c.room_shown = gr.State(None)
             head_rows, head_labels = head_examples(VIEWS[0])
             c.head_examples = None
             with gr.Column(visible=bool(head_rows)) as c.head_box:
@@ -270,7 +273,7 @@ def wire(page) -> None:
     listeners.on_change(
         page,
         relabel,
-        att_inputs[1:] + [g.step_slider],
+        att_inputs[1:] + [g.step_slider, g.room_shown],
         outputs(Relabelled, g, head_examples=g.head_examples.dataset if g.head_examples else g.head_box),
     )
     # API-only endpoints: raw numbers for gradio_client users.

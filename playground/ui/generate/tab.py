@@ -292,9 +292,12 @@ def run_data(state):
     return run_record(run, run.tokenizer)  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
 
 
-def relabel(state, view, layer, head, log_scale, query, span, step, request: gr.Request = None) -> Relabelled:
+def relabel(
+    state, view, layer, head, log_scale, query, span, step, room_shown=None, request: gr.Request = None
+) -> Relabelled:
     """After a change of the page's language: the choices' labels, the legend, the head examples,
-    and (unless the run is still streaming: it redraws itself) the status, attention and step views
+    and (unless the run is still streaming: it redraws itself, or the page shows a classroom room's run,
+    ``room_shown``: the room's record is shown in the new language) the status, attention and step views
     (the attention view with the settings the page last drew, ``redraw.drawn_inputs``)."""
     lang = lang_of(state)
     given = (view, layer, head, log_scale, query, span)
@@ -313,6 +316,8 @@ def relabel(state, view, layer, head, log_scale, query, span, step, request: gr.
     _, head_labels = head_examples(view, lang)
     if head_labels:
         fixed["head_examples"] = gr.update(sample_labels=head_labels, label=tr(lang, "heads_label"))
+    if room_shown:
+        return only(Relabelled, **fixed)
     if run is None:  # nothing generated yet: the empty figures say so in the new language
         return only(Relabelled, **fixed, **attention_views(state, view, layer, head, log_scale, None, span)._asdict())
     context_length = session_model(state).cfg.context_length

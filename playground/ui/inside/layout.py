@@ -33,7 +33,7 @@ from .data import (
     maths_data,
     sweep_data,
 )
-from .live import dose_live, stop, sweep_live
+from .live import dose_live, draw_dose, finished_view, stop, sweep_live
 from .opening import MATHS_SYMBOLS, Opened, open_tab
 from .redraw import REDRAWN_MESSAGES, VIEWS, redraw_views, remembering
 from .tab import (
@@ -44,6 +44,7 @@ from .tab import (
     MathsView,
     SweepView,
     attribution_view,
+    draw_sweep,
     intervene_view,
     lens_view,
     maths_view,
@@ -267,6 +268,11 @@ def wire(page) -> None:
         show_progress="hidden",
     )
     c.stop_btn.click(stop, state, c.i_msg, cancels=[dose, sweep], api_visibility="private", queue=False)
+    # (a room is shown the finished curve or sweep, from the numbers the page's own drawing measured)
+    dose_names = ("i_scale", "i_pos", "i_target")
+    dose_args = [c.i_scale, c.i_pos, c.i_target]
+    c.room_drawn.append(("dose", dose, dose_args, finished_view("dose", draw_dose), dose_names, True))
+    c.room_drawn.append(("sweep", sweep, [], finished_view("sweep", draw_sweep), (), True))
     # Plotly measures a figure when it is drawn: one drawn in a hidden tab is re-measured when shown.
     tabs = [c.lens_tab, c.dla_tab, c.maths_tab, c.intervene_tab, c.patching_tab]
     for tab in tabs:

@@ -6,20 +6,23 @@ streamed update and the message under the buttons says how far it is. The tab's 
 page's stop flag, which the computation reads before each block of one α or one head (and between
 heads' readouts), so it ends within one of those rather than at the next update; Stop also cancels
 the event, and its message says what the figure shows. A language switch redraws a
-finished view from its own handler (inside_tab's redraw memory).
+finished view from its own handler (inside_tab's redraw memory). The numbers of the last one each session
+finished are kept (``keep_finished``), so a classroom room shows the teacher's finished figure drawn from
+them (``finished_view``) without computing it again; a stopped one is not shown.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 
 import gradio as gr
 
 from playground.figures import inside as lf
 from playground.ui import redraw
-from playground.ui.common import dress, for_the_session, lang_of, ok, say, tr, warn
+from playground.ui.common import dress, for_the_session, lang_of, ok, say, session_id, tr, warn
 from playground.ui.results import only
 
 from .data import dose_steps, sweep_steps
@@ -32,6 +35,40 @@ N_ALPHAS = 11  # the curve's α values, 0, 0.2, …, 2 (effects.dose_response_po
 MIN_UPDATE_S = 0.25
 clock = time.perf_counter
 STOP_FLAGS: dict[str, threading.Event] = {}  # page (Gradio session) -> its long view's stop flag
+_FINISHED: OrderedDict = OrderedDict()  # (session id, view key) -> the numbers of its last finished long view
+MAX_FINISHED = 2000  # sessions that never say they closed: the oldest go first
+_FINISHED_LOCK = threading.Lock()
+
+
+def keep_finished(state, key: str, d: dict | None) -> None:
+    """The numbers of the session's last finished long view ``key`` (None: one is running, or stopped)."""
+    sid = session_id(state)
+    if sid is None:
+        return
+    with _FINISHED_LOCK:
+        _FINISHED.pop((sid, key), None)
+        _FINISHED[(sid, key)] = d
+        while len(_FINISHED) > MAX_FINISHED:
+            _FINISHED.popitem(last=False)
+
+
+def finished(state, key: str) -> dict | None:
+    """What ``keep_finished`` kept for the session's view ``key``, else None."""
+    with _FINISHED_LOCK:
+        return _FINISHED.get((session_id(state), key))
+
+
+def finished_view(key: str, draw):
+    """A view drawing the session's last finished ``key`` from its numbers (``draw(d, lang, present)``),
+    in the state's language; None when none finished (running, stopped, or never drawn). Its other
+    arguments (the fields it was drawn from) are the room's to show, not read."""
+
+    def view(state, *_):
+        d = finished(state, key)
+        return None if d is None else draw(d, lang_of(state), bool((state or {}).get("present")))
+
+    view.__name__ = f"finished_{key}"
+    return view
 
 
 @contextmanager
@@ -61,13 +98,14 @@ def dose_live(request: gr.Request, state, scale_head, position, target):
     """The Dose-response button: the curve grows point by point (outputs: figure, message), at most
     one partial curve per MIN_UPDATE_S of computing; the first point and the whole curve always."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    unsent, sent_at = None, None
+    unsent, sent_at, last = None, None, None
+    keep_finished(state, "dose", None)
     with stop_flag(request) as flag:
         for d in dose_steps(state, scale_head, position, target, stop=flag.is_set):
             if "error" in d:
                 yield only(DoseView, msg=warn(say(lang, d)))
                 return
-            done = len(d["alphas"])
+            done, last = len(d["alphas"]), d
             if done < N_ALPHAS and sent_at is not None and clock() - sent_at < MIN_UPDATE_S:
                 unsent = d
                 continue
@@ -83,7 +121,13 @@ def dose_live(request: gr.Request, state, scale_head, position, target):
             else:
                 yield DoseView(_dose_figure(unsent, lang, present), stopped(state))
             return
+    keep_finished(state, "dose", last)
     note_drawn(request, "dose", state, scale_head, position, target)
+
+
+def draw_dose(d: dict, lang: str, present: bool):
+    """A finished dose-response curve drawn from its numbers."""
+    return DoseView(_dose_figure(d, lang, present), "")
 
 
 @for_the_session
@@ -91,6 +135,7 @@ def sweep_live(request: gr.Request, state):
     """The Head sweep button: the heatmap fills a layer at a time (outputs: figure, text, message)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     last = None
+    keep_finished(state, "sweep", None)
     with stop_flag(request) as flag:
         for d in sweep_steps(state, stop=flag.is_set):
             if "error" in d:
@@ -113,6 +158,7 @@ def sweep_live(request: gr.Request, state):
             yield only(SweepView, msg=stopped(state))
             return
     if last is not None:
+        keep_finished(state, "sweep", last)
         redraw.remember(request, "inside_sweep", lambda lang, present: draw_sweep(last, lang, present))
         yield draw_sweep(last, lang, present)
 

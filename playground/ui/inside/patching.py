@@ -27,7 +27,7 @@ from playground.ui.style import HIDE_EMPTY
 from playground.ui.widgets import Dropdown, Number, Radio
 
 from .data import parse_heads
-from .live import stop, stop_flag, stopped
+from .live import finished_view, keep_finished, stop, stop_flag, stopped
 
 TARGET_KEYS = {t: f"pt_t_{t}" for t in pv.TARGETS}
 PAIR_KEYS = {p["name"]: f"pt_pair_{p['name']}" for p in pv.SUGGESTED_PAIRS}
@@ -94,6 +94,10 @@ def wire(page, c) -> None:
         show_progress="hidden",
     )
     c.pt_stop.click(stop, state, c.pt_msg, cancels=[run], api_visibility="private", queue=False)
+    # (a room is shown the finished grid, drawn from the numbers the page's own patching measured)
+    names = ("pt_clean", "pt_corrupted", "pt_answer", "pt_wrong", "pt_target", "pt_layer")
+    names += ("pt_sender", "pt_receiver", "pt_via")
+    page.inside.room_drawn.append(("patch", run, inputs[1:], finished_view("patch", draw), names, True))
     listeners.on_change(page, redraw, [c.pt_shown], outputs(PatchView, c))
     out, hidden = c.pt_api_out, iter(c.pt_api_buttons).__next__
     hidden().click(
@@ -174,6 +178,7 @@ def patch_live(request: gr.Request, state, clean, corrupted, answer, wrong, targ
     lang, present = lang_of(state), bool((state or {}).get("present"))
     sent_at = None
     d = None
+    keep_finished(state, "patch", None)
     with stop_flag(request) as flag:
         try:
             for d in _steps(state, clean, corrupted, answer, wrong, target, layer, sender, receiver, via, flag.is_set):
@@ -191,6 +196,7 @@ def patch_live(request: gr.Request, state, clean, corrupted, answer, wrong, targ
             yield only(PatchView, pt_msg=fail(e, lang))
             return
     if d is not None:
+        keep_finished(state, "patch", d)
         yield PatchView(*draw(d, lang, present), d, "")
 
 

@@ -7,7 +7,9 @@ follower's page shows the one in its own language). A following
 student's page takes them from the room on its next poll (``follow_published``): the tab opens, the
 prompt box shows the teacher's prompt, the chips, status and heatmap are the teacher's (sent as they
 are: no follower's page runs the model for them) and the view's controls show the teacher's choices.
-A student who opens another tab, types in the prompt, presses Generate or changes the view has stepped
+While it shows the teacher's run (the Generate tab's ``room_shown``), a change of the page's language
+shows its map and status in the new one, as the room holds them (``redrawn_run``), and the Generate tab
+draws nothing of the page's own over them. A student who opens another tab, types in the prompt, presses Generate or changes the view has stepped
 away: their page stops following until they press Follow.
 """
 
@@ -18,6 +20,7 @@ from gradio.components.plot import PlotData
 
 from playground.server.decode_loop import LOOP
 from playground.server.rooms import ROOMS, RoomError
+from playground.ui import listeners
 from playground.ui.attention_view import SPANS, VIEWS, attention_views
 from playground.ui.chips import all_chips, status_html
 from playground.ui.common import client_address, fail, lang_of, session_model, session_run, tr
@@ -26,7 +29,9 @@ from playground.ui.results import result
 TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer")
 VIEW_CONTROLS = ("view", "layer", "head", "query", "span", "log_scale")
 # What a follower's poll may change beyond the lesson: the tab, the prompt, the run and its view.
-Followed = result("Followed", "tabs", "prompt", "chips", "status", "heatmap", "query_plot", *VIEW_CONTROLS)
+Followed = result(
+    "Followed", "tabs", "prompt", "chips", "status", "heatmap", "query_plot", "room_shown", *VIEW_CONTROLS
+)
 Away = result("Away", "room", "room_status", "room_follow")
 
 
@@ -88,9 +93,32 @@ def model_built(state, room) -> Away:
     return Away(gr.skip(), gr.skip(), gr.skip())
 
 
-def moved_by_hand(state, room) -> Away:
-    """A student's own Generate or view change: stepped away (the teacher's page publishes after it)."""
-    return _away(state, room or {})
+def moved_by_hand(state, room) -> tuple:
+    """A student's own Generate or view change: stepped away (the teacher's page publishes after it), and
+    the page no longer shows the room's run (the Generate tab's ``room_shown``)."""
+    return (*_away(state, room or {}), None)
+
+
+def redrawn_run(state, room, shown=None) -> tuple:
+    """After the page's language changed: a student's page that shows the teacher's run (``shown``, the
+    Generate tab's ``room_shown``: followed to it, and not drawn over by the page's own Generate or view
+    change since, even if it stepped away elsewhere) shows its heatmap and status in its new language, as
+    the room holds them (nothing is drawn again)."""
+    room = room or {}
+    skipped = (gr.skip(), gr.skip())
+    if not (room.get("member") and shown):
+        return skipped
+    try:
+        published = ROOMS.state(room["code"], client=client_address()).get("state") or {}
+    except Exception:  # (an ended room: its next poll says so)
+        return skipped
+    run = published.get("run")
+    if not isinstance(run, dict) or run.get("version") != shown:
+        return skipped  # (a newer run: a following page's next poll sends it)
+    lang = lang_of(state)
+    figure = (lang == "zh-CN" and run.get("figure_zh")) or run.get("figure")
+    status = (lang == "zh-CN" and run.get("status_zh")) or run.get("status") or ""
+    return (PlotData(type="plotly", plot=figure) if figure else gr.skip()), status
 
 
 def view_of(view, layer, head, query, span, log_scale) -> dict:
@@ -177,6 +205,7 @@ def follow_published(room: dict, published: dict, prompt, lang: str = "en") -> t
         figure = (lang == "zh-CN" and run.get("figure_zh")) or run.get("figure")
         out["heatmap"] = PlotData(type="plotly", plot=figure) if figure else None
         out["query_plot"] = gr.update(visible=False)  # the teacher's map only: the query's bars are the teacher's
+        out["room_shown"] = run.get("version")
         view = published.get("view") or {}
         if view.get("view") in VIEWS:
             out["view"] = view["view"]
@@ -214,7 +243,8 @@ def wire(page) -> None:
     g.prompt.blur(prompt_left, [state, c.room, g.prompt], away, **quick)
     page.model.room_built.then(model_built, [state, c.room], away, **quick)
     for trigger in (g.gen_btn.click, g.prompt.submit, *(getattr(g, n).input for n in VIEW_CONTROLS)):
-        trigger(moved_by_hand, [state, c.room], away, **quick)
+        trigger(moved_by_hand, [state, c.room], [*away, g.room_shown], **quick)
+    listeners.on_change(page, redrawn_run, [c.room, g.room_shown], [g.heatmap, g.status])
     inputs = [state, c.room, g.prompt, g.view, g.layer, g.head, g.log_scale, g.query, g.span]
     for changed in g.room_view_changed:
         changed.then(publish_run, inputs, away, api_visibility="private", show_progress="hidden")

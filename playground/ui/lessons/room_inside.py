@@ -1,7 +1,9 @@
 """Following the teacher's Inside tab: the view it shows, its selection (layer, head, position), its figures.
 
 After each Inside view the teacher's page draws (the lens as the tab opens or its cell is chosen, the
-attribution, the attention maths, an intervention), the view is drawn again on the server from the
+attribution, the attention maths, an intervention, and, once finished, the dose-response curve, the head
+sweep and activation or path patching, drawn from the numbers the teacher's page measured: never
+measured again), the view is drawn again on the server from the
 teacher's run in English and in 中文 and published to the room (``ROOMS.publish_inside``): its figures
 as JSON, its text, the maths table's rows, and the selection they were drawn for (layer, head,
 position, target). A following student's page takes them on its next poll (``follow_inside``): the
@@ -33,8 +35,21 @@ VIEWS = {
     "dla": ("inside-dla", ("dla_pos", "dla_target"), ("dla_heat", "dla_fall", "dla_md")),
     "maths": ("inside-maths", ("m_layer", "m_head", "m_pos"), ("m_table", "m_plot", "m_md")),
     "intervene": ("inside-intervene", (), ("i_bars", "i_loss", "i_lens", "i_md")),
+    "dose": ("inside-intervene", ("i_scale", "i_pos", "i_target"), ("dose_plot",)),
+    "sweep": ("inside-intervene", (), ("sweep_plot", "sweep_md")),
+    "patch": (
+        "inside-patching",
+        ("pt_clean", "pt_corrupted", "pt_answer", "pt_wrong", "pt_target", "pt_layer")
+        + ("pt_sender", "pt_receiver", "pt_via"),
+        ("pt_exact", "pt_attr", "pt_md"),
+    ),
 }
+# Per view, what the page forgets as it shows the teacher's: the patching result its own language switch
+# would draw over the teacher's (the room's record is drawn in the new language instead)
+CLEARED = {"patch": ("pt_shown",)}
+NO_RUN = {"patch"}  # views drawn from their own prompts, not the run's
 SHOWN = tuple(dict.fromkeys(n for _, fields, outs in VIEWS.values() for n in (*fields, *outs) if n))
+SHOWN += tuple(n for names in CLEARED.values() for n in names)
 Followed = result("InsideFollowed", "sub_tabs", "room_followed", *SHOWN)
 
 
@@ -49,9 +64,9 @@ def plain(value):
     return None  # (an update of a control the room does not follow)
 
 
-def drawn_for_room(state, key: str, view, args, arg_names=()) -> dict:
+def drawn_for_room(state, key: str, view, args, arg_names=()) -> dict | None:
     """View ``key`` drawn from ``args`` (the inputs named ``arg_names``) on the session's run in each
-    language, as the room keeps it."""
+    language, as the room keeps it; None when the view has nothing finished to show (a long view stopped)."""
     run = session_run(state)
     names = VIEWS[key][1]
     given = dict(zip(arg_names, args))
@@ -59,6 +74,8 @@ def drawn_for_room(state, key: str, view, args, arg_names=()) -> dict:
     record["selection"] = {name: given.get(name) for name in names}
     for lang, field in (("en", "out"), ("zh-CN", "out_zh")):
         out = view({**state, "lang": lang}, *args)
+        if out is None:
+            return None
         record[field] = {
             name: plain(value) for name, value in zip(VIEWS[key][2], out[: len(VIEWS[key][2])]) if name is not None
         }
@@ -74,9 +91,11 @@ def publisher(key: str, view, arg_names=(), by_hand: bool = True):
         if not room.get("key"):
             return _away(state, room) if by_hand else Away(gr.skip(), gr.skip(), gr.skip())
         try:
-            if session_run(state) is None:
+            if key not in NO_RUN and session_run(state) is None:
                 return Away(gr.skip(), gr.skip(), gr.skip())  # (no run: nothing drawn to publish)
             record = drawn_for_room(state, key, view, args, arg_names)
+            if record is None:
+                return Away(gr.skip(), gr.skip(), gr.skip())
             ROOMS.publish_inside(room["code"], room["key"], record, client_address())
         except Exception as e:
             return Away(gr.skip(), fail(e, lang_of(state)), gr.skip())
@@ -112,6 +131,8 @@ def follow_inside(room: dict, published: dict, lang: str) -> tuple[dict, dict]:
     for name, value in (inside.get("selection") or {}).items():
         if name in SHOWN and value is not None:
             out[name] = value
+    for name in CLEARED.get(inside["view"], ()):
+        out[name] = None
     return {**room, "inside_version": inside.get("version")}, out
 
 
@@ -135,7 +156,7 @@ def wire(page) -> None:
     """The teacher's publishing after each Inside view drawn (chained after the Inside tab's own events)."""
     c, state = page.lessons, page.state
     away = [c.room, c.room_status, c.room_follow]
-    listeners.on_change(page, redrawn, [c.room], outputs(Followed, page.inside))
+    listeners.on_change(page, redrawn, [c.room], outputs(Followed, page.inside, page.inside.patching))
     for key, event, inputs, view, names, by_hand in page.inside.room_drawn:
         handler = publisher(key, view, names, by_hand)
         event.then(handler, [state, c.room, *inputs], away, api_visibility="private", show_progress="hidden")
