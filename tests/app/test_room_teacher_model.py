@@ -46,6 +46,21 @@ def rooms_pages():
     return teacher, students
 
 
+def room_after_a_run(rooms_pages, followers: int | None = None):
+    """The teacher generates 5 tokens and starts a room on the attention lesson; ``followers`` students (all
+    by default) join and poll once: (teacher's state, teacher's room, students' states, students' rooms)."""
+    from playground.ui.generate import tab as generate_tab
+
+    teacher, students = rooms_pages
+    for update in generate_tab.generate_tokens(teacher, "ROMEO: What light", 0.8, 40, 1.0, 5, 0, False):
+        teacher = update[0]
+    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
+    students = students[:followers]
+    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students]
+    polled = [lessons_room.poll(s, r, "") for s, r in zip(students, rooms)]
+    return teacher, t_room, [p.state for p in polled], [p.room for p in polled]
+
+
 def test_followers_take_the_teachers_model_and_its_step_drawn_once(rooms_pages, monkeypatch):
     teacher, students = rooms_pages
     pos = {"lesson": "attention", "step": 0}  # one head's attention row: the live model's numbers
@@ -131,18 +146,12 @@ def test_a_teachers_published_run_names_its_model(app_url):
 def test_followers_see_the_teachers_inside_view_drawn_on_the_server_once(rooms_pages, monkeypatch):
     """The teacher's attention maths (layer, head, position) and lens reach every follower as the teacher's
     page drew them: the view drawn twice (English, 中文) on the teacher's run, however many follow."""
-    from playground.ui.generate import tab as generate_tab
     from playground.ui.inside import opening
     from playground.ui.inside import tab as inside_tab
     from playground.ui.lessons import room_inside
 
-    teacher, students = rooms_pages
-    for update in generate_tab.generate_tokens(teacher, "ROMEO: What light", 0.8, 40, 1.0, 5, 0, False):
-        teacher = update[0]
-    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
-    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students]
-    polled = [lessons_room.poll(s, r, "") for s, r in zip(students, rooms)]
-    states, rooms = [p.state for p in polled], [p.room for p in polled]
+    teacher, t_room, states, rooms = room_after_a_run(rooms_pages)
+    students = rooms_pages[1]
 
     drawn = []
     maths = lambda state, *a: drawn.append(state["lang"]) or inside_tab.maths_view(state, *a)  # noqa: E731
@@ -192,18 +201,11 @@ def test_followers_see_the_teachers_finished_long_views_measured_once(rooms_page
     measured once, however many follow); a stopped one is not published."""
     from playground.server import patching_views as pv
     from playground.server.inside_views import effects
-    from playground.ui.generate import tab as generate_tab
     from playground.ui.inside import layout as inside_layout
     from playground.ui.inside import live, patching
     from playground.ui.lessons import room_inside
 
-    teacher, students = rooms_pages
-    for update in generate_tab.generate_tokens(teacher, "ROMEO: What light", 0.8, 40, 1.0, 5, 0, False):
-        teacher = update[0]
-    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
-    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students]
-    polled = [lessons_room.poll(s, r, "") for s, r in zip(students, rooms)]
-    states, rooms = [p.state for p in polled], [p.room for p in polled]
+    teacher, t_room, states, rooms = room_after_a_run(rooms_pages)
     measured = []
     for module, name in ((effects, "dose_response_points"), (effects, "head_sweep_layers"), (pv, "patching_steps")):
         real = getattr(module, name)
@@ -271,12 +273,7 @@ def test_a_followers_attention_map_follows_the_pages_language(rooms_pages):
     from playground.ui.generate import tab as generate_tab
     from playground.ui.lessons import room_follow
 
-    teacher, students = rooms_pages
-    for update in generate_tab.generate_tokens(teacher, "ROMEO: What light", 0.8, 40, 1.0, 5, 0, False):
-        teacher = update[0]
-    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
-    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students[:2]]
-    states = [p.state for p in (lessons_room.poll(s, r, "") for s, r in zip(students, rooms))]
+    teacher, t_room, states, rooms = room_after_a_run(rooms_pages, followers=2)
     version = room_follow.published_run(
         teacher, t_room["code"], t_room["key"], None, VIEWS[0], 1, 2, True, None, SPANS[0]
     )
