@@ -67,6 +67,7 @@ class Plan:
     bfloat16: bool
 
 
+WHOLE_TEAM_ROWS = 4  # calls of at least this many rows start on every thread (_team)
 _THREADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the step's threads (0: all)
 _TEAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> TeamChoice, where prepare chose
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> Plan
@@ -322,7 +323,10 @@ def _team(model, n_rows: int) -> TeamChoice | None:
         return first
     teams = _ROW_TEAMS.setdefault(model, {})
     if n_rows not in teams:
-        teams[n_rows] = TeamChoice(first.current)
+        # Many rows start on the whole team whatever one row's choice: each thread's share of every product
+        # is then many rows' work between two barriers, which pays for waking the team (a busy machine still
+        # moves them to one thread, below)
+        teams[n_rows] = TeamChoice(first.sizes[0] if n_rows >= WHOLE_TEAM_ROWS else first.current)
     return teams[n_rows]
 
 

@@ -32,6 +32,7 @@ import torch
 from threadpoolctl import ThreadpoolController
 
 from playground.runtime import kernels
+from playground.runtime.threads import set_thread_count
 
 CHUNK_ROWS = 64  # (64, 50,257) float32 is 12.9 MB: stays in a 32 MB last-level cache while reduced
 
@@ -89,7 +90,7 @@ def _helpers(n: int) -> ThreadPoolExecutor:
     with _POOL_LOCK:
         if _POOL is None or _POOL._max_workers < n:
             _POOL = ThreadPoolExecutor(
-                max_workers=n, thread_name_prefix="readout-lane", initializer=torch.set_num_threads, initargs=(1,)
+                max_workers=n, thread_name_prefix="readout-lane", initializer=set_thread_count, initargs=(1,)
             )
         return _POOL
 
@@ -219,11 +220,11 @@ class HeadReader:
         caller_threads = torch.get_num_threads()
         with one_blas_thread():
             futures = [_helpers(lanes - 1).submit(lane_work, lane) for lane in range(1, lanes)]
-            torch.set_num_threads(1)  # per thread: the caller is one lane among them
+            set_thread_count(1)  # per thread: the caller is one lane among them
             try:
                 lane_work(0)
             finally:
-                torch.set_num_threads(caller_threads)
+                set_thread_count(caller_threads)
                 for f in futures:
                     f.result()  # waits, and raises a lane's error here
         return parts

@@ -7,15 +7,25 @@ thread, gives that thread (and the OpenMP workers it starts later, which inherit
 scheduling priority, and one intra-op thread fewer than the process default. Both are per thread:
 generation keeps every core and the normal priority; training still uses whatever is idle.
 ``torch_threads(n)`` runs short work on fewer threads.
+
+``torch.set_num_threads`` is not per thread alone: besides the calling thread's OpenMP setting it sets the
+count every thread started afterwards takes at its first torch operation. Called in a pool's initializer or
+a training thread, it left every later thread -- the decode loop among them -- on one core.
+``set_thread_count`` sets the calling thread's count through OpenMP itself and leaves the process's count
+for new threads as it was; every per-thread setting here goes through it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
+from functools import cache
 
 import torch
+
+from playground.runtime.library_cache import torch_openmp
 
 BACKGROUND_NICE = 10  # CFS weight 110 against 1024 at nice 0: about a tenth of a contested core
 
@@ -24,7 +34,7 @@ def as_background_work(nice: int = BACKGROUND_NICE, threads: int | None = None) 
     """Lower the calling thread's priority and torch's intra-op threads for it; returns what was set.
     Never raises: a platform without per-thread priorities just keeps the thread count change."""
     n = threads if threads is not None else max(1, torch.get_num_threads() - 1)
-    torch.set_num_threads(n)  # per thread: the OpenMP setting of the calling thread only
+    set_thread_count(n)
     applied = None
     if hasattr(os, "setpriority") and hasattr(threading, "get_native_id"):
         try:  # Linux: a thread id is a PRIO_PROCESS target of its own
@@ -46,8 +56,38 @@ def torch_threads(n: int | None):
     if n is None or n == before:
         yield
         return
-    torch.set_num_threads(n)
+    set_thread_count(n)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        set_thread_count(before)
+
+
+def set_thread_count(n: int) -> None:
+    """The calling thread runs torch's operations on ``n`` intra-op threads from now on; threads started
+    later keep the process's count (see the module's docstring). Where torch's OpenMP runtime cannot be
+    reached (another parallel backend), ``torch.set_num_threads`` does it, process count included."""
+    n = max(1, int(n))
+    torch.get_num_threads()  # torch's own set-up of this thread first: it would overwrite ours at its first op
+    omp_set = _omp_set_num_threads()
+    if omp_set is not None:
+        omp_set(n)
+        if torch.get_num_threads() == n:  # torch reads OpenMP's setting back: it took
+            return
+    torch.set_num_threads(n)
+
+
+@cache
+def _omp_set_num_threads():
+    """``omp_set_num_threads`` of the OpenMP runtime torch has loaded (never loads one), or None."""
+    if "OpenMP" not in torch.__config__.parallel_info().split("ATen parallel backend:")[-1]:
+        return None
+    path = torch_openmp()
+    if path is None:
+        return None
+    try:
+        fn = ctypes.CDLL(str(path), mode=os.RTLD_NOLOAD | os.RTLD_LOCAL).omp_set_num_threads
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_int], None
+    return fn

@@ -48,6 +48,7 @@ from playground.engine.config import GPTConfig
 from playground.engine.decoding import decoder_of
 from playground.engine.sampling import Generation, GenerationStep
 from playground.runtime.memory import BUDGET
+from playground.runtime.threads import set_thread_count
 from playground.server import gpu_runs
 from playground.server.gpu import uses_gpu_slots
 from playground.server.runs import attention_bytes
@@ -144,7 +145,11 @@ class DecodeLoop:
         self,
         prompt_steps_per_round: int = PROMPT_STEPS_PER_ROUND,
         prompt_tokens_per_round: int = PROMPT_TOKENS_PER_ROUND,
+        threads: int | None = None,
     ):
+        # The shared forward's intra-op threads: the count the process starts with (the kernels' decisions
+        # are measured on it, accel.DECODE_THREADS), set on the loop's thread itself
+        self.threads = threads or torch.get_num_threads()
         self.prompt_steps_per_round = prompt_steps_per_round
         self.prompt_tokens_per_round = prompt_tokens_per_round
         self._cond = threading.Condition()
@@ -230,6 +235,7 @@ class DecodeLoop:
 
     def _decode_forever(self) -> None:
         torch.set_grad_enabled(False)  # per thread: the loop's forwards never build graphs
+        set_thread_count(self.threads)
         while True:
             with self._cond:
                 while not self._streams:
@@ -352,7 +358,7 @@ class DecodeLoop:
 
 
 def _one_thread() -> None:
-    torch.set_num_threads(1)
+    set_thread_count(1)  # this sampler's thread only (torch.set_num_threads would also set every later thread's)
     torch.set_grad_enabled(False)
 
 

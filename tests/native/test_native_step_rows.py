@@ -120,6 +120,25 @@ def test_one_thread_and_two_give_the_same_bits(dtype):
         assert_same(a, b, ra.cache, rb.cache)
 
 
+def test_a_call_of_many_rows_starts_on_the_whole_team_where_one_row_runs_on_one_thread(monkeypatch):
+    # A one-row step is often fastest on one thread (the team's barriers cost more than they save); a room's
+    # rows are many rows' work between two barriers, so their calls start on every thread, and the team
+    # choice (runtime.team_under_load) moves them to one only when that is measured faster.
+    from playground.runtime.team_under_load import TeamChoice
+
+    needs_step()
+    model = model_for(torch.float32, "tails", seed=5)
+    assert native_decode.set_native_step(model, 1)
+    native_decode._TEAMS[model] = TeamChoice(1)  # what prepare keeps where one thread won
+    teams = []
+    real = native_step.run_rows
+    monkeypatch.setattr(native_step, "run_rows", lambda *a: teams.append(a[-1]) or real(*a))
+    with torch.no_grad():
+        native_decode.decode_rows(model, clone_rows(prompted_rows(model, 2, seed=1), model))
+        native_decode.decode_rows(model, clone_rows(prompted_rows(model, native_decode.WHOLE_TEAM_ROWS, seed=2), model))
+    assert teams == [1, torch.get_num_threads()]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_batched_rows_match_the_torch_forward(dtype):
     needs_step()

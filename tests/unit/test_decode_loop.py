@@ -337,3 +337,28 @@ def test_the_loop_thread_survives_a_bug_in_a_round(monkeypatch):
     monkeypatch.setattr(loop, "_round", once_broken)
     steps, error = collect(loop.submit(gen(model, [1], 4, seed=0)))
     assert broken.is_set() and error is None and len(steps) == 4
+
+
+def test_the_shared_forward_runs_on_the_loops_thread_count_while_the_samplers_run_on_one():
+    # The samplers' pool gives each of its threads one torch thread; the loop's own thread, started before or
+    # after it, keeps the count it was made with (the kernels' decisions are measured on it). With
+    # torch.set_num_threads in the pool's initializer the loop's forwards ran on one core.
+    seen = []
+
+    class Watching(decoding.Decoder):
+        def rows(self, model, rows):
+            seen.append((threading.current_thread().name, torch.get_num_threads()))
+            return super().rows(model, rows)
+
+        def sampling(self, model):  # around a sampled row's sampling (a prompt's on the loop's thread)
+            seen.append((threading.current_thread().name, torch.get_num_threads()))
+            return super().sampling(model)
+
+    model = random_model(14)
+    decoding.attach(model, Watching())
+    for _ in range(2):  # a second loop's thread starts after the first one's samplers
+        loop = DecodeLoop(threads=2)
+        run(loop, [gen(model, [1, 2], 3, temperature=0.8, seed=i) for i in range(3)])
+    assert {n for name, n in seen if name == "decode-loop"} == {2}
+    assert {n for name, n in seen if name.startswith("sampler")} == {1}
+    assert len({name for name, _ in seen}) >= 2
