@@ -352,7 +352,7 @@ class DecodeLoop:
     def _samplers(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(
-                max_workers=max(1, torch.get_num_threads()), thread_name_prefix="sampler", initializer=_one_thread
+                max_workers=max(1, self.threads), thread_name_prefix="sampler", initializer=_one_thread
             )
         return self._pool
 
