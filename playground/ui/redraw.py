@@ -19,14 +19,16 @@ from collections.abc import Callable
 
 import gradio as gr
 
+from playground.ui.kept import Kept
+
 MAX_VIEWS = 512
 MAX_BYTES = 200 * 2**20  # what the kept views may hold in all (a scored long text keeps its arrays)
 
 _DRAWN: OrderedDict = OrderedDict()  # (session hash, view key) -> (draw(lang, present), bytes it holds)
 _LOCK = threading.Lock()
 _PAGE_LOCKS: dict[str, threading.Lock] = {}  # session hash -> the lock its drawings of one view share
-_NOTES: OrderedDict = OrderedDict()  # (session hash, key) -> a small value the page's events share
 MAX_NOTES = 20_000  # pages that never say they closed: the oldest notes go first
+_NOTES = Kept(MAX_NOTES)  # (session hash, key) -> a small value the page's events share
 
 
 def _session(request) -> str | None:
@@ -96,20 +98,12 @@ def drop(request, keys) -> None:
 
 def note(request, key: str, value) -> None:
     """Keep a small ``value`` for this page (kept apart from the views: never dropped for their room)."""
-    session = _session(request)
-    if session is None:
-        return
-    with _LOCK:
-        _NOTES.pop((session, key), None)
-        _NOTES[(session, key)] = value
-        while len(_NOTES) > MAX_NOTES:
-            _NOTES.popitem(last=False)
+    _NOTES.put(_session(request), key, value)
 
 
 def noted(request, key: str, default=None):
     """What ``note`` kept for this page under ``key``, else ``default``."""
-    with _LOCK:
-        return _NOTES.get((_session(request), key), default)
+    return _NOTES.get(_session(request), key, default)
 
 
 def page_lock(request) -> threading.Lock:
@@ -129,6 +123,5 @@ def forget(request: gr.Request) -> None:
     with _LOCK:
         for k in [k for k in _DRAWN if k[0] == session]:
             del _DRAWN[k]
-        for k in [k for k in _NOTES if k[0] == session]:
-            del _NOTES[k]
         _PAGE_LOCKS.pop(session, None)
+    _NOTES.forget(session)

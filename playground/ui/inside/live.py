@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from contextlib import contextmanager
 
 import gradio as gr
@@ -23,6 +22,7 @@ import gradio as gr
 from playground.figures import inside as lf
 from playground.ui import redraw
 from playground.ui.common import dress, for_the_session, lang_of, ok, say, session_id, tr, warn
+from playground.ui.kept import Kept
 from playground.ui.results import only
 
 from .data import dose_steps, sweep_steps
@@ -35,27 +35,18 @@ N_ALPHAS = 11  # the curve's α values, 0, 0.2, …, 2 (effects.dose_response_po
 MIN_UPDATE_S = 0.25
 clock = time.perf_counter
 STOP_FLAGS: dict[str, threading.Event] = {}  # page (Gradio session) -> its long view's stop flag
-_FINISHED: OrderedDict = OrderedDict()  # (session id, view key) -> the numbers of its last finished long view
 MAX_FINISHED = 2000  # sessions that never say they closed: the oldest go first
-_FINISHED_LOCK = threading.Lock()
+_FINISHED = Kept(MAX_FINISHED)  # (session id, view key) -> the numbers of its last finished long view
 
 
 def keep_finished(state, key: str, d: dict | None) -> None:
     """The numbers of the session's last finished long view ``key`` (None: one is running, or stopped)."""
-    sid = session_id(state)
-    if sid is None:
-        return
-    with _FINISHED_LOCK:
-        _FINISHED.pop((sid, key), None)
-        _FINISHED[(sid, key)] = d
-        while len(_FINISHED) > MAX_FINISHED:
-            _FINISHED.popitem(last=False)
+    _FINISHED.put(session_id(state), key, d)
 
 
 def finished(state, key: str) -> dict | None:
     """What ``keep_finished`` kept for the session's view ``key``, else None."""
-    with _FINISHED_LOCK:
-        return _FINISHED.get((session_id(state), key))
+    return _FINISHED.get(session_id(state), key)
 
 
 def finished_view(key: str, draw):
