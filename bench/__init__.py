@@ -12,5 +12,7 @@ checks.py    the targets a run is checked against, and the precision classes
 inside.py    the Inside views' times, FLOPs (view_flops.py) and share of this machine's matmul rate
 browser/     the app in headless Chromium: Generate runs, Stop, and the Inside views click to drawn
 room.py      ``--room``: N learners at once (gradio_client sessions and a Chromium page) on one app
+room_learners.py  one learner of the room: a gradio_client session, a bare HTTP stream, the Chromium page
+room_figures.py   the room's figures from what its learners measured: percentiles, the table, the targets
 room_llama.py  llama.cpp's llama-server with -np N as the room's peer: its build, GGUF files, clients
 """

@@ -418,7 +418,7 @@ def _inside(args) -> int:
 
 
 def _room(args) -> int:
-    from . import browser, room
+    from . import browser, room, room_figures
 
     models = [m.strip() for m in args.room_models.split(",") if m.strip()]
     unknown = [m for m in models if m not in room.MODELS]
@@ -447,10 +447,10 @@ def _room(args) -> int:
     )
     result["training_running"] = [training, _training_running()]
     print()
-    print(room.table(result))
+    print(room_figures.table(result))
     print()
     print("Targets (issue 33; measured, not yet expected to be met):")
-    print("\n".join(room.targets(result)))
+    print("\n".join(room_figures.targets(result)))
     path = report.write_json(result, out)
     print(f"\nwrote {path}")
     return 0

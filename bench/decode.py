@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from playground.accel import accelerate, native_decode
+from playground.accel import accelerate, native_choice, native_decode
 from playground.engine.hf_hub import load_pretrained
 from playground.engine.quantize import model_bytes, quantize_int8
 from playground.engine.sampling import generate
@@ -210,7 +210,7 @@ def run_rerun(model, prompt: list[int], n_new: int):
 
 def decode_path(model) -> str:
     """How ``model``'s generation steps run: "native step" (each token in one compiled call,
-    engine.native_decode) or "torch forward" (the model's forward, op by op)."""
+    accel.native_decode) or "torch forward" (the model's forward, op by op)."""
     return "native step" if native_decode.uses_native_step(model) else "torch forward"
 
 
@@ -219,7 +219,7 @@ def step_products(model):
     and through the model's own modules (so on the kernels and layouts its decode uses): each
     block's Q/K/V, attention output and two MLP products, then the output head. A model on the
     native step runs them as its step does: in the step's own compiled region, products only."""
-    alone = native_decode.products_alone(model)
+    alone = native_choice.products_alone(model)
     if alone is not None:
         return alone
     d = model.cfg.emb_dim

@@ -3,7 +3,7 @@
 "Plain": every product through PyTorch (``accelerate(..., compiled_kernel=False)``), the sampler and
 one query's attention on all threads. "Measured": the compiled one-row kernel where it measured faster, and
 the threads the decisions chose, each step through the torch forward. "Native step": the same model with each
-step in one compiled call (engine.native_decode; on the threads its decision chose, all if it chose the plain
+step in one compiled call (accel.native_decode; on the threads its decision chose, all if it chose the plain
 step). All decode GPT-2 small (random weights) greedily, alternating, every round;
 the output is each one's tok/s, its step split into the products timed alone and the time outside them, the
 per-round ratio and the load average -- the figures docs/benchmarks.md records.

@@ -69,6 +69,7 @@ def shares(counts: collections.Counter) -> list[tuple[str, int, float]]:
 
 def profile_app(model: str, n: int, rate: int, out: str) -> None:
     from . import room as R
+    from . import room_figures as F
 
     spy = shutil.which("py-spy")
     if spy is None:
@@ -79,8 +80,8 @@ def profile_app(model: str, n: int, rate: int, out: str) -> None:
         for _ in range(2):  # first runs: caches, kernels
             rm.round(model, 1, with_page=False)
         alone = [rm.round(model, 1, with_page=False)[0][0] for _ in range(R.ALONE_REPS)]
-        one = R.one_learner(alone)
-        print(f"one learner: {R._s(one.get('completion_s'))} s, {R._s(one.get('tok_s'))} tok/s")
+        one = F.one_learner(alone)
+        print(f"one learner: {F._s(one.get('completion_s'))} s, {F._s(one.get('tok_s'))} tok/s")
         proc = subprocess.Popen(
             [spy, "record", "--pid", str(rm.pid), "--rate", str(rate), "--format", "raw", "--threads"]
             + ["--nonblocking", "-o", out],
@@ -91,13 +92,13 @@ def profile_app(model: str, n: int, rate: int, out: str) -> None:
         res, _, cpu = rm.round(model, n, with_page=False)
         proc.send_signal(2)
         proc.wait(60)
-        s = R.summarize(res, one)
+        s = F.summarize(res, one)
         print(
-            f"N={n}: first token p95 {R._s(s['first_p95_s'])} s, completion p95 {R._s(s['completion_p95_s'])} s "
-            f"({R._x(s.get('completion_x_alone'))} alone), {R._s(s.get('aggregate_tok_s'))} tok/s "
-            f"({R._x(s.get('x_one_learner'))} one learner), {R._s(s.get('updates_p50'))} updates a learner; "
-            f"server {R._s(cpu.get('server_cores'))} cores, machine {R._s(cpu.get('machine_cores'))}, "
-            f"load {R._s(cpu['loadavg'][0])}"
+            f"N={n}: first token p95 {F._s(s['first_p95_s'])} s, completion p95 {F._s(s['completion_p95_s'])} s "
+            f"({F._x(s.get('completion_x_alone'))} alone), {F._s(s.get('aggregate_tok_s'))} tok/s "
+            f"({F._x(s.get('x_one_learner'))} one learner), {F._s(s.get('updates_p50'))} updates a learner; "
+            f"server {F._s(cpu.get('server_cores'))} cores, machine {F._s(cpu.get('machine_cores'))}, "
+            f"load {F._s(cpu['loadavg'][0])}"
         )
     finally:
         rm.close()

@@ -3,8 +3,8 @@
 ``engine.model`` is the model as the textbook writes it, and a plain ``generate()`` on it compiles,
 times and installs nothing. ``accelerate(model)`` applies this machine's measured decode choices to
 that one model (``decode_paths``: weight layouts, stacked Q/K/V, the compiled one-row kernel;
-``native_decode``: the whole step in one compiled call) and attaches the accelerated decoder to it
-(``engine.decoding``'s seam). ``PLAYGROUND_ACCEL=off`` is the one switch: then ``accelerate`` leaves
+``native_decode``: the whole step in one compiled call, where ``native_choice`` checked and measured it) and
+attaches the accelerated decoder to it (``engine.decoding``'s seam). ``PLAYGROUND_ACCEL=off`` is the one switch: then ``accelerate`` leaves
 every model plain and nothing is built. On a ZeroGPU Space acceleration is off too: the models worth a
 GPU decode there, and a model that goes to a GPU worker is pickled, which moves each weight's storage into
 shared memory in place, under any layout or compiled step built on it.

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from playground.accel import native_decode, step_weights
+from playground.accel import native_choice, native_decode, step_weights
 from playground.accel.decode_paths import is_in_out, planned_layouts, planned_stacking, stacked_qkv_of
 from playground.engine.attention import MultiHeadAttention
 from playground.engine.config import GPTConfig
@@ -63,22 +63,22 @@ def plan(model: nn.Module, *, measure: bool, compiled_kernel: bool = True) -> Co
             for w in moved:  # the meta stand-in takes the layout: the stacking decision reads W_query's
                 w.data = w.data.t().contiguous().t() if not is_in_out(w) else w.data.contiguous()
         stacking = planned_stacking(model, compiled_kernel)
-        choice = native_decode.known_step(model, planning=True) if compiled_kernel else None
+        choice = native_choice.known_step(model, planning=True) if compiled_kernel else None
         step = choice is not None and choice.winner != "plain"
-        if compiled_kernel and choice is None and native_decode.can_prepare(model, planning=True):
+        if compiled_kernel and choice is None and native_choice.can_prepare(model, planning=True):
             skipped.append("native decode step")  # (asked in a decided_only of its own)
     one = max((w.nbytes for w in moved), default=0)  # each layout copy in turn
     resident = sum(stacked_bytes(m) for m, (on, _) in stacking.items() if on)
     tensors = native_decode.step_tensors(model)
     if step:  # each matrix (out, in) in place, then onto 2 MB pages, one at a time, and the step's check
-        one = max(one, max((t.nbytes for t in tensors), default=0)) + native_decode.check_bytes(model)
+        one = max(one, max((t.nbytes for t in tensors), default=0)) + native_choice.check_bytes(model)
     peak = resident + one
     if skipped and measure and compiled_kernel:  # measured in the build: as if nothing were decided
         matrices = sum(w.nbytes for w in layouts)  # the weight matrices, each once (a tied one too)
-        rows = min(matrices, step_weights.MAX_COPY_BYTES) if native_decode.can_prepare(model, planning=True) else 0
+        rows = min(matrices, step_weights.MAX_COPY_BYTES) if native_choice.can_prepare(model, planning=True) else 0
         attention = sum(stacked_bytes(m) for m in stacking)
         largest = max((t.nbytes for t in tensors), default=0)
-        check = native_decode.check_bytes(model)
+        check = native_choice.check_bytes(model)
         peak = attention + rows + max(largest, 2 * kernels.WORKING_SET_BYTES) + check
         resident = attention
     return Copies(peak, resident)

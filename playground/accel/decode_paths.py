@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.accel import native_decode
+from playground.accel import native_choice
 from playground.engine.attention import MultiHeadAttention, MultiHeadAttentionWrapper
 from playground.engine.readout import many_row_product
 from playground.runtime import kernels, native_gemv
@@ -209,8 +209,8 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
     - Q, K and V come from one stacked product where that measured faster.
     - The one-row bfloat16 kernel, the readout's many-row product, and the threads of the sampler
       and of one query's attention are decided now, not in a request.
-    - Plain generation steps run as one compiled call (engine.native_decode) where that step is
-      valid for the model, gives its forward's numbers and measured faster.
+    - Plain generation steps run as one compiled call (accel.native_decode) where that step is
+      valid for the model, gives its forward's numbers and measured faster (accel.native_choice).
 
     Call it again after a dtype or device conversion: the best layout depends on the dtype.
     ``compiled_kernel=False`` keeps every product and step plain (bench's same-run comparison).
@@ -237,5 +237,5 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
     if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
         many_row_product(head.weight.detach().t())  # readout's product
     if compiled_kernel:
-        native_decode.prepare(model)  # the whole step in one compiled call, where checked and faster
+        native_choice.prepare(model)  # the whole step in one compiled call, where checked and faster
     return model

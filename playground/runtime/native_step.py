@@ -4,9 +4,9 @@
 parallel region of torch's own team, reusing the row kernels of ``one_row_gemv.cpp``. This module
 builds it the way ``native_gemv`` builds those kernels (the machine's compiler, cached under the
 user's cache folder by a hash of both sources and the flags, loaded with ctypes) and calls it with
-raw pointers; it knows nothing of models. What a model's tensors are, whether the step is valid
-for a model, its check against the torch forward and the measurement that decides whether it is
-used are ``playground.accel.native_decode``'s.
+raw pointers; it knows nothing of models. What a model's tensors are and whether the step is valid
+for a model are ``playground.accel.native_decode``'s; its check against the torch forward and the
+measurement that decides whether it is used, ``playground.accel.native_choice``'s.
 
 ``available`` is False without a compiler, when the build or load fails, or when
 ``PLAYGROUND_ACCEL=off``; callers then keep the plain path.

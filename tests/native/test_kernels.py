@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from playground.accel import accelerate, native_decode
+from playground.accel import accelerate, native_choice
 from playground.accel.decode_paths import stacked_qkv_of
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
@@ -143,7 +143,7 @@ def _force(monkeypatch, layout=None, stacked=None):
             kernels, "weight_layout", lambda shape, dtype, count: kernels.Choice("f", layout, measured=False)
         )
         monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
-        monkeypatch.setattr(native_decode, "prepare", lambda model: None)  # the compiled step: test_native_step.py
+        monkeypatch.setattr(native_choice, "prepare", lambda model: None)  # the compiled step: test_native_step.py
     if stacked is not None:
         monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("f", stacked, measured=False))
 

@@ -1,11 +1,12 @@
-"""The native decode step (engine.native_decode on runtime.native_step): the torch forward's logits, keys,
-values and attention, step after step; the plain path wherever the step is off, invalid or unavailable.
+"""The native decode step (accel.native_decode on runtime.native_step, chosen by accel.native_choice): the torch
+forward's logits, keys, values and attention, step after step; the plain path wherever the step is off, invalid or
+unavailable.
 Which path is faster is the machine's business: nothing here asserts a time."""
 
 import pytest
 import torch
 
-from playground.accel import accelerate, native_decode
+from playground.accel import accelerate, native_choice, native_decode
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.sampling import generate
@@ -116,7 +117,7 @@ def test_generation_with_attention_gets_the_plain_attention_rows(dtype):
 def test_prepare_checks_and_measures_and_the_generation_then_takes_it():
     needs_step()
     model = tiny()  # weights as nn.Linear holds them: (out, in), the order the step reads
-    choice = native_decode.prepare(model)
+    choice = native_choice.prepare(model)
     assert choice is not None and choice.kind == "step"
     assert set(choice.seconds) >= {"plain", "native_step"} and all(v > 0 for v in choice.seconds.values())
     assert native_decode.uses_native_step(model) == (choice.winner != "plain")
@@ -139,7 +140,7 @@ def test_weights_stored_in_out_are_read_from_row_copies_and_stored_so_when_it_wi
     w.data = w.data.t().contiguous().t()  # stored [in, out], as optimize_for_decode may choose for the plain product
     assert native_decode.unsupported(model) == "a tensor in another dtype or memory order"
     assert native_decode.unsupported(model, any_layout=True) is None
-    choice = native_decode.prepare(model)
+    choice = native_choice.prepare(model)
     assert choice is not None
     assert w.is_contiguous() == native_decode.uses_native_step(model) == (choice.winner != "plain")
     assert torch.equal(w, before)  # the same values whichever order they are stored in

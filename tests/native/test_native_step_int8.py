@@ -4,7 +4,7 @@ and int8-dynamic (float32) give the torch forward's logits, keys and values step
 import pytest
 import torch
 
-from playground.accel import native_decode
+from playground.accel import native_choice, native_decode
 from playground.engine.quantize import quantize_int8
 from playground.engine.sampling import generate
 from playground.engine.weights import load_checkpoint
@@ -73,8 +73,8 @@ def test_int8_greedy_tokens_identical_on_the_bundled_model(precision):
 def test_int8_prepare_names_the_step_and_its_precision(precision):
     needs(precision)
     model = int8_model(tiny(), precision)
-    assert native_decode.parity_error(model) is None
-    choice = native_decode.prepare(model)
+    assert native_choice.parity_error(model) is None
+    choice = native_choice.prepare(model)
     assert choice is not None and choice.kind == "step"
     assert choice.fields["dtype"] == precision
     assert set(choice.seconds) >= {"plain", "native_step"}

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from playground.accel import accelerate, native_decode
+from playground.accel import accelerate, native_choice, native_decode
 from playground.engine.decoding import Row, decoder_of, plain_row
 from playground.engine.kv_cache import KVCache
 from playground.engine.quantize import quantize_int8
@@ -151,7 +151,7 @@ def test_batched_rows_match_the_torch_forward(dtype):
         for result, row, ref in zip(got, rows, plain):
             want = plain_row(model, ref)
             assert result is not None
-            assert relative(result[0], want[0]) <= native_decode.TOLERANCE[dtype]
+            assert relative(result[0], want[0]) <= native_choice.TOLERANCE[dtype]
             n = row.cache.length
             assert n == ref.cache.length
             for a, b in ((row.cache.k, ref.cache.k), (row.cache.v, ref.cache.v)):

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.accel import accelerate, native_decode
+from playground.accel import accelerate, native_choice
 from playground.accel.decode_paths import stacked_qkv_of
 from playground.engine.attention import attend, attention_probs
 from playground.engine.config import GPTConfig
@@ -45,7 +45,7 @@ def fixed_kernel_choices(monkeypatch):
         kernels, "stacked_qkv", lambda d, dtype, in_out, n: fixed("stacked" if dtype == torch.bfloat16 else "separate")
     )
     monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
-    monkeypatch.setattr(native_decode, "prepare", lambda model: None)  # the compiled step: test_native_step.py
+    monkeypatch.setattr(native_choice, "prepare", lambda model: None)  # the compiled step: test_native_step.py
 
 
 def make_model(seed=0, std=0.1, dtype=torch.float32, **changes) -> GPTModel:

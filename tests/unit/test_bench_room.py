@@ -1,6 +1,6 @@
-"""The room benchmark's pure parts (bench/room.py, bench/room_llama.py): percentiles, reading a
-/generate update's status, a learner's timings, a row's summary and ratios, the table, and
-llama-server's command line and request -- no app, no server, no network."""
+"""The room benchmark's pure parts (bench/room_figures.py, bench/room_learners.py, bench/room_llama.py):
+percentiles, reading a /generate update's status, a learner's timings, a row's summary and ratios, the table,
+and llama-server's command line and request -- no app, no server, no network."""
 
 from __future__ import annotations
 
@@ -8,27 +8,27 @@ import math
 
 import pytest
 
-from bench import room, room_llama
+from bench import room_figures, room_learners, room_llama
 
 
 def test_percentile_interpolates_like_numpy():
     xs = [4.0, 1.0, 3.0, 2.0]
-    assert room.percentile(xs, 0) == 1.0
-    assert room.percentile(xs, 100) == 4.0
-    assert room.percentile(xs, 50) == 2.5
-    assert math.isclose(room.percentile(xs, 95), 3.85)
-    assert room.percentile([7.0], 95) == 7.0
-    assert room.percentile([None, 2.0, None], 50) == 2.0
-    assert room.percentile([], 50) is None
+    assert room_figures.percentile(xs, 0) == 1.0
+    assert room_figures.percentile(xs, 100) == 4.0
+    assert room_figures.percentile(xs, 50) == 2.5
+    assert math.isclose(room_figures.percentile(xs, 95), 3.85)
+    assert room_figures.percentile([7.0], 95) == 7.0
+    assert room_figures.percentile([None, 2.0, None], 50) == 2.0
+    assert room_figures.percentile([], 50) is None
     with pytest.raises(ValueError):
-        room.percentile(xs, 101)
+        room_figures.percentile(xs, 101)
 
 
 def test_percentile_matches_numpy_on_a_room():
     np = pytest.importorskip("numpy")
     xs = [0.1 * i * i for i in range(30)]
     for q in (50, 95):
-        assert math.isclose(room.percentile(xs, q), float(np.percentile(xs, q)))
+        assert math.isclose(room_figures.percentile(xs, q), float(np.percentile(xs, q)))
 
 
 def status(state, n):
@@ -36,9 +36,9 @@ def status(state, n):
 
 
 def test_parse_status_reads_the_status_element():
-    assert room.parse_status((None, "<span class='pg-chip'>x</span>", status("running", 3))) == ("running", 3)
-    assert room.parse_status(status("done", 64)) == ("done", 64)
-    assert room.parse_status(("no status here", 1)) == (None, None)
+    assert room_figures.parse_status((None, "<span class='pg-chip'>x</span>", status("running", 3))) == ("running", 3)
+    assert room_figures.parse_status(status("done", 64)) == ("done", 64)
+    assert room_figures.parse_status(("no status here", 1)) == (None, None)
 
 
 def test_first_token_is_the_first_update_with_a_generated_token():
@@ -51,10 +51,10 @@ def test_first_token_is_the_first_update_with_a_generated_token():
         (102.0, ("chips", status("done", 64))),
         (102.1, ("chips", status("done", 64))),  # Gradio's final pair
     ]
-    t = room.timings(stamped, t0)
+    t = room_figures.timings(stamped, t0)
     assert math.isclose(t["first_s"], 0.9) and math.isclose(t["completion_s"], 2.0)
     assert t["tokens"] == 64 and t["state"] == "done"
-    unfinished = room.timings(stamped[:3], t0)
+    unfinished = room_figures.timings(stamped[:3], t0)
     assert unfinished["completion_s"] is None and unfinished["tokens"] == 40
 
 
@@ -63,14 +63,14 @@ def learner(start, first, completion, tokens=64):
 
 
 def test_summary_percentiles_aggregate_and_ratios():
-    one = room.one_learner([learner(0, 0.3, 2.0), learner(10, 0.3, 1.0), learner(20, 0.4, 1.0)])
+    one = room_figures.one_learner([learner(0, 0.3, 2.0), learner(10, 0.3, 1.0), learner(20, 0.4, 1.0)])
     assert one["completion_s"] == 1.0 and one["tok_s"] == 64.0
     many = [learner(0.0, 0.1 * (i + 1), 2.0 + i) for i in range(4)]
     page = {"start": 0.0, "end": 8.0, "tokens": 64, "first_chip_s": 1.0, "done_s": 8.0}  # no first_s: not in p50/p95
-    row = room.summarize(many + [page], one)
+    row = room_figures.summarize(many + [page], one)
     assert row["learners"] == 5 and row["finished"] == 4 and row["errors"] == []
     assert math.isclose(row["first_p50_s"], 0.25)
-    assert math.isclose(row["completion_p95_s"], room.percentile([2.0, 3.0, 4.0, 5.0], 95))
+    assert math.isclose(row["completion_p95_s"], room_figures.percentile([2.0, 3.0, 4.0, 5.0], 95))
     assert row["tokens"] == 5 * 64 and row["wall_s"] == 8.0
     assert math.isclose(row["aggregate_tok_s"], 40.0)
     assert math.isclose(row["x_one_learner"], 40.0 / 64.0)
@@ -78,10 +78,10 @@ def test_summary_percentiles_aggregate_and_ratios():
 
 
 def test_summary_counts_errors_and_survives_an_empty_room():
-    row = room.summarize([{"error": "TimeoutError: late"}, learner(0, 0.5, 1.0)], None)
+    row = room_figures.summarize([{"error": "TimeoutError: late"}, learner(0, 0.5, 1.0)], None)
     assert row["errors"] == ["TimeoutError: late"] and row["finished"] == 1
     assert "x_one_learner" not in row
-    empty = room.summarize([{"error": "x"}], {})
+    empty = room_figures.summarize([{"error": "x"}], {})
     assert empty["first_p95_s"] is None and "aggregate_tok_s" not in empty
 
 
@@ -110,9 +110,9 @@ def test_table_has_a_row_per_measurement_and_notes_errors():
         ],
         "skipped": {"llama-server": "cmake is not installed"},
     }
-    text = room.table(result)
+    text = room_figures.table(result)
     lines = text.splitlines()
-    assert lines[0] == room.HEADER
+    assert lines[0] == room_figures.HEADER
     assert lines[1].count("|") == lines[0].count("|")
     assert (
         lines[2]
@@ -136,7 +136,7 @@ def test_targets_read_the_largest_room():
         {"model": "gpt2-small", "server": "app", "n": 30, "x_one_learner": 1.0, "aggregate_tok_s": 30.0},
         {"model": "gpt2-small", "server": "llama-server", "n": 30, "aggregate_tok_s": 60.0},
     ]
-    lines = room.targets({"rows": rows})
+    lines = room_figures.targets({"rows": rows})
     assert "bundled N=30 aggregate × one learner ≥ 10: 12.00 (met)" in lines[0]
     assert "(not met)" in lines[1] and "(–)" in lines[2]
     assert "0.50 (not met)" in lines[4]
@@ -215,7 +215,7 @@ def test_room_profile_sorts_py_spy_samples_by_what_they_were_doing():
 
 def test_learner_result_counts_the_updates_it_received():
     stamped = [(10.1, status("running", 0)), (10.3, status("running", 5)), (10.9, status("done", 64))]
-    out = room.learner_result(stamped, 10.0)
+    out = room_learners.learner_result(stamped, 10.0)
     assert out["updates"] == 3 and out["tokens"] == 64 and math.isclose(out["completion_s"], 0.9)
-    row = room.summarize([out, {**out, "updates": 5}, {**out, "updates": 9}])
+    row = room_figures.summarize([out, {**out, "updates": 5}, {**out, "updates": 9}])
     assert row["updates_p50"] == 5
