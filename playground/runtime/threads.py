@@ -9,8 +9,8 @@ generation keeps every core and the normal priority; training still uses whateve
 ``torch_threads(n)`` runs short work on fewer threads.
 
 ``torch.set_num_threads`` is not per thread alone: besides the calling thread's OpenMP setting it sets the
-count every thread started afterwards takes at its first torch operation. Called in a pool's initializer or
-a training thread, it left every later thread -- the decode loop among them -- on one core.
+count every thread started afterwards takes at its first torch operation: called in a pool's initializer or
+a training thread, it would put every later thread -- the decode loop among them -- on that one core.
 ``set_thread_count`` sets the calling thread's count through OpenMP itself and leaves the process's count
 for new threads as it was; every per-thread setting here goes through it.
 """
