@@ -91,7 +91,8 @@ def test_the_teacher_asks_about_a_layer_and_the_reveal_shows_the_runs_answer(pag
     other = next(cid for _, cid in chips if cid != answer)
     assert "pg-ok" in lessons_room.cast(states[0], rooms[0], answer)
     assert "pg-ok" in lessons_room.cast(states[1], rooms[1], other)
-    assert "2 of 2 answered" in lessons_room.poll(teacher, t_room, PROMPT).room_status
+    status = lessons_room.poll(teacher, t_room, PROMPT).room_status  # the question stays in the teacher's sight
+    assert "2 of 2 answered" in status and f"Which head of layer {layer}" in status and f"“L{layer} H0”" in status
 
     assert lessons_room.reveal(teacher, t_room) == lessons_room.gr.skip()
     for state, room, words in zip(

@@ -112,7 +112,10 @@ def tally_text(tally: dict, lang: str, vote: dict | None = None) -> str:
         return ""
     labels = {cid: label_in(label, lang) for cid, label in (vote or {}).get("choices", [])}
     counts = " · ".join(f"“{labels.get(cid, cid)}” {n}" for cid, n in tally["counts"].items())
-    return tr(lang, "room_tally", answered=tally["answered"], members=tally["members"], counts=counts)
+    text = tr(lang, "room_tally", answered=tally["answered"], members=tally["members"], counts=counts)
+    if (vote or {}).get("text"):  # a question on the view: the teacher's page keeps it in sight while the room votes
+        text = f"{label_in(vote['text'], lang)}  \n{text}"
+    return text
 
 
 def teacher_status(room: dict, lang: str, link: str | None = None, tally: dict | None = None) -> str:
