@@ -341,6 +341,13 @@ ERRORS_ZH = {
     "room.bad_run": "教室的运行结果是一个包含 {fields}（字符串）的字典，总长不超过 {n} 个字符。",
     "room.bad_inside": "教室的“内部”视图是一个包含 {fields} 的字典，总长不超过 {n} 个字符。",
     "room.bad_choices": "一次投票需要 2 到 {n} 个互不相同的选项，每个是 [id, 标签]。",
+    "room.bad_text": "投票的问题是一个字符串，或一个最多 4 种语言的 {{语言: 字符串}} 字典，每个最多 {n} 个字符。",
+    "view_question.bad_kind": "{kind!r} 不是一种问题：可选 {kinds}。",
+    "view_question.no_run": "请先生成：问题针对你最近一次的运行。",
+    "view_question.running": "请等运行结束：它的注意力还在增长。",
+    "view_question.no_repeat": "这次运行中没有任何 token 重复前面出现过的 token，所以没有头能表现出归纳：请用把某句话说两遍的提示词生成。",
+    "view_question.undefined": "第 {layer} 层的头在这次运行上没有 {metric} 分数（至少需要 2 个 token）。",
+    "view_question.tie": "第 {layer} 层的头 {a} 和头 {b} 的分数相差不到 {margin}（{sa:.4f} 和 {sb:.4f}）：这个问题在这次运行上没有唯一答案。请换一层或换一个问题。",
 }
 
 # Field values that are interface words (the name of the control a refusal is about).

@@ -1,4 +1,4 @@
-"""What a classroom room accepts from its teacher: the published place, the run, a vote's choices.
+"""What a classroom room accepts from its teacher: the published place, the run, a vote's choices and question.
 
 Each is checked for its kind and size before the room stores it (so a room's memory stays bounded:
 ``server.rooms``). A refusal is a ``RoomError`` naming the field and the limit. Pure Python.
@@ -13,7 +13,7 @@ from playground.errors import UserError
 
 STATE_FIELDS = {"tab": 40, "lesson": 80, "step": None, "model": 400, "prompt": 20_000, "view": None}
 MAX_VIEW_FIELDS = 20
-MAX_CHOICES = 12
+MAX_CHOICES = 25  # one per head of a layer: GPT-2 XL has 25 (a question on the view: server.view_questions)
 MAX_LABEL_CHARS = 200
 MAX_RUN_CHARS = 1_500_000  # a published run: its chips, status and figure (a 64-token map is about 150 k)
 # None: within MAX_RUN_CHARS together. The status line and the figure in English and in Chinese
@@ -117,18 +117,37 @@ def check_inside(inside: Any) -> dict:
     return json.loads(json.dumps(inside))  # (a copy of plain data: nothing of the caller's kept)
 
 
+def label_ok(label) -> bool:
+    """A label: a string, or a {language: string} dict of up to 4 languages, each at most MAX_LABEL_CHARS."""
+    if isinstance(label, str):
+        return len(label) <= MAX_LABEL_CHARS
+    return (
+        isinstance(label, dict)
+        and len(label) <= 4
+        and all(
+            isinstance(k, str) and len(k) <= 10 and isinstance(v, str) and len(v) <= MAX_LABEL_CHARS
+            for k, v in label.items()
+        )
+    )
+
+
+def check_text(text: Any) -> dict | str | None:
+    """A vote's question as its pages show it (a label: a string or one per language), or None: a
+    lesson's vote, whose question each page reads from the lesson."""
+    if text is None:
+        return None
+    if not label_ok(text) or not text:
+        raise RoomError(
+            "room.bad_text",
+            "A vote's question is a string or a {{language: string}} dict of up to 4 languages, each at most {n} "
+            "characters.",
+            n=MAX_LABEL_CHARS,
+        )
+    return dict(text) if isinstance(text, dict) else text
+
+
 def check_choices(choices: Any) -> list[list]:
     """[[id, label], ...]: ids short strings, labels a string or a {language: string} dict."""
-
-    def label_ok(label) -> bool:
-        if isinstance(label, str):
-            return len(label) <= MAX_LABEL_CHARS
-        return (
-            isinstance(label, dict)
-            and len(label) <= 4
-            and all(isinstance(k, str) and isinstance(v, str) and len(v) <= MAX_LABEL_CHARS for k, v in label.items())
-        )
-
     ok = isinstance(choices, (list, tuple)) and 2 <= len(choices) <= MAX_CHOICES
     clean = []
     for pair in choices if ok else []:

@@ -51,6 +51,7 @@ from playground.server.room_checks import (  # noqa: F401  (the limits and the e
     check_inside,
     check_run,
     check_state,
+    check_text,
 )
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector and typed without doubt
@@ -99,6 +100,7 @@ class Vote:
     question: str
     choices: list[list]  # [choice id, label(s)]
     answer: str
+    text: dict | str | None = None  # the question as the pages show it; None: a lesson's (read from the lesson)
     ballots: dict[str, str] = field(default_factory=dict)
     open: bool = True
     revealed: bool = False
@@ -211,17 +213,26 @@ class Rooms:
             return room.version
 
     def open_vote(
-        self, code: Any, key: Any, question: str, choices: list, answer: str, client: str | None = None
+        self,
+        code: Any,
+        key: Any,
+        question: str,
+        choices: list,
+        answer: str,
+        client: str | None = None,
+        text: Any = None,
     ) -> int:
         """Put ``question`` to the room with ``choices`` ([id, label] pairs, labels as the teacher's page
-        built them); ``answer`` (one of the ids) stays on the server until ``reveal``. The vote's id."""
+        built them); ``answer`` (one of the ids) stays on the server until ``reveal``. ``text``: the
+        question as the pages show it (a label, one per language) when no lesson step holds it. The vote's id."""
         clean = check_choices(choices)
+        shown = check_text(text)
         if str(answer) not in {cid for cid, _ in clean}:
             raise RoomError("room.answer_not_choice", "The answer {answer!r} is not one of the choices.", answer=answer)
         with self._lock:
             room = self._teacher(code, key, client)
             room.votes_opened += 1
-            room.vote = Vote(room.votes_opened, str(question)[:MAX_LABEL_CHARS], clean, str(answer))
+            room.vote = Vote(room.votes_opened, str(question)[:MAX_LABEL_CHARS], clean, str(answer), shown)
             room.version += 1
             self._changed(room.code)
             return room.vote.id
@@ -393,6 +404,8 @@ class Rooms:
 def _public_vote(vote: Vote, member: str | None) -> dict:
     """A vote as every page sees it: the member's own choice, counts and answer only once revealed."""
     public: dict = {"id": vote.id, "question": vote.question, "choices": vote.choices, "open": vote.open}
+    if vote.text is not None:
+        public["text"] = vote.text
     if member is not None:
         public["mine"] = vote.ballots.get(member)
     if vote.revealed:

@@ -3,7 +3,7 @@
 seconds (the time is printed), a vote from each shows as counts on the teacher's page, Reveal shows the
 room's counts on both student pages, and a student who steps away and presses Follow is back in step.
 Then the teacher's Generate tab, prompt, run and attention view reach the students' pages (the time is
-printed); a student who types steps away.
+printed); a student who types steps away; the teacher's question on its run's layer reaches both students.
 Screenshots: tests/artifacts/room-*.png."""
 
 import json
@@ -184,6 +184,36 @@ def test_a_teacher_leads_two_students(page_url):
         assert s1.locator("#pg-prompt textarea").input_value() == "my own prompt"
         s1.locator("#pg-room-follow").click()
         s1.wait_for_function(PROMPT_IS, arg=TEACHER_PROMPT + " again", timeout=FOLLOW_S * 1000)
+
+        # Ask about this view: a question on the teacher's run, on the layer its heatmap shows, reaches each
+        # student in their language with the layer's heads as chips (or the teacher is told why it has no answer)
+        open_tab(teacher, "lessons")  # (the classroom controls; the heatmap's layer stays the Generate tab's)
+        teacher.locator("#pg-room-ask").click()
+        t0, vote, refusal = time.perf_counter(), None, ""
+        while time.perf_counter() - t0 < 30 and vote is None and not refusal:
+            current = ROOMS._rooms[code].vote  # (the server is this process)
+            vote = current if current is not None and current.text else None
+            errors_shown = teacher.locator("#pg-room-result .pg-error")
+            refusal = errors_shown.inner_text() if errors_shown.count() else ""
+            time.sleep(0.1)
+        if vote is None:
+            assert "no one answer" in refusal, refusal  # two heads tie on this run: refused, never a pick
+        else:
+            layer = int(vote.question.rsplit("/", 1)[1])
+            for page, words in ((s1, f"Which head of layer {layer}"), (s2, f"第 {layer} 层的哪个头")):
+                page.locator("#pg-room-vote").get_by_text(words, exact=False).wait_for(timeout=FOLLOW_S * 1000)
+                page.locator("#pg-room-vote").get_by_text(f"L{layer} H0", exact=True).wait_for(timeout=5_000)
+        # presenter mode: the teacher's classroom controls, the question's row with them, stay on the screen
+        teacher.evaluate("() => document.body.classList.add('pg-present')")
+        teacher.wait_for_timeout(300)
+        box = teacher.locator("#pg-room-ask").bounding_box()
+        width = teacher.evaluate("() => window.innerWidth")
+        assert box and box["width"] > 0 and box["x"] + box["width"] <= width, (box, width)
+        teacher.screenshot(path=str(ARTIFACTS / "room-teacher-ask-present.png"), full_page=True)
+        teacher.evaluate("() => document.body.classList.remove('pg-present')")
+        open_tab(teacher, "generate")
+        for page in (s1, s2):
+            page.wait_for_function(SELECTED.format(tab="generate"), timeout=FOLLOW_S * 1000)
 
         # the teacher's page reloaded: its key kept in its browser (never in the address), it leads the room
         # again and still drives; the students' pages never held the key

@@ -8,7 +8,7 @@ import pytest
 
 from playground.i18n import tr_error
 from playground.server import rooms
-from playground.server.rooms import ALPHABET, CODE_LENGTH, RoomError, Rooms
+from playground.server.rooms import ALPHABET, CODE_LENGTH, MAX_CHOICES, MAX_LABEL_CHARS, RoomError, Rooms
 
 CHOICES = [["yes", {"en": "yes", "zh-CN": "是"}], ["no", "no"]]
 
@@ -295,3 +295,20 @@ def test_a_published_run_is_bounded_replaced_and_only_the_teachers():
     refused("room.state_unknown", r.publish, code, key, {"run": {"id": "1", "chips": "<script>"}})
     assert r.state(code)["state"]["run"]["id"] == "9" and "run" not in r.state(other)["state"]
     assert tr_error("zh-CN", RoomError("room.bad_run", "x {fields} {n}", fields=["id"], n=1)) != "x ['id'] 1"
+
+
+def test_a_vote_may_carry_its_question_in_each_language_checked_like_a_label():
+    r = Rooms()
+    code, key = r.create()
+    member = r.join(code)
+    text = {"en": "Which head of layer 1 is the induction head?", "zh-CN": "第 1 层的哪个头是归纳头？"}
+    heads = [[f"h{h}", {"en": f"L1 H{h}", "zh-CN": f"L1 H{h}"}] for h in range(MAX_CHOICES)]  # one per head
+    r.open_vote(code, key, "view/induction/1", heads, "h3", text=text)
+    vote = r.state(code, member=member)["vote"]
+    assert vote["text"] == text and "answer" not in vote and len(vote["choices"]) == MAX_CHOICES
+    assert r.reveal(code, key)["answer"] == "h3"
+    for bad in ("x" * (MAX_LABEL_CHARS + 1), {"en": 5}, {f"l{i}": "q" for i in range(5)}, "", {}, ["q"]):
+        refused("room.bad_text", r.open_vote, code, key, "q", CHOICES, "yes", text=bad)
+    refused("room.bad_choices", r.open_vote, code, key, "q", heads + [["more", "More"]], "h0")
+    r.open_vote(code, key, "lesson/1", CHOICES, "yes")  # a lesson's vote: its question is read from the lesson
+    assert "text" not in r.state(code)["vote"]

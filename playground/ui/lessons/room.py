@@ -25,7 +25,7 @@ from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, 
 from playground.ui.redraw import page_lock
 from playground.ui.results import only, outputs, result
 
-from . import room_api, room_drawn, room_follow, room_inside, room_keep
+from . import room_api, room_ask, room_drawn, room_follow, room_inside, room_keep
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
@@ -382,6 +382,8 @@ def wire(page) -> None:
     c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
+    ask = [state, c.room, c.room_ask_kind, page.generate.layer]  # (the layer the teacher's heatmap shows)
+    c.room_ask.click(room_ask.ask_room, ask, c.room_result, **private)
     c.room_end.click(
         end_room,
         [state, c.room],

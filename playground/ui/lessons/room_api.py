@@ -16,7 +16,7 @@ from playground.server.rooms import ROOMS, RoomError
 from playground.ui.attention_view import SPANS, VIEWS
 from playground.ui.common import client_address, session_model
 
-from . import room_follow
+from . import room_ask, room_follow
 from . import tab as lessons_tab
 from .room_views import join_link
 
@@ -79,6 +79,13 @@ def api_open_vote(state, code, key) -> dict:
 
 
 @_api
+def api_ask_view(state, code, key, kind, layer) -> dict:
+    """A vote on this session's last run: which head of ``layer`` does ``kind`` (``room_ask``), the teacher's
+    key only; its answer computed from the run's attention on this session's model."""
+    return room_ask.ask_view(state, code, key, kind, layer)
+
+
+@_api
 def api_publish_run(state, code, key) -> dict:
     """This session's last run (its chips, status and attention map, the first view) published to the room."""
     version = room_follow.published_run(state, code, key, None, VIEWS[0], 0, 0, True, None, SPANS[0])
@@ -122,6 +129,13 @@ def wire(c, state) -> None:
         api_publish_run, [state, c.api_code, c.api_key], c.api_out, api_name="room_publish_run", concurrency_limit=2
     )
     hidden().click(api_open_vote, [state, c.api_code, c.api_key], c.api_out, api_name="room_open_vote")
+    hidden().click(
+        api_ask_view,
+        [state, c.api_code, c.api_key, c.api_choice, c.api_number],
+        c.api_out,
+        api_name="room_ask_view",
+        concurrency_limit=2,
+    )
     hidden().click(api_vote, [c.api_code, c.api_member, c.api_number, c.api_choice], c.api_out, api_name="room_vote")
     hidden().click(api_reveal, [c.api_code, c.api_key], c.api_out, api_name="room_reveal")
     hidden().click(api_end, [c.api_code, c.api_key], c.api_out, api_name="room_end")

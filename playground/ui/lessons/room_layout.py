@@ -1,7 +1,8 @@
 """The classroom room's components: the bar above the tabs (status, Follow) and the Lessons tab's controls.
 
 The bar is seen from every tab (a student who stepped away in the Generate tab finds Follow there); the
-controls (start, join, the QR code, the teacher's vote buttons, the student's vote, the revealed counts)
+controls (start, join, the QR code, the teacher's vote buttons and question on the view, the student's vote,
+the revealed counts)
 and the hidden inputs of the ``/room_*`` endpoints stand in the Lessons tab's Classroom accordion. Their
 handlers are ``lessons_room``'s.
 """
@@ -14,9 +15,11 @@ import secrets
 import gradio as gr
 
 from playground.server.room_wait import PATH
-from playground.ui.common import T
-from playground.ui.widgets import Number, Radio
+from playground.ui.common import T, choices
+from playground.ui.widgets import Dropdown, Number, Radio
 
+# The questions a teacher may ask about the Generate heatmap's layer (``server.view_questions.KINDS``).
+ASK_KINDS = {"previous-token": "room_ask_previous", "first-token": "room_ask_first", "induction": "room_ask_induction"}
 POLL_SECONDS = 1.0  # a teacher's page asks its room for the tally this often
 # A student's page waits on its room's next move (WATCH_JS, /room/wait) and draws it at once; its own
 # poll through the queue runs only then, and this often besides (it keeps the member's place).
@@ -98,10 +101,16 @@ def layout() -> object:
             )
             c.room_join = gr.Button(T("room_join"), size="sm", elem_id="pg-room-join", scale=1)
         c.room_qr = gr.HTML(elem_id="pg-room-qr")  # the teacher's page: the join link as a QR code
-        with gr.Row(visible=False) as c.room_teacher_row:  # the teacher's page only
-            c.room_open = gr.Button(T("room_open_vote"), size="sm", elem_id="pg-room-open")
-            c.room_reveal = gr.Button(T("room_reveal"), size="sm", variant="primary", elem_id="pg-room-reveal")
-            c.room_end = gr.Button(T("room_end"), size="sm", variant="stop", elem_id="pg-room-end")
+        with gr.Column(visible=False) as c.room_teacher_row:  # the teacher's page only
+            with gr.Row():
+                c.room_open = gr.Button(T("room_open_vote"), size="sm", elem_id="pg-room-open")
+                c.room_reveal = gr.Button(T("room_reveal"), size="sm", variant="primary", elem_id="pg-room-reveal")
+                c.room_end = gr.Button(T("room_end"), size="sm", variant="stop", elem_id="pg-room-end")
+            with gr.Row(equal_height=True):  # a question on the Generate heatmap's layer (room_ask)
+                c.room_ask_kind = Dropdown(
+                    choices(ASK_KINDS), value="previous-token", label=T("room_ask_kind"), elem_id="pg-room-ask-kind"
+                )
+                c.room_ask = gr.Button(T("room_ask_button"), size="sm", elem_id="pg-room-ask")
         c.room_vote = Radio([], label=T("room_vote"), visible=False, elem_id="pg-room-vote")
         c.room_result = gr.HTML(elem_id="pg-room-result")
     # the API endpoints' inputs and output (never shown)

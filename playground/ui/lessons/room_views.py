@@ -89,6 +89,8 @@ def counts_html(vote: dict, lang: str) -> str:
             f"<b>{n}</b></div>"
         )
     head = html.escape(tr(lang, "room_revealed", answer=answer, answered=int(vote.get("answered") or 0)))
+    if vote.get("text"):  # a question on the view (no lesson step on the pages holds it)
+        head = f"{html.escape(label_in(vote['text'], lang))}<br>{head}"
     return f"<div class='pg-room-counts' data-answer='{html.escape(str(vote.get('answer')))}'><b>{head}</b>{''.join(rows)}</div>"
 
 
@@ -100,7 +102,7 @@ def vote_radio(vote: dict | None, lang: str, student: bool):
         choices=[(label_in(label, lang), cid) for cid, label in vote["choices"]],
         value=vote.get("mine"),
         interactive=bool(vote.get("open")),
-        label=tr(lang, "room_vote"),
+        label=label_in(vote["text"], lang) if vote.get("text") else tr(lang, "room_vote"),
     )
 
 
@@ -110,7 +112,10 @@ def tally_text(tally: dict, lang: str, vote: dict | None = None) -> str:
         return ""
     labels = {cid: label_in(label, lang) for cid, label in (vote or {}).get("choices", [])}
     counts = " · ".join(f"“{labels.get(cid, cid)}” {n}" for cid, n in tally["counts"].items())
-    return tr(lang, "room_tally", answered=tally["answered"], members=tally["members"], counts=counts)
+    text = tr(lang, "room_tally", answered=tally["answered"], members=tally["members"], counts=counts)
+    if (vote or {}).get("text"):  # a question on the view: the teacher's page keeps it in sight while the room votes
+        text = f"{label_in(vote['text'], lang)}  \n{text}"
+    return text
 
 
 def teacher_status(room: dict, lang: str, link: str | None = None, tally: dict | None = None) -> str:

@@ -1,0 +1,49 @@
+"""A question on the teacher's view put to the room: "which head of this layer ...?", chips of the layer's heads.
+
+The teacher's page (its classroom controls) picks a kind of question and asks it about the layer its
+Generate heatmap shows; the question is answered on the teacher's last run, from that run's attention on
+the teacher's model (``server.view_questions``), and the answer stays on the server until the reveal, as a
+lesson's does. The question's text and its chips ("L2 H0", ...) go to the room in each language (the vote's
+``text``), so each student's page shows them in its own. Only the teacher's key opens one: the page's
+button and the ``/room_ask_view`` endpoint alike.
+"""
+
+from __future__ import annotations
+
+from playground.server import view_questions
+from playground.server.rooms import ROOMS
+from playground.ui.common import client_address, fail, lang_of, ok, session_model, session_run, tr, warn
+
+from .room_layout import no_room
+
+LANGS = ("en", "zh-CN")
+
+
+def ask_view(state, code, key, kind, layer) -> dict:
+    """Open a vote in room ``code`` (``key``: the teacher's) on ``kind`` about ``layer`` of the session's
+    last run: the vote's id, its question and its choices in each language."""
+    ROOMS.tally(code, key, client_address())  # the teacher's key first: a wrong one costs no model work
+    run = session_run(state)
+    model = session_model(state) if run is not None else None
+    asked = view_questions.ask(model, run, kind, layer)
+    text = {lg: tr(lg, f"room_ask_q_{asked.kind}", layer=asked.layer) for lg in LANGS}
+    choices = [
+        [cid, {lg: tr(lg, "room_ask_chip", layer=asked.layer, head=head) for lg in LANGS}]
+        for head, cid in enumerate(asked.choices)
+    ]
+    question = f"view/{asked.kind}/{asked.layer}"
+    vote = ROOMS.open_vote(code, key, question, choices, asked.answer, client_address(), text=text)
+    return {"vote": vote, "question": text, "choices": choices}
+
+
+def ask_room(state, room, kind, layer) -> str:
+    """The teacher's button: the question of ``kind`` about ``layer`` (the Generate heatmap's) put to the room."""
+    lang = lang_of(state)
+    room = room or no_room()
+    if not room.get("key"):
+        return warn(tr(lang, "room_not_teacher"))
+    try:
+        opened = ask_view(state, room.get("code"), room.get("key"), kind, layer)
+    except Exception as e:
+        return fail(e, lang)
+    return ok(tr(lang, "room_ask_opened", question=opened["question"][lang if lang in LANGS else "en"]))
