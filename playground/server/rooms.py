@@ -53,6 +53,7 @@ from playground.server.room_checks import (  # noqa: F401  (the limits and the e
     check_state,
     check_text,
 )
+from playground.server.room_votes import Vote, public_vote
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector and typed without doubt
 CODE_LENGTH = 6  # 31**6 ≈ 887 million codes
@@ -90,26 +91,6 @@ def normalize_code(code: Any) -> str | None:
     if len(text) != CODE_LENGTH or any(ch not in ALPHABET for ch in text):
         return None
     return text
-
-
-@dataclass
-class Vote:
-    """One question put to the room: its choices, its answer (hidden until revealed), one ballot per member."""
-
-    id: int
-    question: str
-    choices: list[list]  # [choice id, label(s)]
-    answer: str
-    text: dict | str | None = None  # the question as the pages show it; None: a lesson's (read from the lesson)
-    ballots: dict[str, str] = field(default_factory=dict)
-    open: bool = True
-    revealed: bool = False
-
-    def counts(self) -> dict[str, int]:
-        counts = {str(cid): 0 for cid, _ in self.choices}
-        for choice in self.ballots.values():
-            counts[choice] += 1
-        return counts
 
 
 @dataclass
@@ -261,7 +242,7 @@ class Rooms:
             room.vote.open, room.vote.revealed = False, True
             room.version += 1
             self._changed(room.code)
-            return _public_vote(room.vote, None)
+            return public_vote(room.vote, None)
 
     def end(self, code: Any, key: Any, client: str | None = None) -> None:
         with self._lock:
@@ -314,7 +295,7 @@ class Rooms:
             if since == room.version and not isinstance(since, bool):
                 return {"code": room.code, "version": room.version, "changed": False}
             mine = member if isinstance(member, str) and member in room.members else None
-            vote = _public_vote(room.vote, mine) if room.vote is not None else None
+            vote = public_vote(room.vote, mine) if room.vote is not None else None
             return {
                 "code": room.code,
                 "version": room.version,
@@ -399,18 +380,6 @@ class Rooms:
             raise RoomError("room.not_teacher", "Only the teacher of room {code} can do that.", code=room.code)
         room.touched = self._clock()
         return room
-
-
-def _public_vote(vote: Vote, member: str | None) -> dict:
-    """A vote as every page sees it: the member's own choice, counts and answer only once revealed."""
-    public: dict = {"id": vote.id, "question": vote.question, "choices": vote.choices, "open": vote.open}
-    if vote.text is not None:
-        public["text"] = vote.text
-    if member is not None:
-        public["mine"] = vote.ballots.get(member)
-    if vote.revealed:
-        public.update(answer=vote.answer, counts=vote.counts(), answered=len(vote.ballots))
-    return public
 
 
 ROOMS = Rooms()
