@@ -203,6 +203,8 @@ def test_a_teacher_leads_two_students(page_url):
             for page, words in ((s1, f"Which head of layer {layer}"), (s2, f"第 {layer} 层的哪个头")):
                 page.locator("#pg-room-vote").get_by_text(words, exact=False).wait_for(timeout=FOLLOW_S * 1000)
                 page.locator("#pg-room-vote").get_by_text(f"L{layer} H0", exact=True).wait_for(timeout=5_000)
+            s2.locator("#pg-room-vote").scroll_into_view_if_needed()
+            s2.screenshot(path=str(ARTIFACTS / "room-student-ask-zh.png"))
         # presenter mode: the teacher's classroom controls, the question's row with them, stay on the screen
         teacher.evaluate("() => document.body.classList.add('pg-present')")
         teacher.wait_for_timeout(300)
