@@ -347,6 +347,7 @@ ERRORS_ZH = {
     "view_question.running": "请等运行结束：它的注意力还在增长。",
     "view_question.no_repeat": "这次运行中没有任何 token 重复前面出现过的 token，所以没有头能表现出归纳：请用把某句话说两遍的提示词生成。",
     "view_question.undefined": "第 {layer} 层的头在这次运行上没有 {metric} 分数（至少需要 2 个 token）。",
+    "view_question.too_many_heads": "这个模型每层有 {n} 个头；教室的投票最多只能有 {cap} 个选项。",
     "view_question.tie": "第 {layer} 层的头 {a} 和头 {b} 的分数相差不到 {margin}（{sa:.4f} 和 {sb:.4f}）：这个问题在这次运行上没有唯一答案。请换一层或换一个问题。",
 }
 

@@ -13,7 +13,9 @@ from playground.errors import UserError
 
 STATE_FIELDS = {"tab": 40, "lesson": 80, "step": None, "model": 400, "prompt": 20_000, "view": None}
 MAX_VIEW_FIELDS = 20
-MAX_CHOICES = 25  # one per head of a layer: GPT-2 XL has 25 (a question on the view: server.view_questions)
+MAX_CHOICES = (
+    64  # one per head of a layer (a question on the view: server.view_questions): GPT-2 XL has 25, Llama 2 70B 64
+)
 MAX_LABEL_CHARS = 200
 MAX_RUN_CHARS = 1_500_000  # a published run: its chips, status and figure (a 64-token map is about 150 k)
 # None: within MAX_RUN_CHARS together. The status line and the figure in English and in Chinese

@@ -19,6 +19,7 @@ import numpy as np
 from playground.errors import UserError
 from playground.server.attention_views import OVERVIEW_METRICS, view_data, window
 from playground.server.decode_loop import LOOP
+from playground.server.room_checks import MAX_CHOICES
 from playground.settings import parse_whole
 
 # The question kinds (what the API sends) and the overview each one reads.
@@ -65,6 +66,13 @@ def ask(model, run, kind, layer) -> ViewQuestion:
     if LOOP.running(run.id):
         raise ViewQuestionError("view_question.running", "Wait for the run to finish: its attention is still growing.")
     layer = parse_whole(layer, "Layer", 0, model.cfg.n_layers - 1)
+    if model.cfg.n_heads > MAX_CHOICES:
+        raise ViewQuestionError(
+            "view_question.too_many_heads",
+            "Each layer of this model has {n} heads; a room's vote takes at most {cap} choices.",
+            n=model.cfg.n_heads,
+            cap=MAX_CHOICES,
+        )
     w = window(model, run)
     data = view_data(model, w, KINDS[kind], layer, 0, w.end)
     scores = np.asarray(data.matrix[layer], dtype=np.float64)

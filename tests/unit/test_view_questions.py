@@ -159,3 +159,16 @@ def test_bad_questions_are_refused_by_name(gpt2_layout):
     with pytest.raises(UserError) as e:
         view_questions.ask(ours, None, "previous-token", 0)
     assert e.value.key == "view_question.no_run"
+
+
+def test_a_layer_with_more_heads_than_a_vote_takes_is_refused_with_the_counts():
+    from playground.engine.config import GPTConfig
+    from playground.engine.model import GPTModel
+    from playground.server.room_checks import MAX_CHOICES
+
+    n = MAX_CHOICES + 1
+    model = GPTModel(GPTConfig(context_length=16, emb_dim=n * 2, n_heads=n, n_layers=1)).eval()
+    with pytest.raises(UserError) as e:
+        view_questions.ask(model, a_run(model, prompt="ab ab", new=2), "previous-token", 0)
+    assert e.value.key == "view_question.too_many_heads"
+    assert f"{n} heads" in str(e.value) and f"at most {MAX_CHOICES}" in str(e.value)
