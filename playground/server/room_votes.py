@@ -1,5 +1,7 @@
-"""A question put to a classroom room (``rooms.Rooms.open_vote``): its choices, its hidden answer, one ballot a
-member, and what every page is shown of it (``public_vote``: counts and the answer only once revealed)."""
+"""A question put to a classroom room: its choices, its hidden answer, one ballot a member.
+
+``rooms.Rooms.open_vote`` puts one; ``public_vote`` is what every page is shown of it (its counts and its answer
+only once revealed)."""
 
 from __future__ import annotations
 
