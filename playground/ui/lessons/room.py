@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from playground.i18n import LANGS
 from playground.server import lessons
 from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
@@ -29,8 +30,6 @@ from . import room_api, room_ask, room_drawn, room_follow, room_inside, room_kee
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
-
-LANGS = ("en", "zh-CN")
 
 Polled = result(
     "Polled",

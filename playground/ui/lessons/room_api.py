@@ -11,6 +11,7 @@ import functools
 import gradio as gr
 
 from playground.errors import UserError
+from playground.i18n import LANGS
 from playground.server import lessons
 from playground.server.rooms import ROOMS, RoomError
 from playground.ui.attention_view import SPANS, VIEWS
@@ -19,8 +20,6 @@ from playground.ui.common import client_address, session_model
 from . import room_ask, room_follow
 from . import tab as lessons_tab
 from .room_views import join_link
-
-LANGS = ("en", "zh-CN")
 
 
 def _api(fn):

@@ -10,13 +10,12 @@ button and the ``/room_ask_view`` endpoint alike.
 
 from __future__ import annotations
 
+from playground.i18n import LANGS
 from playground.server import view_questions
 from playground.server.rooms import ROOMS
 from playground.ui.common import client_address, fail, lang_of, ok, session_model, session_run, tr, warn
 
 from .room_layout import no_room
-
-LANGS = ("en", "zh-CN")
 
 
 def ask_view(state, code, key, kind, layer) -> dict:
