@@ -17,6 +17,7 @@ from playground.server.recipes import random_recipe
 from playground.server.rooms import ROOMS
 from playground.ui.lessons import room as lessons_room
 from playground.ui.lessons import tab as lessons_tab
+from tests.app.room_clients import a_teacher_and_a_student
 
 SKIP = gr.skip()
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
@@ -308,10 +309,7 @@ def test_the_join_link_uses_the_lan_address_when_the_server_listens_beyond_loopb
 
 
 def test_a_student_cannot_publish_a_run_through_the_api(app_url):
-    teacher, student = Client(app_url, verbose=False), Client(app_url, verbose=False)
-    room = teacher.predict(api_name="/room_create")
-    code, key = room["code"], room["key"]
-    member = student.predict(code, api_name="/room_join")["member"]
+    teacher, student, code, key, member = a_teacher_and_a_student(app_url)
     assert teacher.predict(code, key, api_name="/room_publish_run")["key"] == "room.no_run"  # nothing generated yet
     for crafted in (member, code, "", key[:-1] + ("A" if key[-1] != "A" else "B")):
         assert student.predict(code, crafted, api_name="/room_publish_run")["key"] == "room.not_teacher"

@@ -13,7 +13,6 @@ import json
 
 import pytest
 from gradio.components.plot import PlotData
-from gradio_client import Client
 
 from playground import PRESETS
 from playground.server import lessons
@@ -23,6 +22,7 @@ from playground.server.room_steps import DRAWN
 from playground.ui.common import session_model
 from playground.ui.lessons import room as lessons_room
 from playground.ui.lessons import tab as lessons_tab
+from tests.app.room_clients import a_teacher_and_a_student
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
 FOLLOWERS = 4  # three English pages and one Chinese
@@ -129,10 +129,7 @@ def test_followers_take_the_teachers_model_and_its_step_drawn_once(rooms_pages, 
 
 
 def test_a_teachers_published_run_names_its_model(app_url):
-    teacher, student = Client(app_url, verbose=False), Client(app_url, verbose=False)
-    room = teacher.predict(api_name="/room_create")
-    code, key = room["code"], room["key"]
-    member = student.predict(code, api_name="/room_join")["member"]
+    teacher, student, code, key, member = a_teacher_and_a_student(app_url)
     teacher.predict("ROMEO:", 0.8, 40, 1.0, 3, 0, False, api_name="/generate")
     assert "version" in teacher.predict(code, key, api_name="/room_publish_run")
     state = student.predict(code, None, member, "", api_name="/room_state")["state"]

@@ -10,7 +10,6 @@ student's call, and a teacher's call without a run is refused with a message."""
 import numpy as np
 import pytest
 import torch
-from gradio_client import Client
 
 from playground import PRESETS
 from playground.engine.head_patterns import head_stats, induction_scores
@@ -19,6 +18,7 @@ from playground.server.recipes import random_recipe
 from playground.ui.common import session_model, session_run
 from playground.ui.lessons import room as lessons_room
 from playground.ui.lessons import room_api, room_ask
+from tests.app.room_clients import a_teacher_and_a_student
 
 PROMPT = "The cat sat on the mat. The cat sat on the mat."
 
@@ -111,10 +111,7 @@ def test_the_teacher_asks_about_a_layer_and_the_reveal_shows_the_runs_answer(pag
 
 
 def test_the_api_refuses_a_students_question_and_a_teacher_without_a_run(app_url):
-    teacher, student = Client(app_url, verbose=False), Client(app_url, verbose=False)
-    room = teacher.predict(api_name="/room_create")
-    code, key = room["code"], room["key"]
-    member = student.predict(code, api_name="/room_join")["member"]
+    teacher, student, code, key, member = a_teacher_and_a_student(app_url)
     for crafted in (member, code, ""):
         refused = student.predict(code, crafted, "previous-token", 0, api_name="/room_ask_view")
         assert refused.get("key") == "room.not_teacher", refused
