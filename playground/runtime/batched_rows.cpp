@@ -119,7 +119,7 @@ inline void dot_rows_multi(const W* w, const float* const* x, int64_t k, float* 
 #endif
     for (; i < k; ++i)
         for (int j = 0; j < I; ++j)
-            for (int r = 0; r < R; ++r) out[j][r] += scalar(w + r * k + i) * x[j][i];
+            for (int r = 0; r < R; ++r) out[j][r] = madd(scalar(w + r * k + i), x[j][i], out[j][r]);
 }
 
 #if defined(__AVX512BF16__)
@@ -149,7 +149,7 @@ inline void dot_rows_bf16_multi(const uint16_t* w, const uint16_t* const* x, int
         for (int r = 0; r < R; ++r) out[j][r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][r][0], acc[j][r][1]));
     for (; i < k; ++i)
         for (int j = 0; j < I; ++j)
-            for (int r = 0; r < R; ++r) out[j][r] += bf16_to_float(w[r * k + i]) * bf16_to_float(x[j][i]);
+            for (int r = 0; r < R; ++r) out[j][r] = madd(bf16_to_float(w[r * k + i]), bf16_to_float(x[j][i]), out[j][r]);
 }
 #endif
 

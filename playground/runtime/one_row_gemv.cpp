@@ -94,6 +94,17 @@ inline __m256 load8(const int8_t* p) {
 }
 #endif
 
+// acc + a·b for the columns past the vectors: one fused multiply-add where the CPU has it, written out so every
+// kernel's tail rounds alike (left to the compiler, whether it fuses the two differs between the places a
+// kernel is inlined under some tunings, e.g. -march=znver4: a row's logits then depended on its batch).
+inline float madd(float a, float b, float acc) {
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+    return fmaf(a, b, acc);
+#else
+    return acc + a * b;
+#endif
+}
+
 inline float scalar(const float* p) { return *p; }
 inline float scalar(const uint16_t* p) { return bf16_to_float(*p); }
 inline float scalar(const int8_t* p) { return static_cast<float>(*p); }
@@ -128,7 +139,7 @@ inline void dot_rows(const W* w, const float* x, int64_t k, float* out) {
     for (int r = 0; r < R; ++r) out[r] = 0.0f;
 #endif
     for (; i < k; ++i)
-        for (int r = 0; r < R; ++r) out[r] += scalar(w + r * k + i) * x[i];
+        for (int r = 0; r < R; ++r) out[r] = madd(scalar(w + r * k + i), x[i], out[r]);
 }
 
 #if defined(__AVX512BF16__)
@@ -148,7 +159,7 @@ inline void dot_rows_bf16(const uint16_t* w, const uint16_t* x, int64_t k, float
     }
     for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
     for (; i < k; ++i)
-        for (int r = 0; r < R; ++r) out[r] += bf16_to_float(w[r * k + i]) * bf16_to_float(x[i]);
+        for (int r = 0; r < R; ++r) out[r] = madd(bf16_to_float(w[r * k + i]), bf16_to_float(x[i]), out[r]);
 }
 
 void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, float* y, int64_t n, int64_t k,
