@@ -10,6 +10,8 @@
 
 #include <type_traits>
 
+#include "tile_rows.cpp"
+
 namespace {
 
 // Inputs sharing each weight load: with 32 vector registers, 3 inputs' 4 rows of accumulators (24), their 6
@@ -186,6 +188,8 @@ inline void rows_multi(const W* w, const float* const* xf, const uint16_t* const
         }
     };
     int64_t r = lo;
+    if constexpr (std::is_same_v<W, float>)  // many float32 rows: whole tiles on their side (tile_rows.cpp)
+        if (tiles_pay(n, k)) r = tile_rows(w, xf, n, k, lo, hi, y);
     for (; r + ROWS <= hi; r += ROWS) block(r, std::integral_constant<int, ROWS>{});
     for (; r < hi; ++r) block(r, std::integral_constant<int, 1>{});
 }

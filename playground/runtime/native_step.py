@@ -23,7 +23,12 @@ from playground.runtime.compiled_library import NOT_TRIED, Status
 
 SOURCE = Path(__file__).with_name("decode_step.cpp")
 # what the source #includes: a change there is a new build too
-INCLUDED = (native_gemv.SOURCE, SOURCE.with_name("batched_rows.cpp"), SOURCE.with_name("step_parts.cpp"))
+INCLUDED = (
+    native_gemv.SOURCE,
+    SOURCE.with_name("batched_rows.cpp"),
+    SOURCE.with_name("tile_rows.cpp"),
+    SOURCE.with_name("step_parts.cpp"),
+)
 SWITCHES = ("PLAYGROUND_ACCEL",)
 SYMBOLS = ("pg_step_f32", "pg_step_bf16", "pg_step_rows_f32", "pg_step_rows_bf16")
 
