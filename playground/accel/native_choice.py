@@ -161,10 +161,7 @@ def prepare(model) -> kernels.Choice | None:
     this machine's file) copies nothing beside the model: "plain" leaves it as it is; the step stores each
     matrix (out, in) in place, one at a time, before its check. Returns the decision, None when there was
     nothing to decide."""
-    native_decode._THREADS.pop(model, None)
-    native_decode._TEAMS.pop(model, None)
-    native_decode._ROW_TEAMS.pop(model, None)
-    native_decode._PLANS.pop(model, None)
+    native_decode.forget(model)
     if not can_prepare(model):
         return None
     key, decision, label = _decision(model)

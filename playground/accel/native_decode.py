@@ -323,6 +323,12 @@ def _run_rows(model, plan: Plan, rows: list[Row], threads: int) -> list[RowResul
     return [(logits, list(probs.unbind(0)) if probs is not None else None) for logits, probs in made]
 
 
+def forget(model) -> None:
+    """Drop what was decided and planned for ``model``'s step (its threads, teams and plan), before deciding again."""
+    for per_model in (_THREADS, _TEAMS, _ROW_TEAMS, _PLANS):
+        per_model.pop(model, None)
+
+
 def set_native_step(model, threads: int | None) -> bool:
     """Run ``model``'s plain steps as the native step on ``threads`` (0: all of torch's) without
     measuring, or never (None): what tests and bench's same-run comparisons use. Weight matrices

@@ -218,6 +218,11 @@ class Rooms:
             self._changed(room.code)
             return room.vote.id
 
+    def check_teacher(self, code: Any, key: Any, client: str | None = None) -> None:
+        """Raise RoomError unless ``key`` is room ``code``'s teacher's key (before any work done for the teacher)."""
+        with self._lock:
+            self._teacher(code, key, client)
+
     def tally(self, code: Any, key: Any, client: str | None = None) -> dict:
         """The teacher's view of the vote: how many answered and the counts (no member's own choice)."""
         with self._lock:

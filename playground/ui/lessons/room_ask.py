@@ -21,7 +21,7 @@ from .room_layout import no_room
 def ask_view(state, code, key, kind, layer) -> dict:
     """Open a vote in room ``code`` (``key``: the teacher's) on ``kind`` about ``layer`` of the session's
     last run: the vote's id, its question and its choices in each language."""
-    ROOMS.tally(code, key, client_address())  # the teacher's key first: a wrong one costs no model work
+    ROOMS.check_teacher(code, key, client_address())  # first: a wrong key costs no model work
     run = session_run(state)
     model = session_model(state) if run is not None else None
     asked = view_questions.ask(model, run, kind, layer)

@@ -147,7 +147,7 @@ def publish_new_run(state, room, prompt, view, layer, head, log_scale, span) -> 
 def published_run(state, code, key, prompt, view, layer, head, log_scale, query, span) -> int | None:
     """Publish the session's last run (a finished one) with this view to room ``code``: the new version,
     or None when there is nothing to publish yet (no run, or one still streaming)."""
-    ROOMS.tally(code, key, client_address())  # the teacher's key first: a wrong one costs no figure
+    ROOMS.check_teacher(code, key, client_address())  # first: a wrong key costs no figure
     run = session_run(state)
     if run is None or LOOP.running(run.id):
         return None

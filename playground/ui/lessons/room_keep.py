@@ -4,7 +4,7 @@ When a room starts, the page's hidden ``room_secret`` box gets ``{"code", "key"}
 the key in the browser's local storage under ``pg-room-key:CODE`` and changes the address from
 ``?room=new`` to ``?room=CODE`` (the code only: the key is never in an address, a link or the page's
 text). On a page load ``LOAD_JS`` hands the load event the key this browser keeps for the code in the
-address, if any; ``lead_again`` checks it against the room (``ROOMS.tally``): the right key leads the
+address, if any; ``lead_again`` checks it against the room (``ROOMS.check_teacher``): the right key leads the
 room again, anything else is a student's join. A student's page never receives a key: its box is never
 written. Ending the room forgets the key (``{"code", "ended": true}``).
 """
@@ -64,7 +64,7 @@ def lead_again(saved, code) -> dict | None:
     if canonical is None or normalize_code(kept.get("code")) != canonical:
         return None
     try:
-        ROOMS.tally(canonical, kept["key"], client_address())
+        ROOMS.check_teacher(canonical, kept["key"], client_address())
     except RoomError:  # ended, or not this room's key: the page joins as a student (and is told if it ended)
         return None
     return {"code": canonical, "key": kept["key"]}
