@@ -4,6 +4,9 @@ A tab calls ``on_change(page, fn, inputs, outputs)`` from its ``wire(page)``: ``
 redraws ``outputs`` in the page's new language (``lang_of(state)``) and presenter mode
 (``state.get("present")``). ``prefs`` runs every registered redraw after it stored the new
 preferences in the session state; it never needs to know the tabs.
+
+A long view that streams partial figures hands each to ``streamed``; whoever registered with
+``on_streamed`` (a classroom room, which publishes its teacher's) gets it, without the tab knowing who.
 """
 
 from __future__ import annotations
@@ -38,3 +41,21 @@ def titles_js(titles: dict[str, list[str]]) -> str:
 def registered(page) -> list[tuple]:
     """(fn or script, inputs, outputs) of every redraw, in the order the tabs registered them."""
     return list(page.__dict__.get("prefs_listeners", []))
+
+
+# Whoever follows a session's long views as they stream (a classroom room): fn(state, key, draw, selection).
+_STREAMED: list = []
+
+
+def on_streamed(fn) -> None:
+    """``fn(state, key, draw, selection)`` is called with each partial figure a long view streams (the Inside
+    tab's dose-response curve and head sweep, by view ``key``): ``draw(lang, present)`` draws it as the view's
+    outputs, ``selection`` the fields it was asked with. A classroom room publishes its teacher's to the room."""
+    if fn not in _STREAMED:
+        _STREAMED.append(fn)
+
+
+def streamed(state, key: str, draw, selection: dict | None = None) -> None:
+    """A long view's partial figure, for every ``on_streamed`` follower (each keeps its own failures to itself)."""
+    for fn in list(_STREAMED):
+        fn(state, key, draw, selection or {})

@@ -263,6 +263,44 @@ def test_followers_see_the_teachers_finished_long_views_measured_once(rooms_page
     lessons_room.end_room(teacher, t_room)
 
 
+def test_followers_see_the_teachers_long_views_grow(rooms_pages):
+    """While the dose-response curve and the head sweep stream on the teacher's page, each partial figure is
+    the room's: a follower polling mid-way sees the curve with the points so far and the sweep with the layers
+    so far (and how far it is, in the page's language); a room that ended gets nothing more."""
+    from playground.ui import listeners
+    from playground.ui.inside import live
+    from playground.ui.lessons import room_inside
+
+    listeners.on_streamed(room_inside.publish_streamed)  # (what wiring the page does)
+    teacher, t_room, states, rooms = room_after_a_run(rooms_pages, followers=2)
+    states[1]["lang"] = "zh-CN"
+
+    # (each partial figure is published once the teacher's page took it: the last partial is the room's)
+    *partial, _ = list(live.dose_live(None, teacher, "1.1", None, ""))
+    assert partial, "the curve streamed no partial figure"
+    y = json.loads(partial[-1].dose_plot.to_json())["data"][0]["y"]
+    assert 0 < len(y) < live.N_ALPHAS
+    polled = [lessons_room.poll(s, r, PROMPT) for s, r in zip(states, rooms)]
+    for p in polled:
+        assert p.sub_tabs.selected == "inside-intervene" and p.i_scale == "1.1"
+        assert json.loads(p.dose_plot.plot)["data"][0]["y"] == y
+    rooms = [p.room for p in polled]
+
+    *partial, _ = list(live.sweep_live(None, teacher))
+    assert partial, "the sweep streamed no partial figure"
+    z = json.loads(partial[-1].sweep_plot.to_json())["data"][0]["z"]
+    assert any(v is None for row in z for v in row)  # (the last layer not swept yet)
+    polled = [lessons_room.poll(s, r, PROMPT) for s, r in zip(states, rooms)]
+    for p in polled:
+        assert p.sub_tabs.selected == "inside-intervene"
+        assert json.loads(p.sweep_plot.plot)["data"][0]["z"] == z and p.sweep_md.startswith("⏳")
+    assert polled[0].sweep_md != polled[1].sweep_md  # (each in its page's language)
+
+    lessons_room.end_room(teacher, t_room)
+    assert len(list(live.dose_live(None, teacher, "0.1", None, ""))) > 1  # (published to no room: nothing fails)
+    assert room_inside._LEADING.get(teacher["session"], "room") is None
+
+
 def test_a_followers_attention_map_follows_the_pages_language(rooms_pages):
     """The teacher's run's map is published in en and 中文: a following page that switches language shows
     the room's in the new one (nothing drawn again) and its own Generate tab draws nothing over it."""

@@ -8,7 +8,8 @@ heads' readouts), so it ends within one of those rather than at the next update;
 the event, and its message says what the figure shows. A language switch redraws a
 finished view from its own handler (inside_tab's redraw memory). The numbers of the last one each session
 finished are kept (``keep_finished``), so a classroom room shows the teacher's finished figure drawn from
-them (``finished_view``) without computing it again; a stopped one is not shown.
+them (``finished_view``) without computing it again; a stopped one is not shown. Each partial figure also
+goes to ``listeners.streamed``, through which a room shows its teacher's as it grows.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 import gradio as gr
 
 from playground.figures import inside as lf
-from playground.ui import redraw
+from playground.ui import listeners, redraw
 from playground.ui.common import dress, for_the_session, lang_of, ok, say, session_id, tr, warn
 from playground.ui.kept import Kept
 from playground.ui.results import only
@@ -105,6 +106,9 @@ def dose_live(request: gr.Request, state, scale_head, position, target):
                 "" if done >= N_ALPHAS else _progress(tr(lang, "in_dose_progress", done=done)),
             )
             unsent, sent_at = None, clock()  # (after the page took the update: the next points' time)
+            if done < N_ALPHAS:  # (the whole curve is published once kept, by the room's chain after the event)
+                selection = {"i_scale": scale_head, "i_pos": position, "i_target": target}
+                listeners.streamed(state, "dose", lambda lang, present, d=d: draw_dose(d, lang, present), selection)
         if flag.is_set():
             # The points computed since the last update are drawn with the message Stop gives.
             if unsent is None:
@@ -135,16 +139,9 @@ def sweep_live(request: gr.Request, state):
             last = d
             done, total = sum(row is not None for row in d["delta_loss"]), len(d["delta_loss"])
             if done < total:
-                fig = dress(lf.sweep_heatmap(d["delta_loss"], title=tr(lang, "in_fig_sweep")), lang, present)
-                text = tr(
-                    lang,
-                    "in_sweep_progress",
-                    done=done,
-                    total=total,
-                    s=f"{d['seconds']:.1f}",
-                    e=f"{d['estimate_s']:.1f}",
-                )
+                fig, text = _sweep_so_far(d, lang, present)
                 yield SweepView(fig, "", _progress(text))
+                listeners.streamed(state, "sweep", lambda lang, present, d=d: draw_partial_sweep(d, lang, present))
         if flag.is_set():
             yield only(SweepView, msg=stopped(state))
             return
@@ -152,6 +149,21 @@ def sweep_live(request: gr.Request, state):
         keep_finished(state, "sweep", last)
         redraw.remember(request, "inside_sweep", lambda lang, present: draw_sweep(last, lang, present))
         yield draw_sweep(last, lang, present)
+
+
+def _sweep_so_far(d: dict, lang: str, present: bool):
+    """(the figure, how far it is) of a head sweep still going, from its numbers so far."""
+    done, total = sum(row is not None for row in d["delta_loss"]), len(d["delta_loss"])
+    fig = dress(lf.sweep_heatmap(d["delta_loss"], title=tr(lang, "in_fig_sweep")), lang, present)
+    return fig, tr(
+        lang, "in_sweep_progress", done=done, total=total, s=f"{d['seconds']:.1f}", e=f"{d['estimate_s']:.1f}"
+    )
+
+
+def draw_partial_sweep(d: dict, lang: str, present: bool) -> SweepView:
+    """A head sweep still going, as a room's followers see it: how far it is in place of its text."""
+    fig, text = _sweep_so_far(d, lang, present)
+    return SweepView(fig, f"⏳ {text}", "")
 
 
 def stop(request: gr.Request, state) -> str:

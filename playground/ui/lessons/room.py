@@ -101,6 +101,7 @@ def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
     reloaded, its key kept in the browser): the next poll draws the room's published step on it."""
     lang = lang_of(state)
     room = {**no_room(), "code": code, "key": key, "link": link, "version": None, "resumed": again}
+    room_inside.leading(state, code, key)  # (its long views stream to the room as they grow)
     return Entered(
         room,
         teacher_status(room, lang, link),
@@ -170,6 +171,7 @@ def end_room(state, room):
     lang = lang_of(state)
     try:
         if room.get("key"):
+            room_inside.leading(state, None)
             ROOMS.end(room.get("code"), room.get("key"), client_address())
     except RoomError as e:
         if e.key != "room.ended":

@@ -3,30 +3,37 @@
 After each Inside view the teacher's page draws (the lens as the tab opens or its cell is chosen, the
 attribution, the attention maths, an intervention, and, once finished, the dose-response curve, the head
 sweep and activation or path patching, drawn from the numbers the teacher's page measured: never
-measured again), the view is drawn again on the server from the
-teacher's run in English and in 中文 and published to the room (``ROOMS.publish_inside``): its figures
-as JSON, its text, the maths table's rows, and the selection they were drawn for (layer, head,
-position, target). A following student's page takes them on its next poll (``follow_inside``): the
-Inside tab and its sub-tab open, the fields show the teacher's selection and the figures are the
-teacher's, sent as they are: no follower's page runs the model for them. While it shows the teacher's
-view, opening the tab draws nothing of the page's own over it (the Inside tab's ``room_followed``), and a
-change of the page's language shows it in the new one (``redrawn``).
+measured again), the view is drawn again on the server from the teacher's run in English and in 中文 and
+published to the room (``ROOMS.publish_inside``): its figures as JSON, its text, the maths table's rows,
+and the selection they were drawn for (layer, head, position, target). The dose-response curve and the
+head sweep are also published as they grow (``publish_streamed``, to the room the teacher's session
+leads). A following student's page takes them on its next poll (``follow_inside``): the Inside tab and
+its sub-tab open, the fields show the teacher's selection and the figures are the teacher's, sent as they
+are: no follower's page runs the model for them. While it shows the teacher's view, opening the tab draws
+nothing of the page's own over it (the Inside tab's ``room_followed``), and a change of the page's
+language shows it in the new one (``redrawn``).
 The views come to this module through the page (``page.inside.room_drawn``): no tab imports another.
 """
 
 from __future__ import annotations
+
+import logging
 
 import gradio as gr
 import pandas as pd
 import plotly.graph_objects as go
 from gradio.components.plot import PlotData
 
+from playground.server.room_checks import RoomError
 from playground.server.rooms import ROOMS
 from playground.ui import listeners
-from playground.ui.common import client_address, fail, lang_of, session_run
+from playground.ui.common import client_address, fail, lang_of, session_id, session_run
+from playground.ui.kept import Kept
 from playground.ui.results import outputs, result
 
 from .room_follow import Away, _away
+
+log = logging.getLogger(__name__)
 
 # Per view: the Inside sub-tab it is on, the fields of its selection (its inputs, by component name),
 # the outputs the room sends (by component name, in the order the view returns them; None: not sent).
@@ -105,6 +112,40 @@ def publisher(key: str, view, arg_names=(), by_hand: bool = True):
     return publish
 
 
+# The room each leading session leads ({code, key} by session id): the long views stream their partial
+# figures from handlers that have no room among their inputs (``publish_streamed``).
+MAX_LEADING = 2000
+_LEADING = Kept(MAX_LEADING)
+
+
+def leading(state, code: str | None, key: str | None = None) -> None:
+    """The session leads room ``code`` with ``key`` from now on (None: it leads none)."""
+    _LEADING.put(session_id(state), "room", {"code": code, "key": key} if code and key else None)
+
+
+def publish_streamed(state, key: str, draw, selection: dict) -> None:
+    """A long view's partial figure (``listeners.streamed``), published to the room the session leads: its
+    followers see the curve or the sweep grow, not only the finished figure. A room that ended (or a key
+    no longer its teacher's) is forgotten; nothing here fails the teacher's view."""
+    led = _LEADING.get(session_id(state), "room")
+    if led is None or key not in VIEWS:
+        return
+    run = session_run(state)
+    sub, names, shown = VIEWS[key]
+    record = {"view": key, "sub": sub, "id": str(run.id) if run is not None else ""}
+    record["selection"] = {name: selection.get(name) for name in names}
+    present = bool((state or {}).get("present"))
+    try:
+        for lang, field in (("en", "out"), ("zh-CN", "out_zh")):
+            out = draw(lang, present)
+            record[field] = {name: plain(value) for name, value in zip(shown, out[: len(shown)]) if name is not None}
+        ROOMS.publish_inside(led["code"], led["key"], record, client_address())
+    except RoomError:
+        leading(state, None)
+    except Exception:  # a figure that could not be drawn or sent: the finished one is published after the view
+        log.exception("publishing a partial %s view", key)
+
+
 def page_value(value):
     """What the room kept of an output, as the page's component takes it."""
     if isinstance(value, dict) and "figure" in value:
@@ -156,6 +197,7 @@ def wire(page) -> None:
     """The teacher's publishing after each Inside view drawn (chained after the Inside tab's own events)."""
     c, state = page.lessons, page.state
     away = [c.room, c.room_status, c.room_follow]
+    listeners.on_streamed(publish_streamed)
     listeners.on_change(page, redrawn, [c.room], outputs(Followed, page.inside, page.inside.patching))
     for key, event, inputs, view, names, by_hand in page.inside.room_drawn:
         handler = publisher(key, view, names, by_hand)
