@@ -264,11 +264,13 @@ def test_followers_see_the_teachers_finished_long_views_measured_once(rooms_page
 
 
 def test_followers_see_the_teachers_long_views_grow(rooms_pages):
-    """While the dose-response curve and the head sweep stream on the teacher's page, each partial figure is
-    the room's: a follower polling mid-way sees the curve with the points so far and the sweep with the layers
-    so far (and how far it is, in the page's language); a room that ended gets nothing more."""
+    """While the dose-response curve, the head sweep and activation patching stream on the teacher's page, each
+    partial figure is the room's: a follower polling mid-way sees the curve with the points so far, the sweep
+    with the layers so far (and how far it is, in the page's language) and the grid's cells so far; a room that
+    ended gets nothing more."""
+    from playground.server import patching_views as pv
     from playground.ui import listeners
-    from playground.ui.inside import live
+    from playground.ui.inside import live, patching
     from playground.ui.lessons import room_inside
 
     listeners.on_streamed(room_inside.publish_streamed)  # (what wiring the page does)
@@ -295,6 +297,16 @@ def test_followers_see_the_teachers_long_views_grow(rooms_pages):
         assert p.sub_tabs.selected == "inside-intervene"
         assert json.loads(p.sweep_plot.plot)["data"][0]["z"] == z and p.sweep_md.startswith("⏳")
     assert polled[0].sweep_md != polled[1].sweep_md  # (each in its page's language)
+    rooms = [p.room for p in polled]
+
+    pair = pv.SUGGESTED_PAIRS[0]
+    pt_args = (pair["clean"], pair["corrupted"], pair["answer"], pair["wrong"], "resid_pre", 0, "0.2", "1.3", "k")
+    *partial, _ = list(patching.patch_live(None, teacher, *pt_args))
+    assert partial, "patching streamed no partial grid"
+    exact = json.loads(partial[-1].pt_exact.to_json())["data"][0]["z"]
+    for p in [lessons_room.poll(s, r, PROMPT) for s, r in zip(states, rooms)]:
+        assert p.sub_tabs.selected == "inside-patching" and p.pt_clean == pair["clean"]
+        assert json.loads(p.pt_exact.plot)["data"][0]["z"] == exact
 
     lessons_room.end_room(teacher, t_room)
     assert len(list(live.dose_live(None, teacher, "0.1", None, ""))) > 1  # (published to no room: nothing fails)

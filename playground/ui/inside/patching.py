@@ -179,6 +179,8 @@ def patch_live(request: gr.Request, state, clean, corrupted, answer, wrong, targ
     sent_at = None
     d = None
     keep_finished(state, "patch", None)
+    asked = dict(pt_clean=clean, pt_corrupted=corrupted, pt_answer=answer, pt_wrong=wrong, pt_target=target)
+    asked.update(pt_layer=layer, pt_sender=sender, pt_receiver=receiver, pt_via=via)
     with stop_flag(request) as flag:
         try:
             for d in _steps(state, clean, corrupted, answer, wrong, target, layer, sender, receiver, via, flag.is_set):
@@ -189,6 +191,7 @@ def patch_live(request: gr.Request, state, clean, corrupted, answer, wrong, targ
                     text = tr(lang, "pt_progress", done=d["done"], total=d_total(d), s=f"{d['seconds']:.1f}")
                     yield PatchView(*draw(d, lang, present)[:3], gr.skip(), _progress(text))
                     sent_at = time.perf_counter()
+                    listeners.streamed(state, "patch", lambda lang, present, d=d: draw(d, lang, present), asked)
         except StopRequested:  # the figures keep the last drawn update
             yield only(PatchView, pt_msg=stopped(state))
             return
