@@ -15,9 +15,9 @@ _EXPORTS = {
         "PRESETS",
         "ConfigError",
         "GPTConfig",
-        "estimate_memory_bytes",
         "get_preset",
     ),
+    "playground.engine.sizes": ("estimate_memory_bytes",),
     "playground.engine.memory_check": ("check_memory",),
     "playground.accel": ("accelerate", "optimize_for_decode"),
     "playground.engine.kv_cache": ("KVCache",),
@@ -80,20 +80,14 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from playground.accel import accelerate, optimize_for_decode
     from playground.engine.attention import AttentionTrace
-    from playground.engine.config import (
-        DEFAULT_PRESET,
-        PRESETS,
-        ConfigError,
-        GPTConfig,
-        estimate_memory_bytes,
-        get_preset,
-    )
+    from playground.engine.config import DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, get_preset
     from playground.engine.hf_hub import load_pretrained
     from playground.engine.kv_cache import KVCache
     from playground.engine.memory_check import check_memory
     from playground.engine.model import GPTModel
     from playground.engine.quantize import QuantizeError, quantize_int8
     from playground.engine.sampling import Generation, GenerationStep, generate
+    from playground.engine.sizes import estimate_memory_bytes
     from playground.engine.tokenizer import load_tokenizer
     from playground.engine.weight_layout import LoadReport, WeightLoadError
     from playground.engine.weights import load_bundled, load_checkpoint, save_checkpoint

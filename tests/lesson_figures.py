@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import torch
 
-from playground.engine.config import PRESETS, count_parameters_analytic
+from playground.engine.config import PRESETS
+from playground.engine.sizes import count_parameters_analytic
 from playground.engine.tokenizer import load_tokenizer
 from playground.inside.attention_maths import attention_maths
 from playground.inside.effects import token_losses

@@ -10,7 +10,8 @@ import re
 
 import torch
 
-from playground.engine.config import MAX_CONTEXT_LENGTH, ConfigError, GPTConfig
+from playground.engine.config import ConfigError, GPTConfig
+from playground.engine.sizes import MAX_CONTEXT_LENGTH
 from playground.engine.weight_layout import LoadReport, WeightLoadError
 
 MODEL_TYPES = ("llama", "qwen3", "mistral")

@@ -6,7 +6,8 @@ Kept apart from ``config`` so the teaching model (which imports ``config``) load
 
 from __future__ import annotations
 
-from playground.engine.config import ConfigError, GPTConfig, count_parameters_analytic, estimate_memory_bytes
+from playground.engine.config import ConfigError, GPTConfig
+from playground.engine.sizes import count_parameters_analytic, estimate_memory_bytes
 from playground.runtime.memory import MemoryBudget, default_budget_bytes, format_bytes
 
 

@@ -175,7 +175,7 @@ class GPTModel(nn.Module):
     """``GPTModel(cfg)(idx)`` -> logits (batch, seq, vocab_size).
 
     A plain module: building one checks no memory budget and times no kernel. Whoever builds a model
-    for a user checks first (``memory_check.check_memory`` / ``config.check_build_size``: the server's
+    for a user checks first (``memory_check.check_memory`` / ``sizes.check_build_size``: the server's
     recipes, training's ``build_model``, the loaders in ``weights``); speed is applied beside it, by
     ``playground.accel.accelerate(model)``, never inside it. ``generator`` makes the initialisation
     draw from that ``torch.Generator`` instead of torch's global one, so building never disturbs

@@ -11,14 +11,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-from playground.engine.config import (
-    GPTConfig,
-    count_parameters_analytic,
-    kv_bytes_per_token,
-    parameter_formula,
-)
+from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.quantize import int8_bytes
+from playground.engine.sizes import count_parameters_analytic, kv_bytes_per_token, parameter_formula
 
 
 def unique_parameters(model: nn.Module) -> dict[int, tuple[str, nn.Parameter]]:

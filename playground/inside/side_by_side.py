@@ -12,8 +12,9 @@ import dataclasses
 
 import torch
 
-from playground.engine.config import GPTConfig, kv_bytes_per_token
+from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
+from playground.engine.sizes import kv_bytes_per_token
 from playground.inside.inspection import ModuleRow, module_tree, parameter_breakdown
 
 

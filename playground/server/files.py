@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from playground.engine.checkpoint_files import check_file_finite, check_header, read_header
-from playground.engine.config import ConfigError, check_build_size
+from playground.engine.config import ConfigError
 from playground.engine.memory_check import check_fits
 from playground.engine.model import GPTModel
+from playground.engine.sizes import check_build_size
 from playground.engine.weight_layout import WeightLoadError
 from playground.engine.weights import checkpoint_config, save_checkpoint
 from playground.runtime.memory import BUDGET

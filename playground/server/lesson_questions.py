@@ -15,8 +15,9 @@ from dataclasses import replace
 
 import torch
 
-from playground.engine.config import PRESETS, count_parameters_analytic, get_preset, kv_bytes_per_token
+from playground.engine.config import PRESETS, get_preset
 from playground.engine.sampling import sampling_distribution
+from playground.engine.sizes import count_parameters_analytic, kv_bytes_per_token
 from playground.engine.tokenizer import load_tokenizer
 from playground.formats import format_prob
 from playground.inside.inspection import count_parameters, parameter_breakdown

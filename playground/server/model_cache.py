@@ -33,11 +33,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from playground.accel import held_bytes, stale
-from playground.engine.config import GPTConfig, check_build_size
+from playground.engine.config import GPTConfig
 from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_int8
 from playground.engine.quantize import model_bytes as int8_model_bytes
+from playground.engine.sizes import check_build_size
 from playground.runtime.memory import (
     BUDGET,
     MemoryBudget,

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.engine.config import GPTConfig, kv_bytes_per_token
+from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.quantize import is_dynamic_int8, is_int8
+from playground.engine.sizes import kv_bytes_per_token
 from playground.inside.inspection import count_parameters, module_tree, parameter_breakdown
 from playground.runtime.devices import describe_device
 from playground.server.model_cache import weight_bytes

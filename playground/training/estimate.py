@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.engine.config import GPTConfig, count_parameters_analytic
+from playground.engine.config import GPTConfig
+from playground.engine.sizes import count_parameters_analytic
 from playground.runtime.memory import BUDGET
 from playground.training.train_config import check_training_memory
 from playground.training.trainer import Trainer, build_model

@@ -5,13 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from playground.engine.config import (
-    ConfigError,
-    GPTConfig,
-    SerializableConfig,
-    count_parameters_analytic,
-)
+from playground.engine.config import ConfigError, GPTConfig, SerializableConfig
 from playground.engine.memory_check import default_memory_budget_bytes
+from playground.engine.sizes import count_parameters_analytic
 from playground.runtime.memory import format_bytes
 
 TRAIN_DTYPES = ("float32", "bfloat16")

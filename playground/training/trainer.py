@@ -36,9 +36,10 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch.nn.parallel import DistributedDataParallel
 
-from playground.engine.config import ConfigError, GPTConfig, check_build_size
+from playground.engine.config import ConfigError, GPTConfig
 from playground.engine.memory_check import check_fits
 from playground.engine.model import GPTModel
+from playground.engine.sizes import check_build_size
 from playground.engine.weight_layout import WeightLoadError
 from playground.engine.weights import load_checkpoint, read_checkpoint_metadata, save_checkpoint
 from playground.runtime.devices import autocast, default_device, resolve_device

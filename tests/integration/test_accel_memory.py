@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from playground.accel import background, copy_plan, enabled, undecided
-from playground.engine.config import GPTConfig, count_parameters_analytic
+from playground.engine.config import GPTConfig
+from playground.engine.sizes import count_parameters_analytic
 from playground.runtime import kernels, library_cache
 from playground.runtime.memory import MemoryBudget, map_large_blocks, trim
 from playground.server.model_cache import ModelCache, model_bytes, weight_bytes

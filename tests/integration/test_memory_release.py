@@ -7,8 +7,9 @@ import gc
 import psutil
 import pytest
 
-from playground.engine.config import GPTConfig, count_parameters_analytic
+from playground.engine.config import GPTConfig
 from playground.engine.memory_check import check_memory
+from playground.engine.sizes import count_parameters_analytic
 from playground.formats import format_bytes
 from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, map_large_blocks, trim
 from playground.server.model_cache import CACHE as APP_CACHE

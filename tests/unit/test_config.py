@@ -5,17 +5,10 @@ import dataclasses
 import pytest
 import torch
 
-from playground.engine.config import (
-    GPT2_VOCAB_SIZE,
-    PRESETS,
-    ConfigError,
-    GPTConfig,
-    count_parameters_analytic,
-    estimate_memory_bytes,
-    get_preset,
-)
+from playground.engine.config import GPT2_VOCAB_SIZE, PRESETS, ConfigError, GPTConfig, get_preset
 from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
+from playground.engine.sizes import count_parameters_analytic, estimate_memory_bytes
 from playground.errors import UserError
 from playground.runtime.memory import format_bytes
 from playground.training.trainer import build_model

@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bench.decode import first_divergence, mean_kl, run_ours, teacher_forced_agreement
-from playground.engine.config import GPTConfig, estimate_memory_bytes
+from playground.engine.config import GPTConfig
 from playground.engine.quantize import (
     Int8Linear,
     int8_linear_kernels,
@@ -20,6 +20,7 @@ from playground.engine.quantize import (
     quantize_int8,
     quantize_rows,
 )
+from playground.engine.sizes import estimate_memory_bytes
 from playground.server.recipes import build_from_recipe, random_recipe
 from playground.ui.model_words import summary_line
 from tests.unit.test_int8 import _model

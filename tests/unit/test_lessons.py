@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from playground.engine.config import PRESETS, count_parameters_analytic
+from playground.engine.config import PRESETS
+from playground.engine.sizes import count_parameters_analytic
 from playground.engine.tokenizer import load_tokenizer
 from playground.server import lessons
 from playground.server.lesson_kit import LessonError

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from playground import PRESETS
-from playground.engine.config import MAX_LAYERS, ConfigError, GPTConfig, check_build_size
+from playground.engine.config import ConfigError, GPTConfig
+from playground.engine.sizes import MAX_LAYERS, check_build_size
 from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError
 from playground.server import jobs, model_cache, runs
 from playground.server.model_cache import ModelCache, model_bytes

@@ -6,12 +6,7 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from playground.engine.config import (
-    ConfigError,
-    GPTConfig,
-    count_parameters_analytic,
-    estimate_memory_bytes,
-)
+from playground.engine.config import ConfigError, GPTConfig
 from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
 from playground.engine.sampling import (
@@ -22,6 +17,7 @@ from playground.engine.sampling import (
     sampling_distribution,
     validate_sampling,
 )
+from playground.engine.sizes import count_parameters_analytic, estimate_memory_bytes
 from playground.inside.inspection import count_parameters, parameter_breakdown
 
 NEG_INF = float("-inf")
