@@ -50,7 +50,10 @@ def test_a_run_in_a_gpu_slot_streams_what_the_loop_gives(zero_gpu, monkeypatch):
     _, in_loop = _generate(recipe)
     assert fake_spaces.worker_pid.value == 0 and LOOP.rounds > rounds
     assert in_slot["token_ids"] == in_loop["token_ids"]
-    assert [s["prob"] for s in in_slot["steps"]] == [s["prob"] for s in in_loop["steps"]]
+    # The forked worker runs torch on one thread (torch's own rule after a fork), the loop on the process's:
+    # on some CPUs (a Zen 4 here) torch's products then round differently in the last bit.
+    slot_probs, loop_probs = [s["prob"] for s in in_slot["steps"]], [s["prob"] for s in in_loop["steps"]]
+    assert slot_probs == pytest.approx(loop_probs, rel=1e-5) and slot_probs != [0.0] * len(slot_probs)
     assert LOOP.active() == 0
 
 

@@ -376,9 +376,10 @@ def wire(page) -> None:
     # Unqueued: one POST, never behind a decode in the queue (a room's step is drawn once for the room,
     # server.room_steps, so 60 pages polling at once do not draw 60 times)
     poll_event = {"show_progress": "hidden", "queue": False, **private}
-    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], **private).then(
+    # (unqueued too: back in step now, not behind a decode in the queue nor at the next poll)
+    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], queue=False, **private).then(
         poll, [state, c.room, prompt], polled, **poll_event
-    )  # (back in step now, not at the next poll)
+    )
     # WATCH_JS clicks it when the room moved; a click while a poll runs is kept for after it
     c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
