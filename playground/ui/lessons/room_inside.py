@@ -5,8 +5,8 @@ attribution, the attention maths, an intervention, and, once finished, the dose-
 sweep and activation or path patching, drawn from the numbers the teacher's page measured: never
 measured again), the view is drawn again on the server from the teacher's run in English and in 中文 and
 published to the room (``ROOMS.publish_inside``): its figures as JSON, its text, the maths table's rows,
-and the selection they were drawn for (layer, head, position, target). The dose-response curve and the
-head sweep are also published as they grow (``publish_streamed``, to the room the teacher's session
+and the selection they were drawn for (layer, head, position, target). The dose-response curve, the
+head sweep and patching are also published as they grow (``publish_streamed``, to the room the teacher's session
 leads). A following student's page takes them on its next poll (``follow_inside``): the Inside tab and
 its sub-tab open, the fields show the teacher's selection and the figures are the teacher's, sent as they
 are: no follower's page runs the model for them. While it shows the teacher's view, opening the tab draws
@@ -74,18 +74,21 @@ def plain(value):
 def drawn_for_room(state, key: str, view, args, arg_names=()) -> dict | None:
     """View ``key`` drawn from ``args`` (the inputs named ``arg_names``) on the session's run in each
     language, as the room keeps it; None when the view has nothing finished to show (a long view stopped)."""
+    return _record(state, key, dict(zip(arg_names, args)), lambda lang: view({**state, "lang": lang}, *args))
+
+
+def _record(state, key: str, selection: dict, draw) -> dict | None:
+    """View ``key`` as the room keeps it: its ``selection`` and ``draw(lang)`` (its outputs, None: nothing to
+    show) in each language, on the session's run."""
     run = session_run(state)
-    names = VIEWS[key][1]
-    given = dict(zip(arg_names, args))
-    record = {"view": key, "sub": VIEWS[key][0], "id": str(run.id) if run is not None else ""}
-    record["selection"] = {name: given.get(name) for name in names}
+    sub, names, shown = VIEWS[key]
+    record = {"view": key, "sub": sub, "id": str(run.id) if run is not None else ""}
+    record["selection"] = {name: selection.get(name) for name in names}
     for lang, field in (("en", "out"), ("zh-CN", "out_zh")):
-        out = view({**state, "lang": lang}, *args)
+        out = draw(lang)
         if out is None:
             return None
-        record[field] = {
-            name: plain(value) for name, value in zip(VIEWS[key][2], out[: len(VIEWS[key][2])]) if name is not None
-        }
+        record[field] = {name: plain(value) for name, value in zip(shown, out[: len(shown)]) if name is not None}
     return record
 
 
@@ -125,20 +128,14 @@ def leading(state, code: str | None, key: str | None = None) -> None:
 
 def publish_streamed(state, key: str, draw, selection: dict) -> None:
     """A long view's partial figure (``listeners.streamed``), published to the room the session leads: its
-    followers see the curve or the sweep grow, not only the finished figure. A room that ended (or a key
+    followers see the curve, the sweep or the patching grid grow, not only the finished figure. A room that ended (or a key
     no longer its teacher's) is forgotten; nothing here fails the teacher's view."""
     led = _LEADING.get(session_id(state), "room")
     if led is None or key not in VIEWS:
         return
-    run = session_run(state)
-    sub, names, shown = VIEWS[key]
-    record = {"view": key, "sub": sub, "id": str(run.id) if run is not None else ""}
-    record["selection"] = {name: selection.get(name) for name in names}
     present = bool((state or {}).get("present"))
     try:
-        for lang, field in (("en", "out"), ("zh-CN", "out_zh")):
-            out = draw(lang, present)
-            record[field] = {name: plain(value) for name, value in zip(shown, out[: len(shown)]) if name is not None}
+        record = _record(state, key, selection, lambda lang: draw(lang, present))
         ROOMS.publish_inside(led["code"], led["key"], record, client_address())
     except RoomError:
         leading(state, None)
