@@ -44,27 +44,41 @@ body.pg-present .pg-chip small { font-size: 14px !important; }
 body.pg-present #pg-summary *, body.pg-present .pg-status, body.pg-present .pg-msg,
 body.pg-present .pg-legend, body.pg-present #pg-step-md *, body.pg-present #pg-tying * { font-size: 18px !important; }
 body.pg-present .pg-advanced { display: none !important; }
-/* Nothing under 14 px on a projector: small print (token ids, merge ranks), code, help text, small
-   buttons, the sliders' range and reset marks, and Gradio's progress timers ("processing | 2.2s").
-   A table header breaks between words, never inside one. */
-body.pg-present .gradio-container :is(small, code, .info-text, .min_value, .max_value, .reset-button, button.sm,
-    .meta-text, .meta-text-center, .progress-text, .timer) {
-  font-size: max(14px, 0.8em) !important; }
+/* A table header breaks between words, never inside one. */
 body.pg-present .gradio-container th, body.pg-present .gradio-container th * {
   word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important; }
 """
 
-CSS += """
+
+def each(selectors: str, rule: str) -> str:
+    """``rule`` written once for each of ``selectors`` ("#a, .b"), in place of its ``{}``.
+
+    A rule whose subject is ``:is(#a, .b)`` is tried on every element of the page at each style
+    update (plotly forces dozens while it draws a figure); one whose subject is ``#a`` only on that
+    element, one whose subject is ``.b`` only on elements of that class."""
+    return ", ".join(rule.replace("{}", one.strip()) for one in selectors.split(","))
+
+
+GENERATE_VIEWS = "#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot"
+CSS += f"""
 /* While a new run streams, the last run's figures and step panel are dimmed under a label that
    says so (generate_layout.previous_run_js sets the flag and the label's text). */
-body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot) {
-  position: relative !important; }
-body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot) > * {
-  opacity: 0.35 !important; }
-body[data-pg-previous] :is(#pg-heatmap, #pg-query-plot, #pg-step-md, #pg-prob-plot, #pg-stages-plot)::before {
+{each(GENERATE_VIEWS, "body[data-pg-previous] {}")} {{
+  position: relative !important; }}
+{each(GENERATE_VIEWS, "body[data-pg-previous] {} > *")} {{
+  opacity: 0.35 !important; }}
+{each(GENERATE_VIEWS, "body[data-pg-previous] {}::before")} {{
   content: var(--pg-previous-text); position: absolute; z-index: 10; top: 6px; left: 50%;
   transform: translateX(-50%); background: #fde68a; color: #1f2937; padding: 3px 12px; border-radius: 6px;
-  font-size: 15px; font-weight: 600; white-space: nowrap; }
+  font-size: 15px; font-weight: 600; white-space: nowrap; }}
+"""
+
+SMALL_TYPE = "small, code, .info-text, .min_value, .max_value, .reset-button, button.sm, .meta-text, .meta-text-center, .progress-text, .timer"
+CSS += f"""
+/* Nothing under 14 px on a projector: small print (token ids, merge ranks), code, help text, small
+   buttons, the sliders' range and reset marks, and Gradio's progress timers ("processing | 2.2s"). */
+{each(SMALL_TYPE, "body.pg-present .gradio-container {}")} {{
+  font-size: max(14px, 0.8em) !important; }}
 """
 
 HIDE_EMPTY = ["pg-hide-empty"]  # a text that takes no room (not even the gaps around it) while it is empty
@@ -80,29 +94,33 @@ INSIDE_TEXTS = (
     "#pg-lens-note, #pg-lens-cell-md, #pg-dla-md, #pg-dla-pick-md, #pg-maths-md, #pg-intervene-md, #pg-sweep-md"
 )
 
+PREVIOUS = "body[data-pg-inside-previous] "
 CSS += f"""
 /* The Inside tab's views of the previous run, while the tab draws the new run's: dimmed under a
    label that says so (as the Generate tab's, above). */
-body[data-pg-inside-previous] :is({INSIDE_VIEWS}):has(.js-plotly-plot),
-body[data-pg-inside-previous] :is({INSIDE_TEXTS}), body[data-pg-inside-previous] #pg-maths-table:has(td) {{
+{each(INSIDE_VIEWS, PREVIOUS + "{}:has(.js-plotly-plot)")},
+{each(INSIDE_TEXTS, PREVIOUS + "{}")}, {PREVIOUS}#pg-maths-table:has(td) {{
   position: relative !important; }}
-body[data-pg-inside-previous] :is({INSIDE_VIEWS}):has(.js-plotly-plot) > *,
-body[data-pg-inside-previous] :is({INSIDE_TEXTS}) > *, body[data-pg-inside-previous] #pg-maths-table:has(td) > * {{
+{each(INSIDE_VIEWS, PREVIOUS + "{}:has(.js-plotly-plot) > *")},
+{each(INSIDE_TEXTS, PREVIOUS + "{} > *")}, {PREVIOUS}#pg-maths-table:has(td) > * {{
   opacity: 0.35 !important; }}
-body[data-pg-inside-previous] :is({INSIDE_VIEWS}):has(.js-plotly-plot)::before,
-body[data-pg-inside-previous] #pg-maths-table:has(td)::before {{
+{each(INSIDE_VIEWS, PREVIOUS + "{}:has(.js-plotly-plot)::before")},
+{PREVIOUS}#pg-maths-table:has(td)::before {{
   content: var(--pg-inside-previous-text); position: absolute; z-index: 10; top: 6px; left: 50%;
   transform: translateX(-50%); background: #fde68a; color: #1f2937; padding: 3px 12px; border-radius: 6px;
   font-size: 15px; font-weight: 600; white-space: nowrap; }}
 """
 
-CSS += """
+INSIDE_MESSAGES = (
+    "#pg-inside-msg, #pg-lens-msg, #pg-lens-plot-msg, #pg-dla-msg, #pg-dla-pick-msg, #pg-maths-msg, #pg-intervene-msg,"
+    " #pg-sweep-msg"
+)
+CSS += f"""
 /* A text drawn only after a view (its numbers, a note): hidden while empty, so a tab that has not
    drawn it yet shows no gaps between its controls and figures. */
-.pg-hide-empty:has(span.md:empty) { display: none !important; }
+.pg-hide-empty:has(span.md:empty) {{ display: none !important; }}
 /* The Inside tab's messages sit under their controls: an empty one takes no room between them. */
-:is(#pg-inside-msg, #pg-lens-msg, #pg-lens-plot-msg, #pg-dla-msg, #pg-dla-pick-msg, #pg-maths-msg, #pg-intervene-msg,
-    #pg-sweep-msg):not(:has(.pg-msg)) { display: none !important; }
+{each(INSIDE_MESSAGES, "{}:not(:has(.pg-msg))")} {{ display: none !important; }}
 """
 
 CSS += """
@@ -124,9 +142,10 @@ body.pg-present #pg-title p { display: none !important; }
 body.pg-present #pg-title h1 { font-size: 26px !important; }
 body.pg-present #pg-summary p { white-space: nowrap !important; overflow: hidden !important;
   text-overflow: ellipsis !important; margin: 0 !important; }
-body.pg-present #pg-knobs :is(.slider_input_container, .reset-button) { display: none !important; }
+body.pg-present #pg-knobs .slider_input_container, body.pg-present #pg-knobs .reset-button { display: none !important; }
 body.pg-present #pg-summary { margin: -8px 0 !important; }
-body.pg-present #pg-att-controls :is(.reset-button, .min_value, .max_value) { display: none !important; }
+body.pg-present #pg-att-controls .reset-button, body.pg-present #pg-att-controls .min_value,
+body.pg-present #pg-att-controls .max_value { display: none !important; }
 body.pg-present #pg-prompt .block-title, body.pg-present #pg-prompt label > span:first-child { display: none !important; }
 /* An empty message takes no room between the attention controls and the heatmap. */
 #pg-att-msg:not(:has(.pg-msg)), #pg-input-msg:not(:has(.pg-msg)) { display: none !important; }
@@ -135,7 +154,7 @@ body.pg-present #pg-prompt .block-title, body.pg-present #pg-prompt label > span
 CSS += f"""
 /* An Inside view not drawn yet is not an empty box with a chart icon: it takes no height (its width
    stays, so plotly sizes the figure to it when it is drawn) until its button draws it. */
-:is({INSIDE_VIEWS}):not(:has(.js-plotly-plot)) {{
+{each(INSIDE_VIEWS, "{}:not(:has(.js-plotly-plot))")} {{
   height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important;
   overflow: hidden !important; }}
 """
@@ -145,7 +164,7 @@ CSS += """
    for the figures plotly draws into them), nor does the status line before it says anything, so the
    example prompts sit right under the legend. */
 #pg-status:not(:has(.pg-status)) { display: none !important; }
-#pg-chips:not(:has(.pg-chip)), :is(#pg-prob-plot, #pg-stages-plot):not(:has(.js-plotly-plot)) {
+#pg-chips:not(:has(.pg-chip)), #pg-prob-plot:not(:has(.js-plotly-plot)), #pg-stages-plot:not(:has(.js-plotly-plot)) {
   height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important;
   overflow: hidden !important; }
 """

@@ -1,6 +1,10 @@
+import time
+
 import pytest
 
 from tests.browser.chromium import chromium_or_skip
+
+SLOW_S = 0.35  # CPU-bound seconds added to each head's forward in a slowed sweep: 24 heads, about 8 s in all
 
 
 @pytest.fixture(scope="module")
@@ -8,3 +12,25 @@ def page_url(app_url):
     """The running app's address, once Chromium is known to be there."""
     chromium_or_skip()
     return app_url
+
+
+@pytest.fixture
+def slowed_sweep(monkeypatch):
+    """Each head's forward in the sweep also burns SLOW_S of CPU in torch; returns how many ran."""
+    import torch
+
+    from playground.inside import effects
+
+    seen: list[int] = []
+    real = effects.run_from
+
+    def slowed(*args, **kwargs):
+        seen.append(1)
+        a = torch.randn(384, 384)
+        end = time.perf_counter() + SLOW_S
+        while time.perf_counter() < end:
+            a = torch.tanh(a @ a.T / 384)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(effects, "run_from", slowed)
+    return seen

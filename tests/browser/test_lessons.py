@@ -365,3 +365,47 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
         context.close()
         browser.close()
     assert not problems, "\n".join(problems)
+
+
+def test_the_header_hides_the_asked_figure_only_on_the_lessons_tab_until_the_guess(page_url):
+    """The parameter-count question masks the header's count with "?" while the Lessons tab is open;
+    another tab shows the count (it is not the question's page), and back on the lesson it is masked
+    again until the guess."""
+    from playwright.sync_api import sync_playwright
+
+    from playground.ui.generate.layout import EXAMPLES
+
+    model = CACHE.get(default_recipe())
+    count = f"{count_parameters(model):,}"
+    lesson = lessons.find("gpt")[0]
+    # the header's text as the page shows it: the "?" in the count's place is drawn by the CSS (::before)
+    header = """() => { const n = document.querySelector('#pg-summary .pg-fig-n');
+      return document.querySelector('#pg-summary').innerText + (n ? getComputedStyle(n, '::before').content : ''); }"""
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.goto(page_url.rstrip("/") + "/?lesson=gpt&step=1")
+        page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
+        page.locator("#pg-lesson-progress").get_by_text(
+            tr(
+                "en",
+                "lesson_progress",
+                lesson=lessons.lessons().index(lesson) + 1,
+                lessons=len(lessons.lessons()),
+                step=1,
+                steps=len(lesson.steps),
+            )
+        ).wait_for(timeout=60_000)
+        page.wait_for_function(f"() => ({header})().includes('?')", timeout=30_000)
+        assert count not in page.evaluate(header)
+        open_tab(page, "model")
+        page.wait_for_function(f"() => ({header})().includes({count!r})", timeout=10_000)
+        assert "?" not in page.evaluate(header)
+        open_tab(page, "lessons")
+        page.wait_for_function(f"() => !({header})().includes({count!r})", timeout=10_000)
+        step, prompt = lesson.steps[0], EXAMPLES[0][0]  # the page's first prompt (the count does not depend on it)
+        answer = library_answer(step, model, prompt, lessons.ask(step, model, prompt)[0])
+        page.locator(f"#pg-lesson-choice input[value='{answer}']").click()
+        _reveal(page, right=True)
+        page.wait_for_function(f"() => ({header})().includes({count!r})", timeout=30_000)
+        browser.close()

@@ -11,15 +11,14 @@ import time
 import pytest
 
 from tests.browser.chromium import launch, open_tab, set_number
+from tests.browser.conftest import SLOW_S
 from tools.pagewalk import plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-SLOW_S = 0.35  # CPU-bound seconds added to each head's forward: 24 heads, about 8 s in all
-# The target is 0.2 s (bench --browser keeps it). Measured here: 0.222 s once the patching view joined the tab,
-# then 0.27-0.38 s (switching back to the lens during the sweep) after the classroom accordion and the seed
-# text boxes joined the page -- an open regression, not understood yet; this bound only catches a worse one.
-LONGEST_TASK_S = 0.45
+# The target is 0.2 s (bench --browser keeps it); measured here 0.05-0.18 s. The bound leaves room for a
+# loaded CI machine, where tasks run up to 1.7x longer.
+LONGEST_TASK_S = 0.3
 TAB_ANSWER_S = 0.2
 
 LONG_TASKS_JS = """
@@ -39,28 +38,6 @@ async ([tab, shown]) => {
   return (performance.now() - t0) / 1000;
 }
 """
-
-
-@pytest.fixture
-def slowed_sweep(monkeypatch):
-    """Each head's forward in the sweep also burns SLOW_S of CPU in torch; returns how many ran."""
-    import torch
-
-    from playground.inside import effects
-
-    seen: list[int] = []
-    real = effects.run_from
-
-    def slowed(*args, **kwargs):
-        seen.append(1)
-        a = torch.randn(384, 384)
-        end = time.perf_counter() + SLOW_S
-        while time.perf_counter() < end:
-            a = torch.tanh(a @ a.T / 384)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(effects, "run_from", slowed)
-    return seen
 
 
 def test_the_page_stays_responsive_during_a_long_head_sweep_and_stop_ends_it(page_url, slowed_sweep):

@@ -35,15 +35,13 @@ CSS = (
 body.pg-present .pg-lesson-tok { font-size: 22px; }
 .pg-lesson-uncut .pg-lesson-text { border: 1px dashed var(--border-color-primary); border-radius: 6px; padding: 4px 8px;
   white-space: pre-wrap; font-family: var(--font-mono); }
-/* Until a lesson question that asks for a header figure is answered, the header shows "?" in its place. */
-body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=n])
-  #pg-summary .pg-fig-n > span,
-body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=d])
-  #pg-summary .pg-fig-d > span { display: none; }
-body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=n])
-  #pg-summary .pg-fig-n::before,
-body:has(button[role=tab][data-tab-id=lessons][aria-selected=true]):has(.pg-lesson-asking[data-hide~=d])
-  #pg-summary .pg-fig-d::before { content: "?"; }
+/* Until a lesson question that asks for a header figure is answered, the header shows "?" in its place.
+   PAGE_JS mirrors the question's data-hide onto the body while the Lessons tab is open: a body:has()
+   over the whole page here would be matched again at every style update plotly forces while drawing. */
+body[data-pg-hide~=n] #pg-summary .pg-fig-n > span, body[data-pg-hide~=d] #pg-summary .pg-fig-d > span {
+  display: none; }
+body[data-pg-hide~=n] #pg-summary .pg-fig-n::before, body[data-pg-hide~=d] #pg-summary .pg-fig-d::before {
+  content: "?"; }
 """
     + room_views.CSS
 )
@@ -63,6 +61,17 @@ PAGE_JS = """
     return root ? Array.from(root.querySelectorAll('button[role=tab]')).filter(b => b.closest('.tabs') === root) : [];
   };
   let restored = ['tab', 'lesson', 'prompt', 'room'].some(k => params.has(k));
+  // The header figures a lesson's open question asks for (its data-hide), while the Lessons tab is open.
+  const asking = document.getElementsByClassName('pg-lesson-asking');
+  const hideAsked = () => {
+    const tab = document.querySelector('#pg-tabs button[role=tab][data-tab-id=lessons]');
+    const open = tab && tab.getAttribute('aria-selected') === 'true';
+    const hide = open && asking.length ? asking[0].getAttribute('data-hide') || '' : '';
+    if ((document.body.getAttribute('data-pg-hide') || '') !== hide) document.body.setAttribute('data-pg-hide', hide);
+  };
+  new MutationObserver(hideAsked).observe(document.body, {subtree: true, childList: true, attributes: true,
+    attributeFilter: ['aria-selected', 'data-hide']});
+  hideAsked();
   document.addEventListener('click', (e) => {
     const b = e.target.closest && e.target.closest('button[role=tab]');
     const i = mainTabs().indexOf(b);
