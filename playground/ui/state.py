@@ -38,6 +38,15 @@ def session_id(state: dict | None) -> str | None:
     return state["session"]
 
 
+def page_id(state: dict | None) -> str | None:
+    """The page whose event runs now (Gradio's session hash: one per open page, the same for all of
+    its events), or outside an event (a test) ``session_id(state)``. The page's state can be replaced
+    by one of its load events while another runs, so an id drawn on it then is not the page's."""
+    request = LocalContext.request.get(None)
+    page = getattr(request, "session_hash", None)
+    return f"page:{page}" if isinstance(page, str) and page else session_id(state)
+
+
 def client_address() -> str | None:
     """The address of the client whose request runs now (Gradio's, set for each event), or None
     outside one (a test, warm-up): per-client caps count by it. Behind a proxy it is the proxy's."""

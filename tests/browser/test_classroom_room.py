@@ -4,6 +4,7 @@ seconds (the time is printed), a vote from each shows as counts on the teacher's
 room's counts on both student pages, and a student who steps away and presses Follow is back in step.
 Then the teacher's Generate tab, prompt, run and attention view reach the students' pages (the time is
 printed); a student who types steps away; the teacher's question on its run's layer reaches both students.
+The teacher's head sweep reaches a 中文 student's page while it grows, in Chinese, and then whole.
 Screenshots: tests/artifacts/room-*.png."""
 
 import json
@@ -318,6 +319,7 @@ def test_a_student_follows_the_teachers_model_step_and_inside_view(page_url):
         student.wait_for_function(SAME_DATA, arg=["pg-lens", want], timeout=RUN_FOLLOW_S * 1000)
         print(f"the teacher's lens on the student's page {time.perf_counter() - t0:.2f} s after the teacher's")
         assert student.evaluate(PLOT_TITLE, "pg-lens") == teacher.evaluate(PLOT_TITLE, "pg-lens")
+        assert not student.locator("#pg-inside-msg").inner_text().strip()  # (no "Generate first" over the teacher's)
         student.screenshot(path=str(ARTIFACTS / "room-follow-lens.png"))
         teacher.get_by_role("tab", name=tr("en", "inside_maths"), exact=True).click()
         teacher.locator("#pg-maths-btn").click()
@@ -329,6 +331,70 @@ def test_a_student_follows_the_teachers_model_step_and_inside_view(page_url):
         open_tab(teacher, "lessons")
         teacher.locator("#pg-room-end").click()
         student.locator("#pg-room-status").get_by_text("has ended", exact=False).wait_for(timeout=10_000)
+        assert not errors, errors
+        browser.close()
+
+
+# The sweep's cells as plotly drew them (data may hold them base64-packed): null where a layer is not measured yet.
+SWEEP_Z = """() => { const g = document.querySelector('#pg-sweep .js-plotly-plot');
+  const z = g && g._fullData && g._fullData[0] && g._fullData[0].z;
+  return z ? Array.from(z, r => Array.from(r, v => (v === undefined || Number.isNaN(v)) ? null : v)) : null; }"""
+PARTIAL_SWEEP = f"""() => {{ const z = ({SWEEP_Z})();
+  return !!z && z.some(r => r.every(v => v === null)) && z.some(r => r.some(v => v !== null)); }}"""
+INTERVENE_SELECTED = (
+    "() => !!document.querySelector('button[role=tab][data-tab-id=inside-intervene][aria-selected=true]')"
+)
+
+
+def test_a_student_sees_the_teachers_head_sweep_grow_in_the_students_language(page_url, slowed_sweep):
+    """The teacher's head sweep (slowed: about 8 s) reaches a following 中文 page while it computes: the
+    student's Intervene tab shows the layers measured so far, the others blank, under the sweep's progress in
+    Chinese; once the sweep is done the student's figure has the teacher's numbers."""
+    from playwright.sync_api import sync_playwright
+
+    base = page_url.rstrip("/")
+    with sync_playwright() as p:
+        browser = launch(p)
+        errors = []
+        teacher = browser.new_context(locale="en", viewport={"width": 1280, "height": 900}).new_page()
+        student = browser.new_context(locale="zh-CN", viewport={"width": 1280, "height": 900}).new_page()
+        for page in (teacher, student):
+            page.on("pageerror", lambda e: errors.append(str(e)))
+        teacher.goto(base + "/?room=new")
+        status = teacher.locator("#pg-room-status")
+        status.get_by_text("You lead room", exact=False).wait_for(timeout=60_000)
+        code = re.search(r"You lead room ([A-Z0-9]{6})", status.inner_text()).group(1)
+        student.goto(base + f"/?room={code}&lang=zh-CN")
+        student.locator("#pg-room-status").get_by_text(code, exact=False).wait_for(timeout=60_000)
+
+        open_tab(teacher, "generate")
+        set_number(teacher, "pg-max-new", 8)
+        teacher.locator("#pg-generate").click()
+        teacher.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
+        open_tab(teacher, "inside")
+        teacher.wait_for_function(f"() => ({DATA})('pg-lens') !== 'null'", timeout=60_000)
+        open_tab(teacher, "inside-intervene")
+        teacher.locator("#pg-sweep-btn").click()
+        teacher.locator("#pg-intervene-msg").get_by_text("Head sweep: 1 of", exact=False).wait_for(timeout=60_000)
+
+        student.wait_for_function(INTERVENE_SELECTED, timeout=RUN_FOLLOW_S * 1000)
+        student.wait_for_function(PARTIAL_SWEEP, timeout=RUN_FOLLOW_S * 1000)
+        assert "⏳" in teacher.locator("#pg-intervene-msg").inner_text()  # (the sweep still computing)
+        said = student.locator("#pg-sweep-md").inner_text()
+        assert "⏳" in said and "Head sweep" not in said and "层" in said, said
+        assert not student.locator("#pg-inside-msg").inner_text().strip()  # (no "Generate first" over the teacher's)
+        student.screenshot(path=str(ARTIFACTS / "room-follow-sweep-partial.png"))
+
+        teacher.wait_for_function(
+            "() => !(document.querySelector('#pg-intervene-msg')?.innerText || '').includes('⏳')", timeout=120_000
+        )
+        want = teacher.evaluate(SWEEP_Z)
+        assert want and all(v is not None for row in want for v in row)
+        student.wait_for_function(
+            f"(want) => JSON.stringify(({SWEEP_Z})()) === JSON.stringify(want)", arg=want, timeout=RUN_FOLLOW_S * 1000
+        )
+        assert "⏳" not in student.locator("#pg-sweep-md").inner_text()
+        student.screenshot(path=str(ARTIFACTS / "room-follow-sweep.png"))
         assert not errors, errors
         browser.close()
 

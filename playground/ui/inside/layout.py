@@ -203,7 +203,7 @@ def wire(page) -> None:
     # run's views lose their "previous run" mark (generate_layout.previous_run_js) once it has.
     opened = page.inside_tab.select(
         open_tab,
-        [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols, c.room_followed],
+        [state, c.seen_run, c.lens_scroll, c.lens_layer, c.lens_pos, c.lens_cols, c.room_followed, page.lessons.room],
         outputs(Opened, c),
         js=cols_js(5),
         api_visibility="private",

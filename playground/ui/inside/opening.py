@@ -50,18 +50,23 @@ Opened = result(
 )
 
 
-def open_tab(state, seen_run, scroll, layer, position, shown=None, request: gr.Request = None, followed=None):
+def open_tab(
+    state, seen_run, scroll, layer, position, shown=None, request: gr.Request = None, followed=None, room=None
+):
     """Opening the tab draws the lens. For a run not seen before, every position field starts
     where it says something: the lens cell at the final layer × last position, attribution and
     interventions at the last position with a next token, the attention maths at the prompt's last
     token (its keys after it are masked); the previous run's views are cleared. ``followed``: the page
     shows a classroom teacher's Inside view (the room opened the tab), so it draws nothing of its own this
-    once: the next opening (the student's own) draws the page's."""
+    once: the next opening (the student's own) draws the page's. ``room``: the page's classroom room; a page
+    following one with no run of its own is not told to generate first (the teacher's views come to it)."""
     if followed:
         return only(Opened, room_followed=None)
     try:
         model, run, start, ids, _ = run_context(state)
     except Exception as e:
+        if isinstance(room, dict) and room.get("member") and room.get("follow"):
+            return only(Opened, room_followed=None)
         cleared = cleared_views(request) if seen_run is not None else {}
         return only(Opened, msg=warn(tr_error(lang_of(state), e)), seen_run=None, **cleared)
     if run.id == seen_run:

@@ -372,7 +372,17 @@ def wire(page) -> None:
         **private,
     ).then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
-    polled = outputs(Polled, c, page.generate, page, page.model, page.inside, page.inside.patching, tabs=page.tabs)
+    polled = outputs(
+        Polled,
+        c,
+        page.generate,
+        page,
+        page.model,
+        page.inside,
+        page.inside.patching,
+        tabs=page.tabs,
+        inside_msg=page.inside.msg,
+    )
     # Unqueued: one POST, never behind a decode in the queue (a room's step is drawn once for the room,
     # server.room_steps, so 60 pages polling at once do not draw 60 times)
     poll_event = {"show_progress": "hidden", "queue": False, **private}

@@ -27,7 +27,7 @@ from gradio.components.plot import PlotData
 from playground.server.room_checks import RoomError
 from playground.server.rooms import ROOMS
 from playground.ui import listeners
-from playground.ui.common import client_address, fail, lang_of, session_id, session_run
+from playground.ui.common import client_address, fail, lang_of, page_id, session_run
 from playground.ui.kept import Kept
 from playground.ui.results import outputs, result
 
@@ -57,7 +57,9 @@ CLEARED = {"patch": ("pt_shown",)}
 NO_RUN = {"patch"}  # views drawn from their own prompts, not the run's
 SHOWN = tuple(dict.fromkeys(n for _, fields, outs in VIEWS.values() for n in (*fields, *outs) if n))
 SHOWN += tuple(n for names in CLEARED.values() for n in names)
-Followed = result("InsideFollowed", "sub_tabs", "room_followed", *SHOWN)
+# inside_msg: the tab's own message ("Generate first", from the page's own opening of the tab before the
+# teacher's view came), cleared when the teacher's view is shown
+Followed = result("InsideFollowed", "sub_tabs", "room_followed", "inside_msg", *SHOWN)
 
 
 def plain(value):
@@ -123,14 +125,14 @@ _LEADING = Kept(MAX_LEADING)
 
 def leading(state, code: str | None, key: str | None = None) -> None:
     """The session leads room ``code`` with ``key`` from now on (None: it leads none)."""
-    _LEADING.put(session_id(state), "room", {"code": code, "key": key} if code and key else None)
+    _LEADING.put(page_id(state), "room", {"code": code, "key": key} if code and key else None)
 
 
 def publish_streamed(state, key: str, draw, selection: dict) -> None:
     """A long view's partial figure (``listeners.streamed``), published to the room the session leads: its
     followers see the curve, the sweep or the patching grid grow, not only the finished figure. A room that ended (or a key
     no longer its teacher's) is forgotten; nothing here fails the teacher's view."""
-    led = _LEADING.get(session_id(state), "room")
+    led = _LEADING.get(page_id(state), "room")
     if led is None or key not in VIEWS:
         return
     present = bool((state or {}).get("present"))
@@ -161,7 +163,7 @@ def follow_inside(room: dict, published: dict, lang: str) -> tuple[dict, dict]:
     if inside.get("version") == room.get("inside_version"):
         return room, {}
     sub, _, names = VIEWS[inside["view"]]
-    out: dict = {"sub_tabs": gr.Tabs(selected=sub), "room_followed": inside.get("version")}
+    out: dict = {"sub_tabs": gr.Tabs(selected=sub), "room_followed": inside.get("version"), "inside_msg": ""}
     drawn = (lang == "zh-CN" and inside.get("out_zh")) or inside.get("out") or {}
     for name in names:
         if name is not None and name in drawn:
@@ -195,7 +197,8 @@ def wire(page) -> None:
     c, state = page.lessons, page.state
     away = [c.room, c.room_status, c.room_follow]
     listeners.on_streamed(publish_streamed)
-    listeners.on_change(page, redrawn, [c.room], outputs(Followed, page.inside, page.inside.patching))
+    followed = outputs(Followed, page.inside, page.inside.patching, inside_msg=page.inside.msg)
+    listeners.on_change(page, redrawn, [c.room], followed)
     for key, event, inputs, view, names, by_hand in page.inside.room_drawn:
         handler = publisher(key, view, names, by_hand)
         event.then(handler, [state, c.room, *inputs], away, api_visibility="private", show_progress="hidden")
