@@ -313,6 +313,32 @@ def test_followers_see_the_teachers_long_views_grow(rooms_pages):
     assert room_inside._LEADING.get(teacher["session"], "room") is None
 
 
+def test_the_room_a_page_leads_is_the_pages_whatever_its_state(monkeypatch):
+    """A page's load events run at once and one of them gives the page a new state (a new session id): the
+    room the page leads is kept under Gradio's id of the page, so its later events still publish to it. Outside
+    a request (a test, the library) it is the state's session id."""
+    from types import SimpleNamespace
+
+    from gradio.context import LocalContext
+
+    from playground.ui.common import page_id, session_id
+    from playground.ui.lessons import room_inside
+    from playground.ui.state import new_state
+
+    loaded, later = {}, new_state("en")  # (what room.from_link saw; what the page's other events see)
+    assert session_id(loaded) != session_id(later)
+    token = LocalContext.request.set(SimpleNamespace(session_hash="a-page", client=None))
+    try:
+        room_inside.leading(loaded, "ROOM42", "key")
+        assert page_id(later) == page_id(loaded) == "page:a-page"
+        assert room_inside._LEADING.get(page_id(later), "room") == {"code": "ROOM42", "key": "key"}
+        room_inside.leading(later, None)
+        assert room_inside._LEADING.get(page_id(loaded), "room") is None
+    finally:
+        LocalContext.request.reset(token)
+    assert page_id(later) == session_id(later)
+
+
 def test_a_followers_attention_map_follows_the_pages_language(rooms_pages):
     """The teacher's run's map is published in en and 中文: a following page that switches language shows
     the room's in the new one (nothing drawn again) and its own Generate tab draws nothing over it."""

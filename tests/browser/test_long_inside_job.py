@@ -16,9 +16,10 @@ from tools.pagewalk import plot_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-# The target is 0.2 s (bench --browser keeps it); measured here 0.05-0.18 s. The bound leaves room for a
-# loaded CI machine, where tasks run up to 1.7x longer.
-LONGEST_TASK_S = 0.3
+# The target is 0.2 s (bench --browser keeps it); measured here 0.05-0.18 s. The bound leaves room for a loaded
+# CI machine, where tasks ran 1.4-2.2x longer; the page before its CSS was mended (0.23-0.38 s here, 0.52 s on CI)
+# fails it.
+LONGEST_TASK_S = 0.35
 TAB_ANSWER_S = 0.2
 
 LONG_TASKS_JS = """
