@@ -16,7 +16,7 @@ from playground.inside.inspection import count_parameters
 from playground.server import lessons
 from playground.server.model_cache import CACHE
 from playground.server.recipes import default_recipe
-from tests.browser.chromium import launch, open_tab
+from tests.browser.chromium import goto, launch, open_tab
 from tests.lesson_figures import library_answer
 
 pytestmark = pytest.mark.browser
@@ -326,7 +326,7 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
         for number, lesson in enumerate(lessons.lessons(), 1):
             for index, step in enumerate(lesson.steps):
                 where = f"{lesson.id} step {index + 1}"
-                page.goto(page_url.rstrip("/") + f"/?present=1&lesson={lesson.id}&step={index + 1}")
+                goto(page, page_url.rstrip("/") + f"/?present=1&lesson={lesson.id}&step={index + 1}")
                 page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
                 page.locator("#pg-lesson-choice input[type=radio]").first.wait_for(timeout=60_000)
                 # The page's own redraws as it opens (presenter mode applied) read the tabs' fields when
