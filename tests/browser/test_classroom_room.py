@@ -46,6 +46,21 @@ def progress_text(lang, lesson, index):
     )
 
 
+def start_room(teacher, base: str) -> str:
+    """The teacher's page opens ``?room=new``: the room's code, once the page says it leads it."""
+    teacher.goto(base + "/?room=new")
+    status = teacher.locator("#pg-room-status")
+    status.get_by_text("You lead room", exact=False).wait_for(timeout=60_000)
+    code = re.search(r"You lead room ([A-Z0-9]{6})", status.inner_text()).group(1)
+    assert f"?room={code}" in status.inner_text()
+    return code
+
+
+def join_room(student, base: str, code: str, query: str = "") -> None:
+    student.goto(base + f"/?room={code}{query}")
+    student.locator("#pg-room-status").get_by_text(code, exact=False).wait_for(timeout=60_000)
+
+
 def wait_progress(page, text, timeout=FOLLOW_S) -> float:
     """Seconds until the page's lesson progress line shows ``text``."""
     t0 = time.perf_counter()
@@ -75,14 +90,9 @@ def test_a_teacher_leads_two_students(page_url):
             pages[name].on("pageerror", lambda e: errors.append(str(e)))
         teacher, s1, s2 = pages["teacher"], pages["s1"], pages["s2"]
 
-        teacher.goto(base + "/?room=new")
-        status = teacher.locator("#pg-room-status")
-        status.get_by_text("You lead room", exact=False).wait_for(timeout=60_000)
-        code = re.search(r"You lead room ([A-Z0-9]{6})", status.inner_text()).group(1)
-        assert f"?room={code}" in status.inner_text()
+        code = start_room(teacher, base)
         for page, lang in ((s1, "en"), (s2, "zh-CN")):
-            page.goto(base + f"/?room={code}")
-            page.locator("#pg-room-status").get_by_text(code, exact=False).wait_for(timeout=60_000)
+            join_room(page, base, code)
             wait_progress(page, progress_text(lang, first, 0), timeout=30)
 
         # the teacher's Next: both students follow
@@ -266,12 +276,7 @@ def test_a_student_follows_the_teachers_model_step_and_inside_view(page_url):
             page.on("pageerror", lambda e: errors.append(str(e)))
             pages.append(page)
         teacher, student = pages
-        teacher.goto(base + "/?room=new")
-        status = teacher.locator("#pg-room-status")
-        status.get_by_text("You lead room", exact=False).wait_for(timeout=60_000)
-        code = re.search(r"You lead room ([A-Z0-9]{6})", status.inner_text()).group(1)
-        student.goto(base + f"/?room={code}")
-        student.locator("#pg-room-status").get_by_text(code, exact=False).wait_for(timeout=60_000)
+        join_room(student, base, start_room(teacher, base))
 
         # the teacher builds the nano model
         open_tab(teacher, "model")
@@ -360,12 +365,7 @@ def test_a_student_sees_the_teachers_head_sweep_grow_in_the_students_language(pa
         student = browser.new_context(locale="zh-CN", viewport={"width": 1280, "height": 900}).new_page()
         for page in (teacher, student):
             page.on("pageerror", lambda e: errors.append(str(e)))
-        teacher.goto(base + "/?room=new")
-        status = teacher.locator("#pg-room-status")
-        status.get_by_text("You lead room", exact=False).wait_for(timeout=60_000)
-        code = re.search(r"You lead room ([A-Z0-9]{6})", status.inner_text()).group(1)
-        student.goto(base + f"/?room={code}&lang=zh-CN")
-        student.locator("#pg-room-status").get_by_text(code, exact=False).wait_for(timeout=60_000)
+        join_room(student, base, start_room(teacher, base), "&lang=zh-CN")
 
         open_tab(teacher, "generate")
         set_number(teacher, "pg-max-new", 8)

@@ -84,6 +84,18 @@ def _progress(page):
     return page.locator("#pg-lesson-progress").inner_text()
 
 
+def _progress_text(lang, lesson, step: int) -> str:
+    """What the progress line says on ``lesson``'s step ``step`` (counted from 1)."""
+    return tr(
+        lang,
+        "lesson_progress",
+        lesson=lessons.lessons().index(lesson) + 1,
+        lessons=len(lessons.lessons()),
+        step=step,
+        steps=len(lesson.steps),
+    )
+
+
 def _reveal(page, right: bool):
     found = page.locator(f"#pg-lesson-reveal .pg-lesson-reveal[data-right={str(right).lower()}]")
     found.wait_for(timeout=60_000)
@@ -93,16 +105,9 @@ def _reveal(page, right: bool):
 def _walk(page, lang, scheme, prompt, model, problems):
     total = sum(len(x.steps) for x in lessons.lessons())
     seen = 0
-    for number, lesson in enumerate(lessons.lessons(), 1):
+    for lesson in lessons.lessons():
         for index, step in enumerate(lesson.steps):
-            want = tr(
-                lang,
-                "lesson_progress",
-                lesson=number,
-                lessons=len(lessons.lessons()),
-                step=index + 1,
-                steps=len(lesson.steps),
-            )
+            want = _progress_text(lang, lesson, index + 1)
             page.wait_for_function(
                 f"() => (document.querySelector('#pg-lesson-progress')?.innerText || '').includes({want!r})",
                 timeout=60_000,
@@ -171,16 +176,7 @@ def test_a_link_opens_a_step_the_full_tab_link_goes_there_and_the_last_tab_is_re
         page.goto(page_url.rstrip("/") + "/?lesson=attention&step=2")
         page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
         lesson = lessons.find("attention")[0]
-        page.locator("#pg-lesson-progress").get_by_text(
-            tr(
-                "en",
-                "lesson_progress",
-                lesson=lessons.lessons().index(lesson) + 1,
-                lessons=len(lessons.lessons()),
-                step=2,
-                steps=len(lesson.steps),
-            )
-        ).wait_for(timeout=60_000)
+        page.locator("#pg-lesson-progress").get_by_text(_progress_text("en", lesson, 2)).wait_for(timeout=60_000)
         page.locator("#pg-lesson-full").click()  # the attention map belongs to the Generate tab
         generate = page.get_by_role("tab", name=tr("en", "tab_generate"))
         page.wait_for_function(
@@ -323,7 +319,7 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
         context = browser.new_context(viewport={"width": 1024, "height": 768})
         context.add_init_script(f"({TAB_LOG_JS})()")
         page = context.new_page()
-        for number, lesson in enumerate(lessons.lessons(), 1):
+        for lesson in lessons.lessons():
             for index, step in enumerate(lesson.steps):
                 where = f"{lesson.id} step {index + 1}"
                 goto(page, page_url.rstrip("/") + f"/?present=1&lesson={lesson.id}&step={index + 1}")
@@ -334,14 +330,7 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
                 # page keeps a connection open, so there is no network quiet to wait for).
                 page.wait_for_timeout(3000)
                 # the linked step itself, not the first one (the page's own redraws as it opens)
-                want = tr(
-                    "en",
-                    "lesson_progress",
-                    lesson=number,
-                    lessons=len(lessons.lessons()),
-                    step=index + 1,
-                    steps=len(lesson.steps),
-                )
+                want = _progress_text("en", lesson, index + 1)
                 try:
                     page.wait_for_function(
                         f"() => (document.querySelector('#pg-lesson-progress')?.innerText || '').includes({want!r})",
@@ -386,16 +375,7 @@ def test_the_header_hides_the_asked_figure_only_on_the_lessons_tab_until_the_gue
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.goto(page_url.rstrip("/") + "/?lesson=gpt&step=1")
         page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
-        page.locator("#pg-lesson-progress").get_by_text(
-            tr(
-                "en",
-                "lesson_progress",
-                lesson=lessons.lessons().index(lesson) + 1,
-                lessons=len(lessons.lessons()),
-                step=1,
-                steps=len(lesson.steps),
-            )
-        ).wait_for(timeout=60_000)
+        page.locator("#pg-lesson-progress").get_by_text(_progress_text("en", lesson, 1)).wait_for(timeout=60_000)
         page.wait_for_function(f"() => ({header})().includes('?')", timeout=30_000)
         assert count not in page.evaluate(header)
         open_tab(page, "model")
