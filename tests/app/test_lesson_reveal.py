@@ -39,6 +39,13 @@ def figure_of(update) -> go.Figure | None:
     return None if fig is None else go.Figure(fig)
 
 
+def on_the_page(fig: go.Figure) -> bool:
+    """Drawn as the page's figures are: transparent, so the page's light or dark theme shows through (and
+    the dark theme's light text stays readable) in the project's template."""
+    clear = "rgba(0,0,0,0)"
+    return fig.layout.paper_bgcolor == clear and fig.layout.plot_bgcolor == clear
+
+
 def answer_bearing(fig: go.Figure) -> list[str]:
     """The traces of a figure that show values: anything not marked as context with a non-zero bar,
     a coloured bar, printed numbers, a filled heatmap cell, or a line."""
@@ -77,6 +84,7 @@ def test_before_the_guess_no_view_shows_its_answer_and_after_it_the_view_draws_i
             assert "pg-lesson-tok'" not in html and "data-tokens" not in html, where
         else:
             assert answer_bearing(before) == [], (where, answer_bearing(before))
+            assert on_the_page(before), where
             label = question.answer_label  # a figure such as 7,655,552 is in none of the view's text
             if len(label) >= 4 and re.fullmatch(r"[\d,.]+M?", label):
                 assert label not in str(before), where
@@ -93,6 +101,7 @@ def test_before_the_guess_no_view_shows_its_answer_and_after_it_the_view_draws_i
             assert f"data-tokens='{len(question.view['ids'])}'" in after.tokens_html["value"], where
         else:
             assert answer_bearing(figure_of(after.plot)) or step.view == "treemap", where
+            assert on_the_page(figure_of(after.plot)), where
             if step.view == "treemap":
                 assert figure_of(after.plot).data[0].type == "treemap", where
 

@@ -349,6 +349,9 @@ PARTIAL_SWEEP = f"""() => {{ const z = ({SWEEP_Z})();
 INTERVENE_SELECTED = (
     "() => !!document.querySelector('button[role=tab][data-tab-id=inside-intervene][aria-selected=true]')"
 )
+# at least half of the element (or of the window, for a taller one) in the window
+IN_SIGHT = """(id) => { const b = document.getElementById(id)?.getBoundingClientRect();
+  return !!b && b.height > 0 && Math.min(b.bottom, innerHeight) - Math.max(b.top, 0) >= Math.min(b.height, innerHeight) / 2; }"""
 
 
 def test_a_student_sees_the_teachers_head_sweep_grow_in_the_students_language(page_url, slowed_sweep):
@@ -380,9 +383,13 @@ def test_a_student_sees_the_teachers_head_sweep_grow_in_the_students_language(pa
         student.wait_for_function(INTERVENE_SELECTED, timeout=RUN_FOLLOW_S * 1000)
         student.wait_for_function(PARTIAL_SWEEP, timeout=RUN_FOLLOW_S * 1000)
         assert "⏳" in teacher.locator("#pg-intervene-msg").inner_text()  # (the sweep still computing)
+        # the page scrolled to the sweep, which stands below the fold at 1280×900 (the teacher's page too)
+        assert not teacher.evaluate(IN_SIGHT, "pg-sweep")
+        student.wait_for_function(IN_SIGHT, arg="pg-sweep", timeout=3_000)
         said = student.locator("#pg-sweep-md").inner_text()
         assert "⏳" in said and "Head sweep" not in said and "层" in said, said
         assert not student.locator("#pg-inside-msg").inner_text().strip()  # (no "Generate first" over the teacher's)
+        student.wait_for_timeout(600)  # (the smooth scroll's end, for the picture)
         student.screenshot(path=str(ARTIFACTS / "room-follow-sweep-partial.png"))
 
         teacher.wait_for_function(

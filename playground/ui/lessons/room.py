@@ -26,7 +26,7 @@ from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, 
 from playground.ui.redraw import page_lock
 from playground.ui.results import only, outputs, result
 
-from . import room_api, room_ask, room_drawn, room_follow, room_inside, room_keep
+from . import room_api, room_ask, room_drawn, room_follow, room_inside, room_keep, room_scroll
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
@@ -43,6 +43,7 @@ Polled = result(
     *room_drawn.Modelled._fields,
     *room_inside.Followed._fields,
     "room_qr",
+    "room_scroll",
 )
 Ended = result(
     "Ended",
@@ -245,7 +246,7 @@ def follow(state, room):
     # everything is taken from the room again: its tab, its run, its step
     again = {**room, "follow": True, "version": None, "tab": None, "run_version": None, "run_id": None, "drawn": None}
     # (the teacher's model taken again, if the student built another meanwhile; its Inside view drawn again)
-    again.update(model_key=None, inside_version=None)
+    again.update(model_key=None, inside_version=None, scrolled=None)  # (and shown it)
     return again, tr(lang_of(state), "room_joined", code=room["code"]), gr.update(visible=False)
 
 
@@ -313,7 +314,10 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     room, inside = room_inside.follow_inside(room, published, lang)
     if inside.get("room_followed") and "tabs" not in followed:  # (the page is on the tab: no opening to skip)
         del inside["room_followed"]
+    room, scroll = room_scroll.scrolled(room, published, followed, inside)
     out = out._replace(room=room, **{**modelled, **followed}, **inside)
+    if scroll:
+        out = out._replace(room_scroll=scroll)
     state = modelled.get("state", state)
     if not published.get("lesson"):
         return out
@@ -387,11 +391,12 @@ def wire(page) -> None:
     # server.room_steps, so 60 pages polling at once do not draw 60 times)
     poll_event = {"show_progress": "hidden", "queue": False, **private}
     # (unqueued too: back in step now, not behind a decode in the queue nor at the next poll)
+    scroll = {"fn": None, "inputs": None, "outputs": None, "js": room_scroll.SCROLL_JS}
     c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], queue=False, **private).then(
         poll, [state, c.room, prompt], polled, **poll_event
-    )
+    ).then(**scroll)
     # WATCH_JS clicks it when the room moved; a click while a poll runs is kept for after it
-    c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event)
+    c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event).then(**scroll)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
     ask = [state, c.room, c.room_ask_kind, page.generate.layer]  # (the layer the teacher's heatmap shows)

@@ -124,4 +124,5 @@ def layout() -> object:
     c.room_secret = gr.Textbox(visible=False)  # the teacher's page only: its room's key, for room_keep.SAVE_JS
     c.room_watch = gr.HTML("", elem_id="pg-room-watch", elem_classes=["pg-offscreen"])  # a student's room, for WATCH_JS
     c.room_poke = gr.Button("poll", elem_id="pg-room-poke", elem_classes=["pg-offscreen"])
+    c.room_scroll = gr.HTML("", elem_id="pg-room-scroll", elem_classes=["pg-offscreen"])  # for room_scroll.SCROLL_JS
     return c

@@ -77,7 +77,7 @@ def _widths_figure(view, lang, revealed: bool) -> go.Figure:
     title = tr(lang, "lesson_fig_widths")
     if not revealed:
         title = f"{title}<br><sup>{tr(lang, 'lesson_masked_note')}</sup>"
-    fig.update_layout(title=title, height=360, showlegend=False, barmode="overlay")
+    layout(fig, title, 360, showlegend=False, barmode="overlay")
     fig.update_yaxes(title_text=tr(lang, "lesson_axis_numbers"), rangemode="tozero")
     return fig
 
