@@ -113,7 +113,7 @@ def untied_count(model, ids, labels, params) -> Question:
     choices, answer = numbers(untied, [tied, untied + V * d, tied - V * d], fmt="{:,}")
     choices = [(i, millions(int(i.replace(",", "")))) for i, _ in choices]
     fields = {"tied": millions(tied), "untied": millions(untied), "extra": f"{V:,} × {d:,}", "preset": name or ""}
-    view = components_view(model) if not name else components_view(replace(cfg, tie_weights=False))
+    view = components_view(model) if not name else {**components_view(replace(cfg, tie_weights=False)), "untied": True}
     return Question(choices, answer, view, fields, target={"tab": "model"})
 
 

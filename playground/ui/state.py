@@ -9,6 +9,7 @@ memory budget: what it holds is the session's, and its refusals name the session
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import secrets
 
@@ -24,7 +25,24 @@ def new_state(lang: str = "en") -> dict:
     """A session holds names, not objects: its model's recipe and its current run's id (the server
     keeps the run, and releases it after the idle timeout), the page's language, and an id the
     model cache leases the session's model to."""
-    return {"recipe": default_recipe(), "run_id": None, "lang": lang, "session": secrets.token_hex(8)}
+    return {"recipe": default_recipe(), "run_id": None, "lang": lang, "session": _new_id()}
+
+
+def _page() -> str | None:
+    """The page whose event runs now, by a digest of Gradio's session hash (one per open page, the same
+    for all of its events; the hash itself is the key to the page's state, so it is not kept), or None
+    outside an event (a test, warm-up) or for a request that names no page."""
+    request = LocalContext.request.get(None)
+    page = getattr(request, "session_hash", None)
+    if not (isinstance(page, str) and page):
+        return None
+    return "page:" + hashlib.sha256(page.encode()).hexdigest()[:16]
+
+
+def _new_id() -> str:
+    """A new session's id: within a page's event, the page's own, so that whichever of the page's load
+    events replaces its state first, an id any of them drew is the one the page keeps; else a new one."""
+    return _page() or secrets.token_hex(8)
 
 
 def session_id(state: dict | None) -> str | None:
@@ -34,17 +52,15 @@ def session_id(state: dict | None) -> str | None:
     if not isinstance(state, dict):
         return None
     if not state.get("session"):
-        state["session"] = secrets.token_hex(8)  # kept: Gradio hands a handler the session's own state
+        state["session"] = _new_id()  # kept: Gradio hands a handler the session's own state
     return state["session"]
 
 
 def page_id(state: dict | None) -> str | None:
-    """The page whose event runs now (Gradio's session hash: one per open page, the same for all of
+    """The page whose event runs now (by Gradio's session hash: one per open page, the same for all of
     its events), or outside an event (a test) ``session_id(state)``. The page's state can be replaced
-    by one of its load events while another runs, so an id drawn on it then is not the page's."""
-    request = LocalContext.request.get(None)
-    page = getattr(request, "session_hash", None)
-    return f"page:{page}" if isinstance(page, str) and page else session_id(state)
+    by one of its load events while another runs, so an id kept on it is not always the page's."""
+    return _page() or session_id(state)
 
 
 def client_address() -> str | None:

@@ -102,6 +102,9 @@ def test_before_the_guess_no_view_shows_its_answer_and_after_it_the_view_draws_i
         else:
             assert answer_bearing(figure_of(after.plot)) or step.view == "treemap", where
             assert on_the_page(figure_of(after.plot)), where
+            if question.view.get("kind") == "components" and question.fields.get("preset"):
+                # a named preset's parts, not the model's: the title says which
+                assert question.fields["preset"] in figure_of(after.plot).layout.title.text, where
             if step.view == "treemap":
                 assert figure_of(after.plot).data[0].type == "treemap", where
 

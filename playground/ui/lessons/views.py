@@ -175,9 +175,11 @@ def figure(view: dict, question: Question, lang: str, revealed: bool = True):
         t = question.fields["temperature"]
         fig = sampling_stages_figure(view["labels"], view["stages"], title=tr(lang, "lesson_fig_stages", t=t))
     elif kind == "components":
-        key = "lesson_fig_components_untied" if question.fields.get("preset") else "lesson_fig_components"
+        preset = question.fields.get("preset")  # (a named preset's, not the model's: its name in the title)
+        key = "lesson_fig_components_untied" if view.get("untied") else "lesson_fig_components_of"
+        title = tr(lang, key if preset else "lesson_fig_components", preset=preset)
         names = [tr(lang, c) for c in view["components"]]  # component names are interface words
-        fig = parameter_components_bar(names, view["formula"], view["measured"], title=tr(lang, key))
+        fig = parameter_components_bar(names, view["formula"], view["measured"], title=title)
     elif kind == "treemap":
         fig = parameter_treemap(
             view["items"], title=tr(lang, "lesson_fig_treemap"), root_label=tr(lang, "fig_treemap_root")
