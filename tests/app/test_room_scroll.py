@@ -45,4 +45,5 @@ def test_each_element_a_follower_is_shown_stands_on_the_page():
     by_elem = {getattr(b, "elem_id", None): b for b in build_demo().blocks.values()}
     for view, element in {**room_scroll.INSIDE, "run": room_scroll.RUN}.items():
         assert type(by_elem[element]).__name__ in ("Plot", "Dataframe"), view
+    assert type(by_elem[room_scroll.STEP]).__name__ == "Row"  # (the step's text and its figure)
     assert "pg-room-scroll" in by_elem

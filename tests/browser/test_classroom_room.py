@@ -126,11 +126,17 @@ def test_a_teacher_leads_two_students(page_url):
         s1.locator("#pg-lesson-back").click()
         wait_progress(s1, progress_text("en", first, 0), timeout=30)
         s1.locator("#pg-room-status").get_by_text("stepped away", exact=False).wait_for(timeout=10_000)
+        # (s2, on a short window scrolled to the top of the page, is shown the teacher's next step)
+        s2.set_viewport_size({"width": 1280, "height": 480})
+        s2.evaluate("window.scrollTo(0, 0)")
+        assert not s2.evaluate(IN_SIGHT, "pg-lesson-step")
         teacher.locator("#pg-lesson-next").click()
         second = 2 if len(first.steps) > 2 else None
         lesson, index = (first, 2) if second else (lessons.lessons()[1], 0)
         wait_progress(teacher, progress_text("en", lesson, index), timeout=30)
         wait_progress(s2, progress_text("zh-CN", lesson, index))
+        s2.wait_for_function(IN_SIGHT, arg="pg-lesson-step", timeout=3_000)
+        s2.set_viewport_size({"width": 1280, "height": 900})
         time.sleep(1.5)
         assert progress_text("en", first, 0) in s1.locator("#pg-lesson-progress").inner_text()  # still away
         s1.locator("#pg-room-follow").click()

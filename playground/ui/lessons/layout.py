@@ -109,7 +109,7 @@ def layout() -> SimpleNamespace:
         c.back = gr.Button(T("lesson_back"), elem_id="pg-lesson-back", scale=1, min_width=100)
         c.next = gr.Button(T("lesson_next"), variant="primary", elem_id="pg-lesson-next", scale=1, min_width=100)
     c.progress = gr.Markdown(elem_id="pg-lesson-progress")
-    with gr.Row():
+    with gr.Row(elem_id="pg-lesson-step"):
         with gr.Column(scale=2, min_width=280):
             c.text = gr.Markdown(elem_id="pg-lesson-text")
             c.question = gr.Markdown(elem_id="pg-lesson-question")

@@ -23,10 +23,9 @@ from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 from playground.ui import listeners
 from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
-from playground.ui.redraw import page_lock
 from playground.ui.results import only, outputs, result
 
-from . import room_api, room_ask, room_drawn, room_follow, room_inside, room_keep, room_scroll
+from . import room_api, room_ask, room_drawn, room_follow, room_inside, room_keep, room_scroll, room_student
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
@@ -306,43 +305,8 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
         return out._replace(**shown._asdict(), prompt=here, room=resumed, tabs=gr.Tabs(selected=tab))
     if teacher or not room.get("follow"):
         return out
-    room, followed = room_follow.follow_published(room, published, prompt, lang)
-    try:
-        room, modelled = room_drawn.follow_model(room["code"], published, state, room)
-    except Exception as e:  # the teacher's model could not be had (memory): said, the page keeps its own
-        return out._replace(room=room, room_status=fail(e, lang), **followed)
-    room, inside = room_inside.follow_inside(room, published, lang)
-    if inside.get("room_followed") and "tabs" not in followed:  # (the page is on the tab: no opening to skip)
-        del inside["room_followed"]
-    room, scroll = room_scroll.scrolled(room, published, followed, inside)
-    out = out._replace(room=room, **{**modelled, **followed}, **inside)
-    if scroll:
-        out = out._replace(room_scroll=scroll)
-    state = modelled.get("state", state)
-    if not published.get("lesson"):
-        return out
-    here = published.get("prompt") if published.get("prompt") is not None else prompt
-    # The lesson's step is drawn again when the teacher moves or changes model, or when the prompt changes
-    # while the teacher is on the Lessons tab (not per keystroke typed in the Generate tab).
-    on_lessons = published.get("tab") in (None, "lessons")
-    drawn = [published["lesson"], published.get("step", 0), here if on_lessons else None, published.get("model_key")]
-    before = room.get("drawn") or [None] * 4
-    if drawn[:2] == before[:2] and drawn[3:] == before[3:] and (not on_lessons or drawn[2] == before[2]):
-        return out
-    pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
-    if isinstance(published.get("recipe"), dict):  # the teacher's model: drawn once for the room, sent to each
-        present = bool((state or {}).get("present"))
-        with page_lock(request):
-            try:
-                shown = room_drawn.step(room["code"], published, pos, here, lang, present)
-            except Exception as e:
-                shown = only(lessons_tab.Shown, reveal=fail(e, lang))
-            shown = lessons_tab.recorded(request, shown)
-    else:  # (a room published through the API names no model: the page's own)
-        shown = lessons_tab.show_at(state, pos, here, request)
-    choice = shown.choice if isinstance(shown.choice, dict) else {}
-    shown = shown._replace(choice={**choice, "visible": False})  # the room's vote stands in for it
-    return out._replace(**shown._asdict(), prompt=here, room={**room, "drawn": drawn})
+    room, taken = room_student.take(state, room, published, prompt, lang, request)
+    return out._replace(room=room, **taken)
 
 
 def redraw(state, room):

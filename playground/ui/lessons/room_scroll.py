@@ -4,7 +4,7 @@ The teacher's page shows a view where the teacher put it: a head sweep sits belo
 the heatmap beside the tokens. A follower's page opens the same tab and draws the same figures, but its
 window may be elsewhere (a smaller screen, a student who scrolled), so a follower saw the tab open and not
 the figure. Each new view the page follows (a new Inside view, or a view of another run; a new Generate
-run) names the element to show in the offscreen ``#pg-room-scroll``; ``SCROLL_JS``, chained after each
+run; another lesson step, on the Lessons tab) names the element to show in the offscreen ``#pg-room-scroll``; ``SCROLL_JS``, chained after each
 poll, brings it into the window once, and only when less than half of it is in sight: a student who
 scrolls while a sweep grows is not pulled back at each partial figure.
 """
@@ -25,6 +25,7 @@ INSIDE = {
     "patch": "pg-patch-exact",
 }
 RUN = "pg-heatmap"  # a followed Generate run: its heatmap (the chips stand beside it)
+STEP = "pg-lesson-step"  # the teacher's next lesson step: its text, question and figure
 
 # Waits for the element to be laid out (the tab the poll opened renders after the poll's outputs), up to
 # about a second; ``data-n`` names each scroll once, so a poll that changed nothing else never scrolls.
