@@ -1,7 +1,8 @@
-"""What a following student's page takes from its room on a poll: the teacher's tab, prompt and run
-(``room_follow``), model (``room_drawn``), Inside view (``room_inside``) and lesson step, and where to
-scroll (``room_scroll``). The poll itself (the room's version, the vote, the teacher's tally) is
-``room``'s.
+"""What a following student's page takes from its room on a poll.
+
+The teacher's tab, prompt and run (``room_follow``), model (``room_drawn``), Inside view (``room_inside``) and
+lesson step, and where to scroll (``room_scroll``). The poll itself (the room's version, the vote, the
+teacher's tally) is ``room``'s.
 """
 
 from __future__ import annotations
