@@ -97,6 +97,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--followers", type=int, default=60)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--step-seconds", type=float, default=1.5)
+    ap.add_argument(
+        "--no-keep-alive",
+        action="store_true",
+        help="each follower request on a new connection (a page keeps its connections open)",
+    )
     args = ap.parse_args(argv)
     seconds = args.steps * args.step_seconds
 
@@ -119,7 +124,9 @@ def main(argv: list[str] | None = None) -> None:
         settle(proc)
         quiet, wall_quiet = window(proc, seconds)
         alone, wall_alone = window(proc, seconds, publish_steps)
-        pages = FollowerProcess(Endpoint(teacher, "/room_state"), code, args.followers)
+        pages = FollowerProcess(
+            Endpoint(teacher, "/room_state"), code, args.followers, keep_alive=not args.no_keep_alive
+        )
         time.sleep(8.0)  # every page has joined and drawn the room
         waiting, wall_waiting = window(proc, seconds)
         following, wall_following = window(proc, seconds, publish_steps)
@@ -138,7 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"server CPU: quiet {quiet / wall_quiet * 1000:.1f} ms/s, the teacher's {args.steps} moves alone "
         f"{alone:.2f} s, {args.followers} followers waiting {waiting / wall_waiting * 1000:.1f} ms/s, "
-        f"following the {args.steps} moves {following:.2f} s ({len(errors)} errors)"
+        f"following the {args.steps} moves {following:.2f} s ({len(errors)} errors; the followers opened "
+        f"{sum(f.connections for f in followers)} connections for {sum(f.waits for f in followers)} waits)"
     )
     print(
         f"per follower: waiting {per_wait * 1000:.3f} ms of CPU a second; one follow update "

@@ -7,7 +7,6 @@ beside the server.
 
 from __future__ import annotations
 
-import http.client
 import json
 import multiprocessing
 import threading
@@ -17,26 +16,28 @@ import uuid
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from .room_sse import Endpoint, post, stream_generate
+from .room_sse import Endpoint, KeptConnection, post, stream_generate
 
 WAIT_S = 20.0  # as the page's WATCH_JS asks
 
 
-def wait_room(endpoint: Endpoint, code: str, since: int | None, timeout: float = WAIT_S) -> dict:
-    """One ``/room/wait`` answer: the room's state once it moved past ``since`` (or ``timeout`` passed)."""
+def wait_room(
+    endpoint: Endpoint, code: str, since: int | None, timeout: float = WAIT_S, kept: KeptConnection | None = None
+) -> dict:
+    """One ``/room/wait`` answer: the room's state once it moved past ``since`` (or ``timeout`` passed), on
+    ``kept`` (a connection kept open between waits, as a page's fetch keeps one) or a connection of its own."""
     query = {"code": code, "timeout": timeout}
     if since is not None:
         query["since"] = since
-    conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout + 30)
+    conn = kept or KeptConnection(endpoint.host, endpoint.port, timeout + 30)
     try:
-        conn.request("GET", "/room/wait?" + urllib.parse.urlencode(query))
-        resp = conn.getresponse()
-        body = resp.read()
-        if resp.status != 200:
-            raise RuntimeError(f"/room/wait: HTTP {resp.status}: {body[:200]!r}")
-        return json.loads(body)
+        status, body = conn.request("GET", "/room/wait?" + urllib.parse.urlencode(query))
     finally:
-        conn.close()
+        if kept is None:
+            conn.close()
+    if status != 200:
+        raise RuntimeError(f"/room/wait: HTTP {status}: {body[:200]!r}")
+    return json.loads(body)
 
 
 @dataclass
@@ -62,9 +63,16 @@ class Follower(threading.Thread):
     poll's answer arrived; ``states`` holds those answers; ``errors`` every refusal or failure."""
 
     def __init__(
-        self, endpoint: Endpoint, code: str, done: threading.Event, start_after: float = 0.0, wait_s: float = 2.0
+        self,
+        endpoint: Endpoint,
+        code: str,
+        done: threading.Event,
+        start_after: float = 0.0,
+        wait_s: float = 2.0,
+        keep_alive: bool = True,
     ):
         super().__init__(daemon=True)
+        self.keep_alive = keep_alive  # False: a connection a request (what the bench did before)
         self.wait_s = wait_s  # (shorter than a page's WAIT_S: the end of a test is seen within it)
         self.endpoint, self.code, self.done, self.start_after = endpoint, code, done, start_after
         self.session = uuid.uuid4().hex
@@ -73,14 +81,21 @@ class Follower(threading.Thread):
         self.errors: list[str] = []
         self.waits = 0
         self.woken: dict[int, float] = {}  # when the wait answered each version (before the page's poll)
+        self.connections = 0  # the HTTP connections it opened (two when the server kept both open)
 
     def run(self) -> None:
         time.sleep(self.start_after)  # pages open at different moments
         drawn: int | None = None  # the version the page drew (its poll's)
         since: int | None = None  # the version the wait has seen
+        # a page's two connections, each kept open: its long poll's and its events'
+        self.waiting = KeptConnection(self.endpoint.host, self.endpoint.port, self.wait_s + 30)
+        self.polling = KeptConnection(self.endpoint.host, self.endpoint.port, 60)
         while not self.done.is_set():
             try:
-                answer = wait_room(self.endpoint, self.code, since, timeout=self.wait_s)
+                if not self.keep_alive:
+                    self.waiting.close()
+                    self.polling.close()
+                answer = wait_room(self.endpoint, self.code, since, timeout=self.wait_s, kept=self.waiting)
                 self.waits += 1
                 if "error" in answer:
                     self.errors.append(answer["error"])
@@ -92,7 +107,7 @@ class Follower(threading.Thread):
                 self.woken.setdefault(since, time.time())
                 data = [self.code, drawn, "", ""]
                 if self.endpoint.run_path:
-                    arrived, outputs = post(self.endpoint, self.session, data, timeout=60)
+                    arrived, outputs = post(self.endpoint, self.session, data, timeout=60, kept=self.polling)
                 else:
                     _, stamped = stream_generate(self.endpoint, self.session, data, None, timeout=60)
                     arrived, outputs = stamped[-1]
@@ -106,6 +121,9 @@ class Follower(threading.Thread):
             except Exception as e:  # a refused or failed request: counted, never hidden
                 self.errors.append(f"{type(e).__name__}: {e}")
                 self.done.wait(1.0)
+        self.waiting.close()
+        self.polling.close()
+        self.connections = self.waiting.opened + self.polling.opened
 
 
 def summary(out: dict) -> dict:
@@ -119,36 +137,35 @@ def summary(out: dict) -> dict:
     }
 
 
-def _follow(route: Route, code: str, n: int, spread: float, stop, results) -> None:
+def _follow(route: Route, code: str, n: int, spread: float, stop, results, keep_alive: bool = True) -> None:
     done = threading.Event()
-    followers = [Follower(route, code, done, start_after=i * spread / n) for i in range(n)]
+    followers = [Follower(route, code, done, start_after=i * spread / n, keep_alive=keep_alive) for i in range(n)]
     for f in followers:
         f.start()
     stop.wait()
     done.set()
     for f in followers:
         f.join(timeout=60)
-    results.put([(f.seen, f.woken, f.states, f.errors, f.waits) for f in followers])
+    results.put([(f.seen, f.woken, f.states, f.errors, f.waits, f.connections) for f in followers])
 
 
 class FollowerProcess:
     """``n`` followers in a process of their own (on another machine a class's pages would not share the
     server's interpreter lock: here they share its cores only). ``stop()`` gives back what each saw."""
 
-    def __init__(self, endpoint, code: str, n: int, spread: float = 1.0):
+    def __init__(self, endpoint, code: str, n: int, spread: float = 1.0, keep_alive: bool = True):
         ctx = multiprocessing.get_context("spawn")
         self.stop_event, self.results = ctx.Event(), ctx.Queue()
-        self.process = ctx.Process(
-            target=_follow, args=(Route.of(endpoint), code, n, spread, self.stop_event, self.results), daemon=True
-        )
+        args = (Route.of(endpoint), code, n, spread, self.stop_event, self.results, keep_alive)
+        self.process = ctx.Process(target=_follow, args=args, daemon=True)
         self.process.start()
 
     def stop(self) -> list[SimpleNamespace]:
-        """Each follower's ``seen``, ``woken``, ``states``, ``errors`` and ``waits``."""
+        """Each follower's ``seen``, ``woken``, ``states``, ``errors``, ``waits`` and ``connections``."""
         self.stop_event.set()
         got = self.results.get(timeout=120)
         self.process.join(timeout=30)
-        names = ("seen", "woken", "states", "errors", "waits")
+        names = ("seen", "woken", "states", "errors", "waits", "connections")
         return [SimpleNamespace(**dict(zip(names, values))) for values in got]
 
 

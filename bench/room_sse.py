@@ -100,19 +100,63 @@ def stream_generate(
     return start, stamped
 
 
-def post(endpoint, session_hash: str, data: list, timeout: float = 30.0) -> tuple[float, list]:
-    """(arrival time, outputs) of one unqueued event (``endpoint.run_path``), posted as the page posts it."""
+class KeptConnection:
+    """One HTTP connection used for request after request, as a browser keeps one open (keep-alive), so the
+    server is not asked to accept a connection per request; opened again when the server closed it (uvicorn
+    closes one idle for 5 s), and the request sent again once on the new one, as a browser does."""
+
+    CLOSED = (http.client.RemoteDisconnected, http.client.CannotSendRequest, BrokenPipeError, ConnectionResetError)
+
+    def __init__(self, host: str, port: int, timeout: float):
+        self.host, self.port, self.timeout = host, port, timeout
+        self.conn: http.client.HTTPConnection | None = None
+        self.opened = 0  # connections opened so far
+
+    def request(self, method: str, path: str, body: str | None = None, headers: dict | None = None):
+        """(status, body) of one request."""
+        for attempt in (0, 1):
+            fresh = self.conn is None
+            if fresh:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+                self.opened += 1
+            try:
+                self.conn.request(method, path, body, headers or {})
+                resp = self.conn.getresponse()
+                answer = resp.read()
+            except self.CLOSED:
+                self.close()
+                if fresh or attempt:
+                    raise
+                continue
+            except Exception:
+                self.close()
+                raise
+            if resp.will_close:
+                self.close()
+            return resp.status, answer
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def post(
+    endpoint, session_hash: str, data: list, timeout: float = 30.0, kept: KeptConnection | None = None
+) -> tuple[float, list]:
+    """(arrival time, outputs) of one unqueued event (``endpoint.run_path``), posted as the page posts it
+    (on ``kept``, a connection kept open between requests, as a page's; else on a connection of its own)."""
     body = {"data": data, "fn_index": endpoint.fn_index, "session_hash": session_hash, "event_data": None}
-    conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout)
+    conn = kept or KeptConnection(endpoint.host, endpoint.port, timeout)
     try:
-        conn.request("POST", endpoint.run_path, json.dumps(body), {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        answer = resp.read()
-        if resp.status != 200:
-            raise RuntimeError(f"{endpoint.run_path}: HTTP {resp.status}: {answer[:200]!r}")
-        return time.time(), json.loads(answer)["data"]
+        status, answer = conn.request("POST", endpoint.run_path, json.dumps(body), {"Content-Type": "application/json"})
     finally:
-        conn.close()
+        if kept is None:
+            conn.close()
+    if status != 200:
+        raise RuntimeError(f"{endpoint.run_path}: HTTP {status}: {answer[:200]!r}")
+    return time.time(), json.loads(answer)["data"]
 
 
 def call(endpoint: Endpoint, session_hash: str, data: list, timeout: float = 30.0) -> None:
