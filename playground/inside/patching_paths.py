@@ -22,15 +22,8 @@ import torch
 
 from playground.engine.attention import expand_kv
 from playground.inside.interventions import StopRequested
-from playground.inside.patching import (
-    LayerPatch,
-    PatchingError,
-    PatchPair,
-    Runs,
-    final_logit_diff,
-    grid_axes,
-    reference_runs,
-)
+from playground.inside.patching import LayerPatch, final_logit_diff, grid_axes
+from playground.inside.patching_pairs import PatchingError, PatchPair, Runs, reference_runs
 
 INPUTS = ("q", "k", "v")
 

@@ -20,7 +20,7 @@ from playground.inside.view_checks import resolve_target
 from playground.runtime.memory import BUDGET
 from playground.server.gpu import gpu_work, moved_in, to_cpu, uses_gpu_slots
 
-MAX_PROMPT_CHARS = 1000  # read only after this check: the token limit (patching.MAX_TOKENS) is far below it
+MAX_PROMPT_CHARS = 1000  # read only after this check: the token limit (patching_pairs.MAX_TOKENS) is far below it
 TARGETS = (*patching.TARGETS, "path")
 
 # Pairs that show something on GPT-2 and on the bundled Shakespeare model: a repeated phrase whose first
