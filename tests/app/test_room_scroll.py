@@ -31,6 +31,17 @@ def test_a_new_run_shows_its_heatmap_and_a_poll_that_took_nothing_scrolls_nowher
     assert room_scroll.scrolled({}, published, {}, {}) == ({}, None)
 
 
+def test_the_teachers_next_step_is_shown_on_the_lessons_tab_once():
+    published = {"tab": "lessons", "lesson": "attention", "step": 1}
+    room, mark = room_scroll.scrolled({}, published, {}, {})
+    assert target(mark) == room_scroll.STEP and room["scrolled"] == ["step", "attention", 1]
+    assert room_scroll.scrolled(room, published, {}, {}) == (room, None)  # (a vote on the same step)
+    _, mark = room_scroll.scrolled(room, {**published, "step": 2}, {}, {})
+    assert target(mark) == room_scroll.STEP
+    # on another tab the lesson the room is on is not what the teacher shows
+    assert room_scroll.scrolled({}, {**published, "tab": "model"}, {}, {}) == ({}, None)
+
+
 def test_each_mark_is_named_anew_so_the_page_scrolls_again_after_follow():
     assert room_scroll.mark("pg-lens") != room_scroll.mark("pg-lens")
 

@@ -56,7 +56,8 @@ def mark(element_id: str) -> str:
 def scrolled(room: dict, published: dict, followed: dict, inside: dict) -> tuple[dict, str | None]:
     """(the page's room record, the mark to write, or None) after a poll that took ``followed`` (the run's
     outputs) and ``inside`` (the Inside view's) from the room's ``published`` state: a mark when the page
-    now shows a view it has not been shown yet (a view is its kind and its run)."""
+    now shows a view it has not been shown yet (an Inside view or a run is its kind and its run; a lesson
+    step, on the Lessons tab, its lesson and step)."""
     view = None
     if "sub_tabs" in inside and isinstance(published.get("inside"), dict):
         record = published["inside"]
@@ -64,7 +65,9 @@ def scrolled(room: dict, published: dict, followed: dict, inside: dict) -> tuple
             view = [record["view"], record.get("id")]
     elif "chips" in followed and isinstance(published.get("run"), dict):
         view = ["run", published["run"].get("id")]
+    elif published.get("lesson") and published.get("tab") in (None, "lessons"):
+        view = ["step", published["lesson"], published.get("step", 0)]
     if view is None or view == room.get("scrolled"):
         return room, None
-    to = INSIDE[view[0]] if view[0] in INSIDE else RUN
+    to = INSIDE.get(view[0]) or {"run": RUN, "step": STEP}[view[0]]
     return {**room, "scrolled": view}, mark(to)

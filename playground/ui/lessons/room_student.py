@@ -54,6 +54,4 @@ def take(state, room: dict, published: dict, prompt, lang: str, request: gr.Requ
         shown = lessons_tab.show_at(state, pos, here, request)
     choice = shown.choice if isinstance(shown.choice, dict) else {}
     shown = shown._replace(choice={**choice, "visible": False})  # the room's vote stands in for it
-    if on_lessons and drawn[:2] != before[:2] and not scroll:  # (another step: shown)
-        out["room_scroll"] = room_scroll.mark(room_scroll.STEP)
     return {**room, "drawn": drawn}, {**out, **shown._asdict(), "prompt": here}
