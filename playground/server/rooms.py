@@ -101,6 +101,9 @@ class Room:
     version: int = 0
     state: dict = field(default_factory=dict)
     members: dict[str, float] = field(default_factory=dict)
+    # member -> (following the teacher, how many times the page said so): a page's poll may answer after a
+    # later Follow or step-away of the same page, so whether it follows is the room's to keep, not the page's
+    following: dict[str, tuple[bool, int]] = field(default_factory=dict)
     vote: Vote | None = None
     votes_opened: int = 0
 
@@ -262,6 +265,7 @@ class Rooms:
             if len(room.members) >= MAX_MEMBERS:  # pages closed or reloaded long ago give their places up
                 gone = self._clock() - MEMBER_IDLE_SECONDS
                 room.members = {m: seen for m, seen in room.members.items() if seen >= gone}
+                room.following = {m: f for m, f in room.following.items() if m in room.members}
             if len(room.members) >= MAX_MEMBERS:
                 raise RoomError("room.full", "Room {code} is full ({n} members).", code=room.code, n=MAX_MEMBERS)
             member = secrets.token_urlsafe(16)
@@ -271,11 +275,7 @@ class Rooms:
     def vote(self, code: Any, member: Any, vote_id: Any, choice: Any, client: str | None = None) -> None:
         """A member's choice on vote ``vote_id``: counted once, a second choice replacing the first."""
         with self._lock:
-            room = self._room(code, client)
-            if not isinstance(member, str) or member not in room.members:
-                raise RoomError(
-                    "room.not_member", "You are not in room {code}: join it again with its code.", code=room.code
-                )
+            room = self._member_room(code, member, client)
             vote = room.vote
             if vote is None or not vote.open or vote_id != vote.id:
                 raise RoomError(
@@ -289,25 +289,31 @@ class Rooms:
             vote.ballots[member] = choice
             room.members[member] = self._clock()
 
+    def set_following(self, code: Any, member: Any, following: bool, client: str | None = None) -> int:
+        """A member's page follows the teacher again (Follow) or has stepped away: the number of times it
+        said so, which ``state`` gives back with whether it follows."""
+        with self._lock:
+            room = self._member_room(code, member, client)
+            moves = room.following.get(member, (True, 0))[1] + 1
+            room.following[member] = (bool(following), moves)
+            room.members[member] = self._clock()
+            return moves
+
     def state(self, code: Any, since: Any = None, member: Any = None, client: str | None = None) -> dict:
         """What a follower sees: the version, the teacher's place, the vote (its question and choices, and
         the member's own choice), the counts and answer once revealed. ``since`` equal to the version: only
         ``{"version": v, "changed": False}``."""
         with self._lock:
             room = self._room(code, client)
-            if isinstance(member, str) and member in room.members:
-                room.members[member] = self._clock()
-            if since == room.version and not isinstance(since, bool):
-                return {"code": room.code, "version": room.version, "changed": False}
             mine = member if isinstance(member, str) and member in room.members else None
+            seen: dict = {"code": room.code, "version": room.version}
+            if mine is not None:
+                room.members[mine] = self._clock()
+                seen["following"], seen["moves"] = room.following.get(mine, (True, 0))
+            if since == room.version and not isinstance(since, bool):
+                return {**seen, "changed": False}
             vote = public_vote(room.vote, mine) if room.vote is not None else None
-            return {
-                "code": room.code,
-                "version": room.version,
-                "changed": True,
-                "state": dict(room.state),
-                "vote": vote,
-            }
+            return {**seen, "changed": True, "state": dict(room.state), "vote": vote}
 
     # ---- the registry
     def count(self) -> int:
@@ -374,6 +380,14 @@ class Rooms:
             self._failed(client)
             raise RoomError(
                 "room.not_found", "No room has the code {code}: check it on the teacher's screen.", code=canonical
+            )
+        return room
+
+    def _member_room(self, code: Any, member: Any, client) -> Room:
+        room = self._room(code, client)
+        if not isinstance(member, str) or member not in room.members:
+            raise RoomError(
+                "room.not_member", "You are not in room {code}: join it again with its code.", code=room.code
             )
         return room
 

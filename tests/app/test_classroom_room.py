@@ -241,6 +241,38 @@ def test_a_students_page_follows_the_teachers_tab_prompt_run_and_view(pages):
     lessons_room.end_room(teacher_state, t_room)
 
 
+def test_a_poll_answering_after_a_follow_or_a_step_away_does_not_undo_it(pages):
+    """A page's polls run beside its own events: one begun before Follow (or before the student typed)
+    answers after it and writes back the room record it began with. The page's next poll still follows
+    the teacher after Follow, and still leaves the page alone after it stepped away."""
+    from playground.ui.lessons import room_follow
+
+    teacher_state, student_state = pages
+    t_room = lessons_room.start_room(teacher_state, None, lessons_tab.first_position(), PROMPT).room
+    s_room = lessons_room.join_room(student_state, None, t_room["code"]).room
+    s_room = lessons_room.poll(student_state, s_room, "").room
+
+    away = room_follow.prompt_typed(student_state, s_room, "my own").room
+    room_follow.prompt_typed(teacher_state, t_room, "Next prompt")
+    late = lessons_room.poll(student_state, away, "my own")  # begun while away: takes nothing
+    assert late.prompt == SKIP and late.room["follow"] is False
+    back, status, _ = lessons_room.follow(student_state, away)
+    assert back["follow"] is True and "教室" in status
+    # the late poll's record lands after Follow's, and the poll chained after Follow reads it
+    polled = lessons_room.poll(student_state, late.room, "my own")
+    assert polled.prompt == "Next prompt" and polled.room["follow"] is True
+
+    # the other way: a poll begun while following answers after the student typed
+    room_follow.prompt_typed(teacher_state, t_room, "Third prompt")
+    early = lessons_room.poll(student_state, polled.room, "Next prompt")
+    assert early.prompt == "Third prompt" and early.room["follow"] is True
+    assert room_follow.prompt_typed(student_state, polled.room, "mine").room["follow"] is False
+    room_follow.prompt_typed(teacher_state, t_room, "Fourth prompt")
+    after = lessons_room.poll(student_state, early.room, "mine")
+    assert after.prompt == SKIP and after.room["follow"] is False
+    lessons_room.end_room(teacher_state, t_room)
+
+
 def test_the_teachers_page_reloaded_leads_its_room_again_with_the_key_its_browser_kept(pages):
     """``?room=new`` gives the page its key once (for the browser's local storage, room_keep.SAVE_JS); the
     page reloaded at ``?room=CODE`` with that key leads the room again and draws its step; a wrong, another

@@ -200,7 +200,12 @@ def test_a_teacher_leads_two_students(page_url):
         s2.wait_for_function(PROMPT_IS, arg=TEACHER_PROMPT + " again", timeout=FOLLOW_S * 1000)
         assert s1.locator("#pg-prompt textarea").input_value() == "my own prompt"
         s1.locator("#pg-room-follow").click()
-        s1.wait_for_function(PROMPT_IS, arg=TEACHER_PROMPT + " again", timeout=FOLLOW_S * 1000)
+        try:
+            s1.wait_for_function(PROMPT_IS, arg=TEACHER_PROMPT + " again", timeout=FOLLOW_S * 1000)
+        except Exception as e:  # what the page and the room held, to tell a slow poll from a lost Follow
+            status = s1.locator("#pg-room-status").inner_text()
+            prompt = s1.locator("#pg-prompt textarea").input_value()
+            raise AssertionError(f"not back in step: {status!r}, {prompt!r}, {ROOMS._rooms[code].following}") from e
 
         # Ask about this view: a question on the teacher's run, on the layer its heatmap shows, reaches each
         # student in their language with the layer's heads as chips (or the teacher is told why it has no answer)

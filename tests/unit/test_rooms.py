@@ -65,6 +65,31 @@ def test_publish_and_follow_by_version():
     }
 
 
+def test_whether_a_member_follows_is_the_rooms_and_counts_each_change():
+    r = Rooms()
+    code, key = r.create()
+    member, other = r.join(code), r.join(code)
+    seen = r.state(code, member=member)
+    assert seen["following"] is True and seen["moves"] == 0
+    assert r.set_following(code, member, False) == 1
+    assert r.set_following(code, member, True) == 2 and r.set_following(code, member, False) == 3
+    v = r.state(code)["version"]
+    assert r.state(code, since=v, member=member) == {
+        "code": code,
+        "version": v,
+        "changed": False,
+        "following": False,
+        "moves": 3,
+    }
+    assert r.state(code, member=other)["following"] is True  # (each member's own)
+    assert "following" not in r.state(code) and "moves" not in r.state(code, member="nobody")
+    assert r.state(code)["version"] == v  # (not a move of the room's)
+    refused("room.not_member", r.set_following, code, "nobody", True)
+    refused("room.not_member", r.set_following, code, key, True)
+    r.end(code, key)
+    refused("room.ended", r.set_following, code, member, True)
+
+
 def test_bad_states_are_refused_by_name():
     r = Rooms()
     code, key = r.create()

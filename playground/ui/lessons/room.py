@@ -132,7 +132,7 @@ def publish_move(state, room, pos, prompt):
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     if room.get("member") and room.get("follow"):
         away = tr(lang_of(state), "room_away", code=room["code"])
-        return {**room, "follow": False}, away, gr.update(visible=True), gr.update(visible=True)
+        return room_follow.stepped_away(room), away, gr.update(visible=True), gr.update(visible=True)
     return gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 
@@ -201,7 +201,7 @@ def join_room(state, room, code) -> Entered:
             Entered, room_status=fail(e, lang), room_panel=gr.Accordion(open=True), room_bar=gr.Row(visible=True)
         )
     code = ROOMS.state(code, member=member, client=client_address())["code"]
-    room = {**no_room(), "code": code, "member": member}
+    room = {**no_room(), "code": code, "member": member, "moves": 0}
     return Entered(
         room,
         tr(lang, "room_joined", code=code),
@@ -242,11 +242,13 @@ def follow(state, room):
     room = room or no_room()
     if not room.get("member"):
         return gr.skip(), warn(tr(lang_of(state), "room_none")), gr.skip()
-    # everything is taken from the room again: its tab, its run, its step
-    again = {**room, "follow": True, "version": None, "tab": None, "run_version": None, "run_id": None, "drawn": None}
-    # (the teacher's model taken again, if the student built another meanwhile; its Inside view drawn again)
-    again.update(model_key=None, inside_version=None, scrolled=None)  # (and shown it)
-    return again, tr(lang_of(state), "room_joined", code=room["code"]), gr.update(visible=False)
+    lang = lang_of(state)
+    try:
+        moves = ROOMS.set_following(room["code"], room["member"], True, client_address())
+    except RoomError as e:
+        return gr.skip(), fail(e, lang), gr.skip()
+    again = room_student.in_step_again(room, moves)
+    return again, tr(lang, "room_joined", code=room["code"]), gr.update(visible=False)
 
 
 def cast(state, room, choice) -> str:
@@ -282,6 +284,11 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
             room_timer=gr.Timer(active=False),
             room_qr="",
         )
+    if not teacher and seen.get("moves", room.get("moves")) != room.get("moves"):
+        # a poll that answered after this page's Follow (or step away) wrote its record back: the room's word stands
+        room = room_student.settled(room, seen)
+        if room["follow"] and not seen["changed"]:
+            seen = ROOMS.state(room["code"], member=room.get("member"), client=client_address())
     out = nothing
     if seen["changed"]:
         room = {**room, "version": seen["version"], "vote": seen.get("vote")}

@@ -35,12 +35,20 @@ Followed = result(
 Away = result("Away", "room", "room_status", "room_follow")
 
 
+def stepped_away(room: dict) -> dict:
+    """The page's room record once its own move took it out of step, said to the room too: a poll that
+    answers after the move (drawn while the page followed) cannot put it back in step."""
+    try:
+        moves = ROOMS.set_following(room["code"], room["member"], False, client_address())
+    except RoomError:  # (the room ended or forgot the page: its next poll says so)
+        moves = room.get("moves")
+    return {**room, "follow": False, "moves": moves}
+
+
 def _away(state, room) -> Away:
     """A following student's page after a move of its own: it stops following (Follow brings it back)."""
     if room.get("member") and room.get("follow"):
-        return Away(
-            {**room, "follow": False}, tr(lang_of(state), "room_away", code=room["code"]), gr.update(visible=True)
-        )
+        return Away(stepped_away(room), tr(lang_of(state), "room_away", code=room["code"]), gr.update(visible=True))
     return Away(gr.skip(), gr.skip(), gr.skip())
 
 

@@ -16,6 +16,24 @@ from playground.ui.results import only
 from . import room_drawn, room_follow, room_inside, room_scroll
 from . import tab as lessons_tab
 
+# What a page takes from its room again once it is back in step: its tab, its run, its step, the
+# teacher's model (if the student built another meanwhile), its Inside view, and the scroll to it.
+TAKEN_AGAIN = ("version", "tab", "run_version", "run_id", "drawn", "model_key", "inside_version", "scrolled")
+
+
+def in_step_again(room: dict, moves: int | None) -> dict:
+    """The page's room record after Follow (``moves``: the room's count of the page's Follows and steps
+    away): its next poll takes everything from the room again."""
+    return {**room, "follow": True, "moves": moves, **dict.fromkeys(TAKEN_AGAIN)}
+
+
+def settled(room: dict, seen: dict) -> dict:
+    """The page's room record when the room says the page moved since the record was written (a poll
+    answered after a later Follow or step away, and wrote back what it began with)."""
+    if seen.get("following"):
+        return in_step_again(room, seen.get("moves"))
+    return {**room, "follow": False, "moves": seen.get("moves")}
+
 
 def take(state, room: dict, published: dict, prompt, lang: str, request: gr.Request | None) -> tuple[dict, dict]:
     """(the page's room record, the poll's outputs that change, by name) for a page that follows the room
