@@ -64,7 +64,11 @@ def join_room(student, base: str, code: str, query: str = "") -> None:
 def wait_progress(page, text, timeout=FOLLOW_S) -> float:
     """Seconds until the page's lesson progress line shows ``text``."""
     t0 = time.perf_counter()
-    page.locator("#pg-lesson-progress").get_by_text(text, exact=False).wait_for(timeout=timeout * 1000)
+    try:
+        page.locator("#pg-lesson-progress").get_by_text(text, exact=False).wait_for(timeout=timeout * 1000)
+    except Exception as e:  # what the page held, to tell a slow poll from a page out of step
+        shown = page.locator("#pg-lesson-progress").inner_text()
+        raise AssertionError(f"{text!r} not shown: {shown!r}; {page.locator('#pg-room-status').inner_text()!r}") from e
     return time.perf_counter() - t0
 
 
