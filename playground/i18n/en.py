@@ -641,6 +641,8 @@ EN = {
     "room_teacher": "You lead room **{code}**: your steps, tabs, prompt and runs lead every student's page (your key stays in this browser).",
     "room_link": "Students join at {link} or type the code {code_hint}",
     "room_tally": "{answered} of {members} answered: {counts}",
+    "room_here": "Students here: {here}, all following you.",
+    "room_here_exploring": "Students here: {here}; exploring on their own: {exploring} (Follow brings them back).",
     "room_revealed": "The answer: {answer} · {answered} answered",
     "room_away": "You stepped away from room {code}: press Follow to come back in step.",
     "room_joined": "In room {code}: following the teacher.",

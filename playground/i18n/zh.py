@@ -630,6 +630,8 @@ ZH = {
     "room_teacher": "你在带领教室 **{code}**：你的步骤、标签页、提示词和生成结果会带动每个学生的页面（密钥只保存在本浏览器中）。",
     "room_link": "学生打开 {link} 加入，或输入代码 {code_hint}",
     "room_tally": "{members} 人中已有 {answered} 人作答：{counts}",
+    "room_here": "在场学生 {here} 人，都在跟随你。",
+    "room_here_exploring": "在场学生 {here} 人：其中 {exploring} 人在自行探索（按“跟随老师”即可回来）。",
     "room_revealed": "答案：{answer} · {answered} 人作答",
     "room_away": "你离开了教室 {code} 的进度：按“跟随老师”回到同一步。",
     "room_joined": "已在教室 {code} 中：正在跟随老师。",

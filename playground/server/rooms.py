@@ -58,7 +58,8 @@ from playground.server.room_votes import Vote, public_vote
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector and typed without doubt
 CODE_LENGTH = 6  # 31**6 ≈ 887 million codes
 MAX_MEMBERS = 200
-MEMBER_IDLE_SECONDS = 120.0  # a member unseen this long (its page polls every second) may lose its place to a newcomer
+MEMBER_IDLE_SECONDS = 120.0  # a member unseen this long may lose its place to a newcomer
+HERE_SECONDS = 75.0  # a member seen this recently is counted as here (an open page polls at least every 30 s)
 MAX_FAILURES = 30  # wrong codes or keys a client address may send per window
 FAILURE_WINDOW = 60.0
 MAX_TRACKED_CLIENTS = 10_000  # addresses whose failures are remembered (the oldest forgotten first)
@@ -227,19 +228,18 @@ class Rooms:
             self._teacher(code, key, client)
 
     def tally(self, code: Any, key: Any, client: str | None = None) -> dict:
-        """The teacher's view of the vote: how many answered and the counts (no member's own choice)."""
+        """The teacher's view of the room: how many joined, are here and explore on their own (stepped
+        away), and of the vote: how many answered and the counts (no member's own choice)."""
         with self._lock:
             room = self._teacher(code, key, client)
+            since = self._clock() - HERE_SECONDS
+            here = [m for m, seen in room.members.items() if seen >= since]
+            away = sum(not room.following.get(m, (True, 0))[0] for m in here)
+            who = {"members": len(room.members), "here": len(here), "exploring": away}
             vote = room.vote
             if vote is None:
-                return {"vote": None, "answered": 0, "counts": {}, "members": len(room.members)}
-            return {
-                "vote": vote.id,
-                "open": vote.open,
-                "answered": len(vote.ballots),
-                "counts": vote.counts(),
-                "members": len(room.members),
-            }
+                return {"vote": None, "answered": 0, "counts": {}, **who}
+            return {"vote": vote.id, "open": vote.open, "answered": len(vote.ballots), "counts": vote.counts(), **who}
 
     def reveal(self, code: Any, key: Any, client: str | None = None) -> dict:
         """Close the vote and show every page its answer and the room's counts."""

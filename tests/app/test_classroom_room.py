@@ -252,7 +252,10 @@ def test_a_poll_answering_after_a_follow_or_a_step_away_does_not_undo_it(pages):
     s_room = lessons_room.join_room(student_state, None, t_room["code"]).room
     s_room = lessons_room.poll(student_state, s_room, "").room
 
+    assert "Students here: 1, all following you" in lessons_room.poll(teacher_state, t_room, PROMPT).room_status
     away = room_follow.prompt_typed(student_state, s_room, "my own").room
+    said = lessons_room.poll(teacher_state, t_room, PROMPT).room_status
+    assert "Students here: 1; exploring on their own: 1" in said  # (the teacher's page is told)
     room_follow.prompt_typed(teacher_state, t_room, "Next prompt")
     late = lessons_room.poll(student_state, away, "my own")  # begun while away: takes nothing
     assert late.prompt == SKIP and late.room["follow"] is False

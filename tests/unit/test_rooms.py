@@ -90,6 +90,27 @@ def test_whether_a_member_follows_is_the_rooms_and_counts_each_change():
     refused("room.ended", r.set_following, code, member, True)
 
 
+def test_the_teacher_sees_who_is_here_and_who_explores():
+    clock = Clock()
+    r = Rooms(clock=clock)
+    code, key = r.create()
+    members = [r.join(code) for _ in range(4)]
+    assert r.tally(code, key) == {"vote": None, "answered": 0, "counts": {}, "members": 4, "here": 4, "exploring": 0}
+    r.set_following(code, members[0], False)
+    r.set_following(code, members[1], False)
+    r.set_following(code, members[1], True)  # (back with Follow)
+    assert (r.tally(code, key)["here"], r.tally(code, key)["exploring"]) == (4, 1)
+    clock.now += rooms.HERE_SECONDS - 1
+    r.state(code, member=members[1])  # (a page's poll: it is here)
+    r.state(code, member=members[0])
+    clock.now += 2  # the two others' pages closed: joined, no longer here
+    assert {k: r.tally(code, key)[k] for k in ("members", "here", "exploring")} == {
+        "members": 4,
+        "here": 2,
+        "exploring": 1,
+    }
+
+
 def test_bad_states_are_refused_by_name():
     r = Rooms()
     code, key = r.create()
@@ -131,7 +152,15 @@ def test_votes_count_once_and_students_see_only_their_own():
     r.vote(code, a, vid, "no")  # a second choice replaces the first
     r.vote(code, a, vid, "no")
     r.vote(code, b, vid, "yes")
-    assert r.tally(code, key) == {"vote": vid, "open": True, "answered": 2, "counts": {"yes": 1, "no": 1}, "members": 3}
+    assert r.tally(code, key) == {
+        "vote": vid,
+        "open": True,
+        "answered": 2,
+        "counts": {"yes": 1, "no": 1},
+        "members": 3,
+        "here": 3,
+        "exploring": 0,
+    }
     for member, mine in ((a, "no"), (b, "yes"), (c, None)):
         seen = r.state(code, member=member)["vote"]
         assert seen["mine"] == mine

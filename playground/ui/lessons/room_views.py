@@ -118,10 +118,20 @@ def tally_text(tally: dict, lang: str, vote: dict | None = None) -> str:
     return text
 
 
+def here_text(tally: dict, lang: str) -> str:
+    """How many students are here, and how many of them explore on their own (stepped away)."""
+    if not tally.get("here"):
+        return ""
+    if tally.get("exploring"):
+        return tr(lang, "room_here_exploring", here=tally["here"], exploring=tally["exploring"])
+    return tr(lang, "room_here", here=tally["here"])
+
+
 def teacher_status(room: dict, lang: str, link: str | None = None, tally: dict | None = None) -> str:
     text = tr(lang, "room_teacher", code=room["code"])
     if link or room.get("link"):
         text += " " + tr(lang, "room_link", link=link or room.get("link"), code_hint=room["code"])
-    if tally:
-        text += "  \n" + tally_text(tally, lang, room.get("vote"))
+    for line in (here_text(tally or {}, lang), tally_text(tally or {}, lang, room.get("vote"))):
+        if line:
+            text += "  \n" + line
     return text
