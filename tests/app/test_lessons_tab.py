@@ -119,6 +119,29 @@ def _page(session, query=""):
     return SimpleNamespace(session_hash=session, query_params=dict(p.split("=") for p in query.split("&") if p))
 
 
+def test_a_rooms_step_drawn_before_the_pages_load_is_kept():
+    """A student's page opened with ``?room=CODE``: the room's poll may draw the teacher's step before the
+    page's load event has its turn; the load then leaves it (it drew the first lesson over it before)."""
+    state = state_of()
+    page = _page("room-page", "room=ABCDEF")
+    try:
+        followed = lessons_tab.show_at(state, {"lesson": "gpt", "step": 1}, PROMPT, page)
+        assert followed.lesson_pos == {"lesson": "gpt", "step": 1}
+        skip = lessons_tab.gr.skip()
+        assert all(x == skip for x in lessons_tab.open_from_link(state, PROMPT, page))
+        assert lessons_tab.redraw(state, lessons_tab.first_position(), PROMPT, None, page).lesson_pos == {
+            "lesson": "gpt",
+            "step": 1,
+        }
+        # a link naming its step still opens it (the page's own choice, not a room's)
+        linked = lessons_tab.open_from_link(state, PROMPT, _page("room-page", "lesson=multihead&step=2"))
+        assert linked[0] == {"lesson": "multihead", "step": 1}
+    finally:
+        from playground.ui import redraw
+
+        redraw.forget(page)
+
+
 def test_the_pages_own_redraws_as_it_opens_never_draw_an_older_step_over_the_linked_one():
     import threading
     import time

@@ -238,7 +238,9 @@ def answer(state, pos, prompt, choice, request: gr.Request = None) -> Revealed:
 
 
 def open_from_link(state, prompt, request: gr.Request = None):
-    """Page load: ``?lesson=attention&step=3`` opens that step (and the Lessons tab)."""
+    """Page load: ``?lesson=attention&step=3`` opens that step (and the Lessons tab). Without one, a page
+    that has drawn a step already keeps it: a room's poll (``?room=CODE``) drew the teacher's step while
+    this load waited its turn."""
     params = dict(request.query_params) if request is not None else {}
     lang, present = page_prefs(request)
     state = {**(state or {}), "lang": lang, "present": present}
@@ -249,6 +251,8 @@ def open_from_link(state, prompt, request: gr.Request = None):
     except LessonError as e:  # a link naming no lesson: the first one opens, and the link's id is said
         lesson, index, refused = lessons.lessons()[0], 0, e
     with drawn.page_lock(request):
+        if not lesson_id and request is not None and position(request, None) is not None:
+            return (*only(Shown), gr.skip())
         shown = recorded(request, show(state, {"lesson": lesson.id, "step": index}, prompt))
     if refused is not None:
         shown = shown._replace(reveal=fail(refused, lang))
