@@ -291,7 +291,8 @@ def test_a_student_follows_the_teachers_model_step_and_inside_view(page_url):
             page.on("pageerror", lambda e: errors.append(str(e)))
             pages.append(page)
         teacher, student = pages
-        join_room(student, base, start_room(teacher, base))
+        code = start_room(teacher, base)
+        join_room(student, base, code)
 
         # the teacher builds the nano model
         open_tab(teacher, "model")
@@ -304,6 +305,18 @@ def test_a_student_follows_the_teachers_model_step_and_inside_view(page_url):
         teacher.wait_for_timeout(1000)  # (the preset's fields filled in)
         teacher.locator("#pg-build").click()
         teacher.locator("#pg-build-msg").get_by_text("Ready", exact=False).wait_for(timeout=120_000)
+
+        # a student who joins now takes the teacher's model, and keeps it once the page's own load is done
+        late = browser.new_context(locale="en", viewport={"width": 1280, "height": 900}).new_page()
+        late.on("pageerror", lambda e: errors.append(str(e)))
+        join_room(late, base, code)
+        summary = teacher.locator("#pg-summary").inner_text()
+        late.wait_for_function(
+            "(want) => document.querySelector('#pg-summary')?.innerText === want", arg=summary, timeout=30_000
+        )
+        late.wait_for_timeout(3000)  # (every load event of the page has answered by now)
+        assert late.locator("#pg-summary").inner_text() == summary
+        late.context.close()
 
         # ... and opens the attention lesson's heads overview: the student's page on the teacher's model
         open_tab(teacher, "lessons")

@@ -339,7 +339,8 @@ def wire(page) -> None:
     c.room_start.click(start_room, [state, c.room, c.lesson_pos, prompt], entered, **private).then(**keep)
     c.room_join.click(join_room, [state, c.room, c.room_code], entered, **private)
     c.room_code.submit(join_room, [state, c.room, c.room_code], entered, **private)
-    page.demo.load(
+    # after the page's session is made (model.tab.load_session): the room's polls start from it
+    page.session_loaded.then(
         from_link,
         [state, c.room, prompt, c.lesson_pos, c.room_secret],
         entered + [c.room_code, page.tabs],

@@ -390,7 +390,12 @@ def weight_inputs(weights):
 
 def wire(page) -> None:
     m = page.model
-    page.demo.load(load_session, None, outputs(Loaded, page, m, page.generate), api_name="load_session").then(
+    # (a classroom room's join or start is chained after it: the room's poll takes the teacher's model
+    # into the page's session, which this load would otherwise replace with a new one)
+    page.session_loaded = page.demo.load(
+        load_session, None, outputs(Loaded, page, m, page.generate), api_name="load_session"
+    )
+    page.session_loaded.then(
         in_use, page.state, m.in_use, api_visibility="private"
     )  # what is loaded, kept current: after the first load, a build, and whenever the tab opens
     page.model_tab.select(in_use, page.state, m.in_use, api_visibility="private")
