@@ -273,6 +273,10 @@ def test_a_poll_answering_after_a_follow_or_a_step_away_does_not_undo_it(pages):
     room_follow.prompt_typed(teacher_state, t_room, "Fourth prompt")
     after = lessons_room.poll(student_state, early.room, "mine")
     assert after.prompt == SKIP and after.room["follow"] is False
+    # with nothing new in the room, a poll still writes the page's record as the room has it
+    stale = {**after.room, "follow": True, "moves": early.room["moves"]}
+    quiet = lessons_room.poll(student_state, stale, "mine")
+    assert quiet.prompt == SKIP and quiet.room["follow"] is False and quiet.room["moves"] == after.room["moves"]
     lessons_room.end_room(teacher_state, t_room)
 
 

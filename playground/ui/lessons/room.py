@@ -284,12 +284,13 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
             room_timer=gr.Timer(active=False),
             room_qr="",
         )
+    out = nothing
     if not teacher and seen.get("moves", room.get("moves")) != room.get("moves"):
         # a poll that answered after this page's Follow (or step away) wrote its record back: the room's word stands
         room = room_student.settled(room, seen)
+        out = out._replace(room=room)
         if room["follow"] and not seen["changed"]:
             seen = ROOMS.state(room["code"], member=room.get("member"), client=client_address())
-    out = nothing
     if seen["changed"]:
         room = {**room, "version": seen["version"], "vote": seen.get("vote")}
     if teacher:
