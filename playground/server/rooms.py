@@ -19,7 +19,7 @@ followers get its chips without a map), the Inside view by the same, the vote by
 members by ``MAX_MEMBERS``: under 4 MB a room, so the default 20 rooms hold under 80 MB (``room_checks`` checks
 each before it is stored; the steps drawn for a room's followers are ``server.room_steps``'s, 8 a room).
 
-A wrong code (or a wrong key) counts against the client address that sent it: past
+A wrong code (or a wrong key) counts against the client address that sent it (``room_lockout``): past
 ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds that address is refused before any lookup, the rooms and
 every other client untouched. Rooms end when the teacher ends them or after ``PLAYGROUND_ROOM_IDLE_MINUTES``
 (60) without the teacher; the server holds at most ``PLAYGROUND_MAX_ROOMS`` (20) of ``MAX_MEMBERS`` each.
@@ -53,6 +53,12 @@ from playground.server.room_checks import (  # noqa: F401  (the limits and the e
     check_state,
     check_text,
 )
+from playground.server.room_lockout import (  # noqa: F401  (the limits are the rooms' too)
+    FAILURE_WINDOW,
+    MAX_FAILURES,
+    MAX_TRACKED_CLIENTS,
+    Lockout,
+)
 from playground.server.room_votes import Vote, public_vote
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector and typed without doubt
@@ -60,9 +66,6 @@ CODE_LENGTH = 6  # 31**6 ≈ 887 million codes
 MAX_MEMBERS = 200
 MEMBER_IDLE_SECONDS = 120.0  # a member unseen this long may lose its place to a newcomer
 HERE_SECONDS = 75.0  # a member seen this recently is counted as here (an open page polls at least every 30 s)
-MAX_FAILURES = 30  # wrong codes or keys a client address may send per window
-FAILURE_WINDOW = 60.0
-MAX_TRACKED_CLIENTS = 10_000  # addresses whose failures are remembered (the oldest forgotten first)
 MAX_ENDED = 1_000  # ended codes remembered, so a late student is told the room ended
 
 
@@ -117,7 +120,7 @@ class Rooms:
         self._lock = threading.Lock()
         self._rooms: dict[str, Room] = {}
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._failures: collections.OrderedDict[Any, collections.deque] = collections.OrderedDict()
+        self._lockout = Lockout(clock)
         self._listeners: list[Callable[[str], None]] = []
         self._enders: list[Callable[[str], None]] = []
 
@@ -336,34 +339,12 @@ class Rooms:
         for code in [c for c, room in self._rooms.items() if room.touched < limit]:
             self._end(code)
 
-    def _refuse_if_locked_out(self, client) -> None:
-        now = self._clock()
-        failures = self._failures.get(client)
-        if failures is None:
-            return
-        while failures and failures[0] < now - FAILURE_WINDOW:
-            failures.popleft()
-        if len(failures) >= MAX_FAILURES:
-            wait = max(1, int(failures[0] + FAILURE_WINDOW - now + 1))
-            raise RoomError(
-                "room.too_many_tries",
-                "Too many wrong room codes or keys from this address: try again in {seconds} s.",
-                seconds=wait,
-            )
-
-    def _failed(self, client) -> None:
-        failures = self._failures.pop(client, None) or collections.deque(maxlen=MAX_FAILURES)
-        failures.append(self._clock())
-        self._failures[client] = failures  # the most recent last: the oldest is forgotten first
-        while len(self._failures) > MAX_TRACKED_CLIENTS:
-            self._failures.popitem(last=False)
-
     def _room(self, code: Any, client) -> Room:
         """The live room of ``code`` (callers hold the lock), or a refusal that counts against ``client``."""
-        self._refuse_if_locked_out(client)
+        self._lockout.check(client)
         canonical = normalize_code(code)
         if canonical is None:
-            self._failed(client)
+            self._lockout.failed(client)
             raise RoomError(
                 "room.bad_code",
                 "{code!r} is not a room code: a code is {n} letters and digits, as on the teacher's screen.",
@@ -377,7 +358,7 @@ class Rooms:
         if room is None:
             if canonical in self._ended:
                 raise RoomError("room.ended", "Room {code} has ended.", code=canonical)
-            self._failed(client)
+            self._lockout.failed(client)
             raise RoomError(
                 "room.not_found", "No room has the code {code}: check it on the teacher's screen.", code=canonical
             )
@@ -395,7 +376,7 @@ class Rooms:
         room = self._room(code, client)
         given = key.encode("utf-8", "replace") if isinstance(key, str) else b""
         if not hmac.compare_digest(given, room.key.encode()):
-            self._failed(client)
+            self._lockout.failed(client)
             raise RoomError("room.not_teacher", "Only the teacher of room {code} can do that.", code=room.code)
         room.touched = self._clock()
         return room
