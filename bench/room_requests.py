@@ -18,6 +18,9 @@ framework's. Prints the figures that docs/benchmarks.md states.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import re
 import statistics
 import sys
 import urllib.parse
@@ -26,8 +29,9 @@ import uuid
 import psutil
 
 from bench import serving
-from bench.room_cpu import ServedApp, cpu_seconds, settle
-from bench.room_sse import Endpoint, KeptConnection, post
+from bench.room_cpu import PROMPT, ServedApp, cpu_seconds, settle
+from bench.room_follow import Route
+from bench.room_sse import Endpoint, KeptConnection, post, stream_generate
 
 
 class BareGradio(serving.App):
@@ -46,6 +50,42 @@ def serve_bare() -> None:
         button = gr.Button()
         button.click(lambda *_: {"changed": False}, [code, since, member, key], out, queue=False, api_name="room_state")
     demo.launch()
+
+
+def page_route(client, elem_id: str) -> Route:
+    """The route of the click event of the page's button ``elem_id`` (a page's private event: the page
+    posts it by its fn_index, as this does)."""
+    components = {c["id"]: c.get("props", {}).get("elem_id") for c in client.config["components"]}
+    fn_index = next(
+        d["id"]
+        for d in client.config["dependencies"]
+        if any(components.get(t[0]) == elem_id and t[1] == "click" for t in d.get("targets", []))
+    )
+    prefix = client.config.get("api_prefix", "/gradio_api").strip("/")
+    parts = urllib.parse.urlsplit(client.src)
+    dependency = next(d for d in client.config["dependencies"] if d["id"] == fn_index)
+    run_path = None if dependency.get("queue", True) else _run_path(client)
+    return Route(fn_index, parts.hostname, parts.port or 80, f"/{prefix}/queue/join", f"/{prefix}/queue/data", run_path)
+
+
+def then_route(client, elem_id: str) -> Route:
+    """The route of the event chained after the click of ``elem_id`` (the page runs it when that ends)."""
+    first = page_route(client, elem_id)
+    dependency = next(d for d in client.config["dependencies"] if d.get("trigger_after") == first.fn_index)
+    queued = dependency.get("queue", True)
+    return dataclasses.replace(first, fn_index=dependency["id"], run_path=None if queued else _run_path(client))
+
+
+def _run_path(client) -> str:
+    return "/" + client.config.get("api_prefix", "/gradio_api").strip("/") + "/run/predict"
+
+
+def send(route: Route, session: str, data: list, kept: KeptConnection | None = None) -> list:
+    """One event of the page's session ``session``: its outputs."""
+    if route.run_path:
+        return post(route, session, data, timeout=120, kept=kept)[1]
+    _, stamped = stream_generate(route, session, data, None, timeout=120)
+    return stamped[-1][1] if stamped else []
 
 
 def per_request(proc: psutil.Process, send, n: int) -> float:
@@ -91,11 +131,39 @@ def main(argv: list[str] | None = None) -> None:
             "/room_state, the room's state": ("app", lambda: post(state, session, [code, None, "", ""], kept=app_conn)),
             "bare Gradio event": ("bare", lambda: post(bare_event, session, [code, 1, "", ""], kept=bare_conn)),
         }
+        # A teacher's page and a student's, through their own events (the teacher's room names its model,
+        # so the step is drawn once for the room): the teacher alternates Next and Back, each published as
+        # the page publishes it (the event chained after it); the student's page polls after each move.
+        lead, pupil = uuid.uuid4().hex, uuid.uuid4().hex
+        started = send(page_route(teacher, "pg-room-start"), lead, [None, None, None, PROMPT])
+        page_code = re.search(r"\*\*([A-Z0-9]{6})\*\*", json.dumps(started)).group(1)
+        send(page_route(teacher, "pg-room-join"), pupil, [None, None, page_code])
+        poll = page_route(teacher, "pg-room-poke")
+        steps = [
+            (page_route(teacher, f"pg-lesson-{b}"), then_route(teacher, f"pg-lesson-{b}")) for b in ("next", "back")
+        ]
+        moves = iter(range(10**6))
+
+        def move() -> None:
+            step, publish = steps[next(moves) % 2]
+            send(step, lead, [None, None, PROMPT])
+            send(publish, lead, [None, None, None, PROMPT])
+
+        def move_and_poll() -> None:
+            move()
+            send(poll, pupil, [None, None, PROMPT], kept=app_conn)
+
+        kinds["the page's poll, nothing new"] = ("app", lambda: send(poll, pupil, [None, None, PROMPT], kept=app_conn))
         costs: dict[str, list[float]] = {kind: [] for kind in kinds}
+        costs["the page's poll, a new step"] = []
         for _ in range(args.rounds):
-            for kind, (server, send) in kinds.items():
-                send()  # (the first call's one-off costs)
-                costs[kind].append(per_request(procs[server], send, args.requests))
+            for kind, (server, request) in kinds.items():
+                request()  # (the first call's one-off costs)
+                costs[kind].append(per_request(procs[server], request, args.requests))
+            move_and_poll()
+            n = max(20, args.requests // 4)
+            both = per_request(procs["app"], move_and_poll, n)
+            costs["the page's poll, a new step"].append(both - per_request(procs["app"], move, n))
         app_conn.close()
         bare_conn.close()
         teacher.predict(code, key, api_name="/room_end")
@@ -107,12 +175,12 @@ def main(argv: list[str] | None = None) -> None:
     for kind, ms in costs.items():
         rounds = ", ".join(f"{m:.2f}" for m in ms)
         print(f"{kind}: {rounds} ms of server CPU a request ({statistics.median(ms) / floor:.2f}x the bare event)")
-    update = statistics.median(costs["/room/wait, answered at once"]) + statistics.median(
-        costs["/room_state, the room's state"]
-    )
-    print(
-        f"one follow update (a wait answered, the room's state): {update:.2f} ms, {update / floor:.2f}x the bare event"
-    )
+    wait = statistics.median(costs["/room/wait, answered at once"])
+    for poll_kind in ("/room_state, the room's state", "the page's poll, a new step"):
+        update = wait + statistics.median(costs[poll_kind])
+        print(
+            f"one follow update (a wait answered, {poll_kind}): {update:.2f} ms, {update / floor:.2f}x the bare event"
+        )
     if any(m <= 0 for ms in costs.values() for m in ms):
         sys.exit("a request cost no measurable CPU: too few requests for psutil's clock")
 

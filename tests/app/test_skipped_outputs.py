@@ -1,0 +1,105 @@
+"""An event's skipped outputs are answered exactly as Gradio answers them, without rebuilding a component each."""
+
+import asyncio
+import json
+
+import gradio as gr
+import pandas as pd
+import pytest
+from gradio.state_holder import SessionState
+
+from playground.ui import skipped_outputs
+
+
+def demo_with_every_kind():
+    with gr.Blocks() as demo:
+        state = gr.State({"a": 1})
+        with gr.Tabs() as tabs:
+            with gr.Tab("one", id="one"):
+                outputs = [
+                    gr.Textbox("t"),
+                    gr.Markdown("m"),
+                    gr.HTML("<b>h</b>"),
+                    gr.Plot(),
+                    gr.Dataframe(pd.DataFrame({"x": [1]})),
+                    gr.Slider(0, 10, value=3),
+                    gr.Radio(["a", "b"], value="a"),
+                    gr.JSON({"j": 1}),
+                    gr.Timer(1.0, active=False),
+                ]
+            with gr.Tab("two", id="two"):
+                with gr.Accordion("acc", open=False) as accordion:
+                    row = gr.Row()
+        button = gr.Button()
+        outputs = [state, tabs, accordion, row, *outputs]
+        button.click(lambda: None, None, outputs)
+    block_fn = next(f for f in demo.fns.values() if list(f.outputs) == outputs)
+    return demo, block_fn, outputs
+
+
+def answered(fn, demo, block_fn, predictions):
+    state = SessionState(demo)
+    out = asyncio.run(fn(demo, block_fn, predictions, state))
+    return json.loads(json.dumps(out, default=str)), state
+
+
+SKIP = gr.skip()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "all skipped",
+        "one skip for all",
+        "mixed",
+        "by component",
+        "none skipped",
+    ],
+)
+def test_the_answer_is_gradios_own(case):
+    demo, block_fn, outputs = demo_with_every_kind()
+    state, tabs, accordion, row, text, md, html, plot, df, slider, radio, js, timer = outputs
+    predictions = lambda: {  # noqa: E731  (made anew for each: Gradio takes the values out of an update)
+        "all skipped": [SKIP] * len(outputs),
+        "one skip for all": SKIP,
+        "mixed": [{"b": 2}, gr.Tabs(selected="two"), SKIP, gr.Row(visible=False), "new", SKIP, SKIP, None, SKIP]
+        + [gr.update(maximum=20, value=5), SKIP, {"k": [1, 2]}, gr.Timer(active=True)],
+        "by component": {text: "by name", html: SKIP, slider: 4, state: {"c": 3}},
+        "none skipped": [{"b": 2}, gr.Tabs(selected="one"), gr.Accordion(open=True), gr.Row(visible=True), "x"]
+        + ["**y**", "<i>z</i>", None, pd.DataFrame({"x": [2]}), 7, "b", [1], gr.Timer(2.0)],
+    }[case]
+    ours, our_state = answered(skipped_outputs.postprocess_data, demo, block_fn, predictions())
+    gradios, gradio_state = answered(gr.Blocks.postprocess_data, demo, block_fn, predictions())
+    assert ours == gradios
+    assert our_state[state._id] == gradio_state[state._id]  # (the State output kept alike)
+
+
+def test_a_skipped_output_rebuilds_no_component(monkeypatch):
+    demo, block_fn, outputs = demo_with_every_kind()
+    rebuilt = []
+    original = SessionState._update_config
+    monkeypatch.setattr(SessionState, "_update_config", lambda self, i: (rebuilt.append(i), original(self, i))[1])
+    predictions = [SKIP] * len(outputs)
+    predictions[9] = gr.update(maximum=20)  # (the slider's, a real update: rebuilt, as Gradio does)
+    answered(skipped_outputs.postprocess_data, demo, block_fn, list(predictions))
+    assert rebuilt == [outputs[9]._id]
+    rebuilt.clear()
+    answered(gr.Blocks.postprocess_data, demo, block_fn, list(predictions))
+    assert len(rebuilt) == len(outputs) - 1  # Gradio's own: every output but the State's
+
+
+def test_a_wrong_number_of_outputs_gets_gradios_message():
+    demo, block_fn, outputs = demo_with_every_kind()
+    with pytest.raises(Exception) as ours:
+        answered(skipped_outputs.postprocess_data, demo, block_fn, [SKIP] * (len(outputs) - 1))
+    with pytest.raises(Exception) as gradios:
+        answered(gr.Blocks.postprocess_data, demo, block_fn, [SKIP] * (len(outputs) - 1))
+    assert type(ours.value) is type(gradios.value) and str(ours.value) == str(gradios.value)
+
+
+def test_the_app_answers_its_events_this_way():
+    from playground.ui.app import build_demo
+
+    demo = build_demo()
+    assert demo.postprocess_data.__func__ is skipped_outputs.postprocess_data
+    assert gr.Blocks.postprocess_data is not skipped_outputs.postprocess_data  # (no other app touched)
