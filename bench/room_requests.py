@@ -18,7 +18,6 @@ framework's. Prints the figures that docs/benchmarks.md states.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import re
 import statistics
@@ -52,32 +51,33 @@ def serve_bare() -> None:
     demo.launch()
 
 
+def route_of(client, fn_index: int) -> Route:
+    """The route of event ``fn_index`` of ``client``'s app (unqueued: one POST; else through the queue)."""
+    prefix = "/" + client.config.get("api_prefix", "/gradio_api").strip("/")
+    parts = urllib.parse.urlsplit(client.src)
+    dependency = next(d for d in client.config["dependencies"] if d["id"] == fn_index)
+    run_path = None if dependency.get("queue", True) else f"{prefix}/run/predict"
+    return Route(fn_index, parts.hostname, parts.port or 80, f"{prefix}/queue/join", f"{prefix}/queue/data", run_path)
+
+
 def page_route(client, elem_id: str) -> Route:
     """The route of the click event of the page's button ``elem_id`` (a page's private event: the page
     posts it by its fn_index, as this does)."""
     components = {c["id"]: c.get("props", {}).get("elem_id") for c in client.config["components"]}
-    fn_index = next(
-        d["id"]
-        for d in client.config["dependencies"]
-        if any(components.get(t[0]) == elem_id and t[1] == "click" for t in d.get("targets", []))
+    return route_of(
+        client,
+        next(
+            d["id"]
+            for d in client.config["dependencies"]
+            if any(components.get(t[0]) == elem_id and t[1] == "click" for t in d.get("targets", []))
+        ),
     )
-    prefix = client.config.get("api_prefix", "/gradio_api").strip("/")
-    parts = urllib.parse.urlsplit(client.src)
-    dependency = next(d for d in client.config["dependencies"] if d["id"] == fn_index)
-    run_path = None if dependency.get("queue", True) else _run_path(client)
-    return Route(fn_index, parts.hostname, parts.port or 80, f"/{prefix}/queue/join", f"/{prefix}/queue/data", run_path)
 
 
 def then_route(client, elem_id: str) -> Route:
     """The route of the event chained after the click of ``elem_id`` (the page runs it when that ends)."""
-    first = page_route(client, elem_id)
-    dependency = next(d for d in client.config["dependencies"] if d.get("trigger_after") == first.fn_index)
-    queued = dependency.get("queue", True)
-    return dataclasses.replace(first, fn_index=dependency["id"], run_path=None if queued else _run_path(client))
-
-
-def _run_path(client) -> str:
-    return "/" + client.config.get("api_prefix", "/gradio_api").strip("/") + "/run/predict"
+    first = page_route(client, elem_id).fn_index
+    return route_of(client, next(d["id"] for d in client.config["dependencies"] if d.get("trigger_after") == first))
 
 
 def send(route: Route, session: str, data: list, kept: KeptConnection | None = None) -> list:
@@ -88,11 +88,11 @@ def send(route: Route, session: str, data: list, kept: KeptConnection | None = N
     return stamped[-1][1] if stamped else []
 
 
-def per_request(proc: psutil.Process, send, n: int) -> float:
-    """Milliseconds of ``proc``'s CPU per call of ``send()``, over ``n`` calls in a row."""
+def per_request(proc: psutil.Process, request, n: int) -> float:
+    """Milliseconds of ``proc``'s CPU per call of ``request()``, over ``n`` calls in a row."""
     c0 = cpu_seconds(proc)
     for _ in range(n):
-        send()
+        request()
     return (cpu_seconds(proc) - c0) / n * 1000
 
 
