@@ -67,6 +67,7 @@ MAX_MEMBERS = 200
 MEMBER_IDLE_SECONDS = 120.0  # a member unseen this long may lose its place to a newcomer
 HERE_SECONDS = 75.0  # a member seen this recently is counted as here (an open page polls at least every 30 s)
 MAX_ENDED = 1_000  # ended codes remembered, so a late student is told the room ended
+IN_STEP = (True, 0)  # (following, times changed) of a member whose page never stepped away
 
 
 def max_rooms() -> int:
@@ -237,7 +238,7 @@ class Rooms:
             room = self._teacher(code, key, client)
             since = self._clock() - HERE_SECONDS
             here = [m for m, seen in room.members.items() if seen >= since]
-            away = sum(not room.following.get(m, (True, 0))[0] for m in here)
+            away = sum(not room.following.get(m, IN_STEP)[0] for m in here)
             who = {"members": len(room.members), "here": len(here), "exploring": away}
             vote = room.vote
             if vote is None:
@@ -297,7 +298,7 @@ class Rooms:
         said so, which ``state`` gives back with whether it follows."""
         with self._lock:
             room = self._member_room(code, member, client)
-            moves = room.following.get(member, (True, 0))[1] + 1
+            moves = room.following.get(member, IN_STEP)[1] + 1
             room.following[member] = (bool(following), moves)
             room.members[member] = self._clock()
             return moves
@@ -312,7 +313,7 @@ class Rooms:
             seen: dict = {"code": room.code, "version": room.version}
             if mine is not None:
                 room.members[mine] = self._clock()
-                seen["following"], seen["moves"] = room.following.get(mine, (True, 0))
+                seen["following"], seen["moves"] = room.following.get(mine, IN_STEP)
             if since == room.version and not isinstance(since, bool):
                 return {**seen, "changed": False}
             vote = public_vote(room.vote, mine) if room.vote is not None else None
