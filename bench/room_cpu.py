@@ -1,9 +1,12 @@
 """The server's CPU for a room's followers, against one forward pass of the model they follow.
 
-``python -m bench.room_cpu [--followers 60] [--steps 10]``: the app served as ``gpt-playground`` serves
-it (a process of its own, its start-up heap frozen), a teacher (gradio_client) and ``--followers``
-pages in a process of their own following as a student's page does (bench/room_follow: the long poll
-on ``/room/wait``, then the page's poll ``/room_state`` when the room moved). The server process's CPU
+``python -m bench.room_cpu [--followers 60] [--steps 10] [--pages]``: the app served as ``gpt-playground``
+serves it (a process of its own, its start-up heap frozen), a teacher and ``--followers`` followers in a
+process of their own following as a student's page does (bench/room_follow: the long poll on
+``/room/wait``, then a poll when the room moved). By default the teacher publishes lesson steps through
+the room's API (``/room_publish``) and the followers poll ``/room_state``; with ``--pages`` the teacher is
+a page (its Start, then Next and Back through its own events) and each follower is a student's page (its
+own Join and its own poll, answered with the step drawn once for the room). The server process's CPU
 time (user + system, ``psutil``) is read over three windows of the same length:
 
 - **quiet**: no follower, the teacher publishing nothing (what the idle server spends);
@@ -28,7 +31,7 @@ import time
 import psutil
 
 from bench.browser.app_server import AppServer
-from bench.room_follow import FollowerProcess
+from bench.room_follow import FollowerProcess, Page, TeacherPage
 from bench.room_sse import Endpoint
 
 PROMPT = "ROMEO:\nWhat light through yonder window breaks?\n"
@@ -102,6 +105,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="each follower request on a new connection (a page keeps its connections open)",
     )
+    ap.add_argument(
+        "--pages",
+        action="store_true",
+        help="followers are student pages (their own Join and poll, the step drawn for the room) led by a "
+        "teacher's page (Next, Back), not API followers of /room_publish and /room_state",
+    )
     args = ap.parse_args(argv)
     seconds = args.steps * args.step_seconds
 
@@ -111,27 +120,38 @@ def main(argv: list[str] | None = None) -> None:
     try:
         proc = psutil.Process(app.proc.pid)
         teacher = Client(app.url, verbose=False)
-        room = teacher.predict(api_name="/room_create")
-        code, key = room["code"], room["key"]
+        if args.pages:
+            lead = TeacherPage(teacher, PROMPT)
+            code, key, page = lead.start(), None, Page.of(teacher, PROMPT)
+        else:
+            room = teacher.predict(api_name="/room_create")
+            code, key, page = room["code"], room["key"], None
         step = iter(range(10_000))
 
-        def publish_steps() -> None:
-            for _ in range(args.steps):
-                t0 = time.perf_counter()
+        def publish_one(i: int) -> None:
+            if args.pages:  # Next through half the moves, Back through the rest: the same steps each window
+                lead.move(+1 if i < (args.steps + 1) // 2 else -1)
+            else:
                 teacher.predict(code, key, {"lesson": "attention", "step": next(step) % 8}, api_name="/room_publish")
+
+        def publish_steps() -> None:
+            for i in range(args.steps):
+                t0 = time.perf_counter()
+                publish_one(i)
                 time.sleep(max(0.0, args.step_seconds - (time.perf_counter() - t0)))
 
         settle(proc)
         quiet, wall_quiet = window(proc, seconds)
         alone, wall_alone = window(proc, seconds, publish_steps)
         pages = FollowerProcess(
-            Endpoint(teacher, "/room_state"), code, args.followers, keep_alive=not args.no_keep_alive
+            Endpoint(teacher, "/room_state"), code, args.followers, keep_alive=not args.no_keep_alive, page=page
         )
         time.sleep(8.0)  # every page has joined and drawn the room
         waiting, wall_waiting = window(proc, seconds)
         following, wall_following = window(proc, seconds, publish_steps)
         followers = pages.stop()
-        teacher.predict(code, key, api_name="/room_end")
+        if key is not None:
+            teacher.predict(code, key, api_name="/room_end")
     finally:
         app.close()
     errors = [e for f in followers for e in f.errors]
@@ -142,8 +162,9 @@ def main(argv: list[str] | None = None) -> None:
 
     per_wait = max(0.0, waiting / wall_waiting - quiet / wall_quiet) / args.followers
     per_update = max(0.0, following - alone * wall_following / wall_alone) / (args.followers * args.steps)
+    kind = "student pages" if args.pages else "API followers"
     print(
-        f"server CPU: quiet {quiet / wall_quiet * 1000:.1f} ms/s, the teacher's {args.steps} moves alone "
+        f"{kind}; server CPU: quiet {quiet / wall_quiet * 1000:.1f} ms/s, the teacher's {args.steps} moves alone "
         f"{alone:.2f} s, {args.followers} followers waiting {waiting / wall_waiting * 1000:.1f} ms/s, "
         f"following the {args.steps} moves {following:.2f} s ({len(errors)} errors; the followers opened "
         f"{sum(f.connections for f in followers)} connections for {sum(f.waits for f in followers)} waits)"

@@ -1,14 +1,20 @@
 """A room's follower as a student's page follows: a long poll on ``/room/wait`` (server.room_wait) and,
-each time it answers that the room moved, the page's own poll (``/room_state``, as the page's hidden
-poke runs ``lessons_room.poll``: one POST, the event being unqueued; through the queue if it is queued): the move counts as seen when that poll's answer
-arrives. Bare HTTP (``http.client``), as bench/room_sse.py's learners, so 60 of them weigh little
-beside the server.
+each time it answers that the room moved, a poll: the move counts as seen when that poll's answer arrives.
+Bare HTTP (``http.client``), as bench/room_sse.py's learners, so 60 of them weigh little beside the server.
+
+Two kinds of follower. An **API follower** polls ``/room_state`` (the room's API: the room's record as JSON,
+one POST, the event being unqueued). A **page** (``Page``) is what a student's browser tab is to the server:
+it joins with the page's own Join and polls with the page's own hidden poke (``lessons_room.poll``, whose
+answer is the lesson step drawn for the room, the vote and every other output the page shows), in its own
+session, as the page's JavaScript sends them; ``TeacherPage`` leads a room the same way (Start, Next, Back,
+each move published by the event the page chains after it).
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 import threading
 import time
 import urllib.parse
@@ -16,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from .page_events import Route, drawn, output_of, page_route, send, then_route
 from .room_sse import Endpoint, KeptConnection, post, stream_generate
 
 WAIT_S = 20.0  # as the page's WATCH_JS asks
@@ -41,21 +48,61 @@ def wait_room(
 
 
 @dataclass
-class Route:
-    """What a follower's requests need of an ``Endpoint`` (picklable: a follower process gets it)."""
+class Page:
+    """A student's page's own events (its Join, its poll) and the prompt its box holds (picklable)."""
 
-    fn_index: int
-    host: str
-    port: int
-    join_path: str
-    data_path: str
-    run_path: str | None  # (set when the event is unqueued: one POST)
+    join: Route
+    poll: Route
+    prompt: str
+    progress: int  # where the lesson's progress line ("Lesson 2 of 10 · Step 1 of 2") sits in the poll's answer
 
     @classmethod
-    def of(cls, endpoint) -> Route:
-        return cls(
-            endpoint.fn_index, endpoint.host, endpoint.port, endpoint.join_path, endpoint.data_path, endpoint.run_path
-        )
+    def of(cls, client, prompt: str) -> Page:
+        poll = page_route(client, "pg-room-poke")
+        return cls(page_route(client, "pg-room-join"), poll, prompt, output_of(client, poll, "pg-lesson-progress"))
+
+
+class TeacherPage:
+    """A teacher's page leading a room through its own events: ``start()`` gives the room's code; ``move(+1)``
+    presses Next (``-1`` Back) and the event the page chains after it publishes the step; each gives back
+    the lesson's progress line the teacher's page shows."""
+
+    def __init__(self, client, prompt: str):
+        self.client, self.prompt, self.session = client, prompt, uuid.uuid4().hex
+        self.code: str | None = None
+        self.start_route = page_route(client, "pg-room-start")
+        self.steps = {
+            +1: (page_route(client, "pg-lesson-next"), then_route(client, "pg-lesson-next")),
+            -1: (page_route(client, "pg-lesson-back"), then_route(client, "pg-lesson-back")),
+        }
+        self.progress = {
+            way: output_of(self.client, step, "pg-lesson-progress") for way, (step, _) in self.steps.items()
+        }
+
+    def start(self) -> str:
+        started = send(self.start_route, self.session, [None, None, None, self.prompt])
+        found = re.search(r"\*\*([A-Z0-9]{6})\*\*", json.dumps(started))
+        if not found:
+            raise RuntimeError(f"the teacher's page started no room: {json.dumps(started)[:300]}")
+        self.code = found.group(1)
+        return self.code
+
+    def version(self) -> int:
+        """The room's version now (a wait answered at once)."""
+        return wait_room(self.start_route, self.code, None, timeout=0)["version"]
+
+    def move(self, way: int = +1) -> str:
+        step, publish = self.steps[way]
+        shown = send(step, self.session, [None, None, self.prompt])
+        send(publish, self.session, [None, None, None, self.prompt])
+        return text_of(shown[self.progress[way]])
+
+
+def text_of(value) -> str:
+    """A text output's value, whether sent as a value or as an update carrying one."""
+    if isinstance(value, dict):
+        value = value.get("value")
+    return value if isinstance(value, str) else ""
 
 
 class Follower(threading.Thread):
@@ -70,8 +117,10 @@ class Follower(threading.Thread):
         start_after: float = 0.0,
         wait_s: float = 2.0,
         keep_alive: bool = True,
+        page: Page | None = None,
     ):
         super().__init__(daemon=True)
+        self.page = page  # None: an API follower
         self.keep_alive = keep_alive  # False: a connection a request (what the bench did before)
         self.wait_s = wait_s  # (shorter than a page's WAIT_S: the end of a test is seen within it)
         self.endpoint, self.code, self.done, self.start_after = endpoint, code, done, start_after
@@ -85,11 +134,16 @@ class Follower(threading.Thread):
 
     def run(self) -> None:
         time.sleep(self.start_after)  # pages open at different moments
-        drawn: int | None = None  # the version the page drew (its poll's)
+        shown: int | None = None  # the version the page drew (its poll's)
         since: int | None = None  # the version the wait has seen
         # a page's two connections, each kept open: its long poll's and its events'
         self.waiting = KeptConnection(self.endpoint.host, self.endpoint.port, self.wait_s + 30)
         self.polling = KeptConnection(self.endpoint.host, self.endpoint.port, 60)
+        if self.page is not None:
+            try:
+                send(self.page.join, self.session, [None, None, self.code], kept=self.polling)
+            except Exception as e:
+                self.errors.append(f"join: {type(e).__name__}: {e}")
         while not self.done.is_set():
             try:
                 if not self.keep_alive:
@@ -105,7 +159,10 @@ class Follower(threading.Thread):
                     continue
                 since = answer["version"]
                 self.woken.setdefault(since, time.time())
-                data = [self.code, drawn, "", ""]
+                if self.page is not None:
+                    self._draw(since)
+                    continue
+                data = [self.code, shown, "", ""]
                 if self.endpoint.run_path:
                     arrived, outputs = post(self.endpoint, self.session, data, timeout=60, kept=self.polling)
                 else:
@@ -115,8 +172,8 @@ class Follower(threading.Thread):
                 if "error" in out:
                     self.errors.append(out["error"])
                 elif out.get("changed"):
-                    drawn = out["version"]
-                    self.seen.setdefault(drawn, arrived)
+                    shown = out["version"]
+                    self.seen.setdefault(shown, arrived)
                     self.states.append(summary(out))
             except Exception as e:  # a refused or failed request: counted, never hidden
                 self.errors.append(f"{type(e).__name__}: {e}")
@@ -124,6 +181,19 @@ class Follower(threading.Thread):
         self.waiting.close()
         self.polling.close()
         self.connections = self.waiting.opened + self.polling.opened
+
+    def _draw(self, version: int) -> None:
+        """The page's poll after the wait said the room reached ``version``: the page drew it when its
+        poll's answer changed what the page shows (the poll reads the room as it is, at or past it)."""
+        outputs = send(self.page.poll, self.session, [None, None, self.page.prompt], kept=self.polling)
+        arrived = time.time()
+        if not drawn(outputs):
+            self.errors.append(f"the page's poll drew nothing after the room moved to version {version}")
+            return
+        self.seen.setdefault(version, arrived)
+        self.states.append(
+            {"version": version, "drawn": drawn(outputs), "progress": text_of(outputs[self.page.progress])}
+        )
 
 
 def summary(out: dict) -> dict:
@@ -137,9 +207,11 @@ def summary(out: dict) -> dict:
     }
 
 
-def _follow(route: Route, code: str, n: int, spread: float, stop, results, keep_alive: bool = True) -> None:
+def _follow(route: Route, code: str, n: int, spread: float, stop, results, keep_alive: bool = True, page=None) -> None:
     done = threading.Event()
-    followers = [Follower(route, code, done, start_after=i * spread / n, keep_alive=keep_alive) for i in range(n)]
+    followers = [
+        Follower(route, code, done, start_after=i * spread / n, keep_alive=keep_alive, page=page) for i in range(n)
+    ]
     for f in followers:
         f.start()
     stop.wait()
@@ -150,13 +222,15 @@ def _follow(route: Route, code: str, n: int, spread: float, stop, results, keep_
 
 
 class FollowerProcess:
-    """``n`` followers in a process of their own (on another machine a class's pages would not share the
+    """``n`` followers (API followers, or pages when ``page`` is given) in a process of their own (on another machine a class's pages would not share the
     server's interpreter lock: here they share its cores only). ``stop()`` gives back what each saw."""
 
-    def __init__(self, endpoint, code: str, n: int, spread: float = 1.0, keep_alive: bool = True):
+    def __init__(
+        self, endpoint, code: str, n: int, spread: float = 1.0, keep_alive: bool = True, page: Page | None = None
+    ):
         ctx = multiprocessing.get_context("spawn")
         self.stop_event, self.results = ctx.Event(), ctx.Queue()
-        args = (Route.of(endpoint), code, n, spread, self.stop_event, self.results, keep_alive)
+        args = (Route.of(endpoint), code, n, spread, self.stop_event, self.results, keep_alive, page)
         self.process = ctx.Process(target=_follow, args=args, daemon=True)
         self.process.start()
 

@@ -28,9 +28,9 @@ import uuid
 import psutil
 
 from bench import serving
+from bench.page_events import page_route, send, then_route
 from bench.room_cpu import PROMPT, ServedApp, cpu_seconds, settle
-from bench.room_follow import Route
-from bench.room_sse import Endpoint, KeptConnection, post, stream_generate
+from bench.room_sse import Endpoint, KeptConnection, post
 
 
 class BareGradio(serving.App):
@@ -49,43 +49,6 @@ def serve_bare() -> None:
         button = gr.Button()
         button.click(lambda *_: {"changed": False}, [code, since, member, key], out, queue=False, api_name="room_state")
     demo.launch()
-
-
-def route_of(client, fn_index: int) -> Route:
-    """The route of event ``fn_index`` of ``client``'s app (unqueued: one POST; else through the queue)."""
-    prefix = "/" + client.config.get("api_prefix", "/gradio_api").strip("/")
-    parts = urllib.parse.urlsplit(client.src)
-    dependency = next(d for d in client.config["dependencies"] if d["id"] == fn_index)
-    run_path = None if dependency.get("queue", True) else f"{prefix}/run/predict"
-    return Route(fn_index, parts.hostname, parts.port or 80, f"{prefix}/queue/join", f"{prefix}/queue/data", run_path)
-
-
-def page_route(client, elem_id: str) -> Route:
-    """The route of the click event of the page's button ``elem_id`` (a page's private event: the page
-    posts it by its fn_index, as this does)."""
-    components = {c["id"]: c.get("props", {}).get("elem_id") for c in client.config["components"]}
-    return route_of(
-        client,
-        next(
-            d["id"]
-            for d in client.config["dependencies"]
-            if any(components.get(t[0]) == elem_id and t[1] == "click" for t in d.get("targets", []))
-        ),
-    )
-
-
-def then_route(client, elem_id: str) -> Route:
-    """The route of the event chained after the click of ``elem_id`` (the page runs it when that ends)."""
-    first = page_route(client, elem_id).fn_index
-    return route_of(client, next(d["id"] for d in client.config["dependencies"] if d.get("trigger_after") == first))
-
-
-def send(route: Route, session: str, data: list, kept: KeptConnection | None = None) -> list:
-    """One event of the page's session ``session``: its outputs."""
-    if route.run_path:
-        return post(route, session, data, timeout=120, kept=kept)[1]
-    _, stamped = stream_generate(route, session, data, None, timeout=120)
-    return stamped[-1][1] if stamped else []
 
 
 def per_request(proc: psutil.Process, request, n: int) -> float:
