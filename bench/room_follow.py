@@ -55,11 +55,28 @@ class Page:
     poll: Route
     prompt: str
     progress: int  # where the lesson's progress line ("Lesson 2 of 10 · Step 1 of 2") sits in the poll's answer
+    chips: int  # where the Generate tab's token chips sit
+    heatmap: int  # where its attention heatmap sits
 
     @classmethod
     def of(cls, client, prompt: str) -> Page:
         poll = page_route(client, "pg-room-poke")
-        return cls(page_route(client, "pg-room-join"), poll, prompt, output_of(client, poll, "pg-lesson-progress"))
+        where = [output_of(client, poll, elem_id) for elem_id in ("pg-lesson-progress", "pg-chips", "pg-heatmap")]
+        return cls(page_route(client, "pg-room-join"), poll, prompt, *where)
+
+    def summary(self, version: int, outputs: list) -> dict:
+        """What a test checks of the page's poll: the room's version it followed, how many outputs it
+        changed, the lesson's progress line, the run's chips and whether it drew the run's heatmap."""
+        heatmap = outputs[self.heatmap]
+        if isinstance(heatmap, dict) and heatmap.get("__type__") == "update":
+            heatmap = heatmap.get("value")
+        return {
+            "version": version,
+            "drawn": drawn(outputs),
+            "progress": text_of(outputs[self.progress]),
+            "chips": text_of(outputs[self.chips]).count("pg-gen"),
+            "figure": isinstance(heatmap, dict) and bool(heatmap.get("plot")),
+        }
 
 
 class TeacherPage:
@@ -191,9 +208,7 @@ class Follower(threading.Thread):
             self.errors.append(f"the page's poll drew nothing after the room moved to version {version}")
             return
         self.seen.setdefault(version, arrived)
-        self.states.append(
-            {"version": version, "drawn": drawn(outputs), "progress": text_of(outputs[self.page.progress])}
-        )
+        self.states.append(self.page.summary(version, outputs))
 
 
 def summary(out: dict) -> dict:

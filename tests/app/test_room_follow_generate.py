@@ -1,6 +1,6 @@
 """Classroom mode under a full room with a followed Generate run (issue 35's load test): 60 followers follow
-the room as a student's page does (bench/room_follow: a long poll on ``/room/wait``, then the page's own
-poll ``/room_state`` through Gradio's queue when the room moved) while the teacher generates 64 tokens
+the room as a student's page does (bench/room_follow: a long poll on ``/room/wait``, then a poll when the
+room moved: the room's API ``/room_state``, or the page's own poll as a student's page sends it) while the teacher generates 64 tokens
 through ``/generate``, publishes five moves meanwhile (``/room_publish``, as typing or a tab would) and then
 the finished run (``/room_publish_run``: chips, status and heatmap, built once and sent to every follower
 as they are). No request fails, every follower receives the run with its figure once, and every
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from gradio_client import Client
 
-from bench.room_follow import FollowerProcess, lags
+from bench.room_cpu import PROMPT
+from bench.room_follow import FollowerProcess, Page, lags
 from bench.room_sse import Endpoint
 from playground.ui.serve import settle_heap
 
@@ -37,7 +38,12 @@ def served(app_url):
     gc.unfreeze()
 
 
-def test_sixty_followers_follow_a_64_token_generate_run(served):
+@pytest.mark.parametrize("kind", ["api", "pages"])
+def test_sixty_followers_follow_a_64_token_generate_run(served, kind):
+    """``api``: followers poll ``/room_state``; ``pages``: each is a student's page (its own Join and poll,
+    answered with what the page draws: the prompt, the tab, the run's chips and heatmap). Lags count from
+    the teacher's answer to each publication (a follower may draw it a few milliseconds before that
+    answer arrives)."""
     app_url = served
     teacher = Client(app_url, verbose=False, httpx_kwargs={"timeout": 120})  # (a loaded machine: its stream waits)
     room = teacher.predict(api_name="/room_create")
@@ -45,12 +51,11 @@ def test_sixty_followers_follow_a_64_token_generate_run(served):
     code, key = room["code"], room["key"]
     endpoint = Endpoint(teacher, "/room_state")
     published: dict[int, float] = {}
-    pages = FollowerProcess(endpoint, code, FOLLOWERS)
+    page = Page.of(teacher, PROMPT) if kind == "pages" else None
+    pages = FollowerProcess(endpoint, code, FOLLOWERS, page=page)
     time.sleep(6.0)  # every page has joined and drawn the room (the process started)
     t_run = time.time()
-    job = teacher.submit(
-        "ROMEO:\nWhat light through yonder window breaks?\n", 0.8, 40, 1.0, TOKENS, 0, False, api_name="/generate"
-    )
+    job = teacher.submit(PROMPT, 0.8, 40, 1.0, TOKENS, 0, False, api_name="/generate")
     for move in range(MOVES):  # the teacher moves while the run decodes
         time.sleep(0.8)
         out = teacher.predict(code, key, {"tab": "generate", "prompt": f"move {move}"}, api_name="/room_publish")
@@ -71,14 +76,18 @@ def test_sixty_followers_follow_a_64_token_generate_run(served):
     lags_arr = np.array(lags(followers, published))
     moves_arr = np.array(lags(followers, during))
     run_arr = np.array(lags(followers, {run_version: published[run_version]}))
-    runs_seen = [
-        sum(1 for s in f.states if s["run_version"] == run_version and s["figure"] and s["chips"] == TOKENS)
+    runs_seen = [  # (a page's poll says what it drew, not the run's version)
+        sum(
+            1
+            for s in f.states
+            if (kind == "pages" or s["run_version"] == run_version) and s["figure"] and s["chips"] == TOKENS
+        )
         for f in followers
     ]
     assert runs_seen == [1] * FOLLOWERS, runs_seen  # the run sent once to each, with its figure
     p95 = float(np.percentile(lags_arr, 95))
     print(
-        f"{FOLLOWERS} followers, a {TOKENS}-token run ({generated:.1f} s) and {MOVES} moves: follow lag p50 "
+        f"{FOLLOWERS} followers ({kind}), a {TOKENS}-token run ({generated:.1f} s) and {MOVES} moves: follow lag p50 "
         f"{np.median(lags_arr):.2f} s, p95 {p95:.2f} s, max {lags_arr.max():.2f} s; the moves during the run: "
         f"p50 {np.median(moves_arr):.2f} s, p95 {np.percentile(moves_arr, 95):.2f} s; the run's own: p50 "
         f"{np.median(run_arr):.2f} s, p95 {np.percentile(run_arr, 95):.2f} s; "
