@@ -658,6 +658,12 @@ EN = {
     "room_ask_q_previous-token": "Which head of layer {layer} attends most to the previous token?",
     "room_ask_q_first-token": "Which head of layer {layer} attends most to the first token?",
     "room_ask_q_induction": "Which head of layer {layer} is the induction head?",
+    "room_ask_own": "Your own question (the layer's heads as choices)",
+    "room_ask_text": "Your question",
+    "room_ask_text_hint": "e.g. Which head copies the token after an earlier repeat?",
+    "room_ask_own_opened": "Vote open: “{question}” (the heads of your heatmap's layer as choices; no answer is "
+    "computed: Reveal shows the room's counts).",
+    "room_revealed_counts": "{answered} answered · a question of the teacher's own: no computed answer",
     "room_ask_chip": "L{layer} H{head}",
     "room_ask_opened": "Vote open: “{question}” (on your last Generate run; the answer is computed from its attention).",
     "room_not_teacher": "Start a room first: only the teacher's page opens votes and reveals them.",

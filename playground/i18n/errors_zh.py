@@ -324,6 +324,9 @@ ERRORS_ZH = {
     # ---- classroom rooms (server.rooms)
     "room.too_many": "本服务器已有 {n} 个教室：请先结束一个，或等有教室结束后再试。",
     "room.answer_not_choice": "答案 {answer!r} 不在选项之中。",
+    "room.no_question": "没有答案的问题需要写出题目。",
+    "room_ask.empty": "请先写下你的问题：这一层的各个头就是选项。",
+    "room_ask.too_long": "问题最多 {n} 个字符；这个有 {got} 个。",
     "room.no_vote": "教室 {code} 没有可以公布的投票：请先发起投票。",
     "room.full": "教室 {code} 已满（{n} 人）。",
     "room.not_member": "你不在教室 {code} 中：请用教室代码重新加入。",

@@ -1,4 +1,5 @@
-"""A question put to a classroom room: its choices, its hidden answer, one ballot a member.
+"""A question put to a classroom room: its choices, its hidden answer (or none: a teacher's own question), one
+ballot a member.
 
 ``rooms.Rooms.open_vote`` puts one; ``public_vote`` is what every page is shown of it (its counts and its answer
 only once revealed)."""
@@ -10,12 +11,13 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Vote:
-    """One question put to the room: its choices, its answer (hidden until revealed), one ballot per member."""
+    """One question put to the room: its choices, its answer (hidden until revealed; None for a question the
+    teacher wrote, whose reveal is the room's counts alone), one ballot per member."""
 
     id: int
     question: str
     choices: list[list]  # [choice id, label(s)]
-    answer: str
+    answer: str | None
     text: dict | str | None = None  # the question as the pages show it; None: a lesson's (read from the lesson)
     ballots: dict[str, str] = field(default_factory=dict)
     open: bool = True

@@ -207,21 +207,26 @@ class Rooms:
         key: Any,
         question: str,
         choices: list,
-        answer: str,
+        answer: str | None,
         client: str | None = None,
         text: Any = None,
     ) -> int:
         """Put ``question`` to the room with ``choices`` ([id, label] pairs, labels as the teacher's page
-        built them); ``answer`` (one of the ids) stays on the server until ``reveal``. ``text``: the
-        question as the pages show it (a label, one per language) when no lesson step holds it. The vote's id."""
+        built them); ``answer`` (one of the ids) stays on the server until ``reveal``; None for a question
+        the teacher wrote, which has no computed answer (its reveal shows the counts alone, and it needs
+        ``text``). ``text``: the question as the pages show it (a label, one per language) when no lesson
+        step holds it. The vote's id."""
         clean = check_choices(choices)
         shown = check_text(text)
-        if str(answer) not in {cid for cid, _ in clean}:
+        if answer is None and shown is None:
+            raise RoomError("room.no_question", "A question with no answer needs its text.")
+        if answer is not None and str(answer) not in {cid for cid, _ in clean}:
             raise RoomError("room.answer_not_choice", "The answer {answer!r} is not one of the choices.", answer=answer)
         with self._lock:
             room = self._teacher(code, key, client)
             room.votes_opened += 1
-            room.vote = Vote(room.votes_opened, str(question)[:MAX_LABEL_CHARS], clean, str(answer), shown)
+            kept = None if answer is None else str(answer)
+            room.vote = Vote(room.votes_opened, str(question)[:MAX_LABEL_CHARS], clean, kept, shown)
             room.version += 1
             self._changed(room.code)
             return room.vote.id

@@ -54,6 +54,19 @@ class ViewQuestion:
         return f"h{self.head}"
 
 
+def asked_layer(model, layer) -> int:
+    """``layer`` as one of ``model``'s layers whose heads a room's vote can take as its choices."""
+    layer = parse_whole(layer, "Layer", 0, model.cfg.n_layers - 1)
+    if model.cfg.n_heads > MAX_CHOICES:
+        raise ViewQuestionError(
+            "view_question.too_many_heads",
+            "Each layer of this model has {n} heads; a room's vote takes at most {cap} choices.",
+            n=model.cfg.n_heads,
+            cap=MAX_CHOICES,
+        )
+    return layer
+
+
 def ask(model, run, kind, layer) -> ViewQuestion:
     """The question of ``kind`` (one of ``KINDS``) on layer ``layer`` of ``run``'s attention on ``model``
     (the model that made the run), answered; a ``ViewQuestionError`` when it has no clear answer."""
@@ -65,14 +78,7 @@ def ask(model, run, kind, layer) -> ViewQuestion:
         raise ViewQuestionError("view_question.no_run", "Generate first: the question is asked of your last run.")
     if LOOP.running(run.id):
         raise ViewQuestionError("view_question.running", "Wait for the run to finish: its attention is still growing.")
-    layer = parse_whole(layer, "Layer", 0, model.cfg.n_layers - 1)
-    if model.cfg.n_heads > MAX_CHOICES:
-        raise ViewQuestionError(
-            "view_question.too_many_heads",
-            "Each layer of this model has {n} heads; a room's vote takes at most {cap} choices.",
-            n=model.cfg.n_heads,
-            cap=MAX_CHOICES,
-        )
+    layer = asked_layer(model, layer)
     w = window(model, run)
     data = view_data(model, w, KINDS[kind], layer, 0, w.end)
     scores = np.asarray(data.matrix[layer], dtype=np.float64)

@@ -366,3 +366,20 @@ def test_a_vote_may_carry_its_question_in_each_language_checked_like_a_label():
     refused("room.bad_choices", r.open_vote, code, key, "q", heads + [["more", "More"]], "h0")
     r.open_vote(code, key, "lesson/1", CHOICES, "yes")  # a lesson's vote: its question is read from the lesson
     assert "text" not in r.state(code)["vote"]
+
+
+def test_a_teachers_own_question_has_no_answer_and_its_reveal_is_the_counts():
+    r = Rooms()
+    code, key = r.create()
+    members = [r.join(code) for _ in range(3)]
+    heads = [[f"h{h}", f"L0 H{h}"] for h in range(4)]
+    refused("room.no_question", r.open_vote, code, key, "own/0", heads, None)  # no answer needs its words
+    refused("room.not_teacher", r.open_vote, code, members[0], "own/0", heads, None, text="Which?")
+    vid = r.open_vote(code, key, "own/0", heads, None, text="Which head copies?")
+    for member, choice in zip(members, ("h1", "h1", "h3")):
+        r.vote(code, member, vid, choice)
+    seen = r.state(code, member=members[0])["vote"]
+    assert "answer" not in seen and seen["mine"] == "h1" and seen["text"] == "Which head copies?"
+    revealed = r.reveal(code, key)
+    assert revealed["answer"] is None and revealed["answered"] == 3
+    assert revealed["counts"] == {"h0": 0, "h1": 2, "h2": 0, "h3": 1}

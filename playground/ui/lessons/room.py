@@ -372,7 +372,8 @@ def wire(page) -> None:
     c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event).then(**scroll)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
-    ask = [state, c.room, c.room_ask_kind, page.generate.layer]  # (the layer the teacher's heatmap shows)
+    ask = [state, c.room, c.room_ask_kind, page.generate.layer, c.room_ask_text]  # (the heatmap's layer)
+    c.room_ask_kind.change(lambda kind: gr.update(visible=kind == "own"), c.room_ask_kind, c.room_ask_text, **private)
     c.room_ask.click(room_ask.ask_room, ask, c.room_result, **private)
     c.room_end.click(
         end_room,

@@ -85,6 +85,13 @@ def api_ask_view(state, code, key, kind, layer) -> dict:
 
 
 @_api
+def api_ask_own(state, code, key, question, layer) -> dict:
+    """A vote on the teacher's own ``question`` about ``layer`` of this session's model: the layer's heads
+    are its choices, and it has no answer (``room_ask``)."""
+    return room_ask.ask_own(state, code, key, question, layer)
+
+
+@_api
 def api_publish_run(state, code, key) -> dict:
     """This session's last run (its chips, status and attention map, the first view) published to the room."""
     version = room_follow.published_run(state, code, key, None, VIEWS[0], 0, 0, True, None, SPANS[0])
@@ -134,6 +141,9 @@ def wire(c, state) -> None:
         c.api_out,
         api_name="room_ask_view",
         concurrency_limit=2,
+    )
+    hidden().click(
+        api_ask_own, [state, c.api_code, c.api_key, c.api_choice, c.api_number], c.api_out, api_name="room_ask_own"
     )
     hidden().click(api_vote, [c.api_code, c.api_member, c.api_number, c.api_choice], c.api_out, api_name="room_vote")
     hidden().click(api_reveal, [c.api_code, c.api_key], c.api_out, api_name="room_reveal")

@@ -19,7 +19,13 @@ from playground.ui.common import T, choices
 from playground.ui.widgets import Dropdown, Number, Radio
 
 # The questions a teacher may ask about the Generate heatmap's layer (``server.view_questions.KINDS``).
-ASK_KINDS = {"previous-token": "room_ask_previous", "first-token": "room_ask_first", "induction": "room_ask_induction"}
+# "own": the teacher writes the question (room_ask.ask_own); the same heads are its choices.
+ASK_KINDS = {
+    "previous-token": "room_ask_previous",
+    "first-token": "room_ask_first",
+    "induction": "room_ask_induction",
+    "own": "room_ask_own",
+}
 POLL_SECONDS = 1.0  # a teacher's page asks its room for the tally this often
 # A student's page waits on its room's next move (WATCH_JS, /room/wait) and draws it at once; its own
 # poll through the queue runs only then, and this often besides (it keeps the member's place).
@@ -109,6 +115,13 @@ def layout() -> object:
             with gr.Row(equal_height=True):  # a question on the Generate heatmap's layer (room_ask)
                 c.room_ask_kind = Dropdown(
                     choices(ASK_KINDS), value="previous-token", label=T("room_ask_kind"), elem_id="pg-room-ask-kind"
+                )
+                c.room_ask_text = gr.Textbox(
+                    label=T("room_ask_text"),
+                    placeholder=T("room_ask_text_hint"),
+                    max_lines=2,
+                    visible=False,
+                    elem_id="pg-room-ask-text",
                 )
                 c.room_ask = gr.Button(T("room_ask_button"), size="sm", elem_id="pg-room-ask")
         c.room_vote = Radio([], label=T("room_vote"), visible=False, elem_id="pg-room-vote")

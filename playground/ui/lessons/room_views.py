@@ -74,7 +74,8 @@ def label_in(label, lang: str) -> str:
 
 
 def counts_html(vote: dict, lang: str) -> str:
-    """The revealed vote: the answer and one bar per choice (counts only: never who chose what)."""
+    """The revealed vote: the answer (none for a teacher's own question) and one bar per choice (counts only:
+    never who chose what)."""
     counts, total = vote.get("counts") or {}, max(1, int(vote.get("answered") or 0))
     answer = next((label_in(label, lang) for cid, label in vote["choices"] if cid == vote.get("answer")), "")
     rows = []
@@ -88,10 +89,14 @@ def counts_html(vote: dict, lang: str) -> str:
             f"<div class='pg-room-track'><div class='pg-room-fill' style='width:{width}%'></div></div>"
             f"<b>{n}</b></div>"
         )
-    head = html.escape(tr(lang, "room_revealed", answer=answer, answered=int(vote.get("answered") or 0)))
+    answered = int(vote.get("answered") or 0)
+    if vote.get("answer") is None:  # the teacher's own question: the counts are the reveal
+        head = html.escape(tr(lang, "room_revealed_counts", answered=answered))
+    else:
+        head = html.escape(tr(lang, "room_revealed", answer=answer, answered=answered))
     if vote.get("text"):  # a question on the view (no lesson step on the pages holds it)
         head = f"{html.escape(label_in(vote['text'], lang))}<br>{head}"
-    return f"<div class='pg-room-counts' data-answer='{html.escape(str(vote.get('answer')))}'><b>{head}</b>{''.join(rows)}</div>"
+    return f"<div class='pg-room-counts' data-answer='{html.escape(str(vote.get('answer') or ''))}'><b>{head}</b>{''.join(rows)}</div>"
 
 
 def vote_radio(vote: dict | None, lang: str, student: bool):

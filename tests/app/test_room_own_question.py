@@ -1,0 +1,85 @@
+"""Classroom mode (issue 35): the teacher writes a question of their own on the layer its Generate heatmap shows
+("which head copies the token after an earlier repeat?"); its choices are the layer's heads and nothing computes
+its answer, so the reveal shows the room's counts alone.
+
+In-process, as the pages run it: two students (English and Chinese) see the teacher's words and the layer's heads,
+vote once each, and the reveal shows both of them the counts with no answer marked. An empty or too long question,
+a layer the model does not have and a student's page or API call are refused with a message; through the running
+app's API the teacher's call opens the same vote."""
+
+import pytest
+
+from playground import PRESETS
+from playground.server.recipes import random_recipe
+from playground.server.room_checks import MAX_LABEL_CHARS
+from playground.ui.lessons import room as lessons_room
+from playground.ui.lessons import room_api, room_ask
+from tests.app.room_clients import a_teacher_and_a_student
+
+QUESTION = "Which head copies the token after an earlier repeat?"
+
+
+@pytest.fixture
+def room():
+    teacher = {"recipe": random_recipe(PRESETS["nano"], seed=3), "run_id": None, "lang": "en", "session": "oq-t"}
+    students = [
+        {"recipe": random_recipe(PRESETS["nano"], seed=0), "run_id": None, "lang": lang, "session": f"oq-s{i}"}
+        for i, lang in enumerate(("en", "zh-CN"))
+    ]
+    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, "").room
+    rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students]
+    polled = [lessons_room.poll(s, r, "") for s, r in zip(students, rooms)]
+    yield teacher, t_room, [p.state for p in polled], [p.room for p in polled]
+    lessons_room.end_room(teacher, t_room)
+
+
+def test_the_teachers_own_question_takes_the_layers_heads_and_reveals_the_counts(room):
+    teacher, t_room, states, rooms = room
+    layer, n_heads = 1, PRESETS["nano"].n_heads
+
+    # refused, each with its reason: no words, too many, a layer the model lacks, a student's page or call
+    assert "Type your question first" in room_ask.ask_room(teacher, t_room, "own", layer, "  \n ")
+    assert f"at most {MAX_LABEL_CHARS} characters" in room_ask.ask_room(
+        teacher, t_room, "own", layer, "x" * (MAX_LABEL_CHARS + 1)
+    )
+    assert "pg-error" in room_ask.ask_room(teacher, t_room, "own", PRESETS["nano"].n_layers, QUESTION)
+    assert "pg-error" in room_ask.ask_room(states[0], rooms[0], "own", layer, QUESTION)
+    refused = room_api.api_ask_own(states[0], rooms[0]["code"], rooms[0]["member"], QUESTION, layer)
+    assert refused["key"] == "room.not_teacher", refused
+    assert lessons_room.ROOMS.state(t_room["code"])["vote"] is None  # nothing was opened
+
+    opened = room_ask.ask_room(teacher, t_room, "own", layer, f"  {QUESTION}\n")
+    assert "pg-ok" in opened and QUESTION in opened and "no answer is computed" in opened, opened
+    polled = [lessons_room.poll(s, r, "") for s, r in zip(states, rooms)]
+    rooms = [p.room for p in polled]
+    chips = [(f"L{layer} H{h}", f"h{h}") for h in range(n_heads)]
+    for p in polled:  # the teacher's words on every page, the layer's heads as its chips
+        assert p.room_vote["visible"] and p.room_vote["interactive"] and p.room_vote["label"] == QUESTION
+        assert p.room_vote["choices"] == chips
+    assert "answer" not in rooms[0]["vote"]
+
+    assert "pg-ok" in lessons_room.cast(states[0], rooms[0], "h0")
+    assert "pg-ok" in lessons_room.cast(states[1], rooms[1], f"h{n_heads - 1}")
+    status = lessons_room.poll(teacher, t_room, "").room_status
+    assert "2 of 2 answered" in status and QUESTION in status, status
+
+    assert lessons_room.reveal(teacher, t_room) == lessons_room.gr.skip()
+    for state, room_, words in zip(states, rooms, ("no computed answer", "没有计算出的答案")):
+        shown = lessons_room.poll(state, room_, "").room_result
+        assert "data-answer=''" in shown and "✓" not in shown and QUESTION in shown and words in shown, shown
+        assert "data-choice='h0' data-count='1'" in shown and f"data-choice='h{n_heads - 1}' data-count='1'" in shown
+        assert "data-choice='h1' data-count='0'" in shown
+
+
+def test_the_api_opens_a_teachers_own_question_and_refuses_a_student(app_url):
+    teacher, student, code, key, member = a_teacher_and_a_student(app_url)
+    for crafted in (member, code, ""):
+        refused = student.predict(code, crafted, QUESTION, 0, api_name="/room_ask_own")
+        assert refused.get("key") == "room.not_teacher", refused
+    refused = teacher.predict(code, key, "", 0, api_name="/room_ask_own")
+    assert refused.get("key") == "room_ask.empty", refused
+    opened = teacher.predict(code, key, QUESTION, 0, api_name="/room_ask_own")
+    assert opened["question"]["en"] == QUESTION and len(opened["choices"]) >= 2, opened
+    vote = student.predict(code, None, member, "", api_name="/room_state")["vote"]
+    assert vote["id"] == opened["vote"] and vote["text"]["en"] == QUESTION and "answer" not in vote
+    assert teacher.predict(code, key, api_name="/room_end") == {"ended": code}
