@@ -658,8 +658,8 @@ EN = {
     "room_ask_q_previous-token": "Which head of layer {layer} attends most to the previous token?",
     "room_ask_q_first-token": "Which head of layer {layer} attends most to the first token?",
     "room_ask_q_induction": "Which head of layer {layer} is the induction head?",
-    "room_ask_own": "Your own question (the layer's heads as choices)",
-    "room_ask_text": "Your question",
+    "room_ask_own": "Your own question",
+    "room_ask_text": "Your question (the layer's heads are its choices)",
     "room_ask_text_hint": "e.g. Which head copies the token after an earlier repeat?",
     "room_ask_own_opened": "Vote open: “{question}” (the heads of your heatmap's layer as choices; no answer is "
     "computed: Reveal shows the room's counts).",

@@ -231,6 +231,16 @@ def test_a_teacher_leads_two_students(page_url):
                 page.locator("#pg-room-vote").get_by_text(f"L{layer} H0", exact=True).wait_for(timeout=5_000)
             s2.locator("#pg-room-vote").scroll_into_view_if_needed()
             s2.screenshot(path=str(ARTIFACTS / "room-student-ask-zh.png"))
+        # the teacher's own question: its box shows only for that kind; its words reach both pages as they are
+        assert not teacher.locator("#pg-room-ask-text textarea").is_visible()
+        teacher.locator("#pg-room-ask-kind input").click()
+        teacher.get_by_role("option", name=tr("en", "room_ask_own")).click()
+        own = "Which head copies the token after an earlier repeat?"
+        teacher.locator("#pg-room-ask-text textarea").fill(own)
+        teacher.locator("#pg-room-ask").click()
+        for page in (s1, s2):
+            page.locator("#pg-room-vote").get_by_text(own, exact=False).wait_for(timeout=FOLLOW_S * 1000)
+        assert ROOMS._rooms[code].vote.answer is None and ROOMS._rooms[code].vote.question.startswith("own/")
         # presenter mode: the teacher's classroom controls, the question's row with them, stay on the screen
         teacher.evaluate("() => document.body.classList.add('pg-present')")
         teacher.wait_for_timeout(300)
