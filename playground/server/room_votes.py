@@ -1,5 +1,6 @@
-"""A question put to a classroom room: its choices, its hidden answer (or none: a teacher's own question), one
-ballot a member.
+"""A question put to a classroom room: its choices, its hidden answer, one ballot a member.
+
+A question the teacher wrote has no answer (``answer`` None): its reveal is the room's counts alone.
 
 ``rooms.Rooms.open_vote`` puts one; ``public_vote`` is what every page is shown of it (its counts and its answer
 only once revealed)."""
