@@ -60,8 +60,9 @@ def test_the_teachers_own_question_takes_the_layers_heads_and_reveals_the_counts
 
     assert "pg-ok" in lessons_room.cast(states[0], rooms[0], "h0")
     assert "pg-ok" in lessons_room.cast(states[1], rooms[1], f"h{n_heads - 1}")
-    status = lessons_room.poll(teacher, t_room, "").room_status
-    assert "2 of 2 answered" in status and QUESTION in status, status
+    teacher_polled = lessons_room.poll(teacher, t_room, "")
+    assert "2 of 2 answered" in teacher_polled.room_status and QUESTION in teacher_polled.room_status
+    assert teacher_polled.room_result == lessons_room.gr.skip()  # its "vote open" line stays on the teacher's page
 
     assert lessons_room.reveal(teacher, t_room) == lessons_room.gr.skip()
     for state, room_, words in zip(states, rooms, ("no computed answer", "没有计算出的答案")):
@@ -69,6 +70,7 @@ def test_the_teachers_own_question_takes_the_layers_heads_and_reveals_the_counts
         assert "data-answer=''" in shown and "✓" not in shown and QUESTION in shown and words in shown, shown
         assert "data-choice='h0' data-count='1'" in shown and f"data-choice='h{n_heads - 1}' data-count='1'" in shown
         assert "data-choice='h1' data-count='0'" in shown
+    assert "no computed answer" in lessons_room.poll(teacher, t_room, "").room_result  # the teacher's too, now
 
 
 def test_the_api_opens_a_teachers_own_question_and_refuses_a_student(app_url):

@@ -298,11 +298,15 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     if not seen["changed"]:
         return out
     vote = seen.get("vote")
-    out = out._replace(
-        room=room,
-        room_vote=vote_radio(vote, lang, student=not teacher),
-        room_result=counts_html(vote, lang) if vote and "counts" in vote else "",
-    )
+    if vote and "counts" in vote:
+        result = counts_html(vote, lang)
+    elif teacher and vote and vote.get("open"):
+        result = (
+            gr.skip()
+        )  # the teacher's "vote open" line (the question, how its answer is found) stays till the reveal
+    else:
+        result = ""
+    out = out._replace(room=room, room_vote=vote_radio(vote, lang, student=not teacher), room_result=result)
     published = seen.get("state") or {}
     if teacher and room.get("resumed") and published.get("lesson"):  # the teacher's page reloaded: its room's step
         pos = {"lesson": published["lesson"], "step": published.get("step", 0)}
