@@ -49,15 +49,7 @@ def test_sixty_followers_see_ten_steps_within_a_second_and_a_half(served):
     followers = pages.stop()
     teacher.predict(code, key, api_name="/room_end")
 
-    errors = [e for f in followers for e in f.errors]
-    assert not errors, errors[:5]
-    lags_arr = np.array(lags(followers, published))
-    p95 = float(np.percentile(lags_arr, 95))
-    print(
-        f"{FOLLOWERS} followers, {STEPS} steps: follow lag p50 {np.median(lags_arr):.2f} s, p95 {p95:.2f} s, "
-        f"max {lags_arr.max():.2f} s; {sum(f.waits for f in followers)} waits answered"
-    )
-    assert p95 <= LAG_P95_S
+    assert lag_p95(followers, published, "followers") <= LAG_P95_S
 
 
 def test_sixty_student_pages_draw_ten_steps_the_teachers_page_leads(served):
@@ -80,20 +72,28 @@ def test_sixty_student_pages_draw_ten_steps_the_teachers_page_leads(served):
     time.sleep(2.0)
     followers = pages.stop()
 
-    errors = [e for f in followers for e in f.errors]
-    assert not errors, errors[:5]
     assert len(set(shown.values())) == STEPS, shown  # ten different steps, each named by its progress line
+    checked = 0
     for i, follower in enumerate(followers):
         for state in follower.states:
-            if (
-                state["version"] in shown
-            ):  # (drawn from the room as it was when the poll read it: that step or a later one)
+            # (drawn from the room as it was when the poll read it: that step or a later one)
+            if state["version"] in shown:
                 later = {text for v, text in shown.items() if v >= state["version"]}
                 assert state["progress"] in later, (i, state, shown)
+                checked += 1
+    assert checked >= FOLLOWERS * STEPS // 2, checked
+    assert lag_p95(followers, published, "student pages") <= LAG_P95_S
+
+
+def lag_p95(followers, published: dict[int, float], who: str) -> float:
+    """The p95 of every follower's lag for every publication (printed with its p50 and max), once no
+    follower met an error."""
+    errors = [e for f in followers for e in f.errors]
+    assert not errors, errors[:5]
     lags_arr = np.array(lags(followers, published))
     p95 = float(np.percentile(lags_arr, 95))
     print(
-        f"{FOLLOWERS} student pages, {STEPS} steps: follow lag p50 {np.median(lags_arr):.2f} s, p95 {p95:.2f} s, "
-        f"max {lags_arr.max():.2f} s"
+        f"{FOLLOWERS} {who}, {STEPS} steps: follow lag p50 {np.median(lags_arr):.2f} s, p95 {p95:.2f} s, "
+        f"max {lags_arr.max():.2f} s; {sum(f.waits for f in followers)} waits answered"
     )
-    assert p95 <= LAG_P95_S
+    return p95
