@@ -11,3 +11,17 @@ def a_teacher_and_a_student(app_url):
     code, key = room["code"], room["key"]
     member = student.predict(code, api_name="/room_join")["member"]
     return teacher, student, code, key, member
+
+
+def nano_sessions(tag: str) -> tuple[dict, list[dict]]:
+    """In-process page sessions on random nano models: a teacher's (English) and two students' (English and
+    Chinese), their session ids starting with ``tag``."""
+    from playground import PRESETS
+    from playground.server.recipes import random_recipe
+
+    teacher = {"recipe": random_recipe(PRESETS["nano"], seed=3), "run_id": None, "lang": "en", "session": f"{tag}-t"}
+    students = [
+        {"recipe": random_recipe(PRESETS["nano"], seed=0), "run_id": None, "lang": lang, "session": f"{tag}-s{i}"}
+        for i, lang in enumerate(("en", "zh-CN"))
+    ]
+    return teacher, students

@@ -10,22 +10,17 @@ app's API the teacher's call opens the same vote."""
 import pytest
 
 from playground import PRESETS
-from playground.server.recipes import random_recipe
 from playground.server.room_checks import MAX_LABEL_CHARS
 from playground.ui.lessons import room as lessons_room
 from playground.ui.lessons import room_api, room_ask
-from tests.app.room_clients import a_teacher_and_a_student
+from tests.app.room_clients import a_teacher_and_a_student, nano_sessions
 
 QUESTION = "Which head copies the token after an earlier repeat?"
 
 
 @pytest.fixture
 def room():
-    teacher = {"recipe": random_recipe(PRESETS["nano"], seed=3), "run_id": None, "lang": "en", "session": "oq-t"}
-    students = [
-        {"recipe": random_recipe(PRESETS["nano"], seed=0), "run_id": None, "lang": lang, "session": f"oq-s{i}"}
-        for i, lang in enumerate(("en", "zh-CN"))
-    ]
+    teacher, students = nano_sessions("oq")
     t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, "").room
     rooms = [lessons_room.join_room(s, None, t_room["code"]).room for s in students]
     polled = [lessons_room.poll(s, r, "") for s, r in zip(students, rooms)]

@@ -14,23 +14,17 @@ import torch
 from playground import PRESETS
 from playground.engine.head_patterns import head_stats, induction_scores
 from playground.server import view_questions
-from playground.server.recipes import random_recipe
 from playground.ui.common import session_model, session_run
 from playground.ui.lessons import room as lessons_room
 from playground.ui.lessons import room_api, room_ask
-from tests.app.room_clients import a_teacher_and_a_student
+from tests.app.room_clients import a_teacher_and_a_student, nano_sessions
 
 PROMPT = "The cat sat on the mat. The cat sat on the mat."
 
 
 @pytest.fixture
 def pages():
-    teacher = {"recipe": random_recipe(PRESETS["nano"], seed=3), "run_id": None, "lang": "en", "session": "vq-t"}
-    students = [
-        {"recipe": random_recipe(PRESETS["nano"], seed=0), "run_id": None, "lang": lang, "session": f"vq-s{i}"}
-        for i, lang in enumerate(("en", "zh-CN"))
-    ]
-    return teacher, students
+    return nano_sessions("vq")
 
 
 def scores_of(state) -> dict:
