@@ -301,9 +301,8 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     if vote and "counts" in vote:
         result = counts_html(vote, lang)
     elif teacher and vote and vote.get("open"):
-        result = (
-            gr.skip()
-        )  # the teacher's "vote open" line (the question, how its answer is found) stays till the reveal
+        # the teacher's "vote open" line (the question, how its answer is found) stays till the reveal
+        result = gr.skip()
     else:
         result = ""
     out = out._replace(room=room, room_vote=vote_radio(vote, lang, student=not teacher), room_result=result)

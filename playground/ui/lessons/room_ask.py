@@ -24,6 +24,14 @@ from playground.ui.common import client_address, fail, lang_of, ok, session_mode
 from .room_layout import no_room
 
 
+def head_chips(layer: int, ids: list[str]) -> list[list]:
+    """The vote's choices for the heads of ``layer`` (``ids``: one per head, in order): [id, its chip
+    ("L2 H0") in each language]."""
+    return [
+        [cid, {lg: tr(lg, "room_ask_chip", layer=layer, head=head) for lg in LANGS}] for head, cid in enumerate(ids)
+    ]
+
+
 def ask_view(state, code, key, kind, layer) -> dict:
     """Open a vote in room ``code`` (``key``: the teacher's) on ``kind`` about ``layer`` of the session's
     last run: the vote's id, its question and its choices in each language."""
@@ -32,10 +40,7 @@ def ask_view(state, code, key, kind, layer) -> dict:
     model = session_model(state) if run is not None else None
     asked = view_questions.ask(model, run, kind, layer)
     text = {lg: tr(lg, f"room_ask_q_{asked.kind}", layer=asked.layer) for lg in LANGS}
-    choices = [
-        [cid, {lg: tr(lg, "room_ask_chip", layer=asked.layer, head=head) for lg in LANGS}]
-        for head, cid in enumerate(asked.choices)
-    ]
+    choices = head_chips(asked.layer, asked.choices)
     question = f"view/{asked.kind}/{asked.layer}"
     vote = ROOMS.open_vote(code, key, question, choices, asked.answer, client_address(), text=text)
     return {"vote": vote, "question": text, "choices": choices}
@@ -58,10 +63,7 @@ def ask_own(state, code, key, question, layer) -> dict:
         )
     model = session_model(state)
     layer = view_questions.asked_layer(model, layer)
-    choices = [
-        [f"h{head}", {lg: tr(lg, "room_ask_chip", layer=layer, head=head) for lg in LANGS}]
-        for head in range(model.cfg.n_heads)
-    ]
+    choices = head_chips(layer, [f"h{head}" for head in range(model.cfg.n_heads)])
     shown = {lg: text for lg in LANGS}
     vote = ROOMS.open_vote(code, key, f"own/{layer}", choices, None, client_address(), text=shown)
     return {"vote": vote, "question": shown, "choices": choices}
