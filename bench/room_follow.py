@@ -237,8 +237,9 @@ def _follow(route: Route, code: str, n: int, spread: float, stop, results, keep_
 
 
 class FollowerProcess:
-    """``n`` followers (API followers, or pages when ``page`` is given) in a process of their own (on another machine a class's pages would not share the
-    server's interpreter lock: here they share its cores only). ``stop()`` gives back what each saw."""
+    """``n`` followers (API followers, or pages when ``page`` is given) in a process of their own (on another
+    machine a class's pages would not share the server's interpreter lock: here they share its cores only).
+    ``stop()`` gives back what each saw."""
 
     def __init__(
         self, endpoint, code: str, n: int, spread: float = 1.0, keep_alive: bool = True, page: Page | None = None

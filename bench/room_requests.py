@@ -18,8 +18,6 @@ framework's. Prints the figures that docs/benchmarks.md states.
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import statistics
 import sys
 import urllib.parse
@@ -28,8 +26,9 @@ import uuid
 import psutil
 
 from bench import serving
-from bench.page_events import page_route, send, then_route
+from bench.page_events import send
 from bench.room_cpu import PROMPT, ServedApp, cpu_seconds, settle
+from bench.room_follow import Page, TeacherPage
 from bench.room_sse import Endpoint, KeptConnection, post
 
 
@@ -97,20 +96,13 @@ def main(argv: list[str] | None = None) -> None:
         # A teacher's page and a student's, through their own events (the teacher's room names its model,
         # so the step is drawn once for the room): the teacher alternates Next and Back, each published as
         # the page publishes it (the event chained after it); the student's page polls after each move.
-        lead, pupil = uuid.uuid4().hex, uuid.uuid4().hex
-        started = send(page_route(teacher, "pg-room-start"), lead, [None, None, None, PROMPT])
-        page_code = re.search(r"\*\*([A-Z0-9]{6})\*\*", json.dumps(started)).group(1)
-        send(page_route(teacher, "pg-room-join"), pupil, [None, None, page_code])
-        poll = page_route(teacher, "pg-room-poke")
-        steps = [
-            (page_route(teacher, f"pg-lesson-{b}"), then_route(teacher, f"pg-lesson-{b}")) for b in ("next", "back")
-        ]
+        lead, pupil, page = TeacherPage(teacher, PROMPT), uuid.uuid4().hex, Page.of(teacher, PROMPT)
+        send(page.join, pupil, [None, None, lead.start()])
+        poll = page.poll
         moves = iter(range(10**6))
 
         def move() -> None:
-            step, publish = steps[next(moves) % 2]
-            send(step, lead, [None, None, PROMPT])
-            send(publish, lead, [None, None, None, PROMPT])
+            lead.move(+1 if next(moves) % 2 == 0 else -1)
 
         def move_and_poll() -> None:
             move()

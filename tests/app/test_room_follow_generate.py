@@ -1,7 +1,8 @@
 """Classroom mode under a full room with a followed Generate run (issue 35's load test): 60 followers follow
 the room as a student's page does (bench/room_follow: a long poll on ``/room/wait``, then a poll when the
-room moved: the room's API ``/room_state``, or the page's own poll as a student's page sends it) while the teacher generates 64 tokens
-through ``/generate``, publishes five moves meanwhile (``/room_publish``, as typing or a tab would) and then
+room moved: the room's API ``/room_state``, or the page's own poll as a student's page sends it) while the
+teacher generates 64 tokens through ``/generate``, publishes five moves meanwhile (``/room_publish``, as
+typing or a tab would) and then
 the finished run (``/room_publish_run``: chips, status and heatmap, built once and sent to every follower
 as they are). No request fails, every follower receives the run with its figure once, and every
 publication, the moves made while the run decodes included, reaches every follower's poll within 1.5 s
