@@ -1,10 +1,11 @@
 """The server's CPU for a room's followers, against one forward pass of the model they follow.
 
-``python -m bench.room_cpu [--followers 60] [--steps 10] [--pages]``: the app served as ``gpt-playground``
+``python -m bench.room_cpu [--followers 60] [--steps 10] [--pages | --event]``: the app served as ``gpt-playground``
 serves it (a process of its own, its start-up heap frozen), a teacher and ``--followers`` followers in a
 process of their own following as a student's page does (bench/room_follow: the long poll on
 ``/room/wait``, then a poll when the room moved). By default the teacher publishes lesson steps through
-the room's API (``/room_publish``) and the followers poll ``/room_state``; with ``--pages`` the teacher is
+the room's API (``/room_publish``) and the followers take each move in the wait's answer (``state=1``);
+with ``--event`` they poll ``/room_state`` after each wait; with ``--pages`` the teacher is
 a page (its Start, then Next and Back through its own events) and each follower is a student's page (its
 own Join and its own poll, answered with the step drawn once for the room). The server process's CPU
 time (user + system, ``psutil``) is read over three windows of the same length:
@@ -111,6 +112,12 @@ def main(argv: list[str] | None = None) -> None:
         help="followers are student pages (their own Join and poll, the step drawn for the room) led by a "
         "teacher's page (Next, Back), not API followers of /room_publish and /room_state",
     )
+    ap.add_argument(
+        "--event",
+        action="store_true",
+        help="API followers take each move from the /room_state event after the wait (two requests a move), "
+        "not from the wait's own answer",
+    )
     args = ap.parse_args(argv)
     seconds = args.steps * args.step_seconds
 
@@ -144,9 +151,15 @@ def main(argv: list[str] | None = None) -> None:
         quiet, wall_quiet = window(proc, seconds)
         alone, wall_alone = window(proc, seconds, publish_steps)
         pages = FollowerProcess(
-            Endpoint(teacher, "/room_state"), code, args.followers, keep_alive=not args.no_keep_alive, page=page
+            Endpoint(teacher, "/room_state"),
+            code,
+            args.followers,
+            keep_alive=not args.no_keep_alive,
+            page=page,
+            event=args.event,
         )
-        time.sleep(8.0)  # every page has joined and drawn the room
+        pages.ready()  # every follower has drawn the room
+        time.sleep(2.0)  # (and the last joins have settled)
         waiting, wall_waiting = window(proc, seconds)
         following, wall_following = window(proc, seconds, publish_steps)
         followers = pages.stop()
@@ -162,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
 
     per_wait = max(0.0, waiting / wall_waiting - quiet / wall_quiet) / args.followers
     per_update = max(0.0, following - alone * wall_following / wall_alone) / (args.followers * args.steps)
-    kind = "student pages" if args.pages else "API followers"
+    kind = "student pages" if args.pages else "API followers" + (" (/room_state)" if args.event else " (state=1)")
     print(
         f"{kind}; server CPU: quiet {quiet / wall_quiet * 1000:.1f} ms/s, the teacher's {args.steps} moves alone "
         f"{alone:.2f} s, {args.followers} followers waiting {waiting / wall_waiting * 1000:.1f} ms/s, "

@@ -2,8 +2,9 @@
 each time it answers that the room moved, a poll: the move counts as seen when that poll's answer arrives.
 Bare HTTP (``http.client``), as bench/room_sse.py's learners, so 60 of them weigh little beside the server.
 
-Two kinds of follower. An **API follower** polls ``/room_state`` (the room's API: the room's record as JSON,
-one POST, the event being unqueued). A **page** (``Page``) is what a student's browser tab is to the server:
+Two kinds of follower. An **API follower** takes the room's record as JSON: by default in the wait's own
+answer (``/room/wait?state=1``, one request a move), or (``event=True``) from ``/room_state`` after each
+wait (the room's Gradio event, one POST, unqueued). A **page** (``Page``) is what a student's browser tab is to the server:
 it joins with the page's own Join and polls with the page's own hidden poke (``lessons_room.poll``, whose
 answer is the lesson step drawn for the room, the vote and every other output the page shows), in its own
 session, as the page's JavaScript sends them; ``TeacherPage`` leads a room the same way (Start, Next, Back,
@@ -19,6 +20,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -29,13 +31,21 @@ WAIT_S = 20.0  # as the page's WATCH_JS asks
 
 
 def wait_room(
-    endpoint: Endpoint, code: str, since: int | None, timeout: float = WAIT_S, kept: KeptConnection | None = None
+    endpoint: Endpoint,
+    code: str,
+    since: int | None,
+    timeout: float = WAIT_S,
+    kept: KeptConnection | None = None,
+    state: bool = False,
 ) -> dict:
-    """One ``/room/wait`` answer: the room's state once it moved past ``since`` (or ``timeout`` passed), on
-    ``kept`` (a connection kept open between waits, as a page's fetch keeps one) or a connection of its own."""
-    query = {"code": code, "timeout": timeout}
+    """One ``/room/wait`` answer: the room's version once it moved past ``since`` (or ``timeout`` passed),
+    with its state when ``state``; on ``kept`` (a connection kept open between waits, as a page's fetch
+    keeps one) or a connection of its own."""
+    query: dict = {"code": code, "timeout": timeout}
     if since is not None:
         query["since"] = since
+    if state:
+        query["state"] = 1
     conn = kept or KeptConnection(endpoint.host, endpoint.port, timeout + 30)
     try:
         status, body = conn.request("GET", "/room/wait?" + urllib.parse.urlencode(query))
@@ -135,9 +145,11 @@ class Follower(threading.Thread):
         wait_s: float = 2.0,
         keep_alive: bool = True,
         page: Page | None = None,
+        event: bool = False,
     ):
         super().__init__(daemon=True)
         self.page = page  # None: an API follower
+        self.event = event  # an API follower that takes each move from /room_state, not the wait's answer
         self.keep_alive = keep_alive  # False: a connection a request (what the bench did before)
         self.wait_s = wait_s  # (shorter than a page's WAIT_S: the end of a test is seen within it)
         self.endpoint, self.code, self.done, self.start_after = endpoint, code, done, start_after
@@ -148,6 +160,7 @@ class Follower(threading.Thread):
         self.waits = 0
         self.woken: dict[int, float] = {}  # when the wait answered each version (before the page's poll)
         self.connections = 0  # the HTTP connections it opened (two when the server kept both open)
+        self.on_first: Callable[[], None] | None = None  # called once it has drawn the room
 
     def run(self) -> None:
         time.sleep(self.start_after)  # pages open at different moments
@@ -166,7 +179,11 @@ class Follower(threading.Thread):
                 if not self.keep_alive:
                     self.waiting.close()
                     self.polling.close()
-                answer = wait_room(self.endpoint, self.code, since, timeout=self.wait_s, kept=self.waiting)
+                one_request = self.page is None and not self.event
+                answer = wait_room(
+                    self.endpoint, self.code, since, timeout=self.wait_s, kept=self.waiting, state=one_request
+                )
+                arrived = time.time()
                 self.waits += 1
                 if "error" in answer:
                     self.errors.append(answer["error"])
@@ -179,6 +196,10 @@ class Follower(threading.Thread):
                 if self.page is not None:
                     self._draw(since)
                     continue
+                if one_request:
+                    self._seen(since, arrived)
+                    self.states.append(summary(answer))
+                    continue
                 data = [self.code, shown, "", ""]
                 if self.endpoint.run_path:
                     arrived, outputs = post(self.endpoint, self.session, data, timeout=60, kept=self.polling)
@@ -190,7 +211,7 @@ class Follower(threading.Thread):
                     self.errors.append(out["error"])
                 elif out.get("changed"):
                     shown = out["version"]
-                    self.seen.setdefault(shown, arrived)
+                    self._seen(shown, arrived)
                     self.states.append(summary(out))
             except Exception as e:  # a refused or failed request: counted, never hidden
                 self.errors.append(f"{type(e).__name__}: {e}")
@@ -198,6 +219,11 @@ class Follower(threading.Thread):
         self.waiting.close()
         self.polling.close()
         self.connections = self.waiting.opened + self.polling.opened
+
+    def _seen(self, version: int, arrived: float) -> None:
+        if not self.seen and self.on_first is not None:
+            self.on_first()
+        self.seen.setdefault(version, arrived)
 
     def _draw(self, version: int) -> None:
         """The page's poll after the wait said the room reached ``version``: the page drew it when its
@@ -207,7 +233,7 @@ class Follower(threading.Thread):
         if not drawn(outputs):
             self.errors.append(f"the page's poll drew nothing after the room moved to version {version}")
             return
-        self.seen.setdefault(version, arrived)
+        self._seen(version, arrived)
         self.states.append(self.page.summary(version, outputs))
 
 
@@ -222,11 +248,21 @@ def summary(out: dict) -> dict:
     }
 
 
-def _follow(route: Route, code: str, n: int, spread: float, stop, results, keep_alive: bool = True, page=None) -> None:
+def _follow(
+    route: Route, code: str, n: int, spread: float, stop, results, keep_alive=True, page=None, event=False, drew=None
+) -> None:
     done = threading.Event()
     followers = [
-        Follower(route, code, done, start_after=i * spread / n, keep_alive=keep_alive, page=page) for i in range(n)
+        Follower(route, code, done, start_after=i * spread / n, keep_alive=keep_alive, page=page, event=event)
+        for i in range(n)
     ]
+
+    def first() -> None:
+        with drew.get_lock():
+            drew.value += 1
+
+    for f in followers:
+        f.on_first = first if drew is not None else None
     for f in followers:
         f.start()
     stop.wait()
@@ -237,18 +273,35 @@ def _follow(route: Route, code: str, n: int, spread: float, stop, results, keep_
 
 
 class FollowerProcess:
-    """``n`` followers (API followers, or pages when ``page`` is given) in a process of their own (on another
-    machine a class's pages would not share the server's interpreter lock: here they share its cores only).
-    ``stop()`` gives back what each saw."""
+    """``n`` followers (API followers, or pages when ``page`` is given; ``event``: API followers through
+    ``/room_state``) in a process of their own (on another machine a class's pages would not share the
+    server's interpreter lock: here they share its cores only). ``stop()`` gives back what each saw."""
 
     def __init__(
-        self, endpoint, code: str, n: int, spread: float = 1.0, keep_alive: bool = True, page: Page | None = None
+        self,
+        endpoint,
+        code: str,
+        n: int,
+        spread: float = 1.0,
+        keep_alive: bool = True,
+        page: Page | None = None,
+        event: bool = False,
     ):
         ctx = multiprocessing.get_context("spawn")
-        self.stop_event, self.results = ctx.Event(), ctx.Queue()
-        args = (Route.of(endpoint), code, n, spread, self.stop_event, self.results, keep_alive, page)
+        self.stop_event, self.results, self.drew, self.n = ctx.Event(), ctx.Queue(), ctx.Value("i", 0), n
+        args = (Route.of(endpoint), code, n, spread, self.stop_event, self.results, keep_alive, page, event, self.drew)
         self.process = ctx.Process(target=_follow, args=args, daemon=True)
         self.process.start()
+
+    def ready(self, timeout: float = 120.0) -> float:
+        """Once every follower has drawn the room (their process started, each page joined): the seconds
+        it took. Raises after ``timeout``."""
+        t0 = time.perf_counter()
+        while self.drew.value < self.n:
+            if time.perf_counter() - t0 > timeout or not self.process.is_alive():
+                raise TimeoutError(f"{self.drew.value} of {self.n} followers drew the room in {timeout:.0f} s")
+            time.sleep(0.1)
+        return time.perf_counter() - t0
 
     def stop(self) -> list[SimpleNamespace]:
         """Each follower's ``seen``, ``woken``, ``states``, ``errors``, ``waits`` and ``connections``."""

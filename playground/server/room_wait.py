@@ -4,8 +4,13 @@ A follower asks ``/room/wait?code=CODE&since=VERSION``: the answer, ``{"code", "
 "changed"}``, comes at once when the room has moved past ``since``, else as soon as the teacher
 publishes (or the room ends), or after ``timeout`` seconds (at most ``MAX_WAIT_S``) with ``changed:
 False``. It says only that the room moved: the page then takes what changed with its own poll
-(``/room_state``, the page's ``lessons_room.poll``), so a run's figure is sent once to each follower,
-not twice, and the event loop serializes a few bytes per follower here. A waiting follower is a suspended coroutine on the server's event loop: no thread,
+(the page's ``lessons_room.poll``), so a run's figure is sent once to each follower, not twice.
+
+A follower that is not a page (a script, a second screen, the load tests' followers) adds ``state=1``
+(and ``member=ID`` from ``/room_join``, for its own vote): the answer is then the room's state as
+``/room_state`` gives it (``state``, ``vote``, ``following``, ``moves``), one request per move instead of a
+wait and a Gradio event. The published state's JSON is made once per version of the room and shared by
+every follower's answer (``Encoded``). A waiting follower is a suspended coroutine on the server's event loop: no thread,
 no queue slot, no CPU until the room changes. So a room's followers cost the server one answer each
 per move of the teacher, not one request each per second, and a move reaches them as soon as the
 event loop sends it: while a Generate run decodes on every core, a once-a-second poll through
@@ -20,11 +25,12 @@ A refusal (a bad code, an ended room, an address locked out) is ``{"error": mess
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from playground.server.rooms import ROOMS, RoomError, Rooms
@@ -80,12 +86,48 @@ class Waiters:
                 del self._waiting[code]
 
 
+class Encoded:
+    """The JSON of each room's published state at its latest version, made once for all its followers
+    (a version's state never changes: every change to a room is a new version)."""
+
+    def __init__(self, rooms: Rooms) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[int, bytes]] = {}
+        rooms.on_end(self.forget)
+
+    def of(self, code: str, version: int, state: dict) -> bytes:
+        with self._lock:
+            kept = self._kept.get(code)
+            if kept is not None and kept[0] == version:
+                return kept[1]
+        body = _json(state)
+        with self._lock:
+            kept = self._kept.get(code)
+            if kept is None or kept[0] <= version:
+                self._kept[code] = (version, body)
+        return body
+
+    def forget(self, code: str) -> None:
+        with self._lock:
+            self._kept.pop(code, None)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._kept)
+
+
+def _json(value: Any) -> bytes:
+    """As Starlette's ``JSONResponse`` writes it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
+
+
 def _settle(future: asyncio.Future) -> None:
     if not future.done():
         future.set_result(None)
 
 
 WAITERS = Waiters(ROOMS)
+ENCODED = Encoded(ROOMS)
 
 
 async def next_state(code: Any, since: Any, member: Any, client: str | None, timeout: float) -> dict:
@@ -119,7 +161,7 @@ def _number(text: str | None) -> float | None:
     return value if value is not None and value == value else None
 
 
-async def wait_endpoint(request: Request) -> JSONResponse:
+async def wait_endpoint(request: Request) -> Response:
     params = request.query_params
     since = _number(params.get("since"))
     timeout = min(MAX_WAIT_S, max(0.0, _number(params.get("timeout")) or 0.0))
@@ -130,8 +172,13 @@ async def wait_endpoint(request: Request) -> JSONResponse:
         )
     except RoomError as e:
         return JSONResponse({"error": str(e), "key": e.key})
-    moved = {"code": seen["code"], "version": seen["version"], "changed": seen["changed"]}
-    return JSONResponse(moved, headers={"Cache-Control": "no-store"})
+    if params.get("state") not in ("1", "true") or not seen["changed"]:
+        seen = {name: seen[name] for name in ("code", "version", "changed", "following", "moves") if name in seen}
+        return JSONResponse(seen, headers={"Cache-Control": "no-store"})
+    # the member's own part (its vote) written per answer; the room's state written once per version
+    own = _json({name: value for name, value in seen.items() if name != "state"})
+    body = own[:-1] + b',"state":' + ENCODED.of(seen["code"], seen["version"], seen["state"]) + b"}"
+    return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
 
 
 ROUTE = Route(PATH, wait_endpoint, methods=["GET"])

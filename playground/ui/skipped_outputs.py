@@ -8,6 +8,12 @@ skips nearly all of them: each follower's poll cost about 50 ms of server CPU, m
 ``install(demo)`` gives that one app (not Gradio's class) a ``postprocess_data`` that answers a
 skipped output with what Gradio answers for it (``postprocess_update_dict`` of the empty update on the
 session's component) and hands every other output, in order, to Gradio's own.
+
+The same rebuild follows every update that carries a property (``gr.update(visible=False)``), even one that
+sets it to what the page already shows: a room's poll sends the same visibility and choices with each
+step, and those rebuilds were most of a student page's poll (docs/benchmarks.md). For the events named
+with ``same_props_sent(dependency)``, an update whose properties (only those in ``SERVER_SET``) equal the
+session's component's is answered as its value alone, or as a skip.
 """
 
 from __future__ import annotations
@@ -16,9 +22,14 @@ import copy
 import types
 
 import gradio as gr
-from gradio.blocks import convert_component_dict_to_list, postprocess_update_dict
+from gradio import utils
+from gradio.blocks import Block, convert_component_dict_to_list, postprocess_update_dict
 
 SKIP = {"__type__": "update"}
+# Properties that only the server sets on this app's components: no script in the page changes them (the
+# page's scripts set labels and the Compare tab's visibility, which are not compared), so the session's
+# component holds what the page shows.
+SERVER_SET = frozenset({"visible", "choices", "interactive", "maximum", "minimum", "step"})
 
 
 def _is_skip(value) -> bool:
@@ -38,6 +49,8 @@ async def postprocess_data(self, block_fn, predictions, state):
         values = convert_component_dict_to_list(outputs, values)
     if not isinstance(values, (list, tuple)) or len(values) != len(outputs):
         return await original(self, block_fn, predictions, state)  # (its own checks and messages)
+    if block_fn._id in getattr(self, "pg_same_props", ()):
+        values = [value if block.stateful else _unchanged(block, value, state) for block, value in zip(outputs, values)]
     skipped = {i for i, (block, value) in enumerate(zip(outputs, values)) if not block.stateful and _is_skip(value)}
     if not skipped:
         return await original(self, block_fn, predictions, state)
@@ -60,6 +73,26 @@ async def postprocess_data(self, block_fn, predictions, state):
     return answered
 
 
+def _unchanged(block, value, state):
+    """``value``, or (an update whose properties the session's ``block`` already has) its value alone, or a
+    skip when it carries none."""
+    if isinstance(value, Block):
+        value = {**value.constructor_args, "__type__": "update"}
+    if not utils.is_prop_update(value) or _is_skip(value):
+        return value
+    props = {k: v for k, v in utils.delete_none(dict(value), skip_value=True).items() if k not in ("__type__", "value")}
+    shown = (state.get(block._id, block) if state is not None else block).constructor_args
+    if not props or any(k not in SERVER_SET or k not in shown or shown[k] != v for k, v in props.items()):
+        return value
+    return value["value"] if "value" in value else dict(SKIP)
+
+
 def install(demo: gr.Blocks) -> None:
     """``demo`` (this app's Blocks, no other) postprocesses skipped outputs without rebuilding them."""
     demo.postprocess_data = types.MethodType(postprocess_data, demo)
+
+
+def same_props_sent(demo: gr.Blocks, dependency) -> None:
+    """The event ``dependency`` (what ``.click`` and the like return) of ``demo`` (once installed) answers
+    an update that sets its output's properties to what the page already shows as its value, or a skip."""
+    vars(demo).setdefault("pg_same_props", set()).add(dependency["id"])

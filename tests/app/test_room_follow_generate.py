@@ -1,6 +1,7 @@
 """Classroom mode under a full room with a followed Generate run (issue 35's load test): 60 followers follow
-the room as a student's page does (bench/room_follow: a long poll on ``/room/wait``, then a poll when the
-room moved: the room's API ``/room_state``, or the page's own poll as a student's page sends it) while the
+the room as a student's page does (bench/room_follow: a long poll on ``/room/wait``, whose answer carries the
+room's state, or is followed by a poll when the room moved: the room's API ``/room_state``, or the page's
+own poll as a student's page sends it) while the
 teacher generates 64 tokens through ``/generate``, publishes five moves meanwhile (``/room_publish``, as
 typing or a tab would) and then
 the finished run (``/room_publish_run``: chips, status and heatmap, built once and sent to every follower
@@ -39,9 +40,10 @@ def served(app_url):
     gc.unfreeze()
 
 
-@pytest.mark.parametrize("kind", ["api", "pages"])
+@pytest.mark.parametrize("kind", ["api", "event", "pages"])
 def test_sixty_followers_follow_a_64_token_generate_run(served, kind):
-    """``api``: followers poll ``/room_state``; ``pages``: each is a student's page (its own Join and poll,
+    """``api``: followers take the room's state in the wait's answer; ``event``: they poll ``/room_state``
+    after each wait; ``pages``: each is a student's page (its own Join and poll,
     answered with what the page draws: the prompt, the tab, the run's chips and heatmap). Lags count from
     the teacher's answer to each publication (a follower may draw it a few milliseconds before that
     answer arrives)."""
@@ -53,8 +55,8 @@ def test_sixty_followers_follow_a_64_token_generate_run(served, kind):
     endpoint = Endpoint(teacher, "/room_state")
     published: dict[int, float] = {}
     page = Page.of(teacher, PROMPT) if kind == "pages" else None
-    pages = FollowerProcess(endpoint, code, FOLLOWERS, page=page)
-    time.sleep(6.0)  # every page has joined and drawn the room (the process started)
+    pages = FollowerProcess(endpoint, code, FOLLOWERS, page=page, event=kind == "event")
+    pages.ready()  # every follower has drawn the room (the process started, each page joined)
     t_run = time.time()
     job = teacher.submit(PROMPT, 0.8, 40, 1.0, TOKENS, 0, False, api_name="/generate")
     for move in range(MOVES):  # the teacher moves while the run decodes

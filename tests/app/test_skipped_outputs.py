@@ -103,3 +103,73 @@ def test_the_app_answers_its_events_this_way():
     demo = build_demo()
     assert demo.postprocess_data.__func__ is skipped_outputs.postprocess_data
     assert gr.Blocks.postprocess_data is not skipped_outputs.postprocess_data  # (no other app touched)
+
+
+def answered_in(fn, demo, block_fn, predictions, state):
+    out = asyncio.run(fn(demo, block_fn, predictions, state))
+    return json.loads(json.dumps(out, default=str))
+
+
+def test_an_update_to_the_props_the_page_has_is_sent_as_its_value_without_a_rebuild(monkeypatch):
+    """For an event named by ``same_props_sent``: a second update that sets the same visibility, choices or
+    range is answered as its value (or a skip), which the page draws as Gradio's own update; a property
+    that differs, or one a script of the page may change (a label), is rebuilt as Gradio does."""
+    demo, block_fn, outputs = demo_with_every_kind()
+    state_c, tabs, accordion, row, text, md, html, plot, df, slider, radio, js, timer = outputs
+    skipped_outputs.same_props_sent(demo, {"id": block_fn._id})
+    rebuilt = []
+    original = SessionState._update_config
+    monkeypatch.setattr(SessionState, "_update_config", lambda self, i: (rebuilt.append(i), original(self, i))[1])
+
+    def step(session, radio_update, slider_update, html_update):
+        predictions = [SKIP] * len(outputs)
+        predictions[outputs.index(radio)] = radio_update
+        predictions[outputs.index(slider)] = slider_update
+        predictions[outputs.index(html)] = html_update
+        return answered_in(skipped_outputs.postprocess_data, demo, block_fn, predictions, session)
+
+    ours, gradios = SessionState(demo), SessionState(demo)
+    step(ours, gr.update(choices=["x", "y"], value="x", visible=True), gr.update(maximum=20), "<p>1</p>")
+    assert len(rebuilt) == 2  # (new properties: rebuilt, as Gradio does)
+    rebuilt.clear()
+    again = step(ours, gr.update(choices=["x", "y"], value="y", visible=True), gr.update(maximum=20), "<p>2</p>")
+    assert rebuilt == []
+    assert again[outputs.index(radio)] == "y"  # the value alone, postprocessed
+    assert again[outputs.index(slider)] == {"__type__": "update"}  # nothing but the same range: a skip
+    # the page ends where Gradio's own answers leave it: the session's components and the values drawn
+    step_g = lambda *a: answered_in(gr.Blocks.postprocess_data, demo, block_fn, *a)  # noqa: E731
+    for updates in (
+        [gr.update(choices=["x", "y"], value="x", visible=True), gr.update(maximum=20), "<p>1</p>"],
+        [gr.update(choices=["x", "y"], value="y", visible=True), gr.update(maximum=20), "<p>2</p>"],
+    ):
+        predictions = [SKIP] * len(outputs)
+        for block, update in zip((radio, slider, html), updates):
+            predictions[outputs.index(block)] = update
+        theirs = step_g(predictions, gradios)
+    assert theirs[outputs.index(radio)]["value"] == "y" and theirs[outputs.index(html)] == again[outputs.index(html)]
+    for block in (radio, slider):
+        assert ours[block._id].constructor_args == gradios[block._id].constructor_args
+    rebuilt.clear()
+    changed = step(ours, gr.update(choices=["x", "z"], value="z"), gr.update(maximum=20, label="Top"), SKIP)
+    assert sorted(rebuilt) == sorted([radio._id, slider._id])  # new choices; a label: rebuilt
+    assert changed[outputs.index(radio)]["choices"] == [["x", "x"], ["z", "z"]]
+
+
+def test_events_not_named_rebuild_as_before(monkeypatch):
+    demo, block_fn, outputs = demo_with_every_kind()
+    rebuilt = []
+    original = SessionState._update_config
+    monkeypatch.setattr(SessionState, "_update_config", lambda self, i: (rebuilt.append(i), original(self, i))[1])
+    session = SessionState(demo)
+    for _ in range(2):
+        predictions = [SKIP] * len(outputs)
+        predictions[outputs.index(outputs[9])] = gr.update(maximum=20)
+        answered_in(skipped_outputs.postprocess_data, demo, block_fn, predictions, session)
+    assert rebuilt == [outputs[9]._id] * 2
+
+
+def test_the_room_polls_are_named():
+    from playground.ui.app import build_demo
+
+    demo = build_demo()
+    assert sorted(demo.fns[i].name for i in demo.pg_same_props) == ["poll"] * 3

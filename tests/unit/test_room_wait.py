@@ -100,3 +100,44 @@ def _app():
     from starlette.applications import Starlette
 
     return Starlette(routes=[room_wait.ROUTE])
+
+
+CHOICES = [["yes", "Yes"], ["no", "No"]]
+
+
+def test_with_state_the_wait_answers_what_room_state_answers_one_request_a_move(room):
+    code, key = room
+    ROOMS.publish(code, key, {"lesson": "attention", "step": 1, "prompt": "héllo"})
+    ann, bob = ROOMS.join(code, "test-wait"), ROOMS.join(code, "test-wait")
+    vote_id = ROOMS.open_vote(code, key, "Which?", CHOICES, "no", "test-wait")
+    ROOMS.vote(code, ann, vote_id, "yes", "test-wait")
+    ROOMS.vote(code, bob, vote_id, "no", "test-wait")
+    client = TestClient(_app())
+    got = client.get(room_wait.PATH, params={"code": code, "since": 0, "member": ann, "state": 1})
+    assert got.headers["content-type"] == "application/json" and got.headers["cache-control"] == "no-store"
+    assert got.json() == ROOMS.state(code, since=0, member=ann, client="test-wait")
+    assert got.json()["state"]["prompt"] == "héllo" and got.json()["vote"]["mine"] == "yes"
+    # another member's answer and the vote's answer are nowhere in it
+    assert "no" not in [got.json()["vote"].get(k) for k in ("mine", "answer")] and "counts" not in got.json()["vote"]
+    # nothing new: the version only, no state
+    version = got.json()["version"]
+    same = client.get(room_wait.PATH, params={"code": code, "since": version, "state": 1, "timeout": 0.05}).json()
+    assert same == {"code": code, "version": version, "changed": False}
+
+
+def test_the_states_json_is_made_once_a_version_and_let_go_when_the_room_ends(room, monkeypatch):
+    code, key = room
+    made = []
+    real = room_wait._json
+    monkeypatch.setattr(room_wait, "_json", lambda value: made.append(value) or real(value))
+    client = TestClient(_app())
+    ROOMS.publish(code, key, {"lesson": "attention", "step": 1})
+    answers = [client.get(room_wait.PATH, params={"code": code, "state": 1}).json() for _ in range(5)]
+    assert {a["state"]["step"] for a in answers} == {1}
+    assert sum(1 for value in made if value.get("lesson") == "attention") == 1  # (one state made, five answers)
+    ROOMS.publish(code, key, {"step": 2})  # a new version: the new state, not the one kept
+    assert client.get(room_wait.PATH, params={"code": code, "state": 1}).json()["state"]["step"] == 2
+    kept = room_wait.ENCODED.count()
+    ROOMS.end(code, key, "test-wait")
+    assert room_wait.ENCODED.count() == kept - 1
+    assert client.get(room_wait.PATH, params={"code": code, "state": 1}).json()["key"] == "room.ended"

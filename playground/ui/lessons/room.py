@@ -21,7 +21,7 @@ from playground.i18n import LANGS
 from playground.server import lessons
 from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
-from playground.ui import listeners
+from playground.ui import listeners, skipped_outputs
 from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
 from playground.ui.results import only, outputs, result
 
@@ -368,11 +368,14 @@ def wire(page) -> None:
     poll_event = {"show_progress": "hidden", "queue": False, **private}
     # (unqueued too: back in step now, not behind a decode in the queue nor at the next poll)
     scroll = {"fn": None, "inputs": None, "outputs": None, "js": room_scroll.SCROLL_JS}
-    c.room_follow.click(follow, [state, c.room], [c.room, c.room_status, c.room_follow], queue=False, **private).then(
-        poll, [state, c.room, prompt], polled, **poll_event
-    ).then(**scroll)
+    followed = c.room_follow.click(
+        follow, [state, c.room], [c.room, c.room_status, c.room_follow], queue=False, **private
+    )
+    polls = [followed.then(poll, [state, c.room, prompt], polled, **poll_event)]
     # WATCH_JS clicks it when the room moved; a click while a poll runs is kept for after it
-    c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event).then(**scroll)
+    polls.append(c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event))
+    for polled_event in polls:
+        polled_event.then(**scroll)
     c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
     ask = [state, c.room, c.room_ask_kind, page.generate.layer, c.room_ask_text]  # (the heatmap's layer)
@@ -385,7 +388,9 @@ def wire(page) -> None:
         **private,
     ).then(**keep)
     c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
-    c.room_timer.tick(poll, [state, c.room, prompt], polled, **poll_event)
+    polls.append(c.room_timer.tick(poll, [state, c.room, prompt], polled, **poll_event))
+    for polled_event in polls:  # (each step sends the same visibility and choices: not rebuilt each time)
+        skipped_outputs.same_props_sent(page.demo, polled_event)
     room_follow.wire(page)
     room_inside.wire(page)
     room_api.wire(c, state)
