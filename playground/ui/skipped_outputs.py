@@ -26,10 +26,10 @@ from gradio import utils
 from gradio.blocks import Block, convert_component_dict_to_list, postprocess_update_dict
 
 SKIP = {"__type__": "update"}
-# Properties that only the server sets on this app's components: no script in the page changes them (the
-# page's scripts set labels and the Compare tab's visibility, which are not compared), so the session's
-# component holds what the page shows.
-SERVER_SET = frozenset({"visible", "choices", "interactive", "maximum", "minimum", "step"})
+# Properties an update may carry that the session's component records as the page shows them, unless a
+# script of the page sets them too (the tabs' titles, the Compare tab's visibility): the outputs of the
+# app's script-only events are never compared.
+SERVER_SET = frozenset({"visible", "choices", "label", "info", "interactive", "maximum", "minimum", "step"})
 
 
 def _is_skip(value) -> bool:
@@ -50,10 +50,14 @@ async def postprocess_data(self, block_fn, predictions, state):
     if not isinstance(values, (list, tuple)) or len(values) != len(outputs):
         return await original(self, block_fn, predictions, state)  # (its own checks and messages)
     if block_fn._id in getattr(self, "pg_same_props", ()):
-        values = [value if block.stateful else _unchanged(block, value, state) for block, value in zip(outputs, values)]
+        scripted = _scripted(self)
+        values = [
+            value if block.stateful or block._id in scripted else _unchanged(block, value, state)
+            for block, value in zip(outputs, values)
+        ]
     skipped = {i for i, (block, value) in enumerate(zip(outputs, values)) if not block.stateful and _is_skip(value)}
     if not skipped:
-        return await original(self, block_fn, predictions, state)
+        return await original(self, block_fn, values, state)
     kept = [i for i in range(len(outputs)) if i not in skipped]
     done: dict[int, object] = {}
     if kept:
@@ -67,10 +71,28 @@ async def postprocess_data(self, block_fn, predictions, state):
             answered.append(done[i])
         else:
             shown = state.get(block._id, block) if state is not None else block
-            answered.append(
-                postprocess_update_dict(block=shown, update_dict=dict(SKIP), postprocess=block_fn.postprocess)
-            )
+            answered.append(copy.deepcopy(_skip_answer(type(shown), shown, block_fn.postprocess)))
     return answered
+
+
+_SKIP_ANSWERS: dict[tuple[type, bool], dict] = {}
+
+
+def _skip_answer(kind: type, block, postprocess: bool) -> dict:
+    """Gradio's answer for a skip of ``block``, which depends on its class only (an HTML's carries its
+    props), made once per class: Gradio reads ``HTML.__init__``'s signature for each."""
+    key = (kind, bool(postprocess))
+    if key not in _SKIP_ANSWERS:
+        _SKIP_ANSWERS[key] = postprocess_update_dict(block=block, update_dict=dict(SKIP), postprocess=postprocess)
+    return _SKIP_ANSWERS[key]
+
+
+def _scripted(demo) -> frozenset:
+    """The ids of the blocks a script of the page may update (outputs of events with no server function)."""
+    if "pg_scripted" not in vars(demo):
+        fns = demo.fns.values()
+        demo.pg_scripted = frozenset(o._id for f in fns if f.fn is None for o in f.outputs)
+    return demo.pg_scripted
 
 
 def _unchanged(block, value, state):

@@ -113,7 +113,7 @@ def answered_in(fn, demo, block_fn, predictions, state):
 def test_an_update_to_the_props_the_page_has_is_sent_as_its_value_without_a_rebuild(monkeypatch):
     """For an event named by ``same_props_sent``: a second update that sets the same visibility, choices or
     range is answered as its value (or a skip), which the page draws as Gradio's own update; a property
-    that differs, or one a script of the page may change (a label), is rebuilt as Gradio does."""
+    that differs is rebuilt as Gradio does."""
     demo, block_fn, outputs = demo_with_every_kind()
     state_c, tabs, accordion, row, text, md, html, plot, df, slider, radio, js, timer = outputs
     skipped_outputs.same_props_sent(demo, {"id": block_fn._id})
@@ -151,8 +151,25 @@ def test_an_update_to_the_props_the_page_has_is_sent_as_its_value_without_a_rebu
         assert ours[block._id].constructor_args == gradios[block._id].constructor_args
     rebuilt.clear()
     changed = step(ours, gr.update(choices=["x", "z"], value="z"), gr.update(maximum=20, label="Top"), SKIP)
-    assert sorted(rebuilt) == sorted([radio._id, slider._id])  # new choices; a label: rebuilt
+    assert sorted(rebuilt) == sorted([radio._id, slider._id])  # new choices; a new label: rebuilt
     assert changed[outputs.index(radio)]["choices"] == [["x", "x"], ["z", "z"]]
+
+
+def test_an_output_a_script_of_the_page_updates_is_always_rebuilt(monkeypatch):
+    """The page may have changed what a script sets (its visibility, its label) since the server last sent it."""
+    with gr.Blocks() as demo:
+        shown, scripted, source = gr.Textbox(visible=True), gr.Textbox(visible=True), gr.Radio(["a", "b"])
+        button = gr.Button()
+        button.click(lambda: None, None, [shown, scripted])
+        source.change(None, source, scripted, js="(s) => ({__type__: 'update', visible: s === 'a'})")
+    block_fn = next(f for f in demo.fns.values() if list(f.outputs) == [shown, scripted])
+    skipped_outputs.same_props_sent(demo, {"id": block_fn._id})
+    session = SessionState(demo)
+    both = lambda: [gr.update(visible=True, value="1"), gr.update(visible=True, value="1")]  # noqa: E731
+    answered_in(skipped_outputs.postprocess_data, demo, block_fn, both(), session)
+    again = answered_in(skipped_outputs.postprocess_data, demo, block_fn, both(), session)
+    assert again[0] == "1"  # the value alone
+    assert again[1] == {"__type__": "update", "visible": True, "value": "1"}  # sent as an update, as Gradio does
 
 
 def test_events_not_named_rebuild_as_before(monkeypatch):
