@@ -52,7 +52,14 @@ def app_url():
     from playground.ui.app import build_demo, launch_kwargs
 
     demo = build_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_port=free_port(), **launch_kwargs())
+    for attempt in range(3):
+        try:
+            _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_port=free_port(), **launch_kwargs())
+            break
+        except ValueError as e:  # Gradio's check of its new server timed out (a loaded machine): once more
+            demo.close()
+            if "localhost is not accessible" not in str(e) or attempt == 2:
+                raise
     try:
         yield url
     finally:

@@ -126,7 +126,7 @@ def test_a_refusal_appears_under_its_own_button(page_url):
         # Stop answers next to the buttons.
         page.locator("#pg-sweep-btn").click()
         page.locator("#pg-inside-stop").click()
-        msg.get_by_text("Stopped", exact=False).wait_for(timeout=60_000)
+        msg.get_by_text("Stopped", exact=False).wait_for(timeout=120_000)
         browser.close()
 
 
