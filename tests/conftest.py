@@ -56,7 +56,9 @@ def app_url():
         try:
             _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_port=free_port(), **launch_kwargs())
             break
-        except ValueError as e:  # Gradio's check of its new server timed out (a loaded machine): once more
+        except (
+            ValueError
+        ) as e:  # Gradio's check of its new server timed out (a loaded machine): again, three tries in all
             demo.close()
             if "localhost is not accessible" not in str(e) or attempt == 2:
                 raise

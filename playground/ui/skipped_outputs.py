@@ -70,18 +70,22 @@ async def postprocess_data(self, block_fn, predictions, state):
         if i in done:
             answered.append(done[i])
         else:
-            shown = state.get(block._id, block) if state is not None else block
-            answered.append(copy.deepcopy(_skip_answer(type(shown), shown, block_fn.postprocess)))
+            answered.append(copy.deepcopy(_skip_answer(_in_session(block, state), block_fn.postprocess)))
     return answered
 
 
 _SKIP_ANSWERS: dict[tuple[type, bool], dict] = {}
 
 
-def _skip_answer(kind: type, block, postprocess: bool) -> dict:
+def _in_session(block, state):
+    """The session's instance of ``block`` (the last one an update rebuilt), else ``block``."""
+    return state.get(block._id, block) if state is not None else block
+
+
+def _skip_answer(block, postprocess: bool) -> dict:
     """Gradio's answer for a skip of ``block``, which depends on its class only (an HTML's carries its
     props), made once per class: Gradio reads ``HTML.__init__``'s signature for each."""
-    key = (kind, bool(postprocess))
+    key = (type(block), bool(postprocess))
     if key not in _SKIP_ANSWERS:
         _SKIP_ANSWERS[key] = postprocess_update_dict(block=block, update_dict=dict(SKIP), postprocess=postprocess)
     return _SKIP_ANSWERS[key]
@@ -103,7 +107,7 @@ def _unchanged(block, value, state):
     if not utils.is_prop_update(value) or _is_skip(value):
         return value
     props = {k: v for k, v in utils.delete_none(dict(value), skip_value=True).items() if k not in ("__type__", "value")}
-    shown = (state.get(block._id, block) if state is not None else block).constructor_args
+    shown = _in_session(block, state).constructor_args
     if not props or any(k not in SERVER_SET or k not in shown or shown[k] != v for k, v in props.items()):
         return value
     return value["value"] if "value" in value else dict(SKIP)
