@@ -115,14 +115,27 @@ PAGE_JS = """
     try { (await import(core)).changeLocale(lang); } catch (e) { console.warn('language', e); }
   }
   let applied = null;
+  // A switch asked for and not yet shown by the probe: Gradio loads a language's messages on its
+  // own time, and a tick that read the old language meanwhile would store it over the one asked for.
+  let pending = null;
   async function tick() {
     const p = probe(), box = toggle();
-    const summary = document.querySelector('#pg-summary');
-    if (!p || !box || !summary || !summary.textContent.trim()) return;  // the session has not loaded yet
+    // The session's load ends before a preference is sent: its answer replaces the session's state, so
+    // a language stored in the state before it would be lost (the summary's own text is no sign: it
+    // shows Gradio's "processing" while it loads). Should the load fail, the page goes on after 30 s.
+    if (!p || !box || !(window.pgSessionLoaded || performance.now() > 30000)) return;
     if (wanted !== null) {
       const lang = norm(wanted);
       wanted = null;
-      if (lang !== norm(p.textContent.trim())) { await setLocale(lang); return; }
+      if (lang !== norm(p.textContent.trim())) {
+        pending = {lang, until: Date.now() + 15000};
+        await setLocale(lang);
+        return;
+      }
+    }
+    if (pending) {
+      if (norm(p.textContent.trim()) !== pending.lang && Date.now() < pending.until) return;
+      pending = null;
     }
     const prefs = window.pgPrefs();
     const key = JSON.stringify(prefs);
@@ -141,6 +154,9 @@ PAGE_JS = """
 }
 """
 
+# Chained after the page's session is made (model.tab.load_session): PAGE_JS sends no preference before.
+LOADED_JS = "() => { window.pgSessionLoaded = true; }"
+
 # The hidden "apply" button's event reads the page's preferences as it is sent.
 READ_PREFS_JS = "(prefs, ...rest) => [JSON.stringify(window.pgPrefs ? window.pgPrefs() : {}), ...rest]"
 
@@ -150,6 +166,7 @@ def wire(page) -> None:
     h = page.header
     # The toggle acts in the page at once (CSS); the watcher then tells the server (figures' type size).
     h.present.input(None, h.present, None, js="(v) => { document.body.classList.toggle('pg-present', v); }")
+    page.session_loaded.then(None, None, None, js=LOADED_JS)
     event = h.apply.click(
         apply_prefs,
         [h.prefs, page.state, page.train_state],

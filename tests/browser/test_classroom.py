@@ -10,11 +10,13 @@ presenter mode on, chips and axis labels are large and the advanced controls are
 
 import html
 import re
+import time
 from urllib.parse import unquote
 
 import pytest
 
 from playground.i18n import EN, tr
+from playground.ui.model import tab as model_tab
 from tests.browser.chromium import chromium_or_skip, launch, open_tab, set_number
 from tests.helpers import ARTIFACTS
 from tools.pagewalk import draw_inside, plot_ready
@@ -230,7 +232,7 @@ def test_every_tab_fits_the_projector_in_both_languages_with_and_without_present
     assert not problems, "\n".join(problems)
 
 
-def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload(app_url):
+def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload(app_url, monkeypatch):
     from playwright.sync_api import sync_playwright
 
     chromium_or_skip()
@@ -275,7 +277,11 @@ def test_the_language_chosen_in_settings_reaches_every_tab_and_survives_a_reload
             "() => document.querySelector(\"button[role=tab][data-tab-id='generate']\")?.innerText === '2 · 生成与注意力'",
             timeout=30_000,
         )
-        # The bare address in the same browser: the choice was remembered.
+        # The bare address in the same browser: the choice was remembered. The session's load is slowed,
+        # as on a loaded server: the page sends its language only once the load has answered (the load's
+        # answer replaces the session's state; a language stored before it was lost).
+        slow = model_tab.form_values  # (load_session's own: the language's redraws do not call it)
+        monkeypatch.setattr(model_tab, "form_values", lambda *a, **k: (time.sleep(2), slow(*a, **k))[1])
         page.goto(app_url)
         page.locator("#pg-summary").get_by_text("个参数", exact=False).wait_for(timeout=60_000)
         page.wait_for_function(
