@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from functools import cache
 
 import torch
@@ -106,39 +107,55 @@ def time_run(corpus, tcfg: TrainConfig, cfg=MODEL, n_steps: int = 3) -> dict:
     return {**t, "seconds": seconds, "steps": tcfg.steps, "evaluations": evals, "logs": logs}
 
 
-def record(steps: int = STEPS, threads: int = 1) -> dict:
-    """The run trained once with its fixed seed, as the Train tab trains it (``threads`` torch threads),
-    its heads logged: the head timeline (``head_watch.timeline``), the training loss averaged over each
-    log interval, the held-out losses and what the run was. ``tools/heads_timeline.py`` writes it for
-    the lesson on heads forming, which cannot train 700 steps while a page waits."""
+@dataclass
+class Trained:
+    """A run of ``train``: its trainer (and model), its head watch, and the losses it reported."""
+
+    trainer: Trainer
+    watch: HeadWatch
+    losses: list[tuple[int, float]]  # (step, training loss)
+    val: list[tuple[int, float]]  # (step, held-out loss)
+    threads: int
+
+
+def train(steps: int = STEPS, threads: int = 1, on_log=None) -> Trained:
+    """The run trained with its fixed seed, as the Train tab trains it (``threads`` torch threads on the
+    calling thread, restored after), its heads logged every ``WATCH_EVERY`` steps; ``on_log(record,
+    trainer)`` is called at each log (tests save checkpoints there)."""
     from playground.training.corpus import load_bundled_corpus, prepare_corpus
 
+    before = torch.get_num_threads()
     torch.set_num_threads(threads)
-    tcfg = train_config(steps)
-    corpus = prepare_corpus(load_bundled_corpus(CORPUS), tcfg.block_size or BLOCK, name=CORPUS)
-    trainer = Trainer(
-        build_model(MODEL, tcfg.seed, device="cpu"),
-        corpus.train_ids,
-        corpus.val_ids,
-        tcfg,
-        **trainer_extras(corpus, tcfg),
-    )
-    watch = HeadWatch(trainer.model, probe_batch(corpus.train_ids), WATCH_EVERY)
-    losses: list[tuple[int, float]] = []
-    val: list[tuple[int, float]] = []
+    try:
+        tcfg = train_config(steps)
+        corpus = prepare_corpus(load_bundled_corpus(CORPUS), tcfg.block_size or BLOCK, name=CORPUS)
+        model = build_model(MODEL, tcfg.seed, device="cpu")
+        trainer = Trainer(model, corpus.train_ids, corpus.val_ids, tcfg, **trainer_extras(corpus, tcfg))
+        run = Trained(trainer, HeadWatch(model, probe_batch(corpus.train_ids), WATCH_EVERY), [], [], threads)
 
-    def on_event(event):
-        if event.kind == "step" and event.loss is not None:
-            losses.append((event.step, event.loss))
-        elif event.kind == "eval" and event.val_loss is not None:
-            val.append((event.step, round(event.val_loss, 4)))
-        watch(event)
+        def on_event(event):
+            if event.kind == "step" and event.loss is not None:
+                run.losses.append((event.step, event.loss))
+            elif event.kind == "eval" and event.val_loss is not None:
+                run.val.append((event.step, round(event.val_loss, 4)))
+            logged = run.watch(event)
+            if logged is not None and on_log is not None:
+                on_log(logged, trainer)
 
-    trainer.run(on_event)
+        trainer.run(on_event)
+    finally:
+        torch.set_num_threads(before)
+    return run
+
+
+def summary(run: Trained) -> dict:
+    """What ``record`` keeps of a run: the head timeline (``head_watch.timeline``), the training loss
+    averaged over each log interval, the held-out losses and what the run was."""
+    tcfg, watch = run.trainer.tcfg, run.watch
     # the training loss of each log interval's steps, at the log that ends it
     logged = [r.step for r in watch.records]
     train_loss = [
-        round(sum(x for s, x in losses if a < s <= b) / max(1, sum(1 for s, _ in losses if a < s <= b)), 4)
+        round(sum(x for s, x in run.losses if a < s <= b) / max(1, sum(1 for s, _ in run.losses if a < s <= b)), 4)
         for a, b in zip(logged, logged[1:])
     ]
     return {
@@ -152,14 +169,21 @@ def record(steps: int = STEPS, threads: int = 1) -> dict:
             "lr": tcfg.lr,
             "repeat_share": MIX.share,
             "every": WATCH_EVERY,
-            "threads": threads,
+            "threads": run.threads,
             "torch": torch.__version__,
-            "seconds": round(trainer.elapsed_s, 1),
+            "seconds": round(run.trainer.elapsed_s, 1),
         },
         "timeline": watch.timeline(),
         "train_loss": {"steps": logged[1:], "loss": train_loss},
-        "val_loss": val,
+        "val_loss": run.val,
     }
+
+
+def record(steps: int = STEPS, threads: int = 1) -> dict:
+    """The run trained once with its fixed seed (``train``) and what is kept of it (``summary``).
+    ``tools/heads_timeline.py`` writes it for the lesson on heads forming, which cannot train 700 steps
+    while a page waits."""
+    return summary(train(steps, threads))
 
 
 @cache

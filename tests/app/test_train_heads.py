@@ -4,10 +4,13 @@ the timeline as JSON, and the scrubber draws a logged step's map and sample."""
 import json
 
 import numpy as np
+import pytest
 
 from playground.server.jobs import JOBS
 from playground.ui.train import heads_view as view
 from playground.ui.train import tab as train_tab
+
+pytestmark = pytest.mark.usefixtures("training_on_every_core")
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
 

@@ -13,7 +13,7 @@ import torch
 from playground import PRESETS
 from playground.server.jobs import TrainingJob
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("training_on_every_core")]
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
 STEPS, LR, BATCH = 20, 3e-3, 8

@@ -11,6 +11,8 @@ from playground.ui import common
 from playground.ui.train import settings as train_settings
 from playground.ui.train import tab as train_tab
 
+pytestmark = pytest.mark.usefixtures("training_on_every_core")
+
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 60
 
 

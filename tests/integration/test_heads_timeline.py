@@ -18,9 +18,10 @@ pytestmark = pytest.mark.slow
 SCORE_TOLERANCE = 0.05
 
 
-def test_the_recorded_timeline_is_the_run_trained_again():
+def test_the_recorded_timeline_is_the_run_trained_again(induction_trained):
     shipped = induction_run.recorded()
-    again = induction_run.record(threads=shipped["run"]["threads"])
+    again = induction_run.summary(induction_trained[0])
+    assert again["run"]["threads"] == shipped["run"]["threads"]
     a, b = shipped["timeline"], again["timeline"]
     assert a["steps"] == b["steps"] and a["probe"] == b["probe"]
     for key in ("previous_token", "induction", "first_token"):

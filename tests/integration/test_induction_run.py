@@ -5,19 +5,10 @@ saved at two logged steps."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from playground.engine.hf_gpt2 import gpt2_config_dict
-from playground.engine.weights import save_checkpoint
-from playground.training import induction_run
-from playground.training.corpus import load_bundled_corpus, prepare_corpus
-from playground.training.head_watch import HeadWatch, probe_batch
-from playground.training.trainer import Trainer, build_model
 
 transformers = pytest.importorskip("transformers")
 
@@ -25,28 +16,11 @@ THRESHOLD = 0.4
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """The default run, as the Train tab trains it (one torch thread), with checkpoints in GPT-2's
-    layout at two logged steps: the last log before the phase change could be and the run's end."""
-    torch.set_num_threads(1)
-    folder = tmp_path_factory.mktemp("induction")
-    tcfg = induction_run.train_config()
-    corpus = prepare_corpus(load_bundled_corpus(induction_run.CORPUS), tcfg.block_size, name="aesop")
-    model = build_model(induction_run.MODEL, tcfg.seed, device="cpu")
-    trainer = Trainer(model, corpus.train_ids, corpus.val_ids, tcfg, **induction_run.trainer_extras(corpus, tcfg))
-    watch = HeadWatch(model, probe_batch(corpus.train_ids), induction_run.WATCH_EVERY)
-    saved_at = (tcfg.steps // 3 // induction_run.WATCH_EVERY * induction_run.WATCH_EVERY, tcfg.steps)
-
-    def on_event(event):
-        record = watch(event)
-        if record is not None and record.step in saved_at:
-            step_folder = folder / f"step{record.step}"
-            step_folder.mkdir()
-            save_checkpoint(model, step_folder / "model.safetensors", layout="gpt2")
-            (step_folder / "config.json").write_text(json.dumps(gpt2_config_dict(model.cfg)))
-
-    trainer.run(on_event)
-    return watch, folder, saved_at, trainer
+def trained(induction_trained):
+    """The default run (one torch thread, as the Train tab trains it, shared with the recorded
+    timeline's test) and its checkpoints at two logged steps."""
+    run, folder, saved_at = induction_trained
+    return run.watch, folder, saved_at, run.trainer
 
 
 def test_the_heads_form_within_the_run(trained):

@@ -194,18 +194,22 @@ def train_model(
         slots, running = max_trainings(), QUEUE.running()
         return _ok(tr(lang, "train_queued", position=place, running=running, slots=slots, limit=limit, wait=wait))
 
-    live_curves = heads_view.LiveCurves()
+    live_curves, shown = heads_view.LiveCurves(), None
     try:
         while True:  # at once, then every half second until the run ends
             message = _say(request, lang, now_message)
+            # the curve only when a point came in: a step takes seconds on a small CPU, and building
+            # the figure twice a second took the process's lock from the training thread
+            points = (len(job.train_points), len(job.val_points))
             yield Trained(
                 train_state,
-                _loss_figure(job, train_state),
+                gr.skip() if points == shown else _loss_figure(job, train_state),
                 _progress_html(job, lang),
                 message,
                 _samples(request, lang, job),
                 live_curves(job, train_state),
             )
+            shown = points
             if job.done.wait(0.5):
                 break
     finally:
