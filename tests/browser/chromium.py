@@ -10,6 +10,10 @@ from tools.chromium_args import ARGS
 from tools.pagewalk import open_tab  # noqa: F401  (the browser tests import it from here)
 
 CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
+# The walks over every tab, size, mode and language save each page they check under tests/artifacts/ for
+# a person to look at; PLAYGROUND_TEST_SHOTS=0 leaves those out (.ci/run, where nobody looks at them:
+# about 150 pages). A check that fails saves its own either way.
+SHOTS = os.environ.get("PLAYGROUND_TEST_SHOTS", "1") != "0"
 
 
 def chromium_or_skip():
@@ -22,6 +26,12 @@ def chromium_or_skip():
 
 def launch(p):
     return p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+
+
+def look(page, path, **kwargs) -> None:
+    """A screenshot for a person to look at (``SHOTS``), not one a failure is told with."""
+    if SHOTS:
+        page.screenshot(path=str(path), **kwargs)
 
 
 def set_number(page, elem_id, value):

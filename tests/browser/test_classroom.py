@@ -17,7 +17,7 @@ import pytest
 
 from playground.i18n import EN, tr
 from playground.ui.model import tab as model_tab
-from tests.browser.chromium import chromium_or_skip, launch, open_tab, set_number
+from tests.browser.chromium import chromium_or_skip, launch, look, open_tab, set_number
 from tests.helpers import ARTIFACTS
 from tools.pagewalk import draw_inside, plot_ready
 
@@ -216,7 +216,7 @@ def test_every_tab_fits_the_projector_in_both_languages_with_and_without_present
                             if view:
                                 open_tab(page, view)
                             page.wait_for_timeout(700)  # plotly re-measures a tab's figures when it shows
-                            page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
+                            look(page, ARTIFACTS / f"{shot}.png", full_page=True)
                             width, client = page.evaluate(SCROLL_JS)
                             if width != client:
                                 problems.append(f"{shot}: scrolls sideways ({width} > {client})")

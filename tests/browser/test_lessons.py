@@ -16,7 +16,7 @@ from playground.inside.inspection import count_parameters
 from playground.server import lessons
 from playground.server.model_cache import CACHE
 from playground.server.recipes import default_recipe
-from tests.browser.chromium import goto, launch, open_tab
+from tests.browser.chromium import goto, launch, look, open_tab
 from tests.lesson_figures import library_answer
 
 pytestmark = pytest.mark.browser
@@ -127,7 +127,7 @@ def _walk(page, lang, scheme, prompt, model, problems):
             _after_the_guess(page, where, problems)
             shot = f"lesson-{lang}-{scheme}-1024x768-present-{lesson.order}-{lesson.id}-{index + 1}"
             page.wait_for_timeout(300)
-            page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
+            look(page, ARTIFACTS / f"{shot}.png", full_page=True)
             width, client = page.evaluate(SCROLL_JS)
             if width != client:
                 problems.append(f"{shot}: scrolls sideways ({width} > {client})")
@@ -350,7 +350,7 @@ def test_every_show_me_lands_on_its_steps_view_drawn(page_url):
                 if anchor is None:
                     continue
                 shot = f"lesson-show-me-{lesson.order}-{lesson.id}-{index + 1}-{anchor}"
-                page.screenshot(path=str(ARTIFACTS / f"{shot}.png"))
+                look(page, ARTIFACTS / f"{shot}.png")
         context.close()
         browser.close()
     assert not problems, "\n".join(problems)
