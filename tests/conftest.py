@@ -117,7 +117,8 @@ def wait_for_app_threads(timeout: float = 60.0) -> None:
 def training_on_every_core(monkeypatch):
     """A training job takes one thread fewer than the process (generation first: one on two cores).
     The tests that train through the tab or the API have the machine to themselves, and what they
-    assert does not depend on the thread count: they train on every core (1.6x faster on two)."""
+    assert does not depend on the thread count: they train on every core (docs/benchmarks.md, the
+    test suite's time)."""
     import torch
 
     from playground.runtime import threads
