@@ -4,7 +4,7 @@
 Where things are (``CACHE``, default ``~/.cache/gpt-playground/llama-server``, or ``$LLAMA_SERVER_CACHE``):
 
 - ``build/bin/llama-server``: built once from the llama-cpp-python sdist's vendored llama.cpp
-  (``VERSION`` of bench/llamacpp.py; ``pip download`` fetches it, cmake builds only the server
+  (``VERSION`` of bench/llamacpp.py; fetched from PyPI's simple index, its sha256 checked; cmake builds only the server
   target: about 20 minutes on 2 cores). ``$LLAMA_SERVER`` names another binary instead.
 - ``gguf/<model>-f32.gguf``: the bench's weights converted by llama.cpp's ``convert_hf_to_gguf.py``
   (``--outtype f32``) -- GPT-2 small's random init (seed 0, the same generator and order the app
@@ -17,15 +17,16 @@ and the app's default sampling (temperature 0.8, top-k 40, top-p 1, every other 
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from .llamacpp import VERSION, add_n_ctx, convert_command
@@ -34,6 +35,7 @@ from .serving import free_port, stop_process
 CACHE = Path(os.environ.get("LLAMA_SERVER_CACHE", Path.home() / ".cache" / "gpt-playground" / "llama-server"))
 BINARY_ENV = "LLAMA_SERVER"
 SDIST = f"llama_cpp_python-{VERSION}"
+SIMPLE_INDEX = "https://pypi.org/simple/llama-cpp-python/"
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DGGML_NATIVE=ON",
@@ -69,6 +71,36 @@ def build_commands(src: Path, build: Path, jobs: int = 2) -> list[list[str]]:
     ]
 
 
+def sdist_entry(index: dict, filename: str) -> dict:
+    """The file ``filename`` of a PEP 691 project page (its ``url`` and ``hashes``)."""
+    for entry in index.get("files", []):
+        if entry.get("filename") == filename:
+            return entry
+    raise LookupError(f"{filename} is not on the index")
+
+
+def fetch_sdist(archive: Path, index_url: str | None = None, timeout: float = 900.0) -> None:
+    """The release's sdist, straight from the package index's project page (PEP 691 JSON), its sha256
+    checked. (``pip download`` of an sdist prepares its metadata, and with ``--no-binary :all:`` builds its
+    build requirements too: cmake from source, for an hour on 2 cores.)"""
+    req = urllib.request.Request(index_url or SIMPLE_INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        entry = sdist_entry(json.load(r), archive.name)
+    want = entry.get("hashes", {}).get("sha256")
+    if not want:
+        raise LookupError(f"the index gives no sha256 for {archive.name}")
+    part = archive.with_name(archive.name + ".part")
+    digest = hashlib.sha256()
+    with urllib.request.urlopen(entry["url"], timeout=timeout) as r, open(part, "wb") as out:
+        while chunk := r.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
+    if digest.hexdigest() != want:
+        part.unlink(missing_ok=True)
+        raise ValueError(f"{archive.name}: sha256 {digest.hexdigest()} is not the index's {want}")
+    part.replace(archive)
+
+
 def build(cache: Path = CACHE, log=print) -> tuple[Path | None, str]:
     """Fetch the sdist (pip download), unpack it and build llama-server -> (binary or None, note)."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -78,16 +110,11 @@ def build(cache: Path = CACHE, log=print) -> tuple[Path | None, str]:
     if not src.is_dir():
         archive = cache / f"{SDIST}.tar.gz"
         if not archive.is_file():
-            log(f"  pip download llama-cpp-python=={VERSION} (sdist) ...")
-            done = subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
-                + [f"llama-cpp-python=={VERSION}", "-d", str(cache)],
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            if done.returncode != 0 or not archive.is_file():
-                return None, f"pip download failed: {done.stderr[-500:]}"
+            log(f"  llama-cpp-python=={VERSION} (sdist) from {SIMPLE_INDEX} ...")
+            try:
+                fetch_sdist(archive)
+            except Exception as e:
+                return None, f"fetching the sdist failed: {e}"
         with tarfile.open(archive) as tar:
             tar.extractall(cache, filter="data")
     t0 = time.perf_counter()

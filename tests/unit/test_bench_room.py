@@ -1,6 +1,6 @@
 """The room benchmark's pure parts (bench/room_figures.py, bench/room_learners.py, bench/room_llama.py):
 percentiles, reading a /generate update's status, a learner's timings, a row's summary and ratios, the table,
-and llama-server's command line and request -- no app, no server, no network."""
+and llama-server's command line, request and sdist fetch -- no app, no network (an index on loopback)."""
 
 from __future__ import annotations
 
@@ -170,6 +170,54 @@ def test_llama_build_commands_build_only_the_server(tmp_path, monkeypatch):
     assert configure[:5] == ["cmake", "-S", str(tmp_path / "src"), "-B", str(tmp_path / "build")]
     assert "-DLLAMA_BUILD_SERVER=ON" in configure and "-DGGML_NATIVE=ON" in configure and "-G" not in configure
     assert build == ["cmake", "--build", str(tmp_path / "build"), "--target", "llama-server", "-j2"]
+
+
+@pytest.fixture
+def index_server(tmp_path):
+    """A package index on this machine's loopback (PEP 691 JSON and the file it lists), as PyPI serves one."""
+    import hashlib
+    import http.server
+    import json
+    import threading
+
+    payload = b"an sdist's bytes" * 1000
+    listed = {"sha256": hashlib.sha256(payload).hexdigest()}
+
+    class Index(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.startswith("/simple/"):
+                body = json.dumps(
+                    {"files": [{"filename": "pkg-1.0.tar.gz", "url": f"{base}/files/pkg-1.0.tar.gz", "hashes": listed}]}
+                ).encode()
+            else:
+                body = payload
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"{base}/simple/pkg/", payload, listed
+    server.shutdown()
+
+
+def test_the_sdist_is_fetched_from_the_index_and_its_hash_checked(tmp_path, index_server):
+    url, payload, listed = index_server
+    archive = tmp_path / "pkg-1.0.tar.gz"
+    room_llama.fetch_sdist(archive, url)
+    assert archive.read_bytes() == payload
+    archive.unlink()
+    listed["sha256"] = "0" * 64  # the index says other bytes: nothing is kept
+    with pytest.raises(ValueError, match="sha256"):
+        room_llama.fetch_sdist(archive, url)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(LookupError, match="not on the index"):
+        room_llama.fetch_sdist(tmp_path / "other-2.0.tar.gz", url)
 
 
 def test_llama_binary_from_the_environment_or_the_cache(tmp_path, monkeypatch):
