@@ -7,8 +7,8 @@ waits for a consumer; a consumer never holds the loop.
 How a round goes (``DecodeLoop._round``):
 
 - **Stop and leave first.** Runs whose stop was asked for (``stop(key)``, ``Stream.stop()``, a consumer
-  that went away) or that are done leave before anything is computed, so Stop takes effect within
-  the one step in flight.
+  that went away) or that are done leave before anything is computed. A stopped run's consumer is
+  answered at once, with the steps delivered before the stop (the step in flight is dropped).
 - **Prompts.** Where the decoder takes a whole prompt as one row (``Decoder.prompt_rows``: the native
   step, prompts of up to 48 tokens), it joins the shared forward below, whose weights are then read
   once for the newcomers' prompts and everyone's next tokens; at most ``PROMPT_TOKENS_PER_ROUND``
@@ -81,12 +81,18 @@ class Stream:
         self._lock = threading.Lock()
         self._new: list[GenerationStep] = []
         self._ended = False
-        self._done = threading.Event()  # set once the run has ended
+        self._done = threading.Event()  # set once the run has ended, or its stop was asked
+        self._released = threading.Event()  # set once the run has ended (its generation closed)
         self._stop = threading.Event()
 
     def stop(self) -> None:
-        """Leave the loop before its next step (the step in flight, if any, is still delivered)."""
-        self._stop.set()
+        """Leave the loop before its next step. The consumer is answered at once: its run ends with the steps
+        it was delivered (a step in flight is made but dropped), so Stop never waits for a shared step, which
+        takes a quarter of a second for a room of GPT-2 small on a slow machine."""
+        with self._lock:  # (after this no step is delivered)
+            self._stop.set()
+        self._done.set()
+        self.wake.set()
         self.loop.poke()
 
     @property
@@ -108,16 +114,24 @@ class Stream:
         between its updates instead of waking at every step (thirty awake consumers hold up the loop)."""
         return self._done.wait(timeout)
 
+    def wait_ended(self, timeout: float) -> bool:
+        """Until the loop (or the run's GPU slot) has let the run go and given back what it held, at most
+        ``timeout`` s: a stopped run's consumer is answered before that."""
+        return self._released.wait(timeout)
+
     def take(self) -> tuple[list[GenerationStep], bool]:
-        """The steps made since the last take, and whether the run has ended (no steps will follow)."""
+        """The steps made since the last take, and whether the run has ended or was stopped (no steps will
+        follow)."""
         with self._lock:
             new, self._new = self._new, []
-            return new, self._ended
+            return new, self._ended or self._stop.is_set()
 
     # The loop's side
 
     def _deliver(self, step: GenerationStep, others: int) -> None:
         with self._lock:
+            if self._stop.is_set():  # the consumer was told the run ended: the step in flight is dropped
+                return
             self._new.append(step)
             self.others = others
         self.wake.set()
@@ -131,6 +145,7 @@ class Stream:
             if error is not None:
                 self.error = error
             self._ended = True
+        self._released.set()
         self._done.set()
         self.wake.set()
 
@@ -170,7 +185,7 @@ class DecodeLoop:
             if key is not None:
                 old = self._by_key.get(key)
                 if old is not None:
-                    old._stop.set()
+                    old.stop()
                 self._by_key[key] = stream
             if in_slot:
                 self._gpu_runs.add(stream)
@@ -198,8 +213,11 @@ class DecodeLoop:
         return True
 
     def running(self, key: str | None) -> bool:
+        """Whether the run submitted under ``key`` still streams (a stopped one does not: its consumer has
+        its last step, though the loop lets it go only at its next round)."""
         with self._cond:
-            return (key or "") in self._by_key
+            stream = self._by_key.get(key or "")
+            return stream is not None and not stream.stop_asked
 
     def active(self) -> int:
         """Runs in the loop now (every user's, every model's, in the rounds or in GPU slots)."""

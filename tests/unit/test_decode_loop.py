@@ -142,7 +142,7 @@ def test_prompts_join_the_shared_forward_a_few_tokens_a_round_and_change_nothing
     assert max(rows for _, rows, _ in log) == 7
 
 
-def test_stop_ends_a_run_within_one_step_and_the_others_do_not_change():
+def test_stop_ends_a_run_at_once_and_the_others_do_not_change():
     model = random_model(1, context_length=256)
     others = [([i + 1, i + 2], 40, dict(temperature=0.8, seed=i)) for i in range(10)]
     reference = run(DecodeLoop(), [gen(model, p, n, **kw) for p, n, kw in others])
@@ -161,12 +161,41 @@ def test_stop_ends_a_run_within_one_step_and_the_others_do_not_change():
         streams += [loop.submit(stopped)] + [loop.submit(gen(model, p, n, **kw)) for p, n, kw in others]
     steps, error = collect(streams[0])
     assert error is None and streams[0].stop_asked
-    assert len(steps) == len(stopped.steps) == 5  # the step in flight, and no other
+    # answered at once: the four steps delivered before the stop; the step in flight is made, and dropped
+    assert len(steps) == 4 and [s.token_id for s in steps] == stopped.token_ids[:4]
+    deadline = time.monotonic() + 10
+    while loop.active() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(stopped.steps) == 5 and streams[0].take() == ([], True)
     for stream, (want, _) in zip(streams[1:], reference):
         got, error = collect(stream)
         assert error is None
         same_steps(got, want)
     assert loop.active() == 0 and not loop.running(None)
+
+
+def test_stop_answers_the_consumer_without_waiting_for_the_step_in_flight():
+    """A shared step that takes long (a room of a big model on a slow machine): Stop still answers at once."""
+
+    class Slow(decoding.Decoder):
+        def rows(self, model, rows):
+            time.sleep(0.5)
+            return super().rows(model, rows)
+
+    model = random_model(15, context_length=256)
+    decoding.attach(model, Slow())
+    loop = DecodeLoop()
+    stream = loop.submit(gen(model, [1, 2], 100, temperature=0.8, seed=1))
+    while not stream.take()[0]:  # its first step
+        stream.wait(5)
+    time.sleep(0.1)  # a shared step in flight
+    t0 = time.perf_counter()
+    stream.stop()
+    assert stream.wait_end(5) and stream.wait(5)
+    new, ended = stream.take()
+    assert ended and time.perf_counter() - t0 < 0.2
+    time.sleep(0.8)  # the step in flight comes back: dropped
+    assert stream.take() == ([], True) and not loop.running(None)
 
 
 def test_stop_by_key_and_a_key_submitted_again_replaces_the_run():

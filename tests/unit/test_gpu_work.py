@@ -164,8 +164,10 @@ def test_zero_gpu_stop_reaches_the_worker(zero_gpu):
     loop = DecodeLoop()
     gen = generate(model, PROMPT, max_new_tokens=200, temperature=0.7, seed=1)
     gen.on_finish.append(lambda: released.append(True))  # the run's memory room, in the app
-    steps = collect(loop.submit(gen, key="run-2"), stop_after=3)
-    assert 3 <= len(steps) < 200 and released == [True]
+    stream = loop.submit(gen, key="run-2")
+    steps = collect(stream, stop_after=3)
+    assert 3 <= len(steps) < 200
+    assert stream.wait_ended(10) and released == [True]  # given back once the worker has let the run go
     assert fake_spaces.items.value < 100  # the worker stopped too, long before its 200 tokens
 
 
