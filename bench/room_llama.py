@@ -82,7 +82,7 @@ def sdist_entry(index: dict, filename: str) -> dict:
 def fetch_sdist(archive: Path, index_url: str | None = None, timeout: float = 900.0) -> None:
     """The release's sdist, straight from the package index's project page (PEP 691 JSON), its sha256
     checked. (``pip download`` of an sdist prepares its metadata, and with ``--no-binary :all:`` builds its
-    build requirements too: cmake from source, for an hour on 2 cores.)"""
+    build requirements too: cmake from source, still bootstrapping after 8 minutes on 2 cores.)"""
     req = urllib.request.Request(index_url or SIMPLE_INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     with urllib.request.urlopen(req, timeout=60) as r:
         entry = sdist_entry(json.load(r), archive.name)
@@ -102,7 +102,7 @@ def fetch_sdist(archive: Path, index_url: str | None = None, timeout: float = 90
 
 
 def build(cache: Path = CACHE, log=print) -> tuple[Path | None, str]:
-    """Fetch the sdist (pip download), unpack it and build llama-server -> (binary or None, note)."""
+    """Fetch the sdist (``fetch_sdist``), unpack it and build llama-server -> (binary or None, note)."""
     cache.mkdir(parents=True, exist_ok=True)
     if shutil.which("cmake") is None:
         return None, "cmake is not installed (pip install cmake ninja)"

@@ -80,9 +80,8 @@ class Stream:
         self.others = 0
         self._lock = threading.Lock()
         self._new: list[GenerationStep] = []
-        self._ended = False
         self._done = threading.Event()  # set once the run has ended, or its stop was asked
-        self._released = threading.Event()  # set once the run has ended (its generation closed)
+        self._ended = threading.Event()  # set once the run has ended (its generation closed)
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -101,7 +100,7 @@ class Stream:
 
     @property
     def ended(self) -> bool:
-        return self._ended
+        return self._ended.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Until the loop made a step for this stream (or one sharing its ``wake``) or ended it."""
@@ -114,17 +113,17 @@ class Stream:
         between its updates instead of waking at every step (thirty awake consumers hold up the loop)."""
         return self._done.wait(timeout)
 
-    def wait_ended(self, timeout: float) -> bool:
+    def wait_released(self, timeout: float) -> bool:
         """Until the loop (or the run's GPU slot) has let the run go and given back what it held, at most
-        ``timeout`` s: a stopped run's consumer is answered before that."""
-        return self._released.wait(timeout)
+        ``timeout`` s: a stopped run's consumer is answered before that (``wait_end``)."""
+        return self._ended.wait(timeout)
 
     def take(self) -> tuple[list[GenerationStep], bool]:
         """The steps made since the last take, and whether the run has ended or was stopped (no steps will
         follow)."""
         with self._lock:
             new, self._new = self._new, []
-            return new, self._ended or self._stop.is_set()
+            return new, self._ended.is_set() or self._stop.is_set()
 
     # The loop's side
 
@@ -144,8 +143,7 @@ class Stream:
         with self._lock:
             if error is not None:
                 self.error = error
-            self._ended = True
-        self._released.set()
+            self._ended.set()
         self._done.set()
         self.wake.set()
 

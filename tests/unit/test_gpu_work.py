@@ -167,7 +167,7 @@ def test_zero_gpu_stop_reaches_the_worker(zero_gpu):
     stream = loop.submit(gen, key="run-2")
     steps = collect(stream, stop_after=3)
     assert 3 <= len(steps) < 200
-    assert stream.wait_ended(10) and released == [True]  # given back once the worker has let the run go
+    assert stream.wait_released(10) and released == [True]  # given back once the worker has let the run go
     assert fake_spaces.items.value < 100  # the worker stopped too, long before its 200 tokens
 
 
