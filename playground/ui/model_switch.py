@@ -20,6 +20,7 @@ from playground.server.files import import_upload, is_trained_checkpoint
 from playground.server.recipes import bundled_recipe, hub_recipe, random_recipe
 from playground.ui.model_words import breakdown_table, summary_line, tree_items, tree_table, tying_explanation
 
+from . import redraw
 from .chips import RESET
 from .common import choices, dress, lang_of, new_state, slider_range, tr
 from .results import outputs, result
@@ -134,10 +135,29 @@ def table(rows, headers_key: str, lang: str, relabel: bool = False):
     return pd.DataFrame(rows, columns=tr(lang, headers_key).split("|"))
 
 
-def switch_model(model, recipe: dict, message: str, state=None) -> Switch:
+# A page's events each read the session's state as they set off, so one that began before the page
+# took another model (a room's poll taking the teacher's) would draw the old one after it: every event
+# that switches a page's model notes the recipe, and a redraw of the model's views reads the note.
+PAGE_MODEL = "page_model"
+
+
+def took_model(request, recipe: dict) -> None:
+    """The page of ``request`` now holds the model ``recipe`` names; noted under the page's lock, which a
+    redraw holds from reading the note until it has drawn."""
+    with redraw.page_lock(request):
+        redraw.note(request, PAGE_MODEL, recipe)
+
+
+def page_recipe(request, state) -> dict:
+    """The recipe of the model the page last took (its state's when nothing was noted)."""
+    return redraw.noted(request, PAGE_MODEL) or state["recipe"]
+
+
+def switch_model(model, recipe: dict, message: str, state=None, request=None) -> Switch:
     """A session's new model: fresh state (the old run belonged to the old model; the language
     stays), its views, the form describing it, and the bundled model's head examples only while it
     is the one loaded. The kernels box is left to the Model tab."""
+    took_model(request, recipe)
     lang, present = lang_of(state), bool((state or {}).get("present"))
     session = (state or {}).get("session")  # the same session: its lease moved to this model
     state = {**new_state(lang), "recipe": recipe, "present": present, **({"session": session} if session else {})}

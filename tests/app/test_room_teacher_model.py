@@ -377,3 +377,38 @@ def test_a_followers_attention_map_follows_the_pages_language(rooms_pages):
     assert room_follow.redrawn_run(zh_state, moved[0], moved[-1]) == (lessons_room.gr.skip(), lessons_room.gr.skip())
     assert hasattr(generate_tab.relabel(zh_state, VIEWS[0], 1, 2, True, None, SPANS[0], 0, None).heatmap, "to_json")
     lessons_room.end_room(teacher, t_room)
+
+
+def test_a_redraw_that_set_off_before_the_page_took_the_teachers_model_draws_the_teachers(rooms_pages):
+    """A page's events each read the session's state as they set off. A late joiner's page loads on the
+    default model, its poll then takes the teacher's, and a language redraw that set off before the poll
+    (the page's preferences applied at load) answered after it with the default model's summary: the
+    page said one model while its session held another. The redraw draws the model the page took."""
+    from types import SimpleNamespace
+
+    from playground.server.catalog import count_parameters
+    from playground.ui.model import tab as model_tab
+
+    teacher, _ = rooms_pages
+    page = SimpleNamespace(session_hash="late-joiner", client=None)
+    loaded = model_tab.load_session(None, request=page).state  # the default (bundled) model
+    assert recipe_key(loaded["recipe"]) != recipe_key(teacher["recipe"])
+    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
+    room = lessons_room.join_room(loaded, None, t_room["code"]).room
+    polled = lessons_room.poll(loaded, room, "", request=page)
+    assert polled.state["recipe"] == teacher["recipe"]
+    teachers = f"{count_parameters(session_model(teacher)):,}"
+    assert teachers in polled.summary and teachers != f"{count_parameters(session_model(loaded)):,}"
+
+    # the redraws read the state as it was when they set off: the default model's
+    zh = {**loaded, "lang": "zh-CN"}
+    assert teachers in model_tab.relabel(page, zh, 3).summary
+    assert teachers in model_tab.in_use(page, zh)
+    # another page (or a call outside a page) draws the model its state names
+    other = SimpleNamespace(session_hash="another-page", client=None)
+    assert teachers not in model_tab.relabel(other, zh, 3).summary
+    # the page builds a model of its own: that is the one its redraws draw
+    own = random_recipe(PRESETS["nano"], seed=11)
+    built = model_tab.switch_model(CACHE.get(own), own, "", polled.state, page)
+    assert model_tab.relabel(page, polled.state, 3).summary == built.summary
+    lessons_room.end_room(teacher, t_room)

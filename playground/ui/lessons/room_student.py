@@ -10,6 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground.ui.common import fail
+from playground.ui.model_switch import took_model
 from playground.ui.redraw import page_lock
 from playground.ui.results import only
 
@@ -43,6 +44,8 @@ def take(state, room: dict, published: dict, prompt, lang: str, request: gr.Requ
         room, modelled = room_drawn.follow_model(room["code"], published, state, room)
     except Exception as e:  # the teacher's model could not be had (memory): said, the page keeps its own
         return room, {**followed, "room_status": fail(e, lang)}
+    if "state" in modelled:  # (a redraw of the Model tab that set off before this poll draws it, not its own)
+        took_model(request, modelled["state"]["recipe"])
     room, inside = room_inside.follow_inside(room, published, lang)
     if inside.get("room_followed") and "tabs" not in followed:  # (the page is on the tab: no opening to skip)
         del inside["room_followed"]

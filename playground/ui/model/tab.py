@@ -56,11 +56,13 @@ from playground.ui.model_switch import (
     form_values,
     hub_choices,
     model_views,
+    page_recipe,
     preset_choices,
     recipe_from_form,
     switch_model,
     switch_outputs,
     table,
+    took_model,
 )
 from playground.ui.model_words import describe_recipe, tree_table, tying_explanation
 from playground.ui.results import only, outputs, result, skipped
@@ -193,7 +195,7 @@ def build_model(
         return ok(tr(lang, "ready", model=describe_recipe(recipe, lang), seconds=f"{elapsed:.2f}", extra=extra))
 
     redraw.remember(request, "model_build", say)
-    return switch_model(model, recipe, say(lang), state)._replace(kernels_md=kernels_table(lang))
+    return switch_model(model, recipe, say(lang), state, request)._replace(kernels_md=kernels_table(lang))
 
 
 def build_from_form(
@@ -243,6 +245,7 @@ def load_session(state=None, request: gr.Request = None) -> Loaded:
     state = {**new_state(lang), "present": present}
     model = session_model(state)
     recipe = state["recipe"]
+    took_model(request, recipe)
     return Loaded(
         state=state,
         **model_views(model, recipe, lang=lang, present=present)._asdict(),
@@ -256,7 +259,9 @@ def relabel(request: gr.Request, state, depth) -> Relabelled:
     """After a change of the page's language: the model's views, the choices' labels, the kernels
     box and the last build's message, in the new language."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    views = model_views(session_model(state), state["recipe"], _depth_or_default(depth), lang, present)
+    with redraw.page_lock(request):  # (the model the page holds now: see model_switch.took_model)
+        recipe = page_recipe(request, state)
+        views = model_views(leased_model(recipe, state), recipe, _depth_or_default(depth), lang, present)
     return Relabelled(
         summary=views.summary,
         weights=gr.update(choices=choices(WEIGHT_KEYS, lang)),
@@ -273,10 +278,11 @@ def relabel(request: gr.Request, state, depth) -> Relabelled:
     )
 
 
-def in_use(state) -> str:
+def in_use(request: gr.Request, state) -> str:
     """What the session has loaded, said first: the form below it is for building another."""
-    model, recipe = session_model(state), state["recipe"]
-    n = f"{count_parameters(model):,}"
+    with redraw.page_lock(request):  # (the model the page holds now: see model_switch.took_model)
+        recipe = page_recipe(request, state)
+        n = f"{count_parameters(leased_model(recipe, state)):,}"
     return tr(lang_of(state), "model_in_use", model=describe_recipe(recipe, lang_of(state)), n=n)
 
 

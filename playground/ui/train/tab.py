@@ -279,7 +279,7 @@ def use_trained(state, train_state, request: gr.Request = None):
     using = _say(
         request, lang, lambda lang, present=False: _ok(tr(lang, "now_using", model=describe_recipe(recipe, lang)))
     )
-    return switch_model(model, recipe, using, state)
+    return switch_model(model, recipe, using, state, request)
 
 
 def relabel(
