@@ -108,11 +108,14 @@ def _window(state, run):
 
 
 @for_the_session
-def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0], request: gr.Request = None):
+def attention_views(
+    state, view, layer, head, log_scale, query, span=SPANS[0], request: gr.Request = None, bars: bool = True
+):
     """The chosen attention figure, where one query looked (hidden for overviews), the query
     slider's range (absolute positions of the window) and a message (empty when all is well).
     span: one of SPANS, the newest positions or the whole run. What the page asked for is
-    remembered as drawn (``redraw.remember_inputs``), for a change of language."""
+    remembered as drawn (``redraw.remember_inputs``), for a change of language. ``bars`` False: the map
+    only (the query's bars left as they are: a classroom room publishes the map alone)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     redraw.remember_inputs(request, "attention", (view, layer, head, log_scale, query, span))
     try:
@@ -143,6 +146,8 @@ def attention_views(state, view, layer, head, log_scale, query, span=SPANS[0], r
     fig = fit_height(dress(fig, lang, present), MAP_HEIGHT[present], None if present else MIN_TICK_FONT)
     if data.row is None:  # an overview is about every head and position, not one query
         return AttentionViews(fig, gr.update(visible=False), query_update, message)
+    if not bars:
+        return AttentionViews(fig, gr.skip(), query_update, message)
     q, lo = query - start, data.lo
     query_fig = figures.query_attention_bars(
         np.asarray(data.row),

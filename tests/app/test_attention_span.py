@@ -244,3 +244,15 @@ def test_the_servers_view_data_is_the_live_models_attention(long_run, view):
         # each shown row holds all of a query's attention when the shown keys start at position 0
         full = views.view_data(model, w, view, layer, head, query, whole=True)
         np.testing.assert_allclose(full.matrix.sum(-1), 1.0, atol=1e-5)
+
+
+def test_the_map_alone_is_the_map_drawn_with_the_query_bars(long_run):
+    """A classroom room publishes the teacher's map alone (``bars=False``): the very map the page draws,
+    without the query's bars (left as they are on the page)."""
+    state = long_run[0]
+    for view in (av.VIEWS[0], "overview-induction"):
+        both = av.attention_views(state, view, 1, 1, True, None, av.SPANS[0])
+        alone = av.attention_views(state, view, 1, 1, True, None, av.SPANS[0], bars=False)
+        assert alone.heatmap.to_json() == both.heatmap.to_json() and alone.query == both.query
+    assert alone.query_plot == both.query_plot == {"__type__": "update", "visible": False}  # (an overview: hidden)
+    assert av.attention_views(state, av.VIEWS[0], 1, 1, True, None, av.SPANS[0], bars=False).query_plot == av.gr.skip()

@@ -163,7 +163,7 @@ def published_run(state, code, key, prompt, view, layer, head, log_scale, query,
     # shows the one in its own language, sent as it is
     figures = {}
     for lg in ("en", "zh-CN"):
-        drawn = attention_views({**state, "lang": lg}, view, layer, head, log_scale, query, span)
+        drawn = attention_views({**state, "lang": lg}, view, layer, head, log_scale, query, span, bars=False)
         figures[lg] = drawn.heatmap.to_json() if hasattr(drawn.heatmap, "to_json") else None
     cfg = session_model(state).cfg
     context = cfg.context_length
