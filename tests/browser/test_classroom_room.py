@@ -335,7 +335,7 @@ def test_a_student_follows_the_teachers_model_step_and_inside_view(page_url):
         wait_progress(teacher, progress_text("en", attention, 0), timeout=60)
         teacher.locator("#pg-lesson-next").click()
         wait_progress(teacher, progress_text("en", attention, 1), timeout=60)
-        teacher.wait_for_function(f"() => ({DATA})('pg-lesson-plot') !== 'null'", timeout=30_000)
+        teacher.wait_for_function(f"() => !['null', '[]'].includes(({DATA})('pg-lesson-plot'))", timeout=30_000)
         t0 = time.perf_counter()
         wait_progress(student, progress_text("en", attention, 1), timeout=30)
         want = teacher.evaluate(DATA, "pg-lesson-plot")

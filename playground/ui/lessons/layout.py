@@ -117,7 +117,7 @@ def layout() -> SimpleNamespace:
             c.reveal = gr.HTML(elem_id="pg-lesson-reveal")
             c.full = gr.Button(T("lesson_full"), size="sm", elem_id="pg-lesson-full")
         with gr.Column(scale=3, min_width=300):
-            c.plot = gr.Plot(show_label=False, elem_id="pg-lesson-plot")
+            c.plot = gr.Plot(lessons_tab.BLANK, show_label=False, elem_id="pg-lesson-plot", visible="hidden")
             c.tokens_html = gr.HTML(elem_id="pg-lesson-tokens", visible=False)
     return c
 

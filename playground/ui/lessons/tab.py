@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from playground.server import lessons
 from playground.server.lesson_kit import LessonError, Question
@@ -18,6 +19,8 @@ from playground.ui.common import dress, fail, lang_of, page_prefs, session_model
 from playground.ui.results import only, result
 
 from . import views as lessons_views
+
+BLANK = go.Figure(layout={"template": "none"})  # (a bare figure: no template to send with it)
 
 Shown = result(
     "Shown", "lesson_pos", "lesson_pick", "progress", "text", "plot", "tokens_html", "question", "choice", "reveal"
@@ -56,13 +59,18 @@ def asking_html(question: Question) -> str:
     return f"<div class='pg-lesson-asking' data-hide='{html.escape(hidden)}'></div>"
 
 
+def no_figure():
+    """The plot on a step without a figure: kept in the page, hidden, holding a blank figure (none of an
+    earlier step's numbers). Hidden rather than taken out, so the page loads plotly.js with the page
+    (``layout``), not when the first figure is waited for: 5-6 s on a loaded 2-core machine."""
+    return gr.update(value=BLANK, visible="hidden")
+
+
 def view_updates(question: Question, lang: str, present: bool, revealed: bool):
     """(plot, tokens_html) updates: the step's view, its answer masked or drawn."""
     view = question.view
     figure = lessons_views.figure(view, question, lang, revealed)
-    plot = (
-        gr.update(value=dress(figure, lang, present), visible=True) if figure is not None else gr.update(visible=False)
-    )
+    plot = gr.update(value=dress(figure, lang, present), visible=True) if figure is not None else no_figure()
     if view["kind"] != "tokens":
         return plot, gr.update(visible=False)
     return plot, gr.update(value=lessons_views.tokens_html(view, revealed), visible=True)
@@ -116,7 +124,7 @@ def show(state, pos, prompt, choice=None, keep_pick: bool = False, model=None) -
     except Exception as e:  # a prompt too short for the question, a released model: said, never a crash
         return Shown(
             **base,
-            plot=gr.update(value=None, visible=False),
+            plot=no_figure(),
             tokens_html=gr.update(value="", visible=False),
             question="",
             choice=gr.update(choices=[], value=None),
