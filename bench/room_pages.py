@@ -66,6 +66,7 @@ NUMBERS_JS = "(id) => JSON.stringify((document.querySelector(`#${id} .js-plotly-
 NOW_JS = "() => { const l = window.pgLog; return l[l.length - 1]; }"
 CLICK_JS = "(id) => { document.querySelector(`#${id}`).click(); return Date.now(); }"
 PRESSES: list = []  # [button, ms] of every press of the teacher's
+STEP_BUTTONS = ("pg-lesson-next", "pg-lesson-back")
 LOG = "() => window.pgLog"
 # the page's polls (Gradio's unqueued events: ``/run/predict``): [start, end] in ms since the epoch, and bytes
 POLLS_JS = """() => performance.getEntriesByType('resource').filter((e) => e.name.includes('/run/predict'))
@@ -113,7 +114,7 @@ def step_lags(presses: list, teacher: list, students: list[list], polls: list[li
     steps = [
         (ms, presses[i + 1][1] if i + 1 < len(presses) else None)
         for i, (b, ms) in enumerate(presses)
-        if b != "pg-generate"
+        if b in STEP_BUTTONS
     ]
     for ms, next_ms in steps:
         end = (next_ms or ms + 10_000) - 1
@@ -190,6 +191,7 @@ def lesson_steps(teacher, students, steps: int, gap: float) -> int:
 
 def runs(teacher, students, n_runs: int, tokens: int, timeout: float) -> int:
     """``n_runs`` runs of ``tokens`` tokens: how many of the students' maps differed from the teacher's."""
+    PRESSES.append(["tab:generate", teacher.evaluate("() => Date.now()")])  # (the last step's window ends here)
     teacher.locator("button[role=tab][data-tab-id='generate']").click()
     box = teacher.locator("#pg-max-new input[type=number]")
     box.fill(str(tokens))
