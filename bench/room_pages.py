@@ -63,7 +63,6 @@ LOG_JS = """() => {
   }, 10);
 }"""
 NUMBERS_JS = "(id) => JSON.stringify((document.querySelector(`#${id} .js-plotly-plot`)?.data ?? []).map((t) => t.z ?? t.y ?? null))"
-NOW_JS = "() => { const l = window.pgLog; return l[l.length - 1]; }"
 CLICK_JS = "(id) => { document.querySelector(`#${id}`).click(); return Date.now(); }"
 PRESSES: list = []  # [button, ms] of every press of the teacher's
 STEP_BUTTONS = ("pg-lesson-next", "pg-lesson-back")
@@ -98,6 +97,20 @@ def arrived(answers: list, drawn_ms: int, since_ms: int) -> int | None:
     return max(ends)[1] if ends else None
 
 
+def windows(presses: list, names) -> list[tuple[int, int | None]]:
+    """(ms, the next press's ms or None) of each press named in ``names``: the window a press's effect is read in."""
+    return [
+        (ms, presses[i + 1][1] if i + 1 < len(presses) else None) for i, (b, ms) in enumerate(presses) if b in names
+    ]
+
+
+def run_done(log: list, pressed_ms: int, tokens: int) -> tuple[int | None, int | None]:
+    """(when the run pressed for at ``pressed_ms`` began on the page, when it said done with ``tokens`` chips):
+    till it begins, the page shows the run before."""
+    began = first_shown(log, pressed_ms, {STATUS: "running"})
+    return began, began and first_shown(log, began, {CHIPS: tokens, STATUS: "done"})
+
+
 def quantiles(xs: list[float]) -> dict:
     """n, p50, p95 (interpolated, as the room benchmark's) and max."""
     if not xs:
@@ -111,12 +124,7 @@ def step_lags(presses: list, teacher: list, students: list[list], polls: list[li
     (what it shows just before the next press); and until the answer it drew had arrived. A page still on
     the step it showed at the press is ``missed``."""
     out: dict = {"after_press": [], "behind_teacher": [], "answer_after_press": [], "missed": []}
-    steps = [
-        (ms, presses[i + 1][1] if i + 1 < len(presses) else None)
-        for i, (b, ms) in enumerate(presses)
-        if b in STEP_BUTTONS
-    ]
-    for ms, next_ms in steps:
+    for ms, next_ms in windows(presses, STEP_BUTTONS):
         end = (next_ms or ms + 10_000) - 1
         mine = shown_at(teacher, end)
         teacher_at = first_shown(teacher, ms, {PROGRESS: mine[PROGRESS], LESSON_FIG: mine[LESSON_FIG]})
@@ -141,17 +149,11 @@ def run_lags(presses: list, teacher: list, students: list[list], polls: list[lis
     until the student's page showed the run (its chips, done and the map it ends on), until the answer it drew
     had arrived, and behind the teacher's page showing its own map."""
     out: dict = {"after_done": [], "answer_after_done": [], "behind_teacher_map": []}
-    runs = [
-        (ms, presses[i + 1][1] if i + 1 < len(presses) else None)
-        for i, (b, ms) in enumerate(presses)
-        if b == "pg-generate"
-    ]
-    for ms, next_ms in runs:
+    for ms, next_ms in windows(presses, ("pg-generate",)):
         end = (next_ms or ms + 60_000) - 1
-        began = first_shown(teacher, ms, {STATUS: "running"})  # (till then it shows the run before)
+        began, done = run_done(teacher, ms, tokens)
         if began is None:
             continue
-        done = first_shown(teacher, began, {CHIPS: tokens, STATUS: "done"})
         mine = shown_at(teacher, end)
         teacher_map = first_shown(teacher, began, {CHIPS: tokens, STATUS: "done", MAP: mine[MAP]})
         for log, answers in zip(students, polls):
@@ -206,9 +208,7 @@ def runs(teacher, students, n_runs: int, tokens: int, timeout: float) -> int:
         clicked, done, t0 = PRESSES[-1][1], None, time.monotonic()
         while done is None and time.monotonic() - t0 < timeout:
             time.sleep(0.2)
-            log = teacher.evaluate(LOG)
-            began = first_shown(log, clicked, {STATUS: "running"})
-            done = began and first_shown(log, began, {CHIPS: tokens, STATUS: "done"})
+            _, done = run_done(teacher.evaluate(LOG), clicked, tokens)
         if done is None:
             raise RuntimeError(f"the teacher's run of {tokens} tokens did not finish within {timeout:.0f} s")
         time.sleep(5.0)  # (every page has drawn the run; when, its log says)
@@ -217,7 +217,7 @@ def runs(teacher, students, n_runs: int, tokens: int, timeout: float) -> int:
     return differ
 
 
-def measure(students: int, steps: int, gap: float, n_runs: int, tokens: int, log=print) -> dict:
+def measure(students: int, steps: int, gap: float, n_runs: int, tokens: int) -> dict:
     from playwright.sync_api import sync_playwright
 
     from bench.browser.cases import CHROMIUM

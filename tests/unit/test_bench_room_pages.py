@@ -32,9 +32,8 @@ PRESSES = [["pg-lesson-next", 1_000], ["tab:generate", 9_000], ["pg-generate", 1
 
 def test_a_step_is_timed_to_the_line_and_figure_the_page_ends_on():
     lags = step_lags(PRESSES, TEACHER, [STUDENT], [POLLS])
-    assert lags["missed"] == [] and lags["after_press"] == [
-        0.6
-    ]  # (the line alone at 1.3 s on the teacher's page is not the step yet)
+    # (the line alone at 1.3 s on the teacher's page is not the step yet)
+    assert lags["missed"] == [] and lags["after_press"] == [0.6]
     assert lags["behind_teacher"] == [0.2]
     assert lags["answer_after_press"] == [0.45]  # the largest answer before the page drew it
 
