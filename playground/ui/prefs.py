@@ -166,7 +166,8 @@ def wire(page) -> None:
     h = page.header
     # The toggle acts in the page at once (CSS); the watcher then tells the server (figures' type size).
     h.present.input(None, h.present, None, js="(v) => { document.body.classList.toggle('pg-present', v); }")
-    page.session_loaded.then(None, None, None, js=LOADED_JS)
+    # (after a room's link has given the page the room's model, when the Lessons tab wired one)
+    getattr(page, "room_entered", page.session_loaded).then(None, None, None, js=LOADED_JS)
     event = h.apply.click(
         apply_prefs,
         [h.prefs, page.state, page.train_state],

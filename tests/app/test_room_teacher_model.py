@@ -412,3 +412,21 @@ def test_a_redraw_that_set_off_before_the_page_took_the_teachers_model_draws_the
     built = model_tab.switch_model(CACHE.get(own), own, "", polled.state, page)
     assert model_tab.relabel(page, polled.state, 3).summary == built.summary
     lessons_room.end_room(teacher, t_room)
+
+
+def test_a_page_joining_by_link_takes_the_rooms_model_before_its_preferences_apply():
+    """The page's preferences (its language, at load) chain the Model tab's redraws; a redraw that set
+    off beside the room's first poll could draw the default model and answer after the poll, the page
+    then naming a model its session no longer holds (seen in a fresh-clone run). The page tells its
+    preferences' watcher it may send them only after the link's join and that first poll have answered."""
+    from playground.ui import prefs
+    from playground.ui.app import build_demo
+
+    demo = build_demo()
+    deps = demo.get_config_file()["dependencies"]
+    names = {i: f.name for i, f in demo.fns.items()}
+    chain, at = [], next(d for d in deps if d.get("js") == prefs.LOADED_JS)
+    while at.get("trigger_after") is not None:
+        chain.append(names[at["trigger_after"]])
+        at = deps[at["trigger_after"]]
+    assert chain == ["poll", "from_link", "load_session"]

@@ -189,4 +189,5 @@ def test_the_room_polls_are_named():
     from playground.ui.app import build_demo
 
     demo = build_demo()
-    assert sorted(demo.fns[i].name for i in demo.pg_same_props) == ["poll"] * 3
+    # Follow, the watcher's poke, the timer, the join by link
+    assert sorted(demo.fns[i].name for i in demo.pg_same_props) == ["poll"] * 4

@@ -260,10 +260,10 @@ def test_a_teacher_leads_two_students(page_url):
         assert key and all(p.evaluate(f"() => localStorage.getItem('pg-room-key:{code}')") is None for p in (s1, s2))
         teacher.reload()
         teacher.locator("#pg-room-status").get_by_text(f"You lead room {code}", exact=False).wait_for(timeout=60_000)
-        teacher.locator("#pg-room-qr svg").first.wait_for(timeout=10_000)
         assert key not in teacher.content()
         teacher.wait_for_function(SELECTED.format(tab="generate"), timeout=FOLLOW_S * 1000)  # the room's tab
         open_tab(teacher, "lessons")
+        teacher.locator("#pg-room-qr svg").first.wait_for(timeout=10_000)
         for page in (s1, s2):
             page.wait_for_function(SELECTED.format(tab="lessons"), timeout=FOLLOW_S * 1000)
         teacher.screenshot(path=str(ARTIFACTS / "room-teacher-reloaded.png"))

@@ -344,13 +344,14 @@ def wire(page) -> None:
     c.room_join.click(join_room, [state, c.room, c.room_code], entered, **private)
     c.room_code.submit(join_room, [state, c.room, c.room_code], entered, **private)
     # after the page's session is made (model.tab.load_session): the room's polls start from it
-    page.session_loaded.then(
+    linked = page.session_loaded.then(
         from_link,
         [state, c.room, prompt, c.lesson_pos, c.room_secret],
         entered + [c.room_code, page.tabs],
         js=room_keep.LOAD_JS,
         **private,
-    ).then(**keep)
+    )
+    linked.then(**keep)
     listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
     polled = outputs(
         Polled,
@@ -389,6 +390,12 @@ def wire(page) -> None:
     ).then(**keep)
     c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
     polls.append(c.room_timer.tick(poll, [state, c.room, prompt], polled, **poll_event))
+    # A page that joins by its link takes the room's model and step before it applies its preferences
+    # (prefs.wire chains them after this): a language redraw of the Model tab that set off beside the
+    # first poll could draw the default model and answer after it, the page then naming a model its
+    # session no longer holds.
+    page.room_entered = linked.then(poll, [state, c.room, prompt], polled, **poll_event)
+    polls.append(page.room_entered)
     for polled_event in polls:  # (each step sends the same visibility and choices: not rebuilt each time)
         skipped_outputs.same_props_sent(page.demo, polled_event)
     room_follow.wire(page)
