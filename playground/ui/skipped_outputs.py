@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import types
+from collections import OrderedDict
 
 import gradio as gr
 from gradio import utils
@@ -49,29 +50,42 @@ async def postprocess_data(self, block_fn, predictions, state):
         values = convert_component_dict_to_list(outputs, values)
     if not isinstance(values, (list, tuple)) or len(values) != len(outputs):
         return await original(self, block_fn, predictions, state)  # (its own checks and messages)
-    if block_fn._id in getattr(self, "pg_same_props", ()):
-        scripted = _scripted(self)
-        values = [
-            value if block.stateful or block._id in scripted else _unchanged(block, value, state)
-            for block, value in zip(outputs, values)
-        ]
-    skipped = {i for i, (block, value) in enumerate(zip(outputs, values)) if not block.stateful and _is_skip(value)}
-    if not skipped:
-        return await original(self, block_fn, values, state)
-    kept = [i for i in range(len(outputs)) if i not in skipped]
     done: dict[int, object] = {}
+    if block_fn._id in getattr(self, "pg_same_props", ()) and state is not None:
+        kept_as_sent = _not_compared(self, block_fn)
+        values = [
+            value if i in kept_as_sent or _is_skip(value) else _unchanged(block, value, state)
+            for i, (block, value) in enumerate(zip(outputs, values))
+        ]
+        for i, (block, value) in enumerate(zip(outputs, values)):
+            if not block.stateful and not _is_skip(value) and (isinstance(value, Block) or utils.is_prop_update(value)):
+                done[i] = _rebuilt(block, value, state, block_fn.postprocess)
+    skipped = {i for i, (block, value) in enumerate(zip(outputs, values)) if not block.stateful and _is_skip(value)}
+    if not skipped and not done:
+        return await original(self, block_fn, values, state)
+    kept = [i for i in range(len(outputs)) if i not in skipped and i not in done]
     if kept:
         rest = copy.copy(block_fn)
         rest.outputs = [outputs[i] for i in kept]
         given = [values[i] for i in kept] if len(kept) > 1 else values[kept[0]]
-        done = dict(zip(kept, await original(self, rest, given, state)))
+        done.update(zip(kept, await original(self, rest, given, state)))
     answered = []
     for i, block in enumerate(outputs):
         if i in done:
             answered.append(done[i])
         else:
-            answered.append(copy.deepcopy(_skip_answer(_in_session(block, state), block_fn.postprocess)))
+            answered.append(_copied(_skip_answer(_in_session(block, state), block_fn.postprocess)))
     return answered
+
+
+def _copied(value):
+    """A skip's answer, its dicts and lists copied (what ``copy.deepcopy`` does for them, several times faster:
+    a room's poll copies about a hundred)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value
 
 
 _SKIP_ANSWERS: dict[tuple[type, bool], dict] = {}
@@ -97,6 +111,59 @@ def _scripted(demo) -> frozenset:
         fns = demo.fns.values()
         demo.pg_scripted = frozenset(o._id for f in fns if f.fn is None for o in f.outputs)
     return demo.pg_scripted
+
+
+# Components rebuilt by the room's polls, with their session config, by (block id, constructor arguments):
+# sixty pages following one room rebuild the same components with the same arguments.
+_REBUILT: OrderedDict[tuple, tuple[Block, dict]] = OrderedDict()
+REBUILT_KEPT = 512
+
+
+def _rebuilt(block, value, state, postprocess: bool):
+    """Gradio's answer to an update that sets ``block``'s properties, as ``gr.Blocks.postprocess_data``
+    gives it (the session's component rebuilt with them, its config recomputed), the component and its
+    config made once for all sessions that set the same properties (Gradio shares one component
+    between sessions until an update rebuilds it; only a config's ``props.value`` is written per session)."""
+    if isinstance(value, Block):
+        value = {**value.constructor_args, "__type__": "update"}
+    value = utils.delete_none(dict(value), skip_value=True)
+    kwargs = {**_in_session(block, state).constructor_args, **value}
+    kwargs.pop("value", None)
+    kwargs.pop("__type__")
+    kwargs["render"] = False
+    try:
+        key = (block._id, repr(sorted(kwargs.items())))
+        hash(key)
+    except TypeError:
+        key = None
+    made = _REBUILT.get(key) if key is not None else None
+    if made is None:
+        component = block.__class__(**kwargs)
+        made = (component, state.blocks_config.config_for_block(block._id, [], component))
+        if key is not None:
+            _REBUILT[key] = made
+            while len(_REBUILT) > REBUILT_KEPT:
+                _REBUILT.popitem(last=False)
+    else:
+        _REBUILT.move_to_end(key)
+    component, config = made
+    state.blocks_config.blocks[block._id] = component
+    state.config_values[block._id] = {**config, "props": dict(config.get("props", {}))}
+    answer = postprocess_update_dict(block=component, update_dict=value, postprocess=postprocess)
+    if "value" in answer:
+        state._update_value_in_config(block._id, answer.get("value"))
+    return answer
+
+
+def _not_compared(demo, block_fn) -> frozenset:
+    """The positions of ``block_fn``'s outputs sent as they are: the stateful ones and those a script updates."""
+    kept = vars(demo).setdefault("pg_not_compared", {})
+    if block_fn._id not in kept:
+        scripted = _scripted(demo)
+        kept[block_fn._id] = frozenset(
+            i for i, block in enumerate(block_fn.outputs) if block.stateful or block._id in scripted
+        )
+    return kept[block_fn._id]
 
 
 def _unchanged(block, value, state):

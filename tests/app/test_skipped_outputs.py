@@ -110,6 +110,22 @@ def answered_in(fn, demo, block_fn, predictions, state):
     return json.loads(json.dumps(out, default=str))
 
 
+def built(monkeypatch) -> list:
+    """The ids of the components the named events' updates build (appended as each is made)."""
+    made = []
+    original = skipped_outputs._rebuilt
+
+    def counted(block, value, state, postprocess):
+        before = len(skipped_outputs._REBUILT)
+        out = original(block, value, state, postprocess)
+        if len(skipped_outputs._REBUILT) > before:
+            made.append(block._id)
+        return out
+
+    monkeypatch.setattr(skipped_outputs, "_rebuilt", counted)
+    return made
+
+
 def test_an_update_to_the_props_the_page_has_is_sent_as_its_value_without_a_rebuild(monkeypatch):
     """For an event named by ``same_props_sent``: a second update that sets the same visibility, choices or
     range is answered as its value (or a skip), which the page draws as Gradio's own update; a property
@@ -117,9 +133,8 @@ def test_an_update_to_the_props_the_page_has_is_sent_as_its_value_without_a_rebu
     demo, block_fn, outputs = demo_with_every_kind()
     state_c, tabs, accordion, row, text, md, html, plot, df, slider, radio, js, timer = outputs
     skipped_outputs.same_props_sent(demo, {"id": block_fn._id})
-    rebuilt = []
-    original = SessionState._update_config
-    monkeypatch.setattr(SessionState, "_update_config", lambda self, i: (rebuilt.append(i), original(self, i))[1])
+    skipped_outputs._REBUILT.clear()
+    rebuilt = built(monkeypatch)
 
     def step(session, radio_update, slider_update, html_update):
         predictions = [SKIP] * len(outputs)
@@ -191,3 +206,51 @@ def test_the_room_polls_are_named():
     demo = build_demo()
     # Follow, the watcher's poke, the timer, the join by link
     assert sorted(demo.fns[i].name for i in demo.pg_same_props) == ["poll"] * 4
+
+
+def test_a_named_events_rebuilds_leave_each_session_as_gradios_own_do(monkeypatch):
+    """Two pages polling the same room get the same updates: each answer, each session's components and
+    their config are what Gradio's own postprocessing gives; the component is built once for both, and a
+    value one page is sent never shows in the other's config."""
+    demo, block_fn, outputs = demo_with_every_kind()
+    state_c, tabs, accordion, row, text, md, html, plot, df, slider, radio, js, timer = outputs
+    skipped_outputs.same_props_sent(demo, {"id": block_fn._id})
+    skipped_outputs._REBUILT.clear()
+    rebuilt = built(monkeypatch)
+
+    def updates(value):
+        predictions = [SKIP] * len(outputs)
+        predictions[outputs.index(tabs)] = gr.Tabs(selected="two")
+        predictions[outputs.index(plot)] = gr.update(visible=False)
+        predictions[outputs.index(slider)] = gr.update(minimum=0, maximum=value, value=value, visible=True)
+        predictions[outputs.index(timer)] = gr.Timer(active=True)
+        return predictions
+
+    pages = [SessionState(demo), SessionState(demo)]
+    theirs = [SessionState(demo), SessionState(demo)]
+    for n, value in ((0, 30), (1, 40)):
+        ours = answered_in(skipped_outputs.postprocess_data, demo, block_fn, updates(value), pages[n])
+        gradios = answered_in(gr.Blocks.postprocess_data, demo, block_fn, updates(value), theirs[n])
+        assert ours == gradios
+    for block in (tabs, plot, slider, timer):
+        for page, their in zip(pages, theirs):
+            assert page[block._id].constructor_args == their[block._id].constructor_args
+            assert page.config_values[block._id] == their.config_values[block._id]
+    assert sorted(rebuilt) == sorted([tabs._id, plot._id, slider._id, timer._id] + [slider._id])  # (40: a new range)
+    assert pages[0][plot._id] is pages[1][plot._id]  # one component for both pages
+    assert pages[0].config_values[slider._id]["props"]["value"] == 30
+    assert pages[1].config_values[slider._id]["props"]["value"] == 40
+
+
+def test_the_rebuilds_kept_are_bounded():
+    demo, block_fn, outputs = demo_with_every_kind()
+    slider = outputs[9]
+    skipped_outputs.same_props_sent(demo, {"id": block_fn._id})
+    skipped_outputs._REBUILT.clear()
+    page = SessionState(demo)
+    for top in range(skipped_outputs.REBUILT_KEPT + 20):
+        predictions = [SKIP] * len(outputs)
+        predictions[outputs.index(slider)] = gr.update(maximum=top + 1)
+        answered_in(skipped_outputs.postprocess_data, demo, block_fn, predictions, page)
+        assert page[slider._id].maximum == top + 1
+    assert len(skipped_outputs._REBUILT) == skipped_outputs.REBUILT_KEPT

@@ -1,0 +1,58 @@
+"""The app's events track the same stateful outputs as Gradio's own scan finds, from a list made once."""
+
+import importlib.util
+import sys
+
+import gradio as gr
+import pytest
+from gradio.state_holder import SessionState
+
+from playground.ui import event_overhead
+
+
+@pytest.fixture(scope="module")
+def demo():
+    from playground.ui.app import build_demo
+
+    return build_demo()
+
+
+def test_every_event_tracks_what_gradios_scan_finds(demo):
+    session = SessionState(demo)
+    for block_fn in demo.fns.values():
+        ours = demo.get_state_ids_to_track(block_fn, session)
+        gradios = gr.Blocks.get_state_ids_to_track(demo, block_fn, session)
+        assert ours == gradios, block_fn.name
+    assert demo.get_state_ids_to_track(next(iter(demo.fns.values())), None) == ([], [])
+
+
+def test_a_state_with_a_change_listener_is_tracked_and_hashed_by_its_value():
+    with gr.Blocks() as small:
+        listened, quiet, shown = gr.State({"a": 1}), gr.State(0), gr.Textbox()
+        gr.Button().click(lambda: ({"a": 2}, 1, "x"), None, [listened, quiet, shown])
+        listened.change(lambda v: str(v), listened, shown)
+    event_overhead.install(small)
+    block_fn = next(f for f in small.fns.values() if len(f.outputs) == 3)
+    session = SessionState(small)
+    session[listened._id], session[quiet._id] = {"a": 1}, 0
+    ids, before = small.get_state_ids_to_track(block_fn, session)
+    assert (ids, before) == gr.Blocks.get_state_ids_to_track(small, block_fn, session)
+    assert ids == [listened._id]
+    session[listened._id] = {"a": 2}
+    assert small.get_state_ids_to_track(block_fn, session)[1] != before
+
+
+def test_an_absent_matplotlib_fails_its_import_at_once(demo):
+    if importlib.util.find_spec("matplotlib") is not None and sys.modules.get("matplotlib") is not None:
+        assert sys.modules["matplotlib"] is not None  # installed: left as it is
+        return
+    assert "matplotlib" in sys.modules and sys.modules["matplotlib"] is None
+    with pytest.raises(ImportError):
+        import matplotlib  # noqa: F401
+    with gr.utils.MatplotlibBackendMananger():  # Gradio's wrapper of every event still passes
+        pass
+
+
+def test_only_this_app_is_changed(demo):
+    assert demo.get_state_ids_to_track.__func__ is event_overhead._get_state_ids_to_track
+    assert gr.Blocks.get_state_ids_to_track is not event_overhead._get_state_ids_to_track
