@@ -39,7 +39,8 @@ BUDGET_S = 0.25  # per decision, after the warm-up; a loaded machine gets fewer 
 SLOW_FACTOR = 4.0
 TIE = 0.05  # medians this close are decided by the fastest pass (``_winner``)
 # A decision whose measuring thread had less than SHARED of its core while it timed the candidates shared
-# the machine with other work: it is kept, and measured again once the machine's load per CPU is under QUIET.
+# the machine with other work: it is used, and measured again by the next measuring build (the app's start,
+# a background measurement) that runs while the machine's load per CPU is under QUIET.
 SHARED = 0.8
 QUIET = 0.5
 
@@ -165,9 +166,7 @@ def choose(
                 return cached
             _AGAIN.add(key)
         if cached is not None and (skipped is not None or not _quiet()):
-            if skipped is not None and _quiet() and decision not in skipped:
-                skipped.append(decision)  # (a user's request: read now, measured again outside it)
-            return cached
+            return cached  # (a user's request reads it: measured again by a measuring build, at start or in the background)
         if skipped is not None and measuring_enabled() and key[0] in PLAIN:
             if decision not in skipped:
                 skipped.append(decision)

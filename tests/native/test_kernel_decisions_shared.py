@@ -48,11 +48,11 @@ def test_a_shared_decision_is_used_meanwhile_and_measured_again_when_quiet(store
     calls = []
     candidates = {"a": lambda: calls.append("a"), "b": lambda: (calls.append("b"), time.sleep(0.001))}
     monkeypatch.setattr(kernels.threads, "load_per_cpu", lambda: 0.1)
-    with kernels.decided_only() as skipped:  # a user's request: read, named for a measurement outside it
+    with kernels.decided_only() as skipped:  # a user's request: read as it is, nothing timed
         read = kernels.choose(KEY, "test decision", candidates)
-    assert read.winner == "b" and calls == [] and skipped == ["test decision"]
+    assert read.winner == "b" and calls == [] and skipped == []
     assert kernels.decided(KEY).winner == "b"  # what the forward pass reads meanwhile
-    again = kernels.choose(KEY, "test decision", candidates)  # the background measurement
+    again = kernels.choose(KEY, "test decision", candidates)  # a measuring build: the app's start, the background
     assert calls and again.winner == "a"  # "b" sleeps: measured now, "a" is faster
     assert store.get(stored_key())["winner"] == "a"
     calls.clear()
@@ -67,7 +67,7 @@ def test_a_shared_decision_is_not_measured_again_while_the_machine_is_still_busy
     monkeypatch.setattr(kernels.threads, "load_per_cpu", lambda: 1.5)
     with kernels.decided_only() as skipped:
         assert kernels.choose(KEY, "test decision", candidates).winner == "b"
-    assert skipped == []  # nothing to measure again yet: no rebuild of the user's model for it
+    assert skipped == []
     assert kernels.choose(KEY, "test decision", candidates).winner == "b" and calls == []
 
 
