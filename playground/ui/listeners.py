@@ -14,14 +14,16 @@ from __future__ import annotations
 import json
 
 
-def on_change(page, fn, inputs: list, outputs: list) -> None:
-    page.__dict__.setdefault("prefs_listeners", []).append((fn, list(inputs), list(outputs)))
+def on_change(page, fn, inputs: list, outputs: list, then: tuple | None = None) -> None:
+    """``fn(state, *inputs)`` redraws ``outputs`` after each change of the page's preferences; ``then``
+    (fn, inputs, outputs) runs after its answer has reached the page."""
+    page.__dict__.setdefault("prefs_listeners", []).append((fn, list(inputs), list(outputs), then))
 
 
 def on_change_titles(page, titles: dict[str, list[str]], blocks: list) -> None:
     """Like ``on_change`` for the titles of ``blocks`` (tabs), ``titles[lang]`` in each language,
     set by a script in the page (``titles_js``)."""
-    page.__dict__.setdefault("prefs_listeners", []).append((titles_js(titles), [], list(blocks)))
+    page.__dict__.setdefault("prefs_listeners", []).append((titles_js(titles), [], list(blocks), None))
 
 
 def titles_js(titles: dict[str, list[str]]) -> str:

@@ -183,8 +183,13 @@ def wire(page) -> None:
     titles = {lang: tab_titles(lang, names) for lang in ("en", "zh-CN")}
     event.then(None, None, [tab for _, tab in tabs], js=listeners.titles_js(titles))
     page.demo.unload(redraw.forget)  # a closed page's drawn views (kept for redrawing them) are dropped
-    for fn, inputs, outputs in listeners.registered(page):
+    for fn, inputs, outputs, then in listeners.registered(page):
         if isinstance(fn, str):  # a script run in the page (listeners.on_change_titles)
             event.then(None, None, outputs, js=fn)
-        else:
-            event.then(fn, [page.state] + inputs, outputs, api_visibility="private", show_progress="hidden")
+            continue
+        redrawn = event.then(fn, [page.state] + inputs, outputs, api_visibility="private", show_progress="hidden")
+        if then is not None:
+            after, after_inputs, after_outputs = then
+            redrawn.then(
+                after, [page.state] + after_inputs, after_outputs, api_visibility="private", show_progress="hidden"
+            )

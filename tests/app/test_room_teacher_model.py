@@ -22,6 +22,7 @@ from playground.server.room_steps import DRAWN
 from playground.ui.common import session_model
 from playground.ui.lessons import room as lessons_room
 from playground.ui.lessons import tab as lessons_tab
+from playground.ui.results import skipped
 from tests.app.room_clients import a_teacher_and_a_student
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east"
@@ -412,6 +413,47 @@ def test_a_redraw_that_set_off_before_the_page_took_the_teachers_model_draws_the
     built = model_tab.switch_model(CACHE.get(own), own, "", polled.state, page)
     assert model_tab.relabel(page, polled.state, 3).summary == built.summary
     lessons_room.end_room(teacher, t_room)
+
+
+def test_a_language_redraw_that_lands_after_the_page_took_the_teachers_model_is_drawn_again(rooms_pages):
+    """A follower changes language as the teacher changes model: the Model tab's redraw reads the page's
+    model (the old one) just before the room's poll takes the teacher's, and its answer can reach the page
+    after the poll's. The check chained after the redraw draws the teacher's model then, and nothing when
+    the page took no other model meanwhile."""
+    from types import SimpleNamespace
+
+    from playground.server.catalog import count_parameters
+    from playground.ui.model import tab as model_tab
+
+    teacher, _ = rooms_pages
+    page = SimpleNamespace(session_hash="switching-language", client=None)
+    loaded = model_tab.load_session(None, request=page).state
+    t_room = lessons_room.start_room(teacher, None, {"lesson": "attention", "step": 0}, PROMPT).room
+    room = lessons_room.join_room(loaded, None, t_room["code"]).room
+    zh = {**loaded, "lang": "zh-CN"}
+    own = f"{count_parameters(session_model(loaded)):,}"
+    redrawn = model_tab.relabel(page, zh, 3)  # read first: the page's own (default) model
+    assert own in redrawn.summary
+    assert model_tab.relabelled_again(page, zh, 3) == skipped(model_tab.Relabelled)  # nothing taken since
+    polled = lessons_room.poll(loaded, room, "", request=page)  # the poll takes the teacher's model
+    teachers = f"{count_parameters(session_model(teacher)):,}"
+    assert polled.state["recipe"] == teacher["recipe"] and teachers != own
+    again = model_tab.relabelled_again(page, zh, 3)  # (its state input: as the page's events send it)
+    assert teachers in again.summary and "参数" in again.summary
+    assert model_tab.relabelled_again(page, zh, 3) == skipped(model_tab.Relabelled)  # drawn once
+    lessons_room.end_room(teacher, t_room)
+
+
+def test_the_model_tabs_language_redraw_is_checked_after_it_lands():
+    from playground.ui.app import build_demo
+
+    demo = build_demo()
+    deps = demo.get_config_file()["dependencies"]
+    names = {i: f.name for i, f in demo.fns.items()}
+    checks = [d for d in deps if names.get(d["id"]) == "relabelled_again"]
+    assert len(checks) == 1
+    relabel = deps[checks[0]["trigger_after"]]
+    assert names[relabel["id"]] == "relabel" and relabel["outputs"] == checks[0]["outputs"]
 
 
 def test_a_page_joining_by_link_takes_the_rooms_model_before_its_preferences_apply():

@@ -27,7 +27,7 @@ from playground.server.catalog import (
     count_parameters,
 )
 from playground.server.files import discard_upload
-from playground.server.recipes import BUNDLED_CHECKPOINT
+from playground.server.recipes import BUNDLED_CHECKPOINT, recipe_key
 from playground.settings import parse_whole
 from playground.ui import listeners, redraw
 from playground.ui.common import (
@@ -261,6 +261,7 @@ def relabel(request: gr.Request, state, depth) -> Relabelled:
     lang, present = lang_of(state), bool((state or {}).get("present"))
     with redraw.page_lock(request):  # (the model the page holds now: see model_switch.took_model)
         recipe = page_recipe(request, state)
+        redraw.note(request, RELABELLED, recipe)
         views = model_views(leased_model(recipe, state), recipe, _depth_or_default(depth), lang, present)
     return Relabelled(
         summary=views.summary,
@@ -276,6 +277,20 @@ def relabel(request: gr.Request, state, depth) -> Relabelled:
         kernels_md=kernels_table(lang),
         build_msg=build_message(request, state),
     )
+
+
+# The model a language redraw drew (``relabel``), for the check chained after its answer has landed.
+RELABELLED = "relabelled_model"
+
+
+def relabelled_again(request: gr.Request, state, depth) -> Relabelled:
+    """Chained after ``relabel``'s answer has reached the page: the model's views drawn again when the page
+    took another model since that redraw read which it held (a classroom follower's poll taking the
+    teacher's), else nothing. The lock orders when the two read and note the page's model, not in which
+    order their answers reach the page: the redraw's, of the old model, could land after the poll's."""
+    with redraw.page_lock(request):
+        same = recipe_key(page_recipe(request, state)) == recipe_key(redraw.noted(request, RELABELLED) or {})
+    return skipped(Relabelled) if same else relabel(request, state, depth)
 
 
 def in_use(request: gr.Request, state) -> str:
@@ -419,5 +434,6 @@ def wire(page) -> None:
     m.tree_depth.release(show_tree, [page.state, m.tree_depth], m.tree_df, api_name="module_tree")
     side_by_side.wire(page, m.sbs)
     m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)
-    listeners.on_change(page, relabel, [m.tree_depth], outputs(Relabelled, page, m))
+    relabelled = outputs(Relabelled, page, m)
+    listeners.on_change(page, relabel, [m.tree_depth], relabelled, then=(relabelled_again, [m.tree_depth], relabelled))
     listeners.on_change(page, in_use, [], [m.in_use])
