@@ -433,7 +433,7 @@ def test_a_language_redraw_that_lands_after_the_page_took_the_teachers_model_is_
     zh = {**loaded, "lang": "zh-CN"}
     own = f"{count_parameters(session_model(loaded)):,}"
     redrawn = model_tab.relabel(page, zh, 3)  # read first: the page's own (default) model
-    assert own in redrawn.summary
+    assert own in redrawn.summary and own in model_tab.in_use(page, zh)
     assert model_tab.relabelled_again(page, zh, 3) == skipped(model_tab.Relabelled)  # nothing taken since
     polled = lessons_room.poll(loaded, room, "", request=page)  # the poll takes the teacher's model
     teachers = f"{count_parameters(session_model(teacher)):,}"
@@ -441,6 +441,9 @@ def test_a_language_redraw_that_lands_after_the_page_took_the_teachers_model_is_
     again = model_tab.relabelled_again(page, zh, 3)  # (its state input: as the page's events send it)
     assert teachers in again.summary and "参数" in again.summary
     assert model_tab.relabelled_again(page, zh, 3) == skipped(model_tab.Relabelled)  # drawn once
+    # the line saying which model is in use, the same way
+    assert teachers in model_tab.in_use_again(page, zh)
+    assert model_tab.in_use_again(page, zh) == lessons_room.gr.skip()
     lessons_room.end_room(teacher, t_room)
 
 
@@ -450,10 +453,11 @@ def test_the_model_tabs_language_redraw_is_checked_after_it_lands():
     demo = build_demo()
     deps = demo.get_config_file()["dependencies"]
     names = {i: f.name for i, f in demo.fns.items()}
-    checks = [d for d in deps if names.get(d["id"]) == "relabelled_again"]
-    assert len(checks) == 1
-    relabel = deps[checks[0]["trigger_after"]]
-    assert names[relabel["id"]] == "relabel" and relabel["outputs"] == checks[0]["outputs"]
+    for check, redraw in (("relabelled_again", "relabel"), ("in_use_again", "in_use")):
+        checks = [d for d in deps if names.get(d["id"]) == check]
+        assert len(checks) == 1
+        redrawn = deps[checks[0]["trigger_after"]]
+        assert names[redrawn["id"]] == redraw and redrawn["outputs"] == checks[0]["outputs"]
 
 
 def test_a_page_joining_by_link_takes_the_rooms_model_before_its_preferences_apply():

@@ -288,17 +288,30 @@ def relabelled_again(request: gr.Request, state, depth) -> Relabelled:
     took another model since that redraw read which it held (a classroom follower's poll taking the
     teacher's), else nothing. The lock orders when the two read and note the page's model, not in which
     order their answers reach the page: the redraw's, of the old model, could land after the poll's."""
+    return skipped(Relabelled) if _still_drawn(request, state, RELABELLED) else relabel(request, state, depth)
+
+
+def _still_drawn(request, state, drawn_key: str) -> bool:
+    """Whether the model the page holds is the one a redraw noted under ``drawn_key`` as drawn."""
     with redraw.page_lock(request):
-        same = recipe_key(page_recipe(request, state)) == recipe_key(redraw.noted(request, RELABELLED) or {})
-    return skipped(Relabelled) if same else relabel(request, state, depth)
+        return recipe_key(page_recipe(request, state)) == recipe_key(redraw.noted(request, drawn_key) or {})
+
+
+IN_USE = "in_use_model"
 
 
 def in_use(request: gr.Request, state) -> str:
     """What the session has loaded, said first: the form below it is for building another."""
     with redraw.page_lock(request):  # (the model the page holds now: see model_switch.took_model)
         recipe = page_recipe(request, state)
+        redraw.note(request, IN_USE, recipe)
         n = f"{count_parameters(leased_model(recipe, state)):,}"
     return tr(lang_of(state), "model_in_use", model=describe_recipe(recipe, lang_of(state)), n=n)
+
+
+def in_use_again(request: gr.Request, state):
+    """``relabelled_again`` for the line saying which model is in use."""
+    return gr.skip() if _still_drawn(request, state, IN_USE) else in_use(request, state)
 
 
 def build_message(request: gr.Request, state):
@@ -436,4 +449,4 @@ def wire(page) -> None:
     m.weights.change(weight_inputs, m.weights, [m.hub_name, m.upload], api_visibility="private", queue=False)
     relabelled = outputs(Relabelled, page, m)
     listeners.on_change(page, relabel, [m.tree_depth], relabelled, then=(relabelled_again, [m.tree_depth], relabelled))
-    listeners.on_change(page, in_use, [], [m.in_use])
+    listeners.on_change(page, in_use, [], [m.in_use], then=(in_use_again, [], [m.in_use]))
