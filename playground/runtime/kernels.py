@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from playground.runtime import library_cache, native_gemv, threads
+from playground.runtime import library_cache, native_gemv
 from playground.runtime.decision_store import DecisionStore
 from playground.runtime.threads import torch_threads
 
@@ -38,11 +38,6 @@ MIN_REPS = 3
 BUDGET_S = 0.25  # per decision, after the warm-up; a loaded machine gets fewer repetitions, not a longer wait
 SLOW_FACTOR = 4.0
 TIE = 0.05  # medians this close are decided by the fastest pass (``_winner``)
-# A decision whose measuring thread had less than SHARED of its core while it timed the candidates shared
-# the machine with other work: it is used, and measured again by the next measuring build (the app's start,
-# a background measurement) that runs while the machine's load per CPU is under QUIET.
-SHARED = 0.8
-QUIET = 0.5
 
 
 @dataclass(frozen=True)
@@ -72,9 +67,6 @@ class Choice:
 _CHOICES: dict[tuple, Choice] = {}
 _LOCK = threading.RLock()
 _STORE: DecisionStore | None = None  # this machine's decisions on disk, once keep_decisions was called
-# Decisions read from this machine's file that were measured while other work held the cores (their
-# candidates' times said more about the load than about them): used, and measured again when it is quiet.
-_AGAIN: set[tuple] = set()
 _LOCAL = threading.local()  # .decided_only: choose returns the plain candidate instead of measuring
 # Each decision's plain candidate (its first) by the first element of its key: what a decision not made yet
 # takes under ``decided_only`` without building the candidates' test matrices.
@@ -154,19 +146,14 @@ def choose(
     ``decision`` says, as data."""
     key = (*key, torch.get_num_threads())
     with _LOCK:
-        skipped = getattr(_LOCAL, "decided_only", None)
-        cached = _CHOICES.get(key)
-        if cached is not None and not (key in _AGAIN and skipped is None and _quiet()):
-            return cached
-        stored = _STORE.get(key) if _STORE is not None and cached is None else None
+        if key in _CHOICES:
+            return _CHOICES[key]
+        stored = _STORE.get(key) if _STORE is not None else None
         if stored is not None:
-            cached = Choice(decision, stored["winner"], stored["seconds"], bool(stored.get("measured", True)), *label)
-            _CHOICES[key] = cached  # (used meanwhile, even when measured again below or later)
-            if float(stored.get("share", 1.0)) >= SHARED or not measuring_enabled():
-                return cached
-            _AGAIN.add(key)
-        if cached is not None and (skipped is not None or not _quiet()):
-            return cached  # (a user's request reads it: measured again by a measuring build, at start or in the background)
+            choice = Choice(decision, stored["winner"], stored["seconds"], bool(stored.get("measured", True)), *label)
+            _CHOICES[key] = choice
+            return choice
+        skipped = getattr(_LOCAL, "decided_only", None)
         if skipped is not None and measuring_enabled() and key[0] in PLAIN:
             if decision not in skipped:
                 skipped.append(decision)
@@ -177,7 +164,6 @@ def choose(
         if not measuring_enabled() or len(names) < 2:
             choice = Choice(decision, names[0], {}, False, *label)
         else:
-            wall, cpu = time.perf_counter(), time.thread_time()
             warm = {}
             for name, fn in candidates.items():  # warm-up: kernel selection, page faults, packing
                 t0 = timer()
@@ -199,19 +185,10 @@ def choose(
                     break
             seconds = {n: float(statistics.median(times[n])) if n in times else warm[n] for n in names}
             choice = Choice(decision, _winner(seconds, times), seconds, True, *label)
-            _AGAIN.discard(key)
             if _STORE is not None:
-                # the share of its core this thread had while it timed them (its own time, not the OpenMP team's)
-                share = (time.thread_time() - cpu) / max(time.perf_counter() - wall, 1e-9)
-                _STORE.put(
-                    key, {"winner": choice.winner, "seconds": seconds, "measured": True, "share": round(share, 2)}
-                )
+                _STORE.put(key, {"winner": choice.winner, "seconds": seconds, "measured": True})
         _CHOICES[key] = choice
         return choice
-
-
-def _quiet() -> bool:
-    return threads.load_per_cpu() < QUIET
 
 
 def _winner(seconds: dict[str, float], times: dict[str, list[float]]) -> str:
@@ -244,7 +221,6 @@ def forget() -> None:
     """Drop the cached decisions (tests; a process whose CPU share changed a lot)."""
     with _LOCK:
         _CHOICES.clear()
-        _AGAIN.clear()
 
 
 # ----------------------------------------------------------------------------------------------

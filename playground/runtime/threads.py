@@ -91,11 +91,3 @@ def _omp_set_num_threads():
         return None
     fn.argtypes, fn.restype = [ctypes.c_int], None
     return fn
-
-
-def load_per_cpu() -> float:
-    """This machine's 1-minute load average per CPU (0 where the system does not say)."""
-    try:
-        return os.getloadavg()[0] / (os.cpu_count() or 1)
-    except (AttributeError, OSError):
-        return 0.0
