@@ -53,15 +53,16 @@ async def postprocess_data(self, block_fn, predictions, state):
     if not isinstance(values, (list, tuple)) or len(values) != len(outputs):
         return await original(self, block_fn, predictions, state)  # (its own checks and messages)
     done: dict[int, object] = {}
-    if block_fn._id in getattr(self, "pg_same_props", ()) and state is not None:
+    if block_fn._id in getattr(self, "pg_same_props", ()):
         kept_as_sent = _not_compared(self, block_fn)
         values = [
             value if i in kept_as_sent or _is_skip(value) else _unchanged(block, value, state)
             for i, (block, value) in enumerate(zip(outputs, values))
         ]
         for i, (block, value) in enumerate(zip(outputs, values)):
-            if not block.stateful and not _is_skip(value) and (isinstance(value, Block) or utils.is_prop_update(value)):
-                done[i] = _rebuilt(block, value, state, block_fn.postprocess)
+            if state is not None and not block.stateful and not _is_skip(value):
+                if isinstance(value, Block) or utils.is_prop_update(value):
+                    done[i] = _rebuilt(block, _as_update(value), state, block_fn.postprocess)
     skipped = {i for i, (block, value) in enumerate(zip(outputs, values)) if not block.stateful and _is_skip(value)}
     if not skipped and not done:
         return await original(self, block_fn, values, state)
@@ -121,13 +122,11 @@ _REBUILT: OrderedDict[tuple, tuple[Block, dict]] = OrderedDict()
 REBUILT_KEPT = 512
 
 
-def _rebuilt(block, value, state, postprocess: bool):
-    """Gradio's answer to an update that sets ``block``'s properties, as ``gr.Blocks.postprocess_data``
+def _rebuilt(block, value: dict, state, postprocess: bool):
+    """Gradio's answer to an update (``value``) that sets ``block``'s properties, as ``gr.Blocks.postprocess_data``
     gives it (the session's component rebuilt with them, its config recomputed), the component and its
     config made once for all sessions that set the same properties (Gradio shares one component
     between sessions until an update rebuilds it; only a config's ``props.value`` is written per session)."""
-    if isinstance(value, Block):
-        value = {**value.constructor_args, "__type__": "update"}
     value = utils.delete_none(dict(value), skip_value=True)
     kwargs = {**_in_session(block, state).constructor_args, **value}
     kwargs.pop("value", None)
@@ -163,11 +162,17 @@ def _not_compared(demo, block_fn) -> frozenset:
     return kept[block_fn._id]
 
 
+def _as_update(value):
+    """``value``, or the update a component given as a value stands for (its constructor's arguments)."""
+    if isinstance(value, Block):
+        return {**value.constructor_args, "__type__": "update"}
+    return value
+
+
 def _unchanged(block, value, state):
     """``value``, or (an update whose properties the session's ``block`` already has) its value alone, or a
     skip when it carries none."""
-    if isinstance(value, Block):
-        value = {**value.constructor_args, "__type__": "update"}
+    value = _as_update(value)
     if not utils.is_prop_update(value) or _is_skip(value):
         return value
     props = {k: v for k, v in utils.delete_none(dict(value), skip_value=True).items() if k not in ("__type__", "value")}
