@@ -163,28 +163,26 @@ class Rooms:
         ``recipe``: the teacher's model, as the teacher's session names it (a server handler's, never an API
         caller's: it is no field of ``state``), published with its model cache key (``model_key``), so every
         follower's page takes the one model the cache holds for it."""
-        clean = check_state(state)
-        if isinstance(recipe, dict):
-            clean["recipe"] = recipe
-            clean["model_key"] = json.dumps(recipe, sort_keys=True)  # (server.recipes.recipe_key: pure Python here)
+        clean = _place(state, recipe)
         with self._lock:
             room = self._teacher(code, key, client)
-            watched = ("lesson", "step", "model_key")
-            moved = any(clean.get(name, room.state.get(name)) != room.state.get(name) for name in watched)
-            if moved:  # a vote is on one step's question: the room's next step has none until the teacher opens one
-                room.vote = None
-            room.state = {**room.state, **clean}
+            _move(room, clean)
             room.version += 1
             self._changed(room.code)
             return room.version
 
-    def publish_run(self, code: Any, key: Any, run: Any, client: str | None = None) -> int:
+    def publish_run(
+        self, code: Any, key: Any, run: Any, client: str | None = None, place: Any = None, recipe: dict | None = None
+    ) -> int:
         """The teacher's last run as the teacher's page shows it (``RUN_FIELDS``: its id, chips and status
         HTML, the attention figure's JSON), replacing the previous one: the new version. A run past
-        ``MAX_RUN_CHARS`` is kept without its figure (``figure_left_out``)."""
+        ``MAX_RUN_CHARS`` is kept without its figure (``figure_left_out``). ``place`` (and ``recipe``), as
+        ``publish`` takes them, move the room in the same version: its followers wake once for both."""
         clean = check_run(run)
+        moved = _place(place, recipe) if place is not None else {}
         with self._lock:
             room = self._teacher(code, key, client)
+            _move(room, moved)
             room.version += 1
             room.state = {**room.state, "run": {**clean, "version": room.version}}
             self._changed(room.code)
@@ -389,3 +387,21 @@ class Rooms:
 
 
 ROOMS = Rooms()
+
+
+def _place(state: Any, recipe: dict | None) -> dict:
+    """A teacher's place as ``publish`` takes it, checked, with the model's recipe and cache key."""
+    clean = check_state(state)
+    if isinstance(recipe, dict):
+        clean["recipe"] = recipe
+        clean["model_key"] = json.dumps(recipe, sort_keys=True)  # (server.recipes.recipe_key: pure Python here)
+    return clean
+
+
+def _move(room: Room, clean: dict) -> None:
+    """Room ``room`` takes the place ``clean`` (under the rooms' lock). A vote is on one step's question: a
+    new lesson, step or model leaves the room with none until the teacher opens one."""
+    watched = ("lesson", "step", "model_key")
+    if any(clean.get(name, room.state.get(name)) != room.state.get(name) for name in watched):
+        room.vote = None
+    room.state = {**room.state, **clean}

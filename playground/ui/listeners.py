@@ -6,7 +6,8 @@ redraws ``outputs`` in the page's new language (``lang_of(state)``) and presente
 preferences in the session state; it never needs to know the tabs.
 
 A long view that streams partial figures hands each to ``streamed``; whoever registered with
-``on_streamed`` (a classroom room, which publishes its teacher's) gets it, without the tab knowing who.
+``on_streamed`` (a classroom room, which publishes its teacher's) gets it, without the tab knowing who;
+likewise a Generate run that has just ended goes to ``run_ended``, for whoever registered ``on_run_ended``.
 """
 
 from __future__ import annotations
@@ -61,3 +62,20 @@ def streamed(state, key: str, draw, selection: dict | None = None) -> None:
     """A long view's partial figure, for every ``on_streamed`` follower (each keeps its own failures to itself)."""
     for fn in list(_STREAMED):
         fn(state, key, draw, selection or {})
+
+
+# Whoever wants a session's Generate run as soon as it ends (a classroom room): fn(state).
+_RUN_ENDED: list = []
+
+
+def on_run_ended(fn) -> None:
+    """``fn(state)`` is called in the Generate handler once its run has ended, before the page is told (the
+    session's last run: ``session_run(state)``). It must return at once: the page's last update waits on it."""
+    if fn not in _RUN_ENDED:
+        _RUN_ENDED.append(fn)
+
+
+def run_ended(state) -> None:
+    """The session's run has just ended, for every ``on_run_ended`` follower."""
+    for fn in list(_RUN_ENDED):
+        fn(state)

@@ -272,7 +272,7 @@ def test_followers_see_the_teachers_long_views_grow(rooms_pages):
     from playground.server import patching_views as pv
     from playground.ui import listeners
     from playground.ui.inside import live, patching
-    from playground.ui.lessons import room_inside
+    from playground.ui.lessons import room_inside, room_lead
 
     listeners.on_streamed(room_inside.publish_streamed)  # (what wiring the page does)
     teacher, t_room, states, rooms = room_after_a_run(rooms_pages, followers=2)
@@ -311,7 +311,7 @@ def test_followers_see_the_teachers_long_views_grow(rooms_pages):
 
     lessons_room.end_room(teacher, t_room)
     assert len(list(live.dose_live(None, teacher, "0.1", None, ""))) > 1  # (published to no room: nothing fails)
-    assert room_inside._LEADING.get(teacher["session"], "room") is None
+    assert room_lead._LEADING.get(teacher["session"], "room") is None
 
 
 def test_the_room_a_page_leads_is_the_pages_whatever_its_state(monkeypatch):
@@ -323,19 +323,19 @@ def test_the_room_a_page_leads_is_the_pages_whatever_its_state(monkeypatch):
     from gradio.context import LocalContext
 
     from playground.ui.common import page_id, session_id
-    from playground.ui.lessons import room_inside
+    from playground.ui.lessons import room_lead
     from playground.ui.state import new_state
 
     loaded, later = {}, new_state("en")  # (what room.from_link saw; what the page's other events see)
     assert session_id(loaded) != session_id(later)
     token = LocalContext.request.set(SimpleNamespace(session_hash="a-page", client=None))
     try:
-        room_inside.leading(loaded, "ROOM42", "key")
+        room_lead.leading(loaded, "ROOM42", "key")
         assert page_id(later) == page_id(loaded) and page_id(later).startswith("page:")
         assert "a-page" not in page_id(later)  # (Gradio's hash is the key to the page's state: not kept)
-        assert room_inside._LEADING.get(page_id(later), "room") == {"code": "ROOM42", "key": "key"}
-        room_inside.leading(later, None)
-        assert room_inside._LEADING.get(page_id(loaded), "room") is None
+        assert room_lead._LEADING.get(page_id(later), "room") == {"code": "ROOM42", "key": "key"}
+        room_lead.leading(later, None)
+        assert room_lead._LEADING.get(page_id(loaded), "room") is None
     finally:
         LocalContext.request.reset(token)
     assert page_id(later) == session_id(later)

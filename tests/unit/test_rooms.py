@@ -351,6 +351,27 @@ def test_a_published_run_is_bounded_replaced_and_only_the_teachers():
     assert tr_error("zh-CN", RoomError("room.bad_run", "x {fields} {n}", fields=["id"], n=1)) != "x ['id'] 1"
 
 
+def test_a_run_published_with_its_place_moves_the_room_in_one_version():
+    """The teacher's run and the place it is shown in (the tab, the view) are one version: a follower wakes and
+    asks once. The place is checked as ``publish`` checks it, and a new step or model in it closes the vote."""
+    r = Rooms()
+    code, key = r.create()
+    member = r.join(code)
+    r.publish(code, key, {"tab": "lessons", "lesson": "attention", "step": 1})
+    r.open_vote(code, key, "attention/2", [["a", "A"], ["b", "B"]], "a")
+    before = r.state(code)["version"]
+    view = {"view": "one head", "layer": 1, "head": 2}
+    v = r.publish_run(code, key, {"id": "7", "chips": "c", "status": "done"}, place={"tab": "generate", "view": view})
+    seen = r.state(code, member=member)
+    assert v == before + 1 == seen["version"] == seen["state"]["run"]["version"]
+    assert seen["state"]["tab"] == "generate" and seen["state"]["view"] == view and seen["vote"] is not None
+    r.publish_run(code, key, {"id": "8", "chips": "c", "status": "done"}, place={"step": 0}, recipe={"kind": "bundled"})
+    seen = r.state(code, member=member)
+    assert seen["vote"] is None and seen["state"]["model_key"] == '{"kind": "bundled"}'
+    refused("room.state_unknown", r.publish_run, code, key, {"id": "9", "chips": ""}, place={"run": {"id": "1"}})
+    assert r.state(code)["state"]["run"]["id"] == "8"  # (a refused place publishes no run either)
+
+
 def test_a_vote_may_carry_its_question_in_each_language_checked_like_a_label():
     r = Rooms()
     code, key = r.create()

@@ -24,7 +24,7 @@ from playground.server.runs import start_run
 from playground.server.step_records import run_record
 from playground.settings import SamplingSettings, parse_choice, parse_whole
 from playground.ui import attention_view as av
-from playground.ui import redraw
+from playground.ui import listeners, redraw
 from playground.ui.attention_view import SPANS, VIEW_KEYS, VIEWS, AttentionViews, attention_views, head_examples
 from playground.ui.chips import ChipStream, legend, status_html
 from playground.ui.common import (
@@ -136,6 +136,7 @@ def _stream(state, run, stream, context_length):
     final = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context_length)
     if stream.error is not None:  # e.g. NaN logits at some step: keep the tokens made so far, say why
         final = status_html(run, run.elapsed, "error", lang, context_length) + fail(stream.error, lang)
+    listeners.run_ended(state)  # (a room's teacher: its run published now, without a trip through the page)
     yield Streamed(state, chips.delta(final=True), final)
 
 

@@ -2,7 +2,8 @@
 
 The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
 link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
-browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step. A
+browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step, from the step's own
+handler as it starts drawing (``room_lead.moved``). A
 student's page (``?room=CODE``, or the code typed) waits on the room's next version
 (``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, takes the teacher's model and
 shows the teacher's step on the teacher's prompt, drawn once for the room (``room_drawn``); moving on
@@ -19,13 +20,22 @@ import gradio as gr
 
 from playground.i18n import LANGS
 from playground.server import lessons
-from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 from playground.ui import listeners, skipped_outputs
 from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
 from playground.ui.results import only, outputs, result
 
-from . import room_api, room_ask, room_drawn, room_follow, room_inside, room_keep, room_scroll, room_student
+from . import (
+    room_api,
+    room_ask,
+    room_drawn,
+    room_follow,
+    room_inside,
+    room_keep,
+    room_lead,
+    room_scroll,
+    room_student,
+)
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
 from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
@@ -76,20 +86,12 @@ Entered = result(
 
 
 # ---- the teacher
-def publishable(state, pos, prompt) -> dict:
-    try:
-        model = model_label(state["recipe"])[:400]
-    except Exception:
-        model = None
-    return {"tab": "lessons", "lesson": pos.get("lesson"), "step": pos.get("step", 0), "model": model, "prompt": prompt}
-
-
 def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
     lang = lang_of(state)
     try:
         code, key = ROOMS.create(client_address())
         link = join_link(code, request)
-        place = publishable(state, pos or lessons_tab.first_position(), prompt or "")
+        place = room_lead.place(state, pos or lessons_tab.first_position(), prompt or "")
         ROOMS.publish(code, key, place, recipe=(state or {}).get("recipe"))
     except Exception as e:
         return only(Entered, room_status=fail(e, lang), room_bar=gr.Row(visible=True))
@@ -101,7 +103,7 @@ def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
     reloaded, its key kept in the browser): the next poll draws the room's published step on it."""
     lang = lang_of(state)
     room = {**no_room(), "code": code, "key": key, "link": link, "version": None, "resumed": again}
-    room_inside.leading(state, code, key)  # (its long views stream to the room as they grow)
+    room_lead.leading(state, code, key)  # (its long views stream to the room as they grow)
     return Entered(
         room,
         teacher_status(room, lang, link),
@@ -118,6 +120,14 @@ def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
     )
 
 
+def _published_already(room: dict, place: dict, recipe) -> bool:
+    """Whether room ``room`` (the teacher's page's record) is at ``place`` with the model ``recipe`` already."""
+    ROOMS.check_teacher(room["code"], room["key"], client_address())
+    here = ROOMS.state(room["code"], client=client_address()).get("state") or {}
+    same_model = not isinstance(recipe, dict) or here.get("recipe") == recipe
+    return same_model and all(here.get(name) == value for name, value in place.items())
+
+
 def publish_move(state, room, pos, prompt):
     """After the page moved (Next, Back, a lesson picked): the teacher's page publishes the step; a
     student's page has stepped away (its own lesson radio back, and Follow shown).
@@ -125,8 +135,10 @@ def publish_move(state, room, pos, prompt):
     room = room or no_room()
     if room.get("key"):
         try:
-            place = publishable(state, pos or {}, prompt or "")
-            ROOMS.publish(room["code"], room["key"], place, recipe=(state or {}).get("recipe"))
+            place = room_lead.place(state, pos or {}, prompt or "")
+            recipe = (state or {}).get("recipe")
+            if not _published_already(room, place, recipe):  # (the step handler published it: room_lead.moved)
+                ROOMS.publish(room["code"], room["key"], place, client_address(), recipe=recipe)
         except Exception as e:
             return gr.skip(), fail(e, lang_of(state)), gr.skip(), gr.skip()
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
@@ -171,7 +183,7 @@ def end_room(state, room):
     lang = lang_of(state)
     try:
         if room.get("key"):
-            room_inside.leading(state, None)
+            room_lead.leading(state, None)
             ROOMS.end(room.get("code"), room.get("key"), client_address())
     except RoomError as e:
         if e.key != "room.ended":

@@ -3,7 +3,9 @@
 The teacher's page publishes: the tab it opens, the prompt it types (the last one of a burst), and after
 each run or change of the attention view the run as that page shows it: its chips, its status line and
 its heatmap, drawn on the server from the teacher's run once in each language (``ROOMS.publish_run``; a
-follower's page shows the one in its own language). A following
+follower's page shows the one in its own language). A run is published by the server as it ends
+(``publish_ended``, with the view the page last asked for), before the teacher's page has heard; the page's
+own publication after it finds it there and sends nothing, or corrects the view. A following
 student's page takes them from the room on its next poll (``follow_published``): the tab opens, the
 prompt box shows the teacher's prompt, the chips, status and heatmap are the teacher's (sent as they
 are: no follower's page runs the model for them) and the view's controls show the teacher's choices.
@@ -15,16 +17,26 @@ away: their page stops following until they press Follow.
 
 from __future__ import annotations
 
+import contextvars
+import logging
+import threading
+
 import gradio as gr
 from gradio.components.plot import PlotData
+from gradio.context import LocalContext
 
 from playground.server.decode_loop import LOOP
 from playground.server.rooms import ROOMS, RoomError
-from playground.ui import listeners
+from playground.ui import listeners, redraw
 from playground.ui.attention_view import SPANS, VIEWS, attention_views
 from playground.ui.chips import all_chips, status_html
 from playground.ui.common import client_address, fail, lang_of, session_model, session_run, tr
+from playground.ui.kept import Kept
 from playground.ui.results import result
+
+from . import room_lead
+
+log = logging.getLogger(__name__)
 
 TABS = ("lessons", "model", "generate", "inside", "train", "compare", "tokenizer")
 VIEW_CONTROLS = ("view", "layer", "head", "query", "span", "log_scale")
@@ -152,19 +164,97 @@ def publish_new_run(state, room, prompt, view, layer, head, log_scale, span) -> 
     return publish_run(state, room, prompt, view, layer, head, log_scale, None, span)
 
 
-def published_run(state, code, key, prompt, view, layer, head, log_scale, query, span) -> int | None:
-    """Publish the session's last run (a finished one) with this view to room ``code``: the new version,
-    or None when there is nothing to publish yet (no run, or one still streaming)."""
+def publish_ended(state) -> None:
+    """The Generate run of a page that leads a room has just ended (``listeners.run_ended``): published to the
+    room now, from a thread of its own, with the attention view the page last asked for (``redraw``'s record;
+    the page's defaults if none), so the followers need not wait for the teacher's page to be told and ask.
+    The page's own publication after it (``publish_new_run``) finds the same run and view and sends nothing,
+    or corrects the view if the page shows another."""
+    led = room_lead.led(state)
+    if led is None:
+        return
+    view, layer, head, log_scale, _, span = redraw.drawn_inputs(
+        LocalContext.request.get(None), "attention", (VIEWS[0], 0, 0, True, None, SPANS[0])
+    )
+    drawn = (view, layer, head, log_scale, None, span)  # (the query at the run's last position, as after_run)
+    context = contextvars.copy_context()  # (the request's client and page, as the handler's)
+    threading.Thread(
+        target=context.run, args=(_publish_ended, state, led, drawn), name="room-run-ended", daemon=True
+    ).start()
+
+
+def _publish_ended(state, led: dict, drawn: tuple) -> None:
+    try:
+        published_run(state, led["code"], led["key"], None, *drawn, whole=True)
+    except RoomError:  # (the room ended, or its key is no longer this page's)
+        room_lead.leading(state, None)
+    except Exception:  # nothing here fails the teacher's run: the page's own publication follows
+        log.exception("publishing a room's run as it ended")
+
+
+# What each room was last published of its teacher's run: (what it was drawn from, the version), by room code;
+# and the lock its publications take one at a time (the server's, at the run's end, and the page's, after it).
+_PUBLISHED = Kept(2000)
+_LOCKS_LOCK = threading.Lock()
+
+
+def _room_lock(code: str) -> threading.Lock:
+    with _LOCKS_LOCK:
+        lock = _PUBLISHED.get(code, "lock")
+        if lock is None:
+            lock = threading.Lock()
+            _PUBLISHED.put(code, "lock", lock)
+        return lock
+
+
+def _drawn_from(state, run, view, layer, head, log_scale, query, span) -> str:
+    """What a published run's figures are drawn from, as one string (the page's numbers as numbers)."""
+
+    def number(x):
+        try:
+            return int(float(x))
+        except (TypeError, ValueError):
+            return None if x is None else str(x)
+
+    present = bool((state or {}).get("present"))
+    return repr(
+        (str(run.id), str(view), number(layer), number(head), bool(log_scale), number(query), str(span), present)
+    )
+
+
+def published_run(
+    state, code, key, prompt, view, layer, head, log_scale, query, span, whole: bool = False
+) -> int | None:
+    """Publish the session's last run (a finished one) with this view to room ``code``: the new version, or
+    None when there is nothing to publish yet (no run, or one still streaming; ``whole``: or one whose map
+    could not be drawn). The same run and view published already: its version, and only a new prompt sent."""
     ROOMS.check_teacher(code, key, client_address())  # first: a wrong key costs no figure
     run = session_run(state)
     if run is None or LOOP.running(run.id):
         return None
+    drawn_from = _drawn_from(state, run, view, layer, head, log_scale, query, span)
+    with _room_lock(code):
+        last = _PUBLISHED.get(code, "run")
+        if last is not None and last[0] == drawn_from:
+            here = ROOMS.state(code, client=client_address()).get("state") or {}
+            if prompt is not None and str(prompt)[:20_000] != here.get("prompt"):
+                ROOMS.publish(code, key, {"prompt": str(prompt)[:20_000]}, client_address())
+            return last[1]
+        version = _publish_drawn(state, code, key, run, prompt, view, layer, head, log_scale, query, span, whole)
+        if version is not None:
+            _PUBLISHED.put(code, "run", (drawn_from, version))
+        return version
+
+
+def _publish_drawn(state, code, key, run, prompt, view, layer, head, log_scale, query, span, whole) -> int | None:
     # drawn in each language (the teacher's run, twice here, once per publication): a follower's page
     # shows the one in its own language, sent as it is
     figures = {}
     for lg in ("en", "zh-CN"):
         drawn = attention_views({**state, "lang": lg}, view, layer, head, log_scale, query, span, bars=False)
         figures[lg] = drawn.heatmap.to_json() if hasattr(drawn.heatmap, "to_json") else None
+    if whole and None in figures.values():
+        return None
     cfg = session_model(state).cfg
     context = cfg.context_length
     ended = "stopped" if run.stopped else "done"
@@ -181,7 +271,6 @@ def published_run(state, code, key, prompt, view, layer, head, log_scale, query,
     place = {"tab": "generate", "view": shown}
     if prompt is not None:
         place["prompt"] = str(prompt)[:20_000]
-    ROOMS.publish(code, key, place, client_address(), recipe=state.get("recipe"))
     record = {
         "id": str(run.id),
         "chips": all_chips(run),
@@ -190,7 +279,8 @@ def published_run(state, code, key, prompt, view, layer, head, log_scale, query,
         "figure": figures["en"],
         "figure_zh": figures["zh-CN"],
     }
-    return ROOMS.publish_run(code, key, record, client_address())
+    # (the place and the run in one version: each follower wakes and asks once)
+    return ROOMS.publish_run(code, key, record, client_address(), place=place, recipe=state.get("recipe"))
 
 
 def follow_published(room: dict, published: dict, prompt, lang: str = "en") -> tuple[dict, dict]:
@@ -257,5 +347,6 @@ def wire(page) -> None:
     for changed in g.room_view_changed:
         changed.then(publish_run, inputs, away, api_visibility="private", show_progress="hidden")
     inputs = [state, c.room, g.prompt, g.view, g.layer, g.head, g.log_scale, g.span]
+    listeners.on_run_ended(publish_ended)
     for ended in g.room_run_ended:
         ended.then(publish_new_run, inputs, away, api_visibility="private", show_progress="hidden")

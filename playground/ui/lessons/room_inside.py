@@ -27,10 +27,10 @@ from gradio.components.plot import PlotData
 from playground.server.room_checks import RoomError
 from playground.server.rooms import ROOMS
 from playground.ui import listeners
-from playground.ui.common import client_address, fail, lang_of, page_id, session_run
-from playground.ui.kept import Kept
+from playground.ui.common import client_address, fail, lang_of, session_run
 from playground.ui.results import outputs, result
 
+from . import room_lead
 from .room_follow import Away, _away
 
 log = logging.getLogger(__name__)
@@ -117,22 +117,11 @@ def publisher(key: str, view, arg_names=(), by_hand: bool = True):
     return publish
 
 
-# The room each leading session leads ({code, key} by session id): the long views stream their partial
-# figures from handlers that have no room among their inputs (``publish_streamed``).
-MAX_LEADING = 2000
-_LEADING = Kept(MAX_LEADING)
-
-
-def leading(state, code: str | None, key: str | None = None) -> None:
-    """The session leads room ``code`` with ``key`` from now on (None: it leads none)."""
-    _LEADING.put(page_id(state), "room", {"code": code, "key": key} if code and key else None)
-
-
 def publish_streamed(state, key: str, draw, selection: dict) -> None:
     """A long view's partial figure (``listeners.streamed``), published to the room the session leads: its
     followers see the curve, the sweep or the patching grid grow, not only the finished figure. A room that ended (or a key
     no longer its teacher's) is forgotten; nothing here fails the teacher's view."""
-    led = _LEADING.get(page_id(state), "room")
+    led = room_lead.led(state)
     if led is None or key not in VIEWS:
         return
     present = bool((state or {}).get("present"))
@@ -140,7 +129,7 @@ def publish_streamed(state, key: str, draw, selection: dict) -> None:
         record = _record(state, key, selection, lambda lang: draw(lang, present))
         ROOMS.publish_inside(led["code"], led["key"], record, client_address())
     except RoomError:
-        leading(state, None)
+        room_lead.leading(state, None)
     except Exception:  # a figure that could not be drawn or sent: the finished one is published after the view
         log.exception("publishing a partial %s view", key)
 
