@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from playground.runtime import library_cache, native_gemv
+from playground.runtime import library_cache, machine_load, native_gemv
 from playground.runtime.decision_store import DecisionStore
 from playground.runtime.threads import torch_threads
 
@@ -38,6 +38,11 @@ MIN_REPS = 3
 BUDGET_S = 0.25  # per decision, after the warm-up; a loaded machine gets fewer repetitions, not a longer wait
 SLOW_FACTOR = 4.0
 TIE = 0.05  # medians this close are decided by the fastest pass (``_winner``)
+# A kept decision measured while other work took this share of the machine (``machine_load``) or more is
+# measured again by the next measuring call (a later start, the background timing), at most RETRIES times
+# in all: then the least loaded of its measurements stands.
+LOADED = 0.25
+RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class Choice:
     # "qkv", "int8", "rows") and the fields of ``decision`` ({"shape": (3072, 768)}, ...).
     kind: str = ""
     fields: dict = field(default_factory=dict)
+    # The share of the machine other work took while it was measured (``machine_load``; None: unknown)
+    others: float | None = None
 
     def speedup(self) -> float:
         """The winner's advantage over the slowest candidate (1.0 when not measured)."""
@@ -61,7 +68,12 @@ class Choice:
         if not self.measured:
             return f"{self.decision}: {self.winner} (not measured)"
         times = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in self.seconds.items())
-        return f"{self.decision}: {self.winner} ({times})"
+        loaded = f"; other work took {self.others:.0%} of the machine" if self.loaded() else ""
+        return f"{self.decision}: {self.winner} ({times}{loaded})"
+
+    def loaded(self) -> bool:
+        """Whether other work took ``LOADED`` of the machine or more while it was measured."""
+        return self.others is not None and self.others >= LOADED
 
 
 _CHOICES: dict[tuple, Choice] = {}
@@ -149,11 +161,11 @@ def choose(
         if key in _CHOICES:
             return _CHOICES[key]
         stored = _STORE.get(key) if _STORE is not None else None
-        if stored is not None:
-            choice = Choice(decision, stored["winner"], stored["seconds"], bool(stored.get("measured", True)), *label)
+        skipped = getattr(_LOCAL, "decided_only", None)
+        if stored is not None and (skipped is not None or not _measure_again(stored)):
+            choice = _stored_choice(decision, stored, label)
             _CHOICES[key] = choice
             return choice
-        skipped = getattr(_LOCAL, "decided_only", None)
         if skipped is not None and measuring_enabled() and key[0] in PLAIN:
             if decision not in skipped:
                 skipped.append(decision)
@@ -164,31 +176,57 @@ def choose(
         if not measuring_enabled() or len(names) < 2:
             choice = Choice(decision, names[0], {}, False, *label)
         else:
-            warm = {}
-            for name, fn in candidates.items():  # warm-up: kernel selection, page faults, packing
-                t0 = timer()
-                fn()
-                warm[name] = timer() - t0
-            # A candidate 4x slower than the best even on its first pass cannot win: its warm-up
-            # time is its figure, and the repetitions are spent on the others.
-            best = min(warm.values())
-            racing = [n for n in names if warm[n] <= SLOW_FACTOR * best] or names
-            times: dict[str, list[float]] = {n: [] for n in racing}
-            start = timer()
-            for rep in range(reps):
-                order = racing[rep % len(racing) :] + racing[: rep % len(racing)]  # rotate who goes first
-                for name in order:
-                    t0 = timer()
-                    candidates[name]()
-                    times[name].append(timer() - t0)
-                if rep >= MIN_REPS - 1 and timer() - start > budget:
-                    break
-            seconds = {n: float(statistics.median(times[n])) if n in times else warm[n] for n in names}
-            choice = Choice(decision, _winner(seconds, times), seconds, True, *label)
+            with machine_load.others() as load:
+                seconds, times = _timed(candidates, reps, budget, timer)
+            choice = Choice(decision, _winner(seconds, times), seconds, True, label[0], label[1], others=load.share)
+            if stored is not None:  # measured again (the kept one was loaded): the quieter measurement stands
+                kept = _stored_choice(decision, stored, label)
+                choice = kept if (kept.others or 0.0) < (choice.others or 0.0) else choice
             if _STORE is not None:
-                _STORE.put(key, {"winner": choice.winner, "seconds": seconds, "measured": True})
+                tries = int(stored.get("tries", 1)) + 1 if stored is not None else 1
+                fields = {"winner": choice.winner, "seconds": choice.seconds, "measured": True}
+                _STORE.put(key, {**fields, "others": choice.others, "tries": tries})
         _CHOICES[key] = choice
         return choice
+
+
+def _timed(candidates: Candidates, reps: int, budget: float, timer) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """(each candidate's median seconds, every timed pass of the ones that raced)."""
+    names = list(candidates)
+    warm = {}
+    for name, fn in candidates.items():  # warm-up: kernel selection, page faults, packing
+        t0 = timer()
+        fn()
+        warm[name] = timer() - t0
+    # A candidate 4x slower than the best even on its first pass cannot win: its warm-up
+    # time is its figure, and the repetitions are spent on the others.
+    best = min(warm.values())
+    racing = [n for n in names if warm[n] <= SLOW_FACTOR * best] or names
+    times: dict[str, list[float]] = {n: [] for n in racing}
+    start = timer()
+    for rep in range(reps):
+        order = racing[rep % len(racing) :] + racing[: rep % len(racing)]  # rotate who goes first
+        for name in order:
+            t0 = timer()
+            candidates[name]()
+            times[name].append(timer() - t0)
+        if rep >= MIN_REPS - 1 and timer() - start > budget:
+            break
+    return {n: float(statistics.median(times[n])) if n in times else warm[n] for n in names}, times
+
+
+def _stored_choice(decision: str, stored: dict, label: tuple) -> Choice:
+    measured = bool(stored.get("measured", True))
+    others = stored.get("others")
+    others = float(others) if isinstance(others, (int, float)) and not isinstance(others, bool) else None
+    return Choice(decision, stored["winner"], stored["seconds"], measured, label[0], label[1], others=others)
+
+
+def _measure_again(stored: dict) -> bool:
+    """Whether a kept decision was measured under load and may be measured again (``LOADED``, ``RETRIES``)."""
+    others = stored.get("others")
+    loaded = isinstance(others, (int, float)) and others >= LOADED
+    return loaded and int(stored.get("tries", 1)) < RETRIES and measuring_enabled()
 
 
 def _winner(seconds: dict[str, float], times: dict[str, list[float]]) -> str:

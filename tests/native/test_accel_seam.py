@@ -4,6 +4,7 @@ server's kernel decisions are made once per machine, read from disk, never timed
 import json
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ import torch
 from playground.accel import accelerate, is_accelerated, undecided
 from playground.engine import decoding
 from playground.engine.sampling import generate
-from playground.runtime import decision_store, kernels
+from playground.runtime import decision_store, kernels, machine_load
 from tests.helpers import ROOT
 from tests.tiny_models import random_model
 
@@ -106,7 +107,21 @@ def test_the_plain_name_of_every_decision_is_its_first_candidate():
     assert list(stacked.seconds)[0] == kernels.PLAIN["stacked qkv"]
 
 
-def test_decisions_are_kept_per_machine_and_read_back(tmp_path, monkeypatch):
+@pytest.fixture
+def quiet_machine(monkeypatch):
+    """Every measurement counts as made on a quiet machine: one made under load (a test suite beside it) is
+    measured again by the next measuring start (``kernels.LOADED``; tests/unit/test_machine_load.py)."""
+
+    @contextmanager
+    def others():
+        measured = machine_load.Measured()
+        yield measured
+        measured.share = 0.0
+
+    monkeypatch.setattr(kernels.machine_load, "others", others)
+
+
+def test_decisions_are_kept_per_machine_and_read_back(tmp_path, monkeypatch, quiet_machine):
     kernels.forget()
     store = kernels.keep_decisions(tmp_path)
     try:
@@ -138,7 +153,9 @@ def test_an_unreadable_decisions_file_is_measured_again(tmp_path, content):
     assert decision_store.DecisionStore(tmp_path).get(("k",))["winner"] == "a"
 
 
-def test_a_servers_build_times_nothing_and_measures_the_new_shape_in_the_background(tmp_path, monkeypatch):
+def test_a_servers_build_times_nothing_and_measures_the_new_shape_in_the_background(
+    tmp_path, monkeypatch, quiet_machine
+):
     import threading
 
     from playground.accel import background

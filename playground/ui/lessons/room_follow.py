@@ -173,14 +173,17 @@ def publish_ended(state) -> None:
     led = room_lead.led(state)
     if led is None:
         return
-    view, layer, head, log_scale, _, span = redraw.drawn_inputs(
-        LocalContext.request.get(None), "attention", (VIEWS[0], 0, 0, True, None, SPANS[0])
-    )
-    drawn = (view, layer, head, log_scale, None, span)  # (the query at the run's last position, as after_run)
-    context = contextvars.copy_context()  # (the request's client and page, as the handler's)
-    threading.Thread(
-        target=context.run, args=(_publish_ended, state, led, drawn), name="room-run-ended", daemon=True
-    ).start()
+    try:
+        view, layer, head, log_scale, _, span = redraw.drawn_inputs(
+            LocalContext.request.get(None), "attention", (VIEWS[0], 0, 0, True, None, SPANS[0])
+        )
+        drawn = (view, layer, head, log_scale, None, span)  # (the query at the run's last position, as after_run)
+        context = contextvars.copy_context()  # (the request's client, page and session, as the handler's)
+        threading.Thread(
+            target=context.run, args=(_publish_ended, state, led, drawn), name="room-run-ended", daemon=True
+        ).start()
+    except Exception:  # (the teacher's run ends as it would: the page's own publication follows)
+        log.exception("publishing a room's run as it ended")
 
 
 def _publish_ended(state, led: dict, drawn: tuple) -> None:
