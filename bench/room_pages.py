@@ -104,11 +104,31 @@ def windows(presses: list, names) -> list[tuple[int, int | None]]:
     ]
 
 
-def run_done(log: list, pressed_ms: int, tokens: int) -> tuple[int | None, int | None]:
+def run_done(log: list, pressed_ms: int, tokens: int, until: int | None = None) -> tuple[int | None, int | None]:
     """(when the run pressed for at ``pressed_ms`` began on the page, when it said done with ``tokens`` chips):
-    till it begins, the page shows the run before."""
+    till it begins, the page shows the run before. A page whose main thread was busy for the whole run may
+    never show it running (the log samples every 10 ms): then it began at the press, and it is done when the
+    page shows ``tokens`` chips, done, and a map other than the one before (each run's prompt is its own).
+    ``until``: the next press (what the page shows from then on is the next run's)."""
+    log = [e for e in log if until is None or e[0] < until]
     began = first_shown(log, pressed_ms, {STATUS: "running"})
-    return began, began and first_shown(log, began, {CHIPS: tokens, STATUS: "done"})
+    if began is not None:
+        return began, first_shown(log, began, {CHIPS: tokens, STATUS: "done"})
+    before = shown_at(log, pressed_ms)
+    for entry in (e for e in log if e[0] > pressed_ms):
+        if entry[CHIPS] == tokens and entry[STATUS] == "done" and (before is None or entry[MAP] != before[MAP]):
+            return pressed_ms, entry[0]
+    return None, None
+
+
+def never_running(log: list, presses: list) -> int:
+    """How many Generate presses the page never showed running (its stream drawn at once, at the end)."""
+    runs = windows(presses, ("pg-generate",))
+    return sum(
+        1
+        for ms, until in runs
+        if first_shown([e for e in log if until is None or e[0] < until], ms, {STATUS: "running"}) is None
+    )
 
 
 def quantiles(xs: list[float]) -> dict:
@@ -151,7 +171,7 @@ def run_lags(presses: list, teacher: list, students: list[list], polls: list[lis
     out: dict = {"after_done": [], "answer_after_done": [], "behind_teacher_map": []}
     for ms, next_ms in windows(presses, ("pg-generate",)):
         end = (next_ms or ms + 60_000) - 1
-        began, done = run_done(teacher, ms, tokens)
+        began, done = run_done(teacher, ms, tokens, next_ms)
         if began is None:
             continue
         mine = shown_at(teacher, end)
@@ -257,6 +277,7 @@ def measure(students: int, steps: int, gap: float, n_runs: int, tokens: int) -> 
         "step_figures_not_the_teachers": step_differ,
         "runs_s": {k: quantiles(v) for k, v in run_lags(PRESSES, logs[0], logs[1:], polls, tokens).items()},
         "run_maps_not_the_teachers": run_differ,
+        "runs_never_shown_running": never_running(logs[0], PRESSES),  # (on the teacher's page)
         "cpus": os.cpu_count(),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "presses": PRESSES,
@@ -280,6 +301,7 @@ def table(r: dict) -> str:
         f"{r['students']} student pages, {r['steps']} steps, {r['runs']} runs of {r['tokens']} tokens, {r['when']},"
         f" 1-minute load {r['load_1min'][0]} -> {r['load_1min'][1]}; figures not the teacher's:"
         f" {r['step_figures_not_the_teachers']} (steps), {r['run_maps_not_the_teachers']} (runs);"
+        f" runs the teacher's page never showed running: {r.get('runs_never_shown_running', 0)};"
         f" steps a page missed: {r['steps_missed']}",
         "| what | samples | p50 (s) | p95 (s) | max (s) |",
         "|---|---:|---:|---:|---:|",

@@ -1,7 +1,7 @@
 """The browser follow benchmark's reading of its pages' logs (bench/room_pages.py): when a student's page
 showed a step or a run, against the teacher's press, the teacher's own page, and the answer it drew."""
 
-from bench.room_pages import arrived, quantiles, run_lags, step_lags
+from bench.room_pages import arrived, never_running, quantiles, run_done, run_lags, step_lags
 
 # [ms, progress line, lesson figure, chips, status, map]
 TEACHER = [
@@ -43,6 +43,17 @@ def test_a_run_is_timed_from_the_teachers_done_to_chips_done_and_map():
     assert lags["after_done"] == [0.7, 0.5]  # (the second from its own done, not the first run's chips)
     assert [round(x, 6) for x in lags["behind_teacher_map"]] == [-0.3, 0.1]
     assert [round(x, 6) for x in lags["answer_after_done"]] == [0.4, 0.15]
+
+
+def test_a_teachers_page_busy_for_a_whole_run_is_done_when_it_shows_the_new_run():
+    """The teacher's page never showed the second run running (its main thread busy for all of it): that run
+    began at the press and was done when the page showed its chips, done and a map other than the first run's."""
+    busy = [e for e in TEACHER if e[0] not in (20_300, 20_600)]
+    assert run_done(busy, 20_000, 8) == (20_000, 21_000)
+    assert run_done(busy, 10_000, 8, until=20_000) == (10_200, 10_500)  # (the first run: as before)
+    assert run_done(busy[:-1], 20_000, 8) == (None, None)  # (its map not drawn yet: not done)
+    assert run_lags(PRESSES, busy, [STUDENT], [POLLS], tokens=8)["after_done"] == [0.7, 0.1]
+    assert never_running(busy, PRESSES) == 1 and never_running(TEACHER, PRESSES) == 0
 
 
 def test_a_page_that_never_showed_the_state_gives_no_sample():

@@ -120,14 +120,6 @@ def lead(state, code: str, key: str, link: str, again: bool = False) -> Entered:
     )
 
 
-def _published_already(room: dict, place: dict, recipe) -> bool:
-    """Whether room ``room`` (the teacher's page's record) is at ``place`` with the model ``recipe`` already."""
-    ROOMS.check_teacher(room["code"], room["key"], client_address())
-    here = ROOMS.state(room["code"], client=client_address()).get("state") or {}
-    same_model = not isinstance(recipe, dict) or here.get("recipe") == recipe
-    return same_model and all(here.get(name) == value for name, value in place.items())
-
-
 def publish_move(state, room, pos, prompt):
     """After the page moved (Next, Back, a lesson picked): the teacher's page publishes the step; a
     student's page has stepped away (its own lesson radio back, and Follow shown).
@@ -137,7 +129,7 @@ def publish_move(state, room, pos, prompt):
         try:
             place = room_lead.place(state, pos or {}, prompt or "")
             recipe = (state or {}).get("recipe")
-            if not _published_already(room, place, recipe):  # (the step handler published it: room_lead.moved)
+            if not room_lead.there_already(room, place, recipe):  # (the step handler published it: room_lead.moved)
                 ROOMS.publish(room["code"], room["key"], place, client_address(), recipe=recipe)
         except Exception as e:
             return gr.skip(), fail(e, lang_of(state)), gr.skip(), gr.skip()

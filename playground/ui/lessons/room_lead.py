@@ -55,3 +55,12 @@ def moved(state, pos: dict, prompt) -> None:
         leading(state, None)
     except Exception:
         log.exception("publishing a room's step as the page moved")
+
+
+def there_already(room: dict, place: dict, recipe) -> bool:
+    """Whether the room of a teacher's page (``room``: its record, with the key) is at ``place`` with the model
+    ``recipe`` already (``moved`` published it): a wrong key is refused as a publication would be."""
+    ROOMS.check_teacher(room["code"], room["key"], client_address())
+    here = ROOMS.state(room["code"], client=client_address()).get("state") or {}
+    same_model = not isinstance(recipe, dict) or here.get("recipe") == recipe
+    return same_model and all(here.get(name) == value for name, value in place.items())
