@@ -12,7 +12,9 @@ optimize_for_decode, after a model is built or converted), never inside a forwar
 reads a decision with ``decided`` and takes the plain path if none was made. ``measured()`` lists
 every decision with its figures (``python -m bench`` prints them, the Model tab shows them).
 ``PLAYGROUND_ACCEL=off`` skips the measurements and uses each decision's first candidate (the plain
-path), for reproducing a result exactly.
+path), for reproducing a result exactly. A decision kept for the machine (``keep_decisions``) carries the
+share of the machine other work took while it was measured (``machine_load``): one measured under load is
+measured again by a later measuring call, never by a user's request (``LOADED``, ``RETRIES``).
 """
 
 from __future__ import annotations
