@@ -2,8 +2,7 @@
 
 The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
 link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
-browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step, from the step's own
-handler as it starts drawing (``room_lead.moved``). A
+browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step. A
 student's page (``?room=CODE``, or the code typed) waits on the room's next version
 (``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, takes the teacher's model and
 shows the teacher's step on the teacher's prompt, drawn once for the room (``room_drawn``); moving on
@@ -128,9 +127,7 @@ def publish_move(state, room, pos, prompt):
     if room.get("key"):
         try:
             place = room_lead.place(state, pos or {}, prompt or "")
-            recipe = (state or {}).get("recipe")
-            if not room_lead.there_already(room, place, recipe):  # (the step handler published it: room_lead.moved)
-                ROOMS.publish(room["code"], room["key"], place, client_address(), recipe=recipe)
+            ROOMS.publish(room["code"], room["key"], place, client_address(), recipe=(state or {}).get("recipe"))
         except Exception as e:
             return gr.skip(), fail(e, lang_of(state)), gr.skip(), gr.skip()
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
