@@ -110,7 +110,7 @@ def run_done(log: list, pressed_ms: int, tokens: int, until: int | None = None) 
     never show it running (the log samples every 10 ms): then it began at the press, and it is done when the
     page shows ``tokens`` chips, done, and a map other than the one before (each run's prompt is its own).
     ``until``: the next press (what the page shows from then on is the next run's)."""
-    log = [e for e in log if until is None or e[0] < until]
+    log = before_press(log, until)
     began = first_shown(log, pressed_ms, {STATUS: "running"})
     if began is not None:
         return began, first_shown(log, began, {CHIPS: tokens, STATUS: "done"})
@@ -121,14 +121,15 @@ def run_done(log: list, pressed_ms: int, tokens: int, until: int | None = None) 
     return None, None
 
 
+def before_press(log: list, until: int | None) -> list:
+    """The entries of ``log`` before ``until`` (the next press; None: all)."""
+    return [e for e in log if until is None or e[0] < until]
+
+
 def never_running(log: list, presses: list) -> int:
     """How many Generate presses the page never showed running (its stream drawn at once, at the end)."""
     runs = windows(presses, ("pg-generate",))
-    return sum(
-        1
-        for ms, until in runs
-        if first_shown([e for e in log if until is None or e[0] < until], ms, {STATUS: "running"}) is None
-    )
+    return sum(1 for ms, until in runs if first_shown(before_press(log, until), ms, {STATUS: "running"}) is None)
 
 
 def quantiles(xs: list[float]) -> dict:

@@ -217,17 +217,22 @@ def _timed(candidates: Candidates, reps: int, budget: float, timer) -> tuple[dic
     return {n: float(statistics.median(times[n])) if n in times else warm[n] for n in names}, times
 
 
+def _stored_others(stored: dict) -> float | None:
+    """The share of the machine other work took while a kept decision was measured (None: not recorded)."""
+    others = stored.get("others")
+    return float(others) if isinstance(others, (int, float)) and not isinstance(others, bool) else None
+
+
 def _stored_choice(decision: str, stored: dict, label: tuple) -> Choice:
     measured = bool(stored.get("measured", True))
-    others = stored.get("others")
-    others = float(others) if isinstance(others, (int, float)) and not isinstance(others, bool) else None
+    others = _stored_others(stored)
     return Choice(decision, stored["winner"], stored["seconds"], measured, label[0], label[1], others=others)
 
 
 def _measure_again(stored: dict) -> bool:
     """Whether a kept decision was measured under load and may be measured again (``LOADED``, ``RETRIES``)."""
-    others = stored.get("others")
-    loaded = isinstance(others, (int, float)) and others >= LOADED
+    others = _stored_others(stored)
+    loaded = others is not None and others >= LOADED
     return loaded and int(stored.get("tries", 1)) < RETRIES and measuring_enabled()
 
 

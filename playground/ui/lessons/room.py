@@ -19,6 +19,7 @@ import gradio as gr
 
 from playground.i18n import LANGS
 from playground.server import lessons
+from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 from playground.ui import listeners, skipped_outputs
 from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
@@ -85,12 +86,20 @@ Entered = result(
 
 
 # ---- the teacher
+def publishable(state, pos, prompt) -> dict:
+    try:
+        model = model_label(state["recipe"])[:400]
+    except Exception:
+        model = None
+    return {"tab": "lessons", "lesson": pos.get("lesson"), "step": pos.get("step", 0), "model": model, "prompt": prompt}
+
+
 def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
     lang = lang_of(state)
     try:
         code, key = ROOMS.create(client_address())
         link = join_link(code, request)
-        place = room_lead.place(state, pos or lessons_tab.first_position(), prompt or "")
+        place = publishable(state, pos or lessons_tab.first_position(), prompt or "")
         ROOMS.publish(code, key, place, recipe=(state or {}).get("recipe"))
     except Exception as e:
         return only(Entered, room_status=fail(e, lang), room_bar=gr.Row(visible=True))
@@ -126,8 +135,8 @@ def publish_move(state, room, pos, prompt):
     room = room or no_room()
     if room.get("key"):
         try:
-            place = room_lead.place(state, pos or {}, prompt or "")
-            ROOMS.publish(room["code"], room["key"], place, client_address(), recipe=(state or {}).get("recipe"))
+            place = publishable(state, pos or {}, prompt or "")
+            ROOMS.publish(room["code"], room["key"], place, recipe=(state or {}).get("recipe"))
         except Exception as e:
             return gr.skip(), fail(e, lang_of(state)), gr.skip(), gr.skip()
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()

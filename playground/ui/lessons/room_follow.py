@@ -239,9 +239,10 @@ def published_run(
     with _room_lock(code):
         last = _PUBLISHED.get(code, "run")
         if last is not None and last[0] == drawn_from:
-            here = ROOMS.state(code, client=client_address()).get("state") or {}
-            if prompt is not None and str(prompt)[:20_000] != here.get("prompt"):
-                ROOMS.publish(code, key, {"prompt": str(prompt)[:20_000]}, client_address())
+            if prompt is not None:  # (only a prompt the room lacks is sent)
+                here = ROOMS.state(code, client=client_address()).get("state") or {}
+                if str(prompt)[:20_000] != here.get("prompt"):
+                    ROOMS.publish(code, key, {"prompt": str(prompt)[:20_000]}, client_address())
             return last[1]
         version = _publish_drawn(state, code, key, run, prompt, view, layer, head, log_scale, query, span, whole)
         if version is not None:

@@ -8,7 +8,6 @@ refuses, leads none.
 
 from __future__ import annotations
 
-from playground.server.recipes import model_label
 from playground.ui.common import page_id
 from playground.ui.kept import Kept
 
@@ -24,12 +23,3 @@ def leading(state, code: str | None, key: str | None = None) -> None:
 def led(state) -> dict | None:
     """The room ({code, key}) the session leads, or None."""
     return _LEADING.get(page_id(state), "room")
-
-
-def place(state, pos: dict, prompt) -> dict:
-    """What a teacher's page at lesson step ``pos`` publishes: the tab, the step, the model's name, the prompt."""
-    try:
-        model = model_label(state["recipe"])[:400]
-    except Exception:
-        model = None
-    return {"tab": "lessons", "lesson": pos.get("lesson"), "step": pos.get("step", 0), "model": model, "prompt": prompt}
