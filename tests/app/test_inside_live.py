@@ -13,7 +13,7 @@ from playground.ui import common
 from playground.ui.app import build_demo
 from playground.ui.common import session_model, session_run
 from playground.ui.generate import tab as generate_tab
-from playground.ui.inside import live
+from playground.ui.inside import live, patching
 from playground.ui.inside import tab as it
 
 NANO = PRESETS["nano"]
@@ -146,6 +146,41 @@ def test_stop_ends_the_dose_curve_within_one_alpha(run_state):
             h.remove()
     assert len(first.dose_plot.data[0].x) == 1 and len(calls) == blocks
     assert len(rest) == 1 and "Stopped" in rest[0].msg
+
+
+@pytest.mark.parametrize("view", ["dose", "sweep", "patch"])
+def test_a_stop_that_arrives_before_its_view_starts_stops_it(run_state, view):
+    """A Stop reaching the server before the press it names has started (queued, or on its way on a
+    busy machine): that view runs no block and ends on Stop's message; another press, or one never
+    named, runs whole."""
+    from types import SimpleNamespace
+
+    page = SimpleNamespace(session_hash=f"early-stop-{view}")
+    model, calls = session_model(run_state), []
+    handles = [b.register_forward_hook(lambda *a: calls.append(1)) for b in model.trf_blocks]
+
+    def press(ask):
+        if view == "dose":
+            return list(live.dose_live(page, run_state, "1.2", None, None, ask))
+        if view == "patch":
+            pair = ("When Mary and John went, John gave it to", "When Mary and John went, Mary gave it to")
+            args = (*pair, " Mary", " John", "resid_pre", 0, "0.2", "1.3", "k")
+            return [u.pt_msg for u in patching.patch_live(page, run_state, *args, ask)]
+        return list(live.sweep_live(page, run_state, ask))
+
+    try:
+        assert "Stopped" in live.stop(page, run_state, "press-1")
+        stopped_early = press("press-1")
+        blocks_then = len(calls)
+        whole = press("press-2")
+    finally:
+        for h in handles:
+            h.remove()
+    assert blocks_then == 0
+    said = [getattr(u, "msg", u) for u in (stopped_early[0], whole[-1])]
+    assert len(stopped_early) == 1 and "Stopped" in said[0]
+    assert len(calls) > 0 and said[1] == ""
+    assert f"early-stop-{view}" not in live.STOP_FLAGS
 
 
 @pytest.mark.slow

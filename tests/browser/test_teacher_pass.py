@@ -127,7 +127,27 @@ def test_a_refusal_appears_under_its_own_button(page_url):
         page.locator("#pg-sweep-btn").click()
         page.locator("#pg-inside-stop").click()
         msg.get_by_text("Stopped", exact=False).wait_for(timeout=120_000)
+        # A Stop that reaches the server before the sweep it stops has joined the queue (a busy
+        # machine): the sweep still ends on Stop's message, having drawn nothing.
+        page.wait_for_function("() => !document.querySelector('#pg-intervene-msg .pg-progress')", timeout=60_000)
+        page.evaluate(_SLOW_JOIN)
+        page.locator("#pg-sweep-btn").click()
+        page.locator("#pg-inside-stop").click()
+        page.wait_for_function("() => window.pgJoined >= 1", timeout=30_000)
+        page.wait_for_timeout(3_000)  # the sweep's own answer, if it ran, replaces Stop's
+        assert "Stopped" in msg.inner_text()
+        assert not page.locator("#pg-intervene-msg .pg-progress").count()
         browser.close()
+
+
+# Holds each request that joins Gradio's queue for 1.5 s, counting those sent on (window.pgJoined).
+_SLOW_JOIN = """() => {
+  const send = window.fetch.bind(window);
+  window.pgJoined = 0;
+  window.fetch = (url, init) => String(url).includes('/queue/join')
+    ? new Promise((r) => setTimeout(r, 1500)).then(() => { window.pgJoined += 1; return send(url, init); })
+    : send(url, init);
+}"""
 
 
 def _below(page, control, message, most=80):

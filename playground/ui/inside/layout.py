@@ -33,7 +33,7 @@ from .data import (
     maths_data,
     sweep_data,
 )
-from .live import dose_live, draw_dose, finished_view, stop, sweep_live
+from .live import ask_js, dose_live, draw_dose, finished_view, stop, stop_js, sweep_live
 from .opening import MATHS_SYMBOLS, Opened, open_tab
 from .redraw import REDRAWN_MESSAGES, VIEWS, redraw_views, remembering
 from .tab import (
@@ -142,6 +142,7 @@ def layout() -> SimpleNamespace:
                 dose_btn = gr.Button(T("inside_dose"), elem_id="pg-dose-btn")
                 sweep_btn = gr.Button(T("inside_sweep"), elem_id="pg-sweep-btn")
                 stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-inside-stop")
+                long_ask = gr.Textbox(visible=False)  # a press's name, for a Stop that arrives before it starts
             i_msg = gr.HTML(elem_id="pg-intervene-msg")  # the intervention's, the dose curve's and the sweep's
             i_md = gr.Markdown(elem_id="pg-intervene-md", elem_classes=HIDE_EMPTY)
             with gr.Row():
@@ -251,8 +252,9 @@ def wire(page) -> None:
     # block of one α or one head.
     dose = c.dose_btn.click(
         dose_live,
-        [state, c.i_scale, c.i_pos, c.i_target],
+        [state, c.i_scale, c.i_pos, c.i_target, c.long_ask],
         outputs(DoseView, c, msg=c.i_msg),
+        js=ask_js(4),
         api_visibility="private",
         concurrency_id="inside",
         show_progress="hidden",
@@ -260,14 +262,17 @@ def wire(page) -> None:
     # One sweep at a time on this server: it keeps every core busy for up to a minute.
     sweep = c.sweep_btn.click(
         sweep_live,
-        state,
+        [state, c.long_ask],
         outputs(SweepView, c, msg=c.i_msg),
+        js=ask_js(1),
         api_visibility="private",
         concurrency_id="inside_sweep",
         concurrency_limit=1,
         show_progress="hidden",
     )
-    c.stop_btn.click(stop, state, c.i_msg, cancels=[dose, sweep], api_visibility="private", queue=False)
+    c.stop_btn.click(
+        stop, [state, c.long_ask], c.i_msg, js=stop_js(1), cancels=[dose, sweep], api_visibility="private", queue=False
+    )
     # (a room is shown the finished curve or sweep, from the numbers the page's own drawing measured)
     dose_names = ("i_scale", "i_pos", "i_target")
     dose_args = [c.i_scale, c.i_pos, c.i_target]

@@ -36,6 +36,16 @@ N_ALPHAS = 11  # the curve's α values, 0, 0.2, …, 2 (effects.dose_response_po
 MIN_UPDATE_S = 0.25
 clock = time.perf_counter
 STOP_FLAGS: dict[str, threading.Event] = {}  # page (Gradio session) -> its long view's stop flag
+# A Stop can reach the server before the long view it stops has started (queued, or still on its way
+# on a busy machine): the page names each press of a long view's button (ASK_JS), and a Stop names the
+# last one, so a view whose name was stopped ends before its first block.
+MAX_STOPPED = 2000
+_STOPPED = Kept(MAX_STOPPED)  # (page, ask) -> True: a Stop named this press
+ASK_JS = (
+    "(...a) => {{ window.pgLongAsk = Date.now().toString(36) + Math.random().toString(36).slice(2);"
+    " a[{i}] = window.pgLongAsk; return a; }}"
+)
+STOP_JS = "(...a) => {{ a[{i}] = window.pgLongAsk || ''; return a; }}"
 MAX_FINISHED = 2000  # sessions that never say they closed: the oldest go first
 _FINISHED = Kept(MAX_FINISHED)  # (session id, view key) -> the numbers of its last finished long view
 
@@ -63,12 +73,25 @@ def finished_view(key: str, draw):
     return view
 
 
+def ask_js(at: int) -> str:
+    """A long view's ``js=``: input number ``at`` becomes a fresh name for this press of its button."""
+    return ASK_JS.format(i=at)
+
+
+def stop_js(at: int) -> str:
+    """Stop's ``js=``: input number ``at`` becomes the name of the page's last long-view press."""
+    return STOP_JS.format(i=at)
+
+
 @contextmanager
-def stop_flag(request):
-    """A fresh stop flag for this page's long view while it runs (a Stop from before does not count)."""
+def stop_flag(request, ask: str | None = None):
+    """A fresh stop flag for this page's long view while it runs: a Stop from before does not count,
+    unless it named this press (``ask``), which it stops before it starts."""
     page, flag = getattr(request, "session_hash", None), threading.Event()
     if page is not None:
         STOP_FLAGS[page] = flag
+        if ask and _STOPPED.get(page, str(ask)[:64]):
+            flag.set()
     try:
         yield flag
     finally:
@@ -86,13 +109,16 @@ def _dose_figure(d: dict, lang: str, present: bool):
 
 
 @for_the_session
-def dose_live(request: gr.Request, state, scale_head, position, target):
+def dose_live(request: gr.Request, state, scale_head, position, target, ask=None):
     """The Dose-response button: the curve grows point by point (outputs: figure, message), at most
     one partial curve per MIN_UPDATE_S of computing; the first point and the whole curve always."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     unsent, sent_at, last = None, None, None
     keep_finished(state, "dose", None)
-    with stop_flag(request) as flag:
+    with stop_flag(request, ask) as flag:
+        if flag.is_set():  # stopped before it started: nothing measured
+            yield only(DoseView, msg=stopped(state))
+            return
         for d in dose_steps(state, scale_head, position, target, stop=flag.is_set):
             if "error" in d:
                 yield only(DoseView, msg=warn(say(lang, d)))
@@ -126,12 +152,15 @@ def draw_dose(d: dict, lang: str, present: bool):
 
 
 @for_the_session
-def sweep_live(request: gr.Request, state):
+def sweep_live(request: gr.Request, state, ask=None):
     """The Head sweep button: the heatmap fills a layer at a time (outputs: figure, text, message)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     last = None
     keep_finished(state, "sweep", None)
-    with stop_flag(request) as flag:
+    with stop_flag(request, ask) as flag:
+        if flag.is_set():
+            yield only(SweepView, msg=stopped(state))
+            return
         for d in sweep_steps(state, stop=flag.is_set):
             if "error" in d:
                 yield only(SweepView, msg=warn(say(lang, d)))
@@ -166,9 +195,13 @@ def draw_partial_sweep(d: dict, lang: str, present: bool) -> SweepView:
     return SweepView(fig, f"⏳ {text}", "")
 
 
-def stop(request: gr.Request, state) -> str:
-    """The Inside tab's Stop: raises the page's stop flag (the long view ends within a block) and says so."""
-    flag = STOP_FLAGS.get(getattr(request, "session_hash", None) or "")
+def stop(request: gr.Request, state, ask: str | None = None) -> str:
+    """The Inside tab's Stop: raises the page's stop flag (the long view ends within a block) and says
+    so; the press it names (``ask``) is stopped too if its view has not started yet."""
+    page = getattr(request, "session_hash", None)
+    if page is not None and ask:
+        _STOPPED.put(page, str(ask)[:64], True)
+    flag = STOP_FLAGS.get(page or "")
     if flag is not None:
         flag.set()
     return stopped(state)

@@ -27,7 +27,7 @@ from playground.ui.style import HIDE_EMPTY
 from playground.ui.widgets import Dropdown, Number, Radio
 
 from .data import parse_heads
-from .live import finished_view, keep_finished, stop, stop_flag, stopped
+from .live import ask_js, finished_view, keep_finished, stop, stop_flag, stop_js, stopped
 
 TARGET_KEYS = {t: f"pt_t_{t}" for t in pv.TARGETS}
 PAIR_KEYS = {p["name"]: f"pt_pair_{p['name']}" for p in pv.SUGGESTED_PAIRS}
@@ -71,6 +71,7 @@ def layout() -> SimpleNamespace:
         pt_exact = gr.Plot(show_label=False, elem_id="pg-patch-exact", min_width=520)
         pt_attr = gr.Plot(show_label=False, elem_id="pg-patch-attr", min_width=520)
     pt_shown = gr.State(None)  # the last drawn result: a language switch draws it again
+    pt_ask = gr.Textbox(visible=False)  # this press's name, for a Stop that arrives before it starts
     pt_api_out = gr.JSON(visible=False)
     pt_api_buttons = [gr.Button(visible=False) for _ in range(2)]
     return SimpleNamespace(**{k: v for k, v in locals().items() if k != "first"})
@@ -86,14 +87,17 @@ def wire(page, c) -> None:
     inputs += [c.pt_sender, c.pt_receiver, c.pt_via]
     run = c.pt_btn.click(
         patch_live,
-        inputs,
+        [*inputs, c.pt_ask],
         outputs(PatchView, c),
+        js=ask_js(len(inputs)),
         api_visibility="private",
         concurrency_id="inside_sweep",  # like the head sweep: it keeps every core busy for seconds
         concurrency_limit=1,
         show_progress="hidden",
     )
-    c.pt_stop.click(stop, state, c.pt_msg, cancels=[run], api_visibility="private", queue=False)
+    c.pt_stop.click(
+        stop, [state, c.pt_ask], c.pt_msg, js=stop_js(1), cancels=[run], api_visibility="private", queue=False
+    )
     # (a room is shown the finished grid, drawn from the numbers the page's own patching measured)
     names = ("pt_clean", "pt_corrupted", "pt_answer", "pt_wrong", "pt_target", "pt_layer")
     names += ("pt_sender", "pt_receiver", "pt_via")
@@ -173,7 +177,9 @@ def _progress(text: str) -> str:
 
 
 @for_the_session
-def patch_live(request: gr.Request, state, clean, corrupted, answer, wrong, target, layer, sender, receiver, via):
+def patch_live(
+    request: gr.Request, state, clean, corrupted, answer, wrong, target, layer, sender, receiver, via, ask=None
+):
     """The Patch button: the grid fills as measured (outputs: exact, attribution, text, shown, message)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
     sent_at = None
@@ -181,7 +187,10 @@ def patch_live(request: gr.Request, state, clean, corrupted, answer, wrong, targ
     keep_finished(state, "patch", None)
     asked = dict(pt_clean=clean, pt_corrupted=corrupted, pt_answer=answer, pt_wrong=wrong, pt_target=target)
     asked.update(pt_layer=layer, pt_sender=sender, pt_receiver=receiver, pt_via=via)
-    with stop_flag(request) as flag:
+    with stop_flag(request, ask) as flag:
+        if flag.is_set():  # stopped before it started: nothing measured
+            yield only(PatchView, pt_msg=stopped(state))
+            return
         try:
             for d in _steps(state, clean, corrupted, answer, wrong, target, layer, sender, receiver, via, flag.is_set):
                 final = "attribution" in d or (target == "path" and d["done"] >= d_total(d))
