@@ -447,13 +447,49 @@ def test_a_language_redraw_that_lands_after_the_page_took_the_teachers_model_is_
     lessons_room.end_room(teacher, t_room)
 
 
+def test_a_lesson_redraw_that_lands_after_the_page_took_the_teachers_step_is_drawn_again(rooms_pages):
+    """The same for the Lessons tab: a follower's language redraw reads the page's step (the first) just
+    before the room's poll draws the teacher's next one; the check chained after the redraw draws the
+    teacher's step then, in the new language, and nothing when the page drew no other step meanwhile."""
+    from types import SimpleNamespace
+
+    from playground.ui.lessons import tab as lessons_tab
+
+    teacher, (student, *_) = rooms_pages
+    page = SimpleNamespace(session_hash="switching-lesson-language", client=None)
+    first = {"lesson": "attention", "step": 0}
+    t_room = lessons_room.start_room(teacher, None, first, PROMPT).room
+    room = lessons_room.join_room(student, None, t_room["code"]).room
+    polled = lessons_room.poll(student, room, "", request=page)  # the room's first step drawn
+    room = polled.room
+    assert lessons_tab.position(page, None) == first
+    zh = {**student, "lang": "zh-CN"}
+    redrawn = lessons_tab.redraw(zh, first, PROMPT, None, page)  # read first: the page's own step
+    assert redrawn.lesson_pos == first
+    assert lessons_tab.redrawn_again(zh, first, PROMPT, None, page) == skipped(lessons_tab.Shown)
+    second = {"lesson": "attention", "step": 1}
+    lessons_room.publish_move(teacher, t_room, second, PROMPT)
+    polled = lessons_room.poll(student, room, "", request=page)  # the poll draws the teacher's next step
+    assert polled.lesson_pos == second
+    again = lessons_tab.redrawn_again(zh, first, PROMPT, None, page)  # (its inputs: as the late redraw left them)
+    assert again.lesson_pos == second and again.progress == redrawn_progress(zh, second)
+    assert lessons_tab.redrawn_again(zh, second, PROMPT, None, page) == skipped(lessons_tab.Shown)  # drawn once
+    lessons_room.end_room(teacher, t_room)
+
+
+def redrawn_progress(state, pos):
+    from playground.ui.lessons import tab as lessons_tab
+
+    return lessons_tab.show(state, pos, PROMPT).progress
+
+
 def test_the_model_tabs_language_redraw_is_checked_after_it_lands():
     from playground.ui.app import build_demo
 
     demo = build_demo()
     deps = demo.get_config_file()["dependencies"]
     names = {i: f.name for i, f in demo.fns.items()}
-    for check, redraw in (("relabelled_again", "relabel"), ("in_use_again", "in_use")):
+    for check, redraw in (("relabelled_again", "relabel"), ("in_use_again", "in_use"), ("redrawn_again", "redraw")):
         checks = [d for d in deps if names.get(d["id"]) == check]
         assert len(checks) == 1
         redrawn = deps[checks[0]["trigger_after"]]

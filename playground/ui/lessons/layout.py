@@ -160,4 +160,7 @@ def wire(page) -> None:
     page.lessons_tab.select(
         lessons_tab.show_here, [page.state, c.lesson_pos, prompt, c.choice], shown, api_visibility="private"
     )
-    listeners.on_change(page, lessons_tab.redraw, [c.lesson_pos, prompt, c.choice], shown)
+    step_inputs = [c.lesson_pos, prompt, c.choice]
+    listeners.on_change(
+        page, lessons_tab.redraw, step_inputs, shown, then=(lessons_tab.redrawn_again, step_inputs, shown)
+    )

@@ -185,7 +185,24 @@ def redraw(state, pos, prompt, choice=None, request: gr.Request = None) -> Shown
     with drawn.page_lock(request):
         if request is not None and position(request, None) is None:
             return only(Shown)  # the page's load has not drawn its step yet: it draws it in these prefs
-        return recorded(request, show(state, position(request, pos), prompt, choice, keep_pick=True))
+        shown = recorded(request, show(state, position(request, pos), prompt, choice, keep_pick=True))
+        drawn.note(request, REDRAWN, shown.lesson_pos)
+        return shown
+
+
+# The step a language redraw drew, for the check chained after its answer has reached the page.
+REDRAWN = "lesson-redrawn"
+
+
+def redrawn_again(state, pos, prompt, choice=None, request: gr.Request = None) -> Shown:
+    """Chained after ``redraw``'s answer has reached the page: the page's step drawn again when the page
+    drew another since that redraw read it (a classroom follower's poll taking the teacher's step), else
+    nothing. The lock orders when the two read the page's step, not in which order their answers reach
+    the page: the redraw's, of the step before, could land after the poll's and stay."""
+    with drawn.page_lock(request):
+        if request is None or drawn.noted(request, REDRAWN) == position(request, None):
+            return only(Shown)
+    return redraw(state, pos, prompt, choice, request)
 
 
 def next_step(state, pos, prompt, request: gr.Request = None) -> Shown:
