@@ -1,8 +1,9 @@
-"""Classroom mode (issue 35): the server publishes a teacher's run as it ends, not after the page hears.
+"""Classroom mode (issue 35): the server publishes a teacher's moves as they happen, not after the page hears.
 
 A teacher's Generate run is published to the room the moment it ends (``room_follow.publish_ended``, from the
-Generate handler through ``listeners.run_ended``): the followers do not wait for the teacher's page to be told
-and to ask again. The page's own publication after it (chained in the page, as before) then finds the room
+Generate handler through ``listeners.run_ended``), and a lesson step the moment the page moves to it
+(``room_lead.moved``, from the step's own handler): the followers do not wait for the teacher's page to be told
+and to ask again. The page's own publication after each (chained in the page, as before) then finds the room
 there and sends nothing, or corrects what the server could not know (a view the page shows differently)."""
 
 import json
@@ -20,6 +21,7 @@ from playground.ui.common import session_run
 from playground.ui.generate import tab as generate_tab
 from playground.ui.lessons import room as lessons_room
 from playground.ui.lessons import room_follow
+from playground.ui.lessons import tab as lessons_tab
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 
@@ -89,3 +91,31 @@ def test_a_run_of_a_page_that_leads_no_room_is_published_nowhere(monkeypatch):
     monkeypatch.setattr(room_follow.threading, "Thread", lambda *a, **k: started.append(k) or pytest.fail("a thread"))
     alone = {"recipe": random_recipe(PRESETS["nano"], seed=3), "run_id": None, "lang": "en", "session": "alone-1"}
     assert list(generate_tab.generate_tokens(alone, "ROMEO:", 0.8, 40, 1.0, 3, 0, False)) and not started
+
+
+def test_a_teachers_step_reaches_the_room_as_the_page_moves(teacher_and_student):
+    teacher, t_room, student, s_room = teacher_and_student
+    code = t_room["code"]
+    at = {"lesson": "attention", "step": 0}
+    version = ROOMS.state(code)["version"]
+    shown = lessons_tab.next_step(teacher, at, PROMPT)
+    assert shown.lesson_pos == {"lesson": "attention", "step": 1}
+    assert (published(code)["lesson"], published(code)["step"]) == ("attention", 1)
+    assert ROOMS.state(code)["version"] == version + 1
+    # the page's own publication after its step: the room is there, nothing is sent
+    assert lessons_room.publish_move(teacher, t_room, shown.lesson_pos, PROMPT) == (lessons_room.gr.skip(),) * 4
+    assert ROOMS.state(code)["version"] == version + 1
+    # Back, and a lesson picked, likewise; an unknown lesson is published nowhere
+    lessons_tab.step_back(teacher, shown.lesson_pos, PROMPT)
+    assert published(code)["step"] == 0
+    lessons_tab.open_lesson(teacher, "embeddings", PROMPT)
+    assert (published(code)["lesson"], published(code)["step"]) == ("embeddings", 0)
+    version = ROOMS.state(code)["version"]
+    lessons_tab.open_lesson(teacher, "no-such-lesson", PROMPT)
+    assert ROOMS.state(code)["version"] == version
+    # a student's own move publishes nothing (it steps away: ``publish_move`` says so to the room)
+    lessons_tab.next_step(student, {"lesson": "embeddings", "step": 0}, PROMPT)
+    assert ROOMS.state(code)["version"] == version and published(code)["step"] == 0
+    # a room that ended: the teacher's next move is published nowhere and fails nothing
+    ROOMS.end(code, t_room["key"])
+    assert lessons_tab.next_step(teacher, {"lesson": "embeddings", "step": 0}, PROMPT).lesson_pos["step"] == 1

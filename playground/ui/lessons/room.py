@@ -2,7 +2,8 @@
 
 The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
 link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
-browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step. A
+browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step, from the step's own
+handler as it starts drawing (``room_lead.moved``). A
 student's page (``?room=CODE``, or the code typed) waits on the room's next version
 (``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, takes the teacher's model and
 shows the teacher's step on the teacher's prompt, drawn once for the room (``room_drawn``); moving on
@@ -19,7 +20,6 @@ import gradio as gr
 
 from playground.i18n import LANGS
 from playground.server import lessons
-from playground.server.recipes import model_label
 from playground.server.rooms import ROOMS, RoomError
 from playground.ui import listeners, skipped_outputs
 from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
@@ -86,20 +86,12 @@ Entered = result(
 
 
 # ---- the teacher
-def publishable(state, pos, prompt) -> dict:
-    try:
-        model = model_label(state["recipe"])[:400]
-    except Exception:
-        model = None
-    return {"tab": "lessons", "lesson": pos.get("lesson"), "step": pos.get("step", 0), "model": model, "prompt": prompt}
-
-
 def start_room(state, room, pos, prompt, request: gr.Request = None) -> Entered:
     lang = lang_of(state)
     try:
         code, key = ROOMS.create(client_address())
         link = join_link(code, request)
-        place = publishable(state, pos or lessons_tab.first_position(), prompt or "")
+        place = room_lead.place(state, pos or lessons_tab.first_position(), prompt or "")
         ROOMS.publish(code, key, place, recipe=(state or {}).get("recipe"))
     except Exception as e:
         return only(Entered, room_status=fail(e, lang), room_bar=gr.Row(visible=True))
@@ -135,8 +127,10 @@ def publish_move(state, room, pos, prompt):
     room = room or no_room()
     if room.get("key"):
         try:
-            place = publishable(state, pos or {}, prompt or "")
-            ROOMS.publish(room["code"], room["key"], place, recipe=(state or {}).get("recipe"))
+            place = room_lead.place(state, pos or {}, prompt or "")
+            recipe = (state or {}).get("recipe")
+            if not room_lead.there_already(room, place, recipe):  # (the step handler published it: room_lead.moved)
+                ROOMS.publish(room["code"], room["key"], place, client_address(), recipe=recipe)
         except Exception as e:
             return gr.skip(), fail(e, lang_of(state)), gr.skip(), gr.skip()
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()

@@ -18,6 +18,7 @@ from playground.ui import redraw as drawn
 from playground.ui.common import dress, fail, lang_of, page_prefs, session_model, tr
 from playground.ui.results import only, result
 
+from . import room_lead
 from . import views as lessons_views
 
 BLANK = go.Figure(layout={"template": "none"})  # (a bare figure: no template to send with it)
@@ -225,7 +226,13 @@ def show_at(state, pos, prompt, request: gr.Request = None) -> Shown:
 
 def open_lesson(state, lesson_id, prompt, request: gr.Request = None) -> Shown:
     """A lesson picked from the list: its first step."""
-    return show_at(state, {"lesson": lesson_id, "step": 0}, prompt, request)
+    pos = {"lesson": lesson_id, "step": 0}
+    try:
+        locate(pos)
+        room_lead.moved(state, pos, prompt)  # (a teacher's: its room follows at once)
+    except LessonError:  # (an unknown lesson: ``show`` says so)
+        pass
+    return show_at(state, pos, prompt, request)
 
 
 def move(state, pos, prompt, delta: int) -> Shown:
@@ -243,6 +250,7 @@ def move(state, pos, prompt, delta: int) -> Shown:
         lesson = all_lessons[at - 1]
         index = len(lesson.steps) - 1
     index = min(max(index, 0), len(lesson.steps) - 1)
+    room_lead.moved(state, {"lesson": lesson.id, "step": index}, prompt)  # (a teacher's: its room follows at once)
     return show(state, {"lesson": lesson.id, "step": index}, prompt)
 
 
