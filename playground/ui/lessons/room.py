@@ -2,9 +2,10 @@
 
 The teacher presses "Start a room" (or opens ``?room=new``): the page shows the room's code and a join
 link (``?room=CODE``) and its QR code; the teacher's key stays in the session's state and the teacher's
-browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next, Back or lesson pick of the teacher's page publishes the step, from the step's own
-handler as it starts drawing (``room_lead.moved``). A
-student's page (``?room=CODE``, or the code typed) waits on the room's next version
+browser (``room_keep``: a reload of the teacher's page leads the room again), never in the link. Each Next,
+Back or lesson pick of the teacher's page publishes the step, from the step's own handler as it starts drawing
+(``room_lead.moved``); a follower's language redraw that answers after its poll drew that step is checked
+after it lands (``lessons_tab.redrawn_again``). A student's page (``?room=CODE``, or the code typed) waits on the room's next version
 (``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, takes the teacher's model and
 shows the teacher's step on the teacher's prompt, drawn once for the room (``room_drawn``); moving on
 their own steps away until they press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
