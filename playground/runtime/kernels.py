@@ -166,7 +166,8 @@ def choose(
         skipped = getattr(_LOCAL, "decided_only", None)
         if stored is not None and (skipped is not None or not _measure_again(stored)):
             choice = _stored_choice(decision, stored, label)
-            _CHOICES[key] = choice
+            if not _measure_again(stored):  # (one read under decided_only stays open for the next measuring call)
+                _CHOICES[key] = choice
             return choice
         if skipped is not None and measuring_enabled() and key[0] in PLAIN:
             if decision not in skipped:
