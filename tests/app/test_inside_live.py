@@ -1,6 +1,6 @@
 """The Inside tab's long views drawn as they go: the dose-response curve grows point by point
 with a progress message, the head sweep a layer at a time, each ending on the same figure the
-one-shot view draws; the tab's Stop cancels both events and ends them within one α or one head."""
+one-shot view draws; the tab's Stop ends both within one α or one head, each on Stop's message."""
 
 import re
 
@@ -113,7 +113,9 @@ def test_a_refused_dose_says_why_under_its_button(run_state):
     assert "Scale head: name one head" in only.msg
 
 
-def test_stop_cancels_the_dose_and_sweep_events():
+def test_stop_names_the_last_press_and_lets_each_view_end_on_its_message():
+    """Stop cancels no event (a cancelled view's update sent just before could land after Stop's answer and
+    stay): it raises the views' flags and names the page's last press of a long view's button."""
     demo = build_demo()
     cfg = demo.get_config_file()
     comps = {c["id"]: c["props"].get("elem_id") for c in cfg["components"]}
@@ -122,8 +124,9 @@ def test_stop_cancels_the_dose_and_sweep_events():
         for target, _ in dep["targets"]:
             by_button.setdefault(comps.get(target), []).append(dep)
     long = {d["id"] for name in ("pg-dose-btn", "pg-sweep-btn") for d in by_button[name]}
-    cancelled = {i for d in by_button["pg-inside-stop"] for i in d.get("cancels") or []}
-    assert len(long) == 2 and long <= cancelled
+    (stop,) = by_button["pg-inside-stop"]
+    assert len(long) == 2 and not stop.get("cancels") and "window.pgLongAsk ||" in stop["js"]
+    assert all("window.pgLongAsk = " in d["js"] for name in ("pg-dose-btn", "pg-sweep-btn") for d in by_button[name])
     assert all(d["show_progress"] == "hidden" for name in ("pg-dose-btn", "pg-sweep-btn") for d in by_button[name])
 
 
@@ -146,6 +149,20 @@ def test_stop_ends_the_dose_curve_within_one_alpha(run_state):
             h.remove()
     assert len(first.dose_plot.data[0].x) == 1 and len(calls) == blocks
     assert len(rest) == 1 and "Stopped" in rest[0].msg
+
+
+def test_stop_ends_every_long_view_the_page_has_running(run_state):
+    """A page's dose-response curve and head sweep running at once: one Stop ends both, each on its message."""
+    from types import SimpleNamespace
+
+    page = SimpleNamespace(session_hash="two-views")
+    dose, sweep = live.dose_live(page, run_state, "1.2", None, None), live.sweep_live(page, run_state)
+    next(dose), next(sweep)
+    assert len(live.STOP_FLAGS["two-views"]) == 2
+    assert "Stopped" in live.stop(page, run_state)
+    ends = [list(dose), list(sweep)]
+    assert all(len(rest) == 1 and "Stopped" in rest[0].msg for rest in ends)
+    assert "two-views" not in live.STOP_FLAGS
 
 
 @pytest.mark.parametrize("view", ["dose", "sweep", "patch"])

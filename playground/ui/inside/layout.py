@@ -270,9 +270,7 @@ def wire(page) -> None:
         concurrency_limit=1,
         show_progress="hidden",
     )
-    c.stop_btn.click(
-        stop, [state, c.long_ask], c.i_msg, js=stop_js(1), cancels=[dose, sweep], api_visibility="private", queue=False
-    )
+    c.stop_btn.click(stop, [state, c.long_ask], c.i_msg, js=stop_js(1), api_visibility="private", queue=False)
     # (a room is shown the finished curve or sweep, from the numbers the page's own drawing measured)
     dose_names = ("i_scale", "i_pos", "i_target")
     dose_args = [c.i_scale, c.i_pos, c.i_target]

@@ -4,8 +4,8 @@ The dose-response curve is drawn as it grows (one α at a time, at most one upda
 MIN_UPDATE_S) and the head sweep a layer at a time (its heads one by one); each partial figure is a
 streamed update and the message under the buttons says how far it is. The tab's Stop raises the
 page's stop flag, which the computation reads before each block of one α or one head (and between
-heads' readouts), so it ends within one of those rather than at the next update; Stop also cancels
-the event, and its message says what the figure shows. A language switch redraws a
+heads' readouts), so it ends within one of those rather than at the next update, and its own last
+update is Stop's message, which says what the figure shows. A language switch redraws a
 finished view from its own handler (inside_tab's redraw memory). The numbers of the last one each session
 finished are kept (``keep_finished``), so a classroom room shows the teacher's finished figure drawn from
 them (``finished_view``) without computing it again; a stopped one is not shown. Each partial figure also
@@ -35,7 +35,11 @@ N_ALPHAS = 11  # the curve's α values, 0, 0.2, …, 2 (effects.dose_response_po
 # is taken from the server's threads computing the next point; a few updates a second show it growing.
 MIN_UPDATE_S = 0.25
 clock = time.perf_counter
-STOP_FLAGS: dict[str, threading.Event] = {}  # page (Gradio session) -> its long view's stop flag
+# page (Gradio session) -> the stop flags of its long views running now. Stop raises them and the views end
+# on Stop's message themselves: Gradio's ``cancels`` would end a view's event at once, and an update it had
+# sent just before could then reach the page after Stop's answer and stay there.
+STOP_FLAGS: dict[str, list[threading.Event]] = {}
+_FLAGS_LOCK = threading.Lock()
 # A Stop can reach the server before the long view it stops has started (queued, or still on its way
 # on a busy machine): the page names each press of a long view's button (ASK_JS), and a Stop names the
 # last one, so a view whose name was stopped ends before its first block.
@@ -89,14 +93,20 @@ def stop_flag(request, ask: str | None = None):
     unless it named this press (``ask``), which it stops before it starts."""
     page, flag = getattr(request, "session_hash", None), threading.Event()
     if page is not None:
-        STOP_FLAGS[page] = flag
+        with _FLAGS_LOCK:
+            STOP_FLAGS.setdefault(page, []).append(flag)
         if ask and _STOPPED.get(page, str(ask)[:64]):
             flag.set()
     try:
         yield flag
     finally:
-        if page is not None and STOP_FLAGS.get(page) is flag:
-            del STOP_FLAGS[page]
+        if page is not None:
+            with _FLAGS_LOCK:
+                running = [f for f in STOP_FLAGS.get(page, []) if f is not flag]
+                if running:
+                    STOP_FLAGS[page] = running
+                else:
+                    STOP_FLAGS.pop(page, None)
 
 
 def _progress(text: str) -> str:
@@ -201,8 +211,9 @@ def stop(request: gr.Request, state, ask: str | None = None) -> str:
     page = getattr(request, "session_hash", None)
     if page is not None and ask:
         _STOPPED.put(page, str(ask)[:64], True)
-    flag = STOP_FLAGS.get(page or "")
-    if flag is not None:
+    with _FLAGS_LOCK:
+        running = list(STOP_FLAGS.get(page or "", []))
+    for flag in running:
         flag.set()
     return stopped(state)
 

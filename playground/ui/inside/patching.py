@@ -95,9 +95,7 @@ def wire(page, c) -> None:
         concurrency_limit=1,
         show_progress="hidden",
     )
-    c.pt_stop.click(
-        stop, [state, c.pt_ask], c.pt_msg, js=stop_js(1), cancels=[run], api_visibility="private", queue=False
-    )
+    c.pt_stop.click(stop, [state, c.pt_ask], c.pt_msg, js=stop_js(1), api_visibility="private", queue=False)
     # (a room is shown the finished grid, drawn from the numbers the page's own patching measured)
     names = ("pt_clean", "pt_corrupted", "pt_answer", "pt_wrong", "pt_target", "pt_layer")
     names += ("pt_sender", "pt_receiver", "pt_via")
