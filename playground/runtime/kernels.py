@@ -164,9 +164,10 @@ def choose(
             return _CHOICES[key]
         stored = _STORE.get(key) if _STORE is not None else None
         skipped = getattr(_LOCAL, "decided_only", None)
-        if stored is not None and (skipped is not None or not _measure_again(stored)):
+        again = stored is not None and _measure_again(stored)
+        if stored is not None and (skipped is not None or not again):
             choice = _stored_choice(decision, stored, label)
-            if not _measure_again(stored):  # (one read under decided_only stays open for the next measuring call)
+            if not again:  # (one read under decided_only stays open for the next measuring call)
                 _CHOICES[key] = choice
             return choice
         if skipped is not None and measuring_enabled() and key[0] in PLAIN:
