@@ -21,7 +21,11 @@ namespace {
 
 #if defined(__AVX512F__)
 constexpr int TILE = 16;    // weight rows per tile: one vector of outputs
-constexpr int TILE_IN = 4;  // input rows sharing each weight vector load (16 accumulators, 4 lanes at a time)
+// Input rows sharing each weight vector load, and lanes' chains per pass over the tile: 6 x 2 lanes x 2
+// accumulators is 24 vector registers, which leaves the loaded weights and the broadcast inputs theirs (4 x 4
+// lanes needed 32 and spilled; measured in docs/benchmarks.md).
+constexpr int TILE_IN = 6;
+constexpr int LANES = 2;
 
 // Worth it measured on a 2-core AMD EPYC (docs/benchmarks.md): from 16 rows at any length, from 8 at 256+.
 inline bool tiles_pay(int64_t n, int64_t k) { return k % 32 == 0 && (n >= 16 || (n >= 8 && k >= 256)); }
@@ -65,20 +69,20 @@ inline void transpose16(const float* in, int64_t ld, float* out) {
 template <int I>
 inline void tile_times(const float* wt, const float* const* x, int64_t k, float* const* out) {
     __m512 q[I][16];
-    for (int l0 = 0; l0 < 16; l0 += 4) {  // four lanes' chains at a time, both accumulators
-        __m512 acc[I][4][2];
+    for (int l0 = 0; l0 < 16; l0 += LANES) {  // LANES lanes' chains at a time, both accumulators
+        __m512 acc[I][LANES][2];
         for (int b = 0; b < I; ++b)
-            for (int u = 0; u < 4; ++u) acc[b][u][0] = acc[b][u][1] = _mm512_setzero_ps();
+            for (int u = 0; u < LANES; ++u) acc[b][u][0] = acc[b][u][1] = _mm512_setzero_ps();
         for (int64_t i = 0; i < k; i += 32)
             for (int a = 0; a < 2; ++a)
-                for (int u = 0; u < 4; ++u) {
+                for (int u = 0; u < LANES; ++u) {
                     const int64_t c = i + 16 * a + l0 + u;
                     const __m512 w = _mm512_loadu_ps(wt + c * 16);
                     for (int b = 0; b < I; ++b)
                         acc[b][u][a] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[b][c]), acc[b][u][a]);
                 }
         for (int b = 0; b < I; ++b)
-            for (int u = 0; u < 4; ++u) q[b][l0 + u] = _mm512_add_ps(acc[b][u][0], acc[b][u][1]);
+            for (int u = 0; u < LANES; ++u) q[b][l0 + u] = _mm512_add_ps(acc[b][u][0], acc[b][u][1]);
     }
     for (int b = 0; b < I; ++b) {
         __m512 s[8];
@@ -86,6 +90,15 @@ inline void tile_times(const float* wt, const float* const* x, int64_t k, float*
         for (int l = 0; l < 4; ++l) s[l] = _mm512_add_ps(s[l + 4], s[l]);
         for (int l = 0; l < 2; ++l) s[l] = _mm512_add_ps(s[l + 2], s[l]);
         _mm512_storeu_ps(out[b], _mm512_add_ps(s[1], s[0]));
+    }
+}
+
+// tile_times for 0 < I < TILE_IN rows, the template chosen for I.
+template <int I = TILE_IN - 1>
+inline void rest_times(int64_t left, const float* wt, const float* const* x, int64_t k, float* const* out) {
+    if constexpr (I > 0) {
+        if (left == I) return tile_times<I>(wt, x, k, out);
+        rest_times<I - 1>(left, wt, x, k, out);
     }
 }
 
@@ -105,10 +118,9 @@ inline int64_t tile_rows(const float* w, const float* const* x, int64_t n, int64
             for (int j = 0; j < TILE_IN; ++j) xs[j] = x[b + j], os[j] = y[b + j] + r;
             tile_times<TILE_IN>(wt.data(), xs, k, os);
         }
-        for (; b < n; ++b) {
-            xs[0] = x[b], os[0] = y[b] + r;
-            tile_times<1>(wt.data(), xs, k, os);
-        }
+        const int64_t left = n - b;  // the last few rows in one call of their own number, not one by one
+        for (int64_t j = 0; j < left; ++j) xs[j] = x[b + j], os[j] = y[b + j] + r;
+        rest_times(left, wt.data(), xs, k, os);
     }
     return r;
 }
