@@ -66,6 +66,7 @@ class Room:
         self.with_page = with_page  # one Chromium page among the learners of every room
         self.client = client  # "http": room_sse's bare stream; "gradio": gradio_client's submit
         self.endpoint = self.stop_endpoint = None
+        self.stop_data: list = []
         self.bench = _page_bench(run_timeout, log)
         self.sessions: dict[str, list] = {}
         self.params = None
@@ -80,7 +81,7 @@ class Room:
     def clients(self, model: str, n: int) -> list:
         """``n`` gradio_client sessions with ``model`` built in each (made once, reused across rounds)."""
         from .browser.session import session_client
-        from .serving import _endpoint_parameters
+        from .serving import _call_kwargs, _endpoint_parameters
 
         have = self.sessions.setdefault(model, [])
         while len(have) < n:
@@ -89,6 +90,8 @@ class Room:
             self.params = _endpoint_parameters(have[0], "/generate")
             self.endpoint = Endpoint(have[0], "/generate")
             self.stop_endpoint = Endpoint(have[0], "/stop")
+            stop_params = _endpoint_parameters(have[0], "/stop")
+            self.stop_data = self.stop_endpoint.data(_call_kwargs(stop_params, {}), stop_params)
         return have[:n]
 
     def kwargs(self, i: int) -> dict:
@@ -121,7 +124,7 @@ class Room:
                 results[i] = client_learner(clients[i], kwargs, barrier, self.run_timeout)
             else:
                 data = self.endpoint.data(kwargs, self.params)
-                stop = (self.stop_endpoint, STOP_AFTER_S) if stop_every and i % stop_every == 0 else None
+                stop = (self.stop_endpoint, STOP_AFTER_S, self.stop_data) if stop_every and i % stop_every == 0 else None
                 results[i] = sse_learner(clients[i], self.endpoint, data, barrier, self.run_timeout, stop)
 
         t0 = time.time()

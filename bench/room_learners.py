@@ -62,14 +62,14 @@ def learner_result(stamped: list[tuple[float, object]], start: float) -> dict:
 
 def sse_learner(client, endpoint, data: list, barrier, timeout: float, stop=None) -> dict:
     """One learner's /generate as a bare HTTP stream on its gradio_client session (room_sse.py).
-    ``stop`` = (Stop's endpoint, seconds): the learner presses Stop that long after its first token;
+    ``stop`` = (Stop's endpoint, seconds, its data): the learner presses Stop that long after its first token;
     ``stop_s`` is then the time from pressing it to the stream's last update."""
     timer: threading.Timer | None = None
     pressed_at: list[float] = []  # set by the timer's thread when it presses
 
     def press():
         pressed_at.append(time.time())
-        call(stop[0], client.session_hash, stop[0].data({}, []))
+        call(stop[0], client.session_hash, stop[2])
 
     def on_update(t, outputs):
         nonlocal timer

@@ -52,3 +52,17 @@ def goto(page, url: str) -> None:
         if "ERR_ABORTED" not in str(e):
             raise
         page.goto(url)
+
+
+# Holds the next request that joins Gradio's queue for 1.5 s (window.pgJoined counts it once sent on): a busy
+# machine's page, whose Stop reaches the server before the event it stops has joined the queue.
+SLOW_JOIN = """() => {
+  const send = window.fetch.bind(window);
+  window.pgJoined = 0;
+  let held = false;
+  window.fetch = (url, init) => {
+    if (held || !String(url).includes('/queue/join')) return send(url, init);
+    held = true;
+    return new Promise((r) => setTimeout(r, 1500)).then(() => { window.pgJoined += 1; return send(url, init); });
+  };
+}"""

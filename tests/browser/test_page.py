@@ -3,7 +3,7 @@ checks that the token chips and an attention heatmap are really drawn. Saves a s
 
 import pytest
 
-from tests.browser.chromium import launch, open_tab, set_number
+from tests.browser.chromium import SLOW_JOIN, launch, open_tab, set_number
 from tests.helpers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -119,6 +119,17 @@ def test_stop_mid_run_keeps_fewer_tokens_and_says_how_many(page_url):
         page.locator("#pg-stop").click()
         page.wait_for_timeout(1000)
         assert page.locator("#pg-status [data-state=done]").count() == 1
+        # A Stop that reaches the server before the run it stops has joined the queue (a busy machine):
+        # the run still stops, before its first token, instead of running whole.
+        page.evaluate(SLOW_JOIN)
+        set_number(page, "pg-max-new", 512)
+        page.locator("#pg-generate").click()
+        page.locator("#pg-stop").click()
+        page.wait_for_function("() => window.pgJoined >= 1", timeout=30_000)
+        status = page.locator("#pg-status [data-state=stopped]")
+        status.wait_for(timeout=60_000)
+        assert status.get_attribute("data-tokens") == "0"
+        assert "after 0 of 512 tokens" in status.inner_text()
         browser.close()
 
 

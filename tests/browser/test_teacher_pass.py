@@ -5,7 +5,7 @@ caused it; the query slider waits for a run."""
 
 import pytest
 
-from tests.browser.chromium import launch, open_tab, set_number
+from tests.browser.chromium import SLOW_JOIN, launch, open_tab, set_number
 from tests.helpers import ARTIFACTS
 from tools.pagewalk import plot_ready
 
@@ -130,7 +130,7 @@ def test_a_refusal_appears_under_its_own_button(page_url):
         # A Stop that reaches the server before the sweep it stops has joined the queue (a busy
         # machine): the sweep still ends on Stop's message, having drawn nothing.
         page.wait_for_function("() => !document.querySelector('#pg-intervene-msg .pg-progress')", timeout=60_000)
-        page.evaluate(_SLOW_JOIN)
+        page.evaluate(SLOW_JOIN)
         page.locator("#pg-sweep-btn").click()
         page.locator("#pg-inside-stop").click()
         page.wait_for_function("() => window.pgJoined >= 1", timeout=30_000)
@@ -138,16 +138,6 @@ def test_a_refusal_appears_under_its_own_button(page_url):
         assert "Stopped" in msg.inner_text()
         assert not page.locator("#pg-intervene-msg .pg-progress").count()
         browser.close()
-
-
-# Holds each request that joins Gradio's queue for 1.5 s, counting those sent on (window.pgJoined).
-_SLOW_JOIN = """() => {
-  const send = window.fetch.bind(window);
-  window.pgJoined = 0;
-  window.fetch = (url, init) => String(url).includes('/queue/join')
-    ? new Promise((r) => setTimeout(r, 1500)).then(() => { window.pgJoined += 1; return send(url, init); })
-    : send(url, init);
-}"""
 
 
 def _below(page, control, message, most=80):

@@ -65,6 +65,7 @@ def layout(model_cfg) -> SimpleNamespace:
             with gr.Column(scale=1, min_width=110, elem_id="pg-gen-buttons"):
                 c.gen_btn = gr.Button(T("generate"), variant="primary", elem_id="pg-generate")
                 c.stop_btn = gr.Button(T("stop"), variant="stop", elem_id="pg-stop")
+                c.gen_ask = gr.Textbox(visible=False)  # a press's name, for a Stop that arrives before its run
         with gr.Column(scale=3, min_width=300, elem_id="pg-knobs"):
             with gr.Row():
                 c.temperature = Slider(0, 2, value=0.8, step=0.05, label=T("temperature"), min_width=200)
@@ -170,12 +171,14 @@ def range_note_js(key: str, lo: float, hi: float) -> str:
     )
 
 
-def previous_run_js() -> str:
+def previous_run_js(ask_at: int) -> str:
     """A ``js=`` pre-processor for Generate: while a new run streams, the last run's figures and
     step panel stay on screen, dimmed and labelled as the previous run (style.CSS draws the label);
     CLEAR_PREVIOUS_JS takes the mark away once the new run's own figures are drawn. The Inside
     tab's views of the last run are marked too, until that tab is opened and draws the new run's
-    (inside_layout clears that mark)."""
+    (inside_layout clears that mark). Input number ``ask_at`` becomes a fresh name for this press,
+    which Stop sends (GEN_STOP_JS), so a Stop that reaches the server before the run has started
+    still stops it."""
     texts = {key: {lang: tr(lang, key) for lang in ("en", "zh-CN")} for key in ("previous_run", "previous_run_inside")}
     zh = "(document.querySelector('#pg-lang-probe')?.innerText || '').trim() === 'zh-CN'"
     marks = "".join(
@@ -187,9 +190,14 @@ def previous_run_js() -> str:
         )
     )
     return (
-        f"(...a) => {{ if (document.querySelector('#pg-chips .pg-chip')) {{ const zh = {zh};{marks}"
+        "(...a) => { window.pgGenAsk = Date.now().toString(36) + Math.random().toString(36).slice(2);"
+        f" a[{ask_at}] = window.pgGenAsk;"
+        f" if (document.querySelector('#pg-chips .pg-chip')) {{ const zh = {zh};{marks}"
         " document.body.dataset.pgPrevious = '1'; document.body.dataset.pgInsidePrevious = '1'; } return a; }"
     )
+
+
+GEN_STOP_JS = "(...a) => { a[1] = window.pgGenAsk || ''; return a; }"  # Stop names the page's last press
 
 
 CLEAR_PREVIOUS_JS = "() => { delete document.body.dataset.pgPrevious; }"
@@ -201,7 +209,7 @@ def wire(page) -> None:
     # many may wait as the memory budget holds runs of the served model (decode_loop.concurrent_runs).
     limit = concurrent_runs(g.served_cfg)
     att_outputs = outputs(AttentionViews, g)
-    gen_inputs = [state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
+    gen_inputs = [state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy, g.gen_ask]
     # The stream updates only chips and status; the figures follow once it ends (see the module's docstring).
     # the events after which a classroom teacher's page publishes its run (room_follow): a run ended, a view changed
     g.room_run_ended, g.room_view_changed = [], []
@@ -212,7 +220,7 @@ def wire(page) -> None:
             generate_tokens,
             gen_inputs,
             outputs(Streamed, g, state=state),
-            js=previous_run_js(),
+            js=previous_run_js(len(gen_inputs) - 1),
             concurrency_id="generate",
             concurrency_limit=limit,
             show_progress="hidden",
@@ -230,7 +238,15 @@ def wire(page) -> None:
         # (beside the page's own figures: the room's map, drawn from the same run, waits for neither)
         g.room_run_ended.append(streamed)
     # Stop only raises a flag: it never waits behind generation or model builds.
-    g.stop_btn.click(stop_generation, state, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
+    g.stop_btn.click(
+        stop_generation,
+        [state, g.gen_ask],
+        None,
+        js=GEN_STOP_JS,
+        api_name="stop",
+        concurrency_id="stop",
+        concurrency_limit=None,
+    )
     for slider, name in (
         (g.temperature, "temperature"),
         (g.top_k, "top_k"),

@@ -12,6 +12,7 @@ plotly each time. The figures come from a second event (``after_run``) chained a
 
 from __future__ import annotations
 
+import threading
 import time
 
 import gradio as gr
@@ -40,6 +41,7 @@ from playground.ui.common import (
     tr,
     warn,
 )
+from playground.ui.kept import Kept
 from playground.ui.results import only, result, skipped
 
 # Every streamed message costs the page a fixed amount of Gradio bookkeeping whatever it carries
@@ -67,9 +69,24 @@ Relabelled = result(
 )
 
 
+# A Stop can reach the server before the run it stops has started (queued, or its request still on its way
+# on a busy machine): the page names each press of Generate, and Stop names the page's last press.
+MAX_PRESSES = 2000  # pages that never say they closed: the oldest go first
+STOPPED_FIRST = "stopped"  # a press's entry when its Stop came first
+_PRESSES = Kept(MAX_PRESSES)  # (page, press name) -> its run's id, or STOPPED_FIRST
+_PRESSES_LOCK = threading.Lock()
+
+
+def _press(request, ask) -> tuple[str | None, str]:
+    return getattr(request, "session_hash", None), str(ask or "")[:64]
+
+
 @for_the_session
-def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, seed, greedy):
-    """Stream tokens as chips with a status line (outputs: state, chips, status)."""
+def generate_tokens(
+    state, prompt, temperature, top_k, top_p, max_new_tokens, seed, greedy, ask=None, request: gr.Request = None
+):
+    """Stream tokens as chips with a status line (outputs: state, chips, status). ``ask`` names this press
+    of Generate for a Stop that comes before the run has started."""
     lang = lang_of(state)
     try:
         sampling = SamplingSettings.parse(
@@ -95,6 +112,13 @@ def generate_tokens(state, prompt, temperature, top_k, top_p, max_new_tokens, se
         return
     state = {**state, "run_id": run.id}
     stream = LOOP.submit(gen, key=run.id)
+    page, name = _press(request, ask)
+    if page is not None and name:
+        with _PRESSES_LOCK:
+            stopped_first = _PRESSES.get(page, name) == STOPPED_FIRST
+            _PRESSES.put(page, name, run.id)
+        if stopped_first:
+            stream.stop()  # ends before its first step, saying "Stopped by you after 0 of n tokens"
     try:
         yield from _stream(state, run, stream, model.cfg.context_length)
     finally:
@@ -162,10 +186,19 @@ def last_step(state):
     return LastStep(step_update, *inspect_step(state, n - 1))
 
 
-def stop_generation(state):
+def stop_generation(state, ask=None, request: gr.Request = None):
     """Ask the server's decode loop to drop the run before its next step; its stream then ends and
     reports how many tokens it made. A run that already finished is left as it is (its status says
-    "Done")."""
+    "Done"). ``ask`` names the page's last press of Generate: its run is stopped too, or, not started
+    yet, stopped as it starts."""
+    page, name = _press(request, ask)
+    if page is not None and name:
+        with _PRESSES_LOCK:
+            run_id = _PRESSES.get(page, name)
+            if run_id is None:
+                _PRESSES.put(page, name, STOPPED_FIRST)
+        if run_id not in (None, STOPPED_FIRST):
+            LOOP.stop(run_id)
     LOOP.stop((state or {}).get("run_id"))
     return None
 
