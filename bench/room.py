@@ -124,7 +124,9 @@ class Room:
                 results[i] = client_learner(clients[i], kwargs, barrier, self.run_timeout)
             else:
                 data = self.endpoint.data(kwargs, self.params)
-                stop = (self.stop_endpoint, STOP_AFTER_S, self.stop_data) if stop_every and i % stop_every == 0 else None
+                stop = (
+                    (self.stop_endpoint, STOP_AFTER_S, self.stop_data) if stop_every and i % stop_every == 0 else None
+                )
                 results[i] = sse_learner(clients[i], self.endpoint, data, barrier, self.run_timeout, stop)
 
         t0 = time.time()

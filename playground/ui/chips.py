@@ -141,7 +141,8 @@ def status_html(
         if state == "stopped"
         else tr(lang, "st_token" if n == 1 else "st_tokens", n=n)
     )
-    parts = [f"{head}{count} · {tr(lang, 'st_rate', rate=f'{rate:.1f}')}"]
+    # (no rate before the first token: a run stopped before it started made none, at no speed)
+    parts = [f"{head}{count} · {tr(lang, 'st_rate', rate=f'{rate:.1f}')}" if n else f"{head}{count}"]
     if state == "running" and others > 0:
         parts.append(tr(lang, "st_other" if others == 1 else "st_others", n=others))
     if run.n_cropped:

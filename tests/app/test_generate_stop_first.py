@@ -31,7 +31,7 @@ def test_a_stop_before_the_run_starts_stops_it_and_another_press_runs_whole(stat
     assert generate_tab.stop_generation(state, "press-1", page) is None
     stopped = list(generate_tab.generate_tokens(state, PROMPT, 0.8, 40, 1.0, 64, 1, False, "press-1", page))
     assert "data-state='stopped'" in _status(stopped[-1]) and "data-tokens='0'" in _status(stopped[-1])
-    assert "after 0 of 64 tokens" in _status(stopped[-1])
+    assert "after 0 of 64 tokens</div>" in _status(stopped[-1])  # (and no rate: none was made)
     whole = list(generate_tab.generate_tokens(state, PROMPT, 0.8, 40, 1.0, 8, 1, False, "press-2", page))
     assert "data-state='done'" in _status(whole[-1]) and "data-tokens='8'" in _status(whole[-1])
     # A press with no name (the API, a direct call) is not held back by a page's earlier Stop.
