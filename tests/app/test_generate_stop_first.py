@@ -65,16 +65,26 @@ def test_a_stop_naming_a_running_press_stops_it_though_the_state_has_the_previou
 
 
 def test_generate_names_each_press_and_stop_sends_the_last_one():
+    """The page's Generate (button and Enter) and Stop carry the press's name; /generate and /stop keep the
+    inputs API callers send."""
     demo = build_demo()
     cfg = demo.get_config_file()
     comps = {c["id"]: c for c in cfg["components"]}
-    by_api = {d.get("api_name"): d for d in cfg["dependencies"]}
-    gen, stop = by_api["generate"], by_api["stop"]
-    ask = gen["inputs"][-1]
+    by_elem = {}
+    for dep in cfg["dependencies"]:
+        for target, _ in dep["targets"]:
+            by_elem.setdefault(comps.get(target, {}).get("props", {}).get("elem_id"), []).append(dep)
+    (press,) = [d for d in by_elem["pg-generate"] if d["api_name"] == "generate_tokens"]
+    (stop,) = by_elem["pg-stop"]
+    ask = press["inputs"][-1]
     assert comps[ask]["type"] == "textbox" and comps[ask]["props"].get("visible") is False
-    assert stop["inputs"][-1] == ask and not stop.get("cancels")
-    assert "window.pgGenAsk = " in gen["js"] and f"a[{len(gen['inputs']) - 1}] = window.pgGenAsk" in gen["js"]
+    assert stop["inputs"] == [press["inputs"][0], ask] and not stop.get("cancels")
+    assert "window.pgGenAsk = " in press["js"] and f"a[{len(press['inputs']) - 1}] = window.pgGenAsk" in press["js"]
     assert "a[1] = window.pgGenAsk ||" in stop["js"]
-    # The prompt's Enter is a press too.
-    submits = [d for d in cfg["dependencies"] if d["inputs"] == gen["inputs"] and d is not gen and d.get("js")]
-    assert submits and all("window.pgGenAsk = " in d["js"] for d in submits)
+    enter = [d for d in by_elem["pg-prompt"] if d["inputs"] == press["inputs"]]
+    assert len(enter) == 1 and enter[0]["js"] == press["js"]
+    by_api = {d["api_name"]: d for d in cfg["dependencies"] if d["api_visibility"] == "public"}
+    assert by_api["generate"]["inputs"] == press["inputs"][:-1] and not by_api["generate"].get("js")
+    assert by_api["stop"]["inputs"] == [press["inputs"][0]]
+    fns = {fn._id: fn for fn in demo.fns.values()}  # the API's runs share the page's queue slots
+    assert fns[by_api["generate"]["id"]].concurrency_id == fns[press["id"]].concurrency_id

@@ -310,9 +310,10 @@ def test_the_form_describes_the_loaded_model():
     model = CACHE.get(out[0]["recipe"])
     weights, preset, _, _, dtype, fields = _form(out, out._fields.index("weights"))
     assert weights == model_switch.WEIGHT_CHOICES[0] and dtype == "float32"
-    kernels_box = out.kernels_md  # what this process measured
-    assert "weight layout (64, 64)" in kernels_box and "ms" in kernels_box
-    assert fields == [getattr(model.cfg, f) for f in model_switch.FIELDS]  # 6 layers × d64, not the default preset
+    kernels_box = out.kernels_md  # what this process measured, the loaded model's shapes among it
+    d = model.cfg.emb_dim
+    assert f"weight layout ({d}, {d})" in kernels_box and "ms" in kernels_box
+    assert fields == [getattr(model.cfg, f) for f in model_switch.FIELDS]  # the bundled model's, not the default preset
     assert out[-1]["visible"] is True  # the bundled model's head examples
     out = model_tab.build_model(nano_state(), "random", 7, "gpt2", None, "bfloat16", *fields_of(NANO))
     weights, preset, seed, _, dtype, fields = _form(out, out._fields.index("weights"))

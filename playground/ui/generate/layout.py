@@ -209,18 +209,26 @@ def wire(page) -> None:
     # many may wait as the memory budget holds runs of the served model (decode_loop.concurrent_runs).
     limit = concurrent_runs(g.served_cfg)
     att_outputs = outputs(AttentionViews, g)
-    gen_inputs = [state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy, g.gen_ask]
+    gen_inputs = [state, g.prompt, g.temperature, g.top_k, g.top_p, g.max_new, g.seed, g.greedy]
+    # The page's presses carry a name for Stop (previous_run_js); /generate and /stop keep the inputs API
+    # callers send, through hidden buttons of their own.
+    press_inputs, press_js = [*gen_inputs, g.gen_ask], previous_run_js(len(gen_inputs))
     # The stream updates only chips and status; the figures follow once it ends (see the module's docstring).
     # the events after which a classroom teacher's page publishes its run (room_follow): a run ended, a view changed
     g.room_run_ended, g.room_view_changed = [], []
-    for trigger, api in ((g.gen_btn.click, {"api_name": "generate"}), (g.prompt.submit, {"api_visibility": "private"})):
+    private = {"api_visibility": "private"}
+    for trigger, inputs, js, api in (
+        (g.gen_btn.click, press_inputs, press_js, private),
+        (g.prompt.submit, press_inputs, press_js, private),
+        (gr.Button(visible=False).click, gen_inputs, None, {"api_name": "generate"}),
+    ):
         # show_progress hidden: the status line says what is happening, and Gradio's own progress
         # overlay would be re-rendered on every streamed update.
         streamed = trigger(
             generate_tokens,
-            gen_inputs,
+            inputs,
             outputs(Streamed, g, state=state),
-            js=previous_run_js(len(gen_inputs) - 1),
+            js=js,
             concurrency_id="generate",
             concurrency_limit=limit,
             show_progress="hidden",
@@ -238,15 +246,9 @@ def wire(page) -> None:
         # (beside the page's own figures: the room's map, drawn from the same run, waits for neither)
         g.room_run_ended.append(streamed)
     # Stop only raises a flag: it never waits behind generation or model builds.
-    g.stop_btn.click(
-        stop_generation,
-        [state, g.gen_ask],
-        None,
-        js=GEN_STOP_JS,
-        api_name="stop",
-        concurrency_id="stop",
-        concurrency_limit=None,
-    )
+    stopping = {"concurrency_id": "stop", "concurrency_limit": None}
+    g.stop_btn.click(stop_generation, [state, g.gen_ask], None, js=GEN_STOP_JS, api_visibility="private", **stopping)
+    gr.Button(visible=False).click(stop_generation, state, None, api_name="stop", **stopping)
     for slider, name in (
         (g.temperature, "temperature"),
         (g.top_k, "top_k"),
