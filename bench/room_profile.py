@@ -107,18 +107,20 @@ def profile_app(model: str, n: int, rate: int, out: str) -> None:
             print(f"  {100 * share:5.1f}%  {count:6d}  {name}")
 
 
-def loop_alone(n: int) -> None:
-    """N generations of the bundled model through a DecodeLoop of this process, then one alone, twice."""
+def loop_alone(n: int, model_name: str = "bundled") -> None:
+    """N generations of the bundled model (or GPT-2 small, random weights) through a DecodeLoop of this
+    process, then one alone, twice."""
     import torch
 
     import playground.server.decode_loop as dl
-    from playground.server.recipes import build_from_recipe, default_recipe
+    from playground.engine.config import PRESETS
+    from playground.server.recipes import build_from_recipe, default_recipe, random_recipe
     from playground.server.runs import start_run
     from playground.ui.generate.layout import EXAMPLES
 
     from .room import MAX_NEW, SEED
 
-    recipe = default_recipe()
+    recipe = default_recipe() if model_name == "bundled" else random_recipe(PRESETS["gpt2-small"], seed=0)
     model = build_from_recipe(recipe)
     import threading
 
@@ -184,7 +186,7 @@ def loop_alone(n: int) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.room_profile", description=__doc__.split("\n")[0])
-    ap.add_argument("--loop", action="store_true", help="the decode loop alone in this process (bundled model)")
+    ap.add_argument("--loop", action="store_true", help="the decode loop alone in this process (--model's)")
     ap.add_argument("--model", default="bundled", choices=("bundled", "gpt2-small"))
     ap.add_argument("--n", type=int, default=30, help="learners (default 30)")
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples a second (default 100)")
@@ -194,7 +196,7 @@ def main(argv=None) -> int:
         print("--n takes 1 to 64 learners", file=sys.stderr)
         return 2
     if args.loop:
-        loop_alone(args.n)
+        loop_alone(args.n, args.model)
     else:
         profile_app(args.model, args.n, args.rate, args.out)
     return 0
