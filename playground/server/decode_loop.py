@@ -174,10 +174,15 @@ class DecodeLoop:
         self._pool: ThreadPoolExecutor | None = None  # the rows' samplers (_shared_step)
         self.rounds = 0  # rounds made, for tests and tools
 
-    def submit(self, gen: Generation, key: str | None = None, wake: threading.Event | None = None) -> Stream:
+    def submit(
+        self, gen: Generation, key: str | None = None, wake: threading.Event | None = None, stopped: bool = False
+    ) -> Stream:
         """``gen`` (not yet started, or between steps) joins the loop. A ``key`` (a run id) lets ``stop``
-        find it; a run submitted under a key already in the loop replaces that one (it stops)."""
+        find it; a run submitted under a key already in the loop replaces that one (it stops). A run submitted
+        ``stopped`` (its Stop came first) ends before its first step."""
         stream = Stream(self, gen, key, wake)
+        if stopped:
+            stream.stop()
         in_slot = not gen.steps and uses_gpu_slots(gen.model)  # a run from its start, of a model for the GPU
         with self._cond:
             if key is not None:

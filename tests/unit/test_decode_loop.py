@@ -210,6 +210,20 @@ def test_stop_by_key_and_a_key_submitted_again_replaces_the_run():
     assert loop.stop("run-3") and len(collect(third)[0]) < 200 and not loop.running("run-3")
 
 
+def test_a_run_submitted_stopped_ends_before_its_first_step_and_the_loop_goes_on():
+    """A Stop that came before its run started (the page named the press): no step is made for it."""
+    model = random_model(2, context_length=256)
+    loop = DecodeLoop()
+    stopped = gen(model, [1, 2], 50, seed=1)
+    stream = loop.submit(stopped, key="run-s", stopped=True)
+    assert collect(stream) == ([], None) and stream.stop_asked and not stopped.steps
+    deadline = time.monotonic() + 10
+    while loop.active() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not stopped.steps and not loop.running("run-s")
+    assert len(collect(loop.submit(gen(model, [1, 2], 5, seed=1)))[0]) == 5
+
+
 def test_runs_on_two_models_take_turns():
     log = []
     a = counted(random_model(3), "a", log)

@@ -111,14 +111,14 @@ def generate_tokens(
         yield Streamed(state, gr.skip(), fail(e, lang))
         return
     state = {**state, "run_id": run.id}
-    stream = LOOP.submit(gen, key=run.id)
     page, name = _press(request, ask)
     if page is not None and name:
+        # (in the loop before the name leads a Stop to it; ends before its first step if the Stop came first)
         with _PRESSES_LOCK:
-            stopped_first = _PRESSES.get(page, name) == STOPPED_FIRST
+            stream = LOOP.submit(gen, key=run.id, stopped=_PRESSES.get(page, name) == STOPPED_FIRST)
             _PRESSES.put(page, name, run.id)
-        if stopped_first:
-            stream.stop()  # ends before its first step, saying "Stopped by you after 0 of n tokens"
+    else:
+        stream = LOOP.submit(gen, key=run.id)
     try:
         yield from _stream(state, run, stream, model.cfg.context_length)
     finally:
