@@ -4,7 +4,6 @@ Clicking a heatmap cell (a real mouse click at the cell's pixel, found from the 
 it: the lens cell's top-10 and KL equal playground.inside.lenses.lens_cell on the run's ids, read through
 the app's API in the browser's own session."""
 
-import json
 import re
 
 import pytest
@@ -33,23 +32,26 @@ def _click_cell(page, elem_id, x, y):
     page.mouse.click(*at)
 
 
-def _session_client(app_url, session_hash):
-    """A gradio_client that shares the browser's session (its gr.State, so its run)."""
-    from gradio_client import Client
+def _run_ids(page) -> list[int]:
+    """The page's run as token ids, from its chips (each chip's title names its position and id). Not a
+    gradio_client on the page's own session: Gradio's queue then has two streams for one session, and the
+    client's answer once went to the page's, leaving the client waiting for good (a fresh-clone run)."""
+    chips = page.evaluate(
+        "() => [...document.querySelectorAll('#pg-chips .pg-chip')].map((c) => [+c.dataset.pos, c.title])"
+    )
+    ids = {pos: int(re.search(r"\bid (\d+)", title).group(1)) for pos, title in chips}
+    assert sorted(ids) == list(range(len(ids)))
+    return [ids[p] for p in range(len(ids))]
 
-    client = Client(app_url, verbose=False)
-    client.session_hash = session_hash
-    return client
 
-
-def _check_lens_click(page, app_url, session_hash):
+def _check_lens_click(page):
     """Click a lens cell that is not the default one; the top-10 bars, their title and the KL text
     must name it and carry lenses.lens_cell's numbers for the run's own ids."""
     from playground.inside import lenses
     from playground.server.model_cache import CACHE
     from playground.server.recipes import default_recipe
 
-    ids = _session_client(app_url, session_hash).predict(api_name="/run_data")["token_ids"]
+    ids = _run_ids(page)
     model = CACHE.get(default_recipe())
     positions = _trace(page, "pg-lens")["x"]
     layer, pos = 2, positions[len(positions) // 3]
@@ -101,15 +103,6 @@ def test_each_inside_view_is_drawn(app_url):
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        hashes = []  # the browser's session, as its queue requests name it
-        page.on(
-            "request",
-            lambda r: (
-                hashes.append(json.loads(r.post_data).get("session_hash"))
-                if r.method == "POST" and "/queue/join" in r.url and r.post_data
-                else None
-            ),
-        )
         page.goto(app_url)
         page.locator("#pg-summary").get_by_text("parameters", exact=False).wait_for(timeout=60_000)
         open_tab(page, "generate")
@@ -132,7 +125,7 @@ def test_each_inside_view_is_drawn(app_url):
         plot_ready(page, "pg-lens-cell")
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "inside-lens.png"), full_page=True)
-        _check_lens_click(page, app_url, next(h for h in hashes if h))
+        _check_lens_click(page)
 
         open_tab(page, "inside-dla")
         page.locator("#pg-dla-btn").click()
