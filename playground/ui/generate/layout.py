@@ -14,7 +14,7 @@ import gradio as gr
 from playground.server.decode_loop import concurrent_runs
 from playground.server.runs import MAX_NEW_TOKENS
 from playground.ui import attention_view as av
-from playground.ui import listeners
+from playground.ui import listeners, presses
 from playground.ui.attention_view import SPANS, VIEWS, AttentionViews, attention_views, head_examples
 from playground.ui.chips import CHIPS_JS, CHIPS_TEMPLATE, LEGEND
 from playground.ui.common import T, choices, seed_box, tr
@@ -190,14 +190,14 @@ def previous_run_js(ask_at: int) -> str:
         )
     )
     return (
-        "(...a) => { window.pgGenAsk = Date.now().toString(36) + Math.random().toString(36).slice(2);"
-        f" a[{ask_at}] = window.pgGenAsk;"
+        f"(...a) => {{ {presses.name_js(PRESS_VAR, ask_at)}"
         f" if (document.querySelector('#pg-chips .pg-chip')) {{ const zh = {zh};{marks}"
         " document.body.dataset.pgPrevious = '1'; document.body.dataset.pgInsidePrevious = '1'; } return a; }"
     )
 
 
-GEN_STOP_JS = "(...a) => { a[1] = window.pgGenAsk || ''; return a; }"  # Stop names the page's last press
+PRESS_VAR = "pgGenAsk"  # the page's last press of Generate, by name
+GEN_STOP_JS = presses.stop_js(PRESS_VAR, 1)  # Stop names the page's last press
 
 
 CLEAR_PREVIOUS_JS = "() => { delete document.body.dataset.pgPrevious; }"

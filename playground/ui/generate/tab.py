@@ -25,7 +25,7 @@ from playground.server.runs import start_run
 from playground.server.step_records import run_record
 from playground.settings import SamplingSettings, parse_choice, parse_whole
 from playground.ui import attention_view as av
-from playground.ui import listeners, redraw
+from playground.ui import listeners, presses, redraw
 from playground.ui.attention_view import SPANS, VIEW_KEYS, VIEWS, AttentionViews, attention_views, head_examples
 from playground.ui.chips import ChipStream, legend, status_html
 from playground.ui.common import (
@@ -78,7 +78,7 @@ _PRESSES_LOCK = threading.Lock()
 
 
 def _press(request, ask) -> tuple[str | None, str]:
-    return getattr(request, "session_hash", None), str(ask or "")[:64]
+    return getattr(request, "session_hash", None), presses.press_name(ask)
 
 
 @for_the_session

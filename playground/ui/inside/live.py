@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import gradio as gr
 
 from playground.figures import inside as lf
-from playground.ui import listeners, redraw
+from playground.ui import listeners, presses, redraw
 from playground.ui.common import dress, for_the_session, lang_of, ok, say, session_id, tr, warn
 from playground.ui.kept import Kept
 from playground.ui.results import only
@@ -41,15 +41,11 @@ clock = time.perf_counter
 STOP_FLAGS: dict[str, list[threading.Event]] = {}
 _FLAGS_LOCK = threading.Lock()
 # A Stop can reach the server before the long view it stops has started (queued, or still on its way
-# on a busy machine): the page names each press of a long view's button (ASK_JS), and a Stop names the
+# on a busy machine): the page names each press of a long view's button (ui.presses), and a Stop names the
 # last one, so a view whose name was stopped ends before its first block.
 MAX_STOPPED = 2000
 _STOPPED = Kept(MAX_STOPPED)  # (page, ask) -> True: a Stop named this press
-ASK_JS = (
-    "(...a) => {{ window.pgLongAsk = Date.now().toString(36) + Math.random().toString(36).slice(2);"
-    " a[{i}] = window.pgLongAsk; return a; }}"
-)
-STOP_JS = "(...a) => {{ a[{i}] = window.pgLongAsk || ''; return a; }}"
+PRESS_VAR = "pgLongAsk"  # the page's last press of a long view, by name
 MAX_FINISHED = 2000  # sessions that never say they closed: the oldest go first
 _FINISHED = Kept(MAX_FINISHED)  # (session id, view key) -> the numbers of its last finished long view
 
@@ -79,12 +75,12 @@ def finished_view(key: str, draw):
 
 def ask_js(at: int) -> str:
     """A long view's ``js=``: input number ``at`` becomes a fresh name for this press of its button."""
-    return ASK_JS.format(i=at)
+    return presses.press_js(PRESS_VAR, at)
 
 
 def stop_js(at: int) -> str:
     """Stop's ``js=``: input number ``at`` becomes the name of the page's last long-view press."""
-    return STOP_JS.format(i=at)
+    return presses.stop_js(PRESS_VAR, at)
 
 
 @contextmanager
@@ -95,7 +91,7 @@ def stop_flag(request, ask: str | None = None):
     if page is not None:
         with _FLAGS_LOCK:
             STOP_FLAGS.setdefault(page, []).append(flag)
-        if ask and _STOPPED.get(page, str(ask)[:64]):
+        if ask and _STOPPED.get(page, presses.press_name(ask)):
             flag.set()
     try:
         yield flag
@@ -210,7 +206,7 @@ def stop(request: gr.Request, state, ask: str | None = None) -> str:
     so; the press it names (``ask``) is stopped too if its view has not started yet."""
     page = getattr(request, "session_hash", None)
     if page is not None and ask:
-        _STOPPED.put(page, str(ask)[:64], True)
+        _STOPPED.put(page, presses.press_name(ask), True)
     with _FLAGS_LOCK:
         running = list(STOP_FLAGS.get(page or "", []))
     for flag in running:
