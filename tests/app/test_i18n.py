@@ -20,6 +20,7 @@ from playground.ui import attention_view, common, model_switch, prefs
 from playground.ui.figure_dress import PRESENT_FONT, dress
 from playground.ui.generate import tab as generate_tab
 from playground.ui.i18n import page_prefs
+from playground.ui.model import kernels_box
 from playground.ui.model import tab as model_tab
 from playground.ui.train import settings as train_settings
 from playground.ui.train import tab as train_tab
@@ -537,7 +538,7 @@ def test_the_kernels_box_names_its_candidates_in_chinese():
     from playground.runtime import kernels
 
     CACHE.get(random_recipe(NANO, seed=0))  # a build measures this machine's kernels
-    zh, en = model_tab.kernels_table("zh-CN"), model_tab.kernels_table("en")
+    zh, en = kernels_box.kernels_table("zh-CN"), kernels_box.kernels_table("en")
     named = {c.winner for c in kernels.measured()} | {k for c in kernels.measured() for k in c.seconds}
     translated = [n for n in named if "kn_cand_" + n in EN]
     assert translated  # this process measured layouts and Q/K/V stacking
@@ -560,7 +561,7 @@ def test_the_decode_path_says_what_became_of_the_int8_dot_product(monkeypatch, b
 
     status = native_gemv.Status(True, "ready", "", "/usr/bin/g++", 512, 0.0, "", bits, error)
     monkeypatch.setattr(native_gemv, "status", lambda: status)
-    en, zh = model_tab.decode_path_text("en"), model_tab.decode_path_text("zh-CN")
+    en, zh = kernels_box.decode_path_text("en"), kernels_box.decode_path_text("zh-CN")
     assert en_words in en and zh_words in zh
     assert not _english([zh.replace(error, "")]), _english([zh])
 

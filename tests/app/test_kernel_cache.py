@@ -26,7 +26,7 @@ CHILD = textwrap.dedent(
     from playground.engine.model import GPTModel
     from playground.engine.config import GPTConfig
     from playground.engine.sampling import generate
-    from playground.ui.model.tab import decode_path_text
+    from playground.ui.model.kernels_box import decode_path_text
 
     ready = [native_gemv.available(), native_step.available(), native_row_summary.available()]
     model = GPTModel(GPTConfig(vocab_size=50257, context_length=32, emb_dim=32, n_heads=2, n_layers=1)).eval()
