@@ -3,9 +3,10 @@
 // Built by playground/runtime/native_gemv.py with this machine's compiler (-O3 -march=native) and
 // loaded with ctypes; no torch headers, so the build takes a second or two instead of a minute.
 // Decoding multiplies every weight matrix by a single row, so the only thing that matters is how
-// fast the weights stream from memory: each thread takes a contiguous block of output rows, reads
-// each weight row exactly once, front to back, four rows at a time (four streams for the hardware
-// prefetchers, and every load of x serves four rows), and allocates nothing. bfloat16 weights are
+// fast the weights stream from memory: each thread takes a contiguous block of output rows and reads
+// each weight row exactly once, front to back, one row after the other (as llama.cpp's ggml_vec_dot
+// does), so its weights are one forward stream for the hardware prefetchers; x stays in L1. It allocates
+// nothing. bfloat16 weights are
 // widened to float32 in registers, or, where the compiler targets AVX512-BF16, multiplied as they are by
 // the CPU's bfloat16 dot-product instruction (float32 sums either way). int8 weights times an activation row
 // quantized to int8 in the call ("int8-dynamic") use the CPU's int8 dot-product instruction (VNNI) where the
@@ -22,7 +23,7 @@
 
 namespace {
 
-constexpr int64_t ROWS = 4;  // weight rows read side by side
+constexpr int64_t ROWS = 4;  // the unit of a thread's share of rows (and of a batched step's weight blocks)
 
 // The rows [lo, hi) of thread t of nt: one contiguous block per thread, a multiple of ROWS long.
 inline void thread_rows(int64_t n, int t, int nt, int64_t* lo, int64_t* hi) {
@@ -166,7 +167,6 @@ void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, floa
                    int threads) {
     auto block = [&](int64_t lo, int64_t hi) {
         int64_t r = lo;
-        for (; r + ROWS <= hi; r += ROWS) dot_rows_bf16<ROWS>(w + r * k, x, k, y + r);
         for (; r < hi; ++r) dot_rows_bf16<1>(w + r * k, x, k, y + r);
         if (bias)
             for (int64_t j = lo; j < hi; ++j) y[j] += bias[j];
@@ -178,7 +178,6 @@ void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, floa
 template <typename W>
 inline void rows_block(const W* w, const float* x, const float* bias, int64_t k, int64_t lo, int64_t hi, float* y) {
     int64_t r = lo;
-    for (; r + ROWS <= hi; r += ROWS) dot_rows<W, ROWS>(w + r * k, x, k, y + r);
     for (; r < hi; ++r) dot_rows<W, 1>(w + r * k, x, k, y + r);
     if (bias)
         for (int64_t j = lo; j < hi; ++j) y[j] += bias[j];
@@ -290,25 +289,19 @@ inline float quantize_row_u8(const float* x, int64_t k, uint8_t* xu) {
 // Rows lo..hi: the exact int32 sums Σ xq·q into ``sums`` when it is given, else y = sum · (r · s) + b.
 inline void i8_rows_block(const int8_t* w, const uint8_t* xu, const int32_t* row_sums, float r, const float* scale,
                           const float* bias, int64_t k, int64_t lo, int64_t hi, float* y, int32_t* sums) {
-    int32_t acc[ROWS];
-    for (int64_t j = lo; j < hi;) {
-        int64_t take = hi - j >= ROWS ? ROWS : 1;
-        if (take == ROWS)
-            dot_rows_u8s8<ROWS>(w + j * k, xu, k, acc);
-        else
-            dot_rows_u8s8<1>(w + j * k, xu, k, acc);
-        for (int64_t t = 0; t < take; ++t, ++j) {
-            int32_t s = acc[t] - 128 * row_sums[j];
-            if (sums) {
-                sums[j] = s;
-                continue;
-            }
-            float v = static_cast<float>(s) * (r * scale[j]);  // torch: int32 sums times the float (r · s)
-            // v rounded before the bias is added, as torch's two operations do: a fused multiply-add, which the
-            // compiler would otherwise form, rounds once and differs from them in the last bit.
-            asm("" : "+x"(v));
-            y[j] = bias ? v + bias[j] : v;
+    for (int64_t j = lo; j < hi; ++j) {
+        int32_t acc;
+        dot_rows_u8s8<1>(w + j * k, xu, k, &acc);
+        int32_t s = acc - 128 * row_sums[j];
+        if (sums) {
+            sums[j] = s;
+            continue;
         }
+        float v = static_cast<float>(s) * (r * scale[j]);  // torch: int32 sums times the float (r · s)
+        // v rounded before the bias is added, as torch's two operations do: a fused multiply-add, which the
+        // compiler would otherwise form, rounds once and differs from them in the last bit.
+        asm("" : "+x"(v));
+        y[j] = bias ? v + bias[j] : v;
     }
 }
 
@@ -339,7 +332,6 @@ inline bool gemv_i8_dynamic(const float* x, const int8_t* w, const int32_t* row_
 inline void i8w_rows_block(const int8_t* w, const float* x, const float* scale, const float* bias, int64_t k,
                            int64_t lo, int64_t hi, float* y) {
     int64_t r = lo;
-    for (; r + ROWS <= hi; r += ROWS) dot_rows<int8_t, ROWS>(w + r * k, x, k, y + r);
     for (; r < hi; ++r) dot_rows<int8_t, 1>(w + r * k, x, k, y + r);
     for (int64_t j = lo; j < hi; ++j) y[j] = bias ? y[j] * scale[j] + bias[j] : y[j] * scale[j];
 }
