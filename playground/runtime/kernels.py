@@ -93,6 +93,7 @@ PLAIN = {
     "native decode step": "plain",
     "int8 kernel": "dequantize",
     "int8 dynamic kernel": "dequantize",
+    "side by side": "four_rows",
 }
 
 

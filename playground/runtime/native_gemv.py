@@ -43,6 +43,8 @@ SYMBOLS = (  # what _load binds: a cached library without them is rebuilt before
     "pg_i8_dot_bits",
     "pg_gemv_i8_dynamic",
     "pg_gemv_i8_sums",
+    "pg_set_side_by_side",
+    "pg_side_by_side",
 )
 
 
@@ -65,6 +67,9 @@ class Status:
 _LOCK = threading.Lock()
 _STATUS = Status(False, "not_tried")
 _LIB: ctypes.CDLL | None = None
+SIDE_BY_SIDE = (4, 1)  # the weight rows a thread may read at once: the build's default first
+_side_by_side = SIDE_BY_SIDE[0]
+_FOLLOWERS: list[ctypes.CDLL] = []  # other libraries that include this source (native_step's)
 
 
 def _load(path: Path) -> ctypes.CDLL:
@@ -84,7 +89,38 @@ def _load(path: Path) -> ctypes.CDLL:
     lib.pg_gemv_i8_dynamic.restype = c_int
     lib.pg_gemv_i8_sums.argtypes = [p, p, p, p, p, i64, i64, c_int, p]
     lib.pg_gemv_i8_sums.restype = c_int
+    lib.pg_set_side_by_side.argtypes = [c_int]
+    lib.pg_set_side_by_side.restype = None
+    lib.pg_side_by_side.restype = c_int
+    lib.pg_set_side_by_side(_side_by_side)
     return lib
+
+
+def set_side_by_side(rows: int) -> None:
+    """Every one-row product of this process's compiled libraries (this one and those that ``follow`` it) reads
+    ``rows`` weight rows at once: 4 side by side, or 1 after another (``kernels.side_by_side`` measures which
+    streams faster here). No product's numbers change: only the order in which rows are read."""
+    global _side_by_side
+    if rows not in SIDE_BY_SIDE:
+        raise ValueError(f"rows read at once: one of {SIDE_BY_SIDE}, not {rows!r}")
+    _side_by_side = rows
+    for lib in (_LIB, *_FOLLOWERS):
+        if lib is not None:
+            lib.pg_set_side_by_side(rows)
+
+
+def side_by_side() -> int:
+    """The weight rows a thread of the one-row products reads at once in this process."""
+    return _side_by_side
+
+
+def follow(lib: ctypes.CDLL) -> None:
+    """``lib`` (built from a source that includes this one) reads as many rows at once as this one, now and
+    after every ``set_side_by_side``."""
+    lib.pg_set_side_by_side.argtypes = [ctypes.c_int]
+    lib.pg_set_side_by_side.restype = None
+    lib.pg_set_side_by_side(_side_by_side)
+    _FOLLOWERS.append(lib)
 
 
 def status() -> Status:
@@ -329,6 +365,8 @@ def int8_parity_error() -> str | None:
 
 def forget() -> None:
     """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
-    global _STATUS, _LIB
+    global _STATUS, _LIB, _side_by_side
     with _LOCK:
         _STATUS, _LIB = Status(False, "not_tried"), None
+        _side_by_side = SIDE_BY_SIDE[0]
+        _FOLLOWERS.clear()

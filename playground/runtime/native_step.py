@@ -30,7 +30,7 @@ INCLUDED = (
     SOURCE.with_name("step_parts.cpp"),
 )
 SWITCHES = ("PLAYGROUND_ACCEL",)
-SYMBOLS = ("pg_step_f32", "pg_step_bf16", "pg_step_rows_f32", "pg_step_rows_bf16")
+SYMBOLS = ("pg_step_f32", "pg_step_bf16", "pg_step_rows_f32", "pg_step_rows_bf16", "pg_set_side_by_side")
 
 
 _LOCK = threading.Lock()
@@ -53,6 +53,7 @@ def _load(path: Path) -> ctypes.CDLL:
         fn = getattr(lib, name)
         fn.argtypes = [p, p, ctypes.c_float, ctypes.c_int64, p, p, ctypes.c_int]
         fn.restype = None
+    native_gemv.follow(lib)  # its products read as many weight rows at once as the one-row kernel's
     return lib
 
 

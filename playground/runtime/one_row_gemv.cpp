@@ -3,10 +3,13 @@
 // Built by playground/runtime/native_gemv.py with this machine's compiler (-O3 -march=native) and
 // loaded with ctypes; no torch headers, so the build takes a second or two instead of a minute.
 // Decoding multiplies every weight matrix by a single row, so the only thing that matters is how
-// fast the weights stream from memory: each thread takes a contiguous block of output rows and reads
-// each weight row exactly once, front to back, one row after the other (as llama.cpp's ggml_vec_dot
-// does), so its weights are one forward stream for the hardware prefetchers; x stays in L1. It allocates
-// nothing. bfloat16 weights are
+// fast the weights stream from memory: each thread takes a contiguous block of output rows, reads each
+// weight row exactly once, front to back, and allocates nothing. Whether a thread reads four rows side by
+// side (four streams, every load of x serving four rows) or one row after the other (one stream, as
+// llama.cpp's ggml_vec_dot) is the machine's to say: on one 2-core EPYC four streams reached the memory's
+// bandwidth, on another they left half of it unused (docs/benchmarks.md). ``kernels.side_by_side`` times
+// both once per machine and sets it here (pg_set_side_by_side); a row's arithmetic is the same either way,
+// so the choice changes no number. bfloat16 weights are
 // widened to float32 in registers, or, where the compiler targets AVX512-BF16, multiplied as they are by
 // the CPU's bfloat16 dot-product instruction (float32 sums either way). int8 weights times an activation row
 // quantized to int8 in the call ("int8-dynamic") use the CPU's int8 dot-product instruction (VNNI) where the
@@ -23,7 +26,9 @@
 
 namespace {
 
-constexpr int64_t ROWS = 4;  // the unit of a thread's share of rows (and of a batched step's weight blocks)
+constexpr int64_t ROWS = 4;  // weight rows read side by side; the unit of a thread's share of rows
+
+int side_by_side = ROWS;  // ROWS or 1: the rows a thread reads at once (pg_set_side_by_side; see the header)
 
 // The rows [lo, hi) of thread t of nt: one contiguous block per thread, a multiple of ROWS long.
 inline void thread_rows(int64_t n, int t, int nt, int64_t* lo, int64_t* hi) {
@@ -167,6 +172,8 @@ void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, floa
                    int threads) {
     auto block = [&](int64_t lo, int64_t hi) {
         int64_t r = lo;
+        if (side_by_side == ROWS)
+            for (; r + ROWS <= hi; r += ROWS) dot_rows_bf16<ROWS>(w + r * k, x, k, y + r);
         for (; r < hi; ++r) dot_rows_bf16<1>(w + r * k, x, k, y + r);
         if (bias)
             for (int64_t j = lo; j < hi; ++j) y[j] += bias[j];
@@ -178,6 +185,8 @@ void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, floa
 template <typename W>
 inline void rows_block(const W* w, const float* x, const float* bias, int64_t k, int64_t lo, int64_t hi, float* y) {
     int64_t r = lo;
+    if (side_by_side == ROWS)
+        for (; r + ROWS <= hi; r += ROWS) dot_rows<W, ROWS>(w + r * k, x, k, y + r);
     for (; r < hi; ++r) dot_rows<W, 1>(w + r * k, x, k, y + r);
     if (bias)
         for (int64_t j = lo; j < hi; ++j) y[j] += bias[j];
@@ -289,19 +298,26 @@ inline float quantize_row_u8(const float* x, int64_t k, uint8_t* xu) {
 // Rows lo..hi: the exact int32 sums Σ xq·q into ``sums`` when it is given, else y = sum · (r · s) + b.
 inline void i8_rows_block(const int8_t* w, const uint8_t* xu, const int32_t* row_sums, float r, const float* scale,
                           const float* bias, int64_t k, int64_t lo, int64_t hi, float* y, int32_t* sums) {
-    for (int64_t j = lo; j < hi; ++j) {
-        int32_t acc;
-        dot_rows_u8s8<1>(w + j * k, xu, k, &acc);
-        int32_t s = acc - 128 * row_sums[j];
-        if (sums) {
-            sums[j] = s;
-            continue;
+    int32_t acc[ROWS];
+    const int64_t at_once = side_by_side;
+    for (int64_t j = lo; j < hi;) {
+        int64_t take = at_once == ROWS && hi - j >= ROWS ? ROWS : 1;
+        if (take == ROWS)
+            dot_rows_u8s8<ROWS>(w + j * k, xu, k, acc);
+        else
+            dot_rows_u8s8<1>(w + j * k, xu, k, acc);
+        for (int64_t t = 0; t < take; ++t, ++j) {
+            int32_t s = acc[t] - 128 * row_sums[j];
+            if (sums) {
+                sums[j] = s;
+                continue;
+            }
+            float v = static_cast<float>(s) * (r * scale[j]);  // torch: int32 sums times the float (r · s)
+            // v rounded before the bias is added, as torch's two operations do: a fused multiply-add, which the
+            // compiler would otherwise form, rounds once and differs from them in the last bit.
+            asm("" : "+x"(v));
+            y[j] = bias ? v + bias[j] : v;
         }
-        float v = static_cast<float>(s) * (r * scale[j]);  // torch: int32 sums times the float (r · s)
-        // v rounded before the bias is added, as torch's two operations do: a fused multiply-add, which the
-        // compiler would otherwise form, rounds once and differs from them in the last bit.
-        asm("" : "+x"(v));
-        y[j] = bias ? v + bias[j] : v;
     }
 }
 
@@ -332,6 +348,8 @@ inline bool gemv_i8_dynamic(const float* x, const int8_t* w, const int32_t* row_
 inline void i8w_rows_block(const int8_t* w, const float* x, const float* scale, const float* bias, int64_t k,
                            int64_t lo, int64_t hi, float* y) {
     int64_t r = lo;
+    if (side_by_side == ROWS)
+        for (; r + ROWS <= hi; r += ROWS) dot_rows<int8_t, ROWS>(w + r * k, x, k, y + r);
     for (; r < hi; ++r) dot_rows<int8_t, 1>(w + r * k, x, k, y + r);
     for (int64_t j = lo; j < hi; ++j) y[j] = bias ? y[j] * scale[j] + bias[j] : y[j] * scale[j];
 }
@@ -344,6 +362,10 @@ void gemv_i8_weights(const float* x, const int8_t* w, const float* scale, const 
 }  // namespace
 
 extern "C" {
+
+// The weight rows a thread reads at once in every one-row product of this library: 1, or else 4.
+void pg_set_side_by_side(int rows) { side_by_side = rows == 1 ? 1 : ROWS; }
+int pg_side_by_side() { return static_cast<int>(side_by_side); }
 
 // Which vector width this build uses: 512, 256 or 0 (scalar).
 int pg_vector_bits() {

@@ -1,0 +1,53 @@
+"""How many weight rows a thread of the one-row products reads at once: measured once per machine.
+
+The compiled one-row products (``one_row_gemv.cpp``, and the native step that includes it) read each weight
+row once, front to back. Four rows side by side serve every load of x four times and give the prefetchers four
+streams; one row after another gives them one long stream. Which streams faster is the machine's to say: on one
+2-core EPYC four rows reached the memory's bandwidth, on another they left half of it unused
+(docs/benchmarks.md). The two read the same rows with the same arithmetic, so the choice changes no number.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from playground.runtime import kernels, native_gemv
+from playground.runtime.kernels import Candidates, Choice
+
+# Rows of these lengths, as GPT-2's blocks have them (768 columns, and 3072 for the MLP's second product).
+SHAPES = ((3072, 768), (768, 3072))
+NAMES = {4: "four_rows", 1: "one_row"}
+
+
+def side_by_side() -> Choice | None:
+    """Decide (or read the decision made on this machine) and set it in the compiled libraries. None where
+    the compiled kernel is not built here or nothing is measured (PLAYGROUND_ACCEL=off): the build's
+    default, four rows, stays."""
+    if not kernels.measuring_enabled() or not native_gemv.available():
+        return None
+
+    def candidates() -> Candidates:
+        x = torch.randn(1, SHAPES[0][1], generator=torch.Generator().manual_seed(0))
+        xt = torch.randn(1, SHAPES[1][1], generator=torch.Generator().manual_seed(1))
+        each = [kernels.copies(s, torch.float32, 8) for s in SHAPES]
+        weights = [(x, w) for w in kernels.matrices(SHAPES[0], torch.float32, each[0], in_out=False)]
+        weights += [(xt, w) for w in kernels.matrices(SHAPES[1], torch.float32, each[1], in_out=False)]
+
+        def reading(rows: int):
+            def one_pass():
+                native_gemv.set_side_by_side(rows)
+                for inp, w in weights:
+                    native_gemv.linear(inp, w, None, 0)
+
+            return one_pass
+
+        return {NAMES[rows]: reading(rows) for rows in native_gemv.SIDE_BY_SIDE}
+
+    choice = kernels.choose(
+        ("side by side",),
+        "weight rows a thread reads at once (one-row products)",
+        candidates,
+        label=("side", {}),
+    )
+    native_gemv.set_side_by_side(1 if choice.winner == NAMES[1] else 4)
+    return choice
