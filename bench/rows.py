@@ -20,7 +20,7 @@ from playground.engine.config import PRESETS
 from playground.engine.decoding import Row
 from playground.engine.model import GPTModel
 from playground.engine.weights import load_checkpoint
-from playground.runtime.side_by_side import side_by_side
+from playground.runtime.weight_streams import weight_streams
 
 from .timing import median
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=0, help="the step's team (0: all of torch's threads)")
     args = parser.parse_args(argv)
     # the one-row products read their weight rows as the app reads them on this machine (decided once)
-    reading = side_by_side()
+    reading = weight_streams()
     print(f"one-row products: {reading.winner if reading else 'four_rows (not decided)'}\n")
     small = GPTModel(PRESETS["gpt2-small"], generator=torch.Generator().manual_seed(0)).eval()
     for line in table("GPT-2 small float32 (random weights)", small, args.repeats, args.threads):

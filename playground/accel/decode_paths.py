@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from playground.accel import native_choice
 from playground.engine.attention import MultiHeadAttention, MultiHeadAttentionWrapper
 from playground.engine.readout import many_row_product
-from playground.runtime import kernels, native_gemv, side_by_side
+from playground.runtime import kernels, native_gemv, weight_streams
 
 
 def one_row_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, threads: int | None) -> torch.Tensor:
@@ -207,7 +207,7 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
       against F.linear) measured faster than the plain product for a weight shape, that shape's
       one-row products run on it, with the weight stored [out, in], the order it reads.
     - Q, K and V come from one stacked product where that measured faster.
-    - How many weight rows the compiled products read at once (``runtime.side_by_side``), once per machine.
+    - How many weight rows the compiled products read at once (``runtime.weight_streams``), once per machine.
     - The one-row bfloat16 kernel, the readout's many-row product, and the threads of the sampler
       and of one query's attention are decided now, not in a request.
     - Plain generation steps run as one compiled call (accel.native_decode) where that step is
@@ -220,7 +220,7 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
     if cfg is not None and hasattr(cfg, "since_gpt2") and cfg.since_gpt2():
         return model  # every choice here is for GPT-2's layout (accel.refuses): a variant stays plain
     if compiled_kernel:
-        side_by_side.side_by_side()  # how the compiled products read their rows: before anything is timed on them
+        weight_streams.weight_streams()  # how the compiled products read their rows: before anything is timed on them
     layouts = planned_layouts(model, compiled_kernel)
     for w, (want_in_out, _) in layouts.items():
         if want_in_out != is_in_out(w):

@@ -517,7 +517,7 @@ EN = {
     "kn_rows": "float32 many-row product (64, {d})·({d}, V), numpy in {lanes} lane(s)",
     "kn_kernel": "{dtype} one-row kernel {shape}",
     "kn_vocab": "threads for one row of {vocab} logits (the sampler)",
-    "kn_side": "weight rows a thread reads at once (one-row products)",
+    "kn_streams": "weight rows a thread reads at once (one-row products)",
     "kn_attn": "threads for one query's attention ({heads} heads of {hd}, {keys} keys)",
     "kn_step": "{dtype} decode step ({layers} blocks, d={d})",
     "kn_path": "**Decode path:** one token at a time through the model as written (eager PyTorch), on the choices below; a `torch.compile`d step measured slower and is not used (docs/benchmarks.md).",

@@ -506,7 +506,7 @@ ZH = {
     "kn_rows": "float32 多行乘积 (64, {d})·({d}, V)，numpy 分 {lanes} 路并行",
     "kn_kernel": "{dtype} 单行乘积内核 {shape}",
     "kn_vocab": "采样器处理一行 {vocab} 个 logit 时用的线程数",
-    "kn_side": "单行乘积中每个线程同时读取的权重行数",
+    "kn_streams": "单行乘积中每个线程同时读取的权重行数",
     "kn_attn": "单个查询的注意力所用线程数（{heads} 个头，每头 {hd} 维，{keys} 个键）",
     "kn_step": "{dtype} 解码整步（{layers} 个块，d={d}）",
     "kn_path": "**解码路径：**按模型原本的写法逐个生成词元（PyTorch 即时执行），采用下表中的选择；用 `torch.compile` 编译的整步实测更慢，未采用（见 docs/benchmarks.md）。",

@@ -81,7 +81,7 @@ inline void rows(const uint16_t* w, const float* xf, const uint16_t* xh, int64_t
 #if defined(__AVX512BF16__)
     (void)xf;
     int64_t r = lo;
-    if (side_by_side == ROWS)
+    if (rows_at_once == ROWS)
         for (; r + ROWS <= hi; r += ROWS) dot_rows_bf16<ROWS>(w + r * k, xh, k, y + r);
     for (; r < hi; ++r) dot_rows_bf16<1>(w + r * k, xh, k, y + r);
 #else

@@ -93,7 +93,7 @@ PLAIN = {
     "native decode step": "plain",
     "int8 kernel": "dequantize",
     "int8 dynamic kernel": "dequantize",
-    "side by side": "four_rows",
+    "weight streams": "four_rows",
 }
 
 

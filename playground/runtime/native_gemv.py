@@ -43,8 +43,8 @@ SYMBOLS = (  # what _load binds: a cached library without them is rebuilt before
     "pg_i8_dot_bits",
     "pg_gemv_i8_dynamic",
     "pg_gemv_i8_sums",
-    "pg_set_side_by_side",
-    "pg_side_by_side",
+    "pg_set_rows_at_once",
+    "pg_rows_at_once",
 )
 
 
@@ -67,8 +67,8 @@ class Status:
 _LOCK = threading.Lock()
 _STATUS = Status(False, "not_tried")
 _LIB: ctypes.CDLL | None = None
-SIDE_BY_SIDE = (4, 1)  # the weight rows a thread may read at once: the build's default first
-_side_by_side = SIDE_BY_SIDE[0]
+ROWS_AT_ONCE = (4, 1)  # the weight rows a thread may read at once: the build's default first
+_rows_at_once = ROWS_AT_ONCE[0]
 _FOLLOWERS: list[ctypes.CDLL] = []  # other libraries that include this source (native_step's)
 
 
@@ -89,37 +89,37 @@ def _load(path: Path) -> ctypes.CDLL:
     lib.pg_gemv_i8_dynamic.restype = c_int
     lib.pg_gemv_i8_sums.argtypes = [p, p, p, p, p, i64, i64, c_int, p]
     lib.pg_gemv_i8_sums.restype = c_int
-    lib.pg_set_side_by_side.argtypes = [c_int]
-    lib.pg_set_side_by_side.restype = None
-    lib.pg_side_by_side.restype = c_int
-    lib.pg_set_side_by_side(_side_by_side)
+    lib.pg_set_rows_at_once.argtypes = [c_int]
+    lib.pg_set_rows_at_once.restype = None
+    lib.pg_rows_at_once.restype = c_int
+    lib.pg_set_rows_at_once(_rows_at_once)
     return lib
 
 
-def set_side_by_side(rows: int) -> None:
+def set_rows_at_once(rows: int) -> None:
     """Every one-row product of this process's compiled libraries (this one and those that ``follow`` it) reads
-    ``rows`` weight rows at once: 4 side by side, or 1 after another (``kernels.side_by_side`` measures which
+    ``rows`` weight rows at once: 4 side by side, or 1 after another (``weight_streams.weight_streams`` measures which
     streams faster here). No product's numbers change: only the order in which rows are read."""
-    global _side_by_side
-    if rows not in SIDE_BY_SIDE:
-        raise ValueError(f"rows read at once: one of {SIDE_BY_SIDE}, not {rows!r}")
-    _side_by_side = rows
+    global _rows_at_once
+    if rows not in ROWS_AT_ONCE:
+        raise ValueError(f"rows read at once: one of {ROWS_AT_ONCE}, not {rows!r}")
+    _rows_at_once = rows
     for lib in (_LIB, *_FOLLOWERS):
         if lib is not None:
-            lib.pg_set_side_by_side(rows)
+            lib.pg_set_rows_at_once(rows)
 
 
-def side_by_side() -> int:
+def rows_at_once() -> int:
     """The weight rows a thread of the one-row products reads at once in this process."""
-    return _side_by_side
+    return _rows_at_once
 
 
 def follow(lib: ctypes.CDLL) -> None:
     """``lib`` (built from a source that includes this one) reads as many rows at once as this one, now and
-    after every ``set_side_by_side``."""
-    lib.pg_set_side_by_side.argtypes = [ctypes.c_int]
-    lib.pg_set_side_by_side.restype = None
-    lib.pg_set_side_by_side(_side_by_side)
+    after every ``set_rows_at_once``."""
+    lib.pg_set_rows_at_once.argtypes = [ctypes.c_int]
+    lib.pg_set_rows_at_once.restype = None
+    lib.pg_set_rows_at_once(_rows_at_once)
     _FOLLOWERS.append(lib)
 
 
@@ -365,8 +365,8 @@ def int8_parity_error() -> str | None:
 
 def forget() -> None:
     """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
-    global _STATUS, _LIB, _side_by_side
+    global _STATUS, _LIB, _rows_at_once
     with _LOCK:
         _STATUS, _LIB = Status(False, "not_tried"), None
-        _side_by_side = SIDE_BY_SIDE[0]
+        _rows_at_once = ROWS_AT_ONCE[0]
         _FOLLOWERS.clear()

@@ -7,8 +7,8 @@
 // weight row exactly once, front to back, and allocates nothing. Whether a thread reads four rows side by
 // side (four streams, every load of x serving four rows) or one row after the other (one stream, as
 // llama.cpp's ggml_vec_dot) is the machine's to say: on one 2-core EPYC four streams reached the memory's
-// bandwidth, on another they left half of it unused (docs/benchmarks.md). ``kernels.side_by_side`` times
-// both once per machine and sets it here (pg_set_side_by_side); a row's arithmetic is the same either way,
+// bandwidth, on another they left half of it unused (docs/benchmarks.md). runtime/weight_streams.py times
+// both once per machine and sets it here (pg_set_rows_at_once); a row's arithmetic is the same either way,
 // so the choice changes no number. bfloat16 weights are
 // widened to float32 in registers, or, where the compiler targets AVX512-BF16, multiplied as they are by
 // the CPU's bfloat16 dot-product instruction (float32 sums either way). int8 weights times an activation row
@@ -28,7 +28,7 @@ namespace {
 
 constexpr int64_t ROWS = 4;  // weight rows read side by side; the unit of a thread's share of rows
 
-int side_by_side = ROWS;  // ROWS or 1: the rows a thread reads at once (pg_set_side_by_side; see the header)
+int rows_at_once = ROWS;  // ROWS or 1: the rows a thread reads at once (pg_set_rows_at_once; see the header)
 
 // The rows [lo, hi) of thread t of nt: one contiguous block per thread, a multiple of ROWS long.
 inline void thread_rows(int64_t n, int t, int nt, int64_t* lo, int64_t* hi) {
@@ -172,7 +172,7 @@ void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, floa
                    int threads) {
     auto block = [&](int64_t lo, int64_t hi) {
         int64_t r = lo;
-        if (side_by_side == ROWS)
+        if (rows_at_once == ROWS)
             for (; r + ROWS <= hi; r += ROWS) dot_rows_bf16<ROWS>(w + r * k, x, k, y + r);
         for (; r < hi; ++r) dot_rows_bf16<1>(w + r * k, x, k, y + r);
         if (bias)
@@ -185,7 +185,7 @@ void gemv_bf16_dot(const uint16_t* w, const uint16_t* x, const float* bias, floa
 template <typename W>
 inline void rows_block(const W* w, const float* x, const float* bias, int64_t k, int64_t lo, int64_t hi, float* y) {
     int64_t r = lo;
-    if (side_by_side == ROWS)
+    if (rows_at_once == ROWS)
         for (; r + ROWS <= hi; r += ROWS) dot_rows<W, ROWS>(w + r * k, x, k, y + r);
     for (; r < hi; ++r) dot_rows<W, 1>(w + r * k, x, k, y + r);
     if (bias)
@@ -299,7 +299,7 @@ inline float quantize_row_u8(const float* x, int64_t k, uint8_t* xu) {
 inline void i8_rows_block(const int8_t* w, const uint8_t* xu, const int32_t* row_sums, float r, const float* scale,
                           const float* bias, int64_t k, int64_t lo, int64_t hi, float* y, int32_t* sums) {
     int32_t acc[ROWS];
-    const int64_t at_once = side_by_side;
+    const int64_t at_once = rows_at_once;
     for (int64_t j = lo; j < hi;) {
         int64_t take = at_once == ROWS && hi - j >= ROWS ? ROWS : 1;
         if (take == ROWS)
@@ -348,7 +348,7 @@ inline bool gemv_i8_dynamic(const float* x, const int8_t* w, const int32_t* row_
 inline void i8w_rows_block(const int8_t* w, const float* x, const float* scale, const float* bias, int64_t k,
                            int64_t lo, int64_t hi, float* y) {
     int64_t r = lo;
-    if (side_by_side == ROWS)
+    if (rows_at_once == ROWS)
         for (; r + ROWS <= hi; r += ROWS) dot_rows<int8_t, ROWS>(w + r * k, x, k, y + r);
     for (; r < hi; ++r) dot_rows<int8_t, 1>(w + r * k, x, k, y + r);
     for (int64_t j = lo; j < hi; ++j) y[j] = bias ? y[j] * scale[j] + bias[j] : y[j] * scale[j];
@@ -364,8 +364,8 @@ void gemv_i8_weights(const float* x, const int8_t* w, const float* scale, const 
 extern "C" {
 
 // The weight rows a thread reads at once in every one-row product of this library: 1, or else 4.
-void pg_set_side_by_side(int rows) { side_by_side = rows == 1 ? 1 : ROWS; }
-int pg_side_by_side() { return static_cast<int>(side_by_side); }
+void pg_set_rows_at_once(int rows) { rows_at_once = rows == 1 ? 1 : ROWS; }
+int pg_rows_at_once() { return static_cast<int>(rows_at_once); }
 
 // Which vector width this build uses: 512, 256 or 0 (scalar).
 int pg_vector_bits() {

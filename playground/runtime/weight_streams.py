@@ -19,7 +19,7 @@ SHAPES = ((3072, 768), (768, 3072))
 NAMES = {4: "four_rows", 1: "one_row"}
 
 
-def side_by_side() -> Choice | None:
+def weight_streams() -> Choice | None:
     """Decide (or read the decision made on this machine) and set it in the compiled libraries. None where
     the compiled kernel is not built here or nothing is measured (PLAYGROUND_ACCEL=off): the build's
     default, four rows, stays."""
@@ -35,19 +35,19 @@ def side_by_side() -> Choice | None:
 
         def reading(rows: int):
             def one_pass():
-                native_gemv.set_side_by_side(rows)
+                native_gemv.set_rows_at_once(rows)
                 for inp, w in weights:
                     native_gemv.linear(inp, w, None, 0)
 
             return one_pass
 
-        return {NAMES[rows]: reading(rows) for rows in native_gemv.SIDE_BY_SIDE}
+        return {NAMES[rows]: reading(rows) for rows in native_gemv.ROWS_AT_ONCE}
 
     choice = kernels.choose(
-        ("side by side",),
+        ("weight streams",),
         "weight rows a thread reads at once (one-row products)",
         candidates,
-        label=("side", {}),
+        label=("streams", {}),
     )
-    native_gemv.set_side_by_side(1 if choice.winner == NAMES[1] else 4)
+    native_gemv.set_rows_at_once(1 if choice.winner == NAMES[1] else 4)
     return choice

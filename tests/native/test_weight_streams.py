@@ -1,4 +1,4 @@
-"""How many weight rows the compiled one-row products read at once (runtime.side_by_side): four side by side or
+"""How many weight rows the compiled one-row products read at once (runtime.weight_streams): four side by side or
 one after another give every product, step and batch the very same bits, so the machine's choice is a matter of
 speed only; the choice is made once, names one of the two, and reaches the decode step's library too."""
 
@@ -8,7 +8,7 @@ import torch
 from playground.accel import native_decode
 from playground.engine.quantize import quantize_int8
 from playground.runtime import kernels, native_gemv, native_step
-from playground.runtime.side_by_side import NAMES, side_by_side
+from playground.runtime.weight_streams import NAMES, weight_streams
 from tests.native.test_native_gemv import needs_kernel
 from tests.native.test_native_step import needs_step
 from tests.native.test_native_step_rows import assert_same, clone_rows, model_for, prompted_rows
@@ -22,10 +22,10 @@ SHAPES = [(7, 36), (50, 100), (1031, 768), (4, 3072)]
 def each_way(product):
     """``product()`` with four rows read side by side, then with one after another."""
     out = {}
-    for rows in native_gemv.SIDE_BY_SIDE:
-        native_gemv.set_side_by_side(rows)
+    for rows in native_gemv.ROWS_AT_ONCE:
+        native_gemv.set_rows_at_once(rows)
         out[rows] = product()
-    native_gemv.set_side_by_side(4)
+    native_gemv.set_rows_at_once(4)
     return out[4], out[1]
 
 
@@ -72,30 +72,30 @@ def test_a_batch_read_four_ways_equals_each_row_read_one_way(precision):
     rows = prompted_rows(model, 6, seed=11)
     alone = clone_rows(rows, model)
     with torch.no_grad():
-        native_gemv.set_side_by_side(4)
+        native_gemv.set_rows_at_once(4)
         together = native_decode.decode_rows(model, rows)
-        native_gemv.set_side_by_side(1)
+        native_gemv.set_rows_at_once(1)
         for i, row in enumerate(rows):
             assert_same(together[i], native_decode.decode_rows(model, [alone[i]])[0], row.cache, alone[i].cache)
-    native_gemv.set_side_by_side(4)
+    native_gemv.set_rows_at_once(4)
 
 
 def test_the_choice_is_made_once_and_reaches_the_steps_library():
     needs_kernel()
     needs_step()
-    choice = side_by_side()
+    choice = weight_streams()
     assert choice is not None and choice.winner in NAMES.values() and choice.measured
     assert set(choice.seconds) == set(NAMES.values())
     rows = 1 if choice.winner == NAMES[1] else 4
-    assert native_gemv.side_by_side() == rows
-    assert native_step._LIB.pg_side_by_side() == rows  # the step's own copy of the setting follows
-    native_gemv.set_side_by_side(5 - rows)
-    assert native_step._LIB.pg_side_by_side() == 5 - rows
-    assert side_by_side() is choice  # decided: not measured again, and set once more
-    assert native_gemv.side_by_side() == rows and kernels.decided(("side by side",)) is choice
+    assert native_gemv.rows_at_once() == rows
+    assert native_step._LIB.pg_rows_at_once() == rows  # the step's own copy of the setting follows
+    native_gemv.set_rows_at_once(5 - rows)
+    assert native_step._LIB.pg_rows_at_once() == 5 - rows
+    assert weight_streams() is choice  # decided: not measured again, and set once more
+    assert native_gemv.rows_at_once() == rows and kernels.decided(("weight streams",)) is choice
 
 
 def test_only_one_or_four_rows():
     needs_kernel()
     with pytest.raises(ValueError, match="one of"):
-        native_gemv.set_side_by_side(3)
+        native_gemv.set_rows_at_once(3)
