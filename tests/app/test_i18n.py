@@ -644,3 +644,14 @@ def test_a_language_redraw_keeps_the_attention_view_the_page_last_drew():
     assert stale.heatmap.layout.title.text.startswith("Layer 1, head 1")
     fresh = generate_tab.relabel(state, view, 0, 0, True, None, span, 3, request=other)
     assert fresh.heatmap.layout.title.text.startswith("Layer 0, head 0")
+
+
+def test_every_bold_span_closes_in_both_languages():
+    """A bold span that ends on CJK punctuation right before a character (``**解码路径：**表``) is not closed by
+    CommonMark's flanking rules: the page shows the asterisks. The colon goes after the span instead."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+    for table in (EN, ZH):
+        unclosed = [k for k, v in table.items() if isinstance(v, str) and "**" in md.renderInline(v)]
+        assert not unclosed, unclosed
