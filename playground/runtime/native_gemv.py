@@ -89,11 +89,16 @@ def _load(path: Path) -> ctypes.CDLL:
     lib.pg_gemv_i8_dynamic.restype = c_int
     lib.pg_gemv_i8_sums.argtypes = [p, p, p, p, p, i64, i64, c_int, p]
     lib.pg_gemv_i8_sums.restype = c_int
-    lib.pg_set_rows_at_once.argtypes = [c_int]
-    lib.pg_set_rows_at_once.restype = None
-    lib.pg_rows_at_once.restype = c_int
-    lib.pg_set_rows_at_once(_rows_at_once)
+    _bind_rows_at_once(lib)
     return lib
+
+
+def _bind_rows_at_once(lib: ctypes.CDLL) -> None:
+    """Bind ``lib``'s rows-at-once setting (its own copy of this source's) and give it this process's value."""
+    lib.pg_set_rows_at_once.argtypes = [ctypes.c_int]
+    lib.pg_set_rows_at_once.restype = None
+    lib.pg_rows_at_once.restype = ctypes.c_int
+    lib.pg_set_rows_at_once(_rows_at_once)
 
 
 def set_rows_at_once(rows: int) -> None:
@@ -117,9 +122,7 @@ def rows_at_once() -> int:
 def follow(lib: ctypes.CDLL) -> None:
     """``lib`` (built from a source that includes this one) reads as many rows at once as this one, now and
     after every ``set_rows_at_once``."""
-    lib.pg_set_rows_at_once.argtypes = [ctypes.c_int]
-    lib.pg_set_rows_at_once.restype = None
-    lib.pg_set_rows_at_once(_rows_at_once)
+    _bind_rows_at_once(lib)
     _FOLLOWERS.append(lib)
 
 

@@ -30,7 +30,14 @@ INCLUDED = (
     SOURCE.with_name("step_parts.cpp"),
 )
 SWITCHES = ("PLAYGROUND_ACCEL",)
-SYMBOLS = ("pg_step_f32", "pg_step_bf16", "pg_step_rows_f32", "pg_step_rows_bf16", "pg_set_rows_at_once")
+SYMBOLS = (
+    "pg_step_f32",
+    "pg_step_bf16",
+    "pg_step_rows_f32",
+    "pg_step_rows_bf16",
+    "pg_set_rows_at_once",
+    "pg_rows_at_once",
+)
 
 
 _LOCK = threading.Lock()

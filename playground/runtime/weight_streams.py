@@ -17,6 +17,7 @@ from playground.runtime.kernels import Candidates, Choice
 # Rows of these lengths, as GPT-2's blocks have them (768 columns, and 3072 for the MLP's second product).
 SHAPES = ((3072, 768), (768, 3072))
 NAMES = {4: "four_rows", 1: "one_row"}
+ROWS = {name: rows for rows, name in NAMES.items()}
 
 
 def weight_streams() -> Choice | None:
@@ -27,11 +28,11 @@ def weight_streams() -> Choice | None:
         return None
 
     def candidates() -> Candidates:
-        x = torch.randn(1, SHAPES[0][1], generator=torch.Generator().manual_seed(0))
-        xt = torch.randn(1, SHAPES[1][1], generator=torch.Generator().manual_seed(1))
-        each = [kernels.copies(s, torch.float32, 8) for s in SHAPES]
-        weights = [(x, w) for w in kernels.matrices(SHAPES[0], torch.float32, each[0], in_out=False)]
-        weights += [(xt, w) for w in kernels.matrices(SHAPES[1], torch.float32, each[1], in_out=False)]
+        gen, weights = torch.Generator().manual_seed(0), []
+        for shape in SHAPES:
+            x = torch.randn(1, shape[1], generator=gen)
+            n = kernels.copies(shape, torch.float32, 8)
+            weights += [(x, w) for w in kernels.matrices(shape, torch.float32, n, in_out=False)]
 
         def reading(rows: int):
             def one_pass():
@@ -49,5 +50,5 @@ def weight_streams() -> Choice | None:
         candidates,
         label=("streams", {}),
     )
-    native_gemv.set_rows_at_once(1 if choice.winner == NAMES[1] else 4)
+    native_gemv.set_rows_at_once(ROWS[choice.winner])
     return choice

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from markdown_it import MarkdownIt
 
 from playground import PRESETS, count_parameters, figures
 from playground.i18n import EN, ZH, normalize_lang, tr, tr_error
@@ -649,8 +650,6 @@ def test_a_language_redraw_keeps_the_attention_view_the_page_last_drew():
 def test_every_bold_span_closes_in_both_languages():
     """A bold span that ends on CJK punctuation right before a character (``**解码路径：**表``) is not closed by
     CommonMark's flanking rules: the page shows the asterisks. The colon goes after the span instead."""
-    from markdown_it import MarkdownIt
-
     md = MarkdownIt("commonmark")
     for table in (EN, ZH):
         unclosed = [k for k, v in table.items() if isinstance(v, str) and "**" in md.renderInline(v)]
