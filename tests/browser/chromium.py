@@ -34,6 +34,35 @@ def look(page, path, **kwargs) -> None:
         page.screenshot(path=str(path), **kwargs)
 
 
+# What the Generate tab shows, for a check that timed out to say: its status, its map's message, its chips and
+# the positions its map spans.
+GENERATE_SHOWN = """() => {
+  const text = (id) => document.querySelector(id)?.innerText ?? null;
+  const g = document.querySelector('#pg-heatmap .js-plotly-plot');
+  const x = g && g._fullData && g._fullData.length ? Array.from(g._fullData[0].x) : null;
+  return {status: text('#pg-status'), map_message: text('#pg-att-msg'), previous: document.body.dataset.pgPrevious,
+          chips: document.querySelectorAll('#pg-chips .pg-chip').length, map_x: x && [x[0], x.at(-1)],
+          map_title: g?.layout?.title?.text ?? null};
+}"""
+
+
+def wait_on_generate(page, js: str, name: str, timeout: float = 60_000) -> None:
+    """``page.wait_for_function(js)`` on the Generate tab; on a timeout the failure says what the tab showed,
+    what held the server's memory budget (the tests' app runs in this process) and saves a screenshot."""
+    from playwright.sync_api import TimeoutError as Timeout
+
+    from playground.runtime.memory import BUDGET
+    from tests.helpers import ARTIFACTS
+
+    try:
+        page.wait_for_function(js, timeout=timeout)
+    except Timeout:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{name}-failed.png"))
+        shown = page.evaluate(GENERATE_SHOWN)
+        pytest.fail(f"{name}: not seen in {timeout / 1000:.0f} s; the page showed {shown}; memory: {BUDGET.describe()}")
+
+
 def set_number(page, elem_id, value):
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))

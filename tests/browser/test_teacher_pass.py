@@ -5,7 +5,7 @@ caused it; the query slider waits for a run."""
 
 import pytest
 
-from tests.browser.chromium import SLOW_JOIN, launch, open_tab, set_number
+from tests.browser.chromium import SLOW_JOIN, launch, open_tab, set_number, wait_on_generate
 from tests.helpers import ARTIFACTS
 from tools.pagewalk import plot_ready
 
@@ -41,10 +41,11 @@ def test_early_token_of_a_long_run_keeps_its_keys_and_a_new_run_marks_the_old(pa
         page.locator("#pg-status [data-state=done]").wait_for(timeout=120_000)
         n = page.locator("#pg-chips .pg-chip").count()
         assert n > 64 + 20
-        page.wait_for_function(
+        wait_on_generate(
+            page,
             f"() => {{ const g = document.querySelector('#pg-heatmap .js-plotly-plot');"
             f" return g && g.data && g.data.length && Array.from(g._fullData[0].x).at(-1) === {n - 1}; }}",
-            timeout=60_000,
+            "teacher-map-after-run",
         )
         assert page.locator("#pg-query").is_visible()
         chip = page.locator("#pg-chips .pg-chip[data-pos='20']")
