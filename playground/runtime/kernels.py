@@ -79,7 +79,11 @@ class Choice:
 
 
 _CHOICES: dict[tuple, Choice] = {}
-_LOCK = threading.RLock()
+_LOCK = threading.RLock()  # the tables of decisions only: never held while candidates are built or timed
+# One measurement at a time (two would time each other's load), re-entered by a decision whose candidates ask
+# for another. Held apart from _LOCK: a forward's ``decided`` and a request's plain candidate never wait behind
+# a measurement on another thread (the background's, at low priority, took over a minute on a loaded machine).
+_MEASURING = threading.RLock()
 _STORE: DecisionStore | None = None  # this machine's decisions on disk, once keep_decisions was called
 _LOCAL = threading.local()  # .decided_only: choose returns the plain candidate instead of measuring
 # Each decision's plain candidate (its first) by the first element of its key: what a decision not made yet
@@ -161,38 +165,58 @@ def choose(
     ``decision`` says, as data."""
     key = (*key, torch.get_num_threads())
     with _LOCK:
-        if key in _CHOICES:
-            return _CHOICES[key]
-        stored = _STORE.get(key) if _STORE is not None else None
-        skipped = getattr(_LOCAL, "decided_only", None)
-        again = stored is not None and _measure_again(stored)
-        if stored is not None and (skipped is not None or not again):
-            choice = _stored_choice(decision, stored, label)
-            if not again:  # (one read under decided_only stays open for the next measuring call)
-                _CHOICES[key] = choice
-            return choice
-        if skipped is not None and measuring_enabled() and key[0] in PLAIN:
-            if decision not in skipped:
-                skipped.append(decision)
-            return Choice(decision, PLAIN[key[0]], {}, False, *label)
-        if callable(candidates):
-            candidates = candidates()
-        names = list(candidates)
-        if not measuring_enabled() or len(names) < 2:
-            choice = Choice(decision, names[0], {}, False, *label)
-        else:
-            with machine_load.others() as load:
-                seconds, times = _timed(candidates, reps, budget, timer)
-            choice = Choice(decision, _winner(seconds, times), seconds, True, label[0], label[1], others=load.share)
-            if stored is not None:  # measured again (the kept one was loaded): the quieter measurement stands
-                kept = _stored_choice(decision, stored, label)
-                choice = kept if (kept.others or 0.0) < (choice.others or 0.0) else choice
-            if _STORE is not None:
-                tries = int(stored.get("tries", 1)) + 1 if stored is not None else 1
-                fields = {"winner": choice.winner, "seconds": choice.seconds, "measured": True}
-                _STORE.put(key, {**fields, "others": choice.others, "tries": tries})
-        _CHOICES[key] = choice
+        known, stored = _known(key, decision, label)
+    if known is not None:
+        return known
+    with _MEASURING:
+        with _LOCK:
+            if key in _CHOICES:  # measured on another thread meanwhile
+                return _CHOICES[key]
+        choice = _measure(key, decision, candidates, reps, budget, timer, label, stored)
+        with _LOCK:
+            _CHOICES[key] = choice
         return choice
+
+
+def _known(key: tuple, decision: str, label: tuple) -> tuple[Choice | None, dict | None]:
+    """(the Choice ``key`` has without a measurement, or None; this machine's kept record of it), under _LOCK."""
+    if key in _CHOICES:
+        return _CHOICES[key], None
+    stored = _STORE.get(key) if _STORE is not None else None
+    skipped = getattr(_LOCAL, "decided_only", None)
+    again = stored is not None and _measure_again(stored)
+    if stored is not None and (skipped is not None or not again):
+        choice = _stored_choice(decision, stored, label)
+        if not again:  # (one read under decided_only stays open for the next measuring call)
+            _CHOICES[key] = choice
+        return choice, stored
+    if skipped is not None and measuring_enabled() and key[0] in PLAIN:
+        if decision not in skipped:
+            skipped.append(decision)
+        return Choice(decision, PLAIN[key[0]], {}, False, *label), stored
+    return None, stored
+
+
+def _measure(key, decision: str, candidates, reps: int, budget: float, timer, label: tuple, stored) -> Choice:
+    """The candidates timed (or the first, with measuring off or nothing to race) and the result kept for the
+    machine; under _MEASURING, _LOCK only to keep it."""
+    if callable(candidates):
+        candidates = candidates()
+    names = list(candidates)
+    if not measuring_enabled() or len(names) < 2:
+        return Choice(decision, names[0], {}, False, *label)
+    with machine_load.others() as load:
+        seconds, times = _timed(candidates, reps, budget, timer)
+    choice = Choice(decision, _winner(seconds, times), seconds, True, label[0], label[1], others=load.share)
+    if stored is not None:  # measured again (the kept one was loaded): the quieter measurement stands
+        kept = _stored_choice(decision, stored, label)
+        choice = kept if (kept.others or 0.0) < (choice.others or 0.0) else choice
+    with _LOCK:
+        if _STORE is not None:
+            tries = int(stored.get("tries", 1)) + 1 if stored is not None else 1
+            fields = {"winner": choice.winner, "seconds": choice.seconds, "measured": True}
+            _STORE.put(key, {**fields, "others": choice.others, "tries": tries})
+    return choice
 
 
 def _timed(candidates: Candidates, reps: int, budget: float, timer) -> tuple[dict[str, float], dict[str, list[float]]]:

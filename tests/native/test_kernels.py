@@ -2,6 +2,8 @@
 path it can pick against the plain computation (same numbers within the dtype's tolerance).
 No wall-clock assertion anywhere: which candidate is faster is the machine's business."""
 
+import threading
+
 import pytest
 import torch
 import torch.nn as nn
@@ -55,6 +57,56 @@ def test_the_faster_candidate_wins_and_its_figures_are_kept(fast):
     assert choice.speedup() == pytest.approx(2.0)
     assert choice in kernels.measured()
     assert "test decision: " + fast in choice.summary()
+
+
+def _within(seconds, work):
+    """``work()`` on a thread of its own; its result, or None if it had not returned within ``seconds``."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(work()), daemon=True)
+    t.start()
+    t.join(seconds)
+    return out[0] if out else None
+
+
+def test_a_measurement_under_way_holds_no_read_a_request_makes():
+    """The background measures a new shape at low priority, for a minute on a loaded machine; meanwhile a
+    forward's ``decided``, a request's plain candidate (``decided_only``) and the list of decisions answer at
+    once. A second measurement waits for the first (two would time each other's load)."""
+    clock = FakeClock()
+    made = kernels.choose(("t", "made"), "test decision", {"a": clock.costs(1.0), "b": clock.costs(2.0)}, timer=clock)
+    started, release = threading.Event(), threading.Event()
+
+    def held():
+        started.set()
+        release.wait(30)
+
+    measuring = threading.Thread(
+        target=kernels.choose, args=(("t", "slow"), "test decision", {"a": held, "b": lambda: None}), daemon=True
+    )
+    measuring.start()
+    try:
+        assert started.wait(10)
+        assert _within(5, lambda: kernels.decided(("t", "made"))) == made
+
+        def plain():
+            with kernels.decided_only():
+                return kernels.choose(("weight layout", (3, 3)), "weight layout", lambda: pytest.fail("measured"))
+
+        assert _within(5, plain).winner == kernels.PLAIN["weight layout"]
+        assert made in _within(5, kernels.measured)
+        second = {"a": clock.costs(1.0), "b": clock.costs(3.0)}
+        waiting = threading.Thread(
+            target=kernels.choose, args=(("t", "second"), "test decision", second), kwargs={"timer": clock}, daemon=True
+        )
+        waiting.start()
+        waiting.join(1)
+        assert waiting.is_alive() and kernels.decided(("t", "second")) is None
+    finally:
+        release.set()
+        measuring.join(30)
+    waiting.join(30)
+    assert kernels.decided(("t", "slow")).measured
+    assert kernels.decided(("t", "second")).winner == "a"  # measured once the first had ended
 
 
 def test_median_not_mean_a_burst_of_load_does_not_decide():
