@@ -29,7 +29,7 @@ from playground.engine.config import PRESETS
 from playground.engine.model import GPTModel
 from playground.engine.quantize import COMPILED_DYNAMIC, Int8Linear, quantize_int8
 from playground.engine.sampling import generate
-from playground.runtime import kernels, native_gemv
+from playground.runtime import decode_decisions, kernels, native_gemv
 
 from .decode import first_divergence, products_seconds, prompt_ids, step_products
 from .timing import median, step_times
@@ -38,12 +38,12 @@ from .timing import median, step_times
 @contextlib.contextmanager
 def threads_decided(sampler: int | None):
     """Within: the sampler's thread decision reads as given."""
-    saved = kernels.vocabulary_threads_decided
-    kernels.vocabulary_threads_decided = lambda vocab: sampler  # type: ignore[assignment]
+    saved = decode_decisions.vocabulary_threads_decided
+    decode_decisions.vocabulary_threads_decided = lambda vocab: sampler  # type: ignore[assignment]
     try:
         yield
     finally:
-        kernels.vocabulary_threads_decided = saved
+        decode_decisions.vocabulary_threads_decided = saved
 
 
 def fastest_torch_int8_dynamic_kernel(shape: tuple[int, ...]) -> str:
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
             print("  " + c.summary())
     step_choice = [c for c in kernels.measured() if c.kind == "step"]
     step_threads = 1 if step_choice and step_choice[0].winner == "native_step_1_thread" else 0
-    chosen = kernels.vocabulary_threads_decided(cfg.vocab_size)
+    chosen = decode_decisions.vocabulary_threads_decided(cfg.vocab_size)
     # int8-dynamic compares kernels only: both on the measured threads (main's int8-dynamic path has them too)
     plain_threads = chosen if args.dtype == "int8-dynamic" else None
     variants = {"plain": (plain, plain_threads), "measured": (measured, chosen)}

@@ -27,7 +27,7 @@ from playground.accel.decode_paths import is_in_out, planned_layouts, planned_st
 from playground.engine.attention import MultiHeadAttention
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
-from playground.runtime import kernels
+from playground.runtime import decode_decisions, kernels
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def plan(model: nn.Module, *, measure: bool, compiled_kernel: bool = True) -> Co
         attention = sum(stacked_bytes(m) for m in stacking)
         largest = max((t.nbytes for t in tensors), default=0)
         check = native_choice.check_bytes(model)
-        peak = attention + rows + max(largest, 2 * kernels.WORKING_SET_BYTES) + check
+        peak = attention + rows + max(largest, 2 * decode_decisions.WORKING_SET_BYTES) + check
         resident = attention
     return Copies(peak, resident)
 

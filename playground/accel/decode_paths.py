@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from playground.accel import native_choice
 from playground.engine.attention import MultiHeadAttention, MultiHeadAttentionWrapper
 from playground.engine.readout import many_row_product
-from playground.runtime import kernels, native_gemv, weight_streams
+from playground.runtime import decode_decisions, native_gemv, weight_streams
 
 
 def one_row_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, threads: int | None) -> torch.Tensor:
@@ -155,7 +155,7 @@ def planned_layouts(model: nn.Module, compiled_kernel: bool = True) -> dict[torc
     A model on the meta device stands in for a CPU model not built yet (``accel.copies``). (A native step
     chosen later stores its matrices (out, in) again: the layouts stay what the plain path's decisions, and
     the stacking decision read from them, were measured on.)"""
-    decide_kernel = kernels.one_row_kernel if compiled_kernel else lambda *a: None
+    decide_kernel = decode_decisions.one_row_kernel if compiled_kernel else lambda *a: None
     params = {id(m.weight): m.weight for m in linears_of(model)}
     shapes = collections.Counter(tuple(w.shape) for w in params.values())
     out: dict[torch.Tensor, tuple[bool, int | None]] = {}
@@ -163,8 +163,8 @@ def planned_layouts(model: nn.Module, compiled_kernel: bool = True) -> dict[torc
         if w.dim() != 2 or w.device.type not in ("cpu", "meta") or not w.is_floating_point():
             continue  # other devices have their own libraries
         shape, count = tuple(w.shape), shapes[tuple(w.shape)]
-        want_in_out = kernels.weight_layout(shape, w.dtype, count).winner == "in_out"
-        threads = kernels.compiled_threads(decide_kernel((shape[0], shape[1]), w.dtype, count))
+        want_in_out = decode_decisions.weight_layout(shape, w.dtype, count).winner == "in_out"
+        threads = decode_decisions.compiled_threads(decide_kernel((shape[0], shape[1]), w.dtype, count))
         out[w] = (want_in_out and threads is None, threads)
     return out
 
@@ -174,7 +174,7 @@ def planned_stacking(
 ) -> dict[MultiHeadAttention, tuple[bool, int | None]]:
     """Each fused attention -> (whether Q, K and V come from one stacked product, its compiled threads or None),
     decided as ``planned_layouts``' are (call it after the layouts are applied: the decision reads W_query's)."""
-    decide_kernel = kernels.one_row_kernel if compiled_kernel else lambda *a: None
+    decide_kernel = decode_decisions.one_row_kernel if compiled_kernel else lambda *a: None
     # The fused attention (the per-head one has no W_query of its own and never stacks).
     attention = [
         m
@@ -189,10 +189,12 @@ def planned_stacking(
         stacked = (
             w.device.type in ("cpu", "meta")
             and w.is_floating_point()
-            and kernels.stacked_qkv(w.size(1), w.dtype, is_in_out(w), len(attention)).winner == "stacked"
+            and decode_decisions.stacked_qkv(w.size(1), w.dtype, is_in_out(w), len(attention)).winner == "stacked"
         )
         d = w.size(1)
-        threads = kernels.compiled_threads(decide_kernel((3 * d, d), w.dtype, len(attention))) if stacked else None
+        threads = (
+            decode_decisions.compiled_threads(decide_kernel((3 * d, d), w.dtype, len(attention))) if stacked else None
+        )
         out[m] = (stacked, threads)
     return out
 
@@ -235,7 +237,7 @@ def optimize_for_decode(model: nn.Module, compiled_kernel: bool = True) -> nn.Mo
     device = getattr(model, "device", None)
     cfg = getattr(model, "cfg", None)
     if device is not None and device.type == "cpu" and cfg is not None:
-        kernels.vocabulary_threads(cfg.vocab_size)  # the sampler reads this decision each step
+        decode_decisions.vocabulary_threads(cfg.vocab_size)  # the sampler reads this decision each step
     head = getattr(model, "out_head", None)
     if head is not None and head.weight.dtype == torch.float32 and head.weight.device.type == "cpu":
         many_row_product(head.weight.detach().t())  # readout's product

@@ -17,7 +17,7 @@ from playground.accel import native_decode
 from playground.accel.row_summary import CompiledSummarizer
 from playground.accel.sampler import CompiledSampler
 from playground.engine.decoding import Decoder, Row, RowResult, plain_row
-from playground.runtime import kernels, native_row_summary, native_sampler
+from playground.runtime import decode_decisions, native_row_summary, native_sampler
 from playground.runtime.threads import torch_threads
 
 
@@ -43,7 +43,9 @@ class AcceleratedDecoder(Decoder):
     def sampling(self, model):
         # The sampler's torch work on the thread count measured for one vocabulary row (decided at
         # ``accelerate``; read here, never measured).
-        threads = kernels.vocabulary_threads_decided(model.cfg.vocab_size) if model.device.type == "cpu" else None
+        threads = (
+            decode_decisions.vocabulary_threads_decided(model.cfg.vocab_size) if model.device.type == "cpu" else None
+        )
         return torch_threads(threads)
 
 

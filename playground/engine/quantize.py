@@ -31,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.errors import UserError
-from playground.runtime import kernels, native_gemv
+from playground.runtime import decode_decisions, kernels, native_gemv
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)  # the model given is the model returned, quantized in place
 
@@ -219,7 +219,7 @@ def int8_kernel(shape: tuple[int, ...], activations: torch.dtype, count: int, dy
     ``dynamic``: int8 × int8 with int32 sums (``torch._int_mm``, or the compiled kernel on the CPU's int8 dot
     product where it is built) or the plain float product of the same integers. Measured on ``count`` weights
     of ``shape`` (up to the kernel working set)."""
-    n = kernels.copies(shape, torch.int8, count)
+    n = decode_decisions.copies(shape, torch.int8, count)
 
     def candidates() -> kernels.Candidates:
         gen = torch.Generator().manual_seed(0)

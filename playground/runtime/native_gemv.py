@@ -10,7 +10,7 @@ under the user's cache folder by a hash of its source and flags, and loaded with
 Nothing here is trusted blindly: ``available`` is False when there is no compiler, the build or the
 load fails, or the product differs from ``torch.nn.functional.linear`` on random inputs; callers
 then keep the plain path. Whether it is *used* is decided per weight shape by
-``kernels.one_row_kernel``, by timing it against the plain product on this machine.
+``decode_decisions.one_row_kernel``, by timing it against the plain product on this machine.
 ``PLAYGROUND_ACCEL=off`` never builds it.
 
 Where the compiler targets the CPU's int8 dot-product instruction (AVX512-VNNI, or AVX-VNNI with 256-bit

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from playground.runtime import kernels, native_gemv
+from playground.runtime import decode_decisions, kernels, native_gemv
 from playground.runtime.kernels import Candidates, Choice
 
 # Rows of these lengths, as GPT-2's blocks have them (768 columns, and 3072 for the MLP's second product).
@@ -31,8 +31,8 @@ def weight_streams() -> Choice | None:
         gen, weights = torch.Generator().manual_seed(0), []
         for shape in SHAPES:
             x = torch.randn(1, shape[1], generator=gen)
-            n = kernels.copies(shape, torch.float32, 8)
-            weights += [(x, w) for w in kernels.matrices(shape, torch.float32, n, in_out=False)]
+            n = decode_decisions.copies(shape, torch.float32, 8)
+            weights += [(x, w) for w in decode_decisions.matrices(shape, torch.float32, n, in_out=False)]
 
         def reading(rows: int):
             def one_pass():

@@ -10,14 +10,14 @@ from playground.accel.decode_paths import compiled_kernel_threads
 from playground.engine.sampling import generate
 from playground.engine.tokenizer import load_tokenizer
 from playground.engine.weights import load_checkpoint
-from playground.runtime import kernels, native_gemv
+from playground.runtime import decode_decisions, kernels, native_gemv
 from playground.server.recipes import BUNDLED_CHECKPOINT
 
 
 def _greedy(dtype, winner, monkeypatch, prompt):
     kernels.forget()
     monkeypatch.setattr(
-        kernels, "one_row_kernel", lambda shape, dtype, count: kernels.Choice("forced", winner, measured=False)
+        decode_decisions, "one_row_kernel", lambda shape, dtype, count: kernels.Choice("forced", winner, measured=False)
     )
     model = accelerate(load_checkpoint(BUNDLED_CHECKPOINT, dtype=dtype, device="cpu"))
     routed = {compiled_kernel_threads(m) for m in model.modules() if isinstance(m, nn.Linear)}

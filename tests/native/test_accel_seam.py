@@ -12,7 +12,7 @@ import torch
 from playground.accel import accelerate, is_accelerated, undecided
 from playground.engine import decoding
 from playground.engine.sampling import generate
-from playground.runtime import decision_store, kernels, machine_load
+from playground.runtime import decision_store, decode_decisions, kernels, machine_load
 from tests.helpers import ROOT
 from tests.tiny_models import random_model
 
@@ -89,21 +89,21 @@ def test_the_plain_name_of_every_decision_is_its_first_candidate():
     kernels.forget()
     with kernels.decided_only():
         choices = [
-            kernels.weight_layout((64, 32), torch.float32, 2),
-            kernels.stacked_qkv(32, torch.float32, False, 2),
-            kernels.vocabulary_threads(5000),
+            decode_decisions.weight_layout((64, 32), torch.float32, 2),
+            decode_decisions.stacked_qkv(32, torch.float32, False, 2),
+            decode_decisions.vocabulary_threads(5000),
         ]
     with kernels.decided_only():
         measured = [
-            kernels.weight_layout((64, 32), torch.float32, 2),
-            kernels.stacked_qkv(32, torch.float32, False, 2),
+            decode_decisions.weight_layout((64, 32), torch.float32, 2),
+            decode_decisions.stacked_qkv(32, torch.float32, False, 2),
         ]
     assert [c.winner for c in choices[:2]] == ["out_in", "separate"] == [c.winner for c in measured]
     assert choices[2] is None or choices[2].winner == "all"
     # the same decisions measured: their first candidate is the plain one
-    measured_first = kernels.weight_layout((64, 32), torch.float32, 2)
+    measured_first = decode_decisions.weight_layout((64, 32), torch.float32, 2)
     assert list(measured_first.seconds)[0] == kernels.PLAIN["weight layout"]
-    stacked = kernels.stacked_qkv(32, torch.float32, False, 2)
+    stacked = decode_decisions.stacked_qkv(32, torch.float32, False, 2)
     assert list(stacked.seconds)[0] == kernels.PLAIN["stacked qkv"]
 
 
@@ -125,15 +125,15 @@ def test_decisions_are_kept_per_machine_and_read_back(tmp_path, monkeypatch, qui
     kernels.forget()
     store = kernels.keep_decisions(tmp_path)
     try:
-        first = kernels.weight_layout((96, 32), torch.float32, 2)
+        first = decode_decisions.weight_layout((96, 32), torch.float32, 2)
         assert first.measured and len(store) == 1
         data = json.loads(store.path.read_text())
         assert data["identity"] == decision_store.cpu_identity()
         kernels.forget()
         kernels.keep_decisions(tmp_path)  # a new process reads the file: no timing
         calls = []
-        monkeypatch.setattr(kernels, "_gemv_pass", lambda *a: calls.append(a))
-        again = kernels.weight_layout((96, 32), torch.float32, 2)
+        monkeypatch.setattr(decode_decisions, "_gemv_pass", lambda *a: calls.append(a))
+        again = decode_decisions.weight_layout((96, 32), torch.float32, 2)
         assert calls == [] and again.winner == first.winner and again.seconds == first.seconds
         # another CPU (other ISA flags) has a file of its own
         monkeypatch.setattr(decision_store.library_cache, "cpu_identity", lambda: "another CPU's digest")
@@ -167,9 +167,9 @@ def test_a_servers_build_times_nothing_and_measures_the_new_shape_in_the_backgro
     try:
         recipe = random_recipe(PRESETS["nano"], seed=0)
         timed_on = []
-        real = kernels._gemv_pass
+        real = decode_decisions._gemv_pass
         monkeypatch.setattr(
-            kernels, "_gemv_pass", lambda *a: timed_on.append(threading.current_thread().name) or real(*a)
+            decode_decisions, "_gemv_pass", lambda *a: timed_on.append(threading.current_thread().name) or real(*a)
         )
         first = build_from_recipe(recipe)
         assert "MainThread" not in timed_on  # the request timed nothing

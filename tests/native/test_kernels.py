@@ -13,7 +13,7 @@ from playground.accel.decode_paths import stacked_qkv_of
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.readout import many_row_product
-from playground.runtime import kernels
+from playground.runtime import decode_decisions, kernels
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 
@@ -173,10 +173,10 @@ def test_measurements_can_be_switched_off(monkeypatch):
 
 def test_real_decisions_name_one_of_their_candidates():
     torch.manual_seed(0)
-    layout = kernels.weight_layout((96, 32), torch.float32, 3)
+    layout = decode_decisions.weight_layout((96, 32), torch.float32, 3)
     assert layout.winner in ("out_in", "in_out") and set(layout.seconds) == {"out_in", "in_out"}
     assert all(s > 0 for s in layout.seconds.values())
-    qkv = kernels.stacked_qkv(32, torch.float32, False, 2)
+    qkv = decode_decisions.stacked_qkv(32, torch.float32, False, 2)
     assert qkv.winner in ("separate", "stacked")
     assert torch.backends.mkldnn.enabled  # no measurement switches oneDNN off
     product = many_row_product(torch.randn(32, 500))
@@ -192,12 +192,14 @@ def test_real_decisions_name_one_of_their_candidates():
 def _force(monkeypatch, layout=None, stacked=None):
     if layout is not None:
         monkeypatch.setattr(
-            kernels, "weight_layout", lambda shape, dtype, count: kernels.Choice("f", layout, measured=False)
+            decode_decisions, "weight_layout", lambda shape, dtype, count: kernels.Choice("f", layout, measured=False)
         )
-        monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
+        monkeypatch.setattr(
+            decode_decisions, "one_row_kernel", lambda *a: None
+        )  # the compiled kernel: test_native_gemv.py
         monkeypatch.setattr(native_choice, "prepare", lambda model: None)  # the compiled step: test_native_step.py
     if stacked is not None:
-        monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("f", stacked, measured=False))
+        monkeypatch.setattr(decode_decisions, "stacked_qkv", lambda *a: kernels.Choice("f", stacked, measured=False))
 
 
 def _model(dtype=torch.float32, **changes):
@@ -263,14 +265,14 @@ def test_stacked_copy_follows_the_measured_layout(monkeypatch):
 def test_relayout_after_a_dtype_change_asks_again(monkeypatch):
     asked = []
     monkeypatch.setattr(
-        kernels,
+        decode_decisions,
         "weight_layout",
         lambda shape, dtype, count: (
             asked.append((shape, dtype, count)) or kernels.Choice("f", "out_in", measured=False)
         ),
     )
-    monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("f", "separate", measured=False))
-    monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)
+    monkeypatch.setattr(decode_decisions, "stacked_qkv", lambda *a: kernels.Choice("f", "separate", measured=False))
+    monkeypatch.setattr(decode_decisions, "one_row_kernel", lambda *a: None)
     model = _model()
     assert ((64, 64), torch.float32, 8) in asked  # 4 square matrices a layer, 2 layers
     asked.clear()

@@ -13,7 +13,7 @@ from playground.accel import accelerate
 from playground.accel.decode_paths import compiled_kernel_threads, use_compiled_kernel
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
-from playground.runtime import kernels, native_gemv
+from playground.runtime import decode_decisions, kernels, native_gemv
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 
@@ -71,7 +71,7 @@ def test_without_a_working_kernel_the_plain_path_runs(monkeypatch, tmp_path, bre
     break_it(monkeypatch, tmp_path)
     assert not native_gemv.available()
     assert native_gemv.status().reason == reason and not native_gemv.status().available
-    assert kernels.one_row_kernel((64, 64), torch.float32, 4) is None  # no decision, no measurement
+    assert decode_decisions.one_row_kernel((64, 64), torch.float32, 4) is None  # no decision, no measurement
     model = accelerate(_model())
     assert all(compiled_kernel_threads(m) is None for m in model.modules() if isinstance(m, nn.Linear))
     assert "forward" not in model.out_head.__dict__
@@ -99,9 +99,9 @@ def _model(dtype=torch.float32):
 
 def _force_compiled(monkeypatch, winner):
     monkeypatch.setattr(
-        kernels, "one_row_kernel", lambda shape, dtype, count: kernels.Choice("forced", winner, measured=False)
+        decode_decisions, "one_row_kernel", lambda shape, dtype, count: kernels.Choice("forced", winner, measured=False)
     )
-    monkeypatch.setattr(kernels, "stacked_qkv", lambda *a: kernels.Choice("forced", "stacked", measured=False))
+    monkeypatch.setattr(decode_decisions, "stacked_qkv", lambda *a: kernels.Choice("forced", "stacked", measured=False))
 
 
 def _decode(model, ids, n_new=10):

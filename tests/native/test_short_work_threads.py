@@ -7,7 +7,7 @@ import torch
 
 from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
-from playground.runtime import kernels
+from playground.runtime import decode_decisions, kernels
 
 TINY = dict(context_length=48, emb_dim=64, n_heads=4, n_layers=2)
 
@@ -43,11 +43,14 @@ def test_vocabulary_threads_is_measured_only_with_threads_to_spare():
     from playground.runtime.threads import torch_threads
 
     with torch_threads(1):
-        assert kernels.vocabulary_threads(5000) is None and kernels.vocabulary_threads_decided(5000) is None
+        assert (
+            decode_decisions.vocabulary_threads(5000) is None
+            and decode_decisions.vocabulary_threads_decided(5000) is None
+        )
     with torch_threads(2):
-        choice = kernels.vocabulary_threads(5000)
+        choice = decode_decisions.vocabulary_threads(5000)
         assert choice is not None and choice.winner in ("all", "one") and set(choice.seconds) == {"all", "one"}
-        assert kernels.vocabulary_threads_decided(5000) == (1 if choice.winner == "one" else None)
+        assert decode_decisions.vocabulary_threads_decided(5000) == (1 if choice.winner == "one" else None)
         assert torch.get_num_threads() == 2  # the measurement put the count back
 
 
@@ -64,10 +67,10 @@ def test_the_sampler_on_one_thread_takes_the_same_steps(monkeypatch, temperature
     monkeypatch.setattr(ACCELERATED, "sampler", lambda n_top: None)
     run = lambda: list(generate(model, [5, 6, 7], max_new_tokens=6, temperature=temperature, top_k=40, seed=3))
     with torch_threads(2):
-        monkeypatch.setattr(kernels, "vocabulary_threads_decided", lambda vocab: None)
+        monkeypatch.setattr(decode_decisions, "vocabulary_threads_decided", lambda vocab: None)
         want = run()
         seen = []
-        monkeypatch.setattr(kernels, "vocabulary_threads_decided", lambda vocab: 1)
+        monkeypatch.setattr(decode_decisions, "vocabulary_threads_decided", lambda vocab: 1)
         original = sampling.entropy_bits  # called inside the sampler's step: records the threads it runs on
         monkeypatch.setattr(sampling, "entropy_bits", lambda p: seen.append(torch.get_num_threads()) or original(p))
         got = run()

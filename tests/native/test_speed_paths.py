@@ -35,16 +35,20 @@ def fixed_kernel_choices(monkeypatch):
     """The choices these tests exercise (float32 stored [in, out], bfloat16 [out, in] with Q/K/V
     stacked and ATen's one-row kernel), set instead of measured: which one a machine measures
     faster is tests/native/test_kernels.py's business, every path giving the same numbers is this file's."""
-    from playground.runtime import kernels
+    from playground.runtime import decode_decisions, kernels
 
     fixed = lambda winner: kernels.Choice("fixed for the test", winner, measured=False)  # noqa: E731
     monkeypatch.setattr(
-        kernels, "weight_layout", lambda shape, dtype, count: fixed("in_out" if dtype == torch.float32 else "out_in")
+        decode_decisions,
+        "weight_layout",
+        lambda shape, dtype, count: fixed("in_out" if dtype == torch.float32 else "out_in"),
     )
     monkeypatch.setattr(
-        kernels, "stacked_qkv", lambda d, dtype, in_out, n: fixed("stacked" if dtype == torch.bfloat16 else "separate")
+        decode_decisions,
+        "stacked_qkv",
+        lambda d, dtype, in_out, n: fixed("stacked" if dtype == torch.bfloat16 else "separate"),
     )
-    monkeypatch.setattr(kernels, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
+    monkeypatch.setattr(decode_decisions, "one_row_kernel", lambda *a: None)  # the compiled kernel: test_native_gemv.py
     monkeypatch.setattr(native_choice, "prepare", lambda model: None)  # the compiled step: test_native_step.py
 
 
