@@ -5,7 +5,7 @@ after a 40-token run; each case is screenshotted under tests/artifacts/first-scr
 
 import pytest
 
-from tests.browser.chromium import launch, open_tab, set_number
+from tests.browser.chromium import launch, open_tab, set_number, wait_on_generate
 from tests.helpers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -38,10 +38,11 @@ def test_chips_heatmap_and_its_controls_share_the_first_screen(page_url, lang):
             set_number(page, "pg-max-new", 40)
             page.locator("#pg-generate").click()
             page.locator("#pg-status [data-state=done][data-tokens='40']").wait_for(timeout=120_000)
-            page.wait_for_function(
+            wait_on_generate(
+                page,
                 "() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick')"
                 " && document.querySelector('#pg-query input[type=number]')?.value > 0",
-                timeout=60_000,
+                f"first-screen-map-{lang}-{width}",
             )
             page.wait_for_timeout(500)  # plotly's last relayout
             page.evaluate("() => window.scrollTo(0, 0)")
