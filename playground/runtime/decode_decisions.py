@@ -32,7 +32,7 @@ def _probe_generator() -> torch.Generator:
 
 def matrices(shape, dtype, n, in_out: bool) -> list[torch.Tensor]:
     out = []
-    gen = torch.Generator().manual_seed(0)
+    gen = _probe_generator()
     for _ in range(n):
         w = torch.empty(shape[::-1] if in_out else shape, dtype=dtype).uniform_(-0.02, 0.02, generator=gen)
         out.append(w.t() if in_out else w)  # always (out, in) values, as nn.Linear holds them

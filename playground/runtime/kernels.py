@@ -80,7 +80,7 @@ _CHOICES: dict[tuple, Choice] = {}
 _LOCK = threading.RLock()  # the tables of decisions only: never held while candidates are built or timed
 # One measurement at a time (two would time each other's load), re-entered by a decision whose candidates ask
 # for another. Held apart from _LOCK: a forward's ``decided`` and a request's plain candidate never wait behind
-# a measurement on another thread (the background's, at low priority, took over a minute on a loaded machine).
+# a measurement on another thread (the background's runs at low priority: on a loaded machine it lasts long).
 _MEASURING = threading.RLock()
 _STORE: DecisionStore | None = None  # this machine's decisions on disk, once keep_decisions was called
 _LOCAL = threading.local()  # .decided_only: choose returns the plain candidate instead of measuring

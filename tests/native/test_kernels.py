@@ -69,7 +69,7 @@ def _within(seconds, work):
 
 
 def test_a_measurement_under_way_holds_no_read_a_request_makes():
-    """The background measures a new shape at low priority, for a minute on a loaded machine; meanwhile a
+    """The background measures a new shape at low priority, slowly on a loaded machine; meanwhile a
     forward's ``decided``, a request's plain candidate (``decided_only``) and the list of decisions answer at
     once. A second measurement waits for the first (two would time each other's load)."""
     clock = FakeClock()
@@ -194,9 +194,8 @@ def _force(monkeypatch, layout=None, stacked=None):
         monkeypatch.setattr(
             decode_decisions, "weight_layout", lambda shape, dtype, count: kernels.Choice("f", layout, measured=False)
         )
-        monkeypatch.setattr(
-            decode_decisions, "one_row_kernel", lambda *a: None
-        )  # the compiled kernel: test_native_gemv.py
+        # the compiled kernel: test_native_gemv.py
+        monkeypatch.setattr(decode_decisions, "one_row_kernel", lambda *a: None)
         monkeypatch.setattr(native_choice, "prepare", lambda model: None)  # the compiled step: test_native_step.py
     if stacked is not None:
         monkeypatch.setattr(decode_decisions, "stacked_qkv", lambda *a: kernels.Choice("f", stacked, measured=False))
