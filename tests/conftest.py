@@ -80,7 +80,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-IDLE_LOOPS = {"_sweep_forever", "_decode_forever"}  # app threads that wait for ever between rounds: never "busy"
+IDLE_LOOPS = {"_sweep_forever", "_decode_forever", "_work"}  # threads that wait for ever between rounds: never "busy"
 
 
 def wait_for_app_threads(timeout: float = 60.0) -> None:
@@ -105,7 +105,7 @@ def wait_for_app_threads(timeout: float = 60.0) -> None:
             while frame is not None:
                 if frame.f_code.co_filename.startswith(package):
                     # (the run registry's sweeper sleeps in playground code for the life of the process)
-                    busy = frame.f_code.co_name not in IDLE_LOOPS
+                    busy = busy or frame.f_code.co_name not in IDLE_LOOPS
                     break
                 frame = frame.f_back
         if not busy:

@@ -60,7 +60,43 @@ def wait_on_generate(page, js: str, name: str, timeout: float = 60_000) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"{name}-failed.png"))
         shown = page.evaluate(GENERATE_SHOWN)
-        pytest.fail(f"{name}: not seen in {timeout / 1000:.0f} s; the page showed {shown}; memory: {BUDGET.describe()}")
+        pytest.fail(
+            f"{name}: not seen in {timeout / 1000:.0f} s; the page showed {shown}; memory: {BUDGET.describe()}"
+        )  # (and conftest's report adds Gradio's queue and the server's threads)
+
+
+def queue_state() -> str:
+    """Every Gradio queue in this process (the tests' app): per concurrency group, events waiting and running."""
+    import gc
+
+    from gradio.queueing import Queue
+
+    groups = []
+    for q in (o for o in gc.get_objects() if type(o) is Queue):  # (isinstance reads deprecated proxies)
+        for cid, eq in q.event_queue_per_concurrency_id.items():
+            names = sorted({getattr(fn.fn, "__name__", "?") for fn in eq.start_times_per_fn if fn.fn})
+            if eq.queue or eq.current_concurrency:
+                groups.append(f"{cid} {names}: {len(eq.queue)} waiting, {eq.current_concurrency} running")
+    return "; ".join(groups) or "nothing waiting or running"
+
+
+def server_stacks(depth: int = 8) -> str:
+    """The innermost frames of every thread in this process that is in the project's or Gradio's code."""
+    import sys
+    import threading
+    import traceback
+
+    frames, out = sys._current_frames(), []
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident)
+        if frame is None or thread is threading.current_thread():
+            continue
+        stack = traceback.extract_stack(frame)
+        if not any("playground" in f.filename or "gradio" in f.filename for f in stack):
+            continue
+        lines = [f"  {Path(f.filename).name}:{f.lineno} {f.name}" for f in stack[-depth:]]
+        out.append(f"{thread.name}:\n" + "\n".join(lines))
+    return "\n".join(out) or "none"
 
 
 def set_number(page, elem_id, value):

@@ -2,9 +2,19 @@ import time
 
 import pytest
 
-from tests.browser.chromium import chromium_or_skip
+from tests.browser.chromium import chromium_or_skip, queue_state, server_stacks
 
 SLOW_S = 0.35  # CPU-bound seconds added to each head's forward in a slowed sweep: 24 heads, about 8 s in all
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A browser test that failed also reports what the app in this process was doing as it failed: Gradio's
+    queue and the server's threads (a page waiting on an answer that never came says no more than that)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        report.sections.append(("the app as the test failed", f"queue: {queue_state()}\n{server_stacks()}"))
 
 
 @pytest.fixture(scope="module")
