@@ -58,7 +58,7 @@ def generate(page, prompt: str | None = None, n: int = 40, seed: int = 42) -> No
         page.locator("#pg-prompt textarea").fill(prompt)
     for elem_id, value in (("pg-max-new", n), ("pg-seed", seed)):
         box = page.locator(f"#{elem_id} input[type=number], #{elem_id} input[type=text], #{elem_id} textarea")
-        if box.count():
+        if box.count() and box.first.is_visible():  # (presenter mode folds the seed away)
             box.fill(str(value))
             box.press("Enter")
     page.locator("#pg-generate").click()

@@ -107,8 +107,13 @@ def words(text, lang: str) -> str:
     return " · ".join(parts)
 
 
-def dress(fig, lang: str = "en", present: bool = False):
-    """``fig`` with its fixed words translated and, in presenter mode, larger type (in place; returned)."""
+# Title columns (Latin letters; see text_columns) a figure's column holds on a 1024-px page: (normal, presenter).
+TITLE_COLUMNS = {"half": (48, 36), "third": (36, 32)}
+
+
+def dress(fig, lang: str = "en", present: bool = False, column: str = "half"):
+    """``fig`` with its fixed words translated and, in presenter mode, larger type (in place; returned).
+    ``column``: how wide the page's column for it is ("half", "third"), which its title is wrapped to."""
     if fig is None:
         return fig
     if normalize_lang(lang) == "zh-CN":
@@ -117,7 +122,7 @@ def dress(fig, lang: str = "en", present: bool = False):
         _enlarge(fig)
     if len(list(fig.select_xaxes())) > 2:  # side-by-side panels: a few value ticks each
         fig.update_xaxes(nticks=4)
-    _wrap_title(fig, 36 if present else 48)  # columns of a half-width figure on a 1024-px page
+    _wrap_title(fig, TITLE_COLUMNS[column][present])
     return fig
 
 

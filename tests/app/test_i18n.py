@@ -607,6 +607,11 @@ def test_a_chinese_title_is_wrapped_by_its_width_not_its_character_count():
     lines = dress(fig, "zh-CN", present=True).layout.title.text.split("<br>")
     assert len(lines) == 2 and "".join(lines).replace(" ", "") == "第19步：采样分布下最可能的下一个token"
     assert all(text_columns(line) <= 36 for line in lines)
+    # the Generate tab's step bars sit in a third of the page: wrapped there even when not presenting
+    narrow = figures.empty_figure("")
+    narrow.update_layout(title_text="第 19 步：采样分布下最可能的下一个 token")
+    lines = dress(narrow, "zh-CN", column="third").layout.title.text.split("<br>")
+    assert len(lines) == 2 and all(text_columns(line) <= 36 for line in lines)
     short = figures.empty_figure("")
     short.update_layout(title_text="层 · 头")
     assert "<br>" not in dress(short, "zh-CN", present=True).layout.title.text
