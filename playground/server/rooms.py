@@ -1,7 +1,7 @@
 """Classroom rooms: a teacher's short code that students follow and vote in, driven by a secret key.
 
 ``ROOMS.create(client)`` gives ``(code, key)``: the code (6 characters from an alphabet without
-look-alikes) lets anyone follow the room and vote once per question; the key (``secrets.token_urlsafe``)
+look-alikes: ``room_codes``) lets anyone follow the room and vote once per question; the key (``secrets.token_urlsafe``)
 alone publishes the teacher's place, opens and reveals a vote and ends the room (checked with
 ``hmac.compare_digest``). A student ``join``s and gets a member id of their own: it is what makes a vote
 count once (voting again replaces it). What the teacher publishes is a small dict (tab, lesson, step,
@@ -53,6 +53,7 @@ from playground.server.room_checks import (  # noqa: F401  (the limits and the e
     check_state,
     check_text,
 )
+from playground.server.room_codes import CODE_LENGTH, new_code, normalize_code
 from playground.server.room_lockout import (  # noqa: F401  (the limits are the rooms' too)
     FAILURE_WINDOW,
     MAX_FAILURES,
@@ -61,8 +62,6 @@ from playground.server.room_lockout import (  # noqa: F401  (the limits are the 
 )
 from playground.server.room_votes import Vote, public_vote
 
-ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector and typed without doubt
-CODE_LENGTH = 6  # 31**6 ≈ 887 million codes
 MAX_MEMBERS = 200
 MEMBER_IDLE_SECONDS = 120.0  # a member unseen this long may lose its place to a newcomer
 HERE_SECONDS = 75.0  # a member seen this recently is counted as here (an open page polls at least every 30 s)
@@ -82,20 +81,6 @@ def idle_seconds() -> float:
         return max(1.0, float(os.environ.get("PLAYGROUND_ROOM_IDLE_MINUTES", "60")) * 60)
     except ValueError:
         return 3600.0
-
-
-def new_code() -> str:
-    return "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
-
-
-def normalize_code(code: Any) -> str | None:
-    """A code as typed (lower case, spaces, a dash) in its canonical form, or None when it cannot be one."""
-    if not isinstance(code, str):
-        return None
-    text = code.strip().upper().replace(" ", "").replace("-", "")
-    if len(text) != CODE_LENGTH or any(ch not in ALPHABET for ch in text):
-        return None
-    return text
 
 
 @dataclass

@@ -8,7 +8,8 @@ import pytest
 
 from playground.i18n import tr_error
 from playground.server import rooms
-from playground.server.rooms import ALPHABET, CODE_LENGTH, MAX_CHOICES, MAX_LABEL_CHARS, RoomError, Rooms
+from playground.server.room_codes import ALPHABET, CODE_LENGTH
+from playground.server.rooms import MAX_CHOICES, MAX_LABEL_CHARS, RoomError, Rooms
 
 CHOICES = [["yes", {"en": "yes", "zh-CN": "是"}], ["no", "no"]]
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 
-from playground.server.rooms import ROOMS, RoomError, normalize_code
+from playground.server.room_codes import normalize_code
+from playground.server.rooms import ROOMS, RoomError
 from playground.ui.common import client_address
 
 KEEP = 8  # the keys a browser keeps (the newest): a teacher's rooms of a day, not a growing list
