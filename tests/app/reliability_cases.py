@@ -242,19 +242,20 @@ def _ended_room(state):
 
 
 def _room_vote_alone(state):
-    from playground.ui.lessons import room as lessons_room
+    from playground.ui.lessons import room_voting
 
-    return lessons_room.cast(state, None, "yes")
+    return room_voting.cast(state, None, "yes")
 
 
 def _student_opens_a_vote(state):
     from playground.server.rooms import ROOMS
     from playground.ui.lessons import room as lessons_room
+    from playground.ui.lessons import room_voting
 
     code, key = ROOMS.create()
     try:
         room = lessons_room.join_room(state, None, code).room
-        return lessons_room.open_vote(state, room, {"lesson": "attention", "step": 0}, LESSON_PROMPT)
+        return room_voting.open_vote(state, room, {"lesson": "attention", "step": 0}, LESSON_PROMPT)
     finally:
         ROOMS.end(code, key)
 

@@ -16,6 +16,7 @@ from playground.server import lessons
 from playground.server.recipes import random_recipe
 from playground.server.rooms import ROOMS
 from playground.ui.lessons import room as lessons_room
+from playground.ui.lessons import room_voting
 from playground.ui.lessons import tab as lessons_tab
 from tests.app.room_clients import a_teacher_and_a_student
 
@@ -128,14 +129,14 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     assert all(v == SKIP for v in lessons_room.poll(student_state, s_room, PROMPT)[5:])
 
     # the teacher's vote on this step: the student's radio shows its choices in the student's language
-    assert "pg-ok" in lessons_room.open_vote(teacher_state, t_room, moved.lesson_pos, PROMPT)
+    assert "pg-ok" in room_voting.open_vote(teacher_state, t_room, moved.lesson_pos, PROMPT)
     polled = lessons_room.poll(student_state, s_room, PROMPT)
     s_room = polled.room
     assert polled.room_vote["visible"] and polled.room_vote["choices"]
     choice = polled.room_vote["choices"][0][1]
-    assert "pg-ok" in lessons_room.cast(student_state, s_room, choice)
+    assert "pg-ok" in room_voting.cast(student_state, s_room, choice)
     assert "1" in lessons_room.poll(teacher_state, t_room, PROMPT).room_status  # "1 of 1 answered"
-    lessons_room.reveal(teacher_state, t_room)
+    room_voting.reveal(teacher_state, t_room)
     polled = lessons_room.poll(student_state, s_room, PROMPT)
     s_room = polled.room
     assert f"data-choice='{choice}' data-count='1'" in polled.room_result

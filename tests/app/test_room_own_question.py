@@ -12,7 +12,7 @@ import pytest
 from playground import PRESETS
 from playground.server.room_checks import MAX_LABEL_CHARS
 from playground.ui.lessons import room as lessons_room
-from playground.ui.lessons import room_api, room_ask
+from playground.ui.lessons import room_api, room_ask, room_voting
 from tests.app.room_clients import a_teacher_and_a_student, nano_sessions
 
 QUESTION = "Which head copies the token after an earlier repeat?"
@@ -53,13 +53,13 @@ def test_the_teachers_own_question_takes_the_layers_heads_and_reveals_the_counts
         assert p.room_vote["choices"] == chips
     assert "answer" not in rooms[0]["vote"]
 
-    assert "pg-ok" in lessons_room.cast(states[0], rooms[0], "h0")
-    assert "pg-ok" in lessons_room.cast(states[1], rooms[1], f"h{n_heads - 1}")
+    assert "pg-ok" in room_voting.cast(states[0], rooms[0], "h0")
+    assert "pg-ok" in room_voting.cast(states[1], rooms[1], f"h{n_heads - 1}")
     teacher_polled = lessons_room.poll(teacher, t_room, "")
     assert "2 of 2 answered" in teacher_polled.room_status and QUESTION in teacher_polled.room_status
     assert teacher_polled.room_result == lessons_room.gr.skip()  # its "vote open" line stays on the teacher's page
 
-    assert lessons_room.reveal(teacher, t_room) == lessons_room.gr.skip()
+    assert room_voting.reveal(teacher, t_room) == lessons_room.gr.skip()
     for state, room_, words in zip(states, rooms, ("no computed answer", "没有计算出的答案")):
         shown = lessons_room.poll(state, room_, "").room_result
         assert "data-answer=''" in shown and "✓" not in shown and QUESTION in shown and words in shown, shown

@@ -16,7 +16,7 @@ from playground.engine.head_patterns import head_stats, induction_scores
 from playground.server import view_questions
 from playground.ui.common import session_model, session_run
 from playground.ui.lessons import room as lessons_room
-from playground.ui.lessons import room_api, room_ask
+from playground.ui.lessons import room_api, room_ask, room_voting
 from tests.app.room_clients import a_teacher_and_a_student, nano_sessions
 
 PROMPT = "The cat sat on the mat. The cat sat on the mat."
@@ -83,12 +83,12 @@ def test_the_teacher_asks_about_a_layer_and_the_reveal_shows_the_runs_answer(pag
     assert "answer" not in rooms[0]["vote"]  # kept on the server until the reveal
 
     other = next(cid for _, cid in chips if cid != answer)
-    assert "pg-ok" in lessons_room.cast(states[0], rooms[0], answer)
-    assert "pg-ok" in lessons_room.cast(states[1], rooms[1], other)
+    assert "pg-ok" in room_voting.cast(states[0], rooms[0], answer)
+    assert "pg-ok" in room_voting.cast(states[1], rooms[1], other)
     status = lessons_room.poll(teacher, t_room, PROMPT).room_status  # the question stays in the teacher's sight
     assert "2 of 2 answered" in status and f"Which head of layer {layer}" in status and f"“L{layer} H0”" in status
 
-    assert lessons_room.reveal(teacher, t_room) == lessons_room.gr.skip()
+    assert room_voting.reveal(teacher, t_room) == lessons_room.gr.skip()
     for state, room, words in zip(
         states, rooms, (("The answer", f"Which head of layer {layer}"), ("答案", f"第 {layer} 层"))
     ):
@@ -98,7 +98,7 @@ def test_the_teacher_asks_about_a_layer_and_the_reveal_shows_the_runs_answer(pag
         assert f"L{layer} H{answer[1:]} ✓" in shown and all(w in shown for w in words)  # its language's question
 
     # a lesson's vote still reads its question from the lesson: no text of its own
-    assert "pg-ok" in lessons_room.open_vote(teacher, t_room, {"lesson": "attention", "step": 0}, PROMPT)
+    assert "pg-ok" in room_voting.open_vote(teacher, t_room, {"lesson": "attention", "step": 0}, PROMPT)
     vote = lessons_room.ROOMS.state(t_room["code"])["vote"]
     assert "text" not in vote and vote["question"].startswith("attention/")
     lessons_room.end_room(teacher, t_room)

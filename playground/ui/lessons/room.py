@@ -9,7 +9,7 @@ after it lands (``lessons_tab.redrawn_again``). A student's page (``?room=CODE``
 (``room_layout.WATCH_JS``, ``server.room_wait``), then polls it and, while following, takes the teacher's model and
 shows the teacher's step on the teacher's prompt, drawn once for the room (``room_drawn``); moving on
 their own steps away until they press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
-model and kept on the server), sees how many answered, and Reveal shows the answer and the room's counts
+model and kept on the server: ``room_voting``), sees how many answered, and Reveal shows the answer and the room's counts
 on every page. What the pages show is drawn by ``room_views``; following the tab, the prompt and the
 teacher's Generate run is ``room_follow``'s, the Inside view ``room_inside``'s; the ``/room_*`` endpoints (the same operations for an API
 caller) are in ``room_api``.
@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.i18n import LANGS
-from playground.server import lessons
 from playground.server.rooms import ROOMS, RoomError
 from playground.ui import listeners, skipped_outputs
-from playground.ui.common import client_address, fail, lang_of, ok, page_prefs, session_model, tr, warn
+from playground.ui.common import client_address, fail, lang_of, page_prefs, tr, warn
 from playground.ui.results import only, outputs, result
 
 from . import (
@@ -36,6 +34,7 @@ from . import (
     room_lead,
     room_scroll,
     room_student,
+    room_voting,
 )
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
@@ -141,36 +140,6 @@ def publish_move(state, room, pos, prompt):
     return gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 
-def open_vote(state, room, pos, prompt) -> str:
-    """The current step's question put to the room, its answer computed now on the teacher's model."""
-    lang = lang_of(state)
-    room = room or no_room()
-    if not room.get("key"):
-        return warn(tr(lang, "room_not_teacher"))
-    try:
-        lesson, index = lessons_tab.locate(pos)
-        step = lesson.steps[index]
-        question, _ = lessons.ask(step, session_model(state), prompt)
-        choices = [
-            [cid, {lg: lessons_tab.choice_label(question, cid, lg) for lg in LANGS}] for cid, _ in question.choices
-        ]
-        ROOMS.open_vote(room.get("code"), room.get("key"), f"{lesson.id}/{index + 1}", choices, question.answer)
-    except Exception as e:
-        return fail(e, lang)
-    return ok(tr(lang, "room_vote_opened"))
-
-
-def reveal(state, room) -> str:
-    room = room or no_room()
-    if not room.get("key"):
-        return warn(tr(lang_of(state), "room_not_teacher"))
-    try:
-        ROOMS.reveal(room.get("code"), room.get("key"), client_address())
-    except Exception as e:
-        return fail(e, lang_of(state))
-    return gr.skip()
-
-
 def end_room(state, room):
     room = room or no_room()
     lang = lang_of(state)
@@ -254,19 +223,6 @@ def follow(state, room):
         return gr.skip(), fail(e, lang), gr.skip()
     again = room_student.in_step_again(room, moves)
     return again, tr(lang, "room_joined", code=room["code"]), gr.update(visible=False)
-
-
-def cast(state, room, choice) -> str:
-    room = room or no_room()
-    lang = lang_of(state)
-    if not room.get("member"):
-        return warn(tr(lang, "room_none"))
-    try:
-        vote = room.get("vote") or {}
-        ROOMS.vote(room.get("code"), room.get("member"), vote.get("id"), choice, client_address())
-    except Exception as e:
-        return fail(e, lang)
-    return ok(tr(lang, "room_voted"))
 
 
 def poll(state, room, prompt, request: gr.Request = None) -> Polled:
@@ -382,8 +338,8 @@ def wire(page) -> None:
     polls.append(c.room_poke.click(poll, [state, c.room, prompt], polled, trigger_mode="always_last", **poll_event))
     for polled_event in polls:
         polled_event.then(**scroll)
-    c.room_open.click(open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
-    c.room_reveal.click(reveal, [state, c.room], c.room_result, **private)
+    c.room_open.click(room_voting.open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
+    c.room_reveal.click(room_voting.reveal, [state, c.room], c.room_result, **private)
     ask = [state, c.room, c.room_ask_kind, page.generate.layer, c.room_ask_text]  # (the heatmap's layer)
     c.room_ask_kind.change(lambda kind: gr.update(visible=kind == "own"), c.room_ask_kind, c.room_ask_text, **private)
     c.room_ask.click(room_ask.ask_room, ask, c.room_result, **private)
@@ -393,7 +349,7 @@ def wire(page) -> None:
         outputs(Ended, c),
         **private,
     ).then(**keep)
-    c.room_vote.input(cast, [state, c.room, c.room_vote], c.room_result, **private)
+    c.room_vote.input(room_voting.cast, [state, c.room, c.room_vote], c.room_result, **private)
     polls.append(c.room_timer.tick(poll, [state, c.room, prompt], polled, **poll_event))
     # A page that joins by its link takes the room's model and step before it applies its preferences
     # (prefs.wire chains them after this): a language redraw of the Model tab that set off beside the
