@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from playground.engine.config import ConfigError, GPTConfig
 from playground.engine.sizes import count_parameters_analytic, estimate_memory_bytes
-from playground.runtime.memory import MemoryBudget, default_budget_bytes, format_bytes
+from playground.runtime.machine_memory import default_budget_bytes, format_bytes
+from playground.runtime.memory import MemoryBudget
 
 
 def default_memory_budget_bytes() -> int:

@@ -13,7 +13,7 @@ When the models live on a CUDA GPU (``PLAYGROUND_DEVICE``, see playground.runtim
 that runs out first is the GPU's: the default budget is then 85% of that GPU's memory (the CUDA
 context and the caching allocator's slack take the rest).
 
-Freed memory is handed back to the operating system (glibc ``malloc_trim``, and ``map_large_blocks``
+Freed memory is handed back to the operating system (glibc ``malloc_trim``, and ``machine_memory.map_large_blocks``
 called once by the server's entry point), so the process's resident size follows what it holds
 instead of its peak. The server's entry point also calls ``BUDGET.count_whole_process()``: from then
 on the budget is one for the process's resident size (what the interpreter, torch, gradio and the
@@ -31,11 +31,7 @@ import weakref
 from collections.abc import Callable
 
 from playground.runtime.holdings import (
-    ADVICE,
-    KIND_LABELS,
     Holding,
-    MemoryBudgetError,
-    acting_for,
     client_busy,
     current_client,
     current_owner,
@@ -47,7 +43,6 @@ from playground.runtime.holdings import (
 from playground.runtime.machine_memory import (
     default_budget_bytes,
     format_bytes,
-    map_large_blocks,
     resident_bytes,
     trim,
 )
@@ -139,9 +134,6 @@ class MemoryBudget:
         measured now (the interpreter, torch, gradio, loaded once) and the resident size measured at
         each call, plus ``headroom()``. Library users and tests keep counting holdings only."""
         self._process_floor = resident_bytes()
-
-    def counts_whole_process(self) -> bool:
-        return self._process_floor is not None
 
     def headroom(self) -> int:
         """Room kept free for short-lived work no holding names (when the whole process is counted)."""
@@ -396,25 +388,3 @@ def _owned_now() -> frozenset[str]:
 
 
 BUDGET = MemoryBudget()
-
-# The machine's sizes and the OS calls live in playground.runtime.machine_memory; importers of the
-# budget keep finding them here.
-__all__ = [
-    "ADVICE",
-    "BUDGET",
-    "HEADROOM_MIN_BYTES",
-    "HEADROOM_SHARE",
-    "KIND_LABELS",
-    "TRIM_AFTER_BYTES",
-    "acting_for",
-    "current_owner",
-    "Holding",
-    "MemoryBudget",
-    "MemoryBudgetError",
-    "Reservation",
-    "default_budget_bytes",
-    "format_bytes",
-    "map_large_blocks",
-    "resident_bytes",
-    "trim",
-]

@@ -39,15 +39,9 @@ from playground.engine.model import GPTModel
 from playground.engine.quantize import is_int8
 from playground.engine.quantize import model_bytes as int8_model_bytes
 from playground.engine.sizes import check_build_size
-from playground.runtime.memory import (
-    BUDGET,
-    MemoryBudget,
-    acting_for,
-    current_client,
-    current_owner,
-    format_bytes,
-    trim,
-)
+from playground.runtime.holdings import acting_for, current_client, current_owner
+from playground.runtime.machine_memory import format_bytes, trim
+from playground.runtime.memory import BUDGET, MemoryBudget
 from playground.server.recipes import build_from_recipe, build_peak_bytes, model_label, recipe_key
 from playground.server.runs import IDLE_SECONDS
 

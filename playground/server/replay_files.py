@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from playground.errors import UserError
-from playground.runtime.memory import BUDGET, format_bytes
+from playground.runtime.machine_memory import format_bytes
+from playground.runtime.memory import BUDGET
 from playground.server.export_formats import max_export_bytes
 from playground.server.runs import MAX_NEW_TOKENS, MAX_PROMPT_CHARS
 from playground.settings import SamplingSettings

@@ -5,6 +5,8 @@ The budget every model, run and view reserves from, whom a reservation is made f
 from __future__ import annotations
 
 from playground.runtime.devices import DeviceError, default_device
-from playground.runtime.memory import BUDGET, acting_for, map_large_blocks
+from playground.runtime.holdings import acting_for
+from playground.runtime.machine_memory import map_large_blocks
+from playground.runtime.memory import BUDGET
 
 __all__ = ["BUDGET", "DeviceError", "acting_for", "default_device", "map_large_blocks"]

@@ -29,7 +29,9 @@ from playground.engine.model import GPTModel
 from playground.engine.sampling import Generation, GenerationStep, generate
 from playground.engine.tokenizer import load_tokenizer, tokenizer_of
 from playground.errors import UserError
-from playground.runtime.memory import BUDGET, Reservation, trim
+from playground.runtime.machine_memory import trim
+from playground.runtime.memory import BUDGET
+from playground.runtime.reservation import Reservation
 from playground.server.files import remove_abandoned_uploads
 from playground.server.recipes import describe_recipe, model_label
 from playground.settings import SamplingSettings

@@ -29,7 +29,7 @@ from playground.engine.weights import read_checkpoint_metadata
 from playground.runtime.devices import CHOICES as DEVICE_CHOICES
 from playground.runtime.devices import ENV_VAR as DEVICE_ENV_VAR
 from playground.runtime.devices import DeviceError, describe_device, resolve_device
-from playground.runtime.memory import default_budget_bytes, format_bytes
+from playground.runtime.machine_memory import default_budget_bytes, format_bytes
 from playground.training import induction_run
 from playground.training.corpus import prepare_corpus, text_from_upload
 from playground.training.head_watch import HeadWatch, probe_batch, probe_period, record_json

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from playground.engine.config import ConfigError, GPTConfig, SerializableConfig
 from playground.engine.memory_check import default_memory_budget_bytes
 from playground.engine.sizes import count_parameters_analytic
-from playground.runtime.memory import format_bytes
+from playground.runtime.machine_memory import format_bytes
 
 TRAIN_DTYPES = ("float32", "bfloat16")
 

@@ -264,7 +264,8 @@ def _busy_address(state):
     """A generation from an address that already runs its most work at once (the cap set to 1 here)."""
     import os
 
-    from playground.runtime.memory import BUDGET, acting_for
+    from playground.runtime.holdings import acting_for
+    from playground.runtime.memory import BUDGET
 
     before = os.environ.get("PLAYGROUND_MAX_WORK_PER_CLIENT")
     os.environ["PLAYGROUND_MAX_WORK_PER_CLIENT"] = "1"

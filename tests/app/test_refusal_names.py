@@ -6,7 +6,8 @@ import html
 
 import pytest
 
-from playground.runtime.memory import BUDGET, current_owner
+from playground.runtime.holdings import current_owner
+from playground.runtime.memory import BUDGET
 from playground.server.model_cache import CACHE
 from playground.ui.state import for_the_session, session_id
 from tests.helpers import build_fields

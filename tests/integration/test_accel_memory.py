@@ -20,7 +20,8 @@ from playground.accel import background, copy_plan, enabled, undecided
 from playground.engine.config import GPTConfig
 from playground.engine.sizes import count_parameters_analytic
 from playground.runtime import kernels, library_cache
-from playground.runtime.memory import MemoryBudget, map_large_blocks, trim
+from playground.runtime.machine_memory import map_large_blocks, trim
+from playground.runtime.memory import MemoryBudget
 from playground.server.model_cache import ModelCache, model_bytes, weight_bytes
 from playground.server.recipes import build_from_recipe, build_peak_bytes, random_recipe, timing_recipe
 

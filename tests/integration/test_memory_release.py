@@ -11,7 +11,9 @@ from playground.engine.config import GPTConfig
 from playground.engine.memory_check import check_memory
 from playground.engine.sizes import count_parameters_analytic
 from playground.formats import format_bytes
-from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError, map_large_blocks, trim
+from playground.runtime.holdings import MemoryBudgetError
+from playground.runtime.machine_memory import map_large_blocks, trim
+from playground.runtime.memory import BUDGET, MemoryBudget
 from playground.server.model_cache import CACHE as APP_CACHE
 from playground.server.model_cache import ModelCache, model_bytes, weight_bytes
 from playground.server.recipes import build_from_recipe, build_peak_bytes, random_recipe

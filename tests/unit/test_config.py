@@ -10,7 +10,7 @@ from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
 from playground.engine.sizes import count_parameters_analytic, estimate_memory_bytes
 from playground.errors import UserError
-from playground.runtime.memory import format_bytes
+from playground.runtime.machine_memory import format_bytes
 from playground.training.trainer import build_model
 
 TINY = dict(context_length=16, emb_dim=32, n_heads=4, n_layers=2)

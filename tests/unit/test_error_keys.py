@@ -90,7 +90,8 @@ def test_a_refusal_inside_a_refusal_is_said_in_chinese_as_well():
 
 
 def test_a_budget_refusal_is_a_memory_error_and_a_user_error():
-    from playground.runtime.memory import MemoryBudget, MemoryBudgetError
+    from playground.runtime.holdings import MemoryBudgetError
+    from playground.runtime.memory import MemoryBudget
 
     budget = MemoryBudget(total_bytes=1000)
     with pytest.raises(MemoryError) as caught:

@@ -12,7 +12,8 @@ import torch
 from playground import PRESETS
 from playground.engine.config import ConfigError, GPTConfig
 from playground.engine.sizes import MAX_LAYERS, check_build_size
-from playground.runtime.memory import BUDGET, MemoryBudget, MemoryBudgetError
+from playground.runtime.holdings import MemoryBudgetError
+from playground.runtime.memory import BUDGET, MemoryBudget
 from playground.server import jobs, model_cache, runs
 from playground.server.model_cache import ModelCache, model_bytes
 from playground.server.recipes import build_from_recipe, random_recipe, recipe_key

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from playground import PRESETS
-from playground.runtime.memory import MemoryBudget, MemoryBudgetError, resident_bytes
+from playground.runtime.holdings import MemoryBudgetError
+from playground.runtime.machine_memory import resident_bytes
+from playground.runtime.memory import MemoryBudget
 from playground.server import jobs, runs
 from playground.server.model_cache import IDLE_SHARE, ModelCache, model_bytes
 from playground.server.recipes import build_from_recipe, build_peak_bytes, random_recipe, recipe_key

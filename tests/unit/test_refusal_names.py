@@ -9,8 +9,9 @@ import pytest
 from playground import PRESETS
 from playground.engine.config import GPTConfig
 from playground.i18n import tr_error
+from playground.runtime.holdings import MemoryBudgetError, acting_for, current_owner
 from playground.runtime.machine_memory import GiB
-from playground.runtime.memory import MemoryBudget, MemoryBudgetError, acting_for, current_owner
+from playground.runtime.memory import MemoryBudget
 from playground.server.model_cache import ModelCache, model_bytes
 from playground.server.recipes import random_recipe
 

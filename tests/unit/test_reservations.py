@@ -10,8 +10,9 @@ import pytest
 
 from playground import PRESETS
 from playground.engine.config import GPTConfig
+from playground.runtime.holdings import MemoryBudgetError, acting_for
 from playground.runtime.machine_memory import GiB, resident_bytes
-from playground.runtime.memory import MemoryBudget, MemoryBudgetError, acting_for
+from playground.runtime.memory import MemoryBudget
 from playground.server import runs
 from playground.server.model_cache import ModelCache
 from playground.server.recipes import random_recipe
