@@ -103,6 +103,25 @@ def pages():
     return teacher, student
 
 
+def test_a_wrong_key_from_any_teacher_handler_counts_against_its_address(pages, monkeypatch):
+    """Opening a vote, like revealing one, counts a wrong key against the address that sent it: past the
+    lockout's limit that address is refused even with the right key, and the room serves its teacher."""
+    from playground.server import room_lockout
+    from playground.ui.lessons import room_voting
+
+    teacher_state, _ = pages
+    start = lessons_tab.first_position()
+    room = lessons_room.start_room(teacher_state, None, start, PROMPT).room
+    monkeypatch.setattr(room_voting, "client_address", lambda: "198.51.100.9")
+    guess = {**room, "key": "guess"}
+    for _ in range(room_lockout.MAX_FAILURES):
+        assert "pg-err" in room_voting.open_vote(teacher_state, guess, start, PROMPT)
+    assert "pg-err" in room_voting.open_vote(teacher_state, room, start, PROMPT)  # locked out, right key or not
+    monkeypatch.setattr(room_voting, "client_address", lambda: "192.0.2.1")  # the teacher's own address
+    assert "pg-ok" in room_voting.open_vote(teacher_state, room, start, PROMPT)
+    ROOMS.end(room["code"], room["key"])
+
+
 def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     teacher_state, student_state = pages
     start = lessons_tab.first_position()
