@@ -1,7 +1,7 @@
 """One anonymous client must not lock a room out (issue 40): a generation's room is taken when it starts
 and given back when it ends, idle sessions hold none, other sessions' idle models give way before a
 new user is refused, one address has caps on its sessions and its work, and a refusal is fast and says
-when to try again (playground.runtime.memory's Reservation, server.runs, server.model_cache)."""
+when to try again (playground.runtime.reservation's Reservation, server.runs, server.model_cache)."""
 
 import gc
 import time
