@@ -30,6 +30,7 @@ from .inside import layout as inside_layout
 from .inside import picks as inside_picks
 from .lessons import layout as lessons_layout
 from .lessons import room_layout
+from .model import layout as model_layout
 from .model import tab as model_tab
 from .style import CSS, RESIZE_JS
 from .tokenizer import tab as tokenizer_tab
@@ -72,7 +73,7 @@ def build_demo() -> gr.Blocks:
                 page.lessons = lessons_layout.layout()
                 vars(page.lessons).update(vars(page.room_bar))  # (the room's handlers find them with its controls)
             with gr.Tab(T("tab_model"), id="model") as page.model_tab:
-                page.model = model_tab.layout()
+                page.model = model_layout.layout()
             with gr.Tab(T("tab_generate"), id="generate") as page.generate_tab:
                 page.generate = generate_layout.layout(default_model.cfg)
             with gr.Tab(T("tab_inside"), id="inside") as page.inside_tab:
@@ -84,7 +85,7 @@ def build_demo() -> gr.Blocks:
             with gr.Tab(T("tab_tokenizer"), id="tokenizer") as page.tokenizer_tab:
                 page.tokenizer = tokenizer_tab.layout()
         for tab in (
-            model_tab,
+            model_layout,
             generate_layout,
             inside_layout,
             inside_picks,
