@@ -4,7 +4,7 @@
 ``run()`` with a callback and a stop flag), and every random choice is a function of the seed and
 the step number, so the same seed gives the same losses and a resumed run continues exactly where
 the saved one stopped. Checkpoints are safetensors only: the model with ``save_checkpoint`` and,
-next to it, the optimizer's moments as a second safetensors file.
+next to it, the optimizer's moments as a second safetensors file (``optimizer_state``).
 
 Run inside a ``torch.distributed`` process group (``torchrun``), the same ``Trainer`` trains with
 DistributedDataParallel: every rank draws the same global batch of ``batch_size`` windows and
@@ -33,7 +33,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch.nn.parallel import DistributedDataParallel
 
 from playground.engine.config import ConfigError, GPTConfig
@@ -46,6 +45,7 @@ from playground.runtime.devices import autocast, default_device, resolve_device
 from playground.runtime.memory import BUDGET
 from playground.training.corpus import CorpusError, check_corpus_length
 from playground.training.losses import evaluate_loss, evaluation_starts, loss_sums
+from playground.training.optimizer_state import load_moments, save_moments
 from playground.training.sampled_softmax import SampledSoftmax
 from playground.training.train_config import TrainConfig, lr_at
 
@@ -343,15 +343,7 @@ class Trainer:
             "processes": self.world_size,  # of the last session; resuming may use any number
         }
         save_checkpoint(self.model, path, metadata=meta)
-        names = {id(p): name for name, p in self.model.named_parameters()}
-        tensors = {}
-        for p, state in self.optimizer.state.items():
-            for key, value in state.items():  # step, exp_avg, exp_avg_sq
-                tensors[f"{names[id(p)]}.{key}"] = torch.as_tensor(value).detach().cpu().contiguous()
-        opt_path = optimizer_path(path)
-        tmp = opt_path.with_name(opt_path.name + ".tmp")
-        save_file(tensors, str(tmp), metadata={"step": str(self.step_count), "betas": json.dumps(self.betas)})
-        tmp.replace(opt_path)
+        save_moments(self.model, self.optimizer, path, self.step_count, self.betas)
         return path
 
     def load_state(self, path) -> None:
@@ -366,21 +358,7 @@ class Trainer:
             )
         self.model.load_state_dict(saved.state_dict())
         meta = saved.checkpoint_metadata
-        moments = load_file(str(optimizer_path(path)))
-        params = dict(self.model.named_parameters())
-        expected = {f"{name}.{key}" for name in params for key in ("step", "exp_avg", "exp_avg_sq")}
-        if set(moments) != expected:
-            raise WeightLoadError(
-                "train.resume_optimizer",
-                "{name} does not match this model's parameters.",
-                name=optimizer_path(path).name,
-            )
-        for name, p in params.items():
-            self.optimizer.state[p] = {
-                "step": moments[f"{name}.step"].float(),
-                "exp_avg": moments[f"{name}.exp_avg"].to(p.device),
-                "exp_avg_sq": moments[f"{name}.exp_avg_sq"].to(p.device),
-            }
+        load_moments(self.model, self.optimizer, path)
         self.step_count = int(meta.get("step", 0))
         self.tokens_seen = int(meta.get("tokens_seen", 0))
         self.elapsed_s = float(meta.get("elapsed_s", 0.0))
@@ -401,8 +379,3 @@ class Trainer:
 
 def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
-
-
-def optimizer_path(model_path) -> Path:
-    model_path = Path(model_path)
-    return model_path.with_name(model_path.stem + ".optim.safetensors")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import playground.engine.weights as weights_module
-import playground.training.trainer as train_module
+import playground.training.optimizer_state as optimizer_state_module
 from playground.training.cli import main
 
 writes: list[str] = []
@@ -33,7 +33,7 @@ def _spy_open(self, mode="r", *args, **kwargs):
     return _path_open(self, mode, *args, **kwargs)
 
 
-weights_module.save_file = train_module.save_file = _spy_save_file
+weights_module.save_file = optimizer_state_module.save_file = _spy_save_file
 Path.open = _spy_open
 
 printed = io.StringIO()

@@ -27,8 +27,9 @@ from playground.training.corpus import (
     tiny_shakespeare_path,
 )
 from playground.training.losses import evaluate_loss, overfitting, random_init_loss, unigram_loss
+from playground.training.optimizer_state import optimizer_path
 from playground.training.train_config import TrainConfig, check_training_memory, lr_at
-from playground.training.trainer import Trainer, build_model, optimizer_path
+from playground.training.trainer import Trainer, build_model
 from tests.helpers import TINY_SHAKESPEARE
 
 # Small enough that a step takes a few milliseconds of matrix work beyond the 50257-way softmax.
