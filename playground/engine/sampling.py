@@ -14,6 +14,7 @@ import torch
 
 from playground.engine import decoding
 from playground.engine.decoding import Row, RowResult, last_row_probs
+from playground.engine.generation_checks import checked_prompt, checked_settings
 from playground.engine.model import GPTModel
 from playground.engine.receipts import inverse_cdf_draw, slices
 from playground.engine.row_summary import (
@@ -26,16 +27,8 @@ from playground.engine.row_summary import (
     first_argmax,
     greedy_step_fields,
 )
-from playground.errors import UserError
-from playground.settings import SamplingSettings
 
 STAGES = ("raw", "temperature", "top_k", "top_p")
-
-
-def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size=None) -> None:
-    """Raise a UserError (a ValueError) with a message a UI can show as it is. The rules belong to the
-    typed settings (``playground.settings.SamplingSettings``), which the generation builds too."""
-    SamplingSettings(temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens)
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -149,34 +142,15 @@ class Generation:
     seed_used: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        if self.max_new_tokens is None:
-            raise UserError("generate.max_new_none", "The number of new tokens must be a whole number, got None.")
         # The settings' rules live in one place; a caller that parsed them already passes typed values.
-        typed = SamplingSettings(
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            seed=self.seed,
-            max_new_tokens=self.max_new_tokens,
-        )
+        typed = checked_settings(self.temperature, self.top_k, self.top_p, self.seed, self.max_new_tokens)
         self.temperature, self.top_k, self.top_p, self.seed = (
             typed.temperature,
             typed.top_k or None,
             typed.top_p,
             typed.seed,
         )
-        ids = [int(i) for i in self.prompt_ids]
-        if not ids:
-            raise UserError("generate.prompt_empty", "The prompt is empty: type some text to continue.")
-        vocab = self.model.cfg.vocab_size
-        bad = [i for i in ids if not 0 <= i < vocab]
-        if bad:
-            raise UserError(
-                "generate.token_outside",
-                "Token id {token_id} is outside the vocabulary (0..{last}).",
-                token_id=bad[0],
-                last=vocab - 1,
-            )
+        ids = checked_prompt(self.prompt_ids, self.model.cfg.vocab_size)
         context = self.model.cfg.context_length
         self.n_cropped = max(0, len(ids) - context)
         self.prompt_ids = ids[self.n_cropped :]

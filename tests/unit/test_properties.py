@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from playground.engine.config import ConfigError, GPTConfig
+from playground.engine.generation_checks import validate_sampling
 from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
 from playground.engine.sampling import (
@@ -15,7 +16,6 @@ from playground.engine.sampling import (
     apply_top_p,
     generate,
     sampling_distribution,
-    validate_sampling,
 )
 from playground.engine.sizes import count_parameters_analytic, estimate_memory_bytes
 from playground.inside.inspection import count_parameters, parameter_breakdown

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from playground.engine.config import GPTConfig
+from playground.engine.generation_checks import validate_sampling
 from playground.engine.model import GPTModel
 from playground.engine.sampling import (
     STAGES,
@@ -16,7 +17,6 @@ from playground.engine.sampling import (
     entropy_bits,
     generate,
     sampling_distribution,
-    validate_sampling,
 )
 
 NEG_INF = float("-inf")
