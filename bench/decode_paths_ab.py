@@ -25,8 +25,8 @@ import time
 import torch
 
 from playground.accel import accelerate, native_decode
-from playground.engine.config import PRESETS
 from playground.engine.model import GPTModel
+from playground.engine.presets import PRESETS
 from playground.engine.quantize import COMPILED_DYNAMIC, Int8Linear, quantize_int8
 from playground.engine.sampling import generate
 from playground.runtime import decode_decisions, kernels, native_gemv

@@ -167,8 +167,8 @@ def decode_ab(model, n_new: int, reps: int) -> dict | None:
 
 def run(quick: bool = False) -> dict:
     from playground.accel import accelerate
-    from playground.engine.config import PRESETS
     from playground.engine.model import GPTModel
+    from playground.engine.presets import PRESETS
     from playground.server.recipes import BUNDLED_CHECKPOINT, build_from_recipe, bundled_recipe
 
     reps = 3 if quick else 5

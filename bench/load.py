@@ -28,7 +28,7 @@ class TrainingThread:
         self.thread = threading.Thread(target=self._run, name="bench-train", daemon=True)
 
     def _run(self):
-        from playground.engine.config import PRESETS
+        from playground.engine.presets import PRESETS
         from playground.runtime.threads import as_background_work
         from playground.training.train_config import TrainConfig
         from playground.training.trainer import Trainer, build_model

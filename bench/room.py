@@ -285,7 +285,7 @@ def prompt_ids(room: Room) -> list[int]:
 
 
 def context_length(model: str) -> int:
-    from playground.engine.config import PRESETS
+    from playground.engine.presets import PRESETS
     from playground.server.recipes import BUNDLED_CHECKPOINT
 
     if model == "bundled":

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         app.close()
     errors = [e for f in followers for e in f.errors]
-    from playground.engine.config import PRESETS
+    from playground.engine.presets import PRESETS
     from playground.server.recipes import default_recipe, random_recipe
 
     forwards = [forward_cpu_s(default_recipe()), forward_cpu_s(random_recipe(PRESETS["gpt2-small"]))]

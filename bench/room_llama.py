@@ -139,9 +139,9 @@ def hf_folder(model: str, out: Path) -> Path:
     import torch
 
     from bench.ct2 import save_tokenizer
-    from playground.engine.config import PRESETS
     from playground.engine.hf_gpt2 import gpt2_config_dict
     from playground.engine.model import GPTModel
+    from playground.engine.presets import PRESETS
     from playground.engine.weights import save_checkpoint
     from playground.server.recipes import BUNDLED_CHECKPOINT
 

@@ -113,7 +113,7 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
     import torch
 
     import playground.server.decode_loop as dl
-    from playground.engine.config import PRESETS
+    from playground.engine.presets import PRESETS
     from playground.server.recipes import build_from_recipe, default_recipe, random_recipe
     from playground.server.runs import start_run
     from playground.ui.generate.layout import EXAMPLES

@@ -16,9 +16,9 @@ import time
 import torch
 
 from playground.accel import native_decode
-from playground.engine.config import PRESETS
 from playground.engine.decoding import Row
 from playground.engine.model import GPTModel
+from playground.engine.presets import PRESETS
 from playground.engine.weights import load_checkpoint
 from playground.runtime.weight_streams import weight_streams
 

@@ -10,13 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "playground.engine.config": (
-        "DEFAULT_PRESET",
-        "PRESETS",
-        "ConfigError",
-        "GPTConfig",
-        "get_preset",
-    ),
+    "playground.engine.config": ("ConfigError", "GPTConfig"),
+    "playground.engine.presets": ("DEFAULT_PRESET", "PRESETS", "get_preset"),
     "playground.engine.sizes": ("estimate_memory_bytes",),
     "playground.engine.memory_check": ("check_memory",),
     "playground.accel": ("accelerate", "optimize_for_decode"),
@@ -80,11 +75,12 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from playground.accel import accelerate, optimize_for_decode
     from playground.engine.attention import AttentionTrace
-    from playground.engine.config import DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, get_preset
+    from playground.engine.config import ConfigError, GPTConfig
     from playground.engine.hf_hub import load_pretrained
     from playground.engine.kv_cache import KVCache
     from playground.engine.memory_check import check_memory
     from playground.engine.model import GPTModel
+    from playground.engine.presets import DEFAULT_PRESET, PRESETS, get_preset
     from playground.engine.quantize import QuantizeError, quantize_int8
     from playground.engine.sampling import Generation, GenerationStep, generate
     from playground.engine.sizes import estimate_memory_bytes

@@ -5,8 +5,8 @@ import json
 
 import torch
 
-from playground.engine.config import PRESETS
 from playground.engine.model import GPTModel
+from playground.engine.presets import PRESETS
 from playground.server import files
 from playground.server.recipes import random_recipe
 from playground.server.runs import start_run

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import torch
 
-from playground.engine.config import PRESETS
+from playground.engine.presets import PRESETS
 from playground.engine.sizes import count_parameters_analytic
 from playground.engine.tokenizer import load_tokenizer
 from playground.inside.attention_maths import attention_maths
@@ -137,9 +137,9 @@ def library_answer(step, model, prompt: str, question) -> str:
         cfg = PRESETS[step.params["preset"]] if step.params.get("preset") else model.cfg
         return f"{count_parameters_analytic(replace(cfg, tie_weights=False)):,}"
     if kind in ("gqa_saving", "kv_cache_saving"):  # measured on models built on the meta device
-        from playground.engine.config import get_preset
         from playground.engine.kv_cache import KVCache
         from playground.engine.model import GPTModel
+        from playground.engine.presets import get_preset
 
         cfg = get_preset(step.params["preset"])
         if kind == "kv_cache_saving":

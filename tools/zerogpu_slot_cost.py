@@ -13,8 +13,8 @@ import time
 
 import torch
 
-from playground.engine.config import PRESETS
 from playground.engine.model import GPTModel
+from playground.engine.presets import PRESETS
 from tests import fake_spaces
 
 

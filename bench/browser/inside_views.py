@@ -176,8 +176,8 @@ def measure(bench, model: str = "gpt2-small", log=print, only: list[str] | None 
     import torch
 
     from playground.accel import accelerate
-    from playground.engine.config import PRESETS
     from playground.engine.model import GPTModel
+    from playground.engine.presets import PRESETS
     from playground.i18n import EN
 
     context, page, cdp, net, errors = bench.open_page(model)

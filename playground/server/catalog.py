@@ -11,18 +11,16 @@ from __future__ import annotations
 from playground.engine.config import (
     ACTIVATIONS,
     ATTENTION_IMPLS,
-    DEFAULT_PRESET,
     FEED_FORWARDS,
-    MODERN_PRESETS,
     NORM_PLACEMENTS,
     NORMS,
     POS_ENCODINGS,
-    PRESETS,
     SINCE_GPT2_DEFAULTS,
     ConfigError,
     GPTConfig,
 )
 from playground.engine.hf_hub import HUB_MODELS
+from playground.engine.presets import DEFAULT_PRESET, MODERN_PRESETS, PRESETS
 from playground.engine.weight_layout import WeightLoadError
 from playground.inside.inspection import count_parameters
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import torch
 
-from playground.engine.config import PRESETS, get_preset
+from playground.engine.presets import PRESETS, get_preset
 from playground.engine.sampling import sampling_distribution
 from playground.engine.sizes import count_parameters_analytic, kv_bytes_per_token
 from playground.engine.tokenizer import load_tokenizer

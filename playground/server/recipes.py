@@ -18,11 +18,12 @@ import torch
 
 from playground import assets
 from playground.accel import DECODE_THREADS, accelerate, background, copy_plan, undecided
-from playground.engine.config import DEFAULT_PRESET, MODERN_PRESETS, PRESETS, GPTConfig
+from playground.engine.config import GPTConfig
 from playground.engine.hf_hub import HUB_MODELS, cached_config, hf_progress_tqdm, load_pretrained
 from playground.engine.hf_llama import MODEL_TYPES as LLAMA_FAMILY
 from playground.engine.hf_llama import config_from_hf_llama
 from playground.engine.model import GPTModel
+from playground.engine.presets import DEFAULT_PRESET, MODERN_PRESETS, PRESETS
 from playground.engine.quantize import quantize_int8
 from playground.engine.sizes import count_parameters_analytic
 from playground.engine.weight_layout import WeightLoadError

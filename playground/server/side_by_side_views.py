@@ -5,7 +5,7 @@ Any two presets, the real sizes included: both are built on the meta device (``i
 
 from __future__ import annotations
 
-from playground.engine.config import MODERN_PRESETS, PRESETS, REAL_SIZES, get_preset
+from playground.engine.presets import MODERN_PRESETS, PRESETS, REAL_SIZES, get_preset
 from playground.inside.side_by_side import side_by_side
 
 CHOICES = [*PRESETS, *MODERN_PRESETS, *REAL_SIZES]

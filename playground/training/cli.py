@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from playground.engine.config import PRESETS, ConfigError, GPTConfig
+from playground.engine.config import ConfigError, GPTConfig
+from playground.engine.presets import PRESETS
 from playground.engine.weight_layout import WeightLoadError
 from playground.engine.weights import read_checkpoint_metadata
 from playground.runtime.devices import CHOICES as DEVICE_CHOICES

@@ -26,7 +26,7 @@ from functools import cache
 import torch
 
 from playground import assets
-from playground.engine.config import PRESETS
+from playground.engine.presets import PRESETS
 from playground.training.estimate import evaluations
 from playground.training.head_watch import HeadWatch, probe_batch
 from playground.training.repeats import END_OF_TEXT, RepeatBatches, RepeatMix

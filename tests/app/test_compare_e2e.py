@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from playground.engine.config import PRESETS
+from playground.engine.presets import PRESETS
 from playground.inside.scoring import score_text
 from playground.server.model_cache import CACHE
 from playground.server.recipes import bundled_recipe, random_recipe

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from playground import PRESETS, count_parameters
-from playground.engine.config import MODERN_PRESETS
 from playground.engine.kv_cache import KVCache
+from playground.engine.presets import MODERN_PRESETS
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.ui import common, model_switch

@@ -159,7 +159,7 @@ def test_the_default_lesson_learns_something_visible():
 def test_the_llama_style_preset_trains_and_becomes_the_model():
     """The Train tab offers the Model tab's presets, the tiny Llama-3.2-style one included (RoPE, RMSNorm,
     SwiGLU, GQA): its loss falls and the trained model keeps its switches."""
-    from playground.engine.config import MODERN_PRESETS
+    from playground.engine.presets import MODERN_PRESETS
 
     outs = list(train_tab.train_model({"job": None, "recipe": None}, "llama-3.2-style", "paste", None, TEXT, 20, 3e-3))
     train_state, fig, _, message = outs[-1][:4]

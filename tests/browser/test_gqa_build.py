@@ -4,7 +4,7 @@ named (and, in the all-heads grid, coloured by it). Screenshots in tests/artifac
 
 import pytest
 
-from playground.engine.config import MODERN_PRESETS
+from playground.engine.presets import MODERN_PRESETS
 from playground.i18n import tr
 from tests.browser.chromium import launch, open_tab
 from tests.helpers import ARTIFACTS

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from playground.engine.attention import attention_probs
-from playground.engine.config import PRESETS
 from playground.engine.model import GPTModel
+from playground.engine.presets import PRESETS
 from playground.server.export_formats import json_attention_bytes
 from playground.server.exports import export_run
 from playground.server.recipes import random_recipe

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from playground.engine.config import GPT2_VOCAB_SIZE, PRESETS, ConfigError
+from playground.engine.config import GPT2_VOCAB_SIZE, ConfigError
 from playground.engine.model import GPTModel
+from playground.engine.presets import PRESETS
 from playground.engine.sizes import MAX_VOCAB_SIZE, check_build_size
 from playground.engine.tokenizer import load_tokenizer
 from playground.engine.weight_layout import WeightLoadError

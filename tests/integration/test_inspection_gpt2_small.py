@@ -3,8 +3,8 @@ from configs and on meta tensors: tests/unit/test_inspection.py)."""
 
 import pytest
 
-from playground.engine.config import PRESETS
 from playground.engine.model import GPTModel
+from playground.engine.presets import PRESETS
 from playground.inside.inspection import (
     count_parameters,
     module_tree,

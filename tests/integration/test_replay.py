@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from playground.engine.config import PRESETS
+from playground.engine.presets import PRESETS
 from playground.server import exports, files
 from playground.server.model_cache import CACHE
 from playground.server.recipes import bundled_recipe, random_recipe

@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from playground.engine.config import PRESETS
+from playground.engine.presets import PRESETS
 from playground.engine.weights import read_checkpoint_metadata
 from playground.training import corpus as corpus_mod
 from playground.training.corpus import (

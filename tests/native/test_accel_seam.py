@@ -159,7 +159,7 @@ def test_a_servers_build_times_nothing_and_measures_the_new_shape_in_the_backgro
     import threading
 
     from playground.accel import background
-    from playground.engine.config import PRESETS
+    from playground.engine.presets import PRESETS
     from playground.server.recipes import build_from_recipe, random_recipe
 
     kernels.forget()

@@ -5,9 +5,10 @@ import dataclasses
 import pytest
 import torch
 
-from playground.engine.config import GPT2_VOCAB_SIZE, PRESETS, ConfigError, GPTConfig, get_preset
+from playground.engine.config import GPT2_VOCAB_SIZE, ConfigError, GPTConfig
 from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
+from playground.engine.presets import PRESETS, get_preset
 from playground.engine.sizes import count_parameters_analytic, estimate_memory_bytes
 from playground.errors import UserError
 from playground.runtime.machine_memory import format_bytes

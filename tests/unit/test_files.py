@@ -11,7 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from playground.engine.config import PRESETS, ConfigError
+from playground.engine.config import ConfigError
+from playground.engine.presets import PRESETS
 from playground.engine.weight_layout import WeightLoadError
 from playground.engine.weights import CHECKPOINT_FORMAT, save_checkpoint
 from playground.server import files

@@ -12,8 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from playground.engine.config import PRESETS, GPTConfig
+from playground.engine.config import GPTConfig
 from playground.engine.model import GPTModel
+from playground.engine.presets import PRESETS
 from playground.inside.inspection import (
     COMPONENTS,
     component_of,

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from playground.engine.config import PRESETS
+from playground.engine.presets import PRESETS
 from playground.engine.sizes import count_parameters_analytic
 from playground.engine.tokenizer import load_tokenizer
 from playground.server import lessons

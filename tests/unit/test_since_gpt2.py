@@ -10,9 +10,10 @@ import torch
 from playground.accel import accelerate, is_accelerated, refuses
 from playground.engine import decoding
 from playground.engine.attention import causal_mask
-from playground.engine.config import MODERN_PRESETS, PRESETS, REAL_SIZES, ConfigError, GPTConfig
+from playground.engine.config import ConfigError, GPTConfig
 from playground.engine.model import GPTModel
 from playground.engine.norms import RMSNorm
+from playground.engine.presets import MODERN_PRESETS, PRESETS, REAL_SIZES
 from playground.engine.rotary import RotaryEmbedding
 from playground.engine.sampling import generate
 from playground.engine.sizes import count_parameters_analytic, kv_bytes_per_token, kv_cache_bytes

@@ -88,7 +88,7 @@ def test_the_servers_maps_keep_a_layers_window():
 
 
 def test_side_by_side_marks_what_changed_since_gpt2():
-    from playground.engine.config import MODERN_PRESETS, PRESETS, REAL_SIZES
+    from playground.engine.presets import MODERN_PRESETS, PRESETS, REAL_SIZES
     from playground.inside.side_by_side import side_by_side
 
     got = side_by_side(PRESETS["tiny"], MODERN_PRESETS["llama-3.2-style"])

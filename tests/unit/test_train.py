@@ -12,7 +12,8 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from playground.engine.config import PRESETS, ConfigError, GPTConfig
+from playground.engine.config import ConfigError, GPTConfig
+from playground.engine.presets import PRESETS
 from playground.engine.weights import load_checkpoint, read_checkpoint_metadata
 from playground.training import corpus as corpus_mod
 from playground.training.cli import main
@@ -483,7 +484,7 @@ def test_overfitting_is_validation_rising_while_training_falls():
 def test_a_llama_style_model_learns_and_its_checkpoint_reloads(tmp_path):
     """Issue 38: the tiny Llama-style preset (RoPE, RMSNorm, SwiGLU, GQA, no biases) trains on the GPT-2
     tokenizer like any other, and its checkpoint reloads to the same model with the same switches."""
-    from playground.engine.config import MODERN_PRESETS
+    from playground.engine.presets import MODERN_PRESETS
 
     cfg = MODERN_PRESETS["llama-3.2-style"].replace(context_length=TINY.context_length, n_layers=2)
     corpus = prepare_corpus(small_text(), cfg.context_length, name="small")
