@@ -30,7 +30,8 @@ SWITCH = "PLAYGROUND_ACCEL"
 # The thread count decisions are made for: the process's own (a new thread's, such as the decode loop's).
 # A request's worker thread may run on fewer, and its decisions would then be for threads no decoder uses.
 DECODE_THREADS = torch.get_num_threads()
-_UNDECIDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> decisions it found unmade
+# model -> (the decisions it found unmade, their keys, the background measurements completed by then)
+_UNDECIDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def enabled() -> bool:
@@ -65,21 +66,23 @@ def accelerate(model, compiled_kernel: bool = True, *, measure: bool = True):
     else:
         with kernels.decided_only() as skipped, torch_threads(DECODE_THREADS):
             optimize_for_decode(model, compiled_kernel=compiled_kernel)
-        _UNDECIDED[model] = (list(skipped), background.completed())
+        _UNDECIDED[model] = (list(skipped), list(skipped.keys), background.completed())
     decoding.attach(model, ACCELERATED)
     return model
 
 
 def undecided(model) -> list[str]:
     """The decisions ``accelerate(model, measure=False)`` found unmade (their plain path runs meanwhile)."""
-    return list(_UNDECIDED.get(model, ([], 0))[0])
+    return list(_UNDECIDED.get(model, ([], [], 0))[0])
 
 
 def stale(model) -> bool:
-    """Whether ``model`` runs plain paths for decisions that a background measurement may have made since it
-    was built: a server builds it again (a model in use is never changed in place)."""
-    skipped, seen = _UNDECIDED.get(model, ([], 0))
-    return bool(skipped) and background.completed() > seen
+    """Whether ``model`` runs plain paths for decisions that a background measurement has made since it was
+    built: a server builds it again (a model in use is never changed in place). Another shape's measurement
+    leaves it as it is: in a room where many learners build shapes of their own, each measurement that ends
+    would otherwise send every model still waiting for its own into a build, for nothing."""
+    skipped, keys, seen = _UNDECIDED.get(model, ([], [], 0))
+    return bool(skipped) and background.completed() > seen and kernels.any_made(keys)
 
 
 def is_accelerated(model) -> bool:

@@ -118,12 +118,21 @@ def stop_keeping_decisions() -> None:
         _STORE = None
 
 
+class Skipped(list):
+    """The decisions a ``decided_only`` block found unmade, by name, and ``keys``: the keys they are made
+    under, so a caller can ask later whether a measurement has made one since (``any_made``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[tuple] = []
+
+
 @contextmanager
 def decided_only():
     """Within (this thread): a decision not made yet takes the plain candidate without measuring and is
     not cached, so a later measurement still makes it. What a user's request runs under."""
     before = getattr(_LOCAL, "decided_only", None)
-    skipped: list[str] = []  # the decisions that took the plain candidate for want of a measurement
+    skipped = Skipped()  # the decisions that took the plain candidate for want of a measurement
     _LOCAL.decided_only = skipped
     try:
         yield skipped
@@ -191,6 +200,8 @@ def _known(key: tuple, decision: str, label: tuple) -> tuple[Choice | None, dict
     if skipped is not None and measuring_enabled() and key[0] in PLAIN:
         if decision not in skipped:
             skipped.append(decision)
+        if key not in skipped.keys:
+            skipped.keys.append(key)
         return Choice(decision, PLAIN[key[0]], {}, False, *label), stored
     return None, stored
 
@@ -279,6 +290,13 @@ def decided(key: tuple) -> Choice | None:
     was made yet. Never measures: what a forward pass asks, which must not start a measurement."""
     with _LOCK:
         return _CHOICES.get((*key, torch.get_num_threads()))
+
+
+def any_made(keys) -> bool:
+    """Whether a decision is made now, in this process or in this machine's file, under any of ``keys``
+    (a ``Skipped``'s): a model built without it would take a faster path if built again."""
+    with _LOCK:
+        return any(key in _CHOICES or (_STORE is not None and _STORE.get(key) is not None) for key in keys)
 
 
 def measured() -> list[Choice]:

@@ -153,6 +153,32 @@ def test_an_unreadable_decisions_file_is_measured_again(tmp_path, content):
     assert decision_store.DecisionStore(tmp_path).get(("k",))["winner"] == "a"
 
 
+def test_a_model_is_built_again_for_its_own_shapes_decisions_not_for_another_shapes(
+    tmp_path, monkeypatch, quiet_machine
+):
+    """A model built before its shape's kernels were measured is stale (the server builds it again) once a
+    measurement has made one of the decisions it skipped; another shape's measurement ending leaves it be."""
+    from playground.accel import background, stale
+    from playground.engine.presets import PRESETS
+    from playground.server.recipes import build_from_recipe, random_recipe
+
+    kernels.forget()
+    kernels.keep_decisions(tmp_path)
+    try:
+        queued = []  # the measurement the build asks for, run here when the test says
+        monkeypatch.setattr(background, "measure_later", lambda key, build, nbytes: queued.append(build) or True)
+        model = build_from_recipe(random_recipe(PRESETS["nano"], seed=0))
+        assert undecided(model) and len(queued) == 1 and not stale(model)
+        done = background.completed()
+        monkeypatch.setattr(background, "completed", lambda: done + 1)  # another shape's measurement ended
+        assert not stale(model)
+        queued[0]()  # this shape's own measurement
+        assert stale(model)
+    finally:
+        kernels.stop_keeping_decisions()
+        kernels.forget()
+
+
 def test_a_servers_build_times_nothing_and_measures_the_new_shape_in_the_background(
     tmp_path, monkeypatch, quiet_machine
 ):
