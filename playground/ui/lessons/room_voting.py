@@ -32,8 +32,9 @@ def open_vote(state, room, pos, prompt) -> str:
         choices = [
             [cid, {lg: lessons_tab.choice_label(question, cid, lg) for lg in LANGS}] for cid, _ in question.choices
         ]
-        key, where = room.get("key"), f"{lesson.id}/{index + 1}"
-        ROOMS.open_vote(room.get("code"), key, where, choices, question.answer, client_address())
+        ROOMS.open_vote(
+            room.get("code"), room.get("key"), f"{lesson.id}/{index + 1}", choices, question.answer, client_address()
+        )
     except Exception as e:
         return fail(e, lang)
     return ok(tr(lang, "room_vote_opened"))
