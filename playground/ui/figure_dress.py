@@ -208,6 +208,18 @@ def _thin_ticks(axis, length: int, across: bool, font: float = PRESENT_FONT) -> 
         axis.ticktext = [text[i] for i in keep]
 
 
+# Where a title may break: (separator, how many of its characters the line before keeps).
+WRAP_SEPARATORS = ((" · ", 0), (": ", 1), ("：", 1), ("，", 1), (" ", 0))
+
+
+def _last(title: str, sep: str, end: int) -> int:
+    """Where ``sep`` last begins and ends by ``end`` (-1: nowhere); a space is not the one inside " · "."""
+    cut = title.rfind(sep, 0, end)
+    while sep == " " and cut > 0 and title[cut - 1] == "·":
+        cut = title.rfind(sep, 0, cut)
+    return cut
+
+
 def _wrap_title(fig, width: int) -> None:
     """A long title on as many lines as it needs (a narrow figure would cut it), each line ending at a separator."""
     title = fig.layout.title.text if fig.layout.title else None
@@ -216,7 +228,8 @@ def _wrap_title(fig, width: int) -> None:
     lines = []
     while text_columns(title) > width:
         limit = next(i for i in range(len(title) + 1) if text_columns(title[: i + 1]) > width)  # chars within width
-        cut = max((title.rfind(sep, 0, limit) for sep in (" · ", ": ", "：", "，", " ")), default=-1)
+        # a line keeps a separator's colon or comma and drops its spaces: each may begin as late as still fits
+        cut = max(_last(title, sep, limit + len(sep) - kept) for sep, kept in WRAP_SEPARATORS)
         if cut <= 0:
             break
         sep_len = (

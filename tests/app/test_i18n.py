@@ -617,6 +617,26 @@ def test_a_chinese_title_is_wrapped_by_its_width_not_its_character_count():
     assert "<br>" not in dress(short, "zh-CN", present=True).layout.title.text
 
 
+def test_a_title_line_may_fill_its_width_and_never_ends_in_a_separator():
+    """A line ends at the last separator that still fits, one exactly filling the width too, and a break at
+    " · " leaves neither half of it behind."""
+    from playground.ui.figure_dress import _wrap_title
+
+    def wrapped(title, width):
+        fig = figures.empty_figure("")
+        fig.update_layout(title_text=title)
+        _wrap_title(fig, width)
+        return fig.layout.title.text.split("<br>")
+
+    assert wrapped("abcde fghij klmno", 11) == ["abcde fghij", "klmno"]
+    assert wrapped("Layer 3 · Head 5 · attention from every query", 20) == [
+        "Layer 3 · Head 5",
+        "attention from every",
+        "query",
+    ]
+    assert wrapped("Step 19: next tokens", 8) == ["Step 19:", "next", "tokens"]
+
+
 def test_a_field_name_that_is_an_interface_word_is_translated_too():
     from playground.errors import UserError
     from playground.settings import parse_number, parse_whole
