@@ -11,12 +11,6 @@ from playground.errors import UserError
 from playground.settings import SamplingSettings
 
 
-def validate_sampling(temperature, top_k, top_p, max_new_tokens=None, vocab_size=None) -> None:
-    """Raise a UserError (a ValueError) with a message a UI can show as it is. The rules belong to the
-    typed settings (``playground.settings.SamplingSettings``), which the generation builds too."""
-    SamplingSettings(temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens)
-
-
 def checked_settings(temperature, top_k, top_p, seed, max_new_tokens) -> SamplingSettings:
     """A generation's settings as typed values; its number of new tokens must be given."""
     if max_new_tokens is None:

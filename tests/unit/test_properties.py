@@ -7,7 +7,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from playground.engine.config import ConfigError, GPTConfig
-from playground.engine.generation_checks import validate_sampling
 from playground.engine.memory_check import check_memory
 from playground.engine.model import GPTModel
 from playground.engine.sampling import (
@@ -19,6 +18,7 @@ from playground.engine.sampling import (
 )
 from playground.engine.sizes import count_parameters_analytic, estimate_memory_bytes
 from playground.inside.inspection import count_parameters, parameter_breakdown
+from playground.settings import SamplingSettings
 
 NEG_INF = float("-inf")
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -135,7 +135,7 @@ def tiny_model():
 @given(temperature=junk, top_k=junk, top_p=junk, max_new_tokens=junk)
 def test_sampling_checks_raise_only_value_error(tiny_model, temperature, top_k, top_p, max_new_tokens):
     try:
-        validate_sampling(temperature, top_k, top_p, max_new_tokens)
+        SamplingSettings(temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens)
     except ValueError as e:
         assert len(str(e)) > 20  # a sentence a UI can show as it is
         with pytest.raises(ValueError):
@@ -144,7 +144,7 @@ def test_sampling_checks_raise_only_value_error(tiny_model, temperature, top_k, 
             )
         return
     if max_new_tokens is None:
-        return  # validate_sampling alone treats None as "not given"; see test_sampling for generate()
+        return  # SamplingSettings alone treats None as "not given"; see test_sampling for generate()
     gen = generate(tiny_model, [1, 2], max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p)
     assert gen.temperature >= 0 and (gen.top_k is None or gen.top_k > 0)
     assert gen.top_p is None or 0 < gen.top_p <= 1
@@ -154,7 +154,7 @@ def test_sampling_checks_raise_only_value_error(tiny_model, temperature, top_k, 
 def test_huge_integers_are_value_errors_or_accepted(kwargs):
     args = dict(temperature=1.0, top_k=None, top_p=None, max_new_tokens=1) | kwargs
     try:
-        validate_sampling(**args)
+        SamplingSettings(**args)
     except ValueError:
         pass
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from playground.engine.config import GPTConfig
-from playground.engine.generation_checks import validate_sampling
 from playground.engine.model import GPTModel
 from playground.engine.sampling import (
     STAGES,
@@ -18,6 +17,7 @@ from playground.engine.sampling import (
     generate,
     sampling_distribution,
 )
+from playground.settings import SamplingSettings
 
 NEG_INF = float("-inf")
 PROMPT = [15496, 11, 314, 716]  # "Hello, I am"
@@ -121,9 +121,9 @@ def test_edge_values_that_are_allowed(model, kwargs):
     assert len(steps) == 2 and all(0 <= s.token_id < 50257 for s in steps)
 
 
-def test_validate_sampling_accepts_the_defaults():
-    validate_sampling(1.0, None, None, 1)
-    validate_sampling(0, 0, 1.0, 100)
+def test_sampling_settings_accept_the_defaults():
+    SamplingSettings(temperature=1.0, top_k=None, top_p=None, max_new_tokens=1)
+    SamplingSettings(temperature=0, top_k=0, top_p=1.0, max_new_tokens=100)
 
 
 def test_missing_max_new_tokens_is_a_value_error_at_the_call(model):
