@@ -50,7 +50,7 @@ LOG_JS = """() => {
     return hashes[id];
   };
   let last = '';
-  setInterval(() => {
+  const tick = () => {
     const now = [
       document.querySelector('#pg-lesson-progress')?.innerText ?? '',
       figure('pg-lesson-plot') + '|' + hash(document.querySelector('#pg-lesson-tokens')?.innerText ?? ''),
@@ -60,7 +60,9 @@ LOG_JS = """() => {
     ];
     const key = JSON.stringify(now);
     if (key !== last) { last = key; log.push([Date.now(), ...now]); }
-  }, 10);
+  };
+  tick();  // (what the page shows as its log begins, before any press)
+  setInterval(tick, 10);
 }"""
 NUMBERS_JS = "(id) => JSON.stringify((document.querySelector(`#${id} .js-plotly-plot`)?.data ?? []).map((t) => t.z ?? t.y ?? null))"
 CLICK_JS = "(id) => { document.querySelector(`#${id}`).click(); return Date.now(); }"
@@ -150,8 +152,8 @@ def step_lags(presses: list, teacher: list, students: list[list], polls: list[li
         mine = shown_at(teacher, end)
         teacher_at = first_shown(teacher, ms, {PROGRESS: mine[PROGRESS], LESSON_FIG: mine[LESSON_FIG]})
         for log, answers in zip(students, polls):
-            final = shown_at(log, end)
-            if final[PROGRESS] == shown_at(log, ms)[PROGRESS]:  # (every press moves the step: this page stayed)
+            final, before = shown_at(log, end), shown_at(log, ms)  # (before: None if its log began after the press)
+            if final is None or (before is not None and final[PROGRESS] == before[PROGRESS]):  # (it stayed)
                 out["missed"].append(ms / 1000)
                 continue
             at = first_shown(log, ms, {PROGRESS: final[PROGRESS], LESSON_FIG: final[LESSON_FIG]})
