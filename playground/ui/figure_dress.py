@@ -108,12 +108,12 @@ def words(text, lang: str) -> str:
 
 
 # Title columns (Latin letters; see text_columns) a figure's column holds on a 1024-px page: (normal, presenter).
-TITLE_COLUMNS = {"half": (48, 36), "third": (36, 32)}
+TITLE_COLUMNS = {"full": (96, 72), "half": (48, 36), "third": (36, 32)}
 
 
 def dress(fig, lang: str = "en", present: bool = False, column: str = "half"):
     """``fig`` with its fixed words translated and, in presenter mode, larger type (in place; returned).
-    ``column``: how wide the page's column for it is ("half", "third"), which its title is wrapped to."""
+    ``column``: how wide the page's column for it is ("full", "half", "third"), which its title is wrapped to."""
     if fig is None:
         return fig
     if normalize_lang(lang) == "zh-CN":

@@ -612,6 +612,11 @@ def test_a_chinese_title_is_wrapped_by_its_width_not_its_character_count():
     narrow.update_layout(title_text="第 19 步：采样分布下最可能的下一个 token")
     lines = dress(narrow, "zh-CN", column="third").layout.title.text.split("<br>")
     assert len(lines) == 2 and all(text_columns(line) <= 36 for line in lines)
+    # the logit lens spans the page: its title (60 columns as 中文) stays on one line even when presenting
+    wide = figures.empty_figure("")
+    wide.update_layout(title_text=tr("zh-CN", "in_fig_lens"))
+    assert 48 < text_columns(tr("zh-CN", "in_fig_lens")) <= 72
+    assert "<br>" not in dress(wide, "zh-CN", present=True, column="full").layout.title.text
     short = figures.empty_figure("")
     short.update_layout(title_text="层 · 头")
     assert "<br>" not in dress(short, "zh-CN", present=True).layout.title.text

@@ -57,7 +57,9 @@ def test_the_lens_window_is_what_fits_the_page(run_state, shown, want):
     assert f"Showing positions {len(ids) - want}–{len(ids) - 1}" in note
     assert scroll["maximum"] == len(ids) - want and scroll["visible"]
     assert heat.data[1].textfont.size == 10  # the cells' text
-    assert it.lens_view({**state, "present": True}, None, None, None, shown)[0].data[1].textfont.size == 14
+    presented = it.lens_view({**state, "present": True, "lang": "zh-CN"}, None, None, None, shown)[0]
+    assert presented.data[1].textfont.size == 14
+    assert "<br>" not in presented.layout.title.text  # the lens spans the page: its title is not wrapped to half
 
 
 def test_a_clicked_attribution_head_opens_its_maths_and_picks_it(run_state):

@@ -253,7 +253,7 @@ def inspect_step(state, step_index):
         if settings.get("seed") is not None
         else tr(lang, "step_seed_used", seed=settings.get("seed_used"))
     )
-    return StepView(dress(bars, lang, present, column="third"), dress(stages, lang, present), text)
+    return StepView(dress(bars, lang, present, column="third"), dress(stages, lang, present, column="full"), text)
 
 
 def _index_of(top, token_id):

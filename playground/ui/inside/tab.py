@@ -108,6 +108,7 @@ def lens_view(state, scroll, layer, position, shown=None):
         ),
         lang,
         present,
+        column="full",
     )
     if T > window:
         note = tr(lang, "in_window", a=start + first, b=start + cols[-1], lo=start, hi=start + T - 1)
@@ -284,6 +285,7 @@ def intervene_view(
         ),
         lang,
         present,
+        column="full",
     )
     what = describe_intervention(spec, lang)
     text = tr(
