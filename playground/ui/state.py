@@ -65,7 +65,9 @@ def page_id(state: dict | None) -> str | None:
 
 def client_address() -> str | None:
     """The address of the client whose request runs now (Gradio's, set for each event), or None
-    outside one (a test, warm-up): per-client caps count by it. Behind a proxy it is the proxy's."""
+    outside one (a test, warm-up): per-client caps count by it. Behind a reverse proxy that uvicorn trusts
+    (``FORWARDED_ALLOW_IPS``: by default this machine) it is the address the proxy forwards; behind any
+    other it is the proxy's."""
     request = LocalContext.request.get(None)
     client = getattr(request, "client", None)
     host = getattr(client, "host", None)
