@@ -632,6 +632,8 @@ ZH = {
     "room_vote": "你的投票",
     "room_teacher": "你在带领教室 **{code}**：你的步骤、标签页、提示词和生成结果会带动每个学生的页面（密钥只保存在本浏览器中）。",
     "room_link": "学生打开 {link} 加入，或输入代码 {code_hint}",
+    "room_link_local": "只有这台电脑能打开这个链接，学生的电脑打不开。要在局域网上开课，请用 {command} 启动，"
+    "再用本机的网络地址打开页面。",
     "room_tally": "{members} 人中已有 {answered} 人作答：{counts}",
     "room_here": "在场学生 {here} 人，都在跟随你。",
     "room_here_exploring": "在场学生 {here} 人：其中 {exploring} 人在自行探索（按“跟随老师”即可回来）。",

@@ -56,5 +56,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--port", type=int, default=None, help="the port (default: GRADIO_SERVER_PORT or 7860 upward)")
     args = parser.parse_args(argv)
+    if args.host is not None:
+        listen_on(args.host)
     launch = {k: v for k, v in (("server_name", args.host), ("server_port", args.port)) if v is not None}
     serve(prepare(), **launch)
+
+
+def listen_on(host: str) -> None:
+    """``--host`` as ``GRADIO_SERVER_NAME`` too: the room's join link reads the listening address there
+    (room_views.listening_host), as it does when the variable itself was set. Gradio's server has read the
+    variable at import, so ``launch`` still takes the host as an argument."""
+    os.environ["GRADIO_SERVER_NAME"] = host

@@ -367,6 +367,135 @@ def test_the_join_link_uses_the_lan_address_when_the_server_listens_beyond_loopb
     assert f"data-link='{link}'" in qr and "<svg" in qr and "viewBox" in qr  # sized by CSS (large in presenter mode)
 
 
+def test_the_join_link_takes_the_host_gpt_playground_listens_on(monkeypatch):
+    from types import SimpleNamespace
+
+    from playground.ui import serve
+    from playground.ui.lessons import room_views
+
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.1")  # (put back as it was after the test)
+    monkeypatch.delenv("GRADIO_SERVER_NAME")
+    launched = {}
+    monkeypatch.setattr(serve, "prepare", lambda: "page")
+    monkeypatch.setattr(serve, "serve", lambda page, **launch: launched.update(launch))
+    monkeypatch.setattr(room_views, "lan_address", lambda: "192.168.1.20")
+    request = SimpleNamespace(headers={"host": "127.0.0.1:7860"}, url=None)  # the teacher's browser on loopback
+
+    serve.main(["--port", "7861"])
+    assert launched == {"server_port": 7861}
+    assert room_views.join_link("ABCDEF", request) == "http://127.0.0.1:7860/?room=ABCDEF"
+    serve.main(["--host", "0.0.0.0"])
+    assert launched["server_name"] == "0.0.0.0"
+    assert room_views.join_link("ABCDEF", request) == "http://192.168.1.20:7860/?room=ABCDEF"
+    serve.main(["--host", "192.168.1.5"])  # one address of the machine: the link takes that one
+    assert room_views.join_link("ABCDEF", request) == "http://192.168.1.5:7860/?room=ABCDEF"
+    serve.main(["--host", "localhost"])
+    assert room_views.join_link("ABCDEF", request) == "http://127.0.0.1:7860/?room=ABCDEF"
+
+
+class Unroutable:
+    """A UDP socket on a LAN with no route out: ``connect`` finds no route."""
+
+    def __init__(self, *args):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def connect(self, address):
+        raise OSError(101, "Network is unreachable")
+
+
+def interfaces(**named):
+    """psutil.net_if_addrs()'s shape: each interface's addresses (IPv4 unless they hold a colon)."""
+    import socket
+    from types import SimpleNamespace
+
+    family = lambda a: socket.AF_INET6 if ":" in a else socket.AF_INET
+    return {name: [SimpleNamespace(family=family(a), address=a) for a in addrs] for name, addrs in named.items()}
+
+
+def test_on_a_lan_with_no_route_out_the_join_link_takes_an_interfaces_private_address(monkeypatch):
+    import socket
+    from types import SimpleNamespace
+
+    import psutil
+
+    from playground.ui.lessons import room_views
+
+    monkeypatch.setattr(
+        room_views, "socket", SimpleNamespace(socket=Unroutable, AF_INET=socket.AF_INET, SOCK_DGRAM=socket.SOCK_DGRAM)
+    )
+    found = {}
+    monkeypatch.setattr(psutil, "net_if_addrs", lambda: found["addrs"])
+    monkeypatch.setattr(psutil, "net_if_stats", lambda: found.get("stats", {}))
+
+    def lan(**named):
+        found["addrs"] = interfaces(**named)
+        return room_views.lan_address()
+
+    assert (
+        lan(
+            lo=["127.0.0.1", "::1"],
+            eth0=["169.254.7.9", "fe80::1"],  # link-local: nobody answered
+            docker0=["172.17.0.1"],
+            eth1=["203.0.113.9"],
+            wlan0=["192.168.4.7", "fe80::2"],
+        )
+        == "192.168.4.7"
+    )
+    assert lan(docker0=["172.17.0.1"], eth1=["203.0.113.9"], eth0=["10.1.2.3"]) == "10.1.2.3"
+    assert lan(eth1=["203.0.113.9"], docker0=["172.17.0.1"]) == "172.17.0.1"
+    assert lan(eth1=["203.0.113.9"], eth0=["169.254.7.9"]) == "203.0.113.9"  # a public address before none
+    assert lan(lo=["127.0.0.1"], eth0=["169.254.7.9", "fe80::1"]) is None
+    found["stats"] = {"wlan0": SimpleNamespace(isup=False), "eth0": SimpleNamespace(isup=True)}
+    assert lan(wlan0=["192.168.4.7"], eth0=["10.1.2.3"]) == "10.1.2.3"  # an interface that is down is passed over
+
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    request = SimpleNamespace(headers={"host": "localhost:7860"}, url=None)
+    assert room_views.join_link("ABCDEF", request) == "http://10.1.2.3:7860/?room=ABCDEF"
+
+
+def test_a_route_out_names_the_lan_address_before_the_interfaces(monkeypatch):
+    import socket
+    from types import SimpleNamespace
+
+    import psutil
+
+    from playground.ui.lessons import room_views
+
+    class Routed(Unroutable):
+        def connect(self, address):
+            pass
+
+        def getsockname(self):
+            return ("10.0.0.8", 40000)
+
+    monkeypatch.setattr(
+        room_views, "socket", SimpleNamespace(socket=Routed, AF_INET=socket.AF_INET, SOCK_DGRAM=socket.SOCK_DGRAM)
+    )
+    monkeypatch.setattr(psutil, "net_if_addrs", lambda: interfaces(wlan0=["192.168.4.7"]))
+    assert room_views.lan_address() == "10.0.0.8"
+
+
+def test_the_teachers_status_says_when_the_link_opens_on_this_computer_only():
+    from playground.ui.lessons import room_views
+
+    room = {"code": "ABCDEF", "key": "k", "link": "http://127.0.0.1:7860/?room=ABCDEF"}
+    for lang, words in (("en", "Only this computer"), ("zh-CN", "只有这台电脑")):
+        status = room_views.teacher_status(room, lang)  # (a poll's redraw: the link the room holds)
+        local = next(line for line in status.split("  \n") if words in line)
+        assert "`gpt-playground --host 0.0.0.0`" in local and local != status.split("  \n")[0]
+        tally = {"here": 2}
+        assert local in room_views.teacher_status(room, lang, "http://[::1]:7860/?room=ABCDEF", tally)
+        assert local in room_views.teacher_status(room, lang, "http://localhost:7860/?room=ABCDEF")
+        for link in ("http://192.168.1.20:7860/?room=ABCDEF", "https://my-space.hf.space/?room=ABCDEF"):
+            assert words not in room_views.teacher_status(room, lang, link, tally)
+
+
 def test_a_student_cannot_publish_a_run_through_the_api(app_url):
     teacher, student, code, key, member = a_teacher_and_a_student(app_url)
     assert teacher.predict(code, key, api_name="/room_publish_run")["key"] == "room.no_run"  # nothing generated yet

@@ -6,10 +6,13 @@ Pure functions of a room's public data and the page's language (no room is chang
 from __future__ import annotations
 
 import html
+import ipaddress
 import os
 import socket
+from urllib.parse import urlsplit
 
 import gradio as gr
+import psutil
 import segno
 
 from playground.ui.common import tr
@@ -33,31 +36,112 @@ body.pg-present .pg-room-bar .pg-room-track { height: 20px !important; }
 
 
 def join_link(code: str, request) -> str:
-    """``?room=CODE`` on the address the teacher's browser used; on loopback while the server listens
-    beyond it (``GRADIO_SERVER_NAME=0.0.0.0``), the machine's LAN address instead."""
+    """``?room=CODE`` on an address the students' machines reach: the one the teacher's browser used, unless
+    that names this machine only (``127.0.0.1``, ``localhost``)."""
     headers = getattr(request, "headers", None) or {}
     host = headers.get("x-forwarded-host") or headers.get("host") or "127.0.0.1:7860"
     scheme = headers.get("x-forwarded-proto") or getattr(getattr(request, "url", None), "scheme", None) or "http"
-    name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
-    if name in ("127.0.0.1", "localhost", "0.0.0.0") and os.environ.get("GRADIO_SERVER_NAME", "") not in (
-        "",
-        "127.0.0.1",
-    ):
-        lan = lan_address()
-        if lan:
-            host = f"{lan}:{port}" if port else lan
+    name, port = split_host(host)
+    if this_machine_only(name):
+        reachable = reachable_name()
+        if reachable:
+            host = join_host(reachable, port)
     return f"{scheme}://{host}/?room={code}"
 
 
+def listening_host() -> str:
+    """The address the server listens on. ``gpt-playground --host`` sets ``GRADIO_SERVER_NAME`` (serve.main),
+    so the variable holds it whichever way it was given; Gradio's default is loopback."""
+    return os.environ.get("GRADIO_SERVER_NAME", "").strip() or "127.0.0.1"
+
+
+def reachable_name() -> str | None:
+    """The address other machines reach this server at, or None when it listens on loopback only (or no
+    network address is found): every interface (``0.0.0.0``, ``::``) means the machine's LAN address, one
+    specific address means that one."""
+    listening = listening_host().strip("[]")
+    if listening in ("0.0.0.0", "::"):
+        return lan_address()
+    return None if this_machine_only(listening) else listening
+
+
+def this_machine_only(name: str) -> bool:
+    """Whether a host name reaches this machine only: loopback, or ``0.0.0.0`` typed into a browser."""
+    name = name.strip("[]").lower()
+    if name in ("localhost", "0.0.0.0", "::", ""):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # a host name: the network's to resolve
+
+
+def split_host(host: str) -> tuple[str, str]:
+    """``name:port`` as (name, port); an IPv6 address comes in brackets, ``[::1]:7860``."""
+    if host.startswith("["):
+        name, _, rest = host[1:].partition("]")
+        return name, rest.removeprefix(":")
+    if host.count(":") == 1:
+        name, _, port = host.partition(":")
+        return name, port
+    return host, ""
+
+
+def join_host(name: str, port: str) -> str:
+    name = f"[{name}]" if ":" in name else name  # an IPv6 address takes brackets in a URL
+    return f"{name}:{port}" if port else name
+
+
 def lan_address() -> str | None:
-    """This machine's address on its network (no packet is sent), or None."""
+    """This machine's address on its network, or None (no packet is sent): the one its route out leaves by,
+    else, on a LAN with no route out (a bare switch, static addresses, a hotspot with no internet), the best of
+    its interfaces' addresses."""
+    return routed_address() or interface_address()
+
+
+def routed_address() -> str | None:
+    """The address the system would send from towards a private address beyond this machine: a UDP socket's
+    ``connect`` only picks the route. Without a route (no default gateway) it raises."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect(("10.255.255.255", 1))
             address = s.getsockname()[0]
-        return None if address.startswith("127.") else address
     except OSError:
         return None
+    return address if reachable_from_elsewhere(address) else None
+
+
+# The private IPv4 ranges, most likely first for a classroom's network: 192.168.x is what home routers and
+# hotspots hand out; 172.16-31.x comes last because container bridges (docker0's 172.17.0.1) live there.
+PRIVATE_RANGES = tuple(ipaddress.ip_network(n) for n in ("192.168.0.0/16", "10.0.0.0/8", "172.16.0.0/12"))
+
+
+def interface_address() -> str | None:
+    """The best IPv4 address of the interfaces that are up: a private one before any other; never loopback or
+    link-local (169.254.x: what a machine gives itself when nothing answers, which no other machine expects)."""
+    try:
+        interfaces, stats = psutil.net_if_addrs(), psutil.net_if_stats()
+    except OSError:
+        return None
+    addresses = [
+        a.address
+        for name, addrs in interfaces.items()
+        if name not in stats or stats[name].isup  # (an interface without stats is taken as up)
+        for a in addrs
+        if a.family == socket.AF_INET and reachable_from_elsewhere(a.address)
+    ]
+    return min(addresses, key=private_rank, default=None)
+
+
+def reachable_from_elsewhere(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    return not (ip.is_loopback or ip.is_link_local or ip.is_unspecified)
+
+
+def private_rank(address: str) -> int:
+    """The place of an address's private range in PRIVATE_RANGES; any other address after them all."""
+    ip = ipaddress.ip_address(address)
+    return next((i for i, network in enumerate(PRIVATE_RANGES) if ip in network), len(PRIVATE_RANGES))
 
 
 def qr_html(link: str) -> str:
@@ -132,11 +216,23 @@ def here_text(tally: dict, lang: str) -> str:
     return tr(lang, "room_here", here=tally["here"])
 
 
+# What the teacher runs so that other machines reach the server (README, "Classroom mode").
+SERVE_ON_NETWORK = "`gpt-playground --host 0.0.0.0`"
+
+
 def teacher_status(room: dict, lang: str, link: str | None = None, tally: dict | None = None) -> str:
     text = tr(lang, "room_teacher", code=room["code"])
-    if link or room.get("link"):
-        text += " " + tr(lang, "room_link", link=link or room.get("link"), code_hint=room["code"])
+    link = link or room.get("link")
+    if link:
+        text += " " + tr(lang, "room_link", link=link, code_hint=room["code"])
+        if link_is_local(link):
+            text += "  \n" + tr(lang, "room_link_local", command=SERVE_ON_NETWORK)
     for line in (here_text(tally or {}, lang), tally_text(tally or {}, lang, room.get("vote"))):
         if line:
             text += "  \n" + line
     return text
+
+
+def link_is_local(link: str) -> bool:
+    """Whether a join link opens on this machine only (students' machines cannot follow it)."""
+    return this_machine_only(urlsplit(link).hostname or "")
