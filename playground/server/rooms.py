@@ -20,8 +20,9 @@ members by ``MAX_MEMBERS``: under 4 MB a room, so the default 20 rooms hold unde
 each before it is stored; the steps drawn for a room's followers are ``server.room_steps``'s, 8 a room).
 
 A wrong code (or a wrong key) counts against the client address that sent it (``room_lockout``): past
-``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds that address is refused before any lookup, the rooms and
-every other client untouched. Rooms end when the teacher ends them or after ``PLAYGROUND_ROOM_IDLE_MINUTES``
+``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds that address is refused any lookup by a code alone (a join, a
+guess), the rooms and every other client untouched; a request from it that carries the room's key or a
+member's id is still served, since a class behind one proxy shares one address. Rooms end when the teacher ends them or after ``PLAYGROUND_ROOM_IDLE_MINUTES``
 (60) without the teacher; the server holds at most ``PLAYGROUND_MAX_ROOMS`` (20) of ``MAX_MEMBERS`` each.
 Pure Python: no model, no Gradio.
 """
@@ -296,8 +297,8 @@ class Rooms:
         the member's own choice), the counts and answer once revealed. ``since`` equal to the version: only
         ``{"version": v, "changed": False}``."""
         with self._lock:
-            room = self._room(code, client)
-            mine = member if isinstance(member, str) and member in room.members else None
+            room = self._room(code, client, proven=lambda r: _is_member(r, member))
+            mine = member if _is_member(room, member) else None
             seen: dict = {"code": room.code, "version": room.version}
             if mine is not None:
                 room.members[mine] = self._clock()
@@ -328,9 +329,18 @@ class Rooms:
         for code in [c for c, room in self._rooms.items() if room.touched < limit]:
             self._end(code)
 
-    def _room(self, code: Any, client) -> Room:
-        """The live room of ``code`` (callers hold the lock), or a refusal that counts against ``client``."""
-        self._lockout.check(client)
+    def _room(self, code: Any, client, proven: Callable[[Room], bool] | None = None) -> Room:
+        """The live room of ``code`` (callers hold the lock), or a refusal that counts against ``client``.
+        An address locked out for wrong codes or keys is still served where ``proven(room)`` holds (the
+        request carries the teacher's key or a member's id, neither of them guessable): behind one proxy a
+        whole class shares an address, and one student's wrong codes must not stop the teacher or the others."""
+        try:
+            self._lockout.check(client)
+        except RoomError:
+            room = self._live(normalize_code(code)) if proven is not None else None
+            if room is None or not proven(room):
+                raise
+            return room
         canonical = normalize_code(code)
         if canonical is None:
             self._lockout.failed(client)
@@ -340,10 +350,7 @@ class Rooms:
                 code=code if isinstance(code, str) else type(code).__name__,
                 n=CODE_LENGTH,
             )
-        room = self._rooms.get(canonical)
-        if room is not None and room.touched < self._clock() - idle_seconds():
-            self._end(canonical)
-            room = None
+        room = self._live(canonical)
         if room is None:
             if canonical in self._ended:
                 raise RoomError("room.ended", "Room {code} has ended.", code=canonical)
@@ -353,22 +360,38 @@ class Rooms:
             )
         return room
 
+    def _live(self, canonical: str | None) -> Room | None:
+        """The room of a canonical code unless it has ended (one idle too long ends here)."""
+        room = self._rooms.get(canonical) if canonical is not None else None
+        if room is not None and room.touched < self._clock() - idle_seconds():
+            self._end(room.code)
+            room = None
+        return room
+
     def _member_room(self, code: Any, member: Any, client) -> Room:
-        room = self._room(code, client)
-        if not isinstance(member, str) or member not in room.members:
+        room = self._room(code, client, proven=lambda r: _is_member(r, member))
+        if not _is_member(room, member):
             raise RoomError(
                 "room.not_member", "You are not in room {code}: join it again with its code.", code=room.code
             )
         return room
 
     def _teacher(self, code: Any, key: Any, client) -> Room:
-        room = self._room(code, client)
-        given = key.encode("utf-8", "replace") if isinstance(key, str) else b""
-        if not hmac.compare_digest(given, room.key.encode()):
+        room = self._room(code, client, proven=lambda r: _is_key(r, key))
+        if not _is_key(room, key):
             self._lockout.failed(client)
             raise RoomError("room.not_teacher", "Only the teacher of room {code} can do that.", code=room.code)
         room.touched = self._clock()
         return room
+
+
+def _is_member(room: Room, member: Any) -> bool:
+    return isinstance(member, str) and member in room.members
+
+
+def _is_key(room: Room, key: Any) -> bool:
+    given = key.encode("utf-8", "replace") if isinstance(key, str) else b""
+    return hmac.compare_digest(given, room.key.encode())
 
 
 ROOMS = Rooms()

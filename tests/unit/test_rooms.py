@@ -292,8 +292,28 @@ def test_wrong_keys_count_against_the_client_too():
     code, key = r.create()
     for _ in range(rooms.MAX_FAILURES):
         refused("room.not_teacher", r.reveal, code, "guess", client="x")
-    refused("room.too_many_tries", r.reveal, code, key, client="x")
+    refused("room.too_many_tries", r.reveal, code, "guess", client="x")
     r.publish(code, key, {"step": 1}, client="teacher")
+
+
+def test_a_class_behind_one_address_goes_on_when_one_student_mistypes():
+    """Behind one proxy a whole class shares an address: wrong codes lock that address out of joining and
+    guessing, while the teacher's key and the members already in the room are still served from it."""
+    r = Rooms()
+    code, key = r.create(client="proxy")
+    member = r.join(code, client="proxy")
+    for _ in range(rooms.MAX_FAILURES):
+        refused("room.not_found", r.join, "AAAAAA" if code != "AAAAAA" else "BBBBBB", client="proxy")
+    refused("room.too_many_tries", r.join, code, client="proxy")  # joining takes a code alone: refused
+    refused("room.too_many_tries", r.state, code, client="proxy")  # so does reading a room by its code
+    refused("room.too_many_tries", r.reveal, code, "guess", client="proxy")
+    refused("room.too_many_tries", r.state, code, member="made-up", client="proxy")
+    v = r.publish(code, key, {"step": 2}, client="proxy")  # the teacher
+    seen = r.state(code, since=v - 1, member=member, client="proxy")  # a student already in
+    assert seen["state"]["step"] == 2
+    vote = r.open_vote(code, key, "q1", [("a", "A"), ("b", "B")], "a", client="proxy")
+    r.vote(code, member, vote, "b", client="proxy")
+    assert r.tally(code, key, client="proxy")["answered"] == 1
 
 
 def test_the_lockout_ends_after_its_window():
