@@ -337,8 +337,8 @@ class Rooms:
         try:
             self._lockout.check(client)
         except RoomError:
-            room = self._live(normalize_code(code)) if proven is not None else None
-            if room is None or not proven(room):
+            room = self._live(normalize_code(code))
+            if room is None or proven is None or not proven(room):
                 raise
             return room
         canonical = normalize_code(code)
