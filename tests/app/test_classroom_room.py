@@ -125,6 +125,26 @@ def test_a_wrong_key_from_any_teacher_handler_counts_against_its_address(pages, 
     ROOMS.end(room["code"], room["key"])
 
 
+def test_a_wrong_key_is_refused_before_the_steps_answer_is_computed(pages, monkeypatch):
+    """Opening a vote checks the teacher's key first, as a question on the view does: a wrong key, from the
+    page's button or the API, is refused without the step's question being asked of the model."""
+    from playground.server import lessons as server_lessons
+    from playground.ui.lessons import room_api
+
+    teacher_state, _ = pages
+    start = lessons_tab.first_position()
+    room = lessons_room.start_room(teacher_state, None, start, PROMPT).room
+    asked, ask = [], server_lessons.ask
+    monkeypatch.setattr(server_lessons, "ask", lambda *args, **kwargs: asked.append(args) or ask(*args, **kwargs))
+    said = room_voting.open_vote(teacher_state, {**room, "key": "guess"}, start, PROMPT)
+    assert "pg-err" in said and "Only the teacher" in said, said
+    refused = room_api.api_open_vote(teacher_state, room["code"], "guess")
+    assert refused["key"] == "room.not_teacher" and asked == [], refused
+    assert "pg-ok" in room_voting.open_vote(teacher_state, room, start, PROMPT) and len(asked) == 1
+    assert "vote" in room_api.api_open_vote(teacher_state, room["code"], room["key"]) and len(asked) == 2
+    ROOMS.end(room["code"], room["key"])
+
+
 def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     teacher_state, student_state = pages
     start = lessons_tab.first_position()

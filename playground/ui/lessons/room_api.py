@@ -69,6 +69,7 @@ def api_publish(code, key, state) -> dict:
 @_api
 def api_open_vote(state, code, key) -> dict:
     """A vote on the room's published step, its answer computed on this session's model."""
+    ROOMS.check_teacher(code, key, client_address())  # first: a wrong key costs no model work
     published = ROOMS.state(code, client=client_address()).get("state") or {}
     lesson, index = lessons_tab.locate({"lesson": published.get("lesson"), "step": published.get("step", 0)})
     question, _ = lessons.ask(lesson.steps[index], session_model(state), published.get("prompt") or "")

@@ -26,6 +26,7 @@ def open_vote(state, room, pos, prompt) -> str:
     if not room.get("key"):
         return warn(tr(lang, "room_not_teacher"))
     try:
+        ROOMS.check_teacher(room.get("code"), room.get("key"), client_address())  # first: a wrong key costs no work
         lesson, index = lessons_tab.locate(pos)
         step = lesson.steps[index]
         question, _ = lessons.ask(step, session_model(state), prompt)
