@@ -4,7 +4,9 @@
 look-alikes: ``room_codes``) lets anyone follow the room and vote once per question; the key (``secrets.token_urlsafe``)
 alone publishes the teacher's place, opens and reveals a vote and ends the room (checked with
 ``hmac.compare_digest``). A student ``join``s and gets a member id of their own: it is what makes a vote
-count once (voting again replaces it). What the teacher publishes is a small dict (tab, lesson, step,
+count once (voting again replaces it). The student's page keeps it (``ui.lessons.room_keep``) and joins
+with it again after a reload, so a student is one member, with one ballot, however often the page loads;
+a member id the room never gave is refused as a rejoin (the page gets a new one). What the teacher publishes is a small dict (tab, lesson, step,
 model, prompt, view) under a version counter that followers read (``state(code, since=version)``),
 with the teacher's model as the teacher's session names it (``recipe`` and its cache key ``model_key``:
 given by the server's own handlers, never an API caller's state); ``publish_run`` adds the teacher's
@@ -251,10 +253,15 @@ class Rooms:
             self._end(room.code)
 
     # ---- students
-    def join(self, code: Any, client: str | None = None) -> str:
-        """A member id for a student of room ``code`` (each join is a new member)."""
+    def join(self, code: Any, client: str | None = None, member: Any = None) -> str:
+        """A member id for a student of room ``code``: ``member`` again when it is one of the room's members
+        (the page kept it: a reload or a second tab is the same student, with the same ballot), else a new
+        one. An id the room never gave is never taken: a page cannot choose its member id."""
         with self._lock:
             room = self._room(code, client)
+            if isinstance(member, str) and member in room.members:
+                room.members[member] = self._clock()
+                return member
             if len(room.members) >= MAX_MEMBERS:  # pages closed or reloaded long ago give their places up
                 gone = self._clock() - MEMBER_IDLE_SECONDS
                 room.members = {m: seen for m, seen in room.members.items() if seen >= gone}

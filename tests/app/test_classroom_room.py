@@ -177,7 +177,7 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     assert polled.room_vote["visible"] and polled.room_vote["choices"]
     choice = polled.room_vote["choices"][0][1]
     assert "pg-ok" in room_voting.cast(student_state, s_room, choice)
-    assert "1" in lessons_room.poll(teacher_state, t_room, PROMPT).room_status  # "1 of 1 answered"
+    assert "1 of 1 here answered" in lessons_room.poll(teacher_state, t_room, PROMPT).room_status
     room_voting.reveal(teacher_state, t_room)
     polled = lessons_room.poll(student_state, s_room, PROMPT)
     s_room = polled.room
@@ -326,7 +326,8 @@ def test_a_poll_answering_after_a_follow_or_a_step_away_does_not_undo_it(pages):
 def test_the_teachers_page_reloaded_leads_its_room_again_with_the_key_its_browser_kept(pages):
     """``?room=new`` gives the page its key once (for the browser's local storage, room_keep.SAVE_JS); the
     page reloaded at ``?room=CODE`` with that key leads the room again and draws its step; a wrong, another
-    room's or an ended room's key, or none, is a student's join; a student's page is never given a key."""
+    room's or an ended room's key, or none, is a student's join; a student's page is never given a key (its
+    member id, for the browser to keep)."""
     import json
     from types import SimpleNamespace
 
@@ -362,7 +363,8 @@ def test_the_teachers_page_reloaded_leads_its_room_again_with_the_key_its_browse
         json.dumps({"code": code, "key": ["x"]}),
     ):
         joined = load(code, saved, student_state)
-        assert joined.room["member"] and not joined.room.get("key") and joined.room_secret == SKIP, saved
+        assert joined.room["member"] and not joined.room.get("key"), saved
+        assert json.loads(joined.room_secret) == {"code": code, "member": joined.room["member"]}  # (no key)
         assert not joined.room_teacher_row["visible"] and joined.room_qr == ""
 
     ended = lessons_room.end_room(teacher_state, again.room)
@@ -370,6 +372,59 @@ def test_the_teachers_page_reloaded_leads_its_room_again_with_the_key_its_browse
     gone = load(code, room_keep.secret(code, key), teacher_state)
     assert gone.room == SKIP and "ended" in gone.room_status
     lessons_room.end_room(teacher_state, {**other})
+
+
+def test_a_students_page_loaded_again_joins_as_the_same_member_and_keeps_its_vote(pages):
+    """A student's page keeps its member id in the browser (the room_secret box, for room_keep.SAVE_JS) and
+    joins with it again when it loads again (LOAD_JS) or Joins the same code typed (JOIN_JS): the same member,
+    its vote still its own, in step again, and the teacher's page still counts one student here, one answered.
+    An id the room never gave, or one kept for another room, is a new member."""
+    import json
+    from types import SimpleNamespace
+
+    from playground.ui.lessons import room_follow, room_keep
+
+    teacher_state, student_state = pages
+    start = lessons_tab.first_position()
+    t_room = lessons_room.start_room(teacher_state, None, start, PROMPT).room
+    code = t_room["code"]
+
+    def load(saved):
+        request = SimpleNamespace(query_params={"room": code}, headers={"host": "127.0.0.1:7860"}, url=None)
+        return lessons_room.Entered(*lessons_room.from_link(student_state, None, PROMPT, None, saved, request)[:-2])
+
+    first = load("")
+    member = first.room["member"]
+    assert json.loads(first.room_secret) == {"code": code, "member": member}  # for the browser to keep
+    s_room = lessons_room.poll(student_state, first.room, "").room
+    assert "pg-ok" in room_voting.open_vote(teacher_state, t_room, start, PROMPT)
+    s_room = lessons_room.poll(student_state, s_room, "").room
+    choice = s_room["vote"]["choices"][0][0]
+    assert "pg-ok" in room_voting.cast(student_state, s_room, choice)
+    away = room_follow.prompt_typed(student_state, s_room, "my own").room  # stepped away, then reloaded
+    assert away["follow"] is False
+
+    again = load(first.room_secret)
+    assert again.room["member"] == member and json.loads(again.room_secret) == {"code": code, "member": member}
+    polled = lessons_room.poll(student_state, again.room, "")
+    assert polled.room_vote["value"] == choice  # its vote, still its own
+    assert polled.room["follow"] is True and polled.lesson_pos == start  # a page loads in step
+    typed = lessons_room.join_room(student_state, None, code.lower(), room_keep.secret(code, member=member))
+    assert typed.room["member"] == member
+    status = lessons_room.poll(teacher_state, t_room, PROMPT).room_status
+    assert "Students here: 1, all following you" in status and "1 of 1 here answered" in status, status
+    assert list(ROOMS._rooms[code].members) == [member]
+
+    for saved in (
+        room_keep.secret(code, member="made-up"),
+        room_keep.secret("ZZZZZZ", member=member),  # (kept for another room's code)
+        json.dumps({"code": code, "member": ["x"]}),
+        "not json",
+    ):
+        fresh = load(saved).room["member"]
+        assert fresh and fresh not in (member, "made-up"), saved
+    assert len(ROOMS._rooms[code].members) == 5
+    lessons_room.end_room(teacher_state, t_room)
 
 
 def test_the_join_link_uses_the_lan_address_when_the_server_listens_beyond_loopback(monkeypatch):

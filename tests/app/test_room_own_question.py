@@ -56,7 +56,7 @@ def test_the_teachers_own_question_takes_the_layers_heads_and_reveals_the_counts
     assert "pg-ok" in room_voting.cast(states[0], rooms[0], "h0")
     assert "pg-ok" in room_voting.cast(states[1], rooms[1], f"h{n_heads - 1}")
     teacher_polled = lessons_room.poll(teacher, t_room, "")
-    assert "2 of 2 answered" in teacher_polled.room_status and QUESTION in teacher_polled.room_status
+    assert "2 of 2 here answered" in teacher_polled.room_status and QUESTION in teacher_polled.room_status
     assert teacher_polled.room_result == lessons_room.gr.skip()  # its "vote open" line stays on the teacher's page
 
     assert room_voting.reveal(teacher, t_room) == lessons_room.gr.skip()

@@ -86,7 +86,7 @@ def test_the_teacher_asks_about_a_layer_and_the_reveal_shows_the_runs_answer(pag
     assert "pg-ok" in room_voting.cast(states[0], rooms[0], answer)
     assert "pg-ok" in room_voting.cast(states[1], rooms[1], other)
     status = lessons_room.poll(teacher, t_room, PROMPT).room_status  # the question stays in the teacher's sight
-    assert "2 of 2 answered" in status and f"Which head of layer {layer}" in status and f"“L{layer} H0”" in status
+    assert "2 of 2 here answered" in status and f"Which head of layer {layer}" in status and f"“L{layer} H0”" in status
 
     assert room_voting.reveal(teacher, t_room) == lessons_room.gr.skip()
     for state, room, words in zip(

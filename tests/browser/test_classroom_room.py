@@ -1,7 +1,7 @@
 """Classroom mode (issue 35) in Chromium: a teacher page (``?room=new``) and two student pages
 (``?room=CODE``, one in English, one in 中文). The students follow the teacher's Next within a few
-seconds (the time is printed), a vote from each shows as counts on the teacher's page, Reveal shows the
-room's counts on both student pages, and a student who steps away and presses Follow is back in step.
+seconds (the time is printed), a vote from each shows as counts on the teacher's page, a student's page
+reloaded is the same member with its vote, Reveal shows the room's counts on both student pages, and a student who steps away and presses Follow is back in step.
 Then the teacher's Generate tab, prompt, run and attention view reach the students' pages (the time is
 printed); a student who types steps away; the teacher's question on its run's layer reaches both students.
 The teacher's head sweep reaches a 中文 student's page while it grows, in Chinese, and then whole.
@@ -112,7 +112,17 @@ def test_a_teacher_leads_two_students(page_url):
             page.locator("#pg-room-vote label").first.wait_for(timeout=10_000)
             page.locator("#pg-room-vote label").first.click()
             page.locator("#pg-room-result .pg-msg").wait_for(timeout=10_000)
-        teacher.locator("#pg-room-status").get_by_text("2 of 2 answered", exact=False).wait_for(timeout=10_000)
+        teacher.locator("#pg-room-status").get_by_text("2 of 2 here answered", exact=False).wait_for(timeout=10_000)
+        # s1 reloads: its browser kept its member id, so it is the same student, its vote its own
+        member = s1.evaluate(f"() => localStorage.getItem('pg-room-member:{code}')")
+        assert member and list(ROOMS._rooms[code].members).count(member) == 1
+        s1.reload()
+        s1.locator("#pg-room-status").get_by_text(code, exact=False).wait_for(timeout=60_000)
+        wait_progress(s1, progress_text("en", first, 1), timeout=30)
+        s1.locator("#pg-room-vote input:checked").wait_for(timeout=10_000)
+        assert len(ROOMS._rooms[code].members) == 2
+        teacher.wait_for_timeout(1500)  # (the teacher's polls since the reload)
+        assert "2 of 2 here answered" in teacher.locator("#pg-room-status").inner_text()
         teacher.screenshot(path=str(ARTIFACTS / "room-teacher.png"), full_page=True)
 
         # Reveal: the counts on both student pages

@@ -112,6 +112,33 @@ def test_the_teacher_sees_who_is_here_and_who_explores():
     }
 
 
+def test_a_student_who_joins_again_with_the_id_the_room_gave_is_the_same_member():
+    """A page that kept its member id (reloaded, or a second tab) joins as that member: its ballot stays, the
+    room counts one member, and it is here again; an id the room never gave (made up, another room's, the
+    teacher's key) is never taken: the page gets a new member."""
+    clock = Clock()
+    r = Rooms(clock=clock)
+    code, key = r.create()
+    other_code, _ = r.create()
+    member, other = r.join(code), r.join(code)
+    elsewhere = r.join(other_code)
+    vid = r.open_vote(code, key, "q", CHOICES, "yes")
+    r.vote(code, member, vid, "no")
+    clock.now += rooms.HERE_SECONDS + 1  # the page closed long enough to be no longer here
+    assert r.tally(code, key)["here"] == 0
+    assert r.join(code.lower(), member=member) == member  # reloaded
+    tally = r.tally(code, key)
+    assert (tally["members"], tally["here"], tally["answered"]) == (2, 1, 1)
+    assert r.state(code, member=member)["vote"]["mine"] == "no"
+    r.vote(code, member, vid, "yes")  # its ballot replaced, not a second one
+    assert r.tally(code, key)["counts"] == {"yes": 1, "no": 0}
+    for made_up in ("made-up-member-id", elsewhere, key, code, "", None, 12345, [member], {"member": member}):
+        fresh = r.join(code, member=made_up)
+        assert fresh not in (member, other, elsewhere, key, code) and isinstance(fresh, str), made_up
+    assert r.tally(code, key)["members"] == 2 + 9
+    refused("room.not_member", r.vote, code, "made-up-member-id", vid, "yes")
+
+
 def test_bad_states_are_refused_by_name():
     r = Rooms()
     code, key = r.create()
@@ -246,7 +273,8 @@ def test_bounded_rooms_and_members(monkeypatch):
     code, key = made[1]
     members = [r.join(code) for _ in range(5)]
     refused("room.full", r.join, code)
-    # pages gone for minutes (closed, or reloaded: a reload joins again) give their places to newcomers
+    assert r.join(code, member=members[4]) == members[4]  # a member's page loaded again keeps its place
+    # pages gone for minutes (closed) give their places to newcomers
     vid = r.open_vote(code, key, "q", CHOICES, "yes")
     r.vote(code, members[0], vid, "yes")
     clock.now += rooms.MEMBER_IDLE_SECONDS - 10

@@ -166,16 +166,18 @@ def end_room(state, room):
 
 
 # ---- students
-def join_room(state, room, code) -> Entered:
+def join_room(state, room, code, saved=None) -> Entered:
+    """A student's page joins room ``code``: as the member this browser keeps for it (``saved``, from
+    room_keep.LOAD_JS or JOIN_JS) when the room has it, else as a new one, which the browser keeps."""
     lang = lang_of(state)
     try:
-        member = ROOMS.join(code, client_address())
+        member = ROOMS.join(code, client_address(), member=room_keep.kept_member(saved, code))
+        code, moves = in_step(code, member)
     except Exception as e:
         return only(
             Entered, room_status=fail(e, lang), room_panel=gr.Accordion(open=True), room_bar=gr.Row(visible=True)
         )
-    code = ROOMS.state(code, member=member, client=client_address())["code"]
-    room = {**no_room(), "code": code, "member": member, "moves": 0}
+    room = {**no_room(), "code": code, "member": member, "moves": moves}
     return Entered(
         room,
         tr(lang, "room_joined", code=code),
@@ -186,16 +188,26 @@ def join_room(state, room, code) -> Entered:
         gr.update(visible=False),
         gr.update(visible=False),  # (Follow: shown once the student steps away)
         "",
-        gr.skip(),  # (a student's page never gets a key)
+        room_keep.secret(code, member=member),  # (a student's page never gets a key: its member id, kept)
         gr.Row(visible=True),
         watch_html(code),
     )
 
 
+def in_step(code, member: str) -> tuple[str, int]:
+    """(the room's code, the room's count of the member's Follows and steps away) for a page that has just
+    joined: a page loads following the teacher, so a member who had stepped away before the page loaded
+    again is in step again."""
+    seen = ROOMS.state(code, member=member, client=client_address())
+    if seen.get("following", True):
+        return seen["code"], seen.get("moves", 0)
+    return seen["code"], ROOMS.set_following(seen["code"], member, True, client_address())
+
+
 def from_link(state, room, prompt, pos, saved=None, request: gr.Request = None):
-    """Page load: ``?room=CODE`` joins that room, or leads it again when this browser keeps its key
-    (``saved``, from room_keep.LOAD_JS: the teacher's page reloaded); ``?room=new`` starts one (and
-    opens the Lessons tab)."""
+    """Page load: ``?room=CODE`` joins that room (as the member this browser keeps for it, if the room has
+    it), or leads it again when this browser keeps its key (``saved``, from room_keep.LOAD_JS: the teacher's
+    page reloaded); ``?room=new`` starts one (and opens the Lessons tab)."""
     params = dict(request.query_params) if request is not None else {}
     code = params.get("room")
     if not code:
@@ -207,7 +219,7 @@ def from_link(state, room, prompt, pos, saved=None, request: gr.Request = None):
     elif str(code).lower() == "new":
         entered = start_room(state, room, pos, prompt, request)
     else:
-        entered = join_room(state, room, code)
+        entered = join_room(state, room, code, saved)
     return (*entered, gr.update(value="" if str(code).lower() == "new" else code), gr.Tabs(selected="lessons"))
 
 
@@ -227,7 +239,8 @@ def follow(state, room):
 
 def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     """A tick: nothing when the room has not changed; else what changed (the step while following,
-    the vote, the reveal); the teacher's page also gets the count of answers."""
+    the vote, the reveal); the teacher's page also gets how many of the students here answered and the
+    counts."""
     room = room or no_room()
     nothing = Polled(*[gr.skip()] * len(Polled._fields))
     if not room.get("code"):
@@ -302,8 +315,9 @@ def wire(page) -> None:
     entered = [getattr(c, name) for name in Entered._fields]
     keep = {"fn": None, "inputs": [c.room_secret], "outputs": None, "js": room_keep.SAVE_JS}
     c.room_start.click(start_room, [state, c.room, c.lesson_pos, prompt], entered, **private).then(**keep)
-    c.room_join.click(join_room, [state, c.room, c.room_code], entered, **private)
-    c.room_code.submit(join_room, [state, c.room, c.room_code], entered, **private)
+    joining = [state, c.room, c.room_code, c.room_secret]  # (JOIN_JS: the member kept for the typed code)
+    c.room_join.click(join_room, joining, entered, js=room_keep.JOIN_JS, **private).then(**keep)
+    c.room_code.submit(join_room, joining, entered, js=room_keep.JOIN_JS, **private).then(**keep)
     # after the page's session is made (model.tab.load_session): the room's polls start from it
     linked = page.session_loaded.then(
         from_link,

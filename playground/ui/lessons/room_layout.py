@@ -134,7 +134,8 @@ def layout() -> object:
     c.api_choice = gr.Textbox(visible=False)
     c.api_state = gr.JSON(visible=False)
     c.api_out = gr.JSON(visible=False)
-    c.room_secret = gr.Textbox(visible=False)  # the teacher's page only: its room's key, for room_keep.SAVE_JS
+    # what room_keep.SAVE_JS keeps in the browser: the teacher's key, a student's member id (never a key)
+    c.room_secret = gr.Textbox(visible=False)
     c.room_watch = gr.HTML("", elem_id="pg-room-watch", elem_classes=["pg-offscreen"])  # a student's room, for WATCH_JS
     c.room_poke = gr.Button("poll", elem_id="pg-room-poke", elem_classes=["pg-offscreen"])
     c.room_scroll = gr.HTML("", elem_id="pg-room-scroll", elem_classes=["pg-offscreen"])  # for room_scroll.SCROLL_JS

@@ -196,12 +196,15 @@ def vote_radio(vote: dict | None, lang: str, student: bool):
 
 
 def tally_text(tally: dict, lang: str, vote: dict | None = None) -> str:
-    """How many answered, and each choice's count (by its label when the page has the vote's choices)."""
+    """How many of the students here answered, and each choice's count (by its label when the page has the
+    vote's choices). The students here are those whose pages were seen lately; one who answered and closed
+    the page still counts among them, so the line never says more answered than here."""
     if not tally.get("vote"):
         return ""
+    here = max(int(tally.get("here") or 0), int(tally["answered"]))
     labels = {cid: label_in(label, lang) for cid, label in (vote or {}).get("choices", [])}
     counts = " · ".join(f"“{labels.get(cid, cid)}” {n}" for cid, n in tally["counts"].items())
-    text = tr(lang, "room_tally", answered=tally["answered"], members=tally["members"], counts=counts)
+    text = tr(lang, "room_tally", answered=tally["answered"], here=here, counts=counts)
     if (vote or {}).get("text"):  # a question on the view: the teacher's page keeps it in sight while the room votes
         text = f"{label_in(vote['text'], lang)}  \n{text}"
     return text
