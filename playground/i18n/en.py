@@ -645,7 +645,11 @@ EN = {
     "room_link": "Students join at {link} or type the code {code_hint}",
     "room_link_local": "Only this computer can open this link: students' machines cannot. To serve the room on the "
     "network, start the app with {command} and open it at this machine's network address.",
+    "room_answered": "{answered} of {here} here answered",
     "room_tally": "{answered} of {here} here answered: {counts}",
+    "room_show_counts": "Show the answers so far on my page",
+    "room_show_counts_info": "Your page is the class's screen: unticked, it shows only how many answered until "
+    "Reveal. Each new vote starts hidden.",
     "room_here": "Students here: {here}, all following you.",
     "room_here_exploring": "Students here: {here}; exploring on their own: {exploring} (Follow brings them back).",
     "room_revealed": "The answer: {answer} · {answered} answered",

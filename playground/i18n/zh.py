@@ -634,7 +634,10 @@ ZH = {
     "room_link": "学生打开 {link} 加入，或输入代码 {code_hint}",
     "room_link_local": "只有这台电脑能打开这个链接，学生的电脑打不开。要在局域网上开课，请用 {command} 启动，"
     "再用本机的网络地址打开页面。",
+    "room_answered": "在场 {here} 人中已有 {answered} 人作答",
     "room_tally": "在场 {here} 人中已有 {answered} 人作答：{counts}",
+    "room_show_counts": "在我的页面上显示目前的作答情况",
+    "room_show_counts_info": "你的页面就是全班看到的屏幕：不勾选时，公布答案之前只显示多少人已作答。每次新的投票都从隐藏开始。",
     "room_here": "在场学生 {here} 人，都在跟随你。",
     "room_here_exploring": "在场学生 {here} 人：其中 {exploring} 人在自行探索（按“跟随老师”即可回来）。",
     "room_revealed": "答案：{answer} · {answered} 人作答",

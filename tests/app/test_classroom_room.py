@@ -427,6 +427,47 @@ def test_a_students_page_loaded_again_joins_as_the_same_member_and_keeps_its_vot
     lessons_room.end_room(teacher_state, t_room)
 
 
+def test_the_teachers_page_shows_the_rooms_counts_only_when_the_teacher_chooses(pages):
+    """The teacher's page is the class's screen: it says how many of the students here answered, and the
+    counts so far only once the teacher ticks "show the answers so far" (in either language); a new vote
+    starts with them hidden again (the box unticked). A student's page never has the counts before Reveal."""
+    from playground.ui.lessons.room_views import label_in
+
+    teacher_state, student_state = pages
+    start = lessons_tab.first_position()
+    t_room = lessons_room.start_room(teacher_state, None, start, PROMPT).room
+    s_room = lessons_room.join_room(student_state, None, t_room["code"]).room
+    s_room = lessons_room.poll(student_state, s_room, "").room
+    assert "pg-ok" in room_voting.open_vote(teacher_state, t_room, start, PROMPT)
+    s_room = lessons_room.poll(student_state, s_room, "").room
+    choice, label = s_room["vote"]["choices"][0]
+    assert "pg-ok" in room_voting.cast(student_state, s_room, choice)
+    counted = f"“{label_in(label, 'en')}” 1"
+
+    polled = lessons_room.poll(teacher_state, t_room, PROMPT)
+    t_room = polled.room
+    assert "1 of 1 here answered" in polled.room_status and counted not in polled.room_status
+    assert polled.room_show_counts["value"] is False  # a new vote: its counts hidden
+    t_room, status = room_voting.show_counts(teacher_state, t_room, True)
+    assert t_room["show_counts"] == t_room["vote"]["id"] and f"1 of 1 here answered: {counted}" in status
+    assert counted in lessons_room.poll(teacher_state, t_room, PROMPT).room_status  # each poll keeps them
+    zh = lessons_room.poll({**teacher_state, "lang": "zh-CN"}, t_room, PROMPT).room_status
+    assert f"在场 1 人中已有 1 人作答：“{label_in(label, 'zh-CN')}” 1" in zh, zh
+    seen = lessons_room.poll(student_state, s_room, "")
+    assert "counts" not in ROOMS.state(t_room["code"], member=s_room["member"])["vote"]
+    assert seen.room_result in (SKIP, "") and seen.room_show_counts == SKIP
+    t_room, status = room_voting.show_counts(teacher_state, t_room, False)
+    assert "1 of 1 here answered" in status and counted not in status
+
+    t_room, _ = room_voting.show_counts(teacher_state, t_room, True)
+    assert "pg-ok" in room_voting.open_vote(teacher_state, t_room, start, PROMPT)  # a new vote
+    polled = lessons_room.poll(teacher_state, t_room, PROMPT)
+    assert polled.room["show_counts"] is None and polled.room_show_counts["value"] is False
+    assert "0 of 1 here answered" in polled.room_status and "“" not in polled.room_status
+    assert room_voting.show_counts(student_state, s_room, True)[0] == SKIP  # a student's page has no such box
+    lessons_room.end_room(teacher_state, t_room)
+
+
 def test_the_join_link_uses_the_lan_address_when_the_server_listens_beyond_loopback(monkeypatch):
     from types import SimpleNamespace
 

@@ -85,8 +85,12 @@ def test_the_teacher_asks_about_a_layer_and_the_reveal_shows_the_runs_answer(pag
     other = next(cid for _, cid in chips if cid != answer)
     assert "pg-ok" in room_voting.cast(states[0], rooms[0], answer)
     assert "pg-ok" in room_voting.cast(states[1], rooms[1], other)
-    status = lessons_room.poll(teacher, t_room, PROMPT).room_status  # the question stays in the teacher's sight
-    assert "2 of 2 here answered" in status and f"Which head of layer {layer}" in status and f"“L{layer} H0”" in status
+    polled_t = lessons_room.poll(teacher, t_room, PROMPT)  # the question stays in the teacher's sight
+    status = polled_t.room_status
+    assert "2 of 2 here answered" in status and f"Which head of layer {layer}" in status
+    assert f"“L{layer} H0”" not in status  # the counts so far: only when the teacher shows them
+    status = room_voting.show_counts(teacher, polled_t.room, True)[1]
+    assert f"Which head of layer {layer}" in status and f"“L{layer} H0”" in status
 
     assert room_voting.reveal(teacher, t_room) == lessons_room.gr.skip()
     for state, room, words in zip(

@@ -1,7 +1,8 @@
 """Classroom mode (issue 35) in Chromium: a teacher page (``?room=new``) and two student pages
 (``?room=CODE``, one in English, one in 中文). The students follow the teacher's Next within a few
-seconds (the time is printed), a vote from each shows as counts on the teacher's page, a student's page
-reloaded is the same member with its vote, Reveal shows the room's counts on both student pages, and a student who steps away and presses Follow is back in step.
+seconds (the time is printed), a vote from each is counted on the teacher's page (the counts shown once
+the teacher ticks the box), a student's page reloaded is the same member with its vote, Reveal shows the
+room's counts on both student pages, and a student who steps away and presses Follow is back in step.
 Then the teacher's Generate tab, prompt, run and attention view reach the students' pages (the time is
 printed); a student who types steps away; the teacher's question on its run's layer reaches both students.
 The teacher's head sweep reaches a 中文 student's page while it grows, in Chinese, and then whole.
@@ -106,13 +107,14 @@ def test_a_teacher_leads_two_students(page_url):
         took = [wait_progress(page, progress_text(lang, first, 1)) for page, lang in ((s1, "en"), (s2, "zh-CN"))]
         print(f"students in step {time.perf_counter() - t0:.2f} s after the teacher's click ({took})")
 
-        # a vote: each student's choice shows as a count on the teacher's page
+        # a vote: each student's choice is counted on the teacher's page
         teacher.locator("#pg-room-open").click()
         for page in (s1, s2):
             page.locator("#pg-room-vote label").first.wait_for(timeout=10_000)
             page.locator("#pg-room-vote label").first.click()
             page.locator("#pg-room-result .pg-msg").wait_for(timeout=10_000)
         teacher.locator("#pg-room-status").get_by_text("2 of 2 here answered", exact=False).wait_for(timeout=10_000)
+        assert "answered:" not in teacher.locator("#pg-room-status").inner_text()  # no counts on the class's screen
         # s1 reloads: its browser kept its member id, so it is the same student, its vote its own
         member = s1.evaluate(f"() => localStorage.getItem('pg-room-member:{code}')")
         assert member and list(ROOMS._rooms[code].members).count(member) == 1
@@ -123,6 +125,9 @@ def test_a_teacher_leads_two_students(page_url):
         assert len(ROOMS._rooms[code].members) == 2
         teacher.wait_for_timeout(1500)  # (the teacher's polls since the reload)
         assert "2 of 2 here answered" in teacher.locator("#pg-room-status").inner_text()
+        # the teacher shows the counts so far on the teacher's page
+        teacher.locator("#pg-room-show-counts input").check()
+        teacher.locator("#pg-room-status").get_by_text("2 of 2 here answered: “", exact=False).wait_for(timeout=5_000)
         teacher.screenshot(path=str(ARTIFACTS / "room-teacher.png"), full_page=True)
 
         # Reveal: the counts on both student pages

@@ -38,7 +38,7 @@ from . import (
 )
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
-from .room_views import counts_html, join_link, qr_html, teacher_status, vote_radio
+from .room_views import counts_hidden_again, counts_html, join_link, qr_html, teacher_status, vote_radio
 
 Polled = result(
     "Polled",
@@ -53,6 +53,7 @@ Polled = result(
     *room_inside.Followed._fields,
     "room_qr",
     "room_scroll",
+    "room_show_counts",
 )
 Ended = result(
     "Ended",
@@ -239,8 +240,8 @@ def follow(state, room):
 
 def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     """A tick: nothing when the room has not changed; else what changed (the step while following,
-    the vote, the reveal); the teacher's page also gets how many of the students here answered and the
-    counts."""
+    the vote, the reveal); the teacher's page also gets how many of the students here answered, and the
+    counts so far when the teacher shows them (a new vote starts with them hidden)."""
     room = room or no_room()
     nothing = Polled(*[gr.skip()] * len(Polled._fields))
     if not room.get("code"):
@@ -266,7 +267,11 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
         if room["follow"] and not seen["changed"]:
             seen = ROOMS.state(room["code"], member=room.get("member"), client=client_address())
     if seen["changed"]:
+        before = (room.get("vote") or {}).get("id")
         room = {**room, "version": seen["version"], "vote": seen.get("vote")}
+        if teacher and counts_hidden_again(room, before):
+            room = {**room, "show_counts": None}
+            out = out._replace(room_show_counts=gr.update(value=False))
     if teacher:
         out = out._replace(room_status=teacher_status(room, lang, tally=tally))
     if not seen["changed"]:
@@ -354,6 +359,14 @@ def wire(page) -> None:
         polled_event.then(**scroll)
     c.room_open.click(room_voting.open_vote, [state, c.room, c.lesson_pos, prompt], c.room_result, **private)
     c.room_reveal.click(room_voting.reveal, [state, c.room], c.room_result, **private)
+    c.room_show_counts.input(  # (the teacher's tick only: a poll that unticks it for a new vote sets off nothing)
+        room_voting.show_counts,
+        [state, c.room, c.room_show_counts],
+        [c.room, c.room_status],
+        queue=False,
+        show_progress="hidden",
+        **private,
+    )
     ask = [state, c.room, c.room_ask_kind, page.generate.layer, c.room_ask_text]  # (the heatmap's layer)
     c.room_ask_kind.change(lambda kind: gr.update(visible=kind == "own"), c.room_ask_kind, c.room_ask_text, **private)
     c.room_ask.click(room_ask.ask_room, ask, c.room_result, **private)

@@ -1,8 +1,8 @@
 """The classroom room's components: the bar above the tabs (status, Follow) and the Lessons tab's controls.
 
 The bar is seen from every tab (a student who stepped away in the Generate tab finds Follow there); the
-controls (start, join, the QR code, the teacher's vote buttons and question on the view, the student's vote,
-the revealed counts)
+controls (start, join, the QR code, the teacher's vote buttons, the box that shows the counts so far and the
+question on the view, the student's vote, the revealed counts)
 and the hidden inputs of the ``/room_*`` endpoints stand in the Lessons tab's Classroom accordion. Their
 handlers are ``lessons_room``'s.
 """
@@ -62,7 +62,17 @@ WATCH_JS = """
 
 
 def no_room() -> dict:
-    return {"code": None, "key": None, "member": None, "version": None, "follow": True, "vote": None}
+    """A page's record of its room, in none. ``show_counts``: the vote (its id) whose counts so far the
+    teacher's page shows (``room_views.counts_shown``)."""
+    return {
+        "code": None,
+        "key": None,
+        "member": None,
+        "version": None,
+        "follow": True,
+        "vote": None,
+        "show_counts": None,
+    }
 
 
 def watch_html(code: str | None) -> str:
@@ -112,6 +122,10 @@ def layout() -> object:
                 c.room_open = gr.Button(T("room_open_vote"), size="sm", elem_id="pg-room-open")
                 c.room_reveal = gr.Button(T("room_reveal"), size="sm", variant="primary", elem_id="pg-room-reveal")
                 c.room_end = gr.Button(T("room_end"), size="sm", variant="stop", elem_id="pg-room-end")
+            # the teacher's page is the class's screen: the counts so far only when the teacher shows them
+            c.room_show_counts = gr.Checkbox(
+                False, label=T("room_show_counts"), info=T("room_show_counts_info"), elem_id="pg-room-show-counts"
+            )
             with gr.Row(equal_height=True):  # a question on the Generate heatmap's layer (room_ask)
                 c.room_ask_kind = Dropdown(
                     choices(ASK_KINDS), value="previous-token", label=T("room_ask_kind"), elem_id="pg-room-ask-kind"

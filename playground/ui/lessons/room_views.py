@@ -195,16 +195,19 @@ def vote_radio(vote: dict | None, lang: str, student: bool):
     )
 
 
-def tally_text(tally: dict, lang: str, vote: dict | None = None) -> str:
-    """How many of the students here answered, and each choice's count (by its label when the page has the
-    vote's choices). The students here are those whose pages were seen lately; one who answered and closed
-    the page still counts among them, so the line never says more answered than here."""
+def tally_text(tally: dict, lang: str, vote: dict | None = None, counts: bool = False) -> str:
+    """How many of the students here answered, and with ``counts`` each choice's count (by its label when
+    the page has the vote's choices). The students here are those whose pages were seen lately; one who
+    answered and closed the page still counts among them, so the line never says more answered than here."""
     if not tally.get("vote"):
         return ""
     here = max(int(tally.get("here") or 0), int(tally["answered"]))
-    labels = {cid: label_in(label, lang) for cid, label in (vote or {}).get("choices", [])}
-    counts = " · ".join(f"“{labels.get(cid, cid)}” {n}" for cid, n in tally["counts"].items())
-    text = tr(lang, "room_tally", answered=tally["answered"], here=here, counts=counts)
+    if counts:
+        labels = {cid: label_in(label, lang) for cid, label in (vote or {}).get("choices", [])}
+        shown = " · ".join(f"“{labels.get(cid, cid)}” {n}" for cid, n in tally["counts"].items())
+        text = tr(lang, "room_tally", answered=tally["answered"], here=here, counts=shown)
+    else:
+        text = tr(lang, "room_answered", answered=tally["answered"], here=here)
     if (vote or {}).get("text"):  # a question on the view: the teacher's page keeps it in sight while the room votes
         text = f"{label_in(vote['text'], lang)}  \n{text}"
     return text
@@ -223,14 +226,31 @@ def here_text(tally: dict, lang: str) -> str:
 SERVE_ON_NETWORK = "`gpt-playground --host 0.0.0.0`"
 
 
+def counts_shown(room: dict, tally: dict | None) -> bool:
+    """Whether the teacher's page shows the room's counts so far: only for the vote the teacher chose to
+    show them for (``room["show_counts"]``: its id), as the page is the room's projector."""
+    vote = (tally or {}).get("vote")
+    return vote is not None and room.get("show_counts") == vote
+
+
+def counts_hidden_again(room: dict, before) -> bool:
+    """Whether a teacher's page whose room's vote was ``before`` (its id) and is now ``room["vote"]`` hides
+    the counts again: a new vote (or none) starts hidden, unless the teacher already chose to show its counts."""
+    now = (room.get("vote") or {}).get("id")
+    return now != before and now != room.get("show_counts")
+
+
 def teacher_status(room: dict, lang: str, link: str | None = None, tally: dict | None = None) -> str:
+    """The teacher's status bar: the room's code and link, who is here, and how many of them answered (the
+    counts so far only when the teacher chose to show them: ``counts_shown``)."""
     text = tr(lang, "room_teacher", code=room["code"])
     link = link or room.get("link")
     if link:
         text += " " + tr(lang, "room_link", link=link, code_hint=room["code"])
         if link_is_local(link):
             text += "  \n" + tr(lang, "room_link_local", command=SERVE_ON_NETWORK)
-    for line in (here_text(tally or {}, lang), tally_text(tally or {}, lang, room.get("vote"))):
+    answered = tally_text(tally or {}, lang, room.get("vote"), counts=counts_shown(room, tally))
+    for line in (here_text(tally or {}, lang), answered):
         if line:
             text += "  \n" + line
     return text

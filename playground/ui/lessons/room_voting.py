@@ -4,6 +4,8 @@ The teacher's page opens the vote on the lesson step it shows: the step's questi
 model as the vote opens, and its answer stays on the server (``server.rooms``) until Reveal, which shows the
 answer and the room's counts on every page at its next poll (``room``). A question on the teacher's view,
 not the step's, is ``room_ask``'s. A student's page casts the member's choice, which a second choice replaces.
+The teacher's page, on the class's screen, shows how many answered; the counts so far only when the teacher
+ticks "show the answers so far" (``show_counts``), for the vote open then.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from playground.ui.common import client_address, fail, lang_of, ok, session_mode
 
 from . import tab as lessons_tab
 from .room_layout import no_room
+from .room_views import teacher_status
 
 
 def open_vote(state, room, pos, prompt) -> str:
@@ -50,6 +53,21 @@ def reveal(state, room) -> str:
     except Exception as e:
         return fail(e, lang_of(state))
     return gr.skip()
+
+
+def show_counts(state, room, shown: bool):
+    """The teacher's "show the answers so far" box: the room's counts on the teacher's page (the class's
+    screen) for the vote open now, or only how many answered. Outputs: room, status."""
+    room = room or no_room()
+    lang = lang_of(state)
+    if not room.get("key"):
+        return gr.skip(), warn(tr(lang, "room_not_teacher"))
+    try:
+        tally = ROOMS.tally(room.get("code"), room.get("key"), client_address())
+    except Exception as e:
+        return gr.skip(), fail(e, lang)
+    room = {**room, "show_counts": tally["vote"] if shown else None}
+    return room, teacher_status(room, lang, tally=tally)
 
 
 def cast(state, room, choice) -> str:
