@@ -171,7 +171,9 @@ class Follower(threading.Thread):
         self.polling = KeptConnection(self.endpoint.host, self.endpoint.port, 60)
         if self.page is not None:
             try:
-                send(self.page.join, self.session, [None, None, self.code], kept=self.polling)
+                send(
+                    self.page.join, self.session, [None, None, self.code, ""], kept=self.polling
+                )  # ("": no member kept)
             except Exception as e:
                 self.errors.append(f"join: {type(e).__name__}: {e}")
         while not self.done.is_set():

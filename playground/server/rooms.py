@@ -32,14 +32,10 @@ Pure Python: no model, no Gradio.
 from __future__ import annotations
 
 import collections
-import hmac
-import json
-import os
 import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from playground.server.room_checks import (  # noqa: F401  (the limits and the error are the rooms' too)
@@ -63,6 +59,7 @@ from playground.server.room_lockout import (  # noqa: F401  (the limits are the 
     MAX_TRACKED_CLIENTS,
     Lockout,
 )
+from playground.server.room_record import Room, checked_place, idle_seconds, is_key, is_member, max_rooms, take_place
 from playground.server.room_votes import Vote, public_vote
 
 MAX_MEMBERS = 200
@@ -70,35 +67,6 @@ MEMBER_IDLE_SECONDS = 120.0  # a member unseen this long may lose its place to a
 HERE_SECONDS = 75.0  # a member seen this recently is counted as here (an open page polls at least every 30 s)
 MAX_ENDED = 1_000  # ended codes remembered, so a late student is told the room ended
 IN_STEP = (True, 0)  # (following, times changed) of a member whose page never stepped away
-
-
-def max_rooms() -> int:
-    try:
-        return max(1, int(os.environ.get("PLAYGROUND_MAX_ROOMS", "20")))
-    except ValueError:
-        return 20
-
-
-def idle_seconds() -> float:
-    try:
-        return max(1.0, float(os.environ.get("PLAYGROUND_ROOM_IDLE_MINUTES", "60")) * 60)
-    except ValueError:
-        return 3600.0
-
-
-@dataclass
-class Room:
-    code: str
-    key: str
-    touched: float
-    version: int = 0
-    state: dict = field(default_factory=dict)
-    members: dict[str, float] = field(default_factory=dict)
-    # member -> (following the teacher, how many times the page said so): a page's poll may answer after a
-    # later Follow or step-away of the same page, so whether it follows is the room's to keep, not the page's
-    following: dict[str, tuple[bool, int]] = field(default_factory=dict)
-    vote: Vote | None = None
-    votes_opened: int = 0
 
 
 class Rooms:
@@ -151,10 +119,10 @@ class Rooms:
         ``recipe``: the teacher's model, as the teacher's session names it (a server handler's, never an API
         caller's: it is no field of ``state``), published with its model cache key (``model_key``), so every
         follower's page takes the one model the cache holds for it."""
-        clean = _place(state, recipe)
+        clean = checked_place(state, recipe)
         with self._lock:
             room = self._teacher(code, key, client)
-            _move(room, clean)
+            take_place(room, clean)
             room.version += 1
             self._changed(room.code)
             return room.version
@@ -167,10 +135,10 @@ class Rooms:
         ``MAX_RUN_CHARS`` is kept without its figure (``figure_left_out``). ``place`` (and ``recipe``), as
         ``publish`` takes them, move the room in the same version: its followers wake once for both."""
         clean = check_run(run)
-        moved = _place(place, recipe) if place is not None else {}
+        moved = checked_place(place, recipe) if place is not None else {}
         with self._lock:
             room = self._teacher(code, key, client)
-            _move(room, moved)
+            take_place(room, moved)
             room.version += 1
             room.state = {**room.state, "run": {**clean, "version": room.version}}
             self._changed(room.code)
@@ -304,8 +272,8 @@ class Rooms:
         the member's own choice), the counts and answer once revealed. ``since`` equal to the version: only
         ``{"version": v, "changed": False}``."""
         with self._lock:
-            room = self._room(code, client, proven=lambda r: _is_member(r, member))
-            mine = member if _is_member(room, member) else None
+            room = self._room(code, client, proven=lambda r: is_member(r, member))
+            mine = member if is_member(room, member) else None
             seen: dict = {"code": room.code, "version": room.version}
             if mine is not None:
                 room.members[mine] = self._clock()
@@ -376,47 +344,20 @@ class Rooms:
         return room
 
     def _member_room(self, code: Any, member: Any, client) -> Room:
-        room = self._room(code, client, proven=lambda r: _is_member(r, member))
-        if not _is_member(room, member):
+        room = self._room(code, client, proven=lambda r: is_member(r, member))
+        if not is_member(room, member):
             raise RoomError(
                 "room.not_member", "You are not in room {code}: join it again with its code.", code=room.code
             )
         return room
 
     def _teacher(self, code: Any, key: Any, client) -> Room:
-        room = self._room(code, client, proven=lambda r: _is_key(r, key))
-        if not _is_key(room, key):
+        room = self._room(code, client, proven=lambda r: is_key(r, key))
+        if not is_key(room, key):
             self._lockout.failed(client)
             raise RoomError("room.not_teacher", "Only the teacher of room {code} can do that.", code=room.code)
         room.touched = self._clock()
         return room
 
 
-def _is_member(room: Room, member: Any) -> bool:
-    return isinstance(member, str) and member in room.members
-
-
-def _is_key(room: Room, key: Any) -> bool:
-    given = key.encode("utf-8", "replace") if isinstance(key, str) else b""
-    return hmac.compare_digest(given, room.key.encode())
-
-
 ROOMS = Rooms()
-
-
-def _place(state: Any, recipe: dict | None) -> dict:
-    """A teacher's place as ``publish`` takes it, checked, with the model's recipe and cache key."""
-    clean = check_state(state)
-    if isinstance(recipe, dict):
-        clean["recipe"] = recipe
-        clean["model_key"] = json.dumps(recipe, sort_keys=True)  # (server.recipes.recipe_key: pure Python here)
-    return clean
-
-
-def _move(room: Room, clean: dict) -> None:
-    """Room ``room`` takes the place ``clean`` (under the rooms' lock). A vote is on one step's question: a
-    new lesson, step or model leaves the room with none until the teacher opens one."""
-    watched = ("lesson", "step", "model_key")
-    if any(clean.get(name, room.state.get(name)) != room.state.get(name) for name in watched):
-        room.vote = None
-    room.state = {**room.state, **clean}
