@@ -226,8 +226,8 @@ class Rooms:
         (the page kept it: a reload or a second tab is the same student, with the same ballot), else a new
         one. An id the room never gave is never taken: a page cannot choose its member id."""
         with self._lock:
-            room = self._room(code, client)
-            if isinstance(member, str) and member in room.members:
+            room = self._room(code, client, proven=lambda r: is_member(r, member))
+            if is_member(room, member):
                 room.members[member] = self._clock()
                 return member
             if len(room.members) >= MAX_MEMBERS:  # pages closed or reloaded long ago give their places up

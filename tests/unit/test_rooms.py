@@ -333,6 +333,7 @@ def test_a_class_behind_one_address_goes_on_when_one_student_mistypes():
     for _ in range(rooms.MAX_FAILURES):
         refused("room.not_found", r.join, "AAAAAA" if code != "AAAAAA" else "BBBBBB", client="proxy")
     refused("room.too_many_tries", r.join, code, client="proxy")  # joining takes a code alone: refused
+    assert r.join(code, client="proxy", member=member) == member  # a student's page reloaded: still in
     refused("room.too_many_tries", r.state, code, client="proxy")  # so does reading a room by its code
     refused("room.too_many_tries", r.reveal, code, "guess", client="proxy")
     refused("room.too_many_tries", r.state, code, member="made-up", client="proxy")
