@@ -648,6 +648,7 @@ EN = {
     "room_answered": "{answered} of {here} here answered",
     "room_tally": "{answered} of {here} here answered: {counts}",
     "room_show_counts": "Show the answers so far on my page",
+    "room_so_far": "The room's answers so far ({answered} answered): the students' pages show them at Reveal",
     "room_show_counts_info": "Your page is the class's screen: unticked, it shows only how many answered until "
     "Reveal. Each new vote starts hidden.",
     "room_here": "Students here: {here}, all following you.",

@@ -637,6 +637,7 @@ ZH = {
     "room_answered": "在场 {here} 人中已有 {answered} 人作答",
     "room_tally": "在场 {here} 人中已有 {answered} 人作答：{counts}",
     "room_show_counts": "在我的页面上显示目前的作答情况",
+    "room_so_far": "目前的作答情况（{answered} 人已作答）：学生的页面在公布答案时才显示",
     "room_show_counts_info": "你的页面就是全班看到的屏幕：不勾选时，公布答案之前只显示多少人已作答。每次新的投票都从隐藏开始。",
     "room_here": "在场学生 {here} 人，都在跟随你。",
     "room_here_exploring": "在场学生 {here} 人：其中 {exploring} 人在自行探索（按“跟随老师”即可回来）。",

@@ -448,18 +448,23 @@ def test_the_teachers_page_shows_the_rooms_counts_only_when_the_teacher_chooses(
     t_room = polled.room
     assert "1 of 1 here answered" in polled.room_status and counted not in polled.room_status
     assert polled.room_show_counts["value"] is False  # a new vote: its counts hidden
-    t_room, status = room_voting.show_counts(teacher_state, t_room, True)
+    t_room, status, bars = room_voting.show_counts(teacher_state, t_room, True)
     assert t_room["show_counts"] == t_room["vote"]["id"] and f"1 of 1 here answered: {counted}" in status
-    assert counted in lessons_room.poll(teacher_state, t_room, PROMPT).room_status  # each poll keeps them
+    # and as the room's histogram: a bar per choice, the chosen one full, no answer marked before Reveal
+    assert f"data-choice='{choice}' data-count='1'" in bars and "width:100%" in bars and "✓" not in bars
+    assert bars.count("class='pg-room-bar'") == len(t_room["vote"]["choices"])
+    again = lessons_room.poll(teacher_state, t_room, PROMPT)  # each poll keeps them, drawn from the newest tally
+    assert counted in again.room_status and f"data-choice='{choice}' data-count='1'" in again.room_result
     zh = lessons_room.poll({**teacher_state, "lang": "zh-CN"}, t_room, PROMPT).room_status
     assert f"在场 1 人中已有 1 人作答：“{label_in(label, 'zh-CN')}” 1" in zh, zh
     seen = lessons_room.poll(student_state, s_room, "")
     assert "counts" not in ROOMS.state(t_room["code"], member=s_room["member"])["vote"]
     assert seen.room_result in (SKIP, "") and seen.room_show_counts == SKIP
-    t_room, status = room_voting.show_counts(teacher_state, t_room, False)
-    assert "1 of 1 here answered" in status and counted not in status
+    t_room, status, bars = room_voting.show_counts(teacher_state, t_room, False)
+    assert "1 of 1 here answered" in status and counted not in status and bars == ""
+    assert lessons_room.poll(teacher_state, t_room, PROMPT).room_result == SKIP  # hidden: no bars drawn again
 
-    t_room, _ = room_voting.show_counts(teacher_state, t_room, True)
+    t_room, *_ = room_voting.show_counts(teacher_state, t_room, True)
     assert "pg-ok" in room_voting.open_vote(teacher_state, t_room, start, PROMPT)  # a new vote
     polled = lessons_room.poll(teacher_state, t_room, PROMPT)
     assert polled.room["show_counts"] is None and polled.room_show_counts["value"] is False

@@ -38,7 +38,16 @@ from . import (
 )
 from . import tab as lessons_tab
 from .room_layout import POLL_SECONDS, STUDENT_POLL_SECONDS, no_room, watch_html
-from .room_views import counts_hidden_again, counts_html, join_link, qr_html, teacher_status, vote_radio
+from .room_views import (
+    counts_hidden_again,
+    counts_html,
+    counts_shown,
+    join_link,
+    qr_html,
+    so_far_html,
+    teacher_status,
+    vote_radio,
+)
 
 Polled = result(
     "Polled",
@@ -272,16 +281,20 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
         if teacher and counts_hidden_again(room, before):
             room = {**room, "show_counts": None}
             out = out._replace(room_show_counts=gr.update(value=False))
+    so_far = teacher and counts_shown(room, tally) and bool((room.get("vote") or {}).get("open"))
     if teacher:
         out = out._replace(room_status=teacher_status(room, lang, tally=tally))
+        if so_far:  # the answers come in between the room's versions: drawn at each of the teacher's polls
+            out = out._replace(room_result=so_far_html(tally, room.get("vote"), lang))
     if not seen["changed"]:
         return out
     vote = seen.get("vote")
     if vote and "counts" in vote:
         result = counts_html(vote, lang)
     elif teacher and vote and vote.get("open"):
-        # the teacher's "vote open" line (the question, how its answer is found) stays till the reveal
-        result = gr.skip()
+        # the teacher's "vote open" line (the question, how its answer is found) stays till the reveal, unless
+        # the teacher shows the answers so far there
+        result = out.room_result if so_far else gr.skip()
     else:
         result = ""
     out = out._replace(room=room, room_vote=vote_radio(vote, lang, student=not teacher), room_result=result)
@@ -362,7 +375,7 @@ def wire(page) -> None:
     c.room_show_counts.input(  # (the teacher's tick only: a poll that unticks it for a new vote sets off nothing)
         room_voting.show_counts,
         [state, c.room, c.room_show_counts],
-        [c.room, c.room_status],
+        [c.room, c.room_status, c.room_result],
         queue=False,
         show_progress="hidden",
         **private,

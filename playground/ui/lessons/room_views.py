@@ -157,30 +157,47 @@ def label_in(label, lang: str) -> str:
     return (label.get(lang) or label.get("en") or "") if isinstance(label, dict) else str(label)
 
 
-def counts_html(vote: dict, lang: str) -> str:
-    """The revealed vote: the answer (none for a teacher's own question) and one bar per choice (counts only:
-    never who chose what)."""
-    counts, total = vote.get("counts") or {}, max(1, int(vote.get("answered") or 0))
-    answer = next((label_in(label, lang) for cid, label in vote["choices"] if cid == vote.get("answer")), "")
-    rows = []
-    for cid, label in vote["choices"]:
+def bars_html(choices: list, counts: dict, answered: int, lang: str, answer=None) -> str:
+    """One bar per choice, as long as its share of ``answered`` (counts only: never who chose what); the
+    ``answer``'s marked."""
+    total, rows = max(1, answered), []
+    for cid, label in choices:
         n = int(counts.get(cid, 0))
         width = round(100 * n / total)
-        mark = " ✓" if cid == vote.get("answer") else ""
+        mark = " ✓" if answer is not None and cid == answer else ""
         rows.append(
             f"<div class='pg-room-bar' data-choice='{html.escape(cid)}' data-count='{n}'>"
             f"<span>{html.escape(label_in(label, lang))}{mark}</span>"
             f"<div class='pg-room-track'><div class='pg-room-fill' style='width:{width}%'></div></div>"
             f"<b>{n}</b></div>"
         )
+    return "".join(rows)
+
+
+def so_far_html(tally: dict, vote: dict | None, lang: str) -> str:
+    """The room's answers so far as bars, for the teacher's page while a vote is open and the teacher chose to
+    show them (no answer marked: that is the reveal's)."""
+    if not vote or not tally.get("vote"):
+        return ""
+    answered = int(tally.get("answered") or 0)
+    head = html.escape(tr(lang, "room_so_far", answered=answered))
+    rows = bars_html(vote.get("choices") or [], tally.get("counts") or {}, answered, lang)
+    return f"<div class='pg-room-counts pg-room-so-far'><b>{head}</b>{rows}</div>"
+
+
+def counts_html(vote: dict, lang: str) -> str:
+    """The revealed vote: the answer (none for a teacher's own question) and one bar per choice (counts only:
+    never who chose what)."""
+    answer = next((label_in(label, lang) for cid, label in vote["choices"] if cid == vote.get("answer")), "")
     answered = int(vote.get("answered") or 0)
+    rows = bars_html(vote["choices"], vote.get("counts") or {}, answered, lang, vote.get("answer"))
     if vote.get("answer") is None:  # the teacher's own question: the counts are the reveal
         head = html.escape(tr(lang, "room_revealed_counts", answered=answered))
     else:
         head = html.escape(tr(lang, "room_revealed", answer=answer, answered=answered))
     if vote.get("text"):  # a question on the view (no lesson step on the pages holds it)
         head = f"{html.escape(label_in(vote['text'], lang))}<br>{head}"
-    return f"<div class='pg-room-counts' data-answer='{html.escape(str(vote.get('answer') or ''))}'><b>{head}</b>{''.join(rows)}</div>"
+    return f"<div class='pg-room-counts' data-answer='{html.escape(str(vote.get('answer') or ''))}'><b>{head}</b>{rows}</div>"
 
 
 def vote_radio(vote: dict | None, lang: str, student: bool):

@@ -19,7 +19,7 @@ from playground.ui.common import client_address, fail, lang_of, ok, session_mode
 
 from . import tab as lessons_tab
 from .room_layout import no_room
-from .room_views import teacher_status
+from .room_views import so_far_html, teacher_status
 
 
 def open_vote(state, room, pos, prompt) -> str:
@@ -57,17 +57,20 @@ def reveal(state, room) -> str:
 
 def show_counts(state, room, shown: bool):
     """The teacher's "show the answers so far" box: the room's counts on the teacher's page (the class's
-    screen) for the vote open now, or only how many answered. Outputs: room, status."""
+    screen) for the vote open now, or only how many answered. Outputs: room, status, the answers so far as
+    bars (emptied when the teacher hides them)."""
     room = room or no_room()
     lang = lang_of(state)
     if not room.get("key"):
-        return gr.skip(), warn(tr(lang, "room_not_teacher"))
+        return gr.skip(), warn(tr(lang, "room_not_teacher")), gr.skip()
     try:
         tally = ROOMS.tally(room.get("code"), room.get("key"), client_address())
     except Exception as e:
-        return gr.skip(), fail(e, lang)
+        return gr.skip(), fail(e, lang), gr.skip()
     room = {**room, "show_counts": tally["vote"] if shown else None}
-    return room, teacher_status(room, lang, tally=tally)
+    open_now = bool((room.get("vote") or {}).get("open"))
+    bars = so_far_html(tally, room.get("vote"), lang) if shown and open_now else ("" if open_now else gr.skip())
+    return room, teacher_status(room, lang, tally=tally), bars
 
 
 def cast(state, room, choice) -> str:
