@@ -45,8 +45,10 @@ def api_create(request: gr.Request = None) -> dict:
 
 
 @_api
-def api_join(code) -> dict:
-    member = ROOMS.join(code, client_address())
+def api_join(code, member=None) -> dict:
+    """A member id in room ``code``: ``member`` again when the room gave it (a follower that joins again is
+    the same member, with its vote), else a new one. ``member`` may be left out."""
+    member = ROOMS.join(code, client_address(), member=member or None)
     seen = ROOMS.state(code, member=member, client=client_address())
     return {"code": seen["code"], "member": member, "version": seen["version"]}
 
@@ -123,7 +125,7 @@ def wire(c, state) -> None:
     """The endpoints, each on a hidden button (``c``: the room's components, with its hidden API inputs)."""
     hidden = lambda: gr.Button(visible=False)
     hidden().click(api_create, None, c.api_out, api_name="room_create")
-    hidden().click(api_join, c.api_code, c.api_out, api_name="room_join")
+    hidden().click(api_join, [c.api_code, c.api_member], c.api_out, api_name="room_join")
     hidden().click(
         api_state,
         [c.api_code, c.api_number, c.api_member, c.api_key],
