@@ -164,17 +164,21 @@ def _stream(state, run, stream, context_length):
     yield Streamed(state, chips.delta(final=True), final)
 
 
-def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True, span=SPANS[0]):
-    """Once a run has ended: its attention (outputs: heatmap, query bars, query slider, message)."""
+def after_run(state, view=VIEWS[0], layer=0, head=0, log_scale=True, span=SPANS[0], request: gr.Request = None):
+    """Once a run has ended: its attention (outputs: heatmap, query bars, query slider, message), at the run's
+    last position. Remembered as the page's drawn view (``request``), so a language redraw that set off before
+    this map arrived (the page's preferences applied as it loads, queued behind a quick run) draws this view
+    again, not the query slider's value from before the run."""
     if not (state or {}).get("run_id"):
         return skipped(AttentionViews)
-    return attention_views(state, view, layer, head, log_scale, None, span)
+    return attention_views(state, view, layer, head, log_scale, None, span, request=request)
 
 
-def last_step(state):
+def last_step(state, request: gr.Request = None):
     """Once a run has ended: the step slider on its last step, and that step's distribution
     (outputs: step slider, prob bars, stages, step text). A separate event from ``after_run`` so the
-    browser draws the figures in two tasks, not one long one."""
+    browser draws the figures in two tasks, not one long one. Remembered as the page's drawn step, as
+    ``after_run`` remembers its map."""
     try:
         run = session_run(state)
     except ValueError as e:
@@ -183,7 +187,7 @@ def last_step(state):
         return skipped(LastStep)
     n = len(run.steps)
     step_update = gr.update(minimum=0, maximum=max(1, n - 1), value=n - 1, visible=n > 1)
-    return LastStep(step_update, *inspect_step(state, n - 1))
+    return LastStep(step_update, *inspect_step(state, n - 1, request))
 
 
 def stop_generation(state, ask=None, request: gr.Request = None):
@@ -203,8 +207,9 @@ def stop_generation(state, ask=None, request: gr.Request = None):
     return None
 
 
-def inspect_step(state, step_index):
-    """Probability bars, the stage-by-stage reshaping, and a sentence about one generated token."""
+def inspect_step(state, step_index, request: gr.Request = None):
+    """Probability bars, the stage-by-stage reshaping, and a sentence about one generated token (the step
+    remembered as the page's drawn one, for a language redraw: ``relabel``)."""
     try:
         run = session_run(state)
     except ValueError as e:
@@ -217,6 +222,7 @@ def inspect_step(state, step_index):
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
     except ValueError as e:
         return only(StepView, step_md=f"⚠️ {tr_error(lang_of(state), e)}")
+    redraw.remember_inputs(request, "step", (i,))
     s = run.steps[i]
     tok = run.tokenizer  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
     fp = figures.format_prob
@@ -357,5 +363,8 @@ def relabel(
     context_length = session_model(state).cfg.context_length
     status = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context_length)
     att = attention_views(state, view, layer, head, log_scale, query, span)
+    (step,) = redraw.drawn_inputs(request, "step", (step,))
+    if isinstance(step, int) and step >= len(run.steps):  # drawn for a longer run before this one ended
+        step = len(run.steps) - 1
     steps = inspect_step(state, step)._asdict() if run.steps else {}
     return only(Relabelled, **fixed, status=status, **att._asdict(), **steps)
