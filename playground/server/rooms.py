@@ -6,8 +6,9 @@ alone publishes the teacher's place, opens and reveals a vote and ends the room 
 ``hmac.compare_digest``). A student ``join``s and gets a member id of their own: it is what makes a vote
 count once (voting again replaces it). The student's page keeps it (``ui.lessons.room_keep``) and joins
 with it again after a reload, so a student is one member, with one ballot, however often the page loads;
-a member id the room never gave is refused as a rejoin (the page gets a new one). What the teacher publishes is a small dict (tab, lesson, step,
-model, prompt, view) under a version counter that followers read (``state(code, since=version)``),
+a member id the room never gave is refused as a rejoin (the page gets a new one). What the teacher
+publishes is a small dict (tab, lesson, step, model, prompt, view) under a version counter that followers
+read (``state(code, since=version)``),
 with the teacher's model as the teacher's session names it (``recipe`` and its cache key ``model_key``:
 given by the server's own handlers, never an API caller's state); ``publish_run`` adds the teacher's
 last run as the teacher's page drew it (its chips, status line and attention figure, built once on the
@@ -24,8 +25,9 @@ each before it is stored; the steps drawn for a room's followers are ``server.ro
 A wrong code (or a wrong key) counts against the client address that sent it (``room_lockout``): past
 ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds that address is refused any lookup by a code alone (a join, a
 guess), the rooms and every other client untouched; a request from it that carries the room's key or a
-member's id is still served, since a class behind one proxy shares one address. Rooms end when the teacher ends them or after ``PLAYGROUND_ROOM_IDLE_MINUTES``
-(60) without the teacher; the server holds at most ``PLAYGROUND_MAX_ROOMS`` (20) of ``MAX_MEMBERS`` each.
+member's id is still served, since a class behind one proxy shares one address. Rooms end when the
+teacher ends them or after ``PLAYGROUND_ROOM_IDLE_MINUTES`` (60) without the teacher; the server holds at
+most ``PLAYGROUND_MAX_ROOMS`` (20) of ``MAX_MEMBERS`` each.
 Pure Python: no model, no Gradio.
 """
 
@@ -312,8 +314,10 @@ class Rooms:
         try:
             self._lockout.check(client)
         except RoomError:
+            if proven is None:
+                raise
             room = self._live(normalize_code(code))
-            if room is None or proven is None or not proven(room):
+            if room is None or not proven(room):
                 raise
             return room
         canonical = normalize_code(code)

@@ -229,14 +229,11 @@ def _wrap_title(fig, width: int) -> None:
     while text_columns(title) > width:
         limit = next(i for i in range(len(title) + 1) if text_columns(title[: i + 1]) > width)  # chars within width
         # a line keeps a separator's colon or comma and drops its spaces: each may begin as late as still fits
-        cut = max(_last(title, sep, limit + len(sep) - kept) for sep, kept in WRAP_SEPARATORS)
+        cut, sep, kept = max((_last(title, sep, limit + len(sep) - kept), sep, kept) for sep, kept in WRAP_SEPARATORS)
         if cut <= 0:
             break
-        sep_len = (
-            1 if title[cut] in "：，" else len(next(sep for sep in (" · ", ": ", " ") if title.startswith(sep, cut)))
-        )
-        lines.append(title[: cut + (1 if title[cut] in "：，:" else 0)].rstrip())
-        title = title[cut + sep_len :].lstrip()
+        lines.append(title[: cut + kept].rstrip())
+        title = title[cut + len(sep) :].lstrip()
     if not lines:
         return
     fig.layout.title.text = "<br>".join([*lines, title])
