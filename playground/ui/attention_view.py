@@ -117,7 +117,9 @@ def attention_views(
     remembered as drawn (``redraw.remember_inputs``), for a change of language. ``bars`` False: the map
     only (the query's bars left as they are: a classroom room publishes the map alone)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    redraw.remember_inputs(request, "attention", (view, layer, head, log_scale, query, span))
+    redraw.remember_inputs(
+        request, "attention", (view, layer, head, log_scale, query, span), (state or {}).get("run_id")
+    )
     try:
         run = session_run(state)
         if run is None:

@@ -75,9 +75,20 @@ def redraw(request, key: str, lang: str, present: bool, n: int) -> tuple:
     return out
 
 
-def remember_inputs(request, key: str, inputs: tuple) -> None:
-    """Keep the inputs a view was last drawn from (a quick view, drawn again from them)."""
-    remember(request, key, lambda lang, present: inputs)
+class _Inputs:
+    """A quick view's record: the inputs it was drawn from, and what they were drawn of (a run's id)."""
+
+    def __init__(self, inputs: tuple, of) -> None:
+        self.inputs, self.of = inputs, of
+
+    def __call__(self, lang: str, present: bool) -> tuple:
+        return self.inputs
+
+
+def remember_inputs(request, key: str, inputs: tuple, of=None) -> None:
+    """Keep the inputs a view was last drawn from (a quick view, drawn again from them); ``of``: what they
+    were drawn of (a Generate run's id), for ``drawn_for``."""
+    remember(request, key, _Inputs(inputs, of))
 
 
 def drawn_inputs(request, key: str, given: tuple) -> tuple:
@@ -86,6 +97,14 @@ def drawn_inputs(request, key: str, given: tuple) -> tuple:
     with _LOCK:
         draw, _ = _DRAWN.get((_session(request), key), (None, 0))
     return given if draw is None else draw("en", False)
+
+
+def drawn_for(request, key: str, of) -> tuple | None:
+    """The inputs this page last drew view ``key`` from, if it drew them of ``of`` (a run), else None: a
+    slider's value from an earlier run means nothing in this one."""
+    with _LOCK:
+        draw, _ = _DRAWN.get((_session(request), key), (None, 0))
+    return draw.inputs if isinstance(draw, _Inputs) and of is not None and draw.of == of else None
 
 
 def drop(request, keys) -> None:

@@ -679,22 +679,30 @@ def test_a_language_redraw_keeps_the_attention_view_the_page_last_drew():
 
 def test_a_language_redraw_after_a_run_draws_the_runs_own_map_not_the_sliders_old_query():
     """The page applies its preferences as it loads, a chain of queued redraws; behind a quick run the
-    Generate tab's may set off before the run's map arrives, with the query slider still at 0. It must draw
-    the map the run ended with (its newest positions), not positions 0-63 up to query 0."""
+    Generate tab's may run after the run ended, before or after its map is drawn, with the query and step
+    sliders still at an earlier run's values. It must draw the map the run ended with (its newest positions)
+    and its last step, not positions 0-63 up to query 0 and step 3."""
     from types import SimpleNamespace
 
-    state = {**common.new_state(), "recipe": random_recipe(NANO, seed=0)}
-    state = list(generate_tab.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 80, 1, False))[-1][0]
     page = SimpleNamespace(session_hash="after-run-page")
     view, span = attention_view.VIEWS[0], attention_view.SPANS[0]
+    state = {**common.new_state(), "recipe": random_recipe(NANO, seed=0)}
+    state = list(generate_tab.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 8, 1, False))[-1][0]
+    generate_tab.attention_views(state, view, 0, 0, True, 0, span, request=page)  # an earlier run, at query 0
+    generate_tab.inspect_step(state, 3, request=page)  # and at step 3
+    state = list(generate_tab.generate_tokens(state, "Hello there, how are", 0.8, 40, 1.0, 80, 1, False))[-1][0]
+    early = generate_tab.relabel(state, view, 0, 0, True, 0, span, 3, request=page)  # before this run's map
     ended = generate_tab.after_run(state, view, 0, 0, True, span, request=page)
     last = int(ended.heatmap.data[0].x[-1])
     assert last > 63  # the run is longer than one window: its map shows the newest positions
     shown = generate_tab.last_step(state, request=page)  # the step panel on the run's last step
-    stale = generate_tab.relabel(state, view, 0, 0, True, 0, span, 3, request=page)  # the sliders' values from before
-    assert int(stale.heatmap.data[0].x[-1]) == last
-    assert stale.heatmap.layout.title.text == ended.heatmap.layout.title.text
-    assert stale.step_md == shown.step_md and "Step 79" in stale.step_md.replace("*", "")
+    late = generate_tab.relabel(state, view, 0, 0, True, 0, span, 3, request=page)  # after it
+    for stale in (early, late):
+        assert int(stale.heatmap.data[0].x[-1]) == last
+        assert stale.heatmap.layout.title.text == ended.heatmap.layout.title.text
+        assert stale.step_md == shown.step_md and "Step 79" in stale.step_md.replace("*", "")
+    generate_tab.inspect_step(state, 20, request=page)  # a step of this run the page picked is kept
+    assert "Step 20" in generate_tab.relabel(state, view, 0, 0, True, 0, span, 3, request=page).step_md.replace("*", "")
 
 
 def test_every_bold_span_closes_in_both_languages():

@@ -222,7 +222,7 @@ def inspect_step(state, step_index, request: gr.Request = None):
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
     except ValueError as e:
         return only(StepView, step_md=f"⚠️ {tr_error(lang_of(state), e)}")
-    redraw.remember_inputs(request, "step", (i,))
+    redraw.remember_inputs(request, "step", (i,), state.get("run_id"))
     s = run.steps[i]
     tok = run.tokenizer  # the ids' own words: a checkpoint folder's tokenizer, else GPT-2's
     fp = figures.format_prob
@@ -338,19 +338,25 @@ def relabel(
     """After a change of the page's language: the choices' labels, the legend, the head examples,
     and (unless the run is still streaming: it redraws itself, or the page shows a classroom room's run,
     ``room_shown``: the room's record is shown in the new language) the status, attention and step views
-    (the attention view with the settings the page last drew, ``redraw.drawn_inputs``)."""
+    (the attention view and step the page last drew of this run, ``redraw.drawn_for``; of a run whose map
+    the page has not drawn yet, the view at the run's last position and its last step, as after_run and
+    last_step draw them: the query and step sliders still hold an earlier run's values)."""
     lang = lang_of(state)
+    try:
+        run = session_run(state)
+    except ValueError:
+        run = None
     given = (view, layer, head, log_scale, query, span)
-    view, layer, head, log_scale, query, span = redraw.drawn_inputs(request, "attention", given)
+    if run is None:
+        view, layer, head, log_scale, query, span = redraw.drawn_inputs(request, "attention", given)
+    else:
+        drawn = redraw.drawn_for(request, "attention", run.id)
+        view, layer, head, log_scale, query, span = drawn or (*given[:4], None, span)
     fixed = {
         "view": gr.update(choices=choices(VIEW_KEYS, lang)),
         "legend": legend(lang),
         "span": gr.update(choices=choices(av.SPAN_KEYS, lang)),
     }
-    try:
-        run = session_run(state)
-    except ValueError:
-        run = None
     if run is not None and LOOP.running(run.id):
         return only(Relabelled, **fixed)
     _, head_labels = head_examples(view, lang)
@@ -363,8 +369,6 @@ def relabel(
     context_length = session_model(state).cfg.context_length
     status = status_html(run, run.elapsed, "stopped" if run.stopped else "done", lang, context_length)
     att = attention_views(state, view, layer, head, log_scale, query, span)
-    (step,) = redraw.drawn_inputs(request, "step", (step,))
-    if isinstance(step, int) and step >= len(run.steps):  # drawn for a longer run before this one ended
-        step = len(run.steps) - 1
+    (step,) = redraw.drawn_for(request, "step", run.id) or (len(run.steps) - 1,)
     steps = inspect_step(state, step)._asdict() if run.steps else {}
     return only(Relabelled, **fixed, status=status, **att._asdict(), **steps)
