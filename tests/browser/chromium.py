@@ -1,7 +1,9 @@
 """Debian's headless Chromium, as every browser test launches it (a helper module, not a test module)."""
 
+import collections
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,38 @@ def queue_state() -> str:
             if eq.queue or eq.current_concurrency:
                 groups.append(f"{cid} {names}: {len(eq.queue)} waiting, {eq.current_concurrency} running")
     return "; ".join(groups) or "nothing waiting or running"
+
+
+_EVENTS: collections.deque = collections.deque(maxlen=60)  # (start, end, session, function) of the app's events
+
+
+def record_events() -> None:
+    """From now on, every event the app in this process runs is recorded (its function, page and times) for
+    ``recent_events``: a failure that a late event drew over shows which one did."""
+    from gradio.blocks import Blocks
+
+    if getattr(Blocks.process_api, "recorded", False):
+        return
+    real = Blocks.process_api
+
+    async def process_api(self, block_fn, *args, **kwargs):
+        start = time.monotonic()
+        try:
+            return await real(self, block_fn, *args, **kwargs)
+        finally:
+            fn = getattr(block_fn, "fn", None)
+            name = getattr(fn, "__name__", None) or ("js" if getattr(block_fn, "js", None) else "?")
+            _EVENTS.append((start, time.monotonic(), str(kwargs.get("session_hash") or "")[:6], name))
+
+    process_api.recorded = True  # type: ignore[attr-defined]
+    Blocks.process_api = process_api  # type: ignore[method-assign]
+
+
+def recent_events() -> str:
+    """The app's last events, oldest first: seconds before now as each started and ended, page, function."""
+    now = time.monotonic()
+    rows = [f"  -{now - s:7.2f} -{now - e:7.2f} {page:6} {name}" for s, e, page, name in list(_EVENTS)]
+    return "\n".join(rows) or "  none recorded"
 
 
 def server_stacks(depth: int = 8) -> str:

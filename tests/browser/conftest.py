@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from tests.browser.chromium import chromium_or_skip, queue_state, server_stacks
+from tests.browser.chromium import chromium_or_skip, queue_state, recent_events, record_events, server_stacks
 
 SLOW_S = 0.35  # CPU-bound seconds added to each head's forward in a slowed sweep: 24 heads, about 8 s in all
 
@@ -10,17 +10,24 @@ SLOW_S = 0.35  # CPU-bound seconds added to each head's forward in a slowed swee
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A browser test that failed also reports what the app in this process was doing as it failed: Gradio's
-    queue and the server's threads (a page waiting on an answer that never came says no more than that)."""
+    queue, its last events and the server's threads (a page waiting on an answer that never came says no more
+    than that; a view a late event drew over says which)."""
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" and report.failed:
-        report.sections.append(("the app as the test failed", f"queue: {queue_state()}\n{server_stacks()}"))
+        report.sections.append(
+            (
+                "the app as the test failed",
+                f"queue: {queue_state()}\nlast events (started, ended, page, function):\n{recent_events()}\n{server_stacks()}",
+            )
+        )
 
 
 @pytest.fixture(scope="module")
 def page_url(app_url):
     """The running app's address, once Chromium is known to be there."""
     chromium_or_skip()
+    record_events()
     return app_url
 
 
