@@ -115,7 +115,14 @@ def attention_views(
     slider's range (absolute positions of the window) and a message (empty when all is well).
     span: one of SPANS, the newest positions or the whole run. What the page asked for is
     remembered as drawn (``redraw.remember_inputs``), for a change of language. ``bars`` False: the map
-    only (the query's bars left as they are: a classroom room publishes the map alone)."""
+    only (the query's bars left as they are: a classroom room publishes the map alone). A page's maps are
+    drawn one at a time (``redraw.page_lock``, which its language redraw takes too), so the one drawn last is
+    the one recorded last."""
+    with redraw.page_lock(request):
+        return _attention_views(state, view, layer, head, log_scale, query, span, request, bars)
+
+
+def _attention_views(state, view, layer, head, log_scale, query, span, request, bars):
     lang, present = lang_of(state), bool((state or {}).get("present"))
     redraw.remember_inputs(
         request, "attention", (view, layer, head, log_scale, query, span), (state or {}).get("run_id")

@@ -26,7 +26,7 @@ MAX_BYTES = 200 * 2**20  # what the kept views may hold in all (a scored long te
 
 _DRAWN: OrderedDict = OrderedDict()  # (session hash, view key) -> (draw(lang, present), bytes it holds)
 _LOCK = threading.Lock()
-_PAGE_LOCKS: dict[str, threading.Lock] = {}  # session hash -> the lock its drawings of one view share
+_PAGE_LOCKS: dict[str, threading.RLock] = {}  # session hash -> the lock its drawings of one view share
 MAX_NOTES = 20_000  # pages that never say they closed: the oldest notes go first
 _NOTES = Kept(MAX_NOTES)  # (session hash, key) -> a small value the page's events share
 
@@ -125,15 +125,15 @@ def noted(request, key: str, default=None):
     return _NOTES.get(_session(request), key, default)
 
 
-def page_lock(request) -> threading.Lock:
+def page_lock(request) -> threading.RLock:
     """One lock per page, for a view that several of its events draw: a page's events run side by
     side, and each reads its inputs as it sets off; taken one at a time, each draws after the one
     before it has recorded what it drew. (A call without a page gets a lock of its own.)"""
     session = _session(request)
     if session is None:
-        return threading.Lock()
+        return threading.RLock()
     with _LOCK:
-        return _PAGE_LOCKS.setdefault(session, threading.Lock())
+        return _PAGE_LOCKS.setdefault(session, threading.RLock())
 
 
 def forget(request: gr.Request) -> None:

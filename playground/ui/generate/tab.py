@@ -340,7 +340,14 @@ def relabel(
     ``room_shown``: the room's record is shown in the new language) the status, attention and step views
     (the attention view and step the page last drew of this run, ``redraw.drawn_for``; of a run whose map
     the page has not drawn yet, the view at the run's last position and its last step, as after_run and
-    last_step draw them: the query and step sliders still hold an earlier run's values)."""
+    last_step draw them: the query and step sliders still hold an earlier run's values). It draws while no
+    other event of the page draws a map (``redraw.page_lock``): what it reads as drawn is then what the page
+    shows."""
+    with redraw.page_lock(request):
+        return _relabel(state, view, layer, head, log_scale, query, span, room_shown, request)
+
+
+def _relabel(state, view, layer, head, log_scale, query, span, room_shown, request) -> Relabelled:
     lang = lang_of(state)
     try:
         run = session_run(state)
