@@ -705,6 +705,21 @@ def test_a_language_redraw_after_a_run_draws_the_runs_own_map_not_the_sliders_ol
     assert "Step 20" in generate_tab.relabel(state, view, 0, 0, True, 0, span, 3, request=page).step_md.replace("*", "")
 
 
+def test_a_language_chosen_while_a_run_streams_stays_in_the_session_after_it():
+    """The page applies its preferences as it loads, in place in the session's state; a Generate run pressed
+    before that streams meanwhile. The state its updates hand back must keep the new language and presenter
+    mode (a copy taken as the run started put the page's figures back in English and normal type)."""
+    state = {**common.new_state(), "recipe": random_recipe(NANO, seed=0)}
+    updates = generate_tab.generate_tokens(state, "Hello there", 0.8, 40, 1.0, 12, 1, False)
+    first = next(updates)
+    prefs.apply_prefs('{"lang": "zh-CN", "present": true}', state, {})  # the page's preferences, mid-run
+    *_, last = updates
+    for update in (first, last):
+        assert update[0]["lang"] == "zh-CN" and update[0]["present"] is True
+        assert update[0]["run_id"]
+    assert "完成" in last[2]  # the run's last status, in the language chosen while it ran
+
+
 def test_every_bold_span_closes_in_both_languages():
     """A bold span that ends on CJK punctuation right before a character (``**解码路径：**表``) is not closed by
     CommonMark's flanking rules: the page shows the asterisks. The colon goes after the span instead."""

@@ -110,7 +110,9 @@ def generate_tokens(
     except Exception as e:
         yield Streamed(state, gr.skip(), fail(e, lang))
         return
-    state = {**state, "run_id": run.id}
+    # In place, not a copy: the page's language and presenter mode (prefs.apply_prefs) may be stored in this
+    # session's state while the run streams, and the state each update hands back must keep them.
+    state["run_id"] = run.id
     page, name = _press(request, ask)
     if page is not None and name:
         # (in the loop before the name leads a Stop to it; ends before its first step if the Stop came first)
