@@ -669,8 +669,14 @@ EN = {
     "room_ask_q_first-token": "Which head of layer {layer} attends most to the first token?",
     "room_ask_q_induction": "Which head of layer {layer} is the induction head?",
     "room_ask_own": "Your own question",
-    "room_ask_text": "Your question (the layer's heads are its choices)",
-    "room_ask_text_hint": "e.g. Which head copies the token after an earlier repeat?",
+    "room_ask_text": "Your question",
+    "room_ask_text_hint": "e.g. Will the model repeat the name?",
+    "room_ask_choices": "Its choices (optional)",
+    "room_ask_choices_info": "One choice a line, 2 to 8. Left empty, the choices are the heads of your heatmap's "
+    "layer.",
+    "room_ask_choices_hint": "Yes\nNo\nOnly if the name came earlier",
+    "room_ask_typed_opened": "Vote open: “{question}” with your {n} choices (no answer is computed: Reveal shows "
+    "the room's counts).",
     "room_ask_own_opened": "Vote open: “{question}” (the heads of your heatmap's layer as choices; no answer is "
     "computed: Reveal shows the room's counts).",
     "room_revealed_counts": "{answered} answered · a question of the teacher's own: no computed answer",

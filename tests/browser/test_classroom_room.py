@@ -4,7 +4,8 @@ seconds (the time is printed), a vote from each is counted on the teacher's page
 the teacher ticks the box), a student's page reloaded is the same member with its vote, Reveal shows the
 room's counts on both student pages, and a student who steps away and presses Follow is back in step.
 Then the teacher's Generate tab, prompt, run and attention view reach the students' pages (the time is
-printed); a student who types steps away; the teacher's question on its run's layer reaches both students.
+printed); a student who types steps away; the teacher's question on its run's layer reaches both students,
+and so does a question of the teacher's own, with the layer's heads or with the choices the teacher typed.
 The teacher's head sweep reaches a 中文 student's page while it grows, in Chinese, and then whole.
 Screenshots: tests/artifacts/room-*.png."""
 
@@ -256,6 +257,17 @@ def test_a_teacher_leads_two_students(page_url):
         for page in (s1, s2):
             page.locator("#pg-room-vote").get_by_text(own, exact=False).wait_for(timeout=FOLLOW_S * 1000)
         assert ROOMS._rooms[code].vote.answer is None and ROOMS._rooms[code].vote.question.startswith("own/")
+        # ... and with the choices the teacher types, one a line: each student's chips are those words
+        teacher.locator("#pg-room-ask-text textarea").fill("Will the model repeat the name?")
+        teacher.locator("#pg-room-ask-choices textarea").fill("Yes\nNo\nOnly if the name came earlier")
+        teacher.locator("#pg-room-ask").click()
+        for page in (s1, s2):
+            page.locator("#pg-room-vote").get_by_text("Will the model repeat", exact=False).wait_for(
+                timeout=FOLLOW_S * 1000
+            )
+            for chip in ("Yes", "No", "Only if the name came earlier"):
+                page.locator("#pg-room-vote").get_by_text(chip, exact=True).wait_for(timeout=5_000)
+        assert ROOMS._rooms[code].vote.question == "own/typed"
         # presenter mode: the teacher's classroom controls, the question's row with them, stay on the screen
         teacher.evaluate("() => document.body.classList.add('pg-present')")
         teacher.wait_for_timeout(300)

@@ -380,8 +380,9 @@ def wire(page) -> None:
         show_progress="hidden",
         **private,
     )
-    ask = [state, c.room, c.room_ask_kind, page.generate.layer, c.room_ask_text]  # (the heatmap's layer)
-    c.room_ask_kind.change(lambda kind: gr.update(visible=kind == "own"), c.room_ask_kind, c.room_ask_text, **private)
+    ask = [state, c.room, c.room_ask_kind, page.generate.layer, c.room_ask_text, c.room_ask_choices]
+    own_boxes = [c.room_ask_text, c.room_ask_choices]  # (shown for the teacher's own question only)
+    c.room_ask_kind.change(lambda kind: [gr.update(visible=kind == "own")] * 2, c.room_ask_kind, own_boxes, **private)
     c.room_ask.click(room_ask.ask_room, ask, c.room_result, **private)
     c.room_end.click(
         end_room,

@@ -88,10 +88,10 @@ def api_ask_view(state, code, key, kind, layer) -> dict:
 
 
 @_api
-def api_ask_own(state, code, key, question, layer) -> dict:
-    """A vote on the teacher's own ``question`` about ``layer`` of this session's model: the layer's heads
-    are its choices, and it has no answer (``room_ask``)."""
-    return room_ask.ask_own(state, code, key, question, layer)
+def api_ask_own(state, code, key, question, layer, choices=None) -> dict:
+    """A vote on the teacher's own ``question``: its ``choices`` as text, one a line (2 to 8), or, left out
+    or empty, the heads of ``layer`` of this session's model; it has no answer (``room_ask``)."""
+    return room_ask.ask_own(state, code, key, question, layer, choices or None)
 
 
 @_api
@@ -145,8 +145,11 @@ def wire(c, state) -> None:
         api_name="room_ask_view",
         concurrency_limit=2,
     )
-    hidden().click(
-        api_ask_own, [state, c.api_code, c.api_key, c.api_choice, c.api_number], c.api_out, api_name="room_ask_own"
+    hidden().click(  # (the choices last, and optional: a caller that sends four inputs gets the layer's heads)
+        api_ask_own,
+        [state, c.api_code, c.api_key, c.api_choice, c.api_number, c.api_choices],
+        c.api_out,
+        api_name="room_ask_own",
     )
     hidden().click(api_vote, [c.api_code, c.api_member, c.api_number, c.api_choice], c.api_out, api_name="room_vote")
     hidden().click(api_reveal, [c.api_code, c.api_key], c.api_out, api_name="room_reveal")

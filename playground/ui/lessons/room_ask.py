@@ -1,4 +1,4 @@
-"""A question on the teacher's view put to the room: "which head of this layer ...?", chips of the layer's heads.
+"""A question on the teacher's view put to the room: "which head of this layer ...?", or the teacher's own.
 
 The teacher's page (its classroom controls) picks a kind of question and asks it about the layer its
 Generate heatmap shows; the question is answered on the teacher's last run, from that run's attention on
@@ -7,17 +7,16 @@ lesson's does. The question's text and its chips ("L2 H0", ...) go to the room i
 ``text``), so each student's page shows them in its own. Only the teacher's key opens one: the page's
 button and the ``/room_ask_view`` endpoint alike.
 
-The teacher may also write the question ("own"; ``/room_ask_own``): its chips are the same heads of the
-layer, and nothing computes its answer, so its reveal shows the room's counts alone, in the words the
-teacher wrote (the same on every page).
+The teacher may also write the question ("own"; ``/room_ask_own``) and, optionally, its choices, one a line
+(``server.own_questions`` checks both); with none typed its chips are the same heads of the layer. Nothing
+computes its answer, so its reveal shows the room's counts alone, in the words the teacher wrote (the same
+on every page, choices too).
 """
 
 from __future__ import annotations
 
-from playground.errors import UserError
 from playground.i18n import LANGS
-from playground.server import view_questions
-from playground.server.room_checks import MAX_LABEL_CHARS
+from playground.server import own_questions, view_questions
 from playground.server.rooms import ROOMS
 from playground.ui.common import client_address, fail, lang_of, ok, session_model, session_run, tr, warn
 
@@ -46,42 +45,46 @@ def ask_view(state, code, key, kind, layer) -> dict:
     return {"vote": vote, "question": text, "choices": choices}
 
 
-def ask_own(state, code, key, question, layer) -> dict:
-    """Open a vote in room ``code`` (``key``: the teacher's) on the teacher's own ``question`` about ``layer``
-    of the session's model: the layer's heads are its choices and it has no answer (the reveal shows the
-    counts). The vote's id, its question and its choices in each language."""
+def typed_chips(choices: tuple[str, ...]) -> list[list]:
+    """The vote's choices as the teacher typed them: [id ("c1", ...), the same words in each language]."""
+    return [[f"c{number}", {lg: choice for lg in LANGS}] for number, choice in enumerate(choices, 1)]
+
+
+def ask_own(state, code, key, question, layer, typed=None) -> dict:
+    """Open a vote in room ``code`` (``key``: the teacher's) on the teacher's own ``question``: its choices
+    the ones ``typed`` (one a line), else the heads of ``layer`` of the session's model; it has no answer
+    (the reveal shows the counts). The vote's id, its question and its choices in each language."""
     ROOMS.check_teacher(code, key, client_address())
-    text = " ".join(str(question or "").split())
-    if not text:
-        raise UserError("room_ask.empty", "Type your question first: the heads of the layer are its choices.")
-    if len(text) > MAX_LABEL_CHARS:
-        raise UserError(
-            "room_ask.too_long",
-            "A question is at most {n} characters; this one has {got}.",
-            n=MAX_LABEL_CHARS,
-            got=len(text),
-        )
-    model = session_model(state)
-    layer = view_questions.asked_layer(model, layer)
-    choices = head_chips(layer, [f"h{head}" for head in range(model.cfg.n_heads)])
-    shown = {lg: text for lg in LANGS}
-    vote = ROOMS.open_vote(code, key, f"own/{layer}", choices, None, client_address(), text=shown)
+    asked = own_questions.own_question(question, typed)
+    if asked.choices:  # (the layer is not asked about: any model, or none yet, takes typed choices)
+        choices, about = typed_chips(asked.choices), "own/typed"
+    else:
+        model = session_model(state)
+        layer = view_questions.asked_layer(model, layer)
+        choices, about = head_chips(layer, [f"h{head}" for head in range(model.cfg.n_heads)]), f"own/{layer}"
+    shown = {lg: asked.text for lg in LANGS}
+    vote = ROOMS.open_vote(code, key, about, choices, None, client_address(), text=shown)
     return {"vote": vote, "question": shown, "choices": choices}
 
 
-def ask_room(state, room, kind, layer, own="") -> str:
+def ask_room(state, room, kind, layer, own="", typed="") -> str:
     """The teacher's button: the question of ``kind`` about ``layer`` (the Generate heatmap's) put to the
-    room; ``own`` is the teacher's question when ``kind`` is "own"."""
+    room; ``own`` is the teacher's question when ``kind`` is "own", ``typed`` its choices (one a line; none:
+    the layer's heads)."""
     lang = lang_of(state)
     room = room or no_room()
     if not room.get("key"):
         return warn(tr(lang, "room_not_teacher"))
     try:
         if kind == "own":
-            opened = ask_own(state, room.get("code"), room.get("key"), own, layer)
+            opened = ask_own(state, room.get("code"), room.get("key"), own, layer, typed)
         else:
             opened = ask_view(state, room.get("code"), room.get("key"), kind, layer)
     except Exception as e:
         return fail(e, lang)
     said = opened["question"][lang if lang in LANGS else "en"]
-    return ok(tr(lang, "room_ask_own_opened" if kind == "own" else "room_ask_opened", question=said))
+    if kind != "own":
+        return ok(tr(lang, "room_ask_opened", question=said))
+    if own_questions.one_line(typed):  # (the vote opened, so what the teacher typed are its choices)
+        return ok(tr(lang, "room_ask_typed_opened", question=said, n=len(opened["choices"])))
+    return ok(tr(lang, "room_ask_own_opened", question=said))

@@ -19,7 +19,7 @@ from playground.ui.common import T, choices
 from playground.ui.widgets import Dropdown, Number, Radio
 
 # The questions a teacher may ask about the Generate heatmap's layer (``server.view_questions.KINDS``).
-# "own": the teacher writes the question (room_ask.ask_own); the same heads are its choices.
+# "own": the teacher writes the question (room_ask.ask_own) and may type its choices; else the same heads.
 ASK_KINDS = {
     "previous-token": "room_ask_previous",
     "first-token": "room_ask_first",
@@ -137,6 +137,15 @@ def layout() -> object:
                     visible=False,
                     elem_id="pg-room-ask-text",
                 )
+                c.room_ask_choices = gr.Textbox(  # (one a line: a choice may hold a comma or a semicolon)
+                    label=T("room_ask_choices"),
+                    info=T("room_ask_choices_info"),
+                    placeholder=T("room_ask_choices_hint"),
+                    lines=3,
+                    max_lines=8,
+                    visible=False,
+                    elem_id="pg-room-ask-choices",
+                )
                 c.room_ask = gr.Button(T("room_ask_button"), size="sm", elem_id="pg-room-ask")
         c.room_vote = Radio([], label=T("room_vote"), visible=False, elem_id="pg-room-vote")
         c.room_result = gr.HTML(elem_id="pg-room-result")
@@ -146,6 +155,7 @@ def layout() -> object:
     c.api_member = gr.Textbox(visible=False)
     c.api_number = Number(None, visible=False)
     c.api_choice = gr.Textbox(visible=False)
+    c.api_choices = gr.Textbox(visible=False)  # (/room_ask_own's typed choices, one a line)
     c.api_state = gr.JSON(visible=False)
     c.api_out = gr.JSON(visible=False)
     # what room_keep.SAVE_JS keeps in the browser: the teacher's key, a student's member id (never a key)
