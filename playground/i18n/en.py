@@ -664,7 +664,7 @@ EN = {
     "room_ask_previous": "Which head attends most to the previous token?",
     "room_ask_first": "Which head attends most to the first token?",
     "room_ask_induction": "Which head is the induction head?",
-    "room_ask_button": "Ask the room about this layer",
+    "room_ask_button": "Ask the room",
     "room_ask_q_previous-token": "Which head of layer {layer} attends most to the previous token?",
     "room_ask_q_first-token": "Which head of layer {layer} attends most to the first token?",
     "room_ask_q_induction": "Which head of layer {layer} is the induction head?",

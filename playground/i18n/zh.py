@@ -652,7 +652,7 @@ ZH = {
     "room_ask_previous": "哪个头最关注前一个 token？",
     "room_ask_first": "哪个头最关注第一个 token？",
     "room_ask_induction": "哪个头是归纳头？",
-    "room_ask_button": "就这一层向全班提问",
+    "room_ask_button": "向全班提问",
     "room_ask_q_previous-token": "第 {layer} 层的哪个头最关注前一个 token？",
     "room_ask_q_first-token": "第 {layer} 层的哪个头最关注第一个 token？",
     "room_ask_q_induction": "第 {layer} 层的哪个头是归纳头？",
