@@ -59,11 +59,16 @@ def order(request, keys) -> list[str]:
     return [k for k in ranked if k in keys]
 
 
+def _kept(request, key: str):
+    """How this page's view ``key`` is drawn again, or None when the page has not drawn it."""
+    with _LOCK:
+        return _DRAWN.get((_session(request), key), (None, 0))[0]
+
+
 def redraw(request, key: str, lang: str, present: bool, n: int) -> tuple:
     """View ``key`` drawn again in ``lang``: its ``n`` outputs, or ``n`` skips when the page has not
     drawn it (or drawing it again fails: the old drawing stays rather than an error appearing)."""
-    with _LOCK:
-        draw, _ = _DRAWN.get((_session(request), key), (None, 0))
+    draw = _kept(request, key)
     if draw is None:
         return (gr.skip(),) * n
     try:
@@ -94,16 +99,14 @@ def remember_inputs(request, key: str, inputs: tuple, of=None) -> None:
 def drawn_inputs(request, key: str, given: tuple) -> tuple:
     """The inputs this page last drew view ``key`` from, else ``given``: a redraw's inputs are read when
     its events set off, and a view drawn meanwhile (a lesson's Show me) must not be drawn over."""
-    with _LOCK:
-        draw, _ = _DRAWN.get((_session(request), key), (None, 0))
+    draw = _kept(request, key)
     return given if draw is None else draw("en", False)
 
 
 def drawn_for(request, key: str, of) -> tuple | None:
     """The inputs this page last drew view ``key`` from, if it drew them of ``of`` (a run), else None: a
     slider's value from an earlier run means nothing in this one."""
-    with _LOCK:
-        draw, _ = _DRAWN.get((_session(request), key), (None, 0))
+    draw = _kept(request, key)
     return draw.inputs if isinstance(draw, _Inputs) and of is not None and draw.of == of else None
 
 
