@@ -7,7 +7,9 @@ memory), never timed. With the decisions made (this process, or this machine's f
 - a weight matrix whose layout changes, and each matrix moved onto the native step's 2 MB pages, is
   copied one at a time, its old storage freed before the next: one matrix more, at the moment of the copy;
 - stacked Q/K/V keeps a (3d, d) copy of W_query, W_key and W_value beside them in every fused attention,
-  for as long as the model lives (``resident``).
+  for as long as the model lives (``resident``);
+- the native step of a float32 model keeps its output head packed in tiles (``native_decode.packed_head``),
+  and its check holds one more while it runs.
 
 A decision not made yet takes its plain path in a server's build (nothing copied, measured later in the
 background); a build that measures in the call (a script, the bench, a background measurement) holds the
@@ -45,12 +47,22 @@ def stacked_bytes(attention: MultiHeadAttention) -> int:
     return sum(t.numel() * t.element_size() for t in parts)
 
 
+def head_bytes(model: nn.Module) -> int:
+    """The native step's packed output head (``native_decode.packed_head``) where the step reads one: a float32
+    model whose step is chosen."""
+    if not isinstance(model, GPTModel) or not native_decode.uses_native_step(model):
+        return 0
+    return native_decode.packed_head_bytes(model.cfg) if native_decode.packs_head(model) else 0
+
+
 def held_bytes(model: nn.Module) -> int:
     """What an accelerated model keeps beside its parameters: every stacked Q/K/V copy, made at its first
-    forward (counted from the moment it is planned, so a model's size in the budget does not grow later)."""
-    return sum(
+    forward, and the native step's packed head, made at its first step (each counted from the moment it is
+    planned, so a model's size in the budget does not grow later)."""
+    stacked = sum(
         stacked_bytes(m) for m in model.modules() if isinstance(m, MultiHeadAttention) and stacked_qkv_of(m) is not None
     )
+    return stacked + head_bytes(model)
 
 
 def plan(model: nn.Module, *, measure: bool, compiled_kernel: bool = True) -> Copies:
@@ -70,17 +82,21 @@ def plan(model: nn.Module, *, measure: bool, compiled_kernel: bool = True) -> Co
     one = max((w.nbytes for w in moved), default=0)  # each layout copy in turn
     resident = sum(stacked_bytes(m) for m, (on, _) in stacking.items() if on)
     tensors = native_decode.step_tensors(model)
+    # The packed head a float32 model's chosen step reads, kept: made after the check (which holds one of its
+    # own) and after the matrices moved, so at the peak it stands in for the largest matrix's copy.
+    head = native_decode.packed_head_bytes(model.cfg) if native_decode.packs_head(model) else 0
     if step:  # each matrix (out, in) in place, then onto 2 MB pages, one at a time, and the step's check
-        one = max(one, max((t.nbytes for t in tensors), default=0)) + native_choice.check_bytes(model)
+        one = max(one, max((t.nbytes for t in tensors), default=0), head) + native_choice.check_bytes(model)
     peak = resident + one
+    resident += head if step else 0
     if skipped and measure and compiled_kernel:  # measured in the build: as if nothing were decided
         matrices = sum(w.nbytes for w in layouts)  # the weight matrices, each once (a tied one too)
         rows = min(matrices, step_weights.MAX_COPY_BYTES) if native_choice.can_prepare(model, planning=True) else 0
         attention = sum(stacked_bytes(m) for m in stacking)
         largest = max((t.nbytes for t in tensors), default=0)
-        check = native_choice.check_bytes(model)
+        check = native_choice.check_bytes(model) + head  # the check's packed head, then the timed step's
         peak = attention + rows + max(largest, 2 * decode_decisions.WORKING_SET_BYTES) + check
-        resident = attention
+        resident = attention + head
     return Copies(peak, resident)
 
 

@@ -187,6 +187,7 @@ def prepare(model) -> kernels.Choice | None:
     if choice.winner != "plain":
         step_weights.store(native_decode._tensors(model), rows)
         native_decode._THREADS[model] = 1 if choice.winner == "native_step_1_thread" else 0
+        native_decode.plan_now(model)
         if torch.get_num_threads() > 1:  # the team size follows the load from here (runtime.team_under_load)
             native_decode._TEAMS[model] = TeamChoice(native_decode._THREADS[model])
     return choice
@@ -200,7 +201,7 @@ def products_alone(model):
     if plan is None:
         return None
     cache = _small_cache(model)
-    dims = native_step.dims_array([*plan.dims[:6], cache.capacity, 0, 0, plan.dims[9], 1, plan.dims[11]])
+    dims = native_step.dims_array([*plan.dims[:6], cache.capacity, 0, 0, plan.dims[9], 1, *plan.dims[11:]])
     logits = torch.empty(model.cfg.vocab_size)
     team = native_decode.team_choice(model)
 

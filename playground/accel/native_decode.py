@@ -1,8 +1,8 @@
 """The native decode step: a plain generation step in one compiled call, where valid, checked and faster.
 
 ``runtime.native_step`` runs a whole GPT-2 token in compiled code; this module owns what that needs
-to know about the model: which tensors it reads (the modules' own parameters, in place, never a
-copy), when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in), or
+to know about the model: which tensors it reads (the modules' own parameters, in place, and for float32
+weights the output head's packed copy, ``packed_head``, packed again when the head changes in place), when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in), or
 engine.quantize's int8 (float32 or bfloat16 activations) and int8-dynamic (float32),
 pre-norm fused attention, GELU tanh or ReLU, no torch hooks, not training, batch 1, one new token),
 and the step itself: one row (``decode_step``) or many rows reading every weight once (``decode_rows``).
@@ -34,10 +34,12 @@ from playground.accel import step_weights
 from playground.accel.module_watch import ModelWatch, has_hooks
 from playground.engine.decoding import Row, RowResult
 from playground.engine.kv_cache import KVCache
-from playground.runtime import native_gemv, native_step
+from playground.runtime import huge_pages, native_gemv, native_step
+from playground.runtime.machine_memory import trim
 from playground.runtime.team_under_load import TeamChoice
 
 ACTIVATIONS = {"gelu_tanh": 0, "relu": 1}
+HEAD_TILE = 16  # vocabulary rows a tile of the packed head (head_tiles.cpp's HEAD_TILE)
 # The weights' storage, as decode_step.cpp numbers it
 WEIGHTS = {"float": 0, "int8": 1, "int8-dynamic": 2}
 
@@ -53,6 +55,12 @@ class Plan:
     dims: list[int]
     eps: float
     bfloat16: bool
+    head_version: int | None = None  # the head weight's version counter when it was packed (None: not packed)
+
+    def head_current(self, model) -> bool:
+        """Whether the packed head still holds the head's values: an in-place change to the weight (an
+        optimizer's step, ``copy_`` under ``no_grad``) counts up its version and the head is packed again."""
+        return self.head_version is None or model.out_head.weight._version == self.head_version
 
 
 WHOLE_TEAM_ROWS = 4  # calls of at least this many rows start on every thread (_team)
@@ -165,18 +173,52 @@ def unsupported(model, any_layout: bool = False, *, planning: bool = False) -> s
     return None
 
 
+def packs_head(model) -> bool:
+    """Whether ``model``'s step reads its output head from a packed copy (``packed_head``): float32 weights."""
+    return weights_kind(model) == "float" and activation_dtype(model) == torch.float32
+
+
+def packed_head_bytes(cfg) -> int:
+    """The packed head's size for a float32 model of ``cfg``: the vocabulary in whole tiles of 16 rows."""
+    return -(-cfg.vocab_size // HEAD_TILE) * HEAD_TILE * cfg.emb_dim * 4
+
+
+def packed_head(weight: torch.Tensor) -> torch.Tensor:
+    """The output head (vocab, d) as decode_step.cpp's head_tiles.cpp reads it: tiles of 16 vocabulary rows,
+    each tile's column c the 16 rows' weights of column c, side by side (the last tile padded with zero rows),
+    on 2 MB pages where the OS gives them. Every token streams it front to back."""
+    vocab, d = weight.shape
+    tiles, whole = -(-vocab // HEAD_TILE), vocab // HEAD_TILE
+    shape = torch.empty(tiles, d, HEAD_TILE, device="meta")  # (tile, column, row of the tile)
+    out = (huge_pages.empty_like_all([shape]) or [torch.empty(shape.shape)])[0]
+    with torch.no_grad():  # copied from views of the weight: no second copy of it at any moment
+        w = weight.detach()
+        out[:whole].copy_(w[: whole * HEAD_TILE].view(whole, HEAD_TILE, d).transpose(1, 2))
+        if whole < tiles:
+            out[whole:].zero_()
+            out[whole, :, : vocab - whole * HEAD_TILE].copy_(w[whole * HEAD_TILE :].t())
+    return out
+
+
 def _plan(model, rows: dict | None = None) -> Plan:
     """The step's plan for ``model``; ``rows`` maps id(weight) to an (out, in) copy to read instead."""
     cfg = model.cfg
     kind = weights_kind(model)
     tensors = [(rows or {}).get(id(t), t) for t in _tensors(model)]
     tensors += _int8_tensors(model) if kind != "float" else []
+    head_version = None
+    if packs_head(model):  # after the head's weight, where an int8 model's scales would start
+        head = model.out_head.weight
+        head_version = head._version
+        tensors.append(packed_head((rows or {}).get(id(head), head)))
     addresses = [t.data_ptr() if t is not None else 0 for t in tensors]
     dims = [cfg.emb_dim, cfg.n_heads, cfg.head_dim, cfg.n_layers, cfg.vocab_size, 4 * cfg.emb_dim]
     dims += [0, 0, 0, ACTIVATIONS[cfg.activation], 0, WEIGHTS[kind]]  # capacity, position and token: set at each step
+    dims.append(int(head_version is not None))
     bf16 = activation_dtype(model) == torch.bfloat16
     addressed = native_step.pointer_array(addresses)
-    return Plan(tensors, addressed, tuple(addresses), ModelWatch(model, tensors), dims, cfg.ln_eps, bf16)
+    watch = ModelWatch(model, tensors)
+    return Plan(tensors, addressed, tuple(addresses), watch, dims, cfg.ln_eps, bf16, head_version)
 
 
 def _current_plan(model) -> Plan | None:
@@ -185,6 +227,8 @@ def _current_plan(model) -> Plan | None:
     if model.training or torch.nn.modules.module._global_forward_hooks:
         return None
     plan = _PLANS.get(model)
+    if plan is not None and not plan.head_current(model):
+        plan = None  # the head changed in place since it was packed: a new plan packs it again
     if plan is not None and plan.watch.unchanged():  # nothing swapped since the last walk
         return None if plan.watch.hooked() else plan
     # the model's own tensors now, not the plan's (which it keeps alive): a module replaced in place (quantize_int8)
@@ -344,7 +388,16 @@ def set_native_step(model, threads: int | None) -> bool:
     tensors = _tensors(model)
     step_weights.store(tensors, step_weights.row_copies(tensors))
     _THREADS[model] = threads
+    plan_now(model)
     return True
+
+
+def plan_now(model) -> None:
+    """Make the chosen step's plan now (its packed head too), where the model is built, not at its first token."""
+    if unsupported(model) is None:
+        if packs_head(model):
+            trim()  # the heap the matrices' moves freed goes back to the OS before the head's copy is made
+        _PLANS[model] = _plan(model)
 
 
 def team_choice(model) -> TeamChoice | None:

@@ -37,6 +37,7 @@
 
 #include "one_row_gemv.cpp"
 #include "batched_rows.cpp"
+#include "head_tiles.cpp"
 #include "step_parts.cpp"
 
 #include <math.h>
@@ -49,7 +50,7 @@ namespace {
 enum { LN1_S, LN1_B, WQ, BQ, WK, BK, WV, BV, WO, BO, LN2_S, LN2_B, W1, B1, W2, B2, PER_BLOCK };
 
 struct Dims {
-    int64_t d, heads, hd, layers, vocab, ff, capacity, pos, token, activation, products_only, quant;
+    int64_t d, heads, hd, layers, vocab, ff, capacity, pos, token, activation, products_only, quant, packed_head;
 };
 
 // How the weight matrices are stored: as the activations are, or int8 (see the header).
@@ -130,7 +131,7 @@ template <typename T>
 void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, int64_t n_rows, const RowIO<T>* io,
                int threads) {
     const Dims dm = {dims_in[0], dims_in[1], dims_in[2], dims_in[3], dims_in[4], dims_in[5],
-                     dims_in[6], dims_in[7], dims_in[8], dims_in[9], dims_in[10], dims_in[11]};
+                     dims_in[6], dims_in[7], dims_in[8], dims_in[9], dims_in[10], dims_in[11], dims_in[12]};
     // products_only: the same products on the same team, split and barriers, and nothing else -- the
     // step's time minus this is its time outside the products (bench prints it). Writes no cache.
     const bool all = !dm.products_only;
@@ -331,9 +332,16 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
             if (all) layer_norm(x(b), tail[0], tail[1], d, eps, bf16, xn(b), bf16 ? xh(b) : nullptr);
             quantize_input(dm.quant, xn(b), d, &q[b]);
         }
-        thread_rows(dm.vocab, t, nt, &lo, &hi);
-        if (n_out > 0)
-            product_of(n_out, out_row, dm.layers, 0, xn, xh, d, lo, hi, [&](int64_t b) { return io[b].logits; });
+        if (dm.packed_head) {  // float32 weights only: the packed copy after the head's own weight (head_tiles.cpp)
+            int64_t t0, t1;
+            head_thread_tiles(dm.vocab, t, nt, &t0, &t1);
+            for (int64_t i = 0; i < n_out; ++i) xs[i] = xn(outs[i]), ys[i] = io[outs[i]].logits;
+            if (n_out > 0) head_rows(reinterpret_cast<const float*>(tail[3]), xs.data(), n_out, d, dm.vocab, t0, t1, ys.data());
+        } else {
+            thread_rows(dm.vocab, t, nt, &lo, &hi);
+            if (n_out > 0)
+                product_of(n_out, out_row, dm.layers, 0, xn, xh, d, lo, hi, [&](int64_t b) { return io[b].logits; });
+        }
         if (bf16)
             for (int64_t i = 0; i < n_out; ++i)
                 for (int64_t j = lo; j < hi; ++j) io[outs[i]].logits[j] = round_to(io[outs[i]].logits[j], true);
@@ -372,7 +380,8 @@ extern "C" {
 // dims: emb_dim, heads, head_dim, layers, vocab, ff, cache capacity, position, token, activation (0 GELU
 // tanh, 1 ReLU), products only (1: see Dims), weights (0 as the activations, 1 int8, 2 int8-dynamic: the
 // token embedding and every weight matrix int8, their scales and row sums after the output head, see
-// INT8_PER_BLOCK). The caches are (layers, heads, capacity, head_dim); logits (vocab); attention, if not
+// INT8_PER_BLOCK), packed head (1: float32 weights only, the head's packed copy after its weight, see
+// head_tiles.cpp). The caches are (layers, heads, capacity, head_dim); logits (vocab); attention, if not
 // null, (layers, heads, position + 1): the new query's probabilities over every cached position.
 void pg_step_f32(const void* const* tensors, const int64_t* dims, float eps, float* k_cache, float* v_cache,
                  float* logits, float* attention, int threads) {

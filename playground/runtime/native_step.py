@@ -28,6 +28,7 @@ INCLUDED = (
     SOURCE.with_name("batched_rows.cpp"),
     SOURCE.with_name("tile_rows.cpp"),
     SOURCE.with_name("step_parts.cpp"),
+    SOURCE.with_name("head_tiles.cpp"),
 )
 SWITCHES = ("PLAYGROUND_ACCEL",)
 SYMBOLS = (
