@@ -7,7 +7,7 @@ Each lives in its own module; this one only gathers them. The parsers of what us
 from .boxes import seed_box, slider_range
 from .figure_dress import dress
 from .i18n import I18N, T, choices, lang_of, page_prefs, tr, tr_error
-from .messages import Refusal, fail, log, ok, say, warn
+from .messages import Refusal, fail, log, md_literal, ok, say, warn
 from .state import (
     api_run,
     client_address,
@@ -36,6 +36,7 @@ __all__ = [
     "fail",
     "for_the_session",
     "log",
+    "md_literal",
     "new_state",
     "ok",
     "page_id",

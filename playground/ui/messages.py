@@ -1,9 +1,13 @@
-"""Messages shown under a control: a warning, a confirmation, or an unexpected error (logged)."""
+"""Messages shown under a control: a warning, a confirmation, or an unexpected error (logged).
+
+Also ``md_literal``: what a user typed, put into Markdown so that it shows as typed.
+"""
 
 from __future__ import annotations
 
 import html
 import logging
+import re
 import traceback
 
 from playground.errors import UserError, excerpt
@@ -19,6 +23,21 @@ def warn(message: str) -> str:
 
 def ok(message: str) -> str:
     return f"<div class='pg-msg pg-ok'>✓ {html.escape(str(message))}</div>"
+
+
+# What Gradio's Markdown (CommonMark with GitHub's tables, strikethrough and bare-address links, LaTeX between
+# $$) reads as more than text: emphasis, code, links and images, headings, lists (``1.``, ``1)``, ``+``),
+# quotes, rules and underlined headings (``---``, ``===``), tables, HTML and entities, addresses (``x.org``,
+# ``http:``).
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()#+\-.!|~<>&$=:])")
+
+
+def md_literal(text) -> str:
+    """``text`` as Markdown that shows it as typed: each character Markdown could read as formatting behind a
+    backslash (CommonMark's escape of ASCII punctuation, so ``\\<b\\>`` shows ``<b>``, never a tag), and never two
+    ``$`` side by side (Gradio renders LaTeX only when the Markdown holds its ``$$``). For text of one line:
+    a blank line would still end the paragraph."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
 
 
 class Refusal(dict):

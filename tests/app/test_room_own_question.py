@@ -10,9 +10,16 @@ app's API the teacher's call opens the same vote.
 The teacher may type the question's choices too, one a line ("Yes", "No", ...): they are the vote's chips on
 every page in every language, the teacher's counts so far and the reveal's bars name them, and a box of one
 choice or the same choice twice is refused in the page's language. Through the API the choices are a fifth,
-optional input: a caller that sends the four of before still gets the layer's heads."""
+optional input: a caller that sends the four of before still gets the layer's heads.
+
+A question or a choice typed with Markdown's or HTML's characters ("*x*", "<b>y</b>") shows as typed: the
+teacher's status, which is Markdown, carries it escaped; the students' radio, plain text, takes it unchanged."""
+
+import html
+import re
 
 import pytest
+from markdown_it import MarkdownIt
 
 from playground import PRESETS
 from playground.server.room_checks import MAX_LABEL_CHARS
@@ -73,6 +80,26 @@ def test_the_teachers_own_question_takes_the_layers_heads_and_reveals_the_counts
         assert "data-choice='h0' data-count='1'" in shown and f"data-choice='h{n_heads - 1}' data-count='1'" in shown
         assert "data-choice='h1' data-count='0'" in shown
     assert "no computed answer" in lessons_room.poll(teacher, t_room, "").room_result  # the teacher's too, now
+
+
+def test_a_typed_question_and_choices_show_as_typed_in_the_teachers_status(room):
+    teacher, t_room, states, rooms = room
+    question, typed = "*x*", ["<b>y</b>", "# z_1"]
+    assert "pg-ok" in room_ask.ask_room(teacher, t_room, "own", 1, question, "\n".join(typed))
+    polled = [lessons_room.poll(s, r, "") for s, r in zip(states, rooms)]
+    for p in polled:  # a radio's label and choices are plain text: as typed
+        assert p.room_vote["label"] == question and p.room_vote["choices"] == [(typed[0], "c1"), (typed[1], "c2")]
+    assert "pg-ok" in room_voting.cast(states[0], polled[0].room, "c1")
+
+    polled_t = lessons_room.poll(teacher, t_room, "")
+    assert r"\*x\*" in polled_t.room_status and "*x*" not in polled_t.room_status, polled_t.room_status
+    t_room, status, bars = room_voting.show_counts(teacher, polled_t.room, True)
+    assert r"\*x\*" in status and r"“\<b\>y\</b\>” 1 · “\# z\_1” 0" in status and "<b>" not in status, status
+    drawn = MarkdownIt("commonmark").render(status)  # as a Markdown renderer draws it: the room's code bold, no more
+    assert set(re.findall(r"<([a-z0-9]+)", drawn)) == {"p", "strong", "code", "br"} and drawn.count("<strong>") == 1
+    shown = html.unescape(re.sub(r"<[^>]+>", "", drawn))
+    assert "*x*\n" in shown and "“<b>y</b>” 1 · “# z_1” 0" in shown, shown
+    assert "<span>&lt;b&gt;y&lt;/b&gt;</span>" in bars, bars  # (the bars are HTML: escaped as HTML)
 
 
 def test_the_api_opens_a_teachers_own_question_and_refuses_a_student(app_url):

@@ -15,7 +15,7 @@ import gradio as gr
 import psutil
 import segno
 
-from playground.ui.common import tr
+from playground.ui.common import md_literal, tr
 
 # The join link's QR code stays dark on white in either theme (a phone's camera reads it best so), and
 # large on a projector; each revealed answer is one row: its label, its bar, its count.
@@ -215,18 +215,19 @@ def vote_radio(vote: dict | None, lang: str, student: bool):
 def tally_text(tally: dict, lang: str, vote: dict | None = None, counts: bool = False) -> str:
     """How many of the students here answered, and with ``counts`` each choice's count (by its label when
     the page has the vote's choices). The students here are those whose pages were seen lately; one who
-    answered and closed the page still counts among them, so the line never says more answered than here."""
+    answered and closed the page still counts among them, so the line never says more answered than here.
+    Markdown: the question and the choices, which a teacher may have typed, shown as typed (``md_literal``)."""
     if not tally.get("vote"):
         return ""
     here = max(int(tally.get("here") or 0), int(tally["answered"]))
     if counts:
         labels = {cid: label_in(label, lang) for cid, label in (vote or {}).get("choices", [])}
-        shown = " · ".join(f"“{labels.get(cid, cid)}” {n}" for cid, n in tally["counts"].items())
+        shown = " · ".join(f"“{md_literal(labels.get(cid, cid))}” {n}" for cid, n in tally["counts"].items())
         text = tr(lang, "room_tally", answered=tally["answered"], here=here, counts=shown)
     else:
         text = tr(lang, "room_answered", answered=tally["answered"], here=here)
     if (vote or {}).get("text"):  # a question on the view: the teacher's page keeps it in sight while the room votes
-        text = f"{label_in(vote['text'], lang)}  \n{text}"
+        text = f"{md_literal(label_in(vote['text'], lang))}  \n{text}"
     return text
 
 
