@@ -16,7 +16,7 @@ from playground.server import lessons
 from playground.server.recipes import random_recipe
 from playground.server.rooms import ROOMS
 from playground.ui.lessons import room as lessons_room
-from playground.ui.lessons import room_voting
+from playground.ui.lessons import room_redraw, room_voting
 from playground.ui.lessons import tab as lessons_tab
 from tests.app.room_clients import a_teacher_and_a_student
 
@@ -184,7 +184,7 @@ def test_a_students_page_follows_the_teachers_step_and_steps_away(pages):
     assert f"data-choice='{choice}' data-count='1'" in polled.room_result
 
     # the page's language changes: the room's texts follow
-    status, radio, result = lessons_room.redraw({**student_state, "lang": "en"}, s_room)
+    status, radio, result = room_redraw.redraw({**student_state, "lang": "en"}, s_room)
     assert "following the teacher" in status and f"data-choice='{choice}' data-count='1'" in result
     assert "The answer" in result and radio["choices"]
 

@@ -11,8 +11,8 @@ shows the teacher's step on the teacher's prompt, drawn once for the room (``roo
 their own steps away until they press Follow. The teacher opens a vote on the step's question (its answer computed on the teacher's
 model and kept on the server: ``room_voting``), sees how many answered, and Reveal shows the answer and the room's counts
 on every page. What the pages show is drawn by ``room_views``; following the tab, the prompt and the
-teacher's Generate run is ``room_follow``'s, the Inside view ``room_inside``'s; the ``/room_*`` endpoints (the same operations for an API
-caller) are in ``room_api``.
+teacher's Generate run is ``room_follow``'s, the Inside view ``room_inside``'s, the redraw in a new language
+``room_redraw``'s; the ``/room_*`` endpoints (the same operations for an API caller) are in ``room_api``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground.server.rooms import ROOMS, RoomError
-from playground.ui import listeners, skipped_outputs
+from playground.ui import skipped_outputs
 from playground.ui.common import client_address, fail, lang_of, page_prefs, tr, warn
 from playground.ui.results import only, outputs, result
 
@@ -32,6 +32,7 @@ from . import (
     room_inside,
     room_keep,
     room_lead,
+    room_redraw,
     room_scroll,
     room_student,
     room_voting,
@@ -312,20 +313,6 @@ def poll(state, room, prompt, request: gr.Request = None) -> Polled:
     return out._replace(room=room, **taken)
 
 
-def redraw(state, room):
-    """(status, vote, result) in the page's new language, from what the page holds of its room."""
-    room = room or no_room()
-    lang = lang_of(state)
-    if not room.get("code"):
-        return gr.skip(), gr.skip(), gr.skip()
-    vote = room.get("vote")
-    result = counts_html(vote, lang) if vote and "counts" in vote else gr.skip()
-    if room.get("key"):
-        return teacher_status(room, lang), gr.skip(), result
-    key = "room_joined" if room.get("follow") else "room_away"
-    return tr(lang, key, code=room["code"]), vote_radio(vote, lang, student=True), result
-
-
 def wire(page) -> None:
     c, prompt = page.lessons, page.generate.prompt
     state = page.state
@@ -345,7 +332,7 @@ def wire(page) -> None:
         **private,
     )
     linked.then(**keep)
-    listeners.on_change(page, redraw, [c.room], [c.room_status, c.room_vote, c.room_result])
+    room_redraw.wire(page)
     polled = outputs(
         Polled,
         c,
