@@ -1,15 +1,21 @@
 """The Lessons tab's handlers as plain functions: a step shown on the session's model and prompt, the
-reveal after a choice, Next/Back across lessons, links to a step, and answers that follow the model."""
+reveal after a choice, Next/Back across lessons, links to a step, and answers that follow the model.
+The question line is Markdown: the tokens and words it quotes show as they are, never as formatting."""
 
+import html
 import json
 import re
 from types import SimpleNamespace
 
+from markdown_it import MarkdownIt
+
 from playground import PRESETS
 from playground.server import lessons
+from playground.server.lesson_kit import Question
 from playground.server.model_cache import CACHE
 from playground.server.recipes import random_recipe
 from playground.ui import show_me
+from playground.ui.common import md_literal
 from playground.ui.lessons import tab as lessons_tab
 from tests.lesson_figures import library_answer
 
@@ -80,6 +86,37 @@ def test_a_link_opens_its_step_and_a_short_prompt_is_said():
     assert "at least 3 tokens" in short.reveal and short.choice["choices"] == []
     zh = lessons_tab.show(state_of(lang="zh-CN"), {"lesson": "attention", "step": 0}, "Hi")
     assert "至少 3 个词元" in zh.reveal
+
+
+def drawn(markdown: str) -> tuple[str, set[str]]:
+    """The text a Markdown renderer shows for ``markdown``, and the tags it draws besides paragraphs."""
+    out = MarkdownIt("commonmark").render(markdown)
+    return html.unescape(re.sub(r"<[^>]+>", "", out)).strip(), set(re.findall(r"</?([a-z0-9]+)", out)) - {"p"}
+
+
+def test_the_question_line_shows_the_tokens_it_quotes_as_they_are():
+    attention = {"lesson": "attention", "step": 0}  # 'From “{token}”, ...': the prompt's last token
+    step = lessons.find("attention")[0].steps[0]
+    for lang in ("en", "zh-CN"):
+        state = state_of(lang=lang)
+        for ending in ("**", "_", "`", "<", "$$", "#", "[", "&"):
+            token = f"␣{ending}"  # (one token of GPT-2's, a space before it)
+            shown = lessons_tab.show(state, attention, f"But soft, what light {ending}")
+            assert md_literal(token) in shown.question, shown.question
+            question, _ = lessons.ask(step, CACHE.get(state["recipe"]), f"But soft, what light {ending}")
+            assert question.fields["token"] == token
+            assert drawn(shown.question) == (lessons.fill(step.ask, lang, question, ""), {"strong"}), shown.question
+
+    # longer quoted words, of the prompt ({token}) and of the model's output ({target}): each shows as it is, and a
+    # number keeps its value
+    lens = next(s for lesson in lessons.lessons() for s in lesson.steps if s.question == "lens_first_top")
+    typed = {"pos": 3, "token": "*x* _y_", "target": "<b>z</b> $$a$$ [l](u) `c`"}
+    quoted = Question([("0", "0")], "0", {}, typed)
+    for lang in ("en", "zh-CN"):
+        markdown = lessons_tab.question_markdown(lens, quoted, lang)
+        assert r"\*x\* \_y\_" in markdown and r"\<b\>z\</b\> \$\$a\$\$" in markdown, markdown
+        assert "$$" not in markdown  # (nothing for Gradio's LaTeX)
+        assert drawn(markdown) == (lessons.fill(lens.ask, lang, quoted, ""), {"strong"}), markdown
 
 
 def test_another_model_or_prompt_changes_a_revealed_answer():

@@ -8,6 +8,7 @@ a reveal never quotes an answer computed for another model or prompt.
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -15,7 +16,7 @@ import plotly.graph_objects as go
 from playground.server import lessons
 from playground.server.lesson_kit import LessonError, Question
 from playground.ui import redraw as drawn
-from playground.ui.common import dress, fail, lang_of, page_prefs, session_model, tr
+from playground.ui.common import dress, fail, lang_of, md_literal, page_prefs, session_model, tr
 from playground.ui.results import only, result
 
 from . import room_lead
@@ -75,6 +76,15 @@ def view_updates(question: Question, lang: str, present: bool, revealed: bool):
     if view["kind"] != "tokens":
         return plot, gr.update(visible=False)
     return plot, gr.update(value=lessons_views.tokens_html(view, revealed), visible=True)
+
+
+def question_markdown(step, question: Question, lang: str) -> str:
+    """The step's question, bold, as the Markdown above the choices. The lesson's own words are Markdown; the
+    words it quotes (a token of the prompt or of the model's output, a word, a name) are shown as they are
+    (``md_literal``): a token "**" or "<b>" is text to read, not formatting. Numbers go in unchanged, so a
+    lesson's format spec (``{n:,}``) still applies to them."""
+    quoted = {k: md_literal(v) if isinstance(v, str) else v for k, v in question.fields.items()}
+    return f"**{lessons.fill(step.ask, lang, replace(question, fields=quoted), '')}**"
 
 
 def reveal_html(question: Question, step, choice_id: str, lang: str) -> str:
@@ -142,7 +152,7 @@ def show(state, pos, prompt, choice=None, keep_pick: bool = False, model=None) -
         **base,
         plot=plot,
         tokens_html=tokens,
-        question=f"**{lessons.fill(step.ask, lang, question, '')}**",
+        question=question_markdown(step, question, lang),
         choice=gr.update(choices=chips, label=tr(lang, "lesson_guess"))
         if keep_pick
         else gr.update(choices=chips, value=picked, label=tr(lang, "lesson_guess")),
