@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from playground.accel import native_choice, native_decode, step_weights
+from playground.accel import native_choice, native_decode, packed_head, step_weights
 from playground.accel.decode_paths import is_in_out, planned_layouts, planned_stacking, stacked_qkv_of
 from playground.engine.attention import MultiHeadAttention
 from playground.engine.config import GPTConfig
@@ -52,7 +52,7 @@ def head_bytes(model: nn.Module) -> int:
     model whose step is chosen."""
     if not isinstance(model, GPTModel) or not native_decode.uses_native_step(model):
         return 0
-    return native_decode.packed_head_bytes(model.cfg) if native_decode.packs_head(model) else 0
+    return packed_head.packed_head_bytes(model.cfg) if native_decode.packs_head(model) else 0
 
 
 def held_bytes(model: nn.Module) -> int:
@@ -84,7 +84,7 @@ def plan(model: nn.Module, *, measure: bool, compiled_kernel: bool = True) -> Co
     tensors = native_decode.step_tensors(model)
     # The packed head a float32 model's chosen step reads, kept: made after the check (which holds one of its
     # own) and after the matrices moved, so at the peak it stands in for the largest matrix's copy.
-    head = native_decode.packed_head_bytes(model.cfg) if native_decode.packs_head(model) else 0
+    head = packed_head.packed_head_bytes(model.cfg) if native_decode.packs_head(model) else 0
     if step:  # each matrix (out, in) in place, then onto 2 MB pages, one at a time, and the step's check
         one = max(one, max((t.nbytes for t in tensors), default=0), head) + native_choice.check_bytes(model)
     peak = resident + one

@@ -2,7 +2,7 @@
 
 ``runtime.native_step`` runs a whole GPT-2 token in compiled code; this module owns what that needs
 to know about the model: which tensors it reads (the modules' own parameters, in place, and for float32
-weights the output head's packed copy, ``packed_head``, packed again when the head changes in place), when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in), or
+weights the output head's packed copy, ``accel.packed_head``, packed again when the head changes in place), when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in), or
 engine.quantize's int8 (float32 or bfloat16 activations) and int8-dynamic (float32),
 pre-norm fused attention, GELU tanh or ReLU, no torch hooks, not training, batch 1, one new token),
 and the step itself: one row (``decode_step``) or many rows reading every weight once (``decode_rows``).
@@ -32,14 +32,14 @@ import torch.nn as nn
 
 from playground.accel import step_weights
 from playground.accel.module_watch import ModelWatch, has_hooks
+from playground.accel.packed_head import packed_head
 from playground.engine.decoding import Row, RowResult
 from playground.engine.kv_cache import KVCache
-from playground.runtime import huge_pages, native_gemv, native_step
+from playground.runtime import native_gemv, native_step
 from playground.runtime.machine_memory import trim
 from playground.runtime.team_under_load import TeamChoice
 
 ACTIVATIONS = {"gelu_tanh": 0, "relu": 1}
-HEAD_TILE = 16  # vocabulary rows a tile of the packed head (head_tiles.cpp's HEAD_TILE)
 # The weights' storage, as decode_step.cpp numbers it
 WEIGHTS = {"float": 0, "int8": 1, "int8-dynamic": 2}
 
@@ -174,30 +174,8 @@ def unsupported(model, any_layout: bool = False, *, planning: bool = False) -> s
 
 
 def packs_head(model) -> bool:
-    """Whether ``model``'s step reads its output head from a packed copy (``packed_head``): float32 weights."""
+    """Whether ``model``'s step reads its output head from a packed copy (``accel.packed_head``): float32 weights."""
     return weights_kind(model) == "float" and activation_dtype(model) == torch.float32
-
-
-def packed_head_bytes(cfg) -> int:
-    """The packed head's size for a float32 model of ``cfg``: the vocabulary in whole tiles of 16 rows."""
-    return -(-cfg.vocab_size // HEAD_TILE) * HEAD_TILE * cfg.emb_dim * 4
-
-
-def packed_head(weight: torch.Tensor) -> torch.Tensor:
-    """The output head (vocab, d) as decode_step.cpp's head_tiles.cpp reads it: tiles of 16 vocabulary rows,
-    each tile's column c the 16 rows' weights of column c, side by side (the last tile padded with zero rows),
-    on 2 MB pages where the OS gives them. Every token streams it front to back."""
-    vocab, d = weight.shape
-    tiles, whole = -(-vocab // HEAD_TILE), vocab // HEAD_TILE
-    shape = torch.empty(tiles, d, HEAD_TILE, device="meta")  # (tile, column, row of the tile)
-    out = (huge_pages.empty_like_all([shape]) or [torch.empty(shape.shape)])[0]
-    with torch.no_grad():  # copied from views of the weight: no second copy of it at any moment
-        w = weight.detach()
-        out[:whole].copy_(w[: whole * HEAD_TILE].view(whole, HEAD_TILE, d).transpose(1, 2))
-        if whole < tiles:
-            out[whole:].zero_()
-            out[whole, :, : vocab - whole * HEAD_TILE].copy_(w[whole * HEAD_TILE :].t())
-    return out
 
 
 def _plan(model, rows: dict | None = None) -> Plan:

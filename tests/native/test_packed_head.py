@@ -5,7 +5,7 @@ memory budget counts it."""
 import pytest
 import torch
 
-from playground.accel import held_bytes, native_choice, native_decode
+from playground.accel import held_bytes, native_choice, native_decode, packed_head
 from playground.accel.copies import head_bytes
 from playground.engine.decoding import Row, plain_row
 from tests.native.test_native_step import needs_step, relative
@@ -16,13 +16,13 @@ pytestmark = pytest.mark.usefixtures("forget_compiled")
 
 def test_the_packed_head_holds_each_tile_of_16_rows_column_by_column():
     weight = torch.randn(50257, 36, generator=torch.Generator().manual_seed(0))
-    packed = native_decode.packed_head(weight)
+    packed = packed_head.packed_head(weight)
     assert packed.shape == (3142, 36, 16) and packed.is_contiguous()
     for t, c, lane in [(0, 0, 0), (0, 35, 15), (17, 3, 9), (3140, 20, 4)]:
         assert packed[t, c, lane] == weight[16 * t + lane, c]
     assert torch.equal(packed[3141, :, 0], weight[50256])  # the last row, alone in its tile
     assert not packed[3141, :, 1:].any()  # the tile's other 15 rows: zeros
-    assert native_decode.packed_head_bytes(model_for(torch.float32).cfg) == packed.nbytes
+    assert packed_head.packed_head_bytes(model_for(torch.float32).cfg) == packed.nbytes
 
 
 def test_a_float32_step_packs_its_head_where_the_model_is_built_and_a_bfloat16_one_does_not():
@@ -33,7 +33,7 @@ def test_a_float32_step_packs_its_head_where_the_model_is_built_and_a_bfloat16_o
         plan = native_decode._PLANS[model]  # made now, not at the first token
         assert (plan.head_version is not None) is packs
         assert plan.dims[12] == int(packs)
-        assert head_bytes(model) == (native_decode.packed_head_bytes(model.cfg) if packs else 0)
+        assert head_bytes(model) == (packed_head.packed_head_bytes(model.cfg) if packs else 0)
 
 
 def test_held_bytes_count_the_packed_head_beside_the_stacked_attention():
@@ -41,7 +41,7 @@ def test_held_bytes_count_the_packed_head_beside_the_stacked_attention():
     model = model_for(torch.float32)
     plain = held_bytes(model)
     assert native_decode.set_native_step(model, 0)
-    assert held_bytes(model) == plain + native_decode.packed_head_bytes(model.cfg)
+    assert held_bytes(model) == plain + packed_head.packed_head_bytes(model.cfg)
 
 
 @torch.no_grad()
