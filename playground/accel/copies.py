@@ -8,8 +8,8 @@ memory), never timed. With the decisions made (this process, or this machine's f
   copied one at a time, its old storage freed before the next: one matrix more, at the moment of the copy;
 - stacked Q/K/V keeps a (3d, d) copy of W_query, W_key and W_value beside them in every fused attention,
   for as long as the model lives (``resident``);
-- the native step of a float32 model keeps its output head packed in tiles (``native_decode.packed_head``),
-  and its check holds one more while it runs.
+- the native step of a float32 model keeps its output head packed in tiles (``accel.packed_head``), and its
+  check holds one more while it runs.
 
 A decision not made yet takes its plain path in a server's build (nothing copied, measured later in the
 background); a build that measures in the call (a script, the bench, a background measurement) holds the
@@ -48,8 +48,8 @@ def stacked_bytes(attention: MultiHeadAttention) -> int:
 
 
 def head_bytes(model: nn.Module) -> int:
-    """The native step's packed output head (``native_decode.packed_head``) where the step reads one: a float32
-    model whose step is chosen."""
+    """The native step's packed output head (``accel.packed_head``) where the step reads one: a float32 model
+    whose step is chosen."""
     if not isinstance(model, GPTModel) or not native_decode.uses_native_step(model):
         return 0
     return packed_head.packed_head_bytes(model.cfg) if native_decode.packs_head(model) else 0
@@ -57,8 +57,8 @@ def head_bytes(model: nn.Module) -> int:
 
 def held_bytes(model: nn.Module) -> int:
     """What an accelerated model keeps beside its parameters: every stacked Q/K/V copy, made at its first
-    forward, and the native step's packed head, made at its first step (each counted from the moment it is
-    planned, so a model's size in the budget does not grow later)."""
+    forward, and the native step's packed head, made when the step is chosen (each counted from the moment it
+    is planned, so a model's size in the budget does not grow later)."""
     stacked = sum(
         stacked_bytes(m) for m in model.modules() if isinstance(m, MultiHeadAttention) and stacked_qkv_of(m) is not None
     )

@@ -2,7 +2,8 @@
 
 ``runtime.native_step`` runs a whole GPT-2 token in compiled code; this module owns what that needs
 to know about the model: which tensors it reads (the modules' own parameters, in place, and for float32
-weights the output head's packed copy, ``accel.packed_head``, packed again when the head changes in place), when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in), or
+weights the output head's packed copy, ``accel.packed_head``, packed again when the head changes in place),
+when it computes what the torch forward would (float32 or bfloat16 weights stored (out, in), or
 engine.quantize's int8 (float32 or bfloat16 activations) and int8-dynamic (float32),
 pre-norm fused attention, GELU tanh or ReLU, no torch hooks, not training, batch 1, one new token),
 and the step itself: one row (``decode_step``) or many rows reading every weight once (``decode_rows``).
