@@ -277,7 +277,14 @@ class DecodeLoop:
         others = len(batch) - 1
         # Each row's sampler in the pool, every one on one torch thread: in a room the samplers cost more than
         # the shared forward, and a row's numbers must not depend on how many rows share the step.
-        chosen = list(self._samplers().map(_advance, [s.gen for s in batch], results))
+        # One task a sampler thread, each taking every n-th row, instead of a task a row: a room's 30 hand-overs
+        # to the pool cost as much as a few rows' sampling.
+        n = max(1, min(self.threads, len(batch)))
+        gens = [s.gen for s in batch]
+        parts = self._samplers().map(lambda i: [_advance(g, r) for g, r in zip(gens[i::n], results[i::n])], range(n))
+        chosen: list = [None] * len(batch)
+        for i, part in enumerate(parts):
+            chosen[i::n] = part
         for s, (step, error) in zip(batch, chosen):
             if error is not None:  # e.g. NaN logits: this run only
                 s._end(error)
