@@ -332,11 +332,12 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
             if (all) layer_norm(x(b), tail[0], tail[1], d, eps, bf16, xn(b), bf16 ? xh(b) : nullptr);
             quantize_input(dm.quant, xn(b), d, &q[b]);
         }
-        if (dm.packed_head) {  // float32 weights only: the packed copy after the head's own weight (head_tiles.cpp)
+        if (dm.packed_head && !bf16 && !int8) {  // the packed copy after the head's own weight (head_tiles.cpp)
             int64_t t0, t1;
             head_thread_tiles(dm.vocab, t, nt, &t0, &t1);
             for (int64_t i = 0; i < n_out; ++i) xs[i] = xn(outs[i]), ys[i] = io[outs[i]].logits;
-            if (n_out > 0) head_rows(reinterpret_cast<const float*>(tail[3]), xs.data(), n_out, d, dm.vocab, t0, t1, ys.data());
+            const float* packed = reinterpret_cast<const float*>(tail[3]);
+            if (n_out > 0) head_rows(packed, xs.data(), n_out, d, dm.vocab, t0, t1, ys.data());
         } else {
             thread_rows(dm.vocab, t, nt, &lo, &hi);
             if (n_out > 0)

@@ -19,9 +19,6 @@ namespace {
 
 constexpr int64_t HEAD_TILE = 16;  // vocabulary rows a tile: one AVX-512 vector of outputs
 
-// The chain of one output column by column: fused where the CPU has it, as every path here rounds.
-inline float head_madd(float w, float x, float acc) { return madd(w, x, acc); }
-
 // out[i][16v + l] for the I inputs x[i] and the V tiles at ``w`` (each k x 16): the outputs of V tiles.
 template <int I, int V>
 inline void head_kernel(const float* w, const float* const* x, int64_t k, float* const* out) {
@@ -63,7 +60,7 @@ inline void head_kernel(const float* w, const float* const* x, int64_t k, float*
         for (int64_t o = 0; o < V * HEAD_TILE; ++o) {
             const float* p = w + (o / HEAD_TILE) * k * HEAD_TILE + o % HEAD_TILE;
             float acc = 0.0f;
-            for (int64_t c = 0; c < k; ++c) acc = head_madd(p[c * HEAD_TILE], x[i][c], acc);
+            for (int64_t c = 0; c < k; ++c) acc = madd(p[c * HEAD_TILE], x[i][c], acc);  // fused where the CPU has it
             out[i][o] = acc;
         }
 #endif

@@ -1,4 +1,4 @@
-"""The native step's packed output head (native_decode.packed_head, decode_step.cpp's head_tiles.cpp): its layout,
+"""The native step's packed output head (accel.packed_head, decode_step.cpp's head_tiles.cpp): its layout,
 that it is made where the model is built, that it follows the head when the weights change in place, and that the
 memory budget counts it."""
 
