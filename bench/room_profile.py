@@ -30,6 +30,7 @@ import time
 # the pool's frames, the Generate handler's the queue's).
 CATEGORIES = (
     ("run_rows", "shared forward (native rows, calling thread)"),
+    ("sample_rows", "row samplers (one call for a step's rows)"),
     ("advance (playground/engine/sampling", "row samplers (Generation.advance)"),
     ("sampler_", "sampler pool hand-over"),
     ("start_run", "start_run (tokenize, memory budget, KV cache)"),
@@ -124,16 +125,16 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
     model = build_from_recipe(recipe)
     import threading
 
-    forward = [0.0]
-    cpu = {"forward": 0.0, "samplers": 0.0}  # thread CPU seconds: the forwards' calling thread, the samplers
+    forward, sampling = [0.0], [0.0]  # wall seconds: the shared forwards, the rows' samplers in one call
+    cpu = {"forward": 0.0, "samplers": 0.0}  # thread CPU seconds: the forwards' calling thread, each advance
     cpu_lock = threading.Lock()
     plain = dl.decoder_of
     plain_advance = dl._advance
 
-    def advance(gen, result):  # one row's sampler, its thread's CPU counted
+    def advance(gen, result, *made):  # one row's sampler (or its fields made together), its thread's CPU counted
         t = time.thread_time()
         try:
-            return plain_advance(gen, result)
+            return plain_advance(gen, result, *made)
         finally:
             with cpu_lock:
                 cpu["samplers"] += time.thread_time() - t
@@ -150,6 +151,13 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
                 forward[0] += time.perf_counter() - t
                 cpu["forward"] += time.thread_time() - c
 
+        def sample_rows(self, rows):
+            t = time.perf_counter()
+            try:
+                return self.decoder.sample_rows(rows)
+            finally:
+                sampling[0] += time.perf_counter() - t
+
         def __getattr__(self, name):
             return getattr(self.decoder, name)
 
@@ -165,7 +173,7 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
                 )[1]
                 for i in range(size)
             ]
-            forward[0] = 0.0
+            forward[0] = sampling[0] = 0.0
             cpu.update(forward=0.0, samplers=0.0)
             t0, c0 = time.perf_counter(), time.process_time()
             streams = [loop.submit(g) for g in gens]
@@ -176,7 +184,8 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
             print(
                 f"N={size}: {wall:.3f} s, {tokens / wall:.0f} tok/s, CPU {1e3 * used / tokens:.2f} ms a token "
                 f"({used / wall:.2f} cores; forwards' thread {1e3 * cpu['forward'] / tokens:.2f}, samplers "
-                f"{1e3 * cpu['samplers'] / tokens:.2f}), shared forwards {forward[0]:.3f} s of the wall, "
+                f"{1e3 * cpu['samplers'] / tokens:.2f}), shared forwards {forward[0]:.3f} s of the wall, rows sampled "
+                f"together {sampling[0]:.3f} s, "
                 f"{loop.rounds} rounds, {torch.get_num_threads()} torch threads, load {os.getloadavg()[0]:.1f}"
             )
     finally:

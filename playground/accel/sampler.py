@@ -6,13 +6,20 @@ or ±inf logits, which the reference reports; equal probabilities among the top 
 orders its own way). The uniform is drawn here from the run's own generator exactly as
 ``receipts.draw_uniform`` draws it, and only once the row is taken, so a seed means the same tokens
 whichever sampler runs. Probabilities and entropies are within float32 rounding of torch's.
+
+``sample_rows`` makes a room's sampled steps in one compiled call shared among the decode threads, each row
+whole on one thread: every row's uniform is drawn before the call, and a row the call leaves to the reference
+gets its generator's state back, so it draws that same uniform again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
+from playground.engine.decoding import SampledRow
 from playground.engine.receipts import draw_uniform
 from playground.engine.sampling import STAGES
 from playground.runtime import native_sampler as ns
@@ -40,7 +47,12 @@ class CompiledSampler:
         if got not in (ns.READY, ns.ZERO_FILL):
             return None
         u = draw_uniform(generator)
-        token = ns.draw(u, b)
+        return self.fields(got, ns.draw(u, b), u, n)
+
+    def fields(self, got: int, token: int, u: float, n: int) -> dict:
+        """The step's fields from the buffers, once prepare returned ``got`` (READY or ZERO_FILL) and the draw
+        with ``u`` picked ``token`` from the row of ``n``."""
+        b = self.buffers
         # each array to Python numbers in one call, then sliced: a few µs less than a call per part
         ints, floats, out = b.ints.tolist(), b.floats.tolist(), b.doubles.tolist()
         n1, want = b.n1, min(self.n_top, n)
@@ -88,3 +100,49 @@ class CompiledSampler:
             return float(cdf[at - 1]) if at else 0.0
 
         return top, [(i, through(i - 1) / total if i > 0 else 0.0, through(i) / total) for i in shown]
+
+
+def sample_rows(rows: Sequence[SampledRow], threads: int) -> list[dict | None]:
+    """Each row's fields as its ``CompiledSampler`` makes them alone (None: left to ``_choose``, its generator
+    as it was), the rows' compiled passes in one call on ``threads`` threads. Rows another sampler serves, or
+    whose logits the compiled sampler does not take, are made one by one."""
+    out: list[dict | None] = [None] * len(rows)
+    batch: list[tuple[int, torch.Tensor, SampledRow, CompiledSampler]] = []
+    states, us = [], []
+    for i, r in enumerate(rows):
+        x, sampler = r.logits, r.sampler
+        if (
+            not isinstance(sampler, CompiledSampler)
+            or x.dtype != torch.float32
+            or x.device.type != "cpu"
+            or x.dim() != 1
+        ):
+            out[i] = sampler(x, r.generator, r.temperature, r.top_k, r.top_p)
+            continue
+        batch.append((i, x if x.is_contiguous() else x.contiguous(), r, sampler))
+        states.append(r.generator.get_state())  # given back if the row is left to the reference
+        us.append(draw_uniform(r.generator))
+    if not batch:
+        return out
+    try:
+        got, tokens = ns.rows(
+            [x.data_ptr() for _, x, _, _ in batch],
+            [x.numel() for _, x, _, _ in batch],
+            [float(r.temperature) for _, _, r, _ in batch],
+            [int(r.top_k or 0) for _, _, r, _ in batch],
+            [1.0 if r.top_p is None else float(r.top_p) for _, _, r, _ in batch],
+            us,
+            [sampler.buffers for _, _, _, sampler in batch],
+            batch[0][3].lanes,
+            threads,
+        )
+    except BaseException:  # nothing was taken: every row's generator as it was
+        for (_, _, r, _), state in zip(batch, states):
+            r.generator.set_state(state)
+        raise
+    for (i, x, r, sampler), g, token, u, state in zip(batch, got, tokens, us, states):
+        if g in (ns.READY, ns.ZERO_FILL):
+            out[i] = sampler.fields(g, token, u, x.numel())
+        else:
+            r.generator.set_state(state)
+    return out

@@ -6,6 +6,7 @@ A generation (``sampling.Generation``) asks ``decoder_of(model)`` for what a ste
   continuing its own KV cache (and, where asked, that token's attention row per layer);
 - ``summarizer(n_top)``: the summary of a greedy step's row of logits;
 - ``sampler(n_top)``: a faster way to make a sampled step's fields, or None (the teaching ``_choose``);
+- ``sample_rows(rows)``: several generations' sampled steps at once, each with its own sampler (a room's);
 - ``sampling(model)``: the context the full sampler's torch work runs in.
 
 ``PLAIN`` answers with the model's own forward, one row at a time, so a model nobody accelerated
@@ -45,6 +46,19 @@ class Row:
         return len(self.before) + 1
 
 
+@dataclass
+class SampledRow:
+    """One generation's sampled step for a decoder's ``sample_rows``: its sampler (the decoder's ``sampler``),
+    its row of logits, its own generator and its settings."""
+
+    sampler: Callable[..., dict | None]
+    logits: torch.Tensor
+    generator: torch.Generator
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+
+
 class Decoder:
     """The plain decoder: the model's own forward for each row, torch's softmax for the row summary."""
 
@@ -66,6 +80,11 @@ class Decoder:
         called as ``sampler(logits, generator, temperature, top_k, top_p)`` and returns the step's fields, or
         None for a row it leaves to ``_choose`` (then it has drawn nothing from the generator)."""
         return None
+
+    def sample_rows(self, rows: Sequence[SampledRow]) -> list[dict | None]:
+        """Each row's sampled fields, as its own ``sampler`` makes them alone (None: left to ``_choose``, nothing
+        drawn). A decoder may make them together in one call; a row's fields never depend on the rows beside it."""
+        return [r.sampler(r.logits, r.generator, r.temperature, r.top_k, r.top_p) for r in rows]
 
     def sampling(self, model) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()

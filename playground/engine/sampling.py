@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from playground.engine import decoding
-from playground.engine.decoding import Row, RowResult, last_row_probs
+from playground.engine.decoding import Row, RowResult, SampledRow, last_row_probs
 from playground.engine.generation_checks import checked_prompt, checked_settings
 from playground.engine.model import GPTModel
 from playground.engine.receipts import inverse_cdf_draw, slices
@@ -225,10 +225,19 @@ class Generation:
             raise
         return self.advance(result)
 
+    def sampled_row(self, result: RowResult) -> SampledRow | None:
+        """This step as a row of its decoder's ``sample_rows`` (a sampled step the decoder has a sampler for),
+        else None: ``advance(result, fields)`` then takes what ``sample_rows`` made of it."""
+        if self._sample is None or self.done:
+            return None
+        return SampledRow(self._sample, result[0], self._gen, self.temperature, self.top_k, self.top_p)
+
     @torch.no_grad()
-    def advance(self, result: RowResult) -> GenerationStep:
+    def advance(self, result: RowResult, fields: dict | None = None, sampled: bool = False) -> GenerationStep:
         """Choose the next token from its logits (and attach its attention): ``result`` is what a
-        decoder's ``rows`` returned for ``next_row()``, or what ``step_alone`` computed."""
+        decoder's ``rows`` returned for ``next_row()``, or what ``step_alone`` computed. ``sampled``: the
+        decoder's ``sample_rows`` already made this step's ``fields`` from ``sampled_row(result)`` (None: the
+        row is left to ``_choose``)."""
         self._begin()
         logits, attention = result
         index = len(self.steps)
@@ -241,9 +250,10 @@ class Generation:
                 fields = greedy_step_fields(summary, STAGES)
                 step = GenerationStep(index, len(self._seq), context_start=self._window_start, **fields)
             else:
-                fields = None
-                if self._sample is not None:  # None: the row is left to ``_choose`` (it drew nothing)
-                    fields = self._sample(logits, self._gen, self.temperature, self.top_k, self.top_p)
+                if not sampled:
+                    fields = None
+                    if self._sample is not None:  # None: the row is left to ``_choose`` (it drew nothing)
+                        fields = self._sample(logits, self._gen, self.temperature, self.top_k, self.top_p)
                 if fields is not None:
                     step = GenerationStep(index, len(self._seq), context_start=self._window_start, **fields)
                 else:

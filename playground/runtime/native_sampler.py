@@ -10,6 +10,7 @@ teaching sampler.
 
 A row is two calls on one thread: ``prepare`` (everything the draw does not decide; it says whether the
 row can be taken here) and, only then, ``draw`` with the uniform the caller drew from its own generator.
+``rows`` makes several rows' steps in one call, each on one of a few threads, with uniforms drawn beforehand.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ SOURCE = Path(__file__).with_name("sample_row.cpp")
 # what the source #includes: a change there is a new build too
 INCLUDED = (SOURCE.with_name("sample_parts.cpp"), SOURCE.with_name("sample_fused.cpp"))
 SWITCHES = ("PLAYGROUND_ACCEL",)
-SYMBOLS = ("pg_sample_prepare", "pg_sample_draw")
+SYMBOLS = ("pg_sample_prepare", "pg_sample_draw", "pg_sample_rows")
 SCALARS = 16  # doubles before the slices in the doubles buffer (sample_row.cpp's Out)
 # indices into the scalars
 ENTROPY, RAW_ENTROPY, KEPT, TOP_HELD, N_POSITIVE, TOKEN, PROB, RAW_PROB, RANK, N_CAND, N_SHOWN, TOTAL = range(12)
@@ -36,7 +37,7 @@ NOT_FINITE, READY, TIED, ZERO_FILL = 0, 1, 2, 3
 
 _LOCK = threading.Lock()
 _STATUS = NOT_TRIED
-_FNS = None  # (pg_sample_prepare, pg_sample_draw)
+_FNS = None  # (pg_sample_prepare, pg_sample_draw, pg_sample_rows)
 
 
 def switched_off() -> bool:
@@ -67,7 +68,10 @@ def _load(path: Path):
     prepare.restype = ctypes.c_int
     draw.argtypes = [f64, i64, p, p, p]
     draw.restype = i64
-    return prepare, draw
+    many = lib.pg_sample_rows
+    many.argtypes = [i64, p, p, p, p, p, p, p, i64, p, p, p, p, p, i64]
+    many.restype = None
+    return prepare, draw, many
 
 
 class Buffers:
@@ -104,6 +108,42 @@ def draw(u: float, buffers: Buffers) -> int:
     fns = _FNS
     assert fns is not None, "native_sampler.draw before available()"
     return int(fns[1](u, buffers.n_top, *buffers.pointers))
+
+
+def rows(
+    addresses: list[int],
+    sizes: list[int],
+    temperatures: list[float],
+    top_ks: list[int],
+    top_ps: list[float],
+    us: list[float],
+    buffers: list[Buffers],
+    lanes: int,
+    threads: int,
+) -> tuple[list[int], list[int]]:
+    """``prepare`` and, where it returns READY or ZERO_FILL, ``draw`` with ``us[r]`` for each row r (the
+    contiguous float32 row of ``sizes[r]`` at ``addresses[r]``, into ``buffers[r]``), the rows shared among
+    ``threads`` threads, each row whole on one: (what each prepare returned, each drawn token or -1)."""
+    fns = _FNS
+    assert fns is not None, "native_sampler.rows before available()"
+    n = len(addresses)
+    ptrs = np.array(
+        [
+            addresses,
+            [b.pointers[0] for b in buffers],
+            [b.pointers[1] for b in buffers],
+            [b.pointers[2] for b in buffers],
+        ],
+        dtype=np.uint64,
+    ).reshape(4, n)
+    ints64 = np.array([sizes, top_ks, [b.n_top for b in buffers]], dtype=np.int64).reshape(3, n)
+    f64 = np.array([temperatures, top_ps, us], dtype=np.float64).reshape(3, n)
+    got = np.zeros(n, dtype=np.int32)
+    tokens = np.zeros(n, dtype=np.int64)
+    at = [a.ctypes.data for a in (ptrs[0], ints64[0], f64[0], ints64[1], f64[1], f64[2], ints64[2])]
+    fns[2](n, *at, lanes, ptrs[1].ctypes.data, ptrs[2].ctypes.data, ptrs[3].ctypes.data, got.ctypes.data,
+           tokens.ctypes.data, threads)  # fmt: skip
+    return got.tolist(), tokens.tolist()
 
 
 def forget() -> None:

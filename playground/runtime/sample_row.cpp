@@ -6,6 +6,7 @@
 // Two calls per row, on one thread: ``pg_sample_prepare`` does everything the uniform draw does not decide and
 // says whether the row can be taken here; only then does the caller draw u from its generator and call
 // ``pg_sample_draw``. The row's working arrays live in thread-local storage between the two calls.
+// ``pg_sample_rows`` makes several rows' steps in one call, each row's u drawn beforehand.
 //
 // Every stage shares exp(w) with w = the temperature stage's logits minus their maximum (0 after the
 // temperature stage): a filter only changes which entries a stage's sum runs over, as in torch's softmax of
@@ -423,6 +424,22 @@ int64_t pg_sample_draw(double u, int64_t n_top, int32_t* ints, float* floats, do
     }
     doubles[N_SHOWN] = static_cast<double>(n_shown);
     return token;
+}
+
+// Several rows' sampled steps in one call (a room's, after its shared forward): each row prepared and, where
+// prepare returns 1 or 3, drawn with its own u, both on one thread (that thread's ROW), the threads taking rows
+// in turn. A row's arithmetic is what it gets alone, whichever thread takes it and whatever rows share the call.
+// got[r]: what prepare returned; tokens[r]: the drawn token, or -1.
+void pg_sample_rows(int64_t rows, const float* const* xs, const int64_t* ns, const double* temperatures,
+                    const int64_t* top_ks, const double* top_ps, const double* us, const int64_t* n_tops, int64_t lanes,
+                    int32_t* const* ints, float* const* floats, double* const* doubles, int32_t* got, int64_t* tokens,
+                    int64_t threads) {
+#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(dynamic, 1)
+    for (int64_t r = 0; r < rows; ++r) {
+        got[r] = pg_sample_prepare(xs[r], ns[r], temperatures[r], top_ks[r], top_ps[r], n_tops[r], lanes, ints[r],
+                                   floats[r], doubles[r]);
+        tokens[r] = got[r] == 1 || got[r] == 3 ? pg_sample_draw(us[r], n_tops[r], ints[r], floats[r], doubles[r]) : -1;
+    }
 }
 
 }  // extern "C"

@@ -275,16 +275,33 @@ class DecodeLoop:
                     s._end(e)
                     results.append(None)
         others = len(batch) - 1
-        # Each row's sampler in the pool, every one on one torch thread: in a room the samplers cost more than
-        # the shared forward, and a row's numbers must not depend on how many rows share the step.
-        # One task a sampler thread, each taking every n-th row, instead of a task a row: a room's 30 hand-overs
-        # to the pool cost as much as a few rows' sampling.
-        n = max(1, min(self.threads, len(batch)))
         gens = [s.gen for s in batch]
-        parts = self._samplers().map(lambda i: [_advance(g, r) for g, r in zip(gens[i::n], results[i::n])], range(n))
         chosen: list = [None] * len(batch)
-        for i, part in enumerate(parts):
-            chosen[i::n] = part
+        # The sampled rows the decoder makes together: one call for the room, each row whole on one thread (its
+        # numbers its own), then each run takes its fields here; a room's thirty hand-overs to a pool and the
+        # interpreter lock passed between its threads cost more than the rows' Python.
+        asks = []
+        for i, (g, r) in enumerate(zip(gens, results)):
+            ask = g.sampled_row(r) if r is not None else None
+            if ask is not None:
+                asks.append((i, ask))
+        if asks:
+            try:
+                made = decoder.sample_rows([a for _, a in asks])
+            except Exception:  # the rows go one by one below (the accelerated decoder gave back every generator)
+                log.exception("sampling a step's rows together")
+            else:
+                for (i, _), fields in zip(asks, made):
+                    chosen[i] = _advance(gens[i], results[i], fields, sampled=True)
+        # The rest (greedy rows, the plain sampler's) in the pool, each on one torch thread, one task a
+        # sampler thread taking every n-th row, so a row's numbers never depend on how many share the step.
+        rest = [i for i in range(len(batch)) if chosen[i] is None]
+        n = max(1, min(self.threads, len(rest)))
+        if rest:
+            parts = self._samplers().map(lambda j: [_advance(gens[i], results[i]) for i in rest[j::n]], range(n))
+            for j, part in enumerate(parts):
+                for i, got in zip(rest[j::n], part):
+                    chosen[i] = got
         for s, (step, error) in zip(batch, chosen):
             if error is not None:  # e.g. NaN logits: this run only
                 s._end(error)
@@ -304,11 +321,11 @@ def _one_thread() -> None:
     torch.set_grad_enabled(False)
 
 
-def _advance(gen: Generation, result) -> tuple[GenerationStep | None, Exception | None]:
+def _advance(gen: Generation, result, fields=None, sampled=False) -> tuple[GenerationStep | None, Exception | None]:
     if result is None:
         return None, None
     try:
-        return gen.advance(result), None
+        return gen.advance(result, fields, sampled), None
     except Exception as e:
         return None, e
 

@@ -383,10 +383,10 @@ def test_an_error_mid_run_keeps_the_tokens_and_says_why(monkeypatch):
         run, gen = real_start(*args, **kwargs)
         real_advance = gen.advance
 
-        def advance(result):  # the generation, failing at its third step
+        def advance(result, *made):  # the generation, failing at its third step
             if len(gen.steps) == 2:
                 raise ValueError("Step 3: the model produced NaN logits; generation stopped.")
-            return real_advance(result)
+            return real_advance(result, *made)
 
         gen.advance = advance
         return run, gen

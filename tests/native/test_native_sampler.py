@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from playground.accel.decoder import ACCELERATED
-from playground.accel.sampler import CompiledSampler
+from playground.accel.sampler import CompiledSampler, sample_rows
 from playground.engine import decoding
+from playground.engine.decoding import SampledRow
 from playground.engine.receipts import receipt
 from playground.engine.sampling import STAGES, Generation, NonFiniteError, generate
 from playground.engine.weights import load_checkpoint
@@ -127,6 +128,61 @@ def test_non_finite_rows_are_left_to_the_reference(bad):
         reference(random_model(), (0.8, 40, 0.9))._choose(x, torch.Generator().manual_seed(0), 0, 0, 0)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_rows_together_give_each_row_the_step_it_gets_alone(threads):
+    """``sample_rows``: one compiled call for many rows, each with its own settings, sampler and generator, gives
+    every row the fields its sampler gives it alone, bit for bit; a row left to the reference (ties at the top,
+    a top-p cut at p, NaN) comes back None with its generator as it was, so the reference draws the same u."""
+    compiled()
+    xs = [x for _, x in random_rows()]
+    top_tie = torch.randn(V, generator=torch.Generator().manual_seed(3))
+    top_tie[[40000, 7, 123]] = 9.0
+    nan_row = torch.randn(V, generator=torch.Generator().manual_seed(4))
+    nan_row[4321] = float("nan")
+    xs += [top_tie, nan_row]
+    cases = [(x, SETTINGS[(i * 5) % len(SETTINGS)], 1000 + i) for i, x in enumerate(xs)]
+    cases += [(x, settings, 2000 + j) for j, settings in enumerate(SETTINGS) for x in xs[4:5]]
+
+    def rows():
+        return [
+            SampledRow(compiled(), x, torch.Generator().manual_seed(seed), *settings) for x, settings, seed in cases
+        ]
+
+    alone = rows()
+    want = [r.sampler(r.logits, r.generator, r.temperature, r.top_k, r.top_p) for r in alone]
+    together = rows()
+    before = [r.generator.get_state() for r in together]
+    got = sample_rows(together, threads)
+    assert got == want
+    assert sum(g is None for g in got) >= 2  # the two rows above at least were the reference's
+    for r, a, state, g in zip(together, alone, before, got):
+        assert torch.equal(r.generator.get_state(), a.generator.get_state())
+        if g is None:  # nothing drawn
+            assert torch.equal(r.generator.get_state(), state)
+
+
+def test_rows_together_take_a_non_contiguous_row_and_leave_other_samplers_to_themselves():
+    """A strided row is copied for the call; a row whose sampler is not a compiled one is its own sampler's."""
+    compiled()
+    wide = torch.randn(V, 2, generator=torch.Generator().manual_seed(6))
+    calls = []
+
+    def other(logits, generator, temperature, top_k, top_p):
+        calls.append((temperature, top_k, top_p))
+        return {"own": True}
+
+    strided = wide[:, 0]  # every second float
+    assert not strided.is_contiguous()
+    rows = [
+        SampledRow(compiled(), strided, torch.Generator().manual_seed(1), 0.8, 40, None),
+        SampledRow(other, wide[:, 1], torch.Generator().manual_seed(2), 0.5, None, 0.9),
+    ]
+    want = compiled()(strided.contiguous(), torch.Generator().manual_seed(1), 0.8, 40, None)
+    assert want is not None
+    got = sample_rows(rows, 2)
+    assert got == [want, {"own": True}] and calls == [(0.5, None, 0.9)]
+
+
 @pytest.fixture(scope="module")
 def bundled():
     return load_checkpoint(ROOT / "playground" / "assets" / "bundled" / "model.safetensors", dtype="float32")
@@ -180,8 +236,10 @@ def test_generations_take_the_reference_steps(which, settings, request, monkeypa
     assert all(receipt(s).reproduced for s in fast)  # u lies in the chosen token's slice
 
 
-def test_a_generation_alone_and_beside_others_takes_the_same_steps(bundled):
-    """Stepped alone, or with two others through ``next_row`` -> ``decoder.rows`` -> ``advance``: the same steps."""
+@pytest.mark.parametrize("sampled_together", [False, True], ids=["each sampled alone", "sampled together"])
+def test_a_generation_alone_and_beside_others_takes_the_same_steps(bundled, sampled_together):
+    """Stepped alone, or with two others through ``next_row`` -> ``decoder.rows`` -> ``advance`` (each run's
+    sampler on its own, or every run's step from one ``sample_rows`` call): the same steps."""
     compiled()
     settings = dict(max_new_tokens=12, temperature=0.8, top_k=40, n_top=N_TOP)
     decoding.attach(bundled, ACCELERATED)
@@ -196,8 +254,16 @@ def test_a_generation_alone_and_beside_others_takes_the_same_steps(bundled):
             live = [g for g in gens if not g.done]
             rows = [g.next_row() for g in live]
             assert all(r is not None for r in rows)
-            for g, result in zip(live, ACCELERATED.rows(bundled, rows)):
-                g.advance(result)
+            results = ACCELERATED.rows(bundled, rows)
+            if sampled_together:
+                asks = [g.sampled_row(result) for g, result in zip(live, results)]
+                assert all(a is not None for a in asks)
+                made = ACCELERATED.sample_rows(asks)
+                for g, result, fields in zip(live, results, made):
+                    g.advance(result, fields, sampled=True)
+            else:
+                for g, result in zip(live, results):
+                    g.advance(result)
     finally:
         decoding.detach(bundled)
     together = gens[0].steps

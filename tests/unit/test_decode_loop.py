@@ -151,10 +151,10 @@ def test_stop_ends_a_run_at_once_and_the_others_do_not_change():
     streams = []
     real_advance = stopped.advance
 
-    def advance(result):  # Stop pressed while the run's fifth step is being made
+    def advance(result, *made):  # Stop pressed while the run's fifth step is being made
         if len(stopped.steps) == 4:
             streams[0].stop()
-        return real_advance(result)
+        return real_advance(result, *made)
 
     stopped.advance = advance
     with loop._cond:  # all join before the loop's first round
