@@ -68,7 +68,7 @@ def shares(counts: collections.Counter) -> list[tuple[str, int, float]]:
     return [(k, n, n / total if total else 0.0) for k, n in counts.most_common()]
 
 
-def profile_app(model: str, n: int, rate: int, out: str) -> None:
+def profile_app(model: str, n: int, rate: int, out: str, gil: bool = False) -> None:
     from . import room as R
     from . import room_figures as F
 
@@ -85,6 +85,7 @@ def profile_app(model: str, n: int, rate: int, out: str) -> None:
         print(f"one learner: {F._s(one.get('completion_s'))} s, {F._s(one.get('tok_s'))} tok/s")
         proc = subprocess.Popen(
             [spy, "record", "--pid", str(rm.pid), "--rate", str(rate), "--format", "raw", "--threads"]
+            + (["--gil"] if gil else [])
             + ["--nonblocking", "-o", out],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -131,10 +132,10 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
     plain = dl.decoder_of
     plain_advance = dl._advance
 
-    def advance(gen, result, *made):  # one row's sampler (or its fields made together), its thread's CPU counted
+    def advance(gen, result, *made, **kw):  # one row's sampler (or its fields made together), its thread's CPU counted
         t = time.thread_time()
         try:
-            return plain_advance(gen, result, *made)
+            return plain_advance(gen, result, *made, **kw)
         finally:
             with cpu_lock:
                 cpu["samplers"] += time.thread_time() - t
@@ -200,6 +201,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=30, help="learners (default 30)")
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples a second (default 100)")
     ap.add_argument("--out", default="room-profile.raw", help="py-spy's raw output (default room-profile.raw)")
+    ap.add_argument("--gil", action="store_true", help="sample only the thread holding the interpreter lock")
     args = ap.parse_args(argv)
     if not 1 <= args.n <= 64:
         print("--n takes 1 to 64 learners", file=sys.stderr)
@@ -207,7 +209,7 @@ def main(argv=None) -> int:
     if args.loop:
         loop_alone(args.n, args.model)
     else:
-        profile_app(args.model, args.n, args.rate, args.out)
+        profile_app(args.model, args.n, args.rate, args.out, args.gil)
     return 0
 
 

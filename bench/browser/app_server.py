@@ -16,11 +16,9 @@ class AppServer(serving.App):
 
 
 def serve() -> None:
-    """What ``app.py`` does: build the demo and launch it (port from GRADIO_SERVER_PORT)."""
-    from playground.server.recipes import decide_kernels_at_start
-    from playground.ui.app import build_demo, launch_kwargs, warm_up
+    """What ``app.py`` does (``playground.ui.serve``): ready the process, build the demo, pay the first run's
+    one-off costs, settle the heap and launch it (port from GRADIO_SERVER_PORT)."""
+    from playground.ui.serve import prepare
+    from playground.ui.serve import serve as launch
 
-    decide_kernels_at_start()
-    demo = build_demo()
-    warm_up()
-    demo.launch(**launch_kwargs())
+    launch(prepare())

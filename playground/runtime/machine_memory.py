@@ -24,7 +24,10 @@ DEVICE_SHARE = 0.85  # of a CUDA GPU's memory, when the models live there
 BASELINE_BYTES = 1 * GiB
 
 
+@functools.cache
 def physical_ram_bytes() -> int:
+    """The machine's RAM, read once: the budget asks for it at every reservation (a learner's run takes several)
+    and reading /proc/meminfo costs tens of µs under the interpreter lock."""
     try:
         return int(psutil.virtual_memory().total)
     except Exception:  # psutil missing or unsupported: the POSIX figure, then a guess

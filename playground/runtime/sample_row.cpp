@@ -434,7 +434,8 @@ void pg_sample_rows(int64_t rows, const float* const* xs, const int64_t* ns, con
                     const int64_t* top_ks, const double* top_ps, const double* us, const int64_t* n_tops, int64_t lanes,
                     int32_t* const* ints, float* const* floats, double* const* doubles, int32_t* got, int64_t* tokens,
                     int64_t threads) {
-#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(dynamic, 1)
+    const int team = static_cast<int>(threads < rows ? threads : rows);  // one row: no team to wake
+#pragma omp parallel for num_threads(team > 1 ? team : 1) schedule(dynamic, 1)
     for (int64_t r = 0; r < rows; ++r) {
         got[r] = pg_sample_prepare(xs[r], ns[r], temperatures[r], top_ks[r], top_ps[r], n_tops[r], lanes, ints[r],
                                    floats[r], doubles[r]);

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from bench import room_figures, room_learners, room_llama
+from bench import room_figures, room_floor, room_learners, room_llama
 
 
 def test_percentile_interpolates_like_numpy():
@@ -267,3 +267,14 @@ def test_learner_result_counts_the_updates_it_received():
     assert out["updates"] == 3 and out["tokens"] == 64 and math.isclose(out["completion_s"], 0.9)
     row = room_figures.summarize([out, {**out, "updates": 5}, {**out, "updates": 9}])
     assert row["updates_p50"] == 5
+
+
+def test_the_floor_apps_updates_read_as_a_whole_run():
+    """bench/room_floor.py's bare /generate: the prompt's update, the first token, the final one, read by the
+    room's own learners' timings as one run of 64 tokens."""
+    updates = list(room_floor.generate({}, "Once upon a time", room_floor.TOKENS))
+    assert [room_figures.parse_status(u) for u in updates] == [("running", 0), ("running", 1), ("done", 64)]
+    stamped = [(10.0 + 0.25 * i, list(u)) for i, u in enumerate(updates)]
+    got = room_learners.learner_result(stamped, 10.0)
+    assert (got["first_s"], got["completion_s"], got["tokens"], got["updates"]) == (0.25, 0.5, 64, 3)
+    assert "error" not in got and got["end"] == 10.5
