@@ -164,7 +164,8 @@ def main(argv=None) -> int:
     if peers.ct2_note:
         print(f"note: CTranslate2 not measured: {peers.ct2_note}")
     if peers.llama_note:
-        print(f"note: llama.cpp not measured: {peers.llama_note}")
+        some = " (in part)" if peers.gguf else ""
+        print(f"note: llama.cpp not measured{some}: {peers.llama_note}")
     if peers.onnx_note:
         print(f"note: ONNX Runtime not measured: {peers.onnx_note}")
     result["ctranslate2"] = {

@@ -106,6 +106,12 @@ def build_peers(seed: int = 0, with_ct2: bool = True, with_llama: bool = True, w
                 seconds["llama.cpp (convert f32 + f16 + q8_0)"] = time.perf_counter() - t0
             except (RuntimeError, OSError) as e:
                 llama_note = f"conversion failed: {e}"
+            # a type that dies on this machine is left out, said, and the other peers still run
+            for t, why in [(t, llamacpp.crashes(f, torch.get_num_threads())) for t, f in gguf.items()]:
+                if why is not None:
+                    del gguf[t]
+                    peer_bytes.pop(f"llama.cpp {t}", None)
+                    llama_note = "; ".join(x for x in (llama_note, f"{t}: {why}") if x)
         if onnx_note is None:
             t0 = time.perf_counter()
             try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -105,6 +106,27 @@ def run_loaded(path: Path, threads: int, prompt: list[int], n_new: int):
     finally:
         model.close()
         del model
+
+
+def crashes(path: Path, threads: int) -> str | None:
+    """Why the GGUF file at ``path`` cannot be timed here, or None: a few greedy tokens in a child process
+    first, so that a peer that dies (llama.cpp's AMX kernels segfault on some Xeon machines,
+    ggml-org/llama.cpp#20824) is left out with its reason instead of ending the whole benchmark."""
+    code = (
+        "import sys; from pathlib import Path; from bench.llamacpp import run_loaded; "
+        f"run_loaded(Path(sys.argv[1]), {int(threads)}, list(range(100, 108)), 4)"
+    )
+    root = Path(__file__).resolve().parent.parent
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=root, capture_output=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "four tokens took more than 300 s in a child process"
+    if done.returncode == 0:
+        return None
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        return f"it crashed ({name}) generating four tokens in a child process"
+    return f"it failed generating four tokens in a child process: {done.stderr.decode(errors='replace')[-300:]}"
 
 
 def run(model, prompt: list[int], n_new: int):

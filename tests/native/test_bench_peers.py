@@ -32,6 +32,24 @@ def test_llama_without_converter_says_where_it_is(monkeypatch, tmp_path):
     assert llamacpp.converter() == tmp_path / "convert_hf_to_gguf.py"
 
 
+def test_a_llama_type_that_dies_is_left_out_with_its_reason(monkeypatch, tmp_path):
+    """``llamacpp.crashes``: four tokens in a child process first; a signal, a failure or success said apart."""
+    import subprocess
+
+    runs = []
+
+    def fake_run(args, **kw):
+        runs.append(args)
+        return subprocess.CompletedProcess(args, fake_run.code, b"", b"Traceback ... OSError: bad file")
+
+    monkeypatch.setattr(llamacpp.subprocess, "run", fake_run)
+    for code, want in ((-11, "crashed (SIGSEGV)"), (1, "OSError: bad file"), (0, None)):
+        fake_run.code = code
+        got = llamacpp.crashes(tmp_path / "gpt2-q8_0.gguf", 2)
+        assert got == want if want is None else want in got
+    assert runs[0][0] == sys.executable and runs[0][-1] == str(tmp_path / "gpt2-q8_0.gguf")
+
+
 def test_add_n_ctx_copies_n_positions_and_keeps_the_rest(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"n_positions": 77, "n_embd": 8}))
     llamacpp.add_n_ctx(tmp_path)
