@@ -3,10 +3,10 @@
 The rows of a step go through the native decode step together, in one call, where ``native_decode``
 chose it for the model and it is valid for the row now, else one by one through the model's own forward;
 a greedy step's row summary and a sampled step are the compiled ones where they built (``accel.row_summary``,
-``accel.sampler``; a room's sampled steps in one call); the full sampler, for the rows they leave to it, runs on the thread count measured for
-the vocabulary. A row's numbers are those it gets alone: which path it takes depends on the
-model and its own cache, never on the rows beside it, and the native step sums each row's outputs as it
-does for that row alone.
+``accel.sampler``; a room's sampled steps in one call); the full sampler, for the rows they leave to it, runs
+on the thread count measured for the vocabulary. A row's numbers are those it gets alone: which path it takes
+depends on the model and its own cache, never on the rows beside it, and the native step sums each row's
+outputs as it does for that row alone.
 """
 
 from __future__ import annotations
