@@ -25,6 +25,13 @@ from playground.engine.sampling import STAGES
 from playground.runtime import native_sampler as ns
 
 
+def taken_row(logits: torch.Tensor) -> torch.Tensor | None:
+    """The row as the compiled sampler takes it (one contiguous float32 row on the CPU), or None."""
+    if logits.dtype != torch.float32 or logits.device.type != "cpu" or logits.dim() != 1:
+        return None
+    return logits if logits.is_contiguous() else logits.contiguous()
+
+
 class CompiledSampler:
     """The sampled steps of one generation (its output arrays made once); ``native_sampler.available()`` must hold."""
 
@@ -37,9 +44,9 @@ class CompiledSampler:
         self.lanes = 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
 
     def __call__(self, logits: torch.Tensor, generator: torch.Generator, temperature, top_k, top_p) -> dict | None:
-        if logits.dtype != torch.float32 or logits.device.type != "cpu" or logits.dim() != 1:
+        row = taken_row(logits)
+        if row is None:
             return None
-        row = logits if logits.is_contiguous() else logits.contiguous()
         b = self.buffers
         n = row.numel()
         p = 1.0 if top_p is None else float(top_p)
@@ -110,18 +117,13 @@ def sample_rows(rows: Sequence[SampledRow], threads: int) -> list[dict | None]:
     batch: list[tuple[int, torch.Tensor, SampledRow, CompiledSampler]] = []
     states, us = [], []
     for i, r in enumerate(rows):
-        x, sampler = r.logits, r.sampler
-        if (
-            not isinstance(sampler, CompiledSampler)
-            or x.dtype != torch.float32
-            or x.device.type != "cpu"
-            or x.dim() != 1
-        ):
-            out[i] = sampler(x, r.generator, r.temperature, r.top_k, r.top_p)
-            continue
-        batch.append((i, x if x.is_contiguous() else x.contiguous(), r, sampler))
-        states.append(r.generator.get_state())  # given back if the row is left to the reference
-        us.append(draw_uniform(r.generator))
+        sampler = r.sampler
+        if isinstance(sampler, CompiledSampler) and (x := taken_row(r.logits)) is not None:
+            batch.append((i, x, r, sampler))
+            states.append(r.generator.get_state())  # given back if the row is left to the reference
+            us.append(draw_uniform(r.generator))
+        else:
+            out[i] = sampler(r.logits, r.generator, r.temperature, r.top_k, r.top_p)
     if not batch:
         return out
     try:
