@@ -151,6 +151,39 @@ def test_the_pages_preference_redraw_keeps_a_pick_made_while_it_was_computed():
     assert re.search(r"[\u4e00-\u9fff]", picked.reveal)
 
 
+def test_a_preference_redraw_read_before_a_second_guess_reveals_the_second_guess():
+    """The page applies its saved preferences a second after it opens. A quick hand may answer wrong,
+    then right, while that redraw is on its way with the wrong pick in its inputs: the redraw reveals the
+    page's last answered pick, and the check chained after it redraws when a pick was answered since
+    it read it. A step opened anew starts unpicked: a redraw there reveals nothing of the old pick."""
+    from playground.ui import redraw
+
+    state, page = state_of(), _page("quick-hand")
+    try:
+        first = lessons_tab.Shown(*lessons_tab.open_from_link(state, PROMPT, page)[:-1])
+        pos = first.lesson_pos
+        ids = [cid for _, cid in first.choice["choices"]]
+        question, _ = lessons.ask(lessons_tab.locate(pos)[0].steps[pos["step"]], CACHE.get(state["recipe"]), PROMPT)
+        right = question.answer
+        wrong = next(x for x in ids if x != right)
+        assert revealed(lessons_tab.answer(state, pos, PROMPT, wrong, page)) == (False, right)
+        assert revealed(lessons_tab.answer(state, pos, PROMPT, right, page)) == (True, right)
+        stale = lessons_tab.redraw(state, pos, PROMPT, wrong, page)  # read the radio between the two guesses
+        assert revealed(stale.reveal) == (True, right)
+        skip = lessons_tab.gr.skip()
+        assert all(x == skip for x in lessons_tab.redrawn_again(state, pos, PROMPT, right, page))
+        # its answer landed, and then another guess was answered: the chained check draws that one
+        assert revealed(lessons_tab.answer(state, pos, PROMPT, wrong, page))[0] is False
+        again = lessons_tab.redrawn_again(state, pos, PROMPT, wrong, page)
+        assert revealed(again.reveal) == (False, right)
+        lessons_tab.next_step(state, pos, PROMPT, page)
+        back = lessons_tab.step_back(state, pos, PROMPT, page)
+        assert back.choice["value"] is None
+        assert lessons_tab.redraw(state, pos, PROMPT, None, page).reveal == skip
+    finally:
+        redraw.forget(page)
+
+
 def _page(session, query=""):
     """A page's request as Gradio gives it to a handler: its session hash and its address's query."""
     return SimpleNamespace(session_hash=session, query_params=dict(p.split("=") for p in query.split("&") if p))

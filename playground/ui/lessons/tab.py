@@ -168,6 +168,17 @@ def show(state, pos, prompt, choice=None, keep_pick: bool = False, model=None) -
 # time, each records the step it drew (``STEP``), and a redraw draws the recorded step.
 STEP = "lesson-step"
 
+# The page's last answered pick and its step. A redraw reads the radio as it sets off; a pick answered
+# since (the page applies its saved preferences a second after it opens, when a quick hand may have
+# answered twice) is newer, and the redraw's reveal would land over the answer's and show the old one.
+PICK = "lesson-pick"
+
+
+def latest_pick(request, at, given):
+    """The pick a redraw of step ``at`` reveals: the page's last answered one on that step, else ``given``."""
+    kept = drawn.noted(request, PICK)
+    return kept["choice"] if kept is not None and kept["at"] == at else given
+
 
 def position(request, given) -> dict:
     """The step this page last drew, else ``given`` (the page's position as the event set off)."""
@@ -175,9 +186,12 @@ def position(request, given) -> dict:
 
 
 def recorded(request, shown: Shown) -> Shown:
-    """``shown``, its step recorded as the page's (a refusal, which draws no step, records nothing)."""
+    """``shown``, its step recorded as the page's (a refusal, which draws no step, records nothing), and
+    the radio's value it sets as the page's pick (a step drawn anew starts unpicked)."""
     if isinstance(shown.lesson_pos, dict):
         drawn.note(request, STEP, shown.lesson_pos)
+        if isinstance(shown.choice, dict) and "value" in shown.choice:
+            drawn.note(request, PICK, {"at": shown.lesson_pos, "choice": shown.choice["value"]})
     return shown
 
 
@@ -196,22 +210,26 @@ def redraw(state, pos, prompt, choice=None, request: gr.Request = None) -> Shown
     with drawn.page_lock(request):
         if request is not None and position(request, None) is None:
             return only(Shown)  # the page's load has not drawn its step yet: it draws it in these prefs
-        shown = recorded(request, show(state, position(request, pos), prompt, choice, keep_pick=True))
-        drawn.note(request, REDRAWN, shown.lesson_pos)
+        at = position(request, pos)
+        pick = latest_pick(request, at, choice)
+        shown = recorded(request, show(state, at, prompt, pick, keep_pick=True))
+        drawn.note(request, REDRAWN, (shown.lesson_pos, pick))
         return shown
 
 
-# The step a language redraw drew, for the check chained after its answer has reached the page.
+# The step and pick a language redraw drew, for the check chained after its answer has reached the page.
 REDRAWN = "lesson-redrawn"
 
 
 def redrawn_again(state, pos, prompt, choice=None, request: gr.Request = None) -> Shown:
     """Chained after ``redraw``'s answer has reached the page: the page's step drawn again when the page
-    drew another since that redraw read it (a classroom follower's poll taking the teacher's step), else
-    nothing. The lock orders when the two read the page's step, not in which order their answers reach
-    the page: the redraw's, of the step before, could land after the poll's and stay."""
+    drew another step or answered another pick since that redraw read them (a classroom follower's poll
+    taking the teacher's step, a quick second guess), else nothing. The lock orders when they read the
+    page, not in which order their answers reach it: the redraw's, of the step or pick before, could
+    land after the other's and stay."""
     with drawn.page_lock(request):
-        if request is None or drawn.noted(request, REDRAWN) == position(request, None):
+        at = position(request, None)
+        if request is None or drawn.noted(request, REDRAWN) == (at, latest_pick(request, at, None)):
             return only(Shown)
     return redraw(state, pos, prompt, choice, request)
 
@@ -268,16 +286,21 @@ def answer(state, pos, prompt, choice, request: gr.Request = None) -> Revealed:
     """A choice was clicked: the answer computed now, whether the choice was it, and the view with the
     answer drawn on it (a choice that is not one of the question's is refused by name)."""
     lang, present = lang_of(state), bool((state or {}).get("present"))
-    try:
-        lesson, index = locate(position(request, pos))
-        step = lesson.steps[index]
-        question, _ = lessons.ask(step, session_model(state), prompt)
-        if choice is None:
-            return only(Revealed, reveal=asking_html(question))
-        verdict = reveal_html(question, step, lessons.check_choice(question, choice), lang)
-        return Revealed(verdict, *view_updates(question, lang, present, revealed=True))
-    except Exception as e:
-        return only(Revealed, reveal=fail(e, lang))
+    # Under the page's lock, as its redraws are: the pick is noted, and a redraw that reads it next
+    # lands after this answer, not over it.
+    with drawn.page_lock(request):
+        try:
+            at = position(request, pos)
+            lesson, index = locate(at)
+            step = lesson.steps[index]
+            question, _ = lessons.ask(step, session_model(state), prompt)
+            if choice is None:
+                return only(Revealed, reveal=asking_html(question))
+            verdict = reveal_html(question, step, lessons.check_choice(question, choice), lang)
+            drawn.note(request, PICK, {"at": at, "choice": choice})
+            return Revealed(verdict, *view_updates(question, lang, present, revealed=True))
+        except Exception as e:
+            return only(Revealed, reveal=fail(e, lang))
 
 
 def open_from_link(state, prompt, request: gr.Request = None):
