@@ -174,7 +174,8 @@ def _cpu(pid: int) -> float:
 def measure_app(room: Room, model: str, sizes, log=print) -> list[dict]:
     rows = []
     log(f"  {model}: building {max(sizes)} sessions ...")
-    room.clients(model, max(max(sizes) - 1, 1))
+    page_seat = 1 if room.with_page else 0  # the Chromium page is one of a room's N learners
+    room.clients(model, max(max(sizes) - page_seat, 1))
     room.round(model, 1, with_page=False)  # first run: caches, kernels
     alone = []
     for rep in range(ALONE_REPS):
@@ -194,8 +195,10 @@ def measure_app(room: Room, model: str, sizes, log=print) -> list[dict]:
         if n == 1:
             continue
         page_note = " + 1 Chromium page" if room.with_page else " (no page)"
-        log(f"    N={n}: {n - 1} {room.client} learners{page_note} ...", end="", flush=True)
-        res, page, cpu = room.round(model, n - 1, with_page=room.with_page)
+        log(f"    N={n}: {n - page_seat} {room.client} learners{page_note} ...", end="", flush=True)
+        # warm-up: the same room once, not measured (llama-server's rooms get a warm-up of every slot too)
+        room.round(model, n - page_seat, with_page=False)
+        res, page, cpu = room.round(model, n - page_seat, with_page=room.with_page)
         row = {
             "model": model,
             "server": "app",

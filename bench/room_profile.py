@@ -126,6 +126,10 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
     model = build_from_recipe(recipe)
     import threading
 
+    from playground.ui.serve import settle_heap
+
+    settle_heap()  # as the app settles its heap before serving: no full collection of the modules mid-room
+
     forward, sampling = [0.0], [0.0]  # wall seconds: the shared forwards, the rows' samplers in one call
     cpu = {"forward": 0.0, "samplers": 0.0}  # thread CPU seconds: the forwards' calling thread, each advance
     cpu_lock = threading.Lock()

@@ -278,3 +278,33 @@ def test_the_floor_apps_updates_read_as_a_whole_run():
     got = room_learners.learner_result(stamped, 10.0)
     assert (got["first_s"], got["completion_s"], got["tokens"], got["updates"]) == (0.25, 0.5, 64, 3)
     assert "error" not in got and got["end"] == 10.5
+
+
+@pytest.mark.parametrize("with_page", [False, True])
+def test_a_room_of_n_has_n_learners_with_or_without_the_page(with_page):
+    """``measure_app``'s room of N is N learners: N HTTP ones without the Chromium page, N - 1 and the page with
+    it; each room is run once unmeasured first, as llama-server's rooms are warmed up."""
+    from bench import room as R
+
+    class FakeRoom:
+        client, pid = "http", 0
+
+        def __init__(self):
+            self.with_page, self.rounds = with_page, []
+
+        def clients(self, model, n):
+            self.made = n
+
+        def round(self, model, n_clients, with_page, stop_every=0):
+            self.rounds.append((n_clients, with_page, stop_every))
+            learner = {"start": 0.0, "first_s": 0.01, "end": 0.1, "completion_s": 0.1, "tokens": R.MAX_NEW}
+            page = dict(learner) if with_page else None
+            return [dict(learner) for _ in range(n_clients)], page, {"loadavg": [0.0, 0.0], "server_cores": 1.0}
+
+    fake = FakeRoom()
+    rows = R.measure_app(fake, "bundled", (1, 30), log=lambda *a, **k: None)
+    seat = 1 if with_page else 0
+    assert fake.made == 30 - seat
+    room_of_30 = [r[:2] for r in fake.rounds if r[0] == 30 - seat and not r[2]]
+    assert room_of_30 == [(30 - seat, False), (30 - seat, with_page)]  # the warm-up, then the measured room
+    assert rows[-1]["n"] == 30 and rows[-1]["learners"] == 30
