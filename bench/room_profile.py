@@ -12,6 +12,12 @@ Two measurements of one room (N learners, 64 tokens each, the room benchmark's s
   (``decoder.rows``), and the CPU per token of the shared forwards' calling thread and of the rows'
   samplers (``Generation.advance`` in the sampler pool), each its own threads' time.
 
+- ``--rounds``: the app as for ``--app``, and the decode loop's own times of each shared step of the room
+  (``DecodeLoop.timeline``, written by the benchmark's server when sent SIGUSR2), in three phases: the
+  intake (learners still joining), the full room (every learner's row in each step) and the drain (runs
+  ending). The full room's tokens/s is what the decoder gives a room once every learner is in; the
+  learners' completion beyond the steps' span is the framework's, before the first step and after the last.
+
 py-spy comes from PyPI (``pip install py-spy``); it reads another process's memory, so it needs the rights to
 (root, or ``ptrace`` allowed).
 """
@@ -20,8 +26,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -107,6 +116,95 @@ def profile_app(model: str, n: int, rate: int, out: str, gil: bool = False) -> N
     with open(out) as f:
         for name, count, share in shares(categorize(f)):
             print(f"  {100 * share:5.1f}%  {count:6d}  {name}")
+
+
+def last_room(steps: list[dict], gap_s: float = 0.2) -> list[dict]:
+    """The shared steps after the last pause longer than ``gap_s`` (the last room's)."""
+    at = 0
+    for i in range(1, len(steps)):
+        if steps[i]["start"] - (steps[i - 1]["start"] + steps[i - 1]["total_s"]) > gap_s:
+            at = i
+    return steps[at:]
+
+
+def phases(steps: list[dict]) -> list[dict]:
+    """A room's shared steps in three phases: ``intake`` (before the first step with the room's most rows),
+    ``full`` (from it to the last such step) and ``drain`` (after it). Each: its seconds (from its first
+    step's start to the next phase's), steps, tokens (a row is a token), median ms a step and tokens/s."""
+    if not steps:
+        return []
+    most = max(s["rows"] for s in steps)
+    first = next(i for i, s in enumerate(steps) if s["rows"] == most)
+    last = max(i for i, s in enumerate(steps) if s["rows"] == most)
+    end = steps[-1]["start"] + steps[-1]["total_s"]
+    out = []
+    for name, lo, hi in (("intake", 0, first), ("full", first, last + 1), ("drain", last + 1, len(steps))):
+        part = steps[lo:hi]
+        if not part:
+            out.append({"phase": name, "seconds": 0.0, "steps": 0, "tokens": 0, "ms_a_step": None, "tok_s": None})
+            continue
+        until = steps[hi]["start"] if hi < len(steps) else end
+        seconds = until - part[0]["start"]
+        tokens = sum(s["rows"] for s in part)
+        out.append(
+            {
+                "phase": name,
+                "seconds": seconds,
+                "steps": len(part),
+                "tokens": tokens,
+                "ms_a_step": 1e3 * statistics.median(s["total_s"] for s in part),
+                "forward_ms": 1e3 * statistics.median(s["forward_s"] for s in part),
+                "sampling_ms": 1e3 * statistics.median(s["sampling_s"] for s in part),
+                "tok_s": tokens / seconds if seconds > 0 else None,
+            }
+        )
+    return out
+
+
+def rounds_app(model: str, n: int) -> None:
+    """One room of ``n`` in the app (warmed by one before it), and its shared steps by phase."""
+    from . import room as R
+    from . import room_figures as F
+    from .browser.app_server import shared_steps_path
+
+    rm = R.Room(300, print, "http", with_page=False)
+    try:
+        rm.clients(model, n)
+        for _ in range(2):  # first runs: caches, kernels
+            rm.round(model, 1, with_page=False)
+        alone = [rm.round(model, 1, with_page=False)[0][0] for _ in range(R.ALONE_REPS)]
+        one = F.one_learner(alone)
+        rm.round(model, n, with_page=False)  # the room once, unmeasured (as bench --room does)
+        time.sleep(0.5)  # a pause that marks where the measured room's steps begin
+        res, _, cpu = rm.round(model, n, with_page=False)
+        path = shared_steps_path(rm.pid)
+        path.unlink(missing_ok=True)
+        os.kill(rm.pid, signal.SIGUSR2)
+        for _ in range(100):
+            if path.exists():
+                break
+            time.sleep(0.1)
+        steps = json.loads(path.read_text())
+        path.unlink()
+    finally:
+        rm.close()
+    s = F.summarize(res, one)
+    print(
+        f"one learner {F._s(one.get('tok_s'))} tok/s; N={n}: first token p95 {F._s(s['first_p95_s'])} s, completion "
+        f"p95 {F._s(s['completion_p95_s'])} s, {F._s(s.get('aggregate_tok_s'))} tok/s "
+        f"({F._x(s.get('x_one_learner'))} one learner); server {F._s(cpu.get('server_cores'))} cores"
+    )
+    room = last_room(steps)
+    if room:
+        span = room[-1]["start"] + room[-1]["total_s"] - room[0]["start"]
+        print(f"  the room's shared steps: {len(room)} in {span:.3f} s")
+    for p in phases(room):
+        x = p["tok_s"] / one["tok_s"] if p["tok_s"] and one.get("tok_s") else None
+        print(
+            f"  {p['phase']:>6}: {p['seconds']:.3f} s, {p['steps']} steps, {p['tokens']} tokens, "
+            f"{F._s(p['ms_a_step'])} ms a step (forward {F._s(p.get('forward_ms'))}, sampling "
+            f"{F._s(p.get('sampling_ms'))}), {F._s(p['tok_s'])} tok/s ({F._x(x)} one learner)"
+        )
 
 
 def loop_alone(n: int, model_name: str = "bundled") -> None:
@@ -201,6 +299,7 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.room_profile", description=__doc__.split("\n")[0])
     ap.add_argument("--loop", action="store_true", help="the decode loop alone in this process (--model's)")
+    ap.add_argument("--rounds", action="store_true", help="the app's room, its decode loop's shared steps by phase")
     ap.add_argument("--model", default="bundled", choices=("bundled", "gpt2-small"))
     ap.add_argument("--n", type=int, default=30, help="learners (default 30)")
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples a second (default 100)")
@@ -212,6 +311,8 @@ def main(argv=None) -> int:
         return 2
     if args.loop:
         loop_alone(args.n, args.model)
+    elif args.rounds:
+        rounds_app(args.model, args.n)
     else:
         profile_app(args.model, args.n, args.rate, args.out, args.gil)
     return 0

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import tempfile
+from pathlib import Path
+
 from bench import serving
 
 
@@ -21,4 +27,19 @@ def serve() -> None:
     from playground.ui.serve import prepare
     from playground.ui.serve import serve as launch
 
+    signal.signal(signal.SIGUSR2, _write_shared_steps)  # (bench.room_profile --rounds)
     launch(prepare())
+
+
+def shared_steps_path(pid: int) -> Path:
+    """Where the server of process ``pid`` writes its decode loop's latest shared steps when sent SIGUSR2."""
+    return Path(tempfile.gettempdir()) / f"playground-shared-steps-{pid}.json"
+
+
+def _write_shared_steps(signum=None, frame=None) -> None:
+    from playground.server.decode_loop import LOOP
+
+    path = shared_steps_path(os.getpid())
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps([step._asdict() for step in list(LOOP.timeline)]))
+    part.replace(path)  # whole or not at all for the reader

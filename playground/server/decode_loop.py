@@ -38,8 +38,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import torch
 
@@ -63,6 +65,19 @@ PROMPT_TOKENS_PER_ROUND = 64
 # The Generate event's workers (each waits on its stream): the budget over one run's KV cache and
 # attention, at least a room of 30 learners and at most 64 (each waiting worker holds a thread).
 MIN_CONCURRENT_RUNS, MAX_CONCURRENT_RUNS = 32, 64
+TIMELINE_STEPS = 4096  # the last shared steps a loop keeps the times of (a few hundred bytes each)
+
+
+class SharedStep(NamedTuple):
+    """One shared forward and its rows' samplers, for tools (``bench.room_profile --rounds``): when it
+    began (``time.perf_counter``), its rows, and the seconds its forward, its sampled rows together and
+    the whole step took."""
+
+    start: float
+    rows: int
+    forward_s: float
+    sampling_s: float
+    total_s: float
 
 
 class DecodeLoop:
@@ -87,6 +102,7 @@ class DecodeLoop:
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None  # the rows' samplers (_shared_step)
         self.rounds = 0  # rounds made, for tests and tools
+        self.timeline: deque[SharedStep] = deque(maxlen=TIMELINE_STEPS)  # the latest shared steps, for tools
 
     def submit(
         self, gen: Generation, key: str | None = None, wake: threading.Event | None = None, stopped: bool = False
@@ -258,9 +274,11 @@ class DecodeLoop:
             return None
 
     def _shared_step(self, batch: list[Stream], rows: list) -> None:
+        start = time.perf_counter()
         model = batch[0].gen.model
         decoder = decoder_of(model)
         lengths = [row.cache.length for row in rows]
+        sampling = 0.0
         try:
             results: list = decoder.rows(model, rows)  # a row that failed alone: None (below)
         except Exception:
@@ -274,6 +292,7 @@ class DecodeLoop:
                 except Exception as e:
                     s._end(e)
                     results.append(None)
+        forward = time.perf_counter() - start
         others = len(batch) - 1
         gens = [s.gen for s in batch]
         chosen: list = [None] * len(batch)
@@ -286,8 +305,10 @@ class DecodeLoop:
             if ask is not None:
                 asks.append((i, ask))
         if asks:
+            began = time.perf_counter()
             try:
                 made = decoder.sample_rows([a for _, a in asks])
+                sampling = time.perf_counter() - began
             except Exception:  # the rows go one by one below (the accelerated decoder gave back every generator)
                 log.exception("sampling a step's rows together")
             else:
@@ -307,6 +328,7 @@ class DecodeLoop:
                 s._end(error)
             elif step is not None:
                 s._deliver(step, others)
+        self.timeline.append(SharedStep(start, len(batch), forward, sampling, time.perf_counter() - start))
 
     def _samplers(self) -> ThreadPoolExecutor:
         if self._pool is None:

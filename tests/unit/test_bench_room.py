@@ -308,3 +308,39 @@ def test_a_room_of_n_has_n_learners_with_or_without_the_page(with_page):
     room_of_30 = [r[:2] for r in fake.rounds if r[0] == 30 - seat and not r[2]]
     assert room_of_30 == [(30 - seat, False), (30 - seat, with_page)]  # the warm-up, then the measured room
     assert rows[-1]["n"] == 30 and rows[-1]["learners"] == 30
+
+
+def test_a_rooms_shared_steps_are_the_last_ones_after_a_pause_in_three_phases():
+    from bench import room_profile
+
+    def step(start, rows, total=0.01):
+        return {"start": start, "rows": rows, "forward_s": total / 2, "sampling_s": total / 4, "total_s": total}
+
+    earlier = [step(0.0, 30), step(0.01, 30)]
+    room = [step(1.0, 4), step(1.02, 12), step(1.04, 30), step(1.05, 30), step(1.06, 30), step(1.07, 8)]
+    assert room_profile.last_room(earlier + room) == room
+    intake, full, drain = room_profile.phases(room)
+    assert (intake["phase"], intake["steps"], intake["tokens"]) == ("intake", 2, 16)
+    assert intake["seconds"] == pytest.approx(0.04) and intake["tok_s"] == pytest.approx(400)
+    assert (full["steps"], full["tokens"], full["ms_a_step"], full["forward_ms"]) == (3, 90, 10.0, 5.0)
+    assert full["seconds"] == pytest.approx(0.03) and full["tok_s"] == pytest.approx(3000)
+    assert (drain["steps"], drain["tokens"]) == (1, 8) and drain["seconds"] == pytest.approx(0.01)
+    assert room_profile.phases([]) == []
+    only_full = room_profile.phases([step(0.0, 5), step(0.01, 5)])
+    assert [p["steps"] for p in only_full] == [0, 2, 0] and only_full[0]["tok_s"] is None
+
+
+def test_the_benchmarks_server_writes_its_loops_shared_steps_for_room_profile(monkeypatch, tmp_path):
+    import json
+    import os
+
+    from bench.browser import app_server
+    from playground.server import decode_loop
+
+    loop = decode_loop.DecodeLoop()
+    loop.timeline.extend([decode_loop.SharedStep(1.0, 3, 0.002, 0.001, 0.004)])
+    monkeypatch.setattr(decode_loop, "LOOP", loop)
+    monkeypatch.setattr(app_server.tempfile, "gettempdir", lambda: str(tmp_path))
+    app_server._write_shared_steps()
+    got = json.loads(app_server.shared_steps_path(os.getpid()).read_text())
+    assert got == [{"start": 1.0, "rows": 3, "forward_s": 0.002, "sampling_s": 0.001, "total_s": 0.004}]

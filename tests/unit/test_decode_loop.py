@@ -331,6 +331,24 @@ def test_the_streams_others_count_the_runs_sharing_its_step():
     assert seen == {3}
 
 
+def test_the_loop_keeps_the_times_of_its_shared_steps_for_tools():
+    """``DecodeLoop.timeline``: one entry a shared forward, its rows as the counting decoder saw them, its
+    parts within its whole, in the order they ran."""
+    log: list = []
+    model = counted(random_model(11), "a", log)
+    loop = DecodeLoop(prompt_steps_per_round=4)
+    with loop._cond:  # the three join before the loop's first round
+        streams = [loop.submit(gen(model, [i + 1], 5, seed=i)) for i in range(3)]
+    for s in streams:
+        collect(s)
+    steps = list(loop.timeline)
+    assert [s.rows for s in steps] == [n for _, n in log] and steps
+    for a, b in zip(steps, steps[1:]):
+        assert a.start + a.total_s <= b.start
+    for s in steps:
+        assert 0 <= s.forward_s <= s.total_s and 0 <= s.sampling_s <= s.total_s - s.forward_s
+
+
 def test_a_consumer_waiting_never_holds_the_loop():
     """Nobody takes this run's steps: the loop makes all of them (and another run's) anyway."""
     model = random_model(11)
