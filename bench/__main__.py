@@ -166,6 +166,8 @@ def main(argv=None) -> int:
     if peers.llama_note:
         some = " (in part)" if peers.gguf else ""
         print(f"note: llama.cpp not measured{some}: {peers.llama_note}")
+    for t, why in peers.no_repack.items():
+        print(f"note: llama.cpp {t} timed with --no-repack: {why}")
     if peers.onnx_note:
         print(f"note: ONNX Runtime not measured: {peers.onnx_note}")
     result["ctranslate2"] = {
@@ -175,7 +177,11 @@ def main(argv=None) -> int:
         "threads": torch.get_num_threads(),
     }
     result["peers"] = {
-        "llama.cpp": {"version": _version("llama-cpp-python"), "note": peers.llama_note},
+        "llama.cpp": {
+            "version": _version("llama-cpp-python"),
+            "note": peers.llama_note,
+            "no_repack": peers.no_repack,
+        },
         "onnxruntime": {"version": _version("onnxruntime"), "note": peers.onnx_note},
         "file_bytes": peers.peer_bytes,
     }

@@ -50,6 +50,7 @@ class Peers:
     onnx_note: str | None = None  # why ONNX Runtime is missing, if it is
     peer_bytes: dict = field(default_factory=dict)  # "llama.cpp f16", "onnxruntime int8", ... -> file size
     keep_peers: object = None  # the temporary folder of the GGUF and ONNX files
+    no_repack: dict = field(default_factory=dict)  # GGUF type timed with llama.cpp's --no-repack -> why
 
 
 PLAIN_KERNELS = "float32, plain kernels"  # ours float32 without the compiled one-row kernel
@@ -92,7 +93,7 @@ def build_peers(seed: int = 0, with_ct2: bool = True, with_llama: bool = True, w
             seconds["ctranslate2 (convert float32 + int8)"] = time.perf_counter() - t0
         llama_note = peer_note(with_llama, "--skip-llama", llamacpp.available)
         onnx_note = peer_note(with_onnx, "--skip-onnx", onnx_peer.available)
-        gguf, onnx, peer_bytes = {}, {}, {}
+        gguf, onnx, peer_bytes, no_repack = {}, {}, {}, {}
         keep_peers = (
             tempfile.TemporaryDirectory(prefix="bench-peers-") if llama_note is None or onnx_note is None else None
         )
@@ -106,9 +107,15 @@ def build_peers(seed: int = 0, with_ct2: bool = True, with_llama: bool = True, w
                 seconds["llama.cpp (convert f32 + f16 + q8_0)"] = time.perf_counter() - t0
             except (RuntimeError, OSError) as e:
                 llama_note = f"conversion failed: {e}"
-            # a type that dies on this machine is left out, said, and the other peers still run
-            for t, why in [(t, llamacpp.crashes(f, torch.get_num_threads())) for t, f in gguf.items()]:
-                if why is not None:
+            # a type that dies on this machine runs without llama.cpp's repacked weights (its AMX copy dies
+            # on some Xeon machines), or, dying so too, is left out; either is said, and the other peers still run
+            threads = torch.get_num_threads()
+            for t, why in [(t, llamacpp.crashes(f, threads)) for t, f in gguf.items()]:
+                if why is None:
+                    continue
+                if llamacpp.crashes(gguf[t], threads, repack=False) is None:
+                    no_repack[t] = f"with its weights repacked {why}"
+                else:
                     del gguf[t]
                     peer_bytes.pop(f"llama.cpp {t}", None)
                     llama_note = "; ".join(x for x in (llama_note, f"{t}: {why}") if x)
@@ -140,6 +147,7 @@ def build_peers(seed: int = 0, with_ct2: bool = True, with_llama: bool = True, w
         onnx_note,
         peer_bytes,
         keep_peers,
+        no_repack,
     )
 
 
@@ -315,7 +323,10 @@ def measure_decode(peers: Peers, prompt: list[int], n_new: int, reps: int, log=p
         )
     threads = peers.ct2_threads
     for t, path in peers.gguf.items():  # loaded for each run and freed after it, like CTranslate2
-        variants[f"llama.cpp {t}"] = (lambda f: lambda: llamacpp.run_loaded(f, threads, prompt, n_new))(path)
+        repack = t not in peers.no_repack
+        variants[f"llama.cpp {t}"] = (lambda f, r: lambda: llamacpp.run_loaded(f, threads, prompt, n_new, repack=r))(
+            path, repack
+        )
     cfg = ours["float32"].cfg
     shape = (cfg.n_layers, cfg.n_heads, cfg.emb_dim // cfg.n_heads)
     for p, path in peers.onnx.items():

@@ -13,6 +13,7 @@ float32 -- at the bench's mean position (~96) 3.5 MB a token against 7.1 MB, bes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -85,20 +86,45 @@ def convert(hf_dir: Path, out_root: Path, src: str | os.PathLike | None = None) 
     return files
 
 
-def run_loaded(path: Path, threads: int, prompt: list[int], n_new: int):
+@contextlib.contextmanager
+def _repacking(on: bool):
+    """Models loaded inside with llama.cpp's weight repacking on (its default) or off (``--no-repack``: the
+    weights stay in the CPU's own buffer, not in an AMX or other repacked copy). llama-cpp-python's ``Llama``
+    takes no argument for it, so its default model parameters are changed for the load."""
+    if on:
+        yield
+        return
+    import llama_cpp.llama_cpp as low
+
+    default = low.llama_model_default_params
+
+    def without():
+        params = default()
+        params.use_extra_bufts = False
+        return params
+
+    low.llama_model_default_params = without
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = default
+
+
+def run_loaded(path: Path, threads: int, prompt: list[int], n_new: int, repack: bool = True):
     """Load the GGUF file, warm up, time one greedy generation and free the model -> (timestamps of the new
     tokens, their ids). Loaded per run like CTranslate2: a live model's OpenMP threads are not the other
-    peers' business."""
+    peers' business. ``repack=False``: llama.cpp's ``--no-repack``."""
     from llama_cpp import Llama
 
-    model = Llama(
-        model_path=str(path),
-        n_ctx=len(prompt) + n_new + 8,
-        n_threads=threads,
-        n_threads_batch=threads,
-        n_batch=max(len(prompt), 8),
-        verbose=False,
-    )
+    with _repacking(repack):
+        model = Llama(
+            model_path=str(path),
+            n_ctx=len(prompt) + n_new + 8,
+            n_threads=threads,
+            n_threads_batch=threads,
+            n_batch=max(len(prompt), 8),
+            verbose=False,
+        )
     try:
         run(model, prompt, min(8, n_new))  # warm-up: its buffers and kernels
         model.reset()
@@ -108,13 +134,13 @@ def run_loaded(path: Path, threads: int, prompt: list[int], n_new: int):
         del model
 
 
-def crashes(path: Path, threads: int) -> str | None:
+def crashes(path: Path, threads: int, repack: bool = True) -> str | None:
     """Why the GGUF file at ``path`` cannot be timed here, or None: a few greedy tokens in a child process
     first, so that a peer that dies (llama.cpp's AMX kernels segfault on some Xeon machines,
     ggml-org/llama.cpp#20824) is left out with its reason instead of ending the whole benchmark."""
     code = (
         "import sys; from pathlib import Path; from bench.llamacpp import run_loaded; "
-        f"run_loaded(Path(sys.argv[1]), {int(threads)}, list(range(100, 108)), 4)"
+        f"run_loaded(Path(sys.argv[1]), {int(threads)}, list(range(100, 108)), 4, repack={bool(repack)})"
     )
     root = Path(__file__).resolve().parent.parent
     try:

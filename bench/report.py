@@ -58,6 +58,8 @@ def class_lines(r: dict) -> list[str]:
     for peer, info in r.get("peers", {}).items():
         if isinstance(info, dict) and info.get("note"):
             lines.append(f"{peer}: not measured: {info['note']}")
+        for t, why in (info.get("no_repack") or {}).items() if isinstance(info, dict) else ():
+            lines.append(f"{peer} {t}: timed with --no-repack (llama.cpp's weights left unrepacked): {why}")
     return lines
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -48,6 +49,33 @@ def test_a_llama_type_that_dies_is_left_out_with_its_reason(monkeypatch, tmp_pat
         got = llamacpp.crashes(tmp_path / "gpt2-q8_0.gguf", 2)
         assert got == want if want is None else want in got
     assert runs[0][0] == sys.executable and runs[0][-1] == str(tmp_path / "gpt2-q8_0.gguf")
+
+
+def test_a_llama_type_can_be_tried_without_repacked_weights(monkeypatch):
+    """llama.cpp's ``--no-repack`` for a type whose repacked (AMX) weights die: ``crashes`` asks the child for
+    it, and ``_repacking(False)`` loads with ``use_extra_bufts`` off, then puts llama-cpp-python's default back."""
+    import subprocess
+    import types
+
+    runs = []
+    monkeypatch.setattr(
+        llamacpp.subprocess, "run", lambda args, **kw: runs.append(args) or subprocess.CompletedProcess(args, 0)
+    )
+    assert llamacpp.crashes(Path("gpt2-q8_0.gguf"), 2, repack=False) is None
+    assert "repack=False" in runs[-1][2]
+    assert llamacpp.crashes(Path("gpt2-q8_0.gguf"), 2) is None and "repack=True" in runs[-1][2]
+
+    def default():
+        return types.SimpleNamespace(use_extra_bufts=True, n_gpu_layers=0)
+
+    low = types.SimpleNamespace(llama_model_default_params=default)
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(llama_cpp=low))
+    monkeypatch.setitem(sys.modules, "llama_cpp.llama_cpp", low)
+    with llamacpp._repacking(False):
+        assert low.llama_model_default_params().use_extra_bufts is False
+    assert low.llama_model_default_params is default
+    with llamacpp._repacking(True):
+        assert low.llama_model_default_params().use_extra_bufts is True
 
 
 def test_add_n_ctx_copies_n_positions_and_keeps_the_rest(tmp_path):
@@ -136,3 +164,23 @@ def test_precision_classes_put_each_peer_in_its_class():
     assert best["float32"] == {"ours": ("ours float32", 30.0), "peer": ("llama.cpp f32", 50.0)}
     assert best["bfloat16"] == {"ours": ("ours bfloat16", 70.0), "peer": ("llama.cpp f16", 90.0)}
     assert best["int8"] == {"ours": None, "peer": ("llama.cpp q8_0", 140.0)}
+
+
+def test_the_report_says_which_llama_type_ran_without_repacked_weights():
+    from bench import report
+
+    lines = report.class_lines(
+        {
+            "decode_tok_s": {},
+            "peers": {
+                "llama.cpp": {"note": None, "no_repack": {"q8_0": "with its weights repacked it crashed (SIGSEGV)"}},
+                "onnxruntime": {"note": "skipped (--skip-onnx)"},
+            },
+        }
+    )
+    assert (
+        "llama.cpp q8_0: timed with --no-repack (llama.cpp's weights left unrepacked): with its weights "
+        in "\n".join(lines)
+    )
+    assert "onnxruntime: not measured: skipped (--skip-onnx)" in lines
+    assert not any("llama.cpp: not measured" in x for x in lines)
