@@ -63,6 +63,7 @@ def room(app: FloorApp, n: int, timeout: float = 60.0) -> dict:
     """N learners at once on ``app``: first-token and completion p50 / p95 (s) and the aggregate tokens a second."""
     from gradio_client import Client
 
+    from .room import _cpu
     from .room_learners import sse_learner
     from .room_sse import Endpoint
     from .serving import _call_kwargs, _endpoint_parameters
@@ -71,7 +72,9 @@ def room(app: FloorApp, n: int, timeout: float = 60.0) -> dict:
     params = _endpoint_parameters(clients[0], "/generate")
     endpoint = Endpoint(clients[0], "/generate")
     data = endpoint.data(_call_kwargs(params, {"max_new_tokens": TOKENS}), params)
-    barrier = threading.Barrier(n)
+    mark: dict = {}
+    # every learner at the barrier: the server's CPU is counted from here (clients' connections made before)
+    barrier = threading.Barrier(n, action=lambda: mark.update(cpu=_cpu(app.proc.pid)))
     results: list[dict] = [{}] * n
 
     def run(i):
@@ -82,6 +85,7 @@ def room(app: FloorApp, n: int, timeout: float = 60.0) -> dict:
         t.start()
     for t in threads:
         t.join(timeout + 10)
+    cpu_s = _cpu(app.proc.pid) - mark["cpu"] if mark else None
     bad = [r.get("error") for r in results if r.get("error") or r.get("tokens") != TOKENS]
     if bad:
         raise RuntimeError(f"{len(bad)} of {n} learners failed: {bad[0]}")
@@ -96,7 +100,13 @@ def room(app: FloorApp, n: int, timeout: float = 60.0) -> dict:
         "done_p95": percentile(done, 95),
         "tok_s": n * TOKENS / wall,
         "updates": statistics.median(r["updates"] for r in results),
+        "server_cpu_s": cpu_s,
     }
+
+
+def _cpu_cell(r: dict, n: int) -> str:
+    cpu = r.get("server_cpu_s")
+    return "–" if cpu is None else f"{cpu:.3f} ({1e3 * cpu / n:.1f})"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -109,9 +119,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         room(app, 1)  # a warm-up: the framework's first event
         print(
-            "| N | first token p50 / p95 (s) | completion p50 / p95 (s) | aggregate tok/s | × one learner | updates |"
+            "| N | first token p50 / p95 (s) | completion p50 / p95 (s) | aggregate tok/s | × one learner | updates "
+            "| server CPU s (ms a learner) |"
         )
-        print("|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
         one = None
         for n in sizes:
             rounds = []
@@ -122,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
             one = r["tok_s"] if one is None else one
             print(
                 f"| {n} | {r['first_p50']:.3f} / {r['first_p95']:.3f} | {r['done_p50']:.3f} / {r['done_p95']:.3f} | "
-                f"{r['tok_s']:,.0f} | {r['tok_s'] / one:.1f}× | {r['updates']:.0f} |"
+                f"{r['tok_s']:,.0f} | {r['tok_s'] / one:.1f}× | {r['updates']:.0f} | {_cpu_cell(r, n)} |"
             )
     finally:
         app.close()

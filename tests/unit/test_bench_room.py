@@ -344,3 +344,8 @@ def test_the_benchmarks_server_writes_its_loops_shared_steps_for_room_profile(mo
     app_server._write_shared_steps()
     got = json.loads(app_server.shared_steps_path(os.getpid()).read_text())
     assert got == [{"start": 1.0, "rows": 3, "forward_s": 0.002, "sampling_s": 0.001, "total_s": 0.004}]
+
+
+def test_the_floors_table_gives_the_servers_cpu_and_its_share_a_learner():
+    assert room_floor._cpu_cell({"server_cpu_s": 0.16}, 30) == "0.160 (5.3)"
+    assert room_floor._cpu_cell({"server_cpu_s": None}, 30) == "–"
