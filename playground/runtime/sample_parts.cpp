@@ -306,4 +306,54 @@ int64_t by_mass(const float* w, const float* e, const int32_t* ids, int64_t coun
     return end;
 }
 
+// How near p (relative) the mass before the top-p cut may come before the cut is left to the reference sampler.
+constexpr float P_MARGIN = 1e-6f;
+
+// Top-p over the top-k stage's probabilities (et[i] * inv_k; ``ids``/``count`` the ids top-k kept, or every
+// id when ``ids`` is null), most likely first: an entry is dropped once the mass of those before it (float32
+// cumulative sum accumulated in double, as torch.cumsum) reaches p. Only the first 64, then the entries whose
+// mass passes p, then all, are ordered until one is dropped. ``order`` begins with the kept ids, most likely
+// first; returns how many, or -1 when the cut lies within float32 rounding of p (the reference sampler's row).
+int64_t top_p_keep(const float* wt, const float* et, int64_t n, const int32_t* ids, int64_t count, float inv_k,
+                   float p32, std::vector<int32_t>& order, std::vector<int32_t>& kept_p, std::vector<Pair>& pairs) {
+    for (int pass = 0;; ++pass) {
+        int64_t size = count;
+        if (pass == 0) {  // the top 64 usually reach p already
+            size = 64 < count ? 64 : count;
+            order.resize(size);
+            best(wt, ids, count, size, order.data(), pairs);
+        } else if (pass == 1) {  // the most likely entries whose mass passes p, and a little more
+            const double mass = static_cast<double>(p32) * (1.0 + 1e-4) / inv_k;
+            const int32_t* among = ids;
+            int64_t among_count = count;
+            if (ids == nullptr) {  // first only the entries above a floor that holds the mass
+                const float floor_w = mass_floor(wt, et, n, mass * (1.0 + 1e-3));
+                collect(wt, n, floor_w, kept_p);
+                among = kept_p.data();
+                among_count = static_cast<int64_t>(kept_p.size());
+            }
+            size = by_mass(wt, et, among, among_count, mass, order, pairs);
+        } else {
+            order.resize(size);
+            best(wt, ids, count, size, order.data(), pairs);
+        }
+        double c = 0.0;
+        float last_before = 0.0f;  // the mass before the last entry looked at
+        for (int64_t j = 0; j < size; ++j) {
+            const float p = et[order[j]] * inv_k;
+            c += p;
+            const float before = static_cast<float>(c) - p;
+            if (before >= p32) {
+                // The probabilities are torch's within its exp's rounding (the sums are summed as torch sums
+                // them), ~1e-7 of the mass: a cut this close to p may fall one entry apart there, so the row is
+                // the reference sampler's.
+                if (before - p32 <= P_MARGIN * p32 || p32 - last_before <= P_MARGIN * p32) return -1;
+                return j;
+            }
+            last_before = before;
+        }
+        if (size == count) return p32 - last_before <= P_MARGIN * p32 ? -1 : size;
+    }
+}
+
 }  // namespace

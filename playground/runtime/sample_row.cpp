@@ -22,9 +22,6 @@
 
 namespace {
 
-// How near p (relative) the mass before the top-p cut may come before the cut is left to the reference sampler.
-constexpr float P_MARGIN = 1e-6f;
-
 // What one row's prepare leaves for its draw (this thread's last row).
 struct Row {
     std::vector<float> wr, er, wt_own, et_own, values;
@@ -168,61 +165,16 @@ int pg_sample_prepare(const float* x, int64_t n, double temperature, int64_t top
         r.inv_k = 1.0f / torch_sum(et, r.kept_k.data(), static_cast<int64_t>(r.kept_k.size()), lanes);
     }
 
-    // Top-p over the top-k stage's probabilities, most likely first: an entry is dropped once the mass of those
-    // before it (float32 cumulative sum accumulated in double, as torch.cumsum) reaches p. Only the first
-    // 64, 512, 4096, ... are ordered until one is dropped.
+    // Top-p over the top-k stage's probabilities (top_p_keep, sample_parts.cpp), the kept ids ascending.
     r.p_on = top_p < 1.0;
     r.all_final = !r.k_on && !r.p_on;
     r.inv_f = r.inv_k;
     if (r.p_on) {
-        const float p32 = static_cast<float>(top_p);
         const int32_t* ids = r.k_on ? r.kept_k.data() : nullptr;
         const int64_t count = r.k_on ? static_cast<int64_t>(r.kept_k.size()) : n;
-        int64_t keep = count;
-        for (int pass = 0;; ++pass) {
-            int64_t size = count;
-            if (pass == 0) {  // the top 64 usually reach p already
-                size = 64 < count ? 64 : count;
-                r.order.resize(size);
-                best(wt, ids, count, size, r.order.data(), r.pairs);
-            } else if (pass == 1) {  // the most likely entries whose mass passes p, and a little more
-                const double mass = static_cast<double>(p32) * (1.0 + 1e-4) / r.inv_k;
-                const int32_t* among = ids;
-                int64_t among_count = count;
-                if (ids == nullptr) {  // first only the entries above a floor that holds the mass
-                    const float floor_w = mass_floor(wt, et, n, mass * (1.0 + 1e-3));
-                    collect(wt, n, floor_w, r.kept_p);
-                    among = r.kept_p.data();
-                    among_count = static_cast<int64_t>(r.kept_p.size());
-                }
-                size = by_mass(wt, et, among, among_count, mass, r.order, r.pairs);
-            } else {
-                r.order.resize(size);
-                best(wt, ids, count, size, r.order.data(), r.pairs);
-            }
-            double c = 0.0;
-            int64_t dropped = -1;
-            float last_before = 0.0f;  // the mass before the last entry looked at
-            for (int64_t j = 0; j < size; ++j) {
-                const float p = et[r.order[j]] * r.inv_k;
-                c += p;
-                const float before = static_cast<float>(c) - p;
-                if (before >= p32) {
-                    dropped = j;
-                    // The probabilities are torch's within its exp's rounding (the sums are summed as torch sums
-                    // them), ~1e-7 of the mass: a cut this close to p may fall one entry apart there, so the row is
-                    // the reference sampler's.
-                    if (before - p32 <= P_MARGIN * p32 || p32 - last_before <= P_MARGIN * p32) return 2;
-                    break;
-                }
-                last_before = before;
-            }
-            if (dropped >= 0 || size == count) {
-                if (dropped < 0 && p32 - last_before <= P_MARGIN * p32) return 2;
-                keep = dropped >= 0 ? dropped : size;
-                break;
-            }
-        }
+        const int64_t keep = top_p_keep(wt, et, n, ids, count, r.inv_k, static_cast<float>(top_p), r.order,
+                                        r.kept_p, r.pairs);
+        if (keep < 0) return 2;
         r.final_ids.assign(r.order.begin(), r.order.begin() + keep);
         std::sort(r.final_ids.begin(), r.final_ids.end());
     } else if (r.k_on) {
