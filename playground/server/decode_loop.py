@@ -295,7 +295,8 @@ class DecodeLoop:
         forward = time.perf_counter() - start
         others = len(batch) - 1
         gens = [s.gen for s in batch]
-        chosen: list = [None] * len(batch)
+        # (a row whose forward failed alone has ended its run above: nothing to choose)
+        chosen: list = [None if r is not None else (None, None) for r in results]
         # The sampled rows the decoder makes together: one call for the room, each row whole on one thread (its
         # numbers its own), then each run takes its fields here; a room's thirty hand-overs to a pool and the
         # interpreter lock passed between its threads cost more than the rows' Python.
