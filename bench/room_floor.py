@@ -6,7 +6,11 @@ the first token, the final update: a run ends before its pacing asks for another
 app's, but makes its tokens at no cost. N bare HTTP learners (``bench.room``'s own, ``room_learners.sse_learner``)
 ask it at the same moment. Their first-token and completion p50 / p95 and the aggregate tokens a second are
 the most any decoder behind this framework gives a room of N on this machine: the app's room figures compare
-against them (docs/benchmarks.md).
+against them (docs/benchmarks.md). The table also gives the bare server's CPU seconds for each room.
+
+``--with-loop MODEL``: each room of N is also made by the server's decode loop in a process of its own
+(``LoopOnCue``), alone and at the same moment as the framework's: the best case for a decoder with an
+interpreter of its own.
 """
 
 from __future__ import annotations
@@ -109,12 +113,47 @@ def _cpu_cell(r: dict, n: int) -> str:
     return "–" if cpu is None else f"{cpu:.3f} ({1e3 * cpu / n:.1f})"
 
 
+class LoopOnCue:
+    """The decode loop in a process of its own (``room_profile.loop_room_on_cue``), making a room of N of
+    ``model`` each time it is told: the decoder and the framework apart, each with its own interpreter."""
+
+    def __init__(self, model: str, n: int):
+        import subprocess
+        import sys
+
+        code = f"from bench.room_profile import loop_room_on_cue; loop_room_on_cue({int(n)}, {model!r})"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the decode loop's process did not start")
+
+    def start(self) -> None:
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+
+    def wall(self) -> float:
+        return float(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        serving.stop_process(self.proc)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.room_floor", description=__doc__.split("\n")[0])
     ap.add_argument("--n", default="1,30", help="comma-separated room sizes (default 1,30)")
     ap.add_argument("--rounds", type=int, default=3, help="rooms of each size, the median kept (default 3)")
+    ap.add_argument(
+        "--with-loop",
+        metavar="MODEL",
+        choices=("bundled", "gpt2-small"),
+        help="each room also decoded at the same moment by the decode loop in a process of its own (MODEL's)",
+    )
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.n.split(",")]
+    if args.with_loop:
+        together(sizes, args.rounds, args.with_loop)
+        return
     app = FloorApp(timeout=120)
     try:
         room(app, 1)  # a warm-up: the framework's first event
@@ -135,6 +174,40 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {n} | {r['first_p50']:.3f} / {r['first_p95']:.3f} | {r['done_p50']:.3f} / {r['done_p95']:.3f} | "
                 f"{r['tok_s']:,.0f} | {r['tok_s'] / one:.1f}× | {r['updates']:.0f} | {_cpu_cell(r, n)} |"
             )
+    finally:
+        app.close()
+
+
+def together(sizes: list[int], rounds: int, model: str) -> None:
+    """Rooms of the bare app with the decode loop's room of the same N made in another process at the same
+    moment: how long each takes beside the other, a bound for an app whose decoder has a process of its own."""
+    app = FloorApp(timeout=120)
+    try:
+        room(app, 1)
+        print(
+            "| N | loop alone (s) | loop beside the framework (s) | framework alone, completion p95 (s) | "
+            "framework beside the loop, completion p95 (s) | tok/s of the slower of the two beside |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|")
+        for n in sizes:
+            loop = LoopOnCue(model, n)
+            try:
+                rows = []
+                for _ in range(rounds):
+                    loop.start()
+                    alone_loop = loop.wall()
+                    time.sleep(0.3)
+                    alone_app = room(app, n)["done_p95"]
+                    time.sleep(0.3)
+                    loop.start()  # the loop's room and the framework's at the same moment
+                    beside_app = room(app, n)["done_p95"]
+                    beside_loop = loop.wall()
+                    rows.append((alone_loop, beside_loop, alone_app, beside_app))
+                    time.sleep(0.3)
+            finally:
+                loop.close()
+            a, b, c, d = (statistics.median(r[i] for r in rows) for i in range(4))
+            print(f"| {n} | {a:.3f} | {b:.3f} | {c:.3f} | {d:.3f} | {n * TOKENS / max(b, d):,.0f} |")
     finally:
         app.close()
 

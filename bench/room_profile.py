@@ -207,6 +207,42 @@ def rounds_app(model: str, n: int) -> None:
         )
 
 
+def loop_room_on_cue(n: int, model_name: str = "bundled") -> None:
+    """For ``bench.room_floor --with-loop``: the model built and one room of ``n`` made (warm), then, at each
+    line read from stdin, a room of ``n`` through a DecodeLoop of this process; prints "ready" once, then each
+    room's wall seconds."""
+    import playground.server.decode_loop as dl
+    from playground.engine.presets import PRESETS
+    from playground.server.recipes import build_from_recipe, default_recipe, random_recipe
+    from playground.server.runs import start_run
+    from playground.ui.generate.layout import EXAMPLES
+    from playground.ui.serve import settle_heap
+
+    from .room import MAX_NEW, SEED
+
+    recipe = default_recipe() if model_name == "bundled" else random_recipe(PRESETS["gpt2-small"], seed=0)
+    model = build_from_recipe(recipe)
+    settle_heap()
+
+    def one_room() -> float:
+        loop = dl.DecodeLoop()
+        gens = [
+            start_run(model, recipe, EXAMPLES[0][0], max_new_tokens=MAX_NEW, temperature=0.8, top_k=40, seed=SEED + i)[
+                1
+            ]
+            for i in range(n)
+        ]
+        t0 = time.perf_counter()
+        for s in [loop.submit(g) for g in gens]:
+            s.wait_end(120)
+        return time.perf_counter() - t0
+
+    one_room()
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        print(f"{one_room():.4f}", flush=True)
+
+
 def loop_alone(n: int, model_name: str = "bundled") -> None:
     """N generations of the bundled model (or GPT-2 small, random weights) through a DecodeLoop of this
     process, then one alone, twice."""

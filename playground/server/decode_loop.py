@@ -65,7 +65,7 @@ PROMPT_TOKENS_PER_ROUND = 64
 # The Generate event's workers (each waits on its stream): the budget over one run's KV cache and
 # attention, at least a room of 30 learners and at most 64 (each waiting worker holds a thread).
 MIN_CONCURRENT_RUNS, MAX_CONCURRENT_RUNS = 32, 64
-TIMELINE_STEPS = 4096  # the last shared steps a loop keeps the times of (a few hundred bytes each)
+TIMELINE_STEPS = 4096  # the last shared steps a loop keeps the times of (about 200 bytes each)
 
 
 class SharedStep(NamedTuple):

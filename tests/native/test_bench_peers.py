@@ -184,3 +184,19 @@ def test_the_report_says_which_llama_type_ran_without_repacked_weights():
     )
     assert "onnxruntime: not measured: skipped (--skip-onnx)" in lines
     assert not any("llama.cpp: not measured" in x for x in lines)
+
+
+def test_the_decode_loop_makes_a_room_in_a_process_of_its_own_each_time_it_is_told():
+    """``LoopOnCue`` (``--with-loop``): the bundled model's room of two, on cue, twice."""
+    from bench.room_floor import LoopOnCue
+
+    loop = LoopOnCue("bundled", 2)
+    try:
+        walls = []
+        for _ in range(2):
+            loop.start()
+            walls.append(loop.wall())
+    finally:
+        loop.close()
+    assert all(0 < w < 60 for w in walls)
+    assert loop.proc.poll() is not None
