@@ -15,4 +15,7 @@ room.py      ``--room``: N learners at once (gradio_client sessions and a Chromi
 room_learners.py  one learner of the room: a gradio_client session, a bare HTTP stream, the Chromium page
 room_figures.py   the room's figures from what its learners measured: percentiles, the table, the targets
 room_llama.py  llama.cpp's llama-server with -np N as the room's peer: its build, GGUF files, clients
+room_profile.py   where a room's server time goes: py-spy samples, the loop alone, its shared steps by phase
+room_floor.py     the framework's own floor for a room (tokens at no cost), and beside the loop's process
+room_spread.py    a room whose learners ask over a few seconds, as a class clicks
 """

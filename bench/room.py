@@ -102,10 +102,11 @@ class Room:
         return _call_kwargs(self.params, {"max_new_tokens": MAX_NEW, "seed": SEED + i})
 
     def round(
-        self, model: str, n_clients: int, with_page: bool, stop_every: int = 0
+        self, model: str, n_clients: int, with_page: bool, stop_every: int = 0, spread_s: float = 0.0
     ) -> tuple[list[dict], dict | None, dict]:
         """Every learner at once -> (client learners, page learner, server CPU and load); with
-        ``stop_every`` k, every k-th learner presses Stop STOP_AFTER_S after its first token."""
+        ``stop_every`` k, every k-th learner presses Stop STOP_AFTER_S after its first token; with ``spread_s``
+        the client learners ask one after another, evenly over that many seconds (``bench.room_spread``)."""
         clients = self.clients(model, n_clients)
         parties = n_clients + (1 if with_page else 0)
         mark = {}
@@ -122,14 +123,16 @@ class Room:
 
         def run(i):
             kwargs = self.kwargs(i + offset)
+            at = spread_s * i / max(1, n_clients - 1)
+            gate = Staggered(barrier, at) if at > 0 else barrier
             if self.client == "gradio":
-                results[i] = client_learner(clients[i], kwargs, barrier, self.run_timeout)
+                results[i] = client_learner(clients[i], kwargs, gate, self.run_timeout)
             else:
                 data = self.endpoint.data(kwargs, self.params)
                 stop = (
                     (self.stop_endpoint, STOP_AFTER_S, self.stop_data) if stop_every and i % stop_every == 0 else None
                 )
-                results[i] = sse_learner(clients[i], self.endpoint, data, barrier, self.run_timeout, stop)
+                results[i] = sse_learner(clients[i], self.endpoint, data, gate, self.run_timeout, stop)
 
         t0 = time.time()
         threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n_clients)]
@@ -150,6 +153,18 @@ class Room:
             cpu["loadavg"][0] = mark["load"]
         self.bench.wait_server_idle(limit_s=60)
         return results, page, cpu
+
+
+class Staggered:
+    """A learner's barrier that lets it go ``after_s`` seconds after the room's barrier does."""
+
+    def __init__(self, barrier: threading.Barrier, after_s: float):
+        self.barrier, self.after_s = barrier, after_s
+
+    def wait(self, timeout: float | None = None) -> int:
+        got = self.barrier.wait(timeout)
+        time.sleep(self.after_s)
+        return got
 
 
 def _busy() -> float:

@@ -349,3 +349,39 @@ def test_the_benchmarks_server_writes_its_loops_shared_steps_for_room_profile(mo
 def test_the_floors_table_gives_the_servers_cpu_and_its_share_a_learner():
     assert room_floor._cpu_cell({"server_cpu_s": 0.16}, 30) == "0.160 (5.3)"
     assert room_floor._cpu_cell({"server_cpu_s": None}, 30) == "–"
+
+
+def test_a_staggered_learner_goes_its_seconds_after_the_rooms_barrier():
+    import threading
+    import time
+
+    from bench.room import Staggered
+
+    barrier = threading.Barrier(2)
+    went = []
+
+    def learner(after):
+        Staggered(barrier, after).wait(5) if after else barrier.wait(5)
+        went.append((after, time.perf_counter()))
+
+    threads = [threading.Thread(target=learner, args=(a,)) for a in (0.0, 0.3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (_, first), (_, second) = sorted(went)
+    assert 0.25 <= second - first < 1.0
+
+
+def test_a_spread_rooms_row_and_table():
+    from bench import room_spread
+
+    one = {"completion_s": 0.1, "tok_s": 640.0}
+    learners = [
+        {"start": float(i), "first_s": 0.02, "end": i + 0.2, "completion_s": 0.2, "tokens": 64} for i in range(4)
+    ] + [{"error": "never finished"}]
+    row = room_spread.spread_row(3.0, learners, one, {"server_cores": 1.2})
+    assert row["completion_p95_s"] == pytest.approx(0.2) and row["completion_x_alone"] == pytest.approx(2.0)
+    assert row["learner_tok_s"] == pytest.approx(320.0) and row["errors"] == 1 and row["spread_s"] == 3.0
+    lines = room_spread.table([row]).splitlines()
+    assert lines[2].startswith("| 3 | 0.02 / 0.02 | 0.20 / 0.20 | 2.0× | 320.00 | 1.20 |")
