@@ -80,6 +80,14 @@ class Room:
     def close(self):
         self.bench.close()
 
+    def one_learner(self, model: str, n: int) -> dict:
+        """The sessions of a room of ``n`` made, two first runs (caches, kernels), then one learner's rounds
+        alone: their reference (``room_figures.one_learner``), for the tools that time one room."""
+        self.clients(model, n)
+        for _ in range(2):
+            self.round(model, 1, with_page=False)
+        return one_learner([self.round(model, 1, with_page=False)[0][0] for _ in range(ALONE_REPS)])
+
     def clients(self, model: str, n: int) -> list:
         """``n`` gradio_client sessions with ``model`` built in each (made once, reused across rounds)."""
         from .browser.session import session_client

@@ -86,11 +86,7 @@ def profile_app(model: str, n: int, rate: int, out: str, gil: bool = False) -> N
         raise SystemExit("py-spy is not installed: pip install py-spy")
     rm = R.Room(300, print, "http", with_page=False)
     try:
-        rm.clients(model, n)
-        for _ in range(2):  # first runs: caches, kernels
-            rm.round(model, 1, with_page=False)
-        alone = [rm.round(model, 1, with_page=False)[0][0] for _ in range(R.ALONE_REPS)]
-        one = F.one_learner(alone)
+        one = rm.one_learner(model, n)
         print(f"one learner: {F._s(one.get('completion_s'))} s, {F._s(one.get('tok_s'))} tok/s")
         proc = subprocess.Popen(
             [spy, "record", "--pid", str(rm.pid), "--rate", str(rate), "--format", "raw", "--threads"]
@@ -169,11 +165,7 @@ def rounds_app(model: str, n: int) -> None:
 
     rm = R.Room(300, print, "http", with_page=False)
     try:
-        rm.clients(model, n)
-        for _ in range(2):  # first runs: caches, kernels
-            rm.round(model, 1, with_page=False)
-        alone = [rm.round(model, 1, with_page=False)[0][0] for _ in range(R.ALONE_REPS)]
-        one = F.one_learner(alone)
+        one = rm.one_learner(model, n)
         rm.round(model, n, with_page=False)  # the room once, unmeasured (as bench --room does)
         time.sleep(0.5)  # a pause that marks where the measured room's steps begin
         res, _, cpu = rm.round(model, n, with_page=False)
@@ -207,31 +199,46 @@ def rounds_app(model: str, n: int) -> None:
         )
 
 
+def _loop_model(model_name: str):
+    """(model, recipe) the decode loop's rooms of this process decode: the bundled model or GPT-2 small (random
+    weights), built, then the heap settled as the app settles it before serving (no full collection of the
+    modules' objects mid-room)."""
+    from playground.engine.presets import PRESETS
+    from playground.server.recipes import build_from_recipe, default_recipe, random_recipe
+    from playground.ui.serve import settle_heap
+
+    recipe = default_recipe() if model_name == "bundled" else random_recipe(PRESETS["gpt2-small"], seed=0)
+    model = build_from_recipe(recipe)
+    settle_heap()
+    return model, recipe
+
+
+def _room_runs(model, recipe, n: int) -> list:
+    """``n`` generations as the room's learners ask them: the Generate tab's first example, MAX_NEW tokens,
+    temperature 0.8, top-k 40, seeds SEED + i."""
+    from playground.server.runs import start_run
+    from playground.ui.generate.layout import EXAMPLES
+
+    from .room import MAX_NEW, SEED
+
+    prompt = EXAMPLES[0][0]
+    return [
+        start_run(model, recipe, prompt, max_new_tokens=MAX_NEW, temperature=0.8, top_k=40, top_p=1.0, seed=SEED + i)[1]
+        for i in range(n)
+    ]
+
+
 def loop_room_on_cue(n: int, model_name: str = "bundled") -> None:
     """For ``bench.room_floor --with-loop``: the model built and one room of ``n`` made (warm), then, at each
     line read from stdin, a room of ``n`` through a DecodeLoop of this process; prints "ready" once, then each
     room's wall seconds."""
     import playground.server.decode_loop as dl
-    from playground.engine.presets import PRESETS
-    from playground.server.recipes import build_from_recipe, default_recipe, random_recipe
-    from playground.server.runs import start_run
-    from playground.ui.generate.layout import EXAMPLES
-    from playground.ui.serve import settle_heap
 
-    from .room import MAX_NEW, SEED
-
-    recipe = default_recipe() if model_name == "bundled" else random_recipe(PRESETS["gpt2-small"], seed=0)
-    model = build_from_recipe(recipe)
-    settle_heap()
+    model, recipe = _loop_model(model_name)
 
     def one_room() -> float:
         loop = dl.DecodeLoop()
-        gens = [
-            start_run(model, recipe, EXAMPLES[0][0], max_new_tokens=MAX_NEW, temperature=0.8, top_k=40, seed=SEED + i)[
-                1
-            ]
-            for i in range(n)
-        ]
+        gens = _room_runs(model, recipe, n)
         t0 = time.perf_counter()
         for s in [loop.submit(g) for g in gens]:
             s.wait_end(120)
@@ -246,24 +253,13 @@ def loop_room_on_cue(n: int, model_name: str = "bundled") -> None:
 def loop_alone(n: int, model_name: str = "bundled") -> None:
     """N generations of the bundled model (or GPT-2 small, random weights) through a DecodeLoop of this
     process, then one alone, twice."""
+    import threading
+
     import torch
 
     import playground.server.decode_loop as dl
-    from playground.engine.presets import PRESETS
-    from playground.server.recipes import build_from_recipe, default_recipe, random_recipe
-    from playground.server.runs import start_run
-    from playground.ui.generate.layout import EXAMPLES
 
-    from .room import MAX_NEW, SEED
-
-    recipe = default_recipe() if model_name == "bundled" else random_recipe(PRESETS["gpt2-small"], seed=0)
-    model = build_from_recipe(recipe)
-    import threading
-
-    from playground.ui.serve import settle_heap
-
-    settle_heap()  # as the app settles its heap before serving: no full collection of the modules mid-room
-
+    model, recipe = _loop_model(model_name)
     forward, sampling = [0.0], [0.0]  # wall seconds: the shared forwards, the rows' samplers in one call
     cpu = {"forward": 0.0, "samplers": 0.0}  # thread CPU seconds: the forwards' calling thread, each advance
     cpu_lock = threading.Lock()
@@ -302,16 +298,10 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
 
     dl.decoder_of = lambda m: Timed(plain(m))  # type: ignore[assignment]
     dl._advance = advance  # type: ignore[assignment]
-    prompt = EXAMPLES[0][0]  # what the room's learners send (the Generate tab's first example)
     try:
         for size in (1, n, 1, n):
             loop = dl.DecodeLoop()
-            gens = [
-                start_run(
-                    model, recipe, prompt, max_new_tokens=MAX_NEW, temperature=0.8, top_k=40, top_p=1.0, seed=SEED + i
-                )[1]
-                for i in range(size)
-            ]
+            gens = _room_runs(model, recipe, size)
             forward[0] = sampling[0] = 0.0
             cpu.update(forward=0.0, samplers=0.0)
             t0, c0 = time.perf_counter(), time.process_time()

@@ -23,11 +23,7 @@ def spread_rooms(model: str, n: int, spreads: list[float]) -> list[dict]:
     rm = R.Room(300, print, "http", with_page=False)
     rows = []
     try:
-        rm.clients(model, n)
-        for _ in range(2):  # first runs: caches, kernels
-            rm.round(model, 1, with_page=False)
-        alone = [rm.round(model, 1, with_page=False)[0][0] for _ in range(R.ALONE_REPS)]
-        one = F.one_learner(alone)
+        one = rm.one_learner(model, n)
         print(f"one learner: completion {F._s(one.get('completion_s'))} s, {F._s(one.get('tok_s'))} tok/s")
         rm.round(model, n, with_page=False)  # the room once, unmeasured (as bench --room does)
         for spread in spreads:
