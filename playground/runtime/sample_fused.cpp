@@ -167,6 +167,81 @@ struct StageSums {
     }
 };
 
+// One stage's vector accumulators as locals: StageSums::add16's operations on registers. A StageSums whose
+// address a call can reach stays in memory, and every addition then waits on the store before it.
+struct StageRegs {
+    __m256 vs, vw, l8;
+    __m512 l16;
+    explicit StageRegs(const StageSums& s) : vs(s.vs), vw(s.vw), l8(s.lane.l8), l16(s.lane.l16) {}
+    void back(StageSums& s) const {
+        s.vs = vs;
+        s.vw = vw;
+        s.lane.l8 = l8;
+        s.lane.l16 = l16;
+    }
+    template <bool L16>
+    inline void add16(__m512 d, __m512 e) {
+        const __m512 de = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(d, _mm512_set1_ps(EXP_FLOOR), _CMP_GE_OQ), e, d);
+        const __m256 e_lo = _mm512_castps512_ps256(e), e_hi = upper8(e);
+        vs = _mm256_add_ps(_mm256_add_ps(vs, e_lo), e_hi);
+        vw = _mm256_add_ps(_mm256_add_ps(vw, _mm512_castps512_ps256(de)), upper8(de));
+        if constexpr (L16) {
+            l16 = _mm512_add_ps(l16, e);
+        } else {
+            l8 = _mm256_add_ps(l8, e_lo);
+            l8 = _mm256_add_ps(l8, e_hi);
+        }
+    }
+};
+
+// stages_pass's entries [i, stop) sixteen at a time, for a block; returns where it stopped. The kept ids go
+// to ``kept`` from ``n_kept`` on (room for every entry), so no call sits in the loop.
+template <bool TWO, bool K_ON, bool L16>
+inline int64_t stages_vectors(const float* x, int64_t i, int64_t stop, __m512 vm, __m512 vt, __m512 vk, float* wr,
+                              float* er, float* wt, float* et, StageSums& rs, StageSums& ts, int32_t* kept,
+                              int64_t& n_kept) {
+    StageRegs r(rs), q(ts);
+    int64_t held = n_kept;
+    for (; i + 16 <= stop; i += 16) {
+        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
+        const __m512 e = exp16(d);
+        if constexpr (!TWO) _mm512_storeu_ps(wr + i, d);
+        _mm512_storeu_ps(er + i, e);
+        r.add16<L16>(d, e);
+        __m512 dt = d;
+        if constexpr (TWO) {
+            dt = _mm512_div_ps(d, vt);
+            const __m512 f = exp16(dt);
+            _mm512_storeu_ps(wt + i, dt);
+            _mm512_storeu_ps(et + i, f);
+            q.add16<L16>(dt, f);
+        }
+        if constexpr (K_ON) {
+            __mmask16 mask = _mm512_cmp_ps_mask(dt, vk, _CMP_GE_OQ);
+            while (mask) {
+                kept[held++] = static_cast<int32_t>(i + __builtin_ctz(mask));
+                mask &= mask - 1;
+            }
+        }
+    }
+    r.back(rs);
+    if constexpr (TWO) q.back(ts);
+    n_kept = held;
+    return i;
+}
+
+using StagesVectors = int64_t (*)(const float*, int64_t, int64_t, __m512, __m512, __m512, float*, float*, float*,
+                                  float*, StageSums&, StageSums&, int32_t*, int64_t&);
+
+inline StagesVectors stages_vectors_for(bool two, bool k_on, bool l16) {
+    constexpr StagesVectors table[8] = {
+        stages_vectors<false, false, false>, stages_vectors<false, false, true>, stages_vectors<false, true, false>,
+        stages_vectors<false, true, true>,   stages_vectors<true, false, false>, stages_vectors<true, false, true>,
+        stages_vectors<true, true, false>,   stages_vectors<true, true, true>,
+    };
+    return table[(two ? 4 : 0) + (k_on ? 2 : 0) + (l16 ? 1 : 0)];
+}
+
 // Both stages in one pass: d = x - m, er = exp(d) (and wr = d when ``wr``), and where ``wt``, dt = d / t into
 // wt and et = exp(dt); each stage's Sums and softmax normaliser sum (``raw_sum``, ``t_sum``); with ``kth``
 // (top-k, not NaN) the ids whose dt (d without wt) is at least kth, ascending, into ``kept``.
@@ -176,31 +251,19 @@ void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* 
     StageSums rs(lanes), ts(lanes);
     const bool two = wt != nullptr;
     const __m512 vm = _mm512_set1_ps(m), vt = _mm512_set1_ps(t), vk = _mm512_set1_ps(kth);
-    kept.clear();
+    const StagesVectors vectors = stages_vectors_for(two, k_on, lanes == 16);
+    thread_local std::vector<int32_t> room;  // every entry's place: the kept ids go here, then into ``kept``
+    if (static_cast<int64_t>(room.size()) < n) room.resize(n);
+    int64_t n_kept = 0;
     auto keep_mask = [&](int64_t i, __mmask16 mask) {
         while (mask) {
-            kept.push_back(static_cast<int32_t>(i + __builtin_ctz(mask)));
+            room[n_kept++] = static_cast<int32_t>(i + __builtin_ctz(mask));
             mask &= mask - 1;
         }
     };
     for (int64_t start = 0; start < n; start += BLOCK) {
         const int64_t stop = start + BLOCK < n ? start + BLOCK : n;
-        int64_t i = start;
-        for (; i + 16 <= stop; i += 16) {
-            const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
-            const __m512 e = exp16(d);
-            if (wr) _mm512_storeu_ps(wr + i, d);
-            _mm512_storeu_ps(er + i, e);
-            rs.add16(d, e);
-            const __m512 dt = two ? _mm512_div_ps(d, vt) : d;
-            if (two) {
-                const __m512 f = exp16(dt);
-                _mm512_storeu_ps(wt + i, dt);
-                _mm512_storeu_ps(et + i, f);
-                ts.add16(dt, f);
-            }
-            if (k_on) keep_mask(i, _mm512_cmp_ps_mask(dt, vk, _CMP_GE_OQ));
-        }
+        int64_t i = vectors(x, start, stop, vm, vt, vk, wr, er, wt, et, rs, ts, room.data(), n_kept);
         if (i + 8 <= stop) {  // eight left in the block: exp8, as exp_pass takes them
             const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(m));
             const __m256 e = exp8(d);
@@ -233,9 +296,10 @@ void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* 
                 et[i] = f;
                 ts.add_scalar(i, dt, f, temp);
             }
-            if (k_on && dt >= kth) kept.push_back(static_cast<int32_t>(i));
+            if (k_on && dt >= kth) room[n_kept++] = static_cast<int32_t>(i);
         }
     }
+    kept.assign(room.begin(), room.begin() + n_kept);
     raw_sum = rs.lane.total();
     t_sum = two ? ts.lane.total() : raw_sum;
     if (!two) temp = raw;
