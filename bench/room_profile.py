@@ -190,13 +190,24 @@ def rounds_app(model: str, n: int) -> None:
     if room:
         span = room[-1]["start"] + room[-1]["total_s"] - room[0]["start"]
         print(f"  the room's shared steps: {len(room)} in {span:.3f} s")
-    for p in phases(room):
-        x = p["tok_s"] / one["tok_s"] if p["tok_s"] and one.get("tok_s") else None
-        print(
+    for line in phase_lines(room, one.get("tok_s")):
+        print(line)
+
+
+def phase_lines(steps: list[dict], one_tok_s: float | None) -> list[str]:
+    """A line for each of ``phases(steps)``: its seconds, steps, tokens, median step (its forward and sampling)
+    and tokens/s, also as a multiple of one learner's ``one_tok_s``."""
+    from . import room_figures as F
+
+    lines = []
+    for p in phases(steps):
+        x = p["tok_s"] / one_tok_s if p["tok_s"] and one_tok_s else None
+        lines.append(
             f"  {p['phase']:>6}: {p['seconds']:.3f} s, {p['steps']} steps, {p['tokens']} tokens, "
             f"{F._s(p['ms_a_step'])} ms a step (forward {F._s(p.get('forward_ms'))}, sampling "
             f"{F._s(p.get('sampling_ms'))}), {F._s(p['tok_s'])} tok/s ({F._x(x)} one learner)"
         )
+    return lines
 
 
 def _loop_model(model_name: str):
@@ -298,6 +309,7 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
 
     dl.decoder_of = lambda m: Timed(plain(m))  # type: ignore[assignment]
     dl._advance = advance  # type: ignore[assignment]
+    alone_tok_s = None
     try:
         for size in (1, n, 1, n):
             loop = dl.DecodeLoop()
@@ -317,6 +329,11 @@ def loop_alone(n: int, model_name: str = "bundled") -> None:
                 f"together {sampling[0]:.3f} s, "
                 f"{loop.rounds} rounds, {torch.get_num_threads()} torch threads, load {os.getloadavg()[0]:.1f}"
             )
+            if size == 1:
+                alone_tok_s = tokens / wall
+            else:  # the room's shared steps by phase, against the last run alone
+                for line in phase_lines([step._asdict() for step in loop.timeline], alone_tok_s):
+                    print(line)
     finally:
         dl.decoder_of = plain  # type: ignore[assignment]
         dl._advance = plain_advance  # type: ignore[assignment]

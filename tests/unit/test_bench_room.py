@@ -328,6 +328,10 @@ def test_a_rooms_shared_steps_are_the_last_ones_after_a_pause_in_three_phases():
     assert room_profile.phases([]) == []
     only_full = room_profile.phases([step(0.0, 5), step(0.01, 5)])
     assert [p["steps"] for p in only_full] == [0, 2, 0] and only_full[0]["tok_s"] is None
+    lines = room_profile.phase_lines(room, 300.0)
+    assert [line.split(":")[0].strip() for line in lines] == ["intake", "full", "drain"]
+    assert "90 tokens" in lines[1] and "forward 5.0" in lines[1] and "10.0× one learner" in lines[1]
+    assert room_profile.phase_lines(room, None)[1].endswith("(– one learner)")  # no learner alone: no ratio
 
 
 def test_the_benchmarks_server_writes_its_loops_shared_steps_for_room_profile(monkeypatch, tmp_path):
