@@ -91,14 +91,6 @@ struct LaneSum {
     __m256 l8 = _mm256_setzero_ps();   // lanes 8
     int64_t lanes;
     explicit LaneSum(int64_t l) : lanes(l) {}
-    void add16(__m512 e, __m256 e_lo, __m256 e_hi) {  // entries i..i+15, i a multiple of 16
-        if (lanes == 16) {
-            l16 = _mm512_add_ps(l16, e);
-        } else {
-            l8 = _mm256_add_ps(l8, e_lo);
-            l8 = _mm256_add_ps(l8, e_hi);
-        }
-    }
     void add8(int64_t i, __m256 e) {  // entries i..i+7, i a multiple of 8
         if (lanes == 16) {
             const bool upper = (i & 8) != 0;
@@ -138,13 +130,6 @@ struct StageSums {
     __m256 vs = _mm256_setzero_ps(), vw = _mm256_setzero_ps();
     LaneSum lane;
     explicit StageSums(int64_t lanes) : lane(lanes) {}
-    void add16(__m512 d, __m512 e) {  // entries i..i+15 as exp_pass adds them: the lower eight, then the upper
-        const __m512 de = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(d, _mm512_set1_ps(EXP_FLOOR), _CMP_GE_OQ), e, d);
-        const __m256 e_lo = _mm512_castps512_ps256(e), e_hi = upper8(e);
-        vs = _mm256_add_ps(_mm256_add_ps(vs, e_lo), e_hi);
-        vw = _mm256_add_ps(_mm256_add_ps(vw, _mm512_castps512_ps256(de)), upper8(de));
-        lane.add16(e, e_lo, e_hi);
-    }
     void add8(int64_t i, __m256 d, __m256 e) {
         vs = _mm256_add_ps(vs, e);
         vw = _mm256_add_ps(vw, _mm256_and_ps(_mm256_mul_ps(e, d), _mm256_cmp_ps(d, _mm256_set1_ps(EXP_FLOOR), _CMP_GE_OQ)));
@@ -167,8 +152,9 @@ struct StageSums {
     }
 };
 
-// One stage's vector accumulators as locals: StageSums::add16's operations on registers. A StageSums whose
-// address a call can reach stays in memory, and every addition then waits on the store before it.
+// One stage's vector accumulators as locals, for sixteen entries at a time (StageSums takes the eights and the
+// single entries): a StageSums whose address a call can reach stays in memory, and every addition then waits on
+// the store before it.
 struct StageRegs {
     __m256 vs, vw, l8;
     __m512 l16;
@@ -180,7 +166,7 @@ struct StageRegs {
         s.lane.l16 = l16;
     }
     template <bool L16>
-    inline void add16(__m512 d, __m512 e) {
+    inline void add16(__m512 d, __m512 e) {  // entries i..i+15 as exp_pass adds them: the lower eight, then the upper
         const __m512 de = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(d, _mm512_set1_ps(EXP_FLOOR), _CMP_GE_OQ), e, d);
         const __m256 e_lo = _mm512_castps512_ps256(e), e_hi = upper8(e);
         vs = _mm256_add_ps(_mm256_add_ps(vs, e_lo), e_hi);
@@ -193,6 +179,14 @@ struct StageRegs {
         }
     }
 };
+
+// The ids i + j of the set bits j of ``mask``, ascending, into kept[held...].
+inline void keep_ids(int64_t i, __mmask16 mask, int32_t* kept, int64_t& held) {
+    while (mask) {
+        kept[held++] = static_cast<int32_t>(i + __builtin_ctz(mask));
+        mask &= mask - 1;
+    }
+}
 
 // stages_pass's entries [i, stop) sixteen at a time, for a block; returns where it stopped. The kept ids go
 // to ``kept`` from ``n_kept`` on (room for every entry), so no call sits in the loop.
@@ -216,13 +210,7 @@ inline int64_t stages_vectors(const float* x, int64_t i, int64_t stop, __m512 vm
             _mm512_storeu_ps(et + i, f);
             q.add16<L16>(dt, f);
         }
-        if constexpr (K_ON) {
-            __mmask16 mask = _mm512_cmp_ps_mask(dt, vk, _CMP_GE_OQ);
-            while (mask) {
-                kept[held++] = static_cast<int32_t>(i + __builtin_ctz(mask));
-                mask &= mask - 1;
-            }
-        }
+        if constexpr (K_ON) keep_ids(i, _mm512_cmp_ps_mask(dt, vk, _CMP_GE_OQ), kept, held);
     }
     r.back(rs);
     if constexpr (TWO) q.back(ts);
@@ -255,12 +243,6 @@ void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* 
     thread_local std::vector<int32_t> room;  // every entry's place: the kept ids go here, then into ``kept``
     if (static_cast<int64_t>(room.size()) < n) room.resize(n);
     int64_t n_kept = 0;
-    auto keep_mask = [&](int64_t i, __mmask16 mask) {
-        while (mask) {
-            room[n_kept++] = static_cast<int32_t>(i + __builtin_ctz(mask));
-            mask &= mask - 1;
-        }
-    };
     for (int64_t start = 0; start < n; start += BLOCK) {
         const int64_t stop = start + BLOCK < n ? start + BLOCK : n;
         int64_t i = vectors(x, start, stop, vm, vt, vk, wr, er, wt, et, rs, ts, room.data(), n_kept);
@@ -277,7 +259,10 @@ void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* 
                 _mm256_storeu_ps(et + i, f);
                 ts.add8(i, dt, f);
             }
-            if (k_on) keep_mask(i, static_cast<__mmask16>(_mm256_movemask_ps(_mm256_cmp_ps(dt, _mm256_set1_ps(kth), _CMP_GE_OQ))));
+            if (k_on) {
+                const __m256 at_least = _mm256_cmp_ps(dt, _mm256_set1_ps(kth), _CMP_GE_OQ);
+                keep_ids(i, static_cast<__mmask16>(_mm256_movemask_ps(at_least)), room.data(), n_kept);
+            }
             i += 8;
         }
         rs.end_vectors(raw);
