@@ -112,6 +112,10 @@ class GenerationStep:
     intervals: list[tuple[int, float, float]] = field(default_factory=list)  # (id, lo, hi) slices of [0, 1)
 
 
+def _any_training(model: torch.nn.Module) -> bool:
+    return any(m.training for m in model.modules())
+
+
 @dataclass
 class Generation:
     """Iterate to get ``GenerationStep``s. ``n_cropped`` prompt tokens were dropped from the left to
@@ -280,12 +284,14 @@ class Generation:
     def _begin(self) -> None:
         if self._was_training is None:
             self._was_training = self.model.training
-            self.model.eval()
+            if _any_training(self.model):  # setting the mode walks every module: a room's runs begin at once
+                self.model.eval()
 
     def _finish(self) -> None:
         self._finished = True
         if self._was_training is not None:
-            self.model.train(self._was_training)
+            if self._was_training or _any_training(self.model):
+                self.model.train(self._was_training)
             self._was_training = None
         callbacks, self.on_finish = self.on_finish, []
         for callback in callbacks:

@@ -6,7 +6,7 @@
 // matrix product split across the team by output rows (the way llama.cpp runs a token), the
 // LayerNorms computed by every thread into its own buffer (cheaper than a barrier), Q/K/V and attention
 // split by heads (a thread attends with the rows it computed), and a barrier wherever a result of the whole
-// team is needed next: four per block.
+// team is needed next: four per block (the step's own, spinning: SpinBarrier below).
 //
 // The numbers follow the model's plain forward (playground/engine/model.py): pre-norm blocks, the
 // keys and values of the new position written into the KV cache's own tensors at the same place the
@@ -41,10 +41,41 @@
 #include "step_parts.cpp"
 
 #include <math.h>
+#include <sched.h>
 
+#include <atomic>
 #include <vector>
 
 namespace {
+
+// The step's barriers. libgomp's own waits only 100 spins before it sleeps on a futex whenever it manages
+// more threads than there are cores, which is the case in any process where a second thread ever ran a
+// parallel torch operation (the server's decode loop beside the thread that built the model): every barrier
+// of a step then costs two thread wake-ups, tens of microseconds each. The team's threads are on the cores
+// for the whole step, so they spin here instead, and yield their core only after a long wait (a thread of
+// the team was descheduled: a busy machine).
+class SpinBarrier {
+  public:
+    void wait(int team) {
+        const unsigned phase = phase_.load(std::memory_order_relaxed);  // cannot move before this thread arrives
+        if (arrived_.fetch_add(1, std::memory_order_acq_rel) == team - 1) {
+            arrived_.store(0, std::memory_order_relaxed);
+            phase_.store(phase + 1, std::memory_order_release);
+            return;
+        }
+        for (int spins = 0; phase_.load(std::memory_order_acquire) == phase;) {
+            if (++spins < SPINS_BEFORE_YIELD)
+                _mm_pause();
+            else
+                sched_yield();
+        }
+    }
+
+  private:
+    static constexpr int SPINS_BEFORE_YIELD = 1 << 12;  // a few hundred microseconds of pause
+    std::atomic<int> arrived_{0};
+    std::atomic<unsigned> phase_{0};
+};
 
 // The tensors of one block, in the order native_step.py passes them.
 enum { LN1_S, LN1_B, WQ, BQ, WK, BK, WV, BV, WO, BO, LN2_S, LN2_B, W1, B1, W2, B2, PER_BLOCK };
@@ -171,6 +202,7 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
     for (int64_t b = 0; b < B; ++b)
         if (io[b].logits) outs.push_back(b);
 
+    SpinBarrier barrier;
 #pragma omp parallel num_threads(threads)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -210,8 +242,7 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
             product_of(B, every, l, m, in_f, in_h, k, lo, hi, y);
         };
         int64_t lo, hi;
-#pragma omp single
-        for (int64_t b = 0; b < B && all; ++b) {
+        for (int64_t b = 0; b < B && all && t == 0; ++b) {
             const T* tok = static_cast<const T*>(tensors[0]) + io[b].token * d;
             const T* posrow = static_cast<const T*>(tensors[1]) + io[b].pos * d;
             const int8_t* tok8 = static_cast<const int8_t*>(tensors[0]) + io[b].token * d;
@@ -227,6 +258,7 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
                 }
             }
         }
+        barrier.wait(nt);
         for (int64_t l = 0; l < dm.layers; ++l) {
             const T* const* w = layer + PER_BLOCK * l;
             for (int64_t b = 0; b < B; ++b) {
@@ -287,7 +319,7 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
                     }
                     for (int64_t e = 0; e < hd; ++e) c[e] = round_to(c[e], bf16);
                 }
-#pragma omp barrier
+            barrier.wait(nt);
             // out_proj and the residual add, row by row: each thread owns its rows of x.
             for (int64_t b = 0; b < B; ++b) {
                 if (bf16)
@@ -299,7 +331,7 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
             for (int64_t b = 0; b < B && all; ++b)
                 for (int64_t j = lo; j < hi; ++j)
                     x(b)[j] = round_to(x(b)[j] + round_to(out(b)[j] + (w[BO] ? load(w[BO], j) : 0.0f), bf16), bf16);
-#pragma omp barrier
+            barrier.wait(nt);
             for (int64_t b = 0; b < B; ++b) {
                 if (all) layer_norm(x(b), w[LN2_S], w[LN2_B], d, eps, bf16, xn(b), bf16 ? xh(b) : nullptr);
                 quantize_input(dm.quant, xn(b), d, &q[b]);
@@ -308,7 +340,7 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
             product_rows(l, 4, xn, xh, d, lo, hi, hidden);
             for (int64_t b = 0; b < B && all; ++b)
                 bias_activate(hidden(b) + lo, w[B1] ? w[B1] + lo : nullptr, hi - lo, dm.activation, bf16);
-#pragma omp barrier
+            barrier.wait(nt);
             thread_rows(d, t, nt, &lo, &hi);
             for (int64_t b = 0; b < B; ++b) {
 #if defined(__AVX512BF16__)
@@ -321,7 +353,7 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
             for (int64_t b = 0; b < B && all; ++b)
                 for (int64_t j = lo; j < hi; ++j)
                     x(b)[j] = round_to(x(b)[j] + round_to(out(b)[j] + (w[B2] ? load(w[B2], j) : 0.0f), bf16), bf16);
-#pragma omp barrier
+            barrier.wait(nt);
         }
         // The final norm and the output head for the rows that asked for logits only (a prompt's earlier
         // positions just fill their cache).

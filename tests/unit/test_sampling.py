@@ -339,6 +339,18 @@ def test_generation_restores_training_mode(model):
         model.eval()
 
 
+def test_generation_runs_every_module_in_eval_mode(model):
+    # the root in eval mode but one block left training (dropout on): the run still decodes in eval mode
+    model.eval()
+    model.trf_blocks[0].train()
+    try:
+        during = [any(m.training for m in model.modules()) for _ in generate(model, PROMPT, max_new_tokens=2)]
+        assert during == [False, False]
+        assert not any(m.training for m in model.modules())  # the root's mode, as train(False) leaves it
+    finally:
+        model.eval()
+
+
 # ---------------------------------------------------------------------------------------------
 # The KV cache inside generate, and the sliding window
 
