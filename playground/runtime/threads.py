@@ -8,6 +8,13 @@ scheduling priority, and one intra-op thread fewer than the process default. Bot
 generation keeps every core and the normal priority; training still uses whatever is idle.
 ``torch_threads(n)`` runs short work on fewer threads.
 
+Each thread that runs a parallel torch operation gets OpenMP worker threads of its own, kept until it ends.
+libgomp counts every such worker in the process, and once they outnumber the cores, every team's waits spin
+100 times and then sleep: a small forward in a thread beside another that kept its workers takes 2.5 times as
+long (docs/benchmarks.md). ``release_openmp_workers()`` gives the calling thread's workers back; threads that
+run torch work now and then (the app's event handlers, the decode loop when no run is left, the thread that
+built the model) call it when their work is done, so the workers alive are those of threads computing now.
+
 ``torch.set_num_threads`` is not per thread alone: besides the calling thread's OpenMP setting it sets the
 count every thread started afterwards takes at its first torch operation: called in a pool's initializer or
 a training thread, it would put every later thread -- the decode loop among them -- on that one core.
@@ -20,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import sys
 import threading
 from functools import cache
 
@@ -77,17 +85,49 @@ def set_thread_count(n: int) -> None:
     torch.set_num_threads(n)
 
 
+def name_os_thread(name: str) -> None:
+    """The calling thread's name as the OS shows it (``top -H``, ``perf``, /proc) and as the OpenMP workers it
+    starts take it; Linux only (its first 15 bytes), nothing elsewhere."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+
+
+PR_SET_NAME = 15
+OMP_PAUSE_SOFT = 1  # omp_pause_resource_t: the workers end, the runtime stays ready to start them again
+
+
+def release_openmp_workers() -> bool:
+    """End the calling thread's OpenMP worker threads (``omp_pause_resource_all``, OpenMP 5.0); its next
+    parallel torch operation starts them again (a thread start, tens of microseconds). A no-op without a
+    team, inside a parallel region, or where torch's OpenMP runtime cannot be reached. Whether it ran."""
+    pause = _omp_pause_resource_all()
+    return pause is not None and pause(OMP_PAUSE_SOFT) == 0
+
+
+@cache
+def _omp_pause_resource_all():
+    """``omp_pause_resource_all`` of torch's OpenMP runtime, called holding the interpreter lock (ending one
+    or two workers is quick, and a thread that gave the lock up might wait behind another for it), or None."""
+    return _torch_openmp_function("omp_pause_resource_all", [ctypes.c_int], ctypes.c_int, ctypes.PyDLL)
+
+
 @cache
 def _omp_set_num_threads():
     """``omp_set_num_threads`` of the OpenMP runtime torch has loaded (never loads one), or None."""
+    return _torch_openmp_function("omp_set_num_threads", [ctypes.c_int], None)
+
+
+def _torch_openmp_function(name: str, argtypes: list, restype, loader=ctypes.CDLL):
+    """The function ``name`` of the OpenMP runtime torch has loaded (never loads one), or None."""
     if "OpenMP" not in torch.__config__.parallel_info().split("ATen parallel backend:")[-1]:
         return None
     path = torch_openmp()
     if path is None:
         return None
     try:
-        fn = ctypes.CDLL(str(path), mode=os.RTLD_NOLOAD | os.RTLD_LOCAL).omp_set_num_threads
+        fn = getattr(loader(str(path), mode=os.RTLD_NOLOAD | os.RTLD_LOCAL), name)
     except (OSError, AttributeError):
         return None
-    fn.argtypes, fn.restype = [ctypes.c_int], None
+    fn.argtypes, fn.restype = argtypes, restype
     return fn

@@ -49,7 +49,7 @@ from playground.engine.config import GPTConfig
 from playground.engine.decoding import decoder_of
 from playground.engine.sampling import Generation, GenerationStep
 from playground.runtime.memory import BUDGET
-from playground.runtime.threads import set_thread_count
+from playground.runtime.threads import name_os_thread, release_openmp_workers, set_thread_count
 from playground.server import gpu_runs
 from playground.server.gpu import uses_gpu_slots
 from playground.server.runs import attention_bytes
@@ -88,10 +88,12 @@ class DecodeLoop:
         prompt_steps_per_round: int = PROMPT_STEPS_PER_ROUND,
         prompt_tokens_per_round: int = PROMPT_TOKENS_PER_ROUND,
         threads: int | None = None,
+        name: str = "decode-loop",
     ):
         # The shared forward's intra-op threads: the count the process starts with (the kernels' decisions
         # are measured on it, accel.DECODE_THREADS), set on the loop's thread itself
         self.threads = threads or torch.get_num_threads()
+        self.name = name  # its thread's, in Python and in the OS
         self.prompt_steps_per_round = prompt_steps_per_round
         self.prompt_tokens_per_round = prompt_tokens_per_round
         self._cond = threading.Condition()
@@ -181,13 +183,18 @@ class DecodeLoop:
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._decode_forever, name="decode-loop", daemon=True)
+            self._thread = threading.Thread(target=self._decode_forever, name=self.name, daemon=True)
             self._thread.start()
 
     def _decode_forever(self) -> None:
         torch.set_grad_enabled(False)  # per thread: the loop's forwards never build graphs
         set_thread_count(self.threads)
+        name_os_thread(self.name)  # (its OpenMP workers take the name too)
         while True:
+            with self._cond:
+                idle = not self._streams
+            if idle:  # its OpenMP workers, kept while it waits, would make every other thread's teams sleep
+                release_openmp_workers()
             with self._cond:
                 while not self._streams:
                     self._cond.wait()
@@ -341,6 +348,7 @@ class DecodeLoop:
 
 def _one_thread() -> None:
     set_thread_count(1)  # this sampler's thread only (torch.set_num_threads would also set every later thread's)
+    name_os_thread(threading.current_thread().name)  # (not the loop's, which started it)
     torch.set_grad_enabled(False)
 
 

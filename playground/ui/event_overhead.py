@@ -1,4 +1,4 @@
-"""Two costs Gradio 6 pays on every event that this app pays once instead.
+"""Two costs Gradio 6 pays on every event that this app pays once instead, and a third that each event clears.
 
 - ``Blocks.get_state_ids_to_track`` finds, for each stateful output of an event, whether any event of the
   app listens to its change, by scanning every event's triggers: with this app's six hundred events and a
@@ -9,6 +9,10 @@
   matplotlib on entry and exit. Without matplotlib installed, each import searches ``sys.path`` again and
   fails. ``install`` records the module as absent (``sys.modules["matplotlib"] = None``, Python's own
   way of saying so) when it is not installed, so the import fails at once; installed, nothing changes.
+- Gradio runs each event's function in a worker thread of its own pool, and a thread that ran a parallel
+  torch operation keeps its OpenMP workers until it ends: with a few such threads idle, every team in the
+  process (the decode loop's among them) sleeps at its waits. ``install`` wraps every function so that its
+  thread gives its workers back when the call (or a generator's step) returns (``server.openmp_workers``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import types
 
 import gradio as gr
 from gradio import utils
+
+from playground.server.openmp_workers import releasing
 
 
 def _get_state_ids_to_track(self, block_fn, state):
@@ -34,7 +40,12 @@ def _get_state_ids_to_track(self, block_fn, state):
 
 
 def install(demo: gr.Blocks) -> None:
-    """``demo`` (this app's Blocks, no other) tracks its events' stateful outputs from a list made once."""
+    """``demo`` (this app's Blocks, no other) tracks its events' stateful outputs from a list made once, and
+    each of its event functions gives back its thread's OpenMP workers when it returns."""
     demo.get_state_ids_to_track = types.MethodType(_get_state_ids_to_track, demo)
+    for block_fn in demo.fns.values():
+        if block_fn.fn is not None and not getattr(block_fn.fn, "pg_releasing", False):
+            block_fn.fn = releasing(block_fn.fn)
+            block_fn.fn.pg_releasing = True  # type: ignore[attr-defined]
     if "matplotlib" not in sys.modules and importlib.util.find_spec("matplotlib") is None:
         sys.modules["matplotlib"] = None  # type: ignore[assignment]

@@ -13,6 +13,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
+from playground.server import openmp_workers  # noqa: E402
 from playground.server.recipes import decide_kernels_at_start  # noqa: E402
 from playground.server.resources import BUDGET, DeviceError, default_device, map_large_blocks  # noqa: E402  # noqa: E402
 
@@ -36,6 +37,7 @@ def prepare() -> gr.Blocks:
 def serve(demo: gr.Blocks, **launch) -> None:
     warm_up()  # the first run's one-off costs, paid before the first page opens
     settle_heap()
+    openmp_workers.release()  # this thread built the model and serves no torch work from now on
     demo.launch(**launch_kwargs(), **launch)  # prints the address it serves
 
 

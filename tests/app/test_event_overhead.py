@@ -56,3 +56,31 @@ def test_an_absent_matplotlib_fails_its_import_at_once(demo):
 def test_only_this_app_is_changed(demo):
     assert demo.get_state_ids_to_track.__func__ is event_overhead._get_state_ids_to_track
     assert gr.Blocks.get_state_ids_to_track is not event_overhead._get_state_ids_to_track
+
+
+def test_every_event_function_gives_back_its_threads_openmp_workers(demo):
+    import inspect
+
+    wrapped = [f for f in demo.fns.values() if f.fn is not None]
+    assert wrapped and all(getattr(f.fn, "pg_releasing", False) for f in wrapped)
+    for f in wrapped:  # what Gradio reads of a function is the handler's own
+        inner = inspect.unwrap(f.fn)
+        assert inspect.signature(f.fn) == inspect.signature(inner), f.name
+        assert inspect.isgeneratorfunction(f.fn) == inspect.isgeneratorfunction(inner), f.name
+        assert inspect.iscoroutinefunction(f.fn) == inspect.iscoroutinefunction(inner), f.name
+    event_overhead.install(demo)  # a second install wraps nothing twice
+    assert not any(getattr(f.fn.__wrapped__, "pg_releasing", False) for f in wrapped)
+
+
+def test_a_wrapped_handler_still_gets_its_request():
+    def handler(text: str, request: gr.Request = None):
+        return f"{text} from {getattr(request, 'session_hash', None)}"
+
+    with gr.Blocks() as small:
+        box, out = gr.Textbox(), gr.Textbox()
+        gr.Button().click(handler, box, out)
+    event_overhead.install(small)
+    fn = next(iter(small.fns.values())).fn
+    assert fn is not handler and gr.utils.get_type_hints(fn)["request"] is gr.Request
+    processed, *_ = gr.helpers.special_args(fn, ["hi"], request=gr.Request(session_hash="abc"))
+    assert fn(*processed) == "hi from abc"

@@ -103,3 +103,125 @@ def run_in_a_thread(setting) -> dict:
     t.start()
     t.join()
     return seen
+
+
+# ---------------------------------------------------------------------------------------------
+# A thread's OpenMP workers, given back when its torch work is done
+
+
+def _named_tasks(name: bytes) -> int:
+    """The process's threads named ``name`` (a thread started by another takes its name: its OpenMP workers)."""
+    count = 0
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/comm", "rb") as f:
+            count += f.read().strip() == name
+    return count
+
+
+def _in_named_thread(name: bytes, work):
+    """``work(count)`` in a new thread named ``name`` at the OS level; ``count()`` counts it and its workers."""
+    import ctypes
+
+    out = {}
+
+    def run():
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
+        set_thread_count(2)  # (whatever count earlier tests left new threads)
+        out["result"] = work(lambda: _named_tasks(name))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    return out["result"]
+
+
+def _parallel_op() -> float:
+    return float(torch.ones(4_000_000).mul_(2).sum())  # elementwise over millions of entries: a parallel region
+
+
+needs_a_team = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
+    reason="needs Linux and two torch threads",
+)
+
+
+@needs_a_team
+def test_release_openmp_workers_ends_the_threads_own_workers_and_the_next_op_starts_them():
+    from playground.runtime.threads import release_openmp_workers
+
+    def work(count):
+        alone = count()
+        value = _parallel_op()
+        with_workers = count()
+        released = release_openmp_workers()
+        after = count()
+        again = _parallel_op()
+        return alone, with_workers, released, after, value, again, count()
+
+    alone, with_workers, released, after, value, again, restarted = _in_named_thread(b"pg-omp-test", work)
+    assert alone == 1 and with_workers > 1  # the parallel operation started workers named as their thread
+    assert released and after == 1
+    assert value == again == 8_000_000.0 and restarted == with_workers
+
+
+@needs_a_team
+def test_releasing_gives_back_the_workers_after_each_call_and_each_step():
+    from playground.server.openmp_workers import releasing
+
+    during = []  # the thread's own count inside each call: its workers were there
+
+    def handler(n, count=None, scale=1.0):
+        """A handler's docstring."""
+        value = _parallel_op() * scale + n
+        if count is not None:
+            during.append(count())
+        return value
+
+    def steps(n, count=None):
+        for i in range(n):
+            value = _parallel_op() + i
+            if count is not None:
+                during.append(count())
+            yield value
+        return "done"
+
+    wrapped, wrapped_steps = releasing(handler), releasing(steps)
+    import inspect
+
+    assert inspect.signature(wrapped) == inspect.signature(handler) and wrapped.__doc__ == handler.__doc__
+    assert inspect.isgeneratorfunction(wrapped_steps)  # Gradio streams it as a generator
+
+    def work(count):
+        value = wrapped(1, count, scale=0.5)
+        after_call = count()
+        made, left = [], []
+        gen = wrapped_steps(2, count)
+        for v in gen:
+            made.append(v)
+            left.append(count())
+        return value, after_call, made, left
+
+    value, after_call, made, left = _in_named_thread(b"pg-omp-wrap", work)
+    assert value == 4_000_001.0 and after_call == 1
+    assert made == [8_000_000.0, 8_000_001.0] and left == [1, 1]
+    assert len(during) == 3 and min(during) > 1
+
+    def fails():
+        raise ValueError("bad input")
+
+    with pytest.raises(ValueError, match="bad input"):
+        releasing(fails)()
+    gen = releasing(steps)(3)
+    assert next(gen) == 8_000_000.0
+    gen.close()  # a closed page: the handler's own generator is closed too
+    with pytest.raises(StopIteration):
+        next(gen)
+
+
+def test_releasing_leaves_coroutines_as_they_are():
+    from playground.server.openmp_workers import releasing
+
+    async def handler():
+        return 1
+
+    assert releasing(handler) is handler
