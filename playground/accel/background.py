@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from playground.runtime.memory import BUDGET
-from playground.runtime.threads import as_background_work
+from playground.runtime.threads import as_background_work, name_os_thread, release_openmp_workers
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ def wait_idle(timeout: float | None = None) -> bool:
 def _work() -> None:
     # Low priority, but torch's thread count of a request: a decision is kept per thread count.
     as_background_work(threads=torch.get_num_threads())
+    name_os_thread("kernel-timing")  # (its OpenMP workers take the name too)
     while True:
         try:
             key, build, nbytes = _JOBS.get(timeout=5.0)
@@ -98,6 +99,7 @@ def _work() -> None:
                 log.exception("kernel timing for %s failed", key)
         finally:
             gc.collect()
+            release_openmp_workers()  # this thread waits for the next shape from here: its workers go
             _COMPLETED[0] += 1
             with _LOCK:
                 if _JOBS.empty():

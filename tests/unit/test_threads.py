@@ -225,3 +225,25 @@ def test_releasing_leaves_coroutines_as_they_are():
         return 1
 
     assert releasing(handler) is handler
+
+
+@needs_a_team
+def test_the_kernel_timing_thread_gives_back_its_workers_between_shapes():
+    # It waits for the next shape for the rest of the process: workers it kept would throttle every team.
+    from playground.accel import background
+
+    during = []
+
+    def build():
+        before = torch.get_num_threads()
+        set_thread_count(2)  # (this folder's tests run on one thread)
+        try:
+            _parallel_op()
+            during.append(_named_tasks(b"kernel-timing"))
+        finally:
+            set_thread_count(before)
+
+    assert background.measure_later("test: a parallel build", build, 0)
+    assert background.wait_idle(60)
+    assert during and during[0] > 1  # the thread and the workers it started
+    assert _named_tasks(b"kernel-timing") == 1
