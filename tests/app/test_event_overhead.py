@@ -84,3 +84,21 @@ def test_a_wrapped_handler_still_gets_its_request():
     assert fn is not handler and gr.utils.get_type_hints(fn)["request"] is gr.Request
     processed, *_ = gr.helpers.special_args(fn, ["hi"], request=gr.Request(session_hash="abc"))
     assert fn(*processed) == "hi from abc"
+
+
+def test_serving_gives_back_the_main_threads_openmp_workers_before_the_first_page(monkeypatch):
+    # The main thread built the model and warmed it up, and serves no torch work from then on.
+    from playground.ui import serve
+
+    calls = []
+
+    class Demo:
+        def launch(self, **kw):
+            calls.append("launch")
+
+    monkeypatch.setattr(serve, "warm_up", lambda: calls.append("warm_up"))
+    monkeypatch.setattr(serve, "settle_heap", lambda: calls.append("settle_heap"))
+    monkeypatch.setattr(serve.openmp_workers, "release", lambda: calls.append("release") or True)
+    monkeypatch.setattr(serve, "launch_kwargs", lambda: {})
+    serve.serve(Demo())
+    assert calls == ["warm_up", "settle_heap", "release", "launch"]
