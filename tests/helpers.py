@@ -1,5 +1,7 @@
 """Paths every test folder shares (a plain module: no fixtures, no gradio, no test of its own)."""
 
+import contextlib
+import os
 import re
 from pathlib import Path
 
@@ -26,3 +28,13 @@ def plain_text(html: str) -> str:
     """What a reader sees of a Markdown/HTML value: its tags dropped (the header wraps its figures in spans
     that a lesson masks while it asks for them)."""
     return re.sub(r"<[^>]+>", "", html)
+
+
+def os_threads_named(name: str) -> int:
+    """The process's threads the OS names ``name`` (Linux's /proc): a thread takes the name of the thread that
+    started it, so a named thread's OpenMP workers count with it."""
+    count = 0
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/comm") as f:
+            count += f.read().strip() == name
+    return count

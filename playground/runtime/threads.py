@@ -85,16 +85,16 @@ def set_thread_count(n: int) -> None:
     torch.set_num_threads(n)
 
 
+PR_SET_NAME = 15
+OMP_PAUSE_SOFT = 1  # omp_pause_resource_t: the workers end, the runtime stays ready to start them again
+
+
 def name_os_thread(name: str) -> None:
     """The calling thread's name as the OS shows it (``top -H``, ``perf``, /proc) and as the OpenMP workers it
     starts take it; Linux only (its first 15 bytes), nothing elsewhere."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
-
-
-PR_SET_NAME = 15
-OMP_PAUSE_SOFT = 1  # omp_pause_resource_t: the workers end, the runtime stays ready to start them again
 
 
 def release_openmp_workers() -> bool:

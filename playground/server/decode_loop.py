@@ -195,9 +195,9 @@ class DecodeLoop:
                 idle = not self._streams
             if idle:  # its OpenMP workers, kept while it waits, would make every other thread's teams sleep
                 release_openmp_workers()
-            with self._cond:
-                while not self._streams:
-                    self._cond.wait()
+                with self._cond:
+                    while not self._streams:
+                        self._cond.wait()
             try:
                 self._round()
             except Exception:  # a bug here must not end every learner's runs: log it and go on

@@ -1,7 +1,6 @@
 """The server's decode loop (playground.server.decode_loop): every run of a model advances by one token
 per shared forward, and a run's results never depend on who decodes beside it."""
 
-import contextlib
 import itertools
 import os
 import threading
@@ -13,6 +12,7 @@ import torch
 from playground.engine import decoding
 from playground.engine.sampling import Generation, NonFiniteError, generate
 from playground.server.decode_loop import MAX_CONCURRENT_RUNS, MIN_CONCURRENT_RUNS, DecodeLoop, concurrent_runs
+from tests.helpers import os_threads_named
 from tests.tiny_models import random_model
 
 FIELDS = (
@@ -427,14 +427,6 @@ def test_the_shared_forward_runs_on_the_loops_thread_count_while_the_samplers_ru
     assert len({name for name, _ in seen}) >= 2
 
 
-def _os_threads_named(name: str) -> int:
-    count = 0
-    for task in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/comm") as f:
-            count += f.read().strip() == name
-    return count
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2, reason="needs Linux, 2 cores")
 def test_the_loop_gives_back_its_openmp_workers_once_no_run_is_left():
     # Workers kept by an idle thread make every other thread's OpenMP teams sleep at their waits.
@@ -443,7 +435,7 @@ def test_the_loop_gives_back_its_openmp_workers_once_no_run_is_left():
     class Parallel(decoding.Decoder):
         def rows(self, model, rows):
             float(torch.ones(4_000_000).mul_(2).sum())  # a parallel region on the loop's thread
-            during.append(_os_threads_named(name))  # the loop's thread and the workers it started
+            during.append(os_threads_named(name))  # the loop's thread and the workers it started
             return super().rows(model, rows)
 
     model = random_model(15)
@@ -452,9 +444,9 @@ def test_the_loop_gives_back_its_openmp_workers_once_no_run_is_left():
     ((steps, error),) = run(loop, [gen(model, [1, 2], 3, seed=0)])
     assert error is None and len(steps) == 3
     deadline = time.monotonic() + 10
-    while _os_threads_named(name) > 1 and time.monotonic() < deadline:
+    while os_threads_named(name) > 1 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert min(during) > 1 and _os_threads_named(name) == 1
+    assert min(during) > 1 and os_threads_named(name) == 1
     # the next run starts them again
     ((steps, error),) = run(loop, [gen(model, [3], 2, seed=1)])
     assert error is None and during[-1] > 1

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from playground.runtime.threads import as_background_work, set_thread_count, torch_threads
+from tests.helpers import os_threads_named
 
 
 def test_background_work_changes_only_its_own_thread():
@@ -109,15 +110,6 @@ def run_in_a_thread(setting) -> dict:
 # A thread's OpenMP workers, given back when its torch work is done
 
 
-def _named_tasks(name: bytes) -> int:
-    """The process's threads named ``name`` (a thread started by another takes its name: its OpenMP workers)."""
-    count = 0
-    for task in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/comm", "rb") as f:
-            count += f.read().strip() == name
-    return count
-
-
 def _in_named_thread(name: bytes, work):
     """``work(count)`` in a new thread named ``name`` at the OS level; ``count()`` counts it and its workers."""
     import ctypes
@@ -127,7 +119,7 @@ def _in_named_thread(name: bytes, work):
     def run():
         ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
         set_thread_count(2)  # (whatever count earlier tests left new threads)
-        out["result"] = work(lambda: _named_tasks(name))
+        out["result"] = work(lambda: os_threads_named(name.decode()))
 
     t = threading.Thread(target=run)
     t.start()
@@ -239,11 +231,11 @@ def test_the_kernel_timing_thread_gives_back_its_workers_between_shapes():
         set_thread_count(2)  # (this folder's tests run on one thread)
         try:
             _parallel_op()
-            during.append(_named_tasks(b"kernel-timing"))
+            during.append(os_threads_named("kernel-timing"))
         finally:
             set_thread_count(before)
 
     assert background.measure_later("test: a parallel build", build, 0)
     assert background.wait_idle(60)
     assert during and during[0] > 1  # the thread and the workers it started
-    assert _named_tasks(b"kernel-timing") == 1
+    assert os_threads_named("kernel-timing") == 1
