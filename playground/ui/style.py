@@ -134,6 +134,14 @@ CSS += """
 #pg-knobs .head input[type=number] { width: 4.2em; min-width: 0; }
 #pg-knobs .pg-advanced label:has(input[type=number]) { display: flex; align-items: center; gap: 8px; }
 #pg-knobs .pg-advanced label:has(input[type=number]) input { max-width: 10em; }
+/* The map's controls share a narrow column: a label keeps its words on one line (the number box moves
+   under it when both do not fit, as a four-character Chinese label's would otherwise stand one
+   character a line), and the track shrinks so the range's last value stays inside the column. */
+#pg-att-controls .head { flex-wrap: wrap; row-gap: 2px; }
+#pg-att-controls .head label { white-space: nowrap; }
+#pg-att-controls .slider_input_container { min-width: 0; }
+#pg-att-controls .slider_input_container input[type=range] { min-width: 0; flex: 1 1 auto; }
+#pg-att-controls .slider_input_container .max_value { flex: none; }
 /* On a projector the header is the title alone, and the model's summary one line (the Model tab
    has all of it); the four sampling knobs are a label and a number each (typed, or stepped with
    the arrow keys): their tracks would take a second row of the 768 px. The map's controls keep

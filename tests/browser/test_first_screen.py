@@ -88,3 +88,45 @@ def test_a_link_naming_a_tab_opens_it(page_url, tab):
         assert page.locator(selected).count() == 1
         assert page.locator("button[role=tab][data-tab-id='lessons'][aria-selected=true]").count() == 0
         browser.close()
+
+
+# Each label of the map's sliders on one line, and each range's last value inside the narrow column.
+CONTROLS_FIT = """() => {
+  const column = document.querySelector('#pg-att-controls').getBoundingClientRect();
+  return ['#pg-layer', '#pg-head', '#pg-query'].map(id => {
+    const range = document.createRange();
+    range.selectNodeContents(document.querySelector(id + ' .head label [data-testid=block-info]'));
+    const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top))).size;
+    const end = document.querySelector(id + ' .max_value').getBoundingClientRect();
+    return {id, lines, end: end.right, column: column.right, shown: end.width > 0};
+  });
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_maps_controls_fit_their_column_at_1024(page_url, lang):
+    """At 1024×768 the controls' column is narrow: "查询位置" stood one character a line beside its number
+    box, and the ranges' last values (5, 3) were cut off at the column's edge."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        context = browser.new_context(locale=lang, viewport={"width": 1024, "height": 768})
+        page = context.new_page()
+        page.goto(f"{page_url}?lang={lang}")
+        page.locator("#pg-summary").get_by_text("参数" if lang == "zh-CN" else "parameters", exact=False).wait_for(
+            timeout=60_000
+        )
+        open_tab(page, "generate")
+        set_number(page, "pg-max-new", 8)
+        page.locator("#pg-generate").click()
+        page.locator("#pg-status [data-state=done][data-tokens='8']").wait_for(timeout=120_000)
+        wait_on_generate(
+            page, "() => document.querySelector('#pg-query input[type=number]')?.value > 0", f"controls-{lang}"
+        )
+        fits = page.evaluate(CONTROLS_FIT)
+        context.close()
+        browser.close()
+    for f in fits:
+        assert f["shown"] and f["lines"] == 1, f
+        assert f["end"] <= f["column"] + 0.5, f
