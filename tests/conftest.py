@@ -126,3 +126,34 @@ def training_on_every_core(monkeypatch):
 
     cores = torch.get_num_threads()
     monkeypatch.setattr(jobs, "as_background_work", lambda: threads.as_background_work(threads=cores))
+
+
+@pytest.fixture
+def no_downloads(monkeypatch):
+    """The corpus loaders' downloads fail loudly: the training tests never reach the network."""
+    from playground.training import corpus
+
+    def refuse(url, timeout, max_bytes):
+        raise AssertionError(f"test tried to download {url}")
+
+    monkeypatch.setattr(corpus, "_fetch_url", refuse)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test: the same count for every run a test compares, and gentle on a shared CPU."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus():
+    """tests/training_support.py's made-up text, prepared for its TINY model."""
+    from playground.training.corpus import prepare_corpus
+    from tests.training_support import TINY, small_text
+
+    return prepare_corpus(small_text(), TINY.context_length, name="small")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import random
 import urllib.error
 
 import pytest
@@ -32,59 +31,9 @@ from playground.training.optimizer_state import optimizer_path
 from playground.training.train_config import TrainConfig, check_training_memory, lr_at
 from playground.training.trainer import Trainer, build_model
 from tests.helpers import TINY_SHAKESPEARE
+from tests.training_support import TINY, make_trainer, small_text
 
-# Small enough that a step takes a few milliseconds of matrix work beyond the 50257-way softmax.
-TINY = PRESETS["nano"].replace(context_length=32, emb_dim=32)
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Any attempt to download fails loudly: the tests must never reach the network."""
-
-    def refuse(url, timeout, max_bytes):
-        raise AssertionError(f"test tried to download {url}")
-
-    monkeypatch.setattr(corpus_mod, "_fetch_url", refuse)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Same thread count for every run of a comparison, and gentle on a shared CPU.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def small_text(n_sentences: int = 600, seed: int = 0) -> str:
-    """A made-up text over ~40 words: a few thousand tokens, learnable in a few dozen steps."""
-    rng = random.Random(seed)
-    subjects = ["the king", "my lord", "the queen", "a fool", "good sir", "the duke", "fair lady"]
-    verbs = ["doth love", "shall find", "hath seen", "will keep", "must know", "did call"]
-    objects = ["the crown", "his sword", "her heart", "the night", "our hope", "this land", "thy name"]
-    lines = []
-    for _ in range(n_sentences):
-        lines.append(f"{rng.choice(subjects).capitalize()} {rng.choice(verbs)} {rng.choice(objects)}.")
-    return "\n".join(lines) + "\n"
-
-
-@pytest.fixture(scope="module")
-def tiny_corpus():
-    return prepare_corpus(small_text(), TINY.context_length, name="small")
-
-
-def make_trainer(corpus, seed=7, **changes) -> Trainer:
-    tcfg = TrainConfig(
-        steps=40,
-        batch_size=4,
-        lr=1e-2,
-        min_lr=1e-3,
-        warmup_steps=4,
-        eval_interval=10,
-        eval_batches=2,
-        seed=seed,
-    ).replace(**changes)
-    return Trainer(build_model(TINY, seed=seed), corpus.train_ids, corpus.val_ids, tcfg)
+pytestmark = pytest.mark.usefixtures("no_downloads", "one_torch_thread")
 
 
 # ----------------------------------------------------------------------------------------------
