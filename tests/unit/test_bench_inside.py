@@ -32,3 +32,20 @@ def test_the_patching_call_patches_a_prompt_against_one_two_tokens_apart():
     ((model, clean, corrupted, answer, wrong, target),) = calls
     assert len(clean) == len(corrupted) == 20 and target == "resid_pre"
     assert [i for i in range(20) if clean[i] != corrupted[i]] == [3, 10] and answer != wrong
+
+
+def test_a_baseline_forward_that_no_longer_imports_is_skipped_not_fatal(monkeypatch, capsys):
+    """The forward before hooks comes from git and is run against today's modules; once it imports a name they no
+    longer have (``check_build_size``), ``bench --inside`` ended in an ImportError after all its views were timed."""
+    import subprocess
+    import sys
+
+    class Done:
+        def __init__(self, stdout):
+            self.stdout = stdout
+
+    answers = iter([Done("abc1234567890\n"), Done("from playground.engine.config import no_such_name\n")])
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: next(answers))
+    assert inside.baseline_model_class() is None
+    assert "does not load against today's modules" in capsys.readouterr().out
+    assert "bench_baseline_model" not in sys.modules
