@@ -10,12 +10,6 @@ import gc
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-# torch puts each tensor of 2 MB or more on transparent huge pages (read once, at its first allocation: so
-# before torch is imported). Every block of 1 MiB or more is a mapping of its own (``map_large_blocks``), so a
-# training step's 50,257-wide logits, their softmax and gradients are new pages every step, and faulting
-# them in 4 KB pages took about a third of a small model's step (docs/benchmarks.md). THP_MEM_ALLOC_ENABLE=0
-# in the environment keeps them off.
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 import gradio as gr  # noqa: E402
 
