@@ -252,11 +252,14 @@ class GPTModel(nn.Module):
         last_token_only: bool = False,
         hooks=None,
         output_rows: torch.Tensor | None = None,
+        return_hidden: bool = False,
     ):
         """idx (B, T) token ids -> logits (B, T, vocab_size), or (logits, AttentionTrace).
 
         With ``kv_cache`` the ids continue the cached sequence. ``last_token_only`` computes the
-        output head for the final position only (all that sampling needs). ``hooks`` (a
+        output head for the final position only (all that sampling needs). ``output_rows``: the logits of
+        those vocabulary rows only; ``return_hidden``: the final LayerNorm's output (B, T, emb_dim) instead of
+        the logits, for a loss that applies the output head itself (training). ``hooks`` (a
         ``playground.inside.interventions.Hooks``) captures the residual stream and each head's and MLP's
         output, and applies an intervention; ``None`` (the default) is the plain forward, untouched.
         """
@@ -287,7 +290,9 @@ class GPTModel(nn.Module):
                 hooks.resid(i + 1, x)
         if last_token_only:
             x = x[:, -1:, :]  # (B, 1, emb_dim)
-        if output_rows is not None:
+        if return_hidden:
+            logits = self.final_norm(x)  # (B, T, emb_dim): what out_head would read
+        elif output_rows is not None:
             logits = F.linear(self.final_norm(x), self.out_head.weight[output_rows])  # (B, T, len(output_rows))
         else:
             logits = self.out_head(self.final_norm(x))  # (B, T, vocab_size)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from playground.engine.config import GPT2_VOCAB_SIZE, GPTConfig
 from playground.engine.model import GPTModel
 from playground.runtime.devices import autocast, default_device
+from playground.training import chunked_loss
 from playground.training.corpus import CorpusError
 
 
@@ -60,9 +61,16 @@ def loss_sums(
     try:
         for chunk in starts.split(batch_size):
             window = ids[(chunk[:, None] + offsets).to(ids.device)].to(model.device)  # (b, block_size + 1)
-            with autocast(model.device, dtype):
-                logits = model(window[:, :-1])  # (b, block_size, vocab)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), window[:, 1:].flatten(), reduction="sum")
+            if chunked_loss.takes(model, dtype):  # the head inside the loss, a chunk of rows at a time
+                hidden = model(window[:, :-1], return_hidden=True)  # (b, block_size, emb_dim)
+                targets = window[:, 1:].flatten()
+                loss = chunked_loss.linear_cross_entropy(
+                    hidden.flatten(0, 1), model.out_head.weight, targets, reduction="sum"
+                )
+            else:
+                with autocast(model.device, dtype):
+                    logits = model(window[:, :-1])  # (b, block_size, vocab)
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), window[:, 1:].flatten(), reduction="sum")
             total += float(loss)
             count += window[:, 1:].numel()
     finally:

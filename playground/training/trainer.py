@@ -43,6 +43,7 @@ from playground.engine.weight_layout import WeightLoadError
 from playground.engine.weights import load_checkpoint, read_checkpoint_metadata, save_checkpoint
 from playground.runtime.devices import autocast, default_device, resolve_device
 from playground.runtime.memory import BUDGET
+from playground.training import chunked_loss
 from playground.training.corpus import CorpusError, check_corpus_length
 from playground.training.losses import evaluate_loss, evaluation_starts, loss_sums
 from playground.training.optimizer_state import load_moments, save_moments
@@ -145,6 +146,9 @@ class Trainer:
                 world_size=self.world_size,
             )
         self.local_batch_size = self.tcfg.batch_size // self.world_size
+        # The output head inside the loss (chunked_loss): a float32 step on the CPU over the whole vocabulary,
+        # where the batch's logits are most of the step's memory traffic. Anything else: F.cross_entropy.
+        self.head_in_loss = self.softmax is None and chunked_loss.takes(model, self.tcfg.dtype)
         self.train_ids = torch.as_tensor(train_ids, dtype=torch.long).flatten().to(device)
         self.val_ids = torch.as_tensor(val_ids, dtype=torch.long).flatten().to(device)
         check_corpus_length(self.train_ids, self.val_ids, self.block_size)
@@ -240,6 +244,10 @@ class Trainer:
             with self._dropout_rng(step), autocast(self.model.device, self.tcfg.dtype):
                 logits = self.train_model(x, output_rows=output_rows)  # (B, T, known + drawn)
             loss = self.softmax.loss(logits, y)
+        elif self.head_in_loss:
+            with self._dropout_rng(step):
+                hidden = self.train_model(x, return_hidden=True)  # (B, T, emb_dim): the head is the loss's
+            loss = chunked_loss.linear_cross_entropy(hidden.flatten(0, 1), self.model.out_head.weight, y.flatten())
         else:
             with self._dropout_rng(step), autocast(self.model.device, self.tcfg.dtype):
                 logits = self.train_model(x)  # (B, T, vocab)
