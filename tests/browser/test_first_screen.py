@@ -15,6 +15,21 @@ CASES = [((1600, 1000), False), ((1024, 768), True)]
 CORE = ("#pg-chips", "#pg-heatmap .js-plotly-plot", "#pg-view", "#pg-layer", "#pg-head", "#pg-query", "#pg-generate")
 
 
+def _after_a_run(browser, page_url: str, lang: str, size: tuple[int, int], present: bool, tokens: int):
+    """(context, page): the app's Generate tab in ``lang`` at ``size``, after a run of ``tokens`` tokens."""
+    context = browser.new_context(locale=lang, viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    page.goto(f"{page_url}?lang={lang}" + ("&present=1" if present else ""))
+    page.locator("#pg-summary").get_by_text("参数" if lang == "zh-CN" else "parameters", exact=False).wait_for(
+        timeout=60_000
+    )
+    open_tab(page, "generate")
+    set_number(page, "pg-max-new", tokens)
+    page.locator("#pg-generate").click()
+    page.locator(f"#pg-status [data-state=done][data-tokens='{tokens}']").wait_for(timeout=120_000)
+    return context, page
+
+
 def _boxes(page) -> dict:
     return {selector: page.locator(selector).first.bounding_box() for selector in CORE}
 
@@ -28,16 +43,7 @@ def test_chips_heatmap_and_its_controls_share_the_first_screen(page_url, lang):
     with sync_playwright() as p:
         browser = launch(p)
         for (width, height), present in CASES:
-            context = browser.new_context(locale=lang, viewport={"width": width, "height": height})
-            page = context.new_page()
-            page.goto(f"{page_url}?lang={lang}" + ("&present=1" if present else ""))
-            page.locator("#pg-summary").get_by_text("参数" if lang == "zh-CN" else "parameters", exact=False).wait_for(
-                timeout=60_000
-            )
-            open_tab(page, "generate")
-            set_number(page, "pg-max-new", 40)
-            page.locator("#pg-generate").click()
-            page.locator("#pg-status [data-state=done][data-tokens='40']").wait_for(timeout=120_000)
+            context, page = _after_a_run(browser, page_url, lang, (width, height), present, 40)
             wait_on_generate(
                 page,
                 "() => document.querySelector('#pg-heatmap .js-plotly-plot .xtick')"
@@ -111,16 +117,7 @@ def test_the_maps_controls_fit_their_column_at_1024(page_url, lang):
 
     with sync_playwright() as p:
         browser = launch(p)
-        context = browser.new_context(locale=lang, viewport={"width": 1024, "height": 768})
-        page = context.new_page()
-        page.goto(f"{page_url}?lang={lang}")
-        page.locator("#pg-summary").get_by_text("参数" if lang == "zh-CN" else "parameters", exact=False).wait_for(
-            timeout=60_000
-        )
-        open_tab(page, "generate")
-        set_number(page, "pg-max-new", 8)
-        page.locator("#pg-generate").click()
-        page.locator("#pg-status [data-state=done][data-tokens='8']").wait_for(timeout=120_000)
+        context, page = _after_a_run(browser, page_url, lang, (1024, 768), False, 8)
         wait_on_generate(
             page, "() => document.querySelector('#pg-query input[type=number]')?.value > 0", f"controls-{lang}"
         )
