@@ -9,6 +9,7 @@ from playground.engine.config import ConfigError, GPTConfig, SerializableConfig
 from playground.engine.memory_check import default_memory_budget_bytes
 from playground.engine.sizes import count_parameters_analytic
 from playground.runtime.machine_memory import format_bytes
+from playground.training.chunked_loss import CHUNK_ROWS
 
 TRAIN_DTYPES = ("float32", "bfloat16")
 
@@ -97,11 +98,14 @@ def estimate_training_memory_bytes(cfg: GPTConfig, tcfg: TrainConfig) -> int:
     params = count_parameters_analytic(cfg)
     B, T = tcfg.batch_size, tcfg.block_size or cfg.context_length
     state = 4 * params * 4  # weights, gradients, exp_avg, exp_avg_sq in float32
-    # Saved activations per layer (~16 emb-sized tensors and the attention maps), and the logits,
-    # their softmax and their gradient: the vocabulary makes that last term the big one.
+    # Saved activations per layer (~16 emb-sized tensors and the attention maps), then the output head's part.
     activations = cfg.n_layers * (16 * B * T * cfg.emb_dim + 2 * B * cfg.n_heads * T * T) * 4
-    logits = 3 * B * T * cfg.vocab_size * 4
-    return state + activations + logits
+    if tcfg.dtype == "float32":  # the loss makes the logits a chunk of rows at a time (chunked_loss)
+        # the chunk's logits, and the head's gradient made in the loss beside the embedding's own
+        head = (min(CHUNK_ROWS, B * T) * cfg.vocab_size + 2 * cfg.vocab_size * cfg.emb_dim) * 4
+    else:  # the whole batch's logits, their log-softmax, its gradient and the logits' (float32)
+        head = 4 * B * T * cfg.vocab_size * 4
+    return state + activations + head
 
 
 def check_training_memory(cfg: GPTConfig, tcfg: TrainConfig, budget_bytes: int | None = None) -> int:
