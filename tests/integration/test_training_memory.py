@@ -11,10 +11,11 @@ import pytest
 from tests.helpers import ROOT
 
 # In a fresh process: a small warm-up run loads torch's training code (tens of MB of libraries, once per
-# process), then the measured run's peak resident size over what the process held before it (ru_maxrss:
-# the warm-up's own peak is below the measured run's).
+# process), then the measured run's peak resident size over what the process held before it. The peak is
+# VmHWM reset just before the run: ru_maxrss would start from the RSS of the process that started this one
+# (a fork's copy of pytest's, several GB in the full suite).
 PROBE = r"""
-import gc, json, resource, sys
+import gc, json, sys
 import torch
 from playground.runtime.machine_memory import map_large_blocks, resident_bytes, trim
 map_large_blocks()
@@ -49,8 +50,9 @@ warm = training_config(cfg, 4, 3e-3, batch_size=1, block_size=8).replace(eval_ba
 run(trainer(warm, name))
 gc.collect(); trim()
 before = resident_bytes()
+open("/proc/self/clear_refs", "w").write("5")  # the peak resident size counts from here (Linux 4.0 and later)
 run(trainer(tcfg, name))
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
 print(json.dumps({"growth": peak - before, "estimate": estimate_training_memory_bytes(cfg, tcfg)}))
 """
 
