@@ -6,11 +6,28 @@ Each learner returns its figures (room_figures.timings) with when it started and
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import time
 
 from .room_figures import MAX_NEW, parse_status, timings
 from .room_sse import call, stream_generate
+
+
+@contextlib.contextmanager
+def collector_held():
+    """This process's cyclic collector held off for a round. The learners are threads of one process
+    whose gradio_client sessions hold some 400,000 objects: a full collection stops every learner for
+    0.1-0.2 s, which the round would then time as the server's. What the round makes is collected after."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
 
 
 class StampedList(list):

@@ -203,6 +203,7 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
         if (io[b].logits) outs.push_back(b);
 
     SpinBarrier barrier;
+    std::atomic<int64_t> next_head_chunk{0};  // the output head's tiles, claimed a chunk at a time (below)
 #pragma omp parallel num_threads(threads)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -365,11 +366,15 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
             quantize_input(dm.quant, xn(b), d, &q[b]);
         }
         if (dm.packed_head && !bf16 && !int8) {  // the packed copy after the head's own weight (head_tiles.cpp)
-            int64_t t0, t1;
-            head_thread_tiles(dm.vocab, t, nt, &t0, &t1);
+            // Chunks of tiles in turn rather than a fixed share: a thread the OS sets aside for a while (a busy
+            // server's other threads on the same cores) leaves its tiles to the team instead of holding the
+            // step until it returns. Which thread makes a tile does not change its outputs (head_tiles.cpp).
             for (int64_t i = 0; i < n_out; ++i) xs[i] = xn(outs[i]), ys[i] = io[outs[i]].logits;
             const float* packed = reinterpret_cast<const float*>(tail[3]);
-            if (n_out > 0) head_rows(packed, xs.data(), n_out, d, dm.vocab, t0, t1, ys.data());
+            const int64_t tiles = (dm.vocab + HEAD_TILE - 1) / HEAD_TILE;
+            for (int64_t t0; n_out > 0 && (t0 = HEAD_CHUNK * next_head_chunk.fetch_add(1)) < tiles;)
+                head_rows(packed, xs.data(), n_out, d, dm.vocab, t0, t0 + HEAD_CHUNK < tiles ? t0 + HEAD_CHUNK : tiles,
+                          ys.data());
         } else {
             thread_rows(dm.vocab, t, nt, &lo, &hi);
             if (n_out > 0)
