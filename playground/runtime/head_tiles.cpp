@@ -11,9 +11,9 @@
 // weight vector, and nothing is transposed or reduced across lanes.
 //
 // The arithmetic of every output is one chain: acc = 0, then acc = fma(w[c], x[c], acc) for c = 0, 1, ...,
-// k - 1. It does not depend on how many rows share the step, which tiles a kernel call takes together, the
-// thread's share of the tiles or the vector width (AVX-512, AVX2 and the scalar loop make the same chain), so
-// a row's logits are bit for bit the same alone or beside any others.
+// k - 1. It does not depend on how many rows share the step, which tiles a kernel call takes together, which
+// thread claims a chunk of tiles or the vector width (AVX-512, AVX2 and the scalar loop make the same chain),
+// so a row's logits are bit for bit the same alone or beside any others.
 
 namespace {
 
