@@ -1,15 +1,17 @@
 """One compiled library built, cached and loaded once per process; what became of it, never an exception.
 
-``native_step`` (the decode step) and ``native_row_summary`` (the sampler's row summary) each compile
-one C++ file the way ``native_gemv`` compiles its kernels (the machine's compiler, cached by a hash of
-the sources, flags and CPU, checked before it is loaded: ``library_cache``). ``load_once`` does the part they share: switched off by
-an environment variable, no compiler, a failed build or load, each said as a ``Status`` a UI words in
-its own language; callers then keep their plain path.
+``native_step`` (the decode step), ``native_sampler`` (the rows' samplers) and ``native_row_summary`` (the
+sampler's row summary) each compile one C++ file the way ``native_gemv`` compiles its kernels (the machine's
+compiler, cached by a hash of the sources, flags and CPU, checked before it is loaded: ``library_cache``).
+``load_once`` does the part they share: switched off by an environment variable, no compiler, a failed build
+or load, each said as a ``Status`` a UI words in its own language; callers then keep their plain path.
+``Library`` holds one such library for a module: tried once, its decision read without a lock after.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,3 +63,42 @@ def load_once(
     except Exception as e:  # a failed build, or anything else: the caller's plain path stays, said
         return Status(False, "build_failed", library_cache.public_detail(str(e))), None
     return Status(True, "ready", "", seconds, note), loaded
+
+
+class Library:
+    """One compiled library of a module, built or loaded the first time ``available()`` asks: ``loaded``
+    is what the module's ``load`` returned (None until then, or when it failed), ``status`` what became
+    of it. Once decided, ``available()`` reads the decision without the lock (it runs on every token)."""
+
+    def __init__(
+        self,
+        source: Path,
+        included: tuple[Path, ...],
+        switches: tuple[str, ...],
+        load: Callable[[Path], Any],
+        symbols: tuple[str, ...] = (),
+    ):
+        self.source, self.included, self.switches, self.symbols = source, included, switches, symbols
+        self._load = load
+        self._lock = threading.Lock()
+        self.status: Status = NOT_TRIED
+        self.loaded: Any = None
+
+    def available(self) -> bool:
+        """True if the library can be called; never raises (a failure is a ``Status`` with its reason)."""
+        if self.status.reason != "not_tried":
+            return self.status.available
+        with self._lock:
+            if self.status.reason == "not_tried":
+                self.status, self.loaded = load_once(
+                    self.source, self.included, self.switches, self._load, self.symbols
+                )
+            return self.status.available
+
+    def switched_off(self) -> bool:
+        return switched_off(*self.switches)
+
+    def forget(self) -> None:
+        """Back to not tried (tests): the next ``available`` builds or loads again."""
+        with self._lock:
+            self.status, self.loaded = NOT_TRIED, None

@@ -13,42 +13,16 @@ then use their own (numpy/torch) summary. What the numbers mean for a sampling s
 from __future__ import annotations
 
 import ctypes
-import threading
 from pathlib import Path
 
 import numpy as np
 
 from playground.runtime import compiled_library
-from playground.runtime.compiled_library import NOT_TRIED, Status
+from playground.runtime.compiled_library import Status
 
 SOURCE = Path(__file__).with_name("row_summary.cpp")
 SWITCHES = ("PLAYGROUND_ACCEL",)
 FIELDS = 6  # doubles row_summary.cpp writes to ``out``
-
-
-_LOCK = threading.Lock()
-_STATUS = NOT_TRIED
-_FN = None  # the loaded pg_row_summary
-
-
-def switched_off() -> bool:
-    return compiled_library.switched_off(*SWITCHES)
-
-
-def status() -> Status:
-    return _STATUS
-
-
-def available() -> bool:
-    """Build (or load from the cache) and load the summary once per process; True if it can be called.
-    Never raises: every failure is a Status with its reason."""
-    global _STATUS, _FN
-    if _STATUS.reason != "not_tried":  # decided: no lock on the per-token path
-        return _STATUS.available
-    with _LOCK:
-        if _STATUS.reason == "not_tried":
-            _STATUS, _FN = compiled_library.load_once(SOURCE, (), SWITCHES, _load, ("pg_row_summary",))
-        return _STATUS.available
 
 
 def _load(path: Path):
@@ -57,6 +31,23 @@ def _load(path: Path):
     fn.argtypes = [p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, p, p, p]
     fn.restype = ctypes.c_int
     return fn
+
+
+_LIBRARY = compiled_library.Library(SOURCE, (), SWITCHES, _load, ("pg_row_summary",))  # loaded: pg_row_summary
+
+
+def switched_off() -> bool:
+    return _LIBRARY.switched_off()
+
+
+def status() -> Status:
+    return _LIBRARY.status
+
+
+def available() -> bool:
+    """Build (or load from the cache) and load the summary once per process; True if it can be called.
+    Never raises: every failure is a Status with its reason."""
+    return _LIBRARY.available()
 
 
 class Buffers:
@@ -73,13 +64,11 @@ class Buffers:
 def summarize(address: int, n: int, buffers: Buffers, allow_neg_inf: bool = False) -> bool:
     """Summarise the contiguous float32 row of ``n`` entries at ``address`` into ``buffers`` (``available``
     must hold); False if the row holds NaN or ±inf (-inf allowed with ``allow_neg_inf``): nothing is filled."""
-    fn = _FN
+    fn = _LIBRARY.loaded
     assert fn is not None, "native_row_summary.summarize before available()"
     return bool(fn(address, n, buffers.n_top, int(allow_neg_inf), *buffers.pointers))
 
 
 def forget() -> None:
     """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
-    global _STATUS, _FN
-    with _LOCK:
-        _STATUS, _FN = NOT_TRIED, None
+    _LIBRARY.forget()

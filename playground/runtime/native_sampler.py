@@ -16,13 +16,12 @@ row can be taken here) and, only then, ``draw`` with the uniform the caller drew
 from __future__ import annotations
 
 import ctypes
-import threading
 from pathlib import Path
 
 import numpy as np
 
 from playground.runtime import compiled_library
-from playground.runtime.compiled_library import NOT_TRIED, Status
+from playground.runtime.compiled_library import Status
 
 SOURCE = Path(__file__).with_name("sample_row.cpp")
 # what the source #includes: a change there is a new build too
@@ -34,30 +33,6 @@ SCALARS = 16  # doubles before the slices in the doubles buffer (sample_row.cpp'
 ENTROPY, RAW_ENTROPY, KEPT, TOP_HELD, N_POSITIVE, TOKEN, PROB, RAW_PROB, RANK, N_CAND, N_SHOWN, TOTAL = range(12)
 # what prepare returns
 NOT_FINITE, READY, TIED, ZERO_FILL = 0, 1, 2, 3
-
-_LOCK = threading.Lock()
-_STATUS = NOT_TRIED
-_FNS = None  # (pg_sample_prepare, pg_sample_draw, pg_sample_rows)
-
-
-def switched_off() -> bool:
-    return compiled_library.switched_off(*SWITCHES)
-
-
-def status() -> Status:
-    return _STATUS
-
-
-def available() -> bool:
-    """Build (or load from the cache) and load the sampler once per process; True if it can be called.
-    Never raises: every failure is a Status with its reason."""
-    global _STATUS, _FNS
-    if _STATUS.reason != "not_tried":  # decided: no lock on the per-token path
-        return _STATUS.available
-    with _LOCK:
-        if _STATUS.reason == "not_tried":
-            _STATUS, _FNS = compiled_library.load_once(SOURCE, INCLUDED, SWITCHES, _load, SYMBOLS)
-        return _STATUS.available
 
 
 def _load(path: Path):
@@ -72,6 +47,23 @@ def _load(path: Path):
     many.argtypes = [i64, p, p, p, p, p, p, p, i64, p, p, p, p, p, i64]
     many.restype = None
     return prepare, draw, many
+
+
+_LIBRARY = compiled_library.Library(SOURCE, INCLUDED, SWITCHES, _load, SYMBOLS)  # loaded: (prepare, draw, rows)
+
+
+def switched_off() -> bool:
+    return _LIBRARY.switched_off()
+
+
+def status() -> Status:
+    return _LIBRARY.status
+
+
+def available() -> bool:
+    """Build (or load from the cache) and load the sampler once per process; True if it can be called.
+    Never raises: every failure is a Status with its reason."""
+    return _LIBRARY.available()
 
 
 class Buffers:
@@ -98,14 +90,14 @@ def prepare(address: int, n: int, temperature: float, top_k: int, top_p: float, 
     must hold); ``lanes``: how many float32 lanes torch's softmax sums in (16 with AVX-512, else 8): NOT_FINITE (a NaN or ±inf entry, or a temperature float32 rounds to 0), TIED (equal
     probabilities among the top ids, or a top-p cut within float32 rounding of p), ZERO_FILL (fewer positive final probabilities than n_top: the caller
     chooses the zeros the top shows) or READY."""
-    fns = _FNS
+    fns = _LIBRARY.loaded
     assert fns is not None, "native_sampler.prepare before available()"
     return int(fns[0](address, n, temperature, top_k, top_p, buffers.n_top, lanes, *buffers.pointers))
 
 
 def draw(u: float, buffers: Buffers) -> int:
     """The token u picks in the row this thread prepared last, with the rest of the step in ``buffers``."""
-    fns = _FNS
+    fns = _LIBRARY.loaded
     assert fns is not None, "native_sampler.draw before available()"
     return int(fns[1](u, buffers.n_top, *buffers.pointers))
 
@@ -124,7 +116,7 @@ def rows(
     """``prepare`` and, where it returns READY or ZERO_FILL, ``draw`` with ``us[r]`` for each row r (the
     contiguous float32 row of ``sizes[r]`` at ``addresses[r]``, into ``buffers[r]``), the rows shared among
     ``threads`` threads, each row whole on one: (what each prepare returned, each drawn token or -1)."""
-    fns = _FNS
+    fns = _LIBRARY.loaded
     assert fns is not None, "native_sampler.rows before available()"
     n = len(addresses)
     ptrs = np.array(
@@ -148,6 +140,4 @@ def rows(
 
 def forget() -> None:
     """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
-    global _STATUS, _FNS
-    with _LOCK:
-        _STATUS, _FNS = NOT_TRIED, None
+    _LIBRARY.forget()

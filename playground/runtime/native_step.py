@@ -15,11 +15,10 @@ measurement that decides whether it is used, ``playground.accel.native_choice``'
 from __future__ import annotations
 
 import ctypes
-import threading
 from pathlib import Path
 
 from playground.runtime import compiled_library, native_gemv
-from playground.runtime.compiled_library import NOT_TRIED, Status
+from playground.runtime.compiled_library import Status
 
 SOURCE = Path(__file__).with_name("decode_step.cpp")
 # what the source #includes: a change there is a new build too
@@ -41,15 +40,6 @@ SYMBOLS = (
 )
 
 
-_LOCK = threading.Lock()
-_STATUS = NOT_TRIED
-_LIB: ctypes.CDLL | None = None
-
-
-def switched_off() -> bool:
-    return compiled_library.switched_off(*SWITCHES)
-
-
 def _load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     p = ctypes.c_void_p
@@ -65,18 +55,21 @@ def _load(path: Path) -> ctypes.CDLL:
     return lib
 
 
+_LIBRARY = compiled_library.Library(SOURCE, INCLUDED, SWITCHES, _load, SYMBOLS)  # loaded: the ctypes.CDLL
+
+
+def switched_off() -> bool:
+    return _LIBRARY.switched_off()
+
+
 def status() -> Status:
-    return _STATUS
+    return _LIBRARY.status
 
 
 def available() -> bool:
     """Build (or load from the cache) and load the step once per process; True if it can be called.
     Never raises: every failure is a Status with its reason."""
-    global _STATUS, _LIB
-    with _LOCK:
-        if _STATUS.reason == "not_tried":
-            _STATUS, _LIB = compiled_library.load_once(SOURCE, INCLUDED, SWITCHES, _load, SYMBOLS)
-        return _STATUS.available
+    return _LIBRARY.available()
 
 
 def pointer_array(addresses: list[int]) -> ctypes.Array:
@@ -101,7 +94,7 @@ def run(
 ) -> None:
     """One token through the compiled step (``available`` must hold). ``dims`` as decode_step.cpp's
     ``pg_step_f32`` reads them; the addresses are of contiguous tensors the caller keeps alive."""
-    lib = _LIB
+    lib = _LIBRARY.loaded
     assert lib is not None, "native_step.run before available()"
     fn = lib.pg_step_bf16 if bfloat16 else lib.pg_step_f32
     fn(tensors, dims, eps, k_cache, v_cache, logits, attention, threads)
@@ -120,7 +113,7 @@ def run_rows(
     attention or None), the addresses as ``run`` takes them; ``dims`` as ``run``'s (capacity, position and
     token unused). Rows of one cache come in order of position (a prompt fed at once); a row without logits
     only fills its cache."""
-    lib = _LIB
+    lib = _LIBRARY.loaded
     assert lib is not None, "native_step.run_rows before available()"
     row_dims = (ctypes.c_int64 * (3 * len(rows)))(*[v for r in rows for v in r[:3]])
     row_ptrs = (ctypes.c_void_p * (4 * len(rows)))(*[a or None for r in rows for a in r[3:]])
@@ -130,6 +123,4 @@ def run_rows(
 
 def forget() -> None:
     """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
-    global _STATUS, _LIB
-    with _LOCK:
-        _STATUS, _LIB = NOT_TRIED, None
+    _LIBRARY.forget()

@@ -88,9 +88,9 @@ def test_the_choice_is_made_once_and_reaches_the_steps_library():
     assert set(choice.seconds) == set(NAMES.values())
     rows = 1 if choice.winner == NAMES[1] else 4
     assert native_gemv.rows_at_once() == rows
-    assert native_step._LIB.pg_rows_at_once() == rows  # the step's own copy of the setting follows
+    assert native_step._LIBRARY.loaded.pg_rows_at_once() == rows  # the step's own copy of the setting follows
     native_gemv.set_rows_at_once(5 - rows)
-    assert native_step._LIB.pg_rows_at_once() == 5 - rows
+    assert native_step._LIBRARY.loaded.pg_rows_at_once() == 5 - rows
     assert weight_streams() is choice  # decided: not measured again, and set once more
     assert native_gemv.rows_at_once() == rows and kernels.decided(("weight streams",)) is choice
 
