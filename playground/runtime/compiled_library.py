@@ -67,8 +67,9 @@ def load_once(
 
 class Library:
     """One compiled library of a module, built or loaded the first time ``available()`` asks: ``loaded``
-    is what the module's ``load`` returned (None until then, or when it failed), ``status`` what became
-    of it. Once decided, ``available()`` reads the decision without the lock (it runs on every token)."""
+    is what the module's ``load`` returned (None until then, or when it failed), ``status()`` what became
+    of it. Once decided, ``available()`` reads the decision without the lock (it runs on every token). A
+    module binds the four methods as its own functions (``available = _LIBRARY.available``, ...)."""
 
     def __init__(
         self,
@@ -81,19 +82,22 @@ class Library:
         self.source, self.included, self.switches, self.symbols = source, included, switches, symbols
         self._load = load
         self._lock = threading.Lock()
-        self.status: Status = NOT_TRIED
+        self._status: Status = NOT_TRIED
         self.loaded: Any = None
 
     def available(self) -> bool:
         """True if the library can be called; never raises (a failure is a ``Status`` with its reason)."""
-        if self.status.reason != "not_tried":
-            return self.status.available
+        if self._status.reason != "not_tried":
+            return self._status.available
         with self._lock:
-            if self.status.reason == "not_tried":
-                self.status, self.loaded = load_once(
+            if self._status.reason == "not_tried":
+                self._status, self.loaded = load_once(
                     self.source, self.included, self.switches, self._load, self.symbols
                 )
-            return self.status.available
+            return self._status.available
+
+    def status(self) -> Status:
+        return self._status
 
     def switched_off(self) -> bool:
         return switched_off(*self.switches)
@@ -101,4 +105,4 @@ class Library:
     def forget(self) -> None:
         """Back to not tried (tests): the next ``available`` builds or loads again."""
         with self._lock:
-            self.status, self.loaded = NOT_TRIED, None
+            self._status, self.loaded = NOT_TRIED, None

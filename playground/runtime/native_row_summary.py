@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from playground.runtime import compiled_library
-from playground.runtime.compiled_library import Status
 
 SOURCE = Path(__file__).with_name("row_summary.cpp")
 SWITCHES = ("PLAYGROUND_ACCEL",)
@@ -35,19 +34,9 @@ def _load(path: Path):
 
 _LIBRARY = compiled_library.Library(SOURCE, (), SWITCHES, _load, ("pg_row_summary",))  # loaded: pg_row_summary
 
-
-def switched_off() -> bool:
-    return _LIBRARY.switched_off()
-
-
-def status() -> Status:
-    return _LIBRARY.status
-
-
-def available() -> bool:
-    """Build (or load from the cache) and load the summary once per process; True if it can be called.
-    Never raises: every failure is a Status with its reason."""
-    return _LIBRARY.available()
+# Build (or load from the cache) and load the library once per process; available() is True if it can be
+# called and never raises (a failure is a status() with its reason); forget() is for tests.
+switched_off, status, available, forget = _LIBRARY.switched_off, _LIBRARY.status, _LIBRARY.available, _LIBRARY.forget
 
 
 class Buffers:
@@ -67,8 +56,3 @@ def summarize(address: int, n: int, buffers: Buffers, allow_neg_inf: bool = Fals
     fn = _LIBRARY.loaded
     assert fn is not None, "native_row_summary.summarize before available()"
     return bool(fn(address, n, buffers.n_top, int(allow_neg_inf), *buffers.pointers))
-
-
-def forget() -> None:
-    """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
-    _LIBRARY.forget()

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from playground.runtime import compiled_library
-from playground.runtime.compiled_library import Status
 
 SOURCE = Path(__file__).with_name("sample_row.cpp")
 # what the source #includes: a change there is a new build too
@@ -51,19 +50,9 @@ def _load(path: Path):
 
 _LIBRARY = compiled_library.Library(SOURCE, INCLUDED, SWITCHES, _load, SYMBOLS)  # loaded: (prepare, draw, rows)
 
-
-def switched_off() -> bool:
-    return _LIBRARY.switched_off()
-
-
-def status() -> Status:
-    return _LIBRARY.status
-
-
-def available() -> bool:
-    """Build (or load from the cache) and load the sampler once per process; True if it can be called.
-    Never raises: every failure is a Status with its reason."""
-    return _LIBRARY.available()
+# Build (or load from the cache) and load the library once per process; available() is True if it can be
+# called and never raises (a failure is a status() with its reason); forget() is for tests.
+switched_off, status, available, forget = _LIBRARY.switched_off, _LIBRARY.status, _LIBRARY.available, _LIBRARY.forget
 
 
 class Buffers:
@@ -136,8 +125,3 @@ def rows(
     fns[2](n, *at, lanes, ptrs[1].ctypes.data, ptrs[2].ctypes.data, ptrs[3].ctypes.data, got.ctypes.data,
            tokens.ctypes.data, threads)  # fmt: skip
     return got.tolist(), tokens.tolist()
-
-
-def forget() -> None:
-    """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
-    _LIBRARY.forget()

@@ -18,7 +18,6 @@ import ctypes
 from pathlib import Path
 
 from playground.runtime import compiled_library, native_gemv
-from playground.runtime.compiled_library import Status
 
 SOURCE = Path(__file__).with_name("decode_step.cpp")
 # what the source #includes: a change there is a new build too
@@ -57,19 +56,9 @@ def _load(path: Path) -> ctypes.CDLL:
 
 _LIBRARY = compiled_library.Library(SOURCE, INCLUDED, SWITCHES, _load, SYMBOLS)  # loaded: the ctypes.CDLL
 
-
-def switched_off() -> bool:
-    return _LIBRARY.switched_off()
-
-
-def status() -> Status:
-    return _LIBRARY.status
-
-
-def available() -> bool:
-    """Build (or load from the cache) and load the step once per process; True if it can be called.
-    Never raises: every failure is a Status with its reason."""
-    return _LIBRARY.available()
+# Build (or load from the cache) and load the library once per process; available() is True if it can be
+# called and never raises (a failure is a status() with its reason); forget() is for tests.
+switched_off, status, available, forget = _LIBRARY.switched_off, _LIBRARY.status, _LIBRARY.available, _LIBRARY.forget
 
 
 def pointer_array(addresses: list[int]) -> ctypes.Array:
@@ -119,8 +108,3 @@ def run_rows(
     row_ptrs = (ctypes.c_void_p * (4 * len(rows)))(*[a or None for r in rows for a in r[3:]])
     fn = lib.pg_step_rows_bf16 if bfloat16 else lib.pg_step_rows_f32
     fn(tensors, dims, eps, len(rows), row_dims, row_ptrs, threads)
-
-
-def forget() -> None:
-    """Back to ``not_tried`` (tests): the next ``available`` builds or loads again."""
-    _LIBRARY.forget()

@@ -14,7 +14,7 @@ def one_row_kernel():
 
 
 def compiled_step():
-    """The compiled decode step's status (``native_step.Status``)."""
+    """The compiled decode step's status (a ``compiled_library.Status``)."""
     return native_step.status()
 
 
