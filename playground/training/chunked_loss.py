@@ -77,11 +77,15 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
 def takes(model, dtype: str) -> bool:
     """Whether a loss of ``model`` computed in ``dtype`` ("float32", "bfloat16": autocast) takes this path: float32
-    on the CPU, a head without bias. The rest keeps ``F.cross_entropy`` over the model's logits."""
+    on the CPU, a float32 head weight without bias (not an int8 head). The rest keeps ``F.cross_entropy`` over
+    the model's logits."""
+    head = getattr(model.out_head, "weight", None)
     return (
         dtype == "float32"
         and model.device.type == "cpu"
         and model.dtype == torch.float32
+        and isinstance(head, torch.Tensor)
+        and head.dtype == torch.float32
         and getattr(model.out_head, "bias", None) is None
     )
 

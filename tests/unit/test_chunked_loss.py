@@ -99,6 +99,23 @@ def test_the_trainer_takes_it_for_float32_on_the_cpu_only(tiny_corpus):
     assert not chunked_loss.takes(build_model(TINY), "bfloat16")
 
 
+def test_an_int8_head_keeps_the_plain_loss():
+    """An int8 model with float32 activations: its head's weight is int8 values, not the logits' matrix."""
+    from playground.engine.quantize import quantize_int8
+    from playground.training.losses import loss_sums
+
+    model = quantize_int8(build_model(TINY), activations="float32")
+    assert not chunked_loss.takes(model, "float32")
+    ids = torch.randint(0, TINY.vocab_size, (40,), generator=torch.Generator().manual_seed(3))
+    starts = torch.tensor([0, 7, 20])
+    windows = ids[starts[:, None] + torch.arange(13)]
+    with torch.no_grad():
+        want = F.cross_entropy(model(windows[:, :-1]).flatten(0, 1), windows[:, 1:].flatten(), reduction="sum")
+    total, count = loss_sums(model, ids, starts, 12, 2, "float32")
+    assert count == 36
+    assert total == pytest.approx(want.item(), rel=1e-6)
+
+
 def test_training_steps_and_evaluation_follow_the_plain_loss(tiny_corpus):
     """Three steps and an evaluation through the head inside the loss against the same run through the logits."""
     ours, plain = make_trainer(tiny_corpus, seed=5), make_trainer(tiny_corpus, seed=5)
