@@ -29,10 +29,9 @@ from playground.training.trainer import Trainer, build_model
 torch.set_num_threads(1)
 cfg, kind = PRESETS["nano"], sys.argv[1]
 
-def trainer(tcfg, name, **extras):
+def trainer(tcfg, name):
     corpus = prepare_corpus(load_bundled_corpus(name), tcfg.block_size, name=name)
-    if kind == "induction" and tcfg.batch_size > 1:
-        extras = induction_run.trainer_extras(corpus, tcfg, cfg)
+    extras = induction_run.trainer_extras(corpus, tcfg, cfg) if kind == "induction" and tcfg.batch_size > 1 else {}
     return Trainer(build_model(cfg, seed=0), corpus.train_ids, corpus.val_ids, tcfg, **extras)
 
 def run(t):
