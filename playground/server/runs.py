@@ -32,6 +32,7 @@ from playground.errors import UserError
 from playground.runtime.machine_memory import trim
 from playground.runtime.memory import BUDGET
 from playground.runtime.reservation import Reservation
+from playground.runtime.threads import torch_threads
 from playground.server.files import remove_abandoned_uploads
 from playground.server.recipes import describe_recipe, model_label
 from playground.settings import SamplingSettings
@@ -267,15 +268,19 @@ def start_run(
     # session's lease holds none between runs.
     room = generation_room(model, model_label(recipe), len(ids), max_new_tokens)
     try:
-        gen = generate(
-            model,
-            ids,
-            max_new_tokens=max_new_tokens,
-            temperature=sampling.temperature,
-            top_k=sampling.top_k or None,
-            top_p=sampling.top_p,
-            seed=sampling.seed,
-        )
+        # The KV cache is zeroed by this thread alone: its first parallel torch operation would start OpenMP
+        # workers of its own for a fill of a millisecond or less, thirty handlers at once when a room presses
+        # Generate, beside the decode loop's team on the same cores (docs/benchmarks.md).
+        with torch_threads(1):
+            gen = generate(
+                model,
+                ids,
+                max_new_tokens=max_new_tokens,
+                temperature=sampling.temperature,
+                top_k=sampling.top_k or None,
+                top_p=sampling.top_p,
+                seed=sampling.seed,
+            )
     except BaseException:
         room.release()
         raise

@@ -239,3 +239,31 @@ def test_the_kernel_timing_thread_gives_back_its_workers_between_shapes():
     assert background.wait_idle(60)
     assert during and during[0] > 1  # the thread and the workers it started
     assert os_threads_named("kernel-timing") == 1
+
+
+@needs_a_team
+def test_starting_a_run_starts_no_openmp_workers_in_the_handlers_thread():
+    """A Generate handler's start_run zeroes the run's KV cache on its own thread: thirty handlers of a room
+    would otherwise each start workers beside the decode loop's team."""
+    from playground.engine.config import GPTConfig
+    from playground.engine.model import GPTModel
+    from playground.server.recipes import random_recipe
+    from playground.server.runs import start_run
+
+    cfg = GPTConfig(vocab_size=50257, context_length=256, emb_dim=64, n_heads=4, n_layers=4, qkv_bias=True)
+    model = GPTModel(cfg)
+    recipe = random_recipe(cfg, 0)
+    start_run(model, recipe, "Hi", max_new_tokens=2, temperature=0, seed=0)[1].close()  # the process's sweeper thread
+
+    def work(count):
+        alone = count()
+        run, gen = start_run(model, recipe, "Hello there", max_new_tokens=200, temperature=0, seed=0)
+        cache = gen._cache.k.numel()  # big enough for a parallel fill (torch's grain: 32,768)
+        started = count()
+        gen.close()
+        return alone, started, cache, torch.get_num_threads()
+
+    alone, started, cache, threads_after = _in_named_thread(b"pg-omp-run", work)
+    assert cache > 32_768
+    assert alone == started == 1
+    assert threads_after == 2  # the thread's own count (_in_named_thread sets 2) is as it was
