@@ -203,7 +203,11 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
         if (io[b].logits) outs.push_back(b);
 
     SpinBarrier barrier;
-    std::atomic<int64_t> next_head_chunk{0};  // the output head's tiles, claimed a chunk at a time (below)
+    // The output head's chunks of tiles (below): thread t's share starts at chunk t * chunks / threads, and
+    // head_next[t] is the next chunk of that share not yet claimed, by t or by a thread that finished its own.
+    const int64_t head_chunks = (dm.vocab + HEAD_TILE * HEAD_CHUNK - 1) / (HEAD_TILE * HEAD_CHUNK);
+    std::vector<std::atomic<int64_t>> head_next(threads);
+    for (int i = 0; i < threads; ++i) head_next[i].store(head_chunks * i / threads, std::memory_order_relaxed);
 #pragma omp parallel num_threads(threads)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -366,15 +370,21 @@ void step_rows(const void* const* tensors, const int64_t* dims_in, float eps, in
             quantize_input(dm.quant, xn(b), d, &q[b]);
         }
         if (dm.packed_head && !bf16 && !int8) {  // the packed copy after the head's own weight (head_tiles.cpp)
-            // Chunks of tiles in turn rather than a fixed share: a thread the OS sets aside for a while (a busy
-            // server's other threads on the same cores) leaves its tiles to the team instead of holding the
-            // step until it returns. Which thread makes a tile does not change its outputs (head_tiles.cpp).
+            // Each thread streams its own share front to back a chunk at a time, then takes the chunks another
+            // thread has not reached: a thread the OS sets aside for a while (a busy server's other threads on
+            // the same cores) leaves the rest of its share to the team instead of holding the step until it
+            // returns. Which thread makes a tile does not change its outputs (head_tiles.cpp).
             for (int64_t i = 0; i < n_out; ++i) xs[i] = xn(outs[i]), ys[i] = io[outs[i]].logits;
             const float* packed = reinterpret_cast<const float*>(tail[3]);
             const int64_t tiles = (dm.vocab + HEAD_TILE - 1) / HEAD_TILE;
-            for (int64_t t0; n_out > 0 && (t0 = HEAD_CHUNK * next_head_chunk.fetch_add(1)) < tiles;)
-                head_rows(packed, xs.data(), n_out, d, dm.vocab, t0, t0 + HEAD_CHUNK < tiles ? t0 + HEAD_CHUNK : tiles,
-                          ys.data());
+            for (int k = 0; k < threads && n_out > 0; ++k) {  // (every share, should the team be smaller)
+                const int share = (t + k) % threads;
+                const int64_t share_end = head_chunks * (share + 1) / threads;
+                for (int64_t c; (c = head_next[share].fetch_add(1)) < share_end;) {
+                    const int64_t t0 = HEAD_CHUNK * c, t1 = t0 + HEAD_CHUNK < tiles ? t0 + HEAD_CHUNK : tiles;
+                    head_rows(packed, xs.data(), n_out, d, dm.vocab, t0, t1, ys.data());
+                }
+            }
         } else {
             thread_rows(dm.vocab, t, nt, &lo, &hi);
             if (n_out > 0)

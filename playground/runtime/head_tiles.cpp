@@ -122,8 +122,9 @@ inline void head_rows(const float* packed, const float* const* x, int64_t n, int
     }
 }
 
-// Tiles a thread of the step's team claims at a time: 64 tiles of a 128-wide head are 512 KB of weights, some
-// 50 microseconds for 30 rows, so a step's team claims a few dozen chunks (a multiple of HEAD_V and HEAD_V_ONE).
-constexpr int64_t HEAD_CHUNK = 64;
+// Tiles a thread of the step's team claims at a time (a multiple of HEAD_V and HEAD_V_ONE): about two hundred
+// chunks of GPT-2's vocabulary, so the team's shares end within a chunk of each other (16 tiles of a 768-wide
+// head are 768 KB of weights).
+constexpr int64_t HEAD_CHUNK = 16;
 
 }  // namespace
