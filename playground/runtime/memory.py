@@ -197,6 +197,10 @@ class MemoryBudget:
         """Drop reclaimable holdings (caches that can be recomputed), oldest first, then ask the
         evictors, until ``nbytes`` fit or nothing more can go. Called without the lock held: the
         evictors take their own locks, and then this budget's."""
+        if self._process_floor is not None and nbytes > self.total - self.used():
+            # The resident size counts the heap's free pages too until a trim hands them back: nothing is
+            # dropped or refused for those
+            trim()
         while True:
             with self._lock:
                 free = self.total - self.used()

@@ -172,3 +172,18 @@ def test_a_leased_model_over_the_idle_limit_is_kept_and_listed(one):
     gc.collect()
     assert cache.idle_bytes() == 0 and budget.used() >= model  # kept for its session, not idle
     assert recipe_key(recipe) in cache.keys()  # so its checkpoint file is never cleaned away
+
+
+def test_a_whole_process_budget_trims_the_heap_before_it_refuses(monkeypatch):
+    import playground.runtime.memory as memory
+
+    trims = []
+    monkeypatch.setattr(memory, "trim", lambda: trims.append(1) or False)
+    budget = MemoryBudget(resident_bytes() + 2**30)
+    budget.check(2**20, "a request that fits")
+    budget.count_whole_process()
+    budget.check(2**20, "a request that fits")
+    assert trims == []  # fits: the heap is left as it is
+    with pytest.raises(MemoryBudgetError):
+        budget.check(budget.total, "a request over what is free")
+    assert trims == [1]  # the free heap pages handed back before anything is dropped or refused
