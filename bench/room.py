@@ -34,7 +34,7 @@ import time
 
 from . import room_llama
 from .room_figures import MAX_NEW, _s, alone_row, one_learner, percentile, summarize
-from .room_learners import _page_bench, client_learner, collector_held, page_learner, sse_learner
+from .room_learners import _page_bench, client_learner, learners_at_once, page_learner, sse_learner
 from .room_sse import Endpoint
 
 MODELS = ("bundled", "gpt2-small")
@@ -142,14 +142,8 @@ class Room:
                 )
                 results[i] = sse_learner(clients[i], self.endpoint, data, gate, self.run_timeout, stop)
 
-        t0 = time.time()
-        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n_clients)]
-        with collector_held():
-            for t in threads:
-                t.start()
-            page = page_learner(self.bench, model, barrier, self.log) if with_page else None
-            for t in threads:
-                t.join(max(1.0, self.run_timeout + 30 - (time.time() - t0)))
+        during = (lambda: page_learner(self.bench, model, barrier, self.log)) if with_page else None
+        page = learners_at_once(run, n_clients, self.run_timeout + 30, during)
         cpu = {"server_cores": None, "loadavg": [None, os.getloadavg()[0]]}
         if mark:
             wall = time.time() - mark["t"]

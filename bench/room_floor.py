@@ -68,7 +68,7 @@ def room(app: FloorApp, n: int, timeout: float = 60.0) -> dict:
     from gradio_client import Client
 
     from .room import _cpu
-    from .room_learners import collector_held, sse_learner
+    from .room_learners import learners_at_once, sse_learner
     from .room_sse import Endpoint
     from .serving import _call_kwargs, _endpoint_parameters
 
@@ -84,12 +84,7 @@ def room(app: FloorApp, n: int, timeout: float = 60.0) -> dict:
     def run(i):
         results[i] = sse_learner(clients[i], endpoint, data, barrier, timeout)
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
-    with collector_held():
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout + 10)
+    learners_at_once(run, n, timeout + 10)
     cpu_s = _cpu(app.proc.pid) - mark["cpu"] if mark else None
     bad = [r.get("error") for r in results if r.get("error") or r.get("tokens") != TOKENS]
     if bad:

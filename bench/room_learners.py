@@ -30,6 +30,22 @@ def collector_held():
         gc.unfreeze()
 
 
+def learners_at_once(learn, n: int, join_s: float, during=None):
+    """``learn(i)`` for learners 0..n-1, each in a thread of its own, all started at once and joined (each
+    for at most ``join_s`` from the start of its join), with this process's collector held for the round;
+    ``during()`` (one more learner in this thread, a page) runs between the starts and the joins. Returns
+    its result."""
+    threads = [threading.Thread(target=learn, args=(i,), daemon=True) for i in range(n)]
+    t0 = time.time()
+    with collector_held():
+        for t in threads:
+            t.start()
+        result = during() if during is not None else None
+        for t in threads:
+            t.join(max(1.0, join_s - (time.time() - t0)))
+    return result
+
+
 class StampedList(list):
     """gradio_client's list of a job's outputs, stamping the time each update is appended."""
 

@@ -30,7 +30,7 @@ import urllib.request
 from pathlib import Path
 
 from .llamacpp import VERSION, add_n_ctx, convert_command
-from .room_learners import collector_held
+from .room_learners import learners_at_once
 from .serving import free_port, stop_process
 
 CACHE = Path(os.environ.get("LLAMA_SERVER_CACHE", Path.home() / ".cache" / "gpt-playground" / "llama-server"))
@@ -319,10 +319,5 @@ def run_round(port: int, prompt_ids, n: int, n_predict: int, timeout: float) -> 
     def client(i):
         out[i] = stream_one(port, completion_body(prompt_ids, n_predict, 42 + i), barrier, timeout)
 
-    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(n)]
-    with collector_held():
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout + 30)
+    learners_at_once(client, n, timeout + 30)
     return out
