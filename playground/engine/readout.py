@@ -205,31 +205,33 @@ class HeadReader:
         return self.model.final_norm(x.to(self.model.dtype)) if norm else x
 
     def _in_lanes(self, x, targets, rank, starts):
-        parts = [None] * len(starts)
+        parts: list = [None] * len(starts)
         lanes = min(self.lanes, len(starts))
-        if lanes == 1:
-            with one_blas_thread() if self.numpy_product else _nothing():
-                for i, s in enumerate(starts):
-                    parts[i] = self._fast(
-                        x[s : s + self.chunk],
-                        None if targets is None else targets[s : s + self.chunk],
-                        rank,
-                        self._buffer(0),
-                    )
-            return parts
-        todo = itertools.count()  # chunks are taken in turn: a lane that starts late just takes fewer
         for lane in range(lanes):
             self._buffer(lane)
 
+        def chunk(i: int, lane: int) -> None:
+            s = starts[i]
+            t = None if targets is None else targets[s : s + self.chunk]
+            parts[i] = self._fast(x[s : s + self.chunk], t, rank, self._buffers[lane])
+
+        self._share_out(len(starts), lanes, chunk)
+        return parts
+
+    def _share_out(self, n: int, lanes: int, work) -> None:
+        """``work(i, lane)`` for i in 0..n-1, shared out to ``lanes`` lanes (the caller and pool threads,
+        each on one BLAS and one torch thread); each lane takes the next item in turn, so one that starts
+        late just takes fewer."""
+        if lanes == 1:
+            with one_blas_thread() if self.numpy_product else _nothing():
+                for i in range(n):
+                    work(i, 0)
+            return
+        todo = itertools.count()
+
         def lane_work(lane: int):
-            while (i := next(todo)) < len(starts):
-                s = starts[i]
-                parts[i] = self._fast(
-                    x[s : s + self.chunk],
-                    None if targets is None else targets[s : s + self.chunk],
-                    rank,
-                    self._buffers[lane],
-                )
+            while (i := next(todo)) < n:
+                work(i, lane)
 
         caller_threads = torch.get_num_threads()
         with one_blas_thread():
@@ -241,7 +243,6 @@ class HeadReader:
                 set_thread_count(caller_threads)
                 for f in futures:
                     f.result()  # waits, and raises a lane's error here
-        return parts
 
     def _tiled(self, x, targets):
         """Up to TILE_ROWS rows read out a vocabulary tile at a time: each tile's top, its max and the
@@ -255,6 +256,8 @@ class HeadReader:
         sums = np.empty((len(starts), r), dtype=np.float64)
         rows = np.arange(r)
         t_ids = None if targets is None else targets.numpy()
+        if t_ids is not None and t_ids.size and (t_ids.min() < 0 or t_ids.max() >= V):
+            raise IndexError(f"a target outside the vocabulary of {V:,}")
         target_logit = None if targets is None else np.empty(r, dtype=np.float64)
         x_np = x.numpy()
 
@@ -281,27 +284,7 @@ class HeadReader:
 
         lanes = min(self.lanes, len(starts))
         buffers = [torch.empty(TILE_ROWS * TILE_COLUMNS) for _ in range(lanes)]
-        if lanes == 1:
-            with one_blas_thread() if self.numpy_product else _nothing():
-                for i in range(len(starts)):
-                    tile(i, buffers[0])
-        else:
-            todo = itertools.count()
-
-            def lane_work(lane: int):
-                while (i := next(todo)) < len(starts):
-                    tile(i, buffers[lane])
-
-            caller_threads = torch.get_num_threads()
-            with one_blas_thread():
-                futures = [_helpers(lanes - 1).submit(lane_work, lane) for lane in range(1, lanes)]
-                set_thread_count(1)
-                try:
-                    lane_work(0)
-                finally:
-                    set_thread_count(caller_threads)
-                    for f in futures:
-                        f.result()
+        self._share_out(len(starts), lanes, lambda i, lane: tile(i, buffers[lane]))
         first = tmax.argmax(axis=0)  # the first tile holding the row's largest logit: argmax's first index
         best = tmax[first, rows].astype(np.float64)
         lse = best + np.log((sums * np.exp(shift - best)).sum(axis=0))

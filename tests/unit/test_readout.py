@@ -52,3 +52,11 @@ def test_tiles_give_the_same_figures_in_any_number_of_lanes(head):
         got = HeadReader.for_weight(weight_t, product="numpy", lanes=lanes)(rows, targets)
         for name in ("top_id", "top_logit", "lse", "target_logit"):
             assert torch.equal(getattr(got, name), getattr(one, name)), (lanes, name)
+
+
+def test_a_target_outside_the_vocabulary_is_refused(head):
+    weight_t, rows, targets = head
+    bad = targets.clone()
+    bad[7] = V
+    with pytest.raises(IndexError, match="outside the vocabulary"):
+        HeadReader.for_weight(weight_t)(rows, bad)
