@@ -23,7 +23,7 @@ SHORT_PROMPT = "ROMEO:\n"
 RATIO_TARGET = 1.3  # browser time / API time for the same run
 LONGTASK_TARGET_S = 0.2  # the page's main thread is never busy longer than this at a time
 STOP_TARGET_S = 0.5  # click Stop -> no new chips and the status says stopped
-UPDATE_GROWTH_TARGET = 1.5  # largest streamed update of the longest run / of the shortest run
+UPDATE_GROWTH_TARGET = 1.5  # largest streamed update per new token, of the longest run / of the shortest run
 
 
 def long_prompt(n_words: int = 300, seed: int = 9) -> str:
@@ -117,6 +117,7 @@ class RunResult:
     updates: int | None = None
     update_bytes_median: float | None = None
     update_bytes_max: int | None = None
+    update_chip_bytes_max: float | None = None  # the largest update after the first, per new token it carries
     update_bytes_last: int | None = None
     final_bytes: int | None = None
     first_update_bytes: int | None = None

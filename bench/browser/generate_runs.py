@@ -105,21 +105,29 @@ class Bench(Session):
         r.longest_task_s = max((lt["dur"] for lt in tasks), default=0.0) / 1000
         r.long_task_total_s = sum(lt["dur"] for lt in tasks) / 1000
         msgs = [m for m in data["msgs"] if t0 <= m["t"]]
-        generating = [m["bytes"] for m in msgs if m["msg"] == "process_generating"]
+        generating = [(m["bytes"], m.get("step", -1)) for m in msgs if m["msg"] == "process_generating"]
         completed = [m["bytes"] for m in msgs if m["msg"] == "process_completed"]
         # Gradio sends a generator's last yield twice (process_generating, then process_completed
         # with the full output): the streamed updates are the ones before that final pair.
-        updates = generating[:-1] if completed else generating
+        streamed = generating[:-1] if completed else generating
         r.final_bytes = completed[-1] if completed else None
         # The first update carries the prompt's chips (it grows with the prompt, once); the bound
         # that matters is on the updates after it.
-        r.first_update_bytes = updates[0] if updates else None
-        updates = updates[1:]
+        r.first_update_bytes = streamed[0][0] if streamed else None
+        last = [max(-1, step) for _, step in streamed]  # the run's last token in the page after each update
+        last = [max(last[: i + 1]) for i in range(len(last))]
+        new_tokens = [b - a for a, b in zip(last, last[1:])]
+        streamed = streamed[1:]
+        updates = [b for b, _ in streamed]
         r.updates = len(updates)
         if updates:
             r.update_bytes_median = statistics.median(updates)
             r.update_bytes_max = max(updates)
             r.update_bytes_last = updates[-1]
+        # An update carries the tokens made since the last one: at a fixed pace, a faster decoder sends more
+        # of them at once. Per new token, an update that re-sent chips the page has would stand out.
+        per_token = [b / n for (b, _), n in zip(streamed, new_tokens) if n > 0]
+        r.update_chip_bytes_max = max(per_token) if per_token else None
         r.total_bytes = sum(m["bytes"] for m in msgs)
         r.cdp_bytes = net["bytes"]
         for e in data.get("errors", []):

@@ -39,8 +39,11 @@ INIT_SCRIPT = r"""
               buf = buf.slice(i + 2);
               const m = /"msg"\s*:\s*"([a-z_]+)"/.exec(text.slice(0, 200));
               const ev = /"event_id"\s*:\s*"([^"]+)"/.exec(text.slice(0, 400));
+              // step: the last generated token whose chip the message carries (-1: none)
+              let step = -1;
+              for (const s of text.matchAll(/data-step='(\d+)'/g)) step = Math.max(step, +s[1]);
               pg.msgs.push({t: now(), bytes: new TextEncoder().encode(text).length, msg: m ? m[1] : null,
-                            event: ev ? ev[1] : null});
+                            event: ev ? ev[1] : null, step});
             }
           }
         })().catch(e => { pg.stream_error = String(e); });
