@@ -205,7 +205,7 @@ class HeadReader:
         return self.model.final_norm(x.to(self.model.dtype)) if norm else x
 
     def _in_lanes(self, x, targets, rank, starts):
-        parts: list = [None] * len(starts)
+        parts = [None] * len(starts)
         lanes = min(self.lanes, len(starts))
         for lane in range(lanes):
             self._buffer(lane)
