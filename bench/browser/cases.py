@@ -117,7 +117,7 @@ class RunResult:
     updates: int | None = None
     update_bytes_median: float | None = None
     update_bytes_max: int | None = None
-    update_chip_bytes_max: float | None = None  # the largest update after the first, per new token it carries
+    update_token_bytes_max: float | None = None  # the largest update after the first, per new token it carries
     update_bytes_last: int | None = None
     final_bytes: int | None = None
     first_update_bytes: int | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from pathlib import Path
@@ -114,8 +115,8 @@ class Bench(Session):
         # The first update carries the prompt's chips (it grows with the prompt, once); the bound
         # that matters is on the updates after it.
         r.first_update_bytes = streamed[0][0] if streamed else None
-        last = [max(-1, step) for _, step in streamed]  # the run's last token in the page after each update
-        last = [max(last[: i + 1]) for i in range(len(last))]
+        # the run's last token in the page after each update (-1: none yet)
+        last = list(itertools.accumulate((step for _, step in streamed), max))
         new_tokens = [b - a for a, b in zip(last, last[1:])]
         streamed = streamed[1:]
         updates = [b for b, _ in streamed]
@@ -127,7 +128,7 @@ class Bench(Session):
         # An update carries the tokens made since the last one: at a fixed pace, a faster decoder sends more
         # of them at once. Per new token, an update that re-sent chips the page has would stand out.
         per_token = [b / n for (b, _), n in zip(streamed, new_tokens) if n > 0]
-        r.update_chip_bytes_max = max(per_token) if per_token else None
+        r.update_token_bytes_max = max(per_token) if per_token else None
         r.total_bytes = sum(m["bytes"] for m in msgs)
         r.cdp_bytes = net["bytes"]
         for e in data.get("errors", []):

@@ -110,17 +110,19 @@ def targets(result: dict) -> list:
         out.append(Target(f"Stop takes effect, {s['model']} (s)", v, f"<= {STOP_TARGET_S}", ok))
     for model in sorted({r["model"] for r in runs}):
         for prompt in sorted({r["prompt"] for r in runs}):
-            mine = [r for r in runs if r["model"] == model and r["prompt"] == prompt and r.get("update_chip_bytes_max")]
+            mine = [
+                r for r in runs if r["model"] == model and r["prompt"] == prompt and r.get("update_token_bytes_max")
+            ]
             if len(mine) < 2:
                 continue
             lo = min(mine, key=lambda r: r["max_new"])
             hi = max(mine, key=lambda r: r["max_new"])
-            growth = hi["update_chip_bytes_max"] / lo["update_chip_bytes_max"]
+            growth = hi["update_token_bytes_max"] / lo["update_token_bytes_max"]
             out.append(
                 Target(
                     f"largest streamed update after the first, per new token, {model}, {prompt} prompt: "
-                    f"{hi['max_new']} / {lo['max_new']} tokens ({hi['update_chip_bytes_max']:,.0f} / "
-                    f"{lo['update_chip_bytes_max']:,.0f} B a token)",
+                    f"{hi['max_new']} / {lo['max_new']} tokens ({hi['update_token_bytes_max']:,.0f} / "
+                    f"{lo['update_token_bytes_max']:,.0f} B a token)",
                     growth,
                     f"<= {UPDATE_GROWTH_TARGET}",
                     growth <= UPDATE_GROWTH_TARGET,
