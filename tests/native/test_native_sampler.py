@@ -3,6 +3,7 @@
 on random rows and on real models' generations; the rows it leaves to ``_choose``; switched off."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -333,28 +334,39 @@ def test_the_portable_build_gives_the_same_step(monkeypatch, tmp_path):
 
 
 def test_the_fused_passes_give_the_separate_passes_bits(monkeypatch, tmp_path):
-    """Where AVX-512 fuses prepare's passes (sample_fused.cpp), every field of every step is the one the separate
-    passes (the same source built without AVX-512) give, bit for bit: the same operations in the same order."""
+    """Where AVX-512 or AVX2 fuses prepare's passes (sample_fused.cpp), every field of every step is the one the
+    separate passes (the same source built with PG_SAMPLE_SEPARATE) give, bit for bit: the same operations in the
+    same order. On an AVX-512 CPU the AVX2 build's fused passes (built without AVX-512) give them too."""
     from playground.runtime import library_cache
 
-    if "avx512f" not in open("/proc/cpuinfo").read():
-        pytest.skip("no AVX-512 here: the fused passes are not built")
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    if " avx2" not in flags or " fma" not in flags:
+        pytest.skip("no AVX2 here: the fused passes are not built")
     gen = torch.Generator().manual_seed(11)
     rows = [torch.randn(V, generator=gen) * scale for scale in (1.0, 3.0, 12.0)]
     rows.append(torch.round(torch.randn(V, generator=gen) * 2))  # ties among the top ids and at top-k's k-th
+    rows.append(torch.randn(V - 70, generator=gen) * 2)  # its last block: sixteens, then eight, then three,
+    rows[-1][-11:] += 6.0  # and the mass there
     settings = [*SETTINGS, (0.5, 300, None), (2.0, 5, 0.99)]
 
-    def steps():
-        sample = compiled()
-        return [sample(x, torch.Generator().manual_seed(i), *st) for i, x in enumerate(rows) for st in settings]
+    def steps(*extra):
+        native_sampler.forget()
+        if extra:
+            monkeypatch.setenv("PLAYGROUND_KERNEL_CACHE", str(tmp_path / extra[-1].lstrip("-")))
+            monkeypatch.setattr(library_cache, "FLAGS", [*BUILT_FLAGS, *extra])
+        out = []
+        for lanes in (8, 16):  # torch's softmax sums in 16 lanes with AVX-512, else 8: both, whatever the CPU
+            sample = compiled()
+            sample.lanes = lanes
+            out += [sample(x, torch.Generator().manual_seed(i), *st) for i, x in enumerate(rows) for st in settings]
+        return out
 
+    BUILT_FLAGS = list(library_cache.FLAGS)
     fused = steps()
-    native_sampler.forget()
-    monkeypatch.setenv("PLAYGROUND_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.setattr(library_cache, "FLAGS", [*library_cache.FLAGS, "-mno-avx512f"])
-    separate = steps()
     assert sum(step is not None for step in fused) > len(fused) // 2  # most rows taken here, not left to _choose
-    assert fused == separate
+    assert steps("-DPG_SAMPLE_SEPARATE") == fused
+    if " avx512f" in flags:
+        assert steps("-mno-avx512f") == fused
 
 
 @pytest.mark.parametrize("settings", [(1.0, None, 0.9), (1.0, None, 0.95), (0.8, None, 0.9), (1.0, 40, 0.9)], ids=str)
