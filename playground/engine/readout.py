@@ -179,6 +179,11 @@ class HeadReader:
             targets = torch.as_tensor(targets, dtype=torch.long).reshape(-1)
             if targets.numel() != rows.size(0):
                 raise ValueError(f"{rows.size(0)} rows but {targets.numel()} targets")
+            # (numpy's indexing would take -1 as the last token, and torch's gather says less)
+            V = self.weight_t.size(1) if self.fast else self.head.weight.size(0)
+            if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= V):
+                bad = int(targets[(targets < 0) | (targets >= V)][0])
+                raise IndexError(f"target token id {bad} is outside the vocabulary of {V:,}")
         starts = range(0, rows.size(0), self.chunk)
         if not self.fast:
             parts = [
@@ -256,8 +261,6 @@ class HeadReader:
         sums = np.empty((len(starts), r), dtype=np.float64)
         rows = np.arange(r)
         t_ids = None if targets is None else targets.numpy()
-        if t_ids is not None and t_ids.size and (t_ids.min() < 0 or t_ids.max() >= V):
-            raise IndexError(f"a target outside the vocabulary of {V:,}")
         target_logit = None if targets is None else np.empty(r, dtype=np.float64)
         x_np = x.numpy()
 

@@ -54,9 +54,14 @@ def test_tiles_give_the_same_figures_in_any_number_of_lanes(head):
             assert torch.equal(getattr(got, name), getattr(one, name)), (lanes, name)
 
 
-def test_a_target_outside_the_vocabulary_is_refused(head):
+@pytest.mark.parametrize("n_rows", [5, None], ids=["one chunk", "tiles"])
+@pytest.mark.parametrize("rank", [False, True], ids=["no ranks", "ranks"])
+@pytest.mark.parametrize("bad_id", [V, -1])
+def test_a_target_outside_the_vocabulary_is_refused_on_every_path(head, n_rows, rank, bad_id):
+    """Past the end or negative (which numpy's indexing would take as the last token), on the tiled path, the
+    chunked one and a single chunk alike."""
     weight_t, rows, targets = head
-    bad = targets.clone()
-    bad[7] = V
-    with pytest.raises(IndexError, match="outside the vocabulary"):
-        HeadReader.for_weight(weight_t)(rows, bad)
+    rows, bad = rows[:n_rows], targets[:n_rows].clone()
+    bad[3] = bad_id
+    with pytest.raises(IndexError, match=f"target token id {bad_id} is outside the vocabulary of {V:,}"):
+        HeadReader.for_weight(weight_t)(rows, bad, rank=rank)
