@@ -141,7 +141,7 @@ class HeadReader:
         ``lanes``: threads for the numpy product (default: ``available_lanes()``)."""
         self.model, self.head, self.chunk = model, model.out_head, chunk_rows
         w = self.head.weight
-        self.fast = w.dtype == torch.float32 and getattr(self.head, "bias", None) is None and w.device.type == "cpu"
+        self.fast = _reads_fast(self.head)
         if self.fast:
             self._setup(w.detach().t(), chunk_rows, product, lanes)
 
@@ -336,6 +336,31 @@ class HeadReader:
             shift = torch.from_numpy(best.copy())
             lse = shift.double() + logits.sub_(shift[:, None]).exp_().sum(dim=-1).log().double()
         return (torch.from_numpy(top).long(), torch.from_numpy(best.astype(np.float64)), lse, target_logit, ranks)
+
+
+def _reads_fast(head) -> bool:
+    w = head.weight
+    return w.dtype == torch.float32 and getattr(head, "bias", None) is None and w.device.type == "cpu"
+
+
+def reading_bytes(model, rows: int, rank: bool = False) -> int:
+    """The most a ``HeadReader(model)`` holds at once while it reads out ``rows`` rows (``rank``: with
+    ranks), beside the rows given it: every lane's buffer (a tile of logits, or a chunk's logits and
+    their rank mask; a chunk's float32 logits, log-sum-exp and comparison off the float32 path), the
+    per-tile figures, the rows after final_norm, and the figures returned. What a memory reservation
+    for a readout holds."""
+    V, d = model.out_head.weight.shape
+    normed = 2 * rows * d * 4  # final_norm's output and its float32 copy
+    figures = 2 * rows * 5 * 8  # five figures a row, per part and concatenated
+    lanes = available_lanes()
+    if not _reads_fast(model.out_head):
+        return normed + figures + 3 * min(rows, CHUNK_ROWS) * V * 4
+    if rows > CHUNK_ROWS and not rank:
+        tiles = -(-V // TILE_COLUMNS)
+        per_tile = tiles * min(rows, TILE_ROWS) * (8 + 4 + 8 + 8)  # top, max, shift, sum of exp
+        return normed + figures + min(lanes, tiles) * TILE_ROWS * TILE_COLUMNS * 4 + per_tile
+    lanes = min(lanes, -(-rows // CHUNK_ROWS))
+    return normed + figures + lanes * CHUNK_ROWS * V * (4 + 1)
 
 
 @contextmanager

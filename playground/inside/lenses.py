@@ -17,12 +17,19 @@ from typing import Any
 
 import torch
 
-from playground.engine.readout import HeadReader, RowFigures
+from playground.engine.readout import HeadReader, RowFigures, reading_bytes
 from playground.inside.interventions import Intervention, run_with_hooks
-from playground.inside.view_checks import check_ids, check_layer, check_position, reserve_logits, window_error
+from playground.inside.view_checks import (
+    capture_bytes,
+    check_ids,
+    check_layer,
+    check_position,
+    reserve_logits,
+    window_error,
+)
+from playground.runtime.memory import BUDGET
 
 TOP_K = 10
-LENS_CHUNK_ROWS = 512  # logit rows read out at once: 100 MB for GPT-2's vocabulary
 
 
 def read_out(model, resid: torch.Tensor) -> torch.Tensor:
@@ -61,9 +68,9 @@ def logit_lens_rows(
     if isinstance(first, bool) or not isinstance(first, int) or not isinstance(stop, int) or not 0 <= first < stop <= T:
         raise window_error(first, stop, T)
     causal = not (intervention and intervention.changes_causality)
-    with reserve_logits(
-        model, min(LENS_CHUNK_ROWS, (model.cfg.n_layers + 1) * (stop - first)), f"the logit lens of {T:,} tokens", T
-    ):
+    # the rows' readout as HeadReader holds it (a tile of the vocabulary at a time), not a matrix of logits
+    need = reading_bytes(model, (model.cfg.n_layers + 1) * (stop - first)) + capture_bytes(model.cfg, T)
+    with BUDGET.reserve(need, f"the logit lens of {T:,} tokens", "lens"):
         _, cache = run_with_hooks(model, ids[:stop] if causal else ids, intervention, last_token_only=True)
         out = lens_from_cache(model, cache, ids, first, stop)
     return out, torch.stack([r[0, first:stop] for r in cache.resid])

@@ -107,10 +107,16 @@ def resolve_target(tokenizer, text: str) -> int:
     return ids[0]
 
 
+def capture_bytes(cfg, tokens: int) -> int:
+    """What a capturing forward of ``tokens`` keeps (the residual stream of every layer, each layer's head
+    outputs and MLP outputs: 3·(L+1)·T·d float32) and one layer's attention scores and weights while it
+    runs (2·heads·T² float32)."""
+    return 3 * (cfg.n_layers + 1) * tokens * cfg.emb_dim * 4 + 2 * cfg.n_heads * tokens * tokens * 4
+
+
 def reserve_logits(model, rows: int, what: str, captured_tokens: int = 0):
     """Held in the memory budget while a view computes: a few copies of ``rows`` float32 logit
-    rows (softmax, log-softmax), and what a capturing forward of ``captured_tokens`` keeps (the
-    residual stream of every layer, each layer's head outputs and MLP outputs: 3·(L+1)·T·d)."""
+    rows (softmax, log-softmax), and what a capturing forward of ``captured_tokens`` keeps
+    (``capture_bytes``)."""
     cfg = model.cfg
-    capture = 3 * (cfg.n_layers + 1) * captured_tokens * cfg.emb_dim * 4
-    return BUDGET.reserve(4 * rows * cfg.vocab_size * 4 + capture, what, "lens")
+    return BUDGET.reserve(4 * rows * cfg.vocab_size * 4 + capture_bytes(cfg, captured_tokens), what, "lens")
