@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from playground.engine.readout import CHUNK_ROWS, HeadReader
+from playground.engine.readout import CHUNK_ROWS, HeadReader, reading_bytes
 from playground.inside.interventions import (
     Hooks,
     Intervention,
@@ -25,6 +25,7 @@ from playground.inside.interventions import (
 from playground.inside.lenses import TOP_K, lens_from_cache, read_out
 from playground.inside.view_checks import (
     LensError,
+    capture_bytes,
     check_ids,
     check_layer,
     check_position,
@@ -32,6 +33,7 @@ from playground.inside.view_checks import (
     target_or_next,
     window_error,
 )
+from playground.runtime.memory import BUDGET
 
 SWEEP_LIMIT_S = 60.0
 
@@ -74,7 +76,12 @@ def compare(
         first, stop = lens_window or (0, T)
         if not 0 <= first < stop <= T:
             raise window_error(first, stop, T)
-    with reserve_logits(model, 2 * CHUNK_ROWS, f"an intervention on {T:,} tokens", 2 * T), torch.no_grad():
+    # Two captures, the readouts one after the other (each a tile of the vocabulary at a time), and the two
+    # distributions at ``position`` in float64.
+    lens_rows = (model.cfg.n_layers + 1) * (stop - first) if lens else 0
+    readout = max(reading_bytes(model, T), reading_bytes(model, lens_rows))
+    need = readout + 2 * capture_bytes(model.cfg, T) + 4 * model.cfg.vocab_size * 8
+    with BUDGET.reserve(need, f"an intervention on {T:,} tokens", "lens"), torch.no_grad():
         idx = torch.tensor([ids], dtype=torch.long, device=model.device)
         _, before = run_with_hooks(model, idx, last_token_only=True)
         start = intervention.first_layer

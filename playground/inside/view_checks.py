@@ -109,9 +109,10 @@ def resolve_target(tokenizer, text: str) -> int:
 
 def capture_bytes(cfg, tokens: int) -> int:
     """What a capturing forward of ``tokens`` keeps (the residual stream of every layer, each layer's head
-    outputs and MLP outputs: 3·(L+1)·T·d float32) and one layer's attention scores and weights while it
-    runs (2·heads·T² float32)."""
-    return 3 * (cfg.n_layers + 1) * tokens * cfg.emb_dim * 4 + 2 * cfg.n_heads * tokens * tokens * 4
+    outputs and MLP outputs: 3·(L+1)·T·d float32) and what one layer holds while it runs: its attention
+    scores and weights (2·heads·T²) and its feed-forward's hidden rows before and after the activation."""
+    layer = 2 * cfg.n_heads * tokens * tokens * 4 + 2 * tokens * cfg.ff_dim * 4
+    return 3 * (cfg.n_layers + 1) * tokens * cfg.emb_dim * 4 + layer
 
 
 def reserve_logits(model, rows: int, what: str, captured_tokens: int = 0):
