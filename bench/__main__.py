@@ -200,7 +200,7 @@ def main(argv=None) -> int:
             else f" {status.detail}"
         )
         + (
-            f"; int8 dot product (VNNI) {status.int8_dot_bits}-bit"
+            f"; int8 products (VNNI, or AVX2's 16-bit pairs) {status.int8_dot_bits}-bit"
             if status.int8_dot_bits
             else f"; no int8 dot product {status.int8_dot_error}".rstrip()
             if status.available

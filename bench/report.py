@@ -137,7 +137,8 @@ def outside_lines(r: dict) -> list[str]:
                 else ""
             )
             int8 = (
-                f" Its int8-dynamic product on the CPU's int8 dot product (VNNI, {native['int8_dot_bits']}-bit), used where"
+                f" Its int8-dynamic product on the CPU's int8 products ({native['int8_dot_bits']}-bit: VNNI, or AVX2's"
+                " 16-bit pairs), used where"
                 " the int8 dynamic kernel choices below say 'compiled_vnni'."
                 if native.get("int8_dot_bits")
                 else f" No int8 dot-product kernel ({native.get('int8_dot_error') or 'not in this build'})."

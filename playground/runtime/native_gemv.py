@@ -14,9 +14,9 @@ then keep the plain path. Whether it is *used* is decided per weight shape by
 ``PLAYGROUND_ACCEL=off`` never builds it.
 
 Where the compiler targets the CPU's int8 dot-product instruction (AVX512-VNNI, or AVX-VNNI with 256-bit
-vectors) the library also holds the "int8-dynamic" one-row product (``linear_int8_dynamic``), checked exactly
-against an integer reference before ``int8_dot_ready`` says yes; elsewhere it reports 0 bits and torch's
-int8 kernels stay.
+vectors), or AVX2 (bytes widened to 16 bits, multiplied in pairs), the library also holds the "int8-dynamic"
+one-row product (``linear_int8_dynamic``), checked exactly against an integer reference before
+``int8_dot_ready`` says yes; elsewhere it reports 0 bits and torch's int8 kernels stay.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Status:
     vector_bits: int = 0  # 512 (AVX-512), 256 (AVX2 + FMA) or 0 (scalar)
     build_seconds: float = 0.0  # 0 when the cached library was loaded
     library: str = ""
-    int8_dot_bits: int = 0  # the int8 dot product's width (512 AVX512-VNNI, 256 AVX-VNNI), 0: not built here
+    int8_dot_bits: int = 0  # the int8 products' width (512 AVX512-VNNI, 256 AVX-VNNI or AVX2), 0: not built here
     int8_dot_error: str = ""  # what differed from the integer reference, if it did (then it is not used)
     cache_note: str = ""  # why a cached library was rejected and built again ("truncated", ...), "" if none
 

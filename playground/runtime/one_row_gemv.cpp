@@ -210,6 +210,11 @@ void gemv(const W* w, const float* x, const float* bias, float* y, int64_t n, in
 #define PG_I8_DOT_BITS 512
 #elif defined(__AVXVNNI__) && defined(__AVX2__)
 #define PG_I8_DOT_BITS 256
+#elif defined(__AVX2__)
+// AVX2 without a dot-product instruction: the bytes widened to 16 bits and multiplied in pairs into 32 bits
+// (vpmaddwd), 16 products an instruction where vpdpbusd makes 32; the same exact int32 sums.
+#define PG_I8_DOT_BITS 256
+#define PG_I8_DOT_WIDENED 1
 #else
 #define PG_I8_DOT_BITS 0  // no int8 dot-product instruction targeted: the callers keep torch's kernels
 #endif
@@ -251,6 +256,18 @@ inline void dot_rows_u8s8(const int8_t* w, const uint8_t* xu, int64_t k, int32_t
     __m256i acc[R][2];
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
     int64_t i = 0;
+#if defined(PG_I8_DOT_WIDENED)
+    for (; i + 32 <= k; i += 32) {  // xu · w <= 255 · 128 a product: a pair's sum fits vpmaddwd's int32 exactly
+        const __m128i* xp = reinterpret_cast<const __m128i*>(xu + i);
+        const __m256i x0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(xp)), x1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(xp + 1));
+        for (int r = 0; r < R; ++r) {
+            const __m128i* wr = reinterpret_cast<const __m128i*>(w + r * k + i);
+            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x0, _mm256_cvtepi8_epi16(_mm_loadu_si128(wr))));
+            acc[r][1] =
+                _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x1, _mm256_cvtepi8_epi16(_mm_loadu_si128(wr + 1))));
+        }
+    }
+#else
     for (; i + 64 <= k; i += 64) {
         __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xu + i));
         __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xu + i + 32));
@@ -260,6 +277,7 @@ inline void dot_rows_u8s8(const int8_t* w, const uint8_t* xu, int64_t k, int32_t
             acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], x1, _mm256_loadu_si256(wr + 1));
         }
     }
+#endif
     for (int r = 0; r < R; ++r) out[r] = hsum8_epi32(_mm256_add_epi32(acc[r][0], acc[r][1]));
     for (; i < k; ++i)
         for (int r = 0; r < R; ++r) out[r] += static_cast<int32_t>(xu[i]) * w[r * k + i];
@@ -404,8 +422,8 @@ void pg_gemv_bf16(const uint16_t* x, const uint16_t* w, const uint16_t* bias, ui
     for (int64_t j = 0; j < n; ++j) y[j] = float_to_bf16(yf[j]);
 }
 
-// The width of the int8 dot-product instruction this build uses: 512 (AVX512-VNNI), 256 (AVX-VNNI) or 0 (none:
-// pg_gemv_i8_dynamic and pg_gemv_i8_sums compute nothing and return 0).
+// The width of the int8 products this build makes: 512 (AVX512-VNNI), 256 (AVX-VNNI, or AVX2's 16-bit pairs) or 0
+// (none: pg_gemv_i8_dynamic and pg_gemv_i8_sums compute nothing and return 0).
 int pg_i8_dot_bits() { return PG_I8_DOT_BITS; }
 
 // int8-dynamic: see gemv_i8_dynamic. Returns 1 if it computed y, 0 where the build has no int8 dot product.

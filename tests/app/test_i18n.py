@@ -552,9 +552,9 @@ def test_the_kernels_box_names_its_candidates_in_chinese():
 @pytest.mark.parametrize(
     "bits, error, en_words, zh_words",
     [
-        (512, "", "VNNI, 512-bit", "VNNI，512 位"),
+        (512, "", "512-bit vectors: the int8 dot-product instruction, VNNI", "512 位向量：CPU 有 int8 点积指令 VNNI"),
         (0, "int8 (7, 33): sums off by up to 3", "sums off by up to 3", "不一致"),
-        (0, "", "no int8 dot-product instruction", "没有可用的 int8 点积指令"),
+        (0, "", "no vector integer multiply-adds (VNNI or AVX2)", "没有可用的向量整数乘加（VNNI 或 AVX2）"),
     ],
 )
 def test_the_decode_path_says_what_became_of_the_int8_dot_product(monkeypatch, bits, error, en_words, zh_words):

@@ -73,7 +73,7 @@ def test_a_model_on_the_native_step_times_its_products_in_the_step_s_region():
 def test_report_names_the_int8_dot_product_kernel_or_why_there_is_none():
     native = {"available": True, "compiler": "/usr/bin/g++", "vector_bits": 512, "reason": "ready"}
     r = {"decode_tok_s": {}, "native_gemv": {**native, "int8_dot_bits": 512, "int8_dot_error": ""}}
-    assert "int8 dot product (VNNI, 512-bit)" in "\n".join(report.outside_lines(r))
+    assert "int8 products (512-bit: VNNI, or AVX2's 16-bit pairs)" in "\n".join(report.outside_lines(r))
     r["native_gemv"] = {**native, "int8_dot_bits": 0, "int8_dot_error": "int8 (7, 33): sums off by up to 3"}
     assert "No int8 dot-product kernel (int8 (7, 33): sums off by up to 3)" in "\n".join(report.outside_lines(r))
     r["native_gemv"] = native  # a results file written before the int8 kernel existed: said as it was
