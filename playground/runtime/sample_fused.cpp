@@ -1,18 +1,52 @@
-// The first passes of sample_row.cpp's prepare fused, where the CPU has AVX-512 or AVX2: one pass over the logits
-// for their maximum and their best ids (the raw top and top-k's k-th value), then one pass for both stages' exp,
-// their sums (as exp_pass sums each), their softmax normalisers (as torch_sum sums each) and top-k's kept ids.
-// Every value is computed with the same float32 operations in the same order as the separate passes compute it
-// (exp16 is exp8 on twice the lanes; the sums add the same terms into the same lanes), so a row's numbers are
-// those of the separate passes, bit for bit; only the passes over the 50,257 entries are fewer (five to two).
-// Built with PG_SAMPLE_SEPARATE, the separate passes run everywhere (the tests compare the two builds).
-// Included by sample_row.cpp after sample_parts.cpp.
+// The first passes of sample_row.cpp's prepare fused, where the CPU has AVX2 (eight entries at a time) or AVX-512
+// (sixteen): one pass over the logits for their maximum and their best ids (the raw top and top-k's k-th value),
+// then one pass for both stages' exp, their sums (as exp_pass sums each), their softmax normalisers (as torch_sum
+// sums each) and top-k's kept ids. Every value is computed with the same float32 operations in the same order as
+// the separate passes compute it (exp16 is exp8 on twice the lanes; the sums add the same terms into the same
+// lanes), so a row's numbers are those of the separate passes, bit for bit; only the passes over the 50,257
+// entries are fewer (five to two). Built with PG_SAMPLE_SEPARATE, the separate passes run everywhere (the tests
+// compare the builds). Included by sample_row.cpp after sample_parts.cpp.
 
 #include <cstring>
 
 namespace {
 
-#if defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && !defined(PG_SAMPLE_SEPARATE)  // exp8 too
+#if defined(__AVX2__) && defined(__FMA__) && !defined(PG_SAMPLE_SEPARATE)
 constexpr bool FUSED = true;
+
+// The ``want`` best ids of x by larger value then lower id, held in ``out`` as entries are offered in order (as
+// best(x, nullptr, n, want, ...) orders them).
+struct TopHeld {
+    const float* x;
+    int32_t* out;
+    int64_t want, held = 0;
+    float floor_value = -INFINITY;  // the want-th value held, once want are held
+    bool open() const { return held < want; }
+    void insert(int64_t j) {
+        const float v = x[j];
+        if (held == want && !(v > floor_value)) return;  // an equal value later ranks after those held
+        int64_t at = held < want ? held : want - 1;
+        while (at > 0 && x[out[at - 1]] < v) {
+            out[at] = out[at - 1];
+            --at;
+        }
+        out[at] = static_cast<int32_t>(j);
+        if (held < want) ++held;
+        if (held == want) floor_value = x[out[want - 1]];
+    }
+};
+
+// The ids i + j of the set bits j of ``mask``, ascending, into kept[held...].
+inline void keep_ids(int64_t i, unsigned mask, int32_t* kept, int64_t& held) {
+    while (mask) {
+        kept[held++] = static_cast<int32_t>(i + __builtin_ctz(mask));
+        mask &= mask - 1;
+    }
+}
+
+#if defined(__AVX512F__)
+using Wide = __m512;  // what stages_vectors takes: sixteen entries
+inline Wide wide(float v) { return _mm512_set1_ps(v); }
 
 inline __m256 upper8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 
@@ -41,48 +75,23 @@ inline __m512 exp16(__m512 d) {
     return _mm512_maskz_mov_ps(normal, p);
 }
 
-// Whether x holds a NaN or ±inf, its maximum, and its ``want`` best ids by larger value then lower id into
-// ``out`` (as best(x, nullptr, n, want, ...) orders them; want <= HEAP_MOST), in one pass. Returns how many
-// are held (want, or n if fewer).
-int64_t scan(const float* x, int64_t n, int64_t want, int32_t* out, bool& bad, float& max_out) {
-    if (want > n) want = n;
-    int64_t held = 0;
-    float floor_value = -INFINITY;
+// scan's entries [0, n) sixteen at a time: whether one is NaN or ±inf, their maximum, each into ``top`` where it
+// may enter; returns where it stopped.
+inline int64_t scan_vectors(const float* x, int64_t n, TopHeld& top, bool& bad, float& max_v) {
     __mmask16 bad_v = 0;
     __m512 vmax = _mm512_set1_ps(-INFINITY);
-    int bad_s = 0;
-    float m_s = -INFINITY;
-    auto insert = [&](int64_t j) {
-        const float v = x[j];
-        if (held == want && !(v > floor_value)) return;  // an equal value later ranks after those held
-        int64_t at = held < want ? held : want - 1;
-        while (at > 0 && x[out[at - 1]] < v) {
-            out[at] = out[at - 1];
-            --at;
-        }
-        out[at] = static_cast<int32_t>(j);
-        if (held < want) ++held;
-        if (held == want) floor_value = x[out[want - 1]];
-    };
     int64_t start = 0;
     for (; start + 16 <= n; start += 16) {
         const __m512 v = _mm512_loadu_ps(x + start);
         bad_v |= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_NEQ_UQ);
         vmax = _mm512_max_ps(v, vmax);
-        if (want > 0 && (held < want || _mm512_cmp_ps_mask(v, _mm512_set1_ps(floor_value), _CMP_GT_OQ))) {
-            for (int64_t j = start; j < start + 16; ++j) insert(j);
+        if (top.want > 0 && (top.open() || _mm512_cmp_ps_mask(v, _mm512_set1_ps(top.floor_value), _CMP_GT_OQ))) {
+            for (int64_t j = start; j < start + 16; ++j) top.insert(j);
         }
     }
-    for (int64_t j = start; j < n; ++j) {
-        const float v = x[j];
-        bad_s |= !((v - v) == 0.0f);
-        m_s = v > m_s ? v : m_s;
-        if (want > 0) insert(j);
-    }
-    bad = bad_v != 0 || bad_s != 0;
-    const float m_v = _mm512_reduce_max_ps(vmax);
-    max_out = m_s > m_v ? m_s : m_v;
-    return want;
+    bad = bad_v != 0;
+    max_v = _mm512_reduce_max_ps(vmax);
+    return start;
 }
 
 // The lanes of torch's softmax sum (torch_sum) for entries in order, kept in registers: lane i % lanes of
@@ -126,220 +135,30 @@ struct LaneSum {
     }
 };
 
-// One stage's running sums: exp_pass's eight float lanes per block (then added in double) and torch_sum's lanes.
-struct StageSums {
-    __m256 vs = _mm256_setzero_ps(), vw = _mm256_setzero_ps();
-    LaneSum lane;
-    explicit StageSums(int64_t lanes) : lane(lanes) {}
-    void add8(int64_t i, __m256 d, __m256 e) {
-        vs = _mm256_add_ps(vs, e);
-        vw = _mm256_add_ps(vw, _mm256_and_ps(_mm256_mul_ps(e, d), _mm256_cmp_ps(d, _mm256_set1_ps(EXP_FLOOR), _CMP_GE_OQ)));
-        lane.add8(i, e);
-    }
-    void end_vectors(Sums& s) {  // a block's vector part done: its lanes into the double sums, as exp_pass does
-        alignas(32) float fs[8], fw[8];
-        _mm256_store_ps(fs, vs);
-        _mm256_store_ps(fw, vw);
-        for (int j = 0; j < 8; ++j) {
-            s.sum += fs[j];
-            s.weighted += fw[j];
-        }
-        vs = vw = _mm256_setzero_ps();
-    }
-    void add_scalar(int64_t i, float d, float e, Sums& s) {
-        s.sum += e;
-        s.weighted += d >= EXP_FLOOR ? static_cast<double>(e * d) : 0.0;
-        lane.add_scalar(i, e);
-    }
-};
+#else
+using Wide = __m256;  // what stages_vectors takes: eight entries (sixteen a pass)
+inline Wide wide(float v) { return _mm256_set1_ps(v); }
 
-// One stage's vector accumulators as locals, for sixteen entries at a time (StageSums takes the eights and the
-// single entries): a StageSums whose address a call can reach stays in memory, and every addition then waits on
-// the store before it.
-struct StageRegs {
-    __m256 vs, vw, l8;
-    __m512 l16;
-    explicit StageRegs(const StageSums& s) : vs(s.vs), vw(s.vw), l8(s.lane.l8), l16(s.lane.l16) {}
-    void back(StageSums& s) const {
-        s.vs = vs;
-        s.vw = vw;
-        s.lane.l8 = l8;
-        s.lane.l16 = l16;
-    }
-    template <bool L16>
-    inline void add16(__m512 d, __m512 e) {  // entries i..i+15 as exp_pass adds them: the lower eight, then the upper
-        const __m512 de = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(d, _mm512_set1_ps(EXP_FLOOR), _CMP_GE_OQ), e, d);
-        const __m256 e_lo = _mm512_castps512_ps256(e), e_hi = upper8(e);
-        vs = _mm256_add_ps(_mm256_add_ps(vs, e_lo), e_hi);
-        vw = _mm256_add_ps(_mm256_add_ps(vw, _mm512_castps512_ps256(de)), upper8(de));
-        if constexpr (L16) {
-            l16 = _mm512_add_ps(l16, e);
-        } else {
-            l8 = _mm256_add_ps(l8, e_lo);
-            l8 = _mm256_add_ps(l8, e_hi);
-        }
-    }
-};
-
-// The ids i + j of the set bits j of ``mask``, ascending, into kept[held...].
-inline void keep_ids(int64_t i, __mmask16 mask, int32_t* kept, int64_t& held) {
-    while (mask) {
-        kept[held++] = static_cast<int32_t>(i + __builtin_ctz(mask));
-        mask &= mask - 1;
-    }
-}
-
-// stages_pass's entries [i, stop) sixteen at a time, for a block; returns where it stopped. The kept ids go
-// to ``kept`` from ``n_kept`` on (room for every entry), so no call sits in the loop.
-template <bool TWO, bool K_ON, bool L16>
-inline int64_t stages_vectors(const float* x, int64_t i, int64_t stop, __m512 vm, __m512 vt, __m512 vk, float* wr,
-                              float* er, float* wt, float* et, StageSums& rs, StageSums& ts, int32_t* kept,
-                              int64_t& n_kept) {
-    StageRegs r(rs), q(ts);
-    int64_t held = n_kept;
-    for (; i + 16 <= stop; i += 16) {
-        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
-        const __m512 e = exp16(d);
-        if constexpr (!TWO) _mm512_storeu_ps(wr + i, d);
-        _mm512_storeu_ps(er + i, e);
-        r.add16<L16>(d, e);
-        __m512 dt = d;
-        if constexpr (TWO) {
-            dt = _mm512_div_ps(d, vt);
-            const __m512 f = exp16(dt);
-            _mm512_storeu_ps(wt + i, dt);
-            _mm512_storeu_ps(et + i, f);
-            q.add16<L16>(dt, f);
-        }
-        if constexpr (K_ON) keep_ids(i, _mm512_cmp_ps_mask(dt, vk, _CMP_GE_OQ), kept, held);
-    }
-    r.back(rs);
-    if constexpr (TWO) q.back(ts);
-    n_kept = held;
-    return i;
-}
-
-using StagesVectors = int64_t (*)(const float*, int64_t, int64_t, __m512, __m512, __m512, float*, float*, float*,
-                                  float*, StageSums&, StageSums&, int32_t*, int64_t&);
-
-inline StagesVectors stages_vectors_for(bool two, bool k_on, bool l16) {
-    constexpr StagesVectors table[8] = {
-        stages_vectors<false, false, false>, stages_vectors<false, false, true>, stages_vectors<false, true, false>,
-        stages_vectors<false, true, true>,   stages_vectors<true, false, false>, stages_vectors<true, false, true>,
-        stages_vectors<true, true, false>,   stages_vectors<true, true, true>,
-    };
-    return table[(two ? 4 : 0) + (k_on ? 2 : 0) + (l16 ? 1 : 0)];
-}
-
-// Both stages in one pass: d = x - m, er = exp(d) (and wr = d when ``wr``), and where ``wt``, dt = d / t into
-// wt and et = exp(dt); each stage's Sums and softmax normaliser sum (``raw_sum``, ``t_sum``); with ``kth``
-// (top-k, not NaN) the ids whose dt (d without wt) is at least kth, ascending, into ``kept``.
-void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* er, float* wt, float* et,
-                 int64_t lanes, Sums& raw, Sums& temp, float& raw_sum, float& t_sum, bool k_on, float kth,
-                 std::vector<int32_t>& kept) {
-    StageSums rs(lanes), ts(lanes);
-    const bool two = wt != nullptr;
-    const __m512 vm = _mm512_set1_ps(m), vt = _mm512_set1_ps(t), vk = _mm512_set1_ps(kth);
-    const StagesVectors vectors = stages_vectors_for(two, k_on, lanes == 16);
-    thread_local std::vector<int32_t> room;  // every entry's place: the kept ids go here, then into ``kept``
-    if (static_cast<int64_t>(room.size()) < n) room.resize(n);
-    int64_t n_kept = 0;
-    for (int64_t start = 0; start < n; start += BLOCK) {
-        const int64_t stop = start + BLOCK < n ? start + BLOCK : n;
-        int64_t i = vectors(x, start, stop, vm, vt, vk, wr, er, wt, et, rs, ts, room.data(), n_kept);
-        if (i + 8 <= stop) {  // eight left in the block: exp8, as exp_pass takes them
-            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(m));
-            const __m256 e = exp8(d);
-            if (wr) _mm256_storeu_ps(wr + i, d);
-            _mm256_storeu_ps(er + i, e);
-            rs.add8(i, d, e);
-            const __m256 dt = two ? _mm256_div_ps(d, _mm256_set1_ps(t)) : d;
-            if (two) {
-                const __m256 f = exp8(dt);
-                _mm256_storeu_ps(wt + i, dt);
-                _mm256_storeu_ps(et + i, f);
-                ts.add8(i, dt, f);
-            }
-            if (k_on) {
-                const __m256 at_least = _mm256_cmp_ps(dt, _mm256_set1_ps(kth), _CMP_GE_OQ);
-                keep_ids(i, static_cast<__mmask16>(_mm256_movemask_ps(at_least)), room.data(), n_kept);
-            }
-            i += 8;
-        }
-        rs.end_vectors(raw);
-        if (two) ts.end_vectors(temp);
-        for (; i < stop; ++i) {
-            const float d = x[i] - m;
-            const float e = exp_nonpositive(d);
-            if (wr) wr[i] = d;
-            er[i] = e;
-            rs.add_scalar(i, d, e, raw);
-            float dt = d;
-            if (two) {
-                dt = d / t;
-                const float f = exp_nonpositive(dt);
-                wt[i] = dt;
-                et[i] = f;
-                ts.add_scalar(i, dt, f, temp);
-            }
-            if (k_on && dt >= kth) room[n_kept++] = static_cast<int32_t>(i);
-        }
-    }
-    kept.assign(room.begin(), room.begin() + n_kept);
-    raw_sum = rs.lane.total();
-    t_sum = two ? ts.lane.total() : raw_sum;
-    if (!two) temp = raw;
-}
-
-#elif defined(__AVX2__) && defined(__FMA__) && !defined(PG_SAMPLE_SEPARATE)
-constexpr bool FUSED = true;
-
-// The same two passes eight entries at a time, where the CPU has AVX2 without AVX-512.
-
-// Whether x holds a NaN or ±inf, its maximum, and its ``want`` best ids (as the AVX-512 scan above).
-int64_t scan(const float* x, int64_t n, int64_t want, int32_t* out, bool& bad, float& max_out) {
-    if (want > n) want = n;
-    int64_t held = 0;
-    float floor_value = -INFINITY;
+// scan's entries [0, n) eight at a time (as the AVX-512 scan_vectors).
+inline int64_t scan_vectors(const float* x, int64_t n, TopHeld& top, bool& bad, float& max_v) {
     __m256 bad_v = _mm256_setzero_ps();
     __m256 vmax = _mm256_set1_ps(-INFINITY);
-    int bad_s = 0;
-    float m_s = -INFINITY;
-    auto insert = [&](int64_t j) {
-        const float v = x[j];
-        if (held == want && !(v > floor_value)) return;  // an equal value later ranks after those held
-        int64_t at = held < want ? held : want - 1;
-        while (at > 0 && x[out[at - 1]] < v) {
-            out[at] = out[at - 1];
-            --at;
-        }
-        out[at] = static_cast<int32_t>(j);
-        if (held < want) ++held;
-        if (held == want) floor_value = x[out[want - 1]];
-    };
     int64_t start = 0;
     for (; start + 8 <= n; start += 8) {
         const __m256 v = _mm256_loadu_ps(x + start);
         bad_v = _mm256_or_ps(bad_v, _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_setzero_ps(), _CMP_NEQ_UQ));
         vmax = _mm256_max_ps(v, vmax);
-        if (want > 0 &&
-            (held < want || _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(floor_value), _CMP_GT_OQ)))) {
-            for (int64_t j = start; j < start + 8; ++j) insert(j);
+        if (top.want > 0 &&
+            (top.open() || _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(top.floor_value), _CMP_GT_OQ)))) {
+            for (int64_t j = start; j < start + 8; ++j) top.insert(j);
         }
     }
-    for (int64_t j = start; j < n; ++j) {
-        const float v = x[j];
-        bad_s |= !((v - v) == 0.0f);
-        m_s = v > m_s ? v : m_s;
-        if (want > 0) insert(j);
-    }
-    bad = _mm256_movemask_ps(bad_v) != 0 || bad_s != 0;
+    bad = _mm256_movemask_ps(bad_v) != 0;
     alignas(32) float lanes_max[8];
     _mm256_store_ps(lanes_max, vmax);
-    float m_v = lanes_max[0];
-    for (int j = 1; j < 8; ++j) m_v = lanes_max[j] > m_v ? lanes_max[j] : m_v;
-    max_out = m_s > m_v ? m_s : m_v;
-    return want;
+    max_v = lanes_max[0];
+    for (int j = 1; j < 8; ++j) max_v = lanes_max[j] > max_v ? lanes_max[j] : max_v;
+    return start;
 }
 
 // The lanes of torch's softmax sum (torch_sum) for entries in order, kept in registers: lane i % lanes of entry
@@ -376,6 +195,8 @@ struct LaneSum {
     }
 };
 
+#endif
+
 // One stage's running sums: exp_pass's eight float lanes per block (then added in double) and torch_sum's lanes.
 struct StageSums {
     __m256 vs = _mm256_setzero_ps(), vw = _mm256_setzero_ps();
@@ -403,14 +224,66 @@ struct StageSums {
     }
 };
 
-// The ids i + j of the set bits j of ``mask``, ascending, into kept[held...].
-inline void keep_ids(int64_t i, unsigned mask, int32_t* kept, int64_t& held) {
-    while (mask) {
-        kept[held++] = static_cast<int32_t>(i + __builtin_ctz(mask));
-        mask &= mask - 1;
+#if defined(__AVX512F__)
+// One stage's vector accumulators as locals, for sixteen entries at a time (StageSums takes the eights and the
+// single entries): a StageSums whose address a call can reach stays in memory, and every addition then waits on
+// the store before it.
+struct StageRegs {
+    __m256 vs, vw, l8;
+    __m512 l16;
+    explicit StageRegs(const StageSums& s) : vs(s.vs), vw(s.vw), l8(s.lane.l8), l16(s.lane.l16) {}
+    void back(StageSums& s) const {
+        s.vs = vs;
+        s.vw = vw;
+        s.lane.l8 = l8;
+        s.lane.l16 = l16;
     }
+    template <bool L16>
+    inline void add16(__m512 d, __m512 e) {  // entries i..i+15 as exp_pass adds them: the lower eight, then the upper
+        const __m512 de = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(d, _mm512_set1_ps(EXP_FLOOR), _CMP_GE_OQ), e, d);
+        const __m256 e_lo = _mm512_castps512_ps256(e), e_hi = upper8(e);
+        vs = _mm256_add_ps(_mm256_add_ps(vs, e_lo), e_hi);
+        vw = _mm256_add_ps(_mm256_add_ps(vw, _mm512_castps512_ps256(de)), upper8(de));
+        if constexpr (L16) {
+            l16 = _mm512_add_ps(l16, e);
+        } else {
+            l8 = _mm256_add_ps(l8, e_lo);
+            l8 = _mm256_add_ps(l8, e_hi);
+        }
+    }
+};
+
+// stages_pass's entries [i, stop) sixteen at a time, for a block; returns where it stopped. The kept ids go
+// to ``kept`` from ``n_kept`` on (room for every entry), so no call sits in the loop.
+template <bool TWO, bool K_ON, bool L16>
+inline int64_t stages_vectors(const float* x, int64_t i, int64_t stop, __m512 vm, __m512 vt, __m512 vk, float* wr,
+                              float* er, float* wt, float* et, StageSums& rs, StageSums& ts, int32_t* kept,
+                              int64_t& n_kept) {
+    StageRegs r(rs), q(ts);
+    int64_t held = n_kept;
+    for (; i + 16 <= stop; i += 16) {
+        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
+        const __m512 e = exp16(d);
+        if constexpr (!TWO) _mm512_storeu_ps(wr + i, d);
+        _mm512_storeu_ps(er + i, e);
+        r.add16<L16>(d, e);
+        __m512 dt = d;
+        if constexpr (TWO) {
+            dt = _mm512_div_ps(d, vt);
+            const __m512 f = exp16(dt);
+            _mm512_storeu_ps(wt + i, dt);
+            _mm512_storeu_ps(et + i, f);
+            q.add16<L16>(dt, f);
+        }
+        if constexpr (K_ON) keep_ids(i, _mm512_cmp_ps_mask(dt, vk, _CMP_GE_OQ), kept, held);
+    }
+    r.back(rs);
+    if constexpr (TWO) q.back(ts);
+    n_kept = held;
+    return i;
 }
 
+#else
 // One stage's vector accumulators as locals (a StageSums whose address a call can reach stays in memory, and
 // every addition then waits on the store before it).
 struct StageRegs {
@@ -475,8 +348,10 @@ inline int64_t stages_vectors(const float* x, int64_t i, int64_t stop, __m256 vm
     return i;
 }
 
-using StagesVectors = int64_t (*)(const float*, int64_t, int64_t, __m256, __m256, __m256, float*, float*, float*,
-                                  float*, StageSums&, StageSums&, int32_t*, int64_t&);
+#endif
+
+using StagesVectors = int64_t (*)(const float*, int64_t, int64_t, Wide, Wide, Wide, float*, float*, float*, float*,
+                                  StageSums&, StageSums&, int32_t*, int64_t&);
 
 inline StagesVectors stages_vectors_for(bool two, bool k_on, bool l16) {
     constexpr StagesVectors table[8] = {
@@ -487,13 +362,36 @@ inline StagesVectors stages_vectors_for(bool two, bool k_on, bool l16) {
     return table[(two ? 4 : 0) + (k_on ? 2 : 0) + (l16 ? 1 : 0)];
 }
 
-// Both stages in one pass (as the AVX-512 stages_pass above).
+// Whether x holds a NaN or ±inf, its maximum, and its ``want`` best ids by larger value then lower id into
+// ``out`` (as best(x, nullptr, n, want, ...) orders them; want <= HEAP_MOST), in one pass. Returns how many
+// are held (want, or n if fewer).
+int64_t scan(const float* x, int64_t n, int64_t want, int32_t* out, bool& bad, float& max_out) {
+    TopHeld top{x, out, want > n ? n : want};
+    bool bad_v = false;
+    float m_v = -INFINITY;
+    int64_t start = scan_vectors(x, n, top, bad_v, m_v);
+    int bad_s = 0;
+    float m_s = -INFINITY;
+    for (int64_t j = start; j < n; ++j) {
+        const float v = x[j];
+        bad_s |= !((v - v) == 0.0f);
+        m_s = v > m_s ? v : m_s;
+        if (top.want > 0) top.insert(j);
+    }
+    bad = bad_v || bad_s != 0;
+    max_out = m_s > m_v ? m_s : m_v;
+    return top.want;
+}
+
+// Both stages in one pass: d = x - m, er = exp(d) (and wr = d when ``wr``), and where ``wt``, dt = d / t into
+// wt and et = exp(dt); each stage's Sums and softmax normaliser sum (``raw_sum``, ``t_sum``); with ``kth``
+// (top-k, not NaN) the ids whose dt (d without wt) is at least kth, ascending, into ``kept``.
 void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* er, float* wt, float* et,
                  int64_t lanes, Sums& raw, Sums& temp, float& raw_sum, float& t_sum, bool k_on, float kth,
                  std::vector<int32_t>& kept) {
     StageSums rs(lanes), ts(lanes);
     const bool two = wt != nullptr;
-    const __m256 vm = _mm256_set1_ps(m), vt = _mm256_set1_ps(t), vk = _mm256_set1_ps(kth);
+    const Wide vm = wide(m), vt = wide(t), vk = wide(kth);
     const StagesVectors vectors = stages_vectors_for(two, k_on, lanes == 16);
     thread_local std::vector<int32_t> room;  // every entry's place: the kept ids go here, then into ``kept``
     if (static_cast<int64_t>(room.size()) < n) room.resize(n);
@@ -501,13 +399,13 @@ void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* 
     for (int64_t start = 0; start < n; start += BLOCK) {
         const int64_t stop = start + BLOCK < n ? start + BLOCK : n;
         int64_t i = vectors(x, start, stop, vm, vt, vk, wr, er, wt, et, rs, ts, room.data(), n_kept);
-        if (i + 8 <= stop) {  // eight left in the block: their lanes are the lower eight
-            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        if (i + 8 <= stop) {  // eight left in the block (their lanes the lower eight): exp8, as exp_pass takes them
+            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(m));
             const __m256 e = exp8(d);
             if (wr) _mm256_storeu_ps(wr + i, d);
             _mm256_storeu_ps(er + i, e);
             rs.add8(i, d, e);
-            const __m256 dt = two ? _mm256_div_ps(d, vt) : d;
+            const __m256 dt = two ? _mm256_div_ps(d, _mm256_set1_ps(t)) : d;
             if (two) {
                 const __m256 f = exp8(dt);
                 _mm256_storeu_ps(wt + i, dt);
@@ -515,8 +413,8 @@ void stages_pass(const float* x, int64_t n, float m, float t, float* wr, float* 
                 ts.add8(i, dt, f);
             }
             if (k_on) {
-                keep_ids(i, static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(dt, vk, _CMP_GE_OQ))), room.data(),
-                         n_kept);
+                const __m256 at_least = _mm256_cmp_ps(dt, _mm256_set1_ps(kth), _CMP_GE_OQ);
+                keep_ids(i, static_cast<unsigned>(_mm256_movemask_ps(at_least)), room.data(), n_kept);
             }
             i += 8;
         }
