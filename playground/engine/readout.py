@@ -196,7 +196,7 @@ class HeadReader:
             ]
         else:
             x = self._normed(rows, norm).float().contiguous()  # (n, d): small next to the logits
-            if x.size(0) > self.chunk and not rank:
+            if _reads_in_tiles(x.size(0), rank, self.chunk):
                 parts = [
                     self._tiled(x[s : s + TILE_ROWS], None if targets is None else targets[s : s + TILE_ROWS])
                     for s in range(0, x.size(0), TILE_ROWS)
@@ -343,6 +343,11 @@ def _reads_fast(head) -> bool:
     return w.dtype == torch.float32 and getattr(head, "bias", None) is None and w.device.type == "cpu"
 
 
+def _reads_in_tiles(rows: int, rank: bool, chunk_rows: int = CHUNK_ROWS) -> bool:
+    """Whether a fast reader reads ``rows`` a vocabulary tile at a time (more than a chunk, no ranks)."""
+    return rows > chunk_rows and not rank
+
+
 def reading_bytes(model, rows: int, rank: bool = False) -> int:
     """The most a ``HeadReader(model)`` holds at once while it reads out ``rows`` rows (``rank``: with
     ranks), beside the rows given it: every lane's buffer (a tile of logits, or a chunk's logits and
@@ -355,7 +360,7 @@ def reading_bytes(model, rows: int, rank: bool = False) -> int:
     lanes = available_lanes()
     if not _reads_fast(model.out_head):
         return normed + figures + 3 * min(rows, CHUNK_ROWS) * V * 4
-    if rows > CHUNK_ROWS and not rank:
+    if _reads_in_tiles(rows, rank):
         tiles = -(-V // TILE_COLUMNS)
         per_tile = tiles * min(rows, TILE_ROWS) * (8 + 4 + 8 + 8)  # top, max, shift, sum of exp
         return normed + figures + min(lanes, tiles) * TILE_ROWS * TILE_COLUMNS * 4 + per_tile

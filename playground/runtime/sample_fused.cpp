@@ -14,28 +14,6 @@ namespace {
 #if defined(__AVX2__) && defined(__FMA__) && !defined(PG_SAMPLE_SEPARATE)
 constexpr bool FUSED = true;
 
-// The ``want`` best ids of x by larger value then lower id, held in ``out`` as entries are offered in order (as
-// best(x, nullptr, n, want, ...) orders them).
-struct TopHeld {
-    const float* x;
-    int32_t* out;
-    int64_t want, held = 0;
-    float floor_value = -INFINITY;  // the want-th value held, once want are held
-    bool open() const { return held < want; }
-    void insert(int64_t j) {
-        const float v = x[j];
-        if (held == want && !(v > floor_value)) return;  // an equal value later ranks after those held
-        int64_t at = held < want ? held : want - 1;
-        while (at > 0 && x[out[at - 1]] < v) {
-            out[at] = out[at - 1];
-            --at;
-        }
-        out[at] = static_cast<int32_t>(j);
-        if (held < want) ++held;
-        if (held == want) floor_value = x[out[want - 1]];
-    }
-};
-
 // The ids i + j of the set bits j of ``mask``, ascending, into kept[held...].
 inline void keep_ids(int64_t i, unsigned mask, int32_t* kept, int64_t& held) {
     while (mask) {

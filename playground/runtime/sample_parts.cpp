@@ -139,6 +139,28 @@ struct Pair {
     float e = 0.0f;  // exp(v), where a selection follows the mass
 };
 
+// The ``want`` best ids of x by larger value then lower id, held in ``out`` best first as entries are offered in
+// order of their ids (an equal value offered later ranks after those held).
+struct TopHeld {
+    const float* x;
+    int32_t* out;
+    int64_t want, held = 0;
+    float floor_value = -INFINITY;  // the want-th value held, once want are held
+    bool open() const { return held < want; }
+    void insert(int64_t j) {
+        const float v = x[j];
+        if (held == want && !(v > floor_value)) return;
+        int64_t at = held < want ? held : want - 1;
+        while (at > 0 && x[out[at - 1]] < v) {
+            out[at] = out[at - 1];
+            --at;
+        }
+        out[at] = static_cast<int32_t>(j);
+        if (held < want) ++held;
+        if (held == want) floor_value = x[out[want - 1]];
+    }
+};
+
 // The ``want`` best of the entries ``ids`` (ascending; 0..count-1 when null) into ``out``, best first;
 // returns how many. A few by insertion (blocks of 16 that cannot enter skipped with one comparison), more by
 // nth_element and a sort of only those.
@@ -157,34 +179,21 @@ int64_t best(const float* w, const int32_t* ids, int64_t count, int64_t want, in
         for (int64_t j = 0; j < want; ++j) out[j] = pairs[j].i;
         return want;
     }
-    int64_t held = 0;
-    float floor_value = -INFINITY;  // the held want-th value once all are held
+    TopHeld top{w, out, want};
     constexpr int64_t SKIP = 16;
     for (int64_t start = 0; start < count; start += SKIP) {
         const int64_t stop = start + SKIP < count ? start + SKIP : count;
-        if (held == want && ids == nullptr && stop - start == SKIP) {
+        if (!top.open() && ids == nullptr && stop - start == SKIP) {
 #if defined(__AVX2__) && defined(__FMA__)
             const __m256 most = _mm256_max_ps(_mm256_loadu_ps(w + start), _mm256_loadu_ps(w + start + 8));
-            if (!_mm256_movemask_ps(_mm256_cmp_ps(most, _mm256_set1_ps(floor_value), _CMP_GT_OQ))) continue;
+            if (!_mm256_movemask_ps(_mm256_cmp_ps(most, _mm256_set1_ps(top.floor_value), _CMP_GT_OQ))) continue;
 #else
             float block_max = -INFINITY;
             for (int64_t j = start; j < stop; ++j) block_max = w[j] > block_max ? w[j] : block_max;
-            if (!(block_max > floor_value)) continue;
+            if (!(block_max > top.floor_value)) continue;
 #endif
         }
-        for (int64_t j = start; j < stop; ++j) {
-            const int32_t i = ids ? ids[j] : static_cast<int32_t>(j);
-            const float v = w[i];
-            if (held == want && !(v > floor_value)) continue;  // an equal value later ranks after those held
-            int64_t at = held < want ? held : want - 1;
-            while (at > 0 && w[out[at - 1]] < v) {
-                out[at] = out[at - 1];
-                --at;
-            }
-            out[at] = i;
-            if (held < want) ++held;
-            if (held == want) floor_value = w[out[want - 1]];
-        }
+        for (int64_t j = start; j < stop; ++j) top.insert(ids ? ids[j] : j);
     }
     return want;
 }
