@@ -14,8 +14,8 @@
 
 namespace {
 
-// Inputs sharing each weight load: with 32 vector registers, 3 inputs' 4 rows of accumulators (24), their 6
-// input vectors and the weights fit (4 spill); with 16, one input's already fill them.
+// Inputs sharing each weight load: with 32 vector registers, 3 inputs' 4 rows of accumulators (24) and their 6
+// input vectors fit beside the weights; with 16, one input's already fill them.
 #if defined(__AVX512F__)
 constexpr int IN = 3;
 #else
@@ -45,14 +45,17 @@ inline void blocks_for_rows(int64_t lo, int64_t hi, int64_t n_rows, Each&& each)
 // instead of 16 x 7 instructions).
 inline void reduce16(const __m512* a, float* res) {
     __m512 s1[8], s2[4], s3[2];
+    PG_UNROLL
     for (int i = 0; i < 8; ++i) {  // each pair's 256-bit halves: lanes 0-7 of a[2i], then of a[2i + 1]
         const __m512 p = a[2 * i], q = a[2 * i + 1];
         s1[i] = _mm512_add_ps(_mm512_shuffle_f32x4(p, q, _MM_SHUFFLE(3, 2, 3, 2)),
                               _mm512_shuffle_f32x4(p, q, _MM_SHUFFLE(1, 0, 1, 0)));
     }
+    PG_UNROLL
     for (int i = 0; i < 4; ++i)  // each 8's 128-bit halves: 128-bit chunk c is a[4i + c]'s 4 lanes
         s2[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * i], s1[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)),
                               _mm512_shuffle_f32x4(s1[2 * i], s1[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)));
+    PG_UNROLL
     for (int i = 0; i < 2; ++i)  // lanes 2, 3 onto 0, 1: chunk c holds a[8i + c]'s two, then a[8i + 4 + c]'s
         s3[i] = _mm512_add_ps(_mm512_shuffle_ps(s2[2 * i], s2[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)),
                               _mm512_shuffle_ps(s2[2 * i], s2[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)));
@@ -61,6 +64,7 @@ inline void reduce16(const __m512* a, float* res) {
                                     _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
     alignas(64) float t[16];
     _mm512_store_ps(t, s4);
+    PG_UNROLL
     for (int c = 0; c < 4; ++c)
         for (int e = 0; e < 4; ++e) res[c + 4 * e] = t[4 * c + e];
 }
@@ -72,13 +76,18 @@ inline void dot_rows_multi(const W* w, const float* const* x, int64_t k, float* 
     int64_t i = 0;
 #if defined(__AVX512F__)
     __m512 acc[I][R][2];
+    PG_UNROLL
     for (int j = 0; j < I; ++j)
+        PG_UNROLL
         for (int r = 0; r < R; ++r) acc[j][r][0] = acc[j][r][1] = _mm512_setzero_ps();
     for (; i + 32 <= k; i += 32) {
         __m512 x0[I], x1[I];
+        PG_UNROLL
         for (int j = 0; j < I; ++j) x0[j] = _mm512_loadu_ps(x[j] + i), x1[j] = _mm512_loadu_ps(x[j] + i + 16);
+        PG_UNROLL
         for (int r = 0; r < R; ++r) {
             const __m512 w0 = load16(w + r * k + i), w1 = load16(w + r * k + i + 16);
+            PG_UNROLL
             for (int j = 0; j < I; ++j) {
                 acc[j][r][0] = _mm512_fmadd_ps(w0, x0[j], acc[j][r][0]);
                 acc[j][r][1] = _mm512_fmadd_ps(w1, x1[j], acc[j][r][1]);
@@ -87,39 +96,54 @@ inline void dot_rows_multi(const W* w, const float* const* x, int64_t k, float* 
     }
     if constexpr (I * R > 4 && I * R <= 16) {  // the outputs' horizontal sums side by side (reduce16)
         __m512 sums[16];
+        PG_UNROLL
         for (int j = 0; j < I; ++j)
+            PG_UNROLL
             for (int r = 0; r < R; ++r) sums[j * R + r] = _mm512_add_ps(acc[j][r][0], acc[j][r][1]);
         for (int o = I * R; o < 16; ++o) sums[o] = _mm512_setzero_ps();
         alignas(64) float res[16];
         reduce16(sums, res);
+        PG_UNROLL
         for (int j = 0; j < I; ++j)
+            PG_UNROLL
             for (int r = 0; r < R; ++r) out[j][r] = res[j * R + r];
     } else {
+        PG_UNROLL
         for (int j = 0; j < I; ++j)
+            PG_UNROLL
             for (int r = 0; r < R; ++r) out[j][r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][r][0], acc[j][r][1]));
     }
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 acc[I][R][2];
+    PG_UNROLL
     for (int j = 0; j < I; ++j)
+        PG_UNROLL
         for (int r = 0; r < R; ++r) acc[j][r][0] = acc[j][r][1] = _mm256_setzero_ps();
     for (; i + 16 <= k; i += 16) {
         __m256 x0[I], x1[I];
+        PG_UNROLL
         for (int j = 0; j < I; ++j) x0[j] = _mm256_loadu_ps(x[j] + i), x1[j] = _mm256_loadu_ps(x[j] + i + 8);
+        PG_UNROLL
         for (int r = 0; r < R; ++r) {
             const __m256 w0 = load8(w + r * k + i), w1 = load8(w + r * k + i + 8);
+            PG_UNROLL
             for (int j = 0; j < I; ++j) {
                 acc[j][r][0] = _mm256_fmadd_ps(w0, x0[j], acc[j][r][0]);
                 acc[j][r][1] = _mm256_fmadd_ps(w1, x1[j], acc[j][r][1]);
             }
         }
     }
+    PG_UNROLL
     for (int j = 0; j < I; ++j)
+        PG_UNROLL
         for (int r = 0; r < R; ++r) out[j][r] = hsum8(_mm256_add_ps(acc[j][r][0], acc[j][r][1]));
 #else
+    PG_UNROLL
     for (int j = 0; j < I; ++j)
         for (int r = 0; r < R; ++r) out[j][r] = 0.0f;
 #endif
     for (; i < k; ++i)
+        PG_UNROLL
         for (int j = 0; j < I; ++j)
             for (int r = 0; r < R; ++r) out[j][r] = madd(scalar(w + r * k + i), x[j][i], out[j][r]);
 }
@@ -130,26 +154,34 @@ template <int R, int I>
 inline void dot_rows_bf16_multi(const uint16_t* w, const uint16_t* const* x, int64_t k, float* const* out) {
     int64_t i = 0;
     __m512 acc[I][R][2];
+    PG_UNROLL
     for (int j = 0; j < I; ++j)
+        PG_UNROLL
         for (int r = 0; r < R; ++r) acc[j][r][0] = acc[j][r][1] = _mm512_setzero_ps();
     for (; i + 64 <= k; i += 64) {
         __m512bh x0[I], x1[I];
+        PG_UNROLL
         for (int j = 0; j < I; ++j) {
             x0[j] = (__m512bh)_mm512_loadu_si512(x[j] + i);
             x1[j] = (__m512bh)_mm512_loadu_si512(x[j] + i + 32);
         }
+        PG_UNROLL
         for (int r = 0; r < R; ++r) {
             const __m512bh w0 = (__m512bh)_mm512_loadu_si512(w + r * k + i);
             const __m512bh w1 = (__m512bh)_mm512_loadu_si512(w + r * k + i + 32);
+            PG_UNROLL
             for (int j = 0; j < I; ++j) {
                 acc[j][r][0] = _mm512_dpbf16_ps(acc[j][r][0], w0, x0[j]);
                 acc[j][r][1] = _mm512_dpbf16_ps(acc[j][r][1], w1, x1[j]);
             }
         }
     }
+    PG_UNROLL
     for (int j = 0; j < I; ++j)
+        PG_UNROLL
         for (int r = 0; r < R; ++r) out[j][r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][r][0], acc[j][r][1]));
     for (; i < k; ++i)
+        PG_UNROLL
         for (int j = 0; j < I; ++j)
             for (int r = 0; r < R; ++r) out[j][r] = madd(bf16_to_float(w[r * k + i]), bf16_to_float(x[j][i]), out[j][r]);
 }
@@ -179,6 +211,7 @@ inline void rows_multi(const W* w, const float* const* xf, const uint16_t* const
         constexpr int R = decltype(rows)::value;
         int64_t b = 0;
         for (; b + IN <= n; b += IN) {
+            PG_UNROLL
             for (int j = 0; j < IN; ++j) out[j] = y[b + j] + r;
             kernel_multi<W, R, IN>(w + r * k, xf + b, xh + b, k, out);
         }

@@ -24,6 +24,12 @@
 #include <stdint.h>
 #include <string.h>
 
+// Before each loop over a kernel's arrays of vector registers (accumulators, loaded rows): unrolled whole, every
+// index is a constant and GCC keeps each vector in a register. Left rolled, GCC may keep the array in memory
+// and store every accumulator to the stack at every step of the loop around it; the arithmetic is the same
+// either way (docs/benchmarks.md measures what the stores cost).
+#define PG_UNROLL _Pragma("GCC unroll 32")
+
 namespace {
 
 constexpr int64_t ROWS = 4;  // weight rows read side by side; the unit of a thread's share of rows
@@ -121,25 +127,31 @@ inline void dot_rows(const W* w, const float* x, int64_t k, float* out) {
     int64_t i = 0;
 #if defined(__AVX512F__)
     __m512 acc[R][2];
+    PG_UNROLL
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (; i + 32 <= k; i += 32) {
         __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+        PG_UNROLL
         for (int r = 0; r < R; ++r) {
             acc[r][0] = _mm512_fmadd_ps(load16(w + r * k + i), x0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(load16(w + r * k + i + 16), x1, acc[r][1]);
         }
     }
+    PG_UNROLL
     for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 acc[R][2];
+    PG_UNROLL
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (; i + 16 <= k; i += 16) {
         __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+        PG_UNROLL
         for (int r = 0; r < R; ++r) {
             acc[r][0] = _mm256_fmadd_ps(load8(w + r * k + i), x0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(load8(w + r * k + i + 8), x1, acc[r][1]);
         }
     }
+    PG_UNROLL
     for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
 #else
     for (int r = 0; r < R; ++r) out[r] = 0.0f;
@@ -155,14 +167,17 @@ template <int R>
 inline void dot_rows_bf16(const uint16_t* w, const uint16_t* x, int64_t k, float* out) {
     int64_t i = 0;
     __m512 acc[R][2];
+    PG_UNROLL
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (; i + 64 <= k; i += 64) {
         __m512bh x0 = (__m512bh)_mm512_loadu_si512(x + i), x1 = (__m512bh)_mm512_loadu_si512(x + i + 32);
+        PG_UNROLL
         for (int r = 0; r < R; ++r) {
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)_mm512_loadu_si512(w + r * k + i), x0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)_mm512_loadu_si512(w + r * k + i + 32), x1);
         }
     }
+    PG_UNROLL
     for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
     for (; i < k; ++i)
         for (int r = 0; r < R; ++r) out[r] = madd(bf16_to_float(w[r * k + i]), bf16_to_float(x[i]), out[r]);
@@ -225,10 +240,12 @@ void gemv(const W* w, const float* x, const float* bias, float* y, int64_t n, in
 template <int R>
 inline void dot_rows_u8s8(const int8_t* w, const uint8_t* xu, int64_t k, int32_t* out) {
     __m512i acc[R][2];
+    PG_UNROLL
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
     int64_t i = 0;
     for (; i + 128 <= k; i += 128) {
         __m512i x0 = _mm512_loadu_si512(xu + i), x1 = _mm512_loadu_si512(xu + i + 64);
+        PG_UNROLL
         for (int r = 0; r < R; ++r) {
             acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x0, _mm512_loadu_si512(w + r * k + i));
             acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x1, _mm512_loadu_si512(w + r * k + i + 64));
@@ -238,9 +255,11 @@ inline void dot_rows_u8s8(const int8_t* w, const uint8_t* xu, int64_t k, int32_t
         int64_t left = k - i;
         __mmask64 m = left >= 64 ? ~0ULL : (1ULL << left) - 1;
         __m512i xv = _mm512_maskz_loadu_epi8(m, xu + i);
+        PG_UNROLL
         for (int r = 0; r < R; ++r)
             acc[r][h] = _mm512_dpbusd_epi32(acc[r][h], xv, _mm512_maskz_loadu_epi8(m, w + r * k + i));
     }
+    PG_UNROLL
     for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_epi32(_mm512_add_epi32(acc[r][0], acc[r][1]));
 }
 #elif PG_I8_DOT_BITS == 256
@@ -254,12 +273,14 @@ inline int32_t hsum8_epi32(__m256i v) {
 template <int R>
 inline void dot_rows_u8s8(const int8_t* w, const uint8_t* xu, int64_t k, int32_t* out) {
     __m256i acc[R][2];
+    PG_UNROLL
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
     int64_t i = 0;
 #if defined(PG_I8_DOT_WIDENED)
     for (; i + 32 <= k; i += 32) {  // xu · w <= 255 · 128 a product: a pair's sum fits vpmaddwd's int32 exactly
         const __m128i* xp = reinterpret_cast<const __m128i*>(xu + i);
         const __m256i x0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(xp)), x1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(xp + 1));
+        PG_UNROLL
         for (int r = 0; r < R; ++r) {
             const __m128i* wr = reinterpret_cast<const __m128i*>(w + r * k + i);
             acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x0, _mm256_cvtepi8_epi16(_mm_loadu_si128(wr))));
@@ -271,6 +292,7 @@ inline void dot_rows_u8s8(const int8_t* w, const uint8_t* xu, int64_t k, int32_t
     for (; i + 64 <= k; i += 64) {
         __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xu + i));
         __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xu + i + 32));
+        PG_UNROLL
         for (int r = 0; r < R; ++r) {
             const __m256i* wr = reinterpret_cast<const __m256i*>(w + r * k + i);
             acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], x0, _mm256_loadu_si256(wr));
@@ -278,6 +300,7 @@ inline void dot_rows_u8s8(const int8_t* w, const uint8_t* xu, int64_t k, int32_t
         }
     }
 #endif
+    PG_UNROLL
     for (int r = 0; r < R; ++r) out[r] = hsum8_epi32(_mm256_add_epi32(acc[r][0], acc[r][1]));
     for (; i < k; ++i)
         for (int r = 0; r < R; ++r) out[r] += static_cast<int32_t>(xu[i]) * w[r * k + i];

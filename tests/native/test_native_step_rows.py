@@ -85,7 +85,7 @@ def batch_against_alone(model, n_rows: int, seed: int, steps: int = 3):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", list(SHAPES))
-@pytest.mark.parametrize("n_rows", [2, 5, 17])
+@pytest.mark.parametrize("n_rows", [2, 5, 8, 17])
 def test_a_row_in_a_batch_is_bit_identical_to_the_row_alone(dtype, shape, n_rows):
     needs_step()
     model = model_for(dtype, shape)
