@@ -69,7 +69,6 @@ inline void head_kernel(const float* w, const float* const* x, int64_t k, float*
             _mm256_storeu_ps(out[i] + HEAD_TILE * v + 8, acc[i][v][1]);
         }
 #else
-    PG_UNROLL
     for (int i = 0; i < I; ++i)
         for (int64_t o = 0; o < V * HEAD_TILE; ++o) {
             const float* p = w + (o / HEAD_TILE) * k * HEAD_TILE + o % HEAD_TILE;
@@ -93,15 +92,6 @@ constexpr int HEAD_IN = 5, HEAD_V = 1, HEAD_REST_IN = 2, HEAD_REST_V = 2, HEAD_V
 #endif
 constexpr int HEAD_GROUP = HEAD_V > HEAD_REST_V ? HEAD_V : HEAD_REST_V;
 
-// head_kernel<I, V> for 0 < left <= I inputs (the last few rows), the template chosen for ``left``.
-template <int V, int I = HEAD_REST_IN>
-inline void head_rest(int left, const float* w, const float* const* x, int64_t k, float* const* out) {
-    if constexpr (I > 0) {
-        if (left == I) return head_kernel<I, V>(w, x, k, out);
-        head_rest<V, I - 1>(left, w, x, k, out);
-    }
-}
-
 // head_kernel over the V tiles at ``w`` for the I inputs xs[i], F tiles a call (F divides V).
 template <int I, int V, int F>
 inline void head_calls(const float* w, const float* const* xs, int64_t k, float* const* os) {
@@ -111,6 +101,15 @@ inline void head_calls(const float* w, const float* const* xs, int64_t k, float*
         PG_UNROLL
         for (int j = 0; j < I; ++j) o[j] = os[j] + HEAD_TILE * v;
         head_kernel<I, F>(w + v * k * HEAD_TILE, xs, k, o);
+    }
+}
+
+// head_calls for 0 < left <= I inputs (the last few rows), the template chosen for ``left``.
+template <int V, int F, int I = HEAD_REST_IN>
+inline void head_rest(int left, const float* w, const float* const* x, int64_t k, float* const* out) {
+    if constexpr (I > 0) {
+        if (left == I) return head_calls<I, V, F>(w, x, k, out);
+        head_rest<V, F, I - 1>(left, w, x, k, out);
     }
 }
 
@@ -130,12 +129,7 @@ inline void head_tiles_for(const float* w, const float* const* x, int64_t n, int
     for (; b < n; b += HEAD_REST_IN) {
         const int left = static_cast<int>(n - b < HEAD_REST_IN ? n - b : HEAD_REST_IN);
         for (int j = 0; j < left; ++j) xs[j] = x[b + j], os[j] = y[b + j] + r;
-        float* o[HEAD_REST_IN];
-        PG_UNROLL
-        for (int v = 0; v < V; v += FR) {
-            for (int j = 0; j < left; ++j) o[j] = os[j] + HEAD_TILE * v;
-            head_rest<FR>(left, w + v * k * HEAD_TILE, xs, k, o);
-        }
+        head_rest<V, FR>(left, w, xs, k, os);
     }
 }
 

@@ -24,10 +24,10 @@
 #include <stdint.h>
 #include <string.h>
 
-// Before each loop over a kernel's arrays of vector registers (accumulators, loaded rows): unrolled whole, every
-// index is a constant and GCC keeps each vector in a register. Left rolled, GCC may keep the array in memory
-// and store every accumulator to the stack at every step of the loop around it; the arithmetic is the same
-// either way (docs/benchmarks.md measures what the stores cost).
+// Before each loop over a kernel's small arrays (accumulators and loaded rows, and the input and output pointers
+// a call is handed): unrolled whole, every index is a constant and GCC keeps each entry in a register. Left
+// rolled, GCC may keep the array in memory and store every accumulator to the stack at every step of the loop
+// around it; the arithmetic is the same either way (docs/benchmarks.md measures what the stores cost).
 #define PG_UNROLL _Pragma("GCC unroll 32")
 
 namespace {
