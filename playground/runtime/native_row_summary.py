@@ -20,6 +20,7 @@ import numpy as np
 from playground.runtime import compiled_library
 
 SOURCE = Path(__file__).with_name("row_summary.cpp")
+INCLUDED = (SOURCE.with_name("top_held.cpp"),)  # the held top list, shared with the sampler
 SWITCHES = ("PLAYGROUND_ACCEL",)
 FIELDS = 6  # doubles row_summary.cpp writes to ``out``
 
@@ -32,7 +33,7 @@ def _load(path: Path):
     return fn
 
 
-_LIBRARY = compiled_library.Library(SOURCE, (), SWITCHES, _load, ("pg_row_summary",))  # loaded: pg_row_summary
+_LIBRARY = compiled_library.Library(SOURCE, INCLUDED, SWITCHES, _load, ("pg_row_summary",))  # loaded: pg_row_summary
 
 # Build (or load from the cache) and load the library once per process; available() is True if it can be
 # called and never raises (a failure is a status() with its reason); forget() is for tests.

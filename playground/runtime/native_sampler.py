@@ -24,7 +24,7 @@ from playground.runtime import compiled_library
 
 SOURCE = Path(__file__).with_name("sample_row.cpp")
 # what the source #includes: a change there is a new build too
-INCLUDED = (SOURCE.with_name("sample_parts.cpp"), SOURCE.with_name("sample_fused.cpp"))
+INCLUDED = tuple(SOURCE.with_name(name) for name in ("sample_parts.cpp", "sample_fused.cpp", "top_held.cpp"))
 SWITCHES = ("PLAYGROUND_ACCEL",)
 SYMBOLS = ("pg_sample_prepare", "pg_sample_draw", "pg_sample_rows")
 SCALARS = 16  # doubles before the slices in the doubles buffer (sample_row.cpp's Out)

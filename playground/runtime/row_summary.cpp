@@ -3,7 +3,8 @@
 // the entropy of softmax(x) in bits, the n most likely ids (larger logit first, the lower id on a tie) with
 // their probabilities, and how many probabilities are surely above zero in float32.
 //
-// Built and loaded by playground/runtime/native_row_summary.py (g++ -O3 -march=native, no torch headers).
+// Built and loaded by playground/runtime/native_row_summary.py (g++ -O3 -march=native, no torch headers); the
+// held top list is top_held.cpp's, which the sampler shares.
 
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,8 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
+
+#include "top_held.cpp"
 
 namespace {
 
@@ -168,39 +171,11 @@ int pg_row_summary(const float* x, int64_t n, int n_top, int allow_neg_inf, int3
     out[4] = static_cast<double>(kept);
     out[5] = static_cast<double>(unsure);
 
-    // Pass 3: the n_top largest, ids ascending, so an equal value later in the row ranks after the ones held.
-    // Blocks of 16 whose largest entry cannot enter are skipped with one comparison.
+    // Pass 3: the n_top largest, offered in order of their ids, so an equal value later in the row ranks after
+    // the ones held.
     const int64_t want = n_top < n ? n_top : n;
     if (want <= 0) return 1;
-    int64_t held = 0;
-    float floor_value = -INFINITY;  // the held n_top-th value once all are held
-    constexpr int64_t BLOCK = 16;
-    for (int64_t start = 0; start < n; start += BLOCK) {
-        const int64_t stop = start + BLOCK < n ? start + BLOCK : n;
-        if (held == want) {
-#if defined(__AVX2__) && defined(__FMA__)
-            if (stop - start == BLOCK) {
-                const __m256 most = _mm256_max_ps(_mm256_loadu_ps(x + start), _mm256_loadu_ps(x + start + 8));
-                if (!_mm256_movemask_ps(_mm256_cmp_ps(most, _mm256_set1_ps(floor_value), _CMP_GT_OQ))) continue;
-            }
-#endif
-            float block_max = -INFINITY;
-            for (int64_t i = start; i < stop; ++i) block_max = x[i] > block_max ? x[i] : block_max;
-            if (!(block_max > floor_value)) continue;
-        }
-        for (int64_t i = start; i < stop; ++i) {
-            const float v = x[i];
-            if (held == want && !(v > floor_value)) continue;
-            int64_t at = held < want ? held : want - 1;  // the slot v lands in, then moved up past smaller values
-            while (at > 0 && x[top_ids[at - 1]] < v) {
-                top_ids[at] = top_ids[at - 1];
-                --at;
-            }
-            top_ids[at] = static_cast<int32_t>(i);
-            if (held < want) ++held;
-            if (held == want) floor_value = x[top_ids[want - 1]];
-        }
-    }
+    top_of_row(x, n, want, top_ids);
     for (int64_t j = 0; j < want; ++j) {
         top_probs[j] = static_cast<float>(std::exp(static_cast<double>(x[top_ids[j]]) - m - log_sum));
     }

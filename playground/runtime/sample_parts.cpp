@@ -11,6 +11,8 @@
 #include <immintrin.h>
 #endif
 
+#include "top_held.cpp"
+
 namespace {
 
 // Below this, exp(d) rounds to 0 in float32. Between it and -87 exp(d) is a subnormal float32: torch's softmax
@@ -139,28 +141,6 @@ struct Pair {
     float e = 0.0f;  // exp(v), where a selection follows the mass
 };
 
-// The ``want`` best ids of x by larger value then lower id, held in ``out`` best first as entries are offered in
-// order of their ids (an equal value offered later ranks after those held).
-struct TopHeld {
-    const float* x;
-    int32_t* out;
-    int64_t want, held = 0;
-    float floor_value = -INFINITY;  // the want-th value held, once want are held
-    bool open() const { return held < want; }
-    void insert(int64_t j) {
-        const float v = x[j];
-        if (held == want && !(v > floor_value)) return;
-        int64_t at = held < want ? held : want - 1;
-        while (at > 0 && x[out[at - 1]] < v) {
-            out[at] = out[at - 1];
-            --at;
-        }
-        out[at] = static_cast<int32_t>(j);
-        if (held < want) ++held;
-        if (held == want) floor_value = x[out[want - 1]];
-    }
-};
-
 // The ``want`` best of the entries ``ids`` (ascending; 0..count-1 when null) into ``out``, best first;
 // returns how many. A few by insertion (blocks of 16 that cannot enter skipped with one comparison), more by
 // nth_element and a sort of only those.
@@ -179,22 +159,12 @@ int64_t best(const float* w, const int32_t* ids, int64_t count, int64_t want, in
         for (int64_t j = 0; j < want; ++j) out[j] = pairs[j].i;
         return want;
     }
-    TopHeld top{w, out, want};
-    constexpr int64_t SKIP = 16;
-    for (int64_t start = 0; start < count; start += SKIP) {
-        const int64_t stop = start + SKIP < count ? start + SKIP : count;
-        if (!top.open() && ids == nullptr && stop - start == SKIP) {
-#if defined(__AVX2__) && defined(__FMA__)
-            const __m256 most = _mm256_max_ps(_mm256_loadu_ps(w + start), _mm256_loadu_ps(w + start + 8));
-            if (!_mm256_movemask_ps(_mm256_cmp_ps(most, _mm256_set1_ps(top.floor_value), _CMP_GT_OQ))) continue;
-#else
-            float block_max = -INFINITY;
-            for (int64_t j = start; j < stop; ++j) block_max = w[j] > block_max ? w[j] : block_max;
-            if (!(block_max > top.floor_value)) continue;
-#endif
-        }
-        for (int64_t j = start; j < stop; ++j) top.insert(ids ? ids[j] : j);
+    if (ids == nullptr) {
+        top_of_row(w, count, want, out);
+        return want;
     }
+    TopHeld top{w, out, want};
+    for (int64_t j = 0; j < count; ++j) top.insert(ids[j]);
     return want;
 }
 

@@ -42,3 +42,26 @@ def test_a_failure_is_a_status_and_nothing_loaded(monkeypatch, tmp_path):
     lib = Library(tmp_path / "bad.cpp", (), ("PG_TEST_SWITCH",), lambda path: None)
     assert lib.available() is False
     assert (lib.status().reason, lib.status().detail, lib.loaded) == ("build_failed", "g++: error", None)
+
+
+def _quoted_includes(path: Path) -> set[Path]:
+    """Every file ``path`` reaches through ``#include "..."``, followed file by file."""
+    found: set[Path] = set()
+    todo = [path]
+    while todo:
+        for line in todo.pop().read_text().splitlines():
+            if line.startswith('#include "'):
+                child = path.with_name(line.split('"')[1])
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+def test_each_librarys_cache_key_follows_every_file_its_source_includes():
+    # A file left out of ``included`` would let an edit there load a stale build from the cache.
+    from playground.runtime import native_row_summary, native_sampler, native_step
+
+    for module in (native_step, native_sampler, native_row_summary):
+        library = module._LIBRARY
+        assert set(library.included) == _quoted_includes(library.source), module.__name__
