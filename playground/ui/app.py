@@ -19,7 +19,7 @@ from playground.server.decode_loop import MAX_CONCURRENT_RUNS
 from playground.server.model_cache import CACHE
 from playground.server.recipes import MAX_UPLOAD_BYTES, default_recipe
 
-from . import event_overhead, prefs, progress, show_me, skipped_outputs
+from . import event_overhead, prefs, progress, session_configs, show_me, skipped_outputs
 from .common import I18N, T, new_state
 from .compare import layout as compare_layout
 from .compare.views import CSS as COMPARE_CSS
@@ -107,6 +107,7 @@ def build_demo() -> gr.Blocks:
     demo.queue(default_concurrency_limit=2, max_size=QUEUE_SIZE)
     skipped_outputs.install(demo)  # (a room's poll skips nearly all of its hundred outputs)
     event_overhead.install(demo)
+    session_configs.install(demo)  # (each page opening made all ~500 blocks' configs at once)
     return demo
 
 
