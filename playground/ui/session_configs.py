@@ -18,7 +18,7 @@ import os
 from copy import copy
 
 import gradio as gr
-from gradio import state_holder
+from gradio import blocks, route_utils, state_holder
 
 _GRADIOS = state_holder.SessionState
 
@@ -57,4 +57,7 @@ class SessionState(_GRADIOS):
 def install(demo: gr.Blocks) -> None:
     """New sessions of ``demo`` make each block's config when it is first read, not all of them at once."""
     demo.pg_lazy_session_configs = True  # type: ignore[attr-defined]
-    state_holder.SessionState = SessionState  # what StateHolder builds; other apps' sessions stay Gradio's own
+    # where Gradio builds sessions: the state holder, a request without a session hash, a call without a state;
+    # other apps' sessions stay Gradio's own
+    for module in (state_holder, route_utils, blocks):
+        module.SessionState = SessionState  # type: ignore[misc]

@@ -22,8 +22,10 @@ def _gradios(demo) -> state_holder.SessionState:
 
 
 def test_the_app_builds_its_sessions_lazily_and_another_app_keeps_gradios(demo):
-    assert state_holder.SessionState is session_configs.SessionState
-    assert state_holder.StateHolder.__getitem__.__globals__["SessionState"] is session_configs.SessionState
+    from gradio import blocks, route_utils
+
+    for module in (state_holder, route_utils, blocks):
+        assert module.SessionState is session_configs.SessionState, module.__name__
     with gr.Blocks() as other:
         gr.Textbox("x")
     assert state_holder.SessionState(other).config_values  # Gradio's own, made at once
