@@ -3,8 +3,8 @@
 Gradio 6 gives each session a ``SessionState`` whose ``__init__`` builds the config of every block of the
 app (``config_for_block``: props, API info, example inputs) and keeps it, so that a deep link can save the
 session's page later. This app has nearly five hundred blocks: each new session (a page opening, an API
-client's first call) spent about 50 ms of the event loop's time and kept about 0.7 MiB on that copy, and
-thirty pages opening at once stalled every stream in the room for over a second (docs/benchmarks.md). The app
+client's first call) spent about 60 ms of the event loop's time and kept about 0.7 MiB on that copy, and
+thirty pages opening at once stalled every stream in the room for nearly two seconds (docs/benchmarks.md). The app
 has no deep-link button, and Gradio reads the whole copy only there (``SessionState.components``).
 
 ``install(demo)`` makes the sessions of that one app (``demo``, no other Blocks) start with an empty copy;
