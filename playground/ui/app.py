@@ -19,7 +19,7 @@ from playground.server.decode_loop import MAX_CONCURRENT_RUNS
 from playground.server.model_cache import CACHE
 from playground.server.recipes import MAX_UPLOAD_BYTES, default_recipe
 
-from . import event_overhead, prefs, progress, session_configs, show_me, skipped_outputs
+from . import event_overhead, page_cache, prefs, progress, session_configs, show_me, skipped_outputs
 from .common import I18N, T, new_state
 from .compare import layout as compare_layout
 from .compare.views import CSS as COMPARE_CSS
@@ -122,8 +122,9 @@ def launch_kwargs() -> dict:
     # Uploads larger than the checkpoint limit are refused by the server before they are stored.
     return {
         "max_threads": MAX_THREADS,
-        # a room's followers wait for its next move here, outside the queue (server.room_wait)
-        "app_kwargs": {"routes": [room_wait.ROUTE]},
+        # a room's followers wait for its next move here, outside the queue (server.room_wait); the page and
+        # Gradio's built files are answered from memory after their first request (page_cache)
+        "app_kwargs": {"routes": [room_wait.ROUTE, *page_cache.routes()]},
         "i18n": I18N,
         "css": CSS + COMPARE_CSS + cell_click.CSS + lessons_layout.CSS + TRAIN_SAMPLES_CSS + TRAIN_HEADS_CSS,
         "js": cell_click.with_page_js(prefs.PAGE_JS, cell_click.PAGE_JS, lessons_layout.PAGE_JS, room_layout.WATCH_JS),
@@ -131,8 +132,8 @@ def launch_kwargs() -> dict:
         "footer_links": ["api", "settings"],
         "theme": gr.themes.Soft(),
         "max_file_size": MAX_UPLOAD_BYTES,
-        # Gradio keeps a record of every session (about 0.6 MB here: a config of each component), the
-        # least recently used forgotten past this many: the records' memory is bounded.
+        # Gradio keeps a record of every session (its state, the configs it has updated: see session_configs),
+        # the least recently used forgotten past this many: the records' memory is bounded.
         "state_session_capacity": max_sessions(),
     }
 

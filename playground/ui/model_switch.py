@@ -8,6 +8,10 @@ always tells the truth about the model in use.
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
+
 import gradio as gr
 import pandas as pd
 
@@ -17,7 +21,7 @@ from playground.model_form import CONFIG_FIELDS, WEIGHTS, ModelForm, parse_confi
 from playground.model_form import DTYPES as DTYPES  # the Model tab and model B offer these
 from playground.server.catalog import HUB_MODELS, MODERN_PRESETS, PRESETS, SINCE_GPT2_DEFAULTS, ConfigError, GPTConfig
 from playground.server.files import import_upload, is_trained_checkpoint
-from playground.server.recipes import bundled_recipe, hub_recipe, random_recipe
+from playground.server.recipes import bundled_recipe, hub_recipe, random_recipe, recipe_key
 from playground.ui.model_words import breakdown_table, summary_line, tree_items, tree_table, tying_explanation
 
 from . import redraw
@@ -97,32 +101,64 @@ def form_values(model, recipe: dict) -> FormValues:
 
 def model_views(model, recipe: dict, depth: int = 3, lang: str = "en", present: bool = False) -> ModelViews:
     """Summary, tying text, tables and figures of the model, then the layer/head slider ranges."""
+    key = (recipe_key(recipe), int(depth), lang, bool(present))
+    with _DRAWN_LOCK:
+        drawn = _DRAWN.get(key)
+    if drawn is None or drawn[0]() is not model:
+        drawn = (weakref.ref(model), _drawn_views(model, recipe, int(depth), lang, present))
+        with _DRAWN_LOCK:
+            _DRAWN[key] = drawn
+            while len(_DRAWN) > DRAWN_KEPT:
+                _DRAWN.popitem(last=False)
+    summary, tying_md, breakdown_df, treemap, memory_plot, tree_df = drawn[1]
+    cfg = model.cfg
+    return ModelViews(
+        summary=summary,
+        tying_md=tying_md,
+        breakdown_df=_own_copy(breakdown_df),
+        treemap=treemap,
+        memory_plot=memory_plot,
+        tree_df=_own_copy(tree_df),
+        layer=slider_range(cfg.n_layers - 1),
+        head=slider_range(cfg.n_heads - 1),
+    )
+
+
+# A model's views drawn for each (recipe, depth, language, presenter mode), with the model they were
+# drawn from: every page that opens asks for the default model's views (its load, then its language's
+# redraw), and drawing them cost about 80 ms of the server's CPU a time (docs/benchmarks.md). They depend
+# on the model's structure alone, which a model keeps for its life; another model object (the cache built
+# the recipe again) is drawn anew. The figures are shared, never changed after drawing: Gradio only reads
+# them (``to_json``); tables are copied for each caller, and the sliders' updates made for each (Gradio
+# takes an update's value out of its dict).
+DRAWN_KEPT = 32
+_DRAWN: OrderedDict[tuple, tuple] = OrderedDict()
+_DRAWN_LOCK = threading.Lock()
+
+
+def _drawn_views(model, recipe: dict, depth: int, lang: str, present: bool) -> tuple:
     rows, breakdown = breakdown_table(model, lang)
     cfg = model.cfg
     memory = {tr(lang, name): size for name, size in breakdown.memory.items()}
     memory[tr(lang, "kv_cache", n=cfg.context_length)] = (
         breakdown.kv_cache_bytes_per_token["float32"] * cfg.context_length
     )
-    return ModelViews(
-        summary=summary_line(model, recipe, lang),
-        tying_md=tying_explanation(cfg, lang),
-        breakdown_df=table(rows, "breakdown_headers", lang),
-        treemap=dress(
-            figures.parameter_treemap(
-                tree_items(model), title=tr(lang, "fig_treemap"), root_label=tr(lang, "fig_treemap_root")
-            ),
-            lang,
-            present,
-        ),
-        memory_plot=dress(
-            figures.memory_bars(memory, title=tr(lang, "fig_memory", mflops=f"{breakdown.flops_per_token / 1e6:,.1f}")),
-            lang,
-            present,
-        ),
-        tree_df=table(tree_table(model, int(depth), lang), "tree_headers", lang),
-        layer=slider_range(cfg.n_layers - 1),
-        head=slider_range(cfg.n_heads - 1),
+    treemap = figures.parameter_treemap(
+        tree_items(model), title=tr(lang, "fig_treemap"), root_label=tr(lang, "fig_treemap_root")
     )
+    mflops = f"{breakdown.flops_per_token / 1e6:,.1f}"
+    return (
+        summary_line(model, recipe, lang),
+        tying_explanation(cfg, lang),
+        table(rows, "breakdown_headers", lang),
+        dress(treemap, lang, present),
+        dress(figures.memory_bars(memory, title=tr(lang, "fig_memory", mflops=mflops)), lang, present),
+        table(tree_table(model, depth, lang), "tree_headers", lang),
+    )
+
+
+def _own_copy(rows):
+    return rows.copy() if isinstance(rows, pd.DataFrame) else [list(row) for row in rows]
 
 
 def table(rows, headers_key: str, lang: str, relabel: bool = False):
