@@ -121,17 +121,19 @@ class Kept(BaseRoute):
             if key in self.filling:  # another request is asking Gradio for it: wait for that answer
                 answer = await asyncio.shield(self.filling[key])
             if answer is None:
-                messages = await self._fill(key, made_from, scope, receive)
-                if messages is not None:  # not a plain 200: Gradio's answer as it was
+                answer, messages = await self._fill(key, made_from, scope, receive)
+                if answer is None:  # not a plain 200: Gradio's answer as it was
                     for message in messages:
                         await send(message)
                     return
-                answer = self.answers[key]
         else:
             self.answers.move_to_end(key)
         await self._send(answer, headers, send)
 
-    async def _fill(self, key: Any, made_from: Any, scope: Scope, receive: Receive) -> list[Message] | None:
+    async def _fill(
+        self, key: Any, made_from: Any, scope: Scope, receive: Receive
+    ) -> tuple[Answer | None, list[Message]]:
+        """Gradio's answer, and the kept one made of it (None unless it is a plain 200)."""
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.filling[key] = future
         answer = None
@@ -143,11 +145,10 @@ class Kept(BaseRoute):
 
             await _gradios(scope, receive, keep)
             answer = _plain_200(messages, made_from)
-            if answer is None:
-                return messages
-            self.answers[key] = answer
-            _bound(self.answers)
-            return None
+            if answer is not None:
+                self.answers[key] = answer
+                _bound(self.answers)  # (an answer larger than the bound is sent, then not kept)
+            return answer, messages
         finally:
             del self.filling[key]
             future.set_result(answer)

@@ -182,3 +182,12 @@ def test_the_kept_answers_stay_within_their_bound(apps, monkeypatch):
 )
 def test_the_encoding_is_one_the_browser_accepts(header, chosen):
     assert page_cache.accepted_encoding(header) == chosen
+
+
+def test_an_answer_larger_than_the_bound_is_sent_and_not_kept(apps, monkeypatch):
+    kept, plain = apps
+    monkeypatch.setattr(page_cache, "CAPACITY_BYTES", 10)
+    want = plain.get("/", headers=IDENTITY).content
+    for encoding in ("identity", "br"):
+        assert kept.get("/", headers={"accept-encoding": encoding}).content == want
+    assert not _kept_routes(kept)[0].answers
