@@ -35,7 +35,7 @@ from starlette.types import Message, Receive, Scope, Send
 CAPACITY_BYTES = 64 * 1024 * 1024
 BROTLI_QUALITY = 5  # 0.9 MB page: 11 ms, 74 KiB (quality 11: ~1 s for 64 KiB)
 GZIP_LEVEL = 6
-_COMPRESSIBLE = ("text/", "application/javascript", "application/json", "image/svg+xml", "text/javascript")
+_COMPRESSIBLE = ("text/", "application/javascript", "application/json", "image/svg+xml")
 _DROPPED = {b"content-length", b"content-encoding", b"vary"}
 _ADDRESS_HEADERS = ("host", "x-forwarded-host", "x-forwarded-proto", "x-gradio-server")
 # query parameters Gradio's page route reads (the rest only the browser reads)
@@ -160,8 +160,10 @@ class Kept(BaseRoute):
             await send({"type": "http.response.body", "body": b""})
             return
         encoding = accepted_encoding(headers.get("accept-encoding", "")) if answer.compressible else ""
+        made = bool(encoding) and encoding not in answer.encoded
         body = answer.body_for(encoding)
-        _bound(self.answers)
+        if made:  # (the kept answers grew: only then can they pass the bound)
+            _bound(self.answers)
         raw = [*answer.headers, *extra, (b"content-length", str(len(body)).encode())]
         if answer.compressible:
             raw.append((b"vary", b"Accept-Encoding"))
