@@ -24,7 +24,7 @@ from playground.server.runs import layer_attention
 from playground.settings import parse_bool, parse_choice, parse_whole
 
 from . import redraw
-from .common import api_run, dress, lang_of, session_model, session_run, tr, warn
+from .common import api_run, dress, empty, lang_of, session_model, session_run, tr, warn
 from .figure_dress import fit_height
 from .results import only, result
 from .state import for_the_session
@@ -130,8 +130,8 @@ def _attention_views(state, view, layer, head, log_scale, query, span, request, 
     try:
         run = session_run(state)
         if run is None:
-            empty = dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present)
-            return AttentionViews(empty, gr.update(value=empty, visible=True), gr.skip(), "")
+            shown = empty(tr(lang, "generate_to_see"), lang, present)
+            return AttentionViews(shown, gr.update(value=shown, visible=True), gr.skip(), "")
         view = parse_choice(view, VIEWS, "Attention view")
         whole = parse_choice(span if span is not None else SPANS[0], SPANS, "Heatmap range") == SPANS[1]
         log_scale = parse_bool(log_scale, "Log scale")

@@ -5,7 +5,7 @@ Each lives in its own module; this one only gathers them. The parsers of what us
 """
 
 from .boxes import seed_box, slider_range
-from .figure_dress import dress
+from .figure_dress import dress, empty
 from .i18n import I18N, T, choices, lang_of, page_prefs, tr, tr_error
 from .messages import Refusal, fail, log, md_literal, ok, say, warn
 from .state import (
@@ -29,6 +29,7 @@ __all__ = [
     "client_address",
     "leased_model",
     "dress",
+    "empty",
     "lang_of",
     "page_prefs",
     "tr",

@@ -11,7 +11,9 @@ are translated here, so the plotting code stays plain.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
+from playground.figures import empty_figure
 from playground.figures.inside import waterfall_range
 from playground.i18n import normalize_lang
 
@@ -124,6 +126,14 @@ def dress(fig, lang: str = "en", present: bool = False, column: str = "half"):
         fig.update_xaxes(nticks=4)
     _wrap_title(fig, TITLE_COLUMNS[column][present])
     return fig
+
+
+@lru_cache(maxsize=64)
+def empty(message: str, lang: str = "en", present: bool = False):
+    """``dress(empty_figure(message), lang, present)``, made once for every page that shows it: each page
+    opening shows a few of them, and plotly takes longer to build one than to send it. Shared, so never
+    changed: Gradio only reads the figures it is given."""
+    return dress(empty_figure(message), lang, present)
 
 
 def _translate(fig, lang):

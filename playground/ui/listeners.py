@@ -13,6 +13,15 @@ likewise a Generate run that has just ended goes to ``run_ended``, for whoever r
 from __future__ import annotations
 
 import json
+import logging
+
+import gradio as gr
+from gradio import utils
+from gradio.helpers import special_args
+
+from .skipped_outputs import as_update
+
+log = logging.getLogger(__name__)
 
 
 def on_change(page, fn, inputs: list, outputs: list, then: tuple | None = None) -> None:
@@ -44,6 +53,56 @@ def titles_js(titles: dict[str, list[str]]) -> str:
 def registered(page) -> list[tuple]:
     """(fn or script, inputs, outputs) of every redraw, in the order the tabs registered them."""
     return list(page.__dict__.get("prefs_listeners", []))
+
+
+def combined(state, parts: list[tuple]) -> tuple:
+    """(fn, inputs, outputs) of one event that does what ``parts`` ((fn, inputs, outputs) each, ``fn(state,
+    *inputs)`` as ``on_change`` registers it) would do as events chained one after another.
+
+    Each event costs the server a few milliseconds and the page a status change whatever it carries, and a
+    page's first preferences run every tab's redraw. The parts run in order, each with the values the page
+    sent (a part's own outputs do not become a later part's inputs, as they would between events); where two
+    write the same component, the page ends with what the later one said, as it would after both events. A
+    part that fails leaves its outputs as they were and is logged: the other tabs are still redrawn."""
+    inputs, outputs = [state], []
+    for _, part_inputs, part_outputs in parts:
+        inputs += [c for c in part_inputs if all(c is not k for k in inputs)]
+        outputs += [c for c in part_outputs if all(c is not k for k in outputs)]
+    where_in = {id(c): i for i, c in enumerate(inputs)}
+    where_out = {id(c): i for i, c in enumerate(outputs)}
+
+    def redraw_all(request: gr.Request, *values):
+        said: list = [_UNSAID] * len(outputs)
+        for fn, part_inputs, part_outputs in parts:
+            args = [values[0]] + [values[where_in[id(c)]] for c in part_inputs]
+            try:
+                args = special_args(fn, args, request)[0]
+                answer = fn(*args)
+            except Exception:
+                log.exception("a redraw after the page's preferences failed: %s", getattr(fn, "__qualname__", fn))
+                continue
+            answers = [answer] if len(part_outputs) == 1 else list(answer)
+            if len(answers) != len(part_outputs):
+                raise ValueError(f"{fn.__qualname__} gave {len(answers)} values for {len(part_outputs)} outputs")
+            for component, value in zip(part_outputs, answers):
+                i = where_out[id(component)]
+                said[i] = _after(said[i], as_update(value))
+        return [{"__type__": "update"} if value is _UNSAID else value for value in said]
+
+    vars(redraw_all)["parts"] = tuple(fn for fn, _, _ in parts)  # (what it runs, for whoever inspects the app)
+    return redraw_all, inputs, outputs
+
+
+_UNSAID = object()
+
+
+def _after(before, value):
+    """What a component shows after it was given ``before`` and then ``value`` (each a value or an update)."""
+    if before is _UNSAID or not utils.is_prop_update(value):
+        return value
+    if utils.is_prop_update(before):
+        return {**before, **value}
+    return {"value": before, **value}
 
 
 # Whoever follows a session's long views as they stream (a classroom room): fn(state, key, draw, selection).

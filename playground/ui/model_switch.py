@@ -26,7 +26,7 @@ from playground.ui.model_words import breakdown_table, summary_line, tree_items,
 
 from . import redraw
 from .chips import RESET
-from .common import choices, dress, lang_of, new_state, slider_range, tr
+from .common import choices, dress, empty, lang_of, new_state, slider_range, tr
 from .results import outputs, result
 
 # The config fields the form shows, in order (the Since-GPT-2 ones last: see playground.model_form).
@@ -203,7 +203,7 @@ def switch_model(model, recipe: dict, message: str, state=None, request=None) ->
         **model_views(model, recipe, lang=lang, present=present)._asdict(),
         kernels_md=gr.skip(),
         **form_values(model, recipe)._asdict(),
-        heatmap=dress(figures.empty_figure(tr(lang, "generate_to_see")), lang, present),
+        heatmap=empty(tr(lang, "generate_to_see"), lang, present),
         chips=RESET,
         head_box=gr.update(visible=recipe["kind"] == "bundled"),
     )

@@ -18,7 +18,7 @@ import gradio as gr
 
 from playground.i18n import EN, ZH, normalize_lang
 
-from . import listeners, redraw
+from . import listeners, redraw, skipped_outputs
 from .common import T, tr
 
 
@@ -183,13 +183,20 @@ def wire(page) -> None:
     titles = {lang: tab_titles(lang, names) for lang in ("en", "zh-CN")}
     event.then(None, None, [tab for _, tab in tabs], js=listeners.titles_js(titles))
     page.demo.unload(redraw.forget)  # a closed page's drawn views (kept for redrawing them) are dropped
+    # Every registered redraw in one event, and what runs after their answer in a second: the page's first
+    # preferences run them all, and as events of their own they cost the server a few ms each.
+    parts, afters = [], []
     for fn, inputs, outputs, then in listeners.registered(page):
         if isinstance(fn, str):  # a script run in the page (listeners.on_change_titles)
             event.then(None, None, outputs, js=fn)
             continue
-        redrawn = event.then(fn, [page.state] + inputs, outputs, api_visibility="private", show_progress="hidden")
+        parts.append((fn, inputs, outputs))
         if then is not None:
-            after, after_inputs, after_outputs = then
-            redrawn.then(
-                after, [page.state] + after_inputs, after_outputs, api_visibility="private", show_progress="hidden"
-            )
+            afters.append(then)
+    quiet = {"api_visibility": "private", "show_progress": "hidden"}
+    redrawn = event.then(*listeners.combined(page.state, parts), **quiet)
+    # (the choices and labels a redraw sets are mostly those the page shows: a page's first preferences are
+    # nearly always the language it was drawn in)
+    skipped_outputs.same_props_sent(page.demo, redrawn)
+    if afters:
+        skipped_outputs.same_props_sent(page.demo, redrawn.then(*listeners.combined(page.state, afters), **quiet))

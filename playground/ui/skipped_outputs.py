@@ -62,7 +62,7 @@ async def postprocess_data(self, block_fn, predictions, state):
         for i, (block, value) in enumerate(zip(outputs, values)):
             if state is not None and not block.stateful and not _is_skip(value):
                 if isinstance(value, Block) or utils.is_prop_update(value):
-                    done[i] = _rebuilt(block, _as_update(value), state, block_fn.postprocess)
+                    done[i] = _rebuilt(block, as_update(value), state, block_fn.postprocess)
     skipped = {i for i, (block, value) in enumerate(zip(outputs, values)) if not block.stateful and _is_skip(value)}
     if not skipped and not done:
         return await original(self, block_fn, values, state)
@@ -162,7 +162,7 @@ def _not_compared(demo, block_fn) -> frozenset:
     return kept[block_fn._id]
 
 
-def _as_update(value):
+def as_update(value):
     """``value``, or the update a component given as a value stands for (its constructor's arguments)."""
     if isinstance(value, Block):
         return {**value.constructor_args, "__type__": "update"}
@@ -172,7 +172,7 @@ def _as_update(value):
 def _unchanged(block, value, state):
     """``value``, or (an update whose properties the session's ``block`` already has) its value alone, or a
     skip when it carries none."""
-    value = _as_update(value)
+    value = as_update(value)
     if not utils.is_prop_update(value) or _is_skip(value):
         return value
     props = {k: v for k, v in utils.delete_none(dict(value), skip_value=True).items() if k not in ("__type__", "value")}

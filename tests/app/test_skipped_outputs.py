@@ -200,12 +200,13 @@ def test_events_not_named_rebuild_as_before(monkeypatch):
     assert rebuilt == [outputs[9]._id] * 2
 
 
-def test_the_room_polls_are_named():
+def test_the_room_polls_and_the_preferences_redraws_are_named():
     from playground.ui.app import build_demo
 
     demo = build_demo()
-    # Follow, the watcher's poke, the timer, the join by link
-    assert sorted(demo.fns[i].name for i in demo.pg_same_props) == ["poll"] * 4
+    # Follow, the watcher's poke, the timer, the join by link; the redraws after the page's preferences and
+    # what runs after them (prefs.wire)
+    assert sorted(demo.fns[i].name for i in demo.pg_same_props) == ["poll"] * 4 + ["redraw_all"] * 2
 
 
 def test_a_named_events_rebuilds_leave_each_session_as_gradios_own_do(monkeypatch):

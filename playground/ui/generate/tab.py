@@ -32,6 +32,7 @@ from playground.ui.common import (
     api_run,
     choices,
     dress,
+    empty,
     fail,
     for_the_session,
     lang_of,
@@ -218,8 +219,8 @@ def inspect_step(state, step_index, request: gr.Request = None):
         return only(StepView, step_md=f"⚠️ {tr_error(lang_of(state), e)}")
     lang, present = lang_of(state), bool(state.get("present"))
     if run is None or not run.steps:
-        empty = dress(figures.empty_figure(tr(lang, "generate_first")), lang, present)
-        return StepView(empty, empty, tr(lang, "pick_one"))
+        shown = empty(tr(lang, "generate_first"), lang, present)
+        return StepView(shown, shown, tr(lang, "pick_one"))
     try:
         i = parse_whole(step_index, "Step", 0, len(run.steps) - 1)
     except ValueError as e:

@@ -18,7 +18,7 @@ from playground.server import train_heads
 from playground.server.catalog import PRESETS
 from playground.server.jobs import JOBS, training_config
 from playground.server.training_inputs import format_duration, induction_run, load_bundled_corpus, prepare_corpus
-from playground.ui.common import dress, for_the_session, lang_of, tr
+from playground.ui.common import dress, empty, for_the_session, lang_of, tr
 from playground.ui.common import fail as _fail
 
 CSS = """
@@ -44,7 +44,7 @@ def curves_figure(run, train_state=None):
     """Every head's three scores and the in-context gap against the step, the phase change marked."""
     lang, present = lang_of(train_state), bool((train_state or {}).get("present"))
     if run is None or not run.records:
-        return dress(figures.empty_figure(tr(lang, "heads_none")), lang, present)
+        return empty(tr(lang, "heads_none"), lang, present)
     names = {
         "previous_token": tr(lang, "heads_prev"),
         "induction": tr(lang, "heads_ind"),
@@ -126,12 +126,12 @@ def scrub_view(train_state, step, pick, request: gr.Request = None):
     lang, present = lang_of(train_state), bool((train_state or {}).get("present"))
     run = _run(train_state)
     if run is None or not run.records:
-        return dress(figures.empty_figure(tr(lang, "heads_none")), lang, present), ""
+        return empty(tr(lang, "heads_none"), lang, present), ""
     try:
         layer, head = str(pick or best_head(run)).split(".")
         view = train_heads.scrub(run, step if step is not None else 0, layer, head)
     except (ValueError, TypeError) as e:
-        return dress(figures.empty_figure(""), lang, present), _fail(e, lang)
+        return empty("", lang, present), _fail(e, lang)
     fig = figures.attention_heatmap(
         view["map"],
         view["labels"],

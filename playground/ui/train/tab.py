@@ -26,7 +26,7 @@ from playground.server.jobs import (
 from playground.server.training_inputs import estimate as train_estimate
 from playground.server.training_inputs import overfitting
 from playground.ui import redraw
-from playground.ui.common import choices, dress, for_the_session, lang_of, leased_model, tr
+from playground.ui.common import choices, dress, empty, for_the_session, lang_of, leased_model, tr
 from playground.ui.common import fail as _fail
 from playground.ui.common import ok as _ok
 from playground.ui.common import warn as _warn
@@ -169,7 +169,7 @@ def train_model(
         present = bool((train_state or {}).get("present"))
         yield Trained(
             train_state,
-            dress(figures.empty_figure(tr(lang, "train_not_started")), lang, present),
+            empty(tr(lang, "train_not_started"), lang, present),
             "",
             _say(request, lang, lambda lang, present=False, e=e: _fail(e, lang)),
             _samples(request, lang, None),
