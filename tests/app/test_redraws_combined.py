@@ -167,3 +167,12 @@ def test_a_pages_preferences_redraw_every_tab_in_two_events_and_the_shared_empty
     # The empty figures every page shares are what they were made as.
     assert empty(tr("en", "generate_to_see"), "en", False).to_json() == before
     assert before == dress(empty_figure(tr("en", "generate_to_see")), "en", False).to_json()
+
+
+def test_the_redraws_bench_runs_the_apps_chain(capsys):
+    from bench import page_redraws
+
+    page_redraws.main(["--pages", "1"])
+    said = capsys.readouterr().out
+    assert "server events after the preferences: 2" in said
+    assert "ms of CPU" in said and "over 1 pages" in said
