@@ -59,7 +59,7 @@ async def _pages(demo, n: int) -> list[float]:
 
 def _session(demo, props, request, session_state):
     """``send(fn_id, first=None)``: one event of a new session, its inputs what the page shows (``first``
-    in place of the first), its answer then shown."""
+    in place of the first), its answer then shown and returned (each output's, by its ``elem_id``)."""
     state, shown = session_state(demo), {}
 
     async def send(fn_id, first=None):
@@ -75,6 +75,7 @@ def _session(demo, props, request, session_state):
                 shown[block._id] = value
             elif "value" in value:
                 shown[block._id] = value["value"]
+        return {b.elem_id: v for b, v in zip(block_fn.outputs, answer["data"]) if b.elem_id}
 
     return send
 

@@ -87,7 +87,7 @@ def combined(state, parts: list[tuple]) -> tuple:
             for component, value in zip(part_outputs, answers):
                 i = where_out[id(component)]
                 said[i] = _after(said[i], as_update(value))
-        return [{"__type__": "update"} if value is _UNSAID else value for value in said]
+        return [gr.skip() if value is _UNSAID else value for value in said]
 
     vars(redraw_all)["parts"] = tuple(fn for fn, _, _ in parts)  # (what it runs, for whoever inspects the app)
     return redraw_all, inputs, outputs

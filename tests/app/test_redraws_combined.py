@@ -112,6 +112,7 @@ def test_a_pages_preferences_redraw_every_tab_in_two_events_and_the_shared_empty
     from gradio.state_holder import SessionState
     from starlette.requests import Request
 
+    from bench import page_redraws
     from playground.figures import empty_figure
     from playground.ui.app import build_demo
     from playground.ui.figure_dress import dress, empty
@@ -120,41 +121,22 @@ def test_a_pages_preferences_redraw_every_tab_in_two_events_and_the_shared_empty
     demo = build_demo()
     config = demo.get_config_file()
     props = {c["id"]: c.get("props", {}) for c in config["components"]}
-    named = {demo.fns[d["id"]].name: d["id"] for d in config["dependencies"]}
-    chain = [named["apply_prefs"]]
-    for d in config["dependencies"]:
-        if d.get("trigger_after") in chain:
-            chain.append(d["id"])
-    server = [i for i in chain[1:] if demo.fns[i].fn is not None]
+    load = next(d["id"] for d in config["dependencies"] if demo.fns[d["id"]].name == "load_session")
+    prefs_event, server = page_redraws._chain(demo, config)
     assert [demo.fns[i].name for i in server] == ["redraw_all", "redraw_all"]
     before = empty(tr("en", "generate_to_see"), "en", False).to_json()
 
     scope = {"type": "http", "headers": [], "query_string": b"", "path": "/", "method": "GET"}
-    request = gr.Request(request=Request(scope), session_hash="a-page")
-    state, shown = SessionState(demo), {}
-
-    async def send(fn_id, **given):
-        block_fn = demo.fns[fn_id]
-        payload = [given.get(b.elem_id, shown.get(b._id, props[b._id].get("value"))) for b in block_fn.inputs]
-        answer = await demo.process_api(block_fn, payload, state=state, request=request, session_hash="a-page")
-        for block, value in zip(block_fn.outputs, answer["data"]):
-            if not (isinstance(value, dict) and value.get("__type__") == "update"):
-                shown[block._id] = value
-            elif "value" in value:
-                shown[block._id] = value["value"]
-        return {b.elem_id: v for b, v in zip(block_fn.outputs, answer["data"]) if b.elem_id}
+    send = page_redraws._session(demo, props, gr.Request(request=Request(scope), session_hash="a-page"), SessionState)
 
     async def page(lang):
-        prefs = f'{{"lang": "{lang}", "present": false}}'
-        block_fn = demo.fns[chain[0]]
-        payload = [prefs] + [None] * (len(block_fn.inputs) - 1)
-        await demo.process_api(block_fn, payload, state=state, request=request, session_hash="a-page")
+        await send(prefs_event, first=f'{{"lang": "{lang}", "present": false}}')
         first = await send(server[0])
         await send(server[1])
         return first
 
     async def run():
-        await send(named["load_session"])
+        await send(load)
         return await page("zh-CN"), await page("en")
 
     zh, en = asyncio.run(run())
